@@ -1,0 +1,1 @@
+"""labgang node agent: NVML inventory (real and simulated), process supervisor, coordinator link."""

@@ -1,0 +1,1 @@
+"""labgang launcher: job/queue model, scheduler, coordinator service, CLI, simulator."""

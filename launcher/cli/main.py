@@ -1,0 +1,90 @@
+"""The ``labgang`` command: one click group whose subcommands live in their own modules.
+
+Each subcommand is imported only when it runs (``LazyGroup``), so ``labgang --help``
+and ``labgang nodes`` do not pay for Textual or aiohttp. To add a command, write a
+module under ``launcher/cli/`` (or elsewhere) exposing a ``click.Command`` and add
+one line to ``COMMANDS``.
+
+Exit statuses everywhere: 0 success, 1 the job failed or the request was refused,
+2 usage error (bad flag, bad file, no NVML driver).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+# name -> "module:attribute", relative to the labgang namespace.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("launcher.cli.up:up", "Run a coordinator and a local agent in one command (one workstation)."),
+    "submit": ("launcher.cli.jobs:submit", "Submit a gang job and print its id."),
+    "run": ("launcher.cli.jobs:run", "Submit a gang job, stream its output and exit with its status."),
+    "queue": ("launcher.cli.jobs:queue", "List jobs with their state and pending reason (like squeue)."),
+    "cancel": ("launcher.cli.jobs:cancel", "Cancel jobs."),
+    "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
+    "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
+    "queues": ("launcher.cli.jobs:queues", "List queues with nominal, used, borrowed and lent quota."),
+    "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
+    "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),
+    "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
+    "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
+    "config": ("launcher.cli.config:config", "Check configuration files."),
+    "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
+    "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
+}
+
+
+def _package_version() -> str:
+    try:
+        return version("labgang")
+    except PackageNotFoundError:  # running from a source tree without installing
+        return "0+unknown"
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target[0].split(":")
+        try:
+            module = importlib.import_module(f"labgang.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("labgang."):
+                return _unavailable(cmd_name, target[1])
+            raise
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str, help_text: str) -> click.Command:
+    @click.command(name, help=help_text + " (not available in this build)")
+    def cmd() -> None:
+        raise click.UsageError(f"'labgang {name}' is not available in this build")
+
+    return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_package_version(), "--version", "-V", prog_name="labgang")
+def cli() -> None:
+    """labgang: gang-scheduled GPU jobs on lab machines without Kubernetes.
+
+    Start with `labgang up` on a workstation, then `labgang run -n 4 -g 2 -- CMD`.
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="labgang")

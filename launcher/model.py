@@ -1,0 +1,146 @@
+"""The job and queue model shared by the scheduler, the coordinator and the CLI.
+
+Plain frozen dataclasses and enums: no I/O, no validation library. Validation of
+user input (config files, API requests, scenario files) happens at the edges
+(``launcher/config.py``, the API handlers, ``launcher/simulate.py``) and produces
+these types.
+
+Terms follow Kueue and Volcano (see DESIGN.md): a *job* is a gang of ``workers``
+ranks; a *queue* has a ``nominal`` quota per resource, an optional ``cohort``,
+``borrowing_limit`` and ``lending_limit``.
+
+Resource names are ``"gpu"`` for a full GPU and ``"mig-<profile>"`` for one MIG
+device of that profile (``"mig-1g.10gb"``), as NVIDIA's device plugin names them
+in its mixed MIG strategy.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+GPU = "gpu"
+MIG_PREFIX = "mig-"
+# A MIG profile as nvidia-smi prints it: "1g.10gb", "3g.40gb", "1c.3g.71gb", "1g.18gb+me".
+MIG_PROFILE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+(?:me|gfx|me\.all|nome|nodec))*$")
+
+
+def mig_resource(profile: str) -> str:
+    """Return the resource name for one MIG device of ``profile`` (``"1g.10gb"`` → ``"mig-1g.10gb"``)."""
+    return MIG_PREFIX + profile
+
+
+def is_valid_resource(name: str) -> bool:
+    """True for ``"gpu"`` and for ``"mig-<profile>"`` with a well-formed profile."""
+    if name == GPU:
+        return True
+    return name.startswith(MIG_PREFIX) and bool(MIG_PROFILE_RE.match(name[len(MIG_PREFIX):]))
+
+
+class WithinQueue(str, enum.Enum):
+    """Kueue's ``withinClusterQueue``: whom a pending job may preempt in its own queue."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "lower-or-newer-equal-priority"
+
+
+class ReclaimWithinCohort(str, enum.Enum):
+    """Kueue's ``reclaimWithinCohort``: whom a job may preempt in other queues of its cohort
+    to get back its own nominal quota that they borrowed."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+    ANY = "any"
+
+
+class BorrowPolicy(str, enum.Enum):
+    """Kueue's ``borrowWithinCohort.policy``."""
+
+    NEVER = "never"
+    LOWER_PRIORITY = "lower-priority"
+
+
+class Queueing(str, enum.Enum):
+    """Order within one queue: a best-effort head that does not fit lets later jobs try;
+    a strict head blocks the queue."""
+
+    BEST_EFFORT_FIFO = "best-effort-fifo"
+    STRICT_FIFO = "strict-fifo"
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    """While borrowing, a queue may preempt lower-priority jobs of other queues in its cohort,
+    but only jobs whose priority is <= ``max_priority_threshold`` (None = no cap)."""
+
+    policy: BorrowPolicy = BorrowPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """One queue's configuration.
+
+    Quantities are device counts per resource name. ``borrowing_limit`` and
+    ``lending_limit`` map a resource to its limit; a resource absent from the map
+    has no limit (unlimited borrowing; lends all of its unused nominal).
+    ``starvation_after`` is in seconds (None = never reserve).
+    """
+
+    name: str
+    nominal: Mapping[str, int] = field(default_factory=dict)
+    cohort: str | None = None
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
+    lending_limit: Mapping[str, int] = field(default_factory=dict)
+    within_queue: WithinQueue = WithinQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort()
+    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
+    starvation_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a job asks the scheduler for: a gang of ``workers`` ranks, each needing
+    ``per_worker`` devices of ``resource``.
+
+    ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
+    (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs
+    whose NVML name contains it (case-insensitive). ``nodes`` asks for exactly that many
+    nodes (None = as few as fit).
+    """
+
+    workers: int = 1
+    per_worker: int = 1
+    resource: str = GPU
+    gpu_model: str | None = None
+    nodes: int | None = None
+
+    @property
+    def total(self) -> int:
+        """Devices the whole gang needs."""
+        return self.workers * self.per_worker
+
+
+class JobState(str, enum.Enum):
+    """A job's life, as ``squeue`` would name it."""
+
+    PENDING = "pending"          # in its queue, not admitted
+    ADMITTED = "admitted"        # quota and devices assumed, ranks being launched
+    RUNNING = "running"          # every rank confirmed started
+    TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
+    SUCCEEDED = "succeeded"      # every rank exited 0
+    FAILED = "failed"            # a rank failed, a time limit passed, or it could not start
+    CANCELLED = "cancelled"      # cancelled by its owner or an admin
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+    @property
+    def holds_devices(self) -> bool:
+        """True while the job's quota and devices count as used."""
+        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)

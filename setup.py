@@ -1,0 +1,34 @@
+"""Map the root folders agent/, launcher/ and tui/ into the labgang namespace.
+
+pyproject.toml holds the metadata; this file only computes the package list so
+that a new subpackage under one of the roots is picked up without editing it.
+``labgang`` itself is a namespace package (PEP 420): nothing called ``agent``
+lands in site-packages.
+"""
+
+from pathlib import Path
+
+from setuptools import setup
+
+ROOTS = {"labgang.agent": "agent", "labgang.launcher": "launcher", "labgang.tui": "tui"}
+
+
+def _packages() -> tuple[list[str], dict[str, str]]:
+    here = Path(__file__).parent
+    packages: list[str] = []
+    package_dir: dict[str, str] = {}
+    for name, root in ROOTS.items():
+        package_dir[name] = root
+        for init in sorted((here / root).rglob("__init__.py")):
+            rel = init.parent.relative_to(here / root)
+            packages.append(".".join([name, *rel.parts]) if rel.parts else name)
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = _packages()
+
+setup(
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={"labgang.tui": ["*.tcss", "**/*.tcss"], "labgang.launcher": ["data/*", "data/**/*"]},
+)

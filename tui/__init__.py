@@ -1,0 +1,1 @@
+"""labgang top: the Textual TUI."""
