@@ -1,0 +1,387 @@
+"""Immutable, timestamped snapshots of a node's GPUs, MIG devices and GPU processes.
+
+Everything above ``labgang.agent.nvml`` sees the node through these frozen
+dataclasses. A value NVML could not give is an :class:`Unavailable` (with the
+reason and, when there was one, the NVML error code), never ``0``.
+
+``NodeInventory.to_dict()`` is the documented JSON schema of
+``labgang nodes --local --json``, the agent→coordinator wire format and what the
+TUI reads. Units are in the field names (``*_bytes``, ``*_pct``, ``*_w``,
+``*_c``); ``timestamp`` is unix seconds. An unavailable field is written as
+``null`` with a sibling ``"<field>_unavailable": "<reason>"`` and, when NVML gave
+an error code, ``"<field>_nvml_error": <code>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Union
+
+REASONS = ("unsupported", "no_permission", "gpu_lost", "error", "unknown")
+
+#: NVML's value for "no MIG GPU/compute instance" in process rows (nvml.h ``nvmlProcessInfo_v2_t``).
+NO_INSTANCE = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A field NVML could not give.
+
+    Attributes:
+        reason: one of ``"unsupported"`` (NOT_SUPPORTED, FUNCTION_NOT_FOUND),
+            ``"no_permission"`` (NO_PERMISSION), ``"gpu_lost"`` (GPU_IS_LOST),
+            ``"error"`` (any other NVML error) or ``"unknown"`` (the driver
+            reported no value, e.g. ``usedGpuMemory`` = NVML_VALUE_NOT_AVAILABLE).
+        code: the NVML return code (``NVMLError.value``), or None.
+
+    Raises:
+        ValueError: ``reason`` is not one of the allowed values.
+    """
+
+    reason: str
+    code: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"Unavailable.reason must be one of {', '.join(REASONS)}; got {self.reason!r}")
+
+    def __str__(self) -> str:
+        return "n/a"
+
+
+Maybe = Union[Any, Unavailable]
+
+
+def is_known(value: Any) -> bool:
+    """True when ``value`` is neither None nor :class:`Unavailable`."""
+    return value is not None and not isinstance(value, Unavailable)
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One compute process NVML shows on a device.
+
+    Attributes:
+        pid: process id as NVML reports it (host PID namespace).
+        used_memory_bytes: device memory used (bytes) or ``Unavailable("unknown")``
+            when NVML reports ``usedGpuMemory`` as None.
+        gi_id: GPU instance id, or None when the GPU is not in MIG mode (NVML 0xFFFFFFFF).
+        ci_id: compute instance id, or None likewise.
+    """
+
+    pid: int
+    used_memory_bytes: int | Unavailable
+    gi_id: int | None = None
+    ci_id: int | None = None
+
+
+@dataclass(frozen=True)
+class MigDeviceInfo:
+    """One MIG device (a compute instance inside a GPU instance) of a MIG-enabled GPU.
+
+    Attributes:
+        uuid: ``MIG-…`` UUID (``nvmlDeviceGetUUID`` on the MIG handle).
+        index: MIG device index on its parent (``nvmlDeviceGetMigDeviceHandleByIndex``).
+        profile: profile name as ``nvidia-smi -L`` prints it, e.g. ``1g.10gb`` or ``1c.3g.71gb``.
+        gi_id: GPU instance id (``nvmlDeviceGetGpuInstanceId``).
+        ci_id: compute instance id (``nvmlDeviceGetComputeInstanceId``).
+        memory_total_bytes: memory of the GPU instance (shared by its compute instances), bytes.
+        memory_used_bytes: used memory of the GPU instance, bytes.
+        sm_count: streaming multiprocessors (``nvmlDeviceGetAttributes().multiprocessorCount``).
+        parent_uuid: UUID of the parent GPU.
+        processes: compute processes on this MIG device.
+        sm_active_pct: GPM SM utilisation of the GPU instance, percent (Hopper and later).
+    """
+
+    uuid: str | Unavailable
+    index: int
+    profile: str | Unavailable
+    gi_id: int | Unavailable
+    ci_id: int | Unavailable
+    memory_total_bytes: int | Unavailable
+    memory_used_bytes: int | Unavailable
+    sm_count: int | Unavailable
+    parent_uuid: str | Unavailable
+    processes: tuple[ProcessInfo, ...] | Unavailable = ()
+    sm_active_pct: float | Unavailable = Unavailable("unsupported")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One physical GPU.
+
+    Attributes:
+        index: NVML index (not the CUDA ordinal; look devices up by UUID).
+        uuid: ``GPU-…`` UUID.
+        name: product name, e.g. ``NVIDIA H100 80GB HBM3``.
+        pci_bus_id: e.g. ``00000000:18:00.0``.
+        memory_total_bytes, memory_used_bytes, memory_free_bytes: bytes, from
+            ``nvmlDeviceGetMemoryInfo`` v2 where the driver has it (reserved memory not in used).
+        utilization_gpu_pct: percent of time a kernel ran (``nvmlDeviceGetUtilizationRates().gpu``).
+        utilization_memory_pct: percent of time memory was read/written.
+        sm_active_pct: GPM ``SM_UTIL``, percent of SMs busy (Hopper and later).
+        sm_occupancy_pct: GPM ``SM_OCCUPANCY``, percent of warps resident vs theoretical maximum.
+        temperature_c: GPU core temperature, °C.
+        power_w: power draw, W (``nvmlDeviceGetPowerUsage`` mW / 1000).
+        power_limit_w: enforced power limit, W.
+        clock_event_reasons: active clock-event (throttle) reasons, e.g. ``("sw_power_cap",)``.
+        ecc_volatile_uncorrected: volatile uncorrected ECC error count.
+        mig_mode_current: MIG mode now; None when the GPU cannot do MIG.
+        mig_mode_pending: MIG mode after the next GPU reset; None when the GPU cannot do MIG.
+        processes: compute processes on the whole GPU (all instances in MIG mode).
+        mig_devices: MIG devices when MIG mode is current.
+    """
+
+    index: int
+    uuid: str | Unavailable
+    name: str | Unavailable
+    pci_bus_id: str | Unavailable
+    memory_total_bytes: int | Unavailable
+    memory_used_bytes: int | Unavailable
+    memory_free_bytes: int | Unavailable
+    utilization_gpu_pct: float | Unavailable
+    utilization_memory_pct: float | Unavailable
+    sm_active_pct: float | Unavailable
+    sm_occupancy_pct: float | Unavailable
+    temperature_c: float | Unavailable
+    power_w: float | Unavailable
+    power_limit_w: float | Unavailable
+    clock_event_reasons: tuple[str, ...] | Unavailable
+    ecc_volatile_uncorrected: int | Unavailable
+    mig_mode_current: bool | None | Unavailable
+    mig_mode_pending: bool | None | Unavailable
+    processes: tuple[ProcessInfo, ...] | Unavailable = ()
+    mig_devices: tuple[MigDeviceInfo, ...] = ()
+
+    @property
+    def lost(self) -> bool:
+        """True when NVML reported the GPU as fallen off the bus (GPU_IS_LOST)."""
+        return any(
+            isinstance(getattr(self, f.name), Unavailable) and getattr(self, f.name).reason == "gpu_lost"
+            for f in dataclasses.fields(self)
+        )
+
+    @property
+    def mig_enabled(self) -> bool:
+        """True when MIG mode is current (the GPU is never handed out whole then)."""
+        return self.mig_mode_current is True
+
+    def warnings(self) -> tuple[str, ...]:
+        """Short human warnings for this GPU (MIG pending, lost, throttled, ECC errors, held memory).
+
+        Returns:
+            tuple of short strings, e.g. ``("mig pending enable (reset needed)",)``.
+        """
+        out: list[str] = []
+        if self.lost:
+            out.append("gpu lost")
+        cur, pend = self.mig_mode_current, self.mig_mode_pending
+        if isinstance(cur, bool) and isinstance(pend, bool) and cur != pend:
+            out.append(f"mig pending {'enable' if pend else 'disable'} (reset needed)")
+        if cur is True and not self.mig_devices:
+            out.append("mig enabled, no instances")
+        if isinstance(self.clock_event_reasons, tuple):
+            bad = [r for r in self.clock_event_reasons if r not in ("gpu_idle", "applications_clocks_setting")]
+            if bad:
+                out.append("throttled: " + ",".join(bad))
+        if is_known(self.ecc_volatile_uncorrected) and self.ecc_volatile_uncorrected > 0:
+            out.append(f"ecc errors: {self.ecc_volatile_uncorrected}")
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class AllocatableDevice:
+    """A device the coordinator may hand to one rank.
+
+    Attributes:
+        uuid: ``GPU-…`` (whole GPU) or ``MIG-…`` (MIG device) UUID.
+        resource: ``"gpu"`` or ``"mig-<profile>"`` (e.g. ``"mig-1g.10gb"``).
+        model: the GPU product name.
+        gpu_index: NVML index of the (parent) GPU.
+        parent_uuid: parent GPU UUID for MIG devices, None for whole GPUs.
+    """
+
+    uuid: str
+    resource: str
+    model: str
+    gpu_index: int
+    parent_uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """One consistent snapshot of a node's GPUs.
+
+    Attributes:
+        hostname: node name.
+        timestamp: when the snapshot was taken, unix seconds.
+        driver_version: ``nvmlSystemGetDriverVersion``, e.g. ``"565.57.01"``.
+        nvml_version: ``nvmlSystemGetNVMLVersion``.
+        cuda_driver_version: ``nvmlSystemGetCudaDriverVersion``, e.g. ``12070``.
+        gpus: the GPUs in NVML index order.
+    """
+
+    hostname: str
+    timestamp: float
+    driver_version: str | Unavailable
+    nvml_version: str | Unavailable
+    cuda_driver_version: int | Unavailable
+    gpus: tuple[GpuInfo, ...] = ()
+
+    def allocatable(self) -> tuple[AllocatableDevice, ...]:
+        """Devices that can be given to ranks.
+
+        Whole GPUs not in MIG mode (resource ``"gpu"``) and MIG devices of GPUs in
+        MIG mode (resource ``"mig-<profile>"``). A GPU whose MIG mode is current is
+        never listed whole; devices whose UUID NVML could not read are left out.
+
+        Returns:
+            tuple of :class:`AllocatableDevice` in GPU index, then MIG index order.
+        """
+        out: list[AllocatableDevice] = []
+        for gpu in self.gpus:
+            if not isinstance(gpu.uuid, str):
+                continue
+            model = gpu.name if isinstance(gpu.name, str) else ""
+            if gpu.mig_mode_current is True:
+                for mig in gpu.mig_devices:
+                    if isinstance(mig.uuid, str) and isinstance(mig.profile, str):
+                        out.append(AllocatableDevice(mig.uuid, f"mig-{mig.profile}", model, gpu.index, gpu.uuid))
+            elif not isinstance(gpu.mig_mode_current, Unavailable):
+                out.append(AllocatableDevice(gpu.uuid, "gpu", model, gpu.index, None))
+        return tuple(out)
+
+    def device_pids(self) -> dict[str, frozenset[int]]:
+        """PIDs NVML shows on each allocatable device.
+
+        Returns:
+            ``{uuid: frozenset(pids)}`` for every device of :meth:`allocatable`: a MIG
+            device's own processes, a whole GPU's processes.
+        """
+        by_uuid: dict[str, frozenset[int]] = {}
+        for gpu in self.gpus:
+            by_uuid[gpu.uuid if isinstance(gpu.uuid, str) else ""] = _pids(gpu.processes)
+            for mig in gpu.mig_devices:
+                if isinstance(mig.uuid, str):
+                    by_uuid[mig.uuid] = _pids(mig.processes)
+        return {dev.uuid: by_uuid.get(dev.uuid, frozenset()) for dev in self.allocatable()}
+
+    def find(self, uuid: str) -> GpuInfo | MigDeviceInfo | None:
+        """The GPU or MIG device with this UUID, or None."""
+        for gpu in self.gpus:
+            if gpu.uuid == uuid:
+                return gpu
+            for mig in gpu.mig_devices:
+                if mig.uuid == uuid:
+                    return mig
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict (``labgang nodes --local --json`` schema, see module docstring)."""
+        return _to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeInventory:
+        """Rebuild a snapshot from :meth:`to_dict` output; ``from_dict(x.to_dict()) == x``.
+
+        Raises:
+            ValueError: a required field is missing or has the wrong type (the message names it).
+        """
+        return _from_dict(cls, data, "inventory")
+
+
+def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:
+    if isinstance(processes, Unavailable):
+        return frozenset()
+    return frozenset(p.pid for p in processes)
+
+
+# --------------------------------------------------------------------------- (de)serialisation
+
+_NESTED: dict[tuple[type, str], type] = {
+    (NodeInventory, "gpus"): GpuInfo,
+    (GpuInfo, "processes"): ProcessInfo,
+    (GpuInfo, "mig_devices"): MigDeviceInfo,
+    (MigDeviceInfo, "processes"): ProcessInfo,
+}
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, Unavailable):
+            out[f.name] = None
+            out[f"{f.name}_unavailable"] = value.reason
+            if value.code is not None:
+                out[f"{f.name}_nvml_error"] = value.code
+        elif isinstance(value, tuple):
+            out[f.name] = [_to_dict(v) if dataclasses.is_dataclass(v) else v for v in value]
+        else:
+            out[f.name] = value
+    if isinstance(obj, GpuInfo):
+        out["warnings"] = list(obj.warnings())
+    return out
+
+
+def _from_dict(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        name = f.name
+        if name not in data:
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+                continue
+            raise ValueError(f"{where}.{name}: missing field")
+        value = data[name]
+        if value is None and f"{name}_unavailable" in data:
+            kwargs[name] = Unavailable(data[f"{name}_unavailable"], data.get(f"{name}_nvml_error"))
+            continue
+        nested = _NESTED.get((cls, name))
+        if nested is not None:
+            if not isinstance(value, list):
+                raise ValueError(f"{where}.{name}: expected a list, got {type(value).__name__}")
+            kwargs[name] = tuple(_from_dict(nested, v, f"{where}.{name}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, list):
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def read_inventory(backend: Any, *, hostname: str | None = None, now: float | None = None) -> NodeInventory:
+    """Read one snapshot of the node's GPUs through an NVML backend.
+
+    Args:
+        backend: what :func:`labgang.agent.nvml.open_backend` returned (``pynvml``,
+            a ``SimulatedNvml`` or a recorder); already initialised.
+        hostname: node name; defaults to ``socket.gethostname()`` (or the simulated
+            machine's hostname).
+        now: snapshot timestamp in unix seconds; defaults to ``time.time()``.
+
+    Returns:
+        A :class:`NodeInventory`. NVML errors become :class:`Unavailable` fields;
+        only a failing ``nvmlDeviceGetCount`` yields a snapshot with no GPUs.
+    """
+    from labgang.agent.nvml.read import read_node  # the reader lives beside the one pynvml seam
+
+    return read_node(backend, hostname=hostname, now=now)
+
+
+__all__ = [
+    "AllocatableDevice",
+    "GpuInfo",
+    "MigDeviceInfo",
+    "NO_INSTANCE",
+    "NodeInventory",
+    "ProcessInfo",
+    "REASONS",
+    "Unavailable",
+    "is_known",
+    "read_inventory",
+]
