@@ -1,0 +1,388 @@
+"""The cluster configuration (``cluster.toml``): queues, cohorts, priority classes, who may do what.
+
+Validated with pydantic (unknown keys are errors); every error names the key path
+(``queues[1].within_queue``) and, where the value comes from a fixed set, the allowed
+values. :func:`load_config` reads a file; :meth:`ClusterConfig.default_for` builds the
+embedded default of ``labgang up`` (one queue ``default`` covering every device).
+
+Example::
+
+    default_queue = "team-a"
+    admins = ["alice"]
+    node_timeout_s = 30.0
+
+    [priority_classes]
+    high = 100
+
+    [[queues]]
+    name = "team-a"
+    cohort = "lab"
+    nominal = { gpu = 8 }
+    users = ["alice", "bob"]
+"""
+
+from __future__ import annotations
+
+import enum
+import grp
+import pwd
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from labgang.launcher.model import (
+    BorrowPolicy,
+    BorrowWithinCohort,
+    Queueing,
+    QueueSpec,
+    ReclaimWithinCohort,
+    WithinQueue,
+    is_valid_resource,
+)
+
+DEFAULT_QUEUE = "default"
+
+
+class ConfigError(ValueError):
+    """A configuration file is missing, not TOML, or breaks a rule.
+
+    Attributes:
+        problems: one line per problem, each starting with the key path.
+    """
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
+    for resource, count in value.items():
+        if not is_valid_resource(resource):
+            raise ValueError(
+                f"unknown resource {resource!r} in {what}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'"
+            )
+        if count < 0:
+            raise ValueError(f"{what}[{resource!r}] must be >= 0, got {count}")
+    return value
+
+
+class BorrowWithinCohortConfig(_Strict):
+    """Kueue's ``borrowWithinCohort``; see :class:`labgang.launcher.model.BorrowWithinCohort`."""
+
+    policy: BorrowPolicy = BorrowPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+class QueueConfig(_Strict):
+    """One ``[[queues]]`` table.
+
+    Quota fields are device counts per resource (``gpu``, ``mig-<profile>``);
+    ``starvation_after`` is in seconds. ``users`` / ``groups`` restrict who may submit
+    to the queue (both absent = everyone; admins always may).
+    """
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    cohort: str | None = None
+    nominal: dict[str, int] = Field(default_factory=dict)
+    borrowing_limit: dict[str, int] = Field(default_factory=dict)
+    lending_limit: dict[str, int] = Field(default_factory=dict)
+    within_queue: WithinQueue = WithinQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohortConfig = BorrowWithinCohortConfig()
+    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
+    starvation_after: float | None = Field(default=None, gt=0)
+    users: list[str] | None = None
+    groups: list[str] | None = None
+
+    @field_validator("nominal")
+    @classmethod
+    def _nominal(cls, v: dict[str, int]) -> dict[str, int]:
+        return _check_quantities(v, "nominal")
+
+    @field_validator("borrowing_limit")
+    @classmethod
+    def _borrowing(cls, v: dict[str, int]) -> dict[str, int]:
+        return _check_quantities(v, "borrowing_limit")
+
+    @field_validator("lending_limit")
+    @classmethod
+    def _lending(cls, v: dict[str, int]) -> dict[str, int]:
+        return _check_quantities(v, "lending_limit")
+
+    def to_spec(self) -> QueueSpec:
+        """Return the scheduler's :class:`QueueSpec` for this queue."""
+        return QueueSpec(
+            name=self.name,
+            nominal=dict(self.nominal),
+            cohort=self.cohort,
+            borrowing_limit=dict(self.borrowing_limit),
+            lending_limit=dict(self.lending_limit),
+            within_queue=self.within_queue,
+            reclaim_within_cohort=self.reclaim_within_cohort,
+            borrow_within_cohort=BorrowWithinCohort(
+                self.borrow_within_cohort.policy, self.borrow_within_cohort.max_priority_threshold
+            ),
+            queueing=self.queueing,
+            starvation_after=self.starvation_after,
+        )
+
+
+class CohortConfig(_Strict):
+    """One ``[[cohorts]]`` table: declares a cohort by name (queues join it with ``cohort = NAME``)."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+
+
+class ClusterConfig(_Strict):
+    """The whole ``cluster.toml``.
+
+    Times are seconds. ``cycle_coalesce_s`` is how long the scheduling loop waits after
+    the first event before it runs, so a burst of submissions costs one cycle.
+    ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
+    again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
+    starts the job fails.
+    """
+
+    default_queue: str = DEFAULT_QUEUE
+    admins: list[str] = Field(default_factory=list)
+    admin_groups: list[str] = Field(default_factory=list)
+    token_file: str | None = None
+    tcp_host: str | None = None
+    tcp_port: int | None = Field(default=None, ge=0, le=65535)
+    node_timeout_s: float = Field(default=30.0, gt=0)
+    startup_timeout_s: float = Field(default=60.0, gt=0)
+    cycle_coalesce_s: float = Field(default=0.01, ge=0, le=5)
+    timer_interval_s: float = Field(default=0.5, gt=0, le=60)
+    requeue_backoff_s: float = Field(default=5.0, ge=0)
+    requeue_backoff_max_s: float = Field(default=300.0, ge=0)
+    max_start_failures: int = Field(default=3, ge=1)
+    default_grace_s: float = Field(default=10.0, ge=0)
+    priority_classes: dict[str, int] = Field(default_factory=dict)
+    cohorts: list[CohortConfig] = Field(default_factory=list)
+    queues: list[QueueConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "ClusterConfig":
+        names = [q.name for q in self.queues]
+        dupes = sorted(n for n, c in Counter(names).items() if c > 1)
+        if dupes:
+            raise ValueError(f"queues: duplicate queue name(s) {dupes}")
+        if self.default_queue not in names:
+            raise ValueError(f"default_queue: {self.default_queue!r} is not a queue; allowed: {sorted(names)}")
+        if self.cohorts:
+            declared = {c.name for c in self.cohorts}
+            for i, q in enumerate(self.queues):
+                if q.cohort is not None and q.cohort not in declared:
+                    raise ValueError(
+                        f"queues[{i}].cohort: {q.cohort!r} is not declared in [[cohorts]]; allowed: {sorted(declared)}"
+                    )
+        for i, q in enumerate(self.queues):
+            if q.cohort is None and (q.borrowing_limit or q.lending_limit):
+                raise ValueError(f"queues[{i}]: borrowing_limit/lending_limit need a cohort")
+        return self
+
+    # ----- lookups -------------------------------------------------------------------------
+
+    def queue_specs(self) -> tuple[QueueSpec, ...]:
+        """The scheduler's queue specs, in file order."""
+        return tuple(q.to_spec() for q in self.queues)
+
+    def queue(self, name: str) -> QueueConfig | None:
+        """The queue called ``name``, or None."""
+        for q in self.queues:
+            if q.name == name:
+                return q
+        return None
+
+    def is_admin(self, user: str, groups: Iterable[str] = ()) -> bool:
+        """True for root, for users listed in ``admins`` and members of ``admin_groups``."""
+        if user == "root" or user in self.admins:
+            return True
+        return bool(set(groups) & set(self.admin_groups))
+
+    def may_use_queue(self, queue: QueueConfig, user: str, groups: Iterable[str] = ()) -> bool:
+        """True when ``user`` (member of ``groups``) may submit to ``queue``."""
+        if queue.users is None and queue.groups is None:
+            return True
+        if self.is_admin(user, groups):
+            return True
+        if queue.users is not None and user in queue.users:
+            return True
+        return queue.groups is not None and bool(set(groups) & set(queue.groups))
+
+    def resolve_priority(self, value: int | str | None) -> int:
+        """Turn a priority (an int or a ``priority_classes`` name) into an int.
+
+        Raises:
+            ValueError: an unknown class name; the message lists the allowed names.
+        """
+        if value is None:
+            return 0
+        if isinstance(value, bool):
+            raise ValueError("priority must be an integer or a priority class name")
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text in self.priority_classes:
+            return self.priority_classes[text]
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(
+                f"unknown priority class {text!r}; allowed: an integer or one of {sorted(self.priority_classes)}"
+            ) from None
+
+    @classmethod
+    def default_for(cls, inventory: Any) -> "ClusterConfig":
+        """The embedded default for one workstation: a queue ``default`` whose nominal
+        quota covers every allocatable device of ``inventory``.
+
+        Args:
+            inventory: a :class:`labgang.agent.inventory.NodeInventory` (anything with
+                ``allocatable()`` returning devices that have a ``resource``), or an
+                iterable of such inventories for several nodes.
+        """
+        inventories = [inventory] if hasattr(inventory, "allocatable") else list(inventory)
+        counts: Counter[str] = Counter()
+        for inv in inventories:
+            for device in inv.allocatable():
+                counts[device.resource] += 1
+        return cls(queues=[QueueConfig(name=DEFAULT_QUEUE, nominal=dict(sorted(counts.items())))])
+
+
+# ----- loading ------------------------------------------------------------------------------
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed_for(loc: tuple[Any, ...]) -> str:
+    field = next((p for p in reversed(loc) if isinstance(p, str) and p not in ("policy",)), None)
+    enums: dict[str, type[enum.Enum]] = {
+        "within_queue": WithinQueue,
+        "reclaim_within_cohort": ReclaimWithinCohort,
+        "queueing": Queueing,
+    }
+    if loc and loc[-1] == "policy":
+        return ", ".join(m.value for m in BorrowPolicy)
+    if field in enums:
+        return ", ".join(m.value for m in enums[field])
+    return ""
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = ClusterConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part)
+        if info is None:
+            return []
+        annotation = info.annotation
+        inner = getattr(annotation, "__args__", (annotation,))
+        nxt = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if nxt is None:
+            return []
+        model = nxt
+    return sorted(model.model_fields)
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One line per pydantic error: ``<key path>: <message>[; allowed: ...]``."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            known = _known_keys(loc)
+            lines.append(f"{_loc(loc)}: unknown key; allowed keys: {', '.join(known)}")
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "enum":
+            allowed = _allowed_for(loc)
+            lines.append(f"{_loc(loc)}: {err['input']!r} is not allowed; allowed: {allowed}")
+        elif not loc:
+            lines.append(msg)  # cross-field checks already start with their key path
+        else:
+            lines.append(f"{_loc(loc)}: {msg}")
+    return lines
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfig:
+    """Validate an already-parsed TOML mapping.
+
+    Raises:
+        ConfigError: with one problem per bad key, each naming its key path.
+    """
+    try:
+        return ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, describe_errors(exc)) from None
+
+
+def load_config(path: str | Path) -> ClusterConfig:
+    """Read and validate ``cluster.toml``.
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or breaks a rule.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["file not found"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
+    return parse_config(data, str(p))
+
+
+# ----- users ---------------------------------------------------------------------------------
+
+
+def user_name(uid: int) -> str:
+    """The login name of ``uid`` (``str(uid)`` when the password database has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def user_groups(uid: int) -> tuple[str, ...]:
+    """Names of the groups ``uid`` belongs to (primary and supplementary); empty if unknown."""
+    try:
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        return ()
+    names = set()
+    try:
+        names.add(grp.getgrgid(entry.pw_gid).gr_name)
+    except KeyError:
+        pass
+    for g in grp.getgrall():
+        if entry.pw_name in g.gr_mem:
+            names.add(g.gr_name)
+    return tuple(sorted(names))
+
+
+def primary_gid(uid: int) -> int | None:
+    """The primary gid of ``uid``, or None when the password database has none."""
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return None
+
