@@ -1,0 +1,411 @@
+"""Talk to the coordinator's user API: HTTP/JSON over the Unix socket ``<state_dir>/labgang.sock``.
+
+Two clients with the same methods and errors:
+
+- :class:`Client`, synchronous (``http.client`` on an ``AF_UNIX`` socket, one kept-alive
+  connection): what every shell command uses; cheap to start, no event loop.
+- :class:`AsyncClient`, on aiohttp's ``UnixConnector``: for async callers such as the TUI.
+
+The coordinator learns who the caller is from the socket (``SO_PEERCRED``), so no
+request carries a user. Errors come back as exceptions that the CLI turns into one
+line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
+:class:`ApiError` (the coordinator answered 4xx/5xx with ``{"error": {...}}``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import quote, urlencode
+
+from labgang.launcher import paths
+
+DEFAULT_TIMEOUT_S = 30.0
+# sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
+_MAX_SOCKET_PATH = 107
+
+
+class ClientError(Exception):
+    """Base of the errors a coordinator client raises."""
+
+
+class CoordinatorUnavailable(ClientError):
+    """Nothing answers at the socket (no file, a stale file, or no permission).
+
+    Attributes:
+        socket_path: the socket that was tried.
+    """
+
+    def __init__(self, socket_path: Path, detail: str | None = None) -> None:
+        self.socket_path = socket_path
+        message = f"no labgang coordinator at {socket_path}; start one with `labgang up`"
+        if detail:
+            message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
+        super().__init__(message)
+
+
+@dataclass
+class ApiError(ClientError):
+    """The coordinator refused a request.
+
+    Attributes:
+        status: the HTTP status (400 bad field, 403 not allowed, 404 unknown job,
+            409 unschedulable; 5xx a coordinator fault).
+        message: the coordinator's one-line explanation.
+        field: the request field at fault (``"queue"``, ``"workers"``...), or None.
+        allowed: what the field allows (a list, a range text, ...), or None.
+    """
+
+    status: int
+    message: str
+    field: str | None = None
+    allowed: Any = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """A slice of one rank's output.
+
+    Attributes:
+        data: the bytes from the requested offset (may be empty).
+        next_offset: the byte offset to ask for next.
+        finished: True once the job has ended and the log is complete (no more bytes will come).
+    """
+
+    data: bytes
+    next_offset: int
+    finished: bool
+
+
+def socket_for(state_dir: str | Path | None = None) -> Path:
+    """The user API socket for ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default state dir).
+
+    Source: :func:`labgang.launcher.paths.socket_path`.
+    """
+    return paths.socket_path(state_dir)
+
+
+def _job_path(job_id: str, suffix: str = "") -> str:
+    return f"/v1/jobs/{quote(str(job_id), safe='')}{suffix}"
+
+
+def _jobs_query(all_users: bool, user: str | None) -> dict[str, str]:
+    query: dict[str, str] = {}
+    if all_users:
+        query["all"] = "1"
+    if user:
+        query["user"] = user
+    return query
+
+
+def _error_from(status: int, body: bytes) -> ApiError:
+    """Build an :class:`ApiError` from a non-2xx answer (``{"error": {"message","field","allowed"}}``)."""
+    try:
+        payload = json.loads(body.decode("utf-8") or "{}")
+        err = payload.get("error") if isinstance(payload, dict) else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        err = None
+    if isinstance(err, dict) and err.get("message"):
+        return ApiError(status, str(err["message"]), err.get("field"), err.get("allowed"))
+    text = body.decode("utf-8", "replace").strip().splitlines()
+    return ApiError(status, f"coordinator answered HTTP {status}" + (f": {text[0]}" if text else ""))
+
+
+def _json_body(status: int, body: bytes) -> dict[str, Any]:
+    if status >= 400:
+        raise _error_from(status, body)
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(status, f"coordinator sent a body that is not JSON ({exc})") from exc
+    if not isinstance(payload, dict):
+        raise ApiError(status, "coordinator sent JSON that is not an object")
+    return payload
+
+
+def _log_chunk(status: int, headers: Mapping[str, str], body: bytes, offset: int) -> LogChunk:
+    if status >= 400:
+        raise _error_from(status, body)
+    next_offset = headers.get("X-Next-Offset")
+    return LogChunk(
+        data=body,
+        next_offset=int(next_offset) if next_offset else offset + len(body),
+        finished=headers.get("X-Job-Finished", "") == "1",
+    )
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """``http.client`` over an ``AF_UNIX`` stream socket."""
+
+    def __init__(self, socket_path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._socket_path = socket_path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self._socket_path))
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class Client:
+    """Synchronous client of the coordinator's user API.
+
+    Args:
+        socket_path: the Unix socket (see :func:`socket_for`).
+        timeout: seconds to wait for the coordinator on each request.
+
+    Every method raises :class:`CoordinatorUnavailable` when nothing listens and
+    :class:`ApiError` when the coordinator refuses. Use as a context manager, or call
+    :meth:`close`.
+    """
+
+    def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.socket_path = Path(socket_path)
+        self.timeout = timeout
+        self._conn: _UnixHTTPConnection | None = None
+
+    @classmethod
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Client":
+        """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
+        return cls(socket_for(state_dir), timeout)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the kept-alive connection (a later request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- transport -----------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send one request and return ``(status, headers, body bytes)``.
+
+        A GET whose kept-alive connection turns out closed is retried once on a new
+        connection; a POST never is (it could act twice).
+
+        Raises:
+            CoordinatorUnavailable: nothing listens at the socket.
+        """
+        if len(str(self.socket_path).encode()) > _MAX_SOCKET_PATH:
+            raise CoordinatorUnavailable(
+                self.socket_path, f"the socket path is longer than {_MAX_SOCKET_PATH} bytes; use a shorter --state-dir"
+            )
+        url = path + ("?" + urlencode(query) if query else "")
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        attempts = 2 if method == "GET" else 1
+        for attempt in range(attempts):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = _UnixHTTPConnection(self.socket_path, self.timeout)
+            try:
+                self._conn.request(method, url, body=payload, headers=headers)
+                resp = self._conn.getresponse()
+                data = resp.read()
+                result_headers = {k.title(): v for k, v in resp.getheaders()}
+                if resp.will_close:
+                    self.close()
+                return resp.status, result_headers, data
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                self.close()
+                raise CoordinatorUnavailable(self.socket_path) from exc
+            except PermissionError as exc:
+                self.close()
+                raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+                self.close()
+                if fresh or attempt + 1 == attempts:
+                    raise CoordinatorUnavailable(self.socket_path, f"the connection closed ({exc})") from exc
+            except TimeoutError as exc:
+                self.close()
+                raise CoordinatorUnavailable(
+                    self.socket_path, f"no answer within {self.timeout:g} s"
+                ) from exc
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        status, _, body = self.request(method, path, **kw)
+        return _json_body(status, body)
+
+    # -- the user API ----------------------------------------------------------------
+
+    def submit(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/jobs``: submit a job; returns its JobView (dict).
+
+        Args:
+            spec: the submission body (name, queue, workers, gpus_per_worker, mig, priority,
+                nodes, gpu_model, grace_s, time_limit_s, requeue, signal, argv, env, cwd).
+
+        Raises:
+            ApiError: 400 bad field, 403 queue not allowed, 409 could never be scheduled.
+        """
+        return self._json("POST", "/v1/jobs", body=dict(spec))["job"]
+
+    def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]:
+        """``GET /v1/jobs``: the caller's jobs, or everyone's with ``all_users``, or one user's."""
+        return self._json("GET", "/v1/jobs", query=_jobs_query(all_users, user))["jobs"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """``GET /v1/jobs/{id}``: one JobView. Raises ApiError(404) for an unknown job."""
+        return self._json("GET", _job_path(job_id))["job"]
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/cancel``: cancel a job; returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job (and not an admin), 404 unknown job.
+        """
+        return self._json("POST", _job_path(job_id, "/cancel"))["job"]
+
+    def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
+        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``."""
+        query = {"rank": str(rank), "offset": str(offset)}
+        status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
+        return _log_chunk(status, headers, body, offset)
+
+    def queues(self) -> list[dict[str, Any]]:
+        """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""
+        return self._json("GET", "/v1/queues")["queues"]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """``GET /v1/nodes``: each node with its inventory and per-device allocation state."""
+        return self._json("GET", "/v1/nodes")["nodes"]
+
+    def version(self) -> dict[str, Any]:
+        """``GET /v1/version``."""
+        return self._json("GET", "/v1/version")
+
+
+class AsyncClient:
+    """The same API as :class:`Client` for asyncio callers, on aiohttp's ``UnixConnector``.
+
+    Args:
+        socket_path: the Unix socket (see :func:`socket_for`).
+        timeout: seconds to wait for the coordinator on each request.
+
+    Use ``async with AsyncClient(path) as c:`` or ``await c.close()``.
+    """
+
+    def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.socket_path = Path(socket_path)
+        self.timeout = timeout
+        self._session: Any = None
+
+    @classmethod
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "AsyncClient":
+        """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
+        return cls(socket_for(state_dir), timeout)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the underlying aiohttp session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send one request and return ``(status, headers, body bytes)``.
+
+        Raises:
+            CoordinatorUnavailable: nothing listens at the socket.
+        """
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=str(self.socket_path)),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            )
+        try:
+            async with self._session.request(
+                method, "http://localhost" + path, params=dict(query or {}), json=body
+            ) as resp:
+                data = await resp.read()
+                return resp.status, {k.title(): v for k, v in resp.headers.items()}, data
+        except aiohttp.ClientConnectorError as exc:
+            os_error = getattr(exc, "os_error", None)
+            if isinstance(os_error, PermissionError):
+                raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc
+            raise CoordinatorUnavailable(self.socket_path) from exc
+        except (aiohttp.ServerDisconnectedError, TimeoutError) as exc:
+            raise CoordinatorUnavailable(self.socket_path, f"no usable answer ({exc!r})") from exc
+
+    async def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        status, _, body = await self.request(method, path, **kw)
+        return _json_body(status, body)
+
+    async def submit(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """See :meth:`Client.submit`."""
+        return (await self._json("POST", "/v1/jobs", body=dict(spec)))["job"]
+
+    async def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]:
+        """See :meth:`Client.jobs`."""
+        return (await self._json("GET", "/v1/jobs", query=_jobs_query(all_users, user)))["jobs"]
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        """See :meth:`Client.job`."""
+        return (await self._json("GET", _job_path(job_id)))["job"]
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        """See :meth:`Client.cancel`."""
+        return (await self._json("POST", _job_path(job_id, "/cancel")))["job"]
+
+    async def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
+        """See :meth:`Client.logs`."""
+        query = {"rank": str(rank), "offset": str(offset)}
+        status, headers, body = await self.request("GET", _job_path(job_id, "/logs"), query=query)
+        return _log_chunk(status, headers, body, offset)
+
+    async def queues(self) -> list[dict[str, Any]]:
+        """See :meth:`Client.queues`."""
+        return (await self._json("GET", "/v1/queues"))["queues"]
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        """See :meth:`Client.nodes`."""
+        return (await self._json("GET", "/v1/nodes"))["nodes"]
+
+    async def version(self) -> dict[str, Any]:
+        """See :meth:`Client.version`."""
+        return await self._json("GET", "/v1/version")

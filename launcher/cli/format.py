@@ -1,0 +1,302 @@
+"""Text for the shell: durations, signal specs, squeue-style tables and ``--json``.
+
+Everything here is pure (no I/O, no clock reads): callers pass ``now`` in unix
+seconds, so the tables are testable with fixed input. The dicts formatted here are
+the coordinator's JSON views (``JobView``, queue usage), see the Coordinator user API.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from typing import Any, Iterable, Mapping, Sequence
+
+import click
+
+_UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+DURATION_HELP = "a number of seconds, or with a unit: 30s, 5m, 2h, 1d, 1h30m"
+
+
+def parse_duration(text: str) -> float:
+    """Parse a duration such as ``"90"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1h30m"`` or ``"1.5h"``.
+
+    Args:
+        text: a non-negative number with an optional unit (s, m, h, d); parts may be
+            chained from the largest unit down (``"1h30m"``). A bare number is seconds.
+
+    Returns:
+        The duration in seconds.
+
+    Raises:
+        ValueError: ``text`` is not such a duration; the message says what is allowed.
+    """
+    raw = text.strip().lower()
+    pos = 0
+    total = 0.0
+    last_scale = float("inf")
+    if not raw:
+        raise ValueError(f"empty duration; use {DURATION_HELP}")
+    while pos < len(raw):
+        match = _DURATION_PART.match(raw, pos)
+        if match is None:
+            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+        scale = _UNIT_SECONDS[match.group(2)]
+        bare = match.group(2) == ""
+        if scale >= last_scale or (bare and pos > 0) or (bare and match.end() < len(raw)):
+            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+        total += float(match.group(1)) * scale
+        last_scale = scale
+        pos = match.end()
+    return total
+
+
+def format_duration(seconds: float | None) -> str:
+    """Render a duration compactly, two units at most: ``45s``, ``5m03s``, ``2h05m``, ``3d04h``.
+
+    Args:
+        seconds: a duration in seconds (negative values render as ``0s``); None renders as ``-``.
+    """
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def parse_signal_spec(text: str) -> str:
+    """Parse ``--signal SIG@SECONDS`` (Slurm's ``--signal``): which signal to send how long before
+    the time limit or a preemption stop.
+
+    Args:
+        text: ``NAME@DURATION`` where NAME is a signal name with or without ``SIG``
+            (``USR1``, ``SIGUSR1``) or its number, and DURATION is as in :func:`parse_duration`.
+
+    Returns:
+        The canonical form the coordinator takes, ``"SIGUSR1@60"`` (whole seconds).
+
+    Raises:
+        ValueError: unknown signal or bad duration; the message says what is allowed.
+    """
+    name, sep, when = text.partition("@")
+    if not sep or not name or not when:
+        raise ValueError(f"{text!r} is not SIG@SECONDS; use e.g. SIGUSR1@60 or USR1@5m")
+    sig = _parse_signal(name.strip())
+    seconds = parse_duration(when)
+    if seconds != int(seconds):
+        raise ValueError(f"{text!r}: the time before the stop must be whole seconds")
+    return f"{sig.name}@{int(seconds)}"
+
+
+def _parse_signal(name: str) -> signal.Signals:
+    if name.isdigit():
+        try:
+            return signal.Signals(int(name))
+        except ValueError:
+            pass
+    else:
+        upper = name.upper()
+        full = upper if upper.startswith("SIG") else "SIG" + upper
+        if full in signal.Signals.__members__:
+            return signal.Signals[full]
+    allowed = ", ".join(("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "or a signal number"))
+    raise ValueError(f"unknown signal {name!r}; allowed: {allowed}")
+
+
+class DurationType(click.ParamType):
+    """A click parameter type for :func:`parse_duration` (value in seconds, float)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class SignalSpecType(click.ParamType):
+    """A click parameter type for :func:`parse_signal_spec` (value ``"SIGUSR1@60"``)."""
+
+    name = "SIG@SECONDS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return parse_signal_spec(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
+SIGNAL_SPEC = SignalSpecType()
+
+
+def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Left-aligned columns separated by two spaces, like ``squeue``; trailing blanks trimmed.
+
+    Args:
+        headers: column titles.
+        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed.
+
+    Returns:
+        The table as lines joined with newlines (no trailing newline).
+    """
+    text_rows = [[str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in text_rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+    lines = []
+    for row in [list(headers), *text_rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def to_json(obj: Any) -> str:
+    """Pretty, stable JSON (sorted keys, two-space indent) for ``--json`` output."""
+    return json.dumps(obj, indent=2, sort_keys=True)
+
+
+def format_resources(amounts: Mapping[str, Any] | None) -> str:
+    """``{"gpu": 8, "mig-1g.10gb": 2}`` → ``"gpu=8,mig-1g.10gb=2"`` (sorted); empty or None → ``"-"``."""
+    if not amounts:
+        return "-"
+    return ",".join(f"{name}={amounts[name]}" for name in sorted(amounts))
+
+
+def gang_shape(job: Mapping[str, Any]) -> str:
+    """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG."""
+    shape = f"{job.get('workers', '?')}x{job.get('gpus_per_worker', '?')}"
+    resource = job.get("resource") or "gpu"
+    return shape if resource == "gpu" else f"{shape} {resource}"
+
+
+def where_or_why(job: Mapping[str, Any]) -> str:
+    """squeue's NODELIST(REASON): the nodes a holding job runs on, else ``(reason)``."""
+    state = str(job.get("state", ""))
+    nodes = job.get("nodes") or []
+    if state in ("admitted", "running", "terminating") and nodes:
+        return ",".join(nodes)
+    reason = job.get("reason") or None
+    if reason:
+        return f"({reason.get('message') or reason.get('code')})"
+    if state == "pending":
+        return "(waiting for a scheduling cycle)"
+    return ",".join(nodes) if nodes else "-"
+
+
+def job_table(jobs: Sequence[Mapping[str, Any]], now: float) -> str:
+    """The ``labgang queue`` table: one row per job, squeue's columns.
+
+    Args:
+        jobs: JobView dicts.
+        now: current time, unix seconds (for AGE).
+    """
+    headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
+    rows = [
+        (
+            job.get("id", "?"),
+            _clip(str(job.get("name") or "-"), 20),
+            job.get("user", "?"),
+            job.get("queue", "?"),
+            str(job.get("state", "?")).upper(),
+            gang_shape(job),
+            job.get("priority", 0),
+            format_duration(now - job["submit_time"]) if job.get("submit_time") else "-",
+            where_or_why(job),
+        )
+        for job in jobs
+    ]
+    return render_table(headers, rows)
+
+
+def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
+    """The ``labgang queues`` table: nominal, used, borrowed and lent quota, pending and running jobs."""
+    headers = ("QUEUE", "COHORT", "NOMINAL", "USED", "BORROWED", "LENT", "PENDING", "RUNNING")
+    rows = [
+        (
+            q.get("name", "?"),
+            q.get("cohort") or "-",
+            format_resources(q.get("nominal")),
+            format_resources(q.get("used")),
+            format_resources(q.get("borrowed")),
+            format_resources(q.get("lent")),
+            q.get("pending", 0),
+            q.get("running", 0),
+        )
+        for q in queues
+    ]
+    return render_table(headers, rows)
+
+
+def job_detail(job: Mapping[str, Any], now: float) -> str:
+    """The ``labgang show`` text: the job's fields, its ranks, and its history with reasons.
+
+    Args:
+        job: a JobView dict.
+        now: current time, unix seconds.
+    """
+    reason = job.get("reason") or None
+    fields = [
+        ("Job", f"{job.get('id')}  {job.get('name') or ''}".rstrip()),
+        ("User", f"{job.get('user')} (uid {job.get('uid')})"),
+        ("Queue", job.get("queue")),
+        ("State", str(job.get("state", "?")).upper()),
+        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)"),
+        ("Priority", job.get("priority")),
+        ("Submitted", _age(job.get("submit_time"), now)),
+        ("Admitted", _age(job.get("admit_time"), now)),
+        ("Started", _age(job.get("start_time"), now)),
+        ("Ended", _age(job.get("end_time"), now)),
+        ("Nodes", ",".join(job.get("nodes") or []) or "-"),
+        ("Exit status", "-" if job.get("exit_status") is None else job.get("exit_status")),
+        ("Restarts", job.get("restart_count", 0)),
+    ]
+    if reason:
+        fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
+    label_width = max(len(k) for k, _ in fields) + 1
+    out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
+    ranks = job.get("ranks") or []
+    if ranks:
+        out += ["", render_table(
+            ("RANK", "NODE", "STATE", "PID", "EXIT", "DEVICES"),
+            [
+                (
+                    r.get("rank"),
+                    r.get("node") or "-",
+                    str(r.get("state") or "-").upper(),
+                    r.get("pid") if r.get("pid") is not None else "-",
+                    r.get("exit_status") if r.get("exit_status") is not None else "-",
+                    ",".join(r.get("devices") or []) or "-",
+                )
+                for r in ranks
+            ],
+        )]
+    history = job.get("history") or []
+    if history:
+        out += ["", render_table(
+            ("AGO", "EVENT", "MESSAGE"),
+            [(_ago(h.get("time"), now), h.get("event", ""), h.get("message") or "") for h in history],
+        )]
+    return "\n".join(out)
+
+
+def _age(t: float | None, now: float) -> str:
+    return "-" if t is None else f"{format_duration(now - t)} ago"
+
+
+def _ago(t: float | None, now: float) -> str:
+    return "-" if t is None else format_duration(now - t)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
