@@ -1,0 +1,37 @@
+"""The rank supervisor: start, stop and re-adopt gang ranks as real processes, as the submitting user.
+
+Public API (the contract in prompts/contracts.md, "Supervisor")::
+
+    from labgang.agent.supervisor import LaunchSpec, RankState, RankStatus, RankEvent, Supervisor
+
+    sup = Supervisor(state_dir, device_pids=inventory_device_pids, allowed_uids=None, allow_root=False)
+    sup.recover()                        # -> list[RankEvent]; re-adopt ranks after an agent restart
+    sup.launch(spec)                     # -> RankStatus; idempotent per (job_id, rank)
+    sup.stop_job(job_id, grace=None)     # -> list[RankStatus]; SIGTERM group + descendants, grace, SIGKILL
+    sup.signal_job(job_id, signum)       # -> int; processes signalled
+    sup.tick()                           # -> list[RankEvent]; timed arrows, exits, "gone"
+    sup.ranks()                          # -> list[RankStatus]
+    sup.log_path(job_id, rank)           # -> Path
+    sup.foreign_processes(inventory)     # -> list[ForeignProcess]
+    pick_free_port()                     # -> int
+
+See ``supervisor.py`` for the design (small parent per rank, subreaper, journal).
+"""
+
+from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict, SupervisorError, UnknownJob
+from .spec import LaunchSpec
+from .states import RankState
+from .status import RankEvent, RankStatus
+
+__all__ = [
+    "InvalidSpec",
+    "InvalidTransition",
+    "LaunchRefused",
+    "LaunchSpec",
+    "RankConflict",
+    "RankEvent",
+    "RankState",
+    "RankStatus",
+    "SupervisorError",
+    "UnknownJob",
+]

@@ -1,0 +1,180 @@
+"""``LaunchSpec``: everything the supervisor needs to start one rank of a gang on this node."""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import InvalidSpec
+
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A job id names directories under the state dir, so it is a plain file-name-safe token."""
+
+_ENV_NAME_RE = re.compile(r"^[^=\x00]+$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, eq=True)
+class LaunchSpec:
+    """One rank of a gang, as the coordinator asks this node's agent to start it.
+
+    Attributes:
+        job_id: the job's id; ``[A-Za-z0-9][A-Za-z0-9._-]*``, at most 128 characters.
+        rank: global rank, ``0 <= rank < world_size`` (``RANK``).
+        local_rank: rank among this job's ranks on this node (``LOCAL_RANK``).
+        world_size: number of ranks in the gang (``WORLD_SIZE``).
+        local_world_size: number of this job's ranks on this node (``LOCAL_WORLD_SIZE``).
+        node_rank: index of this node among the job's nodes (``NODE_RANK`` and ``GROUP_RANK``).
+        master_addr: host of rank 0 (``MASTER_ADDR``).
+        master_port: TCP port, 1–65535, that was free on rank 0's node (``MASTER_PORT``).
+        devices: device UUIDs (``GPU-…`` or ``MIG-…``) handed to the rank in ``CUDA_VISIBLE_DEVICES``;
+            may be empty for a CPU-only rank.
+        argv: the command, ``argv[0]`` looked up in the rank's ``PATH``.
+        env: the submitted environment (see ``environment.py`` for what is dropped and added).
+        cwd: absolute working directory of the rank.
+        uid: the submitting user's uid; the rank runs as this user.
+        gid: primary group to run with; ``None`` = the user's primary group from the passwd database.
+        restart_count: how many times this job was restarted (``LABGANG_RESTART_COUNT``).
+        grace: seconds between SIGTERM and SIGKILL when the rank is stopped; ``>= 0``.
+        warn_signal: signal number sent ``warn_before`` seconds before SIGTERM on a stop
+            (Slurm's ``--signal=SIG@seconds``), or ``None``.
+        warn_before: seconds between the warning signal and SIGTERM; ``>= 0``.
+
+    Raises:
+        InvalidSpec: on construction, naming the first malformed field and the allowed values.
+    """
+
+    job_id: str
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str
+    master_port: int
+    devices: tuple[str, ...]
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(hash=False)
+    cwd: str
+    uid: int
+    gid: int | None = None
+    restart_count: int = 0
+    grace: float = 10.0
+    warn_signal: int | None = None
+    warn_before: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(self.devices))
+        object.__setattr__(self, "argv", tuple(self.argv))
+        object.__setattr__(self, "env", dict(self.env))
+        self._validate()
+
+    def _validate(self) -> None:
+        if not isinstance(self.job_id, str) or not JOB_ID_RE.match(self.job_id):
+            raise InvalidSpec("job_id", f"{self.job_id!r} is not a valid job id",
+                              "1-128 characters of A-Z a-z 0-9 . _ -, not starting with . _ or -")
+        for name in ("world_size", "local_world_size"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise InvalidSpec(name, f"{value!r} is not a positive integer", "integer >= 1")
+        if not _is_int(self.rank) or not 0 <= self.rank < self.world_size:
+            raise InvalidSpec("rank", f"{self.rank!r} is out of range", f"0..{self.world_size - 1}")
+        if not _is_int(self.local_rank) or not 0 <= self.local_rank < self.local_world_size:
+            raise InvalidSpec("local_rank", f"{self.local_rank!r} is out of range",
+                              f"0..{self.local_world_size - 1}")
+        if self.local_world_size > self.world_size:
+            raise InvalidSpec("local_world_size", f"{self.local_world_size} exceeds world_size",
+                              f"1..{self.world_size}")
+        if not _is_int(self.node_rank) or self.node_rank < 0:
+            raise InvalidSpec("node_rank", f"{self.node_rank!r} is not a non-negative integer", "integer >= 0")
+        if not isinstance(self.master_addr, str) or not self.master_addr or any(c.isspace() for c in self.master_addr):
+            raise InvalidSpec("master_addr", f"{self.master_addr!r} is not a host name or address",
+                              "non-empty host name or IP address")
+        if not _is_int(self.master_port) or not 1 <= self.master_port <= 65535:
+            raise InvalidSpec("master_port", f"{self.master_port!r} is not a TCP port", "1..65535")
+        for uuid in self.devices:
+            if not isinstance(uuid, str) or not uuid or "," in uuid or any(c.isspace() for c in uuid):
+                raise InvalidSpec("devices", f"{uuid!r} is not a device UUID", "GPU-… or MIG-… UUID strings")
+        if not self.argv:
+            raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
+        for arg in self.argv:
+            if not isinstance(arg, str) or "\x00" in arg:
+                raise InvalidSpec("argv", f"{arg!r} is not a string without NUL bytes", "strings")
+        if not self.argv[0]:
+            raise InvalidSpec("argv", "argv[0] is empty", "a program name or path")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
+                raise InvalidSpec("env", f"variable name {key!r} is invalid", "names without '=' or NUL")
+            if not isinstance(value, str) or "\x00" in value:
+                raise InvalidSpec("env", f"value of {key} is not a string without NUL bytes", "strings")
+        if not isinstance(self.cwd, str) or not self.cwd.startswith("/") or "\x00" in self.cwd:
+            raise InvalidSpec("cwd", f"{self.cwd!r} is not an absolute path", "an absolute path")
+        if not _is_int(self.uid) or self.uid < 0:
+            raise InvalidSpec("uid", f"{self.uid!r} is not a uid", "integer >= 0")
+        if self.gid is not None and (not _is_int(self.gid) or self.gid < 0):
+            raise InvalidSpec("gid", f"{self.gid!r} is not a gid", "integer >= 0 or null")
+        if not _is_int(self.restart_count) or self.restart_count < 0:
+            raise InvalidSpec("restart_count", f"{self.restart_count!r} is negative or not an integer",
+                              "integer >= 0")
+        for name in ("grace", "warn_before"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise InvalidSpec(name, f"{value!r} is not a finite number of seconds >= 0", "seconds >= 0")
+        if self.warn_signal is not None:
+            valid = {int(s) for s in signal.Signals}
+            if not _is_int(self.warn_signal) or self.warn_signal not in valid:
+                raise InvalidSpec("warn_signal", f"{self.warn_signal!r} is not a signal number",
+                                  "a signal number such as 10 (SIGUSR1), or null")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (lists for tuples); ``from_dict`` inverts it exactly."""
+        return {
+            "job_id": self.job_id,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "local_world_size": self.local_world_size,
+            "node_rank": self.node_rank,
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
+            "devices": list(self.devices),
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "cwd": self.cwd,
+            "uid": self.uid,
+            "gid": self.gid,
+            "restart_count": self.restart_count,
+            "grace": self.grace,
+            "warn_signal": self.warn_signal,
+            "warn_before": self.warn_before,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchSpec":
+        """Build a spec from ``to_dict()`` output.
+
+        Raises:
+            InvalidSpec: a required field is missing, an unknown field is present, or a value is malformed.
+        """
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidSpec(unknown[0], "is not a LaunchSpec field", ", ".join(sorted(known)))
+        required = ("job_id", "rank", "local_rank", "world_size", "local_world_size", "node_rank",
+                    "master_addr", "master_port", "devices", "argv", "env", "cwd", "uid")
+        for name in required:
+            if name not in data:
+                raise InvalidSpec(name, "is missing", "required field")
+        kwargs = dict(data)
+        for name in ("devices", "argv"):
+            if not isinstance(kwargs[name], (list, tuple)):
+                raise InvalidSpec(name, f"{kwargs[name]!r} is not a list", "a list of strings")
+        if not isinstance(kwargs["env"], Mapping):
+            raise InvalidSpec("env", f"{kwargs['env']!r} is not a mapping", "an object of strings")
+        return cls(**kwargs)
