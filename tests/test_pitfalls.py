@@ -1,0 +1,339 @@
+"""Each pitfall detector: one snapshot that triggers it and one that must not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, ProcessInfo, Unavailable
+from labgang.launcher import pitfalls as P
+from labgang.launcher.pitfalls import (
+    ClusterSnapshot,
+    DeviceView,
+    JobView,
+    NodeView,
+    PitfallKind,
+    PitfallThresholds,
+    PitfallTracker,
+    ProcessOwner,
+    QueueView,
+    Severity,
+)
+
+GiB = 1024**3
+T = PitfallThresholds()
+NOW = 1_800_000_000.0
+
+
+def gpu(index: int = 0, **kw) -> GpuInfo:
+    base = dict(
+        index=index, uuid=f"GPU-{index:08x}", name="NVIDIA H100 80GB HBM3", pci_bus_id=f"00000000:{index:02x}:00.0",
+        memory_total_bytes=80 * GiB, memory_used_bytes=1 * GiB, memory_free_bytes=79 * GiB,
+        utilization_gpu_pct=50.0, utilization_memory_pct=10.0, sm_active_pct=50.0, sm_occupancy_pct=30.0,
+        temperature_c=40.0, power_w=300.0, power_limit_w=700.0, clock_event_reasons=(),
+        ecc_volatile_uncorrected=0, mig_mode_current=False, mig_mode_pending=False, processes=(),
+    )
+    base.update(kw)
+    return GpuInfo(**base)
+
+
+def mig(parent: GpuInfo, index: int, **kw) -> MigDeviceInfo:
+    base = dict(uuid=f"MIG-{parent.index:02x}{index:06x}", index=index, profile="1g.10gb", gi_id=7 + index,
+                ci_id=0, memory_total_bytes=10 * GiB, memory_used_bytes=0, sm_count=16,
+                parent_uuid=parent.uuid, processes=(), sm_active_pct=Unavailable("unsupported"))
+    base.update(kw)
+    return MigDeviceInfo(**base)
+
+
+def node(*gpus: GpuInfo, name: str = "n1", devices: tuple[DeviceView, ...] = ()) -> NodeView:
+    inv = NodeInventory(hostname=name, timestamp=NOW, driver_version="565.57.01", nvml_version="12.565",
+                        cuda_driver_version=12070, gpus=tuple(gpus))
+    return NodeView(name=name, inventory=inv, devices=devices)
+
+
+def held(uuid: str, job: str = "j1", state: str = "allocated", n: str = "n1") -> DeviceView:
+    return DeviceView(node=n, uuid=uuid, state=state, job=job, user="alice", queue="vision")
+
+
+def job(id: str = "j1", **kw) -> JobView:
+    base = dict(id=id, user="alice", queue="vision", state="running", start_time=NOW - 3600, admit_time=NOW - 3600,
+                submit_time=NOW - 4000)
+    base.update(kw)
+    return JobView(**base)
+
+
+def kinds(findings) -> list[PitfallKind]:
+    return [f.kind for f in findings]
+
+
+# ---------------------------------------------------------------- kernel busy, SM idle
+
+
+def test_kernel_busy_sm_idle_fires_with_the_numbers():
+    snap = ClusterSnapshot(NOW, (node(gpu(0, utilization_gpu_pct=97.0, sm_active_pct=8.0)),))
+    [f] = P.detect_kernel_busy_sm_idle(snap, T)
+    assert f.kind is PitfallKind.KERNEL_BUSY_SM_IDLE
+    assert f.numbers == {"utilization_gpu_pct": 97.0, "sm_active_pct": 8.0}
+    assert "97%" in f.summary and "8%" in f.summary and f.subject == "n1 GPU 0"
+
+
+@pytest.mark.parametrize("util,sm", [
+    (97.0, Unavailable("unsupported")),  # no GPM: never guess
+    (97.0, 60.0),                        # SMs really busy
+    (30.0, 5.0),                         # not kernel-busy
+    (Unavailable("gpu_lost"), 5.0),
+], ids=["sm-unsupported", "sm-busy", "util-low", "util-unavailable"])
+def test_kernel_busy_sm_idle_silent(util, sm):
+    snap = ClusterSnapshot(NOW, (node(gpu(0, utilization_gpu_pct=util, sm_active_pct=sm)),))
+    assert P.detect_kernel_busy_sm_idle(snap, T) == []
+
+
+# ---------------------------------------------------------------- allocated, no process
+
+
+def test_allocated_without_process_fires_after_the_wait():
+    g = gpu(0)
+    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid),)),), jobs=(job(start_time=NOW - 600),))
+    [f] = P.detect_allocated_no_process(snap, T)
+    assert f.job == "j1" and f.uuid == g.uuid and f.numbers["running_s"] == 600
+
+
+@pytest.mark.parametrize("case", ["has-process", "just-started", "pending-job"])
+def test_allocated_without_process_silent(case):
+    g = gpu(0, processes=(ProcessInfo(pid=42, used_memory_bytes=GiB),) if case == "has-process" else ())
+    j = job(start_time=NOW - (10 if case == "just-started" else 600),
+            state="admitted" if case == "pending-job" else "running")
+    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid),)),), jobs=(j,))
+    assert P.detect_allocated_no_process(snap, T) == []
+
+
+# ---------------------------------------------------------------- foreign processes
+
+
+def test_foreign_process_names_pid_and_user():
+    g = gpu(0, processes=(ProcessInfo(pid=4242, used_memory_bytes=3 * GiB),), memory_used_bytes=3 * GiB)
+    snap = ClusterSnapshot(NOW, (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
+                           processes={("n1", 4242): ProcessOwner("n1", 4242, user="bob")})
+    [f] = P.detect_foreign_processes(snap, T)
+    assert "4242(bob)" in f.summary and f.numbers["processes"] == 1
+
+
+def test_free_device_with_processes_counts_as_foreign_but_allocated_does_not():
+    g0 = gpu(0, processes=(ProcessInfo(pid=1, used_memory_bytes=GiB),))
+    g1 = gpu(1, processes=(ProcessInfo(pid=2, used_memory_bytes=GiB),))
+    snap = ClusterSnapshot(NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid, state="free"),
+                                                        held(g1.uuid))),), jobs=(job(),))
+    assert [f.uuid for f in P.detect_foreign_processes(snap, T)] == [g0.uuid]
+
+
+# ---------------------------------------------------------------- shared memory pressure
+
+
+def _shared(n_procs: int, used_gib: float) -> ClusterSnapshot:
+    procs = tuple(ProcessInfo(pid=100 + i, used_memory_bytes=GiB) for i in range(n_procs))
+    return ClusterSnapshot(NOW, (node(gpu(0, processes=procs, memory_used_bytes=int(used_gib * GiB))),))
+
+
+def test_shared_memory_pressure_fires():
+    [f] = P.detect_shared_memory_pressure(_shared(3, 76), T)
+    assert f.numbers["processes"] == 3 and f.numbers["memory_used_pct"] == pytest.approx(95.0)
+
+
+@pytest.mark.parametrize("n,used", [(1, 79), (3, 40)], ids=["single-process", "room-left"])
+def test_shared_memory_pressure_silent(n, used):
+    assert P.detect_shared_memory_pressure(_shared(n, used), T) == []
+
+
+def test_memory_pressure_on_a_mig_device_uses_its_own_memory():
+    parent = gpu(0, mig_mode_current=True, mig_mode_pending=True, utilization_gpu_pct=Unavailable("unsupported"))
+    procs = (ProcessInfo(1, GiB, 7, 0), ProcessInfo(2, GiB, 7, 0))
+    m = mig(parent, 0, memory_used_bytes=int(9.8 * GiB), processes=procs)
+    parent = replace(parent, mig_devices=(m,))
+    [f] = P.detect_shared_memory_pressure(ClusterSnapshot(NOW, (node(parent),)), T)
+    assert f.uuid == m.uuid and "MIG 1g.10gb" in f.subject
+
+
+# ---------------------------------------------------------------- borrowed at risk
+
+
+def test_borrowed_at_risk_warns_when_lenders_wait_and_sums_grace():
+    qs = (QueueView("vision", cohort="lab", nominal={"gpu": 4}, used={"gpu": 6}, borrowed={"gpu": 2}),
+          QueueView("nlp", cohort="lab", nominal={"gpu": 4}, lent={"gpu": 2}, pending=3))
+    jobs = (job("a", queue="vision", priority=5, grace_s=30, workers=4),
+            job("b", queue="vision", priority=0, grace_s=60, workers=1, admit_time=NOW - 100),
+            job("c", queue="vision", priority=0, grace_s=90, workers=1, admit_time=NOW - 50))
+    [f] = P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), jobs=jobs, queues=qs), T)
+    assert f.severity is Severity.WARNING
+    # victims: lowest priority, newest first: c (1 gpu) then b (1 gpu) cover 2 borrowed
+    assert f.numbers == {"borrowed": 2.0, "pending_in_cohort": 3.0, "reclaim_time_s": 150.0}
+
+
+def test_borrowed_uses_coordinator_reclaim_time_and_is_info_when_nobody_waits():
+    qs = (QueueView("vision", cohort="lab", borrowed={"gpu": 2}, reclaim_time_s=42.0),
+          QueueView("nlp", cohort="lab", pending=0))
+    [f] = P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), queues=qs), T)
+    assert f.severity is Severity.INFO and f.numbers["reclaim_time_s"] == 42.0
+
+
+def test_not_borrowing_is_silent():
+    qs = (QueueView("vision", cohort="lab", nominal={"gpu": 4}, used={"gpu": 4}, borrowed={"gpu": 0}),)
+    assert P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), queues=qs), T) == []
+
+
+# ---------------------------------------------------------------- fragmentation
+
+
+def test_fragmented_gang_fires_only_for_that_reason():
+    jobs = (job("g", state="pending", workers=2, gpus_per_worker=4, reason_code="FRAGMENTED",
+                reason_message="8 GPUs free, largest node has 3"),
+            job("q", state="pending", reason_code="OVER_QUOTA", reason_message="vision uses 8 of 8"))
+    [f] = P.detect_fragmented_gangs(ClusterSnapshot(NOW, (), jobs=jobs), T)
+    assert f.job == "g" and "largest node has 3" in f.summary and f.numbers["workers"] == 2
+
+
+def test_reason_code_parsed_case_insensitively_from_api():
+    j = JobView.from_api({"id": "x", "state": "pending", "reason": {"code": "fragmented", "message": "m"}})
+    assert [f.job for f in P.detect_fragmented_gangs(ClusterSnapshot(NOW, (), jobs=(j,)), T)] == ["x"]
+    quota = JobView.from_api({"id": "y", "state": "pending", "reason": {"code": "over_quota", "message": "m"}})
+    assert P.detect_fragmented_gangs(ClusterSnapshot(NOW, (), jobs=(quota,)), T) == []
+
+
+# ---------------------------------------------------------------- MIG pending
+
+
+def test_mig_pending_reset():
+    snap = ClusterSnapshot(NOW, (node(gpu(0, mig_mode_current=False, mig_mode_pending=True),
+                                      gpu(1, mig_mode_current=True, mig_mode_pending=True),
+                                      gpu(2, mig_mode_current=None, mig_mode_pending=None)),))
+    [f] = P.detect_mig_pending_reset(snap, T)
+    assert f.subject == "n1 GPU 0" and "pending" in f.summary
+
+
+# ---------------------------------------------------------------- throttling
+
+
+def test_throttling_thermal_and_power():
+    snap = ClusterSnapshot(NOW, (node(gpu(0, clock_event_reasons=("sw_thermal_slowdown",), temperature_c=91.0),
+                                      gpu(1, clock_event_reasons=("sw_power_cap",), power_w=699.0)),))
+    f0, f1 = P.detect_throttling(snap, T)
+    assert "thermal" in f0.summary and f0.numbers["temperature_c"] == 91.0
+    assert "power" in f1.summary and f1.numbers["power_w"] == 699.0
+
+
+def test_idle_clocks_are_not_throttling():
+    snap = ClusterSnapshot(NOW, (node(gpu(0, clock_event_reasons=("gpu_idle", "applications_clocks_setting")),
+                                      gpu(1, clock_event_reasons=Unavailable("unsupported"))),))
+    assert P.detect_throttling(snap, T) == []
+
+
+# ---------------------------------------------------------------- memory held after the job
+
+
+def test_memory_held_marked_by_coordinator():
+    g = gpu(0, memory_used_bytes=20 * GiB, processes=(ProcessInfo(77, 20 * GiB),))
+    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid, job="old", state="held"),)),),
+                           jobs=(job("old", state="succeeded", end_time=NOW - 60),))
+    [f] = P.detect_memory_held_after_job(snap, T)
+    assert f.severity is Severity.CRITICAL and f.job == "old" and "20.0 GiB" in f.summary
+
+
+def test_memory_held_by_a_gone_pid_in_local_mode():
+    g = gpu(0, memory_used_bytes=5 * GiB, processes=(ProcessInfo(77, 5 * GiB),))
+    snap = ClusterSnapshot(NOW, (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
+                           processes={("n1", 77): ProcessOwner("n1", 77, alive=False)})
+    [f] = P.detect_memory_held_after_job(snap, T)
+    assert "77" in f.summary
+
+
+def test_live_process_of_running_job_is_not_held():
+    g = gpu(0, memory_used_bytes=5 * GiB, processes=(ProcessInfo(77, 5 * GiB),))
+    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid),)),), jobs=(job(),),
+                           processes={("n1", 77): ProcessOwner("n1", 77, user="alice", job="j1")})
+    assert P.detect_memory_held_after_job(snap, T) == []
+
+
+# ---------------------------------------------------------------- tracker: idle and allocation rate
+
+
+def _alloc_snap(now: float, util: float, *, allocated: bool = True) -> ClusterSnapshot:
+    g0, g1 = gpu(0, utilization_gpu_pct=util), gpu(1, utilization_gpu_pct=util)
+    devs = (held(g0.uuid), held(g1.uuid)) if allocated else ()
+    return ClusterSnapshot(now, (node(g0, g1, devices=devs),), jobs=(job(),))
+
+
+def test_allocated_idle_after_n_minutes_and_low_rate():
+    tracker = PitfallTracker(T)
+    for minute in range(0, 16):
+        tracker.observe(_alloc_snap(NOW + 60 * minute, 1.0))
+    found = tracker.findings(_alloc_snap(NOW + 15 * 60, 1.0))
+    idle = [f for f in found if f.kind is PitfallKind.ALLOCATED_IDLE]
+    assert len(idle) == 1 and idle[0].job == "j1" and idle[0].numbers["idle_s"] == 900
+    rate = [f for f in found if f.kind is PitfallKind.LOW_ALLOCATION_RATE]
+    assert rate and rate[0].numbers["allocation_rate_pct"] == 0.0
+
+
+def test_busy_or_short_idle_is_silent():
+    tracker = PitfallTracker(T)
+    for minute in range(0, 16):
+        tracker.observe(_alloc_snap(NOW + 60 * minute, 90.0 if minute < 10 else 1.0))
+    found = tracker.findings(_alloc_snap(NOW + 15 * 60, 1.0))
+    assert PitfallKind.ALLOCATED_IDLE not in kinds(found)  # idle only 5 of the 10 minutes
+    busy, alloc = tracker.allocation_rate()
+    assert (busy, alloc) == (2 * 10 * 60.0, 2 * 15 * 60.0)
+    assert PitfallKind.LOW_ALLOCATION_RATE not in kinds(found)  # 67% busy is above the 50% floor
+
+
+def test_one_busy_rank_keeps_the_gang_from_idle():
+    tracker = PitfallTracker(T)
+    for minute in range(0, 16):
+        g0, g1 = gpu(0, utilization_gpu_pct=0.0), gpu(1, utilization_gpu_pct=95.0)
+        snap = ClusterSnapshot(NOW + 60 * minute, (node(g0, g1, devices=(held(g0.uuid), held(g1.uuid))),),
+                               jobs=(job(),))
+        tracker.observe(snap)
+    assert PitfallKind.ALLOCATED_IDLE not in kinds(tracker.findings(snap))
+    assert tracker.allocation_rate() == (15 * 60.0, 2 * 15 * 60.0)
+
+
+def test_unallocated_idle_devices_and_unknown_activity_are_not_counted():
+    tracker = PitfallTracker(T)
+    for minute in range(0, 16):
+        tracker.observe(_alloc_snap(NOW + 60 * minute, 0.0, allocated=False))
+    assert tracker.findings(_alloc_snap(NOW + 900, 0.0, allocated=False)) == []
+    assert tracker.allocation_rate() == (0.0, 0.0)
+
+
+def test_tracker_drops_old_history_and_rejects_time_going_back():
+    t = PitfallThresholds(history_s=300)
+    tracker = PitfallTracker(t)
+    for minute in range(0, 30):
+        tracker.observe(_alloc_snap(NOW + 60 * minute, 50.0))
+    assert tracker.allocation_rate() == (2 * 300.0, 2 * 300.0)
+    with pytest.raises(ValueError, match="now"):
+        tracker.observe(_alloc_snap(NOW, 50.0))
+
+
+# ---------------------------------------------------------------- thresholds and detect_all
+
+
+def test_thresholds_validate_and_load_from_toml(tmp_path):
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text("[pitfalls]\nbusy_util_pct = 70\nidle_after_s = 300\n")
+    t = PitfallThresholds.from_toml(cfg)
+    assert (t.busy_util_pct, t.idle_after_s, t.sm_idle_pct) == (70, 300, 25.0)
+    with pytest.raises(ValueError, match=r"pitfalls\.busy_util: unknown threshold; allowed: busy_util_pct"):
+        PitfallThresholds.from_mapping({"busy_util": 1})
+    with pytest.raises(ValueError, match=r"sm_idle_pct: a percentage in 0..100"):
+        PitfallThresholds(sm_idle_pct=120)
+    with pytest.raises(ValueError, match="shared_min_processes"):
+        PitfallThresholds(shared_min_processes=1)
+
+
+def test_detect_all_sorts_critical_first():
+    g0 = gpu(0, utilization_gpu_pct=99.0, sm_active_pct=2.0)
+    g1 = gpu(1, memory_used_bytes=3 * GiB, processes=(ProcessInfo(9, 3 * GiB),))
+    snap = ClusterSnapshot(NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid),
+                                                        held(g1.uuid, job="done", state="held"))),))
+    found = P.detect_all(snap)
+    assert kinds(found) == [PitfallKind.MEMORY_HELD_AFTER_JOB, PitfallKind.KERNEL_BUSY_SM_IDLE]
+    assert found[0].to_dict()["kind"] == "memory-held-after-job"
