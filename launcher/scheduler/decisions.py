@@ -1,0 +1,95 @@
+"""The scheduler's output: what one cycle decided.
+
+A cycle returns a :class:`CycleResult` with three kinds of decision:
+
+- :class:`Admit`: start this job on this placement now (quota and devices are free).
+- :class:`Preempt`: stop these victims (whole gangs) so this job can start later; the
+  preemptor stays pending, waits until the victims are gone, and is admitted by a later
+  cycle. The list names every victim the preemptor waits for (including ones already
+  terminating), so issuing it twice is harmless.
+- :class:`Pending`: the job stays in its queue, with a typed reason and a message with
+  numbers a person can act on (squeue's REASON column).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from labgang.launcher.scheduler.snapshot import Placement
+
+
+class ReasonCode(str, enum.Enum):
+    """Why a job is still pending. Values are the strings the API and CLI show."""
+
+    OVER_QUOTA = "over_quota"
+    """Its queue would go above nominal + borrowing limit (or nominal, without a cohort)."""
+    COHORT_EXHAUSTED = "cohort_exhausted"
+    """Within its queue's limits, but the cohort has no more unused, lendable quota."""
+    NO_CAPACITY = "no_capacity"
+    """Fewer free devices of the resource (and model) than the gang needs."""
+    FRAGMENTED = "fragmented"
+    """Enough free devices in total, but no set of nodes holds every rank."""
+    WAITING_FOR_VICTIMS = "waiting_for_victims"
+    """It preempted jobs and waits until they are gone."""
+    RESERVED_FOR_STARVING = "reserved_for_starving"
+    """It would fit, but on devices reserved for a gang that has waited too long."""
+    UNSCHEDULABLE = "unschedulable"
+    """It could not start even on an empty cluster (quota or hardware); it never preempts."""
+    BLOCKED_BY_HEAD = "blocked_by_head"
+    """Its queue is strict-fifo and an earlier job (the head) has not started."""
+    HELD = "held"
+    """Held by its owner or an admin (set by the coordinator; the scheduler never holds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """A typed reason and a human message with numbers, e.g.
+    ``PendingReason(ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1")``."""
+
+    code: ReasonCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Start ``job_id`` on ``placement`` (one entry per rank)."""
+
+    job_id: str
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop ``victims`` (job ids, whole gangs) to make room for ``job_id``.
+
+    Attributes:
+        job_id: the preemptor; it stays pending with ``nominated = victims``.
+        victims: every job the preemptor waits for, in the order they were chosen.
+        reason: why, with numbers ("reclaim 2 gpu lent by team-b to team-a").
+    """
+
+    job_id: str
+    victims: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """``job_id`` stays pending because of ``reason``."""
+
+    job_id: str
+    reason: PendingReason
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """All decisions of one cycle, each tuple in the order the cycle made them.
+
+    Every pending job of the snapshot appears exactly once: in ``admitted`` or in ``pending``
+    (a preemptor appears in ``preempted`` and in ``pending`` with WAITING_FOR_VICTIMS).
+    """
+
+    admitted: tuple[Admit, ...]
+    preempted: tuple[Preempt, ...]
+    pending: tuple[Pending, ...]

@@ -1,0 +1,152 @@
+"""The scheduler's input: one frozen picture of the cluster at one instant.
+
+The coordinator (and ``labgang simulate``) builds a :class:`Snapshot` and hands it to
+:func:`labgang.launcher.scheduler.cycle.run_cycle`. Everything here is an immutable
+value; the scheduler never mutates it and keeps its own working copy for a cycle.
+
+Times are seconds on whatever clock the caller uses (unix seconds in the
+coordinator, simulated seconds in ``labgang simulate``); the scheduler only
+compares and subtracts them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labgang.launcher.model import JobRequest, QueueSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One allocatable device: a full GPU (resource ``"gpu"``) or a MIG device
+    (resource ``"mig-<profile>"``).
+
+    Attributes:
+        uuid: NVML UUID (``GPU-…`` or ``MIG-…``); the only name the scheduler hands out.
+        node: name of the node the device is on.
+        resource: ``"gpu"`` or ``"mig-<profile>"`` (see :mod:`labgang.launcher.model`).
+        model: NVML product name (``nvmlDeviceGetName``), e.g. ``"NVIDIA H100 80GB HBM3"``;
+            "" when unknown. A request's ``gpu_model`` matches it case-insensitively as a substring.
+        group: locality key inside the node (same NVLink domain / PCIe switch, or the parent
+            GPU of a MIG device); "" when unknown. Placement prefers devices of one group per rank.
+    """
+
+    uuid: str
+    node: str
+    resource: str
+    model: str = ""
+    group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node and its allocatable devices, in the order the node reports them (NVML index order).
+
+    Attributes:
+        name: the node's name (hostname); unique in a snapshot.
+        devices: every allocatable device of the node, free or not.
+    """
+
+    name: str
+    devices: tuple[Device, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlacement:
+    """Where one rank of a gang runs.
+
+    Attributes:
+        rank: global rank, 0..workers-1.
+        node: node name.
+        devices: device UUIDs handed to this rank (``CUDA_VISIBLE_DEVICES``); ``per_worker`` of them.
+    """
+
+    rank: int
+    node: str
+    devices: tuple[str, ...]
+
+
+Placement = tuple[RankPlacement, ...]
+"""A whole gang's placement: one :class:`RankPlacement` per rank, in rank order. Ranks on the
+same node are consecutive; NODE_RANK follows the order in which nodes first appear."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds quota and devices: admitted, running, or terminating.
+
+    Attributes:
+        id: job id.
+        queue: name of its queue.
+        request: what it asked for.
+        priority: effective priority (priority classes already resolved to integers).
+        submit_time: original submission time, seconds (kept across requeues);
+            ``lower-or-newer-equal-priority`` compares it.
+        admit_time: when its current admission was granted, seconds; victims are taken
+            "most recently admitted first" by this time (ties: higher ``seq`` first).
+        placement: its devices, rank by rank.
+        grace: seconds between SIGTERM and SIGKILL when it is stopped.
+        terminating: True once it was told to stop (preempted or cancelled); its quota and
+            devices still count as used until it is gone. Never chosen as a new victim.
+        seq: submission order (ties among equal times).
+    """
+
+    id: str
+    queue: str
+    request: JobRequest
+    priority: int
+    submit_time: float
+    admit_time: float
+    placement: Placement
+    grace: float = 0.0
+    terminating: bool = False
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting in its queue.
+
+    Attributes:
+        id: job id.
+        queue: name of its queue.
+        request: what it asks for.
+        priority: effective priority (integer).
+        submit_time: original submission time, seconds (kept across requeues).
+        seq: submission order; the last tie-break among pending jobs.
+        pending_since: submission time or the time of its last requeue, seconds;
+            starvation (``QueueSpec.starvation_after``) counts from here.
+        nominated: ids of the victims this job preempted and is waiting for (from an earlier
+            :class:`~labgang.launcher.scheduler.decisions.Preempt`); () when none.
+    """
+
+    id: str
+    queue: str
+    request: JobRequest
+    priority: int
+    submit_time: float
+    seq: int
+    pending_since: float
+    nominated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scheduling cycle looks at.
+
+    Attributes:
+        now: the current time, seconds (the scheduler never reads a clock).
+        nodes: every node with its allocatable devices.
+        queues: every queue's configuration (usage is derived from ``running``).
+        running: jobs holding quota and devices, terminating ones included.
+        pending: jobs waiting in their queues.
+        unavailable: device UUIDs not offered to new jobs (foreign processes, lost devices,
+            memory still held after a job ended). Jobs already placed there keep counting.
+    """
+
+    now: float
+    nodes: tuple[Node, ...]
+    queues: tuple[QueueSpec, ...]
+    running: tuple[RunningJob, ...]
+    pending: tuple[PendingJob, ...]
+    unavailable: frozenset[str] = frozenset()
