@@ -65,6 +65,8 @@ class FakeCoordinator:
         app.router.add_get("/v1/jobs", self._jobs)
         app.router.add_get("/v1/jobs/{id}", self._job)
         app.router.add_get("/v1/jobs/{id}/logs", self._logs)
+        app.router.add_post("/v1/jobs/{id}/cancel", self._cancel)
+        app.router.add_get("/v1/queues", self._queues)
         app.router.add_get("/v1/version", self._version)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -103,6 +105,18 @@ class FakeCoordinator:
             content_type="text/plain",
             headers={"X-Next-Offset": str(offset + len(data)), "X-Job-Finished": "1"},
         )
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        if request.match_info["id"] == "2":
+            return web.json_response({"error": {"message": "job 2 belongs to bob", "field": None}}, status=403)
+        return web.json_response({"job": {"id": request.match_info["id"], "state": "cancelled"}})
+
+    async def _queues(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response({"queues": [{"name": "default", "cohort": None, "nominal": {"gpu": 8},
+                                              "used": {"gpu": 2}, "borrowed": {}, "lent": {}, "pending": 1,
+                                              "running": 1, "reclaim_time_s": 0.0}]})
 
     async def _version(self, request: web.Request) -> web.Response:
         await self._record(request)

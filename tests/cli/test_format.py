@@ -1,0 +1,110 @@
+"""Durations, signal specs and the squeue-style tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from labgang.launcher.cli.format import (
+    format_duration,
+    gang_shape,
+    job_detail,
+    job_table,
+    parse_duration,
+    parse_signal_spec,
+    queue_table,
+    render_table,
+    where_or_why,
+)
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("90", 90), ("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
+     ("1.5h", 5400), (" 10S ", 10), ("0", 0), ("2m30s", 150)],
+)
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "-3s", "30m1h", "5m5m", "1h30", "s", "1 h"])
+def test_parse_duration_refuses_and_says_what_is_allowed(text):
+    with pytest.raises(ValueError, match="30s, 5m, 2h"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0, "0s"), (59.9, "59s"), (60, "1m00s"), (303, "5m03s"), (7500, "2h05m"), (3 * 86400 + 4 * 3600, "3d04h"),
+     (-5, "0s"), (None, "-")],
+)
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "text, canonical",
+    [("SIGUSR1@60", "SIGUSR1@60"), ("usr1@5m", "SIGUSR1@300"), ("10@30s", "SIGUSR1@30"), ("TERM@1m", "SIGTERM@60")],
+)
+def test_parse_signal_spec(text, canonical):
+    assert parse_signal_spec(text) == canonical
+
+
+@pytest.mark.parametrize("text, fragment", [("USR1", "SIG@SECONDS"), ("BOGUS@60", "unknown signal"),
+                                            ("USR1@soon", "not a duration"), ("USR1@1.5", "whole seconds")])
+def test_parse_signal_spec_refuses(text, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        parse_signal_spec(text)
+
+
+def test_render_table_aligns_columns_and_checks_row_width():
+    assert render_table(("A", "LONGER"), [("xyz", 1), ("", "")]) == "A    LONGER\nxyz  1\n"
+    with pytest.raises(ValueError, match="2 cells, table has 3"):
+        render_table(("A", "B", "C"), [("1", "2")])
+
+
+def _job(**kw):
+    base = {"id": "7", "name": "train", "user": "ann", "uid": 1000, "queue": "default", "state": "running",
+            "workers": 4, "gpus_per_worker": 2, "resource": "gpu", "priority": 0, "submit_time": 1000.0,
+            "admit_time": 1010.0, "start_time": 1011.0, "end_time": None, "reason": None, "nodes": ["ws1"],
+            "exit_status": None, "restart_count": 0, "ranks": [], "history": []}
+    base.update(kw)
+    return base
+
+
+def test_queue_table_shows_where_it_runs_or_why_it_waits():
+    pending = _job(id="8", state="pending", nodes=[],
+                   reason={"code": "NO_CAPACITY", "message": "needs 8 gpu, 0 free"}, submit_time=1290.0)
+    text = job_table([_job(), pending], now=1300.0)
+    lines = text.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)"]
+    assert lines[1].split() == ["7", "train", "ann", "default", "RUNNING", "4x2", "0", "5m00s", "ws1"]
+    assert lines[2].endswith("(needs 8 gpu, 0 free)") and "PENDING" in lines[2] and "10s" in lines[2]
+
+
+def test_gang_shape_and_reason_fallbacks():
+    assert gang_shape(_job(workers=2, gpus_per_worker=1, resource="mig-1g.10gb")) == "2x1 mig-1g.10gb"
+    assert where_or_why(_job(state="pending", nodes=[], reason={"code": "HELD", "message": ""})) == "(HELD)"
+    assert where_or_why(_job(state="pending", nodes=[], reason=None)) == "(waiting for a scheduling cycle)"
+    assert where_or_why(_job(state="succeeded", nodes=["n1", "n2"])) == "n1,n2"
+
+
+def test_queue_usage_table():
+    text = queue_table([{"name": "vision", "cohort": "lab", "nominal": {"gpu": 8}, "used": {"gpu": 10},
+                         "borrowed": {"gpu": 2}, "lent": {}, "pending": 3, "running": 2}])
+    assert text.splitlines()[1].split() == ["vision", "lab", "gpu=8", "gpu=10", "gpu=2", "-", "3", "2"]
+
+
+def test_job_detail_lists_ranks_and_history_with_reasons():
+    job = _job(state="failed", exit_status=3, end_time=1200.0,
+               reason={"code": "RANK_FAILED", "message": "rank 1 exited with status 3"},
+               ranks=[{"rank": 0, "node": "ws1", "devices": ["GPU-a", "GPU-b"], "state": "exited", "pid": 11,
+                       "exit_status": 143},
+                      {"rank": 1, "node": "ws1", "devices": ["GPU-c", "GPU-d"], "state": "exited", "pid": 12,
+                       "exit_status": 3}],
+               history=[{"time": 1000.0, "event": "submitted", "message": ""},
+                        {"time": 1200.0, "event": "failed", "message": "rank 1 exited with status 3"}])
+    text = job_detail(job, now=1300.0)
+    assert "State:       FAILED" in text
+    assert "Reason:      RANK_FAILED: rank 1 exited with status 3" in text
+    assert "1     ws1   EXITED  12   3     GPU-c,GPU-d" in text
+    assert "1m40s  failed     rank 1 exited with status 3" in text

@@ -1,0 +1,120 @@
+"""The job commands' flags, output and exit statuses, against a real aiohttp server on a Unix socket."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from labgang.launcher.cli.jobs import build_submission, exit_status_of
+from labgang.launcher.cli.main import cli
+
+
+def invoke(args, state_dir, env=None):
+    return CliRunner().invoke(cli, [*args[:1], "--state-dir", str(state_dir), *args[1:]], env=env)
+
+
+def test_submit_prints_the_id_and_sends_the_flags(fake):
+    result = invoke(["submit", "-n", "4", "-g", "2", "-q", "vision", "-p", "high", "--grace", "30s",
+                     "--time", "2h", "--no-requeue", "--signal", "USR1@1m", "--", "python", "train.py", "--lr", "3"],
+                    fake.socket_path.parent, env={"CUDA_VISIBLE_DEVICES": "GPU-x", "KEEP_ME": "1"})
+    assert result.exit_code == 0, result.output
+    assert result.output == "1\n"
+    method, path, body = fake.received[-1]
+    assert (method, path) == ("POST", "/v1/jobs")
+    assert body["argv"] == ["python", "train.py", "--lr", "3"]
+    assert (body["workers"], body["gpus_per_worker"], body["queue"], body["priority"]) == (4, 2, "vision", "high")
+    assert (body["grace_s"], body["time_limit_s"], body["requeue"], body["signal"]) == (30, 7200, False, "SIGUSR1@60")
+    assert body["name"] == "python" and body["mig"] is None
+    assert body["env"]["KEEP_ME"] == "1" and "CUDA_VISIBLE_DEVICES" not in body["env"]
+
+
+def test_options_after_the_command_belong_to_the_command(fake):
+    result = invoke(["submit", "python", "-n", "9"], fake.socket_path.parent)
+    assert result.exit_code == 0, result.output
+    assert fake.received[-1][2]["argv"] == ["python", "-n", "9"] and fake.received[-1][2]["workers"] == 1
+
+
+def test_submit_json(fake):
+    result = invoke(["submit", "--json", "--mig", "mig-1g.10gb", "-p", "5", "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 0, result.output
+    job = json.loads(result.output)["job"]
+    assert (job["id"], job["mig"], job["priority"], job["gpus_per_worker"]) == ("1", "1g.10gb", 5, 1)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["-g", "0"], "'-g' / '--gpus-per-worker': 0 is not in the range x>=1"),
+        (["-n", "0"], "'-n' / '--workers': 0 is not in the range x>=1"),
+        (["--mig", "big"], "--mig: 'big' is not a MIG profile"),
+        (["--mig", "1g.10gb", "-g", "2"], "-g/--gpus-per-worker and --mig exclude each other"),
+        (["--time", "soon"], "'--time': 'soon' is not a duration"),
+        (["--signal", "USR9@60"], "unknown signal 'USR9'"),
+        (["-p", "very high"], "-p/--priority: 'very high' is neither an integer nor a priority class name"),
+    ],
+)
+def test_bad_flags_are_usage_errors_and_send_nothing(fake, args, fragment):
+    result = invoke(["submit", *args, "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 2
+    assert fragment in result.output
+    assert fake.received == []
+
+
+def test_refused_field_names_the_flag_and_what_is_allowed(fake):
+    result = invoke(["submit", "-q", "nope", "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 2
+    assert "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)" in result.output
+
+
+def test_missing_command_is_a_usage_error(fake):
+    result = invoke(["submit", "-n", "2"], fake.socket_path.parent)
+    assert result.exit_code == 2 and "CMD" in result.output
+
+
+def test_no_coordinator_is_one_line_and_status_1(short_dir):
+    result = invoke(["queue"], short_dir)
+    assert result.exit_code == 1
+    assert result.output == (f"labgang queue: no labgang coordinator at {short_dir / 'labgang.sock'}; "
+                             "start one with `labgang up`\n")
+
+
+def test_state_dir_from_environment(fake):
+    result = CliRunner().invoke(cli, ["queues"], env={"LABGANG_STATE_DIR": str(fake.socket_path.parent)})
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1].split() == ["default", "-", "gpu=8", "gpu=2", "-", "-", "1", "1"]
+
+
+def test_cancel_reports_each_job_and_fails_if_any_is_refused(fake):
+    result = invoke(["cancel", "1", "2"], fake.socket_path.parent)
+    assert result.exit_code == 1
+    assert "job 1: cancelled" in result.output
+    assert "labgang cancel: job 2: job 2 belongs to bob" in result.output
+
+
+def test_logs_prints_the_rank_output(fake):
+    result = invoke(["logs", "1"], fake.socket_path.parent)
+    assert result.exit_code == 0, result.output
+    assert result.output == "hello\nworld\n"
+
+
+def test_show_unknown_job_is_refused(fake):
+    result = invoke(["show", "9"], fake.socket_path.parent)
+    assert result.exit_code == 1 and "no job 9" in result.output
+
+
+def test_build_submission_defaults(tmp_path):
+    body = build_submission(argv=["/usr/bin/python3", "-c", "pass"], env={"A": "1", "RANK": "3"}, cwd=str(tmp_path))
+    assert body == {"name": "python3", "workers": 1, "gpus_per_worker": 1, "mig": None, "requeue": True,
+                    "argv": ["/usr/bin/python3", "-c", "pass"], "env": {"A": "1"}, "cwd": str(tmp_path)}
+
+
+@pytest.mark.parametrize(
+    "job, status",
+    [({"state": "succeeded", "exit_status": 0}, 0), ({"state": "failed", "exit_status": 3}, 3),
+     ({"state": "failed", "exit_status": 137}, 137), ({"state": "failed", "exit_status": None}, 1),
+     ({"state": "cancelled", "exit_status": 143}, 1)],
+)
+def test_exit_status_of(job, status):
+    assert exit_status_of(job) == status
