@@ -1,0 +1,290 @@
+"""``labgang install``: put the systemd units, example configuration and cluster token in place.
+
+What it writes (under ``--prefix``, default ``/``), by ``--role``:
+
+| file | role | mode |
+| --- | --- | --- |
+| ``etc/systemd/system/labgang-coordinator.service`` | coordinator | 0644 |
+| ``etc/sysusers.d/labgang.conf`` (the ``labgang`` system user) | coordinator | 0644 |
+| ``etc/labgang/cluster.toml`` (example queues) | coordinator | 0644 |
+| ``etc/systemd/system/labgang-agent.service`` | agent | 0644 |
+| ``etc/labgang/agent.toml`` (example agent config) | agent | 0644 |
+| ``etc/labgang/cluster.token`` (shared secret) | both | 0600 |
+
+The units and examples are read from the source checkout labgang runs from
+(``systemd/`` and ``config/``); the units' ``ExecStart=`` is pointed at the
+``labgang`` executable given by ``--bin`` (default: the one beside this Python).
+
+Rules: nothing that exists is overwritten without ``--force``, and then the
+whole install is refused before anything is written. An existing cluster token is
+always kept (replacing it would lock out every agent) unless ``--token-from``
+names a different one and ``--force`` is given. ``--print`` writes nothing and
+prints every file instead (the token as a placeholder, never the secret).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import click
+
+import labgang.launcher
+
+ROLES = ("all", "coordinator", "agent")
+UNIT_BIN_PLACEHOLDER = "/usr/local/bin/labgang"
+TOKEN_PATH = PurePosixPath("etc/labgang/cluster.token")
+TOKEN_BYTES = 32
+# systemd hands the coordinator its own copy of the token (LoadCredential= in the unit).
+COORDINATOR_CREDENTIAL = "/run/credentials/labgang-coordinator.service/cluster.token"
+SYSUSERS_PATH = PurePosixPath("etc/sysusers.d/labgang.conf")
+
+
+class InstallError(click.ClickException):
+    """A refusal with one clear message (exit status 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstallFile:
+    """One file ``labgang install`` writes.
+
+    Attributes:
+        path: where, relative to the prefix (``etc/labgang/cluster.toml``).
+        content: the bytes to write; None for the cluster token when a new one is made.
+        mode: permission bits (0o644, 0o600).
+        secret: True for the token: never printed, kept when it exists.
+    """
+
+    path: PurePosixPath
+    content: bytes | None
+    mode: int
+    secret: bool = False
+
+
+def source_root() -> Path:
+    """The source checkout holding ``systemd/`` and ``config/``.
+
+    Returns:
+        The directory above the ``launcher`` package (a checkout or an editable install).
+
+    Raises:
+        InstallError: the unit files are not there (labgang was installed from a wheel).
+    """
+    root = Path(labgang.launcher.__file__).resolve().parent.parent
+    if not (root / "systemd" / "labgang-agent.service").is_file():
+        raise InstallError(
+            f"unit files not found under {root / 'systemd'}: run `labgang install` from a labgang "
+            "installed from a source checkout (pip install -e /path/to/labgang)")
+    return root
+
+
+def default_bin() -> Path | None:
+    """The ``labgang`` executable beside the running Python (a venv's ``bin/``), else on $PATH."""
+    beside = Path(sys.executable).parent / "labgang"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("labgang")
+    return Path(found) if found else None
+
+
+def check_bin(path: Path) -> Path:
+    """Validate the executable the units will start.
+
+    Raises:
+        InstallError: not absolute, contains whitespace (systemd would split it), or not executable.
+    """
+    if not path.is_absolute():
+        raise InstallError(f"--bin: {path} must be an absolute path (systemd's ExecStart= needs one)")
+    if any(ch.isspace() for ch in str(path)):
+        raise InstallError(f"--bin: {path!s} contains whitespace; allowed: a path without spaces")
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise InstallError(f"--bin: {path} is not an executable file")
+    return path
+
+
+def render_unit(text: str, labgang_bin: Path) -> str:
+    """Point a unit template's ``ExecStart=`` at ``labgang_bin``.
+
+    Raises:
+        InstallError: the template has no ``ExecStart=`` naming ``/usr/local/bin/labgang``.
+    """
+    new, count = re.subn(rf"(?m)^ExecStart={re.escape(UNIT_BIN_PLACEHOLDER)} ",
+                         f"ExecStart={labgang_bin} ", text)
+    if count == 0:
+        raise InstallError(f"unit template has no 'ExecStart={UNIT_BIN_PLACEHOLDER} ...' line")
+    return new
+
+
+def render_cluster_config(text: str) -> str:
+    """Point the example ``cluster.toml``'s ``token_file`` at the coordinator's systemd credential.
+
+    Raises:
+        InstallError: the example has no top-level ``token_file = ...`` line.
+    """
+    line = (f'token_file = "{COORDINATOR_CREDENTIAL}"'
+            "   # systemd's private copy of /etc/labgang/cluster.token (LoadCredential=)")
+    new, count = re.subn(r"(?m)^token_file\s*=.*$", line, text, count=1)
+    if count != 1:
+        raise InstallError("example cluster.toml has no 'token_file = ...' line")
+    return new
+
+
+def plan(role: str, labgang_bin: Path, *, root: Path, token: bytes | None = None) -> list[InstallFile]:
+    """The files an install of ``role`` writes, in order.
+
+    Args:
+        role: "all", "coordinator" or "agent".
+        labgang_bin: the absolute path the units' ``ExecStart=`` runs.
+        root: the source checkout (:func:`source_root`).
+        token: the cluster token to install (from ``--token-from``); None makes a new one at write time.
+
+    Raises:
+        InstallError: an unknown role, or a template that cannot be rendered.
+    """
+    if role not in ROLES:
+        raise InstallError(f"--role: {role!r} is not a role; allowed: {', '.join(ROLES)}")
+    files: list[InstallFile] = []
+    if role in ("all", "coordinator"):
+        unit = (root / "systemd" / "labgang-coordinator.service").read_text()
+        files += [
+            InstallFile(PurePosixPath("etc/systemd/system/labgang-coordinator.service"),
+                        render_unit(unit, labgang_bin).encode(), 0o644),
+            InstallFile(SYSUSERS_PATH, (root / "systemd" / "labgang.sysusers").read_bytes(), 0o644),
+            InstallFile(PurePosixPath("etc/labgang/cluster.toml"),
+                        render_cluster_config((root / "config" / "cluster.toml").read_text()).encode(), 0o644),
+        ]
+    if role in ("all", "agent"):
+        unit = (root / "systemd" / "labgang-agent.service").read_text()
+        files += [
+            InstallFile(PurePosixPath("etc/systemd/system/labgang-agent.service"),
+                        render_unit(unit, labgang_bin).encode(), 0o644),
+            InstallFile(PurePosixPath("etc/labgang/agent.toml"), (root / "config" / "agent.toml").read_bytes(), 0o644),
+        ]
+    files.append(InstallFile(TOKEN_PATH, token, 0o600, secret=True))
+    return files
+
+
+def conflicts(files: list[InstallFile], prefix: Path) -> list[Path]:
+    """Targets that exist and would be replaced (an existing token without a new one is kept, not a conflict)."""
+    found = []
+    for f in files:
+        target = prefix / f.path
+        if not target.exists():
+            continue
+        if f.secret and (f.content is None or target.read_bytes() == f.content):
+            continue
+        found.append(target)
+    return found
+
+
+def _write(target: Path, content: bytes, mode: int) -> None:
+    """Write ``content`` with ``mode`` from the first byte on (a secret is never briefly readable)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.labgang-install")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        os.write(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
+
+
+def write(files: list[InstallFile], prefix: Path, *, force: bool) -> list[tuple[Path, str]]:
+    """Write the planned files under ``prefix``.
+
+    Returns:
+        ``(path, action)`` per file, action in "written", "replaced", "kept".
+
+    Raises:
+        InstallError: some targets exist and ``force`` is False (nothing is written then).
+    """
+    existing = conflicts(files, prefix)
+    if existing and not force:
+        listing = "\n  ".join(str(p) for p in existing)
+        raise InstallError(f"these files exist; nothing was written (use --force to replace them):\n  {listing}")
+    done = []
+    for f in files:
+        target = prefix / f.path
+        if f.secret and target.exists() and (f.content is None or target not in existing):
+            done.append((target, "kept"))
+            continue
+        action = "replaced" if target.exists() else "written"
+        content = f.content if f.content is not None else secrets.token_urlsafe(TOKEN_BYTES).encode() + b"\n"
+        _write(target, content, f.mode)
+        done.append((target, action))
+    return done
+
+
+def render_for_print(files: list[InstallFile], prefix: Path) -> str:
+    """Every planned file with a header line, the token as a placeholder."""
+    parts = []
+    for f in files:
+        parts.append(f"# ==> {prefix / f.path} (mode {f.mode:04o}) <==")
+        if f.secret:
+            where = "copied from --token-from" if f.content is not None else f"{TOKEN_BYTES} random bytes, url-safe base64"
+            parts.append(f"# (the cluster token: {where}; kept if the file exists)\n")
+        else:
+            parts.append(f.content.decode())
+    return "\n".join(parts)
+
+
+def create_system_user(prefix: Path) -> str:
+    """Create the ``labgang`` user from the installed sysusers.d file (``systemd-sysusers --root``).
+
+    Returns:
+        What happened, for the summary.
+    """
+    exe = shutil.which("systemd-sysusers")
+    conf = prefix / SYSUSERS_PATH
+    if exe is None:
+        return f"systemd-sysusers not found: create the 'labgang' system user yourself ({conf})"
+    subprocess.run([exe, f"--root={prefix}", str(conf)], check=True, capture_output=True, text=True)
+    return "system user 'labgang' present (systemd-sysusers)"
+
+
+@click.command("install")
+@click.option("--role", type=click.Choice(ROLES), default="all", show_default=True,
+              help="coordinator host, GPU node (agent), or both on one machine.")
+@click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
+@click.option("--force", is_flag=True, help="Replace files that exist (an existing token is kept unless --token-from differs).")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), default=Path("/"), show_default=True,
+              help="Install under this root instead of /.")
+@click.option("--bin", "labgang_bin", type=click.Path(path_type=Path), default=None,
+              help="The labgang executable the units start (default: the one beside this Python).")
+@click.option("--token-from", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.")
+def install(role: str, print_only: bool, force: bool, prefix: Path, labgang_bin: Path | None,
+            token_from: Path | None) -> None:
+    """Install systemd units and example config (root).
+
+    Writes the units, /etc/labgang examples and the cluster token (0600) under
+    PREFIX; never replaces an existing file without --force.
+    """
+    found = labgang_bin or default_bin()
+    if found is None:
+        raise InstallError("--bin: no labgang executable found beside this Python or on $PATH; give --bin PATH")
+    token = token_from.read_bytes() if token_from else None
+    if token is not None and not token.strip():
+        raise InstallError(f"--token-from: {token_from} is empty")
+    files = plan(role, check_bin(found.absolute()), root=source_root(), token=token)
+    if print_only:
+        click.echo(render_for_print(files, prefix))
+        return
+    if prefix == Path("/") and os.geteuid() != 0:
+        raise InstallError("installing into / needs root (or use --print, or --prefix DIR)")
+    for target, action in write(files, prefix, force=force):
+        click.echo(f"{action:8} {target}")
+    if role in ("all", "coordinator"):
+        click.echo(create_system_user(prefix))
+    units = {"all": "labgang-coordinator labgang-agent", "coordinator": "labgang-coordinator",
+             "agent": "labgang-agent"}[role]
+    click.echo(f"next: edit {prefix / 'etc/labgang'}/*.toml, then: systemctl daemon-reload && "
+               f"systemctl enable --now {units}")
