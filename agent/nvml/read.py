@@ -1,0 +1,255 @@
+"""Read a :class:`~labgang.agent.inventory.NodeInventory` through any NVML backend.
+
+Every field goes through :func:`labgang.agent.nvml.query.query`, so an NVML error is
+an ``Unavailable`` on that field and the read carries on. The calls made, in order,
+per GPU (pynvml names; NVML-NOTES §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
+``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
+lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
+``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
+``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``; in MIG mode, for every
+slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop):
+``GetMigDeviceHandleByIndex``, ``GetUUID``, ``GetName``, ``GetGpuInstanceId``,
+``GetComputeInstanceId``, ``GetAttributes``, ``GetMemoryInfo``, ``GetComputeRunningProcesses``.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from labgang.agent.inventory import (
+    NO_INSTANCE,
+    GpuInfo,
+    MigDeviceInfo,
+    NodeInventory,
+    ProcessInfo,
+    Unavailable,
+)
+from labgang.agent.nvml.gpm import GpmSampler, GpmTarget, sampler_for
+from labgang.agent.nvml.query import FUNCTION_NOT_FOUND, NOT_SUPPORTED, query
+
+MIB = 1024 * 1024
+
+#: nvml.h ``nvmlClocksEventReason*`` bits → names used in ``GpuInfo.clock_event_reasons``.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+
+def clock_event_names(mask: int) -> tuple[str, ...]:
+    """Names of the bits set in a ``nvmlDeviceGetCurrentClocksEventReasons`` mask."""
+    return tuple(name for bit, name in CLOCK_EVENT_REASONS if mask & bit)
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _map(value: Any, fn: Any) -> Any:
+    return value if isinstance(value, Unavailable) else fn(value)
+
+
+def _memory(backend: Any, handle: Any) -> Any:
+    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2``."""
+    mem = query(backend, "nvmlDeviceGetMemoryInfo", handle, version=backend.nvmlMemory_v2)
+    if isinstance(mem, Unavailable) and mem.code == FUNCTION_NOT_FOUND:
+        mem = query(backend, "nvmlDeviceGetMemoryInfo", handle)
+    return mem
+
+
+def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
+    rows = query(backend, "nvmlDeviceGetComputeRunningProcesses", handle)
+    if isinstance(rows, Unavailable):
+        return rows
+    out = []
+    for row in rows:
+        used = getattr(row, "usedGpuMemory", None)
+        gi = getattr(row, "gpuInstanceId", NO_INSTANCE)
+        ci = getattr(row, "computeInstanceId", NO_INSTANCE)
+        out.append(ProcessInfo(
+            pid=int(row.pid),
+            used_memory_bytes=Unavailable("unknown") if used is None else int(used),
+            gi_id=None if gi is None or gi == NO_INSTANCE else int(gi),
+            ci_id=None if ci is None or ci == NO_INSTANCE else int(ci),
+        ))
+    return tuple(sorted(out, key=lambda p: p.pid))
+
+
+def _profile_from(name: Any, attrs: Any) -> str | Unavailable:
+    """MIG profile from the MIG handle's name (``"… MIG 1g.10gb"``), else from its attributes."""
+    if isinstance(name, str) and " MIG " in name:
+        return name.rsplit(" MIG ", 1)[1].strip()
+    if isinstance(attrs, Unavailable):
+        return attrs if isinstance(name, Unavailable) else Unavailable("unknown")
+    g, c = int(attrs.gpuInstanceSliceCount), int(attrs.computeInstanceSliceCount)
+    gb = int(int(attrs.memorySizeMB) / 1024 + 0.5)
+    return f"{c}c.{g}g.{gb}gb" if c and c < g else f"{g}g.{gb}gb"
+
+
+def _read_mig(backend: Any, parent_uuid: Any, index: int, mig: Any) -> MigDeviceInfo:
+    uuid = _text(query(backend, "nvmlDeviceGetUUID", mig))
+    name = _text(query(backend, "nvmlDeviceGetName", mig))
+    gi = query(backend, "nvmlDeviceGetGpuInstanceId", mig)
+    ci = query(backend, "nvmlDeviceGetComputeInstanceId", mig)
+    attrs = query(backend, "nvmlDeviceGetAttributes", mig)
+    mem = _memory(backend, mig)
+    procs = _processes(backend, mig)
+    return MigDeviceInfo(
+        uuid=uuid,
+        index=index,
+        profile=_profile_from(name, attrs),
+        gi_id=_map(gi, int),
+        ci_id=_map(ci, int),
+        memory_total_bytes=_map(mem, lambda m: int(m.total)),
+        memory_used_bytes=_map(mem, lambda m: int(m.used)),
+        sm_count=_map(attrs, lambda a: int(a.multiprocessorCount)),
+        parent_uuid=parent_uuid,
+        processes=procs,
+    )
+
+
+def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceInfo], Any]:
+    handle = query(backend, "nvmlDeviceGetHandleByIndex", index)
+    if isinstance(handle, Unavailable):
+        fields = {name: handle for name in GpuInfo.__dataclass_fields__ if name not in ("index", "mig_devices")}
+        fields.update(index=index)
+        return fields, [], handle
+    uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
+    name = _text(query(backend, "nvmlDeviceGetName", handle))
+    pci = query(backend, "nvmlDeviceGetPciInfo", handle)
+    mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
+    if isinstance(mig_mode, Unavailable):
+        current = pending = None if mig_mode.code == NOT_SUPPORTED else mig_mode
+    else:
+        current, pending = bool(mig_mode[0]), bool(mig_mode[1])
+    mem = _memory(backend, handle)
+    util = query(backend, "nvmlDeviceGetUtilizationRates", handle)
+    temp = query(backend, "nvmlDeviceGetTemperature", handle, backend.NVML_TEMPERATURE_GPU)
+    power = query(backend, "nvmlDeviceGetPowerUsage", handle)
+    limit = query(backend, "nvmlDeviceGetEnforcedPowerLimit", handle)
+    reasons = query(backend, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if isinstance(reasons, Unavailable) and reasons.code == FUNCTION_NOT_FOUND:
+        reasons = query(backend, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    ecc = query(backend, "nvmlDeviceGetTotalEccErrors", handle,
+                backend.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, backend.NVML_VOLATILE_ECC)
+    procs = _processes(backend, handle)
+    gpm = query(backend, "nvmlGpmQueryDeviceSupport", handle)
+    if isinstance(gpm, Unavailable):
+        gpm_state: bool | Unavailable = gpm
+    else:
+        gpm_state = True if gpm.isSupportedDevice else Unavailable("unsupported", NOT_SUPPORTED)
+
+    migs: list[MigDeviceInfo] = []
+    if current is True:
+        slots = query(backend, "nvmlDeviceGetMaxMigDeviceCount", handle)
+        for slot in range(0 if isinstance(slots, Unavailable) else int(slots)):
+            mig = query(backend, "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+            if isinstance(mig, Unavailable):
+                # NOT_FOUND / INVALID_ARGUMENT: an empty slot (slots may be sparse, go-nvlib
+                # VisitMigDevices); any other error: this slot is unreadable, later ones may not be.
+                continue
+            info = _read_mig(backend, uuid, slot, mig)
+            if isinstance(info.processes, Unavailable) and isinstance(procs, tuple):
+                info = _with_parent_processes(info, procs)
+            migs.append(info)
+
+    fields = dict(
+        index=index,
+        uuid=uuid,
+        name=name,
+        pci_bus_id=_map(pci, lambda p: _text(p.busId)),
+        memory_total_bytes=_map(mem, lambda m: int(m.total)),
+        memory_used_bytes=_map(mem, lambda m: int(m.used)),
+        memory_free_bytes=_map(mem, lambda m: int(m.free)),
+        utilization_gpu_pct=_map(util, lambda u: float(u.gpu)),
+        utilization_memory_pct=_map(util, lambda u: float(u.memory)),
+        temperature_c=_map(temp, float),
+        power_w=_map(power, lambda mw: round(mw / 1000.0, 3)),
+        power_limit_w=_map(limit, lambda mw: round(mw / 1000.0, 3)),
+        clock_event_reasons=_map(reasons, lambda m: clock_event_names(int(m))),
+        ecc_volatile_uncorrected=_map(ecc, int),
+        mig_mode_current=current,
+        mig_mode_pending=pending,
+        processes=procs,
+        handle=handle,
+    )
+    return fields, migs, gpm_state
+
+
+def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...]) -> MigDeviceInfo:
+    """A MIG device's processes taken from its parent's list (GI/CI ids match)."""
+    own = tuple(p for p in parent if p.gi_id == info.gi_id and p.ci_id == info.ci_id)
+    return MigDeviceInfo(**{**info.__dict__, "processes": own})
+
+
+def read_node(backend: Any, *, hostname: str | None = None, now: float | None = None,
+              gpm: GpmSampler | None = None) -> NodeInventory:
+    """Read one snapshot; see :func:`labgang.agent.inventory.read_inventory`.
+
+    Args:
+        backend: an initialised NVML backend.
+        hostname: node name (default: the backend's ``labgang_hostname``, else the host name).
+        now: timestamp, unix seconds (default ``time.time()``).
+        gpm: the GPM sampler keeping previous samples (default: one kept per backend).
+    """
+    taken = time.time() if now is None else float(now)
+    host = hostname or getattr(backend, "labgang_hostname", None) or socket.gethostname()
+    driver = _text(query(backend, "nvmlSystemGetDriverVersion"))
+    nvml_version = _text(query(backend, "nvmlSystemGetNVMLVersion"))
+    cuda = _map(query(backend, "nvmlSystemGetCudaDriverVersion"), int)
+    count = query(backend, "nvmlDeviceGetCount")
+    raw = [_read_gpu(backend, i) for i in range(0 if isinstance(count, Unavailable) else int(count))]
+
+    targets: list[GpmTarget] = []
+    for fields, migs, gpm_state in raw:
+        if gpm_state is not True:
+            continue
+        if fields["mig_mode_current"] is True:
+            for gi in sorted({m.gi_id for m in migs if isinstance(m.gi_id, int)}):
+                members = tuple(str(m.uuid) for m in migs if m.gi_id == gi)
+                targets.append(GpmTarget((fields["uuid"], gi, members), fields["handle"], gi))
+        else:
+            targets.append(GpmTarget(fields["uuid"], fields["handle"]))
+    sampler = gpm if gpm is not None else sampler_for(backend)
+    activity = sampler.measure(backend, targets) if targets else {}
+
+    gpus = []
+    for fields, migs, gpm_state in raw:
+        fields = dict(fields)
+        handle = fields.pop("handle", None)
+        if handle is not None:
+            unsupported = Unavailable("unsupported", NOT_SUPPORTED)
+            if gpm_state is not True:
+                sm_active = sm_occ = gpm_state
+            elif fields["mig_mode_current"] is True:
+                sm_active = sm_occ = unsupported  # in MIG mode GPM is per GPU instance (below)
+                migs = [_with_gi_activity(m, fields["uuid"], migs, activity) for m in migs]
+            else:
+                sm_active, sm_occ = activity.get(fields["uuid"], (unsupported, unsupported))
+            fields["sm_active_pct"], fields["sm_occupancy_pct"] = sm_active, sm_occ
+        fields["mig_devices"] = tuple(migs)
+        gpus.append(GpuInfo(**fields))
+    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus))
+
+
+def _with_gi_activity(mig: MigDeviceInfo, parent_uuid: Any, migs: list[MigDeviceInfo],
+                      activity: dict[Any, Any]) -> MigDeviceInfo:
+    members = tuple(str(m.uuid) for m in migs if m.gi_id == mig.gi_id)
+    value = activity.get((parent_uuid, mig.gi_id, members))
+    if value is None:
+        return mig
+    return MigDeviceInfo(**{**mig.__dict__, "sm_active_pct": value[0]})
+
+
+__all__ = ["CLOCK_EVENT_REASONS", "clock_event_names", "read_node"]
