@@ -156,7 +156,7 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...)."),
         click.option("--time", "time_limit", type=DURATION, default=None,
                      help="Time limit (30m, 2h...); the job fails when it runs longer."),
-        click.option("--name", default=None, help="Job name (default: the command's file name)."),
+        click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
         click.option("--no-requeue", is_flag=True,
                      help="Fail instead of going back to the queue when preempted or its node is lost."),
         click.option("--signal", "signal_spec", type=SIGNAL_SPEC, default=None,
@@ -197,7 +197,8 @@ def build_submission(
         workers: ranks in the gang (>= 1).
         gpus_per_worker: full GPUs per rank (>= 1); None means 1, or MIG with ``mig``.
         mig: a MIG profile such as ``"1g.10gb"`` (``"mig-1g.10gb"`` accepted).
-        queue, priority, nodes, gpu_model, name: as the flags.
+        queue, priority, nodes, gpu_model: as the flags.
+        name: the job name; None lets the coordinator derive it from ``argv``.
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
         signal_spec: canonical ``"SIGUSR1@60"``.
@@ -221,7 +222,6 @@ def build_submission(
     if name is not None and not name.strip():
         raise click.UsageError("--name: must not be empty")
     body: dict[str, Any] = {
-        "name": name or os.path.basename(argv[0]) or argv[0],
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
         "mig": mig,
@@ -231,6 +231,7 @@ def build_submission(
         "cwd": os.getcwd() if cwd is None else cwd,
     }
     optional = {
+        "name": name,
         "queue": queue,
         "priority": _priority_value(priority),
         "nodes": nodes,
