@@ -18,12 +18,17 @@ Public API (the contract in prompts/contracts.md, "Supervisor")::
 See ``supervisor.py`` for the design (small parent per rank, subreaper, journal).
 """
 
+from .config import SupervisorConfig
 from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict, SupervisorError, UnknownJob
 from .spec import LaunchSpec
 from .states import RankState
+from .foreign import ForeignProcess
+from .ports import pick_free_port
 from .status import RankEvent, RankStatus
+from .supervisor import Supervisor
 
 __all__ = [
+    "ForeignProcess",
     "InvalidSpec",
     "InvalidTransition",
     "LaunchRefused",
@@ -32,6 +37,9 @@ __all__ = [
     "RankEvent",
     "RankState",
     "RankStatus",
+    "Supervisor",
+    "SupervisorConfig",
     "SupervisorError",
     "UnknownJob",
+    "pick_free_port",
 ]

@@ -1,0 +1,99 @@
+"""The environment a rank starts with: the submitted one, minus a few variables, plus the contract.
+
+The contract (DESIGN.md), always set by the agent and overriding anything submitted:
+``CUDA_VISIBLE_DEVICES`` (comma list of device UUIDs, MIG UUIDs for MIG devices),
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
+``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``NODE_RANK`` (both the node's index
+among the job's nodes, as torchrun sets them), ``LABGANG_JOB_ID``, ``LABGANG_RESTART_COUNT``.
+``USER``, ``LOGNAME`` and ``HOME`` are set to the rank's user, and ``PATH`` gets a default
+when none was submitted.
+
+What is dropped, and why. The rank runs as the submitting user after privileges are dropped,
+so the submitted environment can only ever affect that user's own processes: the agent and
+each rank's small parent never see it (the parent runs ``python -I -S`` with the agent's own
+minimal environment). Nothing is dropped "for security" that the user could not do anyway in
+their own command line. What *is* dropped are variables that would silently defeat labgang's
+own contract when carried over from the submitting shell:
+
+* ``LABGANG_*``: the agent's namespace; a stale ``LABGANG_JOB_ID`` from an enclosing job would lie.
+* ``LD_PRELOAD`` and ``LD_AUDIT``: code injected into every process of the job before ``main``
+  (profilers, interposers of ``libcuda``/``libnvidia-ml`` that rewrite device visibility),
+  typically inherited unknowingly from an interactive shell. A job that wants one says so in
+  its command (``env LD_PRELOAD=… prog``), where it is visible in the job record.
+* ``NVIDIA_VISIBLE_DEVICES``: a container-runtime knob that contradicts ``CUDA_VISIBLE_DEVICES``.
+* ``CUDA_MPS_PIPE_DIRECTORY`` and ``CUDA_MPS_LOG_DIRECTORY``: would connect the rank to another
+  MPS control daemon (another user's, or one serving other GPUs) instead of the plain devices
+  it was given.
+
+Kept on purpose: ``LD_LIBRARY_PATH`` (CUDA toolkits and conda environments need it, and it only
+chooses among libraries the user can load anyway), ``PYTHON*`` (``PYTHONPATH`` is how many
+training scripts find their code; ``PYTHONSTARTUP`` only affects interactive interpreters).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from .identity import RunAs
+from .spec import LaunchSpec
+
+DROPPED_VARIABLES: frozenset[str] = frozenset({
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "CUDA_MPS_LOG_DIRECTORY",
+})
+"""Submitted variables never passed to a rank (see the module docstring for why)."""
+
+DROPPED_PREFIXES: tuple[str, ...] = ("LABGANG_",)
+"""Submitted variable-name prefixes never passed to a rank."""
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def is_dropped(name: str) -> bool:
+    """True when a submitted variable called ``name`` is not passed to the rank."""
+    return name in DROPPED_VARIABLES or name.startswith(DROPPED_PREFIXES)
+
+
+def contract_variables(spec: LaunchSpec) -> dict[str, str]:
+    """The variables labgang guarantees to every rank (see the module docstring)."""
+    return {
+        "CUDA_VISIBLE_DEVICES": ",".join(spec.devices),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "MASTER_ADDR": spec.master_addr,
+        "MASTER_PORT": str(spec.master_port),
+        "WORLD_SIZE": str(spec.world_size),
+        "RANK": str(spec.rank),
+        "LOCAL_RANK": str(spec.local_rank),
+        "LOCAL_WORLD_SIZE": str(spec.local_world_size),
+        "GROUP_RANK": str(spec.node_rank),
+        "NODE_RANK": str(spec.node_rank),
+        "LABGANG_JOB_ID": spec.job_id,
+        "LABGANG_RESTART_COUNT": str(spec.restart_count),
+    }
+
+
+def rank_environment(spec: LaunchSpec, run_as: RunAs) -> dict[str, str]:
+    """Build the full environment of one rank.
+
+    Args:
+        spec: the rank; ``spec.env`` is the submitted environment.
+        run_as: the credentials it runs with (for ``USER``, ``LOGNAME``, ``HOME``).
+
+    Returns:
+        name → value, ready for ``execve``.
+    """
+    env: dict[str, str] = {k: v for k, v in spec.env.items() if not is_dropped(k)}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env["USER"] = run_as.name
+    env["LOGNAME"] = run_as.name
+    env["HOME"] = run_as.home
+    env.update(contract_variables(spec))
+    return env
+
+
+def dropped_from(submitted: Mapping[str, str]) -> list[str]:
+    """Names in ``submitted`` that ``rank_environment`` drops, sorted (for the job's log header)."""
+    return sorted(k for k in submitted if is_dropped(k))

@@ -1,0 +1,169 @@
+"""The one seam between the supervisor and the operating system (STYLE.md item 19).
+
+Everything the supervisor does to processes goes through ``HostOS``: one consistent
+``/proc`` snapshot per tick, identity checks against pid reuse, signals with ``ESRCH``
+counted as "already gone", and spawning a rank's small parent (``shim.py``).
+
+A process is identified by ``(pid, start_ticks)``: its pid and its start time in clock
+ticks since boot (``/proc/PID/stat`` field 22, proc(5)). A pid whose start time differs
+from the recorded one is another process that reused the number and is never signalled.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+SHIM_PATH = Path(__file__).with_name("shim.py")
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    """One process in a ``/proc`` snapshot.
+
+    Attributes:
+        pid: process id.
+        ppid: parent's pid.
+        pgrp: process group id.
+        state: one-letter state from proc(5) (``R``, ``S``, ``Z`` zombie, …).
+        start_ticks: start time in clock ticks since boot.
+    """
+
+    pid: int
+    ppid: int
+    pgrp: int
+    state: str
+    start_ticks: int
+
+    @property
+    def is_zombie(self) -> bool:
+        """True for an exited process its parent has not reaped yet (``Z``/``X``)."""
+        return self.state in ("Z", "X")
+
+
+def _parse_stat(raw: bytes) -> ProcEntry:
+    pid = int(raw[: raw.index(b" ")])
+    fields = raw[raw.rindex(b")") + 2:].split()
+    # fields[0] is stat field 3 (state); field N is fields[N - 3].
+    return ProcEntry(pid=pid, ppid=int(fields[1]), pgrp=int(fields[2]), state=fields[0].decode(),
+                     start_ticks=int(fields[19]))
+
+
+class ProcSnapshot:
+    """All processes of the host at one moment, with a parent → children index."""
+
+    def __init__(self, entries: Iterable[ProcEntry]) -> None:
+        self.by_pid: dict[int, ProcEntry] = {e.pid: e for e in entries}
+        self.children: dict[int, list[int]] = {}
+        for entry in self.by_pid.values():
+            self.children.setdefault(entry.ppid, []).append(entry.pid)
+
+    def matches(self, pid: int | None, start_ticks: int | None) -> bool:
+        """True when ``pid`` exists, is not a zombie and started at ``start_ticks``."""
+        if pid is None or start_ticks is None:
+            return False
+        entry = self.by_pid.get(pid)
+        return entry is not None and not entry.is_zombie and entry.start_ticks == start_ticks
+
+    def descendants(self, pid: int) -> dict[int, ProcEntry]:
+        """Every live (non-zombie) descendant of ``pid``, ``pid`` itself excluded."""
+        found: dict[int, ProcEntry] = {}
+        stack = list(self.children.get(pid, ()))
+        while stack:
+            child = stack.pop()
+            if child in found:
+                continue
+            entry = self.by_pid.get(child)
+            if entry is None:
+                continue
+            if not entry.is_zombie:
+                found[child] = entry
+            stack.extend(self.children.get(child, ()))
+        return found
+
+
+class HostOS:
+    """The real operating system, Linux ``/proc`` and signals. Injected into ``Supervisor``."""
+
+    def snapshot(self) -> ProcSnapshot:
+        """Read ``/proc/*/stat`` once. Processes that exit while it is read are skipped."""
+        entries = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    entries.append(_parse_stat(fh.read()))
+            except (OSError, ValueError, IndexError):
+                continue
+        return ProcSnapshot(entries)
+
+    def start_ticks(self, pid: int) -> int | None:
+        """Start time of ``pid`` in clock ticks since boot, or ``None`` when it does not exist."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                return _parse_stat(fh.read()).start_ticks
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def kill(self, pid: int, signum: int) -> bool:
+        """Send ``signum`` to ``pid``. Returns False when it is already gone (``ESRCH``).
+
+        Raises:
+            PermissionError: the agent may not signal that process (``EPERM``).
+        """
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def killpg(self, pgid: int, signum: int) -> bool:
+        """Send ``signum`` to process group ``pgid``; False when no member is left (``ESRCH``)."""
+        try:
+            os.killpg(pgid, signum)
+        except ProcessLookupError:
+            return False
+        except PermissionError as exc:  # a group whose members all exited can answer EPERM on some kernels
+            if exc.errno == errno.EPERM:
+                return False
+            raise
+        return True
+
+    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen, int | None]:
+        """Start a rank's small parent in its own session; return it and its start ticks.
+
+        Args:
+            rank_dir: the rank's journal folder holding ``launch.json``.
+            stderr_path: where the shim's own errors go (never the rank's output).
+
+        Raises:
+            OSError: the Python interpreter could not be started.
+        """
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+        with open(stderr_path, "ab") as err:
+            proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PATH), str(rank_dir)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    cwd="/", env=env, start_new_session=True, close_fds=True)
+        return proc, self.start_ticks(proc.pid)
+
+    @staticmethod
+    def ensure_dir(path: Path, mode: int, uid: int | None = None, gid: int | None = None) -> None:
+        """Create ``path`` (parents as needed) and set its mode and, when given, its owner."""
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, mode)
+        if uid is not None:
+            os.chown(path, uid, gid if gid is not None else -1)
+
+
+def visible_pids(device_map: Mapping[str, Iterable[int]], devices: Iterable[str]) -> set[int]:
+    """Union of the pids NVML shows on ``devices`` (UUIDs) in a ``device_pids()`` mapping."""
+    shown: set[int] = set()
+    for uuid in devices:
+        shown.update(device_map.get(uuid, ()))
+    return shown

@@ -1,0 +1,223 @@
+"""The small parent of one rank ("rank shim"). Standard library only; run as a script.
+
+Why it exists: the agent must survive its own crash without losing its ranks or their
+exit statuses. A rank is therefore not the agent's child but the child of this shim,
+which the agent spawns in a session of its own (so a signal to the agent's group never
+reaches it) with ``python -I -S shim.py RANK_DIR``: isolated mode, no site, the agent's
+own minimal environment. Nothing the job submitted (``PYTHONPATH``, ``LD_PRELOAD``…)
+reaches this process, which runs with the agent's privileges.
+
+What it does, in order:
+
+1. becomes a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every descendant
+   of the rank that is orphaned (double-forked daemons, ``setsid`` children, data-loader
+   workers whose parent died) is re-parented to the shim instead of init. The whole
+   process tree of a rank therefore stays below the shim, and the agent finds it by
+   walking the shim's descendants, even after an agent restart;
+2. opens the rank's log (owned by the rank's user, mode 0600) and starts the rank with
+   ``subprocess.Popen(user=, group=, extra_groups=, start_new_session=True)``, stdin from
+   ``/dev/null``, stdout and stderr into one pipe that the shim copies into the log;
+3. writes ``rank.json`` (pid, pgid, /proc start time, start wall time);
+4. reaps every child; when the rank's main process ends it writes ``exit.json`` with the
+   exit status (the code, or 128+N for signal N);
+5. keeps copying output and reaping until the pipe is closed and no descendant is left,
+   then exits. The agent counts the rank as "gone" only after that.
+
+The log has a size cap per file. When the next write would pass it, the shim *rotates*:
+``rank-R.log`` becomes ``rank-R.log.1`` (replacing an older one) and the new file starts
+with a one-line ``[labgang] log rotated …`` marker. At most two files (≤ 2 × cap bytes)
+exist per rank.
+
+Inputs (``RANK_DIR/launch.json``, written by the agent): ``argv``, ``env``, ``cwd``,
+``uid``, ``gid``, ``groups``, ``drop_privileges``, ``log_path``, ``log_max_bytes``,
+``log_header`` (a line written first, or null).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import errno
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+READ_CHUNK = 65536
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file and ``rename`` (readers see all or nothing)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return int(raw[raw.rindex(b")") + 2:].split()[19])
+
+
+def become_subreaper() -> None:
+    """Make orphaned descendants re-parent to this process (Linux >= 3.4)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+
+
+def utc_now_text() -> str:
+    """The current UTC time as ``2026-01-31T12:00:00Z``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RotatingLog:
+    """Append-only log file owned by the rank's user, rotated to ``.1`` at ``max_bytes``."""
+
+    def __init__(self, path: str, max_bytes: int, uid: int | None, gid: int | None) -> None:
+        self.path = path
+        self.max_bytes = max(int(max_bytes), 1024)
+        self.uid = uid
+        self.gid = gid
+        self.fd = self._open()
+        self.size = os.fstat(self.fd).st_size
+
+    def _open(self) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.path, flags, 0o600)
+        if self.uid is not None:
+            os.fchown(fd, self.uid, self.gid if self.gid is not None else -1)
+        os.fchmod(fd, 0o600)
+        return fd
+
+    def _rotate(self) -> None:
+        os.close(self.fd)
+        os.replace(self.path, self.path + ".1")
+        self.fd = self._open()
+        self.size = 0
+        marker = (f"[labgang] log rotated at {utc_now_text()}: the previous {self.max_bytes} bytes are in "
+                  f"{os.path.basename(self.path)}.1; anything older was discarded\n").encode()
+        self._write_all(marker)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.size += len(data)
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``, rotating first whenever the file would pass its cap."""
+        view = memoryview(data)
+        while view:
+            room = self.max_bytes - self.size
+            if room <= 0:
+                self._rotate()
+                continue
+            part = view[:room]
+            self._write_all(bytes(part))
+            view = view[len(part):]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def exit_status(wait_status: int) -> int:
+    """``waitpid`` status → shell exit status (code, or 128+N for signal N)."""
+    code = os.waitstatus_to_exitcode(wait_status)
+    return 128 - code if code < 0 else code
+
+
+def main(rank_dir: str) -> int:
+    """Run one rank as described by ``rank_dir/launch.json``; return this shim's own exit code."""
+    with open(os.path.join(rank_dir, "launch.json"), encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    os.umask(0o077)
+    become_subreaper()
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    drop = bool(cfg["drop_privileges"])
+    log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"],
+                      cfg["uid"] if drop else None, cfg["gid"] if drop else None)
+    if cfg.get("log_header"):
+        log.write(cfg["log_header"].encode() + b"\n")
+    creds = {}
+    if drop:
+        creds = {"user": cfg["uid"], "group": cfg["gid"], "extra_groups": list(cfg["groups"])}
+    out_r, out_w = os.pipe()
+    try:
+        proc = subprocess.Popen(cfg["argv"], stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                cwd=cfg["cwd"], env=cfg["env"], start_new_session=True,
+                                close_fds=True, **creds)
+    except OSError as exc:
+        os.close(out_w)
+        os.close(out_r)
+        status = 127 if exc.errno == errno.ENOENT else 126
+        message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
+        log.write(f"[labgang] {message}\n".encode())
+        log.close()
+        write_json_atomic(os.path.join(rank_dir, "exit.json"),
+                          {"exit_status": status, "ended_at": time.time(), "error": message})
+        return 0
+    os.close(out_w)
+    write_json_atomic(os.path.join(rank_dir, "rank.json"),
+                      {"pid": proc.pid, "pgid": proc.pid, "start_ticks": proc_start_ticks(proc.pid),
+                       "started_at": time.time()})
+
+    eof = False
+    rank_done = False
+    while True:
+        no_children = False
+        while True:
+            try:
+                pid, wstatus = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                no_children = True
+                break
+            if pid == 0:
+                break
+            if pid == proc.pid and not rank_done:
+                rank_done = True
+                status = exit_status(wstatus)
+                proc.returncode = status  # so Popen never waits on this pid itself
+                write_json_atomic(os.path.join(rank_dir, "exit.json"),
+                                  {"exit_status": status, "ended_at": time.time(), "error": None})
+        if eof and no_children:
+            break
+        fds = [wake_r] if eof else [wake_r, out_r]
+        ready, _, _ = select.select(fds, [], [], 1.0)
+        if out_r in ready:
+            data = os.read(out_r, READ_CHUNK)
+            if data:
+                log.write(data)
+            else:
+                eof = True
+                os.close(out_r)
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

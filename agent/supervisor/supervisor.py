@@ -1,0 +1,566 @@
+"""``Supervisor``: the ranks of this node, from spawn to "gone", across agent restarts.
+
+Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``,
+``hostos.py``, ``environment.py``):
+
+* **A small parent per rank.** Each rank is started by its own shim (``shim.py``), which
+  the agent spawns in a session of its own. The shim drops privileges at spawn
+  (``user=``/``group=``/``extra_groups=``, no ``preexec_fn``), puts the rank in *its*
+  own session, copies its output into a size-capped log, and writes the rank's exit status
+  (code, or 128+N for signal N) to ``exit.json``. Killing or restarting the agent therefore
+  kills no rank and loses no exit status.
+* **Descendants are tracked through a subreaper, not a cgroup.** The shim is a child
+  subreaper, so every orphaned descendant of the rank (double-forked, ``setsid``,
+  data-loader workers) is re-parented to it; the rank's processes are exactly the shim's
+  live descendants, found in one ``/proc`` snapshot per tick. A cgroup would be the
+  stronger tool, but it needs a writable, delegated cgroup v2 tree, which a lab machine
+  running the agent outside systemd (or in a container, as here: cgroup v1, read-only)
+  often lacks; the subreaper works everywhere on Linux ≥ 3.4 and survives agent restarts.
+  Every pid ever seen is also journalled with its start time, so a rank whose shim was
+  killed is still found, and reused pids are never signalled.
+* **A guarded state machine with a tick.** All state changes go through
+  ``_transition``, which checks ``states.TRANSITIONS``, journals the new state and returns
+  the event. Time arrows (warning → SIGTERM → grace → SIGKILL) are evaluated in ``tick(now)``
+  against the injected monotonic ``clock``; nothing sleeps.
+* **"Gone" means gone.** A rank is ``GONE`` only when none of its processes remain, its
+  shim has exited (the log is complete) and ``device_pids()`` shows none of its pids on its
+  devices. Until then its devices are busy.
+* **Re-adoption.** ``recover()`` rebuilds every rank from its journal folder after an agent
+  restart, checks each pid against its recorded start time, resumes a stop that was under
+  way (restarting its grace period), and reports exits that happened while it was down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Collection, Mapping
+
+from . import journal as J
+from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
+from .environment import dropped_from, rank_environment
+from .errors import InvalidTransition, RankConflict, UnknownJob
+from .foreign import ForeignProcess, find_foreign
+from .hostos import HostOS, ProcSnapshot, visible_pids
+from .identity import check_can_enter, resolve_run_as
+from .spec import LaunchSpec
+from .states import RankState, can_transition
+from .status import RankEvent, RankStatus
+
+log = logging.getLogger(__name__)
+
+DevicePids = Callable[[], Mapping[str, frozenset[int]]]
+
+
+@dataclass
+class _Rank:
+    """The supervisor's private, mutable record of one rank."""
+
+    spec: LaunchSpec
+    dir: Path
+    state: RankState = RankState.STARTING
+    shim_pid: int | None = None
+    shim_ticks: int | None = None
+    shim_proc: subprocess.Popen | None = None
+    pid: int | None = None
+    pgid: int | None = None
+    ticks: int | None = None
+    started_at: float | None = None
+    started_reported: bool = False
+    exit_known: bool = False
+    exit_status: int | None = None
+    ended_at: float | None = None
+    exit_reported: bool = False
+    known: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every process ever seen
+    termed: set[int] = field(default_factory=set)  # pids already sent SIGTERM in this stop
+    stop_grace: float | None = None
+    term_at: float | None = None
+    kill_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.spec.job_id, self.spec.rank)
+
+    def status(self) -> RankStatus:
+        return RankStatus(job_id=self.spec.job_id, rank=self.spec.rank, state=self.state, pid=self.pid,
+                          pgid=self.pgid, exit_status=self.exit_status, started_at=self.started_at,
+                          ended_at=self.ended_at)
+
+
+class Supervisor:
+    """Start, stop, watch and re-adopt the gang ranks of one node.
+
+    Args:
+        state_dir: where the journal (``ranks/``) and the rank logs (``logs/``) live; created if missing.
+        device_pids: returns ``uuid → frozenset(pids)`` NVML shows on each device
+            (``NodeInventory.device_pids()`` of a fresh inventory); ``None`` = no device check.
+        clock: monotonic seconds used for every timed arrow (grace, warning).
+        wall_clock: unix seconds for event times.
+        allowed_uids: uids a root agent may run ranks as; ``None`` = every non-root user.
+        allow_root: whether ranks may run as root.
+        log_max_bytes: size cap of one rank log file in bytes; the log rotates to ``.1`` past it.
+        host_os: the OS seam (``HostOS``); injectable.
+
+    Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
+    ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
+    """
+
+    def __init__(self, state_dir: Path, *, device_pids: DevicePids | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 allowed_uids: Collection[int] | None = None, allow_root: bool = False,
+                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, host_os: HostOS | None = None) -> None:
+        self._journal = J.Journal(Path(state_dir))
+        self._device_pids = device_pids
+        self._clock = clock
+        self._wall = wall_clock
+        self._allowed_uids = None if allowed_uids is None else frozenset(allowed_uids)
+        self._allow_root = allow_root
+        self._log_max_bytes = SupervisorConfig(log_max_bytes=log_max_bytes).log_max_bytes
+        self._os = host_os or HostOS()
+        self._agent_uid = os.geteuid()
+        self._ranks: dict[tuple[str, int], _Rank] = {}
+        if not self._journal.state_dir.exists():
+            self._os.ensure_dir(self._journal.state_dir, 0o755)
+        self._os.ensure_dir(self._journal.ranks_dir, 0o700)
+        self._os.ensure_dir(self._journal.logs_dir, 0o755)
+
+    @classmethod
+    def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> "Supervisor":
+        """Build a supervisor with the uid, root and log settings of a ``SupervisorConfig``."""
+        return cls(state_dir, allowed_uids=config.allowed_uids, allow_root=config.allow_root,
+                   log_max_bytes=config.log_max_bytes, **kwargs)
+
+    # ------------------------------------------------------------------ queries
+
+    def ranks(self) -> list[RankStatus]:
+        """Every rank this supervisor knows, sorted by (job_id, rank), ``GONE`` ones included until ``forget``."""
+        return [self._ranks[k].status() for k in sorted(self._ranks)]
+
+    def status(self, job_id: str, rank: int) -> RankStatus:
+        """One rank's status.
+
+        Raises:
+            UnknownJob: no such (job_id, rank).
+        """
+        try:
+            return self._ranks[(job_id, rank)].status()
+        except KeyError:
+            raise UnknownJob(f"job_id: no rank {rank} of job {job_id!r} on this node") from None
+
+    def log_path(self, job_id: str, rank: int) -> Path:
+        """Path of a rank's current log file (stdout and stderr interleaved; older part in ``.1``)."""
+        return self._journal.log_path(job_id, rank)
+
+    # ------------------------------------------------------------------ launch
+
+    def launch(self, spec: LaunchSpec) -> RankStatus:
+        """Start one rank as its submitting user; idempotent per (job_id, rank).
+
+        Returns at once with the rank ``STARTING``; ``tick()`` reports ``started`` when its main
+        process runs (or ``exited`` with 127/126 when its command could not be executed).
+        Launching the same spec again returns the current status. A ``GONE`` rank is started
+        anew when the spec has a higher ``restart_count`` (a requeued job).
+
+        Raises:
+            LaunchRefused: the uid/gid policy forbids it, or the user cannot enter ``cwd``.
+            RankConflict: the rank is already supervised with a different spec.
+            OSError: the rank's small parent could not be spawned.
+        """
+        existing = self._ranks.get((spec.job_id, spec.rank))
+        if existing is not None:
+            if existing.spec == spec:
+                return existing.status()
+            if existing.state is RankState.GONE and spec.restart_count > existing.spec.restart_count:
+                self._journal.remove_rank(spec.job_id, spec.rank)
+                del self._ranks[existing.key]
+            else:
+                raise RankConflict(f"job_id: rank {spec.rank} of job {spec.job_id!r} is already {existing.state.value} "
+                                   f"with restart_count {existing.spec.restart_count}; a new launch needs the old one "
+                                   f"gone and a higher restart_count")
+        rank_dir = self._journal.rank_dir(spec.job_id, spec.rank)
+        if rank_dir.exists():
+            raise RankConflict(f"job_id: {rank_dir} exists but is not supervised; call recover() first")
+        run_as = resolve_run_as(spec.uid, spec.gid, job_id=spec.job_id, agent_uid=self._agent_uid,
+                                allowed_uids=self._allowed_uids, allow_root=self._allow_root)
+        check_can_enter(spec.cwd, run_as)
+
+        self._os.ensure_dir(rank_dir.parent, 0o700)
+        self._os.ensure_dir(rank_dir, 0o700)
+        log_dir = self._journal.log_dir(spec.job_id)
+        self._os.ensure_dir(log_dir, 0o711 if self._agent_uid == 0 else 0o700)
+        header = None
+        dropped = dropped_from(spec.env)
+        if spec.restart_count or dropped:
+            header = (f"[labgang] job {spec.job_id} rank {spec.rank} restart {spec.restart_count}"
+                      + (f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""))
+        J.write_json(rank_dir / J.SPEC, spec.to_dict())
+        J.write_json(rank_dir / J.LAUNCH, {
+            "argv": list(spec.argv),
+            "env": rank_environment(spec, run_as),
+            "cwd": spec.cwd,
+            "uid": run_as.uid,
+            "gid": run_as.gid,
+            "groups": list(run_as.groups),
+            "drop_privileges": run_as.drop_privileges,
+            "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
+            "log_max_bytes": self._log_max_bytes,
+            "log_header": header,
+        })
+        rec = _Rank(spec=spec, dir=rank_dir)
+        self._ranks[rec.key] = rec
+        try:
+            proc, ticks = self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
+        except OSError:
+            del self._ranks[rec.key]
+            self._journal.remove_rank(spec.job_id, spec.rank)
+            raise
+        rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
+        J.write_json(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
+        self._save(rec)
+        return rec.status()
+
+    # ------------------------------------------------------------------ stop and signals
+
+    def _job_ranks(self, job_id: str) -> list[_Rank]:
+        found = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
+        if not found:
+            raise UnknownJob(f"job_id: no rank of job {job_id!r} on this node")
+        return found
+
+    def stop_job(self, job_id: str, grace: float | None = None) -> list[RankStatus]:
+        """Stop every local rank of a job (the node-level gang rule: all in one call).
+
+        Each running rank gets its warning signal first when its spec has one (``WARNED``; SIGTERM
+        follows ``warn_before`` seconds later), otherwise SIGTERM now on its process group and every
+        descendant that left it (``STOPPING``). ``tick()`` sends SIGKILL to all that remain after
+        the grace period. Calling it again is harmless; an explicit ``grace`` can only shorten a
+        stop under way (``grace=0`` kills at the next tick).
+
+        Args:
+            job_id: the job.
+            grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
+
+        Returns:
+            The job's rank statuses after the call.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+            ValueError: ``grace`` is negative.
+        """
+        if grace is not None and grace < 0:
+            raise ValueError(f"grace: {grace!r} is negative (allowed: seconds >= 0)")
+        ranks = self._job_ranks(job_id)
+        now = self._clock()
+        snap = self._os.snapshot()
+        for rec in ranks:
+            if rec.state in (RankState.STARTING, RankState.RUNNING):
+                rec.stop_grace = rec.spec.grace if grace is None else grace
+                spec = rec.spec
+                if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 \
+                        and grace is None:
+                    self._send_all(rec, snap, spec.warn_signal)
+                    rec.term_at = now + spec.warn_before
+                    self._transition(rec, RankState.WARNED)
+                else:
+                    self._begin_term(rec, snap, now)
+            elif rec.state is RankState.WARNED and grace is not None:
+                rec.stop_grace = grace
+                self._begin_term(rec, snap, now)
+            elif rec.state is RankState.STOPPING and grace is not None:
+                rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
+        return [r.status() for r in ranks]
+
+    def signal_job(self, job_id: str, signum: int) -> int:
+        """Send ``signum`` to every live process of every local rank of a job.
+
+        Returns:
+            How many processes or groups were signalled.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+        """
+        snap = self._os.snapshot()
+        return sum(self._send_all(rec, snap, signum) for rec in self._job_ranks(job_id)
+                   if rec.state not in (RankState.RELEASING, RankState.GONE))
+
+    def forget(self, job_id: str) -> None:
+        """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+            RankConflict: one of its ranks is not ``GONE`` yet.
+        """
+        ranks = self._job_ranks(job_id)
+        busy = [r.spec.rank for r in ranks if r.state is not RankState.GONE]
+        if busy:
+            raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
+        for rec in ranks:
+            self._journal.remove_rank(job_id, rec.spec.rank)
+            del self._ranks[rec.key]
+
+    # ------------------------------------------------------------------ tick
+
+    def tick(self, now: float | None = None) -> list[RankEvent]:
+        """Advance every rank: learn pids and exits, fire timed arrows, detect "gone".
+
+        Args:
+            now: monotonic seconds; default ``clock()``.
+
+        Returns:
+            Events in the order they happened (``exited`` always before ``gone`` for a rank).
+        """
+        now = self._clock() if now is None else now
+        snap = self._os.snapshot()
+        device_map: list[Mapping[str, frozenset[int]]] = []
+
+        def devices() -> Mapping[str, frozenset[int]]:
+            if not device_map:
+                device_map.append(self._device_pids() if self._device_pids is not None else {})
+            return device_map[0]
+
+        events: list[RankEvent] = []
+        for key in sorted(self._ranks):
+            rec = self._ranks[key]
+            if rec.state is not RankState.GONE:
+                events.extend(self._advance(rec, now, snap, devices))
+        return events
+
+    def _advance(self, rec: _Rank, now: float, snap: ProcSnapshot,
+                 devices: Callable[[], Mapping[str, frozenset[int]]]) -> list[RankEvent]:
+        events: list[RankEvent] = []
+        if rec.shim_proc is not None and rec.shim_proc.poll() is not None:
+            rec.shim_proc = None  # reaped; the pid may be reused from now on
+        shim_alive = snap.matches(rec.shim_pid, rec.shim_ticks)
+
+        if rec.pid is None:
+            self._read_rank_file(rec)
+        if rec.pid is not None and not rec.started_reported:
+            rec.started_reported = True
+            if rec.state is RankState.STARTING:
+                events.append(self._transition(rec, RankState.RUNNING, "started"))
+            else:
+                events.append(self._event(rec, "started"))
+
+        live = self._live(rec, snap, shim_alive)
+        grown = any(pid not in rec.known for pid in live)
+        rec.known.update(live)
+
+        if not rec.exit_known:
+            self._read_exit_file(rec)
+            if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
+                # The small parent died without writing a status (killed from outside, or the host
+                # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
+                self._read_exit_file(rec)
+                if not rec.exit_known:
+                    rec.exit_known = True
+                    rec.ended_at = self._wall()
+                    log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        if rec.exit_known and not rec.exit_reported:
+            rec.exit_reported = True
+            events.append(self._event(rec, "exited"))
+            self._save(rec)
+        elif grown:
+            self._save(rec)
+
+        state = rec.state
+        if state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
+            self._begin_term(rec, snap, now)
+        elif state is RankState.STOPPING:
+            self._term_new(rec, snap, live)
+            if rec.kill_at is not None and now >= rec.kill_at:
+                self._transition(rec, RankState.KILLING)
+                self._send_all(rec, snap, signal.SIGKILL, live)
+        elif state is RankState.KILLING:
+            self._send_all(rec, snap, signal.SIGKILL, live)
+        elif state in (RankState.RUNNING, RankState.STARTING) and rec.exit_known and live:
+            # The main process ended but some of its processes did not: they get the usual stop.
+            log.info("rank %s/%s: main process exited, stopping %d leftover processes", *rec.key, len(live))
+            rec.stop_grace = rec.spec.grace
+            self._begin_term(rec, snap, now)
+
+        if rec.state not in (RankState.RELEASING, RankState.GONE) and rec.exit_known and not live:
+            self._transition(rec, RankState.RELEASING)
+        if rec.state is RankState.RELEASING and not shim_alive:
+            held = visible_pids(devices(), rec.spec.devices) & set(rec.known)
+            if not held:
+                events.append(self._transition(rec, RankState.GONE, "gone"))
+        return events
+
+    def _read_rank_file(self, rec: _Rank) -> None:
+        info = J.read_json(rec.dir / J.RANK)
+        if info is not None:
+            rec.pid, rec.pgid = info["pid"], info["pgid"]
+            rec.ticks, rec.started_at = info["start_ticks"], info["started_at"]
+            if rec.ticks is not None:
+                rec.known[rec.pid] = rec.ticks
+
+    def _read_exit_file(self, rec: _Rank) -> None:
+        info = J.read_json(rec.dir / J.EXIT)
+        if info is not None:
+            rec.exit_known = True
+            rec.exit_status = info["exit_status"]
+            rec.ended_at = info["ended_at"]
+
+    def _live(self, rec: _Rank, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
+        """pid → start ticks of every live process of the rank (the shim itself excluded)."""
+        live: dict[int, int] = {}
+        if shim_alive and rec.shim_pid is not None:
+            live.update({pid: e.start_ticks for pid, e in snap.descendants(rec.shim_pid).items()})
+        for pid, ticks in rec.known.items():
+            if pid not in live and snap.matches(pid, ticks):
+                live[pid] = ticks
+                live.update({p: e.start_ticks for p, e in snap.descendants(pid).items()})
+        return live
+
+    # ------------------------------------------------------------------ signalling
+
+    def _begin_term(self, rec: _Rank, snap: ProcSnapshot, now: float) -> None:
+        """SIGTERM to the rank's group and every descendant; the grace period starts now."""
+        grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
+        rec.kill_at = now + grace
+        self._transition(rec, RankState.STOPPING)
+        live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        rec.termed.clear()
+        self._term_new(rec, snap, live)
+
+    def _term_new(self, rec: _Rank, snap: ProcSnapshot, live: Mapping[int, int]) -> None:
+        """SIGTERM to processes of a stopping rank that have not had one yet (new ones included)."""
+        fresh = {pid: t for pid, t in live.items() if pid not in rec.termed}
+        if fresh:
+            self._send_all(rec, snap, signal.SIGTERM, fresh)
+            rec.termed.update(fresh)
+
+    def _send_all(self, rec: _Rank, snap: ProcSnapshot, signum: int,
+                  live: Mapping[int, int] | None = None) -> int:
+        """Send ``signum`` to the rank's process group and to each live process outside it.
+
+        Returns the number of successful sends; ``ESRCH`` (already gone) is not an error.
+        """
+        if live is None:
+            live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        sent = 0
+        group_alive = rec.pgid is not None and any(
+            snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid)
+        if group_alive and self._os.killpg(rec.pgid, signum):
+            sent += 1
+        for pid, ticks in sorted(live.items()):
+            entry = snap.by_pid.get(pid)
+            if entry is None or entry.start_ticks != ticks:
+                continue
+            if group_alive and entry.pgrp == rec.pgid:
+                continue
+            try:
+                if self._os.kill(pid, signum):
+                    sent += 1
+            except PermissionError:
+                log.warning("rank %s/%s: may not signal pid %d", *rec.key, pid)
+        return sent
+
+    # ------------------------------------------------------------------ state machine
+
+    def _transition(self, rec: _Rank, new: RankState, kind: str | None = None) -> RankEvent | None:
+        """The one place a rank changes state: guard, journal, and the event (if ``kind``).
+
+        Raises:
+            InvalidTransition: ``states.TRANSITIONS`` does not allow it (a supervisor bug).
+        """
+        old = rec.state
+        if not can_transition(old, new):
+            raise InvalidTransition(f"rank {rec.spec.rank} of job {rec.spec.job_id!r}: {old.value} -> {new.value}")
+        rec.state = new
+        log.debug("rank %s/%s: %s -> %s", *rec.key, old.value, new.value)
+        self._save(rec)
+        return self._event(rec, kind) if kind is not None else None
+
+    def _event(self, rec: _Rank, kind: str) -> RankEvent:
+        status = None if kind == "started" else rec.exit_status
+        return RankEvent(job_id=rec.spec.job_id, rank=rec.spec.rank, kind=kind,  # type: ignore[arg-type]
+                         exit_status=status, time=self._wall())
+
+    def _save(self, rec: _Rank) -> None:
+        J.write_json(rec.dir / J.STATE, {
+            "state": rec.state.value,
+            "started_reported": rec.started_reported,
+            "exit_reported": rec.exit_reported,
+            "exit_known": rec.exit_known,
+            "exit_status": rec.exit_status,
+            "ended_at": rec.ended_at,
+            "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
+            "stop_grace": rec.stop_grace,
+        })
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> list[RankEvent]:
+        """Re-adopt every journalled rank after an agent restart, then run one ``tick``.
+
+        Each rank comes back in its journalled state; its small parent and main process are
+        re-identified by pid and start time (a reused pid is ignored). A stop that was under way
+        restarts its grace period now (``WARNED`` and ``STOPPING`` resume as ``STOPPING``, with
+        SIGTERM sent again; ``KILLING`` resumes killing). Ranks that exited while the agent was
+        down report ``exited`` with their true status; events already reported before the crash
+        are not repeated unless the crash came between reporting and journalling them.
+
+        Returns:
+            The events of the tick that follows re-adoption.
+        """
+        now = self._clock()
+        snap = self._os.snapshot()
+        for job_id, rank, rank_dir in self._journal.iter_rank_dirs():
+            if (job_id, rank) in self._ranks:
+                continue
+            spec = LaunchSpec.from_dict(J.read_json(rank_dir / J.SPEC))
+            rec = _Rank(spec=spec, dir=rank_dir)
+            shim = J.read_json(rank_dir / J.SHIM) or {}
+            rec.shim_pid, rec.shim_ticks = shim.get("pid"), shim.get("start_ticks")
+            saved = J.read_json(rank_dir / J.STATE) or {}
+            rec.state = RankState(saved.get("state", RankState.STARTING.value))
+            rec.started_reported = bool(saved.get("started_reported", False))
+            rec.exit_reported = bool(saved.get("exit_reported", False))
+            if saved.get("exit_known"):
+                rec.exit_known = True
+                rec.exit_status = saved.get("exit_status")
+                rec.ended_at = saved.get("ended_at")
+            rec.known = {int(pid): ticks for pid, ticks in (saved.get("known") or {}).items()}
+            rec.stop_grace = saved.get("stop_grace")
+            self._read_rank_file(rec)
+            self._ranks[rec.key] = rec
+            if rec.state in (RankState.WARNED, RankState.STOPPING):
+                rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
+                self._begin_term(rec, snap, now)
+            elif rec.state is RankState.KILLING:
+                rec.kill_at = now
+            log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)
+        return self.tick(now)
+
+    # ------------------------------------------------------------------ foreign processes
+
+    def supervised_pids(self) -> set[int]:
+        """Every pid that belongs to a rank not yet ``GONE``: its small parent, live processes and any seen before."""
+        snap = self._os.snapshot()
+        pids: set[int] = {os.getpid()}
+        for rec in self._ranks.values():
+            if rec.state is RankState.GONE:
+                continue
+            if rec.shim_pid is not None:
+                pids.add(rec.shim_pid)
+            pids.update(rec.known)
+            pids.update(self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
+        return pids
+
+    def foreign_processes(self, inventory: Any) -> list[ForeignProcess]:
+        """Processes on this node's devices that belong to no supervised rank or its descendants.
+
+        Args:
+            inventory: a ``NodeInventory`` (``device_pids()`` plus the memory in its ProcessInfo
+                entries, from ``nvmlDeviceGetComputeRunningProcesses``) or a mapping ``uuid → pids``.
+
+        Returns:
+            One ``ForeignProcess`` (pid, user, command line, device, memory) per device and pid.
+        """
+        return find_foreign(inventory, self.supervised_pids())
