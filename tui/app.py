@@ -1,0 +1,268 @@
+"""``labgang top``: the Textual App and :func:`make_app`, the factory the CLI and the tests share.
+
+A timer starts a fetch worker at most once a second (a thread worker for NVML, an async
+worker for the coordinator); the worker builds an immutable
+:class:`~labgang.tui.state.ClusterState` and posts it in a :class:`StateReady` message;
+the App assigns it to the reactive ``state``, and every widget is bound to that with
+``data_bind`` and redraws in its ``watch_*``. Nothing on the UI thread calls NVML or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.widgets import Footer, TabbedContent, TabPane
+from textual.worker import Worker
+
+from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
+from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, StateReady
+from labgang.tui.screens.confirm import ConfirmScreen
+from labgang.tui.screens.filter import FilterScreen
+from labgang.tui.screens.help import HelpScreen
+from labgang.tui.screens.job_detail import JobDetailScreen
+from labgang.tui.sources import DataSource, current_user
+from labgang.tui.state import JOB_SORTS, ClusterState, Filters, StateBuilder
+from labgang.tui.widgets.devices import DevicesTable
+from labgang.tui.widgets.jobs import JobsTable
+from labgang.tui.widgets.pitfalls import PitfallTable
+from labgang.tui.widgets.queues import QueuesTable
+from labgang.tui.widgets.summary import Summary
+
+MIN_REFRESH_S = 1.0
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the summary bar."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class LabgangTop(App[None]):
+    """The TUI. Build it with :func:`make_app`.
+
+    Reactive attributes (bound to the widgets): ``state`` (latest :class:`ClusterState`,
+    None before the first fetch), ``filters``, ``sort`` (a key of :data:`JOB_SORTS`) and
+    ``show_finished``.
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "labgang top"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("1", "show_tab('devices')", "devices"),
+        Binding("2", "show_tab('jobs')", "jobs"),
+        Binding("3", "show_tab('queues')", "queues"),
+        Binding("f", "filter", "filter"),
+        Binding("m", "mine", "mine"),
+        Binding("x", "clear_filters", "clear filter", show=False),
+        Binding("s", "cycle_sort", "sort"),
+        Binding("a", "toggle_finished", "finished", show=False),
+        Binding("d", "details", "details"),
+        Binding("c", "cancel_job", "cancel"),
+        Binding("r", "refresh", "refresh", show=False),
+    ]
+
+    state: reactive[ClusterState | None] = reactive(None, always_update=True)
+    filters: reactive[Filters] = reactive(Filters())
+    sort: reactive[str] = reactive("state")
+    show_finished: reactive[bool] = reactive(False)
+
+    def __init__(self, source: DataSource, builder: StateBuilder, refresh_s: float) -> None:
+        super().__init__()
+        self.source = source
+        self.builder = builder
+        self.refresh_s = refresh_s
+        self._fetch: Worker | None = None
+
+    # -- layout ------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Summary(id="summary").data_bind(LabgangTop.state, LabgangTop.filters, LabgangTop.sort)
+        with TabbedContent(initial="devices", id="tabs"):
+            with TabPane("Devices [1]", id="devices"):
+                yield DevicesTable(id="devices-table").data_bind(LabgangTop.state, LabgangTop.filters)
+            with TabPane("Jobs [2]", id="jobs"):
+                yield JobsTable(id="jobs-table").data_bind(
+                    LabgangTop.state, LabgangTop.filters, LabgangTop.sort, LabgangTop.show_finished)
+            with TabPane("Queues [3]", id="queues"):
+                yield QueuesTable(id="queues-table").data_bind(LabgangTop.state, LabgangTop.filters)
+        yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DevicesTable).focus()
+        self.set_interval(self.refresh_s, self.request_refresh)
+        self.request_refresh()
+
+    async def on_unmount(self) -> None:
+        await self.source.aclose()
+
+    # -- data --------------------------------------------------------------------------
+
+    def request_refresh(self) -> None:
+        """Start a fetch worker unless one is still running (so at most one fetch is in flight)."""
+        if self._fetch is not None and not self._fetch.is_finished:
+            return
+        self._fetch = self._fetch_blocking() if self.source.blocking else self._fetch_async()
+
+    @work(thread=True, exclusive=True, group="fetch", exit_on_error=False)
+    def _fetch_blocking(self) -> None:
+        try:
+            state = self.builder.build(self.source.read())
+        except Exception as exc:  # NVML or /proc trouble: keep the old data, show the error
+            self.post_message(FetchFailed(describe_error(exc)))
+            return
+        self.post_message(StateReady(state))
+
+    @work(exclusive=True, group="fetch", exit_on_error=False)
+    async def _fetch_async(self) -> None:
+        try:
+            snapshot = await self.source.fetch()
+            state = await asyncio.to_thread(self.builder.build, snapshot)
+        except Exception as exc:  # coordinator down or refusing: keep the old data, show the error
+            self.post_message(FetchFailed(describe_error(exc)))
+            return
+        self.post_message(StateReady(state))
+
+    def on_state_ready(self, message: StateReady) -> None:
+        self.state = message.state
+
+    def on_fetch_failed(self, message: FetchFailed) -> None:
+        if self.state is None:
+            empty = ClusterSnapshot(now=0.0, nodes=())
+            self.state = ClusterState(empty, mode=self.source.mode, source=self.source.description,
+                                      user=self.builder.user, error=message.error)
+        else:
+            self.state = self.state.with_error(message.error)
+
+    # -- selection ---------------------------------------------------------------------
+
+    def selected_job_id(self) -> str | None:
+        """The job under the cursor: a job row, the holder of a device row, or a finding's job."""
+        focused = self.focused
+        if isinstance(focused, PitfallTable) and self.state is not None:
+            key = focused.selected_key
+            for i, f in enumerate(self.state.findings):
+                if key is not None and key.startswith(f"{i}:"):
+                    return f.job
+            return None
+        tab = self.query_one(TabbedContent).active
+        if tab == "jobs":
+            return self.query_one(JobsTable).selected_key
+        if tab == "devices" and self.state is not None:
+            uuid = self.query_one(DevicesTable).selected_key
+            for dev in self.state.devices:
+                if dev.uuid == uuid and dev.holder is not None:
+                    return dev.holder.job
+        return None
+
+    # -- actions -----------------------------------------------------------------------
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.query_one(f"#{tab}-table").focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_filter(self) -> None:
+        def done(filters: Filters | None) -> None:
+            if filters is not None:
+                self.filters = filters
+
+        self.push_screen(FilterScreen(self.filters), done)
+
+    def action_mine(self) -> None:
+        me = self.builder.user
+        self.filters = Filters(user=None if self.filters.user == me else me, queue=self.filters.queue,
+                               node=self.filters.node)
+
+    def action_clear_filters(self) -> None:
+        self.filters = Filters()
+
+    def action_cycle_sort(self) -> None:
+        keys = [k for k, _ in JOB_SORTS]
+        self.sort = keys[(keys.index(self.sort) + 1) % len(keys)]
+        self.notify(f"jobs sorted by {dict(JOB_SORTS)[self.sort]}", timeout=2)
+
+    def action_toggle_finished(self) -> None:
+        self.show_finished = not self.show_finished
+
+    def action_refresh(self) -> None:
+        self.request_refresh()
+
+    def action_details(self) -> None:
+        job_id = self.selected_job_id()
+        if job_id is None:
+            self.notify("select a job (jobs tab, or an allocated device) first", severity="warning")
+            return
+        self.push_screen(JobDetailScreen(job_id, self.source))
+
+    def on_data_table_row_selected(self, event: JobsTable.RowSelected) -> None:
+        if isinstance(event.data_table, JobsTable):
+            self.action_details()
+
+    def action_cancel_job(self) -> None:
+        job_id = self.selected_job_id()
+        if job_id is None:
+            self.notify("select a job to cancel first", severity="warning")
+            return
+        self.ask_cancel(job_id)
+
+    def ask_cancel(self, job_id: str) -> None:
+        """Check the job may be cancelled by this user, ask, then cancel in a worker."""
+        if not self.source.can_cancel:
+            self.notify("cancelling needs the coordinator; local mode only watches", severity="warning")
+            return
+        job = self.state.snapshot.job(job_id) if self.state is not None else None
+        if job is None:
+            self.notify(f"job {job_id} is not listed", severity="warning")
+            return
+        me = self.builder.user
+        if job.user != me and me != "root":
+            self.notify(f"job {job_id} belongs to {job.user}, not {me}", severity="error")
+            return
+        if job.finished:
+            self.notify(f"job {job_id} already {job.state}", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._cancel(job_id)
+
+        self.push_screen(ConfirmScreen(f"Cancel job {job_id} ({job.name or '-'}, {job.state}, "
+                                       f"{job.workers}×{job.gpus_per_worker} {job.resource})?"), answered)
+
+    @work(exclusive=True, group="cancel", exit_on_error=False)
+    async def _cancel(self, job_id: str) -> None:
+        try:
+            job = await self.source.cancel(job_id)
+        except Exception as exc:  # refused (403/404) or coordinator gone
+            self.post_message(CancelFailed(job_id, describe_error(exc)))
+            return
+        self.post_message(JobCancelled(job))
+
+    def on_job_cancelled(self, message: JobCancelled) -> None:
+        self.notify(f"job {message.job.id}: {message.job.state}")
+        self.request_refresh()
+
+    def on_cancel_failed(self, message: CancelFailed) -> None:
+        self.notify(f"cancel {message.job_id} failed: {message.error}", severity="error")
+
+
+def make_app(source: DataSource, *, thresholds: PitfallThresholds | None = None, refresh_s: float = 1.0,
+             user: str | None = None) -> LabgangTop:
+    """Build the TUI for a data source (the CLI and the tests both call this).
+
+    Args:
+        source: :class:`~labgang.tui.sources.LocalSource` or :class:`~labgang.tui.sources.CoordinatorSource`.
+        thresholds: pitfall thresholds (defaults: :class:`PitfallThresholds`).
+        refresh_s: seconds between fetches; values below 1 s are raised to 1 s.
+        user: who runs the TUI (for ``m`` and cancel checks); defaults to the real uid's name.
+    """
+    builder = StateBuilder(thresholds, mode=source.mode, source=source.description, user=user or current_user())
+    return LabgangTop(source, builder, max(MIN_REFRESH_S, refresh_s))

@@ -1,0 +1,65 @@
+"""``labgang top --once``: one frame as plain text (for scripts, SSH and tests).
+
+Same rows as the TUI (:mod:`labgang.tui.rows`), laid out as fixed-width tables with
+ASCII memory bars, no colour, no terminal control codes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from labgang.tui.rows import (
+    DEVICE_COLUMNS,
+    FINDING_COLUMNS,
+    JOB_COLUMNS,
+    QUEUE_COLUMNS,
+    device_rows,
+    finding_rows,
+    job_rows,
+    queue_rows,
+    summary_line,
+)
+from labgang.tui.state import ClusterState, Filters
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """Left-aligned columns two spaces apart; lines cut to ``width`` characters."""
+    widths = [len(c) for c in columns]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in (tuple(c.upper() for c in columns), *rows):
+        line = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        lines.append(line[:width])
+    return lines
+
+
+def render_frame(state: ClusterState, *, width: int = 160, filters: Filters = Filters(),
+                 sort: str = "state", show_finished: bool = False) -> str:
+    """The whole screen as text: summary, devices, jobs, queues, pitfalls (empty sections say so).
+
+    Args:
+        state: the data to show.
+        width: cut lines to this many characters (>= 40).
+
+    Raises:
+        ValueError: ``width`` below 40.
+    """
+    if width < 40:
+        raise ValueError(f"width: at least 40 columns, got {width}")
+    out = [summary_line(state, filters, sort)[:width], ""]
+    devs = device_rows(state, filters, ascii_only=True)
+    out.append(f"DEVICES ({len(devs)})")
+    out += table(DEVICE_COLUMNS, [r.cells for r in devs], width) if devs else ["  none"]
+    if state.mode == "coordinator":
+        jobs = job_rows(state, filters, sort, show_finished)
+        out += ["", f"JOBS ({len(jobs)})"]
+        out += table(JOB_COLUMNS, [r.cells for r in jobs], width) if jobs else ["  none"]
+        queues = queue_rows(state, filters)
+        out += ["", f"QUEUES ({len(queues)})"]
+        out += table(QUEUE_COLUMNS, [r.cells for r in queues], width) if queues else ["  none"]
+    findings = finding_rows(state, filters)
+    out += ["", f"PITFALLS ({len(findings)})"]
+    out += table(FINDING_COLUMNS, [r.cells for r in findings], width) if findings else ["  none"]
+    return "\n".join(out) + "\n"

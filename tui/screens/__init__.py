@@ -1,0 +1,1 @@
+"""Screens of ``labgang top``: one module per screen."""

@@ -1,0 +1,1 @@
+"""Widgets of ``labgang top``: one module per widget."""

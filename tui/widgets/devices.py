@@ -1,0 +1,30 @@
+"""Nodes → GPUs → MIG devices, with who holds each."""
+
+from __future__ import annotations
+
+from textual.reactive import reactive
+
+from labgang.tui.rows import DEVICE_COLUMNS, device_rows
+from labgang.tui.state import ClusterState, Filters
+from labgang.tui.widgets.rows_table import RowsTable
+
+STYLES = {"free": "", "allocated": "green", "foreign": "bold red", "held": "bold magenta", "lost": "reverse red"}
+
+
+class DevicesTable(RowsTable):
+    """One row per allocatable device; bound to the App's ``state`` and ``filters``."""
+
+    COLUMNS = DEVICE_COLUMNS
+    state: reactive[ClusterState | None] = reactive(None, always_update=True)
+    filters: reactive[Filters] = reactive(Filters())
+
+    def watch_state(self) -> None:
+        self.refill()
+
+    def watch_filters(self) -> None:
+        self.refill()
+
+    def refill(self) -> None:
+        if self.state is None or not self.is_mounted:
+            return
+        self.show((r.key, STYLES.get(r.state, ""), r.cells) for r in device_rows(self.state, self.filters))

@@ -1,0 +1,40 @@
+"""Running and pending jobs with reasons; Enter opens the detail view."""
+
+from __future__ import annotations
+
+from textual.reactive import reactive
+
+from labgang.tui.rows import JOB_COLUMNS, job_rows
+from labgang.tui.state import ClusterState, Filters
+from labgang.tui.widgets.rows_table import RowsTable
+
+STYLES = {"running": "green", "pending": "yellow", "terminating": "magenta", "admitted": "cyan",
+          "failed": "red", "cancelled": "dim", "succeeded": "dim"}
+
+
+class JobsTable(RowsTable):
+    """One row per job; bound to the App's ``state``, ``filters``, ``sort`` and ``show_finished``."""
+
+    COLUMNS = JOB_COLUMNS
+    state: reactive[ClusterState | None] = reactive(None, always_update=True)
+    filters: reactive[Filters] = reactive(Filters())
+    sort: reactive[str] = reactive("state")
+    show_finished: reactive[bool] = reactive(False)
+
+    def watch_state(self) -> None:
+        self.refill()
+
+    def watch_filters(self) -> None:
+        self.refill()
+
+    def watch_sort(self) -> None:
+        self.refill()
+
+    def watch_show_finished(self) -> None:
+        self.refill()
+
+    def refill(self) -> None:
+        if self.state is None or not self.is_mounted:
+            return
+        rows = job_rows(self.state, self.filters, self.sort, self.show_finished)
+        self.show((r.key, STYLES.get(r.state, ""), r.cells) for r in rows)

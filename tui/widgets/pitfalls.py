@@ -1,0 +1,30 @@
+"""The pitfall panel: each finding with its numbers and one line of advice."""
+
+from __future__ import annotations
+
+from textual.reactive import reactive
+
+from labgang.tui.rows import FINDING_COLUMNS, finding_rows
+from labgang.tui.state import ClusterState, Filters
+from labgang.tui.widgets.rows_table import RowsTable
+
+STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+class PitfallTable(RowsTable):
+    """One row per finding, most severe first; bound to ``state`` and ``filters``."""
+
+    COLUMNS = FINDING_COLUMNS
+    state: reactive[ClusterState | None] = reactive(None, always_update=True)
+    filters: reactive[Filters] = reactive(Filters())
+
+    def watch_state(self) -> None:
+        self.refill()
+
+    def watch_filters(self) -> None:
+        self.refill()
+
+    def refill(self) -> None:
+        if self.state is None or not self.is_mounted:
+            return
+        self.show((r.key, STYLES.get(r.severity, ""), r.cells) for r in finding_rows(self.state, self.filters))
