@@ -1,0 +1,252 @@
+"""Which devices are free, indexed so placement does not scan every node.
+
+:class:`DeviceBook` is one cycle's mutable view of every device: free, used by a job,
+reserved (for a preemptor waiting for its victims, or a starving gang), or unavailable.
+:class:`FreeIndex` keeps, for one resource (and optional model filter), each node's free
+devices and the nodes bucketed by free count, so "the fullest node holding k devices"
+and "the nodes with the most free devices" cost O(distinct counts), not O(nodes).
+
+Devices are referred to by their position in the snapshot (node order, then device order),
+which is also the tie-break everywhere: results never depend on set or dict order.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
+
+from labgang.launcher.scheduler.snapshot import Snapshot
+
+UNAVAILABLE = "\0unavailable"
+"""Owner tag of a device the snapshot marks as not offered."""
+
+
+class FreeIndex:
+    """Free devices of one resource (optionally one model), per node and bucketed by count.
+
+    Args:
+        node_count: number of nodes in the snapshot.
+        devices: initial free device positions (any order).
+        node_of: device position -> node position.
+    """
+
+    def __init__(self, node_count: int, devices: Iterable[int], node_of: list[int]) -> None:
+        self._node_of = node_of
+        self.free: list[list[int]] = [[] for _ in range(node_count)]
+        for d in sorted(devices):
+            self.free[node_of[d]].append(d)
+        self.buckets: dict[int, list[int]] = {}
+        self.total = 0
+        for n, devs in enumerate(self.free):
+            if devs:
+                self.buckets.setdefault(len(devs), []).append(n)
+                self.total += len(devs)
+
+    def add(self, d: int) -> None:
+        """Mark device position ``d`` free."""
+        n = self._node_of[d]
+        devs = self.free[n]
+        old = len(devs)
+        insort(devs, d)
+        self._move(n, old, old + 1)
+        self.total += 1
+
+    def remove(self, d: int) -> None:
+        """Mark device position ``d`` taken (it must be free in this index)."""
+        n = self._node_of[d]
+        devs = self.free[n]
+        old = len(devs)
+        del devs[bisect_left(devs, d)]
+        self._move(n, old, old - 1)
+        self.total -= 1
+
+    def _move(self, n: int, old: int, new: int) -> None:
+        if old:
+            bucket = self.buckets[old]
+            del bucket[bisect_left(bucket, n)]
+            if not bucket:
+                del self.buckets[old]
+        if new:
+            insort(self.buckets.setdefault(new, []), n)
+
+    def count(self, n: int) -> int:
+        """Free devices on node position ``n``."""
+        return len(self.free[n])
+
+    def largest(self) -> int:
+        """The most free devices on one node (0 when none)."""
+        return max(self.buckets, default=0)
+
+    def fullest_holding(self, need: int, exclude: frozenset[int] | set[int] = frozenset()) -> int | None:
+        """The node with the fewest free devices that still has ``need`` (ties: node order).
+
+        Returns:
+            A node position, or None when no node (outside ``exclude``) has ``need`` free.
+        """
+        for c in sorted(k for k in self.buckets if k >= need):
+            for n in self.buckets[c]:
+                if n not in exclude:
+                    return n
+        return None
+
+    def most_free(self) -> Iterator[tuple[int, int]]:
+        """Yield ``(node, free_count)`` from the most free devices down (ties: node order)."""
+        for c in sorted(self.buckets, reverse=True):
+            for n in self.buckets[c]:
+                yield n, c
+
+
+class DeviceBook:
+    """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
+
+    Owners: None (free), a running job id, ``UNAVAILABLE``. ``reserved_for`` marks devices
+    held for a job that waits (a preemptor or a starving gang): they are not free for
+    anyone else even while unowned. ``generation`` increases whenever a device becomes
+    free, so callers can cache "does not fit" answers between increases.
+
+    Args:
+        snapshot: the cycle's snapshot; running jobs' devices are taken, ``unavailable`` ones
+            are withheld.
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.node_names: list[str] = [n.name for n in snapshot.nodes]
+        self.node_pos: dict[str, int] = {}
+        for i, name in enumerate(self.node_names):
+            self.node_pos.setdefault(name, i)
+        self.uuid: list[str] = []
+        self.node_of: list[int] = []
+        self.resource: list[str] = []
+        self.model: list[str] = []
+        self.group: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.by_resource: dict[str, list[int]] = {}
+        for ni, node in enumerate(snapshot.nodes):
+            for dev in node.devices:
+                if dev.uuid in self.pos:
+                    continue  # a UUID listed twice is one device
+                d = len(self.uuid)
+                self.pos[dev.uuid] = d
+                self.uuid.append(dev.uuid)
+                self.node_of.append(ni)
+                self.resource.append(dev.resource)
+                self.model.append(dev.model.lower())
+                self.group.append(dev.group)
+                self.by_resource.setdefault(dev.resource, []).append(d)
+        self.owner: list[str | None] = [None] * len(self.uuid)
+        self.reserved_for: list[str | None] = [None] * len(self.uuid)
+        self.unavailable: list[bool] = [False] * len(self.uuid)
+        for u in snapshot.unavailable:
+            d = self.pos.get(u)
+            if d is not None:
+                self.unavailable[d] = True
+                self.owner[d] = UNAVAILABLE
+        for job in snapshot.running:
+            for rp in job.placement:
+                for u in rp.devices:
+                    d = self.pos.get(u)
+                    if d is not None:
+                        self.owner[d] = job.id
+        self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
+        self.generation = 0
+
+    # --- indexes -----------------------------------------------------------------------------
+
+    def matches(self, d: int, res: str, model: str | None) -> bool:
+        """True when device ``d`` is of resource ``res`` and its model contains ``model``."""
+        return self.resource[d] == res and (model is None or model in self.model[d])
+
+    def is_free(self, d: int) -> bool:
+        """True when nobody owns or reserves device ``d``."""
+        return self.owner[d] is None and self.reserved_for[d] is None
+
+    def index(self, res: str, model: str | None = None) -> FreeIndex:
+        """The free-device index for ``res`` (devices whose model contains ``model``, lowercase)."""
+        key = (res, model)
+        ix = self._indexes.get(key)
+        if ix is None:
+            devs = [d for d in self.by_resource.get(res, ()) if self.is_free(d)
+                    and (model is None or model in self.model[d])]
+            ix = FreeIndex(len(self.node_names), devs, self.node_of)
+            self._indexes[key] = ix
+        return ix
+
+    def all_devices_index(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
+        """A fresh index over every device of ``res`` as if nothing ran (optionally minus
+        unavailable ones): the "empty cluster" used for unschedulable checks and starvation."""
+        devs = [d for d in self.by_resource.get(res, ())
+                if (model is None or model in self.model[d]) and not (skip_unavailable and self.unavailable[d])]
+        return FreeIndex(len(self.node_names), devs, self.node_of)
+
+    def _index_add(self, d: int) -> None:
+        res = self.resource[d]
+        for (r, m), ix in self._indexes.items():
+            if r == res and (m is None or m in self.model[d]):
+                ix.add(d)
+        self.generation += 1
+
+    def _index_remove(self, d: int) -> None:
+        res = self.resource[d]
+        for (r, m), ix in self._indexes.items():
+            if r == res and (m is None or m in self.model[d]):
+                ix.remove(d)
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def take(self, devices: Iterable[int], owner: str) -> None:
+        """Give free (or ``owner``-reserved) devices to ``owner``."""
+        for d in devices:
+            was_free = self.is_free(d)
+            self.owner[d] = owner
+            if self.reserved_for[d] == owner:
+                self.reserved_for[d] = None
+            elif was_free:
+                self._index_remove(d)
+
+    def release(self, devices: Iterable[int], owner: str) -> list[int]:
+        """Free the devices ``owner`` holds (unavailable ones stay withheld).
+
+        Returns:
+            The positions actually released (to undo with :meth:`take`).
+        """
+        done = []
+        for d in devices:
+            if self.owner[d] != owner:
+                continue
+            self.owner[d] = UNAVAILABLE if self.unavailable[d] else None
+            if self.is_free(d):
+                self._index_add(d)
+            done.append(d)
+        return done
+
+    def retake(self, devices: Iterable[int], owner: str) -> None:
+        """Give devices back to ``owner`` after :meth:`release` (undo of a simulated removal)."""
+        for d in devices:
+            if self.is_free(d):
+                self._index_remove(d)
+            self.owner[d] = owner
+
+    def reserve(self, devices: Iterable[int], holder: str) -> list[int]:
+        """Reserve devices for ``holder``; devices already reserved by someone else are skipped.
+
+        Returns:
+            The positions reserved by this call (to undo with :meth:`unreserve`).
+        """
+        done = []
+        for d in devices:
+            if self.reserved_for[d] is not None:
+                continue
+            if self.is_free(d):
+                self._index_remove(d)
+            self.reserved_for[d] = holder
+            done.append(d)
+        return done
+
+    def unreserve(self, devices: Iterable[int], holder: str) -> None:
+        """Drop ``holder``'s reservation on ``devices``."""
+        for d in devices:
+            if self.reserved_for[d] != holder:
+                continue
+            self.reserved_for[d] = None
+            if self.is_free(d):
+                self._index_add(d)

@@ -1,0 +1,90 @@
+"""Phase 1 of a cycle: sort each queue's pending jobs and set aside the unschedulable ones.
+
+A queue's order (Kueue A4): a preemptor still waiting for its victims first (sticky head),
+then higher priority, earlier submit time, submission order. A job that could not start
+even on an empty cluster is marked unschedulable here once per distinct request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labgang.launcher.model import JobRequest, QueueSpec
+from labgang.launcher.scheduler.capacity import FreeIndex
+from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
+from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
+from labgang.launcher.scheduler.state import CycleState
+from labgang.launcher.scheduler.unschedulable import placement_never_fits, quota_never_fits
+
+
+@dataclass(slots=True)
+class Entry:
+    """One pending job as the cycle sees it.
+
+    Attributes:
+        job: the pending job.
+        spec: its queue.
+        live_victims: its nominated victims that still hold devices.
+        unschedulable: the reason it can never start, or None.
+        starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
+    """
+
+    job: PendingJob
+    spec: QueueSpec
+    live_victims: tuple[str, ...]
+    unschedulable: PendingReason | None
+    starving: bool
+
+    @property
+    def sticky(self) -> bool:
+        """A preemptor waiting for its victims heads its queue."""
+        return bool(self.live_victims)
+
+    def queue_key(self) -> tuple[bool, int, float, int, str]:
+        """Order inside the queue."""
+        j = self.job
+        return (not self.sticky, -j.priority, j.submit_time, j.seq, j.id)
+
+
+def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entry]], list[Pending]]:
+    """Group pending jobs by queue, in queue order.
+
+    Returns:
+        ``(entries by queue name in configuration order, pending decisions for jobs whose
+        queue does not exist)``.
+    """
+    specs = {q.name: q for q in snapshot.queues}
+    by_queue: dict[str, list[Entry]] = {q.name: [] for q in snapshot.queues}
+    orphans: list[Pending] = []
+    verdicts: dict[tuple[str, JobRequest], PendingReason | None] = {}
+    empties: dict[tuple[str, str | None], FreeIndex] = {}
+    for job in snapshot.pending:
+        spec = specs.get(job.queue)
+        if spec is None:
+            allowed = ", ".join(specs) or "none configured"
+            orphans.append(Pending(job.id, PendingReason(
+                ReasonCode.UNSCHEDULABLE, f"queue {job.queue!r} does not exist (queues: {allowed})")))
+            continue
+        key = (spec.name, job.request)
+        if key not in verdicts:
+            verdicts[key] = _never_fits(state, spec, job.request, empties)
+        live = tuple(v for v in job.nominated if v in state.running)
+        starving = (spec.starvation_after is not None
+                    and snapshot.now - job.pending_since >= spec.starvation_after)
+        by_queue[spec.name].append(Entry(job, spec, live, verdicts[key], starving))
+    for entries in by_queue.values():
+        entries.sort(key=Entry.queue_key)
+    return by_queue, orphans
+
+
+def _never_fits(state: CycleState, spec: QueueSpec, req: JobRequest,
+                empties: dict[tuple[str, str | None], FreeIndex]) -> PendingReason | None:
+    reason = quota_never_fits(state.quota, spec.name, req)
+    if reason is not None:
+        return reason
+    model = req.gpu_model.lower() if req.gpu_model else None
+    ix = empties.get((req.resource, model))
+    if ix is None:
+        ix = state.devices.all_devices_index(req.resource, model, skip_unavailable=False)
+        empties[(req.resource, model)] = ix
+    return placement_never_fits(ix, req)

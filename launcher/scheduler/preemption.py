@@ -1,0 +1,184 @@
+"""Victim search: Kueue's classical preemption, with gangs evicted whole and placement checked.
+
+For one pending job (the preemptor) that does not fit now (QUEUE-SEMANTICS.md A3):
+
+1. Candidates: running, non-terminating jobs using the contested resource that the
+   preemptor's queue policies allow: its own queue per ``within_queue``; other queues of its
+   cohort per ``reclaim_within_cohort``, and only while that queue is above its nominal.
+   Cross-queue candidates are tagged: *reclaim* (the preemptor fits its own nominal, usable
+   always), *borrow* (``borrow_within_cohort`` allows them: lower priority than the
+   preemptor and <= its threshold), or *nominal-only* (usable only in a pass where the
+   preemptor must end within its nominal quota).
+2. Order: other queues first, then lowest priority, then most recently admitted, then id.
+3. Up to two greedy passes (borrowing allowed / must end within nominal, in Kueue's order):
+   remove candidates one by one in the cycle's copy until the preemptor fits quota **and**
+   placement; then put back victims from the second-to-last to the first, keeping each one
+   back whenever the preemptor still fits (minimal set). A pass that never fits is undone
+   entirely: nobody is evicted "part of the way".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
+from labgang.launcher.scheduler.state import CycleState, RawPlacement
+
+
+class Kind(enum.Enum):
+    """How a candidate may be used (Kueue's preemption variants)."""
+
+    SAME_QUEUE = "same-queue"
+    RECLAIM = "reclaim"            # preemptor fits its own nominal: always usable
+    BORROW = "borrow"              # borrow_within_cohort allows it while borrowing
+    NOMINAL_ONLY = "nominal-only"  # only when the preemptor ends within nominal
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A running job that may be evicted for the preemptor, and how."""
+
+    job: RunningJob
+    kind: Kind
+
+    @property
+    def cross(self) -> bool:
+        """True for a job of another queue."""
+        return self.kind is not Kind.SAME_QUEUE
+
+
+def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: RunningJob) -> bool:
+    """``within_queue``: may ``preemptor`` evict ``victim`` of its own queue?"""
+    if policy is WithinQueue.LOWER_PRIORITY:
+        return victim.priority < preemptor.priority
+    if policy is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return victim.priority < preemptor.priority or (
+            victim.priority == preemptor.priority and victim.submit_time > preemptor.submit_time)
+    return False
+
+
+def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
+    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
+    if policy is ReclaimWithinCohort.ANY:
+        return True
+    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
+        return victim.priority < preemptor.priority
+    return False
+
+
+def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
+    """Kueue A3.1: look for victims only if the request fits the queue's own nominal quota,
+    or ``borrow_within_cohort`` is on."""
+    req = job.request
+    if req.total <= state.quota.nominal(spec.name, req.resource):
+        return True
+    return spec.cohort is not None and spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
+
+
+def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:
+    """Every usable victim for ``job``, in eviction order."""
+    req = job.request
+    res, need, q = req.resource, req.total, spec.name
+    quota = state.quota
+    fits_own_nominal = quota.usage(q, res) + need <= quota.nominal(q, res)
+    bwc = spec.borrow_within_cohort
+    out: list[Candidate] = []
+    for v in state.running_in(q):
+        if v.terminating or v.id in excluded or v.id in state.removed or v.request.resource != res:
+            continue
+        if within_queue_allows(spec.within_queue, job, v):
+            out.append(Candidate(v, Kind.SAME_QUEUE))
+    if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+        for other in quota.members(spec.cohort):
+            if other == q or not quota.above_nominal(other, res):
+                continue
+            for v in state.running_in(other):
+                if v.terminating or v.id in excluded or v.id in state.removed or v.request.resource != res:
+                    continue
+                if not reclaim_allows(spec.reclaim_within_cohort, job, v):
+                    continue
+                if fits_own_nominal:
+                    kind = Kind.RECLAIM
+                elif (bwc.policy is not BorrowPolicy.NEVER and v.priority < job.priority
+                      and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)):
+                    kind = Kind.BORROW
+                else:
+                    kind = Kind.NOMINAL_ONLY
+                out.append(Candidate(v, kind))
+    out.sort(key=lambda c: (0 if c.cross else 1, c.job.priority, -c.job.admit_time, -c.job.seq, c.job.id))
+    return out
+
+
+def find_victims(state: CycleState, spec: QueueSpec, job: PendingJob,
+                 excluded: set[str]) -> tuple[list[str], RawPlacement] | None:
+    """The minimal victim set that lets ``job`` fit quota and placement, or None.
+
+    Args:
+        state: the cycle's copy; restored before returning.
+        spec: the preemptor's queue.
+        job: the preemptor.
+        excluded: running jobs that may not be chosen (victims of other preemptors this cycle).
+
+    Returns:
+        ``(victim ids in the order chosen, the placement the job gets once they are gone)``.
+    """
+    req = job.request
+    res, q = req.resource, spec.name
+    cands = candidates(state, spec, job, excluded)
+    if not cands:
+        return None
+    quota = state.quota
+    bwc_on = spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
+    has_cross = any(c.cross for c in cands)
+    if not has_cross or (not bwc_on and quota.usage(q, res) >= quota.nominal(q, res)):
+        passes = [True]
+    elif not bwc_on and not any(c.kind is Kind.RECLAIM for c in cands):
+        passes = [False, True]
+    else:
+        passes = [True, False]
+    for allow_borrow in passes:
+        found = _greedy_pass(state, spec, job, cands, allow_borrow)
+        if found is not None:
+            return found
+    return None
+
+
+def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> RawPlacement | None:
+    if not state.quota_fits(q, job.request, within_nominal=not allow_borrow):
+        return None
+    return state.place(job.request)
+
+
+def _greedy_pass(state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate],
+                 allow_borrow: bool) -> tuple[list[str], RawPlacement] | None:
+    q, res = spec.name, job.request.resource
+    victims: list[str] = []
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not state.quota.above_nominal(c.job.queue, res):
+                continue  # that queue is back within its nominal: no longer a reclaim target
+            state.remove(c.job.id)
+            victims.append(c.job.id)
+            if _fits(state, q, job, allow_borrow) is None:
+                continue
+            # fill-back: from the second-to-last victim to the first, keep any that is not needed
+            for i in range(len(victims) - 2, -1, -1):
+                state.restore(victims[i])
+                if _fits(state, q, job, allow_borrow) is not None:
+                    victims[i] = ""
+                else:
+                    state.remove(victims[i])
+            victims = [v for v in victims if v]
+            raw = _fits(state, q, job, allow_borrow)
+            if raw is None:  # cannot happen: every step of the fill-back kept a fitting state
+                return None
+            return list(victims), raw
+        return None
+    finally:
+        for v in reversed(victims):
+            if v:
+                state.restore(v)

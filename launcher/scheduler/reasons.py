@@ -1,0 +1,69 @@
+"""Pending reasons with numbers, in squeue's spirit.
+
+Each function returns a :class:`PendingReason` whose message names the queue, cohort or
+devices involved and the counts a person needs to act ("team-a uses 5 of 3 + 2 gpu").
+"""
+
+from __future__ import annotations
+
+from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.quota import QuotaBook
+
+
+def describe_request(req: JobRequest) -> str:
+    """``"4 x 2 gpu"``, ``"3 x 1 mig-1g.10gb"``, with the model and node constraints."""
+    text = f"{req.workers} x {req.per_worker} {req.resource}"
+    if req.gpu_model:
+        text += f" ({req.gpu_model})"
+    if req.nodes is not None:
+        text += f" on exactly {req.nodes} nodes"
+    return text
+
+
+def quota_reason(book: QuotaBook, queue: str, req: JobRequest) -> PendingReason:
+    """Why ``req`` does not fit ``queue``'s quota now: OVER_QUOTA or COHORT_EXHAUSTED."""
+    res, need = req.resource, req.total
+    u = book.usage(queue, res)
+    n = book.nominal(queue, res)
+    spec = book.queues[queue]
+    if spec.cohort is None:
+        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {u} of {n} {res}; job needs {need}")
+    limit = spec.borrowing_limit.get(res)
+    if limit is not None and u + need > n + limit:
+        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {u} of {n} + {limit} {res}; job needs {need}")
+    pool, used = book.pool(spec.cohort, res), book.pool_usage(spec.cohort, res)
+    avail = book.available(queue, res)
+    return PendingReason(
+        ReasonCode.COHORT_EXHAUSTED,
+        f"cohort {spec.cohort} has {max(0, pool - used)} of {pool} lendable {res} unused; "
+        f"{queue} uses {u} of {n} {res} and can get {avail} more; job needs {need}",
+    )
+
+
+def capacity_reason(free_total: int, largest: int, req: JobRequest) -> PendingReason:
+    """Why ``req`` has no placement: NO_CAPACITY (too few free) or FRAGMENTED (spread out)."""
+    what = describe_request(req)
+    if free_total < req.total:
+        return PendingReason(ReasonCode.NO_CAPACITY, f"{free_total} {req.resource} free; job needs {what}")
+    return PendingReason(
+        ReasonCode.FRAGMENTED,
+        f"{free_total} {req.resource} free, largest node has {largest}; job needs {what}",
+    )
+
+
+def reserved_reason(holders: list[str]) -> PendingReason:
+    """The job would fit on devices reserved for starving gangs or waiting preemptors."""
+    return PendingReason(ReasonCode.RESERVED_FOR_STARVING,
+                         "free devices are reserved for waiting job(s) " + ", ".join(holders))
+
+
+def waiting_reason(victims: list[str]) -> PendingReason:
+    """The job preempted ``victims`` and waits until they are gone."""
+    return PendingReason(ReasonCode.WAITING_FOR_VICTIMS,
+                         f"waiting for {len(victims)} preempted job(s) to exit: " + ", ".join(victims))
+
+
+def blocked_reason(queue: str, head: str) -> PendingReason:
+    """A strict-fifo queue's later job waits behind its head."""
+    return PendingReason(ReasonCode.BLOCKED_BY_HEAD, f"strict-fifo queue {queue} waits for its head {head}")

@@ -1,0 +1,59 @@
+"""Phase 2 of a cycle: reservations for starving gangs (no starvation of big gangs).
+
+A pending job whose queue sets ``starvation_after`` and that has waited that long (since
+submission or its last requeue) reserves the devices of the placement it would get on an
+otherwise empty cluster, starving jobs in order (higher priority, earlier submit, submission
+order), each avoiding earlier reservations. Nobody else starts on reserved devices, even
+after their current holder leaves; the starving job itself may use them or any free device.
+"""
+
+from __future__ import annotations
+
+from labgang.launcher.scheduler.capacity import FreeIndex
+from labgang.launcher.scheduler.nominate import Entry
+from labgang.launcher.scheduler.placement import place
+from labgang.launcher.scheduler.state import CycleState
+
+
+def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, list[int]]:
+    """Reserve devices for each starving, schedulable entry.
+
+    Args:
+        state: the cycle's copy (its device book gets the reservations).
+        entries: every pending entry (any order; starving ones are picked and sorted here).
+
+    Returns:
+        ``{job id: reserved device positions}`` for the jobs that got a reservation.
+    """
+    starving = sorted((e for e in entries if e.starving and e.unschedulable is None),
+                      key=lambda e: (-e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
+    if not starving:
+        return {}
+    book = state.devices
+    empties: dict[tuple[str, str | None], FreeIndex] = {}
+    taken: set[int] = set()
+    out: dict[str, list[int]] = {}
+    for e in starving:
+        req = e.job.request
+        model = req.gpu_model.lower() if req.gpu_model else None
+        key = (req.resource, model)
+        ix = empties.get(key)
+        if ix is None:
+            ix = book.all_devices_index(req.resource, model, skip_unavailable=True)
+            for d in sorted(taken):
+                if book.matches(d, req.resource, model):
+                    ix.remove(d)
+            empties[key] = ix
+        raw = place(book, ix, req.workers, req.per_worker, req.nodes)
+        if raw is None:
+            continue
+        devs = [d for _, ds in raw for d in ds]
+        for d in devs:
+            taken.add(d)
+            for (res, m), other in empties.items():
+                if res == book.resource[d] and (m is None or m in book.model[d]):
+                    other.remove(d)
+        got = book.reserve(devs, e.job.id)
+        if got:
+            out[e.job.id] = got
+    return out

@@ -1,0 +1,120 @@
+"""One cycle's private, mutable copy of the snapshot: quota usage plus device owners.
+
+Admissions, preemptors' reservations and held quota change only this copy, so later
+candidates of the same cycle see them. "What if these victims left" is
+:meth:`CycleState.without`, a context manager that restores the copy on exit
+(Kueue's ``SimulateWorkloadRemoval`` / ``restoreSnapshot``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.placement import place
+from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot
+
+RawPlacement = list[tuple[int, list[int]]]
+"""``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
+
+
+class CycleState:
+    """Quota usage and device ownership for one cycle.
+
+    Args:
+        snapshot: the cycle's input (never mutated).
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.running: dict[str, RunningJob] = {}
+        usage: dict[tuple[str, str], int] = {}
+        for job in snapshot.running:
+            if job.id in self.running:
+                continue
+            self.running[job.id] = job
+            key = (job.queue, job.request.resource)
+            usage[key] = usage.get(key, 0) + job.request.total
+        self.quota = QuotaBook(snapshot.queues, usage)
+        self.devices = DeviceBook(snapshot)
+        self._job_devices: dict[str, list[int]] = {}
+        self.removed: set[str] = set()
+        self._released: dict[str, list[int]] = {}
+        self._by_queue: dict[str, list[RunningJob]] | None = None
+
+    def running_in(self, queue: str) -> list[RunningJob]:
+        """Running jobs of ``queue`` from the snapshot, in snapshot order."""
+        if self._by_queue is None:
+            self._by_queue = {}
+            for job in self.running.values():
+                self._by_queue.setdefault(job.queue, []).append(job)
+        return self._by_queue.get(queue, [])
+
+    def job_devices(self, job_id: str) -> list[int]:
+        """Device positions a running job holds (devices missing from the snapshot skipped)."""
+        devs = self._job_devices.get(job_id)
+        if devs is None:
+            pos = self.devices.pos
+            devs = [pos[u] for rp in self.running[job_id].placement for u in rp.devices if u in pos]
+            self._job_devices[job_id] = devs
+        return devs
+
+    def index(self, req: JobRequest) -> FreeIndex:
+        """Free devices matching ``req``'s resource and model."""
+        return self.devices.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
+
+    def place(self, req: JobRequest) -> RawPlacement | None:
+        """Where ``req`` would go on the devices free in this copy, or None."""
+        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes)
+
+    def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
+        """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""
+        res, need = req.resource, req.total
+        if need > self.quota.available(queue, res):
+            return False
+        return not within_nominal or self.quota.usage(queue, res) + need <= self.quota.nominal(queue, res)
+
+    # --- simulated removal ----------------------------------------------------------------------
+
+    def remove(self, job_id: str) -> None:
+        """Pretend running job ``job_id`` is gone: release its quota and devices."""
+        job = self.running[job_id]
+        self.removed.add(job_id)
+        self.quota.add(job.queue, job.request.resource, -job.request.total)
+        self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
+
+    def restore(self, job_id: str) -> None:
+        """Undo :meth:`remove`."""
+        job = self.running[job_id]
+        self.removed.discard(job_id)
+        self.quota.add(job.queue, job.request.resource, job.request.total)
+        self.devices.retake(self._released.pop(job_id, []), job_id)
+
+    @contextmanager
+    def without(self, job_ids: list[str]) -> Iterator[None]:
+        """Within the block, the given running jobs count as gone; restored on exit."""
+        for j in job_ids:
+            self.remove(j)
+        try:
+            yield
+        finally:
+            for j in reversed(job_ids):
+                self.restore(j)
+
+    # --- assumed decisions ----------------------------------------------------------------------
+
+    def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
+        """Admit ``job_id`` in this copy: add its usage and take its devices."""
+        self.quota.add(queue, req.resource, req.total)
+        devs = [d for _, ds in raw for d in ds]
+        self.devices.take(devs, job_id)
+        return self.to_placement(raw)
+
+    def to_placement(self, raw: RawPlacement) -> Placement:
+        """Turn positions into the public :data:`Placement` (node names, device UUIDs)."""
+        names, uuid = self.devices.node_names, self.devices.uuid
+        return tuple(RankPlacement(rank=i, node=names[n], devices=tuple(uuid[d] for d in ds))
+                     for i, (n, ds) in enumerate(raw))
