@@ -1,0 +1,182 @@
+"""Start, exit and stop of real ranks: exit statuses, grace → SIGKILL, process trees left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+
+import pytest
+
+from labgang.agent.supervisor import RankConflict, RankState
+
+
+def _by_rank(events, kind):
+    return {e.rank: e.exit_status for e in events if e.kind == kind}
+
+
+def test_exit_statuses_are_code_or_128_plus_signal(sup, make_spec, h):
+    commands = {0: "exit 0", 1: "exit 1", 2: "kill -KILL $$", 3: "kill -TERM $$"}
+    for rank, cmd in commands.items():
+        sup.launch(make_spec(["sh", "-c", cmd], rank=rank, world_size=4))
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 0, 1: 1, 2: 137, 3: 143}
+    assert _by_rank(events, "gone") == {0: 0, 1: 1, 2: 137, 3: 143}
+    assert {e.rank for e in events if e.kind == "started"} == {0, 1, 2, 3}
+    for rank in commands:  # each rank reports started, exited, gone in that order
+        kinds = [e.kind for e in events if e.rank == rank]
+        assert kinds == ["started", "exited", "gone"]
+    assert [r.exit_status for r in sup.ranks()] == [0, 1, 137, 143]
+
+
+def test_command_that_cannot_run_exits_127_with_reason_in_log(sup, make_spec, h):
+    sup.launch(make_spec(["/nonexistent/labgang-test-binary"]))
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 127}
+    assert "cannot start '/nonexistent/labgang-test-binary'" in sup.log_path("job1", 0).read_text()
+
+
+def test_rank_ignoring_sigterm_is_killed_after_grace(fake_sup, make_spec, clock, h, state_dir):
+    sup = fake_sup
+    ready = state_dir / "ready"
+    script = f"trap '' TERM; echo ignored > {ready}; while :; do sleep 0.05; done"
+    sup.launch(make_spec(["sh", "-c", script], grace=30.0))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    pid = sup.ranks()[0].pid
+    sup.stop_job("job1")
+    for _ in range(10):  # SIGTERM is ignored: on the frozen clock, it keeps running, STOPPING
+        sup.tick()
+    assert h.pid_alive(pid)
+    assert sup.ranks()[0].state is RankState.STOPPING
+    clock.advance(30.0)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 137}
+    assert not h.pid_alive(pid)
+
+
+def test_double_forked_setsid_child_leaves_nothing(sup, make_spec, h, state_dir):
+    pidfile = state_dir / "daemon.pid"
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal_safe = open({str(pidfile)!r} + ".tmp", "w"); signal_safe.write(str(os.getpid())); signal_safe.close()
+                os.rename({str(pidfile)!r} + ".tmp", {str(pidfile)!r})
+                os.close(1); os.close(2)  # a proper daemon: no inherited stdout
+                while True:
+                    time.sleep(1)
+            os._exit(0)
+        os.wait()
+        time.sleep(60)
+    """)
+    sup.launch(make_spec([h.python, "-c", script]))
+    daemon = int(h.wait_for_file(pidfile))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    rank_pid = sup.ranks()[0].pid
+    assert os.getsid(daemon) != os.getsid(rank_pid)  # it really left the rank's session
+    sup.stop_job("job1", grace=2.0)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 143}
+    assert not h.pid_alive(daemon)
+
+
+def test_daemon_left_by_an_exited_rank_is_stopped(sup, make_spec, h, state_dir):
+    pidfile = state_dir / "daemon.pid"
+    script = f"(setsid sh -c 'echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 60' > /dev/null 2>&1 &); exit 0"
+    sup.launch(make_spec(["sh", "-c", script]))
+    daemon = int(h.wait_for_file(pidfile))
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 0}  # the main process's status, not the daemon's
+    assert not h.pid_alive(daemon)
+
+
+def test_python_rank_with_worker_processes_leaves_nothing(sup, make_spec, h, state_dir):
+    pidfile = state_dir / "workers"
+    script = textwrap.dedent(f"""
+        import multiprocessing as mp, os, time
+        def work(i):
+            time.sleep(60)
+        if __name__ == "__main__":
+            mp.set_start_method("fork")
+            procs = [mp.Process(target=work, args=(i,)) for i in range(3)]
+            for p in procs:
+                p.start()
+            with open({str(pidfile)!r} + ".tmp", "w") as fh:
+                fh.write(" ".join(str(p.pid) for p in procs))
+            os.rename({str(pidfile)!r} + ".tmp", {str(pidfile)!r})
+            for p in procs:
+                p.join()
+    """)
+    sup.launch(make_spec([h.python, "-c", script]))
+    workers = [int(p) for p in h.wait_for_file(pidfile).split()]
+    assert len(workers) == 3 and all(h.pid_alive(p) for p in workers)
+    sup.stop_job("job1", grace=3.0)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert 0 in _by_rank(events, "exited")
+    assert not any(h.pid_alive(p) for p in workers)
+
+
+def test_warning_signal_comes_warn_before_seconds_ahead_of_sigterm(fake_sup, make_spec, clock, h, state_dir):
+    sup = fake_sup
+    ready = state_dir / "ready"
+    script = (f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; "
+              "while :; do sleep 0.05; done")
+    sup.launch(make_spec(["sh", "-c", script], warn_signal=int(signal.SIGUSR1), warn_before=60.0, grace=5.0))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    sup.stop_job("job1")
+    assert sup.ranks()[0].state is RankState.WARNED
+    log = sup.log_path("job1", 0)
+    h.run_until(sup, lambda: "warned" in log.read_text())
+    assert sup.ranks()[0].state is RankState.WARNED and "terminated" not in log.read_text()
+    clock.advance(60.0)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 7}
+    lines = log.read_text().splitlines()
+    assert lines.index("warned") < lines.index("terminated")
+
+
+def test_stop_job_stops_every_local_rank_in_one_call(sup, make_spec, h):
+    for rank in range(3):
+        sup.launch(make_spec(["sleep", "60"], rank=rank, world_size=3))
+    sup.launch(make_spec(["sleep", "60"], job_id="other"))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    statuses = sup.stop_job("job1")
+    assert [s.rank for s in statuses] == [0, 1, 2]
+    assert all(s.state is RankState.STOPPING for s in statuses)
+    h.run_until(sup, lambda: all(r.state is RankState.GONE for r in sup.ranks() if r.job_id == "job1"))
+    assert [r.exit_status for r in sup.ranks() if r.job_id == "job1"] == [143, 143, 143]
+    assert sup.status("other", 0).state is RankState.RUNNING
+
+
+def test_stop_while_starting_still_stops_the_rank(sup, make_spec, h):
+    sup.launch(make_spec(["sleep", "60"]))
+    sup.stop_job("job1", grace=1.0)  # before the small parent reported the rank's pid
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.kind for e in events] == ["started", "exited", "gone"]
+
+
+def test_signal_job_reaches_the_rank(sup, make_spec, h, state_dir):
+    ready = state_dir / "ready"
+    sup.launch(make_spec(["sh", "-c", f"trap 'exit 42' USR2; touch {ready}; while :; do sleep 0.05; done"]))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    assert sup.signal_job("job1", signal.SIGUSR2) >= 1
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 42}
+
+
+def test_launch_is_idempotent_and_relaunch_needs_higher_restart_count(sup, make_spec, h):
+    spec = make_spec(["sh", "-c", "echo restart=$LABGANG_RESTART_COUNT"])
+    first = sup.launch(spec)
+    assert sup.launch(spec) == first
+    with pytest.raises(RankConflict, match="restart_count"):
+        sup.launch(make_spec(["true"]))
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    again = make_spec(["sh", "-c", "echo restart=$LABGANG_RESTART_COUNT"], restart_count=1)
+    sup.launch(again)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.kind for e in events] == ["started", "exited", "gone"]
+    text = sup.log_path("job1", 0).read_text()
+    assert "restart=0" in text and "restart=1" in text and "[labgang] job job1 rank 0 restart 1" in text
+    sup.forget("job1")
+    assert sup.ranks() == []
