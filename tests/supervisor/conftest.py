@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import signal
 import tempfile
 import time
@@ -22,7 +23,7 @@ import pytest
 
 from labgang.agent.supervisor import LaunchSpec, RankEvent, RankState, Supervisor
 
-PYTHON = os.path.realpath(os.sys.executable)
+PYTHON = sys.executable
 
 
 def _processes_matching(token: str, state_dir: str) -> list[tuple[int, str]]:

@@ -1,0 +1,84 @@
+"""The agent dies (SIGKILL) while ranks run: ranks survive, and a new supervisor re-adopts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from labgang.agent.supervisor import RankState, Supervisor
+
+CHILD = Path(__file__).with_name("agent_child.py")
+
+
+def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, make_spec, cleanup, h):
+    gate = state_dir / "gate"
+    specs = [
+        make_spec(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 5"], rank=0, world_size=4),
+        make_spec(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; kill -KILL $$"], rank=1, world_size=4),
+        make_spec(["sleep", "60"], rank=2, world_size=4),
+        make_spec(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 0"], rank=3, world_size=4),
+    ]
+    specs_file = state_dir / "specs.json"
+    specs_file.write_text(json.dumps([s.to_dict() for s in specs]))
+    agent = subprocess.Popen([h.python, str(CHILD), str(state_dir), str(specs_file)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = agent.stdout.readline()
+        before = {r["rank"]: r for r in json.loads(line)["ranks"]}
+        assert sorted(before) == [0, 1, 2, 3] and all(r["state"] == "running" for r in before.values())
+    finally:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        agent.stdout.close()
+    assert all(h.pid_alive(r["pid"]) for r in before.values())  # the agent's death killed no rank
+
+    gate.touch()  # ranks 0, 1 and 3 now end while no agent is running
+    deadline = time.monotonic() + 8
+    while any(h.pid_alive(before[r]["pid"]) for r in (0, 1, 3)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(h.pid_alive(before[r]["pid"]) for r in (0, 1, 3))
+
+    sup = Supervisor(state_dir, allow_root=True)
+    cleanup.append(sup)
+    events = sup.recover()
+    events = h.run_until(sup, lambda: sum(r.state is RankState.GONE for r in sup.ranks()) == 3, events=events)
+    assert {e.rank: e.exit_status for e in events if e.kind == "exited"} == {0: 5, 1: 137, 3: 0}
+    assert not any(e.kind == "started" for e in events)  # already reported by the dead agent
+    adopted = sup.status("job1", 2)
+    assert adopted.state is RankState.RUNNING and adopted.pid == before[2]["pid"]
+
+    sup.stop_job("job1")  # the re-adopted rank is supervised as before
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.rank, e.kind, e.exit_status) for e in events] == [(2, "exited", 143), (2, "gone", 143)]
+
+
+def test_recover_ignores_a_reused_pid(state_dir, make_spec, cleanup, h):
+    sup = Supervisor(state_dir, allow_root=True)
+    cleanup.append(sup)
+    sup.launch(make_spec(["sleep", "60"]))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    rank_dir = state_dir / "ranks" / "job1" / "0"
+    # Pretend the journalled rank started at another time: its pid now names "another process".
+    info = json.loads((rank_dir / "rank.json").read_text())
+    real_ticks = info["start_ticks"]
+    shim = json.loads((rank_dir / "shim.json").read_text())
+    for name, data in (("rank.json", info), ("shim.json", shim)):
+        data["start_ticks"] -= 1
+        (rank_dir / name).write_text(json.dumps(data))
+    state = json.loads((rank_dir / "state.json").read_text())
+    state["known"] = {}
+    (rank_dir / "state.json").write_text(json.dumps(state))
+
+    other = Supervisor(state_dir, allow_root=True)
+    events = other.recover()
+    # Neither the shim nor the rank matches its journalled identity: nothing is adopted or signalled,
+    # and the rank's status is unknowable.
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", None), ("gone", None)]
+    assert h.pid_alive(info["pid"])
+    # Restore the truth so the first supervisor can stop it in teardown.
+    info["start_ticks"] = real_ticks
+    (rank_dir / "rank.json").write_text(json.dumps(info))
