@@ -53,7 +53,12 @@ def _log_once(func: str, code: int, text: str) -> None:
     _logged[key] = None
     if len(_logged) > _LOG_ONCE_LIMIT:
         _logged.popitem(last=False)
-    level = logging.INFO if code in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) else logging.WARNING
+    if code in (NOT_FOUND, INVALID_ARGUMENT):
+        level = logging.DEBUG  # empty MIG slots, no samples yet: normal
+    elif code in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+        level = logging.INFO
+    else:
+        level = logging.WARNING
     log.log(level, "NVML %s: %s (code %d); reported as unavailable", func, text, code)
 
 

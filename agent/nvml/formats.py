@@ -1,0 +1,117 @@
+"""Load a simulated machine or an NVML record from a file, detecting the format from its content.
+
+Order of detection (the file name is never consulted):
+
+1. a JSON object with ``"format": "labgang-nvml-record"`` → an NVML record (replayed);
+2. ``<nvidia_smi_log`` → ``nvidia-smi -q -x`` XML;
+3. ``==============NVSMI LOG==============`` → ``nvidia-smi -q`` text (a transcript's
+   ``nvidia-smi -L`` block, when present, supplies MIG UUIDs and profile names);
+4. ``Driver Version: … CUDA Version: …`` box → the default ``nvidia-smi`` table (no UUIDs:
+   they are derived; MIG devices from its "MIG devices" box);
+5. lines ``GPU N: NAME (UUID: …)`` → an ``nvidia-smi -L`` listing;
+6. TOML with a ``[machine]`` table → a ``config/sim`` machine file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from labgang.agent.nvml.machine import SimMachine, machine_from_toml
+from labgang.agent.nvml.smi import (
+    build_machine,
+    capture_from_list,
+    capture_from_table,
+    capture_from_q_text,
+    capture_from_xml,
+    list_lines,
+    merge_list,
+    q_block,
+    table_block,
+)
+
+RECORD_FORMAT = "labgang-nvml-record"
+
+
+def detect_format(text: str) -> str:
+    """Name the format of ``text``: ``"record"``, ``"xml"``, ``"smi-q"``, ``"smi-table"``, ``"smi-L"`` or ``"toml"``.
+
+    Raises:
+        ValueError: none of the known formats.
+    """
+    head = text.lstrip()
+    if head.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"looks like JSON but is not valid JSON: {exc}") from None
+        if isinstance(data, dict) and data.get("format") == RECORD_FORMAT:
+            return "record"
+        raise ValueError(f'JSON file is not an NVML record (expected "format": "{RECORD_FORMAT}")')
+    if "<nvidia_smi_log" in text:
+        return "xml"
+    if q_block(text) is not None:
+        return "smi-q"
+    if table_block(text) is not None:
+        return "smi-table"
+    if list_lines(text):
+        return "smi-L"
+    if re.search(r"^\s*\[machine\]\s*$", text, flags=re.M) or re.search(r"^\s*\[\[gpu\]\]\s*$", text, flags=re.M):
+        return "toml"
+    raise ValueError("unrecognised format; expected a config/sim TOML machine file, nvidia-smi -q -x XML, "
+                     "nvidia-smi -q text, an nvidia-smi -L listing or a labgang NVML record (JSON)")
+
+
+def machine_from_text(text: str, source: str = "", hostname: str | None = None) -> SimMachine:
+    """Build a :class:`SimMachine` from any non-record format.
+
+    Raises:
+        ValueError: unrecognised or invalid content; a record (use :func:`load_machine_or_record`).
+    """
+    fmt = detect_format(text)
+    host = hostname or ("sim-" + Path(source).stem if source else "sim")
+    if fmt == "toml":
+        return machine_from_toml(text, source)
+    if fmt == "xml":
+        cap = capture_from_xml(text)
+    elif fmt == "smi-q":
+        cap = capture_from_q_text(q_block(text) or "")
+        listing = list_lines(text)
+        if listing:
+            merge_list(cap, capture_from_list(listing))
+    elif fmt == "smi-table":
+        cap = capture_from_table(table_block(text) or "")
+        listing = list_lines(text)
+        if listing:
+            merge_list(cap, capture_from_list(listing))
+    elif fmt == "smi-L":
+        cap = capture_from_list(list_lines(text))
+    else:
+        raise ValueError(f"{source}: an NVML record is replayed, not turned into a machine")
+    machine = build_machine(cap, host, source)
+    machine.source = f"{source} ({fmt})"
+    return machine
+
+
+def load_machine_or_record(path: Path) -> Any:
+    """A :class:`SimMachine`, or a :class:`~labgang.agent.nvml.recorder.ReplayNvml` for a record.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: unrecognised or invalid content (the message names the file).
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        if detect_format(text) == "record":
+            from labgang.agent.nvml.recorder import ReplayNvml
+
+            return ReplayNvml(json.loads(text), source=str(path))
+        return machine_from_text(text, str(path))
+    except ValueError as exc:
+        message = str(exc)
+        raise ValueError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+
+
+__all__ = ["RECORD_FORMAT", "detect_format", "load_machine_or_record", "machine_from_text"]
