@@ -144,8 +144,8 @@ def main(rank_dir: str) -> int:
         cfg = json.load(fh)
     os.umask(0o077)
     become_subreaper()
-    for sig in (signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
+    # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would
+    # inherit them. The shim has no controlling terminal, so no terminal signal can reach it.
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

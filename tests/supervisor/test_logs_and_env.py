@@ -1,0 +1,73 @@
+"""Rank logs (stdout+stderr, size cap with rotation) and the environment contract, on real processes."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from labgang.agent.supervisor import LaunchSpec, RankState, Supervisor
+from labgang.agent.supervisor.environment import DROPPED_VARIABLES, rank_environment
+from labgang.agent.supervisor.identity import RunAs
+
+
+def test_stdout_and_stderr_go_to_the_rank_log_and_stdin_is_dev_null(sup, make_spec, h):
+    sup.launch(make_spec(["sh", "-c", "echo out; echo err >&2; cat; readlink /proc/self/fd/0"]))
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert sup.log_path("job1", 0).read_text().splitlines() == ["out", "err", "/dev/null"]
+
+
+def test_log_rotates_at_its_cap_with_a_marker(state_dir, make_spec, cleanup, h):
+    sup = Supervisor(state_dir, allow_root=True, log_max_bytes=4096)
+    cleanup.append(sup)
+    # 300 numbered lines of 20 bytes: 6000 bytes, more than one 4096-byte file holds
+    sup.launch(make_spec(["sh", "-c", "i=0; while [ $i -lt 300 ]; do printf 'line %014d\\n' $i; i=$((i+1)); done"]))
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    current = sup.log_path("job1", 0)
+    previous = current.with_name(current.name + ".1")
+    assert previous.stat().st_size == 4096 and current.stat().st_size <= 4096
+    new_lines = current.read_text().splitlines()
+    assert new_lines[0].startswith("[labgang] log rotated at ") and "rank-0.log.1" in new_lines[0]
+    joined = previous.read_text() + "\n".join(new_lines[1:]) + "\n"
+    assert joined.splitlines() == [f"line {i:014d}" for i in range(300)]
+
+
+def test_rank_sees_the_environment_contract(sup, make_spec, h):
+    submitted = {"LD_PRELOAD": "/tmp/evil.so", "LABGANG_JOB_ID": "forged", "CUDA_VISIBLE_DEVICES": "0,1",
+                 "NVIDIA_VISIBLE_DEVICES": "all", "LD_LIBRARY_PATH": "/opt/cuda/lib64", "MY_SETTING": "kept",
+                 "RANK": "99"}
+    spec = make_spec(["env"], rank=1, world_size=4, devices=("GPU-11111111", "MIG-22222222"), master_port=31337,
+                     node_rank=1, local_rank=0, local_world_size=2, restart_count=2, env=submitted)
+    sup.launch(spec)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    text = sup.log_path("job1", 1).read_text()
+    env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("[labgang]"))
+    expected = {"CUDA_VISIBLE_DEVICES": "GPU-11111111,MIG-22222222", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "31337", "WORLD_SIZE": "4", "RANK": "1",
+                "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "NODE_RANK": "1",
+                "LABGANG_JOB_ID": "job1", "LABGANG_RESTART_COUNT": "2", "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+                "MY_SETTING": "kept", "USER": "root", "HOME": "/root"}
+    assert {k: env.get(k) for k in expected} == expected
+    assert "LD_PRELOAD" not in env and "NVIDIA_VISIBLE_DEVICES" not in env
+    header = text.splitlines()[0]
+    assert header.startswith("[labgang] job job1 rank 1 restart 2")
+    assert "LD_PRELOAD" in header and "NVIDIA_VISIBLE_DEVICES" in header
+
+
+def test_rank_environment_drops_exactly_the_documented_variables():
+    run_as = RunAs(uid=1000, gid=1000, groups=(1000,), name="alice", home="/home/alice", drop_privileges=True)
+    submitted = {name: "x" for name in DROPPED_VARIABLES} | {"LABGANG_ANYTHING": "x", "PYTHONPATH": "/src",
+                                                             "LD_LIBRARY_PATH": "/lib", "PATH": "/bin"}
+    spec = LaunchSpec(job_id="j", rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0,
+                      master_addr="h", master_port=1, devices=(), argv=("x",), env=submitted, cwd="/", uid=1000)
+    env = rank_environment(spec, run_as)
+    assert not (set(DROPPED_VARIABLES) | {"LABGANG_ANYTHING"}) & set(env)
+    assert env["PYTHONPATH"] == "/src" and env["LD_LIBRARY_PATH"] == "/lib" and env["PATH"] == "/bin"
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["USER"] == "alice" and env["HOME"] == "/home/alice"
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGKILL, 137), (signal.SIGSEGV, 139)])
+def test_signal_n_maps_to_128_plus_n(sup, make_spec, h, signum, status):
+    sup.launch(make_spec(["sh", "-c", f"kill -{int(signum)} $$"]))
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.exit_status for e in events if e.kind == "exited"] == [status]
