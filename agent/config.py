@@ -1,0 +1,152 @@
+"""The node agent's configuration (``agent.toml``).
+
+Example::
+
+    node = "gpu01"                          # default: the hostname
+    coordinator = "http://coord.lab:7461"   # where the agent dials its link
+    token_file = "/etc/labgang/cluster.token"
+    address = "10.0.0.11"                   # MASTER_ADDR other nodes use to reach this one
+    interval_s = 2.0
+
+    [supervisor]
+    allowed_uids = [1000, 1001]
+
+The agent never imports the launcher, so the state-directory rule is repeated here:
+``LABGANG_STATE_DIR``, else ``/var/lib/labgang`` for root, else ``~/.local/state/labgang``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from labgang.agent.supervisor.config import SupervisorConfig
+
+
+class AgentConfigError(ValueError):
+    """``agent.toml`` is missing, not TOML, or has a bad key (the message names the key path)."""
+
+
+def default_state_dir() -> Path:
+    """The state directory when none is configured (same rule as ``labgang.launcher.paths``)."""
+    env = os.environ.get("LABGANG_STATE_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/lib/labgang")
+    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state") / "labgang"
+
+
+class AgentConfig(BaseModel):
+    """One node agent's settings. Times are seconds.
+
+    Attributes:
+        node: node name announced to the coordinator (default: hostname).
+        coordinator: base URL of the coordinator's TCP listener (``http://host:port``).
+        token_file: the cluster token (a file readable only by its owner).
+        address: the address ranks on other nodes use for this node (``MASTER_ADDR``);
+            default: the node name.
+        interval_s: inventory report interval (changes are reported at once).
+        sample_s: how often NVML is read to notice changes and free devices.
+        state_dir: where the supervisor journal and rank logs live (``<state_dir>/agent``) and
+            where the user API socket is (``<state_dir>/labgang.sock``).
+        user_socket: serve the user API on this node's Unix socket, forwarding over the link.
+        reconnect_max_s: cap of the reconnect backoff.
+        simulate: a simulated NVML machine file instead of the real driver.
+        supervisor: the ``[supervisor]`` table (uids, root policy, log size).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = Field(default_factory=socket.gethostname, min_length=1)
+    coordinator: str = "http://127.0.0.1:7461"
+    token_file: str | None = None
+    address: str | None = None
+    interval_s: float = Field(default=2.0, gt=0, le=300)
+    sample_s: float = Field(default=0.5, gt=0, le=60)
+    state_dir: str | None = None
+    user_socket: bool = True
+    reconnect_max_s: float = Field(default=10.0, gt=0)
+    simulate: str | None = None
+    supervisor: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("coordinator")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} must be an http:// or https:// URL")
+        return v.rstrip("/")
+
+    @field_validator("supervisor")
+    @classmethod
+    def _supervisor(cls, v: dict[str, Any]) -> dict[str, Any]:
+        SupervisorConfig.from_dict(v)
+        return v
+
+    def supervisor_config(self) -> SupervisorConfig:
+        """The parsed ``[supervisor]`` table."""
+        return SupervisorConfig.from_dict(self.supervisor)
+
+    def resolved_state_dir(self) -> Path:
+        """``state_dir`` or the default state directory."""
+        return Path(self.state_dir).expanduser() if self.state_dir else default_state_dir()
+
+
+def parse_agent_config(data: dict[str, Any], source: str = "<agent config>") -> AgentConfig:
+    """Validate a parsed ``agent.toml``.
+
+    Raises:
+        AgentConfigError: one line per problem, each starting with the key path.
+    """
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                lines.append(f"{where}: unknown key; allowed keys: {', '.join(sorted(AgentConfig.model_fields))}")
+            else:
+                lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
+        raise AgentConfigError(f"{source}: " + "; ".join(lines)) from None
+
+
+def load_agent_config(path: str | Path) -> AgentConfig:
+    """Read and validate ``agent.toml``.
+
+    Raises:
+        AgentConfigError: missing file, bad TOML, or a bad key.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise AgentConfigError(f"{p}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentConfigError(f"{p}: not valid TOML: {exc}") from None
+    return parse_agent_config(data, str(p))
+
+
+def read_token(path: str | Path) -> str:
+    """Read the cluster token, refusing a file that group or others may read.
+
+    Raises:
+        AgentConfigError: missing, empty, or readable by others.
+    """
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise AgentConfigError(f"token_file: {p} does not exist") from None
+    if mode & 0o077:
+        raise AgentConfigError(f"token_file: {p} must be readable only by its owner (chmod 600 {p})")
+    token = p.read_text().strip()
+    if not token:
+        raise AgentConfigError(f"token_file: {p} is empty")
+    return token

@@ -1,0 +1,345 @@
+"""The node agent: NVML inventory + rank supervisor + the link to the coordinator.
+
+One :class:`AgentService` per node. It re-adopts ranks a previous agent left running
+(``Supervisor.recover``), reads the inventory every ``sample_s`` (reported every
+``interval_s`` and at once on change), ticks the supervisor every 0.1 s and reports
+rank events (kept until the coordinator acknowledges them, so no exit is lost across a
+reconnect), executes commands (launch, stop_job, signal_job, pick_port, read_log), and
+serves the user API on the node's Unix socket by forwarding each request over the link
+with the caller's uid (from SO_PEERCRED), which the coordinator trusts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import socket
+import struct
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from aiohttp import web
+
+from labgang.agent.config import AgentConfig, read_token
+from labgang.agent.inventory import NodeInventory, read_inventory
+from labgang.agent.link import CoordinatorLink, LinkDown
+from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
+from labgang.agent.supervisor.states import RankState
+
+log = logging.getLogger("labgang.agent")
+
+TICK_S = 0.1
+LOG_READ_MAX = 4 << 20
+_UCRED = struct.Struct("3i")
+
+
+def agent_version() -> str:
+    """The installed labgang version."""
+    try:
+        return version("labgang")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class AgentService:
+    """One node's agent.
+
+    Args:
+        config: the agent configuration.
+        backend: an NVML backend (default: ``open_backend(config.simulate)`` at start).
+        token: the cluster token (default: read ``config.token_file``; :meth:`set_coordinator`
+            sets it for an in-process agent).
+        stop_jobs_on_exit: stop every rank (with its grace) when the agent stops; False
+            leaves ranks running for the next agent to re-adopt (the default for a service:
+            restarting or upgrading the agent must not take jobs down).
+
+    Raises:
+        AgentConfigError: (at start) the token file is missing or readable by others.
+        NvmlUnavailable: (at start) no NVIDIA driver and no ``simulate`` file.
+    """
+
+    def __init__(self, config: AgentConfig, *, backend: Any = None, token: str | None = None,
+                 stop_jobs_on_exit: bool = False) -> None:
+        self.config = config
+        self.node = config.node
+        self.url = config.coordinator
+        self.token = token
+        self.stop_jobs_on_exit = stop_jobs_on_exit
+        self.backend = backend
+        self.state_dir = config.resolved_state_dir()
+        self.inventory: NodeInventory | None = None
+        self.supervisor: Supervisor | None = None
+        self.link: CoordinatorLink | None = None
+        self._outbox: list[tuple[int, dict[str, Any]]] = []
+        self._seq = 0
+        self._user_runner: web.AppRunner | None = None
+
+    def set_coordinator(self, url: str, token: str) -> None:
+        """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
+        self.url = url.rstrip("/")
+        self.token = token
+
+    # ----- startup -------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        if self.backend is None:
+            from labgang.agent.nvml import open_backend
+
+            self.backend = open_backend(self.config.simulate)
+        if self.token is None:
+            if not self.config.token_file:
+                from labgang.agent.config import AgentConfigError
+
+                raise AgentConfigError("token_file: the agent needs the cluster token file to join a coordinator")
+            self.token = read_token(self.config.token_file)
+        self.inventory = read_inventory(self.backend, hostname=self.node)
+        sup_cfg = self.config.supervisor_config()
+        self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids)
+        for event in self.supervisor.recover():
+            self._queue_event(event.to_dict())
+
+    def _device_pids(self) -> dict[str, frozenset[int]]:
+        return self.inventory.device_pids() if self.inventory is not None else {}
+
+    def hello(self) -> dict[str, Any]:
+        """The first message of every connection: who we are, what we have, what we run."""
+        assert self.inventory is not None and self.supervisor is not None
+        return {
+            "type": "hello",
+            "node": self.node,
+            "version": agent_version(),
+            "address": self.config.address or self.node,
+            "inventory": self.inventory.to_dict(),
+            "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+        }
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Run until ``stop`` is set (or SIGINT/SIGTERM when run by :func:`main_async`).
+
+        Raises:
+            AgentConfigError, NvmlUnavailable: see the class docstring.
+        """
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._open)
+        assert self.token is not None
+        self.link = CoordinatorLink(self.url, self.token, hello=self.hello, on_command=self.handle_command,
+                                    on_connected=self._flush_outbox, on_ack=self._on_ack,
+                                    reconnect_max_s=self.config.reconnect_max_s)
+        if self.config.user_socket:
+            await self._start_user_socket()
+        tasks = [
+            asyncio.create_task(self.link.run(stop), name="agent-link"),
+            asyncio.create_task(self._tick_loop(stop), name="agent-tick"),
+            asyncio.create_task(self._inventory_loop(stop), name="agent-inventory"),
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks[1:]:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.stop_jobs_on_exit:
+                await self._stop_all_ranks()
+            if self._user_runner is not None:
+                await self._user_runner.cleanup()
+                try:
+                    (self.state_dir / "labgang.sock").unlink()
+                except FileNotFoundError:
+                    pass
+            shutdown = getattr(self.backend, "nvmlShutdown", None)
+            if shutdown is not None:
+                try:
+                    shutdown()
+                except Exception:  # NVML shutdown errors at exit change nothing
+                    log.debug("nvmlShutdown failed", exc_info=True)
+
+    async def _stop_all_ranks(self, timeout: float = 60.0) -> None:
+        sup = self.supervisor
+        if sup is None:
+            return
+        for job_id in sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE}):
+            sup.stop_job(job_id)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(s.state is not RankState.GONE for s in sup.ranks()):
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("ranks still not gone after %g s at agent exit", timeout)
+                break
+            self.inventory = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: read_inventory(self.backend, hostname=self.node))
+            sup.tick()
+            await asyncio.sleep(TICK_S)
+
+    # ----- loops ---------------------------------------------------------------------------
+
+    async def _tick_loop(self, stop: asyncio.Event) -> None:
+        assert self.supervisor is not None and self.link is not None
+        while not stop.is_set():
+            events = self.supervisor.tick()
+            if events:
+                for ev in events:
+                    self._queue_event(ev.to_dict())
+                await self._flush_outbox()
+            await asyncio.sleep(TICK_S)
+
+    def _queue_event(self, event: dict[str, Any]) -> None:
+        self._seq += 1
+        self._outbox.append((self._seq, event))
+
+    async def _flush_outbox(self) -> None:
+        """Send every event the coordinator has not acknowledged yet (after a reconnect too)."""
+        if self._outbox and self.link is not None:
+            await self.link.send({"type": "rank_events", "seq": self._outbox[-1][0],
+                                  "events": [e for _, e in self._outbox]})
+
+    def _on_ack(self, seq: int) -> None:
+        self._outbox = [(s, e) for s, e in self._outbox if s > seq]
+        self._forget_finished()
+
+    def _forget_finished(self) -> None:
+        """Drop runs whose ranks are all gone and whose events were acknowledged (logs stay)."""
+        sup = self.supervisor
+        if sup is None:
+            return
+        pending = {e["job_id"] for _, e in self._outbox}
+        by_job: dict[str, list[Any]] = {}
+        for s in sup.ranks():
+            by_job.setdefault(s.job_id, []).append(s)
+        for job_id, ranks in by_job.items():
+            if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
+                sup.forget(job_id)
+
+    async def _inventory_loop(self, stop: asyncio.Event) -> None:
+        assert self.link is not None and self.supervisor is not None
+        loop = asyncio.get_running_loop()
+        last_sent = 0.0
+        last_key: Any = None
+        while not stop.is_set():
+            try:
+                inv = await loop.run_in_executor(None, lambda: read_inventory(self.backend, hostname=self.node))
+            except Exception:  # one failed read must not stop reporting
+                log.exception("inventory read failed")
+                await asyncio.sleep(self.config.sample_s)
+                continue
+            self.inventory = inv
+            key = (inv.allocatable(), inv.device_pids())
+            now = loop.time()
+            if key != last_key or now - last_sent >= self.config.interval_s:
+                sent = await self.link.send({"type": "inventory", "inventory": inv.to_dict(),
+                                             "ranks": [s.to_dict() for s in self.supervisor.ranks()]})
+                if sent:
+                    last_sent, last_key = now, key
+            await asyncio.sleep(self.config.sample_s)
+
+    # ----- commands ------------------------------------------------------------------------
+
+    async def handle_command(self, op: str, args: dict[str, Any]) -> Any:
+        """Execute one coordinator command (idempotent; repeating it changes nothing).
+
+        Ops: ``launch`` {specs: [LaunchSpec dict]} → [RankStatus dict]; ``stop_job`` {job_id, grace}
+        → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
+        → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
+        next_offset, size}.
+
+        Raises:
+            ValueError: an unknown op or bad arguments; supervisor errors pass through.
+        """
+        sup = self.supervisor
+        assert sup is not None
+        if op == "launch":
+            out = []
+            for spec_dict in args.get("specs") or []:
+                spec = LaunchSpec.from_dict(spec_dict)
+                try:
+                    out.append(sup.launch(spec).to_dict())
+                except Exception as exc:
+                    raise RuntimeError(f"rank {spec.rank}: {exc}") from exc
+            return out
+        if op == "stop_job":
+            try:
+                return [s.to_dict() for s in sup.stop_job(str(args["job_id"]), args.get("grace"))]
+            except UnknownJob:
+                return []
+        if op == "signal_job":
+            try:
+                return sup.signal_job(str(args["job_id"]), int(args["signal"]))
+            except UnknownJob:
+                return 0
+        if op == "pick_port":
+            return pick_free_port()
+        if op == "read_log":
+            return await asyncio.get_running_loop().run_in_executor(None, self._read_log, args)
+        raise ValueError(f"unknown command {op!r}; allowed: launch, stop_job, signal_job, pick_port, read_log")
+
+    def _read_log(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.supervisor is not None
+        path = self.supervisor.log_path(str(args["job_id"]), int(args["rank"]))
+        offset = max(0, int(args.get("offset", 0)))
+        limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return {"data": "", "next_offset": offset, "size": 0}
+        return {"data": base64.b64encode(data).decode(), "next_offset": offset + len(data), "size": size}
+
+    # ----- user API on this node's socket --------------------------------------------------
+
+    async def _start_user_socket(self) -> None:
+        app = web.Application(client_max_size=16 << 20)
+        app.router.add_route("*", "/{tail:.*}", self._forward_request)
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        path = self.state_dir / "labgang.sock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+                probe.close()
+                log.warning("%s is served by another process; this agent will not serve the user API", path)
+                await runner.cleanup()
+                return
+            except OSError:
+                probe.close()
+                path.unlink()
+        site = web.UnixSite(runner, str(path))
+        await site.start()
+        os.chmod(path, 0o666)
+        self._user_runner = runner
+
+    async def _forward_request(self, request: web.Request) -> web.StreamResponse:
+        sock = request.transport.get_extra_info("socket") if request.transport else None
+        if sock is None or sock.family != socket.AF_UNIX:
+            return _error(400, "the user API is only served on the Unix socket")
+        _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+        body = await request.read() if request.can_read_body else b""
+        try:
+            assert self.link is not None
+            reply = await self.link.forward(uid, request.method, request.path, dict(request.query), body)
+        except LinkDown as exc:
+            return _error(503, f"{exc}; try again when the agent on {self.node} has reconnected")
+        headers = {k: v for k, v in reply["headers"].items() if k.lower() != "content-type"}
+        ctype = reply["headers"].get("Content-Type", "application/json")
+        return web.Response(status=reply["status"], body=reply["body"], headers=headers, content_type=ctype)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "field": None, "allowed": None}}, status=status)
+
+
+async def main_async(config: AgentConfig, *, stop_jobs_on_exit: bool = False) -> None:
+    """Run an agent until SIGINT/SIGTERM (signal handlers only set the stop event)."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    service = AgentService(config, stop_jobs_on_exit=stop_jobs_on_exit)
+    await service.run(stop)
+

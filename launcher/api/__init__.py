@@ -1,0 +1,1 @@
+"""Names shared by the coordinator's aiohttp application and its callers (AppKeys)."""

@@ -1,0 +1,32 @@
+"""Typed ``web.AppKey``s of the coordinator application, all in one place (STYLE.md item 14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from labgang.launcher.config import ClusterConfig
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.store import Store
+
+CONFIG = web.AppKey("config", ClusterConfig)
+"""The validated cluster configuration."""
+
+STATE_DIR = web.AppKey("state_dir", Path)
+"""The coordinator's state directory (database, socket)."""
+
+TOKEN = web.AppKey("token", str)
+"""The cluster token agents must present on the link."""
+
+STORE = web.AppKey("store", "Store")
+"""The open SQLite store (set up and closed in a cleanup context)."""
+
+COORDINATOR = web.AppKey("coordinator", "Coordinator")
+"""Jobs, agents and the scheduling loop (set up and stopped in a cleanup context)."""
+
+AGENT_SOCKETS = web.AppKey("agent_sockets", set)
+"""Open agent websockets, closed with GOING_AWAY on shutdown."""

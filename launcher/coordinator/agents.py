@@ -1,0 +1,138 @@
+"""The coordinator's view of node agents: one :class:`AgentConn` per node, kept across reconnects.
+
+The wire is JSON text frames on a websocket the agent dials (``GET /v1/agent/link`` with
+``Authorization: Bearer <cluster token>``). Agent → coordinator: ``hello`` (node, version,
+address, inventory, ranks), ``inventory`` (inventory, ranks), ``rank_events`` (seq,
+events), ``reply`` (id, ok, result | error), ``api`` (a user request forwarded with the
+caller's uid). Coordinator → agent: ``welcome``, ``command`` (id, op, args), ``ack``
+(seq: rank events up to it are durable), ``api_reply``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+log = logging.getLogger("labgang.coordinator.agents")
+
+
+class AgentCallError(Exception):
+    """A command to an agent failed: the agent answered with an error, timed out or is not connected."""
+
+
+@dataclass
+class AgentConn:
+    """One node's agent as the coordinator knows it.
+
+    Attributes:
+        node: the node name the agent announced.
+        address: the address ranks on other nodes use to reach this node (MASTER_ADDR).
+        version: the agent's labgang version.
+        inventory: the last ``NodeInventory`` it sent (None before the first).
+        ranks: the last rank list it sent: ``{(run_id, rank): RankStatus dict}``.
+        last_seen: unix seconds of the last message.
+        connected: True while its websocket is open.
+        lost: True once it was silent longer than ``node_timeout_s``.
+    """
+
+    node: str
+    address: str = ""
+    version: str = ""
+    inventory: Any = None
+    inventory_dict: dict[str, Any] | None = None
+    ranks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    last_seen: float = 0.0
+    connected: bool = False
+    lost: bool = False
+    ws: web.WebSocketResponse | None = None
+    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send one JSON message.
+
+        Raises:
+            AgentCallError: the agent is not connected or the socket closed.
+        """
+        ws = self.ws
+        if ws is None or ws.closed or not self.connected:
+            raise AgentCallError(f"node {self.node} is not connected")
+        try:
+            await ws.send_json(message)
+        except (ConnectionError, RuntimeError) as exc:
+            raise AgentCallError(f"node {self.node}: send failed: {exc}") from exc
+
+    def fail_pending(self, reason: str) -> None:
+        """Fail every command still waiting for a reply (on disconnect)."""
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(AgentCallError(f"node {self.node}: {reason}"))
+        self.pending.clear()
+
+
+class AgentRegistry:
+    """Every node the coordinator has heard from, and command round-trips to them."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, AgentConn] = {}
+        self._ids = itertools.count(1)
+        self.sockets: set[web.WebSocketResponse] = set()
+
+    def get(self, node: str) -> AgentConn | None:
+        """The node's connection record, or None if it never said hello."""
+        return self.nodes.get(node)
+
+    def connected(self, node: str) -> bool:
+        """True when the node's agent is connected and not lost."""
+        conn = self.nodes.get(node)
+        return conn is not None and conn.connected and not conn.lost
+
+    def attach(self, node: str) -> AgentConn:
+        """The record for ``node``, created on first hello."""
+        conn = self.nodes.get(node)
+        if conn is None:
+            conn = self.nodes[node] = AgentConn(node=node)
+        return conn
+
+    async def call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:
+        """Send a command with a fresh id and wait for its reply.
+
+        Args:
+            node: the target node.
+            op: "launch", "stop_job", "signal_job", "pick_port" or "read_log".
+            args: the command's arguments (JSON-ready).
+            timeout: seconds to wait for the reply.
+
+        Returns:
+            The ``result`` of the agent's reply.
+
+        Raises:
+            AgentCallError: not connected, the agent reported an error, or no reply in time.
+        """
+        conn = self.nodes.get(node)
+        if conn is None:
+            raise AgentCallError(f"node {node} has never connected")
+        cmd_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        conn.pending[cmd_id] = fut
+        try:
+            await conn.send({"type": "command", "id": cmd_id, "op": op, "args": args})
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise AgentCallError(f"node {node}: no reply to {op} within {timeout:g} s") from None
+        finally:
+            conn.pending.pop(cmd_id, None)
+
+    def resolve(self, conn: AgentConn, message: dict[str, Any]) -> None:
+        """Deliver a ``reply`` message to the command waiting for it."""
+        fut = conn.pending.get(message.get("id"))  # type: ignore[arg-type]
+        if fut is None or fut.done():
+            return
+        if message.get("ok"):
+            fut.set_result(message.get("result"))
+        else:
+            fut.set_exception(AgentCallError(f"node {conn.node}: {message.get('error', 'command failed')}"))

@@ -1,0 +1,214 @@
+"""The coordinator application factory and its server.
+
+:func:`create_app` builds the aiohttp application (used by :func:`serve` and by the
+tests); every resource is set up and torn down in a ``cleanup_ctx`` generator: the
+SQLite store, the coordinator with its scheduling and timer loops. Agent websockets
+are closed with GOING_AWAY on shutdown. :func:`serve` listens on the Unix socket
+(user API, caller from SO_PEERCRED) and on TCP (agent link, read-only API), and
+optionally runs an in-process agent (``labgang up``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from aiohttp import WSCloseCode, web
+
+from labgang.launcher import paths
+from labgang.launcher.api import keys
+from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.routes import error_middleware, setup_routes
+from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
+from labgang.launcher.store import Store
+
+log = logging.getLogger("labgang.coordinator")
+
+
+class TokenError(RuntimeError):
+    """The cluster token file is unusable (group/other may read it, or it is empty)."""
+
+
+def load_token(path: str | Path, *, create: bool = True) -> str:
+    """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
+
+    Raises:
+        TokenError: the file is readable by group or others, or empty.
+        OSError: it cannot be read or created.
+    """
+    p = Path(path)
+    if not p.exists() and create:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    mode = p.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
+    token = p.read_text().strip()
+    if not token:
+        raise TokenError(f"{p}: the cluster token file is empty")
+    return token
+
+
+def create_app(config: ClusterConfig, state_dir: str | Path, *, token: str | None = None,
+               clock: Callable[[], float] = time.time) -> web.Application:
+    """Build the coordinator application.
+
+    Args:
+        config: the validated cluster configuration.
+        state_dir: where the database lives (created if missing).
+        token: the cluster token agents must present; default: read ``config.token_file``,
+            or a fresh random token when the config names none (only an in-process agent
+            can use it then).
+        clock: unix-seconds clock.
+
+    Returns:
+        The application; run it with ``web.AppRunner`` or aiohttp's test client.
+    """
+    app = web.Application(middlewares=[error_middleware], client_max_size=16 << 20)
+    app[keys.CONFIG] = config
+    app[keys.STATE_DIR] = Path(state_dir)
+    if token is None:
+        token = load_token(config.token_file) if config.token_file else secrets.token_urlsafe(32)
+    app[keys.TOKEN] = token
+    app[keys.AGENT_SOCKETS] = set()
+
+    async def store_ctx(app: web.Application) -> AsyncIterator[None]:
+        directory = paths.ensure_state_dir(app[keys.STATE_DIR])
+        store = Store(paths.db_path(directory))
+        app[keys.STORE] = store
+        yield
+        store.close()
+
+    async def coordinator_ctx(app: web.Application) -> AsyncIterator[None]:
+        coord = Coordinator(app[keys.CONFIG], app[keys.STORE], clock=clock)
+        app[keys.COORDINATOR] = coord
+        loops = [asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
+                 asyncio.create_task(timer_loop(coord), name="labgang-timers")]
+        coord.kick()
+        yield
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        await coord.close()
+        await coord.flush()
+
+    async def close_agent_sockets(app: web.Application) -> None:
+        for ws in list(app[keys.AGENT_SOCKETS]):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
+
+    app.cleanup_ctx.append(store_ctx)
+    app.cleanup_ctx.append(coordinator_ctx)
+    app.on_shutdown.append(close_agent_sockets)
+    setup_routes(app)
+    return app
+
+
+def _prepare_socket_path(path: Path) -> None:
+    """Remove a stale socket file; refuse when another coordinator answers there."""
+    if not path.exists():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()
+        return
+    finally:
+        probe.close()
+    raise RuntimeError(f"another labgang coordinator already listens on {path}")
+
+
+async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host: str | None = None,
+                tcp_port: int | None = None, local_agent: Any = None,
+                stop: asyncio.Event | None = None, ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Run the coordinator until SIGINT/SIGTERM (or ``stop`` is set).
+
+    Args:
+        config: the validated configuration.
+        state_dir: state directory (None = :func:`labgang.launcher.paths.default_state_dir`).
+        tcp_host, tcp_port: where the agent link and the read-only API listen; default
+            ``config.tcp_host``/``config.tcp_port``; with neither, ``127.0.0.1`` on a free
+            port when ``local_agent`` is given, and no TCP listener otherwise.
+        local_agent: an unstarted :class:`labgang.agent.service.AgentService` to run in this
+            process (``labgang up``); it is pointed at the TCP listener with the token.
+        stop: an event that ends the server when set (tests, embedding).
+        ready: called once listening with ``{"socket": path, "tcp": (host, port) | None}``.
+
+    Raises:
+        RuntimeError: another coordinator already listens on the socket.
+        TokenError: the token file is readable by others.
+    """
+    directory = paths.ensure_state_dir(paths.resolve_state_dir(state_dir))
+    if os.geteuid() == 0:
+        directory.chmod(0o755)  # users must reach the socket; the database stays 0600
+    app = create_app(config, directory)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0,
+                           access_log=log if log.isEnabledFor(logging.DEBUG) else None)
+    await runner.setup()
+    sock_path = paths.socket_path(directory)
+    _prepare_socket_path(sock_path)
+    unix_site = web.UnixSite(runner, str(sock_path))
+    await unix_site.start()
+    os.chmod(sock_path, 0o666)  # anyone may connect; who they are comes from SO_PEERCRED
+    host = tcp_host or config.tcp_host
+    port = tcp_port if tcp_port is not None else config.tcp_port
+    if port is None and local_agent is not None:
+        host, port = host or "127.0.0.1", 0
+    tcp_addr = None
+    if port is not None:
+        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)
+        await tcp_site.start()
+        server = tcp_site._server  # the bound port, for port 0
+        bound = server.sockets[0].getsockname() if server and server.sockets else (host, port)
+        tcp_addr = (bound[0], bound[1])
+    log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)  # the handler only records (STYLE.md 18)
+            installed.append(signum)
+        except (RuntimeError, NotImplementedError, ValueError):
+            pass
+    agent_task = None
+    try:
+        if local_agent is not None and tcp_addr is not None:
+            connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]
+            local_agent.set_coordinator(f"http://{connect_host}:{tcp_addr[1]}", app[keys.TOKEN])
+            agent_task = asyncio.create_task(local_agent.run(stop), name="labgang-local-agent")
+        try:
+            from labgang.launcher import sdnotify
+
+            sdnotify.ready(f"serving on {sock_path}")
+        except ImportError:
+            pass
+        if ready is not None:
+            ready({"socket": str(sock_path), "tcp": tcp_addr})
+        waiters = [asyncio.ensure_future(stop.wait())]
+        if agent_task is not None:
+            waiters.append(agent_task)
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        if agent_task is not None:
+            await asyncio.gather(agent_task, return_exceptions=True)
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+        await runner.cleanup()
+        try:
+            sock_path.unlink()
+        except FileNotFoundError:
+            pass

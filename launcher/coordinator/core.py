@@ -1,0 +1,299 @@
+"""The coordinator's state and the operations the API and the agent link call.
+
+:class:`Coordinator` holds the jobs (loaded from the store at start; the store stays
+the truth), the agent registry, and the effect queue: anything that touches an agent
+(launch, stop, signal) is queued with :meth:`Coordinator.effect` and only runs after
+:meth:`Coordinator.flush` has committed the state change that motivated it. Gang
+lifecycle rules live in :mod:`.lifecycle`, the scheduling loop in :mod:`.scheduling`,
+dispatch in :mod:`.dispatch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Awaitable, Callable
+
+from labgang.launcher.config import ClusterConfig, primary_gid
+from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
+from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.model import JobState
+from labgang.launcher.store import JobRecord, JobStatus, Store
+
+log = logging.getLogger("labgang.coordinator")
+
+LOG_CHUNK_BYTES = 1 << 20
+
+
+def labgang_version() -> str:
+    """The installed labgang version (``0+unknown`` from a bare source tree)."""
+    try:
+        return version("labgang")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class Coordinator:
+    """Jobs, agents and the rules that connect them.
+
+    Args:
+        config: the validated cluster configuration.
+        store: the open database.
+        clock: unix-seconds clock (injected so tests can pin it).
+    """
+
+    def __init__(self, config: ClusterConfig, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.version = labgang_version()
+        self.agents = AgentRegistry()
+        self.jobs: dict[str, JobRecord] = {job.id: job for job in store.load_jobs()}
+        self.started_at = clock()
+        self.cycles = 0
+        self._wake: asyncio.Event | None = None
+        self._effects: list[Callable[[], Awaitable[Any]]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ----- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def wake(self) -> asyncio.Event:
+        """Set whenever something happened that the scheduling loop should look at."""
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    def kick(self) -> None:
+        """Ask the scheduling loop for a cycle (coalesced with other kicks)."""
+        self.wake.set()
+
+    def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
+        """Queue an agent command to run after the next :meth:`flush` commits."""
+        self._effects.append(make)
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run ``coro`` as a tracked background task (cancelled at shutdown)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    async def flush(self) -> None:
+        """Commit every state change so far, then start the effects they asked for."""
+        await self.store.durable()
+        effects, self._effects = self._effects, []
+        for make in effects:
+            self.spawn(make())
+
+    async def close(self) -> None:
+        """Cancel background tasks and wait for them."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def event(self, job: JobRecord, event: str, message: str) -> None:
+        """Append to the job's history (and log it)."""
+        self.store.add_event(job, self.clock(), event, message)
+        log.info("job %s: %s: %s", job.id, event, message)
+
+    def job_for_run(self, run_id: str) -> JobRecord | None:
+        """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""
+        job_id, _, _attempt = run_id.rpartition(".")
+        return self.jobs.get(job_id)
+
+    # ----- user operations --------------------------------------------------------------------
+
+    async def submit(self, caller: Caller, body: Any) -> JobRecord:
+        """Validate, refuse the unschedulable, record durably, and wake the scheduler.
+
+        Raises:
+            Forbidden: read-only caller, or a queue the caller may not use.
+            BadRequest: a bad field.
+            Conflict: the job could never start (its reason says why).
+        """
+        if caller.read_only or caller.uid is None:
+            raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
+        spec = build_spec(body, caller, self.config, gid=primary_gid(caller.uid))
+        reason = self._unschedulable(spec)
+        if reason is not None:
+            raise Conflict(f"job can never start: {reason}", field="workers")
+        now = self.clock()
+        job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
+        self.jobs[job.id] = job
+        self.event(job, "submitted", f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} "
+                                     f"{spec.resource}")
+        await self.flush()
+        self.kick()
+        return job
+
+    def _unschedulable(self, spec: Any) -> str | None:
+        from labgang.launcher.coordinator.scheduling import check_submission
+
+        return check_submission(self, spec)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        """The job with ``job_id``.
+
+        Raises:
+            NotFound: no such job.
+        """
+        job = self.jobs.get(str(job_id))
+        if job is None:
+            raise NotFound(f"no job {job_id!r}", field="id")
+        return job
+
+    def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
+        """Jobs in submission order: the caller's own by default, ``user``'s, or everyone's."""
+        jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
+        if user:
+            return [j for j in jobs if j.spec.user == user]
+        if all_users or caller.uid is None:
+            return jobs
+        return [j for j in jobs if j.spec.uid == caller.uid]
+
+    def _check_owner(self, caller: Caller, job: JobRecord, what: str) -> None:
+        if caller.read_only or caller.uid is None:
+            raise Forbidden(f"{what} needs the Unix socket of a labgang node (this port is read-only)")
+        if not (caller.owns(job.spec) or caller.admin):
+            raise Forbidden(f"job {job.id} belongs to {job.spec.user}; only its owner or an admin may {what}")
+
+    async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
+        """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.
+
+        Raises:
+            NotFound: no such job. Forbidden: not the owner and not an admin.
+        """
+        job = self.get_job(job_id)
+        self._check_owner(caller, job, "cancel it")
+        state = job.status.state
+        if state.finished:
+            return job
+        if state == JobState.PENDING:
+            now = self.clock()
+            job.status.state = JobState.CANCELLED
+            job.status.end_time = now
+            job.status.reason_code, job.status.reason_message = "cancelled", f"cancelled by {caller.user}"
+            self.store.save_status(job)
+            self.event(job, "cancelled", f"by {caller.user} while pending")
+        else:
+            lifecycle.begin_termination(self, job, "cancel", f"cancelled by {caller.user}")
+        await self.flush()
+        self.kick()
+        return job
+
+    async def read_log(self, caller: Caller, job_id: str, rank: int, offset: int) -> tuple[bytes, int, bool]:
+        """Read a rank's output from the agent that holds it.
+
+        Args:
+            rank: the global rank (0..workers-1).
+            offset: byte offset to read from.
+
+        Returns:
+            (data, next offset, True when the job has ended and ``data`` reached the end of the log).
+
+        Raises:
+            NotFound / Forbidden / BadRequest / ServiceUnavailable (node not connected).
+        """
+        job = self.get_job(job_id)
+        self._check_owner(caller, job, "read its logs")
+        if rank < 0 or rank >= job.spec.workers:
+            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(job.spec.workers)))
+        if offset < 0:
+            raise BadRequest("offset must be >= 0", field="offset")
+        record = job.ranks.get(rank)
+        run_id = job.run_id
+        if record is None:
+            # Requeued and not placed again: show the previous attempt's log if there was one.
+            past = [row for row in self.store.rank_attempts(job.id) if row[1] == rank]
+            if not past:
+                return b"", offset, job.status.state.finished
+            attempt, _, node, _, _ = past[-1]
+            run_id = f"{job.id}.{attempt}"
+        else:
+            node = record.node
+            if record.state == "assigned":
+                return b"", offset, False
+        finished = job.status.state.finished
+        try:
+            result = await self.agents.call(
+                node, "read_log", {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
+            )
+        except AgentCallError as exc:
+            raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
+        data = base64.b64decode(result.get("data", ""))
+        next_offset = int(result.get("next_offset", offset + len(data)))
+        at_end = next_offset >= int(result.get("size", next_offset))
+        return data, next_offset, finished and at_end
+
+    # ----- agent link -------------------------------------------------------------------------
+
+    async def on_hello(self, conn: AgentConn, message: dict[str, Any]) -> None:
+        """A node (re)connected: take its inventory and reconcile its ranks with the store."""
+        self._take_inventory(conn, message)
+        was_lost = conn.lost
+        conn.lost = False
+        if was_lost:
+            log.warning("node %s is back", conn.node)
+        lifecycle.reconcile_node(self, conn, message.get("ranks") or [])
+        await self.flush()
+        self.kick()
+
+    async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
+        """Periodic or changed inventory; a node that was lost and speaks again is reconciled."""
+        changed = self._take_inventory(conn, message)
+        if conn.lost:
+            conn.lost = False
+            log.warning("node %s answers again after being lost", conn.node)
+            lifecycle.reconcile_node(self, conn, message.get("ranks") or [])
+            await self.flush()
+            changed = True
+        else:
+            lifecycle.update_pids(self, conn, message.get("ranks") or [])
+        if changed:
+            self.kick()
+
+    def _take_inventory(self, conn: AgentConn, message: dict[str, Any]) -> bool:
+        from labgang.agent.inventory import NodeInventory
+
+        conn.last_seen = self.clock()
+        ranks = message.get("ranks")
+        if ranks is not None:
+            conn.ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
+        inv = message.get("inventory")
+        if inv is None:
+            return False
+        new = NodeInventory.from_dict(inv)
+        old = conn.inventory
+        conn.inventory_dict = inv
+        conn.inventory = new
+        if old is None:
+            return True
+        return (old.allocatable() != new.allocatable()) or (old.device_pids() != new.device_pids())
+
+    async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]]) -> None:
+        """Apply rank events (at least once; applying one twice changes nothing) and commit."""
+        conn.last_seen = self.clock()
+        for ev in events:
+            lifecycle.apply_rank_event(self, conn.node, ev)
+        await self.flush()
+        self.kick()
+
+    def on_disconnect(self, conn: AgentConn) -> None:
+        """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""
+        conn.connected = False
+        conn.ws = None
+        conn.fail_pending("disconnected")
+        log.warning("node %s disconnected", conn.node)
+        self.kick()

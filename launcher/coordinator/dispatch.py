@@ -1,0 +1,132 @@
+"""Dispatch: turning an admission recorded in the store into commands to node agents.
+
+Called only after the admission is committed (:meth:`Coordinator.flush`). Every
+command is idempotent on the agent (``launch`` per (run id, rank); ``stop_job`` of a
+job that is already stopping or unknown does nothing), so the coordinator may resend
+any of them after a reconnect or a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.requests import parse_signal
+from labgang.launcher.model import JobState
+from labgang.launcher.store import JobRecord
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+
+log = logging.getLogger("labgang.coordinator.dispatch")
+
+
+def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
+    """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
+
+    NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
+    rank's index among the job's ranks on that node.
+    """
+    nodes = lifecycle.job_nodes(job)
+    mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
+    warn_signal, warn_before = (None, 0.0)
+    if job.spec.signal:
+        warn_signal, warn_before = parse_signal(job.spec.signal)
+    env = dict(job.spec.env)
+    return [
+        {
+            "job_id": job.run_id,
+            "rank": r.rank,
+            "local_rank": i,
+            "world_size": job.spec.workers,
+            "local_world_size": len(mine),
+            "node_rank": nodes.index(node),
+            "master_addr": job.status.master_addr or "127.0.0.1",
+            "master_port": job.status.master_port,
+            "devices": list(r.devices),
+            "argv": list(job.spec.argv),
+            "env": env,
+            "cwd": job.spec.cwd,
+            "uid": job.spec.uid,
+            "gid": job.spec.gid,
+            "restart_count": job.status.restart_count,
+            "grace": job.spec.grace_s,
+            "warn_signal": warn_signal,
+            "warn_before": warn_before,
+        }
+        for i, r in enumerate(mine)
+    ]
+
+
+async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
+    """Start an admitted gang: pick MASTER_PORT on rank 0's node, record it, launch every rank.
+
+    Failures (node gone, launch refused) stop the gang and requeue it with backoff.
+    """
+    run_id = job.run_id
+    if job.status.state != JobState.ADMITTED:
+        return
+    if job.status.master_port is None:
+        node0 = job.ranks[0].node
+        try:
+            port = await coord.agents.call(node0, "pick_port", {})
+        except AgentCallError as exc:
+            if job.run_id == run_id and job.status.state == JobState.ADMITTED:
+                lifecycle.start_failed(coord, job, f"node {node0}: could not pick MASTER_PORT: {exc}")
+                await coord.flush()
+                coord.kick()
+            return
+        if job.run_id != run_id or job.status.state != JobState.ADMITTED:
+            return
+        conn = coord.agents.get(node0)
+        job.status.master_port = int(port)
+        job.status.master_addr = conn.address if conn is not None and conn.address else node0
+        coord.store.save_status(job)
+        await coord.flush()
+    for node in lifecycle.job_nodes(job):
+        coord.spawn(launch_on_node(coord, job, node, run_id))
+
+
+async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id: str) -> None:
+    """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
+    if job.run_id != run_id or job.status.state != JobState.ADMITTED:
+        return
+    specs = launch_specs(job, node)
+    for r in job.ranks.values():
+        if r.node == node and r.state == "assigned":
+            r.state = "launching"
+            coord.store.save_rank(job, r)
+    try:
+        statuses = await coord.agents.call(node, "launch", {"specs": specs})
+    except AgentCallError as exc:
+        if job.run_id == run_id and job.status.state == JobState.ADMITTED:
+            lifecycle.start_failed(coord, job, f"node {node}: {exc}")
+        elif job.run_id != run_id:
+            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+        await coord.flush()
+        coord.kick()
+        return
+    for status in statuses or []:
+        if not lifecycle.apply_rank_status(coord, node, status) and status.get("state") != "gone":
+            # The job moved on while the command was in flight: do not leave the rank behind.
+            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+    await coord.flush()
+    coord.kick()
+
+
+async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float) -> None:
+    """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent)."""
+    try:
+        await coord.agents.call(node, "stop_job", {"job_id": run_id, "grace": grace})
+    except AgentCallError as exc:
+        log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
+
+
+async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:
+    """Send ``signum`` to every rank of ``run_id`` on ``node``."""
+    try:
+        await coord.agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})
+    except AgentCallError as exc:
+        log.warning("signal %d to %s on %s not delivered: %s", signum, run_id, node, exc)

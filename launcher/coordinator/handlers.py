@@ -1,0 +1,155 @@
+"""The user API operations, written once and served two ways: as aiohttp routes (Unix
+socket, read-only TCP) and as requests an agent forwards over its link.
+
+Each operation takes the coordinator, the :class:`Caller`, the path parameters, the query
+and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules live in
+:class:`~labgang.launcher.coordinator.core.Coordinator`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator.errors import BadRequest, NotFound
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.requests import Caller
+
+
+@dataclass
+class Reply:
+    """An operation's answer: JSON (``payload``) or bytes (``body``, text/plain), plus headers."""
+
+    status: int = 200
+    payload: Any = None
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Operation = Callable[["Coordinator", "Caller", Mapping[str, str], Mapping[str, str], bytes], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One user API route: ``method`` and ``path`` (aiohttp template, e.g. ``/v1/jobs/{id}``)."""
+
+    method: str
+    path: str
+    name: str
+    operation: Operation
+    writes: bool = False
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
+
+
+def _flag(query: Mapping[str, str], name: str) -> bool:
+    return query.get(name, "").lower() in ("1", "true", "yes")
+
+
+def _int(query: Mapping[str, str], name: str, default: int) -> int:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {raw!r}", field=name) from None
+
+
+def _json_body(body: bytes) -> Any:
+    if not body:
+        raise BadRequest("the request body must be a JSON object")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BadRequest(f"the request body is not JSON: {exc}") from None
+
+
+async def submit(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                 body: bytes) -> Reply:
+    """``POST /v1/jobs``: submit a gang job."""
+    job = await coord.submit(caller, _json_body(body))
+    return Reply(201, {"job": views.job_view(job)})
+
+
+async def list_jobs(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                    body: bytes) -> Reply:
+    """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
+    jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
+    return Reply(200, {"jobs": [views.job_view(j) for j in jobs]})
+
+
+async def get_job(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                  body: bytes) -> Reply:
+    """``GET /v1/jobs/{id}``."""
+    return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
+
+
+async def cancel_job(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                     body: bytes) -> Reply:
+    """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
+    job = await coord.cancel(caller, params["id"])
+    return Reply(200, {"job": views.job_view(job)})
+
+
+async def job_logs(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                   body: bytes) -> Reply:
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: bytes from the agent that holds the log."""
+    data, next_offset, finished = await coord.read_log(
+        caller, params["id"], _int(query, "rank", 0), _int(query, "offset", 0)
+    )
+    headers = {"X-Next-Offset": str(next_offset)}
+    if finished:
+        headers["X-Job-Finished"] = "1"
+    return Reply(200, body=data, headers=headers)
+
+
+async def list_queues(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                      body: bytes) -> Reply:
+    """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
+    return Reply(200, {"queues": views.queue_views(coord)})
+
+
+async def list_nodes(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                     body: bytes) -> Reply:
+    """``GET /v1/nodes``: nodes with inventory and per-device state."""
+    return Reply(200, {"nodes": views.node_views(coord)})
+
+
+async def get_version(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
+                      body: bytes) -> Reply:
+    """``GET /v1/version``: the coordinator's version and who the caller is."""
+    return Reply(200, {"version": coord.version, "api": "v1", "user": caller.user, "uid": caller.uid,
+                       "admin": caller.admin})
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/v1/jobs", "submit", submit, writes=True),
+    Route("GET", "/v1/jobs", "list_jobs", list_jobs),
+    Route("GET", "/v1/jobs/{id}", "get_job", get_job),
+    Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
+    Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
+    Route("GET", "/v1/queues", "list_queues", list_queues),
+    Route("GET", "/v1/nodes", "list_nodes", list_nodes),
+    Route("GET", "/v1/version", "get_version", get_version),
+)
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]]:
+    """Find the route for a forwarded request.
+
+    Raises:
+        NotFound: no route has this method and path.
+    """
+    for route in ROUTES:
+        m = route.pattern.match(path)
+        if m and route.method == method.upper():
+            return route, m.groupdict()
+    raise NotFound(f"no route {method.upper()} {path}", allowed=[f"{r.method} {r.path}" for r in ROUTES])

@@ -1,0 +1,171 @@
+"""Validation of ``POST /v1/jobs`` bodies into a :class:`~labgang.launcher.store.JobSpec`.
+
+Every rejection is a :class:`BadRequest` naming the field and, where there is a fixed
+set, the allowed values. The caller's identity never comes from the body.
+"""
+
+from __future__ import annotations
+
+import signal as signal_mod
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator.errors import BadRequest, Forbidden
+from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
+from labgang.launcher.store import JobSpec
+
+
+class SubmitBody(BaseModel):
+    """The JSON body of a submission (see docs/openapi.yaml, ``SubmitRequest``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=200)
+    queue: str | None = None
+    workers: int = Field(default=1, ge=1, le=4096)
+    gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
+    mig: str | None = None
+    priority: int | str | None = None
+    nodes: int | None = Field(default=None, ge=1, le=4096)
+    gpu_model: str | None = None
+    grace_s: float | None = Field(default=None, ge=0, le=86400)
+    time_limit_s: float | None = Field(default=None, gt=0)
+    requeue: StrictBool = True
+    signal: str | None = None
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: from SO_PEERCRED on the Unix socket, or vouched for by a node agent.
+
+    ``uid`` is None for an anonymous read-only TCP client.
+    """
+
+    uid: int | None
+    user: str
+    groups: tuple[str, ...] = ()
+    admin: bool = False
+    read_only: bool = False
+
+    def owns(self, spec: JobSpec) -> bool:
+        """True when the caller submitted the job."""
+        return self.uid is not None and self.uid == spec.uid
+
+
+def parse_signal(text: str) -> tuple[int, float]:
+    """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``) into (signal number, seconds).
+
+    Raises:
+        BadRequest: the name or the seconds are invalid.
+    """
+    name, sep, when = text.partition("@")
+    if not sep:
+        raise BadRequest(f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)",
+                         field="signal")
+    name = name.strip().upper()
+    try:
+        signum = int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
+    except KeyError:
+        allowed = sorted(s.name for s in signal_mod.Signals)
+        raise BadRequest(f"unknown signal {name!r}", field="signal", allowed=allowed) from None
+    try:
+        seconds = float(when)
+    except ValueError:
+        raise BadRequest(f"signal time {when!r} is not a number of seconds", field="signal") from None
+    if seconds < 0:
+        raise BadRequest("signal time must be >= 0 seconds", field="signal")
+    return signum, seconds
+
+
+def _first_error(exc: ValidationError) -> BadRequest:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or None
+    if err["type"] == "extra_forbidden":
+        return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(SubmitBody.model_fields))
+    if err["type"] == "missing":
+        return BadRequest(f"field {field!r} is required", field=field)
+    return BadRequest(f"{field}: {err['msg']}", field=field)
+
+
+def build_spec(body: Any, caller: Caller, config: ClusterConfig, *, gid: int | None) -> JobSpec:
+    """Validate a submission body for ``caller`` against ``config`` and return the job spec.
+
+    Raises:
+        BadRequest: a malformed or out-of-range field (names the field; lists allowed values).
+        Forbidden: the caller may not use the queue.
+    """
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    try:
+        req = SubmitBody.model_validate(body)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+    queue_name = req.queue or config.default_queue
+    queue = config.queue(queue_name)
+    if queue is None:
+        raise BadRequest(f"unknown queue {queue_name!r}", field="queue", allowed=[q.name for q in config.queues])
+    if not config.may_use_queue(queue, caller.user, caller.groups):
+        usable = [q.name for q in config.queues if config.may_use_queue(q, caller.user, caller.groups)]
+        raise Forbidden(f"user {caller.user!r} may not submit to queue {queue_name!r}", field="queue", allowed=usable)
+
+    if req.mig is not None:
+        if not MIG_PROFILE_RE.match(req.mig):
+            raise BadRequest(f"mig profile {req.mig!r} is not a MIG profile such as '1g.10gb' or '3g.40gb'",
+                             field="mig")
+        if req.gpus_per_worker not in (None, 1):
+            raise BadRequest("with mig, each rank gets exactly one MIG device; gpus_per_worker must be 1",
+                             field="gpus_per_worker", allowed=[1])
+        resource, per_worker = mig_resource(req.mig), 1
+    else:
+        resource, per_worker = GPU, req.gpus_per_worker or 1
+
+    try:
+        priority = config.resolve_priority(req.priority)
+    except ValueError as exc:
+        raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes)) from None
+
+    if req.signal is not None:
+        parse_signal(req.signal)
+    if req.nodes is not None and req.nodes > req.workers:
+        raise BadRequest(f"nodes ({req.nodes}) cannot exceed workers ({req.workers})", field="nodes")
+    cwd = req.cwd or "/"
+    if not cwd.startswith("/"):
+        raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
+    for key in req.env:
+        if not key or "=" in key or "\0" in key:
+            raise BadRequest(f"environment variable name {key!r} is invalid", field="env")
+    return JobSpec(
+        name=req.name or _default_name(req.argv),
+        user=caller.user,
+        uid=caller.uid if caller.uid is not None else -1,
+        gid=gid,
+        queue=queue_name,
+        priority=priority,
+        workers=req.workers,
+        per_worker=per_worker,
+        resource=resource,
+        gpu_model=req.gpu_model or None,
+        nodes=req.nodes,
+        argv=list(req.argv),
+        env=dict(req.env),
+        cwd=cwd,
+        grace_s=req.grace_s if req.grace_s is not None else config.default_grace_s,
+        time_limit_s=req.time_limit_s,
+        requeue=req.requeue,
+        signal=req.signal,
+    )
+
+
+def _default_name(argv: list[str]) -> str:
+    """``train.py`` for ``python train.py ...``, else the command's base name."""
+    first = argv[0].rsplit("/", 1)[-1]
+    if first.startswith("python") and len(argv) > 1 and not argv[1].startswith("-"):
+        first = argv[1].rsplit("/", 1)[-1]
+    return first[:64] or "job"

@@ -1,0 +1,126 @@
+"""aiohttp routes, the caller's identity, and the one error middleware.
+
+On the Unix socket the caller is the uid the kernel reports for the peer
+(``SO_PEERCRED``); nothing in the request can change it. On TCP the API is read-only
+(an anonymous caller); agents reach the coordinator there over the link, where
+forwarded requests carry the uid the agent vouches for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+from typing import Any, Mapping
+
+from aiohttp import web
+
+from labgang.launcher.api import keys
+from labgang.launcher.config import ClusterConfig, user_groups, user_name
+from labgang.launcher.coordinator import handlers
+from labgang.launcher.coordinator.errors import ApiError, Forbidden
+from labgang.launcher.coordinator.link import agent_link
+from labgang.launcher.coordinator.requests import Caller
+
+log = logging.getLogger("labgang.coordinator.api")
+
+_UCRED = struct.Struct("3i")
+ANONYMOUS = Caller(uid=None, user="anonymous", read_only=True)
+
+
+def peer_uid(request: web.Request) -> int | None:
+    """The uid of the process at the other end of a Unix-socket request (``SO_PEERCRED``),
+    or None for a TCP request."""
+    sock = request.transport.get_extra_info("socket") if request.transport else None
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    return uid
+
+
+_CALLERS: dict[tuple[int, int], Caller] = {}
+
+
+def caller_for_uid(config: ClusterConfig, uid: int) -> Caller:
+    """The :class:`Caller` for ``uid``: login name, groups, admin flag (cached per config)."""
+    key = (id(config), uid)
+    caller = _CALLERS.get(key)
+    if caller is None:
+        name = user_name(uid)
+        groups = user_groups(uid)
+        caller = Caller(uid=uid, user=name, groups=groups, admin=config.is_admin(name, groups))
+        _CALLERS[key] = caller
+    return caller
+
+
+def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
+    """Turn an operation's :class:`Reply` into an aiohttp response."""
+    if reply.body is not None:
+        return web.Response(status=reply.status, body=reply.body, headers=reply.headers, content_type="text/plain")
+    return web.json_response(reply.payload, status=reply.status, headers=reply.headers)
+
+
+def _handler(route: handlers.Route):
+    async def handle(request: web.Request) -> web.StreamResponse:
+        coord = request.app[keys.COORDINATOR]
+        uid = peer_uid(request)
+        caller = ANONYMOUS if uid is None else caller_for_uid(coord.config, uid)
+        if route.writes and caller.read_only:
+            raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
+        body = await request.read() if request.can_read_body else b""
+        reply = await route.operation(coord, caller, request.match_info, request.query, body)
+        return reply_to_response(reply)
+
+    handle.__name__ = route.name
+    handle.__doc__ = route.operation.__doc__
+    return handle
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Map domain errors (and aiohttp's own 404/405) to the ``{"error": {...}}`` body."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status >= 400 and not isinstance(exc, web.HTTPSwitchingProtocols):
+            body = {"error": {"message": f"{exc.reason}: {request.method} {request.path}", "field": None,
+                              "allowed": None}}
+            return web.json_response(body, status=exc.status)
+        raise
+    except Exception:
+        log.exception("internal error on %s %s", request.method, request.path)
+        body = {"error": {"message": "internal coordinator error (see its log)", "field": None, "allowed": None}}
+        return web.json_response(body, status=500)
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register every user API route and the agent link on ``app``."""
+    for route in handlers.ROUTES:
+        app.router.add_route(route.method, route.path, _handler(route), name=route.name)
+    app.router.add_get("/v1/agent/link", agent_link, name="agent_link")
+
+
+async def forwarded(coord: Any, uid: int, method: str, path: str, query: Mapping[str, str],
+                    body: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Serve a request an agent forwarded for a caller on its node (uid vouched by the agent).
+
+    Returns:
+        (status, headers, body bytes) for the agent to hand back to its client.
+    """
+    caller = caller_for_uid(coord.config, uid)
+    try:
+        route, params = handlers.match(method, path)
+        reply = await route.operation(coord, caller, params, query, body)
+    except ApiError as exc:
+        return exc.status, {"Content-Type": "application/json"}, json.dumps(exc.body()).encode()
+    except Exception:
+        log.exception("internal error on forwarded %s %s", method, path)
+        err = {"error": {"message": "internal coordinator error (see its log)", "field": None, "allowed": None}}
+        return 500, {"Content-Type": "application/json"}, json.dumps(err).encode()
+    if reply.body is not None:
+        return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
+    return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()
+

@@ -1,0 +1,165 @@
+"""JSON views the user API returns: JobView, queue usage, node and device state.
+
+Shapes are the "Coordinator user API" contract (docs/openapi.yaml). Times are unix seconds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.model import JobState
+from labgang.launcher.store import JobRecord
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+
+
+def job_view(job: JobRecord) -> dict[str, Any]:
+    """The JobView of one job."""
+    st, spec = job.status, job.spec
+    reason = None
+    if st.reason_code is not None:
+        reason = {"code": st.reason_code, "message": st.reason_message or ""}
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "user": spec.user,
+        "uid": spec.uid,
+        "queue": spec.queue,
+        "state": st.state.value,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.per_worker,
+        "resource": spec.resource,
+        "priority": spec.priority,
+        "submit_time": st.submit_time,
+        "admit_time": st.admit_time,
+        "start_time": st.start_time,
+        "end_time": st.end_time,
+        "reason": reason,
+        "nodes": lifecycle.job_nodes(job),
+        "exit_status": st.exit_status,
+        "restart_count": st.restart_count,
+        "grace_s": spec.grace_s,
+        "time_limit_s": spec.time_limit_s,
+        "argv": list(spec.argv),
+        "ranks": [
+            {"rank": r.rank, "node": r.node, "devices": list(r.devices), "state": r.state, "pid": r.pid,
+             "exit_status": r.exit_status}
+            for r in (job.ranks[i] for i in sorted(job.ranks))
+        ],
+        "history": [{"time": h.time, "event": h.event, "message": h.message} for h in job.history],
+    }
+
+
+def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
+    """Per queue: nominal, used, borrowed, lent, limits, pending/running counts, reclaim time.
+
+    ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
+    nominal; ``lent`` is how much of the queue's unused nominal borrowers in its cohort are
+    using now (borrowed amounts are charged to lenders in queue order, each up to what it
+    may lend). ``reclaim_time_s`` is the longest grace among the queue's jobs while it
+    borrows: how long a reclaim of its borrowed devices would take.
+    """
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    pending: dict[str, int] = defaultdict(int)
+    running: dict[str, int] = defaultdict(int)
+    grace: dict[str, float] = defaultdict(float)
+    for job in coord.jobs.values():
+        q = job.spec.queue
+        if job.status.state.holds_devices:
+            used[q][job.spec.resource] += job.spec.workers * job.spec.per_worker
+            running[q] += 1
+            grace[q] = max(grace[q], job.spec.grace_s)
+        elif job.status.state == JobState.PENDING:
+            pending[q] += 1
+    queues = coord.config.queues
+    borrowed = {
+        q.name: {r: max(0, n - q.nominal.get(r, 0)) for r, n in used[q.name].items() if n > q.nominal.get(r, 0)}
+        for q in queues
+    }
+    lent: dict[str, dict[str, int]] = {q.name: {} for q in queues}
+    cohorts: dict[str, list[Any]] = defaultdict(list)
+    for q in queues:
+        if q.cohort:
+            cohorts[q.cohort].append(q)
+    for members in cohorts.values():
+        resources = {r for m in members for r in borrowed[m.name]}
+        for res in sorted(resources):
+            to_cover = sum(borrowed[m.name].get(res, 0) for m in members)
+            for m in members:
+                if to_cover <= 0:
+                    break
+                unused = max(0, m.nominal.get(res, 0) - used[m.name].get(res, 0))
+                lendable = min(unused, m.lending_limit.get(res, unused))
+                take = min(lendable, to_cover)
+                if take:
+                    lent[m.name][res] = take
+                    to_cover -= take
+    return [
+        {
+            "name": q.name,
+            "cohort": q.cohort,
+            "nominal": dict(q.nominal),
+            "used": dict(used[q.name]),
+            "borrowed": borrowed[q.name],
+            "lent": lent[q.name],
+            "borrowing_limit": dict(q.borrowing_limit),
+            "lending_limit": dict(q.lending_limit),
+            "pending": pending[q.name],
+            "running": running[q.name],
+            "reclaim_time_s": grace[q.name] if borrowed[q.name] else 0.0,
+        }
+        for q in queues
+    ]
+
+
+def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
+    """Per node: connection, last report, the full inventory, and each device's state.
+
+    Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU
+    fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
+    it), "foreign" (free, but a process labgang did not start shows on it), "free".
+    """
+    from labgang.launcher.coordinator.scheduling import held_devices
+
+    held = held_devices(coord)
+    finished_pids = {
+        (r.node, r.pid) for j in coord.jobs.values() if not j.status.state.holds_devices
+        for r in j.ranks.values() if r.pid is not None
+    }
+    out = []
+    for name in sorted(coord.agents.nodes):
+        conn = coord.agents.nodes[name]
+        inv = conn.inventory
+        devices = []
+        if inv is not None:
+            pids = inv.device_pids()
+            lost_gpus = {g.uuid for g in inv.gpus if g.lost}
+            offered = conn.connected and not conn.lost
+            for d in inv.allocatable():
+                job = held.get(d.uuid)
+                if job is not None:
+                    state = "allocated"
+                elif not offered or d.uuid in lost_gpus or d.parent_uuid in lost_gpus:
+                    state = "lost"
+                elif pids.get(d.uuid):
+                    state = "held" if any((name, p) in finished_pids for p in pids[d.uuid]) else "foreign"
+                else:
+                    state = "free"
+                devices.append({
+                    "uuid": d.uuid, "resource": d.resource, "model": d.model,
+                    "job": job.id if job else None, "user": job.spec.user if job else None,
+                    "queue": job.spec.queue if job else None, "state": state,
+                })
+        out.append({
+            "name": name,
+            "connected": conn.connected and not conn.lost,
+            "last_seen": conn.last_seen,
+            "address": conn.address,
+            "version": conn.version,
+            "inventory": conn.inventory_dict,
+            "devices": devices,
+        })
+    return out

@@ -1,0 +1,374 @@
+"""The coordinator's durable state: SQLite in WAL mode, the one source of truth.
+
+Tables: ``jobs`` (the submitted spec, the mutable status, indexed state/queue/user),
+``ranks`` (one row per rank of each start attempt: node, devices, state, pid, exit
+status), ``events`` (a job's history: time, event, message), ``decisions`` (every
+admission, preemption and change of pending reason with its code and message).
+
+Writes run on the caller's thread at once, inside an open transaction; they become
+durable when :meth:`Store.commit` runs. :meth:`Store.durable` is the group commit used
+by the API: every coroutine that wrote something awaits it, and one COMMIT (one fsync
+with ``synchronous=FULL``) serves all of them, so a burst of 1,000 submissions costs a
+handful of commits. The coordinator awaits :meth:`Store.durable` after recording an
+admission and before dispatching it, so a crash never starts a job the store does not
+know about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from labgang.launcher.model import JobRequest, JobState
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    user TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    state TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS ranks (
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    devices TEXT NOT NULL,
+    state TEXT NOT NULL,
+    pid INTEGER,
+    exit_status INTEGER,
+    PRIMARY KEY (job_id, attempt, rank)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    time REAL NOT NULL,
+    event TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    code TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+"""
+
+
+@dataclass
+class JobSpec:
+    """What the user submitted (never changes after submission).
+
+    Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
+    """
+
+    name: str
+    user: str
+    uid: int
+    gid: int | None
+    queue: str
+    priority: int
+    workers: int
+    per_worker: int
+    resource: str
+    gpu_model: str | None
+    nodes: int | None
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    grace_s: float
+    time_limit_s: float | None
+    requeue: bool
+    signal: str | None
+
+    @property
+    def request(self) -> JobRequest:
+        """The scheduler's view of the request."""
+        return JobRequest(
+            workers=self.workers,
+            per_worker=self.per_worker,
+            resource=self.resource,
+            gpu_model=self.gpu_model,
+            nodes=self.nodes,
+        )
+
+
+@dataclass
+class RankRecord:
+    """One rank of one start attempt. ``state`` is "assigned" (admitted, not launched),
+    "launching", "running", "exited", "gone" (no exit status known) or "lost" (its node
+    was lost)."""
+
+    rank: int
+    node: str
+    devices: tuple[str, ...]
+    state: str = "assigned"
+    pid: int | None = None
+    exit_status: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        """True once the rank's processes are gone and its devices free (or its node was lost)."""
+        return self.state in ("gone", "lost")
+
+
+@dataclass
+class JobStatus:
+    """The mutable part of a job. Times are unix seconds.
+
+    ``end_intent`` says what happens when a terminating job's ranks are all gone:
+    "requeue" (preempted), "retry" (failed start: requeue with backoff), "lost" (node
+    lost: requeue or fail), "cancel", "fail", "timeout".
+    """
+
+    state: JobState = JobState.PENDING
+    submit_time: float = 0.0
+    pending_since: float = 0.0
+    admit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_status: int | None = None
+    restart_count: int = 0
+    start_failures: int = 0
+    not_before: float = 0.0
+    reason_code: str | None = None
+    reason_message: str | None = None
+    end_intent: str | None = None
+    nominated: tuple[str, ...] = ()
+    master_addr: str | None = None
+    master_port: int | None = None
+    warned: bool = False
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["state"] = self.state.value
+        d["nominated"] = list(self.nominated)
+        return json.dumps(d, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobStatus":
+        d = json.loads(text)
+        d["state"] = JobState(d["state"])
+        d["nominated"] = tuple(d.get("nominated", ()))
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class HistoryEntry:
+    """One line of a job's history (unix seconds)."""
+
+    time: float
+    event: str
+    message: str
+
+
+@dataclass
+class JobRecord:
+    """A job as the coordinator holds it in memory: spec, status, current ranks, history."""
+
+    id: str
+    seq: int
+    spec: JobSpec
+    status: JobStatus
+    ranks: dict[int, RankRecord] = field(default_factory=dict)
+    history: list[HistoryEntry] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> int:
+        """The start attempt the current ranks belong to (= restart_count)."""
+        return self.status.restart_count
+
+    @property
+    def run_id(self) -> str:
+        """The id the node agents know this attempt by (``<job id>.<attempt>``), so a
+        requeued job's new ranks never collide with its old ones."""
+        return f"{self.id}.{self.attempt}"
+
+
+class Store:
+    """The SQLite database under the state directory.
+
+    Args:
+        path: the database file (created with its tables when missing).
+        synchronous: SQLite ``synchronous`` pragma: "FULL" (default: a commit survives
+            power loss) or "NORMAL" (survives a process crash).
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a labgang database.
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        self._in_tx = False
+        self._flush: asyncio.Future[None] | None = None
+        self.commits = 0
+
+    # ----- transactions -------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self._db.execute("BEGIN")
+            self._in_tx = True
+
+    def commit(self) -> None:
+        """Make every write so far durable (no-op when nothing was written)."""
+        if self._in_tx:
+            self._db.execute("COMMIT")
+            self._in_tx = False
+            self.commits += 1
+
+    async def durable(self) -> None:
+        """Wait until every write made so far is committed, sharing one COMMIT with every
+        other coroutine that wrote in the same turn of the event loop.
+
+        Raises:
+            sqlite3.Error: the commit failed.
+        """
+        if self._flush is None:
+            loop = asyncio.get_running_loop()
+            self._flush = loop.create_future()
+            loop.call_soon(self._do_flush)
+        await asyncio.shield(self._flush)
+
+    def _do_flush(self) -> None:
+        fut, self._flush = self._flush, None
+        assert fut is not None
+        try:
+            self.commit()
+        except sqlite3.Error as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        if not fut.done():
+            fut.set_result(None)
+
+    def close(self) -> None:
+        """Commit what is pending and close the database."""
+        self.commit()
+        self._db.close()
+
+    # ----- writes -------------------------------------------------------------------------
+
+    def next_seq(self) -> int:
+        """The sequence number the next inserted job will get."""
+        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='jobs'").fetchone()
+        return (row[0] if row else 0) + 1
+
+    def insert_job(self, spec: JobSpec, status: JobStatus) -> JobRecord:
+        """Insert a new job and return it with its id (the decimal sequence number)."""
+        self._begin()
+        seq = self.next_seq()
+        job_id = str(seq)
+        self._db.execute(
+            "INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)",
+            (seq, job_id, spec.user, spec.queue, status.state.value, json.dumps(asdict(spec)), status.to_json()),
+        )
+        return JobRecord(id=job_id, seq=seq, spec=spec, status=status)
+
+    def save_status(self, job: JobRecord) -> None:
+        """Write the job's mutable status."""
+        self._begin()
+        self._db.execute(
+            "UPDATE jobs SET state=?, status=? WHERE id=?",
+            (job.status.state.value, job.status.to_json(), job.id),
+        )
+
+    def save_rank(self, job: JobRecord, rank: RankRecord) -> None:
+        """Write one rank of the job's current attempt."""
+        self._begin()
+        self._db.execute(
+            "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (job.id, job.attempt, rank.rank, rank.node, json.dumps(list(rank.devices)), rank.state, rank.pid,
+             rank.exit_status),
+        )
+
+    def add_event(self, job: JobRecord, time: float, event: str, message: str) -> None:
+        """Append a history line to the job (memory and database)."""
+        self._begin()
+        job.history.append(HistoryEntry(time, event, message))
+        self._db.execute(
+            "INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", (job.id, time, event, message)
+        )
+
+    def add_decision(self, time: float, job_id: str, kind: str, code: str, message: str) -> None:
+        """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
+        self._begin()
+        self._db.execute(
+            "INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)",
+            (time, job_id, kind, code, message),
+        )
+
+    # ----- reads --------------------------------------------------------------------------
+
+    def load_jobs(self) -> list[JobRecord]:
+        """Every job with its current attempt's ranks and its history, in submission order."""
+        jobs: dict[str, JobRecord] = {}
+        for seq, job_id, spec_text, status_text in self._db.execute(
+            "SELECT seq, id, spec, status FROM jobs ORDER BY seq"
+        ):
+            spec = JobSpec(**json.loads(spec_text))
+            jobs[job_id] = JobRecord(id=job_id, seq=seq, spec=spec, status=JobStatus.from_json(status_text))
+        for job_id, attempt, rank, node, devices, state, pid, exit_status in self._db.execute(
+            "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks"
+        ):
+            job = jobs.get(job_id)
+            if job is not None and attempt == job.attempt:
+                job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), state, pid, exit_status)
+        for job_id, time, event, message in self._db.execute(
+            "SELECT job_id, time, event, message FROM events ORDER BY id"
+        ):
+            job = jobs.get(job_id)
+            if job is not None:
+                job.history.append(HistoryEntry(time, event, message))
+        return list(jobs.values())
+
+    def decisions(self, job_id: str) -> list[tuple[float, str, str, str]]:
+        """(time, kind, code, message) of every decision recorded for ``job_id``, oldest first."""
+        return list(
+            self._db.execute(
+                "SELECT time, kind, code, message FROM decisions WHERE job_id=? ORDER BY id", (job_id,)
+            )
+        )
+
+    def rank_attempts(self, job_id: str) -> Iterator[tuple[int, int, str, str, int | None]]:
+        """(attempt, rank, node, state, exit_status) rows of every attempt of ``job_id``."""
+        yield from self._db.execute(
+            "SELECT attempt, rank, node, state, exit_status FROM ranks WHERE job_id=? ORDER BY attempt, rank",
+            (job_id,),
+        )
+
+    def count_jobs(self) -> int:
+        """Number of jobs ever submitted."""
+        return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+    def raw(self) -> sqlite3.Connection:
+        """The underlying connection, for read-only inspection in tests and tools."""
+        return self._db
+
+
+def spec_from_dict(d: dict[str, Any]) -> JobSpec:
+    """Rebuild a :class:`JobSpec` from its stored dict."""
+    return JobSpec(**d)
