@@ -47,8 +47,8 @@ class CancelFailed(Message):
 
 
 @dataclass
-class LogChunkReady(Message):
-    """More output of one rank for the job detail screen."""
+class LogChunkReady(Message, bubble=False):
+    """More output of one rank for the job detail screen (handled there; it does not bubble)."""
 
     job_id: str
     rank: int

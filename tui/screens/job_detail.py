@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Log, Static
+from textual.worker import Worker
 
 from labgang.launcher.pitfalls import JobView
 from labgang.tui.messages import LogChunkReady
@@ -36,6 +37,7 @@ class JobDetailScreen(ModalScreen[None]):
         self.rank = 0
         self._offset = 0
         self._finished = False
+        self._log_worker: Worker | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="detail-box"):
@@ -77,13 +79,17 @@ class JobDetailScreen(ModalScreen[None]):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         rank = int(event.row_key.value) if event.row_key.value is not None else 0
         if rank != self.rank:
-            self.rank, self._offset, self._finished = rank, 0, False
+            if self._log_worker is not None:
+                self._log_worker.cancel()
+            self.rank, self._offset, self._finished, self._log_worker = rank, 0, False, None
             self.query_one("#detail-log", Log).clear()
             self._poll_log()
 
     def _poll_log(self) -> None:
-        if not self._finished:
-            self._fetch_log(self.rank, self._offset)
+        """Ask for more of the selected rank's log unless it is complete or a request is in flight."""
+        if self._finished or (self._log_worker is not None and not self._log_worker.is_finished):
+            return
+        self._log_worker = self._fetch_log(self.rank, self._offset)
 
     @work(exclusive=True, group="log", exit_on_error=False)
     async def _fetch_log(self, rank: int, offset: int) -> None:

@@ -1,0 +1,82 @@
+"""Filters, sorting and the rows shared by the widgets and --once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tui_fakes import NOW, FakeClient
+
+from labgang.tui.plain import render_frame, table
+from labgang.tui.rows import device_rows, finding_rows, job_rows, mem_bar, queue_rows, summary_line
+from labgang.tui.sources import CoordinatorSource
+from labgang.tui.state import Filters, StateBuilder, sort_jobs
+
+
+@pytest.fixture
+def state():
+    src = CoordinatorSource(FakeClient(), description="fake", clock=lambda: NOW)
+    snap = asyncio.run(src.fetch())
+    return StateBuilder(mode="coordinator", source="fake", user="alice").build(snap)
+
+
+def test_filters_parse_and_reject():
+    assert Filters.parse("user=alice node=gpu-a") == Filters(user="alice", node="gpu-a")
+    assert Filters.parse("") == Filters()
+    with pytest.raises(ValueError, match="key one of user, queue, node"):
+        Filters.parse("owner=alice")
+    assert Filters(user="bob", queue="q").describe() == "user=bob queue=q"
+
+
+def test_sort_orders(state):
+    jobs = state.snapshot.jobs
+    assert [j.id for j in sort_jobs(jobs, "state", NOW)] == ["j-101", "j-102", "j-104", "j-103", "j-090"]
+    assert [j.id for j in sort_jobs(jobs, "age", NOW)][:2] == ["j-090", "j-101"]
+    assert [j.id for j in sort_jobs(jobs, "priority", NOW)][:2] == ["j-101", "j-104"]
+    with pytest.raises(ValueError, match="allowed state, age, priority, user, queue"):
+        sort_jobs(jobs, "size", NOW)
+
+
+def test_device_rows_show_holders_and_unavailable(state):
+    rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
+    assert rows["gpu-a 0"].cells[-1] == "j-101 alice vision" and rows["gpu-a 0"].state == "allocated"
+    assert rows["gpu-a 2"].state == "foreign"
+    assert rows["gpu-b 1"].cells[-1] == "held after j-090"
+    assert rows["gpu-b 0.2 1g.10gb"].cells[5] == "n/a (unsupported)"  # no GPM on A100: never 0
+    assert rows["gpu-a 3"].cells[8] == "thermal-throttle"
+    assert [r.key for r in device_rows(state, Filters(user="carol"))] == [
+        "GPU-b-0002-0000-0000-000000000000", "GPU-b-0003-0000-0000-000000000000"]
+
+
+def test_job_rows_hide_finished_unless_asked(state):
+    assert "j-090" not in [r.key for r in job_rows(state)]
+    assert "j-090" in [r.key for r in job_rows(state, show_finished=True)]
+    [frag] = [r for r in job_rows(state) if r.key == "j-103"]
+    assert frag.cells[-1] == "FRAGMENTED: 5 GPUs free, largest node has 1" and frag.cells[6] == "2×4 gpu"
+
+
+def test_queue_rows_and_summary(state):
+    [nlp] = [r for r in queue_rows(state) if r.key == "nlp"]
+    assert nlp.borrowing and nlp.cells[4] == "1" and nlp.cells[-1] == "1m00s"
+    line = summary_line(state, Filters(node="gpu-a"), "age")
+    assert "10 devices: 4 allocated, 1 foreign, 4 free, 1 held" in line
+    assert "filter node=gpu-a" in line and "sort age" in line
+
+
+def test_findings_filtered_by_node(state):
+    subjects = [r.cells[2] for r in finding_rows(state, Filters(node="gpu-b"))]
+    assert "gpu-b GPU 1" in subjects and not any(s.startswith("gpu-a") for s in subjects)
+
+
+def test_mem_bar_and_table():
+    assert mem_bar(40 * 1024**3, 80 * 1024**3, width=4, ascii_only=True) == "##.. 40.0/80G"
+    assert table(("a", "bb"), [("xxx", "y")], 80) == ["A    BB", "xxx  y"]
+
+
+def test_render_frame_sections(state):
+    text = render_frame(state, width=120)
+    for header in ("DEVICES (10)", "JOBS (4)", "QUEUES (3)", "PITFALLS (8)"):
+        assert header in text
+    assert all(len(line) <= 120 for line in text.splitlines())
+    with pytest.raises(ValueError, match="width"):
+        render_frame(state, width=10)
