@@ -72,6 +72,7 @@ class _Cycle:
         self.pending: list[Pending] = []
         self.chosen_victims: set[str] = set()
         self.held_queues: set[str] = set()
+        self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self._place_fails: dict[tuple, tuple[int, list[tuple[int, int]]]] = {}
@@ -182,7 +183,7 @@ class _Cycle:
                 self._record_search_fail(e)
         # stays pending
         if not quota_ok:
-            reason = reasons.quota_reason(state.quota, q, req)
+            reason = reasons.quota_reason(state.quota, q, req, self.held.get((q, req.resource), 0))
             if searchable and spec.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
                 self._hold_quota(e)
         else:
@@ -193,7 +194,7 @@ class _Cycle:
     def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement) -> None:
         """The preemptor keeps its room: its usage is counted and its devices reserved."""
         req = e.job.request
-        self.state.quota.add(e.spec.name, req.resource, req.total)
+        self._add_held(e.spec.name, req.resource, req.total)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.chosen_victims.update(victims)
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
@@ -213,7 +214,11 @@ class _Cycle:
         else:
             held = min(req.total, n - u)
         if held > 0:
-            quota.add(q, req.resource, held)
+            self._add_held(q, req.resource, held)
+
+    def _add_held(self, queue: str, res: str, n: int) -> None:
+        self.state.quota.add(queue, res, n)
+        self.held[(queue, res)] = self.held.get((queue, res), 0) + n
 
     # --- placement with a failure cache --------------------------------------------------------
 

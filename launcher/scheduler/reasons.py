@@ -21,23 +21,32 @@ def describe_request(req: JobRequest) -> str:
     return text
 
 
-def quota_reason(book: QuotaBook, queue: str, req: JobRequest) -> PendingReason:
-    """Why ``req`` does not fit ``queue``'s quota now: OVER_QUOTA or COHORT_EXHAUSTED."""
+def quota_reason(book: QuotaBook, queue: str, req: JobRequest, held: int = 0) -> PendingReason:
+    """Why ``req`` does not fit ``queue``'s quota now: OVER_QUOTA or COHORT_EXHAUSTED.
+
+    Args:
+        book: the cycle's quota book.
+        queue: the job's queue.
+        req: the job's request.
+        held: devices of the queue's usage in ``book`` that are held this cycle for waiting
+            jobs (preemptors, a head holding quota) rather than used by running jobs.
+    """
     res, need = req.resource, req.total
     u = book.usage(queue, res)
     n = book.nominal(queue, res)
     spec = book.queues[queue]
+    used = f"{u - held}" + (f" (+{held} held for waiting jobs)" if held else "")
     if spec.cohort is None:
-        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {u} of {n} {res}; job needs {need}")
+        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} {res}; job needs {need}")
     limit = spec.borrowing_limit.get(res)
     if limit is not None and u + need > n + limit:
-        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {u} of {n} + {limit} {res}; job needs {need}")
+        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} + {limit} {res}; job needs {need}")
     pool, used = book.pool(spec.cohort, res), book.pool_usage(spec.cohort, res)
     avail = book.available(queue, res)
     return PendingReason(
         ReasonCode.COHORT_EXHAUSTED,
         f"cohort {spec.cohort} has {max(0, pool - used)} of {pool} lendable {res} unused; "
-        f"{queue} uses {u} of {n} {res} and can get {avail} more; job needs {need}",
+        f"{queue} uses {used} of {n} {res} and can get {avail} more; job needs {need}",
     )
 
 

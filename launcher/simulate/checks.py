@@ -1,0 +1,165 @@
+"""``[[expect]]`` and ``[[invariant]]`` checks, and the driver that runs a scenario with them.
+
+:func:`run_scenario` simulates a scenario to its end, checking each expectation at its
+``at`` (the state after every event up to and including that instant; no ``at`` = once no
+event is left) and each invariant after every cycle and instant, and returns a
+:class:`Report` whose ``failures`` are readable one-line diffs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labgang.launcher.simulate.engine import Simulation, Tracer
+from labgang.launcher.simulate.scenario import ExpectModel, InvariantModel, Scenario
+
+
+@dataclass
+class Report:
+    """The outcome of one scenario.
+
+    Attributes:
+        scenario: what ran.
+        failures: one readable line per failed expectation or invariant violation.
+        checked: how many expectations were evaluated.
+        simulation: the finished simulation (for summaries).
+    """
+
+    scenario: Scenario
+    simulation: Simulation
+    failures: list[str] = field(default_factory=list)
+    checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every expectation and invariant held."""
+        return not self.failures
+
+
+def _names(ids: set[str] | list[str]) -> str:
+    return "[" + ", ".join(sorted(ids)) + "]"
+
+
+def compare_sets(label: str, expected: list[str], got: set[str]) -> str | None:
+    """A diff line when ``got`` differs from ``expected``, else None."""
+    want = set(expected)
+    if want == got:
+        return None
+    parts = []
+    if want - got:
+        parts.append(f"missing {_names(want - got)}")
+    if got - want:
+        parts.append(f"unexpected {_names(got - want)}")
+    return f"{label}: expected {_names(want)}, got {_names(got)} ({'; '.join(parts)})"
+
+
+def check_expect(sim: Simulation, e: ExpectModel) -> list[str]:
+    """Lines describing what in ``e`` does not hold for ``sim`` now."""
+    out: list[str] = []
+    for label, state in (("running", "running"), ("pending", "pending"), ("finished", "finished")):
+        want = getattr(e, label)
+        if want is not None:
+            line = compare_sets(label, want, sim.ids_in(state))
+            if line:
+                out.append(line)
+    ever = {j.id for j in sim.jobs.values() if j.preempted}
+    if e.preempted is not None:
+        line = compare_sets("preempted", e.preempted, ever)
+        if line:
+            out.append(line)
+    if e.not_preempted is not None:
+        wrong = set(e.not_preempted) & ever
+        if wrong:
+            out.append(f"not_preempted: {_names(wrong)} were preempted")
+    return out
+
+
+def check_invariant(sim: Simulation, inv: InvariantModel) -> list[str]:
+    """Lines describing violations of ``inv`` in ``sim``'s current state."""
+    out: list[str] = []
+    if inv.max_usage is not None:
+        queue = str(inv.max_usage["queue"])
+        for res, limit in inv.max_usage.items():
+            if res == "queue":
+                continue
+            used = sim.usage(queue, res)
+            if used > int(limit):
+                out.append(f"max_usage: {queue} uses {used} {res}, limit {limit}")
+    if inv.no_partial_gangs:
+        out.extend(partial_gangs(sim))
+    return out
+
+
+def partial_gangs(sim: Simulation) -> list[str]:
+    """Running jobs missing ranks or devices, devices handed out twice, unknown devices."""
+    out: list[str] = []
+    known = {d.uuid: d for n in sim.scenario.nodes for d in n.devices}
+    holder: dict[str, str] = {}
+    for j in sorted(sim.jobs.values(), key=lambda j: j.seq):
+        if j.state != "running":
+            continue
+        req = j.request
+        if sorted(r.rank for r in j.placement) != list(range(req.workers)):
+            out.append(f"no_partial_gangs: {j.id} has ranks {[r.rank for r in j.placement]} of {req.workers}")
+        for r in j.placement:
+            if len(r.devices) != req.per_worker:
+                out.append(f"no_partial_gangs: {j.id} rank {r.rank} got {len(r.devices)} of {req.per_worker} devices")
+            for u in r.devices:
+                dev = known.get(u)
+                if dev is None or dev.resource != req.resource or dev.node != r.node:
+                    out.append(f"no_partial_gangs: {j.id} rank {r.rank} got unsuitable device {u}")
+                if u in holder:
+                    out.append(f"no_partial_gangs: device {u} given to both {holder[u]} and {j.id}")
+                holder[u] = j.id
+    return out
+
+
+def run_scenario(scenario: Scenario, trace: Tracer | None = None) -> Report:
+    """Simulate ``scenario`` to its end and check it.
+
+    Args:
+        scenario: a validated scenario.
+        trace: receives one dict per event (``--trace``), expectations included.
+
+    Returns:
+        The :class:`Report`.
+    """
+    sim = Simulation(scenario, trace)
+    report = Report(scenario, sim)
+    invariants = list(scenario.file.invariant)
+    seen: set[str] = set()
+
+    def hook(s: Simulation) -> None:
+        for inv in invariants:
+            for line in check_invariant(s, inv):
+                if line not in seen:  # report each distinct violation once, at its first time
+                    seen.add(line)
+                    report.failures.append(f"t={s.now:g}: invariant {line}")
+                    if trace is not None:
+                        trace({"t": s.now, "event": "invariant_violated", "message": line})
+
+    sim.add_invariant_hook(hook)
+    hook(sim)
+    timed = sorted(((e.at, i) for i, e in enumerate(scenario.file.expect) if e.at is not None))
+    final = [i for i, e in enumerate(scenario.file.expect) if e.at is None]
+
+    def expect(i: int, label: str) -> None:
+        lines = check_expect(sim, scenario.file.expect[i])
+        report.checked += 1
+        for line in lines:
+            report.failures.append(f"expect[{i}] {label}: {line}")
+        if trace is not None:
+            trace({"t": sim.now, "event": "expect", "index": i, "ok": not lines, "problems": lines})
+
+    k = 0
+    while True:
+        t = sim.next_time()
+        while k < len(timed) and (t is None or timed[k][0] < t):
+            expect(timed[k][1], f"at t={timed[k][0]:g}")
+            k += 1
+        if t is None:
+            break
+        sim.run_instant()
+    for i in final:
+        expect(i, "at the end")
+    return report

@@ -1,0 +1,370 @@
+"""Scenario files (``scenarios/FORMAT.md``): parsing and validation.
+
+Every table is a pydantic model with ``extra="forbid"``, so an unknown key is an error
+that names the key and lists the allowed ones, never silently ignored (a scenario that
+uses a feature this build lacks must not pass). Cross-references (job → queue, priority
+class names, job ids in expectations) are checked after parsing. :func:`load_scenario`
+returns a :class:`Scenario` of plain model types, or raises :class:`ScenarioError`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from labgang.launcher.model import (
+    GPU,
+    MIG_PROFILE_RE,
+    BorrowPolicy,
+    BorrowWithinCohort,
+    JobRequest,
+    Queueing,
+    QueueSpec,
+    ReclaimWithinCohort,
+    WithinQueue,
+    is_valid_resource,
+    mig_resource,
+)
+from labgang.launcher.scheduler.snapshot import Device, Node
+
+OPTIONAL_FEATURES = ("borrow_within_cohort", "queueing_strategy", "fair_sharing")
+"""Names allowed in ``[scenario] requires``."""
+SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
+
+
+class ScenarioError(ValueError):
+    """A scenario file is unreadable or breaks the format (``labgang simulate`` exits 2).
+
+    Attributes:
+        source: the file name.
+        problems: one line per problem, each starting with the key path (``jobs[2].mig``).
+    """
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _quantities(value: dict[str, int]) -> dict[str, int]:
+    for res, n in value.items():
+        if not is_valid_resource(res):
+            raise ValueError(f"unknown resource {res!r}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'")
+        if n < 0:
+            raise ValueError(f"{res} must be >= 0, got {n}")
+    return value
+
+
+def _profile(value: str) -> str:
+    if not MIG_PROFILE_RE.match(value):
+        raise ValueError(f"{value!r} is not a MIG profile; allowed: like '1g.10gb', '3g.40gb', '1c.3g.71gb'")
+    return value
+
+
+class ScenarioMeta(_Strict):
+    """``[scenario]``: name, description, source, optional features it needs."""
+
+    name: str
+    description: str = ""
+    source: str = ""
+    requires: list[Literal["borrow_within_cohort", "queueing_strategy", "fair_sharing"]] = []
+    fair_sharing: bool = False
+
+
+class NodeModel(_Strict):
+    """``[[nodes]]``: ``gpus`` full GPUs, or with ``mig`` each GPU split into these MIG devices."""
+
+    name: str = Field(min_length=1)
+    gpus: int = Field(ge=0)
+    model: str = ""
+    mig: list[str] | None = None
+
+    @field_validator("mig")
+    @classmethod
+    def _mig(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [_profile(p) for p in v]
+
+
+class BorrowWithinCohortModel(_Strict):
+    """``borrow_within_cohort = { policy, max_priority_threshold }``."""
+
+    policy: BorrowPolicy = BorrowPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+class QueueModel(_Strict):
+    """``[[queues]]``: one queue's quota and policies."""
+
+    name: str = Field(min_length=1)
+    cohort: str | None = None
+    nominal: dict[str, int] = {}
+    borrowing_limit: dict[str, int] = {}
+    lending_limit: dict[str, int] = {}
+    within_queue: WithinQueue = WithinQueue.NEVER
+    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
+    borrow_within_cohort: BorrowWithinCohortModel = BorrowWithinCohortModel()
+    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
+    starvation_after: float | None = Field(default=None, ge=0)
+
+    @field_validator("nominal", "borrowing_limit", "lending_limit")
+    @classmethod
+    def _q(cls, v: dict[str, int]) -> dict[str, int]:
+        return _quantities(v)
+
+    def to_spec(self) -> QueueSpec:
+        """The scheduler's :class:`QueueSpec`."""
+        bwc = self.borrow_within_cohort
+        return QueueSpec(
+            name=self.name, nominal=dict(self.nominal), cohort=self.cohort,
+            borrowing_limit=dict(self.borrowing_limit), lending_limit=dict(self.lending_limit),
+            within_queue=self.within_queue, reclaim_within_cohort=self.reclaim_within_cohort,
+            borrow_within_cohort=BorrowWithinCohort(bwc.policy, bwc.max_priority_threshold),
+            queueing=self.queueing, starvation_after=self.starvation_after,
+        )
+
+
+class JobModel(_Strict):
+    """``[[jobs]]``: a gang, when it arrives, how long it runs."""
+
+    id: str = Field(min_length=1)
+    queue: str
+    workers: int = Field(default=1, ge=1)
+    gpus_per_worker: int | None = Field(default=None, ge=1)
+    mig: str | None = None
+    priority: int | str = 0
+    submit: float = 0.0
+    duration: float | None = Field(default=None, ge=0)
+    grace: float = Field(default=0.0, ge=0)
+    running: bool = False
+
+    @field_validator("mig")
+    @classmethod
+    def _mig(cls, v: str | None) -> str | None:
+        return None if v is None else _profile(v)
+
+    def request(self) -> JobRequest:
+        """The scheduler's :class:`JobRequest`."""
+        if self.mig is not None:
+            return JobRequest(workers=self.workers, per_worker=1, resource=mig_resource(self.mig))
+        return JobRequest(workers=self.workers, per_worker=self.gpus_per_worker or 1, resource=GPU)
+
+
+class ExpectModel(_Strict):
+    """``[[expect]]``: what must hold at ``at`` (absent: once no event is left)."""
+
+    at: float | None = None
+    running: list[str] | None = None
+    pending: list[str] | None = None
+    finished: list[str] | None = None
+    preempted: list[str] | None = None
+    not_preempted: list[str] | None = None
+
+
+class InvariantModel(_Strict):
+    """``[[invariant]]``: checked after every event."""
+
+    max_usage: dict[str, str | int] | None = None
+    no_partial_gangs: bool = False
+
+    @field_validator("max_usage")
+    @classmethod
+    def _max_usage(cls, v: dict[str, str | int] | None) -> dict[str, str | int] | None:
+        if v is None:
+            return v
+        if not isinstance(v.get("queue"), str):
+            raise ValueError("needs queue = \"<name>\" and one or more <resource> = <count>")
+        for key, n in v.items():
+            if key == "queue":
+                continue
+            if not is_valid_resource(key):
+                raise ValueError(f"unknown key {key!r}; allowed: queue, gpu, mig-<profile>")
+            if not isinstance(n, int) or n < 0:
+                raise ValueError(f"{key} must be an integer >= 0")
+        return v
+
+
+class ScenarioFile(_Strict):
+    """A whole scenario file."""
+
+    scenario: ScenarioMeta
+    nodes: list[NodeModel] = Field(min_length=1)
+    priority_classes: dict[str, int] = {}
+    queues: list[QueueModel] = Field(min_length=1)
+    jobs: list[JobModel] = []
+    expect: list[ExpectModel] = []
+    invariant: list[InvariantModel] = []
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario, ready to simulate.
+
+    Attributes:
+        source: file name (for messages).
+        file: the parsed file.
+        nodes: the simulated cluster, devices with stable fake UUIDs.
+        queues: queue specs in file order.
+        priorities: each job's integer priority, by job id.
+    """
+
+    source: str
+    file: ScenarioFile
+    nodes: tuple[Node, ...]
+    queues: tuple[QueueSpec, ...]
+    priorities: dict[str, int]
+
+    @property
+    def has_checks(self) -> bool:
+        """True when the file states expectations or invariants."""
+        return bool(self.file.expect or self.file.invariant)
+
+
+def build_nodes(nodes: list[NodeModel]) -> tuple[Node, ...]:
+    """Devices for each node: ``GPU-<node>-<i>`` full GPUs, or for MIG nodes
+    ``MIG-<node>-<i>-<k>`` devices grouped by their parent GPU."""
+    out = []
+    for n in nodes:
+        devs: list[Device] = []
+        for i in range(n.gpus):
+            if n.mig:
+                parent = f"GPU-{n.name}-{i}"
+                devs += [Device(f"MIG-{n.name}-{i}-{k}", n.name, mig_resource(p), n.model, parent)
+                         for k, p in enumerate(n.mig)]
+            else:
+                devs.append(Device(f"GPU-{n.name}-{i}", n.name, GPU, n.model, ""))
+        out.append(Node(n.name, tuple(devs)))
+    return tuple(out)
+
+
+def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
+    text = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+            # name the job, queue or node: easier to find than an index
+            if i == 1 and loc[0] in ("jobs", "queues", "nodes"):
+                try:
+                    ident = data[loc[0]][part].get("id" if loc[0] == "jobs" else "name")
+                except (KeyError, IndexError, AttributeError, TypeError):
+                    ident = None
+                if ident is not None:
+                    text += f" ({ident!r})"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = ScenarioFile
+    table = {"scenario": ScenarioMeta, "nodes": NodeModel, "queues": QueueModel, "jobs": JobModel,
+             "expect": ExpectModel, "invariant": InvariantModel}
+    keys = [p for p in loc[:-1] if isinstance(p, str)]
+    for k in keys:
+        if model is ScenarioFile and k in table:
+            model = table[k]
+        elif model is QueueModel and k == "borrow_within_cohort":
+            model = BorrowWithinCohortModel
+        else:
+            return None
+    return model
+
+
+def describe_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
+    """One line per pydantic error, naming the key path and the allowed keys or values."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("int", "str", "list[str]", "literal")))
+        where = _loc(loc, data) or "file"
+        if err["type"] == "extra_forbidden":
+            model = _model_for(loc)
+            allowed = ", ".join(model.model_fields) if model else "see FORMAT.md"
+            lines.append(f"{where}: unknown key {loc[-1]!r}; allowed keys: {allowed}")
+        elif err["type"] == "missing":
+            lines.append(f"{where}: required key is missing")
+        else:
+            lines.append(f"{where}: {err['msg']}")
+    return sorted(set(lines), key=lines.index)
+
+
+def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    """Validate a decoded TOML document.
+
+    Raises:
+        ScenarioError: any unknown key, bad value, dangling reference, or an unsupported
+            feature (``fair_sharing``).
+    """
+    try:
+        f = ScenarioFile.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(source, describe_errors(exc, data)) from None
+    problems: list[str] = []
+    if f.scenario.fair_sharing:
+        problems.append("scenario.fair_sharing: fair-share preemption is not supported by this build; "
+                        "allowed: false (or absent)")
+    for feat in f.scenario.requires:
+        if feat not in SUPPORTED_FEATURES:
+            problems.append(f"scenario.requires: feature {feat!r} is not supported by this build; "
+                            f"supported: {', '.join(sorted(SUPPORTED_FEATURES))}")
+    _unique(problems, "nodes", [n.name for n in f.nodes])
+    _unique(problems, "queues", [q.name for q in f.queues])
+    _unique(problems, "jobs", [j.id for j in f.jobs])
+    queues = {q.name: q for q in f.queues}
+    priorities: dict[str, int] = {}
+    for i, j in enumerate(f.jobs):
+        where = f"jobs[{i}] ({j.id!r})"
+        if j.queue not in queues:
+            problems.append(f"{where}.queue: unknown queue {j.queue!r}; allowed: {', '.join(queues)}")
+        if j.mig is not None and j.gpus_per_worker is not None:
+            problems.append(f"{where}: give either gpus_per_worker or mig, not both")
+        if isinstance(j.priority, str):
+            if j.priority not in f.priority_classes:
+                problems.append(f"{where}.priority: unknown priority class {j.priority!r}; allowed: an integer "
+                                f"or one of {', '.join(f.priority_classes) or '(none defined)'}")
+            priorities[j.id] = f.priority_classes.get(j.priority, 0)
+        else:
+            priorities[j.id] = j.priority
+    ids = {j.id for j in f.jobs}
+    for i, e in enumerate(f.expect):
+        for key in ("running", "pending", "finished", "preempted", "not_preempted"):
+            for name in getattr(e, key) or ():
+                if name not in ids:
+                    problems.append(f"expect[{i}].{key}: unknown job {name!r}")
+    for i, inv in enumerate(f.invariant):
+        if inv.max_usage is not None and inv.max_usage["queue"] not in queues:
+            problems.append(f"invariant[{i}].max_usage.queue: unknown queue {inv.max_usage['queue']!r}; "
+                            f"allowed: {', '.join(queues)}")
+    if problems:
+        raise ScenarioError(source, problems)
+    return Scenario(source, f, build_nodes(f.nodes), tuple(q.to_spec() for q in f.queues), priorities)
+
+
+def _unique(problems: list[str], table: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            problems.append(f"{table}[{i}]: duplicate name {n!r}")
+        seen.add(n)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate one scenario file.
+
+    Raises:
+        ScenarioError: the file is missing, not TOML, or not a valid scenario.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(str(p), [f"cannot read: {exc.strerror or exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(str(p), [f"not valid TOML: {exc}"]) from None
+    return parse_scenario(data, str(p))
