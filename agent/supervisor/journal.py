@@ -4,7 +4,8 @@ Layout under the state dir::
 
     ranks/<job_id>/<rank>/          root-owned (the agent's user), mode 0700
         spec.json     LaunchSpec.to_dict()                          agent, at launch
-        launch.json   resolved argv/env/credentials/log for the shim agent, at launch
+        launch.bin    resolved argv/env/credentials/log for the shim   agent, at launch (marshal: the
+                      shim avoids importing json to start faster)
         shim.json     {"pid", "start_ticks"} of the small parent    agent, after spawning it
         rank.json     {"pid", "pgid", "start_ticks", "started_at"}  shim, after spawning the rank
         exit.json     {"exit_status", "ended_at", "error"}          shim, when the rank's main process ended
@@ -21,13 +22,14 @@ sees each file either whole or not at all.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 SPEC = "spec.json"
-LAUNCH = "launch.json"
+LAUNCH = "launch.bin"
 SHIM = "shim.json"
 RANK = "rank.json"
 EXIT = "exit.json"
@@ -40,6 +42,14 @@ def write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def write_marshal(path: Path, data: Any) -> None:
+    """Write plain ``data`` (dict/list/str/int/bool/None) with ``marshal``, atomically."""
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        marshal.dump(data, fh)
     os.replace(tmp, path)
 
 

@@ -28,17 +28,21 @@ The log has a size cap per file. When the next write would pass it, the shim *ro
 with a one-line ``[labgang] log rotated …`` marker. At most two files (≤ 2 × cap bytes)
 exist per rank.
 
-Inputs (``RANK_DIR/launch.json``, written by the agent): ``argv``, ``env``, ``cwd``,
-``uid``, ``gid``, ``groups``, ``drop_privileges``, ``log_path``, ``log_max_bytes``,
-``log_header`` (a line written first, or null).
+Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict of plain
+values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
+``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None).
+
+Startup cost matters (it is most of the time to start a gang, see ``bench/spawn.py``), so
+the shim imports only what it needs: ``marshal`` instead of ``json`` for its input (``json``
+pulls in ``re``), and its two output files are formatted by hand (numbers only; the rare
+error message goes through ``json``, imported on that path alone).
 """
 
 from __future__ import annotations
 
 import ctypes
-import datetime
 import errno
-import json
+import marshal
 import os
 import select
 import signal
@@ -50,12 +54,24 @@ PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 READ_CHUNK = 65536
 
 
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``rename`` (readers see all or nothing)."""
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``rename`` (readers see all or nothing)."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
+        fh.write(text)
     os.replace(tmp, path)
+
+
+def write_exit(rank_dir: str, status: int, error: str | None = None) -> None:
+    """Write ``exit.json``: the exit status, the wall time now, and an error message or null."""
+    if error is None:
+        error_text = "null"
+    else:
+        import json  # only on this rare path: json costs ~8 ms of startup
+
+        error_text = json.dumps(error)
+    write_atomic(os.path.join(rank_dir, "exit.json"),
+                 f'{{"exit_status": {int(status)}, "ended_at": {time.time()!r}, "error": {error_text}}}')
 
 
 def proc_start_ticks(pid: int) -> int | None:
@@ -78,7 +94,7 @@ def become_subreaper() -> None:
 
 def utc_now_text() -> str:
     """The current UTC time as ``2026-01-31T12:00:00Z``."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class RotatingLog:
@@ -139,9 +155,9 @@ def exit_status(wait_status: int) -> int:
 
 
 def main(rank_dir: str) -> int:
-    """Run one rank as described by ``rank_dir/launch.json``; return this shim's own exit code."""
-    with open(os.path.join(rank_dir, "launch.json"), encoding="utf-8") as fh:
-        cfg = json.load(fh)
+    """Run one rank as described by ``rank_dir/launch.bin``; return this shim's own exit code."""
+    with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
+        cfg = marshal.load(fh)
     os.umask(0o077)
     become_subreaper()
     # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would
@@ -172,13 +188,13 @@ def main(rank_dir: str) -> int:
         message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
         log.write(f"[labgang] {message}\n".encode())
         log.close()
-        write_json_atomic(os.path.join(rank_dir, "exit.json"),
-                          {"exit_status": status, "ended_at": time.time(), "error": message})
+        write_exit(rank_dir, status, message)
         return 0
     os.close(out_w)
-    write_json_atomic(os.path.join(rank_dir, "rank.json"),
-                      {"pid": proc.pid, "pgid": proc.pid, "start_ticks": proc_start_ticks(proc.pid),
-                       "started_at": time.time()})
+    ticks = proc_start_ticks(proc.pid)
+    write_atomic(os.path.join(rank_dir, "rank.json"),
+                 f'{{"pid": {proc.pid}, "pgid": {proc.pid}, "start_ticks": {"null" if ticks is None else ticks}, '
+                 f'"started_at": {time.time()!r}}}')
 
     eof = False
     rank_done = False
@@ -196,8 +212,7 @@ def main(rank_dir: str) -> int:
                 rank_done = True
                 status = exit_status(wstatus)
                 proc.returncode = status  # so Popen never waits on this pid itself
-                write_json_atomic(os.path.join(rank_dir, "exit.json"),
-                                  {"exit_status": status, "ended_at": time.time(), "error": None})
+                write_exit(rank_dir, status)
         if eof and no_children:
             break
         fds = [wake_r] if eof else [wake_r, out_r]

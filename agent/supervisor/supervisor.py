@@ -199,7 +199,7 @@ class Supervisor:
             header = (f"[labgang] job {spec.job_id} rank {spec.rank} restart {spec.restart_count}"
                       + (f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""))
         J.write_json(rank_dir / J.SPEC, spec.to_dict())
-        J.write_json(rank_dir / J.LAUNCH, {
+        J.write_marshal(rank_dir / J.LAUNCH, {
             "argv": list(spec.argv),
             "env": rank_environment(spec, run_as),
             "cwd": spec.cwd,

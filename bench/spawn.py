@@ -1,0 +1,87 @@
+"""How fast the supervisor starts an 8-rank gang on one node, against a bare ``posix_spawn``.
+
+Run by hand: ``.venv/bin/python bench/spawn.py [--ranks 8] [--rounds 7]``. Measured in one run:
+
+* ``posix_spawn``: ``os.posix_spawn("/bin/true")`` + ``waitpid``, the floor for starting a process;
+* ``launch``: the 8 ``Supervisor.launch()`` calls returning (journal written, each rank's
+  small parent spawned in its own session);
+* ``started``: from the first ``launch()`` until ``tick()`` has reported ``started`` for all 8
+  (each small parent has run, dropped privileges and ``exec``-ed its rank).
+
+Prints medians and the ratios to the bare spawn. Ranks are ``sleep 60`` as the current
+user, stopped (grace 0) and awaited "gone" between rounds, outside the timed part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from labgang.agent.supervisor import LaunchSpec, RankState, Supervisor
+
+
+def bare_spawn_s(count: int) -> float:
+    """Median seconds of one ``posix_spawn`` of ``/bin/true`` plus its ``waitpid``."""
+    samples = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        pid = os.posix_spawn("/bin/true", ["/bin/true"], os.environ)
+        os.waitpid(pid, 0)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def gang_round(ranks: int) -> tuple[float, float]:
+    """Start one gang of ``ranks`` ranks; return (seconds until all launch() returned, until all started)."""
+    state = Path(tempfile.mkdtemp(prefix="lgbench-"))
+    try:
+        sup = Supervisor(state, allow_root=True)
+        specs = [LaunchSpec(job_id="bench", rank=r, local_rank=r, world_size=ranks, local_world_size=ranks,
+                            node_rank=0, master_addr="127.0.0.1", master_port=29400, devices=(f"GPU-{r}",),
+                            argv=("sleep", "60"), env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", uid=os.getuid(),
+                            grace=0.0) for r in range(ranks)]
+        t0 = time.perf_counter()
+        for spec in specs:
+            sup.launch(spec)
+        launched = time.perf_counter() - t0
+        started = 0
+        while started < ranks:
+            started += sum(1 for e in sup.tick() if e.kind == "started")
+        all_started = time.perf_counter() - t0
+        sup.stop_job("bench", grace=0)
+        while any(r.state is not RankState.GONE for r in sup.ranks()):
+            sup.tick()
+            time.sleep(0.005)
+        return launched, all_started
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    gang_round(args.ranks)  # warm the page cache and the interpreter's imports
+    bare = bare_spawn_s(50)
+    rounds = [gang_round(args.ranks) for _ in range(args.rounds)]
+    bare_after = bare_spawn_s(50)
+    bare = statistics.median([bare, bare_after])
+    launch = statistics.median(r[0] for r in rounds)
+    started = statistics.median(r[1] for r in rounds)
+    print(f"cpus: {os.cpu_count()}  ranks: {args.ranks}  rounds: {args.rounds}")
+    print(f"bare posix_spawn(/bin/true)+wait : {bare * 1e3:8.3f} ms")
+    print(f"{args.ranks} x launch() returned        : {launch * 1e3:8.3f} ms  "
+          f"({launch / args.ranks * 1e3:.3f} ms/rank, {launch / bare:.1f}x one bare spawn, "
+          f"{launch / (bare * args.ranks):.1f}x {args.ranks} bare spawns)")
+    print(f"{args.ranks} ranks all started           : {started * 1e3:8.3f} ms  "
+          f"({started / bare:.1f}x one bare spawn, {started / (bare * args.ranks):.1f}x {args.ranks} bare spawns)")
+
+
+if __name__ == "__main__":
+    main()
