@@ -4,6 +4,12 @@ Everything the supervisor does to processes goes through ``HostOS``: one consist
 ``/proc`` snapshot per tick, identity checks against pid reuse, signals with ``ESRCH``
 counted as "already gone", and spawning a rank's small parent (``shim.py``).
 
+Descendants are found in our own ``/proc`` snapshot rather than with psutil's
+``Process.children(recursive=True)``: psutil rescans all of ``/proc`` on every call, once
+per rank per tick, and exposes the start time only as a float; one scan per tick serves
+every rank and gives the process group and the exact start time in ticks. (psutil is used
+where it is the better tool: user names and command lines of foreign processes.)
+
 A process is identified by ``(pid, start_ticks)``: its pid and its start time in clock
 ticks since boot (``/proc/PID/stat`` field 22, proc(5)). A pid whose start time differs
 from the recorded one is another process that reused the number and is never signalled.

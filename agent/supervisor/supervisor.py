@@ -32,6 +32,7 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import signal
@@ -44,7 +45,7 @@ from typing import Any, Callable, Collection, Mapping
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
-from .errors import InvalidTransition, RankConflict, UnknownJob
+from .errors import InvalidTransition, RankConflict, SupervisorError, UnknownJob
 from .foreign import ForeignProcess, find_foreign
 from .hostos import HostOS, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
@@ -108,6 +109,9 @@ class Supervisor:
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
+
+    Raises:
+        SupervisorError: another live supervisor holds ``state_dir`` (its ``supervisor.lock``).
     """
 
     def __init__(self, state_dir: Path, *, device_pids: DevicePids | None = None,
@@ -128,6 +132,32 @@ class Supervisor:
             self._os.ensure_dir(self._journal.state_dir, 0o755)
         self._os.ensure_dir(self._journal.ranks_dir, 0o700)
         self._os.ensure_dir(self._journal.logs_dir, 0o755)
+        self._lock_fd: int | None = self._take_lock()
+
+    def _take_lock(self) -> int:
+        """Hold ``state_dir/supervisor.lock`` so two agents never supervise one journal.
+
+        The descriptor is close-on-exec (Python's default), so the ranks' small parents never
+        inherit it and the kernel frees the lock when this process dies, however it dies.
+        """
+        path = self._journal.state_dir / "supervisor.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SupervisorError(f"state_dir: {self._journal.state_dir} is already supervised by another "
+                                  f"agent (pid {holder}); one agent per state dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
+
+    def close(self) -> None:
+        """Release the state dir (ranks keep running; another supervisor may ``recover()`` them)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     @classmethod
     def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> "Supervisor":
@@ -368,7 +398,10 @@ class Supervisor:
             self._save(rec)
 
         state = rec.state
-        if state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
+        if state is RankState.WARNED and rec.exit_known and live:
+            # The main process ended on the warning (checkpointed and quit): no reason to wait.
+            self._begin_term(rec, snap, now)
+        elif state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
             self._begin_term(rec, snap, now)
         elif state is RankState.STOPPING:
             self._term_new(rec, snap, live)

@@ -9,7 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from labgang.agent.supervisor import RankState, Supervisor
+import pytest
+
+from labgang.agent.supervisor import RankState, Supervisor, SupervisorError
 
 CHILD = Path(__file__).with_name("agent_child.py")
 
@@ -58,27 +60,49 @@ def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, 
 
 def test_recover_ignores_a_reused_pid(state_dir, make_spec, cleanup, h):
     sup = Supervisor(state_dir, allow_root=True)
-    cleanup.append(sup)
     sup.launch(make_spec(["sleep", "60"]))
     h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    sup.close()  # the agent goes away; the rank keeps running
     rank_dir = state_dir / "ranks" / "job1" / "0"
-    # Pretend the journalled rank started at another time: its pid now names "another process".
+    # Pretend the journalled processes started at other times: their pids now name "other processes".
     info = json.loads((rank_dir / "rank.json").read_text())
-    real_ticks = info["start_ticks"]
     shim = json.loads((rank_dir / "shim.json").read_text())
     for name, data in (("rank.json", info), ("shim.json", shim)):
-        data["start_ticks"] -= 1
-        (rank_dir / name).write_text(json.dumps(data))
+        (rank_dir / name).write_text(json.dumps({**data, "start_ticks": data["start_ticks"] - 1}))
     state = json.loads((rank_dir / "state.json").read_text())
-    state["known"] = {}
-    (rank_dir / "state.json").write_text(json.dumps(state))
+    (rank_dir / "state.json").write_text(json.dumps({**state, "known": {}}))
+    try:
+        other = Supervisor(state_dir, allow_root=True)
+        events = other.recover()
+        # Neither the shim nor the rank matches its journalled identity: nothing is adopted or
+        # signalled, and the rank's exit status is unknowable.
+        assert [(e.kind, e.exit_status) for e in events] == [("exited", None), ("gone", None)]
+        for _ in range(3):
+            other.tick()
+        assert h.pid_alive(info["pid"]) and h.pid_alive(shim["pid"])
+    finally:  # the "other processes" are really this test's: end them by hand
+        os.kill(info["pid"], signal.SIGKILL)
 
-    other = Supervisor(state_dir, allow_root=True)
-    events = other.recover()
-    # Neither the shim nor the rank matches its journalled identity: nothing is adopted or signalled,
-    # and the rank's status is unknowable.
+
+def test_a_second_supervisor_on_the_same_state_dir_is_refused(state_dir, cleanup):
+    first = Supervisor(state_dir)
+    with pytest.raises(SupervisorError, match=f"already supervised by another agent \\(pid {os.getpid()}\\)"):
+        Supervisor(state_dir)
+    first.close()
+    Supervisor(state_dir).close()
+
+
+def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown_status(sup, make_spec, h,
+                                                                                        state_dir):
+    sup.launch(make_spec(["sleep", "60"]))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    rank_pid = sup.ranks()[0].pid
+    shim = json.loads((state_dir / "ranks" / "job1" / "0" / "shim.json").read_text())
+    os.kill(shim["pid"], signal.SIGKILL)
+    for _ in range(5):
+        assert sup.tick() == []
+    assert sup.ranks()[0].state is RankState.RUNNING and h.pid_alive(rank_pid)
+    sup.stop_job("job1")
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [(e.kind, e.exit_status) for e in events] == [("exited", None), ("gone", None)]
-    assert h.pid_alive(info["pid"])
-    # Restore the truth so the first supervisor can stop it in teardown.
-    info["start_ticks"] = real_ticks
-    (rank_dir / "rank.json").write_text(json.dumps(info))
+    assert not h.pid_alive(rank_pid)
