@@ -1,0 +1,119 @@
+"""``labgang top --once`` as a real command, and local mode over the simulated NVML with real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from tui_fakes import NOW
+
+from labgang.agent.nvml.simulated import SimulatedNvml
+from labgang.launcher.pitfalls import PitfallKind
+from labgang.tui.sources import LocalSource
+from labgang.tui.state import StateBuilder
+
+GiB = 1024**3
+H100_0 = "GPU-8faa1f27-6d05-a067-1fa6-7e2d5c342108"
+H100_1 = "GPU-da00dcfe-9dcc-a652-18a4-00330c4ae695"
+H100_2 = "GPU-c5763193-2665-a4fc-1ee9-fd7bc829be97"
+
+
+def labgang(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_once_local_simulated_prints_one_frame(repo_root):
+    out = labgang("top", "--local", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once",
+                  "--width", "150")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("local: simulated h100x8.toml | 1 node(s) | 8 devices:")
+    assert "DEVICES (8)" in lines and "PITFALLS (0)" in out.stdout
+    rows = [ln for ln in lines if ln.startswith("sim-h100x8 ")]
+    assert len(rows) == 8 and all("H100" in r and "/80G" in r for r in rows)
+    assert "JOBS" not in out.stdout  # local mode has no jobs or queues
+    assert all(len(ln) <= 150 for ln in lines)
+    assert "\x1b[" not in out.stdout  # plain text: no terminal control codes
+
+
+def test_once_simulate_implies_local_and_mig_shows_na(repo_root):
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/a100x8-mig.toml"), "--once")
+    assert out.returncode == 0, out.stderr
+    assert "DEVICES (20)" in out.stdout
+    mig_rows = [ln for ln in out.stdout.splitlines() if " 1g.10gb " in ln]
+    assert mig_rows and all("n/a (mig)" in r and "n/a (unsupported)" in r for r in mig_rows)
+
+
+def test_once_without_coordinator_fails_with_one_line(tmp_path):
+    out = labgang("top", "--once", "--state-dir", str(tmp_path))
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; " \
+                                 "start one with `labgang up`"
+
+
+def test_bad_flags_are_usage_errors(tmp_path):
+    bad = tmp_path / "t.toml"
+    bad.write_text("[pitfalls]\nbusy_util = 3\n")
+    out = labgang("top", "--local", "--simulate", "/nonexistent.toml", "--once")
+    assert out.returncode == 2 and "/nonexistent.toml" in out.stderr
+    out = labgang("top", "--simulate", __file__, "--once", "--thresholds", str(bad))
+    assert out.returncode == 2 and "busy_util: unknown threshold; allowed: busy_util_pct" in out.stderr
+
+
+@pytest.fixture
+def sim(repo_root):
+    backend = SimulatedNvml.from_file(repo_root / "config/sim/h100x8.toml")
+    backend.nvmlInit()
+    yield backend
+    backend.nvmlShutdown()
+
+
+@pytest.fixture
+def sleepers():
+    procs = []
+
+    def start(**env: str) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, **env})
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _wait_visible(source: LocalSource, pids: set[int]) -> object:
+    """The simulated NVML sees a process once its environment is readable: poll briefly."""
+    deadline = time.monotonic() + 5
+    while True:
+        snap = source.read()
+        seen = {pid for node in snap.nodes for pids_ in node.inventory.device_pids().values() for pid in pids_}
+        if pids <= seen or time.monotonic() > deadline:
+            return snap
+        time.sleep(0.05)
+
+
+def test_local_source_attributes_real_processes(sim, sleepers):
+    mine = sleepers(CUDA_VISIBLE_DEVICES=H100_0, LABGANG_JOB_ID="j-7")
+    other = sleepers(CUDA_VISIBLE_DEVICES=H100_1)
+    sim.hold_memory(H100_2, 4_000_000, 6 * GiB)  # a context whose process is gone (no such pid)
+    sim.set_utilization(H100_0, gpu_pct=97, sm_active_pct=6)
+    source = LocalSource(sim, description="sim", clock=lambda: NOW)
+    snap = _wait_visible(source, {mine.pid, other.pid})
+    holders = {d.uuid: d for d in snap.nodes[0].devices}
+    assert (holders[H100_0].state, holders[H100_0].job) == ("allocated", "j-7")
+    assert holders[H100_0].user == snap.processes[("sim-h100x8", mine.pid)].user
+    assert holders[H100_1].state == "foreign"
+    assert snap.processes[("sim-h100x8", 4_000_000)].alive is False
+
+    state = StateBuilder(mode="local", user="me").build(snap)
+    by_kind = {f.kind: f for f in state.findings}
+    assert by_kind[PitfallKind.MEMORY_HELD_AFTER_JOB].uuid == H100_2
+    assert {f.uuid for f in state.findings if f.kind is PitfallKind.FOREIGN_PROCESS} == {H100_1, H100_2}
+    [busy] = [f for f in state.findings if f.kind is PitfallKind.KERNEL_BUSY_SM_IDLE]
+    assert busy.uuid == H100_0 and busy.numbers == {"utilization_gpu_pct": 97.0, "sm_active_pct": 6.0}
