@@ -1,0 +1,59 @@
+"""The supervisor against the simulated NVML and the real inventory reader: ranks appear on
+their devices, held memory keeps a rank from being "gone", strangers are foreign."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from labgang.agent.inventory import read_inventory
+from labgang.agent.nvml import open_backend
+from labgang.agent.supervisor import RankState, Supervisor, SupervisorConfig
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def nvml(repo_root):
+    backend = open_backend(simulate=repo_root / "config" / "sim" / "h100x8.toml")
+    yield backend
+    backend.nvmlShutdown()
+
+
+def test_held_memory_keeps_a_stopped_rank_releasing_until_nvml_lets_go(nvml, state_dir, make_spec, cleanup, h):
+    uuids = [d.uuid for d in read_inventory(nvml).allocatable()]
+    sup = Supervisor(state_dir, allow_root=True, device_pids=lambda: read_inventory(nvml).device_pids())
+    cleanup.append(sup)
+    sup.launch(make_spec(["sleep", "60"], devices=(uuids[0],)))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    pid = sup.ranks()[0].pid
+    assert pid in read_inventory(nvml).device_pids()[uuids[0]]  # the sim sees it through CUDA_VISIBLE_DEVICES
+    nvml.hold_memory(uuids[0], pid, 2048 * MIB)
+    sup.stop_job("job1", grace=1.0)
+    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(pid))
+    for _ in range(3):
+        assert sup.tick() == []
+    assert sup.ranks()[0].state is RankState.RELEASING
+    nvml.release_memory(uuids[0], pid)
+    assert [(e.kind, e.exit_status) for e in sup.tick()] == [("gone", 143)]
+
+
+def test_stranger_on_a_simulated_gpu_is_foreign_with_its_memory(nvml, state_dir, make_spec, cleanup, h):
+    uuids = [d.uuid for d in read_inventory(nvml).allocatable()]
+    sup = Supervisor(state_dir, allow_root=True)
+    cleanup.append(sup)
+    sup.launch(make_spec(["sleep", "60"], devices=(uuids[0],)))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    stranger = subprocess.Popen(["sleep", "60"], env={**os.environ, "CUDA_VISIBLE_DEVICES": uuids[3]})
+    try:
+        inventory = read_inventory(nvml)
+        foreign = sup.foreign_processes(inventory)
+        assert [(f.pid, f.device) for f in foreign] == [(stranger.pid, uuids[3])]
+        assert foreign[0].used_memory_bytes == inventory.find(uuids[3]).processes[0].used_memory_bytes
+        assert foreign[0].used_memory_bytes > 0 and foreign[0].cmdline == ("sleep", "60")
+        assert SupervisorConfig().blocked_devices(foreign) == {uuids[3]}
+    finally:
+        stranger.kill()
+        stranger.wait()
