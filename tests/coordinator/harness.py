@@ -70,7 +70,7 @@ class Cluster:
             + config_extra
             + f'\n[[queues]]\nname = "default"\nnominal = {{ gpu = {nominal_gpus} }}\n'
         )
-        self.nodes = nodes
+        self.nodes = dict(nodes)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
 

@@ -1,0 +1,186 @@
+"""Multi-node tests on one machine: a real coordinator and two real agents (simulated 4-GPU
+nodes n1 and n2) as subprocesses on loopback, real ranks via the real supervisor, the
+real SQLite file, and the real Unix socket API."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}
+
+
+def sim_uuids(name: str) -> set[str]:
+    return {line.split('"')[1] for line in (SIM / name).read_text().splitlines() if line.startswith("uuid = ")}
+
+
+def wait_go(then: str = "") -> str:
+    """Rank code: write a 'started' marker, wait until the file 'go' exists, then run ``then``."""
+    return (
+        "base = os.environ['TEST_BASE']\n"
+        "open(os.path.join(base, 'started-%s-%s' % (os.environ['LABGANG_JOB_ID'], os.environ['RANK'])),"
+        " 'a').write('x')\n"
+        "while not os.path.exists(os.path.join(base, 'go')):\n"
+        "    time.sleep(0.05)\n" + then
+    )
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster(NODES)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_gang_spans_both_nodes_with_torchrun_variables(cluster: Cluster) -> None:
+    out = cluster.base / "out"
+    out.mkdir()
+    job = cluster.submit(env_dump_script(str(out), "print('hello from rank', os.environ['RANK'])\n"),
+                         workers=2, gpus_per_worker=4)
+    done = cluster.wait_state(job["id"], {"succeeded", "failed"})
+    assert done["state"] == "succeeded", done
+    assert done["exit_status"] == 0
+    assert done["nodes"] == ["n1", "n2"]
+    r0, r1 = read_json(out / "rank-0-0.json"), read_json(out / "rank-1-0.json")
+    assert (r0["NODE_RANK"], r1["NODE_RANK"]) == ("0", "1")
+    assert r0["WORLD_SIZE"] == r1["WORLD_SIZE"] == "2"
+    assert r0["MASTER_ADDR"] == r1["MASTER_ADDR"] == "127.0.0.1"
+    assert r0["MASTER_PORT"] == r1["MASTER_PORT"] and int(r0["MASTER_PORT"]) > 0
+    d0, d1 = r0["CUDA_VISIBLE_DEVICES"].split(","), r1["CUDA_VISIBLE_DEVICES"].split(",")
+    assert len(d0) == len(d1) == 4 and not set(d0) & set(d1)
+    assert set(d0) == sim_uuids("n1-4gpu.toml") and set(d1) == sim_uuids("n2-4gpu.toml")
+    with cluster.client() as c:
+        chunk = c.logs(job["id"], rank=1)
+    assert b"hello from rank 1" in chunk.data
+    assert chunk.finished
+
+
+def test_failing_rank_stops_the_gang_and_fails_the_job(cluster: Cluster) -> None:
+    code = ("import os, sys, time\n"
+            "if os.environ['RANK'] == '1':\n    time.sleep(0.3); sys.exit(3)\n"
+            "time.sleep(60)\n")
+    job = cluster.submit(rank_script(code), workers=2, gpus_per_worker=4, grace_s=1.0)
+    done = cluster.wait_state(job["id"], {"succeeded", "failed", "cancelled"}, timeout=20)
+    assert done["state"] == "failed"
+    assert done["exit_status"] == 3
+    by_rank = {r["rank"]: r for r in done["ranks"]}
+    assert by_rank[1]["exit_status"] == 3
+    assert by_rank[0]["exit_status"] == 128 + signal.SIGTERM  # stopped by the gang rule, not run out
+    assert "rank 1 on n2 exited with status 3" in done["reason"]["message"]
+
+
+def test_refuses_agents_without_or_with_a_wrong_token(cluster: Cluster) -> None:
+    async def try_link(headers: dict[str, str]) -> int:
+        async with aiohttp.ClientSession() as s:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+                await s.ws_connect(f"http://127.0.0.1:{cluster.port}/v1/agent/link", headers=headers)
+            return info.value.status
+
+    import asyncio
+
+    assert asyncio.run(try_link({})) == 401
+    assert asyncio.run(try_link({"Authorization": "Bearer not-the-token"})) == 401
+    bad = cluster.base / "bad-token"
+    bad.write_text("wrong\n")
+    bad.chmod(0o600)
+    cluster.nodes["n3"] = "n1-4gpu.toml"
+    cluster.start_agent("n3", token_file=bad)
+    wait_for(lambda: "refused the cluster token" in cluster.log_text("agent-n3"), what="agent n3 refused")
+    log = cluster.log_text("coordinator")
+    assert "refused agent link from 127.0.0.1: no cluster token" in log
+    assert "refused agent link from 127.0.0.1: wrong cluster token" in log
+    assert "n3" not in cluster.connected_nodes()
+
+
+def test_coordinator_kill9_loses_nothing_and_starts_nothing_twice(cluster: Cluster) -> None:
+    gang = cluster.submit(rank_script("import os, time\n" + wait_go("print('done')\n")), workers=2,
+                          gpus_per_worker=4)
+    cluster.wait_state(gang["id"], "running")
+    queued = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4)
+    wait_for(lambda: cluster.job(queued["id"])["reason"] is not None, what="queued job has a reason")
+    cluster.kill("coordinator")
+    cluster.start_coordinator()
+    # Both jobs are still known; the gang is still running (re-adopted from the agents' reports).
+    wait_for(lambda: cluster.connected_nodes() == {"n1", "n2"}, timeout=20, what="agents reconnected")
+    assert cluster.job(gang["id"])["state"] == "running"
+    assert cluster.job(queued["id"])["state"] == "pending"
+    (cluster.base / "go").write_text("go")
+    done = cluster.wait_state(gang["id"], {"succeeded", "failed"}, timeout=20)
+    assert done["state"] == "succeeded" and done["restart_count"] == 0
+    after = cluster.wait_state(queued["id"], {"succeeded", "failed"}, timeout=20)
+    assert after["state"] == "succeeded"
+    started = sorted(p.name for p in cluster.base.glob("started-*"))
+    g, q = gang["id"], queued["id"]
+    assert started == sorted([f"started-{g}.0-0", f"started-{g}.0-1", f"started-{q}.0-0", f"started-{q}.0-1"])
+    assert all((cluster.base / name).read_text() == "x" for name in started)  # each rank ran exactly once
+    db = sqlite3.connect(cluster.coord_dir / "labgang.db")
+    attempts = db.execute("SELECT job_id, attempt, rank, exit_status FROM ranks ORDER BY job_id, rank").fetchall()
+    assert attempts == [(g, 0, 0, 0), (g, 0, 1, 0), (q, 0, 0, 0), (q, 0, 1, 0)]
+
+
+def test_agent_kill9_keeps_ranks_running_and_reports_exits_after_restart(cluster: Cluster) -> None:
+    job = cluster.submit(rank_script("import os, sys, time\n" + wait_go("sys.exit(0)\n")), workers=2,
+                         gpus_per_worker=4)
+    cluster.wait_state(job["id"], "running")
+    pid_n2 = wait_for(lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n2"),
+                      what="pid of rank 1 reported")
+    cluster.kill("agent-n2")
+    os.kill(pid_n2, 0)  # the rank survived its agent
+    cluster.start_agent("n2")
+    wait_for(lambda: "n2" in cluster.connected_nodes(), timeout=20, what="agent n2 back")
+    assert cluster.job(job["id"])["state"] == "running"
+    (cluster.base / "go").write_text("go")
+    done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=20)
+    assert done["state"] == "succeeded", done
+    assert [r["exit_status"] for r in done["ranks"]] == [0, 0]
+    assert sorted(p.name for p in cluster.base.glob("started-*")) == [f"started-{job['id']}.0-0",
+                                                                      f"started-{job['id']}.0-1"]
+
+
+def test_silent_agent_is_lost_and_its_gang_requeued() -> None:
+    cluster = Cluster(NODES, node_timeout_s=1.5)
+    try:
+        cluster.start()
+        job = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
+                             grace_s=0.5)
+        cluster.wait_state(job["id"], "running")
+        pid_n1 = wait_for(lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n1"),
+                          what="pid of rank 0 reported")
+        cluster.kill("agent-n2", signal.SIGSTOP)
+        requeued = wait_for(lambda: (j := cluster.job(job["id"]))["restart_count"] == 1 and j, timeout=15,
+                            what="job requeued")
+        assert requeued["state"] == "pending"
+        assert any(h["event"] == "stopping" and "node n2 lost" in h["message"] for h in requeued["history"])
+        wait_for(lambda: not os.path.exists(f"/proc/{pid_n1}") or _zombie(pid_n1), what="rank 0 on n1 stopped")
+        cluster.kill("agent-n2", signal.SIGCONT)
+        # n2 answers again: its stale rank is stopped and the gang starts again as restart 1.
+        again = cluster.wait_state(job["id"], "running", timeout=20)
+        assert again["restart_count"] == 1
+        (cluster.base / "go").write_text("go")
+        done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=20)
+        assert done["state"] == "succeeded"
+        j = job["id"]
+        assert sorted(p.name for p in cluster.base.glob("started-*")) == [
+            f"started-{j}.0-0", f"started-{j}.0-1", f"started-{j}.1-0", f"started-{j}.1-1"]
+    finally:
+        cluster.stop()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
+    except OSError:
+        return True
