@@ -362,7 +362,7 @@ class SimulatedNvml:
             if gpu.memory_total_mib is None or gpu.memory_used_mib is None:
                 self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
             total_mib, reserved_mib = float(gpu.memory_total_mib), float(gpu.memory_reserved_mib)
-            used_bytes = int(gpu.memory_used_mib * MIB) + sum(b for _, b in self._device_processes(gpu, None))
+            used_bytes = int(gpu.memory_used_mib * MIB) + sum(b or 0 for _, b in self._device_processes(gpu, None))
             if gpu.mig_current:
                 used_bytes = int(gpu.memory_used_mib * MIB) + sum(
                     self._gi_used_bytes(gpu, gi) for gi in sorted({m.gi_id for m in gpu.mig_devices}))
@@ -383,7 +383,7 @@ class SimulatedNvml:
     def _gi_used_bytes(self, gpu: SimGpu, gi_id: int) -> int:
         members = [m for m in gpu.mig_devices if m.gi_id == gi_id]
         base = max((m.memory_used_mib for m in members), default=0.0)
-        procs = sum(b for m in members for _, b in self._device_processes(gpu, m))
+        procs = sum(b or 0 for m in members for _, b in self._device_processes(gpu, m))
         return int(base * MIB) + procs
 
     # ------------------------------------------------------------------ utilisation, thermal, power
