@@ -1,0 +1,148 @@
+"""Victim selection, table-driven: who is evicted (whole gangs, minimal set) and who is not."""
+
+from dataclasses import dataclass, field
+
+import pytest
+from sched_builders import Cluster, job, queue
+
+from labgang.launcher.scheduler import run_cycle
+
+STANDALONE = queue("solo").nominal(gpu=6).within_queue("lower-priority").build()
+C1 = queue("c1").cohort("lab").nominal(gpu=6).borrowing_limit(gpu=6) \
+    .within_queue("lower-priority").reclaim("lower-priority").build()
+C2 = queue("c2").cohort("lab").nominal(gpu=6).borrowing_limit(gpu=6).reclaim("any").build()
+LEND1 = queue("lend1").cohort("lend").nominal(gpu=6).lending_limit(gpu=4) \
+    .within_queue("lower-priority").reclaim("lower-priority").build()
+LEND2 = queue("lend2").cohort("lend").nominal(gpu=6).lending_limit(gpu=2) \
+    .within_queue("lower-priority").reclaim("lower-priority").build()
+BWC = dict(policy="lower-priority", threshold=0)
+A_STD = queue("a_std").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).reclaim("lower-priority") \
+    .borrow_within_cohort(**BWC).build()
+B_STD = queue("b_std").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).within_queue("lower-priority") \
+    .reclaim("any").borrow_within_cohort(**BWC).build()
+A_BE = queue("a_be").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).reclaim("lower-priority") \
+    .borrow_within_cohort(**BWC).build()
+SHARED = queue("shared").cohort("s").nominal(gpu=10).build()
+
+
+@dataclass
+class Case:
+    queues: list
+    gpus: int
+    running: list  # (id, queue, gpus, priority)
+    incoming: tuple  # (queue, gpus, priority)
+    victims: set = field(default_factory=set)
+
+
+CASES = {
+    "lowest-priority-first": Case([STANDALONE], 6, [("low", "solo", 2, -1), ("mid", "solo", 2, 0),
+                                                    ("high", "solo", 2, 1)], ("solo", 2, 1), {"low"}),
+    "several-victims-when-one-is-not-enough": Case(
+        [STANDALONE], 6, [("low", "solo", 2, -1), ("mid", "solo", 2, 0), ("high", "solo", 2, 1)],
+        ("solo", 3, 1), {"low", "mid"}),
+    "never-equal-or-higher-priority": Case([STANDALONE], 6, [("a", "solo", 3, -1), ("b", "solo", 3, 0)],
+                                           ("solo", 1, -1), set()),
+    "nothing-when-victims-cannot-make-room": Case([STANDALONE], 6, [("low", "solo", 3, -1), ("mid", "solo", 3, 0)],
+                                                  ("solo", 4, 0), set()),
+    "free-room-counts-so-one-small-victim-suffices": Case(
+        [STANDALONE], 6, [("low", "solo", 1, -1), ("mid", "solo", 1, 0), ("high", "solo", 3, 1)],
+        ("solo", 2, 1), {"low"}),
+    "minimal-set-puts-back-unneeded-victim": Case(
+        [STANDALONE], 6, [("low", "solo", 1, -1), ("mid", "solo", 2, 0), ("high", "solo", 3, 1)],
+        ("solo", 2, 1), {"mid"}),
+    "reclaim-from-borrower-before-own-queue": Case(
+        [C1, C2], 12, [("c1-low", "c1", 3, -1), ("c2-mid", "c2", 3, 0), ("c2-high", "c2", 6, 1)],
+        ("c1", 3, 1), {"c2-mid"}),
+    "no-reclaim-when-preemptor-would-still-borrow": Case(
+        [C1, C2], 12, [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1), ("c2-low-2", "c2", 4, -1)],
+        ("c1", 4, 1), set()),
+    "no-reclaim-from-queue-within-nominal": Case(
+        [C1, C2], 12, [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1)], ("c1", 6, 1), set()),
+    "lower-priority-reclaim-spares-equal-priority": Case(
+        [C1, C2], 12, [("c1", "c1", 2, 0), ("c2-1", "c2", 4, 0), ("c2-2", "c2", 4, 0)], ("c1", 4, 0), set()),
+    "reclaim-any-ignores-priority": Case(
+        [C1, C2], 12, [("c1-1", "c1", 4, 0), ("c1-2", "c1", 4, 1), ("c2", "c2", 2, 0)], ("c2", 4, 0), {"c1-1"}),
+    "own-queue-and-borrower-when-must-end-within-nominal": Case(
+        [C1, C2], 12, [("c1-low", "c1", 3, -1), ("c1-mid", "c1", 2, 0), ("c2-low", "c2", 3, -1),
+                       ("c2-mid", "c2", 4, 0)], ("c1", 4, 0), {"c1-low", "c2-low"}),
+    "reclaim-from-lender-above-nominal": Case(
+        [LEND1, LEND2], 12, [("l1-low", "lend1", 3, -1), ("l2-mid", "lend2", 3, 0), ("l2-high", "lend2", 4, 1)],
+        ("lend1", 3, 1), {"l2-mid"}),
+    "request-above-lending-limit-maximum-never-preempts": Case(
+        [LEND1, LEND2], 12, [("l2-low", "lend2", 10, -1)], ("lend1", 9, 0), set()),
+    "borrow-within-cohort-below-threshold": Case(
+        [A_STD, B_STD, A_BE, SHARED], 13, [("a_be_low", "a_be", 10, -1), ("b_be_low", "a_be", 1, -1)],
+        ("a_std", 10, 0), {"a_be_low"}),
+    "borrow-within-cohort-not-above-threshold": Case(
+        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 10, 1)], ("a_std", 10, 2), set()),
+    "above-threshold-ok-when-ending-within-nominal": Case(
+        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 13, 1)], ("a_std", 1, 2), {"b_std"}),
+    "own-queue-and-below-threshold-borrower": Case(
+        [A_STD, B_STD, A_BE, SHARED], 13, [("b-high", "b_std", 10, 2), ("b-mid", "b_std", 1, 1),
+                                           ("a-low", "a_be", 1, -1), ("a-lower", "a_be", 1, -2)],
+        ("b_std", 2, 2), {"b-mid", "a-lower"}),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_victims(case: Case):
+    c = Cluster().node("n1", case.gpus)
+    for i, (jid, q, gpus, prio) in enumerate(case.running):
+        c.run(job(jid).queue(q).gpus(gpus).priority(prio).submitted(-100.0 + i))
+    q, gpus, prio = case.incoming
+    result = run_cycle(c.snapshot(case.queues, [job("in").queue(q).gpus(gpus).priority(prio)]))
+    assert not result.admitted
+    got = set(result.preempted[0].victims) if result.preempted else set()
+    assert got == case.victims
+    if case.victims:
+        assert result.pending[0].reason.code.value == "waiting_for_victims"
+
+
+def test_newer_equal_priority_only_with_that_policy():
+    q = queue("q").nominal(gpu=4).within_queue("lower-or-newer-equal-priority").build()
+    c = Cluster().node("n1", 4)
+    c.run(job("older").queue("q").gpus(2).submitted(-20.0))
+    c.run(job("newer").queue("q").gpus(2).submitted(-5.0))
+    result = run_cycle(c.snapshot([q], [job("in").queue("q").gpus(2).submitted(-10.0)]))
+    assert result.preempted[0].victims == ("newer",)
+    # a job newer than both evicts nobody
+    result = run_cycle(c.snapshot([q], [job("late").queue("q").gpus(2).submitted(0.0)]))
+    assert result.preempted == ()
+
+
+def test_victims_must_make_room_for_placement_not_only_quota():
+    # quota 4 on two 2-GPU nodes: a 1x4 job can never be placed, so it is unschedulable, no eviction
+    q = queue("q").nominal(gpu=4).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 2).node("n2", 2)
+    c.run(job("low").queue("q").gpus(1).priority(-1))
+    result = run_cycle(c.snapshot([q], [job("big").queue("q").gpus(4).priority(5)]))
+    assert result.preempted == ()
+    assert result.pending[0].reason.code.value == "unschedulable"
+
+
+def test_victim_on_the_wrong_node_is_not_taken():
+    # n1: low (2 GPUs, prio -1); n2: mid (1 GPU, prio 0) leaving 1 free; a 1x2 job (prio 5)
+    # Removing only `low` makes room on n1; taking `mid` alone would not -> exactly {low}
+    q = queue("q").nominal(gpu=6).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 2).node("n2", 2)
+    c.run(job("low").queue("q").gpus(2).priority(-1))
+    c.run(job("mid").queue("q").gpus(1).priority(0))
+    result = run_cycle(c.snapshot([q], [job("x").queue("q").gpus(2).priority(5)]))
+    assert result.preempted[0].victims == ("low",)
+
+
+def test_gang_victims_are_whole_and_minimal():
+    q = queue("q").nominal(gpu=4).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 1).node("n2", 1).node("n3", 1).node("n4", 1)
+    c.run(job("a").queue("q").gang(2, 1).priority(10).submitted(-20.0))
+    c.run(job("b").queue("q").gang(2, 1).priority(10).submitted(-10.0))
+    result = run_cycle(c.snapshot([q], [job("p").queue("q").gang(2, 1).priority(100)]))
+    assert result.preempted[0].victims == ("b",)  # most recently admitted of equal priority
+
+
+def test_terminating_jobs_are_never_new_victims():
+    q = queue("q").nominal(gpu=2).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 2)
+    c.run(job("leaving").queue("q").gpus(2).priority(-1).terminating())
+    result = run_cycle(c.snapshot([q], [job("x").queue("q").gpus(2).priority(5)]))
+    assert result.preempted == () and not result.admitted
