@@ -1,0 +1,167 @@
+"""The user API served by the real application on a real Unix socket and a loopback TCP port,
+with a websocket 'agent' driven by the test (real link protocol, simulated NVML inventory)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from labgang.agent.inventory import read_inventory
+from labgang.agent.nvml import open_backend
+from labgang.launcher.api import keys
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.app import create_app
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "test-token"
+
+
+class Server:
+    def __init__(self, runner: web.AppRunner, sock: Path, port: int) -> None:
+        self.runner, self.sock, self.port = runner, sock, port
+        self.app = runner.app
+
+    def unix(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(self.sock)))
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        async with self.unix() as s:
+            async with s.request(method, "http://labgang" + path, json=body) as r:
+                return r.status, await r.json()
+
+
+@pytest.fixture
+async def server():
+    base = Path(tempfile.mkdtemp(prefix="lga-", dir="/tmp"))
+    config = parse_config({
+        "admins": ["admin-nobody-has"],
+        "priority_classes": {"high": 100},
+        "default_grace_s": 0.5,
+        "queues": [
+            {"name": "default", "nominal": {"gpu": 8}},
+            {"name": "private", "nominal": {"gpu": 4}, "users": ["someone-else"]},
+        ],
+    })
+    app = create_app(config, base, token=TOKEN)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = base / "labgang.sock"
+    await web.UnixSite(runner, str(sock)).start()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    port = tcp._server.sockets[0].getsockname()[1]
+    try:
+        yield Server(runner, sock, port)
+    finally:
+        await runner.cleanup()
+
+
+def inventory_dict(machine: str) -> dict[str, Any]:
+    backend = open_backend(REPO / "config" / "sim" / machine)
+    try:
+        return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
+    finally:
+        backend.nvmlShutdown()
+
+
+async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> None:
+    status, body = await server.call("POST", "/v1/jobs", {"argv": ["sleep", "10"], "workers": 2,
+                                                          "gpus_per_worker": 4, "priority": "high"})
+    assert status == 201, body
+    job = body["job"]
+    assert job["user"] == "root" and job["uid"] == 0  # from SO_PEERCRED, not the body
+    assert (job["state"], job["priority"], job["queue"], job["resource"]) == ("pending", 100, "default", "gpu")
+    status, body = await server.call("GET", "/v1/jobs")
+    assert [j["id"] for j in body["jobs"]] == [job["id"]]
+    status, body = await server.call("GET", f"/v1/jobs/{job['id']}")
+    assert body["job"]["history"][0]["event"] == "submitted"
+    status, body = await server.call("POST", f"/v1/jobs/{job['id']}/cancel")
+    assert status == 200 and body["job"]["state"] == "cancelled"
+    status, body = await server.call("GET", "/v1/queues")
+    assert body["queues"][0] == {
+        "name": "default", "cohort": None, "nominal": {"gpu": 8}, "used": {}, "borrowed": {}, "lent": {},
+        "borrowing_limit": {}, "lending_limit": {}, "pending": 0, "running": 0, "reclaim_time_s": 0.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "body, status, field, allowed",
+    [
+        ({"argv": ["x"], "queue": "nope"}, 400, "queue", ["default", "private"]),
+        ({"argv": ["x"], "priority": "urgent"}, 400, "priority", ["high"]),
+        ({"argv": ["x"], "bogus": 1}, 400, "bogus", None),
+        ({"argv": []}, 400, "argv", None),
+        ({"argv": ["x"], "workers": 0}, 400, "workers", None),
+        ({"argv": ["x"], "mig": "huge"}, 400, "mig", None),
+        ({"argv": ["x"], "signal": "SIGNOPE@10"}, 400, "signal", None),
+        ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
+        ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
+    ],
+    ids=["unknown-queue", "unknown-priority-class", "unknown-field", "empty-argv", "zero-workers", "bad-mig",
+         "bad-signal", "relative-cwd", "over-any-quota"],
+)
+async def test_bad_submissions_name_the_field_and_change_nothing(server: Server, body: dict, status: int,
+                                                                 field: str, allowed: list | None) -> None:
+    got, reply = await server.call("POST", "/v1/jobs", body)
+    assert got == status, reply
+    assert reply["error"]["field"] == field
+    if allowed is not None:
+        assert reply["error"]["allowed"] == allowed
+    _, listing = await server.call("GET", "/v1/jobs?all=1")
+    assert listing["jobs"] == []
+
+
+async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:
+    status, body = await server.call("GET", "/v1/jobs/999")
+    assert status == 404 and body["error"]["field"] == "id"
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"http://127.0.0.1:{server.port}/v1/jobs", json={"argv": ["x"]}) as r:
+            assert r.status == 403
+            assert "read-only" in (await r.json())["error"]["message"]
+        async with s.get(f"http://127.0.0.1:{server.port}/v1/version") as r:
+            assert r.status == 200 and (await r.json())["uid"] is None
+
+
+async def test_forwarded_requests_act_as_the_vouched_uid(server: Server) -> None:
+    """An agent forwards requests from its node's socket; the coordinator trusts its uid."""
+    status, root_job = await server.call("POST", "/v1/jobs", {"argv": ["sleep", "1"]})
+    assert status == 201
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(f"http://127.0.0.1:{server.port}/v1/agent/link",
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        await ws.send_json({"type": "hello", "node": "n1", "version": server.app[keys.COORDINATOR].version,
+                            "address": "127.0.0.1", "inventory": inventory_dict("n1-4gpu.toml"), "ranks": []})
+        assert (await ws.receive_json(timeout=5))["type"] == "welcome"
+
+        async def forward(uid: int, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+            data = json.dumps(body).encode() if body is not None else b""
+            await ws.send_json({"type": "api", "id": 7, "uid": uid, "method": method, "path": path, "query": {},
+                                "body": base64.b64encode(data).decode()})
+            while True:
+                msg = await ws.receive_json(timeout=5)
+                if msg["type"] == "api_reply":
+                    return msg["status"], json.loads(base64.b64decode(msg["body"]))
+
+        status, reply = await forward(65534, "POST", f"/v1/jobs/{root_job['job']['id']}/cancel")
+        assert status == 403
+        assert "belongs to root" in reply["error"]["message"]
+        status, reply = await forward(65534, "POST", "/v1/jobs", {"argv": ["true"], "queue": "private"})
+        assert status == 403 and reply["error"]["field"] == "queue" and reply["error"]["allowed"] == ["default"]
+        status, reply = await forward(65534, "POST", "/v1/jobs", {"argv": ["true"]})
+        assert status == 201 and reply["job"]["uid"] == 65534
+        status, reply = await forward(65534, "GET", "/v1/jobs")
+        assert [j["uid"] for j in reply["jobs"]] == [65534]
+        status, reply = await forward(65534, "GET", f"/v1/jobs/{root_job['job']['id']}/logs")
+        assert status == 403
+        await ws.close()
+    status, body = await server.call("GET", "/v1/nodes")
+    node = body["nodes"][0]
+    assert node["name"] == "n1" and len(node["devices"]) == 4
+    assert node["inventory"]["hostname"] == "n1"
