@@ -196,9 +196,11 @@ def by_name(name: str) -> GpuModel | None:
     for model in CATALOGUE:
         if model.name == name:
             return model
-    norm = re.sub(r"[^a-z0-9]", "", name.lower())
+    def norm(text: str) -> str:  # R450-era drivers drop the "NVIDIA " prefix
+        return re.sub(r"^nvidia", "", re.sub(r"[^a-z0-9]", "", text.lower()))
+
     for model in CATALOGUE:
-        if re.sub(r"[^a-z0-9]", "", model.name.lower()) == norm:
+        if norm(model.name) == norm(name):
             return model
     return None
 
