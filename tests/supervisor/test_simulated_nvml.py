@@ -49,11 +49,16 @@ def test_stranger_on_a_simulated_gpu_is_foreign_with_its_memory(nvml, state_dir,
     stranger = subprocess.Popen(["sleep", "60"], env={**os.environ, "CUDA_VISIBLE_DEVICES": uuids[3]})
     try:
         inventory = read_inventory(nvml)
+        # The simulator scans every process of the host, so other tests' processes may show up too:
+        # look at ours only.
         foreign = sup.foreign_processes(inventory)
-        assert [(f.pid, f.device) for f in foreign] == [(stranger.pid, uuids[3])]
-        assert foreign[0].used_memory_bytes == inventory.find(uuids[3]).processes[0].used_memory_bytes
-        assert foreign[0].used_memory_bytes > 0 and foreign[0].cmdline == ("sleep", "60")
-        assert SupervisorConfig().blocked_devices(foreign) == {uuids[3]}
+        mine = [f for f in foreign if f.pid == stranger.pid]
+        assert [(f.pid, f.device) for f in mine] == [(stranger.pid, uuids[3])]
+        held = {p.pid: p.used_memory_bytes for p in inventory.find(uuids[3]).processes}
+        assert mine[0].used_memory_bytes == held[stranger.pid] > 0 and mine[0].cmdline == ("sleep", "60")
+        rank_pid = sup.ranks()[0].pid
+        assert rank_pid in inventory.device_pids()[uuids[0]] and rank_pid not in {f.pid for f in foreign}
+        assert uuids[3] in SupervisorConfig().blocked_devices(mine)
     finally:
         stranger.kill()
         stranger.wait()
