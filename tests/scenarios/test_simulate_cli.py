@@ -1,0 +1,135 @@
+"""``labgang simulate``: exit statuses, readable diffs, strict validation, --trace, summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from labgang.launcher.cli.simulate import simulate
+from labgang.launcher.simulate import ScenarioError, load_scenario
+
+BASE = """
+[scenario]
+name = "t"
+[[nodes]]
+name = "n1"
+gpus = 2
+[[queues]]
+name = "q"
+nominal = { gpu = 2 }
+[[jobs]]
+id = "a"
+queue = "q"
+gpus_per_worker = 2
+duration = 5.0
+[[jobs]]
+id = "b"
+queue = "q"
+gpus_per_worker = 1
+submit = 1.0
+duration = 5.0
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def run(*args: str):
+    return CliRunner().invoke(simulate, list(args))
+
+
+def test_passing_file_exits_0(tmp_path):
+    f = write(tmp_path, BASE + '[[expect]]\nat = 1.0\nrunning = ["a"]\npending = ["b"]\n'
+                              '[[expect]]\nrunning = []\nfinished = ["a", "b"]\n')
+    res = run(f)
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "2 expectations" in res.output
+
+
+def test_failing_expectation_exits_1_with_a_diff(tmp_path):
+    f = write(tmp_path, BASE + '[[expect]]\nat = 1.0\nrunning = ["a", "b"]\n')
+    res = run(f)
+    assert res.exit_code == 1
+    assert "expect[0] at t=1: running: expected [a, b], got [a] (missing [b])" in res.output
+
+
+def test_invariant_violation_exits_1(tmp_path):
+    f = write(tmp_path, BASE + '[[invariant]]\nmax_usage = { queue = "q", gpu = 1 }\n')
+    res = run(f)
+    assert res.exit_code == 1
+    assert "invariant max_usage: q uses 2 gpu, limit 1" in res.output
+
+
+@pytest.mark.parametrize("extra,needle", [
+    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\ngpu_per_worker = 1\n', "unknown key 'gpu_per_worker'", id="job-key"),
+    pytest.param('[[expect]]\nat = 1.0\nrunnning = ["a"]\n', "unknown key 'runnning'", id="expect-key"),
+    pytest.param('[extra]\nx = 1\n', "unknown key 'extra'", id="top-level-table"),
+    pytest.param('[[jobs]]\nid = "c"\nqueue = "nope"\n', "unknown queue 'nope'; allowed: q", id="dangling-queue"),
+    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\npriority = "vip"\n', "unknown priority class 'vip'", id="priority"),
+    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\nmig = "big"\n', "is not a MIG profile", id="mig-profile"),
+    pytest.param('[[expect]]\nrunning = ["zz"]\n', "unknown job 'zz'", id="expect-job"),
+])
+def test_malformed_file_exits_2_naming_the_key(tmp_path, extra, needle):
+    res = run(write(tmp_path, BASE + extra))
+    assert res.exit_code == 2
+    assert needle in res.output
+
+
+def test_bad_enum_value_lists_the_allowed_values(tmp_path):
+    res = run(write(tmp_path, BASE.replace('nominal = { gpu = 2 }', 'nominal = { gpu = 2 }\nqueueing = "lifo"')))
+    assert res.exit_code == 2
+    assert "queues[0] ('q').queueing" in res.output and "'strict-fifo'" in res.output
+
+
+@pytest.mark.parametrize("meta", ["fair_sharing = true", 'requires = ["fair_sharing"]'])
+def test_fair_sharing_is_refused(tmp_path, meta):
+    res = run(write(tmp_path, BASE.replace('name = "t"', f'name = "t"\n{meta}', 1)))
+    assert res.exit_code == 2
+    assert "fair" in res.output
+
+
+def test_not_toml_exits_2(tmp_path):
+    res = run(write(tmp_path, "[scenario\n"))
+    assert res.exit_code == 2 and "not valid TOML" in res.output
+
+
+def test_trace_prints_json_lines(tmp_path):
+    res = CliRunner().invoke(simulate, ["--trace", write(tmp_path, BASE + '[[expect]]\nrunning = []\n')])
+    assert res.exit_code == 0
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[:2] == ["submit", "admit"] and "finish" in kinds and kinds[-1] == "expect"
+    admit = next(e for e in events if e["event"] == "admit")
+    assert admit["placement"] == [{"rank": 0, "node": "n1", "devices": ["GPU-n1-0", "GPU-n1-1"]}]
+
+
+def test_plain_job_list_prints_waits_and_utilization(tmp_path):
+    res = run(write(tmp_path, BASE))
+    assert res.exit_code == 0
+    out = res.output
+    assert "QUEUE" in out and "WAIT MEAN" in out
+    # b waits from 1 to 5: mean wait over a (0) and b (4) is 2.0
+    line = next(l for l in out.splitlines() if l.startswith("q "))
+    assert line.split()[1:6] == ["2", "2", "2", "0", "2.0"]
+    # 2 GPUs x 5 s + 1 GPU x 5 s over 2 GPUs x 10 s = 75 %
+    assert "utilization gpu: 75.0%" in out
+
+
+def test_several_files_worst_status_wins(tmp_path):
+    good = write(tmp_path, BASE + '[[expect]]\nrunning = []\n', "good.toml")
+    bad = write(tmp_path, BASE + 'oops = 1\n', "bad.toml")
+    res = run(good, bad)
+    assert res.exit_code == 2 and "PASS" in res.output
+
+
+def test_load_scenario_error_lists_every_problem(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, BASE + '[[jobs]]\nid = "a"\nqueue = "x"\n'))
+    text = "\n".join(info.value.problems)
+    assert "duplicate name 'a'" in text and "unknown queue 'x'" in text
