@@ -220,7 +220,10 @@ def main(rank_dir: str) -> int:
         if out_r in ready:
             data = os.read(out_r, READ_CHUNK)
             if data:
-                log.write(data)
+                try:
+                    log.write(data)
+                except OSError as exc:  # disk full, quota: lose output, never the rank or its status
+                    print(f"labgang shim: dropped {len(data)} bytes of output: {exc}", file=sys.stderr)
             else:
                 eof = True
                 os.close(out_r)

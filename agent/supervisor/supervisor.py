@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 
 DevicePids = Callable[[], Mapping[str, frozenset[int]]]
 
+KNOWN_PIDS_LIMIT = 4096
+"""Pids remembered per rank (live ones always; the oldest dead ones are forgotten past this).
+Dead pids are kept because NVML may still show them on the rank's devices."""
+
 
 @dataclass
 class _Rank:
@@ -379,6 +383,8 @@ class Supervisor:
         live = self._live(rec, snap, shim_alive)
         grown = any(pid not in rec.known for pid in live)
         rec.known.update(live)
+        if len(rec.known) > KNOWN_PIDS_LIMIT:
+            self._prune_known(rec, live)
 
         if not rec.exit_known:
             self._read_exit_file(rec)
@@ -423,6 +429,13 @@ class Supervisor:
             if not held:
                 events.append(self._transition(rec, RankState.GONE, "gone"))
         return events
+
+    @staticmethod
+    def _prune_known(rec: _Rank, live: Mapping[int, int]) -> None:
+        """Forget the oldest dead pids beyond ``KNOWN_PIDS_LIMIT`` (a job forking workers every epoch)."""
+        dead = [pid for pid in rec.known if pid not in live and pid != rec.pid]
+        for pid in dead[: len(rec.known) - KNOWN_PIDS_LIMIT]:
+            del rec.known[pid]
 
     def _read_rank_file(self, rec: _Rank) -> None:
         info = J.read_json(rec.dir / J.RANK)
