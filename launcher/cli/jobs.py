@@ -67,6 +67,9 @@ RANK_ENV = frozenset(
         "TORCHELASTIC_RUN_ID",
     }
 )
+# labgang's own settings (LABGANG_STATE_DIR...) configure this CLI, not the job; labgang sets
+# LABGANG_JOB_ID and LABGANG_RESTART_COUNT for each rank itself.
+LABGANG_ENV_PREFIX = "LABGANG_"
 FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
 POLL_S = 0.2
 # Once a job has ended, how many polls to wait for its logs to report complete.
@@ -190,7 +193,8 @@ def build_submission(
 
     Optional fields left unset are omitted so the coordinator applies its defaults
     (the user's default queue, the queue's grace...). The environment is the caller's
-    (like ``sbatch --export=ALL``) minus the variables labgang sets per rank.
+    (like ``sbatch --export=ALL``) minus the variables labgang sets per rank and
+    ``LABGANG_*`` (this CLI's own settings).
 
     Args:
         argv: the command and its arguments (non-empty).
@@ -227,7 +231,8 @@ def build_submission(
         "mig": mig,
         "requeue": not no_requeue,
         "argv": argv,
-        "env": {k: v for k, v in (os.environ if env is None else env).items() if k not in RANK_ENV},
+        "env": {k: v for k, v in (os.environ if env is None else env).items()
+                if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)},
         "cwd": os.getcwd() if cwd is None else cwd,
     }
     optional = {
@@ -383,10 +388,12 @@ class JobFollower:
             return
         self._last_report = key
         state = job["state"]
+        if state == "admitted" or (state == "pending" and not reason):
+            return  # passing states: a scheduling cycle or the ranks' start is under way
         if state == "pending":
-            why = reason.get("message") or reason.get("code") or "waiting for a scheduling cycle"
+            why = reason.get("message") or reason.get("code")
             line = f"job {self.job_id} pending in queue {job.get('queue')}: {why}"
-        elif state in ("admitted", "running"):
+        elif state == "running":
             line = f"job {self.job_id} {state} on {','.join(job.get('nodes') or []) or '?'}"
         elif state == "terminating":
             line = f"job {self.job_id} terminating" + (f": {reason.get('message')}" if reason.get("message") else "")

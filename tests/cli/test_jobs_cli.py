@@ -105,7 +105,7 @@ def test_show_unknown_job_is_refused(fake):
 
 
 def test_build_submission_defaults(tmp_path):
-    body = build_submission(argv=["/usr/bin/python3", "-c", "pass"], env={"A": "1", "RANK": "3"}, cwd=str(tmp_path))
+    body = build_submission(argv=["/usr/bin/python3", "-c", "pass"], env={"A": "1", "RANK": "3", "LABGANG_STATE_DIR": "/x"}, cwd=str(tmp_path))
     assert body == {"workers": 1, "gpus_per_worker": 1, "mig": None, "requeue": True,
                     "argv": ["/usr/bin/python3", "-c", "pass"], "env": {"A": "1"}, "cwd": str(tmp_path)}
 

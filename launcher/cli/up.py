@@ -1,0 +1,153 @@
+"""``labgang up``: a coordinator and this machine's agent in one foreground process.
+
+The embedded default for one workstation. No configuration: the coordinator gets one
+queue ``default`` whose nominal quota covers every allocatable device the agent sees
+(:meth:`labgang.launcher.config.ClusterConfig.default_for`); the agent runs in the same
+event loop and joins over loopback with a token that never leaves the process
+(:func:`labgang.launcher.coordinator.app.serve` with ``local_agent``). Everything lives
+under the state directory, so several instances can run side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from labgang.launcher import paths
+
+KEEP_JOBS_HELP = (
+    "Leave running ranks alive when labgang up stops; the next `labgang up` with the same state "
+    "directory re-adopts them and records their exits. By default Ctrl-C stops every job's ranks "
+    "(SIGTERM, then SIGKILL after the job's grace) before exiting, because once labgang up is gone "
+    "nothing would watch them, and unwatched processes keep holding GPUs nobody can see in the queue."
+)
+
+
+def try_hint(inventory: Any) -> str:
+    """The command to try first on this machine: a gang that fits its devices.
+
+    Args:
+        inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
+
+    Returns:
+        ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine;
+        a smaller gang (or one MIG device per rank) where fewer devices are allocatable.
+    """
+    counts = Counter(device.resource for device in inventory.allocatable())
+    gpus = counts.get("gpu", 0)
+    if gpus >= 8:
+        shape = "-n 4 -g 2"
+    elif gpus >= 1:
+        shape = f"-n {gpus} -g 1"
+    elif counts:
+        resource, n = max(sorted(counts.items()), key=lambda item: item[1])
+        shape = f"-n {n} --mig {resource.removeprefix('mig-')}"
+    else:
+        shape = "-n 1 -g 1"
+    return f"labgang run {shape} -- python examples/ddp_allreduce.py"
+
+
+def _describe_devices(inventory: Any) -> str:
+    counts = Counter(device.resource for device in inventory.allocatable())
+    if not counts:
+        return "no allocatable devices"
+    return ", ".join(f"{n} {resource}" for resource, n in sorted(counts.items()))
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"labgang up: {message}", err=True)
+    raise SystemExit(code)
+
+
+@click.command("up")
+@click.option("--simulate", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Simulate this machine's GPUs from a machine file (config/sim/*.toml) instead of NVML.")
+@click.option("--nvml", is_flag=True, help="Use the NVIDIA driver through NVML (the default without --simulate).")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), envvar=paths.STATE_DIR_ENV,
+              show_envvar=True, default=None,
+              help="Where the database, socket, journal and logs live "
+                   "[default: /var/lib/labgang as root, else ~/.local/state/labgang].")
+@click.option("--keep-jobs", is_flag=True, help=KEEP_JOBS_HELP)
+@click.option("-v", "--verbose", count=True, help="Log what the coordinator and agent do (-vv: debug).")
+@click.pass_context
+def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | None, keep_jobs: bool,
+       verbose: int) -> None:
+    """Run a coordinator and this machine's agent in the foreground (one workstation).
+
+    One queue `default` covers every GPU (and MIG device) of the machine. Other shells
+    of the same user find it without flags; with --state-dir, export LABGANG_STATE_DIR
+    there too. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
+    their grace (see --keep-jobs).
+
+    Example: labgang up --simulate config/sim/h100x8.toml
+    """
+    if simulate is not None and nvml:
+        raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
+    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from labgang.agent.inventory import read_inventory
+    from labgang.agent.nvml import NvmlUnavailable, open_backend
+
+    try:
+        backend = open_backend(simulate)
+    except NvmlUnavailable as exc:
+        _fail(str(exc), 2)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(f"--simulate: {exc}", 2)
+
+    from labgang.agent.config import AgentConfig
+    from labgang.agent.service import AgentService
+    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.coordinator.app import TokenError, serve
+
+    node = socket.gethostname()
+    inventory = read_inventory(backend, hostname=node)
+    config = ClusterConfig.default_for(inventory)
+    directory = paths.resolve_state_dir(state_dir)
+    explicit_dir = ctx.get_parameter_source("state_dir") is click.core.ParameterSource.COMMANDLINE
+    agent = AgentService(
+        AgentConfig(
+            node=node,
+            address="127.0.0.1",  # every rank runs here: rendezvous over loopback
+            state_dir=str(directory),
+            user_socket=False,  # the coordinator itself serves <state_dir>/labgang.sock
+            simulate=str(simulate) if simulate else None,
+            # One workstation, one person: whoever started `labgang up` may run jobs as
+            # themselves, root included (a shared cluster's agent keeps root jobs off).
+            supervisor={"allow_root": os.geteuid() == 0},
+        ),
+        backend=backend,
+        stop_jobs_on_exit=not keep_jobs,
+    )
+    source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
+
+    def ready(info: dict[str, Any]) -> None:
+        lines = [
+            f"labgang up: coordinator and agent for node {node} ({_describe_devices(inventory)}; {source})",
+            f"  state dir: {directory}",
+            f"  socket:    {info['socket']}",
+            f"  queue:     default ({', '.join(f'{k}={v}' for k, v in config.queues[0].nominal.items()) or 'empty'})",
+            "  Ctrl-C stops labgang " + ("and leaves running jobs alive (--keep-jobs)" if keep_jobs
+                                         else "and its jobs (each with its grace period)"),
+        ]
+        if explicit_dir:
+            lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
+        lines.append(f"try: {try_hint(inventory)}")
+        click.echo("\n".join(lines))
+        click.get_text_stream("stdout").flush()
+
+    try:
+        asyncio.run(serve(config, directory, local_agent=agent, ready=ready))
+    except (RuntimeError, TokenError) as exc:
+        _fail(str(exc), 1)
+    except OSError as exc:
+        _fail(f"{directory}: {exc}", 1)
+    click.echo("labgang up: stopped")

@@ -1,0 +1,247 @@
+"""End to end with real processes: `labgang up --simulate` in the background, the shell commands
+against it, and real torch.distributed gangs (gloo on CPU) launched by its agent.
+
+One `labgang up` serves the whole module (starting one costs a second or two on the CI
+machines); every test leaves no job holding devices behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = REPO / "config" / "sim" / "h100x8.toml"
+STARTUP_S = 30.0
+
+
+def _env(state_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LABGANG_STATE_DIR"] = str(state_dir)
+    # Jobs inherit this environment: `python` must be the interpreter that has torch.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+class Labgang:
+    """A running `labgang up` and a way to call the CLI against it."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.env = _env(state_dir)
+        self.log = open(state_dir / "up.log", "w+b")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
+            cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def output(self) -> str:
+        self.log.flush()
+        return (self.state_dir / "up.log").read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"labgang up exited with {self.proc.returncode}:\n{self.output()}")
+            if self.cli("queues").returncode == 0:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"labgang up did not answer within {STARTUP_S} s:\n{self.output()}")
+
+    def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def job(self, job_id: str) -> dict:
+        out = self.cli("show", "--json", job_id)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["job"]
+
+    def jobs(self) -> list[dict]:
+        out = self.cli("queue", "--all", "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["jobs"]
+
+    def wait_state(self, job_id: str, states: set[str], timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["state"] in states:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} stayed {job['state']}, wanted {states}: {job}")
+            time.sleep(0.1)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}")
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def lg():
+    with tempfile.TemporaryDirectory(prefix="lge", dir="/tmp") as d:
+        instance = Labgang(Path(d))
+        try:
+            instance.wait_ready()
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+def test_up_says_where_it_is_and_what_to_try(lg):
+    text = lg.output()
+    assert str(lg.state_dir / "labgang.sock") in text
+    assert "labgang run -n 4 -g 2 -- " in text
+
+
+def test_run_a_4x2_ddp_gang(lg):
+    out = lg.cli("run", "-n", "4", "-g", "2", "--", "python", "examples/ddp_allreduce.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ddp_allreduce: ok: 4 ranks (gloo), all-reduce sum 10 == 10, 8 distinct devices" in out.stdout
+    job_id = out.stderr.split("submitted job ", 1)[1].split()[0]
+    job = lg.job(job_id)
+    assert job["state"] == "succeeded" and job["exit_status"] == 0
+    devices = [d for r in job["ranks"] for d in r["devices"]]
+    assert len(devices) == 8 and len(set(devices)) == 8 and all(d.startswith("GPU-") for d in devices)
+    logs = lg.cli("logs", job_id)
+    assert logs.returncode == 0 and "ddp_allreduce: ok: 4 ranks" in logs.stdout
+
+
+def test_run_all_ranks_prefixes_each_line_and_logs_reads_one_rank(lg):
+    code = "import os; print('hello from rank', os.environ['RANK'])"
+    out = lg.cli("run", "-n", "2", "-g", "1", "--all-ranks", "--", "python", "-c", code)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["0: hello from rank 0", "1: hello from rank 1"]
+    job_id = out.stderr.split("submitted job ", 1)[1].split()[0]
+    one = lg.cli("logs", job_id, "--rank", "1")
+    assert (one.returncode, one.stdout) == (0, "hello from rank 1\n")
+    bad = lg.cli("logs", job_id, "--rank", "2")
+    assert bad.returncode == 2 and "--rank" in bad.stderr
+
+
+def test_run_exits_with_the_failing_rank_status(lg):
+    out = lg.cli("run", "-n", "2", "--", "python", "-c", "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)")
+    assert out.returncode == 3, out.stderr
+    assert "failed" in out.stderr
+
+
+def test_two_4x2_gangs_one_runs_whole_the_other_waits_whole(lg, tmp_path):
+    gate = tmp_path / "go"
+    wait_then_ddp = (f"while [ ! -e {gate} ]; do sleep 0.05; done; "
+                     "exec python examples/ddp_allreduce.py")
+    first = lg.cli("submit", "-n", "4", "-g", "2", "--name", "first", "--", "sh", "-c", wait_then_ddp)
+    second = lg.cli("submit", "-n", "4", "-g", "2", "--name", "second", "--", "sh", "-c", wait_then_ddp)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    a, b = first.stdout.strip(), second.stdout.strip()
+    running = lg.wait_state(a, {"running"})
+    assert len(running["ranks"]) == 4 and all(r["pid"] for r in running["ranks"])
+    pending = lg.job(b)
+    assert pending["state"] == "pending"
+    assert pending["reason"] and pending["reason"]["message"]
+    assert not any(r.get("pid") for r in pending.get("ranks") or [])
+    table = lg.cli("queue")
+    row_b = next(line for line in table.stdout.splitlines() if line.startswith(b + " "))
+    assert "PENDING" in row_b and f"({pending['reason']['message']})" in row_b
+    gate.touch()
+    assert lg.wait_state(a, {"succeeded", "failed"})["state"] == "succeeded"
+    done = lg.wait_state(b, {"succeeded", "failed"})
+    assert done["state"] == "succeeded", done
+    assert done["start_time"] >= lg.job(a)["end_time"]
+
+
+def test_cancel_a_running_job(lg):
+    sub = lg.cli("submit", "--grace", "2s", "--", "sleep", "60")
+    job_id = sub.stdout.strip()
+    lg.wait_state(job_id, {"running"})
+    out = lg.cli("cancel", job_id)
+    assert out.returncode == 0 and out.stdout.startswith(f"job {job_id}: ")
+    assert lg.wait_state(job_id, {"cancelled"}, timeout=20)["state"] == "cancelled"
+    assert job_id not in [j["id"] for j in lg.jobs()]
+    again = lg.cli("cancel", "no-such-job")
+    assert again.returncode == 1 and "no-such-job" in again.stderr
+
+
+def test_ctrl_c_on_run_cancels_the_job(lg):
+    proc = lg.popen("run", "--grace", "2s", "--", "sleep", "60")
+    line = ""
+    deadline = time.monotonic() + 30
+    while "running on" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith("labgang: submitted job "):
+            job_id = line.split()[-1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"cancelling job {job_id}" in err
+    assert lg.job(job_id)["state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "args, status, last_line",
+    [
+        # refused by the CLI itself (click's usage message, then the error)
+        (["-g", "0"], 2, "Error: Invalid value for '-g' / '--gpus-per-worker': 0 is not in the range x>=1."),
+        # refused by the coordinator: one line naming the flag and what it allows
+        (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
+        (["-p", "urgent"], 2, "labgang submit: -p/--priority: unknown priority class 'urgent'"),
+        (["-n", "5", "-g", "2"], 1, "labgang submit: "),
+    ],
+    ids=["gpus-0", "unknown-queue", "unknown-priority", "larger-than-the-machine"],
+)
+def test_refused_submission_changes_nothing(lg, args, status, last_line):
+    before = lg.jobs()
+    out = lg.cli("submit", *args, "--", "true")
+    assert out.returncode == status, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith(last_line), out.stderr
+    if last_line.startswith("labgang submit: "):
+        assert len(lines) == 1
+    assert lg.jobs() == before
+
+
+def test_queues_shows_the_default_queue_covering_the_machine(lg):
+    out = lg.cli("queues")
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[1].split()[:3] == ["default", "-", "gpu=8"]
+
+
+def test_without_a_driver_up_points_at_simulate(tmp_path):
+    from labgang.agent.nvml import NvmlUnavailable, open_backend
+
+    try:
+        open_backend().nvmlShutdown()
+    except NvmlUnavailable:
+        pass
+    else:
+        pytest.skip("this machine has an NVIDIA driver; `labgang up` would start on it")
+    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "up", "--state-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--simulate FILE" in lines[0]
