@@ -350,11 +350,15 @@ class Supervisor:
         """
         now = self._clock() if now is None else now
         snap = self._os.snapshot()
-        device_map: list[Mapping[str, frozenset[int]]] = []
+        device_map: list[Mapping[str, frozenset[int]] | None] = []
 
-        def devices() -> Mapping[str, frozenset[int]]:
+        def devices() -> Mapping[str, frozenset[int]] | None:
             if not device_map:
-                device_map.append(self._device_pids() if self._device_pids is not None else {})
+                try:
+                    device_map.append(self._device_pids() if self._device_pids is not None else {})
+                except Exception:  # NVML trouble: no rank is declared gone on an unknown device state
+                    log.exception("device_pids() failed; ranks stay RELEASING until it answers")
+                    device_map.append(None)
             return device_map[0]
 
         events: list[RankEvent] = []
@@ -365,7 +369,7 @@ class Supervisor:
         return events
 
     def _advance(self, rec: _Rank, now: float, snap: ProcSnapshot,
-                 devices: Callable[[], Mapping[str, frozenset[int]]]) -> list[RankEvent]:
+                 devices: Callable[[], Mapping[str, frozenset[int]] | None]) -> list[RankEvent]:
         events: list[RankEvent] = []
         if rec.shim_proc is not None and rec.shim_proc.poll() is not None:
             rec.shim_proc = None  # reaped; the pid may be reused from now on
@@ -425,8 +429,8 @@ class Supervisor:
         if rec.state not in (RankState.RELEASING, RankState.GONE) and rec.exit_known and not live:
             self._transition(rec, RankState.RELEASING)
         if rec.state is RankState.RELEASING and not shim_alive:
-            held = visible_pids(devices(), rec.spec.devices) & set(rec.known)
-            if not held:
+            device_map = devices()
+            if device_map is not None and not visible_pids(device_map, rec.spec.devices) & set(rec.known):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
         return events
 

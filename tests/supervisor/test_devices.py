@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -110,3 +111,24 @@ def test_descendants_of_a_rank_are_not_foreign(state_dir, make_spec, cleanup, h)
     child = int(h.wait_for_file(pidfile))
     h.run_until(sup, h.all_in(sup, RankState.RUNNING))
     assert sup.foreign_processes({"GPU-test-0": frozenset({child, sup.ranks()[0].pid})}) == []
+
+
+def test_a_failing_device_query_never_declares_a_rank_gone(state_dir, make_spec, cleanup, h):
+    answers = {"fail": True}
+
+    def device_pids():
+        if answers["fail"]:
+            raise RuntimeError("NVML error: GPU is lost")
+        return {}
+
+    sup = Supervisor(state_dir, allow_root=True, device_pids=device_pids)
+    cleanup.append(sup)
+    sup.launch(make_spec(["true"]))
+    shim_pid = json.loads((state_dir / "ranks" / "job1" / "0" / "shim.json").read_text())["pid"]
+    # Past the point where only the device check is left: the rank and its small parent are gone.
+    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(shim_pid))
+    for _ in range(5):
+        assert [e.kind for e in sup.tick()] == []
+    assert sup.ranks()[0].state is RankState.RELEASING
+    answers["fail"] = False
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
