@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -306,12 +307,13 @@ class CoordinatorMetrics:
         provider: returns the current :class:`ClusterSnapshot`.
         version: the coordinator's labgang version (``labgang_build_info{version}``).
         thresholds: pitfall thresholds.
+        job_counts: jobs per ``(queue, state)`` (see :class:`ClusterCollector`).
     """
 
     def __init__(self, provider: SnapshotProvider, *, version: str = "",
-                 thresholds: PitfallThresholds | None = None) -> None:
+                 thresholds: PitfallThresholds | None = None, job_counts: JobCounter | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.cluster = ClusterCollector(provider, thresholds=thresholds)
+        self.cluster = ClusterCollector(provider, thresholds=thresholds, job_counts=job_counts)
         self.registry.register(self.cluster)
         self.scheduler = SchedulerMetrics(self.registry)
         Info("labgang_build", "The coordinator's labgang version.", registry=self.registry).info(
@@ -331,11 +333,73 @@ def build_registry(state_provider: SnapshotProvider, *, version: str = "") -> Co
 # ----- HTTP ---------------------------------------------------------------------------------
 
 
-def metrics_handler(registry: CollectorRegistry) -> Callable[[Any], Awaitable[Any]]:
+def metrics_handler(registry: CollectorRegistry) -> Callable[[web.Request], Awaitable[web.Response]]:
     """An aiohttp GET handler serving ``registry`` in the Prometheus text exposition format."""
-    from aiohttp import web
 
     async def handle(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return _exposition(registry)
 
     return handle
+
+
+def _exposition(registry: CollectorRegistry) -> web.Response:
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+# ----- the coordinator's /metrics route -----------------------------------------------------
+
+#: Where :func:`add_metrics_routes` keeps the coordinator's :class:`CoordinatorMetrics`; the
+#: scheduling loop reports admissions, cycles and preemptions to ``app[METRICS].scheduler``.
+METRICS = web.AppKey("metrics", CoordinatorMetrics)
+
+
+def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
+    """The coordinator's state as the pitfall detectors and the collectors read it.
+
+    Built from the same views the user API returns (``GET /v1/nodes``, ``/v1/queues``,
+    ``/v1/jobs?all=1``), so /metrics and the API never disagree. Jobs that ended more than
+    ``finished_within_s`` seconds ago are left out (they only matter to "memory held after
+    the job ended"); :func:`coordinator_job_counts` still counts them.
+
+    Args:
+        coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
+        finished_within_s: how long a finished job stays in the snapshot, seconds.
+    """
+    from labgang.launcher.coordinator import views
+
+    now = coord.clock()
+    jobs = [views.job_view(job) for job in coord.jobs.values()
+            if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s]
+    return ClusterSnapshot.from_api(now, {"nodes": views.node_views(coord)}, {"jobs": jobs},
+                                    {"queues": views.queue_views(coord)})
+
+
+def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
+    """Every job the coordinator knows, counted per ``(queue, state)``."""
+    counts: dict[tuple[str, str], int] = {}
+    for job in coord.jobs.values():
+        key = (job.spec.queue, job.status.state.value)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def add_metrics_routes(app: web.Application) -> None:
+    """Serve ``GET /metrics`` from the coordinator application ``app`` (read-only, every listener).
+
+    Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
+    the application starts: the metrics are set up once the coordinator exists and are
+    kept under ``app[METRICS]``.
+    """
+    from labgang.launcher.api import keys
+
+    async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
+        coord = app[keys.COORDINATOR]
+        app[METRICS] = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
+                                          job_counts=lambda: coordinator_job_counts(coord))
+        yield
+
+    async def handle(request: web.Request) -> web.Response:
+        return _exposition(request.app[METRICS].registry)
+
+    app.cleanup_ctx.append(metrics_ctx)
+    app.router.add_get("/metrics", handle, name="metrics")
