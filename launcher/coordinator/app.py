@@ -29,6 +29,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
+from labgang.launcher.metrics import add_metrics_routes
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -153,6 +154,7 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
+    add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0,
                            access_log=log if log.isEnabledFor(logging.DEBUG) else None)
     await runner.setup()
