@@ -9,7 +9,8 @@ reason and, when there was one, the NVML error code), never ``0``.
 TUI reads. Units are in the field names (``*_bytes``, ``*_pct``, ``*_w``,
 ``*_c``); ``timestamp`` is unix seconds. An unavailable field is written as
 ``null`` with a sibling ``"<field>_unavailable": "<reason>"`` and, when NVML gave
-an error code, ``"<field>_nvml_error": <code>``.
+an error code, ``"<field>_nvml_error": <code>``. Each GPU object also carries
+``"warnings"`` (:meth:`GpuInfo.warnings`, derived, ignored by ``from_dict``).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import time
+import weakref
 from typing import Any
 
 from labgang.agent.inventory import (
@@ -60,12 +61,26 @@ def _map(value: Any, fn: Any) -> Any:
     return value if isinstance(value, Unavailable) else fn(value)
 
 
+_missing: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
+    """Try the newer call unless this backend already said it lacks it (probe cached per backend)."""
+    missing = _missing.setdefault(backend, set())
+    if new not in missing:
+        value = call_new()
+        if not (isinstance(value, Unavailable) and value.code == FUNCTION_NOT_FOUND):
+            return value
+        missing.add(new)
+    return call_old()
+
+
 def _memory(backend: Any, handle: Any) -> Any:
-    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2``."""
-    mem = query(backend, "nvmlDeviceGetMemoryInfo", handle, version=backend.nvmlMemory_v2)
-    if isinstance(mem, Unavailable) and mem.code == FUNCTION_NOT_FOUND:
-        mem = query(backend, "nvmlDeviceGetMemoryInfo", handle)
-    return mem
+    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (NVML-NOTES §4)."""
+    return _versioned(
+        backend, "nvmlDeviceGetMemoryInfo_v2",
+        lambda: query(backend, "nvmlDeviceGetMemoryInfo", handle, version=backend.nvmlMemory_v2),
+        lambda: query(backend, "nvmlDeviceGetMemoryInfo", handle))
 
 
 def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
@@ -138,9 +153,10 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
     temp = query(backend, "nvmlDeviceGetTemperature", handle, backend.NVML_TEMPERATURE_GPU)
     power = query(backend, "nvmlDeviceGetPowerUsage", handle)
     limit = query(backend, "nvmlDeviceGetEnforcedPowerLimit", handle)
-    reasons = query(backend, "nvmlDeviceGetCurrentClocksEventReasons", handle)
-    if isinstance(reasons, Unavailable) and reasons.code == FUNCTION_NOT_FOUND:
-        reasons = query(backend, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    reasons = _versioned(
+        backend, "nvmlDeviceGetCurrentClocksEventReasons",
+        lambda: query(backend, "nvmlDeviceGetCurrentClocksEventReasons", handle),
+        lambda: query(backend, "nvmlDeviceGetCurrentClocksThrottleReasons", handle))
     ecc = query(backend, "nvmlDeviceGetTotalEccErrors", handle,
                 backend.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, backend.NVML_VOLATILE_ECC)
     procs = _processes(backend, handle)

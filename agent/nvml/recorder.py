@@ -213,6 +213,7 @@ class _VirtualClock:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        """Advance the virtual clock by ``seconds``."""
         self.now += max(0.0, seconds)
 
 
@@ -268,9 +269,11 @@ class ReplayNvml:
         self._init_count += 1
 
     def nvmlInitWithFlags(self, flags: int) -> None:
+        """Start the replayed session; flags are ignored."""
         self._init_count += 1
 
     def nvmlShutdown(self) -> None:
+        """End the replayed session; ``Uninitialized`` when not started."""
         if self._init_count <= 0:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
         self._init_count -= 1

@@ -74,6 +74,7 @@ class _VirtualClock:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        """Advance the virtual clock by ``seconds``."""
         self.now += max(0.0, seconds)
 
 
@@ -236,14 +237,17 @@ class SimulatedNvml:
         self._init_count -= 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
+        """Driver version string, e.g. ``"565.57.01"``."""
         self._enter("nvmlSystemGetDriverVersion")
         return self.machine.driver_version
 
     def nvmlSystemGetNVMLVersion(self) -> str:
+        """NVML version string, e.g. ``"12.565.57.01"``."""
         self._enter("nvmlSystemGetNVMLVersion")
         return self.machine.nvml_version
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
+        """CUDA driver API version as an int, e.g. ``12070``."""
         self._enter("nvmlSystemGetCudaDriverVersion")
         return self.machine.cuda_driver_version
 
@@ -258,6 +262,7 @@ class SimulatedNvml:
         return len(self.machine.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> SimHandle:
+        """A new handle for GPU ``index``; ``GPU_IS_LOST`` or the GPU's ``handle_error`` when it cannot be opened."""
         self._enter("nvmlDeviceGetHandleByIndex")
         if not 0 <= int(index) < len(self.machine.gpus):
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -284,6 +289,7 @@ class SimulatedNvml:
         return SimHandle(gpu.index, mig.index, self._generation[gpu.index])
 
     def nvmlDeviceGetHandleByPciBusId(self, bus_id: str | bytes) -> SimHandle:
+        """A new handle for the GPU at a PCI bus id; ``NOT_FOUND`` when none."""
         self._enter("nvmlDeviceGetHandleByPciBusId")
         text = (bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)).lower()
         for gpu in self.machine.gpus:
@@ -297,6 +303,7 @@ class SimulatedNvml:
     # ------------------------------------------------------------------ identity
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        """``GPU-…`` or ``MIG-…`` UUID of a handle."""
         gpu, mig = self._enter("nvmlDeviceGetUUID", handle)
         return mig.uuid if mig else gpu.uuid  # type: ignore[union-attr]
 
@@ -307,6 +314,7 @@ class SimulatedNvml:
         return f"{gpu.name} MIG {mig.profile}" if mig else gpu.name
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
+        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``); a MIG handle gives its parent's."""
         gpu, _ = self._enter("nvmlDeviceGetPciInfo", handle)
         assert gpu is not None
         info = pynvml.nvmlPciInfo_t()
@@ -324,26 +332,31 @@ class SimulatedNvml:
     nvmlDeviceGetPciInfo_v3 = nvmlDeviceGetPciInfo
 
     def nvmlDeviceGetIndex(self, handle: Any) -> int:
+        """NVML index of a GPU; ``NOT_SUPPORTED`` on MIG handles."""
         gpu, mig = self._enter("nvmlDeviceGetIndex", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.index  # type: ignore[union-attr]
 
     def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        """``/dev/nvidiaN`` minor number (the index here)."""
         gpu, _ = self._enter("nvmlDeviceGetMinorNumber", handle)
         return gpu.index  # type: ignore[union-attr]
 
     def nvmlDeviceGetSerial(self, handle: Any) -> str:
+        """Board serial; ``NOT_SUPPORTED`` on GeForce boards (no ECC) without one."""
         gpu, _ = self._enter("nvmlDeviceGetSerial", handle)
         if not gpu.serial and not gpu.ecc:  # GeForce boards: N/A in nvidia-smi
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.serial or "0000000000000"  # type: ignore[union-attr]
 
     def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
+        """``NVML_DEVICE_ARCH_*`` of the GPU."""
         gpu, _ = self._enter("nvmlDeviceGetArchitecture", handle)
         return gpu.arch  # type: ignore[union-attr]
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
+        """``(major, minor)``, e.g. ``(9, 0)``."""
         gpu, _ = self._enter("nvmlDeviceGetCudaComputeCapability", handle)
         return gpu.cuda_capability  # type: ignore[union-attr]
 
@@ -402,6 +415,7 @@ class SimulatedNvml:
         return util
 
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        """GPU temperature in °C for ``NVML_TEMPERATURE_GPU``; ``NOT_SUPPORTED`` on MIG handles."""
         gpu, mig = self._enter("nvmlDeviceGetTemperature", handle)
         assert gpu is not None
         if mig is not None:
@@ -433,22 +447,26 @@ class SimulatedNvml:
     nvmlDeviceGetPowerManagementLimit = nvmlDeviceGetEnforcedPowerLimit
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        """Bit mask of active clock-event reasons (``nvmlClocksEventReason*``)."""
         gpu, mig = self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.clock_event_mask  # type: ignore[union-attr]
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        """Deprecated name of :meth:`nvmlDeviceGetCurrentClocksEventReasons`."""
         gpu, mig = self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.clock_event_mask  # type: ignore[union-attr]
 
     def nvmlDeviceGetSupportedClocksEventReasons(self, handle: Any) -> int:
+        """Mask of the reasons this GPU can report (all nine bits)."""
         self._enter("nvmlDeviceGetSupportedClocksEventReasons", handle)
         return 0x1FF
 
     def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
+        """``[current, pending]`` ECC mode; ``NOT_SUPPORTED`` without ECC."""
         gpu, _ = self._enter("nvmlDeviceGetEccMode", handle)
         if not gpu.ecc:  # type: ignore[union-attr]
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -495,6 +513,7 @@ class SimulatedNvml:
         return SimHandle(gpu.index, int(index), self._generation[gpu.index])
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any) -> SimHandle:
+        """The parent GPU's handle; ``INVALID_ARGUMENT`` for a GPU handle."""
         gpu, mig = self._enter("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -506,12 +525,14 @@ class SimulatedNvml:
         return ctypes.c_uint(1 if mig is not None else 0)
 
     def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
+        """GPU instance id of a MIG handle; ``NOT_SUPPORTED`` for a GPU handle."""
         _, mig = self._enter("nvmlDeviceGetGpuInstanceId", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return mig.gi_id  # type: ignore[union-attr]
 
     def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
+        """Compute instance id of a MIG handle; ``NOT_SUPPORTED`` for a GPU handle."""
         _, mig = self._enter("nvmlDeviceGetComputeInstanceId", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -597,6 +618,7 @@ class SimulatedNvml:
     nvmlDeviceGetComputeRunningProcesses_v2 = nvmlDeviceGetComputeRunningProcesses_v3
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
+        """Graphics processes: none on simulated machines."""
         self._enter("nvmlDeviceGetGraphicsRunningProcesses", handle)
         return []
 
@@ -674,6 +696,7 @@ class SimulatedNvml:
         return support
 
     def nvmlGpmSampleAlloc(self) -> Any:
+        """A new ``c_nvmlGpmSample_t`` (a real ctypes pointer, tracked by address)."""
         self._enter("nvmlGpmSampleAlloc")
         sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
         address = ctypes.addressof(sample.contents)
@@ -682,12 +705,14 @@ class SimulatedNvml:
         return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Forget a sample; unknown samples are ``INVALID_ARGUMENT``."""
         self._enter("nvmlGpmSampleFree")
         address = self._address(sample)
         self._samples.pop(address, None)
         self._sample_refs.pop(address, None)
 
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
+        """Fill a sample of a whole GPU; ``NOT_SUPPORTED`` without GPM or on MIG handles (use ``nvmlGpmMigSampleGet``)."""
         gpu, mig = self._enter("nvmlGpmSampleGet", handle)
         assert gpu is not None
         if not gpu.gpm or mig is not None:

@@ -52,6 +52,7 @@ _CLOCK_TEXT = {
 
 @dataclass
 class MigRecord:
+    """One MIG device as a capture shows it (ids, SMs, memory MiB; UUID/profile from ``-L``)."""
     index: int
     gi_id: int | None = None
     ci_id: int | None = None
@@ -64,6 +65,7 @@ class MigRecord:
 
 @dataclass
 class GpuRecord:
+    """One GPU as a capture shows it (memory MiB, power W, temperature °C, percent)."""
     name: str = ""
     uuid: str | None = None
     bus_id: str | None = None
@@ -87,6 +89,7 @@ class GpuRecord:
 
 @dataclass
 class Capture:
+    """The GPUs of one ``nvidia-smi`` output plus driver and CUDA versions."""
     driver_version: str | None = None
     cuda_version: str | None = None
     gpus: list[GpuRecord] = field(default_factory=list)
@@ -132,6 +135,7 @@ class Node:
     entries: list[tuple[str, Any]] = field(default_factory=list)
 
     def get(self, *path: str) -> Any:
+        """The value at a path of section keys, or None."""
         node: Any = self
         for key in path:
             if not isinstance(node, Node):
@@ -148,6 +152,7 @@ class Node:
         return None
 
     def all(self, key: str) -> Iterator[Any]:
+        """Every value under ``key`` in this section, in order."""
         return (v for k, v in self.entries if k == key)
 
     def walk(self, key: str) -> Iterator["Node"]:

@@ -257,3 +257,15 @@ def test_no_driver_cli_prints_one_line_and_exits_2():
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "libnvidia-ml.so.1" in lines[0] and "--simulate" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_a_missing_versioned_call_is_probed_once_per_backend(make_sim, tmp_path):
+    from labgang.agent.nvml.recorder import Recorder
+
+    sim = make_sim(text=H100.format(machine='missing_functions = ["nvmlDeviceGetMemoryInfo_v2"]', gpu0=""))
+    recorder = Recorder(sim, tmp_path / "r.json")
+    read_inventory(recorder, now=1.0)
+    read_inventory(recorder, now=2.0)
+    memory_calls = [c for c in recorder.calls if c["fn"] == "nvmlDeviceGetMemoryInfo"]
+    assert sum(1 for c in memory_calls if c["kwargs"]) == 1  # the v2 probe, once
+    assert sum(1 for c in memory_calls if not c["kwargs"]) == 4  # v1 for two GPUs on two reads
