@@ -5,13 +5,13 @@ Tables: ``jobs`` (the submitted spec, the mutable status, indexed state/queue/us
 status), ``events`` (a job's history: time, event, message), ``decisions`` (every
 admission, preemption and change of pending reason with its code and message).
 
-Writes run on the caller's thread at once, inside an open transaction; they become
-durable when :meth:`Store.commit` runs. :meth:`Store.durable` is the group commit used
-by the API: every coroutine that wrote something awaits it, and one COMMIT (one fsync
-with ``synchronous=FULL``) serves all of them, so a burst of 1,000 submissions costs a
-handful of commits. The coordinator awaits :meth:`Store.durable` after recording an
-admission and before dispatching it, so a crash never starts a job the store does not
-know about.
+Writes are buffered in memory and applied in one transaction per commit.
+:meth:`Store.durable` is the group commit used by the API: every coroutine that wrote
+something awaits it, and one COMMIT (one fsync with ``synchronous=FULL``, run on a
+worker thread so the event loop keeps serving) covers all of them, so a burst of 1,000
+submissions costs a handful of commits. The coordinator awaits :meth:`Store.durable`
+after recording an admission and before dispatching it, so a crash never starts a job
+the store does not know about.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, field
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from labgang.launcher.model import JobRequest, JobState
 
@@ -95,6 +96,10 @@ class JobSpec:
     requeue: bool
     signal: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
+        return {name: getattr(self, name) for name in _SPEC_FIELDS}
+
     @property
     def request(self) -> JobRequest:
         """The scheduler's view of the request."""
@@ -105,6 +110,9 @@ class JobSpec:
             gpu_model=self.gpu_model,
             nodes=self.nodes,
         )
+
+
+_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
 
 
 @dataclass
@@ -154,7 +162,8 @@ class JobStatus:
     warned: bool = False
 
     def to_json(self) -> str:
-        d = asdict(self)
+        """The status as compact JSON (what the ``jobs.status`` column holds)."""
+        d = {name: getattr(self, name) for name in _STATUS_FIELDS}
         d["state"] = self.state.value
         d["nominated"] = list(self.nominated)
         return json.dumps(d, separators=(",", ":"))
@@ -166,6 +175,9 @@ class JobStatus:
         d["nominated"] = tuple(d.get("nominated", ()))
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+_STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
 
 
 @dataclass
@@ -203,6 +215,12 @@ class JobRecord:
 class Store:
     """The SQLite database under the state directory.
 
+    Writes are buffered in memory and applied in one transaction by :meth:`commit`
+    (synchronous) or :meth:`durable` (group commit on a worker thread, so the event
+    loop keeps serving while SQLite syncs). Rows are grouped per statement and written
+    with ``executemany``; a job's status is serialised once per commit however often it
+    changed.
+
     Args:
         path: the database file (created with its tables when missing).
         synchronous: SQLite ``synchronous`` pragma: "FULL" (default: a commit survives
@@ -218,157 +236,186 @@ class Store:
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
         self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        self._in_tx = False
-        self._flush: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()
+        self._last_seq: int | None = None
+        self._job_rows: list[tuple[Any, ...]] = []
+        self._status: dict[str, JobRecord] = {}
+        self._ranks: dict[tuple[str, int, int], tuple[Any, ...]] = {}
+        self._events: list[tuple[Any, ...]] = []
+        self._decisions: list[tuple[Any, ...]] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._flushing = False
+        self._flush_task: asyncio.Future[None] | None = None
         self.commits = 0
 
     # ----- transactions -------------------------------------------------------------------
 
-    def _begin(self) -> None:
-        if not self._in_tx:
-            self._db.execute("BEGIN")
-            self._in_tx = True
+    @property
+    def dirty(self) -> bool:
+        """True when writes are waiting for a commit."""
+        return bool(self._job_rows or self._status or self._ranks or self._events or self._decisions)
 
-    def commit(self) -> None:
-        """Make every write so far durable (no-op when nothing was written)."""
-        if self._in_tx:
-            self._db.execute("COMMIT")
-            self._in_tx = False
+    def _take(self) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """Swap the buffers out (on the caller's thread) as (statement, rows) batches in order."""
+        batches = [
+            ("INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)", self._job_rows),
+            ("UPDATE jobs SET state=?, status=? WHERE id=?",
+             [(job.status.state.value, job.status.to_json(), job.id) for job in self._status.values()]),
+            ("INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
+             " VALUES (?,?,?,?,?,?,?,?)", list(self._ranks.values())),
+            ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
+            ("INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)", self._decisions),
+        ]
+        self._job_rows, self._status, self._ranks, self._events, self._decisions = [], {}, {}, [], []
+        return [(sql, rows) for sql, rows in batches if rows]
+
+    def _write(self, batches: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for sql, rows in batches:
+                    self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
             self.commits += 1
 
+    def commit(self) -> None:
+        """Write every buffered change in one transaction, on this thread (no-op when clean).
+
+        Raises:
+            sqlite3.Error: the transaction failed (it was rolled back).
+        """
+        if self.dirty:
+            self._write(self._take())
+
     async def durable(self) -> None:
-        """Wait until every write made so far is committed, sharing one COMMIT with every
-        other coroutine that wrote in the same turn of the event loop.
+        """Wait until every write buffered so far is committed.
+
+        Every coroutine that wrote while a commit was running shares the next one, so a
+        burst of submissions costs a handful of commits.
 
         Raises:
             sqlite3.Error: the commit failed.
         """
-        if self._flush is None:
-            loop = asyncio.get_running_loop()
-            self._flush = loop.create_future()
-            loop.call_soon(self._do_flush)
-        await asyncio.shield(self._flush)
-
-    def _do_flush(self) -> None:
-        fut, self._flush = self._flush, None
-        assert fut is not None
-        try:
-            self.commit()
-        except sqlite3.Error as exc:
-            if not fut.done():
-                fut.set_exception(exc)
+        if not self.dirty and not self._flushing:
             return
-        if not fut.done():
-            fut.set_result(None)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        if not self._flushing:
+            self._flushing = True
+            self._flush_task = asyncio.ensure_future(self._flush_loop())
+        await asyncio.shield(fut)
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiters:
+                waiters, self._waiters = self._waiters, []
+                batches = self._take()
+                try:
+                    if batches:
+                        await loop.run_in_executor(None, self._write, batches)
+                except sqlite3.Error as exc:
+                    for fut in waiters:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
+        finally:
+            self._flushing = False
 
     def close(self) -> None:
         """Commit what is pending and close the database."""
         self.commit()
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
-    # ----- writes -------------------------------------------------------------------------
+    # ----- writes (buffered until the next commit) ------------------------------------------
 
     def next_seq(self) -> int:
         """The sequence number the next inserted job will get."""
-        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='jobs'").fetchone()
-        return (row[0] if row else 0) + 1
+        if self._last_seq is None:
+            with self._lock:
+                row = self._db.execute("SELECT MAX(seq) FROM jobs").fetchone()
+            self._last_seq = row[0] or 0
+        return self._last_seq + 1
 
     def insert_job(self, spec: JobSpec, status: JobStatus) -> JobRecord:
         """Insert a new job and return it with its id (the decimal sequence number)."""
-        self._begin()
         seq = self.next_seq()
+        self._last_seq = seq
         job_id = str(seq)
-        self._db.execute(
-            "INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)",
-            (seq, job_id, spec.user, spec.queue, status.state.value, json.dumps(asdict(spec)), status.to_json()),
+        self._job_rows.append(
+            (seq, job_id, spec.user, spec.queue, status.state.value, json.dumps(spec.to_dict()), status.to_json())
         )
         return JobRecord(id=job_id, seq=seq, spec=spec, status=status)
 
     def save_status(self, job: JobRecord) -> None:
-        """Write the job's mutable status."""
-        self._begin()
-        self._db.execute(
-            "UPDATE jobs SET state=?, status=? WHERE id=?",
-            (job.status.state.value, job.status.to_json(), job.id),
-        )
+        """Write the job's mutable status (serialised at commit time)."""
+        self._status[job.id] = job
 
     def save_rank(self, job: JobRecord, rank: RankRecord) -> None:
         """Write one rank of the job's current attempt."""
-        self._begin()
-        self._db.execute(
-            "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (job.id, job.attempt, rank.rank, rank.node, json.dumps(list(rank.devices)), rank.state, rank.pid,
-             rank.exit_status),
+        self._ranks[(job.id, job.attempt, rank.rank)] = (
+            job.id, job.attempt, rank.rank, rank.node, json.dumps(list(rank.devices)), rank.state, rank.pid,
+            rank.exit_status,
         )
 
     def add_event(self, job: JobRecord, time: float, event: str, message: str) -> None:
         """Append a history line to the job (memory and database)."""
-        self._begin()
         job.history.append(HistoryEntry(time, event, message))
-        self._db.execute(
-            "INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", (job.id, time, event, message)
-        )
+        self._events.append((job.id, time, event, message))
 
     def add_decision(self, time: float, job_id: str, kind: str, code: str, message: str) -> None:
         """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
-        self._begin()
-        self._db.execute(
-            "INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)",
-            (time, job_id, kind, code, message),
-        )
+        self._decisions.append((time, job_id, kind, code, message))
 
     # ----- reads --------------------------------------------------------------------------
 
     def load_jobs(self) -> list[JobRecord]:
         """Every job with its current attempt's ranks and its history, in submission order."""
+        self.commit()
         jobs: dict[str, JobRecord] = {}
-        for seq, job_id, spec_text, status_text in self._db.execute(
-            "SELECT seq, id, spec, status FROM jobs ORDER BY seq"
-        ):
+        with self._lock:
+            job_rows = self._db.execute("SELECT seq, id, spec, status FROM jobs ORDER BY seq").fetchall()
+            rank_rows = self._db.execute(
+                "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks").fetchall()
+            event_rows = self._db.execute("SELECT job_id, time, event, message FROM events ORDER BY id").fetchall()
+        for seq, job_id, spec_text, status_text in job_rows:
             spec = JobSpec(**json.loads(spec_text))
             jobs[job_id] = JobRecord(id=job_id, seq=seq, spec=spec, status=JobStatus.from_json(status_text))
-        for job_id, attempt, rank, node, devices, state, pid, exit_status in self._db.execute(
-            "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks"
-        ):
+        for job_id, attempt, rank, node, devices, state, pid, exit_status in rank_rows:
             job = jobs.get(job_id)
             if job is not None and attempt == job.attempt:
                 job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), state, pid, exit_status)
-        for job_id, time, event, message in self._db.execute(
-            "SELECT job_id, time, event, message FROM events ORDER BY id"
-        ):
+        for job_id, time, event, message in event_rows:
             job = jobs.get(job_id)
             if job is not None:
                 job.history.append(HistoryEntry(time, event, message))
         return list(jobs.values())
 
     def decisions(self, job_id: str) -> list[tuple[float, str, str, str]]:
-        """(time, kind, code, message) of every decision recorded for ``job_id``, oldest first."""
-        return list(
-            self._db.execute(
+        """(time, kind, code, message) of every committed decision for ``job_id``, oldest first."""
+        with self._lock:
+            return self._db.execute(
                 "SELECT time, kind, code, message FROM decisions WHERE job_id=? ORDER BY id", (job_id,)
-            )
-        )
+            ).fetchall()
 
-    def rank_attempts(self, job_id: str) -> Iterator[tuple[int, int, str, str, int | None]]:
-        """(attempt, rank, node, state, exit_status) rows of every attempt of ``job_id``."""
-        yield from self._db.execute(
-            "SELECT attempt, rank, node, state, exit_status FROM ranks WHERE job_id=? ORDER BY attempt, rank",
-            (job_id,),
-        )
+    def rank_attempts(self, job_id: str) -> list[tuple[int, int, str, str, int | None]]:
+        """(attempt, rank, node, state, exit_status) of every committed rank row of ``job_id``."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT attempt, rank, node, state, exit_status FROM ranks WHERE job_id=? ORDER BY attempt, rank",
+                (job_id,),
+            ).fetchall()
 
     def count_jobs(self) -> int:
-        """Number of jobs ever submitted."""
-        return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-
-    def raw(self) -> sqlite3.Connection:
-        """The underlying connection, for read-only inspection in tests and tools."""
-        return self._db
-
-
-def spec_from_dict(d: dict[str, Any]) -> JobSpec:
-    """Rebuild a :class:`JobSpec` from its stored dict."""
-    return JobSpec(**d)
+        """Number of jobs committed so far."""
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]

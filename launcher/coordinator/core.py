@@ -59,6 +59,9 @@ class Coordinator:
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
+        # (queue, JobRequest) -> why it could never start (None = it could); cleared when
+        # the set of allocatable devices changes.
+        self.schedulable_cache: dict[Any, str | None] = {}
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -278,9 +281,10 @@ class Coordinator:
         old = conn.inventory
         conn.inventory_dict = inv
         conn.inventory = new
-        if old is None:
+        if old is None or old.allocatable() != new.allocatable():
+            self.schedulable_cache.clear()
             return True
-        return (old.allocatable() != new.allocatable()) or (old.device_pids() != new.device_pids())
+        return old.device_pids() != new.device_pids()
 
     async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]]) -> None:
         """Apply rank events (at least once; applying one twice changes nothing) and commit."""

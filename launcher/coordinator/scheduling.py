@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
+COALESCE_WINDOWS = 5
 
 
 def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
@@ -154,11 +155,14 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
             continue
         code = getattr(pend.reason.code, "value", str(pend.reason.code))
         st = job.status
-        if st.reason_code != code or st.reason_message != pend.reason.message:
-            if st.reason_code != code:
-                store.add_decision(now, job.id, "pending", code, pend.reason.message)
+        if st.reason_code != code:
+            # A new kind of reason is a decision worth keeping; a new number in the same
+            # reason only updates memory (and goes to disk with the next status write).
             st.reason_code, st.reason_message = code, pend.reason.message
+            store.add_decision(now, job.id, "pending", code, pend.reason.message)
             store.save_status(job)
+        else:
+            st.reason_message = pend.reason.message
     return admitted
 
 
@@ -187,10 +191,18 @@ async def scheduling_loop(coord: "Coordinator") -> None:
     """Forever: wait for a kick, coalesce, run cycles, commit, dispatch admitted gangs."""
     from labgang.launcher.coordinator.dispatch import dispatch_job
 
+    window = coord.config.cycle_coalesce_s
     while True:
         await coord.wake.wait()
-        if coord.config.cycle_coalesce_s:
-            await asyncio.sleep(coord.config.cycle_coalesce_s)
+        # Debounce: wait until events stop for one window (at most COALESCE_WINDOWS of them),
+        # so a burst of submissions shares one cycle.
+        for _ in range(COALESCE_WINDOWS):
+            coord.wake.clear()
+            if not window:
+                break
+            await asyncio.sleep(window)
+            if not coord.wake.is_set():
+                break
         coord.wake.clear()
         try:
             admitted = run_cycles(coord)
@@ -225,6 +237,9 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> str | None:
 
     Without any node known yet (the agents have not connected), only quota is judged.
     """
+    key = (spec.queue, spec.request)
+    if key in coord.schedulable_cache:
+        return coord.schedulable_cache[key]
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     if not nodes:
@@ -234,4 +249,6 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> str | None:
         reason = quota_never_fits(QuotaBook(coord.config.queue_specs()), spec.queue, spec.request)
     else:
         reason = check_schedulable(spec.request, queue, coord.config.queue_specs(), nodes)
-    return None if reason is None else reason.message
+    answer = None if reason is None else reason.message
+    coord.schedulable_cache[key] = answer
+    return answer

@@ -1,0 +1,81 @@
+"""Durable submissions per second through the coordinator's Unix socket (1,000 in a burst).
+
+Starts a real coordinator (``labgang coordinator``, subprocess) on a temporary state
+directory, fires N concurrent ``POST /v1/jobs`` over the Unix socket (aiohttp
+UnixConnector, ``--concurrency`` connections), waits for every 201 (each one is
+committed to SQLite with synchronous=FULL before it is answered), checks the database
+holds exactly N jobs, and prints submissions/s and the ratio to the 2,000/s target.
+
+Usage: python bench/submit_throughput.py [-n 1000] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+TARGET_PER_S = 2000.0
+
+
+async def burst(sock: Path, n: int, concurrency: int) -> tuple[float, list[int]]:
+    connector = aiohttp.UnixConnector(path=str(sock), limit=concurrency)
+    body = {"argv": ["true"], "workers": 1, "gpus_per_worker": 1}
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def one(i: int) -> int:
+            async with session.post("http://labgang/v1/jobs", json={**body, "name": f"b{i}"}) as r:
+                await r.read()
+                return r.status
+
+        # Warm the connections so the measured burst is submissions, not connects.
+        await asyncio.gather(*(session.get("http://labgang/v1/version") for _ in range(concurrency)))
+        start = time.perf_counter()
+        statuses = await asyncio.gather(*(one(i) for i in range(n)))
+        return time.perf_counter() - start, statuses
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=1000, help="submissions in the burst")
+    parser.add_argument("--concurrency", type=int, default=64, help="parallel connections")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="lgb-", dir="/tmp"))
+    cfg = base / "cluster.toml"
+    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    state = base / "state"
+    proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg),
+                             "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    sock = state / "labgang.sock"
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("coordinator did not start")
+            time.sleep(0.05)
+        seconds, statuses = asyncio.run(burst(sock, args.n, args.concurrency))
+        ok = sum(1 for s in statuses if s == 201)
+        stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+        rate = ok / seconds
+        print(f"submissions: {ok}/{args.n} accepted (201), {stored} in the database")
+        print(f"burst time: {seconds:.3f} s with {args.concurrency} connections")
+        print(f"durable submissions/s: {rate:.0f}  (target {TARGET_PER_S:.0f}/s, ratio {rate / TARGET_PER_S:.2f})")
+        if ok != args.n or stored != args.n:
+            raise SystemExit("some submissions were lost or refused")
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
