@@ -37,6 +37,7 @@ from typing import Any, Callable
 import pynvml
 
 from labgang.agent.nvml.formats import RECORD_FORMAT
+from labgang.agent.nvml.simulated import VirtualClock
 
 RECORD_VERSION = 1
 _HANDLE_FUNCS = {
@@ -205,18 +206,6 @@ class ReplayHandle:
         return f"<replayed NVML handle {self.token}>"
 
 
-class _VirtualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        """Advance the virtual clock by ``seconds``."""
-        self.now += max(0.0, seconds)
-
-
 class ReplayNvml:
     """Serves a recorded NVML session through pynvml's function names.
 
@@ -241,7 +230,7 @@ class ReplayNvml:
             raise ValueError(f"{source}: calls: expected a list of recorded calls")
         self.source = source
         self.labgang_hostname = str(data.get("hostname") or "replay")
-        clock = _VirtualClock()
+        clock = VirtualClock()
         self.labgang_clock = clock
         self.labgang_sleep = clock.sleep
         self._answers: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

@@ -66,9 +66,11 @@ class SimHandle:
         return f"<simulated NVML handle: {kind} {self.gpu_index}>"
 
 
-class _VirtualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
+class VirtualClock:
+    """A monotonic clock in seconds that only moves when :meth:`sleep` is called (tests, replays)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
 
     def __call__(self) -> float:
         return self.now
@@ -100,7 +102,7 @@ class SimulatedNvml:
         self._live: dict[str, list[int]] | None = None
         self._env_cache: dict[tuple[int, float], tuple[str, ...]] = {}
         if virtual_time:
-            clock = _VirtualClock()
+            clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
             self.labgang_sleep: Callable[[float], None] = clock.sleep
         else:
@@ -788,4 +790,4 @@ def _export_pynvml_names() -> None:
 
 _export_pynvml_names()
 
-__all__ = ["SimHandle", "SimulatedNvml"]
+__all__ = ["SimHandle", "SimulatedNvml", "VirtualClock"]

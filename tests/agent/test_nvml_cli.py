@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import socketserver
+import threading
+
 from click.testing import CliRunner
 
 from labgang.launcher.cli.nodes import nodes
@@ -41,3 +46,57 @@ def test_cluster_mode_without_a_coordinator_is_one_line_exit_1(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.strip().count("\n") == 0
     assert "no labgang coordinator at" in result.stderr and str(tmp_path) in result.stderr
+
+
+class _NodesHandler(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        if self.path != "/v1/nodes":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def address_string(self):
+        return "unix"
+
+    def log_message(self, *args):
+        pass
+
+
+def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir):
+    from labgang.agent.inventory import read_inventory
+    from labgang.agent.nvml import open_backend
+
+    backend = open_backend(simulate=sim_dir / "n1-4gpu.toml")
+    inv = read_inventory(backend, now=5.0)
+    backend.nvmlShutdown()
+    held = inv.gpus[1].uuid
+    _NodesHandler.body = json.dumps({"nodes": [
+        {"name": "n1", "connected": True, "last_seen": 5.0, "inventory": inv.to_dict(),
+         "devices": [{"uuid": held, "resource": "gpu", "model": "H100", "job": "17", "user": "alice",
+                      "queue": "vision", "state": "allocated"}]},
+        {"name": "n2", "connected": False, "last_seen": None, "inventory": None, "devices": []},
+    ]}).encode()
+    sock = tmp_path / "labgang.sock"
+    server = socketserver.ThreadingUnixStreamServer(str(sock), _NodesHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path)])
+        as_json = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path), "--json"])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("[connected] n1: driver 565.57.01")
+    row = next(line for line in lines if held[:12] in line)
+    assert row.split()[0] == "1" and row.endswith("allocated 17 (alice, vision)")
+    assert "n2 (disconnected): no inventory yet" in result.stdout
+    assert json.loads(as_json.stdout)["nodes"][0]["inventory"]["gpus"][1]["uuid"] == held
