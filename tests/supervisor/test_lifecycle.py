@@ -180,3 +180,30 @@ def test_launch_is_idempotent_and_relaunch_needs_higher_restart_count(sup, make_
     assert "restart=0" in text and "restart=1" in text and "[labgang] job job1 rank 0 restart 1" in text
     sup.forget("job1")
     assert sup.ranks() == []
+
+
+def test_stop_again_keeps_the_deadline_and_explicit_grace_shortens_it(fake_sup, make_spec, clock, h, state_dir):
+    sup = fake_sup
+    ready = state_dir / "ready"
+    sup.launch(make_spec(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"], grace=100.0))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    sup.stop_job("job1")
+    clock.advance(60)
+    sup.stop_job("job1")  # a repeated stop does not restart the grace period
+    clock.advance(30)
+    sup.tick()
+    assert sup.ranks()[0].state is RankState.STOPPING
+    sup.stop_job("job1", grace=5.0)  # ...but an explicit shorter grace brings SIGKILL forward
+    clock.advance(5)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
+
+
+def test_bad_arguments_are_refused_with_the_field_name(sup, make_spec):
+    from labgang.agent.supervisor import UnknownJob
+
+    with pytest.raises(UnknownJob, match="job_id: no rank of job 'nope'"):
+        sup.stop_job("nope")
+    sup.launch(make_spec(["sleep", "60"]))
+    with pytest.raises(ValueError, match="grace: -1 is negative"):
+        sup.stop_job("job1", grace=-1)

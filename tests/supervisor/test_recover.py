@@ -106,3 +106,29 @@ def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [(e.kind, e.exit_status) for e in events] == [("exited", None), ("gone", None)]
     assert not h.pid_alive(rank_pid)
+
+
+def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec, cleanup, clock, h):
+    ready = state_dir / "ready"
+    spec = make_spec(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"])
+    (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
+    agent = subprocess.Popen([h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), "600",
+                              str(ready)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        ranks = json.loads(agent.stdout.readline())["ranks"]
+        assert [r["state"] for r in ranks] == ["stopping"]
+    finally:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        agent.stdout.close()
+    sup = Supervisor(state_dir, allow_root=True, clock=clock)
+    cleanup.append(sup)
+    assert sup.recover() == []
+    assert sup.status("job1", 0).state is RankState.STOPPING  # SIGTERM again, the grace restarts now
+    for _ in range(5):
+        assert sup.tick() == []
+    assert h.pid_alive(ranks[0]["pid"])
+    clock.advance(600)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
