@@ -128,3 +128,34 @@ def test_token_mode_does_not_depend_on_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert mode(tmp_path / "etc/labgang/cluster.token") == 0o600
+
+
+def test_gpu_node_install_takes_the_coordinators_token(tmp_path):
+    from labgang.agent.config import load_agent_config, read_token
+
+    theirs = tmp_path / "cluster.token"
+    theirs.write_text("the-coordinators-token\n")
+    prefix = tmp_path / "gpu01"
+    result = run("--role", "agent", "--prefix", str(prefix), "--token-from", str(theirs))
+    assert result.exit_code == 0, result.output
+    unit = (prefix / "etc/systemd/system/labgang-agent.service").read_text()
+    assert f"ExecStart={LABGANG} agent --config /etc/labgang/agent.toml" in unit
+    assert not (prefix / "etc/systemd/system/labgang-coordinator.service").exists()
+    assert not (prefix / "etc/sysusers.d/labgang.conf").exists()
+    cfg = load_agent_config(prefix / "etc/labgang/agent.toml")
+    assert cfg.token_file == "/etc/labgang/cluster.token"
+    assert read_token(prefix / "etc/labgang/cluster.token") == "the-coordinators-token"  # owner-only, as the agent demands
+
+
+def test_installed_units_verify(tmp_path):
+    """What `labgang install` writes is what systemd accepts (verify needs the ExecStart binary: --bin exists)."""
+    import subprocess
+
+    exe = shutil.which("systemd-analyze")
+    if exe is None:
+        pytest.fail("systemd-analyze not found: on Debian/Ubuntu run `apt-get install systemd`")
+    assert run("--prefix", str(tmp_path)).exit_code == 0
+    units = sorted((tmp_path / "etc/systemd/system").glob("*.service"))
+    assert [u.name for u in units] == ["labgang-agent.service", "labgang-coordinator.service"]
+    result = subprocess.run([exe, "verify", *map(str, units)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "labgang" not in result.stderr, result.stderr

@@ -20,7 +20,7 @@ from harness import REPO, Cluster  # noqa: E402  (the coordinator tests' cluster
 
 pytestmark = pytest.mark.slow
 
-READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 10.0
 
 
 @pytest.fixture
