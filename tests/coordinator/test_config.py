@@ -1,0 +1,78 @@
+"""cluster.toml validation: key paths and allowed values in every error; `labgang config check`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labgang.agent.inventory import read_inventory
+from labgang.agent.nvml import open_backend
+from labgang.launcher.config import ClusterConfig, ConfigError, load_config, parse_config
+from labgang.launcher.model import ReclaimWithinCohort
+
+
+def test_the_example_config_is_valid(repo_root: Path) -> None:
+    cfg = load_config(repo_root / "config" / "cluster.toml")
+    specs = {q.name: q for q in cfg.queue_specs()}
+    assert specs["team-a"].reclaim_within_cohort is ReclaimWithinCohort.ANY
+    assert specs["inference"].nominal == {"mig-1g.10gb": 14}
+    assert cfg.resolve_priority("serving") == 1000
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ({"queues": [{"name": "a", "within_queue": "sometimes"}], "default_queue": "a"},
+         "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
+         "lower-or-newer-equal-priority"),
+        ({"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
+         "queues[0].nominal: unknown resource 'gpus' in nominal; allowed: 'gpu' or 'mig-<profile>'"),
+        ({"queues": [{"name": "a"}]}, "default_queue: 'default' is not a queue; allowed: ['a']"),
+        ({"queues": [{"name": "default", "colour": "red"}]}, "queues[0].colour: unknown key; allowed keys:"),
+        ({"queues": [{"name": "default", "cohort": "x"}], "cohorts": [{"name": "lab"}]},
+         "queues[0].cohort: 'x' is not declared in [[cohorts]]; allowed: ['lab']"),
+        ({"queues": [{"name": "default", "borrow_within_cohort": {"policy": "always"}}]},
+         "queues[0].borrow_within_cohort.policy: 'always' is not allowed; allowed: never, lower-priority"),
+        ({"queues": []}, "queues: List should have at least 1 item"),
+    ],
+    ids=["enum", "resource", "default-queue", "unknown-key", "undeclared-cohort", "nested-enum", "no-queues"],
+)
+def test_errors_name_the_key_path_and_allowed_values(data: dict, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert any(p.startswith(expected) for p in info.value.problems), info.value.problems
+
+
+def test_unknown_priority_class_lists_the_classes() -> None:
+    cfg = parse_config({"priority_classes": {"high": 10}, "queues": [{"name": "default"}]})
+    with pytest.raises(ValueError, match=r"allowed: an integer or one of \['high'\]"):
+        cfg.resolve_priority("urgent")
+
+
+def test_default_for_covers_every_allocatable_device(repo_root: Path) -> None:
+    backend = open_backend(repo_root / "config" / "sim" / "a100x8-mig.toml")
+    try:
+        inventory = read_inventory(backend)
+    finally:
+        backend.nvmlShutdown()
+    cfg = ClusterConfig.default_for(inventory)
+    assert [q.name for q in cfg.queues] == ["default"] and cfg.default_queue == "default"
+    counts: dict[str, int] = {}
+    for d in inventory.allocatable():
+        counts[d.resource] = counts.get(d.resource, 0) + 1
+    assert cfg.queues[0].nominal == counts and sum(counts.values()) == len(inventory.allocatable())
+
+
+def test_config_check_command_exit_codes(repo_root: Path, tmp_path: Path) -> None:
+    ok = subprocess.run([sys.executable, "-m", "labgang.launcher", "config", "check",
+                         str(repo_root / "config" / "cluster.toml")], capture_output=True, text=True)
+    assert ok.returncode == 0 and "ok (3 queue(s)" in ok.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[queues]]\nname = "default"\nqueueing = "lifo"\n')
+    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "config", "check", str(bad)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "queues[0].queueing: 'lifo' is not allowed; allowed: best-effort-fifo, strict-fifo" in out.stderr

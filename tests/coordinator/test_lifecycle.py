@@ -1,0 +1,196 @@
+"""Gang lifecycle rules on a simulated clock: the coordinator's state machine driven directly
+(real SQLite store; agents represented by their registry records, no processes)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.scheduling import apply_result
+from labgang.launcher.model import JobState
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
+from labgang.launcher.scheduler.snapshot import RankPlacement
+from labgang.launcher.store import Store
+
+ROOT = Caller(uid=0, user="root", admin=True)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def coord(tmp_path: Path):
+    clock = Clock()
+    config = parse_config({"startup_timeout_s": 30, "node_timeout_s": 10, "requeue_backoff_s": 4,
+                           "max_start_failures": 2,
+                           "queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    c.clock_ = clock
+    for node in ("n1", "n2"):
+        conn = c.agents.attach(node)
+        conn.connected, conn.last_seen = True, clock.now
+    yield c
+    c.store.close()
+
+
+async def submit(coord: Coordinator, **fields) -> str:
+    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    return job.id
+
+
+def admit(coord: Coordinator, job_id: str) -> None:
+    placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
+    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()),
+                 coord.clock())
+
+
+def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, status: int | None = None) -> None:
+    run_id = coord.jobs[job_id].run_id
+    lifecycle.apply_rank_event(coord, node, {"job_id": run_id, "rank": rank, "kind": kind,
+                                             "exit_status": status, "time": coord.clock()})
+
+
+def advance(coord: Coordinator, seconds: float) -> None:
+    """Let simulated time pass while every connected agent keeps reporting."""
+    coord.clock_.now += seconds
+    for conn in coord.agents.nodes.values():
+        if conn.connected:
+            conn.last_seen = coord.clock_.now
+
+
+def start(coord: Coordinator, job_id: str) -> None:
+    admit(coord, job_id)
+    event(coord, "n1", job_id, 0, "started")
+    event(coord, "n2", job_id, 1, "started")
+
+
+async def test_runs_only_when_every_rank_started(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    event(coord, "n1", job_id, 0, "started")
+    assert coord.jobs[job_id].status.state == JobState.ADMITTED
+    event(coord, "n2", job_id, 1, "started")
+    assert coord.jobs[job_id].status.state == JobState.RUNNING
+
+
+async def test_success_waits_until_every_rank_is_gone(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    start(coord, job_id)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 0)
+    assert coord.jobs[job_id].status.state == JobState.RUNNING  # devices still in use
+    event(coord, "n1", job_id, 0, "gone", 0)
+    event(coord, "n2", job_id, 1, "gone", 0)
+    assert (coord.jobs[job_id].status.state, coord.jobs[job_id].status.exit_status) == (JobState.SUCCEEDED, 0)
+
+
+async def test_one_failing_rank_stops_the_rest_and_fails_with_its_status(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    start(coord, job_id)
+    event(coord, "n2", job_id, 1, "exited", 7)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.end_intent) == (JobState.TERMINATING, "fail")
+    event(coord, "n2", job_id, 1, "gone", 7)
+    event(coord, "n1", job_id, 0, "exited", 143)
+    event(coord, "n1", job_id, 0, "gone", 143)
+    assert (st.state, st.exit_status) == (JobState.FAILED, 7)
+
+
+async def test_preempted_victim_requeues_with_submit_time_and_restart_count(coord: Coordinator) -> None:
+    victim = await submit(coord)
+    start(coord, victim)
+    submitted = coord.jobs[victim].status.submit_time
+    coord.clock_.now += 50
+    urgent = await submit(coord, priority=10)
+    apply_result(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),),
+                                    pending=()), coord.clock())
+    assert coord.jobs[victim].status.state == JobState.TERMINATING
+    assert coord.jobs[urgent].status.nominated == (victim,)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, victim, rank, "exited", 143)
+        event(coord, node, victim, rank, "gone", 143)
+    st = coord.jobs[victim].status
+    assert (st.state, st.restart_count, st.submit_time) == (JobState.PENDING, 1, submitted)
+    assert coord.jobs[victim].run_id == f"{victim}.1" and coord.jobs[victim].ranks == {}
+    coord.store.commit()
+    assert [d[1] for d in coord.store.decisions(victim)] == ["admit", "victim"]
+
+
+async def test_startup_timeout_requeues_with_backoff_then_fails(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    event(coord, "n1", job_id, 0, "started")  # rank 1 on n2 never starts
+    advance(coord, 31)
+    lifecycle.check_timers(coord)
+    st = coord.jobs[job_id].status
+    assert st.state == JobState.TERMINATING and "rank 1 on n2" in st.reason_message
+    event(coord, "n1", job_id, 0, "exited", 143)
+    event(coord, "n1", job_id, 0, "gone", 143)
+    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])  # n2 never had it
+    assert (st.state, st.restart_count, st.not_before) == (JobState.PENDING, 1, coord.clock() + 4)
+    # Second failed start: max_start_failures = 2, so the job fails.
+    advance(coord, 5)
+    admit(coord, job_id)
+    advance(coord, 31)
+    lifecycle.check_timers(coord)
+    lifecycle.reconcile_node(coord, coord.agents.get("n1"), [])
+    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])
+    assert st.state == JobState.FAILED and "could not start after 2 attempts" in st.reason_message
+
+
+async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coordinator) -> None:
+    keep = await submit(coord)
+    drop = await submit(coord, requeue=False)
+    start(coord, keep)
+    placement = (RankPlacement(0, "n1", ("GPU-c",)), RankPlacement(1, "n2", ("GPU-d",)))
+    apply_result(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()), coord.clock())
+    event(coord, "n1", drop, 0, "started")
+    event(coord, "n2", drop, 1, "started")
+    coord.agents.get("n2").connected = False  # n2 falls silent; n1 keeps reporting
+    advance(coord, 11)
+    lifecycle.check_timers(coord)
+    assert coord.agents.get("n2").lost
+    for job_id in (keep, drop):
+        event(coord, "n1", job_id, 0, "exited", 143)
+        event(coord, "n1", job_id, 0, "gone", 143)
+    assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
+    assert coord.jobs[drop].status.state == JobState.FAILED
+    assert "node n2 lost" in coord.jobs[drop].status.reason_message
+
+
+async def test_cancel_rules(coord: Coordinator) -> None:
+    from labgang.launcher.coordinator.errors import Forbidden
+
+    job_id = await submit(coord)
+    stranger = Caller(uid=4242, user="mallory")
+    with pytest.raises(Forbidden, match="belongs to root"):
+        await coord.cancel(stranger, job_id)
+    start(coord, job_id)
+    await coord.cancel(ROOT, job_id)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.end_intent) == (JobState.TERMINATING, "cancel")
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "gone", 143)
+    assert st.state == JobState.CANCELLED
+
+
+async def test_admission_is_committed_before_dispatch(coord: Coordinator, tmp_path: Path) -> None:
+    """What a crash right after the cycle would leave: the admission is on disk."""
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    await coord.flush()
+    reopened = {j.id: j for j in Store(tmp_path / "db").load_jobs()}
+    assert reopened[job_id].status.state == JobState.ADMITTED
+    assert sorted((r.rank, r.node) for r in reopened[job_id].ranks.values()) == [(0, "n1"), (1, "n2")]
+    await asyncio.sleep(0)
