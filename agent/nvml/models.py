@@ -228,30 +228,47 @@ def arch_from_text(text: str | None, name: str = "") -> int:
     return ARCH_UNKNOWN
 
 
+#: SMs of a one-slice compute instance by architecture (A100/A30: 14; H100/H200: 16), for unknown products.
+ONE_SLICE_SMS = {ARCH_AMPERE: 14, ARCH_HOPPER: 16, ARCH_BLACKWELL: 16}
+
+
+def slices_from_sms(sm_count: int, one_slice_sm: int) -> int:
+    """GPU (compute) slices of an instance from its SMs: the nearest of 1, 2, 3, 4, 7.
+
+    A 3-slice instance has a little under 4 one-slice instances' SMs on Hopper
+    (60 vs 4×16), so the 3/4 boundary sits at 3.9 units.
+    """
+    units = sm_count / max(one_slice_sm, 1)
+    for limit, slices in ((1.5, 1), (2.5, 2), (3.9, 3), (5.5, 4)):
+        if units < limit:
+            return slices
+    return 7
+
+
 def infer_profile(model: GpuModel | None, sm_count: int, memory_mib: int, gpu_memory_mib: int,
-                  gpu_sm_count: int | None = None) -> MigProfile:
+                  one_slice_sm: int | None = None, gpu_name: str = "") -> MigProfile:
     """The GPU instance profile with this SM count and memory, as ``nvidia-smi -L`` names it.
 
     Args:
         model: catalogue entry of the parent GPU, or None for an unknown product.
-        sm_count: SMs of the GPU instance (the sum over its compute instances is not
-            enough: pass the largest plausible, see the caller).
+        sm_count: SMs of the GPU instance.
         memory_mib: GPU instance memory, MiB.
         gpu_memory_mib: total memory of the parent GPU, MiB.
-        gpu_sm_count: SMs of the parent GPU, when known.
+        one_slice_sm: SMs of a one-slice instance on this product (unknown products).
+        gpu_name: the product name; a ``NNGB`` in it is the memory the profile names divide.
 
     Returns:
-        The closest catalogue profile (memory first, then SM count); for unknown models a
-        profile named from memory slices (eighths of the GPU) and SM share (sevenths).
+        The closest catalogue profile (memory first, then SM count); for unknown products a
+        profile named ``<g>g.<GB>gb`` with ``g`` from the SMs and ``GB`` = the product's
+        memory × eighths of memory slices, rounded half up.
     """
     if model is not None and model.mig_profiles:
         plain = [p for p in model.mig_profiles if "+" not in p.name]
-        best = min(plain, key=lambda p: (abs(p.memory_mib - memory_mib) > 256, abs(p.sm_count - sm_count),
+        return min(plain, key=lambda p: (abs(p.memory_mib - memory_mib) > 256, abs(p.sm_count - sm_count),
                                          abs(p.memory_mib - memory_mib)))
-        return best
     mem_slices = max(1, round(memory_mib * 8 / max(gpu_memory_mib, 1)))
-    total_gb = round(gpu_memory_mib / 1024)
-    mem_gb = max(1, round(total_gb * mem_slices / 8))
-    sms = gpu_sm_count or 0
-    slices = max(1, min(7, round(sm_count * 7 / sms))) if sms else max(1, min(7, mem_slices))
+    named = re.search(r"(\d+)\s*GB", gpu_name, flags=re.I)
+    total_gb = int(named.group(1)) if named else int(gpu_memory_mib / 1024 + 0.5)
+    mem_gb = max(1, int(total_gb * mem_slices / 8 + 0.5))
+    slices = slices_from_sms(sm_count, one_slice_sm) if one_slice_sm else min(7, mem_slices)
     return MigProfile(f"{slices}g.{mem_gb}gb", slices, memory_mib, sm_count, -1)

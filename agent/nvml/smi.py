@@ -276,7 +276,7 @@ def capture_from_xml(text: str) -> Capture:
     Raises:
         ValueError: the XML is malformed or its root is not ``nvidia_smi_log``.
     """
-    body = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
+    body = re.sub(r"<!DOCTYPE[^>]*>", "", text.lstrip("\ufeff"), count=1)
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
@@ -531,7 +531,7 @@ def _build_migs(model: models.GpuModel | None, gpu: SimGpu, recs: list[MigRecord
         one_slice_sm = one.sm_count if one else None
     if one_slice_sm is None:
         known = [r.sm_count for r in recs if r.sm_count]
-        one_slice_sm = min(known) if known else 1
+        one_slice_sm = models.ONE_SLICE_SMS.get(gpu.arch) or (min(known) if known else 1)
     next_gi = 1
     by_gi: dict[int, list[MigRecord]] = {}
     for r in recs:
@@ -574,7 +574,7 @@ def _infer_name(model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, memb
     mem = rec.memory_total_mib or 0
     gpu_mem = gpu.memory_total_mib or mem * 8
     if len(members) == 1:
-        return models.infer_profile(model, rec.sm_count or 0, mem, gpu_mem, gpu.sm_count or None).name
+        return models.infer_profile(model, rec.sm_count or 0, mem, gpu_mem, one_slice_sm, gpu.name).name
     ci_slices = [max(1, round((m.sm_count or one_slice_sm) / one_slice_sm)) for m in members]
     need = sum(ci_slices)
     gi_name = None
@@ -583,8 +583,7 @@ def _infer_name(model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, memb
         if fits:
             gi_name = min(fits, key=lambda p: p.slices).name
     if gi_name is None:
-        gi_name = models.infer_profile(None, need * one_slice_sm, mem, gpu_mem, None).name
-        gi_name = f"{need}g." + gi_name.split(".", 1)[1]
+        gi_name = models.infer_profile(None, need * one_slice_sm, mem, gpu_mem, one_slice_sm, gpu.name).name
     own = max(1, round((rec.sm_count or one_slice_sm) / one_slice_sm))
     return f"{own}c.{gi_name}"
 

@@ -231,3 +231,19 @@ def test_bad_machine_files_name_the_field_and_allowed_values(tmp_path, text, mes
     assert result.exit_code == 2
     assert re.search(message, result.stderr), result.stderr
     assert "Traceback" not in result.output
+
+
+def test_profiles_of_an_unknown_product_are_inferred_from_sms_and_memory(real_gpus):
+    """A product missing from the catalogue: -q output without -L still gets -L style names."""
+    text = (real_gpus / "h100-mig-nvidia-smi-capture.txt").read_text()
+    q = first_q_block(text).replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 Prototype")
+    machine = machine_from_text(q, "proto.txt")
+    assert [(m.profile, m.sm_count, m.gi_id) for m in machine.gpus[0].mig_devices] == [
+        ("3g.40gb", 60, 2), ("2g.20gb", 32, 3), ("1g.10gb", 16, 9), ("1g.10gb", 16, 10)]
+
+
+def test_compute_instance_split_of_an_unknown_product_is_named_per_instance(real_gpus):
+    text = (real_gpus / "h200-mig-nvidia-smi-capture.txt").read_text()
+    q = first_q_block(text).replace("NVIDIA H200", "NVIDIA H200 141GB Prototype")
+    profiles = [m.profile for m in machine_from_text(q, "proto.txt").gpus[0].mig_devices]
+    assert profiles == ["1c.3g.71gb", "2c.3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]
