@@ -6,6 +6,7 @@ import base64
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from labgang.launcher.config import load_config
 
 LABGANG = Path(sys.executable).parent / "labgang"
 COORD_FILES = ("etc/systemd/system/labgang-coordinator.service", "etc/sysusers.d/labgang.conf",
-               "etc/labgang/cluster.toml", "etc/labgang/cluster.token")
+               "etc/labgang/cluster.toml", "etc/profile.d/labgang.sh", "etc/labgang/cluster.token")
 
 
 def run(*args: str):
@@ -42,6 +43,9 @@ def test_coordinator_install_writes_units_config_and_secret_token(tmp_path):
     assert f"ExecStart={LABGANG} coordinator --config /etc/labgang/cluster.toml" in unit
     assert "/usr/local/bin/labgang" not in unit
     assert not (tmp_path / "etc/systemd/system/labgang-agent.service").exists()
+    profile = subprocess.run(["sh", "-c", f". {tmp_path / 'etc/profile.d/labgang.sh'}; echo $LABGANG_STATE_DIR"],
+                             capture_output=True, text=True, check=True)
+    assert profile.stdout.strip() == "/var/lib/labgang"  # where the units' services put the socket
 
 
 def test_installed_cluster_config_is_valid_and_reads_the_systemd_credential(tmp_path):
@@ -149,8 +153,6 @@ def test_gpu_node_install_takes_the_coordinators_token(tmp_path):
 
 def test_installed_units_verify(tmp_path):
     """What `labgang install` writes is what systemd accepts (verify needs the ExecStart binary: --bin exists)."""
-    import subprocess
-
     exe = shutil.which("systemd-analyze")
     if exe is None:
         pytest.fail("systemd-analyze not found: on Debian/Ubuntu run `apt-get install systemd`")
