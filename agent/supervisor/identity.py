@@ -53,25 +53,13 @@ def resolve_run_as(uid: int, gid: int | None, *, job_id: str, agent_uid: int,
     Raises:
         LaunchRefused: the policy forbids it, or the user or group is unknown; the message says why.
     """
+    if agent_uid != 0:
+        return _run_as_self(uid, gid, job_id=job_id, agent_uid=agent_uid)
     try:
         entry = pwd.getpwuid(uid)
     except KeyError:
         raise LaunchRefused(f"uid: job {job_id} asks for uid {uid}, which has no passwd entry; the agent "
                             f"needs the user's name to find their groups") from None
-    if agent_uid != 0:
-        if uid != agent_uid:
-            me = pwd.getpwuid(agent_uid).pw_name if _has_pw(agent_uid) else str(agent_uid)
-            raise LaunchRefused(f"uid: this agent runs as uid {agent_uid} ({me}) and starts only that user's "
-                                f"ranks; job {job_id} asks for uid {uid} ({entry.pw_name}). Run the agent as "
-                                f"root to start other users' jobs")
-        own_groups = set(os.getgroups()) | {os.getegid()}
-        primary = entry.pw_gid if gid is None else gid
-        if gid is not None and gid not in own_groups:
-            raise LaunchRefused(f"gid: job {job_id} asks for gid {gid}, which this agent's user is not in "
-                                f"(allowed: {sorted(own_groups)})")
-        return RunAs(uid=uid, gid=os.getegid() if gid is None else primary,
-                     groups=tuple(sorted(own_groups)), name=entry.pw_name, home=entry.pw_dir,
-                     drop_privileges=False)
     if uid == 0 and not allow_root:
         raise LaunchRefused(f"uid: job {job_id} asks to run as root, and root jobs are off "
                             f"(allow_root = false in the agent config)")
@@ -87,12 +75,28 @@ def resolve_run_as(uid: int, gid: int | None, *, job_id: str, agent_uid: int,
                  drop_privileges=True)
 
 
-def _has_pw(uid: int) -> bool:
+def _run_as_self(uid: int, gid: int | None, *, job_id: str, agent_uid: int) -> RunAs:
+    """The credentials of a rank started by a non-root agent: its own, unchanged.
+
+    Raises:
+        LaunchRefused: ``uid`` is not the agent's, or ``gid`` is not its current group (an
+            unprivileged process cannot switch its primary group).
+    """
     try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
+        entry = pwd.getpwuid(agent_uid)
+        name, home = entry.pw_name, entry.pw_dir
+    except KeyError:  # an arbitrary uid in a container: nothing to look up, nothing to change
+        name, home = str(agent_uid), os.environ.get("HOME", "/")
+    if uid != agent_uid:
+        raise LaunchRefused(f"uid: this agent runs as uid {agent_uid} ({name}) and starts only that user's "
+                            f"ranks; job {job_id} asks for uid {uid}. Run the agent as root to start other "
+                            f"users' jobs")
+    egid = os.getegid()
+    if gid is not None and gid != egid:
+        raise LaunchRefused(f"gid: this agent runs with gid {egid} and cannot switch groups; job {job_id} "
+                            f"asks for gid {gid} (allowed: {egid} or null)")
+    return RunAs(uid=uid, gid=egid, groups=tuple(sorted(set(os.getgroups()) | {egid})), name=name, home=home,
+                 drop_privileges=False)
 
 
 def check_can_enter(path: str, run_as: RunAs) -> None:

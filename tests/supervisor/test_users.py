@@ -106,12 +106,14 @@ def test_agent_running_as_a_normal_user_refuses_another_uid(token, accounts):
         spec = LaunchSpec(job_id="j", rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0,
                           master_addr="127.0.0.1", master_port=29500, devices=(), argv=("true",), env={{}},
                           cwd="/tmp", uid={user_b.pw_uid})
-        try:
-            sup.launch(spec)
-        except LaunchRefused as exc:
-            print(json.dumps({{"refused": str(exc), "euid": os.geteuid(), "ranks": len(sup.ranks())}}))
-        else:
-            print(json.dumps({{"refused": None}}))
+        answers = []
+        for asked in (dict(uid={user_b.pw_uid}), dict(uid={user_a.pw_uid}, gid=0)):
+            try:
+                sup.launch(LaunchSpec(**{{**spec.to_dict(), **asked}}))
+                answers.append(None)
+            except LaunchRefused as exc:
+                answers.append(str(exc))
+        print(json.dumps({{"refused": answers, "euid": os.geteuid(), "ranks": len(sup.ranks())}}))
     """)
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=30)
@@ -119,5 +121,7 @@ def test_agent_running_as_a_normal_user_refuses_another_uid(token, accounts):
         shutil.rmtree(own_dir, ignore_errors=True)
     result = json.loads(out.stdout)
     assert result["euid"] == user_a.pw_uid and result["ranks"] == 0
-    assert f"runs as uid {user_a.pw_uid} ({user_a.pw_name})" in result["refused"]
-    assert f"asks for uid {user_b.pw_uid}" in result["refused"]
+    other_uid, other_gid = result["refused"]
+    assert other_uid.startswith(f"uid: this agent runs as uid {user_a.pw_uid} ({user_a.pw_name})")
+    assert f"asks for uid {user_b.pw_uid}" in other_uid
+    assert other_gid.startswith(f"gid: this agent runs with gid {user_a.pw_gid} and cannot switch groups")
