@@ -38,17 +38,16 @@ def _env(state_dir: Path) -> dict[str, str]:
 class Labgang:
     """A running `labgang up` and a way to call the CLI against it."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *up_flags: str) -> None:
         self.state_dir = state_dir
         self.env = _env(state_dir)
-        self.log = open(state_dir / "up.log", "w+b")
+        self.log = open(state_dir / "up.log", "a+b")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
+            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE), *up_flags],
             cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
     def output(self) -> str:
-        self.log.flush()
         return (self.state_dir / "up.log").read_text(errors="replace")
 
     def wait_ready(self) -> None:
@@ -159,8 +158,7 @@ def test_two_4x2_gangs_one_runs_whole_the_other_waits_whole(lg, tmp_path):
     second = lg.cli("submit", "-n", "4", "-g", "2", "--name", "second", "--", "sh", "-c", wait_then_ddp)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     a, b = first.stdout.strip(), second.stdout.strip()
-    running = lg.wait_state(a, {"running"})
-    assert len(running["ranks"]) == 4 and all(r["pid"] for r in running["ranks"])
+    assert len(_rank_pids(lg, a)) == 4
     pending = lg.job(b)
     assert pending["state"] == "pending"
     assert pending["reason"] and pending["reason"]["message"]
@@ -245,3 +243,59 @@ def test_without_a_driver_up_points_at_simulate(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "--simulate FILE" in lines[0]
+
+
+def _rank_pids(instance: Labgang, job_id: str) -> list[int]:
+    deadline = time.monotonic() + 30
+    while True:
+        ranks = instance.wait_state(job_id, {"running"})["ranks"]
+        if ranks and all(isinstance(r["pid"], int) for r in ranks):
+            return [r["pid"] for r in ranks]
+        assert time.monotonic() < deadline, f"job {job_id} runs without rank pids: {ranks}"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_ctrl_c_on_up_stops_its_jobs_by_default():
+    with tempfile.TemporaryDirectory(prefix="lgs", dir="/tmp") as d:
+        instance = Labgang(Path(d))
+        try:
+            instance.wait_ready()
+            job_id = instance.cli("submit", "-n", "2", "--grace", "2s", "--", "sleep", "60").stdout.strip()
+            pids = _rank_pids(instance, job_id)
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+        assert "labgang up: stopped" in instance.output()
+        assert not any(_alive(pid) for pid in pids)
+        assert not (Path(d) / "labgang.sock").exists()
+
+
+def test_keep_jobs_leaves_ranks_running_for_the_next_up():
+    with tempfile.TemporaryDirectory(prefix="lgk", dir="/tmp") as d:
+        first = Labgang(Path(d), "--keep-jobs")
+        try:
+            first.wait_ready()
+            job_id = first.cli("submit", "-n", "2", "--grace", "2s", "--", "sleep", "60").stdout.strip()
+            pids = _rank_pids(first, job_id)
+        finally:
+            assert first.stop() == 0, first.output()
+        assert all(_alive(pid) for pid in pids)
+        second = Labgang(Path(d), "--keep-jobs")
+        try:
+            second.wait_ready()
+            assert second.job(job_id)["state"] == "running"  # re-adopted, not restarted
+            assert [r["pid"] for r in second.job(job_id)["ranks"]] == pids
+            assert second.cli("cancel", job_id).returncode == 0
+            second.wait_state(job_id, {"cancelled"}, timeout=20)
+        finally:
+            assert second.stop() == 0, second.output()
+        assert not any(_alive(pid) for pid in pids)
