@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -42,13 +43,14 @@ def notify_socket(cluster):
     sock.close()
 
 
-def _spawn(cluster: Cluster, name: str, args: list[str], notify: Path) -> subprocess.Popen:
+def _spawn(cluster: Cluster, name: str, args: list[str], notify: Path, umask: int) -> subprocess.Popen:
     log = cluster.base / f"{name}.log"
     cluster.logs[name] = log
     env = dict(os.environ, PYTHONUNBUFFERED="1", NOTIFY_SOCKET=str(notify))
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+                                stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True,
+                                umask=umask)
     cluster.procs[name] = proc
     return proc
 
@@ -63,16 +65,24 @@ def _wait_ready(sock: socket.socket, cluster: Cluster, name: str) -> list[str]:
     return lines
 
 
+def _unit_umask() -> int:
+    unit = (REPO / "systemd" / "labgang-coordinator.service").read_text()
+    return int(next(line for line in unit.splitlines() if line.startswith("UMask=")).split("=")[1], 8)
+
+
 def test_coordinator_is_ready_when_its_socket_answers(cluster, notify_socket):
+    """Started with the unit's UMask: ready only once it serves; database owner-only, socket open to all."""
     sock, path = notify_socket
     _spawn(cluster, "coordinator", ["coordinator", "--config", str(cluster.config_file),
-                                    "--state-dir", str(cluster.coord_dir)], path)
+                                    "--state-dir", str(cluster.coord_dir)], path, umask=_unit_umask())
     lines = _wait_ready(sock, cluster, "coordinator")
     with cluster.client() as client:  # at once, no retry: it must answer now
         assert client.version()
     assert any(line.startswith("STATUS=") for line in lines)
     with socket.create_connection(("127.0.0.1", cluster.port), timeout=5):
         pass  # the agent link's TCP port is open too
+    assert stat.S_IMODE(cluster.socket.stat().st_mode) == 0o666
+    assert stat.S_IMODE((cluster.coord_dir / "labgang.db").stat().st_mode) == 0o600
 
 
 @pytest.mark.xfail(strict=True, reason="agent/service.py sends no READY=1 (the agent may not import "
