@@ -14,6 +14,7 @@ UUIDs of its member devices (nvidia_gpu_exporter's fingerprint rule, NVML-NOTES 
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -64,13 +65,18 @@ class GpmSampler:
         self._clock = clock
         self._sleep = sleep
         self._states: dict[Hashable, _State] = {}
+        self._lock = threading.Lock()
 
     def measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
         """Return ``{key: (sm_active_pct, sm_occupancy_pct)}`` for every target.
 
         Each value is a float percent or an :class:`Unavailable` (sample or metric error).
-        Samples of keys not in ``targets`` are freed.
+        Samples of keys not in ``targets`` are freed. Calls from several threads take turns.
         """
+        with self._lock:
+            return self._measure(backend, targets)
+
+    def _measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
         clock = self._clock or getattr(backend, "labgang_clock", time.monotonic)
         sleep = self._sleep or getattr(backend, "labgang_sleep", time.sleep)
         out: dict[Hashable, SmActivity] = {}
@@ -117,6 +123,10 @@ class GpmSampler:
 
     def close(self, backend: Any) -> None:
         """Free every kept sample (call before ``nvmlShutdown``)."""
+        with self._lock:
+            self._close(backend)
+
+    def _close(self, backend: Any) -> None:
         for state in self._states.values():
             self._free(backend, state.sample)
         self._states.clear()

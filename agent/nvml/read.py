@@ -15,6 +15,7 @@ slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import weakref
 from typing import Any
@@ -62,6 +63,18 @@ def _map(value: Any, fn: Any) -> Any:
 
 
 _missing: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_locks: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_locks_guard = threading.Lock()
+
+
+def _lock_for(backend: Any) -> threading.Lock:
+    """One lock per backend: reads from several threads (agent loops) take turns, so each
+    snapshot is consistent and the GPM sampler's kept samples are never used twice."""
+    with _locks_guard:
+        lock = _locks.get(backend)
+        if lock is None:
+            lock = _locks[backend] = threading.Lock()
+        return lock
 
 
 def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
@@ -219,6 +232,11 @@ def read_node(backend: Any, *, hostname: str | None = None, now: float | None = 
         now: timestamp, unix seconds (default ``time.time()``).
         gpm: the GPM sampler keeping previous samples (default: one kept per backend).
     """
+    with _lock_for(backend):
+        return _read_node(backend, hostname, now, gpm)
+
+
+def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSampler | None) -> NodeInventory:
     taken = time.time() if now is None else float(now)
     host = hostname or getattr(backend, "labgang_hostname", None) or socket.gethostname()
     driver = _text(query(backend, "nvmlSystemGetDriverVersion"))

@@ -275,3 +275,19 @@ def test_held_memory_outlives_its_process_until_released(make_sim, sim_dir):
     assert read_inventory(nv, now=2.0).device_pids()[uuid] == frozenset()
     with pytest.raises(ValueError, match="uuid"):
         nv.hold_memory("GPU-not-here", 1, 1)
+
+
+def test_reads_from_several_threads_take_turns(make_sim, sim_dir):
+    from concurrent.futures import ThreadPoolExecutor
+
+    nv = make_sim(sim_dir / "h100x8.toml")
+
+    def sleep(seconds: float) -> None:  # really yield to the other threads while the clock moves
+        time.sleep(0.01)
+        nv.labgang_sleep(seconds)
+
+    sampler = GpmSampler(clock=nv.labgang_clock, sleep=sleep)
+    with ThreadPoolExecutor(4) as pool:
+        snapshots = list(pool.map(lambda i: read_node(nv, now=float(i), gpm=sampler), range(12)))
+    assert all(len(s.gpus) == 8 and all(isinstance(g.sm_active_pct, float) for g in s.gpus) for s in snapshots)
+    assert len(nv._samples) == 8  # one kept sample per GPU, none leaked by interleaved reads
