@@ -81,7 +81,8 @@ RANK = rank_script(
 
 @pytest.fixture
 def cluster():
-    c = Cluster({"n1": "n1-4gpu.toml"})
+    # The production default node timeout: a restart on a loaded CI machine must not count as a lost node.
+    c = Cluster({"n1": "n1-4gpu.toml"}, node_timeout_s=30.0)
     try:
         yield c.start()
     finally:
