@@ -32,13 +32,17 @@ ERROR_CODES = {
 class Script:
     """A reading that is a constant or a list replayed one value per read (last one repeats)."""
 
-    def __init__(self, values: Any):
+    def __init__(self, values: Any, where: str = "reading"):
         if values is None:
             self.values: list[Any] = [None]
         elif isinstance(values, (list, tuple)):
             if not values:
-                raise ValueError("a scripted reading needs at least one value")
+                raise ValueError(f"{where}: a scripted reading needs at least one value")
+            if not all(isinstance(v, (int, float)) for v in values):
+                raise ValueError(f"{where}: scripted values must be numbers; got {values!r}")
             self.values = list(values)
+        elif not isinstance(values, (int, float)):
+            raise ValueError(f"{where}: expected a number or a list of numbers; got {values!r}")
         else:
             self.values = [values]
         self.position = 0
@@ -321,15 +325,15 @@ def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu
         mig_current=bool(pick("mig_current", False)),
         mig_pending=bool(pick("mig_pending", g.get("mig_current", False))),
         max_mig_devices=int(pick("max_mig_devices", 7)),
-        temperature_c=Script(pick("temperature_c", 30)),
-        power_w=Script(pick("power_w", 60.0)),
+        temperature_c=Script(pick("temperature_c", 30), f"{where}.temperature_c"),
+        power_w=Script(pick("power_w", 60.0), f"{where}.power_w"),
         power_limit_w=pick("power_limit_w", model.power_limit_w if model else None),
         ecc=bool(pick("ecc", model.ecc if model else True)),
         ecc_volatile_uncorrected=int(pick("ecc_volatile_uncorrected", 0)),
-        utilization_gpu_pct=Script(pick("utilization_gpu_pct", 0)),
-        utilization_memory_pct=Script(pick("utilization_memory_pct", 0)),
-        sm_active_pct=Script(pick("sm_active_pct", 0.0)),
-        sm_occupancy_pct=Script(pick("sm_occupancy_pct", 0.0)),
+        utilization_gpu_pct=Script(pick("utilization_gpu_pct", 0), f"{where}.utilization_gpu_pct"),
+        utilization_memory_pct=Script(pick("utilization_memory_pct", 0), f"{where}.utilization_memory_pct"),
+        sm_active_pct=Script(pick("sm_active_pct", 0.0), f"{where}.sm_active_pct"),
+        sm_occupancy_pct=Script(pick("sm_occupancy_pct", 0.0), f"{where}.sm_occupancy_pct"),
         clock_event_mask=_clock_mask(pick("clock_event_reasons", ["gpu_idle"]), f"{where}.clock_event_reasons"),
         lost=bool(pick("lost", False)),
         handle_error=_error_code(g["handle_error"], f"{where}.handle_error") if "handle_error" in g else None,
@@ -355,8 +359,8 @@ def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu
         dev = mig_device(model, int(m.get("index", k)), str(m.get("uuid") or derived_mig_uuid(gpu.uuid, m["gi_id"], m["ci_id"])),
                          str(m["profile"]), int(m["gi_id"]), int(m["ci_id"]), m.get("sm_count"),
                          m.get("memory_total_mib"), float(m.get("memory_used_mib", 0.0)))
-        dev.sm_active_pct = Script(m.get("sm_active_pct", 0.0))
-        dev.sm_occupancy_pct = Script(m.get("sm_occupancy_pct", 0.0))
+        dev.sm_active_pct = Script(m.get("sm_active_pct", 0.0), f"{mw}.sm_active_pct")
+        dev.sm_occupancy_pct = Script(m.get("sm_occupancy_pct", 0.0), f"{mw}.sm_occupancy_pct")
         gpu.mig_devices.append(dev)
     indices = [d.index for d in gpu.mig_devices]
     if len(set(indices)) != len(indices) or any(i >= gpu.max_mig_devices for i in indices):

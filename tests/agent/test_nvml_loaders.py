@@ -247,3 +247,11 @@ def test_compute_instance_split_of_an_unknown_product_is_named_per_instance(real
     q = first_q_block(text).replace("NVIDIA H200", "NVIDIA H200 141GB Prototype")
     profiles = [m.profile for m in machine_from_text(q, "proto.txt").gpus[0].mig_devices]
     assert profiles == ["1c.3g.71gb", "2c.3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]
+
+
+def test_scripted_readings_are_validated(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "RTX-4090"\nutilization_gpu_pct = ["high"]\n')
+    result = CliRunner().invoke(nodes, ["--local", "--simulate", str(path)])
+    assert result.exit_code == 2
+    assert "gpu[0].utilization_gpu_pct: scripted values must be numbers" in result.stderr

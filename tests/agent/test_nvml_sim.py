@@ -291,3 +291,11 @@ def test_reads_from_several_threads_take_turns(make_sim, sim_dir):
         snapshots = list(pool.map(lambda i: read_node(nv, now=float(i), gpm=sampler), range(12)))
     assert all(len(s.gpus) == 8 and all(isinstance(g.sm_active_pct, float) for g in s.gpus) for s in snapshots)
     assert len(nv._samples) == 8  # one kept sample per GPU, none leaked by interleaved reads
+
+
+def test_mig_enabled_with_zero_instances(make_sim):
+    text = ('[machine]\nhostname = "fresh"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n'
+            '[[gpu]]\nmodel = "A100-SXM4-80GB"\n')
+    inv = read_inventory(make_sim(text=text), now=1.0)
+    assert inv.gpus[0].mig_devices == () and "mig enabled, no instances" in inv.gpus[0].warnings()
+    assert [d.gpu_index for d in inv.allocatable()] == [1]  # never handed out whole, nothing inside yet
