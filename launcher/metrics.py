@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from labgang.agent.inventory import is_known
@@ -262,9 +262,8 @@ class SchedulerMetrics:
     """What the scheduling loop reports as it happens.
 
     Series: ``labgang_admission_latency_seconds{queue}`` (histogram, submit or last
-    requeue → admission), ``labgang_scheduling_cycle_duration_seconds`` (histogram),
-    ``labgang_scheduling_cycles_total`` and ``labgang_preemptions_total{queue, reason}``
-    (one per victim job; ``queue`` is the victim's).
+    requeue → admission), ``labgang_scheduling_cycle_duration_seconds`` (histogram) and
+    ``labgang_preemptions_total{queue, reason}`` (one per victim job; ``queue`` is the victim's).
 
     Args:
         registry: where the series are registered.
@@ -383,19 +382,37 @@ def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
     return counts
 
 
+class CycleCounter(Collector):
+    """``labgang_scheduling_cycles_total``: the coordinator's own count of scheduling cycles.
+
+    Args:
+        cycles: returns the number of cycles run since the coordinator started.
+    """
+
+    def __init__(self, cycles: Callable[[], int]) -> None:
+        self.cycles = cycles
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("labgang_scheduling_cycles", "Scheduling cycles run since the coordinator started.",
+                                  value=float(self.cycles()))
+
+
 def add_metrics_routes(app: web.Application) -> None:
     """Serve ``GET /metrics`` from the coordinator application ``app`` (read-only, every listener).
 
     Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
     the application starts: the metrics are set up once the coordinator exists and are
-    kept under ``app[METRICS]``.
+    kept under ``app[METRICS]``. Besides :class:`CoordinatorMetrics` it exports the
+    coordinator's cycle count (:class:`CycleCounter`).
     """
     from labgang.launcher.api import keys
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        app[METRICS] = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
-                                          job_counts=lambda: coordinator_job_counts(coord))
+        metrics = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
+                                     job_counts=lambda: coordinator_job_counts(coord))
+        metrics.registry.register(CycleCounter(lambda: coord.cycles))
+        app[METRICS] = metrics
         yield
 
     async def handle(request: web.Request) -> web.Response:

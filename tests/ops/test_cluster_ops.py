@@ -91,6 +91,7 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
     assert fam["labgang_admission_latency_seconds"].type == "histogram"
     assert fam["labgang_scheduling_cycle_duration_seconds"].type == "histogram"
     assert fam["labgang_preemptions"].type == "counter"
+    assert samples(fam, "labgang_scheduling_cycles", "labgang_scheduling_cycles_total")[0].value >= 1  # it admitted
     assert samples(fam, "labgang_build_info", version=version["version"])
 
 
