@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 REASONS = ("unsupported", "no_permission", "gpu_lost", "error", "unknown")
 
@@ -50,8 +50,6 @@ class Unavailable:
     def __str__(self) -> str:
         return "n/a"
 
-
-Maybe = Union[Any, Unavailable]
 
 
 def is_known(value: Any) -> bool:
