@@ -194,12 +194,11 @@ def _write(target: Path, content: bytes, mode: int) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.labgang-install")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, content)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    os.fchmod(fd, mode)  # a leftover temporary file keeps its old mode through O_CREAT
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(content)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, target)
 
 
