@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,6 +27,11 @@ from urllib.parse import quote, urlencode
 from labgang.launcher import paths
 
 DEFAULT_TIMEOUT_S = 30.0
+# `labgang up` writes its pid here (beside the socket) while it starts, so that a command
+# typed right after `labgang up &` waits for it instead of failing.
+STARTING_MARKER = "up.starting"
+STARTUP_WAIT_S = 60.0
+MARKER_GRACE_S = 0.5
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
 _MAX_SOCKET_PATH = 107
 
@@ -93,6 +100,20 @@ def socket_for(state_dir: str | Path | None = None) -> Path:
     Source: :func:`labgang.launcher.paths.socket_path`.
     """
     return paths.socket_path(state_dir)
+
+
+def starting_pid(socket_path: Path) -> int | None:
+    """The pid of a ``labgang up`` that is still starting for this socket, or None.
+
+    Reads ``<state_dir>/up.starting``; a marker whose process is gone (a crashed start)
+    counts as none.
+    """
+    try:
+        pid = int((socket_path.parent / STARTING_MARKER).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
@@ -209,7 +230,8 @@ class Client:
         """Send one request and return ``(status, headers, body bytes)``.
 
         A GET whose kept-alive connection turns out closed is retried once on a new
-        connection; a POST never is (it could act twice).
+        connection; a POST never is (it could act twice). While a ``labgang up`` for this
+        socket is starting (see :func:`starting_pid`), the connection waits for it.
 
         Raises:
             CoordinatorUnavailable: nothing listens at the socket.
@@ -227,7 +249,7 @@ class Client:
         for attempt in range(attempts):
             fresh = self._conn is None
             if self._conn is None:
-                self._conn = _UnixHTTPConnection(self.socket_path, self.timeout)
+                self._conn = self._connect()
             try:
                 self._conn.request(method, url, body=payload, headers=headers)
                 resp = self._conn.getresponse()
@@ -252,6 +274,42 @@ class Client:
                     self.socket_path, f"no answer within {self.timeout:g} s"
                 ) from exc
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _connect(self) -> _UnixHTTPConnection:
+        """Open a connection; while a ``labgang up`` for this socket is starting, wait for it.
+
+        Raises:
+            CoordinatorUnavailable: nothing listens (and nothing is starting), or the start
+                took longer than ``STARTUP_WAIT_S``.
+        """
+        deadline = time.monotonic() + STARTUP_WAIT_S
+        rechecked = False
+        while True:
+            conn = _UnixHTTPConnection(self.socket_path, self.timeout)
+            try:
+                conn.connect()
+                return conn
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                conn.close()
+                if starting_pid(self.socket_path) is None:
+                    if rechecked:
+                        raise CoordinatorUnavailable(self.socket_path) from exc
+                    # `labgang up & labgang run ...`: both interpreters start at once, and
+                    # up may not have written its marker yet. Look once more, a moment later.
+                    rechecked = True
+                    time.sleep(MARKER_GRACE_S)
+                    continue
+                if time.monotonic() > deadline:
+                    raise CoordinatorUnavailable(
+                        self.socket_path, f"labgang up is still starting after {STARTUP_WAIT_S:g} s"
+                    ) from exc
+                time.sleep(0.05)
+            except PermissionError as exc:
+                conn.close()
+                raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc
+            except TimeoutError as exc:
+                conn.close()
+                raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc
 
     def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         status, _, body = self.request(method, path, **kw)

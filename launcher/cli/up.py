@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from labgang.launcher import paths
+from labgang.launcher.cli.client import STARTING_MARKER
 
 KEEP_JOBS_HELP = (
     "Leave running ranks alive when labgang up stops; the next `labgang up` with the same state "
@@ -90,6 +91,21 @@ def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | 
     """
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
+    directory = paths.resolve_state_dir(state_dir)
+    try:
+        paths.ensure_state_dir(directory)
+        marker = directory / STARTING_MARKER
+        marker.write_text(f"{os.getpid()}\n")
+    except OSError as exc:
+        _fail(f"--state-dir: {directory}: {exc}", 2)
+    try:
+        _up(ctx, simulate, directory, keep_jobs, verbose, marker)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: bool, verbose: int,
+        marker: Path) -> None:
     logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -111,7 +127,6 @@ def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | 
     node = socket.gethostname()
     inventory = read_inventory(backend, hostname=node)
     config = ClusterConfig.default_for(inventory)
-    directory = paths.resolve_state_dir(state_dir)
     explicit_dir = ctx.get_parameter_source("state_dir") is click.core.ParameterSource.COMMANDLINE
     agent = AgentService(
         AgentConfig(
@@ -130,6 +145,7 @@ def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | 
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
 
     def ready(info: dict[str, Any]) -> None:
+        marker.unlink(missing_ok=True)
         lines = [
             f"labgang up: coordinator and agent for node {node} ({_describe_devices(inventory)}; {source})",
             f"  state dir: {directory}",

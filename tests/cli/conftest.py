@@ -136,3 +136,9 @@ def fake(short_dir):
     server = FakeCoordinator(short_dir / "labgang.sock").start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fake_factory():
+    """Start a :class:`FakeCoordinator` on a given socket path, later (the caller stops it)."""
+    return lambda socket_path: FakeCoordinator(socket_path).start()

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from labgang.launcher.cli.client import ApiError, AsyncClient, Client, CoordinatorUnavailable, socket_for
+from labgang.launcher.cli.client import (
+    STARTING_MARKER,
+    ApiError,
+    AsyncClient,
+    Client,
+    CoordinatorUnavailable,
+    socket_for,
+    starting_pid,
+)
 
 
 def test_socket_follows_state_dir_and_env(monkeypatch, short_dir):
@@ -85,3 +93,30 @@ async def test_async_client_without_coordinator(short_dir):
     async with AsyncClient(short_dir / "labgang.sock") as client:
         with pytest.raises(CoordinatorUnavailable, match="no labgang coordinator at"):
             await client.jobs()
+
+
+
+def test_a_starting_labgang_up_is_waited_for(short_dir, fake_factory):
+    """`labgang up &` and at once `labgang run`: the command waits for the socket to appear."""
+    import os
+    import threading
+
+    marker = short_dir / STARTING_MARKER
+    marker.write_text(f"{os.getpid()}\n")  # a live pid: this test plays the starting `labgang up`
+    assert starting_pid(short_dir / "labgang.sock") == os.getpid()
+    servers = []
+    timer = threading.Timer(0.5, lambda: servers.append(fake_factory(short_dir / "labgang.sock")))
+    timer.start()
+    try:
+        assert Client(short_dir / "labgang.sock").jobs() == [{"id": "1"}]
+    finally:
+        timer.join()
+        for server in servers:
+            server.stop()
+
+
+def test_a_crashed_start_is_not_waited_for(short_dir):
+    (short_dir / STARTING_MARKER).write_text("999999999\n")  # no such process
+    assert starting_pid(short_dir / "labgang.sock") is None
+    with pytest.raises(CoordinatorUnavailable, match="start one with `labgang up`"):
+        Client(short_dir / "labgang.sock").jobs()
