@@ -5,10 +5,14 @@ submission or its last requeue) reserves the devices of the placement it would g
 otherwise empty cluster, starving jobs in order (higher priority, earlier submit, submission
 order), each avoiding earlier reservations. Nobody else starts on reserved devices, even
 after their current holder leaves; the starving job itself may use them or any free device.
+
+In a strict-fifo queue only the head may reserve: a job behind the head cannot start anyway,
+and its reservation could keep the head from ever fitting (a deadlock).
 """
 
 from __future__ import annotations
 
+from labgang.launcher.model import Queueing
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.nominate import Entry
 from labgang.launcher.scheduler.placement import place
@@ -20,13 +24,23 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
 
     Args:
         state: the cycle's copy (its device book gets the reservations).
-        entries: every pending entry (any order; starving ones are picked and sorted here).
+        entries: every pending entry, each queue's entries in queue order.
 
     Returns:
         ``{job id: reserved device positions}`` for the jobs that got a reservation.
     """
-    starving = sorted((e for e in entries if e.starving and e.unschedulable is None),
-                      key=lambda e: (-e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
+    heads: set[str] = set()
+    eligible = []
+    for e in entries:
+        if e.unschedulable is not None:
+            continue
+        if e.spec.queueing is Queueing.STRICT_FIFO:
+            if e.spec.name in heads:
+                continue
+            heads.add(e.spec.name)
+        if e.starving:
+            eligible.append(e)
+    starving = sorted(eligible, key=lambda e: (-e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
     if not starving:
         return {}
     book = state.devices

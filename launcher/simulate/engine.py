@@ -9,6 +9,8 @@ runs decides every admission and preemption. Semantics (``scenarios/FORMAT.md``)
 - A preempted job gets SIGTERM, keeps its devices for ``grace`` seconds, then goes back to
   its queue with its original submit time and runs its full ``duration`` again when
   readmitted; if its duration ends during the grace period it has finished instead.
+- A pending job of a queue with ``starvation_after`` wakes the scheduler when it starts
+  starving (the coordinator has a timer for this), so its reservation takes effect then.
 - ``running = true`` jobs are placed at t=0 as the scheduler would place them, in order of
   their ``submit`` (their admission time), then file order.
 """
@@ -23,7 +25,7 @@ from typing import Any
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler.capacity import DeviceBook
-from labgang.launcher.scheduler.decisions import PendingReason
+from labgang.launcher.scheduler.decisions import CycleResult, PendingReason
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import PendingJob, Placement, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.simulate.scenario import JobModel, Scenario, ScenarioError
@@ -102,6 +104,7 @@ class Simulation:
     _order: int = 0
     _admissions: int = 0
     _invariant_hooks: list[Callable[["Simulation"], None]] = field(default_factory=list)
+    _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         f = self.scenario.file
@@ -130,6 +133,10 @@ class Simulation:
         """Call ``hook(sim)`` after every cycle and every instant (invariant checks)."""
         self._invariant_hooks.append(hook)
 
+    def add_cycle_hook(self, hook: Callable[[Snapshot, CycleResult], None]) -> None:
+        """Call ``hook(snapshot, result)`` after every scheduling cycle, before its decisions apply."""
+        self._cycle_hooks.append(hook)
+
     def run_instant(self) -> None:
         """Apply every event of the next instant and schedule until nothing new is decided."""
         t = self.next_time()
@@ -144,10 +151,13 @@ class Simulation:
         self._check_hooks()
 
     def _apply(self, kind: str, job: SimJob, epoch: int) -> None:
+        if kind == "starving":
+            return  # only wakes the scheduler, as the coordinator's timer does
         if kind == "submit":
             job.state = "pending"
             job.pending_since = job.spec.submit
             self._emit("submit", job=job.id, queue=job.spec.queue)
+            self._starvation_timer(job)
         elif epoch != job.epoch or job.state != "running":
             return  # a stale end or stop of an earlier admission
         elif kind == "end":
@@ -161,6 +171,15 @@ class Simulation:
             job.pending_since = self.now
             job.epoch += 1
             self._emit("requeue", job=job.id)
+            self._starvation_timer(job)
+
+    def _starvation_timer(self, job: SimJob) -> None:
+        """Wake the scheduler when ``job`` starts starving (its queue's ``starvation_after``)."""
+        spec = next((q for q in self.scenario.queues if q.name == job.spec.queue), None)
+        if spec is not None and spec.starvation_after is not None:
+            at = job.pending_since + spec.starvation_after
+            if at > self.now:
+                self._push(at, _SUBMIT, "starving", job.id, job.epoch)
 
     def _release(self, job: SimJob) -> None:
         job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.request.total
@@ -185,8 +204,11 @@ class Simulation:
 
     def _schedule(self) -> None:
         for _ in range(MAX_CYCLES_PER_INSTANT):
-            result = run_cycle(self.snapshot())
+            snap = self.snapshot()
+            result = run_cycle(snap)
             self.cycles += 1
+            for cycle_hook in self._cycle_hooks:
+                cycle_hook(snap, result)
             changed = False
             for adm in result.admitted:
                 self._admit(self.jobs[adm.job_id], adm.placement)
