@@ -393,12 +393,14 @@ class ClusterSnapshot:
                    jobs=tuple(JobView.from_api(j) for j in (jobs or {}).get("jobs", ())),
                    queues=tuple(QueueView.from_api(q) for q in (queues or {}).get("queues", ())))
 
+    _by_id: Mapping[str, JobView] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {j.id: j for j in self.jobs})
+
     def job(self, job_id: str | None) -> JobView | None:
         """The job with that id, or None."""
-        for j in self.jobs:
-            if j.id == job_id:
-                return j
-        return None
+        return self._by_id.get(job_id) if job_id is not None else None
 
 
 # ----------------------------------------------------------------------------------------

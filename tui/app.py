@@ -24,12 +24,14 @@ from labgang.tui.screens.confirm import ConfirmScreen
 from labgang.tui.screens.filter import FilterScreen
 from labgang.tui.screens.help import HelpScreen
 from labgang.tui.screens.job_detail import JobDetailScreen
+from labgang.tui.rows import finding_keys
 from labgang.tui.sources import DataSource, current_user
 from labgang.tui.state import JOB_SORTS, ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.devices import DevicesTable
 from labgang.tui.widgets.jobs import JobsTable
 from labgang.tui.widgets.pitfalls import PitfallTable
 from labgang.tui.widgets.queues import QueuesTable
+from labgang.tui.widgets.rows_table import RowsTable
 from labgang.tui.widgets.summary import Summary
 
 MIN_REFRESH_S = 1.0
@@ -87,7 +89,7 @@ class LabgangTop(App[None]):
                 yield DevicesTable(id="devices-table").data_bind(LabgangTop.state, LabgangTop.filters)
             with TabPane("Jobs [2]", id="jobs"):
                 yield JobsTable(id="jobs-table").data_bind(
-                    LabgangTop.state, LabgangTop.filters, LabgangTop.sort, LabgangTop.show_finished)
+                    LabgangTop.state, LabgangTop.filters, LabgangTop.show_finished, order=LabgangTop.sort)
             with TabPane("Queues [3]", id="queues"):
                 yield QueuesTable(id="queues-table").data_bind(LabgangTop.state, LabgangTop.filters)
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
@@ -146,10 +148,7 @@ class LabgangTop(App[None]):
         focused = self.focused
         if isinstance(focused, PitfallTable) and self.state is not None:
             key = focused.selected_key
-            for i, f in enumerate(self.state.findings):
-                if key is not None and key.startswith(f"{i}:"):
-                    return f.job
-            return None
+            return next((f.job for k, f in finding_keys(self.state) if k == key), None)
         tab = self.query_one(TabbedContent).active
         if tab == "jobs":
             return self.query_one(JobsTable).selected_key
@@ -161,6 +160,11 @@ class LabgangTop(App[None]):
         return None
 
     # -- actions -----------------------------------------------------------------------
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """Hidden tables skip refills; bring the one just shown up to date."""
+        for table in event.pane.query(RowsTable):
+            table.show_pending()
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labgang.launcher.cli.format import format_duration
-from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, QueueView, throttle_kind
+from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.tui.state import ClusterState, Filters, sort_jobs
 
 GiB = 1024**3
@@ -83,7 +83,7 @@ def _flags(dev: DeviceSample) -> str:
     cur, pend = gpu.mig_mode_current, gpu.mig_mode_pending
     if isinstance(cur, bool) and isinstance(pend, bool) and cur != pend:
         flags.append("mig-pending")
-    if getattr(gpu, "lost", False):
+    if any(getattr(getattr(gpu, f), "reason", None) == "gpu_lost" for f in ("memory_used_bytes", "temperature_c")):
         flags.append("lost")
     ecc = gpu.ecc_volatile_uncorrected
     if is_known(ecc) and ecc > 0:
@@ -184,10 +184,22 @@ class FindingRow:
 def finding_rows(state: ClusterState, filters: Filters = Filters()) -> list[FindingRow]:
     """Rows for the pitfall panel, most severe first."""
     out = []
-    for i, f in enumerate(state.findings):
+    for key, f in finding_keys(state):
         if filters.match_finding(f, state):
-            out.append(FindingRow(f"{i}:{f.kind.value}:{f.subject}", f.severity.value,
+            out.append(FindingRow(key, f.severity.value,
                                   (f.severity.value, f.kind.value, f.subject, f.summary, f.advice)))
+    return out
+
+
+def finding_keys(state: ClusterState) -> list[tuple[str, Finding]]:
+    """A stable row key per finding (kind, subject, device, job), so a table row survives refreshes."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in state.findings:
+        key = f"{f.kind.value}|{f.subject}|{f.uuid or ''}|{f.job or ''}"
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        out.append((key if n == 0 else f"{key}|{n}", f))
     return out
 
 

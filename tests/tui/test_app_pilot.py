@@ -36,8 +36,11 @@ async def test_first_fetch_fills_every_table(app, client):
         assert len(of_type(seen, StateReady)) == 1
         assert app.state.snapshot.now == NOW and app.state.mode == "coordinator"
         assert app.query_one(DevicesTable).row_count == 10
-        assert app.query_one(JobsTable).row_count == 4  # the finished job is hidden
         assert app.query_one(PitfallTable).row_count == len(app.state.findings) == 8
+        # tables on hidden tabs are filled when their tab is shown, not on every refresh
+        assert app.query_one(JobsTable).row_count == 0
+        await pilot.press("2")
+        assert app.query_one(JobsTable).row_count == 4  # the finished job is hidden
         assert {c.method for c in client.calls} == {"nodes", "jobs", "queues"}
         assert ("jobs", (True, None)) in [(c.method, c.args) for c in client.calls]
 
@@ -244,3 +247,39 @@ async def test_local_source_cannot_cancel():
 def test_refresh_is_never_faster_than_once_a_second():
     app = make_app(CoordinatorSource(FakeClient(), clock=lambda: NOW), refresh_s=0.05, user="a")
     assert app.refresh_s == 1.0
+
+
+def _table_cells(table) -> list[tuple[str, ...]]:
+    return [tuple(c.plain for c in table.get_row_at(i)) for i in range(table.row_count)]
+
+
+async def test_refresh_patches_rows_to_exactly_the_new_rows(app, client):
+    from labgang.tui.rows import job_rows
+
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2", "down")  # cursor on j-102
+        table = app.query_one(JobsTable)
+        assert table.selected_key == "j-102"
+        jobs = client._jobs
+        jobs[:] = [j for j in jobs if j["id"] != "j-101"]          # a job leaves
+        jobs[0]["restart_count"] = 7                               # a cell changes (j-102)
+        jobs.append(dict(jobs[1], id="j-200", priority=99, state="running"))  # a job arrives, sorts first
+        await pilot.press("r")
+        await settle(app, pilot)
+        expected = [r.cells for r in job_rows(app.state, app.filters, app.sort)]
+        assert _table_cells(table) == expected
+        assert expected[0][0] == "j-200" and table.selected_key == "j-102"  # cursor followed its row
+        [j102] = [row for row in expected if row[0] == "j-102"]
+        assert j102[9] == "7"
+
+
+async def test_details_from_a_pitfall_row(app):
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        panel = app.query_one(PitfallTable)
+        panel.focus()
+        keys = [panel.coordinate_to_cell_key((i, 0)).row_key.value for i in range(panel.row_count)]
+        panel.move_cursor(row=[i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")][0])
+        await pilot.press("d")
+        assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == "j-103"

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 from tui_fakes import NOW
@@ -16,9 +17,12 @@ from labgang.tui.sources import LocalSource
 from labgang.tui.state import StateBuilder
 
 GiB = 1024**3
-H100_0 = "GPU-8faa1f27-6d05-a067-1fa6-7e2d5c342108"
-H100_1 = "GPU-da00dcfe-9dcc-a652-18a4-00330c4ae695"
-H100_2 = "GPU-c5763193-2665-a4fc-1ee9-fd7bc829be97"
+# The machine file's UUIDs with a prefix of this test run's own, so processes that other tests
+# start with CUDA_VISIBLE_DEVICES naming config/sim/h100x8.toml devices never show up here.
+_RUN = uuid.uuid4().hex[:8]
+H100_0 = f"GPU-{_RUN}-6d05-a067-1fa6-7e2d5c342108"
+H100_1 = f"GPU-{_RUN}-9dcc-a652-18a4-00330c4ae695"
+H100_2 = f"GPU-{_RUN}-2665-a4fc-1ee9-fd7bc829be97"
 
 
 def labgang(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -32,7 +36,7 @@ def test_once_local_simulated_prints_one_frame(repo_root):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("local: simulated h100x8.toml | 1 node(s) | 8 devices:")
-    assert "DEVICES (8)" in lines and "PITFALLS (0)" in out.stdout
+    assert "DEVICES (8)" in lines and any(ln.startswith("PITFALLS (") for ln in lines)
     rows = [ln for ln in lines if ln.startswith("sim-h100x8 ")]
     assert len(rows) == 8 and all("H100" in r and "/80G" in r for r in rows)
     assert "JOBS" not in out.stdout  # local mode has no jobs or queues
@@ -65,8 +69,15 @@ def test_bad_flags_are_usage_errors(tmp_path):
 
 
 @pytest.fixture
-def sim(repo_root):
-    backend = SimulatedNvml.from_file(repo_root / "config/sim/h100x8.toml")
+def sim(repo_root, tmp_path):
+    text = (repo_root / "config/sim/h100x8.toml").read_text()
+    for original, mine in (("GPU-8faa1f27", H100_0[:12]), ("GPU-da00dcfe", H100_1[:12]),
+                           ("GPU-c5763193", H100_2[:12])):
+        assert original in text
+        text = text.replace(original, mine)
+    machine = tmp_path / "h100x8-own-uuids.toml"
+    machine.write_text(text)
+    backend = SimulatedNvml.from_file(machine)
     backend.nvmlInit()
     yield backend
     backend.nvmlShutdown()

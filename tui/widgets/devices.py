@@ -6,7 +6,7 @@ from textual.reactive import reactive
 
 from labgang.tui.rows import DEVICE_COLUMNS, device_rows
 from labgang.tui.state import ClusterState, Filters
-from labgang.tui.widgets.rows_table import RowsTable
+from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"free": "", "allocated": "green", "foreign": "bold red", "held": "bold magenta", "lost": "reverse red"}
 
@@ -24,7 +24,7 @@ class DevicesTable(RowsTable):
     def watch_filters(self) -> None:
         self.refill()
 
-    def refill(self) -> None:
-        if self.state is None or not self.is_mounted:
-            return
-        self.show((r.key, STYLES.get(r.state, ""), r.cells) for r in device_rows(self.state, self.filters))
+    def table_rows(self) -> list[Row]:
+        if self.state is None:
+            return []
+        return [(r.key, STYLES.get(r.state, ""), r.cells) for r in device_rows(self.state, self.filters)]

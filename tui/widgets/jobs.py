@@ -6,19 +6,19 @@ from textual.reactive import reactive
 
 from labgang.tui.rows import JOB_COLUMNS, job_rows
 from labgang.tui.state import ClusterState, Filters
-from labgang.tui.widgets.rows_table import RowsTable
+from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"running": "green", "pending": "yellow", "terminating": "magenta", "admitted": "cyan",
           "failed": "red", "cancelled": "dim", "succeeded": "dim"}
 
 
 class JobsTable(RowsTable):
-    """One row per job; bound to the App's ``state``, ``filters``, ``sort`` and ``show_finished``."""
+    """One row per job; bound to the App's ``state``, ``filters``, ``sort`` (as ``order``) and ``show_finished``."""
 
     COLUMNS = JOB_COLUMNS
     state: reactive[ClusterState | None] = reactive(None, always_update=True)
     filters: reactive[Filters] = reactive(Filters())
-    sort: reactive[str] = reactive("state")
+    order: reactive[str] = reactive("state")  # the App's ``sort`` (DataTable already has a sort method)
     show_finished: reactive[bool] = reactive(False)
 
     def watch_state(self) -> None:
@@ -27,14 +27,14 @@ class JobsTable(RowsTable):
     def watch_filters(self) -> None:
         self.refill()
 
-    def watch_sort(self) -> None:
+    def watch_order(self) -> None:
         self.refill()
 
     def watch_show_finished(self) -> None:
         self.refill()
 
-    def refill(self) -> None:
-        if self.state is None or not self.is_mounted:
-            return
-        rows = job_rows(self.state, self.filters, self.sort, self.show_finished)
-        self.show((r.key, STYLES.get(r.state, ""), r.cells) for r in rows)
+    def table_rows(self) -> list[Row]:
+        if self.state is None:
+            return []
+        return [(r.key, STYLES.get(r.state, ""), r.cells)
+                for r in job_rows(self.state, self.filters, self.order, self.show_finished)]

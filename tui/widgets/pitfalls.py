@@ -6,7 +6,7 @@ from textual.reactive import reactive
 
 from labgang.tui.rows import FINDING_COLUMNS, finding_rows
 from labgang.tui.state import ClusterState, Filters
-from labgang.tui.widgets.rows_table import RowsTable
+from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,7 +24,7 @@ class PitfallTable(RowsTable):
     def watch_filters(self) -> None:
         self.refill()
 
-    def refill(self) -> None:
-        if self.state is None or not self.is_mounted:
-            return
-        self.show((r.key, STYLES.get(r.severity, ""), r.cells) for r in finding_rows(self.state, self.filters))
+    def table_rows(self) -> list[Row]:
+        if self.state is None:
+            return []
+        return [(r.key, STYLES.get(r.severity, ""), r.cells) for r in finding_rows(self.state, self.filters)]

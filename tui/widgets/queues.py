@@ -6,7 +6,7 @@ from textual.reactive import reactive
 
 from labgang.tui.rows import QUEUE_COLUMNS, queue_rows
 from labgang.tui.state import ClusterState, Filters
-from labgang.tui.widgets.rows_table import RowsTable
+from labgang.tui.widgets.rows_table import Row, RowsTable
 
 
 class QueuesTable(RowsTable):
@@ -22,7 +22,7 @@ class QueuesTable(RowsTable):
     def watch_filters(self) -> None:
         self.refill()
 
-    def refill(self) -> None:
-        if self.state is None or not self.is_mounted:
-            return
-        self.show((r.key, "yellow" if r.borrowing else "", r.cells) for r in queue_rows(self.state, self.filters))
+    def table_rows(self) -> list[Row]:
+        if self.state is None:
+            return []
+        return [(r.key, "yellow" if r.borrowing else "", r.cells) for r in queue_rows(self.state, self.filters)]
