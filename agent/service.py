@@ -238,7 +238,8 @@ class AgentService:
     async def handle_command(self, op: str, args: dict[str, Any]) -> Any:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
 
-        Ops: ``launch`` {specs: [LaunchSpec dict]} → [RankStatus dict]; ``stop_job`` {job_id, grace}
+        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict, or
+        {job_id, rank, error} when that rank was refused; ``stop_job`` {job_id, grace}
         → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
         next_offset, size}.
@@ -249,13 +250,14 @@ class AgentService:
         sup = self.supervisor
         assert sup is not None
         if op == "launch":
-            out = []
+            out: list[dict[str, Any]] = []
             for spec_dict in args.get("specs") or []:
-                spec = LaunchSpec.from_dict(spec_dict)
                 try:
-                    out.append(sup.launch(spec).to_dict())
-                except Exception as exc:
-                    raise RuntimeError(f"rank {spec.rank}: {exc}") from exc
+                    out.append(sup.launch(LaunchSpec.from_dict(spec_dict)).to_dict())
+                except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
+                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"),
+                                exc)
+                    out.append({"job_id": spec_dict.get("job_id"), "rank": spec_dict.get("rank"), "error": str(exc)})
             return out
         if op == "stop_job":
             try:

@@ -74,7 +74,7 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
             port = await coord.agents.call(node0, "pick_port", {})
         except AgentCallError as exc:
             if job.run_id == run_id and job.status.state == JobState.ADMITTED:
-                lifecycle.start_failed(coord, job, f"node {node0}: could not pick MASTER_PORT: {exc}")
+                lifecycle.start_failed(coord, job, f"could not pick MASTER_PORT: {exc}")
                 await coord.flush()
                 coord.kick()
             return
@@ -101,15 +101,27 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     try:
         statuses = await coord.agents.call(node, "launch", {"specs": specs})
     except AgentCallError as exc:
+        # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
+        # a lost node loses them, and the startup timeout bounds the wait.
         if job.run_id == run_id and job.status.state == JobState.ADMITTED:
-            lifecycle.start_failed(coord, job, f"node {node}: {exc}")
+            lifecycle.start_failed(coord, job, str(exc))
         elif job.run_id != run_id:
             coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
         await coord.flush()
         coord.kick()
         return
-    for status in statuses or []:
-        if not lifecycle.apply_rank_status(coord, node, status) and status.get("state") != "gone":
+    statuses = statuses or []
+    refused = [s for s in statuses if "error" in s]
+    if refused and job.run_id == run_id:
+        # First the gang's fate (a failed start: retried with backoff), then the refused ranks
+        # count as gone; a refusal is never the job's own failure.
+        lifecycle.start_failed(coord, job, f"node {node} refused the launch: "
+                               + "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused))
+        for status in refused:
+            lifecycle.rank_refused(coord, job, run_id, int(status["rank"]))
+    for status in statuses:
+        if "error" not in status and not lifecycle.apply_rank_status(coord, node, status) \
+                and status.get("state") != "gone":
             # The job moved on while the command was in flight: do not leave the rank behind.
             coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
     await coord.flush()

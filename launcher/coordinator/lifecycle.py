@@ -140,13 +140,11 @@ def evaluate(coord: "Coordinator", job: JobRecord) -> None:
                 begin_termination(coord, job, "lost", f"rank {failed.rank}'s node {failed.node} was lost")
             else:
                 begin_termination(
-                    coord, job, "fail",
-                    f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}; "
-                    "stopping the other ranks",
+                    coord, job, "fail", f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}",
                     exit_status=failed.exit_status,
                 )
             return
-    if ranks and all(r.ended for r in ranks):
+    if st.state.holds_devices and ranks and all(r.ended for r in ranks):
         finish(coord, job)
 
 
@@ -184,7 +182,7 @@ def begin_termination(coord: "Coordinator", job: JobRecord, intent: str, message
     if exit_status is not None:
         st.exit_status = exit_status
     coord.store.save_status(job)
-    coord.event(job, "stopping", message)
+    coord.event(job, "stopping", f"{message}; stopping every rank")
     for rank in job.ranks.values():
         if rank.state == "assigned":  # never sent to an agent: nothing to stop
             _set_rank(coord, job, rank, "gone")
@@ -206,6 +204,8 @@ def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None 
 def finish(coord: "Coordinator", job: JobRecord) -> None:
     """Every rank is gone: end the job, or put it back in its queue, according to its intent."""
     st = job.status
+    if not st.state.holds_devices:
+        return
     now = coord.clock()
     intent = st.end_intent
     ranks = [job.ranks[r] for r in sorted(job.ranks)]
@@ -271,6 +271,13 @@ def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: f
     coord.store.save_status(job)
     coord.event(job, "requeued", f"{message}; restart {st.restart_count}")
     coord.kick()
+
+
+def rank_refused(coord: "Coordinator", job: JobRecord, run_id: str, rank_no: int) -> None:
+    """An agent refused to launch a rank: it never ran, so it counts as gone at once."""
+    rank = job.ranks.get(rank_no)
+    if job.run_id == run_id and rank is not None and _set_rank(coord, job, rank, "gone"):
+        evaluate(coord, job)
 
 
 def start_failed(coord: "Coordinator", job: JobRecord, message: str) -> None:

@@ -53,7 +53,7 @@ class Cluster:
     """
 
     def __init__(self, nodes: dict[str, str], *, config_extra: str = "", nominal_gpus: int = 8,
-                 node_timeout_s: float = 3.0, startup_timeout_s: float = 15.0) -> None:
+                 node_timeout_s: float = 3.0, startup_timeout_s: float = 15.0, queue_extra: str = "") -> None:
         # Unix socket paths are limited to 107 bytes: keep the base short.
         self.base = Path(tempfile.mkdtemp(prefix="lgc-", dir="/tmp"))
         self.port = free_port()
@@ -69,6 +69,7 @@ class Cluster:
             "timer_interval_s = 0.2\nrequeue_backoff_s = 0.5\ndefault_grace_s = 1.0\n"
             + config_extra
             + f'\n[[queues]]\nname = "default"\nnominal = {{ gpu = {nominal_gpus} }}\n'
+            + queue_extra
         )
         self.nodes = dict(nodes)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}

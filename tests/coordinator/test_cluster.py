@@ -4,9 +4,11 @@ real SQLite file, and the real Unix socket API."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -184,3 +186,74 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_preemption_stops_the_victim_with_grace_and_requeues_it() -> None:
+    cluster = Cluster(NODES, queue_extra='within_queue = "lower-priority"\n')
+    try:
+        cluster.start()
+        low = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
+                             priority=0, grace_s=1.0)
+        first = cluster.wait_state(low["id"], "running")
+        high = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
+                              priority=10)
+        cluster.wait_state(high["id"], "running", timeout=20)
+        victim = cluster.job(low["id"])
+        assert victim["state"] == "pending" and victim["restart_count"] == 1
+        assert victim["submit_time"] == first["submit_time"]
+        assert any(h["event"] == "stopping" and f"preempted by job {high['id']}" in h["message"]
+                   for h in victim["history"])
+        (cluster.base / "go").write_text("go")
+        cluster.wait_state(high["id"], "succeeded", timeout=20)
+        rerun = cluster.wait_state(low["id"], "succeeded", timeout=20)
+        assert rerun["restart_count"] == 1
+        assert (cluster.base / f"started-{low['id']}.1-0").exists()  # LABGANG_RESTART_COUNT=1 attempt ran
+    finally:
+        cluster.stop()
+
+
+def test_node_socket_forwards_to_the_coordinator_as_the_caller(cluster: Cluster) -> None:
+    node_socket = cluster.agent_dir("n2") / "labgang.sock"
+    with cluster.client(node_socket) as c:
+        assert c.version()["uid"] == os.getuid()
+        job = c.submit({"argv": [sys.executable, "-c", "print('via n2')"], "cwd": str(cluster.base),
+                        "env": {"TEST_BASE": str(cluster.base)}})
+    assert job["uid"] == os.getuid()
+    done = cluster.wait_state(job["id"], {"succeeded", "failed"})
+    assert done["state"] == "succeeded"
+    with cluster.client(node_socket) as c:
+        assert b"via n2" in c.logs(job["id"], rank=0).data
+
+
+def test_a_rank_whose_command_cannot_run_fails_the_gang_with_127(cluster: Cluster) -> None:
+    job = cluster.submit([sys.executable, "-c", "pass"], workers=2, gpus_per_worker=4,
+                         cwd=str(cluster.base / "no-such-dir"))
+    done = cluster.wait_state(job["id"], {"failed", "succeeded"}, timeout=30)
+    assert (done["state"], done["exit_status"], done["restart_count"]) == ("failed", 127, 0)
+
+
+def test_a_gang_refused_by_its_agents_is_retried_with_backoff_then_failed(cluster: Cluster) -> None:
+    """nobody (uid 65534) submits from a directory it cannot enter: every agent refuses the
+    launch, so the start fails, the gang is requeued with backoff, and after
+    max_start_failures (3) the job fails with the agents' reason."""
+    cluster.base.chmod(0o711)
+    private = cluster.base / "private"
+    private.mkdir(mode=0o700)
+    body = json.dumps({"argv": ["true"], "workers": 2, "gpus_per_worker": 4, "cwd": str(private)})
+    code = (  # the system interpreter and the standard library only: nobody cannot read the venv
+        "import http.client, socket, sys\n"
+        "class C(http.client.HTTPConnection):\n"
+        "    def connect(self):\n"
+        "        self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sys.argv[1])\n"
+        "c = C('labgang'); c.request('POST', '/v1/jobs', sys.argv[2], {'Content-Type': 'application/json'})\n"
+        "r = c.getresponse(); print(r.read().decode()); sys.exit(r.status != 201)\n"
+    )
+    out = subprocess.run(["/usr/bin/python3", "-c", code, str(cluster.socket), body], user=65534, group=65534,
+                         capture_output=True, text=True, timeout=30, cwd="/")
+    assert out.returncode == 0, out.stderr
+    job = json.loads(out.stdout)["job"]
+    assert job["uid"] == 65534
+    done = cluster.wait_state(job["id"], {"failed", "succeeded"}, timeout=30)
+    assert done["state"] == "failed" and done["restart_count"] == 2
+    assert "could not start after 3 attempts" in done["reason"]["message"]
+    assert any("retry in" in h["message"] for h in done["history"] if h["event"] == "requeued")
