@@ -37,18 +37,14 @@ def _seconds(value: str) -> float:
 
 
 class SystemdStandIn:
-    """What systemd does to the agent's processes on stop, per the unit's [Service] section."""
+    """What systemd does to the agent's processes on stop, per the unit's [Service] section.
 
-    def __init__(self, unit: Path) -> None:
-        self.service: dict[str, str] = {}
-        section = None
-        for line in unit.read_text().splitlines():
-            line = line.strip()
-            if line.startswith("["):
-                section = line
-            elif section == "[Service]" and "=" in line and not line.startswith("#"):
-                key, _, value = line.partition("=")
-                self.service[key] = value
+    Args:
+        service: the unit's [Service] keys (the ``unit_service`` fixture's result).
+    """
+
+    def __init__(self, service: dict[str, list[str]]) -> None:
+        self.service = {key: values[-1] for key, values in service.items()}
 
     def stop(self, proc: subprocess.Popen) -> int:
         """`systemctl stop`: signal whom KillMode says, wait TimeoutStopSec, then SIGKILL them."""
@@ -108,9 +104,9 @@ def _restart_agent(cluster: Cluster) -> None:
     wait_for(lambda: "n1" in cluster.connected_nodes(), timeout=20, what="agent n1 back")
 
 
-def test_service_restart_keeps_the_rank_and_readopts_it(cluster):
+def test_service_restart_keeps_the_rank_and_readopts_it(cluster, unit_service):
     """`systemctl restart labgang-agent` (what an upgrade does) while a rank runs."""
-    systemd = SystemdStandIn(UNIT)
+    systemd = SystemdStandIn(unit_service(UNIT))
     job = cluster.submit(RANK)
     pid = _running_pid(cluster, job["id"])
     assert _alive(pid)
@@ -131,8 +127,8 @@ def test_service_restart_keeps_the_rank_and_readopts_it(cluster):
 
 
 @pytest.mark.parametrize("how", ["stop", "crash"])
-def test_rank_exit_while_the_agent_is_down_is_reported_after_restart(cluster, how):
-    systemd = SystemdStandIn(UNIT)
+def test_rank_exit_while_the_agent_is_down_is_reported_after_restart(cluster, how, unit_service):
+    systemd = SystemdStandIn(unit_service(UNIT))
     job = cluster.submit(RANK)
     pid = _running_pid(cluster, job["id"])
 

@@ -65,16 +65,12 @@ def _wait_ready(sock: socket.socket, cluster: Cluster, name: str) -> list[str]:
     return lines
 
 
-def _unit_umask() -> int:
-    unit = (REPO / "systemd" / "labgang-coordinator.service").read_text()
-    return int(next(line for line in unit.splitlines() if line.startswith("UMask=")).split("=")[1], 8)
-
-
-def test_coordinator_is_ready_when_its_socket_answers(cluster, notify_socket):
+def test_coordinator_is_ready_when_its_socket_answers(cluster, notify_socket, unit_service):
     """Started with the unit's UMask: ready only once it serves; database owner-only, socket open to all."""
     sock, path = notify_socket
+    umask = int(unit_service(REPO / "systemd" / "labgang-coordinator.service")["UMask"][0], 8)
     _spawn(cluster, "coordinator", ["coordinator", "--config", str(cluster.config_file),
-                                    "--state-dir", str(cluster.coord_dir)], path, umask=_unit_umask())
+                                    "--state-dir", str(cluster.coord_dir)], path, umask=umask)
     lines = _wait_ready(sock, cluster, "coordinator")
     with cluster.client() as client:  # at once, no retry: it must answer now
         assert client.version()

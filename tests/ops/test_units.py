@@ -41,22 +41,6 @@ def rendered(tmp_path, repo_root) -> dict[str, Path]:
     return out
 
 
-def _service_section(path: Path) -> dict[str, list[str]]:
-    """key -> values of the [Service] section (systemd allows a key more than once)."""
-    section, keys = None, {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            section = line
-            continue
-        if section == "[Service]":
-            key, _, value = line.partition("=")
-            keys.setdefault(key, []).append(value)
-    return keys
-
-
 def _verify(paths) -> subprocess.CompletedProcess:
     return subprocess.run([_systemd_analyze(), "verify", *map(str, paths)],
                           capture_output=True, text=True, timeout=60)
@@ -86,18 +70,18 @@ def test_verify_would_catch_a_missing_executable(tmp_path, repo_root):
     assert result.returncode != 0 and "no-such-labgang" in result.stderr
 
 
-def test_both_units_are_notify_and_restart_on_failure(rendered):
+def test_both_units_are_notify_and_restart_on_failure(rendered, unit_service):
     for path in rendered.values():
-        service = _service_section(path)
+        service = unit_service(path)
         assert service["Type"] == ["notify"], path.name
         assert service["Restart"] == ["on-failure"], path.name
         assert service["Environment"] == ["LABGANG_STATE_DIR=/var/lib/labgang"], path.name
         assert re.search(r" --config /etc/labgang/\w+\.toml$", service["ExecStart"][0]), path.name
 
 
-def test_agent_stop_signals_only_the_agent(rendered):
+def test_agent_stop_signals_only_the_agent(rendered, unit_service):
     """Jobs outlive the agent: only its main process is signalled, a rank's OOM kill does not stop it."""
-    service = _service_section(rendered["labgang-agent.service"])
+    service = unit_service(rendered["labgang-agent.service"])
     assert service["KillMode"] == ["process"]
     assert service["OOMPolicy"] == ["continue"]
     assert service["TasksMax"] == ["infinity"]
@@ -107,8 +91,8 @@ def test_agent_stop_signals_only_the_agent(rendered):
         assert key not in service, key
 
 
-def test_coordinator_runs_unprivileged_and_sandboxed(rendered):
-    service = _service_section(rendered["labgang-coordinator.service"])
+def test_coordinator_runs_unprivileged_and_sandboxed(rendered, unit_service):
+    service = unit_service(rendered["labgang-coordinator.service"])
     assert service["User"] == ["labgang"]
     assert service["ProtectSystem"] == ["strict"]
     assert service["StateDirectory"] == ["labgang"]
