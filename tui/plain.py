@@ -35,6 +35,17 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> 
     return lines
 
 
+def _wrap(parts: Sequence[str], width: int) -> list[str]:
+    """Join ``parts`` with `` | `` into lines of at most ``width`` characters (a part longer is cut)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " | " + part
+        else:
+            lines.append(part[:width])
+    return lines
+
+
 def render_frame(state: ClusterState, *, width: int = 160, filters: Filters = Filters(),
                  sort: str = "state", show_finished: bool = False) -> str:
     """The whole screen as text: summary, devices, jobs, queues, pitfalls (empty sections say so).
@@ -48,7 +59,7 @@ def render_frame(state: ClusterState, *, width: int = 160, filters: Filters = Fi
     """
     if width < 40:
         raise ValueError(f"width: at least 40 columns, got {width}")
-    out = [summary_line(state, filters, sort)[:width], ""]
+    out = [*_wrap(summary_line(state, filters, sort).split(" | "), width), ""]
     devs = device_rows(state, filters, ascii_only=True)
     out.append(f"DEVICES ({len(devs)})")
     out += table(DEVICE_COLUMNS, [r.cells for r in devs], width) if devs else ["  none"]
