@@ -375,6 +375,10 @@ class Supervisor:
             rec.shim_proc = None  # reaped; the pid may be reused from now on
         shim_alive = snap.matches(rec.shim_pid, rec.shim_ticks)
 
+        # exit.json before rank.json: the shim writes rank.json first, so once its exit status is
+        # seen, the rank's pid is too, and "started" is always reported before "exited".
+        if not rec.exit_known:
+            self._read_exit_file(rec)
         if rec.pid is None:
             self._read_rank_file(rec)
         if rec.pid is not None and not rec.started_reported:
@@ -391,8 +395,7 @@ class Supervisor:
             self._prune_known(rec, live)
 
         if not rec.exit_known:
-            self._read_exit_file(rec)
-            if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
+            if not shim_alive and not snap.matches(rec.pid, rec.ticks):
                 # The small parent died without writing a status (killed from outside, or the host
                 # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
                 self._read_exit_file(rec)

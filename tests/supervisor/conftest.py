@@ -102,7 +102,7 @@ def make_spec(token: str) -> Callable[..., LaunchSpec]:
     return build
 
 
-def run_until(sup: Supervisor, done: Callable[[], bool], timeout: float = 8.0,
+def run_until(sup: Supervisor, done: Callable[[], bool], timeout: float = 15.0,
               events: list[RankEvent] | None = None) -> list[RankEvent]:
     """Tick ``sup`` every 20 ms until ``done()``; return the events seen. Fails after ``timeout`` s."""
     seen = [] if events is None else events

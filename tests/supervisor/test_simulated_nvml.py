@@ -3,6 +3,7 @@ their devices, held memory keeps a rank from being "gone", strangers are foreign
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -32,7 +33,10 @@ def test_held_memory_keeps_a_stopped_rank_releasing_until_nvml_lets_go(nvml, sta
     assert pid in read_inventory(nvml).device_pids()[uuids[0]]  # the sim sees it through CUDA_VISIBLE_DEVICES
     nvml.hold_memory(uuids[0], pid, 2048 * MIB)
     sup.stop_job("job1", grace=1.0)
-    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(pid))
+    shim_pid = json.loads((state_dir / "ranks" / "job1" / "0" / "shim.json").read_text())["pid"]
+    # Wait until only the device check is left: no process of the rank, its small parent exited.
+    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(pid)
+                and not h.pid_alive(shim_pid))
     for _ in range(3):
         assert sup.tick() == []
     assert sup.ranks()[0].state is RankState.RELEASING
