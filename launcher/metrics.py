@@ -11,6 +11,8 @@ Two sources feed one :class:`prometheus_client.CollectorRegistry`:
   admission latency and scheduling-cycle duration histograms and the preemption
   counter. The coordinator calls its ``observe_*``/``count_*`` methods.
 
+:func:`add_metrics_routes` puts ``GET /metrics`` on the coordinator's application.
+
 Names follow Prometheus conventions: a ``labgang_`` prefix, base units in the name
 (``_seconds``, ``_bytes``, ``_celsius``, ``_watts``, ``_ratio`` for 0..1 fractions,
 ``_devices`` and ``_jobs`` for counts) and ``_total`` on counters. A value NVML could
@@ -39,7 +41,7 @@ from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
     DEVICE_STATES,
     ClusterSnapshot,
-    NodeView,
+    DeviceView,
     PitfallKind,
     PitfallThresholds,
     PitfallTracker,
@@ -72,26 +74,27 @@ class _DeviceRow:
     state: str | None = None
 
 
-def _holder_labels(node: NodeView, uuid: str) -> tuple[tuple[str, str, str], str | None]:
-    """(job, user, queue) of the device's holder and its state; empty strings when free or unknown."""
-    for d in node.devices:
-        if d.uuid == uuid:
-            if d.state == "allocated":
-                return (d.job or "", d.user or "", d.queue or ""), d.state
-            return ("", "", ""), d.state
-    return ("", "", ""), None
+def _holder_labels(holder: DeviceView | None) -> tuple[tuple[str, str, str], str | None]:
+    """(job, user, queue) of a device's holder and the device state; empty strings when free or unknown."""
+    if holder is None:
+        return ("", "", ""), None
+    if holder.state == "allocated":
+        return (holder.job or "", holder.user or "", holder.queue or ""), holder.state
+    return ("", "", ""), holder.state
 
 
 def device_rows(snapshot: ClusterSnapshot) -> Iterator[_DeviceRow]:
     """Every device row to export, in node and NVML index order.
 
     A full GPU gives one row with all readings. A GPU in MIG mode gives one row for
-    the physical GPU (temperature, power, utilization if NVML has it) and one row per
-    MIG device (memory, SM activity, holder).
+    the physical GPU (temperature, power, utilization if NVML has it; also when it has
+    no MIG device yet, which is why this does not reuse ``pitfalls.iter_devices``) and
+    one row per MIG device (memory, SM activity, holder).
     """
     for node in snapshot.nodes:
         if node.inventory is None:
             continue
+        holders = {d.uuid: d for d in node.devices}
         for gpu in node.inventory.gpus:
             if not is_known(gpu.uuid):
                 continue
@@ -103,13 +106,13 @@ def device_rows(snapshot: ClusterSnapshot) -> Iterator[_DeviceRow]:
                 for mig in gpu.mig_devices:
                     if not (is_known(mig.uuid) and is_known(mig.profile)):
                         continue
-                    holder, state = _holder_labels(node, mig.uuid)
+                    holder, state = _holder_labels(holders.get(mig.uuid))
                     yield _DeviceRow((node.name, gpu_index, mig.uuid, mig.profile, *holder),
                                      sm_active_pct=mig.sm_active_pct,
                                      memory_used_bytes=mig.memory_used_bytes,
                                      memory_total_bytes=mig.memory_total_bytes, state=state)
             else:
-                holder, state = _holder_labels(node, gpu.uuid)
+                holder, state = _holder_labels(holders.get(gpu.uuid))
                 yield _DeviceRow((node.name, gpu_index, gpu.uuid, "", *holder),
                                  gpu_utilization_pct=gpu.utilization_gpu_pct, sm_active_pct=gpu.sm_active_pct,
                                  memory_used_bytes=gpu.memory_used_bytes,
