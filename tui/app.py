@@ -15,7 +15,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
@@ -93,9 +93,14 @@ class LabgangTop(App[None]):
             with TabPane("Queues [3]", id="queues"):
                 yield QueuesTable(id="queues-table").data_bind(LabgangTop.state, LabgangTop.filters)
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
+        yield Static("", id="pitfall-detail", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.source.mode == "local":  # no jobs or queues without a coordinator
+            tabs = self.query_one(TabbedContent)
+            tabs.hide_tab("jobs")
+            tabs.hide_tab("queues")
         self.query_one(DevicesTable).focus()
         self.set_interval(self.refresh_s, self.request_refresh)
         self.request_refresh()
@@ -166,7 +171,18 @@ class LabgangTop(App[None]):
         for table in event.pane.query(RowsTable):
             table.show_pending()
 
+    def on_data_table_row_highlighted(self, event: PitfallTable.RowHighlighted) -> None:
+        """Show the highlighted finding in full under the panel (the table cuts long lines)."""
+        if not isinstance(event.data_table, PitfallTable) or self.state is None:
+            return
+        finding = next((f for k, f in finding_keys(self.state) if k == event.row_key.value), None)
+        text = f"{finding.subject}: {finding.summary} -> {finding.advice}" if finding else ""
+        self.query_one("#pitfall-detail", Static).update(text)
+
     def action_show_tab(self, tab: str) -> None:
+        if self.source.mode == "local" and tab != "devices":
+            self.notify("local mode shows devices only; jobs and queues need the coordinator", timeout=3)
+            return
         self.query_one(TabbedContent).active = tab
         self.query_one(f"#{tab}-table").focus()
 
