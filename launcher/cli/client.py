@@ -189,15 +189,19 @@ class Client:
     Args:
         socket_path: the Unix socket (see :func:`socket_for`).
         timeout: seconds to wait for the coordinator on each request.
+        wait_for_start: wait (up to ``STARTUP_WAIT_S``) while a ``labgang up`` for this
+            socket is starting; False for ``labgang up``'s own readiness probe.
 
     Every method raises :class:`CoordinatorUnavailable` when nothing listens and
     :class:`ApiError` when the coordinator refuses. Use as a context manager, or call
     :meth:`close`.
     """
 
-    def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S, *,
+                 wait_for_start: bool = True) -> None:
         self.socket_path = Path(socket_path)
         self.timeout = timeout
+        self.wait_for_start = wait_for_start
         self._conn: _UnixHTTPConnection | None = None
 
     @classmethod
@@ -278,6 +282,9 @@ class Client:
     def _connect(self) -> _UnixHTTPConnection:
         """Open a connection; while a ``labgang up`` for this socket is starting, wait for it.
 
+        "Starting" lasts until its coordinator listens and its local agent has joined
+        (``up.starting`` holds a live pid until then; see :func:`starting_pid`).
+
         Raises:
             CoordinatorUnavailable: nothing listens (and nothing is starting), or the start
                 took longer than ``STARTUP_WAIT_S``.
@@ -285,25 +292,25 @@ class Client:
         deadline = time.monotonic() + STARTUP_WAIT_S
         rechecked = False
         while True:
+            if self.wait_for_start and starting_pid(self.socket_path) is not None:
+                if time.monotonic() > deadline:
+                    raise CoordinatorUnavailable(
+                        self.socket_path, f"labgang up is still starting after {STARTUP_WAIT_S:g} s"
+                    )
+                time.sleep(0.05)
+                continue
             conn = _UnixHTTPConnection(self.socket_path, self.timeout)
             try:
                 conn.connect()
                 return conn
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 conn.close()
-                if starting_pid(self.socket_path) is None:
-                    if rechecked:
-                        raise CoordinatorUnavailable(self.socket_path) from exc
-                    # `labgang up & labgang run ...`: both interpreters start at once, and
-                    # up may not have written its marker yet. Look once more, a moment later.
-                    rechecked = True
-                    time.sleep(MARKER_GRACE_S)
-                    continue
-                if time.monotonic() > deadline:
-                    raise CoordinatorUnavailable(
-                        self.socket_path, f"labgang up is still starting after {STARTUP_WAIT_S:g} s"
-                    ) from exc
-                time.sleep(0.05)
+                if not self.wait_for_start or rechecked:
+                    raise CoordinatorUnavailable(self.socket_path) from exc
+                # `labgang up & labgang run ...`: both interpreters start at once, and up
+                # may not have written its marker yet. Look once more, a moment later.
+                rechecked = True
+                time.sleep(MARKER_GRACE_S)
             except PermissionError as exc:
                 conn.close()
                 raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc

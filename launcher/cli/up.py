@@ -14,6 +14,8 @@ import asyncio
 import logging
 import os
 import socket
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,9 @@ from typing import Any
 import click
 
 from labgang.launcher import paths
-from labgang.launcher.cli.client import STARTING_MARKER
+from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
 
+AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
     "Leave running ranks alive when labgang up stops; the next `labgang up` with the same state "
     "directory re-adopts them and records their exits. By default Ctrl-C stops every job's ranks "
@@ -53,6 +56,24 @@ def try_hint(inventory: Any) -> str:
     else:
         shape = "-n 1 -g 1"
     return f"labgang run {shape} -- python examples/ddp_allreduce.py"
+
+
+def wait_for_node(socket_path: Path, node: str, timeout: float) -> bool:
+    """Poll the coordinator at ``socket_path`` until ``node`` is connected.
+
+    Returns:
+        True once ``GET /v1/nodes`` lists ``node`` as connected; False after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    with Client(socket_path, timeout=5.0, wait_for_start=False) as probe:
+        while time.monotonic() < deadline:
+            try:
+                if any(n.get("name") == node and n.get("connected") for n in probe.nodes()):
+                    return True
+            except ClientError:
+                pass
+            time.sleep(0.05)
+    return False
 
 
 def _describe_devices(inventory: Any) -> str:
@@ -144,21 +165,32 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
 
-    def ready(info: dict[str, Any]) -> None:
-        marker.unlink(missing_ok=True)
+    def banner(socket_path: str, joined: bool) -> str:
         lines = [
             f"labgang up: coordinator and agent for node {node} ({_describe_devices(inventory)}; {source})",
             f"  state dir: {directory}",
-            f"  socket:    {info['socket']}",
+            f"  socket:    {socket_path}",
             f"  queue:     default ({', '.join(f'{k}={v}' for k, v in config.queues[0].nominal.items()) or 'empty'})",
             "  Ctrl-C stops labgang " + ("and leaves running jobs alive (--keep-jobs)" if keep_jobs
                                          else "and its jobs (each with its grace period)"),
         ]
         if explicit_dir:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
+        if not joined:
+            lines.append(f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)")
         lines.append(f"try: {try_hint(inventory)}")
-        click.echo("\n".join(lines))
+        return "\n".join(lines)
+
+    def announce(socket_path: str) -> None:
+        # Commands wait while the marker exists: remove it once the agent has joined, so the
+        # first job sees the machine's devices rather than an empty cluster.
+        joined = wait_for_node(Path(socket_path), node, AGENT_JOIN_S)
+        click.echo(banner(socket_path, joined))
         click.get_text_stream("stdout").flush()
+        marker.unlink(missing_ok=True)
+
+    def ready(info: dict[str, Any]) -> None:
+        threading.Thread(target=announce, args=(info["socket"],), name="labgang-up-announce", daemon=True).start()
 
     try:
         asyncio.run(serve(config, directory, local_agent=agent, ready=ready))

@@ -97,22 +97,35 @@ async def test_async_client_without_coordinator(short_dir):
 
 
 def test_a_starting_labgang_up_is_waited_for(short_dir, fake_factory):
-    """`labgang up &` and at once `labgang run`: the command waits for the socket to appear."""
+    """`labgang up &` and at once `labgang run`: the command waits until up is ready, i.e.
+    until its socket answers and it has removed its marker (its agent has joined)."""
     import os
     import threading
+    import time
 
     marker = short_dir / STARTING_MARKER
     marker.write_text(f"{os.getpid()}\n")  # a live pid: this test plays the starting `labgang up`
     assert starting_pid(short_dir / "labgang.sock") == os.getpid()
     servers = []
-    timer = threading.Timer(0.5, lambda: servers.append(fake_factory(short_dir / "labgang.sock")))
+    ready_at = []
+
+    def start_up():
+        servers.append(fake_factory(short_dir / "labgang.sock"))
+        time.sleep(0.3)  # listening, but the agent has not joined yet
+        ready_at.append(time.monotonic())
+        marker.unlink()
+
+    timer = threading.Timer(0.3, start_up)
     timer.start()
     try:
         assert Client(short_dir / "labgang.sock").jobs() == [{"id": "1"}]
+        answered_at = time.monotonic()
     finally:
         timer.join()
         for server in servers:
             server.stop()
+    assert ready_at and answered_at >= ready_at[0]
+    assert servers[0].received == [("GET", "/v1/jobs", None)]
 
 
 def test_a_crashed_start_is_not_waited_for(short_dir):
