@@ -283,3 +283,30 @@ async def test_details_from_a_pitfall_row(app):
         panel.move_cursor(row=[i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")][0])
         await pilot.press("d")
         assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == "j-103"
+
+
+async def test_highlighted_finding_is_shown_in_full(app):
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        panel = app.query_one(PitfallTable)
+        panel.focus()
+        await pilot.press("down")
+        detail = str(app.query_one("#pitfall-detail").render())
+        second = app.state.findings[1]
+        assert detail == f"{second.subject}: {second.summary} -> {second.advice}"
+
+
+async def test_local_mode_shows_devices_only(repo_root):
+    from labgang.agent.nvml.simulated import SimulatedNvml
+    from labgang.tui.sources import LocalSource
+
+    backend = SimulatedNvml.from_file(repo_root / "config/sim/a100x8-mig.toml", scan_processes=False)
+    backend.nvmlInit()
+    app = make_app(LocalSource(backend, clock=lambda: NOW), refresh_s=3600, user="alice")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        assert app.query_one(DevicesTable).row_count == 20
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "devices"
+        assert any("local mode shows devices only" in n.message for n in app._notifications)

@@ -128,3 +128,20 @@ def test_local_source_attributes_real_processes(sim, sleepers):
     assert {f.uuid for f in state.findings if f.kind is PitfallKind.FOREIGN_PROCESS} == {H100_1, H100_2}
     [busy] = [f for f in state.findings if f.kind is PitfallKind.KERNEL_BUSY_SM_IDLE]
     assert busy.uuid == H100_0 and busy.numbers == {"utilization_gpu_pct": 97.0, "sm_active_pct": 6.0}
+
+
+def test_once_reports_mig_pending_from_the_simulated_machine(repo_root):
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/h100-mig-pending.toml"), "--once",
+                  "--width", "200")
+    assert out.returncode == 0, out.stderr
+    [row] = [ln for ln in out.stdout.splitlines() if ln.startswith("warning  mig-pending-reset")]
+    assert "MIG mode is off but on is pending a GPU reset" in row
+    assert "mig-pending" in [ln for ln in out.stdout.splitlines() if ln.startswith("sim-h100-mig-pending")][0]
+
+
+def test_no_gpm_means_no_sm_guess(repo_root, tmp_path):
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/rtx4090x2.toml"), "--once")
+    assert out.returncode == 0, out.stderr
+    rows = [ln for ln in out.stdout.splitlines() if ln.startswith("sim-rtx4090x2")]
+    assert len(rows) == 2 and all("n/a (unsupported)" in r for r in rows)
+    assert "kernel-busy-sm-idle" not in out.stdout
