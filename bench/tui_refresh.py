@@ -54,7 +54,7 @@ class LabClient:
         for j in range(JOBS):
             user, queue = users[j % len(users)], f"q{j % QUEUES}"
             workers, per = (1, 1) if j % 5 else (2, 4)
-            running = gpu_cursor + workers * per <= NODES * GPUS and j % 5 != 4 and j < 700
+            running = gpu_cursor + workers * per <= NODES * GPUS  # fill every GPU, the rest waits
             ranks = []
             if running:
                 for r in range(workers):

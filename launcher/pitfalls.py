@@ -760,81 +760,97 @@ SNAPSHOT_DETECTORS = (
 # History: allocated-but-idle and the allocation rate.
 
 
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    time: float
-    activity_pct: float | None
+BUSY, IDLE, UNKNOWN = "busy", "idle", "unknown"
+
+
+@dataclass(slots=True)
+class _Run:
+    """Consecutive samples of one device with the same holder job and activity class.
+
+    ``start`` is the first sample's time, ``last`` the latest one's. The run lasts until the
+    next run starts (or until ``last`` for the newest run).
+    """
+
+    start: float
+    last: float
     job: str | None  # the holder job while allocated, else None
+    activity: str    # BUSY, IDLE or UNKNOWN
 
 
 class PitfallTracker:
     """Per-device activity history for the time-based findings. Pure: ``now`` comes with each snapshot.
 
-    Call :meth:`observe` once per refresh, then :meth:`findings`. Samples older than
-    ``thresholds.history_s`` are dropped.
+    Call :meth:`observe` once per refresh, then :meth:`findings`. History older than
+    ``thresholds.history_s`` is dropped. Samples are kept run-length encoded (one entry
+    per change of holder or of busy/idle), so memory grows with changes, not refreshes:
+    512 devices sampled every second for an hour stay a few thousand entries.
 
-    The allocation rate is busy device-time over allocated device-time: each interval
-    between two samples of a device counts for the state of its first sample; an
-    interval is *allocated* when a job held the device and its activity was known, and
+    The allocation rate is busy device-time over allocated device-time in the last
+    ``history_s``: the time between two samples of a device counts for the state of the
+    first; it is *allocated* when a job held the device and its activity was known, and
     *busy* when that activity was at least ``idle_activity_pct``.
     """
 
     def __init__(self, thresholds: PitfallThresholds | None = None) -> None:
         self.thresholds = thresholds or PitfallThresholds()
-        self._samples: dict[str, deque[_Sample]] = {}
-        self._where: dict[str, tuple[str, str]] = {}
+        self._runs: dict[str, deque[_Run]] = {}
+        self._now: float | None = None
+
+    def _classify(self, activity_pct: float | None) -> str:
+        if activity_pct is None:
+            return UNKNOWN
+        return IDLE if activity_pct < self.thresholds.idle_activity_pct else BUSY
 
     def observe(self, snapshot: ClusterSnapshot) -> None:
-        """Record one sample per allocatable device at ``snapshot.now``; samples must come in time order.
+        """Record one sample per allocatable device at ``snapshot.now``; snapshots must come in time order.
 
         Raises:
-            ValueError: ``snapshot.now`` is earlier than the previous sample.
+            ValueError: ``snapshot.now`` is earlier than the previous snapshot's.
         """
         now = snapshot.now
+        if self._now is not None and now < self._now:
+            raise ValueError(f"now: {now} is before the previous snapshot at {self._now}")
+        self._now = now
         for dev in iter_devices(snapshot):
             h = dev.holder
             job = (h.job or "?") if h is not None and h.state == ALLOCATED else None
-            hist = self._samples.setdefault(dev.uuid, deque())
-            if hist and now < hist[-1].time:
-                raise ValueError(f"now: {now} is before the previous sample at {hist[-1].time}")
-            hist.append(_Sample(now, dev.activity_pct, job))
-            self._where[dev.uuid] = (dev.node, dev.label)
+            activity = self._classify(dev.activity_pct)
+            runs = self._runs.setdefault(dev.uuid, deque())
+            if runs and runs[-1].job == job and runs[-1].activity == activity:
+                runs[-1].last = now
+            else:
+                runs.append(_Run(now, now, job, activity))
         horizon = now - self.thresholds.history_s
-        for uuid in sorted(self._samples):
-            hist = self._samples[uuid]
-            while len(hist) > 1 and hist[1].time <= horizon:
-                hist.popleft()
+        for uuid in sorted(self._runs):
+            runs = self._runs[uuid]
+            while len(runs) > 1 and runs[1].start <= horizon:
+                runs.popleft()
+            if runs[-1].last < horizon:  # a device gone for longer than the history
+                del self._runs[uuid]
 
     def idle_since(self, uuid: str) -> float | None:
-        """Start (unix s) of the device's current run of allocated, idle samples for one job, or None."""
-        hist = self._samples.get(uuid)
-        if not hist:
+        """When the device's current run of allocated, idle samples for one job began (unix s), or None."""
+        runs = self._runs.get(uuid)
+        if not runs:
             return None
-        last = hist[-1]
-        if last.job is None or not self._idle(last):
-            return None
-        since = last.time
-        for s in reversed(hist):
-            if s.job != last.job or not self._idle(s):
-                break
-            since = s.time
-        return since
-
-    def _idle(self, s: _Sample) -> bool:
-        return s.activity_pct is not None and s.activity_pct < self.thresholds.idle_activity_pct
+        last = runs[-1]
+        return last.start if last.job is not None and last.activity == IDLE else None
 
     def allocation_rate(self) -> tuple[float, float]:
-        """``(busy_s, allocated_s)`` device-seconds over the kept history."""
+        """``(busy_s, allocated_s)`` device-seconds over the last ``history_s``."""
+        if self._now is None:
+            return 0.0, 0.0
+        horizon = self._now - self.thresholds.history_s
         busy = alloc = 0.0
-        for hist in self._samples.values():
-            prev = None
-            for s in hist:
-                if prev is not None and prev.job is not None and prev.activity_pct is not None:
-                    dt = s.time - prev.time
-                    alloc += dt
-                    if prev.activity_pct >= self.thresholds.idle_activity_pct:
-                        busy += dt
-                prev = s
+        for runs in self._runs.values():
+            for i, run in enumerate(runs):
+                end = runs[i + 1].start if i + 1 < len(runs) else run.last
+                dt = end - max(run.start, horizon)
+                if dt <= 0 or run.job is None or run.activity == UNKNOWN:
+                    continue
+                alloc += dt
+                if run.activity == BUSY:
+                    busy += dt
         return busy, alloc
 
     def findings(self, snapshot: ClusterSnapshot) -> list[Finding]:

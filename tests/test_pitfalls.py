@@ -337,3 +337,25 @@ def test_detect_all_sorts_critical_first():
     found = P.detect_all(snap)
     assert kinds(found) == [PitfallKind.MEMORY_HELD_AFTER_JOB, PitfallKind.KERNEL_BUSY_SM_IDLE]
     assert found[0].to_dict()["kind"] == "memory-held-after-job"
+
+
+def test_tracker_keeps_runs_not_samples_and_forgets_gone_devices():
+    t = PitfallThresholds(history_s=600)
+    tracker = PitfallTracker(t)
+    for second in range(0, 1200):  # 20 minutes of one-second refreshes, steady state
+        tracker.observe(_alloc_snap(NOW + second, 50.0))
+    assert sum(len(r) for r in tracker._runs.values()) == 2  # one run per device
+    assert tracker.allocation_rate() == (2 * 600.0, 2 * 600.0)  # only the last history_s counts
+    empty = ClusterSnapshot(NOW + 1200 + 601, (node(),))
+    tracker.observe(empty)
+    assert tracker._runs == {}  # both GPUs gone for longer than the history
+
+
+def test_unknown_activity_breaks_an_idle_run():
+    tracker = PitfallTracker(T)
+    g = gpu(0, utilization_gpu_pct=0.0)
+    for minute in range(0, 12):
+        util = Unavailable("error", 999) if minute == 6 else 0.0
+        g = gpu(0, utilization_gpu_pct=util)
+        tracker.observe(ClusterSnapshot(NOW + 60 * minute, (node(g, devices=(held(g.uuid),)),), jobs=(job(),)))
+    assert tracker.idle_since(g.uuid) == NOW + 7 * 60  # idle again only since the unknown sample
