@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
-from labgang.launcher.scheduler.snapshot import Snapshot
+from labgang.launcher.scheduler.snapshot import Node, Snapshot
 
 UNAVAILABLE = "\0unavailable"
 """Owner tag of a device the snapshot marks as not offered."""
@@ -96,6 +96,50 @@ class FreeIndex:
                 yield n, c
 
 
+class _Layout:
+    """The device arrays derived from a snapshot's nodes alone (never mutated once built)."""
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.node_names: list[str] = [n.name for n in nodes]
+        self.node_pos: dict[str, int] = {}
+        for i, name in enumerate(self.node_names):
+            self.node_pos.setdefault(name, i)
+        self.uuid: list[str] = []
+        self.node_of: list[int] = []
+        self.resource: list[str] = []
+        self.model: list[str] = []
+        self.group: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.by_resource: dict[str, list[int]] = {}
+        for ni, node in enumerate(nodes):
+            for dev in node.devices:
+                if dev.uuid in self.pos:
+                    continue  # a UUID listed twice is one device
+                d = len(self.uuid)
+                self.pos[dev.uuid] = d
+                self.uuid.append(dev.uuid)
+                self.node_of.append(ni)
+                self.resource.append(dev.resource)
+                self.model.append(dev.model.lower())
+                self.group.append(dev.group)
+                self.by_resource.setdefault(dev.resource, []).append(d)
+
+
+_last_layout: tuple[tuple[Node, ...], _Layout] | None = None
+
+
+def _static_layout(nodes: tuple[Node, ...]) -> _Layout:
+    """The layout for ``nodes``, reused while callers pass the very same tuple (the coordinator
+    and the simulator keep one nodes tuple until the inventory changes). A pure memo: the
+    result depends only on ``nodes``."""
+    global _last_layout
+    if _last_layout is not None and _last_layout[0] is nodes:
+        return _last_layout[1]
+    layout = _Layout(nodes)
+    _last_layout = (nodes, layout)
+    return layout
+
+
 class DeviceBook:
     """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
 
@@ -110,29 +154,16 @@ class DeviceBook:
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
-        self.node_names: list[str] = [n.name for n in snapshot.nodes]
-        self.node_pos: dict[str, int] = {}
-        for i, name in enumerate(self.node_names):
-            self.node_pos.setdefault(name, i)
-        self.uuid: list[str] = []
-        self.node_of: list[int] = []
-        self.resource: list[str] = []
-        self.model: list[str] = []
-        self.group: list[str] = []
-        self.pos: dict[str, int] = {}
-        self.by_resource: dict[str, list[int]] = {}
-        for ni, node in enumerate(snapshot.nodes):
-            for dev in node.devices:
-                if dev.uuid in self.pos:
-                    continue  # a UUID listed twice is one device
-                d = len(self.uuid)
-                self.pos[dev.uuid] = d
-                self.uuid.append(dev.uuid)
-                self.node_of.append(ni)
-                self.resource.append(dev.resource)
-                self.model.append(dev.model.lower())
-                self.group.append(dev.group)
-                self.by_resource.setdefault(dev.resource, []).append(d)
+        static = _static_layout(snapshot.nodes)
+        self.node_names: list[str] = static.node_names
+        self.node_pos: dict[str, int] = static.node_pos
+        self.uuid: list[str] = static.uuid
+        self.node_of: list[int] = static.node_of
+        self.resource: list[str] = static.resource
+        self.model: list[str] = static.model
+        self.group: list[str] = static.group
+        self.pos: dict[str, int] = static.pos
+        self.by_resource: dict[str, list[int]] = static.by_resource
         self.owner: list[str | None] = [None] * len(self.uuid)
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
         self.unavailable: list[bool] = [False] * len(self.uuid)

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Iterator
+from bisect import bisect_left
 
-from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort
+from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
@@ -75,6 +75,8 @@ class _Cycle:
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
+        self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
+        self._fail_memo: dict[tuple, tuple[int, int, float, PendingReason]] = {}
         self._place_fails: dict[tuple, tuple[int, list[tuple[int, int]]]] = {}
         self._search_fails: dict[tuple, tuple[int, list[tuple[int, float, int, int]]]] = {}
         self._reason_cache: dict[tuple, PendingReason] = {}
@@ -86,49 +88,101 @@ class _Cycle:
         self.pending.extend(orphans)
         self.reservations = reserve_for_starving(
             self.state, [e for entries in by_queue.values() for e in entries])
-        for entry, queue_entries, position in self._order(by_queue):
-            outcome = self._process(entry)
-            if entry.spec.queueing is Queueing.STRICT_FIFO:
+        self._build_groups(by_queue)
+        heap, groups, pending = self._heap, self._groups, self.pending
+        while heap:
+            key = heapq.heappop(heap)
+            g = groups[key[5]]
+            e = g.entries[g.ptr]
+            if key[1] == 0 and g.pushed_at != self.version:
+                g.pushed_at = self.version
+                if self._borrows(e):  # usage grew since it was queued: now it would borrow
+                    heapq.heappush(heap, (key[0], 1) + key[2:])
+                    continue
+            if g.strict:
+                outcome = self._process(e)
+                g.ptr += 1
                 if outcome in (Outcome.ADMITTED, Outcome.UNSCHEDULABLE):
-                    self._offer_next(queue_entries, position + 1)
+                    self._push_group(g)
                 else:
-                    self._block(entry, queue_entries, position + 1)
-        return CycleResult(tuple(self.admitted), tuple(self.preempted), tuple(self.pending))
+                    self._block(e, g.entries, g.ptr)
+                continue
+            if g.failed_at == self.version:
+                # the class already failed and nothing changed since: every member that comes
+                # before the next other job fails the same way (see Entry.cls)
+                end = len(g.entries)
+                if heap:
+                    bound = heap[0]
+                    if bound[:2] < key[:2]:
+                        end = g.ptr + 1
+                    elif bound[:2] == key[:2]:
+                        end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
+                reason = g.reason
+                pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr:end]])
+                g.ptr = end
+            else:
+                outcome = self._process(e)
+                g.ptr += 1
+                if outcome is Outcome.FAILED:
+                    g.failed_at, g.reason = self.version, pending[-1].reason
+                    if not self.reservations:
+                        # without starvation reservations the copy only gets fuller from here
+                        # on (admissions, preemptors, held quota), so the rest of the class
+                        # fails too: answer them now with this reason
+                        reason = g.reason
+                        pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr:]])
+                        g.ptr = len(g.entries)
+            self._push_group(g)
+        return CycleResult(tuple(self.admitted), tuple(self.preempted), tuple(pending))
 
-    def _order(self, by_queue: dict[str, list[Entry]]) -> Iterator[tuple[Entry, list[Entry], int]]:
-        """Yield ``(entry, its queue's entries, its position)`` in admission order."""
-        self._heap: list[tuple] = []
+    def _build_groups(self, by_queue: dict[str, list[Entry]]) -> None:
+        """Order phase: one heap of groups, keyed by their next job's
+        ``(sticky, borrows, -priority, submit, seq)``. A best-effort queue's jobs are grouped by
+        class (queue order kept inside each group); waiting preemptors and starving jobs are
+        groups of their own. A strict-fifo queue is one group that offers its head only."""
+        self._heap, self._groups = [], []
         for entries in by_queue.values():
             if not entries:
                 continue
             if entries[0].spec.queueing is Queueing.STRICT_FIFO:
-                self._offer_next(entries, 0)
-            else:
-                for i in range(len(entries)):
-                    self._push(entries, i)
-        heap = self._heap
-        while heap:
-            key = heapq.heappop(heap)
-            entries, i = key[-2].entries, key[-1]
-            e = entries[i]
-            if key[1] == 0 and self._borrows(e):
-                heapq.heappush(heap, (key[0], 1) + key[2:])  # usage grew: now it would borrow
+                self._add_group(_Group(entries, strict=True))
                 continue
-            yield e, entries, i
+            by_cls: dict[tuple, _Group] = {}
+            for e in entries:
+                if e.unschedulable is not None:
+                    self.pending.append(Pending(e.job.id, e.unschedulable))
+                elif e.live_victims or e.starving:
+                    self._add_group(_Group([e]))
+                else:
+                    g = by_cls.get(e.cls)
+                    if g is None:
+                        g = by_cls[e.cls] = _Group([])
+                        self._add_group(g)
+                    g.entries.append(e)
+        for g in self._groups:
+            g.keys = [(-x.job.priority, x.job.submit_time, x.job.seq) for x in g.entries]
+            self._push_group(g, heap=False)
+        heapq.heapify(self._heap)
 
-    def _push(self, entries: list[Entry], i: int) -> None:
-        e = entries[i]
+    def _add_group(self, g: _Group) -> None:
+        g.gid = len(self._groups)
+        self._groups.append(g)
+
+    def _push_group(self, g: _Group, heap: bool = True) -> None:
+        if g.ptr >= len(g.entries):
+            return
+        e = g.entries[g.ptr]
         j = e.job
-        heapq.heappush(self._heap, (0 if e.sticky else 1, 1 if self._borrows(e) else 0,
-                                    -j.priority, j.submit_time, j.seq, j.id, _Ref(entries), i))
+        g.pushed_at = self.version
+        key = (0 if e.live_victims else 1, 1 if self._borrows(e) else 0, -j.priority, j.submit_time, j.seq, g.gid)
+        if heap:
+            heapq.heappush(self._heap, key)
+        else:
+            self._heap.append(key)
 
     def _borrows(self, e: Entry) -> bool:
         req = e.job.request
         return self.state.quota.would_borrow(e.spec.name, req.resource, req.total)
-
-    def _offer_next(self, entries: list[Entry], start: int) -> None:
-        if start < len(entries):
-            self._push(entries, start)
 
     def _block(self, head: Entry, entries: list[Entry], start: int) -> None:
         reason = reasons.blocked_reason(head.spec.name, head.job.id)
@@ -145,10 +199,29 @@ class _Cycle:
         if own:
             self.state.devices.unreserve(own, e.job.id)
             self.epoch += 1
+            self.version += 1
+        elif not e.live_victims and self._known_failure(e):
+            return Outcome.FAILED
         outcome = self._try(e)
         if outcome is Outcome.FAILED and own:
             self.reservations[e.job.id] = self.state.devices.reserve(own, e.job.id)
+            self.version += 1
         return outcome
+
+    def _known_failure(self, e: Entry) -> bool:
+        """Same queue, same request, nothing changed since a job at least as strong failed:
+        this one fails the same way (within a cycle room only shrinks)."""
+        job = e.job
+        memo = self._fail_memo.get(e.cls)
+        if memo is None or memo[0] != self.version or job.priority > memo[1]:
+            return False
+        if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
+            return False
+        self.pending.append(Pending(job.id, memo[3]))
+        return True
+
+    def _remember_failure(self, e: Entry, reason: PendingReason) -> None:
+        self._fail_memo[e.cls] = (self.version, e.job.priority, e.job.submit_time, reason)
 
     def _try(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
@@ -159,6 +232,7 @@ class _Cycle:
             raw = self._place(req)
             if raw is not None:
                 placement = state.assume(job.id, q, req, raw)
+                self.version += 1
                 self.admitted.append(Admit(job.id, placement))
                 return Outcome.ADMITTED
         # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
@@ -183,16 +257,18 @@ class _Cycle:
                 self._record_search_fail(e)
         # stays pending
         if not quota_ok:
-            reason = reasons.quota_reason(state.quota, q, req, self.held.get((q, req.resource), 0))
             if searchable and spec.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
                 self._hold_quota(e)
+            reason = reasons.quota_reason(state.quota, q, req, self.held.get((q, req.resource), 0))
         else:
             reason = self._capacity_reason(req)
         self.pending.append(Pending(job.id, reason))
+        self._remember_failure(e, reason)
         return Outcome.FAILED
 
     def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement) -> None:
         """The preemptor keeps its room: its usage is counted and its devices reserved."""
+        self.version += 1
         req = e.job.request
         self._add_held(e.spec.name, req.resource, req.total)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
@@ -217,6 +293,7 @@ class _Cycle:
             self._add_held(q, req.resource, held)
 
     def _add_held(self, queue: str, res: str, n: int) -> None:
+        self.version += 1
         self.state.quota.add(queue, res, n)
         self.held[(queue, res)] = self.held.get((queue, res), 0) + n
 
@@ -301,13 +378,28 @@ class _Cycle:
                 f"{reasons.describe_request(req)}; stopping " + ", ".join(parts))
 
 
-class _Ref:
-    """Wraps a queue's entry list inside heap keys so it never takes part in comparisons."""
+class _Group:
+    """Jobs that the order phase offers one after another (see ``_Cycle._build_groups``).
 
-    __slots__ = ("entries",)
+    Attributes:
+        entries: the jobs, in queue order.
+        strict: a strict-fifo queue: offer the head only, block the rest when it fails.
+        ptr: the next job to offer.
+        keys: ``(-priority, submit, seq)`` per job, for finding where the next group's job falls.
+        gid: position in the cycle's group list (the heap's last tie-break).
+        pushed_at: cycle version when its heap key was computed (borrow test staleness).
+        failed_at: cycle version at which its last evaluated job failed (-1: none).
+        reason: that job's pending reason.
+    """
 
-    def __init__(self, entries: list[Entry]) -> None:
+    __slots__ = ("entries", "strict", "ptr", "keys", "gid", "pushed_at", "failed_at", "reason")
+
+    def __init__(self, entries: list[Entry], strict: bool = False) -> None:
         self.entries = entries
-
-    def __lt__(self, other: object) -> bool:  # heap keys are unique before this field
-        return False
+        self.strict = strict
+        self.ptr = 0
+        self.keys: list[tuple[int, float, int]] = []
+        self.gid = 0
+        self.pushed_at = 0
+        self.failed_at = -1
+        self.reason: PendingReason | None = None

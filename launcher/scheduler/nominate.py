@@ -27,6 +27,8 @@ class Entry:
         live_victims: its nominated victims that still hold devices.
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
+        cls: ``(queue, workers, per_worker, resource, gpu_model, nodes)``: jobs of one class
+            fit or fail alike (up to priority).
     """
 
     job: PendingJob
@@ -34,6 +36,7 @@ class Entry:
     live_victims: tuple[str, ...]
     unschedulable: PendingReason | None
     starving: bool
+    cls: tuple = ()
 
     @property
     def sticky(self) -> bool:
@@ -56,8 +59,10 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     specs = {q.name: q for q in snapshot.queues}
     by_queue: dict[str, list[Entry]] = {q.name: [] for q in snapshot.queues}
     orphans: list[Pending] = []
-    verdicts: dict[tuple[str, JobRequest], PendingReason | None] = {}
+    verdicts: dict[tuple, PendingReason | None] = {}
     empties: dict[tuple[str, str | None], FreeIndex] = {}
+    now = snapshot.now
+    running = state.running
     for job in snapshot.pending:
         spec = specs.get(job.queue)
         if spec is None:
@@ -65,15 +70,16 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             orphans.append(Pending(job.id, PendingReason(
                 ReasonCode.UNSCHEDULABLE, f"queue {job.queue!r} does not exist (queues: {allowed})")))
             continue
-        key = (spec.name, job.request)
-        if key not in verdicts:
-            verdicts[key] = _never_fits(state, spec, job.request, empties)
-        live = tuple(v for v in job.nominated if v in state.running)
-        starving = (spec.starvation_after is not None
-                    and snapshot.now - job.pending_since >= spec.starvation_after)
-        by_queue[spec.name].append(Entry(job, spec, live, verdicts[key], starving))
+        req = job.request
+        key = (spec.name, req.workers, req.per_worker, req.resource, req.gpu_model, req.nodes)
+        verdict = verdicts.get(key, False)
+        if verdict is False:
+            verdict = verdicts[key] = _never_fits(state, spec, req, empties)
+        live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
+        starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
+        by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))
     for entries in by_queue.values():
-        entries.sort(key=Entry.queue_key)
+        entries.sort(key=lambda e: (not e.live_victims, -e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
     return by_queue, orphans
 
 

@@ -20,6 +20,7 @@ For one pending job (the preemptor) that does not fit now (QUEUE-SEMANTICS.md A3
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass
 
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
@@ -77,38 +78,58 @@ def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     return spec.cohort is not None and spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
 
 
+def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
+    """Eviction order among candidates of one group: lowest priority, then most recently
+    admitted (latest ``admit_time``, then highest ``seq``), then id."""
+    return (job.priority, -job.admit_time, -job.seq, job.id)
+
+
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:
-    """Every usable victim for ``job``, in eviction order."""
+    """Every usable victim for ``job``, in eviction order: other queues' jobs first, then
+    its own queue's, each group in :func:`victim_order`."""
     req = job.request
     res, need, q = req.resource, req.total, spec.name
     quota = state.quota
-    fits_own_nominal = quota.usage(q, res) + need <= quota.nominal(q, res)
-    bwc = spec.borrow_within_cohort
-    out: list[Candidate] = []
-    for v in state.running_in(q):
-        if v.terminating or v.id in excluded or v.id in state.removed or v.request.resource != res:
-            continue
-        if within_queue_allows(spec.within_queue, job, v):
-            out.append(Candidate(v, Kind.SAME_QUEUE))
+    p = job.priority
+    removed = state.removed
+    same: list[Candidate] = []
+    if spec.within_queue is not WithinQueue.NEVER:
+        newer_equal = spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
+        for v in state.victims_in(q, res):  # sorted by priority: stop at the first too high
+            if v.priority >= p and not (newer_equal and v.priority == p):
+                break
+            if v.id in excluded or v.id in removed:
+                continue
+            if within_queue_allows(spec.within_queue, job, v):
+                same.append(Candidate(v, Kind.SAME_QUEUE))
+    cross: list[Candidate] = []
     if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+        fits_own_nominal = quota.usage(q, res) + need <= quota.nominal(q, res)
+        bwc = spec.borrow_within_cohort
+        any_priority = spec.reclaim_within_cohort is ReclaimWithinCohort.ANY
+        lists = []
         for other in quota.members(spec.cohort):
             if other == q or not quota.above_nominal(other, res):
                 continue
-            for v in state.running_in(other):
-                if v.terminating or v.id in excluded or v.id in state.removed or v.request.resource != res:
+            mine = []
+            for v in state.victims_in(other, res):
+                if not any_priority and v.priority >= p:
+                    break
+                if v.id in excluded or v.id in removed:
                     continue
-                if not reclaim_allows(spec.reclaim_within_cohort, job, v):
-                    continue
-                if fits_own_nominal:
-                    kind = Kind.RECLAIM
-                elif (bwc.policy is not BorrowPolicy.NEVER and v.priority < job.priority
-                      and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)):
-                    kind = Kind.BORROW
-                else:
-                    kind = Kind.NOMINAL_ONLY
-                out.append(Candidate(v, kind))
-    out.sort(key=lambda c: (0 if c.cross else 1, c.job.priority, -c.job.admit_time, -c.job.seq, c.job.id))
-    return out
+                mine.append(v)
+            if mine:
+                lists.append(mine)
+        for v in (heapq.merge(*lists, key=victim_order) if len(lists) > 1 else (lists[0] if lists else ())):
+            if fits_own_nominal:
+                kind = Kind.RECLAIM
+            elif (bwc.policy is not BorrowPolicy.NEVER and v.priority < p
+                  and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)):
+                kind = Kind.BORROW
+            else:
+                kind = Kind.NOMINAL_ONLY
+            cross.append(Candidate(v, kind))
+    return cross + same
 
 
 def find_victims(state: CycleState, spec: QueueSpec, job: PendingJob,

@@ -1,0 +1,131 @@
+"""Scheduler scale benchmark: cycle time and admission rate as the cluster grows.
+
+Cluster: N nodes x 8 GPUs, one node in 8 with its GPUs in MIG mode (7 x 1g.10gb each);
+20 queues in 4 cohorts (nominal quota split evenly, borrowing allowed, mixed preemption
+policies, one strict-fifo queue per cohort); 10,000 pending gangs of 1-16 ranks x 1-8 GPUs
+(one in ten asks for 1g.10gb MIG devices), mixed priorities, random durations.
+
+The run uses ``labgang simulate``'s engine (the real :func:`run_cycle`) and times every
+cycle: the first one (empty cluster, thousands of admissions) separately, then the steady
+state where each job exit triggers cycles over the full pending backlog.
+
+Usage::
+
+    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
+
+Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
+growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from labgang.launcher.simulate import engine
+from labgang.launcher.simulate.scenario import parse_scenario
+
+COHORTS = 4
+QUEUES = 20
+
+
+def build(nodes: int, jobs: int, seed: int) -> dict:
+    """A scenario document (FORMAT.md) for the benchmark."""
+    rng = random.Random(seed)
+    node_tables = []
+    full_gpus = mig_devices = 0
+    for i in range(nodes):
+        if i % 8 == 7:
+            node_tables.append({"name": f"m{i:04d}", "gpus": 8, "mig": ["1g.10gb"] * 7,
+                                "model": "NVIDIA A100-SXM4-80GB"})
+            mig_devices += 56
+        else:
+            node_tables.append({"name": f"n{i:04d}", "gpus": 8, "model": "NVIDIA H100 80GB HBM3"})
+            full_gpus += 8
+    queues = []
+    for q in range(QUEUES):
+        cohort = q % COHORTS
+        table = {
+            "name": f"q{q:02d}", "cohort": f"c{cohort}",
+            "nominal": {"gpu": full_gpus // QUEUES, "mig-1g.10gb": mig_devices // QUEUES},
+            "borrowing_limit": {"gpu": full_gpus // QUEUES},
+            "within_queue": ["never", "lower-priority", "lower-or-newer-equal-priority"][q % 3],
+            "reclaim_within_cohort": ["never", "lower-priority", "any"][q % 3],
+            "queueing": "strict-fifo" if q < COHORTS else "best-effort-fifo",
+        }
+        queues.append(table)
+    job_tables = []
+    for j in range(jobs):
+        table = {"id": f"j{j:05d}", "queue": f"q{rng.randrange(QUEUES):02d}",
+                 "priority": rng.choice([-1, 0, 0, 0, 1, 2]),
+                 "submit": round(rng.uniform(-600, 0), 3), "duration": round(rng.uniform(30, 600), 3)}
+        if rng.random() < 0.1:
+            table["workers"] = rng.randint(1, 8)
+            table["mig"] = "1g.10gb"
+        else:
+            workers = rng.choice([1, 1, 1, 2, 2, 4, 8, 16])
+            table["workers"] = workers
+            table["gpus_per_worker"] = rng.choice([1, 2, 4, 8] if workers <= 2 else [1, 2])
+        job_tables.append(table)
+    return {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
+
+
+def measure(nodes: int, jobs: int, cycles: int, seed: int) -> dict:
+    """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
+    scenario = parse_scenario(build(nodes, jobs, seed))
+    times: list[float] = []
+    admitted: list[int] = []
+    real = engine.run_cycle
+
+    def timed(snapshot):
+        t0 = time.perf_counter()
+        result = real(snapshot)
+        times.append(time.perf_counter() - t0)
+        admitted.append(len(result.admitted))
+        return result
+
+    engine.run_cycle = timed
+    try:
+        sim = engine.Simulation(scenario)
+        while sim.next_time() is not None and len(times) < cycles:
+            sim.run_instant()
+    finally:
+        engine.run_cycle = real
+    first_big = next(i for i, n in enumerate(admitted) if n > 0)
+    steady = times[first_big + 1:] or times
+    steady_adm = sum(admitted[first_big + 1:])
+    ordered = sorted(steady)
+    return {
+        "nodes": nodes, "cycles": len(times),
+        "fill_ms": times[first_big] * 1e3, "fill_admitted": admitted[first_big],
+        "p50_ms": statistics.median(ordered) * 1e3,
+        "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3,
+        "max_ms": ordered[-1] * 1e3,
+        "admissions_per_s": (sum(admitted)) / sum(times),
+        "steady_admitted": steady_adm,
+        "pending_left": sum(1 for j in sim.jobs.values() if j.state == "pending"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="100,300,1000")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--cycles", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rows = [measure(int(n), args.jobs, args.cycles, args.seed) for n in args.nodes.split(",")]
+    print(f"{args.jobs} pending gangs, 20 queues in 4 cohorts, 8 GPUs per node (1 node in 8 MIG)")
+    print(f"{'nodes':>6} {'cycles':>6} {'fill ms':>8} {'fill adm':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+          f"{'adm/s':>8} {'p99 x':>6}")
+    base = rows[0]["p99_ms"]
+    for r in rows:
+        print(f"{r['nodes']:>6} {r['cycles']:>6} {r['fill_ms']:>8.1f} {r['fill_admitted']:>8} {r['p50_ms']:>7.2f} "
+              f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['admissions_per_s']:>8.0f} {r['p99_ms'] / base:>6.2f}")
+    print("target: p99 < 100 ms at 1,000 nodes -> " + ("met" if rows[-1]["p99_ms"] < 100 else "NOT met"))
+
+
+if __name__ == "__main__":
+    main()
