@@ -233,7 +233,7 @@ def build_submission(
         "argv": argv,
         "env": {k: v for k, v in (os.environ if env is None else env).items()
                 if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)},
-        "cwd": os.getcwd() if cwd is None else cwd,
+        "cwd": _current_directory() if cwd is None else cwd,
     }
     optional = {
         "name": name,
@@ -247,6 +247,15 @@ def build_submission(
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+def _current_directory() -> str:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise click.UsageError(
+            "the current directory no longer exists; ranks start in it, so cd somewhere that does"
+        ) from None
 
 
 def _priority_value(priority: str | None) -> int | str | None:
