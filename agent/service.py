@@ -31,6 +31,7 @@ from labgang.agent.supervisor.states import RankState
 log = logging.getLogger("labgang.agent")
 
 TICK_S = 0.1
+UNKNOWN_GRACE_S = 30.0  # grace assumed for ranks re-adopted from a previous agent
 LOG_READ_MAX = 4 << 20
 _UCRED = struct.Struct("3i")
 
@@ -75,6 +76,7 @@ class AgentService:
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self._user_runner: web.AppRunner | None = None
+        self._grace: dict[str, float] = {}  # run id -> grace seconds of its ranks launched here
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -130,19 +132,26 @@ class AgentService:
                                     reconnect_max_s=self.config.reconnect_max_s)
         if self.config.user_socket:
             await self._start_user_socket()
+        # Ranks re-adopted and the node socket served: ready (the link comes up on its own).
+        sd_notify(f"READY=1\nSTATUS=node {self.node}, {len(self.supervisor.ranks())} rank(s) supervised")
+        # The loops get their own stop so that, when ranks are stopped at exit, their exits
+        # still reach the coordinator before the link closes.
+        loops_stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(self.link.run(stop), name="agent-link"),
-            asyncio.create_task(self._tick_loop(stop), name="agent-tick"),
-            asyncio.create_task(self._inventory_loop(stop), name="agent-inventory"),
+            asyncio.create_task(self.link.run(loops_stop), name="agent-link"),
+            asyncio.create_task(self._tick_loop(loops_stop), name="agent-tick"),
+            asyncio.create_task(self._inventory_loop(loops_stop), name="agent-inventory"),
         ]
         try:
             await stop.wait()
+            sd_notify("STOPPING=1")
+            if self.stop_jobs_on_exit:
+                await self._stop_all_ranks()
         finally:
+            loops_stop.set()
             for task in tasks[1:]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if self.stop_jobs_on_exit:
-                await self._stop_all_ranks()
             if self._user_runner is not None:
                 await self._user_runner.cleanup()
                 try:
@@ -156,20 +165,25 @@ class AgentService:
                 except Exception:  # NVML shutdown errors at exit change nothing
                     log.debug("nvmlShutdown failed", exc_info=True)
 
-    async def _stop_all_ranks(self, timeout: float = 60.0) -> None:
+    async def _stop_all_ranks(self, *, extra_s: float = 10.0, report_s: float = 2.0) -> None:
+        """Stop every rank with its grace, wait until all are gone (the tick loop advances them),
+        then give the link ``report_s`` seconds to deliver their exits."""
         sup = self.supervisor
         if sup is None:
             return
-        for job_id in sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE}):
+        loop = asyncio.get_running_loop()
+        live = [s for s in sup.ranks() if s.state is not RankState.GONE]
+        for job_id in sorted({s.job_id for s in live}):
             sup.stop_job(job_id)
-        deadline = asyncio.get_running_loop().time() + timeout
+        grace = max((self._grace.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
+        deadline = loop.time() + grace + extra_s
         while any(s.state is not RankState.GONE for s in sup.ranks()):
-            if asyncio.get_running_loop().time() > deadline:
-                log.warning("ranks still not gone after %g s at agent exit", timeout)
+            if loop.time() > deadline:
+                log.warning("ranks still not gone %g s after their grace at agent exit", extra_s)
                 break
-            self.inventory = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: read_inventory(self.backend, hostname=self.node))
-            sup.tick()
+            await asyncio.sleep(TICK_S)
+        deadline = loop.time() + report_s
+        while self._outbox and self.link is not None and self.link.is_up and loop.time() < deadline:
             await asyncio.sleep(TICK_S)
 
     # ----- loops ---------------------------------------------------------------------------
@@ -177,7 +191,11 @@ class AgentService:
     async def _tick_loop(self, stop: asyncio.Event) -> None:
         assert self.supervisor is not None and self.link is not None
         while not stop.is_set():
-            events = self.supervisor.tick()
+            try:
+                events = self.supervisor.tick()
+            except Exception:  # one bad tick must not stop supervision
+                log.exception("supervisor tick failed")
+                events = []
             if events:
                 for ev in events:
                     self._queue_event(ev.to_dict())
@@ -253,7 +271,9 @@ class AgentService:
             out: list[dict[str, Any]] = []
             for spec_dict in args.get("specs") or []:
                 try:
-                    out.append(sup.launch(LaunchSpec.from_dict(spec_dict)).to_dict())
+                    spec = LaunchSpec.from_dict(spec_dict)
+                    out.append(sup.launch(spec).to_dict())
+                    self._grace[spec.job_id] = spec.grace
                 except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
                     log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"),
                                 exc)
@@ -328,6 +348,29 @@ class AgentService:
         headers = {k: v for k, v in reply["headers"].items() if k.lower() != "content-type"}
         ctype = reply["headers"].get("Content-Type", "application/json")
         return web.Response(status=reply["status"], body=reply["body"], headers=headers, content_type=ctype)
+
+
+def sd_notify(state: str) -> bool:
+    """Tell systemd about the service's state (``READY=1``, ``STOPPING=1``) on ``$NOTIFY_SOCKET``.
+
+    The agent never imports the launcher, so this is the few lines of the sd_notify(3)
+    datagram protocol itself; an ``@`` prefix names an abstract socket.
+
+    Returns:
+        True when a datagram was sent; False outside systemd (no ``NOTIFY_SOCKET``) or on error.
+    """
+    address = os.environ.get("NOTIFY_SOCKET", "")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.sendto(state.encode(), address)
+        return True
+    except OSError as exc:
+        log.warning("sd_notify(%s) to %s failed: %s", state, address, exc)
+        return False
 
 
 def _error(status: int, message: str) -> web.Response:

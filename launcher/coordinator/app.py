@@ -29,7 +29,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
-from labgang.launcher.metrics import add_metrics_routes
+from labgang.launcher.metrics import METRICS, add_metrics_routes
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -115,6 +115,12 @@ def create_app(config: ClusterConfig, state_dir: str | Path, *, token: str | Non
     return app
 
 
+async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
+    app[keys.COORDINATOR].metrics = app[METRICS].scheduler
+    yield
+
+
 def _prepare_socket_path(path: Path) -> None:
     """Remove a stale socket file; refuse when another coordinator answers there."""
     if not path.exists():
@@ -155,6 +161,7 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
+    app.cleanup_ctx.append(_scheduler_metrics_ctx)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0,
                            access_log=log if log.isEnabledFor(logging.DEBUG) else None)
     await runner.setup()

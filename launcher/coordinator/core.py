@@ -62,6 +62,9 @@ class Coordinator:
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
         self.schedulable_cache: dict[Any, str | None] = {}
+        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
+        # SchedulerMetrics) when the application serves /metrics; None otherwise.
+        self.metrics: Any = None
 
     # ----- plumbing ---------------------------------------------------------------------------
 

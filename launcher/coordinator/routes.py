@@ -85,7 +85,7 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     except ApiError as exc:
         return web.json_response(exc.body(), status=exc.status)
     except web.HTTPException as exc:
-        if exc.status >= 400 and not isinstance(exc, web.HTTPSwitchingProtocols):
+        if exc.status >= 400:
             body = {"error": {"message": f"{exc.reason}: {request.method} {request.path}", "field": None,
                               "allowed": None}}
             return web.json_response(body, status=exc.status)

@@ -135,6 +135,8 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
         store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
         coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
         admitted.append(job)
+        if coord.metrics is not None:
+            coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
     for pre in result.preempted:
         job = coord.jobs.get(pre.job_id)
         if job is None:
@@ -149,6 +151,9 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
             if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):
                 store.add_decision(now, victim.id, "victim", "preempted", f"by job {job.id}: {pre.reason}")
                 lifecycle.begin_termination(coord, victim, "requeue", f"preempted by job {job.id}: {pre.reason}")
+                if coord.metrics is not None:
+                    why = "in_queue" if victim.spec.queue == job.spec.queue else "reclaim"
+                    coord.metrics.count_preemption(victim.spec.queue, why)
     for pend in result.pending:
         job = coord.jobs.get(pend.job_id)
         if job is None or job.status.state != JobState.PENDING:
@@ -177,6 +182,8 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
         started = time.perf_counter()
         result = run_cycle(snapshot)
         coord.cycles += 1
+        if coord.metrics is not None:
+            coord.metrics.observe_cycle(time.perf_counter() - started)
         log.debug("cycle %d: %d pending, %d admitted, %d preempting, %.1f ms", coord.cycles,
                   len(snapshot.pending), len(result.admitted), len(result.preempted),
                   (time.perf_counter() - started) * 1e3)
