@@ -213,6 +213,8 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
         stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
+            if not agent_task.cancelled() and agent_task.exception() is not None:
+                raise agent_task.exception()  # e.g. NVML unavailable: the caller reports it
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)

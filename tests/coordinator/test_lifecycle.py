@@ -194,3 +194,49 @@ async def test_admission_is_committed_before_dispatch(coord: Coordinator, tmp_pa
     assert reopened[job_id].status.state == JobState.ADMITTED
     assert sorted((r.rank, r.node) for r in reopened[job_id].ranks.values()) == [(0, "n1"), (1, "n2")]
     await asyncio.sleep(0)
+
+
+async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None:
+    job_id = await submit(coord, time_limit_s=60)
+    start(coord, job_id)
+    advance(coord, 59)
+    lifecycle.check_timers(coord)
+    assert coord.jobs[job_id].status.state == JobState.RUNNING
+    advance(coord, 1)
+    lifecycle.check_timers(coord)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "gone", 143)
+    assert st.state == JobState.FAILED and "time limit of 60 s" in st.reason_message
+
+
+async def test_signal_before_the_time_limit_starts_the_stop_early(coord: Coordinator) -> None:
+    """With --signal USR1@10 the supervisor sends USR1, waits 10 s, then SIGTERM: so the stop
+    begins 10 s before the limit and SIGTERM lands on it."""
+    job_id = await submit(coord, time_limit_s=60, signal="SIGUSR1@10")
+    start(coord, job_id)
+    advance(coord, 49)
+    lifecycle.check_timers(coord)
+    assert coord.jobs[job_id].status.state == JobState.RUNNING
+    advance(coord, 1)
+    lifecycle.check_timers(coord)
+    assert coord.jobs[job_id].status.state == JobState.TERMINATING
+
+
+async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
+    from labgang.launcher.coordinator.views import queue_views
+
+    config = parse_config({"queues": [
+        {"name": "a", "cohort": "lab", "nominal": {"gpu": 2}},
+        {"name": "b", "cohort": "lab", "nominal": {"gpu": 6}, "lending_limit": {"gpu": 4}},
+    ], "default_queue": "a"})
+    c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
+    job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
+    placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
+    apply_result(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()), c.clock())
+    views = {q["name"]: q for q in queue_views(c)}
+    assert (views["a"]["used"], views["a"]["borrowed"], views["a"]["lent"]) == ({"gpu": 5}, {"gpu": 3}, {})
+    assert (views["b"]["used"], views["b"]["borrowed"], views["b"]["lent"]) == ({}, {}, {"gpu": 3})
+    assert views["a"]["reclaim_time_s"] == 7 and views["a"]["running"] == 1
+    c.store.close()
