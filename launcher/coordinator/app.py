@@ -102,7 +102,7 @@ def create_app(config: ClusterConfig, state_dir: str | Path, *, token: str | Non
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
         await coord.close()
-        await coord.flush()
+        await coord.store.durable()  # commit what is pending; no new agent commands at shutdown
 
     async def close_agent_sockets(app: web.Application) -> None:
         for ws in list(app[keys.AGENT_SOCKETS]):

@@ -97,8 +97,10 @@ class Coordinator:
 
     async def flush(self) -> None:
         """Commit every state change so far, then start the effects they asked for."""
-        await self.store.durable()
+        # Take the effects queued so far first: their state changes are all buffered now, so
+        # this commit covers them; effects queued while it runs wait for their own commit.
         effects, self._effects = self._effects, []
+        await self.store.durable()
         for make in effects:
             self.spawn(make())
 
