@@ -33,7 +33,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from labgang.agent.inventory import is_known
@@ -385,37 +385,19 @@ def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
     return counts
 
 
-class CycleCounter(Collector):
-    """``labgang_scheduling_cycles_total``: the coordinator's own count of scheduling cycles.
-
-    Args:
-        cycles: returns the number of cycles run since the coordinator started.
-    """
-
-    def __init__(self, cycles: Callable[[], int]) -> None:
-        self.cycles = cycles
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily("labgang_scheduling_cycles", "Scheduling cycles run since the coordinator started.",
-                                  value=float(self.cycles()))
-
-
 def add_metrics_routes(app: web.Application) -> None:
     """Serve ``GET /metrics`` from the coordinator application ``app`` (read-only, every listener).
 
     Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
     the application starts: the metrics are set up once the coordinator exists and are
-    kept under ``app[METRICS]``. Besides :class:`CoordinatorMetrics` it exports the
-    coordinator's cycle count (:class:`CycleCounter`).
+    kept under ``app[METRICS]``.
     """
     from labgang.launcher.api import keys
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        metrics = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
-                                     job_counts=lambda: coordinator_job_counts(coord))
-        metrics.registry.register(CycleCounter(lambda: coord.cycles))
-        app[METRICS] = metrics
+        app[METRICS] = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
+                                          job_counts=lambda: coordinator_job_counts(coord))
         yield
 
     async def handle(request: web.Request) -> web.Response:

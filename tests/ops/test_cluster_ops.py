@@ -89,14 +89,35 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
     assert {s.labels["node"] for s in samples(fam, "labgang_node_connected") if s.value == 1} == {"n1", "n2"}
     assert len(samples(fam, "labgang_pitfall_findings")) == 11  # every detector, firing or not
     assert fam["labgang_admission_latency_seconds"].type == "histogram"
+    assert samples(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count",
+                   queue="default")[0].value >= 1  # the gang's admission
     assert fam["labgang_scheduling_cycle_duration_seconds"].type == "histogram"
+    assert samples(fam, "labgang_scheduling_cycle_duration_seconds",
+                   "labgang_scheduling_cycle_duration_seconds_count")[0].value >= 1
     assert fam["labgang_preemptions"].type == "counter"
-    assert samples(fam, "labgang_scheduling_cycles", "labgang_scheduling_cycles_total")[0].value >= 1  # it admitted
     assert samples(fam, "labgang_build_info", version=version["version"])
 
 
-@pytest.mark.xfail(strict=True, reason="launcher/coordinator/routes.py error_middleware uses "
-                   "web.HTTPSwitchingProtocols, which aiohttp does not have: every 4xx HTTPException becomes 500")
+def test_a_preemption_is_counted_by_queue_and_reason():
+    within = Cluster({"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}, config_extra=(
+        '[priority_classes]\nlow = -10\nhigh = 100\n'
+        '[[queues]]\nname = "prio"\nnominal = { gpu = 8 }\nwithin_queue = "lower-priority"\n'))
+    try:
+        within.start()
+        low = within.submit(WAIT_GO, queue="prio", priority="low", workers=2, gpus_per_worker=4)
+        within.wait_state(low["id"], "running")
+        high = within.submit(WAIT_GO, queue="prio", priority="high", workers=2, gpus_per_worker=4)
+        within.wait_state(high["id"], "running", timeout=30)
+        fam, _ = scrape(within)
+        assert samples(fam, "labgang_preemptions", "labgang_preemptions_total", queue="prio",
+                       reason="in_queue")[0].value == 1
+        assert samples(fam, "labgang_jobs", queue="prio", state="running")[0].value == 1
+        assert samples(fam, "labgang_jobs", queue="prio", state="pending")[0].value == 1  # the victim, requeued
+    finally:
+        (within.base / "go").write_text("go")
+        within.stop()
+
+
 def test_metrics_is_read_only(cluster):
     request = urllib.request.Request(f"http://127.0.0.1:{cluster.port}/metrics", data=b"x", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:

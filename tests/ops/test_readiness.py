@@ -81,8 +81,6 @@ def test_coordinator_is_ready_when_its_socket_answers(cluster, notify_socket, un
     assert stat.S_IMODE((cluster.coord_dir / "labgang.db").stat().st_mode) == 0o600
 
 
-@pytest.mark.xfail(strict=True, reason="agent/service.py sends no READY=1 (the agent may not import "
-                   "labgang.launcher.sdnotify); Type=notify needs it, see the ops report")
 def test_agent_is_ready_once_it_has_recovered_and_serves_its_node_socket(cluster, notify_socket, monkeypatch):
     sock, path = notify_socket
     cluster.start_coordinator()
