@@ -65,6 +65,7 @@ class Coordinator:
         # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None
+        self.dispatching: set[str] = set()  # run ids whose dispatch is under way
 
     # ----- plumbing ---------------------------------------------------------------------------
 

@@ -66,8 +66,16 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
     Failures (node gone, launch refused) stop the gang and requeue it with backoff.
     """
     run_id = job.run_id
-    if job.status.state != JobState.ADMITTED:
+    if job.status.state != JobState.ADMITTED or run_id in coord.dispatching:
         return
+    coord.dispatching.add(run_id)
+    try:
+        await _dispatch(coord, job, run_id)
+    finally:
+        coord.dispatching.discard(run_id)
+
+
+async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
     if job.status.master_port is None:
         node0 = job.ranks[0].node
         try:

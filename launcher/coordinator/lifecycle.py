@@ -336,9 +336,9 @@ def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[
                 coord.event(job, "rank-gone", f"node {conn.node} no longer knows rank {rank.rank}")
         if relaunch and job.status.master_port is not None:
             coord.effect(lambda j=job, rid=job.run_id: launch_on_node(coord, j, conn.node, rid))
-        elif relaunch and job.ranks[0].node == conn.node:
-            # Admitted before a coordinator crash, never dispatched: dispatch it now that
-            # rank 0's node (where MASTER_PORT is picked) is back.
+        elif relaunch and all(coord.agents.connected(n) for n in job_nodes(job)):
+            # Admitted before a coordinator crash, never dispatched: dispatch it once every
+            # node of the gang is back (the startup timeout bounds the wait).
             from labgang.launcher.coordinator.dispatch import dispatch_job
 
             coord.effect(lambda j=job: dispatch_job(coord, j))

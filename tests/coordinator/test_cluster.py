@@ -257,3 +257,34 @@ def test_a_gang_refused_by_its_agents_is_retried_with_backoff_then_failed(cluste
     assert done["state"] == "failed" and done["restart_count"] == 2
     assert "could not start after 3 attempts" in done["reason"]["message"]
     assert any("retry in" in h["message"] for h in done["history"] if h["event"] == "requeued")
+
+
+def test_an_admission_recorded_just_before_a_crash_is_dispatched_after_the_restart() -> None:
+    """The store says ADMITTED (placement recorded, nothing launched yet): the restarted
+    coordinator dispatches it once rank 0's node is back, exactly once."""
+    from labgang.launcher.model import JobState
+    from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
+
+    cluster = Cluster(NODES)
+    try:
+        n1, n2 = sorted(sim_uuids("n1-4gpu.toml")), sorted(sim_uuids("n2-4gpu.toml"))
+        store = Store(cluster.coord_dir / "labgang.db")
+        spec = JobSpec(name="crash", user="root", uid=os.getuid(), gid=None, queue="default", priority=0,
+                       workers=2, per_worker=4, resource="gpu", gpu_model=None, nodes=None,
+                       argv=rank_script("import os, time\n" + wait_go()), env={"TEST_BASE": str(cluster.base)},
+                       cwd=str(cluster.base), grace_s=1.0, time_limit_s=None, requeue=True, signal=None)
+        job = store.insert_job(spec, JobStatus(state=JobState.ADMITTED, submit_time=1.0, pending_since=1.0,
+                                               admit_time=2.0))
+        job.ranks = {0: RankRecord(0, "n1", tuple(n1)), 1: RankRecord(1, "n2", tuple(n2))}
+        for rank in job.ranks.values():
+            store.save_rank(job, rank)
+        store.close()
+        cluster.start()
+        cluster.wait_state(job.id, "running", timeout=20)
+        (cluster.base / "go").write_text("go")
+        done = cluster.wait_state(job.id, {"succeeded", "failed"}, timeout=20)
+        assert done["state"] == "succeeded" and done["restart_count"] == 0
+        assert sorted(p.name for p in cluster.base.glob("started-*")) == [f"started-{job.id}.0-0",
+                                                                          f"started-{job.id}.0-1"]
+    finally:
+        cluster.stop()
