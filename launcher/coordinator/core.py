@@ -56,6 +56,7 @@ class Coordinator:
         self.jobs: dict[str, JobRecord] = {job.id: job for job in store.load_jobs()}
         self.started_at = clock()
         self.cycles = 0
+        self.last_cycle_at = 0.0
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()

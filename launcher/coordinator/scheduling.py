@@ -30,6 +30,7 @@ log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
 COALESCE_WINDOWS = 5
+PERIODIC_CYCLE_S = 5.0
 
 
 def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
@@ -182,6 +183,7 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
         started = time.perf_counter()
         result = run_cycle(snapshot)
         coord.cycles += 1
+        coord.last_cycle_at = now
         if coord.metrics is not None:
             coord.metrics.observe_cycle(time.perf_counter() - started)
         log.debug("cycle %d: %d pending, %d admitted, %d preempting, %.1f ms", coord.cycles,
@@ -233,9 +235,11 @@ async def timer_loop(coord: "Coordinator") -> None:
             await coord.flush()
         except Exception:
             log.exception("timer check failed")
-        if any(last < j.status.not_before <= now for j in coord.jobs.values()
-               if j.status.state == JobState.PENDING):
-            coord.kick()
+        pending = [j for j in coord.jobs.values() if j.status.state == JobState.PENDING]
+        if any(last < j.status.not_before <= now for j in pending):
+            coord.kick()  # a backoff expired
+        elif pending and now - coord.last_cycle_at >= PERIODIC_CYCLE_S:
+            coord.kick()  # time alone changes decisions (starvation reservations)
         last = now
 
 
