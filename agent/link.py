@@ -20,6 +20,7 @@ import aiohttp
 log = logging.getLogger("labgang.agent.link")
 
 LINK_PATH = "/v1/agent/link"
+HEARTBEAT_S = 10.0
 
 
 class LinkDown(Exception):
@@ -139,7 +140,8 @@ class CoordinatorLink:
 
     async def _session(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
-        async with session.ws_connect(self.url + LINK_PATH, headers=headers, heartbeat=None,
+        # The heartbeat notices a coordinator that vanished without closing the connection.
+        async with session.ws_connect(self.url + LINK_PATH, headers=headers, heartbeat=HEARTBEAT_S,
                                       max_msg_size=64 << 20) as ws:
             self._ws = ws
             await ws.send_json(self._hello())
