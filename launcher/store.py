@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass, field
@@ -233,6 +234,10 @@ class Store:
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            # Owner-only: job specs carry users' environments. SQLite gives the -wal and -shm
+            # files the database file's permissions.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")

@@ -73,3 +73,12 @@ async def test_concurrent_writers_share_commits(tmp_path: Path) -> None:
     assert store.count_jobs() == 500
     assert store.commits <= 5
     store.close()
+
+
+def test_the_database_is_readable_only_by_its_owner(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    store.insert_job(spec(), JobStatus())
+    store.commit()
+    for name in ("db", "db-wal"):
+        assert (tmp_path / name).stat().st_mode & 0o077 == 0, name
+    store.close()
