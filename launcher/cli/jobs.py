@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, NoReturn, TextIO
 
 import click
 
-from labgang.launcher.cli.client import ApiError, Client, ClientError, CoordinatorUnavailable
+from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
@@ -576,4 +576,4 @@ def queues(state_dir: Path | None, as_json: bool) -> None:
 
 
 __all__ = ["submit", "run", "queue", "cancel", "logs", "show", "queues", "build_submission", "JobFollower",
-           "exit_status_of", "describe_api_error", "CommandFailed", "ClientError"]
+           "exit_status_of", "describe_api_error", "CommandFailed"]
