@@ -76,13 +76,15 @@ def measure(nodes: int, jobs: int, cycles: int, seed: int) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
     scenario = parse_scenario(build(nodes, jobs, seed))
     times: list[float] = []
+    cpu: list[float] = []
     admitted: list[int] = []
     real = engine.run_cycle
 
     def timed(snapshot):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         result = real(snapshot)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         admitted.append(len(result.admitted))
         return result
 
@@ -94,18 +96,19 @@ def measure(nodes: int, jobs: int, cycles: int, seed: int) -> dict:
     finally:
         engine.run_cycle = real
     first_big = next(i for i, n in enumerate(admitted) if n > 0)
-    steady = times[first_big + 1:] or times
-    steady_adm = sum(admitted[first_big + 1:])
-    ordered = sorted(steady)
+    ordered = sorted(times[first_big + 1:] or times)
+    ordered_cpu = sorted(cpu[first_big + 1:] or cpu)
+
+    def p99(xs: list[float]) -> float:
+        return xs[min(len(xs) - 1, int(0.99 * len(xs)))] * 1e3
+
     return {
         "nodes": nodes, "cycles": len(times),
         "fill_ms": times[first_big] * 1e3, "fill_admitted": admitted[first_big],
-        "p50_ms": statistics.median(ordered) * 1e3,
-        "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3,
-        "max_ms": ordered[-1] * 1e3,
-        "admissions_per_s": (sum(admitted)) / sum(times),
-        "steady_admitted": steady_adm,
-        "pending_left": sum(1 for j in sim.jobs.values() if j.state == "pending"),
+        "p50_ms": statistics.median(ordered) * 1e3, "p99_ms": p99(ordered), "max_ms": ordered[-1] * 1e3,
+        "cpu_p50_ms": statistics.median(ordered_cpu) * 1e3, "cpu_p99_ms": p99(ordered_cpu),
+        "admissions_per_s": sum(admitted) / sum(times),
+        "pending": len(scenario.file.jobs),
     }
 
 
@@ -118,13 +121,18 @@ def main() -> None:
     args = parser.parse_args()
     rows = [measure(int(n), args.jobs, args.cycles, args.seed) for n in args.nodes.split(",")]
     print(f"{args.jobs} pending gangs, 20 queues in 4 cohorts, 8 GPUs per node (1 node in 8 MIG)")
+    print("wall = elapsed (includes time other processes take the CPU); cpu = this process's CPU time")
     print(f"{'nodes':>6} {'cycles':>6} {'fill ms':>8} {'fill adm':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-          f"{'adm/s':>8} {'p99 x':>6}")
-    base = rows[0]["p99_ms"]
+          f"{'cpu p50':>7} {'cpu p99':>7} {'adm/s':>8} {'p50 x':>6}")
+    base = rows[0]["p50_ms"]
     for r in rows:
         print(f"{r['nodes']:>6} {r['cycles']:>6} {r['fill_ms']:>8.1f} {r['fill_admitted']:>8} {r['p50_ms']:>7.2f} "
-              f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['admissions_per_s']:>8.0f} {r['p99_ms'] / base:>6.2f}")
-    print("target: p99 < 100 ms at 1,000 nodes -> " + ("met" if rows[-1]["p99_ms"] < 100 else "NOT met"))
+              f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['cpu_p50_ms']:>7.2f} {r['cpu_p99_ms']:>7.2f} "
+              f"{r['admissions_per_s']:>8.0f} {r['p50_ms'] / base:>6.2f}")
+    last = rows[-1]
+    print(f"target: p99 < 100 ms at {last['nodes']} nodes -> wall p99 {last['p99_ms']:.1f} ms "
+          f"({'met' if last['p99_ms'] < 100 else 'NOT met'}), cpu p99 {last['cpu_p99_ms']:.1f} ms "
+          f"({'met' if last['cpu_p99_ms'] < 100 else 'NOT met'})")
 
 
 if __name__ == "__main__":
