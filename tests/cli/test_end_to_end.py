@@ -7,6 +7,7 @@ machines); every test leaves no job holding devices behind it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -19,6 +20,10 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="examples/ddp_allreduce.py needs the [torch] extra: pip install -e '.[torch]'",
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE = REPO / "config" / "sim" / "h100x8.toml"
@@ -119,6 +124,7 @@ def test_up_says_where_it_is_and_what_to_try(lg):
     assert "labgang run -n 4 -g 2 -- " in text
 
 
+@needs_torch
 def test_run_a_4x2_ddp_gang(lg):
     out = lg.cli("run", "-n", "4", "-g", "2", "--", "python", "examples/ddp_allreduce.py")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -150,6 +156,7 @@ def test_run_exits_with_the_failing_rank_status(lg):
     assert "failed" in out.stderr
 
 
+@needs_torch
 def test_two_4x2_gangs_one_runs_whole_the_other_waits_whole(lg, tmp_path):
     gate = tmp_path / "go"
     wait_then_ddp = (f"while [ ! -e {gate} ]; do sleep 0.05; done; "
