@@ -17,7 +17,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Awaitable, Callable
 
-from labgang.launcher.config import ClusterConfig, primary_gid
+from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
@@ -135,7 +135,7 @@ class Coordinator:
         """
         if caller.read_only or caller.uid is None:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
-        spec = build_spec(body, caller, self.config, gid=primary_gid(caller.uid))
+        spec = build_spec(body, caller, self.config)
         reason = self._unschedulable(spec)
         if reason is not None:
             raise Conflict(f"job can never start: {reason}", field="workers")

@@ -44,12 +44,14 @@ class SubmitBody(BaseModel):
 class Caller:
     """Who sent a request: from SO_PEERCRED on the Unix socket, or vouched for by a node agent.
 
-    ``uid`` is None for an anonymous read-only TCP client.
+    ``uid`` is None for an anonymous read-only TCP client; ``gid`` is the user's primary
+    group from the password database (None when unknown).
     """
 
     uid: int | None
     user: str
     groups: tuple[str, ...] = ()
+    gid: int | None = None
     admin: bool = False
     read_only: bool = False
 
@@ -93,7 +95,7 @@ def _first_error(exc: ValidationError) -> BadRequest:
     return BadRequest(f"{field}: {err['msg']}", field=field)
 
 
-def build_spec(body: Any, caller: Caller, config: ClusterConfig, *, gid: int | None) -> JobSpec:
+def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     """Validate a submission body for ``caller`` against ``config`` and return the job spec.
 
     Raises:
@@ -145,7 +147,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig, *, gid: int | N
         name=req.name or _default_name(req.argv),
         user=caller.user,
         uid=caller.uid if caller.uid is not None else -1,
-        gid=gid,
+        gid=caller.gid,
         queue=queue_name,
         priority=priority,
         workers=req.workers,

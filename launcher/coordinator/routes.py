@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from aiohttp import web
 
 from labgang.launcher.api import keys
-from labgang.launcher.config import ClusterConfig, user_groups, user_name
+from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
 from labgang.launcher.coordinator.errors import ApiError, Forbidden
 from labgang.launcher.coordinator.link import agent_link
@@ -49,7 +49,8 @@ def caller_for_uid(config: ClusterConfig, uid: int) -> Caller:
     if caller is None:
         name = user_name(uid)
         groups = user_groups(uid)
-        caller = Caller(uid=uid, user=name, groups=groups, admin=config.is_admin(name, groups))
+        caller = Caller(uid=uid, user=name, groups=groups, gid=primary_gid(uid),
+                        admin=config.is_admin(name, groups))
         _CALLERS[key] = caller
     return caller
 
