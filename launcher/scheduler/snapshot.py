@@ -88,7 +88,8 @@ class RunningJob:
         grace: seconds between SIGTERM and SIGKILL when it is stopped.
         terminating: True once it was told to stop (preempted or cancelled); its quota and
             devices still count as used until it is gone. Never chosen as a new victim.
-        seq: submission order (ties among equal times).
+        seq: tie-break among equal ``admit_time``: higher means admitted later (the simulator
+            passes its admission order; submission order is a fine stand-in).
     """
 
     id: str

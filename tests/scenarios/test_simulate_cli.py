@@ -133,3 +133,37 @@ def test_load_scenario_error_lists_every_problem(tmp_path):
         load_scenario(write(tmp_path, BASE + '[[jobs]]\nid = "a"\nqueue = "x"\n'))
     text = "\n".join(info.value.problems)
     assert "duplicate name 'a'" in text and "unknown queue 'x'" in text
+
+
+PREEMPT = """
+[scenario]
+name = "p"
+[[nodes]]
+name = "n1"
+gpus = 1
+[[queues]]
+name = "q"
+nominal = { gpu = 1 }
+within_queue = "lower-priority"
+[[jobs]]
+id = "low"
+queue = "q"
+priority = 0
+[[jobs]]
+id = "high"
+queue = "q"
+priority = 5
+submit = 1.0
+"""
+
+
+@pytest.mark.parametrize("expect,code,needle", [
+    pytest.param('preempted = ["low"]\nnot_preempted = ["high"]', 0, "PASS", id="holds"),
+    pytest.param('preempted = ["high"]', 1, "preempted: [high] were never preempted (preempted so far: [low])",
+                 id="preempted-missing"),
+    pytest.param('not_preempted = ["low"]', 1, "not_preempted: [low] were preempted", id="not-preempted"),
+])
+def test_preemption_expectations(tmp_path, expect, code, needle):
+    res = run(write(tmp_path, PREEMPT + f"[[expect]]\nat = 1.0\n{expect}\n"))
+    assert res.exit_code == code
+    assert needle in res.output
