@@ -167,3 +167,22 @@ def test_preemption_expectations(tmp_path, expect, code, needle):
     res = run(write(tmp_path, PREEMPT + f"[[expect]]\nat = 1.0\n{expect}\n"))
     assert res.exit_code == code
     assert needle in res.output
+
+
+def test_same_trace_under_different_hash_seeds(shared_dir: Path, tmp_path):
+    """No dependence on set/dict iteration order: string hashing differs per seed."""
+    import os
+    import subprocess
+    import sys
+
+    files = [str(shared_dir / "scenarios" / "seed-borrow-and-reclaim.toml"),
+             str(shared_dir / "scenarios" / "design-mig.toml"),
+             str(Path(__file__).parent / "cases" / "preemptor-reservation-blocks-others.toml")]
+    outputs = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run([sys.executable, "-m", "labgang.launcher", "simulate", "--trace", *files],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout)
+    assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
