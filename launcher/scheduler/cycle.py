@@ -253,6 +253,9 @@ class _Cycle:
             with state.without(live):
                 raw = state.place(req) if state.quota_fits(q, req) else None
             if raw is not None:
+                if any(not state.running[v].terminating for v in live):
+                    # the snapshot does not show them stopping yet: say it again (idempotent)
+                    self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
                 self._wait_for(e, live, raw)
                 return Outcome.WAITING
         # preemption search
@@ -364,7 +367,8 @@ class _Cycle:
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
         holders = self._reservation_holders(req, ix)
         if holders:
-            reason = reasons.reserved_reason(holders)
+            reason = reasons.reserved_reason([h for h in holders if h in self.reservations],
+                                             [h for h in holders if h not in self.reservations])
         self._reason_cache[key] = reason
         return reason
 

@@ -61,10 +61,15 @@ def capacity_reason(free_total: int, largest: int, req: JobRequest) -> PendingRe
     )
 
 
-def reserved_reason(holders: list[str]) -> PendingReason:
-    """The job would fit on devices reserved for starving gangs or waiting preemptors."""
-    return PendingReason(ReasonCode.RESERVED_FOR_STARVING,
-                         "free devices are reserved for waiting job(s) " + ", ".join(holders))
+def reserved_reason(starving: list[str], preempting: list[str]) -> PendingReason:
+    """The job would fit on devices reserved for starving gangs or for preemptors waiting
+    for their victims."""
+    parts = []
+    if starving:
+        parts.append("starving job(s) " + ", ".join(starving))
+    if preempting:
+        parts.append("job(s) waiting for their victims " + ", ".join(preempting))
+    return PendingReason(ReasonCode.RESERVED_FOR_STARVING, "free devices are reserved for " + " and ".join(parts))
 
 
 def waiting_reason(victims: list[str]) -> PendingReason:

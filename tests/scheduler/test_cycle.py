@@ -200,3 +200,13 @@ def test_check_schedulable(builder, want):
         assert reason is None
     else:
         assert reason.code is ReasonCode.UNSCHEDULABLE and want in reason.message
+
+
+def test_preempt_is_repeated_while_victims_do_not_show_as_terminating():
+    q = queue("q").nominal(gpu=2).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 2)
+    c.run(job("low").queue("q").gpus(2).priority(0))
+    # the preemptor nominated `low`, but the snapshot still shows `low` running normally
+    result = run_cycle(c.snapshot([q], [job("hi").queue("q").gpus(2).priority(9).nominated("low")]))
+    assert [(p.job_id, p.victims) for p in result.preempted] == [("hi", ("low",))]
+    assert reasons(result)["hi"][0] is ReasonCode.WAITING_FOR_VICTIMS
