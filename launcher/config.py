@@ -145,8 +145,9 @@ class CohortConfig(_Strict):
 class ClusterConfig(_Strict):
     """The whole ``cluster.toml``.
 
-    Times are seconds. ``cycle_coalesce_s`` is how long the scheduling loop waits after
-    the first event before it runs, so a burst of submissions costs one cycle.
+    Times are seconds. The scheduling loop runs once events have been quiet for
+    ``cycle_coalesce_s``, or at the latest ``cycle_coalesce_max_s`` after the first one,
+    so a burst of submissions costs a few cycles.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
     starts the job fails.
@@ -161,6 +162,7 @@ class ClusterConfig(_Strict):
     node_timeout_s: float = Field(default=30.0, gt=0)
     startup_timeout_s: float = Field(default=60.0, gt=0)
     cycle_coalesce_s: float = Field(default=0.01, ge=0, le=5)
+    cycle_coalesce_max_s: float = Field(default=0.25, ge=0, le=30)
     timer_interval_s: float = Field(default=0.5, gt=0, le=60)
     requeue_backoff_s: float = Field(default=5.0, ge=0)
     requeue_backoff_max_s: float = Field(default=300.0, ge=0)

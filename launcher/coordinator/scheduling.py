@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
-COALESCE_WINDOWS = 5
 PERIODIC_CYCLE_S = 5.0
 
 
@@ -200,17 +199,17 @@ async def scheduling_loop(coord: "Coordinator") -> None:
     """Forever: wait for a kick, coalesce, run cycles, commit, dispatch admitted gangs."""
     from labgang.launcher.coordinator.dispatch import dispatch_job
 
-    window = coord.config.cycle_coalesce_s
+    loop = asyncio.get_running_loop()
+    window, cap = coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s
     while True:
         await coord.wake.wait()
-        # Debounce: wait until events stop for one window (at most COALESCE_WINDOWS of them),
-        # so a burst of submissions shares one cycle.
-        for _ in range(COALESCE_WINDOWS):
+        # Debounce: run once events have been quiet for one window, or at the latest `cap`
+        # seconds after the first, so a burst of submissions shares a few cycles.
+        deadline = loop.time() + cap
+        while window:
             coord.wake.clear()
-            if not window:
-                break
-            await asyncio.sleep(window)
-            if not coord.wake.is_set():
+            await asyncio.sleep(min(window, max(0.0, deadline - loop.time())))
+            if not coord.wake.is_set() or loop.time() >= deadline:
                 break
         coord.wake.clear()
         try:
