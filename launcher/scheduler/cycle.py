@@ -163,7 +163,7 @@ class _Cycle:
             for e in entries:
                 if e.unschedulable is not None:
                     self.pending.append(Pending(e.job.id, e.unschedulable))
-                elif e.live_victims or e.starving:
+                elif e.job.nominated or e.starving:
                     self._add_group(_Group([e]))
                 else:
                     g = by_cls.get(e.cls)
@@ -181,12 +181,16 @@ class _Cycle:
         self._groups.append(g)
 
     def _push_group(self, g: _Group, heap: bool = True) -> None:
+        if g.strict:  # unschedulable jobs never head a strict-fifo queue: answer them now
+            while g.ptr < len(g.entries) and g.entries[g.ptr].unschedulable is not None:
+                self.pending.append(Pending(g.entries[g.ptr].job.id, g.entries[g.ptr].unschedulable))
+                g.ptr += 1
         if g.ptr >= len(g.entries):
             return
         e = g.entries[g.ptr]
         j = e.job
         g.pushed_at = self.version
-        key = (0 if e.live_victims else 1, 1 if self._borrows(e) else 0, -j.priority, j.submit_time, j.seq, g.gid)
+        key = (0 if j.nominated else 1, 1 if self._borrows(e) else 0, -j.priority, j.submit_time, j.seq, g.gid)
         if heap:
             heapq.heappush(self._heap, key)
         else:
@@ -212,7 +216,7 @@ class _Cycle:
             self.state.devices.unreserve(own, e.job.id)
             self.epoch += 1
             self.version += 1
-        elif not e.live_victims and self._known_failure(e):
+        elif not e.job.nominated and self._known_failure(e):
             return Outcome.FAILED
         outcome = self._try(e)
         if outcome is Outcome.FAILED and own:
@@ -338,7 +342,7 @@ class _Cycle:
 
         Valid because within one cycle room only shrinks: usage grows, victims get taken.
         """
-        if e.live_victims:
+        if e.job.nominated:
             return False
         known = self._search_fails.get(self._search_key(e))
         if known is None or known[0] != self.epoch:

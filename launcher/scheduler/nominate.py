@@ -1,6 +1,7 @@
 """Phase 1 of a cycle: sort each queue's pending jobs and set aside the unschedulable ones.
 
-A queue's order (Kueue A4): a preemptor still waiting for its victims first (sticky head),
+A queue's order (Kueue A4): a preemptor that evicted victims and is not admitted yet first
+(sticky head, even once its victims are gone, so nobody else takes the room it freed),
 then higher priority, earlier submit time, submission order. A job that could not start
 even on an empty cluster is marked unschedulable here once per distinct request.
 """
@@ -40,8 +41,8 @@ class Entry:
 
     @property
     def sticky(self) -> bool:
-        """A preemptor waiting for its victims heads its queue."""
-        return bool(self.live_victims)
+        """A preemptor that evicted victims and is not admitted yet heads its queue."""
+        return bool(self.job.nominated)
 
     def queue_key(self) -> tuple[bool, int, float, int, str]:
         """Order inside the queue."""
@@ -79,7 +80,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))
     for entries in by_queue.values():
-        entries.sort(key=lambda e: (not e.live_victims, -e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
+        entries.sort(key=lambda e: (not e.job.nominated, -e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
     return by_queue, orphans
 
 

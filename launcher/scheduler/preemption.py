@@ -2,8 +2,8 @@
 
 For one pending job (the preemptor) that does not fit now (QUEUE-SEMANTICS.md A3):
 
-1. Candidates: running, non-terminating jobs using the contested resource that the
-   preemptor's queue policies allow: its own queue per ``within_queue``; other queues of its
+1. Candidates: running jobs using the contested resource that the preemptor's queue
+   policies allow (jobs already terminating first: they are leaving anyway): its own queue per ``within_queue``; other queues of its
    cohort per ``reclaim_within_cohort``, and only while that queue is above its nominal.
    Cross-queue candidates are tagged: *reclaim* (the preemptor fits its own nominal, usable
    always), *borrow* (``borrow_within_cohort`` allows them: lower priority than the
@@ -85,8 +85,17 @@ def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
 
 
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:
-    """Every usable victim for ``job``, in eviction order: other queues' jobs first, then
-    its own queue's, each group in :func:`victim_order`."""
+    """Every usable victim for ``job``, in eviction order (Kueue's grouping): jobs already
+    terminating first (they are leaving anyway), then other queues' jobs, then its own queue's;
+    each group in :func:`victim_order`. Jobs in ``excluded`` (claimed by another preemptor in
+    this cycle) are skipped."""
+    leaving_cross, leaving_same = _collect(state, spec, job, excluded, terminating=True)
+    cross, same = _collect(state, spec, job, excluded, terminating=False)
+    return leaving_cross + leaving_same + cross + same
+
+
+def _collect(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str],
+             terminating: bool) -> tuple[list[Candidate], list[Candidate]]:
     req = job.request
     res, need, q = req.resource, req.total, spec.name
     quota = state.quota
@@ -95,7 +104,7 @@ def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: se
     same: list[Candidate] = []
     if spec.within_queue is not WithinQueue.NEVER:
         newer_equal = spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-        for v in state.victims_in(q, res):  # sorted by priority: stop at the first too high
+        for v in state.victims_in(q, res, terminating):  # sorted by priority: stop at the first too high
             if v.priority >= p and not (newer_equal and v.priority == p):
                 break
             if v.id in excluded or v.id in removed:
@@ -112,7 +121,7 @@ def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: se
             if other == q or not quota.above_nominal(other, res):
                 continue
             mine = []
-            for v in state.victims_in(other, res):
+            for v in state.victims_in(other, res, terminating):
                 if not any_priority and v.priority >= p:
                     break
                 if v.id in excluded or v.id in removed:
@@ -129,7 +138,7 @@ def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: se
             else:
                 kind = Kind.NOMINAL_ONLY
             cross.append(Candidate(v, kind))
-    return cross + same
+    return cross, same
 
 
 def find_victims(state: CycleState, spec: QueueSpec, job: PendingJob,

@@ -44,15 +44,16 @@ class CycleState:
         self.removed: set[str] = set()
         self._released: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[RunningJob]] | None = None
-        self._victims: dict[tuple[str, str], list[RunningJob]] = {}
+        self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
 
-    def victims_in(self, queue: str, res: str) -> list[RunningJob]:
-        """``queue``'s running, non-terminating jobs using ``res``, in eviction order
-        (lowest priority, most recently admitted, id); built once per cycle."""
-        key = (queue, res)
+    def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
+        """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
+        eviction order (lowest priority, most recently admitted, id); built once per cycle."""
+        key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:
-            out = sorted((j for j in self.running_in(queue) if not j.terminating and j.request.resource == res),
+            out = sorted((j for j in self.running_in(queue)
+                          if j.terminating == terminating and j.request.resource == res),
                          key=lambda j: (j.priority, -j.admit_time, -j.seq, j.id))
             self._victims[key] = out
         return out

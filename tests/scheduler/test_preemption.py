@@ -140,9 +140,25 @@ def test_gang_victims_are_whole_and_minimal():
     assert result.preempted[0].victims == ("b",)  # most recently admitted of equal priority
 
 
-def test_terminating_jobs_are_never_new_victims():
-    q = queue("q").nominal(gpu=2).within_queue("lower-priority").build()
-    c = Cluster().node("n1", 2)
+def test_a_job_already_terminating_is_the_first_victim():
+    q = queue("q").nominal(gpu=4).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 4)
     c.run(job("leaving").queue("q").gpus(2).priority(-1).terminating())
+    c.run(job("other").queue("q").gpus(2).priority(-1).submitted(1.0))
     result = run_cycle(c.snapshot([q], [job("x").queue("q").gpus(2).priority(5)]))
-    assert result.preempted == () and not result.admitted
+    assert [p.victims for p in result.preempted] == [("leaving",)]  # nobody else is evicted
+
+
+def test_victims_a_waiting_preemptor_counts_on_are_not_shared():
+    q = queue("q").nominal(gpu=4).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 4)
+    c.run(job("leaving").queue("q").gpus(2).priority(-1).terminating())
+    c.run(job("other").queue("q").gpus(1).priority(-1).submitted(1.0))
+    c.run(job("small").queue("q").gpus(1).priority(-1).submitted(2.0))
+    result = run_cycle(c.snapshot([q], [job("first").queue("q").gpus(2).priority(9).nominated("leaving"),
+                                        job("x").queue("q").gpus(1).priority(5)]))
+    # `first` keeps `leaving`, and its usage counts on top of the victims' for the rest of the
+    # cycle (as in Kueue), so x finds no room this cycle and evicts nobody
+    assert result.preempted == ()
+    assert {p.job_id: p.reason.code.value for p in result.pending} == {
+        "first": "waiting_for_victims", "x": "over_quota"}
