@@ -5,11 +5,13 @@ Phases, in the order :func:`run_cycle` runs them (Kueue's ``schedule()`` in spir
 1. **nominate** (:mod:`.nominate`): each queue's pending jobs in queue order; unschedulable
    jobs set aside (they never block and never preempt).
 2. **reserve** (:mod:`.starvation`): devices reserved for starving gangs.
-3. **order**: across queues, a waiting preemptor first, then jobs that fit within their
-   queue's nominal quota before jobs that would borrow, then priority, submit time and
+3. **order**: across queues, a preemptor not yet admitted first, then jobs that fit within
+   their queue's nominal quota before jobs that would borrow, then priority, submit time and
    submission order. Best-effort-fifo queues offer every job (a head that does not fit lets
    later jobs try); a strict-fifo queue offers only its head until the head starts.
    The borrow test is re-evaluated when a job comes up, since earlier admissions change it.
+   Jobs of one queue with the same request form a class: once one fails, the copy only gets
+   fuller, so the class's later (weaker) jobs get the same answer without a second search.
 4. for each job, **quota fit** then **placement**, both against the cycle's copy; when either
    fails, the **preemption search** (:mod:`.preemption`) with simulate-and-undo and a minimal
    victim set; else a typed pending reason with numbers.
