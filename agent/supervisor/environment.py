@@ -70,7 +70,7 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
         "LOCAL_WORLD_SIZE": str(spec.local_world_size),
         "GROUP_RANK": str(spec.node_rank),
         "NODE_RANK": str(spec.node_rank),
-        "LABGANG_JOB_ID": spec.job_id,
+        "LABGANG_JOB_ID": spec.user_job_id or spec.job_id,
         "LABGANG_RESTART_COUNT": str(spec.restart_count),
     }
 

@@ -25,7 +25,8 @@ class LaunchSpec:
     """One rank of a gang, as the coordinator asks this node's agent to start it.
 
     Attributes:
-        job_id: the job's id; ``[A-Za-z0-9][A-Za-z0-9._-]*``, at most 128 characters.
+        job_id: the id this rank is supervised under (the coordinator uses one per attempt, ``12.0``);
+            ``[A-Za-z0-9][A-Za-z0-9._-]*``, at most 128 characters.
         rank: global rank, ``0 <= rank < world_size`` (``RANK``).
         local_rank: rank among this job's ranks on this node (``LOCAL_RANK``).
         world_size: number of ranks in the gang (``WORLD_SIZE``).
@@ -45,6 +46,8 @@ class LaunchSpec:
         warn_signal: signal number sent ``warn_before`` seconds before SIGTERM on a stop
             (Slurm's ``--signal=SIG@seconds``), or ``None``.
         warn_before: seconds between the warning signal and SIGTERM; ``>= 0``.
+        user_job_id: the job id people see in ``labgang queue``, given to the rank as
+            ``LABGANG_JOB_ID``; ``None`` = ``job_id``.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -68,6 +71,7 @@ class LaunchSpec:
     grace: float = 10.0
     warn_signal: int | None = None
     warn_before: float = 0.0
+    user_job_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(self.devices))
@@ -76,6 +80,10 @@ class LaunchSpec:
         self._validate()
 
     def _validate(self) -> None:
+        if self.user_job_id is not None and (not isinstance(self.user_job_id, str)
+                                             or not JOB_ID_RE.match(self.user_job_id)):
+            raise InvalidSpec("user_job_id", f"{self.user_job_id!r} is not a valid job id",
+                              "[A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters, or null")
         if not isinstance(self.job_id, str) or not JOB_ID_RE.match(self.job_id):
             raise InvalidSpec("job_id", f"{self.job_id!r} is not a valid job id",
                               "1-128 characters of A-Z a-z 0-9 . _ -, not starting with . _ or -")
@@ -153,6 +161,7 @@ class LaunchSpec:
             "grace": self.grace,
             "warn_signal": self.warn_signal,
             "warn_before": self.warn_before,
+            "user_job_id": self.user_job_id,
         }
 
     @classmethod

@@ -55,6 +55,7 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "grace": job.spec.grace_s,
             "warn_signal": warn_signal,
             "warn_before": warn_before,
+            "user_job_id": job.id,
         }
         for i, r in enumerate(mine)
     ]

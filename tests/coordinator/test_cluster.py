@@ -31,7 +31,8 @@ def wait_go(then: str = "") -> str:
     """Rank code: write a 'started' marker, wait until the file 'go' exists, then run ``then``."""
     return (
         "base = os.environ['TEST_BASE']\n"
-        "open(os.path.join(base, 'started-%s-%s' % (os.environ['LABGANG_JOB_ID'], os.environ['RANK'])),"
+        "open(os.path.join(base, 'started-%s.%s-%s' % (os.environ['LABGANG_JOB_ID'],"
+        " os.environ['LABGANG_RESTART_COUNT'], os.environ['RANK'])),"
         " 'a').write('x')\n"
         "while not os.path.exists(os.path.join(base, 'go')):\n"
         "    time.sleep(0.05)\n" + then
@@ -58,6 +59,7 @@ def test_gang_spans_both_nodes_with_torchrun_variables(cluster: Cluster) -> None
     assert done["nodes"] == ["n1", "n2"]
     r0, r1 = read_json(out / "rank-0-0.json"), read_json(out / "rank-1-0.json")
     assert (r0["NODE_RANK"], r1["NODE_RANK"]) == ("0", "1")
+    assert r0["LABGANG_JOB_ID"] == r1["LABGANG_JOB_ID"] == job["id"]  # the id `labgang queue` shows
     assert r0["WORLD_SIZE"] == r1["WORLD_SIZE"] == "2"
     assert r0["MASTER_ADDR"] == r1["MASTER_ADDR"] == "127.0.0.1"
     assert r0["MASTER_PORT"] == r1["MASTER_PORT"] and int(r0["MASTER_PORT"]) > 0

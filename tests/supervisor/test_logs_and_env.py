@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from labgang.agent.supervisor import LaunchSpec, RankState, Supervisor
-from labgang.agent.supervisor.environment import DROPPED_VARIABLES, rank_environment
+from labgang.agent.supervisor.environment import DROPPED_VARIABLES, contract_variables, rank_environment
 from labgang.agent.supervisor.identity import RunAs
 
 
@@ -71,3 +71,13 @@ def test_signal_n_maps_to_128_plus_n(sup, make_spec, h, signum, status):
     sup.launch(make_spec(["sh", "-c", f"kill -{int(signum)} $$"]))
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [e.exit_status for e in events if e.kind == "exited"] == [status]
+
+
+def test_labgang_job_id_is_the_user_visible_job_id_when_given():
+    """The coordinator supervises each attempt under its own id ("7.1") but ranks see the job id."""
+    base = dict(rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0, master_addr="127.0.0.1",
+                master_port=1234, devices=(), argv=("true",), env={}, cwd="/", uid=0)
+    assert contract_variables(LaunchSpec(job_id="7.1", user_job_id="7", **base))["LABGANG_JOB_ID"] == "7"
+    assert contract_variables(LaunchSpec(job_id="7.1", **base))["LABGANG_JOB_ID"] == "7.1"
+    spec = LaunchSpec(job_id="7.1", user_job_id="7", **base)
+    assert LaunchSpec.from_dict(spec.to_dict()) == spec
