@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from labgang.agent import sdnotify
 from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
@@ -133,7 +134,7 @@ class AgentService:
         if self.config.user_socket:
             await self._start_user_socket()
         # Ranks re-adopted and the node socket served: ready (the link comes up on its own).
-        sd_notify(f"READY=1\nSTATUS=node {self.node}, {len(self.supervisor.ranks())} rank(s) supervised")
+        sdnotify.ready(f"node {self.node}, {len(self.supervisor.ranks())} rank(s) supervised")
         # The loops get their own stop so that, when ranks are stopped at exit, their exits
         # still reach the coordinator before the link closes.
         loops_stop = asyncio.Event()
@@ -144,7 +145,7 @@ class AgentService:
         ]
         try:
             await stop.wait()
-            sd_notify("STOPPING=1")
+            sdnotify.stopping()
             if self.stop_jobs_on_exit:
                 await self._stop_all_ranks()
         finally:
@@ -348,29 +349,6 @@ class AgentService:
         headers = {k: v for k, v in reply["headers"].items() if k.lower() != "content-type"}
         ctype = reply["headers"].get("Content-Type", "application/json")
         return web.Response(status=reply["status"], body=reply["body"], headers=headers, content_type=ctype)
-
-
-def sd_notify(state: str) -> bool:
-    """Tell systemd about the service's state (``READY=1``, ``STOPPING=1``) on ``$NOTIFY_SOCKET``.
-
-    The agent never imports the launcher, so this is the few lines of the sd_notify(3)
-    datagram protocol itself; an ``@`` prefix names an abstract socket.
-
-    Returns:
-        True when a datagram was sent; False outside systemd (no ``NOTIFY_SOCKET``) or on error.
-    """
-    address = os.environ.get("NOTIFY_SOCKET", "")
-    if not address:
-        return False
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-            sock.sendto(state.encode(), address)
-        return True
-    except OSError as exc:
-        log.warning("sd_notify(%s) to %s failed: %s", state, address, exc)
-        return False
 
 
 def _error(status: int, message: str) -> web.Response:

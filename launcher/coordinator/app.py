@@ -199,7 +199,7 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
             local_agent.set_coordinator(f"http://{connect_host}:{tcp_addr[1]}", app[keys.TOKEN])
             agent_task = asyncio.create_task(local_agent.run(stop), name="labgang-local-agent")
         try:
-            from labgang.launcher import sdnotify
+            from labgang.agent import sdnotify
 
             sdnotify.ready(f"serving on {sock_path}")
         except ImportError:

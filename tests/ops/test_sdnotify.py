@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from labgang.launcher import sdnotify
+from labgang.agent import sdnotify
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_unset_environment_keeps_children_from_inheriting(notify_socket):
 
 def test_a_separate_process_notifies(notify_socket):
     """The real situation: the service is another process that inherited $NOTIFY_SOCKET."""
-    code = "from labgang.launcher import sdnotify; raise SystemExit(0 if sdnotify.ready('up') else 3)"
+    code = "from labgang.agent import sdnotify; raise SystemExit(0 if sdnotify.ready('up') else 3)"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
     assert notify_socket.recv(4096) == b"READY=1\nSTATUS=up"
 
