@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from textual.reactive import reactive
-
 from labgang.tui.rows import DEVICE_COLUMNS, device_rows
-from labgang.tui.state import ClusterState, Filters
 from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"free": "", "allocated": "green", "foreign": "bold red", "held": "bold magenta", "lost": "reverse red"}
@@ -15,14 +12,6 @@ class DevicesTable(RowsTable):
     """One row per allocatable device; bound to the App's ``state`` and ``filters``."""
 
     COLUMNS = DEVICE_COLUMNS
-    state: reactive[ClusterState | None] = reactive(None, always_update=True)
-    filters: reactive[Filters] = reactive(Filters())
-
-    def watch_state(self) -> None:
-        self.refill()
-
-    def watch_filters(self) -> None:
-        self.refill()
 
     def table_rows(self) -> list[Row]:
         if self.state is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from textual.reactive import reactive
 
 from labgang.tui.rows import JOB_COLUMNS, job_rows
-from labgang.tui.state import ClusterState, Filters
 from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"running": "green", "pending": "yellow", "terminating": "magenta", "admitted": "cyan",
@@ -16,16 +15,8 @@ class JobsTable(RowsTable):
     """One row per job; bound to the App's ``state``, ``filters``, ``sort`` (as ``order``) and ``show_finished``."""
 
     COLUMNS = JOB_COLUMNS
-    state: reactive[ClusterState | None] = reactive(None, always_update=True)
-    filters: reactive[Filters] = reactive(Filters())
     order: reactive[str] = reactive("state")  # the App's ``sort`` (DataTable already has a sort method)
     show_finished: reactive[bool] = reactive(False)
-
-    def watch_state(self) -> None:
-        self.refill()
-
-    def watch_filters(self) -> None:
-        self.refill()
 
     def watch_order(self) -> None:
         self.refill()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from textual.reactive import reactive
-
 from labgang.tui.rows import FINDING_COLUMNS, finding_rows
-from labgang.tui.state import ClusterState, Filters
 from labgang.tui.widgets.rows_table import Row, RowsTable
 
 STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -15,14 +12,6 @@ class PitfallTable(RowsTable):
     """One row per finding, most severe first; bound to ``state`` and ``filters``."""
 
     COLUMNS = FINDING_COLUMNS
-    state: reactive[ClusterState | None] = reactive(None, always_update=True)
-    filters: reactive[Filters] = reactive(Filters())
-
-    def watch_state(self) -> None:
-        self.refill()
-
-    def watch_filters(self) -> None:
-        self.refill()
 
     def table_rows(self) -> list[Row]:
         if self.state is None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import DataTable
+
+from labgang.tui.state import ClusterState, Filters
 
 Row = tuple[str, str, Sequence[str]]  # (key, style, cells)
 
@@ -19,11 +22,14 @@ Row = tuple[str, str, Sequence[str]]  # (key, style, cells)
 class RowsTable(DataTable):
     """Base of the devices, jobs, queues and pitfall tables.
 
-    Subclasses set ``COLUMNS``, implement :meth:`table_rows` and call :meth:`refill` when their
-    data changes.
+    Each is bound (``data_bind``) to the App's ``state`` and ``filters`` and refills when
+    either changes. Subclasses set ``COLUMNS``, implement :meth:`table_rows` and call
+    :meth:`refill` when any further data of theirs changes.
     """
 
     COLUMNS: Sequence[str] = ()
+    state: reactive[ClusterState | None] = reactive(None, always_update=True)
+    filters: reactive[Filters] = reactive(Filters())
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -35,6 +41,12 @@ class RowsTable(DataTable):
     def on_mount(self) -> None:
         self._column_keys = self.add_columns(*self.COLUMNS)
         self._widths = [len(c) for c in self.COLUMNS]
+
+    def watch_state(self) -> None:
+        self.refill()
+
+    def watch_filters(self) -> None:
+        self.refill()
 
     def table_rows(self) -> list[Row]:
         """The rows to show now; empty until the App has data."""
