@@ -121,16 +121,33 @@ def load_agent_config(path: str | Path) -> AgentConfig:
     """Read and validate ``agent.toml``.
 
     Raises:
-        AgentConfigError: missing file, bad TOML, or a bad key.
+        AgentConfigError: missing or unreadable file, not UTF-8, bad TOML, or a bad key.
+    """
+    p = Path(path)
+    return parse_agent_config(read_toml(p), str(p))
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a user-given TOML file (UTF-8, as TOML requires).
+
+    Raises:
+        AgentConfigError: one line ``FILE: reason``: no such file, cannot be read
+            (permission, a directory), not UTF-8 text, or not valid TOML (line and column).
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        text = p.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise AgentConfigError(f"{p}: file not found") from None
+        raise AgentConfigError(f"{p}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise AgentConfigError(f"{p}: not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
+                               f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise AgentConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AgentConfigError(f"{p}: not valid TOML: {exc}") from None
-    return parse_agent_config(data, str(p))
 
 
 def read_token(path: str | Path) -> str:

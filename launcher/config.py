@@ -50,12 +50,16 @@ class ConfigError(ValueError):
     """A configuration file is missing, not TOML, or breaks a rule.
 
     Attributes:
+        source: the file name (or ``<config>``).
         problems: one line per problem, each starting with the key path.
+        unreadable: True when the file itself could not be read as TOML (missing, not
+            UTF-8, not TOML): ``problems`` then holds that one reason, not key problems.
     """
 
-    def __init__(self, source: str, problems: list[str]):
+    def __init__(self, source: str, problems: list[str], *, unreadable: bool = False):
         self.source = source
         self.problems = problems
+        self.unreadable = unreadable
         super().__init__(f"{source}: " + "; ".join(problems))
 
 
@@ -337,20 +341,38 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfi
         raise ConfigError(source, describe_errors(exc)) from None
 
 
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a user-given TOML file (UTF-8, as TOML requires).
+
+    Raises:
+        ConfigError: with ``unreadable=True`` and one reason: no such file, cannot be
+            read (permission, a directory), not UTF-8 text, or not valid TOML (with the
+            line and column).
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["no such file"], unreadable=True) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(p), [f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
+                                   f"at offset {exc.start})"], unreadable=True) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read: {exc.strerror or exc}"], unreadable=True) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), [f"not valid TOML: {exc}"], unreadable=True) from None
+
+
 def load_config(path: str | Path) -> ClusterConfig:
     """Read and validate ``cluster.toml``.
 
     Raises:
-        ConfigError: the file is missing, is not valid TOML, or breaks a rule.
+        ConfigError: the file is missing, unreadable, not UTF-8, not valid TOML
+            (``unreadable=True``), or breaks a rule (one problem per key).
     """
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(p), ["file not found"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(p), [f"not valid TOML: {exc}"]) from None
-    return parse_config(data, str(p))
+    return parse_config(read_toml(path), str(path))
 
 
 # ----- users ---------------------------------------------------------------------------------

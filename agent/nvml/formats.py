@@ -100,9 +100,14 @@ def load_machine_or_record(path: Path) -> Any:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: unrecognised or invalid content (the message names the file).
+        ValueError: not UTF-8 text, unrecognised or invalid content (the message names the file).
     """
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a text file (not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                         "expected a machine file, nvidia-smi output or an NVML record") from None
     try:
         if detect_format(text) == "record":
             from labgang.agent.nvml.recorder import ReplayNvml

@@ -39,6 +39,10 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
                     click.echo(json.dumps({"file": _path, **event}, sort_keys=False))
             report = run_scenario(scenario, tracer)
         except ScenarioError as exc:
+            if exc.unreadable:
+                click.echo(f"ERROR {exc.source}: {exc.problems[0]}", err=True)
+                status = 2
+                continue
             click.echo(f"ERROR {exc.source}: malformed scenario", err=True)
             for line in exc.problems:
                 click.echo(f"  {line}", err=True)

@@ -42,11 +42,14 @@ class ScenarioError(ValueError):
     Attributes:
         source: the file name.
         problems: one line per problem, each starting with the key path (``jobs[2].mig``).
+        unreadable: True when the file could not be read as text at all (missing,
+            unreadable, not UTF-8); ``problems`` then holds that one reason.
     """
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(self, source: str, problems: list[str], *, unreadable: bool = False) -> None:
         self.source = source
         self.problems = problems
+        self.unreadable = unreadable
         super().__init__(f"{source}: " + "; ".join(problems))
 
 
@@ -358,13 +361,21 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file.
 
     Raises:
-        ScenarioError: the file is missing, not TOML, or not a valid scenario.
+        ScenarioError: the file is missing or unreadable, not UTF-8 text, not TOML, or not a
+            valid scenario.
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(p), ["no such file"], unreadable=True) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(str(p), [f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
+                                     f"at offset {exc.start})"], unreadable=True) from None
     except OSError as exc:
-        raise ScenarioError(str(p), [f"cannot read: {exc.strerror or exc}"]) from None
+        raise ScenarioError(str(p), [f"cannot read: {exc.strerror or exc}"], unreadable=True) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(str(p), [f"not valid TOML: {exc}"]) from None
     return parse_scenario(data, str(p))
