@@ -258,7 +258,7 @@ class AgentService:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
 
         Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict, or
-        {job_id, rank, error} when that rank was refused; ``stop_job`` {job_id, grace}
+        {job_id, rank, error} when that rank was refused; ``stop_job`` {job_id, grace, warn}
         → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
         next_offset, size}.
@@ -282,7 +282,8 @@ class AgentService:
             return out
         if op == "stop_job":
             try:
-                return [s.to_dict() for s in sup.stop_job(str(args["job_id"]), args.get("grace"))]
+                return [s.to_dict() for s in sup.stop_job(str(args["job_id"]), args.get("grace"),
+                                                          warn=bool(args.get("warn", True)))]
             except UnknownJob:
                 return []
         if op == "signal_job":

@@ -266,18 +266,23 @@ class Supervisor:
             raise UnknownJob(f"job_id: no rank of job {job_id!r} on this node")
         return found
 
-    def stop_job(self, job_id: str, grace: float | None = None) -> list[RankStatus]:
+    def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
         """Stop every local rank of a job (the node-level gang rule: all in one call).
 
-        Each running rank gets its warning signal first when its spec has one (``WARNED``; SIGTERM
-        follows ``warn_before`` seconds later), otherwise SIGTERM now on its process group and every
-        descendant that left it (``STOPPING``). ``tick()`` sends SIGKILL to all that remain after
-        the grace period. Calling it again is harmless; an explicit ``grace`` can only shorten a
-        stop under way (``grace=0`` kills at the next tick).
+        With ``warn`` (a preemption or cancel stop), each running rank gets its warning signal
+        first when its spec has one (``WARNED``; SIGTERM follows ``warn_before`` seconds later),
+        otherwise SIGTERM now on its process group and every descendant that left it
+        (``STOPPING``). ``tick()`` sends SIGKILL to all that remain after the grace period.
+        ``warn=False`` is for stops whose warning was already sent (the coordinator sends a
+        time limit's warning itself, ``warn_before`` seconds ahead, and stops at the limit) or
+        that must not wait (shutdown): a ``WARNED`` rank then gets SIGTERM at once. Calling it
+        again is harmless; an explicit ``grace`` can only shorten a stop under way (``grace=0``
+        kills at the next tick).
 
         Args:
             job_id: the job.
             grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
+            warn: send the spec's warning signal ``warn_before`` seconds ahead of SIGTERM.
 
         Returns:
             The job's rank statuses after the call.
@@ -296,15 +301,17 @@ class Supervisor:
                 rec.stop_grace = rec.spec.grace if grace is None else grace
                 spec = rec.spec
                 if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 \
-                        and grace is None:
+                        and warn:
                     self._send_all(rec, snap, spec.warn_signal)
                     rec.term_at = now + spec.warn_before
                     self._transition(rec, RankState.WARNED)
                 else:
                     self._begin_term(rec, snap, now)
-            elif rec.state is RankState.WARNED and grace is not None:
-                rec.stop_grace = grace
-                self._begin_term(rec, snap, now)
+            elif rec.state is RankState.WARNED:
+                if grace is not None:
+                    rec.stop_grace = min(grace, rec.stop_grace if rec.stop_grace is not None else grace)
+                if not warn:
+                    self._begin_term(rec, snap, now)
             elif rec.state is RankState.STOPPING and grace is not None:
                 rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
         return [r.status() for r in ranks]

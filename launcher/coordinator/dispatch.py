@@ -137,10 +137,15 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     coord.kick()
 
 
-async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float) -> None:
-    """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent)."""
+async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float, warn: bool = False) -> None:
+    """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
+
+    Args:
+        warn: let the supervisor send the job's ``--signal`` warning ``warn_before`` seconds
+            ahead of SIGTERM (preemption and cancel stops); False: SIGTERM now.
+    """
     try:
-        await coord.agents.call(node, "stop_job", {"job_id": run_id, "grace": grace})
+        await coord.agents.call(node, "stop_job", {"job_id": run_id, "grace": grace, "warn": warn})
     except AgentCallError as exc:
         log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
 

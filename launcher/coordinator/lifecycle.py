@@ -34,6 +34,8 @@ log = logging.getLogger("labgang.coordinator.lifecycle")
 _ORDER = {"assigned": 0, "launching": 1, "running": 2, "exited": 3, "gone": 4, "lost": 4}
 # Supervisor RankState values grouped by what they mean to the gang.
 _LIVE = {"running", "warned", "stopping", "killing"}
+# End intents whose stop is preceded by the job's --signal warning (Slurm: preemption, scancel).
+WARNED_STOPS = frozenset({"cancel", "requeue"})
 
 
 def active_jobs(coord: "Coordinator") -> list[JobRecord]:
@@ -195,10 +197,14 @@ def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None 
     from labgang.launcher.coordinator.dispatch import stop_on_node
 
     nodes = sorted({r.node for r in job.ranks.values() if not r.ended})
+    # The --signal warning precedes a preemption or cancel stop (the supervisor sends it
+    # warn_before seconds ahead of SIGTERM). A time limit's warning was already sent at
+    # T - warn_before by check_timers; failures, lost nodes and shutdowns stop at once.
+    warn = job.status.end_intent in WARNED_STOPS
     for node in nodes:
         if only_node is None or node == only_node:
             run_id, grace = job.run_id, job.spec.grace_s
-            coord.effect(lambda n=node, rid=run_id, g=grace: stop_on_node(coord, n, rid, g))
+            coord.effect(lambda n=node, rid=run_id, g=grace: stop_on_node(coord, n, rid, g, warn))
 
 
 def finish(coord: "Coordinator", job: JobRecord) -> None:
@@ -386,8 +392,31 @@ def check_timers(coord: "Coordinator") -> None:
             )
             start_failed(coord, job, f"not started within startup_timeout_s {cfg.startup_timeout_s:g}: {detail}")
         elif st.state == JobState.RUNNING and job.spec.time_limit_s and st.start_time is not None:
-            # With --signal SIG@T the stop starts T s early: the supervisor sends SIG, waits T s,
-            # then SIGTERM (Slurm's --signal), so SIGTERM lands at the time limit.
-            before = parse_signal(job.spec.signal)[1] if job.spec.signal else 0.0
-            if now - st.start_time >= max(0.0, job.spec.time_limit_s - before):
-                begin_termination(coord, job, "timeout", f"time limit of {job.spec.time_limit_s:g} s reached")
+            # Slurm's --signal SIG@N: SIG at N s before the time limit T (the job keeps running
+            # and may still finish on its own), then at T SIGTERM, the grace period, SIGKILL.
+            # The coordinator owns T, so it sends the warning itself; the stop at T is unwarned.
+            elapsed = now - st.start_time
+            limit = job.spec.time_limit_s
+            if elapsed >= limit:
+                begin_termination(coord, job, "timeout", f"time limit of {limit:g} s reached")
+            elif job.spec.signal and not st.warned:
+                signum, before = parse_signal(job.spec.signal)
+                if elapsed >= max(0.0, limit - before):
+                    send_warning(coord, job, signum, f"{before:g} s before the time limit of {limit:g} s")
+
+
+def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) -> None:
+    """Send the job's ``--signal`` warning to every live rank (once per attempt) and record it."""
+    import signal as signal_mod
+
+    from labgang.launcher.coordinator.dispatch import signal_on_node
+
+    job.status.warned = True
+    coord.store.save_status(job)
+    try:
+        name = signal_mod.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    coord.event(job, "signal", f"signal {name} sent to every rank, {why}")
+    for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
+        coord.effect(lambda n=node, rid=job.run_id: signal_on_node(coord, n, rid, signum))

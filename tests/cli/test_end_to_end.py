@@ -216,6 +216,35 @@ def test_ctrl_c_on_run_cancels_the_job(lg):
     assert lg.job(job_id)["state"] == "cancelled"
 
 
+SIG_SCRIPT = """\
+import signal, sys, time
+t0 = time.monotonic()
+def on(signum, frame):
+    print(f"got {signal.Signals(signum).name} {time.monotonic() - t0:.2f}", flush=True)
+    if signum == signal.SIGTERM:
+        sys.exit(0)
+signal.signal(signal.SIGUSR1, on)
+signal.signal(signal.SIGTERM, on)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path):
+    """Slurm's --signal: USR1 at T-2 s, SIGTERM at T = 4 s (not an early, unwarned stop)."""
+    script = tmp_path / "sig.py"
+    script.write_text(SIG_SCRIPT)
+    out = lg.cli("run", "-n", "1", "--time", "4s", "--grace", "1s", "--signal", "USR1@2", "--",
+                 "python", str(script))
+    got = [line.split() for line in out.stdout.splitlines() if line.startswith("got ")]
+    assert [g[1] for g in got] == ["SIGUSR1", "SIGTERM"], out.stdout + out.stderr
+    assert float(got[1][2]) - float(got[0][2]) >= 1.5, got  # SIGTERM waits for the limit
+    job_id = next(line.split()[-1] for line in out.stderr.splitlines() if line.startswith("labgang: submitted job "))
+    job = lg.job(job_id)
+    assert any(h["message"].startswith("signal SIGUSR1 sent") for h in job["history"]), job["history"]
+    assert job["state"] == "failed" and "time limit" in job["reason"]["message"]
+
+
 @pytest.mark.parametrize(
     "args, status, last_line",
     [

@@ -211,17 +211,38 @@ async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None
     assert st.state == JobState.FAILED and "time limit of 60 s" in st.reason_message
 
 
-async def test_signal_before_the_time_limit_starts_the_stop_early(coord: Coordinator) -> None:
-    """With --signal USR1@10 the supervisor sends USR1, waits 10 s, then SIGTERM: so the stop
-    begins 10 s before the limit and SIGTERM lands on it."""
+async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(coord: Coordinator) -> None:
+    """Slurm's --signal USR1@10 with a 60 s limit: USR1 at 50 s (the job keeps running and may
+    still finish on its own), SIGTERM at 60 s (an unwarned stop: the warning was sent)."""
     job_id = await submit(coord, time_limit_s=60, signal="SIGUSR1@10")
     start(coord, job_id)
+    st = coord.jobs[job_id].status
     advance(coord, 49)
     lifecycle.check_timers(coord)
-    assert coord.jobs[job_id].status.state == JobState.RUNNING
+    assert st.state == JobState.RUNNING and not st.warned
     advance(coord, 1)
     lifecycle.check_timers(coord)
-    assert coord.jobs[job_id].status.state == JobState.TERMINATING
+    assert st.state == JobState.RUNNING and st.warned
+    lifecycle.check_timers(coord)  # sent once
+    signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
+    assert len(signals) == 1 and signals[0].startswith("signal SIGUSR1 sent")
+    advance(coord, 9)
+    lifecycle.check_timers(coord)
+    assert st.state == JobState.RUNNING
+    advance(coord, 1)
+    lifecycle.check_timers(coord)
+    assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
+
+
+async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator) -> None:
+    job_id = await submit(coord, time_limit_s=60, signal="USR1@10")
+    start(coord, job_id)
+    advance(coord, 55)
+    lifecycle.check_timers(coord)
+    for node, rank in (("n1", 0), ("n2", 1)):  # checkpointed and quit on USR1
+        event(coord, node, job_id, rank, "exited", 0)
+        event(coord, node, job_id, rank, "gone", 0)
+    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
 
 
 async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:

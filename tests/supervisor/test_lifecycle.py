@@ -136,6 +136,33 @@ def test_warning_signal_comes_warn_before_seconds_ahead_of_sigterm(fake_sup, mak
     assert lines.index("warned") < lines.index("terminated")
 
 
+def test_an_explicit_grace_keeps_the_warning_and_warn_false_cuts_it_short(fake_sup, make_spec, clock, h, state_dir):
+    """The coordinator always names the grace: a preemption stop is still warned; a second,
+    unwarned stop (the time limit reached) sends SIGTERM at once."""
+    sup = fake_sup
+    ready = state_dir / "ready"
+    script = (f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; "
+              "while :; do sleep 0.05; done")
+    sup.launch(make_spec(["sh", "-c", script], warn_signal=int(signal.SIGUSR1), warn_before=60.0, grace=5.0))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    sup.stop_job("job1", grace=5.0)
+    assert sup.ranks()[0].state is RankState.WARNED
+    log = sup.log_path("job1", 0)
+    h.run_until(sup, lambda: "warned" in log.read_text())
+    sup.stop_job("job1", grace=5.0, warn=False)
+    assert sup.ranks()[0].state is RankState.STOPPING
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert _by_rank(events, "exited") == {0: 7}
+
+
+def test_an_unwarned_stop_sends_sigterm_first(fake_sup, make_spec, h, state_dir):
+    sup = fake_sup
+    sup.launch(make_spec(["sleep", "60"], warn_signal=int(signal.SIGUSR1), warn_before=60.0, grace=5.0))
+    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RUNNING)
+    assert sup.stop_job("job1", warn=False)[0].state is RankState.STOPPING
+    assert _by_rank(h.run_until(sup, h.all_in(sup, RankState.GONE)), "exited") == {0: 143}
+
+
 def test_stop_job_stops_every_local_rank_in_one_call(sup, make_spec, h):
     for rank in range(3):
         sup.launch(make_spec(["sleep", "60"], rank=rank, world_size=3))
