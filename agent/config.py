@@ -29,7 +29,16 @@ from labgang.agent.supervisor.config import SupervisorConfig
 
 
 class AgentConfigError(ValueError):
-    """``agent.toml`` is missing, not TOML, or has a bad key (the message names the key path)."""
+    """``agent.toml`` is missing, not TOML, or has a bad key (the message names the key path).
+
+    Attributes:
+        problems: one line per problem, each starting with the key path (for a file that
+            cannot be read: the whole message).
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems) if problems else [message]
 
 
 def default_state_dir() -> Path:
@@ -114,7 +123,7 @@ def parse_agent_config(data: dict[str, Any], source: str = "<agent config>") -> 
                 lines.append(f"{where}: unknown key; allowed keys: {', '.join(sorted(AgentConfig.model_fields))}")
             else:
                 lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
-        raise AgentConfigError(f"{source}: " + "; ".join(lines)) from None
+        raise AgentConfigError(f"{source}: " + "; ".join(lines), lines) from None
 
 
 def load_agent_config(path: str | Path) -> AgentConfig:

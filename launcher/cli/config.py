@@ -1,10 +1,46 @@
-"""``labgang config check FILE``: validate a cluster configuration without starting anything."""
+"""``labgang config check FILE``: validate a cluster or agent configuration without starting anything."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from labgang.launcher.config import ConfigError, load_config
+from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
+from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml
+
+KINDS = ("auto", "cluster", "agent")
+"""Values of ``--kind``."""
+
+
+def detect_kind(data: dict[str, Any]) -> str | None:
+    """Tell ``cluster.toml`` from ``agent.toml`` by their top-level keys.
+
+    Keys only one schema has decide (``queues``, ``cohorts``, ``default_queue`` … for a
+    cluster; ``coordinator``, ``interval_s``, ``[supervisor]`` … for an agent); a key
+    both have (``token_file``) or an unknown key does not count.
+
+    Args:
+        data: the parsed TOML document.
+
+    Returns:
+        ``"cluster"`` or ``"agent"``, whichever has more of its own keys; None on a tie
+        (an empty file, only shared or unknown keys).
+    """
+    cluster_only = set(ClusterConfig.model_fields) - set(AgentConfig.model_fields)
+    agent_only = set(AgentConfig.model_fields) - set(ClusterConfig.model_fields)
+    keys = set(data)
+    c, a = len(keys & cluster_only), len(keys & agent_only)
+    if c == a:
+        return None
+    return "cluster" if c > a else "agent"
+
+
+def _invalid(file: str, kind: str, problems: list[str]) -> None:
+    click.echo(f"{file}: invalid {kind} configuration", err=True)
+    for problem in problems:
+        click.echo(f"  {problem}", err=True)
+    raise SystemExit(2)
 
 
 @click.group("config")
@@ -14,17 +50,36 @@ def config() -> None:
 
 @config.command("check")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-def check(file: str) -> None:
-    """Validate cluster.toml FILE: exit 0 when valid, 2 with one line per problem otherwise."""
+@click.option("--kind", type=click.Choice(KINDS), default="auto", show_default=True,
+              help="cluster.toml (coordinator) or agent.toml (node agent); auto tells them apart by their keys.")
+def check(file: str, kind: str) -> None:
+    """Validate cluster.toml or agent.toml FILE.
+
+    Prints which kind was checked. Exit status: 0 valid, 2 with one line per problem
+    otherwise (or one line when the file is not UTF-8 TOML or its kind cannot be told).
+    """
     try:
-        cfg = load_config(file)
+        data = read_toml(file)
     except ConfigError as exc:
-        if exc.unreadable:  # not UTF-8, not TOML, unreadable: one line
-            click.echo(f"{exc.source}: {exc.problems[0]}", err=True)
-            raise SystemExit(2) from None
-        click.echo(f"{exc.source}: invalid configuration", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
+        click.echo(f"{exc.source}: {exc.problems[0]}", err=True)
         raise SystemExit(2) from None
+    if kind == "auto":
+        detected = detect_kind(data)
+        if detected is None:
+            click.echo(f"{file}: cannot tell a cluster config from an agent config by its keys; "
+                       "give --kind cluster or --kind agent", err=True)
+            raise SystemExit(2)
+        kind = detected
+    if kind == "agent":
+        try:
+            agent = parse_agent_config(data, file)
+        except AgentConfigError as exc:
+            _invalid(file, "agent", exc.problems)
+        click.echo(f"{file}: agent config ok (node {agent.node}, coordinator {agent.coordinator})")
+        return
+    try:
+        cfg = parse_config(data, file)
+    except ConfigError as exc:
+        _invalid(file, "cluster", exc.problems)
     queues = ", ".join(q.name for q in cfg.queues)
-    click.echo(f"{file}: ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")
+    click.echo(f"{file}: cluster config ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")

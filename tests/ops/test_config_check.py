@@ -1,0 +1,83 @@
+"""``labgang config check``: tells a cluster config from an agent config and validates each
+with its own schema; the shipped examples pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from labgang.launcher.cli.config import config
+
+CLUSTER = '[[queues]]\nname = "default"\nnominal = { gpu = 2 }\n'
+AGENT = 'coordinator = "http://coord.lab:7461"\ninterval_s = 2.0\n[supervisor]\nallow_root = false\n'
+
+
+def check(*args: str):
+    return CliRunner().invoke(config, ["check", *args])
+
+
+def write(tmp_path: Path, text: str, name: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_example_agent_config_is_checked_as_an_agent_config(repo_root: Path) -> None:
+    path = str(repo_root / "config" / "agent.toml")
+    res = check(path)
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{path}: agent config ok ("), res.output
+    assert "unknown key" not in res.output
+
+
+def test_example_cluster_config_is_checked_as_a_cluster_config(repo_root: Path) -> None:
+    path = str(repo_root / "config" / "cluster.toml")
+    res = check(path)
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{path}: cluster config ok ("), res.output
+
+
+def test_auto_detects_by_keys_not_by_name(tmp_path: Path) -> None:
+    res = check(write(tmp_path, AGENT, "node.toml"))
+    assert res.exit_code == 0 and "agent config ok" in res.output, res.output
+    res = check(write(tmp_path, CLUSTER, "agent.toml"))
+    assert res.exit_code == 0 and "cluster config ok" in res.output, res.output
+
+
+def test_agent_config_errors_use_the_agent_schema(tmp_path: Path) -> None:
+    res = check(write(tmp_path, AGENT + 'foreign = "zz"\n', "a.toml"))  # under [supervisor]
+    assert res.exit_code == 2
+    assert "supervisor: foreign: 'zz' is not a policy (allowed: block, report)" in res.output
+    bad = write(tmp_path, 'coordinator = "coord.lab:7461"\ninterval_s = 2.0\nnodee = "x"\n', "b.toml")
+    res = check(bad)
+    assert res.exit_code == 2
+    assert f"{bad}: invalid agent configuration" in res.output
+    assert "coordinator: 'coord.lab:7461' must be an http:// or https:// URL" in res.output
+    assert "nodee: unknown key; allowed keys: address, coordinator" in res.output
+    assert "queues" not in res.output
+
+
+def test_explicit_kind_overrides_detection(tmp_path: Path) -> None:
+    f = write(tmp_path, AGENT, "a.toml")
+    res = check("--kind", "cluster", f)
+    assert res.exit_code == 2
+    assert f"{f}: invalid cluster configuration" in res.output
+    assert "interval_s: unknown key" in res.output
+    res = check("--kind", "agent", f)
+    assert res.exit_code == 0 and "agent config ok" in res.output
+
+
+def test_kind_lists_allowed_values(tmp_path: Path) -> None:
+    res = check("--kind", "node", write(tmp_path, AGENT, "a.toml"))
+    assert res.exit_code == 2
+    assert "auto" in res.output and "cluster" in res.output and "agent" in res.output
+
+
+@pytest.mark.parametrize("text", ["", 'token_file = "/etc/labgang/cluster.token"\n'])
+def test_undecidable_file_asks_for_kind(tmp_path: Path, text: str) -> None:
+    f = write(tmp_path, text, "x.toml")
+    res = check(f)
+    assert res.exit_code == 2
+    assert "--kind" in res.output and "Traceback" not in res.output
