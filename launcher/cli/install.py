@@ -16,8 +16,10 @@ The units and examples are read from the source checkout labgang runs from
 (``systemd/`` and ``config/``); the units' ``ExecStart=`` is pointed at the
 ``labgang`` executable given by ``--bin`` (default: the one beside this Python).
 
-Rules: nothing that exists is overwritten without ``--force``, and then the
-whole install is refused before anything is written. An existing cluster token is
+Rules: a file that exists with exactly the content to be written is left alone
+("unchanged"; so installing the coordinator and an agent into one prefix shares
+``labgang.sh``); nothing that exists with other content is overwritten without
+``--force``, and then the whole install is refused before anything is written. An existing cluster token is
 always kept (replacing it would lock out every agent) unless ``--token-from``
 names a different one and ``--force`` is given. ``--print`` writes nothing and
 prints every file instead (the token as a placeholder, never the secret).
@@ -176,14 +178,23 @@ def plan(role: str, labgang_bin: Path, *, root: Path, token: bytes | None = None
     return files
 
 
+def _identical(target: Path, content: bytes | None) -> bool:
+    """True when ``target`` is a regular file holding exactly ``content``."""
+    return content is not None and target.is_file() and target.read_bytes() == content
+
+
 def conflicts(files: list[InstallFile], prefix: Path) -> list[Path]:
-    """Targets that exist and would be replaced (an existing token without a new one is kept, not a conflict)."""
+    """Targets that exist with other content and would be replaced.
+
+    A target already holding exactly the planned content is not a conflict, nor is an
+    existing token when no new one is given (it is kept).
+    """
     found = []
     for f in files:
         target = prefix / f.path
         if not target.exists():
             continue
-        if f.secret and (f.content is None or target.read_bytes() == f.content):
+        if _identical(target, f.content) or (f.secret and f.content is None):
             continue
         found.append(target)
     return found
@@ -206,7 +217,8 @@ def write(files: list[InstallFile], prefix: Path, *, force: bool) -> list[tuple[
     """Write the planned files under ``prefix``.
 
     Returns:
-        ``(path, action)`` per file, action in "written", "replaced", "kept".
+        ``(path, action)`` per file, action in "written", "replaced", "unchanged" (the
+        file already held this content), "kept" (an existing token).
 
     Raises:
         InstallError: some targets exist and ``force`` is False (nothing is written then).
@@ -220,6 +232,9 @@ def write(files: list[InstallFile], prefix: Path, *, force: bool) -> list[tuple[
         target = prefix / f.path
         if f.secret and target.exists() and (f.content is None or target not in existing):
             done.append((target, "kept"))
+            continue
+        if _identical(target, f.content):
+            done.append((target, "unchanged"))
             continue
         action = "replaced" if target.exists() else "written"
         content = f.content if f.content is not None else secrets.token_urlsafe(TOKEN_BYTES).encode() + b"\n"
@@ -271,7 +286,8 @@ def install(role: str, print_only: bool, force: bool, prefix: Path, labgang_bin:
     """Install systemd units and example config (root).
 
     Writes the units, /etc/labgang examples and the cluster token (0600) under
-    PREFIX; never replaces an existing file without --force.
+    PREFIX; a file already holding the same content is left unchanged, one with other
+    content is replaced only with --force.
     """
     found = labgang_bin or default_bin()
     if found is None:

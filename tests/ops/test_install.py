@@ -79,6 +79,27 @@ def test_second_install_refuses_and_changes_nothing(tmp_path):
     assert {rel: (tmp_path / rel).read_bytes() for rel in COORD_FILES} == before
 
 
+def test_coordinator_then_agent_into_one_prefix_shares_identical_files(tmp_path):
+    """Both roles write etc/profile.d/labgang.sh with the same content: not a conflict."""
+    assert run("--role", "coordinator", "--prefix", str(tmp_path)).exit_code == 0
+    token = (tmp_path / "etc/labgang/cluster.token").read_bytes()
+    result = run("--role", "agent", "--prefix", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert f"unchanged {tmp_path / 'etc/profile.d/labgang.sh'}" in result.output
+    assert f"written  {tmp_path / 'etc/systemd/system/labgang-agent.service'}" in result.output
+    assert f"kept     {tmp_path / 'etc/labgang/cluster.token'}" in result.output
+    assert (tmp_path / "etc/labgang/cluster.token").read_bytes() == token
+
+
+def test_repeating_an_install_leaves_identical_files_unchanged(tmp_path):
+    assert run("--role", "coordinator", "--prefix", str(tmp_path)).exit_code == 0
+    again = run("--role", "coordinator", "--prefix", str(tmp_path))
+    assert again.exit_code == 0, again.output
+    for rel in COORD_FILES[:-1]:
+        assert f"unchanged {tmp_path / rel}" in again.output
+    assert "replaced" not in again.output and "written" not in again.output
+
+
 def test_force_replaces_files_but_keeps_the_token(tmp_path):
     assert run("--role", "coordinator", "--prefix", str(tmp_path)).exit_code == 0
     token = (tmp_path / "etc/labgang/cluster.token").read_bytes()
