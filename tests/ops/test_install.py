@@ -100,6 +100,30 @@ def test_repeating_an_install_leaves_identical_files_unchanged(tmp_path):
     assert "replaced" not in again.output and "written" not in again.output
 
 
+def test_installed_example_configs_pass_config_check(tmp_path):
+    from labgang.launcher.cli.config import config
+
+    assert run("--prefix", str(tmp_path)).exit_code == 0
+    for name, kind in (("cluster.toml", "cluster"), ("agent.toml", "agent")):
+        path = tmp_path / "etc/labgang" / name
+        res = CliRunner().invoke(config, ["check", str(path)])
+        assert res.exit_code == 0, res.output
+        assert f"{path}: {kind} config ok" in res.output
+
+
+@pytest.mark.parametrize("name", ["cluster.toml", "agent.toml"])
+def test_installed_configs_have_no_orphaned_comment_lines(tmp_path, name):
+    """An indented comment line continues the remark on the line above: that remark must
+    still be there, starting in the same column (the install rewrites token_file's line)."""
+    assert run("--prefix", str(tmp_path)).exit_code == 0
+    lines = (tmp_path / "etc/labgang" / name).read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(" ") and line.lstrip().startswith("#"):
+            column = line.index("#")
+            assert i > 0 and lines[i - 1].find("#") == column, \
+                f"{name} line {i + 1} continues a remark that is not above it: {line.strip()!r}"
+
+
 def test_force_replaces_files_but_keeps_the_token(tmp_path):
     assert run("--role", "coordinator", "--prefix", str(tmp_path)).exit_code == 0
     token = (tmp_path / "etc/labgang/cluster.token").read_bytes()
