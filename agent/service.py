@@ -175,7 +175,7 @@ class AgentService:
         loop = asyncio.get_running_loop()
         live = [s for s in sup.ranks() if s.state is not RankState.GONE]
         for job_id in sorted({s.job_id for s in live}):
-            sup.stop_job(job_id)
+            sup.stop_job(job_id, warn=False)  # shutting down: SIGTERM now, no --signal wait
         grace = max((self._grace.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
         deadline = loop.time() + grace + extra_s
         while any(s.state is not RankState.GONE for s in sup.ranks()):

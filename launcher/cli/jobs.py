@@ -450,6 +450,11 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
             try:
                 final = follower.follow()
                 break
+            except CoordinatorUnavailable:
+                # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
+                # is requeued or still recorded, and the next start shows what became of it.
+                _fail(f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                      "once it is back (jobs stopped by a shutdown run again at the next start)", 1)
             except KeyboardInterrupt:
                 client.close()  # a request may have been cut in half
                 if interrupted:

@@ -30,8 +30,45 @@ KEEP_JOBS_HELP = (
     "Leave running ranks alive when labgang up stops; the next `labgang up` with the same state "
     "directory re-adopts them and records their exits. By default Ctrl-C stops every job's ranks "
     "(SIGTERM, then SIGKILL after the job's grace) before exiting, because once labgang up is gone "
-    "nothing would watch them, and unwatched processes keep holding GPUs nobody can see in the queue."
+    "nothing would watch them, and unwatched processes keep holding GPUs nobody can see in the queue; "
+    "those jobs go back to their queue (restart count + 1, same submit time; cancelled if submitted "
+    "with --no-requeue) and run again at the next `labgang up`."
 )
+SHUTDOWN_REASON = "stopped: labgang up shut down"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def shutdown_message(summary: dict[str, list[str]]) -> str:
+    """One line saying what ``labgang up`` did with the jobs as it stopped.
+
+    Args:
+        summary: :func:`labgang.launcher.coordinator.app.serve`'s return value (job id lists
+            under "requeued", "cancelled", "unfinished", "left_running", "pending").
+    """
+    def ids(key: str) -> str:
+        return ", ".join(summary.get(key) or [])
+
+    parts = []
+    if summary.get("requeued"):
+        n = len(summary["requeued"])
+        parts.append(f"stopped {_plural(n, 'job')} ({ids('requeued')}); "
+                     f"{'it' if n == 1 else 'they'} will run again at the next `labgang up`")
+    if summary.get("cancelled"):
+        parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue)")
+    if summary.get("unfinished"):
+        parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop "
+                     "and runs them again")
+    if summary.get("left_running"):
+        n = len(summary["left_running"])
+        parts.append(f"left {_plural(n, 'job')} running ({ids('left_running')}); "
+                     f"the next `labgang up` re-adopts {'it' if n == 1 else 'them'}")
+    if summary.get("pending"):
+        parts.append(f"{_plural(len(summary['pending']), 'pending job')} ({ids('pending')}) "
+                     "wait for the next `labgang up`")
+    return "labgang up: stopped" + (": " + "; ".join(parts) if parts else " (no jobs were running)")
 
 
 def try_hint(inventory: Any) -> str:
@@ -106,7 +143,10 @@ def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | 
     One queue `default` covers every GPU (and MIG device) of the machine. Other shells
     of the same user find it without flags; with --state-dir, export LABGANG_STATE_DIR
     there too. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
-    their grace (see --keep-jobs).
+    their grace (see --keep-jobs). Jobs stopped that way are not failures: they go
+    back to their queue (restart count + 1, same submit time; cancelled if submitted
+    with --no-requeue) and run again at the next `labgang up`; on exit it prints what
+    it did with them.
 
     Example: labgang up --simulate config/sim/h100x8.toml
     """
@@ -172,7 +212,8 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
             f"  socket:    {socket_path}",
             f"  queue:     default ({', '.join(f'{k}={v}' for k, v in config.queues[0].nominal.items()) or 'empty'})",
             "  Ctrl-C stops labgang " + ("and leaves running jobs alive (--keep-jobs)" if keep_jobs
-                                         else "and its jobs (each with its grace period)"),
+                                         else "and its jobs (each with its grace period; they run again "
+                                              "at the next `labgang up`)"),
         ]
         if explicit_dir:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
@@ -193,9 +234,10 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
         threading.Thread(target=announce, args=(info["socket"],), name="labgang-up-announce", daemon=True).start()
 
     try:
-        asyncio.run(serve(config, directory, local_agent=agent, ready=ready))
+        summary = asyncio.run(serve(config, directory, local_agent=agent, ready=ready,
+                                    shutdown_reason=SHUTDOWN_REASON))
     except (RuntimeError, TokenError) as exc:
         _fail(str(exc), 1)
     except OSError as exc:
         _fail(f"{directory}: {exc}", 1)
-    click.echo("labgang up: stopped")
+    click.echo(shutdown_message(summary or {}))

@@ -138,8 +138,14 @@ def _prepare_socket_path(path: Path) -> None:
 
 async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host: str | None = None,
                 tcp_port: int | None = None, local_agent: Any = None,
-                stop: asyncio.Event | None = None, ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+                stop: asyncio.Event | None = None, ready: Callable[[dict[str, Any]], None] | None = None,
+                shutdown_reason: str = "stopped: labgang shut down") -> dict[str, list[str]]:
     """Run the coordinator until SIGINT/SIGTERM (or ``stop`` is set).
+
+    When ``local_agent`` stops its ranks at exit (``stop_jobs_on_exit``), the coordinator
+    first records that the jobs are stopped because labgang shuts down
+    (:meth:`Coordinator.stop_jobs_for_shutdown`): they are requeued (or cancelled with
+    ``requeue = false``), not failed, and run again at the next start.
 
     Args:
         config: the validated configuration.
@@ -151,6 +157,12 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
             process (``labgang up``); it is pointed at the TCP listener with the token.
         stop: an event that ends the server when set (tests, embedding).
         ready: called once listening with ``{"socket": path, "tcp": (host, port) | None}``.
+        shutdown_reason: the history reason of jobs stopped by the shutdown.
+
+    Returns:
+        What became of the jobs that held devices at shutdown, by job id lists:
+        ``{"requeued", "cancelled", "unfinished" (still stopping: they finish at the next
+        start), "left_running" (nobody stopped them), "pending"}``.
 
     Raises:
         RuntimeError: another coordinator already listens on the socket.
@@ -193,11 +205,13 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
         except (RuntimeError, NotImplementedError, ValueError):
             pass
     agent_task = None
+    agent_stop = asyncio.Event()  # set after the coordinator has recorded the shutdown
+    summary: dict[str, list[str]] = {}
     try:
         if local_agent is not None and tcp_addr is not None:
             connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]
             local_agent.set_coordinator(f"http://{connect_host}:{tcp_addr[1]}", app[keys.TOKEN])
-            agent_task = asyncio.create_task(local_agent.run(stop), name="labgang-local-agent")
+            agent_task = asyncio.create_task(local_agent.run(agent_stop), name="labgang-local-agent")
         try:
             from labgang.agent import sdnotify
 
@@ -211,8 +225,18 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
             waiters.append(agent_task)
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop.set()
+        coord = app[keys.COORDINATOR]
+        stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
+            agent_task is not None and agent_task.done())
+        if stopping_jobs:
+            held = await coord.stop_jobs_for_shutdown(shutdown_reason)
+        else:
+            held = [j.id for j in coord.jobs.values() if j.status.state.holds_devices]
+        agent_stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
+        summary = _shutdown_summary(coord, held, stopping_jobs)
+        if agent_task is not None:
             if not agent_task.cancelled() and agent_task.exception() is not None:
                 raise agent_task.exception()  # e.g. NVML unavailable: the caller reports it
     finally:
@@ -223,3 +247,24 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
             sock_path.unlink()
         except FileNotFoundError:
             pass
+    return summary
+
+
+def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
+    from labgang.launcher.model import JobState
+
+    out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [],
+                                 "pending": []}
+    for job_id in held:
+        state = coord.jobs[job_id].status.state
+        if not stopped:
+            out["left_running"].append(job_id)
+        elif state == JobState.PENDING:
+            out["requeued"].append(job_id)
+        elif state == JobState.CANCELLED:
+            out["cancelled"].append(job_id)
+        elif state.holds_devices:
+            out["unfinished"].append(job_id)
+    out["pending"] = [j.id for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
+                      if j.status.state == JobState.PENDING and j.id not in held]
+    return out

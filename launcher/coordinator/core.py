@@ -67,6 +67,7 @@ class Coordinator:
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
+        self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -202,6 +203,27 @@ class Coordinator:
         await self.flush()
         self.kick()
         return job
+
+    async def stop_jobs_for_shutdown(self, why: str) -> list[str]:
+        """labgang is shutting down and its agent will stop the ranks: record that first, so
+        their exits are not the jobs' failures (each is requeued, or cancelled with
+        ``requeue = false``, once its ranks are gone). Nothing is admitted from now on.
+
+        Args:
+            why: the reason recorded in each job's history, e.g. "stopped: labgang up shut down".
+
+        Returns:
+            The ids of the jobs that were admitted, running or terminating.
+        """
+        self.shutting_down = True
+        stopped = []
+        for job in lifecycle.active_jobs(self):
+            stopped.append(job.id)
+            if job.status.state == JobState.TERMINATING:
+                continue  # already stopping for its own reason (cancel, preemption, failure)
+            lifecycle.begin_termination(self, job, "shutdown", why)
+        await self.flush()
+        return stopped
 
     async def read_log(self, caller: Caller, job_id: str, rank: int, offset: int) -> tuple[bytes, int, bool]:
         """Read a rank's output from the agent that holds it.

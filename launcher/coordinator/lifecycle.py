@@ -12,6 +12,9 @@ Rules (torchrun's and Kueue's waitForPodsReady, DESIGN.md "Gang lifecycle"):
   ``restart_count`` + 1 (``end_intent="requeue"``).
 * a node is lost → its ranks count as lost, the rest are stopped, the job is
   requeued (or failed with ``requeue = false``).
+* labgang itself shuts down and stops its jobs (``labgang up`` without ``--keep-jobs``)
+  → stopped without warning, requeued with restart_count + 1 (``end_intent="shutdown"``),
+  or cancelled with ``requeue = false``; never the job's failure.
 
 Rank states as the coordinator records them (never moving backwards):
 assigned → launching → running → exited → gone, or lost.
@@ -164,7 +167,8 @@ def begin_termination(coord: "Coordinator", job: JobRecord, intent: str, message
     """Stop every rank of the job with its grace; what follows depends on ``intent``.
 
     Args:
-        intent: "fail", "cancel", "requeue" (preempted), "retry" (failed start), "lost", "timeout".
+        intent: "fail", "cancel", "requeue" (preempted), "retry" (failed start), "lost", "timeout",
+            "shutdown" (labgang itself is stopping: requeued, or cancelled with ``requeue = false``).
         message: the reason, recorded in the history and shown as the job's reason.
         exit_status: the status the job will fail with ("fail").
     """
@@ -231,6 +235,14 @@ def finish(coord: "Coordinator", job: JobRecord) -> None:
             requeue(coord, job, st.reason_message or intent, not_before=now)
         else:
             _end(coord, job, JobState.FAILED, st.exit_status, intent,
+                 f"{st.reason_message} (not requeued: the job asked for no requeue)")
+    elif intent == "shutdown":
+        # Stopped because labgang itself shut down: not the job's failure. It runs again at
+        # the next start (original submit time), unless it asked never to be requeued.
+        if job.spec.requeue:
+            requeue(coord, job, st.reason_message or "stopped: labgang shut down", not_before=now)
+        else:
+            _end(coord, job, JobState.CANCELLED, None, "shutdown",
                  f"{st.reason_message} (not requeued: the job asked for no requeue)")
     elif intent == "retry":
         st.start_failures += 1

@@ -174,6 +174,8 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
 def run_cycles(coord: "Coordinator") -> list[JobRecord]:
     """Run cycles until one admits nothing new; return every job admitted."""
     admitted: list[JobRecord] = []
+    if coord.shutting_down:
+        return admitted  # jobs requeued by the shutdown wait for the next start
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
         snapshot = build_snapshot(coord, now)

@@ -309,19 +309,42 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_ctrl_c_on_up_stops_its_jobs_by_default():
+def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again():
     with tempfile.TemporaryDirectory(prefix="lgs", dir="/tmp") as d:
         instance = Labgang(Path(d))
         try:
             instance.wait_ready()
             job_id = instance.cli("submit", "-n", "2", "--grace", "2s", "--", "sleep", "60").stdout.strip()
+            once = instance.cli("submit", "--no-requeue", "--grace", "2s", "--", "sleep", "60").stdout.strip()
             pids = _rank_pids(instance, job_id)
+            _rank_pids(instance, once)
+            attached = instance.popen("run", "--grace", "2s", "--", "sleep", "60")
+            third = str(int(once) + 1)
+            _rank_pids(instance, third)
         finally:
             code = instance.stop()
         assert code == 0, instance.output()
-        assert "labgang up: stopped" in instance.output()
+        assert (f"labgang up: stopped: stopped 2 jobs ({job_id}, {third}); they will run again at the next "
+                "`labgang up`; "
+                f"stopped and cancelled {once} (submitted with --no-requeue)") in instance.output()
         assert not any(_alive(pid) for pid in pids)
         assert not (Path(d) / "labgang.sock").exists()
+        _, err = attached.communicate(timeout=30)
+        assert attached.returncode == 1 and "exited with status" not in err, err
+        assert "labgang stopped while following job" in err.splitlines()[-1], err
+        second = Labgang(Path(d))
+        try:
+            second.wait_ready()
+            job = second.wait_state(job_id, {"running"})
+            assert job["restart_count"] == 1 and job["exit_status"] is None
+            assert any(h["message"].startswith("stopped: labgang up shut down") for h in job["history"])
+            assert not any(h["event"] == "failed" for h in job["history"])
+            assert second.job(once)["state"] == "cancelled"
+            assert second.cli("cancel", job_id, third).returncode == 0
+            second.wait_state(job_id, {"cancelled"}, timeout=20)
+            second.wait_state(third, {"cancelled"}, timeout=20)
+        finally:
+            assert second.stop() == 0, second.output()
 
 
 def test_keep_jobs_leaves_ranks_running_for_the_next_up():
@@ -334,6 +357,7 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
         finally:
             assert first.stop() == 0, first.output()
         assert all(_alive(pid) for pid in pids)
+        assert f"left 1 job running ({job_id}); the next `labgang up` re-adopts it" in first.output()
         second = Labgang(Path(d), "--keep-jobs")
         try:
             second.wait_ready()
