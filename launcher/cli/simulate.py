@@ -17,17 +17,18 @@ from labgang.launcher.simulate import ScenarioError, format_summary, load_scenar
 
 
 @click.command("simulate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--trace", is_flag=True, help="Print the event trace as JSON lines.")
 @click.option("--summary", "force_summary", is_flag=True,
               help="Also print per-queue waits and utilization for files with expectations.")
 def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
-    """Run scheduling scenarios (scenarios/FORMAT.md) with the real scheduler on a simulated clock.
+    """Run scheduling scenarios (format: docs/scenarios.md) with the real scheduler on a simulated clock.
 
     A file with [[expect]] / [[invariant]] tables is checked: PASS, or FAIL with one line per
     difference. A plain job list prints per-queue wait times and utilization.
 
-    Exit status: 0 every check holds, 1 a check failed, 2 a file is malformed.
+    Exit status: 0 every check holds, 1 a check failed, 2 a file is missing, not UTF-8
+    TOML, or malformed.
     """
     status = 0
     for path in files:

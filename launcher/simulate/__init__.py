@@ -1,4 +1,4 @@
-"""``labgang simulate``: scheduling scenarios on a simulated clock (``scenarios/FORMAT.md``).
+"""``labgang simulate``: scheduling scenarios on a simulated clock (format: ``docs/scenarios.md``).
 
 - :mod:`.scenario` parses and validates files (unknown keys are errors).
 - :mod:`.engine` is the discrete-event simulation around the real :func:`run_cycle`.

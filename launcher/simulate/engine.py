@@ -1,7 +1,7 @@
 """The discrete-event simulation behind ``labgang simulate``.
 
 A simulated clock, no processes, no sleeps: the same :func:`run_cycle` the coordinator
-runs decides every admission and preemption. Semantics (``scenarios/FORMAT.md``):
+runs decides every admission and preemption. Semantics (``docs/scenarios.md``):
 
 - At one instant, all its events are applied first (exits and victim stops, then
   submissions in file order), then the scheduler runs until a cycle decides nothing new;

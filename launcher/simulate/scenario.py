@@ -1,4 +1,4 @@
-"""Scenario files (``scenarios/FORMAT.md``): parsing and validation.
+"""Scenario files (format: ``docs/scenarios.md``): parsing and validation.
 
 Every table is a pydantic model with ``extra="forbid"``, so an unknown key is an error
 that names the key and lists the allowed ones, never silently ignored (a scenario that
@@ -288,7 +288,7 @@ def describe_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
         where = _loc(loc, data) or "file"
         if err["type"] == "extra_forbidden":
             model = _model_for(loc)
-            allowed = ", ".join(model.model_fields) if model else "see FORMAT.md"
+            allowed = ", ".join(model.model_fields) if model else "see docs/scenarios.md"
             lines.append(f"{where}: unknown key {loc[-1]!r}; allowed keys: {allowed}")
         elif err["type"] == "missing":
             lines.append(f"{where}: required key is missing")

@@ -186,3 +186,42 @@ def test_same_trace_under_different_hash_seeds(shared_dir: Path, tmp_path):
         assert proc.returncode == 0, proc.stderr
         outputs.append(proc.stdout)
     assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
+
+
+def test_help_points_to_the_format_document_shipped_in_the_repo(repo_root):
+    res = run("--help")
+    assert res.exit_code == 0
+    assert "docs/scenarios.md" in res.output
+    assert "FORMAT.md" not in res.output
+    assert (repo_root / "docs" / "scenarios.md").is_file()
+
+
+def test_format_document_names_every_key_and_value_the_parser_accepts(repo_root):
+    from labgang.launcher.model import BorrowPolicy, Queueing, ReclaimWithinCohort, WithinQueue
+    from labgang.launcher.simulate.scenario import (BorrowWithinCohortModel, ExpectModel, InvariantModel,
+                                                    JobModel, NodeModel, QueueModel, ScenarioFile,
+                                                    ScenarioMeta)
+
+    doc = (repo_root / "docs" / "scenarios.md").read_text()
+    for model in (ScenarioFile, ScenarioMeta, NodeModel, QueueModel, BorrowWithinCohortModel, JobModel,
+                  ExpectModel, InvariantModel):
+        for key in model.model_fields:
+            assert f"`{key}`" in doc or f"[{key}]" in doc or f"[[{key}]]" in doc, f"{model.__name__}.{key}"
+    for enum in (WithinQueue, ReclaimWithinCohort, BorrowPolicy, Queueing):
+        for member in enum:
+            assert f"`{member.value}`" in doc, member
+
+
+def test_the_format_documents_example_passes(repo_root, tmp_path):
+    doc = (repo_root / "docs" / "scenarios.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    res = run(write(tmp_path, example))
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output
+
+
+def test_missing_file_says_so_and_exits_2(tmp_path):
+    res = run(str(tmp_path / "nope.toml"))
+    assert res.exit_code == 2
+    assert "nope.toml" in res.output and "does not exist" in res.output
+    assert "malformed" not in res.output
