@@ -27,6 +27,7 @@ from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
 from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
+from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
 from labgang.agent.supervisor.states import RankState
 
 log = logging.getLogger("labgang.agent")
@@ -116,7 +117,20 @@ class AgentService:
             "address": self.config.address or self.node,
             "inventory": self.inventory.to_dict(),
             "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+            "policy": self.run_as_policy(),
         }
+
+    def run_as_policy(self) -> dict[str, Any]:
+        """Whose ranks this agent may start, so the coordinator can refuse at submission a job
+        no agent would ever run: ``{"agent_uid", "allow_root", "allowed_uids" (list or None)}``.
+
+        A root agent starts any non-root user (only ``allowed_uids`` when set) and root only
+        with ``allow_root``; an agent running as a user starts only that user's ranks
+        (``labgang.agent.supervisor.identity.resolve_run_as``).
+        """
+        cfg = self.config.supervisor_config()
+        return {"agent_uid": os.geteuid(), "allow_root": cfg.allow_root,
+                "allowed_uids": None if cfg.allowed_uids is None else sorted(cfg.allowed_uids)}
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (or SIGINT/SIGTERM when run by :func:`main_async`).
@@ -258,7 +272,8 @@ class AgentService:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
 
         Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict, or
-        {job_id, rank, error} when that rank was refused; ``stop_job`` {job_id, grace, warn}
+        {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
+        launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
         → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
         next_offset, size}.
@@ -278,7 +293,8 @@ class AgentService:
                 except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
                     log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"),
                                 exc)
-                    out.append({"job_id": spec_dict.get("job_id"), "rank": spec_dict.get("rank"), "error": str(exc)})
+                    out.append({"job_id": spec_dict.get("job_id"), "rank": spec_dict.get("rank"), "error": str(exc),
+                                "permanent": isinstance(exc, (LaunchRefused, InvalidSpec))})
             return out
         if op == "stop_job":
             try:

@@ -38,6 +38,8 @@ class AgentConn:
         last_seen: unix seconds of the last message.
         connected: True while its websocket is open.
         lost: True once it was silent longer than ``node_timeout_s``.
+        policy: whose ranks the agent may start, from its hello (``AgentService.run_as_policy``:
+            agent_uid, allow_root, allowed_uids), or None from an agent that does not say.
     """
 
     node: str
@@ -51,6 +53,22 @@ class AgentConn:
     lost: bool = False
     ws: web.WebSocketResponse | None = None
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+
+    def refuses_uid(self, uid: int) -> str | None:
+        """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""
+        p = self.policy
+        if not p:
+            return None
+        agent_uid = p.get("agent_uid")
+        if agent_uid != 0:
+            return None if uid == agent_uid else f"its agent runs as uid {agent_uid} and starts only that user's jobs"
+        if uid == 0:
+            return None if p.get("allow_root") else "root jobs are off (allow_root = false in its agent config)"
+        allowed = p.get("allowed_uids")
+        if allowed is not None and uid not in allowed:
+            return f"uid {uid} is not in its agent's allowed_uids {allowed}"
+        return None
 
     async def send(self, message: dict[str, Any]) -> None:
         """Send one JSON message.

@@ -137,6 +137,7 @@ class Coordinator:
         if caller.read_only or caller.uid is None:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
         spec = build_spec(body, caller, self.config)
+        self._check_run_as(spec)
         reason = self._unschedulable(spec)
         if reason is not None:
             raise Conflict(f"job can never start: {reason}", field="workers")
@@ -148,6 +149,23 @@ class Coordinator:
         await self.flush()
         self.kick()
         return job
+
+    def _check_run_as(self, spec: Any) -> None:
+        """Refuse a job that no known agent would start as its user (403, field "uid").
+
+        Judged only from agents that stated their policy; with none known yet, nothing is refused.
+
+        Raises:
+            Forbidden: every such agent refuses the job's uid; the message says why.
+        """
+        known = [c for c in self.agents.nodes.values() if c.policy]
+        if not known:
+            return
+        refusals = {c.node: c.refuses_uid(spec.uid) for c in known}
+        if all(refusals.values()):
+            who = "root" if spec.uid == 0 else f"{spec.user} (uid {spec.uid})"
+            why = "; ".join(f"node {n}: {r}" for n, r in sorted(refusals.items()))
+            raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
     def _unschedulable(self, spec: Any) -> str | None:
         from labgang.launcher.coordinator.scheduling import check_submission

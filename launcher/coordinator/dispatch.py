@@ -122,10 +122,16 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     statuses = statuses or []
     refused = [s for s in statuses if "error" in s]
     if refused and job.run_id == run_id:
-        # First the gang's fate (a failed start: retried with backoff), then the refused ranks
-        # count as gone; a refusal is never the job's own failure.
-        lifecycle.start_failed(coord, job, f"node {node} refused the launch: "
-                               + "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused))
+        # First the gang's fate, then the refused ranks count as gone. A permanent refusal
+        # (uid/root policy, a cwd the user may not enter) would only repeat: the job fails at
+        # once. Others (a spawn failure) are a failed start, retried with backoff.
+        detail = "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused)
+        if any(s.get("permanent") for s in refused):
+            if job.status.state == JobState.ADMITTED:
+                lifecycle.begin_termination(coord, job, "fail", f"node {node} refused the launch "
+                                            f"(retrying would not help): {detail}")
+        else:
+            lifecycle.start_failed(coord, job, f"node {node} refused the launch: {detail}")
         for status in refused:
             lifecycle.rank_refused(coord, job, run_id, int(status["rank"]))
     for status in statuses:

@@ -77,6 +77,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         conn.connected = True
         conn.address = str(hello.get("address") or request.remote or conn.node)
         conn.version = str(hello.get("version", ""))
+        conn.policy = hello.get("policy") if isinstance(hello.get("policy"), dict) else None
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         await ws.send_json({"type": "welcome", "version": coord.version})
         await coord.on_hello(conn, hello)

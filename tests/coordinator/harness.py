@@ -53,7 +53,8 @@ class Cluster:
     """
 
     def __init__(self, nodes: dict[str, str], *, config_extra: str = "", nominal_gpus: int = 8,
-                 node_timeout_s: float = 3.0, startup_timeout_s: float = 15.0, queue_extra: str = "") -> None:
+                 node_timeout_s: float = 3.0, startup_timeout_s: float = 15.0, queue_extra: str = "",
+                 agent_supervisor: str = "allow_root = true\n") -> None:
         # Unix socket paths are limited to 107 bytes: keep the base short.
         self.base = Path(tempfile.mkdtemp(prefix="lgc-", dir="/tmp"))
         self.port = free_port()
@@ -72,6 +73,7 @@ class Cluster:
             + queue_extra
         )
         self.nodes = dict(nodes)
+        self.agent_supervisor = agent_supervisor  # the agents' [supervisor] table
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
 
@@ -101,7 +103,7 @@ class Cluster:
             f'node = "{node}"\ncoordinator = "http://127.0.0.1:{self.port}"\n'
             f'token_file = "{token_file or self.token_file}"\naddress = "127.0.0.1"\n'
             f'state_dir = "{self.agent_dir(node)}"\ninterval_s = 0.5\nsample_s = 0.2\nreconnect_max_s = 1.0\n'
-            "user_socket = true\n[supervisor]\nallow_root = true\n"
+            "user_socket = true\n[supervisor]\n" + self.agent_supervisor
         )
         self._spawn(f"agent-{node}", ["agent", "--config", str(cfg), "--simulate", str(SIM / self.nodes[node])])
 

@@ -234,10 +234,10 @@ def test_a_rank_whose_command_cannot_run_fails_the_gang_with_127(cluster: Cluste
     assert (done["state"], done["exit_status"], done["restart_count"]) == ("failed", 127, 0)
 
 
-def test_a_gang_refused_by_its_agents_is_retried_with_backoff_then_failed(cluster: Cluster) -> None:
+def test_a_gang_refused_for_good_by_its_agents_fails_at_once(cluster: Cluster) -> None:
     """nobody (uid 65534) submits from a directory it cannot enter: every agent refuses the
-    launch, so the start fails, the gang is requeued with backoff, and after
-    max_start_failures (3) the job fails with the agents' reason."""
+    launch, a refusal retrying cannot change, so the job fails at once with the agents'
+    reason (no requeue, no backoff)."""
     cluster.base.chmod(0o711)
     private = cluster.base / "private"
     private.mkdir(mode=0o700)
@@ -256,9 +256,33 @@ def test_a_gang_refused_by_its_agents_is_retried_with_backoff_then_failed(cluste
     job = json.loads(out.stdout)["job"]
     assert job["uid"] == 65534
     done = cluster.wait_state(job["id"], {"failed", "succeeded"}, timeout=30)
-    assert done["state"] == "failed" and done["restart_count"] == 2
-    assert "could not start after 3 attempts" in done["reason"]["message"]
-    assert any("retry in" in h["message"] for h in done["history"] if h["event"] == "requeued")
+    assert done["state"] == "failed" and done["restart_count"] == 0, done
+    assert "refused the launch (retrying would not help)" in done["reason"]["message"]
+    assert "may not enter" in done["reason"]["message"]
+    assert not any(h["event"] == "requeued" for h in done["history"])
+
+
+def test_root_jobs_no_agent_allows_fail_at_once_then_are_refused_at_submission() -> None:
+    """allow_root = false on the agents: a root job admitted before any agent said so fails at
+    its first launch without retries; once the agents have said so, submission refuses it (403)."""
+    from labgang.launcher.cli.client import ApiError
+
+    cluster = Cluster(NODES, agent_supervisor="allow_root = false\n")
+    try:
+        cluster.start_coordinator()
+        job = cluster.submit(["true"], workers=1)  # no agent yet: nothing known to refuse it by
+        for node in NODES:
+            cluster.start_agent(node)
+        done = cluster.wait_state(job["id"], {"failed", "succeeded"}, timeout=20)
+        assert (done["state"], done["restart_count"]) == ("failed", 0), done
+        assert "root jobs are off" in done["reason"]["message"]
+        with pytest.raises(ApiError) as refused:
+            cluster.submit(["true"], workers=1)
+        assert refused.value.status == 403 and refused.value.field == "uid"
+        assert "no node runs jobs as root" in refused.value.message
+        assert "allow_root = false" in refused.value.message
+    finally:
+        cluster.stop()
 
 
 def test_an_admission_recorded_just_before_a_crash_is_dispatched_after_the_restart() -> None:
