@@ -10,12 +10,17 @@ Order of detection (the file name is never consulted):
    they are derived; MIG devices from its "MIG devices" box);
 5. lines ``GPU N: NAME (UUID: …)`` → an ``nvidia-smi -L`` listing;
 6. TOML with a ``[machine]`` table → a ``config/sim`` machine file.
+
+Anything else whose name ends in ``.toml`` or that has TOML lines (``key = value``,
+``[table]``) is parsed as TOML so that its parse error, with line and column, is what the
+user sees; other text is "unrecognised format".
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +40,27 @@ from labgang.agent.nvml.smi import (
 RECORD_FORMAT = "labgang-nvml-record"
 
 
-def detect_format(text: str) -> str:
+_TOML_LINE = re.compile(r"""^[ \t]*(?:\[\[?[ \t]*[A-Za-z0-9_."'-]+|[A-Za-z0-9_"'.-]+[ \t]*=)""", re.M)
+"""A line that only TOML has among the formats: a table header or ``key = value``."""
+
+
+def looks_like_toml(text: str, name: str = "") -> bool:
+    """True when ``name`` ends in ``.toml`` or ``text`` has a TOML table header or ``key = value`` line."""
+    return name.lower().endswith(".toml") or bool(_TOML_LINE.search(text))
+
+
+def detect_format(text: str, name: str = "") -> str:
     """Name the format of ``text``: ``"record"``, ``"xml"``, ``"smi-q"``, ``"smi-table"``, ``"smi-L"`` or ``"toml"``.
 
+    Args:
+        text: the file's content.
+        name: the file's name; only consulted to report TOML errors for a ``.toml`` file
+            that none of the formats recognises.
+
     Raises:
-        ValueError: none of the known formats.
+        ValueError: none of the known formats; for content that is meant as TOML (see
+            :func:`looks_like_toml`), the TOML parse error with its line and column, or
+            what a TOML machine file lacks.
     """
     head = text.lstrip()
     if head.startswith("{"):
@@ -60,6 +81,15 @@ def detect_format(text: str) -> str:
         return "smi-L"
     if re.search(r"^\s*\[machine\]\s*$", text, flags=re.M) or re.search(r"^\s*\[\[gpu\]\]\s*$", text, flags=re.M):
         return "toml"
+    if looks_like_toml(text, name):
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"not valid TOML: {exc}") from None
+        if "machine" in data or "gpu" in data:
+            return "toml"
+        raise ValueError("a TOML file but not a machine file: expected a [machine] table and [[gpu]] tables "
+                         f"(config/sim/*.toml); found: {', '.join(sorted(data)) or 'no keys'}")
     raise ValueError("unrecognised format; expected a config/sim TOML machine file, nvidia-smi -q -x XML, "
                      "nvidia-smi -q text, an nvidia-smi -L listing or a labgang NVML record (JSON)")
 
@@ -70,7 +100,7 @@ def machine_from_text(text: str, source: str = "", hostname: str | None = None) 
     Raises:
         ValueError: unrecognised or invalid content; a record (use :func:`load_machine_or_record`).
     """
-    fmt = detect_format(text)
+    fmt = detect_format(text, source)
     host = hostname or ("sim-" + Path(source).stem if source else "sim")
     if fmt == "toml":
         return machine_from_toml(text, source)
@@ -109,7 +139,7 @@ def load_machine_or_record(path: Path) -> Any:
         raise ValueError(f"{path}: not a text file (not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                          "expected a machine file, nvidia-smi output or an NVML record") from None
     try:
-        if detect_format(text) == "record":
+        if detect_format(text, str(path)) == "record":
             from labgang.agent.nvml.recorder import ReplayNvml
 
             return ReplayNvml(json.loads(text), source=str(path))
@@ -119,4 +149,4 @@ def load_machine_or_record(path: Path) -> Any:
         raise ValueError(message if message.startswith(str(path)) else f"{path}: {message}") from None
 
 
-__all__ = ["RECORD_FORMAT", "detect_format", "load_machine_or_record", "machine_from_text"]
+__all__ = ["RECORD_FORMAT", "detect_format", "load_machine_or_record", "looks_like_toml", "machine_from_text"]

@@ -220,9 +220,12 @@ def test_derived_mig_uuids_are_stable_and_version_5_shaped(real_gpus):
          r"mig_device.profile: unknown profile '5g.50gb' .*allowed: 1g.10gb"),
         ('[machine]\n[[gpu]]\nmodel = "RTX-4090"\n', r"machine.hostname: missing"),
         ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "H100-SXM5-80GB"\nerrors = { nvmlDeviceGetName = "BROKEN" }\n', r"errors.nvmlDeviceGetName: unknown NVML error 'BROKEN'"),
-        ("hello world\n", r"unrecognised format"),
+        ("hello world\n", r"bad.toml: not valid TOML: .*\(at line 1, column 7\)"),
+        ('[machine\nhostname = "x"\n', r"bad.toml: not valid TOML: .*\(at line 1, column 9\)"),
+        ('[[queues]]\nname = "q"\n', r"bad.toml: a TOML file but not a machine file: .*\[machine\].*found: queues"),
     ],
-    ids=["unknown-field", "unknown-model", "mig-on-geforce", "unknown-profile", "no-hostname", "bad-error", "garbage"],
+    ids=["unknown-field", "unknown-model", "mig-on-geforce", "unknown-profile", "no-hostname", "bad-error",
+         "garbage-toml", "broken-table-header", "cluster-config"],
 )
 def test_bad_machine_files_name_the_field_and_allowed_values(tmp_path, text, message):
     path = tmp_path / "bad.toml"
@@ -231,6 +234,24 @@ def test_bad_machine_files_name_the_field_and_allowed_values(tmp_path, text, mes
     assert result.exit_code == 2
     assert re.search(message, result.stderr), result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("garbage.txt", "hello world\n", r"garbage.txt: unrecognised format; expected a config/sim TOML machine file"),
+        ("capture.txt", 'hostname = "x"\n[[gpu]\n', r"capture.txt: not valid TOML: .*\(at line 2, column 6\)"),
+    ],
+    ids=["text", "toml-content"],
+)
+def test_toml_errors_are_reported_when_the_content_looks_like_toml(tmp_path, name, text, message):
+    """The TOML parse error (with line and column) is shown when the name ends in .toml or
+    the content has TOML lines; other unknown text gets the list of formats."""
+    path = tmp_path / name
+    path.write_text(text)
+    result = CliRunner().invoke(nodes, ["--local", "--simulate", str(path)])
+    assert result.exit_code == 2
+    assert re.search(message, result.stderr), result.stderr
 
 
 def test_profiles_of_an_unknown_product_are_inferred_from_sms_and_memory(real_gpus):
