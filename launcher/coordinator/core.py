@@ -138,9 +138,10 @@ class Coordinator:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
         spec = build_spec(body, caller, self.config)
         self._check_run_as(spec)
-        reason = self._unschedulable(spec)
-        if reason is not None:
-            raise Conflict(f"job can never start: {reason}", field="workers")
+        found = self._unschedulable(spec)
+        if found is not None:
+            reason, field = found
+            raise Conflict(f"job can never start: {reason}", field=field)
         now = self.clock()
         job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
         self.jobs[job.id] = job
@@ -167,7 +168,7 @@ class Coordinator:
             why = "; ".join(f"node {n}: {r}" for n, r in sorted(refusals.items()))
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
-    def _unschedulable(self, spec: Any) -> str | None:
+    def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
         from labgang.launcher.coordinator.scheduling import check_submission
 
         return check_submission(self, spec)

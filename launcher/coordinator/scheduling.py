@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
-from labgang.launcher.scheduler.unschedulable import check_schedulable
+from labgang.launcher.scheduler.unschedulable import never_schedulable
 from labgang.launcher.store import JobRecord, JobSpec, RankRecord
 
 if TYPE_CHECKING:
@@ -244,8 +244,9 @@ async def timer_loop(coord: "Coordinator") -> None:
         last = now
 
 
-def check_submission(coord: "Coordinator", spec: JobSpec) -> str | None:
-    """Why a submission could never start (quota or hardware), or None.
+def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | None:
+    """Why a submission could never start (quota or hardware) and the body field at fault
+    ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
 
     Without any node known yet (the agents have not connected), only quota is judged.
     """
@@ -254,13 +255,18 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> str | None:
         return coord.schedulable_cache[key]
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
-    if not nodes:
-        from labgang.launcher.scheduler.quota import QuotaBook
-        from labgang.launcher.scheduler.unschedulable import quota_never_fits
-
-        reason = quota_never_fits(QuotaBook(coord.config.queue_specs()), spec.queue, spec.request)
-    else:
-        reason = check_schedulable(spec.request, queue, coord.config.queue_specs(), nodes)
-    answer = None if reason is None else reason.message
+    # With no node known, an empty node list leaves only the quota check able to object.
+    found = never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else \
+        _quota_only(coord, spec)
+    answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
     return answer
+
+
+def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
+    from labgang.launcher.scheduler.quota import QuotaBook
+    from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
+
+    book = QuotaBook(coord.config.queue_specs())
+    reason = quota_never_fits(book, spec.queue, spec.request)
+    return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))

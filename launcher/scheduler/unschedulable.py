@@ -53,8 +53,48 @@ def placement_never_fits(empty: FreeIndex, req: JobRequest) -> PendingReason | N
     )
 
 
+def quota_fault_field(book: QuotaBook, queue: str, req: JobRequest) -> str:
+    """The request field :func:`quota_never_fits` objects to (the submission body's name)."""
+    if req.workers < 1:
+        return "workers"
+    if req.per_worker < 1:
+        return "gpus_per_worker"
+    if req.nodes is not None and not 1 <= req.nodes <= req.workers:
+        return "nodes"
+    mig = req.resource != "gpu"
+    if not is_valid_resource(req.resource) or not book.lists(queue, req.resource):
+        return "mig" if mig else "queue"
+    if req.per_worker > book.potential(queue, req.resource):
+        return "gpus_per_worker"
+    return "workers"
+
+
+def _placement_field(devices: DeviceBook, req: JobRequest, model: str | None) -> str:
+    """The request field that makes every placement impossible, asking which relaxation helps:
+    any device of the model at all, the per-rank count on one node, then the node count."""
+    every_model = devices.all_devices_index(req.resource, None, skip_unavailable=False)
+    if every_model.total == 0:
+        return "mig" if req.resource != "gpu" else "gpus_per_worker"
+    empty = devices.all_devices_index(req.resource, model, skip_unavailable=False)
+    if model is not None and (empty.total == 0 or feasible(every_model, req.workers, req.per_worker, req.nodes)):
+        return "gpu_model"
+    if req.per_worker > empty.largest():
+        return "gpus_per_worker"
+    if req.nodes is not None and feasible(empty, req.workers, req.per_worker, None):
+        return "nodes"
+    return "workers"
+
+
 def check_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec],
                       nodes: Iterable[Node]) -> PendingReason | None:
+    """Could ``request`` in ``queue`` ever start? See :func:`never_schedulable`, which also
+    names the request field at fault."""
+    found = never_schedulable(request, queue, all_queues, nodes)
+    return None if found is None else found[0]
+
+
+def never_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec],
+                      nodes: Iterable[Node]) -> tuple[PendingReason, str] | None:
     """Could ``request`` in ``queue`` ever start? For the coordinator's submission check.
 
     Args:
@@ -64,14 +104,20 @@ def check_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterabl
         nodes: the cluster's nodes with all their allocatable devices.
 
     Returns:
-        None when the job could start on an empty cluster, else an UNSCHEDULABLE reason.
+        None when the job could start on an empty cluster, else an UNSCHEDULABLE reason and
+        the submission field at fault: "workers", "gpus_per_worker", "mig", "gpu_model",
+        "nodes" or "queue" (the one whose change could make it fit).
     """
     queues = {q.name: q for q in all_queues}
     queues[queue.name] = queue
     book = QuotaBook(queues.values())
     reason = quota_never_fits(book, queue.name, request)
     if reason is not None:
-        return reason
+        return reason, quota_fault_field(book, queue.name, request)
     devices = DeviceBook(Snapshot(now=0.0, nodes=tuple(nodes), queues=(), running=(), pending=()))
     model = request.gpu_model.lower() if request.gpu_model else None
-    return placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False), request)
+    reason = placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False),
+                                  request)
+    if reason is None:
+        return None
+    return reason, _placement_field(devices, request, model)

@@ -118,6 +118,32 @@ async def test_bad_submissions_name_the_field_and_change_nothing(server: Server,
     assert listing["jobs"] == []
 
 
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"mig": "1g.10gb"}, "mig"),  # the queue has no quota for MIG devices
+        ({"gpu_model": "A100"}, "gpu_model"),  # the node has H100s only
+        ({"gpus_per_worker": 9}, "gpus_per_worker"),  # more than the queue may ever hold
+        ({"gpus_per_worker": 5}, "gpus_per_worker"),  # more than one node has
+        ({"workers": 2, "nodes": 2}, "nodes"),  # one node known
+        ({"workers": 3, "gpus_per_worker": 2}, "workers"),  # 6 GPUs, the one node has 4
+    ],
+    ids=["mig", "gpu-model", "gpus-over-quota", "gpus-over-a-node", "nodes", "workers"],
+)
+async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Server, fields: dict,
+                                                                   field: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        ws = await s.ws_connect(f"http://127.0.0.1:{server.port}/v1/agent/link",
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        await ws.send_json({"type": "hello", "node": "n1", "version": server.app[keys.COORDINATOR].version,
+                            "address": "127.0.0.1", "inventory": inventory_dict("n1-4gpu.toml"), "ranks": []})
+        assert (await ws.receive_json(timeout=5))["type"] == "welcome"
+        status, reply = await server.call("POST", "/v1/jobs", {"argv": ["x"], **fields})
+        await ws.close()
+    assert status == 409 and reply["error"]["field"] == field, reply
+    assert reply["error"]["message"].startswith("job can never start: ")
+
+
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:
     status, body = await server.call("GET", "/v1/jobs/999")
     assert status == 404 and body["error"]["field"] == "id"
