@@ -14,6 +14,7 @@ import sys
 import click
 
 from labgang.launcher.simulate import ScenarioError, format_summary, load_scenario, run_scenario
+from labgang.launcher.simulate.summary import count
 
 
 @click.command("simulate")
@@ -52,8 +53,8 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
         name = scenario.file.scenario.name
         if scenario.has_checks:  # with --trace, stdout stays pure JSON lines
             if report.ok:
-                click.echo(f"PASS {path} ({name}): {report.checked} expectations, "
-                           f"{len(scenario.file.invariant)} invariants", err=trace)
+                click.echo(f"PASS {path} ({name}): {count(report.checked, 'expectation')}, "
+                           f"{count(len(scenario.file.invariant), 'invariant')}", err=trace)
             else:
                 click.echo(f"FAIL {path} ({name})", err=trace)
                 for line in report.failures:

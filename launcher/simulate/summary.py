@@ -85,12 +85,17 @@ def utilization(sim: Simulation) -> dict[str, float]:
     return {res: used.get(res, 0.0) / (cap * horizon) for res, cap in sorted(capacity.items()) if cap}
 
 
+def count(n: int, noun: str) -> str:
+    """``"1 job"``, ``"0 jobs"``, ``"3 jobs"``: ``n`` and ``noun``, plural (``+s``) unless ``n`` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_summary(sim: Simulation) -> str:
     """A plain-text table of :func:`queue_stats` and :func:`utilization`."""
     def sec(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
 
-    lines = [f"simulated {sim.now:g} s, {len(sim.jobs)} jobs, {sim.cycles} scheduling cycles", ""]
+    lines = [f"simulated {sim.now:g} s, {count(len(sim.jobs), 'job')}, {count(sim.cycles, 'scheduling cycle')}", ""]
     header = f"{'QUEUE':<16} {'JOBS':>5} {'STARTED':>7} {'DONE':>5} {'PREEMPTED':>9} " \
              f"{'WAIT MEAN':>9} {'P50':>7} {'MAX':>7} {'DEVICE-H':>9}"
     lines.append(header)

@@ -225,3 +225,52 @@ def test_missing_file_says_so_and_exits_2(tmp_path):
     assert res.exit_code == 2
     assert "nope.toml" in res.output and "does not exist" in res.output
     assert "malformed" not in res.output
+
+
+ONE = """
+[scenario]
+name = "one"
+[[nodes]]
+name = "n1"
+gpus = 1
+[[queues]]
+name = "q"
+nominal = { gpu = 1 }
+[[jobs]]
+id = "a"
+queue = "q"
+duration = 5.0
+[[expect]]
+finished = ["a"]
+[[invariant]]
+no_partial_gangs = true
+"""
+
+
+def test_counts_of_one_are_singular(tmp_path):
+    res = run("--summary", write(tmp_path, ONE))
+    assert res.exit_code == 0, res.output
+    assert "1 expectation, 1 invariant" in res.output
+    assert "1 job," in res.output
+    for wrong in ("1 expectations", "1 invariants", "1 jobs"):
+        assert wrong not in res.output
+
+
+def test_counts_other_than_one_are_plural(tmp_path):
+    text = ONE.replace('[[expect]]\nfinished = ["a"]\n', '[[expect]]\nfinished = ["a"]\n[[expect]]\nat = 1.0\nrunning = ["a"]\n')
+    res = run("--summary", write(tmp_path, text.replace("[[invariant]]\nno_partial_gangs = true\n", "")))
+    assert res.exit_code == 0, res.output
+    assert "2 expectations, 0 invariants" in res.output
+
+
+def test_partial_gang_message_counts_one_device_in_the_singular(tmp_path):
+    from labgang.launcher.scheduler.snapshot import RankPlacement
+    from labgang.launcher.simulate import Simulation
+    from labgang.launcher.simulate.checks import partial_gangs
+
+    sim = Simulation(load_scenario(write(tmp_path, ONE)))
+    sim.run_instant()
+    job = sim.jobs["a"]
+    assert job.state == "running" and partial_gangs(sim) == []
+    job.placement = (RankPlacement(0, "n1", ()),)  # a rank that lost its device
+    assert partial_gangs(sim) == ["no_partial_gangs: a rank 0 got 0 of 1 device"]
