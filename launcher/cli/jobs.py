@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -91,16 +92,40 @@ class CommandFailed(click.ClickException):
         click.echo(self.prefix + self.format_message(), err=True)
 
 
+# Body fields in seconds, set by duration flags: their errors say how to write a duration.
+DURATION_FIELDS = frozenset({"grace_s", "time_limit_s"})
+DURATION_EXAMPLE = "(e.g. 30s, 5m, 2h)"
+# API field names that are not plain words, rewritten to their flags wherever a message names them.
+_FIELD_NAME_RE = re.compile(r"\b(" + "|".join(sorted((f for f in FIELD_FLAGS if "_" in f), key=len, reverse=True))
+                            + r")\b")
+
+
+def flag_message(message: str, field: str | None) -> str:
+    """Rewrite a coordinator message about body ``field`` in the CLI's terms.
+
+    ``"time_limit_s: must be > 0 seconds"`` becomes ``"--time: must be > 0 seconds (e.g. 30s,
+    5m, 2h)"``: the leading field name becomes its flag, every other API field name with an
+    underscore becomes its flag, and duration fields get an example of the syntax.
+    """
+    if field and message.startswith(f"{field}: "):
+        message = message[len(field) + 2:]
+    message = _FIELD_NAME_RE.sub(lambda m: FIELD_FLAGS[m.group(1)], message)
+    if field in FIELD_FLAGS:
+        flag = FIELD_FLAGS[field]
+        if not message.startswith(flag):
+            message = f"{flag}: {message}"
+    if field in DURATION_FIELDS and DURATION_EXAMPLE not in message:
+        message = f"{message} {DURATION_EXAMPLE}"
+    return message
+
+
 def describe_api_error(err: ApiError) -> CommandFailed:
     """Turn a refusal into a one-line error naming the flag and what it allows.
 
     A 400 (a field is invalid) is a usage error, exit 2; 403/404/409 are refusals, exit 1.
+    Fields that are not flags (``uid``, ``id``) are not prefixed: the message says what it is about.
     """
-    message = err.message
-    if err.field:
-        flag = FIELD_FLAGS.get(err.field, err.field)
-        if flag not in message:
-            message = f"{flag}: {message}"
+    message = flag_message(err.message, err.field)
     if err.allowed not in (None, "", [], {}):
         allowed = ", ".join(map(str, err.allowed)) if isinstance(err.allowed, (list, tuple)) else str(err.allowed)
         if allowed not in message:

@@ -85,14 +85,47 @@ def parse_signal(text: str) -> tuple[int, float]:
     return signum, seconds
 
 
+# Fields in seconds: their bounds read "must be > 0 seconds".
+_SECONDS_FIELDS = frozenset({"grace_s", "time_limit_s"})
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
+           "less_than_equal": ("le", "<=")}
+_TYPES = {
+    "int_parsing": "must be an integer", "int_type": "must be an integer", "int_from_float": "must be an integer",
+    "float_parsing": "must be a number", "float_type": "must be a number", "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false", "string_type": "must be a string", "list_type": "must be a list",
+    "dict_type": "must be an object",
+}
+
+
+def _constraint(err: dict[str, Any], field: str | None) -> str:
+    """Say what a pydantic error means in the field's own terms ("must be > 0 seconds")."""
+    kind, ctx = err["type"], err.get("ctx") or {}
+    top = field.split(".", 1)[0] if field else None
+    if kind in _BOUNDS:
+        key, op = _BOUNDS[kind]
+        unit = " seconds" if top in _SECONDS_FIELDS else ""
+        bound = ctx.get(key)
+        return f"must be {op} {bound:g}{unit}" if isinstance(bound, (int, float)) else f"must be {op} {bound}{unit}"
+    if kind == "too_short" and top == "argv":
+        return "must name a command (at least one word)"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters"
+    if top == "priority":
+        return "must be an integer or a priority class name"
+    return _TYPES.get(kind, err["msg"])
+
+
 def _first_error(exc: ValidationError) -> BadRequest:
     err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or None
+    loc = [str(p) for p in err["loc"]]
+    if loc and loc[0] == "priority":  # int | str union: pydantic names the branch tried
+        loc = ["priority"]
+    field = ".".join(loc) or None
     if err["type"] == "extra_forbidden":
         return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(SubmitBody.model_fields))
     if err["type"] == "missing":
         return BadRequest(f"field {field!r} is required", field=field)
-    return BadRequest(f"{field}: {err['msg']}", field=field)
+    return BadRequest(f"{field}: {_constraint(err, field)}", field=field)
 
 
 def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:

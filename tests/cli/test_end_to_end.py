@@ -253,9 +253,18 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
         (["-p", "urgent"], 2, "labgang submit: -p/--priority: unknown priority class 'urgent'"),
-        (["-n", "5", "-g", "2"], 1, "labgang submit: "),
+        (["-n", "5", "-g", "2"], 1, "labgang submit: -n/--workers: job can never start: "),
+        # the flag at fault, not always -n/--workers
+        (["--mig", "1g.10gb"], 1, "labgang submit: --mig: job can never start: "),
+        (["--gpu-model", "A100"], 1, "labgang submit: --gpu-model: job can never start: "),
+        (["-g", "9"], 1, "labgang submit: -g/--gpus-per-worker: job can never start: "),
+        (["-n", "2", "--nodes", "2"], 1, "labgang submit: --nodes: job can never start: "),
+        # API field names never leak: the flag, the rule, and how to write a duration
+        (["--time", "0"], 2, "labgang submit: --time: must be > 0 seconds (e.g. 30s, 5m, 2h)"),
+        (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (e.g. 30s, 5m, 2h)"),
     ],
-    ids=["gpus-0", "unknown-queue", "unknown-priority", "larger-than-the-machine"],
+    ids=["gpus-0", "unknown-queue", "unknown-priority", "larger-than-the-machine", "mig", "gpu-model",
+         "gpus-per-worker", "nodes", "time-0", "grace-too-long"],
 )
 def test_refused_submission_changes_nothing(lg, args, status, last_line):
     before = lg.jobs()
