@@ -175,7 +175,8 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb)."),
         click.option("-q", "--queue", default=None, help="Queue to submit to (default: your default queue)."),
         click.option("-p", "--priority", default=None,
-                     help="Priority: an integer or a priority class name from the cluster config."),
+                     help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
+                          "first) or a priority class name from the cluster config."),
         click.option("--nodes", type=click.IntRange(min=1), default=None,
                      help="Spread the ranks over exactly this many nodes (default: as few as fit)."),
         click.option("--gpu-model", default=None, metavar="MODEL",

@@ -18,6 +18,10 @@ from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
 from labgang.launcher.store import JobSpec
 
 
+# Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+
+
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.yaml, ``SubmitRequest``)."""
 
@@ -164,7 +168,13 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     try:
         priority = config.resolve_priority(req.priority)
     except ValueError as exc:
+        if not config.priority_classes:
+            raise BadRequest(f"priority: {req.priority!r} is not an integer, and no priority classes are "
+                             "configured (allowed: an integer)", field="priority") from None
         raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes)) from None
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise BadRequest(f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to "
+                         f"{PRIORITY_MAX}, a signed 32-bit integer)", field="priority")
 
     if req.signal is not None:
         parse_signal(req.signal)

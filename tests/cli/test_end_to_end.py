@@ -252,7 +252,10 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         (["-g", "0"], 2, "Error: Invalid value for '-g' / '--gpus-per-worker': 0 is not in the range x>=1."),
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
-        (["-p", "urgent"], 2, "labgang submit: -p/--priority: unknown priority class 'urgent'"),
+        (["-p", "urgent"], 2, "labgang submit: -p/--priority: 'urgent' is not an integer, and no priority classes "
+                              "are configured (allowed: an integer)"),
+        (["-p", "99999999999999999999"], 2, "labgang submit: -p/--priority: 99999999999999999999 is out of range "
+                                            "(allowed: an integer from -2147483648 to 2147483647, a signed 32-bit"),
         (["-n", "5", "-g", "2"], 1, "labgang submit: -n/--workers: job can never start: "),
         # the flag at fault, not always -n/--workers
         (["--mig", "1g.10gb"], 1, "labgang submit: --mig: job can never start: "),
@@ -263,7 +266,7 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         (["--time", "0"], 2, "labgang submit: --time: must be > 0 seconds (e.g. 30s, 5m, 2h)"),
         (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (e.g. 30s, 5m, 2h)"),
     ],
-    ids=["gpus-0", "unknown-queue", "unknown-priority", "larger-than-the-machine", "mig", "gpu-model",
+    ids=["gpus-0", "unknown-queue", "unknown-priority", "priority-out-of-range", "larger-than-the-machine", "mig", "gpu-model",
          "gpus-per-worker", "nodes", "time-0", "grace-too-long"],
 )
 def test_refused_submission_changes_nothing(lg, args, status, last_line):

@@ -96,6 +96,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
     [
         ({"argv": ["x"], "queue": "nope"}, 400, "queue", ["default", "private"]),
         ({"argv": ["x"], "priority": "urgent"}, 400, "priority", ["high"]),
+        ({"argv": ["x"], "priority": 2**31}, 400, "priority", None),
+        ({"argv": ["x"], "priority": -(2**31) - 1}, 400, "priority", None),
         ({"argv": ["x"], "bogus": 1}, 400, "bogus", None),
         ({"argv": []}, 400, "argv", None),
         ({"argv": ["x"], "workers": 0}, 400, "workers", None),
@@ -104,7 +106,7 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
     ],
-    ids=["unknown-queue", "unknown-priority-class", "unknown-field", "empty-argv", "zero-workers", "bad-mig",
+    ids=["unknown-queue", "unknown-priority-class", "priority-above-int32", "priority-below-int32", "unknown-field", "empty-argv", "zero-workers", "bad-mig",
          "bad-signal", "relative-cwd", "over-any-quota"],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(server: Server, body: dict, status: int,
