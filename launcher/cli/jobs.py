@@ -536,15 +536,23 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
     with Client.for_state_dir(state_dir) as client:
         for job_id in job_ids:
             try:
-                job = client.cancel(job_id)
+                before = client.job(job_id)
+                job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
             except ApiError as err:
                 failure = describe_api_error(err)
                 failures.append(failure)
-                click.echo(f"labgang cancel: job {job_id}: {failure.message}", err=True)
+                # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
+                text = failure.message
+                if not text.startswith(f"job {job_id} ") and not text.startswith(f"job {job_id}:"):
+                    text = f"job {job_id}: {text}"
+                click.echo(f"labgang cancel: {text}", err=True)
                 continue
             except CoordinatorUnavailable as err:
                 raise CommandFailed(str(err), 1) from err
-            click.echo(f"job {job['id']}: {job['state']}")
+            if job is before:
+                click.echo(f"job {job['id']}: already {job['state']}")
+            else:
+                click.echo(f"job {job['id']}: {job['state']}")
     if failures:
         sys.exit(max(f.exit_code for f in failures))
 

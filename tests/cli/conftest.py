@@ -92,9 +92,10 @@ class FakeCoordinator:
 
     async def _job(self, request: web.Request) -> web.Response:
         await self._record(request)
-        if request.match_info["id"] != "1":
+        state = {"1": "succeeded", "2": "running", "3": "running"}.get(request.match_info["id"])
+        if state is None:
             return web.json_response({"error": {"message": "no job 9", "field": None, "allowed": None}}, status=404)
-        return web.json_response({"job": {"id": "1", "state": "succeeded"}})
+        return web.json_response({"job": {"id": request.match_info["id"], "state": state}})
 
     async def _logs(self, request: web.Request) -> web.Response:
         await self._record(request)

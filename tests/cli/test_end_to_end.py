@@ -197,6 +197,8 @@ def test_cancel_a_running_job(lg):
     assert out.returncode == 0 and out.stdout.startswith(f"job {job_id}: ")
     assert lg.wait_state(job_id, {"cancelled"}, timeout=20)["state"] == "cancelled"
     assert job_id not in [j["id"] for j in lg.jobs()]
+    twice = lg.cli("cancel", job_id)
+    assert (twice.returncode, twice.stdout) == (0, f"job {job_id}: already cancelled\n")
     again = lg.cli("cancel", "no-such-job")
     assert again.returncode == 1 and "no-such-job" in again.stderr
 

@@ -87,10 +87,12 @@ def test_state_dir_from_environment(fake):
 
 
 def test_cancel_reports_each_job_and_fails_if_any_is_refused(fake):
-    result = invoke(["cancel", "1", "2"], fake.socket_path.parent)
+    result = invoke(["cancel", "3", "2", "1"], fake.socket_path.parent)
     assert result.exit_code == 1
-    assert "job 1: cancelled" in result.output
-    assert "labgang cancel: job 2: job 2 belongs to bob" in result.output
+    assert "job 3: cancelled\n" in result.output
+    assert "labgang cancel: job 2 belongs to bob\n" in result.output  # the id once
+    assert "job 1: already succeeded\n" in result.output
+    assert [r[1] for r in fake.received if r[0] == "POST"] == ["/v1/jobs/3/cancel", "/v1/jobs/2/cancel"]
 
 
 def test_logs_prints_the_rank_output(fake):
