@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import socket
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from labgang.agent import tomlfile
 from labgang.agent.supervisor.config import SupervisorConfig
 
 
@@ -137,26 +137,15 @@ def load_agent_config(path: str | Path) -> AgentConfig:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a user-given TOML file (UTF-8, as TOML requires).
+    """Read a user-given TOML file (see :func:`labgang.agent.tomlfile.read_toml`).
 
     Raises:
-        AgentConfigError: one line ``FILE: reason``: no such file, cannot be read
-            (permission, a directory), not UTF-8 text, or not valid TOML (line and column).
+        AgentConfigError: one line ``FILE: reason``.
     """
-    p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise AgentConfigError(f"{p}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise AgentConfigError(f"{p}: not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
-                               f"at offset {exc.start})") from None
-    except OSError as exc:
-        raise AgentConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise AgentConfigError(f"{p}: not valid TOML: {exc}") from None
+        return tomlfile.read_toml(path)
+    except tomlfile.TomlFileError as exc:
+        raise AgentConfigError(str(exc)) from None
 
 
 def read_token(path: str | Path) -> str:

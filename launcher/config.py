@@ -26,13 +26,13 @@ from __future__ import annotations
 import enum
 import grp
 import pwd
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from labgang.agent import tomlfile
 from labgang.launcher.model import (
     BorrowPolicy,
     BorrowWithinCohort,
@@ -342,27 +342,15 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfi
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a user-given TOML file (UTF-8, as TOML requires).
+    """Read a user-given TOML file (see :func:`labgang.agent.tomlfile.read_toml`).
 
     Raises:
-        ConfigError: with ``unreadable=True`` and one reason: no such file, cannot be
-            read (permission, a directory), not UTF-8 text, or not valid TOML (with the
-            line and column).
+        ConfigError: with ``unreadable=True`` and the one reason the file could not be read.
     """
-    p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(p), ["no such file"], unreadable=True) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(str(p), [f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
-                                   f"at offset {exc.start})"], unreadable=True) from None
-    except OSError as exc:
-        raise ConfigError(str(p), [f"cannot read: {exc.strerror or exc}"], unreadable=True) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(p), [f"not valid TOML: {exc}"], unreadable=True) from None
+        return tomlfile.read_toml(path)
+    except tomlfile.TomlFileError as exc:
+        raise ConfigError(exc.path, [exc.reason], unreadable=True) from None
 
 
 def load_config(path: str | Path) -> ClusterConfig:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import enum
 import math
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from labgang.agent import tomlfile
 
 MiB = 1024 * 1024
 
@@ -166,14 +167,10 @@ class PitfallThresholds:
         """Read the ``[pitfalls]`` table of a TOML file; a file without it gives the defaults.
 
         Raises:
-            OSError: the file cannot be read.
-            ValueError: invalid TOML, or a bad threshold (see :meth:`from_mapping`).
+            TomlFileError: (a ValueError) the file is missing, unreadable, not UTF-8 or not TOML.
+            ValueError: a bad threshold (see :meth:`from_mapping`).
         """
-        with open(path, "rb") as fh:
-            try:
-                doc = tomllib.load(fh)
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{path}: {exc}") from exc
+        doc = tomlfile.read_toml(path)
         section = doc.get(table, {})
         if not isinstance(section, Mapping):
             raise ValueError(f"{path}: [{table}] must be a table")

@@ -9,13 +9,13 @@ returns a :class:`Scenario` of plain model types, or raises :class:`ScenarioErro
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
@@ -366,16 +366,7 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(str(p), ["no such file"], unreadable=True) from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(str(p), [f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
-                                     f"at offset {exc.start})"], unreadable=True) from None
-    except OSError as exc:
-        raise ScenarioError(str(p), [f"cannot read: {exc.strerror or exc}"], unreadable=True) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(str(p), [f"not valid TOML: {exc}"]) from None
+        data = tomlfile.read_toml(p)
+    except tomlfile.TomlFileError as exc:
+        raise ScenarioError(exc.path, [exc.reason], unreadable=not exc.syntax) from None
     return parse_scenario(data, str(p))
