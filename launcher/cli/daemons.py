@@ -74,6 +74,9 @@ def agent(config_file: str, simulate: str | None, state_dir: str | None, stop_jo
         cfg = cfg.model_copy(update=updates)
     try:
         asyncio.run(main_async(cfg, stop_jobs_on_exit=stop_jobs_on_exit))
-    except (AgentConfigError, NvmlUnavailable) as exc:
-        click.echo(f"labgang agent: {exc}", err=True)
+    except (AgentConfigError, NvmlUnavailable, ValueError, OSError) as exc:
+        # ValueError/OSError: a --simulate machine file that is missing, binary or malformed
+        # (agent/nvml/formats.py names the file and the problem in one line).
+        what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else exc
+        click.echo(f"labgang agent: {what}", err=True)
         raise SystemExit(2) from None
