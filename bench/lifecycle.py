@@ -1,0 +1,486 @@
+"""Gang lifecycle latencies end to end, with real daemons and real rank processes.
+
+Run by hand: ``.venv/bin/python bench/lifecycle.py [--rounds 20] [--jobs 400] [--reclaim-jobs 10]
+[--reclaims 5] [--only release,makespan,reclaim]``. Prints figures and their ratios to the
+targets of DESIGN.md "What we measure", all measured in this one run:
+
+* **release**: ``labgang up --simulate config/sim/h100x8.toml``. A gang (4x2, 8x1, 2x4, 1x8 in
+  turn) holds all 8 GPUs, its ranks blocked reading a FIFO each; a 4x2 gang waits behind it
+  (pending, with a reason). The bench writes the FIFOs, each rank writes its exit timestamp
+  and exits. Latency = the last waiting rank's start timestamp (written first thing by the
+  rank) minus the last releasing rank's exit timestamp; p50/p90 over ``--rounds`` (after one
+  unmeasured warm-up round). Target p50 < 50 ms; peers 2-4 s.
+* **makespan**: the same ``labgang up``; ``--jobs`` one-second 1-GPU jobs (``sleep 1``)
+  submitted back to back; makespan = the last job's end (coordinator time) minus the first
+  submit; ideal = ceil(jobs/8) x 1 s. Target <= 1.1 x ideal; peers 5-7 x.
+* **reclaim**: ``labgang coordinator --config`` + ``labgang agent --config`` per simulated node,
+  queues ``lender`` (nominal = every GPU, ``reclaim_within_cohort = "any"``) and ``borrower``
+  (nominal 0) in cohort ``lab``. ``--reclaim-jobs`` 1-GPU jobs of ``borrower`` (8: one h100x8
+  node; 10: plus an rtx4090x2 node) run on borrowed quota and ignore SIGTERM, so each is
+  stopped by SIGKILL after its 0.5 s grace. Then ``lender`` submits one gang of one GPU per
+  borrowed job. Reclaim = the lender's last rank start timestamp minus the submit, minus the
+  grace; scheduling cycles = the growth of ``labgang_scheduling_cycle_duration_seconds_count``
+  on ``/metrics``. Repeated ``--reclaims`` times (the evicted jobs requeue and run again
+  between tries). Target: one cycle + grace, < 200 ms beyond grace for 10; Kueue ~1.1 s/job.
+
+Timestamps are ``CLOCK_REALTIME`` (bash ``$EPOCHREALTIME`` in the ranks, ``time.time()`` here).
+Every scenario gets a fresh temporary state directory; every process started is stopped and
+every rank found by its ``LGBENCH`` environment marker is killed; the last line counts what
+was left over (0 expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from labgang.launcher.cli.client import Client, ClientError
+
+REPO = Path(__file__).resolve().parents[1]
+SIM = REPO / "config" / "sim"
+MARKER = "LGBENCH"
+GRACE_S = 0.5
+SHAPES = ((4, 2), (8, 1), (2, 4), (1, 8))
+FINISHED = {"succeeded", "failed", "cancelled"}
+
+# A rank that records its start, blocks on its own FIFO, records its exit and exits 0.
+GATED_RANK = (
+    'echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.start.$RANK"; '
+    'read -r _ < "$LGB_DIR/$LGB_TAG.go.$RANK"; '
+    'echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.end.$RANK"'
+)
+# A borrowed job that ignores SIGTERM (the ignore survives exec), so only SIGKILL after grace ends it.
+STUBBORN_RANK = 'trap "" TERM; exec sleep 600'
+# The reclaiming gang: record the start, stay briefly, exit 0.
+LENDER_RANK = 'echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.start.$RANK"; sleep 0.2'
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.005) -> Any:
+    """Poll ``predicate`` every ``interval`` seconds until truthy; return its value.
+
+    Raises:
+        TimeoutError: still falsy after ``timeout`` seconds (the message names ``what``).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_stamp(path: Path) -> float | None:
+    """The ``$EPOCHREALTIME`` a rank wrote to ``path`` (unix seconds), or None while absent or half-written."""
+    try:
+        text = path.read_text().strip()
+        return float(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0..1) of ``values``, linear between closest ranks."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def marked_pids(base: Path) -> list[int]:
+    """Pids of live processes whose environment holds ``LGBENCH=<base>`` (daemons and ranks of one scenario)."""
+    marker = f"{MARKER}={base}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+class Instance:
+    """One scenario's labgang daemons (real subprocesses) under a fresh temporary directory.
+
+    Args:
+        label: short name used in the directory prefix.
+
+    The directory is short (Unix socket paths are limited to 107 bytes) and removed by
+    :meth:`close`, which also stops the daemons and kills every marked rank.
+    """
+
+    def __init__(self, label: str) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix=f"lgb{label}-", dir="/tmp"))
+        self.state = self.base / "s"
+        self.procs: list[tuple[subprocess.Popen[bytes], int]] = []
+        self.leftover = 0
+
+    @property
+    def socket(self) -> Path:
+        return self.state / "labgang.sock"
+
+    def env(self) -> dict[str, str]:
+        """The environment given to daemons and ranks: ``PATH``, the marker and the bench directory."""
+        return {"PATH": "/usr/bin:/bin", MARKER: str(self.base), "LGB_DIR": str(self.base)}
+
+    def spawn(self, name: str, args: list[str], stop_signal: int) -> None:
+        """Start ``python -m labgang.launcher ARGS`` in its own session, output to ``<base>/<name>.log``."""
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{MARKER: str(self.base)})
+        env.pop("LABGANG_STATE_DIR", None)
+        with open(self.base / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append((proc, stop_signal))
+
+    def wait_nodes(self, count: int, timeout: float = 60.0) -> None:
+        """Wait until ``count`` nodes are connected to the coordinator.
+
+        Raises:
+            RuntimeError: a daemon exited (its log is included).
+            TimeoutError: not connected within ``timeout`` seconds.
+        """
+        def connected() -> bool:
+            for proc, _ in self.procs:
+                if proc.poll() is not None:
+                    logs = "".join(p.read_text(errors="replace") for p in self.base.glob("*.log"))
+                    raise RuntimeError(f"a labgang daemon exited with {proc.returncode}:\n{logs}")
+            if not self.socket.exists():
+                return False
+            try:
+                with Client(self.socket, timeout=5) as c:
+                    return sum(1 for n in c.nodes() if n.get("connected")) >= count
+            except ClientError:
+                return False
+        wait_for(connected, timeout, f"{count} connected node(s)", interval=0.1)
+
+    def client(self) -> Client:
+        """A client of this instance's coordinator socket."""
+        return Client(self.socket, timeout=30)
+
+    def submit(self, c: Client, tag: str, script: str, *, workers: int, gpus: int, queue: str | None = None,
+               grace_s: float = GRACE_S) -> str:
+        """Submit ``bash -c SCRIPT`` as a ``workers`` x ``gpus`` gang; ranks get ``LGB_TAG=tag``; return the job id."""
+        body: dict[str, Any] = {"name": tag, "workers": workers, "gpus_per_worker": gpus, "grace_s": grace_s,
+                                "argv": ["/bin/bash", "-c", script], "cwd": str(self.base),
+                                "env": {**self.env(), "LGB_TAG": tag}}
+        if queue:
+            body["queue"] = queue
+        return str(c.submit(body)["id"])
+
+    def metric(self, c: Client, name: str) -> float | None:
+        """One unlabelled sample from ``GET /metrics`` (on the Unix socket), or None when absent."""
+        status, _, data = c.request("GET", "/metrics")
+        if status != 200:
+            return None
+        for line in data.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def close(self) -> None:
+        """Cancel unfinished jobs, stop the daemons, kill marked leftovers, remove the directory."""
+        try:
+            with Client(self.socket, timeout=5, wait_for_start=False) as c:
+                for job in c.jobs(all_users=True):
+                    if job["state"] not in FINISHED:
+                        c.cancel(str(job["id"]))
+        except ClientError:
+            pass
+        for proc, sig in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(sig)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
+        leftovers = marked_pids(self.base)
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.leftover = len(leftovers)
+        wait_for(lambda: not marked_pids(self.base), 10, "marked processes to die", interval=0.05)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def start_up(label: str) -> Instance:
+    """``labgang up --simulate config/sim/h100x8.toml --state-dir <fresh>``, ready (node connected)."""
+    inst = Instance(label)
+    inst.spawn("up", ["up", "--simulate", str(SIM / "h100x8.toml"), "--state-dir", str(inst.state)], signal.SIGINT)
+    inst.wait_nodes(1)
+    return inst
+
+
+def stamps(inst: Instance, tag: str, kind: str, ranks: int, job: tuple[Client, str] | None = None,
+           timeout: float = 60.0) -> list[float]:
+    """Wait for every rank's ``<tag>.<kind>.<rank>`` timestamp file; return the stamps (unix seconds).
+
+    Raises:
+        TimeoutError: not all written within ``timeout`` s; names the job's state and last events
+            when ``job`` (client, job id) is given.
+    """
+    paths = [inst.base / f"{tag}.{kind}.{r}" for r in range(ranks)]
+
+    def all_there() -> list[float] | None:
+        values = [read_stamp(p) for p in paths]
+        return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    try:
+        return wait_for(all_there, timeout, f"{kind} of {ranks} ranks of {tag}")
+    except TimeoutError as exc:
+        if job is None:
+            raise
+        view = job[0].job(job[1])
+        events = "; ".join(f"{e['event']}: {e['message']}" for e in view["history"][-4:])
+        raise TimeoutError(f"{exc}; job {job[1]} is {view['state']} ({view.get('reason')}); {events}") from None
+
+
+def make_gates(inst: Instance, tag: str, ranks: int) -> None:
+    """One FIFO per rank, ``<tag>.go.<rank>``, that the rank blocks on."""
+    for r in range(ranks):
+        os.mkfifo(inst.base / f"{tag}.go.{r}")
+
+
+def open_gates(inst: Instance, tag: str, ranks: int) -> None:
+    """Write a line to each rank's FIFO (waiting up to 10 s for its reader) so every rank exits."""
+    for r in range(ranks):
+        path = inst.base / f"{tag}.go.{r}"
+
+        def opened() -> int | None:
+            try:
+                return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: the rank has not opened it yet
+                return None
+        fd = wait_for(opened, 10, f"rank {r} of {tag} reading its FIFO", interval=0.001)
+        os.write(fd, b"go\n")
+        os.close(fd)
+
+
+# ----- 1. release -> start of a waiting gang -----------------------------------------------------
+
+
+def bench_release(rounds: int) -> dict[str, Any]:
+    """Run ``rounds`` (+1 warm-up) release rounds; return latencies in seconds (last start, first start)."""
+    inst = start_up("rel")
+    last, first, admit, shapes = [], [], [], []
+    try:
+        with inst.client() as c:
+            for i in range(rounds + 1):
+                workers, gpus = SHAPES[i % len(SHAPES)]
+                holder, waiter = f"r{i}", f"w{i}"
+                make_gates(inst, holder, workers)
+                make_gates(inst, waiter, 4)
+                holder_id = inst.submit(c, holder, GATED_RANK, workers=workers, gpus=gpus)
+                stamps(inst, holder, "start", workers, (c, holder_id))
+                waiter_id = inst.submit(c, waiter, GATED_RANK, workers=4, gpus=2)
+                wait_for(lambda: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"), 10,
+                         f"job {waiter_id} pending with a reason", interval=0.01)
+                open_gates(inst, holder, workers)
+                started = stamps(inst, waiter, "start", 4, (c, waiter_id))
+                released = max(stamps(inst, holder, "end", workers))
+                if i > 0:
+                    last.append(max(started) - released)
+                    first.append(min(started) - released)
+                    admit.append(c.job(waiter_id)["admit_time"] - released)
+                    shapes.append(f"{workers}x{gpus}")
+                open_gates(inst, waiter, 4)
+                for job_id in (holder_id, waiter_id):
+                    wait_for(lambda: c.job(job_id)["state"] in FINISHED, 20, f"job {job_id} finished", 0.01)
+    finally:
+        inst.close()
+    return {"last": last, "first": first, "admit": admit, "shapes": shapes, "leftover": inst.leftover}
+
+
+# ----- 2. makespan of N one-second 1-GPU jobs -------------------------------------------------------
+
+
+def bench_makespan(jobs: int, gpus: int = 8) -> dict[str, Any]:
+    """Submit ``jobs`` ``sleep 1`` 1-GPU jobs back to back; return makespan figures in seconds."""
+    inst = start_up("mk")
+    try:
+        with inst.client() as c:
+            body = {"workers": 1, "gpus_per_worker": 1, "grace_s": GRACE_S, "argv": ["sleep", "1"],
+                    "cwd": str(inst.base), "env": inst.env()}
+            t0 = time.time()
+            ids = {str(c.submit({**body, "name": f"j{i}"})["id"]) for i in range(jobs)}
+            submitted = time.time() - t0
+
+            def all_done() -> list[dict[str, Any]] | None:
+                mine = [j for j in c.jobs(all_users=True) if str(j["id"]) in ids]
+                return mine if len(mine) == jobs and all(j["state"] in FINISHED for j in mine) else None
+            done = wait_for(all_done, 60 + 3 * jobs, f"{jobs} jobs finished", interval=1.0)
+    finally:
+        inst.close()
+    ends = [j["end_time"] for j in done]
+    busy = sum(j["end_time"] - j["start_time"] for j in done if j.get("start_time"))
+    makespan = max(ends) - t0
+    ideal = math.ceil(jobs / gpus) * 1.0
+    return {"jobs": jobs, "submitted_s": submitted, "makespan": makespan, "ideal": ideal,
+            "failed": sum(1 for j in done if j["state"] != "succeeded"), "mean_run": busy / jobs,
+            "mean_gap": (gpus * makespan - busy) / jobs, "utilization": busy / (gpus * makespan),
+            "leftover": inst.leftover}
+
+
+# ----- 3. reclaim of N borrowed jobs --------------------------------------------------------------
+
+
+RECLAIM_NODES = {8: {"n0": "h100x8.toml"}, 10: {"n0": "h100x8.toml", "n1": "rtx4090x2.toml"}}
+
+
+def start_cluster(borrowed: int) -> Instance:
+    """Coordinator (cluster.toml with queues lender/borrower in cohort lab) + one agent per simulated node."""
+    nodes = RECLAIM_NODES[borrowed]
+    inst = Instance("rc")
+    port = free_port()
+    token = inst.base / "token"
+    token.write_text("bench-cluster-token\n")
+    token.chmod(0o600)
+    cluster = inst.base / "cluster.toml"
+    cluster.write_text(
+        f'default_queue = "lender"\ntoken_file = "{token}"\ntcp_host = "127.0.0.1"\ntcp_port = {port}\n'
+        f"requeue_backoff_s = 0.2\ndefault_grace_s = {GRACE_S}\n\n"
+        '[[cohorts]]\nname = "lab"\n\n'
+        f'[[queues]]\nname = "lender"\ncohort = "lab"\nnominal = {{ gpu = {borrowed} }}\n'
+        'reclaim_within_cohort = "any"\n\n'
+        '[[queues]]\nname = "borrower"\ncohort = "lab"\nnominal = { gpu = 0 }\n'
+    )
+    inst.spawn("coordinator", ["coordinator", "--config", str(cluster), "--state-dir", str(inst.state)],
+               signal.SIGTERM)
+    for node, machine in nodes.items():
+        cfg = inst.base / f"{node}.toml"
+        cfg.write_text(
+            f'node = "{node}"\ncoordinator = "http://127.0.0.1:{port}"\ntoken_file = "{token}"\n'
+            f'address = "127.0.0.1"\nstate_dir = "{inst.base / node}"\nuser_socket = false\n'
+            "[supervisor]\nallow_root = true\n"
+        )
+        inst.spawn(f"agent-{node}", ["agent", "--config", str(cfg), "--simulate", str(SIM / machine),
+                                     "--stop-jobs-on-exit"], signal.SIGTERM)
+    inst.wait_nodes(len(nodes))
+    return inst
+
+
+def bench_reclaim(borrowed: int, tries: int) -> dict[str, Any]:
+    """``tries`` reclaims of ``borrowed`` borrowed 1-GPU jobs; return seconds from submit to running, cycles."""
+    inst = start_cluster(borrowed)
+    totals, admits, cycles, evicted = [], [], [], []
+    cycles_metric = "labgang_scheduling_cycle_duration_seconds_count"
+    try:
+        with inst.client() as c:
+            victims = [inst.submit(c, f"b{k}", STUBBORN_RANK, workers=1, gpus=1, queue="borrower")
+                       for k in range(borrowed)]
+            for t in range(tries):
+                wait_for(lambda: all(c.job(v)["state"] == "running" for v in victims), 30,
+                         f"{borrowed} borrowed jobs running", interval=0.05)
+                before = inst.metric(c, cycles_metric)
+                tag = f"l{t}"
+                t0 = time.time()
+                lender_id = inst.submit(c, tag, LENDER_RANK, workers=borrowed, gpus=1, queue="lender")
+                ran = max(stamps(inst, tag, "start", borrowed, (c, lender_id)))
+                totals.append(ran - t0)
+                admits.append(c.job(lender_id)["admit_time"] - t0)
+                after = inst.metric(c, cycles_metric)
+                if before is not None and after is not None:
+                    cycles.append(after - before)
+                wait_for(lambda: c.job(lender_id)["state"] in FINISHED, 20, f"lender job {lender_id}", 0.02)
+                evicted.append(sum(1 for v in victims if c.job(v).get("restart_count", 0) > t))
+    finally:
+        inst.close()
+    return {"borrowed": borrowed, "totals": totals, "admits": admits, "cycles": cycles, "evicted": evicted,
+            "leftover": inst.leftover}
+
+
+# ----- report -----------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:7.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="release rounds measured (default 20)")
+    parser.add_argument("--jobs", type=int, default=400, help="one-second 1-GPU jobs on 8 GPUs (default 400)")
+    parser.add_argument("--reclaim-jobs", type=int, choices=sorted(RECLAIM_NODES), default=10,
+                        help="borrowed jobs reclaimed: 8 (one h100x8 node) or 10 (plus an rtx4090x2 node)")
+    parser.add_argument("--reclaims", type=int, default=5, help="reclaim tries (default 5)")
+    parser.add_argument("--only", default="release,makespan,reclaim",
+                        help="comma-separated scenarios to run (release, makespan, reclaim)")
+    args = parser.parse_args()
+    chosen = set(args.only.split(","))
+    unknown = chosen - {"release", "makespan", "reclaim"}
+    if unknown:
+        parser.error(f"--only: unknown scenario(s) {sorted(unknown)}; allowed: release, makespan, reclaim")
+    leftover = 0
+    started = time.monotonic()
+    print(f"labgang lifecycle bench: {os.cpu_count()} cpus, simulated GPUs, real daemons and rank processes")
+
+    if "release" in chosen:
+        r = bench_release(args.rounds)
+        leftover += r["leftover"]
+        p50, p90 = percentile(r["last"], 0.5), percentile(r["last"], 0.9)
+        print(f"\n1. release -> start of a waiting 4x2 gang ({args.rounds} rounds behind "
+              f"{', '.join(sorted(set(r['shapes'])))} on 8 GPUs; labgang up --simulate h100x8)")
+        print(f"   last releasing rank exit -> last waiting rank start: p50 {ms(p50)}  p90 {ms(p90)}  "
+              f"max {ms(max(r['last']))}")
+        print(f"   last releasing rank exit -> first waiting rank start: p50 {ms(percentile(r['first'], 0.5))}")
+        print(f"   last releasing rank exit -> waiting gang admitted (coordinator clock): "
+              f"p50 {ms(percentile(r['admit'], 0.5))}")
+        print(f"   p50 / target 50 ms = {p50 / 0.050:.2f}   peers 2-4 s / p50 = {2.0 / p50:.0f}-{4.0 / p50:.0f}x")
+
+    if "makespan" in chosen:
+        m = bench_makespan(args.jobs)
+        leftover += m["leftover"]
+        ratio = m["makespan"] / m["ideal"]
+        print(f"\n2. makespan: {m['jobs']} one-second 1-GPU jobs (sleep 1) on 8 GPUs, submitted back to back "
+              f"in {m['submitted_s']:.2f} s; labgang up --simulate h100x8")
+        print(f"   makespan {m['makespan']:.2f} s  ideal {m['ideal']:.0f} s  ratio {ratio:.3f}  "
+              f"(target <= 1.1; peers 5-7)  not succeeded {m['failed']}")
+        print(f"   per job: start -> end as the coordinator saw it {m['mean_run']:.3f} s (sleep 1); "
+              f"idle GPU time between jobs {m['mean_gap'] * 1e3:.0f} ms; GPU busy {m['utilization'] * 100:.1f}%")
+
+    if "reclaim" in chosen:
+        rc = bench_reclaim(args.reclaim_jobs, args.reclaims)
+        leftover += rc["leftover"]
+        beyond = [t - GRACE_S for t in rc["totals"]]
+        med = statistics.median(beyond)
+        nodes = " + ".join(RECLAIM_NODES[rc["borrowed"]].values())
+        print(f"\n3. reclaim of {rc['borrowed']} borrowed 1-GPU jobs by a {rc['borrowed']}x1 lender gang "
+              f"({args.reclaims} tries; grace {GRACE_S} s, victims ignore SIGTERM; nodes {nodes})")
+        print(f"   submit -> last lender rank start: median {ms(statistics.median(rc['totals']))}; beyond grace "
+              f"median {ms(med)}  max {ms(max(beyond))}  ({', '.join(f'{b * 1e3:.0f}' for b in beyond)} ms)")
+        print(f"   submit -> lender admitted (coordinator clock, includes grace): median "
+              f"{ms(statistics.median(rc['admits']))}")
+        print(f"   scheduling cycles from submit to running: "
+              f"{', '.join(f'{n:g}' for n in rc['cycles']) or 'not observable'}; "
+              f"victims evicted per try: {', '.join(map(str, rc['evicted']))}")
+        print(f"   beyond grace / target 200 ms = {med / 0.200:.2f}   "
+              f"Kueue ~1.1 s/job x {rc['borrowed']} / total = {1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x")
+
+    print(f"\nwall time {time.monotonic() - started:.0f} s; leftover processes killed at cleanup: {leftover}")
+
+
+if __name__ == "__main__":
+    main()
