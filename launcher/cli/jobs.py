@@ -564,17 +564,26 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
 @state_dir_option
 @talks_to_coordinator
 def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool) -> None:
-    """Print a rank's output (stdout and stderr as the rank wrote them)."""
+    """Print a rank's output (stdout and stderr as the rank wrote them).
+
+    A job that has not run yet has no output: that is said on stderr ("job 4 has not
+    started (PENDING: <reason>)"), exit 0; with -f it is said once, then the output
+    follows when the job starts.
+    """
     with Client.for_state_dir(state_dir) as client:
         job = client.job(job_id)
         if rank >= int(job.get("workers") or 1):
             raise CommandFailed(f"--rank: job {job_id} has ranks 0..{int(job.get('workers') or 1) - 1}, not {rank}", 2)
         out = _stdout_bytes()
         if follow:
+            if not_started(job):
+                click.echo(f"labgang logs: {not_started(job)}", err=True)
             try:
-                JobFollower(client, job_id, (rank,), out, None).follow()
+                final = JobFollower(client, job_id, (rank,), out, None).follow()
             except KeyboardInterrupt:
                 sys.exit(EXIT_INTERRUPTED)
+            if not_started(final) and not_started(final) != not_started(job):
+                click.echo(f"labgang logs: {not_started(final)}", err=True)
             return
         offset = 0
         while True:
@@ -589,6 +598,35 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool) -> None:
             out.write(chunk.data)
             offset = chunk.next_offset
         out.flush()
+        if offset == 0 and not_started(job):
+            click.echo(f"labgang logs: {not_started(job)}", err=True)
+
+
+def never_ran(job: dict[str, Any]) -> bool:
+    """True when no attempt of the job ever had all its ranks started (so no rank output is expected)."""
+    return job.get("start_time") is None and not job.get("restart_count")
+
+
+def not_started(job: dict[str, Any]) -> str | None:
+    """Why a job has no output yet, in one line, or None when it ran (or is running).
+
+    ``job 4 has not started (PENDING: <reason>)``, ``job 4 has not started (ADMITTED: its
+    ranks are starting)``, ``job 2 was cancelled before it ran``, ``job 2 failed before it
+    ran: <reason>``.
+    """
+    if not never_ran(job):
+        return None
+    state = str(job.get("state"))
+    reason = (job.get("reason") or {}).get("message") or (job.get("reason") or {}).get("code")
+    if state == "pending":
+        return f"job {job['id']} has not started ({state.upper()}: {reason or 'waiting for a scheduling cycle'})"
+    if state == "admitted":
+        return f"job {job['id']} has not started ({state.upper()}: its ranks are starting)"
+    if state == "cancelled":
+        return f"job {job['id']} was cancelled before it ran"
+    if state == "failed":
+        return f"job {job['id']} failed before it ran" + (f": {reason}" if reason else "")
+    return None
 
 
 @click.command()

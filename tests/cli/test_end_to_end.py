@@ -218,6 +218,27 @@ def test_ctrl_c_on_run_cancels_the_job(lg):
     assert lg.job(job_id)["state"] == "cancelled"
 
 
+def test_logs_of_a_job_that_has_not_run_say_why(lg):
+    big = lg.cli("submit", "-g", "8", "--grace", "1s", "--", "sleep", "60").stdout.strip()
+    lg.wait_state(big, {"running"})
+    waiting = lg.cli("submit", "-g", "8", "--", "true").stdout.strip()
+    lg.wait_state(waiting, {"pending"})
+    out = lg.cli("logs", waiting)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert out.stderr.startswith(f"labgang logs: job {waiting} has not started (PENDING: "), out.stderr
+    follow = lg.popen("logs", "-f", waiting)
+    first = follow.stderr.readline()
+    assert first.startswith(f"labgang logs: job {waiting} has not started (PENDING: "), first
+    assert lg.cli("cancel", waiting).returncode == 0
+    rest, more = follow.communicate(timeout=30)
+    assert follow.returncode == 0 and rest == ""
+    assert more == f"labgang logs: job {waiting} was cancelled before it ran\n"  # said once more: the end
+    out = lg.cli("logs", waiting)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", f"labgang logs: job {waiting} was cancelled before it ran\n")
+    assert lg.cli("cancel", big).returncode == 0
+    lg.wait_state(big, {"cancelled"}, timeout=20)
+
+
 SIG_SCRIPT = """\
 import signal, sys, time
 t0 = time.monotonic()
