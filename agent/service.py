@@ -332,7 +332,9 @@ class AgentService:
     async def _start_user_socket(self) -> None:
         app = web.Application(client_max_size=16 << 20)
         app.router.add_route("*", "/{tail:.*}", self._forward_request)
-        runner = web.AppRunner(app, handle_signals=False)
+        # One access line per request (a `logs -f` polls five times a second) only when debugging.
+        runner = web.AppRunner(app, handle_signals=False,
+                               access_log=log if log.isEnabledFor(logging.DEBUG) else None)
         await runner.setup()
         path = self.state_dir / "labgang.sock"
         path.parent.mkdir(parents=True, exist_ok=True)

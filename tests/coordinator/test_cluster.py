@@ -225,6 +225,12 @@ def test_node_socket_forwards_to_the_coordinator_as_the_caller(cluster: Cluster)
     assert done["state"] == "succeeded"
     with cluster.client(node_socket) as c:
         assert b"via n2" in c.logs(job["id"], rank=0).data
+        for _ in range(3):
+            c.logs(job["id"], rank=0)
+    # Requests are not logged at INFO (one line per `logs -f` poll would drown the log).
+    for name in ("agent-n2", "coordinator"):
+        requests = [line for line in cluster.log_text(name).splitlines() if "/v1/jobs/" in line]
+        assert requests == [], requests
 
 
 def test_a_rank_whose_command_cannot_run_fails_the_gang_with_127(cluster: Cluster) -> None:
