@@ -189,7 +189,8 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-requeue", is_flag=True,
                      help="Fail instead of going back to the queue when preempted or its node is lost."),
         click.option("--signal", "signal_spec", type=SIGNAL_SPEC, default=None,
-                     help="Send SIG this long before a time-limit or preemption stop (e.g. USR1@60)."),
+                     help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
+                          "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60)."),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
