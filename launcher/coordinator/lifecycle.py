@@ -189,6 +189,11 @@ def begin_termination(coord: "Coordinator", job: JobRecord, intent: str, message
         st.exit_status = exit_status
     coord.store.save_status(job)
     coord.event(job, "stopping", f"{message}; stopping every rank")
+    if intent in WARNED_STOPS and job.spec.signal and st.start_time is not None:
+        from labgang.launcher.coordinator.requests import parse_signal
+
+        signum, before = parse_signal(job.spec.signal)
+        coord.event(job, "signal", f"signal {_signal_name(signum)} sent to every rank, {before:g} s before SIGTERM")
     for rank in job.ranks.values():
         if rank.state == "assigned":  # never sent to an agent: nothing to stop
             _set_rank(coord, job, rank, "gone")
@@ -417,18 +422,21 @@ def check_timers(coord: "Coordinator") -> None:
                     send_warning(coord, job, signum, f"{before:g} s before the time limit of {limit:g} s")
 
 
-def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) -> None:
-    """Send the job's ``--signal`` warning to every live rank (once per attempt) and record it."""
+def _signal_name(signum: int) -> str:
     import signal as signal_mod
 
+    try:
+        return signal_mod.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
+def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) -> None:
+    """Send the job's ``--signal`` warning to every live rank (once per attempt) and record it."""
     from labgang.launcher.coordinator.dispatch import signal_on_node
 
     job.status.warned = True
     coord.store.save_status(job)
-    try:
-        name = signal_mod.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    coord.event(job, "signal", f"signal {name} sent to every rank, {why}")
+    coord.event(job, "signal", f"signal {_signal_name(signum)} sent to every rank, {why}")
     for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
         coord.effect(lambda n=node, rid=job.run_id: signal_on_node(coord, n, rid, signum))

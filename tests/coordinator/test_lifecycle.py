@@ -245,6 +245,14 @@ async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
 
 
+async def test_a_cancel_stop_is_warned_and_the_warning_recorded(coord: Coordinator) -> None:
+    job_id = await submit(coord, signal="USR1@10")
+    start(coord, job_id)
+    await coord.cancel(ROOT, job_id)
+    signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
+    assert signals == ["signal SIGUSR1 sent to every rank, 10 s before SIGTERM"]
+
+
 async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     from labgang.launcher.coordinator.views import queue_views
 
