@@ -87,6 +87,7 @@ class _Cycle:
         self.chosen_victims: set[str] = set()
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
+        self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
@@ -200,7 +201,8 @@ class _Cycle:
 
     def _borrows(self, e: Entry) -> bool:
         req = e.job.request
-        return self.state.quota.would_borrow(e.spec.name, req.resource, req.total)
+        own = self.idle_hold.get((e.spec.name, req.resource), 0)
+        return self.state.quota.would_borrow(e.spec.name, req.resource, req.total - own)
 
     def _block(self, head: Entry, entries: list[Entry], start: int) -> None:
         reason = reasons.blocked_reason(head.spec.name, head.job.id)
@@ -242,6 +244,23 @@ class _Cycle:
         self._fail_memo[e.cls] = (self.version, e.job.priority, e.job.submit_time, reason)
 
     def _try(self, e: Entry) -> Outcome:
+        """Quota, placement, then victims for one job. Quota its own queue holds idle for an
+        earlier head (:meth:`_hold_quota`) is lifted meanwhile: the hold keeps *other* queues
+        from borrowing it, while best-effort-fifo lets the queue's next job use it (Kueue: the
+        failed head goes inadmissible and the next job becomes head)."""
+        key = (e.spec.name, e.job.request.resource)
+        own = self.idle_hold.get(key, 0)
+        if not own:
+            return self._try_job(e)
+        self.state.quota.add(key[0], key[1], -own)
+        self.held[key] -= own
+        try:
+            return self._try_job(e)
+        finally:
+            self.state.quota.add(key[0], key[1], own)
+            self.held[key] += own
+
+    def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
         # quota fit, then placement
@@ -312,6 +331,7 @@ class _Cycle:
             held = min(req.total, n - u)
         if held > 0:
             self._add_held(q, req.resource, held)
+            self.idle_hold[(q, req.resource)] = held
 
     def _add_held(self, queue: str, res: str, n: int) -> None:
         self.version += 1
