@@ -264,7 +264,8 @@ class Simulation:
         for job in initial:
             book = DeviceBook(self.snapshot())
             req = job.request
-            raw = place(book, book.index(req.resource), req.workers, req.per_worker, req.nodes)
+            model = req.gpu_model.lower() if req.gpu_model else None
+            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes)
             if raw is None:
                 raise ScenarioError(self.scenario.source, [
                     f"jobs[{job.seq}] ({job.id!r}): running = true but the cluster has no room left for it"])

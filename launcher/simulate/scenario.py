@@ -135,7 +135,12 @@ class QueueModel(_Strict):
 
 
 class JobModel(_Strict):
-    """``[[jobs]]``: a gang, when it arrives, how long it runs."""
+    """``[[jobs]]``: a gang, when it arrives, how long it runs.
+
+    ``nodes`` asks for exactly that many nodes (DESIGN.md: "optional ``nodes`` count"; ranks
+    spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
+    (case-insensitive), as a submission's GPU model constraint does.
+    """
 
     id: str = Field(min_length=1)
     queue: str
@@ -147,6 +152,8 @@ class JobModel(_Strict):
     duration: float | None = Field(default=None, ge=0)
     grace: float = Field(default=0.0, ge=0)
     running: bool = False
+    nodes: int | None = Field(default=None, ge=1)
+    model: str | None = Field(default=None, min_length=1)
 
     @field_validator("mig")
     @classmethod
@@ -156,8 +163,10 @@ class JobModel(_Strict):
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
         if self.mig is not None:
-            return JobRequest(workers=self.workers, per_worker=1, resource=mig_resource(self.mig))
-        return JobRequest(workers=self.workers, per_worker=self.gpus_per_worker or 1, resource=GPU)
+            return JobRequest(workers=self.workers, per_worker=1, resource=mig_resource(self.mig),
+                              gpu_model=self.model, nodes=self.nodes)
+        return JobRequest(workers=self.workers, per_worker=self.gpus_per_worker or 1, resource=GPU,
+                          gpu_model=self.model, nodes=self.nodes)
 
 
 class ExpectModel(_Strict):
