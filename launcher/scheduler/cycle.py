@@ -244,21 +244,30 @@ class _Cycle:
         self._fail_memo[e.cls] = (self.version, e.job.priority, e.job.submit_time, reason)
 
     def _try(self, e: Entry) -> Outcome:
-        """Quota, placement, then victims for one job. Quota its own queue holds idle for an
-        earlier head (:meth:`_hold_quota`) is lifted meanwhile: the hold keeps *other* queues
-        from borrowing it, while best-effort-fifo lets the queue's next job use it (Kueue: the
-        failed head goes inadmissible and the next job becomes head)."""
-        key = (e.spec.name, e.job.request.resource)
-        own = self.idle_hold.get(key, 0)
-        if not own:
+        """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
+        lifted where they must not bind: the hold keeps *borrowers* of other queues off a
+        waiting head's quota (QUEUE-SEMANTICS A2), so it is lifted for the holder's own later
+        jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
+        head) and for any job that stays within its own nominal quota (its entitlement; Kueue
+        admits it the next cycle, when the inadmissible head holds nothing)."""
+        if not self.idle_hold:
             return self._try_job(e)
-        self.state.quota.add(key[0], key[1], -own)
-        self.held[key] -= own
+        res = e.job.request.resource
+        key = (e.spec.name, res)
+        lifted = [key] if key in self.idle_hold else []
+        own = self.idle_hold.get(key, 0)
+        quota = self.state.quota
+        if quota.usage(key[0], res) - own + e.job.request.total <= quota.nominal(key[0], res):
+            lifted = [k for k in self.idle_hold if k[1] == res]
+        for k in lifted:
+            quota.add(k[0], k[1], -self.idle_hold[k])
+            self.held[k] -= self.idle_hold[k]
         try:
             return self._try_job(e)
         finally:
-            self.state.quota.add(key[0], key[1], own)
-            self.held[key] += own
+            for k in lifted:
+                quota.add(k[0], k[1], self.idle_hold[k])
+                self.held[k] += self.idle_hold[k]
 
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
