@@ -17,7 +17,9 @@ Phases, in the order :func:`run_cycle` runs them (Kueue's ``schedule()`` in spir
    victim set; else a typed pending reason with numbers.
 5. **admit on the copy**: an admitted job's usage and devices, a preemptor's usage and its
    reserved devices, and quota held by a waiting head are added to the copy, so later jobs
-   of the same cycle see them and nothing is over-admitted.
+   of the same cycle see them and nothing is over-admitted. A head's idle hold binds only
+   borrowers of other queues: it is lifted for its own queue's later jobs and for any job
+   that stays within its own nominal quota.
 
 The function reads no clock, does no I/O, uses no randomness and never iterates a set or
 dict whose order could vary: the same snapshot always gives the same decisions. A snapshot
