@@ -355,6 +355,11 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
             _rank_pids(instance, once)
             attached = instance.popen("run", "--grace", "2s", "--", "sleep", "60")
             third = str(int(once) + 1)
+            # `run` submits in its own process: wait until its job exists before asking about it.
+            deadline = time.monotonic() + 30
+            while not any(j["id"] == third for j in instance.jobs()):
+                assert time.monotonic() < deadline and attached.poll() is None, "labgang run submitted nothing"
+                time.sleep(0.05)
             _rank_pids(instance, third)
         finally:
             code = instance.stop()
