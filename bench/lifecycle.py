@@ -53,6 +53,10 @@ MARKER = "LGBENCH"
 GRACE_S = 0.5
 SHAPES = ((4, 2), (8, 1), (2, 4), (1, 8))
 FINISHED = {"succeeded", "failed", "cancelled"}
+# Set from the command line: where to copy the daemons' logs before cleanup (None: discard them)
+# and whether the daemons log their debug lines (timing of each step of the lifecycle).
+KEEP_LOGS: Path | None = None
+DAEMON_DEBUG = False
 
 # A rank that records its start, blocks on its own FIFO, records its exit and exits 0.
 GATED_RANK = (
@@ -149,6 +153,8 @@ class Instance:
         """Start ``python -m labgang.launcher ARGS`` in its own session, output to ``<base>/<name>.log``."""
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{MARKER: str(self.base)})
         env.pop("LABGANG_STATE_DIR", None)
+        if DAEMON_DEBUG:
+            args = [*args, "-vv" if args[0] == "up" else "-v"]
         with open(self.base / f"{name}.log", "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=env,
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -224,6 +230,10 @@ class Instance:
                 pass
         self.leftover = len(leftovers)
         wait_for(lambda: not marked_pids(self.base), 10, "marked processes to die", interval=0.05)
+        if KEEP_LOGS is not None:
+            KEEP_LOGS.mkdir(parents=True, exist_ok=True)
+            for log in self.base.glob("*.log"):
+                shutil.copy(log, KEEP_LOGS / f"{self.base.name}-{log.name}")
         shutil.rmtree(self.base, ignore_errors=True)
 
 
@@ -428,7 +438,13 @@ def main() -> None:
     parser.add_argument("--reclaims", type=int, default=5, help="reclaim tries (default 5)")
     parser.add_argument("--only", default="release,makespan,reclaim",
                         help="comma-separated scenarios to run (release, makespan, reclaim)")
+    parser.add_argument("--keep-logs", type=Path, default=None, metavar="DIR",
+                        help="copy the daemons' logs into DIR before cleanup")
+    parser.add_argument("--debug", action="store_true",
+                        help="daemons log debug lines (per-step timing; slows them a little)")
     args = parser.parse_args()
+    global KEEP_LOGS, DAEMON_DEBUG
+    KEEP_LOGS, DAEMON_DEBUG = args.keep_logs, args.debug
     chosen = set(args.only.split(","))
     unknown = chosen - {"release", "makespan", "reclaim"}
     if unknown:

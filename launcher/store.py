@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labgang.launcher.model import JobRequest, JobState
+
+log = logging.getLogger("labgang.store")
 
 SCHEMA_VERSION = 1
 
@@ -277,6 +281,7 @@ class Store:
         return [(sql, rows) for sql, rows in batches if rows]
 
     def _write(self, batches: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        began = time.perf_counter()
         with self._lock:
             self._db.execute("BEGIN")
             try:
@@ -287,6 +292,8 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
             self.commits += 1
+        log.debug("commit %d: %d row(s) in %.1f ms", self.commits, sum(len(rows) for _, rows in batches),
+                  (time.perf_counter() - began) * 1e3)
 
     def commit(self) -> None:
         """Write every buffered change in one transaction, on this thread (no-op when clean).

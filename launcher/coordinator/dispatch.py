@@ -89,6 +89,7 @@ async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
             return
         if job.run_id != run_id or job.status.state != JobState.ADMITTED:
             return
+        log.debug("job %s: MASTER_PORT %s picked on %s", job.id, port, node0)
         conn = coord.agents.get(node0)
         job.status.master_port = int(port)
         job.status.master_addr = conn.address if conn is not None and conn.address else node0
@@ -119,6 +120,7 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
         await coord.flush()
         coord.kick()
         return
+    log.debug("job %s: launch on %s answered", job.id, node)
     statuses = statuses or []
     refused = [s for s in statuses if "error" in s]
     if refused and job.run_id == run_id:
