@@ -2,11 +2,19 @@
 
 One :class:`AgentService` per node. It re-adopts ranks a previous agent left running
 (``Supervisor.recover``), reads the inventory every ``sample_s`` (reported every
-``interval_s`` and at once on change), ticks the supervisor every 0.1 s and reports
-rank events (kept until the coordinator acknowledges them, so no exit is lost across a
+``interval_s`` and at once on change), ticks the supervisor and reports rank events at
+once (kept until the coordinator acknowledges them, so no exit is lost across a
 reconnect), executes commands (launch, stop_job, signal_job, pick_port, read_log), and
 serves the user API on the node's Unix socket by forwarding each request over the link
 with the caller's uid (from SO_PEERCRED), which the coordinator trusts.
+
+The tick is event-driven: it runs when a rank's small parent or main process exits (a
+pidfd per process, :class:`~labgang.agent.supervisor.ExitWatcher`), when a grace period
+or warning ends (``Supervisor.next_deadline``), after every command, and otherwise every
+``TICK_S`` (``STARTING_POLL_S`` while a rank is starting, to see its pid). When a rank has
+no process left, NVML is read at that moment (``Supervisor.awaiting_devices``) rather than
+at the next periodic read; the fresh inventory travels in the same message as the rank's
+``gone`` event, so the coordinator never sees the device free but still showing its pids.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -26,13 +35,15 @@ from labgang.agent import sdnotify
 from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
-from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
+from labgang.agent.supervisor import DeviceReading, ExitWatcher, LaunchSpec, Supervisor, UnknownJob, pick_free_port
 from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
 from labgang.agent.supervisor.states import RankState
 
 log = logging.getLogger("labgang.agent")
 
-TICK_S = 0.1
+TICK_S = 0.1  # the tick's fallback poll (exits and deadlines wake it at once)
+STARTING_POLL_S = 0.02  # poll while a rank is starting: its pid appears in rank.json
+RECHECK_MIN_S = 0.02  # first re-read of NVML while a released rank's pids still show; doubles to sample_s
 UNKNOWN_GRACE_S = 30.0  # grace assumed for ranks re-adopted from a previous agent
 LOG_READ_MAX = 4 << 20
 _UCRED = struct.Struct("3i")
@@ -79,6 +90,11 @@ class AgentService:
         self._seq = 0
         self._user_runner: web.AppRunner | None = None
         self._grace: dict[str, float] = {}  # run id -> grace seconds of its ranks launched here
+        self._reading: DeviceReading | None = None  # newest NVML device pids, with the read's start time
+        self._recheck_s = RECHECK_MIN_S
+        self._tick_wake: asyncio.Event | None = None
+        self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
+        self._inv_sent_at = 0.0
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -98,14 +114,29 @@ class AgentService:
 
                 raise AgentConfigError("token_file: the agent needs the cluster token file to join a coordinator")
             self.token = read_token(self.config.token_file)
-        self.inventory = read_inventory(self.backend, hostname=self.node)
+        self._take_reading(time.monotonic(), read_inventory(self.backend, hostname=self.node))
         sup_cfg = self.config.supervisor_config()
         self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids)
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
 
-    def _device_pids(self) -> dict[str, frozenset[int]]:
-        return self.inventory.device_pids() if self.inventory is not None else {}
+    def _device_pids(self) -> DeviceReading | None:
+        """The supervisor's device check: the newest reading with its start time (None before the first)."""
+        return self._reading
+
+    def _take_reading(self, read_at: float, inv: NodeInventory) -> None:
+        """Keep ``inv`` (an NVML read begun at monotonic ``read_at``) unless a newer read is kept already."""
+        if self._reading is None or read_at >= self._reading.read_at:
+            self.inventory = inv
+            self._reading = DeviceReading(pids=inv.device_pids(), read_at=read_at)
+
+    async def _read_inventory(self) -> NodeInventory:
+        """Read NVML now (on a worker thread) and keep the result; return it."""
+        loop = asyncio.get_running_loop()
+        read_at = time.monotonic()
+        inv = await loop.run_in_executor(None, lambda: read_inventory(self.backend, hostname=self.node))
+        self._take_reading(read_at, inv)
+        return inv
 
     def hello(self) -> dict[str, Any]:
         """The first message of every connection: who we are, what we have, what we run."""
@@ -190,6 +221,7 @@ class AgentService:
         live = [s for s in sup.ranks() if s.state is not RankState.GONE]
         for job_id in sorted({s.job_id for s in live}):
             sup.stop_job(job_id, warn=False)  # shutting down: SIGTERM now, no --signal wait
+        self._wake_tick()
         grace = max((self._grace.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
         deadline = loop.time() + grace + extra_s
         while any(s.state is not RankState.GONE for s in sup.ranks()):
@@ -203,29 +235,113 @@ class AgentService:
 
     # ----- loops ---------------------------------------------------------------------------
 
+    def _wake_tick(self) -> None:
+        """Ask the tick loop for a tick now (a watched process exited, a command changed something)."""
+        if self._tick_wake is not None:
+            self._tick_wake.set()
+
     async def _tick_loop(self, stop: asyncio.Event) -> None:
         assert self.supervisor is not None and self.link is not None
-        while not stop.is_set():
-            try:
-                events = self.supervisor.tick()
-            except Exception:  # one bad tick must not stop supervision
-                log.exception("supervisor tick failed")
-                events = []
-            if events:
-                for ev in events:
-                    self._queue_event(ev.to_dict())
-                await self._flush_outbox()
-            await asyncio.sleep(TICK_S)
+        loop = asyncio.get_running_loop()
+        self._tick_wake = wake = asyncio.Event()
+        watcher = ExitWatcher(loop, self._wake_tick)
+        try:
+            while not stop.is_set():
+                wake.clear()
+                try:
+                    await self._tick_once()
+                    watcher.update(self.supervisor.watched_processes())
+                except Exception:  # one bad tick must not stop supervision
+                    log.exception("supervisor tick failed")
+                try:
+                    await asyncio.wait_for(wake.wait(), self._next_tick_in())
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            watcher.close()
+            self._tick_wake = None
+
+    async def _tick_once(self) -> None:
+        """One tick; when a rank waits only for NVML, read NVML now and tick again."""
+        sup = self.supervisor
+        assert sup is not None
+        events = sup.tick()
+        await self._report(events)
+        need = sup.awaiting_devices()
+        if need is None:
+            self._recheck_s = RECHECK_MIN_S
+            return
+        reading = self._reading
+        if reading is not None and reading.read_at >= need and \
+                time.monotonic() - reading.read_at < self._recheck_s:
+            return  # a fresh read still showed the pids: read again when the backoff ends
+        began = time.perf_counter()
+        try:
+            inv = await self._read_inventory()
+        except Exception:  # the rank stays RELEASING; the next tick tries again
+            log.exception("inventory read for released ranks failed")
+            return
+        events = sup.tick()
+        log.debug("released ranks: NVML read and tick took %.1f ms; %d event(s)",
+                  (time.perf_counter() - began) * 1e3, len(events))
+        if sup.awaiting_devices() is not None:
+            self._recheck_s = min(self._recheck_s * 2, self.config.sample_s)
+        await self._report(events, inventory=inv)
+
+    def _next_tick_in(self) -> float:
+        """Seconds until the next tick is due without a wake-up: a deadline, a re-read, a start, or ``TICK_S``."""
+        sup = self.supervisor
+        assert sup is not None
+        now = time.monotonic()
+        delay = TICK_S
+        deadline = sup.next_deadline()
+        if deadline is not None:
+            delay = min(delay, deadline - now)
+        if sup.awaiting_devices() is not None and self._reading is not None:
+            delay = min(delay, self._reading.read_at + self._recheck_s - now)
+        if any(s.state is RankState.STARTING for s in sup.ranks()):
+            delay = min(delay, STARTING_POLL_S)
+        return max(delay, 0.0)
+
+    async def _report(self, events: list[Any], *, inventory: NodeInventory | None = None) -> None:
+        """Queue ``events`` and send everything unacknowledged at once (with ``inventory`` when given)."""
+        if events:
+            log.debug("tick: %s", ", ".join(f"{e.job_id}/{e.rank} {e.kind}" for e in events))
+            for ev in events:
+                self._queue_event(ev.to_dict())
+        if events or inventory is not None:
+            await self._flush_outbox(inventory=inventory)
 
     def _queue_event(self, event: dict[str, Any]) -> None:
         self._seq += 1
         self._outbox.append((self._seq, event))
 
-    async def _flush_outbox(self) -> None:
-        """Send every event the coordinator has not acknowledged yet (after a reconnect too)."""
-        if self._outbox and self.link is not None:
-            await self.link.send({"type": "rank_events", "seq": self._outbox[-1][0],
-                                  "events": [e for _, e in self._outbox]})
+    async def _flush_outbox(self, inventory: NodeInventory | None = None) -> None:
+        """Send every event the coordinator has not acknowledged yet (after a reconnect too).
+
+        Args:
+            inventory: a fresh inventory to send first, in the same message (the coordinator
+                applies it before the events), or as its own ``inventory`` message when no
+                event is waiting.
+        """
+        if self.link is None:
+            return
+        inv = inventory.to_dict() if inventory is not None else None
+        if self._outbox:
+            message: dict[str, Any] = {"type": "rank_events", "seq": self._outbox[-1][0],
+                                       "events": [e for _, e in self._outbox]}
+            if inv is not None:
+                message["inventory"] = inv
+            sent = await self.link.send(message)
+        elif inv is not None:
+            assert self.supervisor is not None
+            sent = await self.link.send({"type": "inventory", "inventory": inv,
+                                         "ranks": [s.to_dict() for s in self.supervisor.ranks()]})
+        else:
+            return
+        if sent and inventory is not None:
+            self._inv_sent_key = (inventory.allocatable(), inventory.device_pids())
+            self._inv_sent_at = time.monotonic()
 
     def _on_ack(self, seq: int) -> None:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
@@ -246,24 +362,22 @@ class AgentService:
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:
         assert self.link is not None and self.supervisor is not None
-        loop = asyncio.get_running_loop()
-        last_sent = 0.0
-        last_key: Any = None
         while not stop.is_set():
             try:
-                inv = await loop.run_in_executor(None, lambda: read_inventory(self.backend, hostname=self.node))
+                inv = await self._read_inventory()
             except Exception:  # one failed read must not stop reporting
                 log.exception("inventory read failed")
                 await asyncio.sleep(self.config.sample_s)
                 continue
-            self.inventory = inv
             key = (inv.allocatable(), inv.device_pids())
-            now = loop.time()
-            if key != last_key or now - last_sent >= self.config.interval_s:
+            now = time.monotonic()
+            if key != self._inv_sent_key or now - self._inv_sent_at >= self.config.interval_s:
                 sent = await self.link.send({"type": "inventory", "inventory": inv.to_dict(),
                                              "ranks": [s.to_dict() for s in self.supervisor.ranks()]})
                 if sent:
-                    last_sent, last_key = now, key
+                    self._inv_sent_at, self._inv_sent_key = now, key
+            if self.supervisor.awaiting_devices() is not None:
+                self._wake_tick()  # this read may settle a released rank
             await asyncio.sleep(self.config.sample_s)
 
     # ----- commands ------------------------------------------------------------------------
@@ -283,7 +397,10 @@ class AgentService:
         """
         sup = self.supervisor
         assert sup is not None
+        if op in ("launch", "stop_job", "signal_job"):
+            self._wake_tick()  # a new rank to watch, a grace period to time, processes to see exit
         if op == "launch":
+            began = time.perf_counter()
             out: list[dict[str, Any]] = []
             for spec_dict in args.get("specs") or []:
                 try:
@@ -295,6 +412,7 @@ class AgentService:
                                 exc)
                     out.append({"job_id": spec_dict.get("job_id"), "rank": spec_dict.get("rank"), "error": str(exc),
                                 "permanent": isinstance(exc, (LaunchRefused, InvalidSpec))})
+            log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
             return out
         if op == "stop_job":
             try:

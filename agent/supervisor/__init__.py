@@ -10,6 +10,9 @@ Public API (the contract in prompts/contracts.md, "Supervisor")::
     sup.stop_job(job_id, grace=None)     # -> list[RankStatus]; SIGTERM group + descendants, grace, SIGKILL
     sup.signal_job(job_id, signum)       # -> int; processes signalled
     sup.tick()                           # -> list[RankEvent]; timed arrows, exits, "gone"
+    sup.awaiting_devices()               # -> float | None; a rank waits for a fresh NVML read (since when)
+    sup.next_deadline()                  # -> float | None; when the next grace/warning arrow fires
+    sup.watched_processes()              # -> [(pid, start ticks)] whose exit should wake tick()
     sup.ranks()                          # -> list[RankStatus]
     sup.log_path(job_id, rank)           # -> Path
     sup.foreign_processes(inventory)     # -> list[ForeignProcess]
@@ -25,9 +28,12 @@ from .states import RankState
 from .foreign import ForeignProcess
 from .ports import pick_free_port
 from .status import RankEvent, RankStatus
-from .supervisor import Supervisor
+from .supervisor import DeviceReading, Supervisor
+from .exitwatch import ExitWatcher
 
 __all__ = [
+    "DeviceReading",
+    "ExitWatcher",
     "ForeignProcess",
     "InvalidSpec",
     "InvalidTransition",

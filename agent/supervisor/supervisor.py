@@ -24,7 +24,15 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
   against the injected monotonic ``clock``; nothing sleeps.
 * **"Gone" means gone.** A rank is ``GONE`` only when none of its processes remain, its
   shim has exited (the log is complete) and ``device_pids()`` shows none of its pids on its
-  devices. Until then its devices are busy.
+  devices. Until then its devices are busy. When ``device_pids`` returns a
+  :class:`DeviceReading` (its NVML read's start time attached), only a reading begun after
+  the tick that saw the rank's last process gone counts: an older one may predate the
+  rank's context and is never taken as proof. :meth:`Supervisor.awaiting_devices` says when
+  such a reading is wanted, so the agent reads NVML at that moment instead of waiting.
+* **Event-driven callers.** :meth:`Supervisor.watched_processes` lists the small parents
+  and main processes whose exit should trigger a tick (the agent watches them with
+  ``pidfd``, ``exitwatch.py``) and :meth:`Supervisor.next_deadline` the next timed arrow,
+  so a caller can tick exactly when something can change instead of polling.
 * **Re-adoption.** ``recover()`` rebuilds every rank from its journal folder after an agent
   restart, checks each pid against its recorded start time, resumes a stop that was under
   way (restarting its grace period), and reports exits that happened while it was down.
@@ -55,7 +63,22 @@ from .status import RankEvent, RankStatus
 
 log = logging.getLogger(__name__)
 
-DevicePids = Callable[[], Mapping[str, frozenset[int]]]
+
+@dataclass(frozen=True)
+class DeviceReading:
+    """What NVML showed on the node's devices, and when the read began.
+
+    Attributes:
+        pids: device UUID → pids NVML shows on it (``NodeInventory.device_pids()``, from
+            ``nvmlDeviceGetComputeRunningProcesses``).
+        read_at: the supervisor's ``clock()`` (monotonic seconds) just before the NVML read began.
+    """
+
+    pids: Mapping[str, frozenset[int]]
+    read_at: float
+
+
+DevicePids = Callable[[], "Mapping[str, frozenset[int]] | DeviceReading | None"]
 
 KNOWN_PIDS_LIMIT = 4096
 """Pids remembered per rank (live ones always; the oldest dead ones are forgotten past this).
@@ -86,6 +109,8 @@ class _Rank:
     stop_grace: float | None = None
     term_at: float | None = None
     kill_at: float | None = None
+    shim_alive: bool = True  # as of the last snapshot
+    released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
 
     @property
     def key(self) -> tuple[str, int]:
@@ -103,7 +128,10 @@ class Supervisor:
     Args:
         state_dir: where the journal (``ranks/``) and the rank logs (``logs/``) live; created if missing.
         device_pids: returns ``uuid → frozenset(pids)`` NVML shows on each device
-            (``NodeInventory.device_pids()`` of a fresh inventory); ``None`` = no device check.
+            (``NodeInventory.device_pids()`` of a fresh inventory), or a :class:`DeviceReading`
+            (the same with the read's start time: only readings begun after a rank's last
+            process was seen gone can declare it gone), or ``None`` (no usable reading now: the
+            rank stays ``RELEASING``). ``device_pids=None`` = no device check.
         clock: monotonic seconds used for every timed arrow (grace, warning).
         wall_clock: unix seconds for event times.
         allowed_uids: uids a root agent may run ranks as; ``None`` = every non-root user.
@@ -357,30 +385,71 @@ class Supervisor:
         """
         now = self._clock() if now is None else now
         snap = self._os.snapshot()
-        device_map: list[Mapping[str, frozenset[int]] | None] = []
+        seen_at = self._clock()  # every process state in `snap` was observed before this instant
+        device_map: list[DeviceReading | None] = []
 
-        def devices() -> Mapping[str, frozenset[int]] | None:
+        def devices() -> DeviceReading | None:
             if not device_map:
                 try:
-                    device_map.append(self._device_pids() if self._device_pids is not None else {})
+                    got = self._device_pids() if self._device_pids is not None else {}
                 except Exception:  # NVML trouble: no rank is declared gone on an unknown device state
                     log.exception("device_pids() failed; ranks stay RELEASING until it answers")
-                    device_map.append(None)
+                    got = None
+                if got is not None and not isinstance(got, DeviceReading):
+                    got = DeviceReading(pids=got, read_at=float("inf"))  # a plain mapping is always current
+                device_map.append(got)
             return device_map[0]
 
         events: list[RankEvent] = []
         for key in sorted(self._ranks):
             rec = self._ranks[key]
             if rec.state is not RankState.GONE:
-                events.extend(self._advance(rec, now, snap, devices))
+                events.extend(self._advance(rec, now, snap, devices, seen_at))
         return events
 
+    def awaiting_devices(self) -> float | None:
+        """Whether a rank waits only for NVML to stop showing its pids, and since when.
+
+        Returns:
+            ``None`` when no rank does; otherwise the ``clock()`` time after which an NVML read
+            must begin (``DeviceReading.read_at``) to settle every such rank (the latest
+            moment one of them was seen without processes).
+        """
+        times = [r.released_at for r in self._ranks.values()
+                 if r.state is RankState.RELEASING and r.released_at is not None]
+        return max(times) if times else None
+
+    def next_deadline(self) -> float | None:
+        """The ``clock()`` time of the next timed arrow (a warning's SIGTERM, a grace's SIGKILL), or None."""
+        times = [r.term_at for r in self._ranks.values() if r.state is RankState.WARNED and r.term_at is not None]
+        times += [r.kill_at for r in self._ranks.values() if r.state is RankState.STOPPING and r.kill_at is not None]
+        return min(times) if times else None
+
+    def watched_processes(self) -> list[tuple[int, int | None]]:
+        """``(pid, start ticks)`` of processes whose exit changes what ``tick()`` reports.
+
+        The small parent of every rank that had one alive at the last tick (its exit makes a
+        rank ``RELEASING``), and the main process of every running rank whose exit is not
+        known yet (``exited``). A caller wakes ``tick()`` when one ends (``exitwatch.py``).
+        """
+        out: list[tuple[int, int | None]] = []
+        for key in sorted(self._ranks):
+            rec = self._ranks[key]
+            if rec.state is RankState.GONE:
+                continue
+            if rec.shim_alive and rec.shim_pid is not None:
+                out.append((rec.shim_pid, rec.shim_ticks))
+            if rec.pid is not None and not rec.exit_known:
+                out.append((rec.pid, rec.ticks))
+        return out
+
     def _advance(self, rec: _Rank, now: float, snap: ProcSnapshot,
-                 devices: Callable[[], Mapping[str, frozenset[int]] | None]) -> list[RankEvent]:
+                 devices: Callable[[], DeviceReading | None], seen_at: float) -> list[RankEvent]:
         events: list[RankEvent] = []
         if rec.shim_proc is not None and rec.shim_proc.poll() is not None:
             rec.shim_proc = None  # reaped; the pid may be reused from now on
         shim_alive = snap.matches(rec.shim_pid, rec.shim_ticks)
+        rec.shim_alive = shim_alive
 
         # exit.json before rank.json: the shim writes rank.json first, so once its exit status is
         # seen, the rank's pid is too, and "started" is always reported before "exited".
@@ -439,8 +508,11 @@ class Supervisor:
         if rec.state not in (RankState.RELEASING, RankState.GONE) and rec.exit_known and not live:
             self._transition(rec, RankState.RELEASING)
         if rec.state is RankState.RELEASING and not shim_alive:
-            device_map = devices()
-            if device_map is not None and not visible_pids(device_map, rec.spec.devices) & set(rec.known):
+            if rec.released_at is None:
+                rec.released_at = seen_at
+            reading = devices()
+            if reading is not None and reading.read_at >= rec.released_at \
+                    and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
         return events
 

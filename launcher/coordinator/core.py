@@ -334,9 +334,20 @@ class Coordinator:
             return True
         return old.device_pids() != new.device_pids()
 
-    async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]]) -> None:
-        """Apply rank events (at least once; applying one twice changes nothing) and commit."""
+    async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]],
+                             inventory: dict[str, Any] | None = None) -> None:
+        """Apply rank events (at least once; applying one twice changes nothing) and commit.
+
+        Args:
+            inventory: the node's inventory read right after the ranks were released (the
+                ``NodeInventory.to_dict()`` schema), taken before the events so that a device a
+                ``gone`` rank frees is not still shown busy with its pids.
+        """
+        if inventory is not None:
+            self._take_inventory(conn, {"inventory": inventory})
         conn.last_seen = self.clock()
+        log.debug("rank events from %s: %s", conn.node, ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}"
+                                                                 for e in events))
         for ev in events:
             lifecycle.apply_rank_event(self, conn.node, ev)
         await self.flush()

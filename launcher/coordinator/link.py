@@ -99,7 +99,7 @@ async def _on_message(coord: Any, conn: Any, ws: web.WebSocketResponse, message:
     elif kind == "inventory":
         await coord.on_inventory(conn, message)
     elif kind == "rank_events":
-        await coord.on_rank_events(conn, message.get("events") or [])
+        await coord.on_rank_events(conn, message.get("events") or [], inventory=message.get("inventory"))
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": message.get("seq")})
     elif kind == "api":

@@ -1,0 +1,194 @@
+"""The node agent reports exits as they happen and declares a rank gone on a fresh NVML read.
+
+A real ``AgentService`` (simulated NVML, real supervisor and rank processes) dials a real
+aiohttp websocket on loopback that plays the coordinator's end of the link: it records
+every message, acknowledges rank events and sends commands. The agent's fallback poll
+(``TICK_S``) and periodic NVML read (``sample_s``) are set to a minute, so a rank's exit
+can only be seen through its exit watcher and its release only through an on-demand read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import WSMsgType, web
+
+from labgang.agent import service as service_mod
+from labgang.agent.config import AgentConfig
+from labgang.agent.nvml import open_backend
+from labgang.agent.service import AgentService
+from labgang.agent.supervisor import RankState
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = REPO / "config" / "sim" / "h100x8.toml"
+
+
+class CoordinatorEnd:
+    """The coordinator's end of one agent link: records messages, acks events, sends commands."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.ws: web.WebSocketResponse | None = None
+        self._ids = itertools.count(1)
+        self._replies: dict[int, asyncio.Future[Any]] = {}
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/v1/agent/link", self._link)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        hello = await ws.receive_json()
+        await self._record(hello)
+        await ws.send_json({"type": "welcome", "version": hello.get("version")})
+        self.ws = ws
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            message = msg.json()
+            if message.get("type") == "reply":
+                fut = self._replies.pop(message["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(message)
+                continue
+            await self._record(message)
+            if message.get("type") == "rank_events":
+                await ws.send_json({"type": "ack", "seq": message["seq"]})
+        return ws
+
+    async def _record(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    async def command(self, op: str, args: dict[str, Any]) -> Any:
+        assert self.ws is not None
+        cmd_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._replies[cmd_id] = fut
+        await self.ws.send_json({"type": "command", "id": cmd_id, "op": op, "args": args})
+        reply = await asyncio.wait_for(fut, 10)
+        assert reply["ok"], reply
+        return reply["result"]
+
+    def events(self, kind: str | None = None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every (message, event) of the rank_events messages, first delivery of each event only."""
+        seen, out = set(), []
+        for message in self.messages:
+            if message.get("type") != "rank_events":
+                continue
+            for ev in message["events"]:
+                key = (ev["job_id"], ev["rank"], ev["kind"])
+                if key not in seen and (kind is None or ev["kind"] == kind):
+                    seen.add(key)
+                    out.append((message, ev))
+        return out
+
+    async def wait(self, predicate: Any, timeout: float = 10.0) -> Any:
+        """Poll ``predicate`` every 10 ms until truthy; its value. Fails after ``timeout`` s."""
+        async def until() -> Any:
+            while not (found := predicate()):
+                await asyncio.sleep(0.01)
+            return found
+        return await asyncio.wait_for(until(), timeout)
+
+
+@pytest.fixture
+async def agent_and_link(tmp_path, monkeypatch):
+    monkeypatch.setattr(service_mod, "TICK_S", 60.0)
+    end = CoordinatorEnd()
+    await end.start()
+    config = AgentConfig(node="t1", coordinator=end.url, state_dir=str(tmp_path / "agent"), user_socket=False,
+                         sample_s=60.0, interval_s=300.0, supervisor={"allow_root": True})
+    backend = open_backend(MACHINE)
+    agent = AgentService(config, backend=backend, token="t0ken", stop_jobs_on_exit=True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop))
+    await end.wait(lambda: end.ws is not None and agent.link is not None and agent.link.is_up)
+    yield agent, end, backend
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    await end.stop()
+
+
+def _spec(tmp_path: Path, argv: list[str], uuid: str, job_id: str = "7.0") -> dict[str, Any]:
+    return {"job_id": job_id, "rank": 0, "local_rank": 0, "world_size": 1, "local_world_size": 1, "node_rank": 0,
+            "master_addr": "127.0.0.1", "master_port": 29500, "devices": [uuid], "argv": argv,
+            "env": {"PATH": "/usr/bin:/bin"}, "cwd": str(tmp_path), "uid": 0, "gid": None, "grace": 0.5}
+
+
+async def test_exit_is_reported_without_waiting_for_a_poll_and_gone_carries_a_fresh_inventory(
+        agent_and_link, tmp_path):
+    agent, end, backend = agent_and_link
+    uuid = agent.inventory.allocatable()[0].uuid
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    # The rank runs until the gate file is removed (its pid shows on the device meanwhile).
+    script = f'while [ -e "{gate}" ]; do sleep 0.05; done'
+    await end.command("launch", {"specs": [_spec(tmp_path, ["/bin/bash", "-c", script], uuid)]})
+    _, started = (await end.wait(lambda: end.events("started")))[0]
+    sup = agent.supervisor
+    status = sup.status("7.0", 0)
+    assert status.state is RankState.RUNNING
+    gate.unlink()
+    message, gone = (await end.wait(lambda: end.events("gone")))[0]
+    kinds = [ev["kind"] for _, ev in end.events()]
+    assert kinds == ["started", "exited", "gone"]
+    assert gone["exit_status"] == 0
+    # The inventory in the gone message was read after the rank ended: its pid is not on the device.
+    assert "inventory" in message
+    from labgang.agent.inventory import NodeInventory
+
+    pids = NodeInventory.from_dict(message["inventory"]).device_pids()
+    assert status.pid not in pids.get(uuid, frozenset())
+
+
+async def test_a_context_nvml_still_shows_keeps_the_rank_until_a_read_no_longer_does(agent_and_link, tmp_path):
+    agent, end, backend = agent_and_link
+    agent.config.sample_s = 1.0  # caps the re-read backoff while the context is held
+    uuid = agent.inventory.allocatable()[1].uuid
+    await end.command("launch", {"specs": [_spec(tmp_path, ["sleep", "0.3"], uuid, job_id="8.0")]})
+    await end.wait(lambda: end.events("started"))
+    sup = agent.supervisor
+    pid = sup.status("8.0", 0).pid
+    backend.hold_memory(uuid, pid, 512 << 20)  # the context outlives the process
+    await end.wait(lambda: end.events("exited"))
+
+    def read_after_release() -> bool:
+        since = sup.awaiting_devices()
+        return since is not None and agent._reading is not None and agent._reading.read_at >= since
+    await end.wait(read_after_release)  # NVML was read after the release, and still showed the pid
+    assert sup.status("8.0", 0).state is RankState.RELEASING
+    assert end.events("gone") == []
+    backend.release_memory(uuid, pid)
+    _, gone = (await end.wait(lambda: end.events("gone")))[0]
+    assert gone["job_id"] == "8.0"
+
+
+async def test_a_grace_period_ends_with_sigkill_without_a_poll(agent_and_link, tmp_path):
+    agent, end, backend = agent_and_link
+    uuid = agent.inventory.allocatable()[2].uuid
+    script = 'trap "" TERM; exec sleep 60'  # ignores SIGTERM: only the SIGKILL after grace ends it
+    await end.command("launch", {"specs": [_spec(tmp_path, ["/bin/bash", "-c", script], uuid, job_id="9.0")]})
+    await end.wait(lambda: end.events("started"))
+    await end.command("stop_job", {"job_id": "9.0", "grace": 0.3, "warn": False})
+    _, exited = (await end.wait(lambda: end.events("exited")))[0]
+    assert exited["exit_status"] == 137
+    await end.wait(lambda: end.events("gone"))
