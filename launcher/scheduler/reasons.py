@@ -41,11 +41,11 @@ def quota_reason(book: QuotaBook, queue: str, req: JobRequest, held: int = 0) ->
     limit = spec.borrowing_limit.get(res)
     if limit is not None and u + need > n + limit:
         return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} + {limit} {res}; job needs {need}")
-    pool, used = book.pool(spec.cohort, res), book.pool_usage(spec.cohort, res)
+    pool, pool_used = book.pool(spec.cohort, res), book.pool_usage(spec.cohort, res)
     avail = book.available(queue, res)
     return PendingReason(
         ReasonCode.COHORT_EXHAUSTED,
-        f"cohort {spec.cohort} has {max(0, pool - used)} of {pool} lendable {res} unused; "
+        f"cohort {spec.cohort} has {max(0, pool - pool_used)} of {pool} lendable {res} unused; "
         f"{queue} uses {used} of {n} {res} and can get {avail} more; job needs {need}",
     )
 
