@@ -22,7 +22,8 @@ def test_every_pending_job_is_answered_once():
 @pytest.mark.parametrize("setup,want_code,want_text", [
     pytest.param("borrow-limit", ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1", id="over-quota"),
     pytest.param("cohort", ReasonCode.COHORT_EXHAUSTED,
-                 "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 of 3 gpu and can get 0 more; job needs 1",
+                 "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for waiting jobs) of 3 gpu "
+                 "and can get 0 more; job needs 1",
                  id="cohort"),
     pytest.param("fragmented", ReasonCode.FRAGMENTED, "6 gpu free, largest node has 3", id="fragmented"),
     pytest.param("capacity", ReasonCode.NO_CAPACITY, "2 gpu free; job needs 1 x 4 gpu", id="no-capacity"),
