@@ -49,7 +49,8 @@ class CoordinatorUnavailable(ClientError):
 
     def __init__(self, socket_path: Path, detail: str | None = None) -> None:
         self.socket_path = socket_path
-        message = f"no labgang coordinator at {socket_path}; start one with `labgang up`"
+        message = (f"no labgang coordinator at {socket_path}; start one with `labgang up` "
+                   "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)")
         if detail:
             message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
         super().__init__(message)

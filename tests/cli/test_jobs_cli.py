@@ -77,7 +77,8 @@ def test_no_coordinator_is_one_line_and_status_1(short_dir):
     result = invoke(["queue"], short_dir)
     assert result.exit_code == 1
     assert result.output == (f"labgang queue: no labgang coordinator at {short_dir / 'labgang.sock'}; "
-                             "start one with `labgang up`\n")
+                             "start one with `labgang up` (on a lab node the agent serves this socket: "
+                             "see `systemctl status labgang-agent`)\n")
 
 
 def test_state_dir_from_environment(fake):

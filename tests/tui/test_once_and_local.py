@@ -56,7 +56,8 @@ def test_once_without_coordinator_fails_with_one_line(tmp_path):
     out = labgang("top", "--once", "--state-dir", str(tmp_path))
     assert out.returncode == 1
     assert out.stderr.strip() == f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; " \
-                                 "start one with `labgang up`"
+                                 "start one with `labgang up` (on a lab node the agent serves this socket: " \
+                                 "see `systemctl status labgang-agent`)"
 
 
 def test_bad_flags_are_usage_errors(tmp_path):
