@@ -28,7 +28,7 @@ import grp
 import pwd
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -178,22 +178,9 @@ class ClusterConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "ClusterConfig":
-        names = [q.name for q in self.queues]
-        dupes = sorted(n for n, c in Counter(names).items() if c > 1)
-        if dupes:
-            raise ValueError(f"queues: duplicate queue name(s) {dupes}")
-        if self.default_queue not in names:
-            raise ValueError(f"default_queue: {self.default_queue!r} is not a queue; allowed: {sorted(names)}")
-        if self.cohorts:
-            declared = {c.name for c in self.cohorts}
-            for i, q in enumerate(self.queues):
-                if q.cohort is not None and q.cohort not in declared:
-                    raise ValueError(
-                        f"queues[{i}].cohort: {q.cohort!r} is not declared in [[cohorts]]; allowed: {sorted(declared)}"
-                    )
-        for i, q in enumerate(self.queues):
-            if q.cohort is None and (q.borrowing_limit or q.lending_limit):
-                raise ValueError(f"queues[{i}]: borrowing_limit/lending_limit need a cohort")
+        problems = cross_field_problems(self.model_dump(mode="json"))
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     # ----- lookups -------------------------------------------------------------------------
@@ -265,6 +252,79 @@ class ClusterConfig(_Strict):
         return cls(queues=[QueueConfig(name=DEFAULT_QUEUE, nominal=dict(sorted(counts.items())))])
 
 
+# ----- cross-field checks -------------------------------------------------------------------
+
+
+def _table_list(data: Mapping[str, Any], key: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """The ``(index, table)`` pairs of array-of-tables ``key``; entries that are not tables are skipped
+    (their shape is the schema's problem, reported on its own)."""
+    value = data.get(key)
+    if not isinstance(value, list):
+        return []
+    return [(i, t) for i, t in enumerate(value) if isinstance(t, Mapping)]
+
+
+def _names(tables: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, str]]:
+    return [(i, t["name"]) for i, t in tables if isinstance(t.get("name"), str)]
+
+
+def _duplicates(problems: list[str], table: str, names: list[tuple[int, str]]) -> None:
+    first: dict[str, int] = {}
+    for i, name in names:
+        if name in first:
+            problems.append(f"{table}[{i}].name: duplicate name {name!r} (first at {table}[{first[name]}]); "
+                            f"allowed: a name not used by another [[{table}]] table")
+        else:
+            first[name] = i
+
+
+def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
+    """The rules that tie keys together, checked on a decoded ``cluster.toml``.
+
+    Works on the raw mapping, so it runs even when single keys are wrong (one pass
+    reports every problem): ill-shaped parts are skipped here and left to the schema.
+
+    Rules: queue and cohort names are unique; ``default_queue`` names a queue; a queue's
+    ``cohort`` is declared in ``[[cohorts]]`` (when any are declared); ``borrowing_limit``
+    and ``lending_limit`` need a cohort; a lending limit is at most the nominal quota of
+    that resource (as Kueue requires; a resource absent from ``nominal`` has 0).
+
+    Args:
+        data: the decoded TOML document.
+
+    Returns:
+        One line per problem, each starting with its key path and saying what is allowed.
+    """
+    problems: list[str] = []
+    queues = _table_list(data, "queues")
+    cohorts = _table_list(data, "cohorts")
+    queue_names = _names(queues)
+    _duplicates(problems, "queues", queue_names)
+    _duplicates(problems, "cohorts", _names(cohorts))
+    allowed_queues = sorted({n for _, n in queue_names})
+    default = data.get("default_queue", DEFAULT_QUEUE)
+    if isinstance(default, str) and isinstance(data.get("queues"), list) and default not in allowed_queues:
+        unset = "" if "default_queue" in data else f" (default_queue is not set; it defaults to {DEFAULT_QUEUE!r})"
+        problems.append(f"default_queue: {default!r} is not a queue; allowed: {allowed_queues}{unset}")
+    declared = sorted({n for _, n in _names(cohorts)})
+    for i, q in queues:
+        cohort = q.get("cohort")
+        if declared and isinstance(cohort, str) and cohort not in declared:
+            problems.append(f"queues[{i}].cohort: {cohort!r} is not declared in [[cohorts]]; allowed: {declared}")
+        for key in ("borrowing_limit", "lending_limit"):
+            if cohort is None and q.get(key):
+                problems.append(f"queues[{i}].{key}: needs a cohort; allowed: set queues[{i}].cohort"
+                                + (f" to one of {declared}" if declared else "") + f" or remove {key}")
+        nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
+        lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
+        for resource, limit in lending.items():
+            have = nominal.get(resource, 0)
+            if isinstance(limit, int) and isinstance(have, int) and limit > have:
+                problems.append(f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "
+                                f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota)")
+    return problems
+
+
 # ----- loading ------------------------------------------------------------------------------
 
 
@@ -323,22 +383,27 @@ def describe_errors(exc: ValidationError) -> list[str]:
             allowed = _allowed_for(loc)
             lines.append(f"{_loc(loc)}: {err['input']!r} is not allowed; allowed: {allowed}")
         elif not loc:
-            lines.append(msg)  # cross-field checks already start with their key path
+            lines.extend(msg.splitlines())  # cross-field checks already start with their key path
         else:
             lines.append(f"{_loc(loc)}: {msg}")
     return lines
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfig:
-    """Validate an already-parsed TOML mapping.
+    """Validate an already-parsed TOML mapping, collecting every problem in one pass.
 
     Raises:
-        ConfigError: with one problem per bad key, each naming its key path.
+        ConfigError: with one problem per bad key or broken cross-field rule (see
+            :func:`cross_field_problems`), each naming its key path and what is allowed.
     """
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, describe_errors(exc)) from None
+        problems = describe_errors(exc)
+    # pydantic skips the cross-field validator when a single key is wrong: run those rules on
+    # the raw mapping too, so one pass reports every problem
+    problems += [p for p in cross_field_problems(data) if p not in problems]
+    raise ConfigError(source, problems)
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -364,6 +429,45 @@ def load_config(path: str | Path) -> ClusterConfig:
 
 
 # ----- users ---------------------------------------------------------------------------------
+
+
+def unknown_accounts(cfg: ClusterConfig) -> list[str]:
+    """Users and groups that ``cfg`` names but this host's password/group database lacks.
+
+    Not errors: on a lab cluster accounts may exist only on the nodes (or come from LDAP
+    later), so ``labgang config check`` prints these as warnings and still exits 0.
+
+    Args:
+        cfg: a validated configuration.
+
+    Returns:
+        One line per unknown name, starting with its key path (``admins``,
+        ``admin_groups``, ``queues[i].users``, ``queues[i].groups``).
+    """
+    def known_user(name: str) -> bool:
+        try:
+            pwd.getpwnam(name)
+            return True
+        except KeyError:
+            return False
+
+    def known_group(name: str) -> bool:
+        try:
+            grp.getgrnam(name)
+            return True
+        except KeyError:
+            return False
+
+    places: list[tuple[str, list[str] | None, str]] = [("admins", cfg.admins, "user"),
+                                                      ("admin_groups", cfg.admin_groups, "group")]
+    for i, q in enumerate(cfg.queues):
+        places += [(f"queues[{i}].users", q.users, "user"), (f"queues[{i}].groups", q.groups, "group")]
+    out = []
+    for where, names, kind in places:
+        for name in names or ():
+            if not (known_user(name) if kind == "user" else known_group(name)):
+                out.append(f"{where}: unknown {kind} {name!r} on this host (fine if it exists only on other hosts)")
+    return out
 
 
 def user_name(uid: int) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
-from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml
+from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml, unknown_accounts
 
 KINDS = ("auto", "cluster", "agent")
 """Values of ``--kind``."""
@@ -55,7 +55,10 @@ def config() -> None:
 def check(file: str, kind: str) -> None:
     """Validate cluster.toml or agent.toml FILE.
 
-    Prints which kind was checked. Exit status: 0 valid, 2 with one line per problem
+    Prints which kind was checked. Every problem is reported in one pass, one line each
+    naming the key path and what is allowed. Users and groups unknown on this host are
+    printed as "warning:" lines but do not fail the check (they may exist only on other
+    hosts). Exit status: 0 valid (warnings included), 2 with one line per problem
     otherwise (or one line when the file is not UTF-8 TOML or its kind cannot be told).
     """
     try:
@@ -83,3 +86,5 @@ def check(file: str, kind: str) -> None:
         _invalid(file, "cluster", exc.problems)
     queues = ", ".join(q.name for q in cfg.queues)
     click.echo(f"{file}: cluster config ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")
+    for warning in unknown_accounts(cfg):
+        click.echo(f"{file}: warning: {warning}", err=True)

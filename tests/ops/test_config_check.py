@@ -81,3 +81,71 @@ def test_undecidable_file_asks_for_kind(tmp_path: Path, text: str) -> None:
     res = check(f)
     assert res.exit_code == 2
     assert "--kind" in res.output and "Traceback" not in res.output
+
+
+BAD_CLUSTER = """\
+default_queue = "nope"
+[[cohorts]]
+name = "lab"
+[[cohorts]]
+name = "lab"
+[[queues]]
+name = "a"
+cohort = "lab"
+nominal = { gpu = 4 }
+lending_limit = { gpu = 6 }
+within_queue = "sometimes"
+[[queues]]
+name = "a"
+nominal = { tpu = 2 }
+borrowing_limit = { gpu = 1 }
+[[queues]]
+name = "c"
+cohort = "other"
+"""
+
+
+def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
+    """Field errors (a policy name, an unknown resource) and every cross-field rule come out
+    together, one line each with its key path and what is allowed."""
+    res = check(write(tmp_path, BAD_CLUSTER, "c.toml"))
+    assert res.exit_code == 2, res.output
+    lines = [line.strip() for line in res.output.splitlines()[1:]]
+    expected = [
+        "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority",
+        "queues[1].nominal: unknown resource 'tpu' in nominal; allowed: 'gpu' or 'mig-<profile>'",
+        "queues[1].name: duplicate name 'a' (first at queues[0]); allowed:",
+        "cohorts[1].name: duplicate name 'lab' (first at cohorts[0]); allowed:",
+        "default_queue: 'nope' is not a queue; allowed: ['a', 'c']",
+        "queues[0].lending_limit.gpu: 6 is above the nominal quota (4); allowed: 0..4",
+        "queues[1].borrowing_limit: needs a cohort; allowed: set queues[1].cohort to one of ['lab']",
+        "queues[2].cohort: 'other' is not declared in [[cohorts]]; allowed: ['lab']",
+    ]
+    for want in expected:
+        assert any(line.startswith(want) for line in lines), (want, lines)
+    assert len(lines) == len(expected), lines
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ('[[queues]]\nname = "b"\ncohort = "lab"\nnominal = { gpu = 4 }\nlending_limit = { gpu = 6 }\n',
+     "queues[1].lending_limit.gpu: 6 is above the nominal quota (4)"),
+    ('[[queues]]\nname = "b"\ncohort = "lab"\nlending_limit = { "mig-1g.10gb" = 1 }\n',
+     "queues[1].lending_limit.mig-1g.10gb: 1 is above the nominal quota (0)"),
+    ('[[cohorts]]\nname = "lab"\n', "cohorts[1].name: duplicate name 'lab'"),
+], ids=["lending-above-nominal", "lending-without-nominal", "duplicate-cohort"])
+def test_cross_field_mistakes_alone_are_refused(tmp_path: Path, extra: str, problem: str) -> None:
+    good = '[[cohorts]]\nname = "lab"\n[[queues]]\nname = "default"\ncohort = "lab"\nnominal = { gpu = 4 }\n'
+    assert check(write(tmp_path, good, "ok.toml")).exit_code == 0
+    res = check(write(tmp_path, good + extra, "c.toml"))
+    assert res.exit_code == 2, res.output
+    assert problem in res.output
+
+
+def test_unknown_admin_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    text = 'admins = ["nosuchuser-lg", "root"]\nadmin_groups = ["nosuchgroup-lg"]\n' + CLUSTER
+    res = check(write(tmp_path, text, "c.toml"))
+    assert res.exit_code == 0, res.output
+    assert "warning: admins: unknown user 'nosuchuser-lg' on this host" in res.output
+    assert "warning: admin_groups: unknown group 'nosuchgroup-lg' on this host" in res.output
+    assert "'root'" not in res.output
+    assert "cluster config ok" in res.output
