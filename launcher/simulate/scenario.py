@@ -310,8 +310,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     """Validate a decoded TOML document.
 
     Raises:
-        ScenarioError: any unknown key, bad value, dangling reference, or an unsupported
-            feature (``fair_sharing``).
+        ScenarioError: any unknown key, bad value, dangling reference, a lending limit
+            above the queue's nominal quota, or an unsupported feature (``fair_sharing``).
     """
     try:
         f = ScenarioFile.model_validate(data)
@@ -329,6 +329,12 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     _unique(problems, "queues", [q.name for q in f.queues])
     _unique(problems, "jobs", [j.id for j in f.jobs])
     queues = {q.name: q for q in f.queues}
+    for i, q in enumerate(f.queues):
+        for res, limit in q.lending_limit.items():
+            have = q.nominal.get(res, 0)
+            if limit > have:
+                problems.append(f"queues[{i}] ({q.name!r}).lending_limit.{res}: {limit} is above the nominal quota "
+                                f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota, as in Kueue)")
     priorities: dict[str, int] = {}
     for i, j in enumerate(f.jobs):
         where = f"jobs[{i}] ({j.id!r})"

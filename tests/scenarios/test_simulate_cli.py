@@ -274,3 +274,11 @@ def test_partial_gang_message_counts_one_device_in_the_singular(tmp_path):
     assert job.state == "running" and partial_gangs(sim) == []
     job.placement = (RankPlacement(0, "n1", ()),)  # a rank that lost its device
     assert partial_gangs(sim) == ["no_partial_gangs: a rank 0 got 0 of 1 device"]
+
+
+def test_lending_limit_above_nominal_is_malformed(tmp_path):
+    """As in cluster.toml (and Kueue): a queue lends at most its nominal quota."""
+    text = BASE.replace('nominal = { gpu = 2 }', 'nominal = { gpu = 2 }\ncohort = "lab"\nlending_limit = { gpu = 3 }')
+    res = run(write(tmp_path, text))
+    assert res.exit_code == 2, res.output
+    assert "queues[0] ('q').lending_limit.gpu: 3 is above the nominal quota (2); allowed: 0..2" in res.output
