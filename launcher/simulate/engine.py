@@ -55,7 +55,10 @@ class SimJob:
         epoch: bumped at each admission and requeue, so stale events are ignored.
         preempted: preempted at least once.
         end_time: when it finished.
-        first_admit: its first admission time (for wait statistics).
+        first_admit: its first admission time.
+        waits: seconds pending before each admission: submit to first admission, then each
+            requeue to the readmission that follows (for wait statistics; a ``running = true``
+            job has no entry for its initial placement).
         device_seconds: device-seconds used so far (finished admissions).
         reason: its latest pending reason.
     """
@@ -75,6 +78,7 @@ class SimJob:
     preempted: bool = False
     end_time: float | None = None
     first_admit: float | None = None
+    waits: list[float] = field(default_factory=list)
     device_seconds: float = 0.0
     reason: PendingReason | None = None
 
@@ -241,6 +245,7 @@ class Simulation:
         job.nominated = ()
         job.reason = None
         job.epoch += 1
+        job.waits.append(self.now - max(0.0, job.pending_since))
         if job.first_admit is None:
             job.first_admit = self.now
         if job.spec.duration is not None:

@@ -21,8 +21,10 @@ class QueueStats:
         started: jobs admitted at least once.
         finished: jobs that finished.
         preempted: jobs preempted at least once.
-        wait_mean_s / wait_p50_s / wait_max_s: seconds from submit to first admission,
-            over started jobs (None when none started).
+        wait_mean_s / wait_p50_s / wait_max_s: seconds each job spent pending before it
+            ran: submit to first admission plus, after each preemption, requeue to
+            readmission (:data:`WAIT_NOTE`); over jobs admitted at least once by the
+            scheduler (None when none was).
         device_seconds: devices x seconds its jobs held, up to the horizon.
     """
 
@@ -35,6 +37,10 @@ class QueueStats:
     wait_p50_s: float | None
     wait_max_s: float | None
     device_seconds: float
+
+
+WAIT_NOTE = "WAIT: seconds pending per job, submit to first admission plus each requeue to readmission"
+"""The line under the table that says what the wait columns count."""
 
 
 def _held_until(sim: Simulation, horizon: float) -> dict[str, float]:
@@ -54,8 +60,7 @@ def queue_stats(sim: Simulation) -> list[QueueStats]:
     out = []
     for spec in sim.scenario.queues:
         mine = [j for j in sim.jobs.values() if j.spec.queue == spec.name]
-        waits = sorted(j.first_admit - max(0.0, j.spec.submit) for j in mine
-                       if j.first_admit is not None and not j.spec.running)
+        waits = sorted(sum(j.waits) for j in mine if j.waits)
         out.append(QueueStats(
             queue=spec.name, jobs=len(mine),
             started=sum(1 for j in mine if j.first_admit is not None),
@@ -103,6 +108,7 @@ def format_summary(sim: Simulation) -> str:
         lines.append(f"{s.queue:<16} {s.jobs:>5} {s.started:>7} {s.finished:>5} {s.preempted:>9} "
                      f"{sec(s.wait_mean_s):>9} {sec(s.wait_p50_s):>7} {sec(s.wait_max_s):>7} "
                      f"{s.device_seconds / 3600:>9.2f}")
+    lines.append(WAIT_NOTE)
     lines.append("")
     for res, frac in utilization(sim).items():
         lines.append(f"utilization {res}: {frac * 100:.1f}%")

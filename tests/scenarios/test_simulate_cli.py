@@ -282,3 +282,44 @@ def test_lending_limit_above_nominal_is_malformed(tmp_path):
     res = run(write(tmp_path, text))
     assert res.exit_code == 2, res.output
     assert "queues[0] ('q').lending_limit.gpu: 3 is above the nominal quota (2); allowed: 0..2" in res.output
+
+
+TWO_TEAMS = """
+[scenario]
+name = "two-teams"
+[[nodes]]
+name = "box"
+gpus = 4
+[[queues]]
+name = "team-a"
+cohort = "lab"
+nominal = { gpu = 2 }
+[[queues]]
+name = "team-b"
+cohort = "lab"
+nominal = { gpu = 2 }
+reclaim_within_cohort = "any"
+[[jobs]]
+id = "a-train"
+queue = "team-a"
+gpus_per_worker = 4
+duration = 600
+grace = 30
+[[jobs]]
+id = "b-eval"
+queue = "team-b"
+gpus_per_worker = 2
+submit = 60
+duration = 300
+"""
+
+
+def test_wait_after_a_requeue_counts(tmp_path):
+    """a-train runs at once, is preempted at 60, stops at 90 (grace) and is readmitted at 390
+    when b-eval ends: its wait is 300 s, not 0. b-eval waits 60 -> 90 for the grace."""
+    res = run(write(tmp_path, TWO_TEAMS))
+    assert res.exit_code == 0, res.output
+    rows = {l.split()[0]: l.split()[1:] for l in res.output.splitlines() if l.startswith("team-")}
+    assert rows["team-a"][:7] == ["1", "1", "1", "1", "300.0", "300.0", "300.0"], res.output
+    assert rows["team-b"][:7] == ["1", "1", "1", "0", "30.0", "30.0", "30.0"], res.output
+    assert "each requeue to readmission" in res.output
