@@ -105,7 +105,6 @@ class _Rank:
     ended_at: float | None = None
     exit_reported: bool = False
     known: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every process ever seen
-    termed: set[int] = field(default_factory=set)  # pids already sent SIGTERM in this stop
     stop_grace: float | None = None
     term_at: float | None = None
     kill_at: float | None = None
@@ -493,7 +492,10 @@ class Supervisor:
         elif state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
             self._begin_term(rec, snap, now)
         elif state is RankState.STOPPING:
-            self._term_new(rec, snap, live)
+            # One SIGTERM (sent by _begin_term), then SIGKILL when the grace period ends, as
+            # Slurm's KillWait: processes born during the stop (a cleanup handler's children)
+            # are left alone, and the group is not signalled again (that would re-enter the
+            # rank's TERM handler forever). Everything left at the deadline gets SIGKILL.
             if rec.kill_at is not None and now >= rec.kill_at:
                 self._transition(rec, RankState.KILLING)
                 self._send_all(rec, snap, signal.SIGKILL, live)
@@ -557,15 +559,7 @@ class Supervisor:
         rec.kill_at = now + grace
         self._transition(rec, RankState.STOPPING)
         live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
-        rec.termed.clear()
-        self._term_new(rec, snap, live)
-
-    def _term_new(self, rec: _Rank, snap: ProcSnapshot, live: Mapping[int, int]) -> None:
-        """SIGTERM to processes of a stopping rank that have not had one yet (new ones included)."""
-        fresh = {pid: t for pid, t in live.items() if pid not in rec.termed}
-        if fresh:
-            self._send_all(rec, snap, signal.SIGTERM, fresh)
-            rec.termed.update(fresh)
+        self._send_all(rec, snap, signal.SIGTERM, live)
 
     def _send_all(self, rec: _Rank, snap: ProcSnapshot, signum: int,
                   live: Mapping[int, int] | None = None) -> int:
