@@ -340,16 +340,32 @@ class QueueView:
     pending: int = 0
     running: int = 0
     reclaim_time_s: float | None = None
+    reclaim_within_cohort: str | None = None
+    borrow_policy: str | None = None
+    borrow_max_priority_threshold: int | None = None
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> QueueView:
+        """Parse one QueueView dict (``GET /v1/queues`` → ``queues[]``).
+
+        The policy keys ``reclaim_within_cohort`` (``never``, ``lower-priority``, ``any``)
+        and ``borrow_within_cohort`` (``{policy, max_priority_threshold}``) are optional:
+        a coordinator that does not send them gives None (policy unknown).
+        """
         def res(key: str) -> dict[str, int]:
             return {k: int(v) for k, v in (d.get(key) or {}).items() if v is not None}
 
+        bwc = d.get("borrow_within_cohort")
+        bwc = bwc if isinstance(bwc, Mapping) else {}
+        threshold = bwc.get("max_priority_threshold")
+        reclaim = d.get("reclaim_within_cohort")
         return cls(name=str(d["name"]), cohort=d.get("cohort"), nominal=res("nominal"), used=res("used"),
                    borrowed=res("borrowed"), lent=res("lent"), borrowing_limit=res("borrowing_limit"),
                    lending_limit=res("lending_limit"), pending=int(d.get("pending") or 0),
-                   running=int(d.get("running") or 0), reclaim_time_s=_opt_float(d.get("reclaim_time_s")))
+                   running=int(d.get("running") or 0), reclaim_time_s=_opt_float(d.get("reclaim_time_s")),
+                   reclaim_within_cohort=str(reclaim) if reclaim is not None else None,
+                   borrow_policy=str(bwc["policy"]) if bwc.get("policy") is not None else None,
+                   borrow_max_priority_threshold=threshold if isinstance(threshold, int) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,24 +614,69 @@ def reclaim_time_s(queue: QueueView, jobs: Iterable[JobView]) -> float | None:
     return total
 
 
-def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[Finding]:
-    """Queues running on borrowed quota, which the lenders may reclaim.
+def _preemptor_priority(queue: QueueView, jobs: Iterable[JobView]) -> int:
+    """The priority a job of ``queue`` that takes capacity back would likely have: the highest
+    among its unfinished jobs in the snapshot (pending ones first), else 0, the priority of a
+    plain submission."""
+    mine = [j for j in jobs if j.queue == queue.name and not j.finished]
+    pending = [j.priority for j in mine if j.state == "pending"]
+    if pending:
+        return max(pending)
+    return max((j.priority for j in mine), default=0)
 
-    WARNING when another queue of the same cohort has pending jobs (a reclaim may come in
-    the next cycle), INFO otherwise. The numbers include the reclaim time.
+
+def can_take_back(other: QueueView, borrower: QueueView, jobs: Iterable[JobView]) -> bool:
+    """Whether ``other`` (a queue of ``borrower``'s cohort) could preempt ``borrower``'s jobs.
+
+    True when its ``reclaim_within_cohort`` is ``any``; or ``lower-priority`` and one of
+    the borrower's device-holding jobs has a lower priority than ``other``'s likely
+    preemptor (:func:`_preemptor_priority`); or its ``borrow_within_cohort`` policy is
+    ``lower-priority`` and such a job also has a priority at or below its
+    ``max_priority_threshold``. A queue whose policies the coordinator does not send
+    (older coordinator: both None) counts as able to, as it may be.
+    """
+    jobs = tuple(jobs)
+    if other.reclaim_within_cohort is None and other.borrow_policy is None:
+        return True
+    if other.reclaim_within_cohort == "any":
+        return True
+    holding = [j.priority for j in jobs if j.queue == borrower.name and j.holds_devices]
+    lowest = min(holding, default=None)
+    if lowest is None:
+        return other.reclaim_within_cohort == "lower-priority" or other.borrow_policy == "lower-priority"
+    preemptor = _preemptor_priority(other, jobs)
+    if other.reclaim_within_cohort == "lower-priority" and lowest < preemptor:
+        return True
+    threshold = other.borrow_max_priority_threshold
+    return (other.borrow_policy == "lower-priority" and lowest < preemptor
+            and (threshold is None or lowest <= threshold))
+
+
+def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[Finding]:
+    """Queues running on borrowed quota that another queue of their cohort could take back.
+
+    Fires only when some other queue of the cohort could reclaim or preempt the borrowed
+    capacity (:func:`can_take_back`, from the policies ``GET /v1/queues`` shows): a cohort
+    whose other queues all have ``reclaim_within_cohort = never`` and no
+    ``borrow_within_cohort`` policy leaves the borrower alone. WARNING when one of those
+    queues (the "lending queues" of the summary) has pending jobs (a reclaim may come in the next cycle), INFO otherwise. The
+    numbers include the reclaim time.
     """
     out = []
     for q in sorted(snapshot.queues, key=lambda q: q.name):
         borrowed = sum(q.borrowed.values())
-        if borrowed <= 0:
+        if borrowed <= 0 or q.cohort is None:
             continue
-        waiting = sum(o.pending for o in snapshot.queues
-                      if o.name != q.name and q.cohort is not None and o.cohort == q.cohort)
+        threats = [o for o in snapshot.queues if o.name != q.name and o.cohort == q.cohort
+                   and can_take_back(o, q, snapshot.jobs)]
+        if not threats:
+            continue
+        waiting = sum(o.pending for o in threats)
         rt = reclaim_time_s(q, snapshot.jobs)
         what = ", ".join(f"{v} {k}" for k, v in sorted(q.borrowed.items()) if v)
         out.append(Finding(
             PitfallKind.BORROWED_AT_RISK, Severity.WARNING if waiting else Severity.INFO, f"queue {q.name}",
-            f"borrows {what} from cohort {q.cohort or '-'}; {waiting} job(s) pending in lending queues; "
+            f"borrows {what} from cohort {q.cohort}; {waiting} job(s) pending in lending queues; "
             f"reclaim takes {'?' if rt is None else f'{rt:.0f} s'}",
             "jobs above nominal quota can be preempted after their grace period: checkpoint often",
             {"borrowed": float(borrowed), "pending_in_cohort": float(waiting),

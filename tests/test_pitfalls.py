@@ -181,6 +181,52 @@ def test_not_borrowing_is_silent():
     assert P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), queues=qs), T) == []
 
 
+def _team_queues(**lender_policies) -> tuple[QueueView, ...]:
+    return (QueueView("team-a", cohort="lab", nominal={"gpu": 2}, used={"gpu": 4}, borrowed={"gpu": 2}),
+            QueueView("team-b", cohort="lab", nominal={"gpu": 2}, lent={"gpu": 2}, pending=1, **lender_policies))
+
+
+def _risk(qs, jobs=()):
+    return P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), jobs=jobs, queues=qs), T)
+
+
+def test_borrowed_is_not_at_risk_when_no_queue_can_take_it_back():
+    """team-b has reclaim_within_cohort = never and no borrow_within_cohort: nobody can reclaim."""
+    qs = _team_queues(reclaim_within_cohort="never", borrow_policy="never")
+    assert _risk(qs, (job("a", queue="team-a", workers=4, grace_s=10),)) == []
+
+
+def test_borrowed_is_at_risk_when_a_lender_reclaims_any():
+    qs = _team_queues(reclaim_within_cohort="any", borrow_policy="never")
+    [f] = _risk(qs, (job("a", queue="team-a", workers=4, grace_s=10),))
+    assert f.severity is Severity.WARNING and "1 job(s) pending in lending queues" in f.summary
+    assert "reclaim takes 10 s" in f.summary
+
+
+def test_reclaim_lower_priority_only_threatens_lower_priority_borrowers():
+    qs = _team_queues(reclaim_within_cohort="lower-priority", borrow_policy="never")
+    lender = job("b", queue="team-b", state="pending", priority=5)
+    assert _risk(qs, (job("a", queue="team-a", workers=4, priority=5), lender)) == []
+    assert len(_risk(qs, (job("a", queue="team-a", workers=4, priority=1), lender))) == 1
+
+
+def test_borrow_within_cohort_threatens_up_to_its_threshold():
+    qs = _team_queues(reclaim_within_cohort="never", borrow_policy="lower-priority", borrow_max_priority_threshold=3)
+    lender = job("b", queue="team-b", state="pending", priority=10)
+    assert len(_risk(qs, (job("a", queue="team-a", workers=4, priority=3), lender))) == 1
+    assert _risk(qs, (job("a", queue="team-a", workers=4, priority=4), lender)) == []
+
+
+def test_queue_policies_parse_from_the_api_and_are_unknown_when_absent():
+    q = QueueView.from_api({"name": "team-b", "cohort": "lab", "reclaim_within_cohort": "never",
+                            "borrow_within_cohort": {"policy": "lower-priority", "max_priority_threshold": 3}})
+    assert (q.reclaim_within_cohort, q.borrow_policy, q.borrow_max_priority_threshold) == ("never", "lower-priority", 3)
+    old = QueueView.from_api({"name": "team-b", "cohort": "lab"})
+    assert old.reclaim_within_cohort is None and old.borrow_policy is None
+    # an older coordinator that sends no policies: the lender may reclaim, so still a finding
+    assert len(_risk((_team_queues()[0], old), (job("a", queue="team-a", workers=4),))) == 1
+
+
 # ---------------------------------------------------------------- fragmentation
 
 
