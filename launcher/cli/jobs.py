@@ -127,8 +127,10 @@ def describe_api_error(err: ApiError) -> CommandFailed:
     """
     message = flag_message(err.message, err.field)
     if err.allowed not in (None, "", [], {}):
-        allowed = ", ".join(map(str, err.allowed)) if isinstance(err.allowed, (list, tuple)) else str(err.allowed)
-        if allowed not in message:
+        items = list(err.allowed) if isinstance(err.allowed, (list, tuple)) else [err.allowed]
+        allowed = ", ".join(map(str, items))
+        # the coordinator's message may already list them (e.g. "one of ['batch', 'high']")
+        if allowed not in message and not all(str(item) in message for item in items):
             message = f"{message} (allowed: {allowed})"
     return CommandFailed(message, 2 if err.status == 400 else 1)
 

@@ -26,12 +26,15 @@ class FakeCoordinator:
     Attributes:
         received: (method, path_qs, json body or None) for every request, in order.
         log: the bytes served as rank 0's log of job ``"1"``.
+        validate: None, or a callable given each submit body; a coordinator ``ApiError`` it
+            raises (e.g. from the real ``build_spec``) is sent back as the coordinator would.
     """
 
     def __init__(self, socket_path: Path) -> None:
         self.socket_path = socket_path
         self.received: list[tuple[str, str, Any]] = []
         self.log = b"hello\nworld\n"
+        self.validate: Any = None  # optional: called with each submit body; its ApiError is the reply
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -79,6 +82,13 @@ class FakeCoordinator:
 
     async def _submit(self, request: web.Request) -> web.Response:
         body = await self._record(request)
+        if self.validate is not None:
+            from labgang.launcher.coordinator.errors import ApiError
+
+            try:
+                self.validate(body)
+            except ApiError as exc:  # the real coordinator's refusal, as it would send it
+                return web.json_response(exc.body(), status=exc.status)
         if body.get("queue") == "nope":
             return web.json_response(
                 {"error": {"message": "unknown queue 'nope'", "field": "queue", "allowed": ["default"]}},

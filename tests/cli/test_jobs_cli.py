@@ -121,3 +121,22 @@ def test_build_submission_defaults(tmp_path):
 )
 def test_exit_status_of(job, status):
     assert exit_status_of(job) == status
+
+
+def _real_validation(fake, user: str, **config):
+    """Have the fake refuse submissions exactly as the real coordinator's build_spec does for ``user``."""
+    from labgang.launcher.config import parse_config
+    from labgang.launcher.coordinator.requests import Caller, build_spec
+
+    cfg = parse_config(config)
+    fake.validate = lambda body: build_spec(body, Caller(uid=4242, user=user), cfg)
+
+
+def test_unknown_priority_class_lists_the_classes_once(fake):
+    _real_validation(fake, "root", priority_classes={"batch": 0, "default": 10, "high": 100},
+                     queues=[{"name": "default"}])
+    result = invoke(["submit", "-p", "urgent", "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 2, result.output
+    assert "unknown priority class 'urgent'" in result.output
+    assert result.output.count("batch") == 1, result.output
+
