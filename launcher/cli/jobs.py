@@ -300,8 +300,37 @@ def _priority_value(priority: str | None) -> int | str | None:
     return text
 
 
+_REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")
+
+
 def _submit(client: Client, **flags: Any) -> dict[str, Any]:
-    return client.submit(build_submission(**flags))
+    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default."""
+    try:
+        return client.submit(build_submission(**flags))
+    except ApiError as err:
+        if flags.get("queue") is not None or err.field != "queue" or err.status != 403:
+            raise
+        raise default_queue_refused(err) from err
+
+
+def default_queue_refused(err: ApiError) -> CommandFailed:
+    """The error for a submission without ``-q`` whose default queue the user may not use.
+
+    Args:
+        err: the coordinator's 403 on field ``queue`` (``allowed`` = the queues the user may use).
+
+    Returns:
+        A :class:`CommandFailed` (exit 1) such as ``default queue 'team-a' (from cluster.toml
+        default_queue) is not open to user 'bob'; use -q to pick one of: shared, b``.
+    """
+    m = _REFUSED_QUEUE_RE.search(err.message)
+    if m:
+        what = f"default queue {m['queue']!r} (from cluster.toml default_queue) is not open to user {m['user']!r}"
+    else:
+        what = f"the default queue (from cluster.toml default_queue) was refused: {err.message}"
+    usable = [str(q) for q in err.allowed] if isinstance(err.allowed, (list, tuple)) else []
+    hint = f"use -q to pick one of: {', '.join(usable)}" if usable else "no queue is open to you; ask a labgang admin"
+    return CommandFailed(f"{what}; {hint}", 1)
 
 
 @click.command(context_settings={"allow_interspersed_args": False})

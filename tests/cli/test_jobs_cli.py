@@ -140,3 +140,16 @@ def test_unknown_priority_class_lists_the_classes_once(fake):
     assert "unknown priority class 'urgent'" in result.output
     assert result.output.count("batch") == 1, result.output
 
+
+def test_refused_default_queue_says_it_came_from_the_default(fake):
+    _real_validation(fake, "bob", default_queue="team-a",
+                     queues=[{"name": "team-a", "users": ["alice"]}, {"name": "shared"}, {"name": "b", "users": ["bob"]}])
+    result = invoke(["submit", "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 1, result.output
+    assert ("labgang submit: default queue 'team-a' (from cluster.toml default_queue) is not open to user 'bob'; "
+            "use -q to pick one of: shared, b\n") == result.output
+    # with -q the refusal is about the queue given, as before
+    result = invoke(["submit", "-q", "team-a", "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 1 and "from cluster.toml" not in result.output
+    assert "user 'bob' may not submit to queue 'team-a'" in result.output
+
