@@ -554,13 +554,32 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
     click.echo(to_json({"jobs": active}) if as_json else job_table(active, time.time()))
 
 
+class JobIdType(click.ParamType):
+    """A job id as the coordinator gives them: a decimal sequence number (``12``).
+
+    Refuses anything else as a usage error (exit 2) before any request is sent.
+    """
+
+    name = "JOB"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if text.isascii() and text.isdigit() and int(text) > 0:
+            return str(int(text))
+        self.fail(f"{value!r} is not a job id; allowed: a job number such as 12 (see `labgang queue`)", param, ctx)
+
+
+JOB_ID = JobIdType()
+"""The ``JOB`` argument of ``cancel``, ``logs`` and ``show``."""
+
+
 def _id_key(job_id: Any) -> tuple[int, Any]:
     text = str(job_id)
     return (0, int(text)) if text.isdigit() else (1, text)
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...")
+@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...", type=JOB_ID)
 @state_dir_option
 def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace."""
@@ -590,7 +609,7 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
 
 
 @click.command()
-@click.argument("job_id", metavar="JOB")
+@click.argument("job_id", metavar="JOB", type=JOB_ID)
 @click.option("--rank", "-r", type=click.IntRange(min=0), default=0, show_default=True, help="Which rank's output.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the rank writes, until the job ends.")
 @state_dir_option
@@ -662,7 +681,7 @@ def not_started(job: dict[str, Any]) -> str | None:
 
 
 @click.command()
-@click.argument("job_id", metavar="JOB")
+@click.argument("job_id", metavar="JOB", type=JOB_ID)
 @json_option
 @state_dir_option
 @talks_to_coordinator

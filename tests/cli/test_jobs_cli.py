@@ -153,3 +153,10 @@ def test_refused_default_queue_says_it_came_from_the_default(fake):
     assert result.exit_code == 1 and "from cluster.toml" not in result.output
     assert "user 'bob' may not submit to queue 'team-a'" in result.output
 
+
+@pytest.mark.parametrize("command", ["cancel", "show", "logs"])
+def test_a_job_id_that_is_not_a_number_is_a_usage_error(fake, command):
+    result = invoke([command, "abc"], fake.socket_path.parent)
+    assert result.exit_code == 2, result.output
+    assert "'abc' is not a job id" in result.output and "a job number" in result.output
+    assert fake.received == []
