@@ -30,6 +30,17 @@ log = logging.getLogger("labgang.coordinator")
 LOG_CHUNK_BYTES = 1 << 20
 
 
+def _scheduling_state(job: JobRecord) -> str:
+    """A job's state as the scheduler tells them apart (admitted and running are the same to it)."""
+    state = job.status.state
+    return "holding" if state in (JobState.ADMITTED, JobState.RUNNING) else state.value
+
+
+def _busy_unheld(device_pids: dict[str, frozenset[int]], held: set[str]) -> frozenset[str]:
+    """Devices that show processes while no job holds them (not offered to the scheduler)."""
+    return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
+
+
 def labgang_version() -> str:
     """The installed labgang version (``0+unknown`` from a bare source tree)."""
     try:
@@ -311,11 +322,20 @@ class Coordinator:
             await self.flush()
             changed = True
         else:
-            lifecycle.update_pids(self, conn, message.get("ranks") or [])
+            ranks = message.get("ranks") or []
+            touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
+            before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
+            lifecycle.update_pids(self, conn, ranks)
+            changed = changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items())
+            if self.store.dirty or self._effects:
+                await self.flush()  # a rank list can end or stop a gang too (a missed event)
         if changed:
             self.kick()
 
     def _take_inventory(self, conn: AgentConn, message: dict[str, Any]) -> bool:
+        """Keep the node's inventory and rank list; True when scheduling could decide differently:
+        its allocatable devices changed, or devices no job holds started or stopped showing
+        processes (foreign processes, a context NVML still shows)."""
         from labgang.agent.inventory import NodeInventory
 
         conn.last_seen = self.clock()
@@ -332,7 +352,11 @@ class Coordinator:
         if old is None or old.allocatable() != new.allocatable():
             self.schedulable_cache.clear()
             return True
-        return old.device_pids() != new.device_pids()
+        old_pids, new_pids = old.device_pids(), new.device_pids()
+        if old_pids == new_pids:
+            return False
+        held = {uuid for job in lifecycle.active_jobs(self) for r in job.ranks.values() for uuid in r.devices}
+        return _busy_unheld(old_pids, held) != _busy_unheld(new_pids, held)
 
     async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]],
                              inventory: dict[str, Any] | None = None) -> None:
@@ -343,15 +367,19 @@ class Coordinator:
                 ``NodeInventory.to_dict()`` schema), taken before the events so that a device a
                 ``gone`` rank frees is not still shown busy with its pids.
         """
-        if inventory is not None:
-            self._take_inventory(conn, {"inventory": inventory})
+        changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
         conn.last_seen = self.clock()
         log.debug("rank events from %s: %s", conn.node, ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}"
                                                                  for e in events))
+        touched = {job.id: job for ev in events if (job := self.job_for_run(str(ev.get("job_id")))) is not None}
+        before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
         for ev in events:
             lifecycle.apply_rank_event(self, conn.node, ev)
+        # Only what the scheduler sees matters: a job starting to stop or leaving its devices
+        # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
+        if changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items()):
+            self.kick()  # the cycle runs while this commit is written; its own commit follows
         await self.flush()
-        self.kick()
 
     def on_disconnect(self, conn: AgentConn) -> None:
         """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""

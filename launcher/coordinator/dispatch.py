@@ -103,6 +103,7 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
+    before = job.status.state
     specs = launch_specs(job, node)
     for r in job.ranks.values():
         if r.node == node and r.state == "assigned":
@@ -118,7 +119,7 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
         elif job.run_id != run_id:
             coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
         await coord.flush()
-        coord.kick()
+        _kick_if_changed(coord, job, run_id, before)
         return
     log.debug("job %s: launch on %s answered", job.id, node)
     statuses = statuses or []
@@ -142,7 +143,14 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
             # The job moved on while the command was in flight: do not leave the rank behind.
             coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
     await coord.flush()
-    coord.kick()
+    _kick_if_changed(coord, job, run_id, before)
+
+
+def _kick_if_changed(coord: "Coordinator", job: JobRecord, run_id: str, before: JobState) -> None:
+    """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
+    a launch that went as planned changes nothing it could decide."""
+    if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
+        coord.kick()
 
 
 async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float, warn: bool = False) -> None:

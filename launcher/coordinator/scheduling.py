@@ -1,11 +1,13 @@
 """The scheduling loop: build a :class:`Snapshot` from the store and live inventories,
 run the pure ``run_cycle``, record its decisions, then dispatch.
 
-Events (submission, cancellation, rank exit, inventory change, timer) only *kick* the
-loop; the loop waits ``cycle_coalesce_s`` after the first kick so a burst of
-submissions shares one cycle. Decisions are assumed in memory and written to the
-store; only after the commit are victims stopped and admitted gangs launched
-(assume, then confirm).
+Events that can change a decision (submission, cancellation, a job leaving its devices
+or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
+loop. A kick after a quiet spell runs a cycle at once; kicks that come within
+``cycle_coalesce_s`` of the last cycle wait for the rest of that window and share one
+cycle, so a burst of submissions costs one cycle per window and a lone release costs no
+wait at all. Decisions are assumed in memory and written to the store; only after the
+commit are victims stopped and admitted gangs launched (assume, then confirm).
 """
 
 from __future__ import annotations
@@ -198,21 +200,21 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
 
 
 async def scheduling_loop(coord: "Coordinator") -> None:
-    """Forever: wait for a kick, coalesce, run cycles, commit, dispatch admitted gangs."""
+    """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
+    window), commit, dispatch admitted gangs."""
     from labgang.launcher.coordinator.dispatch import dispatch_job
 
     loop = asyncio.get_running_loop()
-    window, cap = coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s
+    # Never wait longer than cycle_coalesce_max_s for a cycle, whatever the window.
+    window = min(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s)
+    last_cycle_end = float("-inf")
     while True:
         await coord.wake.wait()
-        # Debounce: run once events have been quiet for one window, or at the latest `cap`
-        # seconds after the first, so a burst of submissions shares a few cycles.
-        deadline = loop.time() + cap
-        while window:
-            coord.wake.clear()
-            await asyncio.sleep(min(window, max(0.0, deadline - loop.time())))
-            if not coord.wake.is_set() or loop.time() >= deadline:
-                break
+        # Leading edge: the first kick after a quiet window runs a cycle now; kicks inside the
+        # window after a cycle wait for its end, and all of them share the next cycle.
+        wait = last_cycle_end + window - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
         coord.wake.clear()
         try:
             admitted = run_cycles(coord)
@@ -221,6 +223,7 @@ async def scheduling_loop(coord: "Coordinator") -> None:
             log.exception("scheduling cycle failed")
             await asyncio.sleep(1.0)
             continue
+        last_cycle_end = loop.time()
         for job in admitted:
             coord.spawn(dispatch_job(coord, job))
 
@@ -237,7 +240,8 @@ async def timer_loop(coord: "Coordinator") -> None:
         except Exception:
             log.exception("timer check failed")
         pending = [j for j in coord.jobs.values() if j.status.state == JobState.PENDING]
-        if any(last < j.status.not_before <= now for j in pending):
+        # A real backoff (not_before after the requeue); a job requeued without one was kicked for.
+        if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
             coord.kick()  # a backoff expired
         elif pending and now - coord.last_cycle_at >= PERIODIC_CYCLE_S:
             coord.kick()  # time alone changes decisions (starvation reservations)

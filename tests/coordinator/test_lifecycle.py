@@ -269,3 +269,120 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     assert (views["b"]["used"], views["b"]["borrowed"], views["b"]["lent"]) == ({}, {}, {"gpu": 3})
     assert views["a"]["reclaim_time_s"] == 7 and views["a"]["running"] == 1
     c.store.close()
+
+
+# ----- what wakes the scheduling loop ----------------------------------------------------------
+
+
+def _inventory(node: str, busy: dict[str, list[int]]) -> dict:
+    """A simulated 4-GPU node's inventory dict whose GPUs show the given pids (uuid -> pids)."""
+    from labgang.agent.inventory import read_inventory
+    from labgang.agent.nvml.machine import machine_from_toml
+    from labgang.agent.nvml.simulated import SimulatedNvml
+
+    sim = Path(__file__).resolve().parents[2] / "config" / "sim" / f"{node}-4gpu.toml"
+    backend = SimulatedNvml(machine_from_toml(sim.read_text(), str(sim)), scan_processes=False)
+    backend.nvmlInit()
+    for uuid, pids in busy.items():
+        for pid in pids:
+            backend.hold_memory(uuid, pid, 1 << 20)
+    return read_inventory(backend, hostname=node).to_dict()
+
+
+def _uuids(node: str) -> list[str]:
+    return [gpu["uuid"] for gpu in _inventory(node, {})["gpus"]]
+
+
+async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    run_id = coord.jobs[job_id].run_id
+    conn = coord.agents.get("n1")
+
+    def ev(rank: int, kind: str, status: int | None = None) -> dict:
+        return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
+
+    coord.wake.clear()
+    await coord.on_rank_events(conn, [ev(0, "started")])
+    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "started")])
+    assert coord.jobs[job_id].status.state == JobState.RUNNING
+    assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
+    await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
+    assert not coord.wake.is_set()  # one rank done, the gang still holds every device
+    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "exited", 0), ev(1, "gone", 0)])
+    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
+    assert coord.wake.is_set()  # its devices are free
+
+
+async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    start(coord, job_id)
+    coord.wake.clear()
+    run_id = coord.jobs[job_id].run_id
+    await coord.on_rank_events(coord.agents.get("n2"), [{"job_id": run_id, "rank": 1, "kind": "exited",
+                                                          "exit_status": 3, "time": coord.clock()}])
+    assert coord.jobs[job_id].status.state == JobState.TERMINATING
+    assert coord.wake.is_set()
+
+
+async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
+    conn = coord.agents.get("n1")
+    uuids = _uuids("n1")
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+    assert coord.wake.is_set()  # the first inventory: devices to offer
+    job_id = await submit(coord, workers=1, gpus_per_worker=1)
+    placement = (RankPlacement(0, "n1", (uuids[0],)),)
+    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    coord.wake.clear()
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    assert not coord.wake.is_set()  # the job's own process on its own device
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242], uuids[1]: [777]}),
+                                    "ranks": []})
+    assert coord.wake.is_set()  # a process outside labgang took a free device
+    coord.wake.clear()
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    assert coord.wake.is_set()  # and gave it back
+
+
+async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coordinator) -> None:
+    conn = coord.agents.get("n1")
+    uuids = _uuids("n1")
+    job_id = await submit(coord, workers=1, gpus_per_worker=1)
+    placement = (RankPlacement(0, "n1", (uuids[0],)),)
+    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    run_id = coord.jobs[job_id].run_id
+    events = [{"job_id": run_id, "rank": 0, "kind": k, "exit_status": s, "time": coord.clock()}
+              for k, s in (("started", None), ("exited", 0), ("gone", 0))]
+    await coord.on_rank_events(conn, events, inventory=_inventory("n1", {}))
+    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
+    assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
+    from labgang.launcher.coordinator.scheduling import held_devices, unavailable_devices
+
+    assert uuids[0] not in unavailable_devices(coord, held_devices(coord))  # free, not blocked by stale pids
+
+
+async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:
+    from labgang.launcher.coordinator.scheduling import scheduling_loop
+
+    config = parse_config({"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30,
+                           "queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    c = Coordinator(config, Store(tmp_path / "db"))
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, c.clock()
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c))
+    try:
+        job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+
+        async def admitted() -> None:
+            while c.jobs[job.id].status.state == JobState.PENDING:
+                await asyncio.sleep(0.01)
+        # Far less than the 5 s window: a trailing debounce would still be waiting.
+        await asyncio.wait_for(admitted(), 2.5)
+        assert c.cycles >= 1
+    finally:
+        loop_task.cancel()
+        await asyncio.gather(loop_task, return_exceptions=True)
+        await c.close()
+        c.store.close()
