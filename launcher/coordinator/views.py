@@ -110,6 +110,10 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
             "pending": pending[q.name],
             "running": running[q.name],
             "reclaim_time_s": grace[q.name] if borrowed[q.name] else 0.0,
+            # Whom this queue may take capacity back from (the TUI's borrowed-at-risk pitfall).
+            "reclaim_within_cohort": q.reclaim_within_cohort.value,
+            "borrow_within_cohort": {"policy": q.borrow_within_cohort.policy.value,
+                                     "max_priority_threshold": q.borrow_within_cohort.max_priority_threshold},
         }
         for q in queues
     ]

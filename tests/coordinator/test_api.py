@@ -88,6 +88,7 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
     assert body["queues"][0] == {
         "name": "default", "cohort": None, "nominal": {"gpu": 8}, "used": {}, "borrowed": {}, "lent": {},
         "borrowing_limit": {}, "lending_limit": {}, "pending": 0, "running": 0, "reclaim_time_s": 0.0,
+        "reclaim_within_cohort": "never", "borrow_within_cohort": {"policy": "never", "max_priority_threshold": None},
     }
 
 
