@@ -116,7 +116,10 @@ class AgentService:
             self.token = read_token(self.config.token_file)
         self._take_reading(time.monotonic(), read_inventory(self.backend, hostname=self.node))
         sup_cfg = self.config.supervisor_config()
-        self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids)
+        # One spare small parent per device at most: no more ranks than devices start at once.
+        spares = min(sup_cfg.spare_shims, len(self.inventory.allocatable()))
+        self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids,
+                                                 spare_shims=spares)
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
 
@@ -251,6 +254,7 @@ class AgentService:
                 try:
                     await self._tick_once()
                     watcher.update(self.supervisor.watched_processes())
+                    self._refill_spares()
                 except Exception:  # one bad tick must not stop supervision
                     log.exception("supervisor tick failed")
                 try:
@@ -260,6 +264,14 @@ class AgentService:
         finally:
             watcher.close()
             self._tick_wake = None
+            self.supervisor.close_spares()
+
+    def _refill_spares(self) -> None:
+        """Start the spare small parents a launch used, once no rank is starting (they cost CPU)."""
+        sup = self.supervisor
+        assert sup is not None
+        if sup.spares_missing and not any(s.state is RankState.STARTING for s in sup.ranks()):
+            sup.refill_spares()
 
     async def _tick_once(self) -> None:
         """One tick; when a rank waits only for NVML, read NVML now and tick again."""

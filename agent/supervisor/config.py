@@ -9,6 +9,7 @@ from .foreign import ForeignProcess
 
 FOREIGN_POLICIES = ("block", "report")
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
+MAX_SPARE_SHIMS = 64
 
 
 @dataclass(frozen=True)
@@ -21,12 +22,16 @@ class SupervisorConfig:
         allowed_uids: uids a root agent may start ranks for; ``None`` = every non-root user.
         allow_root: whether a job may run as root (uid 0).
         log_max_bytes: cap of one rank log file in bytes (>= 1024); past it the log rotates to ``.1``.
+        spare_shims: most ranks' small parents kept started ahead, idle, so that a launch skips
+            the Python start-up of its small parent (about 20-30 ms of CPU each); the agent keeps
+            ``min(spare_shims, allocatable devices)`` of them. 0 turns it off.
     """
 
     foreign: str = "block"
     allowed_uids: frozenset[int] | None = None
     allow_root: bool = False
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    spare_shims: int = 8
 
     def __post_init__(self) -> None:
         if self.foreign not in FOREIGN_POLICIES:
@@ -40,6 +45,10 @@ class SupervisorConfig:
             raise ValueError(f"allow_root: {self.allow_root!r} is not a boolean (allowed: true, false)")
         if not isinstance(self.log_max_bytes, int) or isinstance(self.log_max_bytes, bool) or self.log_max_bytes < 1024:
             raise ValueError(f"log_max_bytes: {self.log_max_bytes!r} is too small (allowed: integer >= 1024)")
+        if not isinstance(self.spare_shims, int) or isinstance(self.spare_shims, bool) \
+                or not 0 <= self.spare_shims <= MAX_SPARE_SHIMS:
+            raise ValueError(f"spare_shims: {self.spare_shims!r} is not a count of spare small parents "
+                             f"(allowed: integer 0..{MAX_SPARE_SHIMS})")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SupervisorConfig":
@@ -48,7 +57,7 @@ class SupervisorConfig:
         Raises:
             ValueError: an unknown key, or a bad value, naming the field and the allowed values.
         """
-        known = ("foreign", "allowed_uids", "allow_root", "log_max_bytes")
+        known = ("foreign", "allowed_uids", "allow_root", "log_max_bytes", "spare_shims")
         for key in data:
             if key not in known:
                 raise ValueError(f"{key}: not a supervisor setting (allowed: {', '.join(known)})")

@@ -158,6 +158,30 @@ class HostOS:
                                     cwd="/", env=env, start_new_session=True, close_fds=True)
         return proc, self.start_ticks(proc.pid)
 
+    def spawn_spare_shim(self) -> tuple[subprocess.Popen, int | None]:
+        """Start a spare small parent (``shim.py --spare``) that waits for its rank folder on stdin.
+
+        Raises:
+            OSError: the Python interpreter could not be started.
+        """
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PATH), "--spare"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd="/", env=env, start_new_session=True, close_fds=True)
+        return proc, self.start_ticks(proc.pid)
+
+    @staticmethod
+    def assign_spare_shim(proc: subprocess.Popen, rank_dir: Path) -> bool:
+        """Give a spare small parent its rank folder; False when it is no longer there to take it."""
+        if proc.poll() is not None or proc.stdin is None:
+            return False
+        try:
+            proc.stdin.write(f"{rank_dir}\n".encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            return False
+        return True
+
     @staticmethod
     def ensure_dir(path: Path, mode: int, uid: int | None = None, gid: int | None = None) -> None:
         """Create ``path`` (parents as needed) and set its mode and, when given, its owner."""

@@ -32,6 +32,12 @@ Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict o
 values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None).
 
+Spare shims: started as ``shim.py --spare`` (stdin a pipe from the agent), a shim does its
+start-up and imports ahead of time and then waits for one line on stdin, the rank folder
+it is given; it then sends its own errors to that folder's ``shim.err`` and carries on as
+above. End of input before a line (the agent stopped or dropped it) makes it exit at once.
+A launch therefore pays for no interpreter start-up (``Supervisor(spare_shims=N)``).
+
 Startup cost matters (it is most of the time to start a gang, see ``bench/spawn.py``), so
 the shim imports only what it needs: ``marshal`` instead of ``json`` for its input (``json``
 pulls in ``re``), and its two output files are formatted by hand (numbers only; the rare
@@ -237,5 +243,31 @@ def main(rank_dir: str) -> int:
     return 0
 
 
+def wait_for_rank_dir() -> str | None:
+    """A spare shim's wait: one line on stdin names the rank folder; None at end of input.
+
+    From then on the shim's own errors go to the rank's ``shim.err`` and stdin is ``/dev/null``.
+    """
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    rank_dir = data.decode().strip()
+    if not rank_dir:
+        return None
+    err = os.open(os.path.join(rank_dir, "shim.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(err, 2)
+    os.close(err)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return rank_dir
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--spare":
+        given = wait_for_rank_dir()
+        sys.exit(0 if given is None else main(given))
     sys.exit(main(sys.argv[1]))

@@ -137,6 +137,8 @@ class Supervisor:
         allow_root: whether ranks may run as root.
         log_max_bytes: size cap of one rank log file in bytes; the log rotates to ``.1`` past it.
         host_os: the OS seam (``HostOS``); injectable.
+        spare_shims: how many small parents :meth:`refill_spares` keeps started ahead (``shim.py
+            --spare``); a launch takes one instead of starting an interpreter. 0 = none.
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -148,8 +150,11 @@ class Supervisor:
     def __init__(self, state_dir: Path, *, device_pids: DevicePids | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  allowed_uids: Collection[int] | None = None, allow_root: bool = False,
-                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, host_os: HostOS | None = None) -> None:
+                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, host_os: HostOS | None = None,
+                 spare_shims: int = 0) -> None:
         self._journal = J.Journal(Path(state_dir))
+        self.spare_shims = spare_shims
+        self._spares: list[tuple[subprocess.Popen, int | None]] = []
         self._device_pids = device_pids
         self._clock = clock
         self._wall = wall_clock
@@ -185,7 +190,9 @@ class Supervisor:
         return fd
 
     def close(self) -> None:
-        """Release the state dir (ranks keep running; another supervisor may ``recover()`` them)."""
+        """Release the state dir (ranks keep running; another supervisor may ``recover()`` them)
+        and let the spare small parents go."""
+        self.close_spares()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -195,6 +202,54 @@ class Supervisor:
         """Build a supervisor with the uid, root and log settings of a ``SupervisorConfig``."""
         return cls(state_dir, allowed_uids=config.allowed_uids, allow_root=config.allow_root,
                    log_max_bytes=config.log_max_bytes, **kwargs)
+
+    # ------------------------------------------------------------------ spare small parents
+
+    def refill_spares(self) -> int:
+        """Start spare small parents until ``spare_shims`` are waiting; return how many were started.
+
+        Each is an interpreter that has done its start-up and waits for a rank folder, so that
+        :meth:`launch` skips that cost. Call it when nothing is starting (it costs CPU).
+
+        Raises:
+            OSError: an interpreter could not be started.
+        """
+        self._spares = [(p, t) for p, t in self._spares if p.poll() is None]
+        started = 0
+        while len(self._spares) < self.spare_shims:
+            self._spares.append(self._os.spawn_spare_shim())
+            started += 1
+        return started
+
+    @property
+    def spares_missing(self) -> int:
+        """How many spare small parents :meth:`refill_spares` would start now."""
+        return max(0, self.spare_shims - sum(1 for p, _ in self._spares if p.poll() is None))
+
+    def close_spares(self) -> None:
+        """Let every spare small parent exit (end of its input) and reap it."""
+        spares, self._spares = self._spares, []
+        for proc, _ in spares:
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for proc, _ in spares:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen, int | None]:
+        """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
+        while self._spares:
+            proc, ticks = self._spares.pop(0)
+            if self._os.assign_spare_shim(proc, rank_dir):
+                return proc, ticks
+            proc.wait()  # a spare that died: reap it and try the next
+        return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
 
     # ------------------------------------------------------------------ queries
 
@@ -275,7 +330,7 @@ class Supervisor:
         rec = _Rank(spec=spec, dir=rank_dir)
         self._ranks[rec.key] = rec
         try:
-            proc, ticks = self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
+            proc, ticks = self._start_shim(rank_dir)
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)

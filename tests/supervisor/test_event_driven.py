@@ -186,3 +186,48 @@ async def test_exit_watcher_forgets_processes_no_longer_listed():
             proc.kill()
             proc.wait()
         watcher.close()
+
+
+# ----- spare small parents ----------------------------------------------------------------------
+
+
+def test_a_launch_takes_a_spare_small_parent_and_runs_the_rank_as_usual(state_dir, make_spec, cleanup, h):
+    sup = Supervisor(state_dir, allow_root=True, spare_shims=2)
+    cleanup.append(sup)
+    try:
+        assert sup.refill_spares() == 2 and sup.spares_missing == 0
+        spare_pids = {p.pid for p, _ in sup._spares}
+        sup.launch(make_spec(["/bin/sh", "-c", "echo hello from a spare; exit 3"]))
+        assert _shim_pid(state_dir) in spare_pids
+        assert sup.spares_missing == 1
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert [(e.kind, e.exit_status) for e in events] == [("started", None), ("exited", 3), ("gone", 3)]
+        assert "hello from a spare" in sup.log_path("job1", 0).read_text()
+        assert sup.refill_spares() == 1
+    finally:
+        sup.close_spares()
+    assert not any(h.pid_alive(pid) for pid in spare_pids)
+
+
+def test_a_dead_spare_is_skipped_for_a_new_small_parent(state_dir, make_spec, cleanup, h):
+    sup = Supervisor(state_dir, allow_root=True, spare_shims=1)
+    cleanup.append(sup)
+    try:
+        sup.refill_spares()
+        spare, _ = sup._spares[0]
+        spare.kill()
+        spare.wait()
+        sup.launch(make_spec(["true"]))
+        assert _shim_pid(state_dir) != spare.pid
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert [e.kind for e in events] == ["started", "exited", "gone"]
+    finally:
+        sup.close_spares()
+
+
+def test_spare_shims_setting_is_checked():
+    from labgang.agent.supervisor import SupervisorConfig
+
+    assert SupervisorConfig.from_dict({"spare_shims": 0}).spare_shims == 0
+    with pytest.raises(ValueError, match="spare_shims: .*allowed: integer 0..64"):
+        SupervisorConfig.from_dict({"spare_shims": -1})
