@@ -397,7 +397,9 @@ class AgentService:
     async def handle_command(self, op: str, args: dict[str, Any]) -> Any:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
 
-        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict, or
+        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict (plus
+        ``master_port`` when the spec's was 0: the port this agent picked, or the one the
+        run's ranks here already use, so a repeated launch is still the same), or
         {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
         launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
         → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
@@ -416,8 +418,15 @@ class AgentService:
             out: list[dict[str, Any]] = []
             for spec_dict in args.get("specs") or []:
                 try:
+                    port = None
+                    if spec_dict.get("master_port") == 0:  # rank 0's node: pick MASTER_PORT now
+                        port = sup.job_master_port(str(spec_dict.get("job_id"))) or pick_free_port()
+                        spec_dict = {**spec_dict, "master_port": port}
                     spec = LaunchSpec.from_dict(spec_dict)
-                    out.append(sup.launch(spec).to_dict())
+                    status = sup.launch(spec).to_dict()
+                    if port is not None:
+                        status["master_port"] = port
+                    out.append(status)
                     self._grace[spec.job_id] = spec.grace
                 except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
                     log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"),

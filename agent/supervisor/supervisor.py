@@ -268,6 +268,11 @@ class Supervisor:
         except KeyError:
             raise UnknownJob(f"job_id: no rank {rank} of job {job_id!r} on this node") from None
 
+    def job_master_port(self, job_id: str) -> int | None:
+        """The MASTER_PORT of the job's ranks supervised here (the lowest rank's), or None when none is."""
+        ranks = [self._ranks[k] for k in sorted(self._ranks) if k[0] == job_id]
+        return ranks[0].spec.master_port if ranks else None
+
     def log_path(self, job_id: str, rank: int) -> Path:
         """Path of a rank's current log file (stdout and stderr interleaved; older part in ``.1``)."""
         return self._journal.log_path(job_id, rank)

@@ -27,7 +27,9 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
-    rank's index among the job's ranks on that node.
+    rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
+    the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
+    already have, and to report it in its reply.
     """
     nodes = lifecycle.job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
@@ -44,7 +46,7 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "local_world_size": len(mine),
             "node_rank": nodes.index(node),
             "master_addr": job.status.master_addr or "127.0.0.1",
-            "master_port": job.status.master_port,
+            "master_port": job.status.master_port or 0,  # 0: rank 0's agent picks a free port
             "devices": list(r.devices),
             "argv": list(job.spec.argv),
             "env": env,
@@ -62,7 +64,8 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
 
 
 async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
-    """Start an admitted gang: pick MASTER_PORT on rank 0's node, record it, launch every rank.
+    """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
+    launches (no separate round trip), record the port, then launch every other node.
 
     Failures (node gone, launch refused) stop the gang and requeue it with backoff.
     """
@@ -77,25 +80,16 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
 
 
 async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
+    nodes = lifecycle.job_nodes(job)
     if job.status.master_port is None:
         node0 = job.ranks[0].node
-        try:
-            port = await coord.agents.call(node0, "pick_port", {})
-        except AgentCallError as exc:
-            if job.run_id == run_id and job.status.state == JobState.ADMITTED:
-                lifecycle.start_failed(coord, job, f"could not pick MASTER_PORT: {exc}")
-                await coord.flush()
-                coord.kick()
-            return
-        if job.run_id != run_id or job.status.state != JobState.ADMITTED:
-            return
-        log.debug("job %s: MASTER_PORT %s picked on %s", job.id, port, node0)
         conn = coord.agents.get(node0)
-        job.status.master_port = int(port)
         job.status.master_addr = conn.address if conn is not None and conn.address else node0
-        coord.store.save_status(job)
-        await coord.flush()
-    for node in lifecycle.job_nodes(job):
+        await launch_on_node(coord, job, node0, run_id)
+        if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
+            return  # the launch failed (the gang is stopping) or the job moved on
+        nodes = [n for n in nodes if n != node0]
+    for node in nodes:
         coord.spawn(launch_on_node(coord, job, node, run_id))
 
 
@@ -123,6 +117,10 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
         return
     log.debug("job %s: launch on %s answered", job.id, node)
     statuses = statuses or []
+    port = next((s["master_port"] for s in statuses if s.get("master_port")), None)
+    if port is not None and job.run_id == run_id and job.status.master_port is None:
+        job.status.master_port = int(port)
+        coord.store.save_status(job)
     refused = [s for s in statuses if "error" in s]
     if refused and job.run_id == run_id:
         # First the gang's fate, then the refused ranks count as gone. A permanent refusal

@@ -192,3 +192,20 @@ async def test_a_grace_period_ends_with_sigkill_without_a_poll(agent_and_link, t
     _, exited = (await end.wait(lambda: end.events("exited")))[0]
     assert exited["exit_status"] == 137
     await end.wait(lambda: end.events("gone"))
+
+
+async def test_rank_zeros_agent_picks_master_port_at_launch_and_keeps_it_on_a_repeat(agent_and_link, tmp_path):
+    agent, end, backend = agent_and_link
+    uuid = agent.inventory.allocatable()[3].uuid
+    out = tmp_path / "port"
+    spec = _spec(tmp_path, ["/bin/bash", "-c", f'echo "$MASTER_PORT" > "{out}"; sleep 30'], uuid, job_id="10.0")
+    spec["master_port"] = 0  # not chosen yet: this agent picks it
+    first = await end.command("launch", {"specs": [spec]})
+    port = first[0]["master_port"]
+    assert 1 <= port <= 65535
+    again = await end.command("launch", {"specs": [spec]})  # a resent launch: same rank, same port
+    assert again[0]["master_port"] == port and "error" not in again[0]
+    await end.wait(lambda: out.exists() and out.read_text().strip())
+    assert int(out.read_text()) == port
+    await end.command("stop_job", {"job_id": "10.0", "grace": 0, "warn": False})
+    await end.wait(lambda: end.events("gone"))
