@@ -295,7 +295,7 @@ def open_gates(inst: Instance, tag: str, ranks: int) -> None:
 def bench_release(rounds: int) -> dict[str, Any]:
     """Run ``rounds`` (+1 warm-up) release rounds; return latencies in seconds (last start, first start)."""
     inst = start_up("rel")
-    last, first, admit, shapes = [], [], [], []
+    last, first, admit, ended, shapes = [], [], [], [], []
     try:
         with inst.client() as c:
             for i in range(rounds + 1):
@@ -315,13 +315,15 @@ def bench_release(rounds: int) -> dict[str, Any]:
                     last.append(max(started) - released)
                     first.append(min(started) - released)
                     admit.append(c.job(waiter_id)["admit_time"] - released)
+                    ended.append(c.job(holder_id)["end_time"] - released)
                     shapes.append(f"{workers}x{gpus}")
                 open_gates(inst, waiter, 4)
                 for job_id in (holder_id, waiter_id):
                     wait_for(lambda: c.job(job_id)["state"] in FINISHED, 20, f"job {job_id} finished", 0.01)
     finally:
         inst.close()
-    return {"last": last, "first": first, "admit": admit, "shapes": shapes, "leftover": inst.leftover}
+    return {"last": last, "first": first, "admit": admit, "ended": ended, "shapes": shapes,
+            "leftover": inst.leftover}
 
 
 # ----- 2. makespan of N one-second 1-GPU jobs -------------------------------------------------------
@@ -462,6 +464,8 @@ def main() -> None:
         print(f"   last releasing rank exit -> last waiting rank start: p50 {ms(p50)}  p90 {ms(p90)}  "
               f"max {ms(max(r['last']))}")
         print(f"   last releasing rank exit -> first waiting rank start: p50 {ms(percentile(r['first'], 0.5))}")
+        print(f"   last releasing rank exit -> releasing gang ended (every rank gone, coordinator clock): "
+              f"p50 {ms(percentile(r['ended'], 0.5))}")
         print(f"   last releasing rank exit -> waiting gang admitted (coordinator clock): "
               f"p50 {ms(percentile(r['admit'], 0.5))}")
         print(f"   p50 / target 50 ms = {p50 / 0.050:.2f}   peers 2-4 s / p50 = {2.0 / p50:.0f}-{4.0 / p50:.0f}x")

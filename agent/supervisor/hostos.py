@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 SHIM_PATH = Path(__file__).with_name("shim.py")
+SPARE_NICE = 19  # niceness of a spare small parent while it starts up and waits
 
 
 @dataclass(frozen=True)
@@ -168,12 +169,28 @@ class HostOS:
         proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PATH), "--spare"],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 cwd="/", env=env, start_new_session=True, close_fds=True)
+        if os.geteuid() == 0:
+            # Its start-up is not urgent: at nice 19 it yields the CPU to ranks starting and
+            # stopping now. Only root can lower it back (assign_spare_shim), so only root does it.
+            try:
+                os.setpriority(os.PRIO_PROCESS, proc.pid, SPARE_NICE)
+            except OSError:
+                pass
         return proc, self.start_ticks(proc.pid)
 
     @staticmethod
     def assign_spare_shim(proc: subprocess.Popen, rank_dir: Path) -> bool:
-        """Give a spare small parent its rank folder; False when it is no longer there to take it."""
+        """Give a spare small parent its rank folder; False when it is no longer there to take it.
+
+        Its scheduling priority is first put back to the agent's own, which the rank inherits;
+        a spare whose priority cannot be put back is not used.
+        """
         if proc.poll() is not None or proc.stdin is None:
+            return False
+        try:
+            if os.getpriority(os.PRIO_PROCESS, proc.pid) != os.getpriority(os.PRIO_PROCESS, 0):
+                os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:
             return False
         try:
             proc.stdin.write(f"{rank_dir}\n".encode())

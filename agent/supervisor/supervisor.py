@@ -248,7 +248,8 @@ class Supervisor:
             proc, ticks = self._spares.pop(0)
             if self._os.assign_spare_shim(proc, rank_dir):
                 return proc, ticks
-            proc.wait()  # a spare that died: reap it and try the next
+            proc.kill()  # died, or its priority could not be restored: let it go, try the next
+            proc.wait()
         return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
 
     # ------------------------------------------------------------------ queries

@@ -231,3 +231,22 @@ def test_spare_shims_setting_is_checked():
     assert SupervisorConfig.from_dict({"spare_shims": 0}).spare_shims == 0
     with pytest.raises(ValueError, match="spare_shims: .*allowed: integer 0..64"):
         SupervisorConfig.from_dict({"spare_shims": -1})
+
+
+def test_a_spare_waits_at_low_priority_and_its_rank_runs_at_the_agents(state_dir, make_spec, cleanup, h):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("only a root agent lowers a spare's priority (it must be able to raise it back)")
+    sup = Supervisor(state_dir, allow_root=True, spare_shims=1)
+    cleanup.append(sup)
+    try:
+        sup.refill_spares()
+        spare, _ = sup._spares[0]
+        assert os.getpriority(os.PRIO_PROCESS, spare.pid) == 19
+        out = state_dir / "nice"
+        sup.launch(make_spec(["/bin/sh", "-c", f"cut -d' ' -f19 /proc/self/stat > {out}"]))
+        h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert int(out.read_text()) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        sup.close_spares()
