@@ -402,7 +402,9 @@ class AgentService:
         run's ranks here already use, so a repeated launch is still the same), or
         {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
         launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
-        → [RankStatus dict]; ``signal_job`` {job_id, signal} → processes signalled; ``pick_port``
+        → [RankStatus dict]; ``stop_jobs`` {stops: [{job_id, grace, warn}]} → {job_id: [RankStatus
+        dict]} (one instant for all, so their grace periods end together); ``signal_job`` {job_id,
+        signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
         next_offset, size}.
 
@@ -411,7 +413,7 @@ class AgentService:
         """
         sup = self.supervisor
         assert sup is not None
-        if op in ("launch", "stop_job", "signal_job"):
+        if op in ("launch", "stop_job", "stop_jobs", "signal_job"):
             self._wake_tick()  # a new rank to watch, a grace period to time, processes to see exit
         if op == "launch":
             began = time.perf_counter()
@@ -441,6 +443,9 @@ class AgentService:
                                                           warn=bool(args.get("warn", True)))]
             except UnknownJob:
                 return []
+        if op == "stop_jobs":
+            stops = [(str(a["job_id"]), a.get("grace"), bool(a.get("warn", True))) for a in args.get("stops") or []]
+            return {job_id: [st.to_dict() for st in statuses] for job_id, statuses in sup.stop_jobs(stops).items()}
         if op == "signal_job":
             try:
                 return sup.signal_job(str(args["job_id"]), int(args["signal"]))
@@ -450,7 +455,8 @@ class AgentService:
             return pick_free_port()
         if op == "read_log":
             return await asyncio.get_running_loop().run_in_executor(None, self._read_log, args)
-        raise ValueError(f"unknown command {op!r}; allowed: launch, stop_job, signal_job, pick_port, read_log")
+        raise ValueError(f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, "
+                         "read_log")
 
     def _read_log(self, args: dict[str, Any]) -> dict[str, Any]:
         assert self.supervisor is not None

@@ -382,8 +382,31 @@ class Supervisor:
         if grace is not None and grace < 0:
             raise ValueError(f"grace: {grace!r} is negative (allowed: seconds >= 0)")
         ranks = self._job_ranks(job_id)
-        now = self._clock()
-        snap = self._os.snapshot()
+        return self._stop(ranks, grace, warn, self._clock(), self._os.snapshot())
+
+    def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
+        """Stop several jobs at one instant: one ``/proc`` snapshot, one clock reading, so their
+        grace periods end together (a reclaim stopping many victims). Each entry is
+        ``(job_id, grace, warn)`` as for :meth:`stop_job`; a job with no rank here is skipped.
+
+        Returns:
+            job_id → its rank statuses after the call (``[]`` for a job not supervised here).
+
+        Raises:
+            ValueError: a negative ``grace`` (nothing is stopped then).
+        """
+        for job_id, grace, _ in stops:
+            if grace is not None and grace < 0:
+                raise ValueError(f"grace: {grace!r} of job {job_id!r} is negative (allowed: seconds >= 0)")
+        now, snap = self._clock(), self._os.snapshot()
+        out: dict[str, list[RankStatus]] = {}
+        for job_id, grace, warn in stops:
+            ranks = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
+            out[job_id] = self._stop(ranks, grace, warn, now, snap) if ranks else []
+        return out
+
+    def _stop(self, ranks: list[_Rank], grace: float | None, warn: bool, now: float,
+              snap: ProcSnapshot) -> list[RankStatus]:
         for rec in ranks:
             if rec.state in (RankState.STARTING, RankState.RUNNING):
                 rec.stop_grace = rec.spec.grace if grace is None else grace

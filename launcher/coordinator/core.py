@@ -70,6 +70,7 @@ class Coordinator:
         self.last_cycle_at = 0.0
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
+        self._stops: dict[str, list[tuple[str, float, bool]]] = {}  # node -> stops sent as one command
         self._tasks: set[asyncio.Task[Any]] = set()
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
@@ -97,6 +98,11 @@ class Coordinator:
         """Queue an agent command to run after the next :meth:`flush` commits."""
         self._effects.append(make)
 
+    def stop_after_commit(self, node: str, run_id: str, grace: float, warn: bool) -> None:
+        """Queue a stop of ``run_id``'s ranks on ``node``; every stop queued for a node before the
+        next :meth:`flush` goes in one ``stop_jobs`` command, so their grace periods end together."""
+        self._stops.setdefault(node, []).append((run_id, grace, warn))
+
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         """Run ``coro`` as a tracked background task (cancelled at shutdown)."""
         task = asyncio.ensure_future(coro)
@@ -113,8 +119,13 @@ class Coordinator:
         """Commit every state change so far, then start the effects they asked for."""
         # Take the effects queued so far first: their state changes are all buffered now, so
         # this commit covers them; effects queued while it runs wait for their own commit.
+        from labgang.launcher.coordinator.dispatch import stop_jobs_on_node
+
         effects, self._effects = self._effects, []
+        stops, self._stops = self._stops, {}
         await self.store.durable()
+        for node in sorted(stops):
+            self.spawn(stop_jobs_on_node(self, node, stops[node]))
         for make in effects:
             self.spawn(make())
 
@@ -377,7 +388,9 @@ class Coordinator:
             lifecycle.apply_rank_event(self, conn.node, ev)
         # Only what the scheduler sees matters: a job starting to stop or leaving its devices
         # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
-        if changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items()):
+        if changed or any(_scheduling_state(job) != before[job_id]
+                          and not lifecycle.awaited_by_waiting_preemptor(self, job)
+                          for job_id, job in touched.items()):
             self.kick()  # the cycle runs while this commit is written; its own commit follows
         await self.flush()
 

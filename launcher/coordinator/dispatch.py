@@ -164,6 +164,16 @@ async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: floa
         log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
 
 
+async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[str, float, bool]]) -> None:
+    """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
+    try:
+        await coord.agents.call(node, "stop_jobs", {"stops": [{"job_id": run_id, "grace": grace, "warn": warn}
+                                                              for run_id, grace, warn in stops]})
+    except AgentCallError as exc:
+        log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects",
+                    ", ".join(run_id for run_id, _, _ in stops), node, exc)
+
+
 async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:
     """Send ``signum`` to every rank of ``run_id`` on ``node``."""
     try:

@@ -202,9 +202,8 @@ def begin_termination(coord: "Coordinator", job: JobRecord, intent: str, message
 
 
 def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None = None) -> None:
-    """Queue ``stop_job`` (idempotent) on every node where the job still has a live rank."""
-    from labgang.launcher.coordinator.dispatch import stop_on_node
-
+    """Queue a stop (idempotent) on every node where the job still has a live rank; stops queued
+    for one node before the next commit go out as one ``stop_jobs`` command."""
     nodes = sorted({r.node for r in job.ranks.values() if not r.ended})
     # The --signal warning precedes a preemption or cancel stop (the supervisor sends it
     # warn_before seconds ahead of SIGTERM). A time limit's warning was already sent at
@@ -212,8 +211,7 @@ def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None 
     warn = job.status.end_intent in WARNED_STOPS
     for node in nodes:
         if only_node is None or node == only_node:
-            run_id, grace = job.run_id, job.spec.grace_s
-            coord.effect(lambda n=node, rid=run_id, g=grace: stop_on_node(coord, n, rid, g, warn))
+            coord.stop_after_commit(node, job.run_id, job.spec.grace_s, warn)
 
 
 def finish(coord: "Coordinator", job: JobRecord) -> None:
@@ -293,7 +291,28 @@ def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: f
     job.ranks = {}
     coord.store.save_status(job)
     coord.event(job, "requeued", f"{message}; restart {st.restart_count}")
-    coord.kick()
+    if not awaited_by_waiting_preemptor(coord, job):
+        coord.kick()
+
+
+def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
+    """True when ``job`` is a requeued (pending) victim some pending preemptor nominated and
+    that preemptor still waits for another of its victims to free its devices.
+
+    Until the last victim is gone no cycle can admit the preemptor, and the victim just
+    requeued should not take the devices it was evicted from: its requeue alone is no reason
+    for a cycle; the last victim's is, and that cycle decides for every victim too.
+    """
+    if job.status.state != JobState.PENDING:
+        return False
+    for other in coord.jobs.values():
+        st = other.status
+        if st.state != JobState.PENDING or job.id not in st.nominated:
+            continue
+        if any((v := coord.jobs.get(vid)) is not None and v.status.state.holds_devices
+               for vid in st.nominated if vid != job.id):
+            return True
+    return False
 
 
 def rank_refused(coord: "Coordinator", job: JobRecord, run_id: str, rank_no: int) -> None:

@@ -386,3 +386,24 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
         await asyncio.gather(loop_task, return_exceptions=True)
         await c.close()
         c.store.close()
+
+
+async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(coord: Coordinator) -> None:
+    victims = [await submit(coord, workers=1, gpus_per_worker=1) for _ in range(3)]
+    for k, victim in enumerate(victims):
+        placement = (RankPlacement(0, "n1", (f"GPU-{k}",)),)
+        apply_result(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()),
+                     coord.clock())
+        event(coord, "n1", victim, 0, "started")
+    urgent = await submit(coord, workers=1, gpus_per_worker=3, priority=10)
+    apply_result(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),),
+                                    pending=()), coord.clock())
+    conn = coord.agents.get("n1")
+    for k, victim in enumerate(victims):
+        coord.wake.clear()
+        run_id = coord.jobs[victim].run_id
+        await coord.on_rank_events(conn, [{"job_id": run_id, "rank": 0, "kind": kind, "exit_status": 143,
+                                           "time": coord.clock()} for kind in ("exited", "gone")])
+        assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
+        last = k == len(victims) - 1
+        assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"

@@ -250,3 +250,19 @@ def test_a_spare_waits_at_low_priority_and_its_rank_runs_at_the_agents(state_dir
         assert int(out.read_text()) == os.getpriority(os.PRIO_PROCESS, 0)
     finally:
         sup.close_spares()
+
+
+def test_stop_jobs_stops_several_jobs_at_one_instant(state_dir, make_spec, cleanup, clock, h):
+    sup = Supervisor(state_dir, allow_root=True, clock=clock)
+    cleanup.append(sup)
+    for job in ("a.0", "b.0"):
+        sup.launch(make_spec(["sleep", "60"], job_id=job, grace=5.0))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    out = sup.stop_jobs([("a.0", None, False), ("b.0", 3.0, False), ("nope.0", None, False)])
+    assert out["nope.0"] == []
+    assert [s.state for s in out["a.0"] + out["b.0"]] == [RankState.STOPPING, RankState.STOPPING]
+    assert sup.next_deadline() == clock.now + 3.0  # b's grace; a's ends at +5 from the same instant
+    clock.advance(5.0)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    with pytest.raises(ValueError, match="grace: -1 of job 'a.0' is negative"):
+        sup.stop_jobs([("a.0", -1, False)])
