@@ -199,8 +199,10 @@ def test_cancel_a_running_job(lg):
     assert job_id not in [j["id"] for j in lg.jobs()]
     twice = lg.cli("cancel", job_id)
     assert (twice.returncode, twice.stdout) == (0, f"job {job_id}: already cancelled\n")
-    again = lg.cli("cancel", "no-such-job")
-    assert again.returncode == 1 and "no-such-job" in again.stderr
+    again = lg.cli("cancel", "99999")
+    assert again.returncode == 1 and "99999" in again.stderr  # a well-formed id the coordinator lacks
+    malformed = lg.cli("cancel", "no-such-job")
+    assert malformed.returncode == 2 and "no-such-job" in malformed.stderr  # not an id at all: usage error
 
 
 def test_ctrl_c_on_run_cancels_the_job(lg):
