@@ -149,9 +149,10 @@ class CohortConfig(_Strict):
 class ClusterConfig(_Strict):
     """The whole ``cluster.toml``.
 
-    Times are seconds. The scheduling loop runs once events have been quiet for
-    ``cycle_coalesce_s``, or at the latest ``cycle_coalesce_max_s`` after the first one,
-    so a burst of submissions costs a few cycles.
+    Times are seconds. An event after a quiet spell runs a scheduling cycle at once;
+    events within ``cycle_coalesce_s`` of the last cycle share the next one (never
+    waiting more than ``cycle_coalesce_max_s``), so a burst of submissions costs one
+    cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
     starts the job fails.
