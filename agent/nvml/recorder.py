@@ -81,6 +81,20 @@ def _plain(value: Any) -> Any:
     return {"repr": repr(value)}
 
 
+def _gpm_arg(value: Any, samples: dict[int, str]) -> dict[str, Any] | None:
+    """A GPM sample buffer or metrics request as JSON (samples named by their recorded token),
+    or None when ``value`` is neither (``nvmlGpmSampleGet``/``nvmlGpmMetricsGet`` arguments)."""
+    if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:  # type: ignore[attr-defined]
+        return {"sample": samples.get(ctypes.addressof(value.contents), "unknown")}
+    if isinstance(value, pynvml.c_nvmlGpmMetricsGet_t):
+        return {"metrics_get": {
+            "sample1": _gpm_arg(value.sample1, samples)["sample"],
+            "sample2": _gpm_arg(value.sample2, samples)["sample"],
+            "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
+        }}
+    return None
+
+
 class Recorder:
     """Wraps a backend; every ``nvml*`` call and its answer or error is kept and written as JSON.
 
@@ -131,15 +145,8 @@ class Recorder:
         known = self._handles.get(id(value))
         if known is not None and known[0] is value:
             return {"handle": known[1]}
-        if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:  # type: ignore[attr-defined]
-            return {"sample": self._samples.get(ctypes.addressof(value.contents), "unknown")}
-        if isinstance(value, pynvml.c_nvmlGpmMetricsGet_t):
-            return {"metrics_get": {
-                "sample1": self._arg(value.sample1)["sample"],
-                "sample2": self._arg(value.sample2)["sample"],
-                "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
-            }}
-        return _plain(value)
+        gpm = _gpm_arg(value, self._samples)
+        return gpm if gpm is not None else _plain(value)
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -270,15 +277,8 @@ class ReplayNvml:
     def _arg(self, value: Any) -> Any:
         if isinstance(value, ReplayHandle):
             return {"handle": value.token}
-        if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:  # type: ignore[attr-defined]
-            return {"sample": self._samples.get(ctypes.addressof(value.contents), "unknown")}
-        if isinstance(value, pynvml.c_nvmlGpmMetricsGet_t):
-            return {"metrics_get": {
-                "sample1": self._arg(value.sample1)["sample"],
-                "sample2": self._arg(value.sample2)["sample"],
-                "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
-            }}
-        return _plain(value)
+        gpm = _gpm_arg(value, self._samples)
+        return gpm if gpm is not None else _plain(value)
 
     def _replay(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._init_count <= 0:
