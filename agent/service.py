@@ -26,12 +26,11 @@ import os
 import socket
 import struct
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from aiohttp import web
 
-from labgang.agent import sdnotify
+from labgang.agent import labgang_version, sdnotify
 from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
@@ -47,14 +46,6 @@ RECHECK_MIN_S = 0.02  # first re-read of NVML while a released rank's pids still
 UNKNOWN_GRACE_S = 30.0  # grace assumed for ranks re-adopted from a previous agent
 LOG_READ_MAX = 4 << 20
 _UCRED = struct.Struct("3i")
-
-
-def agent_version() -> str:
-    """The installed labgang version."""
-    try:
-        return version("labgang")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 class AgentService:
@@ -147,7 +138,7 @@ class AgentService:
         return {
             "type": "hello",
             "node": self.node,
-            "version": agent_version(),
+            "version": labgang_version(),
             "address": self.config.address or self.node,
             "inventory": self.inventory.to_dict(),
             "ranks": [s.to_dict() for s in self.supervisor.ranks()],

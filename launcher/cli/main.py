@@ -12,9 +12,10 @@ Exit statuses everywhere: 0 success, 1 the job failed or the request was refused
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
 import click
+
+from labgang.agent import labgang_version
 
 # name -> "module:attribute", relative to the labgang namespace.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -34,13 +35,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
     "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
 }
-
-
-def _package_version() -> str:
-    try:
-        return version("labgang")
-    except PackageNotFoundError:  # running from a source tree without installing
-        return "0+unknown"
 
 
 class LazyGroup(click.Group):
@@ -77,7 +71,7 @@ def _unavailable(name: str, help_text: str) -> click.Command:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_package_version(), "--version", "-V", prog_name="labgang")
+@click.version_option(labgang_version(), "--version", "-V", prog_name="labgang")
 def cli() -> None:
     """labgang: gang-scheduled GPU jobs on lab machines without Kubernetes.
 

@@ -14,9 +14,9 @@ import asyncio
 import base64
 import logging
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Awaitable, Callable
 
+from labgang.agent import labgang_version
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
@@ -39,14 +39,6 @@ def _scheduling_state(job: JobRecord) -> str:
 def _busy_unheld(device_pids: dict[str, frozenset[int]], held: set[str]) -> frozenset[str]:
     """Devices that show processes while no job holds them (not offered to the scheduler)."""
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
-
-
-def labgang_version() -> str:
-    """The installed labgang version (``0+unknown`` from a bare source tree)."""
-    try:
-        return version("labgang")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 class Coordinator:
