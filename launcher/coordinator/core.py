@@ -281,7 +281,9 @@ class Coordinator:
         run_id = job.run_id
         if record is None:
             # Requeued and not placed again: show the previous attempt's log if there was one.
-            past = [row for row in self.store.rank_attempts(job.id) if row[1] == rank]
+            # Off the event loop: the store's lock may be held by a group commit syncing to disk.
+            attempts = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
+            past = [row for row in attempts if row[1] == rank]
             if not past:
                 return b"", offset, job.status.state.finished
             attempt, _, node, _, _ = past[-1]
