@@ -466,6 +466,9 @@ class Supervisor:
         Returns:
             Events in the order they happened (``exited`` always before ``gone`` for a rank).
         """
+        active = [key for key in sorted(self._ranks) if self._ranks[key].state is not RankState.GONE]
+        if not active:
+            return []  # nothing to watch: no /proc scan (the agent ticks ten times a second)
         now = self._clock() if now is None else now
         snap = self._os.snapshot()
         seen_at = self._clock()  # every process state in `snap` was observed before this instant
@@ -484,10 +487,8 @@ class Supervisor:
             return device_map[0]
 
         events: list[RankEvent] = []
-        for key in sorted(self._ranks):
-            rec = self._ranks[key]
-            if rec.state is not RankState.GONE:
-                events.extend(self._advance(rec, now, snap, devices, seen_at))
+        for key in active:
+            events.extend(self._advance(self._ranks[key], now, snap, devices, seen_at))
         return events
 
     def awaiting_devices(self) -> float | None:

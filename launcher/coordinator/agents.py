@@ -99,7 +99,6 @@ class AgentRegistry:
     def __init__(self) -> None:
         self.nodes: dict[str, AgentConn] = {}
         self._ids = itertools.count(1)
-        self.sockets: set[web.WebSocketResponse] = set()
 
     def get(self, node: str) -> AgentConn | None:
         """The node's connection record, or None if it never said hello."""
