@@ -393,8 +393,9 @@ class JobFollower:
         """Poll until the job has ended and its logs are complete; return the final JobView."""
         while True:
             job = self.client.job(self.job_id)
-            self._report(job)
             finished = job["state"] in FINISHED_STATES
+            if not finished:
+                self._report(job)
             if job["state"] != "pending" or finished:
                 for rank in self.ranks:
                     if rank not in self.complete:
@@ -407,6 +408,12 @@ class JobFollower:
                     break
             time.sleep(self.poll_s)
         self._flush_partial()
+        # The logs can be complete (every rank gone) a moment before the job's own state says
+        # it ended: wait for that state, so the caller never sees "running" for a finished job.
+        while job["state"] not in FINISHED_STATES:
+            time.sleep(self.poll_s)
+            job = self.client.job(self.job_id)
+        self._report(job)  # the final line comes after all of the output
         return job
 
     def _drain(self, rank: int, job_finished: bool) -> None:

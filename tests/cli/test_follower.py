@@ -1,0 +1,62 @@
+"""``JobFollower``: the order of output and state lines, and the final state it returns.
+
+A scripted client stands in for the coordinator's answers, so the race the real one can
+show (every rank's log complete one poll before the job's state says it ended) happens
+on every run.
+"""
+
+from __future__ import annotations
+
+import io
+
+from labgang.launcher.cli.client import LogChunk
+from labgang.launcher.cli.jobs import JobFollower
+
+
+class ScriptedClient:
+    """Answers ``job()`` from a list of states (the last one repeats) and serves one log."""
+
+    def __init__(self, states: list[str], log: bytes) -> None:
+        self.states = states
+        self.log = log
+        self.job_calls = 0
+
+    def job(self, job_id: str) -> dict:
+        state = self.states[min(self.job_calls, len(self.states) - 1)]
+        self.job_calls += 1
+        return {"id": job_id, "state": state, "queue": "default", "nodes": ["vm"], "reason": None,
+                "exit_status": 0 if state == "succeeded" else None}
+
+    def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
+        data = self.log[offset:]
+        # The log says "finished" already: the rank is gone, the job's state lags one poll.
+        return LogChunk(data=data, next_offset=offset + len(data), finished=True)
+
+
+def test_logs_complete_before_the_state_says_ended_still_return_the_final_state():
+    client = ScriptedClient(["running", "running", "succeeded"], b"hi\n")
+    out, err = io.BytesIO(), io.StringIO()
+    final = JobFollower(client, "7", (0,), out, err, poll_s=0.001).follow()
+    assert final["state"] == "succeeded"  # not the stale "running" of the last poll before the logs ended
+    assert out.getvalue() == b"hi\n"
+    assert err.getvalue().splitlines() == ["labgang: job 7 running on vm", "labgang: job 7 succeeded (exit status 0)"]
+
+
+def test_the_final_line_comes_after_the_output():
+    client = ScriptedClient(["succeeded"], b"0-out\n")
+    out = io.BytesIO()
+    order: list[str] = []
+
+    class Err(io.StringIO):
+        def write(self, text: str) -> int:
+            order.append("state")
+            return super().write(text)
+
+    class Out(io.BytesIO):
+        def write(self, data: bytes) -> int:
+            order.append("output")
+            return super().write(data)
+
+    JobFollower(client, "8", (0,), Out(), Err(), poll_s=0.001).follow()
+    assert order and order[-1] == "state" and "output" in order
+    assert order.index("output") < order.index("state")
