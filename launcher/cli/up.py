@@ -66,8 +66,9 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
         parts.append(f"left {_plural(n, 'job')} running ({ids('left_running')}); "
                      f"the next `labgang up` re-adopts {'it' if n == 1 else 'them'}")
     if summary.get("pending"):
-        parts.append(f"{_plural(len(summary['pending']), 'pending job')} ({ids('pending')}) "
-                     "wait for the next `labgang up`")
+        n = len(summary["pending"])
+        parts.append(f"{_plural(n, 'pending job')} ({ids('pending')}) "
+                     f"{'waits' if n == 1 else 'wait'} for the next `labgang up`")
     return "labgang up: stopped" + (": " + "; ".join(parts) if parts else " (no jobs were running)")
 
 
