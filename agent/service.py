@@ -26,6 +26,7 @@ import os
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -46,6 +47,15 @@ RECHECK_MIN_S = 0.02  # first re-read of NVML while a released rank's pids still
 UNKNOWN_GRACE_S = 30.0  # grace assumed for ranks re-adopted from a previous agent
 LOG_READ_MAX = 4 << 20
 _UCRED = struct.Struct("3i")
+
+
+def simulation_scope(state_dir: Path) -> str:
+    """The simulated-NVML scope of an agent using ``state_dir``: its resolved path.
+
+    Unique per instance on a host (one agent per state dir) and the same across restarts,
+    so a restarted agent re-adopts its own ranks rather than seeing them as foreign.
+    """
+    return str(Path(state_dir).expanduser().resolve())
 
 
 class AgentService:
@@ -98,7 +108,8 @@ class AgentService:
         if self.backend is None:
             from labgang.agent.nvml import open_backend
 
-            self.backend = open_backend(self.config.simulate)
+            scope = simulation_scope(self.state_dir) if self.config.simulate else None
+            self.backend = open_backend(self.config.simulate, scope=scope)
         if self.token is None:
             if not self.config.token_file:
                 from labgang.agent.config import AgentConfigError
@@ -109,8 +120,16 @@ class AgentService:
         sup_cfg = self.config.supervisor_config()
         # One spare small parent per device at most: no more ranks than devices start at once.
         spares = min(sup_cfg.spare_shims, len(self.inventory.allocatable()))
+        # A simulated backend with a scope: tag our ranks with it so that other simulated
+        # instances on this host (same machine file, same UUIDs) do not count them as foreign.
+        scope = getattr(self.backend, "labgang_sim_scope", None)
+        extra_env = None
+        if scope:
+            from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+
+            extra_env = {SCOPE_VARIABLE: scope}
         self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids,
-                                                 spare_shims=spares)
+                                                 spare_shims=spares, extra_env=extra_env)
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
 

@@ -37,7 +37,8 @@ class NvmlUnavailable(RuntimeError):
         self.code = code
 
 
-def open_backend(simulate: str | Path | None = None, record: str | Path | None = None) -> Any:
+def open_backend(simulate: str | Path | None = None, record: str | Path | None = None, *,
+                 scope: str | None = None) -> Any:
     """Open and initialise an NVML backend.
 
     Args:
@@ -46,6 +47,10 @@ def open_backend(simulate: str | Path | None = None, record: str | Path | None =
             the format is detected from the content). None = the real driver.
         record: if given, every NVML call is written with its arguments and answer or
             error to this JSON file when ``nvmlShutdown()`` is called.
+        scope: with ``simulate``, the simulated instance's scope (see
+            :class:`~labgang.agent.nvml.simulated.SimulatedNvml`): processes tagged
+            ``LABGANG_SIM_SCOPE`` with another scope are not reported. Ignored for the real
+            driver and for recorder JSON replays (which do not look at processes).
 
     Returns:
         An initialised backend with the pynvml function names (``nvmlDeviceGetCount``, …).
@@ -59,7 +64,7 @@ def open_backend(simulate: str | Path | None = None, record: str | Path | None =
     if simulate is not None:
         from labgang.agent.nvml.simulated import SimulatedNvml
 
-        backend: Any = SimulatedNvml.from_file(simulate)
+        backend: Any = SimulatedNvml.from_file(simulate, scope=scope)
     else:
         import pynvml
 

@@ -27,6 +27,14 @@ NVML-NOTES §11 (the ones the inventory touches):
 Live processes whose environment has ``CUDA_VISIBLE_DEVICES`` naming a simulated GPU or
 MIG UUID appear as compute processes on that device (psutil), using the machine's
 ``process_memory_mib`` unless :meth:`SimulatedNvml.hold_memory` says otherwise.
+
+Scopes. Every simulated instance loading the same machine file has the same UUIDs, so two of
+them on one host (two ``labgang up --simulate`` with different state dirs, a test suite next to
+a user's) would each see the other's ranks as foreign processes on its devices. A backend
+opened with ``scope=S`` therefore skips processes whose environment has
+``LABGANG_SIM_SCOPE`` (:data:`SCOPE_VARIABLE`) set to anything but ``S``; the agent tags its
+ranks with its scope. Processes without the variable (started by hand) still count, and a
+backend without a scope sees every process, tagged or not.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
 MIB = 1024 * 1024
 NO_INSTANCE = 0xFFFFFFFF
 GPM_MIN_INTERVAL_S = 0.1
+SCOPE_VARIABLE = "LABGANG_SIM_SCOPE"
+"""Environment variable naming the simulated instance a process belongs to (see the module docstring)."""
 _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(range(40, 48)) | {50, 51, 60, 61}
 
 
@@ -89,9 +99,19 @@ class SimulatedNvml:
             ``labgang_sleep`` (tests); default is the real monotonic clock.
         scan_processes: look for live processes with ``CUDA_VISIBLE_DEVICES`` naming
             simulated UUIDs (psutil); tests of fixed captures may turn it off.
+        scope: this instance's scope (any non-empty string, e.g. the agent's resolved state
+            dir): processes whose ``LABGANG_SIM_SCOPE`` names another scope are not reported.
+            None = every process counts.
+
+    Raises:
+        ValueError: ``scope`` is an empty string.
     """
 
-    def __init__(self, machine: SimMachine, *, virtual_time: bool = False, scan_processes: bool = True):
+    def __init__(self, machine: SimMachine, *, virtual_time: bool = False, scan_processes: bool = True,
+                 scope: str | None = None):
+        if scope is not None and not scope:
+            raise ValueError("scope: must be a non-empty string or None (no scope)")
+        self._scope = scope
         self.machine = machine
         self._init_count = 0
         self._samples: dict[int, tuple[Any, float, tuple[float, float, float]] | None] = {}
@@ -100,7 +120,8 @@ class SimulatedNvml:
         self._generation = {gpu.index: 0 for gpu in machine.gpus}
         self._scan = scan_processes
         self._live: dict[str, list[int]] | None = None
-        self._env_cache: dict[tuple[int, float], tuple[str, ...]] = {}
+        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None)
+        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None]] = {}
         if virtual_time:
             clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
@@ -134,6 +155,12 @@ class SimulatedNvml:
     def labgang_hostname(self) -> str:
         """The simulated node's name (the inventory's default hostname)."""
         return self.machine.hostname
+
+    @property
+    def labgang_sim_scope(self) -> str | None:
+        """The scope given at construction (None = none): the value the agent gives its ranks'
+        ``LABGANG_SIM_SCOPE``."""
+        return self._scope
 
     # ------------------------------------------------------------------ test controls
 
@@ -651,6 +678,8 @@ class SimulatedNvml:
     def _live_processes(self) -> dict[str, list[int]]:
         """``{uuid (lower case): [pids]}`` of live processes whose CUDA_VISIBLE_DEVICES names it.
 
+        With a scope, processes whose ``LABGANG_SIM_SCOPE`` names another scope are left out.
+
         Scanned once per inventory read (``nvmlDeviceGetCount`` starts a new scan).
         """
         if self._live is not None:
@@ -668,8 +697,12 @@ class SimulatedNvml:
                     except (psutil.Error, OSError):
                         env = {}
                     cvd = env.get("CUDA_VISIBLE_DEVICES", "")
-                    self._env_cache[key] = tuple(x.strip().lower() for x in cvd.split(",") if x.strip())
-                for entry in self._env_cache[key]:
+                    self._env_cache[key] = (tuple(x.strip().lower() for x in cvd.split(",") if x.strip()),
+                                            env.get(SCOPE_VARIABLE))
+                entries, scope = self._env_cache[key]
+                if self._scope is not None and scope is not None and scope != self._scope:
+                    continue  # a rank of another simulated instance on this host
+                for entry in entries:
                     target = known.get(entry)
                     if target is not None:
                         live.setdefault(target, []).append(key[0])
@@ -790,4 +823,4 @@ def _export_pynvml_names() -> None:
 
 _export_pynvml_names()
 
-__all__ = ["SimHandle", "SimulatedNvml", "VirtualClock"]
+__all__ = ["SCOPE_VARIABLE", "SimHandle", "SimulatedNvml", "VirtualClock"]

@@ -8,6 +8,17 @@ among the job's nodes, as torchrun sets them), ``LABGANG_JOB_ID``, ``LABGANG_RES
 ``USER``, ``LOGNAME`` and ``HOME`` are set to the rank's user, and ``PATH`` gets a default
 when none was submitted.
 
+Agent-provided variables (``Supervisor(extra_env=…)``): set by the agent for every rank it
+starts, after the submitted environment is filtered and before the contract (so they can
+neither be forged by a submission, which loses every ``LABGANG_*``, nor override the contract).
+The one the agent uses today:
+
+* ``LABGANG_SIM_SCOPE``: only with a simulated NVML backend, the agent's scope (its resolved
+  state dir). Instances simulating the same machine file share device UUIDs; the simulator of
+  each instance ignores processes tagged with another scope, so two simulated instances on one
+  host do not see each other's ranks as foreign processes (``agent/nvml/simulated.py``). Never
+  set on the real NVML path.
+
 What is dropped, and why. The rank runs as the submitting user after privileges are dropped,
 so the submitted environment can only ever affect that user's own processes: the agent and
 each rank's small parent never see it (the parent runs ``python -I -S`` with the agent's own
@@ -75,12 +86,14 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
     }
 
 
-def rank_environment(spec: LaunchSpec, run_as: RunAs) -> dict[str, str]:
+def rank_environment(spec: LaunchSpec, run_as: RunAs, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Build the full environment of one rank.
 
     Args:
         spec: the rank; ``spec.env`` is the submitted environment.
         run_as: the credentials it runs with (for ``USER``, ``LOGNAME``, ``HOME``).
+        extra: agent-provided variables (see the module docstring), set after the submitted
+            ones and before the contract.
 
     Returns:
         name → value, ready for ``execve``.
@@ -90,6 +103,7 @@ def rank_environment(spec: LaunchSpec, run_as: RunAs) -> dict[str, str]:
     env["USER"] = run_as.name
     env["LOGNAME"] = run_as.name
     env["HOME"] = run_as.home
+    env.update(extra or {})
     env.update(contract_variables(spec))
     return env
 

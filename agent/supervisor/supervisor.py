@@ -139,6 +139,8 @@ class Supervisor:
         host_os: the OS seam (``HostOS``); injectable.
         spare_shims: how many small parents :meth:`refill_spares` keeps started ahead (``shim.py
             --spare``); a launch takes one instead of starting an interpreter. 0 = none.
+        extra_env: agent-provided variables given to every rank (``environment.py``, e.g.
+            ``LABGANG_SIM_SCOPE``); they cannot override the contract variables.
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -151,8 +153,9 @@ class Supervisor:
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  allowed_uids: Collection[int] | None = None, allow_root: bool = False,
                  log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, host_os: HostOS | None = None,
-                 spare_shims: int = 0) -> None:
+                 spare_shims: int = 0, extra_env: Mapping[str, str] | None = None) -> None:
         self._journal = J.Journal(Path(state_dir))
+        self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
         self._spares: list[tuple[subprocess.Popen, int | None]] = []
         self._device_pids = device_pids
@@ -323,7 +326,7 @@ class Supervisor:
         J.write_json(rank_dir / J.SPEC, spec.to_dict())
         J.write_marshal(rank_dir / J.LAUNCH, {
             "argv": list(spec.argv),
-            "env": rank_environment(spec, run_as),
+            "env": rank_environment(spec, run_as, self._extra_env),
             "cwd": spec.cwd,
             "uid": run_as.uid,
             "gid": run_as.gid,

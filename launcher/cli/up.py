@@ -173,9 +173,12 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
 
     from labgang.agent.inventory import read_inventory
     from labgang.agent.nvml import NvmlUnavailable, open_backend
+    from labgang.agent.service import simulation_scope
 
     try:
-        backend = open_backend(simulate)
+        # A simulated machine is scoped to this state dir: another `labgang up --simulate`
+        # of the same file on this host has the same UUIDs, and must not see our ranks as foreign.
+        backend = open_backend(simulate, scope=simulation_scope(directory) if simulate else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
     except (FileNotFoundError, ValueError) as exc:

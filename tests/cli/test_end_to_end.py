@@ -410,3 +410,28 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
         finally:
             assert second.stop() == 0, second.output()
         assert not any(_alive(pid) for pid in pids)
+
+
+def test_two_simulated_instances_on_one_host_do_not_see_each_others_ranks():
+    """Both load h100x8.toml (same UUIDs); each one's ranks are tagged with its own scope."""
+    with tempfile.TemporaryDirectory(prefix="lga", dir="/tmp") as da, \
+            tempfile.TemporaryDirectory(prefix="lgb", dir="/tmp") as db:
+        a, b = Labgang(Path(da)), Labgang(Path(db))
+        try:
+            a.wait_ready()
+            b.wait_ready()
+            job_a = a.cli("submit", "-n", "1", "-g", "8", "--grace", "2s", "--", "sleep", "60").stdout.strip()
+            pids_a = _rank_pids(a, job_a)
+            # A's rank names all 8 UUIDs in CUDA_VISIBLE_DEVICES; without scopes B would count it
+            # as a foreign process on every device and keep its job pending with 0 GPUs free.
+            job_b = b.cli("submit", "-n", "1", "-g", "8", "--grace", "2s", "--", "sleep", "60").stdout.strip()
+            pids_b = _rank_pids(b, job_b)
+            assert a.job(job_a)["state"] == "running" and all(_alive(pid) for pid in pids_a + pids_b)
+            for instance, job_id in ((a, job_a), (b, job_b)):
+                devices = [d for r in instance.job(job_id)["ranks"] for d in r["devices"]]
+                assert len(set(devices)) == 8, devices
+                assert instance.cli("cancel", job_id).returncode == 0
+                instance.wait_state(job_id, {"cancelled"}, timeout=20)
+        finally:
+            codes = (a.stop(), b.stop())
+        assert codes == (0, 0), a.output() + b.output()

@@ -66,6 +66,18 @@ def test_rank_environment_drops_exactly_the_documented_variables():
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["USER"] == "alice" and env["HOME"] == "/home/alice"
 
 
+def test_agent_provided_variables_reach_the_rank_and_cannot_be_forged(state_dir, make_spec, cleanup, h):
+    sup = Supervisor(state_dir, allow_root=True, extra_env={"LABGANG_SIM_SCOPE": "/srv/state-a", "RANK": "no"})
+    cleanup.append(sup)
+    submitted = {"LABGANG_SIM_SCOPE": "/srv/state-b"}
+    sup.launch(make_spec(["env"], env=submitted))
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    text = sup.log_path("job1", 0).read_text()
+    env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("[labgang]"))
+    assert env["LABGANG_SIM_SCOPE"] == "/srv/state-a"  # the agent's, not the submitted one
+    assert env["RANK"] == "0"  # agent variables never override the contract
+
+
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGKILL, 137), (signal.SIGSEGV, 139)])
 def test_signal_n_maps_to_128_plus_n(sup, make_spec, h, signum, status):
     sup.launch(make_spec(["sh", "-c", f"kill -{int(signum)} $$"]))
