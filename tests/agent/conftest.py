@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
 from labgang.agent.nvml.formats import machine_from_text
-from labgang.agent.nvml.simulated import SimulatedNvml
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_DIR = REPO / "config" / "sim"
@@ -51,3 +55,25 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
     for backend in made:
         while backend._init_count > 0:
             backend.nvmlShutdown()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[Callable[..., int]]:
+    """Start sleeping processes with a given ``CUDA_VISIBLE_DEVICES`` and, optionally, a
+    ``LABGANG_SIM_SCOPE`` (never the one this test run may have inherited); all are killed at
+    teardown. ``sleeper(cvd, scope=None) -> pid``."""
+    procs: list[subprocess.Popen] = []
+
+    def start(cvd: str, scope: str | None = None) -> int:
+        env = {k: v for k, v in os.environ.items() if k != SCOPE_VARIABLE}
+        env["CUDA_VISIBLE_DEVICES"] = cvd
+        if scope is not None:
+            env[SCOPE_VARIABLE] = scope
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+        procs.append(proc)
+        return proc.pid
+
+    yield start
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pynvml
@@ -220,23 +216,6 @@ def test_utilization_script_advances_one_value_per_read(make_sim, sim_dir):
 
 
 # --------------------------------------------------------------------------- processes
-
-
-@pytest.fixture
-def sleeper():
-    """Start ``sleep`` processes with a given CUDA_VISIBLE_DEVICES; all are killed at teardown."""
-    procs: list[subprocess.Popen] = []
-
-    def start(cvd: str) -> int:
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=cvd)
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
-        procs.append(proc)
-        return proc.pid
-
-    yield start
-    for proc in procs:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def test_processes_with_cuda_visible_devices_show_on_those_devices(make_sim, sim_dir, sleeper):
