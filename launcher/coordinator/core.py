@@ -36,11 +36,6 @@ def _scheduling_state(job: JobRecord) -> str:
     return "holding" if state in (JobState.ADMITTED, JobState.RUNNING) else state.value
 
 
-def _busy_unheld(device_pids: dict[str, frozenset[int]], held: set[str]) -> frozenset[str]:
-    """Devices that show processes while no job holds them (not offered to the scheduler)."""
-    return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
-
-
 class Coordinator:
     """Jobs, agents and the rules that connect them.
 
@@ -360,8 +355,10 @@ class Coordinator:
         old_pids, new_pids = old.device_pids(), new.device_pids()
         if old_pids == new_pids:
             return False
-        held = {uuid for job in lifecycle.active_jobs(self) for r in job.ranks.values() for uuid in r.devices}
-        return _busy_unheld(old_pids, held) != _busy_unheld(new_pids, held)
+        from labgang.launcher.coordinator.scheduling import busy_unheld, held_devices
+
+        held = held_devices(self)
+        return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
 
     async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]],
                              inventory: dict[str, Any] | None = None) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Container, Mapping
 
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.model import JobState
@@ -60,6 +60,17 @@ def held_devices(coord: "Coordinator") -> dict[str, JobRecord]:
     return held
 
 
+def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str]) -> frozenset[str]:
+    """Devices that NVML shows processes on while no job holds them (foreign processes, memory
+    still held after a job): never offered to the scheduler.
+
+    Args:
+        device_pids: device UUID → pids NVML shows on it (``NodeInventory.device_pids()``).
+        held: UUIDs of devices some job holds (e.g. :func:`held_devices`).
+    """
+    return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
+
+
 def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
@@ -68,9 +79,9 @@ def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> fro
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost
-        pids = conn.inventory.device_pids()
+        busy = busy_unheld(conn.inventory.device_pids(), held)
         for d in conn.inventory.allocatable():
-            if not offered or (pids.get(d.uuid) and d.uuid not in held):
+            if not offered or d.uuid in busy:
                 out.add(d.uuid)
         for gpu in conn.inventory.gpus:
             if gpu.lost:
