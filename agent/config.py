@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from labgang.agent import tomlfile
+from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
 
 
@@ -39,17 +40,6 @@ class AgentConfigError(ValueError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = list(problems) if problems else [message]
-
-
-def default_state_dir() -> Path:
-    """The state directory when none is configured (same rule as ``labgang.launcher.paths``)."""
-    env = os.environ.get("LABGANG_STATE_DIR", "").strip()
-    if env:
-        return Path(env).expanduser()
-    if os.geteuid() == 0:
-        return Path("/var/lib/labgang")
-    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state") / "labgang"
 
 
 class AgentConfig(BaseModel):

@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from labgang.agent import labgang_version, sdnotify
+from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
@@ -214,7 +214,7 @@ class AgentService:
             if self._user_runner is not None:
                 await self._user_runner.cleanup()
                 try:
-                    (self.state_dir / "labgang.sock").unlink()
+                    (self.state_dir / paths.SOCKET_NAME).unlink()
                 except FileNotFoundError:
                     pass
             shutdown = getattr(self.backend, "nvmlShutdown", None)
@@ -491,7 +491,7 @@ class AgentService:
         runner = web.AppRunner(app, handle_signals=False,
                                access_log=log if log.isEnabledFor(logging.DEBUG) else None)
         await runner.setup()
-        path = self.state_dir / "labgang.sock"
+        path = self.state_dir / paths.SOCKET_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

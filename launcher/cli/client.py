@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
-from labgang.launcher import paths
+from labgang.agent import paths
 
 DEFAULT_TIMEOUT_S = 30.0
 # `labgang up` writes its pid here (beside the socket) while it starts, so that a command
@@ -98,7 +98,7 @@ class LogChunk:
 def socket_for(state_dir: str | Path | None = None) -> Path:
     """The user API socket for ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default state dir).
 
-    Source: :func:`labgang.launcher.paths.socket_path`.
+    Source: :func:`labgang.agent.paths.socket_path`.
     """
     return paths.socket_path(state_dir)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from labgang.launcher import paths
+from labgang.agent import paths
 from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
 
 AGENT_JOIN_S = 30.0

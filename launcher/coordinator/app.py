@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Callable
 
 from aiohttp import WSCloseCode, web
 
-from labgang.launcher import paths
+from labgang.agent import paths
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
@@ -149,7 +149,7 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
 
     Args:
         config: the validated configuration.
-        state_dir: state directory (None = :func:`labgang.launcher.paths.default_state_dir`).
+        state_dir: state directory (None = :func:`labgang.agent.paths.default_state_dir`).
         tcp_host, tcp_port: where the agent link and the read-only API listen; default
             ``config.tcp_host``/``config.tcp_port``; with neither, ``127.0.0.1`` on a free
             port when ``local_agent`` is given, and no TCP listener otherwise.
