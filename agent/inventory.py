@@ -51,7 +51,6 @@ class Unavailable:
         return "n/a"
 
 
-
 def is_known(value: Any) -> bool:
     """True when ``value`` is neither None nor :class:`Unavailable`."""
     return value is not None and not isinstance(value, Unavailable)

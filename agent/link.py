@@ -40,10 +40,17 @@ class CoordinatorLink:
         reconnect_max_s: cap of the exponential reconnect backoff (seconds).
     """
 
-    def __init__(self, url: str, token: str, *, hello: Callable[[], dict[str, Any]],
-                 on_command: Callable[[str, dict[str, Any]], Awaitable[Any]],
-                 on_connected: Callable[[], Awaitable[None]] | None = None,
-                 on_ack: Callable[[int], None] | None = None, reconnect_max_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        hello: Callable[[], dict[str, Any]],
+        on_command: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        on_connected: Callable[[], Awaitable[None]] | None = None,
+        on_ack: Callable[[int], None] | None = None,
+        reconnect_max_s: float = 10.0,
+    ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self._hello = hello
@@ -74,8 +81,9 @@ class CoordinatorLink:
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             return False
 
-    async def forward(self, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes,
-                      *, timeout: float = 60.0) -> dict[str, Any]:
+    async def forward(
+        self, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes, *, timeout: float = 60.0
+    ) -> dict[str, Any]:
         """Forward a user request to the coordinator, vouching for ``uid``.
 
         Returns:
@@ -90,8 +98,17 @@ class CoordinatorLink:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._forwards[req_id] = fut
         try:
-            sent = await self.send({"type": "api", "id": req_id, "uid": uid, "method": method, "path": path,
-                                    "query": dict(query), "body": base64.b64encode(body).decode()})
+            sent = await self.send(
+                {
+                    "type": "api",
+                    "id": req_id,
+                    "uid": uid,
+                    "method": method,
+                    "path": path,
+                    "query": dict(query),
+                    "body": base64.b64encode(body).decode(),
+                }
+            )
             if not sent:
                 raise LinkDown("this node's agent is not connected to the coordinator")
             reply = await asyncio.wait_for(fut, timeout)
@@ -99,8 +116,11 @@ class CoordinatorLink:
             raise LinkDown(f"no answer from the coordinator within {timeout:g} s") from None
         finally:
             self._forwards.pop(req_id, None)
-        return {"status": int(reply["status"]), "headers": dict(reply.get("headers") or {}),
-                "body": base64.b64decode(reply.get("body") or "")}
+        return {
+            "status": int(reply["status"]),
+            "headers": dict(reply.get("headers") or {}),
+            "body": base64.b64decode(reply.get("body") or ""),
+        }
 
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, serve, and reconnect with jittered exponential backoff until ``stop`` is set."""
@@ -141,8 +161,9 @@ class CoordinatorLink:
     async def _session(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         # The heartbeat notices a coordinator that vanished without closing the connection.
-        async with session.ws_connect(self.url + LINK_PATH, headers=headers, heartbeat=HEARTBEAT_S,
-                                      max_msg_size=64 << 20) as ws:
+        async with session.ws_connect(
+            self.url + LINK_PATH, headers=headers, heartbeat=HEARTBEAT_S, max_msg_size=64 << 20
+        ) as ws:
             self._ws = ws
             await ws.send_json(self._hello())
             first = await ws.receive_json(timeout=15)

@@ -44,8 +44,7 @@ def notify_address(value: str | None) -> str | bytes | None:
         return b"\0" + value[1:].encode()
     if value.startswith("/"):
         return value
-    raise ValueError(
-        f"{NOTIFY_SOCKET_ENV}={value!r}: expected an absolute socket path or '@abstract-name'")
+    raise ValueError(f"{NOTIFY_SOCKET_ENV}={value!r}: expected an absolute socket path or '@abstract-name'")
 
 
 def notify(*assignments: str, unset_environment: bool = False) -> bool:

@@ -75,8 +75,9 @@ class AgentService:
         NvmlUnavailable: (at start) no NVIDIA driver and no ``simulate`` file.
     """
 
-    def __init__(self, config: AgentConfig, *, backend: Any = None, token: str | None = None,
-                 stop_jobs_on_exit: bool = False) -> None:
+    def __init__(
+        self, config: AgentConfig, *, backend: Any = None, token: str | None = None, stop_jobs_on_exit: bool = False
+    ) -> None:
         self.config = config
         self.node = config.node
         self.url = config.coordinator
@@ -128,8 +129,9 @@ class AgentService:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
-        self.supervisor = Supervisor.from_config(self.state_dir / "agent", sup_cfg, device_pids=self._device_pids,
-                                                 spare_shims=spares, extra_env=extra_env)
+        self.supervisor = Supervisor.from_config(
+            self.state_dir / "agent", sup_cfg, device_pids=self._device_pids, spare_shims=spares, extra_env=extra_env
+        )
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
 
@@ -173,8 +175,11 @@ class AgentService:
         (``labgang.agent.supervisor.identity.resolve_run_as``).
         """
         cfg = self.config.supervisor_config()
-        return {"agent_uid": os.geteuid(), "allow_root": cfg.allow_root,
-                "allowed_uids": None if cfg.allowed_uids is None else sorted(cfg.allowed_uids)}
+        return {
+            "agent_uid": os.geteuid(),
+            "allow_root": cfg.allow_root,
+            "allowed_uids": None if cfg.allowed_uids is None else sorted(cfg.allowed_uids),
+        }
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set (or SIGINT/SIGTERM when run by :func:`main_async`).
@@ -186,9 +191,15 @@ class AgentService:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._open)
         assert self.token is not None
-        self.link = CoordinatorLink(self.url, self.token, hello=self.hello, on_command=self.handle_command,
-                                    on_connected=self._flush_outbox, on_ack=self._on_ack,
-                                    reconnect_max_s=self.config.reconnect_max_s)
+        self.link = CoordinatorLink(
+            self.url,
+            self.token,
+            hello=self.hello,
+            on_command=self.handle_command,
+            on_connected=self._flush_outbox,
+            on_ack=self._on_ack,
+            reconnect_max_s=self.config.reconnect_max_s,
+        )
         if self.config.user_socket:
             await self._start_user_socket()
         # Ranks re-adopted and the node socket served: ready (the link comes up on its own).
@@ -294,8 +305,7 @@ class AgentService:
             self._recheck_s = RECHECK_MIN_S
             return
         reading = self._reading
-        if reading is not None and reading.read_at >= need and \
-                time.monotonic() - reading.read_at < self._recheck_s:
+        if reading is not None and reading.read_at >= need and time.monotonic() - reading.read_at < self._recheck_s:
             return  # a fresh read still showed the pids: read again when the backoff ends
         began = time.perf_counter()
         try:
@@ -304,8 +314,11 @@ class AgentService:
             log.exception("inventory read for released ranks failed")
             return
         events = sup.tick()
-        log.debug("released ranks: NVML read and tick took %.1f ms; %d event(s)",
-                  (time.perf_counter() - began) * 1e3, len(events))
+        log.debug(
+            "released ranks: NVML read and tick took %.1f ms; %d event(s)",
+            (time.perf_counter() - began) * 1e3,
+            len(events),
+        )
         if sup.awaiting_devices() is not None:
             self._recheck_s = min(self._recheck_s * 2, self.config.sample_s)
         await self._report(events, inventory=inv)
@@ -350,15 +363,19 @@ class AgentService:
             return
         inv = inventory.to_dict() if inventory is not None else None
         if self._outbox:
-            message: dict[str, Any] = {"type": "rank_events", "seq": self._outbox[-1][0],
-                                       "events": [e for _, e in self._outbox]}
+            message: dict[str, Any] = {
+                "type": "rank_events",
+                "seq": self._outbox[-1][0],
+                "events": [e for _, e in self._outbox],
+            }
             if inv is not None:
                 message["inventory"] = inv
             sent = await self.link.send(message)
         elif inv is not None:
             assert self.supervisor is not None
-            sent = await self.link.send({"type": "inventory", "inventory": inv,
-                                         "ranks": [s.to_dict() for s in self.supervisor.ranks()]})
+            sent = await self.link.send(
+                {"type": "inventory", "inventory": inv, "ranks": [s.to_dict() for s in self.supervisor.ranks()]}
+            )
         else:
             return
         if sent and inventory is not None:
@@ -394,8 +411,13 @@ class AgentService:
             key = (inv.allocatable(), inv.device_pids())
             now = time.monotonic()
             if key != self._inv_sent_key or now - self._inv_sent_at >= self.config.interval_s:
-                sent = await self.link.send({"type": "inventory", "inventory": inv.to_dict(),
-                                             "ranks": [s.to_dict() for s in self.supervisor.ranks()]})
+                sent = await self.link.send(
+                    {
+                        "type": "inventory",
+                        "inventory": inv.to_dict(),
+                        "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+                    }
+                )
                 if sent:
                     self._inv_sent_at, self._inv_sent_key = now, key
             if self.supervisor.awaiting_devices() is not None:
@@ -441,16 +463,23 @@ class AgentService:
                     out.append(status)
                     self._grace[spec.job_id] = spec.grace
                 except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
-                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"),
-                                exc)
-                    out.append({"job_id": spec_dict.get("job_id"), "rank": spec_dict.get("rank"), "error": str(exc),
-                                "permanent": isinstance(exc, (LaunchRefused, InvalidSpec))})
+                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"), exc)
+                    out.append(
+                        {
+                            "job_id": spec_dict.get("job_id"),
+                            "rank": spec_dict.get("rank"),
+                            "error": str(exc),
+                            "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
+                        }
+                    )
             log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
             return out
         if op == "stop_job":
             try:
-                return [s.to_dict() for s in sup.stop_job(str(args["job_id"]), args.get("grace"),
-                                                          warn=bool(args.get("warn", True)))]
+                return [
+                    s.to_dict()
+                    for s in sup.stop_job(str(args["job_id"]), args.get("grace"), warn=bool(args.get("warn", True)))
+                ]
             except UnknownJob:
                 return []
         if op == "stop_jobs":
@@ -465,8 +494,9 @@ class AgentService:
             return pick_free_port()
         if op == "read_log":
             return await asyncio.get_running_loop().run_in_executor(None, self._read_log, args)
-        raise ValueError(f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, "
-                         "read_log")
+        raise ValueError(
+            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, read_log"
+        )
 
     def _read_log(self, args: dict[str, Any]) -> dict[str, Any]:
         assert self.supervisor is not None
@@ -488,8 +518,7 @@ class AgentService:
         app = web.Application(client_max_size=16 << 20)
         app.router.add_route("*", "/{tail:.*}", self._forward_request)
         # One access line per request (a `logs -f` polls five times a second) only when debugging.
-        runner = web.AppRunner(app, handle_signals=False,
-                               access_log=log if log.isEnabledFor(logging.DEBUG) else None)
+        runner = web.AppRunner(app, handle_signals=False, access_log=log if log.isEnabledFor(logging.DEBUG) else None)
         await runner.setup()
         path = self.state_dir / paths.SOCKET_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -539,4 +568,3 @@ async def main_async(config: AgentConfig, *, stop_jobs_on_exit: bool = False) ->
         loop.add_signal_handler(signum, stop.set)
     service = AgentService(config, stop_jobs_on_exit=stop_jobs_on_exit)
     await service.run(stop)
-

@@ -43,8 +43,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise TomlFileError(str(p), "no such file") from None
     except UnicodeDecodeError as exc:
-        raise TomlFileError(str(p), f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
-                                    f"at offset {exc.start})") from None
+        raise TomlFileError(
+            str(p), f"not a TOML file (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     except OSError as exc:
         raise TomlFileError(str(p), f"cannot read: {exc.strerror or exc}") from None
     try:

@@ -156,8 +156,14 @@ class Instance:
         if DAEMON_DEBUG:
             args = [*args, "-vv" if args[0] == "up" else "-v"]
         with open(self.base / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=env,
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "labgang.launcher", *args],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs.append((proc, stop_signal))
 
     def wait_nodes(self, count: int, timeout: float = 60.0) -> None:
@@ -167,6 +173,7 @@ class Instance:
             RuntimeError: a daemon exited (its log is included).
             TimeoutError: not connected within ``timeout`` seconds.
         """
+
         def connected() -> bool:
             for proc, _ in self.procs:
                 if proc.poll() is not None:
@@ -179,18 +186,34 @@ class Instance:
                     return sum(1 for n in c.nodes() if n.get("connected")) >= count
             except ClientError:
                 return False
+
         wait_for(connected, timeout, f"{count} connected node(s)", interval=0.1)
 
     def client(self) -> Client:
         """A client of this instance's coordinator socket."""
         return Client(self.socket, timeout=30)
 
-    def submit(self, c: Client, tag: str, script: str, *, workers: int, gpus: int, queue: str | None = None,
-               grace_s: float = GRACE_S) -> str:
+    def submit(
+        self,
+        c: Client,
+        tag: str,
+        script: str,
+        *,
+        workers: int,
+        gpus: int,
+        queue: str | None = None,
+        grace_s: float = GRACE_S,
+    ) -> str:
         """Submit ``bash -c SCRIPT`` as a ``workers`` x ``gpus`` gang; ranks get ``LGB_TAG=tag``; return the job id."""
-        body: dict[str, Any] = {"name": tag, "workers": workers, "gpus_per_worker": gpus, "grace_s": grace_s,
-                                "argv": ["/bin/bash", "-c", script], "cwd": str(self.base),
-                                "env": {**self.env(), "LGB_TAG": tag}}
+        body: dict[str, Any] = {
+            "name": tag,
+            "workers": workers,
+            "gpus_per_worker": gpus,
+            "grace_s": grace_s,
+            "argv": ["/bin/bash", "-c", script],
+            "cwd": str(self.base),
+            "env": {**self.env(), "LGB_TAG": tag},
+        }
         if queue:
             body["queue"] = queue
         return str(c.submit(body)["id"])
@@ -245,8 +268,9 @@ def start_up(label: str) -> Instance:
     return inst
 
 
-def stamps(inst: Instance, tag: str, kind: str, ranks: int, job: tuple[Client, str] | None = None,
-           timeout: float = 60.0) -> list[float]:
+def stamps(
+    inst: Instance, tag: str, kind: str, ranks: int, job: tuple[Client, str] | None = None, timeout: float = 60.0
+) -> list[float]:
     """Wait for every rank's ``<tag>.<kind>.<rank>`` timestamp file; return the stamps (unix seconds).
 
     Raises:
@@ -258,6 +282,7 @@ def stamps(inst: Instance, tag: str, kind: str, ranks: int, job: tuple[Client, s
     def all_there() -> list[float] | None:
         values = [read_stamp(p) for p in paths]
         return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
     try:
         return wait_for(all_there, timeout, f"{kind} of {ranks} ranks of {tag}")
     except TimeoutError as exc:
@@ -284,6 +309,7 @@ def open_gates(inst: Instance, tag: str, ranks: int) -> None:
                 return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
             except OSError:  # ENXIO: the rank has not opened it yet
                 return None
+
         fd = wait_for(opened, 10, f"rank {r} of {tag} reading its FIFO", interval=0.001)
         os.write(fd, b"go\n")
         os.close(fd)
@@ -306,8 +332,12 @@ def bench_release(rounds: int) -> dict[str, Any]:
                 holder_id = inst.submit(c, holder, GATED_RANK, workers=workers, gpus=gpus)
                 stamps(inst, holder, "start", workers, (c, holder_id))
                 waiter_id = inst.submit(c, waiter, GATED_RANK, workers=4, gpus=2)
-                wait_for(lambda: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"), 10,
-                         f"job {waiter_id} pending with a reason", interval=0.01)
+                wait_for(
+                    lambda: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"),
+                    10,
+                    f"job {waiter_id} pending with a reason",
+                    interval=0.01,
+                )
                 open_gates(inst, holder, workers)
                 started = stamps(inst, waiter, "start", 4, (c, waiter_id))
                 released = max(stamps(inst, holder, "end", workers))
@@ -322,8 +352,7 @@ def bench_release(rounds: int) -> dict[str, Any]:
                     wait_for(lambda: c.job(job_id)["state"] in FINISHED, 20, f"job {job_id} finished", 0.01)
     finally:
         inst.close()
-    return {"last": last, "first": first, "admit": admit, "ended": ended, "shapes": shapes,
-            "leftover": inst.leftover}
+    return {"last": last, "first": first, "admit": admit, "ended": ended, "shapes": shapes, "leftover": inst.leftover}
 
 
 # ----- 2. makespan of N one-second 1-GPU jobs -------------------------------------------------------
@@ -334,8 +363,14 @@ def bench_makespan(jobs: int, gpus: int = 8) -> dict[str, Any]:
     inst = start_up("mk")
     try:
         with inst.client() as c:
-            body = {"workers": 1, "gpus_per_worker": 1, "grace_s": GRACE_S, "argv": ["sleep", "1"],
-                    "cwd": str(inst.base), "env": inst.env()}
+            body = {
+                "workers": 1,
+                "gpus_per_worker": 1,
+                "grace_s": GRACE_S,
+                "argv": ["sleep", "1"],
+                "cwd": str(inst.base),
+                "env": inst.env(),
+            }
             t0 = time.time()
             ids = {str(c.submit({**body, "name": f"j{i}"})["id"]) for i in range(jobs)}
             submitted = time.time() - t0
@@ -343,6 +378,7 @@ def bench_makespan(jobs: int, gpus: int = 8) -> dict[str, Any]:
             def all_done() -> list[dict[str, Any]] | None:
                 mine = [j for j in c.jobs(all_users=True) if str(j["id"]) in ids]
                 return mine if len(mine) == jobs and all(j["state"] in FINISHED for j in mine) else None
+
             done = wait_for(all_done, 60 + 3 * jobs, f"{jobs} jobs finished", interval=1.0)
     finally:
         inst.close()
@@ -350,10 +386,17 @@ def bench_makespan(jobs: int, gpus: int = 8) -> dict[str, Any]:
     busy = sum(j["end_time"] - j["start_time"] for j in done if j.get("start_time"))
     makespan = max(ends) - t0
     ideal = math.ceil(jobs / gpus) * 1.0
-    return {"jobs": jobs, "submitted_s": submitted, "makespan": makespan, "ideal": ideal,
-            "failed": sum(1 for j in done if j["state"] != "succeeded"), "mean_run": busy / jobs,
-            "mean_gap": (gpus * makespan - busy) / jobs, "utilization": busy / (gpus * makespan),
-            "leftover": inst.leftover}
+    return {
+        "jobs": jobs,
+        "submitted_s": submitted,
+        "makespan": makespan,
+        "ideal": ideal,
+        "failed": sum(1 for j in done if j["state"] != "succeeded"),
+        "mean_run": busy / jobs,
+        "mean_gap": (gpus * makespan - busy) / jobs,
+        "utilization": busy / (gpus * makespan),
+        "leftover": inst.leftover,
+    }
 
 
 # ----- 3. reclaim of N borrowed jobs --------------------------------------------------------------
@@ -379,8 +422,7 @@ def start_cluster(borrowed: int) -> Instance:
         'reclaim_within_cohort = "any"\n\n'
         '[[queues]]\nname = "borrower"\ncohort = "lab"\nnominal = { gpu = 0 }\n'
     )
-    inst.spawn("coordinator", ["coordinator", "--config", str(cluster), "--state-dir", str(inst.state)],
-               signal.SIGTERM)
+    inst.spawn("coordinator", ["coordinator", "--config", str(cluster), "--state-dir", str(inst.state)], signal.SIGTERM)
     for node, machine in nodes.items():
         cfg = inst.base / f"{node}.toml"
         cfg.write_text(
@@ -388,8 +430,11 @@ def start_cluster(borrowed: int) -> Instance:
             f'address = "127.0.0.1"\nstate_dir = "{inst.base / node}"\nuser_socket = false\n'
             "[supervisor]\nallow_root = true\n"
         )
-        inst.spawn(f"agent-{node}", ["agent", "--config", str(cfg), "--simulate", str(SIM / machine),
-                                     "--stop-jobs-on-exit"], signal.SIGTERM)
+        inst.spawn(
+            f"agent-{node}",
+            ["agent", "--config", str(cfg), "--simulate", str(SIM / machine), "--stop-jobs-on-exit"],
+            signal.SIGTERM,
+        )
     inst.wait_nodes(len(nodes))
     return inst
 
@@ -401,11 +446,16 @@ def bench_reclaim(borrowed: int, tries: int) -> dict[str, Any]:
     cycles_metric = "labgang_scheduling_cycle_duration_seconds_count"
     try:
         with inst.client() as c:
-            victims = [inst.submit(c, f"b{k}", STUBBORN_RANK, workers=1, gpus=1, queue="borrower")
-                       for k in range(borrowed)]
+            victims = [
+                inst.submit(c, f"b{k}", STUBBORN_RANK, workers=1, gpus=1, queue="borrower") for k in range(borrowed)
+            ]
             for t in range(tries):
-                wait_for(lambda: all(c.job(v)["state"] == "running" for v in victims), 30,
-                         f"{borrowed} borrowed jobs running", interval=0.05)
+                wait_for(
+                    lambda: all(c.job(v)["state"] == "running" for v in victims),
+                    30,
+                    f"{borrowed} borrowed jobs running",
+                    interval=0.05,
+                )
                 before = inst.metric(c, cycles_metric)
                 tag = f"l{t}"
                 t0 = time.time()
@@ -420,8 +470,14 @@ def bench_reclaim(borrowed: int, tries: int) -> dict[str, Any]:
                 evicted.append(sum(1 for v in victims if c.job(v).get("restart_count", 0) > t))
     finally:
         inst.close()
-    return {"borrowed": borrowed, "totals": totals, "admits": admits, "cycles": cycles, "evicted": evicted,
-            "leftover": inst.leftover}
+    return {
+        "borrowed": borrowed,
+        "totals": totals,
+        "admits": admits,
+        "cycles": cycles,
+        "evicted": evicted,
+        "leftover": inst.leftover,
+    }
 
 
 # ----- report -----------------------------------------------------------------------------------
@@ -435,15 +491,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="release rounds measured (default 20)")
     parser.add_argument("--jobs", type=int, default=400, help="one-second 1-GPU jobs on 8 GPUs (default 400)")
-    parser.add_argument("--reclaim-jobs", type=int, choices=sorted(RECLAIM_NODES), default=10,
-                        help="borrowed jobs reclaimed: 8 (one h100x8 node) or 10 (plus an rtx4090x2 node)")
+    parser.add_argument(
+        "--reclaim-jobs",
+        type=int,
+        choices=sorted(RECLAIM_NODES),
+        default=10,
+        help="borrowed jobs reclaimed: 8 (one h100x8 node) or 10 (plus an rtx4090x2 node)",
+    )
     parser.add_argument("--reclaims", type=int, default=5, help="reclaim tries (default 5)")
-    parser.add_argument("--only", default="release,makespan,reclaim",
-                        help="comma-separated scenarios to run (release, makespan, reclaim)")
-    parser.add_argument("--keep-logs", type=Path, default=None, metavar="DIR",
-                        help="copy the daemons' logs into DIR before cleanup")
-    parser.add_argument("--debug", action="store_true",
-                        help="daemons log debug lines (per-step timing; slows them a little)")
+    parser.add_argument(
+        "--only",
+        default="release,makespan,reclaim",
+        help="comma-separated scenarios to run (release, makespan, reclaim)",
+    )
+    parser.add_argument(
+        "--keep-logs", type=Path, default=None, metavar="DIR", help="copy the daemons' logs into DIR before cleanup"
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="daemons log debug lines (per-step timing; slows them a little)"
+    )
     args = parser.parse_args()
     global KEEP_LOGS, DAEMON_DEBUG
     KEEP_LOGS, DAEMON_DEBUG = args.keep_logs, args.debug
@@ -459,27 +525,41 @@ def main() -> None:
         r = bench_release(args.rounds)
         leftover += r["leftover"]
         p50, p90 = percentile(r["last"], 0.5), percentile(r["last"], 0.9)
-        print(f"\n1. release -> start of a waiting 4x2 gang ({args.rounds} rounds behind "
-              f"{', '.join(sorted(set(r['shapes'])))} on 8 GPUs; labgang up --simulate h100x8)")
-        print(f"   last releasing rank exit -> last waiting rank start: p50 {ms(p50)}  p90 {ms(p90)}  "
-              f"max {ms(max(r['last']))}")
+        print(
+            f"\n1. release -> start of a waiting 4x2 gang ({args.rounds} rounds behind "
+            f"{', '.join(sorted(set(r['shapes'])))} on 8 GPUs; labgang up --simulate h100x8)"
+        )
+        print(
+            f"   last releasing rank exit -> last waiting rank start: p50 {ms(p50)}  p90 {ms(p90)}  "
+            f"max {ms(max(r['last']))}"
+        )
         print(f"   last releasing rank exit -> first waiting rank start: p50 {ms(percentile(r['first'], 0.5))}")
-        print(f"   last releasing rank exit -> releasing gang ended (every rank gone, coordinator clock): "
-              f"p50 {ms(percentile(r['ended'], 0.5))}")
-        print(f"   last releasing rank exit -> waiting gang admitted (coordinator clock): "
-              f"p50 {ms(percentile(r['admit'], 0.5))}")
+        print(
+            f"   last releasing rank exit -> releasing gang ended (every rank gone, coordinator clock): "
+            f"p50 {ms(percentile(r['ended'], 0.5))}"
+        )
+        print(
+            f"   last releasing rank exit -> waiting gang admitted (coordinator clock): "
+            f"p50 {ms(percentile(r['admit'], 0.5))}"
+        )
         print(f"   p50 / target 50 ms = {p50 / 0.050:.2f}   peers 2-4 s / p50 = {2.0 / p50:.0f}-{4.0 / p50:.0f}x")
 
     if "makespan" in chosen:
         m = bench_makespan(args.jobs)
         leftover += m["leftover"]
         ratio = m["makespan"] / m["ideal"]
-        print(f"\n2. makespan: {m['jobs']} one-second 1-GPU jobs (sleep 1) on 8 GPUs, submitted back to back "
-              f"in {m['submitted_s']:.2f} s; labgang up --simulate h100x8")
-        print(f"   makespan {m['makespan']:.2f} s  ideal {m['ideal']:.0f} s  ratio {ratio:.3f}  "
-              f"(target <= 1.1; peers 5-7)  not succeeded {m['failed']}")
-        print(f"   per job: start -> end as the coordinator saw it {m['mean_run']:.3f} s (sleep 1); "
-              f"idle GPU time between jobs {m['mean_gap'] * 1e3:.0f} ms; GPU busy {m['utilization'] * 100:.1f}%")
+        print(
+            f"\n2. makespan: {m['jobs']} one-second 1-GPU jobs (sleep 1) on 8 GPUs, submitted back to back "
+            f"in {m['submitted_s']:.2f} s; labgang up --simulate h100x8"
+        )
+        print(
+            f"   makespan {m['makespan']:.2f} s  ideal {m['ideal']:.0f} s  ratio {ratio:.3f}  "
+            f"(target <= 1.1; peers 5-7)  not succeeded {m['failed']}"
+        )
+        print(
+            f"   per job: start -> end as the coordinator saw it {m['mean_run']:.3f} s (sleep 1); "
+            f"idle GPU time between jobs {m['mean_gap'] * 1e3:.0f} ms; GPU busy {m['utilization'] * 100:.1f}%"
+        )
 
     if "reclaim" in chosen:
         rc = bench_reclaim(args.reclaim_jobs, args.reclaims)
@@ -487,17 +567,27 @@ def main() -> None:
         beyond = [t - GRACE_S for t in rc["totals"]]
         med = statistics.median(beyond)
         nodes = " + ".join(RECLAIM_NODES[rc["borrowed"]].values())
-        print(f"\n3. reclaim of {rc['borrowed']} borrowed 1-GPU jobs by a {rc['borrowed']}x1 lender gang "
-              f"({args.reclaims} tries; grace {GRACE_S} s, victims ignore SIGTERM; nodes {nodes})")
-        print(f"   submit -> last lender rank start: median {ms(statistics.median(rc['totals']))}; beyond grace "
-              f"median {ms(med)}  max {ms(max(beyond))}  ({', '.join(f'{b * 1e3:.0f}' for b in beyond)} ms)")
-        print(f"   submit -> lender admitted (coordinator clock, includes grace): median "
-              f"{ms(statistics.median(rc['admits']))}")
-        print(f"   scheduling cycles from submit to running: "
-              f"{', '.join(f'{n:g}' for n in rc['cycles']) or 'not observable'}; "
-              f"victims evicted per try: {', '.join(map(str, rc['evicted']))}")
-        print(f"   beyond grace / target 200 ms = {med / 0.200:.2f}   "
-              f"Kueue ~1.1 s/job x {rc['borrowed']} / total = {1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x")
+        print(
+            f"\n3. reclaim of {rc['borrowed']} borrowed 1-GPU jobs by a {rc['borrowed']}x1 lender gang "
+            f"({args.reclaims} tries; grace {GRACE_S} s, victims ignore SIGTERM; nodes {nodes})"
+        )
+        print(
+            f"   submit -> last lender rank start: median {ms(statistics.median(rc['totals']))}; beyond grace "
+            f"median {ms(med)}  max {ms(max(beyond))}  ({', '.join(f'{b * 1e3:.0f}' for b in beyond)} ms)"
+        )
+        print(
+            f"   submit -> lender admitted (coordinator clock, includes grace): median "
+            f"{ms(statistics.median(rc['admits']))}"
+        )
+        print(
+            f"   scheduling cycles from submit to running: "
+            f"{', '.join(f'{n:g}' for n in rc['cycles']) or 'not observable'}; "
+            f"victims evicted per try: {', '.join(map(str, rc['evicted']))}"
+        )
+        print(
+            f"   beyond grace / target 200 ms = {med / 0.200:.2f}   "
+            f"Kueue ~1.1 s/job x {rc['borrowed']} / total = {1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x"
+        )
 
     print(f"\nwall time {time.monotonic() - started:.0f} s; leftover processes killed at cleanup: {leftover}")
 

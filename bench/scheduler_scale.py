@@ -38,8 +38,9 @@ def build(nodes: int, jobs: int, seed: int) -> dict:
     full_gpus = mig_devices = 0
     for i in range(nodes):
         if i % 8 == 7:
-            node_tables.append({"name": f"m{i:04d}", "gpus": 8, "mig": ["1g.10gb"] * 7,
-                                "model": "NVIDIA A100-SXM4-80GB"})
+            node_tables.append(
+                {"name": f"m{i:04d}", "gpus": 8, "mig": ["1g.10gb"] * 7, "model": "NVIDIA A100-SXM4-80GB"}
+            )
             mig_devices += 56
         else:
             node_tables.append({"name": f"n{i:04d}", "gpus": 8, "model": "NVIDIA H100 80GB HBM3"})
@@ -48,7 +49,8 @@ def build(nodes: int, jobs: int, seed: int) -> dict:
     for q in range(QUEUES):
         cohort = q % COHORTS
         table = {
-            "name": f"q{q:02d}", "cohort": f"c{cohort}",
+            "name": f"q{q:02d}",
+            "cohort": f"c{cohort}",
             "nominal": {"gpu": full_gpus // QUEUES, "mig-1g.10gb": mig_devices // QUEUES},
             "borrowing_limit": {"gpu": full_gpus // QUEUES},
             "within_queue": ["never", "lower-priority", "lower-or-newer-equal-priority"][q % 3],
@@ -58,9 +60,13 @@ def build(nodes: int, jobs: int, seed: int) -> dict:
         queues.append(table)
     job_tables = []
     for j in range(jobs):
-        table = {"id": f"j{j:05d}", "queue": f"q{rng.randrange(QUEUES):02d}",
-                 "priority": rng.choice([-1, 0, 0, 0, 1, 2]),
-                 "submit": round(rng.uniform(-600, 0), 3), "duration": round(rng.uniform(30, 600), 3)}
+        table = {
+            "id": f"j{j:05d}",
+            "queue": f"q{rng.randrange(QUEUES):02d}",
+            "priority": rng.choice([-1, 0, 0, 0, 1, 2]),
+            "submit": round(rng.uniform(-600, 0), 3),
+            "duration": round(rng.uniform(30, 600), 3),
+        }
         if rng.random() < 0.1:
             table["workers"] = rng.randint(1, 8)
             table["mig"] = "1g.10gb"
@@ -96,17 +102,22 @@ def measure(nodes: int, jobs: int, cycles: int, seed: int) -> dict:
     finally:
         engine.run_cycle = real
     first_big = next(i for i, n in enumerate(admitted) if n > 0)
-    ordered = sorted(times[first_big + 1:] or times)
-    ordered_cpu = sorted(cpu[first_big + 1:] or cpu)
+    ordered = sorted(times[first_big + 1 :] or times)
+    ordered_cpu = sorted(cpu[first_big + 1 :] or cpu)
 
     def p99(xs: list[float]) -> float:
         return xs[min(len(xs) - 1, int(0.99 * len(xs)))] * 1e3
 
     return {
-        "nodes": nodes, "cycles": len(times),
-        "fill_ms": times[first_big] * 1e3, "fill_admitted": admitted[first_big],
-        "p50_ms": statistics.median(ordered) * 1e3, "p99_ms": p99(ordered), "max_ms": ordered[-1] * 1e3,
-        "cpu_p50_ms": statistics.median(ordered_cpu) * 1e3, "cpu_p99_ms": p99(ordered_cpu),
+        "nodes": nodes,
+        "cycles": len(times),
+        "fill_ms": times[first_big] * 1e3,
+        "fill_admitted": admitted[first_big],
+        "p50_ms": statistics.median(ordered) * 1e3,
+        "p99_ms": p99(ordered),
+        "max_ms": ordered[-1] * 1e3,
+        "cpu_p50_ms": statistics.median(ordered_cpu) * 1e3,
+        "cpu_p99_ms": p99(ordered_cpu),
         "admissions_per_s": sum(admitted) / sum(times),
         "pending": len(scenario.file.jobs),
     }
@@ -124,18 +135,24 @@ def main() -> None:
     print("wall = elapsed (includes time other processes take the CPU); cpu = this process's CPU time;")
     print("fill = the first cycle on the empty cluster; percentiles over the steady-state cycles after it;")
     print("adm/s = admissions over all timed cycles / their total time")
-    print(f"{'nodes':>6} {'cycles':>6} {'fill ms':>8} {'fill adm':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-          f"{'cpu p50':>7} {'cpu p99':>7} {'adm/s':>8} {'fill adm/s':>10} {'p50 x':>6}")
+    print(
+        f"{'nodes':>6} {'cycles':>6} {'fill ms':>8} {'fill adm':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+        f"{'cpu p50':>7} {'cpu p99':>7} {'adm/s':>8} {'fill adm/s':>10} {'p50 x':>6}"
+    )
     base = rows[0]["p50_ms"]
     for r in rows:
-        print(f"{r['nodes']:>6} {r['cycles']:>6} {r['fill_ms']:>8.1f} {r['fill_admitted']:>8} {r['p50_ms']:>7.2f} "
-              f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['cpu_p50_ms']:>7.2f} {r['cpu_p99_ms']:>7.2f} "
-              f"{r['admissions_per_s']:>8.0f} {r['fill_admitted'] / r['fill_ms'] * 1e3:>10.0f} "
-              f"{r['p50_ms'] / base:>6.2f}")
+        print(
+            f"{r['nodes']:>6} {r['cycles']:>6} {r['fill_ms']:>8.1f} {r['fill_admitted']:>8} {r['p50_ms']:>7.2f} "
+            f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} {r['cpu_p50_ms']:>7.2f} {r['cpu_p99_ms']:>7.2f} "
+            f"{r['admissions_per_s']:>8.0f} {r['fill_admitted'] / r['fill_ms'] * 1e3:>10.0f} "
+            f"{r['p50_ms'] / base:>6.2f}"
+        )
     last = rows[-1]
-    print(f"target: p99 < 100 ms at {last['nodes']} nodes -> wall p99 {last['p99_ms']:.1f} ms "
-          f"({'met' if last['p99_ms'] < 100 else 'NOT met'}), cpu p99 {last['cpu_p99_ms']:.1f} ms "
-          f"({'met' if last['cpu_p99_ms'] < 100 else 'NOT met'})")
+    print(
+        f"target: p99 < 100 ms at {last['nodes']} nodes -> wall p99 {last['p99_ms']:.1f} ms "
+        f"({'met' if last['p99_ms'] < 100 else 'NOT met'}), cpu p99 {last['cpu_p99_ms']:.1f} ms "
+        f"({'met' if last['cpu_p99_ms'] < 100 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -48,10 +48,25 @@ def gang_round(ranks: int, spares: int = 0) -> tuple[float, float]:
         if spares:
             sup.refill_spares()
             time.sleep(1.0)
-        specs = [LaunchSpec(job_id="bench", rank=r, local_rank=r, world_size=ranks, local_world_size=ranks,
-                            node_rank=0, master_addr="127.0.0.1", master_port=29400, devices=(f"GPU-{r}",),
-                            argv=("sleep", "60"), env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", uid=os.getuid(),
-                            grace=0.0) for r in range(ranks)]
+        specs = [
+            LaunchSpec(
+                job_id="bench",
+                rank=r,
+                local_rank=r,
+                world_size=ranks,
+                local_world_size=ranks,
+                node_rank=0,
+                master_addr="127.0.0.1",
+                master_port=29400,
+                devices=(f"GPU-{r}",),
+                argv=("sleep", "60"),
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/tmp",
+                uid=os.getuid(),
+                grace=0.0,
+            )
+            for r in range(ranks)
+        ]
         t0 = time.perf_counter()
         for spec in specs:
             sup.launch(spec)
@@ -86,11 +101,15 @@ def main() -> None:
         launch = statistics.median(r[0] for r in rounds)
         started = statistics.median(r[1] for r in rounds)
         print(f"-- {spares} spare small parents" + (" (the agent's default keeps min(8, devices))" if spares else ""))
-        print(f"{args.ranks} x launch() returned        : {launch * 1e3:8.3f} ms  "
-              f"({launch / args.ranks * 1e3:.3f} ms/rank, {launch / bare:.1f}x one bare spawn, "
-              f"{launch / (bare * args.ranks):.1f}x {args.ranks} bare spawns)")
-        print(f"{args.ranks} ranks all started           : {started * 1e3:8.3f} ms  "
-              f"({started / bare:.1f}x one bare spawn, {started / (bare * args.ranks):.1f}x {args.ranks} bare spawns)")
+        print(
+            f"{args.ranks} x launch() returned        : {launch * 1e3:8.3f} ms  "
+            f"({launch / args.ranks * 1e3:.3f} ms/rank, {launch / bare:.1f}x one bare spawn, "
+            f"{launch / (bare * args.ranks):.1f}x {args.ranks} bare spawns)"
+        )
+        print(
+            f"{args.ranks} ranks all started           : {started * 1e3:8.3f} ms  "
+            f"({started / bare:.1f}x one bare spawn, {started / (bare * args.ranks):.1f}x {args.ranks} bare spawns)"
+        )
 
 
 if __name__ == "__main__":

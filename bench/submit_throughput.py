@@ -32,6 +32,7 @@ async def burst(sock: Path, n: int, concurrency: int) -> tuple[float, list[int]]
     connector = aiohttp.UnixConnector(path=str(sock), limit=concurrency)
     body = {"argv": ["true"], "workers": 1, "gpus_per_worker": 1}
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def one(i: int) -> int:
             async with session.post("http://labgang/v1/jobs", json={**body, "name": f"b{i}"}) as r:
                 await r.read()
@@ -54,9 +55,12 @@ def main() -> None:
     cfg = base / "cluster.toml"
     cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
     state = base / "state"
-    proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg),
-                             "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     sock = state / "labgang.sock"
     try:
         deadline = time.monotonic() + 30
@@ -77,9 +81,11 @@ def main() -> None:
         # On a shared machine the wall-clock rate depends on the neighbours; the coordinator's
         # own CPU per submission does not.
         per_cpu = ok / cpu if cpu > 0 else float("inf")
-        print(f"coordinator CPU: {cpu:.3f} s = {per_cpu:.0f} submissions per CPU-second "
-              f"(ratio to target {per_cpu / TARGET_PER_S:.2f}); load average {os.getloadavg()[0]:.1f} "
-              f"on {os.cpu_count()} CPUs")
+        print(
+            f"coordinator CPU: {cpu:.3f} s = {per_cpu:.0f} submissions per CPU-second "
+            f"(ratio to target {per_cpu / TARGET_PER_S:.2f}); load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} CPUs"
+        )
         if ok != args.n or stored != args.n:
             raise SystemExit("some submissions were lost or refused")
     finally:

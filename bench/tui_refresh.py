@@ -64,21 +64,59 @@ class LabClient:
                         devs.append(uuid(n, g))
                         self.holder[uuid(n, g)] = (f"j-{j}", user, queue)
                         gpu_cursor += 1
-                    ranks.append({"rank": r, "node": f"node{divmod(gpu_cursor - 1, GPUS)[0]:02d}", "devices": devs,
-                                  "state": "running", "pid": 10_000 + j * 8 + r, "exit_status": None})
-            self.jobs_json.append({
-                "id": f"j-{j}", "name": f"exp{j}", "user": user, "uid": 1000, "queue": queue,
-                "state": "running" if running else "pending", "workers": workers, "gpus_per_worker": per,
-                "resource": "gpu", "priority": j % 3, "submit_time": T0 - 10 * (JOBS - j),
-                "admit_time": T0 - 5 * (JOBS - j) if running else None,
-                "start_time": T0 - 5 * (JOBS - j) if running else None, "end_time": None,
-                "reason": None if running else {"code": "NO_CAPACITY" if j % 7 else "FRAGMENTED",
-                                                "message": "0 of 8 gpu free"},
-                "nodes": sorted({r["node"] for r in ranks}), "exit_status": None, "restart_count": j % 2,
-                "grace_s": 30.0, "ranks": ranks, "history": []})
-        self.queues_json = [{"name": f"q{i}", "cohort": "lab", "nominal": {"gpu": 64}, "used": {"gpu": 64 + i},
-                             "borrowed": {"gpu": i}, "lent": {}, "borrowing_limit": {}, "lending_limit": {},
-                             "pending": 75, "running": 50, "reclaim_time_s": 30.0 * i} for i in range(QUEUES)]
+                    ranks.append(
+                        {
+                            "rank": r,
+                            "node": f"node{divmod(gpu_cursor - 1, GPUS)[0]:02d}",
+                            "devices": devs,
+                            "state": "running",
+                            "pid": 10_000 + j * 8 + r,
+                            "exit_status": None,
+                        }
+                    )
+            self.jobs_json.append(
+                {
+                    "id": f"j-{j}",
+                    "name": f"exp{j}",
+                    "user": user,
+                    "uid": 1000,
+                    "queue": queue,
+                    "state": "running" if running else "pending",
+                    "workers": workers,
+                    "gpus_per_worker": per,
+                    "resource": "gpu",
+                    "priority": j % 3,
+                    "submit_time": T0 - 10 * (JOBS - j),
+                    "admit_time": T0 - 5 * (JOBS - j) if running else None,
+                    "start_time": T0 - 5 * (JOBS - j) if running else None,
+                    "end_time": None,
+                    "reason": None
+                    if running
+                    else {"code": "NO_CAPACITY" if j % 7 else "FRAGMENTED", "message": "0 of 8 gpu free"},
+                    "nodes": sorted({r["node"] for r in ranks}),
+                    "exit_status": None,
+                    "restart_count": j % 2,
+                    "grace_s": 30.0,
+                    "ranks": ranks,
+                    "history": [],
+                }
+            )
+        self.queues_json = [
+            {
+                "name": f"q{i}",
+                "cohort": "lab",
+                "nominal": {"gpu": 64},
+                "used": {"gpu": 64 + i},
+                "borrowed": {"gpu": i},
+                "lent": {},
+                "borrowing_limit": {},
+                "lending_limit": {},
+                "pending": 75,
+                "running": 50,
+                "reclaim_time_s": 30.0 * i,
+            }
+            for i in range(QUEUES)
+        ]
 
     def _inventory(self, n: int) -> dict:
         gpus = []
@@ -86,14 +124,29 @@ class LabClient:
             u = uuid(n, g)
             held = u in self.holder
             util = float((n * 7 + g * 13 + self.tick * 5) % 100) if held else 0.0
-            gpus.append(GpuInfo(
-                index=g, uuid=u, name="NVIDIA H100 80GB HBM3", pci_bus_id=f"00000000:{g:02X}:00.0",
-                memory_total_bytes=80 * GiB, memory_used_bytes=(40 if held else 0) * GiB,
-                memory_free_bytes=(40 if held else 80) * GiB, utilization_gpu_pct=util,
-                utilization_memory_pct=util / 2, sm_active_pct=util / 3, sm_occupancy_pct=util / 4,
-                temperature_c=40.0 + g, power_w=100.0 + util * 5, power_limit_w=700.0, clock_event_reasons=(),
-                ecc_volatile_uncorrected=0, mig_mode_current=False, mig_mode_pending=False,
-                processes=(ProcessInfo(20_000 + n * GPUS + g, 40 * GiB),) if held else ()))
+            gpus.append(
+                GpuInfo(
+                    index=g,
+                    uuid=u,
+                    name="NVIDIA H100 80GB HBM3",
+                    pci_bus_id=f"00000000:{g:02X}:00.0",
+                    memory_total_bytes=80 * GiB,
+                    memory_used_bytes=(40 if held else 0) * GiB,
+                    memory_free_bytes=(40 if held else 80) * GiB,
+                    utilization_gpu_pct=util,
+                    utilization_memory_pct=util / 2,
+                    sm_active_pct=util / 3,
+                    sm_occupancy_pct=util / 4,
+                    temperature_c=40.0 + g,
+                    power_w=100.0 + util * 5,
+                    power_limit_w=700.0,
+                    clock_event_reasons=(),
+                    ecc_volatile_uncorrected=0,
+                    mig_mode_current=False,
+                    mig_mode_pending=False,
+                    processes=(ProcessInfo(20_000 + n * GPUS + g, 40 * GiB),) if held else (),
+                )
+            )
         return NodeInventory(f"node{n:02d}", T0 + self.tick, "565.57.01", "12.565", 12070, tuple(gpus)).to_dict()
 
     async def nodes(self):
@@ -103,11 +156,26 @@ class LabClient:
             devices = []
             for g in range(GPUS):
                 job = self.holder.get(uuid(n, g))
-                devices.append({"uuid": uuid(n, g), "resource": "gpu", "model": "H100", "state":
-                                "allocated" if job else "free", "job": job and job[0], "user": job and job[1],
-                                "queue": job and job[2]})
-            out.append({"name": f"node{n:02d}", "connected": True, "last_seen": T0, "devices": devices,
-                        "inventory": self._inventory(n)})
+                devices.append(
+                    {
+                        "uuid": uuid(n, g),
+                        "resource": "gpu",
+                        "model": "H100",
+                        "state": "allocated" if job else "free",
+                        "job": job and job[0],
+                        "user": job and job[1],
+                        "queue": job and job[2],
+                    }
+                )
+            out.append(
+                {
+                    "name": f"node{n:02d}",
+                    "connected": True,
+                    "last_seen": T0,
+                    "devices": devices,
+                    "inventory": self._inventory(n),
+                }
+            )
         return out
 
     async def jobs(self, *, all_users=False, user=None):
@@ -167,9 +235,11 @@ async def main() -> None:
             snap = ClusterSnapshot.from_api(next(clock), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues})
         with Timer(build, build_cpu):
             state = builder.build(snap)
-    print(f"lab: {NODES} nodes x {GPUS} GPUs, {len(client.jobs_json)} jobs "
-          f"({sum(j['state'] == 'running' for j in client.jobs_json)} running), "
-          f"{len(state.findings)} findings")
+    print(
+        f"lab: {NODES} nodes x {GPUS} GPUs, {len(client.jobs_json)} jobs "
+        f"({sum(j['state'] == 'running' for j in client.jobs_json)} running), "
+        f"{len(state.findings)} findings"
+    )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times suffer when it is high)")
     print(f"parse API JSON -> snapshot    {stats(parse, parse_cpu)}  [worker thread]")
     print(f"build state + pitfalls        {stats(build, build_cpu)}  [worker thread]")

@@ -273,8 +273,10 @@ def _duplicates(problems: list[str], table: str, names: list[tuple[int, str]]) -
     first: dict[str, int] = {}
     for i, name in names:
         if name in first:
-            problems.append(f"{table}[{i}].name: duplicate name {name!r} (first at {table}[{first[name]}]); "
-                            f"allowed: a name not used by another [[{table}]] table")
+            problems.append(
+                f"{table}[{i}].name: duplicate name {name!r} (first at {table}[{first[name]}]); "
+                f"allowed: a name not used by another [[{table}]] table"
+            )
         else:
             first[name] = i
 
@@ -314,15 +316,20 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"queues[{i}].cohort: {cohort!r} is not declared in [[cohorts]]; allowed: {declared}")
         for key in ("borrowing_limit", "lending_limit"):
             if cohort is None and q.get(key):
-                problems.append(f"queues[{i}].{key}: needs a cohort; allowed: set queues[{i}].cohort"
-                                + (f" to one of {declared}" if declared else "") + f" or remove {key}")
+                problems.append(
+                    f"queues[{i}].{key}: needs a cohort; allowed: set queues[{i}].cohort"
+                    + (f" to one of {declared}" if declared else "")
+                    + f" or remove {key}"
+                )
         nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
         lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
             if isinstance(limit, int) and isinstance(have, int) and limit > have:
-                problems.append(f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "
-                                f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota)")
+                problems.append(
+                    f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "
+                    f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota)"
+                )
     return problems
 
 
@@ -445,6 +452,7 @@ def unknown_accounts(cfg: ClusterConfig) -> list[str]:
         One line per unknown name, starting with its key path (``admins``,
         ``admin_groups``, ``queues[i].users``, ``queues[i].groups``).
     """
+
     def known_user(name: str) -> bool:
         try:
             pwd.getpwnam(name)
@@ -459,8 +467,10 @@ def unknown_accounts(cfg: ClusterConfig) -> list[str]:
         except KeyError:
             return False
 
-    places: list[tuple[str, list[str] | None, str]] = [("admins", cfg.admins, "user"),
-                                                      ("admin_groups", cfg.admin_groups, "group")]
+    places: list[tuple[str, list[str] | None, str]] = [
+        ("admins", cfg.admins, "user"),
+        ("admin_groups", cfg.admin_groups, "group"),
+    ]
     for i, q in enumerate(cfg.queues):
         places += [(f"queues[{i}].users", q.users, "user"), (f"queues[{i}].groups", q.groups, "group")]
     out = []
@@ -502,4 +512,3 @@ def primary_gid(uid: int) -> int | None:
         return pwd.getpwuid(uid).pw_gid
     except KeyError:
         return None
-

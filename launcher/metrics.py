@@ -100,24 +100,35 @@ def device_rows(snapshot: ClusterSnapshot) -> Iterator[_DeviceRow]:
                 continue
             gpu_index = str(gpu.index)
             if gpu.mig_mode_current is True:
-                yield _DeviceRow((node.name, gpu_index, gpu.uuid, "", "", "", ""),
-                                 gpu_utilization_pct=gpu.utilization_gpu_pct,
-                                 temperature_c=gpu.temperature_c, power_w=gpu.power_w)
+                yield _DeviceRow(
+                    (node.name, gpu_index, gpu.uuid, "", "", "", ""),
+                    gpu_utilization_pct=gpu.utilization_gpu_pct,
+                    temperature_c=gpu.temperature_c,
+                    power_w=gpu.power_w,
+                )
                 for mig in gpu.mig_devices:
                     if not (is_known(mig.uuid) and is_known(mig.profile)):
                         continue
                     holder, state = _holder_labels(holders.get(mig.uuid))
-                    yield _DeviceRow((node.name, gpu_index, mig.uuid, mig.profile, *holder),
-                                     sm_active_pct=mig.sm_active_pct,
-                                     memory_used_bytes=mig.memory_used_bytes,
-                                     memory_total_bytes=mig.memory_total_bytes, state=state)
+                    yield _DeviceRow(
+                        (node.name, gpu_index, mig.uuid, mig.profile, *holder),
+                        sm_active_pct=mig.sm_active_pct,
+                        memory_used_bytes=mig.memory_used_bytes,
+                        memory_total_bytes=mig.memory_total_bytes,
+                        state=state,
+                    )
             else:
                 holder, state = _holder_labels(holders.get(gpu.uuid))
-                yield _DeviceRow((node.name, gpu_index, gpu.uuid, "", *holder),
-                                 gpu_utilization_pct=gpu.utilization_gpu_pct, sm_active_pct=gpu.sm_active_pct,
-                                 memory_used_bytes=gpu.memory_used_bytes,
-                                 memory_total_bytes=gpu.memory_total_bytes,
-                                 temperature_c=gpu.temperature_c, power_w=gpu.power_w, state=state)
+                yield _DeviceRow(
+                    (node.name, gpu_index, gpu.uuid, "", *holder),
+                    gpu_utilization_pct=gpu.utilization_gpu_pct,
+                    sm_active_pct=gpu.sm_active_pct,
+                    memory_used_bytes=gpu.memory_used_bytes,
+                    memory_total_bytes=gpu.memory_total_bytes,
+                    temperature_c=gpu.temperature_c,
+                    power_w=gpu.power_w,
+                    state=state,
+                )
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str]) -> GaugeMetricFamily:
@@ -137,8 +148,14 @@ class ClusterCollector(Collector):
             coordinator passes its own count so a snapshot need not carry every finished job.
     """
 
-    def __init__(self, provider: SnapshotProvider, *, thresholds: PitfallThresholds | None = None,
-                 track_history: bool = True, job_counts: JobCounter | None = None) -> None:
+    def __init__(
+        self,
+        provider: SnapshotProvider,
+        *,
+        thresholds: PitfallThresholds | None = None,
+        track_history: bool = True,
+        job_counts: JobCounter | None = None,
+    ) -> None:
         self.provider = provider
         self.job_counts = job_counts
         self.thresholds = thresholds or PitfallThresholds()
@@ -160,26 +177,40 @@ class ClusterCollector(Collector):
     # ----- families -----------------------------------------------------------------------
 
     def _devices(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
-        util = _gauge("labgang_device_gpu_utilization_ratio",
-                      "Fraction of time a kernel ran (NVML utilization.gpu / 100; nvmlDeviceGetUtilizationRates).",
-                      DEVICE_LABELS)
-        sm = _gauge("labgang_device_sm_active_ratio",
-                    "Fraction of SMs busy (GPM SM_UTIL / 100; Hopper and later).", DEVICE_LABELS)
-        used = _gauge("labgang_device_memory_used_bytes", "Device memory in use (nvmlDeviceGetMemoryInfo).",
-                      DEVICE_LABELS)
-        total = _gauge("labgang_device_memory_total_bytes", "Device memory size (nvmlDeviceGetMemoryInfo).",
-                       DEVICE_LABELS)
-        temp = _gauge("labgang_device_temperature_celsius", "GPU core temperature (nvmlDeviceGetTemperature).",
-                      DEVICE_LABELS)
-        power = _gauge("labgang_device_power_watts", "Power draw (nvmlDeviceGetPowerUsage / 1000).",
-                       DEVICE_LABELS)
-        state = _gauge("labgang_device_state",
-                       f"1 for the allocatable device's current state ({', '.join(DEVICE_STATES)}).",
-                       (*DEVICE_LABELS, "state"))
+        util = _gauge(
+            "labgang_device_gpu_utilization_ratio",
+            "Fraction of time a kernel ran (NVML utilization.gpu / 100; nvmlDeviceGetUtilizationRates).",
+            DEVICE_LABELS,
+        )
+        sm = _gauge(
+            "labgang_device_sm_active_ratio",
+            "Fraction of SMs busy (GPM SM_UTIL / 100; Hopper and later).",
+            DEVICE_LABELS,
+        )
+        used = _gauge(
+            "labgang_device_memory_used_bytes", "Device memory in use (nvmlDeviceGetMemoryInfo).", DEVICE_LABELS
+        )
+        total = _gauge(
+            "labgang_device_memory_total_bytes", "Device memory size (nvmlDeviceGetMemoryInfo).", DEVICE_LABELS
+        )
+        temp = _gauge(
+            "labgang_device_temperature_celsius", "GPU core temperature (nvmlDeviceGetTemperature).", DEVICE_LABELS
+        )
+        power = _gauge("labgang_device_power_watts", "Power draw (nvmlDeviceGetPowerUsage / 1000).", DEVICE_LABELS)
+        state = _gauge(
+            "labgang_device_state",
+            f"1 for the allocatable device's current state ({', '.join(DEVICE_STATES)}).",
+            (*DEVICE_LABELS, "state"),
+        )
         for row in device_rows(snapshot):
-            for family, value, scale in ((util, row.gpu_utilization_pct, 0.01), (sm, row.sm_active_pct, 0.01),
-                                         (used, row.memory_used_bytes, 1), (total, row.memory_total_bytes, 1),
-                                         (temp, row.temperature_c, 1), (power, row.power_w, 1)):
+            for family, value, scale in (
+                (util, row.gpu_utilization_pct, 0.01),
+                (sm, row.sm_active_pct, 0.01),
+                (used, row.memory_used_bytes, 1),
+                (total, row.memory_total_bytes, 1),
+                (temp, row.temperature_c, 1),
+                (power, row.power_w, 1),
+            ):
                 if is_known(value):
                     family.add_metric(row.labels, float(value) * scale)
             if row.state is not None:
@@ -188,8 +219,9 @@ class ClusterCollector(Collector):
 
     def _nodes(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         connected = _gauge("labgang_node_connected", "1 while the node's agent is connected.", ("node",))
-        seen = _gauge("labgang_node_last_seen_timestamp_seconds", "When the node's agent last reported (unix s).",
-                      ("node",))
+        seen = _gauge(
+            "labgang_node_last_seen_timestamp_seconds", "When the node's agent last reported (unix s).", ("node",)
+        )
         for node in snapshot.nodes:
             connected.add_metric((node.name,), 1.0 if node.connected else 0.0)
             if node.last_seen is not None:
@@ -212,8 +244,9 @@ class ClusterCollector(Collector):
                 amounts = getattr(q, key)
                 for resource in sorted(set(amounts) | set(q.nominal)):
                     family.add_metric((q.name, q.cohort or "", resource), float(amounts.get(resource, 0)))
-        pending = _gauge("labgang_queue_pending_jobs", "Pending jobs by queue and pending reason code.",
-                         ("queue", "reason"))
+        pending = _gauge(
+            "labgang_queue_pending_jobs", "Pending jobs by queue and pending reason code.", ("queue", "reason")
+        )
         counts: dict[tuple[str, str], int] = {}
         for job in snapshot.jobs:
             if job.state == JobState.PENDING.value:
@@ -249,13 +282,15 @@ class ClusterCollector(Collector):
                 tracker.observe(snapshot)
         findings = detect_all(snapshot, self.thresholds, tracker)
         count = _gauge("labgang_pitfall_findings", "Current findings of each pitfall detector.", ("kind",))
-        active = _gauge("labgang_pitfall_active", "1 per current pitfall finding.",
-                        ("kind", "severity", "subject", "node", "uuid", "job"))
+        active = _gauge(
+            "labgang_pitfall_active",
+            "1 per current pitfall finding.",
+            ("kind", "severity", "subject", "node", "uuid", "job"),
+        )
         per_kind = {kind.value: 0 for kind in PitfallKind}
         for f in findings:
             per_kind[f.kind.value] += 1
-            active.add_metric((f.kind.value, f.severity.value, f.subject, f.node or "", f.uuid or "", f.job or ""),
-                              1.0)
+            active.add_metric((f.kind.value, f.severity.value, f.subject, f.node or "", f.uuid or "", f.job or ""), 1.0)
         for kind in sorted(per_kind):
             count.add_metric((kind,), float(per_kind[kind]))
         yield from (count, active)
@@ -274,14 +309,24 @@ class SchedulerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.admission_latency = Histogram(
-            "labgang_admission_latency_seconds", "Time from submission (or requeue) to admission.",
-            ("queue",), buckets=ADMISSION_BUCKETS, registry=registry)
+            "labgang_admission_latency_seconds",
+            "Time from submission (or requeue) to admission.",
+            ("queue",),
+            buckets=ADMISSION_BUCKETS,
+            registry=registry,
+        )
         self.cycle_duration = Histogram(
-            "labgang_scheduling_cycle_duration_seconds", "Wall time of one scheduling cycle.",
-            buckets=CYCLE_BUCKETS, registry=registry)
+            "labgang_scheduling_cycle_duration_seconds",
+            "Wall time of one scheduling cycle.",
+            buckets=CYCLE_BUCKETS,
+            registry=registry,
+        )
         self.preemptions = Counter(
-            "labgang_preemptions", "Jobs preempted, by the victim's queue and the reason.",
-            ("queue", "reason"), registry=registry)
+            "labgang_preemptions",
+            "Jobs preempted, by the victim's queue and the reason.",
+            ("queue", "reason"),
+            registry=registry,
+        )
 
     def observe_admission(self, queue: str, wait_s: float) -> None:
         """Record one admission that waited ``wait_s`` seconds (negative clock steps count as 0)."""
@@ -312,14 +357,21 @@ class CoordinatorMetrics:
         job_counts: jobs per ``(queue, state)`` (see :class:`ClusterCollector`).
     """
 
-    def __init__(self, provider: SnapshotProvider, *, version: str = "",
-                 thresholds: PitfallThresholds | None = None, job_counts: JobCounter | None = None) -> None:
+    def __init__(
+        self,
+        provider: SnapshotProvider,
+        *,
+        version: str = "",
+        thresholds: PitfallThresholds | None = None,
+        job_counts: JobCounter | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.cluster = ClusterCollector(provider, thresholds=thresholds, job_counts=job_counts)
         self.registry.register(self.cluster)
         self.scheduler = SchedulerMetrics(self.registry)
         Info("labgang_build", "The coordinator's labgang version.", registry=self.registry).info(
-            {"version": version or "unknown"})
+            {"version": version or "unknown"}
+        )
 
 
 def build_registry(state_provider: SnapshotProvider, *, version: str = "") -> CollectorRegistry:
@@ -370,10 +422,14 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
     from labgang.launcher.coordinator import views
 
     now = coord.clock()
-    jobs = [views.job_view(job) for job in coord.jobs.values()
-            if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s]
-    return ClusterSnapshot.from_api(now, {"nodes": views.node_views(coord)}, {"jobs": jobs},
-                                    {"queues": views.queue_views(coord)})
+    jobs = [
+        views.job_view(job)
+        for job in coord.jobs.values()
+        if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s
+    ]
+    return ClusterSnapshot.from_api(
+        now, {"nodes": views.node_views(coord)}, {"jobs": jobs}, {"queues": views.queue_views(coord)}
+    )
 
 
 def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
@@ -396,8 +452,9 @@ def add_metrics_routes(app: web.Application) -> None:
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        app[METRICS] = CoordinatorMetrics(lambda: coordinator_snapshot(coord), version=coord.version,
-                                          job_counts=lambda: coordinator_job_counts(coord))
+        app[METRICS] = CoordinatorMetrics(
+            lambda: coordinator_snapshot(coord), version=coord.version, job_counts=lambda: coordinator_job_counts(coord)
+        )
         yield
 
     async def handle(request: web.Request) -> web.Response:

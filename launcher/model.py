@@ -36,7 +36,7 @@ def is_valid_resource(name: str) -> bool:
     """True for ``"gpu"`` and for ``"mig-<profile>"`` with a well-formed profile."""
     if name == GPU:
         return True
-    return name.startswith(MIG_PREFIX) and bool(MIG_PROFILE_RE.match(name[len(MIG_PREFIX):]))
+    return name.startswith(MIG_PREFIX) and bool(MIG_PROFILE_RE.match(name[len(MIG_PREFIX) :]))
 
 
 class WithinQueue(str, enum.Enum):
@@ -128,13 +128,13 @@ class JobRequest:
 class JobState(str, enum.Enum):
     """A job's life, as ``squeue`` would name it."""
 
-    PENDING = "pending"          # in its queue, not admitted
-    ADMITTED = "admitted"        # quota and devices assumed, ranks being launched
-    RUNNING = "running"          # every rank confirmed started
+    PENDING = "pending"  # in its queue, not admitted
+    ADMITTED = "admitted"  # quota and devices assumed, ranks being launched
+    RUNNING = "running"  # every rank confirmed started
     TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
-    SUCCEEDED = "succeeded"      # every rank exited 0
-    FAILED = "failed"            # a rank failed, a time limit passed, or it could not start
-    CANCELLED = "cancelled"      # cancelled by its owner or an admin
+    SUCCEEDED = "succeeded"  # every rank exited 0
+    FAILED = "failed"  # a rank failed, a time limit passed, or it could not start
+    CANCELLED = "cancelled"  # cancelled by its owner or an admin
 
     @property
     def finished(self) -> bool:

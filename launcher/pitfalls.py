@@ -146,8 +146,7 @@ class PitfallThresholds:
             if f.name.endswith("_pct") and value > 100:
                 raise ValueError(f"pitfalls.{f.name}: a percentage in 0..100, got {value!r}")
         if self.shared_min_processes < 2 or int(self.shared_min_processes) != self.shared_min_processes:
-            raise ValueError(
-                f"pitfalls.shared_min_processes: an integer >= 2, got {self.shared_min_processes!r}")
+            raise ValueError(f"pitfalls.shared_min_processes: an integer >= 2, got {self.shared_min_processes!r}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> PitfallThresholds:
@@ -215,8 +214,16 @@ class DeviceView:
         state = d.get("state", FREE)
         if state not in DEVICE_STATES:
             raise ValueError(f"devices[].state: {state!r} is not one of {', '.join(DEVICE_STATES)}")
-        return cls(node=node, uuid=d["uuid"], resource=d.get("resource", "gpu"), model=d.get("model", ""),
-                   state=state, job=d.get("job"), user=d.get("user"), queue=d.get("queue"))
+        return cls(
+            node=node,
+            uuid=d["uuid"],
+            resource=d.get("resource", "gpu"),
+            model=d.get("model", ""),
+            state=state,
+            job=d.get("job"),
+            user=d.get("user"),
+            queue=d.get("queue"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,9 +245,13 @@ class NodeView:
 
             inv = NodeInventory.from_dict(inv)
         name = d["name"]
-        return cls(name=name, inventory=inv, connected=bool(d.get("connected", True)),
-                   last_seen=_opt_float(d.get("last_seen")),
-                   devices=tuple(DeviceView.from_api(name, x) for x in d.get("devices", ())))
+        return cls(
+            name=name,
+            inventory=inv,
+            connected=bool(d.get("connected", True)),
+            last_seen=_opt_float(d.get("last_seen")),
+            devices=tuple(DeviceView.from_api(name, x) for x in d.get("devices", ())),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +267,14 @@ class RankView:
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> RankView:
-        return cls(rank=int(d["rank"]), node=d.get("node"), devices=tuple(d.get("devices") or ()),
-                   state=str(d.get("state", "")), pid=d.get("pid"), exit_status=d.get("exit_status"))
+        return cls(
+            rank=int(d["rank"]),
+            node=d.get("node"),
+            devices=tuple(d.get("devices") or ()),
+            state=str(d.get("state", "")),
+            pid=d.get("pid"),
+            exit_status=d.get("exit_status"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,17 +326,25 @@ class JobView:
         reason = d.get("reason") or {}
         priority = d.get("priority", 0)
         return cls(
-            id=str(d["id"]), user=str(d.get("user", "")), queue=str(d.get("queue", "")),
-            state=str(d.get("state", "")), name=str(d.get("name") or ""),
-            workers=int(d.get("workers", 1)), gpus_per_worker=int(d.get("gpus_per_worker", 1)),
+            id=str(d["id"]),
+            user=str(d.get("user", "")),
+            queue=str(d.get("queue", "")),
+            state=str(d.get("state", "")),
+            name=str(d.get("name") or ""),
+            workers=int(d.get("workers", 1)),
+            gpus_per_worker=int(d.get("gpus_per_worker", 1)),
             resource=str(d.get("resource") or "gpu"),
             priority=priority if isinstance(priority, int) else 0,
-            submit_time=_opt_float(d.get("submit_time")), admit_time=_opt_float(d.get("admit_time")),
-            start_time=_opt_float(d.get("start_time")), end_time=_opt_float(d.get("end_time")),
+            submit_time=_opt_float(d.get("submit_time")),
+            admit_time=_opt_float(d.get("admit_time")),
+            start_time=_opt_float(d.get("start_time")),
+            end_time=_opt_float(d.get("end_time")),
             reason_code=(str(reason["code"]).upper() if reason.get("code") else None),
             reason_message=str(reason.get("message") or ""),
-            nodes=tuple(d.get("nodes") or ()), exit_status=d.get("exit_status"),
-            restart_count=int(d.get("restart_count") or 0), grace_s=_opt_float(d.get("grace_s")),
+            nodes=tuple(d.get("nodes") or ()),
+            exit_status=d.get("exit_status"),
+            restart_count=int(d.get("restart_count") or 0),
+            grace_s=_opt_float(d.get("grace_s")),
             ranks=tuple(RankView.from_api(r) for r in d.get("ranks") or ()),
             history=tuple(d.get("history") or ()),
         )
@@ -352,6 +377,7 @@ class QueueView:
         and ``borrow_within_cohort`` (``{policy, max_priority_threshold}``) are optional:
         a coordinator that does not send them gives None (policy unknown).
         """
+
         def res(key: str) -> dict[str, int]:
             return {k: int(v) for k, v in (d.get(key) or {}).items() if v is not None}
 
@@ -359,13 +385,22 @@ class QueueView:
         bwc = bwc if isinstance(bwc, Mapping) else {}
         threshold = bwc.get("max_priority_threshold")
         reclaim = d.get("reclaim_within_cohort")
-        return cls(name=str(d["name"]), cohort=d.get("cohort"), nominal=res("nominal"), used=res("used"),
-                   borrowed=res("borrowed"), lent=res("lent"), borrowing_limit=res("borrowing_limit"),
-                   lending_limit=res("lending_limit"), pending=int(d.get("pending") or 0),
-                   running=int(d.get("running") or 0), reclaim_time_s=_opt_float(d.get("reclaim_time_s")),
-                   reclaim_within_cohort=str(reclaim) if reclaim is not None else None,
-                   borrow_policy=str(bwc["policy"]) if bwc.get("policy") is not None else None,
-                   borrow_max_priority_threshold=threshold if isinstance(threshold, int) else None)
+        return cls(
+            name=str(d["name"]),
+            cohort=d.get("cohort"),
+            nominal=res("nominal"),
+            used=res("used"),
+            borrowed=res("borrowed"),
+            lent=res("lent"),
+            borrowing_limit=res("borrowing_limit"),
+            lending_limit=res("lending_limit"),
+            pending=int(d.get("pending") or 0),
+            running=int(d.get("running") or 0),
+            reclaim_time_s=_opt_float(d.get("reclaim_time_s")),
+            reclaim_within_cohort=str(reclaim) if reclaim is not None else None,
+            borrow_policy=str(bwc["policy"]) if bwc.get("policy") is not None else None,
+            borrow_max_priority_threshold=threshold if isinstance(threshold, int) else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,12 +434,20 @@ class ClusterSnapshot:
     processes: Mapping[tuple[str, int], ProcessOwner] = field(default_factory=dict)
 
     @classmethod
-    def from_api(cls, now: float, nodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,
-                 queues: Mapping[str, Any] | None = None) -> ClusterSnapshot:
+    def from_api(
+        cls,
+        now: float,
+        nodes: Mapping[str, Any],
+        jobs: Mapping[str, Any] | None = None,
+        queues: Mapping[str, Any] | None = None,
+    ) -> ClusterSnapshot:
         """Build from the JSON bodies of ``GET /v1/nodes``, ``/v1/jobs?all=1`` and ``/v1/queues``."""
-        return cls(now=now, nodes=tuple(NodeView.from_api(n) for n in nodes.get("nodes", ())),
-                   jobs=tuple(JobView.from_api(j) for j in (jobs or {}).get("jobs", ())),
-                   queues=tuple(QueueView.from_api(q) for q in (queues or {}).get("queues", ())))
+        return cls(
+            now=now,
+            nodes=tuple(NodeView.from_api(n) for n in nodes.get("nodes", ())),
+            jobs=tuple(JobView.from_api(j) for j in (jobs or {}).get("jobs", ())),
+            queues=tuple(QueueView.from_api(q) for q in (queues or {}).get("queues", ())),
+        )
 
     _by_id: Mapping[str, JobView] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -425,9 +468,9 @@ class DeviceSample:
     """One allocatable device as the detectors see it: the NVML info plus its holder."""
 
     node: str
-    label: str          # "GPU 3" or "GPU 3 MIG 1g.10gb #2"
+    label: str  # "GPU 3" or "GPU 3 MIG 1g.10gb #2"
     uuid: str
-    info: Any           # GpuInfo or MigDeviceInfo
+    info: Any  # GpuInfo or MigDeviceInfo
     parent: Any | None  # the GpuInfo of a MIG device, else None
     holder: DeviceView | None
 
@@ -464,8 +507,14 @@ def iter_devices(snapshot: ClusterSnapshot) -> Iterable[DeviceSample]:
                 for mig in gpu.mig_devices:
                     if not isinstance(mig.uuid, str):
                         continue
-                    yield DeviceSample(node.name, f"GPU {gpu.index} MIG {mig.profile} #{mig.index}", mig.uuid,
-                                       mig, gpu, holders.get(mig.uuid))
+                    yield DeviceSample(
+                        node.name,
+                        f"GPU {gpu.index} MIG {mig.profile} #{mig.index}",
+                        mig.uuid,
+                        mig,
+                        gpu,
+                        holders.get(mig.uuid),
+                    )
             elif isinstance(gpu.uuid, str):
                 yield DeviceSample(node.name, f"GPU {gpu.index}", gpu.uuid, gpu, None, holders.get(gpu.uuid))
 
@@ -496,13 +545,20 @@ def detect_kernel_busy_sm_idle(snapshot: ClusterSnapshot, t: PitfallThresholds) 
         util, sm = _num(dev.info.utilization_gpu_pct), _num(dev.info.sm_active_pct)
         if util is None or sm is None or util < t.busy_util_pct or sm >= t.sm_idle_pct:
             continue
-        out.append(Finding(
-            PitfallKind.KERNEL_BUSY_SM_IDLE, Severity.WARNING, f"{dev.node} {dev.label}",
-            f"utilization.gpu {_pct(util)} but SM activity {_pct(sm)}",
-            "kernels keep the GPU 'busy' while most SMs idle: raise batch size, fuse small kernels, "
-            "or check for a spin/sync loop",
-            {"utilization_gpu_pct": util, "sm_active_pct": sm}, dev.node, dev.uuid,
-            dev.holder.job if dev.holder else None))
+        out.append(
+            Finding(
+                PitfallKind.KERNEL_BUSY_SM_IDLE,
+                Severity.WARNING,
+                f"{dev.node} {dev.label}",
+                f"utilization.gpu {_pct(util)} but SM activity {_pct(sm)}",
+                "kernels keep the GPU 'busy' while most SMs idle: raise batch size, fuse small kernels, "
+                "or check for a spin/sync loop",
+                {"utilization_gpu_pct": util, "sm_active_pct": sm},
+                dev.node,
+                dev.uuid,
+                dev.holder.job if dev.holder else None,
+            )
+        )
     return out
 
 
@@ -523,11 +579,19 @@ def detect_allocated_no_process(snapshot: ClusterSnapshot, t: PitfallThresholds)
         running_s = snapshot.now - job.start_time
         if running_s < t.no_process_after_s:
             continue
-        out.append(Finding(
-            PitfallKind.ALLOCATED_NO_PROCESS, Severity.WARNING, f"{dev.node} {dev.label}",
-            f"allocated to job {job.id} ({job.user}) for {running_s / 60:.0f} min with no process on it",
-            "a rank may have crashed or hung before touching the GPU: check `labgang logs` and cancel if stuck",
-            {"running_s": running_s}, dev.node, dev.uuid, job.id))
+        out.append(
+            Finding(
+                PitfallKind.ALLOCATED_NO_PROCESS,
+                Severity.WARNING,
+                f"{dev.node} {dev.label}",
+                f"allocated to job {job.id} ({job.user}) for {running_s / 60:.0f} min with no process on it",
+                "a rank may have crashed or hung before touching the GPU: check `labgang logs` and cancel if stuck",
+                {"running_s": running_s},
+                dev.node,
+                dev.uuid,
+                job.id,
+            )
+        )
     return out
 
 
@@ -553,13 +617,19 @@ def detect_foreign_processes(snapshot: ClusterSnapshot, t: PitfallThresholds) ->
             continue
         used = _num(dev.info.memory_used_bytes)
         owners = _owners(snapshot, dev)
-        out.append(Finding(
-            PitfallKind.FOREIGN_PROCESS, Severity.WARNING, f"{dev.node} {dev.label}",
-            f"{len(owners)} process(es) not started by labgang: {', '.join(owners) or 'unknown pids'}"
-            + (f", {_gib(used)} used" if used is not None else ""),
-            "the device is kept out of scheduling; ask the owner to submit through labgang",
-            {"processes": float(len(owners)), **({"memory_used_bytes": used} if used is not None else {})},
-            dev.node, dev.uuid))
+        out.append(
+            Finding(
+                PitfallKind.FOREIGN_PROCESS,
+                Severity.WARNING,
+                f"{dev.node} {dev.label}",
+                f"{len(owners)} process(es) not started by labgang: {', '.join(owners) or 'unknown pids'}"
+                + (f", {_gib(used)} used" if used is not None else ""),
+                "the device is kept out of scheduling; ask the owner to submit through labgang",
+                {"processes": float(len(owners)), **({"memory_used_bytes": used} if used is not None else {})},
+                dev.node,
+                dev.uuid,
+            )
+        )
     return out
 
 
@@ -578,13 +648,19 @@ def detect_shared_memory_pressure(snapshot: ClusterSnapshot, t: PitfallThreshold
         pct = 100.0 * used / total
         if pct < t.memory_pressure_pct:
             continue
-        out.append(Finding(
-            PitfallKind.SHARED_MEMORY_PRESSURE, Severity.WARNING, f"{dev.node} {dev.label}",
-            f"{n} processes share {_gib(total)}, {_pct(pct)} used",
-            "nothing partitions memory on a shared device: give each process its own GPU or MIG device, "
-            "or cap its memory fraction",
-            {"processes": float(n), "memory_used_pct": pct, "memory_used_bytes": used,
-             "memory_total_bytes": total}, dev.node, dev.uuid))
+        out.append(
+            Finding(
+                PitfallKind.SHARED_MEMORY_PRESSURE,
+                Severity.WARNING,
+                f"{dev.node} {dev.label}",
+                f"{n} processes share {_gib(total)}, {_pct(pct)} used",
+                "nothing partitions memory on a shared device: give each process its own GPU or MIG device, "
+                "or cap its memory fraction",
+                {"processes": float(n), "memory_used_pct": pct, "memory_used_bytes": used, "memory_total_bytes": total},
+                dev.node,
+                dev.uuid,
+            )
+        )
     return out
 
 
@@ -601,8 +677,10 @@ def reclaim_time_s(queue: QueueView, jobs: Iterable[JobView]) -> float | None:
     borrowed = sum(queue.borrowed.values())
     if borrowed <= 0:
         return 0.0
-    mine = sorted((j for j in jobs if j.queue == queue.name and j.holds_devices),
-                  key=lambda j: (j.priority, -(j.admit_time or 0.0), j.id))
+    mine = sorted(
+        (j for j in jobs if j.queue == queue.name and j.holds_devices),
+        key=lambda j: (j.priority, -(j.admit_time or 0.0), j.id),
+    )
     covered, total = 0, 0.0
     for job in mine:
         if covered >= borrowed:
@@ -648,8 +726,7 @@ def can_take_back(other: QueueView, borrower: QueueView, jobs: Iterable[JobView]
     if other.reclaim_within_cohort == "lower-priority" and lowest < preemptor:
         return True
     threshold = other.borrow_max_priority_threshold
-    return (other.borrow_policy == "lower-priority" and lowest < preemptor
-            and (threshold is None or lowest <= threshold))
+    return other.borrow_policy == "lower-priority" and lowest < preemptor and (threshold is None or lowest <= threshold)
 
 
 def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[Finding]:
@@ -667,20 +744,31 @@ def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> 
         borrowed = sum(q.borrowed.values())
         if borrowed <= 0 or q.cohort is None:
             continue
-        threats = [o for o in snapshot.queues if o.name != q.name and o.cohort == q.cohort
-                   and can_take_back(o, q, snapshot.jobs)]
+        threats = [
+            o
+            for o in snapshot.queues
+            if o.name != q.name and o.cohort == q.cohort and can_take_back(o, q, snapshot.jobs)
+        ]
         if not threats:
             continue
         waiting = sum(o.pending for o in threats)
         rt = reclaim_time_s(q, snapshot.jobs)
         what = ", ".join(f"{v} {k}" for k, v in sorted(q.borrowed.items()) if v)
-        out.append(Finding(
-            PitfallKind.BORROWED_AT_RISK, Severity.WARNING if waiting else Severity.INFO, f"queue {q.name}",
-            f"borrows {what} from cohort {q.cohort}; {waiting} job(s) pending in lending queues; "
-            f"reclaim takes {'?' if rt is None else f'{rt:.0f} s'}",
-            "jobs above nominal quota can be preempted after their grace period: checkpoint often",
-            {"borrowed": float(borrowed), "pending_in_cohort": float(waiting),
-             **({"reclaim_time_s": rt} if rt is not None else {})}))
+        out.append(
+            Finding(
+                PitfallKind.BORROWED_AT_RISK,
+                Severity.WARNING if waiting else Severity.INFO,
+                f"queue {q.name}",
+                f"borrows {what} from cohort {q.cohort}; {waiting} job(s) pending in lending queues; "
+                f"reclaim takes {'?' if rt is None else f'{rt:.0f} s'}",
+                "jobs above nominal quota can be preempted after their grace period: checkpoint often",
+                {
+                    "borrowed": float(borrowed),
+                    "pending_in_cohort": float(waiting),
+                    **({"reclaim_time_s": rt} if rt is not None else {}),
+                },
+            )
+        )
     return out
 
 
@@ -691,13 +779,22 @@ def detect_fragmented_gangs(snapshot: ClusterSnapshot, t: PitfallThresholds) -> 
         if j.state != "pending" or j.reason_code != "FRAGMENTED":
             continue
         waited = snapshot.now - j.submit_time if j.submit_time is not None else None
-        out.append(Finding(
-            PitfallKind.FRAGMENTED_GANG, Severity.WARNING, f"job {j.id}",
-            f"{j.workers}x{j.gpus_per_worker} {j.resource} blocked by fragmentation, not quota: "
-            f"{j.reason_message or 'no node set holds it'}",
-            "fewer, larger ranks (or `--nodes`) may fit; small jobs spread over nodes keep gangs out",
-            {"workers": float(j.workers), "gpus_per_worker": float(j.gpus_per_worker),
-             **({"waited_s": waited} if waited is not None else {})}, job=j.id))
+        out.append(
+            Finding(
+                PitfallKind.FRAGMENTED_GANG,
+                Severity.WARNING,
+                f"job {j.id}",
+                f"{j.workers}x{j.gpus_per_worker} {j.resource} blocked by fragmentation, not quota: "
+                f"{j.reason_message or 'no node set holds it'}",
+                "fewer, larger ranks (or `--nodes`) may fit; small jobs spread over nodes keep gangs out",
+                {
+                    "workers": float(j.workers),
+                    "gpus_per_worker": float(j.gpus_per_worker),
+                    **({"waited_s": waited} if waited is not None else {}),
+                },
+                job=j.id,
+            )
+        )
     return out
 
 
@@ -711,11 +808,18 @@ def detect_mig_pending_reset(snapshot: ClusterSnapshot, t: PitfallThresholds) ->
             cur, pend = gpu.mig_mode_current, gpu.mig_mode_pending
             if not isinstance(cur, bool) or not isinstance(pend, bool) or cur == pend:
                 continue
-            out.append(Finding(
-                PitfallKind.MIG_PENDING_RESET, Severity.WARNING, f"{node.name} GPU {gpu.index}",
-                f"MIG mode is {'on' if cur else 'off'} but {'on' if pend else 'off'} is pending a GPU reset",
-                "drain the GPU, then `nvidia-smi -r -i <index>` (or reboot) to apply the MIG mode",
-                {"mig_mode_current": float(cur), "mig_mode_pending": float(pend)}, node.name, gpu.uuid))
+            out.append(
+                Finding(
+                    PitfallKind.MIG_PENDING_RESET,
+                    Severity.WARNING,
+                    f"{node.name} GPU {gpu.index}",
+                    f"MIG mode is {'on' if cur else 'off'} but {'on' if pend else 'off'} is pending a GPU reset",
+                    "drain the GPU, then `nvidia-smi -r -i <index>` (or reboot) to apply the MIG mode",
+                    {"mig_mode_current": float(cur), "mig_mode_pending": float(pend)},
+                    node.name,
+                    gpu.uuid,
+                )
+            )
     return out
 
 
@@ -761,10 +865,18 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
                 parts.append(f"{power:.0f} W" + (f" of {limit:.0f} W" if limit is not None else ""))
             if limit is not None:
                 nums["power_limit_w"] = limit
-            out.append(Finding(
-                PitfallKind.THROTTLING, Severity.WARNING, f"{node.name} GPU {gpu.index}", ", ".join(parts),
-                "check airflow and fans (thermal) or the power cap (power); throttled GPUs slow the whole gang",
-                nums, node.name, gpu.uuid))
+            out.append(
+                Finding(
+                    PitfallKind.THROTTLING,
+                    Severity.WARNING,
+                    f"{node.name} GPU {gpu.index}",
+                    ", ".join(parts),
+                    "check airflow and fans (thermal) or the power cap (power); throttled GPUs slow the whole gang",
+                    nums,
+                    node.name,
+                    gpu.uuid,
+                )
+            )
     return out
 
 
@@ -778,11 +890,17 @@ def detect_memory_held_after_job(snapshot: ClusterSnapshot, t: PitfallThresholds
     out = []
     for dev in iter_devices(snapshot):
         h = dev.holder
-        dead = [pid for pid in dev.pids
-                if (o := snapshot.processes.get((dev.node, pid))) is not None and not o.alive]
-        ended = sorted({o.job for pid in dev.pids
-                        if (o := snapshot.processes.get((dev.node, pid))) is not None and o.job
-                        and (j := snapshot.job(o.job)) is not None and j.finished})
+        dead = [pid for pid in dev.pids if (o := snapshot.processes.get((dev.node, pid))) is not None and not o.alive]
+        ended = sorted(
+            {
+                o.job
+                for pid in dev.pids
+                if (o := snapshot.processes.get((dev.node, pid))) is not None
+                and o.job
+                and (j := snapshot.job(o.job)) is not None
+                and j.finished
+            }
+        )
         if not (h is not None and h.state == HELD) and not dead and not ended:
             continue
         job = (h.job if h is not None and h.state == HELD else None) or (ended[0] if ended else None)
@@ -792,12 +910,20 @@ def detect_memory_held_after_job(snapshot: ClusterSnapshot, t: PitfallThresholds
             why.append(f"job {job} ended")
         if dead:
             why.append(f"pid(s) {', '.join(map(str, dead))} gone")
-        out.append(Finding(
-            PitfallKind.MEMORY_HELD_AFTER_JOB, Severity.CRITICAL, f"{dev.node} {dev.label}",
-            ("; ".join(why) or "marked held") + (f", {_gib(used)} still in use" if used is not None else ""),
-            "a leftover context or zombie process pins the memory: find it with `fuser -v /dev/nvidia*`, "
-            "kill it, or reset the GPU",
-            {"memory_used_bytes": used} if used is not None else {}, dev.node, dev.uuid, job))
+        out.append(
+            Finding(
+                PitfallKind.MEMORY_HELD_AFTER_JOB,
+                Severity.CRITICAL,
+                f"{dev.node} {dev.label}",
+                ("; ".join(why) or "marked held") + (f", {_gib(used)} still in use" if used is not None else ""),
+                "a leftover context or zombie process pins the memory: find it with `fuser -v /dev/nvidia*`, "
+                "kill it, or reset the GPU",
+                {"memory_used_bytes": used} if used is not None else {},
+                dev.node,
+                dev.uuid,
+                job,
+            )
+        )
     return out
 
 
@@ -832,7 +958,7 @@ class _Run:
     start: float
     last: float
     job: str | None  # the holder job while allocated, else None
-    activity: str    # BUSY, IDLE or UNKNOWN
+    activity: str  # BUSY, IDLE or UNKNOWN
 
 
 class PitfallTracker:
@@ -936,28 +1062,41 @@ class PitfallTracker:
             first = idle[0][0]
             holder = first.holder
             who = job.user if job else (holder.user if holder else None)
-            out.append(Finding(
-                PitfallKind.ALLOCATED_IDLE, Severity.WARNING, f"job {job_id}",
-                f"{len(idle)} device(s) below {t.idle_activity_pct:.0f}% activity for {idle_s / 60:.0f} min"
-                + (f" (user {who})" if who else ""),
-                "the job holds GPUs it does not use: cancel it, or check for a data-loading or I/O stall",
-                {"devices": float(len(idle)), "idle_s": idle_s}, first.node if len(
-                    {d.node for d, _ in idle}) == 1 else None, first.uuid if len(idle) == 1 else None, job_id))
+            out.append(
+                Finding(
+                    PitfallKind.ALLOCATED_IDLE,
+                    Severity.WARNING,
+                    f"job {job_id}",
+                    f"{len(idle)} device(s) below {t.idle_activity_pct:.0f}% activity for {idle_s / 60:.0f} min"
+                    + (f" (user {who})" if who else ""),
+                    "the job holds GPUs it does not use: cancel it, or check for a data-loading or I/O stall",
+                    {"devices": float(len(idle)), "idle_s": idle_s},
+                    first.node if len({d.node for d, _ in idle}) == 1 else None,
+                    first.uuid if len(idle) == 1 else None,
+                    job_id,
+                )
+            )
         busy, alloc = self.allocation_rate()
         if alloc >= t.min_allocated_s:
             rate = 100.0 * busy / alloc
             if rate < t.allocation_rate_min_pct:
-                out.append(Finding(
-                    PitfallKind.LOW_ALLOCATION_RATE, Severity.INFO, "cluster",
-                    f"allocated devices were busy {_pct(rate)} of the time over the last "
-                    f"{alloc / 3600:.1f} device-hours",
-                    "allocated GPUs sit idle: look for idle jobs and right-size requests",
-                    {"allocation_rate_pct": rate, "busy_s": busy, "allocated_s": alloc}))
+                out.append(
+                    Finding(
+                        PitfallKind.LOW_ALLOCATION_RATE,
+                        Severity.INFO,
+                        "cluster",
+                        f"allocated devices were busy {_pct(rate)} of the time over the last "
+                        f"{alloc / 3600:.1f} device-hours",
+                        "allocated GPUs sit idle: look for idle jobs and right-size requests",
+                        {"allocation_rate_pct": rate, "busy_s": busy, "allocated_s": alloc},
+                    )
+                )
         return out
 
 
-def detect_all(snapshot: ClusterSnapshot, thresholds: PitfallThresholds | None = None,
-               tracker: PitfallTracker | None = None) -> list[Finding]:
+def detect_all(
+    snapshot: ClusterSnapshot, thresholds: PitfallThresholds | None = None, tracker: PitfallTracker | None = None
+) -> list[Finding]:
     """Run every detector; with a tracker, also the history-based findings (the tracker must
     already have observed this snapshot). Sorted by severity, kind, subject."""
     t = thresholds or (tracker.thresholds if tracker else PitfallThresholds())

@@ -270,10 +270,15 @@ class Store:
         """Swap the buffers out (on the caller's thread) as (statement, rows) batches in order."""
         batches = [
             ("INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)", self._job_rows),
-            ("UPDATE jobs SET state=?, status=? WHERE id=?",
-             [(job.status.state.value, job.status.to_json(), job.id) for job in self._status.values()]),
-            ("INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
-             " VALUES (?,?,?,?,?,?,?,?)", list(self._ranks.values())),
+            (
+                "UPDATE jobs SET state=?, status=? WHERE id=?",
+                [(job.status.state.value, job.status.to_json(), job.id) for job in self._status.values()],
+            ),
+            (
+                "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                list(self._ranks.values()),
+            ),
             ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
             ("INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)", self._decisions),
         ]
@@ -292,8 +297,12 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
             self.commits += 1
-        log.debug("commit %d: %d row(s) in %.1f ms", self.commits, sum(len(rows) for _, rows in batches),
-                  (time.perf_counter() - began) * 1e3)
+        log.debug(
+            "commit %d: %d row(s) in %.1f ms",
+            self.commits,
+            sum(len(rows) for _, rows in batches),
+            (time.perf_counter() - began) * 1e3,
+        )
 
     def commit(self) -> None:
         """Write every buffered change in one transaction, on this thread (no-op when clean).
@@ -375,7 +384,13 @@ class Store:
     def save_rank(self, job: JobRecord, rank: RankRecord) -> None:
         """Write one rank of the job's current attempt."""
         self._ranks[(job.id, job.attempt, rank.rank)] = (
-            job.id, job.attempt, rank.rank, rank.node, json.dumps(list(rank.devices)), rank.state, rank.pid,
+            job.id,
+            job.attempt,
+            rank.rank,
+            rank.node,
+            json.dumps(list(rank.devices)),
+            rank.state,
+            rank.pid,
             rank.exit_status,
         )
 
@@ -397,7 +412,8 @@ class Store:
         with self._lock:
             job_rows = self._db.execute("SELECT seq, id, spec, status FROM jobs ORDER BY seq").fetchall()
             rank_rows = self._db.execute(
-                "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks").fetchall()
+                "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks"
+            ).fetchall()
             event_rows = self._db.execute("SELECT job_id, time, event, message FROM events ORDER BY id").fetchall()
         for seq, job_id, spec_text, status_text in job_rows:
             spec = JobSpec(**json.loads(spec_text))

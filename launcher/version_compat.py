@@ -57,14 +57,14 @@ def check(coordinator_version: str, agent_version: str) -> str | None:
     both = f"agent {agent_version}, coordinator {coordinator_version}"
     if coord[0] != agent[0]:
         side = "agent" if agent < coord else "coordinator"
-        return (f"incompatible versions ({both}): major versions differ; "
-                f"upgrade the {side} to {max(coord, agent)[0]}.x")
+        return f"incompatible versions ({both}): major versions differ; upgrade the {side} to {max(coord, agent)[0]}.x"
     if coord[0] == 0 and coord[1] != agent[1]:
         side = "agent" if agent < coord else "coordinator"
         target = coordinator_version if side == "agent" else agent_version
-        return (f"incompatible versions ({both}): 0.x minor releases change the link; "
-                f"upgrade the {side} to {target}")
+        return f"incompatible versions ({both}): 0.x minor releases change the link; upgrade the {side} to {target}"
     if agent[1] > coord[1]:
-        return (f"incompatible versions ({both}): the agent is newer than its coordinator; "
-                f"upgrade the coordinator first (to {agent_version} or later)")
+        return (
+            f"incompatible versions ({both}): the agent is newer than its coordinator; "
+            f"upgrade the coordinator first (to {agent_version} or later)"
+        )
     return None

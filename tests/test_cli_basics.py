@@ -22,6 +22,7 @@ def test_help_lists_every_command():
 
 
 def test_python_dash_m_is_the_same_command():
-    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "--version"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "--version"], capture_output=True, text=True, check=True
+    )
     assert out.stdout.startswith("labgang, version ")

@@ -28,27 +28,57 @@ NOW = 1_800_000_000.0
 
 def gpu(index: int = 0, **kw) -> GpuInfo:
     base = dict(
-        index=index, uuid=f"GPU-{index:08x}", name="NVIDIA H100 80GB HBM3", pci_bus_id=f"00000000:{index:02x}:00.0",
-        memory_total_bytes=80 * GiB, memory_used_bytes=1 * GiB, memory_free_bytes=79 * GiB,
-        utilization_gpu_pct=50.0, utilization_memory_pct=10.0, sm_active_pct=50.0, sm_occupancy_pct=30.0,
-        temperature_c=40.0, power_w=300.0, power_limit_w=700.0, clock_event_reasons=(),
-        ecc_volatile_uncorrected=0, mig_mode_current=False, mig_mode_pending=False, processes=(),
+        index=index,
+        uuid=f"GPU-{index:08x}",
+        name="NVIDIA H100 80GB HBM3",
+        pci_bus_id=f"00000000:{index:02x}:00.0",
+        memory_total_bytes=80 * GiB,
+        memory_used_bytes=1 * GiB,
+        memory_free_bytes=79 * GiB,
+        utilization_gpu_pct=50.0,
+        utilization_memory_pct=10.0,
+        sm_active_pct=50.0,
+        sm_occupancy_pct=30.0,
+        temperature_c=40.0,
+        power_w=300.0,
+        power_limit_w=700.0,
+        clock_event_reasons=(),
+        ecc_volatile_uncorrected=0,
+        mig_mode_current=False,
+        mig_mode_pending=False,
+        processes=(),
     )
     base.update(kw)
     return GpuInfo(**base)
 
 
 def mig(parent: GpuInfo, index: int, **kw) -> MigDeviceInfo:
-    base = dict(uuid=f"MIG-{parent.index:02x}{index:06x}", index=index, profile="1g.10gb", gi_id=7 + index,
-                ci_id=0, memory_total_bytes=10 * GiB, memory_used_bytes=0, sm_count=16,
-                parent_uuid=parent.uuid, processes=(), sm_active_pct=Unavailable("unsupported"))
+    base = dict(
+        uuid=f"MIG-{parent.index:02x}{index:06x}",
+        index=index,
+        profile="1g.10gb",
+        gi_id=7 + index,
+        ci_id=0,
+        memory_total_bytes=10 * GiB,
+        memory_used_bytes=0,
+        sm_count=16,
+        parent_uuid=parent.uuid,
+        processes=(),
+        sm_active_pct=Unavailable("unsupported"),
+    )
     base.update(kw)
     return MigDeviceInfo(**base)
 
 
 def node(*gpus: GpuInfo, name: str = "n1", devices: tuple[DeviceView, ...] = ()) -> NodeView:
-    inv = NodeInventory(hostname=name, timestamp=NOW, driver_version="565.57.01", nvml_version="12.565",
-                        cuda_driver_version=12070, gpus=tuple(gpus))
+    inv = NodeInventory(
+        hostname=name,
+        timestamp=NOW,
+        driver_version="565.57.01",
+        nvml_version="12.565",
+        cuda_driver_version=12070,
+        gpus=tuple(gpus),
+    )
     return NodeView(name=name, inventory=inv, devices=devices)
 
 
@@ -57,8 +87,15 @@ def held(uuid: str, job: str = "j1", state: str = "allocated", n: str = "n1") ->
 
 
 def job(id: str = "j1", **kw) -> JobView:
-    base = dict(id=id, user="alice", queue="vision", state="running", start_time=NOW - 3600, admit_time=NOW - 3600,
-                submit_time=NOW - 4000)
+    base = dict(
+        id=id,
+        user="alice",
+        queue="vision",
+        state="running",
+        start_time=NOW - 3600,
+        admit_time=NOW - 3600,
+        submit_time=NOW - 4000,
+    )
     base.update(kw)
     return JobView(**base)
 
@@ -78,12 +115,16 @@ def test_kernel_busy_sm_idle_fires_with_the_numbers():
     assert "97%" in f.summary and "8%" in f.summary and f.subject == "n1 GPU 0"
 
 
-@pytest.mark.parametrize("util,sm", [
-    (97.0, Unavailable("unsupported")),  # no GPM: never guess
-    (97.0, 60.0),                        # SMs really busy
-    (30.0, 5.0),                         # not kernel-busy
-    (Unavailable("gpu_lost"), 5.0),
-], ids=["sm-unsupported", "sm-busy", "util-low", "util-unavailable"])
+@pytest.mark.parametrize(
+    "util,sm",
+    [
+        (97.0, Unavailable("unsupported")),  # no GPM: never guess
+        (97.0, 60.0),  # SMs really busy
+        (30.0, 5.0),  # not kernel-busy
+        (Unavailable("gpu_lost"), 5.0),
+    ],
+    ids=["sm-unsupported", "sm-busy", "util-low", "util-unavailable"],
+)
 def test_kernel_busy_sm_idle_silent(util, sm):
     snap = ClusterSnapshot(NOW, (node(gpu(0, utilization_gpu_pct=util, sm_active_pct=sm)),))
     assert P.detect_kernel_busy_sm_idle(snap, T) == []
@@ -102,8 +143,10 @@ def test_allocated_without_process_fires_after_the_wait():
 @pytest.mark.parametrize("case", ["has-process", "just-started", "pending-job"])
 def test_allocated_without_process_silent(case):
     g = gpu(0, processes=(ProcessInfo(pid=42, used_memory_bytes=GiB),) if case == "has-process" else ())
-    j = job(start_time=NOW - (10 if case == "just-started" else 600),
-            state="admitted" if case == "pending-job" else "running")
+    j = job(
+        start_time=NOW - (10 if case == "just-started" else 600),
+        state="admitted" if case == "pending-job" else "running",
+    )
     snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid),)),), jobs=(j,))
     assert P.detect_allocated_no_process(snap, T) == []
 
@@ -113,8 +156,11 @@ def test_allocated_without_process_silent(case):
 
 def test_foreign_process_names_pid_and_user():
     g = gpu(0, processes=(ProcessInfo(pid=4242, used_memory_bytes=3 * GiB),), memory_used_bytes=3 * GiB)
-    snap = ClusterSnapshot(NOW, (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
-                           processes={("n1", 4242): ProcessOwner("n1", 4242, user="bob")})
+    snap = ClusterSnapshot(
+        NOW,
+        (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
+        processes={("n1", 4242): ProcessOwner("n1", 4242, user="bob")},
+    )
     [f] = P.detect_foreign_processes(snap, T)
     assert "4242(bob)" in f.summary and f.numbers["processes"] == 1
 
@@ -122,8 +168,9 @@ def test_foreign_process_names_pid_and_user():
 def test_free_device_with_processes_counts_as_foreign_but_allocated_does_not():
     g0 = gpu(0, processes=(ProcessInfo(pid=1, used_memory_bytes=GiB),))
     g1 = gpu(1, processes=(ProcessInfo(pid=2, used_memory_bytes=GiB),))
-    snap = ClusterSnapshot(NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid, state="free"),
-                                                        held(g1.uuid))),), jobs=(job(),))
+    snap = ClusterSnapshot(
+        NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid, state="free"), held(g1.uuid))),), jobs=(job(),)
+    )
     assert [f.uuid for f in P.detect_foreign_processes(snap, T)] == [g0.uuid]
 
 
@@ -158,11 +205,15 @@ def test_memory_pressure_on_a_mig_device_uses_its_own_memory():
 
 
 def test_borrowed_at_risk_warns_when_lenders_wait_and_sums_grace():
-    qs = (QueueView("vision", cohort="lab", nominal={"gpu": 4}, used={"gpu": 6}, borrowed={"gpu": 2}),
-          QueueView("nlp", cohort="lab", nominal={"gpu": 4}, lent={"gpu": 2}, pending=3))
-    jobs = (job("a", queue="vision", priority=5, grace_s=30, workers=4),
-            job("b", queue="vision", priority=0, grace_s=60, workers=1, admit_time=NOW - 100),
-            job("c", queue="vision", priority=0, grace_s=90, workers=1, admit_time=NOW - 50))
+    qs = (
+        QueueView("vision", cohort="lab", nominal={"gpu": 4}, used={"gpu": 6}, borrowed={"gpu": 2}),
+        QueueView("nlp", cohort="lab", nominal={"gpu": 4}, lent={"gpu": 2}, pending=3),
+    )
+    jobs = (
+        job("a", queue="vision", priority=5, grace_s=30, workers=4),
+        job("b", queue="vision", priority=0, grace_s=60, workers=1, admit_time=NOW - 100),
+        job("c", queue="vision", priority=0, grace_s=90, workers=1, admit_time=NOW - 50),
+    )
     [f] = P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), jobs=jobs, queues=qs), T)
     assert f.severity is Severity.WARNING
     # victims: lowest priority, newest first: c (1 gpu) then b (1 gpu) cover 2 borrowed
@@ -170,8 +221,10 @@ def test_borrowed_at_risk_warns_when_lenders_wait_and_sums_grace():
 
 
 def test_borrowed_uses_coordinator_reclaim_time_and_is_info_when_nobody_waits():
-    qs = (QueueView("vision", cohort="lab", borrowed={"gpu": 2}, reclaim_time_s=42.0),
-          QueueView("nlp", cohort="lab", pending=0))
+    qs = (
+        QueueView("vision", cohort="lab", borrowed={"gpu": 2}, reclaim_time_s=42.0),
+        QueueView("nlp", cohort="lab", pending=0),
+    )
     [f] = P.detect_borrowed_at_risk(ClusterSnapshot(NOW, (), queues=qs), T)
     assert f.severity is Severity.INFO and f.numbers["reclaim_time_s"] == 42.0
 
@@ -182,8 +235,10 @@ def test_not_borrowing_is_silent():
 
 
 def _team_queues(**lender_policies) -> tuple[QueueView, ...]:
-    return (QueueView("team-a", cohort="lab", nominal={"gpu": 2}, used={"gpu": 4}, borrowed={"gpu": 2}),
-            QueueView("team-b", cohort="lab", nominal={"gpu": 2}, lent={"gpu": 2}, pending=1, **lender_policies))
+    return (
+        QueueView("team-a", cohort="lab", nominal={"gpu": 2}, used={"gpu": 4}, borrowed={"gpu": 2}),
+        QueueView("team-b", cohort="lab", nominal={"gpu": 2}, lent={"gpu": 2}, pending=1, **lender_policies),
+    )
 
 
 def _risk(qs, jobs=()):
@@ -218,8 +273,14 @@ def test_borrow_within_cohort_threatens_up_to_its_threshold():
 
 
 def test_queue_policies_parse_from_the_api_and_are_unknown_when_absent():
-    q = QueueView.from_api({"name": "team-b", "cohort": "lab", "reclaim_within_cohort": "never",
-                            "borrow_within_cohort": {"policy": "lower-priority", "max_priority_threshold": 3}})
+    q = QueueView.from_api(
+        {
+            "name": "team-b",
+            "cohort": "lab",
+            "reclaim_within_cohort": "never",
+            "borrow_within_cohort": {"policy": "lower-priority", "max_priority_threshold": 3},
+        }
+    )
     assert (q.reclaim_within_cohort, q.borrow_policy, q.borrow_max_priority_threshold) == ("never", "lower-priority", 3)
     old = QueueView.from_api({"name": "team-b", "cohort": "lab"})
     assert old.reclaim_within_cohort is None and old.borrow_policy is None
@@ -231,9 +292,17 @@ def test_queue_policies_parse_from_the_api_and_are_unknown_when_absent():
 
 
 def test_fragmented_gang_fires_only_for_that_reason():
-    jobs = (job("g", state="pending", workers=2, gpus_per_worker=4, reason_code="FRAGMENTED",
-                reason_message="8 GPUs free, largest node has 3"),
-            job("q", state="pending", reason_code="OVER_QUOTA", reason_message="vision uses 8 of 8"))
+    jobs = (
+        job(
+            "g",
+            state="pending",
+            workers=2,
+            gpus_per_worker=4,
+            reason_code="FRAGMENTED",
+            reason_message="8 GPUs free, largest node has 3",
+        ),
+        job("q", state="pending", reason_code="OVER_QUOTA", reason_message="vision uses 8 of 8"),
+    )
     [f] = P.detect_fragmented_gangs(ClusterSnapshot(NOW, (), jobs=jobs), T)
     assert f.job == "g" and "largest node has 3" in f.summary and f.numbers["workers"] == 2
 
@@ -249,9 +318,16 @@ def test_reason_code_parsed_case_insensitively_from_api():
 
 
 def test_mig_pending_reset():
-    snap = ClusterSnapshot(NOW, (node(gpu(0, mig_mode_current=False, mig_mode_pending=True),
-                                      gpu(1, mig_mode_current=True, mig_mode_pending=True),
-                                      gpu(2, mig_mode_current=None, mig_mode_pending=None)),))
+    snap = ClusterSnapshot(
+        NOW,
+        (
+            node(
+                gpu(0, mig_mode_current=False, mig_mode_pending=True),
+                gpu(1, mig_mode_current=True, mig_mode_pending=True),
+                gpu(2, mig_mode_current=None, mig_mode_pending=None),
+            ),
+        ),
+    )
     [f] = P.detect_mig_pending_reset(snap, T)
     assert f.subject == "n1 GPU 0" and "pending" in f.summary
 
@@ -260,16 +336,30 @@ def test_mig_pending_reset():
 
 
 def test_throttling_thermal_and_power():
-    snap = ClusterSnapshot(NOW, (node(gpu(0, clock_event_reasons=("sw_thermal_slowdown",), temperature_c=91.0),
-                                      gpu(1, clock_event_reasons=("sw_power_cap",), power_w=699.0)),))
+    snap = ClusterSnapshot(
+        NOW,
+        (
+            node(
+                gpu(0, clock_event_reasons=("sw_thermal_slowdown",), temperature_c=91.0),
+                gpu(1, clock_event_reasons=("sw_power_cap",), power_w=699.0),
+            ),
+        ),
+    )
     f0, f1 = P.detect_throttling(snap, T)
     assert "thermal" in f0.summary and f0.numbers["temperature_c"] == 91.0
     assert "power" in f1.summary and f1.numbers["power_w"] == 699.0
 
 
 def test_idle_clocks_are_not_throttling():
-    snap = ClusterSnapshot(NOW, (node(gpu(0, clock_event_reasons=("gpu_idle", "applications_clocks_setting")),
-                                      gpu(1, clock_event_reasons=Unavailable("unsupported"))),))
+    snap = ClusterSnapshot(
+        NOW,
+        (
+            node(
+                gpu(0, clock_event_reasons=("gpu_idle", "applications_clocks_setting")),
+                gpu(1, clock_event_reasons=Unavailable("unsupported")),
+            ),
+        ),
+    )
     assert P.detect_throttling(snap, T) == []
 
 
@@ -278,24 +368,34 @@ def test_idle_clocks_are_not_throttling():
 
 def test_memory_held_marked_by_coordinator():
     g = gpu(0, memory_used_bytes=20 * GiB, processes=(ProcessInfo(77, 20 * GiB),))
-    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid, job="old", state="held"),)),),
-                           jobs=(job("old", state="succeeded", end_time=NOW - 60),))
+    snap = ClusterSnapshot(
+        NOW,
+        (node(g, devices=(held(g.uuid, job="old", state="held"),)),),
+        jobs=(job("old", state="succeeded", end_time=NOW - 60),),
+    )
     [f] = P.detect_memory_held_after_job(snap, T)
     assert f.severity is Severity.CRITICAL and f.job == "old" and "20.0 GiB" in f.summary
 
 
 def test_memory_held_by_a_gone_pid_in_local_mode():
     g = gpu(0, memory_used_bytes=5 * GiB, processes=(ProcessInfo(77, 5 * GiB),))
-    snap = ClusterSnapshot(NOW, (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
-                           processes={("n1", 77): ProcessOwner("n1", 77, alive=False)})
+    snap = ClusterSnapshot(
+        NOW,
+        (node(g, devices=(DeviceView("n1", g.uuid, state="foreign"),)),),
+        processes={("n1", 77): ProcessOwner("n1", 77, alive=False)},
+    )
     [f] = P.detect_memory_held_after_job(snap, T)
     assert "77" in f.summary
 
 
 def test_live_process_of_running_job_is_not_held():
     g = gpu(0, memory_used_bytes=5 * GiB, processes=(ProcessInfo(77, 5 * GiB),))
-    snap = ClusterSnapshot(NOW, (node(g, devices=(held(g.uuid),)),), jobs=(job(),),
-                           processes={("n1", 77): ProcessOwner("n1", 77, user="alice", job="j1")})
+    snap = ClusterSnapshot(
+        NOW,
+        (node(g, devices=(held(g.uuid),)),),
+        jobs=(job(),),
+        processes={("n1", 77): ProcessOwner("n1", 77, user="alice", job="j1")},
+    )
     assert P.detect_memory_held_after_job(snap, T) == []
 
 
@@ -334,8 +434,9 @@ def test_one_busy_rank_keeps_the_gang_from_idle():
     tracker = PitfallTracker(T)
     for minute in range(0, 16):
         g0, g1 = gpu(0, utilization_gpu_pct=0.0), gpu(1, utilization_gpu_pct=95.0)
-        snap = ClusterSnapshot(NOW + 60 * minute, (node(g0, g1, devices=(held(g0.uuid), held(g1.uuid))),),
-                               jobs=(job(),))
+        snap = ClusterSnapshot(
+            NOW + 60 * minute, (node(g0, g1, devices=(held(g0.uuid), held(g1.uuid))),), jobs=(job(),)
+        )
         tracker.observe(snap)
     assert PitfallKind.ALLOCATED_IDLE not in kinds(tracker.findings(snap))
     assert tracker.allocation_rate() == (15 * 60.0, 2 * 15 * 60.0)
@@ -378,8 +479,9 @@ def test_thresholds_validate_and_load_from_toml(tmp_path):
 def test_detect_all_sorts_critical_first():
     g0 = gpu(0, utilization_gpu_pct=99.0, sm_active_pct=2.0)
     g1 = gpu(1, memory_used_bytes=3 * GiB, processes=(ProcessInfo(9, 3 * GiB),))
-    snap = ClusterSnapshot(NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid),
-                                                        held(g1.uuid, job="done", state="held"))),))
+    snap = ClusterSnapshot(
+        NOW, (node(g0, g1, devices=(DeviceView("n1", g0.uuid), held(g1.uuid, job="done", state="held"))),)
+    )
     found = P.detect_all(snap)
     assert kinds(found) == [PitfallKind.MEMORY_HELD_AFTER_JOB, PitfallKind.KERNEL_BUSY_SM_IDLE]
     assert found[0].to_dict()["kind"] == "memory-held-after-job"

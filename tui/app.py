@@ -89,7 +89,8 @@ class LabgangTop(App[None]):
                 yield DevicesTable(id="devices-table").data_bind(LabgangTop.state, LabgangTop.filters)
             with TabPane("Jobs [2]", id="jobs"):
                 yield JobsTable(id="jobs-table").data_bind(
-                    LabgangTop.state, LabgangTop.filters, LabgangTop.show_finished, order=LabgangTop.sort)
+                    LabgangTop.state, LabgangTop.filters, LabgangTop.show_finished, order=LabgangTop.sort
+                )
             with TabPane("Queues [3]", id="queues"):
                 yield QueuesTable(id="queues-table").data_bind(LabgangTop.state, LabgangTop.filters)
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
@@ -141,8 +142,13 @@ class LabgangTop(App[None]):
     def on_fetch_failed(self, message: FetchFailed) -> None:
         if self.state is None:
             empty = ClusterSnapshot(now=0.0, nodes=())
-            self.state = ClusterState(empty, mode=self.source.mode, source=self.source.description,
-                                      user=self.builder.user, error=message.error)
+            self.state = ClusterState(
+                empty,
+                mode=self.source.mode,
+                source=self.source.description,
+                user=self.builder.user,
+                error=message.error,
+            )
         else:
             self.state = self.state.with_error(message.error)
 
@@ -198,8 +204,9 @@ class LabgangTop(App[None]):
 
     def action_mine(self) -> None:
         me = self.builder.user
-        self.filters = Filters(user=None if self.filters.user == me else me, queue=self.filters.queue,
-                               node=self.filters.node)
+        self.filters = Filters(
+            user=None if self.filters.user == me else me, queue=self.filters.queue, node=self.filters.node
+        )
 
     def action_clear_filters(self) -> None:
         self.filters = Filters()
@@ -254,8 +261,13 @@ class LabgangTop(App[None]):
             if yes:
                 self._cancel(job_id)
 
-        self.push_screen(ConfirmScreen(f"Cancel job {job_id} ({job.name or '-'}, {job.state}, "
-                                       f"{job.workers}×{job.gpus_per_worker} {job.resource})?"), answered)
+        self.push_screen(
+            ConfirmScreen(
+                f"Cancel job {job_id} ({job.name or '-'}, {job.state}, "
+                f"{job.workers}×{job.gpus_per_worker} {job.resource})?"
+            ),
+            answered,
+        )
 
     @work(exclusive=True, group="cancel", exit_on_error=False)
     async def _cancel(self, job_id: str) -> None:
@@ -274,8 +286,9 @@ class LabgangTop(App[None]):
         self.notify(f"cancel {message.job_id} failed: {message.error}", severity="error")
 
 
-def make_app(source: DataSource, *, thresholds: PitfallThresholds | None = None, refresh_s: float = 1.0,
-             user: str | None = None) -> LabgangTop:
+def make_app(
+    source: DataSource, *, thresholds: PitfallThresholds | None = None, refresh_s: float = 1.0, user: str | None = None
+) -> LabgangTop:
     """Build the TUI for a data source (the CLI and the tests both call this).
 
     Args:

@@ -46,8 +46,14 @@ def _wrap(parts: Sequence[str], width: int) -> list[str]:
     return lines
 
 
-def render_frame(state: ClusterState, *, width: int = 160, filters: Filters = Filters(),
-                 sort: str = "state", show_finished: bool = False) -> str:
+def render_frame(
+    state: ClusterState,
+    *,
+    width: int = 160,
+    filters: Filters = Filters(),
+    sort: str = "state",
+    show_finished: bool = False,
+) -> str:
     """The whole screen as text: summary, devices, jobs, queues, pitfalls (empty sections say so).
 
     Args:

@@ -17,8 +17,18 @@ GiB = 1024**3
 
 DEVICE_COLUMNS = ("node", "device", "model", "memory", "util", "SM act", "temp", "power", "flags", "holder")
 JOB_COLUMNS = ("id", "name", "user", "queue", "state", "prio", "ranks×dev", "nodes", "age", "restarts", "reason")
-QUEUE_COLUMNS = ("queue", "cohort", "nominal", "used", "borrowed", "lent", "borrow limit", "pending", "running",
-                 "reclaim")
+QUEUE_COLUMNS = (
+    "queue",
+    "cohort",
+    "nominal",
+    "used",
+    "borrowed",
+    "lent",
+    "borrow limit",
+    "pending",
+    "running",
+    "reclaim",
+)
 FINDING_COLUMNS = ("sev", "pitfall", "where", "what", "advice")
 
 
@@ -65,8 +75,7 @@ def _holder_text(dev: DeviceSample, state: ClusterState) -> tuple[str, str]:
         queue = h.queue or (job.queue if job else "")
         return "allocated", " ".join(x for x in (h.job or "?", user, queue) if x)
     if h.state == "foreign":
-        users = sorted({o.user for pid in dev.pids if (o := state.snapshot.processes.get((dev.node, pid)))
-                        and o.user})
+        users = sorted({o.user for pid in dev.pids if (o := state.snapshot.processes.get((dev.node, pid))) and o.user})
         return "foreign", "foreign" + (f" ({', '.join(users)})" if users else f" ({len(dev.pids)} proc)")
     if h.state == "held":
         return "held", f"held after {h.job}" if h.job else "held"
@@ -108,14 +117,30 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
             label = f"{gpu.index}"
             util = pct(gpu.utilization_gpu_pct)
             temp = f"{gpu.temperature_c:.0f}C" if is_known(gpu.temperature_c) else na(gpu.temperature_c)
-            power = (f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f}W"
-                     if is_known(gpu.power_w) and is_known(gpu.power_limit_w)
-                     else (f"{gpu.power_w:.0f}W" if is_known(gpu.power_w) else na(gpu.power_w)))
+            power = (
+                f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f}W"
+                if is_known(gpu.power_w) and is_known(gpu.power_limit_w)
+                else (f"{gpu.power_w:.0f}W" if is_known(gpu.power_w) else na(gpu.power_w))
+            )
         kind, holder = _holder_text(dev, state)
-        out.append(DeviceRow(dev.uuid, kind, (
-            dev.node, label, model, mem_bar(dev.info.memory_used_bytes, dev.info.memory_total_bytes,
-                                            ascii_only=ascii_only),
-            util, pct(dev.info.sm_active_pct), temp, power, _flags(dev), holder)))
+        out.append(
+            DeviceRow(
+                dev.uuid,
+                kind,
+                (
+                    dev.node,
+                    label,
+                    model,
+                    mem_bar(dev.info.memory_used_bytes, dev.info.memory_total_bytes, ascii_only=ascii_only),
+                    util,
+                    pct(dev.info.sm_active_pct),
+                    temp,
+                    power,
+                    _flags(dev),
+                    holder,
+                ),
+            )
+        )
     return out
 
 
@@ -126,8 +151,9 @@ class JobRow:
     cells: tuple[str, ...]
 
 
-def job_rows(state: ClusterState, filters: Filters = Filters(), sort: str = "state",
-             show_finished: bool = False) -> list[JobRow]:
+def job_rows(
+    state: ClusterState, filters: Filters = Filters(), sort: str = "state", show_finished: bool = False
+) -> list[JobRow]:
     """Rows for the jobs view: running and pending (and finished when asked), filtered and sorted."""
     now = state.snapshot.now
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
@@ -139,10 +165,25 @@ def job_rows(state: ClusterState, filters: Filters = Filters(), sort: str = "sta
             reason = f"{j.reason_code}: {j.reason_message}" if j.reason_message else j.reason_code
         elif j.finished and j.exit_status is not None:
             reason = f"exit {j.exit_status}"
-        out.append(JobRow(j.id, j.state, (
-            j.id, j.name or "-", j.user, j.queue, j.state, str(j.priority),
-            f"{j.workers}×{j.gpus_per_worker} {j.resource}", ",".join(j.nodes) or "-",
-            format_duration(age), str(j.restart_count), reason)))
+        out.append(
+            JobRow(
+                j.id,
+                j.state,
+                (
+                    j.id,
+                    j.name or "-",
+                    j.user,
+                    j.queue,
+                    j.state,
+                    str(j.priority),
+                    f"{j.workers}×{j.gpus_per_worker} {j.resource}",
+                    ",".join(j.nodes) or "-",
+                    format_duration(age),
+                    str(j.restart_count),
+                    reason,
+                ),
+            )
+        )
     return out
 
 
@@ -167,10 +208,24 @@ def queue_rows(state: ClusterState, filters: Filters = Filters()) -> list[QueueR
             continue
         borrowed = sum(q.borrowed.values())
         rt = reclaim_time_s(q, state.snapshot.jobs) if borrowed else None
-        out.append(QueueRow(q.name, borrowed > 0, (
-            q.name, q.cohort or "-", _res(q.nominal), _res(q.used), _res(q.borrowed), _res(q.lent),
-            _res(q.borrowing_limit) if q.borrowing_limit else "none", str(q.pending), str(q.running),
-            "-" if not borrowed else ("?" if rt is None else format_duration(rt)))))
+        out.append(
+            QueueRow(
+                q.name,
+                borrowed > 0,
+                (
+                    q.name,
+                    q.cohort or "-",
+                    _res(q.nominal),
+                    _res(q.used),
+                    _res(q.borrowed),
+                    _res(q.lent),
+                    _res(q.borrowing_limit) if q.borrowing_limit else "none",
+                    str(q.pending),
+                    str(q.running),
+                    "-" if not borrowed else ("?" if rt is None else format_duration(rt)),
+                ),
+            )
+        )
     return out
 
 
@@ -186,8 +241,9 @@ def finding_rows(state: ClusterState, filters: Filters = Filters()) -> list[Find
     out = []
     for key, f in finding_keys(state):
         if filters.match_finding(f, state):
-            out.append(FindingRow(key, f.severity.value,
-                                  (f.severity.value, f.kind.value, f.subject, f.summary, f.advice)))
+            out.append(
+                FindingRow(key, f.severity.value, (f.severity.value, f.kind.value, f.subject, f.summary, f.advice))
+            )
     return out
 
 
@@ -237,13 +293,16 @@ def job_detail_lines(job: JobView, now: float) -> list[str]:
         f"job {job.id} {job.name}  user {job.user}  queue {job.queue}  priority {job.priority}",
         f"state {job.state}  {job.workers}×{job.gpus_per_worker} {job.resource}  nodes {','.join(job.nodes) or '-'}"
         f"  restarts {job.restart_count}" + (f"  exit {job.exit_status}" if job.exit_status is not None else ""),
-        "submitted " + (format_duration(now - job.submit_time) + " ago" if job.submit_time else "-")
+        "submitted "
+        + (format_duration(now - job.submit_time) + " ago" if job.submit_time else "-")
         + ("  started " + format_duration(now - job.start_time) + " ago" if job.start_time else ""),
     ]
     if job.reason_code:
         lines.append(f"reason {job.reason_code}: {job.reason_message}")
     for h in job.history[-5:]:
         when = h.get("time")
-        lines.append(f"  {format_duration(now - when) + ' ago' if when else '-':>10}  {h.get('event', '')}"
-                     f"  {h.get('message', '')}")
+        lines.append(
+            f"  {format_duration(now - when) + ' ago' if when else '-':>10}  {h.get('event', '')}"
+            f"  {h.get('message', '')}"
+        )
     return lines

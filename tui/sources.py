@@ -115,16 +115,23 @@ class LocalSource(DataSource):
     mode = "local"
     blocking = True
 
-    def __init__(self, backend: Any, *, description: str = "", clock: Callable[[], float] = time.time,
-                 hostname: str | None = None) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        *,
+        description: str = "",
+        clock: Callable[[], float] = time.time,
+        hostname: str | None = None,
+    ) -> None:
         self.backend = backend
         self.description = description or "local NVML"
         self.clock = clock
         self.hostname = hostname
 
     @classmethod
-    def open(cls, simulate: str | Path | None = None, *, clock: Callable[[], float] = time.time,
-             hostname: str | None = None) -> LocalSource:
+    def open(
+        cls, simulate: str | Path | None = None, *, clock: Callable[[], float] = time.time, hostname: str | None = None
+    ) -> LocalSource:
         """Open the real NVML, or the simulated one from a machine file.
 
         Raises:
@@ -159,8 +166,9 @@ class LocalSource(DataSource):
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, LOST))
             elif jobs:
                 users = sorted({o.user for p in pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
-                devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, ALLOCATED, jobs[0],
-                                          users[0] if users else None))
+                devices.append(
+                    DeviceView(node, dev.uuid, dev.resource, dev.model, ALLOCATED, jobs[0], users[0] if users else None)
+                )
             elif pids:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FOREIGN))
             else:
@@ -221,8 +229,9 @@ class CoordinatorSource(DataSource):
     mode = "coordinator"
     can_cancel = True
 
-    def __init__(self, client: ApiClient, *, description: str = "coordinator",
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client: ApiClient, *, description: str = "coordinator", clock: Callable[[], float] = time.time
+    ) -> None:
         self.client = client
         self.description = description
         self.clock = clock
@@ -237,10 +246,12 @@ class CoordinatorSource(DataSource):
 
     async def fetch(self) -> ClusterSnapshot:
         nodes, jobs, queues = await asyncio.gather(
-            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues())
+            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues()
+        )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
-        return await asyncio.to_thread(ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs},
-                                       {"queues": queues})
+        return await asyncio.to_thread(
+            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}
+        )
 
     async def cancel(self, job_id: str) -> JobView:
         return JobView.from_api(await self.client.cancel(job_id))
@@ -254,8 +265,9 @@ class CoordinatorSource(DataSource):
         await self.client.close()
 
 
-def open_source(*, local: bool = False, simulate: str | Path | None = None,
-                state_dir: str | Path | None = None) -> DataSource:
+def open_source(
+    *, local: bool = False, simulate: str | Path | None = None, state_dir: str | Path | None = None
+) -> DataSource:
     """The factory the CLI uses: local NVML (``--local`` or ``--simulate``) or the coordinator.
 
     Raises:

@@ -29,8 +29,15 @@ JOB_SORTS: tuple[tuple[str, str], ...] = (
     ("user", "user"),
     ("queue", "queue"),
 )
-_STATE_ORDER = {"running": 0, "terminating": 1, "admitted": 2, "pending": 3,
-                "failed": 4, "cancelled": 5, "succeeded": 6}
+_STATE_ORDER = {
+    "running": 0,
+    "terminating": 1,
+    "admitted": 2,
+    "pending": 3,
+    "failed": 4,
+    "cancelled": 5,
+    "succeeded": 6,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +105,19 @@ class Filters:
         return cls(**values)
 
     def match_job(self, job: JobView) -> bool:
-        return ((not self.user or job.user == self.user) and (not self.queue or job.queue == self.queue)
-                and (not self.node or self.node in job.nodes or any(r.node == self.node for r in job.ranks)))
+        return (
+            (not self.user or job.user == self.user)
+            and (not self.queue or job.queue == self.queue)
+            and (not self.node or self.node in job.nodes or any(r.node == self.node for r in job.ranks))
+        )
 
     def match_device(self, dev: DeviceSample) -> bool:
         h = dev.holder
-        return ((not self.node or dev.node == self.node)
-                and (not self.user or (h is not None and h.user == self.user))
-                and (not self.queue or (h is not None and h.queue == self.queue)))
+        return (
+            (not self.node or dev.node == self.node)
+            and (not self.user or (h is not None and h.user == self.user))
+            and (not self.queue or (h is not None and h.queue == self.queue))
+        )
 
     def match_finding(self, f: Finding, state: ClusterState) -> bool:
         if not self.active:
@@ -126,6 +138,7 @@ def sort_jobs(jobs: Iterable[JobView], key: str, now: float) -> list[JobView]:
     Raises:
         ValueError: an unknown key (the message lists the allowed ones).
     """
+
     def age(j: JobView) -> float:
         return -(now - (j.submit_time if j.submit_time is not None else now))
 
@@ -147,8 +160,9 @@ class StateBuilder:
     Not thread-safe: call from one worker at a time (the App's fetch workers are exclusive).
     """
 
-    def __init__(self, thresholds: PitfallThresholds | None = None, *, mode: str = "local",
-                 source: str = "", user: str = "") -> None:
+    def __init__(
+        self, thresholds: PitfallThresholds | None = None, *, mode: str = "local", source: str = "", user: str = ""
+    ) -> None:
         self.thresholds = thresholds or PitfallThresholds()
         self.tracker = PitfallTracker(self.thresholds)
         self.mode, self.source, self.user = mode, source, user
@@ -161,4 +175,7 @@ class StateBuilder:
             snapshot=snapshot,
             findings=tuple(detect_all(snapshot, self.thresholds, self.tracker)),
             allocation_rate_pct=(100.0 * busy / alloc) if alloc > 0 else None,
-            mode=self.mode, source=self.source, user=self.user)
+            mode=self.mode,
+            source=self.source,
+            user=self.user,
+        )

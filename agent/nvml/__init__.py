@@ -37,8 +37,9 @@ class NvmlUnavailable(RuntimeError):
         self.code = code
 
 
-def open_backend(simulate: str | Path | None = None, record: str | Path | None = None, *,
-                 scope: str | None = None) -> Any:
+def open_backend(
+    simulate: str | Path | None = None, record: str | Path | None = None, *, scope: str | None = None
+) -> Any:
     """Open and initialise an NVML backend.
 
     Args:

@@ -88,10 +88,14 @@ def detect_format(text: str, name: str = "") -> str:
             raise ValueError(f"not valid TOML: {exc}") from None
         if "machine" in data or "gpu" in data:
             return "toml"
-        raise ValueError("a TOML file but not a machine file: expected a [machine] table and [[gpu]] tables "
-                         f"(config/sim/*.toml); found: {', '.join(sorted(data)) or 'no keys'}")
-    raise ValueError("unrecognised format; expected a config/sim TOML machine file, nvidia-smi -q -x XML, "
-                     "nvidia-smi -q text, an nvidia-smi -L listing or a labgang NVML record (JSON)")
+        raise ValueError(
+            "a TOML file but not a machine file: expected a [machine] table and [[gpu]] tables "
+            f"(config/sim/*.toml); found: {', '.join(sorted(data)) or 'no keys'}"
+        )
+    raise ValueError(
+        "unrecognised format; expected a config/sim TOML machine file, nvidia-smi -q -x XML, "
+        "nvidia-smi -q text, an nvidia-smi -L listing or a labgang NVML record (JSON)"
+    )
 
 
 def machine_from_text(text: str, source: str = "", hostname: str | None = None) -> SimMachine:
@@ -136,8 +140,10 @@ def load_machine_or_record(path: Path) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a text file (not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                         "expected a machine file, nvidia-smi output or an NVML record") from None
+        raise ValueError(
+            f"{path}: not a text file (not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "expected a machine file, nvidia-smi output or an NVML record"
+        ) from None
     try:
         if detect_format(text, str(path)) == "record":
             from labgang.agent.nvml.recorder import ReplayNvml

@@ -21,10 +21,22 @@ UUID_NAMESPACE = uuidlib.UUID("5f1a2b3c-4d5e-4f60-8a71-b2c3d4e5f607")
 
 #: NVML return codes by name (nvml.h ``nvmlReturn_t``), accepted in machine files' ``errors``.
 ERROR_CODES = {
-    "UNINITIALIZED": 1, "INVALID_ARGUMENT": 2, "NOT_SUPPORTED": 3, "NO_PERMISSION": 4,
-    "NOT_FOUND": 6, "INSUFFICIENT_SIZE": 7, "DRIVER_NOT_LOADED": 9, "TIMEOUT": 10,
-    "IRQ_ISSUE": 11, "LIBRARY_NOT_FOUND": 12, "FUNCTION_NOT_FOUND": 13, "CORRUPTED_INFOROM": 14,
-    "GPU_IS_LOST": 15, "RESET_REQUIRED": 16, "LIB_RM_VERSION_MISMATCH": 18, "IN_USE": 19,
+    "UNINITIALIZED": 1,
+    "INVALID_ARGUMENT": 2,
+    "NOT_SUPPORTED": 3,
+    "NO_PERMISSION": 4,
+    "NOT_FOUND": 6,
+    "INSUFFICIENT_SIZE": 7,
+    "DRIVER_NOT_LOADED": 9,
+    "TIMEOUT": 10,
+    "IRQ_ISSUE": 11,
+    "LIBRARY_NOT_FOUND": 12,
+    "FUNCTION_NOT_FOUND": 13,
+    "CORRUPTED_INFOROM": 14,
+    "GPU_IS_LOST": 15,
+    "RESET_REQUIRED": 16,
+    "LIB_RM_VERSION_MISMATCH": 18,
+    "IN_USE": 19,
     "UNKNOWN": 999,
 }
 
@@ -191,9 +203,17 @@ def derived_mig_uuid(parent_uuid: str, gi_id: int, ci_id: int) -> str:
     return "MIG-" + str(uuidlib.uuid5(UUID_NAMESPACE, f"mig/{parent_uuid}/{gi_id}/{ci_id}"))
 
 
-def mig_device(model: models.GpuModel | None, index: int, uuid: str, profile: str, gi_id: int, ci_id: int,
-               sm_count: int | None = None, memory_total_mib: int | None = None,
-               memory_used_mib: float = 0.0) -> SimMigDevice:
+def mig_device(
+    model: models.GpuModel | None,
+    index: int,
+    uuid: str,
+    profile: str,
+    gi_id: int,
+    ci_id: int,
+    sm_count: int | None = None,
+    memory_total_mib: int | None = None,
+    memory_used_mib: float = 0.0,
+) -> SimMigDevice:
     """Build a :class:`SimMigDevice`, filling SMs and memory from the catalogue profile.
 
     Raises:
@@ -202,7 +222,11 @@ def mig_device(model: models.GpuModel | None, index: int, uuid: str, profile: st
     gi_prof = model.profile(profile) if model is not None else None
     ci = models.ci_slices(profile)
     if gi_prof is None and (sm_count is None or memory_total_mib is None):
-        allowed = ", ".join(p.name for p in model.mig_profiles) if model else "(unknown model: give sm_count and memory_total_mib)"
+        allowed = (
+            ", ".join(p.name for p in model.mig_profiles)
+            if model
+            else "(unknown model: give sm_count and memory_total_mib)"
+        )
         raise ValueError(f"mig_device.profile: unknown profile {profile!r} for this GPU; allowed: {allowed}")
     gi_slices = gi_prof.slices if gi_prof else int(models.gi_profile_name(profile).split("g", 1)[0])
     ci_slices = ci if ci is not None else gi_slices
@@ -214,24 +238,74 @@ def mig_device(model: models.GpuModel | None, index: int, uuid: str, profile: st
             one = next((p for p in model.mig_profiles if p.slices == 1 and "+" not in p.name), None)
             sm_count = one.sm_count * ci if one else gi_prof.sm_count * ci // gi_prof.slices
     return SimMigDevice(
-        index=index, uuid=uuid, profile=profile, gi_id=gi_id, ci_id=ci_id, sm_count=int(sm_count),
+        index=index,
+        uuid=uuid,
+        profile=profile,
+        gi_id=gi_id,
+        ci_id=ci_id,
+        sm_count=int(sm_count),
         memory_total_mib=int(memory_total_mib if memory_total_mib is not None else gi_prof.memory_mib),  # type: ignore[union-attr]
-        memory_used_mib=memory_used_mib, gi_slices=gi_slices, ci_slices=ci_slices,
+        memory_used_mib=memory_used_mib,
+        gi_slices=gi_slices,
+        ci_slices=ci_slices,
         gi_profile_id=gi_prof.profile_id if gi_prof else -1,
     )
 
 
 # --------------------------------------------------------------------------- TOML machine files
 
-_MACHINE_KEYS = {"hostname", "driver_version", "nvml_version", "cuda_driver_version", "process_memory_mib",
-                 "missing_functions", "unprivileged"}
-_GPU_KEYS = {"model", "uuid", "name", "pci_bus_id", "memory_total_mib", "memory_reserved_mib", "memory_used_mib",
-             "sm_count", "gpm", "mig_capable", "mig_current", "mig_pending", "max_mig_devices", "mig_device",
-             "temperature_c", "power_w", "power_limit_w", "ecc", "ecc_volatile_uncorrected",
-             "utilization_gpu_pct", "utilization_memory_pct", "sm_active_pct", "sm_occupancy_pct",
-             "clock_event_reasons", "processes", "lost", "handle_error", "errors", "serial"}
-_MIG_KEYS = {"profile", "gi_id", "ci_id", "uuid", "index", "sm_count", "memory_total_mib", "memory_used_mib",
-             "sm_active_pct", "sm_occupancy_pct"}
+_MACHINE_KEYS = {
+    "hostname",
+    "driver_version",
+    "nvml_version",
+    "cuda_driver_version",
+    "process_memory_mib",
+    "missing_functions",
+    "unprivileged",
+}
+_GPU_KEYS = {
+    "model",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "memory_total_mib",
+    "memory_reserved_mib",
+    "memory_used_mib",
+    "sm_count",
+    "gpm",
+    "mig_capable",
+    "mig_current",
+    "mig_pending",
+    "max_mig_devices",
+    "mig_device",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "ecc",
+    "ecc_volatile_uncorrected",
+    "utilization_gpu_pct",
+    "utilization_memory_pct",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "clock_event_reasons",
+    "processes",
+    "lost",
+    "handle_error",
+    "errors",
+    "serial",
+}
+_MIG_KEYS = {
+    "profile",
+    "gi_id",
+    "ci_id",
+    "uuid",
+    "index",
+    "sm_count",
+    "memory_total_mib",
+    "memory_used_mib",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+}
 _PROCESS_KEYS = {"pid", "used_memory_mib", "gi_id", "ci_id"}
 
 
@@ -356,19 +430,37 @@ def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu
         for req in ("profile", "gi_id", "ci_id"):
             if req not in m:
                 raise ValueError(f"{mw}.{req}: missing")
-        dev = mig_device(model, int(m.get("index", k)), str(m.get("uuid") or derived_mig_uuid(gpu.uuid, m["gi_id"], m["ci_id"])),
-                         str(m["profile"]), int(m["gi_id"]), int(m["ci_id"]), m.get("sm_count"),
-                         m.get("memory_total_mib"), float(m.get("memory_used_mib", 0.0)))
+        dev = mig_device(
+            model,
+            int(m.get("index", k)),
+            str(m.get("uuid") or derived_mig_uuid(gpu.uuid, m["gi_id"], m["ci_id"])),
+            str(m["profile"]),
+            int(m["gi_id"]),
+            int(m["ci_id"]),
+            m.get("sm_count"),
+            m.get("memory_total_mib"),
+            float(m.get("memory_used_mib", 0.0)),
+        )
         dev.sm_active_pct = Script(m.get("sm_active_pct", 0.0), f"{mw}.sm_active_pct")
         dev.sm_occupancy_pct = Script(m.get("sm_occupancy_pct", 0.0), f"{mw}.sm_occupancy_pct")
         gpu.mig_devices.append(dev)
     indices = [d.index for d in gpu.mig_devices]
     if len(set(indices)) != len(indices) or any(i >= gpu.max_mig_devices for i in indices):
-        raise ValueError(f"{where}.mig_device.index: indices must be distinct and below max_mig_devices ({gpu.max_mig_devices})")
+        raise ValueError(
+            f"{where}.mig_device.index: indices must be distinct and below max_mig_devices ({gpu.max_mig_devices})"
+        )
     return gpu
 
 
 __all__ = [
-    "ERROR_CODES", "Script", "SimGpu", "SimMachine", "SimMigDevice", "SimProcess",
-    "derived_gpu_uuid", "derived_mig_uuid", "machine_from_toml", "mig_device",
+    "ERROR_CODES",
+    "Script",
+    "SimGpu",
+    "SimMachine",
+    "SimMigDevice",
+    "SimProcess",
+    "derived_gpu_uuid",
+    "derived_mig_uuid",
+    "machine_from_toml",
+    "mig_device",
 ]

@@ -150,31 +150,125 @@ _A30_PROFILES = (
 )
 
 CATALOGUE: tuple[GpuModel, ...] = (
-    GpuModel("H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", 81559, 479, 132, ARCH_HOPPER, 700.0,
-             mig_profiles=_H100_PROFILES, pci_device_id=0x233010DE, cuda_capability=(9, 0)),
-    GpuModel("H100-PCIE-80GB", "NVIDIA H100 PCIe", 81559, 479, 114, ARCH_HOPPER, 350.0,
-             mig_profiles=_H100_PROFILES, pci_device_id=0x233110DE, cuda_capability=(9, 0)),
-    GpuModel("H200-141GB", "NVIDIA H200", 143771, 560, 132, ARCH_HOPPER, 700.0,
-             mig_profiles=_H200_PROFILES, pci_device_id=0x233510DE, cuda_capability=(9, 0)),
-    GpuModel("A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", 81920, 763, 108, ARCH_AMPERE, 400.0,
-             mig_profiles=_A100_80_PROFILES, pci_device_id=0x20B210DE, cuda_capability=(8, 0)),
-    GpuModel("A100-PCIE-80GB", "NVIDIA A100 80GB PCIe", 81920, 763, 108, ARCH_AMPERE, 300.0,
-             mig_profiles=_A100_80_PROFILES, pci_device_id=0x20B510DE, cuda_capability=(8, 0)),
-    GpuModel("A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", 40960, 586, 108, ARCH_AMPERE, 400.0,
-             mig_profiles=_A100_40_PROFILES, pci_device_id=0x20B010DE, cuda_capability=(8, 0)),
-    GpuModel("A30", "NVIDIA A30", 24576, 504, 56, ARCH_AMPERE, 165.0,
-             mig_profiles=_A30_PROFILES, pci_device_id=0x20B710DE, cuda_capability=(8, 0)),
-    GpuModel("L40S", "NVIDIA L40S", 46068, 591, 142, ARCH_ADA, 350.0,
-             pci_device_id=0x26B910DE, cuda_capability=(8, 9)),
-    GpuModel("RTX-4090", "NVIDIA GeForce RTX 4090", 24564, 347, 128, ARCH_ADA, 450.0, ecc=False,
-             pci_device_id=0x268410DE, cuda_capability=(8, 9)),
-    GpuModel("RTX-4080-SUPER", "NVIDIA GeForce RTX 4080 SUPER", 16376, 306, 80, ARCH_ADA, 320.0, ecc=False,
-             pci_device_id=0x270210DE, cuda_capability=(8, 9)),
+    GpuModel(
+        "H100-SXM5-80GB",
+        "NVIDIA H100 80GB HBM3",
+        81559,
+        479,
+        132,
+        ARCH_HOPPER,
+        700.0,
+        mig_profiles=_H100_PROFILES,
+        pci_device_id=0x233010DE,
+        cuda_capability=(9, 0),
+    ),
+    GpuModel(
+        "H100-PCIE-80GB",
+        "NVIDIA H100 PCIe",
+        81559,
+        479,
+        114,
+        ARCH_HOPPER,
+        350.0,
+        mig_profiles=_H100_PROFILES,
+        pci_device_id=0x233110DE,
+        cuda_capability=(9, 0),
+    ),
+    GpuModel(
+        "H200-141GB",
+        "NVIDIA H200",
+        143771,
+        560,
+        132,
+        ARCH_HOPPER,
+        700.0,
+        mig_profiles=_H200_PROFILES,
+        pci_device_id=0x233510DE,
+        cuda_capability=(9, 0),
+    ),
+    GpuModel(
+        "A100-SXM4-80GB",
+        "NVIDIA A100-SXM4-80GB",
+        81920,
+        763,
+        108,
+        ARCH_AMPERE,
+        400.0,
+        mig_profiles=_A100_80_PROFILES,
+        pci_device_id=0x20B210DE,
+        cuda_capability=(8, 0),
+    ),
+    GpuModel(
+        "A100-PCIE-80GB",
+        "NVIDIA A100 80GB PCIe",
+        81920,
+        763,
+        108,
+        ARCH_AMPERE,
+        300.0,
+        mig_profiles=_A100_80_PROFILES,
+        pci_device_id=0x20B510DE,
+        cuda_capability=(8, 0),
+    ),
+    GpuModel(
+        "A100-SXM4-40GB",
+        "NVIDIA A100-SXM4-40GB",
+        40960,
+        586,
+        108,
+        ARCH_AMPERE,
+        400.0,
+        mig_profiles=_A100_40_PROFILES,
+        pci_device_id=0x20B010DE,
+        cuda_capability=(8, 0),
+    ),
+    GpuModel(
+        "A30",
+        "NVIDIA A30",
+        24576,
+        504,
+        56,
+        ARCH_AMPERE,
+        165.0,
+        mig_profiles=_A30_PROFILES,
+        pci_device_id=0x20B710DE,
+        cuda_capability=(8, 0),
+    ),
+    GpuModel("L40S", "NVIDIA L40S", 46068, 591, 142, ARCH_ADA, 350.0, pci_device_id=0x26B910DE, cuda_capability=(8, 9)),
+    GpuModel(
+        "RTX-4090",
+        "NVIDIA GeForce RTX 4090",
+        24564,
+        347,
+        128,
+        ARCH_ADA,
+        450.0,
+        ecc=False,
+        pci_device_id=0x268410DE,
+        cuda_capability=(8, 9),
+    ),
+    GpuModel(
+        "RTX-4080-SUPER",
+        "NVIDIA GeForce RTX 4080 SUPER",
+        16376,
+        306,
+        80,
+        ARCH_ADA,
+        320.0,
+        ecc=False,
+        pci_device_id=0x270210DE,
+        cuda_capability=(8, 9),
+    ),
 )
 
 _ARCH_WORDS = {
-    "blackwell": ARCH_BLACKWELL, "hopper": ARCH_HOPPER, "ada": ARCH_ADA, "ada lovelace": ARCH_ADA,
-    "ampere": ARCH_AMPERE, "turing": ARCH_TURING, "volta": ARCH_VOLTA,
+    "blackwell": ARCH_BLACKWELL,
+    "hopper": ARCH_HOPPER,
+    "ada": ARCH_ADA,
+    "ada lovelace": ARCH_ADA,
+    "ampere": ARCH_AMPERE,
+    "turing": ARCH_TURING,
+    "volta": ARCH_VOLTA,
 }
 
 
@@ -196,6 +290,7 @@ def by_name(name: str) -> GpuModel | None:
     for model in CATALOGUE:
         if model.name == name:
             return model
+
     def norm(text: str) -> str:  # R450-era drivers drop the "NVIDIA " prefix
         return re.sub(r"^nvidia", "", re.sub(r"[^a-z0-9]", "", text.lower()))
 
@@ -245,8 +340,14 @@ def slices_from_sms(sm_count: int, one_slice_sm: int) -> int:
     return 7
 
 
-def infer_profile(model: GpuModel | None, sm_count: int, memory_mib: int, gpu_memory_mib: int,
-                  one_slice_sm: int | None = None, gpu_name: str = "") -> MigProfile:
+def infer_profile(
+    model: GpuModel | None,
+    sm_count: int,
+    memory_mib: int,
+    gpu_memory_mib: int,
+    one_slice_sm: int | None = None,
+    gpu_name: str = "",
+) -> MigProfile:
     """The GPU instance profile with this SM count and memory, as ``nvidia-smi -L`` names it.
 
     Args:
@@ -264,8 +365,14 @@ def infer_profile(model: GpuModel | None, sm_count: int, memory_mib: int, gpu_me
     """
     if model is not None and model.mig_profiles:
         plain = [p for p in model.mig_profiles if "+" not in p.name]
-        return min(plain, key=lambda p: (abs(p.memory_mib - memory_mib) > 256, abs(p.sm_count - sm_count),
-                                         abs(p.memory_mib - memory_mib)))
+        return min(
+            plain,
+            key=lambda p: (
+                abs(p.memory_mib - memory_mib) > 256,
+                abs(p.sm_count - sm_count),
+                abs(p.memory_mib - memory_mib),
+            ),
+        )
     mem_slices = max(1, round(memory_mib * 8 / max(gpu_memory_mib, 1)))
     named = re.search(r"(\d+)\s*GB", gpu_name, flags=re.I)
     total_gb = int(named.group(1)) if named else int(gpu_memory_mib / 1024 + 0.5)

@@ -91,9 +91,11 @@ def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
 def _memory(backend: Any, handle: Any) -> Any:
     """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (NVML-NOTES §4)."""
     return _versioned(
-        backend, "nvmlDeviceGetMemoryInfo_v2",
+        backend,
+        "nvmlDeviceGetMemoryInfo_v2",
         lambda: query(backend, "nvmlDeviceGetMemoryInfo", handle, version=backend.nvmlMemory_v2),
-        lambda: query(backend, "nvmlDeviceGetMemoryInfo", handle))
+        lambda: query(backend, "nvmlDeviceGetMemoryInfo", handle),
+    )
 
 
 def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
@@ -105,12 +107,14 @@ def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailab
         used = getattr(row, "usedGpuMemory", None)
         gi = getattr(row, "gpuInstanceId", NO_INSTANCE)
         ci = getattr(row, "computeInstanceId", NO_INSTANCE)
-        out.append(ProcessInfo(
-            pid=int(row.pid),
-            used_memory_bytes=Unavailable("unknown") if used is None else int(used),
-            gi_id=None if gi is None or gi == NO_INSTANCE else int(gi),
-            ci_id=None if ci is None or ci == NO_INSTANCE else int(ci),
-        ))
+        out.append(
+            ProcessInfo(
+                pid=int(row.pid),
+                used_memory_bytes=Unavailable("unknown") if used is None else int(used),
+                gi_id=None if gi is None or gi == NO_INSTANCE else int(gi),
+                ci_id=None if ci is None or ci == NO_INSTANCE else int(ci),
+            )
+        )
     return tuple(sorted(out, key=lambda p: p.pid))
 
 
@@ -167,11 +171,18 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
     power = query(backend, "nvmlDeviceGetPowerUsage", handle)
     limit = query(backend, "nvmlDeviceGetEnforcedPowerLimit", handle)
     reasons = _versioned(
-        backend, "nvmlDeviceGetCurrentClocksEventReasons",
+        backend,
+        "nvmlDeviceGetCurrentClocksEventReasons",
         lambda: query(backend, "nvmlDeviceGetCurrentClocksEventReasons", handle),
-        lambda: query(backend, "nvmlDeviceGetCurrentClocksThrottleReasons", handle))
-    ecc = query(backend, "nvmlDeviceGetTotalEccErrors", handle,
-                backend.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, backend.NVML_VOLATILE_ECC)
+        lambda: query(backend, "nvmlDeviceGetCurrentClocksThrottleReasons", handle),
+    )
+    ecc = query(
+        backend,
+        "nvmlDeviceGetTotalEccErrors",
+        handle,
+        backend.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        backend.NVML_VOLATILE_ECC,
+    )
     procs = _processes(backend, handle)
     gpm = query(backend, "nvmlGpmQueryDeviceSupport", handle)
     if isinstance(gpm, Unavailable):
@@ -222,8 +233,9 @@ def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...])
     return MigDeviceInfo(**{**info.__dict__, "processes": own})
 
 
-def read_node(backend: Any, *, hostname: str | None = None, now: float | None = None,
-              gpm: GpmSampler | None = None) -> NodeInventory:
+def read_node(
+    backend: Any, *, hostname: str | None = None, now: float | None = None, gpm: GpmSampler | None = None
+) -> NodeInventory:
     """Read one snapshot; see :func:`labgang.agent.inventory.read_inventory`.
 
     Args:
@@ -277,8 +289,9 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
     return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus))
 
 
-def _with_gi_activity(mig: MigDeviceInfo, parent_uuid: Any, migs: list[MigDeviceInfo],
-                      activity: dict[Any, Any]) -> MigDeviceInfo:
+def _with_gi_activity(
+    mig: MigDeviceInfo, parent_uuid: Any, migs: list[MigDeviceInfo], activity: dict[Any, Any]
+) -> MigDeviceInfo:
     members = tuple(str(m.uuid) for m in migs if m.gi_id == mig.gi_id)
     value = activity.get((parent_uuid, mig.gi_id, members))
     if value is None:

@@ -41,8 +41,11 @@ from labgang.agent.nvml.simulated import VirtualClock
 
 RECORD_VERSION = 1
 _HANDLE_FUNCS = {
-    "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetHandleByPciBusId",
-    "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
 }
 
 
@@ -87,11 +90,13 @@ def _gpm_arg(value: Any, samples: dict[int, str]) -> dict[str, Any] | None:
     if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:  # type: ignore[attr-defined]
         return {"sample": samples.get(ctypes.addressof(value.contents), "unknown")}
     if isinstance(value, pynvml.c_nvmlGpmMetricsGet_t):
-        return {"metrics_get": {
-            "sample1": _gpm_arg(value.sample1, samples)["sample"],
-            "sample2": _gpm_arg(value.sample2, samples)["sample"],
-            "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
-        }}
+        return {
+            "metrics_get": {
+                "sample1": _gpm_arg(value.sample1, samples)["sample"],
+                "sample2": _gpm_arg(value.sample2, samples)["sample"],
+                "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
+            }
+        }
     return None
 
 
@@ -150,8 +155,11 @@ class Recorder:
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            entry: dict[str, Any] = {"fn": name, "args": [self._arg(a) for a in args],
-                                     "kwargs": {k: self._arg(v) for k, v in sorted(kwargs.items())}}
+            entry: dict[str, Any] = {
+                "fn": name,
+                "args": [self._arg(a) for a in args],
+                "kwargs": {k: self._arg(v) for k, v in sorted(kwargs.items())},
+            }
             self._calls.append(entry)
             try:
                 result = fn(*args, **kwargs)
@@ -174,9 +182,16 @@ class Recorder:
             elif name in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
                 entry["result"] = self._arg(result)
             elif name == "nvmlGpmMetricsGet":
-                entry["result"] = {"metrics": [
-                    [int(result.metrics[i].metricId), int(result.metrics[i].nvmlReturn), float(result.metrics[i].value)]
-                    for i in range(int(result.numMetrics))]}
+                entry["result"] = {
+                    "metrics": [
+                        [
+                            int(result.metrics[i].metricId),
+                            int(result.metrics[i].nvmlReturn),
+                            float(result.metrics[i].value),
+                        ]
+                        for i in range(int(result.numMetrics))
+                    ]
+                }
             else:
                 entry["result"] = _plain(result)
             if name == "nvmlShutdown":

@@ -107,8 +107,9 @@ class SimulatedNvml:
         ValueError: ``scope`` is an empty string.
     """
 
-    def __init__(self, machine: SimMachine, *, virtual_time: bool = False, scan_processes: bool = True,
-                 scope: str | None = None):
+    def __init__(
+        self, machine: SimMachine, *, virtual_time: bool = False, scan_processes: bool = True, scope: str | None = None
+    ):
         if scope is not None and not scope:
             raise ValueError("scope: must be a non-empty string or None (no scope)")
         self._scope = scope
@@ -180,8 +181,13 @@ class SimulatedNvml:
         """Undo :meth:`hold_memory` for (``uuid``, ``pid``); unknown pairs are ignored."""
         self._held.pop((uuid, int(pid)), None)
 
-    def set_utilization(self, uuid: str, gpu_pct: float | None = None, sm_active_pct: float | None = None,
-                        sm_occupancy_pct: float | None = None) -> None:
+    def set_utilization(
+        self,
+        uuid: str,
+        gpu_pct: float | None = None,
+        sm_active_pct: float | None = None,
+        sm_occupancy_pct: float | None = None,
+    ) -> None:
         """Set a device's readings (percent); on a MIG device they apply to its GPU instance.
 
         Raises:
@@ -407,7 +413,8 @@ class SimulatedNvml:
             used_bytes = int(gpu.memory_used_mib * MIB) + sum(b or 0 for _, b in self._device_processes(gpu, None))
             if gpu.mig_current:
                 used_bytes = int(gpu.memory_used_mib * MIB) + sum(
-                    self._gi_used_bytes(gpu, gi) for gi in sorted({m.gi_id for m in gpu.mig_devices}))
+                    self._gi_used_bytes(gpu, gi) for gi in sorted({m.gi_id for m in gpu.mig_devices})
+                )
         total, reserved = int(total_mib * MIB), int(reserved_mib * MIB)
         if version:
             mem = pynvml.c_nvmlMemory_v2_t()
@@ -618,7 +625,8 @@ class SimulatedNvml:
                 raise pynvml.NVMLLibraryMismatchError(
                     "Unversioned function called and the pyNVML version does not match the NVML lib version. "
                     "Either use matching pyNVML and NVML lib versions or use a versioned function such as "
-                    "nvmlDeviceGetComputeRunningProcesses_v2") from None
+                    "nvmlDeviceGetComputeRunningProcesses_v2"
+                ) from None
         return self.nvmlDeviceGetComputeRunningProcesses_v3(handle)
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
@@ -638,8 +646,11 @@ class SimulatedNvml:
             for pid, used in self._device_processes(gpu, src):
                 gi = src.gi_id if src is not None else NO_INSTANCE
                 ci = src.ci_id if src is not None else NO_INSTANCE
-                rows.append(pynvml.nvmlFriendlyObject(
-                    {"pid": pid, "usedGpuMemory": used, "gpuInstanceId": gi, "computeInstanceId": ci}))
+                rows.append(
+                    pynvml.nvmlFriendlyObject(
+                        {"pid": pid, "usedGpuMemory": used, "gpuInstanceId": gi, "computeInstanceId": ci}
+                    )
+                )
         if gpu.mig_current and mig is None:
             rows.extend(self._static_rows(gpu, None, unassigned_only=True))
         return rows
@@ -656,9 +667,16 @@ class SimulatedNvml:
         ids = {(m.gi_id, m.ci_id) for m in gpu.mig_devices}
         for p in gpu.processes:
             if unassigned_only and (p.gi_id, p.ci_id) not in ids and p.gi_id is not None:
-                rows.append(pynvml.nvmlFriendlyObject({
-                    "pid": p.pid, "usedGpuMemory": None if p.used_memory_mib is None else int(p.used_memory_mib * MIB),
-                    "gpuInstanceId": p.gi_id, "computeInstanceId": p.ci_id if p.ci_id is not None else NO_INSTANCE}))
+                rows.append(
+                    pynvml.nvmlFriendlyObject(
+                        {
+                            "pid": p.pid,
+                            "usedGpuMemory": None if p.used_memory_mib is None else int(p.used_memory_mib * MIB),
+                            "gpuInstanceId": p.gi_id,
+                            "computeInstanceId": p.ci_id if p.ci_id is not None else NO_INSTANCE,
+                        }
+                    )
+                )
         return rows
 
     def _device_processes(self, gpu: SimGpu, mig: SimMigDevice | None) -> list[tuple[int, int | None]]:
@@ -697,8 +715,10 @@ class SimulatedNvml:
                     except (psutil.Error, OSError):
                         env = {}
                     cvd = env.get("CUDA_VISIBLE_DEVICES", "")
-                    self._env_cache[key] = (tuple(x.strip().lower() for x in cvd.split(",") if x.strip()),
-                                            env.get(SCOPE_VARIABLE))
+                    self._env_cache[key] = (
+                        tuple(x.strip().lower() for x in cvd.split(",") if x.strip()),
+                        env.get(SCOPE_VARIABLE),
+                    )
                 entries, scope = self._env_cache[key]
                 if self._scope is not None and scope is not None and scope != self._scope:
                     continue  # a rank of another simulated instance on this host
@@ -790,9 +810,11 @@ class SimulatedNvml:
             elif too_close:
                 metric.nvmlReturn, metric.value = pynvml.NVML_ERROR_INVALID_ARGUMENT, 0.0
             else:
-                value = {pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: second[2][0],
-                         pynvml.NVML_GPM_METRIC_SM_UTIL: second[2][1],
-                         pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: second[2][2]}.get(metric_id, 0.0)
+                value = {
+                    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: second[2][0],
+                    pynvml.NVML_GPM_METRIC_SM_UTIL: second[2][1],
+                    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: second[2][2],
+                }.get(metric_id, 0.0)
                 metric.nvmlReturn, metric.value = pynvml.NVML_SUCCESS, value
         return request
 

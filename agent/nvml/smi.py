@@ -38,11 +38,24 @@ LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 NVSMI_LOG = "==============NVSMI LOG=============="
 
 _CLOCK_TEXT = {
-    "idle": 0x1, "gpu_idle": 0x1, "applications clocks setting": 0x2, "applications_clocks_setting": 0x2,
-    "sw power cap": 0x4, "sw_power_cap": 0x4, "hw slowdown": 0x8, "hw_slowdown": 0x8,
-    "sync boost": 0x10, "sync_boost": 0x10, "sw thermal slowdown": 0x20, "sw_thermal_slowdown": 0x20,
-    "hw thermal slowdown": 0x40, "hw_thermal_slowdown": 0x40, "hw power brake slowdown": 0x80,
-    "hw_power_brake_slowdown": 0x80, "display clock setting": 0x100, "display_clocks_setting": 0x100,
+    "idle": 0x1,
+    "gpu_idle": 0x1,
+    "applications clocks setting": 0x2,
+    "applications_clocks_setting": 0x2,
+    "sw power cap": 0x4,
+    "sw_power_cap": 0x4,
+    "hw slowdown": 0x8,
+    "hw_slowdown": 0x8,
+    "sync boost": 0x10,
+    "sync_boost": 0x10,
+    "sw thermal slowdown": 0x20,
+    "sw_thermal_slowdown": 0x20,
+    "hw thermal slowdown": 0x40,
+    "hw_thermal_slowdown": 0x40,
+    "hw power brake slowdown": 0x80,
+    "hw_power_brake_slowdown": 0x80,
+    "display clock setting": 0x100,
+    "display_clocks_setting": 0x100,
     "display_clock_setting": 0x100,
 }
 
@@ -53,6 +66,7 @@ _CLOCK_TEXT = {
 @dataclass
 class MigRecord:
     """One MIG device as a capture shows it (ids, SMs, memory MiB; UUID/profile from ``-L``)."""
+
     index: int
     gi_id: int | None = None
     ci_id: int | None = None
@@ -66,6 +80,7 @@ class MigRecord:
 @dataclass
 class GpuRecord:
     """One GPU as a capture shows it (memory MiB, power W, temperature °C, percent)."""
+
     name: str = ""
     uuid: str | None = None
     bus_id: str | None = None
@@ -90,6 +105,7 @@ class GpuRecord:
 @dataclass
 class Capture:
     """The GPUs of one ``nvidia-smi`` output plus driver and CUDA versions."""
+
     driver_version: str | None = None
     cuda_version: str | None = None
     gpus: list[GpuRecord] = field(default_factory=list)
@@ -147,7 +163,11 @@ class Node:
         """The first of several paths (tuples or single keys) that has a text value."""
         for path in paths:
             value = self.get(*((path,) if isinstance(path, str) else path))
-            if isinstance(value, str) and value.strip() and not value.strip().startswith(("N/A", "[N/A", "Insufficient", "[Insufficient")):
+            if (
+                isinstance(value, str)
+                and value.strip()
+                and not value.strip().startswith(("N/A", "[N/A", "Insufficient", "[Insufficient"))
+            ):
                 return value.strip()
         return None
 
@@ -195,8 +215,12 @@ def capture_from_q_text(text: str) -> Capture:
     for key, node in tree.entries:
         if not (isinstance(node, Node) and key.startswith("GPU ")):
             continue
-        g = GpuRecord(name=node.text("Product Name") or "", uuid=node.text("GPU UUID"),
-                      bus_id=node.text(("PCI", "Bus Id")) or key[4:].strip(), arch_text=node.text("Product Architecture"))
+        g = GpuRecord(
+            name=node.text("Product Name") or "",
+            uuid=node.text("GPU UUID"),
+            bus_id=node.text(("PCI", "Bus Id")) or key[4:].strip(),
+            arch_text=node.text("Product Architecture"),
+        )
         fb = node.get("FB Memory Usage")
         if isinstance(fb, Node):
             g.memory_total_mib = _int(fb.text("Total"))
@@ -219,8 +243,11 @@ def capture_from_q_text(text: str) -> Capture:
                         g.clock_mask |= _CLOCK_TEXT.get(k.lower(), 0)
                 break
         g.ecc_enabled = _mode(node.text(("ECC Mode", "Current")))
-        g.ecc_uncorrected = _int(node.text(("ECC Errors", "Volatile", "DRAM Uncorrectable"),
-                                           ("ECC Errors", "Volatile", "Double Bit", "Total")))
+        g.ecc_uncorrected = _int(
+            node.text(
+                ("ECC Errors", "Volatile", "DRAM Uncorrectable"), ("ECC Errors", "Volatile", "Double Bit", "Total")
+            )
+        )
         g.mig_current = _mode(node.text(("MIG Mode", "Current")))
         g.mig_pending = _mode(node.text(("MIG Mode", "Pending")))
         for k, mig in enumerate(node.walk("MIG Device")):
@@ -249,12 +276,18 @@ def _q_processes(node: Node) -> list[SimProcess]:
     def flush() -> None:
         if "Process ID" in current and current.get("Type", "C").strip() not in ("G",):
             used = current.get("Used GPU Memory")
-            out.append(SimProcess(
-                pid=int(_num(current["Process ID"]) or 0),
-                used_memory_mib=_num(used) if used and not used.startswith(("N/A", "Not available")) else None,
-                gi_id=_int(current.get("GPU instance ID")) if _num(current.get("GPU instance ID")) is not None else None,
-                ci_id=_int(current.get("Compute instance ID")) if _num(current.get("Compute instance ID")) is not None else None,
-            ))
+            out.append(
+                SimProcess(
+                    pid=int(_num(current["Process ID"]) or 0),
+                    used_memory_mib=_num(used) if used and not used.startswith(("N/A", "Not available")) else None,
+                    gi_id=_int(current.get("GPU instance ID"))
+                    if _num(current.get("GPU instance ID")) is not None
+                    else None,
+                    ci_id=_int(current.get("Compute instance ID"))
+                    if _num(current.get("Compute instance ID")) is not None
+                    else None,
+                )
+            )
         current.clear()
 
     for key, value in node.entries:
@@ -287,25 +320,51 @@ def capture_from_xml(text: str) -> Capture:
     def t(el: ET.Element, *paths: str) -> str | None:
         for path in paths:
             found = el.find(path)
-            if found is not None and found.text and found.text.strip() and not found.text.strip().startswith(("N/A", "[N/A", "Insufficient", "[Insufficient")):
+            if (
+                found is not None
+                and found.text
+                and found.text.strip()
+                and not found.text.strip().startswith(("N/A", "[N/A", "Insufficient", "[Insufficient"))
+            ):
                 return found.text.strip()
         return None
 
     cap = Capture(driver_version=t(root, "driver_version"), cuda_version=t(root, "cuda_version"))
     for el in root.findall("gpu"):
-        g = GpuRecord(name=t(el, "product_name") or "", uuid=t(el, "uuid"),
-                      bus_id=t(el, "pci/pci_bus_id") or el.get("id"), arch_text=t(el, "product_architecture"))
+        g = GpuRecord(
+            name=t(el, "product_name") or "",
+            uuid=t(el, "uuid"),
+            bus_id=t(el, "pci/pci_bus_id") or el.get("id"),
+            arch_text=t(el, "product_architecture"),
+        )
         g.memory_total_mib = _int(t(el, "fb_memory_usage/total"))
         g.memory_reserved_mib = _int(t(el, "fb_memory_usage/reserved"))
         g.memory_used_mib = _num(t(el, "fb_memory_usage/used"))
         g.util_gpu = _num(t(el, "utilization/gpu_util"))
         g.util_mem = _num(t(el, "utilization/memory_util"))
         g.temperature_c = _num(t(el, "temperature/gpu_temp"))
-        g.power_w = _num(t(el, "gpu_power_readings/power_draw", "gpu_power_readings/average_power_draw",
-                           "gpu_power_readings/instant_power_draw", "power_readings/power_draw"))
-        g.power_limit_w = _num(t(el, "gpu_power_readings/current_power_limit", "gpu_power_readings/enforced_power_limit",
-                                 "power_readings/enforced_power_limit", "power_readings/power_limit"))
-        for section, prefix in (("clocks_event_reasons", "clocks_event_reason_"), ("clocks_throttle_reasons", "clocks_throttle_reason_")):
+        g.power_w = _num(
+            t(
+                el,
+                "gpu_power_readings/power_draw",
+                "gpu_power_readings/average_power_draw",
+                "gpu_power_readings/instant_power_draw",
+                "power_readings/power_draw",
+            )
+        )
+        g.power_limit_w = _num(
+            t(
+                el,
+                "gpu_power_readings/current_power_limit",
+                "gpu_power_readings/enforced_power_limit",
+                "power_readings/enforced_power_limit",
+                "power_readings/power_limit",
+            )
+        )
+        for section, prefix in (
+            ("clocks_event_reasons", "clocks_event_reason_"),
+            ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+        ):
             sec = el.find(section)
             if sec is not None:
                 for child in sec:
@@ -313,26 +372,35 @@ def capture_from_xml(text: str) -> Capture:
                         g.clock_mask |= _CLOCK_TEXT.get(child.tag.removeprefix(prefix), 0)
                 break
         g.ecc_enabled = _mode(t(el, "ecc_mode/current_ecc"))
-        g.ecc_uncorrected = _int(t(el, "ecc_errors/volatile/dram_uncorrectable", "ecc_errors/volatile/double_bit/total"))
+        g.ecc_uncorrected = _int(
+            t(el, "ecc_errors/volatile/dram_uncorrectable", "ecc_errors/volatile/double_bit/total")
+        )
         g.mig_current = _mode(t(el, "mig_mode/current_mig"))
         g.mig_pending = _mode(t(el, "mig_mode/pending_mig"))
         for k, mig in enumerate(el.findall("mig_devices/mig_device")):
-            g.migs.append(MigRecord(
-                index=_int(t(mig, "index")) if t(mig, "index") is not None else k,
-                gi_id=_int(t(mig, "gpu_instance_id")),
-                ci_id=_int(t(mig, "compute_instance_id")),
-                sm_count=_int(t(mig, "device_attributes/shared/multiprocessor_count")),
-                memory_total_mib=_int(t(mig, "fb_memory_usage/total")),
-                memory_used_mib=_num(t(mig, "fb_memory_usage/used")),
-            ))
+            g.migs.append(
+                MigRecord(
+                    index=_int(t(mig, "index")) if t(mig, "index") is not None else k,
+                    gi_id=_int(t(mig, "gpu_instance_id")),
+                    ci_id=_int(t(mig, "compute_instance_id")),
+                    sm_count=_int(t(mig, "device_attributes/shared/multiprocessor_count")),
+                    memory_total_mib=_int(t(mig, "fb_memory_usage/total")),
+                    memory_used_mib=_num(t(mig, "fb_memory_usage/used")),
+                )
+            )
         for proc in el.findall("processes/process_info"):
             if (t(proc, "type") or "C") == "G":
                 continue
             gi, ci = t(proc, "gpu_instance_id"), t(proc, "compute_instance_id")
             used = t(proc, "used_memory")
-            g.processes.append(SimProcess(int(_num(t(proc, "pid")) or 0), _num(used) if used else None,
-                                          _int(gi) if _num(gi) is not None else None,
-                                          _int(ci) if _num(ci) is not None else None))
+            g.processes.append(
+                SimProcess(
+                    int(_num(t(proc, "pid")) or 0),
+                    _num(used) if used else None,
+                    _int(gi) if _num(gi) is not None else None,
+                    _int(ci) if _num(ci) is not None else None,
+                )
+            )
         cap.gpus.append(g)
     return cap
 
@@ -340,8 +408,12 @@ def capture_from_xml(text: str) -> Capture:
 # --------------------------------------------------------------------------- default table
 
 TABLE_HEADER = re.compile(r"Driver Version:\s*(\S+)\s+CUDA Version:\s*(\S+)")
-TABLE_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+(?:On|Off)\s+\|\s*(\S+)\s*\|")
-TABLE_GPU_2 = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s+\|\s+(\S+)\s*/\s*(\S+)\s+\|\s+(\S+)\s+(\S.*?)\s*\|")
+TABLE_GPU = re.compile(
+    r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+(?:On|Off)\s+\|\s*(\S+)\s*\|"
+)
+TABLE_GPU_2 = re.compile(
+    r"^\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s+\|\s+(\S+)\s*/\s*(\S+)\s+\|\s+(\S+)\s+(\S.*?)\s*\|"
+)
 TABLE_GPU_3 = re.compile(r"^\|\s+\|\s+\|\s+(\S+)\s*\|\s*$")
 TABLE_MIG = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s+(\S+)\s*/\s*(\S+)\s+\|\s+(\d+)\s")
 TABLE_PROC = re.compile(r"^\|\s+(\d+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(C|G|C\+G|M|M\+C)\s+.*?(\S+)\s*\|\s*$")
@@ -354,7 +426,7 @@ def table_block(text: str) -> str | None:
         return None
     start = text.rfind("\n", 0, m.start()) + 1
     end = re.search(r"^#{8,}", text[start:], flags=re.M)
-    return text[start:start + end.start()] if end else text[start:]
+    return text[start : start + end.start()] if end else text[start:]
 
 
 def capture_from_table(text: str) -> Capture:
@@ -370,9 +442,14 @@ def capture_from_table(text: str) -> Capture:
             m = TABLE_PROC.match(line)
             if m and int(m.group(1)) < len(cap.gpus) and "C" in m.group(5):
                 gi, ci = _num(m.group(2)), _num(m.group(3))
-                cap.gpus[int(m.group(1))].processes.append(SimProcess(
-                    int(m.group(4)), _num(m.group(6)) if "MiB" in m.group(6) else None,
-                    None if gi is None else int(gi), None if ci is None else int(ci)))
+                cap.gpus[int(m.group(1))].processes.append(
+                    SimProcess(
+                        int(m.group(4)),
+                        _num(m.group(6)) if "MiB" in m.group(6) else None,
+                        None if gi is None else int(gi),
+                        None if ci is None else int(ci),
+                    )
+                )
             continue
         m = TABLE_GPU.match(line)
         if m:
@@ -395,9 +472,16 @@ def capture_from_table(text: str) -> Capture:
             continue
         m = TABLE_MIG.match(line)
         if m and int(m.group(1)) < len(cap.gpus):
-            cap.gpus[int(m.group(1))].migs.append(MigRecord(
-                index=int(m.group(4)), gi_id=int(m.group(2)), ci_id=int(m.group(3)), sm_count=int(m.group(7)),
-                memory_used_mib=_num(m.group(5)), memory_total_mib=_int(m.group(6))))
+            cap.gpus[int(m.group(1))].migs.append(
+                MigRecord(
+                    index=int(m.group(4)),
+                    gi_id=int(m.group(2)),
+                    ci_id=int(m.group(3)),
+                    sm_count=int(m.group(7)),
+                    memory_used_mib=_num(m.group(5)),
+                    memory_total_mib=_int(m.group(6)),
+                )
+            )
     for g in cap.gpus:
         if g.name.endswith("..."):
             stem = g.name[:-3].strip().lower()
@@ -445,7 +529,7 @@ def q_block(text: str) -> str | None:
     start = text.find(NVSMI_LOG)
     if start < 0:
         return None
-    rest = text[start + len(NVSMI_LOG):]
+    rest = text[start + len(NVSMI_LOG) :]
     end = re.search(r"^#{8,}", rest, flags=re.M)
     nxt = rest.find(NVSMI_LOG)
     cut = min(x for x in (end.start() if end else len(rest), nxt if nxt >= 0 else len(rest)))
@@ -475,8 +559,12 @@ def build_machine(cap: Capture, hostname: str, source: str) -> SimMachine:
     if not cap.gpus:
         raise ValueError(f"{source}: no GPU found in this nvidia-smi output")
     driver = cap.driver_version or "550.54.15"
-    machine = SimMachine(hostname=hostname, driver_version=driver,
-                         cuda_driver_version=_cuda_int(cap.cuda_version) or 12040, source=source)
+    machine = SimMachine(
+        hostname=hostname,
+        driver_version=driver,
+        cuda_driver_version=_cuda_int(cap.cuda_version) or 12040,
+        source=source,
+    )
     for index, g in enumerate(cap.gpus):
         machine.gpus.append(_build_gpu(index, g, hostname))
     return machine
@@ -491,16 +579,23 @@ def _build_gpu(index: int, g: GpuRecord, hostname: str) -> SimGpu:
     model = models.by_name(g.name)
     arch = models.arch_from_text(g.arch_text, g.name)
     uuid = g.uuid or derived_gpu_uuid(hostname, index, g.bus_id or "", g.name)
-    total = g.memory_total_mib if g.memory_total_mib is not None else (
-        model.memory_total_mib if model else _name_memory_mib(g.name))
+    total = (
+        g.memory_total_mib
+        if g.memory_total_mib is not None
+        else (model.memory_total_mib if model else _name_memory_mib(g.name))
+    )
     gpu = SimGpu(
         index=index,
         uuid=uuid,
         name=g.name,
         pci_bus_id=g.bus_id or f"00000000:{index + 1:02X}:00.0",
         memory_total_mib=total,
-        memory_reserved_mib=g.memory_reserved_mib if g.memory_reserved_mib is not None else (model.memory_reserved_mib if model else 0),
-        memory_used_mib=g.memory_used_mib if g.memory_used_mib is not None else (0.0 if g.memory_total_mib is None else None),
+        memory_reserved_mib=g.memory_reserved_mib
+        if g.memory_reserved_mib is not None
+        else (model.memory_reserved_mib if model else 0),
+        memory_used_mib=g.memory_used_mib
+        if g.memory_used_mib is not None
+        else (0.0 if g.memory_total_mib is None else None),
         sm_count=model.sm_count if model else 0,
         arch=arch,
         gpm=model.gpm if model else arch in (models.ARCH_HOPPER, models.ARCH_BLACKWELL),
@@ -538,9 +633,14 @@ def _build_migs(model: models.GpuModel | None, gpu: SimGpu, recs: list[MigRecord
         if r.gi_id is None:  # an -L listing: assign ids, CI splits of one GI follow each other
             split = models.ci_slices(r.profile or "")
             prev = recs[recs.index(r) - 1] if recs.index(r) > 0 else None
-            if split is not None and prev is not None and prev.profile and models.ci_slices(prev.profile) is not None \
-                    and models.gi_profile_name(prev.profile) == models.gi_profile_name(r.profile or "") \
-                    and prev.gi_id is not None:
+            if (
+                split is not None
+                and prev is not None
+                and prev.profile
+                and models.ci_slices(prev.profile) is not None
+                and models.gi_profile_name(prev.profile) == models.gi_profile_name(r.profile or "")
+                and prev.gi_id is not None
+            ):
                 r.gi_id, r.ci_id = prev.gi_id, (prev.ci_id or 0) + 1
             else:
                 r.gi_id, r.ci_id = next_gi, 0
@@ -562,14 +662,16 @@ def _build_migs(model: models.GpuModel | None, gpu: SimGpu, recs: list[MigRecord
         if sm is None and gi_prof is None:
             ci_sl = models.ci_slices(profile) or int(models.gi_profile_name(profile).split("g", 1)[0])
             sm = ci_sl * one_slice_sm
-        dev = mig_device(model if gi_prof else None, r.index, uuid, profile, r.gi_id, ci, sm, mem_total,
-                         r.memory_used_mib or 0.0)
+        dev = mig_device(
+            model if gi_prof else None, r.index, uuid, profile, r.gi_id, ci, sm, mem_total, r.memory_used_mib or 0.0
+        )
         out.append(dev)
     return out
 
 
-def _infer_name(model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, members: list[MigRecord],
-                one_slice_sm: int) -> str:
+def _infer_name(
+    model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, members: list[MigRecord], one_slice_sm: int
+) -> str:
     """The ``nvidia-smi -L`` profile name of a MIG device seen only in ``-q`` output."""
     mem = rec.memory_total_mib or 0
     gpu_mem = gpu.memory_total_mib or mem * 8
@@ -579,7 +681,9 @@ def _infer_name(model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, memb
     need = sum(ci_slices)
     gi_name = None
     if model is not None:
-        fits = [p for p in model.mig_profiles if "+" not in p.name and abs(p.memory_mib - mem) <= 256 and p.slices >= need]
+        fits = [
+            p for p in model.mig_profiles if "+" not in p.name and abs(p.memory_mib - mem) <= 256 and p.slices >= need
+        ]
         if fits:
             gi_name = min(fits, key=lambda p: p.slices).name
     if gi_name is None:
@@ -588,5 +692,15 @@ def _infer_name(model: models.GpuModel | None, gpu: SimGpu, rec: MigRecord, memb
     return f"{own}c.{gi_name}"
 
 
-__all__ = ["build_machine", "capture_from_list", "capture_from_q_text", "capture_from_xml", "list_lines",
-           "merge_list", "parse_q_tree", "q_block", "capture_from_table", "table_block"]
+__all__ = [
+    "build_machine",
+    "capture_from_list",
+    "capture_from_q_text",
+    "capture_from_xml",
+    "list_lines",
+    "merge_list",
+    "parse_q_tree",
+    "q_block",
+    "capture_from_table",
+    "table_block",
+]

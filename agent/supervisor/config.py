@@ -45,10 +45,15 @@ class SupervisorConfig:
             raise ValueError(f"allow_root: {self.allow_root!r} is not a boolean (allowed: true, false)")
         if not isinstance(self.log_max_bytes, int) or isinstance(self.log_max_bytes, bool) or self.log_max_bytes < 1024:
             raise ValueError(f"log_max_bytes: {self.log_max_bytes!r} is too small (allowed: integer >= 1024)")
-        if not isinstance(self.spare_shims, int) or isinstance(self.spare_shims, bool) \
-                or not 0 <= self.spare_shims <= MAX_SPARE_SHIMS:
-            raise ValueError(f"spare_shims: {self.spare_shims!r} is not a count of spare small parents "
-                             f"(allowed: integer 0..{MAX_SPARE_SHIMS})")
+        if (
+            not isinstance(self.spare_shims, int)
+            or isinstance(self.spare_shims, bool)
+            or not 0 <= self.spare_shims <= MAX_SPARE_SHIMS
+        ):
+            raise ValueError(
+                f"spare_shims: {self.spare_shims!r} is not a count of spare small parents "
+                f"(allowed: integer 0..{MAX_SPARE_SHIMS})"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SupervisorConfig":

@@ -48,13 +48,15 @@ from typing import Mapping
 from .identity import RunAs
 from .spec import LaunchSpec
 
-DROPPED_VARIABLES: frozenset[str] = frozenset({
-    "LD_PRELOAD",
-    "LD_AUDIT",
-    "NVIDIA_VISIBLE_DEVICES",
-    "CUDA_MPS_PIPE_DIRECTORY",
-    "CUDA_MPS_LOG_DIRECTORY",
-})
+DROPPED_VARIABLES: frozenset[str] = frozenset(
+    {
+        "LD_PRELOAD",
+        "LD_AUDIT",
+        "NVIDIA_VISIBLE_DEVICES",
+        "CUDA_MPS_PIPE_DIRECTORY",
+        "CUDA_MPS_LOG_DIRECTORY",
+    }
+)
 """Submitted variables never passed to a rank (see the module docstring for why)."""
 
 DROPPED_PREFIXES: tuple[str, ...] = ("LABGANG_",)

@@ -41,8 +41,9 @@ class ExitWatcher:
     ones no longer listed are dropped) and :meth:`close` at the end.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], None],
-                 host_os: HostOS | None = None) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], None], host_os: HostOS | None = None
+    ) -> None:
         self._loop = loop
         self._on_exit = on_exit
         self._os = host_os or HostOS()

@@ -30,8 +30,14 @@ class ForeignProcess:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"pid": self.pid, "uid": self.uid, "user": self.user, "cmdline": list(self.cmdline),
-                "device": self.device, "used_memory_bytes": self.used_memory_bytes}
+        return {
+            "pid": self.pid,
+            "uid": self.uid,
+            "user": self.user,
+            "cmdline": list(self.cmdline),
+            "device": self.device,
+            "used_memory_bytes": self.used_memory_bytes,
+        }
 
 
 def device_pid_map(inventory: Any) -> Mapping[str, Iterable[int]]:
@@ -69,8 +75,9 @@ def describe(pid: int, device: str, used_memory_bytes: int | None) -> ForeignPro
             cmdline = tuple(proc.cmdline())
     except psutil.Error:
         pass
-    return ForeignProcess(pid=pid, uid=uid, user=user, cmdline=cmdline, device=device,
-                          used_memory_bytes=used_memory_bytes)
+    return ForeignProcess(
+        pid=pid, uid=uid, user=user, cmdline=cmdline, device=device, used_memory_bytes=used_memory_bytes
+    )
 
 
 def find_foreign(inventory: Any, supervised: set[int]) -> list[ForeignProcess]:

@@ -55,10 +55,11 @@ class ProcEntry:
 
 def _parse_stat(raw: bytes) -> ProcEntry:
     pid = int(raw[: raw.index(b" ")])
-    fields = raw[raw.rindex(b")") + 2:].split()
+    fields = raw[raw.rindex(b")") + 2 :].split()
     # fields[0] is stat field 3 (state); field N is fields[N - 3].
-    return ProcEntry(pid=pid, ppid=int(fields[1]), pgrp=int(fields[2]), state=fields[0].decode(),
-                     start_ticks=int(fields[19]))
+    return ProcEntry(
+        pid=pid, ppid=int(fields[1]), pgrp=int(fields[2]), state=fields[0].decode(), start_ticks=int(fields[19])
+    )
 
 
 class ProcSnapshot:
@@ -154,9 +155,16 @@ class HostOS:
         """
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
         with open(stderr_path, "ab") as err:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PATH), str(rank_dir)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    cwd="/", env=env, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SHIM_PATH), str(rank_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd="/",
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
         return proc, self.start_ticks(proc.pid)
 
     def spawn_spare_shim(self) -> tuple[subprocess.Popen, int | None]:
@@ -166,9 +174,16 @@ class HostOS:
             OSError: the Python interpreter could not be started.
         """
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PATH), "--spare"],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                cwd="/", env=env, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SHIM_PATH), "--spare"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
         if os.geteuid() == 0:
             # Its start-up is not urgent: at nice 19 it yields the CPU to ranks starting and
             # stopping now. Only root can lower it back (assign_spare_shim), so only root does it.

@@ -34,8 +34,9 @@ class RunAs:
     drop_privileges: bool
 
 
-def resolve_run_as(uid: int, gid: int | None, *, job_id: str, agent_uid: int,
-                   allowed_uids: Collection[int] | None, allow_root: bool) -> RunAs:
+def resolve_run_as(
+    uid: int, gid: int | None, *, job_id: str, agent_uid: int, allowed_uids: Collection[int] | None, allow_root: bool
+) -> RunAs:
     """Decide the credentials of a rank, or refuse.
 
     Rules: an agent running as root may start any non-root uid with a passwd entry (restricted to
@@ -58,21 +59,26 @@ def resolve_run_as(uid: int, gid: int | None, *, job_id: str, agent_uid: int,
     try:
         entry = pwd.getpwuid(uid)
     except KeyError:
-        raise LaunchRefused(f"uid: job {job_id} asks for uid {uid}, which has no passwd entry; the agent "
-                            f"needs the user's name to find their groups") from None
+        raise LaunchRefused(
+            f"uid: job {job_id} asks for uid {uid}, which has no passwd entry; the agent "
+            f"needs the user's name to find their groups"
+        ) from None
     if uid == 0 and not allow_root:
-        raise LaunchRefused(f"uid: job {job_id} asks to run as root, and root jobs are off "
-                            f"(allow_root = false in the agent config)")
+        raise LaunchRefused(
+            f"uid: job {job_id} asks to run as root, and root jobs are off (allow_root = false in the agent config)"
+        )
     if uid != 0 and allowed_uids is not None and uid not in allowed_uids:
-        raise LaunchRefused(f"uid: job {job_id} asks for uid {uid} ({entry.pw_name}), which this agent's "
-                            f"config does not allow (allowed: {sorted(allowed_uids)})")
+        raise LaunchRefused(
+            f"uid: job {job_id} asks for uid {uid} ({entry.pw_name}), which this agent's "
+            f"config does not allow (allowed: {sorted(allowed_uids)})"
+        )
     groups = tuple(sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid))))
     primary = entry.pw_gid if gid is None else gid
     if gid is not None and gid not in groups:
-        raise LaunchRefused(f"gid: job {job_id} asks for gid {gid}, which user {entry.pw_name} is not in "
-                            f"(allowed: {list(groups)})")
-    return RunAs(uid=uid, gid=primary, groups=groups, name=entry.pw_name, home=entry.pw_dir,
-                 drop_privileges=True)
+        raise LaunchRefused(
+            f"gid: job {job_id} asks for gid {gid}, which user {entry.pw_name} is not in (allowed: {list(groups)})"
+        )
+    return RunAs(uid=uid, gid=primary, groups=groups, name=entry.pw_name, home=entry.pw_dir, drop_privileges=True)
 
 
 def _run_as_self(uid: int, gid: int | None, *, job_id: str, agent_uid: int) -> RunAs:
@@ -88,15 +94,25 @@ def _run_as_self(uid: int, gid: int | None, *, job_id: str, agent_uid: int) -> R
     except KeyError:  # an arbitrary uid in a container: nothing to look up, nothing to change
         name, home = str(agent_uid), os.environ.get("HOME", "/")
     if uid != agent_uid:
-        raise LaunchRefused(f"uid: this agent runs as uid {agent_uid} ({name}) and starts only that user's "
-                            f"ranks; job {job_id} asks for uid {uid}. Run the agent as root to start other "
-                            f"users' jobs")
+        raise LaunchRefused(
+            f"uid: this agent runs as uid {agent_uid} ({name}) and starts only that user's "
+            f"ranks; job {job_id} asks for uid {uid}. Run the agent as root to start other "
+            f"users' jobs"
+        )
     egid = os.getegid()
     if gid is not None and gid != egid:
-        raise LaunchRefused(f"gid: this agent runs with gid {egid} and cannot switch groups; job {job_id} "
-                            f"asks for gid {gid} (allowed: {egid} or null)")
-    return RunAs(uid=uid, gid=egid, groups=tuple(sorted(set(os.getgroups()) | {egid})), name=name, home=home,
-                 drop_privileges=False)
+        raise LaunchRefused(
+            f"gid: this agent runs with gid {egid} and cannot switch groups; job {job_id} "
+            f"asks for gid {gid} (allowed: {egid} or null)"
+        )
+    return RunAs(
+        uid=uid,
+        gid=egid,
+        groups=tuple(sorted(set(os.getgroups()) | {egid})),
+        name=name,
+        home=home,
+        drop_privileges=False,
+    )
 
 
 def check_can_enter(path: str, run_as: RunAs) -> None:
@@ -128,5 +144,6 @@ def check_can_enter(path: str, run_as: RunAs) -> None:
         else:
             allowed = st.st_mode & stat.S_IXOTH
         if not allowed:
-            raise LaunchRefused(f"cwd: user {run_as.name} (uid {run_as.uid}) may not enter {current} "
-                                f"on the way to {path}")
+            raise LaunchRefused(
+                f"cwd: user {run_as.name} (uid {run_as.uid}) may not enter {current} on the way to {path}"
+            )

@@ -76,8 +76,10 @@ def write_exit(rank_dir: str, status: int, error: str | None = None) -> None:
         import json  # only on this rare path: json costs ~8 ms of startup
 
         error_text = json.dumps(error)
-    write_atomic(os.path.join(rank_dir, "exit.json"),
-                 f'{{"exit_status": {int(status)}, "ended_at": {time.time()!r}, "error": {error_text}}}')
+    write_atomic(
+        os.path.join(rank_dir, "exit.json"),
+        f'{{"exit_status": {int(status)}, "ended_at": {time.time()!r}, "error": {error_text}}}',
+    )
 
 
 def proc_start_ticks(pid: int) -> int | None:
@@ -87,7 +89,7 @@ def proc_start_ticks(pid: int) -> int | None:
             raw = fh.read()
     except OSError:
         return None
-    return int(raw[raw.rindex(b")") + 2:].split()[19])
+    return int(raw[raw.rindex(b")") + 2 :].split()[19])
 
 
 def become_subreaper() -> None:
@@ -127,8 +129,10 @@ class RotatingLog:
         os.replace(self.path, self.path + ".1")
         self.fd = self._open()
         self.size = 0
-        marker = (f"[labgang] log rotated at {utc_now_text()}: the previous {self.max_bytes} bytes are in "
-                  f"{os.path.basename(self.path)}.1; anything older was discarded\n").encode()
+        marker = (
+            f"[labgang] log rotated at {utc_now_text()}: the previous {self.max_bytes} bytes are in "
+            f"{os.path.basename(self.path)}.1; anything older was discarded\n"
+        ).encode()
         self._write_all(marker)
 
     def _write_all(self, data: bytes) -> None:
@@ -148,7 +152,7 @@ class RotatingLog:
                 continue
             part = view[:room]
             self._write_all(bytes(part))
-            view = view[len(part):]
+            view = view[len(part) :]
 
     def close(self) -> None:
         os.close(self.fd)
@@ -175,8 +179,7 @@ def main(rank_dir: str) -> int:
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
     drop = bool(cfg["drop_privileges"])
-    log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"],
-                      cfg["uid"] if drop else None, cfg["gid"] if drop else None)
+    log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"], cfg["uid"] if drop else None, cfg["gid"] if drop else None)
     if cfg.get("log_header"):
         log.write(cfg["log_header"].encode() + b"\n")
     creds = {}
@@ -184,9 +187,17 @@ def main(rank_dir: str) -> int:
         creds = {"user": cfg["uid"], "group": cfg["gid"], "extra_groups": list(cfg["groups"])}
     out_r, out_w = os.pipe()
     try:
-        proc = subprocess.Popen(cfg["argv"], stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                cwd=cfg["cwd"], env=cfg["env"], start_new_session=True,
-                                close_fds=True, **creds)
+        proc = subprocess.Popen(
+            cfg["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=out_w,
+            cwd=cfg["cwd"],
+            env=cfg["env"],
+            start_new_session=True,
+            close_fds=True,
+            **creds,
+        )
     except OSError as exc:
         os.close(out_w)
         os.close(out_r)
@@ -198,9 +209,11 @@ def main(rank_dir: str) -> int:
         return 0
     os.close(out_w)
     ticks = proc_start_ticks(proc.pid)
-    write_atomic(os.path.join(rank_dir, "rank.json"),
-                 f'{{"pid": {proc.pid}, "pgid": {proc.pid}, "start_ticks": {"null" if ticks is None else ticks}, '
-                 f'"started_at": {time.time()!r}}}')
+    write_atomic(
+        os.path.join(rank_dir, "rank.json"),
+        f'{{"pid": {proc.pid}, "pgid": {proc.pid}, "start_ticks": {"null" if ticks is None else ticks}, '
+        f'"started_at": {time.time()!r}}}',
+    )
 
     eof = False
     rank_done = False

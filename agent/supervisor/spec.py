@@ -80,13 +80,20 @@ class LaunchSpec:
         self._validate()
 
     def _validate(self) -> None:
-        if self.user_job_id is not None and (not isinstance(self.user_job_id, str)
-                                             or not JOB_ID_RE.match(self.user_job_id)):
-            raise InvalidSpec("user_job_id", f"{self.user_job_id!r} is not a valid job id",
-                              "[A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters, or null")
+        if self.user_job_id is not None and (
+            not isinstance(self.user_job_id, str) or not JOB_ID_RE.match(self.user_job_id)
+        ):
+            raise InvalidSpec(
+                "user_job_id",
+                f"{self.user_job_id!r} is not a valid job id",
+                "[A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters, or null",
+            )
         if not isinstance(self.job_id, str) or not JOB_ID_RE.match(self.job_id):
-            raise InvalidSpec("job_id", f"{self.job_id!r} is not a valid job id",
-                              "1-128 characters of A-Z a-z 0-9 . _ -, not starting with . _ or -")
+            raise InvalidSpec(
+                "job_id",
+                f"{self.job_id!r} is not a valid job id",
+                "1-128 characters of A-Z a-z 0-9 . _ -, not starting with . _ or -",
+            )
         for name in ("world_size", "local_world_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
@@ -94,16 +101,19 @@ class LaunchSpec:
         if not _is_int(self.rank) or not 0 <= self.rank < self.world_size:
             raise InvalidSpec("rank", f"{self.rank!r} is out of range", f"0..{self.world_size - 1}")
         if not _is_int(self.local_rank) or not 0 <= self.local_rank < self.local_world_size:
-            raise InvalidSpec("local_rank", f"{self.local_rank!r} is out of range",
-                              f"0..{self.local_world_size - 1}")
+            raise InvalidSpec("local_rank", f"{self.local_rank!r} is out of range", f"0..{self.local_world_size - 1}")
         if self.local_world_size > self.world_size:
-            raise InvalidSpec("local_world_size", f"{self.local_world_size} exceeds world_size",
-                              f"1..{self.world_size}")
+            raise InvalidSpec(
+                "local_world_size", f"{self.local_world_size} exceeds world_size", f"1..{self.world_size}"
+            )
         if not _is_int(self.node_rank) or self.node_rank < 0:
             raise InvalidSpec("node_rank", f"{self.node_rank!r} is not a non-negative integer", "integer >= 0")
         if not isinstance(self.master_addr, str) or not self.master_addr or any(c.isspace() for c in self.master_addr):
-            raise InvalidSpec("master_addr", f"{self.master_addr!r} is not a host name or address",
-                              "non-empty host name or IP address")
+            raise InvalidSpec(
+                "master_addr",
+                f"{self.master_addr!r} is not a host name or address",
+                "non-empty host name or IP address",
+            )
         if not _is_int(self.master_port) or not 1 <= self.master_port <= 65535:
             raise InvalidSpec("master_port", f"{self.master_port!r} is not a TCP port", "1..65535")
         for uuid in self.devices:
@@ -128,8 +138,7 @@ class LaunchSpec:
         if self.gid is not None and (not _is_int(self.gid) or self.gid < 0):
             raise InvalidSpec("gid", f"{self.gid!r} is not a gid", "integer >= 0 or null")
         if not _is_int(self.restart_count) or self.restart_count < 0:
-            raise InvalidSpec("restart_count", f"{self.restart_count!r} is negative or not an integer",
-                              "integer >= 0")
+            raise InvalidSpec("restart_count", f"{self.restart_count!r} is negative or not an integer", "integer >= 0")
         for name in ("grace", "warn_before"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -137,8 +146,11 @@ class LaunchSpec:
         if self.warn_signal is not None:
             valid = {int(s) for s in signal.Signals}
             if not _is_int(self.warn_signal) or self.warn_signal not in valid:
-                raise InvalidSpec("warn_signal", f"{self.warn_signal!r} is not a signal number",
-                                  "a signal number such as 10 (SIGUSR1), or null")
+                raise InvalidSpec(
+                    "warn_signal",
+                    f"{self.warn_signal!r} is not a signal number",
+                    "a signal number such as 10 (SIGUSR1), or null",
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (lists for tuples); ``from_dict`` inverts it exactly."""
@@ -175,8 +187,21 @@ class LaunchSpec:
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidSpec(unknown[0], "is not a LaunchSpec field", ", ".join(sorted(known)))
-        required = ("job_id", "rank", "local_rank", "world_size", "local_world_size", "node_rank",
-                    "master_addr", "master_port", "devices", "argv", "env", "cwd", "uid")
+        required = (
+            "job_id",
+            "rank",
+            "local_rank",
+            "world_size",
+            "local_world_size",
+            "node_rank",
+            "master_addr",
+            "master_port",
+            "devices",
+            "argv",
+            "env",
+            "cwd",
+            "uid",
+        )
         for name in required:
             if name not in data:
                 raise InvalidSpec(name, "is missing", "required field")

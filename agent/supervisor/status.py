@@ -110,8 +110,13 @@ class RankEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"job_id": self.job_id, "rank": self.rank, "kind": self.kind,
-                "exit_status": self.exit_status, "time": self.time}
+        return {
+            "job_id": self.job_id,
+            "rank": self.rank,
+            "kind": self.kind,
+            "exit_status": self.exit_status,
+            "time": self.time,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RankEvent":
@@ -120,5 +125,10 @@ class RankEvent:
         Raises:
             ValueError: ``kind`` is not an event kind; KeyError: a field is missing.
         """
-        return cls(job_id=data["job_id"], rank=data["rank"], kind=data["kind"],
-                   exit_status=data["exit_status"], time=data["time"])
+        return cls(
+            job_id=data["job_id"],
+            rank=data["rank"],
+            kind=data["kind"],
+            exit_status=data["exit_status"],
+            time=data["time"],
+        )

@@ -116,9 +116,16 @@ class _Rank:
         return (self.spec.job_id, self.spec.rank)
 
     def status(self) -> RankStatus:
-        return RankStatus(job_id=self.spec.job_id, rank=self.spec.rank, state=self.state, pid=self.pid,
-                          pgid=self.pgid, exit_status=self.exit_status, started_at=self.started_at,
-                          ended_at=self.ended_at)
+        return RankStatus(
+            job_id=self.spec.job_id,
+            rank=self.spec.rank,
+            state=self.state,
+            pid=self.pid,
+            pgid=self.pgid,
+            exit_status=self.exit_status,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+        )
 
 
 class Supervisor:
@@ -149,11 +156,20 @@ class Supervisor:
         SupervisorError: another live supervisor holds ``state_dir`` (its ``supervisor.lock``).
     """
 
-    def __init__(self, state_dir: Path, *, device_pids: DevicePids | None = None,
-                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
-                 allowed_uids: Collection[int] | None = None, allow_root: bool = False,
-                 log_max_bytes: int = DEFAULT_LOG_MAX_BYTES, host_os: HostOS | None = None,
-                 spare_shims: int = 0, extra_env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        device_pids: DevicePids | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        allowed_uids: Collection[int] | None = None,
+        allow_root: bool = False,
+        log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        host_os: HostOS | None = None,
+        spare_shims: int = 0,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
         self._journal = J.Journal(Path(state_dir))
         self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
@@ -186,8 +202,10 @@ class Supervisor:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise SupervisorError(f"state_dir: {self._journal.state_dir} is already supervised by another "
-                                  f"agent (pid {holder}); one agent per state dir") from None
+            raise SupervisorError(
+                f"state_dir: {self._journal.state_dir} is already supervised by another "
+                f"agent (pid {holder}); one agent per state dir"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         return fd
@@ -203,8 +221,13 @@ class Supervisor:
     @classmethod
     def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> "Supervisor":
         """Build a supervisor with the uid, root and log settings of a ``SupervisorConfig``."""
-        return cls(state_dir, allowed_uids=config.allowed_uids, allow_root=config.allow_root,
-                   log_max_bytes=config.log_max_bytes, **kwargs)
+        return cls(
+            state_dir,
+            allowed_uids=config.allowed_uids,
+            allow_root=config.allow_root,
+            log_max_bytes=config.log_max_bytes,
+            **kwargs,
+        )
 
     # ------------------------------------------------------------------ spare small parents
 
@@ -304,14 +327,22 @@ class Supervisor:
                 self._journal.remove_rank(spec.job_id, spec.rank)
                 del self._ranks[existing.key]
             else:
-                raise RankConflict(f"job_id: rank {spec.rank} of job {spec.job_id!r} is already {existing.state.value} "
-                                   f"with restart_count {existing.spec.restart_count}; a new launch needs the old one "
-                                   f"gone and a higher restart_count")
+                raise RankConflict(
+                    f"job_id: rank {spec.rank} of job {spec.job_id!r} is already {existing.state.value} "
+                    f"with restart_count {existing.spec.restart_count}; a new launch needs the old one "
+                    f"gone and a higher restart_count"
+                )
         rank_dir = self._journal.rank_dir(spec.job_id, spec.rank)
         if rank_dir.exists():
             raise RankConflict(f"job_id: {rank_dir} exists but is not supervised; call recover() first")
-        run_as = resolve_run_as(spec.uid, spec.gid, job_id=spec.job_id, agent_uid=self._agent_uid,
-                                allowed_uids=self._allowed_uids, allow_root=self._allow_root)
+        run_as = resolve_run_as(
+            spec.uid,
+            spec.gid,
+            job_id=spec.job_id,
+            agent_uid=self._agent_uid,
+            allowed_uids=self._allowed_uids,
+            allow_root=self._allow_root,
+        )
         check_can_enter(spec.cwd, run_as)
 
         self._os.ensure_dir(rank_dir.parent, 0o700)
@@ -321,21 +352,25 @@ class Supervisor:
         header = None
         dropped = dropped_from(spec.env)
         if spec.restart_count or dropped:
-            header = (f"[labgang] job {spec.job_id} rank {spec.rank} restart {spec.restart_count}"
-                      + (f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""))
+            header = f"[labgang] job {spec.job_id} rank {spec.rank} restart {spec.restart_count}" + (
+                f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""
+            )
         J.write_json(rank_dir / J.SPEC, spec.to_dict())
-        J.write_marshal(rank_dir / J.LAUNCH, {
-            "argv": list(spec.argv),
-            "env": rank_environment(spec, run_as, self._extra_env),
-            "cwd": spec.cwd,
-            "uid": run_as.uid,
-            "gid": run_as.gid,
-            "groups": list(run_as.groups),
-            "drop_privileges": run_as.drop_privileges,
-            "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
-            "log_max_bytes": self._log_max_bytes,
-            "log_header": header,
-        })
+        J.write_marshal(
+            rank_dir / J.LAUNCH,
+            {
+                "argv": list(spec.argv),
+                "env": rank_environment(spec, run_as, self._extra_env),
+                "cwd": spec.cwd,
+                "uid": run_as.uid,
+                "gid": run_as.gid,
+                "groups": list(run_as.groups),
+                "drop_privileges": run_as.drop_privileges,
+                "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
+                "log_max_bytes": self._log_max_bytes,
+                "log_header": header,
+            },
+        )
         rec = _Rank(spec=spec, dir=rank_dir)
         self._ranks[rec.key] = rec
         try:
@@ -408,14 +443,14 @@ class Supervisor:
             out[job_id] = self._stop(ranks, grace, warn, now, snap) if ranks else []
         return out
 
-    def _stop(self, ranks: list[_Rank], grace: float | None, warn: bool, now: float,
-              snap: ProcSnapshot) -> list[RankStatus]:
+    def _stop(
+        self, ranks: list[_Rank], grace: float | None, warn: bool, now: float, snap: ProcSnapshot
+    ) -> list[RankStatus]:
         for rec in ranks:
             if rec.state in (RankState.STARTING, RankState.RUNNING):
                 rec.stop_grace = rec.spec.grace if grace is None else grace
                 spec = rec.spec
-                if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 \
-                        and warn:
+                if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 and warn:
                     self._send_all(rec, snap, spec.warn_signal)
                     rec.term_at = now + spec.warn_before
                     self._transition(rec, RankState.WARNED)
@@ -440,8 +475,11 @@ class Supervisor:
             UnknownJob: no rank of this job is supervised here.
         """
         snap = self._os.snapshot()
-        return sum(self._send_all(rec, snap, signum) for rec in self._job_ranks(job_id)
-                   if rec.state not in (RankState.RELEASING, RankState.GONE))
+        return sum(
+            self._send_all(rec, snap, signum)
+            for rec in self._job_ranks(job_id)
+            if rec.state not in (RankState.RELEASING, RankState.GONE)
+        )
 
     def forget(self, job_id: str) -> None:
         """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
@@ -502,8 +540,9 @@ class Supervisor:
             must begin (``DeviceReading.read_at``) to settle every such rank (the latest
             moment one of them was seen without processes).
         """
-        times = [r.released_at for r in self._ranks.values()
-                 if r.state is RankState.RELEASING and r.released_at is not None]
+        times = [
+            r.released_at for r in self._ranks.values() if r.state is RankState.RELEASING and r.released_at is not None
+        ]
         return max(times) if times else None
 
     def next_deadline(self) -> float | None:
@@ -530,8 +569,9 @@ class Supervisor:
                 out.append((rec.pid, rec.ticks))
         return out
 
-    def _advance(self, rec: _Rank, now: float, snap: ProcSnapshot,
-                 devices: Callable[[], DeviceReading | None], seen_at: float) -> list[RankEvent]:
+    def _advance(
+        self, rec: _Rank, now: float, snap: ProcSnapshot, devices: Callable[[], DeviceReading | None], seen_at: float
+    ) -> list[RankEvent]:
         events: list[RankEvent] = []
         if rec.shim_proc is not None and rec.shim_proc.poll() is not None:
             rec.shim_proc = None  # reaped; the pid may be reused from now on
@@ -601,8 +641,11 @@ class Supervisor:
             if rec.released_at is None:
                 rec.released_at = seen_at
             reading = devices()
-            if reading is not None and reading.read_at >= rec.released_at \
-                    and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known):
+            if (
+                reading is not None
+                and reading.read_at >= rec.released_at
+                and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
+            ):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
         return events
 
@@ -649,8 +692,7 @@ class Supervisor:
         live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         self._send_all(rec, snap, signal.SIGTERM, live)
 
-    def _send_all(self, rec: _Rank, snap: ProcSnapshot, signum: int,
-                  live: Mapping[int, int] | None = None) -> int:
+    def _send_all(self, rec: _Rank, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
         """Send ``signum`` to the rank's process group and to each live process outside it.
 
         Returns the number of successful sends; ``ESRCH`` (already gone) is not an error.
@@ -659,7 +701,8 @@ class Supervisor:
             live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         sent = 0
         group_alive = rec.pgid is not None and any(
-            snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid)
+            snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid
+        )
         if group_alive and self._os.killpg(rec.pgid, signum):
             sent += 1
         for pid, ticks in sorted(live.items()):
@@ -693,20 +736,28 @@ class Supervisor:
 
     def _event(self, rec: _Rank, kind: str) -> RankEvent:
         status = None if kind == "started" else rec.exit_status
-        return RankEvent(job_id=rec.spec.job_id, rank=rec.spec.rank, kind=kind,  # type: ignore[arg-type]
-                         exit_status=status, time=self._wall())
+        return RankEvent(
+            job_id=rec.spec.job_id,
+            rank=rec.spec.rank,
+            kind=kind,  # type: ignore[arg-type]
+            exit_status=status,
+            time=self._wall(),
+        )
 
     def _save(self, rec: _Rank) -> None:
-        J.write_json(rec.dir / J.STATE, {
-            "state": rec.state.value,
-            "started_reported": rec.started_reported,
-            "exit_reported": rec.exit_reported,
-            "exit_known": rec.exit_known,
-            "exit_status": rec.exit_status,
-            "ended_at": rec.ended_at,
-            "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
-            "stop_grace": rec.stop_grace,
-        })
+        J.write_json(
+            rec.dir / J.STATE,
+            {
+                "state": rec.state.value,
+                "started_reported": rec.started_reported,
+                "exit_reported": rec.exit_reported,
+                "exit_known": rec.exit_known,
+                "exit_status": rec.exit_status,
+                "ended_at": rec.ended_at,
+                "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
+                "stop_grace": rec.stop_grace,
+            },
+        )
 
     # ------------------------------------------------------------------ recovery
 

@@ -49,8 +49,10 @@ class CoordinatorUnavailable(ClientError):
 
     def __init__(self, socket_path: Path, detail: str | None = None) -> None:
         self.socket_path = socket_path
-        message = (f"no labgang coordinator at {socket_path}; start one with `labgang up` "
-                   "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)")
+        message = (
+            f"no labgang coordinator at {socket_path}; start one with `labgang up` "
+            "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
+        )
         if detail:
             message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
         super().__init__(message)
@@ -198,8 +200,9 @@ class Client:
     :meth:`close`.
     """
 
-    def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S, *,
-                 wait_for_start: bool = True) -> None:
+    def __init__(
+        self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S, *, wait_for_start: bool = True
+    ) -> None:
         self.socket_path = Path(socket_path)
         self.timeout = timeout
         self.wait_for_start = wait_for_start
@@ -275,9 +278,7 @@ class Client:
                     raise CoordinatorUnavailable(self.socket_path, f"the connection closed ({exc})") from exc
             except TimeoutError as exc:
                 self.close()
-                raise CoordinatorUnavailable(
-                    self.socket_path, f"no answer within {self.timeout:g} s"
-                ) from exc
+                raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _connect(self) -> _UnixHTTPConnection:

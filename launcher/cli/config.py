@@ -50,8 +50,13 @@ def config() -> None:
 
 @config.command("check")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--kind", type=click.Choice(KINDS), default="auto", show_default=True,
-              help="cluster.toml (coordinator) or agent.toml (node agent); auto tells them apart by their keys.")
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    default="auto",
+    show_default=True,
+    help="cluster.toml (coordinator) or agent.toml (node agent); auto tells them apart by their keys.",
+)
 def check(file: str, kind: str) -> None:
     """Validate cluster.toml or agent.toml FILE.
 
@@ -69,8 +74,11 @@ def check(file: str, kind: str) -> None:
     if kind == "auto":
         detected = detect_kind(data)
         if detected is None:
-            click.echo(f"{file}: cannot tell a cluster config from an agent config by its keys; "
-                       "give --kind cluster or --kind agent", err=True)
+            click.echo(
+                f"{file}: cannot tell a cluster config from an agent config by its keys; "
+                "give --kind cluster or --kind agent",
+                err=True,
+            )
             raise SystemExit(2)
         kind = detected
     if kind == "agent":

@@ -9,21 +9,32 @@ import click
 
 
 def _logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 @click.command("coordinator")
-@click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False),
-              help="cluster.toml (check it with `labgang config check`).")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Database and socket directory [default: $LABGANG_STATE_DIR, /var/lib/labgang as root, "
-                   "else ~/.local/state/labgang].")
+@click.option(
+    "--config",
+    "config_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="cluster.toml (check it with `labgang config check`).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Database and socket directory [default: $LABGANG_STATE_DIR, /var/lib/labgang as root, "
+    "else ~/.local/state/labgang].",
+)
 @click.option("--tcp-host", default=None, help="Address for the agent link and read-only API [config tcp_host].")
 @click.option("--tcp-port", type=int, default=None, help="Port for the agent link and read-only API [config tcp_port].")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def coordinator(config_file: str, state_dir: str | None, tcp_host: str | None, tcp_port: int | None,
-                verbose: bool) -> None:
+def coordinator(
+    config_file: str, state_dir: str | None, tcp_host: str | None, tcp_port: int | None, verbose: bool
+) -> None:
     """Run the coordinator: user API on <state-dir>/labgang.sock, agent link on TCP."""
     from labgang.launcher.config import ConfigError, load_config
     from labgang.launcher.coordinator.app import TokenError, serve
@@ -45,15 +56,27 @@ def coordinator(config_file: str, state_dir: str | None, tcp_host: str | None, t
 
 @click.command("agent")
 @click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False), help="agent.toml.")
-@click.option("--simulate", type=click.Path(dir_okay=False), default=None,
-              help="Use a simulated NVML machine file instead of the driver (config/sim/*.toml).")
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Journal, rank logs and node socket directory [agent.toml state_dir].")
-@click.option("--stop-jobs-on-exit", is_flag=True,
-              help="Stop every rank when the agent exits (default: leave them for the next agent to re-adopt).")
+@click.option(
+    "--simulate",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Use a simulated NVML machine file instead of the driver (config/sim/*.toml).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Journal, rank logs and node socket directory [agent.toml state_dir].",
+)
+@click.option(
+    "--stop-jobs-on-exit",
+    is_flag=True,
+    help="Stop every rank when the agent exits (default: leave them for the next agent to re-adopt).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def agent(config_file: str, simulate: str | None, state_dir: str | None, stop_jobs_on_exit: bool,
-          verbose: bool) -> None:
+def agent(
+    config_file: str, simulate: str | None, state_dir: str | None, stop_jobs_on_exit: bool, verbose: bool
+) -> None:
     """Run a node agent: report the node's GPUs, run ranks, serve the node's user API socket."""
     from labgang.agent.config import AgentConfigError, load_agent_config
     from labgang.agent.nvml import NvmlUnavailable

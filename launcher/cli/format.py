@@ -267,26 +267,32 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
-        out += ["", render_table(
-            ("RANK", "NODE", "STATE", "PID", "EXIT", "DEVICES"),
-            [
-                (
-                    r.get("rank"),
-                    r.get("node") or "-",
-                    str(r.get("state") or "-").upper(),
-                    r.get("pid") if r.get("pid") is not None else "-",
-                    r.get("exit_status") if r.get("exit_status") is not None else "-",
-                    ",".join(r.get("devices") or []) or "-",
-                )
-                for r in ranks
-            ],
-        )]
+        out += [
+            "",
+            render_table(
+                ("RANK", "NODE", "STATE", "PID", "EXIT", "DEVICES"),
+                [
+                    (
+                        r.get("rank"),
+                        r.get("node") or "-",
+                        str(r.get("state") or "-").upper(),
+                        r.get("pid") if r.get("pid") is not None else "-",
+                        r.get("exit_status") if r.get("exit_status") is not None else "-",
+                        ",".join(r.get("devices") or []) or "-",
+                    )
+                    for r in ranks
+                ],
+            ),
+        ]
     history = job.get("history") or []
     if history:
-        out += ["", render_table(
-            ("AGO", "EVENT", "MESSAGE"),
-            [(_ago(h.get("time"), now), h.get("event", ""), h.get("message") or "") for h in history],
-        )]
+        out += [
+            "",
+            render_table(
+                ("AGO", "EVENT", "MESSAGE"),
+                [(_ago(h.get("time"), now), h.get("event", ""), h.get("message") or "") for h in history],
+            ),
+        ]
     return "\n".join(out)
 
 

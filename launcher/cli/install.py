@@ -48,9 +48,11 @@ TOKEN_BYTES = 32
 COORDINATOR_CREDENTIAL = "/run/credentials/labgang-coordinator.service/cluster.token"
 SYSUSERS_PATH = PurePosixPath("etc/sysusers.d/labgang.conf")
 # Login shells on a lab machine talk to the service's socket, not to a per-user `labgang up`.
-PROFILE = (b"# labgang: the CLI of every user talks to this node's labgang service\n"
-           b"# (/var/lib/labgang/labgang.sock). Written by `labgang install`.\n"
-           b"export LABGANG_STATE_DIR=/var/lib/labgang\n")
+PROFILE = (
+    b"# labgang: the CLI of every user talks to this node's labgang service\n"
+    b"# (/var/lib/labgang/labgang.sock). Written by `labgang install`.\n"
+    b"export LABGANG_STATE_DIR=/var/lib/labgang\n"
+)
 
 
 class InstallError(click.ClickException):
@@ -87,7 +89,8 @@ def source_root() -> Path:
     if not (root / "systemd" / "labgang-agent.service").is_file():
         raise InstallError(
             f"unit files not found under {root / 'systemd'}: run `labgang install` from a labgang "
-            "installed from a source checkout (pip install -e /path/to/labgang)")
+            "installed from a source checkout (pip install -e /path/to/labgang)"
+        )
     return root
 
 
@@ -121,8 +124,7 @@ def render_unit(text: str, labgang_bin: Path) -> str:
     Raises:
         InstallError: the template has no ``ExecStart=`` naming ``/usr/local/bin/labgang``.
     """
-    new, count = re.subn(rf"(?m)^ExecStart={re.escape(UNIT_BIN_PLACEHOLDER)} ",
-                         f"ExecStart={labgang_bin} ", text)
+    new, count = re.subn(rf"(?m)^ExecStart={re.escape(UNIT_BIN_PLACEHOLDER)} ", f"ExecStart={labgang_bin} ", text)
     if count == 0:
         raise InstallError(f"unit template has no 'ExecStart={UNIT_BIN_PLACEHOLDER} ...' line")
     return new
@@ -134,8 +136,10 @@ def render_cluster_config(text: str) -> str:
     Raises:
         InstallError: the example has no top-level ``token_file = ...`` line.
     """
-    line = (f'token_file = "{COORDINATOR_CREDENTIAL}"'
-            "   # systemd's private copy of /etc/labgang/cluster.token (LoadCredential=)")
+    line = (
+        f'token_file = "{COORDINATOR_CREDENTIAL}"'
+        "   # systemd's private copy of /etc/labgang/cluster.token (LoadCredential=)"
+    )
     new, count = re.subn(r"(?m)^token_file\s*=.*$", line, text, count=1)
     if count != 1:
         raise InstallError("example cluster.toml has no 'token_file = ...' line")
@@ -160,17 +164,26 @@ def plan(role: str, labgang_bin: Path, *, root: Path, token: bytes | None = None
     if role in ("all", "coordinator"):
         unit = (root / "systemd" / "labgang-coordinator.service").read_text()
         files += [
-            InstallFile(PurePosixPath("etc/systemd/system/labgang-coordinator.service"),
-                        render_unit(unit, labgang_bin).encode(), 0o644),
+            InstallFile(
+                PurePosixPath("etc/systemd/system/labgang-coordinator.service"),
+                render_unit(unit, labgang_bin).encode(),
+                0o644,
+            ),
             InstallFile(SYSUSERS_PATH, (root / "systemd" / "labgang.sysusers").read_bytes(), 0o644),
-            InstallFile(PurePosixPath("etc/labgang/cluster.toml"),
-                        render_cluster_config((root / "config" / "cluster.toml").read_text()).encode(), 0o644),
+            InstallFile(
+                PurePosixPath("etc/labgang/cluster.toml"),
+                render_cluster_config((root / "config" / "cluster.toml").read_text()).encode(),
+                0o644,
+            ),
         ]
     if role in ("all", "agent"):
         unit = (root / "systemd" / "labgang-agent.service").read_text()
         files += [
-            InstallFile(PurePosixPath("etc/systemd/system/labgang-agent.service"),
-                        render_unit(unit, labgang_bin).encode(), 0o644),
+            InstallFile(
+                PurePosixPath("etc/systemd/system/labgang-agent.service"),
+                render_unit(unit, labgang_bin).encode(),
+                0o644,
+            ),
             InstallFile(PurePosixPath("etc/labgang/agent.toml"), (root / "config" / "agent.toml").read_bytes(), 0o644),
         ]
     files.append(InstallFile(PurePosixPath("etc/profile.d/labgang.sh"), PROFILE, 0o644))
@@ -249,7 +262,9 @@ def render_for_print(files: list[InstallFile], prefix: Path) -> str:
     for f in files:
         parts.append(f"# ==> {prefix / f.path} (mode {f.mode:04o}) <==")
         if f.secret:
-            where = "copied from --token-from" if f.content is not None else f"{TOKEN_BYTES} random bytes, url-safe base64"
+            where = (
+                "copied from --token-from" if f.content is not None else f"{TOKEN_BYTES} random bytes, url-safe base64"
+            )
             parts.append(f"# (the cluster token: {where}; kept if the file exists)\n")
         else:
             parts.append(f.content.decode())
@@ -271,18 +286,40 @@ def create_system_user(prefix: Path) -> str:
 
 
 @click.command("install")
-@click.option("--role", type=click.Choice(ROLES), default="all", show_default=True,
-              help="coordinator host, GPU node (agent), or both on one machine.")
+@click.option(
+    "--role",
+    type=click.Choice(ROLES),
+    default="all",
+    show_default=True,
+    help="coordinator host, GPU node (agent), or both on one machine.",
+)
 @click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
-@click.option("--force", is_flag=True, help="Replace files that exist (an existing token is kept unless --token-from differs).")
-@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), default=Path("/"), show_default=True,
-              help="Install under this root instead of /.")
-@click.option("--bin", "labgang_bin", type=click.Path(path_type=Path), default=None,
-              help="The labgang executable the units start (default: the one beside this Python).")
-@click.option("--token-from", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.")
-def install(role: str, print_only: bool, force: bool, prefix: Path, labgang_bin: Path | None,
-            token_from: Path | None) -> None:
+@click.option(
+    "--force", is_flag=True, help="Replace files that exist (an existing token is kept unless --token-from differs)."
+)
+@click.option(
+    "--prefix",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/"),
+    show_default=True,
+    help="Install under this root instead of /.",
+)
+@click.option(
+    "--bin",
+    "labgang_bin",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The labgang executable the units start (default: the one beside this Python).",
+)
+@click.option(
+    "--token-from",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.",
+)
+def install(
+    role: str, print_only: bool, force: bool, prefix: Path, labgang_bin: Path | None, token_from: Path | None
+) -> None:
     """Install systemd units and example config (root).
 
     Writes the units, /etc/labgang examples and the cluster token (0600) under
@@ -305,7 +342,11 @@ def install(role: str, print_only: bool, force: bool, prefix: Path, labgang_bin:
         click.echo(f"{action:8} {target}")
     if role in ("all", "coordinator"):
         click.echo(create_system_user(prefix))
-    units = {"all": "labgang-coordinator labgang-agent", "coordinator": "labgang-coordinator",
-             "agent": "labgang-agent"}[role]
-    click.echo(f"next: edit {prefix / 'etc/labgang'}/*.toml, then: systemctl daemon-reload && "
-               f"systemctl enable --now {units}")
+    units = {
+        "all": "labgang-coordinator labgang-agent",
+        "coordinator": "labgang-coordinator",
+        "agent": "labgang-agent",
+    }[role]
+    click.echo(
+        f"next: edit {prefix / 'etc/labgang'}/*.toml, then: systemctl daemon-reload && systemctl enable --now {units}"
+    )

@@ -96,8 +96,9 @@ class CommandFailed(click.ClickException):
 DURATION_FIELDS = frozenset({"grace_s", "time_limit_s"})
 DURATION_EXAMPLE = "(e.g. 30s, 5m, 2h)"
 # API field names that are not plain words, rewritten to their flags wherever a message names them.
-_FIELD_NAME_RE = re.compile(r"\b(" + "|".join(sorted((f for f in FIELD_FLAGS if "_" in f), key=len, reverse=True))
-                            + r")\b")
+_FIELD_NAME_RE = re.compile(
+    r"\b(" + "|".join(sorted((f for f in FIELD_FLAGS if "_" in f), key=len, reverse=True)) + r")\b"
+)
 
 
 def flag_message(message: str, field: str | None) -> str:
@@ -108,7 +109,7 @@ def flag_message(message: str, field: str | None) -> str:
     underscore becomes its flag, and duration fields get an example of the syntax.
     """
     if field and message.startswith(f"{field}: "):
-        message = message[len(field) + 2:]
+        message = message[len(field) + 2 :]
     message = _FIELD_NAME_RE.sub(lambda m: FIELD_FLAGS[m.group(1)], message)
     if field in FIELD_FLAGS:
         flag = FIELD_FLAGS[field]
@@ -169,30 +170,70 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("-n", "--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Ranks in the gang; all start together or none does."),
-        click.option("-g", "--gpus-per-worker", type=click.IntRange(min=1), default=None,
-                     help="Full GPUs per rank (default 1)."),
-        click.option("--mig", metavar="PROFILE", default=None,
-                     help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb)."),
+        click.option(
+            "-n",
+            "--workers",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Ranks in the gang; all start together or none does.",
+        ),
+        click.option(
+            "-g", "--gpus-per-worker", type=click.IntRange(min=1), default=None, help="Full GPUs per rank (default 1)."
+        ),
+        click.option(
+            "--mig",
+            metavar="PROFILE",
+            default=None,
+            help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb).",
+        ),
         click.option("-q", "--queue", default=None, help="Queue to submit to (default: your default queue)."),
-        click.option("-p", "--priority", default=None,
-                     help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
-                          "first) or a priority class name from the cluster config."),
-        click.option("--nodes", type=click.IntRange(min=1), default=None,
-                     help="Spread the ranks over exactly this many nodes (default: as few as fit)."),
-        click.option("--gpu-model", default=None, metavar="MODEL",
-                     help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100."),
-        click.option("--grace", type=DURATION, default=None,
-                     help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...)."),
-        click.option("--time", "time_limit", type=DURATION, default=None,
-                     help="Time limit (30m, 2h...); the job fails when it runs longer."),
+        click.option(
+            "-p",
+            "--priority",
+            default=None,
+            help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
+            "first) or a priority class name from the cluster config.",
+        ),
+        click.option(
+            "--nodes",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Spread the ranks over exactly this many nodes (default: as few as fit).",
+        ),
+        click.option(
+            "--gpu-model",
+            default=None,
+            metavar="MODEL",
+            help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100.",
+        ),
+        click.option(
+            "--grace",
+            type=DURATION,
+            default=None,
+            help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...).",
+        ),
+        click.option(
+            "--time",
+            "time_limit",
+            type=DURATION,
+            default=None,
+            help="Time limit (30m, 2h...); the job fails when it runs longer.",
+        ),
         click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
-        click.option("--no-requeue", is_flag=True,
-                     help="Fail instead of going back to the queue when preempted or its node is lost."),
-        click.option("--signal", "signal_spec", type=SIGNAL_SPEC, default=None,
-                     help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
-                          "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60)."),
+        click.option(
+            "--no-requeue",
+            is_flag=True,
+            help="Fail instead of going back to the queue when preempted or its node is lost.",
+        ),
+        click.option(
+            "--signal",
+            "signal_spec",
+            type=SIGNAL_SPEC,
+            default=None,
+            help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
+            "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -244,9 +285,11 @@ def build_submission(
     if not argv:
         raise click.UsageError("missing CMD: give the command to run after --")
     if mig is not None and gpus_per_worker is not None:
-        raise click.UsageError("-g/--gpus-per-worker and --mig exclude each other: a rank gets full GPUs or one MIG device")
+        raise click.UsageError(
+            "-g/--gpus-per-worker and --mig exclude each other: a rank gets full GPUs or one MIG device"
+        )
     if mig is not None:
-        profile = mig[len(MIG_PREFIX):] if mig.startswith(MIG_PREFIX) else mig
+        profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
         if not MIG_PROFILE_RE.match(profile):
             raise click.UsageError(
                 f"--mig: {mig!r} is not a MIG profile; use the name nvidia-smi shows, e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
@@ -260,8 +303,11 @@ def build_submission(
         "mig": mig,
         "requeue": not no_requeue,
         "argv": argv,
-        "env": {k: v for k, v in (os.environ if env is None else env).items()
-                if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)},
+        "env": {
+            k: v
+            for k, v in (os.environ if env is None else env).items()
+            if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)
+        },
         "cwd": _current_directory() if cwd is None else cwd,
     }
     optional = {
@@ -518,13 +564,18 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
             except CoordinatorUnavailable:
                 # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
                 # is requeued or still recorded, and the next start shows what became of it.
-                _fail(f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                      "once it is back (jobs stopped by a shutdown run again at the next start)", 1)
+                _fail(
+                    f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                    "once it is back (jobs stopped by a shutdown run again at the next start)",
+                    1,
+                )
             except KeyboardInterrupt:
                 client.close()  # a request may have been cut in half
                 if interrupted:
-                    _fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)",
-                          EXIT_INTERRUPTED)
+                    _fail(
+                        f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)",
+                        EXIT_INTERRUPTED,
+                    )
                 interrupted = True
                 click.echo(f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)", err=True)
                 client.cancel(job_id)
@@ -710,5 +761,17 @@ def queues(state_dir: Path | None, as_json: bool) -> None:
     click.echo(to_json({"queues": items}) if as_json else queue_table(items))
 
 
-__all__ = ["submit", "run", "queue", "cancel", "logs", "show", "queues", "build_submission", "JobFollower",
-           "exit_status_of", "describe_api_error", "CommandFailed"]
+__all__ = [
+    "submit",
+    "run",
+    "queue",
+    "cancel",
+    "logs",
+    "show",
+    "queues",
+    "build_submission",
+    "JobFollower",
+    "exit_status_of",
+    "describe_api_error",
+    "CommandFailed",
+]

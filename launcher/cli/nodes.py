@@ -25,7 +25,7 @@ from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unava
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.launcher.cli.format import render_table, to_json
 
-GIB = 1024 ** 3
+GIB = 1024**3
 HEADERS = ("DEVICE", "MODEL", "UUID", "PROFILE", "MEM GiB", "UTIL%", "SM%", "TEMP", "POWER", "PROCS", "WARNINGS")
 
 
@@ -76,10 +76,17 @@ def gpu_row(gpu: GpuInfo, extra: str = "") -> list[str]:
     if extra:
         warnings.insert(0, extra)
     return [
-        str(gpu.index), _na(gpu.name), short_uuid(gpu.uuid), profile,
+        str(gpu.index),
+        _na(gpu.name),
+        short_uuid(gpu.uuid),
+        profile,
         _memory(gpu.memory_used_bytes, gpu.memory_total_bytes),
-        _na(gpu.utilization_gpu_pct, "{:.0f}"), _na(gpu.sm_active_pct, "{:.0f}"),
-        _na(gpu.temperature_c, "{:.0f}C"), power, _procs(gpu.processes), "; ".join(warnings),
+        _na(gpu.utilization_gpu_pct, "{:.0f}"),
+        _na(gpu.sm_active_pct, "{:.0f}"),
+        _na(gpu.temperature_c, "{:.0f}C"),
+        power,
+        _procs(gpu.processes),
+        "; ".join(warnings),
     ]
 
 
@@ -88,9 +95,17 @@ def mig_row(gpu: GpuInfo, mig: MigDeviceInfo, extra: str = "") -> list[str]:
     ids = f"gi{_na(mig.gi_id)}/ci{_na(mig.ci_id)}"
     warnings = ([extra] if extra else []) + [ids] + _field_warnings(mig, ("memory_total_bytes", "processes"))
     return [
-        f"  {gpu.index}:{mig.index}", "", short_uuid(mig.uuid), _na(mig.profile),
+        f"  {gpu.index}:{mig.index}",
+        "",
+        short_uuid(mig.uuid),
+        _na(mig.profile),
         _memory(mig.memory_used_bytes, mig.memory_total_bytes),
-        "n/a", _na(mig.sm_active_pct, "{:.0f}"), "", "", _procs(mig.processes), "; ".join(warnings),
+        "n/a",
+        _na(mig.sm_active_pct, "{:.0f}"),
+        "",
+        "",
+        _procs(mig.processes),
+        "; ".join(warnings),
     ]
 
 
@@ -102,8 +117,10 @@ def inventory_table(inv: NodeInventory, device_notes: Mapping[str, str] | None =
         rows.append(gpu_row(gpu, notes.get(gpu.uuid, "") if isinstance(gpu.uuid, str) else ""))
         for mig in gpu.mig_devices:
             rows.append(mig_row(gpu, mig, notes.get(mig.uuid, "") if isinstance(mig.uuid, str) else ""))
-    title = (f"{inv.hostname}: driver {_na(inv.driver_version)}, CUDA {_cuda(inv.cuda_driver_version)}, "
-             f"{len(inv.gpus)} GPU(s), {sum(len(g.mig_devices) for g in inv.gpus)} MIG device(s)")
+    title = (
+        f"{inv.hostname}: driver {_na(inv.driver_version)}, CUDA {_cuda(inv.cuda_driver_version)}, "
+        f"{len(inv.gpus)} GPU(s), {sum(len(g.mig_devices) for g in inv.gpus)} MIG device(s)"
+    )
     if not rows:
         return title + "\n(no GPUs)"
     return title + "\n" + render_table(HEADERS, rows)
@@ -170,14 +187,31 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
 
 
 @click.command("nodes")
-@click.option("--local", "local", is_flag=True, help="Read this machine's GPUs through NVML instead of asking the coordinator.")
-@click.option("--simulate", type=click.Path(path_type=Path, dir_okay=False),
-              help="With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record).")
-@click.option("--record", type=click.Path(path_type=Path, dir_okay=False),
-              help="With --local: write every NVML call and its answer to this JSON file (replay it with --simulate).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (units in field names; unavailable = null plus <field>_unavailable).")
-@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), envvar="LABGANG_STATE_DIR",
-              help="Coordinator state directory (cluster mode).")
+@click.option(
+    "--local", "local", is_flag=True, help="Read this machine's GPUs through NVML instead of asking the coordinator."
+)
+@click.option(
+    "--simulate",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record).",
+)
+@click.option(
+    "--record",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --local: write every NVML call and its answer to this JSON file (replay it with --simulate).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (units in field names; unavailable = null plus <field>_unavailable).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="LABGANG_STATE_DIR",
+    help="Coordinator state directory (cluster mode).",
+)
 def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool, state_dir: Path | None) -> None:
     """List GPUs and MIG devices with memory, utilisation, SM activity, temperature, power and processes.
 

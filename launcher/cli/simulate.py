@@ -20,8 +20,12 @@ from labgang.launcher.simulate.summary import count
 @click.command("simulate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--trace", is_flag=True, help="Print the event trace as JSON lines.")
-@click.option("--summary", "force_summary", is_flag=True,
-              help="Also print per-queue waits and utilization for files with expectations.")
+@click.option(
+    "--summary",
+    "force_summary",
+    is_flag=True,
+    help="Also print per-queue waits and utilization for files with expectations.",
+)
 def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
     """Run scheduling scenarios (format: docs/scenarios.md) with the real scheduler on a simulated clock.
 
@@ -37,8 +41,10 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
             scenario = load_scenario(path)
             tracer = None
             if trace:
+
                 def tracer(event: dict, _path: str = path) -> None:
                     click.echo(json.dumps({"file": _path, **event}, sort_keys=False))
+
             report = run_scenario(scenario, tracer)
         except ScenarioError as exc:
             if exc.unreadable:
@@ -53,8 +59,11 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
         name = scenario.file.scenario.name
         if scenario.has_checks:  # with --trace, stdout stays pure JSON lines
             if report.ok:
-                click.echo(f"PASS {path} ({name}): {count(report.checked, 'expectation')}, "
-                           f"{count(len(scenario.file.invariant), 'invariant')}", err=trace)
+                click.echo(
+                    f"PASS {path} ({name}): {count(report.checked, 'expectation')}, "
+                    f"{count(len(scenario.file.invariant), 'invariant')}",
+                    err=trace,
+                )
             else:
                 click.echo(f"FAIL {path} ({name})", err=trace)
                 for line in report.failures:

@@ -13,19 +13,49 @@ from labgang.launcher.cli.client import ClientError
 
 @click.command("top")
 @click.option("--local", is_flag=True, help="Read this machine's GPUs through NVML; no coordinator needed.")
-@click.option("--simulate", "simulate", metavar="FILE", type=click.Path(exists=True, dir_okay=False),
-              help="Use the simulated NVML from a machine file (config/sim/*.toml); implies --local.")
+@click.option(
+    "--simulate",
+    "simulate",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Use the simulated NVML from a machine file (config/sim/*.toml); implies --local.",
+)
 @click.option("--once", is_flag=True, help="Print one plain-text frame and exit (scripts, SSH, tests).")
-@click.option("--state-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="State directory of the coordinator (default: $LABGANG_STATE_DIR or the user default).")
-@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=1.0),
-              help="Seconds between refreshes (at least 1).")
-@click.option("--width", default=None, type=click.IntRange(min=40),
-              help="Line width for --once (default: the terminal's, at most 200).")
-@click.option("--thresholds", "thresholds_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False),
-              help="TOML file with a [pitfalls] table of thresholds (see launcher/pitfalls.py).")
-def top(local: bool, simulate: str | None, once: bool, state_dir: str | None, interval: float,
-        width: int | None, thresholds_file: str | None) -> None:
+@click.option(
+    "--state-dir",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="State directory of the coordinator (default: $LABGANG_STATE_DIR or the user default).",
+)
+@click.option(
+    "--interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=1.0),
+    help="Seconds between refreshes (at least 1).",
+)
+@click.option(
+    "--width",
+    default=None,
+    type=click.IntRange(min=40),
+    help="Line width for --once (default: the terminal's, at most 200).",
+)
+@click.option(
+    "--thresholds",
+    "thresholds_file",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML file with a [pitfalls] table of thresholds (see launcher/pitfalls.py).",
+)
+def top(
+    local: bool,
+    simulate: str | None,
+    once: bool,
+    state_dir: str | None,
+    interval: float,
+    width: int | None,
+    thresholds_file: str | None,
+) -> None:
     """Watch who holds which GPU, why jobs wait, and what quietly wastes GPUs.
 
     Without --local it asks the coordinator (start one with `labgang up`). Keys in the

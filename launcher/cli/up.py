@@ -48,27 +48,32 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
         summary: :func:`labgang.launcher.coordinator.app.serve`'s return value (job id lists
             under "requeued", "cancelled", "unfinished", "left_running", "pending").
     """
+
     def ids(key: str) -> str:
         return ", ".join(summary.get(key) or [])
 
     parts = []
     if summary.get("requeued"):
         n = len(summary["requeued"])
-        parts.append(f"stopped {_plural(n, 'job')} ({ids('requeued')}); "
-                     f"{'it' if n == 1 else 'they'} will run again at the next `labgang up`")
+        parts.append(
+            f"stopped {_plural(n, 'job')} ({ids('requeued')}); "
+            f"{'it' if n == 1 else 'they'} will run again at the next `labgang up`"
+        )
     if summary.get("cancelled"):
         parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue)")
     if summary.get("unfinished"):
-        parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop "
-                     "and runs them again")
+        parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop and runs them again")
     if summary.get("left_running"):
         n = len(summary["left_running"])
-        parts.append(f"left {_plural(n, 'job')} running ({ids('left_running')}); "
-                     f"the next `labgang up` re-adopts {'it' if n == 1 else 'them'}")
+        parts.append(
+            f"left {_plural(n, 'job')} running ({ids('left_running')}); "
+            f"the next `labgang up` re-adopts {'it' if n == 1 else 'them'}"
+        )
     if summary.get("pending"):
         n = len(summary["pending"])
-        parts.append(f"{_plural(n, 'pending job')} ({ids('pending')}) "
-                     f"{'waits' if n == 1 else 'wait'} for the next `labgang up`")
+        parts.append(
+            f"{_plural(n, 'pending job')} ({ids('pending')}) {'waits' if n == 1 else 'wait'} for the next `labgang up`"
+        )
     return "labgang up: stopped" + (": " + "; ".join(parts) if parts else " (no jobs were running)")
 
 
@@ -127,18 +132,29 @@ def _fail(message: str, code: int) -> None:
 
 
 @click.command("up")
-@click.option("--simulate", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Simulate this machine's GPUs from a machine file (config/sim/*.toml) instead of NVML.")
+@click.option(
+    "--simulate",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Simulate this machine's GPUs from a machine file (config/sim/*.toml) instead of NVML.",
+)
 @click.option("--nvml", is_flag=True, help="Use the NVIDIA driver through NVML (the default without --simulate).")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), envvar=paths.STATE_DIR_ENV,
-              show_envvar=True, default=None,
-              help="Where the database, socket, journal and logs live "
-                   "[default: /var/lib/labgang as root, else ~/.local/state/labgang].")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=paths.STATE_DIR_ENV,
+    show_envvar=True,
+    default=None,
+    help="Where the database, socket, journal and logs live "
+    "[default: /var/lib/labgang as root, else ~/.local/state/labgang].",
+)
 @click.option("--keep-jobs", is_flag=True, help=KEEP_JOBS_HELP)
 @click.option("-v", "--verbose", count=True, help="Log what the coordinator and agent do (-vv: debug).")
 @click.pass_context
-def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | None, keep_jobs: bool,
-       verbose: int) -> None:
+def up(
+    ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | None, keep_jobs: bool, verbose: int
+) -> None:
     """Run a coordinator and this machine's agent in the foreground (one workstation).
 
     One queue `default` covers every GPU (and MIG device) of the machine. Other shells
@@ -166,10 +182,13 @@ def up(ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | 
         marker.unlink(missing_ok=True)
 
 
-def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: bool, verbose: int,
-        marker: Path) -> None:
-    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _up(
+    ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: bool, verbose: int, marker: Path
+) -> None:
+    logging.basicConfig(
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
     from labgang.agent.inventory import read_inventory
     from labgang.agent.nvml import NvmlUnavailable, open_backend
@@ -215,14 +234,19 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
             f"  state dir: {directory}",
             f"  socket:    {socket_path}",
             f"  queue:     default ({', '.join(f'{k}={v}' for k, v in config.queues[0].nominal.items()) or 'empty'})",
-            "  Ctrl-C stops labgang " + ("and leaves running jobs alive (--keep-jobs)" if keep_jobs
-                                         else "and its jobs (each with its grace period; they run again "
-                                              "at the next `labgang up`)"),
+            "  Ctrl-C stops labgang "
+            + (
+                "and leaves running jobs alive (--keep-jobs)"
+                if keep_jobs
+                else "and its jobs (each with its grace period; they run again at the next `labgang up`)"
+            ),
         ]
         if explicit_dir:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
         if not joined:
-            lines.append(f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)")
+            lines.append(
+                f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"
+            )
         lines.append(f"try: {try_hint(inventory)}")
         return "\n".join(lines)
 
@@ -238,8 +262,7 @@ def _up(ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: b
         threading.Thread(target=announce, args=(info["socket"],), name="labgang-up-announce", daemon=True).start()
 
     try:
-        summary = asyncio.run(serve(config, directory, local_agent=agent, ready=ready,
-                                    shutdown_reason=SHUTDOWN_REASON))
+        summary = asyncio.run(serve(config, directory, local_agent=agent, ready=ready, shutdown_reason=SHUTDOWN_REASON))
     except (RuntimeError, TokenError) as exc:
         _fail(str(exc), 1)
     except OSError as exc:

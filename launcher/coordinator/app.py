@@ -61,8 +61,9 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     return token
 
 
-def create_app(config: ClusterConfig, state_dir: str | Path, *, token: str | None = None,
-               clock: Callable[[], float] = time.time) -> web.Application:
+def create_app(
+    config: ClusterConfig, state_dir: str | Path, *, token: str | None = None, clock: Callable[[], float] = time.time
+) -> web.Application:
     """Build the coordinator application.
 
     Args:
@@ -94,8 +95,10 @@ def create_app(config: ClusterConfig, state_dir: str | Path, *, token: str | Non
     async def coordinator_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = Coordinator(app[keys.CONFIG], app[keys.STORE], clock=clock)
         app[keys.COORDINATOR] = coord
-        loops = [asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
-                 asyncio.create_task(timer_loop(coord), name="labgang-timers")]
+        loops = [
+            asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
+            asyncio.create_task(timer_loop(coord), name="labgang-timers"),
+        ]
         coord.kick()
         yield
         for task in loops:
@@ -136,10 +139,17 @@ def _prepare_socket_path(path: Path) -> None:
     raise RuntimeError(f"another labgang coordinator already listens on {path}")
 
 
-async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host: str | None = None,
-                tcp_port: int | None = None, local_agent: Any = None,
-                stop: asyncio.Event | None = None, ready: Callable[[dict[str, Any]], None] | None = None,
-                shutdown_reason: str = "stopped: labgang shut down") -> dict[str, list[str]]:
+async def serve(
+    config: ClusterConfig,
+    state_dir: str | Path | None,
+    *,
+    tcp_host: str | None = None,
+    tcp_port: int | None = None,
+    local_agent: Any = None,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[dict[str, Any]], None] | None = None,
+    shutdown_reason: str = "stopped: labgang shut down",
+) -> dict[str, list[str]]:
     """Run the coordinator until SIGINT/SIGTERM (or ``stop`` is set).
 
     When ``local_agent`` stops its ranks at exit (``stop_jobs_on_exit``), the coordinator
@@ -174,8 +184,9 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
     app = create_app(config, directory)
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0,
-                           access_log=log if log.isEnabledFor(logging.DEBUG) else None)
+    runner = web.AppRunner(
+        app, handle_signals=False, shutdown_timeout=5.0, access_log=log if log.isEnabledFor(logging.DEBUG) else None
+    )
     await runner.setup()
     sock_path = paths.socket_path(directory)
     _prepare_socket_path(sock_path)
@@ -227,7 +238,8 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
         stop.set()
         coord = app[keys.COORDINATOR]
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
-            agent_task is not None and agent_task.done())
+            agent_task is not None and agent_task.done()
+        )
         if stopping_jobs:
             held = await coord.stop_jobs_for_shutdown(shutdown_reason)
         else:
@@ -253,8 +265,7 @@ async def serve(config: ClusterConfig, state_dir: str | Path | None, *, tcp_host
 def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
     from labgang.launcher.model import JobState
 
-    out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [],
-                                 "pending": []}
+    out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
     for job_id in held:
         state = coord.jobs[job_id].status.state
         if not stopped:
@@ -265,6 +276,9 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["cancelled"].append(job_id)
         elif state.holds_devices:
             out["unfinished"].append(job_id)
-    out["pending"] = [j.id for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
-                      if j.status.state == JobState.PENDING and j.id not in held]
+    out["pending"] = [
+        j.id
+        for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
+        if j.status.state == JobState.PENDING and j.id not in held
+    ]
     return out

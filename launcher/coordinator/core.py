@@ -154,8 +154,11 @@ class Coordinator:
         now = self.clock()
         job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
         self.jobs[job.id] = job
-        self.event(job, "submitted", f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} "
-                                     f"{spec.resource}")
+        self.event(
+            job,
+            "submitted",
+            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}",
+        )
         await self.flush()
         self.kick()
         return job
@@ -360,8 +363,9 @@ class Coordinator:
         held = held_devices(self)
         return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
 
-    async def on_rank_events(self, conn: AgentConn, events: list[dict[str, Any]],
-                             inventory: dict[str, Any] | None = None) -> None:
+    async def on_rank_events(
+        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
+    ) -> None:
         """Apply rank events (at least once; applying one twice changes nothing) and commit.
 
         Args:
@@ -371,17 +375,21 @@ class Coordinator:
         """
         changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
         conn.last_seen = self.clock()
-        log.debug("rank events from %s: %s", conn.node, ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}"
-                                                                 for e in events))
+        log.debug(
+            "rank events from %s: %s",
+            conn.node,
+            ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
+        )
         touched = {job.id: job for ev in events if (job := self.job_for_run(str(ev.get("job_id")))) is not None}
         before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
         for ev in events:
             lifecycle.apply_rank_event(self, conn.node, ev)
         # Only what the scheduler sees matters: a job starting to stop or leaving its devices
         # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
-        if changed or any(_scheduling_state(job) != before[job_id]
-                          and not lifecycle.awaited_by_waiting_preemptor(self, job)
-                          for job_id, job in touched.items()):
+        if changed or any(
+            _scheduling_state(job) != before[job_id] and not lifecycle.awaited_by_waiting_preemptor(self, job)
+            for job_id, job in touched.items()
+        ):
             self.kick()  # the cycle runs while this commit is written; its own commit follows
         await self.flush()
 

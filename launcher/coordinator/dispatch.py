@@ -129,15 +129,19 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
         detail = "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused)
         if any(s.get("permanent") for s in refused):
             if job.status.state == JobState.ADMITTED:
-                lifecycle.begin_termination(coord, job, "fail", f"node {node} refused the launch "
-                                            f"(retrying would not help): {detail}")
+                lifecycle.begin_termination(
+                    coord, job, "fail", f"node {node} refused the launch (retrying would not help): {detail}"
+                )
         else:
             lifecycle.start_failed(coord, job, f"node {node} refused the launch: {detail}")
         for status in refused:
             lifecycle.rank_refused(coord, job, run_id, int(status["rank"]))
     for status in statuses:
-        if "error" not in status and not lifecycle.apply_rank_status(coord, node, status) \
-                and status.get("state") != "gone":
+        if (
+            "error" not in status
+            and not lifecycle.apply_rank_status(coord, node, status)
+            and status.get("state") != "gone"
+        ):
             # The job moved on while the command was in flight: do not leave the rank behind.
             coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
     await coord.flush()
@@ -167,11 +171,18 @@ async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: floa
 async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[str, float, bool]]) -> None:
     """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
     try:
-        await coord.agents.call(node, "stop_jobs", {"stops": [{"job_id": run_id, "grace": grace, "warn": warn}
-                                                              for run_id, grace, warn in stops]})
+        await coord.agents.call(
+            node,
+            "stop_jobs",
+            {"stops": [{"job_id": run_id, "grace": grace, "warn": warn} for run_id, grace, warn in stops]},
+        )
     except AgentCallError as exc:
-        log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects",
-                    ", ".join(run_id for run_id, _, _ in stops), node, exc)
+        log.warning(
+            "stop of %s on %s not delivered (%s); it is resent when the node reconnects",
+            ", ".join(run_id for run_id, _, _ in stops),
+            node,
+            exc,
+        )
 
 
 async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:

@@ -72,35 +72,40 @@ def _json_body(body: bytes) -> Any:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 
 
-async def submit(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                 body: bytes) -> Reply:
+async def submit(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``POST /v1/jobs``: submit a gang job."""
     job = await coord.submit(caller, _json_body(body))
     return Reply(201, {"job": views.job_view(job)})
 
 
-async def list_jobs(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                    body: bytes) -> Reply:
+async def list_jobs(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
     return Reply(200, {"jobs": [views.job_view(j) for j in jobs]})
 
 
-async def get_job(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                  body: bytes) -> Reply:
+async def get_job(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/jobs/{id}``."""
     return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
 
 
-async def cancel_job(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                     body: bytes) -> Reply:
+async def cancel_job(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
     return Reply(200, {"job": views.job_view(job)})
 
 
-async def job_logs(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                   body: bytes) -> Reply:
+async def job_logs(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: bytes from the agent that holds the log."""
     data, next_offset, finished = await coord.read_log(
         caller, params["id"], _int(query, "rank", 0), _int(query, "offset", 0)
@@ -111,23 +116,27 @@ async def job_logs(coord: "Coordinator", caller: "Caller", params: Mapping[str, 
     return Reply(200, body=data, headers=headers)
 
 
-async def list_queues(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                      body: bytes) -> Reply:
+async def list_queues(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
     return Reply(200, {"queues": views.queue_views(coord)})
 
 
-async def list_nodes(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                     body: bytes) -> Reply:
+async def list_nodes(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state."""
     return Reply(200, {"nodes": views.node_views(coord)})
 
 
-async def get_version(coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str],
-                      body: bytes) -> Reply:
+async def get_version(
+    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
     """``GET /v1/version``: the coordinator's version and who the caller is."""
-    return Reply(200, {"version": coord.version, "api": "v1", "user": caller.user, "uid": caller.uid,
-                       "admin": caller.admin})
+    return Reply(
+        200, {"version": coord.version, "api": "v1", "user": caller.user, "uid": caller.uid, "admin": caller.admin}
+    )
 
 
 ROUTES: tuple[Route, ...] = (

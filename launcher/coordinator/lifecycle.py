@@ -53,8 +53,15 @@ def _advance(rank: RankRecord, state: str) -> bool:
     return False
 
 
-def _set_rank(coord: "Coordinator", job: JobRecord, rank: RankRecord, state: str, *, pid: int | None = None,
-              exit_status: int | None = None) -> bool:
+def _set_rank(
+    coord: "Coordinator",
+    job: JobRecord,
+    rank: RankRecord,
+    state: str,
+    *,
+    pid: int | None = None,
+    exit_status: int | None = None,
+) -> bool:
     changed = _advance(rank, state)
     if pid is not None and rank.pid != pid:
         rank.pid = pid
@@ -145,7 +152,10 @@ def evaluate(coord: "Coordinator", job: JobRecord) -> None:
                 begin_termination(coord, job, "lost", f"rank {failed.rank}'s node {failed.node} was lost")
             else:
                 begin_termination(
-                    coord, job, "fail", f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}",
+                    coord,
+                    job,
+                    "fail",
+                    f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}",
                     exit_status=failed.exit_status,
                 )
             return
@@ -162,8 +172,9 @@ def job_nodes(job: JobRecord) -> list[str]:
     return nodes
 
 
-def begin_termination(coord: "Coordinator", job: JobRecord, intent: str, message: str, *,
-                      exit_status: int | None = None) -> None:
+def begin_termination(
+    coord: "Coordinator", job: JobRecord, intent: str, message: str, *, exit_status: int | None = None
+) -> None:
     """Stop every rank of the job with its grace; what follows depends on ``intent``.
 
     Args:
@@ -227,8 +238,14 @@ def finish(coord: "Coordinator", job: JobRecord) -> None:
         if bad is None:
             _end(coord, job, JobState.SUCCEEDED, 0, "completed", "all ranks exited with status 0")
         else:
-            _end(coord, job, JobState.FAILED, bad.exit_status, "failed",
-                 f"rank {bad.rank} on {bad.node} exited with status {bad.exit_status}")
+            _end(
+                coord,
+                job,
+                JobState.FAILED,
+                bad.exit_status,
+                "failed",
+                f"rank {bad.rank} on {bad.node} exited with status {bad.exit_status}",
+            )
     elif intent == "cancel":
         _end(coord, job, JobState.CANCELLED, st.exit_status, "cancelled", st.reason_message or "cancelled")
     elif intent in ("fail", "timeout"):
@@ -237,31 +254,51 @@ def finish(coord: "Coordinator", job: JobRecord) -> None:
         if job.spec.requeue:
             requeue(coord, job, st.reason_message or intent, not_before=now)
         else:
-            _end(coord, job, JobState.FAILED, st.exit_status, intent,
-                 f"{st.reason_message} (not requeued: the job asked for no requeue)")
+            _end(
+                coord,
+                job,
+                JobState.FAILED,
+                st.exit_status,
+                intent,
+                f"{st.reason_message} (not requeued: the job asked for no requeue)",
+            )
     elif intent == "shutdown":
         # Stopped because labgang itself shut down: not the job's failure. It runs again at
         # the next start (original submit time), unless it asked never to be requeued.
         if job.spec.requeue:
             requeue(coord, job, st.reason_message or "stopped: labgang shut down", not_before=now)
         else:
-            _end(coord, job, JobState.CANCELLED, None, "shutdown",
-                 f"{st.reason_message} (not requeued: the job asked for no requeue)")
+            _end(
+                coord,
+                job,
+                JobState.CANCELLED,
+                None,
+                "shutdown",
+                f"{st.reason_message} (not requeued: the job asked for no requeue)",
+            )
     elif intent == "retry":
         st.start_failures += 1
         if st.start_failures >= coord.config.max_start_failures:
-            _end(coord, job, JobState.FAILED, st.exit_status, "start-failed",
-                 f"could not start after {st.start_failures} attempts: {st.reason_message}")
+            _end(
+                coord,
+                job,
+                JobState.FAILED,
+                st.exit_status,
+                "start-failed",
+                f"could not start after {st.start_failures} attempts: {st.reason_message}",
+            )
         else:
-            delay = min(coord.config.requeue_backoff_s * 2 ** (st.start_failures - 1),
-                        coord.config.requeue_backoff_max_s)
+            delay = min(
+                coord.config.requeue_backoff_s * 2 ** (st.start_failures - 1), coord.config.requeue_backoff_max_s
+            )
             requeue(coord, job, f"{st.reason_message}; retry in {delay:g} s", not_before=now + delay)
     else:
         _end(coord, job, JobState.FAILED, st.exit_status, "failed", f"unknown end intent {intent!r}")
 
 
-def _end(coord: "Coordinator", job: JobRecord, state: JobState, exit_status: int | None, code: str,
-         message: str) -> None:
+def _end(
+    coord: "Coordinator", job: JobRecord, state: JobState, exit_status: int | None, code: str, message: str
+) -> None:
     st = job.status
     st.state = state
     st.exit_status = exit_status
@@ -309,8 +346,11 @@ def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
         st = other.status
         if st.state != JobState.PENDING or job.id not in st.nominated:
             continue
-        if any((v := coord.jobs.get(vid)) is not None and v.status.state.holds_devices
-               for vid in st.nominated if vid != job.id):
+        if any(
+            (v := coord.jobs.get(vid)) is not None and v.status.state.holds_devices
+            for vid in st.nominated
+            if vid != job.id
+        ):
             return True
     return False
 
@@ -393,8 +433,9 @@ def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[
         run_id = key[0]
         job = coord.job_for_run(run_id)
         grace = job.spec.grace_s if job is not None else coord.config.default_grace_s
-        log.warning("node %s runs rank %s of %s that no current job expects there: stopping it",
-                    conn.node, key[1], run_id)
+        log.warning(
+            "node %s runs rank %s of %s that no current job expects there: stopping it", conn.node, key[1], run_id
+        )
         coord.effect(lambda rid=run_id, g=grace: stop_on_node(coord, conn.node, rid, g))
 
 
@@ -419,8 +460,11 @@ def check_timers(coord: "Coordinator") -> None:
                     mark_node_lost(coord, conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
     for job in active_jobs(coord):
         st = job.status
-        if (st.state == JobState.ADMITTED and st.admit_time is not None
-                and now - max(st.admit_time, coord.started_at) > cfg.startup_timeout_s):
+        if (
+            st.state == JobState.ADMITTED
+            and st.admit_time is not None
+            and now - max(st.admit_time, coord.started_at) > cfg.startup_timeout_s
+        ):
             waiting = [r for r in job.ranks.values() if _ORDER[r.state] < _ORDER["running"]]
             detail = ", ".join(
                 f"rank {r.rank} on {r.node} ({'node not connected' if not coord.agents.connected(r.node) else r.state})"

@@ -39,7 +39,7 @@ def check_token(request: web.Request) -> None:
     if not header.startswith("Bearer "):
         log.warning("refused agent link from %s: no cluster token", peer)
         raise Unauthenticated("the agent link needs the cluster token (Authorization: Bearer ...)")
-    given = header[len("Bearer "):].strip()
+    given = header[len("Bearer ") :].strip()
     if not hmac.compare_digest(given.encode(), expected.encode()):
         log.warning("refused agent link from %s: wrong cluster token", peer)
         raise Unauthenticated("wrong cluster token")
@@ -115,9 +115,20 @@ async def _serve_forwarded(coord: Any, ws: web.WebSocketResponse, message: dict[
 
     body = base64.b64decode(message.get("body") or "")
     status, headers, data = await forwarded(
-        coord, int(message["uid"]), str(message["method"]), str(message["path"]),
-        dict(message.get("query") or {}), body,
+        coord,
+        int(message["uid"]),
+        str(message["method"]),
+        str(message["path"]),
+        dict(message.get("query") or {}),
+        body,
     )
     if not ws.closed:
-        await ws.send_json({"type": "api_reply", "id": message.get("id"), "status": status, "headers": headers,
-                            "body": base64.b64encode(data).decode()})
+        await ws.send_json(
+            {
+                "type": "api_reply",
+                "id": message.get("id"),
+                "status": status,
+                "headers": headers,
+                "body": base64.b64encode(data).decode(),
+            }
+        )

@@ -72,11 +72,14 @@ def parse_signal(text: str) -> tuple[int, float]:
     """
     name, sep, when = text.partition("@")
     if not sep:
-        raise BadRequest(f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)",
-                         field="signal")
+        raise BadRequest(
+            f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)", field="signal"
+        )
     name = name.strip().upper()
     try:
-        signum = int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
+        signum = (
+            int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
+        )
     except KeyError:
         allowed = sorted(s.name for s in signal_mod.Signals)
         raise BadRequest(f"unknown signal {name!r}", field="signal", allowed=allowed) from None
@@ -91,12 +94,22 @@ def parse_signal(text: str) -> tuple[int, float]:
 
 # Fields in seconds: their bounds read "must be > 0 seconds".
 _SECONDS_FIELDS = frozenset({"grace_s", "time_limit_s"})
-_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
-           "less_than_equal": ("le", "<=")}
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
 _TYPES = {
-    "int_parsing": "must be an integer", "int_type": "must be an integer", "int_from_float": "must be an integer",
-    "float_parsing": "must be a number", "float_type": "must be a number", "bool_type": "must be true or false",
-    "bool_parsing": "must be true or false", "string_type": "must be a string", "list_type": "must be a list",
+    "int_parsing": "must be an integer",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
     "dict_type": "must be an object",
 }
 
@@ -156,11 +169,15 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
 
     if req.mig is not None:
         if not MIG_PROFILE_RE.match(req.mig):
-            raise BadRequest(f"mig profile {req.mig!r} is not a MIG profile such as '1g.10gb' or '3g.40gb'",
-                             field="mig")
+            raise BadRequest(
+                f"mig profile {req.mig!r} is not a MIG profile such as '1g.10gb' or '3g.40gb'", field="mig"
+            )
         if req.gpus_per_worker not in (None, 1):
-            raise BadRequest("with mig, each rank gets exactly one MIG device; gpus_per_worker must be 1",
-                             field="gpus_per_worker", allowed=[1])
+            raise BadRequest(
+                "with mig, each rank gets exactly one MIG device; gpus_per_worker must be 1",
+                field="gpus_per_worker",
+                allowed=[1],
+            )
         resource, per_worker = mig_resource(req.mig), 1
     else:
         resource, per_worker = GPU, req.gpus_per_worker or 1
@@ -169,12 +186,18 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         priority = config.resolve_priority(req.priority)
     except ValueError as exc:
         if not config.priority_classes:
-            raise BadRequest(f"priority: {req.priority!r} is not an integer, and no priority classes are "
-                             "configured (allowed: an integer)", field="priority") from None
+            raise BadRequest(
+                f"priority: {req.priority!r} is not an integer, and no priority classes are "
+                "configured (allowed: an integer)",
+                field="priority",
+            ) from None
         raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes)) from None
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise BadRequest(f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to "
-                         f"{PRIORITY_MAX}, a signed 32-bit integer)", field="priority")
+        raise BadRequest(
+            f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to "
+            f"{PRIORITY_MAX}, a signed 32-bit integer)",
+            field="priority",
+        )
 
     if req.signal is not None:
         parse_signal(req.signal)

@@ -49,8 +49,7 @@ def caller_for_uid(config: ClusterConfig, uid: int) -> Caller:
     if caller is None:
         name = user_name(uid)
         groups = user_groups(uid)
-        caller = Caller(uid=uid, user=name, groups=groups, gid=primary_gid(uid),
-                        admin=config.is_admin(name, groups))
+        caller = Caller(uid=uid, user=name, groups=groups, gid=primary_gid(uid), admin=config.is_admin(name, groups))
         _CALLERS[key] = caller
     return caller
 
@@ -87,8 +86,9 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         return web.json_response(exc.body(), status=exc.status)
     except web.HTTPException as exc:
         if exc.status >= 400:
-            body = {"error": {"message": f"{exc.reason}: {request.method} {request.path}", "field": None,
-                              "allowed": None}}
+            body = {
+                "error": {"message": f"{exc.reason}: {request.method} {request.path}", "field": None, "allowed": None}
+            }
             return web.json_response(body, status=exc.status)
         raise
     except Exception:
@@ -104,8 +104,9 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/v1/agent/link", agent_link, name="agent_link")
 
 
-async def forwarded(coord: Any, uid: int, method: str, path: str, query: Mapping[str, str],
-                    body: bytes) -> tuple[int, dict[str, str], bytes]:
+async def forwarded(
+    coord: Any, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
+) -> tuple[int, dict[str, str], bytes]:
     """Serve a request an agent forwarded for a caller on its node (uid vouched by the agent).
 
     Returns:
@@ -124,4 +125,3 @@ async def forwarded(coord: Any, uid: int, method: str, path: str, query: Mapping
     if reply.body is not None:
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
     return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()
-

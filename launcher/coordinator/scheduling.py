@@ -42,8 +42,7 @@ def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
         if conn.inventory is None:
             continue
         devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "",
-                   group=d.parent_uuid or "")
+            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
             for d in conn.inventory.allocatable()
         )
         nodes.append(Node(name=name, devices=devices))
@@ -105,20 +104,40 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                 RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
                 for r in (job.ranks[i] for i in sorted(job.ranks))
             )
-            running.append(RunningJob(
-                id=job.id, queue=job.spec.queue, request=job.spec.request, priority=job.spec.priority,
-                submit_time=st.submit_time, admit_time=st.admit_time or st.submit_time, placement=placement,
-                grace=job.spec.grace_s, terminating=st.state == JobState.TERMINATING, seq=job.seq,
-            ))
+            running.append(
+                RunningJob(
+                    id=job.id,
+                    queue=job.spec.queue,
+                    request=job.spec.request,
+                    priority=job.spec.priority,
+                    submit_time=st.submit_time,
+                    admit_time=st.admit_time or st.submit_time,
+                    placement=placement,
+                    grace=job.spec.grace_s,
+                    terminating=st.state == JobState.TERMINATING,
+                    seq=job.seq,
+                )
+            )
         elif st.state == JobState.PENDING and st.not_before <= now:
-            pending.append(PendingJob(
-                id=job.id, queue=job.spec.queue, request=job.spec.request, priority=job.spec.priority,
-                submit_time=st.submit_time, seq=job.seq, pending_since=st.pending_since,
-                nominated=tuple(st.nominated),
-            ))
+            pending.append(
+                PendingJob(
+                    id=job.id,
+                    queue=job.spec.queue,
+                    request=job.spec.request,
+                    priority=job.spec.priority,
+                    submit_time=st.submit_time,
+                    seq=job.seq,
+                    pending_since=st.pending_since,
+                    nominated=tuple(st.nominated),
+                )
+            )
     return Snapshot(
-        now=now, nodes=cluster_nodes(coord), queues=coord.config.queue_specs(), running=tuple(running),
-        pending=tuple(pending), unavailable=unavailable_devices(coord, held),
+        now=now,
+        nodes=cluster_nodes(coord),
+        queues=coord.config.queue_specs(),
+        running=tuple(running),
+        pending=tuple(pending),
+        unavailable=unavailable_devices(coord, held),
     )
 
 
@@ -139,8 +158,7 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
         st.admit_time = now
         st.nominated = ()
         st.reason_code = st.reason_message = None
-        job.ranks = {rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices))
-                     for rp in adm.placement}
+        job.ranks = {rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement}
         store.save_status(job)
         for rank in job.ranks.values():
             store.save_rank(job, rank)
@@ -200,9 +218,14 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
         coord.last_cycle_at = now
         if coord.metrics is not None:
             coord.metrics.observe_cycle(time.perf_counter() - started)
-        log.debug("cycle %d: %d pending, %d admitted, %d preempting, %.1f ms", coord.cycles,
-                  len(snapshot.pending), len(result.admitted), len(result.preempted),
-                  (time.perf_counter() - started) * 1e3)
+        log.debug(
+            "cycle %d: %d pending, %d admitted, %d preempting, %.1f ms",
+            coord.cycles,
+            len(snapshot.pending),
+            len(result.admitted),
+            len(result.preempted),
+            (time.perf_counter() - started) * 1e3,
+        )
         new = apply_result(coord, result, now)
         admitted.extend(new)
         if not new:
@@ -271,8 +294,9 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
-    found = never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else \
-        _quota_only(coord, spec)
+    found = (
+        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else _quota_only(coord, spec)
+    )
     answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
     return answer

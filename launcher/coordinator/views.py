@@ -45,8 +45,14 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "time_limit_s": spec.time_limit_s,
         "argv": list(spec.argv),
         "ranks": [
-            {"rank": r.rank, "node": r.node, "devices": list(r.devices), "state": r.state, "pid": r.pid,
-             "exit_status": r.exit_status}
+            {
+                "rank": r.rank,
+                "node": r.node,
+                "devices": list(r.devices),
+                "state": r.state,
+                "pid": r.pid,
+                "exit_status": r.exit_status,
+            }
             for r in (job.ranks[i] for i in sorted(job.ranks))
         ],
         "history": [{"time": h.time, "event": h.event, "message": h.message} for h in job.history],
@@ -112,8 +118,10 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
             "reclaim_time_s": grace[q.name] if borrowed[q.name] else 0.0,
             # Whom this queue may take capacity back from (the TUI's borrowed-at-risk pitfall).
             "reclaim_within_cohort": q.reclaim_within_cohort.value,
-            "borrow_within_cohort": {"policy": q.borrow_within_cohort.policy.value,
-                                     "max_priority_threshold": q.borrow_within_cohort.max_priority_threshold},
+            "borrow_within_cohort": {
+                "policy": q.borrow_within_cohort.policy.value,
+                "max_priority_threshold": q.borrow_within_cohort.max_priority_threshold,
+            },
         }
         for q in queues
     ]
@@ -130,8 +138,11 @@ def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
 
     held = held_devices(coord)
     finished_pids = {
-        (r.node, r.pid) for j in coord.jobs.values() if not j.status.state.holds_devices
-        for r in j.ranks.values() if r.pid is not None
+        (r.node, r.pid)
+        for j in coord.jobs.values()
+        if not j.status.state.holds_devices
+        for r in j.ranks.values()
+        if r.pid is not None
     }
     out = []
     for name in sorted(coord.agents.nodes):
@@ -152,18 +163,26 @@ def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
                     state = "held" if any((name, p) in finished_pids for p in pids[d.uuid]) else "foreign"
                 else:
                     state = "free"
-                devices.append({
-                    "uuid": d.uuid, "resource": d.resource, "model": d.model,
-                    "job": job.id if job else None, "user": job.spec.user if job else None,
-                    "queue": job.spec.queue if job else None, "state": state,
-                })
-        out.append({
-            "name": name,
-            "connected": conn.connected and not conn.lost,
-            "last_seen": conn.last_seen,
-            "address": conn.address,
-            "version": conn.version,
-            "inventory": conn.inventory_dict,
-            "devices": devices,
-        })
+                devices.append(
+                    {
+                        "uuid": d.uuid,
+                        "resource": d.resource,
+                        "model": d.model,
+                        "job": job.id if job else None,
+                        "user": job.spec.user if job else None,
+                        "queue": job.spec.queue if job else None,
+                        "state": state,
+                    }
+                )
+        out.append(
+            {
+                "name": name,
+                "connected": conn.connected and not conn.lost,
+                "last_seen": conn.last_seen,
+                "address": conn.address,
+                "version": conn.version,
+                "inventory": conn.inventory_dict,
+                "devices": devices,
+            }
+        )
     return out

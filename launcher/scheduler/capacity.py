@@ -196,8 +196,11 @@ class DeviceBook:
         key = (res, model)
         ix = self._indexes.get(key)
         if ix is None:
-            devs = [d for d in self.by_resource.get(res, ()) if self.is_free(d)
-                    and (model is None or model in self.model[d])]
+            devs = [
+                d
+                for d in self.by_resource.get(res, ())
+                if self.is_free(d) and (model is None or model in self.model[d])
+            ]
             ix = FreeIndex(len(self.node_names), devs, self.node_of)
             self._indexes[key] = ix
         return ix
@@ -205,8 +208,11 @@ class DeviceBook:
     def all_devices_index(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
         """A fresh index over every device of ``res`` as if nothing ran (optionally minus
         unavailable ones): the "empty cluster" used for unschedulable checks and starvation."""
-        devs = [d for d in self.by_resource.get(res, ())
-                if (model is None or model in self.model[d]) and not (skip_unavailable and self.unavailable[d])]
+        devs = [
+            d
+            for d in self.by_resource.get(res, ())
+            if (model is None or model in self.model[d]) and not (skip_unavailable and self.unavailable[d])
+        ]
         return FreeIndex(len(self.node_names), devs, self.node_of)
 
     def _index_add(self, d: int) -> None:

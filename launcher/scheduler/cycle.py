@@ -50,8 +50,8 @@ class Outcome(enum.Enum):
     """What happened to one job in a cycle."""
 
     ADMITTED = "admitted"
-    WAITING = "waiting"            # preempted victims (now or earlier) and waits for them
-    FAILED = "failed"              # does not fit, no victims
+    WAITING = "waiting"  # preempted victims (now or earlier) and waits for them
+    FAILED = "failed"  # does not fit, no victims
     UNSCHEDULABLE = "unschedulable"
 
 
@@ -103,8 +103,7 @@ class _Cycle:
     def run(self) -> CycleResult:
         by_queue, orphans = nominate(self.snapshot, self.state)
         self.pending.extend(orphans)
-        self.reservations = reserve_for_starving(
-            self.state, [e for entries in by_queue.values() for e in entries])
+        self.reservations = reserve_for_starving(self.state, [e for entries in by_queue.values() for e in entries])
         self._build_groups(by_queue)
         heap, groups, pending = self._heap, self._groups, self.pending
         while heap:
@@ -135,7 +134,7 @@ class _Cycle:
                     elif bound[:2] == key[:2]:
                         end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
                 reason = g.reason
-                pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr:end]])
+                pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr : end]])
                 g.ptr = end
             else:
                 outcome = self._process(e)
@@ -147,7 +146,7 @@ class _Cycle:
                         # on (admissions, preemptors, held quota), so the rest of the class
                         # fails too: answer them now with this reason
                         reason = g.reason
-                        pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr:]])
+                        pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr :]])
                         g.ptr = len(g.entries)
             self._push_group(g)
         return CycleResult(tuple(self.admitted), tuple(self.preempted), tuple(pending))
@@ -381,8 +380,10 @@ class _Cycle:
         if known is None or known[0] != self.epoch:
             return False
         j = e.job
-        return any(j.priority <= prio and j.submit_time >= submit and j.request.per_worker >= p
-                   and j.request.workers >= w for prio, submit, p, w in known[1])
+        return any(
+            j.priority <= prio and j.submit_time >= submit and j.request.per_worker >= p and j.request.workers >= w
+            for prio, submit, p, w in known[1]
+        )
 
     def _record_search_fail(self, e: Entry) -> None:
         key = self._search_key(e)
@@ -404,8 +405,9 @@ class _Cycle:
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
         holders = self._reservation_holders(req, ix)
         if holders:
-            reason = reasons.reserved_reason([h for h in holders if h in self.reservations],
-                                             [h for h in holders if h not in self.reservations])
+            reason = reasons.reserved_reason(
+                [h for h in holders if h in self.reservations], [h for h in holders if h not in self.reservations]
+            )
         self._reason_cache[key] = reason
         return reason
 
@@ -413,9 +415,11 @@ class _Cycle:
         """Holders of reservations without which ``req`` would fit now (empty when none)."""
         book = self.state.devices
         model = req.gpu_model.lower() if req.gpu_model else None
-        reserved = [d for d in book.by_resource.get(req.resource, ())
-                    if book.reserved_for[d] is not None and book.owner[d] is None
-                    and (model is None or model in book.model[d])]
+        reserved = [
+            d
+            for d in book.by_resource.get(req.resource, ())
+            if book.reserved_for[d] is not None and book.owner[d] is None and (model is None or model in book.model[d])
+        ]
         if not reserved:
             return []
         wider = FreeIndex(len(book.node_names), [d for n in ix.free for d in n] + reserved, book.node_of)
@@ -427,8 +431,10 @@ class _Cycle:
         running = self.state.running
         parts = [f"{v} ({running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
-        return (f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
-                f"{reasons.describe_request(req)}; stopping " + ", ".join(parts))
+        return (
+            f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
+            f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
+        )
 
 
 class _Group:

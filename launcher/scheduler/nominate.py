@@ -68,8 +68,12 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
         spec = specs.get(job.queue)
         if spec is None:
             allowed = ", ".join(specs) or "none configured"
-            orphans.append(Pending(job.id, PendingReason(
-                ReasonCode.UNSCHEDULABLE, f"queue {job.queue!r} does not exist (queues: {allowed})")))
+            orphans.append(
+                Pending(
+                    job.id,
+                    PendingReason(ReasonCode.UNSCHEDULABLE, f"queue {job.queue!r} does not exist (queues: {allowed})"),
+                )
+            )
             continue
         req = job.request
         key = (spec.name, req.workers, req.per_worker, req.resource, req.gpu_model, req.nodes)
@@ -84,8 +88,9 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     return by_queue, orphans
 
 
-def _never_fits(state: CycleState, spec: QueueSpec, req: JobRequest,
-                empties: dict[tuple[str, str | None], FreeIndex]) -> PendingReason | None:
+def _never_fits(
+    state: CycleState, spec: QueueSpec, req: JobRequest, empties: dict[tuple[str, str | None], FreeIndex]
+) -> PendingReason | None:
     reason = quota_never_fits(state.quota, spec.name, req)
     if reason is not None:
         return reason

@@ -111,8 +111,9 @@ def choose_devices(book: DeviceBook, free: list[int], ranks: int, per_worker: in
     return out
 
 
-def place(book: DeviceBook, ix: FreeIndex, workers: int, per_worker: int,
-          nodes: int | None) -> list[tuple[int, list[int]]] | None:
+def place(
+    book: DeviceBook, ix: FreeIndex, workers: int, per_worker: int, nodes: int | None
+) -> list[tuple[int, list[int]]] | None:
     """A full placement: ``[(node position, [device positions]), ...]`` per rank, or None.
 
     Ranks on one node are consecutive; nodes appear in the order :func:`choose_nodes` chose.

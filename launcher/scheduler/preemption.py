@@ -32,8 +32,8 @@ class Kind(enum.Enum):
     """How a candidate may be used (Kueue's preemption variants)."""
 
     SAME_QUEUE = "same-queue"
-    RECLAIM = "reclaim"            # preemptor fits its own nominal: always usable
-    BORROW = "borrow"              # borrow_within_cohort allows it while borrowing
+    RECLAIM = "reclaim"  # preemptor fits its own nominal: always usable
+    BORROW = "borrow"  # borrow_within_cohort allows it while borrowing
     NOMINAL_ONLY = "nominal-only"  # only when the preemptor ends within nominal
 
 
@@ -56,7 +56,8 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
         return victim.priority < preemptor.priority
     if policy is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
         return victim.priority < preemptor.priority or (
-            victim.priority == preemptor.priority and victim.submit_time > preemptor.submit_time)
+            victim.priority == preemptor.priority and victim.submit_time > preemptor.submit_time
+        )
     return False
 
 
@@ -94,8 +95,9 @@ def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: se
     return leaving_cross + leaving_same + cross + same
 
 
-def _collect(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str],
-             terminating: bool) -> tuple[list[Candidate], list[Candidate]]:
+def _collect(
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool
+) -> tuple[list[Candidate], list[Candidate]]:
     req = job.request
     res, need, q = req.resource, req.total, spec.name
     quota = state.quota
@@ -129,11 +131,14 @@ def _collect(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[
                 mine.append(v)
             if mine:
                 lists.append(mine)
-        for v in (heapq.merge(*lists, key=victim_order) if len(lists) > 1 else (lists[0] if lists else ())):
+        for v in heapq.merge(*lists, key=victim_order) if len(lists) > 1 else (lists[0] if lists else ()):
             if fits_own_nominal:
                 kind = Kind.RECLAIM
-            elif (bwc.policy is not BorrowPolicy.NEVER and v.priority < p
-                  and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)):
+            elif (
+                bwc.policy is not BorrowPolicy.NEVER
+                and v.priority < p
+                and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)
+            ):
                 kind = Kind.BORROW
             else:
                 kind = Kind.NOMINAL_ONLY
@@ -141,8 +146,9 @@ def _collect(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[
     return cross, same
 
 
-def find_victims(state: CycleState, spec: QueueSpec, job: PendingJob,
-                 excluded: set[str]) -> tuple[list[str], RawPlacement] | None:
+def find_victims(
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]
+) -> tuple[list[str], RawPlacement] | None:
     """The minimal victim set that lets ``job`` fit quota and placement, or None.
 
     Args:
@@ -181,8 +187,9 @@ def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> Raw
     return state.place(job.request)
 
 
-def _greedy_pass(state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate],
-                 allow_borrow: bool) -> tuple[list[str], RawPlacement] | None:
+def _greedy_pass(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> tuple[list[str], RawPlacement] | None:
     q, res = spec.name, job.request.resource
     victims: list[str] = []
     try:

@@ -74,8 +74,9 @@ def reserved_reason(starving: list[str], preempting: list[str]) -> PendingReason
 
 def waiting_reason(victims: list[str]) -> PendingReason:
     """The job preempted ``victims`` and waits until they are gone."""
-    return PendingReason(ReasonCode.WAITING_FOR_VICTIMS,
-                         f"waiting for {len(victims)} preempted job(s) to exit: " + ", ".join(victims))
+    return PendingReason(
+        ReasonCode.WAITING_FOR_VICTIMS, f"waiting for {len(victims)} preempted job(s) to exit: " + ", ".join(victims)
+    )
 
 
 def blocked_reason(queue: str, head: str) -> PendingReason:

@@ -52,9 +52,10 @@ class CycleState:
         key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:
-            out = sorted((j for j in self.running_in(queue)
-                          if j.terminating == terminating and j.request.resource == res),
-                         key=lambda j: (j.priority, -j.admit_time, -j.seq, j.id))
+            out = sorted(
+                (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
+                key=lambda j: (j.priority, -j.admit_time, -j.seq, j.id),
+            )
             self._victims[key] = out
         return out
 
@@ -129,5 +130,6 @@ class CycleState:
     def to_placement(self, raw: RawPlacement) -> Placement:
         """Turn positions into the public :data:`Placement` (node names, device UUIDs)."""
         names, uuid = self.devices.node_names, self.devices.uuid
-        return tuple(RankPlacement(rank=i, node=names[n], devices=tuple(uuid[d] for d in ds))
-                     for i, (n, ds) in enumerate(raw))
+        return tuple(
+            RankPlacement(rank=i, node=names[n], devices=tuple(uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)
+        )

@@ -22,22 +22,27 @@ from labgang.launcher.scheduler.snapshot import Node, Snapshot
 def quota_never_fits(book: QuotaBook, queue: str, req: JobRequest) -> PendingReason | None:
     """UNSCHEDULABLE when ``queue`` could never hold ``req`` (or the request is malformed)."""
     if req.workers < 1 or req.per_worker < 1:
-        return PendingReason(ReasonCode.UNSCHEDULABLE,
-                             f"workers and gpus per worker must be >= 1 (got {req.workers} x {req.per_worker})")
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"workers and gpus per worker must be >= 1 (got {req.workers} x {req.per_worker})"
+        )
     if req.nodes is not None and not 1 <= req.nodes <= req.workers:
-        return PendingReason(ReasonCode.UNSCHEDULABLE,
-                             f"nodes must be between 1 and workers ({req.workers}); got {req.nodes}")
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"nodes must be between 1 and workers ({req.workers}); got {req.nodes}"
+        )
     if not is_valid_resource(req.resource):
-        return PendingReason(ReasonCode.UNSCHEDULABLE,
-                             f"unknown resource {req.resource!r}; allowed: gpu, mig-<profile>")
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"unknown resource {req.resource!r}; allowed: gpu, mig-<profile>"
+        )
     if not book.lists(queue, req.resource):
         listed = ", ".join(sorted(book.queues[queue].nominal)) or "nothing"
-        return PendingReason(ReasonCode.UNSCHEDULABLE,
-                             f"queue {queue} has no quota for {req.resource} (it lists {listed})")
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"queue {queue} has no quota for {req.resource} (it lists {listed})"
+        )
     most = book.potential(queue, req.resource)
     if req.total > most:
-        return PendingReason(ReasonCode.UNSCHEDULABLE,
-                             f"job needs {req.total} {req.resource} but queue {queue} can hold at most {most}")
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"job needs {req.total} {req.resource} but queue {queue} can hold at most {most}"
+        )
     return None
 
 
@@ -85,16 +90,18 @@ def _placement_field(devices: DeviceBook, req: JobRequest, model: str | None) ->
     return "workers"
 
 
-def check_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec],
-                      nodes: Iterable[Node]) -> PendingReason | None:
+def check_schedulable(
+    request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec], nodes: Iterable[Node]
+) -> PendingReason | None:
     """Could ``request`` in ``queue`` ever start? See :func:`never_schedulable`, which also
     names the request field at fault."""
     found = never_schedulable(request, queue, all_queues, nodes)
     return None if found is None else found[0]
 
 
-def never_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec],
-                      nodes: Iterable[Node]) -> tuple[PendingReason, str] | None:
+def never_schedulable(
+    request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec], nodes: Iterable[Node]
+) -> tuple[PendingReason, str] | None:
     """Could ``request`` in ``queue`` ever start? For the coordinator's submission check.
 
     Args:
@@ -116,8 +123,7 @@ def never_schedulable(request: JobRequest, queue: QueueSpec, all_queues: Iterabl
         return reason, quota_fault_field(book, queue.name, request)
     devices = DeviceBook(Snapshot(now=0.0, nodes=tuple(nodes), queues=(), running=(), pending=()))
     model = request.gpu_model.lower() if request.gpu_model else None
-    reason = placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False),
-                                  request)
+    reason = placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False), request)
     if reason is None:
         return None
     return reason, _placement_field(devices, request, model)

@@ -11,5 +11,13 @@ from labgang.launcher.simulate.engine import Simulation
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 from labgang.launcher.simulate.summary import format_summary
 
-__all__ = ["Report", "Scenario", "ScenarioError", "Simulation", "format_summary", "load_scenario",
-           "parse_scenario", "run_scenario"]
+__all__ = [
+    "Report",
+    "Scenario",
+    "ScenarioError",
+    "Simulation",
+    "format_summary",
+    "load_scenario",
+    "parse_scenario",
+    "run_scenario",
+]

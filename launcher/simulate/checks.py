@@ -104,8 +104,9 @@ def partial_gangs(sim: Simulation) -> list[str]:
             out.append(f"no_partial_gangs: {j.id} has ranks {[r.rank for r in j.placement]} of {req.workers}")
         for r in j.placement:
             if len(r.devices) != req.per_worker:
-                out.append(f"no_partial_gangs: {j.id} rank {r.rank} got {len(r.devices)} of "
-                           f"{count(req.per_worker, 'device')}")
+                out.append(
+                    f"no_partial_gangs: {j.id} rank {r.rank} got {len(r.devices)} of {count(req.per_worker, 'device')}"
+                )
             for u in r.devices:
                 dev = known.get(u)
                 if dev is None or dev.resource != req.resource or dev.node != r.node:

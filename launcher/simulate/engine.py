@@ -200,10 +200,27 @@ class Simulation:
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(RunningJob(j.id, j.spec.queue, j.request, j.priority, j.spec.submit, j.admit_time,
-                                     j.placement, j.spec.grace, j.terminating, j.admit_seq) for j in running),
-            pending=tuple(PendingJob(j.id, j.spec.queue, j.request, j.priority, j.spec.submit, j.seq,
-                                     j.pending_since, j.nominated) for j in pending),
+            running=tuple(
+                RunningJob(
+                    j.id,
+                    j.spec.queue,
+                    j.request,
+                    j.priority,
+                    j.spec.submit,
+                    j.admit_time,
+                    j.placement,
+                    j.spec.grace,
+                    j.terminating,
+                    j.admit_seq,
+                )
+                for j in running
+            ),
+            pending=tuple(
+                PendingJob(
+                    j.id, j.spec.queue, j.request, j.priority, j.spec.submit, j.seq, j.pending_since, j.nominated
+                )
+                for j in pending
+            ),
         )
 
     def _schedule(self) -> None:
@@ -250,8 +267,11 @@ class Simulation:
             job.first_admit = self.now
         if job.spec.duration is not None:
             self._push(self.now + job.spec.duration, _EXIT, "end", job.id, job.epoch)
-        self._emit("admit", job=job.id, placement=[
-            {"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement])
+        self._emit(
+            "admit",
+            job=job.id,
+            placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
+        )
 
     def _terminate(self, job: SimJob) -> None:
         job.terminating = True
@@ -272,10 +292,13 @@ class Simulation:
             model = req.gpu_model.lower() if req.gpu_model else None
             raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes)
             if raw is None:
-                raise ScenarioError(self.scenario.source, [
-                    f"jobs[{job.seq}] ({job.id!r}): running = true but the cluster has no room left for it"])
-            placement = tuple(RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds))
-                              for i, (n, ds) in enumerate(raw))
+                raise ScenarioError(
+                    self.scenario.source,
+                    [f"jobs[{job.seq}] ({job.id!r}): running = true but the cluster has no room left for it"],
+                )
+            placement = tuple(
+                RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)
+            )
             job.state = "running"
             job.placement = placement
             job.admit_time = job.spec.submit
@@ -285,8 +308,12 @@ class Simulation:
             job.first_admit = job.spec.submit
             if job.spec.duration is not None:
                 self._push(max(0.0, job.spec.submit + job.spec.duration), _EXIT, "end", job.id, job.epoch)
-            self._emit("admit", job=job.id, placement=[
-                {"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement], initial=True)
+            self._emit(
+                "admit",
+                job=job.id,
+                placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
+                initial=True,
+            )
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:
@@ -300,5 +327,8 @@ class Simulation:
 
     def usage(self, queue: str, resource: str) -> int:
         """Devices of ``resource`` held by ``queue``'s running (and terminating) jobs."""
-        return sum(j.request.total for j in self.jobs.values()
-                   if j.state == "running" and j.spec.queue == queue and j.request.resource == resource)
+        return sum(
+            j.request.total
+            for j in self.jobs.values()
+            if j.state == "running" and j.spec.queue == queue and j.request.resource == resource
+        )

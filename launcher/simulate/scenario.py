@@ -126,11 +126,16 @@ class QueueModel(_Strict):
         """The scheduler's :class:`QueueSpec`."""
         bwc = self.borrow_within_cohort
         return QueueSpec(
-            name=self.name, nominal=dict(self.nominal), cohort=self.cohort,
-            borrowing_limit=dict(self.borrowing_limit), lending_limit=dict(self.lending_limit),
-            within_queue=self.within_queue, reclaim_within_cohort=self.reclaim_within_cohort,
+            name=self.name,
+            nominal=dict(self.nominal),
+            cohort=self.cohort,
+            borrowing_limit=dict(self.borrowing_limit),
+            lending_limit=dict(self.lending_limit),
+            within_queue=self.within_queue,
+            reclaim_within_cohort=self.reclaim_within_cohort,
             borrow_within_cohort=BorrowWithinCohort(bwc.policy, bwc.max_priority_threshold),
-            queueing=self.queueing, starvation_after=self.starvation_after,
+            queueing=self.queueing,
+            starvation_after=self.starvation_after,
         )
 
 
@@ -163,10 +168,20 @@ class JobModel(_Strict):
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
         if self.mig is not None:
-            return JobRequest(workers=self.workers, per_worker=1, resource=mig_resource(self.mig),
-                              gpu_model=self.model, nodes=self.nodes)
-        return JobRequest(workers=self.workers, per_worker=self.gpus_per_worker or 1, resource=GPU,
-                          gpu_model=self.model, nodes=self.nodes)
+            return JobRequest(
+                workers=self.workers,
+                per_worker=1,
+                resource=mig_resource(self.mig),
+                gpu_model=self.model,
+                nodes=self.nodes,
+            )
+        return JobRequest(
+            workers=self.workers,
+            per_worker=self.gpus_per_worker or 1,
+            resource=GPU,
+            gpu_model=self.model,
+            nodes=self.nodes,
+        )
 
 
 class ExpectModel(_Strict):
@@ -192,7 +207,7 @@ class InvariantModel(_Strict):
         if v is None:
             return v
         if not isinstance(v.get("queue"), str):
-            raise ValueError("needs queue = \"<name>\" and one or more <resource> = <count>")
+            raise ValueError('needs queue = "<name>" and one or more <resource> = <count>')
         for key, n in v.items():
             if key == "queue":
                 continue
@@ -248,8 +263,10 @@ def build_nodes(nodes: list[NodeModel]) -> tuple[Node, ...]:
         for i in range(n.gpus):
             if n.mig:
                 parent = f"GPU-{n.name}-{i}"
-                devs += [Device(f"MIG-{n.name}-{i}-{k}", n.name, mig_resource(p), n.model, parent)
-                         for k, p in enumerate(n.mig)]
+                devs += [
+                    Device(f"MIG-{n.name}-{i}-{k}", n.name, mig_resource(p), n.model, parent)
+                    for k, p in enumerate(n.mig)
+                ]
             else:
                 devs.append(Device(f"GPU-{n.name}-{i}", n.name, GPU, n.model, ""))
         out.append(Node(n.name, tuple(devs)))
@@ -276,8 +293,14 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ScenarioFile
-    table = {"scenario": ScenarioMeta, "nodes": NodeModel, "queues": QueueModel, "jobs": JobModel,
-             "expect": ExpectModel, "invariant": InvariantModel}
+    table = {
+        "scenario": ScenarioMeta,
+        "nodes": NodeModel,
+        "queues": QueueModel,
+        "jobs": JobModel,
+        "expect": ExpectModel,
+        "invariant": InvariantModel,
+    }
     keys = [p for p in loc[:-1] if isinstance(p, str)]
     for k in keys:
         if model is ScenarioFile and k in table:
@@ -319,12 +342,15 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         raise ScenarioError(source, describe_errors(exc, data)) from None
     problems: list[str] = []
     if f.scenario.fair_sharing:
-        problems.append("scenario.fair_sharing: fair-share preemption is not supported by this build; "
-                        "allowed: false (or absent)")
+        problems.append(
+            "scenario.fair_sharing: fair-share preemption is not supported by this build; allowed: false (or absent)"
+        )
     for feat in f.scenario.requires:
         if feat not in SUPPORTED_FEATURES:
-            problems.append(f"scenario.requires: feature {feat!r} is not supported by this build; "
-                            f"supported: {', '.join(sorted(SUPPORTED_FEATURES))}")
+            problems.append(
+                f"scenario.requires: feature {feat!r} is not supported by this build; "
+                f"supported: {', '.join(sorted(SUPPORTED_FEATURES))}"
+            )
     _unique(problems, "nodes", [n.name for n in f.nodes])
     _unique(problems, "queues", [q.name for q in f.queues])
     _unique(problems, "jobs", [j.id for j in f.jobs])
@@ -333,8 +359,10 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         for res, limit in q.lending_limit.items():
             have = q.nominal.get(res, 0)
             if limit > have:
-                problems.append(f"queues[{i}] ({q.name!r}).lending_limit.{res}: {limit} is above the nominal quota "
-                                f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota, as in Kueue)")
+                problems.append(
+                    f"queues[{i}] ({q.name!r}).lending_limit.{res}: {limit} is above the nominal quota "
+                    f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota, as in Kueue)"
+                )
     priorities: dict[str, int] = {}
     for i, j in enumerate(f.jobs):
         where = f"jobs[{i}] ({j.id!r})"
@@ -344,8 +372,10 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             problems.append(f"{where}: give either gpus_per_worker or mig, not both")
         if isinstance(j.priority, str):
             if j.priority not in f.priority_classes:
-                problems.append(f"{where}.priority: unknown priority class {j.priority!r}; allowed: an integer "
-                                f"or one of {', '.join(f.priority_classes) or '(none defined)'}")
+                problems.append(
+                    f"{where}.priority: unknown priority class {j.priority!r}; allowed: an integer "
+                    f"or one of {', '.join(f.priority_classes) or '(none defined)'}"
+                )
             priorities[j.id] = f.priority_classes.get(j.priority, 0)
         else:
             priorities[j.id] = j.priority
@@ -357,8 +387,10 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
                     problems.append(f"expect[{i}].{key}: unknown job {name!r}")
     for i, inv in enumerate(f.invariant):
         if inv.max_usage is not None and inv.max_usage["queue"] not in queues:
-            problems.append(f"invariant[{i}].max_usage.queue: unknown queue {inv.max_usage['queue']!r}; "
-                            f"allowed: {', '.join(queues)}")
+            problems.append(
+                f"invariant[{i}].max_usage.queue: unknown queue {inv.max_usage['queue']!r}; "
+                f"allowed: {', '.join(queues)}"
+            )
     if problems:
         raise ScenarioError(source, problems)
     return Scenario(source, f, build_nodes(f.nodes), tuple(q.to_spec() for q in f.queues), priorities)

@@ -61,16 +61,19 @@ def queue_stats(sim: Simulation) -> list[QueueStats]:
     for spec in sim.scenario.queues:
         mine = [j for j in sim.jobs.values() if j.spec.queue == spec.name]
         waits = sorted(sum(j.waits) for j in mine if j.waits)
-        out.append(QueueStats(
-            queue=spec.name, jobs=len(mine),
-            started=sum(1 for j in mine if j.first_admit is not None),
-            finished=sum(1 for j in mine if j.state == "finished"),
-            preempted=sum(1 for j in mine if j.preempted),
-            wait_mean_s=sum(waits) / len(waits) if waits else None,
-            wait_p50_s=waits[(len(waits) - 1) // 2] if waits else None,
-            wait_max_s=waits[-1] if waits else None,
-            device_seconds=sum(held[j.id] for j in mine),
-        ))
+        out.append(
+            QueueStats(
+                queue=spec.name,
+                jobs=len(mine),
+                started=sum(1 for j in mine if j.first_admit is not None),
+                finished=sum(1 for j in mine if j.state == "finished"),
+                preempted=sum(1 for j in mine if j.preempted),
+                wait_mean_s=sum(waits) / len(waits) if waits else None,
+                wait_p50_s=waits[(len(waits) - 1) // 2] if waits else None,
+                wait_max_s=waits[-1] if waits else None,
+                device_seconds=sum(held[j.id] for j in mine),
+            )
+        )
     return out
 
 
@@ -97,17 +100,22 @@ def count(n: int, noun: str) -> str:
 
 def format_summary(sim: Simulation) -> str:
     """A plain-text table of :func:`queue_stats` and :func:`utilization`."""
+
     def sec(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
 
     lines = [f"simulated {sim.now:g} s, {count(len(sim.jobs), 'job')}, {count(sim.cycles, 'scheduling cycle')}", ""]
-    header = f"{'QUEUE':<16} {'JOBS':>5} {'STARTED':>7} {'DONE':>5} {'PREEMPTED':>9} " \
-             f"{'WAIT MEAN':>9} {'P50':>7} {'MAX':>7} {'DEVICE-H':>9}"
+    header = (
+        f"{'QUEUE':<16} {'JOBS':>5} {'STARTED':>7} {'DONE':>5} {'PREEMPTED':>9} "
+        f"{'WAIT MEAN':>9} {'P50':>7} {'MAX':>7} {'DEVICE-H':>9}"
+    )
     lines.append(header)
     for s in queue_stats(sim):
-        lines.append(f"{s.queue:<16} {s.jobs:>5} {s.started:>7} {s.finished:>5} {s.preempted:>9} "
-                     f"{sec(s.wait_mean_s):>9} {sec(s.wait_p50_s):>7} {sec(s.wait_max_s):>7} "
-                     f"{s.device_seconds / 3600:>9.2f}")
+        lines.append(
+            f"{s.queue:<16} {s.jobs:>5} {s.started:>7} {s.finished:>5} {s.preempted:>9} "
+            f"{sec(s.wait_mean_s):>9} {sec(s.wait_p50_s):>7} {sec(s.wait_max_s):>7} "
+            f"{s.device_seconds / 3600:>9.2f}"
+        )
     lines.append(WAIT_NOTE)
     lines.append("")
     for res, frac in utilization(sim).items():

@@ -45,8 +45,9 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
             backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes)
         else:
             assert text is not None
-            backend = SimulatedNvml(machine_from_text(text, "test.toml"), virtual_time=True,
-                                    scan_processes=scan_processes)
+            backend = SimulatedNvml(
+                machine_from_text(text, "test.toml"), virtual_time=True, scan_processes=scan_processes
+            )
         backend.nvmlInit()
         made.append(backend)
         return backend

@@ -21,25 +21,56 @@ from labgang.agent.inventory import (
 UNSUP = Unavailable("unsupported", 3)
 
 
-def gpu(index: int, uuid: str, *, mig: bool | None = False, pending: bool | None = None,
-        migs: tuple[MigDeviceInfo, ...] = (), procs: tuple[ProcessInfo, ...] = (), **over) -> GpuInfo:
+def gpu(
+    index: int,
+    uuid: str,
+    *,
+    mig: bool | None = False,
+    pending: bool | None = None,
+    migs: tuple[MigDeviceInfo, ...] = (),
+    procs: tuple[ProcessInfo, ...] = (),
+    **over,
+) -> GpuInfo:
     fields = dict(
-        index=index, uuid=uuid, name="NVIDIA H100 80GB HBM3", pci_bus_id=f"00000000:{index:02X}:00.0",
-        memory_total_bytes=85520809984, memory_used_bytes=0, memory_free_bytes=85018542080,
-        utilization_gpu_pct=UNSUP if mig else 0.0, utilization_memory_pct=UNSUP if mig else 0.0,
-        sm_active_pct=0.0, sm_occupancy_pct=0.0, temperature_c=31.0, power_w=70.5, power_limit_w=700.0,
-        clock_event_reasons=("gpu_idle",), ecc_volatile_uncorrected=0,
-        mig_mode_current=mig, mig_mode_pending=mig if pending is None else pending,
-        processes=procs, mig_devices=migs,
+        index=index,
+        uuid=uuid,
+        name="NVIDIA H100 80GB HBM3",
+        pci_bus_id=f"00000000:{index:02X}:00.0",
+        memory_total_bytes=85520809984,
+        memory_used_bytes=0,
+        memory_free_bytes=85018542080,
+        utilization_gpu_pct=UNSUP if mig else 0.0,
+        utilization_memory_pct=UNSUP if mig else 0.0,
+        sm_active_pct=0.0,
+        sm_occupancy_pct=0.0,
+        temperature_c=31.0,
+        power_w=70.5,
+        power_limit_w=700.0,
+        clock_event_reasons=("gpu_idle",),
+        ecc_volatile_uncorrected=0,
+        mig_mode_current=mig,
+        mig_mode_pending=mig if pending is None else pending,
+        processes=procs,
+        mig_devices=migs,
     )
     fields.update(over)
     return GpuInfo(**fields)
 
 
 def mig_dev(uuid: str, index: int, profile: str, gi: int, parent: str, procs=()) -> MigDeviceInfo:
-    return MigDeviceInfo(uuid=uuid, index=index, profile=profile, gi_id=gi, ci_id=0,
-                         memory_total_bytes=10468982784, memory_used_bytes=0, sm_count=16,
-                         parent_uuid=parent, processes=procs, sm_active_pct=12.5)
+    return MigDeviceInfo(
+        uuid=uuid,
+        index=index,
+        profile=profile,
+        gi_id=gi,
+        ci_id=0,
+        memory_total_bytes=10468982784,
+        memory_used_bytes=0,
+        sm_count=16,
+        parent_uuid=parent,
+        processes=procs,
+        sm_active_pct=12.5,
+    )
 
 
 def node(*gpus: GpuInfo) -> NodeInventory:
@@ -75,13 +106,13 @@ def test_round_trip_is_exact_through_json():
 @given(
     used=st.one_of(st.integers(0, 2**40), st.sampled_from([Unavailable("unknown"), Unavailable("error", 999)])),
     temp=st.one_of(st.floats(0, 120, allow_nan=False), st.just(Unavailable("gpu_lost", 15))),
-    reasons=st.one_of(st.lists(st.sampled_from(["gpu_idle", "sw_power_cap", "hw_slowdown"]), max_size=3).map(tuple),
-                      st.just(UNSUP)),
+    reasons=st.one_of(
+        st.lists(st.sampled_from(["gpu_idle", "sw_power_cap", "hw_slowdown"]), max_size=3).map(tuple), st.just(UNSUP)
+    ),
     mig=st.sampled_from([True, False, None]),
 )
 def test_round_trip_property(used, temp, reasons, mig):
-    inv = node(gpu(0, "GPU-x", mig=mig, temperature_c=temp, clock_event_reasons=reasons,
-                   procs=(ProcessInfo(1, used),)))
+    inv = node(gpu(0, "GPU-x", mig=mig, temperature_c=temp, clock_event_reasons=reasons, procs=(ProcessInfo(1, used),)))
     assert NodeInventory.from_dict(json.loads(json.dumps(inv.to_dict()))) == inv
 
 
@@ -116,7 +147,10 @@ def test_allocatable_lists_whole_gpus_and_mig_devices_never_a_mig_gpu_whole():
 
 
 def test_device_pids_per_allocatable_device():
-    migs = (mig_dev("MIG-1", 0, "3g.40gb", 2, "GPU-b", (ProcessInfo(7, 1, 2, 0),)), mig_dev("MIG-2", 1, "1g.10gb", 9, "GPU-b"))
+    migs = (
+        mig_dev("MIG-1", 0, "3g.40gb", 2, "GPU-b", (ProcessInfo(7, 1, 2, 0),)),
+        mig_dev("MIG-2", 1, "1g.10gb", 9, "GPU-b"),
+    )
     inv = node(
         gpu(0, "GPU-a", procs=(ProcessInfo(5, 1), ProcessInfo(6, Unavailable("unknown")))),
         gpu(1, "GPU-b", mig=True, migs=migs, procs=(ProcessInfo(7, 1, 2, 0),)),
@@ -131,8 +165,9 @@ def test_device_pids_per_allocatable_device():
 
 
 def test_warnings_name_pending_mig_throttling_and_ecc():
-    g = gpu(0, "GPU-a", mig=False, pending=True, clock_event_reasons=("gpu_idle", "hw_slowdown"),
-            ecc_volatile_uncorrected=2)
+    g = gpu(
+        0, "GPU-a", mig=False, pending=True, clock_event_reasons=("gpu_idle", "hw_slowdown"), ecc_volatile_uncorrected=2
+    )
     assert g.warnings() == ("mig pending enable (reset needed)", "throttled: hw_slowdown", "ecc errors: 2")
     assert gpu(1, "GPU-b").warnings() == ()
 

@@ -17,8 +17,20 @@ def test_table_shows_devices_profiles_and_na(sim_dir):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "sim-a100x8-mig: driver 535.183.01, CUDA 12.2, 8 GPU(s), 17 MIG device(s)"
-    assert lines[1].split() == ["DEVICE", "MODEL", "UUID", "PROFILE", "MEM", "GiB", "UTIL%", "SM%", "TEMP", "POWER",
-                                "PROCS", "WARNINGS"]
+    assert lines[1].split() == [
+        "DEVICE",
+        "MODEL",
+        "UUID",
+        "PROFILE",
+        "MEM",
+        "GiB",
+        "UTIL%",
+        "SM%",
+        "TEMP",
+        "POWER",
+        "PROCS",
+        "WARNINGS",
+    ]
     gpu0 = lines[2].split()
     assert gpu0[:6] == ["0", "NVIDIA", "A100-SXM4-80GB", "GPU-9e0a72e6", "MIG", "0.0/80.0"]
     assert gpu0[6:8] == ["n/a", "n/a"]  # utilisation unsupported in MIG mode, no GPM on Ampere
@@ -76,12 +88,30 @@ def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir):
     inv = read_inventory(backend, now=5.0)
     backend.nvmlShutdown()
     held = inv.gpus[1].uuid
-    _NodesHandler.body = json.dumps({"nodes": [
-        {"name": "n1", "connected": True, "last_seen": 5.0, "inventory": inv.to_dict(),
-         "devices": [{"uuid": held, "resource": "gpu", "model": "H100", "job": "17", "user": "alice",
-                      "queue": "vision", "state": "allocated"}]},
-        {"name": "n2", "connected": False, "last_seen": None, "inventory": None, "devices": []},
-    ]}).encode()
+    _NodesHandler.body = json.dumps(
+        {
+            "nodes": [
+                {
+                    "name": "n1",
+                    "connected": True,
+                    "last_seen": 5.0,
+                    "inventory": inv.to_dict(),
+                    "devices": [
+                        {
+                            "uuid": held,
+                            "resource": "gpu",
+                            "model": "H100",
+                            "job": "17",
+                            "user": "alice",
+                            "queue": "vision",
+                            "state": "allocated",
+                        }
+                    ],
+                },
+                {"name": "n2", "connected": False, "last_seen": None, "inventory": None, "devices": []},
+            ]
+        }
+    ).encode()
     sock = tmp_path / "labgang.sock"
     server = socketserver.ThreadingUnixStreamServer(str(sock), _NodesHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -57,8 +57,16 @@ class Raising:
         (pynvml.NVML_ERROR_UNINITIALIZED, "error"),
         (27, "error"),  # NOT_READY: a code pynvml has no text for
     ],
-    ids=["not_supported", "function_not_found", "no_permission", "gpu_lost", "unknown", "insufficient_size",
-         "uninitialized", "code_27"],
+    ids=[
+        "not_supported",
+        "function_not_found",
+        "no_permission",
+        "gpu_lost",
+        "unknown",
+        "insufficient_size",
+        "uninitialized",
+        "code_27",
+    ],
 )
 def test_each_nvml_error_code_becomes_a_field_state(code, reason):
     value = query(Raising(pynvml.NVMLError(code)), "nvmlDeviceGetPowerUsage", object())
@@ -97,7 +105,9 @@ def test_an_expected_gap_is_logged_once(caplog):
 def test_the_log_once_set_is_bounded():
     query_mod._logged.clear()
     for i in range(query_mod._LOG_ONCE_LIMIT + 50):
-        query(Raising(pynvml.NVMLError(3)), "nvmlDeviceGetPowerUsage", None) if i == 0 else query_mod._log_once(f"f{i}", 3, "x")
+        query(Raising(pynvml.NVMLError(3)), "nvmlDeviceGetPowerUsage", None) if i == 0 else query_mod._log_once(
+            f"f{i}", 3, "x"
+        )
     assert len(query_mod.logged_once()) == query_mod._LOG_ONCE_LIMIT
 
 
@@ -121,7 +131,11 @@ def test_a_lost_gpu_is_reported_lost_and_the_others_read(make_sim):
     inv = read(make_sim, gpu0="lost = true")
     assert len(inv.gpus) == 2
     lost, ok = inv.gpus
-    assert lost.lost and lost.uuid == Unavailable("gpu_lost", 15) and lost.memory_total_bytes == Unavailable("gpu_lost", 15)
+    assert (
+        lost.lost
+        and lost.uuid == Unavailable("gpu_lost", 15)
+        and lost.memory_total_bytes == Unavailable("gpu_lost", 15)
+    )
     assert "gpu lost" in lost.warnings()
     assert ok.uuid == "GPU-66666666-7777-a888-1999-000000000000" and not ok.lost
     assert [d.uuid for d in inv.allocatable()] == [ok.uuid]
@@ -149,8 +163,11 @@ def test_old_driver_without_process_v3_reports_processes_unsupported(make_sim):
 
 
 def test_old_driver_clock_reasons_fall_back_to_throttle_reasons(make_sim):
-    inv = read(make_sim, machine='missing_functions = ["nvmlDeviceGetCurrentClocksEventReasons"]',
-               gpu0='clock_event_reasons = ["gpu_idle", "sw_power_cap"]')
+    inv = read(
+        make_sim,
+        machine='missing_functions = ["nvmlDeviceGetCurrentClocksEventReasons"]',
+        gpu0='clock_event_reasons = ["gpu_idle", "sw_power_cap"]',
+    )
     assert inv.gpus[0].clock_event_reasons == ("gpu_idle", "sw_power_cap")
 
 
@@ -250,8 +267,9 @@ def test_no_driver_raises_one_clear_line():
 
 @needs_no_driver
 def test_no_driver_cli_prints_one_line_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "labgang.launcher", "nodes", "--local"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "nodes", "--local"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()

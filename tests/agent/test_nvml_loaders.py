@@ -28,8 +28,14 @@ LISTINGS = sorted((REPO / "tests" / "fixtures" / "nvml").glob("*-smi-L.txt"))
 # Whole-GPU memory (MiB) of the models the machine files use, as nvidia-smi reports them on real boards.
 MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564}
 # GPU-instance memory (MiB) per A100-80GB profile, from NVIDIA's MIG user guide / real captures.
-A100_80_PROFILE_MIB = {"1g.10gb": 9728, "1g.20gb": 19968, "2g.20gb": 19968, "3g.40gb": 40192, "4g.40gb": 40192,
-                       "7g.80gb": 80896}
+A100_80_PROFILE_MIB = {
+    "1g.10gb": 9728,
+    "1g.20gb": 19968,
+    "2g.20gb": 19968,
+    "3g.40gb": 40192,
+    "4g.40gb": 40192,
+    "7g.80gb": 80896,
+}
 A100_40_PROFILE_MIB = {"1g.5gb": 4864, "2g.10gb": 9984, "3g.20gb": 19968}
 
 
@@ -41,7 +47,13 @@ def run_json(path: Path) -> dict:
 
 def test_every_sim_file_and_capture_is_covered():
     assert len(SIM_FILES) >= 6 and {p.name for p in SIM_FILES} >= {
-        "h100x8.toml", "a100x8-mig.toml", "rtx4090x2.toml", "h100-mig-pending.toml", "n1-4gpu.toml", "n2-4gpu.toml"}
+        "h100x8.toml",
+        "a100x8-mig.toml",
+        "rtx4090x2.toml",
+        "h100-mig-pending.toml",
+        "n1-4gpu.toml",
+        "n2-4gpu.toml",
+    }
     assert len(CAPTURES) >= 10
 
 
@@ -60,7 +72,8 @@ def test_sim_machine_file_reports_what_it_says(path: Path):
             assert gpu["mig_mode_pending"] is spec["mig_pending"]
         migs = spec.get("mig_device", [])
         assert [(m["uuid"], m["profile"], m["gi_id"], m["ci_id"]) for m in gpu["mig_devices"]] == [
-            (m["uuid"], m["profile"], m["gi_id"], m["ci_id"]) for m in migs]
+            (m["uuid"], m["profile"], m["gi_id"], m["ci_id"]) for m in migs
+        ]
         for m in gpu["mig_devices"]:
             gi_profile = re.sub(r"^\d+c\.", "", m["profile"])
             assert m["memory_total_bytes"] == A100_80_PROFILE_MIB[gi_profile] * MIB
@@ -68,8 +81,11 @@ def test_sim_machine_file_reports_what_it_says(path: Path):
 
 
 def test_two_node_files_have_distinct_uuids():
-    uuids = [g["uuid"] for name in ("n1-4gpu.toml", "n2-4gpu.toml")
-             for g in tomllib.loads((REPO / "config" / "sim" / name).read_text())["gpu"]]
+    uuids = [
+        g["uuid"]
+        for name in ("n1-4gpu.toml", "n2-4gpu.toml")
+        for g in tomllib.loads((REPO / "config" / "sim" / name).read_text())["gpu"]
+    ]
     assert len(uuids) == 8 and len(set(uuids)) == 8
 
 
@@ -79,7 +95,7 @@ def test_two_node_files_have_distinct_uuids():
 def first_q_block(text: str) -> str:
     start = text.index("==============NVSMI LOG==============")
     end = re.search(r"^#{8,}", text[start:], flags=re.M)
-    return text[start:start + end.start()] if end else text[start:]
+    return text[start : start + end.start()] if end else text[start:]
 
 
 def expected_from_q_text(text: str) -> dict:
@@ -90,11 +106,13 @@ def expected_from_q_text(text: str) -> dict:
         total = int(re.search(r"^    FB Memory Usage\n\s+Total\s+: (\d+) MiB", section, flags=re.M).group(1))
         migs = []
         for mig in re.split(r"^    MIG Device\n", section, flags=re.M)[1:]:
-            migs.append({
-                "gi_id": int(re.search(r"GPU Instance ID\s+: (\d+)", mig).group(1)),
-                "ci_id": int(re.search(r"Compute Instance ID\s+: (\d+)", mig).group(1)),
-                "memory_mib": int(re.search(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig).group(1)),
-            })
+            migs.append(
+                {
+                    "gi_id": int(re.search(r"GPU Instance ID\s+: (\d+)", mig).group(1)),
+                    "ci_id": int(re.search(r"Compute Instance ID\s+: (\d+)", mig).group(1)),
+                    "memory_mib": int(re.search(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig).group(1)),
+                }
+            )
         gpus.append({"uuid": uuid, "memory_mib": total, "migs": migs})
     return {"gpus": gpus}
 
@@ -118,9 +136,15 @@ def expected_from_xml(text: str) -> dict:
     gpus = []
     for section in re.split(r"<gpu id=", text)[1:]:
         uuid = re.search(r"<uuid>(\S+)</uuid>", section).group(1)
-        migs = [{"gi_id": int(gi), "ci_id": int(ci), "memory_mib": int(mem)} for gi, ci, mem in re.findall(
-            r"<mig_device>.*?<gpu_instance_id>(\d+)</gpu_instance_id>\s*<compute_instance_id>(\d+)</compute_instance_id>"
-            r".*?<fb_memory_usage>\s*<total>(\d+) MiB", section, flags=re.S)]
+        migs = [
+            {"gi_id": int(gi), "ci_id": int(ci), "memory_mib": int(mem)}
+            for gi, ci, mem in re.findall(
+                r"<mig_device>.*?<gpu_instance_id>(\d+)</gpu_instance_id>\s*<compute_instance_id>(\d+)</compute_instance_id>"
+                r".*?<fb_memory_usage>\s*<total>(\d+) MiB",
+                section,
+                flags=re.S,
+            )
+        ]
         mig_part_end = section.find("</mig_devices>")
         rest = section[mig_part_end:] if mig_part_end >= 0 else section
         total = int(re.search(r"<fb_memory_usage>\s*<total>(\d+) MiB", rest).group(1))
@@ -158,7 +182,8 @@ def test_real_capture_reports_exactly_its_gpus_and_mig_devices(path: Path):
         assert g["uuid"] == e["uuid"]
         assert g["memory_total_bytes"] == e["memory_mib"] * MIB
         assert [(m["gi_id"], m["ci_id"], m["memory_total_bytes"]) for m in g["mig_devices"]] == [
-            (m["gi_id"], m["ci_id"], m["memory_mib"] * MIB) for m in e["migs"]]
+            (m["gi_id"], m["ci_id"], m["memory_mib"] * MIB) for m in e["migs"]
+        ]
         for m, em in zip(g["mig_devices"], e["migs"]):
             if "profile" in em:
                 assert (m["profile"], m["uuid"]) == (em["profile"], em["uuid"])
@@ -192,8 +217,11 @@ def test_legacy_mig_uuids_carry_gi_and_ci_ids():
 
 
 def test_format_is_detected_from_content_not_the_file_name(tmp_path, real_gpus, sim_dir):
-    for src in (real_gpus / "a100-sxm4-80gb-mig-gpu0-nvidia-smi-q.xml", real_gpus / "h100x8-nvidia-smi-q.txt",
-                sim_dir / "rtx4090x2.toml"):
+    for src in (
+        real_gpus / "a100-sxm4-80gb-mig-gpu0-nvidia-smi-q.xml",
+        real_gpus / "h100x8-nvidia-smi-q.txt",
+        sim_dir / "rtx4090x2.toml",
+    ):
         disguised = tmp_path / ("capture" + {".xml": ".toml", ".txt": ".xml", ".toml": ".txt"}[src.suffix])
         shutil.copy(src, disguised)
         a, b = run_json(src), run_json(disguised)
@@ -207,25 +235,50 @@ def test_derived_mig_uuids_are_stable_and_version_5_shaped(real_gpus):
     first = [m.uuid for m in machine_from_text(text, "a.xml").gpus[0].mig_devices]
     again = [m.uuid for m in machine_from_text(text, "b.xml").gpus[0].mig_devices]
     assert first == again and len(set(first)) == 4
-    assert all(re.fullmatch(r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", u) for u in first)
+    assert all(
+        re.fullmatch(r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", u) for u in first
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "H100-SXM5-80GB"\ncolour = "red"\n', r"gpu\[0\]: unknown field\(s\) colour; allowed: .*uuid"),
-        ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "V1000"\n', r"gpu.model: unknown model 'V1000'; allowed: H100-SXM5-80GB"),
-        ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "RTX-4090"\nmig_current = true\n', r"mig_current: .*cannot do MIG"),
-        ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n[[gpu.mig_device]]\nprofile = "5g.50gb"\ngi_id = 1\nci_id = 0\n',
-         r"mig_device.profile: unknown profile '5g.50gb' .*allowed: 1g.10gb"),
+        (
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "H100-SXM5-80GB"\ncolour = "red"\n',
+            r"gpu\[0\]: unknown field\(s\) colour; allowed: .*uuid",
+        ),
+        (
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "V1000"\n',
+            r"gpu.model: unknown model 'V1000'; allowed: H100-SXM5-80GB",
+        ),
+        (
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "RTX-4090"\nmig_current = true\n',
+            r"mig_current: .*cannot do MIG",
+        ),
+        (
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n[[gpu.mig_device]]\nprofile = "5g.50gb"\ngi_id = 1\nci_id = 0\n',
+            r"mig_device.profile: unknown profile '5g.50gb' .*allowed: 1g.10gb",
+        ),
         ('[machine]\n[[gpu]]\nmodel = "RTX-4090"\n', r"machine.hostname: missing"),
-        ('[machine]\nhostname = "x"\n[[gpu]]\nmodel = "H100-SXM5-80GB"\nerrors = { nvmlDeviceGetName = "BROKEN" }\n', r"errors.nvmlDeviceGetName: unknown NVML error 'BROKEN'"),
+        (
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "H100-SXM5-80GB"\nerrors = { nvmlDeviceGetName = "BROKEN" }\n',
+            r"errors.nvmlDeviceGetName: unknown NVML error 'BROKEN'",
+        ),
         ("hello world\n", r"bad.toml: not valid TOML: .*\(at line 1, column 7\)"),
         ('[machine\nhostname = "x"\n', r"bad.toml: not valid TOML: .*\(at line 1, column 9\)"),
         ('[[queues]]\nname = "q"\n', r"bad.toml: a TOML file but not a machine file: .*\[machine\].*found: queues"),
     ],
-    ids=["unknown-field", "unknown-model", "mig-on-geforce", "unknown-profile", "no-hostname", "bad-error",
-         "garbage-toml", "broken-table-header", "cluster-config"],
+    ids=[
+        "unknown-field",
+        "unknown-model",
+        "mig-on-geforce",
+        "unknown-profile",
+        "no-hostname",
+        "bad-error",
+        "garbage-toml",
+        "broken-table-header",
+        "cluster-config",
+    ],
 )
 def test_bad_machine_files_name_the_field_and_allowed_values(tmp_path, text, message):
     path = tmp_path / "bad.toml"
@@ -260,7 +313,11 @@ def test_profiles_of_an_unknown_product_are_inferred_from_sms_and_memory(real_gp
     q = first_q_block(text).replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 Prototype")
     machine = machine_from_text(q, "proto.txt")
     assert [(m.profile, m.sm_count, m.gi_id) for m in machine.gpus[0].mig_devices] == [
-        ("3g.40gb", 60, 2), ("2g.20gb", 32, 3), ("1g.10gb", 16, 9), ("1g.10gb", 16, 10)]
+        ("3g.40gb", 60, 2),
+        ("2g.20gb", 32, 3),
+        ("1g.10gb", 16, 9),
+        ("1g.10gb", 16, 10),
+    ]
 
 
 def test_compute_instance_split_of_an_unknown_product_is_named_per_instance(real_gpus):

@@ -18,7 +18,8 @@ from labgang.launcher.cli.nodes import nodes
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted((REPO / "config" / "sim").glob("*.toml")) + sorted(
-    p for p in (REPO.parent / "shared" / "fixtures" / "real-gpus").glob("*") if p.name != "README.md")
+    p for p in (REPO.parent / "shared" / "fixtures" / "real-gpus").glob("*") if p.name != "README.md"
+)
 RECORD_FIXTURE = REPO / "tests" / "fixtures" / "nvml" / "h100-mig-record.json"
 
 
@@ -59,8 +60,10 @@ def test_record_holds_arguments_answers_and_errors(tmp_path, sim_dir):
 
 
 def test_replayed_errors_are_the_same_classes(tmp_path):
-    text = ('[machine]\nhostname = "old"\nmissing_functions = ["nvmlDeviceGetComputeRunningProcesses_v3"]\n'
-            '[[gpu]]\nmodel = "H100-SXM5-80GB"\nlost = true\n[[gpu]]\nmodel = "RTX-4090"\n')
+    text = (
+        '[machine]\nhostname = "old"\nmissing_functions = ["nvmlDeviceGetComputeRunningProcesses_v3"]\n'
+        '[[gpu]]\nmodel = "H100-SXM5-80GB"\nlost = true\n[[gpu]]\nmodel = "RTX-4090"\n'
+    )
     sim = SimulatedNvml(machine_from_text(text, "old.toml"), virtual_time=True, scan_processes=False)
     live, replayed, replay = record_and_replay(sim, tmp_path / "rec.json")
     assert replayed == live
@@ -102,7 +105,9 @@ def test_committed_record_replays_its_values():
 def test_cli_record_then_simulate_gives_the_same_json(tmp_path, sim_dir):
     rec = tmp_path / "capture.json"
     runner = CliRunner()
-    first = runner.invoke(nodes, ["--local", "--simulate", str(sim_dir / "a100x8-mig.toml"), "--json", "--record", str(rec)])
+    first = runner.invoke(
+        nodes, ["--local", "--simulate", str(sim_dir / "a100x8-mig.toml"), "--json", "--record", str(rec)]
+    )
     assert first.exit_code == 0, first.output
     assert f"recorded NVML calls to {rec}" in first.stderr
     second = runner.invoke(nodes, ["--local", "--simulate", str(rec), "--json"])

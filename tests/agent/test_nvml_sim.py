@@ -94,7 +94,9 @@ def test_mig_behaviours(make_sim, sim_dir):
     info = nv.nvmlDeviceGetGpuInstanceProfileInfo(parent, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
     assert info.id == 19 and info.name == "MIG 1g.10gb"
     with pytest.raises(pynvml.NVMLError_NotSupported):  # MIG off on GPU 5
-        nv.nvmlDeviceGetGpuInstanceProfileInfo(nv.nvmlDeviceGetHandleByIndex(5), pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+        nv.nvmlDeviceGetGpuInstanceProfileInfo(
+            nv.nvmlDeviceGetHandleByIndex(5), pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE
+        )
 
 
 def test_handle_by_uuid_takes_gpu_mig_and_legacy_mig_uuids(make_sim, sim_dir):
@@ -128,7 +130,9 @@ def test_mig_handles_go_stale_after_reconfiguration(make_sim, sim_dir):
     nv = make_sim(sim_dir / "a100x8-mig.toml")
     parent = nv.nvmlDeviceGetHandleByIndex(4)
     old = nv.nvmlDeviceGetMigDeviceHandleByIndex(parent, 0)
-    layout = [mig_device(models.by_key("A100-SXM4-80GB"), 0, "MIG-aaaaaaaa-bbbb-5ccc-8ddd-eeeeeeeeeeee", "4g.40gb", 1, 0)]
+    layout = [
+        mig_device(models.by_key("A100-SXM4-80GB"), 0, "MIG-aaaaaaaa-bbbb-5ccc-8ddd-eeeeeeeeeeee", "4g.40gb", 1, 0)
+    ]
     nv.set_mig_layout(4, layout)
     with pytest.raises(pynvml.NVMLError_InvalidArgument):
         nv.nvmlDeviceGetUUID(old)
@@ -273,8 +277,10 @@ def test_reads_from_several_threads_take_turns(make_sim, sim_dir):
 
 
 def test_mig_enabled_with_zero_instances(make_sim):
-    text = ('[machine]\nhostname = "fresh"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n'
-            '[[gpu]]\nmodel = "A100-SXM4-80GB"\n')
+    text = (
+        '[machine]\nhostname = "fresh"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n'
+        '[[gpu]]\nmodel = "A100-SXM4-80GB"\n'
+    )
     inv = read_inventory(make_sim(text=text), now=1.0)
     assert inv.gpus[0].mig_devices == () and "mig enabled, no instances" in inv.gpus[0].warnings()
     assert [d.gpu_index for d in inv.allocatable()] == [1]  # never handed out whole, nothing inside yet

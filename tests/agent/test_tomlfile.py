@@ -44,10 +44,23 @@ def test_agent_with_a_bad_simulate_file_says_one_line_and_exits_2(tmp_path, repo
     machine = tmp_path / "m.toml"
     if content is not None:
         machine.write_bytes(content)
-    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "agent", "--config",
-                          str(repo_root / "config" / "agent.toml"), "--simulate", str(machine),
-                          "--state-dir", str(tmp_path / "state")],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labgang.launcher",
+            "agent",
+            "--config",
+            str(repo_root / "config" / "agent.toml"),
+            "--simulate",
+            str(machine),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"labgang agent: {machine}"), out.stderr

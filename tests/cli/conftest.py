@@ -125,9 +125,23 @@ class FakeCoordinator:
 
     async def _queues(self, request: web.Request) -> web.Response:
         await self._record(request)
-        return web.json_response({"queues": [{"name": "default", "cohort": None, "nominal": {"gpu": 8},
-                                              "used": {"gpu": 2}, "borrowed": {}, "lent": {}, "pending": 1,
-                                              "running": 1, "reclaim_time_s": 0.0}]})
+        return web.json_response(
+            {
+                "queues": [
+                    {
+                        "name": "default",
+                        "cohort": None,
+                        "nominal": {"gpu": 8},
+                        "used": {"gpu": 2},
+                        "borrowed": {},
+                        "lent": {},
+                        "pending": 1,
+                        "running": 1,
+                        "reclaim_time_s": 0.0,
+                    }
+                ]
+            }
+        )
 
     async def _version(self, request: web.Request) -> web.Response:
         await self._record(request)

@@ -27,8 +27,10 @@ def test_socket_follows_state_dir_and_env(monkeypatch, short_dir):
 def test_no_socket_file_names_the_socket_and_labgang_up(short_dir):
     with pytest.raises(CoordinatorUnavailable) as info:
         Client(short_dir / "labgang.sock").jobs()
-    assert str(info.value) == (f"no labgang coordinator at {short_dir / 'labgang.sock'}; start one with `labgang up` "
-                               "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)")
+    assert str(info.value) == (
+        f"no labgang coordinator at {short_dir / 'labgang.sock'}; start one with `labgang up` "
+        "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
+    )
 
 
 def test_stale_socket_file_is_no_coordinator(short_dir):
@@ -94,7 +96,6 @@ async def test_async_client_without_coordinator(short_dir):
     async with AsyncClient(short_dir / "labgang.sock") as client:
         with pytest.raises(CoordinatorUnavailable, match="no labgang coordinator at"):
             await client.jobs()
-
 
 
 def test_a_starting_labgang_up_is_waited_for(short_dir, fake_factory):

@@ -24,10 +24,24 @@ def _launch(repo_root, devices_per_rank):
     port = _free_port()
     procs = []
     for rank, devices in enumerate(devices_per_rank):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(len(devices_per_rank)),
-                   RANK=str(rank), LOCAL_RANK=str(rank), CUDA_VISIBLE_DEVICES=devices)
-        procs.append(subprocess.Popen([sys.executable, str(repo_root / "examples" / "ddp_allreduce.py")], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            WORLD_SIZE=str(len(devices_per_rank)),
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            CUDA_VISIBLE_DEVICES=devices,
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(repo_root / "examples" / "ddp_allreduce.py")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     results = [p.communicate(timeout=60) for p in procs]
     return [p.returncode for p in procs], results
 
@@ -52,6 +66,11 @@ def test_index_instead_of_uuid_fails(repo_root):
 
 def test_outside_a_gang_it_says_how_to_run_it(repo_root):
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")}
-    out = subprocess.run([sys.executable, str(repo_root / "examples" / "ddp_allreduce.py")], env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(repo_root / "examples" / "ddp_allreduce.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1 and "run me under `labgang run`" in out.stderr

@@ -49,7 +49,11 @@ class Labgang:
         self.log = open(state_dir / "up.log", "a+b")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE), *up_flags],
-            cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def output(self) -> str:
@@ -66,12 +70,24 @@ class Labgang:
         raise AssertionError(f"labgang up did not answer within {STARTUP_S} s:\n{self.output()}")
 
     def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "labgang.launcher", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def popen(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], cwd=REPO, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", *args],
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def job(self, job_id: str) -> dict:
         out = self.cli("show", "--json", job_id)
@@ -151,7 +167,9 @@ def test_run_all_ranks_prefixes_each_line_and_logs_reads_one_rank(lg):
 
 
 def test_run_exits_with_the_failing_rank_status(lg):
-    out = lg.cli("run", "-n", "2", "--", "python", "-c", "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)")
+    out = lg.cli(
+        "run", "-n", "2", "--", "python", "-c", "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)"
+    )
     assert out.returncode == 3, out.stderr
     assert "failed" in out.stderr
 
@@ -159,8 +177,7 @@ def test_run_exits_with_the_failing_rank_status(lg):
 @needs_torch
 def test_two_4x2_gangs_one_runs_whole_the_other_waits_whole(lg, tmp_path):
     gate = tmp_path / "go"
-    wait_then_ddp = (f"while [ ! -e {gate} ]; do sleep 0.05; done; "
-                     "exec python examples/ddp_allreduce.py")
+    wait_then_ddp = f"while [ ! -e {gate} ]; do sleep 0.05; done; exec python examples/ddp_allreduce.py"
     # The second gang's ranks only report their devices: the all-reduce itself is covered above,
     # and two torch gangs back to back cost CI twice the seconds.
     report = "import os; print(os.environ['RANK'], os.environ['CUDA_VISIBLE_DEVICES'])"
@@ -236,7 +253,11 @@ def test_logs_of_a_job_that_has_not_run_say_why(lg):
     assert follow.returncode == 0 and rest == ""
     assert more == f"labgang logs: job {waiting} was cancelled before it ran\n"  # said once more: the end
     out = lg.cli("logs", waiting)
-    assert (out.returncode, out.stdout, out.stderr) == (0, "", f"labgang logs: job {waiting} was cancelled before it ran\n")
+    assert (out.returncode, out.stdout, out.stderr) == (
+        0,
+        "",
+        f"labgang logs: job {waiting} was cancelled before it ran\n",
+    )
     assert lg.cli("cancel", big).returncode == 0
     lg.wait_state(big, {"cancelled"}, timeout=20)
 
@@ -259,8 +280,7 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
     """Slurm's --signal: USR1 at T-2 s, SIGTERM at T = 4 s (not an early, unwarned stop)."""
     script = tmp_path / "sig.py"
     script.write_text(SIG_SCRIPT)
-    out = lg.cli("run", "-n", "1", "--time", "4s", "--grace", "1s", "--signal", "USR1@2", "--",
-                 "python", str(script))
+    out = lg.cli("run", "-n", "1", "--time", "4s", "--grace", "1s", "--signal", "USR1@2", "--", "python", str(script))
     got = [line.split() for line in out.stdout.splitlines() if line.startswith("got ")]
     assert [g[1] for g in got] == ["SIGUSR1", "SIGTERM"], out.stdout + out.stderr
     assert float(got[1][2]) - float(got[0][2]) >= 1.5, got  # SIGTERM waits for the limit
@@ -277,10 +297,18 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         (["-g", "0"], 2, "Error: Invalid value for '-g' / '--gpus-per-worker': 0 is not in the range x>=1."),
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
-        (["-p", "urgent"], 2, "labgang submit: -p/--priority: 'urgent' is not an integer, and no priority classes "
-                              "are configured (allowed: an integer)"),
-        (["-p", "99999999999999999999"], 2, "labgang submit: -p/--priority: 99999999999999999999 is out of range "
-                                            "(allowed: an integer from -2147483648 to 2147483647, a signed 32-bit"),
+        (
+            ["-p", "urgent"],
+            2,
+            "labgang submit: -p/--priority: 'urgent' is not an integer, and no priority classes "
+            "are configured (allowed: an integer)",
+        ),
+        (
+            ["-p", "99999999999999999999"],
+            2,
+            "labgang submit: -p/--priority: 99999999999999999999 is out of range "
+            "(allowed: an integer from -2147483648 to 2147483647, a signed 32-bit",
+        ),
         (["-n", "5", "-g", "2"], 1, "labgang submit: -n/--workers: job can never start: "),
         # the flag at fault, not always -n/--workers
         (["--mig", "1g.10gb"], 1, "labgang submit: --mig: job can never start: "),
@@ -291,8 +319,19 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         (["--time", "0"], 2, "labgang submit: --time: must be > 0 seconds (e.g. 30s, 5m, 2h)"),
         (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (e.g. 30s, 5m, 2h)"),
     ],
-    ids=["gpus-0", "unknown-queue", "unknown-priority", "priority-out-of-range", "larger-than-the-machine", "mig", "gpu-model",
-         "gpus-per-worker", "nodes", "time-0", "grace-too-long"],
+    ids=[
+        "gpus-0",
+        "unknown-queue",
+        "unknown-priority",
+        "priority-out-of-range",
+        "larger-than-the-machine",
+        "mig",
+        "gpu-model",
+        "gpus-per-worker",
+        "nodes",
+        "time-0",
+        "grace-too-long",
+    ],
 )
 def test_refused_submission_changes_nothing(lg, args, status, last_line):
     before = lg.jobs()
@@ -320,8 +359,12 @@ def test_without_a_driver_up_points_at_simulate(tmp_path):
         pass
     else:
         pytest.skip("this machine has an NVIDIA driver; `labgang up` would start on it")
-    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "up", "--state-dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "up", "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "--simulate FILE" in lines[0]
@@ -366,9 +409,11 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
         finally:
             code = instance.stop()
         assert code == 0, instance.output()
-        assert (f"labgang up: stopped: stopped 2 jobs ({job_id}, {third}); they will run again at the next "
-                "`labgang up`; "
-                f"stopped and cancelled {once} (submitted with --no-requeue)") in instance.output()
+        assert (
+            f"labgang up: stopped: stopped 2 jobs ({job_id}, {third}); they will run again at the next "
+            "`labgang up`; "
+            f"stopped and cancelled {once} (submitted with --no-requeue)"
+        ) in instance.output()
         assert not any(_alive(pid) for pid in pids)
         assert not (Path(d) / "labgang.sock").exists()
         _, err = attached.communicate(timeout=30)
@@ -414,8 +459,10 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
 
 def test_two_simulated_instances_on_one_host_do_not_see_each_others_ranks():
     """Both load h100x8.toml (same UUIDs); each one's ranks are tagged with its own scope."""
-    with tempfile.TemporaryDirectory(prefix="lga", dir="/tmp") as da, \
-            tempfile.TemporaryDirectory(prefix="lgb", dir="/tmp") as db:
+    with (
+        tempfile.TemporaryDirectory(prefix="lga", dir="/tmp") as da,
+        tempfile.TemporaryDirectory(prefix="lgb", dir="/tmp") as db,
+    ):
         a, b = Labgang(Path(da)), Labgang(Path(db))
         try:
             a.wait_ready()

@@ -24,8 +24,14 @@ class ScriptedClient:
     def job(self, job_id: str) -> dict:
         state = self.states[min(self.job_calls, len(self.states) - 1)]
         self.job_calls += 1
-        return {"id": job_id, "state": state, "queue": "default", "nodes": ["vm"], "reason": None,
-                "exit_status": 0 if state == "succeeded" else None}
+        return {
+            "id": job_id,
+            "state": state,
+            "queue": "default",
+            "nodes": ["vm"],
+            "reason": None,
+            "exit_status": 0 if state == "succeeded" else None,
+        }
 
     def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
         data = self.log[offset:]

@@ -19,8 +19,18 @@ from labgang.launcher.cli.format import (
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("90", 90), ("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
-     ("1.5h", 5400), (" 10S ", 10), ("0", 0), ("2m30s", 150)],
+    [
+        ("90", 90),
+        ("30s", 30),
+        ("5m", 300),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+        (" 10S ", 10),
+        ("0", 0),
+        ("2m30s", 150),
+    ],
 )
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
@@ -34,8 +44,16 @@ def test_parse_duration_refuses_and_says_what_is_allowed(text):
 
 @pytest.mark.parametrize(
     "seconds, text",
-    [(0, "0s"), (59.9, "59s"), (60, "1m00s"), (303, "5m03s"), (7500, "2h05m"), (3 * 86400 + 4 * 3600, "3d04h"),
-     (-5, "0s"), (None, "-")],
+    [
+        (0, "0s"),
+        (59.9, "59s"),
+        (60, "1m00s"),
+        (303, "5m03s"),
+        (7500, "2h05m"),
+        (3 * 86400 + 4 * 3600, "3d04h"),
+        (-5, "0s"),
+        (None, "-"),
+    ],
 )
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
@@ -49,8 +67,15 @@ def test_parse_signal_spec(text, canonical):
     assert parse_signal_spec(text) == canonical
 
 
-@pytest.mark.parametrize("text, fragment", [("USR1", "SIG@SECONDS"), ("BOGUS@60", "unknown signal"),
-                                            ("USR1@soon", "not a duration"), ("USR1@1.5", "whole seconds")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("USR1", "SIG@SECONDS"),
+        ("BOGUS@60", "unknown signal"),
+        ("USR1@soon", "not a duration"),
+        ("USR1@1.5", "whole seconds"),
+    ],
+)
 def test_parse_signal_spec_refuses(text, fragment):
     with pytest.raises(ValueError, match=fragment):
         parse_signal_spec(text)
@@ -63,17 +88,40 @@ def test_render_table_aligns_columns_and_checks_row_width():
 
 
 def _job(**kw):
-    base = {"id": "7", "name": "train", "user": "ann", "uid": 1000, "queue": "default", "state": "running",
-            "workers": 4, "gpus_per_worker": 2, "resource": "gpu", "priority": 0, "submit_time": 1000.0,
-            "admit_time": 1010.0, "start_time": 1011.0, "end_time": None, "reason": None, "nodes": ["ws1"],
-            "exit_status": None, "restart_count": 0, "ranks": [], "history": []}
+    base = {
+        "id": "7",
+        "name": "train",
+        "user": "ann",
+        "uid": 1000,
+        "queue": "default",
+        "state": "running",
+        "workers": 4,
+        "gpus_per_worker": 2,
+        "resource": "gpu",
+        "priority": 0,
+        "submit_time": 1000.0,
+        "admit_time": 1010.0,
+        "start_time": 1011.0,
+        "end_time": None,
+        "reason": None,
+        "nodes": ["ws1"],
+        "exit_status": None,
+        "restart_count": 0,
+        "ranks": [],
+        "history": [],
+    }
     base.update(kw)
     return base
 
 
 def test_queue_table_shows_where_it_runs_or_why_it_waits():
-    pending = _job(id="8", state="pending", nodes=[],
-                   reason={"code": "NO_CAPACITY", "message": "needs 8 gpu, 0 free"}, submit_time=1290.0)
+    pending = _job(
+        id="8",
+        state="pending",
+        nodes=[],
+        reason={"code": "NO_CAPACITY", "message": "needs 8 gpu, 0 free"},
+        submit_time=1290.0,
+    )
     text = job_table([_job(), pending], now=1300.0)
     lines = text.splitlines()
     assert lines[0].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)"]
@@ -89,20 +137,38 @@ def test_gang_shape_and_reason_fallbacks():
 
 
 def test_queue_usage_table():
-    text = queue_table([{"name": "vision", "cohort": "lab", "nominal": {"gpu": 8}, "used": {"gpu": 10},
-                         "borrowed": {"gpu": 2}, "lent": {}, "pending": 3, "running": 2}])
+    text = queue_table(
+        [
+            {
+                "name": "vision",
+                "cohort": "lab",
+                "nominal": {"gpu": 8},
+                "used": {"gpu": 10},
+                "borrowed": {"gpu": 2},
+                "lent": {},
+                "pending": 3,
+                "running": 2,
+            }
+        ]
+    )
     assert text.splitlines()[1].split() == ["vision", "lab", "gpu=8", "gpu=10", "gpu=2", "-", "3", "2"]
 
 
 def test_job_detail_lists_ranks_and_history_with_reasons():
-    job = _job(state="failed", exit_status=3, end_time=1200.0,
-               reason={"code": "RANK_FAILED", "message": "rank 1 exited with status 3"},
-               ranks=[{"rank": 0, "node": "ws1", "devices": ["GPU-a", "GPU-b"], "state": "exited", "pid": 11,
-                       "exit_status": 143},
-                      {"rank": 1, "node": "ws1", "devices": ["GPU-c", "GPU-d"], "state": "exited", "pid": 12,
-                       "exit_status": 3}],
-               history=[{"time": 1000.0, "event": "submitted", "message": ""},
-                        {"time": 1200.0, "event": "failed", "message": "rank 1 exited with status 3"}])
+    job = _job(
+        state="failed",
+        exit_status=3,
+        end_time=1200.0,
+        reason={"code": "RANK_FAILED", "message": "rank 1 exited with status 3"},
+        ranks=[
+            {"rank": 0, "node": "ws1", "devices": ["GPU-a", "GPU-b"], "state": "exited", "pid": 11, "exit_status": 143},
+            {"rank": 1, "node": "ws1", "devices": ["GPU-c", "GPU-d"], "state": "exited", "pid": 12, "exit_status": 3},
+        ],
+        history=[
+            {"time": 1000.0, "event": "submitted", "message": ""},
+            {"time": 1200.0, "event": "failed", "message": "rank 1 exited with status 3"},
+        ],
+    )
     text = job_detail(job, now=1300.0)
     assert "State:       FAILED" in text
     assert "Reason:      RANK_FAILED: rank 1 exited with status 3" in text

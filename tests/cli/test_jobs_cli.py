@@ -16,9 +16,33 @@ def invoke(args, state_dir, env=None):
 
 
 def test_submit_prints_the_id_and_sends_the_flags(fake):
-    result = invoke(["submit", "-n", "4", "-g", "2", "-q", "vision", "-p", "high", "--grace", "30s",
-                     "--time", "2h", "--no-requeue", "--signal", "USR1@1m", "--", "python", "train.py", "--lr", "3"],
-                    fake.socket_path.parent, env={"CUDA_VISIBLE_DEVICES": "GPU-x", "KEEP_ME": "1"})
+    result = invoke(
+        [
+            "submit",
+            "-n",
+            "4",
+            "-g",
+            "2",
+            "-q",
+            "vision",
+            "-p",
+            "high",
+            "--grace",
+            "30s",
+            "--time",
+            "2h",
+            "--no-requeue",
+            "--signal",
+            "USR1@1m",
+            "--",
+            "python",
+            "train.py",
+            "--lr",
+            "3",
+        ],
+        fake.socket_path.parent,
+        env={"CUDA_VISIBLE_DEVICES": "GPU-x", "KEEP_ME": "1"},
+    )
     assert result.exit_code == 0, result.output
     assert result.output == "1\n"
     method, path, body = fake.received[-1]
@@ -76,9 +100,11 @@ def test_missing_command_is_a_usage_error(fake):
 def test_no_coordinator_is_one_line_and_status_1(short_dir):
     result = invoke(["queue"], short_dir)
     assert result.exit_code == 1
-    assert result.output == (f"labgang queue: no labgang coordinator at {short_dir / 'labgang.sock'}; "
-                             "start one with `labgang up` (on a lab node the agent serves this socket: "
-                             "see `systemctl status labgang-agent`)\n")
+    assert result.output == (
+        f"labgang queue: no labgang coordinator at {short_dir / 'labgang.sock'}; "
+        "start one with `labgang up` (on a lab node the agent serves this socket: "
+        "see `systemctl status labgang-agent`)\n"
+    )
 
 
 def test_state_dir_from_environment(fake):
@@ -108,16 +134,31 @@ def test_show_unknown_job_is_refused(fake):
 
 
 def test_build_submission_defaults(tmp_path):
-    body = build_submission(argv=["/usr/bin/python3", "-c", "pass"], env={"A": "1", "RANK": "3", "LABGANG_STATE_DIR": "/x"}, cwd=str(tmp_path))
-    assert body == {"workers": 1, "gpus_per_worker": 1, "mig": None, "requeue": True,
-                    "argv": ["/usr/bin/python3", "-c", "pass"], "env": {"A": "1"}, "cwd": str(tmp_path)}
+    body = build_submission(
+        argv=["/usr/bin/python3", "-c", "pass"],
+        env={"A": "1", "RANK": "3", "LABGANG_STATE_DIR": "/x"},
+        cwd=str(tmp_path),
+    )
+    assert body == {
+        "workers": 1,
+        "gpus_per_worker": 1,
+        "mig": None,
+        "requeue": True,
+        "argv": ["/usr/bin/python3", "-c", "pass"],
+        "env": {"A": "1"},
+        "cwd": str(tmp_path),
+    }
 
 
 @pytest.mark.parametrize(
     "job, status",
-    [({"state": "succeeded", "exit_status": 0}, 0), ({"state": "failed", "exit_status": 3}, 3),
-     ({"state": "failed", "exit_status": 137}, 137), ({"state": "failed", "exit_status": None}, 1),
-     ({"state": "cancelled", "exit_status": 143}, 1)],
+    [
+        ({"state": "succeeded", "exit_status": 0}, 0),
+        ({"state": "failed", "exit_status": 3}, 3),
+        ({"state": "failed", "exit_status": 137}, 137),
+        ({"state": "failed", "exit_status": None}, 1),
+        ({"state": "cancelled", "exit_status": 143}, 1),
+    ],
 )
 def test_exit_status_of(job, status):
     assert exit_status_of(job) == status
@@ -133,8 +174,9 @@ def _real_validation(fake, user: str, **config):
 
 
 def test_unknown_priority_class_lists_the_classes_once(fake):
-    _real_validation(fake, "root", priority_classes={"batch": 0, "default": 10, "high": 100},
-                     queues=[{"name": "default"}])
+    _real_validation(
+        fake, "root", priority_classes={"batch": 0, "default": 10, "high": 100}, queues=[{"name": "default"}]
+    )
     result = invoke(["submit", "-p", "urgent", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 2, result.output
     assert "unknown priority class 'urgent'" in result.output
@@ -142,12 +184,18 @@ def test_unknown_priority_class_lists_the_classes_once(fake):
 
 
 def test_refused_default_queue_says_it_came_from_the_default(fake):
-    _real_validation(fake, "bob", default_queue="team-a",
-                     queues=[{"name": "team-a", "users": ["alice"]}, {"name": "shared"}, {"name": "b", "users": ["bob"]}])
+    _real_validation(
+        fake,
+        "bob",
+        default_queue="team-a",
+        queues=[{"name": "team-a", "users": ["alice"]}, {"name": "shared"}, {"name": "b", "users": ["bob"]}],
+    )
     result = invoke(["submit", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1, result.output
-    assert ("labgang submit: default queue 'team-a' (from cluster.toml default_queue) is not open to user 'bob'; "
-            "use -q to pick one of: shared, b\n") == result.output
+    assert (
+        "labgang submit: default queue 'team-a' (from cluster.toml default_queue) is not open to user 'bob'; "
+        "use -q to pick one of: shared, b\n"
+    ) == result.output
     # with -q the refusal is about the queue given, as before
     result = invoke(["submit", "-q", "team-a", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1 and "from cluster.toml" not in result.output

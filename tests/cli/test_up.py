@@ -14,8 +14,12 @@ from labgang.launcher.cli.up import try_hint
 
 @pytest.mark.parametrize(
     "machine, shape",
-    [("h100x8.toml", "-n 4 -g 2"), ("rtx4090x2.toml", "-n 2 -g 1"), ("a100x8-mig.toml", "-n 3 -g 1"),
-     ("n1-4gpu.toml", "-n 4 -g 1")],
+    [
+        ("h100x8.toml", "-n 4 -g 2"),
+        ("rtx4090x2.toml", "-n 2 -g 1"),
+        ("a100x8-mig.toml", "-n 3 -g 1"),
+        ("n1-4gpu.toml", "-n 4 -g 1"),
+    ],
 )
 def test_the_hint_fits_the_machine(repo_root, machine, shape):
     backend = open_backend(repo_root / "config" / "sim" / machine)
@@ -27,8 +31,9 @@ def test_the_hint_fits_the_machine(repo_root, machine, shape):
 
 
 def test_simulate_and_nvml_exclude_each_other(tmp_path, repo_root):
-    result = CliRunner().invoke(cli, ["up", "--nvml", "--simulate", str(repo_root / "config/sim/h100x8.toml"),
-                                      "--state-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["up", "--nvml", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--state-dir", str(tmp_path)]
+    )
     assert result.exit_code == 2 and "--simulate and --nvml exclude each other" in result.output
 
 

@@ -52,9 +52,17 @@ class Cluster:
         nominal_gpus: the ``default`` queue's nominal gpu quota.
     """
 
-    def __init__(self, nodes: dict[str, str], *, config_extra: str = "", nominal_gpus: int = 8,
-                 node_timeout_s: float = 3.0, startup_timeout_s: float = 15.0, queue_extra: str = "",
-                 agent_supervisor: str = "allow_root = true\n") -> None:
+    def __init__(
+        self,
+        nodes: dict[str, str],
+        *,
+        config_extra: str = "",
+        nominal_gpus: int = 8,
+        node_timeout_s: float = 3.0,
+        startup_timeout_s: float = 15.0,
+        queue_extra: str = "",
+        agent_supervisor: str = "allow_root = true\n",
+    ) -> None:
         # Unix socket paths are limited to 107 bytes: keep the base short.
         self.base = Path(tempfile.mkdtemp(prefix="lgc-", dir="/tmp"))
         self.port = free_port()
@@ -84,14 +92,21 @@ class Cluster:
         self.logs[name] = log
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(log, "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], stdout=out,
-                                    stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "labgang.launcher", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
         self.procs[name] = proc
         return proc
 
     def start_coordinator(self) -> None:
-        self._spawn("coordinator", ["coordinator", "--config", str(self.config_file),
-                                    "--state-dir", str(self.coord_dir)])
+        self._spawn(
+            "coordinator", ["coordinator", "--config", str(self.config_file), "--state-dir", str(self.coord_dir)]
+        )
         wait_for(lambda: self.socket.exists() and self._answers(), timeout=15, what="coordinator socket")
 
     def agent_dir(self, node: str) -> Path:
@@ -183,8 +198,11 @@ class Cluster:
 
     def wait_state(self, job_id: str, states: set[str] | str, timeout: float = 15.0) -> dict[str, Any]:
         wanted = {states} if isinstance(states, str) else states
-        return wait_for(lambda: (j := self.job(job_id)) and j["state"] in wanted and j, timeout=timeout,
-                        what=f"job {job_id} in {sorted(wanted)}")
+        return wait_for(
+            lambda: (j := self.job(job_id)) and j["state"] in wanted and j,
+            timeout=timeout,
+            what=f"job {job_id} in {sorted(wanted)}",
+        )
 
 
 def rank_script(body: str) -> list[str]:
@@ -201,8 +219,7 @@ def env_dump_script(out_dir: str, then: str = "") -> list[str]:
         f"path = os.path.join({out_dir!r}, 'rank-%s-%s.json' % (os.environ['RANK'], "
         "os.environ.get('LABGANG_RESTART_COUNT', '0')))\n"
         "open(path + '.tmp', 'w').write(json.dumps({k: os.environ.get(k) for k in keys}))\n"
-        "os.replace(path + '.tmp', path)\n"
-        + then
+        "os.replace(path + '.tmp', path)\n" + then
     )
 
 

@@ -40,15 +40,17 @@ class Server:
 @pytest.fixture
 async def server():
     base = Path(tempfile.mkdtemp(prefix="lga-", dir="/tmp"))
-    config = parse_config({
-        "admins": ["admin-nobody-has"],
-        "priority_classes": {"high": 100},
-        "default_grace_s": 0.5,
-        "queues": [
-            {"name": "default", "nominal": {"gpu": 8}},
-            {"name": "private", "nominal": {"gpu": 4}, "users": ["someone-else"]},
-        ],
-    })
+    config = parse_config(
+        {
+            "admins": ["admin-nobody-has"],
+            "priority_classes": {"high": 100},
+            "default_grace_s": 0.5,
+            "queues": [
+                {"name": "default", "nominal": {"gpu": 8}},
+                {"name": "private", "nominal": {"gpu": 4}, "users": ["someone-else"]},
+            ],
+        }
+    )
     app = create_app(config, base, token=TOKEN)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -72,8 +74,9 @@ def inventory_dict(machine: str) -> dict[str, Any]:
 
 
 async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> None:
-    status, body = await server.call("POST", "/v1/jobs", {"argv": ["sleep", "10"], "workers": 2,
-                                                          "gpus_per_worker": 4, "priority": "high"})
+    status, body = await server.call(
+        "POST", "/v1/jobs", {"argv": ["sleep", "10"], "workers": 2, "gpus_per_worker": 4, "priority": "high"}
+    )
     assert status == 201, body
     job = body["job"]
     assert job["user"] == "root" and job["uid"] == 0  # from SO_PEERCRED, not the body
@@ -86,9 +89,19 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
     assert status == 200 and body["job"]["state"] == "cancelled"
     status, body = await server.call("GET", "/v1/queues")
     assert body["queues"][0] == {
-        "name": "default", "cohort": None, "nominal": {"gpu": 8}, "used": {}, "borrowed": {}, "lent": {},
-        "borrowing_limit": {}, "lending_limit": {}, "pending": 0, "running": 0, "reclaim_time_s": 0.0,
-        "reclaim_within_cohort": "never", "borrow_within_cohort": {"policy": "never", "max_priority_threshold": None},
+        "name": "default",
+        "cohort": None,
+        "nominal": {"gpu": 8},
+        "used": {},
+        "borrowed": {},
+        "lent": {},
+        "borrowing_limit": {},
+        "lending_limit": {},
+        "pending": 0,
+        "running": 0,
+        "reclaim_time_s": 0.0,
+        "reclaim_within_cohort": "never",
+        "borrow_within_cohort": {"policy": "never", "max_priority_threshold": None},
     }
 
 
@@ -107,11 +120,23 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
     ],
-    ids=["unknown-queue", "unknown-priority-class", "priority-above-int32", "priority-below-int32", "unknown-field", "empty-argv", "zero-workers", "bad-mig",
-         "bad-signal", "relative-cwd", "over-any-quota"],
+    ids=[
+        "unknown-queue",
+        "unknown-priority-class",
+        "priority-above-int32",
+        "priority-below-int32",
+        "unknown-field",
+        "empty-argv",
+        "zero-workers",
+        "bad-mig",
+        "bad-signal",
+        "relative-cwd",
+        "over-any-quota",
+    ],
 )
-async def test_bad_submissions_name_the_field_and_change_nothing(server: Server, body: dict, status: int,
-                                                                 field: str, allowed: list | None) -> None:
+async def test_bad_submissions_name_the_field_and_change_nothing(
+    server: Server, body: dict, status: int, field: str, allowed: list | None
+) -> None:
     got, reply = await server.call("POST", "/v1/jobs", body)
     assert got == status, reply
     assert reply["error"]["field"] == field
@@ -133,13 +158,21 @@ async def test_bad_submissions_name_the_field_and_change_nothing(server: Server,
     ],
     ids=["mig", "gpu-model", "gpus-over-quota", "gpus-over-a-node", "nodes", "workers"],
 )
-async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Server, fields: dict,
-                                                                   field: str) -> None:
+async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Server, fields: dict, field: str) -> None:
     async with aiohttp.ClientSession() as s:
-        ws = await s.ws_connect(f"http://127.0.0.1:{server.port}/v1/agent/link",
-                                headers={"Authorization": f"Bearer {TOKEN}"})
-        await ws.send_json({"type": "hello", "node": "n1", "version": server.app[keys.COORDINATOR].version,
-                            "address": "127.0.0.1", "inventory": inventory_dict("n1-4gpu.toml"), "ranks": []})
+        ws = await s.ws_connect(
+            f"http://127.0.0.1:{server.port}/v1/agent/link", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        await ws.send_json(
+            {
+                "type": "hello",
+                "node": "n1",
+                "version": server.app[keys.COORDINATOR].version,
+                "address": "127.0.0.1",
+                "inventory": inventory_dict("n1-4gpu.toml"),
+                "ranks": [],
+            }
+        )
         assert (await ws.receive_json(timeout=5))["type"] == "welcome"
         status, reply = await server.call("POST", "/v1/jobs", {"argv": ["x"], **fields})
         await ws.close()
@@ -163,16 +196,34 @@ async def test_forwarded_requests_act_as_the_vouched_uid(server: Server) -> None
     status, root_job = await server.call("POST", "/v1/jobs", {"argv": ["sleep", "1"]})
     assert status == 201
     async with aiohttp.ClientSession() as s:
-        ws = await s.ws_connect(f"http://127.0.0.1:{server.port}/v1/agent/link",
-                                headers={"Authorization": f"Bearer {TOKEN}"})
-        await ws.send_json({"type": "hello", "node": "n1", "version": server.app[keys.COORDINATOR].version,
-                            "address": "127.0.0.1", "inventory": inventory_dict("n1-4gpu.toml"), "ranks": []})
+        ws = await s.ws_connect(
+            f"http://127.0.0.1:{server.port}/v1/agent/link", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        await ws.send_json(
+            {
+                "type": "hello",
+                "node": "n1",
+                "version": server.app[keys.COORDINATOR].version,
+                "address": "127.0.0.1",
+                "inventory": inventory_dict("n1-4gpu.toml"),
+                "ranks": [],
+            }
+        )
         assert (await ws.receive_json(timeout=5))["type"] == "welcome"
 
         async def forward(uid: int, method: str, path: str, body: Any = None) -> tuple[int, Any]:
             data = json.dumps(body).encode() if body is not None else b""
-            await ws.send_json({"type": "api", "id": 7, "uid": uid, "method": method, "path": path, "query": {},
-                                "body": base64.b64encode(data).decode()})
+            await ws.send_json(
+                {
+                    "type": "api",
+                    "id": 7,
+                    "uid": uid,
+                    "method": method,
+                    "path": path,
+                    "query": {},
+                    "body": base64.b64encode(data).decode(),
+                }
+            )
             while True:
                 msg = await ws.receive_json(timeout=5)
                 if msg["type"] == "api_reply":

@@ -51,8 +51,9 @@ def cluster():
 def test_gang_spans_both_nodes_with_torchrun_variables(cluster: Cluster) -> None:
     out = cluster.base / "out"
     out.mkdir()
-    job = cluster.submit(env_dump_script(str(out), "print('hello from rank', os.environ['RANK'])\n"),
-                         workers=2, gpus_per_worker=4)
+    job = cluster.submit(
+        env_dump_script(str(out), "print('hello from rank', os.environ['RANK'])\n"), workers=2, gpus_per_worker=4
+    )
     done = cluster.wait_state(job["id"], {"succeeded", "failed"})
     assert done["state"] == "succeeded", done
     assert done["exit_status"] == 0
@@ -73,9 +74,7 @@ def test_gang_spans_both_nodes_with_torchrun_variables(cluster: Cluster) -> None
 
 
 def test_failing_rank_stops_the_gang_and_fails_the_job(cluster: Cluster) -> None:
-    code = ("import os, sys, time\n"
-            "if os.environ['RANK'] == '1':\n    time.sleep(0.3); sys.exit(3)\n"
-            "time.sleep(60)\n")
+    code = "import os, sys, time\nif os.environ['RANK'] == '1':\n    time.sleep(0.3); sys.exit(3)\ntime.sleep(60)\n"
     job = cluster.submit(rank_script(code), workers=2, gpus_per_worker=4, grace_s=1.0)
     done = cluster.wait_state(job["id"], {"succeeded", "failed", "cancelled"}, timeout=20)
     assert done["state"] == "failed"
@@ -110,8 +109,7 @@ def test_refuses_agents_without_or_with_a_wrong_token(cluster: Cluster) -> None:
 
 
 def test_coordinator_kill9_loses_nothing_and_starts_nothing_twice(cluster: Cluster) -> None:
-    gang = cluster.submit(rank_script("import os, time\n" + wait_go("print('done')\n")), workers=2,
-                          gpus_per_worker=4)
+    gang = cluster.submit(rank_script("import os, time\n" + wait_go("print('done')\n")), workers=2, gpus_per_worker=4)
     cluster.wait_state(gang["id"], "running")
     queued = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4)
     wait_for(lambda: cluster.job(queued["id"])["reason"] is not None, what="queued job has a reason")
@@ -136,11 +134,12 @@ def test_coordinator_kill9_loses_nothing_and_starts_nothing_twice(cluster: Clust
 
 
 def test_agent_kill9_keeps_ranks_running_and_reports_their_exit_after_restart(cluster: Cluster) -> None:
-    job = cluster.submit(rank_script("import os, sys, time\n" + wait_go("sys.exit(0)\n")), workers=2,
-                         gpus_per_worker=4)
+    job = cluster.submit(rank_script("import os, sys, time\n" + wait_go("sys.exit(0)\n")), workers=2, gpus_per_worker=4)
     cluster.wait_state(job["id"], "running")
-    pid_n2 = wait_for(lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n2"),
-                      what="pid of rank 1 reported")
+    pid_n2 = wait_for(
+        lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n2"),
+        what="pid of rank 1 reported",
+    )
     cluster.kill("agent-n2")
     os.kill(pid_n2, 0)  # the rank survived its agent
     (cluster.base / "go").write_text("go")  # both ranks exit 0; rank 1 while its agent is down
@@ -150,22 +149,26 @@ def test_agent_kill9_keeps_ranks_running_and_reports_their_exit_after_restart(cl
     done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=20)
     assert done["state"] == "succeeded", done
     assert [r["exit_status"] for r in done["ranks"]] == [0, 0]
-    assert sorted(p.name for p in cluster.base.glob("started-*")) == [f"started-{job['id']}.0-0",
-                                                                      f"started-{job['id']}.0-1"]
+    assert sorted(p.name for p in cluster.base.glob("started-*")) == [
+        f"started-{job['id']}.0-0",
+        f"started-{job['id']}.0-1",
+    ]
 
 
 def test_silent_agent_is_lost_and_its_gang_requeued() -> None:
     cluster = Cluster(NODES, node_timeout_s=1.5)
     try:
         cluster.start()
-        job = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
-                             grace_s=0.5)
+        job = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4, grace_s=0.5)
         cluster.wait_state(job["id"], "running")
-        pid_n1 = wait_for(lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n1"),
-                          what="pid of rank 0 reported")
+        pid_n1 = wait_for(
+            lambda: next(r["pid"] for r in cluster.job(job["id"])["ranks"] if r["node"] == "n1"),
+            what="pid of rank 0 reported",
+        )
         cluster.kill("agent-n2", signal.SIGSTOP)
-        requeued = wait_for(lambda: (j := cluster.job(job["id"]))["restart_count"] == 1 and j, timeout=15,
-                            what="job requeued")
+        requeued = wait_for(
+            lambda: (j := cluster.job(job["id"]))["restart_count"] == 1 and j, timeout=15, what="job requeued"
+        )
         assert requeued["state"] == "pending"
         assert any(h["event"] == "stopping" and "node n2 lost" in h["message"] for h in requeued["history"])
         wait_for(lambda: not os.path.exists(f"/proc/{pid_n1}") or _zombie(pid_n1), what="rank 0 on n1 stopped")
@@ -178,7 +181,11 @@ def test_silent_agent_is_lost_and_its_gang_requeued() -> None:
         assert done["state"] == "succeeded"
         j = job["id"]
         assert sorted(p.name for p in cluster.base.glob("started-*")) == [
-            f"started-{j}.0-0", f"started-{j}.0-1", f"started-{j}.1-0", f"started-{j}.1-1"]
+            f"started-{j}.0-0",
+            f"started-{j}.0-1",
+            f"started-{j}.1-0",
+            f"started-{j}.1-1",
+        ]
     finally:
         cluster.stop()
 
@@ -194,17 +201,18 @@ def test_preemption_stops_the_victim_with_grace_and_requeues_it() -> None:
     cluster = Cluster(NODES, queue_extra='within_queue = "lower-priority"\n')
     try:
         cluster.start()
-        low = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
-                             priority=0, grace_s=1.0)
+        low = cluster.submit(
+            rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4, priority=0, grace_s=1.0
+        )
         first = cluster.wait_state(low["id"], "running")
-        high = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4,
-                              priority=10)
+        high = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4, priority=10)
         cluster.wait_state(high["id"], "running", timeout=20)
         victim = cluster.job(low["id"])
         assert victim["state"] == "pending" and victim["restart_count"] == 1
         assert victim["submit_time"] == first["submit_time"]
-        assert any(h["event"] == "stopping" and f"preempted by job {high['id']}" in h["message"]
-                   for h in victim["history"])
+        assert any(
+            h["event"] == "stopping" and f"preempted by job {high['id']}" in h["message"] for h in victim["history"]
+        )
         (cluster.base / "go").write_text("go")
         cluster.wait_state(high["id"], "succeeded", timeout=20)
         rerun = cluster.wait_state(low["id"], "succeeded", timeout=20)
@@ -218,8 +226,13 @@ def test_node_socket_forwards_to_the_coordinator_as_the_caller(cluster: Cluster)
     node_socket = cluster.agent_dir("n2") / "labgang.sock"
     with cluster.client(node_socket) as c:
         assert c.version()["uid"] == os.getuid()
-        job = c.submit({"argv": [sys.executable, "-c", "print('via n2')"], "cwd": str(cluster.base),
-                        "env": {"TEST_BASE": str(cluster.base)}})
+        job = c.submit(
+            {
+                "argv": [sys.executable, "-c", "print('via n2')"],
+                "cwd": str(cluster.base),
+                "env": {"TEST_BASE": str(cluster.base)},
+            }
+        )
     assert job["uid"] == os.getuid()
     done = cluster.wait_state(job["id"], {"succeeded", "failed"})
     assert done["state"] == "succeeded"
@@ -234,8 +247,9 @@ def test_node_socket_forwards_to_the_coordinator_as_the_caller(cluster: Cluster)
 
 
 def test_a_rank_whose_command_cannot_run_fails_the_gang_with_127(cluster: Cluster) -> None:
-    job = cluster.submit([sys.executable, "-c", "pass"], workers=2, gpus_per_worker=4,
-                         cwd=str(cluster.base / "no-such-dir"))
+    job = cluster.submit(
+        [sys.executable, "-c", "pass"], workers=2, gpus_per_worker=4, cwd=str(cluster.base / "no-such-dir")
+    )
     done = cluster.wait_state(job["id"], {"failed", "succeeded"}, timeout=30)
     assert (done["state"], done["exit_status"], done["restart_count"]) == ("failed", 127, 0)
 
@@ -256,8 +270,15 @@ def test_a_gang_refused_for_good_by_its_agents_fails_at_once(cluster: Cluster) -
         "c = C('labgang'); c.request('POST', '/v1/jobs', sys.argv[2], {'Content-Type': 'application/json'})\n"
         "r = c.getresponse(); print(r.read().decode()); sys.exit(r.status != 201)\n"
     )
-    out = subprocess.run(["/usr/bin/python3", "-c", code, str(cluster.socket), body], user=65534, group=65534,
-                         capture_output=True, text=True, timeout=30, cwd="/")
+    out = subprocess.run(
+        ["/usr/bin/python3", "-c", code, str(cluster.socket), body],
+        user=65534,
+        group=65534,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
+    )
     assert out.returncode == 0, out.stderr
     job = json.loads(out.stdout)["job"]
     assert job["uid"] == 65534
@@ -301,12 +322,29 @@ def test_an_admission_recorded_just_before_a_crash_is_dispatched_after_the_resta
     try:
         n1, n2 = sorted(sim_uuids("n1-4gpu.toml")), sorted(sim_uuids("n2-4gpu.toml"))
         store = Store(cluster.coord_dir / "labgang.db")
-        spec = JobSpec(name="crash", user="root", uid=os.getuid(), gid=None, queue="default", priority=0,
-                       workers=2, per_worker=4, resource="gpu", gpu_model=None, nodes=None,
-                       argv=rank_script("import os, time\n" + wait_go()), env={"TEST_BASE": str(cluster.base)},
-                       cwd=str(cluster.base), grace_s=1.0, time_limit_s=None, requeue=True, signal=None)
-        job = store.insert_job(spec, JobStatus(state=JobState.ADMITTED, submit_time=1.0, pending_since=1.0,
-                                               admit_time=2.0))
+        spec = JobSpec(
+            name="crash",
+            user="root",
+            uid=os.getuid(),
+            gid=None,
+            queue="default",
+            priority=0,
+            workers=2,
+            per_worker=4,
+            resource="gpu",
+            gpu_model=None,
+            nodes=None,
+            argv=rank_script("import os, time\n" + wait_go()),
+            env={"TEST_BASE": str(cluster.base)},
+            cwd=str(cluster.base),
+            grace_s=1.0,
+            time_limit_s=None,
+            requeue=True,
+            signal=None,
+        )
+        job = store.insert_job(
+            spec, JobStatus(state=JobState.ADMITTED, submit_time=1.0, pending_since=1.0, admit_time=2.0)
+        )
         job.ranks = {0: RankRecord(0, "n1", tuple(n1)), 1: RankRecord(1, "n2", tuple(n2))}
         for rank in job.ranks.values():
             store.save_rank(job, rank)
@@ -316,7 +354,9 @@ def test_an_admission_recorded_just_before_a_crash_is_dispatched_after_the_resta
         (cluster.base / "go").write_text("go")
         done = cluster.wait_state(job.id, {"succeeded", "failed"}, timeout=20)
         assert done["state"] == "succeeded" and done["restart_count"] == 0
-        assert sorted(p.name for p in cluster.base.glob("started-*")) == [f"started-{job.id}.0-0",
-                                                                          f"started-{job.id}.0-1"]
+        assert sorted(p.name for p in cluster.base.glob("started-*")) == [
+            f"started-{job.id}.0-0",
+            f"started-{job.id}.0-1",
+        ]
     finally:
         cluster.stop()

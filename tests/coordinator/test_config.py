@@ -25,17 +25,25 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
 @pytest.mark.parametrize(
     "data, expected",
     [
-        ({"queues": [{"name": "a", "within_queue": "sometimes"}], "default_queue": "a"},
-         "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
-         "lower-or-newer-equal-priority"),
-        ({"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
-         "queues[0].nominal: unknown resource 'gpus' in nominal; allowed: 'gpu' or 'mig-<profile>'"),
+        (
+            {"queues": [{"name": "a", "within_queue": "sometimes"}], "default_queue": "a"},
+            "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
+            "lower-or-newer-equal-priority",
+        ),
+        (
+            {"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
+            "queues[0].nominal: unknown resource 'gpus' in nominal; allowed: 'gpu' or 'mig-<profile>'",
+        ),
         ({"queues": [{"name": "a"}]}, "default_queue: 'default' is not a queue; allowed: ['a']"),
         ({"queues": [{"name": "default", "colour": "red"}]}, "queues[0].colour: unknown key; allowed keys:"),
-        ({"queues": [{"name": "default", "cohort": "x"}], "cohorts": [{"name": "lab"}]},
-         "queues[0].cohort: 'x' is not declared in [[cohorts]]; allowed: ['lab']"),
-        ({"queues": [{"name": "default", "borrow_within_cohort": {"policy": "always"}}]},
-         "queues[0].borrow_within_cohort.policy: 'always' is not allowed; allowed: never, lower-priority"),
+        (
+            {"queues": [{"name": "default", "cohort": "x"}], "cohorts": [{"name": "lab"}]},
+            "queues[0].cohort: 'x' is not declared in [[cohorts]]; allowed: ['lab']",
+        ),
+        (
+            {"queues": [{"name": "default", "borrow_within_cohort": {"policy": "always"}}]},
+            "queues[0].borrow_within_cohort.policy: 'always' is not allowed; allowed: never, lower-priority",
+        ),
         ({"queues": []}, "queues: List should have at least 1 item"),
     ],
     ids=["enum", "resource", "default-queue", "unknown-key", "undeclared-cohort", "nested-enum", "no-queues"],
@@ -67,12 +75,16 @@ def test_default_for_covers_every_allocatable_device(repo_root: Path) -> None:
 
 
 def test_config_check_command_exit_codes(repo_root: Path, tmp_path: Path) -> None:
-    ok = subprocess.run([sys.executable, "-m", "labgang.launcher", "config", "check",
-                         str(repo_root / "config" / "cluster.toml")], capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "config", "check", str(repo_root / "config" / "cluster.toml")],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and "ok (3 queue(s)" in ok.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text('[[queues]]\nname = "default"\nqueueing = "lifo"\n')
-    out = subprocess.run([sys.executable, "-m", "labgang.launcher", "config", "check", str(bad)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "config", "check", str(bad)], capture_output=True, text=True
+    )
     assert out.returncode == 2
     assert "queues[0].queueing: 'lifo' is not allowed; allowed: best-effort-fifo, strict-fifo" in out.stderr

@@ -32,9 +32,15 @@ class Clock:
 @pytest.fixture
 def coord(tmp_path: Path):
     clock = Clock()
-    config = parse_config({"startup_timeout_s": 30, "node_timeout_s": 10, "requeue_backoff_s": 4,
-                           "max_start_failures": 2,
-                           "queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    config = parse_config(
+        {
+            "startup_timeout_s": 30,
+            "node_timeout_s": 10,
+            "requeue_backoff_s": 4,
+            "max_start_failures": 2,
+            "queues": [{"name": "default", "nominal": {"gpu": 8}}],
+        }
+    )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     c.clock_ = clock
     for node in ("n1", "n2"):
@@ -51,14 +57,14 @@ async def submit(coord: Coordinator, **fields) -> str:
 
 def admit(coord: Coordinator, job_id: str) -> None:
     placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
-    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()),
-                 coord.clock())
+    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
 
 
 def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, status: int | None = None) -> None:
     run_id = coord.jobs[job_id].run_id
-    lifecycle.apply_rank_event(coord, node, {"job_id": run_id, "rank": rank, "kind": kind,
-                                             "exit_status": status, "time": coord.clock()})
+    lifecycle.apply_rank_event(
+        coord, node, {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
+    )
 
 
 def advance(coord: Coordinator, seconds: float) -> None:
@@ -113,8 +119,11 @@ async def test_preempted_victim_requeues_with_submit_time_and_restart_count(coor
     submitted = coord.jobs[victim].status.submit_time
     coord.clock_.now += 50
     urgent = await submit(coord, priority=10)
-    apply_result(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),),
-                                    pending=()), coord.clock())
+    apply_result(
+        coord,
+        CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),), pending=()),
+        coord.clock(),
+    )
     assert coord.jobs[victim].status.state == JobState.TERMINATING
     assert coord.jobs[urgent].status.nominated == (victim,)
     for node, rank in (("n1", 0), ("n2", 1)):
@@ -256,10 +265,15 @@ async def test_a_cancel_stop_is_warned_and_the_warning_recorded(coord: Coordinat
 async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     from labgang.launcher.coordinator.views import queue_views
 
-    config = parse_config({"queues": [
-        {"name": "a", "cohort": "lab", "nominal": {"gpu": 2}},
-        {"name": "b", "cohort": "lab", "nominal": {"gpu": 6}, "lending_limit": {"gpu": 4}},
-    ], "default_queue": "a"})
+    config = parse_config(
+        {
+            "queues": [
+                {"name": "a", "cohort": "lab", "nominal": {"gpu": 2}},
+                {"name": "b", "cohort": "lab", "nominal": {"gpu": 6}, "lending_limit": {"gpu": 4}},
+            ],
+            "default_queue": "a",
+        }
+    )
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
     placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
@@ -319,8 +333,10 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
     start(coord, job_id)
     coord.wake.clear()
     run_id = coord.jobs[job_id].run_id
-    await coord.on_rank_events(coord.agents.get("n2"), [{"job_id": run_id, "rank": 1, "kind": "exited",
-                                                          "exit_status": 3, "time": coord.clock()}])
+    await coord.on_rank_events(
+        coord.agents.get("n2"),
+        [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
+    )
     assert coord.jobs[job_id].status.state == JobState.TERMINATING
     assert coord.wake.is_set()
 
@@ -336,8 +352,7 @@ async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordi
     coord.wake.clear()
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     assert not coord.wake.is_set()  # the job's own process on its own device
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242], uuids[1]: [777]}),
-                                    "ranks": []})
+    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242], uuids[1]: [777]}), "ranks": []})
     assert coord.wake.is_set()  # a process outside labgang took a free device
     coord.wake.clear()
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
@@ -352,8 +367,10 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     run_id = coord.jobs[job_id].run_id
-    events = [{"job_id": run_id, "rank": 0, "kind": k, "exit_status": s, "time": coord.clock()}
-              for k, s in (("started", None), ("exited", 0), ("gone", 0))]
+    events = [
+        {"job_id": run_id, "rank": 0, "kind": k, "exit_status": s, "time": coord.clock()}
+        for k, s in (("started", None), ("exited", 0), ("gone", 0))
+    ]
     await coord.on_rank_events(conn, events, inventory=_inventory("n1", {}))
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
@@ -365,8 +382,9 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
 async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:
     from labgang.launcher.coordinator.scheduling import scheduling_loop
 
-    config = parse_config({"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30,
-                           "queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    config = parse_config(
+        {"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
+    )
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.attach("n1")
     conn.connected, conn.last_seen = True, c.clock()
@@ -378,6 +396,7 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
         async def admitted() -> None:
             while c.jobs[job.id].status.state == JobState.PENDING:
                 await asyncio.sleep(0.01)
+
         # Far less than the 5 s window: a trailing debounce would still be waiting.
         await asyncio.wait_for(admitted(), 2.5)
         assert c.cycles >= 1
@@ -392,18 +411,25 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
     victims = [await submit(coord, workers=1, gpus_per_worker=1) for _ in range(3)]
     for k, victim in enumerate(victims):
         placement = (RankPlacement(0, "n1", (f"GPU-{k}",)),)
-        apply_result(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()),
-                     coord.clock())
+        apply_result(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()), coord.clock())
         event(coord, "n1", victim, 0, "started")
     urgent = await submit(coord, workers=1, gpus_per_worker=3, priority=10)
-    apply_result(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),),
-                                    pending=()), coord.clock())
+    apply_result(
+        coord,
+        CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()),
+        coord.clock(),
+    )
     conn = coord.agents.get("n1")
     for k, victim in enumerate(victims):
         coord.wake.clear()
         run_id = coord.jobs[victim].run_id
-        await coord.on_rank_events(conn, [{"job_id": run_id, "rank": 0, "kind": kind, "exit_status": 143,
-                                           "time": coord.clock()} for kind in ("exited", "gone")])
+        await coord.on_rank_events(
+            conn,
+            [
+                {"job_id": run_id, "rank": 0, "kind": kind, "exit_status": 143, "time": coord.clock()}
+                for kind in ("exited", "gone")
+            ],
+        )
         assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
         last = k == len(victims) - 1
         assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"

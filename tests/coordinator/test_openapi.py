@@ -47,8 +47,29 @@ def test_documented_job_view_fields_match_what_the_api_returns(repo_root: Path) 
 
     spec = json.loads((repo_root / "docs" / "openapi.json").read_text())
     documented = set(spec["components"]["schemas"]["JobView"]["properties"])
-    job = JobRecord(id="1", seq=1, status=JobStatus(state=JobState.PENDING), spec=JobSpec(
-        name="x", user="u", uid=1, gid=None, queue="q", priority=0, workers=1, per_worker=1, resource="gpu",
-        gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/", grace_s=1.0, time_limit_s=None, requeue=True,
-        signal=None))
+    job = JobRecord(
+        id="1",
+        seq=1,
+        status=JobStatus(state=JobState.PENDING),
+        spec=JobSpec(
+            name="x",
+            user="u",
+            uid=1,
+            gid=None,
+            queue="q",
+            priority=0,
+            workers=1,
+            per_worker=1,
+            resource="gpu",
+            gpu_model=None,
+            nodes=None,
+            argv=["x"],
+            env={},
+            cwd="/",
+            grace_s=1.0,
+            time_limit_s=None,
+            requeue=True,
+            signal=None,
+        ),
+    )
     assert set(job_view(job)) == documented

@@ -14,9 +14,26 @@ from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
 
 
 def spec(name: str = "train") -> JobSpec:
-    return JobSpec(name=name, user="alice", uid=1000, gid=1000, queue="default", priority=0, workers=2,
-                   per_worker=4, resource="gpu", gpu_model=None, nodes=None, argv=["python", "train.py"],
-                   env={"A": "1"}, cwd="/tmp", grace_s=5.0, time_limit_s=None, requeue=True, signal=None)
+    return JobSpec(
+        name=name,
+        user="alice",
+        uid=1000,
+        gid=1000,
+        queue="default",
+        priority=0,
+        workers=2,
+        per_worker=4,
+        resource="gpu",
+        gpu_model=None,
+        nodes=None,
+        argv=["python", "train.py"],
+        env={"A": "1"},
+        cwd="/tmp",
+        grace_s=5.0,
+        time_limit_s=None,
+        requeue=True,
+        signal=None,
+    )
 
 
 def test_round_trip_of_jobs_ranks_and_history(tmp_path: Path) -> None:
@@ -46,7 +63,7 @@ def test_acknowledged_writes_survive_kill9_and_unacknowledged_ones_are_absent(tm
         from labgang.launcher.store import JobStatus, Store
 
         async def main():
-            store = Store({str(tmp_path / 'db')!r})
+            store = Store({str(tmp_path / "db")!r})
             for i in range(50):
                 store.insert_job(spec(f"acked-{{i}}"), JobStatus())
             await store.durable()

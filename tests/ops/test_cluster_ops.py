@@ -19,9 +19,7 @@ from harness import SIM, Cluster, rank_script, wait_for  # noqa: E402  (the coor
 pytestmark = pytest.mark.slow
 
 WAIT_GO = rank_script(
-    "import os, time\n"
-    "while not os.path.exists(os.path.join(os.environ['TEST_BASE'], 'go')):\n"
-    "    time.sleep(0.05)\n"
+    "import os, time\nwhile not os.path.exists(os.path.join(os.environ['TEST_BASE'], 'go')):\n    time.sleep(0.05)\n"
 )
 
 
@@ -45,8 +43,11 @@ def scrape(cluster: Cluster) -> tuple[dict, str]:
 
 
 def samples(families: dict, name: str, sample: str | None = None, **labels: str) -> list:
-    return [s for s in families[name].samples if s.name == (sample or name)
-            and all(s.labels.get(k) == v for k, v in labels.items())]
+    return [
+        s
+        for s in families[name].samples
+        if s.name == (sample or name) and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
 
 
 def sim_uuids(machine: str) -> list[str]:
@@ -67,7 +68,8 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
 
     allocated = samples(fam, "labgang_device_state", state="allocated", job=gang["id"])
     assert {(s.labels["node"], s.labels["uuid"]) for s in allocated} == (
-        {("n1", u) for u in sim_uuids("n1-4gpu.toml")} | {("n2", u) for u in sim_uuids("n2-4gpu.toml")})
+        {("n1", u) for u in sim_uuids("n1-4gpu.toml")} | {("n2", u) for u in sim_uuids("n2-4gpu.toml")}
+    )
     for s in allocated:
         assert s.labels["queue"] == "default" and s.labels["user"] and s.labels["mig_profile"] == ""
     n1_gpu0 = dict(node="n1", gpu="0", uuid=sim_uuids("n1-4gpu.toml")[0], job=gang["id"])
@@ -89,19 +91,31 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
     assert {s.labels["node"] for s in samples(fam, "labgang_node_connected") if s.value == 1} == {"n1", "n2"}
     assert len(samples(fam, "labgang_pitfall_findings")) == 11  # every detector, firing or not
     assert fam["labgang_admission_latency_seconds"].type == "histogram"
-    assert samples(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count",
-                   queue="default")[0].value >= 1  # the gang's admission
+    assert (
+        samples(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count", queue="default")[
+            0
+        ].value
+        >= 1
+    )  # the gang's admission
     assert fam["labgang_scheduling_cycle_duration_seconds"].type == "histogram"
-    assert samples(fam, "labgang_scheduling_cycle_duration_seconds",
-                   "labgang_scheduling_cycle_duration_seconds_count")[0].value >= 1
+    assert (
+        samples(fam, "labgang_scheduling_cycle_duration_seconds", "labgang_scheduling_cycle_duration_seconds_count")[
+            0
+        ].value
+        >= 1
+    )
     assert fam["labgang_preemptions"].type == "counter"
     assert samples(fam, "labgang_build_info", version=version["version"])
 
 
 def test_a_preemption_is_counted_by_queue_and_reason():
-    within = Cluster({"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}, config_extra=(
-        '[priority_classes]\nlow = -10\nhigh = 100\n'
-        '[[queues]]\nname = "prio"\nnominal = { gpu = 8 }\nwithin_queue = "lower-priority"\n'))
+    within = Cluster(
+        {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"},
+        config_extra=(
+            "[priority_classes]\nlow = -10\nhigh = 100\n"
+            '[[queues]]\nname = "prio"\nnominal = { gpu = 8 }\nwithin_queue = "lower-priority"\n'
+        ),
+    )
     try:
         within.start()
         low = within.submit(WAIT_GO, queue="prio", priority="low", workers=2, gpus_per_worker=4)
@@ -109,8 +123,10 @@ def test_a_preemption_is_counted_by_queue_and_reason():
         high = within.submit(WAIT_GO, queue="prio", priority="high", workers=2, gpus_per_worker=4)
         within.wait_state(high["id"], "running", timeout=30)
         fam, _ = scrape(within)
-        assert samples(fam, "labgang_preemptions", "labgang_preemptions_total", queue="prio",
-                       reason="in_queue")[0].value == 1
+        assert (
+            samples(fam, "labgang_preemptions", "labgang_preemptions_total", queue="prio", reason="in_queue")[0].value
+            == 1
+        )
         assert samples(fam, "labgang_jobs", queue="prio", state="running")[0].value == 1
         assert samples(fam, "labgang_jobs", queue="prio", state="pending")[0].value == 1  # the victim, requeued
     finally:
@@ -130,8 +146,9 @@ def test_an_agent_of_an_incompatible_version_is_refused_with_a_clear_message(clu
         headers = {"Authorization": "Bearer " + cluster.token_file.read_text().strip()}
         async with aiohttp.ClientSession() as session:
             async with session.ws_connect(f"http://127.0.0.1:{cluster.port}/v1/agent/link", headers=headers) as ws:
-                await ws.send_json({"type": "hello", "node": "old-node", "version": version, "inventory": None,
-                                    "ranks": []})
+                await ws.send_json(
+                    {"type": "hello", "node": "old-node", "version": version, "inventory": None, "ranks": []}
+                )
                 return await ws.receive_json(timeout=10)
 
     with cluster.client() as client:

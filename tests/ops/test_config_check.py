@@ -126,13 +126,21 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
     assert len(lines) == len(expected), lines
 
 
-@pytest.mark.parametrize("extra, problem", [
-    ('[[queues]]\nname = "b"\ncohort = "lab"\nnominal = { gpu = 4 }\nlending_limit = { gpu = 6 }\n',
-     "queues[1].lending_limit.gpu: 6 is above the nominal quota (4)"),
-    ('[[queues]]\nname = "b"\ncohort = "lab"\nlending_limit = { "mig-1g.10gb" = 1 }\n',
-     "queues[1].lending_limit.mig-1g.10gb: 1 is above the nominal quota (0)"),
-    ('[[cohorts]]\nname = "lab"\n', "cohorts[1].name: duplicate name 'lab'"),
-], ids=["lending-above-nominal", "lending-without-nominal", "duplicate-cohort"])
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        (
+            '[[queues]]\nname = "b"\ncohort = "lab"\nnominal = { gpu = 4 }\nlending_limit = { gpu = 6 }\n',
+            "queues[1].lending_limit.gpu: 6 is above the nominal quota (4)",
+        ),
+        (
+            '[[queues]]\nname = "b"\ncohort = "lab"\nlending_limit = { "mig-1g.10gb" = 1 }\n',
+            "queues[1].lending_limit.mig-1g.10gb: 1 is above the nominal quota (0)",
+        ),
+        ('[[cohorts]]\nname = "lab"\n', "cohorts[1].name: duplicate name 'lab'"),
+    ],
+    ids=["lending-above-nominal", "lending-without-nominal", "duplicate-cohort"],
+)
 def test_cross_field_mistakes_alone_are_refused(tmp_path: Path, extra: str, problem: str) -> None:
     good = '[[cohorts]]\nname = "lab"\n[[queues]]\nname = "default"\ncohort = "lab"\nnominal = { gpu = 4 }\n'
     assert check(write(tmp_path, good, "ok.toml")).exit_code == 0

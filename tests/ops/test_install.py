@@ -17,8 +17,13 @@ from labgang.launcher.cli.install import COORDINATOR_CREDENTIAL, install
 from labgang.launcher.config import load_config
 
 LABGANG = Path(sys.executable).parent / "labgang"
-COORD_FILES = ("etc/systemd/system/labgang-coordinator.service", "etc/sysusers.d/labgang.conf",
-               "etc/labgang/cluster.toml", "etc/profile.d/labgang.sh", "etc/labgang/cluster.token")
+COORD_FILES = (
+    "etc/systemd/system/labgang-coordinator.service",
+    "etc/sysusers.d/labgang.conf",
+    "etc/labgang/cluster.toml",
+    "etc/profile.d/labgang.sh",
+    "etc/labgang/cluster.token",
+)
 
 
 def run(*args: str):
@@ -43,8 +48,12 @@ def test_coordinator_install_writes_units_config_and_secret_token(tmp_path):
     assert f"ExecStart={LABGANG} coordinator --config /etc/labgang/cluster.toml" in unit
     assert "/usr/local/bin/labgang" not in unit
     assert not (tmp_path / "etc/systemd/system/labgang-agent.service").exists()
-    profile = subprocess.run(["sh", "-c", f". {tmp_path / 'etc/profile.d/labgang.sh'}; echo $LABGANG_STATE_DIR"],
-                             capture_output=True, text=True, check=True)
+    profile = subprocess.run(
+        ["sh", "-c", f". {tmp_path / 'etc/profile.d/labgang.sh'}; echo $LABGANG_STATE_DIR"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert profile.stdout.strip() == "/var/lib/labgang"  # where the units' services put the socket
 
 
@@ -55,8 +64,10 @@ def test_installed_cluster_config_is_valid_and_reads_the_systemd_credential(tmp_
     assert cfg.queues, "the example must carry a first queue config"
 
 
-@pytest.mark.skipif(shutil.which("systemd-sysusers") is None,
-                    reason="systemd-sysusers absent (apt-get install systemd); user creation is reported instead")
+@pytest.mark.skipif(
+    shutil.which("systemd-sysusers") is None,
+    reason="systemd-sysusers absent (apt-get install systemd); user creation is reported instead",
+)
 def test_coordinator_install_creates_the_system_user_in_the_prefix(tmp_path):
     result = run("--role", "coordinator", "--prefix", str(tmp_path))
     assert "system user 'labgang' present" in result.output
@@ -120,8 +131,9 @@ def test_installed_configs_have_no_orphaned_comment_lines(tmp_path, name):
     for i, line in enumerate(lines):
         if line.startswith(" ") and line.lstrip().startswith("#"):
             column = line.index("#")
-            assert i > 0 and lines[i - 1].find("#") == column, \
+            assert i > 0 and lines[i - 1].find("#") == column, (
                 f"{name} line {i + 1} continues a remark that is not above it: {line.strip()!r}"
+            )
 
 
 def test_force_replaces_files_but_keeps_the_token(tmp_path):
@@ -193,7 +205,9 @@ def test_gpu_node_install_takes_the_coordinators_token(tmp_path):
     assert not (prefix / "etc/sysusers.d/labgang.conf").exists()
     cfg = load_agent_config(prefix / "etc/labgang/agent.toml")
     assert cfg.token_file == "/etc/labgang/cluster.token"
-    assert read_token(prefix / "etc/labgang/cluster.token") == "the-coordinators-token"  # owner-only, as the agent demands
+    assert (
+        read_token(prefix / "etc/labgang/cluster.token") == "the-coordinators-token"
+    )  # owner-only, as the agent demands
 
 
 def test_installed_units_verify(tmp_path):

@@ -29,11 +29,27 @@ def _inventory(repo_root, machine: str, hostname: str, busy: dict[int, tuple[flo
 
 
 def _job(id, user, queue, state, *, reason=None, ranks=(), workers=1, per=1, resource="gpu"):
-    return {"id": id, "name": id, "user": user, "queue": queue, "state": state, "workers": workers,
-            "gpus_per_worker": per, "resource": resource, "priority": 0, "submit_time": NOW - 300,
-            "admit_time": NOW - 200 if ranks else None, "start_time": NOW - 190 if ranks else None,
-            "end_time": None, "reason": reason, "nodes": sorted({r["node"] for r in ranks}),
-            "exit_status": None, "restart_count": 0, "ranks": list(ranks), "history": []}
+    return {
+        "id": id,
+        "name": id,
+        "user": user,
+        "queue": queue,
+        "state": state,
+        "workers": workers,
+        "gpus_per_worker": per,
+        "resource": resource,
+        "priority": 0,
+        "submit_time": NOW - 300,
+        "admit_time": NOW - 200 if ranks else None,
+        "start_time": NOW - 190 if ranks else None,
+        "end_time": None,
+        "reason": reason,
+        "nodes": sorted({r["node"] for r in ranks}),
+        "exit_status": None,
+        "restart_count": 0,
+        "ranks": list(ranks),
+        "history": [],
+    }
 
 
 @pytest.fixture
@@ -50,35 +66,96 @@ def cluster(repo_root):
         out = []
         for d in inv.allocatable():
             job, user, queue = held.get(d.uuid, (None, None, None))
-            out.append({"uuid": d.uuid, "resource": d.resource, "model": d.model, "job": job, "user": user,
-                        "queue": queue, "state": "allocated" if job else "free"})
+            out.append(
+                {
+                    "uuid": d.uuid,
+                    "resource": d.resource,
+                    "model": d.model,
+                    "job": job,
+                    "user": user,
+                    "queue": queue,
+                    "state": "allocated" if job else "free",
+                }
+            )
         return out
 
-    nodes = {"nodes": [
-        {"name": "n1", "connected": True, "last_seen": NOW - 1, "inventory": n1.to_dict(), "devices": devices(n1)},
-        {"name": "m1", "connected": True, "last_seen": NOW - 2, "inventory": m1.to_dict(), "devices": devices(m1)},
-    ]}
-    jobs = {"jobs": [
-        _job("j-1", "alice", "team-a", "running", workers=2,
-             ranks=[{"rank": 0, "node": "n1", "devices": [g0], "state": "running", "pid": 4242, "exit_status": None},
-                    {"rank": 1, "node": "n1", "devices": [g1], "state": "running", "pid": 4243, "exit_status": None}]),
-        _job("j-2", "bob", "inference", "running", resource="mig-1g.10gb",
-             ranks=[{"rank": 0, "node": "m1", "devices": [mig.uuid], "state": "running", "pid": 77,
-                     "exit_status": None}]),
-        _job("j-3", "alice", "team-a", "pending", workers=4, per=8,
-             reason={"code": "over_quota", "message": "needs 32 gpu, team-a may use 16"}),
-        _job("j-4", "carol", "team-b", "pending", reason={"code": "no_capacity", "message": "12 free, needs 16"}),
-        _job("j-5", "carol", "team-b", "pending", reason={"code": "no_capacity", "message": "12 free, needs 16"}),
-        _job("j-6", "carol", "team-b", "succeeded"),
-    ]}
-    queues = {"queues": [
-        {"name": "team-a", "cohort": "lab", "nominal": {"gpu": 8}, "used": {"gpu": 2}, "borrowed": {}, "lent": {},
-         "pending": 1, "running": 1},
-        {"name": "team-b", "cohort": "lab", "nominal": {"gpu": 4}, "used": {"gpu": 6}, "borrowed": {"gpu": 2},
-         "lent": {}, "pending": 2, "running": 0},
-        {"name": "inference", "cohort": None, "nominal": {"mig-1g.10gb": 14}, "used": {"mig-1g.10gb": 1},
-         "borrowed": {}, "lent": {}, "pending": 0, "running": 1},
-    ]}
+    nodes = {
+        "nodes": [
+            {"name": "n1", "connected": True, "last_seen": NOW - 1, "inventory": n1.to_dict(), "devices": devices(n1)},
+            {"name": "m1", "connected": True, "last_seen": NOW - 2, "inventory": m1.to_dict(), "devices": devices(m1)},
+        ]
+    }
+    jobs = {
+        "jobs": [
+            _job(
+                "j-1",
+                "alice",
+                "team-a",
+                "running",
+                workers=2,
+                ranks=[
+                    {"rank": 0, "node": "n1", "devices": [g0], "state": "running", "pid": 4242, "exit_status": None},
+                    {"rank": 1, "node": "n1", "devices": [g1], "state": "running", "pid": 4243, "exit_status": None},
+                ],
+            ),
+            _job(
+                "j-2",
+                "bob",
+                "inference",
+                "running",
+                resource="mig-1g.10gb",
+                ranks=[
+                    {"rank": 0, "node": "m1", "devices": [mig.uuid], "state": "running", "pid": 77, "exit_status": None}
+                ],
+            ),
+            _job(
+                "j-3",
+                "alice",
+                "team-a",
+                "pending",
+                workers=4,
+                per=8,
+                reason={"code": "over_quota", "message": "needs 32 gpu, team-a may use 16"},
+            ),
+            _job("j-4", "carol", "team-b", "pending", reason={"code": "no_capacity", "message": "12 free, needs 16"}),
+            _job("j-5", "carol", "team-b", "pending", reason={"code": "no_capacity", "message": "12 free, needs 16"}),
+            _job("j-6", "carol", "team-b", "succeeded"),
+        ]
+    }
+    queues = {
+        "queues": [
+            {
+                "name": "team-a",
+                "cohort": "lab",
+                "nominal": {"gpu": 8},
+                "used": {"gpu": 2},
+                "borrowed": {},
+                "lent": {},
+                "pending": 1,
+                "running": 1,
+            },
+            {
+                "name": "team-b",
+                "cohort": "lab",
+                "nominal": {"gpu": 4},
+                "used": {"gpu": 6},
+                "borrowed": {"gpu": 2},
+                "lent": {},
+                "pending": 2,
+                "running": 0,
+            },
+            {
+                "name": "inference",
+                "cohort": None,
+                "nominal": {"mig-1g.10gb": 14},
+                "used": {"mig-1g.10gb": 1},
+                "borrowed": {},
+                "lent": {},
+                "pending": 0,
+                "running": 1,
+            },
+        ]
+    }
     return ClusterSnapshot.from_api(NOW, nodes, jobs, queues), n1, m1
 
 
@@ -95,8 +172,9 @@ async def _scrape(aiohttp_client, metrics: CoordinatorMetrics) -> tuple[dict, st
 
 def _value(families, name, sample=None, **labels):
     family = families[name]
-    matches = [s for s in family.samples if s.name == (sample or name)
-               and all(s.labels.get(k) == v for k, v in labels.items())]
+    matches = [
+        s for s in family.samples if s.name == (sample or name) and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
     assert len(matches) == 1, f"{sample or name} {labels}: {len(matches)} samples in {family.samples[:5]}"
     return matches[0].value
 
@@ -131,8 +209,10 @@ async def test_mig_devices_and_unsupported_fields(aiohttp_client, cluster):
     assert _value(fam, "labgang_device_memory_total_bytes", **on_mig) == mig.memory_total_bytes
     assert _value(fam, "labgang_device_state", state="allocated", **on_mig) == 1
     # The physical GPU carries temperature and power once; the MIG device does not repeat them.
-    assert _value(fam, "labgang_device_temperature_celsius", node="m1", uuid=parent.uuid, mig_profile="",
-                  job="") == parent.temperature_c
+    assert (
+        _value(fam, "labgang_device_temperature_celsius", node="m1", uuid=parent.uuid, mig_profile="", job="")
+        == parent.temperature_c
+    )
     assert _absent(fam, "labgang_device_temperature_celsius", uuid=mig.uuid)
     # A100 has no GPM: SM activity is unsupported, so there is no series (never a 0).
     assert _absent(fam, "labgang_device_sm_active_ratio", node="m1")
@@ -146,8 +226,7 @@ async def test_queue_job_and_pending_reason_series(aiohttp_client, cluster):
     assert _value(fam, "labgang_queue_borrowed_devices", queue="team-b", resource="gpu") == 2
     assert _value(fam, "labgang_queue_borrowed_devices", queue="team-a", resource="gpu") == 0
     assert _value(fam, "labgang_queue_lent_devices", queue="team-a", resource="gpu") == 0
-    assert _value(fam, "labgang_queue_nominal_devices", queue="inference", cohort="",
-                  resource="mig-1g.10gb") == 14
+    assert _value(fam, "labgang_queue_nominal_devices", queue="inference", cohort="", resource="mig-1g.10gb") == 14
     assert _value(fam, "labgang_queue_pending_jobs", queue="team-b", reason="no_capacity") == 2
     assert _value(fam, "labgang_queue_pending_jobs", queue="team-a", reason="over_quota") == 1
     assert _value(fam, "labgang_jobs", queue="team-a", state="running") == 1
@@ -162,8 +241,7 @@ async def test_pitfalls_as_gauges(aiohttp_client, cluster):
     snapshot, n1, _ = cluster
     fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: snapshot))
     assert _value(fam, "labgang_pitfall_findings", kind="kernel-busy-sm-idle") == 1
-    assert _value(fam, "labgang_pitfall_active", kind="kernel-busy-sm-idle", uuid=n1.gpus[0].uuid,
-                  node="n1") == 1
+    assert _value(fam, "labgang_pitfall_active", kind="kernel-busy-sm-idle", uuid=n1.gpus[0].uuid, node="n1") == 1
     assert _value(fam, "labgang_pitfall_findings", kind="foreign-process") == 0
     kinds = {s.labels["kind"] for s in fam["labgang_pitfall_findings"].samples}
     assert "mig-pending-reset" in kinds and "allocated-idle" in kinds
@@ -179,14 +257,31 @@ async def test_scheduler_histograms_and_preemption_counter(aiohttp_client, clust
     metrics.scheduler.count_preemption("team-a", "priority")
     fam, text = await _scrape(aiohttp_client, metrics)
     assert fam["labgang_admission_latency_seconds"].type == "histogram"
-    assert _value(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count",
-                  queue="team-a") == 2
-    assert _value(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_bucket",
-                  queue="team-a", le="0.05") == 1
-    assert _value(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_sum",
-                  queue="team-a") == pytest.approx(42.03)
-    assert _value(fam, "labgang_scheduling_cycle_duration_seconds",
-                  "labgang_scheduling_cycle_duration_seconds_bucket", le="0.001") == 1
+    assert (
+        _value(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count", queue="team-a") == 2
+    )
+    assert (
+        _value(
+            fam,
+            "labgang_admission_latency_seconds",
+            "labgang_admission_latency_seconds_bucket",
+            queue="team-a",
+            le="0.05",
+        )
+        == 1
+    )
+    assert _value(
+        fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_sum", queue="team-a"
+    ) == pytest.approx(42.03)
+    assert (
+        _value(
+            fam,
+            "labgang_scheduling_cycle_duration_seconds",
+            "labgang_scheduling_cycle_duration_seconds_bucket",
+            le="0.001",
+        )
+        == 1
+    )
     assert fam["labgang_preemptions"].type == "counter"
     assert _value(fam, "labgang_preemptions", "labgang_preemptions_total", queue="team-b", reason="reclaim") == 2
     assert _value(fam, "labgang_build_info", version="0.1.0") == 1
@@ -210,7 +305,11 @@ async def test_every_family_follows_naming_conventions(aiohttp_client, cluster):
         for sample in family.samples:
             if family.type in ("counter",):
                 assert sample.name.endswith(("_total", "_created")), sample.name
-        if family.type == "gauge" and family.name not in ("labgang_jobs", "labgang_device_state",
-                                                          "labgang_node_connected", "labgang_pitfall_findings",
-                                                          "labgang_pitfall_active"):
+        if family.type == "gauge" and family.name not in (
+            "labgang_jobs",
+            "labgang_device_state",
+            "labgang_node_connected",
+            "labgang_pitfall_findings",
+            "labgang_pitfall_active",
+        ):
             assert family.name.endswith(units), family.name

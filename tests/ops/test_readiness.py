@@ -48,9 +48,15 @@ def _spawn(cluster: Cluster, name: str, args: list[str], notify: Path, umask: in
     cluster.logs[name] = log
     env = dict(os.environ, PYTHONUNBUFFERED="1", NOTIFY_SOCKET=str(notify))
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "labgang.launcher", *args], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True,
-                                umask=umask)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+            umask=umask,
+        )
     cluster.procs[name] = proc
     return proc
 
@@ -59,8 +65,10 @@ def _wait_ready(sock: socket.socket, cluster: Cluster, name: str) -> list[str]:
     try:
         lines = sock.recv(4096).decode().splitlines()
     except TimeoutError:
-        pytest.fail(f"{name} sent no READY=1 within {READY_TIMEOUT_S:g} s; under Type=notify systemd "
-                    f"would kill it after TimeoutStartSec:\n{cluster.log_text(name)}")
+        pytest.fail(
+            f"{name} sent no READY=1 within {READY_TIMEOUT_S:g} s; under Type=notify systemd "
+            f"would kill it after TimeoutStartSec:\n{cluster.log_text(name)}"
+        )
     assert "READY=1" in lines, lines
     return lines
 
@@ -69,8 +77,13 @@ def test_coordinator_is_ready_when_its_socket_answers(cluster, notify_socket, un
     """Started with the unit's UMask: ready only once it serves; database owner-only, socket open to all."""
     sock, path = notify_socket
     umask = int(unit_service(REPO / "systemd" / "labgang-coordinator.service")["UMask"][0], 8)
-    _spawn(cluster, "coordinator", ["coordinator", "--config", str(cluster.config_file),
-                                    "--state-dir", str(cluster.coord_dir)], path, umask=umask)
+    _spawn(
+        cluster,
+        "coordinator",
+        ["coordinator", "--config", str(cluster.config_file), "--state-dir", str(cluster.coord_dir)],
+        path,
+        umask=umask,
+    )
     lines = _wait_ready(sock, cluster, "coordinator")
     with cluster.client() as client:  # at once, no retry: it must answer now
         assert client.version()

@@ -19,8 +19,10 @@ UNITS = ("labgang-coordinator.service", "labgang-agent.service")
 def _systemd_analyze() -> str:
     exe = shutil.which("systemd-analyze")
     if exe is None:
-        pytest.fail("systemd-analyze not found: these tests need it; on Debian/Ubuntu run "
-                    "`apt-get install systemd` (it does not need systemd running)")
+        pytest.fail(
+            "systemd-analyze not found: these tests need it; on Debian/Ubuntu run "
+            "`apt-get install systemd` (it does not need systemd running)"
+        )
     return exe
 
 
@@ -42,8 +44,7 @@ def rendered(tmp_path, repo_root) -> dict[str, Path]:
 
 
 def _verify(paths) -> subprocess.CompletedProcess:
-    return subprocess.run([_systemd_analyze(), "verify", *map(str, paths)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([_systemd_analyze(), "verify", *map(str, paths)], capture_output=True, text=True, timeout=60)
 
 
 def test_units_verify_cleanly(rendered):
@@ -64,8 +65,11 @@ def test_verify_would_catch_a_broken_unit(rendered):
 
 def test_verify_would_catch_a_missing_executable(tmp_path, repo_root):
     unit = tmp_path / "labgang-agent.service"
-    unit.write_text((repo_root / "systemd" / "labgang-agent.service").read_text()
-                    .replace("/usr/local/bin/labgang", str(tmp_path / "no-such-labgang")))
+    unit.write_text(
+        (repo_root / "systemd" / "labgang-agent.service")
+        .read_text()
+        .replace("/usr/local/bin/labgang", str(tmp_path / "no-such-labgang"))
+    )
     result = _verify([unit])
     assert result.returncode != 0 and "no-such-labgang" in result.stderr
 
@@ -104,11 +108,17 @@ def test_coordinator_exposure_score_is_low(rendered):
     """systemd's own sandbox rating: 'OK' (<= 2.0 of 10); an unhardened service rates 9.6."""
     exe = _systemd_analyze()
     # --threshold is on systemd's internal 0..100 scale (20 = 2.0 shown).
-    ok = subprocess.run([exe, "security", "--offline=yes", "--threshold=20",
-                         str(rendered["labgang-coordinator.service"])],
-                        capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [exe, "security", "--offline=yes", "--threshold=20", str(rendered["labgang-coordinator.service"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stdout[-600:]
-    agent = subprocess.run([exe, "security", "--offline=yes", "--threshold=20",
-                            str(rendered["labgang-agent.service"])],
-                           capture_output=True, text=True, timeout=60)
+    agent = subprocess.run(
+        [exe, "security", "--offline=yes", "--threshold=20", str(rendered["labgang-agent.service"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert agent.returncode != 0, "control: the unsandboxed agent must score above the threshold"

@@ -51,14 +51,16 @@ def test_simulate_binary_file(binary_toml: Path) -> None:
 
 
 def _labgang(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "labgang.launcher", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("args", [
-    pytest.param(["coordinator", "--config"], id="coordinator"),
-    pytest.param(["agent", "--config"], id="agent"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["coordinator", "--config"], id="coordinator"),
+        pytest.param(["agent", "--config"], id="agent"),
+    ],
+)
 def test_daemon_config_binary_file(binary_toml: Path, tmp_path: Path, args: list[str]) -> None:
     res = _labgang(*args, str(binary_toml), "--state-dir", str(tmp_path / "state"))
     assert res.returncode == 2, res.stderr

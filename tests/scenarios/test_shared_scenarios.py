@@ -13,8 +13,10 @@ from labgang.launcher.simulate import load_scenario, run_scenario
 
 # collection-time listing of the same folder the shared_dir fixture resolves
 _SHARED = Path(os.environ.get("LABGANG_SHARED", Path(__file__).resolve().parents[2].parent / "shared"))
-_NAMES = sorted(str(p.relative_to(_SHARED / "scenarios"))
-                for p in [*(_SHARED / "scenarios").glob("*.toml"), *(_SHARED / "scenarios" / "peers").glob("*.toml")])
+_NAMES = sorted(
+    str(p.relative_to(_SHARED / "scenarios"))
+    for p in [*(_SHARED / "scenarios").glob("*.toml"), *(_SHARED / "scenarios" / "peers").glob("*.toml")]
+)
 
 
 def test_shared_scenarios_are_present(shared_dir: Path):
@@ -31,7 +33,8 @@ def test_shared_scenario(shared_dir: Path, name: str):
 
 def test_shared_scenarios_through_the_cli(shared_dir: Path):
     files = [str(shared_dir / "scenarios" / n) for n in _NAMES]
-    proc = subprocess.run([sys.executable, "-m", "labgang.launcher", "simulate", *files],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "simulate", *files], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("PASS ") == len(files)

@@ -45,8 +45,11 @@ def run(*args: str):
 
 
 def test_passing_file_exits_0(tmp_path):
-    f = write(tmp_path, BASE + '[[expect]]\nat = 1.0\nrunning = ["a"]\npending = ["b"]\n'
-                              '[[expect]]\nrunning = []\nfinished = ["a", "b"]\n')
+    f = write(
+        tmp_path,
+        BASE + '[[expect]]\nat = 1.0\nrunning = ["a"]\npending = ["b"]\n'
+        '[[expect]]\nrunning = []\nfinished = ["a", "b"]\n',
+    )
     res = run(f)
     assert res.exit_code == 0, res.output
     assert "PASS" in res.output and "2 expectations" in res.output
@@ -66,15 +69,22 @@ def test_invariant_violation_exits_1(tmp_path):
     assert "invariant max_usage: q uses 2 gpu, limit 1" in res.output
 
 
-@pytest.mark.parametrize("extra,needle", [
-    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\ngpu_per_worker = 1\n', "unknown key 'gpu_per_worker'", id="job-key"),
-    pytest.param('[[expect]]\nat = 1.0\nrunnning = ["a"]\n', "unknown key 'runnning'", id="expect-key"),
-    pytest.param('[extra]\nx = 1\n', "unknown key 'extra'", id="top-level-table"),
-    pytest.param('[[jobs]]\nid = "c"\nqueue = "nope"\n', "unknown queue 'nope'; allowed: q", id="dangling-queue"),
-    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\npriority = "vip"\n', "unknown priority class 'vip'", id="priority"),
-    pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\nmig = "big"\n', "is not a MIG profile", id="mig-profile"),
-    pytest.param('[[expect]]\nrunning = ["zz"]\n', "unknown job 'zz'", id="expect-job"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        pytest.param(
+            '[[jobs]]\nid = "c"\nqueue = "q"\ngpu_per_worker = 1\n', "unknown key 'gpu_per_worker'", id="job-key"
+        ),
+        pytest.param('[[expect]]\nat = 1.0\nrunnning = ["a"]\n', "unknown key 'runnning'", id="expect-key"),
+        pytest.param("[extra]\nx = 1\n", "unknown key 'extra'", id="top-level-table"),
+        pytest.param('[[jobs]]\nid = "c"\nqueue = "nope"\n', "unknown queue 'nope'; allowed: q", id="dangling-queue"),
+        pytest.param(
+            '[[jobs]]\nid = "c"\nqueue = "q"\npriority = "vip"\n', "unknown priority class 'vip'", id="priority"
+        ),
+        pytest.param('[[jobs]]\nid = "c"\nqueue = "q"\nmig = "big"\n', "is not a MIG profile", id="mig-profile"),
+        pytest.param('[[expect]]\nrunning = ["zz"]\n', "unknown job 'zz'", id="expect-job"),
+    ],
+)
 def test_malformed_file_exits_2_naming_the_key(tmp_path, extra, needle):
     res = run(write(tmp_path, BASE + extra))
     assert res.exit_code == 2
@@ -82,7 +92,7 @@ def test_malformed_file_exits_2_naming_the_key(tmp_path, extra, needle):
 
 
 def test_bad_enum_value_lists_the_allowed_values(tmp_path):
-    res = run(write(tmp_path, BASE.replace('nominal = { gpu = 2 }', 'nominal = { gpu = 2 }\nqueueing = "lifo"')))
+    res = run(write(tmp_path, BASE.replace("nominal = { gpu = 2 }", 'nominal = { gpu = 2 }\nqueueing = "lifo"')))
     assert res.exit_code == 2
     assert "queues[0] ('q').queueing" in res.output and "'strict-fifo'" in res.output
 
@@ -100,7 +110,7 @@ def test_not_toml_exits_2(tmp_path):
 
 
 def test_trace_prints_json_lines(tmp_path):
-    res = CliRunner().invoke(simulate, ["--trace", write(tmp_path, BASE + '[[expect]]\nrunning = []\n')])
+    res = CliRunner().invoke(simulate, ["--trace", write(tmp_path, BASE + "[[expect]]\nrunning = []\n")])
     assert res.exit_code == 0
     events = [json.loads(line) for line in res.stdout.splitlines()]
     kinds = [e["event"] for e in events]
@@ -122,8 +132,8 @@ def test_plain_job_list_prints_waits_and_utilization(tmp_path):
 
 
 def test_several_files_worst_status_wins(tmp_path):
-    good = write(tmp_path, BASE + '[[expect]]\nrunning = []\n', "good.toml")
-    bad = write(tmp_path, BASE + 'oops = 1\n', "bad.toml")
+    good = write(tmp_path, BASE + "[[expect]]\nrunning = []\n", "good.toml")
+    bad = write(tmp_path, BASE + "oops = 1\n", "bad.toml")
     res = run(good, bad)
     assert res.exit_code == 2 and "PASS" in res.output
 
@@ -157,12 +167,19 @@ submit = 1.0
 """
 
 
-@pytest.mark.parametrize("expect,code,needle", [
-    pytest.param('preempted = ["low"]\nnot_preempted = ["high"]', 0, "PASS", id="holds"),
-    pytest.param('preempted = ["high"]', 1, "preempted: [high] were never preempted (preempted so far: [low])",
-                 id="preempted-missing"),
-    pytest.param('not_preempted = ["low"]', 1, "not_preempted: [low] were preempted", id="not-preempted"),
-])
+@pytest.mark.parametrize(
+    "expect,code,needle",
+    [
+        pytest.param('preempted = ["low"]\nnot_preempted = ["high"]', 0, "PASS", id="holds"),
+        pytest.param(
+            'preempted = ["high"]',
+            1,
+            "preempted: [high] were never preempted (preempted so far: [low])",
+            id="preempted-missing",
+        ),
+        pytest.param('not_preempted = ["low"]', 1, "not_preempted: [low] were preempted", id="not-preempted"),
+    ],
+)
 def test_preemption_expectations(tmp_path, expect, code, needle):
     res = run(write(tmp_path, PREEMPT + f"[[expect]]\nat = 1.0\n{expect}\n"))
     assert res.exit_code == code
@@ -175,14 +192,21 @@ def test_same_trace_under_different_hash_seeds(shared_dir: Path, tmp_path):
     import subprocess
     import sys
 
-    files = [str(shared_dir / "scenarios" / "seed-borrow-and-reclaim.toml"),
-             str(shared_dir / "scenarios" / "design-mig.toml"),
-             str(Path(__file__).parent / "cases" / "preemptor-reservation-blocks-others.toml")]
+    files = [
+        str(shared_dir / "scenarios" / "seed-borrow-and-reclaim.toml"),
+        str(shared_dir / "scenarios" / "design-mig.toml"),
+        str(Path(__file__).parent / "cases" / "preemptor-reservation-blocks-others.toml"),
+    ]
     outputs = []
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-m", "labgang.launcher", "simulate", "--trace", *files],
-                              capture_output=True, text=True, env=env, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "labgang.launcher", "simulate", "--trace", *files],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.append(proc.stdout)
     assert outputs[0] and outputs[0] == outputs[1] == outputs[2]
@@ -198,13 +222,28 @@ def test_help_points_to_the_format_document_shipped_in_the_repo(repo_root):
 
 def test_format_document_names_every_key_and_value_the_parser_accepts(repo_root):
     from labgang.launcher.model import BorrowPolicy, Queueing, ReclaimWithinCohort, WithinQueue
-    from labgang.launcher.simulate.scenario import (BorrowWithinCohortModel, ExpectModel, InvariantModel,
-                                                    JobModel, NodeModel, QueueModel, ScenarioFile,
-                                                    ScenarioMeta)
+    from labgang.launcher.simulate.scenario import (
+        BorrowWithinCohortModel,
+        ExpectModel,
+        InvariantModel,
+        JobModel,
+        NodeModel,
+        QueueModel,
+        ScenarioFile,
+        ScenarioMeta,
+    )
 
     doc = (repo_root / "docs" / "scenarios.md").read_text()
-    for model in (ScenarioFile, ScenarioMeta, NodeModel, QueueModel, BorrowWithinCohortModel, JobModel,
-                  ExpectModel, InvariantModel):
+    for model in (
+        ScenarioFile,
+        ScenarioMeta,
+        NodeModel,
+        QueueModel,
+        BorrowWithinCohortModel,
+        JobModel,
+        ExpectModel,
+        InvariantModel,
+    ):
         for key in model.model_fields:
             assert f"`{key}`" in doc or f"[{key}]" in doc or f"[[{key}]]" in doc, f"{model.__name__}.{key}"
     for enum in (WithinQueue, ReclaimWithinCohort, BorrowPolicy, Queueing):
@@ -257,7 +296,9 @@ def test_counts_of_one_are_singular(tmp_path):
 
 
 def test_counts_other_than_one_are_plural(tmp_path):
-    text = ONE.replace('[[expect]]\nfinished = ["a"]\n', '[[expect]]\nfinished = ["a"]\n[[expect]]\nat = 1.0\nrunning = ["a"]\n')
+    text = ONE.replace(
+        '[[expect]]\nfinished = ["a"]\n', '[[expect]]\nfinished = ["a"]\n[[expect]]\nat = 1.0\nrunning = ["a"]\n'
+    )
     res = run("--summary", write(tmp_path, text.replace("[[invariant]]\nno_partial_gangs = true\n", "")))
     assert res.exit_code == 0, res.output
     assert "2 expectations, 0 invariants" in res.output
@@ -278,7 +319,7 @@ def test_partial_gang_message_counts_one_device_in_the_singular(tmp_path):
 
 def test_lending_limit_above_nominal_is_malformed(tmp_path):
     """As in cluster.toml (and Kueue): a queue lends at most its nominal quota."""
-    text = BASE.replace('nominal = { gpu = 2 }', 'nominal = { gpu = 2 }\ncohort = "lab"\nlending_limit = { gpu = 3 }')
+    text = BASE.replace("nominal = { gpu = 2 }", 'nominal = { gpu = 2 }\ncohort = "lab"\nlending_limit = { gpu = 3 }')
     res = run(write(tmp_path, text))
     assert res.exit_code == 2, res.output
     assert "queues[0] ('q').lending_limit.gpu: 3 is above the nominal quota (2); allowed: 0..2" in res.output

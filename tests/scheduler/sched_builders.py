@@ -165,13 +165,22 @@ class JobBuilder:
         return self._req
 
     def pending(self, seq: int) -> PendingJob:
-        return PendingJob(self.id, self._queue, self._req, self._prio, self._submit, seq,
-                          self._submit if self._since is None else self._since, self._nominated)
+        return PendingJob(
+            self.id,
+            self._queue,
+            self._req,
+            self._prio,
+            self._submit,
+            seq,
+            self._submit if self._since is None else self._since,
+            self._nominated,
+        )
 
     def running(self, placement: tuple[RankPlacement, ...], seq: int) -> RunningJob:
         admit = self._submit if self._admit is None else self._admit
-        return RunningJob(self.id, self._queue, self._req, self._prio, self._submit, admit, placement,
-                          0.0, self._terminating, seq)
+        return RunningJob(
+            self.id, self._queue, self._req, self._prio, self._submit, admit, placement, 0.0, self._terminating, seq
+        )
 
 
 def job(job_id: str) -> JobBuilder:
@@ -196,8 +205,11 @@ class Cluster:
 
     def mig_node(self, name: str, gpus: int, profiles: list[str], model: str = "") -> Cluster:
         """A node whose GPUs are all in MIG mode with ``profiles``."""
-        devs = tuple(Device(f"MIG-{name}-{i}-{k}", name, mig_resource(p), model, f"GPU-{name}-{i}")
-                     for i in range(gpus) for k, p in enumerate(profiles))
+        devs = tuple(
+            Device(f"MIG-{name}-{i}-{k}", name, mig_resource(p), model, f"GPU-{name}-{i}")
+            for i in range(gpus)
+            for k, p in enumerate(profiles)
+        )
         self.nodes.append(Node(name, devs))
         return self
 
@@ -206,16 +218,27 @@ class Cluster:
         snap = self.snapshot([], [])
         book = DeviceBook(snap)
         req = builder.request
-        raw = place(book, book.index(req.resource, req.gpu_model.lower() if req.gpu_model else None),
-                    req.workers, req.per_worker, req.nodes)
+        raw = place(
+            book,
+            book.index(req.resource, req.gpu_model.lower() if req.gpu_model else None),
+            req.workers,
+            req.per_worker,
+            req.nodes,
+        )
         assert raw is not None, f"no room to run {builder.id}"
-        placement = tuple(RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds))
-                          for i, (n, ds) in enumerate(raw))
+        placement = tuple(
+            RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)
+        )
         self.running.append(builder.running(placement, len(self.running)))
         return self
 
     def snapshot(self, queues: list[QueueSpec], pending: list[JobBuilder], now: float = 0.0) -> Snapshot:
         """A snapshot with this cluster's nodes and running jobs."""
-        return Snapshot(now=now, nodes=tuple(self.nodes), queues=tuple(queues), running=tuple(self.running),
-                        pending=tuple(b.pending(i) for i, b in enumerate(pending)),
-                        unavailable=frozenset(self.unavailable))
+        return Snapshot(
+            now=now,
+            nodes=tuple(self.nodes),
+            queues=tuple(queues),
+            running=tuple(self.running),
+            pending=tuple(b.pending(i) for i, b in enumerate(pending)),
+            unavailable=frozenset(self.unavailable),
+        )

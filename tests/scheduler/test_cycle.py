@@ -19,16 +19,22 @@ def test_every_pending_job_is_answered_once():
     assert sorted(ids) == sorted(f"j{i}" for i in range(6))
 
 
-@pytest.mark.parametrize("setup,want_code,want_text", [
-    pytest.param("borrow-limit", ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1", id="over-quota"),
-    pytest.param("cohort", ReasonCode.COHORT_EXHAUSTED,
-                 "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for waiting jobs) of 3 gpu "
-                 "and can get 0 more; job needs 1",
-                 id="cohort"),
-    pytest.param("fragmented", ReasonCode.FRAGMENTED, "6 gpu free, largest node has 3", id="fragmented"),
-    pytest.param("capacity", ReasonCode.NO_CAPACITY, "2 gpu free; job needs 1 x 4 gpu", id="no-capacity"),
-    pytest.param("never", ReasonCode.UNSCHEDULABLE, "queue team-a can hold at most 5", id="unschedulable-quota"),
-])
+@pytest.mark.parametrize(
+    "setup,want_code,want_text",
+    [
+        pytest.param("borrow-limit", ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1", id="over-quota"),
+        pytest.param(
+            "cohort",
+            ReasonCode.COHORT_EXHAUSTED,
+            "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for waiting jobs) of 3 gpu "
+            "and can get 0 more; job needs 1",
+            id="cohort",
+        ),
+        pytest.param("fragmented", ReasonCode.FRAGMENTED, "6 gpu free, largest node has 3", id="fragmented"),
+        pytest.param("capacity", ReasonCode.NO_CAPACITY, "2 gpu free; job needs 1 x 4 gpu", id="no-capacity"),
+        pytest.param("never", ReasonCode.UNSCHEDULABLE, "queue team-a can hold at most 5", id="unschedulable-quota"),
+    ],
+)
 def test_pending_reasons_carry_numbers(setup, want_code, want_text):
     a = queue("team-a").cohort("lab").nominal(gpu=3).borrowing_limit(gpu=2).build()
     b = queue("team-b").cohort("lab").nominal(gpu=5).build()
@@ -66,18 +72,29 @@ def test_within_nominal_before_borrowers_then_priority():
     b = queue("b").cohort("lab").nominal(gpu=2).build()
     c = Cluster().node("n1", 4)
     c.run(job("a-run").queue("a").gpus(2))
-    result = run_cycle(c.snapshot([a, b], [job("a-borrow").queue("a").gpus(2).priority(100),
-                                           job("b-own").queue("b").gpus(2).priority(0)]))
+    result = run_cycle(
+        c.snapshot(
+            [a, b], [job("a-borrow").queue("a").gpus(2).priority(100), job("b-own").queue("b").gpus(2).priority(0)]
+        )
+    )
     assert [x.job_id for x in result.admitted] == ["b-own"]
 
 
 def test_no_overadmission_within_one_cycle():
     alpha = queue("alpha").cohort("eng").nominal(gpu=50).borrowing_limit(gpu=50).build()
-    beta = queue("beta").cohort("eng").nominal(gpu=50).borrowing_limit(gpu=10).reclaim("any") \
-        .within_queue("lower-priority").build()
+    beta = (
+        queue("beta")
+        .cohort("eng")
+        .nominal(gpu=50)
+        .borrowing_limit(gpu=10)
+        .reclaim("any")
+        .within_queue("lower-priority")
+        .build()
+    )
     c = Cluster().node("n1", 100)
-    result = run_cycle(c.snapshot([alpha, beta], [job("a").queue("alpha").gang(45, 1),
-                                                  job("b").queue("beta").gang(56, 1)]))
+    result = run_cycle(
+        c.snapshot([alpha, beta], [job("a").queue("alpha").gang(45, 1), job("b").queue("beta").gang(56, 1)])
+    )
     assert [x.job_id for x in result.admitted] == ["a"]
 
 
@@ -85,12 +102,14 @@ def test_strict_fifo_head_blocks_but_unschedulable_head_does_not():
     q = queue("q").nominal(gpu=4).strict().build()
     c = Cluster().node("n1", 4)
     c.run(job("r").queue("q").gpus(2))
-    result = run_cycle(c.snapshot([q], [job("head").queue("q").gpus(4).submitted(1.0),
-                                        job("small").queue("q").gpus(1).submitted(2.0)]))
+    result = run_cycle(
+        c.snapshot([q], [job("head").queue("q").gpus(4).submitted(1.0), job("small").queue("q").gpus(1).submitted(2.0)])
+    )
     assert not result.admitted
     assert reasons(result)["small"][0] is ReasonCode.BLOCKED_BY_HEAD
-    result = run_cycle(c.snapshot([q], [job("huge").queue("q").gpus(9).submitted(1.0),
-                                        job("small").queue("q").gpus(1).submitted(2.0)]))
+    result = run_cycle(
+        c.snapshot([q], [job("huge").queue("q").gpus(9).submitted(1.0), job("small").queue("q").gpus(1).submitted(2.0)])
+    )
     assert [x.job_id for x in result.admitted] == ["small"]
     assert reasons(result)["huge"][0] is ReasonCode.UNSCHEDULABLE
 
@@ -99,8 +118,9 @@ def test_best_effort_lets_later_jobs_pass_a_stuck_head():
     q = queue("q").nominal(gpu=4).build()
     c = Cluster().node("n1", 4)
     c.run(job("r").queue("q").gpus(2))
-    result = run_cycle(c.snapshot([q], [job("head").queue("q").gpus(4).submitted(1.0),
-                                        job("small").queue("q").gpus(1).submitted(2.0)]))
+    result = run_cycle(
+        c.snapshot([q], [job("head").queue("q").gpus(4).submitted(1.0), job("small").queue("q").gpus(1).submitted(2.0)])
+    )
     assert [x.job_id for x in result.admitted] == ["small"]
 
 
@@ -111,8 +131,12 @@ def test_waiting_head_holds_its_idle_quota_against_borrowers():
     borrower = queue("borrower").cohort("lab").nominal(gpu=4).build()
     c = Cluster().node("n1", 8)
     c.run(job("b-big").queue("borrower").gpus(6))
-    result = run_cycle(c.snapshot([lender, borrower], [job("l-head").queue("lender").gpus(3),
-                                                       job("b-more").queue("borrower").gpus(1).submitted(5.0)]))
+    result = run_cycle(
+        c.snapshot(
+            [lender, borrower],
+            [job("l-head").queue("lender").gpus(3), job("b-more").queue("borrower").gpus(1).submitted(5.0)],
+        )
+    )
     assert result.admitted == ()
     code, text = reasons(result)["b-more"]
     assert code is ReasonCode.COHORT_EXHAUSTED
@@ -175,25 +199,29 @@ def test_same_snapshot_same_decisions():
     c = Cluster().node("n1", 4).node("n2", 4)
     for i in range(3):
         c.run(job(f"b{i}").queue("b").gpus(2).priority(i))
-    snap = c.snapshot([a, b], [job(f"p{i}").queue("a" if i % 2 else "b").gpus(1 + i % 3).priority(i)
-                               for i in range(8)])
+    snap = c.snapshot([a, b], [job(f"p{i}").queue("a" if i % 2 else "b").gpus(1 + i % 3).priority(i) for i in range(8)])
     assert run_cycle(snap) == run_cycle(snap)
 
 
 def test_unknown_queue_is_unschedulable():
     c = Cluster().node("n1", 1)
     snap = c.snapshot([queue("q").nominal(gpu=1).build()], [])
-    snap = type(snap)(snap.now, snap.nodes, snap.queues, (), (PendingJob("x", "nope", job("x").request, 0, 0.0, 0, 0.0),))
+    snap = type(snap)(
+        snap.now, snap.nodes, snap.queues, (), (PendingJob("x", "nope", job("x").request, 0, 0.0, 0, 0.0),)
+    )
     code, text = reasons(run_cycle(snap))["x"]
     assert code is ReasonCode.UNSCHEDULABLE and "'nope' does not exist" in text
 
 
-@pytest.mark.parametrize("builder,want", [
-    pytest.param(job("ok").gpus(2), None, id="fits"),
-    pytest.param(job("big").gpus(5), "no placement for 1 x 5 gpu", id="no-node-that-large"),
-    pytest.param(job("quota").gang(3, 4), "can hold at most 8", id="over-max-quota"),
-    pytest.param(job("mig").mig("1g.10gb"), "no quota for mig-1g.10gb", id="unlisted-resource"),
-])
+@pytest.mark.parametrize(
+    "builder,want",
+    [
+        pytest.param(job("ok").gpus(2), None, id="fits"),
+        pytest.param(job("big").gpus(5), "no placement for 1 x 5 gpu", id="no-node-that-large"),
+        pytest.param(job("quota").gang(3, 4), "can hold at most 8", id="over-max-quota"),
+        pytest.param(job("mig").mig("1g.10gb"), "no quota for mig-1g.10gb", id="unlisted-resource"),
+    ],
+)
 def test_check_schedulable(builder, want):
     q = queue("q").cohort("lab").nominal(gpu=4).build()
     other = queue("o").cohort("lab").nominal(gpu=4).build()

@@ -19,11 +19,14 @@ def admit_one(cluster: Cluster, builder) -> dict[str, list[str]] | None:
     return out
 
 
-@pytest.mark.parametrize("busy,need,want_node", [
-    pytest.param({}, 1, "n1", id="tie-goes-to-node-order"),
-    pytest.param({"n2": 3}, 1, "n2", id="fullest-node-that-holds-it"),
-    pytest.param({"n1": 3, "n2": 2}, 2, "n2", id="skips-node-too-full"),
-])
+@pytest.mark.parametrize(
+    "busy,need,want_node",
+    [
+        pytest.param({}, 1, "n1", id="tie-goes-to-node-order"),
+        pytest.param({"n2": 3}, 1, "n2", id="fullest-node-that-holds-it"),
+        pytest.param({"n1": 3, "n2": 2}, 2, "n2", id="skips-node-too-full"),
+    ],
+)
 def test_small_job_goes_to_fullest_node_that_holds_it(busy, need, want_node):
     # each node has its own model so the fillers land exactly where the test says
     c = Cluster()

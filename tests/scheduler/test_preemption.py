@@ -8,20 +8,63 @@ from sched_builders import Cluster, job, queue
 from labgang.launcher.scheduler import run_cycle
 
 STANDALONE = queue("solo").nominal(gpu=6).within_queue("lower-priority").build()
-C1 = queue("c1").cohort("lab").nominal(gpu=6).borrowing_limit(gpu=6) \
-    .within_queue("lower-priority").reclaim("lower-priority").build()
+C1 = (
+    queue("c1")
+    .cohort("lab")
+    .nominal(gpu=6)
+    .borrowing_limit(gpu=6)
+    .within_queue("lower-priority")
+    .reclaim("lower-priority")
+    .build()
+)
 C2 = queue("c2").cohort("lab").nominal(gpu=6).borrowing_limit(gpu=6).reclaim("any").build()
-LEND1 = queue("lend1").cohort("lend").nominal(gpu=6).lending_limit(gpu=4) \
-    .within_queue("lower-priority").reclaim("lower-priority").build()
-LEND2 = queue("lend2").cohort("lend").nominal(gpu=6).lending_limit(gpu=2) \
-    .within_queue("lower-priority").reclaim("lower-priority").build()
+LEND1 = (
+    queue("lend1")
+    .cohort("lend")
+    .nominal(gpu=6)
+    .lending_limit(gpu=4)
+    .within_queue("lower-priority")
+    .reclaim("lower-priority")
+    .build()
+)
+LEND2 = (
+    queue("lend2")
+    .cohort("lend")
+    .nominal(gpu=6)
+    .lending_limit(gpu=2)
+    .within_queue("lower-priority")
+    .reclaim("lower-priority")
+    .build()
+)
 BWC = dict(policy="lower-priority", threshold=0)
-A_STD = queue("a_std").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).reclaim("lower-priority") \
-    .borrow_within_cohort(**BWC).build()
-B_STD = queue("b_std").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).within_queue("lower-priority") \
-    .reclaim("any").borrow_within_cohort(**BWC).build()
-A_BE = queue("a_be").cohort("s").nominal(gpu=1).borrowing_limit(gpu=12).reclaim("lower-priority") \
-    .borrow_within_cohort(**BWC).build()
+A_STD = (
+    queue("a_std")
+    .cohort("s")
+    .nominal(gpu=1)
+    .borrowing_limit(gpu=12)
+    .reclaim("lower-priority")
+    .borrow_within_cohort(**BWC)
+    .build()
+)
+B_STD = (
+    queue("b_std")
+    .cohort("s")
+    .nominal(gpu=1)
+    .borrowing_limit(gpu=12)
+    .within_queue("lower-priority")
+    .reclaim("any")
+    .borrow_within_cohort(**BWC)
+    .build()
+)
+A_BE = (
+    queue("a_be")
+    .cohort("s")
+    .nominal(gpu=1)
+    .borrowing_limit(gpu=12)
+    .reclaim("lower-priority")
+    .borrow_within_cohort(**BWC)
+    .build()
+)
 SHARED = queue("shared").cohort("s").nominal(gpu=10).build()
 
 
@@ -35,52 +78,100 @@ class Case:
 
 
 CASES = {
-    "lowest-priority-first": Case([STANDALONE], 6, [("low", "solo", 2, -1), ("mid", "solo", 2, 0),
-                                                    ("high", "solo", 2, 1)], ("solo", 2, 1), {"low"}),
+    "lowest-priority-first": Case(
+        [STANDALONE],
+        6,
+        [("low", "solo", 2, -1), ("mid", "solo", 2, 0), ("high", "solo", 2, 1)],
+        ("solo", 2, 1),
+        {"low"},
+    ),
     "several-victims-when-one-is-not-enough": Case(
-        [STANDALONE], 6, [("low", "solo", 2, -1), ("mid", "solo", 2, 0), ("high", "solo", 2, 1)],
-        ("solo", 3, 1), {"low", "mid"}),
-    "never-equal-or-higher-priority": Case([STANDALONE], 6, [("a", "solo", 3, -1), ("b", "solo", 3, 0)],
-                                           ("solo", 1, -1), set()),
-    "nothing-when-victims-cannot-make-room": Case([STANDALONE], 6, [("low", "solo", 3, -1), ("mid", "solo", 3, 0)],
-                                                  ("solo", 4, 0), set()),
+        [STANDALONE],
+        6,
+        [("low", "solo", 2, -1), ("mid", "solo", 2, 0), ("high", "solo", 2, 1)],
+        ("solo", 3, 1),
+        {"low", "mid"},
+    ),
+    "never-equal-or-higher-priority": Case(
+        [STANDALONE], 6, [("a", "solo", 3, -1), ("b", "solo", 3, 0)], ("solo", 1, -1), set()
+    ),
+    "nothing-when-victims-cannot-make-room": Case(
+        [STANDALONE], 6, [("low", "solo", 3, -1), ("mid", "solo", 3, 0)], ("solo", 4, 0), set()
+    ),
     "free-room-counts-so-one-small-victim-suffices": Case(
-        [STANDALONE], 6, [("low", "solo", 1, -1), ("mid", "solo", 1, 0), ("high", "solo", 3, 1)],
-        ("solo", 2, 1), {"low"}),
+        [STANDALONE],
+        6,
+        [("low", "solo", 1, -1), ("mid", "solo", 1, 0), ("high", "solo", 3, 1)],
+        ("solo", 2, 1),
+        {"low"},
+    ),
     "minimal-set-puts-back-unneeded-victim": Case(
-        [STANDALONE], 6, [("low", "solo", 1, -1), ("mid", "solo", 2, 0), ("high", "solo", 3, 1)],
-        ("solo", 2, 1), {"mid"}),
+        [STANDALONE],
+        6,
+        [("low", "solo", 1, -1), ("mid", "solo", 2, 0), ("high", "solo", 3, 1)],
+        ("solo", 2, 1),
+        {"mid"},
+    ),
     "reclaim-from-borrower-before-own-queue": Case(
-        [C1, C2], 12, [("c1-low", "c1", 3, -1), ("c2-mid", "c2", 3, 0), ("c2-high", "c2", 6, 1)],
-        ("c1", 3, 1), {"c2-mid"}),
+        [C1, C2],
+        12,
+        [("c1-low", "c1", 3, -1), ("c2-mid", "c2", 3, 0), ("c2-high", "c2", 6, 1)],
+        ("c1", 3, 1),
+        {"c2-mid"},
+    ),
     "no-reclaim-when-preemptor-would-still-borrow": Case(
-        [C1, C2], 12, [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1), ("c2-low-2", "c2", 4, -1)],
-        ("c1", 4, 1), set()),
+        [C1, C2],
+        12,
+        [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1), ("c2-low-2", "c2", 4, -1)],
+        ("c1", 4, 1),
+        set(),
+    ),
     "no-reclaim-from-queue-within-nominal": Case(
-        [C1, C2], 12, [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1)], ("c1", 6, 1), set()),
+        [C1, C2], 12, [("c1-high", "c1", 4, 1), ("c2-low-1", "c2", 4, -1)], ("c1", 6, 1), set()
+    ),
     "lower-priority-reclaim-spares-equal-priority": Case(
-        [C1, C2], 12, [("c1", "c1", 2, 0), ("c2-1", "c2", 4, 0), ("c2-2", "c2", 4, 0)], ("c1", 4, 0), set()),
+        [C1, C2], 12, [("c1", "c1", 2, 0), ("c2-1", "c2", 4, 0), ("c2-2", "c2", 4, 0)], ("c1", 4, 0), set()
+    ),
     "reclaim-any-ignores-priority": Case(
-        [C1, C2], 12, [("c1-1", "c1", 4, 0), ("c1-2", "c1", 4, 1), ("c2", "c2", 2, 0)], ("c2", 4, 0), {"c1-1"}),
+        [C1, C2], 12, [("c1-1", "c1", 4, 0), ("c1-2", "c1", 4, 1), ("c2", "c2", 2, 0)], ("c2", 4, 0), {"c1-1"}
+    ),
     "own-queue-and-borrower-when-must-end-within-nominal": Case(
-        [C1, C2], 12, [("c1-low", "c1", 3, -1), ("c1-mid", "c1", 2, 0), ("c2-low", "c2", 3, -1),
-                       ("c2-mid", "c2", 4, 0)], ("c1", 4, 0), {"c1-low", "c2-low"}),
+        [C1, C2],
+        12,
+        [("c1-low", "c1", 3, -1), ("c1-mid", "c1", 2, 0), ("c2-low", "c2", 3, -1), ("c2-mid", "c2", 4, 0)],
+        ("c1", 4, 0),
+        {"c1-low", "c2-low"},
+    ),
     "reclaim-from-lender-above-nominal": Case(
-        [LEND1, LEND2], 12, [("l1-low", "lend1", 3, -1), ("l2-mid", "lend2", 3, 0), ("l2-high", "lend2", 4, 1)],
-        ("lend1", 3, 1), {"l2-mid"}),
+        [LEND1, LEND2],
+        12,
+        [("l1-low", "lend1", 3, -1), ("l2-mid", "lend2", 3, 0), ("l2-high", "lend2", 4, 1)],
+        ("lend1", 3, 1),
+        {"l2-mid"},
+    ),
     "request-above-lending-limit-maximum-never-preempts": Case(
-        [LEND1, LEND2], 12, [("l2-low", "lend2", 10, -1)], ("lend1", 9, 0), set()),
+        [LEND1, LEND2], 12, [("l2-low", "lend2", 10, -1)], ("lend1", 9, 0), set()
+    ),
     "borrow-within-cohort-below-threshold": Case(
-        [A_STD, B_STD, A_BE, SHARED], 13, [("a_be_low", "a_be", 10, -1), ("b_be_low", "a_be", 1, -1)],
-        ("a_std", 10, 0), {"a_be_low"}),
+        [A_STD, B_STD, A_BE, SHARED],
+        13,
+        [("a_be_low", "a_be", 10, -1), ("b_be_low", "a_be", 1, -1)],
+        ("a_std", 10, 0),
+        {"a_be_low"},
+    ),
     "borrow-within-cohort-not-above-threshold": Case(
-        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 10, 1)], ("a_std", 10, 2), set()),
+        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 10, 1)], ("a_std", 10, 2), set()
+    ),
     "above-threshold-ok-when-ending-within-nominal": Case(
-        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 13, 1)], ("a_std", 1, 2), {"b_std"}),
+        [A_STD, B_STD, A_BE, SHARED], 13, [("b_std", "b_std", 13, 1)], ("a_std", 1, 2), {"b_std"}
+    ),
     "own-queue-and-below-threshold-borrower": Case(
-        [A_STD, B_STD, A_BE, SHARED], 13, [("b-high", "b_std", 10, 2), ("b-mid", "b_std", 1, 1),
-                                           ("a-low", "a_be", 1, -1), ("a-lower", "a_be", 1, -2)],
-        ("b_std", 2, 2), {"b-mid", "a-lower"}),
+        [A_STD, B_STD, A_BE, SHARED],
+        13,
+        [("b-high", "b_std", 10, 2), ("b-mid", "b_std", 1, 1), ("a-low", "a_be", 1, -1), ("a-lower", "a_be", 1, -2)],
+        ("b_std", 2, 2),
+        {"b-mid", "a-lower"},
+    ),
 }
 
 
@@ -155,10 +246,16 @@ def test_victims_a_waiting_preemptor_counts_on_are_not_shared():
     c.run(job("leaving").queue("q").gpus(2).priority(-1).terminating())
     c.run(job("other").queue("q").gpus(1).priority(-1).submitted(1.0))
     c.run(job("small").queue("q").gpus(1).priority(-1).submitted(2.0))
-    result = run_cycle(c.snapshot([q], [job("first").queue("q").gpus(2).priority(9).nominated("leaving"),
-                                        job("x").queue("q").gpus(1).priority(5)]))
+    result = run_cycle(
+        c.snapshot(
+            [q],
+            [job("first").queue("q").gpus(2).priority(9).nominated("leaving"), job("x").queue("q").gpus(1).priority(5)],
+        )
+    )
     # `first` keeps `leaving`, and its usage counts on top of the victims' for the rest of the
     # cycle (as in Kueue), so x finds no room this cycle and evicts nobody
     assert result.preempted == ()
     assert {p.job_id: p.reason.code.value for p in result.pending} == {
-        "first": "waiting_for_victims", "x": "over_quota"}
+        "first": "waiting_for_victims",
+        "x": "over_quota",
+    }

@@ -35,15 +35,23 @@ def scenarios(draw) -> dict:
         if draw(st.integers(0, 3)) == 0:
             nodes.append({"name": f"m{i}", "gpus": draw(st.integers(1, 2)), "mig": draw(st.sampled_from(PROFILES))})
         else:
-            nodes.append({"name": f"n{i}", "gpus": draw(st.integers(1, 8)),
-                          "model": draw(st.sampled_from(["NVIDIA A100", "NVIDIA H100"]))})
+            nodes.append(
+                {
+                    "name": f"n{i}",
+                    "gpus": draw(st.integers(1, 8)),
+                    "model": draw(st.sampled_from(["NVIDIA A100", "NVIDIA H100"])),
+                }
+            )
     queues = []
     for i in range(draw(st.integers(1, 4))):
-        q = {"name": f"q{i}", "nominal": {"gpu": draw(st.sampled_from([0, 2, 3, 4, 6, 8])),
-                                          "mig-1g.10gb": draw(st.integers(0, 4))},
-             "within_queue": draw(st.sampled_from(["never", "lower-priority", "lower-priority",
-                                                   "lower-or-newer-equal-priority"])),
-             "queueing": draw(st.sampled_from(["best-effort-fifo", "strict-fifo"]))}
+        q = {
+            "name": f"q{i}",
+            "nominal": {"gpu": draw(st.sampled_from([0, 2, 3, 4, 6, 8])), "mig-1g.10gb": draw(st.integers(0, 4))},
+            "within_queue": draw(
+                st.sampled_from(["never", "lower-priority", "lower-priority", "lower-or-newer-equal-priority"])
+            ),
+            "queueing": draw(st.sampled_from(["best-effort-fifo", "strict-fifo"])),
+        }
         cohort = draw(st.sampled_from([None, "lab", "lab", "other"]))
         if cohort:
             q["cohort"] = cohort
@@ -53,16 +61,23 @@ def scenarios(draw) -> dict:
             if draw(st.booleans()):
                 q["lending_limit"] = {"gpu": draw(st.integers(0, q["nominal"]["gpu"]))}
             if draw(st.integers(0, 3)) == 0:
-                q["borrow_within_cohort"] = {"policy": "lower-priority",
-                                             "max_priority_threshold": draw(st.integers(-1, 1))}
+                q["borrow_within_cohort"] = {
+                    "policy": "lower-priority",
+                    "max_priority_threshold": draw(st.integers(-1, 1)),
+                }
         if draw(st.integers(0, 3)) == 0:
             q["starvation_after"] = float(draw(st.integers(5, 30)))
         queues.append(q)
     jobs = []
     for i in range(draw(st.integers(1, 12))):
-        j = {"id": f"j{i}", "queue": f"q{draw(st.integers(0, len(queues) - 1))}",
-             "priority": draw(st.integers(-2, 2)), "submit": float(draw(st.integers(0, 20))),
-             "duration": float(draw(st.integers(1, 30))), "grace": float(draw(st.sampled_from([0, 0, 3])))}
+        j = {
+            "id": f"j{i}",
+            "queue": f"q{draw(st.integers(0, len(queues) - 1))}",
+            "priority": draw(st.integers(-2, 2)),
+            "submit": float(draw(st.integers(0, 20))),
+            "duration": float(draw(st.integers(1, 30))),
+            "grace": float(draw(st.sampled_from([0, 0, 3]))),
+        }
         if draw(st.integers(0, 3)) == 0:
             j["workers"] = draw(st.integers(1, 3))
             j["mig"] = "1g.10gb"
@@ -107,8 +122,11 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     # victims make room: with them gone, the preemptor alone is admitted
     for pre in result.preempted:
         gone = set(pre.victims)
-        alone = replace(snap, running=tuple(j for j in snap.running if j.id not in gone),
-                        pending=(replace(pending[pre.job_id], nominated=()),))
+        alone = replace(
+            snap,
+            running=tuple(j for j in snap.running if j.id not in gone),
+            pending=(replace(pending[pre.job_id], nominated=()),),
+        )
         again = run_cycle(alone)
         assert [a.job_id for a in again.admitted] == [pre.job_id], f"victims {pre.victims} make no room"
     # determinism

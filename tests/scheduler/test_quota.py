@@ -7,8 +7,10 @@ from labgang.launcher.scheduler.quota import QuotaBook
 
 
 def lenders() -> list:
-    return [queue("lend1").cohort("lend").nominal(gpu=6).lending_limit(gpu=4).build(),
-            queue("lend2").cohort("lend").nominal(gpu=6).lending_limit(gpu=2).build()]
+    return [
+        queue("lend1").cohort("lend").nominal(gpu=6).lending_limit(gpu=4).build(),
+        queue("lend2").cohort("lend").nominal(gpu=6).lending_limit(gpu=2).build(),
+    ]
 
 
 def test_lending_limit_example_from_queue_semantics():
@@ -29,13 +31,16 @@ def test_private_part_is_never_lent():
     assert book.available("lend1", "gpu") == 2
 
 
-@pytest.mark.parametrize("usage_a,usage_b,limit,want_a", [
-    pytest.param(0, 0, None, 8, id="unlimited-borrowing-takes-whole-cohort"),
-    pytest.param(0, 0, 2, 5, id="borrowing-limit-caps-at-nominal-plus-limit"),
-    pytest.param(5, 0, 2, 0, id="at-nominal-plus-limit-nothing-more"),
-    pytest.param(0, 4, 2, 4, id="cohort-runs-out-before-limit"),
-    pytest.param(3, 5, None, 0, id="cohort-full"),
-])
+@pytest.mark.parametrize(
+    "usage_a,usage_b,limit,want_a",
+    [
+        pytest.param(0, 0, None, 8, id="unlimited-borrowing-takes-whole-cohort"),
+        pytest.param(0, 0, 2, 5, id="borrowing-limit-caps-at-nominal-plus-limit"),
+        pytest.param(5, 0, 2, 0, id="at-nominal-plus-limit-nothing-more"),
+        pytest.param(0, 4, 2, 4, id="cohort-runs-out-before-limit"),
+        pytest.param(3, 5, None, 0, id="cohort-full"),
+    ],
+)
 def test_available_with_borrowing_limit(usage_a, usage_b, limit, want_a):
     a = queue("team-a").cohort("lab").nominal(gpu=3)
     if limit is not None:
@@ -46,16 +51,21 @@ def test_available_with_borrowing_limit(usage_a, usage_b, limit, want_a):
 
 
 def test_queue_without_cohort_neither_lends_nor_borrows():
-    book = QuotaBook([queue("solo").nominal(gpu=4).build(), queue("x").cohort("lab").nominal(gpu=4).build()],
-                     {("solo", "gpu"): 1})
+    book = QuotaBook(
+        [queue("solo").nominal(gpu=4).build(), queue("x").cohort("lab").nominal(gpu=4).build()], {("solo", "gpu"): 1}
+    )
     assert book.available("solo", "gpu") == 3
     assert book.potential("solo", "gpu") == 4
     assert book.available("x", "gpu") == 4  # solo's idle GPUs are not in lab's pool
 
 
 def test_unlisted_resource_is_unusable_and_nominal_zero_may_borrow():
-    book = QuotaBook([queue("a").cohort("lab").nominal(gpu=0).build(),
-                      queue("b").cohort("lab").nominal(gpu=4, mig_1g_10gb=2).build()])
+    book = QuotaBook(
+        [
+            queue("a").cohort("lab").nominal(gpu=0).build(),
+            queue("b").cohort("lab").nominal(gpu=4, mig_1g_10gb=2).build(),
+        ]
+    )
     assert book.available("a", "gpu") == 4
     assert book.available("a", "mig-1g.10gb") == 0
     assert not book.lists("a", "mig-1g.10gb")

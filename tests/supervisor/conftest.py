@@ -93,17 +93,31 @@ def make_spec(token: str) -> Callable[..., LaunchSpec]:
     def build(argv, *, job_id: str = "job1", rank: int = 0, world_size: int = 1, **overrides) -> LaunchSpec:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LGTEST_TOKEN": token}
         env.update(overrides.pop("env", {}))
-        fields = dict(job_id=job_id, rank=rank, local_rank=rank, world_size=world_size,
-                      local_world_size=world_size, node_rank=0, master_addr="127.0.0.1", master_port=29400,
-                      devices=(f"GPU-test-{rank}",), argv=tuple(argv), env=env, cwd="/tmp", uid=0, grace=2.0)
+        fields = dict(
+            job_id=job_id,
+            rank=rank,
+            local_rank=rank,
+            world_size=world_size,
+            local_world_size=world_size,
+            node_rank=0,
+            master_addr="127.0.0.1",
+            master_port=29400,
+            devices=(f"GPU-test-{rank}",),
+            argv=tuple(argv),
+            env=env,
+            cwd="/tmp",
+            uid=0,
+            grace=2.0,
+        )
         fields.update(overrides)
         return LaunchSpec(**fields)
 
     return build
 
 
-def run_until(sup: Supervisor, done: Callable[[], bool], timeout: float = 15.0,
-              events: list[RankEvent] | None = None) -> list[RankEvent]:
+def run_until(
+    sup: Supervisor, done: Callable[[], bool], timeout: float = 15.0, events: list[RankEvent] | None = None
+) -> list[RankEvent]:
     """Tick ``sup`` every 20 ms until ``done()``; return the events seen. Fails after ``timeout`` s."""
     seen = [] if events is None else events
     deadline = time.monotonic() + timeout
@@ -187,5 +201,11 @@ def h():
     """Helpers for test modules (``--import-mode=importlib`` keeps conftest itself unimportable)."""
     import types
 
-    return types.SimpleNamespace(run_until=run_until, all_in=all_in, pid_alive=pid_alive,
-                                 wait_for_file=wait_for_file, leftovers=leftovers, python=PYTHON)
+    return types.SimpleNamespace(
+        run_until=run_until,
+        all_in=all_in,
+        pid_alive=pid_alive,
+        wait_for_file=wait_for_file,
+        leftovers=leftovers,
+        python=PYTHON,
+    )

@@ -103,10 +103,12 @@ class CoordinatorEnd:
 
     async def wait(self, predicate: Any, timeout: float = 10.0) -> Any:
         """Poll ``predicate`` every 10 ms until truthy; its value. Fails after ``timeout`` s."""
+
         async def until() -> Any:
             while not (found := predicate()):
                 await asyncio.sleep(0.01)
             return found
+
         return await asyncio.wait_for(until(), timeout)
 
 
@@ -115,8 +117,15 @@ async def agent_and_link(tmp_path, monkeypatch):
     monkeypatch.setattr(service_mod, "TICK_S", 60.0)
     end = CoordinatorEnd()
     await end.start()
-    config = AgentConfig(node="t1", coordinator=end.url, state_dir=str(tmp_path / "agent"), user_socket=False,
-                         sample_s=60.0, interval_s=300.0, supervisor={"allow_root": True})
+    config = AgentConfig(
+        node="t1",
+        coordinator=end.url,
+        state_dir=str(tmp_path / "agent"),
+        user_socket=False,
+        sample_s=60.0,
+        interval_s=300.0,
+        supervisor={"allow_root": True},
+    )
     backend = open_backend(MACHINE)
     agent = AgentService(config, backend=backend, token="t0ken", stop_jobs_on_exit=True)
     stop = asyncio.Event()
@@ -129,13 +138,26 @@ async def agent_and_link(tmp_path, monkeypatch):
 
 
 def _spec(tmp_path: Path, argv: list[str], uuid: str, job_id: str = "7.0") -> dict[str, Any]:
-    return {"job_id": job_id, "rank": 0, "local_rank": 0, "world_size": 1, "local_world_size": 1, "node_rank": 0,
-            "master_addr": "127.0.0.1", "master_port": 29500, "devices": [uuid], "argv": argv,
-            "env": {"PATH": "/usr/bin:/bin"}, "cwd": str(tmp_path), "uid": 0, "gid": None, "grace": 0.5}
+    return {
+        "job_id": job_id,
+        "rank": 0,
+        "local_rank": 0,
+        "world_size": 1,
+        "local_world_size": 1,
+        "node_rank": 0,
+        "master_addr": "127.0.0.1",
+        "master_port": 29500,
+        "devices": [uuid],
+        "argv": argv,
+        "env": {"PATH": "/usr/bin:/bin"},
+        "cwd": str(tmp_path),
+        "uid": 0,
+        "gid": None,
+        "grace": 0.5,
+    }
 
 
-async def test_exit_is_reported_without_waiting_for_a_poll_and_gone_carries_a_fresh_inventory(
-        agent_and_link, tmp_path):
+async def test_exit_is_reported_without_waiting_for_a_poll_and_gone_carries_a_fresh_inventory(agent_and_link, tmp_path):
     agent, end, backend = agent_and_link
     uuid = agent.inventory.allocatable()[0].uuid
     gate = tmp_path / "gate"
@@ -174,6 +196,7 @@ async def test_a_context_nvml_still_shows_keeps_the_rank_until_a_read_no_longer_
     def read_after_release() -> bool:
         since = sup.awaiting_devices()
         return since is not None and agent._reading is not None and agent._reading.read_at >= since
+
     await end.wait(read_after_release)  # NVML was read after the release, and still showed the pid
     assert sup.status("8.0", 0).state is RankState.RELEASING
     assert end.events("gone") == []

@@ -35,8 +35,9 @@ def test_rank_whose_device_still_shows_its_memory_is_not_gone(state_dir, make_sp
     view.hold("GPU-bbbb", pid)  # a context NVML still reports after the process is gone
     sup.stop_job("job1", grace=1.0)
     shim_pid = json.loads((state_dir / "ranks" / "job1" / "0" / "shim.json").read_text())["pid"]
-    events = h.run_until(sup, lambda: not h.pid_alive(pid) and not h.pid_alive(shim_pid)
-                         and sup.ranks()[0].state is RankState.RELEASING)
+    events = h.run_until(
+        sup, lambda: not h.pid_alive(pid) and not h.pid_alive(shim_pid) and sup.ranks()[0].state is RankState.RELEASING
+    )
     assert [e.kind for e in events] == ["exited"]
     for _ in range(5):
         assert sup.tick() == []

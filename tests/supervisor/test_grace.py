@@ -10,8 +10,10 @@ def test_a_cleanup_handler_that_starts_processes_gets_one_sigterm_and_finishes(s
     finish it: processes born during the stop get no SIGTERM of their own, and the rank's group
     is not signalled again (that re-entered the handler forever, and the rank died of SIGKILL)."""
     ready = state_dir / "ready"
-    script = (f"trap 'echo cleanup-start; sleep 0.3; echo cleanup-done; exit 0' TERM; "
-              f"echo up > {ready}; while :; do sleep 0.05; done")
+    script = (
+        f"trap 'echo cleanup-start; sleep 0.3; echo cleanup-done; exit 0' TERM; "
+        f"echo up > {ready}; while :; do sleep 0.05; done"
+    )
     sup.launch(make_spec(["sh", "-c", script], grace=30.0))
     h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
     sup.stop_job("job1")

@@ -120,8 +120,9 @@ def test_python_rank_with_worker_processes_leaves_nothing(sup, make_spec, h, sta
 def test_warning_signal_comes_warn_before_seconds_ahead_of_sigterm(fake_sup, make_spec, clock, h, state_dir):
     sup = fake_sup
     ready = state_dir / "ready"
-    script = (f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; "
-              "while :; do sleep 0.05; done")
+    script = (
+        f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; while :; do sleep 0.05; done"
+    )
     sup.launch(make_spec(["sh", "-c", script], warn_signal=int(signal.SIGUSR1), warn_before=60.0, grace=5.0))
     h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
     sup.stop_job("job1")
@@ -141,8 +142,9 @@ def test_an_explicit_grace_keeps_the_warning_and_warn_false_cuts_it_short(fake_s
     unwarned stop (the time limit reached) sends SIGTERM at once."""
     sup = fake_sup
     ready = state_dir / "ready"
-    script = (f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; "
-              "while :; do sleep 0.05; done")
+    script = (
+        f"trap 'echo warned' USR1; trap 'echo terminated; exit 7' TERM; touch {ready}; while :; do sleep 0.05; done"
+    )
     sup.launch(make_spec(["sh", "-c", script], warn_signal=int(signal.SIGUSR1), warn_before=60.0, grace=5.0))
     h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
     sup.stop_job("job1", grace=5.0)

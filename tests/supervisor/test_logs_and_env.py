@@ -33,20 +33,49 @@ def test_log_rotates_at_its_cap_with_a_marker(state_dir, make_spec, cleanup, h):
 
 
 def test_rank_sees_the_environment_contract(sup, make_spec, h):
-    submitted = {"LD_PRELOAD": "/tmp/evil.so", "LABGANG_JOB_ID": "forged", "CUDA_VISIBLE_DEVICES": "0,1",
-                 "NVIDIA_VISIBLE_DEVICES": "all", "LD_LIBRARY_PATH": "/opt/cuda/lib64", "MY_SETTING": "kept",
-                 "RANK": "99"}
-    spec = make_spec(["env"], rank=1, world_size=4, devices=("GPU-11111111", "MIG-22222222"), master_port=31337,
-                     node_rank=1, local_rank=0, local_world_size=2, restart_count=2, env=submitted)
+    submitted = {
+        "LD_PRELOAD": "/tmp/evil.so",
+        "LABGANG_JOB_ID": "forged",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+        "MY_SETTING": "kept",
+        "RANK": "99",
+    }
+    spec = make_spec(
+        ["env"],
+        rank=1,
+        world_size=4,
+        devices=("GPU-11111111", "MIG-22222222"),
+        master_port=31337,
+        node_rank=1,
+        local_rank=0,
+        local_world_size=2,
+        restart_count=2,
+        env=submitted,
+    )
     sup.launch(spec)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
     text = sup.log_path("job1", 1).read_text()
     env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("[labgang]"))
-    expected = {"CUDA_VISIBLE_DEVICES": "GPU-11111111,MIG-22222222", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "31337", "WORLD_SIZE": "4", "RANK": "1",
-                "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "NODE_RANK": "1",
-                "LABGANG_JOB_ID": "job1", "LABGANG_RESTART_COUNT": "2", "LD_LIBRARY_PATH": "/opt/cuda/lib64",
-                "MY_SETTING": "kept", "USER": "root", "HOME": "/root"}
+    expected = {
+        "CUDA_VISIBLE_DEVICES": "GPU-11111111,MIG-22222222",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "31337",
+        "WORLD_SIZE": "4",
+        "RANK": "1",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "NODE_RANK": "1",
+        "LABGANG_JOB_ID": "job1",
+        "LABGANG_RESTART_COUNT": "2",
+        "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+        "MY_SETTING": "kept",
+        "USER": "root",
+        "HOME": "/root",
+    }
     assert {k: env.get(k) for k in expected} == expected
     assert "LD_PRELOAD" not in env and "NVIDIA_VISIBLE_DEVICES" not in env
     header = text.splitlines()[0]
@@ -56,10 +85,27 @@ def test_rank_sees_the_environment_contract(sup, make_spec, h):
 
 def test_rank_environment_drops_exactly_the_documented_variables():
     run_as = RunAs(uid=1000, gid=1000, groups=(1000,), name="alice", home="/home/alice", drop_privileges=True)
-    submitted = {name: "x" for name in DROPPED_VARIABLES} | {"LABGANG_ANYTHING": "x", "PYTHONPATH": "/src",
-                                                             "LD_LIBRARY_PATH": "/lib", "PATH": "/bin"}
-    spec = LaunchSpec(job_id="j", rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0,
-                      master_addr="h", master_port=1, devices=(), argv=("x",), env=submitted, cwd="/", uid=1000)
+    submitted = {name: "x" for name in DROPPED_VARIABLES} | {
+        "LABGANG_ANYTHING": "x",
+        "PYTHONPATH": "/src",
+        "LD_LIBRARY_PATH": "/lib",
+        "PATH": "/bin",
+    }
+    spec = LaunchSpec(
+        job_id="j",
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        local_world_size=1,
+        node_rank=0,
+        master_addr="h",
+        master_port=1,
+        devices=(),
+        argv=("x",),
+        env=submitted,
+        cwd="/",
+        uid=1000,
+    )
     env = rank_environment(spec, run_as)
     assert not (set(DROPPED_VARIABLES) | {"LABGANG_ANYTHING"}) & set(env)
     assert env["PYTHONPATH"] == "/src" and env["LD_LIBRARY_PATH"] == "/lib" and env["PATH"] == "/bin"
@@ -87,8 +133,20 @@ def test_signal_n_maps_to_128_plus_n(sup, make_spec, h, signum, status):
 
 def test_labgang_job_id_is_the_user_visible_job_id_when_given():
     """The coordinator supervises each attempt under its own id ("7.1") but ranks see the job id."""
-    base = dict(rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0, master_addr="127.0.0.1",
-                master_port=1234, devices=(), argv=("true",), env={}, cwd="/", uid=0)
+    base = dict(
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        local_world_size=1,
+        node_rank=0,
+        master_addr="127.0.0.1",
+        master_port=1234,
+        devices=(),
+        argv=("true",),
+        env={},
+        cwd="/",
+        uid=0,
+    )
     assert contract_variables(LaunchSpec(job_id="7.1", user_job_id="7", **base))["LABGANG_JOB_ID"] == "7"
     assert contract_variables(LaunchSpec(job_id="7.1", **base))["LABGANG_JOB_ID"] == "7.1"
     spec = LaunchSpec(job_id="7.1", user_job_id="7", **base)

@@ -6,13 +6,32 @@ import signal
 
 import pytest
 
-from labgang.agent.supervisor import (InvalidSpec, LaunchSpec, RankEvent, RankState, RankStatus,
-                                      SupervisorConfig, pick_free_port)
+from labgang.agent.supervisor import (
+    InvalidSpec,
+    LaunchSpec,
+    RankEvent,
+    RankState,
+    RankStatus,
+    SupervisorConfig,
+    pick_free_port,
+)
 from labgang.agent.supervisor.states import TRANSITIONS, can_transition
 
-BASE = dict(job_id="job-17", rank=1, local_rank=1, world_size=4, local_world_size=2, node_rank=0,
-            master_addr="node-a", master_port=29400, devices=("GPU-1", "GPU-2"), argv=("python", "train.py"),
-            env={"A": "1"}, cwd="/home/alice", uid=1000)
+BASE = dict(
+    job_id="job-17",
+    rank=1,
+    local_rank=1,
+    world_size=4,
+    local_world_size=2,
+    node_rank=0,
+    master_addr="node-a",
+    master_port=29400,
+    devices=("GPU-1", "GPU-2"),
+    argv=("python", "train.py"),
+    env={"A": "1"},
+    cwd="/home/alice",
+    uid=1000,
+)
 
 
 def test_spec_round_trips_through_its_dict():
@@ -21,26 +40,29 @@ def test_spec_round_trips_through_its_dict():
     assert spec.to_dict()["devices"] == ["GPU-1", "GPU-2"]
 
 
-@pytest.mark.parametrize("field, value, allowed", [
-    ("job_id", "../etc", "1-128 characters"),
-    ("job_id", "", "1-128 characters"),
-    ("rank", 4, "0..3"),
-    ("local_rank", -1, "0..1"),
-    ("world_size", 0, "integer >= 1"),
-    ("local_world_size", 5, "1..4"),
-    ("master_port", 70000, "1..65535"),
-    ("master_addr", "", "host name"),
-    ("devices", ("GPU-1,GPU-2",), "UUID"),
-    ("argv", (), "non-empty"),
-    ("env", {"A=B": "1"}, "names without"),
-    ("cwd", "relative/dir", "absolute path"),
-    ("uid", -1, "integer >= 0"),
-    ("gid", "wheel", "integer >= 0 or null"),
-    ("restart_count", -1, "integer >= 0"),
-    ("grace", float("nan"), "seconds >= 0"),
-    ("warn_before", -1, "seconds >= 0"),
-    ("warn_signal", 999, "signal number"),
-])
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        ("job_id", "../etc", "1-128 characters"),
+        ("job_id", "", "1-128 characters"),
+        ("rank", 4, "0..3"),
+        ("local_rank", -1, "0..1"),
+        ("world_size", 0, "integer >= 1"),
+        ("local_world_size", 5, "1..4"),
+        ("master_port", 70000, "1..65535"),
+        ("master_addr", "", "host name"),
+        ("devices", ("GPU-1,GPU-2",), "UUID"),
+        ("argv", (), "non-empty"),
+        ("env", {"A=B": "1"}, "names without"),
+        ("cwd", "relative/dir", "absolute path"),
+        ("uid", -1, "integer >= 0"),
+        ("gid", "wheel", "integer >= 0 or null"),
+        ("restart_count", -1, "integer >= 0"),
+        ("grace", float("nan"), "seconds >= 0"),
+        ("warn_before", -1, "seconds >= 0"),
+        ("warn_signal", 999, "signal number"),
+    ],
+)
 def test_bad_spec_fields_are_named_with_allowed_values(field, value, allowed):
     with pytest.raises(InvalidSpec) as err:
         LaunchSpec(**{**BASE, field: value})

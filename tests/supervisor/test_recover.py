@@ -26,8 +26,12 @@ def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, 
     ]
     specs_file = state_dir / "specs.json"
     specs_file.write_text(json.dumps([s.to_dict() for s in specs]))
-    agent = subprocess.Popen([h.python, str(CHILD), str(state_dir), str(specs_file)],
-                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    agent = subprocess.Popen(
+        [h.python, str(CHILD), str(state_dir), str(specs_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = agent.stdout.readline()
         before = {r["rank"]: r for r in json.loads(line)["ranks"]}
@@ -92,8 +96,7 @@ def test_a_second_supervisor_on_the_same_state_dir_is_refused(state_dir, cleanup
     Supervisor(state_dir).close()
 
 
-def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown_status(sup, make_spec, h,
-                                                                                        state_dir):
+def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown_status(sup, make_spec, h, state_dir):
     sup.launch(make_spec(["sleep", "60"]))
     h.run_until(sup, h.all_in(sup, RankState.RUNNING))
     rank_pid = sup.ranks()[0].pid
@@ -112,9 +115,12 @@ def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec,
     ready = state_dir / "ready"
     spec = make_spec(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"])
     (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
-    agent = subprocess.Popen([h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), "600",
-                              str(ready)],
-                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    agent = subprocess.Popen(
+        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), "600", str(ready)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         ranks = json.loads(agent.stdout.readline())["ranks"]
         assert [r["state"] for r in ranks] == ["stopping"]

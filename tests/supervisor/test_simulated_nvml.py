@@ -35,8 +35,9 @@ def test_held_memory_keeps_a_stopped_rank_releasing_until_nvml_lets_go(nvml, sta
     sup.stop_job("job1", grace=1.0)
     shim_pid = json.loads((state_dir / "ranks" / "job1" / "0" / "shim.json").read_text())["pid"]
     # Wait until only the device check is left: no process of the rank, its small parent exited.
-    h.run_until(sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(pid)
-                and not h.pid_alive(shim_pid))
+    h.run_until(
+        sup, lambda: sup.ranks()[0].state is RankState.RELEASING and not h.pid_alive(pid) and not h.pid_alive(shim_pid)
+    )
     for _ in range(3):
         assert sup.tick() == []
     assert sup.ranks()[0].state is RankState.RELEASING

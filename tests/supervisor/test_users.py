@@ -22,8 +22,9 @@ import pytest
 
 from labgang.agent.supervisor import LaunchRefused, RankState, Supervisor
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
-                                reason="creating throwaway users needs root and useradd")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="creating throwaway users needs root and useradd"
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def accounts():
 
 @needs_root
 def test_rank_runs_with_the_users_uid_and_groups_and_cannot_read_another_users_log(
-        state_dir, make_spec, cleanup, h, accounts):
+    state_dir, make_spec, cleanup, h, accounts
+):
     user_a, user_b, extra = accounts
     sup = Supervisor(state_dir)  # root agent; root jobs off (the default)
     cleanup.append(sup)
@@ -52,9 +54,11 @@ def test_rank_runs_with_the_users_uid_and_groups_and_cannot_read_another_users_l
     a_log = sup.log_path("joba", 0)
     sup.launch(make_spec(["sh", "-c", "echo secret-of-b; exec sleep 60"], job_id="jobb", uid=user_b.pw_uid))
     h.run_until(sup, lambda: b_log.exists() and "secret-of-b" in b_log.read_text())
-    script = (f"id -u; id -g; id -G; echo home=$HOME user=$USER; "
-              f"if cat {b_log}; then echo READ-OK; else echo READ-DENIED; fi; "
-              f"if test -r {a_log}; then echo OWN-OK; fi")
+    script = (
+        f"id -u; id -g; id -G; echo home=$HOME user=$USER; "
+        f"if cat {b_log}; then echo READ-OK; else echo READ-DENIED; fi; "
+        f"if test -r {a_log}; then echo OWN-OK; fi"
+    )
     sup.launch(make_spec(["sh", "-c", script], job_id="joba", uid=user_a.pw_uid))
     h.run_until(sup, lambda: sup.status("joba", 0).state is RankState.GONE)
     lines = a_log.read_text().splitlines()
@@ -73,8 +77,7 @@ def test_rank_runs_with_the_users_uid_and_groups_and_cannot_read_another_users_l
 
 
 @needs_root
-def test_root_agent_refuses_root_jobs_unless_allowed_and_uids_outside_the_list(state_dir, make_spec, cleanup,
-                                                                                accounts):
+def test_root_agent_refuses_root_jobs_unless_allowed_and_uids_outside_the_list(state_dir, make_spec, cleanup, accounts):
     user_a, user_b, _ = accounts
     sup = Supervisor(state_dir, allowed_uids=[user_a.pw_uid])
     cleanup.append(sup)

@@ -91,8 +91,9 @@ async def test_cancel_own_job_after_confirmation(app, client):
         assert [c.args for c in client.calls if c.method == "cancel"] == [("j-101",)]
         # the refresh after the cancel shows the new state
         assert app.state.snapshot.job("j-101").state == "cancelled"
-        assert "j-101" not in [app.query_one(JobsTable).get_row_at(i)[0].plain
-                               for i in range(app.query_one(JobsTable).row_count)]
+        assert "j-101" not in [
+            app.query_one(JobsTable).get_row_at(i)[0].plain for i in range(app.query_one(JobsTable).row_count)
+        ]
 
 
 async def test_declining_or_others_jobs_never_cancel(app, client):
@@ -262,8 +263,8 @@ async def test_refresh_patches_rows_to_exactly_the_new_rows(app, client):
         table = app.query_one(JobsTable)
         assert table.selected_key == "j-102"
         jobs = client._jobs
-        jobs[:] = [j for j in jobs if j["id"] != "j-101"]          # a job leaves
-        jobs[0]["restart_count"] = 7                               # a cell changes (j-102)
+        jobs[:] = [j for j in jobs if j["id"] != "j-101"]  # a job leaves
+        jobs[0]["restart_count"] = 7  # a cell changes (j-102)
         jobs.append(dict(jobs[1], id="j-200", priority=99, state="running"))  # a job arrives, sorts first
         await pilot.press("r")
         await settle(app, pilot)

@@ -26,13 +26,17 @@ H100_2 = f"GPU-{_RUN}-2665-a4fc-1ee9-fd7bc829be97"
 
 
 def labgang(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_once_local_simulated_prints_one_frame(repo_root):
-    out = labgang("top", "--local", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once",
-                  "--width", "150")
+    out = labgang("top", "--local", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once", "--width", "150")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("local: simulated h100x8.toml | 1 node(s) | 8 devices:")
@@ -55,9 +59,11 @@ def test_once_simulate_implies_local_and_mig_shows_na(repo_root):
 def test_once_without_coordinator_fails_with_one_line(tmp_path):
     out = labgang("top", "--once", "--state-dir", str(tmp_path))
     assert out.returncode == 1
-    assert out.stderr.strip() == f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; " \
-                                 "start one with `labgang up` (on a lab node the agent serves this socket: " \
-                                 "see `systemctl status labgang-agent`)"
+    assert (
+        out.stderr.strip() == f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; "
+        "start one with `labgang up` (on a lab node the agent serves this socket: "
+        "see `systemctl status labgang-agent`)"
+    )
 
 
 def test_bad_flags_are_usage_errors(tmp_path):
@@ -72,8 +78,7 @@ def test_bad_flags_are_usage_errors(tmp_path):
 @pytest.fixture
 def sim(repo_root, tmp_path):
     text = (repo_root / "config/sim/h100x8.toml").read_text()
-    for original, mine in (("GPU-8faa1f27", H100_0[:12]), ("GPU-da00dcfe", H100_1[:12]),
-                           ("GPU-c5763193", H100_2[:12])):
+    for original, mine in (("GPU-8faa1f27", H100_0[:12]), ("GPU-da00dcfe", H100_1[:12]), ("GPU-c5763193", H100_2[:12])):
         assert original in text
         text = text.replace(original, mine)
     machine = tmp_path / "h100x8-own-uuids.toml"
@@ -132,8 +137,7 @@ def test_local_source_attributes_real_processes(sim, sleepers):
 
 
 def test_once_reports_mig_pending_from_the_simulated_machine(repo_root):
-    out = labgang("top", "--simulate", str(repo_root / "config/sim/h100-mig-pending.toml"), "--once",
-                  "--width", "200")
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/h100-mig-pending.toml"), "--once", "--width", "200")
     assert out.returncode == 0, out.stderr
     [row] = [ln for ln in out.stdout.splitlines() if ln.startswith("warning  mig-pending-reset")]
     assert "MIG mode is off but on is pending a GPU reset" in row

@@ -23,8 +23,11 @@ async def _loaded(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("keys", [(), ("2",), ("3",), ("2", "enter"), ("question_mark",)],
-                         ids=["devices", "jobs", "queues", "job-detail", "help"])
+@pytest.mark.parametrize(
+    "keys",
+    [(), ("2",), ("3",), ("2", "enter"), ("question_mark",)],
+    ids=["devices", "jobs", "queues", "job-detail", "help"],
+)
 def test_coordinator_views(snap_compare, app, keys):
     async def run_before(pilot) -> None:
         await _loaded(pilot)
@@ -35,8 +38,7 @@ def test_coordinator_views(snap_compare, app, keys):
 
 
 def test_local_simulated_a100_mig(snap_compare, repo_root):
-    backend = SimulatedNvml.from_file(repo_root / "config/sim/a100x8-mig.toml", scan_processes=False,
-                                      virtual_time=True)
+    backend = SimulatedNvml.from_file(repo_root / "config/sim/a100x8-mig.toml", scan_processes=False, virtual_time=True)
     backend.nvmlInit()
     source = LocalSource(backend, description="simulated a100x8-mig.toml", clock=lambda: NOW)
     app = make_app(source, refresh_s=3600, user="alice")

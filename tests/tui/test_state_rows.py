@@ -45,7 +45,9 @@ def test_device_rows_show_holders_and_unavailable(state):
     assert rows["gpu-b 0.2 1g.10gb"].cells[5] == "n/a (unsupported)"  # no GPM on A100: never 0
     assert rows["gpu-a 3"].cells[8] == "thermal-throttle"
     assert [r.key for r in device_rows(state, Filters(user="carol"))] == [
-        "GPU-b-0002-0000-0000-000000000000", "GPU-b-0003-0000-0000-000000000000"]
+        "GPU-b-0002-0000-0000-000000000000",
+        "GPU-b-0003-0000-0000-000000000000",
+    ]
 
 
 def test_job_rows_hide_finished_unless_asked(state):

@@ -70,9 +70,15 @@ class JobDetailScreen(ModalScreen[None]):
         cursor = table.cursor_row
         table.clear()
         for r in job.ranks:
-            table.add_row(str(r.rank), r.node or "-", ",".join(d[:12] for d in r.devices) or "-", r.state,
-                          "-" if r.pid is None else str(r.pid), "-" if r.exit_status is None else str(r.exit_status),
-                          key=str(r.rank))
+            table.add_row(
+                str(r.rank),
+                r.node or "-",
+                ",".join(d[:12] for d in r.devices) or "-",
+                r.state,
+                "-" if r.pid is None else str(r.pid),
+                "-" if r.exit_status is None else str(r.exit_status),
+                key=str(r.rank),
+            )
         if job.ranks:
             table.move_cursor(row=min(cursor, len(job.ranks) - 1), animate=False)
 

@@ -7,8 +7,15 @@ from textual.reactive import reactive
 from labgang.tui.rows import JOB_COLUMNS, job_rows
 from labgang.tui.widgets.rows_table import Row, RowsTable
 
-STYLES = {"running": "green", "pending": "yellow", "terminating": "magenta", "admitted": "cyan",
-          "failed": "red", "cancelled": "dim", "succeeded": "dim"}
+STYLES = {
+    "running": "green",
+    "pending": "yellow",
+    "terminating": "magenta",
+    "admitted": "cyan",
+    "failed": "red",
+    "cancelled": "dim",
+    "succeeded": "dim",
+}
 
 
 class JobsTable(RowsTable):
@@ -27,5 +34,7 @@ class JobsTable(RowsTable):
     def table_rows(self) -> list[Row]:
         if self.state is None:
             return []
-        return [(r.key, STYLES.get(r.state, ""), r.cells)
-                for r in job_rows(self.state, self.filters, self.order, self.show_finished)]
+        return [
+            (r.key, STYLES.get(r.state, ""), r.cells)
+            for r in job_rows(self.state, self.filters, self.order, self.show_finished)
+        ]
