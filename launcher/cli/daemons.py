@@ -30,7 +30,12 @@ def _logging(verbose: bool) -> None:
     "else ~/.local/state/labgang].",
 )
 @click.option("--tcp-host", default=None, help="Address for the agent link and read-only API [config tcp_host].")
-@click.option("--tcp-port", type=int, default=None, help="Port for the agent link and read-only API [config tcp_port].")
+@click.option(
+    "--tcp-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port for the agent link and read-only API [config tcp_port].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def coordinator(
     config_file: str, state_dir: str | None, tcp_host: str | None, tcp_port: int | None, verbose: bool

@@ -292,7 +292,7 @@ def build_submission(
         profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
         if not MIG_PROFILE_RE.match(profile):
             raise click.UsageError(
-                f"--mig: {mig!r} is not a MIG profile; use the name nvidia-smi shows, e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
+                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
             )
         mig = profile
     if name is not None and not name.strip():

@@ -293,8 +293,8 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
 @pytest.mark.parametrize(
     "args, status, last_line",
     [
-        # refused by the CLI itself (click's usage message, then the error)
-        (["-g", "0"], 2, "Error: Invalid value for '-g' / '--gpus-per-worker': 0 is not in the range x>=1."),
+        # refused by the CLI itself: the same one-line style as the coordinator's refusals
+        (["-g", "0"], 2, "labgang submit: -g/--gpus-per-worker: 0 is not in the range x>=1; allowed: an integer >= 1"),
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
         (
