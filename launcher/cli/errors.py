@@ -50,6 +50,8 @@ def command_path(ctx: click.Context | None) -> str:
     while ctx is not None and ctx.parent is not None:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
+    if ctx is not None and not isinstance(ctx.command, click.Group) and ctx.command.name:
+        names.append(ctx.command.name)  # a subcommand run on its own (tests, embedding)
     return " ".join(["labgang", *reversed(names)])
 
 
@@ -86,6 +88,19 @@ def usage_line(exc: click.UsageError) -> str:
     return f"{path}: {text}"
 
 
+class CommandFailed(click.ClickException):
+    """One line on stderr (``labgang <command>: <message>``) and an exit status."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        # click shows the error after the command's context has closed: name the command now.
+        self.prefix = command_path(click.get_current_context(silent=True)) + ": "
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.prefix + self.format_message(), err=True)
+
+
 class OneLineUsageError(click.UsageError):
     """A click usage error shown as one :func:`usage_line` on stderr; exit status 2."""
 
@@ -97,6 +112,20 @@ class OneLineUsageError(click.UsageError):
         click.echo(usage_line(self.original), err=True)
 
 
-def one_line(exc: click.UsageError) -> OneLineUsageError:
-    """Wrap ``exc`` (once) so it prints in the one-line style."""
-    return exc if isinstance(exc, OneLineUsageError) else OneLineUsageError(exc)
+def one_line(exc: click.ClickException, ctx: click.Context) -> click.ClickException:
+    """Make ``exc`` print in the one-line style (usage errors keep exit status 2).
+
+    Args:
+        exc: what a command raised.
+        ctx: the group's context (names the subcommand when ``exc`` carries no context).
+    """
+    if isinstance(exc, (OneLineUsageError, CommandFailed)):
+        return exc
+    if isinstance(exc, click.UsageError):
+        return OneLineUsageError(exc)
+    if type(exc).show is not click.ClickException.show:
+        return exc  # it prints itself its own way
+    failed = CommandFailed(exc.format_message(), exc.exit_code)
+    sub = ctx.invoked_subcommand
+    failed.prefix = command_path(ctx) + (f" {sub}" if sub else "") + ": "
+    return failed

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, NoReturn, TextIO
 import click
 
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
@@ -76,20 +77,6 @@ POLL_S = 0.2
 # Once a job has ended, how many polls to wait for its logs to report complete.
 LOG_SETTLE_POLLS = 10
 EXIT_INTERRUPTED = 130
-
-
-class CommandFailed(click.ClickException):
-    """One line on stderr (``labgang <command>: <message>``) and an exit status."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        # click shows the error after the command's context has closed: name the command now.
-        ctx = click.get_current_context(silent=True)
-        self.prefix = f"labgang {ctx.info_name}: " if ctx is not None else "labgang: "
-
-    def show(self, file: Any = None) -> None:
-        click.echo(self.prefix + self.format_message(), err=True)
 
 
 # Body fields in seconds, set by duration flags: their errors say how to write a duration.

@@ -52,13 +52,13 @@ class LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            raise one_line(exc) from None
+            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name)) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:
-            raise one_line(exc) from None
+        except click.ClickException as exc:
+            raise one_line(exc, ctx) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

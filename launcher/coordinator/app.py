@@ -24,6 +24,7 @@ from typing import Any, AsyncIterator, Callable
 from aiohttp import WSCloseCode, web
 
 from labgang.agent import paths
+from labgang.agent.token import parse_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
@@ -43,7 +44,8 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, or empty.
+        TokenError: the file is readable by group or others, or not a token
+            (:func:`labgang.agent.token.token_problem`).
         OSError: it cannot be read or created.
     """
     p = Path(path)
@@ -55,10 +57,10 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     mode = p.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise TokenError(f"{p}: the cluster token file is empty")
-    return token
+    try:
+        return parse_token(p.read_bytes())
+    except ValueError as exc:
+        raise TokenError(f"{p}: the cluster token {exc}") from None
 
 
 def create_app(
