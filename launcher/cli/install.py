@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import click
-
 import labgang.launcher
 from labgang.agent.token import token_problem
 from labgang.launcher.cli.errors import CommandFailed

@@ -12,11 +12,9 @@ Exit statuses everywhere: 0 success, 1 the job failed or the request was refused
 from __future__ import annotations
 
 import importlib
-
 from typing import Any
 
 import click
-
 from labgang.agent import labgang_version
 from labgang.launcher.cli.errors import one_line
 

@@ -18,11 +18,11 @@ import signal
 import socket
 import stat
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import WSCloseCode, web
-
 from labgang.agent import paths
 from labgang.agent.token import parse_token
 from labgang.launcher.api import keys

@@ -33,6 +33,7 @@ def test_a_second_agent_on_the_same_state_dir_is_one_line(tmp_path: Path) -> Non
             capture_output=True,
             text=True,
             timeout=120,
+            check=False,
         )
     finally:
         first.close()
