@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import click
 
+from labgang.launcher.text import printable
+
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 DURATION_HELP = "a number of seconds, or with a unit: 30s, 5m, 2h, 1d, 1h30m"
@@ -144,12 +146,14 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
     Args:
         headers: column titles.
-        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed.
+        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed and
+            control characters in them escaped (:func:`labgang.launcher.text.printable`), so
+            a job name with a newline or an ANSI escape stays in its cell.
 
     Returns:
         The table as lines joined with newlines (no trailing newline).
     """
-    text_rows = [[str(c) for c in row] for row in rows]
+    text_rows = [[printable(str(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         if len(row) != len(headers):
@@ -264,7 +268,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
     label_width = max(len(k) for k, _ in fields) + 1
-    out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
+    out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
         out += [

@@ -30,6 +30,7 @@ from labgang.launcher.cli.format import (
     to_json,
 )
 from labgang.launcher.model import MIG_PREFIX, MIG_PROFILE_RE
+from labgang.launcher.text import control_characters
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -284,6 +285,13 @@ def build_submission(
         mig = profile
     if name is not None and not name.strip():
         raise click.UsageError("--name: must not be empty")
+    if name is not None and control_characters(name):
+        raise click.UsageError(
+            f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
+            "allowed: printable characters"
+        )
+    if queue is not None and not queue.strip():
+        raise click.UsageError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -630,7 +638,7 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace."""
     failures: list[CommandFailed] = []
     with Client.for_state_dir(state_dir) as client:
-        for job_id in job_ids:
+        for job_id in dict.fromkeys(job_ids):  # `cancel 17 17` cancels and reports job 17 once
             try:
                 before = client.job(job_id)
                 job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)

@@ -248,3 +248,28 @@ def test_usage_errors_are_one_line_in_the_same_style_as_refusals(args, line):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2
     assert result.output == line + "\n"  # no Usage:/Try/Error: block
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["--name", "evil\n\x1b[31mred"],
+            "labgang submit: --name: 'evil\\n\\x1b[31mred' contains control characters (\\n, \\x1b); "
+            "allowed: printable characters",
+        ),
+        (["-q", ""], "labgang submit: -q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)"),
+    ],
+)
+def test_names_with_control_characters_and_empty_queues_are_refused_before_sending(fake, args, line):
+    result = invoke(["submit", *args, "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 2
+    assert result.output == line + "\n"
+    assert fake.received == []
+
+
+def test_cancel_of_the_same_job_twice_cancels_and_reports_it_once(fake):
+    result = invoke(["cancel", "3", "1", "3", "1"], fake.socket_path.parent)
+    assert result.exit_code == 0, result.output
+    assert result.output == "job 3: cancelled\njob 1: already succeeded\n"
+    assert [path for method, path, _ in fake.received if method == "POST"] == ["/v1/jobs/3/cancel"]

@@ -119,6 +119,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "signal": "SIGNOPE@10"}, 400, "signal", None),
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
+        ({"argv": ["x"], "name": "a\nb\x1b[31m"}, 400, "name", None),
+        ({"argv": ["x"], "queue": ""}, 400, "queue", ["default", "private"]),
     ],
     ids=[
         "unknown-queue",
@@ -132,6 +134,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "bad-signal",
         "relative-cwd",
         "over-any-quota",
+        "control-characters-in-name",
+        "empty-queue",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(
@@ -178,6 +182,8 @@ async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Serve
         await ws.close()
     assert status == 409 and reply["error"]["field"] == field, reply
     assert reply["error"]["message"].startswith("job can never start: ")
+    if field == "gpu_model":
+        assert "no gpu matches model 'A100'; models here: NVIDIA H100" in reply["error"]["message"], reply
 
 
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:
