@@ -9,13 +9,15 @@ the job's own status.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, NoReturn, TextIO
+from typing import Any, Callable, Iterable, Iterator, NoReturn, TextIO
 
 import click
 
@@ -541,7 +543,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
 
     While it waits, the pending reason is printed to stderr. Ctrl-C cancels the job
     (its ranks get SIGTERM, then SIGKILL after the grace period) and keeps printing
-    until it has stopped; a second Ctrl-C stops waiting.
+    until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
+    terminal, a batch system stopping this command) cancel the job the same way, and
+    the exit status is then 128 + the signal's number (143 for SIGTERM).
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
@@ -551,31 +555,59 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
         follower = JobFollower(client, job_id, ranks, _stdout_bytes(), sys.stderr)
-        interrupted = False
-        while True:
-            try:
-                final = follower.follow()
-                break
-            except CoordinatorUnavailable:
-                # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
-                # is requeued or still recorded, and the next start shows what became of it.
-                _fail(
-                    f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                    "once it is back (jobs stopped by a shutdown run again at the next start)",
-                    1,
-                )
-            except KeyboardInterrupt:
-                client.close()  # a request may have been cut in half
-                if interrupted:
+        stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
+        code = EXIT_INTERRUPTED
+        with _stop_signals_interrupt():
+            while True:
+                try:
+                    final = follower.follow()
+                    break
+                except CoordinatorUnavailable:
+                    # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
+                    # is requeued or still recorded, and the next start shows what became of it.
                     _fail(
-                        f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)",
-                        EXIT_INTERRUPTED,
+                        f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                        "once it is back (jobs stopped by a shutdown run again at the next start)",
+                        1,
                     )
-                interrupted = True
-                click.echo(f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)", err=True)
-                client.cancel(job_id)
-    code = EXIT_INTERRUPTED if interrupted else exit_status_of(final)
-    sys.exit(code)
+                except KeyboardInterrupt as exc:
+                    client.close()  # a request may have been cut in half
+                    what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                    if stopped_by is not None:
+                        _fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code)
+                    stopped_by = what
+                    code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                    if what == "Ctrl-C":
+                        note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
+                    else:
+                        note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
+                    click.echo(note, err=True)
+                    client.cancel(job_id)
+    sys.exit(code if stopped_by is not None else exit_status_of(final))
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
+
+    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
+    """
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
+    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
+    leaving the job behind."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise StopSignal(signal.Signals(signum).name, 128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _stdout_bytes() -> Any:

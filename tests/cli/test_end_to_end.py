@@ -482,3 +482,21 @@ def test_two_simulated_instances_on_one_host_do_not_see_each_others_ranks():
         finally:
             codes = (a.stop(), b.stop())
         assert codes == (0, 0), a.output() + b.output()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_on_run_cancels_the_job_like_ctrl_c(lg, sig):
+    proc = lg.popen("run", "--grace", "2s", "--", "sleep", "60")
+    line, job_id = "", None
+    deadline = time.monotonic() + 30
+    while "running on" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith("labgang: submitted job "):
+            job_id = line.split()[-1]
+    assert job_id is not None and "running on" in line
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig, err
+    assert f"labgang: {sig.name}: cancelling job {job_id}" in err
+    assert f"job {job_id} cancelled" in err  # it waited for the stop and said so
+    assert lg.job(job_id)["state"] == "cancelled"
