@@ -32,7 +32,7 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
         ),
         (
             {"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
-            "queues[0].nominal: unknown resource 'gpus' in nominal; allowed: 'gpu' or 'mig-<profile>'",
+            "queues[0].nominal.gpus: unknown resource 'gpus'; allowed: 'gpu' or 'mig-<profile>'",
         ),
         ({"queues": [{"name": "a"}]}, "default_queue: 'default' is not a queue; allowed: ['a']"),
         ({"queues": [{"name": "default", "colour": "red"}]}, "queues[0].colour: unknown key; allowed keys:"),
@@ -44,7 +44,7 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
             {"queues": [{"name": "default", "borrow_within_cohort": {"policy": "always"}}]},
             "queues[0].borrow_within_cohort.policy: 'always' is not allowed; allowed: never, lower-priority",
         ),
-        ({"queues": []}, "queues: List should have at least 1 item"),
+        ({"queues": []}, "queues: is empty; allowed: at least 1 entry"),
     ],
     ids=["enum", "resource", "default-queue", "unknown-key", "undeclared-cohort", "nested-enum", "no-queues"],
 )
