@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import socket
 import threading
 import time
@@ -170,21 +171,45 @@ def up(
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
     directory = paths.resolve_state_dir(state_dir)
+    created = _first_missing(directory)  # what a failed start removes again, so it leaves no trace
     try:
         paths.ensure_state_dir(directory)
         marker = directory / STARTING_MARKER
         marker.write_text(f"{os.getpid()}\n")
     except OSError as exc:
         _fail(f"--state-dir: {directory}: {exc}", 2)
+    started: list[bool] = []
     try:
-        _up(ctx, simulate, directory, keep_jobs, verbose, marker)
+        _up(ctx, simulate, directory, keep_jobs, verbose, marker, started)
+    except SystemExit as exc:
+        if created is not None and not started and exc.code not in (0, None):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     finally:
         marker.unlink(missing_ok=True)
 
 
+def _first_missing(directory: Path) -> Path | None:
+    """The outermost directory of ``directory``'s path that does not exist yet (None when it exists)."""
+    missing = None
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
 def _up(
-    ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: bool, verbose: int, marker: Path
+    ctx: click.Context,
+    simulate: Path | None,
+    directory: Path,
+    keep_jobs: bool,
+    verbose: int,
+    marker: Path,
+    started: list[bool],
 ) -> None:
+    """Open the backend, build the config and serve until stopped; ``started`` gets True once the
+    coordinator is about to run (from then on the state dir holds a database worth keeping)."""
     logging.basicConfig(
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -261,6 +286,7 @@ def _up(
     def ready(info: dict[str, Any]) -> None:
         threading.Thread(target=announce, args=(info["socket"],), name="labgang-up-announce", daemon=True).start()
 
+    started.append(True)
     try:
         summary = asyncio.run(serve(config, directory, local_agent=agent, ready=ready, shutdown_reason=SHUTDOWN_REASON))
     except (RuntimeError, TokenError) as exc:

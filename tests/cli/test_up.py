@@ -42,3 +42,21 @@ def test_missing_machine_file_is_a_usage_error_and_leaves_no_marker(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("labgang up: --simulate: ") and "nope.toml" in result.output
     assert not (tmp_path / STARTING_MARKER).exists()
+
+
+def test_a_failed_up_removes_the_state_dir_it_created(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = not a machine\n")
+    state = tmp_path / "new" / "state"
+    result = CliRunner().invoke(cli, ["up", "--simulate", str(bad), "--state-dir", str(state)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("labgang up: --simulate: ")
+    assert not (tmp_path / "new").exists()  # every directory it made is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+def test_a_failed_up_keeps_a_state_dir_that_was_there(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine\n")
+    result = CliRunner().invoke(cli, ["up", "--simulate", str(tmp_path / "nope.toml"), "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
