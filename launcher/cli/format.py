@@ -267,6 +267,9 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     ]
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
+    for r in job.get("ranks") or []:
+        if r.get("start_error"):
+            fields.append(("Error", f"rank {r.get('rank')}: {r['start_error']} (exit status {r.get('exit_status')})"))
     label_width = max(len(k) for k, _ in fields) + 1
     out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []

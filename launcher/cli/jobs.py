@@ -774,7 +774,37 @@ def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
     """Show one job: its request, state, ranks with their devices, and its history with reasons."""
     with Client.for_state_dir(state_dir) as client:
         job = client.job(job_id)
+        add_start_errors(client, job)
     click.echo(to_json({"job": job}) if as_json else job_detail(job, time.time()))
+
+
+# The exit statuses a rank gets when its command could not be executed (as a shell gives them),
+# and the line the rank's small parent then writes first in the rank's log (agent/supervisor/shim.py).
+START_FAILURE_STATUSES = frozenset({126, 127})
+START_FAILURE_PREFIX = b"[labgang] cannot start "
+
+
+def add_start_errors(client: Client, job: dict[str, Any]) -> None:
+    """Set ``start_error`` on each rank of ``job`` whose command could not be executed.
+
+    Such a rank exits 127 (no such file) or 126 (not executable) and its log holds only the reason;
+    ``show`` reads that first line so the user sees it without `logs`.
+
+    Args:
+        client: the coordinator client.
+        job: a JobView dict; its ``ranks`` entries gain ``start_error`` (``"cannot start 'x': No such
+            file or directory"``).
+    """
+    for rank in job.get("ranks") or []:
+        if rank.get("exit_status") not in START_FAILURE_STATUSES or not isinstance(rank.get("rank"), int):
+            continue
+        try:
+            head = client.logs(str(job["id"]), rank=rank["rank"], offset=0).data[:4096]
+        except ApiError:
+            continue
+        if head.startswith(START_FAILURE_PREFIX):
+            line = head.split(b"\n", 1)[0].removeprefix(b"[labgang] ")
+            rank["start_error"] = line.decode(errors="replace")
 
 
 @click.command()

@@ -500,3 +500,17 @@ def test_sigterm_or_sighup_on_run_cancels_the_job_like_ctrl_c(lg, sig):
     assert f"labgang: {sig.name}: cancelling job {job_id}" in err
     assert f"job {job_id} cancelled" in err  # it waited for the stop and said so
     assert lg.job(job_id)["state"] == "cancelled"
+
+
+def test_show_explains_a_command_that_could_not_start(lg):
+    out = lg.cli("run", "--", "no-such-command-lg14")
+    assert out.returncode == 127, out.stderr
+    job_id = next(line.split()[-1] for line in out.stderr.splitlines() if line.startswith("labgang: submitted job "))
+    shown = lg.cli("show", job_id)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "Error:       rank 0: cannot start 'no-such-command-lg14': No such file or directory (exit status 127)"
+        in shown.stdout
+    ), shown.stdout
+    as_json = json.loads(lg.cli("show", "--json", job_id).stdout)["job"]
+    assert as_json["ranks"][0]["start_error"] == "cannot start 'no-such-command-lg14': No such file or directory"
