@@ -32,6 +32,7 @@ from labgang.agent.nvml.smi import (
     capture_from_q_text,
     capture_from_xml,
     list_lines,
+    listing_problem,
     merge_list,
     q_block,
     table_block,
@@ -121,6 +122,9 @@ def machine_from_text(text: str, source: str = "", hostname: str | None = None) 
         if listing:
             merge_list(cap, capture_from_list(listing))
     elif fmt == "smi-L":
+        problem = listing_problem(text)  # a whole listing: every line is read, none dropped
+        if problem is not None:
+            raise ValueError(problem)
         cap = capture_from_list(list_lines(text))
     else:
         raise ValueError(f"{source}: an NVML record is replayed, not turned into a machine")
