@@ -164,7 +164,7 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
             store.save_rank(job, rank)
         where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
         store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
+        coord.event(job, "admitted", f"{job.spec.workers} rank{'s' if job.spec.workers != 1 else ''} on {where}")
         admitted.append(job)
         if coord.metrics is not None:
             coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
@@ -176,7 +176,9 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
             job.status.nominated = tuple(pre.victims)
             store.save_status(job)
             store.add_decision(now, job.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}")
-            coord.event(job, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
+            coord.event(
+                job, "preempting", f"waiting for {', '.join(f'job {v}' for v in pre.victims)} to stop: {pre.reason}"
+            )
         for victim_id in pre.victims:
             victim = coord.jobs.get(victim_id)
             if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):
