@@ -150,3 +150,18 @@ def test_no_gpm_means_no_sm_guess(repo_root, tmp_path):
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("sim-rtx4090x2")]
     assert len(rows) == 2 and all("n/a (unsupported)" in r for r in rows)
     assert "kernel-busy-sm-idle" not in out.stdout
+
+
+def test_a_narrow_once_frame_keeps_the_holder_and_says_what_it_left_out(repo_root):
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once", "--width", "40")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert all(len(line) <= 40 for line in lines), [line for line in lines if len(line) > 40]
+    header = next(line for line in lines if "HOLDER" in line)
+    assert header.split()[-1] == "HOLDER", lines
+    rows = lines[lines.index(header) + 1 : lines.index(header) + 9]
+    at = header.index("HOLDER")
+    assert all(row[at:].strip() for row in rows), rows  # every device says who holds it (free, a job...)
+    note = " ".join(lines[lines.index(header) + 9 : lines.index("PITFALLS (0)") - 1])
+    assert note.startswith("(40 columns: left out power, temp, flags, model"), lines
+    assert note.endswith("shows them)"), lines
