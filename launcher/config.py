@@ -19,6 +19,9 @@ Example::
     cohort = "lab"
     nominal = { gpu = 8 }
     users = ["alice", "bob"]
+
+    [pitfalls]            # thresholds of the pitfall detectors (launcher/pitfalls/thresholds.py)
+    idle_after_s = 300
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from labgang.agent import tomlfile
+from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.model import (
     BorrowPolicy,
     BorrowWithinCohort,
@@ -182,6 +186,17 @@ class ClusterConfig(_Strict):
     priority_classes: dict[str, int] = Field(default_factory=dict)
     cohorts: list[CohortConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(min_length=1)
+    pitfalls: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("pitfalls")
+    @classmethod
+    def _pitfalls(cls, v: dict[str, float]) -> dict[str, float]:
+        PitfallThresholds.from_mapping(v)  # raises ValueError naming the threshold and what it allows
+        return v
+
+    def pitfall_thresholds(self) -> PitfallThresholds:
+        """The pitfall detectors' thresholds: ``[pitfalls]`` over the defaults (see README, "Pitfalls")."""
+        return PitfallThresholds.from_mapping(self.pitfalls)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "ClusterConfig":
@@ -448,8 +463,8 @@ def describe_errors(exc: ValidationError) -> list[str]:
         if err["type"] == "enum":
             allowed = _allowed_for(loc)
             lines.append(f"{_loc(loc)}: {err['input']!r} is not allowed; allowed: {allowed}")
-        elif not loc:
-            lines.extend(msg.splitlines())  # cross-field checks already start with their key path
+        elif not loc or msg.startswith(f"{_loc(loc)}."):
+            lines.extend(msg.splitlines())  # cross-field checks and [pitfalls] already start with their key path
         elif own is not None:
             lines.append(f"{_loc(loc)}: {own}")
         elif msg.startswith("."):

@@ -42,28 +42,26 @@ class PitfallThresholds:
     shared_min_processes: int = 2
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"pitfalls.{f.name}: expected a finite number, got {value!r}")
-            if value < 0:
-                raise ValueError(f"pitfalls.{f.name}: must be >= 0, got {value!r}")
-            if f.name.endswith("_pct") and value > 100:
-                raise ValueError(f"pitfalls.{f.name}: a percentage in 0..100, got {value!r}")
-        if self.shared_min_processes < 2 or int(self.shared_min_processes) != self.shared_min_processes:
-            raise ValueError(f"pitfalls.shared_min_processes: an integer >= 2, got {self.shared_min_processes!r}")
+        problems = [p for f in fields(self) if (p := _value_problem(f.name, getattr(self, f.name)))]
+        if problems:
+            raise ValueError("\n".join(problems))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> PitfallThresholds:
         """Build from a mapping such as the ``[pitfalls]`` table of ``cluster.toml``.
 
         Raises:
-            ValueError: an unknown key (the message lists the allowed ones) or a bad value.
+            ValueError: unknown keys (the message lists the allowed ones) or bad values, one
+                line per problem (``pitfalls.<key>: ...; allowed: ...``), all of them at once.
         """
         allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ValueError(f"pitfalls.{unknown[0]}: unknown threshold; allowed: {', '.join(allowed)}")
+        problems = [
+            f"pitfalls.{key}: unknown threshold; allowed: {', '.join(allowed)}"
+            for key in sorted(set(data) - set(allowed))
+        ]
+        problems += [p for key in allowed if key in data and (p := _value_problem(key, data[key]))]
+        if problems:
+            raise ValueError("\n".join(problems))
         return cls(**dict(data))
 
     @classmethod
@@ -79,3 +77,16 @@ class PitfallThresholds:
         if not isinstance(section, Mapping):
             raise ValueError(f"{path}: [{table}] must be a table")
         return cls.from_mapping(section)
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with threshold ``name`` = ``value`` (one line naming it and what it allows), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"pitfalls.{name}: {value!r} is not allowed; allowed: a finite number"
+    if name == "shared_min_processes" and (value < 2 or int(value) != value):
+        return f"pitfalls.{name}: {value!r} is not allowed; allowed: an integer >= 2"
+    if value < 0:
+        return f"pitfalls.{name}: {value!r} is out of range; allowed: a number >= 0"
+    if name.endswith("_pct") and value > 100:
+        return f"pitfalls.{name}: {value!r} is out of range; allowed: a percentage in 0..100"
+    return None
