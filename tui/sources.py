@@ -245,13 +245,27 @@ class CoordinatorSource(DataSource):
         return cls(client, description=str(client.socket_path))
 
     async def fetch(self) -> ClusterSnapshot:
-        nodes, jobs, queues = await asyncio.gather(
-            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues()
+        nodes, jobs, queues, pitfalls = await asyncio.gather(
+            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues(), self._pitfalls()
         )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
         return await asyncio.to_thread(
-            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}
+            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}, pitfalls
         )
+
+    async def _pitfalls(self) -> dict[str, Any] | None:
+        """The coordinator's findings (``GET /v1/pitfalls``); None from one too old to have them."""
+        pitfalls = getattr(self.client, "pitfalls", None)
+        if pitfalls is None:
+            return None
+        from labgang.launcher.cli.client import ApiError
+
+        try:
+            return dict(await pitfalls())
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def cancel(self, job_id: str) -> JobView:
         return JobView.from_api(await self.client.cancel(job_id))

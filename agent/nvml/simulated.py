@@ -185,6 +185,7 @@ class SimulatedNvml:
         self._cpu_seen: dict[tuple[int, float], tuple[float, float]] = {}
         self._declared: dict[int, Declared] = {}  # pid -> what it declared (this scan)
         self._cpu_pct: dict[int, float] = {}  # pid -> CPU activity since the previous scan (this scan)
+        self._pinned: set[str] = set()  # devices whose readings set_utilization fixed (lower-case UUIDs)
         if virtual_time:
             clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
@@ -252,10 +253,13 @@ class SimulatedNvml:
     ) -> None:
         """Set a device's readings (percent); on a MIG device they apply to its GPU instance.
 
+        Set readings win over what the device's live processes do (see "Activity" in the module docstring).
+
         Raises:
             ValueError: ``uuid`` is not a simulated device.
         """
         gpu, mig = self._device_by_uuid(uuid)
+        self._pinned.add(uuid.lower())
         if mig is None:
             if gpu_pct is not None:
                 gpu.utilization_gpu_pct.set(gpu_pct)
@@ -831,9 +835,10 @@ class SimulatedNvml:
 
         ``utilization.gpu`` is the busiest process's: its declared ``SIM_GPU_UTIL_PCT``, else its CPU
         activity; SM activity the busiest declared ``SIM_GPU_SM_ACTIVE_PCT``, else that utilization.
+        None also for a device whose readings :meth:`set_utilization` fixed.
         """
         pids = self._live_processes().get(uuid.lower())
-        if not pids:
+        if not pids or uuid.lower() in self._pinned:
             return None
         util = sm = 0.0
         sm_declared: float | None = None

@@ -291,6 +291,18 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                 ],
             ),
         ]
+    pitfalls = job.get("pitfalls") or []
+    if pitfalls:
+        out += [
+            "",
+            render_table(
+                ("PITFALL", "SEVERITY", "WHERE", "WHAT", "ADVICE"),
+                [
+                    (f.get("kind"), f.get("severity"), f.get("subject"), f.get("summary"), f.get("advice"))
+                    for f in pitfalls
+                ],
+            ),
+        ]
     history = job.get("history") or []
     if history:
         out += [

@@ -775,7 +775,19 @@ def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
     with Client.for_state_dir(state_dir) as client:
         job = client.job(job_id)
         add_start_errors(client, job)
+        add_pitfalls(client, job)
     click.echo(to_json({"job": job}) if as_json else job_detail(job, time.time()))
+
+
+def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
+    """Set ``pitfalls`` on ``job``: the coordinator's current pitfall findings about it
+    (``GET /v1/pitfalls?job=ID``, the same ones `labgang top` and /metrics show); left unset
+    when the coordinator is too old to have them."""
+    try:
+        job["pitfalls"] = client.pitfalls(str(job["id"])).get("findings", [])
+    except ApiError as err:
+        if err.status != 404:
+            raise
 
 
 # The exit statuses a rank gets when its command could not be executed (as a shell gives them),

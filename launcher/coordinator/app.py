@@ -28,6 +28,7 @@ from labgang.agent.token import parse_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.metrics import METRICS, add_metrics_routes
@@ -184,6 +185,7 @@ async def serve(
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
+    add_pitfall_watch(app)  # one pitfall history for /v1/pitfalls, /metrics, top and show
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
     runner = web.AppRunner(

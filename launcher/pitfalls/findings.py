@@ -68,6 +68,26 @@ class Finding:
     uuid: str | None = None
     job: str | None = None
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+        """The inverse of :meth:`to_dict` (as ``GET /v1/pitfalls`` returns findings).
+
+        Raises:
+            ValueError: an unknown kind or severity.
+            KeyError: a field is missing.
+        """
+        return cls(
+            PitfallKind(d["kind"]),
+            Severity(d["severity"]),
+            str(d["subject"]),
+            str(d["summary"]),
+            str(d["advice"]),
+            {str(k): float(v) for k, v in (d.get("numbers") or {}).items()},
+            d.get("node"),
+            d.get("uuid"),
+            d.get("job"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (enums as their string values)."""
         return {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from labgang.launcher.pitfalls.findings import _FINISHED_JOB_STATES, _HOLDING_JOB_STATES, DEVICE_STATES, FREE
+from labgang.launcher.pitfalls.findings import _FINISHED_JOB_STATES, _HOLDING_JOB_STATES, DEVICE_STATES, FREE, Finding
 
 # ----------------------------------------------------------------------------------------
 # Typed views of what the coordinator's user API returns (and what local mode synthesizes).
@@ -257,6 +257,11 @@ class ClusterSnapshot:
 
     In local mode ``jobs`` and ``queues`` are empty and ``nodes`` has one entry whose
     device views were synthesized from the processes on each device.
+
+    ``findings`` and ``allocation_rate_pct`` are the coordinator's own pitfall findings and
+    allocation rate (``GET /v1/pitfalls``) when the snapshot came from one: every view then
+    shows the findings of one history (the coordinator's) instead of each keeping its own.
+    None = not given (compute them locally).
     """
 
     now: float
@@ -264,6 +269,8 @@ class ClusterSnapshot:
     jobs: tuple[JobView, ...] = ()
     queues: tuple[QueueView, ...] = ()
     processes: Mapping[tuple[str, int], ProcessOwner] = field(default_factory=dict)
+    findings: tuple[Finding, ...] | None = None
+    allocation_rate_pct: float | None = None
 
     @classmethod
     def from_api(
@@ -272,13 +279,17 @@ class ClusterSnapshot:
         nodes: Mapping[str, Any],
         jobs: Mapping[str, Any] | None = None,
         queues: Mapping[str, Any] | None = None,
+        pitfalls: Mapping[str, Any] | None = None,
     ) -> ClusterSnapshot:
-        """Build from the JSON bodies of ``GET /v1/nodes``, ``/v1/jobs?all=1`` and ``/v1/queues``."""
+        """Build from the JSON bodies of ``GET /v1/nodes``, ``/v1/jobs?all=1``, ``/v1/queues`` and
+        (optionally) ``/v1/pitfalls``."""
         return cls(
             now=now,
             nodes=tuple(NodeView.from_api(n) for n in nodes.get("nodes", ())),
             jobs=tuple(JobView.from_api(j) for j in (jobs or {}).get("jobs", ())),
             queues=tuple(QueueView.from_api(q) for q in (queues or {}).get("queues", ())),
+            findings=None if pitfalls is None else tuple(Finding.from_dict(f) for f in pitfalls.get("findings", ())),
+            allocation_rate_pct=None if pitfalls is None else _opt_float(pitfalls.get("allocation_rate_pct")),
         )
 
     _by_id: Mapping[str, JobView] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -514,3 +514,31 @@ def test_show_explains_a_command_that_could_not_start(lg):
     ), shown.stdout
     as_json = json.loads(lg.cli("show", "--json", job_id).stdout)["job"]
     assert as_json["ranks"][0]["start_error"] == "cannot start 'no-such-command-lg14': No such file or directory"
+
+
+def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):
+    sub = lg.cli("submit", "--name", "busy-kernels", "--", "python", "examples/busy_kernels_idle_sms.py", "120")
+    assert sub.returncode == 0, sub.stderr
+    job_id = sub.stdout.strip()
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            job = lg.job(job_id)
+            kinds = [f["kind"] for f in job.get("pitfalls") or []]
+            if "kernel-busy-sm-idle" in kinds or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert "kernel-busy-sm-idle" in kinds, job
+        [finding] = [f for f in job["pitfalls"] if f["kind"] == "kernel-busy-sm-idle"]
+        assert finding["numbers"] == {"utilization_gpu_pct": 100.0, "sm_active_pct": 5.0}
+        shown = lg.cli("show", job_id).stdout
+        assert "kernel-busy-sm-idle" in shown and "utilization.gpu 100% but SM activity 5%" in shown, shown
+        once = lg.cli("top", "--once", "--width", "250").stdout
+        assert "kernel-busy-sm-idle" in once and "utilization.gpu 100% but SM activity 5%" in once, once
+        from labgang.launcher.cli.client import Client
+
+        with Client(lg.state_dir / "labgang.sock") as client:
+            _, _, body = client.request("GET", "/metrics")
+        assert f'kind="kernel-busy-sm-idle"' in body.decode() and f'job="{job_id}"' in body.decode()
+    finally:
+        lg.cli("cancel", job_id)
