@@ -48,6 +48,9 @@ from labgang.launcher.model import (
 )
 
 DEFAULT_QUEUE = "default"
+DEFAULT_STARVATION_S = 300.0
+"""``labgang up``'s default queue reserves devices for a gang that has waited this long (seconds),
+so a stream of small jobs cannot overtake a big gang forever."""
 QUANTITY_MAX = 1_000_000
 """The largest device count a quota may name (a sanity bound far above any lab's devices)."""
 
@@ -259,7 +262,9 @@ class ClusterConfig(_Strict):
     @classmethod
     def default_for(cls, inventory: Any) -> "ClusterConfig":
         """The embedded default for one workstation: a queue ``default`` whose nominal
-        quota covers every allocatable device of ``inventory``.
+        quota covers every allocatable device of ``inventory``, where a higher ``-p`` preempts
+        lower-priority jobs (``within_queue = "lower-priority"``) and a gang that has waited
+        :data:`DEFAULT_STARVATION_S` gets devices reserved (``starvation_after``).
 
         Args:
             inventory: a :class:`labgang.agent.inventory.NodeInventory` (anything with
@@ -271,7 +276,13 @@ class ClusterConfig(_Strict):
         for inv in inventories:
             for device in inv.allocatable():
                 counts[device.resource] += 1
-        return cls(queues=[QueueConfig(name=DEFAULT_QUEUE, nominal=dict(sorted(counts.items())))])
+        queue = QueueConfig(
+            name=DEFAULT_QUEUE,
+            nominal=dict(sorted(counts.items())),
+            within_queue=WithinQueue.LOWER_PRIORITY,
+            starvation_after=DEFAULT_STARVATION_S,
+        )
+        return cls(queues=[queue])
 
 
 # ----- cross-field checks -------------------------------------------------------------------

@@ -32,8 +32,8 @@ Activity. A device with such processes reports what they do, not the machine fil
 its ``utilization.gpu`` (and GPM graphics activity) follows their CPU activity (the busiest
 process, 0..100 %: a rank that computes keeps "kernels" running, one that sleeps leaves the
 device idle), and its GPM SM activity equals that utilization. A process can declare what its
-simulated kernels do through its environment (read from ``/proc/<pid>/environ`` when the scan
-first sees it; see docs/simulated-activity.md):
+simulated kernels do through its environment (read from ``/proc/<pid>/environ`` at every scan;
+see docs/simulated-activity.md):
 
 * ``SIM_GPU_UTIL_PCT``: ``utilization.gpu`` in percent, instead of its CPU activity;
 * ``SIM_GPU_SM_ACTIVE_PCT``: GPM SM activity in percent (busy kernels on idle SMs: 100 and 5);
@@ -801,6 +801,12 @@ class SimulatedNvml:
                         live.setdefault(target, []).append(key[0])
                         bound = True
                 if bound:
+                    # Read again on every scan: a process that re-executed itself with its declaration
+                    # (examples/*.py) keeps its pid and start time, so the cache may hold the old environment.
+                    try:
+                        declared = Declared.from_environ(proc.environ())
+                    except (psutil.Error, OSError):
+                        pass
                     self._declared[key[0]] = declared
                     self._cpu_pct[key[0]] = self._cpu_activity(proc, key)
             for stale in [k for k in self._env_cache if k not in seen]:
