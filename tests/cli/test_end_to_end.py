@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -138,6 +140,11 @@ def test_up_says_where_it_is_and_what_to_try(lg):
     text = lg.output()
     assert str(lg.state_dir / "labgang.sock") in text
     assert "labgang run -n 4 -g 2 -- " in text
+    [tcp] = re.findall(r"^  tcp: +127\.0\.0\.1:(\d+) \(agent link and read-only API\)$", text, flags=re.M)
+    assert f"  metrics:   http://127.0.0.1:{tcp}/metrics\n" in text
+    with urllib.request.urlopen(f"http://127.0.0.1:{tcp}/metrics", timeout=10) as reply:
+        assert b"labgang_build_info" in reply.read()
+    assert "  queue:     default (gpu=8; within queue: lower-priority; starvation after 300 s)" in text
 
 
 @needs_torch
