@@ -150,8 +150,8 @@ class GpuInfo:
     power_limit_w: float | Unavailable
     clock_event_reasons: tuple[str, ...] | Unavailable
     ecc_volatile_uncorrected: int | Unavailable
-    mig_mode_current: bool | None | Unavailable
-    mig_mode_pending: bool | None | Unavailable
+    mig_mode_current: bool | Unavailable | None
+    mig_mode_pending: bool | Unavailable | None
     processes: tuple[ProcessInfo, ...] | Unavailable = ()
     mig_devices: tuple[MigDeviceInfo, ...] = ()
 
@@ -372,13 +372,13 @@ def read_inventory(backend: Any, *, hostname: str | None = None, now: float | No
 
 
 __all__ = [
+    "NO_INSTANCE",
+    "REASONS",
     "AllocatableDevice",
     "GpuInfo",
     "MigDeviceInfo",
-    "NO_INSTANCE",
     "NodeInventory",
     "ProcessInfo",
-    "REASONS",
     "Unavailable",
     "is_known",
     "read_inventory",

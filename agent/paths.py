@@ -16,7 +16,7 @@ STATE_DIR_ENV = "LABGANG_STATE_DIR"
 SYSTEM_STATE_DIR = Path("/var/lib/labgang")
 SOCKET_NAME = "labgang.sock"
 DB_NAME = "labgang.db"
-TOKEN_NAME = "cluster.token"
+TOKEN_NAME = "cluster.token"  # noqa: S105 - a file name, not the secret
 AGENT_DIR_NAME = "agent"
 
 

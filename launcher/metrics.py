@@ -28,14 +28,11 @@ physical GPU: on a GPU in MIG mode they are exported once for the GPU (its UUID,
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from labgang.agent.inventory import is_known
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
@@ -47,6 +44,9 @@ from labgang.launcher.pitfalls import (
     PitfallTracker,
     detect_all,
 )
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("labgang.metrics")
 

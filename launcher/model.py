@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 GPU = "gpu"
 MIG_PREFIX = "mig-"

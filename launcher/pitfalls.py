@@ -21,9 +21,10 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from labgang.agent import tomlfile
 
@@ -736,8 +737,8 @@ def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> 
     capacity (:func:`can_take_back`, from the policies ``GET /v1/queues`` shows): a cohort
     whose other queues all have ``reclaim_within_cohort = never`` and no
     ``borrow_within_cohort`` policy leaves the borrower alone. WARNING when one of those
-    queues (the "lending queues" of the summary) has pending jobs (a reclaim may come in the next cycle), INFO otherwise. The
-    numbers include the reclaim time.
+    queues (the "lending queues" of the summary) has pending jobs (a reclaim may come in the
+    next cycle), INFO otherwise. The numbers include the reclaim time.
     """
     out = []
     for q in sorted(snapshot.queues, key=lambda q: q.name):

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import pwd
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import psutil
-
 from labgang.launcher.pitfalls import (
     ALLOCATED,
     FOREIGN,
@@ -91,7 +92,7 @@ class DataSource(abc.ABC):
         """
         raise PermissionError("logs need the coordinator; local mode only watches")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook: a source holding nothing keeps the no-op
         """Release connections or the NVML backend."""
 
 
@@ -182,10 +183,8 @@ class LocalSource(DataSource):
     async def aclose(self) -> None:
         shutdown = getattr(self.backend, "nvmlShutdown", None)
         if shutdown is not None:
-            try:
+            with contextlib.suppress(Exception):  # a backend already shut down: nothing left to release
                 shutdown()
-            except Exception:  # a backend already shut down: nothing left to release
-                pass
 
 
 def _process_owner(node: str, pid: int) -> ProcessOwner:

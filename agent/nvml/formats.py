@@ -28,8 +28,8 @@ from labgang.agent.nvml.machine import SimMachine, machine_from_toml
 from labgang.agent.nvml.smi import (
     build_machine,
     capture_from_list,
-    capture_from_table,
     capture_from_q_text,
+    capture_from_table,
     capture_from_xml,
     list_lines,
     merge_list,

@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from labgang.agent.inventory import Unavailable
 from labgang.agent.nvml.query import query, reason_for
@@ -169,7 +170,7 @@ class GpmSampler:
         return (values[0], values[1])
 
 
-_shared: "weakref.WeakKeyDictionary[Any, GpmSampler]" = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[Any, GpmSampler] = weakref.WeakKeyDictionary()
 
 
 def sampler_for(backend: Any) -> GpmSampler:
@@ -181,4 +182,4 @@ def sampler_for(backend: Any) -> GpmSampler:
     return sampler
 
 
-__all__ = ["GpmSampler", "GpmTarget", "MIN_INTERVAL_S", "sampler_for"]
+__all__ = ["MIN_INTERVAL_S", "GpmSampler", "GpmTarget", "sampler_for"]

@@ -115,4 +115,4 @@ def query(backend: Any, func: str, *args: Any, **kwargs: Any) -> Any:
     return value
 
 
-__all__ = ["query", "reason_for", "to_unavailable", "logged_once"]
+__all__ = ["logged_once", "query", "reason_for", "to_unavailable"]

@@ -62,8 +62,8 @@ def _map(value: Any, fn: Any) -> Any:
     return value if isinstance(value, Unavailable) else fn(value)
 
 
-_missing: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
-_locks: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_missing: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
 
 

@@ -30,12 +30,12 @@ import json
 import socket
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pynvml
-
 from labgang.agent.nvml.formats import RECORD_FORMAT
 from labgang.agent.nvml.simulated import VirtualClock
 
@@ -357,4 +357,4 @@ def _export_pynvml_names(cls: type) -> None:
 
 _export_pynvml_names(ReplayNvml)
 
-__all__ = ["Recorder", "ReplayHandle", "ReplayNvml", "ReplayStruct", "RECORD_VERSION"]
+__all__ = ["RECORD_VERSION", "Recorder", "ReplayHandle", "ReplayNvml", "ReplayStruct"]

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 import pynvml
-
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
 
 MIB = 1024 * 1024
@@ -60,7 +60,7 @@ _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(ran
 class SimHandle:
     """An opaque device handle: a new object per call, equal only to itself, unhashable (like ctypes pointers)."""
 
-    __slots__ = ("gpu_index", "mig_index", "generation")
+    __slots__ = ("generation", "gpu_index", "mig_index")
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, gpu_index: int, mig_index: int | None = None, generation: int = 0):
@@ -349,7 +349,10 @@ class SimulatedNvml:
         return f"{gpu.name} MIG {mig.profile}" if mig else gpu.name
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``); a MIG handle gives its parent's."""
+        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``).
+
+        A MIG handle gives its parent's.
+        """
         gpu, _ = self._enter("nvmlDeviceGetPciInfo", handle)
         assert gpu is not None
         info = pynvml.nvmlPciInfo_t()
@@ -470,7 +473,7 @@ class SimulatedNvml:
         value = gpu.power_w.next()
         if mig is not None or value is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(round(float(value) * 1000))
+        return round(float(value) * 1000)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         """Enforced power limit in **milliwatts**."""
@@ -478,7 +481,7 @@ class SimulatedNvml:
         assert gpu is not None
         if mig is not None or gpu.power_limit_w is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(round(float(gpu.power_limit_w) * 1000))  # type: ignore[arg-type]
+        return round(float(gpu.power_limit_w) * 1000)
 
     nvmlDeviceGetPowerManagementLimit = nvmlDeviceGetEnforcedPowerLimit
 
@@ -684,7 +687,7 @@ class SimulatedNvml:
         uuid = mig.uuid if mig is not None else gpu.uuid
         out: dict[int, int | None] = {}
         for p in gpu.processes:
-            if mig is None and p.gi_id is None or mig is not None and (p.gi_id, p.ci_id) == (mig.gi_id, mig.ci_id):
+            if (mig is None and p.gi_id is None) or (mig is not None and (p.gi_id, p.ci_id) == (mig.gi_id, mig.ci_id)):
                 out[p.pid] = None if p.used_memory_mib is None else int(p.used_memory_mib * MIB)
         for pid in self._live_processes().get(uuid.lower(), []):
             out[pid] = int(self.machine.process_memory_mib * MIB)
@@ -767,7 +770,10 @@ class SimulatedNvml:
         self._sample_refs.pop(address, None)
 
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
-        """Fill a sample of a whole GPU; ``NOT_SUPPORTED`` without GPM or on MIG handles (use ``nvmlGpmMigSampleGet``)."""
+        """Fill a sample of a whole GPU.
+
+        ``NOT_SUPPORTED`` without GPM or on MIG handles (use ``nvmlGpmMigSampleGet``).
+        """
         gpu, mig = self._enter("nvmlGpmSampleGet", handle)
         assert gpu is not None
         if not gpu.gpm or mig is not None:

@@ -43,7 +43,7 @@ training scripts find their code; ``PYTHONSTARTUP`` only affects interactive int
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .identity import RunAs
 from .spec import LaunchSpec

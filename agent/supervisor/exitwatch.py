@@ -20,7 +20,7 @@ import asyncio
 import errno
 import logging
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .hostos import HostOS
 

@@ -21,9 +21,9 @@ import errno
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 SHIM_PATH = Path(__file__).with_name("shim.py")
 SPARE_NICE = 19  # niceness of a spare small parent while it starts up and waits

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .states import RankState
 
@@ -65,7 +66,7 @@ class RankStatus:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RankStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> RankStatus:
         """Inverse of ``to_dict``.
 
         Raises:
@@ -119,7 +120,7 @@ class RankEvent:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RankEvent":
+    def from_dict(cls, data: Mapping[str, Any]) -> RankEvent:
         """Inverse of ``to_dict``.
 
         Raises:

@@ -46,9 +46,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any
 
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
@@ -219,7 +220,7 @@ class Supervisor:
             self._lock_fd = None
 
     @classmethod
-    def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> "Supervisor":
+    def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> Supervisor:
         """Build a supervisor with the uid, root and log settings of a ``SupervisorConfig``."""
         return cls(
             state_dir,
@@ -597,15 +598,14 @@ class Supervisor:
         if len(rec.known) > KNOWN_PIDS_LIMIT:
             self._prune_known(rec, live)
 
-        if not rec.exit_known:
-            if not shim_alive and not snap.matches(rec.pid, rec.ticks):
-                # The small parent died without writing a status (killed from outside, or the host
-                # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
-                self._read_exit_file(rec)
-                if not rec.exit_known:
-                    rec.exit_known = True
-                    rec.ended_at = self._wall()
-                    log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
+            # The small parent died without writing a status (killed from outside, or the host
+            # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
+            self._read_exit_file(rec)
+            if not rec.exit_known:
+                rec.exit_known = True
+                rec.ended_at = self._wall()
+                log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
             events.append(self._event(rec, "exited"))

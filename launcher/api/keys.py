@@ -6,12 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
-    from labgang.launcher.store import Store
+    pass
 
 CONFIG = web.AppKey("config", ClusterConfig)
 """The validated cluster configuration."""

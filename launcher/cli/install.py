@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import click
-
 import labgang.launcher
 
 ROLES = ("all", "coordinator", "agent")

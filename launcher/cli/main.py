@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 
 import click
-
 from labgang.agent import labgang_version
 
 # name -> "module:attribute", relative to the labgang namespace.

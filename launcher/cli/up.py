@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from labgang.agent import paths
 from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
 

@@ -140,7 +140,7 @@ class AgentRegistry:
         try:
             await conn.send({"type": "command", "id": cmd_id, "op": op, "args": args})
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AgentCallError(f"node {node}: no reply to {op} within {timeout:g} s") from None
         finally:
             conn.pending.pop(cmd_id, None)

@@ -14,7 +14,8 @@ import asyncio
 import base64
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.launcher.config import ClusterConfig

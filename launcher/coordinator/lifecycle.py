@@ -41,7 +41,7 @@ _LIVE = {"running", "warned", "stopping", "killing"}
 WARNED_STOPS = frozenset({"cancel", "requeue"})
 
 
-def active_jobs(coord: "Coordinator") -> list[JobRecord]:
+def active_jobs(coord: Coordinator) -> list[JobRecord]:
     """Jobs that hold devices (admitted, running, terminating), in submission order."""
     return sorted((j for j in coord.jobs.values() if j.status.state.holds_devices), key=lambda j: j.seq)
 
@@ -54,7 +54,7 @@ def _advance(rank: RankRecord, state: str) -> bool:
 
 
 def _set_rank(
-    coord: "Coordinator",
+    coord: Coordinator,
     job: JobRecord,
     rank: RankRecord,
     state: str,
@@ -74,7 +74,7 @@ def _set_rank(
     return changed
 
 
-def _lookup(coord: "Coordinator", node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
+def _lookup(coord: Coordinator, node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
     job = coord.job_for_run(run_id)
     if job is None or job.run_id != run_id or not job.status.state.holds_devices:
         return None, None
@@ -84,7 +84,7 @@ def _lookup(coord: "Coordinator", node: str, run_id: str, rank: int) -> tuple[Jo
     return job, record
 
 
-def apply_rank_event(coord: "Coordinator", node: str, event: dict[str, Any]) -> None:
+def apply_rank_event(coord: Coordinator, node: str, event: dict[str, Any]) -> None:
     """Apply one supervisor ``RankEvent`` dict (``started`` | ``exited`` | ``gone``) from ``node``."""
     run_id, rank_no, kind = event["job_id"], int(event["rank"]), event["kind"]
     job, rank = _lookup(coord, node, run_id, rank_no)
@@ -103,7 +103,7 @@ def apply_rank_event(coord: "Coordinator", node: str, event: dict[str, Any]) -> 
         evaluate(coord, job)
 
 
-def apply_rank_status(coord: "Coordinator", node: str, status: dict[str, Any]) -> bool:
+def apply_rank_status(coord: Coordinator, node: str, status: dict[str, Any]) -> bool:
     """Apply one supervisor ``RankStatus`` dict; returns False when no current rank matches it."""
     job, rank = _lookup(coord, node, status["job_id"], int(status["rank"]))
     if job is None or rank is None:
@@ -125,13 +125,13 @@ def apply_rank_status(coord: "Coordinator", node: str, status: dict[str, Any]) -
     return True
 
 
-def update_pids(coord: "Coordinator", conn: "AgentConn", ranks: list[dict[str, Any]]) -> None:
+def update_pids(coord: Coordinator, conn: AgentConn, ranks: list[dict[str, Any]]) -> None:
     """Take what a periodic rank list says (pids, states) without treating absences as losses."""
     for status in ranks:
         apply_rank_status(coord, conn.node, status)
 
 
-def evaluate(coord: "Coordinator", job: JobRecord) -> None:
+def evaluate(coord: Coordinator, job: JobRecord) -> None:
     """Move the job along after its ranks changed (start confirmed, a rank failed, all gone)."""
     st = job.status
     ranks = [job.ranks[r] for r in sorted(job.ranks)]
@@ -173,7 +173,7 @@ def job_nodes(job: JobRecord) -> list[str]:
 
 
 def begin_termination(
-    coord: "Coordinator", job: JobRecord, intent: str, message: str, *, exit_status: int | None = None
+    coord: Coordinator, job: JobRecord, intent: str, message: str, *, exit_status: int | None = None
 ) -> None:
     """Stop every rank of the job with its grace; what follows depends on ``intent``.
 
@@ -212,7 +212,7 @@ def begin_termination(
     evaluate(coord, job)
 
 
-def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None = None) -> None:
+def stop_live_ranks(coord: Coordinator, job: JobRecord, only_node: str | None = None) -> None:
     """Queue a stop (idempotent) on every node where the job still has a live rank; stops queued
     for one node before the next commit go out as one ``stop_jobs`` command."""
     nodes = sorted({r.node for r in job.ranks.values() if not r.ended})
@@ -225,7 +225,7 @@ def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None 
             coord.stop_after_commit(node, job.run_id, job.spec.grace_s, warn)
 
 
-def finish(coord: "Coordinator", job: JobRecord) -> None:
+def finish(coord: Coordinator, job: JobRecord) -> None:
     """Every rank is gone: end the job, or put it back in its queue, according to its intent."""
     st = job.status
     if not st.state.holds_devices:
@@ -296,9 +296,7 @@ def finish(coord: "Coordinator", job: JobRecord) -> None:
         _end(coord, job, JobState.FAILED, st.exit_status, "failed", f"unknown end intent {intent!r}")
 
 
-def _end(
-    coord: "Coordinator", job: JobRecord, state: JobState, exit_status: int | None, code: str, message: str
-) -> None:
+def _end(coord: Coordinator, job: JobRecord, state: JobState, exit_status: int | None, code: str, message: str) -> None:
     st = job.status
     st.state = state
     st.exit_status = exit_status
@@ -310,7 +308,7 @@ def _end(
     coord.kick()
 
 
-def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: float) -> None:
+def requeue(coord: Coordinator, job: JobRecord, message: str, *, not_before: float) -> None:
     """Back to the queue as a new attempt: original submit time, ``restart_count`` + 1."""
     st = job.status
     now = coord.clock()
@@ -332,7 +330,7 @@ def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: f
         coord.kick()
 
 
-def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
+def awaited_by_waiting_preemptor(coord: Coordinator, job: JobRecord) -> bool:
     """True when ``job`` is a requeued (pending) victim some pending preemptor nominated and
     that preemptor still waits for another of its victims to free its devices.
 
@@ -355,20 +353,20 @@ def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
     return False
 
 
-def rank_refused(coord: "Coordinator", job: JobRecord, run_id: str, rank_no: int) -> None:
+def rank_refused(coord: Coordinator, job: JobRecord, run_id: str, rank_no: int) -> None:
     """An agent refused to launch a rank: it never ran, so it counts as gone at once."""
     rank = job.ranks.get(rank_no)
     if job.run_id == run_id and rank is not None and _set_rank(coord, job, rank, "gone"):
         evaluate(coord, job)
 
 
-def start_failed(coord: "Coordinator", job: JobRecord, message: str) -> None:
+def start_failed(coord: Coordinator, job: JobRecord, message: str) -> None:
     """The gang could not start: stop what started and requeue with backoff."""
     if job.status.state == JobState.ADMITTED:
         begin_termination(coord, job, "retry", f"start failed: {message}")
 
 
-def mark_node_lost(coord: "Coordinator", conn: "AgentConn", why: str) -> None:
+def mark_node_lost(coord: Coordinator, conn: AgentConn, why: str) -> None:
     """The node is lost: its devices are not offered; its jobs are stopped elsewhere and requeued."""
     if conn.lost:
         return
@@ -387,7 +385,7 @@ def mark_node_lost(coord: "Coordinator", conn: "AgentConn", why: str) -> None:
     coord.kick()
 
 
-def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[str, Any]]) -> None:
+def reconcile_node(coord: Coordinator, conn: AgentConn, reported: list[dict[str, Any]]) -> None:
     """Compare what the agent runs with what the store says should run on its node.
 
     Reported ranks update the store; expected ranks the agent does not know are
@@ -439,7 +437,7 @@ def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[
         coord.effect(lambda rid=run_id, g=grace: stop_on_node(coord, conn.node, rid, g))
 
 
-def check_timers(coord: "Coordinator") -> None:
+def check_timers(coord: Coordinator) -> None:
     """Timed arrows: lost nodes, startup timeouts, time limits and their warning signals."""
     from labgang.launcher.coordinator.requests import parse_signal
 
@@ -494,7 +492,7 @@ def _signal_name(signum: int) -> str:
         return str(signum)
 
 
-def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) -> None:
+def send_warning(coord: Coordinator, job: JobRecord, signum: int, why: str) -> None:
     """Send the job's ``--signal`` warning to every live rank (once per attempt) and record it."""
     from labgang.launcher.coordinator.dispatch import signal_on_node
 

@@ -10,13 +10,11 @@ import signal as signal_mod
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
-
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
 from labgang.launcher.store import JobSpec
-
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1

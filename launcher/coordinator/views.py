@@ -59,7 +59,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per queue: nominal, used, borrowed, lent, limits, pending/running counts, reclaim time.
 
     ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
@@ -127,7 +127,7 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
     ]
 
 
-def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU

@@ -113,7 +113,7 @@ class _Cycle:
             if key[1] == 0 and g.pushed_at != self.version:
                 g.pushed_at = self.version
                 if self._borrows(e):  # usage grew since it was queued: now it would borrow
-                    heapq.heappush(heap, (key[0], 1) + key[2:])
+                    heapq.heappush(heap, (key[0], 1, *key[2:]))
                     continue
             if g.strict:
                 outcome = self._process(e)
@@ -451,7 +451,7 @@ class _Group:
         reason: that job's pending reason.
     """
 
-    __slots__ = ("entries", "strict", "ptr", "keys", "gid", "pushed_at", "failed_at", "reason")
+    __slots__ = ("entries", "failed_at", "gid", "keys", "ptr", "pushed_at", "reason", "strict")
 
     def __init__(self, entries: list[Entry], strict: bool = False) -> None:
         self.entries = entries

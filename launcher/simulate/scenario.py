@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
@@ -30,6 +28,7 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 OPTIONAL_FEATURES = ("borrow_within_cohort", "queueing_strategy", "fair_sharing")
 """Names allowed in ``[scenario] requires``."""

@@ -6,11 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
-
 from labgang.agent.nvml.formats import machine_from_text
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
 

@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from labgang.agent.inventory import (
     AllocatableDevice,
     GpuInfo,

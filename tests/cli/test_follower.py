@@ -50,7 +50,6 @@ def test_logs_complete_before_the_state_says_ended_still_return_the_final_state(
 
 def test_the_final_line_comes_after_the_output():
     client = ScriptedClient(["succeeded"], b"0-out\n")
-    out = io.BytesIO()
     order: list[str] = []
 
     class Err(io.StringIO):

@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.core import Coordinator

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.simulate import load_scenario, run_scenario
 
 CASES = Path(__file__).resolve().parent / "cases"

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from labgang.launcher.cli.simulate import simulate
 
 SECTION = "## What would my queues do? (`labgang simulate`)"

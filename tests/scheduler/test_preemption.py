@@ -3,9 +3,8 @@
 from dataclasses import dataclass, field
 
 import pytest
-from sched_builders import Cluster, job, queue
-
 from labgang.launcher.scheduler import run_cycle
+from sched_builders import Cluster, job, queue
 
 STANDALONE = queue("solo").nominal(gpu=6).within_queue("lower-priority").build()
 C1 = (

@@ -45,7 +45,7 @@ def gpu(
         utilization_gpu_pct=util if not mig else Unavailable("unsupported", 3),
         utilization_memory_pct=util / 2 if not mig else Unavailable("unsupported", 3),
         sm_active_pct=sm,
-        sm_occupancy_pct=sm if not isinstance(sm, Unavailable) else sm,
+        sm_occupancy_pct=sm,
         temperature_c=temp,
         power_w=power,
         power_limit_w=700.0,

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Log, Static
-from textual.worker import Worker
+from typing import ClassVar
 
 from labgang.launcher.pitfalls import JobView
 from labgang.tui.messages import LogChunkReady
 from labgang.tui.rows import job_detail_lines
 from labgang.tui.sources import DataSource
 from labgang.tui.state import ClusterState
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Log, Static
+from textual.worker import Worker
 
 RANK_COLUMNS = ("rank", "node", "devices", "state", "pid", "exit")
 LOG_POLL_S = 1.0
@@ -28,7 +29,10 @@ class JobDetailScreen(ModalScreen[None]):
         source: where logs come from (local sources have none: the log pane says so).
     """
 
-    BINDINGS = [Binding("escape,q,d", "dismiss", "close"), Binding("c", "cancel_job", "cancel job")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,d", "dismiss", "close"),
+        Binding("c", "cancel_job", "cancel job"),
+    ]
 
     def __init__(self, job_id: str, source: DataSource) -> None:
         super().__init__()

@@ -8,13 +8,12 @@ displayed (a hidden tab) computes nothing until it is shown again.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from labgang.tui.state import ClusterState, Filters
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
-
-from labgang.tui.state import ClusterState, Filters
 
 Row = tuple[str, str, Sequence[str]]  # (key, style, cells)
 
