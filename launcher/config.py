@@ -321,8 +321,10 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
                     + (f" to one of {declared}" if declared else "")
                     + f" or remove {key}"
                 )
-        nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
-        lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
+        nominal = q.get("nominal")
+        nominal = nominal if isinstance(nominal, Mapping) else {}
+        lending = q.get("lending_limit")
+        lending = lending if isinstance(lending, Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
             if isinstance(limit, int) and isinstance(have, int) and limit > have:

@@ -250,10 +250,10 @@ class ClusterCollector(Collector):
         counts: dict[tuple[str, str], int] = {}
         for job in snapshot.jobs:
             if job.state == JobState.PENDING.value:
-                key = (job.queue, (job.reason_code or "unknown").lower())
-                counts[key] = counts.get(key, 0) + 1
-        for key in sorted(counts):
-            pending.add_metric(key, float(counts[key]))
+                queue_reason = (job.queue, (job.reason_code or "unknown").lower())
+                counts[queue_reason] = counts.get(queue_reason, 0) + 1
+        for queue_reason in sorted(counts):
+            pending.add_metric(queue_reason, float(counts[queue_reason]))
         yield from (*families.values(), pending)
 
     def _jobs(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
@@ -372,16 +372,6 @@ class CoordinatorMetrics:
         Info("labgang_build", "The coordinator's labgang version.", registry=self.registry).info(
             {"version": version or "unknown"}
         )
-
-
-def build_registry(state_provider: SnapshotProvider, *, version: str = "") -> CollectorRegistry:
-    """A registry with every coordinator series (see :class:`CoordinatorMetrics`).
-
-    Args:
-        state_provider: returns the current :class:`ClusterSnapshot`.
-        version: the coordinator's labgang version.
-    """
-    return CoordinatorMetrics(state_provider, version=version).registry
 
 
 # ----- HTTP ---------------------------------------------------------------------------------

@@ -28,8 +28,6 @@ from typing import Any
 
 from labgang.agent import tomlfile
 
-MiB = 1024 * 1024
-
 # Device states in the coordinator's ``GET /v1/nodes`` device view.
 FREE, ALLOCATED, FOREIGN, LOST, HELD = "free", "allocated", "foreign", "lost", "held"
 DEVICE_STATES = (FREE, ALLOCATED, FOREIGN, LOST, HELD)
@@ -854,7 +852,7 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
             reasons = [r for r in gpu.clock_event_reasons if throttle_kind(r)]
             if not reasons:
                 continue
-            kinds = sorted({throttle_kind(r) for r in reasons})
+            kinds = sorted({kind for r in reasons if (kind := throttle_kind(r))})
             temp, power, limit = _num(gpu.temperature_c), _num(gpu.power_w), _num(gpu.power_limit_w)
             nums: dict[str, float] = {}
             parts = ["/".join(kinds) + " throttling (" + ", ".join(reasons) + ")"]

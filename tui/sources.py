@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.launcher.pitfalls import (
     ALLOCATED,
     FOREIGN,
@@ -118,7 +119,7 @@ class LocalSource(DataSource):
 
     def __init__(
         self,
-        backend: Any,
+        backend: NvmlBackend,
         *,
         description: str = "",
         clock: Callable[[], float] = time.time,
@@ -160,17 +161,17 @@ class LocalSource(DataSource):
         lost = {g.uuid for g in inv.gpus if g.lost}
         devices = []
         for dev in inv.allocatable():
-            pids = sorted(inv.device_pids().get(dev.uuid, ()))
-            jobs = sorted({o.job for p in pids if (o := owners[(node, p)]).job})
+            dev_pids = sorted(inv.device_pids().get(dev.uuid, ()))
+            jobs = sorted({o.job for p in dev_pids if (o := owners[(node, p)]).job})
             parent_lost = dev.uuid in lost or (dev.parent_uuid in lost)
             if parent_lost:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, LOST))
             elif jobs:
-                users = sorted({o.user for p in pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
+                users = sorted({o.user for p in dev_pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
                 devices.append(
                     DeviceView(node, dev.uuid, dev.resource, dev.model, ALLOCATED, jobs[0], users[0] if users else None)
                 )
-            elif pids:
+            elif dev_pids:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FOREIGN))
             else:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FREE))

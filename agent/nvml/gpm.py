@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labgang.agent.inventory import Unavailable
+from labgang.agent.nvml.backend import NvmlBackend, VirtualTime
 from labgang.agent.nvml.query import query, reason_for
 
 MIN_INTERVAL_S = 0.1
@@ -68,7 +69,7 @@ class GpmSampler:
         self._states: dict[Hashable, _State] = {}
         self._lock = threading.Lock()
 
-    def measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
+    def measure(self, backend: NvmlBackend, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
         """Return ``{key: (sm_active_pct, sm_occupancy_pct)}`` for every target.
 
         Each value is a float percent or an :class:`Unavailable` (sample or metric error).
@@ -77,9 +78,13 @@ class GpmSampler:
         with self._lock:
             return self._measure(backend, targets)
 
-    def _measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
-        clock = self._clock or getattr(backend, "labgang_clock", time.monotonic)
-        sleep = self._sleep or getattr(backend, "labgang_sleep", time.sleep)
+    def _measure(self, backend: NvmlBackend, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
+        clock: Callable[[], float] = time.monotonic
+        sleep: Callable[[float], None] = time.sleep
+        if isinstance(backend, VirtualTime):  # simulated and replayed NVML: their own (maybe virtual) time
+            clock, sleep = backend.labgang_clock, backend.labgang_sleep
+        clock = self._clock or clock
+        sleep = self._sleep or sleep
         out: dict[Hashable, SmActivity] = {}
         wanted = {t.key for t in targets}
         for key in [k for k in self._states if k not in wanted]:
@@ -122,18 +127,18 @@ class GpmSampler:
             out[t.key] = result
         return out
 
-    def close(self, backend: Any) -> None:
+    def close(self, backend: NvmlBackend) -> None:
         """Free every kept sample (call before ``nvmlShutdown``)."""
         with self._lock:
             self._close(backend)
 
-    def _close(self, backend: Any) -> None:
+    def _close(self, backend: NvmlBackend) -> None:
         for state in self._states.values():
             self._free(backend, state.sample)
         self._states.clear()
 
     @staticmethod
-    def _take(backend: Any, target: GpmTarget) -> Any:
+    def _take(backend: NvmlBackend, target: GpmTarget) -> Any:
         sample = query(backend, "nvmlGpmSampleAlloc")
         if isinstance(sample, Unavailable):
             return sample
@@ -147,11 +152,11 @@ class GpmSampler:
         return sample
 
     @staticmethod
-    def _free(backend: Any, sample: Any) -> None:
+    def _free(backend: NvmlBackend, sample: Any) -> None:
         query(backend, "nvmlGpmSampleFree", sample)
 
     @staticmethod
-    def _metrics(backend: Any, first: Any, second: Any) -> SmActivity:
+    def _metrics(backend: NvmlBackend, first: Any, second: Any) -> SmActivity:
         request = backend.c_nvmlGpmMetricsGet_t()
         request.version = backend.NVML_GPM_METRICS_GET_VERSION
         request.numMetrics = 2
@@ -170,10 +175,10 @@ class GpmSampler:
         return (values[0], values[1])
 
 
-_shared: weakref.WeakKeyDictionary[Any, GpmSampler] = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[NvmlBackend, GpmSampler] = weakref.WeakKeyDictionary()
 
 
-def sampler_for(backend: Any) -> GpmSampler:
+def sampler_for(backend: NvmlBackend) -> GpmSampler:
     """The sampler kept for ``backend`` across reads (one per backend object)."""
     sampler = _shared.get(backend)
     if sampler is None:

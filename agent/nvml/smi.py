@@ -251,10 +251,11 @@ def capture_from_q_text(text: str) -> Capture:
         )
         g.mig_current = _mode(node.text(("MIG Mode", "Current")))
         g.mig_pending = _mode(node.text(("MIG Mode", "Pending")))
-        for k, mig in enumerate(node.walk("MIG Device")):
+        for slot, mig in enumerate(node.walk("MIG Device")):
             mem = mig.get("FB Memory Usage") or mig.get("Shared FB Memory Usage")
+            listed = _int(mig.text("Index"))
             rec = MigRecord(
-                index=_int(mig.text("Index")) if mig.text("Index") is not None else k,
+                index=listed if listed is not None else slot,
                 gi_id=_int(mig.text("GPU Instance ID")),
                 ci_id=_int(mig.text("Compute Instance ID")),
                 sm_count=_int(mig.text(("Device Attributes", "Shared", "Multiprocessor count"))),
@@ -378,10 +379,11 @@ def capture_from_xml(text: str) -> Capture:
         )
         g.mig_current = _mode(t(el, "mig_mode/current_mig"))
         g.mig_pending = _mode(t(el, "mig_mode/pending_mig"))
-        for k, mig in enumerate(el.findall("mig_devices/mig_device")):
+        for slot, mig in enumerate(el.findall("mig_devices/mig_device")):
+            listed = _int(t(mig, "index"))
             g.migs.append(
                 MigRecord(
-                    index=_int(t(mig, "index")) if t(mig, "index") is not None else k,
+                    index=listed if listed is not None else slot,
                     gi_id=_int(t(mig, "gpu_instance_id")),
                     ci_id=_int(t(mig, "compute_instance_id")),
                     sm_count=_int(t(mig, "device_attributes/shared/multiprocessor_count")),

@@ -45,11 +45,6 @@ class RankState(str, enum.Enum):
         """True only for ``GONE``."""
         return self is RankState.GONE
 
-    @property
-    def is_stopping(self) -> bool:
-        """True while a stop is under way (``WARNED``, ``STOPPING``, ``KILLING``)."""
-        return self in (RankState.WARNED, RankState.STOPPING, RankState.KILLING)
-
 
 _S = RankState
 

@@ -12,21 +12,6 @@ EventKind = Literal["started", "exited", "gone"]
 EVENT_KINDS: tuple[str, ...] = ("started", "exited", "gone")
 
 
-def exit_status_from_wait(status: int) -> int:
-    """Turn a ``waitpid`` status into the shell/Slurm exit status: the code, or 128+N for signal N.
-
-    Args:
-        status: the raw status word from ``os.waitpid``.
-
-    Returns:
-        0..255 for a normal exit, 128+N when signal N ended the process (137 for SIGKILL).
-    """
-    import os
-
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
 @dataclass(frozen=True)
 class RankStatus:
     """One rank as the supervisor sees it now.

@@ -9,7 +9,8 @@ from aiohttp import web
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
-    pass
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.store import Store
 
 CONFIG = web.AppKey("config", ClusterConfig)
 """The validated cluster configuration."""
@@ -20,11 +21,11 @@ STATE_DIR = web.AppKey("state_dir", Path)
 TOKEN = web.AppKey("token", str)
 """The cluster token agents must present on the link."""
 
-STORE = web.AppKey("store", "Store")
+STORE: web.AppKey[Store] = web.AppKey("store")
 """The open SQLite store (set up and closed in a cleanup context)."""
 
-COORDINATOR = web.AppKey("coordinator", "Coordinator")
+COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator")
 """Jobs, agents and the scheduling loop (set up and stopped in a cleanup context)."""
 
-AGENT_SOCKETS = web.AppKey("agent_sockets", set)
+AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_sockets")
 """Open agent websockets, closed with GOING_AWAY on shutdown."""

@@ -108,7 +108,8 @@ def create_app(
         await coord.store.durable()  # commit what is pending; no new agent commands at shutdown
 
     async def close_agent_sockets(app: web.Application) -> None:
-        for ws in list(app[keys.AGENT_SOCKETS]):
+        sockets = app[keys.AGENT_SOCKETS]
+        for ws in list(sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
     app.cleanup_ctx.append(store_ctx)
@@ -203,7 +204,9 @@ async def serve(
         tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
         await tcp_site.start()
         server = tcp_site._server  # the bound port, for port 0
-        bound = server.sockets[0].getsockname() if server and server.sockets else (host, port)
+        bound = (
+            server.sockets[0].getsockname() if isinstance(server, asyncio.Server) and server.sockets else (host, port)
+        )
         tcp_addr = (bound[0], bound[1])
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 

@@ -23,6 +23,7 @@ assigned → launching → running → exited → gone, or lost.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.model import JobState
@@ -415,13 +416,13 @@ def reconcile_node(coord: Coordinator, conn: AgentConn, reported: list[dict[str,
                 _set_rank(coord, job, rank, "gone")
                 coord.event(job, "rank-gone", f"node {conn.node} no longer knows rank {rank.rank}")
         if relaunch and job.status.master_port is not None:
-            coord.effect(lambda j=job, rid=job.run_id: launch_on_node(coord, j, conn.node, rid))
+            coord.effect(partial(launch_on_node, coord, job, conn.node, job.run_id))
         elif relaunch and all(coord.agents.connected(n) for n in job_nodes(job)):
             # Admitted before a coordinator crash, never dispatched: dispatch it once every
             # node of the gang is back (the startup timeout bounds the wait).
             from labgang.launcher.coordinator.dispatch import dispatch_job
 
-            coord.effect(lambda j=job: dispatch_job(coord, j))
+            coord.effect(partial(dispatch_job, coord, job))
         if job.status.state == JobState.TERMINATING:
             stop_live_ranks(coord, job, only_node=conn.node)
         evaluate(coord, job)
@@ -429,12 +430,12 @@ def reconcile_node(coord: Coordinator, conn: AgentConn, reported: list[dict[str,
         if key in matched or status.get("state") == "gone":
             continue
         run_id = key[0]
-        job = coord.job_for_run(run_id)
-        grace = job.spec.grace_s if job is not None else coord.config.default_grace_s
+        owner = coord.job_for_run(run_id)
+        grace = owner.spec.grace_s if owner is not None else coord.config.default_grace_s
         log.warning(
             "node %s runs rank %s of %s that no current job expects there: stopping it", conn.node, key[1], run_id
         )
-        coord.effect(lambda rid=run_id, g=grace: stop_on_node(coord, conn.node, rid, g))
+        coord.effect(partial(stop_on_node, coord, conn.node, run_id, grace))
 
 
 def check_timers(coord: Coordinator) -> None:
@@ -500,4 +501,4 @@ def send_warning(coord: Coordinator, job: JobRecord, signum: int, why: str) -> N
     coord.store.save_status(job)
     coord.event(job, "signal", f"signal {_signal_name(signum)} sent to every rank, {why}")
     for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
-        coord.effect(lambda n=node, rid=job.run_id: signal_on_node(coord, n, rid, signum))
+        coord.effect(partial(signal_on_node, coord, node, job.run_id, signum))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.config import QueueConfig
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobRecord
@@ -86,10 +87,10 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
         for q in queues
     }
     lent: dict[str, dict[str, int]] = {q.name: {} for q in queues}
-    cohorts: dict[str, list[Any]] = defaultdict(list)
-    for q in queues:
-        if q.cohort:
-            cohorts[q.cohort].append(q)
+    cohorts: dict[str, list[QueueConfig]] = defaultdict(list)
+    for qc in queues:
+        if qc.cohort:
+            cohorts[qc.cohort].append(qc)
     for members in cohorts.values():
         resources = {r for m in members for r in borrowed[m.name]}
         for res in sorted(resources):

@@ -61,15 +61,6 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
     return False
 
 
-def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
-    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
-    if policy is ReclaimWithinCohort.ANY:
-        return True
-    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
-        return victim.priority < preemptor.priority
-    return False
-
-
 def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     """Kueue A3.1: look for victims only if the request fits the queue's own nominal quota,
     or ``borrow_within_cohort`` is on."""

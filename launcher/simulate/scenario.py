@@ -30,8 +30,6 @@ from labgang.launcher.model import (
 from labgang.launcher.scheduler.snapshot import Device, Node
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-OPTIONAL_FEATURES = ("borrow_within_cohort", "queueing_strategy", "fair_sharing")
-"""Names allowed in ``[scenario] requires``."""
 SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
 
 
@@ -292,7 +290,7 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ScenarioFile
-    table = {
+    table: dict[str, type[BaseModel]] = {
         "scenario": ScenarioMeta,
         "nodes": NodeModel,
         "queues": QueueModel,

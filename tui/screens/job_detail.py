@@ -56,17 +56,17 @@ class JobDetailScreen(ModalScreen[None]):
         self._poll_log()
 
     def action_cancel_job(self) -> None:
-        self.app.ask_cancel(self.job_id)  # type: ignore[attr-defined]
+        self.app.ask_cancel(self.job_id)  # type: ignore[attr-defined]  # textual types Screen.app as App[object]
 
     @property
     def job(self) -> JobView | None:
-        state: ClusterState | None = self.app.state  # type: ignore[attr-defined]
+        state: ClusterState | None = self.app.state  # type: ignore[attr-defined]  # (the same)
         return state.snapshot.job(self.job_id) if state is not None else None
 
     def _show(self, state: ClusterState | None) -> None:
         job = state.snapshot.job(self.job_id) if state is not None else None
         head = self.query_one("#detail-head", Static)
-        if job is None:
+        if state is None or job is None:
             head.update(f"job {self.job_id}: no longer listed by the coordinator")
             return
         head.update("\n".join(job_detail_lines(job, state.snapshot.now)))
