@@ -206,7 +206,8 @@ class CoordinatorLink:
             if self._on_ack is not None and message.get("seq") is not None:
                 self._on_ack(int(message["seq"]))
         elif kind == "api_reply":
-            fut = self._forwards.get(message.get("id"))  # type: ignore[arg-type]
+            request_id = message.get("id")
+            fut = self._forwards.get(request_id) if isinstance(request_id, int) else None
             if fut is not None and not fut.done():
                 fut.set_result(message)
         else:

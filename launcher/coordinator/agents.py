@@ -147,7 +147,8 @@ class AgentRegistry:
 
     def resolve(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """Deliver a ``reply`` message to the command waiting for it."""
-        fut = conn.pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        fut = conn.pending.get(request_id) if isinstance(request_id, int) else None
         if fut is None or fut.done():
             return
         if message.get("ok"):

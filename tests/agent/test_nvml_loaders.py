@@ -97,19 +97,26 @@ def first_q_block(text: str) -> str:
     return text[start : start + end.start()] if end else text[start:]
 
 
+def _find(pattern: str, text: str, flags: int = 0) -> str:
+    """Group 1 of the first match of ``pattern`` (the fixture must contain it)."""
+    found = re.search(pattern, text, flags=flags)
+    assert found is not None, f"{pattern!r} not in the fixture"
+    return found.group(1)
+
+
 def expected_from_q_text(text: str) -> dict:
     block = first_q_block(text)
     gpus = []
     for section in re.split(r"^(?=GPU [0-9A-Fa-f]{8}:)", block, flags=re.M)[1:]:
-        uuid = re.search(r"^    GPU UUID\s+: (\S+)", section, flags=re.M).group(1)
-        total = int(re.search(r"^    FB Memory Usage\n\s+Total\s+: (\d+) MiB", section, flags=re.M).group(1))
+        uuid = _find(r"^    GPU UUID\s+: (\S+)", section, flags=re.M)
+        total = int(_find(r"^    FB Memory Usage\n\s+Total\s+: (\d+) MiB", section, flags=re.M))
         migs = []
         for mig in re.split(r"^    MIG Device\n", section, flags=re.M)[1:]:
             migs.append(
                 {
-                    "gi_id": int(re.search(r"GPU Instance ID\s+: (\d+)", mig).group(1)),
-                    "ci_id": int(re.search(r"Compute Instance ID\s+: (\d+)", mig).group(1)),
-                    "memory_mib": int(re.search(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig).group(1)),
+                    "gi_id": int(_find(r"GPU Instance ID\s+: (\d+)", mig)),
+                    "ci_id": int(_find(r"Compute Instance ID\s+: (\d+)", mig)),
+                    "memory_mib": int(_find(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig)),
                 }
             )
         gpus.append({"uuid": uuid, "memory_mib": total, "migs": migs})
@@ -134,7 +141,7 @@ def expected_from_list(text: str) -> list[dict]:
 def expected_from_xml(text: str) -> dict:
     gpus = []
     for section in re.split(r"<gpu id=", text)[1:]:
-        uuid = re.search(r"<uuid>(\S+)</uuid>", section).group(1)
+        uuid = _find(r"<uuid>(\S+)</uuid>", section)
         migs = [
             {"gi_id": int(gi), "ci_id": int(ci), "memory_mib": int(mem)}
             for gi, ci, mem in re.findall(
@@ -146,7 +153,7 @@ def expected_from_xml(text: str) -> dict:
         ]
         mig_part_end = section.find("</mig_devices>")
         rest = section[mig_part_end:] if mig_part_end >= 0 else section
-        total = int(re.search(r"<fb_memory_usage>\s*<total>(\d+) MiB", rest).group(1))
+        total = int(_find(r"<fb_memory_usage>\s*<total>(\d+) MiB", rest))
         gpus.append({"uuid": uuid, "memory_mib": total, "migs": migs})
     return {"gpus": gpus, "count": len(re.findall(r"<gpu id=", text))}
 

@@ -10,7 +10,8 @@ import pytest
 
 def service_section(unit: Path) -> dict[str, list[str]]:
     """The ``[Service]`` section of a systemd unit file: key → values (a key may repeat)."""
-    section, keys = None, {}
+    section: str | None = None
+    keys: dict[str, list[str]] = {}
     for raw in unit.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):

@@ -7,6 +7,7 @@ import pytest
 from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
+from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.launcher.metrics import CoordinatorMetrics, metrics_handler
 from labgang.launcher.pitfalls import ClusterSnapshot
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,6 +18,7 @@ MiB = 1024 * 1024
 
 def _inventory(repo_root, machine: str, hostname: str, busy: dict[int, tuple[float, float]] | None = None):
     backend = open_backend(simulate=repo_root / "config" / "sim" / machine)
+    assert isinstance(backend, SimulatedNvml)
     try:
         if busy:
             for index, (util, sm) in busy.items():

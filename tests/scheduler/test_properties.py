@@ -111,10 +111,10 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     book = QuotaBook(snap.queues, usage)
     for q in snap.queues:
         for res in q.nominal:
-            u = book.usage(q.name, res)
+            used = book.usage(q.name, res)
             limit = book.borrowing_limit(q.name, res)
             if limit is not None:
-                assert u <= q.nominal[res] + limit, f"{q.name} uses {u} {res} > {q.nominal[res]} + {limit}"
+                assert used <= q.nominal[res] + limit, f"{q.name} uses {used} {res} > {q.nominal[res]} + {limit}"
     for cohort in {q.cohort for q in snap.queues if q.cohort}:
         for res in {r for q in snap.queues if q.cohort == cohort for r in q.nominal}:
             assert book.pool_usage(cohort, res) <= book.pool(cohort, res), f"cohort {cohort} lends beyond limits"

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from labgang.agent.supervisor import LaunchSpec, RankEvent, RankState, Supervisor
@@ -92,7 +93,7 @@ def make_spec(token: str) -> Callable[..., LaunchSpec]:
     def build(argv, *, job_id: str = "job1", rank: int = 0, world_size: int = 1, **overrides) -> LaunchSpec:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LGTEST_TOKEN": token}
         env.update(overrides.pop("env", {}))
-        fields = dict(
+        fields: dict[str, Any] = dict(
             job_id=job_id,
             rank=rank,
             local_rank=rank,
