@@ -2,7 +2,7 @@
 
 Run by hand: ``.venv/bin/python bench/lifecycle.py [--rounds 20] [--jobs 400] [--reclaim-jobs 10]
 [--reclaims 5] [--only release,makespan,reclaim]``. Prints figures and their ratios to the
-targets of DESIGN.md "What we measure", all measured in this one run:
+targets in bench/README.md ("Targets"), all measured in this one run:
 
 * **release**: ``labgang up --simulate config/sim/h100x8.toml``. A gang (4x2, 8x1, 2x4, 1x8 in
   turn) holds all 8 GPUs, its ranks blocked reading a FIFO each; a 4x2 gang waits behind it

@@ -9,7 +9,7 @@ sample and waits once, for all seeded devices together, until 100 ms have passed
 Reads closer than 100 ms to the previous one re-serve the previous result.
 
 GPU instance ids are reused after reconfiguration, so a MIG target's key includes the
-UUIDs of its member devices (nvidia_gpu_exporter's fingerprint rule, NVML-NOTES §5.3).
+UUIDs of its member devices (docs/nvml.md §5.3).
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ class SimMachine:
             ``CUDA_VISIBLE_DEVICES`` names a simulated device.
         missing_functions: NVML symbols this "driver" lacks (FUNCTION_NOT_FOUND).
         unprivileged: parent-handle memory/process queries of MIG-enabled GPUs answer
-            NO_PERMISSION (an unprivileged container, NVML-NOTES §3.5).
+            NO_PERMISSION (an unprivileged container, docs/nvml.md §3.5).
         gpus: the GPUs in index order.
         source: where it was loaded from (file name and format), for messages.
     """

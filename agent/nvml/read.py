@@ -2,7 +2,7 @@
 
 Every field goes through :func:`labgang.agent.nvml.query.query`, so an NVML error is
 an ``Unavailable`` on that field and the read carries on. The calls made, in order,
-per GPU (pynvml names; NVML-NOTES §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
+per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
@@ -90,7 +90,7 @@ def _versioned(backend: NvmlBackend, new: str, call_new: Any, call_old: Any) -> 
 
 
 def _memory(backend: NvmlBackend, handle: Any) -> Any:
-    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (NVML-NOTES §4)."""
+    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (docs/nvml.md §4)."""
     return _versioned(
         backend,
         "nvmlDeviceGetMemoryInfo_v2",

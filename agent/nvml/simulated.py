@@ -2,8 +2,8 @@
 
 Same function names, arguments, return types (pynvml's own ctypes structs and
 ``nvmlFriendlyObject`` rows) and ``NVMLError`` subclasses and codes as nvidia-ml-py, so
-code above cannot tell which backend it runs on. Behaviours reproduced from
-NVML-NOTES §11 (the ones the inventory touches):
+code above cannot tell which backend it runs on. Behaviours reproduced (docs/nvml.md §9,
+the ones the inventory touches):
 
 * ``Uninitialized`` before ``nvmlInit`` and after the last ``nvmlShutdown`` (ref-counted);
 * handles distinct per call, unequal and unhashable; MIG handles stale after
@@ -456,7 +456,7 @@ class SimulatedNvml:
     # ------------------------------------------------------------------ utilisation, thermal, power
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        """``NOT_SUPPORTED`` on MIG-enabled GPUs and MIG handles (nvml.h, NVML-NOTES §5.1)."""
+        """``NOT_SUPPORTED`` on MIG-enabled GPUs and MIG handles (nvml.h; docs/nvml.md §5.1)."""
         gpu, mig = self._device("nvmlDeviceGetUtilizationRates", handle)
         if mig is not None or gpu.mig_current:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)

@@ -1,4 +1,4 @@
-"""The one seam between the supervisor and the operating system (STYLE.md item 19).
+"""The one seam between the supervisor and the operating system.
 
 Everything the supervisor does to processes goes through ``HostOS``: one consistent
 ``/proc`` snapshot per tick, identity checks against pid reuse, signals with ``ESRCH``

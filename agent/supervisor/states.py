@@ -1,6 +1,6 @@
 """The lifecycle states of one supervised rank and the arrows allowed between them.
 
-No dependencies on purpose (STYLE.md item 16): the coordinator, the TUI and the
+No dependencies on purpose: the coordinator, the TUI and the
 tests can import this module without pulling in the supervisor's OS code.
 
 A rank's life, with the supervisor's ``tick()`` evaluating every timed arrow::

@@ -1,4 +1,4 @@
-"""Typed ``web.AppKey``s of the coordinator application, all in one place (STYLE.md item 14)."""
+"""Typed ``web.AppKey``s of the coordinator application, all in one place."""
 
 from __future__ import annotations
 

@@ -215,7 +215,7 @@ async def serve(
     installed = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(signum, stop.set)  # the handler only records (STYLE.md 18)
+            loop.add_signal_handler(signum, stop.set)  # the handler only records; the loop below acts
             installed.append(signum)
         except (RuntimeError, NotImplementedError, ValueError):
             pass

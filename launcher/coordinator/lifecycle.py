@@ -1,6 +1,6 @@
 """Gang lifecycle: a job's ranks start together, stop together, and end the job together.
 
-Rules (torchrun's and Kueue's waitForPodsReady, DESIGN.md "Gang lifecycle"):
+Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
 
 * ADMITTED → RUNNING once every rank confirmed its start; not within
   ``startup_timeout_s`` → every rank stopped, the job requeued with backoff

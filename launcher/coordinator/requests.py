@@ -22,7 +22,7 @@ PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
 class SubmitBody(BaseModel):
-    """The JSON body of a submission (see docs/openapi.yaml, ``SubmitRequest``)."""
+    """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,6 +1,6 @@
 """JSON views the user API returns: JobView, queue usage, node and device state.
 
-Shapes are the "Coordinator user API" contract (docs/openapi.yaml). Times are unix seconds.
+Shapes are the "Coordinator user API" contract (docs/openapi.json). Times are unix seconds.
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ class _Cycle:
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
         lifted where they must not bind: the hold keeps *borrowers* of other queues off a
-        waiting head's quota (QUEUE-SEMANTICS A2), so it is lifted for the holder's own later
+        waiting head's quota (docs/queue-semantics.md §A2), so it is lifted for the holder's own later
         jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
         head) and for any job that stays within its own nominal quota (its entitlement; Kueue
         admits it the next cycle, when the inadmissible head holds nothing)."""

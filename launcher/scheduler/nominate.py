@@ -1,6 +1,6 @@
 """Phase 1 of a cycle: sort each queue's pending jobs and set aside the unschedulable ones.
 
-A queue's order (Kueue A4): a preemptor that evicted victims and is not admitted yet first
+A queue's order (docs/queue-semantics.md §A4): a preemptor that evicted victims and is not admitted yet first
 (sticky head, even once its victims are gone, so nobody else takes the room it freed),
 then higher priority, earlier submit time, submission order. A job that could not start
 even on an empty cluster is marked unschedulable here once per distinct request.

@@ -139,7 +139,7 @@ class QueueModel(_Strict):
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
-    ``nodes`` asks for exactly that many nodes (DESIGN.md: "optional ``nodes`` count"; ranks
+    ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does.
     """

@@ -1,4 +1,4 @@
-"""SimulatedNvml reproduces the pynvml behaviours the inventory touches (NVML-NOTES §11)."""
+"""SimulatedNvml reproduces the pynvml behaviours the inventory touches (docs/nvml.md §9)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """labgang's own scenarios (tests/scenarios/cases/**/*.toml): one behaviour each, named for it.
 
-``cases/peers-like/`` holds single behaviours from QUEUE-SEMANTICS.md and DESIGN.md in the
+``cases/peers-like/`` holds single behaviours from docs/queue-semantics.md in the
 shape of the peers' (Kueue, Volcano) test translations, each with its expected outcome
 derived by hand in its ``description``.
 """
