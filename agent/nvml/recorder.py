@@ -222,7 +222,7 @@ class ReplayHandle:
     """A handle from a record: distinct per call, equal only to itself, unhashable."""
 
     __slots__ = ("token",)
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable like pynvml's handles; typeshed wants a method
 
     def __init__(self, token: str):
         self.token = token

@@ -64,7 +64,7 @@ class SimHandle:
     """An opaque device handle: a new object per call, equal only to itself, unhashable (like ctypes pointers)."""
 
     __slots__ = ("generation", "gpu_index", "mig_index")
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable like pynvml's handles; typeshed wants a method
 
     def __init__(self, gpu_index: int, mig_index: int | None = None, generation: int = 0):
         self.gpu_index = gpu_index

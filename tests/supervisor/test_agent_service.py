@@ -44,7 +44,9 @@ class CoordinatorEnd:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server = site._server
+        assert isinstance(server, asyncio.Server)  # a TCPSite listens through an asyncio.Server
+        port = server.sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
