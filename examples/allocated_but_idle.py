@@ -27,7 +27,7 @@ def main() -> int:
     """Declare the memory (re-exec once), then sleep for argv[1] seconds."""
     missing = {k: v for k, v in DECLARED.items() if k not in os.environ}
     if missing:
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})  # noqa: S606  # same program, declared env
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 300.0
     print(f"holding {os.environ.get('CUDA_VISIBLE_DEVICES', '?')} idle for {seconds:g} s", flush=True)
     time.sleep(seconds)

@@ -30,13 +30,11 @@ import enum
 import grp
 import pwd
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any
 
 from labgang.agent import tomlfile
-from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.model import (
     BorrowPolicy,
     BorrowWithinCohort,
@@ -46,6 +44,8 @@ from labgang.launcher.model import (
     WithinQueue,
     is_valid_resource,
 )
+from labgang.launcher.pitfalls.thresholds import PitfallThresholds
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_QUEUE = "default"
 DEFAULT_STARVATION_S = 300.0
@@ -202,7 +202,7 @@ class ClusterConfig(_Strict):
         return PitfallThresholds.from_mapping(self.pitfalls)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "ClusterConfig":
+    def _cross_checks(self) -> ClusterConfig:
         problems = cross_field_problems(self.model_dump(mode="json"))
         if problems:
             raise ValueError("\n".join(problems))
@@ -260,7 +260,7 @@ class ClusterConfig(_Strict):
             ) from None
 
     @classmethod
-    def default_for(cls, inventory: Any) -> "ClusterConfig":
+    def default_for(cls, inventory: Any) -> ClusterConfig:
         """The embedded default for one workstation: a queue ``default`` whose nominal
         quota covers every allocatable device of ``inventory``, where a higher ``-p`` preempts
         lower-priority jobs (``within_queue = "lower-priority"``) and a gang that has waited
@@ -353,8 +353,10 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
                     + (f" to one of {declared}" if declared else "")
                     + f" or remove {key}"
                 )
-        nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
-        lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
+        nominal = q.get("nominal")
+        nominal = nominal if isinstance(nominal, Mapping) else {}
+        lending = q.get("lending_limit")
+        lending = lending if isinstance(lending, Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
             if isinstance(limit, int) and isinstance(have, int) and 0 <= have < limit:

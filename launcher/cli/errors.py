@@ -93,7 +93,7 @@ class CommandFailed(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar yet reads it per instance
         # click shows the error after the command's context has closed: name the command now.
         self.prefix = command_path(click.get_current_context(silent=True)) + ": "
 

@@ -268,6 +268,7 @@ def render_for_print(files: list[InstallFile], prefix: Path) -> str:
             )
             parts.append(f"# (the cluster token: {where}; kept if the file exists)\n")
         else:
+            assert f.content is not None  # only the secret is made at write time
             parts.append(f.content.decode())
     return "\n".join(parts)
 

@@ -16,11 +16,11 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 import click
-
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import (
@@ -282,7 +282,8 @@ def build_submission(
         profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
         if not MIG_PROFILE_RE.match(profile):
             raise click.UsageError(
-                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
+                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, "
+                "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
             )
         mig = profile
     if name is not None and not name.strip():
@@ -831,16 +832,16 @@ def queues(state_dir: Path | None, as_json: bool) -> None:
 
 
 __all__ = [
-    "submit",
-    "run",
-    "queue",
-    "cancel",
-    "logs",
-    "show",
-    "queues",
-    "build_submission",
-    "JobFollower",
-    "exit_status_of",
-    "describe_api_error",
     "CommandFailed",
+    "JobFollower",
+    "build_submission",
+    "cancel",
+    "describe_api_error",
+    "exit_status_of",
+    "logs",
+    "queue",
+    "queues",
+    "run",
+    "show",
+    "submit",
 ]

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from labgang.agent import paths
 from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
 
@@ -353,7 +353,7 @@ def _up(
         # first job sees the machine's devices rather than an empty cluster.
         joined = wait_for_node(Path(socket_path), node, AGENT_JOIN_S)
         click.echo(banner(socket_path, tcp_addr, joined))
-        click.get_text_stream("stdout").flush()
+        sys.stdout.flush()  # (click.get_text_stream is deprecated in click 8.5)
         marker.unlink(missing_ok=True)
 
     def ready(info: dict[str, Any]) -> None:

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
-
 from labgang.launcher.pitfalls import ClusterSnapshot, Finding, PitfallThresholds, PitfallTracker, detect_all
 
 log = logging.getLogger("labgang.coordinator.pitfalls")

@@ -4,8 +4,9 @@ and the device states of the coordinator's device view."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 # Device states in the coordinator's ``GET /v1/nodes`` device view.
 FREE, ALLOCATED, FOREIGN, LOST, HELD = "free", "allocated", "foreign", "lost", "held"
@@ -69,7 +70,7 @@ class Finding:
     job: str | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """The inverse of :meth:`to_dict` (as ``GET /v1/pitfalls`` returns findings).
 
         Raises:

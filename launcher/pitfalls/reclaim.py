@@ -3,7 +3,7 @@ reading of the coordinator's reclaim rules that the *borrowed at risk* finding a
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from labgang.launcher.pitfalls.views import JobView, QueueView
 

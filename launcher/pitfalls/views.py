@@ -3,8 +3,9 @@ and the walk over every device of a :class:`ClusterSnapshot` that the detectors 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from labgang.launcher.pitfalls.findings import _FINISHED_JOB_STATES, _HOLDING_JOB_STATES, DEVICE_STATES, FREE, Finding
 

@@ -51,6 +51,7 @@ def _reading(nvml: SimulatedNvml, index: int) -> tuple[float, float, int]:
 def test_a_busy_rank_keeps_its_gpu_busy_and_an_idle_one_leaves_it_idle(rank) -> None:
     scope = f"test-{uuid.uuid4()}"
     nvml = SimulatedNvml.from_file(H100, scope=scope)
+    assert isinstance(nvml, SimulatedNvml)  # a machine file, not a replayed record
     nvml.nvmlInit()
     try:
         uuids = [nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(3)]
@@ -62,7 +63,7 @@ def test_a_busy_rank_keeps_its_gpu_busy_and_an_idle_one_leaves_it_idle(rank) -> 
         deadline = time.monotonic() + 60
         while True:
             busy, kernels, idle = (_reading(nvml, i) for i in range(3))
-            if busy[0] >= 10 and kernels[0] >= 10 or time.monotonic() > deadline:
+            if (busy[0] >= 10 and kernels[0] >= 10) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert busy[0] >= 10 and busy[1] == busy[0], busy  # SM activity follows utilization

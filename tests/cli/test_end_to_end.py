@@ -48,7 +48,7 @@ class Labgang:
     def __init__(self, state_dir: Path, *up_flags: str) -> None:
         self.state_dir = state_dir
         self.env = _env(state_dir)
-        self.log = open(state_dir / "up.log", "a+b")
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE), *up_flags],
             cwd=REPO,
@@ -119,7 +119,7 @@ class Labgang:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}")
+                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
         self.log.close()
         return self.proc.returncode
 
@@ -546,6 +546,6 @@ def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):
 
         with Client(lg.state_dir / "labgang.sock") as client:
             _, _, body = client.request("GET", "/metrics")
-        assert f'kind="kernel-busy-sm-idle"' in body.decode() and f'job="{job_id}"' in body.decode()
+        assert 'kind="kernel-busy-sm-idle"' in body.decode() and f'job="{job_id}"' in body.decode()
     finally:
         lg.cli("cancel", job_id)
