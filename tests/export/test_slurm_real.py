@@ -10,6 +10,7 @@ qos`` and compare them with what the export wrote.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from labgang.launcher.config import load_config
 from labgang.launcher.export import slurm
 from labgang.launcher.export.inventory import from_files
 
-from . import slurm_harness
+sys.path.insert(0, str(Path(__file__).parent))
+import slurm_harness
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"
