@@ -254,6 +254,26 @@ def _gaps(cfg: ClusterConfig, inv: Inventory, namespace_per: str, queue_ns: dict
     return gaps
 
 
+def _cluster_queue_spec(
+    cfg: ClusterConfig, inv: Inventory, index: int, cohorts: dict[str, str], namespaces: list[str]
+) -> dict[str, Any]:
+    """``spec`` of queue ``cfg.queues[index]``'s ClusterQueue."""
+    q = cfg.queues[index]
+    spec: dict[str, Any] = {}
+    if q.cohort is not None:
+        spec["cohortName"] = cohorts[q.cohort]
+    spec["namespaceSelector"] = {
+        "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": namespaces}]
+    }
+    spec["queueingStrategy"] = _QUEUEING[q.queueing.value]
+    spec["preemption"] = _preemption(q, index)
+    spec["resourceGroups"] = _resource_groups(cfg, q, inv)
+    fair = _fair_sharing(q)
+    if fair is not None:
+        spec["fairSharing"] = fair
+    return spec
+
+
 def _obj(kind: str, name: str, spec: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
@@ -323,25 +343,13 @@ def build_objects(
             }
         )
     flavors = [_obj("ResourceFlavor", n, spec) for n, spec in sorted(_flavors(cfg, inv).items())]
-    cohort_objs = []
-    for raw in sorted(members, key=lambda c: cohorts[c]):
-        spec = _cohort_spec(cfg, raw)
-        cohort_objs.append(_obj("Cohort", cohorts[raw], spec))
-    cqs = []
-    for i, q in sorted(enumerate(cfg.queues), key=lambda iq: queues[iq[1].name]):
-        spec: dict[str, Any] = {}
-        if q.cohort is not None:
-            spec["cohortName"] = cohorts[q.cohort]
-        spec["namespaceSelector"] = {
-            "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": queue_ns[q.name]}]
-        }
-        spec["queueingStrategy"] = _QUEUEING[q.queueing.value]
-        spec["preemption"] = _preemption(q, i)
-        spec["resourceGroups"] = _resource_groups(cfg, q, inv)
-        fair = _fair_sharing(q)
-        if fair is not None:
-            spec["fairSharing"] = fair
-        cqs.append(_obj("ClusterQueue", queues[q.name], spec))
+    cohort_objs = [
+        _obj("Cohort", cohorts[raw], _cohort_spec(cfg, raw)) for raw in sorted(members, key=lambda c: cohorts[c])
+    ]
+    cqs = [
+        _obj("ClusterQueue", queues[q.name], _cluster_queue_spec(cfg, inv, i, cohorts, queue_ns[q.name]))
+        for i, q in sorted(enumerate(cfg.queues), key=lambda iq: queues[iq[1].name])
+    ]
     local = sorted((ns, queues[q.name]) for q in cfg.queues for ns in queue_ns[q.name])
     lqs = [_obj("LocalQueue", name, {"clusterQueue": name}, namespace=ns) for ns, name in local]
     namespaces = [

@@ -274,7 +274,7 @@ def _gaps(cfg: ClusterConfig, mode: str, inv: Inventory) -> list[Gap]:
                 "gres/gpu counts MIG devices too: GrpTRES gres/gpu is whole GPUs plus the queue's MIG quota",
             )
         )
-    if len(inv.gpu_models()) > 1 or any(len(m) > 1 for m in inv.mig_profiles().values()):
+    if any(len(models) > 1 for models in inv.mig_profiles().values()):
         gaps.append(
             Gap(
                 "inventory",

@@ -74,9 +74,8 @@ def _wait(what: str, cluster: SlurmCluster, ready: Callable[[], bool]) -> None:
     while time.monotonic() < deadline:
         for proc in cluster.procs:
             if proc.poll() is not None:
-                raise RuntimeError(
-                    f"{proc.args[0]} exited ({proc.returncode}) while waiting for {what}\n{cluster.logs()}"
-                )
+                program = proc.args[0] if isinstance(proc.args, list) else proc.args
+                raise RuntimeError(f"{program!s} exited ({proc.returncode}) while waiting for {what}\n{cluster.logs()}")
         if ready():
             return
         time.sleep(0.1)

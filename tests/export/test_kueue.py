@@ -171,16 +171,17 @@ def test_namespace_per_group() -> None:
 
 
 def test_output_is_deterministic_and_independent_of_queue_order() -> None:
-    data = {
+    queues: list[dict[str, Any]] = [
+        {"name": "b", "cohort": "lab", "nominal": {"gpu": 2, "mig-1g.10gb": 3}},
+        {"name": "a", "cohort": "lab", "nominal": {"gpu": 1}, "lending_limit": {"gpu": 1}},
+    ]
+    data: dict[str, Any] = {
         "default_queue": "b",
         "priority_classes": {"z": 1, "a": 2},
         "cohorts": [{"name": "lab"}],
-        "queues": [
-            {"name": "b", "cohort": "lab", "nominal": {"gpu": 2, "mig-1g.10gb": 3}},
-            {"name": "a", "cohort": "lab", "nominal": {"gpu": 1}, "lending_limit": {"gpu": 1}},
-        ],
+        "queues": queues,
     }
-    swapped = {**data, "queues": list(reversed(data["queues"]))}
+    swapped = {**data, "queues": list(reversed(queues))}
     inv = _inv("mig+h100")
     first = kueue.export(parse_config(data), inv, "x").files[kueue.FILE_NAME]
     assert kueue.export(parse_config(data), inv, "x").files[kueue.FILE_NAME] == first
