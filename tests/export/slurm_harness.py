@@ -1,8 +1,9 @@
 """A real Slurm controller with accounting, on loopback under one temporary directory.
 
-munged (own key and socket), mariadbd (own data directory, 127.0.0.1), slurmdbd and
-slurmctld, each in the foreground as the current user, started in that order; each
-step waits on a real condition (a socket that answers, a command that succeeds).
+munged (own key and socket) and mariadbd (own data directory, 127.0.0.1) once per test
+module (:func:`start_database`), then per case slurmdbd (a fresh database) and slurmctld
+(:func:`start`), each in the foreground as the current user; each step waits on a real
+condition (a socket that answers, a command that succeeds).
 Debian packages: slurmctld slurm-client slurmdbd munge mariadb-server.
 """
 
@@ -98,29 +99,29 @@ def _spawn(cluster: SlurmCluster, name: str, args: list[str]) -> None:
     cluster.procs.append(subprocess.Popen(args, env=cluster.env, stdout=out, stderr=subprocess.STDOUT))
 
 
-def start(
-    root: Path, slurm_conf_body: str, gres_conf: str, sacctmgr_script: Path, node_names: list[str]
-) -> SlurmCluster:
-    """Start munged, mariadbd, slurmdbd and slurmctld under ``root``.
+@dataclass
+class Database:
+    """munged and mariadbd, shared by the clusters of one test module (each gets its own database)."""
 
-    Args:
-        root: an empty directory.
-        slurm_conf_body: lines appended to the harness's own ``slurm.conf`` settings
-            (the exported fragment is included with ``Include``).
-        gres_conf: the ``gres.conf`` text.
-        node_names: the configured nodes: slurmctld runs in its own mount namespace whose
-            ``/etc/hosts`` (a bind mount, the host's file untouched) gives each 127.0.0.1.
-        sacctmgr_script: the exported script: run (``sh``) before slurmctld starts, and
-            with ``limits`` once slurmctld has registered its TRES with slurmdbd.
+    root: Path
+    env: dict[str, str]
+    msock: Path
+    db_port: int
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    used: int = 0
 
-    Returns:
-        The running :class:`SlurmCluster` (call :meth:`SlurmCluster.stop`).
+    def stop(self) -> None:
+        """Stop munged and mariadbd."""
+        SlurmCluster(self.root, self.env, self.procs).stop()
+
+
+def start_database(root: Path) -> Database:
+    """Start munged (own key and socket) and mariadbd (own data directory, 127.0.0.1) under ``root``.
 
     Raises:
-        RuntimeError: a daemon exited or did not become ready, with every log.
+        RuntimeError: a daemon exited or did not become ready, with its log.
     """
-    user = getpass.getuser()
-    for sub in ("etc", "log", "state", "spool", "db", "run"):
+    for sub in ("log", "db", "run"):
         (root / sub).mkdir(parents=True)
     root.chmod(0o755)
     munge_dir = root / "munge"
@@ -129,77 +130,81 @@ def start(
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     msock = munge_dir / "munge.sock"
-    env = {
-        **os.environ,
-        "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin",
-        "SLURM_CONF": str(root / "etc" / "slurm.conf"),
-    }
-    cluster = SlurmCluster(root, env)
+    env = {**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"}
+    db = Database(root, env, msock, _free_port())
+    holder = SlurmCluster(root, env, db.procs)
     try:
-        _spawn(
-            cluster,
-            "munged",
-            [
-                "munged",
-                "-F",
-                "-f",
-                f"--socket={msock}",
-                f"--key-file={key}",
-                f"--pid-file={root / 'run/munged.pid'}",
-                f"--seed-file={munge_dir / 'seed'}",
-                f"--log-file={root / 'log/munged.log'}",
-            ],
-        )
-        _wait("munged", cluster, msock.exists)
-        db_port, dbd_port, ctld_port = _free_port(), _free_port(), _free_port()
-        install = [
-            "mariadb-install-db",
-            "--no-defaults",
-            f"--datadir={root / 'db'}",
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-        ]
-        if os.geteuid() == 0:
-            install.append("--user=root")
-        subprocess.run(install, env=env, capture_output=True, check=True, timeout=120)
-        mysqld = [
-            "mariadbd",
-            "--no-defaults",
-            f"--datadir={root / 'db'}",
-            "--bind-address=127.0.0.1",
-            f"--port={db_port}",
-            f"--socket={root / 'run/mysql.sock'}",
-            f"--pid-file={root / 'run/mariadbd.pid'}",
-            "--skip-name-resolve",
-            "--innodb-buffer-pool-size=16M",
-            "--innodb-log-file-size=8M",
-        ]
-        if os.geteuid() == 0:
-            mysqld.append("--user=root")
-        _spawn(cluster, "mariadbd", mysqld)
-        _wait("mariadbd", cluster, lambda: _connects(db_port))
-        auth = f"AuthType=auth/munge\nAuthInfo=socket={msock}\n"
-        dbd_conf = root / "etc" / "slurmdbd.conf"
-        dbd_conf.write_text(
-            auth + f"DbdHost=localhost\nDbdAddr=127.0.0.1\nDbdPort={dbd_port}\nSlurmUser={user}\n"
-            f"PidFile={root / 'run/slurmdbd.pid'}\nLogFile={root / 'log/slurmdbd.log'}\n"
-            f"StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort={db_port}\n"
-            "StorageUser=root\nStorageLoc=slurm_acct_db\n"
-        )
-        dbd_conf.chmod(0o600)
-        (root / "etc" / "slurm.conf").write_text(
-            f"ClusterName={CLUSTER}\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={ctld_port}\n"
-            f"SlurmdPort={_free_port()}\nSlurmUser={user}\n" + auth + "CredType=cred/munge\n"
-            f"StateSaveLocation={root / 'state'}\nSlurmdSpoolDir={root / 'spool'}\n"
-            f"SlurmctldPidFile={root / 'run/slurmctld.pid'}\nSlurmctldLogFile={root / 'log/slurmctld.log'}\n"
-            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\n"
-            "MpiDefault=none\nMailProg=/bin/true\n"
-            f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n"
-            f"AccountingStoragePort={dbd_port}\n"
-            # for the slurmdbd connection Slurm takes the MUNGE socket from AccountingStoragePass
-            f"AccountingStoragePass={msock}\n" + slurm_conf_body
-        )
-        (root / "etc" / "gres.conf").write_text(gres_conf)
+        munged = ["munged", "-F", "-f", f"--socket={msock}", f"--key-file={key}"]
+        munged += [f"--pid-file={root / 'run/munged.pid'}", f"--seed-file={munge_dir / 'seed'}"]
+        _spawn(holder, "munged", [*munged, f"--log-file={root / 'log/munged.log'}"])
+        _wait("munged", holder, msock.exists)
+        install = ["mariadb-install-db", "--no-defaults", f"--datadir={root / 'db'}"]
+        install += ["--auth-root-authentication-method=normal", "--skip-test-db"]
+        as_root = ["--user=root"] if os.geteuid() == 0 else []
+        subprocess.run([*install, *as_root], env=env, capture_output=True, check=True, timeout=120)
+        mysqld = ["mariadbd", "--no-defaults", f"--datadir={root / 'db'}", "--bind-address=127.0.0.1"]
+        mysqld += [f"--port={db.db_port}", f"--socket={root / 'run/mysql.sock'}", "--skip-name-resolve"]
+        mysqld += [f"--pid-file={root / 'run/mariadbd.pid'}", "--innodb-buffer-pool-size=16M"]
+        _spawn(holder, "mariadbd", [*mysqld, *as_root])
+        _wait("mariadbd", holder, lambda: _connects(db.db_port))
+    except BaseException:
+        db.stop()
+        raise
+    return db
+
+
+def start(
+    db: Database, root: Path, slurm_conf_body: str, gres_conf: str, sacctmgr_script: Path, node_names: list[str]
+) -> SlurmCluster:
+    """Start slurmdbd (a fresh database in ``db``) and slurmctld under ``root``.
+
+    Args:
+        db: the running :class:`Database`.
+        root: an empty directory.
+        slurm_conf_body: lines appended to the harness's own ``slurm.conf`` settings
+            (the exported fragment is included with ``Include``).
+        gres_conf: the ``gres.conf`` text.
+        sacctmgr_script: the exported script: run (``sh``) before slurmctld starts, and
+            with ``limits`` once slurmctld has registered its TRES with slurmdbd.
+        node_names: the configured nodes: slurmctld runs in its own mount namespace whose
+            ``/etc/hosts`` (a bind mount, the host's file untouched) gives each 127.0.0.1.
+
+    Returns:
+        The running :class:`SlurmCluster` (call :meth:`SlurmCluster.stop`).
+
+    Raises:
+        RuntimeError: a daemon exited or did not become ready, with every log.
+    """
+    user = getpass.getuser()
+    for sub in ("etc", "log", "state", "spool", "run"):
+        (root / sub).mkdir(parents=True)
+    db.used += 1
+    env = {**db.env, "SLURM_CONF": str(root / "etc" / "slurm.conf")}
+    cluster = SlurmCluster(root, env)
+    dbd_port, ctld_port = _free_port(), _free_port()
+    auth = f"AuthType=auth/munge\nAuthInfo=socket={db.msock}\n"
+    dbd_conf = root / "etc" / "slurmdbd.conf"
+    dbd_conf.write_text(
+        auth + f"DbdHost=localhost\nDbdAddr=127.0.0.1\nDbdPort={dbd_port}\nSlurmUser={user}\n"
+        f"PidFile={root / 'run/slurmdbd.pid'}\nLogFile={root / 'log/slurmdbd.log'}\n"
+        f"StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort={db.db_port}\n"
+        f"StorageUser=root\nStorageLoc=slurm_acct_db_{db.used}\n"
+    )
+    dbd_conf.chmod(0o600)
+    (root / "etc" / "slurm.conf").write_text(
+        f"ClusterName={CLUSTER}\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={ctld_port}\n"
+        f"SlurmdPort={_free_port()}\nSlurmUser={user}\n" + auth + "CredType=cred/munge\n"
+        f"StateSaveLocation={root / 'state'}\nSlurmdSpoolDir={root / 'spool'}\n"
+        f"SlurmctldPidFile={root / 'run/slurmctld.pid'}\nSlurmctldLogFile={root / 'log/slurmctld.log'}\n"
+        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\n"
+        "MpiDefault=none\nMailProg=/bin/true\n"
+        f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n"
+        f"AccountingStoragePort={dbd_port}\n"
+        # for the slurmdbd connection Slurm takes the MUNGE socket from AccountingStoragePass
+        f"AccountingStoragePass={db.msock}\n" + slurm_conf_body
+    )
+    (root / "etc" / "gres.conf").write_text(gres_conf)
+    try:
         _spawn(cluster, "slurmdbd", ["slurmdbd", "-D"])
         _wait("slurmdbd", cluster, lambda: _connects(dbd_port))
         _wait("sacctmgr", cluster, _succeeds(cluster, "sacctmgr", "-i", "add", "cluster", CLUSTER))

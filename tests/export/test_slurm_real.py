@@ -1,6 +1,7 @@
 """The Slurm export is accepted by a real slurmctld 22.05+ with slurmdbd (see ``slurm_harness``).
 
-For every cluster config in ``config/`` and both ``--slurm-mode``s: run the exported
+For every cluster config in ``config/`` (each once, every ``--slurm-mode`` at least once; all
+pairs with ``LABGANG_SLURM_ALL_CASES=1``): run the exported
 ``sacctmgr.sh`` against slurmdbd, start slurmctld with the exported ``slurm.conf``
 (included into a harness config that sets ports, paths and auth) and ``gres.conf``,
 then read back ``scontrol show partition``, ``scontrol show node`` and ``sacctmgr show
@@ -9,8 +10,10 @@ qos`` and compare them with what the export wrote.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,19 +38,32 @@ def _words(line: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def _need_slurm() -> None:
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_harness.Database]:
     missing = slurm_harness.missing_binaries()
     if missing:
         pytest.fail(
             f"{', '.join(missing)} not found: these tests start a real Slurm; on Debian/Ubuntu run "
             f"`apt-get install {slurm_harness.PACKAGES}`"
         )
+    db = slurm_harness.start_database(tmp_path_factory.mktemp("slurmdb"))
+    yield db
+    db.stop()
+
+
+def _cases() -> list[tuple[Path, str]]:
+    """Every config once and every mode at least once (a real Slurm costs seconds per case);
+    ``LABGANG_SLURM_ALL_CASES=1`` runs every config in every mode."""
+    configs = _cluster_configs()
+    if os.environ.get("LABGANG_SLURM_ALL_CASES") == "1":
+        return [(c, m) for c in configs for m in slurm.MODES]
+    cases = [(c, slurm.MODES[i % len(slurm.MODES)]) for i, c in enumerate(configs)]
+    cases += [(configs[0], m) for m in slurm.MODES if all(mode != m for _, mode in cases)]
+    return cases
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", slurm.MODES)
-@pytest.mark.parametrize("config", _cluster_configs(), ids=lambda p: p.name)
-def test_slurmctld_accepts_export(_need_slurm: None, tmp_path: Path, config: Path, mode: str) -> None:
+@pytest.mark.parametrize(("config", "mode"), _cases(), ids=lambda v: v.name if isinstance(v, Path) else v)
+def test_slurmctld_accepts_export(database: slurm_harness.Database, tmp_path: Path, config: Path, mode: str) -> None:
     cfg = load_config(config)
     result = slurm.export(cfg, from_files(INVENTORY), str(config), mode)
     out = tmp_path / "export"
@@ -55,6 +71,7 @@ def test_slurmctld_accepts_export(_need_slurm: None, tmp_path: Path, config: Pat
     for name, text in result.files.items():
         (out / name).write_text(text)
     cluster = slurm_harness.start(
+        database,
         tmp_path / "slurm",
         f"Include {out / slurm.SLURM_CONF}\n",
         result.files[slurm.GRES_CONF],
