@@ -6,7 +6,8 @@ per GPU (pynvml names; NVML-NOTES §2–§7): ``nvmlDeviceGetHandleByIndex``, ``
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
-``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``; in MIG mode, for every
+``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of
+:mod:`labgang.agent.nvml.topology`; per GPU pair, its link calls; in MIG mode, for every
 slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop):
 ``GetMigDeviceHandleByIndex``, ``GetUUID``, ``GetName``, ``GetGpuInstanceId``,
 ``GetComputeInstanceId``, ``GetAttributes``, ``GetMemoryInfo``, ``GetComputeRunningProcesses``.
@@ -30,6 +31,7 @@ from labgang.agent.inventory import (
 )
 from labgang.agent.nvml.gpm import GpmSampler, GpmTarget, sampler_for
 from labgang.agent.nvml.query import FUNCTION_NOT_FOUND, NOT_SUPPORTED, query
+from labgang.agent.nvml.topology import read_affinity, read_links
 
 MIB = 1024 * 1024
 
@@ -160,6 +162,7 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
     uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
     name = _text(query(backend, "nvmlDeviceGetName", handle))
     pci = query(backend, "nvmlDeviceGetPciInfo", handle)
+    numa_node, cpu_affinity = read_affinity(backend, handle, _map(pci, lambda p: _text(p.busId)))
     mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
     if isinstance(mig_mode, Unavailable):
         current = pending = None if mig_mode.code == NOT_SUPPORTED else mig_mode
@@ -222,6 +225,8 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
         mig_mode_current=current,
         mig_mode_pending=pending,
         processes=procs,
+        numa_node=numa_node,
+        cpu_affinity=cpu_affinity,
         handle=handle,
     )
     return fields, migs, gpm_state
@@ -270,6 +275,9 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
     sampler = gpm if gpm is not None else sampler_for(backend)
     activity = sampler.measure(backend, targets) if targets else {}
 
+    opened = [(f["index"], f["handle"], f["pci_bus_id"]) for f, _, _ in raw if "handle" in f]
+    links = read_links(backend, opened) if len(opened) > 1 else ()
+
     gpus = []
     for fields, migs, gpm_state in raw:
         fields = dict(fields)
@@ -286,7 +294,7 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
             fields["sm_active_pct"], fields["sm_occupancy_pct"] = sm_active, sm_occ
         fields["mig_devices"] = tuple(migs)
         gpus.append(GpuInfo(**fields))
-    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus))
+    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus), links)
 
 
 def _with_gi_activity(

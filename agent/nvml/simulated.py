@@ -48,6 +48,7 @@ import psutil
 import pynvml
 
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+from labgang.agent.nvml.simtopo import TopologyNvml
 
 MIB = 1024 * 1024
 NO_INSTANCE = 0xFFFFFFFF
@@ -90,8 +91,8 @@ class VirtualClock:
         self.now += max(0.0, seconds)
 
 
-class SimulatedNvml:
-    """A simulated NVML with pynvml's API over a :class:`SimMachine`.
+class SimulatedNvml(TopologyNvml):
+    """A simulated NVML with pynvml's API over a :class:`SimMachine` (topology calls: :class:`TopologyNvml`).
 
     Args:
         machine: the machine to serve.
