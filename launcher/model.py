@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 GPU = "gpu"
+TOPOLOGY_LEVELS = ("nvlink", "pcie-switch", "numa", "node")
+"""Allowed ``JobRequest.topology`` values, closest first."""
+CPU_BIND = ("numa", "none")
+"""Allowed ``cpu_bind`` values: pin each rank to its GPUs' NUMA node CPUs (default), or not."""
 MIG_PREFIX = "mig-"
 # A MIG profile as nvidia-smi prints it: "1g.10gb", "3g.40gb", "1c.3g.71gb", "1g.18gb+me".
 MIG_PROFILE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+(?:me|gfx|me\.all|nome|nodec))*$")
@@ -110,7 +114,9 @@ class JobRequest:
     ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
     (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs
     whose NVML name contains it (case-insensitive). ``nodes`` asks for exactly that many
-    nodes (None = as few as fit).
+    nodes (None = as few as fit). ``topology`` is a required closeness of the whole gang's
+    devices: ``"nvlink"``, ``"pcie-switch"``, ``"numa"`` or ``"node"`` (each keeps the gang on
+    one node; None = preferred, not required; ``docs/topology.md``).
     """
 
     workers: int = 1
@@ -118,6 +124,7 @@ class JobRequest:
     resource: str = GPU
     gpu_model: str | None = None
     nodes: int | None = None
+    topology: str | None = None
 
     @property
     def total(self) -> int:

@@ -80,6 +80,8 @@ class JobSpec:
     """What the user submitted (never changes after submission).
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
+    ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
+    to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md).
     """
 
     name: str
@@ -100,6 +102,8 @@ class JobSpec:
     time_limit_s: float | None
     requeue: bool
     signal: str | None
+    topology: str | None = None
+    cpu_bind: str = "numa"
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -114,6 +118,7 @@ class JobSpec:
             resource=self.resource,
             gpu_model=self.gpu_model,
             nodes=self.nodes,
+            topology=self.topology,
         )
 
 

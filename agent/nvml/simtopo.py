@@ -278,7 +278,7 @@ class TopologyNvml:
             ok = topo.pair_nvlinks(a.index, b.index) > 0 and not (a.mig_current or b.mig_current)
         else:
             ok = topo.pcie.get((min(a.index, b.index), max(a.index, b.index))) not in (None, "SYS")
-        return pynvml.NVML_P2P_STATUS_OK if ok else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+        return int(pynvml.NVML_P2P_STATUS_OK if ok else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
 
     def _link(self, fn: str, device: Any, link: int) -> tuple[Any, int | None]:
         gpu, topo = self._topo_gpu(fn, device)

@@ -18,10 +18,11 @@ import time
 from typing import TYPE_CHECKING, Any, Container, Mapping
 
 from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable
 from labgang.launcher.store import JobRecord, JobSpec, RankRecord
 
@@ -41,11 +42,7 @@ def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
         conn = coord.agents.nodes[name]
         if conn.inventory is None:
             continue
-        devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
-            for d in conn.inventory.allocatable()
-        )
-        nodes.append(Node(name=name, devices=devices))
+        nodes.append(node_from_inventory(name, conn.inventory))
     return tuple(nodes)
 
 

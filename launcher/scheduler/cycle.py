@@ -39,7 +39,7 @@ from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
 from labgang.launcher.scheduler.nominate import Entry, nominate
-from labgang.launcher.scheduler.placement import feasible
+from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, may_search
 from labgang.launcher.scheduler.snapshot import Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
@@ -351,7 +351,7 @@ class _Cycle:
     # --- placement with a failure cache --------------------------------------------------------
 
     def _place(self, req: JobRequest) -> RawPlacement | None:
-        key = (req.resource, req.gpu_model, req.nodes)
+        key = (req.resource, req.gpu_model, req.nodes, req.topology)
         known = self._place_fails.get(key)
         if known is not None and known[0] == self.epoch:
             for p, w in known[1]:
@@ -403,6 +403,8 @@ class _Cycle:
         if cached is not None:
             return cached
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
+        if req.topology is not None and ix.total >= req.total:
+            reason = topology_reason(self.state.devices, ix, req, reasons.describe_request(req))
         holders = self._reservation_holders(req, ix)
         if holders:
             reason = reasons.reserved_reason(
@@ -423,7 +425,7 @@ class _Cycle:
         if not reserved:
             return []
         wider = FreeIndex(len(book.node_names), [d for n in ix.free for d in n] + reserved, book.node_of)
-        if not feasible(wider, req.workers, req.per_worker, req.nodes):
+        if not feasible(wider, req.workers, req.per_worker, req.nodes, book.topology, req.topology):
             return []
         return sorted({book.reserved_for[d] for d in reserved if book.reserved_for[d]})
 

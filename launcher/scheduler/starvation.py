@@ -58,7 +58,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
                 if book.matches(d, req.resource, model):
                     ix.remove(d)
             empties[key] = ix
-        raw = place(book, ix, req.workers, req.per_worker, req.nodes)
+        raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology)
         if raw is None:
             continue
         devs = [d for _, ds in raw for d in ds]

@@ -290,7 +290,7 @@ class Simulation:
             book = DeviceBook(self.snapshot())
             req = job.request
             model = req.gpu_model.lower() if req.gpu_model else None
-            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes)
+            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
             if raw is None:
                 raise ScenarioError(
                     self.scenario.source,
