@@ -48,4 +48,22 @@ def node_from_inventory(name: str, inv: NodeInventory) -> Node:
     return Node(name=name, devices=tuple(devices), links=tuple(links))
 
 
-__all__ = ["node_from_inventory", "numa_key"]
+def rank_cpus(inv: NodeInventory | None, devices: tuple[str, ...] | list[str]) -> list[int] | None:
+    """The CPUs to pin a rank to: the union of its GPUs' CPUs (MIG devices: their parent GPU's).
+
+    Returns:
+        Sorted CPU numbers, or None (do not pin) when there is no inventory, no device, or a
+        device whose CPUs NVML did not give (pinning to the others' would be a guess).
+    """
+    if inv is None or not devices:
+        return None
+    cpus: set[int] = set()
+    for uuid in devices:
+        gpu = next((g for g in inv.gpus if g.uuid == uuid or any(m.uuid == uuid for m in g.mig_devices)), None)
+        if gpu is None or not isinstance(gpu.cpu_affinity, tuple) or not gpu.cpu_affinity:
+            return None
+        cpus.update(gpu.cpu_affinity)
+    return sorted(cpus)
+
+
+__all__ = ["node_from_inventory", "numa_key", "rank_cpus"]
