@@ -107,7 +107,9 @@ def node_reaching(ix: FreeIndex, need: int, topology: TopologyView | None, close
                 return n
             if topology is None or not topology.node_has[n] or topology.node_best[n] < closeness:
                 continue
-            if topology.best_set(ix.free[n], need, numa=closeness == LEVELS["numa"])[1] >= closeness:
+            numa = closeness == LEVELS["numa"]
+            usable = topology.could_reach(ix.free[n], need, closeness, numa)
+            if len(usable) >= need and topology.best_set(usable, need, numa)[1] >= closeness:
                 return n
     return None
 

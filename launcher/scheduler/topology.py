@@ -33,6 +33,8 @@ LEVEL_WORDS = {4: "NVLink", 3: "one PCIe switch", 2: "one NUMA node", 1: "one no
 _SWITCH = ("internal", "PIX")
 _NUMA = ("PXB", "PHB", "NODE")
 _PCIE_BONUS = {"internal": 4, "PIX": 4, "PXB": 3, "PHB": 2, "NODE": 1}
+MEMO_LIMIT = 200_000
+"""Best-set answers kept (free set, size, mode → set); the memo lives as long as the nodes tuple."""
 
 
 def pair_weight(nvlinks: int, pcie: str, same_numa: bool) -> int:
@@ -90,35 +92,76 @@ class TopologyView:
                 if any(self._same_numa(a, b) for i, a in enumerate(devs) for b in devs[i + 1 :]):
                     best = max(best, 2)
             self.node_best.append(best)
+        self._tables(nodes, pos)
+        self._memo: dict[tuple[tuple[int, ...], int, bool], tuple[list[int], int, int]] = {}
 
     def _same_numa(self, a: int, b: int) -> bool:
         na = self.numa.get(a, "")
         return bool(na) and na == self.numa.get(b, "")
 
+    def _tables(self, nodes: Sequence[Node], pos: dict[str, int]) -> None:
+        """Fill ``adj`` / ``adj_numa``: device → {peer on its node → (closeness, weight)}."""
+        self.adj: dict[int, dict[int, tuple[int, int]]] = {}
+        self.adj_numa: dict[int, dict[int, tuple[int, int]]] = {}
+        for ni, node in enumerate(nodes):
+            if not self.node_has[ni]:
+                continue
+            devs = sorted({pos[d.uuid] for d in node.devices if d.uuid in pos})
+            for a in devs:
+                self.adj[a], self.adj_numa[a] = {}, {}
+            for i, a in enumerate(devs):
+                for b in devs[i + 1 :]:
+                    key = (a, b)
+                    close = self.close.get(key)
+                    if close is None:
+                        same = self._same_numa(a, b)
+                        plain = numa = (2, 10) if same else (1, 0)
+                    else:
+                        plain = (close, self.weight[key])
+                        numa = (2 if self.local[key] else 1, self.weight[key])
+                    self.adj[a][b] = self.adj[b][a] = plain
+                    self.adj_numa[a][b] = self.adj_numa[b][a] = numa
+
     def pair(self, a: int, b: int, numa: bool = False) -> tuple[int, int]:
-        """(closeness, weight) of devices ``a`` and ``b``; pairs without a link fact use NUMA keys only.
+        """(closeness, weight) of devices ``a`` and ``b`` of one node with topology facts.
 
         With ``numa``, closeness is 2 when the pair is on one NUMA node and 1 otherwise.
         """
-        key = (a, b) if a < b else (b, a)
-        close = self.close.get(key)
-        if close is not None:
-            if numa:
-                return (2 if self.local[key] else 1), self.weight[key]
-            return close, self.weight[key]
-        same = self._same_numa(a, b)
-        return (2, 10) if same else (1, 0)
+        return (self.adj_numa if numa else self.adj)[a][b]
+
+    def could_reach(self, free: Sequence[int], size: int, closeness: int, numa: bool = False) -> list[int]:
+        """The devices of ``free`` that have at least ``size - 1`` free peers at ``closeness`` or
+        closer: a set reaching ``closeness`` can only use these (a quick necessary condition)."""
+        table = self.adj_numa if numa else self.adj
+        out = []
+        for d in free:
+            row = table[d]
+            if sum(1 for e in free if e != d and row[e][0] >= closeness) >= size - 1:
+                out.append(d)
+        return out
 
     def best_set(self, free: Sequence[int], size: int, numa: bool = False) -> tuple[list[int], int, int]:
-        """The best-connected ``size`` devices of ``free`` (see the module docstring).
+        """The best-connected ``size`` devices of ``free`` (see the module docstring); memoised.
 
         Args:
+            free: free devices of one node with topology facts (at least ``size``).
             numa: rank sets by NUMA locality first (closeness 2: all on one NUMA node, 1: not).
 
         Returns:
             ``(devices ascending, closeness of the farthest pair, total weight)``; a single
             device has closeness 4.
         """
+        key = (tuple(free), size, numa)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= MEMO_LIMIT:
+                self._memo.clear()
+            found = self._memo[key] = self._search(free, size, self.adj_numa if numa else self.adj)
+        return list(found[0]), found[1], found[2]  # a copy: callers own their lists
+
+    def _search(
+        self, free: Sequence[int], size: int, table: dict[int, dict[int, tuple[int, int]]]
+    ) -> tuple[list[int], int, int]:
         if size <= 0:
             return [], 4, 0
         best: tuple[int, int, list[int]] | None = None
@@ -131,10 +174,12 @@ class TopologyView:
                 pick = -1
                 pick_key = (-1, -1)
                 for c in rest:
+                    row = table[c]
                     c_close, c_weight = 4, 0
                     for m in chosen:
-                        pc, pw = self.pair(c, m, numa)
-                        c_close = min(c_close, pc)
+                        pc, pw = row[m]
+                        if pc < c_close:
+                            c_close = pc
                         c_weight += pw
                     if (c_close, c_weight) > pick_key:
                         pick, pick_key = c, (c_close, c_weight)
@@ -144,7 +189,7 @@ class TopologyView:
                 total += pick_key[1]
             if best is None or (close, total) > (best[0], best[1]):
                 best = (close, total, sorted(chosen))
-                if close == 4 and size == 1:
+                if size == 1:
                     break
         assert best is not None
         return best[2], best[0], best[1]
