@@ -178,8 +178,7 @@ class TopologyView:
                     c_close, c_weight = 4, 0
                     for m in chosen:
                         pc, pw = row[m]
-                        if pc < c_close:
-                            c_close = pc
+                        c_close = min(c_close, pc)
                         c_weight += pw
                     if (c_close, c_weight) > pick_key:
                         pick, pick_key = c, (c_close, c_weight)
