@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 GPU = "gpu"
@@ -116,7 +116,10 @@ class JobRequest:
     whose NVML name contains it (case-insensitive). ``nodes`` asks for exactly that many
     nodes (None = as few as fit). ``topology`` is a required closeness of the whole gang's
     devices: ``"nvlink"``, ``"pcie-switch"``, ``"numa"`` or ``"node"`` (each keeps the gang on
-    one node; None = preferred, not required; ``docs/topology.md``).
+    one node; None = preferred, not required; ``docs/topology.md``). ``min_workers`` makes the
+    gang elastic: it starts with as many ranks as can be placed now, never fewer than
+    ``min_workers``, all or nothing at that size, never preempting to grow (None = exactly
+    ``workers``).
     """
 
     workers: int = 1
@@ -125,11 +128,25 @@ class JobRequest:
     gpu_model: str | None = None
     nodes: int | None = None
     topology: str | None = None
+    min_workers: int | None = None
 
     @property
     def total(self) -> int:
         """Devices the whole gang needs."""
         return self.workers * self.per_worker
+
+    @property
+    def elastic(self) -> bool:
+        """True when the gang may start with fewer than ``workers`` ranks."""
+        return self.min_workers is not None and self.min_workers < self.workers
+
+    def at_size(self, workers: int) -> JobRequest:
+        """This request with ``workers`` ranks and no minimum: an elastic gang at one size."""
+        return replace(self, workers=workers, min_workers=None)
+
+    def floor(self) -> JobRequest:
+        """The smallest gang this request accepts (itself when not elastic)."""
+        return self.at_size(self.min_workers) if self.elastic and self.min_workers is not None else self
 
 
 class JobState(str, enum.Enum):

@@ -81,7 +81,8 @@ class JobSpec:
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
-    to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md).
+    to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
+    elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
     """
 
     name: str
@@ -104,6 +105,7 @@ class JobSpec:
     signal: str | None
     topology: str | None = None
     cpu_bind: str = "numa"
+    min_workers: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -119,6 +121,7 @@ class JobSpec:
             gpu_model=self.gpu_model,
             nodes=self.nodes,
             topology=self.topology,
+            min_workers=self.min_workers,
         )
 
 

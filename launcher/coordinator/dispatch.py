@@ -47,7 +47,7 @@ def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = No
             "job_id": job.run_id,
             "rank": r.rank,
             "local_rank": i,
-            "world_size": job.spec.workers,
+            "world_size": len(job.ranks),  # an elastic gang: the size it started with
             "local_world_size": len(mine),
             "node_rank": nodes.index(node),
             "master_addr": job.status.master_addr or "127.0.0.1",

@@ -41,6 +41,7 @@ class SubmitBody(BaseModel):
     signal: str | None = None
     topology: str | None = None
     cpu_bind: str | None = None
+    min_workers: int | None = Field(default=None, ge=1, le=4096)
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -217,6 +218,18 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             field="nodes",
             allowed=[1],
         )
+    if req.min_workers is not None and req.min_workers > req.workers:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot exceed workers ({req.workers})",
+            field="min_workers",
+            allowed=f"1..{req.workers}",
+        )
+    if req.min_workers is not None and req.nodes is not None and req.min_workers < req.nodes:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot be below nodes ({req.nodes}): every node needs a rank",
+            field="min_workers",
+            allowed=f"{req.nodes}..{req.workers}",
+        )
     if req.cpu_bind not in (None, *CPU_BIND):
         raise BadRequest(
             f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
@@ -248,6 +261,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         signal=req.signal,
         topology=req.topology,
         cpu_bind=req.cpu_bind or CPU_BIND[0],
+        min_workers=req.min_workers if req.min_workers != req.workers else None,
     )
 
 

@@ -48,7 +48,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
     taken: set[int] = set()
     out: dict[str, list[int]] = {}
     for e in starving:
-        req = e.job.request
+        req = e.job.request.floor()  # an elastic gang reserves for its minimum
         model = req.gpu_model.lower() if req.gpu_model else None
         key = (req.resource, model)
         ix = empties.get(key)

@@ -141,3 +141,26 @@ def test_bad_topology_level_names_the_flag(up):
     out = up.cli("submit", "--topology", "rack", "--", "true")
     assert out.returncode == 2
     assert "--topology" in out.stderr and "nvlink" in out.stderr
+
+
+def test_an_elastic_gang_starts_with_what_fits_and_knows_its_size(up):
+    blocker = json.loads(
+        up.cli("submit", "--json", "-g", "2", "--", "python", "-c", "import time; time.sleep(600)").stdout
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while json.loads(up.cli("show", "--json", blocker["job"]["id"]).stdout)["job"]["state"] != "running":
+            assert time.monotonic() < deadline, "the blocker did not start"
+            time.sleep(0.1)
+        code = "import os; print('size', os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['PET_NNODES'])"
+        out = up.cli("run", "-n", "4", "--min-workers", "2", "-g", "1", "--all-ranks", "--", "python", "-c", code)
+        assert out.returncode == 0, out.stdout + out.stderr
+        sizes = sorted(line.split()[-3:] for line in out.stdout.splitlines() if "size " in line)
+        assert sizes == [["0", "2", "2"], ["1", "2", "2"]]
+        job_id = out.stderr.split("submitted job ", 1)[1].split()[0]
+        shown = up.cli("show", job_id).stdout
+        assert "Gang:" in shown and "started with 2 of 4 (min 2)" in shown
+        job = json.loads(up.cli("show", "--json", job_id).stdout)["job"]
+        assert (job["workers"], job["min_workers"], job["started_workers"]) == (4, 2, 2)
+    finally:
+        assert up.cli("cancel", blocker["job"]["id"]).returncode == 0
