@@ -162,7 +162,7 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
     uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
     name = _text(query(backend, "nvmlDeviceGetName", handle))
     pci = query(backend, "nvmlDeviceGetPciInfo", handle)
-    numa_node, cpu_affinity = read_affinity(backend, handle, _map(pci, lambda p: _text(p.busId)))
+    numa_node, cpu_affinity = _affinity(backend, handle, uuid, _map(pci, lambda p: _text(p.busId)))
     mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
     if isinstance(mig_mode, Unavailable):
         current = pending = None if mig_mode.code == NOT_SUPPORTED else mig_mode
@@ -232,6 +232,43 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
     return fields, migs, gpm_state
 
 
+_static: "weakref.WeakKeyDictionary[Any, dict[Any, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _settled(*values: Any) -> bool:
+    """True when no value is a transient failure (only known facts and "unsupported" are kept)."""
+    return not any(isinstance(v, Unavailable) and v.reason != "unsupported" for v in values)
+
+
+def _affinity(backend: Any, handle: Any, uuid: Any, bus_id: Any) -> tuple[Any, Any]:
+    """A GPU's NUMA node and CPUs, read once per backend and GPU (they do not change while it runs)."""
+    cache = _static.setdefault(backend, {})
+    key = ("affinity", uuid)
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    found = read_affinity(backend, handle, bus_id)
+    if isinstance(uuid, str) and _settled(*found):
+        cache[key] = found
+    return found
+
+
+def _links(backend: Any, opened: list[tuple[int, Any, Any]], raw: list[Any]) -> tuple[Any, ...]:
+    """The GPU pair links, read again only when the set of GPUs or a MIG mode changed (MIG mode
+    turns NVLink queries off) or when the last read hit a transient error."""
+    if len(opened) < 2:
+        return ()
+    cache = _static.setdefault(backend, {})
+    key = ("links", tuple((f["index"], f["uuid"], f["mig_mode_current"]) for f, _, _ in raw if "handle" in f))
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    links = read_links(backend, opened)
+    if _settled(*(v for link in links for v in (link.pcie, link.nvlinks))):
+        for old in [k for k in cache if k[0] == "links"]:
+            del cache[old]
+        cache[key] = links
+    return links
+
+
 def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...]) -> MigDeviceInfo:
     """A MIG device's processes taken from its parent's list (GI/CI ids match)."""
     own = tuple(p for p in parent if p.gi_id == info.gi_id and p.ci_id == info.ci_id)
@@ -276,7 +313,7 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
     activity = sampler.measure(backend, targets) if targets else {}
 
     opened = [(f["index"], f["handle"], f["pci_bus_id"]) for f, _, _ in raw if "handle" in f]
-    links = read_links(backend, opened) if len(opened) > 1 else ()
+    links = _links(backend, opened, raw)
 
     gpus = []
     for fields, migs, gpm_state in raw:

@@ -198,3 +198,16 @@ def test_nodes_topology_prints_the_matrix_and_json():
     data = json.loads(result.output)
     assert [g["numa_node"] for g in data["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert len(data["links"]) == 28
+
+
+def test_topology_is_read_once_per_backend(make_sim, monkeypatch):
+    sim = make_sim(V100)
+    calls: list[str] = []
+    for name in ("nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetCpuAffinity"):
+        real = getattr(sim, name)
+        monkeypatch.setattr(sim, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    first = read_inventory(sim, now=1.0)
+    assert calls.count("nvmlDeviceGetTopologyCommonAncestor") == 28 and calls.count("nvmlDeviceGetCpuAffinity") == 8
+    second = read_inventory(sim, now=2.0)
+    assert len(calls) == 36 and second.links == first.links
+    assert [g.cpu_affinity for g in second.gpus] == [g.cpu_affinity for g in first.gpus]
