@@ -170,11 +170,12 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
     if topology:
         from labgang.launcher.cli.topology_view import topology_dict, topology_table
 
-        invs = [NodeInventory.from_dict(n["inventory"]) for n in nodes if n.get("inventory")]
+        invs = [(n.get("name"), NodeInventory.from_dict(n["inventory"])) for n in nodes if n.get("inventory")]
         if as_json:
-            click.echo(to_json({"nodes": [topology_dict(inv) for inv in invs]}))
+            click.echo(to_json({"nodes": [topology_dict(inv, name) for name, inv in invs]}))
         else:
-            click.echo("\n\n".join(topology_table(inv) for inv in invs) or "no node has reported its GPUs yet")
+            text = "\n\n".join(topology_table(inv, name) for name, inv in invs)
+            click.echo(text or "no node has reported its GPUs yet")
         return
     if as_json:
         click.echo(to_json({"nodes": nodes}))

@@ -19,10 +19,11 @@ def _cpus(value: Any) -> str:
     return format_cpulist(value) if isinstance(value, tuple) and value else "n/a"
 
 
-def topology_table(inv: NodeInventory) -> str:
-    """The matrix for one node, headed by its hostname; a node without GPUs says so."""
+def topology_table(inv: NodeInventory, name: str | None = None) -> str:
+    """The matrix for one node, headed by ``name`` (default: its hostname); a node without GPUs says so."""
+    title = name or inv.hostname
     if not inv.gpus:
-        return f"{inv.hostname}: no GPUs"
+        return f"{title}: no GPUs"
     names = [f"GPU{g.index}" for g in inv.gpus]
     rows = []
     for g in inv.gpus:
@@ -35,15 +36,16 @@ def topology_table(inv: NodeInventory) -> str:
                 cells.append(link.link_class if link is not None else "n/a")
         numa = g.numa_node if not isinstance(g.numa_node, Unavailable) else "n/a"
         rows.append([f"GPU{g.index}", *cells, _cpus(g.cpu_affinity), numa])
-    return f"{inv.hostname}\n" + render_table(["", *names, "CPU Affinity", "NUMA Affinity"], rows)
+    return f"{title}\n" + render_table(["", *names, "CPU Affinity", "NUMA Affinity"], rows)
 
 
-def topology_dict(inv: NodeInventory) -> dict[str, Any]:
-    """``{"hostname", "gpus": [{index, uuid, numa_node, cpu_affinity}], "links": [...]}`` (inventory field rules)."""
+def topology_dict(inv: NodeInventory, name: str | None = None) -> dict[str, Any]:
+    """``{"hostname", "gpus": [{index, uuid, numa_node, cpu_affinity}], "links": [...]}`` (inventory field
+    rules); ``hostname`` is ``name`` when given (the node's name in the cluster)."""
     full = inv.to_dict()
     keep = ("index", "uuid", "numa_node", "numa_node_unavailable", "cpu_affinity", "cpu_affinity_unavailable")
     gpus = [{k: g[k] for k in keep if k in g} for g in full["gpus"]]
-    return {"hostname": inv.hostname, "gpus": gpus, "links": full["links"]}
+    return {"hostname": name or inv.hostname, "gpus": gpus, "links": full["links"]}
 
 
 __all__ = ["topology_dict", "topology_table"]

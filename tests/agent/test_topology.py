@@ -3,7 +3,10 @@ through the pynvml topology calls of the simulated NVML (the same calls the real
 
 from __future__ import annotations
 
+import http.server
 import json
+import socketserver
+import threading
 from pathlib import Path
 
 import pynvml
@@ -211,3 +214,45 @@ def test_topology_is_read_once_per_backend(make_sim, monkeypatch):
     second = read_inventory(sim, now=2.0)
     assert len(calls) == 36 and second.links == first.links
     assert [g.cpu_affinity for g in second.gpus] == [g.cpu_affinity for g in first.gpus]
+
+
+class _Nodes(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def address_string(self):
+        return "unix"
+
+    def log_message(self, *args):
+        pass
+
+
+def test_nodes_topology_in_cluster_mode_prints_every_node(tmp_path):
+    nodes_json = [
+        {"name": "a", "connected": True, "inventory": read(V100).to_dict(), "devices": []},
+        {"name": "b", "connected": True, "inventory": read(H20).to_dict(), "devices": []},
+        {"name": "c", "connected": False, "inventory": None, "devices": []},
+    ]
+    _Nodes.body = json.dumps({"nodes": nodes_json}).encode()
+    server = socketserver.ThreadingUnixStreamServer(str(tmp_path / "labgang.sock"), _Nodes)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        table = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path), "--topology"])
+        as_json = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path), "--topology", "--json"])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert table.exit_code == 0, table.output
+    blocks = table.stdout.split("\n\n")
+    assert [b.splitlines()[0] for b in blocks] == ["a", "b"]
+    assert blocks[1].splitlines()[2].split()[:4] == ["GPU0", "X", "NV18", "NV18"]
+    data = json.loads(as_json.stdout)["nodes"]
+    assert [(n["hostname"], len(n["links"])) for n in data] == [("a", 28), ("b", 28)]
