@@ -94,6 +94,7 @@ class TopologyView:
             self.node_best.append(best)
         self._tables(nodes, pos)
         self._memo: dict[tuple[tuple[int, ...], int, bool], tuple[list[int], int, int]] = {}
+        self._reach_memo: dict[tuple[tuple[int, ...], int, int, bool], tuple[int, ...]] = {}
 
     def _same_numa(self, a: int, b: int) -> bool:
         na = self.numa.get(a, "")
@@ -132,12 +133,19 @@ class TopologyView:
     def could_reach(self, free: Sequence[int], size: int, closeness: int, numa: bool = False) -> list[int]:
         """The devices of ``free`` that have at least ``size - 1`` free peers at ``closeness`` or
         closer: a set reaching ``closeness`` can only use these (a quick necessary condition)."""
+        key = (tuple(free), size, closeness, numa)
+        hit = self._reach_memo.get(key)
+        if hit is not None:
+            return list(hit)
         table = self.adj_numa if numa else self.adj
         out = []
         for d in free:
             row = table[d]
             if sum(1 for e in free if e != d and row[e][0] >= closeness) >= size - 1:
                 out.append(d)
+        if len(self._reach_memo) >= MEMO_LIMIT:
+            self._reach_memo.clear()
+        self._reach_memo[key] = tuple(out)
         return out
 
     def best_set(self, free: Sequence[int], size: int, numa: bool = False) -> tuple[list[int], int, int]:
