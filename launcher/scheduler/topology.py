@@ -34,7 +34,8 @@ _SWITCH = ("internal", "PIX")
 _NUMA = ("PXB", "PHB", "NODE")
 _PCIE_BONUS = {"internal": 4, "PIX": 4, "PXB": 3, "PHB": 2, "NODE": 1}
 MEMO_LIMIT = 200_000
-"""Best-set answers kept (free set, size, mode → set); the memo lives as long as the nodes tuple."""
+"""Best-set answers kept ((node shape, free set on the node), size, mode → set); nodes wired alike share
+answers, and the memo lives as long as the nodes tuple."""
 
 
 def pair_weight(nvlinks: int, pcie: str, same_numa: bool) -> int:
@@ -93,8 +94,8 @@ class TopologyView:
                     best = max(best, 2)
             self.node_best.append(best)
         self._tables(nodes, pos)
-        self._memo: dict[tuple[tuple[int, ...], int, bool], tuple[list[int], int, int]] = {}
-        self._reach_memo: dict[tuple[tuple[int, ...], int, int, bool], tuple[int, ...]] = {}
+        self._memo: dict[tuple[int, tuple[int, ...], int, bool], tuple[tuple[int, ...], int, int]] = {}
+        self._reach_memo: dict[tuple[int, tuple[int, ...], int, int, bool], tuple[int, ...]] = {}
 
     def _same_numa(self, a: int, b: int) -> bool:
         na = self.numa.get(a, "")
@@ -104,6 +105,9 @@ class TopologyView:
         """Fill ``adj`` / ``adj_numa``: device → {peer on its node → (closeness, weight)}."""
         self.adj: dict[int, dict[int, tuple[int, int]]] = {}
         self.adj_numa: dict[int, dict[int, tuple[int, int]]] = {}
+        # nodes wired alike share memo entries: each device's (shape id, index on its node, node devices)
+        self._where: dict[int, tuple[int, int, list[int]]] = {}
+        shapes: dict[tuple[object, ...], int] = {}
         for ni, node in enumerate(nodes):
             if not self.node_has[ni]:
                 continue
@@ -122,6 +126,15 @@ class TopologyView:
                         numa = (2 if self.local[key] else 1, self.weight[key])
                     self.adj[a][b] = self.adj[b][a] = plain
                     self.adj_numa[a][b] = self.adj_numa[b][a] = numa
+            shape = tuple((self.adj[a].get(b), self.adj_numa[a].get(b)) for a in devs for b in devs)
+            sid = shapes.setdefault(shape, len(shapes))
+            for i, a in enumerate(devs):
+                self._where[a] = (sid, i, devs)
+
+    def _local(self, free: Sequence[int]) -> tuple[int, tuple[int, ...], list[int]]:
+        """(shape id, indexes on the node, the node's devices) of free devices of one node."""
+        sid, _, devs = self._where[free[0]]
+        return sid, tuple(self._where[d][1] for d in free), devs
 
     def pair(self, a: int, b: int, numa: bool = False) -> tuple[int, int]:
         """(closeness, weight) of devices ``a`` and ``b`` of one node with topology facts.
@@ -133,10 +146,13 @@ class TopologyView:
     def could_reach(self, free: Sequence[int], size: int, closeness: int, numa: bool = False) -> list[int]:
         """The devices of ``free`` that have at least ``size - 1`` free peers at ``closeness`` or
         closer: a set reaching ``closeness`` can only use these (a quick necessary condition)."""
-        key = (tuple(free), size, closeness, numa)
+        if not free:
+            return []
+        sid, local, devs = self._local(free)
+        key = (sid, local, size, closeness, numa)
         hit = self._reach_memo.get(key)
         if hit is not None:
-            return list(hit)
+            return [devs[i] for i in hit]
         table = self.adj_numa if numa else self.adj
         out = []
         for d in free:
@@ -145,7 +161,7 @@ class TopologyView:
                 out.append(d)
         if len(self._reach_memo) >= MEMO_LIMIT:
             self._reach_memo.clear()
-        self._reach_memo[key] = tuple(out)
+        self._reach_memo[key] = tuple(self._where[d][1] for d in out)
         return out
 
     def best_set(self, free: Sequence[int], size: int, numa: bool = False) -> tuple[list[int], int, int]:
@@ -159,13 +175,17 @@ class TopologyView:
             ``(devices ascending, closeness of the farthest pair, total weight)``; a single
             device has closeness 4.
         """
-        key = (tuple(free), size, numa)
+        if size <= 0 or not free:
+            return [], 4, 0
+        sid, local, devs = self._local(free)
+        key = (sid, local, size, numa)
         found = self._memo.get(key)
         if found is None:
             if len(self._memo) >= MEMO_LIMIT:
                 self._memo.clear()
-            found = self._memo[key] = self._search(free, size, self.adj_numa if numa else self.adj)
-        return list(found[0]), found[1], found[2]  # a copy: callers own their lists
+            chosen, close, total = self._search(free, size, self.adj_numa if numa else self.adj)
+            found = self._memo[key] = (tuple(self._where[d][1] for d in chosen), close, total)
+        return [devs[i] for i in found[0]], found[1], found[2]
 
     def _search(
         self, free: Sequence[int], size: int, table: dict[int, dict[int, tuple[int, int]]]
