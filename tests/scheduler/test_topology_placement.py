@@ -155,3 +155,18 @@ def test_required_level_keeps_the_gang_on_one_node():
 def test_a_node_without_facts_meets_only_the_node_level(level):
     result = cycle([without_topology(v100())], JobRequest(1, 2, topology=level))
     assert bool(result.admitted) == (level == "node")
+
+
+def test_nodes_wired_alike_each_get_their_own_best_set():
+    a = v100()
+    b = Node("other", tuple(replace(d, uuid=d.uuid + "-b", node="other") for d in a.devices), a.links)
+    b = Node(
+        "other",
+        b.devices,
+        tuple(replace(link, a=link.a + "-b", b=link.b + "-b") for link in a.links),
+    )
+    got = cycle([a, b], JobRequest(2, 4, nodes=2)).admitted[0].placement
+    assert {rp.node: set(rp.devices) for rp in got} == {
+        a.name: set(V100[:4]),
+        "other": {u + "-b" for u in V100[:4]},
+    }
