@@ -159,10 +159,9 @@ def test_a_node_without_facts_meets_only_the_node_level(level):
 
 def test_nodes_wired_alike_each_get_their_own_best_set():
     a = v100()
-    b = Node("other", tuple(replace(d, uuid=d.uuid + "-b", node="other") for d in a.devices), a.links)
     b = Node(
         "other",
-        b.devices,
+        tuple(replace(d, uuid=d.uuid + "-b", node="other") for d in a.devices),
         tuple(replace(link, a=link.a + "-b", b=link.b + "-b") for link in a.links),
     )
     got = cycle([a, b], JobRequest(2, 4, nodes=2)).admitted[0].placement
