@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pynvml
+
+if TYPE_CHECKING:  # machine.py imports this module
+    from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
 
 #: ``nvidia-smi topo -m`` / machine-file words → ``nvmlGpuTopologyLevel_t``.
 LEVEL_VALUES = {"internal": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
@@ -82,8 +85,8 @@ class SimTopology:
             n = len(self.links_of(gpu))
             if n > pynvml.NVML_NVLINK_MAX_LINKS:
                 raise ValueError(
-                    f"{where}: GPU {gpu} has {n} NVLinks (nvlinks + nvswitch_links); NVML has at most {pynvml.NVML_NVLINK_MAX_LINKS} per GPU "
-                    "(give NVSwitch-connected GPUs nvswitch_links instead)"
+                    f"{where}: GPU {gpu} has {n} NVLinks (nvlinks + nvswitch_links); NVML has at most "
+                    f"{pynvml.NVML_NVLINK_MAX_LINKS} per GPU (give NVSwitch-connected GPUs nvswitch_links instead)"
                 )
 
 
@@ -184,7 +187,7 @@ def topology_from_toml(links: Any, gpus: list[dict[str, Any]]) -> SimTopology | 
     from labgang.agent.nvml.topology import parse_cpulist
 
     if not isinstance(links, list):
-        raise ValueError("link: must be an array of tables ([[link]])")  # noqa: TRY004 - loaders report ValueError
+        raise ValueError("link: must be an array of tables ([[link]])")
     topo = SimTopology()
     given = bool(links)
     for index, g in enumerate(gpus):
@@ -244,23 +247,23 @@ def _switch_bus(link: int) -> str:
 class TopologyNvml:
     """pynvml's topology functions over ``self.machine.topology`` (mixed into SimulatedNvml)."""
 
-    machine: Any
+    machine: SimMachine
 
-    def _enter(self, fn: str, handle: Any = None) -> tuple[Any, Any]:  # provided by SimulatedNvml
+    def _device(self, fn: str, handle: Any) -> tuple[SimGpu, SimMigDevice | None]:  # SimulatedNvml's
         raise NotImplementedError
 
-    def _fail(self, code: int) -> None:  # provided by SimulatedNvml
+    def _fail(self, code: int) -> NoReturn:  # SimulatedNvml's
         raise NotImplementedError
 
-    def _topo_gpu(self, fn: str, handle: Any) -> tuple[Any, SimTopology]:
-        gpu, mig = self._enter(fn, handle)
+    def _topo_gpu(self, fn: str, handle: Any) -> tuple[SimGpu, SimTopology]:
+        gpu, mig = self._device(fn, handle)
         topo = self.machine.topology
         if mig is not None or topo is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu, topo
 
     def nvmlDeviceGetTopologyCommonAncestor(self, device1: Any, device2: Any) -> int:
-        """``nvmlGpuTopologyLevel_t`` of the pair; ``NOT_SUPPORTED`` when not known, ``INVALID_ARGUMENT`` for one GPU."""
+        """``nvmlGpuTopologyLevel_t`` of the pair; ``NOT_SUPPORTED`` when unknown, ``INVALID_ARGUMENT`` for one GPU."""
         a, topo = self._topo_gpu("nvmlDeviceGetTopologyCommonAncestor", device1)
         b, _ = self._topo_gpu("nvmlDeviceGetTopologyCommonAncestor", device2)
         if a.index == b.index:

@@ -185,11 +185,9 @@ def read_links(backend: Any, gpus: list[tuple[int, Any, Any]]) -> tuple[GpuLink,
     for i, (a, ha, _) in enumerate(gpus):
         for b, hb, _ in gpus[i + 1 :]:
             level = query(backend, "nvmlDeviceGetTopologyCommonAncestor", ha, hb)
-            pcie: str | Unavailable
-            if isinstance(level, Unavailable):
-                pcie = level
-            else:
-                pcie = TOPOLOGY_LEVELS.get(int(level), Unavailable("unknown"))
+            pcie: str | Unavailable = (
+                level if isinstance(level, Unavailable) else TOPOLOGY_LEVELS.get(int(level), Unavailable("unknown"))
+            )
             nvlinks = _pair_nvlinks(backend, (ha, hb), (ends[a], ends[b]), bus_of[b], gpu_buses)
             out.append(GpuLink(a, b, pcie, nvlinks))
     return tuple(out)

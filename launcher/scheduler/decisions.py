@@ -40,8 +40,6 @@ class ReasonCode(str, enum.Enum):
     """Its queue is strict-fifo and an earlier job (the head) has not started."""
     TOPOLOGY = "topology"
     """It requires a topology level (``--topology``) that no node's free devices reach now."""
-    HELD = "held"
-    """Held by its owner or an admin (set by the coordinator; the scheduler never holds)."""
 
 
 @dataclass(frozen=True, slots=True)

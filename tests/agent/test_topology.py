@@ -219,7 +219,7 @@ def test_topology_is_read_once_per_backend(make_sim, monkeypatch):
 class _Nodes(http.server.BaseHTTPRequestHandler):
     body = b""
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(self.body)))

@@ -38,7 +38,7 @@ class Up:
         self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
         self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
         self.env.pop("CUDA_VISIBLE_DEVICES", None)
-        self.log = open(state_dir / "up.log", "a+b")
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
             cwd=REPO,

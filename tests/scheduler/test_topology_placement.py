@@ -64,7 +64,7 @@ def without_topology(n: Node) -> Node:
 
 
 def cycle(nodes: list[Node], req: JobRequest, busy: tuple[str, ...] = ()):
-    running = ()
+    running: tuple[RunningJob, ...] = ()
     if busy:
         running = (
             RunningJob("busy", "q", JobRequest(1, len(busy)), 0, 0.0, 0.0, (RankPlacement(0, nodes[0].name, busy),)),
