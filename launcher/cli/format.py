@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 import signal
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -154,10 +155,10 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     for row in text_rows:
         if len(row) != len(headers):
             raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     lines = []
     for row in [list(headers), *text_rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 
@@ -251,7 +252,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
-        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)"),
+        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
         ("Admitted", _age(job.get("admit_time"), now)),
@@ -294,6 +295,17 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _elastic(job: Mapping[str, Any]) -> str:
+    """``"; started with 6 of 8 (min 4)"`` for an elastic gang that started, ``"; min 4"`` before."""
+    low = job.get("min_workers")
+    if low is None:
+        return ""
+    started = job.get("started_workers")
+    if started is None:
+        return f"; elastic, min {low}"
+    return f"; started with {started} of {job.get('workers')} (min {low})"
 
 
 def _age(t: float | None, now: float) -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from labgang.agent.inventory import NodeInventory
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.requests import parse_signal
+from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobRecord
 
@@ -23,8 +25,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.dispatch")
 
 
-def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
+def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = None) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
+
+    With ``cpu_bind`` "numa" and the node's ``inventory``, each rank gets ``cpus``: the CPUs of
+    its GPUs' NUMA node(s) (:func:`~labgang.launcher.coordinator.topology.rank_cpus`).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
     rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
@@ -42,7 +47,7 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "job_id": job.run_id,
             "rank": r.rank,
             "local_rank": i,
-            "world_size": job.spec.workers,
+            "world_size": len(job.ranks),  # an elastic gang: the size it started with
             "local_world_size": len(mine),
             "node_rank": nodes.index(node),
             "master_addr": job.status.master_addr or "127.0.0.1",
@@ -58,12 +63,20 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "warn_signal": warn_signal,
             "warn_before": warn_before,
             "user_job_id": job.id,
+            **_cpus(job, inventory, r.devices),
         }
         for i, r in enumerate(mine)
     ]
 
 
-async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
+def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> dict[str, Any]:
+    if job.spec.cpu_bind == "none":
+        return {}
+    cpus = rank_cpus(inventory, devices)
+    return {} if cpus is None else {"cpus": cpus}
+
+
+async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
     """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
     launches (no separate round trip), record the port, then launch every other node.
 
@@ -79,7 +92,7 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
         coord.dispatching.discard(run_id)
 
 
-async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
+async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
     nodes = lifecycle.job_nodes(job)
     if job.status.master_port is None:
         node0 = job.ranks[0].node
@@ -93,12 +106,13 @@ async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
         coord.spawn(launch_on_node(coord, job, node, run_id))
 
 
-async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id: str) -> None:
+async def launch_on_node(coord: Coordinator, job: JobRecord, node: str, run_id: str) -> None:
     """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
     before = job.status.state
-    specs = launch_specs(job, node)
+    conn = coord.agents.get(node)
+    specs = launch_specs(job, node, conn.inventory if conn is not None else None)
     for r in job.ranks.values():
         if r.node == node and r.state == "assigned":
             r.state = "launching"
@@ -148,14 +162,14 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     _kick_if_changed(coord, job, run_id, before)
 
 
-def _kick_if_changed(coord: "Coordinator", job: JobRecord, run_id: str, before: JobState) -> None:
+def _kick_if_changed(coord: Coordinator, job: JobRecord, run_id: str, before: JobState) -> None:
     """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
     a launch that went as planned changes nothing it could decide."""
     if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
         coord.kick()
 
 
-async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float, warn: bool = False) -> None:
+async def stop_on_node(coord: Coordinator, node: str, run_id: str, grace: float, warn: bool = False) -> None:
     """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
 
     Args:
@@ -168,7 +182,7 @@ async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: floa
         log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
 
 
-async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[str, float, bool]]) -> None:
+async def stop_jobs_on_node(coord: Coordinator, node: str, stops: list[tuple[str, float, bool]]) -> None:
     """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
     try:
         await coord.agents.call(
@@ -185,7 +199,7 @@ async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[s
         )
 
 
-async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:
+async def signal_on_node(coord: Coordinator, node: str, run_id: str, signum: int) -> None:
     """Send ``signum`` to every rank of ``run_id`` on ``node``."""
     try:
         await coord.agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})

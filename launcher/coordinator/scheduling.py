@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import lifecycle
-from labgang.launcher.model import JobState
+from labgang.launcher.coordinator.topology import node_from_inventory
+from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable
 from labgang.launcher.store import JobRecord, JobSpec, RankRecord
 
@@ -34,22 +36,18 @@ MAX_CYCLES_PER_WAKE = 32
 PERIODIC_CYCLE_S = 5.0
 
 
-def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
+def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
     """Every node with a known inventory and all its allocatable devices, in name order."""
     nodes = []
     for name in sorted(coord.agents.nodes):
         conn = coord.agents.nodes[name]
         if conn.inventory is None:
             continue
-        devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
-            for d in conn.inventory.allocatable()
-        )
-        nodes.append(Node(name=name, devices=devices))
+        nodes.append(node_from_inventory(name, conn.inventory))
     return tuple(nodes)
 
 
-def held_devices(coord: "Coordinator") -> dict[str, JobRecord]:
+def held_devices(coord: Coordinator) -> dict[str, JobRecord]:
     """Device UUID → the job that holds it (admitted, running or terminating)."""
     held: dict[str, JobRecord] = {}
     for job in lifecycle.active_jobs(coord):
@@ -70,11 +68,11 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> frozenset[str]:
+def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
-    for name, conn in coord.agents.nodes.items():
+    for conn in coord.agents.nodes.values():
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost
@@ -89,7 +87,7 @@ def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> fro
     return frozenset(out)
 
 
-def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
+def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
@@ -108,7 +106,7 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                 RunningJob(
                     id=job.id,
                     queue=job.spec.queue,
-                    request=job.spec.request,
+                    request=started_request(job),
                     priority=job.spec.priority,
                     submit_time=st.submit_time,
                     admit_time=st.admit_time or st.submit_time,
@@ -141,7 +139,7 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
     )
 
 
-def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[JobRecord]:
+def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[JobRecord]:
     """Record one cycle's decisions in memory and in the store; return the admitted jobs.
 
     Victims are told to stop (queued effects, sent after the commit); preemptors keep
@@ -164,7 +162,10 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
             store.save_rank(job, rank)
         where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
         store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
+        size = f"{len(job.ranks)} ranks"
+        if job.spec.request.elastic:
+            size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
+        coord.event(job, "admitted", f"{size} on {where}")
         admitted.append(job)
         if coord.metrics is not None:
             coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
@@ -202,7 +203,7 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
     return admitted
 
 
-def run_cycles(coord: "Coordinator") -> list[JobRecord]:
+def run_cycles(coord: Coordinator) -> list[JobRecord]:
     """Run cycles until one admits nothing new; return every job admitted."""
     admitted: list[JobRecord] = []
     if coord.shutting_down:
@@ -233,7 +234,7 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
     return admitted
 
 
-async def scheduling_loop(coord: "Coordinator") -> None:
+async def scheduling_loop(coord: Coordinator) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
     window), commit, dispatch admitted gangs."""
     from labgang.launcher.coordinator.dispatch import dispatch_job
@@ -262,7 +263,7 @@ async def scheduling_loop(coord: "Coordinator") -> None:
             coord.spawn(dispatch_job(coord, job))
 
 
-async def timer_loop(coord: "Coordinator") -> None:
+async def timer_loop(coord: Coordinator) -> None:
     """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
     last = coord.clock()
     while True:
@@ -282,7 +283,13 @@ async def timer_loop(coord: "Coordinator") -> None:
         last = now
 
 
-def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | None:
+def started_request(job: JobRecord) -> JobRequest:
+    """What a job holds: an elastic gang counts as a gang of the size it started with."""
+    req = job.spec.request
+    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
+
+
+def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
 
@@ -294,18 +301,22 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
+    # an elastic gang can start when its minimum can
     found = (
-        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else _quota_only(coord, spec)
+        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes)
+        if nodes
+        else _quota_only(coord, spec)
     )
     answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
     return answer
 
 
-def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
+def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     from labgang.launcher.scheduler.quota import QuotaBook
     from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
 
     book = QuotaBook(coord.config.queue_specs())
-    reason = quota_never_fits(book, spec.queue, spec.request)
-    return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))
+    req = spec.request.floor()
+    reason = quota_never_fits(book, spec.queue, req)
+    return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

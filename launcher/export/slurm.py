@@ -470,9 +470,9 @@ def export(cfg: ClusterConfig, inv: Inventory, config_source: str, mode: str = "
             + commented(
                 [
                     "Accounts and QOS for slurm.conf, against slurmdbd (sacctmgr -i: no prompts), in two steps:",
-                    "  sh sacctmgr.sh          QOS and accounts; before slurmctld starts (partitions name these QOS)",
-                    "  sh sacctmgr.sh limits   the GrpTRES quotas; once slurmctld has started with slurm.conf",
-                    "                          (it registers the gres/gpu TRES with slurmdbd; sacctmgr knows them after)",
+                    "  sh sacctmgr.sh         QOS and accounts; before slurmctld starts (partitions name these QOS)",
+                    "  sh sacctmgr.sh limits  the GrpTRES quotas; once slurmctld has started with slurm.conf",
+                    "                         (it registers the gres/gpu TRES with slurmdbd, which sacctmgr needs)",
                 ]
             )
             + "\n".join(script)

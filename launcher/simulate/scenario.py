@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
@@ -30,9 +28,8 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-OPTIONAL_FEATURES = ("borrow_within_cohort", "queueing_strategy", "fair_sharing")
-"""Names allowed in ``[scenario] requires``."""
 SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
 
 
@@ -142,7 +139,7 @@ class QueueModel(_Strict):
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
-    ``nodes`` asks for exactly that many nodes (DESIGN.md: "optional ``nodes`` count"; ranks
+    ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does.
     """
@@ -159,11 +156,18 @@ class JobModel(_Strict):
     running: bool = False
     nodes: int | None = Field(default=None, ge=1)
     model: str | None = Field(default=None, min_length=1)
+    min_workers: int | None = Field(default=None, ge=1)
 
     @field_validator("mig")
     @classmethod
     def _mig(cls, v: str | None) -> str | None:
         return None if v is None else _profile(v)
+
+    @model_validator(mode="after")
+    def _min_workers(self) -> JobModel:
+        if self.min_workers is not None and self.min_workers > self.workers:
+            raise ValueError(f"min_workers ({self.min_workers}) must be <= workers ({self.workers})")
+        return self
 
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
@@ -174,6 +178,7 @@ class JobModel(_Strict):
                 resource=mig_resource(self.mig),
                 gpu_model=self.model,
                 nodes=self.nodes,
+                min_workers=self.min_workers,
             )
         return JobRequest(
             workers=self.workers,
@@ -181,6 +186,7 @@ class JobModel(_Strict):
             resource=GPU,
             gpu_model=self.model,
             nodes=self.nodes,
+            min_workers=self.min_workers,
         )
 
 
@@ -193,6 +199,7 @@ class ExpectModel(_Strict):
     finished: list[str] | None = None
     preempted: list[str] | None = None
     not_preempted: list[str] | None = None
+    started: dict[str, int] | None = None
 
 
 class InvariantModel(_Strict):
@@ -293,7 +300,7 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ScenarioFile
-    table = {
+    table: dict[str, type[BaseModel]] = {
         "scenario": ScenarioMeta,
         "nodes": NodeModel,
         "queues": QueueModel,
@@ -381,7 +388,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             priorities[j.id] = j.priority
     ids = {j.id for j in f.jobs}
     for i, e in enumerate(f.expect):
-        for key in ("running", "pending", "finished", "preempted", "not_preempted"):
+        for key in ("running", "pending", "finished", "preempted", "not_preempted", "started"):
             for name in getattr(e, key) or ():
                 if name not in ids:
                     problems.append(f"expect[{i}].{key}: unknown job {name!r}")

@@ -174,7 +174,7 @@ def problems(obj: dict[str, Any]) -> list[str]:
         return out
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        return out + [f"{where}: spec must be an object"]
+        return [*out, f"{where}: spec must be an object"]
     unknown = set(spec) - SPEC_KEYS.get(str(kind), set())
     if unknown:
         out.append(f"{where}: unknown spec fields {sorted(unknown)}")
