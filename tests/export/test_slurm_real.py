@@ -41,10 +41,14 @@ def _words(line: str) -> dict[str, str]:
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_harness.Database]:
     missing = slurm_harness.missing_binaries()
     if missing:
-        pytest.fail(
+        # CI installs Slurm (.ci/run) and must run these; a newcomer's machine need not have it.
+        why = (
             f"{', '.join(missing)} not found: these tests start a real Slurm; on Debian/Ubuntu run "
             f"`apt-get install {slurm_harness.PACKAGES}`"
         )
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     db = slurm_harness.start_database(tmp_path_factory.mktemp("slurmdb"))
     yield db
     db.stop()
