@@ -1,0 +1,137 @@
+"""Whole-process latency of the commands people type: ``submit``, ``queue`` (1,000 jobs), ``--help``.
+
+Starts a real coordinator (``labgang coordinator``, subprocess, no agent: every job stays
+pending) on a temporary state directory, fills it with ``--jobs`` pending jobs, then runs
+each command ``--runs`` times as a new process (the ``labgang`` console script of the
+interpreter given, exactly as a shell runs it) and prints the p50 wall time and its ratio
+to ``python -c pass`` with the same interpreter (the floor every Python command pays).
+
+Targets (bench/README.md): ``submit`` and ``queue`` at most 1.5x, ``--help`` at most 2x.
+
+Usage: python bench/cli_latency.py [--runs 30] [--jobs 1000] [--python VENV/bin/python]
+           [--importtime]   (also print the 12 slowest imports of each command)
+
+``--python`` measures another environment (e.g. a regular ``pip install .`` into a temp venv)
+against the coordinator started from this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+TARGETS = {"submit": 1.5, "queue": 1.5, "--help": 2.0}
+
+
+async def fill(sock: Path, n: int) -> None:
+    """Submit ``n`` one-GPU jobs (they stay pending: no agent joins)."""
+    connector = aiohttp.UnixConnector(path=str(sock), limit=32)
+    body = {"argv": ["true"], "workers": 1, "gpus_per_worker": 1, "env": {}, "cwd": "/tmp"}
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(i: int) -> None:
+            async with session.post("http://labgang/v1/jobs", json={**body, "name": f"fill{i}"}) as r:
+                await r.read()
+                if r.status != 201:
+                    raise SystemExit(f"fill submission {i} refused: HTTP {r.status}")
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one whole process; raises SystemExit when it fails."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}")
+    return seconds
+
+
+def p50(argv: list[str], env: dict[str, str], runs: int) -> float:
+    """Median wall seconds over ``runs`` runs (after one warm-up run)."""
+    timed(argv, env)
+    return statistics.median(timed(argv, env) for _ in range(runs))
+
+
+def slowest_imports(argv: list[str], env: dict[str, str], top: int = 12) -> list[str]:
+    """The ``top`` imports with the largest cumulative time (``python -X importtime``), as text lines."""
+    done = subprocess.run(
+        argv, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, check=False, text=True
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "cumulative" not in line:
+            _, cumulative, name = line.split("|")
+            rows.append((int(cumulative), name.rstrip()))
+    return [f"{us / 1000:7.1f} ms {name}" for us, name in sorted(rows, reverse=True)[:top]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="runs per command (p50)")
+    parser.add_argument("--jobs", type=int, default=1000, help="pending jobs listed by `queue`")
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the environment to measure")
+    parser.add_argument("--importtime", action="store_true", help="print each command's slowest imports")
+    args = parser.parse_args()
+
+    python = str(Path(args.python).absolute())
+    labgang = str(Path(python).parent / "labgang")
+    base = Path(tempfile.mkdtemp(prefix="lgc-", dir="/tmp"))
+    cfg = base / "cluster.toml"
+    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    state = base / "state"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    sock = state / "labgang.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABGANG_")}
+    env["LABGANG_STATE_DIR"] = str(state)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("coordinator did not start")
+            time.sleep(0.05)
+        asyncio.run(fill(sock, args.jobs))
+        commands = {
+            "python -c pass": [python, "-c", "pass"],
+            "submit": [labgang, "submit", "--", "true"],
+            "queue": [labgang, "queue"],
+            "--help": [labgang, "--help"],
+        }
+        print(f"environment: {python}; {args.jobs} pending jobs; p50 of {args.runs} whole processes")
+        floor = p50(commands["python -c pass"], env, args.runs)
+        print(f"{'python -c pass':>16}: {floor * 1000:6.1f} ms")
+        for name, argv in list(commands.items())[1:]:
+            seconds = p50(argv, env, args.runs)
+            ratio = seconds / floor
+            verdict = "meets" if ratio <= TARGETS[name] else "misses"
+            print(
+                f"{name:>16}: {seconds * 1000:6.1f} ms = {ratio:4.2f}x python -c pass "
+                f"({verdict} the {TARGETS[name]:g}x target)"
+            )
+            if args.importtime:
+                for line in slowest_imports(argv, env):
+                    print(f"{'':>18}{line}")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
