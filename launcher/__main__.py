@@ -1,5 +1,5 @@
 """``python -m labgang.launcher`` is the ``labgang`` command."""
 
-from labgang.launcher.cli.main import main
+from labgang.launcher.cli.quick import main
 
 main()

@@ -26,6 +26,8 @@ def control_characters(text: str) -> list[str]:
 
 def printable(text: str) -> str:
     """``text`` with every unsafe character escaped (``"a\\nb"`` → ``a\\nb`` on one line); other text unchanged."""
+    if text.isprintable():  # C-speed check: every unsafe category is also not printable
+        return text
     if not any(unicodedata.category(c) in _UNSAFE_CATEGORIES for c in text):
         return text
     return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES else c for c in text)

@@ -2,8 +2,9 @@
 
 Two clients with the same methods and errors:
 
-- :class:`Client`, synchronous (``http.client`` on an ``AF_UNIX`` socket, one kept-alive
-  connection): what every shell command uses; cheap to start, no event loop.
+- :class:`Client`, synchronous (HTTP/1.1 on an ``AF_UNIX`` socket, :mod:`labgang.launcher.cli.wire`,
+  one kept-alive connection): what every shell command uses; cheap to start (no ``http.client``,
+  no event loop).
 - :class:`AsyncClient`, on aiohttp's ``UnixConnector``: for async callers such as the TUI.
 
 The coordinator learns who the caller is from the socket (``SO_PEERCRED``), so no
@@ -14,18 +15,16 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 from labgang.agent import paths
+from labgang.launcher.cli.wire import RemoteClosed, UnixHTTPConnection
 
 DEFAULT_TIMEOUT_S = 30.0
 # `labgang up` writes its pid here (beside the socket) while it starts, so that a command
@@ -59,7 +58,6 @@ class CoordinatorUnavailable(ClientError):
         super().__init__(message)
 
 
-@dataclass
 class ApiError(ClientError):
     """The coordinator refused a request.
 
@@ -71,20 +69,23 @@ class ApiError(ClientError):
         allowed: what the field allows (a list, a range text, ...), or None.
     """
 
-    status: int
-    message: str
-    field: str | None = None
-    allowed: Any = None
+    # A plain class, not a dataclass: ``dataclasses`` imports ``inspect``, milliseconds that every
+    # shell command would pay (bench/cli_latency.py).
+    def __init__(self, status: int, message: str, field: str | None = None, allowed: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.allowed = allowed
 
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
+    def __repr__(self) -> str:
+        return f"ApiError({self.status!r}, {self.message!r}, {self.field!r}, {self.allowed!r})"
 
     def __str__(self) -> str:
         return self.message
 
 
-@dataclass(frozen=True)
-class LogChunk:
+class LogChunk(NamedTuple):
     """A slice of one rank's output.
 
     Attributes:
@@ -169,24 +170,6 @@ def _log_chunk(status: int, headers: Mapping[str, str], body: bytes, offset: int
     )
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    """``http.client`` over an ``AF_UNIX`` stream socket."""
-
-    def __init__(self, socket_path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._socket_path = socket_path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(str(self._socket_path))
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 class Client:
     """Synchronous client of the coordinator's user API.
 
@@ -207,7 +190,7 @@ class Client:
         self.socket_path = Path(socket_path)
         self.timeout = timeout
         self.wait_for_start = wait_for_start
-        self._conn: _UnixHTTPConnection | None = None
+        self._conn: UnixHTTPConnection | None = None
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
@@ -260,20 +243,17 @@ class Client:
             if self._conn is None:
                 self._conn = self._connect()
             try:
-                self._conn.request(method, url, body=payload, headers=headers)
-                resp = self._conn.getresponse()
-                data = resp.read()
-                result_headers = {k.title(): v for k, v in resp.getheaders()}
+                resp = self._conn.request(method, url, payload, headers)
                 if resp.will_close:
                     self.close()
-                return resp.status, result_headers, data
+                return resp.status, resp.headers, resp.body
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 self.close()
                 raise CoordinatorUnavailable(self.socket_path) from exc
             except PermissionError as exc:
                 self.close()
                 raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+            except (RemoteClosed, ConnectionResetError, BrokenPipeError) as exc:
                 self.close()
                 if fresh or attempt + 1 == attempts:
                     raise CoordinatorUnavailable(self.socket_path, f"the connection closed ({exc})") from exc
@@ -282,7 +262,7 @@ class Client:
                 raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _connect(self) -> _UnixHTTPConnection:
+    def _connect(self) -> UnixHTTPConnection:
         """Open a connection; while a ``labgang up`` for this socket is starting, wait for it.
 
         "Starting" lasts until its coordinator listens and its local agent has joined
@@ -302,7 +282,7 @@ class Client:
                     )
                 time.sleep(0.05)
                 continue
-            conn = _UnixHTTPConnection(self.socket_path, self.timeout)
+            conn = UnixHTTPConnection(str(self.socket_path), self.timeout)
             try:
                 conn.connect()
                 return conn

@@ -13,7 +13,6 @@ import signal
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import click
 from labgang.launcher.text import printable
 
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -111,34 +110,15 @@ def _parse_signal(name: str) -> signal.Signals:
     raise ValueError(f"unknown signal {name!r}; allowed: {allowed}")
 
 
-class DurationType(click.ParamType):
-    """A click parameter type for :func:`parse_duration` (value in seconds, float)."""
+def __getattr__(name: str) -> Any:
+    """``DURATION``, ``SIGNAL_SPEC``, ``DurationType`` and ``SignalSpecType`` come from
+    :mod:`labgang.launcher.cli.params`, imported on first use: they need click, which the
+    fast paths of ``submit`` and ``queue`` never import (:mod:`labgang.launcher.cli.quick`)."""
+    if name in ("DURATION", "SIGNAL_SPEC", "DurationType", "SignalSpecType"):
+        from labgang.launcher.cli import params
 
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class SignalSpecType(click.ParamType):
-    """A click parameter type for :func:`parse_signal_spec` (value ``"SIGUSR1@60"``)."""
-
-    name = "SIG@SECONDS"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        try:
-            return parse_signal_spec(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = DurationType()
-SIGNAL_SPEC = SignalSpecType()
+        return getattr(params, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 import signal
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import click
+from labgang.launcher.cli import submission
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import (
@@ -31,8 +31,7 @@ from labgang.launcher.cli.format import (
     queue_table,
     to_json,
 )
-from labgang.launcher.model import CPU_BIND, MIG_PREFIX, MIG_PROFILE_RE, TOPOLOGY_LEVELS
-from labgang.launcher.text import control_characters
+from labgang.launcher.model import CPU_BIND, TOPOLOGY_LEVELS
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -58,26 +57,6 @@ FIELD_FLAGS: dict[str, str] = {
     "user": "--user",
 }
 
-# Variables labgang sets for each rank; a value inherited from the submitting shell
-# (say, from inside another job) must not leak into the new gang.
-RANK_ENV = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "WORLD_SIZE",
-        "RANK",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "NODE_RANK",
-        "GROUP_RANK",
-        "ROLE_RANK",
-        "TORCHELASTIC_RUN_ID",
-    }
-)
-# labgang's own settings (LABGANG_STATE_DIR...) configure this CLI, not the job; labgang sets
-# LABGANG_JOB_ID and LABGANG_RESTART_COUNT for each rank itself.
-LABGANG_ENV_PREFIX = "LABGANG_"
 FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
 POLL_S = 0.2
 # Once a job has ended, how many polls to wait for its logs to report complete.
@@ -255,123 +234,16 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def build_submission(
-    *,
-    argv: Iterable[str],
-    workers: int = 1,
-    gpus_per_worker: int | None = None,
-    mig: str | None = None,
-    queue: str | None = None,
-    priority: str | None = None,
-    nodes: int | None = None,
-    gpu_model: str | None = None,
-    topology: str | None = None,
-    cpu_bind: str | None = None,
-    min_workers: int | None = None,
-    grace: float | None = None,
-    time_limit: float | None = None,
-    name: str | None = None,
-    no_requeue: bool = False,
-    signal_spec: str | None = None,
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-) -> dict[str, Any]:
-    """Build the ``POST /v1/jobs`` body from the submit flags.
-
-    Optional fields left unset are omitted so the coordinator applies its defaults
-    (the user's default queue, the queue's grace...). The environment is the caller's
-    (like ``sbatch --export=ALL``) minus the variables labgang sets per rank and
-    ``LABGANG_*`` (this CLI's own settings).
-
-    Args:
-        argv: the command and its arguments (non-empty).
-        workers: ranks in the gang (>= 1).
-        gpus_per_worker: full GPUs per rank (>= 1); None means 1, or MIG with ``mig``.
-        mig: a MIG profile such as ``"1g.10gb"`` (``"mig-1g.10gb"`` accepted).
-        queue, priority, nodes, gpu_model, topology, cpu_bind, min_workers: as the flags.
-        name: the job name; None lets the coordinator derive it from ``argv``.
-        grace, time_limit: seconds.
-        no_requeue: True to fail rather than requeue.
-        signal_spec: canonical ``"SIGUSR1@60"``.
-        env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+def build_submission(**flags: Any) -> dict[str, Any]:
+    """Build the ``POST /v1/jobs`` body from the submit flags: :func:`labgang.launcher.cli.submission.build_submission`.
 
     Raises:
         click.UsageError: conflicting or malformed flags (the message names the flag).
     """
-    argv = list(argv)
-    if not argv:
-        raise click.UsageError("missing CMD: give the command to run after --")
-    if mig is not None and gpus_per_worker is not None:
-        raise click.UsageError(
-            "-g/--gpus-per-worker and --mig exclude each other: a rank gets full GPUs or one MIG device"
-        )
-    if mig is not None:
-        profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
-        if not MIG_PROFILE_RE.match(profile):
-            raise click.UsageError(
-                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, "
-                "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
-            )
-        mig = profile
-    if name is not None and not name.strip():
-        raise click.UsageError("--name: must not be empty")
-    if name is not None and control_characters(name):
-        raise click.UsageError(
-            f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
-            "allowed: printable characters"
-        )
-    if queue is not None and not queue.strip():
-        raise click.UsageError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
-    body: dict[str, Any] = {
-        "workers": workers,
-        "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
-        "mig": mig,
-        "requeue": not no_requeue,
-        "argv": argv,
-        "env": {
-            k: v
-            for k, v in (os.environ if env is None else env).items()
-            if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)
-        },
-        "cwd": _current_directory() if cwd is None else cwd,
-    }
-    optional = {
-        "name": name,
-        "queue": queue,
-        "priority": _priority_value(priority),
-        "nodes": nodes,
-        "gpu_model": gpu_model,
-        "topology": topology,
-        "cpu_bind": cpu_bind,
-        "min_workers": min_workers,
-        "grace_s": grace,
-        "time_limit_s": time_limit,
-        "signal": signal_spec,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
-    return body
-
-
-def _current_directory() -> str:
     try:
-        return os.getcwd()
-    except FileNotFoundError:
-        raise click.UsageError(
-            "the current directory no longer exists; ranks start in it, so cd somewhere that does"
-        ) from None
-
-
-def _priority_value(priority: str | None) -> int | str | None:
-    if priority is None:
-        return None
-    text = priority.strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    if not text or not text.replace("-", "").replace("_", "").isalnum():
-        raise click.UsageError(f"-p/--priority: {priority!r} is neither an integer nor a priority class name")
-    return text
+        return submission.build_submission(**flags)
+    except submission.SubmissionError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")

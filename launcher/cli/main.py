@@ -76,8 +76,24 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # The version is looked up only when asked for: importlib.metadata costs tens of
+    # milliseconds that `labgang --help` should not pay.
+    if value and not ctx.resilient_parsing:
+        click.echo(f"labgang, version {labgang_version()}")
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(labgang_version(), "--version", "-V", prog_name="labgang")
+@click.option(
+    "--version",
+    "-V",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """labgang: gang-scheduled GPU jobs on lab machines without Kubernetes.
 
@@ -86,5 +102,6 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the click group on ``sys.argv`` (the console script, :func:`labgang.launcher.cli.quick.main`,
+    takes the fast path for ``submit``, ``queue`` and ``cancel`` first)."""
     cli(prog_name="labgang")

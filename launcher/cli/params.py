@@ -1,0 +1,42 @@
+"""click parameter types for the duration and signal flags (``--time 2h``, ``--signal USR1@60``).
+
+Apart from :mod:`labgang.launcher.cli.format` (which parses the text and stays free of click)
+so that the fast command paths do not import click; ``format.DURATION`` still names these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from labgang.launcher.cli.format import parse_duration, parse_signal_spec
+
+
+class DurationType(click.ParamType):
+    """A click parameter type for :func:`parse_duration` (value in seconds, float)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class SignalSpecType(click.ParamType):
+    """A click parameter type for :func:`parse_signal_spec` (value ``"SIGUSR1@60"``)."""
+
+    name = "SIG@SECONDS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return parse_signal_spec(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
+SIGNAL_SPEC = SignalSpecType()

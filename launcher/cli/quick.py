@@ -1,0 +1,308 @@
+"""The ``labgang`` entry point, with a fast path for the commands typed in shell loops.
+
+``labgang submit`` and ``labgang queue`` run in sweeps and under ``watch``: a process that
+spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``queue``
+and ``cancel`` here, with the same flags as their click commands
+(:mod:`labgang.launcher.cli.jobs`), and talks to the coordinator through the stdlib client,
+importing neither click nor anything the request does not need.
+
+The fast path only takes the well-formed case. Anything it does not recognise (``--help``,
+an unknown or malformed flag, a value out of range) goes to the click command, which parses
+the same argv again and prints the help or the one-line usage error exactly as before;
+refusals from the coordinator are described by the click commands' own helpers
+(:func:`labgang.launcher.cli.jobs.describe_api_error`), imported only then. So the click
+commands stay the one definition of flags, help and errors; this module must accept a subset
+of what they accept and build the same request (tests/cli/test_quick.py compares both).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# kind of each flag's value: None for a switch, else a converter that raises ValueError
+Converter = Callable[[str], Any] | None
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _model_choice(name: str) -> Callable[[str], str]:
+    """A converter that accepts the values of ``labgang.launcher.model.<name>`` (imported on use)."""
+
+    def convert(text: str) -> str:
+        from labgang.launcher import model
+
+        if text not in getattr(model, name):
+            raise ValueError(text)
+        return text
+
+    return convert
+
+
+def _duration(text: str) -> float:
+    from labgang.launcher.cli.format import parse_duration
+
+    return parse_duration(text)
+
+
+def _signal_spec(text: str) -> str:
+    from labgang.launcher.cli.format import parse_signal_spec
+
+    return parse_signal_spec(text)
+
+
+def _job_id(text: str) -> str:
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise ValueError(text)
+    return str(int(text))
+
+
+def _submit_flags() -> dict[str, tuple[str, Converter]]:
+    return {
+        "-n": ("workers", _positive),
+        "--workers": ("workers", _positive),
+        "-g": ("gpus_per_worker", _positive),
+        "--gpus-per-worker": ("gpus_per_worker", _positive),
+        "--mig": ("mig", str),
+        "-q": ("queue", str),
+        "--queue": ("queue", str),
+        "-p": ("priority", str),
+        "--priority": ("priority", str),
+        "--nodes": ("nodes", _positive),
+        "--gpu-model": ("gpu_model", str),
+        "--min-workers": ("min_workers", _positive),
+        "--topology": ("topology", _model_choice("TOPOLOGY_LEVELS")),
+        "--cpu-bind": ("cpu_bind", _model_choice("CPU_BIND")),
+        "--grace": ("grace", _duration),
+        "--time": ("time_limit", _duration),
+        "--name": ("name", str),
+        "--no-requeue": ("no_requeue", None),
+        "--signal": ("signal_spec", _signal_spec),
+        "--json": ("as_json", None),
+        "--state-dir": ("state_dir", str),
+    }
+
+
+_QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
+    "--all": ("all_users", None),
+    "--user": ("user", str),
+    "-u": ("user", str),
+    "--json": ("as_json", None),
+    "--state-dir": ("state_dir", str),
+}
+_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {"--state-dir": ("state_dir", str)}
+
+
+class NotFast(Exception):
+    """The argv is not the plain case the fast path handles: let the click command take it."""
+
+
+def parse(
+    args: list[str], flags: dict[str, tuple[str, Converter]], *, interspersed: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """Parse ``args`` against ``flags`` the way click would for a well-formed command line.
+
+    Args:
+        args: the arguments after the command name.
+        flags: option string -> (destination, converter or None for a switch).
+        interspersed: False for ``submit``/``run``: the first positional argument (or ``--``)
+            ends the options, the rest is the command to run.
+
+    Returns:
+        (the options by destination, the positional arguments).
+
+    Raises:
+        NotFast: a help flag, an unknown option, a missing or malformed value, or a form this
+            parser leaves to click (short options bundled together).
+    """
+    options: dict[str, Any] = {}
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            positional.extend(args[i:])
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            if not interspersed:
+                positional.extend(args[i:])
+                break
+            continue
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name not in flags and not arg.startswith("--") and arg[:2] in flags and flags[arg[:2]][1] is not None:
+            name, eq, inline = arg[:2], "=", arg[2:]  # -n4
+        if name not in flags:
+            raise NotFast(arg)
+        dest, convert = flags[name]
+        if convert is None:
+            if eq:
+                raise NotFast(arg)
+            options[dest] = True
+            continue
+        if eq:
+            text = inline
+        elif i < len(args):
+            text, i = args[i], i + 1
+        else:
+            raise NotFast(arg)
+        try:
+            options[dest] = convert(text)
+        except ValueError:
+            raise NotFast(arg) from None
+    return options, positional
+
+
+def _state_dir(options: dict[str, Any]) -> str | None:
+    """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file is click's to refuse."""
+    state_dir = options.pop("state_dir", None) or os.environ.get("LABGANG_STATE_DIR") or None
+    if state_dir is not None and os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        raise NotFast("--state-dir")
+    return state_dir
+
+
+def _fail(command: str, message: str, code: int) -> int:
+    print(f"labgang {command}: {message}", file=sys.stderr)
+    return code
+
+
+def _refusal(command: str, err: Exception) -> int:
+    """Print a client error as the click command would (one line, its exit status)."""
+    from labgang.launcher.cli.client import ApiError
+
+    if isinstance(err, ApiError):
+        from labgang.launcher.cli.jobs import describe_api_error  # click, only for a refusal
+
+        failure = describe_api_error(err)
+        return _fail(command, failure.message, failure.exit_code)
+    return _fail(command, str(err), 1)
+
+
+def submit(args: list[str]) -> int:
+    """``labgang submit``: see :func:`labgang.launcher.cli.jobs.submit`."""
+    from labgang.launcher.cli import submission
+    from labgang.launcher.cli.client import ApiError, Client, ClientError
+
+    options, argv = parse(args, _submit_flags(), interspersed=False)
+    state_dir = _state_dir(options)
+    as_json = options.pop("as_json", False)
+    try:
+        body = submission.build_submission(argv=argv, **options)
+    except submission.SubmissionError:
+        raise NotFast("submission") from None
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            job = client.submit(body)
+    except ApiError as err:
+        if options.get("queue") is None and err.field == "queue" and err.status == 403:
+            from labgang.launcher.cli.jobs import default_queue_refused
+
+            refused = default_queue_refused(err)
+            return _fail("submit", refused.message, refused.exit_code)
+        return _refusal("submit", err)
+    except ClientError as err:
+        return _refusal("submit", err)
+    if as_json:
+        from labgang.launcher.cli.format import to_json
+
+        print(to_json({"job": job}))
+    else:
+        print(job["id"])
+    return 0
+
+
+FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs ``queue`` lists: not finished, in submission order (then by id)."""
+
+    def key(job: dict[str, Any]) -> tuple[float, tuple[int, Any]]:
+        text = str(job.get("id"))
+        return (job.get("submit_time") or 0.0, (0, int(text)) if text.isdigit() else (1, text))
+
+    return sorted((j for j in jobs if j.get("state") not in FINISHED_STATES), key=key)
+
+
+def queue(args: list[str]) -> int:
+    """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
+    import time
+
+    from labgang.launcher.cli.client import Client, ClientError
+    from labgang.launcher.cli.format import job_table, to_json
+
+    options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
+    if positional:
+        raise NotFast(positional[0])
+    state_dir = _state_dir(options)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            jobs = client.jobs(all_users=options.get("all_users", False), user=options.get("user"))
+    except ClientError as err:
+        return _refusal("queue", err)
+    active = active_jobs(jobs)
+    print(to_json({"jobs": active}) if options.get("as_json") else job_table(active, time.time()))
+    return 0
+
+
+def cancel(args: list[str]) -> int:
+    """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
+    from labgang.launcher.cli.client import ApiError, Client, ClientError
+
+    options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
+    try:
+        job_ids = [_job_id(text) for text in positional]
+    except ValueError:
+        raise NotFast("JOB") from None
+    if not job_ids:
+        raise NotFast("JOB")
+    state_dir = _state_dir(options)
+    worst = 0
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            for job_id in dict.fromkeys(job_ids):  # `cancel 17 17` cancels and reports job 17 once
+                try:
+                    before = client.job(job_id)
+                    job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
+                except ApiError as err:
+                    from labgang.launcher.cli.jobs import describe_api_error
+
+                    failure = describe_api_error(err)
+                    worst = max(worst, failure.exit_code)
+                    text = failure.message
+                    if not text.startswith(f"job {job_id} ") and not text.startswith(f"job {job_id}:"):
+                        text = f"job {job_id}: {text}"
+                    _fail("cancel", text, 0)
+                    continue
+                print(f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", flush=True)
+    except ClientError as err:
+        return _refusal("cancel", err)
+    return worst
+
+
+FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {"submit": submit, "queue": queue, "cancel": cancel}
+
+
+def main() -> None:
+    """Console-script entry point: the fast path when it applies, else the click group."""
+    args = sys.argv[1:]
+    if args and args[0] in FAST_COMMANDS:
+        try:
+            code = FAST_COMMANDS[args[0]](args[1:])
+        except NotFast:
+            pass
+        else:
+            sys.stdout.flush()
+            sys.exit(code)
+    from labgang.launcher.cli.main import main as click_main
+
+    click_main()

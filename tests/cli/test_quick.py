@@ -1,0 +1,231 @@
+"""The fast path of ``labgang submit/queue/cancel`` (launcher/cli/quick.py) against the click commands.
+
+The click commands stay the one definition of the flags; the fast path must build the same
+request for every command line it takes, and leave every other one to click.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from labgang.launcher.cli import jobs, quick, submission
+from labgang.launcher.cli.wire import UnixHTTPConnection
+
+ENV = {"HOME": "/home/u", "PATH": "/bin"}
+
+SUBMIT_LINES = [
+    ["--", "true"],
+    ["true"],
+    ["-n", "4", "-g", "2", "--", "python", "train.py", "--epochs", "3"],
+    ["-n4", "-g2", "python", "x.py"],
+    ["--workers=3", "--gpus-per-worker=1", "--name", "sweep-1", "--", "x"],
+    ["--mig", "1g.10gb", "-q", "vision", "-p", "high", "--", "x"],
+    ["-p", "-5", "--nodes", "2", "--gpu-model", "H100", "--topology", "nvlink", "--cpu-bind", "none", "x"],
+    ["--min-workers", "2", "-n", "4", "--grace", "30s", "--time", "1h30m", "--no-requeue", "x"],
+    ["--signal", "USR1@60", "--json", "--state-dir", "/tmp/sd", "--", "x", "--json"],
+    ["-n", "2", "-n", "5", "x", "-n", "9"],  # the last -n before the command wins; after it, argv
+]
+
+# Command lines the fast path must hand to click (help, unknown, malformed or out of range).
+NOT_FAST = [
+    ["--help"],
+    ["-h", "x"],
+    ["-n", "0", "x"],
+    ["-n", "two", "x"],
+    ["--bogus", "x"],
+    ["--topology", "rack", "x"],
+    ["--time", "soon", "x"],
+    ["--signal", "BOGUS@1", "x"],
+    ["--no-requeue=1", "x"],
+    ["-n"],
+    ["--mig", "1g.10gb", "-g", "2", "x"],  # excluded pair: the builder refuses, click words it
+    [],
+]
+
+
+def click_body(args: list[str]) -> dict[str, object]:
+    ctx = jobs.submit.make_context("submit", list(args))
+    params = dict(ctx.params)
+    params.pop("state_dir")
+    params.pop("as_json")
+    return jobs.build_submission(**params, env=ENV, cwd="/work")
+
+
+def fast_body(args: list[str]) -> dict[str, object]:
+    options, argv = quick.parse(args, quick._submit_flags(), interspersed=False)
+    options.pop("state_dir", None)
+    options.pop("as_json", None)
+    return submission.build_submission(argv=argv, **options, env=ENV, cwd="/work")
+
+
+@pytest.mark.parametrize("args", SUBMIT_LINES, ids=" ".join)
+def test_fast_submit_builds_the_click_commands_body(args):
+    assert fast_body(args) == click_body(args)
+
+
+@pytest.mark.parametrize("args", NOT_FAST, ids=lambda a: " ".join(a) or "nothing")
+def test_fast_submit_leaves_the_rest_to_click(args):
+    with pytest.raises((quick.NotFast, submission.SubmissionError)):
+        fast_body(args)
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["--all"], ["-u", "bob"], ["--user=bob", "--json"], ["--json", "--all", "--state-dir", "/x"]]
+)
+def test_fast_queue_reads_the_flags_as_click_does(args):
+    options, positional = quick.parse(args, quick._QUEUE_FLAGS, interspersed=True)
+    params = jobs.queue.make_context("queue", list(args)).params
+    assert positional == []
+    assert options.get("all_users", False) == params["all_users"]
+    assert options.get("user") == params["user"]
+    assert options.get("as_json", False) == params["as_json"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-a"], ["--user"], ["--all=1"]])
+def test_fast_queue_leaves_the_rest_to_click(args):
+    with pytest.raises(quick.NotFast):
+        quick.parse(args, quick._QUEUE_FLAGS, interspersed=True)
+
+
+def test_fast_cancel_refuses_bad_ids_without_sending_anything(tmp_path):
+    with pytest.raises(quick.NotFast):
+        quick.cancel(["--state-dir", str(tmp_path), "12", "x7"])
+    with pytest.raises(quick.NotFast):
+        quick.cancel(["--state-dir", str(tmp_path)])
+
+
+HEAVY = ("click", "pydantic", "aiohttp", "textual", "importlib.metadata", "http.client", "email", "asyncio")
+
+
+def run_fast(state_dir: str, *args: str) -> tuple[int, list[str], str]:
+    """Run ``labgang ARGS`` through the console entry point in a fresh interpreter.
+
+    Returns (exit status, the heavy modules it imported, its stdout before the report line).
+    """
+    code = (
+        "import sys\n"
+        f"sys.argv = ['labgang', *{list(args)!r}]\n"
+        "from labgang.launcher.cli import quick\n"
+        "try:\n    quick.main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"print('REPORT', code, sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out, _, report = done.stdout.rpartition("REPORT ")
+    status, heavy = report.split(" ", 1)
+    return int(status), eval(heavy), out  # noqa: S307 - our own repr of a list of module names
+
+
+def test_without_a_coordinator_the_fast_path_fails_in_one_line_without_heavy_imports(tmp_path):
+    status, heavy, _ = run_fast(str(tmp_path), "queue")
+    assert (status, heavy) == (1, [])
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    """A real coordinator (no agent: jobs stay pending) on a temporary state directory."""
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "labgang.sock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
+            time.sleep(0.05)
+        yield str(state)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_submit_queue_cancel_through_the_fast_path_against_a_real_coordinator(coordinator):
+    status, heavy, out = run_fast(coordinator, "submit", "-n", "2", "--name", "fast", "--", "true")
+    assert (status, heavy) == (0, [])
+    job_id = out.strip()
+    assert job_id.isdigit()
+
+    status, heavy, out = run_fast(coordinator, "queue", "--json")
+    assert (status, heavy) == (0, [])
+    [job] = json.loads(out)["jobs"]
+    assert (job["id"], job["name"], job["workers"], job["state"]) == (job_id, "fast", 2, "pending")
+
+    status, heavy, out = run_fast(coordinator, "queue")
+    assert (status, heavy) == (0, [])
+    assert out.splitlines()[0].split()[0] == "JOBID" and "fast" in out.splitlines()[1]
+
+    status, heavy, out = run_fast(coordinator, "cancel", job_id, job_id)
+    assert (status, heavy, out) == (0, [], f"job {job_id}: cancelled\n")
+    status, heavy, out = run_fast(coordinator, "cancel", job_id)
+    assert (status, out) == (0, f"job {job_id}: already cancelled\n")
+
+
+@pytest.mark.slow
+def test_a_refusal_on_the_fast_path_reads_as_the_click_commands(coordinator):
+    env = {**os.environ, "LABGANG_STATE_DIR": coordinator}
+    fast = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "submit", "-q", "nope", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    from click.testing import CliRunner
+    from labgang.launcher.cli.main import cli
+
+    slow = CliRunner().invoke(cli, ["submit", "-q", "nope", "--", "true"], env=env)
+    assert fast.returncode == slow.exit_code != 0
+    assert fast.stderr.strip() == slow.output.strip()
+    assert fast.stderr.startswith("labgang submit: -q/--queue: ")
+    status, _, _ = run_fast(coordinator, "cancel", "999")
+    assert status == 1
+
+
+def test_wire_reads_content_length_chunked_and_close_delimited_bodies(tmp_path):
+    import socket
+    import threading
+
+    path = str(tmp_path / "s.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    answers = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Next-Offset: 7\r\n\r\nhello",
+        b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        b"HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\ngone",
+    ]
+    requests: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            for answer in answers:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                requests.append(data)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    conn = UnixHTTPConnection(path, 5.0)
+    first = conn.request("GET", "/v1/jobs?all=1", None, {"Accept": "application/json"})
+    second = conn.request("POST", "/v1/jobs", b"", {})
+    third = conn.request("GET", "/x", None, {})
+    thread.join()
+    server.close()
+    assert (first.status, first.body, first.headers["X-Next-Offset"], first.will_close) == (200, b"hello", "7", False)
+    assert (second.status, second.body) == (201, b"abcde")
+    assert (third.status, third.body, third.will_close) == (404, b"gone", True)
+    assert requests[0].startswith(b"GET /v1/jobs?all=1 HTTP/1.1\r\n")
+    assert b"Content-Length: 0\r\n" in requests[1]
