@@ -20,11 +20,16 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 from labgang.agent import paths
 from labgang.launcher.cli.wire import RemoteClosed, UnixHTTPConnection
+
+# ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
+# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_TIMEOUT_S = 30.0
 # `labgang up` writes its pid here (beside the socket) while it starts, so that a command
@@ -85,8 +90,8 @@ class ApiError(ClientError):
         return self.message
 
 
-class LogChunk(NamedTuple):
-    """A slice of one rank's output.
+class LogChunk:
+    """A slice of one rank's output (equal to another with the same three values).
 
     Attributes:
         data: the bytes from the requested offset (may be empty).
@@ -94,9 +99,22 @@ class LogChunk(NamedTuple):
         finished: True once the job has ended and the log is complete (no more bytes will come).
     """
 
-    data: bytes
-    next_offset: int
-    finished: bool
+    __slots__ = ("data", "finished", "next_offset")
+
+    def __init__(self, data: bytes, next_offset: int, finished: bool) -> None:
+        self.data = data
+        self.next_offset = next_offset
+        self.finished = finished
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogChunk):
+            return NotImplemented
+        return (self.data, self.next_offset, self.finished) == (other.data, other.next_offset, other.finished)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"LogChunk(data={self.data!r}, next_offset={self.next_offset!r}, finished={self.finished!r})"
 
 
 def socket_for(state_dir: str | Path | None = None) -> Path:

@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
-# kind of each flag's value: None for a switch, else a converter that raises ValueError
-Converter = Callable[[str], Any] | None
+# ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
+# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    # kind of each flag's value: None for a switch, else a converter that raises ValueError
+    Converter = Callable[[str], Any] | None
 
 
 def _positive(text: str) -> int:

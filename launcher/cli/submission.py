@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from labgang.launcher.text import control_characters
+
+# ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
+# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Variables labgang sets for each rank; a value inherited from the submitting shell
 # (say, from inside another job) must not leak into the new gang.

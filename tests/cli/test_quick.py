@@ -99,7 +99,18 @@ def test_fast_cancel_refuses_bad_ids_without_sending_anything(tmp_path):
         quick.cancel(["--state-dir", str(tmp_path)])
 
 
-HEAVY = ("click", "pydantic", "aiohttp", "textual", "importlib.metadata", "http.client", "email", "asyncio")
+HEAVY = (
+    "click",
+    "pydantic",
+    "aiohttp",
+    "textual",
+    "importlib.metadata",
+    "http.client",
+    "email",
+    "asyncio",
+    "typing",
+    "dataclasses",
+)
 
 
 def run_fast(state_dir: str, *args: str) -> tuple[int, list[str], str]:
