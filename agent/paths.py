@@ -10,13 +10,30 @@ anyone else.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+# pathlib is imported where a Path is returned, not here: `labgang submit` and `labgang queue`
+# find their socket with socket_file() and never need it (bench/cli_latency.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 STATE_DIR_ENV = "LABGANG_STATE_DIR"
-SYSTEM_STATE_DIR = Path("/var/lib/labgang")
+SYSTEM_STATE_DIR = "/var/lib/labgang"
 SOCKET_NAME = "labgang.sock"
 DB_NAME = "labgang.db"
 AGENT_DIR_NAME = "agent"
+
+
+def default_state_dir_text() -> str:
+    """:func:`default_state_dir` as text (no pathlib)."""
+    env = os.environ.get(STATE_DIR_ENV, "").strip()
+    if env:
+        return os.path.expanduser(env)
+    if os.geteuid() == 0:
+        return SYSTEM_STATE_DIR
+    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = os.path.expanduser(xdg) if xdg else os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "labgang")
 
 
 def default_state_dir() -> Path:
@@ -27,21 +44,25 @@ def default_state_dir() -> Path:
         as root (euid 0); otherwise ``$XDG_STATE_HOME/labgang`` or
         ``~/.local/state/labgang``. The directory is not created.
     """
-    env = os.environ.get(STATE_DIR_ENV, "").strip()
-    if env:
-        return Path(env).expanduser()
-    if os.geteuid() == 0:
-        return SYSTEM_STATE_DIR
-    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "labgang"
+    from pathlib import Path
+
+    return Path(default_state_dir_text())
 
 
 def resolve_state_dir(state_dir: str | os.PathLike[str] | None) -> Path:
     """Return ``state_dir`` as a Path, or :func:`default_state_dir` when it is None or empty."""
+    from pathlib import Path
+
     if state_dir is None or str(state_dir) == "":
         return default_state_dir()
     return Path(state_dir).expanduser()
+
+
+def socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
+    """:func:`socket_path` as text, without importing pathlib (the fast CLI path's socket)."""
+    if state_dir is None or str(state_dir) == "":
+        return os.path.join(default_state_dir_text(), SOCKET_NAME)
+    return os.path.join(os.path.expanduser(os.fspath(state_dir)), SOCKET_NAME)
 
 
 def socket_path(state_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -19,8 +19,6 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from pathlib import Path
-from urllib.parse import quote, urlencode
 
 from labgang.agent import paths
 from labgang.launcher.cli.wire import RemoteClosed, UnixHTTPConnection
@@ -29,6 +27,7 @@ from labgang.launcher.cli.wire import RemoteClosed, UnixHTTPConnection
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -52,7 +51,7 @@ class CoordinatorUnavailable(ClientError):
         socket_path: the socket that was tried.
     """
 
-    def __init__(self, socket_path: Path, detail: str | None = None) -> None:
+    def __init__(self, socket_path: str | Path, detail: str | None = None) -> None:
         self.socket_path = socket_path
         message = (
             f"no labgang coordinator at {socket_path}; start one with `labgang up` "
@@ -125,14 +124,20 @@ def socket_for(state_dir: str | Path | None = None) -> Path:
     return paths.socket_path(state_dir)
 
 
-def starting_pid(socket_path: Path) -> int | None:
+def socket_file_for(state_dir: str | Path | None = None) -> str:
+    """:func:`socket_for` as text (no pathlib import): :func:`labgang.agent.paths.socket_file`."""
+    return paths.socket_file(state_dir)
+
+
+def starting_pid(socket_path: str | Path) -> int | None:
     """The pid of a ``labgang up`` that is still starting for this socket, or None.
 
     Reads ``<state_dir>/up.starting``; a marker whose process is gone (a crashed start)
     counts as none.
     """
     try:
-        pid = int((socket_path.parent / STARTING_MARKER).read_text().strip())
+        with open(os.path.join(os.path.dirname(os.fspath(socket_path)), STARTING_MARKER)) as marker:
+            pid = int(marker.read().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return None
@@ -140,6 +145,8 @@ def starting_pid(socket_path: Path) -> int | None:
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
+    from urllib.parse import quote  # not at the top: a shell command without a job id skips it
+
     return f"/v1/jobs/{quote(str(job_id), safe='')}{suffix}"
 
 
@@ -205,7 +212,7 @@ class Client:
     def __init__(
         self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S, *, wait_for_start: bool = True
     ) -> None:
-        self.socket_path = Path(socket_path)
+        self._socket_file = os.fspath(socket_path)
         self.timeout = timeout
         self.wait_for_start = wait_for_start
         self._conn: UnixHTTPConnection | None = None
@@ -213,7 +220,14 @@ class Client:
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
         """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
-        return cls(socket_for(state_dir), timeout)
+        return cls(socket_file_for(state_dir), timeout)
+
+    @property
+    def socket_path(self) -> Path:
+        """The Unix socket this client talks to."""
+        from pathlib import Path
+
+        return Path(self._socket_file)
 
     def __enter__(self) -> Client:
         return self
@@ -246,11 +260,15 @@ class Client:
         Raises:
             CoordinatorUnavailable: nothing listens at the socket.
         """
-        if len(str(self.socket_path).encode()) > _MAX_SOCKET_PATH:
+        if len(self._socket_file.encode()) > _MAX_SOCKET_PATH:
             raise CoordinatorUnavailable(
                 self.socket_path, f"the socket path is longer than {_MAX_SOCKET_PATH} bytes; use a shorter --state-dir"
             )
-        url = path + ("?" + urlencode(query) if query else "")
+        if query:
+            from urllib.parse import urlencode
+
+            path = f"{path}?{urlencode(query)}"
+        url = path
         payload = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
@@ -293,14 +311,14 @@ class Client:
         deadline = time.monotonic() + STARTUP_WAIT_S
         rechecked = False
         while True:
-            if self.wait_for_start and starting_pid(self.socket_path) is not None:
+            if self.wait_for_start and starting_pid(self._socket_file) is not None:
                 if time.monotonic() > deadline:
                     raise CoordinatorUnavailable(
                         self.socket_path, f"labgang up is still starting after {STARTUP_WAIT_S:g} s"
                     )
                 time.sleep(0.05)
                 continue
-            conn = UnixHTTPConnection(str(self.socket_path), self.timeout)
+            conn = UnixHTTPConnection(self._socket_file, self.timeout)
             try:
                 conn.connect()
                 return conn
@@ -388,6 +406,8 @@ class AsyncClient:
     """
 
     def __init__(self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        from pathlib import Path
+
         self.socket_path = Path(socket_path)
         self.timeout = timeout
         self._session: Any = None
