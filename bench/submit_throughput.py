@@ -6,13 +6,20 @@ UnixConnector, ``--concurrency`` connections), waits for every 201 (each one is
 committed to SQLite with synchronous=FULL before it is answered), checks the database
 holds exactly N jobs, and prints submissions/s and the ratio to the 2,000/s target.
 
-Usage: python bench/submit_throughput.py [-n 1000] [--concurrency 64]
+Then, on the same coordinator: the latency of one submission at a time (``--sequential``
+``POST /v1/jobs`` over one kept-alive connection, p50 and p90, target 3 ms) and of
+``GET /v1/jobs`` once ``--pending`` jobs are pending (p50 of 20, target 20 ms). Both are
+measured by a client that only reads the bytes (:mod:`labgang.launcher.cli.wire`), so they
+are the coordinator's time plus the socket's, with no JSON decoding on the client side.
+
+Usage: python bench/submit_throughput.py [-n 1000] [--concurrency 64] [--sequential 300] [--pending 10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -24,8 +31,45 @@ from pathlib import Path
 
 import aiohttp
 import psutil
+from labgang.launcher.cli.wire import UnixHTTPConnection
 
 TARGET_PER_S = 2000.0
+TARGET_POST_MS = 3.0
+TARGET_LIST_MS = 20.0
+
+
+def sequential_posts(sock: Path, n: int) -> list[float]:
+    """Seconds of each of ``n`` one-at-a-time submissions over one kept-alive connection."""
+    conn = UnixHTTPConnection(str(sock), 30.0)
+    body = json.dumps({"argv": ["true"], "workers": 1, "gpus_per_worker": 1, "env": {"HOME": "/root"}, "cwd": "/"})
+    headers = {"Content-Type": "application/json"}
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        resp = conn.request("POST", "/v1/jobs", body.replace('"true"', f'"true{i}"').encode(), headers)
+        times.append(time.perf_counter() - start)
+        if resp.status != 201:
+            raise SystemExit(f"sequential submission refused: HTTP {resp.status} {resp.body[:200]!r}")
+    conn.close()
+    return times
+
+
+def list_times(sock: Path, runs: int) -> tuple[list[float], int]:
+    """Seconds of each of ``runs`` ``GET /v1/jobs?all=1`` and the size of the last answer in bytes."""
+    conn = UnixHTTPConnection(str(sock), 60.0)
+    times, size = [], 0
+    for _ in range(runs):
+        start = time.perf_counter()
+        resp = conn.request("GET", "/v1/jobs?all=1", None, {})
+        times.append(time.perf_counter() - start)
+        size = len(resp.body)
+    conn.close()
+    return times, size
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def burst(sock: Path, n: int, concurrency: int) -> tuple[float, list[int]]:
@@ -49,6 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=1000, help="submissions in the burst")
     parser.add_argument("--concurrency", type=int, default=64, help="parallel connections")
+    parser.add_argument("--sequential", type=int, default=300, help="one-at-a-time submissions timed")
+    parser.add_argument("--pending", type=int, default=10000, help="pending jobs when GET /v1/jobs is timed")
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="lgb-", dir="/tmp"))
@@ -88,6 +134,23 @@ def main() -> None:
         )
         if ok != args.n or stored != args.n:
             raise SystemExit("some submissions were lost or refused")
+
+        posts = sequential_posts(sock, args.sequential)
+        p50 = quantile(posts, 0.5) * 1000
+        print(
+            f"sequential POST /v1/jobs: p50 {p50:.2f} ms, p90 {quantile(posts, 0.9) * 1000:.2f} ms over "
+            f"{args.sequential} (target {TARGET_POST_MS:g} ms, ratio {p50 / TARGET_POST_MS:.2f})"
+        )
+        have = args.n + args.sequential
+        if args.pending > have:
+            asyncio.run(burst(sock, args.pending - have, args.concurrency))
+        stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+        lists, size = list_times(sock, 20)
+        p50 = quantile(lists, 0.5) * 1000
+        print(
+            f"GET /v1/jobs with {stored} pending: p50 {p50:.1f} ms, p90 {quantile(lists, 0.9) * 1000:.1f} ms, "
+            f"{size / 1e6:.1f} MB (target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f})"
+        )
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)

@@ -102,12 +102,17 @@ class UnixHTTPConnection:
         return head
 
     def _read_exact(self, n: int) -> bytes:
-        while len(self._buffer) < n:
+        # gather the pieces and join once: appending to one bytes object would copy a
+        # megabytes-long listing over and over
+        parts, have = [self._buffer], len(self._buffer)
+        while have < n:
             data = self._recv()
             if not data:
                 raise RemoteClosed("the server closed the connection mid-body")
-            self._buffer += data
-        out, self._buffer = self._buffer[:n], self._buffer[n:]
+            parts.append(data)
+            have += len(data)
+        whole = b"".join(parts)
+        out, self._buffer = whole[:n], whole[n:]
         return out
 
     def _read_response(self, method: str) -> Response:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator import view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound
 
 if TYPE_CHECKING:
@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Reply:
-    """An operation's answer: JSON (``payload``) or bytes (``body``, text/plain), plus headers."""
+    """An operation's answer: JSON (``payload``, or ``encoded`` when already encoded), or bytes
+    (``body``, text/plain), plus headers."""
 
     status: int = 200
     payload: Any = None
     body: bytes | None = None
+    encoded: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -86,7 +88,7 @@ async def list_jobs(
 ) -> Reply:
     """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    return Reply(200, {"jobs": [views.job_view(j) for j in jobs]})
+    return Reply(200, encoded=view_cache.cache_for(coord).jobs_body(jobs, len(coord.jobs)))
 
 
 async def get_job(

@@ -58,6 +58,10 @@ def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
     """Turn an operation's :class:`Reply` into an aiohttp response."""
     if reply.body is not None:
         return web.Response(status=reply.status, body=reply.body, headers=reply.headers, content_type="text/plain")
+    if reply.encoded is not None:
+        return web.Response(
+            status=reply.status, body=reply.encoded, headers=reply.headers, content_type="application/json"
+        )
     return web.json_response(reply.payload, status=reply.status, headers=reply.headers)
 
 
@@ -124,4 +128,6 @@ async def forwarded(
         return 500, {"Content-Type": "application/json"}, json.dumps(err).encode()
     if reply.body is not None:
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
+    if reply.encoded is not None:
+        return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.encoded
     return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()

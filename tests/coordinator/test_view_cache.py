@@ -1,0 +1,95 @@
+"""The coordinator's cache of encoded JobViews (GET /v1/jobs): it answers what job_view would,
+however the job changed, and rebuilds nothing that did not change."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from labgang.launcher.coordinator.view_cache import JobViewCache
+from labgang.launcher.coordinator.views import job_view
+from labgang.launcher.model import JobState
+from labgang.launcher.store import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
+
+
+def job(job_id: str, name: str = "train") -> JobRecord:
+    spec = JobSpec(
+        name=name,
+        user="alice",
+        uid=1000,
+        gid=1000,
+        queue="default",
+        priority=0,
+        workers=2,
+        per_worker=1,
+        resource="gpu",
+        gpu_model=None,
+        nodes=None,
+        argv=["python", "train.py"],
+        env={},
+        cwd="/tmp",
+        grace_s=5.0,
+        time_limit_s=None,
+        requeue=True,
+        signal=None,
+    )
+    record = JobRecord(id=job_id, seq=int(job_id), spec=spec, status=JobStatus(submit_time=1.0))
+    record.history.append(HistoryEntry(1.0, "submitted", "queue default"))
+    return record
+
+
+def listed(cache: JobViewCache, jobs: list[JobRecord]) -> list[dict]:
+    return json.loads(cache.jobs_body(jobs, len(jobs)))["jobs"]
+
+
+def fresh(jobs: list[JobRecord]) -> list[dict]:
+    return json.loads(json.dumps([job_view(j) for j in jobs]))
+
+
+def test_every_kind_of_change_shows_in_the_next_listing() -> None:
+    cache = JobViewCache()
+    jobs = [job("1"), job("2")]
+    assert listed(cache, jobs) == fresh(jobs)
+
+    jobs[0].status.reason_code = "QUOTA"  # status changed in place
+    jobs[0].status.reason_message = "queue default: 8 of 8 gpu in use"
+    assert listed(cache, jobs) == fresh(jobs)
+
+    jobs[0].status.state = JobState.ADMITTED
+    jobs[0].ranks = {0: RankRecord(0, "n1", ("GPU-a",)), 1: RankRecord(1, "n1", ("GPU-b",))}
+    assert listed(cache, jobs) == fresh(jobs)
+
+    jobs[0].ranks[1].state = "running"  # a rank changed in place
+    jobs[0].ranks[1].pid = 4242
+    jobs[0].history.append(HistoryEntry(2.0, "started", "all ranks running"))
+    assert listed(cache, jobs) == fresh(jobs)
+
+    jobs[1].status = dataclasses.replace(jobs[1].status, state=JobState.CANCELLED)  # status replaced
+    jobs[1].spec = dataclasses.replace(jobs[1].spec, priority=7)  # spec replaced
+    assert listed(cache, jobs) == fresh(jobs)
+    assert [j["state"] for j in listed(cache, jobs)] == ["admitted", "cancelled"]
+
+
+def test_an_unchanged_job_is_not_encoded_again() -> None:
+    cache = JobViewCache()
+    pending = job("1")
+    first = cache.encoded(pending)
+    assert cache.encoded(pending) is first
+    pending.status.reason_message = "waiting"
+    assert cache.encoded(pending) is not first
+
+
+def test_a_new_job_under_a_reused_id_is_not_served_the_old_view() -> None:
+    cache = JobViewCache()
+    old, new = job("1", "old"), job("1", "new")
+    cache.encoded(old)
+    assert json.loads(cache.encoded(new))["name"] == "new"
+
+
+def test_the_cache_forgets_jobs_that_are_gone() -> None:
+    cache = JobViewCache()
+    cache.jobs_body([job(str(i)) for i in range(1, 200)], 199)
+    kept = [job("1")]
+    cache.jobs_body(kept, 1)
+    assert len(cache._entries) <= 2 * 1 + 64
+    assert listed(cache, kept) == fresh(kept)
