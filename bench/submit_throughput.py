@@ -135,21 +135,28 @@ def main() -> None:
         if ok != args.n or stored != args.n:
             raise SystemExit("some submissions were lost or refused")
 
+        cpu_before = sum(server.cpu_times()[:2])
         posts = sequential_posts(sock, args.sequential)
+        cpu_per_post = (sum(server.cpu_times()[:2]) - cpu_before) / args.sequential * 1000
         p50 = quantile(posts, 0.5) * 1000
         print(
             f"sequential POST /v1/jobs: p50 {p50:.2f} ms, p90 {quantile(posts, 0.9) * 1000:.2f} ms over "
-            f"{args.sequential} (target {TARGET_POST_MS:g} ms, ratio {p50 / TARGET_POST_MS:.2f})"
+            f"{args.sequential} (target {TARGET_POST_MS:g} ms, ratio {p50 / TARGET_POST_MS:.2f}); "
+            f"coordinator CPU per POST {cpu_per_post:.2f} ms"
         )
         have = args.n + args.sequential
         if args.pending > have:
             asyncio.run(burst(sock, args.pending - have, args.concurrency))
         stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+        list_times(sock, 1)  # the first listing after a burst encodes every new job once
+        cpu_before = sum(server.cpu_times()[:2])
         lists, size = list_times(sock, 20)
+        cpu_per_get = (sum(server.cpu_times()[:2]) - cpu_before) / 20 * 1000
         p50 = quantile(lists, 0.5) * 1000
         print(
             f"GET /v1/jobs with {stored} pending: p50 {p50:.1f} ms, p90 {quantile(lists, 0.9) * 1000:.1f} ms, "
-            f"{size / 1e6:.1f} MB (target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f})"
+            f"{size / 1e6:.1f} MB (target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f}); "
+            f"coordinator CPU per GET {cpu_per_get:.1f} ms (ratio {cpu_per_get / TARGET_LIST_MS:.2f})"
         )
     finally:
         os.kill(proc.pid, signal.SIGTERM)

@@ -23,30 +23,39 @@ if TYPE_CHECKING:
     from labgang.launcher.store import JobRecord
 
 
-def _fingerprint(job: JobRecord) -> tuple[Any, ...]:
+def _ranks(job: JobRecord) -> tuple[Any, ...]:
     ranks = job.ranks
-    return (
-        tuple(vars(job.status).values()),
-        len(job.history),
-        job.history[-1] if job.history else None,
-        tuple((k, tuple(vars(r).values())) for k, r in ranks.items()) if ranks else (),
-    )
+    return tuple((k, tuple(vars(r).values())) for k, r in ranks.items()) if ranks else ()
 
 
 class JobViewCache:
-    """Encoded JobViews (``json.dumps`` bytes) by job, each with the fingerprint it was built from."""
+    """Encoded JobViews (``json.dumps`` bytes) by job, each with the fingerprint it was built from.
+
+    An entry holds the job, its spec, a copy of its status fields, its history's length and last
+    entry, and its ranks' fields; it is used only while all of them still match (the objects by
+    identity, the fields by value).
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[JobRecord, Any, tuple[Any, ...], bytes]] = {}
+        self._entries: dict[str, tuple[JobRecord, Any, dict[str, Any], int, Any, tuple[Any, ...], bytes]] = {}
 
     def encoded(self, job: JobRecord) -> bytes:
         """The JSON bytes of ``views.job_view(job)``, rebuilt only when the job changed."""
-        fingerprint = _fingerprint(job)
+        history = job.history
+        last = history[-1] if history else None
         entry = self._entries.get(job.id)
-        if entry is not None and entry[0] is job and entry[1] is job.spec and entry[2] == fingerprint:
-            return entry[3]
+        if (
+            entry is not None
+            and entry[0] is job
+            and entry[1] is job.spec
+            and entry[3] == len(history)
+            and entry[4] is last
+            and entry[2] == vars(job.status)
+            and entry[5] == _ranks(job)
+        ):
+            return entry[6]
         data = json.dumps(views.job_view(job)).encode()
-        self._entries[job.id] = (job, job.spec, fingerprint, data)
+        self._entries[job.id] = (job, job.spec, dict(vars(job.status)), len(history), last, _ranks(job), data)
         return data
 
     def jobs_body(self, jobs: Iterable[JobRecord], known: int) -> bytes:
