@@ -9,7 +9,8 @@ targets in bench/README.md ("Targets"), all measured in this one run:
   (pending, with a reason). The bench writes the FIFOs, each rank writes its exit timestamp
   and exits. Latency = the last waiting rank's start timestamp (written first thing by the
   rank) minus the last releasing rank's exit timestamp; p50/p90 over ``--rounds`` (after one
-  unmeasured warm-up round). Target p50 < 50 ms; peers 2-4 s.
+  unmeasured warm-up round). Target p50 < 50 ms; peers 2-4 s. The same stamps give the
+  gang's rank start spread (its last rank's start minus its first's): target <= 10 ms.
 * **makespan**: the same ``labgang up``; ``--jobs`` one-second 1-GPU jobs (``sleep 1``)
   submitted back to back; makespan = the last job's end (coordinator time) minus the first
   submit; ideal = ceil(jobs/8) x 1 s. Target <= 1.1 x ideal; peers 5-7 x.
@@ -322,7 +323,7 @@ def open_gates(inst: Instance, tag: str, ranks: int) -> None:
 def bench_release(rounds: int) -> dict[str, Any]:
     """Run ``rounds`` (+1 warm-up) release rounds; return latencies in seconds (last start, first start)."""
     inst = start_up("rel")
-    last, first, admit, ended, shapes = [], [], [], [], []
+    last, first, admit, ended, shapes, spread = [], [], [], [], [], []
     try:
         with inst.client() as c:
             for i in range(rounds + 1):
@@ -345,6 +346,7 @@ def bench_release(rounds: int) -> dict[str, Any]:
                 if i > 0:
                     last.append(max(started) - released)
                     first.append(min(started) - released)
+                    spread.append(max(started) - min(started))
                     admit.append(c.job(waiter_id)["admit_time"] - released)
                     ended.append(c.job(holder_id)["end_time"] - released)
                     shapes.append(f"{workers}x{gpus}")
@@ -355,7 +357,15 @@ def bench_release(rounds: int) -> dict[str, Any]:
                     )
     finally:
         inst.close()
-    return {"last": last, "first": first, "admit": admit, "ended": ended, "shapes": shapes, "leftover": inst.leftover}
+    return {
+        "last": last,
+        "first": first,
+        "admit": admit,
+        "ended": ended,
+        "shapes": shapes,
+        "spread": spread,
+        "leftover": inst.leftover,
+    }
 
 
 # ----- 2. makespan of N one-second 1-GPU jobs -------------------------------------------------------
@@ -551,6 +561,12 @@ def main() -> None:
             f"p50 {ms(percentile(r['admit'], 0.5))}"
         )
         print(f"   p50 / target 50 ms = {p50 / 0.050:.2f}   peers 2-4 s / p50 = {2.0 / p50:.0f}-{4.0 / p50:.0f}x")
+        spread50, spread90 = percentile(r["spread"], 0.5), percentile(r["spread"], 0.9)
+        print(
+            f"   rank start spread of the 4x2 gang (last rank start - first rank start, one node): "
+            f"p50 {ms(spread50)}  p90 {ms(spread90)}  max {ms(max(r['spread']))}; "
+            f"p50 / target 10 ms = {spread50 / 0.010:.2f} (Slurm 18-29 ms)"
+        )
 
     if "makespan" in chosen:
         m = bench_makespan(args.jobs)
