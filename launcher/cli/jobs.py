@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import click
-from labgang.launcher.cli import submission
+from labgang.launcher.cli import job_request
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import (
@@ -235,14 +235,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_submission(**flags: Any) -> dict[str, Any]:
-    """Build the ``POST /v1/jobs`` body from the submit flags: :func:`labgang.launcher.cli.submission.build_submission`.
+    """The ``POST /v1/jobs`` body from the submit flags (:func:`labgang.launcher.cli.job_request.build_submission`).
 
     Raises:
         click.UsageError: conflicting or malformed flags (the message names the flag).
     """
     try:
-        return submission.build_submission(**flags)
-    except submission.SubmissionError as exc:
+        return job_request.build_submission(**flags)
+    except job_request.SubmissionError as exc:
         raise click.UsageError(str(exc)) from None
 
 

@@ -194,15 +194,15 @@ def _refusal(command: str, err: Exception) -> int:
 
 def submit(args: list[str]) -> int:
     """``labgang submit``: see :func:`labgang.launcher.cli.jobs.submit`."""
-    from labgang.launcher.cli import submission
+    from labgang.launcher.cli import job_request
     from labgang.launcher.cli.client import ApiError, Client, ClientError
 
     options, argv = parse(args, _submit_flags(), interspersed=False)
     state_dir = _state_dir(options)
     as_json = options.pop("as_json", False)
     try:
-        body = submission.build_submission(argv=argv, **options)
-    except submission.SubmissionError:
+        body = job_request.build_submission(argv=argv, **options)
+    except job_request.SubmissionError:
         raise NotFast("submission") from None
     try:
         with Client.for_state_dir(state_dir) as client:

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from labgang.launcher.cli import jobs, quick, submission
+from labgang.launcher.cli import job_request, jobs, quick
 from labgang.launcher.cli.wire import UnixHTTPConnection
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
@@ -60,7 +60,7 @@ def fast_body(args: list[str]) -> dict[str, object]:
     options, argv = quick.parse(args, quick._submit_flags(), interspersed=False)
     options.pop("state_dir", None)
     options.pop("as_json", None)
-    return submission.build_submission(argv=argv, **options, env=ENV, cwd="/work")
+    return job_request.build_submission(argv=argv, **options, env=ENV, cwd="/work")
 
 
 @pytest.mark.parametrize("args", SUBMIT_LINES, ids=" ".join)
@@ -70,7 +70,7 @@ def test_fast_submit_builds_the_click_commands_body(args):
 
 @pytest.mark.parametrize("args", NOT_FAST, ids=lambda a: " ".join(a) or "nothing")
 def test_fast_submit_leaves_the_rest_to_click(args):
-    with pytest.raises((quick.NotFast, submission.SubmissionError)):
+    with pytest.raises((quick.NotFast, job_request.SubmissionError)):
         fast_body(args)
 
 
