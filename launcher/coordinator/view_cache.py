@@ -4,7 +4,7 @@
 pending ones) have not changed since the last time. Building a JobView and encoding it costs
 tens of microseconds per job; comparing a job against its cached fingerprint costs about one.
 The fingerprint is everything :func:`labgang.launcher.coordinator.views.job_view` reads: the
-spec (frozen: compared by identity), every status field, the ranks' fields, and the history's
+spec (by identity: it never changes after submission), every status field, the ranks' fields, and the history's
 length and last entry (the history only grows). Nothing has to remember to invalidate the
 cache, so a lifecycle rule that changes a job in a new way cannot leave a stale view behind.
 """
