@@ -23,11 +23,11 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labgang.launcher.model import JobRequest, JobState
+from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
+from labgang.launcher.lifecycle.states import RankPhase
 
 log = logging.getLogger("labgang.store")
 
@@ -73,148 +73,6 @@ CREATE TABLE IF NOT EXISTS decisions (
     message TEXT NOT NULL
 );
 """
-
-
-@dataclass
-class JobSpec:
-    """What the user submitted (never changes after submission).
-
-    Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
-    """
-
-    name: str
-    user: str
-    uid: int
-    gid: int | None
-    queue: str
-    priority: int
-    workers: int
-    per_worker: int
-    resource: str
-    gpu_model: str | None
-    nodes: int | None
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    grace_s: float
-    time_limit_s: float | None
-    requeue: bool
-    signal: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
-        return {name: getattr(self, name) for name in _SPEC_FIELDS}
-
-    @property
-    def request(self) -> JobRequest:
-        """The scheduler's view of the request."""
-        return JobRequest(
-            workers=self.workers,
-            per_worker=self.per_worker,
-            resource=self.resource,
-            gpu_model=self.gpu_model,
-            nodes=self.nodes,
-        )
-
-
-_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
-
-
-@dataclass
-class RankRecord:
-    """One rank of one start attempt. ``state`` is "assigned" (admitted, not launched),
-    "launching", "running", "exited", "gone" (no exit status known) or "lost" (its node
-    was lost)."""
-
-    rank: int
-    node: str
-    devices: tuple[str, ...]
-    state: str = "assigned"
-    pid: int | None = None
-    exit_status: int | None = None
-
-    @property
-    def ended(self) -> bool:
-        """True once the rank's processes are gone and its devices free (or its node was lost)."""
-        return self.state in ("gone", "lost")
-
-
-@dataclass
-class JobStatus:
-    """The mutable part of a job. Times are unix seconds.
-
-    ``end_intent`` says what happens when a terminating job's ranks are all gone:
-    "requeue" (preempted), "retry" (failed start: requeue with backoff), "lost" (node
-    lost: requeue or fail), "cancel", "fail", "timeout".
-    """
-
-    state: JobState = JobState.PENDING
-    submit_time: float = 0.0
-    pending_since: float = 0.0
-    admit_time: float | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-    exit_status: int | None = None
-    restart_count: int = 0
-    start_failures: int = 0
-    not_before: float = 0.0
-    reason_code: str | None = None
-    reason_message: str | None = None
-    end_intent: str | None = None
-    nominated: tuple[str, ...] = ()
-    master_addr: str | None = None
-    master_port: int | None = None
-    warned: bool = False
-
-    def to_json(self) -> str:
-        """The status as compact JSON (what the ``jobs.status`` column holds)."""
-        d = {name: getattr(self, name) for name in _STATUS_FIELDS}
-        d["state"] = self.state.value
-        d["nominated"] = list(self.nominated)
-        return json.dumps(d, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> "JobStatus":
-        d = json.loads(text)
-        d["state"] = JobState(d["state"])
-        d["nominated"] = tuple(d.get("nominated", ()))
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-_STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
-
-
-@dataclass
-class HistoryEntry:
-    """One line of a job's history (unix seconds)."""
-
-    time: float
-    event: str
-    message: str
-
-
-@dataclass
-class JobRecord:
-    """A job as the coordinator holds it in memory: spec, status, current ranks, history."""
-
-    id: str
-    seq: int
-    spec: JobSpec
-    status: JobStatus
-    ranks: dict[int, RankRecord] = field(default_factory=dict)
-    history: list[HistoryEntry] = field(default_factory=list)
-
-    @property
-    def attempt(self) -> int:
-        """The start attempt the current ranks belong to (= restart_count)."""
-        return self.status.restart_count
-
-    @property
-    def run_id(self) -> str:
-        """The id the node agents know this attempt by (``<job id>.<attempt>``), so a
-        requeued job's new ranks never collide with its old ones."""
-        return f"{self.id}.{self.attempt}"
 
 
 class Store:
@@ -389,15 +247,14 @@ class Store:
             rank.rank,
             rank.node,
             json.dumps(list(rank.devices)),
-            rank.state,
+            rank.state.value,
             rank.pid,
             rank.exit_status,
         )
 
-    def add_event(self, job: JobRecord, time: float, event: str, message: str) -> None:
-        """Append a history line to the job (memory and database)."""
-        job.history.append(HistoryEntry(time, event, message))
-        self._events.append((job.id, time, event, message))
+    def save_event(self, job_id: str, entry: HistoryEntry) -> None:
+        """Write one history line of ``job_id`` (the lifecycle model already appended it in memory)."""
+        self._events.append((job_id, entry.time, entry.event, entry.message))
 
     def add_decision(self, time: float, job_id: str, kind: str, code: str, message: str) -> None:
         """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
@@ -421,7 +278,7 @@ class Store:
         for job_id, attempt, rank, node, devices, state, pid, exit_status in rank_rows:
             job = jobs.get(job_id)
             if job is not None and attempt == job.attempt:
-                job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), state, pid, exit_status)
+                job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status)
         for job_id, time, event, message in event_rows:
             job = jobs.get(job_id)
             if job is not None:

@@ -1,5 +1,6 @@
 """The scheduling loop: build a :class:`Snapshot` from the store and live inventories,
-run the pure ``run_cycle``, record its decisions, then dispatch.
+run the pure ``run_cycle``, hand its result to the lifecycle model (``CycleDecided``), then
+commit and dispatch.
 
 Events that can change a decision (submission, cancellation, a job leaving its devices
 or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
@@ -15,15 +16,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import lifecycle
-from labgang.launcher.model import JobState
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.events import CycleDecided
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.rules import leaving
+from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
-from labgang.launcher.scheduler.decisions import CycleResult
+from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
-from labgang.launcher.scheduler.unschedulable import never_schedulable
-from labgang.launcher.store import JobRecord, JobSpec, RankRecord
+from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -34,7 +38,7 @@ MAX_CYCLES_PER_WAKE = 32
 PERIODIC_CYCLE_S = 5.0
 
 
-def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
+def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
     """Every node with a known inventory and all its allocatable devices, in name order."""
     nodes = []
     for name in sorted(coord.agents.nodes):
@@ -49,28 +53,18 @@ def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
     return tuple(nodes)
 
 
-def held_devices(coord: "Coordinator") -> dict[str, JobRecord]:
-    """Device UUID → the job that holds it (admitted, running or terminating)."""
-    held: dict[str, JobRecord] = {}
-    for job in lifecycle.active_jobs(coord):
-        for rank in job.ranks.values():
-            for uuid in rank.devices:
-                held[uuid] = job
-    return held
-
-
 def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str]) -> frozenset[str]:
     """Devices that NVML shows processes on while no job holds them (foreign processes, memory
     still held after a job): never offered to the scheduler.
 
     Args:
         device_pids: device UUID → pids NVML shows on it (``NodeInventory.device_pids()``).
-        held: UUIDs of devices some job holds (e.g. :func:`held_devices`).
+        held: UUIDs of devices some job holds (e.g. ``Coordinator.held_devices()``).
     """
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> frozenset[str]:
+def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
@@ -89,12 +83,12 @@ def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> fro
     return frozenset(out)
 
 
-def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
+def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
     """
-    held = held_devices(coord)
+    held = coord.held_devices()
     running = []
     pending = []
     for job in sorted(coord.jobs.values(), key=lambda j: j.seq):
@@ -114,7 +108,7 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                     admit_time=st.admit_time or st.submit_time,
                     placement=placement,
                     grace=job.spec.grace_s,
-                    terminating=st.state == JobState.TERMINATING,
+                    terminating=leaving(job),
                     seq=job.seq,
                 )
             )
@@ -141,70 +135,10 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
     )
 
 
-def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[JobRecord]:
-    """Record one cycle's decisions in memory and in the store; return the admitted jobs.
-
-    Victims are told to stop (queued effects, sent after the commit); preemptors keep
-    their nominated victims; pending reasons are written when they change.
-    """
-    store = coord.store
-    admitted: list[JobRecord] = []
-    for adm in result.admitted:
-        job = coord.jobs.get(adm.job_id)
-        if job is None or job.status.state != JobState.PENDING:
-            continue
-        st = job.status
-        st.state = JobState.ADMITTED
-        st.admit_time = now
-        st.nominated = ()
-        st.reason_code = st.reason_message = None
-        job.ranks = {rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement}
-        store.save_status(job)
-        for rank in job.ranks.values():
-            store.save_rank(job, rank)
-        where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
-        store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
-        admitted.append(job)
-        if coord.metrics is not None:
-            coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
-    for pre in result.preempted:
-        job = coord.jobs.get(pre.job_id)
-        if job is None:
-            continue
-        if tuple(job.status.nominated) != tuple(pre.victims):
-            job.status.nominated = tuple(pre.victims)
-            store.save_status(job)
-            store.add_decision(now, job.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}")
-            coord.event(job, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
-        for victim_id in pre.victims:
-            victim = coord.jobs.get(victim_id)
-            if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):
-                store.add_decision(now, victim.id, "victim", "preempted", f"by job {job.id}: {pre.reason}")
-                lifecycle.begin_termination(coord, victim, "requeue", f"preempted by job {job.id}: {pre.reason}")
-                if coord.metrics is not None:
-                    why = "in_queue" if victim.spec.queue == job.spec.queue else "reclaim"
-                    coord.metrics.count_preemption(victim.spec.queue, why)
-    for pend in result.pending:
-        job = coord.jobs.get(pend.job_id)
-        if job is None or job.status.state != JobState.PENDING:
-            continue
-        code = getattr(pend.reason.code, "value", str(pend.reason.code))
-        st = job.status
-        if st.reason_code != code:
-            # A new kind of reason is a decision worth keeping; a new number in the same
-            # reason only updates memory (and goes to disk with the next status write).
-            st.reason_code, st.reason_message = code, pend.reason.message
-            store.add_decision(now, job.id, "pending", code, pend.reason.message)
-            store.save_status(job)
-        else:
-            st.reason_message = pend.reason.message
-    return admitted
-
-
-def run_cycles(coord: "Coordinator") -> list[JobRecord]:
-    """Run cycles until one admits nothing new; return every job admitted."""
-    admitted: list[JobRecord] = []
+def run_cycles(coord: Coordinator) -> int:
+    """Run cycles until one admits nothing new; return how many gangs were admitted (their
+    dispatch runs after the next commit)."""
+    admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
     for _ in range(MAX_CYCLES_PER_WAKE):
@@ -226,18 +160,16 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
             len(result.preempted),
             (time.perf_counter() - started) * 1e3,
         )
-        new = apply_result(coord, result, now)
-        admitted.extend(new)
+        new = sum(isinstance(e, fx.Dispatch) for e in coord.apply(CycleDecided(now, result)))
+        admitted += new
         if not new:
             break
     return admitted
 
 
-async def scheduling_loop(coord: "Coordinator") -> None:
+async def scheduling_loop(coord: Coordinator) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
-    window), commit, dispatch admitted gangs."""
-    from labgang.launcher.coordinator.dispatch import dispatch_job
-
+    window), commit; admitted gangs are dispatched once their admission is committed."""
     loop = asyncio.get_running_loop()
     # Never wait longer than cycle_coalesce_max_s for a cycle, whatever the window.
     window = min(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s)
@@ -251,25 +183,23 @@ async def scheduling_loop(coord: "Coordinator") -> None:
             await asyncio.sleep(wait)
         coord.wake.clear()
         try:
-            admitted = run_cycles(coord)
+            run_cycles(coord)
             await coord.flush()
         except Exception:  # a bug in one cycle must not stop scheduling for good
             log.exception("scheduling cycle failed")
             await asyncio.sleep(1.0)
             continue
         last_cycle_end = loop.time()
-        for job in admitted:
-            coord.spawn(dispatch_job(coord, job))
 
 
-async def timer_loop(coord: "Coordinator") -> None:
+async def timer_loop(coord: Coordinator) -> None:
     """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
     last = coord.clock()
     while True:
         await asyncio.sleep(coord.config.timer_interval_s)
         now = coord.clock()
         try:
-            lifecycle.check_timers(coord)
+            coord.check_timers()
             await coord.flush()
         except Exception:
             log.exception("timer check failed")
@@ -282,7 +212,7 @@ async def timer_loop(coord: "Coordinator") -> None:
         last = now
 
 
-def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | None:
+def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
 
@@ -302,10 +232,7 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     return answer
 
 
-def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
-    from labgang.launcher.scheduler.quota import QuotaBook
-    from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
-
+def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     book = QuotaBook(coord.config.queue_specs())
     reason = quota_never_fits(book, spec.queue, spec.request)
     return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))

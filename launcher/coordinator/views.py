@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobRecord
 
@@ -38,7 +38,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "start_time": st.start_time,
         "end_time": st.end_time,
         "reason": reason,
-        "nodes": lifecycle.job_nodes(job),
+        "nodes": job_nodes(job),
         "exit_status": st.exit_status,
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
@@ -134,9 +134,7 @@ def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
     it), "foreign" (free, but a process labgang did not start shows on it), "free".
     """
-    from labgang.launcher.coordinator.scheduling import held_devices
-
-    held = held_devices(coord)
+    held = coord.held_devices()
     finished_pids = {
         (r.node, r.pid)
         for j in coord.jobs.values()

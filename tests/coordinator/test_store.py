@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from labgang.launcher.lifecycle.records import HistoryEntry
+from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
 
@@ -39,10 +41,11 @@ def spec(name: str = "train") -> JobSpec:
 def test_round_trip_of_jobs_ranks_and_history(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     job = store.insert_job(spec(), JobStatus(submit_time=1.0, pending_since=1.0))
-    store.add_event(job, 1.0, "submitted", "by alice")
+    job.history.append(HistoryEntry(1.0, "submitted", "by alice"))
+    store.save_event(job.id, job.history[-1])
     job.status.state = JobState.RUNNING
     job.status.restart_count = 1
-    job.ranks = {0: RankRecord(0, "n1", ("GPU-a", "GPU-b"), "running", 42)}
+    job.ranks = {0: RankRecord(0, "n1", ("GPU-a", "GPU-b"), RankPhase.RUNNING, 42)}
     store.save_status(job)
     store.save_rank(job, job.ranks[0])
     store.add_decision(2.0, job.id, "admit", "admitted", "on n1")
