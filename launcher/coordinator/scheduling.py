@@ -109,7 +109,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     placement=placement,
                     grace=job.spec.grace_s,
                     terminating=leaving(job),
-                    seq=job.seq,
+                    seq=st.admit_seq,
                 )
             )
         elif st.state == JobState.PENDING and st.not_before <= now:

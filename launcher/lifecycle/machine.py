@@ -63,6 +63,8 @@ class Lifecycle:
     def __init__(self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = ()) -> None:
         self.policy = policy
         self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs}
+        self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
+        """How many admissions so far: the last one's ``admit_seq``."""
         self._out: list[fx.Effect] = []
         self._now = 0.0
 
@@ -227,6 +229,8 @@ class Lifecycle:
             st = job.status
             transition(st, JobState.ADMITTED)
             st.admit_time = now
+            self.admissions += 1
+            st.admit_seq = self.admissions
             st.nominated = ()
             st.ran = False
             st.reason_code = st.reason_message = None

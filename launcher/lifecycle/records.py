@@ -89,6 +89,8 @@ class JobStatus:
     ``attempt`` numbers the start attempts (a new one at every requeue, so a new attempt's ranks
     never collide with an old one's on a node); ``restart_count`` counts only attempts that ran
     (some rank started). ``ran`` is True once a rank of the current attempt started.
+    ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
+    among equal ``admit_time`` is the highest one.
     """
 
     state: JobState = JobState.PENDING
@@ -110,6 +112,7 @@ class JobStatus:
     warned: bool = False
     attempt: int = 0
     ran: bool = False
+    admit_seq: int = 0
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""
