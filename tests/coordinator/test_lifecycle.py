@@ -485,3 +485,17 @@ async def test_an_attempt_evicted_before_it_started_is_not_counted_as_a_restart(
     assert job.run_id == f"{low}.1"  # a new attempt all the same: its ranks never collide with the old ones
     [requeued] = [h.message for h in job.history if h.event == "requeued"]
     assert "never ran" in requeued
+
+
+async def test_most_recently_admitted_is_admission_order_not_submission_order(coord: Coordinator) -> None:
+    """Two gangs admitted at one instant, the later-submitted first: the one admitted last is
+    the most recently admitted (the order the simulator uses too)."""
+    from labgang.launcher.coordinator.scheduling import build_snapshot
+    from labgang.launcher.scheduler.snapshot import victim_order
+
+    first, second = await submit(coord, workers=1), await submit(coord, workers=1)
+    placements = {first: (RankPlacement(0, "n1", ("GPU-a",)),), second: (RankPlacement(0, "n2", ("GPU-b",)),)}
+    decide(coord, CycleResult(admitted=(Admit(second, placements[second]),), preempted=(), pending=()))
+    decide(coord, CycleResult(admitted=(Admit(first, placements[first]),), preempted=(), pending=()))
+    running = build_snapshot(coord, coord.clock()).running
+    assert [j.id for j in sorted(running, key=victim_order)] == [first, second]  # evicted first: admitted last
