@@ -83,6 +83,7 @@ class Coordinator:
         # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
         self._stops: dict[str, list[tuple[str, float, bool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._wakes: set[float] = set()  # instants a scheduler wake is already set for
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
         self.schedulable_cache: dict[Any, str | None] = {}
@@ -140,21 +141,30 @@ class Coordinator:
         elif isinstance(effect, fx.WakeScheduler):
             self.kick()
         elif isinstance(effect, fx.WakeAt):
-            self._wake_at(effect.time)
+            self.wake_at(effect.time)
         elif isinstance(effect, fx.AdmissionObserved):
             if self.metrics is not None:
                 self.metrics.observe_admission(effect.queue, effect.wait_s)
         elif self.metrics is not None:  # PreemptionCounted
             self.metrics.count_preemption(effect.queue, effect.why)
 
-    def _wake_at(self, when: float) -> None:
-        """Kick the scheduler at ``when`` (this coordinator's clock); the timer loop is the backstop
-        when no event loop runs (a backoff that ends while the coordinator is down)."""
+    def wake_at(self, when: float) -> None:
+        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
+
+        Without a running event loop (a test driving the model directly) nothing is scheduled."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        loop.call_later(max(0.0, when - self.clock()), self.kick)
+        if when in self._wakes:
+            return
+        self._wakes.add(when)
+
+        def wake() -> None:
+            self._wakes.discard(when)
+            self.kick()
+
+        loop.call_later(max(0.0, when - self.clock()), wake)
 
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""

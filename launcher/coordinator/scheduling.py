@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import leaving
+from labgang.launcher.lifecycle.rules import leaving, next_starvation
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
-PERIODIC_CYCLE_S = 5.0
 
 
 def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
@@ -160,10 +159,14 @@ def run_cycles(coord: Coordinator) -> int:
             len(result.preempted),
             (time.perf_counter() - started) * 1e3,
         )
-        new = sum(isinstance(e, fx.Dispatch) for e in coord.apply(CycleDecided(now, result)))
+        effects = coord.apply(CycleDecided(now, result))
+        new = sum(isinstance(e, fx.Dispatch) for e in effects)
         admitted += new
-        if not new:
+        if not new and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects):
             break
+    starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
+    if starving_at is not None:
+        coord.wake_at(starving_at)
     return admitted
 
 
@@ -204,11 +207,10 @@ async def timer_loop(coord: Coordinator) -> None:
         except Exception:
             log.exception("timer check failed")
         pending = [j for j in coord.jobs.values() if j.status.state == JobState.PENDING]
-        # A real backoff (not_before after the requeue); a job requeued without one was kicked for.
+        # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
+        # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
-            coord.kick()  # a backoff expired
-        elif pending and now - coord.last_cycle_at >= PERIODIC_CYCLE_S:
-            coord.kick()  # time alone changes decisions (starvation reservations)
+            coord.kick()
         last = now
 
 

@@ -7,8 +7,12 @@ and evicted in the same instant never ran).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.model import QueueSpec
+from labgang.launcher.scheduler.snapshot import PendingJob
 
 
 def job_nodes(job: JobRecord) -> list[str]:
@@ -54,3 +58,12 @@ def may_be_victim(job: JobRecord, admitted_now: frozenset[str]) -> bool:
     if st not in (JobState.ADMITTED, JobState.RUNNING):
         return False
     return job.id not in admitted_now and not completing(job)
+
+
+def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], now: float) -> float | None:
+    """The next instant after ``now`` at which a pending job starts starving (``pending_since`` +
+    its queue's ``starvation_after``), or None. Time alone changes a cycle's decisions only then,
+    so a driver wakes its scheduler at exactly that instant (the coordinator and the simulator alike)."""
+    after = {q.name: q.starvation_after for q in queues if q.starvation_after is not None}
+    times = [j.pending_since + after[j.queue] for j in pending if j.queue in after]
+    return min((t for t in times if t > now), default=None)

@@ -499,3 +499,36 @@ async def test_most_recently_admitted_is_admission_order_not_submission_order(co
     decide(coord, CycleResult(admitted=(Admit(first, placements[first]),), preempted=(), pending=()))
     running = build_snapshot(coord, coord.clock()).running
     assert [j.id for j in sorted(running, key=victim_order)] == [first, second]  # evicted first: admitted last
+
+
+async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tmp_path: Path) -> None:
+    """Time alone changes a decision only when a job starts starving: the coordinator runs a cycle
+    then (as ``labgang simulate`` does), without any other event and without a periodic timer."""
+    from labgang.launcher.coordinator.scheduling import scheduling_loop
+
+    config = parse_config(
+        {"cycle_coalesce_s": 0, "queues": [{"name": "default", "nominal": {"gpu": 8}, "starvation_after": 0.3}]}
+    )
+    c = Coordinator(config, Store(tmp_path / "db"))
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, c.clock()
+    # Every GPU shows a process labgang did not start: nothing is offered, the job waits.
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {u: [777] for u in _uuids("n1")}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c))
+    try:
+        waiter = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
+
+        async def cycles_above(n: int) -> None:
+            while c.cycles <= n:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(cycles_above(0), 5)
+        assert c.jobs[waiter.id].status.state == JobState.PENDING
+        cycles, since = c.cycles, c.jobs[waiter.id].status.pending_since
+        await asyncio.wait_for(cycles_above(cycles), 5)
+        assert c.clock() >= since + 0.3  # woken by its starvation, not before
+    finally:
+        loop_task.cancel()
+        await asyncio.gather(loop_task, return_exceptions=True)
+        await c.close()
+        c.store.close()
