@@ -433,9 +433,10 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
 
 
 def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
-    """Every job the coordinator knows, counted per ``(queue, state)``."""
-    counts: dict[tuple[str, str], int] = {}
-    for job in coord.jobs.values():
+    """Every job the coordinator knows, counted per ``(queue, state)``: the active ones in memory
+    plus its running count of finished ones (the store holds those)."""
+    counts: dict[tuple[str, str], int] = dict(coord.finished_counts)
+    for job in coord.model.jobs.values():
         key = (job.spec.queue, job.status.state.value)
         counts[key] = counts.get(key, 0) + 1
     return counts

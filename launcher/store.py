@@ -1,6 +1,7 @@
 """The coordinator's durable state: SQLite in WAL mode, the one source of truth.
 
-Tables: ``jobs`` (the submitted spec, the mutable status, indexed state/queue/user),
+Tables: ``jobs`` (the submitted spec, the mutable status; state, user, submit and end time
+as indexed columns so finished jobs are found without loading them),
 ``ranks`` (one row per rank of each start attempt: node, devices, state, pid, exit
 status), ``events`` (a job's history: time, event, message), ``decisions`` (every
 admission, preemption and change of pending reason with its code and message).
@@ -31,7 +32,8 @@ from labgang.launcher.lifecycle.states import RankPhase
 
 log = logging.getLogger("labgang.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_FINISHED = ("succeeded", "failed", "cancelled")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,7 +44,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     queue TEXT NOT NULL,
     state TEXT NOT NULL,
     spec TEXT NOT NULL,
-    status TEXT NOT NULL
+    status TEXT NOT NULL,
+    submit_time REAL NOT NULL DEFAULT 0,
+    end_time REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS ranks (
@@ -104,7 +108,7 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(_SCHEMA)
-        self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        self._migrate()
         self._lock = threading.Lock()
         self._last_seq: int | None = None
         self._job_rows: list[tuple[Any, ...]] = []
@@ -117,6 +121,22 @@ class Store:
         self._flush_task: asyncio.Future[None] | None = None
         self.commits = 0
 
+    def _migrate(self) -> None:
+        """Bring a version 1 database (no submit/end time columns) to :data:`SCHEMA_VERSION`."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        if "end_time" not in columns:
+            self._db.execute("BEGIN")
+            self._db.execute("ALTER TABLE jobs ADD COLUMN submit_time REAL NOT NULL DEFAULT 0")
+            self._db.execute("ALTER TABLE jobs ADD COLUMN end_time REAL")
+            self._db.execute(
+                "UPDATE jobs SET submit_time = json_extract(status, '$.submit_time'),"
+                " end_time = json_extract(status, '$.end_time')"
+            )
+            self._db.execute("COMMIT")
+        self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user, submit_time)")
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
     # ----- transactions -------------------------------------------------------------------
 
     @property
@@ -127,14 +147,25 @@ class Store:
     def _take(self) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """Swap the buffers out (on the caller's thread) as (statement, rows) batches in order."""
         batches = [
-            ("INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)", self._job_rows),
             (
-                "UPDATE jobs SET state=?, status=? WHERE id=?",
-                [(job.status.state.value, job.status.to_json(), job.id) for job in self._status.values()],
+                (
+                    "INSERT INTO jobs(seq, id, user, queue, state, spec, status, submit_time, end_time)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)"
+                ),
+                self._job_rows,
             ),
             (
-                "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
-                " VALUES (?,?,?,?,?,?,?,?)",
+                "UPDATE jobs SET state=?, status=?, end_time=? WHERE id=?",
+                [
+                    (job.status.state.value, job.status.to_json(), job.status.end_time, job.id)
+                    for job in self._status.values()
+                ],
+            ),
+            (
+                (
+                    "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
+                    " VALUES (?,?,?,?,?,?,?,?)"
+                ),
                 list(self._ranks.values()),
             ),
             ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
@@ -231,7 +262,17 @@ class Store:
         self._last_seq = seq
         job_id = str(seq)
         self._job_rows.append(
-            (seq, job_id, spec.user, spec.queue, status.state.value, json.dumps(spec.to_dict()), status.to_json())
+            (
+                seq,
+                job_id,
+                spec.user,
+                spec.queue,
+                status.state.value,
+                json.dumps(spec.to_dict()),
+                status.to_json(),
+                status.submit_time,
+                status.end_time,
+            )
         )
         return JobRecord(id=job_id, seq=seq, spec=spec, status=status)
 
@@ -262,28 +303,102 @@ class Store:
 
     # ----- reads --------------------------------------------------------------------------
 
-    def load_jobs(self) -> list[JobRecord]:
-        """Every job with its current attempt's ranks and its history, in submission order."""
+    def load_jobs(self, *, active_only: bool = False) -> list[JobRecord]:
+        """Jobs with their current attempt's ranks and their history, in submission order.
+
+        Args:
+            active_only: only jobs not finished (pending, admitted, running, terminating): what
+                the coordinator keeps in memory. Finished jobs are read with :meth:`load_job` and
+                :meth:`find_jobs` when asked for.
+        """
         self.commit()
-        jobs: dict[str, JobRecord] = {}
+        where = f"WHERE state NOT IN ({','.join('?' * len(_FINISHED))})" if active_only else ""
+        args = _FINISHED if active_only else ()
         with self._lock:
-            job_rows = self._db.execute("SELECT seq, id, spec, status FROM jobs ORDER BY seq").fetchall()
-            rank_rows = self._db.execute(
-                "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks"
+            job_rows = self._db.execute(f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq", args).fetchall()
+        return self._complete([_job_from_row(row) for row in job_rows])
+
+    def load_job(self, job_id: str) -> JobRecord | None:
+        """One job with its current attempt's ranks and its history, or None when there is no such job.
+
+        A job whose status waits for the next commit is returned as it is in memory.
+        """
+        buffered = self._status.get(job_id)
+        if buffered is not None:
+            return buffered
+        with self._lock:
+            row = self._db.execute("SELECT seq, id, spec, status FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return None if row is None else self._complete([_job_from_row(row)])[0]
+
+    def _complete(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Add each job's current-attempt ranks and its committed history."""
+        by_id = {job.id: job for job in jobs}
+        with self._lock:
+            for job in jobs:
+                for rank, node, devices, state, pid, exit_status in self._db.execute(
+                    "SELECT rank, node, devices, state, pid, exit_status FROM ranks WHERE job_id=? AND attempt=?",
+                    (job.id, job.attempt),
+                ):
+                    job.ranks[rank] = RankRecord(
+                        rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status
+                    )
+                for at, event, message in self._db.execute(
+                    "SELECT time, event, message FROM events WHERE job_id=? ORDER BY id", (job.id,)
+                ):
+                    by_id[job.id].history.append(HistoryEntry(at, event, message))
+        return jobs
+
+    def find_jobs(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """Committed jobs (spec and status, no ranks or history) in submission order, filtered.
+
+        Args:
+            user: only this user's jobs. queue: only this queue's. states: only these states
+                (JobState values; () = any).
+            since / until: unix seconds; a job matches when it was running or waiting within
+                [since, until]: submitted before ``until`` and not ended before ``since``.
+            limit: at most this many, the most recently submitted ones.
+        """
+        clauses: list[str] = []
+        args: list[Any] = []
+        if user is not None:
+            clauses.append("user = ?")
+            args.append(user)
+        if queue is not None:
+            clauses.append("queue = ?")
+            args.append(queue)
+        if states:
+            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        if until is not None:
+            clauses.append("submit_time <= ?")
+            args.append(until)
+        if since is not None:
+            clauses.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        tail = " LIMIT ?" if limit is not None else ""
+        if limit is not None:
+            args.append(limit)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq DESC{tail}", args
             ).fetchall()
-            event_rows = self._db.execute("SELECT job_id, time, event, message FROM events ORDER BY id").fetchall()
-        for seq, job_id, spec_text, status_text in job_rows:
-            spec = JobSpec(**json.loads(spec_text))
-            jobs[job_id] = JobRecord(id=job_id, seq=seq, spec=spec, status=JobStatus.from_json(status_text))
-        for job_id, attempt, rank, node, devices, state, pid, exit_status in rank_rows:
-            job = jobs.get(job_id)
-            if job is not None and attempt == job.attempt:
-                job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status)
-        for job_id, time, event, message in event_rows:
-            job = jobs.get(job_id)
-            if job is not None:
-                job.history.append(HistoryEntry(time, event, message))
-        return list(jobs.values())
+        return [_job_from_row(row) for row in reversed(rows)]
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        """Committed jobs per ``(queue, state)``."""
+        with self._lock:
+            rows = self._db.execute("SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state").fetchall()
+        return {(queue, state): count for queue, state, count in rows}
 
     def decisions(self, job_id: str) -> list[tuple[float, str, str, str]]:
         """(time, kind, code, message) of every committed decision for ``job_id``, oldest first."""
@@ -304,3 +419,8 @@ class Store:
         """Number of jobs committed so far."""
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+
+def _job_from_row(row: tuple[Any, ...]) -> JobRecord:
+    seq, job_id, spec_text, status_text = row
+    return JobRecord(id=job_id, seq=seq, spec=JobSpec(**json.loads(spec_text)), status=JobStatus.from_json(status_text))

@@ -243,7 +243,7 @@ async def serve(
         if stopping_jobs:
             held = await coord.stop_jobs_for_shutdown(shutdown_reason)
         else:
-            held = [j.id for j in coord.jobs.values() if j.status.state.holds_devices]
+            held = [j.id for j in coord.model.jobs.values() if j.status.state.holds_devices]
         agent_stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
@@ -267,7 +267,7 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
 
     out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
     for job_id in held:
-        state = coord.jobs[job_id].status.state
+        state = coord.get_job(job_id).status.state
         if not stopped:
             out["left_running"].append(job_id)
         elif state == JobState.PENDING:
@@ -278,7 +278,7 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["unfinished"].append(job_id)
     out["pending"] = [
         j.id
-        for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
+        for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)
         if j.status.state == JobState.PENDING and j.id not in held
     ]
     return out

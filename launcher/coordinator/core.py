@@ -14,7 +14,8 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -37,6 +38,26 @@ from labgang.launcher.store import Store
 log = logging.getLogger("labgang.coordinator")
 
 LOG_CHUNK_BYTES = 1 << 20
+RECENT_FINISHED = 1000
+"""Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
+
+
+class JobIndex(Mapping[str, JobRecord]):
+    """The jobs in memory: the lifecycle model's active jobs, then the recently finished ones."""
+
+    def __init__(self, active: dict[str, JobRecord], recent: OrderedDict[str, JobRecord]) -> None:
+        self._active, self._recent = active, recent
+
+    def __getitem__(self, job_id: str) -> JobRecord:
+        job = self._active.get(job_id)
+        return job if job is not None else self._recent[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._active
+        yield from self._recent
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self._recent)
 
 
 def _scheduling_state(job: JobRecord) -> str:
@@ -74,7 +95,12 @@ class Coordinator:
         self.clock = clock
         self.version = labgang_version()
         self.agents = AgentRegistry()
-        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs())
+        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs(active_only=True))
+        self.recent: OrderedDict[str, JobRecord] = OrderedDict()
+        # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
+        self.finished_counts: dict[tuple[str, str], int] = {
+            key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
+        }
         self.started_at = clock()
         self.cycles = 0
         self.last_cycle_at = 0.0
@@ -107,9 +133,9 @@ class Coordinator:
         self.wake.set()
 
     @property
-    def jobs(self) -> dict[str, JobRecord]:
-        """Every job the lifecycle model holds, by id."""
-        return self.model.jobs
+    def jobs(self) -> JobIndex:
+        """The jobs in memory by id: active ones (the lifecycle model's) and the recently finished."""
+        return JobIndex(self.model.jobs, self.recent)
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
@@ -138,6 +164,13 @@ class Coordinator:
             self.effect(partial(dispatch.dispatch_job, self, effect.job))
         elif isinstance(effect, fx.Launch):
             self.effect(partial(dispatch.launch_on_node, self, effect.job, effect.node, effect.run_id))
+        elif isinstance(effect, fx.Finished):
+            job = effect.job
+            self.recent[job.id] = job
+            while len(self.recent) > RECENT_FINISHED:
+                self.recent.popitem(last=False)
+            key = (job.spec.queue, job.status.state.value)
+            self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
         elif isinstance(effect, fx.WakeScheduler):
             self.kick()
         elif isinstance(effect, fx.WakeAt):
@@ -250,18 +283,19 @@ class Coordinator:
         return check_submission(self, spec)
 
     def get_job(self, job_id: str) -> JobRecord:
-        """The job with ``job_id``.
+        """The job with ``job_id``: from memory, or from the store for a job finished long ago.
 
         Raises:
             NotFound: no such job.
         """
-        job = self.jobs.get(str(job_id))
+        job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
             raise NotFound(f"no job {job_id!r}", field="id")
         return job
 
     def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
-        """Jobs in submission order: the caller's own by default, ``user``'s, or everyone's."""
+        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order:
+        the caller's own by default, ``user``'s, or everyone's. Older jobs: ``labgang history``."""
         jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
         if user:
             return [j for j in jobs if j.spec.user == user]

@@ -90,7 +90,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     held = coord.held_devices()
     running = []
     pending = []
-    for job in sorted(coord.jobs.values(), key=lambda j: j.seq):
+    for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
         st = job.status
         if st.state.holds_devices:
             placement = tuple(
@@ -206,7 +206,7 @@ async def timer_loop(coord: Coordinator) -> None:
             await coord.flush()
         except Exception:
             log.exception("timer check failed")
-        pending = [j for j in coord.jobs.values() if j.status.state == JobState.PENDING]
+        pending = [j for j in coord.model.jobs.values() if j.status.state == JobState.PENDING]
         # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
         # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):

@@ -72,7 +72,7 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
-    for job in coord.jobs.values():
+    for job in coord.model.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
             used[q][job.spec.resource] += job.spec.workers * job.spec.per_worker

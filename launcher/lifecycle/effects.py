@@ -83,6 +83,14 @@ class Launch:
 
 
 @dataclass(frozen=True, slots=True)
+class Finished:
+    """The job reached a final state and left the model's active jobs: the driver keeps what it
+    wants of it (the coordinator: a bounded list of recently finished jobs; the store has it all)."""
+
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
 class WakeScheduler:
     """Something the scheduler sees changed: run a cycle (coalesced with other wakes)."""
 
@@ -119,6 +127,7 @@ Effect = (
     | Signal
     | Dispatch
     | Launch
+    | Finished
     | WakeScheduler
     | WakeAt
     | AdmissionObserved

@@ -55,14 +55,18 @@ class LifecyclePolicy:
 class Lifecycle:
     """Jobs and the rules that move them.
 
+    ``jobs`` holds the active jobs only (pending, admitted, running, terminating): a job that
+    reaches a final state leaves it (effect :class:`~labgang.launcher.lifecycle.effects.Finished`),
+    so memory follows active work, not history.
+
     Args:
         policy: the configured timeouts and limits.
-        jobs: the jobs to start from (e.g. loaded from the store), any state.
+        jobs: the jobs to start from (e.g. loaded from the store); finished ones are left out.
     """
 
     def __init__(self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = ()) -> None:
         self.policy = policy
-        self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs}
+        self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs if not job.status.state.finished}
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
         self._out: list[fx.Effect] = []
@@ -201,6 +205,7 @@ class Lifecycle:
             st.reason_code, st.reason_message = EndReason.CANCELLED.value, f"cancelled by {e.by}"
             self._save(job)
             self._history(job, "cancelled", f"by {e.by} while pending")
+            self._retire(job)
         else:
             self._begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
         self._out.append(fx.WakeScheduler())
@@ -428,7 +433,13 @@ class Lifecycle:
         st.end_intent = None
         self._save(job)
         self._history(job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else ""))
+        self._retire(job)
         self._out.append(fx.WakeScheduler())
+
+    def _retire(self, job: JobRecord) -> None:
+        """A finished job leaves the active jobs."""
+        del self.jobs[job.id]
+        self._out.append(fx.Finished(job))
 
     def _requeue(self, job: JobRecord, message: str, *, not_before: float) -> None:
         """Back to the queue as a new attempt: original submit time; ``restart_count`` + 1 only when
