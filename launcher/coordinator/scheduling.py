@@ -135,17 +135,21 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
 
 
 def run_cycles(coord: Coordinator) -> int:
-    """Run cycles until one admits nothing new; return how many gangs were admitted (their
-    dispatch runs after the next commit)."""
+    """Run cycles until one decides nothing new (no admission, no new victim), as ``labgang
+    simulate`` does at each instant; return how many gangs were admitted (their dispatch runs
+    after the next commit). The scheduler is woken again exactly when a pending job starts starving.
+
+    A cycle's duration (``labgang_scheduling_cycle_duration_seconds``, the debug log line) covers
+    building the snapshot and ``run_cycle``."""
     admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
+        started = time.perf_counter()
         snapshot = build_snapshot(coord, now)
         if not snapshot.pending:
             break
-        started = time.perf_counter()
         result = run_cycle(snapshot)
         coord.cycles += 1
         coord.last_cycle_at = now
