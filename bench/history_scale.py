@@ -33,12 +33,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import lifecycle as lb  # noqa: E402  (bench/lifecycle.py: its daemons, gates and stamps)
-
-from labgang.agent import paths  # noqa: E402
-from labgang.launcher.lifecycle.records import HistoryEntry, JobSpec, JobStatus, RankRecord  # noqa: E402
-from labgang.launcher.lifecycle.states import JobState, RankPhase  # noqa: E402
-from labgang.launcher.store import Store  # noqa: E402
+import lifecycle as lb
+from labgang.agent import paths
+from labgang.launcher.lifecycle.records import HistoryEntry, JobSpec, JobStatus, RankRecord
+from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.store import Store
 
 BATCH = 20_000
 _CYCLE_RE = re.compile(r"cycle \d+: .* ([0-9.]+) ms")
@@ -100,7 +99,7 @@ def release_rounds(inst: lb.Instance, rounds: int) -> list[float]:
             lb.stamps(inst, holder, "start", workers, (c, holder_id))
             waiter_id = inst.submit(c, waiter, lb.GATED_RANK, workers=4, gpus=2)
             lb.wait_for(
-                lambda: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"),
+                lambda w=waiter_id: (j := c.job(w))["state"] == "pending" and j.get("reason"),
                 10,
                 f"job {waiter_id} pending with a reason",
                 interval=0.01,
@@ -112,7 +111,7 @@ def release_rounds(inst: lb.Instance, rounds: int) -> list[float]:
                 out.append(max(started) - released)
             lb.open_gates(inst, waiter, 4)
             for job_id in (holder_id, waiter_id):
-                lb.wait_for(lambda: c.job(job_id)["state"] in lb.FINISHED, 20, f"job {job_id} finished", 0.01)
+                lb.wait_for(lambda j=job_id: c.job(j)["state"] in lb.FINISHED, 20, f"job {job_id} finished", 0.01)
     return out
 
 
