@@ -670,20 +670,33 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
 @click.option("--rank", "-r", type=click.IntRange(min=0), default=0, show_default=True, help="Which rank's output.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the rank writes, until the job ends.")
+@click.option(
+    "--attempt",
+    "-a",
+    type=click.IntRange(min=0),
+    default=None,
+    help="An earlier start attempt's output (0 = the first; each requeue starts a new one). Default: the latest.",
+)
 @state_dir_option
 @talks_to_coordinator
-def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool) -> None:
+def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool, attempt: int | None) -> None:
     """Print a rank's output (stdout and stderr as the rank wrote them).
 
     A job that has not run yet has no output: that is said on stderr ("job 4 has not
     started (PENDING: <reason>)"), exit 0; with -f it is said once, then the output
-    follows when the job starts.
+    follows when the job starts. --attempt N prints what attempt N wrote (the output of
+    every attempt is kept across requeues).
     """
     with Client.for_state_dir(state_dir) as client:
         job = client.job(job_id)
         if rank >= int(job.get("workers") or 1):
             raise CommandFailed(f"--rank: job {job_id} has ranks 0..{int(job.get('workers') or 1) - 1}, not {rank}", 2)
         out = _stdout_bytes()
+        if attempt is not None:
+            if follow:
+                raise CommandFailed("--attempt and --follow: an earlier attempt's output does not grow", 2)
+            _print_log(client, job_id, rank, attempt, out)
+            return
         if follow:
             if not_started(job):
                 click.echo(f"labgang logs: {not_started(job)}", err=True)
@@ -709,6 +722,18 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool) -> None:
         out.flush()
         if offset == 0 and not_started(job):
             click.echo(f"labgang logs: {not_started(job)}", err=True)
+
+
+def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -> None:
+    """Write one attempt's whole output of ``rank`` to ``out``."""
+    offset = 0
+    while True:
+        chunk = client.logs(job_id, rank=rank, offset=offset, attempt=attempt)
+        if not chunk.data:
+            break
+        out.write(chunk.data)
+        offset = chunk.next_offset
+    out.flush()
 
 
 def never_ran(job: dict[str, Any]) -> bool:

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("launcher.cli.jobs:cancel", "Cancel jobs."),
     "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
     "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
+    "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),
     "queues": ("launcher.cli.jobs:queues", "List queues with nominal, used, borrowed and lent quota."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
     "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),

@@ -303,6 +303,46 @@ class Coordinator:
             return jobs
         return [j for j in jobs if j.spec.uid == caller.uid]
 
+    async def history(
+        self,
+        caller: Caller,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 1000,
+    ) -> list[JobRecord]:
+        """Finished and current jobs from the store (``labgang history``), oldest first.
+
+        Args:
+            user: whose jobs: None = the caller's own, a user name, or "all" (admins; an anonymous
+                read-only caller sees every user's jobs, as in ``GET /v1/jobs``).
+            queue / states: only that queue / those states (JobState values).
+            since / until: unix seconds; jobs waiting or running at some point in [since, until].
+            limit: at most this many, the most recently submitted.
+
+        Raises:
+            Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
+        """
+        anonymous = caller.uid is None
+        if user == "all" or (user is None and anonymous):
+            if not (caller.admin or anonymous):
+                raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[caller.user])
+            who = None
+        else:
+            who = user or caller.user
+            if who != caller.user and not (caller.admin or anonymous):
+                raise Forbidden(f"only admins may read {who}'s history", field="user", allowed=[caller.user])
+        find = partial(
+            self.store.find_jobs, user=who, queue=queue, states=states, since=since, until=until, limit=limit
+        )
+        rows = await asyncio.get_running_loop().run_in_executor(None, find)
+        # Jobs in memory are fresher than their last committed row.
+        fresh = [self.jobs.get(job.id) or job for job in rows]
+        return [job for job in fresh if not states or job.status.state.value in states]
+
     def _check_owner(self, caller: Caller, job: JobRecord, what: str) -> None:
         if caller.read_only or caller.uid is None:
             raise Forbidden(f"{what} needs the Unix socket of a labgang node (this port is read-only)")
@@ -340,18 +380,25 @@ class Coordinator:
         await self.flush()
         return stopped
 
-    async def read_log(self, caller: Caller, job_id: str, rank: int, offset: int) -> tuple[bytes, int, bool]:
+    async def read_log(
+        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None
+    ) -> tuple[bytes, int, bool]:
         """Read a rank's output from the agent that holds it.
 
         Args:
             rank: the global rank (0..workers-1).
             offset: byte offset to read from.
+            attempt: which start attempt (0 = the first; every requeue starts a new one); None =
+                the current one, or the last that placed this rank. Each attempt's output is kept
+                on its node.
 
         Returns:
-            (data, next offset, True when the job has ended and ``data`` reached the end of the log).
+            (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
+            ``data`` reached the end of the log).
 
         Raises:
-            NotFound / Forbidden / BadRequest / ServiceUnavailable (node not connected).
+            NotFound / Forbidden / BadRequest (rank, offset or attempt out of range) /
+            ServiceUnavailable (node not connected).
         """
         job = self.get_job(job_id)
         self._check_owner(caller, job, "read its logs")
@@ -359,22 +406,29 @@ class Coordinator:
             raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(job.spec.workers)))
         if offset < 0:
             raise BadRequest("offset must be >= 0", field="offset")
-        record = job.ranks.get(rank)
+        record = job.ranks.get(rank) if attempt in (None, job.attempt) else None
         run_id = job.run_id
+        over = job.status.state.finished
         if record is None:
-            # Requeued and not placed again: show the previous attempt's log if there was one.
+            # An earlier attempt, or requeued and not placed again: that attempt's log if it had one.
             # Off the event loop: the store's lock may be held by a group commit syncing to disk.
-            attempts = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
-            past = [row for row in attempts if row[1] == rank]
+            rows = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
+            past = [row for row in rows if row[1] == rank and (attempt is None or row[0] == attempt)]
+            if attempt is not None and not past:
+                placed = sorted({row[0] for row in rows if row[1] == rank})
+                raise BadRequest(
+                    f"attempt {attempt} of job {job.id} never placed rank {rank}", field="attempt", allowed=placed
+                )
             if not past:
-                return b"", offset, job.status.state.finished
-            attempt, _, node, _, _ = past[-1]
-            run_id = f"{job.id}.{attempt}"
+                return b"", offset, over
+            number, _, node, _, _ = past[-1]
+            run_id = f"{job.id}.{number}"
+            if attempt is not None:
+                over = over or number != job.attempt  # an earlier attempt has ended for good
         else:
             node = record.node
             if record.state == RankPhase.ASSIGNED:
                 return b"", offset, False
-        finished = job.status.state.finished
         try:
             result = await self.agents.call(
                 node, "read_log", {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
@@ -384,7 +438,7 @@ class Coordinator:
         data = base64.b64decode(result.get("data", ""))
         next_offset = int(result.get("next_offset", offset + len(data)))
         at_end = next_offset >= int(result.get("size", next_offset))
-        return data, next_offset, finished and at_end
+        return data, next_offset, over and at_end
 
     # ----- agent link -------------------------------------------------------------------------
 

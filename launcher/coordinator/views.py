@@ -184,3 +184,38 @@ def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def history_view(job: JobRecord, now: float) -> dict[str, Any]:
+    """One row of ``labgang history`` (``GET /v1/history``); times are unix seconds, durations seconds.
+
+    ``wait_s`` runs from submission to the start of the last attempt (to ``now`` or the end
+    while it never started); ``elapsed_s`` from that start to the end (or ``now``);
+    ``gpu_hours`` = the gang's devices x ``elapsed_s`` / 3600 (the last attempt; MIG devices
+    count as devices). ``attempts`` counts start attempts, ``restart_count`` those that ran.
+    """
+    st, spec = job.status, job.spec
+    stop = st.end_time if st.end_time is not None else now
+    elapsed = None if st.start_time is None else max(0.0, stop - st.start_time)
+    waited_until = st.start_time if st.start_time is not None else stop
+    reason = None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""}
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": st.state.value,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.per_worker,
+        "resource": spec.resource,
+        "submit_time": st.submit_time,
+        "start_time": st.start_time,
+        "end_time": st.end_time,
+        "wait_s": max(0.0, waited_until - st.submit_time),
+        "elapsed_s": elapsed,
+        "gpu_hours": None if elapsed is None else spec.workers * spec.per_worker * elapsed / 3600.0,
+        "exit_status": st.exit_status,
+        "restart_count": st.restart_count,
+        "attempts": st.attempt + 1,
+        "reason": reason,
+    }
