@@ -450,6 +450,10 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
             second.wait_ready()
             assert second.job(job_id)["state"] == "running"  # re-adopted, not restarted
             assert [r["pid"] for r in second.job(job_id)["ranks"]] == pids
+            readopted = [h["message"] for h in second.job(job_id)["history"] if h["event"] == "re-adopted"]
+            assert readopted and "still running" in readopted[0]  # the history says so
+            listed = json.loads(second.cli("history", "--json").stdout)["jobs"]
+            assert [(j["id"], j["state"], j["restart_count"]) for j in listed] == [(job_id, "running", 0)]
             assert second.cli("cancel", job_id).returncode == 0
             second.wait_state(job_id, {"cancelled"}, timeout=20)
         finally:

@@ -102,3 +102,29 @@ def test_the_database_is_readable_only_by_its_owner(tmp_path: Path) -> None:
     for name in ("db", "db-wal"):
         assert (tmp_path / name).stat().st_mode & 0o077 == 0, name
     store.close()
+
+
+def test_a_version_1_database_gets_the_time_columns_from_each_status(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "db")
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema', '1');"
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, user TEXT NOT NULL,"
+        " queue TEXT NOT NULL, state TEXT NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL);"
+    )
+    done = JobStatus(state=JobState.SUCCEEDED, submit_time=10.0, end_time=20.0, restart_count=2)
+    db.execute(
+        "INSERT INTO jobs VALUES (1, '1', 'alice', 'default', 'succeeded', ?, ?)",
+        (json.dumps(spec().to_dict()), done.to_json().replace(',"attempt":0', "").replace(',"admit_seq":0', "")),
+    )
+    db.commit()
+    db.close()
+    store = Store(tmp_path / "db")
+    assert store.load_jobs(active_only=True) == []
+    [old] = store.find_jobs(since=15.0, until=15.0)
+    assert (old.status.end_time, old.status.restart_count, old.attempt) == (20.0, 2, 2)  # attempts were restarts
+    assert store.find_jobs(since=21.0) == [] and store.find_jobs(until=9.0) == []
+    store.close()
