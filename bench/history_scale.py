@@ -165,8 +165,9 @@ def main() -> None:
             flush=True,
         )
     base = rows[0]
+    titles = ("release→start p50", "cycle p99", "GET /v1/jobs p50", "RSS")
     print(
-        f"\n{'finished jobs':>13} | {'release→start p50':>20} | {'cycle p99':>17} | {'GET /v1/jobs p50':>18} | {'RSS':>16}"
+        f"\n{'finished jobs':>13} | " + " | ".join(f"{t:>{w}}" for t, w in zip(titles, (20, 17, 18, 16), strict=True))
     )
     for row in rows:
         cells = [

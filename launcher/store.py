@@ -312,10 +312,11 @@ class Store:
                 :meth:`find_jobs` when asked for.
         """
         self.commit()
-        where = f"WHERE state NOT IN ({','.join('?' * len(_FINISHED))})" if active_only else ""
-        args = _FINISHED if active_only else ()
+        sql = "SELECT seq, id, spec, status FROM jobs ORDER BY seq"
+        if active_only:
+            sql = "SELECT seq, id, spec, status FROM jobs WHERE state NOT IN (?, ?, ?) ORDER BY seq"
         with self._lock:
-            job_rows = self._db.execute(f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq", args).fetchall()
+            job_rows = self._db.execute(sql, _FINISHED if active_only else ()).fetchall()
         return self._complete([_job_from_row(row) for row in job_rows])
 
     def load_job(self, job_id: str) -> JobRecord | None:
@@ -389,9 +390,9 @@ class Store:
         if limit is not None:
             args.append(limit)
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq DESC{tail}", args
-            ).fetchall()
+            # Only the fixed clause texts above are joined into the statement; every value is a parameter.
+            sql = f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq DESC{tail}"  # noqa: S608
+            rows = self._db.execute(sql, args).fetchall()
         return [_job_from_row(row) for row in reversed(rows)]
 
     def job_counts(self) -> dict[tuple[str, str], int]:

@@ -33,6 +33,7 @@ from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.rules import leaving
 from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.model import JobRequest
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -112,7 +113,7 @@ class Coordinator:
         self._wakes: set[float] = set()  # instants a scheduler wake is already set for
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
-        self.schedulable_cache: dict[Any, str | None] = {}
+        self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
         # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None

@@ -67,7 +67,7 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
-    for name, conn in coord.agents.nodes.items():
+    for conn in coord.agents.nodes.values():
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost

@@ -325,7 +325,7 @@ class Lifecycle(GangRules):
             ):
                 waiting = [r for r in ranks_in_order(job) if r.state.order < RankPhase.RUNNING.order]
                 detail = ", ".join(
-                    f"rank {r.rank} on {r.node} ({'node not connected' if r.node not in e.connected else r.state.value})"
+                    f"rank {r.rank} on {r.node} ({r.state.value if r.node in e.connected else 'node not connected'})"
                     for r in waiting
                 )
                 timeout = self.policy.startup_timeout_s

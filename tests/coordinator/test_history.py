@@ -11,7 +11,7 @@ from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Forbidden
 from labgang.launcher.coordinator.requests import Caller
-from labgang.launcher.lifecycle.records import JobSpec, JobStatus
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
 
@@ -59,7 +59,9 @@ async def test_own_jobs_by_default_others_only_for_admins(coord: Coordinator) ->
 
 
 async def test_filters_by_queue_state_and_time_window(coord: Coordinator) -> None:
-    ids = lambda jobs: [j.id for j in jobs]
+    def ids(jobs: list[JobRecord]) -> list[str]:
+        return [j.id for j in jobs]
+
     assert ids(await coord.history(ADMIN, user="all", queue="big")) == ["2"]
     assert ids(await coord.history(ADMIN, user="all", states=("failed", "succeeded"))) == ["1", "3"]
     # running or waiting at some point in [5000, 8000]: only job 1 (ended 5200)

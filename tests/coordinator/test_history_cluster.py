@@ -68,4 +68,3 @@ def test_an_earlier_attempts_output_survives_a_requeue_and_the_history_lists_it(
     assert [(line.split()[0], line.split()[4]) for line in lines] == [(high["id"], "SUCCEEDED")]
     bad = labgang(cluster, "history", "--since", "yesterday-ish")
     assert bad.returncode == 2 and "--since" in bad.stderr and "2h, 7d" in bad.stderr
-

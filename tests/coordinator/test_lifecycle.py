@@ -27,6 +27,12 @@ class Clock:
         return self.now
 
 
+def clock_of(coord: Coordinator) -> Clock:
+    """The fake clock the ``coord`` fixture gave its coordinator (for tests to move)."""
+    assert isinstance(coord.clock, Clock)
+    return coord.clock
+
+
 @pytest.fixture
 def coord(tmp_path: Path):
     clock = Clock()
@@ -40,7 +46,6 @@ def coord(tmp_path: Path):
         }
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
-    c.clock_ = clock
     for node in ("n1", "n2"):
         conn = c.agents.attach(node)
         conn.connected, conn.last_seen = True, clock.now
@@ -72,10 +77,10 @@ def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, stat
 
 def advance(coord: Coordinator, seconds: float) -> None:
     """Let simulated time pass while every connected agent keeps reporting."""
-    coord.clock_.now += seconds
+    clock_of(coord).now += seconds
     for conn in coord.agents.nodes.values():
         if conn.connected:
-            conn.last_seen = coord.clock_.now
+            conn.last_seen = clock_of(coord).now
 
 
 def start(coord: Coordinator, job_id: str) -> None:
@@ -120,7 +125,7 @@ async def test_preempted_victim_requeues_with_submit_time_and_restart_count(coor
     victim = await submit(coord)
     start(coord, victim)
     submitted = coord.jobs[victim].status.submit_time
-    coord.clock_.now += 50
+    clock_of(coord).now += 50
     urgent = await submit(coord, priority=10)
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),), pending=()))
     assert coord.jobs[victim].status.state == JobState.TERMINATING
@@ -142,19 +147,19 @@ async def test_startup_timeout_requeues_with_backoff_then_fails(coord: Coordinat
     advance(coord, 31)
     coord.check_timers()
     st = coord.jobs[job_id].status
-    assert st.state == JobState.TERMINATING and "rank 1 on n2" in st.reason_message
+    assert st.state == JobState.TERMINATING and "rank 1 on n2" in (st.reason_message or "")
     event(coord, "n1", job_id, 0, "exited", 143)
     event(coord, "n1", job_id, 0, "gone", 143)
-    coord.reconcile(coord.agents.get("n2"), [])  # n2 never had it
+    coord.reconcile(coord.agents.nodes["n2"], [])  # n2 never had it
     assert (st.state, st.restart_count, st.not_before) == (JobState.PENDING, 1, coord.clock() + 4)
     # Second failed start: max_start_failures = 2, so the job fails.
     advance(coord, 5)
     admit(coord, job_id)
     advance(coord, 31)
     coord.check_timers()
-    coord.reconcile(coord.agents.get("n1"), [])
-    coord.reconcile(coord.agents.get("n2"), [])
-    assert st.state == JobState.FAILED and "could not start after 2 attempts" in st.reason_message
+    coord.reconcile(coord.agents.nodes["n1"], [])
+    coord.reconcile(coord.agents.nodes["n2"], [])
+    assert st.state == JobState.FAILED and "could not start after 2 attempts" in (st.reason_message or "")
 
 
 async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coordinator) -> None:
@@ -165,16 +170,16 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     decide(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()))
     event(coord, "n1", drop, 0, "started")
     event(coord, "n2", drop, 1, "started")
-    coord.agents.get("n2").connected = False  # n2 falls silent; n1 keeps reporting
+    coord.agents.nodes["n2"].connected = False  # n2 falls silent; n1 keeps reporting
     advance(coord, 11)
     coord.check_timers()
-    assert coord.agents.get("n2").lost
+    assert coord.agents.nodes["n2"].lost
     for job_id in (keep, drop):
         event(coord, "n1", job_id, 0, "exited", 143)
         event(coord, "n1", job_id, 0, "gone", 143)
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
     assert coord.jobs[drop].status.state == JobState.FAILED
-    assert "node n2 lost" in coord.jobs[drop].status.reason_message
+    assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
 
 
 async def test_cancel_rules(coord: Coordinator) -> None:
@@ -216,7 +221,7 @@ async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
-    assert st.state == JobState.FAILED and "time limit of 60 s" in st.reason_message
+    assert st.state == JobState.FAILED and "time limit of 60 s" in (st.reason_message or "")
 
 
 async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(coord: Coordinator) -> None:
@@ -310,19 +315,19 @@ async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coo
     job_id = await submit(coord)
     admit(coord, job_id)
     run_id = coord.jobs[job_id].run_id
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
 
     def ev(rank: int, kind: str, status: int | None = None) -> dict:
         return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
 
     coord.wake.clear()
     await coord.on_rank_events(conn, [ev(0, "started")])
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "started")])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
     await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
     assert not coord.wake.is_set()  # one rank done, the gang still holds every device
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "exited", 0), ev(1, "gone", 0)])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert coord.wake.is_set()  # its devices are free
 
@@ -333,7 +338,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
     coord.wake.clear()
     run_id = coord.jobs[job_id].run_id
     await coord.on_rank_events(
-        coord.agents.get("n2"),
+        coord.agents.nodes["n2"],
         [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
     )
     assert coord.jobs[job_id].status.state == JobState.TERMINATING
@@ -341,7 +346,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
 
 
 async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
     assert coord.wake.is_set()  # the first inventory: devices to offer
@@ -359,7 +364,7 @@ async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordi
 
 
 async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
@@ -414,7 +419,7 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
         event(coord, "n1", victim, 0, "started")
     urgent = await submit(coord, workers=1, gpus_per_worker=3, priority=10)
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()))
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     for k, victim in enumerate(victims):
         coord.wake.clear()
         run_id = coord.jobs[victim].run_id
@@ -444,7 +449,7 @@ async def test_a_gang_whose_ranks_all_exited_is_never_a_victim_and_never_requeue
         event(coord, node, low, rank, "exited", 0)  # main process exited; leftovers not gone yet
     [running] = build_snapshot(coord, coord.clock()).running
     assert running.id == low and running.terminating  # its devices are leaving on their own
-    coord.clock_.now += 5
+    clock_of(coord).now += 5
     high = await submit(coord, priority=10)
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(high, (low,), "priority 10 > 0"),), pending=()))
     st = coord.jobs[low].status
@@ -477,7 +482,7 @@ async def test_a_gang_is_not_admitted_by_the_cycle_that_chooses_it_as_a_victim(c
 async def test_an_attempt_evicted_before_it_started_is_not_counted_as_a_restart(coord: Coordinator) -> None:
     low = await submit(coord)
     admit(coord, low)  # admitted; its ranks never started
-    coord.clock_.now += 1
+    clock_of(coord).now += 1
     high = await submit(coord, priority=10)
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(high, (low,), "priority 10 > 0"),), pending=()))
     job = coord.jobs[low]

@@ -101,7 +101,7 @@ def test_every_agent_rank_state_has_a_phase(state: RankState) -> None:
 
 
 def test_an_unknown_agent_state_is_refused_with_the_allowed_values() -> None:
-    with pytest.raises(ValueError, match="unknown rank state 'paused'.*starting"):
+    with pytest.raises(ValueError, match=r"unknown rank state 'paused'.*starting"):
         RankPhase.from_agent("paused", None)
 
 
