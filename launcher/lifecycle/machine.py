@@ -1,6 +1,6 @@
 """The lifecycle model: typed events in, typed effects out, every state change guarded.
 
-Rules (torchrun's and Kueue's waitForPodsReady, DESIGN.md "The job lifecycle"):
+Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
 
 * ADMITTED → RUNNING once every rank confirmed its start; not within ``startup_timeout_s``
   → every rank stopped, the job requeued with backoff (intent RETRY), the reason naming the

@@ -1,7 +1,7 @@
 """The job lifecycle's vocabulary: job states, rank phases, end intents, end reasons, and the
 only arrows allowed between job states.
 
-A job's life (DESIGN.md "The job lifecycle")::
+A job's life (docs/queue-semantics.md §A5)::
 
     PENDING ──cycle admits──► ADMITTED ──every rank started──► RUNNING
     PENDING ──cancel──► CANCELLED

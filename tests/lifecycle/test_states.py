@@ -21,7 +21,7 @@ from labgang.launcher.lifecycle.states import (
 P, A, R, T = JobState.PENDING, JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING
 S, F, C = JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED
 
-# Written out independently of JOB_MOVES: the arrows DESIGN.md "The job lifecycle" allows.
+# Written out independently of JOB_MOVES: the arrows docs/queue-semantics.md §A5 describes.
 LEGAL = {
     (P, A),  # a cycle admits it
     (P, C),  # cancelled while pending
