@@ -134,22 +134,3 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomlfile.read_toml(path)
     except tomlfile.TomlFileError as exc:
         raise AgentConfigError(str(exc)) from None
-
-
-def read_token(path: str | Path) -> str:
-    """Read the cluster token, refusing a file that group or others may read.
-
-    Raises:
-        AgentConfigError: missing, empty, or readable by others.
-    """
-    p = Path(path)
-    try:
-        mode = p.stat().st_mode
-    except FileNotFoundError:
-        raise AgentConfigError(f"token_file: {p} does not exist") from None
-    if mode & 0o077:
-        raise AgentConfigError(f"token_file: {p} must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise AgentConfigError(f"token_file: {p} is empty")
-    return token

@@ -31,13 +31,14 @@ from typing import Any
 
 from aiohttp import web
 from labgang.agent import labgang_version, paths, sdnotify
-from labgang.agent.config import AgentConfig, read_token
+from labgang.agent.config import AgentConfig
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, LaunchSpec, Supervisor, UnknownJob, pick_free_port
 from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
 from labgang.agent.supervisor.states import RankState
+from labgang.agent.token import read_token
 
 log = logging.getLogger("labgang.agent")
 

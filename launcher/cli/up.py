@@ -205,8 +205,9 @@ def _up(
 
     from labgang.agent.config import AgentConfig
     from labgang.agent.service import AgentService
+    from labgang.agent.token import TokenError
     from labgang.launcher.config import ClusterConfig
-    from labgang.launcher.coordinator.app import TokenError, serve
+    from labgang.launcher.coordinator.app import serve
 
     node = socket.gethostname()
     inventory = read_inventory(backend, hostname=node)

@@ -16,7 +16,6 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
+from labgang.agent.token import read_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
@@ -35,30 +35,14 @@ from labgang.launcher.store import Store
 log = logging.getLogger("labgang.coordinator")
 
 
-class TokenError(RuntimeError):
-    """The cluster token file is unusable (group/other may read it, or it is empty)."""
-
-
 def load_token(path: str | Path, *, create: bool = True) -> str:
-    """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
+    """The cluster token (``labgang.agent.token.read_token``), created when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, or empty.
+        TokenError: the file is readable by group or others, empty, or missing without ``create``.
         OSError: it cannot be read or created.
     """
-    p = Path(path)
-    if not p.exists() and create:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-    mode = p.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise TokenError(f"{p}: the cluster token file is empty")
-    return token
+    return read_token(path, create=create)
 
 
 def create_app(
