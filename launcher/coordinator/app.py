@@ -187,11 +187,10 @@ async def serve(
         # a TCP port without a host: agents on other machines connect, every request needs the cluster token
         tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
         await tcp_site.start()
-        server = tcp_site._server  # the bound port, for port 0
-        bound = (
-            server.sockets[0].getsockname() if isinstance(server, asyncio.Server) and server.sockets else (host, port)
-        )
-        tcp_addr = (bound[0], bound[1])
+        # The bound address (the port the kernel chose for port 0): the runner's public list of
+        # its sites' socket names, where the Unix socket is a path and the TCP socket a tuple.
+        bound = next((a for a in runner.addresses if isinstance(a, tuple)), (host, port))
+        tcp_addr = (str(bound[0]), int(bound[1]))
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
     stop = stop or asyncio.Event()
