@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from labgang.launcher.cli.client import Client
-from labgang.launcher.cli.format import format_duration, parse_duration, render_table, to_json
+from labgang.launcher.api.client import Client
+from labgang.launcher.cli.format import render_table, to_json
 from labgang.launcher.cli.jobs import json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.durations import format_duration, parse_duration
 
 STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
 _FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")

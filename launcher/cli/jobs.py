@@ -1,6 +1,6 @@
 """The everyday job commands: ``submit``, ``run``, ``queue``, ``cancel``, ``logs``, ``show``, ``queues``.
 
-Each command is a thin layer over :mod:`labgang.launcher.cli.client` (the coordinator's
+Each command is a thin layer over :mod:`labgang.launcher.api.client` (the coordinator's
 user API on ``<state_dir>/labgang.sock``). Exit statuses: 0 success; 1 the request was
 refused, the coordinator is not there, or the job failed; 2 a usage error (a bad flag,
 or a field the coordinator rejected as invalid, named by its flag). ``run`` exits with
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import click
-from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,

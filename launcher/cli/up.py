@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 from labgang.agent import paths
-from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
+from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from labgang.launcher.cli.client import LogChunk
+from labgang.launcher.api.client import LogChunk
 from labgang.launcher.cli.jobs import JobFollower
 
 if TYPE_CHECKING:
