@@ -27,9 +27,10 @@ from labgang.agent.token import read_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
-from labgang.launcher.metrics import METRICS, add_metrics_routes
+from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -105,7 +106,7 @@ def create_app(
 
 async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
-    app[keys.COORDINATOR].metrics = app[METRICS].scheduler
+    app[keys.COORDINATOR].metrics = app[keys.METRICS].scheduler
     yield
 
 
@@ -250,8 +251,6 @@ async def serve(
 
 
 def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
-    from labgang.launcher.model import JobState
-
     out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
     for job_id in held:
         state = coord.get_job(job_id).status.state

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from labgang.agent import labgang_version
+from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
@@ -114,7 +115,7 @@ class Coordinator:
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
         self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
-        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
+        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.coordinator.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
@@ -480,8 +481,6 @@ class Coordinator:
         """Keep the node's inventory and rank list; True when scheduling could decide differently:
         its allocatable devices changed, or devices no job holds started or stopped showing
         processes (foreign processes, a context NVML still shows)."""
-        from labgang.agent.inventory import NodeInventory
-
         conn.last_seen = self.clock()
         ranks = message.get("ranks")
         if ranks is not None:

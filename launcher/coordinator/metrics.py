@@ -34,6 +34,8 @@ from typing import Any
 
 from aiohttp import web
 from labgang.agent.inventory import is_known
+from labgang.launcher.api import keys
+from labgang.launcher.coordinator import views
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
     DEVICE_STATES,
@@ -392,10 +394,6 @@ def _exposition(registry: CollectorRegistry) -> web.Response:
 
 # ----- the coordinator's /metrics route -----------------------------------------------------
 
-#: Where :func:`add_metrics_routes` keeps the coordinator's :class:`CoordinatorMetrics`; the
-#: scheduling loop reports admissions, cycles and preemptions to ``app[METRICS].scheduler``.
-METRICS = web.AppKey("metrics", CoordinatorMetrics)
-
 
 def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
     """The coordinator's state as the pitfall detectors and the collectors read it.
@@ -409,8 +407,6 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
         coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
         finished_within_s: how long a finished job stays in the snapshot, seconds.
     """
-    from labgang.launcher.coordinator import views
-
     now = coord.clock()
     jobs = [
         views.job_view(job)
@@ -437,19 +433,18 @@ def add_metrics_routes(app: web.Application) -> None:
 
     Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
     the application starts: the metrics are set up once the coordinator exists and are
-    kept under ``app[METRICS]``.
+    kept under ``app[keys.METRICS]``.
     """
-    from labgang.launcher.api import keys
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        app[METRICS] = CoordinatorMetrics(
+        app[keys.METRICS] = CoordinatorMetrics(
             lambda: coordinator_snapshot(coord), version=coord.version, job_counts=lambda: coordinator_job_counts(coord)
         )
         yield
 
     async def handle(request: web.Request) -> web.Response:
-        return _exposition(request.app[METRICS].registry)
+        return _exposition(request.app[keys.METRICS].registry)
 
     app.cleanup_ctx.append(metrics_ctx)
     app.router.add_get("/metrics", handle, name="metrics")
