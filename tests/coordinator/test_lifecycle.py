@@ -537,3 +537,16 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
         await asyncio.gather(loop_task, return_exceptions=True)
         await c.close()
         c.store.close()
+
+
+async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exits(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    start(coord, job_id)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 0)
+    coord.agents.nodes["n2"].connected = False  # n2 falls silent before its rank is gone
+    advance(coord, 11)
+    coord.check_timers()
+    event(coord, "n1", job_id, 0, "gone", 0)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
