@@ -12,6 +12,7 @@ Module map (data flows top to bottom)::
     translate.py  agent rank events / statuses / launch answers -> lifecycle events
     scheduling.py snapshot from the model + live inventories -> run_cycle -> CycleDecided
     dispatch.py   admitted gangs -> launch commands (after the commit); stop / signal
-    views.py      JobView, queue usage, node/device state
-    errors.py     domain errors with their HTTP status
+    views.py      JobView, history rows, queue usage, node/device state
+    metrics.py    GET /metrics (Prometheus collectors over the same views)
+    errors.py     domain errors with their HTTP status, and the one JSON error mapping
 """
