@@ -19,14 +19,16 @@ import time
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import leaving, next_starvation
 from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
@@ -44,11 +46,7 @@ def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
         conn = coord.agents.nodes[name]
         if conn.inventory is None:
             continue
-        devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
-            for d in conn.inventory.allocatable()
-        )
-        nodes.append(Node(name=name, devices=devices))
+        nodes.append(node_from_inventory(name, conn.inventory))
     return tuple(nodes)
 
 
@@ -101,7 +99,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                 RunningJob(
                     id=job.id,
                     queue=job.spec.queue,
-                    request=job.spec.request,
+                    request=started_request(job),
                     priority=job.spec.priority,
                     submit_time=st.submit_time,
                     admit_time=st.admit_time or st.submit_time,
@@ -218,6 +216,12 @@ async def timer_loop(coord: Coordinator) -> None:
         last = now
 
 
+def started_request(job: JobRecord) -> JobRequest:
+    """What a job holds: an elastic gang counts as a gang of the size it started with."""
+    req = job.spec.request
+    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
+
+
 def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
@@ -230,8 +234,11 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
+    # an elastic gang can start when its minimum can
     found = (
-        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else _quota_only(coord, spec)
+        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes)
+        if nodes
+        else _quota_only(coord, spec)
     )
     answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
@@ -240,5 +247,6 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
 
 def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     book = QuotaBook(coord.config.queue_specs())
-    reason = quota_never_fits(book, spec.queue, spec.request)
-    return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))
+    req = spec.request.floor()
+    reason = quota_never_fits(book, spec.queue, req)
+    return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

@@ -9,9 +9,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.config import QueueConfig
+from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -31,6 +31,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "queue": spec.queue,
         "state": st.state.value,
         "workers": spec.workers,
+        "min_workers": spec.min_workers,
+        "started_workers": len(job.ranks) if job.ranks else None,
         "gpus_per_worker": spec.per_worker,
         "resource": spec.resource,
         "priority": spec.priority,
@@ -76,7 +78,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     for job in coord.model.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
-            used[q][job.spec.resource] += job.spec.workers * job.spec.per_worker
+            used[q][job.spec.resource] += (len(job.ranks) or job.spec.workers) * job.spec.per_worker
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
@@ -193,7 +195,8 @@ def history_view(job: JobRecord, now: float) -> dict[str, Any]:
     ``wait_s`` runs from submission to the start of the last attempt (to ``now`` or the end
     while it never started); ``elapsed_s`` from that start to the end (or ``now``);
     ``gpu_hours`` = the gang's devices x ``elapsed_s`` / 3600 (the last attempt; MIG devices
-    count as devices). ``attempts`` counts start attempts, ``restart_count`` those that ran.
+    count as devices; an elastic gang read back from the store counts at its requested size).
+    ``attempts`` counts start attempts, ``restart_count`` those that ran.
     """
     st, spec = job.status, job.spec
     stop = st.end_time if st.end_time is not None else now
@@ -214,7 +217,7 @@ def history_view(job: JobRecord, now: float) -> dict[str, Any]:
         "end_time": st.end_time,
         "wait_s": max(0.0, waited_until - st.submit_time),
         "elapsed_s": elapsed,
-        "gpu_hours": None if elapsed is None else spec.workers * spec.per_worker * elapsed / 3600.0,
+        "gpu_hours": None if elapsed is None else (len(job.ranks) or spec.workers) * spec.per_worker * elapsed / 3600.0,
         "exit_status": st.exit_status,
         "restart_count": st.restart_count,
         "attempts": st.attempt + 1,

@@ -137,7 +137,10 @@ class Lifecycle(GangRules):
                 self._out.append(fx.SaveRank(job, rank))
             where = ", ".join(job_nodes(job))
             self._out.append(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
-            self._history(job, "admitted", f"{job.spec.workers} ranks on {where}")
+            size = f"{len(job.ranks)} ranks"
+            if job.spec.request.elastic:
+                size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
+            self._history(job, "admitted", f"{size} on {where}")
             self._out.append(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
             self._out.append(fx.Dispatch(job))
         for pre in result.preempted:
