@@ -550,3 +550,37 @@ async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exit
     event(coord, "n1", job_id, 0, "gone", 0)
     st = coord.jobs[job_id].status
     assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
+
+
+async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_once(tmp_path: Path) -> None:
+    """A victim admitted earlier but never launched leaves its devices the moment it is evicted:
+    the next cycle of the same wake admits the preemptor (``labgang simulate`` runs cycles at an
+    instant until nothing new is decided; the coordinator used to stop at the first cycle that
+    admitted nothing)."""
+    from labgang.launcher.coordinator.requests import build_spec
+    from labgang.launcher.coordinator.scheduling import run_cycles
+    from labgang.launcher.lifecycle.events import JobSubmitted
+    from labgang.launcher.lifecycle.records import JobStatus
+
+    clock = Clock()
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}]})
+    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, clock.now
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+
+    def submit_now(priority: int) -> str:  # recorded without a commit: no dispatch runs in this test
+        spec = build_spec({"argv": ["x"], "workers": 1, "gpus_per_worker": 4, "priority": priority}, ROOT, config)
+        job = c.store.insert_job(spec, JobStatus(submit_time=clock.now, pending_since=clock.now))
+        c.apply(JobSubmitted(clock.now, job))
+        return job.id
+
+    low = submit_now(0)
+    run_cycles(c)
+    assert c.jobs[low].status.state == JobState.ADMITTED
+    clock.now += 1
+    high = submit_now(10)
+    run_cycles(c)
+    assert c.jobs[high].status.state == JobState.ADMITTED
+    assert (c.jobs[low].status.state, c.jobs[low].status.restart_count) == (JobState.PENDING, 0)
+    c.store.close()
