@@ -29,15 +29,15 @@ def parse_duration(text: str) -> float:
     total = 0.0
     last_scale = float("inf")
     if not raw:
-        raise ValueError(f"empty duration; use {DURATION_HELP}")
+        raise ValueError(f"empty duration; allowed: {DURATION_HELP}")
     while pos < len(raw):
         match = _DURATION_PART.match(raw, pos)
         if match is None:
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+            raise ValueError(f"{text!r} is not a duration; allowed: {DURATION_HELP}")
         scale = _UNIT_SECONDS[match.group(2)]
         bare = match.group(2) == ""
         if scale >= last_scale or (bare and pos > 0) or (bare and match.end() < len(raw)):
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+            raise ValueError(f"{text!r} is not a duration; allowed: {DURATION_HELP}")
         total += float(match.group(1)) * scale
         last_scale = scale
         pos = match.end()

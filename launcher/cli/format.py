@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from labgang.launcher.durations import format_duration, parse_duration
+from labgang.launcher.text import printable
 
 
 def parse_signal_spec(text: str) -> str:
@@ -90,12 +91,14 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
     Args:
         headers: column titles.
-        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed.
+        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed and
+            control characters in them escaped (:func:`labgang.launcher.text.printable`), so
+            a job name with a newline or an ANSI escape stays in its cell.
 
     Returns:
         The table as lines joined with newlines (no trailing newline).
     """
-    text_rows = [[str(c) for c in row] for row in rows]
+    text_rows = [[printable(str(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         if len(row) != len(headers):
@@ -209,8 +212,11 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     ]
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
+    for r in job.get("ranks") or []:
+        if r.get("start_error"):
+            fields.append(("Error", f"rank {r.get('rank')}: {r['start_error']} (exit status {r.get('exit_status')})"))
     label_width = max(len(k) for k, _ in fields) + 1
-    out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
+    out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
         out += [
@@ -227,6 +233,18 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                         ",".join(r.get("devices") or []) or "-",
                     )
                     for r in ranks
+                ],
+            ),
+        ]
+    pitfalls = job.get("pitfalls") or []
+    if pitfalls:
+        out += [
+            "",
+            render_table(
+                ("PITFALL", "SEVERITY", "WHERE", "WHAT", "ADVICE"),
+                [
+                    (f.get("kind"), f.get("severity"), f.get("subject"), f.get("summary"), f.get("advice"))
+                    for f in pitfalls
                 ],
             ),
         ]

@@ -16,7 +16,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.format import render_table, to_json
-from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.jobs import json_option, state_dir_option, talks_to_coordinator
 from labgang.launcher.durations import format_duration, parse_duration
 
 STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
@@ -39,7 +39,7 @@ def parse_when(text: str, now: float) -> float:
     try:
         return now - parse_duration(raw)
     except ValueError:
-        raise ValueError(f"{text!r} is not a time; use {TIME_HELP}") from None
+        raise ValueError(f"{text!r} is not a time; allowed: {TIME_HELP}") from None
 
 
 class WhenType(click.ParamType):

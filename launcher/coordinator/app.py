@@ -28,6 +28,7 @@ from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import add_metrics_routes
+from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.lifecycle.states import JobState
@@ -40,10 +41,11 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     """The cluster token (``labgang.agent.token.read_token``), created when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, empty, or missing without ``create``.
+        TokenError: the file is readable by group or others, not a token
+            (:func:`labgang.agent.token.token_problem`), or missing without ``create``.
         OSError: it cannot be read or created.
     """
-    return read_token(path, create=create)
+    return read_token(path, create=create, by_coordinator=True)
 
 
 def create_app(
@@ -168,6 +170,7 @@ async def serve(
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
+    add_pitfall_watch(app)  # one pitfall history for /v1/pitfalls, /metrics, top and show
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
     runner = web.AppRunner(

@@ -136,14 +136,7 @@ class GangRules:
         """Move the job along after its ranks changed (start confirmed, a rank failed, all gone)."""
         st = job.status
         ranks = ranks_in_order(job)
-        if st.state == JobState.ADMITTED and ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
-            transition(st, JobState.RUNNING)
-            st.start_time = self._now
-            st.reason_code = st.reason_message = None
-            self._save(job)
-            self._history(job, "running", f"all {len(ranks)} ranks started on {', '.join(job_nodes(job))}")
-            if self._nominated_by_pending(job):
-                self._out.append(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
+        self._mark_running(job)
         if st.state in (JobState.ADMITTED, JobState.RUNNING):
             failed = next((r for r in ranks if r.state.order >= RankPhase.EXITED.order and r.exit_status != 0), None)
             if failed is not None:
@@ -159,6 +152,22 @@ class GangRules:
                 return
         if st.state.holds_devices and ranks and all(r.ended for r in ranks):
             self._finish(job)
+
+    def _mark_running(self, job: JobRecord) -> None:
+        """ADMITTED → RUNNING once every rank has started (even if one already exited: the history
+        then says "running" before that rank's "rank-exited")."""
+        st = job.status
+        ranks = ranks_in_order(job)
+        if st.state == JobState.ADMITTED and ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
+            transition(st, JobState.RUNNING)
+            st.start_time = self._now
+            st.reason_code = st.reason_message = None
+            self._save(job)
+            n = len(ranks)
+            started = f"{'all ' if n > 1 else ''}{n} rank{'s' if n != 1 else ''} started on {', '.join(job_nodes(job))}"
+            self._history(job, "running", started)
+            if self._nominated_by_pending(job):
+                self._out.append(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
 
     def _begin_termination(
         self, job: JobRecord, intent: EndIntent, message: str, *, exit_status: int | None = None

@@ -137,7 +137,7 @@ class Lifecycle(GangRules):
                 self._out.append(fx.SaveRank(job, rank))
             where = ", ".join(job_nodes(job))
             self._out.append(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
-            size = f"{len(job.ranks)} ranks"
+            size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
             if job.spec.request.elastic:
                 size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
             self._history(job, "admitted", f"{size} on {where}")
@@ -155,7 +155,8 @@ class Lifecycle(GangRules):
                         now, preemptor.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}"
                     )
                 )
-                self._history(preemptor, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
+                waiting = ", ".join(f"job {v}" for v in pre.victims)
+                self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
             for victim_id in pre.victims:
                 victim = self.jobs.get(victim_id)
                 if victim is None or not may_be_victim(victim, admitted_now):
@@ -196,6 +197,7 @@ class Lifecycle(GangRules):
             job.status.ran = True
             self._save(job)
         if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
+            self._mark_running(job)  # "running" before this rank's "rank-exited"
             if e.phase == RankPhase.EXITED:
                 self._history(job, "rank-exited", f"rank {rank.rank} on {e.node} exited with status {rank.exit_status}")
             self._evaluate(job)

@@ -32,7 +32,7 @@ def test_dates_are_local_times(text: str, expected: dt.datetime) -> None:
 
 @pytest.mark.parametrize("text", ["yesterday", "2026-13-01", "-2h", ""])
 def test_anything_else_is_refused_naming_the_allowed_forms(text: str) -> None:
-    with pytest.raises(ValueError, match=r"is not a time; use a date \(2026-12-01\).*an age \(2h, 7d, 1h30m\)"):
+    with pytest.raises(ValueError, match=r"is not a time; allowed: a date \(2026-12-01\).*an age \(2h, 7d, 1h30m\)"):
         parse_when(text, NOW)
 
 

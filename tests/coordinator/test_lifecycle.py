@@ -584,3 +584,19 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
     assert c.jobs[high].status.state == JobState.ADMITTED
     assert (c.jobs[low].status.state, c.jobs[low].status.restart_count) == (JobState.PENDING, 0)
     c.store.close()
+
+
+async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first(coord: Coordinator) -> None:
+    """A one-rank job whose rank ends before the agent reported it started: the history reads in
+    order (running, then rank-exited) and counts one rank, not "1 ranks"."""
+    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    placement = (RankPlacement(0, "n1", ("GPU-a",)),)
+    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
+    event(coord, "n1", job_id, 0, "exited", 0)
+    event(coord, "n1", job_id, 0, "gone", 0)
+    history = [(h.event, h.message) for h in coord.jobs[job_id].history]
+    events = [e for e, _ in history]
+    assert events.index("running") < events.index("rank-exited"), history
+    assert ("admitted", "1 rank on n1") in history
+    assert ("running", "1 rank started on n1") in history
+    assert "1 ranks" not in " ".join(m for _, m in history)
