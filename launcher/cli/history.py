@@ -16,7 +16,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.format import render_table, to_json
-from labgang.launcher.cli.jobs import json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 from labgang.launcher.durations import format_duration, parse_duration
 
 STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")

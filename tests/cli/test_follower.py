@@ -11,7 +11,7 @@ import io
 from typing import TYPE_CHECKING
 
 from labgang.launcher.api.client import LogChunk
-from labgang.launcher.cli.jobs import JobFollower
+from labgang.launcher.cli.follow import JobFollower
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
