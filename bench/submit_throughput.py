@@ -9,7 +9,7 @@ holds exactly N jobs, and prints submissions/s and the ratio to the 2,000/s targ
 Then, on the same coordinator: the latency of one submission at a time (``--sequential``
 ``POST /v1/jobs`` over one kept-alive connection, p50 and p90, target 3 ms) and of
 ``GET /v1/jobs`` once ``--pending`` jobs are pending (p50 of 20, target 20 ms). Both are
-measured by a client that only reads the bytes (:mod:`labgang.launcher.cli.wire`), so they
+measured by a client that only reads the bytes (:mod:`labgang.launcher.api.wire`), so they
 are the coordinator's time plus the socket's, with no JSON decoding on the client side.
 
 Usage: python bench/submit_throughput.py [-n 1000] [--concurrency 64] [--sequential 300] [--pending 10000]
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import aiohttp
 import psutil
-from labgang.launcher.cli.wire import UnixHTTPConnection
+from labgang.launcher.api.wire import UnixHTTPConnection
 
 TARGET_PER_S = 2000.0
 TARGET_POST_MS = 3.0

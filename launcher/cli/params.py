@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from labgang.launcher.cli.format import parse_duration, parse_signal_spec
+from labgang.launcher.cli.format import parse_signal_spec
+from labgang.launcher.durations import parse_duration
 
 
 class DurationType(click.ParamType):

@@ -3,14 +3,15 @@
 ``labgang submit`` and ``labgang queue`` run in sweeps and under ``watch``: a process that
 spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``queue``
 and ``cancel`` here, with the same flags as their click commands
-(:mod:`labgang.launcher.cli.jobs`), and talks to the coordinator through the stdlib client,
-importing neither click nor anything the request does not need.
+(:mod:`labgang.launcher.cli.submission`, :mod:`labgang.launcher.cli.jobs`), and talks to the
+coordinator through the stdlib client, importing neither click nor anything the request does
+not need.
 
 The fast path only takes the well-formed case. Anything it does not recognise (``--help``,
 an unknown or malformed flag, a value out of range) goes to the click command, which parses
 the same argv again and prints the help or the one-line usage error exactly as before;
 refusals from the coordinator are described by the click commands' own helpers
-(:func:`labgang.launcher.cli.jobs.describe_api_error`), imported only then. So the click
+(:func:`labgang.launcher.cli.plumbing.describe_api_error`), imported only then. So the click
 commands stay the one definition of flags, help and errors; this module must accept a subset
 of what they accept and build the same request (tests/cli/test_quick.py compares both).
 """
@@ -182,10 +183,10 @@ def _fail(command: str, message: str, code: int) -> int:
 
 def _refusal(command: str, err: Exception) -> int:
     """Print a client error as the click command would (one line, its exit status)."""
-    from labgang.launcher.cli.client import ApiError
+    from labgang.launcher.api.client import ApiError
 
     if isinstance(err, ApiError):
-        from labgang.launcher.cli.jobs import describe_api_error  # click, only for a refusal
+        from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
 
         failure = describe_api_error(err)
         return _fail(command, failure.message, failure.exit_code)
@@ -193,9 +194,9 @@ def _refusal(command: str, err: Exception) -> int:
 
 
 def submit(args: list[str]) -> int:
-    """``labgang submit``: see :func:`labgang.launcher.cli.jobs.submit`."""
+    """``labgang submit``: see :func:`labgang.launcher.cli.submission.submit`."""
+    from labgang.launcher.api.client import ApiError, Client, ClientError
     from labgang.launcher.cli import job_request
-    from labgang.launcher.cli.client import ApiError, Client, ClientError
 
     options, argv = parse(args, _submit_flags(), interspersed=False)
     state_dir = _state_dir(options)
@@ -209,7 +210,7 @@ def submit(args: list[str]) -> int:
             job = client.submit(body)
     except ApiError as err:
         if options.get("queue") is None and err.field == "queue" and err.status == 403:
-            from labgang.launcher.cli.jobs import default_queue_refused
+            from labgang.launcher.cli.submission import default_queue_refused
 
             refused = default_queue_refused(err)
             return _fail("submit", refused.message, refused.exit_code)
@@ -242,7 +243,7 @@ def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     import time
 
-    from labgang.launcher.cli.client import Client, ClientError
+    from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import job_table, to_json
 
     options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
@@ -261,7 +262,7 @@ def queue(args: list[str]) -> int:
 
 def cancel(args: list[str]) -> int:
     """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
-    from labgang.launcher.cli.client import ApiError, Client, ClientError
+    from labgang.launcher.api.client import ApiError, Client, ClientError
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     try:
@@ -279,7 +280,7 @@ def cancel(args: list[str]) -> int:
                     before = client.job(job_id)
                     job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
                 except ApiError as err:
-                    from labgang.launcher.cli.jobs import describe_api_error
+                    from labgang.launcher.cli.plumbing import describe_api_error
 
                     failure = describe_api_error(err)
                     worst = max(worst, failure.exit_code)

@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-from labgang.launcher.cli import job_request, jobs, quick
-from labgang.launcher.cli.wire import UnixHTTPConnection
+from labgang.launcher.api.wire import UnixHTTPConnection
+from labgang.launcher.cli import job_request, jobs, quick, submission
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
 
@@ -49,11 +49,11 @@ NOT_FAST = [
 
 
 def click_body(args: list[str]) -> dict[str, object]:
-    ctx = jobs.submit.make_context("submit", list(args))
+    ctx = submission.submit.make_context("submit", list(args))
     params = dict(ctx.params)
     params.pop("state_dir")
     params.pop("as_json")
-    return jobs.build_submission(**params, env=ENV, cwd="/work")
+    return submission.build_submission(**params, env=ENV, cwd="/work")
 
 
 def fast_body(args: list[str]) -> dict[str, object]:

@@ -8,6 +8,7 @@ import json
 
 from labgang.launcher.coordinator.view_cache import JobViewCache
 from labgang.launcher.coordinator.views import job_view
+from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
 from labgang.launcher.store import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
 
@@ -59,7 +60,7 @@ def test_every_kind_of_change_shows_in_the_next_listing() -> None:
     jobs[0].ranks = {0: RankRecord(0, "n1", ("GPU-a",)), 1: RankRecord(1, "n1", ("GPU-b",))}
     assert listed(cache, jobs) == fresh(jobs)
 
-    jobs[0].ranks[1].state = "running"  # a rank changed in place
+    jobs[0].ranks[1].state = RankPhase.RUNNING  # a rank changed in place
     jobs[0].ranks[1].pid = 4242
     jobs[0].history.append(HistoryEntry(2.0, "started", "all ranks running"))
     assert listed(cache, jobs) == fresh(jobs)

@@ -2,7 +2,7 @@
 
 Two clients with the same methods and errors:
 
-- :class:`Client`, synchronous (HTTP/1.1 on an ``AF_UNIX`` socket, :mod:`labgang.launcher.cli.wire`,
+- :class:`Client`, synchronous (HTTP/1.1 on an ``AF_UNIX`` socket, :mod:`labgang.launcher.api.wire`,
   one kept-alive connection): what every shell command uses; cheap to start (no ``http.client``,
   no event loop).
 - :class:`AsyncClient`, on aiohttp's ``UnixConnector``: for async callers such as the TUI.
@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 
 from labgang.agent import paths
-from labgang.launcher.cli.wire import RemoteClosed, UnixHTTPConnection
+from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
@@ -371,11 +371,39 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
-    def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
-        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``."""
+    def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
+        earlier start attempt's output (0 = the first), None = the current one."""
         query = {"rank": str(rank), "offset": str(offset)}
+        if attempt is not None:
+            query["attempt"] = str(attempt)
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
+
+    def history(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
+
+        Args:
+            user: a user name or "all" (admins); None = the caller's own jobs.
+            states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
+        """
+        query = {
+            name: str(value)
+            for name, value in (("user", user), ("queue", queue), ("since", since), ("until", until), ("limit", limit))
+            if value is not None
+        }
+        if states:
+            query["state"] = ",".join(states)
+        return self._json("GET", "/v1/history", query=query)["jobs"]
 
     def queues(self) -> list[dict[str, Any]]:
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""

@@ -1,7 +1,7 @@
 """HTTP/1.1 over an ``AF_UNIX`` stream socket, with nothing but :mod:`socket`.
 
 What every shell command uses to talk to the coordinator (through
-:class:`labgang.launcher.cli.client.Client`). ``http.client`` would do the same work but
+:class:`labgang.launcher.api.client.Client`). ``http.client`` would do the same work but
 imports the ``email`` package to parse headers, about 15 ms of a command's start-up: more
 than a whole ``squeue``. The coordinator (aiohttp) answers with ``Content-Length`` or
 chunked bodies; both are read here, as is a body that ends when the connection closes.
