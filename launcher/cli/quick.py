@@ -1,8 +1,8 @@
 """The ``labgang`` entry point, with a fast path for the commands typed in shell loops.
 
 ``labgang submit`` and ``labgang queue`` run in sweeps and under ``watch``: a process that
-spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``queue``
-and ``cancel`` here, with the same flags as their click commands
+spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``queue``,
+``cancel``, ``show`` and ``logs`` (without ``-f`` or ``--attempt``) here, with the same flags as their click commands
 (:mod:`labgang.launcher.cli.submission`, :mod:`labgang.launcher.cli.jobs`), and talks to the
 coordinator through the stdlib client, importing neither click nor anything the request does
 not need.
@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
         raise ValueError(text)
     return value
 
@@ -105,6 +112,13 @@ _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--state-dir": ("state_dir", str),
 }
 _CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {"--state-dir": ("state_dir", str)}
+_SHOW_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
+# `logs -f` and `logs --attempt N` are left to click (not listed here).
+_LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
+    "--rank": ("rank", _non_negative),
+    "-r": ("rank", _non_negative),
+    "--state-dir": ("state_dir", str),
+}
 
 
 class NotFast(Exception):
@@ -295,7 +309,84 @@ def cancel(args: list[str]) -> int:
     return worst
 
 
-FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {"submit": submit, "queue": queue, "cancel": cancel}
+def _single_job(positional: list[str]) -> str:
+    """The one JOB argument of ``show`` and ``logs``; anything else is click's to refuse."""
+    if len(positional) != 1:
+        raise NotFast("JOB")
+    try:
+        return _job_id(positional[0])
+    except ValueError:
+        raise NotFast("JOB") from None
+
+
+def show(args: list[str]) -> int:
+    """``labgang show JOB``: see :func:`labgang.launcher.cli.jobs.show`."""
+    import time
+
+    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.cli.format import job_detail, to_json
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+
+    options, positional = parse(args, _SHOW_FLAGS, interspersed=True)
+    job_id = _single_job(positional)
+    state_dir = _state_dir(options)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            job = client.job(job_id)
+            add_start_errors(client, job)
+            add_pitfalls(client, job)
+    except ClientError as err:
+        return _refusal("show", err)
+    print(to_json({"job": job}) if options.get("as_json") else job_detail(job, time.time()))
+    return 0
+
+
+def logs(args: list[str]) -> int:
+    """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
+    from labgang.launcher.api.client import ApiError, Client, ClientError
+
+    options, positional = parse(args, _LOGS_FLAGS, interspersed=True)
+    job_id = _single_job(positional)
+    rank = options.get("rank", 0)
+    state_dir = _state_dir(options)
+    out = sys.stdout.buffer
+    offset = 0
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            job = client.job(job_id)
+            workers = int(job.get("workers") or 1)
+            if rank >= workers:
+                return _fail("logs", f"--rank: job {job_id} has ranks 0..{workers - 1}, not {rank}", 2)
+            while True:
+                try:
+                    chunk = client.logs(job_id, rank=rank, offset=offset)
+                except ApiError as err:
+                    if err.status == 404 and offset == 0:
+                        return _fail("logs", f"job {job_id} rank {rank} has no output yet ({job['state']})", 1)
+                    raise
+                if not chunk.data:
+                    break
+                out.write(chunk.data)
+                offset = chunk.next_offset
+            out.flush()
+    except ClientError as err:
+        return _refusal("logs", err)
+    if offset == 0:
+        from labgang.launcher.cli.follow import not_started
+
+        why = not_started(job)
+        if why:
+            print(f"labgang logs: {why}", file=sys.stderr)
+    return 0
+
+
+FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "submit": submit,
+    "queue": queue,
+    "cancel": cancel,
+    "show": show,
+    "logs": logs,
+}
 
 
 def main() -> None:

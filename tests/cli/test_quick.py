@@ -182,6 +182,43 @@ def test_submit_queue_cancel_through_the_fast_path_against_a_real_coordinator(co
     assert (status, out) == (0, f"job {job_id}: already cancelled\n")
 
 
+def click_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
+    """``labgang ARGS`` through the click group only (the pre-fast-path way), in a fresh interpreter."""
+    code = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+
+
+def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
+    return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.slow
+def test_show_and_logs_through_the_fast_path_answer_as_the_click_commands(coordinator):
+    _, _, out = run_fast(coordinator, "submit", "-n", "2", "--name", "seen", "--", "true")
+    job_id = out.strip()
+
+    status, heavy, out = run_fast(coordinator, "show", "--json", job_id)
+    assert (status, heavy) == (0, [])
+    shown = json.loads(out)["job"]
+    assert (shown["id"], shown["name"], shown["state"]) == (job_id, "seen", "pending")
+    assert shown == json.loads(click_run(coordinator, "show", "--json", job_id).stdout)["job"]
+
+    status, heavy, out = run_fast(coordinator, "show", job_id)
+    assert (status, heavy) == (0, [])
+    assert out.splitlines()[0] == click_run(coordinator, "show", job_id).stdout.splitlines()[0]
+
+    # a pending job has no output: said on stderr, exit 0, as the click command says it
+    for args in (["logs", job_id], ["logs", "-r", "1", job_id], ["logs", "--rank", "2", job_id], ["show", "999"]):
+        fast, slow = fast_run(coordinator, *args), click_run(coordinator, *args)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
+    assert fast_run(coordinator, "logs", "--rank", "2", job_id).returncode == 2
+    assert "has not started (PENDING" in fast_run(coordinator, "logs", job_id).stderr
+    status, heavy, _ = run_fast(coordinator, "logs", job_id)
+    assert (status, [m for m in heavy if m != "typing"]) == (0, [])  # follow.py's not_started imports typing
+
+
 @pytest.mark.slow
 def test_a_refusal_on_the_fast_path_reads_as_the_click_commands(coordinator):
     env = {**os.environ, "LABGANG_STATE_DIR": coordinator}
@@ -240,3 +277,17 @@ def test_wire_reads_content_length_chunked_and_close_delimited_bodies(tmp_path):
     assert (third.status, third.body, third.will_close) == (404, b"gone", True)
     assert requests[0].startswith(b"GET /v1/jobs?all=1 HTTP/1.1\r\n")
     assert b"Content-Length: 0\r\n" in requests[1]
+
+
+@pytest.mark.parametrize(
+    "args", [["-f", "3"], ["--follow", "3"], ["--attempt", "0", "3"], ["-r", "-1", "3"], ["3", "4"], ["x"], []]
+)
+def test_fast_logs_leaves_follow_attempt_and_bad_input_to_click(args, tmp_path):
+    with pytest.raises(quick.NotFast):
+        quick.logs(["--state-dir", str(tmp_path), *args])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["3", "4"], ["0"], []])
+def test_fast_show_leaves_bad_input_to_click(args, tmp_path):
+    with pytest.raises(quick.NotFast):
+        quick.show(["--state-dir", str(tmp_path), *args])
