@@ -144,6 +144,11 @@ class Store:
         """True when writes are waiting for a commit."""
         return bool(self._job_rows or self._status or self._ranks or self._events or self._decisions)
 
+    @property
+    def committing(self) -> bool:
+        """True while a :meth:`durable` commit is under way (on its worker thread)."""
+        return self._flushing
+
     def _take(self) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """Swap the buffers out (on the caller's thread) as (statement, rows) batches in order."""
         batches = [

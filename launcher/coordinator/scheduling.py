@@ -187,6 +187,12 @@ async def scheduling_loop(coord: Coordinator) -> None:
         if wait > 0:
             await asyncio.sleep(wait)
         coord.wake.clear()
+        if coord.store.committing:
+            # A submission (or cancel) is waiting for its commit, already under way: let it
+            # land and its answer go out before the cycle holds the loop (a cycle over
+            # thousands of pending jobs takes milliseconds). No extra commit is made.
+            await coord.store.durable()
+            await asyncio.sleep(0)
         try:
             run_cycles(coord)
             await coord.flush()
