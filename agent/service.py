@@ -558,7 +558,10 @@ class AgentService:
         if sock is None or sock.family != socket.AF_UNIX:
             return _error(400, "the user API is only served on the Unix socket")
         _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-        body = await request.read() if request.can_read_body else b""
+        try:
+            body = await request.read() if request.can_read_body else b""
+        except web.RequestPayloadError:  # a Content-Encoding that does not decode, a truncated body
+            return _error(400, "the request body cannot be read (a Content-Encoding that does not decode)")
         try:
             assert self.link is not None
             reply = await self.link.forward(uid, request.method, request.path, dict(request.query), body)

@@ -8,12 +8,12 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound
 
@@ -68,7 +68,7 @@ def _json_body(body: bytes) -> Any:
     if not body:
         raise BadRequest("the request body must be a JSON object")
     try:
-        return json.loads(body)
+        return jsoncodec.loads(body)
     except ValueError as exc:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 

@@ -6,27 +6,43 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
+import math
 import signal as signal_mod
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
 from labgang.launcher.store import JobSpec
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
+def _exec_safe(value: str) -> str:
+    """Refuse what ``execve`` and the environment cannot carry: NUL bytes and lone surrogates."""
+    if "\0" in value:
+        raise ValueError("must not contain a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+    return value
+
+
+#: A string that can reach ``execve``: no NUL byte, valid UTF-8 once encoded.
+Text = Annotated[str, AfterValidator(_exec_safe)]
+
+
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str | None = Field(default=None, max_length=200)
+    name: Text | None = Field(default=None, max_length=200)
     queue: str | None = None
     workers: int = Field(default=1, ge=1, le=4096)
     gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
@@ -38,9 +54,9 @@ class SubmitBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0)
     requeue: StrictBool = True
     signal: str | None = None
-    argv: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
+    argv: list[Text] = Field(min_length=1)
+    env: dict[Text, Text] = Field(default_factory=dict)
+    cwd: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,8 @@ def parse_signal(text: str) -> tuple[int, float]:
         seconds = float(when)
     except ValueError:
         raise BadRequest(f"signal time {when!r} is not a number of seconds", field="signal") from None
+    if not math.isfinite(seconds):
+        raise BadRequest(f"signal time {when!r} must be a finite number of seconds", field="signal")
     if seconds < 0:
         raise BadRequest("signal time must be >= 0 seconds", field="signal")
     return signum, seconds
@@ -124,6 +142,10 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
         return f"must be {op} {bound:g}{unit}" if isinstance(bound, (int, float)) else f"must be {op} {bound}{unit}"
     if kind == "too_short" and top == "argv":
         return "must name a command (at least one word)"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "finite_number":
+        return "must be a finite number" + (" of seconds" if top in _SECONDS_FIELDS else "")
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters"
     if top == "priority":
@@ -136,6 +158,8 @@ def _first_error(exc: ValidationError) -> BadRequest:
     loc = [str(p) for p in err["loc"]]
     if loc and loc[0] == "priority":  # int | str union: pydantic names the branch tried
         loc = ["priority"]
+    if loc and loc[0] == "env" and loc[-1] == "[key]":  # a variable's name, not its value
+        return BadRequest(f"env: a variable name {_constraint(err, 'env')}", field="env")
     field = ".".join(loc) or None
     if err["type"] == "extra_forbidden":
         return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(SubmitBody.model_fields))

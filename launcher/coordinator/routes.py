@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
-from labgang.launcher.api import keys
+from aiohttp.http_exceptions import HttpProcessingError
+from labgang.launcher.api import jsoncodec, keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
-from labgang.launcher.coordinator.errors import ApiError, Forbidden
+from labgang.launcher.coordinator.errors import ApiError, BadRequest, Forbidden
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
 
@@ -58,7 +59,7 @@ def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
     """Turn an operation's :class:`Reply` into an aiohttp response."""
     if reply.body is not None:
         return web.Response(status=reply.status, body=reply.body, headers=reply.headers, content_type="text/plain")
-    return web.json_response(reply.payload, status=reply.status, headers=reply.headers)
+    return web.json_response(reply.payload, status=reply.status, headers=reply.headers, dumps=jsoncodec.dumps)
 
 
 def _handler(route: handlers.Route):
@@ -68,7 +69,12 @@ def _handler(route: handlers.Route):
         caller = ANONYMOUS if uid is None else caller_for_uid(coord.config, uid)
         if route.writes and caller.read_only:
             raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
-        body = await request.read() if request.can_read_body else b""
+        try:
+            body = await request.read() if request.can_read_body else b""
+        except (web.RequestPayloadError, HttpProcessingError):  # e.g. a gzip body that does not inflate
+            raise BadRequest(
+                "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
+            ) from None
         reply = await route.operation(coord, caller, request.match_info, request.query, body)
         return reply_to_response(reply)
 
@@ -124,4 +130,4 @@ async def forwarded(
         return 500, {"Content-Type": "application/json"}, json.dumps(err).encode()
     if reply.body is not None:
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
-    return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()
+    return reply.status, {"Content-Type": "application/json", **reply.headers}, jsoncodec.dumps(reply.payload).encode()
