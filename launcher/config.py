@@ -146,6 +146,23 @@ class CohortConfig(_Strict):
     description: str = ""
 
 
+class LimitsConfig(_Strict):
+    """The ``[limits]`` table: the most one submission may carry, and one page of a listing.
+
+    Sizes are bytes of UTF-8 (``argv`` counts each word plus its terminating NUL, as
+    ``execve`` does; ``env`` counts ``NAME=value`` plus its NUL). The defaults fit any
+    real command line (Linux allows 128 KiB per word) and keep one job's record, and so
+    every listing, small.
+    """
+
+    max_argv_bytes: int = Field(default=128 * 1024, ge=1, le=2 * 1024 * 1024)
+    max_env_bytes: int = Field(default=128 * 1024, ge=0, le=2 * 1024 * 1024)
+    max_name_chars: int = Field(default=200, ge=1, le=4096)
+    max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
+    max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
+    page_size: int = Field(default=500, ge=1, le=100_000)
+
+
 class ClusterConfig(_Strict):
     """The whole ``cluster.toml``.
 
@@ -155,7 +172,7 @@ class ClusterConfig(_Strict):
     cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
-    starts the job fails.
+    starts the job fails. ``[limits]`` bounds one submission (:class:`LimitsConfig`).
     """
 
     default_queue: str = DEFAULT_QUEUE
@@ -173,6 +190,7 @@ class ClusterConfig(_Strict):
     requeue_backoff_max_s: float = Field(default=300.0, ge=0)
     max_start_failures: int = Field(default=3, ge=1)
     default_grace_s: float = Field(default=10.0, ge=0)
+    limits: LimitsConfig = LimitsConfig()
     priority_classes: dict[str, int] = Field(default_factory=dict)
     cohorts: list[CohortConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(min_length=1)

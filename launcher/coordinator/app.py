@@ -77,7 +77,8 @@ def create_app(
     Returns:
         The application; run it with ``web.AppRunner`` or aiohttp's test client.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=16 << 20)
+    # a body over the spec limit is refused while it is read, not after it is held in memory
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.limits.max_spec_bytes)
     app[keys.CONFIG] = config
     app[keys.STATE_DIR] = Path(state_dir)
     if token is None:

@@ -36,6 +36,12 @@ class BadRequest(ApiError):
     status = 400
 
 
+class PayloadTooLarge(ApiError):
+    """The request body is over the configured limit (413)."""
+
+    status = 413
+
+
 class Unauthenticated(ApiError):
     """The request carries no valid credentials (401)."""
 

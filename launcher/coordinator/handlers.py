@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import views
-from labgang.launcher.coordinator.errors import BadRequest, NotFound
+from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -76,7 +76,12 @@ def _json_body(body: bytes) -> Any:
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``POST /v1/jobs``: submit a gang job."""
+    """``POST /v1/jobs``: submit a gang job (at most ``limits.max_spec_bytes`` of JSON)."""
+    limit = coord.config.limits.max_spec_bytes
+    if len(body) > limit:
+        raise PayloadTooLarge(
+            f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
+        )
     job = await coord.submit(caller, _json_body(body))
     return Reply(201, {"job": views.job_view(job)})
 
@@ -84,9 +89,25 @@ async def submit(
 async def list_jobs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
+    """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C``: the caller's jobs, one user's, or all,
+    in submission order, one page at a time.
+
+    A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``);
+    ``next_cursor`` is given when more jobs follow: pass it as ``cursor`` for the next page
+    (it is the last job's submission sequence number, so jobs submitted meanwhile are not
+    skipped and none is seen twice).
+    """
+    page_size = coord.config.limits.page_size
+    limit = _int(query, "limit", page_size)
+    if not 1 <= limit <= page_size:
+        raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
+    after = _int(query, "cursor", 0)
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    return Reply(200, {"jobs": [views.job_view(j) for j in jobs]})
+    page = [j for j in jobs if j.seq > after][: limit + 1]
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = str(page[-1].seq) if more and page else None
+    return Reply(200, {"jobs": [views.job_view(j) for j in page], "next_cursor": next_cursor})
 
 
 async def get_job(

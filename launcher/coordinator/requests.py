@@ -42,7 +42,7 @@ class SubmitBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: Text | None = Field(default=None, max_length=200)
+    name: Text | None = None
     queue: str | None = None
     workers: int = Field(default=1, ge=1, le=4096)
     gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
@@ -222,6 +222,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             field="priority",
         )
 
+    _check_sizes(req, config)
     if req.signal is not None:
         parse_signal(req.signal)
     if req.nodes is not None and req.nodes > req.workers:
@@ -252,6 +253,33 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         requeue=req.requeue,
         signal=req.signal,
     )
+
+
+def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
+    """Refuse a submission bigger than the cluster's ``[limits]`` (see :class:`LimitsConfig`).
+
+    Raises:
+        BadRequest: naming the field and the limit that applies.
+    """
+    limits = config.limits
+    if req.name is not None and len(req.name) > limits.max_name_chars:
+        raise BadRequest(
+            f"name: must be at most {limits.max_name_chars} characters (limits.max_name_chars)", field="name"
+        )
+    argv_bytes = sum(len(word.encode()) + 1 for word in req.argv)
+    if argv_bytes > limits.max_argv_bytes:
+        raise BadRequest(
+            f"argv: {argv_bytes} bytes; must be at most {limits.max_argv_bytes} bytes (limits.max_argv_bytes)",
+            field="argv",
+        )
+    env_bytes = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in req.env.items())
+    if env_bytes > limits.max_env_bytes:
+        raise BadRequest(
+            f"env: {env_bytes} bytes; must be at most {limits.max_env_bytes} bytes (limits.max_env_bytes)",
+            field="env",
+        )
+    if req.cwd is not None and len(req.cwd.encode()) > limits.max_cwd_bytes:
+        raise BadRequest(f"cwd: must be at most {limits.max_cwd_bytes} bytes (limits.max_cwd_bytes)", field="cwd")
 
 
 def _default_name(argv: list[str]) -> str:

@@ -20,7 +20,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from labgang.launcher.api import jsoncodec, keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
-from labgang.launcher.coordinator.errors import ApiError, BadRequest, Forbidden
+from labgang.launcher.coordinator.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
 
@@ -71,6 +71,11 @@ def _handler(route: handlers.Route):
             raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
         try:
             body = await request.read() if request.can_read_body else b""
+        except web.HTTPRequestEntityTooLarge:
+            limit = coord.config.limits.max_spec_bytes
+            raise PayloadTooLarge(
+                f"the request body is over {limit} bytes (limits.max_spec_bytes bounds a job spec)"
+            ) from None
         except (web.RequestPayloadError, HttpProcessingError):  # e.g. a gzip body that does not inflate
             raise BadRequest(
                 "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
