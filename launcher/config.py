@@ -152,7 +152,9 @@ class LimitsConfig(_Strict):
     Sizes are bytes of UTF-8 (``argv`` counts each word plus its terminating NUL, as
     ``execve`` does; ``env`` counts ``NAME=value`` plus its NUL). The defaults fit any
     real command line (Linux allows 128 KiB per word) and keep one job's record, and so
-    every listing, small.
+    every listing, small. The connection caps and timeouts bound what one client can hold
+    open (:mod:`labgang.launcher.coordinator.connguard`): a TCP peer is an IP address, a
+    Unix-socket peer a uid (root exempt from the per-peer cap).
     """
 
     max_argv_bytes: int = Field(default=128 * 1024, ge=1, le=2 * 1024 * 1024)
@@ -161,6 +163,11 @@ class LimitsConfig(_Strict):
     max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
     max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
     page_size: int = Field(default=500, ge=1, le=100_000)
+    max_connections: int = Field(default=2048, ge=1)
+    max_connections_per_peer: int = Field(default=64, ge=1)
+    header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    idle_timeout_s: float = Field(default=60.0, gt=0, le=86400)
 
 
 class ClusterConfig(_Strict):

@@ -9,6 +9,7 @@ from aiohttp import web
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
+    from labgang.launcher.coordinator.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.store import Store
 
@@ -29,3 +30,6 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator")
 
 AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_sockets")
 """Open agent websockets, closed with GOING_AWAY on shutdown."""
+
+GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")
+"""Connection caps and timeouts of the listeners (see :mod:`labgang.launcher.coordinator.connguard`)."""

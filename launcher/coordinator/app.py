@@ -24,8 +24,15 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
+from labgang.launcher import ratelog
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator.connguard import (
+    ConnectionGuard,
+    ConnectionLimits,
+    GuardedTCPSite,
+    GuardedUnixSite,
+)
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
@@ -77,8 +84,21 @@ def create_app(
     Returns:
         The application; run it with ``web.AppRunner`` or aiohttp's test client.
     """
+    limits = config.limits
+    guard = ConnectionGuard(
+        ConnectionLimits(
+            max_connections=limits.max_connections,
+            max_connections_per_peer=limits.max_connections_per_peer,
+            header_timeout_s=limits.header_timeout_s,
+            idle_timeout_s=limits.idle_timeout_s,
+        ),
+        on_refused=lambda peer, reason: log.warning("connection from %s %s %s", peer[0], peer[1], reason),
+    )
     # a body over the spec limit is refused while it is read, not after it is held in memory
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.limits.max_spec_bytes)
+    app = web.Application(
+        middlewares=[guard.middleware, error_middleware], client_max_size=config.limits.max_spec_bytes
+    )
+    app[keys.GUARD] = guard
     app[keys.CONFIG] = config
     app[keys.STATE_DIR] = Path(state_dir)
     if token is None:
@@ -124,6 +144,19 @@ async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
     app[keys.COORDINATOR].metrics = app[METRICS].scheduler
     yield
+
+
+def _raise_nofile_limit() -> None:
+    """Raise the soft open-files limit to the hard one (the unit sets ``LimitNOFILE``), so the
+    connection caps of ``[limits]``, not the descriptor table, decide who is turned away."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            log.debug("cannot raise the open-files limit from %d to %d", soft, hard)
 
 
 def _prepare_socket_path(path: Path) -> None:
@@ -180,6 +213,8 @@ async def serve(
         RuntimeError: another coordinator already listens on the socket.
         TokenError: the token file is readable by others.
     """
+    ratelog.install()  # a flood of one error writes a few lines a minute, not megabytes
+    _raise_nofile_limit()
     directory = paths.ensure_state_dir(paths.resolve_state_dir(state_dir))
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
@@ -192,7 +227,7 @@ async def serve(
     await runner.setup()
     sock_path = paths.socket_path(directory)
     _prepare_socket_path(sock_path)
-    unix_site = web.UnixSite(runner, str(sock_path))
+    unix_site = GuardedUnixSite(runner, str(sock_path), guard=app[keys.GUARD])
     await unix_site.start()
     os.chmod(sock_path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
     host = tcp_host or config.tcp_host
@@ -202,13 +237,9 @@ async def serve(
     tcp_addr = None
     if port is not None:
         # a TCP port without a host: agents on other machines connect, every request needs the cluster token
-        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
+        tcp_site = GuardedTCPSite(runner, host or "0.0.0.0", port, guard=app[keys.GUARD])  # noqa: S104
         await tcp_site.start()
-        server = tcp_site._server  # the bound port, for port 0
-        bound = (
-            server.sockets[0].getsockname() if isinstance(server, asyncio.Server) and server.sockets else (host, port)
-        )
-        tcp_addr = (bound[0], bound[1])
+        tcp_addr = tcp_site.bound
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
     stop = stop or asyncio.Event()

@@ -36,6 +36,12 @@ class BadRequest(ApiError):
     status = 400
 
 
+class RequestTimeout(ApiError):
+    """The request body did not arrive within ``limits.body_timeout_s`` (408)."""
+
+    status = 408
+
+
 class PayloadTooLarge(ApiError):
     """The request body is over the configured limit (413)."""
 

@@ -8,6 +8,7 @@ forwarded requests carry the uid the agent vouches for.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -20,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from labgang.launcher.api import jsoncodec, keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
-from labgang.launcher.coordinator.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge
+from labgang.launcher.coordinator.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, RequestTimeout
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
 
@@ -70,7 +71,13 @@ def _handler(route: handlers.Route):
         if route.writes and caller.read_only:
             raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
         try:
-            body = await request.read() if request.can_read_body else b""
+            async with asyncio.timeout(coord.config.limits.body_timeout_s):
+                body = await request.read() if request.can_read_body else b""
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body did not arrive within {coord.config.limits.body_timeout_s:g} s "
+                "(limits.body_timeout_s)"
+            ) from None
         except web.HTTPRequestEntityTooLarge:
             limit = coord.config.limits.max_spec_bytes
             raise PayloadTooLarge(
