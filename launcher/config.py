@@ -180,6 +180,12 @@ class ClusterConfig(_Strict):
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
     starts the job fails. ``[limits]`` bounds one submission (:class:`LimitsConfig`).
+
+    Access (docs/security.md): the TCP listener binds ``tcp_host`` (default ``127.0.0.1``)
+    and answers only requests carrying the cluster token or the read token
+    (``read_token_file``) as ``Authorization: Bearer``, except ``GET /metrics`` while
+    ``metrics_public``. With ``private_data`` (Slurm's ``PrivateData=jobs``), a job's
+    ``argv`` is shown only to its owner, admins and cluster-token holders.
     """
 
     default_queue: str = DEFAULT_QUEUE
@@ -188,6 +194,9 @@ class ClusterConfig(_Strict):
     token_file: str | None = None
     tcp_host: str | None = None
     tcp_port: int | None = Field(default=None, ge=0, le=65535)
+    read_token_file: str | None = None
+    metrics_public: bool = True
+    private_data: bool = True
     node_timeout_s: float = Field(default=30.0, gt=0)
     startup_timeout_s: float = Field(default=60.0, gt=0)
     cycle_coalesce_s: float = Field(default=0.01, ge=0, le=5)

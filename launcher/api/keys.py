@@ -22,6 +22,9 @@ STATE_DIR = web.AppKey("state_dir", Path)
 TOKEN = web.AppKey("token", str)
 """The cluster token agents must present on the link."""
 
+READ_TOKEN = web.AppKey("read_token", str)
+"""A token that lets a TCP client read (jobs without their argv, queues, nodes); "" when none."""
+
 STORE: web.AppKey[Store] = web.AppKey("store")
 """The open SQLite store (set up and closed in a cleanup context)."""
 

@@ -34,7 +34,7 @@ from labgang.launcher.coordinator.connguard import (
     GuardedUnixSite,
 )
 from labgang.launcher.coordinator.core import Coordinator
-from labgang.launcher.coordinator.routes import error_middleware, setup_routes
+from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.metrics import METRICS, add_metrics_routes
 from labgang.launcher.store import Store
@@ -76,7 +76,7 @@ def create_app(
     Args:
         config: the validated cluster configuration.
         state_dir: where the database lives (created if missing).
-        token: the cluster token agents must present; default: read ``config.token_file``,
+        token: the cluster token agents (and trusted TCP readers) must present; default: read ``config.token_file``,
             or a fresh random token when the config names none (only an in-process agent
             can use it then).
         clock: unix-seconds clock.
@@ -96,7 +96,8 @@ def create_app(
     )
     # a body over the spec limit is refused while it is read, not after it is held in memory
     app = web.Application(
-        middlewares=[guard.middleware, error_middleware], client_max_size=config.limits.max_spec_bytes
+        middlewares=[guard.middleware, error_middleware, tcp_auth_middleware],
+        client_max_size=config.limits.max_spec_bytes,
     )
     app[keys.GUARD] = guard
     app[keys.CONFIG] = config
@@ -104,6 +105,7 @@ def create_app(
     if token is None:
         token = load_token(config.token_file) if config.token_file else secrets.token_urlsafe(32)
     app[keys.TOKEN] = token
+    app[keys.READ_TOKEN] = load_token(config.read_token_file) if config.read_token_file else ""
     app[keys.AGENT_SOCKETS] = set()
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -236,8 +238,8 @@ async def serve(
         host, port = host or "127.0.0.1", 0
     tcp_addr = None
     if port is not None:
-        # a TCP port without a host: agents on other machines connect, every request needs the cluster token
-        tcp_site = GuardedTCPSite(runner, host or "0.0.0.0", port, guard=app[keys.GUARD])  # noqa: S104
+        # loopback unless the config names a host: every request there needs a token (docs/security.md)
+        tcp_site = GuardedTCPSite(runner, host or "127.0.0.1", port, guard=app[keys.GUARD])
         await tcp_site.start()
         tcp_addr = tcp_site.bound
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")

@@ -20,6 +20,7 @@ from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadToo
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.store import JobRecord
 
 
 @dataclass
@@ -73,6 +74,15 @@ def _json_body(body: bytes) -> Any:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 
 
+def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
+    """The JobView ``caller`` may see: with ``private_data`` (Slurm's ``PrivateData=jobs``),
+    another user's ``argv`` is null unless the caller is an admin (docs/security.md)."""
+    view = views.job_view(job)
+    if coord.config.private_data and not (caller.admin or caller.owns(job.spec)):
+        view["argv"] = None
+    return view
+
+
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -83,7 +93,7 @@ async def submit(
             f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
         )
     job = await coord.submit(caller, _json_body(body))
-    return Reply(201, {"job": views.job_view(job)})
+    return Reply(201, {"job": _job_view(coord, caller, job)})
 
 
 async def list_jobs(
@@ -107,14 +117,14 @@ async def list_jobs(
     more = len(page) > limit
     page = page[:limit]
     next_cursor = str(page[-1].seq) if more and page else None
-    return Reply(200, {"jobs": [views.job_view(j) for j in page], "next_cursor": next_cursor})
+    return Reply(200, {"jobs": [_job_view(coord, caller, j) for j in page], "next_cursor": next_cursor})
 
 
 async def get_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
+    return Reply(200, {"job": _job_view(coord, caller, coord.get_job(params["id"]))})
 
 
 async def cancel_job(
@@ -122,7 +132,7 @@ async def cancel_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
-    return Reply(200, {"job": views.job_view(job)})
+    return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
 async def job_logs(

@@ -24,7 +24,7 @@ LIMITS = {
     "body_timeout_s": 0.5,
     "idle_timeout_s": 1.0,
 }
-VERSION = b"GET /v1/version HTTP/1.1\r\nHost: x\r\n\r\n"
+VERSION = b"GET /v1/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n"
 
 
 @pytest.fixture
