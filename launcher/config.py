@@ -179,7 +179,9 @@ class ClusterConfig(_Strict):
     cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
-    starts the job fails. ``[limits]`` bounds one submission (:class:`LimitsConfig`).
+    starts the job fails. ``max_signal_lead_s`` bounds a job's ``--signal SIG@T`` lead: a
+    preemption or an admin's cancel never waits longer than it plus the grace period.
+    ``[limits]`` bounds one submission (:class:`LimitsConfig`).
 
     Access (docs/security.md): the TCP listener binds ``tcp_host`` (default ``127.0.0.1``)
     and answers only requests carrying the cluster token or the read token
@@ -206,6 +208,7 @@ class ClusterConfig(_Strict):
     requeue_backoff_max_s: float = Field(default=300.0, ge=0)
     max_start_failures: int = Field(default=3, ge=1)
     default_grace_s: float = Field(default=10.0, ge=0)
+    max_signal_lead_s: float = Field(default=300.0, ge=0, le=86400)
     limits: LimitsConfig = LimitsConfig()
     priority_classes: dict[str, int] = Field(default_factory=dict)
     cohorts: list[CohortConfig] = Field(default_factory=list)

@@ -187,7 +187,7 @@ async def serve(
     ready: Callable[[dict[str, Any]], None] | None = None,
     shutdown_reason: str = "stopped: labgang shut down",
 ) -> dict[str, list[str]]:
-    """Run the coordinator until SIGINT/SIGTERM (or ``stop`` is set).
+    """Run the coordinator until SIGINT, SIGTERM or SIGHUP (or ``stop`` is set).
 
     When ``local_agent`` stops its ranks at exit (``stop_jobs_on_exit``), the coordinator
     first records that the jobs are stopped because labgang shuts down
@@ -247,7 +247,9 @@ async def serve(
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP (the terminal of `labgang up` closed) stops like SIGTERM: by default it would end
+    # the process at once and leave its ranks running with nobody watching them
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             loop.add_signal_handler(signum, stop.set)  # the handler only records; the loop below acts
             installed.append(signum)

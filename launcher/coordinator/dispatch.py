@@ -23,19 +23,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.dispatch")
 
 
-def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
+def launch_specs(job: JobRecord, node: str, max_signal_lead_s: float | None = None) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
     rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
-    already have, and to report it in its reply.
+    already have, and to report it in its reply. The warning lead is at most
+    ``max_signal_lead_s`` (the cluster's bound; None = as submitted).
     """
     nodes = lifecycle.job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
     warn_signal, warn_before = (None, 0.0)
     if job.spec.signal:
         warn_signal, warn_before = parse_signal(job.spec.signal)
+        if max_signal_lead_s is not None:  # a job stored before the admin lowered the bound
+            warn_before = min(warn_before, max_signal_lead_s)
     env = dict(job.spec.env)
     return [
         {
@@ -98,7 +101,7 @@ async def launch_on_node(coord: Coordinator, job: JobRecord, node: str, run_id: 
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
     before = job.status.state
-    specs = launch_specs(job, node)
+    specs = launch_specs(job, node, coord.config.max_signal_lead_s)
     for r in job.ranks.values():
         if r.node == node and r.state == "assigned":
             r.state = "launching"

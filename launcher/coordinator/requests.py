@@ -224,7 +224,13 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
 
     _check_sizes(req, config)
     if req.signal is not None:
-        parse_signal(req.signal)
+        _signum, lead = parse_signal(req.signal)
+        if lead > config.max_signal_lead_s:
+            raise BadRequest(
+                f"signal: the warning lead {lead:g} s is over the cluster's maximum of "
+                f"{config.max_signal_lead_s:g} s (max_signal_lead_s)",
+                field="signal",
+            )
     if req.nodes is not None and req.nodes > req.workers:
         raise BadRequest(f"nodes ({req.nodes}) cannot exceed workers ({req.workers})", field="nodes")
     cwd = req.cwd or "/"
