@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import psutil
 import pynvml
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+from labgang.agent.nvml.simtopo import TopologyNvml
 
 if TYPE_CHECKING:
     from labgang.agent.nvml.recorder import ReplayNvml
@@ -93,8 +94,8 @@ class VirtualClock:
         self.now += max(0.0, seconds)
 
 
-class SimulatedNvml:
-    """A simulated NVML with pynvml's API over a :class:`SimMachine`.
+class SimulatedNvml(TopologyNvml):
+    """A simulated NVML with pynvml's API over a :class:`SimMachine` (topology calls: :class:`TopologyNvml`).
 
     Args:
         machine: the machine to serve.

@@ -252,7 +252,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
-        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)"),
+        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
         ("Admitted", _age(job.get("admit_time"), now)),
@@ -295,6 +295,17 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _elastic(job: Mapping[str, Any]) -> str:
+    """``"; started with 6 of 8 (min 4)"`` for an elastic gang that started, ``"; min 4"`` before."""
+    low = job.get("min_workers")
+    if low is None:
+        return ""
+    started = job.get("started_workers")
+    if started is None:
+        return f"; elastic, min {low}"
+    return f"; started with {started} of {job.get('workers')} (min {low})"
 
 
 def _age(t: float | None, now: float) -> str:

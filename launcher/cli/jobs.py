@@ -28,7 +28,7 @@ from labgang.launcher.cli.format import (
     queue_table,
     to_json,
 )
-from labgang.launcher.model import MIG_PREFIX, MIG_PROFILE_RE
+from labgang.launcher.model import CPU_BIND, MIG_PREFIX, MIG_PROFILE_RE, TOPOLOGY_LEVELS
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -40,6 +40,9 @@ FIELD_FLAGS: dict[str, str] = {
     "priority": "-p/--priority",
     "nodes": "--nodes",
     "gpu_model": "--gpu-model",
+    "topology": "--topology",
+    "min_workers": "--min-workers",
+    "cpu_bind": "--cpu-bind",
     "grace_s": "--grace",
     "time_limit_s": "--time",
     "requeue": "--no-requeue",
@@ -208,6 +211,27 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100.",
         ),
         click.option(
+            "--min-workers",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Elastic gang: start with as many ranks as can be placed now, never fewer than this "
+            "(WORLD_SIZE is the size it got); it never grows and never preempts to grow.",
+        ),
+        click.option(
+            "--topology",
+            type=click.Choice(TOPOLOGY_LEVELS),
+            default=None,
+            help="Require the whole gang's GPUs this close, on one node: nvlink (every pair joined by "
+            "NVLink), pcie-switch, numa (one NUMA node) or node. Without it the closest free GPUs are "
+            "preferred, not required.",
+        ),
+        click.option(
+            "--cpu-bind",
+            type=click.Choice(CPU_BIND),
+            default=None,
+            help="numa (default): pin each rank to the CPUs of its GPUs' NUMA node(s); none: do not pin.",
+        ),
+        click.option(
             "--grace",
             type=DURATION,
             default=None,
@@ -251,6 +275,9 @@ def build_submission(
     priority: str | None = None,
     nodes: int | None = None,
     gpu_model: str | None = None,
+    topology: str | None = None,
+    cpu_bind: str | None = None,
+    min_workers: int | None = None,
     grace: float | None = None,
     time_limit: float | None = None,
     name: str | None = None,
@@ -271,7 +298,7 @@ def build_submission(
         workers: ranks in the gang (>= 1).
         gpus_per_worker: full GPUs per rank (>= 1); None means 1, or MIG with ``mig``.
         mig: a MIG profile such as ``"1g.10gb"`` (``"mig-1g.10gb"`` accepted).
-        queue, priority, nodes, gpu_model: as the flags.
+        queue, priority, nodes, gpu_model, topology, cpu_bind, min_workers: as the flags.
         name: the job name; None lets the coordinator derive it from ``argv``.
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
@@ -316,6 +343,9 @@ def build_submission(
         "priority": _priority_value(priority),
         "nodes": nodes,
         "gpu_model": gpu_model,
+        "topology": topology,
+        "cpu_bind": cpu_bind,
+        "min_workers": min_workers,
         "grace_s": grace,
         "time_limit_s": time_limit,
         "signal": signal_spec,
@@ -439,6 +469,9 @@ class JobFollower:
         """Poll until the job has ended and its logs are complete; return the final JobView."""
         while True:
             job = self.client.job(self.job_id)
+            started = job.get("started_workers")
+            if started is not None and any(r >= started for r in self.ranks):
+                self.ranks = tuple(r for r in self.ranks if r < started)  # an elastic gang started smaller
             finished = job["state"] in FINISHED_STATES
             if not finished:
                 self._report(job)

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
     "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
     "config": ("launcher.cli.config:config", "Check configuration files."),
+    "export": ("launcher.export.cli:export", "Export the queue policy as Kueue objects or Slurm configuration."),
     "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
     "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
 }

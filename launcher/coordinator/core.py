@@ -272,8 +272,9 @@ class Coordinator:
         """
         job = self.get_job(job_id)
         self._check_owner(caller, job, "read its logs")
-        if rank < 0 or rank >= job.spec.workers:
-            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(job.spec.workers)))
+        size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
+        if rank < 0 or rank >= size:
+            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
         if offset < 0:
             raise BadRequest("offset must be >= 0", field="offset")
         record = job.ranks.get(rank)

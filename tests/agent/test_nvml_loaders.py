@@ -25,7 +25,8 @@ CAPTURES = sorted(p for p in SHARED.glob("*") if p.name != "README.md")
 LISTINGS = sorted((REPO / "tests" / "fixtures" / "nvml").glob("*-smi-L.txt"))
 
 # Whole-GPU memory (MiB) of the models the machine files use, as nvidia-smi reports them on real boards.
-MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564}
+MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564, "L40S": 46068}
+NOT_MIG_CAPABLE = ("RTX-4090", "L40S")
 # GPU-instance memory (MiB) per A100-80GB profile, from NVIDIA's MIG user guide / real captures.
 A100_80_PROFILE_MIB = {
     "1g.10gb": 9728,
@@ -66,7 +67,8 @@ def test_sim_machine_file_reports_what_it_says(path: Path):
         assert gpu["uuid"] == spec["uuid"]
         assert gpu["pci_bus_id"] == spec["pci_bus_id"]
         assert gpu["memory_total_bytes"] == MODEL_MEMORY_MIB[spec["model"]] * MIB
-        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if spec["model"] != "RTX-4090" else None)
+        mig_capable = spec["model"] not in NOT_MIG_CAPABLE
+        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if mig_capable else None)
         if "mig_pending" in spec:
             assert gpu["mig_mode_pending"] is spec["mig_pending"]
         migs = spec.get("mig_device", [])

@@ -117,6 +117,9 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "signal": "SIGNOPE@10"}, 400, "signal", None),
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
+        ({"argv": ["x"], "topology": "rack"}, 400, "topology", ["nvlink", "pcie-switch", "numa", "node"]),
+        ({"argv": ["x"], "workers": 2, "nodes": 2, "topology": "nvlink"}, 400, "nodes", [1]),
+        ({"argv": ["x"], "cpu_bind": "socket"}, 400, "cpu_bind", ["numa", "none"]),
     ],
     ids=[
         "unknown-queue",
@@ -130,6 +133,9 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "bad-signal",
         "relative-cwd",
         "over-any-quota",
+        "unknown-topology-level",
+        "topology-over-several-nodes",
+        "unknown-cpu-bind",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(

@@ -41,7 +41,7 @@ def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
     spec = build_spec({"argv": ["x"], "signal": "USR1@3600", "grace_s": 5}, ALICE, config(max_signal_lead_s=86400))
     job = JobRecord(id="7", seq=7, spec=spec, status=JobStatus(state=JobState.ADMITTED))
     job.ranks[0] = RankRecord(rank=0, node="n1", devices=("GPU-a",))
-    (launch,) = launch_specs(job, "n1", config().max_signal_lead_s)
+    (launch,) = launch_specs(job, "n1", max_signal_lead_s=config().max_signal_lead_s)
     assert launch["warn_before"] == 300 and launch["grace"] == 5
     (unbounded,) = launch_specs(job, "n1")
     assert unbounded["warn_before"] == 3600
