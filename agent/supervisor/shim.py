@@ -172,8 +172,9 @@ def enter_as_user(cwd: str) -> Callable[[], None]:
     """The child's last step before ``exec``, run after it dropped to the user: ``chdir(cwd)``.
 
     A directory the user cannot enter (a symlink into another user's home, a 0700
-    component) ends the child with status 126, as a shell does for a command it cannot
-    run, after one ``[labgang]`` line in the rank's log (stderr is the log by then).
+    component) ends the child with status 126, one that does not exist with 127 (as a
+    failed ``exec`` does), after one ``[labgang]`` line in the rank's log (stderr is the
+    log by then).
     """
 
     def enter() -> None:
@@ -181,7 +182,7 @@ def enter_as_user(cwd: str) -> Callable[[], None]:
             os.chdir(cwd)
         except OSError as exc:
             os.write(2, f"[labgang] cannot enter cwd {cwd} as this user: {exc.strerror}\n".encode(errors="replace"))
-            os._exit(126)
+            os._exit(127 if exc.errno == errno.ENOENT else 126)
 
     return enter
 
