@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.config import AgentConfig, read_token
+from labgang.agent.connguard import ConnectionGuard, ConnectionLimits, GuardedUnixSite
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
 from labgang.agent.nvml.backend import NvmlBackend
@@ -40,6 +41,9 @@ from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
 from labgang.agent.supervisor.states import RankState
 
 log = logging.getLogger("labgang.agent")
+
+#: Caps and timeouts of the node's user socket (defaults of :class:`ConnectionLimits`).
+USER_SOCKET_LIMITS = ConnectionLimits()
 
 TICK_S = 0.1  # the tick's fallback poll (exits and deadlines wake it at once)
 STARTING_POLL_S = 0.02  # poll while a rank is starting: its pid appears in rank.json
@@ -530,7 +534,13 @@ class AgentService:
     # ----- user API on this node's socket --------------------------------------------------
 
     async def _start_user_socket(self) -> None:
-        app = web.Application(client_max_size=16 << 20)
+        # the socket is 0666: idle or half-sent connections are timed out and capped per uid
+        # (root exempt), as on the coordinator's, so one user cannot take every descriptor
+        guard = ConnectionGuard(
+            USER_SOCKET_LIMITS,
+            on_refused=lambda peer, reason: log.warning("user socket: %s %s %s", peer[0], peer[1], reason),
+        )
+        app = web.Application(client_max_size=16 << 20, middlewares=[guard.middleware])
         app.router.add_route("*", "/{tail:.*}", self._forward_request)
         # One access line per request (a `logs -f` polls five times a second) only when debugging.
         runner = web.AppRunner(app, handle_signals=False, access_log=log if log.isEnabledFor(logging.DEBUG) else None)
@@ -548,7 +558,7 @@ class AgentService:
             except OSError:
                 probe.close()
                 path.unlink()
-        site = web.UnixSite(runner, str(path))
+        site = GuardedUnixSite(runner, str(path), guard=guard)
         await site.start()
         os.chmod(path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
         self._user_runner = runner

@@ -153,7 +153,7 @@ class LimitsConfig(_Strict):
     ``execve`` does; ``env`` counts ``NAME=value`` plus its NUL). The defaults fit any
     real command line (Linux allows 128 KiB per word) and keep one job's record, and so
     every listing, small. The connection caps and timeouts bound what one client can hold
-    open (:mod:`labgang.launcher.coordinator.connguard`): a TCP peer is an IP address, a
+    open (:mod:`labgang.agent.connguard`): a TCP peer is an IP address, a
     Unix-socket peer a uid (root exempt from the per-peer cap).
     """
 
@@ -163,6 +163,7 @@ class LimitsConfig(_Strict):
     max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
     max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
     page_size: int = Field(default=500, ge=1, le=100_000)
+    max_page_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     max_connections: int = Field(default=2048, ge=1)
     max_connections_per_peer: int = Field(default=64, ge=1)
     header_timeout_s: float = Field(default=10.0, gt=0, le=3600)

@@ -9,7 +9,7 @@ from aiohttp import web
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.connguard import ConnectionGuard
+    from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.store import Store
 
@@ -35,4 +35,4 @@ AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_socket
 """Open agent websockets, closed with GOING_AWAY on shutdown."""
 
 GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")
-"""Connection caps and timeouts of the listeners (see :mod:`labgang.launcher.coordinator.connguard`)."""
+"""Connection caps and timeouts of the listeners (see :mod:`labgang.agent.connguard`)."""

@@ -24,15 +24,15 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
-from labgang.launcher import ratelog
-from labgang.launcher.api import keys
-from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator.connguard import (
+from labgang.agent.connguard import (
     ConnectionGuard,
     ConnectionLimits,
     GuardedTCPSite,
     GuardedUnixSite,
 )
+from labgang.launcher import ratelog
+from labgang.launcher.api import keys
+from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop

@@ -102,7 +102,8 @@ async def list_jobs(
     """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C``: the caller's jobs, one user's, or all,
     in submission order, one page at a time.
 
-    A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``);
+    A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``) and
+    about ``limits.max_page_bytes`` of JSON (at least one job);
     ``next_cursor`` is given when more jobs follow: pass it as ``cursor`` for the next page
     (it is the last job's submission sequence number, so jobs submitted meanwhile are not
     skipped and none is seen twice).
@@ -113,11 +114,18 @@ async def list_jobs(
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    page = [j for j in jobs if j.seq > after][: limit + 1]
-    more = len(page) > limit
-    page = page[:limit]
-    next_cursor = str(page[-1].seq) if more and page else None
-    return Reply(200, {"jobs": [_job_view(coord, caller, j) for j in page], "next_cursor": next_cursor})
+    after_cursor = [j for j in jobs if j.seq > after]
+    budget = coord.config.limits.max_page_bytes
+    views_out: list[dict[str, Any]] = []
+    for job in after_cursor[:limit]:
+        view = _job_view(coord, caller, job)
+        budget -= len(jsoncodec.dumps(view))
+        if budget < 0 and views_out:  # a page of big jobs ends early; one job always fits
+            break
+        views_out.append(view)
+    more = len(views_out) < len(after_cursor)
+    next_cursor = str(after_cursor[len(views_out) - 1].seq) if more and views_out else None
+    return Reply(200, {"jobs": views_out, "next_cursor": next_cursor})
 
 
 async def get_job(

@@ -17,7 +17,9 @@ from labgang.launcher.config import ClusterConfig, ConfigError, LimitsConfig, pa
 from labgang.launcher.coordinator.errors import ApiError
 from labgang.launcher.coordinator.requests import Caller, SubmitBody, build_spec
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 CALLER = Caller(uid=1000, user="alice")
 CONFIG = parse_config(
     {

@@ -120,3 +120,26 @@ def test_openapi_documents_the_page_parameters(repo_root: Path) -> None:
     assert {p["name"] for p in op["parameters"]} == {"all", "user", "limit", "cursor"}
     assert "next_cursor" in op["responses"]["200"]["content"]["application/json"]["schema"]["required"]
     assert "413" in spec["paths"]["/v1/jobs"]["post"]["responses"]
+
+
+async def test_a_page_of_big_jobs_ends_at_the_byte_budget() -> None:
+    base = Path(tempfile.mkdtemp(prefix="lgp-", dir="/tmp"))
+    config = parse_config(
+        {"limits": {"max_page_bytes": 4096, "page_size": 100}, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
+    )
+    runner = web.AppRunner(create_app(config, base, token="t"))
+    await runner.setup()
+    sock = base / "labgang.sock"
+    await web.UnixSite(runner, str(sock)).start()
+    try:
+        ids = []
+        for _ in range(5):
+            status, reply = await call(sock, "POST", "/v1/jobs", {"argv": ["echo", "a" * 1500]})
+            assert status == 201, reply
+            ids.append(reply["job"]["id"])
+        status, first = await call(sock, "GET", "/v1/jobs?all=1")
+        assert 1 <= len(first["jobs"]) < 5 and first["next_cursor"] == first["jobs"][-1]["id"]
+        assert len(json.dumps(first)) < 4096 + 2500  # the budget, plus at most the job that crossed it
+        assert [j["id"] for j in await asyncio.to_thread(lambda: Client(sock).jobs(all_users=True))] == ids
+    finally:
+        await runner.cleanup()

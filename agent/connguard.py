@@ -1,4 +1,5 @@
-"""Connection limits for the coordinator's listeners: timeouts and caps on every connection.
+"""Connection limits for the coordinator's listeners and the agent's user socket: timeouts
+and caps on every connection.
 
 aiohttp never times out a connection that has not finished sending its request headers,
 and accepts connections until the process runs out of file descriptors; a client that
@@ -12,8 +13,8 @@ opens many connections and sends nothing (or one byte at a time) locks everyone 
   opened (or after the first byte of the next request), or that sits idle between requests
   longer than ``idle_timeout_s``.
 
-The request body is bounded by ``body_timeout_s`` where the handler reads it (see
-:mod:`labgang.launcher.coordinator.routes`). A request whose headers arrived is "in
+The request body is bounded by ``body_timeout_s`` where the coordinator's handler reads
+it (:mod:`labgang.launcher.coordinator.routes`). A request whose headers arrived is "in
 flight" (the middleware :meth:`ConnectionGuard.middleware` marks it) and no timer runs
 while its handler does: a websocket agent link stays open for as long as it lives.
 """
