@@ -8,6 +8,7 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,10 @@ def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, A
     view = views.job_view(job)
     if coord.config.private_data and not (caller.admin or caller.owns(job.spec)):
         view["argv"] = None
+    for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
+        value = view.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            view[key] = None
     return view
 
 
