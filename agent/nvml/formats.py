@@ -38,6 +38,7 @@ from labgang.agent.nvml.smi import (
     capture_from_table,
     capture_from_xml,
     list_lines,
+    listing_problem,
     merge_list,
     q_block,
     table_block,
@@ -134,6 +135,9 @@ def machine_from_text(text: str, source: str = "", hostname: str | None = None) 
         if listing:
             merge_list(cap, capture_from_list(listing))
     elif fmt == "smi-L":
+        problem = listing_problem(text)  # a whole listing: every line is read, none dropped
+        if problem is not None:
+            raise ValueError(problem)
         cap = capture_from_list(list_lines(text))
     elif fmt == "smi-topo":
         count, _ = parse_topo_matrix(topo_block(text) or [])

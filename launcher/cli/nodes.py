@@ -133,8 +133,9 @@ def _cuda(version: Any) -> str:
     return "n/a"
 
 
-def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
-    """Read this node once (real NVML, or the simulated/recorded file), recording if asked.
+def read_local(simulate: Path | None, record: Path | None, scope: str | None = None) -> NodeInventory:
+    """Read this node once (real NVML, or the simulated/recorded file), recording if asked; a
+    simulated machine shows the processes of instance ``scope`` and untagged ones.
 
     Raises:
         NvmlUnavailable: no NVIDIA driver and no ``simulate``.
@@ -142,7 +143,7 @@ def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
     """
     from labgang.agent.inventory import read_inventory
 
-    backend = open_backend(simulate=simulate, record=record)
+    backend = open_backend(simulate=simulate, record=record, scope=scope if simulate is not None else None)
     try:
         return read_inventory(backend)
     finally:
@@ -226,7 +227,8 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="LABGANG_STATE_DIR",
-    help="Coordinator state directory (cluster mode).",
+    help="Coordinator state directory (cluster mode); with --local --simulate, whose simulated ranks count "
+    "as this machine's (those of other simulated instances do not).",
 )
 def nodes(
     local: bool, simulate: Path | None, record: Path | None, as_json: bool, topology: bool, state_dir: Path | None
@@ -246,7 +248,9 @@ def nodes(
         _cluster(state_dir, as_json, topology)
         return
     try:
-        inventory = read_local(simulate, record)
+        from labgang.tui.sources import local_scope
+
+        inventory = read_local(simulate, record, local_scope(state_dir) if simulate is not None else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
         return

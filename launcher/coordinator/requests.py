@@ -15,6 +15,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.store import JobSpec
+from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -185,6 +186,14 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     except ValidationError as exc:
         raise _first_error(exc) from None
 
+    if req.queue is not None and not req.queue.strip():
+        raise BadRequest("queue: must not be empty", field="queue", allowed=[q.name for q in config.queues])
+    if req.name is not None and control_characters(req.name):
+        raise BadRequest(
+            f"name: {req.name!r} contains control characters ({', '.join(control_characters(req.name))}); "
+            "allowed: printable characters",
+            field="name",
+        )
     queue_name = req.queue or config.default_queue
     queue = config.queue(queue_name)
     if queue is None:

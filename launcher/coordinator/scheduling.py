@@ -162,7 +162,7 @@ def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[Jo
             store.save_rank(job, rank)
         where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
         store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        size = f"{len(job.ranks)} ranks"
+        size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
         if job.spec.request.elastic:
             size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
         coord.event(job, "admitted", f"{size} on {where}")
@@ -177,7 +177,9 @@ def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[Jo
             job.status.nominated = tuple(pre.victims)
             store.save_status(job)
             store.add_decision(now, job.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}")
-            coord.event(job, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
+            coord.event(
+                job, "preempting", f"waiting for {', '.join(f'job {v}' for v in pre.victims)} to stop: {pre.reason}"
+            )
         for victim_id in pre.victims:
             victim = coord.jobs.get(victim_id)
             if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):

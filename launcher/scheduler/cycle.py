@@ -460,10 +460,10 @@ class _Cycle:
 
     def _preempt_text(self, e: Entry, victims: list[str]) -> str:
         running = self.state.running
-        parts = [f"{v} ({running[v].queue}, priority {running[v].priority})" for v in victims]
+        parts = [f"job {v} (queue {running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
         return (
-            f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
+            f"job {e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
             f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
         )
 

@@ -120,6 +120,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "topology": "rack"}, 400, "topology", ["nvlink", "pcie-switch", "numa", "node"]),
         ({"argv": ["x"], "workers": 2, "nodes": 2, "topology": "nvlink"}, 400, "nodes", [1]),
         ({"argv": ["x"], "cpu_bind": "socket"}, 400, "cpu_bind", ["numa", "none"]),
+        ({"argv": ["x"], "name": "a\nb\x1b[31m"}, 400, "name", None),
+        ({"argv": ["x"], "queue": ""}, 400, "queue", ["default", "private"]),
     ],
     ids=[
         "unknown-queue",
@@ -136,6 +138,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "unknown-topology-level",
         "topology-over-several-nodes",
         "unknown-cpu-bind",
+        "control-characters-in-name",
+        "empty-queue",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(
@@ -182,6 +186,8 @@ async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Serve
         await ws.close()
     assert status == 409 and reply["error"]["field"] == field, reply
     assert reply["error"]["message"].startswith("job can never start: ")
+    if field == "gpu_model":
+        assert "no gpu matches model 'A100'; models here: NVIDIA H100" in reply["error"]["message"], reply
 
 
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:
