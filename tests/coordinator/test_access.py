@@ -21,7 +21,7 @@ from labgang.launcher.coordinator.routes import forwarded
 from labgang.launcher.metrics import add_metrics_routes
 
 TOKEN = "cluster-secret"
-READ = "read-secret"
+READ = "read-secret-0123456789"
 NOBODY, DAEMON = 65534, 1
 
 
