@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from labgang.agent import tomlfile
+from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import (
     BorrowPolicy,
     BorrowWithinCohort,
@@ -159,31 +160,6 @@ class CohortConfig(_Strict):
     description: str = ""
 
 
-class LimitsConfig(_Strict):
-    """The ``[limits]`` table: the most one submission may carry, and one page of a listing.
-
-    Sizes are bytes of UTF-8 (``argv`` counts each word plus its terminating NUL, as
-    ``execve`` does; ``env`` counts ``NAME=value`` plus its NUL). The defaults fit any
-    real command line (Linux allows 128 KiB per word) and keep one job's record, and so
-    every listing, small. The connection caps and timeouts bound what one client can hold
-    open (:mod:`labgang.agent.connguard`): a TCP peer is an IP address, a
-    Unix-socket peer a uid (root exempt from the per-peer cap).
-    """
-
-    max_argv_bytes: int = Field(default=128 * 1024, ge=1, le=2 * 1024 * 1024)
-    max_env_bytes: int = Field(default=128 * 1024, ge=0, le=2 * 1024 * 1024)
-    max_name_chars: int = Field(default=200, ge=1, le=4096)
-    max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
-    max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
-    page_size: int = Field(default=500, ge=1, le=100_000)
-    max_page_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    max_connections: int = Field(default=2048, ge=1)
-    max_connections_per_peer: int = Field(default=64, ge=1)
-    header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
-    body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    idle_timeout_s: float = Field(default=60.0, gt=0, le=86400)
-
-
 class ClusterConfig(_Strict):
     """The whole ``cluster.toml``.
 
@@ -193,15 +169,9 @@ class ClusterConfig(_Strict):
     cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
-    starts the job fails. ``max_signal_lead_s`` bounds a job's ``--signal SIG@T`` lead: a
-    preemption or an admin's cancel never waits longer than it plus the grace period.
-    ``[limits]`` bounds one submission (:class:`LimitsConfig`).
-
-    Access (docs/security.md): the TCP listener binds ``tcp_host`` (default ``127.0.0.1``)
-    and answers only requests carrying the cluster token or the read token
-    (``read_token_file``) as ``Authorization: Bearer``, except ``GET /metrics`` while
-    ``metrics_public``. With ``private_data`` (Slurm's ``PrivateData=jobs``), a job's
-    ``argv`` is shown only to its owner, admins and cluster-token holders.
+    starts the job fails. ``max_signal_lead_s`` bounds a ``--signal SIG@T`` lead; ``[limits]``
+    bounds a submission (:class:`LimitsConfig`); ``read_token_file``, ``metrics_public`` and
+    ``private_data`` (Slurm's ``PrivateData=jobs``) say who reads what (docs/security.md).
     """
 
     default_queue: str = DEFAULT_QUEUE
