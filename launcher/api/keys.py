@@ -11,6 +11,7 @@ from labgang.launcher.config import ClusterConfig
 if TYPE_CHECKING:
     from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.store import Store
 
 CONFIG = web.AppKey("config", ClusterConfig)
@@ -36,3 +37,7 @@ AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_socket
 
 GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")
 """Connection caps and timeouts of the listeners (see :mod:`labgang.agent.connguard`)."""
+
+METRICS: web.AppKey[CoordinatorMetrics] = web.AppKey("metrics")
+"""The coordinator's /metrics collectors; the scheduling loop reports admissions, cycles and
+preemptions to ``app[METRICS].scheduler``."""

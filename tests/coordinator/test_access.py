@@ -17,8 +17,8 @@ from aiohttp import web
 from labgang.launcher.api import keys
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app, serve
+from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.routes import forwarded
-from labgang.launcher.metrics import add_metrics_routes
 
 TOKEN = "cluster-secret"
 READ = "read-secret-0123456789"

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from labgang.launcher.cli.client import AsyncClient, Client
+from labgang.launcher.api.client import AsyncClient, Client
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.routes import forwarded

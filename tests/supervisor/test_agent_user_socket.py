@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from aiohttp import web
-from labgang.agent import service as service_mod
+from labgang.agent import userproxy as userproxy_mod
 from labgang.agent.config import AgentConfig
 from labgang.agent.connguard import ConnectionLimits
 from labgang.agent.nvml import open_backend
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_a_silent_connection_to_the_agent_socket_is_closed(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(service_mod, "USER_SOCKET_LIMITS", ConnectionLimits(header_timeout_s=0.3), raising=False)
+    monkeypatch.setattr(userproxy_mod, "USER_SOCKET_LIMITS", ConnectionLimits(header_timeout_s=0.3), raising=False)
     linked = asyncio.Event()
 
     async def link(request: web.Request) -> web.WebSocketResponse:
