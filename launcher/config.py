@@ -506,6 +506,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfi
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
         problems = describe_errors(exc)
+    except UnicodeEncodeError:  # a lone surrogate (not from TOML, which is UTF-8): pydantic cannot read it
+        raise ConfigError(source, ["a key or value is not valid Unicode text (a lone surrogate)"]) from None
     # pydantic skips the cross-field validator when a single key is wrong: run those rules on
     # the raw mapping too, so one pass reports every problem
     problems += [p for p in cross_field_problems(data) if p not in problems]

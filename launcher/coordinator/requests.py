@@ -42,13 +42,13 @@ class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: Text | None = None
-    queue: str | None = None
+    queue: Text | None = None
     workers: int = Field(default=1, ge=1, le=4096)
     gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
     mig: str | None = None
     priority: int | str | None = None
     nodes: int | None = Field(default=None, ge=1, le=4096)
-    gpu_model: str | None = None
+    gpu_model: Text | None = None
     grace_s: float | None = Field(default=None, ge=0, le=86400)
     time_limit_s: float | None = Field(default=None, gt=0)
     requeue: StrictBool = True

@@ -148,3 +148,13 @@ def test_any_toml_text_parses_or_is_one_line(text: str) -> None:
         loads_toml(text)
     except TomlTextError as exc:
         one_line(str(exc))
+
+
+def test_a_config_key_that_is_not_unicode_is_one_problem() -> None:
+    """Found by the property test above: a lone surrogate in a key reached pydantic's core."""
+    try:
+        parse_config({"queues": [{"name": "default"}], "pitfalls": {"\ud800": 1}})
+    except ConfigError as exc:
+        assert exc.problems == ["a key or value is not valid Unicode text (a lone surrogate)"]
+    else:
+        raise AssertionError("accepted a key that is not Unicode text")
