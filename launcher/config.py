@@ -68,9 +68,12 @@ class ConfigError(ValueError):
 
     def __init__(self, source: str, problems: list[str], *, unreadable: bool = False):
         self.source = source
-        self.problems = problems
+        # one line each, whatever a key holds: a newline or control character is escaped
+        self.problems = [
+            p if p.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in p) for p in problems
+        ]
         self.unreadable = unreadable
-        super().__init__(f"{source}: " + "; ".join(problems))
+        super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
 class _Strict(BaseModel):
@@ -384,7 +387,10 @@ def _loc(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            if not text.isprintable() or not text:  # a key with a newline must not break the one line
+                text = repr(text)
+            out += ("." if out else "") + text
     return out or "(top level)"
 
 
