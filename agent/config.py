@@ -59,7 +59,7 @@ class AgentConfig(BaseModel):
         supervisor: the ``[supervisor]`` table (uids, root policy, log size).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     node: str = Field(default_factory=socket.gethostname, min_length=1)
     coordinator: str = "http://127.0.0.1:7461"

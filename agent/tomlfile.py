@@ -6,6 +6,7 @@ that each says the same thing about a missing file, a binary file or a syntax er
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ class TomlFileError(ValueError):
         path: the file as given.
         reason: no such file, cannot read (permission, a directory), not UTF-8 text
             (with the first bad byte and its offset), or not valid TOML (line and column).
-        syntax: True when the file was read but is not valid TOML.
+        syntax: True when the file was read but its text is refused: not valid TOML, nested
+            too deeply, or holding an ``inf``/``nan`` (:func:`loads_toml`).
     """
 
     def __init__(self, path: str, reason: str, *, syntax: bool = False) -> None:
@@ -28,6 +30,46 @@ class TomlFileError(ValueError):
         self.syntax = syntax
 
 
+class TomlTextError(ValueError):
+    """TOML text that cannot be used (see :func:`loads_toml`); ``str()`` is one line."""
+
+
+def _non_finite(value: Any, where: str) -> str | None:
+    """The key path of the first ``inf``/``nan`` in ``value`` (iterative: any depth), or None."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def loads_toml(text: str) -> dict[str, Any]:
+    """Parse TOML text, refusing what parses but no labgang file may hold.
+
+    ``inf`` and ``nan`` are valid TOML floats but no labgang setting, reading or limit
+    means them; they are refused here, once, for every file (config, machine, scenario).
+
+    Raises:
+        TomlTextError: a syntax error, nesting deeper than the parser can follow (a
+            1,000-deep array), or a non-finite float (the message names its key path).
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlTextError(f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise TomlTextError("not valid TOML: arrays or tables nested too deeply") from None
+    where = _non_finite(data, "")
+    if where is not None:
+        raise TomlTextError(f"{where}: inf and nan are not allowed (allowed: a finite number)")
+    return data
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """Read and parse a TOML file (UTF-8, as TOML requires).
 
@@ -35,7 +77,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         The parsed document.
 
     Raises:
-        TomlFileError: see its ``reason``.
+        TomlFileError: see its ``reason`` (and :func:`loads_toml`).
     """
     p = Path(path)
     try:
@@ -49,6 +91,6 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise TomlFileError(str(p), f"cannot read: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TomlFileError(str(p), f"not valid TOML: {exc}", syntax=True) from None
+        return loads_toml(text)
+    except TomlTextError as exc:
+        raise TomlFileError(str(p), str(exc), syntax=True) from None

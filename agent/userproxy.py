@@ -17,11 +17,15 @@ from typing import Any
 
 from aiohttp import web
 from labgang.agent import paths
+from labgang.agent.connguard import ConnectionGuard, ConnectionLimits, GuardedUnixSite
 from labgang.agent.link import LinkDown
 
 log = logging.getLogger("labgang.agent.userproxy")
 
 _UCRED = struct.Struct("3i")
+
+#: Caps and timeouts of the node's user socket (defaults of :class:`ConnectionLimits`).
+USER_SOCKET_LIMITS = ConnectionLimits()
 
 Forward = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[dict[str, Any]]]
 """``(uid, method, path, query, body)`` → ``{"status", "headers", "body"}`` (``CoordinatorLink.forward``)."""
@@ -50,7 +54,13 @@ class UserSocketProxy:
 
     async def start(self) -> bool:
         """Serve the socket; False (and a warning) when another live process already serves it."""
-        app = web.Application(client_max_size=16 << 20)
+        # the socket is 0666: idle or half-sent connections are timed out and capped per uid
+        # (root exempt), as on the coordinator's, so one user cannot take every descriptor
+        guard = ConnectionGuard(
+            USER_SOCKET_LIMITS,
+            on_refused=lambda peer, reason: log.warning("user socket: %s %s %s", peer[0], peer[1], reason),
+        )
+        app = web.Application(client_max_size=16 << 20, middlewares=[guard.middleware])
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # One access line per request (a `logs -f` polls five times a second) only when debugging.
         runner = web.AppRunner(app, handle_signals=False, access_log=log if log.isEnabledFor(logging.DEBUG) else None)
@@ -67,7 +77,7 @@ class UserSocketProxy:
             except OSError:
                 probe.close()
                 self.path.unlink()
-        site = web.UnixSite(runner, str(self.path))
+        site = GuardedUnixSite(runner, str(self.path), guard=guard)
         await site.start()
         os.chmod(self.path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
         self._runner = runner
@@ -89,7 +99,10 @@ class UserSocketProxy:
         if sock is None or sock.family != socket.AF_UNIX:
             return _error(400, "the user API is only served on the Unix socket")
         _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-        body = await request.read() if request.can_read_body else b""
+        try:
+            body = await request.read() if request.can_read_body else b""
+        except web.RequestPayloadError:  # a Content-Encoding that does not decode, a truncated body
+            return _error(400, "the request body cannot be read (a Content-Encoding that does not decode)")
         try:
             reply = await self._forward(uid, request.method, request.path, dict(request.query), body)
         except LinkDown as exc:

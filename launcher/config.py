@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from labgang.agent import tomlfile
+from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import (
     BorrowPolicy,
     BorrowWithinCohort,
@@ -67,13 +68,16 @@ class ConfigError(ValueError):
 
     def __init__(self, source: str, problems: list[str], *, unreadable: bool = False):
         self.source = source
-        self.problems = problems
+        # one line each, whatever a key holds: a newline or control character is escaped
+        self.problems = [
+            p if p.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in p) for p in problems
+        ]
         self.unreadable = unreadable
-        super().__init__(f"{source}: " + "; ".join(problems))
+        super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
@@ -168,7 +172,9 @@ class ClusterConfig(_Strict):
     cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
-    starts the job fails.
+    starts the job fails. ``max_signal_lead_s`` bounds a ``--signal SIG@T`` lead; ``[limits]``
+    bounds a submission (:class:`LimitsConfig`); ``read_token_file``, ``metrics_public`` and
+    ``private_data`` (Slurm's ``PrivateData=jobs``) say who reads what (docs/security.md).
     """
 
     default_queue: str = DEFAULT_QUEUE
@@ -177,6 +183,9 @@ class ClusterConfig(_Strict):
     token_file: str | None = None
     tcp_host: str | None = None
     tcp_port: int | None = Field(default=None, ge=0, le=65535)
+    read_token_file: str | None = None
+    metrics_public: bool = True
+    private_data: bool = True
     node_timeout_s: float = Field(default=30.0, gt=0)
     startup_timeout_s: float = Field(default=60.0, gt=0)
     cycle_coalesce_s: float = Field(default=0.01, ge=0, le=5)
@@ -186,6 +195,8 @@ class ClusterConfig(_Strict):
     requeue_backoff_max_s: float = Field(default=300.0, ge=0)
     max_start_failures: int = Field(default=3, ge=1)
     default_grace_s: float = Field(default=10.0, ge=0)
+    max_signal_lead_s: float = Field(default=300.0, ge=0, le=86400)
+    limits: LimitsConfig = LimitsConfig()
     priority_classes: dict[str, int] = Field(default_factory=dict)
     cohorts: list[CohortConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(min_length=1)
@@ -376,7 +387,10 @@ def _loc(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            if not text.isprintable() or not text:  # a key with a newline must not break the one line
+                text = repr(text)
+            out += ("." if out else "") + text
     return out or "(top level)"
 
 
@@ -498,6 +512,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfi
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
         problems = describe_errors(exc)
+    except UnicodeEncodeError:  # a lone surrogate (not from TOML, which is UTF-8): pydantic cannot read it
+        raise ConfigError(source, ["a key or value is not valid Unicode text (a lone surrogate)"]) from None
     # pydantic skips the cross-field validator when a single key is wrong: run those rules on
     # the raw mapping too, so one pass reports every problem
     problems += [p for p in cross_field_problems(data) if p not in problems]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +43,7 @@ from labgang.agent.nvml.smi import (
     q_block,
     table_block,
 )
+from labgang.agent.tomlfile import TomlTextError, loads_toml
 
 if TYPE_CHECKING:
     from labgang.agent.nvml.recorder import ReplayNvml
@@ -97,9 +97,9 @@ def detect_format(text: str, name: str = "") -> str:
         return "toml"
     if looks_like_toml(text, name):
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"not valid TOML: {exc}") from None
+            data = loads_toml(text)
+        except TomlTextError as exc:
+            raise ValueError(str(exc)) from None
         if "machine" in data or "gpu" in data:
             return "toml"
         raise ValueError(

@@ -9,13 +9,14 @@ value and the last one repeats.
 
 from __future__ import annotations
 
-import tomllib
+import math
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from labgang.agent.nvml import models
 from labgang.agent.nvml.simtopo import SimTopology, topology_from_toml
+from labgang.agent.tomlfile import TomlTextError, loads_toml
 
 #: Namespace for UUIDs derived from captures that carry none (stable across loads).
 UUID_NAMESPACE = uuidlib.UUID("5f1a2b3c-4d5e-4f60-8a71-b2c3d4e5f607")
@@ -42,6 +43,11 @@ ERROR_CODES = {
 }
 
 
+def _is_number(value: Any) -> bool:
+    """True for a finite int or float (a TOML boolean is not a number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class Script:
     """A reading that is a constant or a list replayed one value per read (last one repeats)."""
 
@@ -51,10 +57,10 @@ class Script:
         elif isinstance(values, (list, tuple)):
             if not values:
                 raise ValueError(f"{where}: a scripted reading needs at least one value")
-            if not all(isinstance(v, (int, float)) for v in values):
+            if not all(_is_number(v) for v in values):
                 raise ValueError(f"{where}: scripted values must be numbers; got {values!r}")
             self.values = list(values)
-        elif not isinstance(values, (int, float)):
+        elif not _is_number(values):
             raise ValueError(f"{where}: expected a number or a list of numbers; got {values!r}")
         else:
             self.values = [values]
@@ -316,13 +322,92 @@ _MIG_KEYS = {
     "sm_active_pct",
     "sm_occupancy_pct",
 }
+_NUMBER: tuple[type, ...] = (int, float)
+_SCRIPTED: tuple[type, ...] = (int, float, list)
+_GPU_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "uuid": (str,),
+    "name": (str,),
+    "pci_bus_id": (str,),
+    "memory_total_mib": _NUMBER,
+    "memory_reserved_mib": (int,),
+    "memory_used_mib": _NUMBER,
+    "sm_count": (int,),
+    "gpm": (bool,),
+    "mig_capable": (bool,),
+    "mig_current": (bool,),
+    "mig_pending": (bool,),
+    "max_mig_devices": (int,),
+    "mig_device": (list,),
+    "temperature_c": _SCRIPTED,
+    "power_w": _SCRIPTED,
+    "power_limit_w": _NUMBER,
+    "ecc": (bool,),
+    "ecc_volatile_uncorrected": (int,),
+    "utilization_gpu_pct": _SCRIPTED,
+    "utilization_memory_pct": _SCRIPTED,
+    "sm_active_pct": _SCRIPTED,
+    "sm_occupancy_pct": _SCRIPTED,
+    "clock_event_reasons": (list,),
+    "processes": (list,),
+    "lost": (bool,),
+    "errors": (dict,),
+    "serial": (str,),
+}
+_MIG_TYPES: dict[str, tuple[type, ...]] = {
+    "profile": (str,),
+    "gi_id": (int,),
+    "ci_id": (int,),
+    "uuid": (str,),
+    "index": (int,),
+    "sm_count": (int,),
+    "memory_total_mib": _NUMBER,
+    "memory_used_mib": _NUMBER,
+    "sm_active_pct": _SCRIPTED,
+    "sm_occupancy_pct": _SCRIPTED,
+}
 _PROCESS_KEYS = {"pid", "used_memory_mib", "gi_id", "ci_id"}
 
 
-def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+def _check_keys(table: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(table, dict):
+        raise ValueError(f"{where}: must be a table; got {table!r}")
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+
+
+_TYPE_NAMES = {
+    str: "a string",
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "a table",
+}
+
+
+def _typed(table: dict[str, Any], where: str, types: dict[str, tuple[type, ...]]) -> None:
+    """Refuse a value of the wrong TOML type, naming the key (``gpu[0].model: must be a string; got False``).
+
+    Numbers must be finite and >= 0; a boolean is never a number.
+
+    Raises:
+        ValueError: the first key whose value has none of its allowed types.
+    """
+    for key, allowed in types.items():
+        if key not in table:
+            continue
+        value = table[key]
+        is_bool = isinstance(value, bool)
+        ok = isinstance(value, allowed) and (bool in allowed or not is_bool)
+        numeric = isinstance(value, (int, float)) and not is_bool
+        if ok and numeric and not (math.isfinite(value) and value >= 0):
+            ok = False
+        if not ok:
+            want = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in allowed))
+            bound = " >= 0" if any(t in (int, float) for t in allowed) else ""
+            raise ValueError(f"{where}.{key}: must be {want}{bound}; got {value!r}")
 
 
 def _error_code(value: Any, where: str) -> int:
@@ -352,12 +437,25 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
         ValueError: invalid TOML or an invalid field (the message names the field and the allowed values).
     """
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: not a valid TOML machine file: {exc}") from None
+        data = loads_toml(text)
+    except TomlTextError as exc:
+        raise ValueError(f"{source}: {exc}") from None
     _check_keys(data, {"machine", "gpu", "link"}, f"{source}: top level")
     mdata = data.get("machine", {})
     _check_keys(mdata, _MACHINE_KEYS, "machine")
+    _typed(
+        mdata,
+        "machine",
+        {
+            "hostname": (str,),
+            "driver_version": (str,),
+            "nvml_version": (str,),
+            "cuda_driver_version": (int,),
+            "process_memory_mib": _NUMBER,
+            "missing_functions": (list,),
+            "unprivileged": (bool,),
+        },
+    )
     if "hostname" not in mdata:
         raise ValueError("machine.hostname: missing (the node name the simulated machine reports)")
     machine = SimMachine(
@@ -388,6 +486,7 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
 def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu:
     where = f"gpu[{index}]"
     _check_keys(g, _GPU_KEYS, where)
+    _typed(g, where, _GPU_TYPES)
     model = models.by_key(g["model"]) if "model" in g else None
     if model is None and ("name" not in g or "memory_total_mib" not in g):
         raise ValueError(f"{where}.model: missing; give a catalogue model or name and memory_total_mib")
@@ -431,6 +530,9 @@ def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu
         raise ValueError(f"{where}.mig_current: this GPU ({gpu.name}) cannot do MIG; allowed: false")
     for k, p in enumerate(g.get("processes", [])):
         _check_keys(p, _PROCESS_KEYS, f"{where}.processes[{k}]")
+        _typed(
+            p, f"{where}.processes[{k}]", {"pid": (int,), "used_memory_mib": _NUMBER, "gi_id": (int,), "ci_id": (int,)}
+        )
         gpu.processes.append(SimProcess(int(p["pid"]), p.get("used_memory_mib"), p.get("gi_id"), p.get("ci_id")))
     migs = g.get("mig_device", [])
     if migs and not gpu.mig_current:
@@ -438,6 +540,7 @@ def _gpu_from_toml(machine: SimMachine, index: int, g: dict[str, Any]) -> SimGpu
     for k, m in enumerate(migs):
         mw = f"{where}.mig_device[{k}]"
         _check_keys(m, _MIG_KEYS, mw)
+        _typed(m, mw, _MIG_TYPES)
         for req in ("profile", "gi_id", "ci_id"):
             if req not in m:
                 raise ValueError(f"{mw}.{req}: missing")

@@ -118,17 +118,25 @@ def _run_as_self(uid: int, gid: int | None, *, job_id: str, agent_uid: int) -> R
 def check_can_enter(path: str, run_as: RunAs) -> None:
     """Refuse a working directory the user could not ``cd`` into themselves.
 
-    The rank's ``chdir`` happens before privileges are dropped, so without this check root's
-    access would leak to the user. Checks the mode bits (search permission on every component,
-    ACLs not considered, so an ACL-only grant is refused).
+    An early, clear refusal: the fence itself is the shim, which changes directory only
+    after dropping to the user (:func:`labgang.agent.supervisor.shim.enter_as_user`).
+    Checks the mode bits (search permission on every component of the path as given and
+    of the path its symlinks lead to; ACLs not considered, so an ACL-only grant is refused).
 
     Raises:
         LaunchRefused: naming ``cwd`` and the component that blocks the user.
     """
     if run_as.uid == 0:
         return
+    _check_components(path, path, run_as)
+    real = os.path.realpath(path)
+    if real != path:
+        _check_components(real, path, run_as)
+
+
+def _check_components(walk: str, path: str, run_as: RunAs) -> None:
     components = ["/"]
-    for part in (p for p in path.split("/") if p):
+    for part in (p for p in walk.split("/") if p):
         components.append(os.path.join(components[-1], part))
     for current in components:
         try:

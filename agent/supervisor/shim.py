@@ -62,6 +62,10 @@ import subprocess
 import sys
 import time
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs each launch ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 READ_CHUNK = 65536
 
@@ -164,6 +168,25 @@ class RotatingLog:
         os.close(self.fd)
 
 
+def enter_as_user(cwd: str) -> Callable[[], None]:
+    """The child's last step before ``exec``, run after it dropped to the user: ``chdir(cwd)``.
+
+    A directory the user cannot enter (a symlink into another user's home, a 0700
+    component) ends the child with status 126, one that does not exist with 127 (as a
+    failed ``exec`` does), after one ``[labgang]`` line in the rank's log (stderr is the
+    log by then).
+    """
+
+    def enter() -> None:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            os.write(2, f"[labgang] cannot enter cwd {cwd} as this user: {exc.strerror}\n".encode(errors="replace"))
+            os._exit(127 if exc.errno == errno.ENOENT else 126)
+
+    return enter
+
+
 def cpu_list(cpus: set[int] | list[int]) -> str:
     """``{0, 1, 2, 5}`` → ``"0-2,5"`` (the kernel's cpulist format)."""
     ordered = sorted(cpus)
@@ -228,9 +251,10 @@ def main(rank_dir: str) -> int:
         log.write(note.encode() + b"\n")
     env = dict(cfg["env"])
     env["LABGANG_CPUS"] = cpus_text
-    creds = {}
-    if drop:
-        creds = {"user": cfg["uid"], "group": cfg["gid"], "extra_groups": list(cfg["groups"])}
+    # chdir only once the child is the user (preexec_fn runs after setuid): as root it would
+    # follow a symlink into a directory the user may not enter (docs/security.md)
+    enter = enter_as_user(cfg["cwd"]) if drop else None
+    cwd = "/" if drop else cfg["cwd"]
     out_r, out_w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -238,11 +262,14 @@ def main(rank_dir: str) -> int:
             stdin=subprocess.DEVNULL,
             stdout=out_w,
             stderr=out_w,
-            cwd=cfg["cwd"],
+            cwd=cwd,
             env=env,
             start_new_session=True,
             close_fds=True,
-            **creds,
+            user=cfg["uid"] if drop else None,
+            group=cfg["gid"] if drop else None,
+            extra_groups=list(cfg["groups"]) if drop else None,
+            preexec_fn=enter,
         )
     except OSError as exc:
         os.close(out_w)

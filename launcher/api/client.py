@@ -150,6 +150,15 @@ def _job_path(job_id: str, suffix: str = "") -> str:
     return f"/v1/jobs/{quote(str(job_id), safe='')}{suffix}"
 
 
+def _next_cursor(page: Mapping[str, Any], query: Mapping[str, str]) -> str | None:
+    """The cursor of the next page of ``GET /v1/jobs``, or None on the last page (or when a
+    coordinator repeats the cursor it was given: stop rather than loop)."""
+    cursor = page.get("next_cursor")
+    if not cursor or cursor == query.get("cursor"):
+        return None
+    return str(cursor)
+
+
 def _jobs_query(all_users: bool, user: str | None) -> dict[str, str]:
     query: dict[str, str] = {}
     if all_users:
@@ -356,8 +365,17 @@ class Client:
         return self._json("POST", "/v1/jobs", body=dict(spec))["job"]
 
     def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]:
-        """``GET /v1/jobs``: the caller's jobs, or everyone's with ``all_users``, or one user's."""
-        return self._json("GET", "/v1/jobs", query=_jobs_query(all_users, user))["jobs"]
+        """``GET /v1/jobs``: the caller's jobs, or everyone's with ``all_users``, or one user's;
+        every page, followed by ``next_cursor``."""
+        query = _jobs_query(all_users, user)
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self._json("GET", "/v1/jobs", query=query)
+            out.extend(page["jobs"])
+            cursor = _next_cursor(page, query)
+            if cursor is None:
+                return out
+            query = {**query, "cursor": cursor}
 
     def job(self, job_id: str) -> dict[str, Any]:
         """``GET /v1/jobs/{id}``: one JobView. Raises ApiError(404) for an unknown job."""
@@ -500,8 +518,16 @@ class AsyncClient:
         return (await self._json("POST", "/v1/jobs", body=dict(spec)))["job"]
 
     async def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]:
-        """See :meth:`Client.jobs`."""
-        return (await self._json("GET", "/v1/jobs", query=_jobs_query(all_users, user)))["jobs"]
+        """See :meth:`Client.jobs` (follows every page)."""
+        query = _jobs_query(all_users, user)
+        out: list[dict[str, Any]] = []
+        while True:
+            page = await self._json("GET", "/v1/jobs", query=query)
+            out.extend(page["jobs"])
+            cursor = _next_cursor(page, query)
+            if cursor is None:
+                return out
+            query = {**query, "cursor": cursor}
 
     async def job(self, job_id: str) -> dict[str, Any]:
         """See :meth:`Client.job`."""

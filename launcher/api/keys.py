@@ -9,6 +9,7 @@ from aiohttp import web
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
+    from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.store import Store
@@ -22,6 +23,9 @@ STATE_DIR = web.AppKey("state_dir", Path)
 TOKEN = web.AppKey("token", str)
 """The cluster token agents must present on the link."""
 
+READ_TOKEN = web.AppKey("read_token", str)
+"""A token that lets a TCP client read (jobs without their argv, queues, nodes); "" when none."""
+
 STORE: web.AppKey[Store] = web.AppKey("store")
 """The open SQLite store (set up and closed in a cleanup context)."""
 
@@ -30,6 +34,9 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator")
 
 AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_sockets")
 """Open agent websockets, closed with GOING_AWAY on shutdown."""
+
+GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")
+"""Connection caps and timeouts of the listeners (see :mod:`labgang.agent.connguard`)."""
 
 METRICS: web.AppKey[CoordinatorMetrics] = web.AppKey("metrics")
 """The coordinator's /metrics collectors; the scheduling loop reports admissions, cycles and

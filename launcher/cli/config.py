@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
 from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml, unknown_accounts
 
-KINDS = ("auto", "cluster", "agent")
+KINDS = ("auto", "cluster", "agent", "machine")
 """Values of ``--kind``."""
 
 
@@ -23,12 +24,15 @@ def detect_kind(data: dict[str, Any]) -> str | None:
         data: the parsed TOML document.
 
     Returns:
-        ``"cluster"`` or ``"agent"``, whichever has more of its own keys; None on a tie
+        ``"machine"`` for a simulated machine file (only ``[machine]`` and ``[[gpu]]``);
+        else ``"cluster"`` or ``"agent"``, whichever has more of its own keys; None on a tie
         (an empty file, only shared or unknown keys).
     """
     cluster_only = set(ClusterConfig.model_fields) - set(AgentConfig.model_fields)
     agent_only = set(AgentConfig.model_fields) - set(ClusterConfig.model_fields)
     keys = set(data)
+    if keys and keys <= {"machine", "gpu"}:
+        return "machine"
     c, a = len(keys & cluster_only), len(keys & agent_only)
     if c == a:
         return None
@@ -54,10 +58,11 @@ def config() -> None:
     type=click.Choice(KINDS),
     default="auto",
     show_default=True,
-    help="cluster.toml (coordinator) or agent.toml (node agent); auto tells them apart by their keys.",
+    help="cluster.toml (coordinator), agent.toml (node agent) or a simulated machine file (config/sim/*.toml); "
+    "auto tells them apart by their keys.",
 )
 def check(file: str, kind: str) -> None:
-    """Validate cluster.toml or agent.toml FILE.
+    """Validate cluster.toml, agent.toml or a simulated machine file FILE.
 
     Prints which kind was checked. Every problem is reported in one pass, one line each
     naming the key path and what is allowed. Users and groups unknown on this host are
@@ -80,6 +85,15 @@ def check(file: str, kind: str) -> None:
             )
             raise SystemExit(2)
         kind = detected
+    if kind == "machine":
+        from labgang.agent.nvml.machine import machine_from_toml
+
+        try:
+            machine = machine_from_toml(Path(file).read_text(encoding="utf-8"), file)
+        except ValueError as exc:
+            _invalid(file, "machine", [str(exc).removeprefix(f"{file}: ")])
+        click.echo(f"{file}: machine file ok (host {machine.hostname}, {len(machine.gpus)} GPU(s))")
+        return
     if kind == "agent":
         try:
             agent = parse_agent_config(data, file)

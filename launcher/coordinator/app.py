@@ -23,13 +23,20 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
+from labgang.agent.connguard import (
+    ConnectionGuard,
+    ConnectionLimits,
+    GuardedTCPSite,
+    GuardedUnixSite,
+)
 from labgang.agent.token import read_token
+from labgang.launcher import ratelog
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
-from labgang.launcher.coordinator.routes import error_middleware, setup_routes
+from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
@@ -56,7 +63,7 @@ def create_app(
     Args:
         config: the validated cluster configuration.
         state_dir: where the database lives (created if missing).
-        token: the cluster token agents must present; default: read ``config.token_file``,
+        token: the cluster token agents (and trusted TCP readers) must present; default: read ``config.token_file``,
             or a fresh random token when the config names none (only an in-process agent
             can use it then).
         clock: unix-seconds clock.
@@ -64,12 +71,28 @@ def create_app(
     Returns:
         The application; run it with ``web.AppRunner`` or aiohttp's test client.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=16 << 20)
+    limits = config.limits
+    guard = ConnectionGuard(
+        ConnectionLimits(
+            max_connections=limits.max_connections,
+            max_connections_per_peer=limits.max_connections_per_peer,
+            header_timeout_s=limits.header_timeout_s,
+            idle_timeout_s=limits.idle_timeout_s,
+        ),
+        on_refused=lambda peer, reason: log.warning("connection from %s %s %s", peer[0], peer[1], reason),
+    )
+    # a body over the spec limit is refused while it is read, not after it is held in memory
+    app = web.Application(
+        middlewares=[guard.middleware, error_middleware, tcp_auth_middleware],
+        client_max_size=config.limits.max_spec_bytes,
+    )
+    app[keys.GUARD] = guard
     app[keys.CONFIG] = config
     app[keys.STATE_DIR] = Path(state_dir)
     if token is None:
         token = load_token(config.token_file) if config.token_file else secrets.token_urlsafe(32)
     app[keys.TOKEN] = token
+    app[keys.READ_TOKEN] = load_token(config.read_token_file) if config.read_token_file else ""
     app[keys.AGENT_SOCKETS] = set()
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -112,6 +135,19 @@ async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
+def _raise_nofile_limit() -> None:
+    """Raise the soft open-files limit to the hard one (the unit sets ``LimitNOFILE``), so the
+    connection caps of ``[limits]``, not the descriptor table, decide who is turned away."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            log.debug("cannot raise the open-files limit from %d to %d", soft, hard)
+
+
 def _prepare_socket_path(path: Path) -> None:
     """Remove a stale socket file; refuse when another coordinator answers there."""
     if not path.exists():
@@ -138,7 +174,7 @@ async def serve(
     ready: Callable[[dict[str, Any]], None] | None = None,
     shutdown_reason: str = "stopped: labgang shut down",
 ) -> dict[str, list[str]]:
-    """Run the coordinator until SIGINT/SIGTERM (or ``stop`` is set).
+    """Run the coordinator until SIGINT, SIGTERM or SIGHUP (or ``stop`` is set).
 
     When ``local_agent`` stops its ranks at exit (``stop_jobs_on_exit``), the coordinator
     first records that the jobs are stopped because labgang shuts down
@@ -166,6 +202,8 @@ async def serve(
         RuntimeError: another coordinator already listens on the socket.
         TokenError: the token file is readable by others.
     """
+    ratelog.install()  # a flood of one error writes a few lines a minute, not megabytes
+    _raise_nofile_limit()
     directory = paths.ensure_state_dir(paths.resolve_state_dir(state_dir))
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
@@ -179,7 +217,7 @@ async def serve(
     await runner.setup()
     sock_path = paths.socket_path(directory)
     _prepare_socket_path(sock_path)
-    unix_site = web.UnixSite(runner, str(sock_path))
+    unix_site = GuardedUnixSite(runner, str(sock_path), guard=app[keys.GUARD])
     await unix_site.start()
     os.chmod(sock_path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
     host = tcp_host or config.tcp_host
@@ -188,19 +226,18 @@ async def serve(
         host, port = host or "127.0.0.1", 0
     tcp_addr = None
     if port is not None:
-        # a TCP port without a host: agents on other machines connect, every request needs the cluster token
-        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
+        # loopback unless the config names a host: every request there needs a token (docs/security.md)
+        tcp_site = GuardedTCPSite(runner, host or "127.0.0.1", port, guard=app[keys.GUARD])
         await tcp_site.start()
-        # The bound address (the port the kernel chose for port 0): the runner's public list of
-        # its sites' socket names, where the Unix socket is a path and the TCP socket a tuple.
-        bound = next((a for a in runner.addresses if isinstance(a, tuple)), (host, port))
-        tcp_addr = (str(bound[0]), int(bound[1]))
+        tcp_addr = tcp_site.bound
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP (the terminal of `labgang up` closed) stops like SIGTERM: by default it would end
+    # the process at once and leave its ranks running with nobody watching them
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             loop.add_signal_handler(signum, stop.set)  # the handler only records; the loop below acts
             installed.append(signum)

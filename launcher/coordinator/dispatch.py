@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.dispatch")
 
 
-def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = None) -> list[dict[str, Any]]:
+def launch_specs(
+    job: JobRecord, node: str, inventory: NodeInventory | None = None, max_signal_lead_s: float | None = None
+) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
 
     With ``cpu_bind`` "numa" and the node's ``inventory``, each rank gets ``cpus``: the CPUs of
@@ -35,13 +37,16 @@ def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = No
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
     rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
-    already have, and to report it in its reply.
+    already have, and to report it in its reply. The warning lead is at most
+    ``max_signal_lead_s`` (the cluster's bound; None = as submitted).
     """
     nodes = job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
     warn_signal, warn_before = (None, 0.0)
     if job.spec.signal:
         warn_signal, warn_before = parse_warning(job.spec.signal)
+        if max_signal_lead_s is not None:  # a job stored before the admin lowered the bound
+            warn_before = min(warn_before, max_signal_lead_s)
     env = dict(job.spec.env)
     return [
         {
@@ -120,7 +125,7 @@ async def launch_on_node(
     before = job.status.state
     coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
     conn = coord.agents.get(node)
-    specs = launch_specs(job, node, conn.inventory if conn is not None else None)
+    specs = launch_specs(job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s)
     try:
         statuses = await coord.agents.call(node, "launch", {"specs": specs})
     except AgentCallError as exc:

@@ -57,6 +57,18 @@ class BadRequest(ApiError):
     status = 400
 
 
+class RequestTimeout(ApiError):
+    """The request body did not arrive within ``limits.body_timeout_s`` (408)."""
+
+    status = 408
+
+
+class PayloadTooLarge(ApiError):
+    """The request body is over the configured limit (413)."""
+
+    status = 413
+
+
 class Unauthenticated(ApiError):
     """The request carries no valid credentials (401)."""
 

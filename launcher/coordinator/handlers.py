@@ -8,20 +8,22 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import view_cache, views
-from labgang.launcher.coordinator.errors import BadRequest, NotFound
+from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.store import JobRecord
 
 
 @dataclass
@@ -72,32 +74,83 @@ def _json_body(body: bytes) -> Any:
     if not body:
         raise BadRequest("the request body must be a JSON object")
     try:
-        return json.loads(body)
+        return jsoncodec.loads(body)
     except ValueError as exc:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
+
+
+def _hides_argv(coord: Coordinator, caller: Caller, job: JobRecord) -> bool:
+    """Whether ``caller`` sees ``job`` without its ``argv`` (``private_data``, not the owner, not an admin)."""
+    return bool(coord.config.private_data and not (caller.admin or caller.owns(job.spec)))
+
+
+def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
+    """The JobView ``caller`` may see: with ``private_data`` (Slurm's ``PrivateData=jobs``),
+    another user's ``argv`` is null unless the caller is an admin (docs/security.md)."""
+    view = views.job_view(job)
+    if _hides_argv(coord, caller, job):
+        view["argv"] = None
+    for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
+        value = view.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            view[key] = None
+    return view
 
 
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``POST /v1/jobs``: submit a gang job."""
+    """``POST /v1/jobs``: submit a gang job (at most ``limits.max_spec_bytes`` of JSON)."""
+    limit = coord.config.limits.max_spec_bytes
+    if len(body) > limit:
+        raise PayloadTooLarge(
+            f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
+        )
     job = await coord.submit(caller, _json_body(body))
-    return Reply(201, {"job": views.job_view(job)})
+    return Reply(201, {"job": _job_view(coord, caller, job)})
 
 
 async def list_jobs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
+    """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C``: the caller's jobs, one user's, or all,
+    in submission order, one page at a time.
+
+    A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``) and
+    about ``limits.max_page_bytes`` of JSON (at least one job);
+    ``next_cursor`` is given when more jobs follow: pass it as ``cursor`` for the next page
+    (it is the last job's submission sequence number, so jobs submitted meanwhile are not
+    skipped and none is seen twice).
+    """
+    page_size = coord.config.limits.page_size
+    limit = _int(query, "limit", page_size)
+    if not 1 <= limit <= page_size:
+        raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
+    after = _int(query, "cursor", 0)
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    return Reply(200, encoded=view_cache.cache_for(coord).jobs_body(jobs, len(coord.jobs)))
+    after_cursor = [j for j in jobs if j.seq > after]
+    budget = coord.config.limits.max_page_bytes
+    # Each job's view is encoded once and reused until the job changes (view_cache.py).
+    cache = view_cache.cache_for(coord)
+    build = functools.partial(_job_view, coord, caller)
+    encoded: list[bytes] = []
+    for job in after_cursor[:limit]:
+        data = cache.encoded(job, build, variant=_hides_argv(coord, caller, job))
+        budget -= len(data)
+        if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
+            break
+        encoded.append(data)
+    cache.trim(len(coord.jobs))
+    more = len(encoded) < len(after_cursor)
+    next_cursor = str(after_cursor[len(encoded) - 1].seq) if more and encoded else None
+    return Reply(200, encoded=view_cache.page_body(encoded, next_cursor))
 
 
 async def get_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
+    return Reply(200, {"job": _job_view(coord, caller, coord.get_job(params["id"]))})
 
 
 async def cancel_job(
@@ -105,7 +158,7 @@ async def cancel_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
-    return Reply(200, {"job": views.job_view(job)})
+    return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
 async def job_logs(

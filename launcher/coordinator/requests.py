@@ -7,33 +7,48 @@ set, the allowed values. The caller's identity never comes from the body.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.records import BadSignal, JobSpec, parse_warning
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.text import control_characters
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
+def _exec_safe(value: str) -> str:
+    """Refuse what ``execve`` and the environment cannot carry: NUL bytes and lone surrogates."""
+    if "\0" in value:
+        raise ValueError("must not contain a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+    return value
+
+
+#: A string that can reach ``execve``: no NUL byte, valid UTF-8 once encoded.
+Text = Annotated[str, AfterValidator(_exec_safe)]
+
+
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str | None = Field(default=None, max_length=200)
-    queue: str | None = None
+    name: Text | None = None
+    queue: Text | None = None
     workers: int = Field(default=1, ge=1, le=4096)
     gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
     mig: str | None = None
     priority: int | str | None = None
     nodes: int | None = Field(default=None, ge=1, le=4096)
-    gpu_model: str | None = None
+    gpu_model: Text | None = None
     grace_s: float | None = Field(default=None, ge=0, le=86400)
     time_limit_s: float | None = Field(default=None, gt=0)
     requeue: StrictBool = True
@@ -41,9 +56,9 @@ class SubmitBody(BaseModel):
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=4096)
-    argv: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
+    argv: list[Text] = Field(min_length=1)
+    env: dict[Text, Text] = Field(default_factory=dict)
+    cwd: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,10 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
         return f"must be {op} {bound:g}{unit}" if isinstance(bound, (int, float)) else f"must be {op} {bound}{unit}"
     if kind == "too_short" and top == "argv":
         return "must name a command (at least one word)"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "finite_number":
+        return "must be a finite number" + (" of seconds" if top in _SECONDS_FIELDS else "")
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters"
     if top == "priority":
@@ -123,6 +142,8 @@ def _first_error(exc: ValidationError) -> BadRequest:
     loc = [str(p) for p in err["loc"]]
     if loc and loc[0] == "priority":  # int | str union: pydantic names the branch tried
         loc = ["priority"]
+    if loc and loc[0] == "env" and loc[-1] == "[key]":  # a variable's name, not its value
+        return BadRequest(f"env: a variable name {_constraint(err, 'env')}", field="env")
     field = ".".join(loc) or None
     if err["type"] == "extra_forbidden":
         return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(SubmitBody.model_fields))
@@ -193,8 +214,15 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             field="priority",
         )
 
+    _check_sizes(req, config)
     if req.signal is not None:
-        parse_signal(req.signal)
+        _signum, lead = parse_signal(req.signal)
+        if lead > config.max_signal_lead_s:
+            raise BadRequest(
+                f"signal: the warning lead {lead:g} s is over the cluster's maximum of "
+                f"{config.max_signal_lead_s:g} s (max_signal_lead_s)",
+                field="signal",
+            )
     if req.nodes is not None and req.nodes > req.workers:
         raise BadRequest(f"nodes ({req.nodes}) cannot exceed workers ({req.workers})", field="nodes")
     if req.topology is not None and req.topology not in TOPOLOGY_LEVELS:
@@ -254,6 +282,33 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         cpu_bind=req.cpu_bind or CPU_BIND[0],
         min_workers=req.min_workers if req.min_workers != req.workers else None,
     )
+
+
+def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
+    """Refuse a submission bigger than the cluster's ``[limits]`` (see :class:`LimitsConfig`).
+
+    Raises:
+        BadRequest: naming the field and the limit that applies.
+    """
+    limits = config.limits
+    if req.name is not None and len(req.name) > limits.max_name_chars:
+        raise BadRequest(
+            f"name: must be at most {limits.max_name_chars} characters (limits.max_name_chars)", field="name"
+        )
+    argv_bytes = sum(len(word.encode()) + 1 for word in req.argv)
+    if argv_bytes > limits.max_argv_bytes:
+        raise BadRequest(
+            f"argv: {argv_bytes} bytes; must be at most {limits.max_argv_bytes} bytes (limits.max_argv_bytes)",
+            field="argv",
+        )
+    env_bytes = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in req.env.items())
+    if env_bytes > limits.max_env_bytes:
+        raise BadRequest(
+            f"env: {env_bytes} bytes; must be at most {limits.max_env_bytes} bytes (limits.max_env_bytes)",
+            field="env",
+        )
+    if req.cwd is not None and len(req.cwd.encode()) > limits.max_cwd_bytes:
+        raise BadRequest(f"cwd: must be at most {limits.max_cwd_bytes} bytes (limits.max_cwd_bytes)", field="cwd")
 
 
 def _default_name(argv: list[str]) -> str:

@@ -1,13 +1,15 @@
 """aiohttp routes, the caller's identity, and the one error middleware.
 
 On the Unix socket the caller is the uid the kernel reports for the peer
-(``SO_PEERCRED``); nothing in the request can change it. On TCP the API is read-only
-(an anonymous caller); agents reach the coordinator there over the link, where
-forwarded requests carry the uid the agent vouches for.
+(``SO_PEERCRED``); nothing in the request can change it. On TCP the API is read-only and
+needs a token (:func:`tcp_auth_middleware`); agents reach the coordinator there over the
+link, where forwarded requests carry the uid the agent vouches for.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import logging
 import socket
@@ -16,17 +18,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
-from labgang.launcher.api import keys
+from aiohttp.http_exceptions import HttpProcessingError
+from labgang.launcher.api import jsoncodec, keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
-from labgang.launcher.coordinator.errors import Forbidden, error_reply
+from labgang.launcher.coordinator.errors import (
+    BadRequest,
+    Forbidden,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unauthenticated,
+    error_reply,
+)
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
 
 log = logging.getLogger("labgang.coordinator.api")
 
 _UCRED = struct.Struct("3i")
-ANONYMOUS = Caller(uid=None, user="anonymous", read_only=True)
+#: A TCP client with the cluster token: reads everything, writes nothing (no uid to act as).
+CLUSTER_READER = Caller(uid=None, user="cluster-token", read_only=True, admin=True)
+#: A TCP client with the read token: reads what any other user would see.
+READER = Caller(uid=None, user="read-token", read_only=True)
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -62,17 +75,33 @@ def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
         return web.Response(
             status=reply.status, body=reply.encoded, headers=reply.headers, content_type="application/json"
         )
-    return web.json_response(reply.payload, status=reply.status, headers=reply.headers)
+    return web.json_response(reply.payload, status=reply.status, headers=reply.headers, dumps=jsoncodec.dumps)
 
 
 def _handler(route: handlers.Route):
     async def handle(request: web.Request) -> web.StreamResponse:
         coord = request.app[keys.COORDINATOR]
         uid = peer_uid(request)
-        caller = ANONYMOUS if uid is None else caller_for_uid(coord.config, uid)
+        caller = request.get("tcp_caller", READER) if uid is None else caller_for_uid(coord.config, uid)
         if route.writes and caller.read_only:
             raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
-        body = await request.read() if request.can_read_body else b""
+        try:
+            async with asyncio.timeout(coord.config.limits.body_timeout_s):
+                body = await request.read() if request.can_read_body else b""
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the request body did not arrive within {coord.config.limits.body_timeout_s:g} s "
+                "(limits.body_timeout_s)"
+            ) from None
+        except web.HTTPRequestEntityTooLarge:
+            limit = coord.config.limits.max_spec_bytes
+            raise PayloadTooLarge(
+                f"the request body is over {limit} bytes (limits.max_spec_bytes bounds a job spec)"
+            ) from None
+        except (web.RequestPayloadError, HttpProcessingError):  # e.g. a gzip body that does not inflate
+            raise BadRequest(
+                "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
+            ) from None
         reply = await route.operation(coord, caller, request.match_info, request.query, body)
         return reply_to_response(reply)
 
@@ -95,6 +124,39 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         if status == 500:
             log.exception("internal error on %s %s", request.method, request.path)
     return web.json_response(body, status=status)
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    return header[len("Bearer ") :].strip() if header.startswith("Bearer ") else None
+
+
+@web.middleware
+async def tcp_auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """On TCP, answer only a request with the cluster token or the read token (401 otherwise).
+
+    Exempt: the agent link (it checks the cluster token itself, and logs who tried) and
+    ``GET /metrics`` while the config says ``metrics_public``. The Unix socket needs no
+    token: the kernel says who the caller is.
+    """
+    if request.transport is None or peer_uid(request) is not None:
+        return await handler(request)
+    config = request.app[keys.CONFIG]
+    if request.path == "/v1/agent/link" or (request.path == "/metrics" and config.metrics_public):
+        return await handler(request)
+    given = _bearer(request)
+    if given is None:
+        raise Unauthenticated(
+            "this TCP port needs the cluster token or the read token (Authorization: Bearer ...); "
+            "on a node, use the labgang Unix socket"
+        )
+    if hmac.compare_digest(given.encode(), request.app[keys.TOKEN].encode()):
+        request["tcp_caller"] = CLUSTER_READER
+    elif request.app[keys.READ_TOKEN] and hmac.compare_digest(given.encode(), request.app[keys.READ_TOKEN].encode()):
+        request["tcp_caller"] = READER
+    else:
+        raise Unauthenticated("wrong token (give the cluster token or the read token)")
+    return await handler(request)
 
 
 def setup_routes(app: web.Application) -> None:
@@ -125,4 +187,4 @@ async def forwarded(
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
     if reply.encoded is not None:
         return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.encoded
-    return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()
+    return reply.status, {"Content-Type": "application/json", **reply.headers}, jsoncodec.dumps(reply.payload).encode()

@@ -11,14 +11,13 @@ cache, so a lifecycle rule that changes a job in a new way cannot leave a stale 
 
 from __future__ import annotations
 
-import json
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import views
+from labgang.launcher.api import jsoncodec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable
 
     from labgang.launcher.store import JobRecord
 
@@ -29,21 +28,34 @@ def _ranks(job: JobRecord) -> tuple[Any, ...]:
 
 
 class JobViewCache:
-    """Encoded JobViews (``json.dumps`` bytes) by job, each with the fingerprint it was built from.
+    """Encoded JobViews (strict JSON bytes) by job and variant, each with the fingerprint it was built from.
 
     An entry holds the job, its spec, a copy of its status fields, its history's length and last
     entry, and its ranks' fields; it is used only while all of them still match (the objects by
-    identity, the fields by value).
+    identity, the fields by value). ``variant`` tells apart views of one job that differ by who
+    asks (``argv`` hidden under ``private_data``).
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[JobRecord, Any, dict[str, Any], int, Any, tuple[Any, ...], bytes]] = {}
+        self._entries: dict[
+            tuple[str, bool], tuple[JobRecord, Any, dict[str, Any], int, Any, tuple[Any, ...], bytes]
+        ] = {}
 
-    def encoded(self, job: JobRecord) -> bytes:
-        """The JSON bytes of ``views.job_view(job)``, rebuilt only when the job changed."""
+    def encoded(self, job: JobRecord, build: Callable[[JobRecord], dict[str, Any]], variant: bool = False) -> bytes:
+        """The JSON bytes of ``build(job)``, rebuilt only when the job changed.
+
+        Args:
+            job: the job.
+            build: makes its JobView (a dict); called only on a miss.
+            variant: which of the job's views ``build`` makes (part of the key).
+
+        Raises:
+            ValueError: the view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).
+        """
         history = job.history
         last = history[-1] if history else None
-        entry = self._entries.get(job.id)
+        key = (job.id, variant)
+        entry = self._entries.get(key)
         if (
             entry is not None
             and entry[0] is job
@@ -54,26 +66,20 @@ class JobViewCache:
             and entry[5] == _ranks(job)
         ):
             return entry[6]
-        data = json.dumps(views.job_view(job)).encode()
-        self._entries[job.id] = (job, job.spec, dict(vars(job.status)), len(history), last, _ranks(job), data)
+        data = jsoncodec.dumps(build(job)).encode()
+        self._entries[key] = (job, job.spec, dict(vars(job.status)), len(history), last, _ranks(job), data)
         return data
 
-    def jobs_body(self, jobs: Iterable[JobRecord], known: int) -> bytes:
-        """The whole ``{"jobs": [...]}`` answer for ``jobs``.
-
-        Args:
-            jobs: the jobs to list, in order.
-            known: how many jobs the coordinator holds; entries beyond twice that are dropped
-                (jobs that no longer exist), so the cache never outgrows the job table.
-        """
-        body = b'{"jobs": [' + b", ".join(self.encoded(job) for job in jobs) + b"]}"
+    def trim(self, known: int) -> None:
+        """Forget every entry once there are more than twice ``known`` (the jobs the coordinator
+        holds) plus 64: entries of jobs that are gone must not pile up. They are rebuilt on use."""
         if len(self._entries) > 2 * known + 64:
-            self.prune()
-        return body
+            self._entries.clear()
 
-    def prune(self) -> None:
-        """Forget every entry (they are rebuilt on the next listing)."""
-        self._entries.clear()
+
+def page_body(encoded: list[bytes], next_cursor: str | None) -> bytes:
+    """A ``GET /v1/jobs`` page, ``{"jobs": [...], "next_cursor": ...}``, from encoded JobViews."""
+    return b'{"jobs": [' + b", ".join(encoded) + b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}"
 
 
 _CACHES: weakref.WeakKeyDictionary[object, JobViewCache] = weakref.WeakKeyDictionary()

@@ -9,6 +9,7 @@ to SQLite and reads them back.
 from __future__ import annotations
 
 import json
+import math
 import signal as signal_mod
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,6 +211,8 @@ def parse_warning(text: str) -> tuple[int, float]:
         seconds = float(when)
     except ValueError:
         raise BadSignal(f"signal time {when!r} is not a number of seconds") from None
+    if not math.isfinite(seconds):
+        raise BadSignal(f"signal time {when!r} must be a finite number of seconds")
     if seconds < 0:
         raise BadSignal("signal time must be >= 0 seconds")
     return signum, seconds

@@ -241,7 +241,7 @@ def test_a_job_id_that_is_not_a_number_is_a_usage_error(fake, command):
         (["bogus"], "labgang: no such command 'bogus'; see `labgang --help`"),
         (
             ["config", "check", "--kind", "x", "f"],
-            "labgang config check: --kind: 'x' is not allowed; allowed: auto, cluster, agent",
+            "labgang config check: --kind: 'x' is not allowed; allowed: auto, cluster, agent, machine",
         ),
     ],
 )

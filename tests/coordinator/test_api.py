@@ -193,7 +193,7 @@ async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Serve
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:
     status, body = await server.call("GET", "/v1/jobs/999")
     assert status == 404 and body["error"]["field"] == "id"
-    async with aiohttp.ClientSession() as s:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
         async with s.post(f"http://127.0.0.1:{server.port}/v1/jobs", json={"argv": ["x"]}) as r:
             assert r.status == 403
             assert "read-only" in (await r.json())["error"]["message"]

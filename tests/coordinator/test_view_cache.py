@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from labgang.launcher.coordinator.view_cache import JobViewCache
+from labgang.launcher.coordinator.view_cache import JobViewCache, page_body
 from labgang.launcher.coordinator.views import job_view
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
@@ -40,7 +40,9 @@ def job(job_id: str, name: str = "train") -> JobRecord:
 
 
 def listed(cache: JobViewCache, jobs: list[JobRecord]) -> list[dict]:
-    return json.loads(cache.jobs_body(jobs, len(jobs)))["jobs"]
+    page = json.loads(page_body([cache.encoded(j, job_view) for j in jobs], None))
+    assert page["next_cursor"] is None
+    return page["jobs"]
 
 
 def fresh(jobs: list[JobRecord]) -> list[dict]:
@@ -74,23 +76,43 @@ def test_every_kind_of_change_shows_in_the_next_listing() -> None:
 def test_an_unchanged_job_is_not_encoded_again() -> None:
     cache = JobViewCache()
     pending = job("1")
-    first = cache.encoded(pending)
-    assert cache.encoded(pending) is first
+    first = cache.encoded(pending, job_view)
+    assert cache.encoded(pending, job_view) is first
     pending.status.reason_message = "waiting"
-    assert cache.encoded(pending) is not first
+    assert cache.encoded(pending, job_view) is not first
+
+
+def test_each_variant_of_a_view_is_kept_apart() -> None:
+    cache = JobViewCache()
+    pending = job("1")
+
+    def hidden(j: JobRecord) -> dict:
+        return {**job_view(j), "argv": None}
+
+    assert json.loads(cache.encoded(pending, job_view, variant=False))["argv"] == ["python", "train.py"]
+    assert json.loads(cache.encoded(pending, hidden, variant=True))["argv"] is None
+    assert json.loads(cache.encoded(pending, job_view, variant=False))["argv"] == ["python", "train.py"]
 
 
 def test_a_new_job_under_a_reused_id_is_not_served_the_old_view() -> None:
     cache = JobViewCache()
     old, new = job("1", "old"), job("1", "new")
-    cache.encoded(old)
-    assert json.loads(cache.encoded(new))["name"] == "new"
+    cache.encoded(old, job_view)
+    assert json.loads(cache.encoded(new, job_view))["name"] == "new"
 
 
 def test_the_cache_forgets_jobs_that_are_gone() -> None:
     cache = JobViewCache()
-    cache.jobs_body([job(str(i)) for i in range(1, 200)], 199)
+    listed(cache, [job(str(i)) for i in range(1, 200)])
+    cache.trim(199)
+    assert len(cache._entries) == 199
     kept = [job("1")]
-    cache.jobs_body(kept, 1)
-    assert len(cache._entries) <= 2 * 1 + 64
+    cache.trim(1)
+    assert len(cache._entries) == 0
     assert listed(cache, kept) == fresh(kept)
+
+
+def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
+    views = [job_view(job("1")), job_view(job("2"))]
+    body = page_body([json.dumps(v).encode() for v in views], "2")
+    assert json.loads(body) == {"jobs": views, "next_cursor": "2"}

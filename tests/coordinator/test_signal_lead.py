@@ -1,0 +1,47 @@
+"""A job's ``--signal SIG@T`` lead is bounded by the cluster's ``max_signal_lead_s``: a cancel by
+an admin or a preemption never waits longer than that plus the grace period."""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.dispatch import launch_specs
+from labgang.launcher.coordinator.errors import BadRequest
+from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.model import JobState
+from labgang.launcher.store import JobRecord, JobStatus, RankRecord
+
+ALICE = Caller(uid=1000, user="alice")
+
+
+def config(**extra: object):
+    return parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}], **extra})
+
+
+def test_the_default_bound_is_a_few_minutes_and_a_day_long_lead_is_refused() -> None:
+    cfg = config()
+    assert 60 <= cfg.max_signal_lead_s <= 600
+    with pytest.raises(BadRequest) as caught:
+        build_spec({"argv": ["x"], "signal": "USR1@86400"}, ALICE, cfg)
+    assert caught.value.field == "signal"
+    assert "max_signal_lead_s" in caught.value.message and "86400" in caught.value.message
+    assert build_spec({"argv": ["x"], "signal": f"USR1@{cfg.max_signal_lead_s:g}"}, ALICE, cfg).signal
+
+
+def test_an_admin_sets_the_bound() -> None:
+    cfg = config(max_signal_lead_s=30)
+    with pytest.raises(BadRequest, match="over the cluster's maximum of 30 s"):
+        build_spec({"argv": ["x"], "signal": "USR1@31"}, ALICE, cfg)
+    build_spec({"argv": ["x"], "signal": "USR1@30"}, ALICE, cfg)
+
+
+def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
+    """A job submitted before the admin lowered the bound: the agent is told the bounded lead,
+    which is what the supervisor waits between the warning and SIGTERM."""
+    spec = build_spec({"argv": ["x"], "signal": "USR1@3600", "grace_s": 5}, ALICE, config(max_signal_lead_s=86400))
+    job = JobRecord(id="7", seq=7, spec=spec, status=JobStatus(state=JobState.ADMITTED))
+    job.ranks[0] = RankRecord(rank=0, node="n1", devices=("GPU-a",))
+    (launch,) = launch_specs(job, "n1", max_signal_lead_s=config().max_signal_lead_s)
+    assert launch["warn_before"] == 300 and launch["grace"] == 5
+    (unbounded,) = launch_specs(job, "n1")
+    assert unbounded["warn_before"] == 3600
