@@ -8,6 +8,7 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
@@ -79,6 +80,10 @@ def _json_body(body: bytes) -> Any:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 
 
+def _seq(job: JobRecord) -> int:
+    return job.seq
+
+
 def _hides_argv(coord: Coordinator, caller: Caller, job: JobRecord) -> bool:
     """Whether ``caller`` sees ``job`` without its ``argv`` (``private_data``, not the owner, not an admin)."""
     return bool(coord.config.private_data and not (caller.admin or caller.owns(job.spec)))
@@ -128,7 +133,7 @@ async def list_jobs(
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    after_cursor = [j for j in jobs if j.seq > after]
+    after_cursor = jobs[bisect.bisect_right(jobs, after, key=_seq) :]  # jobs are in seq order
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
     cache = view_cache.cache_for(coord)
