@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("LABGANG_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fixture_files import FIXTURES, REPO  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -18,8 +19,12 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The project's shared folder (scenarios, real GPU captures) beside the checkout."""
-    if not SHARED.is_dir():
-        pytest.fail(f"shared folder not found at {SHARED}; set LABGANG_SHARED")
-    return SHARED
+def fixtures_dir() -> Path:
+    """``tests/fixtures``: the data files the tests read (real captures, scenario files)."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def scenario_dir() -> Path:
+    """``tests/fixtures/scenarios``: the project's scenario files (``peers/`` below it)."""
+    return FIXTURES / "scenarios"

@@ -26,9 +26,9 @@ def sim_dir() -> Path:
 
 
 @pytest.fixture
-def real_gpus(shared_dir: Path) -> Path:
-    """The real nvidia-smi captures in ``shared/fixtures/real-gpus``."""
-    return shared_dir / "fixtures" / "real-gpus"
+def real_gpus(fixtures_dir: Path) -> Path:
+    """The real nvidia-smi captures in ``tests/fixtures/real-gpus`` (origins in its README.md)."""
+    return fixtures_dir / "real-gpus"
 
 
 @pytest.fixture
