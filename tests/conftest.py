@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fixture_files import FIXTURES, REPO  # noqa: E402
+
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE  # noqa: E402
+
+# This test run's simulated-NVML scope: unique per run, so that the processes of other labgang
+# instances and other test runs on the host (tagged with their own scopes) are invisible here.
+SIM_SCOPE = f"labgang-tests-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +36,17 @@ def fixtures_dir() -> Path:
 def scenario_dir() -> Path:
     """``tests/fixtures/scenarios``: the project's scenario files (``peers/`` below it)."""
     return FIXTURES / "scenarios"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sim_scope() -> Iterator[str]:
+    """This run's simulated-NVML scope, also exported as ``LABGANG_SIM_SCOPE`` for the whole run.
+
+    Every simulated backend a test opens passes ``scope=sim_scope``, and the one-shot commands
+    (``labgang nodes/top --local --simulate``) adopt the exported variable; every process a test
+    starts inherits it, so another run's scoped backends skip it. A process meant to look
+    hand-started must drop the variable (``tests/agent/conftest.py``'s ``sleeper`` does).
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SCOPE_VARIABLE, SIM_SCOPE)
+        yield SIM_SCOPE

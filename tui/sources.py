@@ -139,8 +139,10 @@ class LocalSource(DataSource):
             FileNotFoundError, ValueError: a bad ``simulate`` file.
         """
         from labgang.agent.nvml import open_backend
+        from labgang.agent.nvml.simulated import scope_from_environment
 
-        backend = open_backend(simulate=simulate)
+        # Simulated: in the scope this process's LABGANG_SIM_SCOPE names, if any.
+        backend = open_backend(simulate=simulate, scope=scope_from_environment() if simulate is not None else None)
         desc = f"simulated {Path(simulate).name}" if simulate is not None else "local NVML"
         return cls(backend, description=desc, clock=clock, hostname=hostname)
 

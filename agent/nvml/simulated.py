@@ -34,12 +34,16 @@ a user's) would each see the other's ranks as foreign processes on its devices. 
 opened with ``scope=S`` therefore skips processes whose environment has
 ``LABGANG_SIM_SCOPE`` (:data:`SCOPE_VARIABLE`) set to anything but ``S``; the agent tags its
 ranks with its scope. Processes without the variable (started by hand) still count, and a
-backend without a scope sees every process, tagged or not.
+backend without a scope sees every process, tagged or not. The one-shot readers
+(``labgang nodes --local --simulate``, ``labgang top --local --simulate``) take their scope from
+their own environment's ``LABGANG_SIM_SCOPE`` (:func:`scope_from_environment`), so run inside a
+simulated instance's rank, or with the variable exported, they see what that instance sees.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +58,14 @@ NO_INSTANCE = 0xFFFFFFFF
 GPM_MIN_INTERVAL_S = 0.1
 SCOPE_VARIABLE = "LABGANG_SIM_SCOPE"
 """Environment variable naming the simulated instance a process belongs to (see the module docstring)."""
+
+
+def scope_from_environment() -> str | None:
+    """The scope a command-line reader adopts: this process's ``LABGANG_SIM_SCOPE``, or None
+    when it is unset or empty (then every process naming a simulated UUID counts)."""
+    return os.environ.get(SCOPE_VARIABLE) or None
+
+
 _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(range(40, 48)) | {50, 51, 60, 61}
 
 
@@ -845,4 +857,4 @@ def _export_pynvml_names() -> None:
 
 _export_pynvml_names()
 
-__all__ = ["SCOPE_VARIABLE", "SimHandle", "SimulatedNvml", "VirtualClock"]
+__all__ = ["SCOPE_VARIABLE", "SimHandle", "SimulatedNvml", "VirtualClock", "scope_from_environment"]

@@ -135,13 +135,19 @@ def _cuda(version: Any) -> str:
 def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
     """Read this node once (real NVML, or the simulated/recorded file), recording if asked.
 
+    A simulated file is read in the scope named by ``LABGANG_SIM_SCOPE``, if set (see
+    :func:`labgang.agent.nvml.simulated.scope_from_environment`).
+
     Raises:
         NvmlUnavailable: no NVIDIA driver and no ``simulate``.
         ValueError, FileNotFoundError: a bad ``simulate`` file.
     """
     from labgang.agent.inventory import read_inventory
 
-    backend = open_backend(simulate=simulate, record=record)
+    from labgang.agent.nvml.simulated import scope_from_environment
+
+    scope = scope_from_environment() if simulate is not None else None
+    backend = open_backend(simulate=simulate, record=record, scope=scope)
     try:
         return read_inventory(backend)
     finally:

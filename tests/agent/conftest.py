@@ -32,8 +32,9 @@ def real_gpus(fixtures_dir: Path) -> Path:
 
 
 @pytest.fixture
-def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
-    """Build an initialised SimulatedNvml (virtual clock) from a file path or from TOML/capture text.
+def make_sim(sim_scope: str) -> Iterator[Callable[..., SimulatedNvml]]:
+    """Build an initialised SimulatedNvml (virtual clock, this run's scope) from a file path or
+    from TOML/capture text.
 
     Usage: ``make_sim(path)`` or ``make_sim(text=..., scan_processes=False)``.
     Every backend made is shut down at teardown.
@@ -42,11 +43,11 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
 
     def make(path: str | Path | None = None, *, text: str | None = None, scan_processes: bool = False) -> SimulatedNvml:
         if path is not None:
-            backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes)
+            backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes, scope=sim_scope)
         else:
             assert text is not None
             backend = SimulatedNvml(
-                machine_from_text(text, "test.toml"), virtual_time=True, scan_processes=scan_processes
+                machine_from_text(text, "test.toml"), virtual_time=True, scan_processes=scan_processes, scope=sim_scope
             )
         backend.nvmlInit()
         made.append(backend)
@@ -61,8 +62,8 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
 @pytest.fixture
 def sleeper() -> Iterator[Callable[..., int]]:
     """Start sleeping processes with a given ``CUDA_VISIBLE_DEVICES`` and, optionally, a
-    ``LABGANG_SIM_SCOPE`` (never the one this test run may have inherited); all are killed at
-    teardown. ``sleeper(cvd, scope=None) -> pid``."""
+    ``LABGANG_SIM_SCOPE``; without one the process looks hand-started (the run's own scope is
+    dropped from its environment). All are killed at teardown. ``sleeper(cvd, scope=None) -> pid``."""
     procs: list[subprocess.Popen] = []
 
     def start(cvd: str, scope: str | None = None) -> int:

@@ -2,40 +2,49 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 
 import pytest
+from click.testing import CliRunner
 
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.agent.nvml.simulated import SimulatedNvml
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
+from labgang.launcher.cli.nodes import nodes
 
 
-def _pids_once_all_seen(backend, uuid: str, expected: set[int]) -> frozenset[int]:
-    """The pids on ``uuid`` once ``expected`` all show (a fresh process's environ may lag), or after 5 s."""
+def _ours_once_all_seen(backend, device: str, started: set[int], expected: set[int]) -> set[int]:
+    """Which of the processes this test ``started`` show on ``device``, once ``expected`` all do (a
+    fresh process's environ may lag), or after 5 s. Processes of anything else on the host (other
+    labgang instances, other test runs, hand-started ones) are left out of the answer."""
     deadline = time.monotonic() + 5
     while True:
-        pids = read_inventory(backend, now=time.monotonic()).device_pids()[uuid]
+        pids = set(read_inventory(backend, now=time.monotonic()).device_pids()[device]) & started
         if expected <= pids or time.monotonic() > deadline:
             return pids
         time.sleep(0.05)
 
 
 def test_a_scoped_backend_skips_processes_of_another_scope(sim_dir, sleeper):
-    ours = open_backend(sim_dir / "h100x8.toml", scope="/tmp/state-a")
-    theirs = open_backend(sim_dir / "h100x8.toml", scope="/tmp/state-b")
+    # Scopes of this test alone: no other instance or test run on the host tags with them.
+    scope_a, scope_b = (f"test-scope-{uuid.uuid4().hex}" for _ in range(2))
+    ours = open_backend(sim_dir / "h100x8.toml", scope=scope_a)
+    theirs = open_backend(sim_dir / "h100x8.toml", scope=scope_b)
     unscoped = open_backend(sim_dir / "h100x8.toml")
     try:
-        assert (ours.labgang_sim_scope, unscoped.labgang_sim_scope) == ("/tmp/state-a", None)
-        uuid = read_inventory(ours, now=0.0).gpus[3].uuid
-        mine = sleeper(uuid, "/tmp/state-a")
-        other = sleeper(uuid, "/tmp/state-b")
-        hand_started = sleeper(uuid, None)
+        assert (ours.labgang_sim_scope, unscoped.labgang_sim_scope) == (scope_a, None)
+        gpu = read_inventory(ours, now=0.0).gpus[3].uuid
+        mine = sleeper(gpu, scope_a)
+        other = sleeper(gpu, scope_b)
+        hand_started = sleeper(gpu, None)
+        started = {mine, other, hand_started}
 
-        assert _pids_once_all_seen(ours, uuid, {mine, hand_started}) == {mine, hand_started}
-        assert _pids_once_all_seen(theirs, uuid, {other, hand_started}) == {other, hand_started}
+        assert _ours_once_all_seen(ours, gpu, started, {mine, hand_started}) == {mine, hand_started}
+        assert _ours_once_all_seen(theirs, gpu, started, {other, hand_started}) == {other, hand_started}
         # No scope configured: as before scopes existed, every process naming the UUID counts.
-        assert _pids_once_all_seen(unscoped, uuid, {mine, other, hand_started}) == {mine, other, hand_started}
+        assert _ours_once_all_seen(unscoped, gpu, started, started) == started
     finally:
         for backend in (ours, theirs, unscoped):
             backend.nvmlShutdown()
@@ -44,3 +53,23 @@ def test_a_scoped_backend_skips_processes_of_another_scope(sim_dir, sleeper):
 def test_an_empty_scope_is_refused(sim_dir):
     with pytest.raises(ValueError, match="scope"):
         SimulatedNvml.from_file(sim_dir / "h100x8.toml", scope="")
+
+
+def test_one_shot_readers_take_their_scope_from_the_environment(sim_dir, sleeper, monkeypatch):
+    """``labgang nodes --local --simulate`` reads in the scope its LABGANG_SIM_SCOPE names."""
+    scope_a, scope_b = (f"test-scope-{uuid.uuid4().hex}" for _ in range(2))
+    gpu = read_inventory(open_backend(sim_dir / "h100x8.toml", scope=scope_a), now=0.0).gpus[5].uuid
+    tagged = sleeper(gpu, scope_a)
+
+    def pids_listed(scope: str) -> set[int]:
+        monkeypatch.setenv(SCOPE_VARIABLE, scope)
+        result = CliRunner().invoke(nodes, ["--local", "--simulate", str(sim_dir / "h100x8.toml"), "--json"])
+        assert result.exit_code == 0, result.output
+        [row] = [g for g in json.loads(result.stdout)["gpus"] if g["uuid"] == gpu]
+        return {p["pid"] for p in row["processes"]}
+
+    deadline = time.monotonic() + 5
+    while tagged not in pids_listed(scope_a) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tagged in pids_listed(scope_a)
+    assert tagged not in pids_listed(scope_b)

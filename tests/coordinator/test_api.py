@@ -15,6 +15,7 @@ from aiohttp import web
 
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
+from labgang.agent.nvml.simulated import scope_from_environment
 from labgang.launcher.api import keys
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app
@@ -66,7 +67,7 @@ async def server():
 
 
 def inventory_dict(machine: str) -> dict[str, Any]:
-    backend = open_backend(REPO / "config" / "sim" / machine)
+    backend = open_backend(REPO / "config" / "sim" / machine, scope=scope_from_environment())  # this run's scope
     try:
         return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
     finally:

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
+from labgang.agent.nvml.simulated import scope_from_environment
 from labgang.launcher.metrics import CoordinatorMetrics, metrics_handler
 from labgang.launcher.pitfalls import ClusterSnapshot
 
@@ -17,7 +18,7 @@ MiB = 1024 * 1024
 
 
 def _inventory(repo_root, machine: str, hostname: str, busy: dict[int, tuple[float, float]] | None = None):
-    backend = open_backend(simulate=repo_root / "config" / "sim" / machine)
+    backend = open_backend(simulate=repo_root / "config" / "sim" / machine, scope=scope_from_environment())
     try:
         if busy:
             for index, (util, sm) in busy.items():
