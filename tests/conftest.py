@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
