@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -73,3 +74,27 @@ def test_one_shot_readers_take_their_scope_from_the_environment(sim_dir, sleeper
         time.sleep(0.05)
     assert tagged in pids_listed(scope_a)
     assert tagged not in pids_listed(scope_b)
+
+
+def test_a_process_read_while_still_in_exec_is_seen_once_its_environment_is(sim_dir, sleeper, monkeypatch, sim_scope):
+    """A process can show an empty environment for a moment after its parent's ``Popen`` returned
+    (the kernel is still inside ``execve``); the scan must not remember that empty read."""
+    backend = open_backend(sim_dir / "h100x8.toml", scope=sim_scope)
+    try:
+        gpu = read_inventory(backend, now=0.0).gpus[2].uuid
+        pid = sleeper(gpu, sim_scope)
+        real_environ = psutil.Process.environ
+        reads: list[int] = []
+
+        def environ_mid_exec(self: psutil.Process) -> dict[str, str]:
+            if self.pid == pid and not reads:
+                reads.append(pid)
+                return {}  # what /proc/PID/environ gives before the new image's stack is set up
+            return real_environ(self)
+
+        monkeypatch.setattr(psutil.Process, "environ", environ_mid_exec)
+        assert pid not in read_inventory(backend, now=1.0).device_pids()[gpu]
+        assert reads == [pid]
+        assert pid in read_inventory(backend, now=2.0).device_pids()[gpu]
+    finally:
+        backend.nvmlShutdown()
