@@ -17,16 +17,14 @@ The agent never imports the launcher, so the state-directory rule is repeated he
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class AgentConfigError(ValueError):

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.backend import NvmlBackend
 
 REASONS = ("unsupported", "no_permission", "gpu_lost", "error", "unknown")
 
@@ -150,8 +153,8 @@ class GpuInfo:
     power_limit_w: float | Unavailable
     clock_event_reasons: tuple[str, ...] | Unavailable
     ecc_volatile_uncorrected: int | Unavailable
-    mig_mode_current: bool | None | Unavailable
-    mig_mode_pending: bool | None | Unavailable
+    mig_mode_current: bool | Unavailable | None
+    mig_mode_pending: bool | Unavailable | None
     processes: tuple[ProcessInfo, ...] | Unavailable = ()
     mig_devices: tuple[MigDeviceInfo, ...] = ()
 
@@ -186,7 +189,7 @@ class GpuInfo:
             bad = [r for r in self.clock_event_reasons if r not in ("gpu_idle", "applications_clocks_setting")]
             if bad:
                 out.append("throttled: " + ",".join(bad))
-        if is_known(self.ecc_volatile_uncorrected) and self.ecc_volatile_uncorrected > 0:
+        if isinstance(self.ecc_volatile_uncorrected, int) and self.ecc_volatile_uncorrected > 0:
             out.append(f"ecc errors: {self.ecc_volatile_uncorrected}")
         return tuple(out)
 
@@ -352,7 +355,7 @@ def _from_dict(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def read_inventory(backend: Any, *, hostname: str | None = None, now: float | None = None) -> NodeInventory:
+def read_inventory(backend: NvmlBackend, *, hostname: str | None = None, now: float | None = None) -> NodeInventory:
     """Read one snapshot of the node's GPUs through an NVML backend.
 
     Args:
@@ -372,13 +375,13 @@ def read_inventory(backend: Any, *, hostname: str | None = None, now: float | No
 
 
 __all__ = [
+    "NO_INSTANCE",
+    "REASONS",
     "AllocatableDevice",
     "GpuInfo",
     "MigDeviceInfo",
-    "NO_INSTANCE",
     "NodeInventory",
     "ProcessInfo",
-    "REASONS",
     "Unavailable",
     "is_known",
     "read_inventory",

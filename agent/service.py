@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-
 from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.config import AgentConfig, read_token
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink, LinkDown
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, LaunchSpec, Supervisor, UnknownJob, pick_free_port
 from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
 from labgang.agent.supervisor.states import RankState
@@ -76,7 +76,12 @@ class AgentService:
     """
 
     def __init__(
-        self, config: AgentConfig, *, backend: Any = None, token: str | None = None, stop_jobs_on_exit: bool = False
+        self,
+        config: AgentConfig,
+        *,
+        backend: NvmlBackend | None = None,
+        token: str | None = None,
+        stop_jobs_on_exit: bool = False,
     ) -> None:
         self.config = config
         self.node = config.node
@@ -106,31 +111,38 @@ class AgentService:
     # ----- startup -------------------------------------------------------------------------
 
     def _open(self) -> None:
-        if self.backend is None:
+        backend = self.backend
+        if backend is None:
             from labgang.agent.nvml import open_backend
 
             scope = simulation_scope(self.state_dir) if self.config.simulate else None
-            self.backend = open_backend(self.config.simulate, scope=scope)
+            backend = self.backend = open_backend(self.config.simulate, scope=scope)
         if self.token is None:
             if not self.config.token_file:
                 from labgang.agent.config import AgentConfigError
 
                 raise AgentConfigError("token_file: the agent needs the cluster token file to join a coordinator")
             self.token = read_token(self.config.token_file)
-        self._take_reading(time.monotonic(), read_inventory(self.backend, hostname=self.node))
+        read_at = time.monotonic()
+        first = read_inventory(backend, hostname=self.node)
+        self._take_reading(read_at, first)
         sup_cfg = self.config.supervisor_config()
         # One spare small parent per device at most: no more ranks than devices start at once.
-        spares = min(sup_cfg.spare_shims, len(self.inventory.allocatable()))
+        spares = min(sup_cfg.spare_shims, len(first.allocatable()))
         # A simulated backend with a scope: tag our ranks with it so that other simulated
         # instances on this host (same machine file, same UUIDs) do not count them as foreign.
-        scope = getattr(self.backend, "labgang_sim_scope", None)
+        scope = getattr(backend, "labgang_sim_scope", None)
         extra_env = None
         if scope:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
         self.supervisor = Supervisor.from_config(
-            self.state_dir / "agent", sup_cfg, device_pids=self._device_pids, spare_shims=spares, extra_env=extra_env
+            paths.agent_state_dir(self.state_dir),
+            sup_cfg,
+            device_pids=self._device_pids,
+            spare_shims=spares,
+            extra_env=extra_env,
         )
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
@@ -149,7 +161,9 @@ class AgentService:
         """Read NVML now (on a worker thread) and keep the result; return it."""
         loop = asyncio.get_running_loop()
         read_at = time.monotonic()
-        inv = await loop.run_in_executor(None, lambda: read_inventory(self.backend, hostname=self.node))
+        backend = self.backend
+        assert backend is not None  # opened by run() before any read
+        inv = await loop.run_in_executor(None, lambda: read_inventory(backend, hostname=self.node))
         self._take_reading(read_at, inv)
         return inv
 
@@ -203,6 +217,7 @@ class AgentService:
         if self.config.user_socket:
             await self._start_user_socket()
         # Ranks re-adopted and the node socket served: ready (the link comes up on its own).
+        assert self.supervisor is not None  # made by _open
         sdnotify.ready(f"node {self.node}, {len(self.supervisor.ranks())} rank(s) supervised")
         # The loops get their own stop so that, when ranks are stopped at exit, their exits
         # still reach the coordinator before the link closes.
@@ -280,7 +295,7 @@ class AgentService:
                     log.exception("supervisor tick failed")
                 try:
                     await asyncio.wait_for(wake.wait(), self._next_tick_in())
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             watcher.close()
@@ -535,7 +550,7 @@ class AgentService:
                 path.unlink()
         site = web.UnixSite(runner, str(path))
         await site.start()
-        os.chmod(path, 0o666)
+        os.chmod(path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
         self._user_runner = runner
 
     async def _forward_request(self, request: web.Request) -> web.StreamResponse:

@@ -32,7 +32,7 @@ QUEUES = 20
 
 
 def build(nodes: int, jobs: int, seed: int) -> dict:
-    """A scenario document (FORMAT.md) for the benchmark."""
+    """A scenario document (docs/scenarios.md) for the benchmark."""
     rng = random.Random(seed)
     node_tables = []
     full_gpus = mig_devices = 0

@@ -27,10 +27,9 @@ import enum
 import grp
 import pwd
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any
 
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
@@ -42,6 +41,7 @@ from labgang.launcher.model import (
     WithinQueue,
     is_valid_resource,
 )
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_QUEUE = "default"
 
@@ -178,7 +178,7 @@ class ClusterConfig(_Strict):
     queues: list[QueueConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "ClusterConfig":
+    def _cross_checks(self) -> ClusterConfig:
         problems = cross_field_problems(self.model_dump(mode="json"))
         if problems:
             raise ValueError("\n".join(problems))
@@ -236,7 +236,7 @@ class ClusterConfig(_Strict):
             ) from None
 
     @classmethod
-    def default_for(cls, inventory: Any) -> "ClusterConfig":
+    def default_for(cls, inventory: Any) -> ClusterConfig:
         """The embedded default for one workstation: a queue ``default`` whose nominal
         quota covers every allocatable device of ``inventory``.
 
@@ -321,8 +321,10 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
                     + (f" to one of {declared}" if declared else "")
                     + f" or remove {key}"
                 )
-        nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
-        lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
+        nominal = q.get("nominal")
+        nominal = nominal if isinstance(nominal, Mapping) else {}
+        lending = q.get("lending_limit")
+        lending = lending if isinstance(lending, Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
             if isinstance(limit, int) and isinstance(have, int) and limit > have:

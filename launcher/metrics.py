@@ -28,14 +28,11 @@ physical GPU: on a GPU in MIG mode they are exported once for the GPU (its UUID,
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from labgang.agent.inventory import is_known
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
@@ -47,6 +44,9 @@ from labgang.launcher.pitfalls import (
     PitfallTracker,
     detect_all,
 )
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("labgang.metrics")
 
@@ -250,10 +250,10 @@ class ClusterCollector(Collector):
         counts: dict[tuple[str, str], int] = {}
         for job in snapshot.jobs:
             if job.state == JobState.PENDING.value:
-                key = (job.queue, (job.reason_code or "unknown").lower())
-                counts[key] = counts.get(key, 0) + 1
-        for key in sorted(counts):
-            pending.add_metric(key, float(counts[key]))
+                queue_reason = (job.queue, (job.reason_code or "unknown").lower())
+                counts[queue_reason] = counts.get(queue_reason, 0) + 1
+        for queue_reason in sorted(counts):
+            pending.add_metric(queue_reason, float(counts[queue_reason]))
         yield from (*families.values(), pending)
 
     def _jobs(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
@@ -372,16 +372,6 @@ class CoordinatorMetrics:
         Info("labgang_build", "The coordinator's labgang version.", registry=self.registry).info(
             {"version": version or "unknown"}
         )
-
-
-def build_registry(state_provider: SnapshotProvider, *, version: str = "") -> CollectorRegistry:
-    """A registry with every coordinator series (see :class:`CoordinatorMetrics`).
-
-    Args:
-        state_provider: returns the current :class:`ClusterSnapshot`.
-        version: the coordinator's labgang version.
-    """
-    return CoordinatorMetrics(state_provider, version=version).registry
 
 
 # ----- HTTP ---------------------------------------------------------------------------------

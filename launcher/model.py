@@ -2,10 +2,10 @@
 
 Plain frozen dataclasses and enums: no I/O, no validation library. Validation of
 user input (config files, API requests, scenario files) happens at the edges
-(``launcher/config.py``, the API handlers, ``launcher/simulate.py``) and produces
+(``launcher/config.py``, the API handlers, ``launcher/simulate/``) and produces
 these types.
 
-Terms follow Kueue and Volcano (see DESIGN.md): a *job* is a gang of ``workers``
+Terms follow Kueue and Volcano (docs/queue-semantics.md): a *job* is a gang of ``workers``
 ranks; a *queue* has a ``nominal`` quota per resource, an optional ``cohort``,
 ``borrowing_limit`` and ``lending_limit``.
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 GPU = "gpu"
 MIG_PREFIX = "mig-"

@@ -21,13 +21,12 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from labgang.agent import tomlfile
-
-MiB = 1024 * 1024
 
 # Device states in the coordinator's ``GET /v1/nodes`` device view.
 FREE, ALLOCATED, FOREIGN, LOST, HELD = "free", "allocated", "foreign", "lost", "held"
@@ -736,8 +735,8 @@ def detect_borrowed_at_risk(snapshot: ClusterSnapshot, t: PitfallThresholds) -> 
     capacity (:func:`can_take_back`, from the policies ``GET /v1/queues`` shows): a cohort
     whose other queues all have ``reclaim_within_cohort = never`` and no
     ``borrow_within_cohort`` policy leaves the borrower alone. WARNING when one of those
-    queues (the "lending queues" of the summary) has pending jobs (a reclaim may come in the next cycle), INFO otherwise. The
-    numbers include the reclaim time.
+    queues (the "lending queues" of the summary) has pending jobs (a reclaim may come in the
+    next cycle), INFO otherwise. The numbers include the reclaim time.
     """
     out = []
     for q in sorted(snapshot.queues, key=lambda q: q.name):
@@ -853,7 +852,7 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
             reasons = [r for r in gpu.clock_event_reasons if throttle_kind(r)]
             if not reasons:
                 continue
-            kinds = sorted({throttle_kind(r) for r in reasons})
+            kinds = sorted({kind for r in reasons if (kind := throttle_kind(r))})
             temp, power, limit = _num(gpu.temperature_c), _num(gpu.power_w), _num(gpu.power_limit_w)
             nums: dict[str, float] = {}
             parts = ["/".join(kinds) + " throttling (" + ", ".join(reasons) + ")"]

@@ -174,7 +174,7 @@ class JobStatus:
         return json.dumps(d, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "JobStatus":
+    def from_json(cls, text: str) -> JobStatus:
         d = json.loads(text)
         d["state"] = JobState(d["state"])
         d["nominated"] = tuple(d.get("nominated", ()))
@@ -422,10 +422,10 @@ class Store:
             job = jobs.get(job_id)
             if job is not None and attempt == job.attempt:
                 job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), state, pid, exit_status)
-        for job_id, time, event, message in event_rows:
+        for job_id, at, event, message in event_rows:
             job = jobs.get(job_id)
             if job is not None:
-                job.history.append(HistoryEntry(time, event, message))
+                job.history.append(HistoryEntry(at, event, message))
         return list(jobs.values())
 
     def decisions(self, job_id: str) -> list[tuple[float, str, str, str]]:

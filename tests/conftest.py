@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import sys
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fixture_files import FIXTURES, REPO  # noqa: E402
-
-from labgang.agent.nvml.simulated import SCOPE_VARIABLE  # noqa: E402
+from fixture_files import FIXTURES, REPO
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
 # This test run's simulated-NVML scope: unique per run, so that the processes of other labgang
 # instances and other test runs on the host (tagged with their own scopes) are invisible here.

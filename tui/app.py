@@ -10,21 +10,15 @@ the App assigns it to the reactive ``state``, and every widget is bound to that 
 from __future__ import annotations
 
 import asyncio
-
-from textual import work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.reactive import reactive
-from textual.widgets import Footer, Static, TabbedContent, TabPane
-from textual.worker import Worker
+from typing import ClassVar
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, StateReady
+from labgang.tui.rows import finding_keys
 from labgang.tui.screens.confirm import ConfirmScreen
 from labgang.tui.screens.filter import FilterScreen
 from labgang.tui.screens.help import HelpScreen
 from labgang.tui.screens.job_detail import JobDetailScreen
-from labgang.tui.rows import finding_keys
 from labgang.tui.sources import DataSource, current_user
 from labgang.tui.state import JOB_SORTS, ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.devices import DevicesTable
@@ -33,6 +27,12 @@ from labgang.tui.widgets.pitfalls import PitfallTable
 from labgang.tui.widgets.queues import QueuesTable
 from labgang.tui.widgets.rows_table import RowsTable
 from labgang.tui.widgets.summary import Summary
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 MIN_REFRESH_S = 1.0
 
@@ -52,7 +52,7 @@ class LabgangTop(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "labgang top"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
         Binding("question_mark", "help", "help"),
         Binding("1", "show_tab('devices')", "devices"),

@@ -6,7 +6,7 @@ ASCII memory bars, no colour, no terminal control codes.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from labgang.tui.rows import (
     DEVICE_COLUMNS,

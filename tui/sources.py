@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import pwd
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import psutil
-
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.launcher.pitfalls import (
     ALLOCATED,
     FOREIGN,
@@ -91,7 +93,7 @@ class DataSource(abc.ABC):
         """
         raise PermissionError("logs need the coordinator; local mode only watches")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook: a source holding nothing keeps the no-op
         """Release connections or the NVML backend."""
 
 
@@ -117,7 +119,7 @@ class LocalSource(DataSource):
 
     def __init__(
         self,
-        backend: Any,
+        backend: NvmlBackend,
         *,
         description: str = "",
         clock: Callable[[], float] = time.time,
@@ -161,17 +163,17 @@ class LocalSource(DataSource):
         lost = {g.uuid for g in inv.gpus if g.lost}
         devices = []
         for dev in inv.allocatable():
-            pids = sorted(inv.device_pids().get(dev.uuid, ()))
-            jobs = sorted({o.job for p in pids if (o := owners[(node, p)]).job})
+            dev_pids = sorted(inv.device_pids().get(dev.uuid, ()))
+            jobs = sorted({o.job for p in dev_pids if (o := owners[(node, p)]).job})
             parent_lost = dev.uuid in lost or (dev.parent_uuid in lost)
             if parent_lost:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, LOST))
             elif jobs:
-                users = sorted({o.user for p in pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
+                users = sorted({o.user for p in dev_pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
                 devices.append(
                     DeviceView(node, dev.uuid, dev.resource, dev.model, ALLOCATED, jobs[0], users[0] if users else None)
                 )
-            elif pids:
+            elif dev_pids:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FOREIGN))
             else:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FREE))
@@ -184,10 +186,8 @@ class LocalSource(DataSource):
     async def aclose(self) -> None:
         shutdown = getattr(self.backend, "nvmlShutdown", None)
         if shutdown is not None:
-            try:
+            with contextlib.suppress(Exception):  # a backend already shut down: nothing left to release
                 shutdown()
-            except Exception:  # a backend already shut down: nothing left to release
-                pass
 
 
 def _process_owner(node: str, pid: int) -> ProcessOwner:

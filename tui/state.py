@@ -7,8 +7,8 @@ result to a reactive attribute.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from labgang.launcher.pitfalls import (
     ClusterSnapshot,
@@ -127,9 +127,7 @@ class Filters:
         job = state.snapshot.job(f.job) if f.job else None
         if self.user and job is not None and job.user != self.user:
             return False
-        if self.queue and job is not None and job.queue != self.queue:
-            return False
-        return True
+        return not (self.queue and job is not None and job.queue != self.queue)
 
 
 def sort_jobs(jobs: Iterable[JobView], key: str, now: float) -> list[JobView]:

@@ -22,20 +22,23 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from labgang.agent.nvml.machine import SimMachine, machine_from_toml
 from labgang.agent.nvml.smi import (
     build_machine,
     capture_from_list,
-    capture_from_table,
     capture_from_q_text,
+    capture_from_table,
     capture_from_xml,
     list_lines,
     merge_list,
     q_block,
     table_block,
 )
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.recorder import ReplayNvml
 
 RECORD_FORMAT = "labgang-nvml-record"
 
@@ -129,7 +132,7 @@ def machine_from_text(text: str, source: str = "", hostname: str | None = None) 
     return machine
 
 
-def load_machine_or_record(path: Path) -> Any:
+def load_machine_or_record(path: Path) -> SimMachine | ReplayNvml:
     """A :class:`SimMachine`, or a :class:`~labgang.agent.nvml.recorder.ReplayNvml` for a record.
 
     Raises:

@@ -173,7 +173,7 @@ class SimMachine:
             ``CUDA_VISIBLE_DEVICES`` names a simulated device.
         missing_functions: NVML symbols this "driver" lacks (FUNCTION_NOT_FOUND).
         unprivileged: parent-handle memory/process queries of MIG-enabled GPUs answer
-            NO_PERMISSION (an unprivileged container, NVML-NOTES §3.5).
+            NO_PERMISSION (an unprivileged container, docs/nvml.md §3.5).
         gpus: the GPUs in index order.
         source: where it was loaded from (file name and format), for messages.
     """
@@ -237,6 +237,9 @@ def mig_device(
         else:  # a compute instance of c slices has c times the SMs of a 1-slice instance
             one = next((p for p in model.mig_profiles if p.slices == 1 and "+" not in p.name), None)
             sm_count = one.sm_count * ci if one else gi_prof.sm_count * ci // gi_prof.slices
+    if memory_total_mib is None:
+        assert gi_prof is not None  # an unknown profile without memory_total_mib was refused above
+        memory_total_mib = gi_prof.memory_mib
     return SimMigDevice(
         index=index,
         uuid=uuid,
@@ -244,7 +247,7 @@ def mig_device(
         gi_id=gi_id,
         ci_id=ci_id,
         sm_count=int(sm_count),
-        memory_total_mib=int(memory_total_mib if memory_total_mib is not None else gi_prof.memory_mib),  # type: ignore[union-attr]
+        memory_total_mib=int(memory_total_mib),
         memory_used_mib=memory_used_mib,
         gi_slices=gi_slices,
         ci_slices=ci_slices,

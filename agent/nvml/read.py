@@ -2,7 +2,7 @@
 
 Every field goes through :func:`labgang.agent.nvml.query.query`, so an NVML error is
 an ``Unavailable`` on that field and the read carries on. The calls made, in order,
-per GPU (pynvml names; NVML-NOTES §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
+per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
@@ -28,6 +28,7 @@ from labgang.agent.inventory import (
     ProcessInfo,
     Unavailable,
 )
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.nvml.gpm import GpmSampler, GpmTarget, sampler_for
 from labgang.agent.nvml.query import FUNCTION_NOT_FOUND, NOT_SUPPORTED, query
 
@@ -62,12 +63,12 @@ def _map(value: Any, fn: Any) -> Any:
     return value if isinstance(value, Unavailable) else fn(value)
 
 
-_missing: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
-_locks: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_missing: weakref.WeakKeyDictionary[NvmlBackend, set[str]] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[NvmlBackend, threading.Lock] = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
 
 
-def _lock_for(backend: Any) -> threading.Lock:
+def _lock_for(backend: NvmlBackend) -> threading.Lock:
     """One lock per backend: reads from several threads (agent loops) take turns, so each
     snapshot is consistent and the GPM sampler's kept samples are never used twice."""
     with _locks_guard:
@@ -77,7 +78,7 @@ def _lock_for(backend: Any) -> threading.Lock:
         return lock
 
 
-def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
+def _versioned(backend: NvmlBackend, new: str, call_new: Any, call_old: Any) -> Any:
     """Try the newer call unless this backend already said it lacks it (probe cached per backend)."""
     missing = _missing.setdefault(backend, set())
     if new not in missing:
@@ -88,8 +89,8 @@ def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
     return call_old()
 
 
-def _memory(backend: Any, handle: Any) -> Any:
-    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (NVML-NOTES §4)."""
+def _memory(backend: NvmlBackend, handle: Any) -> Any:
+    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (docs/nvml.md §4)."""
     return _versioned(
         backend,
         "nvmlDeviceGetMemoryInfo_v2",
@@ -98,7 +99,7 @@ def _memory(backend: Any, handle: Any) -> Any:
     )
 
 
-def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
+def _processes(backend: NvmlBackend, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
     rows = query(backend, "nvmlDeviceGetComputeRunningProcesses", handle)
     if isinstance(rows, Unavailable):
         return rows
@@ -129,7 +130,7 @@ def _profile_from(name: Any, attrs: Any) -> str | Unavailable:
     return f"{c}c.{g}g.{gb}gb" if c and c < g else f"{g}g.{gb}gb"
 
 
-def _read_mig(backend: Any, parent_uuid: Any, index: int, mig: Any) -> MigDeviceInfo:
+def _read_mig(backend: NvmlBackend, parent_uuid: Any, index: int, mig: Any) -> MigDeviceInfo:
     uuid = _text(query(backend, "nvmlDeviceGetUUID", mig))
     name = _text(query(backend, "nvmlDeviceGetName", mig))
     gi = query(backend, "nvmlDeviceGetGpuInstanceId", mig)
@@ -151,16 +152,20 @@ def _read_mig(backend: Any, parent_uuid: Any, index: int, mig: Any) -> MigDevice
     )
 
 
-def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceInfo], Any]:
+def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[MigDeviceInfo], Any]:
     handle = query(backend, "nvmlDeviceGetHandleByIndex", index)
     if isinstance(handle, Unavailable):
-        fields = {name: handle for name in GpuInfo.__dataclass_fields__ if name not in ("index", "mig_devices")}
+        fields: dict[str, Any] = {
+            name: handle for name in GpuInfo.__dataclass_fields__ if name not in ("index", "mig_devices")
+        }
         fields.update(index=index)
         return fields, [], handle
     uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
     name = _text(query(backend, "nvmlDeviceGetName", handle))
     pci = query(backend, "nvmlDeviceGetPciInfo", handle)
     mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
+    current: bool | Unavailable | None
+    pending: bool | Unavailable | None
     if isinstance(mig_mode, Unavailable):
         current = pending = None if mig_mode.code == NOT_SUPPORTED else mig_mode
     else:
@@ -234,7 +239,7 @@ def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...])
 
 
 def read_node(
-    backend: Any, *, hostname: str | None = None, now: float | None = None, gpm: GpmSampler | None = None
+    backend: NvmlBackend, *, hostname: str | None = None, now: float | None = None, gpm: GpmSampler | None = None
 ) -> NodeInventory:
     """Read one snapshot; see :func:`labgang.agent.inventory.read_inventory`.
 
@@ -248,7 +253,7 @@ def read_node(
         return _read_node(backend, hostname, now, gpm)
 
 
-def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSampler | None) -> NodeInventory:
+def _read_node(backend: NvmlBackend, hostname: str | None, now: float | None, gpm: GpmSampler | None) -> NodeInventory:
     taken = time.time() if now is None else float(now)
     host = hostname or getattr(backend, "labgang_hostname", None) or socket.gethostname()
     driver = _text(query(backend, "nvmlSystemGetDriverVersion"))

@@ -1,6 +1,6 @@
 """The environment a rank starts with: the submitted one, minus a few variables, plus the contract.
 
-The contract (DESIGN.md), always set by the agent and overriding anything submitted:
+The contract, always set by the agent and overriding anything submitted:
 ``CUDA_VISIBLE_DEVICES`` (comma list of device UUIDs, MIG UUIDs for MIG devices),
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
 ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``NODE_RANK`` (both the node's index
@@ -43,7 +43,7 @@ training scripts find their code; ``PYTHONSTARTUP`` only affects interactive int
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .identity import RunAs
 from .spec import LaunchSpec

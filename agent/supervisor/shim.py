@@ -167,7 +167,7 @@ def exit_status(wait_status: int) -> int:
 def main(rank_dir: str) -> int:
     """Run one rank as described by ``rank_dir/launch.bin``; return this shim's own exit code."""
     with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
-        cfg = marshal.load(fh)
+        cfg = marshal.load(fh)  # noqa: S302 - written by our own supervisor into a 0700 rank directory
     os.umask(0o077)
     become_subreaper()
     # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import re
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InvalidSpec
 
@@ -177,7 +178,7 @@ class LaunchSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchSpec:
         """Build a spec from ``to_dict()`` output.
 
         Raises:

@@ -19,9 +19,10 @@ import json
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from labgang.agent import paths
@@ -209,11 +210,11 @@ class Client:
         self._conn: _UnixHTTPConnection | None = None
 
     @classmethod
-    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Client":
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
         """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
         return cls(socket_for(state_dir), timeout)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -389,11 +390,11 @@ class AsyncClient:
         self._session: Any = None
 
     @classmethod
-    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "AsyncClient":
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> AsyncClient:
         """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
         return cls(socket_for(state_dir), timeout)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

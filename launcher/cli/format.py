@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 import signal
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -154,10 +155,10 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     for row in text_rows:
         if len(row) != len(headers):
             raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     lines = []
     for row in [list(headers), *text_rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 

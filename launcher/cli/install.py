@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import click
-
 import labgang.launcher
 
 ROLES = ("all", "coordinator", "agent")
@@ -267,6 +266,7 @@ def render_for_print(files: list[InstallFile], prefix: Path) -> str:
             )
             parts.append(f"# (the cluster token: {where}; kept if the file exists)\n")
         else:
+            assert f.content is not None  # only the secret is made at write time
             parts.append(f.content.decode())
     return "\n".join(parts)
 

@@ -14,11 +14,11 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 import click
-
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.format import (
     DURATION,
@@ -83,7 +83,7 @@ class CommandFailed(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar yet reads it per instance
         # click shows the error after the command's context has closed: name the command now.
         ctx = click.get_current_context(silent=True)
         self.prefix = f"labgang {ctx.info_name}: " if ctx is not None else "labgang: "
@@ -762,16 +762,16 @@ def queues(state_dir: Path | None, as_json: bool) -> None:
 
 
 __all__ = [
-    "submit",
-    "run",
-    "queue",
-    "cancel",
-    "logs",
-    "show",
-    "queues",
-    "build_submission",
-    "JobFollower",
-    "exit_status_of",
-    "describe_api_error",
     "CommandFailed",
+    "JobFollower",
+    "build_submission",
+    "cancel",
+    "describe_api_error",
+    "exit_status_of",
+    "logs",
+    "queue",
+    "queues",
+    "run",
+    "show",
+    "submit",
 ]

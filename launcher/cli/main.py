@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 
 import click
-
 from labgang.agent import labgang_version
 
 # name -> "module:attribute", relative to the labgang namespace.
@@ -48,26 +47,13 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target[0].split(":")
-        try:
-            module = importlib.import_module(f"labgang.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("labgang."):
-                return _unavailable(cmd_name, target[1])
-            raise
-        return getattr(module, attr)
+        command: click.Command = getattr(importlib.import_module(f"labgang.{module_name}"), attr)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-
-def _unavailable(name: str, help_text: str) -> click.Command:
-    @click.command(name, help=help_text + " (not available in this build)")
-    def cmd() -> None:
-        raise click.UsageError(f"'labgang {name}' is not available in this build")
-
-    return cmd
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

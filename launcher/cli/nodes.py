@@ -15,12 +15,13 @@ Exit statuses: 0 success; 1 the coordinator is not reachable or refused; 2 usage
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import click
-
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.launcher.cli.format import render_table, to_json
@@ -143,7 +144,6 @@ def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
         ValueError, FileNotFoundError: a bad ``simulate`` file.
     """
     from labgang.agent.inventory import read_inventory
-
     from labgang.agent.nvml.simulated import scope_from_environment
 
     scope = scope_from_environment() if simulate is not None else None
@@ -151,10 +151,8 @@ def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
     try:
         return read_inventory(backend)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # the read already happened; a failing shutdown must not hide it
             backend.nvmlShutdown()
-        except Exception:  # the read already happened; a failing shutdown must not hide it
-            pass
 
 
 def _fail(message: str, status: int) -> None:
@@ -166,7 +164,7 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
     try:
         from labgang.launcher.cli.client import Client, ClientError
     except ImportError:  # pragma: no cover - the client ships with labgang
-        raise click.UsageError("cluster mode needs the coordinator client; use --local to read this machine")
+        raise click.UsageError("cluster mode needs the coordinator client; use --local to read this machine") from None
     try:
         with Client.for_state_dir(state_dir) as client:
             nodes = client.nodes()
@@ -199,7 +197,9 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
 @click.option(
     "--simulate",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record).",
+    help=(
+        "With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record)."
+    ),
 )
 @click.option(
     "--record",

@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import click
-
 from labgang.launcher.cli.client import ClientError
 
 

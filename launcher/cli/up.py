@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from labgang.agent import paths
 from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
 
@@ -255,7 +255,7 @@ def _up(
         # first job sees the machine's devices rather than an empty cluster.
         joined = wait_for_node(Path(socket_path), node, AGENT_JOIN_S)
         click.echo(banner(socket_path, joined))
-        click.get_text_stream("stdout").flush()
+        sys.stdout.flush()  # (click.get_text_stream is deprecated in click 8.5)
         marker.unlink(missing_ok=True)
 
     def ready(info: dict[str, Any]) -> None:

@@ -18,11 +18,11 @@ import signal
 import socket
 import stat
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import WSCloseCode, web
-
 from labgang.agent import paths
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
@@ -108,7 +108,8 @@ def create_app(
         await coord.store.durable()  # commit what is pending; no new agent commands at shutdown
 
     async def close_agent_sockets(app: web.Application) -> None:
-        for ws in list(app[keys.AGENT_SOCKETS]):
+        sockets = app[keys.AGENT_SOCKETS]
+        for ws in list(sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
     app.cleanup_ctx.append(store_ctx)
@@ -192,17 +193,20 @@ async def serve(
     _prepare_socket_path(sock_path)
     unix_site = web.UnixSite(runner, str(sock_path))
     await unix_site.start()
-    os.chmod(sock_path, 0o666)  # anyone may connect; who they are comes from SO_PEERCRED
+    os.chmod(sock_path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
     host = tcp_host or config.tcp_host
     port = tcp_port if tcp_port is not None else config.tcp_port
     if port is None and local_agent is not None:
         host, port = host or "127.0.0.1", 0
     tcp_addr = None
     if port is not None:
-        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)
+        # a TCP port without a host: agents on other machines connect, every request needs the cluster token
+        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
         await tcp_site.start()
         server = tcp_site._server  # the bound port, for port 0
-        bound = server.sockets[0].getsockname() if server and server.sockets else (host, port)
+        bound = (
+            server.sockets[0].getsockname() if isinstance(server, asyncio.Server) and server.sockets else (host, port)
+        )
         tcp_addr = (bound[0], bound[1])
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
@@ -211,7 +215,7 @@ async def serve(
     installed = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(signum, stop.set)  # the handler only records (STYLE.md 18)
+            loop.add_signal_handler(signum, stop.set)  # the handler only records; the loop below acts
             installed.append(signum)
         except (RuntimeError, NotImplementedError, ValueError):
             pass
@@ -220,7 +224,7 @@ async def serve(
     summary: dict[str, list[str]] = {}
     try:
         if local_agent is not None and tcp_addr is not None:
-            connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]
+            connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]  # noqa: S104 - a comparison
             local_agent.set_coordinator(f"http://{connect_host}:{tcp_addr[1]}", app[keys.TOKEN])
             agent_task = asyncio.create_task(local_agent.run(agent_stop), name="labgang-local-agent")
         try:
@@ -248,9 +252,9 @@ async def serve(
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
         summary = _shutdown_summary(coord, held, stopping_jobs)
-        if agent_task is not None:
-            if not agent_task.cancelled() and agent_task.exception() is not None:
-                raise agent_task.exception()  # e.g. NVML unavailable: the caller reports it
+        failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
+        if failure is not None:
+            raise failure  # e.g. NVML unavailable: the caller reports it
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)

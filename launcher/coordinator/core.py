@@ -14,7 +14,8 @@ import asyncio
 import base64
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.launcher.config import ClusterConfig
@@ -22,7 +23,7 @@ from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
-from labgang.launcher.model import JobState
+from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.store import JobRecord, JobStatus, Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -61,7 +62,7 @@ class Coordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
-        self.schedulable_cache: dict[Any, str | None] = {}
+        self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
         # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None

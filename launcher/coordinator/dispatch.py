@@ -63,7 +63,7 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
     ]
 
 
-async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
+async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
     """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
     launches (no separate round trip), record the port, then launch every other node.
 
@@ -79,7 +79,7 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
         coord.dispatching.discard(run_id)
 
 
-async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
+async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
     nodes = lifecycle.job_nodes(job)
     if job.status.master_port is None:
         node0 = job.ranks[0].node
@@ -93,7 +93,7 @@ async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
         coord.spawn(launch_on_node(coord, job, node, run_id))
 
 
-async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id: str) -> None:
+async def launch_on_node(coord: Coordinator, job: JobRecord, node: str, run_id: str) -> None:
     """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
@@ -148,14 +148,14 @@ async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id
     _kick_if_changed(coord, job, run_id, before)
 
 
-def _kick_if_changed(coord: "Coordinator", job: JobRecord, run_id: str, before: JobState) -> None:
+def _kick_if_changed(coord: Coordinator, job: JobRecord, run_id: str, before: JobState) -> None:
     """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
     a launch that went as planned changes nothing it could decide."""
     if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
         coord.kick()
 
 
-async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float, warn: bool = False) -> None:
+async def stop_on_node(coord: Coordinator, node: str, run_id: str, grace: float, warn: bool = False) -> None:
     """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
 
     Args:
@@ -168,7 +168,7 @@ async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: floa
         log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
 
 
-async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[str, float, bool]]) -> None:
+async def stop_jobs_on_node(coord: Coordinator, node: str, stops: list[tuple[str, float, bool]]) -> None:
     """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
     try:
         await coord.agents.call(
@@ -185,7 +185,7 @@ async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[s
         )
 
 
-async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:
+async def signal_on_node(coord: Coordinator, node: str, run_id: str, signum: int) -> None:
     """Send ``signum`` to every rank of ``run_id`` on ``node``."""
     try:
         await coord.agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound
@@ -73,7 +74,7 @@ def _json_body(body: bytes) -> Any:
 
 
 async def submit(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs``: submit a gang job."""
     job = await coord.submit(caller, _json_body(body))
@@ -81,7 +82,7 @@ async def submit(
 
 
 async def list_jobs(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
@@ -89,14 +90,14 @@ async def list_jobs(
 
 
 async def get_job(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
     return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
 
 
 async def cancel_job(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
@@ -104,7 +105,7 @@ async def cancel_job(
 
 
 async def job_logs(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: bytes from the agent that holds the log."""
     data, next_offset, finished = await coord.read_log(
@@ -117,21 +118,21 @@ async def job_logs(
 
 
 async def list_queues(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
     return Reply(200, {"queues": views.queue_views(coord)})
 
 
 async def list_nodes(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state."""
     return Reply(200, {"nodes": views.node_views(coord)})
 
 
 async def get_version(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/version``: the coordinator's version and who the caller is."""
     return Reply(

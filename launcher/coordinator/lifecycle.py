@@ -1,6 +1,6 @@
 """Gang lifecycle: a job's ranks start together, stop together, and end the job together.
 
-Rules (torchrun's and Kueue's waitForPodsReady, DESIGN.md "Gang lifecycle"):
+Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
 
 * ADMITTED → RUNNING once every rank confirmed its start; not within
   ``startup_timeout_s`` → every rank stopped, the job requeued with backoff
@@ -23,6 +23,7 @@ assigned → launching → running → exited → gone, or lost.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.model import JobState
@@ -41,7 +42,7 @@ _LIVE = {"running", "warned", "stopping", "killing"}
 WARNED_STOPS = frozenset({"cancel", "requeue"})
 
 
-def active_jobs(coord: "Coordinator") -> list[JobRecord]:
+def active_jobs(coord: Coordinator) -> list[JobRecord]:
     """Jobs that hold devices (admitted, running, terminating), in submission order."""
     return sorted((j for j in coord.jobs.values() if j.status.state.holds_devices), key=lambda j: j.seq)
 
@@ -54,7 +55,7 @@ def _advance(rank: RankRecord, state: str) -> bool:
 
 
 def _set_rank(
-    coord: "Coordinator",
+    coord: Coordinator,
     job: JobRecord,
     rank: RankRecord,
     state: str,
@@ -74,7 +75,7 @@ def _set_rank(
     return changed
 
 
-def _lookup(coord: "Coordinator", node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
+def _lookup(coord: Coordinator, node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
     job = coord.job_for_run(run_id)
     if job is None or job.run_id != run_id or not job.status.state.holds_devices:
         return None, None
@@ -84,7 +85,7 @@ def _lookup(coord: "Coordinator", node: str, run_id: str, rank: int) -> tuple[Jo
     return job, record
 
 
-def apply_rank_event(coord: "Coordinator", node: str, event: dict[str, Any]) -> None:
+def apply_rank_event(coord: Coordinator, node: str, event: dict[str, Any]) -> None:
     """Apply one supervisor ``RankEvent`` dict (``started`` | ``exited`` | ``gone``) from ``node``."""
     run_id, rank_no, kind = event["job_id"], int(event["rank"]), event["kind"]
     job, rank = _lookup(coord, node, run_id, rank_no)
@@ -103,7 +104,7 @@ def apply_rank_event(coord: "Coordinator", node: str, event: dict[str, Any]) -> 
         evaluate(coord, job)
 
 
-def apply_rank_status(coord: "Coordinator", node: str, status: dict[str, Any]) -> bool:
+def apply_rank_status(coord: Coordinator, node: str, status: dict[str, Any]) -> bool:
     """Apply one supervisor ``RankStatus`` dict; returns False when no current rank matches it."""
     job, rank = _lookup(coord, node, status["job_id"], int(status["rank"]))
     if job is None or rank is None:
@@ -125,13 +126,13 @@ def apply_rank_status(coord: "Coordinator", node: str, status: dict[str, Any]) -
     return True
 
 
-def update_pids(coord: "Coordinator", conn: "AgentConn", ranks: list[dict[str, Any]]) -> None:
+def update_pids(coord: Coordinator, conn: AgentConn, ranks: list[dict[str, Any]]) -> None:
     """Take what a periodic rank list says (pids, states) without treating absences as losses."""
     for status in ranks:
         apply_rank_status(coord, conn.node, status)
 
 
-def evaluate(coord: "Coordinator", job: JobRecord) -> None:
+def evaluate(coord: Coordinator, job: JobRecord) -> None:
     """Move the job along after its ranks changed (start confirmed, a rank failed, all gone)."""
     st = job.status
     ranks = [job.ranks[r] for r in sorted(job.ranks)]
@@ -173,7 +174,7 @@ def job_nodes(job: JobRecord) -> list[str]:
 
 
 def begin_termination(
-    coord: "Coordinator", job: JobRecord, intent: str, message: str, *, exit_status: int | None = None
+    coord: Coordinator, job: JobRecord, intent: str, message: str, *, exit_status: int | None = None
 ) -> None:
     """Stop every rank of the job with its grace; what follows depends on ``intent``.
 
@@ -212,7 +213,7 @@ def begin_termination(
     evaluate(coord, job)
 
 
-def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None = None) -> None:
+def stop_live_ranks(coord: Coordinator, job: JobRecord, only_node: str | None = None) -> None:
     """Queue a stop (idempotent) on every node where the job still has a live rank; stops queued
     for one node before the next commit go out as one ``stop_jobs`` command."""
     nodes = sorted({r.node for r in job.ranks.values() if not r.ended})
@@ -225,7 +226,7 @@ def stop_live_ranks(coord: "Coordinator", job: JobRecord, only_node: str | None 
             coord.stop_after_commit(node, job.run_id, job.spec.grace_s, warn)
 
 
-def finish(coord: "Coordinator", job: JobRecord) -> None:
+def finish(coord: Coordinator, job: JobRecord) -> None:
     """Every rank is gone: end the job, or put it back in its queue, according to its intent."""
     st = job.status
     if not st.state.holds_devices:
@@ -296,9 +297,7 @@ def finish(coord: "Coordinator", job: JobRecord) -> None:
         _end(coord, job, JobState.FAILED, st.exit_status, "failed", f"unknown end intent {intent!r}")
 
 
-def _end(
-    coord: "Coordinator", job: JobRecord, state: JobState, exit_status: int | None, code: str, message: str
-) -> None:
+def _end(coord: Coordinator, job: JobRecord, state: JobState, exit_status: int | None, code: str, message: str) -> None:
     st = job.status
     st.state = state
     st.exit_status = exit_status
@@ -310,7 +309,7 @@ def _end(
     coord.kick()
 
 
-def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: float) -> None:
+def requeue(coord: Coordinator, job: JobRecord, message: str, *, not_before: float) -> None:
     """Back to the queue as a new attempt: original submit time, ``restart_count`` + 1."""
     st = job.status
     now = coord.clock()
@@ -332,7 +331,7 @@ def requeue(coord: "Coordinator", job: JobRecord, message: str, *, not_before: f
         coord.kick()
 
 
-def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
+def awaited_by_waiting_preemptor(coord: Coordinator, job: JobRecord) -> bool:
     """True when ``job`` is a requeued (pending) victim some pending preemptor nominated and
     that preemptor still waits for another of its victims to free its devices.
 
@@ -355,20 +354,20 @@ def awaited_by_waiting_preemptor(coord: "Coordinator", job: JobRecord) -> bool:
     return False
 
 
-def rank_refused(coord: "Coordinator", job: JobRecord, run_id: str, rank_no: int) -> None:
+def rank_refused(coord: Coordinator, job: JobRecord, run_id: str, rank_no: int) -> None:
     """An agent refused to launch a rank: it never ran, so it counts as gone at once."""
     rank = job.ranks.get(rank_no)
     if job.run_id == run_id and rank is not None and _set_rank(coord, job, rank, "gone"):
         evaluate(coord, job)
 
 
-def start_failed(coord: "Coordinator", job: JobRecord, message: str) -> None:
+def start_failed(coord: Coordinator, job: JobRecord, message: str) -> None:
     """The gang could not start: stop what started and requeue with backoff."""
     if job.status.state == JobState.ADMITTED:
         begin_termination(coord, job, "retry", f"start failed: {message}")
 
 
-def mark_node_lost(coord: "Coordinator", conn: "AgentConn", why: str) -> None:
+def mark_node_lost(coord: Coordinator, conn: AgentConn, why: str) -> None:
     """The node is lost: its devices are not offered; its jobs are stopped elsewhere and requeued."""
     if conn.lost:
         return
@@ -387,7 +386,7 @@ def mark_node_lost(coord: "Coordinator", conn: "AgentConn", why: str) -> None:
     coord.kick()
 
 
-def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[str, Any]]) -> None:
+def reconcile_node(coord: Coordinator, conn: AgentConn, reported: list[dict[str, Any]]) -> None:
     """Compare what the agent runs with what the store says should run on its node.
 
     Reported ranks update the store; expected ranks the agent does not know are
@@ -417,13 +416,13 @@ def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[
                 _set_rank(coord, job, rank, "gone")
                 coord.event(job, "rank-gone", f"node {conn.node} no longer knows rank {rank.rank}")
         if relaunch and job.status.master_port is not None:
-            coord.effect(lambda j=job, rid=job.run_id: launch_on_node(coord, j, conn.node, rid))
+            coord.effect(partial(launch_on_node, coord, job, conn.node, job.run_id))
         elif relaunch and all(coord.agents.connected(n) for n in job_nodes(job)):
             # Admitted before a coordinator crash, never dispatched: dispatch it once every
             # node of the gang is back (the startup timeout bounds the wait).
             from labgang.launcher.coordinator.dispatch import dispatch_job
 
-            coord.effect(lambda j=job: dispatch_job(coord, j))
+            coord.effect(partial(dispatch_job, coord, job))
         if job.status.state == JobState.TERMINATING:
             stop_live_ranks(coord, job, only_node=conn.node)
         evaluate(coord, job)
@@ -431,15 +430,15 @@ def reconcile_node(coord: "Coordinator", conn: "AgentConn", reported: list[dict[
         if key in matched or status.get("state") == "gone":
             continue
         run_id = key[0]
-        job = coord.job_for_run(run_id)
-        grace = job.spec.grace_s if job is not None else coord.config.default_grace_s
+        owner = coord.job_for_run(run_id)
+        grace = owner.spec.grace_s if owner is not None else coord.config.default_grace_s
         log.warning(
             "node %s runs rank %s of %s that no current job expects there: stopping it", conn.node, key[1], run_id
         )
-        coord.effect(lambda rid=run_id, g=grace: stop_on_node(coord, conn.node, rid, g))
+        coord.effect(partial(stop_on_node, coord, conn.node, run_id, grace))
 
 
-def check_timers(coord: "Coordinator") -> None:
+def check_timers(coord: Coordinator) -> None:
     """Timed arrows: lost nodes, startup timeouts, time limits and their warning signals."""
     from labgang.launcher.coordinator.requests import parse_signal
 
@@ -494,7 +493,7 @@ def _signal_name(signum: int) -> str:
         return str(signum)
 
 
-def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) -> None:
+def send_warning(coord: Coordinator, job: JobRecord, signum: int, why: str) -> None:
     """Send the job's ``--signal`` warning to every live rank (once per attempt) and record it."""
     from labgang.launcher.coordinator.dispatch import signal_on_node
 
@@ -502,4 +501,4 @@ def send_warning(coord: "Coordinator", job: JobRecord, signum: int, why: str) ->
     coord.store.save_status(job)
     coord.event(job, "signal", f"signal {_signal_name(signum)} sent to every rank, {why}")
     for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
-        coord.effect(lambda n=node, rid=job.run_id: signal_on_node(coord, n, rid, signum))
+        coord.effect(partial(signal_on_node, coord, node, job.run_id, signum))

@@ -10,20 +10,19 @@ import signal as signal_mod
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
-
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
 from labgang.launcher.store import JobSpec
-
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic_core import ErrorDetails
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
 class SubmitBody(BaseModel):
-    """The JSON body of a submission (see docs/openapi.yaml, ``SubmitRequest``)."""
+    """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -114,7 +113,7 @@ _TYPES = {
 }
 
 
-def _constraint(err: dict[str, Any], field: str | None) -> str:
+def _constraint(err: ErrorDetails, field: str | None) -> str:
     """Say what a pydantic error means in the field's own terms ("must be > 0 seconds")."""
     kind, ctx = err["type"], err.get("ctx") or {}
     top = field.split(".", 1)[0] if field else None

@@ -12,10 +12,10 @@ import json
 import logging
 import socket
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
-
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers

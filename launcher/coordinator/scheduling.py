@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.model import JobState
@@ -34,7 +35,7 @@ MAX_CYCLES_PER_WAKE = 32
 PERIODIC_CYCLE_S = 5.0
 
 
-def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
+def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
     """Every node with a known inventory and all its allocatable devices, in name order."""
     nodes = []
     for name in sorted(coord.agents.nodes):
@@ -49,7 +50,7 @@ def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
     return tuple(nodes)
 
 
-def held_devices(coord: "Coordinator") -> dict[str, JobRecord]:
+def held_devices(coord: Coordinator) -> dict[str, JobRecord]:
     """Device UUID → the job that holds it (admitted, running or terminating)."""
     held: dict[str, JobRecord] = {}
     for job in lifecycle.active_jobs(coord):
@@ -70,11 +71,11 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> frozenset[str]:
+def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
-    for name, conn in coord.agents.nodes.items():
+    for conn in coord.agents.nodes.values():
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost
@@ -89,7 +90,7 @@ def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> fro
     return frozenset(out)
 
 
-def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
+def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
@@ -141,7 +142,7 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
     )
 
 
-def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[JobRecord]:
+def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[JobRecord]:
     """Record one cycle's decisions in memory and in the store; return the admitted jobs.
 
     Victims are told to stop (queued effects, sent after the commit); preemptors keep
@@ -202,7 +203,7 @@ def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[
     return admitted
 
 
-def run_cycles(coord: "Coordinator") -> list[JobRecord]:
+def run_cycles(coord: Coordinator) -> list[JobRecord]:
     """Run cycles until one admits nothing new; return every job admitted."""
     admitted: list[JobRecord] = []
     if coord.shutting_down:
@@ -233,7 +234,7 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
     return admitted
 
 
-async def scheduling_loop(coord: "Coordinator") -> None:
+async def scheduling_loop(coord: Coordinator) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
     window), commit, dispatch admitted gangs."""
     from labgang.launcher.coordinator.dispatch import dispatch_job
@@ -262,7 +263,7 @@ async def scheduling_loop(coord: "Coordinator") -> None:
             coord.spawn(dispatch_job(coord, job))
 
 
-async def timer_loop(coord: "Coordinator") -> None:
+async def timer_loop(coord: Coordinator) -> None:
     """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
     last = coord.clock()
     while True:
@@ -282,7 +283,7 @@ async def timer_loop(coord: "Coordinator") -> None:
         last = now
 
 
-def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | None:
+def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
 
@@ -302,7 +303,7 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     return answer
 
 
-def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
+def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     from labgang.launcher.scheduler.quota import QuotaBook
     from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
 

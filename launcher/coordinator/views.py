@@ -1,6 +1,6 @@
 """JSON views the user API returns: JobView, queue usage, node and device state.
 
-Shapes are the "Coordinator user API" contract (docs/openapi.yaml). Times are unix seconds.
+Shapes are the "Coordinator user API" contract (docs/openapi.json). Times are unix seconds.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.config import QueueConfig
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobRecord
@@ -59,7 +60,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per queue: nominal, used, borrowed, lent, limits, pending/running counts, reclaim time.
 
     ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
@@ -86,10 +87,10 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
         for q in queues
     }
     lent: dict[str, dict[str, int]] = {q.name: {} for q in queues}
-    cohorts: dict[str, list[Any]] = defaultdict(list)
-    for q in queues:
-        if q.cohort:
-            cohorts[q.cohort].append(q)
+    cohorts: dict[str, list[QueueConfig]] = defaultdict(list)
+    for qc in queues:
+        if qc.cohort:
+            cohorts[qc.cohort].append(qc)
     for members in cohorts.values():
         resources = {r for m in members for r in borrowed[m.name]}
         for res in sorted(resources):
@@ -127,7 +128,7 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
     ]
 
 
-def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU

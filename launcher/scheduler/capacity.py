@@ -179,7 +179,6 @@ class DeviceBook:
                     if d is not None:
                         self.owner[d] = job.id
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
-        self.generation = 0
 
     # --- indexes -----------------------------------------------------------------------------
 
@@ -220,7 +219,6 @@ class DeviceBook:
         for (r, m), ix in self._indexes.items():
             if r == res and (m is None or m in self.model[d]):
                 ix.add(d)
-        self.generation += 1
 
     def _index_remove(self, d: int) -> None:
         res = self.resource[d]

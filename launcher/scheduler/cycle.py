@@ -33,6 +33,7 @@ import enum
 import gc
 import heapq
 from bisect import bisect_left
+from collections.abc import Hashable
 
 from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import reasons
@@ -79,6 +80,11 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
             gc.enable()
 
 
+#: A group's place in the order heap: (not a waiting preemptor, would borrow, -priority,
+#: submit time, seq, group id); the smallest goes first.
+_HeapKey = tuple[int, int, int, float, int, int]
+
+
 class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -93,10 +99,12 @@ class _Cycle:
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
-        self._fail_memo: dict[tuple, tuple[int, int, float, PendingReason]] = {}
-        self._place_fails: dict[tuple, tuple[int, list[tuple[int, int]]]] = {}
-        self._search_fails: dict[tuple, tuple[int, list[tuple[int, float, int, int]]]] = {}
-        self._reason_cache: dict[tuple, PendingReason] = {}
+        self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason]] = {}
+        self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
+        self._search_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, float, int, int]]]] = {}
+        self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
+        self._heap: list[_HeapKey] = []
+        self._groups: list[_Group] = []
 
     # --- orchestration ---------------------------------------------------------------------------
 
@@ -113,7 +121,7 @@ class _Cycle:
             if key[1] == 0 and g.pushed_at != self.version:
                 g.pushed_at = self.version
                 if self._borrows(e):  # usage grew since it was queued: now it would borrow
-                    heapq.heappush(heap, (key[0], 1) + key[2:])
+                    heapq.heappush(heap, (key[0], 1, *key[2:]))
                     continue
             if g.strict:
                 outcome = self._process(e)
@@ -134,6 +142,7 @@ class _Cycle:
                     elif bound[:2] == key[:2]:
                         end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
                 reason = g.reason
+                assert reason is not None  # recorded with failed_at
                 pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr : end]])
                 g.ptr = end
             else:
@@ -163,7 +172,7 @@ class _Cycle:
             if entries[0].spec.queueing is Queueing.STRICT_FIFO:
                 self._add_group(_Group(entries, strict=True))
                 continue
-            by_cls: dict[tuple, _Group] = {}
+            by_cls: dict[tuple[Hashable, ...], _Group] = {}
             for e in entries:
                 if e.unschedulable is not None:
                     self.pending.append(Pending(e.job.id, e.unschedulable))
@@ -186,15 +195,25 @@ class _Cycle:
 
     def _push_group(self, g: _Group, heap: bool = True) -> None:
         if g.strict:  # unschedulable jobs never head a strict-fifo queue: answer them now
-            while g.ptr < len(g.entries) and g.entries[g.ptr].unschedulable is not None:
-                self.pending.append(Pending(g.entries[g.ptr].job.id, g.entries[g.ptr].unschedulable))
+            while g.ptr < len(g.entries):
+                reason = g.entries[g.ptr].unschedulable
+                if reason is None:
+                    break
+                self.pending.append(Pending(g.entries[g.ptr].job.id, reason))
                 g.ptr += 1
         if g.ptr >= len(g.entries):
             return
         e = g.entries[g.ptr]
         j = e.job
         g.pushed_at = self.version
-        key = (0 if j.nominated else 1, 1 if self._borrows(e) else 0, -j.priority, j.submit_time, j.seq, g.gid)
+        key: _HeapKey = (
+            0 if j.nominated else 1,
+            1 if self._borrows(e) else 0,
+            -j.priority,
+            j.submit_time,
+            j.seq,
+            g.gid,
+        )
         if heap:
             heapq.heappush(self._heap, key)
         else:
@@ -247,7 +266,7 @@ class _Cycle:
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
         lifted where they must not bind: the hold keeps *borrowers* of other queues off a
-        waiting head's quota (QUEUE-SEMANTICS A2), so it is lifted for the holder's own later
+        waiting head's quota (docs/queue-semantics.md §A2), so it is lifted for the holder's own later
         jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
         head) and for any job that stays within its own nominal quota (its entitlement; Kueue
         admits it the next cycle, when the inadmissible head holds nothing)."""
@@ -365,7 +384,7 @@ class _Cycle:
             known[1].append((req.per_worker, req.workers))
         return raw
 
-    def _search_key(self, e: Entry) -> tuple:
+    def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
         return (e.spec.name, req.resource, req.gpu_model, req.nodes)
 
@@ -425,7 +444,7 @@ class _Cycle:
         wider = FreeIndex(len(book.node_names), [d for n in ix.free for d in n] + reserved, book.node_of)
         if not feasible(wider, req.workers, req.per_worker, req.nodes):
             return []
-        return sorted({book.reserved_for[d] for d in reserved if book.reserved_for[d]})
+        return sorted({job for d in reserved if (job := book.reserved_for[d])})
 
     def _preempt_text(self, e: Entry, victims: list[str]) -> str:
         running = self.state.running
@@ -451,7 +470,7 @@ class _Group:
         reason: that job's pending reason.
     """
 
-    __slots__ = ("entries", "strict", "ptr", "keys", "gid", "pushed_at", "failed_at", "reason")
+    __slots__ = ("entries", "failed_at", "gid", "keys", "ptr", "pushed_at", "reason", "strict")
 
     def __init__(self, entries: list[Entry], strict: bool = False) -> None:
         self.entries = entries

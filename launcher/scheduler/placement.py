@@ -1,6 +1,6 @@
 """Gang placement: which nodes and which devices each rank gets.
 
-Rules (DESIGN.md "Resources and requests", docs/scenarios.md on placement):
+Rules (docs/queue-semantics.md §R, docs/scenarios.md on placement):
 
 - A gang whose ranks fit on one node goes to the fullest node that holds it (fewest free
   devices of the resource, ties in node order), keeping emptier nodes whole for big gangs.

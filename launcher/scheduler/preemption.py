@@ -1,10 +1,11 @@
 """Victim search: Kueue's classical preemption, with gangs evicted whole and placement checked.
 
-For one pending job (the preemptor) that does not fit now (QUEUE-SEMANTICS.md A3):
+For one pending job (the preemptor) that does not fit now (docs/queue-semantics.md §A3):
 
 1. Candidates: running jobs using the contested resource that the preemptor's queue
-   policies allow (jobs already terminating first: they are leaving anyway): its own queue per ``within_queue``; other queues of its
-   cohort per ``reclaim_within_cohort``, and only while that queue is above its nominal.
+   policies allow (jobs already terminating first: they are leaving anyway): its own queue
+   per ``within_queue``; other queues of its cohort per ``reclaim_within_cohort``, and only
+   while that queue is above its nominal.
    Cross-queue candidates are tagged: *reclaim* (the preemptor fits its own nominal, usable
    always), *borrow* (``borrow_within_cohort`` allows them: lower priority than the
    preemptor and <= its threshold), or *nominal-only* (usable only in a pass where the
@@ -61,17 +62,8 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
     return False
 
 
-def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
-    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
-    if policy is ReclaimWithinCohort.ANY:
-        return True
-    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
-        return victim.priority < preemptor.priority
-    return False
-
-
 def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
-    """Kueue A3.1: look for victims only if the request fits the queue's own nominal quota,
+    """docs/queue-semantics.md §A3.1: look for victims only if the request fits the queue's own nominal quota,
     or ``borrow_within_cohort`` is on."""
     req = job.request
     if req.total <= state.quota.nominal(spec.name, req.resource):

@@ -13,7 +13,7 @@ Per queue ``q`` and resource (all quantities are device counts):
 
 A queue without a cohort can neither lend nor borrow: ``available = N - u``. A queue can
 only use a resource it lists in ``nominal`` (nominal 0 is enough to borrow it).
-See QUEUE-SEMANTICS.md, A1.
+See docs/queue-semantics.md §A1.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class Simulation:
     _events: list[tuple[float, int, int, str, str, int]] = field(default_factory=list)
     _order: int = 0
     _admissions: int = 0
-    _invariant_hooks: list[Callable[["Simulation"], None]] = field(default_factory=list)
+    _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -133,7 +133,7 @@ class Simulation:
         """Time of the next event, or None when nothing is left."""
         return self._events[0][0] if self._events else None
 
-    def add_invariant_hook(self, hook: Callable[["Simulation"], None]) -> None:
+    def add_invariant_hook(self, hook: Callable[[Simulation], None]) -> None:
         """Call ``hook(sim)`` after every cycle and every instant (invariant checks)."""
         self._invariant_hooks.append(hook)
 

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
@@ -30,9 +28,8 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-OPTIONAL_FEATURES = ("borrow_within_cohort", "queueing_strategy", "fair_sharing")
-"""Names allowed in ``[scenario] requires``."""
 SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
 
 
@@ -142,7 +139,7 @@ class QueueModel(_Strict):
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
-    ``nodes`` asks for exactly that many nodes (DESIGN.md: "optional ``nodes`` count"; ranks
+    ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does.
     """
@@ -293,7 +290,7 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ScenarioFile
-    table = {
+    table: dict[str, type[BaseModel]] = {
         "scenario": ScenarioMeta,
         "nodes": NodeModel,
         "queues": QueueModel,

@@ -9,7 +9,6 @@ import pynvml
 import pytest
 from click.testing import CliRunner
 from fixture_files import fixture_files, repository_files
-
 from labgang.agent.inventory import Unavailable, read_inventory
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.agent.nvml.formats import machine_from_text

@@ -9,7 +9,6 @@ import uuid
 import psutil
 import pytest
 from click.testing import CliRunner
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml

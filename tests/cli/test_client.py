@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
-
 from labgang.launcher.cli.client import (
     STARTING_MARKER,
     ApiError,

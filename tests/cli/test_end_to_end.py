@@ -48,7 +48,7 @@ class Labgang:
     def __init__(self, state_dir: Path, *up_flags: str) -> None:
         self.state_dir = state_dir
         self.env = _env(state_dir)
-        self.log = open(state_dir / "up.log", "a+b")
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE), *up_flags],
             cwd=REPO,
@@ -119,7 +119,7 @@ class Labgang:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}")
+                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
         self.log.close()
         return self.proc.returncode
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from labgang.launcher.cli.format import (
     format_duration,
     gang_shape,

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.jobs import build_submission, exit_status_of
 from labgang.launcher.cli.main import cli
 
@@ -192,10 +191,10 @@ def test_refused_default_queue_says_it_came_from_the_default(fake):
     )
     result = invoke(["submit", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1, result.output
-    assert (
+    assert result.output == (
         "labgang submit: default queue 'team-a' (from cluster.toml default_queue) is not open to user 'bob'; "
         "use -q to pick one of: shared, b\n"
-    ) == result.output
+    )
     # with -q the refusal is about the queue given, as before
     result = invoke(["submit", "-q", "team-a", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1 and "from cluster.toml" not in result.output

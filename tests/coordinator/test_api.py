@@ -12,7 +12,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.nvml.simulated import scope_from_environment
@@ -33,9 +32,8 @@ class Server:
         return aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(self.sock)))
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.unix() as s:
-            async with s.request(method, "http://labgang" + path, json=body) as r:
-                return r.status, await r.json()
+        async with self.unix() as s, s.request(method, "http://labgang" + path, json=body) as r:
+            return r.status, await r.json()
 
 
 @pytest.fixture

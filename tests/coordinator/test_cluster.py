@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for  # noqa: E402
+from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.launcher.config import ClusterConfig, ConfigError, load_config, parse_config

@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.core import Coordinator
@@ -29,6 +28,12 @@ class Clock:
         return self.now
 
 
+def clock_of(coord: Coordinator) -> Clock:
+    """The fake clock the ``coord`` fixture gave its coordinator (for tests to move)."""
+    assert isinstance(coord.clock, Clock)
+    return coord.clock
+
+
 @pytest.fixture
 def coord(tmp_path: Path):
     clock = Clock()
@@ -42,7 +47,6 @@ def coord(tmp_path: Path):
         }
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
-    c.clock_ = clock
     for node in ("n1", "n2"):
         conn = c.agents.attach(node)
         conn.connected, conn.last_seen = True, clock.now
@@ -69,10 +73,10 @@ def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, stat
 
 def advance(coord: Coordinator, seconds: float) -> None:
     """Let simulated time pass while every connected agent keeps reporting."""
-    coord.clock_.now += seconds
+    clock_of(coord).now += seconds
     for conn in coord.agents.nodes.values():
         if conn.connected:
-            conn.last_seen = coord.clock_.now
+            conn.last_seen = clock_of(coord).now
 
 
 def start(coord: Coordinator, job_id: str) -> None:
@@ -117,7 +121,7 @@ async def test_preempted_victim_requeues_with_submit_time_and_restart_count(coor
     victim = await submit(coord)
     start(coord, victim)
     submitted = coord.jobs[victim].status.submit_time
-    coord.clock_.now += 50
+    clock_of(coord).now += 50
     urgent = await submit(coord, priority=10)
     apply_result(
         coord,
@@ -143,19 +147,19 @@ async def test_startup_timeout_requeues_with_backoff_then_fails(coord: Coordinat
     advance(coord, 31)
     lifecycle.check_timers(coord)
     st = coord.jobs[job_id].status
-    assert st.state == JobState.TERMINATING and "rank 1 on n2" in st.reason_message
+    assert st.state == JobState.TERMINATING and "rank 1 on n2" in (st.reason_message or "")
     event(coord, "n1", job_id, 0, "exited", 143)
     event(coord, "n1", job_id, 0, "gone", 143)
-    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])  # n2 never had it
+    lifecycle.reconcile_node(coord, coord.agents.nodes["n2"], [])  # n2 never had it
     assert (st.state, st.restart_count, st.not_before) == (JobState.PENDING, 1, coord.clock() + 4)
     # Second failed start: max_start_failures = 2, so the job fails.
     advance(coord, 5)
     admit(coord, job_id)
     advance(coord, 31)
     lifecycle.check_timers(coord)
-    lifecycle.reconcile_node(coord, coord.agents.get("n1"), [])
-    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])
-    assert st.state == JobState.FAILED and "could not start after 2 attempts" in st.reason_message
+    lifecycle.reconcile_node(coord, coord.agents.nodes["n1"], [])
+    lifecycle.reconcile_node(coord, coord.agents.nodes["n2"], [])
+    assert st.state == JobState.FAILED and "could not start after 2 attempts" in (st.reason_message or "")
 
 
 async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coordinator) -> None:
@@ -166,16 +170,16 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     apply_result(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()), coord.clock())
     event(coord, "n1", drop, 0, "started")
     event(coord, "n2", drop, 1, "started")
-    coord.agents.get("n2").connected = False  # n2 falls silent; n1 keeps reporting
+    coord.agents.nodes["n2"].connected = False  # n2 falls silent; n1 keeps reporting
     advance(coord, 11)
     lifecycle.check_timers(coord)
-    assert coord.agents.get("n2").lost
+    assert coord.agents.nodes["n2"].lost
     for job_id in (keep, drop):
         event(coord, "n1", job_id, 0, "exited", 143)
         event(coord, "n1", job_id, 0, "gone", 143)
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
     assert coord.jobs[drop].status.state == JobState.FAILED
-    assert "node n2 lost" in coord.jobs[drop].status.reason_message
+    assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
 
 
 async def test_cancel_rules(coord: Coordinator) -> None:
@@ -217,7 +221,7 @@ async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
-    assert st.state == JobState.FAILED and "time limit of 60 s" in st.reason_message
+    assert st.state == JobState.FAILED and "time limit of 60 s" in (st.reason_message or "")
 
 
 async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(coord: Coordinator) -> None:
@@ -311,19 +315,19 @@ async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coo
     job_id = await submit(coord)
     admit(coord, job_id)
     run_id = coord.jobs[job_id].run_id
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
 
     def ev(rank: int, kind: str, status: int | None = None) -> dict:
         return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
 
     coord.wake.clear()
     await coord.on_rank_events(conn, [ev(0, "started")])
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "started")])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
     await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
     assert not coord.wake.is_set()  # one rank done, the gang still holds every device
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "exited", 0), ev(1, "gone", 0)])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert coord.wake.is_set()  # its devices are free
 
@@ -334,7 +338,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
     coord.wake.clear()
     run_id = coord.jobs[job_id].run_id
     await coord.on_rank_events(
-        coord.agents.get("n2"),
+        coord.agents.nodes["n2"],
         [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
     )
     assert coord.jobs[job_id].status.state == JobState.TERMINATING
@@ -342,7 +346,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
 
 
 async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
     assert coord.wake.is_set()  # the first inventory: devices to offer
@@ -360,7 +364,7 @@ async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordi
 
 
 async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
@@ -419,7 +423,7 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
         CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()),
         coord.clock(),
     )
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     for k, victim in enumerate(victims):
         coord.wake.clear()
         run_id = coord.jobs[victim].run_id

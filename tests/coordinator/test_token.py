@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from labgang.agent.config import AgentConfigError, read_token
 from labgang.launcher.coordinator.app import TokenError, load_token
 
@@ -23,7 +22,7 @@ def test_a_token_others_may_read_is_refused_on_both_sides(tmp_path: Path) -> Non
     path.chmod(0o644)
     with pytest.raises(TokenError, match="readable only by its owner"):
         load_token(path)
-    with pytest.raises(AgentConfigError, match="token_file: .* must be readable only by its owner"):
+    with pytest.raises(AgentConfigError, match=r"token_file: .* must be readable only by its owner"):
         read_token(path)
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.config import config
 
 CLUSTER = '[[queues]]\nname = "default"\nnominal = { gpu = 2 }\n'

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.install import COORDINATOR_CREDENTIAL, install
 from labgang.launcher.config import load_config
 

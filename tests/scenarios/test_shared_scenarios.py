@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from fixture_files import FIXTURES, fixture_files, repository_files
-
 from labgang.launcher.simulate import load_scenario, run_scenario
 
 # The project's own scenario files: 10 at the top level and 14 translated peers' tests.

@@ -1,11 +1,11 @@
 """Victim selection, table-driven: who is evicted (whole gangs, minimal set) and who is not."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
-from sched_builders import Cluster, job, queue
-
 from labgang.launcher.scheduler import run_cycle
+from sched_builders import Cluster, job, queue
 
 STANDALONE = queue("solo").nominal(gpu=6).within_queue("lower-priority").build()
 C1 = (
@@ -36,7 +36,7 @@ LEND2 = (
     .reclaim("lower-priority")
     .build()
 )
-BWC = dict(policy="lower-priority", threshold=0)
+BWC: dict[str, Any] = dict(policy="lower-priority", threshold=0)
 A_STD = (
     queue("a_std")
     .cohort("s")

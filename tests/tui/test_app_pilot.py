@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tui_fakes import NOW, FakeClient
-
 from labgang.launcher.cli.client import CoordinatorUnavailable
 from labgang.tui.app import LabgangTop, make_app
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, LogChunkReady, StateReady
@@ -16,6 +14,7 @@ from labgang.tui.state import Filters
 from labgang.tui.widgets.devices import DevicesTable
 from labgang.tui.widgets.jobs import JobsTable
 from labgang.tui.widgets.pitfalls import PitfallTable
+from tui_fakes import NOW, FakeClient
 
 SIZE = (160, 50)
 
@@ -281,7 +280,7 @@ async def test_details_from_a_pitfall_row(app):
         panel = app.query_one(PitfallTable)
         panel.focus()
         keys = [panel.coordinate_to_cell_key((i, 0)).row_key.value for i in range(panel.row_count)]
-        panel.move_cursor(row=[i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")][0])
+        panel.move_cursor(row=next(i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")))
         await pilot.press("d")
         assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == "j-103"
 

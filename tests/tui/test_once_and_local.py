@@ -9,12 +9,11 @@ import time
 import uuid
 
 import pytest
-from tui_fakes import NOW
-
 from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.launcher.pitfalls import PitfallKind
 from labgang.tui.sources import LocalSource
 from labgang.tui.state import StateBuilder
+from tui_fakes import NOW
 
 GiB = 1024**3
 # The machine file's UUIDs with a prefix of this test run's own, so processes that other tests
@@ -142,7 +141,7 @@ def test_once_reports_mig_pending_from_the_simulated_machine(repo_root):
     assert out.returncode == 0, out.stderr
     [row] = [ln for ln in out.stdout.splitlines() if ln.startswith("warning  mig-pending-reset")]
     assert "MIG mode is off but on is pending a GPU reset" in row
-    assert "mig-pending" in [ln for ln in out.stdout.splitlines() if ln.startswith("sim-h100-mig-pending")][0]
+    assert "mig-pending" in next(ln for ln in out.stdout.splitlines() if ln.startswith("sim-h100-mig-pending"))
 
 
 def test_no_gpm_means_no_sm_guess(repo_root, tmp_path):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tui_fakes import NOW, FakeClient
-
 from labgang.tui.plain import render_frame, table
 from labgang.tui.rows import device_rows, finding_rows, job_rows, mem_bar, queue_rows, summary_line
 from labgang.tui.sources import CoordinatorSource
 from labgang.tui.state import Filters, StateBuilder, sort_jobs
+from tui_fakes import NOW, FakeClient
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def gpu(
         utilization_gpu_pct=util if not mig else Unavailable("unsupported", 3),
         utilization_memory_pct=util / 2 if not mig else Unavailable("unsupported", 3),
         sm_active_pct=sm,
-        sm_occupancy_pct=sm if not isinstance(sm, Unavailable) else sm,
+        sm_occupancy_pct=sm,
         temperature_c=temp,
         power_w=power,
         power_limit_w=700.0,
@@ -215,7 +215,7 @@ def small_cluster() -> tuple[list, list, list]:
             priority=10,
             age_s=7200,
             started_s=7000,
-            ranks=(("gpu-a", (a[0].uuid,), 1001), ("gpu-a", (a[1].uuid,), 1002)),
+            ranks=(("gpu-a", (str(a[0].uuid),), 1001), ("gpu-a", (str(a[1].uuid),), 1002)),
         ),
         job(
             "j-102",
@@ -226,7 +226,7 @@ def small_cluster() -> tuple[list, list, list]:
             age_s=3600,
             started_s=1800,
             restarts=1,
-            ranks=(("gpu-b", (b[2].uuid,), 2001), ("gpu-b", (b[3].uuid,), 2002)),
+            ranks=(("gpu-b", (str(b[2].uuid),), 2001), ("gpu-b", (str(b[3].uuid),), 2002)),
             grace_s=60,
         ),
         job(
