@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,16 @@ from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 # This test run's simulated-NVML scope: unique per run, so that the processes of other labgang
 # instances and other test runs on the host (tagged with their own scopes) are invisible here.
 SIM_SCOPE = f"labgang-tests-{uuid.uuid4().hex}"
+
+
+# A non-interactive shell starts its background jobs with SIGINT and SIGQUIT ignored, and an
+# ignored signal stays ignored in every process started below (`for i in ...; do pytest; done &`,
+# nohup, CI runners). The tests deliver these signals to the processes they start (Ctrl-C on
+# `labgang run`, a rank that signals itself), so the run restores the defaults first instead of
+# depending on how it was started.
+for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+    if signal.getsignal(_signum) is signal.SIG_IGN:
+        signal.signal(_signum, _default)
 
 
 @pytest.fixture(scope="session")
