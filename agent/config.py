@@ -24,6 +24,7 @@ from typing import Any
 from labgang.agent import tomlfile
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
+from labgang.agent.token import parse_token
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
@@ -140,7 +141,8 @@ def read_token(path: str | Path) -> str:
     """Read the cluster token, refusing a file that group or others may read.
 
     Raises:
-        AgentConfigError: missing, empty, or readable by others.
+        AgentConfigError: missing, readable by others, or not a token
+            (:func:`labgang.agent.token.token_problem`); the message names the file.
     """
     p = Path(path)
     try:
@@ -149,7 +151,9 @@ def read_token(path: str | Path) -> str:
         raise AgentConfigError(f"token_file: {p} does not exist") from None
     if mode & 0o077:
         raise AgentConfigError(f"token_file: {p} must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise AgentConfigError(f"token_file: {p} is empty")
-    return token
+    try:
+        return parse_token(p.read_bytes())
+    except ValueError as exc:
+        raise AgentConfigError(f"token_file: {p} {exc}") from None
+    except OSError as exc:
+        raise AgentConfigError(f"token_file: {p}: {exc.strerror}") from None

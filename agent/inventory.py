@@ -135,6 +135,11 @@ class GpuInfo:
         mig_mode_pending: MIG mode after the next GPU reset; None when the GPU cannot do MIG.
         processes: compute processes on the whole GPU (all instances in MIG mode).
         mig_devices: MIG devices when MIG mode is current.
+        numa_node: the NUMA node closest to the GPU (``nvmlDeviceGetMemoryAffinity`` with
+            ``NVML_AFFINITY_SCOPE_NODE``, one node set; sysfs ``numa_node`` on a real driver
+            without it). See ``docs/topology.md``.
+        cpu_affinity: the CPUs closest to the GPU, ascending (``nvmlDeviceGetCpuAffinity``;
+            sysfs ``local_cpulist`` on a real driver without it).
     """
 
     index: int
@@ -157,6 +162,8 @@ class GpuInfo:
     mig_mode_pending: bool | Unavailable | None
     processes: tuple[ProcessInfo, ...] | Unavailable = ()
     mig_devices: tuple[MigDeviceInfo, ...] = ()
+    numa_node: int | Unavailable = Unavailable("unknown")
+    cpu_affinity: tuple[int, ...] | Unavailable = Unavailable("unknown")
 
     @property
     def lost(self) -> bool:
@@ -194,6 +201,40 @@ class GpuInfo:
         return tuple(out)
 
 
+#: PCIe common-ancestor levels (``nvmlDeviceGetTopologyCommonAncestor``), closest first, as
+#: ``nvidia-smi topo -m`` names them; "internal" is two GPUs on one board (NVML_TOPOLOGY_INTERNAL).
+PCIE_LEVELS = ("internal", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """How two GPUs of one node are connected (``docs/topology.md``).
+
+    Attributes:
+        gpu_a: NVML index of the first GPU (the lower index).
+        gpu_b: NVML index of the second GPU.
+        pcie: the closest PCIe common ancestor, one of :data:`PCIE_LEVELS`
+            (``nvmlDeviceGetTopologyCommonAncestor``): "PIX" same PCIe switch, "PXB" several
+            switches, "PHB" one host bridge, "NODE" one NUMA node, "SYS" across sockets.
+        nvlinks: active NVLinks between the two (direct links counted through
+            ``nvmlDeviceGetNvLinkState`` + ``nvmlDeviceGetNvLinkRemotePciInfo``; links through
+            NVSwitches when ``nvmlDeviceGetP2PStatus(..., NVML_P2P_CAPS_INDEX_NVLINK)`` is OK);
+            0 when both GPUs have NVLink but none joins them.
+    """
+
+    gpu_a: int
+    gpu_b: int
+    pcie: str | Unavailable
+    nvlinks: int | Unavailable
+
+    @property
+    def link_class(self) -> str:
+        """``"NV<n>"`` when NVLinks join them, else the PCIe level, else ``"n/a"`` (``nvidia-smi topo -m`` words)."""
+        if isinstance(self.nvlinks, int) and self.nvlinks > 0:
+            return f"NV{self.nvlinks}"
+        return self.pcie if isinstance(self.pcie, str) else "n/a"
+
+
 @dataclass(frozen=True)
 class AllocatableDevice:
     """A device the coordinator may hand to one rank.
@@ -224,6 +265,8 @@ class NodeInventory:
         nvml_version: ``nvmlSystemGetNVMLVersion``.
         cuda_driver_version: ``nvmlSystemGetCudaDriverVersion``, e.g. ``12070``.
         gpus: the GPUs in NVML index order.
+        links: one :class:`GpuLink` per GPU pair (index order), () when the node has one GPU
+            or its GPUs could not be opened.
     """
 
     hostname: str
@@ -232,6 +275,15 @@ class NodeInventory:
     nvml_version: str | Unavailable
     cuda_driver_version: int | Unavailable
     gpus: tuple[GpuInfo, ...] = ()
+    links: tuple[GpuLink, ...] = ()
+
+    def link(self, a: int, b: int) -> GpuLink | None:
+        """The link between GPUs of NVML index ``a`` and ``b`` (either order), or None."""
+        lo, hi = min(a, b), max(a, b)
+        for link in self.links:
+            if (link.gpu_a, link.gpu_b) == (lo, hi):
+                return link
+        return None
 
     def allocatable(self) -> tuple[AllocatableDevice, ...]:
         """Devices that can be given to ranks.
@@ -305,6 +357,7 @@ def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:
 
 _NESTED: dict[tuple[type, str], type] = {
     (NodeInventory, "gpus"): GpuInfo,
+    (NodeInventory, "links"): GpuLink,
     (GpuInfo, "processes"): ProcessInfo,
     (GpuInfo, "mig_devices"): MigDeviceInfo,
     (MigDeviceInfo, "processes"): ProcessInfo,
@@ -326,6 +379,8 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = value
     if isinstance(obj, GpuInfo):
         out["warnings"] = list(obj.warnings())
+    if isinstance(obj, GpuLink):
+        out["link_class"] = obj.link_class
     return out
 
 
@@ -376,9 +431,11 @@ def read_inventory(backend: NvmlBackend, *, hostname: str | None = None, now: fl
 
 __all__ = [
     "NO_INSTANCE",
+    "PCIE_LEVELS",
     "REASONS",
     "AllocatableDevice",
     "GpuInfo",
+    "GpuLink",
     "MigDeviceInfo",
     "NodeInventory",
     "ProcessInfo",

@@ -273,14 +273,18 @@ class ClusterCollector(Collector):
 
     def _pitfalls(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         tracker = self.tracker
-        if tracker is not None:
+        if snapshot.findings is not None:  # the coordinator's pitfall watch already judged it
+            tracker = None
+        elif tracker is not None:
             try:
                 tracker.observe(snapshot)
             except ValueError:  # the clock stepped back: start the history again
                 log.warning("pitfall history reset: snapshot time went backwards")
                 tracker = self.tracker = PitfallTracker(self.thresholds)
                 tracker.observe(snapshot)
-        findings = detect_all(snapshot, self.thresholds, tracker)
+        findings = (
+            list(snapshot.findings) if snapshot.findings is not None else detect_all(snapshot, self.thresholds, tracker)
+        )
         count = _gauge("labgang_pitfall_findings", "Current findings of each pitfall detector.", ("kind",))
         active = _gauge(
             "labgang_pitfall_active",
@@ -442,8 +446,19 @@ def add_metrics_routes(app: web.Application) -> None:
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
+
+        def snapshot() -> ClusterSnapshot:
+            # With a pitfall watch (launcher/coordinator/pitfall_watch.py) its findings are exported,
+            # so /metrics agrees with GET /v1/pitfalls, `labgang top` and `labgang show`.
+            watch = coord.pitfalls
+            current = coordinator_snapshot(coord)
+            return current if watch is None else watch.with_findings(current)
+
         app[METRICS] = CoordinatorMetrics(
-            lambda: coordinator_snapshot(coord), version=coord.version, job_counts=lambda: coordinator_job_counts(coord)
+            snapshot,
+            version=coord.version,
+            thresholds=coord.config.pitfall_thresholds(),
+            job_counts=lambda: coordinator_job_counts(coord),
         )
         yield
 

@@ -80,6 +80,9 @@ class JobSpec:
     """What the user submitted (never changes after submission).
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
+    ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
+    to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
+    elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
     """
 
     name: str
@@ -100,6 +103,9 @@ class JobSpec:
     time_limit_s: float | None
     requeue: bool
     signal: str | None
+    topology: str | None = None
+    cpu_bind: str = "numa"
+    min_workers: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -114,6 +120,8 @@ class JobSpec:
             resource=self.resource,
             gpu_model=self.gpu_model,
             nodes=self.nodes,
+            topology=self.topology,
+            min_workers=self.min_workers,
         )
 
 

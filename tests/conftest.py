@@ -52,10 +52,11 @@ def scenario_dir() -> Path:
 def sim_scope() -> Iterator[str]:
     """This run's simulated-NVML scope, also exported as ``LABGANG_SIM_SCOPE`` for the whole run.
 
-    Every simulated backend a test opens passes ``scope=sim_scope``, and the one-shot commands
-    (``labgang nodes/top --local --simulate``) adopt the exported variable; every process a test
-    starts inherits it, so another run's scoped backends skip it. A process meant to look
-    hand-started must drop the variable (``tests/agent/conftest.py``'s ``sleeper`` does).
+    Every process-scanning simulated backend a test opens passes ``scope=sim_scope``, and every
+    process a test starts inherits the variable, so another run's scoped backends skip it. (The
+    one-shot views ``labgang nodes/top --local --simulate`` are scoped by their state dir, like
+    ``labgang up``.) A process meant to look hand-started must drop the variable
+    (``tests/agent/conftest.py``'s ``sleeper`` does).
     """
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SCOPE_VARIABLE, SIM_SCOPE)

@@ -471,7 +471,7 @@ def test_thresholds_validate_and_load_from_toml(tmp_path):
     assert (t.busy_util_pct, t.idle_after_s, t.sm_idle_pct) == (70, 300, 25.0)
     with pytest.raises(ValueError, match=r"pitfalls\.busy_util: unknown threshold; allowed: busy_util_pct"):
         PitfallThresholds.from_mapping({"busy_util": 1})
-    with pytest.raises(ValueError, match=r"sm_idle_pct: a percentage in 0..100"):
+    with pytest.raises(ValueError, match=r"sm_idle_pct: 120 is out of range; allowed: a percentage in 0..100"):
         PitfallThresholds(sm_idle_pct=120)
     with pytest.raises(ValueError, match="shared_min_processes"):
         PitfallThresholds(shared_min_processes=1)

@@ -27,7 +27,7 @@ from labgang.tui.widgets.pitfalls import PitfallTable
 from labgang.tui.widgets.queues import QueuesTable
 from labgang.tui.widgets.rows_table import RowsTable
 from labgang.tui.widgets.summary import Summary
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
@@ -35,6 +35,8 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker
 
 MIN_REFRESH_S = 1.0
+SHORT_LINES = 20
+"""Terminals with fewer lines than this hide the finding detail line (see app.tcss)."""
 
 
 def describe_error(exc: BaseException) -> str:
@@ -96,6 +98,10 @@ class LabgangTop(App[None]):
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
         yield Static("", id="pitfall-detail", markup=False)
         yield Footer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Mark the screen ``short`` below :data:`SHORT_LINES` lines (CSS then drops the finding detail)."""
+        self.screen.set_class(event.size.height < SHORT_LINES, "short")
 
     def on_mount(self) -> None:
         if self.source.mode == "local":  # no jobs or queues without a coordinator

@@ -11,6 +11,7 @@ from typing import Any
 
 from labgang.launcher.cli.format import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
+from labgang.launcher.text import printable
 from labgang.tui.state import ClusterState, Filters, sort_jobs
 
 GiB = 1024**3
@@ -30,6 +31,12 @@ QUEUE_COLUMNS = (
     "reclaim",
 )
 FINDING_COLUMNS = ("sev", "pitfall", "where", "what", "advice")
+
+
+def _safe(*cells: Any) -> tuple[str, ...]:
+    """Table cells with control characters escaped (a job name's newline or ANSI escape stays in its cell)."""
+    flat = cells[0] if len(cells) == 1 and isinstance(cells[0], tuple) else cells
+    return tuple(printable(str(c)) for c in flat)
 
 
 def is_known(value: Any) -> bool:
@@ -127,7 +134,7 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
             DeviceRow(
                 dev.uuid,
                 kind,
-                (
+                _safe(
                     dev.node,
                     label,
                     model,
@@ -169,7 +176,7 @@ def job_rows(
             JobRow(
                 j.id,
                 j.state,
-                (
+                _safe(
                     j.id,
                     j.name or "-",
                     j.user,
@@ -242,7 +249,11 @@ def finding_rows(state: ClusterState, filters: Filters = Filters()) -> list[Find
     for key, f in finding_keys(state):
         if filters.match_finding(f, state):
             out.append(
-                FindingRow(key, f.severity.value, (f.severity.value, f.kind.value, f.subject, f.summary, f.advice))
+                FindingRow(
+                    key,
+                    f.severity.value,
+                    _safe((f.severity.value, f.kind.value, f.subject, f.summary, f.advice)),
+                )
             )
     return out
 
@@ -305,4 +316,4 @@ def job_detail_lines(job: JobView, now: float) -> list[str]:
             f"  {format_duration(now - when) + ' ago' if when else '-':>10}  {h.get('event', '')}"
             f"  {h.get('message', '')}"
         )
-    return lines
+    return [printable(line) for line in lines]

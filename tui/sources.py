@@ -132,19 +132,23 @@ class LocalSource(DataSource):
 
     @classmethod
     def open(
-        cls, simulate: str | Path | None = None, *, clock: Callable[[], float] = time.time, hostname: str | None = None
+        cls,
+        simulate: str | Path | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        hostname: str | None = None,
+        scope: str | None = None,
     ) -> LocalSource:
-        """Open the real NVML, or the simulated one from a machine file.
+        """Open the real NVML, or the simulated one from a machine file (seeing the ranks of the
+        simulated instance ``scope`` and untagged processes, as that instance's agent does).
 
         Raises:
             labgang.agent.nvml.NvmlUnavailable: no NVIDIA driver (the message points at --simulate).
             FileNotFoundError, ValueError: a bad ``simulate`` file.
         """
         from labgang.agent.nvml import open_backend
-        from labgang.agent.nvml.simulated import scope_from_environment
 
-        # Simulated: in the scope this process's LABGANG_SIM_SCOPE names, if any.
-        backend = open_backend(simulate=simulate, scope=scope_from_environment() if simulate is not None else None)
+        backend = open_backend(simulate=simulate, scope=scope if simulate is not None else None)
         desc = f"simulated {Path(simulate).name}" if simulate is not None else "local NVML"
         return cls(backend, description=desc, clock=clock, hostname=hostname)
 
@@ -247,13 +251,27 @@ class CoordinatorSource(DataSource):
         return cls(client, description=str(client.socket_path))
 
     async def fetch(self) -> ClusterSnapshot:
-        nodes, jobs, queues = await asyncio.gather(
-            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues()
+        nodes, jobs, queues, pitfalls = await asyncio.gather(
+            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues(), self._pitfalls()
         )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
         return await asyncio.to_thread(
-            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}
+            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}, pitfalls
         )
+
+    async def _pitfalls(self) -> dict[str, Any] | None:
+        """The coordinator's findings (``GET /v1/pitfalls``); None from one too old to have them."""
+        pitfalls = getattr(self.client, "pitfalls", None)
+        if pitfalls is None:
+            return None
+        from labgang.launcher.cli.client import ApiError
+
+        try:
+            return dict(await pitfalls())
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def cancel(self, job_id: str) -> JobView:
         return JobView.from_api(await self.client.cancel(job_id))
@@ -270,11 +288,22 @@ class CoordinatorSource(DataSource):
 def open_source(
     *, local: bool = False, simulate: str | Path | None = None, state_dir: str | Path | None = None
 ) -> DataSource:
-    """The factory the CLI uses: local NVML (``--local`` or ``--simulate``) or the coordinator.
+    """The factory the CLI uses: local NVML (``--local`` or ``--simulate``, scoped to the instance at
+    ``state_dir``: see :func:`local_scope`) or the coordinator.
 
     Raises:
         labgang.agent.nvml.NvmlUnavailable: local mode without a driver and without ``simulate``.
     """
     if local or simulate is not None:
-        return LocalSource.open(simulate)
+        return LocalSource.open(simulate, scope=local_scope(state_dir) if simulate is not None else None)
     return CoordinatorSource.for_state_dir(state_dir)
+
+
+def local_scope(state_dir: str | Path | None) -> str:
+    """The simulated-NVML scope of the ``labgang up`` instance at ``state_dir`` (default: the usual
+    state dir), so ``--simulate`` views count that instance's ranks as its own and leave out
+    the ranks of other simulated instances on this host (agent/nvml/simulated.py, "Scopes")."""
+    from labgang.agent import paths
+    from labgang.agent.service import simulation_scope
+
+    return simulation_scope(paths.resolve_state_dir(state_dir))

@@ -166,7 +166,17 @@ class StateBuilder:
         self.mode, self.source, self.user = mode, source, user
 
     def build(self, snapshot: ClusterSnapshot) -> ClusterState:
-        """Observe ``snapshot`` in the history and compute every finding."""
+        """Observe ``snapshot`` in the history and compute every finding; a snapshot that carries the
+        coordinator's findings (``snapshot.findings``) shows those, so every view agrees."""
+        if snapshot.findings is not None:
+            return ClusterState(
+                snapshot=snapshot,
+                findings=snapshot.findings,
+                allocation_rate_pct=snapshot.allocation_rate_pct,
+                mode=self.mode,
+                source=self.source,
+                user=self.user,
+            )
         self.tracker.observe(snapshot)
         busy, alloc = self.tracker.allocation_rate()
         return ClusterState(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labgang.agent.nvml import models
+from labgang.agent.nvml.simtopo import SimTopology, topology_from_toml
 
 #: Namespace for UUIDs derived from captures that carry none (stable across loads).
 UUID_NAMESPACE = uuidlib.UUID("5f1a2b3c-4d5e-4f60-8a71-b2c3d4e5f607")
@@ -176,6 +177,8 @@ class SimMachine:
             NO_PERMISSION (an unprivileged container, docs/nvml.md §3.5).
         gpus: the GPUs in index order.
         source: where it was loaded from (file name and format), for messages.
+        topology: GPU links, NUMA nodes and CPUs (None: the topology calls answer
+            NOT_SUPPORTED), see :mod:`labgang.agent.nvml.simtopo`.
     """
 
     hostname: str
@@ -187,6 +190,7 @@ class SimMachine:
     unprivileged: bool = False
     gpus: list[SimGpu] = field(default_factory=list)
     source: str = ""
+    topology: SimTopology | None = None
 
     def __post_init__(self) -> None:
         if not self.nvml_version:
@@ -296,6 +300,9 @@ _GPU_KEYS = {
     "handle_error",
     "errors",
     "serial",
+    "numa_node",
+    "cpu_affinity",
+    "nvswitch_links",
 }
 _MIG_KEYS = {
     "profile",
@@ -348,7 +355,7 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not a valid TOML machine file: {exc}") from None
-    _check_keys(data, {"machine", "gpu"}, f"{source}: top level")
+    _check_keys(data, {"machine", "gpu", "link"}, f"{source}: top level")
     mdata = data.get("machine", {})
     _check_keys(mdata, _MACHINE_KEYS, "machine")
     if "hostname" not in mdata:
@@ -368,6 +375,7 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
         raise ValueError("gpu: must be an array of tables ([[gpu]])")
     for index, g in enumerate(gpus):
         machine.gpus.append(_gpu_from_toml(machine, index, g))
+    machine.topology = topology_from_toml(data.get("link", []), gpus)
     seen: set[str] = set()
     for gpu in machine.gpus:
         for u in [gpu.uuid] + [m.uuid for m in gpu.mig_devices]:

@@ -6,7 +6,8 @@ per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, 
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
-``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``; in MIG mode, for every
+``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of
+:mod:`labgang.agent.nvml.topology`; per GPU pair, its link calls; in MIG mode, for every
 slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop):
 ``GetMigDeviceHandleByIndex``, ``GetUUID``, ``GetName``, ``GetGpuInstanceId``,
 ``GetComputeInstanceId``, ``GetAttributes``, ``GetMemoryInfo``, ``GetComputeRunningProcesses``.
@@ -31,6 +32,7 @@ from labgang.agent.inventory import (
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.nvml.gpm import GpmSampler, GpmTarget, sampler_for
 from labgang.agent.nvml.query import FUNCTION_NOT_FOUND, NOT_SUPPORTED, query
+from labgang.agent.nvml.topology import read_affinity, read_links
 
 MIB = 1024 * 1024
 
@@ -163,6 +165,7 @@ def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[Mi
     uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
     name = _text(query(backend, "nvmlDeviceGetName", handle))
     pci = query(backend, "nvmlDeviceGetPciInfo", handle)
+    numa_node, cpu_affinity = _affinity(backend, handle, uuid, _map(pci, lambda p: _text(p.busId)))
     mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
     current: bool | Unavailable | None
     pending: bool | Unavailable | None
@@ -227,9 +230,48 @@ def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[Mi
         mig_mode_current=current,
         mig_mode_pending=pending,
         processes=procs,
+        numa_node=numa_node,
+        cpu_affinity=cpu_affinity,
         handle=handle,
     )
     return fields, migs, gpm_state
+
+
+_static: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _settled(*values: Any) -> bool:
+    """True when no value is a transient failure (only known facts and "unsupported" are kept)."""
+    return not any(isinstance(v, Unavailable) and v.reason != "unsupported" for v in values)
+
+
+def _affinity(backend: Any, handle: Any, uuid: Any, bus_id: Any) -> tuple[Any, Any]:
+    """A GPU's NUMA node and CPUs, read once per backend and GPU (they do not change while it runs)."""
+    cache = _static.setdefault(backend, {})
+    key = ("affinity", uuid)
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    found = read_affinity(backend, handle, bus_id)
+    if isinstance(uuid, str) and _settled(*found):
+        cache[key] = found
+    return found
+
+
+def _links(backend: Any, opened: list[tuple[int, Any, Any]], raw: list[Any]) -> tuple[Any, ...]:
+    """The GPU pair links, read again only when the set of GPUs or a MIG mode changed (MIG mode
+    turns NVLink queries off) or when the last read hit a transient error."""
+    if len(opened) < 2:
+        return ()
+    cache = _static.setdefault(backend, {})
+    key = ("links", tuple((f["index"], f["uuid"], f["mig_mode_current"]) for f, _, _ in raw if "handle" in f))
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    links = read_links(backend, opened)
+    if _settled(*(v for link in links for v in (link.pcie, link.nvlinks))):
+        for old in [k for k in cache if k[0] == "links"]:
+            del cache[old]
+        cache[key] = links
+    return links
 
 
 def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...]) -> MigDeviceInfo:
@@ -275,6 +317,9 @@ def _read_node(backend: NvmlBackend, hostname: str | None, now: float | None, gp
     sampler = gpm if gpm is not None else sampler_for(backend)
     activity = sampler.measure(backend, targets) if targets else {}
 
+    opened = [(f["index"], f["handle"], f["pci_bus_id"]) for f, _, _ in raw if "handle" in f]
+    links = _links(backend, opened, raw)
+
     gpus = []
     for fields, migs, gpm_state in raw:
         fields = dict(fields)
@@ -291,7 +336,7 @@ def _read_node(backend: NvmlBackend, hostname: str | None, now: float | None, gp
             fields["sm_active_pct"], fields["sm_occupancy_pct"] = sm_active, sm_occ
         fields["mig_devices"] = tuple(migs)
         gpus.append(GpuInfo(**fields))
-    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus))
+    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus), links)
 
 
 def _with_gi_activity(

@@ -28,30 +28,42 @@ Live processes whose environment has ``CUDA_VISIBLE_DEVICES`` naming a simulated
 MIG UUID appear as compute processes on that device (psutil), using the machine's
 ``process_memory_mib`` unless :meth:`SimulatedNvml.hold_memory` says otherwise.
 
+Activity. A device with such processes reports what they do, not the machine file's values:
+its ``utilization.gpu`` (and GPM graphics activity) follows their CPU activity (the busiest
+process, 0..100 %: a rank that computes keeps "kernels" running, one that sleeps leaves the
+device idle), and its GPM SM activity equals that utilization. A process can declare what its
+simulated kernels do through its environment (read from ``/proc/<pid>/environ`` at every scan;
+see docs/simulated-activity.md):
+
+* ``SIM_GPU_UTIL_PCT``: ``utilization.gpu`` in percent, instead of its CPU activity;
+* ``SIM_GPU_SM_ACTIVE_PCT``: GPM SM activity in percent (busy kernels on idle SMs: 100 and 5);
+* ``SIM_GPU_MEMORY_MIB``: the memory NVML shows for it on each of its devices.
+
+A device without live processes keeps the machine file's values.
+
 Scopes. Every simulated instance loading the same machine file has the same UUIDs, so two of
 them on one host (two ``labgang up --simulate`` with different state dirs, a test suite next to
 a user's) would each see the other's ranks as foreign processes on its devices. A backend
 opened with ``scope=S`` therefore skips processes whose environment has
 ``LABGANG_SIM_SCOPE`` (:data:`SCOPE_VARIABLE`) set to anything but ``S``; the agent tags its
 ranks with its scope. Processes without the variable (started by hand) still count, and a
-backend without a scope sees every process, tagged or not. The one-shot readers
-(``labgang nodes --local --simulate``, ``labgang top --local --simulate``) take their scope from
-their own environment's ``LABGANG_SIM_SCOPE`` (:func:`scope_from_environment`), so run inside a
-simulated instance's rank, or with the variable exported, they see what that instance sees.
+backend without a scope sees every process, tagged or not.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import psutil
 import pynvml
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+from labgang.agent.nvml.simtopo import TopologyNvml
 
 if TYPE_CHECKING:
     from labgang.agent.nvml.recorder import ReplayNvml
@@ -61,20 +73,57 @@ NO_INSTANCE = 0xFFFFFFFF
 GPM_MIN_INTERVAL_S = 0.1
 SCOPE_VARIABLE = "LABGANG_SIM_SCOPE"
 """Environment variable naming the simulated instance a process belongs to (see the module docstring)."""
+UTIL_VARIABLE = "SIM_GPU_UTIL_PCT"
+SM_ACTIVE_VARIABLE = "SIM_GPU_SM_ACTIVE_PCT"
+MEMORY_VARIABLE = "SIM_GPU_MEMORY_MIB"
+ACTIVITY_VARIABLES = (UTIL_VARIABLE, SM_ACTIVE_VARIABLE, MEMORY_VARIABLE)
+"""What a process may declare about its simulated kernels (see the module docstring, "Activity")."""
 
 
-def scope_from_environment() -> str | None:
-    """The scope a command-line reader adopts: this process's ``LABGANG_SIM_SCOPE``, or None
-    when it is unset or empty (then every process naming a simulated UUID counts)."""
-    return os.environ.get(SCOPE_VARIABLE) or None
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What a live process declared in its environment (None: not declared, or not a number).
+
+    Attributes:
+        util_pct: ``SIM_GPU_UTIL_PCT``, 0..100.
+        sm_active_pct: ``SIM_GPU_SM_ACTIVE_PCT``, 0..100.
+        memory_mib: ``SIM_GPU_MEMORY_MIB``, >= 0.
+    """
+
+    util_pct: float | None = None
+    sm_active_pct: float | None = None
+    memory_mib: float | None = None
+
+    @classmethod
+    def from_environ(cls, env: dict[str, str]) -> Declared:
+        """Read the three variables; a value that is not a finite number in range is ignored."""
+
+        def number(name: str, high: float) -> float | None:
+            try:
+                value = float(env[name])
+            except (KeyError, ValueError):
+                return None
+            return value if math.isfinite(value) and 0.0 <= value <= high else None
+
+        return cls(number(UTIL_VARIABLE, 100.0), number(SM_ACTIVE_VARIABLE, 100.0), number(MEMORY_VARIABLE, 1e9))
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a device's live processes do, in percent: ``utilization.gpu`` and GPM SM activity."""
+
+    util_pct: float
+    sm_active_pct: float
 
 
 _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(range(40, 48)) | {50, 51, 60, 61}
 
 
-def _visible_devices_and_scope(proc: psutil.Process) -> tuple[tuple[tuple[str, ...], str | None], bool]:
-    """``((CUDA_VISIBLE_DEVICES entries, lower case), LABGANG_SIM_SCOPE or None)`` of a process,
-    and whether that answer is final for this process (worth caching).
+def _visible_devices_and_scope(
+    proc: psutil.Process,
+) -> tuple[tuple[tuple[str, ...], str | None, Declared], bool]:
+    """``((CUDA_VISIBLE_DEVICES entries, lower case), LABGANG_SIM_SCOPE or None, what it declares)``
+    of a process, and whether that answer is final for this process (worth caching).
 
     An empty environment is not final: a process that is still inside ``execve`` (its parent
     already returned from ``Popen``/``posix_spawn``) shows an empty ``/proc/PID/environ`` for a
@@ -84,12 +133,12 @@ def _visible_devices_and_scope(proc: psutil.Process) -> tuple[tuple[tuple[str, .
     try:
         env = proc.environ()
     except psutil.AccessDenied:
-        return ((), None), True
+        return ((), None, Declared()), True
     except (psutil.Error, OSError):
-        return ((), None), False
+        return ((), None, Declared()), False
     cvd = env.get("CUDA_VISIBLE_DEVICES", "")
     entries = tuple(x.strip().lower() for x in cvd.split(",") if x.strip())
-    return (entries, env.get(SCOPE_VARIABLE)), bool(env)
+    return (entries, env.get(SCOPE_VARIABLE), Declared.from_environ(env)), bool(env)
 
 
 class SimHandle:
@@ -125,8 +174,8 @@ class VirtualClock:
         self.now += max(0.0, seconds)
 
 
-class SimulatedNvml:
-    """A simulated NVML with pynvml's API over a :class:`SimMachine`.
+class SimulatedNvml(TopologyNvml):
+    """A simulated NVML with pynvml's API over a :class:`SimMachine` (topology calls: :class:`TopologyNvml`).
 
     Args:
         machine: the machine to serve.
@@ -168,8 +217,13 @@ class SimulatedNvml:
         self._generation = {gpu.index: 0 for gpu in machine.gpus}
         self._scan = scan_processes
         self._live: dict[str, list[int]] | None = None
-        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None)
-        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None]] = {}
+        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None, declared activity)
+        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None, Declared]] = {}
+        # (pid, create time) -> (CPU seconds, wall time) at the previous scan, for CPU activity
+        self._cpu_seen: dict[tuple[int, float], tuple[float, float]] = {}
+        self._declared: dict[int, Declared] = {}  # pid -> what it declared (this scan)
+        self._cpu_pct: dict[int, float] = {}  # pid -> CPU activity since the previous scan (this scan)
+        self._pinned: set[str] = set()  # devices whose readings set_utilization fixed (lower-case UUIDs)
         if virtual_time:
             clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
@@ -237,10 +291,13 @@ class SimulatedNvml:
     ) -> None:
         """Set a device's readings (percent); on a MIG device they apply to its GPU instance.
 
+        Set readings win over what the device's live processes do (see "Activity" in the module docstring).
+
         Raises:
             ValueError: ``uuid`` is not a simulated device.
         """
         gpu, mig = self._device_by_uuid(uuid)
+        self._pinned.add(uuid.lower())
         if mig is None:
             if gpu_pct is not None:
                 gpu.utilization_gpu_pct.set(gpu_pct)
@@ -495,6 +552,9 @@ class SimulatedNvml:
         g, m = gpu.utilization_gpu_pct.next(), gpu.utilization_memory_pct.next()
         if g is None or m is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        live = self.labgang_activity(gpu.uuid)
+        if live is not None:
+            g = live.util_pct
         util = pynvml.c_nvmlUtilization_t()
         util.gpu, util.memory = int(g), int(m)
         return util
@@ -727,7 +787,8 @@ class SimulatedNvml:
             if (mig is None and p.gi_id is None) or (mig is not None and (p.gi_id, p.ci_id) == (mig.gi_id, mig.ci_id)):
                 out[p.pid] = None if p.used_memory_mib is None else int(p.used_memory_mib * MIB)
         for pid in self._live_processes().get(uuid.lower(), []):
-            out[pid] = int(self.machine.process_memory_mib * MIB)
+            declared = self._declared.get(pid, Declared()).memory_mib
+            out[pid] = int((self.machine.process_memory_mib if declared is None else declared) * MIB)
         for (held_uuid, pid), used in self._held.items():
             if held_uuid.lower() == uuid.lower():
                 out[pid] = used
@@ -743,6 +804,7 @@ class SimulatedNvml:
         if self._live is not None:
             return self._live
         live: dict[str, list[int]] = {}
+        self._declared, self._cpu_pct = {}, {}
         if self._scan:
             known = self._uuid_aliases()
             seen: set[tuple[int, float]] = set()
@@ -754,17 +816,70 @@ class SimulatedNvml:
                     cached, final = _visible_devices_and_scope(proc)
                     if final:
                         self._env_cache[key] = cached
-                entries, scope = cached
+                entries, scope, declared = cached
                 if self._scope is not None and scope is not None and scope != self._scope:
                     continue  # a rank of another simulated instance on this host
+                bound = False
                 for entry in entries:
                     target = known.get(entry)
                     if target is not None:
                         live.setdefault(target, []).append(key[0])
+                        bound = True
+                if bound:
+                    # Read again on every scan: a process that re-executed itself with its declaration
+                    # (examples/*.py) keeps its pid and start time, so the cache may hold the old environment.
+                    try:
+                        declared = Declared.from_environ(proc.environ())
+                    except (psutil.Error, OSError):
+                        pass
+                    self._declared[key[0]] = declared
+                    self._cpu_pct[key[0]] = self._cpu_activity(proc, key)
             for stale in [k for k in self._env_cache if k not in seen]:
                 del self._env_cache[stale]
+            for stale in [k for k in self._cpu_seen if k not in seen]:
+                del self._cpu_seen[stale]
         self._live = live
         return live
+
+    def _cpu_activity(self, proc: Any, key: tuple[int, float]) -> float:
+        """The process's CPU activity in percent of one core (0..100) since the previous scan, or
+        since it started when this scan is the first to see it; 0 when psutil cannot tell."""
+        try:
+            times = proc.cpu_times()
+        except (psutil.Error, OSError):
+            return 0.0
+        cpu_s, now = float(times.user + times.system), time.time()
+        before = self._cpu_seen.get(key)
+        self._cpu_seen[key] = (cpu_s, now)
+        if before is None:
+            cpu_before, since = 0.0, key[1] or now
+        else:
+            cpu_before, since = before
+        wall = now - since
+        if wall <= 0.0:
+            return 0.0
+        return max(0.0, min(100.0, 100.0 * (cpu_s - cpu_before) / wall))
+
+    def labgang_activity(self, uuid: str) -> Activity | None:
+        """What the live processes on device ``uuid`` do (see the module docstring, "Activity"), or None
+        when it has none (then the machine file's values apply).
+
+        ``utilization.gpu`` is the busiest process's: its declared ``SIM_GPU_UTIL_PCT``, else its CPU
+        activity; SM activity the busiest declared ``SIM_GPU_SM_ACTIVE_PCT``, else that utilization.
+        None also for a device whose readings :meth:`set_utilization` fixed.
+        """
+        pids = self._live_processes().get(uuid.lower())
+        if not pids or uuid.lower() in self._pinned:
+            return None
+        util = sm = 0.0
+        sm_declared: float | None = None
+        for pid in pids:
+            declared = self._declared.get(pid, Declared())
+            util = max(util, declared.util_pct if declared.util_pct is not None else self._cpu_pct.get(pid, 0.0))
+            if declared.sm_active_pct is not None:
+                sm_declared = max(sm_declared or 0.0, declared.sm_active_pct)
+        sm = util if sm_declared is None else sm_declared
+        return Activity(round(util, 1), round(sm, 1))
 
     def _uuid_aliases(self) -> dict[str, str]:
         aliases: dict[str, str] = {}
@@ -811,6 +926,9 @@ class SimulatedNvml:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         util = gpu.utilization_gpu_pct.peek()
         values = (float(util or 0.0), float(gpu.sm_active_pct.next() or 0.0), float(gpu.sm_occupancy_pct.next() or 0.0))
+        live = self.labgang_activity(gpu.uuid)
+        if live is not None:
+            values = (live.util_pct, live.sm_active_pct, min(values[2], live.sm_active_pct))
         self._samples[self._address(sample)] = (("gpu", gpu.index), self.labgang_clock(), values)
         return sample
 
@@ -824,6 +942,10 @@ class SimulatedNvml:
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         first = members[0]
         values = (0.0, float(first.sm_active_pct.next() or 0.0), float(first.sm_occupancy_pct.next() or 0.0))
+        readings = [a for m in members if (a := self.labgang_activity(m.uuid)) is not None]
+        if readings:
+            sm = max(a.sm_active_pct for a in readings)
+            values = (0.0, sm, min(values[2], sm))
         self._samples[self._address(sample)] = (("gi", gpu.index, int(gpu_instance_id)), self.labgang_clock(), values)
         return sample
 
@@ -881,4 +1003,4 @@ def _export_pynvml_names() -> None:
 
 _export_pynvml_names()
 
-__all__ = ["SCOPE_VARIABLE", "SimHandle", "SimulatedNvml", "VirtualClock", "scope_from_environment"]
+__all__ = ["SCOPE_VARIABLE", "SimHandle", "SimulatedNvml", "VirtualClock"]

@@ -34,7 +34,9 @@ from labgang.agent.nvml.machine import (
 )
 
 LIST_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
-LIST_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+# MIG lines are indented under their GPU; copies pasted from NVIDIA's documentation often lost the indent.
+LIST_MIG = re.compile(r"^\s*MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+LIST_ALLOWED = "'GPU N: NAME (UUID: GPU-...)' or, under a GPU, 'MIG PROFILE Device N: (UUID: MIG-...)'"
 LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 NVSMI_LOG = "==============NVSMI LOG=============="
 
@@ -514,6 +516,27 @@ def capture_from_list(lines: list[str]) -> Capture:
             g.migs.append(rec)
             g.mig_current = True
     return cap
+
+
+def listing_problem(text: str) -> str | None:
+    """The first line of a whole ``nvidia-smi -L`` file that is not a listing line, or None.
+
+    Blank lines are fine; a MIG line before any GPU line is not (it has no GPU to belong to).
+
+    Returns:
+        ``line 7: 'Some text' is not an nvidia-smi -L line; allowed: ...`` or None.
+    """
+    seen_gpu = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if LIST_GPU.match(line):
+            seen_gpu = True
+            continue
+        if seen_gpu and LIST_MIG.match(line):
+            continue
+        return f"line {number}: {line.strip()[:120]!r} is not an nvidia-smi -L line; allowed: {LIST_ALLOWED}"
+    return None
 
 
 def list_lines(text: str) -> list[str]:

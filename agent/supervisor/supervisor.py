@@ -370,6 +370,7 @@ class Supervisor:
                 "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
                 "log_max_bytes": self._log_max_bytes,
                 "log_header": header,
+                "cpus": list(spec.cpus) if spec.cpus is not None else None,
             },
         )
         rec = _Rank(spec=spec, dir=rank_dir)

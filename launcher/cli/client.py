@@ -373,6 +373,11 @@ class Client:
         """``GET /v1/version``."""
         return self._json("GET", "/v1/version")
 
+    def pitfalls(self, job_id: str | None = None) -> dict[str, Any]:
+        """``GET /v1/pitfalls``: the coordinator's current findings (of one job with ``job_id``),
+        its allocation rate and the thresholds it applies."""
+        return self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
+
 
 class AsyncClient:
     """The same API as :class:`Client` for asyncio callers, on aiohttp's ``UnixConnector``.
@@ -473,6 +478,10 @@ class AsyncClient:
     async def nodes(self) -> list[dict[str, Any]]:
         """See :meth:`Client.nodes`."""
         return (await self._json("GET", "/v1/nodes"))["nodes"]
+
+    async def pitfalls(self, job_id: str | None = None) -> dict[str, Any]:
+        """See :meth:`Client.pitfalls`."""
+        return await self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
 
     async def version(self) -> dict[str, Any]:
         """See :meth:`Client.version`."""

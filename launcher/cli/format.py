@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import click
+from labgang.launcher.text import printable
 
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -38,15 +39,15 @@ def parse_duration(text: str) -> float:
     total = 0.0
     last_scale = float("inf")
     if not raw:
-        raise ValueError(f"empty duration; use {DURATION_HELP}")
+        raise ValueError(f"empty duration; allowed: {DURATION_HELP}")
     while pos < len(raw):
         match = _DURATION_PART.match(raw, pos)
         if match is None:
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+            raise ValueError(f"{text!r} is not a duration; allowed: {DURATION_HELP}")
         scale = _UNIT_SECONDS[match.group(2)]
         bare = match.group(2) == ""
         if scale >= last_scale or (bare and pos > 0) or (bare and match.end() < len(raw)):
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
+            raise ValueError(f"{text!r} is not a duration; allowed: {DURATION_HELP}")
         total += float(match.group(1)) * scale
         last_scale = scale
         pos = match.end()
@@ -145,12 +146,14 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
     Args:
         headers: column titles.
-        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed.
+        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed and
+            control characters in them escaped (:func:`labgang.launcher.text.printable`), so
+            a job name with a newline or an ANSI escape stays in its cell.
 
     Returns:
         The table as lines joined with newlines (no trailing newline).
     """
-    text_rows = [[str(c) for c in row] for row in rows]
+    text_rows = [[printable(str(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         if len(row) != len(headers):
@@ -252,7 +255,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
-        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)"),
+        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
         ("Admitted", _age(job.get("admit_time"), now)),
@@ -264,8 +267,11 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     ]
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
+    for r in job.get("ranks") or []:
+        if r.get("start_error"):
+            fields.append(("Error", f"rank {r.get('rank')}: {r['start_error']} (exit status {r.get('exit_status')})"))
     label_width = max(len(k) for k, _ in fields) + 1
-    out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
+    out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
         out += [
@@ -285,6 +291,18 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                 ],
             ),
         ]
+    pitfalls = job.get("pitfalls") or []
+    if pitfalls:
+        out += [
+            "",
+            render_table(
+                ("PITFALL", "SEVERITY", "WHERE", "WHAT", "ADVICE"),
+                [
+                    (f.get("kind"), f.get("severity"), f.get("subject"), f.get("summary"), f.get("advice"))
+                    for f in pitfalls
+                ],
+            ),
+        ]
     history = job.get("history") or []
     if history:
         out += [
@@ -295,6 +313,17 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _elastic(job: Mapping[str, Any]) -> str:
+    """``"; started with 6 of 8 (min 4)"`` for an elastic gang that started, ``"; min 4"`` before."""
+    low = job.get("min_workers")
+    if low is None:
+        return ""
+    started = job.get("started_workers")
+    if started is None:
+        return f"; elastic, min {low}"
+    return f"; started with {started} of {job.get('workers')} (min {low})"
 
 
 def _age(t: float | None, now: float) -> str:

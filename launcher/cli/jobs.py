@@ -9,17 +9,20 @@ the job's own status.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import click
 from labgang.launcher.cli.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
@@ -28,7 +31,8 @@ from labgang.launcher.cli.format import (
     queue_table,
     to_json,
 )
-from labgang.launcher.model import MIG_PREFIX, MIG_PROFILE_RE
+from labgang.launcher.model import CPU_BIND, MIG_PREFIX, MIG_PROFILE_RE, TOPOLOGY_LEVELS
+from labgang.launcher.text import control_characters
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -40,6 +44,9 @@ FIELD_FLAGS: dict[str, str] = {
     "priority": "-p/--priority",
     "nodes": "--nodes",
     "gpu_model": "--gpu-model",
+    "topology": "--topology",
+    "min_workers": "--min-workers",
+    "cpu_bind": "--cpu-bind",
     "grace_s": "--grace",
     "time_limit_s": "--time",
     "requeue": "--no-requeue",
@@ -76,20 +83,6 @@ POLL_S = 0.2
 # Once a job has ended, how many polls to wait for its logs to report complete.
 LOG_SETTLE_POLLS = 10
 EXIT_INTERRUPTED = 130
-
-
-class CommandFailed(click.ClickException):
-    """One line on stderr (``labgang <command>: <message>``) and an exit status."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar yet reads it per instance
-        # click shows the error after the command's context has closed: name the command now.
-        ctx = click.get_current_context(silent=True)
-        self.prefix = f"labgang {ctx.info_name}: " if ctx is not None else "labgang: "
-
-    def show(self, file: Any = None) -> None:
-        click.echo(self.prefix + self.format_message(), err=True)
 
 
 # Body fields in seconds, set by duration flags: their errors say how to write a duration.
@@ -208,6 +201,27 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100.",
         ),
         click.option(
+            "--min-workers",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Elastic gang: start with as many ranks as can be placed now, never fewer than this "
+            "(WORLD_SIZE is the size it got); it never grows and never preempts to grow.",
+        ),
+        click.option(
+            "--topology",
+            type=click.Choice(TOPOLOGY_LEVELS),
+            default=None,
+            help="Require the whole gang's GPUs this close, on one node: nvlink (every pair joined by "
+            "NVLink), pcie-switch, numa (one NUMA node) or node. Without it the closest free GPUs are "
+            "preferred, not required.",
+        ),
+        click.option(
+            "--cpu-bind",
+            type=click.Choice(CPU_BIND),
+            default=None,
+            help="numa (default): pin each rank to the CPUs of its GPUs' NUMA node(s); none: do not pin.",
+        ),
+        click.option(
             "--grace",
             type=DURATION,
             default=None,
@@ -251,6 +265,9 @@ def build_submission(
     priority: str | None = None,
     nodes: int | None = None,
     gpu_model: str | None = None,
+    topology: str | None = None,
+    cpu_bind: str | None = None,
+    min_workers: int | None = None,
     grace: float | None = None,
     time_limit: float | None = None,
     name: str | None = None,
@@ -271,7 +288,7 @@ def build_submission(
         workers: ranks in the gang (>= 1).
         gpus_per_worker: full GPUs per rank (>= 1); None means 1, or MIG with ``mig``.
         mig: a MIG profile such as ``"1g.10gb"`` (``"mig-1g.10gb"`` accepted).
-        queue, priority, nodes, gpu_model: as the flags.
+        queue, priority, nodes, gpu_model, topology, cpu_bind, min_workers: as the flags.
         name: the job name; None lets the coordinator derive it from ``argv``.
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
@@ -292,11 +309,19 @@ def build_submission(
         profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
         if not MIG_PROFILE_RE.match(profile):
             raise click.UsageError(
-                f"--mig: {mig!r} is not a MIG profile; use the name nvidia-smi shows, e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
+                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, "
+                "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
             )
         mig = profile
     if name is not None and not name.strip():
         raise click.UsageError("--name: must not be empty")
+    if name is not None and control_characters(name):
+        raise click.UsageError(
+            f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
+            "allowed: printable characters"
+        )
+    if queue is not None and not queue.strip():
+        raise click.UsageError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -316,6 +341,9 @@ def build_submission(
         "priority": _priority_value(priority),
         "nodes": nodes,
         "gpu_model": gpu_model,
+        "topology": topology,
+        "cpu_bind": cpu_bind,
+        "min_workers": min_workers,
         "grace_s": grace,
         "time_limit_s": time_limit,
         "signal": signal_spec,
@@ -439,6 +467,9 @@ class JobFollower:
         """Poll until the job has ended and its logs are complete; return the final JobView."""
         while True:
             job = self.client.job(self.job_id)
+            started = job.get("started_workers")
+            if started is not None and any(r >= started for r in self.ranks):
+                self.ranks = tuple(r for r in self.ranks if r < started)  # an elastic gang started smaller
             finished = job["state"] in FINISHED_STATES
             if not finished:
                 self._report(job)
@@ -546,7 +577,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
 
     While it waits, the pending reason is printed to stderr. Ctrl-C cancels the job
     (its ranks get SIGTERM, then SIGKILL after the grace period) and keeps printing
-    until it has stopped; a second Ctrl-C stops waiting.
+    until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
+    terminal, a batch system stopping this command) cancel the job the same way, and
+    the exit status is then 128 + the signal's number (143 for SIGTERM).
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
@@ -556,31 +589,59 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
         follower = JobFollower(client, job_id, ranks, _stdout_bytes(), sys.stderr)
-        interrupted = False
-        while True:
-            try:
-                final = follower.follow()
-                break
-            except CoordinatorUnavailable:
-                # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
-                # is requeued or still recorded, and the next start shows what became of it.
-                _fail(
-                    f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                    "once it is back (jobs stopped by a shutdown run again at the next start)",
-                    1,
-                )
-            except KeyboardInterrupt:
-                client.close()  # a request may have been cut in half
-                if interrupted:
+        stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
+        code = EXIT_INTERRUPTED
+        with _stop_signals_interrupt():
+            while True:
+                try:
+                    final = follower.follow()
+                    break
+                except CoordinatorUnavailable:
+                    # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
+                    # is requeued or still recorded, and the next start shows what became of it.
                     _fail(
-                        f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)",
-                        EXIT_INTERRUPTED,
+                        f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                        "once it is back (jobs stopped by a shutdown run again at the next start)",
+                        1,
                     )
-                interrupted = True
-                click.echo(f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)", err=True)
-                client.cancel(job_id)
-    code = EXIT_INTERRUPTED if interrupted else exit_status_of(final)
-    sys.exit(code)
+                except KeyboardInterrupt as exc:
+                    client.close()  # a request may have been cut in half
+                    what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                    if stopped_by is not None:
+                        _fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code)
+                    stopped_by = what
+                    code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                    if what == "Ctrl-C":
+                        note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
+                    else:
+                        note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
+                    click.echo(note, err=True)
+                    client.cancel(job_id)
+    sys.exit(code if stopped_by is not None else exit_status_of(final))
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
+
+    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
+    """
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
+    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
+    leaving the job behind."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise StopSignal(signal.Signals(signum).name, 128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _stdout_bytes() -> Any:
@@ -643,7 +704,7 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace."""
     failures: list[CommandFailed] = []
     with Client.for_state_dir(state_dir) as client:
-        for job_id in job_ids:
+        for job_id in dict.fromkeys(job_ids):  # `cancel 17 17` cancels and reports job 17 once
             try:
                 before = client.job(job_id)
                 job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
@@ -747,7 +808,49 @@ def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
     """Show one job: its request, state, ranks with their devices, and its history with reasons."""
     with Client.for_state_dir(state_dir) as client:
         job = client.job(job_id)
+        add_start_errors(client, job)
+        add_pitfalls(client, job)
     click.echo(to_json({"job": job}) if as_json else job_detail(job, time.time()))
+
+
+def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
+    """Set ``pitfalls`` on ``job``: the coordinator's current pitfall findings about it
+    (``GET /v1/pitfalls?job=ID``, the same ones `labgang top` and /metrics show); left unset
+    when the coordinator is too old to have them."""
+    try:
+        job["pitfalls"] = client.pitfalls(str(job["id"])).get("findings", [])
+    except ApiError as err:
+        if err.status != 404:
+            raise
+
+
+# The exit statuses a rank gets when its command could not be executed (as a shell gives them),
+# and the line the rank's small parent then writes first in the rank's log (agent/supervisor/shim.py).
+START_FAILURE_STATUSES = frozenset({126, 127})
+START_FAILURE_PREFIX = b"[labgang] cannot start "
+
+
+def add_start_errors(client: Client, job: dict[str, Any]) -> None:
+    """Set ``start_error`` on each rank of ``job`` whose command could not be executed.
+
+    Such a rank exits 127 (no such file) or 126 (not executable) and its log holds only the reason;
+    ``show`` reads that first line so the user sees it without `logs`.
+
+    Args:
+        client: the coordinator client.
+        job: a JobView dict; its ``ranks`` entries gain ``start_error`` (``"cannot start 'x': No such
+            file or directory"``).
+    """
+    for rank in job.get("ranks") or []:
+        if rank.get("exit_status") not in START_FAILURE_STATUSES or not isinstance(rank.get("rank"), int):
+            continue
+        try:
+            head = client.logs(str(job["id"]), rank=rank["rank"], offset=0).data[:4096]
+        except ApiError:
+            continue
+        if head.startswith(START_FAILURE_PREFIX):
+            line = head.split(b"\n", 1)[0].removeprefix(b"[labgang] ")
+            rank["start_error"] = line.decode(errors="replace")
 
 
 @click.command()

@@ -12,9 +12,11 @@ Exit statuses everywhere: 0 success, 1 the job failed or the request was refused
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 from labgang.agent import labgang_version
+from labgang.launcher.cli.errors import one_line
 
 # name -> "module:attribute", relative to the labgang namespace.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,13 +33,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
     "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
     "config": ("launcher.cli.config:config", "Check configuration files."),
+    "export": ("launcher.export.cli:export", "Export the queue policy as Kueue objects or Slurm configuration."),
     "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
     "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
 }
 
 
 class LazyGroup(click.Group):
-    """A click group that imports each subcommand's module on first use."""
+    """A click group that imports each subcommand's module on first use.
+
+    Usage errors anywhere below it print as one line (:mod:`labgang.launcher.cli.errors`).
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name)) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise one_line(exc, ctx) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

@@ -133,21 +133,17 @@ def _cuda(version: Any) -> str:
     return "n/a"
 
 
-def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
-    """Read this node once (real NVML, or the simulated/recorded file), recording if asked.
-
-    A simulated file is read in the scope named by ``LABGANG_SIM_SCOPE``, if set (see
-    :func:`labgang.agent.nvml.simulated.scope_from_environment`).
+def read_local(simulate: Path | None, record: Path | None, scope: str | None = None) -> NodeInventory:
+    """Read this node once (real NVML, or the simulated/recorded file), recording if asked; a
+    simulated machine shows the processes of instance ``scope`` and untagged ones.
 
     Raises:
         NvmlUnavailable: no NVIDIA driver and no ``simulate``.
         ValueError, FileNotFoundError: a bad ``simulate`` file.
     """
     from labgang.agent.inventory import read_inventory
-    from labgang.agent.nvml.simulated import scope_from_environment
 
-    scope = scope_from_environment() if simulate is not None else None
-    backend = open_backend(simulate=simulate, record=record, scope=scope)
+    backend = open_backend(simulate=simulate, record=record, scope=scope if simulate is not None else None)
     try:
         return read_inventory(backend)
     finally:
@@ -160,7 +156,7 @@ def _fail(message: str, status: int) -> None:
     sys.exit(status)
 
 
-def _cluster(state_dir: Path | None, as_json: bool) -> None:
+def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
     try:
         from labgang.launcher.cli.client import Client, ClientError
     except ImportError:  # pragma: no cover - the client ships with labgang
@@ -170,6 +166,16 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
             nodes = client.nodes()
     except ClientError as exc:
         _fail(str(exc), 1)
+        return
+    if topology:
+        from labgang.launcher.cli.topology_view import topology_dict, topology_table
+
+        invs = [(n.get("name"), NodeInventory.from_dict(n["inventory"])) for n in nodes if n.get("inventory")]
+        if as_json:
+            click.echo(to_json({"nodes": [topology_dict(inv, name) for name, inv in invs]}))
+        else:
+            text = "\n\n".join(topology_table(inv, name) for name, inv in invs)
+            click.echo(text or "no node has reported its GPUs yet")
         return
     if as_json:
         click.echo(to_json({"nodes": nodes}))
@@ -213,12 +219,20 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
     help="Print JSON (units in field names; unavailable = null plus <field>_unavailable).",
 )
 @click.option(
+    "--topology",
+    is_flag=True,
+    help="Print the GPU link matrix (NVLinks, PCIe level, CPUs, NUMA node) like nvidia-smi topo -m.",
+)
+@click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="LABGANG_STATE_DIR",
-    help="Coordinator state directory (cluster mode).",
+    help="Coordinator state directory (cluster mode); with --local --simulate, whose simulated ranks count "
+    "as this machine's (those of other simulated instances do not).",
 )
-def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool, state_dir: Path | None) -> None:
+def nodes(
+    local: bool, simulate: Path | None, record: Path | None, as_json: bool, topology: bool, state_dir: Path | None
+) -> None:
     """List GPUs and MIG devices with memory, utilisation, SM activity, temperature, power and processes.
 
     \b
@@ -226,14 +240,17 @@ def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool
     labgang nodes --local --simulate config/sim/h100x8.toml
     labgang nodes --local --record capture.json   (then --simulate capture.json)
     labgang nodes                              every node, from the coordinator
+    labgang nodes --local --topology           GPU links, CPUs and NUMA nodes (add --json)
     """
     if not local:
         if simulate or record:
             raise click.UsageError("--simulate and --record read this machine: add --local")
-        _cluster(state_dir, as_json)
+        _cluster(state_dir, as_json, topology)
         return
     try:
-        inventory = read_local(simulate, record)
+        from labgang.tui.sources import local_scope
+
+        inventory = read_local(simulate, record, local_scope(state_dir) if simulate is not None else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
         return
@@ -243,7 +260,11 @@ def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool
     except ValueError as exc:
         _fail(f"--simulate: {exc}", 2)
         return
-    if as_json:
+    if topology:
+        from labgang.launcher.cli.topology_view import topology_dict, topology_table
+
+        click.echo(to_json(topology_dict(inventory)) if as_json else topology_table(inventory))
+    elif as_json:
         click.echo(to_json(inventory.to_dict()))
     else:
         click.echo(inventory_table(inventory))

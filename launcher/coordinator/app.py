@@ -24,9 +24,11 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
+from labgang.agent.token import parse_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.metrics import METRICS, add_metrics_routes
@@ -43,7 +45,8 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, or empty.
+        TokenError: the file is readable by group or others, or not a token
+            (:func:`labgang.agent.token.token_problem`).
         OSError: it cannot be read or created.
     """
     p = Path(path)
@@ -55,10 +58,10 @@ def load_token(path: str | Path, *, create: bool = True) -> str:
     mode = p.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise TokenError(f"{p}: the cluster token file is empty")
-    return token
+    try:
+        return parse_token(p.read_bytes())
+    except ValueError as exc:
+        raise TokenError(f"{p}: the cluster token {exc}") from None
 
 
 def create_app(
@@ -183,6 +186,7 @@ async def serve(
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
+    add_pitfall_watch(app)  # one pitfall history for /v1/pitfalls, /metrics, top and show
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
     runner = web.AppRunner(

@@ -66,6 +66,7 @@ class Coordinator:
         # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None
+        self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
 
@@ -272,8 +273,9 @@ class Coordinator:
         """
         job = self.get_job(job_id)
         self._check_owner(caller, job, "read its logs")
-        if rank < 0 or rank >= job.spec.workers:
-            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(job.spec.workers)))
+        size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
+        if rank < 0 or rank >= size:
+            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
         if offset < 0:
             raise BadRequest("offset must be >= 0", field="offset")
         record = job.ranks.get(rank)

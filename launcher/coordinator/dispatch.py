@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from labgang.agent.inventory import NodeInventory
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.requests import parse_signal
+from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobRecord
 
@@ -23,8 +25,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.dispatch")
 
 
-def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
+def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = None) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
+
+    With ``cpu_bind`` "numa" and the node's ``inventory``, each rank gets ``cpus``: the CPUs of
+    its GPUs' NUMA node(s) (:func:`~labgang.launcher.coordinator.topology.rank_cpus`).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
     rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
@@ -42,7 +47,7 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "job_id": job.run_id,
             "rank": r.rank,
             "local_rank": i,
-            "world_size": job.spec.workers,
+            "world_size": len(job.ranks),  # an elastic gang: the size it started with
             "local_world_size": len(mine),
             "node_rank": nodes.index(node),
             "master_addr": job.status.master_addr or "127.0.0.1",
@@ -58,9 +63,17 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "warn_signal": warn_signal,
             "warn_before": warn_before,
             "user_job_id": job.id,
+            **_cpus(job, inventory, r.devices),
         }
         for i, r in enumerate(mine)
     ]
+
+
+def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> dict[str, Any]:
+    if job.spec.cpu_bind == "none":
+        return {}
+    cpus = rank_cpus(inventory, devices)
+    return {} if cpus is None else {"cpus": cpus}
 
 
 async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
@@ -98,7 +111,8 @@ async def launch_on_node(coord: Coordinator, job: JobRecord, node: str, run_id: 
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
     before = job.status.state
-    specs = launch_specs(job, node)
+    conn = coord.agents.get(node)
+    specs = launch_specs(job, node, conn.inventory if conn is not None else None)
     for r in job.ranks.values():
         if r.node == node and r.state == "assigned":
             r.state = "launching"

@@ -140,6 +140,16 @@ async def get_version(
     )
 
 
+async def list_pitfalls(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/pitfalls[?job=ID]``: the pitfall watch's current findings, allocation rate and thresholds."""
+    watch = coord.pitfalls
+    if watch is None:
+        return Reply(200, {"findings": [], "allocation_rate_pct": None, "sampled_at": None, "thresholds": {}})
+    return Reply(200, watch.view(query.get("job") or None))
+
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/jobs", "submit", submit, writes=True),
     Route("GET", "/v1/jobs", "list_jobs", list_jobs),
@@ -149,6 +159,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),
+    Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls),
 )
 
 

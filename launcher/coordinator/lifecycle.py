@@ -97,6 +97,7 @@ def apply_rank_event(coord: Coordinator, node: str, event: dict[str, Any]) -> No
     elif kind == "exited":
         changed = _set_rank(coord, job, rank, "exited", exit_status=status)
         if changed:
+            _mark_running(coord, job)
             coord.event(job, "rank-exited", f"rank {rank_no} on {node} exited with status {status}")
     else:
         changed = _set_rank(coord, job, rank, "gone", exit_status=status)
@@ -120,6 +121,7 @@ def apply_rank_status(coord: Coordinator, node: str, status: dict[str, Any]) -> 
     else:  # main process exited (releasing, or stopping leftovers)
         changed = _set_rank(coord, job, rank, "exited", pid=pid, exit_status=exit_status)
         if changed:
+            _mark_running(coord, job)
             coord.event(job, "rank-exited", f"rank {rank.rank} on {node} exited with status {exit_status}")
     if changed:
         evaluate(coord, job)
@@ -132,17 +134,29 @@ def update_pids(coord: Coordinator, conn: AgentConn, ranks: list[dict[str, Any]]
         apply_rank_status(coord, conn.node, status)
 
 
+def _mark_running(coord: Coordinator, job: JobRecord) -> None:
+    """ADMITTED → RUNNING once every rank has started (even if one already exited: the history
+    then says "running" before that rank's "rank-exited")."""
+    st = job.status
+    ranks = [job.ranks[r] for r in sorted(job.ranks)]
+    if st.state == JobState.ADMITTED and ranks and all(_ORDER[r.state] >= _ORDER["running"] for r in ranks):
+        st.state = JobState.RUNNING
+        st.start_time = coord.clock()
+        st.reason_code = st.reason_message = None
+        coord.store.save_status(job)
+        n = len(ranks)
+        coord.event(
+            job,
+            "running",
+            f"{'all ' if n > 1 else ''}{n} rank{'s' if n != 1 else ''} started on {', '.join(job_nodes(job))}",
+        )
+
+
 def evaluate(coord: Coordinator, job: JobRecord) -> None:
     """Move the job along after its ranks changed (start confirmed, a rank failed, all gone)."""
     st = job.status
     ranks = [job.ranks[r] for r in sorted(job.ranks)]
-    now = coord.clock()
-    if st.state == JobState.ADMITTED and ranks and all(_ORDER[r.state] >= _ORDER["running"] for r in ranks):
-        st.state = JobState.RUNNING
-        st.start_time = now
-        st.reason_code = st.reason_message = None
-        coord.store.save_status(job)
-        coord.event(job, "running", f"all {len(ranks)} ranks started on {', '.join(job_nodes(job))}")
+    _mark_running(coord, job)
     if st.state in (JobState.ADMITTED, JobState.RUNNING):
         failed = next(
             (r for r in ranks if r.state in ("exited", "gone", "lost") and r.exit_status != 0),

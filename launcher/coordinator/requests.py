@@ -12,8 +12,9 @@ from typing import Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
-from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
+from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.store import JobSpec
+from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -38,6 +39,9 @@ class SubmitBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0)
     requeue: StrictBool = True
     signal: str | None = None
+    topology: str | None = None
+    cpu_bind: str | None = None
+    min_workers: int | None = Field(default=None, ge=1, le=4096)
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -158,6 +162,14 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     except ValidationError as exc:
         raise _first_error(exc) from None
 
+    if req.queue is not None and not req.queue.strip():
+        raise BadRequest("queue: must not be empty", field="queue", allowed=[q.name for q in config.queues])
+    if req.name is not None and control_characters(req.name):
+        raise BadRequest(
+            f"name: {req.name!r} contains control characters ({', '.join(control_characters(req.name))}); "
+            "allowed: printable characters",
+            field="name",
+        )
     queue_name = req.queue or config.default_queue
     queue = config.queue(queue_name)
     if queue is None:
@@ -202,6 +214,34 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         parse_signal(req.signal)
     if req.nodes is not None and req.nodes > req.workers:
         raise BadRequest(f"nodes ({req.nodes}) cannot exceed workers ({req.workers})", field="nodes")
+    if req.topology is not None and req.topology not in TOPOLOGY_LEVELS:
+        raise BadRequest(
+            f"topology {req.topology!r} is not a level; allowed: {', '.join(TOPOLOGY_LEVELS)}",
+            field="topology",
+            allowed=list(TOPOLOGY_LEVELS),
+        )
+    if req.topology is not None and req.nodes not in (None, 1):
+        raise BadRequest(
+            f"topology {req.topology} keeps the whole gang on one node; nodes must be 1 or unset, not {req.nodes}",
+            field="nodes",
+            allowed=[1],
+        )
+    if req.min_workers is not None and req.min_workers > req.workers:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot exceed workers ({req.workers})",
+            field="min_workers",
+            allowed=list(range(1, req.workers + 1)),
+        )
+    if req.min_workers is not None and req.nodes is not None and req.min_workers < req.nodes:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot be below nodes ({req.nodes}): every node needs a rank",
+            field="min_workers",
+            allowed=list(range(req.nodes, req.workers + 1)),
+        )
+    if req.cpu_bind not in (None, *CPU_BIND):
+        raise BadRequest(
+            f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
+        )
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -227,6 +267,9 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         time_limit_s=req.time_limit_s,
         requeue=req.requeue,
         signal=req.signal,
+        topology=req.topology,
+        cpu_bind=req.cpu_bind or CPU_BIND[0],
+        min_workers=req.min_workers if req.min_workers != req.workers else None,
     )
 
 

@@ -19,10 +19,11 @@ from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import lifecycle
-from labgang.launcher.model import JobState
+from labgang.launcher.coordinator.topology import node_from_inventory
+from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable
 from labgang.launcher.store import JobRecord, JobSpec, RankRecord
 
@@ -42,11 +43,7 @@ def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
         conn = coord.agents.nodes[name]
         if conn.inventory is None:
             continue
-        devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
-            for d in conn.inventory.allocatable()
-        )
-        nodes.append(Node(name=name, devices=devices))
+        nodes.append(node_from_inventory(name, conn.inventory))
     return tuple(nodes)
 
 
@@ -109,7 +106,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                 RunningJob(
                     id=job.id,
                     queue=job.spec.queue,
-                    request=job.spec.request,
+                    request=started_request(job),
                     priority=job.spec.priority,
                     submit_time=st.submit_time,
                     admit_time=st.admit_time or st.submit_time,
@@ -165,7 +162,10 @@ def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[Jo
             store.save_rank(job, rank)
         where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
         store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
+        size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
+        if job.spec.request.elastic:
+            size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
+        coord.event(job, "admitted", f"{size} on {where}")
         admitted.append(job)
         if coord.metrics is not None:
             coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
@@ -177,7 +177,9 @@ def apply_result(coord: Coordinator, result: CycleResult, now: float) -> list[Jo
             job.status.nominated = tuple(pre.victims)
             store.save_status(job)
             store.add_decision(now, job.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}")
-            coord.event(job, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
+            coord.event(
+                job, "preempting", f"waiting for {', '.join(f'job {v}' for v in pre.victims)} to stop: {pre.reason}"
+            )
         for victim_id in pre.victims:
             victim = coord.jobs.get(victim_id)
             if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):
@@ -283,6 +285,12 @@ async def timer_loop(coord: Coordinator) -> None:
         last = now
 
 
+def started_request(job: JobRecord) -> JobRequest:
+    """What a job holds: an elastic gang counts as a gang of the size it started with."""
+    req = job.spec.request
+    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
+
+
 def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
@@ -295,8 +303,11 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
+    # an elastic gang can start when its minimum can
     found = (
-        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else _quota_only(coord, spec)
+        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes)
+        if nodes
+        else _quota_only(coord, spec)
     )
     answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
@@ -308,5 +319,6 @@ def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
 
     book = QuotaBook(coord.config.queue_specs())
-    reason = quota_never_fits(book, spec.queue, spec.request)
-    return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))
+    req = spec.request.floor()
+    reason = quota_never_fits(book, spec.queue, req)
+    return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

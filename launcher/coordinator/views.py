@@ -31,6 +31,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "queue": spec.queue,
         "state": st.state.value,
         "workers": spec.workers,
+        "min_workers": spec.min_workers,
+        "started_workers": len(job.ranks) if job.ranks else None,
         "gpus_per_worker": spec.per_worker,
         "resource": spec.resource,
         "priority": spec.priority,
@@ -76,7 +78,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     for job in coord.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
-            used[q][job.spec.resource] += job.spec.workers * job.spec.per_worker
+            used[q][job.spec.resource] += (len(job.ranks) or job.spec.workers) * job.spec.per_worker
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:

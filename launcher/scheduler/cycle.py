@@ -34,13 +34,14 @@ import gc
 import heapq
 from bisect import bisect_left
 from collections.abc import Hashable
+from dataclasses import replace
 
 from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
 from labgang.launcher.scheduler.nominate import Entry, nominate
-from labgang.launcher.scheduler.placement import feasible
+from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, may_search
 from labgang.launcher.scheduler.snapshot import Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
@@ -292,15 +293,21 @@ class _Cycle:
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
-        # quota fit, then placement
+        # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
+        for size in range(req.workers, (req.min_workers or req.workers) - 1, -1):
+            sized = req if size == req.workers else req.at_size(size)
+            if state.quota_fits(q, sized):
+                raw = self._place(sized)
+                if raw is not None:
+                    placement = state.assume(job.id, q, sized, raw)
+                    self.version += 1
+                    self.admitted.append(Admit(job.id, placement))
+                    return Outcome.ADMITTED
+        # an elastic gang preempts (and waits, and is described) only for its minimum: never to grow
+        if req.elastic:
+            req = req.floor()
+            job = replace(job, request=req)
         quota_ok = state.quota_fits(q, req)
-        if quota_ok:
-            raw = self._place(req)
-            if raw is not None:
-                placement = state.assume(job.id, q, req, raw)
-                self.version += 1
-                self.admitted.append(Admit(job.id, placement))
-                return Outcome.ADMITTED
         # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
@@ -310,17 +317,17 @@ class _Cycle:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
                     self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
-                self._wait_for(e, live, raw)
+                self._wait_for(e, live, raw, req)
                 return Outcome.WAITING
         # preemption search
         searchable = may_search(state, spec, job)
         if searchable and not self._search_known_to_fail(e):
             with state.without(live):
-                found = find_victims(state, spec, job, self.chosen_victims)
+                found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
             if found is not None:
                 victims, raw = found
                 self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
-                self._wait_for(e, live + victims, raw)
+                self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
                 self._record_search_fail(e)
@@ -335,10 +342,10 @@ class _Cycle:
         self._remember_failure(e, reason)
         return Outcome.FAILED
 
-    def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement) -> None:
-        """The preemptor keeps its room: its usage is counted and its devices reserved."""
+    def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement, req: JobRequest) -> None:
+        """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
+        counted and its devices reserved."""
         self.version += 1
-        req = e.job.request
         self._add_held(e.spec.name, req.resource, req.total)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.chosen_victims.update(victims)
@@ -347,7 +354,7 @@ class _Cycle:
     def _hold_quota(self, e: Entry) -> None:
         """Kueue's "reserve capacity for an unreclaimable preempt": a head that found no victims
         and whose queue cannot always reclaim later holds its queue's idle quota this cycle."""
-        q, req = e.spec.name, e.job.request
+        q, req = e.spec.name, e.job.request.floor()
         if q in self.held_queues:
             return
         self.held_queues.add(q)
@@ -370,7 +377,7 @@ class _Cycle:
     # --- placement with a failure cache --------------------------------------------------------
 
     def _place(self, req: JobRequest) -> RawPlacement | None:
-        key = (req.resource, req.gpu_model, req.nodes)
+        key = (req.resource, req.gpu_model, req.nodes, req.topology)
         known = self._place_fails.get(key)
         if known is not None and known[0] == self.epoch:
             for p, w in known[1]:
@@ -386,7 +393,7 @@ class _Cycle:
 
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes)
+        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology)
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
@@ -400,7 +407,10 @@ class _Cycle:
             return False
         j = e.job
         return any(
-            j.priority <= prio and j.submit_time >= submit and j.request.per_worker >= p and j.request.workers >= w
+            j.priority <= prio
+            and j.submit_time >= submit
+            and j.request.per_worker >= p
+            and j.request.floor().workers >= w
             for prio, submit, p, w in known[1]
         )
 
@@ -411,7 +421,7 @@ class _Cycle:
             known = (self.epoch, [])
             self._search_fails[key] = known
         j = e.job
-        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.workers))
+        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.floor().workers))
 
     # --- reasons -----------------------------------------------------------------------------------
 
@@ -422,6 +432,8 @@ class _Cycle:
         if cached is not None:
             return cached
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
+        if req.topology is not None and ix.total >= req.total:
+            reason = topology_reason(self.state.devices, ix, req, reasons.describe_request(req))
         holders = self._reservation_holders(req, ix)
         if holders:
             reason = reasons.reserved_reason(
@@ -442,16 +454,16 @@ class _Cycle:
         if not reserved:
             return []
         wider = FreeIndex(len(book.node_names), [d for n in ix.free for d in n] + reserved, book.node_of)
-        if not feasible(wider, req.workers, req.per_worker, req.nodes):
+        if not feasible(wider, req.workers, req.per_worker, req.nodes, book.topology, req.topology):
             return []
         return sorted({job for d in reserved if (job := book.reserved_for[d])})
 
     def _preempt_text(self, e: Entry, victims: list[str]) -> str:
         running = self.state.running
-        parts = [f"{v} ({running[v].queue}, priority {running[v].priority})" for v in victims]
+        parts = [f"job {v} (queue {running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
         return (
-            f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
+            f"job {e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
             f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
         )
 

@@ -67,11 +67,20 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
-        key = (spec.name, req.workers, req.per_worker, req.resource, req.gpu_model, req.nodes)
+        key = (
+            spec.name,
+            req.workers,
+            req.per_worker,
+            req.resource,
+            req.gpu_model,
+            req.nodes,
+            req.topology,
+            req.min_workers,
+        )
         if key in verdicts:
             verdict = verdicts[key]
-        else:
-            verdict = verdicts[key] = _never_fits(state, spec, req, empties)
+        else:  # an elastic gang can start when its minimum can
+            verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

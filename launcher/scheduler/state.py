@@ -82,7 +82,7 @@ class CycleState:
 
     def place(self, req: JobRequest) -> RawPlacement | None:
         """Where ``req`` would go on the devices free in this copy, or None."""
-        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes)
+        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes, req.topology)
 
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""

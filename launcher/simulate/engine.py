@@ -86,6 +86,13 @@ class SimJob:
     def id(self) -> str:
         return self.spec.id
 
+    @property
+    def held(self) -> JobRequest:
+        """The request at the size it runs with: an elastic gang counts as a gang of its started size."""
+        if self.request.elastic and self.placement:
+            return self.request.at_size(len(self.placement))
+        return self.request
+
 
 Tracer = Callable[[dict[str, Any]], None]
 
@@ -186,7 +193,7 @@ class Simulation:
                 self._push(at, _SUBMIT, "starving", job.id, job.epoch)
 
     def _release(self, job: SimJob) -> None:
-        job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.request.total
+        job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
         job.placement = ()
         job.terminating = False
 
@@ -204,7 +211,7 @@ class Simulation:
                 RunningJob(
                     j.id,
                     j.spec.queue,
-                    j.request,
+                    j.held,
                     j.priority,
                     j.spec.submit,
                     j.admit_time,
@@ -267,10 +274,12 @@ class Simulation:
             job.first_admit = self.now
         if job.spec.duration is not None:
             self._push(self.now + job.spec.duration, _EXIT, "end", job.id, job.epoch)
+        started = {"started": len(placement)} if job.request.elastic else {}
         self._emit(
             "admit",
             job=job.id,
             placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
+            **started,
         )
 
     def _terminate(self, job: SimJob) -> None:
@@ -290,7 +299,7 @@ class Simulation:
             book = DeviceBook(self.snapshot())
             req = job.request
             model = req.gpu_model.lower() if req.gpu_model else None
-            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes)
+            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
             if raw is None:
                 raise ScenarioError(
                     self.scenario.source,
@@ -328,7 +337,7 @@ class Simulation:
     def usage(self, queue: str, resource: str) -> int:
         """Devices of ``resource`` held by ``queue``'s running (and terminating) jobs."""
         return sum(
-            j.request.total
+            j.held.total
             for j in self.jobs.values()
             if j.state == "running" and j.spec.queue == queue and j.request.resource == resource
         )

@@ -28,7 +28,7 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
 
@@ -156,11 +156,18 @@ class JobModel(_Strict):
     running: bool = False
     nodes: int | None = Field(default=None, ge=1)
     model: str | None = Field(default=None, min_length=1)
+    min_workers: int | None = Field(default=None, ge=1)
 
     @field_validator("mig")
     @classmethod
     def _mig(cls, v: str | None) -> str | None:
         return None if v is None else _profile(v)
+
+    @model_validator(mode="after")
+    def _min_workers(self) -> JobModel:
+        if self.min_workers is not None and self.min_workers > self.workers:
+            raise ValueError(f"min_workers ({self.min_workers}) must be <= workers ({self.workers})")
+        return self
 
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
@@ -171,6 +178,7 @@ class JobModel(_Strict):
                 resource=mig_resource(self.mig),
                 gpu_model=self.model,
                 nodes=self.nodes,
+                min_workers=self.min_workers,
             )
         return JobRequest(
             workers=self.workers,
@@ -178,6 +186,7 @@ class JobModel(_Strict):
             resource=GPU,
             gpu_model=self.model,
             nodes=self.nodes,
+            min_workers=self.min_workers,
         )
 
 
@@ -190,6 +199,7 @@ class ExpectModel(_Strict):
     finished: list[str] | None = None
     preempted: list[str] | None = None
     not_preempted: list[str] | None = None
+    started: dict[str, int] | None = None
 
 
 class InvariantModel(_Strict):
@@ -378,7 +388,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             priorities[j.id] = j.priority
     ids = {j.id for j in f.jobs}
     for i, e in enumerate(f.expect):
-        for key in ("running", "pending", "finished", "preempted", "not_preempted"):
+        for key in ("running", "pending", "finished", "preempted", "not_preempted", "started"):
             for name in getattr(e, key) or ():
                 if name not in ids:
                     problems.append(f"expect[{i}].{key}: unknown job {name!r}")

@@ -26,7 +26,8 @@ CAPTURES = fixture_files("real-gpus")
 LISTINGS = sorted((REPO / "tests" / "fixtures" / "nvml").glob("*-smi-L.txt"))
 
 # Whole-GPU memory (MiB) of the models the machine files use, as nvidia-smi reports them on real boards.
-MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564}
+MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564, "L40S": 46068}
+NOT_MIG_CAPABLE = ("RTX-4090", "L40S")
 # GPU-instance memory (MiB) per A100-80GB profile, from NVIDIA's MIG user guide / real captures.
 A100_80_PROFILE_MIB = {
     "1g.10gb": 9728,
@@ -69,7 +70,8 @@ def test_sim_machine_file_reports_what_it_says(path: Path):
         assert gpu["uuid"] == spec["uuid"]
         assert gpu["pci_bus_id"] == spec["pci_bus_id"]
         assert gpu["memory_total_bytes"] == MODEL_MEMORY_MIB[spec["model"]] * MIB
-        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if spec["model"] != "RTX-4090" else None)
+        mig_capable = spec["model"] not in NOT_MIG_CAPABLE
+        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if mig_capable else None)
         if "mig_pending" in spec:
             assert gpu["mig_mode_pending"] is spec["mig_pending"]
         migs = spec.get("mig_device", [])
@@ -343,3 +345,39 @@ def test_scripted_readings_are_validated(tmp_path):
     result = CliRunner().invoke(nodes, ["--local", "--simulate", str(path)])
     assert result.exit_code == 2
     assert "gpu[0].utilization_gpu_pct: scripted values must be numbers" in result.stderr
+
+
+def _unindented_listing(gpus: int) -> str:
+    """An 8-GPU A100 listing as pasted from NVIDIA's documentation: MIG lines without their indent."""
+    lines = []
+    for g in range(gpus):
+        lines.append(f"GPU {g}: NVIDIA A100-SXM4-80GB (UUID: GPU-{g:08x}-7d2e-4b8a-9c1d-2e5f6a7b8c90)")
+        for d, profile in enumerate(("3g.40gb", "2g.20gb", "1g.10gb") if g % 2 == 0 else ("3g.40gb", "3g.40gb")):
+            lines.append(f"MIG {profile}     Device  {d}: (UUID: MIG-{g:04x}{d:04x}-93b4-5d7e-8f10-4a2b3c4d5e6f)")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_unindented_listing_reads_every_gpu_and_mig_device(tmp_path: Path):
+    path = tmp_path / "from-the-docs.txt"
+    path.write_text(_unindented_listing(8))
+    got = run_json(path)["gpus"]
+    assert len(got) == 8
+    assert sum(len(g["mig_devices"]) for g in got) == 4 * 3 + 4 * 2
+    assert [m["profile"] for m in got[0]["mig_devices"]] == ["3g.40gb", "2g.20gb", "1g.10gb"]
+
+
+@pytest.mark.parametrize(
+    "bad_line, number",
+    [("Some GPU text nobody expected", 3), ("MIG 1g.10gb Device 0 (no uuid)", 3)],
+)
+def test_a_listing_line_the_loader_does_not_understand_is_refused_naming_it(bad_line: str, number: int):
+    lines = _unindented_listing(2).splitlines()
+    lines.insert(number - 1, bad_line)
+    with pytest.raises(ValueError, match=rf"^line {number}: {re.escape(repr(bad_line))} is not an nvidia-smi -L line"):
+        machine_from_text("\n".join(lines) + "\n", "listing.txt")
+
+
+def test_a_mig_line_before_any_gpu_is_refused():
+    text = "MIG 1g.10gb Device 0: (UUID: MIG-1)\n" + _unindented_listing(1)
+    with pytest.raises(ValueError, match=r"^line 1: "):
+        machine_from_text(text, "listing.txt")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
 import psutil
 import pytest
-from click.testing import CliRunner
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
-from labgang.launcher.cli.nodes import nodes
+from labgang.agent.nvml.simulated import SimulatedNvml
 
 
 def _ours_once_all_seen(backend, device: str, started: set[int], expected: set[int]) -> set[int]:
@@ -53,26 +50,6 @@ def test_a_scoped_backend_skips_processes_of_another_scope(sim_dir, sleeper):
 def test_an_empty_scope_is_refused(sim_dir):
     with pytest.raises(ValueError, match="scope"):
         SimulatedNvml.from_file(sim_dir / "h100x8.toml", scope="")
-
-
-def test_one_shot_readers_take_their_scope_from_the_environment(sim_dir, sleeper, monkeypatch):
-    """``labgang nodes --local --simulate`` reads in the scope its LABGANG_SIM_SCOPE names."""
-    scope_a, scope_b = (f"test-scope-{uuid.uuid4().hex}" for _ in range(2))
-    gpu = read_inventory(open_backend(sim_dir / "h100x8.toml", scope=scope_a), now=0.0).gpus[5].uuid
-    tagged = sleeper(gpu, scope_a)
-
-    def pids_listed(scope: str) -> set[int]:
-        monkeypatch.setenv(SCOPE_VARIABLE, scope)
-        result = CliRunner().invoke(nodes, ["--local", "--simulate", str(sim_dir / "h100x8.toml"), "--json"])
-        assert result.exit_code == 0, result.output
-        [row] = [g for g in json.loads(result.stdout)["gpus"] if g["uuid"] == gpu]
-        return {p["pid"] for p in row["processes"]}
-
-    deadline = time.monotonic() + 5
-    while tagged not in pids_listed(scope_a) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert tagged in pids_listed(scope_a)
-    assert tagged not in pids_listed(scope_b)
 
 
 def test_a_process_read_while_still_in_exec_is_seen_once_its_environment_is(sim_dir, sleeper, monkeypatch, sim_scope):

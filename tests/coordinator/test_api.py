@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.agent.nvml.simulated import scope_from_environment
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 from labgang.launcher.api import keys
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app
@@ -65,7 +66,9 @@ async def server():
 
 
 def inventory_dict(machine: str) -> dict[str, Any]:
-    backend = open_backend(REPO / "config" / "sim" / machine, scope=scope_from_environment())  # this run's scope
+    backend = open_backend(
+        REPO / "config" / "sim" / machine, scope=os.environ[SCOPE_VARIABLE]
+    )  # this run's scope (tests/conftest.py)
     try:
         return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
     finally:
@@ -118,6 +121,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "signal": "SIGNOPE@10"}, 400, "signal", None),
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
+        ({"argv": ["x"], "topology": "rack"}, 400, "topology", ["nvlink", "pcie-switch", "numa", "node"]),
+        ({"argv": ["x"], "workers": 2, "nodes": 2, "topology": "nvlink"}, 400, "nodes", [1]),
+        ({"argv": ["x"], "cpu_bind": "socket"}, 400, "cpu_bind", ["numa", "none"]),
+        ({"argv": ["x"], "name": "a\nb\x1b[31m"}, 400, "name", None),
+        ({"argv": ["x"], "queue": ""}, 400, "queue", ["default", "private"]),
     ],
     ids=[
         "unknown-queue",
@@ -131,6 +139,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "bad-signal",
         "relative-cwd",
         "over-any-quota",
+        "unknown-topology-level",
+        "topology-over-several-nodes",
+        "unknown-cpu-bind",
+        "control-characters-in-name",
+        "empty-queue",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(
@@ -177,6 +190,8 @@ async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Serve
         await ws.close()
     assert status == 409 and reply["error"]["field"] == field, reply
     assert reply["error"]["message"].startswith("job can never start: ")
+    if field == "gpu_model":
+        assert "no gpu matches model 'A100'; models here: NVIDIA H100" in reply["error"]["message"], reply
 
 
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:

@@ -108,7 +108,7 @@ def test_refuses_agents_without_or_with_a_wrong_token(cluster: Cluster) -> None:
     assert asyncio.run(try_link({})) == 401
     assert asyncio.run(try_link({"Authorization": "Bearer not-the-token"})) == 401
     bad = cluster.base / "bad-token"
-    bad.write_text("wrong\n")
+    bad.write_text("a-well-formed-but-wrong-token\n")  # well-formed: the coordinator must refuse it
     bad.chmod(0o600)
     cluster.nodes["n3"] = "n1-4gpu.toml"
     cluster.start_agent("n3", token_file=bad)

@@ -437,3 +437,19 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
         assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
         last = k == len(victims) - 1
         assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"
+
+
+async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first(coord: Coordinator) -> None:
+    """A one-rank job whose rank ends before the agent reported it started: the history reads in
+    order (running, then rank-exited) and counts one rank, not "1 ranks"."""
+    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    placement = (RankPlacement(0, "n1", ("GPU-a",)),)
+    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    event(coord, "n1", job_id, 0, "exited", 0)
+    event(coord, "n1", job_id, 0, "gone", 0)
+    history = [(h.event, h.message) for h in coord.jobs[job_id].history]
+    events = [e for e, _ in history]
+    assert events.index("running") < events.index("rank-exited"), history
+    assert ("admitted", "1 rank on n1") in history
+    assert ("running", "1 rank started on n1") in history
+    assert "1 ranks" not in " ".join(m for _, m in history)

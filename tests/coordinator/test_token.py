@@ -29,3 +29,13 @@ def test_a_token_others_may_read_is_refused_on_both_sides(tmp_path: Path) -> Non
 def test_agent_without_a_token_file_is_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(AgentConfigError, match="does not exist"):
         read_token(tmp_path / "missing")
+
+
+def test_a_token_file_of_random_bytes_is_refused_naming_the_file_on_both_sides(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.token"
+    path.write_bytes(bytes(range(200, 256)) * 40)
+    path.chmod(0o600)
+    with pytest.raises(TokenError, match=f"^{path}: the cluster token has a byte that is not ASCII text at offset 0"):
+        load_token(path)
+    with pytest.raises(AgentConfigError, match=f"^token_file: {path} has a byte that is not ASCII text at offset 0"):
+        read_token(path)

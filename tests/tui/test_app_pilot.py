@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from labgang.launcher.cli.client import CoordinatorUnavailable
 from labgang.tui.app import LabgangTop, make_app
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, LogChunkReady, StateReady
@@ -310,3 +311,18 @@ async def test_local_mode_shows_devices_only(repo_root):
         await pilot.pause()
         assert app.query_one("#tabs").active == "devices"
         assert any("local mode shows devices only" in n.message for n in app._notifications)
+
+
+@pytest.mark.parametrize("size, rows", [((80, 24), 5), ((50, 12), 2)])
+async def test_small_terminals_still_show_devices(source, size, rows):
+    """At 80x24 and 50x12 the devices table keeps room for its header and device rows."""
+    app = make_app(source, refresh_s=3600, user="alice")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(DevicesTable)
+        assert table.row_count == 10
+        # header + at least `rows` device lines are on screen
+        dev, pit = table.region, app.query_one(PitfallTable).region
+        assert dev.height >= rows + 1 and dev.bottom <= pit.y, (size, dev, pit)  # not under the findings
+        assert pit.bottom <= size[1] - 1, (size, pit)  # nothing pushed off screen (the footer is last)
+        assert pit.height >= 3, size  # the findings stay visible too
