@@ -24,7 +24,6 @@ from typing import Any
 from labgang.agent import tomlfile
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
-from labgang.agent.token import parse_token
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
@@ -135,25 +134,3 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomlfile.read_toml(path)
     except tomlfile.TomlFileError as exc:
         raise AgentConfigError(str(exc)) from None
-
-
-def read_token(path: str | Path) -> str:
-    """Read the cluster token, refusing a file that group or others may read.
-
-    Raises:
-        AgentConfigError: missing, readable by others, or not a token
-            (:func:`labgang.agent.token.token_problem`); the message names the file.
-    """
-    p = Path(path)
-    try:
-        mode = p.stat().st_mode
-    except FileNotFoundError:
-        raise AgentConfigError(f"token_file: {p} does not exist") from None
-    if mode & 0o077:
-        raise AgentConfigError(f"token_file: {p} must be readable only by its owner (chmod 600 {p})")
-    try:
-        return parse_token(p.read_bytes())
-    except ValueError as exc:
-        raise AgentConfigError(f"token_file: {p} {exc}") from None
-    except OSError as exc:
-        raise AgentConfigError(f"token_file: {p}: {exc.strerror}") from None

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labgang.launcher.cli.client import Client, ClientError
+from labgang.launcher.api.client import Client, ClientError
 
 REPO = Path(__file__).resolve().parents[1]
 SIM = REPO / "config" / "sim"

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from labgang.launcher.lifecycle import states as _lifecycle_states
+
 GPU = "gpu"
 TOPOLOGY_LEVELS = ("nvlink", "pcie-switch", "numa", "node")
 """Allowed ``JobRequest.topology`` values, closest first."""
@@ -149,22 +151,5 @@ class JobRequest:
         return self.at_size(self.min_workers) if self.elastic and self.min_workers is not None else self
 
 
-class JobState(str, enum.Enum):
-    """A job's life, as ``squeue`` would name it."""
-
-    PENDING = "pending"  # in its queue, not admitted
-    ADMITTED = "admitted"  # quota and devices assumed, ranks being launched
-    RUNNING = "running"  # every rank confirmed started
-    TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
-    SUCCEEDED = "succeeded"  # every rank exited 0
-    FAILED = "failed"  # a rank failed, a time limit passed, or it could not start
-    CANCELLED = "cancelled"  # cancelled by its owner or an admin
-
-    @property
-    def finished(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-
-    @property
-    def holds_devices(self) -> bool:
-        """True while the job's quota and devices count as used."""
-        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)
+JobState = _lifecycle_states.JobState
+"""A job's life: defined by the lifecycle model (``launcher/lifecycle/states.py``), named here too."""

@@ -4,7 +4,7 @@
   OS process table; its :meth:`~LocalSource.read` blocks, so the App runs it in a thread
   worker.
 * :class:`CoordinatorSource` asks the coordinator's user API (async, over the Unix socket
-  with :class:`labgang.launcher.cli.client.AsyncClient`, or any object with the same
+  with :class:`labgang.launcher.api.client.AsyncClient`, or any object with the same
   async methods: the tests pass a fake one).
 
 Both return a :class:`~labgang.launcher.pitfalls.ClusterSnapshot`; nothing above this
@@ -213,7 +213,7 @@ def _process_owner(node: str, pid: int) -> ProcessOwner:
 
 
 class ApiClient(Protocol):
-    """The async methods of :class:`labgang.launcher.cli.client.AsyncClient` the TUI uses."""
+    """The async methods of :class:`labgang.launcher.api.client.AsyncClient` the TUI uses."""
 
     async def nodes(self) -> list[dict[str, Any]]: ...
     async def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]: ...
@@ -227,7 +227,7 @@ class CoordinatorSource(DataSource):
     """The coordinator's user API: ``GET /v1/nodes``, ``/v1/jobs?all=1`` and ``/v1/queues`` per refresh.
 
     Args:
-        client: an :class:`~labgang.launcher.cli.client.AsyncClient` (or a fake with the same methods).
+        client: an :class:`~labgang.launcher.api.client.AsyncClient` (or a fake with the same methods).
         description: shown in the summary line (e.g. the socket path).
         clock: unix-seconds clock for the snapshot time (tests pass a frozen one).
     """
@@ -245,7 +245,7 @@ class CoordinatorSource(DataSource):
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
         """A source talking to the coordinator socket of ``state_dir`` (None: the default state dir)."""
-        from labgang.launcher.cli.client import AsyncClient
+        from labgang.launcher.api.client import AsyncClient
 
         client = AsyncClient.for_state_dir(state_dir, timeout=10.0)
         return cls(client, description=str(client.socket_path))
@@ -264,7 +264,7 @@ class CoordinatorSource(DataSource):
         pitfalls = getattr(self.client, "pitfalls", None)
         if pitfalls is None:
             return None
-        from labgang.launcher.cli.client import ApiError
+        from labgang.launcher.api.client import ApiError
 
         try:
             return dict(await pitfalls())

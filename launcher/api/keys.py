@@ -10,6 +10,7 @@ from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.store import Store
 
 CONFIG = web.AppKey("config", ClusterConfig)
@@ -29,3 +30,7 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator")
 
 AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_sockets")
 """Open agent websockets, closed with GOING_AWAY on shutdown."""
+
+METRICS: web.AppKey[CoordinatorMetrics] = web.AppKey("metrics")
+"""The coordinator's /metrics collectors; the scheduling loop reports admissions, cycles and
+preemptions to ``app[METRICS].scheduler``."""

@@ -41,8 +41,9 @@ def coordinator(
     config_file: str, state_dir: str | None, tcp_host: str | None, tcp_port: int | None, verbose: bool
 ) -> None:
     """Run the coordinator: user API on <state-dir>/labgang.sock, agent link on TCP."""
+    from labgang.agent.token import TokenError
     from labgang.launcher.config import ConfigError, load_config
-    from labgang.launcher.coordinator.app import TokenError, serve
+    from labgang.launcher.coordinator.app import serve
 
     _logging(verbose)
     try:

@@ -1,7 +1,7 @@
 """One error style for every ``labgang`` command: ``labgang <command>: <flag>: <problem>; allowed: ...``.
 
 Refusals from the coordinator and checks in the commands already print one line naming the
-command and the flag (:class:`labgang.launcher.cli.jobs.CommandFailed`). click's own usage
+command and the flag (:class:`labgang.launcher.cli.errors.CommandFailed`). click's own usage
 errors (a bad ``-n 0``, an unknown option, a missing argument) would print its three-line
 ``Usage:/Try/Error:`` block instead; :class:`OneLineUsageError` re-renders them in the same
 one-line style, keeping exit status 2. :class:`labgang.launcher.cli.main.LazyGroup` wraps

@@ -21,12 +21,13 @@ from labgang.launcher.cli.errors import one_line
 # name -> "module:attribute", relative to the labgang namespace.
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("launcher.cli.up:up", "Run a coordinator and a local agent in one command (one workstation)."),
-    "submit": ("launcher.cli.jobs:submit", "Submit a gang job and print its id."),
-    "run": ("launcher.cli.jobs:run", "Submit a gang job, stream its output and exit with its status."),
+    "submit": ("launcher.cli.submission:submit", "Submit a gang job and print its id."),
+    "run": ("launcher.cli.submission:run", "Submit a gang job, stream its output and exit with its status."),
     "queue": ("launcher.cli.jobs:queue", "List jobs with their state and pending reason (like squeue)."),
     "cancel": ("launcher.cli.jobs:cancel", "Cancel jobs."),
     "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
     "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
+    "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),
     "queues": ("launcher.cli.jobs:queues", "List queues with nominal, used, borrowed and lent quota."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
     "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),

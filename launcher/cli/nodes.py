@@ -158,7 +158,7 @@ def _fail(message: str, status: int) -> None:
 
 def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
     try:
-        from labgang.launcher.cli.client import Client, ClientError
+        from labgang.launcher.api.client import Client, ClientError
     except ImportError:  # pragma: no cover - the client ships with labgang
         raise click.UsageError("cluster mode needs the coordinator client; use --local to read this machine") from None
     try:

@@ -7,7 +7,7 @@ import shutil
 import sys
 
 import click
-from labgang.launcher.cli.client import ClientError
+from labgang.launcher.api.client import ClientError
 
 
 @click.command("top")

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 from labgang.agent import paths
-from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
+from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -288,8 +288,9 @@ def _up(
 
     from labgang.agent.config import AgentConfig
     from labgang.agent.service import AgentService
+    from labgang.agent.token import TokenError
     from labgang.launcher.config import ClusterConfig, ConfigError, load_config
-    from labgang.launcher.coordinator.app import TokenError, serve
+    from labgang.launcher.coordinator.app import serve
 
     node = socket.gethostname()
     inventory = read_inventory(backend, hostname=node)

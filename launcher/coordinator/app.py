@@ -16,7 +16,6 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,44 +23,29 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 from labgang.agent import paths
-from labgang.agent.token import parse_token
+from labgang.agent.token import read_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
-from labgang.launcher.metrics import METRICS, add_metrics_routes
+from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
 
 
-class TokenError(RuntimeError):
-    """The cluster token file is unusable (group/other may read it, or it is empty)."""
-
-
 def load_token(path: str | Path, *, create: bool = True) -> str:
-    """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
+    """The cluster token (``labgang.agent.token.read_token``), created when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, or not a token
-            (:func:`labgang.agent.token.token_problem`).
+        TokenError: the file is readable by group or others, not a token
+            (:func:`labgang.agent.token.token_problem`), or missing without ``create``.
         OSError: it cannot be read or created.
     """
-    p = Path(path)
-    if not p.exists() and create:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-    mode = p.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
-    try:
-        return parse_token(p.read_bytes())
-    except ValueError as exc:
-        raise TokenError(f"{p}: the cluster token {exc}") from None
+    return read_token(path, create=create, by_coordinator=True)
 
 
 def create_app(
@@ -124,7 +108,7 @@ def create_app(
 
 async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
-    app[keys.COORDINATOR].metrics = app[METRICS].scheduler
+    app[keys.COORDINATOR].metrics = app[keys.METRICS].scheduler
     yield
 
 
@@ -207,11 +191,10 @@ async def serve(
         # a TCP port without a host: agents on other machines connect, every request needs the cluster token
         tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
         await tcp_site.start()
-        server = tcp_site._server  # the bound port, for port 0
-        bound = (
-            server.sockets[0].getsockname() if isinstance(server, asyncio.Server) and server.sockets else (host, port)
-        )
-        tcp_addr = (bound[0], bound[1])
+        # The bound address (the port the kernel chose for port 0): the runner's public list of
+        # its sites' socket names, where the Unix socket is a path and the TCP socket a tuple.
+        bound = next((a for a in runner.addresses if isinstance(a, tuple)), (host, port))
+        tcp_addr = (str(bound[0]), int(bound[1]))
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
     stop = stop or asyncio.Event()
@@ -251,7 +234,7 @@ async def serve(
         if stopping_jobs:
             held = await coord.stop_jobs_for_shutdown(shutdown_reason)
         else:
-            held = [j.id for j in coord.jobs.values() if j.status.state.holds_devices]
+            held = [j.id for j in coord.model.jobs.values() if j.status.state.holds_devices]
         agent_stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
@@ -271,11 +254,9 @@ async def serve(
 
 
 def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
-    from labgang.launcher.model import JobState
-
     out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
     for job_id in held:
-        state = coord.jobs[job_id].status.state
+        state = coord.get_job(job_id).status.state
         if not stopped:
             out["left_running"].append(job_id)
         elif state == JobState.PENDING:
@@ -286,7 +267,7 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["unfinished"].append(job_id)
     out["pending"] = [
         j.id
-        for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
+        for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)
         if j.status.state == JobState.PENDING and j.id not in held
     ]
     return out

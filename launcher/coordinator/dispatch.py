@@ -12,12 +12,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
-from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError
-from labgang.launcher.coordinator.requests import parse_signal
 from labgang.launcher.coordinator.topology import rank_cpus
-from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord
+from labgang.launcher.coordinator.translate import launch_answer
+from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
+from labgang.launcher.lifecycle.records import JobRecord, parse_warning
+from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -36,11 +37,11 @@ def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = No
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
     already have, and to report it in its reply.
     """
-    nodes = lifecycle.job_nodes(job)
+    nodes = job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
     warn_signal, warn_before = (None, 0.0)
     if job.spec.signal:
-        warn_signal, warn_before = parse_signal(job.spec.signal)
+        warn_signal, warn_before = parse_warning(job.spec.signal)
     env = dict(job.spec.env)
     return [
         {
@@ -93,12 +94,12 @@ async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
 
 
 async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
-    nodes = lifecycle.job_nodes(job)
+    nodes = job_nodes(job)
     if job.status.master_port is None:
         node0 = job.ranks[0].node
         conn = coord.agents.get(node0)
-        job.status.master_addr = conn.address if conn is not None and conn.address else node0
-        await launch_on_node(coord, job, node0, run_id)
+        master_addr = conn.address if conn is not None and conn.address else node0
+        await launch_on_node(coord, job, node0, run_id, master_addr=master_addr)
         if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
             return  # the launch failed (the gang is stopping) or the job moved on
         nodes = [n for n in nodes if n != node0]
@@ -106,58 +107,31 @@ async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
         coord.spawn(launch_on_node(coord, job, node, run_id))
 
 
-async def launch_on_node(coord: Coordinator, job: JobRecord, node: str, run_id: str) -> None:
-    """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
+async def launch_on_node(
+    coord: Coordinator, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None
+) -> None:
+    """Send the ``launch`` command for the job's ranks on one node and apply the reply.
+
+    Args:
+        master_addr: rank 0's node address, recorded with the first launch of the run.
+    """
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
     before = job.status.state
+    coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
     conn = coord.agents.get(node)
     specs = launch_specs(job, node, conn.inventory if conn is not None else None)
-    for r in job.ranks.values():
-        if r.node == node and r.state == "assigned":
-            r.state = "launching"
-            coord.store.save_rank(job, r)
     try:
         statuses = await coord.agents.call(node, "launch", {"specs": specs})
     except AgentCallError as exc:
         # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
         # a lost node loses them, and the startup timeout bounds the wait.
-        if job.run_id == run_id and job.status.state == JobState.ADMITTED:
-            lifecycle.start_failed(coord, job, str(exc))
-        elif job.run_id != run_id:
-            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+        coord.apply(LaunchFailed(coord.clock(), node, run_id, str(exc)))
         await coord.flush()
         _kick_if_changed(coord, job, run_id, before)
         return
     log.debug("job %s: launch on %s answered", job.id, node)
-    statuses = statuses or []
-    port = next((s["master_port"] for s in statuses if s.get("master_port")), None)
-    if port is not None and job.run_id == run_id and job.status.master_port is None:
-        job.status.master_port = int(port)
-        coord.store.save_status(job)
-    refused = [s for s in statuses if "error" in s]
-    if refused and job.run_id == run_id:
-        # First the gang's fate, then the refused ranks count as gone. A permanent refusal
-        # (uid/root policy, a cwd the user may not enter) would only repeat: the job fails at
-        # once. Others (a spawn failure) are a failed start, retried with backoff.
-        detail = "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused)
-        if any(s.get("permanent") for s in refused):
-            if job.status.state == JobState.ADMITTED:
-                lifecycle.begin_termination(
-                    coord, job, "fail", f"node {node} refused the launch (retrying would not help): {detail}"
-                )
-        else:
-            lifecycle.start_failed(coord, job, f"node {node} refused the launch: {detail}")
-        for status in refused:
-            lifecycle.rank_refused(coord, job, run_id, int(status["rank"]))
-    for status in statuses:
-        if (
-            "error" not in status
-            and not lifecycle.apply_rank_status(coord, node, status)
-            and status.get("state") != "gone"
-        ):
-            # The job moved on while the command was in flight: do not leave the rank behind.
-            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+    coord.apply(launch_answer(node, run_id, statuses or [], coord.clock()))
     await coord.flush()
     _kick_if_changed(coord, job, run_id, before)
 

@@ -9,6 +9,7 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound
+from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -107,14 +109,58 @@ async def cancel_job(
 async def job_logs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: bytes from the agent that holds the log."""
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A]``: bytes from the agent that holds the log."""
+    attempt = query.get("attempt")
     data, next_offset, finished = await coord.read_log(
-        caller, params["id"], _int(query, "rank", 0), _int(query, "offset", 0)
+        caller,
+        params["id"],
+        _int(query, "rank", 0),
+        _int(query, "offset", 0),
+        None if attempt in (None, "") else _int(query, "attempt", 0),
     )
     headers = {"X-Next-Offset": str(next_offset)}
     if finished:
         headers["X-Job-Finished"] = "1"
     return Reply(200, body=data, headers=headers)
+
+
+def _seconds(query: Mapping[str, str], name: str) -> float | None:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be unix seconds, got {raw!r}", field=name) from None
+    if not math.isfinite(value):
+        raise BadRequest(f"{name} must be a finite number of unix seconds, got {raw!r}", field=name)
+    return value
+
+
+async def history(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N``: finished and
+    current jobs from the store, oldest first (own jobs unless an admin asks for others)."""
+    states = tuple(s for s in query.get("state", "").split(",") if s)
+    allowed = [s.value for s in JobState]
+    for state in states:
+        if state not in allowed:
+            raise BadRequest(f"unknown state {state!r}", field="state", allowed=allowed)
+    limit = _int(query, "limit", 1000)
+    if not 1 <= limit <= 100_000:
+        raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
+    jobs = await coord.history(
+        caller,
+        user=query.get("user") or None,
+        queue=query.get("queue") or None,
+        states=states,
+        since=_seconds(query, "since"),
+        until=_seconds(query, "until"),
+        limit=limit,
+    )
+    now = coord.clock()
+    return Reply(200, {"jobs": [views.history_view(j, now) for j in jobs]})
 
 
 async def list_queues(
@@ -156,6 +202,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}", "get_job", get_job),
     Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
+    Route("GET", "/v1/history", "history", history),
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),

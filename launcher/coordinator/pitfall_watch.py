@@ -92,10 +92,10 @@ def add_pitfall_watch(app: web.Application) -> None:
     """Run a :class:`PitfallWatch` beside the coordinator of ``app`` (``coord.pitfalls``).
 
     Call it after the coordinator's own ``cleanup_ctx`` entries and before
-    :func:`labgang.launcher.metrics.add_metrics_routes`, which exports the watch's findings.
+    :func:`labgang.launcher.coordinator.metrics.add_metrics_routes`, which exports the watch's findings.
     """
     from labgang.launcher.api import keys
-    from labgang.launcher.metrics import coordinator_snapshot
+    from labgang.launcher.coordinator.metrics import coordinator_snapshot
 
     async def watch_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]

@@ -6,14 +6,13 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
-import signal as signal_mod
 from dataclasses import dataclass
 from typing import Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
+from labgang.launcher.lifecycle.records import BadSignal, JobSpec, parse_warning
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
-from labgang.launcher.store import JobSpec
 from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -71,28 +70,12 @@ def parse_signal(text: str) -> tuple[int, float]:
     """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``) into (signal number, seconds).
 
     Raises:
-        BadRequest: the name or the seconds are invalid.
+        BadRequest: the name or the seconds are invalid (field "signal").
     """
-    name, sep, when = text.partition("@")
-    if not sep:
-        raise BadRequest(
-            f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)", field="signal"
-        )
-    name = name.strip().upper()
     try:
-        signum = (
-            int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
-        )
-    except KeyError:
-        allowed = sorted(s.name for s in signal_mod.Signals)
-        raise BadRequest(f"unknown signal {name!r}", field="signal", allowed=allowed) from None
-    try:
-        seconds = float(when)
-    except ValueError:
-        raise BadRequest(f"signal time {when!r} is not a number of seconds", field="signal") from None
-    if seconds < 0:
-        raise BadRequest("signal time must be >= 0 seconds", field="signal")
-    return signum, seconds
+        return parse_warning(text)
+    except BadSignal as exc:
+        raise BadRequest(str(exc), field="signal", allowed=exc.allowed) from None
 
 
 # Fields in seconds: their bounds read "must be > 0 seconds".

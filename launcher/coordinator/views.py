@@ -9,9 +9,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.config import QueueConfig
-from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -41,7 +41,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "start_time": st.start_time,
         "end_time": st.end_time,
         "reason": reason,
-        "nodes": lifecycle.job_nodes(job),
+        "nodes": job_nodes(job),
         "exit_status": st.exit_status,
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
@@ -75,7 +75,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
-    for job in coord.jobs.values():
+    for job in coord.model.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
             used[q][job.spec.resource] += (len(job.ranks) or job.spec.workers) * job.spec.per_worker
@@ -137,9 +137,7 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
     it), "foreign" (free, but a process labgang did not start shows on it), "free".
     """
-    from labgang.launcher.coordinator.scheduling import held_devices
-
-    held = held_devices(coord)
+    held = coord.held_devices()
     finished_pids = {
         (r.node, r.pid)
         for j in coord.jobs.values()
@@ -189,3 +187,39 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def history_view(job: JobRecord, now: float) -> dict[str, Any]:
+    """One row of ``labgang history`` (``GET /v1/history``); times are unix seconds, durations seconds.
+
+    ``wait_s`` runs from submission to the start of the last attempt (to ``now`` or the end
+    while it never started); ``elapsed_s`` from that start to the end (or ``now``);
+    ``gpu_hours`` = the gang's devices x ``elapsed_s`` / 3600 (the last attempt; MIG devices
+    count as devices; an elastic gang read back from the store counts at its requested size).
+    ``attempts`` counts start attempts, ``restart_count`` those that ran.
+    """
+    st, spec = job.status, job.spec
+    stop = st.end_time if st.end_time is not None else now
+    elapsed = None if st.start_time is None else max(0.0, stop - st.start_time)
+    waited_until = st.start_time if st.start_time is not None else stop
+    reason = None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""}
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": st.state.value,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.per_worker,
+        "resource": spec.resource,
+        "submit_time": st.submit_time,
+        "start_time": st.start_time,
+        "end_time": st.end_time,
+        "wait_s": max(0.0, waited_until - st.submit_time),
+        "elapsed_s": elapsed,
+        "gpu_hours": None if elapsed is None else (len(job.ranks) or spec.workers) * spec.per_worker * elapsed / 3600.0,
+        "exit_status": st.exit_status,
+        "restart_count": st.restart_count,
+        "attempts": st.attempt + 1,
+        "reason": reason,
+    }

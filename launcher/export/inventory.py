@@ -93,7 +93,7 @@ def from_coordinator(state_dir: Path | None) -> tuple[Inventory, str | None]:
         ``(inventory, None)`` on success; ``(Inventory(), reason)`` when the coordinator is
         not reachable or refused.
     """
-    from labgang.launcher.cli.client import Client, ClientError
+    from labgang.launcher.api.client import Client, ClientError
 
     try:
         with Client(Client.for_state_dir(state_dir).socket_path, COORDINATOR_TIMEOUT_S, wait_for_start=False) as c:

@@ -25,7 +25,7 @@ import heapq
 from dataclasses import dataclass
 
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
-from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
 
@@ -69,12 +69,6 @@ def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     if req.total <= state.quota.nominal(spec.name, req.resource):
         return True
     return spec.cohort is not None and spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
-
-
-def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
-    """Eviction order among candidates of one group: lowest priority, then most recently
-    admitted (latest ``admit_time``, then highest ``seq``), then id."""
-    return (job.priority, -job.admit_time, -job.seq, job.id)
 
 
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:

@@ -110,8 +110,8 @@ class RunningJob:
         grace: seconds between SIGTERM and SIGKILL when it is stopped.
         terminating: True once it was told to stop (preempted or cancelled); its quota and
             devices still count as used until it is gone. Never chosen as a new victim.
-        seq: tie-break among equal ``admit_time``: higher means admitted later (the simulator
-            passes its admission order; submission order is a fine stand-in).
+        seq: tie-break among equal ``admit_time``: higher means admitted later (the lifecycle
+            model's admission order, ``JobStatus.admit_seq``, in the coordinator and the simulator).
     """
 
     id: str
@@ -124,6 +124,13 @@ class RunningJob:
     grace: float = 0.0
     terminating: bool = False
     seq: int = 0
+
+
+def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
+    """The one eviction order among candidates of one group: lowest priority, then most
+    recently admitted (latest ``admit_time``, then highest ``seq``: the lifecycle model's
+    admission order), then id."""
+    return (job.priority, -job.admit_time, -job.seq, job.id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot, victim_order
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
@@ -54,7 +54,7 @@ class CycleState:
         if out is None:
             out = sorted(
                 (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
-                key=lambda j: (j.priority, -j.admit_time, -j.seq, j.id),
+                key=victim_order,
             )
             self._victims[key] = out
         return out

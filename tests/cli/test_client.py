@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from labgang.launcher.cli.client import (
+from labgang.launcher.api.client import (
     STARTING_MARKER,
     ApiError,
     AsyncClient,

@@ -498,6 +498,10 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
             second.wait_ready()
             assert second.job(job_id)["state"] == "running"  # re-adopted, not restarted
             assert [r["pid"] for r in second.job(job_id)["ranks"]] == pids
+            readopted = [h["message"] for h in second.job(job_id)["history"] if h["event"] == "re-adopted"]
+            assert readopted and "still running" in readopted[0]  # the history says so
+            listed = json.loads(second.cli("history", "--json").stdout)["jobs"]
+            assert [(j["id"], j["state"], j["restart_count"]) for j in listed] == [(job_id, "running", 0)]
             assert second.cli("cancel", job_id).returncode == 0
             second.wait_state(job_id, {"cancelled"}, timeout=20)
         finally:
@@ -583,7 +587,7 @@ def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):
         assert "kernel-busy-sm-idle" in shown and "utilization.gpu 100% but SM activity 5%" in shown, shown
         once = lg.cli("top", "--once", "--width", "250").stdout
         assert "kernel-busy-sm-idle" in once and "utilization.gpu 100% but SM activity 5%" in once, once
-        from labgang.launcher.cli.client import Client
+        from labgang.launcher.api.client import Client
 
         with Client(lg.state_dir / "labgang.sock") as client:
             _, _, body = client.request("GET", "/metrics")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from labgang.launcher.cli.client import LogChunk
-from labgang.launcher.cli.jobs import JobFollower
+from labgang.launcher.api.client import LogChunk
+from labgang.launcher.cli.follow import JobFollower
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

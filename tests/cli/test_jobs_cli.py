@@ -6,8 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from labgang.launcher.cli.jobs import build_submission, exit_status_of
+from labgang.launcher.cli.follow import exit_status_of
 from labgang.launcher.cli.main import cli
+from labgang.launcher.cli.submission import build_submission
 
 
 def invoke(args, state_dir, env=None):

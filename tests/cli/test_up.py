@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.launcher.cli.client import STARTING_MARKER
+from labgang.launcher.api.client import STARTING_MARKER
 from labgang.launcher.cli.main import cli
 from labgang.launcher.cli.up import try_hint
 

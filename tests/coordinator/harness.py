@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labgang.launcher.cli.client import Client
+from labgang.launcher.api.client import Client
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"

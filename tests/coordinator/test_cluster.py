@@ -303,7 +303,7 @@ def test_a_gang_refused_for_good_by_its_agents_fails_at_once(cluster: Cluster) -
 def test_root_jobs_no_agent_allows_fail_at_once_then_are_refused_at_submission() -> None:
     """allow_root = false on the agents: a root job admitted before any agent said so fails at
     its first launch without retries; once the agents have said so, submission refuses it (403)."""
-    from labgang.launcher.cli.client import ApiError
+    from labgang.launcher.api.client import ApiError
 
     cluster = Cluster(NODES, agent_supervisor="allow_root = false\n")
     try:

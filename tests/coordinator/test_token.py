@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.agent.config import AgentConfigError, read_token
-from labgang.launcher.coordinator.app import TokenError, load_token
+from labgang.agent.config import AgentConfigError
+from labgang.agent.token import TokenError, read_token
+from labgang.launcher.coordinator.app import load_token
 
 
 def test_missing_token_is_created_owner_only_and_shared_with_the_agent(tmp_path: Path) -> None:

@@ -191,7 +191,8 @@ def test_token_mode_does_not_depend_on_the_umask(tmp_path):
 
 
 def test_gpu_node_install_takes_the_coordinators_token(tmp_path):
-    from labgang.agent.config import load_agent_config, read_token
+    from labgang.agent.config import load_agent_config
+    from labgang.agent.token import read_token
 
     theirs = tmp_path / "cluster.token"
     theirs.write_text("the-coordinators-token\n")

@@ -10,7 +10,7 @@ from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
-from labgang.launcher.metrics import CoordinatorMetrics, metrics_handler
+from labgang.launcher.coordinator.metrics import CoordinatorMetrics, metrics_handler
 from labgang.launcher.pitfalls import ClusterSnapshot
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from labgang.launcher.cli.client import CoordinatorUnavailable
+from labgang.launcher.api.client import CoordinatorUnavailable
 from labgang.tui.app import LabgangTop, make_app
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, LogChunkReady, StateReady
 from labgang.tui.screens.confirm import ConfirmScreen

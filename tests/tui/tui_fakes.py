@@ -1,6 +1,6 @@
 """A fake coordinator client with a small, fixed cluster that shows every kind of row and pitfall.
 
-The client has the async methods of ``labgang.launcher.cli.client.AsyncClient`` the TUI
+The client has the async methods of ``labgang.launcher.api.client.AsyncClient`` the TUI
 uses and answers from in-memory JSON (the user API's shapes), so the TUI tests run with
 no coordinator, and every answer is the same on every run.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, ProcessInfo, Unavailable
-from labgang.launcher.cli.client import ApiError, LogChunk
+from labgang.launcher.api.client import ApiError, LogChunk
 
 GiB = 1024**3
 NOW = 1_790_000_000.0  # frozen clock for every TUI test (2026-09-21 UTC)

@@ -34,6 +34,8 @@ from typing import Any
 
 from aiohttp import web
 from labgang.agent.inventory import is_known
+from labgang.launcher.api import keys
+from labgang.launcher.coordinator import views
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
     DEVICE_STATES,
@@ -396,10 +398,6 @@ def _exposition(registry: CollectorRegistry) -> web.Response:
 
 # ----- the coordinator's /metrics route -----------------------------------------------------
 
-#: Where :func:`add_metrics_routes` keeps the coordinator's :class:`CoordinatorMetrics`; the
-#: scheduling loop reports admissions, cycles and preemptions to ``app[METRICS].scheduler``.
-METRICS = web.AppKey("metrics", CoordinatorMetrics)
-
 
 def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
     """The coordinator's state as the pitfall detectors and the collectors read it.
@@ -413,8 +411,6 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
         coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
         finished_within_s: how long a finished job stays in the snapshot, seconds.
     """
-    from labgang.launcher.coordinator import views
-
     now = coord.clock()
     jobs = [
         views.job_view(job)
@@ -427,9 +423,10 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
 
 
 def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
-    """Every job the coordinator knows, counted per ``(queue, state)``."""
-    counts: dict[tuple[str, str], int] = {}
-    for job in coord.jobs.values():
+    """Every job the coordinator knows, counted per ``(queue, state)``: the active ones in memory
+    plus its running count of finished ones (the store holds those)."""
+    counts: dict[tuple[str, str], int] = dict(coord.finished_counts)
+    for job in coord.model.jobs.values():
         key = (job.spec.queue, job.status.state.value)
         counts[key] = counts.get(key, 0) + 1
     return counts
@@ -440,9 +437,8 @@ def add_metrics_routes(app: web.Application) -> None:
 
     Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
     the application starts: the metrics are set up once the coordinator exists and are
-    kept under ``app[METRICS]``.
+    kept under ``app[keys.METRICS]``.
     """
-    from labgang.launcher.api import keys
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
@@ -454,7 +450,7 @@ def add_metrics_routes(app: web.Application) -> None:
             current = coordinator_snapshot(coord)
             return current if watch is None else watch.with_findings(current)
 
-        app[METRICS] = CoordinatorMetrics(
+        app[keys.METRICS] = CoordinatorMetrics(
             snapshot,
             version=coord.version,
             thresholds=coord.config.pitfall_thresholds(),
@@ -463,7 +459,7 @@ def add_metrics_routes(app: web.Application) -> None:
         yield
 
     async def handle(request: web.Request) -> web.Response:
-        return _exposition(request.app[METRICS].registry)
+        return _exposition(request.app[keys.METRICS].registry)
 
     app.cleanup_ctx.append(metrics_ctx)
     app.router.add_get("/metrics", handle, name="metrics")

@@ -355,11 +355,39 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
-    def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
-        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``."""
+    def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
+        earlier start attempt's output (0 = the first), None = the current one."""
         query = {"rank": str(rank), "offset": str(offset)}
+        if attempt is not None:
+            query["attempt"] = str(attempt)
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
+
+    def history(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
+
+        Args:
+            user: a user name or "all" (admins); None = the caller's own jobs.
+            states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
+        """
+        query = {
+            name: str(value)
+            for name, value in (("user", user), ("queue", queue), ("since", since), ("until", until), ("limit", limit))
+            if value is not None
+        }
+        if states:
+            query["state"] = ",".join(states)
+        return self._json("GET", "/v1/history", query=query)["jobs"]
 
     def queues(self) -> list[dict[str, Any]]:
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""
