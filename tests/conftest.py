@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-import os
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("LABGANG_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fixture_files import FIXTURES, REPO
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+
+# This test run's simulated-NVML scope: unique per run, so that the processes of other labgang
+# instances and other test runs on the host (tagged with their own scopes) are invisible here.
+SIM_SCOPE = f"labgang-tests-{uuid.uuid4().hex}"
+
+
+# A non-interactive shell starts its background jobs with SIGINT and SIGQUIT ignored, and an
+# ignored signal stays ignored in every process started below (`for i in ...; do pytest; done &`,
+# nohup, CI runners). The tests deliver these signals to the processes they start (Ctrl-C on
+# `labgang run`, a rank that signals itself), so the run restores the defaults first instead of
+# depending on how it was started.
+for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+    if signal.getsignal(_signum) is signal.SIG_IGN:
+        signal.signal(_signum, _default)
 
 
 @pytest.fixture(scope="session")
@@ -18,8 +37,27 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The project's shared folder (scenarios, real GPU captures) beside the checkout."""
-    if not SHARED.is_dir():
-        pytest.fail(f"shared folder not found at {SHARED}; set LABGANG_SHARED")
-    return SHARED
+def fixtures_dir() -> Path:
+    """``tests/fixtures``: the data files the tests read (real captures, scenario files)."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def scenario_dir() -> Path:
+    """``tests/fixtures/scenarios``: the project's scenario files (``peers/`` below it)."""
+    return FIXTURES / "scenarios"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sim_scope() -> Iterator[str]:
+    """This run's simulated-NVML scope, also exported as ``LABGANG_SIM_SCOPE`` for the whole run.
+
+    Every process-scanning simulated backend a test opens passes ``scope=sim_scope``, and every
+    process a test starts inherits the variable, so another run's scoped backends skip it. (The
+    one-shot views ``labgang nodes/top --local --simulate`` are scoped by their state dir, like
+    ``labgang up``.) A process meant to look hand-started must drop the variable
+    (``tests/agent/conftest.py``'s ``sleeper`` does).
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SCOPE_VARIABLE, SIM_SCOPE)
+        yield SIM_SCOPE

@@ -119,6 +119,28 @@ class Activity:
 _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(range(40, 48)) | {50, 51, 60, 61}
 
 
+def _visible_devices_and_scope(
+    proc: psutil.Process,
+) -> tuple[tuple[tuple[str, ...], str | None, Declared], bool]:
+    """``((CUDA_VISIBLE_DEVICES entries, lower case), LABGANG_SIM_SCOPE or None, what it declares)``
+    of a process, and whether that answer is final for this process (worth caching).
+
+    An empty environment is not final: a process that is still inside ``execve`` (its parent
+    already returned from ``Popen``/``posix_spawn``) shows an empty ``/proc/PID/environ`` for a
+    moment, and caching that would hide it for its whole life. A process whose environment is
+    unreadable (another user's) is final; one that is gone or a zombie is not.
+    """
+    try:
+        env = proc.environ()
+    except psutil.AccessDenied:
+        return ((), None, Declared()), True
+    except (psutil.Error, OSError):
+        return ((), None, Declared()), False
+    cvd = env.get("CUDA_VISIBLE_DEVICES", "")
+    entries = tuple(x.strip().lower() for x in cvd.split(",") if x.strip())
+    return (entries, env.get(SCOPE_VARIABLE), Declared.from_environ(env)), bool(env)
+
+
 class SimHandle:
     """An opaque device handle: a new object per call, equal only to itself, unhashable (like ctypes pointers)."""
 
@@ -789,18 +811,12 @@ class SimulatedNvml(TopologyNvml):
             for proc in psutil.process_iter(["pid", "create_time"]):
                 key = (proc.info["pid"], proc.info["create_time"] or 0.0)
                 seen.add(key)
-                if key not in self._env_cache:
-                    try:
-                        env = proc.environ()
-                    except (psutil.Error, OSError):
-                        env = {}
-                    cvd = env.get("CUDA_VISIBLE_DEVICES", "")
-                    self._env_cache[key] = (
-                        tuple(x.strip().lower() for x in cvd.split(",") if x.strip()),
-                        env.get(SCOPE_VARIABLE),
-                        Declared.from_environ(env),
-                    )
-                entries, scope, declared = self._env_cache[key]
+                cached = self._env_cache.get(key)
+                if cached is None:
+                    cached, final = _visible_devices_and_scope(proc)
+                    if final:
+                        self._env_cache[key] = cached
+                entries, scope, declared = cached
                 if self._scope is not None and scope is not None and scope != self._scope:
                     continue  # a rank of another simulated instance on this host
                 bound = False

@@ -225,6 +225,22 @@ def exit_status(wait_status: int) -> int:
     return 128 - code if code < 0 else code
 
 
+# Signals a shell or a job may rely on, which this shim may have inherited as ignored: a
+# non-interactive shell ignores SIGINT and SIGQUIT in its background jobs (`labgang up &` in a
+# script), `nohup` ignores SIGHUP, and ignored dispositions survive fork and exec down to the rank.
+# SIGPIPE is left alone: Python ignores it in every interpreter, and Popen restores it in the child.
+RESET_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def reset_ignored_signals() -> None:
+    """Give every signal in :data:`RESET_SIGNALS` that this process ignores its default action, so
+    the rank starts as a command typed in a terminal would (``kill -INT`` stops it, its own
+    handlers work). The shim is alone in its session, so only a deliberate ``kill`` reaches it."""
+    for signum in RESET_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+
+
 def main(rank_dir: str) -> int:
     """Run one rank as described by ``rank_dir/launch.bin``; return this shim's own exit code."""
     with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
@@ -233,6 +249,7 @@ def main(rank_dir: str) -> int:
     become_subreaper()
     # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would
     # inherit them. The shim has no controlling terminal, so no terminal signal can reach it.
+    reset_ignored_signals()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

@@ -26,14 +26,15 @@ def sim_dir() -> Path:
 
 
 @pytest.fixture
-def real_gpus(shared_dir: Path) -> Path:
-    """The real nvidia-smi captures in ``shared/fixtures/real-gpus``."""
-    return shared_dir / "fixtures" / "real-gpus"
+def real_gpus(fixtures_dir: Path) -> Path:
+    """The real nvidia-smi captures in ``tests/fixtures/real-gpus`` (origins in its README.md)."""
+    return fixtures_dir / "real-gpus"
 
 
 @pytest.fixture
-def make_sim() -> Iterator[Callable[..., SimulatedNvml | ReplayNvml]]:
-    """Build an initialised SimulatedNvml (virtual clock) from a file path or from TOML/capture text.
+def make_sim(sim_scope: str) -> Iterator[Callable[..., SimulatedNvml | ReplayNvml]]:
+    """Build an initialised SimulatedNvml (virtual clock, this run's scope) from a file path or
+    from TOML/capture text.
 
     Usage: ``make_sim(path)`` or ``make_sim(text=..., scan_processes=False)``.
     Every backend made is shut down at teardown.
@@ -44,11 +45,11 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml | ReplayNvml]]:
         path: str | Path | None = None, *, text: str | None = None, scan_processes: bool = False
     ) -> SimulatedNvml | ReplayNvml:
         if path is not None:
-            backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes)
+            backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes, scope=sim_scope)
         else:
             assert text is not None
             backend = SimulatedNvml(
-                machine_from_text(text, "test.toml"), virtual_time=True, scan_processes=scan_processes
+                machine_from_text(text, "test.toml"), virtual_time=True, scan_processes=scan_processes, scope=sim_scope
             )
         backend.nvmlInit()
         made.append(backend)
@@ -63,8 +64,8 @@ def make_sim() -> Iterator[Callable[..., SimulatedNvml | ReplayNvml]]:
 @pytest.fixture
 def sleeper() -> Iterator[Callable[..., int]]:
     """Start sleeping processes with a given ``CUDA_VISIBLE_DEVICES`` and, optionally, a
-    ``LABGANG_SIM_SCOPE`` (never the one this test run may have inherited); all are killed at
-    teardown. ``sleeper(cvd, scope=None) -> pid``."""
+    ``LABGANG_SIM_SCOPE``; without one the process looks hand-started (the run's own scope is
+    dropped from its environment). All are killed at teardown. ``sleeper(cvd, scope=None) -> pid``."""
     procs: list[subprocess.Popen] = []
 
     def start(cvd: str, scope: str | None = None) -> int:

@@ -79,11 +79,11 @@ class _NodesHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir):
+def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir, sim_scope):
     from labgang.agent.inventory import read_inventory
     from labgang.agent.nvml import open_backend
 
-    backend = open_backend(simulate=sim_dir / "n1-4gpu.toml")
+    backend = open_backend(simulate=sim_dir / "n1-4gpu.toml", scope=sim_scope)
     inv = read_inventory(backend, now=5.0)
     backend.nvmlShutdown()
     held = inv.gpus[1].uuid

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixture_files import fixture_files, repository_files
 from labgang.agent.nvml.formats import detect_format, machine_from_text
 from labgang.launcher.cli.nodes import nodes
 
 MIB = 2**20
 REPO = Path(__file__).resolve().parents[2]
 SIM_FILES = sorted((REPO / "config" / "sim").glob("*.toml"))
-SHARED = REPO.parent / "shared" / "fixtures" / "real-gpus"
-CAPTURES = sorted(p for p in SHARED.glob("*") if p.name != "README.md")
+# The real captures in tests/fixtures/real-gpus, plus any extra ones a design folder adds.
+CAPTURES = fixture_files("real-gpus")
 LISTINGS = sorted((REPO / "tests" / "fixtures" / "nvml").glob("*-smi-L.txt"))
 
 # Whole-GPU memory (MiB) of the models the machine files use, as nvidia-smi reports them on real boards.
@@ -54,7 +55,9 @@ def test_every_sim_file_and_capture_is_covered():
         "n1-4gpu.toml",
         "n2-4gpu.toml",
     }
-    assert len(CAPTURES) >= 10
+    assert len(repository_files("real-gpus")) == 10
+    assert CAPTURES[:10] == repository_files("real-gpus")
+    assert len(LISTINGS) == 2
 
 
 @pytest.mark.parametrize("path", SIM_FILES, ids=lambda p: p.name)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from click.testing import CliRunner
+from fixture_files import fixture_files, repository_files
 from labgang.agent.inventory import Unavailable, read_inventory
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.agent.nvml.formats import machine_from_text
@@ -16,10 +17,15 @@ from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.launcher.cli.nodes import nodes
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = sorted((REPO / "config" / "sim").glob("*.toml")) + sorted(
-    p for p in (REPO.parent / "shared" / "fixtures" / "real-gpus").glob("*") if p.name != "README.md"
-)
+SOURCES = sorted((REPO / "config" / "sim").glob("*.toml")) + fixture_files("real-gpus")
 RECORD_FIXTURE = REPO / "tests" / "fixtures" / "nvml" / "h100-mig-record.json"
+
+
+def test_every_machine_file_and_real_capture_is_a_source():
+    """The parametrized set below holds the 6+ shipped machine files and all 10 real captures."""
+    sims = sorted((REPO / "config" / "sim").glob("*.toml"))
+    assert len(sims) >= 6 and len(repository_files("real-gpus")) == 10
+    assert set(sims) | set(repository_files("real-gpus")) <= set(SOURCES)
 
 
 def record_and_replay(sim: SimulatedNvml, path: Path):

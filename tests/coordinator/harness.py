@@ -32,8 +32,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Every wait below is on a real condition; its bound is only how long a failing test takes to say so.
+# A loaded machine (two busy cores, other test runs) starts a Python process in seconds, not tens of
+# milliseconds, so each bound is stretched by this factor: the tests still finish as soon as the
+# condition holds.
+WAIT_SLACK = 3.0
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` s."""
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` x
+    :data:`WAIT_SLACK` seconds (the message names ``what`` and the last value seen)."""
+    timeout *= WAIT_SLACK
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 from labgang.launcher.api import keys
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app
@@ -64,7 +66,9 @@ async def server():
 
 
 def inventory_dict(machine: str) -> dict[str, Any]:
-    backend = open_backend(REPO / "config" / "sim" / machine)
+    backend = open_backend(
+        REPO / "config" / "sim" / machine, scope=os.environ[SCOPE_VARIABLE]
+    )  # this run's scope (tests/conftest.py)
     try:
         return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
     finally:

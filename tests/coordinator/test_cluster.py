@@ -74,7 +74,18 @@ def test_gang_spans_both_nodes_with_torchrun_variables(cluster: Cluster) -> None
 
 
 def test_failing_rank_stops_the_gang_and_fails_the_job(cluster: Cluster) -> None:
-    code = "import os, sys, time\nif os.environ['RANK'] == '1':\n    time.sleep(0.3); sys.exit(3)\ntime.sleep(60)\n"
+    # Rank 1 fails once rank 0 runs (rank 0 says so with a marker file), so rank 0 is surely
+    # stopped by the gang rule rather than never started, however slowly the machine starts them.
+    code = (
+        "import os, sys, time\n"
+        "up = os.path.join(os.environ['TEST_BASE'], 'rank0-up')\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    while not os.path.exists(up):\n"
+        "        time.sleep(0.05)\n"
+        "    sys.exit(3)\n"
+        "open(up, 'w').close()\n"
+        "time.sleep(60)\n"
+    )
     job = cluster.submit(rank_script(code), workers=2, gpus_per_worker=4, grace_s=1.0)
     done = cluster.wait_state(job["id"], {"succeeded", "failed", "cancelled"}, timeout=20)
     assert done["state"] == "failed"

@@ -59,8 +59,8 @@ def test_unknown_priority_class_lists_the_classes() -> None:
         cfg.resolve_priority("urgent")
 
 
-def test_default_for_covers_every_allocatable_device(repo_root: Path) -> None:
-    backend = open_backend(repo_root / "config" / "sim" / "a100x8-mig.toml")
+def test_default_for_covers_every_allocatable_device(repo_root: Path, sim_scope: str) -> None:
+    backend = open_backend(repo_root / "config" / "sim" / "a100x8-mig.toml", scope=sim_scope)
     try:
         inventory = read_inventory(backend)
     finally:

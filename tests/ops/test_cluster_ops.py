@@ -60,9 +60,18 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
     waiting = cluster.submit(WAIT_GO, workers=1, gpus_per_worker=1)
     wait_for(lambda: cluster.job(waiting["id"])["reason"], what="a pending reason for the second job")
     reason = cluster.job(waiting["id"])["reason"]["code"].lower()
+
+    def nodes_once_the_ranks_show() -> dict | None:
+        # "running" means the ranks were started; their processes show in an agent's inventory
+        # only from its next NVML reading on. Until then the inventory and a later scrape differ.
+        with cluster.client() as client:
+            found = {n["name"]: n for n in client.nodes()}
+        gpus = [g for n in ("n1", "n2") for g in found[n]["inventory"]["gpus"]]
+        return found if all(g["processes"] for g in gpus) else None
+
+    nodes = wait_for(nodes_once_the_ranks_show, what="the gang's processes in both agents' inventories")
     with cluster.client() as client:
         version = client.version()
-        nodes = {n["name"]: n for n in client.nodes()}
 
     fam, _ = scrape(cluster)
 

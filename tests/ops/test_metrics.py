@@ -3,11 +3,13 @@ and parsed with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.agent.nvml.simulated import SimulatedNvml
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
 from labgang.launcher.coordinator.metrics import CoordinatorMetrics, metrics_handler
 from labgang.launcher.pitfalls import ClusterSnapshot
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,7 +19,9 @@ MiB = 1024 * 1024
 
 
 def _inventory(repo_root, machine: str, hostname: str, busy: dict[int, tuple[float, float]] | None = None):
-    backend = open_backend(simulate=repo_root / "config" / "sim" / machine)
+    backend = open_backend(
+        simulate=repo_root / "config" / "sim" / machine, scope=os.environ[SCOPE_VARIABLE]
+    )  # this run's scope (tests/conftest.py)
     assert isinstance(backend, SimulatedNvml)
     try:
         if busy:

@@ -185,15 +185,15 @@ def test_preemption_expectations(tmp_path, expect, code, needle):
     assert needle in res.output
 
 
-def test_same_trace_under_different_hash_seeds(shared_dir: Path, tmp_path):
+def test_same_trace_under_different_hash_seeds(scenario_dir: Path, tmp_path):
     """No dependence on set/dict iteration order: string hashing differs per seed."""
     import os
     import subprocess
     import sys
 
     files = [
-        str(shared_dir / "scenarios" / "seed-borrow-and-reclaim.toml"),
-        str(shared_dir / "scenarios" / "design-mig.toml"),
+        str(scenario_dir / "seed-borrow-and-reclaim.toml"),
+        str(scenario_dir / "design-mig.toml"),
         str(Path(__file__).parent / "cases" / "preemptor-reservation-blocks-others.toml"),
     ]
     outputs = []

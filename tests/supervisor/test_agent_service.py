@@ -114,7 +114,7 @@ class CoordinatorEnd:
 
 
 @pytest.fixture
-async def agent_and_link(tmp_path, monkeypatch):
+async def agent_and_link(tmp_path, monkeypatch, sim_scope):
     monkeypatch.setattr(service_mod, "TICK_S", 60.0)
     end = CoordinatorEnd()
     await end.start()
@@ -127,7 +127,7 @@ async def agent_and_link(tmp_path, monkeypatch):
         interval_s=300.0,
         supervisor={"allow_root": True},
     )
-    backend = open_backend(MACHINE)
+    backend = open_backend(MACHINE, scope=sim_scope)
     agent = AgentService(config, backend=backend, token="t0ken", stop_jobs_on_exit=True)
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))

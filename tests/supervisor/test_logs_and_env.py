@@ -123,6 +123,20 @@ def test_agent_provided_variables_reach_the_rank_and_cannot_be_forged(state_dir,
     assert env["RANK"] == "0"  # agent variables never override the contract
 
 
+def test_a_rank_never_inherits_ignored_signals_from_its_agent(state_dir, cleanup, make_spec, h):
+    """An agent started with SIGINT ignored (a background job of a script) still starts ranks that
+    `kill -INT` stops: the rank's small parent restores the default before starting it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sup = Supervisor(state_dir, allow_root=True)  # its small parents inherit the ignored SIGINT
+        cleanup.append(sup)
+        sup.launch(make_spec(["sh", "-c", "kill -INT $$; exit 5"]))
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert [e.exit_status for e in events if e.kind == "exited"] == [130]
+
+
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGKILL, 137), (signal.SIGSEGV, 139)])
 def test_signal_n_maps_to_128_plus_n(sup, make_spec, h, signum, status):
     sup.launch(make_spec(["sh", "-c", f"kill -{int(signum)} $$"]))

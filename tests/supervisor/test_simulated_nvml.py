@@ -16,8 +16,8 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def nvml(repo_root):
-    backend = open_backend(simulate=repo_root / "config" / "sim" / "h100x8.toml")
+def nvml(repo_root, sim_scope):
+    backend = open_backend(simulate=repo_root / "config" / "sim" / "h100x8.toml", scope=sim_scope)
     yield backend
     backend.nvmlShutdown()
 

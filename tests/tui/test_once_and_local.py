@@ -75,14 +75,14 @@ def test_bad_flags_are_usage_errors(tmp_path):
 
 
 @pytest.fixture
-def sim(repo_root, tmp_path):
+def sim(repo_root, tmp_path, sim_scope):
     text = (repo_root / "config/sim/h100x8.toml").read_text()
     for original, mine in (("GPU-8faa1f27", H100_0[:12]), ("GPU-da00dcfe", H100_1[:12]), ("GPU-c5763193", H100_2[:12])):
         assert original in text
         text = text.replace(original, mine)
     machine = tmp_path / "h100x8-own-uuids.toml"
     machine.write_text(text)
-    backend = SimulatedNvml.from_file(machine)
+    backend = SimulatedNvml.from_file(machine, scope=sim_scope)
     backend.nvmlInit()
     yield backend
     backend.nvmlShutdown()
@@ -90,6 +90,7 @@ def sim(repo_root, tmp_path):
 
 @pytest.fixture
 def sleepers():
+    """Processes of this run (they inherit its LABGANG_SIM_SCOPE), killed at teardown."""
     procs = []
 
     def start(**env: str) -> subprocess.Popen:
