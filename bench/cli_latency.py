@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -97,7 +98,7 @@ def main() -> None:
 
     python = str(Path(args.python).absolute())
     labgang = str(Path(python).parent / "labgang")
-    base = Path(tempfile.mkdtemp(prefix="lgc-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix="lgcli-", dir="/tmp"))
     cfg = base / "cluster.toml"
     cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
     state = base / "state"
@@ -141,6 +142,7 @@ def main() -> None:
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
