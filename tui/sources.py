@@ -302,7 +302,7 @@ def open_source(
 def local_scope(state_dir: str | Path | None) -> str:
     """The simulated-NVML scope of the ``labgang up`` instance at ``state_dir`` (default: the usual
     state dir), so ``--simulate`` views count that instance's ranks as its own and leave out
-    the ranks of other simulated instances on this host (agent/nvml/simulated.py, "Scopes")."""
+    the ranks of other simulated instances on this host (agent/nvml/simprocs.py, "Scopes")."""
     from labgang.agent import paths
     from labgang.agent.service import simulation_scope
 

@@ -25,7 +25,7 @@ The one the agent uses today:
 * ``LABGANG_SIM_SCOPE``: only with a simulated NVML backend, the agent's scope (its resolved
   state dir). Instances simulating the same machine file share device UUIDs; the simulator of
   each instance ignores processes tagged with another scope, so two simulated instances on one
-  host do not see each other's ranks as foreign processes (``agent/nvml/simulated.py``). Never
+  host do not see each other's ranks as foreign processes (``agent/nvml/simprocs.py``). Never
   set on the real NVML path.
 
 What is dropped, and why. The rank runs as the submitting user after privileges are dropped,
