@@ -26,10 +26,11 @@ from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict,
 from .exitwatch import ExitWatcher
 from .foreign import ForeignProcess
 from .ports import pick_free_port
+from .ranks import DeviceReading
 from .spec import LaunchSpec
 from .states import RankState
 from .status import RankEvent, RankStatus
-from .supervisor import DeviceReading, Supervisor
+from .supervisor import Supervisor
 
 __all__ = [
     "DeviceReading",

@@ -36,6 +36,9 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
 * **Re-adoption.** ``recover()`` rebuilds every rank from its journal folder after an agent
   restart, checks each pid against its recorded start time, resumes a stop that was under
   way (restarting its grace period), and reports exits that happened while it was down.
+
+This module holds launch, the tick, recovery and the queries; the rank record and the state
+machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 """
 
 from __future__ import annotations
@@ -47,89 +50,26 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
-from .errors import InvalidTransition, RankConflict, SupervisorError, UnknownJob
+from .errors import RankConflict, SupervisorError, UnknownJob
 from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
+from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
 from .spec import LaunchSpec
-from .states import RankState, can_transition
-from .status import EventKind, RankEvent, RankStatus
+from .states import RankState
+from .status import RankEvent, RankStatus
+from .stopping import RankStopper
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class DeviceReading:
-    """What NVML showed on the node's devices, and when the read began.
-
-    Attributes:
-        pids: device UUID → pids NVML shows on it (``NodeInventory.device_pids()``, from
-            ``nvmlDeviceGetComputeRunningProcesses``).
-        read_at: the supervisor's ``clock()`` (monotonic seconds) just before the NVML read began.
-    """
-
-    pids: Mapping[str, frozenset[int]]
-    read_at: float
-
-
-DevicePids = Callable[[], "Mapping[str, frozenset[int]] | DeviceReading | None"]
-
-KNOWN_PIDS_LIMIT = 4096
-"""Pids remembered per rank (live ones always; the oldest dead ones are forgotten past this).
-Dead pids are kept because NVML may still show them on the rank's devices."""
-
-
-@dataclass
-class _Rank:
-    """The supervisor's private, mutable record of one rank."""
-
-    spec: LaunchSpec
-    dir: Path
-    state: RankState = RankState.STARTING
-    shim_pid: int | None = None
-    shim_ticks: int | None = None
-    shim_proc: subprocess.Popen[bytes] | None = None
-    pid: int | None = None
-    pgid: int | None = None
-    ticks: int | None = None
-    started_at: float | None = None
-    started_reported: bool = False
-    exit_known: bool = False
-    exit_status: int | None = None
-    ended_at: float | None = None
-    exit_reported: bool = False
-    known: dict[int, int] = field(default_factory=dict)  # pid -> start ticks, every process ever seen
-    stop_grace: float | None = None
-    term_at: float | None = None
-    kill_at: float | None = None
-    shim_alive: bool = True  # as of the last snapshot
-    released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.spec.job_id, self.spec.rank)
-
-    def status(self) -> RankStatus:
-        return RankStatus(
-            job_id=self.spec.job_id,
-            rank=self.spec.rank,
-            state=self.state,
-            pid=self.pid,
-            pgid=self.pgid,
-            exit_status=self.exit_status,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-        )
-
-
-class Supervisor:
+class Supervisor(RankStopper):
     """Start, stop, watch and re-adopt the gang ranks of one node.
 
     Args:
@@ -183,7 +123,7 @@ class Supervisor:
         self._log_max_bytes = SupervisorConfig(log_max_bytes=log_max_bytes).log_max_bytes
         self._os: ProcessHost = host_os or HostOS()
         self._agent_uid = os.geteuid()
-        self._ranks: dict[tuple[str, int], _Rank] = {}
+        self._ranks: dict[tuple[str, int], RankRecord] = {}
         if not self._journal.state_dir.exists():
             self._os.ensure_dir(self._journal.state_dir, 0o755)
         self._os.ensure_dir(self._journal.ranks_dir, 0o700)
@@ -373,7 +313,7 @@ class Supervisor:
                 "cpus": list(spec.cpus) if spec.cpus is not None else None,
             },
         )
-        rec = _Rank(spec=spec, dir=rank_dir)
+        rec = RankRecord(spec=spec, dir=rank_dir)
         self._ranks[rec.key] = rec
         try:
             proc, ticks = self._start_shim(rank_dir)
@@ -386,102 +326,7 @@ class Supervisor:
         self._save(rec)
         return rec.status()
 
-    # ------------------------------------------------------------------ stop and signals
-
-    def _job_ranks(self, job_id: str) -> list[_Rank]:
-        found = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
-        if not found:
-            raise UnknownJob(f"job_id: no rank of job {job_id!r} on this node")
-        return found
-
-    def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
-        """Stop every local rank of a job (the node-level gang rule: all in one call).
-
-        With ``warn`` (a preemption or cancel stop), each running rank gets its warning signal
-        first when its spec has one (``WARNED``; SIGTERM follows ``warn_before`` seconds later),
-        otherwise SIGTERM now on its process group and every descendant that left it
-        (``STOPPING``). ``tick()`` sends SIGKILL to all that remain after the grace period.
-        ``warn=False`` is for stops whose warning was already sent (the coordinator sends a
-        time limit's warning itself, ``warn_before`` seconds ahead, and stops at the limit) or
-        that must not wait (shutdown): a ``WARNED`` rank then gets SIGTERM at once. Calling it
-        again is harmless; an explicit ``grace`` can only shorten a stop under way (``grace=0``
-        kills at the next tick).
-
-        Args:
-            job_id: the job.
-            grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
-            warn: send the spec's warning signal ``warn_before`` seconds ahead of SIGTERM.
-
-        Returns:
-            The job's rank statuses after the call.
-
-        Raises:
-            UnknownJob: no rank of this job is supervised here.
-            ValueError: ``grace`` is negative.
-        """
-        if grace is not None and grace < 0:
-            raise ValueError(f"grace: {grace!r} is negative (allowed: seconds >= 0)")
-        ranks = self._job_ranks(job_id)
-        return self._stop(ranks, grace, warn, self._clock(), self._os.snapshot())
-
-    def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
-        """Stop several jobs at one instant: one ``/proc`` snapshot, one clock reading, so their
-        grace periods end together (a reclaim stopping many victims). Each entry is
-        ``(job_id, grace, warn)`` as for :meth:`stop_job`; a job with no rank here is skipped.
-
-        Returns:
-            job_id → its rank statuses after the call (``[]`` for a job not supervised here).
-
-        Raises:
-            ValueError: a negative ``grace`` (nothing is stopped then).
-        """
-        for job_id, grace, _ in stops:
-            if grace is not None and grace < 0:
-                raise ValueError(f"grace: {grace!r} of job {job_id!r} is negative (allowed: seconds >= 0)")
-        now, snap = self._clock(), self._os.snapshot()
-        out: dict[str, list[RankStatus]] = {}
-        for job_id, grace, warn in stops:
-            ranks = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
-            out[job_id] = self._stop(ranks, grace, warn, now, snap) if ranks else []
-        return out
-
-    def _stop(
-        self, ranks: list[_Rank], grace: float | None, warn: bool, now: float, snap: ProcSnapshot
-    ) -> list[RankStatus]:
-        for rec in ranks:
-            if rec.state in (RankState.STARTING, RankState.RUNNING):
-                rec.stop_grace = rec.spec.grace if grace is None else grace
-                spec = rec.spec
-                if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 and warn:
-                    self._send_all(rec, snap, spec.warn_signal)
-                    rec.term_at = now + spec.warn_before
-                    self._transition(rec, RankState.WARNED)
-                else:
-                    self._begin_term(rec, snap, now)
-            elif rec.state is RankState.WARNED:
-                if grace is not None:
-                    rec.stop_grace = min(grace, rec.stop_grace if rec.stop_grace is not None else grace)
-                if not warn:
-                    self._begin_term(rec, snap, now)
-            elif rec.state is RankState.STOPPING and grace is not None:
-                rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
-        return [r.status() for r in ranks]
-
-    def signal_job(self, job_id: str, signum: int) -> int:
-        """Send ``signum`` to every live process of every local rank of a job.
-
-        Returns:
-            How many processes or groups were signalled.
-
-        Raises:
-            UnknownJob: no rank of this job is supervised here.
-        """
-        snap = self._os.snapshot()
-        return sum(
-            self._send_all(rec, snap, signum)
-            for rec in self._job_ranks(job_id)
-            if rec.state not in (RankState.RELEASING, RankState.GONE)
-        )
+    # ------------------------------------------------------------------ forget
 
     def forget(self, job_id: str) -> None:
         """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
@@ -572,7 +417,12 @@ class Supervisor:
         return out
 
     def _advance(
-        self, rec: _Rank, now: float, snap: ProcSnapshot, devices: Callable[[], DeviceReading | None], seen_at: float
+        self,
+        rec: RankRecord,
+        now: float,
+        snap: ProcSnapshot,
+        devices: Callable[[], DeviceReading | None],
+        seen_at: float,
     ) -> list[RankEvent]:
         events: list[RankEvent] = []
         if rec.shim_proc is not None and rec.shim_proc.poll() is not None:
@@ -650,120 +500,6 @@ class Supervisor:
                 events.append(self._transition(rec, RankState.GONE, "gone"))
         return events
 
-    @staticmethod
-    def _prune_known(rec: _Rank, live: Mapping[int, int]) -> None:
-        """Forget the oldest dead pids beyond ``KNOWN_PIDS_LIMIT`` (a job forking workers every epoch)."""
-        dead = [pid for pid in rec.known if pid not in live and pid != rec.pid]
-        for pid in dead[: len(rec.known) - KNOWN_PIDS_LIMIT]:
-            del rec.known[pid]
-
-    def _read_rank_file(self, rec: _Rank) -> None:
-        info = J.read_json(rec.dir / J.RANK)
-        if info is not None:
-            rec.pid, rec.pgid = info["pid"], info["pgid"]
-            rec.ticks, rec.started_at = info["start_ticks"], info["started_at"]
-            if rec.ticks is not None:
-                rec.known[rec.pid] = rec.ticks
-
-    def _read_exit_file(self, rec: _Rank) -> None:
-        info = J.read_json(rec.dir / J.EXIT)
-        if info is not None:
-            rec.exit_known = True
-            rec.exit_status = info["exit_status"]
-            rec.ended_at = info["ended_at"]
-
-    def _live(self, rec: _Rank, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
-        """pid → start ticks of every live process of the rank (the shim itself excluded)."""
-        live: dict[int, int] = {}
-        if shim_alive and rec.shim_pid is not None:
-            live.update({pid: e.start_ticks for pid, e in snap.descendants(rec.shim_pid).items()})
-        for pid, ticks in rec.known.items():
-            if pid not in live and snap.matches(pid, ticks):
-                live[pid] = ticks
-                live.update({p: e.start_ticks for p, e in snap.descendants(pid).items()})
-        return live
-
-    # ------------------------------------------------------------------ signalling
-
-    def _begin_term(self, rec: _Rank, snap: ProcSnapshot, now: float) -> None:
-        """SIGTERM to the rank's group and every descendant; the grace period starts now."""
-        grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
-        rec.kill_at = now + grace
-        self._transition(rec, RankState.STOPPING)
-        live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
-        self._send_all(rec, snap, signal.SIGTERM, live)
-
-    def _send_all(self, rec: _Rank, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
-        """Send ``signum`` to the rank's process group and to each live process outside it.
-
-        Returns the number of successful sends; ``ESRCH`` (already gone) is not an error.
-        """
-        if live is None:
-            live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
-        sent = 0
-        group_alive = rec.pgid is not None and any(
-            snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid
-        )
-        if group_alive and rec.pgid is not None and self._os.killpg(rec.pgid, signum):
-            sent += 1
-        for pid, ticks in sorted(live.items()):
-            entry = snap.by_pid.get(pid)
-            if entry is None or entry.start_ticks != ticks:
-                continue
-            if group_alive and entry.pgrp == rec.pgid:
-                continue
-            try:
-                if self._os.kill(pid, signum):
-                    sent += 1
-            except PermissionError:
-                log.warning("rank %s/%s: may not signal pid %d", *rec.key, pid)
-        return sent
-
-    # ------------------------------------------------------------------ state machine
-
-    @overload
-    def _transition(self, rec: _Rank, new: RankState, kind: EventKind) -> RankEvent: ...
-    @overload
-    def _transition(self, rec: _Rank, new: RankState, kind: None = None) -> None: ...
-    def _transition(self, rec: _Rank, new: RankState, kind: EventKind | None = None) -> RankEvent | None:
-        """The one place a rank changes state: guard, journal, and the event (if ``kind``).
-
-        Raises:
-            InvalidTransition: ``states.TRANSITIONS`` does not allow it (a supervisor bug).
-        """
-        old = rec.state
-        if not can_transition(old, new):
-            raise InvalidTransition(f"rank {rec.spec.rank} of job {rec.spec.job_id!r}: {old.value} -> {new.value}")
-        rec.state = new
-        log.debug("rank %s/%s: %s -> %s", *rec.key, old.value, new.value)
-        self._save(rec)
-        return self._event(rec, kind) if kind is not None else None
-
-    def _event(self, rec: _Rank, kind: EventKind) -> RankEvent:
-        status = None if kind == "started" else rec.exit_status
-        return RankEvent(
-            job_id=rec.spec.job_id,
-            rank=rec.spec.rank,
-            kind=kind,
-            exit_status=status,
-            time=self._wall(),
-        )
-
-    def _save(self, rec: _Rank) -> None:
-        J.write_json(
-            rec.dir / J.STATE,
-            {
-                "state": rec.state.value,
-                "started_reported": rec.started_reported,
-                "exit_reported": rec.exit_reported,
-                "exit_known": rec.exit_known,
-                "exit_status": rec.exit_status,
-                "ended_at": rec.ended_at,
-                "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
-                "stop_grace": rec.stop_grace,
-            },
-        )
-
     # ------------------------------------------------------------------ recovery
 
     def recover(self) -> list[RankEvent]:
@@ -789,7 +525,7 @@ class Supervisor:
                 log.warning("rank %s/%s: %s has no %s; not adopted", job_id, rank, rank_dir, J.SPEC)
                 continue
             spec = LaunchSpec.from_dict(spec_data)
-            rec = _Rank(spec=spec, dir=rank_dir)
+            rec = RankRecord(spec=spec, dir=rank_dir)
             shim = J.read_json(rank_dir / J.SHIM) or {}
             rec.shim_pid, rec.shim_ticks = shim.get("pid"), shim.get("start_ticks")
             saved = J.read_json(rank_dir / J.STATE) or {}

@@ -1,0 +1,148 @@
+"""Stopping and signalling ranks: warning signal, SIGTERM to the group and its strays, SIGKILL after grace.
+
+:class:`RankStopper` (a base of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) starts
+stops (``stop_job``, ``stop_jobs``) and sends signals (``signal_job``); the timed arrows that
+follow (warning → SIGTERM → grace → SIGKILL) are evaluated by ``Supervisor.tick``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Mapping
+
+from .hostos import ProcSnapshot
+from .ranks import RankRecord, RankTable
+from .states import RankState
+from .status import RankStatus
+
+log = logging.getLogger(__name__)
+
+
+class RankStopper(RankTable):
+    """Stop and signal the ranks of a :class:`~.ranks.RankTable`."""
+
+    def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
+        """Stop every local rank of a job (the node-level gang rule: all in one call).
+
+        With ``warn`` (a preemption or cancel stop), each running rank gets its warning signal
+        first when its spec has one (``WARNED``; SIGTERM follows ``warn_before`` seconds later),
+        otherwise SIGTERM now on its process group and every descendant that left it
+        (``STOPPING``). ``tick()`` sends SIGKILL to all that remain after the grace period.
+        ``warn=False`` is for stops whose warning was already sent (the coordinator sends a
+        time limit's warning itself, ``warn_before`` seconds ahead, and stops at the limit) or
+        that must not wait (shutdown): a ``WARNED`` rank then gets SIGTERM at once. Calling it
+        again is harmless; an explicit ``grace`` can only shorten a stop under way (``grace=0``
+        kills at the next tick).
+
+        Args:
+            job_id: the job.
+            grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
+            warn: send the spec's warning signal ``warn_before`` seconds ahead of SIGTERM.
+
+        Returns:
+            The job's rank statuses after the call.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+            ValueError: ``grace`` is negative.
+        """
+        if grace is not None and grace < 0:
+            raise ValueError(f"grace: {grace!r} is negative (allowed: seconds >= 0)")
+        ranks = self._job_ranks(job_id)
+        return self._stop(ranks, grace, warn, self._clock(), self._os.snapshot())
+
+    def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
+        """Stop several jobs at one instant: one ``/proc`` snapshot, one clock reading, so their
+        grace periods end together (a reclaim stopping many victims). Each entry is
+        ``(job_id, grace, warn)`` as for :meth:`stop_job`; a job with no rank here is skipped.
+
+        Returns:
+            job_id → its rank statuses after the call (``[]`` for a job not supervised here).
+
+        Raises:
+            ValueError: a negative ``grace`` (nothing is stopped then).
+        """
+        for job_id, grace, _ in stops:
+            if grace is not None and grace < 0:
+                raise ValueError(f"grace: {grace!r} of job {job_id!r} is negative (allowed: seconds >= 0)")
+        now, snap = self._clock(), self._os.snapshot()
+        out: dict[str, list[RankStatus]] = {}
+        for job_id, grace, warn in stops:
+            ranks = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
+            out[job_id] = self._stop(ranks, grace, warn, now, snap) if ranks else []
+        return out
+
+    def _stop(
+        self, ranks: list[RankRecord], grace: float | None, warn: bool, now: float, snap: ProcSnapshot
+    ) -> list[RankStatus]:
+        for rec in ranks:
+            if rec.state in (RankState.STARTING, RankState.RUNNING):
+                rec.stop_grace = rec.spec.grace if grace is None else grace
+                spec = rec.spec
+                if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 and warn:
+                    self._send_all(rec, snap, spec.warn_signal)
+                    rec.term_at = now + spec.warn_before
+                    self._transition(rec, RankState.WARNED)
+                else:
+                    self._begin_term(rec, snap, now)
+            elif rec.state is RankState.WARNED:
+                if grace is not None:
+                    rec.stop_grace = min(grace, rec.stop_grace if rec.stop_grace is not None else grace)
+                if not warn:
+                    self._begin_term(rec, snap, now)
+            elif rec.state is RankState.STOPPING and grace is not None:
+                rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
+        return [r.status() for r in ranks]
+
+    def signal_job(self, job_id: str, signum: int) -> int:
+        """Send ``signum`` to every live process of every local rank of a job.
+
+        Returns:
+            How many processes or groups were signalled.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+        """
+        snap = self._os.snapshot()
+        return sum(
+            self._send_all(rec, snap, signum)
+            for rec in self._job_ranks(job_id)
+            if rec.state not in (RankState.RELEASING, RankState.GONE)
+        )
+
+    # ------------------------------------------------------------------ signalling
+
+    def _begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
+        """SIGTERM to the rank's group and every descendant; the grace period starts now."""
+        grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
+        rec.kill_at = now + grace
+        self._transition(rec, RankState.STOPPING)
+        live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        self._send_all(rec, snap, signal.SIGTERM, live)
+
+    def _send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
+        """Send ``signum`` to the rank's process group and to each live process outside it.
+
+        Returns the number of successful sends; ``ESRCH`` (already gone) is not an error.
+        """
+        if live is None:
+            live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        sent = 0
+        group_alive = rec.pgid is not None and any(
+            snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid
+        )
+        if group_alive and rec.pgid is not None and self._os.killpg(rec.pgid, signum):
+            sent += 1
+        for pid, ticks in sorted(live.items()):
+            entry = snap.by_pid.get(pid)
+            if entry is None or entry.start_ticks != ticks:
+                continue
+            if group_alive and entry.pgrp == rec.pgid:
+                continue
+            try:
+                if self._os.kill(pid, signum):
+                    sent += 1
+            except PermissionError:
+                log.warning("rank %s/%s: may not signal pid %d", *rec.key, pid)
+        return sent
