@@ -29,20 +29,11 @@ from typing import TYPE_CHECKING
 
 from labgang.agent.nvml.machine import SimMachine, machine_from_toml
 from labgang.agent.nvml.simtopo import parse_topo_matrix, topo_block
-from labgang.agent.nvml.smi import (
-    Capture,
-    GpuRecord,
-    build_machine,
-    capture_from_list,
-    capture_from_q_text,
-    capture_from_table,
-    capture_from_xml,
-    list_lines,
-    listing_problem,
-    merge_list,
-    q_block,
-    table_block,
-)
+from labgang.agent.nvml.smi import Capture, GpuRecord, build_machine, merge_list
+from labgang.agent.nvml.smi_list import capture_from_list, list_lines, listing_problem
+from labgang.agent.nvml.smi_qtext import capture_from_q_text, q_block
+from labgang.agent.nvml.smi_table import capture_from_table, table_block
+from labgang.agent.nvml.smi_xml import capture_from_xml
 from labgang.agent.tomlfile import TomlTextError, loads_toml
 
 if TYPE_CHECKING:
