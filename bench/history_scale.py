@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import lifecycle as lb
+import lifecycle_harness as lb
 from labgang.agent import paths
 from labgang.launcher.lifecycle.records import HistoryEntry, JobSpec, JobStatus, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
