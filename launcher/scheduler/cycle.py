@@ -39,6 +39,7 @@ from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
+from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible
 from labgang.launcher.scheduler.preemption import find_victims, may_search
@@ -279,16 +280,17 @@ class _Cycle:
         waiting head's quota (QUEUE-SEMANTICS A2), so it is lifted for the holder's own later
         jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
         head) and for any job that stays within its own nominal quota (its entitlement; Kueue
-        admits it the next cycle, when the inadmissible head holds nothing)."""
+        admits it the next cycle, when the inadmissible head holds nothing). In a cohort tree
+        the test is made at the lowest common cohort L of the job's queue and the holder's: the
+        hold binds only when the job's branch below L would go above its quota."""
         if not self.idle_hold:
             return self._try_job(e)
         res = e.job.request.resource
-        key = (e.spec.name, res)
-        lifted = [key] if key in self.idle_hold else []
-        own = self.idle_hold.get(key, 0)
+        q = e.spec.name
+        own = self.idle_hold.get((q, res), 0)
+        need = e.job.request.total - own
         quota = self.state.quota
-        if quota.usage(key[0], res) - own + e.job.request.total <= quota.nominal(key[0], res):
-            lifted = [k for k in self.idle_hold if k[1] == res]
+        lifted = [k for k in self.idle_hold if k[1] == res and (k[0] == q or not self._hold_binds(q, k[0], res, need))]
         for k in lifted:
             quota.add(k[0], k[1], -self.idle_hold[k])
             self.held[k] -= self.idle_hold[k]
@@ -298,6 +300,18 @@ class _Cycle:
             for k in lifted:
                 quota.add(k[0], k[1], self.idle_hold[k])
                 self.held[k] += self.idle_hold[k]
+
+    def _hold_binds(self, q: str, holder: str, res: str, need: int) -> bool:
+        """True when ``holder``'s idle hold keeps ``need`` more devices for ``q`` out: ``q``'s
+        branch below their lowest common cohort would go above its quota with them."""
+        quota = self.state.quota
+        tree = quota.tree
+        qn, hn = tree.queue_id[q], tree.queue_id[holder]
+        lca = lowest_common(quota, qn, hn)
+        if lca < 0:
+            return False
+        b = branch(quota, qn, lca)
+        return quota.usage_with(q, res, need, b) > tree.quota(b, res)
 
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec

@@ -262,10 +262,11 @@ class Simulation:
             self.cycles += 1
             for cycle_hook in self._cycle_hooks:
                 cycle_hook(snap, result)
+            # a hold lasts one cycle: a cycle that starts holding is followed by one without it
+            changed = bool(result.held) and not self.held
             self.held = set(result.held)
             if self.scenario.sharing.admission is not None:
                 self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
-            changed = False
             for adm in result.admitted:
                 self._admit(self.jobs[adm.job_id], adm.placement)
                 changed = True
