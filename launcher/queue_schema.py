@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from labgang.launcher.model import (
     DEFAULT_FAIR_PREEMPTION,
@@ -45,17 +45,19 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def check_quantities(value: dict[str, int]) -> dict[str, int]:
-    """Devices per resource: names ``gpu`` / ``mig-<profile>``, counts >= 0.
+def check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
+    """Devices per resource (the table ``what``): names ``gpu`` / ``mig-<profile>``, counts >= 0.
 
     Raises:
         ValueError: naming the bad resource or count and the allowed values.
     """
     for res, n in value.items():
         if not is_valid_resource(res):
-            raise ValueError(f"unknown resource {res!r}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'")
+            raise ValueError(
+                f"unknown resource {res!r} in {what}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'"
+            )
         if n < 0:
-            raise ValueError(f"{res} must be >= 0, got {n}")
+            raise ValueError(f"{what}[{res!r}] must be >= 0, got {n}")
     return value
 
 
@@ -83,8 +85,8 @@ class QueueModel(Strict):
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
-    def _q(cls, v: dict[str, int]) -> dict[str, int]:
-        return check_quantities(v)
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return check_quantities(v, info.field_name or "quantities")
 
     def to_spec(self) -> QueueSpec:
         """The scheduler's :class:`QueueSpec`."""
@@ -116,8 +118,8 @@ class CohortModel(Strict):
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
-    def _q(cls, v: dict[str, int]) -> dict[str, int]:
-        return check_quantities(v)
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return check_quantities(v, info.field_name or "quantities")
 
     def to_spec(self) -> CohortSpec:
         """The scheduler's :class:`CohortSpec`."""
@@ -141,8 +143,8 @@ class TenantModel(Strict):
 
     @field_validator("usage")
     @classmethod
-    def _q(cls, v: dict[str, int]) -> dict[str, int]:
-        return check_quantities(v)
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return check_quantities(v, info.field_name or "quantities")
 
     def to_spec(self) -> TenantSpec:
         """The scheduler's :class:`TenantSpec`."""

@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable
 
 from labgang.agent import labgang_version
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
@@ -67,6 +68,8 @@ class Coordinator:
         self.metrics: Any = None
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
+        # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
+        self.sharing = SharingState(config, store, self.started_at)
 
     # ----- plumbing ---------------------------------------------------------------------------
 

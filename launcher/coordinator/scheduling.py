@@ -116,6 +116,7 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                     grace=job.spec.grace_s,
                     terminating=st.state == JobState.TERMINATING,
                     seq=job.seq,
+                    tenant=coord.sharing.tenant(job.spec),
                 )
             )
         elif st.state == JobState.PENDING and st.not_before <= now:
@@ -129,8 +130,11 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                     seq=job.seq,
                     pending_since=st.pending_since,
                     nominated=tuple(st.nominated),
+                    tenant=coord.sharing.tenant(job.spec),
+                    held_last_cycle=job.id in coord.sharing.held,
                 )
             )
+    coord.sharing.sample(now, running)
     return Snapshot(
         now=now,
         nodes=cluster_nodes(coord),
@@ -138,6 +142,9 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
         running=tuple(running),
         pending=tuple(pending),
         unavailable=unavailable_devices(coord, held),
+        cohorts=coord.config.cohort_specs(),
+        sharing=coord.config.sharing_policy(),
+        tenants=coord.sharing.snapshot_tenants(),
     )
 
 
@@ -214,6 +221,8 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
             break
         started = time.perf_counter()
         result = run_cycle(snapshot)
+        had_held = bool(coord.sharing.held)
+        coord.sharing.after_cycle(result)
         coord.cycles += 1
         coord.last_cycle_at = now
         if coord.metrics is not None:
@@ -228,7 +237,8 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
         )
         new = apply_result(coord, result, now)
         admitted.extend(new)
-        if not new:
+        # a hold lasts one cycle: a cycle that starts holding is followed by one without it
+        if not new and not (result.held and not had_held):
             break
     return admitted
 
@@ -295,7 +305,9 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
     found = (
-        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes) if nodes else _quota_only(coord, spec)
+        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes, coord.config.cohort_specs())
+        if nodes
+        else _quota_only(coord, spec)
     )
     answer = None if found is None else (found[0].message, found[1])
     coord.schedulable_cache[key] = answer
@@ -306,6 +318,6 @@ def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
     from labgang.launcher.scheduler.quota import QuotaBook
     from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
 
-    book = QuotaBook(coord.config.queue_specs())
+    book = QuotaBook(coord.config.queue_specs(), {}, coord.config.cohort_specs())
     reason = quota_never_fits(book, spec.queue, spec.request)
     return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))
