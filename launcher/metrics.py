@@ -244,6 +244,17 @@ class ClusterCollector(Collector):
                 amounts = getattr(q, key)
                 for resource in sorted(set(amounts) | set(q.nominal)):
                     family.add_metric((q.name, q.cohort or "", resource), float(amounts.get(resource, 0)))
+        share = _gauge(
+            "labgang_queue_fair_share",
+            "The queue's fair share: dominant resource share above nominal (x 1000 of what its cohort "
+            "could reach) divided by its fair_weight; +Inf for weight 0 while borrowing.",
+            ("queue", "cohort"),
+        )
+        for q in snapshot.queues:
+            value = q.fair_share
+            if value is None and q.fair_weight <= 0 and q.borrowed:
+                value = float("inf")
+            share.add_metric((q.name, q.cohort or ""), float(value or 0.0))
         pending = _gauge(
             "labgang_queue_pending_jobs", "Pending jobs by queue and pending reason code.", ("queue", "reason")
         )
@@ -254,7 +265,7 @@ class ClusterCollector(Collector):
                 counts[key] = counts.get(key, 0) + 1
         for key in sorted(counts):
             pending.add_metric(key, float(counts[key]))
-        yield from (*families.values(), pending)
+        yield from (*families.values(), share, pending)
 
     def _jobs(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         jobs = _gauge("labgang_jobs", "Jobs the coordinator knows, by queue and state.", ("queue", "state"))

@@ -38,6 +38,7 @@ from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, Wi
 from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
+from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.nominate import Entry, nominate
@@ -490,10 +491,16 @@ class _Cycle:
         running = self.state.running
         parts = [f"{v} ({running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
-        return (
+        text = (
             f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
             f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
         )
+        shares = self.state.shares
+        if shares is not None and e.spec.cohort is not None:
+            fair = preemption_text(shares, e.spec.name, req, [running[v].queue for v in victims if v in running])
+            if fair:
+                text += "; fair sharing: " + fair
+        return text
 
 
 def _no_score(job: RunningJob) -> float:
