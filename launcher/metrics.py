@@ -251,10 +251,8 @@ class ClusterCollector(Collector):
             ("queue", "cohort"),
         )
         for q in snapshot.queues:
-            value = q.fair_share
-            if value is None and q.fair_weight <= 0 and q.borrowed:
-                value = float("inf")
-            share.add_metric((q.name, q.cohort or ""), float(value or 0.0))
+            if q.fair_share is not None:  # None: the coordinator did not report it
+                share.add_metric((q.name, q.cohort or ""), q.fair_share)
         pending = _gauge(
             "labgang_queue_pending_jobs", "Pending jobs by queue and pending reason code.", ("queue", "reason")
         )
