@@ -260,6 +260,13 @@ class _Cycle:
             self.version += 1
         return outcome
 
+    def known_failure(self, e: Entry) -> bool:
+        """True (and ``e`` answered as pending) when a job of its class at least as strong
+        failed and nothing changed since; see :meth:`_known_failure`."""
+        if e.job.nominated or e.unschedulable is not None:
+            return False
+        return self._known_failure(e)
+
     def _known_failure(self, e: Entry) -> bool:
         """Same queue, same request, nothing changed since a job at least as strong failed:
         this one fails the same way (within a cycle room only shrinks)."""

@@ -16,6 +16,7 @@ cohort trees"); the classical path keeps its sorted heap (:mod:`.cycle`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from labgang.launcher.model import Queueing
@@ -38,9 +39,16 @@ class QueueLine:
         tenants: the tenants' histories with admission fair sharing, else None.
     """
 
-    def __init__(self, entries: list[Entry], strict: bool, tenants: TenantBook | None) -> None:
+    def __init__(
+        self,
+        entries: list[Entry],
+        strict: bool,
+        tenants: TenantBook | None,
+        known_failure: Callable[[Entry], bool] | None = None,
+    ) -> None:
         self.strict = strict
         self.tenants = tenants
+        self.known_failure = known_failure
         self.by_tenant: dict[TenantKey, list[Entry]] = {}
         self.ptr: dict[TenantKey, int] = {}
         for e in entries:
@@ -51,7 +59,16 @@ class QueueLine:
         self.blocked = False
 
     def head(self) -> Entry | None:
-        """The job the queue offers now, or None."""
+        """The job the queue offers now, or None. Jobs whose answer is already known (a job of
+        the same class, at least as strong, failed and nothing changed since: ``known_failure``
+        answers them) are passed over here, without a trip through the tournament."""
+        while True:
+            e = self._first()
+            if e is None or self.known_failure is None or not self.known_failure(e):
+                return e
+            self.advance(e)
+
+    def _first(self) -> Entry | None:
         if self.blocked:
             return None
         best: Entry | None = None
@@ -96,7 +113,9 @@ def run_by_heads(cycle: _Cycle, by_queue: dict[str, list[Entry]]) -> None:
                 rest.append(e)
         if rest:
             strict = rest[0].spec.queueing is Queueing.STRICT_FIFO
-            lines[name] = QueueLine(rest, strict, cycle.tenants)
+            # without starvation reservations room only shrinks in a cycle: a known failure holds
+            skip = None if strict or cycle.reservations else cycle.known_failure
+            lines[name] = QueueLine(rest, strict, cycle.tenants, skip)
     sticky.sort(key=lambda e: (-e.job.priority, e.job.submit_time, e.job.seq))
     for e in sticky:
         cycle._process(e)
