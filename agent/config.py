@@ -17,16 +17,14 @@ The agent never imports the launcher, so the state-directory rule is repeated he
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class AgentConfigError(ValueError):
@@ -136,22 +134,3 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomlfile.read_toml(path)
     except tomlfile.TomlFileError as exc:
         raise AgentConfigError(str(exc)) from None
-
-
-def read_token(path: str | Path) -> str:
-    """Read the cluster token, refusing a file that group or others may read.
-
-    Raises:
-        AgentConfigError: missing, empty, or readable by others.
-    """
-    p = Path(path)
-    try:
-        mode = p.stat().st_mode
-    except FileNotFoundError:
-        raise AgentConfigError(f"token_file: {p} does not exist") from None
-    if mode & 0o077:
-        raise AgentConfigError(f"token_file: {p} must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise AgentConfigError(f"token_file: {p} is empty")
-    return token

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.backend import NvmlBackend
 
 REASONS = ("unsupported", "no_permission", "gpu_lost", "error", "unknown")
 
@@ -132,6 +135,11 @@ class GpuInfo:
         mig_mode_pending: MIG mode after the next GPU reset; None when the GPU cannot do MIG.
         processes: compute processes on the whole GPU (all instances in MIG mode).
         mig_devices: MIG devices when MIG mode is current.
+        numa_node: the NUMA node closest to the GPU (``nvmlDeviceGetMemoryAffinity`` with
+            ``NVML_AFFINITY_SCOPE_NODE``, one node set; sysfs ``numa_node`` on a real driver
+            without it). See ``docs/topology.md``.
+        cpu_affinity: the CPUs closest to the GPU, ascending (``nvmlDeviceGetCpuAffinity``;
+            sysfs ``local_cpulist`` on a real driver without it).
     """
 
     index: int
@@ -150,10 +158,12 @@ class GpuInfo:
     power_limit_w: float | Unavailable
     clock_event_reasons: tuple[str, ...] | Unavailable
     ecc_volatile_uncorrected: int | Unavailable
-    mig_mode_current: bool | None | Unavailable
-    mig_mode_pending: bool | None | Unavailable
+    mig_mode_current: bool | Unavailable | None
+    mig_mode_pending: bool | Unavailable | None
     processes: tuple[ProcessInfo, ...] | Unavailable = ()
     mig_devices: tuple[MigDeviceInfo, ...] = ()
+    numa_node: int | Unavailable = Unavailable("unknown")
+    cpu_affinity: tuple[int, ...] | Unavailable = Unavailable("unknown")
 
     @property
     def lost(self) -> bool:
@@ -186,9 +196,43 @@ class GpuInfo:
             bad = [r for r in self.clock_event_reasons if r not in ("gpu_idle", "applications_clocks_setting")]
             if bad:
                 out.append("throttled: " + ",".join(bad))
-        if is_known(self.ecc_volatile_uncorrected) and self.ecc_volatile_uncorrected > 0:
+        if isinstance(self.ecc_volatile_uncorrected, int) and self.ecc_volatile_uncorrected > 0:
             out.append(f"ecc errors: {self.ecc_volatile_uncorrected}")
         return tuple(out)
+
+
+#: PCIe common-ancestor levels (``nvmlDeviceGetTopologyCommonAncestor``), closest first, as
+#: ``nvidia-smi topo -m`` names them; "internal" is two GPUs on one board (NVML_TOPOLOGY_INTERNAL).
+PCIE_LEVELS = ("internal", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """How two GPUs of one node are connected (``docs/topology.md``).
+
+    Attributes:
+        gpu_a: NVML index of the first GPU (the lower index).
+        gpu_b: NVML index of the second GPU.
+        pcie: the closest PCIe common ancestor, one of :data:`PCIE_LEVELS`
+            (``nvmlDeviceGetTopologyCommonAncestor``): "PIX" same PCIe switch, "PXB" several
+            switches, "PHB" one host bridge, "NODE" one NUMA node, "SYS" across sockets.
+        nvlinks: active NVLinks between the two (direct links counted through
+            ``nvmlDeviceGetNvLinkState`` + ``nvmlDeviceGetNvLinkRemotePciInfo``; links through
+            NVSwitches when ``nvmlDeviceGetP2PStatus(..., NVML_P2P_CAPS_INDEX_NVLINK)`` is OK);
+            0 when both GPUs have NVLink but none joins them.
+    """
+
+    gpu_a: int
+    gpu_b: int
+    pcie: str | Unavailable
+    nvlinks: int | Unavailable
+
+    @property
+    def link_class(self) -> str:
+        """``"NV<n>"`` when NVLinks join them, else the PCIe level, else ``"n/a"`` (``nvidia-smi topo -m`` words)."""
+        if isinstance(self.nvlinks, int) and self.nvlinks > 0:
+            return f"NV{self.nvlinks}"
+        return self.pcie if isinstance(self.pcie, str) else "n/a"
 
 
 @dataclass(frozen=True)
@@ -221,6 +265,8 @@ class NodeInventory:
         nvml_version: ``nvmlSystemGetNVMLVersion``.
         cuda_driver_version: ``nvmlSystemGetCudaDriverVersion``, e.g. ``12070``.
         gpus: the GPUs in NVML index order.
+        links: one :class:`GpuLink` per GPU pair (index order), () when the node has one GPU
+            or its GPUs could not be opened.
     """
 
     hostname: str
@@ -229,6 +275,15 @@ class NodeInventory:
     nvml_version: str | Unavailable
     cuda_driver_version: int | Unavailable
     gpus: tuple[GpuInfo, ...] = ()
+    links: tuple[GpuLink, ...] = ()
+
+    def link(self, a: int, b: int) -> GpuLink | None:
+        """The link between GPUs of NVML index ``a`` and ``b`` (either order), or None."""
+        lo, hi = min(a, b), max(a, b)
+        for link in self.links:
+            if (link.gpu_a, link.gpu_b) == (lo, hi):
+                return link
+        return None
 
     def allocatable(self) -> tuple[AllocatableDevice, ...]:
         """Devices that can be given to ranks.
@@ -302,6 +357,7 @@ def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:
 
 _NESTED: dict[tuple[type, str], type] = {
     (NodeInventory, "gpus"): GpuInfo,
+    (NodeInventory, "links"): GpuLink,
     (GpuInfo, "processes"): ProcessInfo,
     (GpuInfo, "mig_devices"): MigDeviceInfo,
     (MigDeviceInfo, "processes"): ProcessInfo,
@@ -323,6 +379,8 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = value
     if isinstance(obj, GpuInfo):
         out["warnings"] = list(obj.warnings())
+    if isinstance(obj, GpuLink):
+        out["link_class"] = obj.link_class
     return out
 
 
@@ -352,7 +410,7 @@ def _from_dict(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def read_inventory(backend: Any, *, hostname: str | None = None, now: float | None = None) -> NodeInventory:
+def read_inventory(backend: NvmlBackend, *, hostname: str | None = None, now: float | None = None) -> NodeInventory:
     """Read one snapshot of the node's GPUs through an NVML backend.
 
     Args:
@@ -372,13 +430,15 @@ def read_inventory(backend: Any, *, hostname: str | None = None, now: float | No
 
 
 __all__ = [
+    "NO_INSTANCE",
+    "PCIE_LEVELS",
+    "REASONS",
     "AllocatableDevice",
     "GpuInfo",
+    "GpuLink",
     "MigDeviceInfo",
-    "NO_INSTANCE",
     "NodeInventory",
     "ProcessInfo",
-    "REASONS",
     "Unavailable",
     "is_known",
     "read_inventory",

@@ -13,7 +13,8 @@ import base64
 import itertools
 import logging
 import random
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -112,7 +113,7 @@ class CoordinatorLink:
             if not sent:
                 raise LinkDown("this node's agent is not connected to the coordinator")
             reply = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise LinkDown(f"no answer from the coordinator within {timeout:g} s") from None
         finally:
             self._forwards.pop(req_id, None)
@@ -135,7 +136,7 @@ class CoordinatorLink:
                         log.error("the coordinator at %s refused the cluster token", self.url)
                     else:
                         log.warning("link handshake to %s failed: %s", self.url, exc)
-                except (aiohttp.ClientError, ConnectionError, OSError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError, ConnectionError, OSError) as exc:
                     log.info("link to %s down: %s", self.url, exc)
                 finally:
                     self._drop()
@@ -144,7 +145,7 @@ class CoordinatorLink:
                 wait = delay * (0.75 + random.random() / 2)
                 try:
                     await asyncio.wait_for(stop.wait(), wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 delay = min(delay * 2, self.reconnect_max_s)
         for task in list(self._tasks):
@@ -205,7 +206,8 @@ class CoordinatorLink:
             if self._on_ack is not None and message.get("seq") is not None:
                 self._on_ack(int(message["seq"]))
         elif kind == "api_reply":
-            fut = self._forwards.get(message.get("id"))  # type: ignore[arg-type]
+            request_id = message.get("id")
+            fut = self._forwards.get(request_id) if isinstance(request_id, int) else None
             if fut is not None and not fut.done():
                 fut.set_result(message)
         else:

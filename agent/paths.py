@@ -16,7 +16,6 @@ STATE_DIR_ENV = "LABGANG_STATE_DIR"
 SYSTEM_STATE_DIR = Path("/var/lib/labgang")
 SOCKET_NAME = "labgang.sock"
 DB_NAME = "labgang.db"
-TOKEN_NAME = "cluster.token"
 AGENT_DIR_NAME = "agent"
 
 
@@ -57,11 +56,6 @@ def socket_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
 def db_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
     """Path of the coordinator's SQLite database (``<state_dir>/labgang.db``)."""
     return resolve_state_dir(state_dir) / DB_NAME
-
-
-def token_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Default path of the cluster token file (``<state_dir>/cluster.token``)."""
-    return resolve_state_dir(state_dir) / TOKEN_NAME
 
 
 def agent_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -4,9 +4,10 @@ One :class:`AgentService` per node. It re-adopts ranks a previous agent left run
 (``Supervisor.recover``), reads the inventory every ``sample_s`` (reported every
 ``interval_s`` and at once on change), ticks the supervisor and reports rank events at
 once (kept until the coordinator acknowledges them, so no exit is lost across a
-reconnect), executes commands (launch, stop_job, signal_job, pick_port, read_log), and
-serves the user API on the node's Unix socket by forwarding each request over the link
-with the caller's uid (from SO_PEERCRED), which the coordinator trusts.
+reconnect), executes commands (``agent/commands.py``: launch, stop_job, signal_job,
+pick_port, read_log), and serves the user API on the node's Unix socket
+(``agent/userproxy.py``: each request forwarded over the link with the caller's uid from
+SO_PEERCRED, which the coordinator trusts).
 
 The tick is event-driven: it runs when a rank's small parent or main process exits (a
 pidfd per process, :class:`~labgang.agent.supervisor.ExitWatcher`), when a grace period
@@ -20,24 +21,22 @@ at the next periodic read; the fresh inventory travels in the same message as th
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
-import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from labgang.agent import labgang_version, paths, sdnotify
-from labgang.agent.config import AgentConfig, read_token
+from labgang.agent.commands import CommandHandler
+from labgang.agent.config import AgentConfig
 from labgang.agent.inventory import NodeInventory, read_inventory
-from labgang.agent.link import CoordinatorLink, LinkDown
-from labgang.agent.supervisor import DeviceReading, ExitWatcher, LaunchSpec, Supervisor, UnknownJob, pick_free_port
-from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
+from labgang.agent.link import CoordinatorLink
+from labgang.agent.nvml.backend import NvmlBackend
+from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.states import RankState
+from labgang.agent.token import read_token
+from labgang.agent.userproxy import UserSocketProxy
 
 log = logging.getLogger("labgang.agent")
 
@@ -45,8 +44,6 @@ TICK_S = 0.1  # the tick's fallback poll (exits and deadlines wake it at once)
 STARTING_POLL_S = 0.02  # poll while a rank is starting: its pid appears in rank.json
 RECHECK_MIN_S = 0.02  # first re-read of NVML while a released rank's pids still show; doubles to sample_s
 UNKNOWN_GRACE_S = 30.0  # grace assumed for ranks re-adopted from a previous agent
-LOG_READ_MAX = 4 << 20
-_UCRED = struct.Struct("3i")
 
 
 def simulation_scope(state_dir: Path) -> str:
@@ -76,7 +73,12 @@ class AgentService:
     """
 
     def __init__(
-        self, config: AgentConfig, *, backend: Any = None, token: str | None = None, stop_jobs_on_exit: bool = False
+        self,
+        config: AgentConfig,
+        *,
+        backend: NvmlBackend | None = None,
+        token: str | None = None,
+        stop_jobs_on_exit: bool = False,
     ) -> None:
         self.config = config
         self.node = config.node
@@ -90,8 +92,8 @@ class AgentService:
         self.link: CoordinatorLink | None = None
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
-        self._user_runner: web.AppRunner | None = None
-        self._grace: dict[str, float] = {}  # run id -> grace seconds of its ranks launched here
+        self.commands: CommandHandler | None = None  # made once the supervisor exists
+        self._proxy: UserSocketProxy | None = None
         self._reading: DeviceReading | None = None  # newest NVML device pids, with the read's start time
         self._recheck_s = RECHECK_MIN_S
         self._tick_wake: asyncio.Event | None = None
@@ -106,31 +108,38 @@ class AgentService:
     # ----- startup -------------------------------------------------------------------------
 
     def _open(self) -> None:
-        if self.backend is None:
+        backend = self.backend
+        if backend is None:
             from labgang.agent.nvml import open_backend
 
             scope = simulation_scope(self.state_dir) if self.config.simulate else None
-            self.backend = open_backend(self.config.simulate, scope=scope)
+            backend = self.backend = open_backend(self.config.simulate, scope=scope)
         if self.token is None:
             if not self.config.token_file:
                 from labgang.agent.config import AgentConfigError
 
                 raise AgentConfigError("token_file: the agent needs the cluster token file to join a coordinator")
             self.token = read_token(self.config.token_file)
-        self._take_reading(time.monotonic(), read_inventory(self.backend, hostname=self.node))
+        read_at = time.monotonic()
+        first = read_inventory(backend, hostname=self.node)
+        self._take_reading(read_at, first)
         sup_cfg = self.config.supervisor_config()
         # One spare small parent per device at most: no more ranks than devices start at once.
-        spares = min(sup_cfg.spare_shims, len(self.inventory.allocatable()))
+        spares = min(sup_cfg.spare_shims, len(first.allocatable()))
         # A simulated backend with a scope: tag our ranks with it so that other simulated
         # instances on this host (same machine file, same UUIDs) do not count them as foreign.
-        scope = getattr(self.backend, "labgang_sim_scope", None)
+        scope = getattr(backend, "labgang_sim_scope", None)
         extra_env = None
         if scope:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
         self.supervisor = Supervisor.from_config(
-            self.state_dir / "agent", sup_cfg, device_pids=self._device_pids, spare_shims=spares, extra_env=extra_env
+            paths.agent_state_dir(self.state_dir),
+            sup_cfg,
+            device_pids=self._device_pids,
+            spare_shims=spares,
+            extra_env=extra_env,
         )
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
@@ -149,7 +158,9 @@ class AgentService:
         """Read NVML now (on a worker thread) and keep the result; return it."""
         loop = asyncio.get_running_loop()
         read_at = time.monotonic()
-        inv = await loop.run_in_executor(None, lambda: read_inventory(self.backend, hostname=self.node))
+        backend = self.backend
+        assert backend is not None  # opened by run() before any read
+        inv = await loop.run_in_executor(None, lambda: read_inventory(backend, hostname=self.node))
         self._take_reading(read_at, inv)
         return inv
 
@@ -191,17 +202,21 @@ class AgentService:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._open)
         assert self.token is not None
+        assert self.supervisor is not None  # made by _open
+        self.commands = CommandHandler(self.supervisor, self._wake_tick)
         self.link = CoordinatorLink(
             self.url,
             self.token,
             hello=self.hello,
-            on_command=self.handle_command,
+            on_command=self.commands.handle,
             on_connected=self._flush_outbox,
             on_ack=self._on_ack,
             reconnect_max_s=self.config.reconnect_max_s,
         )
         if self.config.user_socket:
-            await self._start_user_socket()
+            proxy = UserSocketProxy(self.state_dir, self.node, self.link.forward)
+            if await proxy.start():
+                self._proxy = proxy
         # Ranks re-adopted and the node socket served: ready (the link comes up on its own).
         sdnotify.ready(f"node {self.node}, {len(self.supervisor.ranks())} rank(s) supervised")
         # The loops get their own stop so that, when ranks are stopped at exit, their exits
@@ -222,12 +237,8 @@ class AgentService:
             for task in tasks[1:]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if self._user_runner is not None:
-                await self._user_runner.cleanup()
-                try:
-                    (self.state_dir / paths.SOCKET_NAME).unlink()
-                except FileNotFoundError:
-                    pass
+            if self._proxy is not None:
+                await self._proxy.close()
             shutdown = getattr(self.backend, "nvmlShutdown", None)
             if shutdown is not None:
                 try:
@@ -246,7 +257,8 @@ class AgentService:
         for job_id in sorted({s.job_id for s in live}):
             sup.stop_job(job_id, warn=False)  # shutting down: SIGTERM now, no --signal wait
         self._wake_tick()
-        grace = max((self._grace.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
+        launched = self.commands.grace if self.commands is not None else {}
+        grace = max((launched.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
         deadline = loop.time() + grace + extra_s
         while any(s.state is not RankState.GONE for s in sup.ranks()):
             if loop.time() > deadline:
@@ -280,7 +292,7 @@ class AgentService:
                     log.exception("supervisor tick failed")
                 try:
                     await asyncio.wait_for(wake.wait(), self._next_tick_in())
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             watcher.close()
@@ -423,139 +435,6 @@ class AgentService:
             if self.supervisor.awaiting_devices() is not None:
                 self._wake_tick()  # this read may settle a released rank
             await asyncio.sleep(self.config.sample_s)
-
-    # ----- commands ------------------------------------------------------------------------
-
-    async def handle_command(self, op: str, args: dict[str, Any]) -> Any:
-        """Execute one coordinator command (idempotent; repeating it changes nothing).
-
-        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict (plus
-        ``master_port`` when the spec's was 0: the port this agent picked, or the one the
-        run's ranks here already use, so a repeated launch is still the same), or
-        {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
-        launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
-        → [RankStatus dict]; ``stop_jobs`` {stops: [{job_id, grace, warn}]} → {job_id: [RankStatus
-        dict]} (one instant for all, so their grace periods end together); ``signal_job`` {job_id,
-        signal} → processes signalled; ``pick_port``
-        → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
-        next_offset, size}.
-
-        Raises:
-            ValueError: an unknown op or bad arguments; supervisor errors pass through.
-        """
-        sup = self.supervisor
-        assert sup is not None
-        if op in ("launch", "stop_job", "stop_jobs", "signal_job"):
-            self._wake_tick()  # a new rank to watch, a grace period to time, processes to see exit
-        if op == "launch":
-            began = time.perf_counter()
-            out: list[dict[str, Any]] = []
-            for spec_dict in args.get("specs") or []:
-                try:
-                    port = None
-                    if spec_dict.get("master_port") == 0:  # rank 0's node: pick MASTER_PORT now
-                        port = sup.job_master_port(str(spec_dict.get("job_id"))) or pick_free_port()
-                        spec_dict = {**spec_dict, "master_port": port}
-                    spec = LaunchSpec.from_dict(spec_dict)
-                    status = sup.launch(spec).to_dict()
-                    if port is not None:
-                        status["master_port"] = port
-                    out.append(status)
-                    self._grace[spec.job_id] = spec.grace
-                except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
-                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"), exc)
-                    out.append(
-                        {
-                            "job_id": spec_dict.get("job_id"),
-                            "rank": spec_dict.get("rank"),
-                            "error": str(exc),
-                            "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
-                        }
-                    )
-            log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
-            return out
-        if op == "stop_job":
-            try:
-                return [
-                    s.to_dict()
-                    for s in sup.stop_job(str(args["job_id"]), args.get("grace"), warn=bool(args.get("warn", True)))
-                ]
-            except UnknownJob:
-                return []
-        if op == "stop_jobs":
-            stops = [(str(a["job_id"]), a.get("grace"), bool(a.get("warn", True))) for a in args.get("stops") or []]
-            return {job_id: [st.to_dict() for st in statuses] for job_id, statuses in sup.stop_jobs(stops).items()}
-        if op == "signal_job":
-            try:
-                return sup.signal_job(str(args["job_id"]), int(args["signal"]))
-            except UnknownJob:
-                return 0
-        if op == "pick_port":
-            return pick_free_port()
-        if op == "read_log":
-            return await asyncio.get_running_loop().run_in_executor(None, self._read_log, args)
-        raise ValueError(
-            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, read_log"
-        )
-
-    def _read_log(self, args: dict[str, Any]) -> dict[str, Any]:
-        assert self.supervisor is not None
-        path = self.supervisor.log_path(str(args["job_id"]), int(args["rank"]))
-        offset = max(0, int(args.get("offset", 0)))
-        limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(offset)
-                data = f.read(limit)
-        except FileNotFoundError:
-            return {"data": "", "next_offset": offset, "size": 0}
-        return {"data": base64.b64encode(data).decode(), "next_offset": offset + len(data), "size": size}
-
-    # ----- user API on this node's socket --------------------------------------------------
-
-    async def _start_user_socket(self) -> None:
-        app = web.Application(client_max_size=16 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._forward_request)
-        # One access line per request (a `logs -f` polls five times a second) only when debugging.
-        runner = web.AppRunner(app, handle_signals=False, access_log=log if log.isEnabledFor(logging.DEBUG) else None)
-        await runner.setup()
-        path = self.state_dir / paths.SOCKET_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(str(path))
-                probe.close()
-                log.warning("%s is served by another process; this agent will not serve the user API", path)
-                await runner.cleanup()
-                return
-            except OSError:
-                probe.close()
-                path.unlink()
-        site = web.UnixSite(runner, str(path))
-        await site.start()
-        os.chmod(path, 0o666)
-        self._user_runner = runner
-
-    async def _forward_request(self, request: web.Request) -> web.StreamResponse:
-        sock = request.transport.get_extra_info("socket") if request.transport else None
-        if sock is None or sock.family != socket.AF_UNIX:
-            return _error(400, "the user API is only served on the Unix socket")
-        _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-        body = await request.read() if request.can_read_body else b""
-        try:
-            assert self.link is not None
-            reply = await self.link.forward(uid, request.method, request.path, dict(request.query), body)
-        except LinkDown as exc:
-            return _error(503, f"{exc}; try again when the agent on {self.node} has reconnected")
-        headers = {k: v for k, v in reply["headers"].items() if k.lower() != "content-type"}
-        ctype = reply["headers"].get("Content-Type", "application/json")
-        return web.Response(status=reply["status"], body=reply["body"], headers=headers, content_type=ctype)
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "field": None, "allowed": None}}, status=status)
 
 
 async def main_async(config: AgentConfig, *, stop_jobs_on_exit: bool = False) -> None:

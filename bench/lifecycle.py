@@ -2,7 +2,7 @@
 
 Run by hand: ``.venv/bin/python bench/lifecycle.py [--rounds 20] [--jobs 400] [--reclaim-jobs 10]
 [--reclaims 5] [--only release,makespan,reclaim]``. Prints figures and their ratios to the
-targets of DESIGN.md "What we measure", all measured in this one run:
+targets in bench/README.md ("Targets"), all measured in this one run:
 
 * **release**: ``labgang up --simulate config/sim/h100x8.toml``. A gang (4x2, 8x1, 2x4, 1x8 in
   turn) holds all 8 GPUs, its ranks blocked reading a FIFO each; a 4x2 gang waits behind it
@@ -42,10 +42,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from labgang.launcher.cli.client import Client, ClientError
+from labgang.launcher.api.client import Client, ClientError
 
 REPO = Path(__file__).resolve().parents[1]
 SIM = REPO / "config" / "sim"
@@ -304,7 +305,7 @@ def open_gates(inst: Instance, tag: str, ranks: int) -> None:
     for r in range(ranks):
         path = inst.base / f"{tag}.go.{r}"
 
-        def opened() -> int | None:
+        def opened(path: Path = path) -> int | None:
             try:
                 return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
             except OSError:  # ENXIO: the rank has not opened it yet
@@ -333,7 +334,7 @@ def bench_release(rounds: int) -> dict[str, Any]:
                 stamps(inst, holder, "start", workers, (c, holder_id))
                 waiter_id = inst.submit(c, waiter, GATED_RANK, workers=4, gpus=2)
                 wait_for(
-                    lambda: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"),
+                    lambda waiter_id=waiter_id: (j := c.job(waiter_id))["state"] == "pending" and j.get("reason"),
                     10,
                     f"job {waiter_id} pending with a reason",
                     interval=0.01,
@@ -349,7 +350,9 @@ def bench_release(rounds: int) -> dict[str, Any]:
                     shapes.append(f"{workers}x{gpus}")
                 open_gates(inst, waiter, 4)
                 for job_id in (holder_id, waiter_id):
-                    wait_for(lambda: c.job(job_id)["state"] in FINISHED, 20, f"job {job_id} finished", 0.01)
+                    wait_for(
+                        lambda job_id=job_id: c.job(job_id)["state"] in FINISHED, 20, f"job {job_id} finished", 0.01
+                    )
     finally:
         inst.close()
     return {"last": last, "first": first, "admit": admit, "ended": ended, "shapes": shapes, "leftover": inst.leftover}
@@ -466,7 +469,12 @@ def bench_reclaim(borrowed: int, tries: int) -> dict[str, Any]:
                 after = inst.metric(c, cycles_metric)
                 if before is not None and after is not None:
                     cycles.append(after - before)
-                wait_for(lambda: c.job(lender_id)["state"] in FINISHED, 20, f"lender job {lender_id}", 0.02)
+                wait_for(
+                    lambda lender_id=lender_id: c.job(lender_id)["state"] in FINISHED,
+                    20,
+                    f"lender job {lender_id}",
+                    0.02,
+                )
                 evicted.append(sum(1 for v in victims if c.job(v).get("restart_count", 0) > t))
     finally:
         inst.close()
@@ -586,7 +594,8 @@ def main() -> None:
         )
         print(
             f"   beyond grace / target 200 ms = {med / 0.200:.2f}   "
-            f"Kueue ~1.1 s/job x {rc['borrowed']} / total = {1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x"
+            f"Kueue ~1.1 s/job x {rc['borrowed']} / total = "
+            f"{1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x"
         )
 
     print(f"\nwall time {time.monotonic() - started:.0f} s; leftover processes killed at cleanup: {leftover}")

@@ -14,9 +14,14 @@ With ``--fair``: fair sharing on, and the 20 queues sit in a tree of cohorts 4 l
 departments have borrowing limits, weights vary), so every admission is a tournament down
 the tree and every preemption search is a fair-sharing one.
 
+With ``--topology`` every full-GPU node gets the topology of a DGX-1-style V100 box (the
+hybrid cube-mesh of ``tests/fixtures/real-topology/v100-8gpu-dgx1-cube-mesh-1nic.txt``: NV1/NV2
+links, two NUMA nodes) and one multi-GPU single-node gang in five requires a level (``nvlink``,
+``pcie-switch``, ``numa`` or ``node`` in turn), so placement runs its topology search.
+
 Usage::
 
-    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1] [--fair]
+    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1] [--topology] [--fair]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
@@ -25,12 +30,22 @@ growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import time
+from typing import Any
 
+from labgang.launcher.scheduler.snapshot import DeviceLink, Node, Snapshot
 from labgang.launcher.simulate import engine
 from labgang.launcher.simulate.scenario import parse_scenario
+
+# DGX-1 hybrid cube-mesh (tests/fixtures/real-topology/v100-8gpu-dgx1-cube-mesh-1nic.txt): pair -> NVLinks
+CUBE_MESH = {
+    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2, (1, 2): 2, (1, 3): 1, (1, 5): 2, (2, 3): 2,
+    (2, 6): 1, (3, 7): 1, (4, 5): 1, (4, 6): 1, (4, 7): 2, (5, 6): 2, (5, 7): 1, (6, 7): 2,
+}  # fmt: skip
+LEVELS = ("nvlink", "pcie-switch", "numa", "node")
 
 COHORTS = 4
 QUEUES = 20
@@ -70,8 +85,7 @@ def build(nodes: int, jobs: int, seed: int, fair: bool = False) -> dict:
         cohorts.append({"name": "root"})
         cohorts += [{"name": f"org{i}", "parent": "root", "fair_weight": 1.0 + i} for i in range(2)]
         cohorts += [
-            {"name": f"dept{i}", "parent": f"org{i // 2}", "borrowing_limit": {"gpu": full_gpus // 2}}
-            for i in range(4)
+            {"name": f"dept{i}", "parent": f"org{i // 2}", "borrowing_limit": {"gpu": full_gpus // 2}} for i in range(4)
         ]
         cohorts += [
             {
@@ -111,15 +125,55 @@ def build(nodes: int, jobs: int, seed: int, fair: bool = False) -> dict:
     return doc
 
 
-def measure(nodes: int, jobs: int, cycles: int, seed: int, fair: bool = False) -> dict:
+def with_topology(node: Node) -> Node:
+    """``node`` with the cube-mesh links and two NUMA nodes on its first 8 full GPUs."""
+    gpus = [d for d in node.devices if d.resource == "gpu"][:8]
+    if len(gpus) < 8:
+        return node
+    numa = {d.uuid: f"numa{i // 4}" for i, d in enumerate(gpus)}
+    devices = tuple(dataclasses.replace(d, numa=numa.get(d.uuid, "")) for d in node.devices)
+    links = []
+    for a in range(8):
+        for b in range(a + 1, 8):
+            n = CUBE_MESH.get((a, b), 0)
+            pcie = "SYS" if a // 4 != b // 4 else ("" if n else "NODE")
+            links.append(DeviceLink(gpus[a].uuid, gpus[b].uuid, n, pcie))
+    return Node(node.name, devices, tuple(links))
+
+
+class TopologyAdder:
+    """Adds topology to a snapshot's nodes (one converted tuple per nodes tuple, so the scheduler's
+    layout memo still hits) and a required level to one multi-GPU single-node gang in five."""
+
+    def __init__(self) -> None:
+        self.source: Any = None
+        self.nodes: tuple[Node, ...] = ()
+
+    def __call__(self, snap: Snapshot) -> Snapshot:
+        if snap.nodes is not self.source:
+            self.source, self.nodes = snap.nodes, tuple(with_topology(n) for n in snap.nodes)
+        pending = []
+        for job in snap.pending:
+            req = job.request
+            if req.resource == "gpu" and req.per_worker > 1 and req.total <= 8 and int(job.id[1:]) % 5 == 0:
+                level = LEVELS[int(job.id[1:]) // 5 % 4]
+                job = dataclasses.replace(job, request=dataclasses.replace(req, topology=level))
+            pending.append(job)
+        return dataclasses.replace(snap, nodes=self.nodes, pending=tuple(pending))
+
+
+def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
     scenario = parse_scenario(build(nodes, jobs, seed, fair))
     times: list[float] = []
     cpu: list[float] = []
     admitted: list[int] = []
     real = engine.run_cycle
+    adder = TopologyAdder() if topology else None
 
     def timed(snapshot):
+        if adder is not None:
+            snapshot = adder(snapshot)
         c0, t0 = time.process_time(), time.perf_counter()
         result = real(snapshot)
         times.append(time.perf_counter() - t0)
@@ -162,9 +216,16 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--topology", action="store_true", help="cube-mesh topology on every node, some levels required"
+    )
     parser.add_argument("--fair", action="store_true", help="fair sharing over a 4-level cohort tree")
     args = parser.parse_args()
-    rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.fair) for n in args.nodes.split(",")]
+    rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair) for n in args.nodes.split(",")]
+    if args.topology:
+        print(
+            "with topology: DGX-1 cube-mesh links and 2 NUMA nodes per node; 1 in 5 small multi-GPU gangs need a level"
+        )
     shape = "a 4-level cohort tree, fair sharing on" if args.fair else "4 cohorts"
     print(f"{args.jobs} pending gangs, 20 queues in {shape}, 8 GPUs per node (1 node in 8 MIG)")
     print("wall = elapsed (includes time other processes take the CPU); cpu = this process's CPU time;")

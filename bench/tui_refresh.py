@@ -24,7 +24,7 @@ import sys
 import time
 
 from labgang.agent.inventory import GpuInfo, NodeInventory, ProcessInfo
-from labgang.launcher.cli.client import LogChunk
+from labgang.launcher.api.client import LogChunk
 from labgang.launcher.pitfalls import ClusterSnapshot
 from labgang.tui.app import make_app
 from labgang.tui.messages import StateReady

@@ -19,6 +19,9 @@ Example::
     cohort = "lab"
     nominal = { gpu = 8 }
     users = ["alice", "bob"]
+
+    [pitfalls]            # thresholds of the pitfall detectors (launcher/pitfalls/thresholds.py)
+    idle_after_s = 300
 """
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ import enum
 import grp
 import pwd
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any
 
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
@@ -43,6 +45,8 @@ from labgang.launcher.model import (
     SharingPolicy,
     WithinQueue,
 )
+from labgang.launcher.pitfalls.thresholds import PitfallThresholds
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from labgang.launcher.queue_schema import (
     AdmissionFairSharingModel,
     BorrowWithinCohortModel,
@@ -58,6 +62,11 @@ BorrowWithinCohortConfig = BorrowWithinCohortModel
 """Kueue's ``borrowWithinCohort`` table (the shared schema's model)."""
 
 DEFAULT_QUEUE = "default"
+DEFAULT_STARVATION_S = 300.0
+"""``labgang up``'s default queue reserves devices for a gang that has waited this long (seconds),
+so a stream of small jobs cannot overtake a big gang forever."""
+QUANTITY_MAX = 1_000_000
+"""The largest device count a quota may name (a sanity bound far above any lab's devices)."""
 
 
 class ConfigError(ValueError):
@@ -81,6 +90,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
+    """Every bad entry of a quota table, one line each (``.<resource>: ...``), so one pass names them all."""
+    problems = []
+    for resource, count in value.items():
+        if not is_valid_resource(resource):
+            problems.append(
+                f".{resource}: unknown resource {resource!r}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'"
+            )
+        elif not 0 <= count <= QUANTITY_MAX:
+            problems.append(f".{resource}: {count} is out of range; allowed: a device count from 0 to {QUANTITY_MAX}")
+    if problems:
+        raise ValueError("\n".join(problems))
+    return value
+
+
 class QueueConfig(QueueModel):
     """One ``[[queues]]`` table: the shared queue schema (:class:`labgang.launcher.queue_schema.QueueModel`,
     the same keys as scenario files) plus who may submit.
@@ -91,8 +115,14 @@ class QueueConfig(QueueModel):
     """
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    starvation_after: float | None = Field(default=None, gt=0)
     users: list[str] | None = None
     groups: list[str] | None = None
+
+    @field_validator("nominal", "borrowing_limit", "lending_limit")
+    @classmethod
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return _check_quantities(v, info.field_name or "quantities")
 
 
 class CohortConfig(CohortModel):
@@ -100,6 +130,11 @@ class CohortConfig(CohortModel):
     parent, fair weight) plus a free-text ``description``."""
 
     description: str = ""
+
+    @field_validator("nominal", "borrowing_limit", "lending_limit")
+    @classmethod
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return _check_quantities(v, info.field_name or "quantities")
 
 
 class TenantConfig(TenantModel):
@@ -155,9 +190,20 @@ class ClusterConfig(_Strict):
     cohorts: list[CohortConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
+    pitfalls: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("pitfalls")
+    @classmethod
+    def _pitfalls(cls, v: dict[str, float]) -> dict[str, float]:
+        PitfallThresholds.from_mapping(v)  # raises ValueError naming the threshold and what it allows
+        return v
+
+    def pitfall_thresholds(self) -> PitfallThresholds:
+        """The pitfall detectors' thresholds: ``[pitfalls]`` over the defaults (see README, "Pitfalls")."""
+        return PitfallThresholds.from_mapping(self.pitfalls)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "ClusterConfig":
+    def _cross_checks(self) -> ClusterConfig:
         problems = cross_field_problems(self.model_dump(mode="json"))
         if problems:
             raise ValueError("\n".join(problems))
@@ -231,9 +277,11 @@ class ClusterConfig(_Strict):
             ) from None
 
     @classmethod
-    def default_for(cls, inventory: Any) -> "ClusterConfig":
+    def default_for(cls, inventory: Any) -> ClusterConfig:
         """The embedded default for one workstation: a queue ``default`` whose nominal
-        quota covers every allocatable device of ``inventory``.
+        quota covers every allocatable device of ``inventory``, where a higher ``-p`` preempts
+        lower-priority jobs (``within_queue = "lower-priority"``) and a gang that has waited
+        :data:`DEFAULT_STARVATION_S` gets devices reserved (``starvation_after``).
 
         Args:
             inventory: a :class:`labgang.agent.inventory.NodeInventory` (anything with
@@ -245,7 +293,13 @@ class ClusterConfig(_Strict):
         for inv in inventories:
             for device in inv.allocatable():
                 counts[device.resource] += 1
-        return cls(queues=[QueueConfig(name=DEFAULT_QUEUE, nominal=dict(sorted(counts.items())))])
+        queue = QueueConfig(
+            name=DEFAULT_QUEUE,
+            nominal=dict(sorted(counts.items())),
+            within_queue=WithinQueue.LOWER_PRIORITY,
+            starvation_after=DEFAULT_STARVATION_S,
+        )
+        return cls(queues=[queue])
 
 
 # ----- cross-field checks -------------------------------------------------------------------
@@ -318,11 +372,13 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
                     + (f" to one of {declared}" if declared else "")
                     + f" or remove {key}"
                 )
-        nominal = q.get("nominal") if isinstance(q.get("nominal"), Mapping) else {}
-        lending = q.get("lending_limit") if isinstance(q.get("lending_limit"), Mapping) else {}
+        nominal = q.get("nominal")
+        nominal = nominal if isinstance(nominal, Mapping) else {}
+        lending = q.get("lending_limit")
+        lending = lending if isinstance(lending, Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
-            if isinstance(limit, int) and isinstance(have, int) and limit > have:
+            if isinstance(limit, int) and isinstance(have, int) and 0 <= have < limit:
                 problems.append(
                     f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "
                     f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota)"
@@ -402,8 +458,59 @@ def _known_keys(loc: tuple[Any, ...]) -> list[str]:
     return sorted(model.model_fields)
 
 
+# pydantic error types → what the key allows, in labgang's words (not pydantic's).
+_WORDING: dict[str, str] = {
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "a whole number",
+    "int_parsing_size": "an integer",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "finite_number": "a finite number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+_BOUNDS = {
+    "greater_than": "> {gt}",
+    "greater_than_equal": ">= {ge}",
+    "less_than": "< {lt}",
+    "less_than_equal": "<= {le}",
+}
+
+
+_QUOTA_KEYS = frozenset({"nominal", "borrowing_limit", "lending_limit"})
+
+
+def _own_wording(err: Any) -> str | None:
+    """``<input> is not allowed; allowed: <what>`` for the pydantic errors labgang words itself, else None."""
+    kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
+    shown = f"{given:g}" if isinstance(given, float) else repr(given)
+    if kind in _WORDING:
+        what = _WORDING[kind]
+        if _QUOTA_KEYS & {p for p in err["loc"] if isinstance(p, str)}:
+            what = f"a device count from 0 to {QUANTITY_MAX}"
+        elif kind == "int_parsing_size" or (kind in ("int_from_float", "int_parsing") and isinstance(given, float)):
+            what = "a whole number"
+        return f"{shown} is not allowed; allowed: {what}"
+    if kind in _BOUNDS:
+        return f"{shown} is out of range; allowed: a value {_BOUNDS[kind].format(**ctx)}"
+    if kind == "missing":
+        return "is required"
+    if kind == "too_short":
+        n = ctx.get("min_length")
+        return f"is empty; allowed: at least {n} {'entry' if n == 1 else 'entries'}"
+    if kind == "string_pattern_mismatch":
+        return f"{shown} is not allowed; allowed: letters, digits, '_', '.' and '-', starting with a letter or digit"
+    return None
+
+
 def describe_errors(exc: ValidationError) -> list[str]:
-    """One line per pydantic error: ``<key path>: <message>[; allowed: ...]``."""
+    """One line per pydantic error: ``<key path>: <message>[; allowed: ...]``, in labgang's wording."""
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
@@ -412,11 +519,16 @@ def describe_errors(exc: ValidationError) -> list[str]:
             lines.append(f"{_loc(loc)}: unknown key; allowed keys: {', '.join(known)}")
             continue
         msg = err["msg"].removeprefix("Value error, ")
+        own = _own_wording(err)
         if err["type"] == "enum":
             allowed = _allowed_for(loc)
             lines.append(f"{_loc(loc)}: {err['input']!r} is not allowed; allowed: {allowed}")
-        elif not loc:
-            lines.extend(msg.splitlines())  # cross-field checks already start with their key path
+        elif not loc or msg.startswith(f"{_loc(loc)}."):
+            lines.extend(msg.splitlines())  # cross-field checks and [pitfalls] already start with their key path
+        elif own is not None:
+            lines.append(f"{_loc(loc)}: {own}")
+        elif msg.startswith("."):
+            lines.extend(f"{_loc(loc)}{line}" for line in msg.splitlines())  # per-entry checks (quota tables)
         else:
             lines.append(f"{_loc(loc)}: {msg}")
     return lines

@@ -2,10 +2,10 @@
 
 Plain frozen dataclasses and enums: no I/O, no validation library. Validation of
 user input (config files, API requests, scenario files) happens at the edges
-(``launcher/config.py``, the API handlers, ``launcher/simulate.py``) and produces
+(``launcher/config.py``, the API handlers, ``launcher/simulate/``) and produces
 these types.
 
-Terms follow Kueue and Volcano (see DESIGN.md): a *job* is a gang of ``workers``
+Terms follow Kueue and Volcano (docs/queue-semantics.md): a *job* is a gang of ``workers``
 ranks; a *queue* has a ``nominal`` quota per resource, an optional ``cohort``,
 ``borrowing_limit`` and ``lending_limit``.
 
@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
-from typing import Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from labgang.launcher.lifecycle import states as _lifecycle_states
 
 GPU = "gpu"
+TOPOLOGY_LEVELS = ("nvlink", "pcie-switch", "numa", "node")
+"""Allowed ``JobRequest.topology`` values, closest first."""
+CPU_BIND = ("numa", "none")
+"""Allowed ``cpu_bind`` values: pin each rank to its GPUs' NUMA node CPUs (default), or not."""
 MIG_PREFIX = "mig-"
 # A MIG profile as nvidia-smi prints it: "1g.10gb", "3g.40gb", "1c.3g.71gb", "1g.18gb+me".
 MIG_PROFILE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+(?:me|gfx|me\.all|nome|nodec))*$")
@@ -180,7 +186,12 @@ class JobRequest:
     ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
     (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs
     whose NVML name contains it (case-insensitive). ``nodes`` asks for exactly that many
-    nodes (None = as few as fit).
+    nodes (None = as few as fit). ``topology`` is a required closeness of the whole gang's
+    devices: ``"nvlink"``, ``"pcie-switch"``, ``"numa"`` or ``"node"`` (each keeps the gang on
+    one node; None = preferred, not required; ``docs/topology.md``). ``min_workers`` makes the
+    gang elastic: it starts with as many ranks as can be placed now, never fewer than
+    ``min_workers``, all or nothing at that size, never preempting to grow (None = exactly
+    ``workers``).
     """
 
     workers: int = 1
@@ -188,29 +199,27 @@ class JobRequest:
     resource: str = GPU
     gpu_model: str | None = None
     nodes: int | None = None
+    topology: str | None = None
+    min_workers: int | None = None
 
     @property
     def total(self) -> int:
         """Devices the whole gang needs."""
         return self.workers * self.per_worker
 
-
-class JobState(str, enum.Enum):
-    """A job's life, as ``squeue`` would name it."""
-
-    PENDING = "pending"  # in its queue, not admitted
-    ADMITTED = "admitted"  # quota and devices assumed, ranks being launched
-    RUNNING = "running"  # every rank confirmed started
-    TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
-    SUCCEEDED = "succeeded"  # every rank exited 0
-    FAILED = "failed"  # a rank failed, a time limit passed, or it could not start
-    CANCELLED = "cancelled"  # cancelled by its owner or an admin
-
     @property
-    def finished(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+    def elastic(self) -> bool:
+        """True when the gang may start with fewer than ``workers`` ranks."""
+        return self.min_workers is not None and self.min_workers < self.workers
 
-    @property
-    def holds_devices(self) -> bool:
-        """True while the job's quota and devices count as used."""
-        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)
+    def at_size(self, workers: int) -> JobRequest:
+        """This request with ``workers`` ranks and no minimum: an elastic gang at one size."""
+        return replace(self, workers=workers, min_workers=None)
+
+    def floor(self) -> JobRequest:
+        """The smallest gang this request accepts (itself when not elastic)."""
+        return self.at_size(self.min_workers) if self.elastic and self.min_workers is not None else self
+
+
+JobState = _lifecycle_states.JobState
+"""A job's life: defined by the lifecycle model (``launcher/lifecycle/states.py``), named here too."""

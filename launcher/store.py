@@ -1,6 +1,7 @@
 """The coordinator's durable state: SQLite in WAL mode, the one source of truth.
 
-Tables: ``jobs`` (the submitted spec, the mutable status, indexed state/queue/user),
+Tables: ``jobs`` (the submitted spec, the mutable status; state, user, submit and end time
+as indexed columns so finished jobs are found without loading them),
 ``ranks`` (one row per rank of each start attempt: node, devices, state, pid, exit
 status), ``events`` (a job's history: time, event, message), ``decisions`` (every
 admission, preemption and change of pending reason with its code and message).
@@ -23,15 +24,16 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labgang.launcher.model import JobRequest, JobState
+from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
+from labgang.launcher.lifecycle.states import RankPhase
 
 log = logging.getLogger("labgang.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_FINISHED = ("succeeded", "failed", "cancelled")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,7 +44,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     queue TEXT NOT NULL,
     state TEXT NOT NULL,
     spec TEXT NOT NULL,
-    status TEXT NOT NULL
+    status TEXT NOT NULL,
+    submit_time REAL NOT NULL DEFAULT 0,
+    end_time REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS ranks (
@@ -82,148 +86,6 @@ CREATE TABLE IF NOT EXISTS decisions (
 """
 
 
-@dataclass
-class JobSpec:
-    """What the user submitted (never changes after submission).
-
-    Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
-    """
-
-    name: str
-    user: str
-    uid: int
-    gid: int | None
-    queue: str
-    priority: int
-    workers: int
-    per_worker: int
-    resource: str
-    gpu_model: str | None
-    nodes: int | None
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    grace_s: float
-    time_limit_s: float | None
-    requeue: bool
-    signal: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
-        return {name: getattr(self, name) for name in _SPEC_FIELDS}
-
-    @property
-    def request(self) -> JobRequest:
-        """The scheduler's view of the request."""
-        return JobRequest(
-            workers=self.workers,
-            per_worker=self.per_worker,
-            resource=self.resource,
-            gpu_model=self.gpu_model,
-            nodes=self.nodes,
-        )
-
-
-_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
-
-
-@dataclass
-class RankRecord:
-    """One rank of one start attempt. ``state`` is "assigned" (admitted, not launched),
-    "launching", "running", "exited", "gone" (no exit status known) or "lost" (its node
-    was lost)."""
-
-    rank: int
-    node: str
-    devices: tuple[str, ...]
-    state: str = "assigned"
-    pid: int | None = None
-    exit_status: int | None = None
-
-    @property
-    def ended(self) -> bool:
-        """True once the rank's processes are gone and its devices free (or its node was lost)."""
-        return self.state in ("gone", "lost")
-
-
-@dataclass
-class JobStatus:
-    """The mutable part of a job. Times are unix seconds.
-
-    ``end_intent`` says what happens when a terminating job's ranks are all gone:
-    "requeue" (preempted), "retry" (failed start: requeue with backoff), "lost" (node
-    lost: requeue or fail), "cancel", "fail", "timeout".
-    """
-
-    state: JobState = JobState.PENDING
-    submit_time: float = 0.0
-    pending_since: float = 0.0
-    admit_time: float | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-    exit_status: int | None = None
-    restart_count: int = 0
-    start_failures: int = 0
-    not_before: float = 0.0
-    reason_code: str | None = None
-    reason_message: str | None = None
-    end_intent: str | None = None
-    nominated: tuple[str, ...] = ()
-    master_addr: str | None = None
-    master_port: int | None = None
-    warned: bool = False
-
-    def to_json(self) -> str:
-        """The status as compact JSON (what the ``jobs.status`` column holds)."""
-        d = {name: getattr(self, name) for name in _STATUS_FIELDS}
-        d["state"] = self.state.value
-        d["nominated"] = list(self.nominated)
-        return json.dumps(d, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> "JobStatus":
-        d = json.loads(text)
-        d["state"] = JobState(d["state"])
-        d["nominated"] = tuple(d.get("nominated", ()))
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-_STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
-
-
-@dataclass
-class HistoryEntry:
-    """One line of a job's history (unix seconds)."""
-
-    time: float
-    event: str
-    message: str
-
-
-@dataclass
-class JobRecord:
-    """A job as the coordinator holds it in memory: spec, status, current ranks, history."""
-
-    id: str
-    seq: int
-    spec: JobSpec
-    status: JobStatus
-    ranks: dict[int, RankRecord] = field(default_factory=dict)
-    history: list[HistoryEntry] = field(default_factory=list)
-
-    @property
-    def attempt(self) -> int:
-        """The start attempt the current ranks belong to (= restart_count)."""
-        return self.status.restart_count
-
-    @property
-    def run_id(self) -> str:
-        """The id the node agents know this attempt by (``<job id>.<attempt>``), so a
-        requeued job's new ranks never collide with its old ones."""
-        return f"{self.id}.{self.attempt}"
-
-
 class Store:
     """The SQLite database under the state directory.
 
@@ -253,7 +115,7 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(_SCHEMA)
-        self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        self._migrate()
         self._lock = threading.Lock()
         self._last_seq: int | None = None
         self._job_rows: list[tuple[Any, ...]] = []
@@ -267,6 +129,22 @@ class Store:
         self._flushing = False
         self._flush_task: asyncio.Future[None] | None = None
         self.commits = 0
+
+    def _migrate(self) -> None:
+        """Bring a version 1 database (no submit/end time columns) to :data:`SCHEMA_VERSION`."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        if "end_time" not in columns:
+            self._db.execute("BEGIN")
+            self._db.execute("ALTER TABLE jobs ADD COLUMN submit_time REAL NOT NULL DEFAULT 0")
+            self._db.execute("ALTER TABLE jobs ADD COLUMN end_time REAL")
+            self._db.execute(
+                "UPDATE jobs SET submit_time = json_extract(status, '$.submit_time'),"
+                " end_time = json_extract(status, '$.end_time')"
+            )
+            self._db.execute("COMMIT")
+        self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user, submit_time)")
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
     # ----- transactions -------------------------------------------------------------------
 
@@ -286,14 +164,25 @@ class Store:
     def _take(self) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """Swap the buffers out (on the caller's thread) as (statement, rows) batches in order."""
         batches = [
-            ("INSERT INTO jobs(seq, id, user, queue, state, spec, status) VALUES (?,?,?,?,?,?,?)", self._job_rows),
             (
-                "UPDATE jobs SET state=?, status=? WHERE id=?",
-                [(job.status.state.value, job.status.to_json(), job.id) for job in self._status.values()],
+                (
+                    "INSERT INTO jobs(seq, id, user, queue, state, spec, status, submit_time, end_time)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)"
+                ),
+                self._job_rows,
             ),
             (
-                "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
-                " VALUES (?,?,?,?,?,?,?,?)",
+                "UPDATE jobs SET state=?, status=?, end_time=? WHERE id=?",
+                [
+                    (job.status.state.value, job.status.to_json(), job.status.end_time, job.id)
+                    for job in self._status.values()
+                ],
+            ),
+            (
+                (
+                    "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
+                    " VALUES (?,?,?,?,?,?,?,?)"
+                ),
                 list(self._ranks.values()),
             ),
             ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
@@ -396,7 +285,17 @@ class Store:
         self._last_seq = seq
         job_id = str(seq)
         self._job_rows.append(
-            (seq, job_id, spec.user, spec.queue, status.state.value, json.dumps(spec.to_dict()), status.to_json())
+            (
+                seq,
+                job_id,
+                spec.user,
+                spec.queue,
+                status.state.value,
+                json.dumps(spec.to_dict()),
+                status.to_json(),
+                status.submit_time,
+                status.end_time,
+            )
         )
         return JobRecord(id=job_id, seq=seq, spec=spec, status=status)
 
@@ -412,15 +311,14 @@ class Store:
             rank.rank,
             rank.node,
             json.dumps(list(rank.devices)),
-            rank.state,
+            rank.state.value,
             rank.pid,
             rank.exit_status,
         )
 
-    def add_event(self, job: JobRecord, time: float, event: str, message: str) -> None:
-        """Append a history line to the job (memory and database)."""
-        job.history.append(HistoryEntry(time, event, message))
-        self._events.append((job.id, time, event, message))
+    def save_event(self, job_id: str, entry: HistoryEntry) -> None:
+        """Write one history line of ``job_id`` (the lifecycle model already appended it in memory)."""
+        self._events.append((job_id, entry.time, entry.event, entry.message))
 
     def add_decision(self, time: float, job_id: str, kind: str, code: str, message: str) -> None:
         """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
@@ -451,28 +349,103 @@ class Store:
             row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def load_jobs(self) -> list[JobRecord]:
-        """Every job with its current attempt's ranks and its history, in submission order."""
+    def load_jobs(self, *, active_only: bool = False) -> list[JobRecord]:
+        """Jobs with their current attempt's ranks and their history, in submission order.
+
+        Args:
+            active_only: only jobs not finished (pending, admitted, running, terminating): what
+                the coordinator keeps in memory. Finished jobs are read with :meth:`load_job` and
+                :meth:`find_jobs` when asked for.
+        """
         self.commit()
-        jobs: dict[str, JobRecord] = {}
+        sql = "SELECT seq, id, spec, status FROM jobs ORDER BY seq"
+        if active_only:
+            sql = "SELECT seq, id, spec, status FROM jobs WHERE state NOT IN (?, ?, ?) ORDER BY seq"
         with self._lock:
-            job_rows = self._db.execute("SELECT seq, id, spec, status FROM jobs ORDER BY seq").fetchall()
-            rank_rows = self._db.execute(
-                "SELECT job_id, attempt, rank, node, devices, state, pid, exit_status FROM ranks"
-            ).fetchall()
-            event_rows = self._db.execute("SELECT job_id, time, event, message FROM events ORDER BY id").fetchall()
-        for seq, job_id, spec_text, status_text in job_rows:
-            spec = JobSpec(**json.loads(spec_text))
-            jobs[job_id] = JobRecord(id=job_id, seq=seq, spec=spec, status=JobStatus.from_json(status_text))
-        for job_id, attempt, rank, node, devices, state, pid, exit_status in rank_rows:
-            job = jobs.get(job_id)
-            if job is not None and attempt == job.attempt:
-                job.ranks[rank] = RankRecord(rank, node, tuple(json.loads(devices)), state, pid, exit_status)
-        for job_id, time, event, message in event_rows:
-            job = jobs.get(job_id)
-            if job is not None:
-                job.history.append(HistoryEntry(time, event, message))
-        return list(jobs.values())
+            job_rows = self._db.execute(sql, _FINISHED if active_only else ()).fetchall()
+        return self._complete([_job_from_row(row) for row in job_rows])
+
+    def load_job(self, job_id: str) -> JobRecord | None:
+        """One job with its current attempt's ranks and its history, or None when there is no such job.
+
+        A job whose status waits for the next commit is returned as it is in memory.
+        """
+        buffered = self._status.get(job_id)
+        if buffered is not None:
+            return buffered
+        with self._lock:
+            row = self._db.execute("SELECT seq, id, spec, status FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return None if row is None else self._complete([_job_from_row(row)])[0]
+
+    def _complete(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Add each job's current-attempt ranks and its committed history."""
+        by_id = {job.id: job for job in jobs}
+        with self._lock:
+            for job in jobs:
+                for rank, node, devices, state, pid, exit_status in self._db.execute(
+                    "SELECT rank, node, devices, state, pid, exit_status FROM ranks WHERE job_id=? AND attempt=?",
+                    (job.id, job.attempt),
+                ):
+                    job.ranks[rank] = RankRecord(
+                        rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status
+                    )
+                for at, event, message in self._db.execute(
+                    "SELECT time, event, message FROM events WHERE job_id=? ORDER BY id", (job.id,)
+                ):
+                    by_id[job.id].history.append(HistoryEntry(at, event, message))
+        return jobs
+
+    def find_jobs(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """Committed jobs (spec and status, no ranks or history) in submission order, filtered.
+
+        Args:
+            user: only this user's jobs. queue: only this queue's. states: only these states
+                (JobState values; () = any).
+            since / until: unix seconds; a job matches when it was running or waiting within
+                [since, until]: submitted before ``until`` and not ended before ``since``.
+            limit: at most this many, the most recently submitted ones.
+        """
+        clauses: list[str] = []
+        args: list[Any] = []
+        if user is not None:
+            clauses.append("user = ?")
+            args.append(user)
+        if queue is not None:
+            clauses.append("queue = ?")
+            args.append(queue)
+        if states:
+            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        if until is not None:
+            clauses.append("submit_time <= ?")
+            args.append(until)
+        if since is not None:
+            clauses.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        tail = " LIMIT ?" if limit is not None else ""
+        if limit is not None:
+            args.append(limit)
+        with self._lock:
+            # Only the fixed clause texts above are joined into the statement; every value is a parameter.
+            sql = f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq DESC{tail}"  # noqa: S608
+            rows = self._db.execute(sql, args).fetchall()
+        return [_job_from_row(row) for row in reversed(rows)]
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        """Committed jobs per ``(queue, state)``."""
+        with self._lock:
+            rows = self._db.execute("SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state").fetchall()
+        return {(queue, state): count for queue, state, count in rows}
 
     def decisions(self, job_id: str) -> list[tuple[float, str, str, str]]:
         """(time, kind, code, message) of every committed decision for ``job_id``, oldest first."""
@@ -493,3 +466,8 @@ class Store:
         """Number of jobs committed so far."""
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+
+def _job_from_row(row: tuple[Any, ...]) -> JobRecord:
+    seq, job_id, spec_text, status_text = row
+    return JobRecord(id=job_id, seq=seq, spec=JobSpec(**json.loads(spec_text)), status=JobStatus.from_json(status_text))

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
-
 from labgang.launcher.cli.main import COMMANDS, cli
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
-
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, ProcessInfo, Unavailable
 from labgang.launcher import pitfalls as P
 from labgang.launcher.pitfalls import (
@@ -27,7 +27,7 @@ NOW = 1_800_000_000.0
 
 
 def gpu(index: int = 0, **kw) -> GpuInfo:
-    base = dict(
+    base: dict[str, Any] = dict(
         index=index,
         uuid=f"GPU-{index:08x}",
         name="NVIDIA H100 80GB HBM3",
@@ -53,7 +53,7 @@ def gpu(index: int = 0, **kw) -> GpuInfo:
 
 
 def mig(parent: GpuInfo, index: int, **kw) -> MigDeviceInfo:
-    base = dict(
+    base: dict[str, Any] = dict(
         uuid=f"MIG-{parent.index:02x}{index:06x}",
         index=index,
         profile="1g.10gb",
@@ -87,7 +87,7 @@ def held(uuid: str, job: str = "j1", state: str = "allocated", n: str = "n1") ->
 
 
 def job(id: str = "j1", **kw) -> JobView:
-    base = dict(
+    base: dict[str, Any] = dict(
         id=id,
         user="alice",
         queue="vision",
@@ -404,6 +404,7 @@ def test_live_process_of_running_job_is_not_held():
 
 def _alloc_snap(now: float, util: float, *, allocated: bool = True) -> ClusterSnapshot:
     g0, g1 = gpu(0, utilization_gpu_pct=util), gpu(1, utilization_gpu_pct=util)
+    assert isinstance(g0.uuid, str) and isinstance(g1.uuid, str)
     devs = (held(g0.uuid), held(g1.uuid)) if allocated else ()
     return ClusterSnapshot(now, (node(g0, g1, devices=devs),), jobs=(job(),))
 
@@ -470,7 +471,7 @@ def test_thresholds_validate_and_load_from_toml(tmp_path):
     assert (t.busy_util_pct, t.idle_after_s, t.sm_idle_pct) == (70, 300, 25.0)
     with pytest.raises(ValueError, match=r"pitfalls\.busy_util: unknown threshold; allowed: busy_util_pct"):
         PitfallThresholds.from_mapping({"busy_util": 1})
-    with pytest.raises(ValueError, match=r"sm_idle_pct: a percentage in 0..100"):
+    with pytest.raises(ValueError, match=r"sm_idle_pct: 120 is out of range; allowed: a percentage in 0..100"):
         PitfallThresholds(sm_idle_pct=120)
     with pytest.raises(ValueError, match="shared_min_processes"):
         PitfallThresholds(shared_min_processes=1)

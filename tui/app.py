@@ -10,21 +10,15 @@ the App assigns it to the reactive ``state``, and every widget is bound to that 
 from __future__ import annotations
 
 import asyncio
-
-from textual import work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.reactive import reactive
-from textual.widgets import Footer, Static, TabbedContent, TabPane
-from textual.worker import Worker
+from typing import ClassVar
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, StateReady
+from labgang.tui.rows import finding_keys
 from labgang.tui.screens.confirm import ConfirmScreen
 from labgang.tui.screens.filter import FilterScreen
 from labgang.tui.screens.help import HelpScreen
 from labgang.tui.screens.job_detail import JobDetailScreen
-from labgang.tui.rows import finding_keys
 from labgang.tui.sources import DataSource, current_user
 from labgang.tui.state import JOB_SORTS, ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.devices import DevicesTable
@@ -33,8 +27,16 @@ from labgang.tui.widgets.pitfalls import PitfallTable
 from labgang.tui.widgets.queues import QueuesTable
 from labgang.tui.widgets.rows_table import RowsTable
 from labgang.tui.widgets.summary import Summary
+from textual import events, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 MIN_REFRESH_S = 1.0
+SHORT_LINES = 20
+"""Terminals with fewer lines than this hide the finding detail line (see app.tcss)."""
 
 
 def describe_error(exc: BaseException) -> str:
@@ -52,7 +54,7 @@ class LabgangTop(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "labgang top"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
         Binding("question_mark", "help", "help"),
         Binding("1", "show_tab('devices')", "devices"),
@@ -96,6 +98,10 @@ class LabgangTop(App[None]):
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
         yield Static("", id="pitfall-detail", markup=False)
         yield Footer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Mark the screen ``short`` below :data:`SHORT_LINES` lines (CSS then drops the finding detail)."""
+        self.screen.set_class(event.size.height < SHORT_LINES, "short")
 
     def on_mount(self) -> None:
         if self.source.mode == "local":  # no jobs or queues without a coordinator

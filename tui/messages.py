@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.message import Message
-
 from labgang.launcher.pitfalls import JobView
 from labgang.tui.state import ClusterState
+from textual.message import Message
 
 
 @dataclass

@@ -6,7 +6,8 @@ ASCII memory bars, no colour, no terminal control codes.
 
 from __future__ import annotations
 
-from typing import Sequence
+import textwrap
+from collections.abc import Sequence
 
 from labgang.tui.rows import (
     DEVICE_COLUMNS,
@@ -32,6 +33,42 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> 
     for row in (tuple(c.upper() for c in columns), *rows):
         line = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
         lines.append(line[:width])
+    return lines
+
+
+# Columns each table gives up first when the frame is narrower than the table, least useful first;
+# the rest (which device, who holds it; which job, its state and why) always stays.
+DEVICE_DROP = ("power", "temp", "flags", "model", "SM act", "memory", "util", "node")
+JOB_DROP = ("restarts", "age", "prio", "ranks×dev", "nodes", "queue", "user", "name")
+
+
+def fit_table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int, drop: Sequence[str] = ()) -> list[str]:
+    """:func:`table`, dropping the columns named in ``drop`` (in that order) until it fits ``width``.
+
+    Returns:
+        The table's lines, then, when columns were dropped or lines still had to be cut, one line
+        saying so, wrapped to ``width`` (``(40 columns: left out power, temp; --width 120 shows them)``).
+    """
+    keep = list(range(len(columns)))
+    dropped: list[str] = []
+
+    def lines_for(indexes: list[int]) -> list[str]:
+        return table([columns[i] for i in indexes], [[row[i] for i in indexes] for row in rows], 10**6)
+
+    lines = lines_for(keep)
+    full = max(len(line) for line in lines)
+    for name in drop:
+        if max(len(line) for line in lines) <= width or name not in columns:
+            continue
+        keep.remove(columns.index(name))
+        dropped.append(name)
+        lines = lines_for(keep)
+    cut = max(len(line) for line in lines) > width
+    lines = [line[:width] for line in lines]
+    if dropped or cut:
+        what = f"left out {', '.join(dropped)}" if dropped else "lines cut"
+        note = f"({width} columns: {what}; --width {full} shows {'them' if dropped else 'all'})"
+        lines += textwrap.wrap(note, width)
     return lines
 
 
@@ -68,15 +105,15 @@ def render_frame(
     out = [*_wrap(summary_line(state, filters, sort).split(" | "), width), ""]
     devs = device_rows(state, filters, ascii_only=True)
     out.append(f"DEVICES ({len(devs)})")
-    out += table(DEVICE_COLUMNS, [r.cells for r in devs], width) if devs else ["  none"]
+    out += fit_table(DEVICE_COLUMNS, [r.cells for r in devs], width, DEVICE_DROP) if devs else ["  none"]
     if state.mode == "coordinator":
         jobs = job_rows(state, filters, sort, show_finished)
         out += ["", f"JOBS ({len(jobs)})"]
-        out += table(JOB_COLUMNS, [r.cells for r in jobs], width) if jobs else ["  none"]
+        out += fit_table(JOB_COLUMNS, [r.cells for r in jobs], width, JOB_DROP) if jobs else ["  none"]
         queues = queue_rows(state, filters)
         out += ["", f"QUEUES ({len(queues)})"]
-        out += table(QUEUE_COLUMNS, [r.cells for r in queues], width) if queues else ["  none"]
+        out += fit_table(QUEUE_COLUMNS, [r.cells for r in queues], width) if queues else ["  none"]
     findings = finding_rows(state, filters)
     out += ["", f"PITFALLS ({len(findings)})"]
-    out += table(FINDING_COLUMNS, [r.cells for r in findings], width) if findings else ["  none"]
+    out += fit_table(FINDING_COLUMNS, [r.cells for r in findings], width) if findings else ["  none"]
     return "\n".join(out) + "\n"

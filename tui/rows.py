@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from labgang.launcher.cli.format import format_duration
+from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
+from labgang.launcher.text import printable
 from labgang.tui.state import ClusterState, Filters, sort_jobs
 
 GiB = 1024**3
@@ -33,6 +34,12 @@ QUEUE_COLUMNS = (
     "reclaim",
 )
 FINDING_COLUMNS = ("sev", "pitfall", "where", "what", "advice")
+
+
+def _safe(*cells: Any) -> tuple[str, ...]:
+    """Table cells with control characters escaped (a job name's newline or ANSI escape stays in its cell)."""
+    flat = cells[0] if len(cells) == 1 and isinstance(cells[0], tuple) else cells
+    return tuple(printable(str(c)) for c in flat)
 
 
 def is_known(value: Any) -> bool:
@@ -130,7 +137,7 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
             DeviceRow(
                 dev.uuid,
                 kind,
-                (
+                _safe(
                     dev.node,
                     label,
                     model,
@@ -172,7 +179,7 @@ def job_rows(
             JobRow(
                 j.id,
                 j.state,
-                (
+                _safe(
                     j.id,
                     j.name or "-",
                     j.user,
@@ -253,7 +260,11 @@ def finding_rows(state: ClusterState, filters: Filters = Filters()) -> list[Find
     for key, f in finding_keys(state):
         if filters.match_finding(f, state):
             out.append(
-                FindingRow(key, f.severity.value, (f.severity.value, f.kind.value, f.subject, f.summary, f.advice))
+                FindingRow(
+                    key,
+                    f.severity.value,
+                    _safe((f.severity.value, f.kind.value, f.subject, f.summary, f.advice)),
+                )
             )
     return out
 
@@ -316,4 +327,4 @@ def job_detail_lines(job: JobView, now: float) -> list[str]:
             f"  {format_duration(now - when) + ' ago' if when else '-':>10}  {h.get('event', '')}"
             f"  {h.get('message', '')}"
         )
-    return lines
+    return [printable(line) for line in lines]

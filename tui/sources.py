@@ -4,7 +4,7 @@
   OS process table; its :meth:`~LocalSource.read` blocks, so the App runs it in a thread
   worker.
 * :class:`CoordinatorSource` asks the coordinator's user API (async, over the Unix socket
-  with :class:`labgang.launcher.cli.client.AsyncClient`, or any object with the same
+  with :class:`labgang.launcher.api.client.AsyncClient`, or any object with the same
   async methods: the tests pass a fake one).
 
 Both return a :class:`~labgang.launcher.pitfalls.ClusterSnapshot`; nothing above this
@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import pwd
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import psutil
-
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.launcher.pitfalls import (
     ALLOCATED,
     FOREIGN,
@@ -91,7 +93,7 @@ class DataSource(abc.ABC):
         """
         raise PermissionError("logs need the coordinator; local mode only watches")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook: a source holding nothing keeps the no-op
         """Release connections or the NVML backend."""
 
 
@@ -117,7 +119,7 @@ class LocalSource(DataSource):
 
     def __init__(
         self,
-        backend: Any,
+        backend: NvmlBackend,
         *,
         description: str = "",
         clock: Callable[[], float] = time.time,
@@ -130,9 +132,15 @@ class LocalSource(DataSource):
 
     @classmethod
     def open(
-        cls, simulate: str | Path | None = None, *, clock: Callable[[], float] = time.time, hostname: str | None = None
+        cls,
+        simulate: str | Path | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        hostname: str | None = None,
+        scope: str | None = None,
     ) -> LocalSource:
-        """Open the real NVML, or the simulated one from a machine file.
+        """Open the real NVML, or the simulated one from a machine file (seeing the ranks of the
+        simulated instance ``scope`` and untagged processes, as that instance's agent does).
 
         Raises:
             labgang.agent.nvml.NvmlUnavailable: no NVIDIA driver (the message points at --simulate).
@@ -140,7 +148,7 @@ class LocalSource(DataSource):
         """
         from labgang.agent.nvml import open_backend
 
-        backend = open_backend(simulate=simulate)
+        backend = open_backend(simulate=simulate, scope=scope if simulate is not None else None)
         desc = f"simulated {Path(simulate).name}" if simulate is not None else "local NVML"
         return cls(backend, description=desc, clock=clock, hostname=hostname)
 
@@ -159,17 +167,17 @@ class LocalSource(DataSource):
         lost = {g.uuid for g in inv.gpus if g.lost}
         devices = []
         for dev in inv.allocatable():
-            pids = sorted(inv.device_pids().get(dev.uuid, ()))
-            jobs = sorted({o.job for p in pids if (o := owners[(node, p)]).job})
+            dev_pids = sorted(inv.device_pids().get(dev.uuid, ()))
+            jobs = sorted({o.job for p in dev_pids if (o := owners[(node, p)]).job})
             parent_lost = dev.uuid in lost or (dev.parent_uuid in lost)
             if parent_lost:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, LOST))
             elif jobs:
-                users = sorted({o.user for p in pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
+                users = sorted({o.user for p in dev_pids if (o := owners[(node, p)]).job == jobs[0] and o.user})
                 devices.append(
                     DeviceView(node, dev.uuid, dev.resource, dev.model, ALLOCATED, jobs[0], users[0] if users else None)
                 )
-            elif pids:
+            elif dev_pids:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FOREIGN))
             else:
                 devices.append(DeviceView(node, dev.uuid, dev.resource, dev.model, FREE))
@@ -182,10 +190,8 @@ class LocalSource(DataSource):
     async def aclose(self) -> None:
         shutdown = getattr(self.backend, "nvmlShutdown", None)
         if shutdown is not None:
-            try:
+            with contextlib.suppress(Exception):  # a backend already shut down: nothing left to release
                 shutdown()
-            except Exception:  # a backend already shut down: nothing left to release
-                pass
 
 
 def _process_owner(node: str, pid: int) -> ProcessOwner:
@@ -207,7 +213,7 @@ def _process_owner(node: str, pid: int) -> ProcessOwner:
 
 
 class ApiClient(Protocol):
-    """The async methods of :class:`labgang.launcher.cli.client.AsyncClient` the TUI uses."""
+    """The async methods of :class:`labgang.launcher.api.client.AsyncClient` the TUI uses."""
 
     async def nodes(self) -> list[dict[str, Any]]: ...
     async def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]: ...
@@ -221,7 +227,7 @@ class CoordinatorSource(DataSource):
     """The coordinator's user API: ``GET /v1/nodes``, ``/v1/jobs?all=1`` and ``/v1/queues`` per refresh.
 
     Args:
-        client: an :class:`~labgang.launcher.cli.client.AsyncClient` (or a fake with the same methods).
+        client: an :class:`~labgang.launcher.api.client.AsyncClient` (or a fake with the same methods).
         description: shown in the summary line (e.g. the socket path).
         clock: unix-seconds clock for the snapshot time (tests pass a frozen one).
     """
@@ -239,19 +245,33 @@ class CoordinatorSource(DataSource):
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
         """A source talking to the coordinator socket of ``state_dir`` (None: the default state dir)."""
-        from labgang.launcher.cli.client import AsyncClient
+        from labgang.launcher.api.client import AsyncClient
 
         client = AsyncClient.for_state_dir(state_dir, timeout=10.0)
         return cls(client, description=str(client.socket_path))
 
     async def fetch(self) -> ClusterSnapshot:
-        nodes, jobs, queues = await asyncio.gather(
-            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues()
+        nodes, jobs, queues, pitfalls = await asyncio.gather(
+            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues(), self._pitfalls()
         )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
         return await asyncio.to_thread(
-            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}
+            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}, pitfalls
         )
+
+    async def _pitfalls(self) -> dict[str, Any] | None:
+        """The coordinator's findings (``GET /v1/pitfalls``); None from one too old to have them."""
+        pitfalls = getattr(self.client, "pitfalls", None)
+        if pitfalls is None:
+            return None
+        from labgang.launcher.api.client import ApiError
+
+        try:
+            return dict(await pitfalls())
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def cancel(self, job_id: str) -> JobView:
         return JobView.from_api(await self.client.cancel(job_id))
@@ -268,11 +288,22 @@ class CoordinatorSource(DataSource):
 def open_source(
     *, local: bool = False, simulate: str | Path | None = None, state_dir: str | Path | None = None
 ) -> DataSource:
-    """The factory the CLI uses: local NVML (``--local`` or ``--simulate``) or the coordinator.
+    """The factory the CLI uses: local NVML (``--local`` or ``--simulate``, scoped to the instance at
+    ``state_dir``: see :func:`local_scope`) or the coordinator.
 
     Raises:
         labgang.agent.nvml.NvmlUnavailable: local mode without a driver and without ``simulate``.
     """
     if local or simulate is not None:
-        return LocalSource.open(simulate)
+        return LocalSource.open(simulate, scope=local_scope(state_dir) if simulate is not None else None)
     return CoordinatorSource.for_state_dir(state_dir)
+
+
+def local_scope(state_dir: str | Path | None) -> str:
+    """The simulated-NVML scope of the ``labgang up`` instance at ``state_dir`` (default: the usual
+    state dir), so ``--simulate`` views count that instance's ranks as its own and leave out
+    the ranks of other simulated instances on this host (agent/nvml/simulated.py, "Scopes")."""
+    from labgang.agent import paths
+    from labgang.agent.service import simulation_scope
+
+    return simulation_scope(paths.resolve_state_dir(state_dir))

@@ -7,8 +7,8 @@ result to a reactive attribute.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from labgang.launcher.pitfalls import (
     ClusterSnapshot,
@@ -127,9 +127,7 @@ class Filters:
         job = state.snapshot.job(f.job) if f.job else None
         if self.user and job is not None and job.user != self.user:
             return False
-        if self.queue and job is not None and job.queue != self.queue:
-            return False
-        return True
+        return not (self.queue and job is not None and job.queue != self.queue)
 
 
 def sort_jobs(jobs: Iterable[JobView], key: str, now: float) -> list[JobView]:
@@ -168,7 +166,17 @@ class StateBuilder:
         self.mode, self.source, self.user = mode, source, user
 
     def build(self, snapshot: ClusterSnapshot) -> ClusterState:
-        """Observe ``snapshot`` in the history and compute every finding."""
+        """Observe ``snapshot`` in the history and compute every finding; a snapshot that carries the
+        coordinator's findings (``snapshot.findings``) shows those, so every view agrees."""
+        if snapshot.findings is not None:
+            return ClusterState(
+                snapshot=snapshot,
+                findings=snapshot.findings,
+                allocation_rate_pct=snapshot.allocation_rate_pct,
+                mode=self.mode,
+                source=self.source,
+                user=self.user,
+            )
         self.tracker.observe(snapshot)
         busy, alloc = self.tracker.allocation_rate()
         return ClusterState(

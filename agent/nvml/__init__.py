@@ -16,7 +16,8 @@ Callers finish with ``backend.nvmlShutdown()`` (the recorder writes its file the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from labgang.agent.nvml.backend import NvmlBackend
 
 NO_DRIVER_MESSAGE = (
     "NVML is not available: {detail} (the NVIDIA driver's libnvidia-ml.so.1 could not be used); "
@@ -39,7 +40,7 @@ class NvmlUnavailable(RuntimeError):
 
 def open_backend(
     simulate: str | Path | None = None, record: str | Path | None = None, *, scope: str | None = None
-) -> Any:
+) -> NvmlBackend:
     """Open and initialise an NVML backend.
 
     Args:
@@ -65,7 +66,7 @@ def open_backend(
     if simulate is not None:
         from labgang.agent.nvml.simulated import SimulatedNvml
 
-        backend: Any = SimulatedNvml.from_file(simulate, scope=scope)
+        backend: NvmlBackend = SimulatedNvml.from_file(simulate, scope=scope)
     else:
         import pynvml
 
@@ -91,4 +92,4 @@ def _describe(exc: Exception) -> str:
     return f"nvmlInit failed with {type(exc).__name__} ({text})"
 
 
-__all__ = ["NO_DRIVER_MESSAGE", "NvmlUnavailable", "open_backend"]
+__all__ = ["NO_DRIVER_MESSAGE", "NvmlBackend", "NvmlUnavailable", "open_backend"]

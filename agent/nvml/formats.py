@@ -9,7 +9,11 @@ Order of detection (the file name is never consulted):
 4. ``Driver Version: … CUDA Version: …`` box → the default ``nvidia-smi`` table (no UUIDs:
    they are derived; MIG devices from its "MIG devices" box);
 5. lines ``GPU N: NAME (UUID: …)`` → an ``nvidia-smi -L`` listing;
-6. TOML with a ``[machine]`` table → a ``config/sim`` machine file.
+6. an ``nvidia-smi topo -m`` matrix → a machine of that many GPUs (no names or UUIDs: UUIDs
+   are derived) with its topology;
+7. TOML with a ``[machine]`` table → a ``config/sim`` machine file.
+
+A ``topo -m`` matrix inside a transcript of formats 2–5 gives that machine its topology.
 
 Anything else whose name ends in ``.toml`` or that has TOML lines (``key = value``,
 ``[table]``) is parsed as TOML so that its parse error, with line and column, is what the
@@ -22,20 +26,27 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from labgang.agent.nvml.machine import SimMachine, machine_from_toml
+from labgang.agent.nvml.simtopo import parse_topo_matrix, topo_block
 from labgang.agent.nvml.smi import (
+    Capture,
+    GpuRecord,
     build_machine,
     capture_from_list,
-    capture_from_table,
     capture_from_q_text,
+    capture_from_table,
     capture_from_xml,
     list_lines,
+    listing_problem,
     merge_list,
     q_block,
     table_block,
 )
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.recorder import ReplayNvml
 
 RECORD_FORMAT = "labgang-nvml-record"
 
@@ -50,7 +61,8 @@ def looks_like_toml(text: str, name: str = "") -> bool:
 
 
 def detect_format(text: str, name: str = "") -> str:
-    """Name the format of ``text``: ``"record"``, ``"xml"``, ``"smi-q"``, ``"smi-table"``, ``"smi-L"`` or ``"toml"``.
+    """Name the format of ``text``: ``"record"``, ``"xml"``, ``"smi-q"``, ``"smi-table"``, ``"smi-L"``,
+    ``"smi-topo"`` or ``"toml"``.
 
     Args:
         text: the file's content.
@@ -79,6 +91,8 @@ def detect_format(text: str, name: str = "") -> str:
         return "smi-table"
     if list_lines(text):
         return "smi-L"
+    if topo_block(text) is not None:
+        return "smi-topo"
     if re.search(r"^\s*\[machine\]\s*$", text, flags=re.M) or re.search(r"^\s*\[\[gpu\]\]\s*$", text, flags=re.M):
         return "toml"
     if looks_like_toml(text, name):
@@ -121,15 +135,27 @@ def machine_from_text(text: str, source: str = "", hostname: str | None = None) 
         if listing:
             merge_list(cap, capture_from_list(listing))
     elif fmt == "smi-L":
+        problem = listing_problem(text)  # a whole listing: every line is read, none dropped
+        if problem is not None:
+            raise ValueError(problem)
         cap = capture_from_list(list_lines(text))
+    elif fmt == "smi-topo":
+        count, _ = parse_topo_matrix(topo_block(text) or [])
+        cap = Capture(gpus=[GpuRecord() for _ in range(count)])
     else:
         raise ValueError(f"{source}: an NVML record is replayed, not turned into a machine")
     machine = build_machine(cap, host, source)
     machine.source = f"{source} ({fmt})"
+    block = topo_block(text)
+    if block is not None:
+        count, topology = parse_topo_matrix(block)
+        if count != len(machine.gpus):
+            raise ValueError(f"{source}: nvidia-smi topo -m shows {count} GPUs but the capture has {len(machine.gpus)}")
+        machine.topology = topology
     return machine
 
 
-def load_machine_or_record(path: Path) -> Any:
+def load_machine_or_record(path: Path) -> SimMachine | ReplayNvml:
     """A :class:`SimMachine`, or a :class:`~labgang.agent.nvml.recorder.ReplayNvml` for a record.
 
     Raises:

@@ -9,7 +9,7 @@ sample and waits once, for all seeded devices together, until 100 ms have passed
 Reads closer than 100 ms to the previous one re-serve the previous result.
 
 GPU instance ids are reused after reconfiguration, so a MIG target's key includes the
-UUIDs of its member devices (nvidia_gpu_exporter's fingerprint rule, NVML-NOTES §5.3).
+UUIDs of its member devices (docs/nvml.md §5.3).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from labgang.agent.inventory import Unavailable
+from labgang.agent.nvml.backend import NvmlBackend, VirtualTime
 from labgang.agent.nvml.query import query, reason_for
 
 MIN_INTERVAL_S = 0.1
@@ -67,7 +69,7 @@ class GpmSampler:
         self._states: dict[Hashable, _State] = {}
         self._lock = threading.Lock()
 
-    def measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
+    def measure(self, backend: NvmlBackend, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
         """Return ``{key: (sm_active_pct, sm_occupancy_pct)}`` for every target.
 
         Each value is a float percent or an :class:`Unavailable` (sample or metric error).
@@ -76,9 +78,13 @@ class GpmSampler:
         with self._lock:
             return self._measure(backend, targets)
 
-    def _measure(self, backend: Any, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
-        clock = self._clock or getattr(backend, "labgang_clock", time.monotonic)
-        sleep = self._sleep or getattr(backend, "labgang_sleep", time.sleep)
+    def _measure(self, backend: NvmlBackend, targets: list[GpmTarget]) -> dict[Hashable, SmActivity]:
+        clock: Callable[[], float] = time.monotonic
+        sleep: Callable[[float], None] = time.sleep
+        if isinstance(backend, VirtualTime):  # simulated and replayed NVML: their own (maybe virtual) time
+            clock, sleep = backend.labgang_clock, backend.labgang_sleep
+        clock = self._clock or clock
+        sleep = self._sleep or sleep
         out: dict[Hashable, SmActivity] = {}
         wanted = {t.key for t in targets}
         for key in [k for k in self._states if k not in wanted]:
@@ -121,18 +127,18 @@ class GpmSampler:
             out[t.key] = result
         return out
 
-    def close(self, backend: Any) -> None:
+    def close(self, backend: NvmlBackend) -> None:
         """Free every kept sample (call before ``nvmlShutdown``)."""
         with self._lock:
             self._close(backend)
 
-    def _close(self, backend: Any) -> None:
+    def _close(self, backend: NvmlBackend) -> None:
         for state in self._states.values():
             self._free(backend, state.sample)
         self._states.clear()
 
     @staticmethod
-    def _take(backend: Any, target: GpmTarget) -> Any:
+    def _take(backend: NvmlBackend, target: GpmTarget) -> Any:
         sample = query(backend, "nvmlGpmSampleAlloc")
         if isinstance(sample, Unavailable):
             return sample
@@ -146,11 +152,11 @@ class GpmSampler:
         return sample
 
     @staticmethod
-    def _free(backend: Any, sample: Any) -> None:
+    def _free(backend: NvmlBackend, sample: Any) -> None:
         query(backend, "nvmlGpmSampleFree", sample)
 
     @staticmethod
-    def _metrics(backend: Any, first: Any, second: Any) -> SmActivity:
+    def _metrics(backend: NvmlBackend, first: Any, second: Any) -> SmActivity:
         request = backend.c_nvmlGpmMetricsGet_t()
         request.version = backend.NVML_GPM_METRICS_GET_VERSION
         request.numMetrics = 2
@@ -169,10 +175,10 @@ class GpmSampler:
         return (values[0], values[1])
 
 
-_shared: "weakref.WeakKeyDictionary[Any, GpmSampler]" = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[NvmlBackend, GpmSampler] = weakref.WeakKeyDictionary()
 
 
-def sampler_for(backend: Any) -> GpmSampler:
+def sampler_for(backend: NvmlBackend) -> GpmSampler:
     """The sampler kept for ``backend`` across reads (one per backend object)."""
     sampler = _shared.get(backend)
     if sampler is None:
@@ -181,4 +187,4 @@ def sampler_for(backend: Any) -> GpmSampler:
     return sampler
 
 
-__all__ = ["GpmSampler", "GpmTarget", "MIN_INTERVAL_S", "sampler_for"]
+__all__ = ["MIN_INTERVAL_S", "GpmSampler", "GpmTarget", "sampler_for"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labgang.agent.nvml import models
+from labgang.agent.nvml.simtopo import SimTopology, topology_from_toml
 
 #: Namespace for UUIDs derived from captures that carry none (stable across loads).
 UUID_NAMESPACE = uuidlib.UUID("5f1a2b3c-4d5e-4f60-8a71-b2c3d4e5f607")
@@ -173,9 +174,11 @@ class SimMachine:
             ``CUDA_VISIBLE_DEVICES`` names a simulated device.
         missing_functions: NVML symbols this "driver" lacks (FUNCTION_NOT_FOUND).
         unprivileged: parent-handle memory/process queries of MIG-enabled GPUs answer
-            NO_PERMISSION (an unprivileged container, NVML-NOTES §3.5).
+            NO_PERMISSION (an unprivileged container, docs/nvml.md §3.5).
         gpus: the GPUs in index order.
         source: where it was loaded from (file name and format), for messages.
+        topology: GPU links, NUMA nodes and CPUs (None: the topology calls answer
+            NOT_SUPPORTED), see :mod:`labgang.agent.nvml.simtopo`.
     """
 
     hostname: str
@@ -187,6 +190,7 @@ class SimMachine:
     unprivileged: bool = False
     gpus: list[SimGpu] = field(default_factory=list)
     source: str = ""
+    topology: SimTopology | None = None
 
     def __post_init__(self) -> None:
         if not self.nvml_version:
@@ -237,6 +241,9 @@ def mig_device(
         else:  # a compute instance of c slices has c times the SMs of a 1-slice instance
             one = next((p for p in model.mig_profiles if p.slices == 1 and "+" not in p.name), None)
             sm_count = one.sm_count * ci if one else gi_prof.sm_count * ci // gi_prof.slices
+    if memory_total_mib is None:
+        assert gi_prof is not None  # an unknown profile without memory_total_mib was refused above
+        memory_total_mib = gi_prof.memory_mib
     return SimMigDevice(
         index=index,
         uuid=uuid,
@@ -244,7 +251,7 @@ def mig_device(
         gi_id=gi_id,
         ci_id=ci_id,
         sm_count=int(sm_count),
-        memory_total_mib=int(memory_total_mib if memory_total_mib is not None else gi_prof.memory_mib),  # type: ignore[union-attr]
+        memory_total_mib=int(memory_total_mib),
         memory_used_mib=memory_used_mib,
         gi_slices=gi_slices,
         ci_slices=ci_slices,
@@ -293,6 +300,9 @@ _GPU_KEYS = {
     "handle_error",
     "errors",
     "serial",
+    "numa_node",
+    "cpu_affinity",
+    "nvswitch_links",
 }
 _MIG_KEYS = {
     "profile",
@@ -345,7 +355,7 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not a valid TOML machine file: {exc}") from None
-    _check_keys(data, {"machine", "gpu"}, f"{source}: top level")
+    _check_keys(data, {"machine", "gpu", "link"}, f"{source}: top level")
     mdata = data.get("machine", {})
     _check_keys(mdata, _MACHINE_KEYS, "machine")
     if "hostname" not in mdata:
@@ -365,6 +375,7 @@ def machine_from_toml(text: str, source: str = "") -> SimMachine:
         raise ValueError("gpu: must be an array of tables ([[gpu]])")
     for index, g in enumerate(gpus):
         machine.gpus.append(_gpu_from_toml(machine, index, g))
+    machine.topology = topology_from_toml(data.get("link", []), gpus)
     seen: set[str] = set()
     for gpu in machine.gpus:
         for u in [gpu.uuid] + [m.uuid for m in gpu.mig_devices]:

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import Unavailable
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.backend import NvmlBackend
 
 log = logging.getLogger("labgang.agent.nvml")
 
@@ -67,7 +70,7 @@ def logged_once() -> frozenset[tuple[str, int]]:
     return frozenset(_logged)
 
 
-def to_unavailable(backend: Any, func: str, exc: BaseException) -> Unavailable:
+def to_unavailable(backend: NvmlBackend, func: str, exc: BaseException) -> Unavailable:
     """Turn an exception raised by ``backend.<func>`` into an :class:`Unavailable`.
 
     Raises:
@@ -89,7 +92,7 @@ def to_unavailable(backend: Any, func: str, exc: BaseException) -> Unavailable:
     raise exc
 
 
-def query(backend: Any, func: str, *args: Any, **kwargs: Any) -> Any:
+def query(backend: NvmlBackend, func: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``backend.<func>(*args, **kwargs)``; return its answer or an :class:`Unavailable`.
 
     ``bytes`` answers (nvidia-ml-py < 11.515) are decoded to ``str``. A function the
@@ -115,4 +118,4 @@ def query(backend: Any, func: str, *args: Any, **kwargs: Any) -> Any:
     return value
 
 
-__all__ = ["query", "reason_for", "to_unavailable", "logged_once"]
+__all__ = ["logged_once", "query", "reason_for", "to_unavailable"]

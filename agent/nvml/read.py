@@ -2,11 +2,12 @@
 
 Every field goes through :func:`labgang.agent.nvml.query.query`, so an NVML error is
 an ``Unavailable`` on that field and the read carries on. The calls made, in order,
-per GPU (pynvml names; NVML-NOTES §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
+per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, ``GetUUID``,
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
-``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``; in MIG mode, for every
+``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of
+:mod:`labgang.agent.nvml.topology`; per GPU pair, its link calls; in MIG mode, for every
 slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop):
 ``GetMigDeviceHandleByIndex``, ``GetUUID``, ``GetName``, ``GetGpuInstanceId``,
 ``GetComputeInstanceId``, ``GetAttributes``, ``GetMemoryInfo``, ``GetComputeRunningProcesses``.
@@ -28,8 +29,10 @@ from labgang.agent.inventory import (
     ProcessInfo,
     Unavailable,
 )
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.nvml.gpm import GpmSampler, GpmTarget, sampler_for
 from labgang.agent.nvml.query import FUNCTION_NOT_FOUND, NOT_SUPPORTED, query
+from labgang.agent.nvml.topology import read_affinity, read_links
 
 MIB = 1024 * 1024
 
@@ -62,12 +65,12 @@ def _map(value: Any, fn: Any) -> Any:
     return value if isinstance(value, Unavailable) else fn(value)
 
 
-_missing: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
-_locks: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_missing: weakref.WeakKeyDictionary[NvmlBackend, set[str]] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[NvmlBackend, threading.Lock] = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
 
 
-def _lock_for(backend: Any) -> threading.Lock:
+def _lock_for(backend: NvmlBackend) -> threading.Lock:
     """One lock per backend: reads from several threads (agent loops) take turns, so each
     snapshot is consistent and the GPM sampler's kept samples are never used twice."""
     with _locks_guard:
@@ -77,7 +80,7 @@ def _lock_for(backend: Any) -> threading.Lock:
         return lock
 
 
-def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
+def _versioned(backend: NvmlBackend, new: str, call_new: Any, call_old: Any) -> Any:
     """Try the newer call unless this backend already said it lacks it (probe cached per backend)."""
     missing = _missing.setdefault(backend, set())
     if new not in missing:
@@ -88,8 +91,8 @@ def _versioned(backend: Any, new: str, call_new: Any, call_old: Any) -> Any:
     return call_old()
 
 
-def _memory(backend: Any, handle: Any) -> Any:
-    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (NVML-NOTES §4)."""
+def _memory(backend: NvmlBackend, handle: Any) -> Any:
+    """``nvmlDeviceGetMemoryInfo`` v2 (reserved not in used), v1 on drivers without ``_v2`` (docs/nvml.md §4)."""
     return _versioned(
         backend,
         "nvmlDeviceGetMemoryInfo_v2",
@@ -98,7 +101,7 @@ def _memory(backend: Any, handle: Any) -> Any:
     )
 
 
-def _processes(backend: Any, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
+def _processes(backend: NvmlBackend, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
     rows = query(backend, "nvmlDeviceGetComputeRunningProcesses", handle)
     if isinstance(rows, Unavailable):
         return rows
@@ -129,7 +132,7 @@ def _profile_from(name: Any, attrs: Any) -> str | Unavailable:
     return f"{c}c.{g}g.{gb}gb" if c and c < g else f"{g}g.{gb}gb"
 
 
-def _read_mig(backend: Any, parent_uuid: Any, index: int, mig: Any) -> MigDeviceInfo:
+def _read_mig(backend: NvmlBackend, parent_uuid: Any, index: int, mig: Any) -> MigDeviceInfo:
     uuid = _text(query(backend, "nvmlDeviceGetUUID", mig))
     name = _text(query(backend, "nvmlDeviceGetName", mig))
     gi = query(backend, "nvmlDeviceGetGpuInstanceId", mig)
@@ -151,16 +154,21 @@ def _read_mig(backend: Any, parent_uuid: Any, index: int, mig: Any) -> MigDevice
     )
 
 
-def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceInfo], Any]:
+def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[MigDeviceInfo], Any]:
     handle = query(backend, "nvmlDeviceGetHandleByIndex", index)
     if isinstance(handle, Unavailable):
-        fields = {name: handle for name in GpuInfo.__dataclass_fields__ if name not in ("index", "mig_devices")}
+        fields: dict[str, Any] = {
+            name: handle for name in GpuInfo.__dataclass_fields__ if name not in ("index", "mig_devices")
+        }
         fields.update(index=index)
         return fields, [], handle
     uuid = _text(query(backend, "nvmlDeviceGetUUID", handle))
     name = _text(query(backend, "nvmlDeviceGetName", handle))
     pci = query(backend, "nvmlDeviceGetPciInfo", handle)
+    numa_node, cpu_affinity = _affinity(backend, handle, uuid, _map(pci, lambda p: _text(p.busId)))
     mig_mode = query(backend, "nvmlDeviceGetMigMode", handle)
+    current: bool | Unavailable | None
+    pending: bool | Unavailable | None
     if isinstance(mig_mode, Unavailable):
         current = pending = None if mig_mode.code == NOT_SUPPORTED else mig_mode
     else:
@@ -222,9 +230,48 @@ def _read_gpu(backend: Any, index: int) -> tuple[dict[str, Any], list[MigDeviceI
         mig_mode_current=current,
         mig_mode_pending=pending,
         processes=procs,
+        numa_node=numa_node,
+        cpu_affinity=cpu_affinity,
         handle=handle,
     )
     return fields, migs, gpm_state
+
+
+_static: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _settled(*values: Any) -> bool:
+    """True when no value is a transient failure (only known facts and "unsupported" are kept)."""
+    return not any(isinstance(v, Unavailable) and v.reason != "unsupported" for v in values)
+
+
+def _affinity(backend: Any, handle: Any, uuid: Any, bus_id: Any) -> tuple[Any, Any]:
+    """A GPU's NUMA node and CPUs, read once per backend and GPU (they do not change while it runs)."""
+    cache = _static.setdefault(backend, {})
+    key = ("affinity", uuid)
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    found = read_affinity(backend, handle, bus_id)
+    if isinstance(uuid, str) and _settled(*found):
+        cache[key] = found
+    return found
+
+
+def _links(backend: Any, opened: list[tuple[int, Any, Any]], raw: list[Any]) -> tuple[Any, ...]:
+    """The GPU pair links, read again only when the set of GPUs or a MIG mode changed (MIG mode
+    turns NVLink queries off) or when the last read hit a transient error."""
+    if len(opened) < 2:
+        return ()
+    cache = _static.setdefault(backend, {})
+    key = ("links", tuple((f["index"], f["uuid"], f["mig_mode_current"]) for f, _, _ in raw if "handle" in f))
+    if key in cache:
+        return cache[key]  # type: ignore[no-any-return]
+    links = read_links(backend, opened)
+    if _settled(*(v for link in links for v in (link.pcie, link.nvlinks))):
+        for old in [k for k in cache if k[0] == "links"]:
+            del cache[old]
+        cache[key] = links
+    return links
 
 
 def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...]) -> MigDeviceInfo:
@@ -234,7 +281,7 @@ def _with_parent_processes(info: MigDeviceInfo, parent: tuple[ProcessInfo, ...])
 
 
 def read_node(
-    backend: Any, *, hostname: str | None = None, now: float | None = None, gpm: GpmSampler | None = None
+    backend: NvmlBackend, *, hostname: str | None = None, now: float | None = None, gpm: GpmSampler | None = None
 ) -> NodeInventory:
     """Read one snapshot; see :func:`labgang.agent.inventory.read_inventory`.
 
@@ -248,7 +295,7 @@ def read_node(
         return _read_node(backend, hostname, now, gpm)
 
 
-def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSampler | None) -> NodeInventory:
+def _read_node(backend: NvmlBackend, hostname: str | None, now: float | None, gpm: GpmSampler | None) -> NodeInventory:
     taken = time.time() if now is None else float(now)
     host = hostname or getattr(backend, "labgang_hostname", None) or socket.gethostname()
     driver = _text(query(backend, "nvmlSystemGetDriverVersion"))
@@ -270,6 +317,9 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
     sampler = gpm if gpm is not None else sampler_for(backend)
     activity = sampler.measure(backend, targets) if targets else {}
 
+    opened = [(f["index"], f["handle"], f["pci_bus_id"]) for f, _, _ in raw if "handle" in f]
+    links = _links(backend, opened, raw)
+
     gpus = []
     for fields, migs, gpm_state in raw:
         fields = dict(fields)
@@ -286,7 +336,7 @@ def _read_node(backend: Any, hostname: str | None, now: float | None, gpm: GpmSa
             fields["sm_active_pct"], fields["sm_occupancy_pct"] = sm_active, sm_occ
         fields["mig_devices"] = tuple(migs)
         gpus.append(GpuInfo(**fields))
-    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus))
+    return NodeInventory(host, taken, driver, nvml_version, cuda, tuple(gpus), links)
 
 
 def _with_gi_activity(

@@ -30,12 +30,13 @@ import json
 import socket
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pynvml
-
+from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.nvml.formats import RECORD_FORMAT
 from labgang.agent.nvml.simulated import VirtualClock
 
@@ -69,7 +70,7 @@ def _plain(value: Any) -> Any:
         for item in value._fields_:
             name = item[0]
             field = getattr(value, name)
-            if isinstance(field, ctypes._Pointer) or callable(field):  # type: ignore[attr-defined]
+            if isinstance(field, ctypes._Pointer) or callable(field):
                 continue
             out[name] = _plain(field)
         return {"struct": out}
@@ -84,16 +85,21 @@ def _plain(value: Any) -> Any:
     return {"repr": repr(value)}
 
 
+def _sample_token(sample: Any, samples: dict[int, str]) -> str:
+    """The recorded token of a GPM sample buffer (``"unknown"`` for one never allocated here)."""
+    return samples.get(ctypes.addressof(sample.contents), "unknown")
+
+
 def _gpm_arg(value: Any, samples: dict[int, str]) -> dict[str, Any] | None:
     """A GPM sample buffer or metrics request as JSON (samples named by their recorded token),
     or None when ``value`` is neither (``nvmlGpmSampleGet``/``nvmlGpmMetricsGet`` arguments)."""
-    if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:  # type: ignore[attr-defined]
-        return {"sample": samples.get(ctypes.addressof(value.contents), "unknown")}
+    if isinstance(value, ctypes._Pointer) and type(value) is pynvml.c_nvmlGpmSample_t:
+        return {"sample": _sample_token(value, samples)}
     if isinstance(value, pynvml.c_nvmlGpmMetricsGet_t):
         return {
             "metrics_get": {
-                "sample1": _gpm_arg(value.sample1, samples)["sample"],
-                "sample2": _gpm_arg(value.sample2, samples)["sample"],
+                "sample1": _sample_token(value.sample1, samples),
+                "sample2": _sample_token(value.sample2, samples),
                 "ids": [int(value.metrics[i].metricId) for i in range(int(value.numMetrics))],
             }
         }
@@ -108,7 +114,7 @@ class Recorder:
         path: the JSON file written by :meth:`save` (called by ``nvmlShutdown``).
     """
 
-    def __init__(self, backend: Any, path: str | Path):
+    def __init__(self, backend: NvmlBackend, path: str | Path):
         self._backend = backend
         self._path = Path(path)
         self._calls: list[dict[str, Any]] = []
@@ -216,7 +222,7 @@ class ReplayHandle:
     """A handle from a record: distinct per call, equal only to itself, unhashable."""
 
     __slots__ = ("token",)
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable like pynvml's handles; typeshed wants a method
 
     def __init__(self, token: str):
         self.token = token
@@ -312,7 +318,7 @@ class ReplayNvml:
         result = call.get("result")
         if name == "nvmlGpmMetricsGet":
             request = args[0]
-            for i, (metric_id, code, value) in enumerate(result["metrics"]):
+            for i, (metric_id, code, value) in enumerate(call["result"]["metrics"]):
                 request.metrics[i].metricId = metric_id
                 request.metrics[i].nvmlReturn = code
                 request.metrics[i].value = value
@@ -357,4 +363,4 @@ def _export_pynvml_names(cls: type) -> None:
 
 _export_pynvml_names(ReplayNvml)
 
-__all__ = ["Recorder", "ReplayHandle", "ReplayNvml", "ReplayStruct", "RECORD_VERSION"]
+__all__ = ["RECORD_VERSION", "Recorder", "ReplayHandle", "ReplayNvml", "ReplayStruct"]

@@ -2,8 +2,8 @@
 
 Same function names, arguments, return types (pynvml's own ctypes structs and
 ``nvmlFriendlyObject`` rows) and ``NVMLError`` subclasses and codes as nvidia-ml-py, so
-code above cannot tell which backend it runs on. Behaviours reproduced from
-NVML-NOTES §11 (the ones the inventory touches):
+code above cannot tell which backend it runs on. Behaviours reproduced (docs/nvml.md §9,
+the ones the inventory touches):
 
 * ``Uninitialized`` before ``nvmlInit`` and after the last ``nvmlShutdown`` (ref-counted);
 * handles distinct per call, unequal and unhashable; MIG handles stale after
@@ -28,6 +28,19 @@ Live processes whose environment has ``CUDA_VISIBLE_DEVICES`` naming a simulated
 MIG UUID appear as compute processes on that device (psutil), using the machine's
 ``process_memory_mib`` unless :meth:`SimulatedNvml.hold_memory` says otherwise.
 
+Activity. A device with such processes reports what they do, not the machine file's values:
+its ``utilization.gpu`` (and GPM graphics activity) follows their CPU activity (the busiest
+process, 0..100 %: a rank that computes keeps "kernels" running, one that sleeps leaves the
+device idle), and its GPM SM activity equals that utilization. A process can declare what its
+simulated kernels do through its environment (read from ``/proc/<pid>/environ`` at every scan;
+see docs/simulated-activity.md):
+
+* ``SIM_GPU_UTIL_PCT``: ``utilization.gpu`` in percent, instead of its CPU activity;
+* ``SIM_GPU_SM_ACTIVE_PCT``: GPM SM activity in percent (busy kernels on idle SMs: 100 and 5);
+* ``SIM_GPU_MEMORY_MIB``: the memory NVML shows for it on each of its devices.
+
+A device without live processes keeps the machine file's values.
+
 Scopes. Every simulated instance loading the same machine file has the same UUIDs, so two of
 them on one host (two ``labgang up --simulate`` with different state dirs, a test suite next to
 a user's) would each see the other's ranks as foreign processes on its devices. A backend
@@ -40,28 +53,77 @@ backend without a scope sees every process, tagged or not.
 from __future__ import annotations
 
 import ctypes
+import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import psutil
 import pynvml
-
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+from labgang.agent.nvml.simtopo import TopologyNvml
+
+if TYPE_CHECKING:
+    from labgang.agent.nvml.recorder import ReplayNvml
 
 MIB = 1024 * 1024
 NO_INSTANCE = 0xFFFFFFFF
 GPM_MIN_INTERVAL_S = 0.1
 SCOPE_VARIABLE = "LABGANG_SIM_SCOPE"
 """Environment variable naming the simulated instance a process belongs to (see the module docstring)."""
+UTIL_VARIABLE = "SIM_GPU_UTIL_PCT"
+SM_ACTIVE_VARIABLE = "SIM_GPU_SM_ACTIVE_PCT"
+MEMORY_VARIABLE = "SIM_GPU_MEMORY_MIB"
+ACTIVITY_VARIABLES = (UTIL_VARIABLE, SM_ACTIVE_VARIABLE, MEMORY_VARIABLE)
+"""What a process may declare about its simulated kernels (see the module docstring, "Activity")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What a live process declared in its environment (None: not declared, or not a number).
+
+    Attributes:
+        util_pct: ``SIM_GPU_UTIL_PCT``, 0..100.
+        sm_active_pct: ``SIM_GPU_SM_ACTIVE_PCT``, 0..100.
+        memory_mib: ``SIM_GPU_MEMORY_MIB``, >= 0.
+    """
+
+    util_pct: float | None = None
+    sm_active_pct: float | None = None
+    memory_mib: float | None = None
+
+    @classmethod
+    def from_environ(cls, env: dict[str, str]) -> Declared:
+        """Read the three variables; a value that is not a finite number in range is ignored."""
+
+        def number(name: str, high: float) -> float | None:
+            try:
+                value = float(env[name])
+            except (KeyError, ValueError):
+                return None
+            return value if math.isfinite(value) and 0.0 <= value <= high else None
+
+        return cls(number(UTIL_VARIABLE, 100.0), number(SM_ACTIVE_VARIABLE, 100.0), number(MEMORY_VARIABLE, 1e9))
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a device's live processes do, in percent: ``utilization.gpu`` and GPM SM activity."""
+
+    util_pct: float
+    sm_active_pct: float
+
+
 _KNOWN_GPM_METRICS = set(range(1, 14)) | {20, 21} | set(range(30, 38)) | set(range(40, 48)) | {50, 51, 60, 61}
 
 
 class SimHandle:
     """An opaque device handle: a new object per call, equal only to itself, unhashable (like ctypes pointers)."""
 
-    __slots__ = ("gpu_index", "mig_index", "generation")
-    __hash__ = None  # type: ignore[assignment]
+    __slots__ = ("generation", "gpu_index", "mig_index")
+    __hash__ = None  # type: ignore[assignment]  # unhashable like pynvml's handles; typeshed wants a method
 
     def __init__(self, gpu_index: int, mig_index: int | None = None, generation: int = 0):
         self.gpu_index = gpu_index
@@ -90,8 +152,8 @@ class VirtualClock:
         self.now += max(0.0, seconds)
 
 
-class SimulatedNvml:
-    """A simulated NVML with pynvml's API over a :class:`SimMachine`.
+class SimulatedNvml(TopologyNvml):
+    """A simulated NVML with pynvml's API over a :class:`SimMachine` (topology calls: :class:`TopologyNvml`).
 
     Args:
         machine: the machine to serve.
@@ -107,6 +169,18 @@ class SimulatedNvml:
         ValueError: ``scope`` is an empty string.
     """
 
+    # The pynvml names labgang reads directly (``NvmlBackend``); the other constants, error
+    # classes and structs are copied from pynvml by _export_pynvml_names below.
+    NVMLError: type[Exception] = pynvml.NVMLError
+    NVML_TEMPERATURE_GPU: int = pynvml.NVML_TEMPERATURE_GPU
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: int = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC: int = pynvml.NVML_VOLATILE_ECC
+    nvmlMemory_v2: int = pynvml.nvmlMemory_v2
+    c_nvmlGpmMetricsGet_t: Callable[[], Any] = pynvml.c_nvmlGpmMetricsGet_t
+    NVML_GPM_METRICS_GET_VERSION: int = pynvml.NVML_GPM_METRICS_GET_VERSION
+    NVML_GPM_METRIC_SM_UTIL: int = pynvml.NVML_GPM_METRIC_SM_UTIL
+    NVML_GPM_METRIC_SM_OCCUPANCY: int = pynvml.NVML_GPM_METRIC_SM_OCCUPANCY
+
     def __init__(
         self, machine: SimMachine, *, virtual_time: bool = False, scan_processes: bool = True, scope: str | None = None
     ):
@@ -121,8 +195,13 @@ class SimulatedNvml:
         self._generation = {gpu.index: 0 for gpu in machine.gpus}
         self._scan = scan_processes
         self._live: dict[str, list[int]] | None = None
-        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None)
-        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None]] = {}
+        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None, declared activity)
+        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None, Declared]] = {}
+        # (pid, create time) -> (CPU seconds, wall time) at the previous scan, for CPU activity
+        self._cpu_seen: dict[tuple[int, float], tuple[float, float]] = {}
+        self._declared: dict[int, Declared] = {}  # pid -> what it declared (this scan)
+        self._cpu_pct: dict[int, float] = {}  # pid -> CPU activity since the previous scan (this scan)
+        self._pinned: set[str] = set()  # devices whose readings set_utilization fixed (lower-case UUIDs)
         if virtual_time:
             clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
@@ -134,7 +213,7 @@ class SimulatedNvml:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> Any:
+    def from_file(cls, path: str | Path, **kwargs: Any) -> SimulatedNvml | ReplayNvml:
         """Load a simulated backend from a file, detecting the format from its content.
 
         TOML machine files, ``nvidia-smi -q -x`` XML, ``nvidia-smi -q`` text, ``nvidia-smi -L``
@@ -190,10 +269,13 @@ class SimulatedNvml:
     ) -> None:
         """Set a device's readings (percent); on a MIG device they apply to its GPU instance.
 
+        Set readings win over what the device's live processes do (see "Activity" in the module docstring).
+
         Raises:
             ValueError: ``uuid`` is not a simulated device.
         """
         gpu, mig = self._device_by_uuid(uuid)
+        self._pinned.add(uuid.lower())
         if mig is None:
             if gpu_pct is not None:
                 gpu.utilization_gpu_pct.set(gpu_pct)
@@ -227,16 +309,19 @@ class SimulatedNvml:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _fail(self, code: int) -> None:
+    def _fail(self, code: int) -> NoReturn:
         raise pynvml.NVMLError(code)
 
-    def _enter(self, fn: str, handle: Any = None) -> tuple[SimGpu | None, SimMigDevice | None]:
+    def _enter(self, fn: str) -> None:
+        """The checks of every call: NVML initialised, ``fn`` present in this driver."""
         if self._init_count <= 0:
             self._fail(pynvml.NVML_ERROR_UNINITIALIZED)
         if fn in self.machine.missing_functions:
             self._fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-        if handle is None:
-            return None, None
+
+    def _device(self, fn: str, handle: Any) -> tuple[SimGpu, SimMigDevice | None]:
+        """:meth:`_enter`, then the GPU (and MIG device) ``handle`` names, failing as NVML does."""
+        self._enter(fn)
         if not isinstance(handle, SimHandle) or not 0 <= handle.gpu_index < len(self.machine.gpus):
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         gpu = self.machine.gpus[handle.gpu_index]
@@ -339,19 +424,20 @@ class SimulatedNvml:
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
         """``GPU-…`` or ``MIG-…`` UUID of a handle."""
-        gpu, mig = self._enter("nvmlDeviceGetUUID", handle)
-        return mig.uuid if mig else gpu.uuid  # type: ignore[union-attr]
+        gpu, mig = self._device("nvmlDeviceGetUUID", handle)
+        return mig.uuid if mig else gpu.uuid
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
         """Product name; a MIG handle's name is ``"<parent name> MIG <profile>"``."""
-        gpu, mig = self._enter("nvmlDeviceGetName", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetName", handle)
         return f"{gpu.name} MIG {mig.profile}" if mig else gpu.name
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``); a MIG handle gives its parent's."""
-        gpu, _ = self._enter("nvmlDeviceGetPciInfo", handle)
-        assert gpu is not None
+        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``).
+
+        A MIG handle gives its parent's.
+        """
+        gpu, _ = self._device("nvmlDeviceGetPciInfo", handle)
         info = pynvml.nvmlPciInfo_t()
         bus = gpu.pci_bus_id.encode()
         info.busId = bus
@@ -368,39 +454,38 @@ class SimulatedNvml:
 
     def nvmlDeviceGetIndex(self, handle: Any) -> int:
         """NVML index of a GPU; ``NOT_SUPPORTED`` on MIG handles."""
-        gpu, mig = self._enter("nvmlDeviceGetIndex", handle)
+        gpu, mig = self._device("nvmlDeviceGetIndex", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.index  # type: ignore[union-attr]
+        return gpu.index
 
     def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
         """``/dev/nvidiaN`` minor number (the index here)."""
-        gpu, _ = self._enter("nvmlDeviceGetMinorNumber", handle)
-        return gpu.index  # type: ignore[union-attr]
+        gpu, _ = self._device("nvmlDeviceGetMinorNumber", handle)
+        return gpu.index
 
     def nvmlDeviceGetSerial(self, handle: Any) -> str:
         """Board serial; ``NOT_SUPPORTED`` on GeForce boards (no ECC) without one."""
-        gpu, _ = self._enter("nvmlDeviceGetSerial", handle)
+        gpu, _ = self._device("nvmlDeviceGetSerial", handle)
         if not gpu.serial and not gpu.ecc:  # GeForce boards: N/A in nvidia-smi
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.serial or "0000000000000"  # type: ignore[union-attr]
+        return gpu.serial or "0000000000000"
 
     def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
         """``NVML_DEVICE_ARCH_*`` of the GPU."""
-        gpu, _ = self._enter("nvmlDeviceGetArchitecture", handle)
-        return gpu.arch  # type: ignore[union-attr]
+        gpu, _ = self._device("nvmlDeviceGetArchitecture", handle)
+        return gpu.arch
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
         """``(major, minor)``, e.g. ``(9, 0)``."""
-        gpu, _ = self._enter("nvmlDeviceGetCudaComputeCapability", handle)
-        return gpu.cuda_capability  # type: ignore[union-attr]
+        gpu, _ = self._device("nvmlDeviceGetCudaComputeCapability", handle)
+        return gpu.cuda_capability
 
     # ------------------------------------------------------------------ memory
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
         """v1 (``used`` includes reserved) or, with ``version=nvmlMemory_v2``, v2; bytes."""
-        gpu, mig = self._enter("nvmlDeviceGetMemoryInfo_v2" if version else "nvmlDeviceGetMemoryInfo", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetMemoryInfo_v2" if version else "nvmlDeviceGetMemoryInfo", handle)
         if mig is not None:
             total_mib, reserved_mib = float(mig.memory_total_mib), 0.0
             used_bytes = self._gi_used_bytes(gpu, mig.gi_id)
@@ -438,22 +523,23 @@ class SimulatedNvml:
     # ------------------------------------------------------------------ utilisation, thermal, power
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        """``NOT_SUPPORTED`` on MIG-enabled GPUs and MIG handles (nvml.h, NVML-NOTES §5.1)."""
-        gpu, mig = self._enter("nvmlDeviceGetUtilizationRates", handle)
-        assert gpu is not None
+        """``NOT_SUPPORTED`` on MIG-enabled GPUs and MIG handles (nvml.h; docs/nvml.md §5.1)."""
+        gpu, mig = self._device("nvmlDeviceGetUtilizationRates", handle)
         if mig is not None or gpu.mig_current:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         g, m = gpu.utilization_gpu_pct.next(), gpu.utilization_memory_pct.next()
         if g is None or m is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        live = self.labgang_activity(gpu.uuid)
+        if live is not None:
+            g = live.util_pct
         util = pynvml.c_nvmlUtilization_t()
         util.gpu, util.memory = int(g), int(m)
         return util
 
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
         """GPU temperature in °C for ``NVML_TEMPERATURE_GPU``; ``NOT_SUPPORTED`` on MIG handles."""
-        gpu, mig = self._enter("nvmlDeviceGetTemperature", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetTemperature", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
@@ -465,53 +551,50 @@ class SimulatedNvml:
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         """Power draw in **milliwatts**."""
-        gpu, mig = self._enter("nvmlDeviceGetPowerUsage", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetPowerUsage", handle)
         value = gpu.power_w.next()
         if mig is not None or value is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(round(float(value) * 1000))
+        return round(float(value) * 1000)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         """Enforced power limit in **milliwatts**."""
-        gpu, mig = self._enter("nvmlDeviceGetEnforcedPowerLimit", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetEnforcedPowerLimit", handle)
         if mig is not None or gpu.power_limit_w is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(round(float(gpu.power_limit_w) * 1000))  # type: ignore[arg-type]
+        return round(float(gpu.power_limit_w) * 1000)
 
     nvmlDeviceGetPowerManagementLimit = nvmlDeviceGetEnforcedPowerLimit
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
         """Bit mask of active clock-event reasons (``nvmlClocksEventReason*``)."""
-        gpu, mig = self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        gpu, mig = self._device("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.clock_event_mask  # type: ignore[union-attr]
+        return gpu.clock_event_mask
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
         """Deprecated name of :meth:`nvmlDeviceGetCurrentClocksEventReasons`."""
-        gpu, mig = self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        gpu, mig = self._device("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.clock_event_mask  # type: ignore[union-attr]
+        return gpu.clock_event_mask
 
     def nvmlDeviceGetSupportedClocksEventReasons(self, handle: Any) -> int:
         """Mask of the reasons this GPU can report (all nine bits)."""
-        self._enter("nvmlDeviceGetSupportedClocksEventReasons", handle)
+        self._device("nvmlDeviceGetSupportedClocksEventReasons", handle)
         return 0x1FF
 
     def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
         """``[current, pending]`` ECC mode; ``NOT_SUPPORTED`` without ECC."""
-        gpu, _ = self._enter("nvmlDeviceGetEccMode", handle)
-        if not gpu.ecc:  # type: ignore[union-attr]
+        gpu, _ = self._device("nvmlDeviceGetEccMode", handle)
+        if not gpu.ecc:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return [1, 1]
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:
         """ECC error count; ``NOT_SUPPORTED`` on boards without ECC (GeForce)."""
-        gpu, mig = self._enter("nvmlDeviceGetTotalEccErrors", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetTotalEccErrors", handle)
         if not gpu.ecc or mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED and counter_type == pynvml.NVML_VOLATILE_ECC:
@@ -522,24 +605,21 @@ class SimulatedNvml:
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
         """``[current, pending]``; ``NOT_SUPPORTED`` on GPUs that cannot do MIG."""
-        gpu, mig = self._enter("nvmlDeviceGetMigMode", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetMigMode", handle)
         if not gpu.mig_capable or mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return [int(gpu.mig_current), int(gpu.mig_pending)]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
         """The maximum number of MIG devices (7), not the number that exist; 0 with MIG off."""
-        gpu, mig = self._enter("nvmlDeviceGetMaxMigDeviceCount", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetMaxMigDeviceCount", handle)
         if mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.max_mig_devices if gpu.mig_current else 0
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> SimHandle:
         """``NOT_FOUND`` for an empty slot, ``INVALID_ARGUMENT`` beyond the maximum."""
-        gpu, mig = self._enter("nvmlDeviceGetMigDeviceHandleByIndex", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetMigDeviceHandleByIndex", handle)
         if mig is not None or not gpu.mig_capable:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if not gpu.mig_current or not 0 <= int(index) < gpu.max_mig_devices:
@@ -550,34 +630,33 @@ class SimulatedNvml:
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any) -> SimHandle:
         """The parent GPU's handle; ``INVALID_ARGUMENT`` for a GPU handle."""
-        gpu, mig = self._enter("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", handle)
+        gpu, mig = self._device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return SimHandle(gpu.index)  # type: ignore[union-attr]
+        return SimHandle(gpu.index)
 
     def nvmlDeviceIsMigDeviceHandle(self, handle: Any) -> ctypes.c_uint:
         """Like pynvml 12.535+: a ``c_uint`` (``bool()`` works, ``== 1`` does not)."""
-        _, mig = self._enter("nvmlDeviceIsMigDeviceHandle", handle)
+        _, mig = self._device("nvmlDeviceIsMigDeviceHandle", handle)
         return ctypes.c_uint(1 if mig is not None else 0)
 
     def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
         """GPU instance id of a MIG handle; ``NOT_SUPPORTED`` for a GPU handle."""
-        _, mig = self._enter("nvmlDeviceGetGpuInstanceId", handle)
+        _, mig = self._device("nvmlDeviceGetGpuInstanceId", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return mig.gi_id  # type: ignore[union-attr]
+        return mig.gi_id
 
     def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
         """Compute instance id of a MIG handle; ``NOT_SUPPORTED`` for a GPU handle."""
-        _, mig = self._enter("nvmlDeviceGetComputeInstanceId", handle)
+        _, mig = self._device("nvmlDeviceGetComputeInstanceId", handle)
         if mig is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return mig.ci_id  # type: ignore[union-attr]
+        return mig.ci_id
 
     def nvmlDeviceGetAttributes(self, handle: Any) -> Any:
         """``c_nvmlDeviceAttributes``: SMs, slice counts and memory (MB) of a MIG device or GPU."""
-        gpu, mig = self._enter("nvmlDeviceGetAttributes_v2", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetAttributes_v2", handle)
         attrs = pynvml.c_nvmlDeviceAttributes()
         if mig is None:
             attrs.multiprocessorCount = gpu.sm_count
@@ -595,8 +674,7 @@ class SimulatedNvml:
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Any, profile: int, version: int = 2) -> Any:
         """Profile info by enum index; ``NOT_SUPPORTED`` when MIG is not enabled or the profile is absent."""
-        gpu, mig = self._enter("nvmlDeviceGetGpuInstanceProfileInfoV", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetGpuInstanceProfileInfoV", handle)
         from labgang.agent.nvml import models
 
         model = models.by_name(gpu.name)
@@ -604,14 +682,14 @@ class SimulatedNvml:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         enum_to_slices = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}
         slices = enum_to_slices.get(int(profile))
-        prof = next((p for p in model.mig_profiles if p.slices == slices and "+" not in p.name), None)  # type: ignore[union-attr]
+        prof = next((p for p in model.mig_profiles if p.slices == slices and "+" not in p.name), None)
         if prof is None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
-        info.id, info.sliceCount, info.multiprocessorCount = prof.profile_id, prof.slices, prof.sm_count  # type: ignore[union-attr]
-        info.memorySizeMB = prof.memory_mib  # type: ignore[union-attr]
-        info.instanceCount = 7 // prof.slices  # type: ignore[union-attr]
-        info.name = f"MIG {prof.name}".encode()  # type: ignore[union-attr]
+        info.id, info.sliceCount, info.multiprocessorCount = prof.profile_id, prof.slices, prof.sm_count
+        info.memorySizeMB = prof.memory_mib
+        info.instanceCount = 7 // prof.slices
+        info.name = f"MIG {prof.name}".encode()
         return info
 
     # ------------------------------------------------------------------ processes
@@ -631,9 +709,9 @@ class SimulatedNvml:
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
         """Rows with ``pid``, ``usedGpuMemory`` (bytes or None), ``gpuInstanceId``, ``computeInstanceId``."""
-        gpu, mig = self._enter("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlDeviceGetComputeRunningProcesses_v3", handle)
         rows: list[Any] = []
+        sources: list[SimMigDevice | None]
         if mig is not None:
             sources = [mig]
         elif gpu.mig_current:
@@ -659,7 +737,7 @@ class SimulatedNvml:
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
         """Graphics processes: none on simulated machines."""
-        self._enter("nvmlDeviceGetGraphicsRunningProcesses", handle)
+        self._device("nvmlDeviceGetGraphicsRunningProcesses", handle)
         return []
 
     def _static_rows(self, gpu: SimGpu, mig: SimMigDevice | None, unassigned_only: bool = False) -> list[Any]:
@@ -684,10 +762,11 @@ class SimulatedNvml:
         uuid = mig.uuid if mig is not None else gpu.uuid
         out: dict[int, int | None] = {}
         for p in gpu.processes:
-            if mig is None and p.gi_id is None or mig is not None and (p.gi_id, p.ci_id) == (mig.gi_id, mig.ci_id):
+            if (mig is None and p.gi_id is None) or (mig is not None and (p.gi_id, p.ci_id) == (mig.gi_id, mig.ci_id)):
                 out[p.pid] = None if p.used_memory_mib is None else int(p.used_memory_mib * MIB)
         for pid in self._live_processes().get(uuid.lower(), []):
-            out[pid] = int(self.machine.process_memory_mib * MIB)
+            declared = self._declared.get(pid, Declared()).memory_mib
+            out[pid] = int((self.machine.process_memory_mib if declared is None else declared) * MIB)
         for (held_uuid, pid), used in self._held.items():
             if held_uuid.lower() == uuid.lower():
                 out[pid] = used
@@ -703,6 +782,7 @@ class SimulatedNvml:
         if self._live is not None:
             return self._live
         live: dict[str, list[int]] = {}
+        self._declared, self._cpu_pct = {}, {}
         if self._scan:
             known = self._uuid_aliases()
             seen: set[tuple[int, float]] = set()
@@ -718,18 +798,72 @@ class SimulatedNvml:
                     self._env_cache[key] = (
                         tuple(x.strip().lower() for x in cvd.split(",") if x.strip()),
                         env.get(SCOPE_VARIABLE),
+                        Declared.from_environ(env),
                     )
-                entries, scope = self._env_cache[key]
+                entries, scope, declared = self._env_cache[key]
                 if self._scope is not None and scope is not None and scope != self._scope:
                     continue  # a rank of another simulated instance on this host
+                bound = False
                 for entry in entries:
                     target = known.get(entry)
                     if target is not None:
                         live.setdefault(target, []).append(key[0])
+                        bound = True
+                if bound:
+                    # Read again on every scan: a process that re-executed itself with its declaration
+                    # (examples/*.py) keeps its pid and start time, so the cache may hold the old environment.
+                    try:
+                        declared = Declared.from_environ(proc.environ())
+                    except (psutil.Error, OSError):
+                        pass
+                    self._declared[key[0]] = declared
+                    self._cpu_pct[key[0]] = self._cpu_activity(proc, key)
             for stale in [k for k in self._env_cache if k not in seen]:
                 del self._env_cache[stale]
+            for stale in [k for k in self._cpu_seen if k not in seen]:
+                del self._cpu_seen[stale]
         self._live = live
         return live
+
+    def _cpu_activity(self, proc: Any, key: tuple[int, float]) -> float:
+        """The process's CPU activity in percent of one core (0..100) since the previous scan, or
+        since it started when this scan is the first to see it; 0 when psutil cannot tell."""
+        try:
+            times = proc.cpu_times()
+        except (psutil.Error, OSError):
+            return 0.0
+        cpu_s, now = float(times.user + times.system), time.time()
+        before = self._cpu_seen.get(key)
+        self._cpu_seen[key] = (cpu_s, now)
+        if before is None:
+            cpu_before, since = 0.0, key[1] or now
+        else:
+            cpu_before, since = before
+        wall = now - since
+        if wall <= 0.0:
+            return 0.0
+        return max(0.0, min(100.0, 100.0 * (cpu_s - cpu_before) / wall))
+
+    def labgang_activity(self, uuid: str) -> Activity | None:
+        """What the live processes on device ``uuid`` do (see the module docstring, "Activity"), or None
+        when it has none (then the machine file's values apply).
+
+        ``utilization.gpu`` is the busiest process's: its declared ``SIM_GPU_UTIL_PCT``, else its CPU
+        activity; SM activity the busiest declared ``SIM_GPU_SM_ACTIVE_PCT``, else that utilization.
+        None also for a device whose readings :meth:`set_utilization` fixed.
+        """
+        pids = self._live_processes().get(uuid.lower())
+        if not pids or uuid.lower() in self._pinned:
+            return None
+        util = sm = 0.0
+        sm_declared: float | None = None
+        for pid in pids:
+            declared = self._declared.get(pid, Declared())
+            util = max(util, declared.util_pct if declared.util_pct is not None else self._cpu_pct.get(pid, 0.0))
+            if declared.sm_active_pct is not None:
+                sm_declared = max(sm_declared or 0.0, declared.sm_active_pct)
+        sm = util if sm_declared is None else sm_declared
+        return Activity(round(util, 1), round(sm, 1))
 
     def _uuid_aliases(self) -> dict[str, str]:
         aliases: dict[str, str] = {}
@@ -744,10 +878,10 @@ class SimulatedNvml:
 
     def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
         """``c_nvmlGpmSupport_t``; ``isSupportedDevice`` only on Hopper and later."""
-        gpu, _ = self._enter("nvmlGpmQueryDeviceSupport", handle)
+        gpu, _ = self._device("nvmlGpmQueryDeviceSupport", handle)
         support = pynvml.c_nvmlGpmSupport_t()
         support.version = pynvml.NVML_GPM_SUPPORT_VERSION
-        support.isSupportedDevice = 1 if gpu.gpm else 0  # type: ignore[union-attr]
+        support.isSupportedDevice = 1 if gpu.gpm else 0
         return support
 
     def nvmlGpmSampleAlloc(self) -> Any:
@@ -767,20 +901,24 @@ class SimulatedNvml:
         self._sample_refs.pop(address, None)
 
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
-        """Fill a sample of a whole GPU; ``NOT_SUPPORTED`` without GPM or on MIG handles (use ``nvmlGpmMigSampleGet``)."""
-        gpu, mig = self._enter("nvmlGpmSampleGet", handle)
-        assert gpu is not None
+        """Fill a sample of a whole GPU.
+
+        ``NOT_SUPPORTED`` without GPM or on MIG handles (use ``nvmlGpmMigSampleGet``).
+        """
+        gpu, mig = self._device("nvmlGpmSampleGet", handle)
         if not gpu.gpm or mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         util = gpu.utilization_gpu_pct.peek()
         values = (float(util or 0.0), float(gpu.sm_active_pct.next() or 0.0), float(gpu.sm_occupancy_pct.next() or 0.0))
+        live = self.labgang_activity(gpu.uuid)
+        if live is not None:
+            values = (live.util_pct, live.sm_active_pct, min(values[2], live.sm_active_pct))
         self._samples[self._address(sample)] = (("gpu", gpu.index), self.labgang_clock(), values)
         return sample
 
     def nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: int, sample: Any) -> Any:
         """A sample of one GPU instance, taken through its parent GPU's handle."""
-        gpu, mig = self._enter("nvmlGpmMigSampleGet", handle)
-        assert gpu is not None
+        gpu, mig = self._device("nvmlGpmMigSampleGet", handle)
         if not gpu.gpm or mig is not None:
             self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         members = [m for m in gpu.mig_devices if m.gi_id == int(gpu_instance_id)]
@@ -788,6 +926,10 @@ class SimulatedNvml:
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         first = members[0]
         values = (0.0, float(first.sm_active_pct.next() or 0.0), float(first.sm_occupancy_pct.next() or 0.0))
+        readings = [a for m in members if (a := self.labgang_activity(m.uuid)) is not None]
+        if readings:
+            sm = max(a.sm_active_pct for a in readings)
+            values = (0.0, sm, min(values[2], sm))
         self._samples[self._address(sample)] = (("gi", gpu.index, int(gpu_instance_id)), self.labgang_clock(), values)
         return sample
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from labgang.agent.nvml import models
 from labgang.agent.nvml.machine import (
@@ -33,7 +34,9 @@ from labgang.agent.nvml.machine import (
 )
 
 LIST_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
-LIST_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+# MIG lines are indented under their GPU; copies pasted from NVIDIA's documentation often lost the indent.
+LIST_MIG = re.compile(r"^\s*MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+LIST_ALLOWED = "'GPU N: NAME (UUID: GPU-...)' or, under a GPU, 'MIG PROFILE Device N: (UUID: MIG-...)'"
 LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 NVSMI_LOG = "==============NVSMI LOG=============="
 
@@ -175,7 +178,7 @@ class Node:
         """Every value under ``key`` in this section, in order."""
         return (v for k, v in self.entries if k == key)
 
-    def walk(self, key: str) -> Iterator["Node"]:
+    def walk(self, key: str) -> Iterator[Node]:
         """Every section named ``key`` at any depth."""
         for k, v in self.entries:
             if isinstance(v, Node):
@@ -250,10 +253,11 @@ def capture_from_q_text(text: str) -> Capture:
         )
         g.mig_current = _mode(node.text(("MIG Mode", "Current")))
         g.mig_pending = _mode(node.text(("MIG Mode", "Pending")))
-        for k, mig in enumerate(node.walk("MIG Device")):
+        for slot, mig in enumerate(node.walk("MIG Device")):
             mem = mig.get("FB Memory Usage") or mig.get("Shared FB Memory Usage")
+            listed = _int(mig.text("Index"))
             rec = MigRecord(
-                index=_int(mig.text("Index")) if mig.text("Index") is not None else k,
+                index=listed if listed is not None else slot,
                 gi_id=_int(mig.text("GPU Instance ID")),
                 ci_id=_int(mig.text("Compute Instance ID")),
                 sm_count=_int(mig.text(("Device Attributes", "Shared", "Multiprocessor count"))),
@@ -311,7 +315,7 @@ def capture_from_xml(text: str) -> Capture:
     """
     body = re.sub(r"<!DOCTYPE[^>]*>", "", text.lstrip("\ufeff"), count=1)
     try:
-        root = ET.fromstring(body)
+        root = ET.fromstring(body)  # noqa: S314 - nvidia-smi's own output; the DOCTYPE is stripped above
     except ET.ParseError as exc:
         raise ValueError(f"nvidia-smi XML: {exc}") from None
     if root.tag != "nvidia_smi_log":
@@ -377,10 +381,11 @@ def capture_from_xml(text: str) -> Capture:
         )
         g.mig_current = _mode(t(el, "mig_mode/current_mig"))
         g.mig_pending = _mode(t(el, "mig_mode/pending_mig"))
-        for k, mig in enumerate(el.findall("mig_devices/mig_device")):
+        for slot, mig in enumerate(el.findall("mig_devices/mig_device")):
+            listed = _int(t(mig, "index"))
             g.migs.append(
                 MigRecord(
-                    index=_int(t(mig, "index")) if t(mig, "index") is not None else k,
+                    index=listed if listed is not None else slot,
                     gi_id=_int(t(mig, "gpu_instance_id")),
                     ci_id=_int(t(mig, "compute_instance_id")),
                     sm_count=_int(t(mig, "device_attributes/shared/multiprocessor_count")),
@@ -513,6 +518,27 @@ def capture_from_list(lines: list[str]) -> Capture:
     return cap
 
 
+def listing_problem(text: str) -> str | None:
+    """The first line of a whole ``nvidia-smi -L`` file that is not a listing line, or None.
+
+    Blank lines are fine; a MIG line before any GPU line is not (it has no GPU to belong to).
+
+    Returns:
+        ``line 7: 'Some text' is not an nvidia-smi -L line; allowed: ...`` or None.
+    """
+    seen_gpu = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if LIST_GPU.match(line):
+            seen_gpu = True
+            continue
+        if seen_gpu and LIST_MIG.match(line):
+            continue
+        return f"line {number}: {line.strip()[:120]!r} is not an nvidia-smi -L line; allowed: {LIST_ALLOWED}"
+    return None
+
+
 def list_lines(text: str) -> list[str]:
     """The first contiguous block of ``nvidia-smi -L`` lines in ``text`` (empty if none)."""
     out: list[str] = []
@@ -541,7 +567,7 @@ def q_block(text: str) -> str | None:
 
 def merge_list(cap: Capture, listing: Capture) -> None:
     """Copy UUIDs and MIG profile names from an ``-L`` listing into a ``-q`` capture (same order)."""
-    for g, lg in zip(cap.gpus, listing.gpus):
+    for g, lg in zip(cap.gpus, listing.gpus, strict=False):  # a short listing fills what it has
         g.uuid = g.uuid or lg.uuid
         by_index = {m.index: m for m in lg.migs}
         for m in g.migs:
@@ -696,11 +722,11 @@ __all__ = [
     "build_machine",
     "capture_from_list",
     "capture_from_q_text",
+    "capture_from_table",
     "capture_from_xml",
     "list_lines",
     "merge_list",
     "parse_q_tree",
     "q_block",
-    "capture_from_table",
     "table_block",
 ]

@@ -23,13 +23,13 @@ See ``supervisor.py`` for the design (small parent per rank, subreaper, journal)
 
 from .config import SupervisorConfig
 from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict, SupervisorError, UnknownJob
-from .spec import LaunchSpec
-from .states import RankState
+from .exitwatch import ExitWatcher
 from .foreign import ForeignProcess
 from .ports import pick_free_port
+from .spec import LaunchSpec
+from .states import RankState
 from .status import RankEvent, RankStatus
 from .supervisor import DeviceReading, Supervisor
-from .exitwatch import ExitWatcher
 
 __all__ = [
     "DeviceReading",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .foreign import ForeignProcess
 
@@ -56,7 +57,7 @@ class SupervisorConfig:
             )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SupervisorConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> SupervisorConfig:
         """Build from a TOML table.
 
         Raises:

@@ -1,10 +1,19 @@
 """The environment a rank starts with: the submitted one, minus a few variables, plus the contract.
 
-The contract (DESIGN.md), always set by the agent and overriding anything submitted:
+The contract, always set by the agent and overriding anything submitted:
 ``CUDA_VISIBLE_DEVICES`` (comma list of device UUIDs, MIG UUIDs for MIG devices),
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
 ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``NODE_RANK`` (both the node's index
 among the job's nodes, as torchrun sets them), ``LABGANG_JOB_ID``, ``LABGANG_RESTART_COUNT``.
+
+torchrun without flags: each rank is one torchrun *node* driving the rank's GPUs, so torchrun's
+environment defaults (``PET_<OPTION>``, read for every option it is not given) are set too:
+``PET_NNODES`` = ``WORLD_SIZE``, ``PET_NODE_RANK`` = ``RANK``, ``PET_NPROC_PER_NODE`` = the
+rank's device count (1 without devices), ``PET_MASTER_ADDR`` / ``PET_MASTER_PORT`` = rank 0's
+``MASTER_ADDR`` / ``MASTER_PORT`` (torchrun's default static rendezvous), ``PET_RDZV_ID`` = the
+job's attempt id. ``labgang run -n 2 --nodes 2 -g 4 -- torchrun train.py`` therefore starts one
+torchrun per node with 4 processes each, 8 in all. ``LABGANG_CPUS`` (set by the rank's small
+parent) is the CPU list the rank may run on, after pinning (``shim.py``).
 ``USER``, ``LOGNAME`` and ``HOME`` are set to the rank's user, and ``PATH`` gets a default
 when none was submitted.
 
@@ -43,7 +52,7 @@ training scripts find their code; ``PYTHONSTARTUP`` only affects interactive int
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .identity import RunAs
 from .spec import LaunchSpec
@@ -85,6 +94,12 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
         "NODE_RANK": str(spec.node_rank),
         "LABGANG_JOB_ID": spec.user_job_id or spec.job_id,
         "LABGANG_RESTART_COUNT": str(spec.restart_count),
+        "PET_NNODES": str(spec.world_size),
+        "PET_NODE_RANK": str(spec.rank),
+        "PET_NPROC_PER_NODE": str(max(1, len(spec.devices))),
+        "PET_MASTER_ADDR": spec.master_addr,
+        "PET_MASTER_PORT": str(spec.master_port),
+        "PET_RDZV_ID": spec.job_id,
     }
 
 

@@ -20,9 +20,9 @@ import asyncio
 import errno
 import logging
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from .hostos import HostOS
+from .hostos import HostOS, ProcessHost
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,11 @@ class ExitWatcher:
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], None], host_os: HostOS | None = None
+        self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], None], host_os: ProcessHost | None = None
     ) -> None:
         self._loop = loop
         self._on_exit = on_exit
-        self._os = host_os or HostOS()
+        self._os: ProcessHost = host_os or HostOS()
         self._fds: dict[Process, int] = {}
         self._ended: set[Process] = set()
         self.available = hasattr(os, "pidfd_open")

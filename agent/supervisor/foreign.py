@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psutil
+
+if TYPE_CHECKING:
+    from labgang.agent.inventory import NodeInventory
+
+#: What the foreign-process check reads: an inventory, or a plain ``uuid -> pids`` mapping.
+DeviceProcesses: TypeAlias = "NodeInventory | Mapping[str, Iterable[int]]"
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,14 @@ class ForeignProcess:
         }
 
 
-def device_pid_map(inventory: Any) -> Mapping[str, Iterable[int]]:
+def device_pid_map(inventory: DeviceProcesses) -> Mapping[str, Iterable[int]]:
     """The uuid → pids mapping of an inventory: ``NodeInventory.device_pids()`` or a plain mapping."""
     if isinstance(inventory, Mapping):
         return inventory
     return inventory.device_pids()
 
 
-def _memory_map(inventory: Any) -> dict[tuple[str, int], int | None]:
+def _memory_map(inventory: DeviceProcesses) -> dict[tuple[str, int], int | None]:
     """(device uuid, pid) → used bytes from a ``NodeInventory``'s ProcessInfo lists; {} for a mapping."""
     found: dict[tuple[str, int], int | None] = {}
     for gpu in getattr(inventory, "gpus", ()) or ():
@@ -80,7 +87,7 @@ def describe(pid: int, device: str, used_memory_bytes: int | None) -> ForeignPro
     )
 
 
-def find_foreign(inventory: Any, supervised: set[int]) -> list[ForeignProcess]:
+def find_foreign(inventory: DeviceProcesses, supervised: set[int]) -> list[ForeignProcess]:
     """List processes on devices that are not in ``supervised``.
 
     Args:

@@ -1,4 +1,4 @@
-"""The one seam between the supervisor and the operating system (STYLE.md item 19).
+"""The one seam between the supervisor and the operating system.
 
 Everything the supervisor does to processes goes through ``HostOS``: one consistent
 ``/proc`` snapshot per tick, identity checks against pid reuse, signals with ``ESRCH``
@@ -21,9 +21,10 @@ import errno
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Protocol
 
 SHIM_PATH = Path(__file__).with_name("shim.py")
 SPARE_NICE = 19  # niceness of a spare small parent while it starts up and waits
@@ -95,6 +96,46 @@ class ProcSnapshot:
         return found
 
 
+class ProcessHost(Protocol):
+    """What the supervisor asks of the operating system: the seam :class:`HostOS` implements.
+
+    ``Supervisor(host_os=...)`` and ``ExitWatcher(host_os=...)`` take any object with these
+    methods (tests pass a ``HostOS`` subclass that fails or records on purpose).
+    """
+
+    def snapshot(self) -> ProcSnapshot:
+        """One consistent read of ``/proc``."""
+        ...
+
+    def start_ticks(self, pid: int) -> int | None:
+        """Start time of ``pid`` in clock ticks since boot; None when it does not exist."""
+        ...
+
+    def kill(self, pid: int, signum: int) -> bool:
+        """Signal one process; False when it is already gone."""
+        ...
+
+    def killpg(self, pgid: int, signum: int) -> bool:
+        """Signal a process group; False when it is already gone."""
+        ...
+
+    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+        """Start a rank's small parent; return it and its start ticks."""
+        ...
+
+    def spawn_spare_shim(self) -> tuple[subprocess.Popen[bytes], int | None]:
+        """Start a spare small parent waiting for its rank folder on stdin."""
+        ...
+
+    def assign_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+        """Hand a spare small parent its rank folder; False when it cannot take it."""
+        ...
+
+    def ensure_dir(self, path: Path, mode: int, uid: int | None = None, gid: int | None = None) -> None:
+        """Create ``path`` with ``mode`` (and owner)."""
+        ...
+
+
 class HostOS:
     """The real operating system, Linux ``/proc`` and signals. Injected into ``Supervisor``."""
 
@@ -143,7 +184,7 @@ class HostOS:
             raise
         return True
 
-    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen, int | None]:
+    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int | None]:
         """Start a rank's small parent in its own session; return it and its start ticks.
 
         Args:
@@ -167,7 +208,7 @@ class HostOS:
             )
         return proc, self.start_ticks(proc.pid)
 
-    def spawn_spare_shim(self) -> tuple[subprocess.Popen, int | None]:
+    def spawn_spare_shim(self) -> tuple[subprocess.Popen[bytes], int | None]:
         """Start a spare small parent (``shim.py --spare``) that waits for its rank folder on stdin.
 
         Raises:
@@ -194,7 +235,7 @@ class HostOS:
         return proc, self.start_ticks(proc.pid)
 
     @staticmethod
-    def assign_spare_shim(proc: subprocess.Popen, rank_dir: Path) -> bool:
+    def assign_spare_shim(proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
         """Give a spare small parent its rank folder; False when it is no longer there to take it.
 
         Its scheduling priority is first put back to the agent's own, which the rank inherits;

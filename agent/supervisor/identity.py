@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Collection
 
 from .errors import LaunchRefused
 

@@ -25,8 +25,9 @@ import json
 import marshal
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 SPEC = "spec.json"
 LAUNCH = "launch.bin"

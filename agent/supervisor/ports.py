@@ -23,4 +23,5 @@ def pick_free_port(host: str = "") -> int:
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # (host, port) for AF_INET
+        return port

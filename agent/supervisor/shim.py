@@ -30,7 +30,13 @@ exist per rank.
 
 Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict of plain
 values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
-``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None).
+``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
+(CPU numbers to pin the rank to, or None).
+
+CPU pinning: before starting the rank the shim calls ``sched_setaffinity`` on itself with
+``cpus`` ∩ the CPUs it may use, so the rank inherits the mask (its GPUs' NUMA node CPUs; the
+union when its GPUs span sockets). When none of them is usable the rank is not pinned and the
+log says so. Either way the rank's ``LABGANG_CPUS`` is the CPU list it may run on.
 
 Spare shims: started as ``shim.py --spare`` (stdin a pipe from the agent), a shim does its
 start-up and imports ahead of time and then waits for one line on stdin, the rank folder
@@ -158,6 +164,38 @@ class RotatingLog:
         os.close(self.fd)
 
 
+def cpu_list(cpus: set[int] | list[int]) -> str:
+    """``{0, 1, 2, 5}`` → ``"0-2,5"`` (the kernel's cpulist format)."""
+    ordered = sorted(cpus)
+    parts = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def pin_cpus(wanted: list[int] | None) -> tuple[str, str | None]:
+    """Pin this process to ``wanted`` ∩ its allowed CPUs (inherited by children).
+
+    Returns:
+        ``(LABGANG_CPUS value, a log line or None)``; not pinned when ``wanted`` is None or
+        shares no CPU with the allowed set.
+    """
+    allowed = os.sched_getaffinity(0)
+    if wanted is None:
+        return cpu_list(allowed), None
+    usable = allowed & set(wanted)
+    if not usable:
+        note = f"[labgang] not pinned: CPUs {cpu_list(wanted)} of its GPUs' NUMA node are not available here"
+        return cpu_list(allowed), note
+    os.sched_setaffinity(0, usable)
+    return cpu_list(os.sched_getaffinity(0)), None
+
+
 def exit_status(wait_status: int) -> int:
     """``waitpid`` status → shell exit status (code, or 128+N for signal N)."""
     code = os.waitstatus_to_exitcode(wait_status)
@@ -167,7 +205,7 @@ def exit_status(wait_status: int) -> int:
 def main(rank_dir: str) -> int:
     """Run one rank as described by ``rank_dir/launch.bin``; return this shim's own exit code."""
     with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
-        cfg = marshal.load(fh)
+        cfg = marshal.load(fh)  # noqa: S302 - written by our own supervisor into a 0700 rank directory
     os.umask(0o077)
     become_subreaper()
     # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would
@@ -182,6 +220,14 @@ def main(rank_dir: str) -> int:
     log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"], cfg["uid"] if drop else None, cfg["gid"] if drop else None)
     if cfg.get("log_header"):
         log.write(cfg["log_header"].encode() + b"\n")
+    try:
+        cpus_text, note = pin_cpus(cfg.get("cpus"))
+    except OSError as exc:  # a mask the kernel refuses: run unpinned, say so
+        cpus_text, note = cpu_list(os.sched_getaffinity(0)), f"[labgang] not pinned: {exc}"
+    if note:
+        log.write(note.encode() + b"\n")
+    env = dict(cfg["env"])
+    env["LABGANG_CPUS"] = cpus_text
     creds = {}
     if drop:
         creds = {"user": cfg["uid"], "group": cfg["gid"], "extra_groups": list(cfg["groups"])}
@@ -193,7 +239,7 @@ def main(rank_dir: str) -> int:
             stdout=out_w,
             stderr=out_w,
             cwd=cfg["cwd"],
-            env=cfg["env"],
+            env=env,
             start_new_session=True,
             close_fds=True,
             **creds,

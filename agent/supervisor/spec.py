@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import re
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InvalidSpec
 
@@ -48,6 +49,9 @@ class LaunchSpec:
         warn_before: seconds between the warning signal and SIGTERM; ``>= 0``.
         user_job_id: the job id people see in ``labgang queue``, given to the rank as
             ``LABGANG_JOB_ID``; ``None`` = ``job_id``.
+        cpus: CPU numbers the rank's small parent pins it to (``sched_setaffinity``, inherited
+            by the rank): its GPUs' NUMA node CPUs; ``None`` = not pinned (``--cpu-bind none``,
+            or no CPU facts). Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -72,8 +76,11 @@ class LaunchSpec:
     warn_signal: int | None = None
     warn_before: float = 0.0
     user_job_id: str | None = None
+    cpus: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
+            object.__setattr__(self, "cpus", tuple(self.cpus))
         object.__setattr__(self, "devices", tuple(self.devices))
         object.__setattr__(self, "argv", tuple(self.argv))
         object.__setattr__(self, "env", dict(self.env))
@@ -119,6 +126,12 @@ class LaunchSpec:
         for uuid in self.devices:
             if not isinstance(uuid, str) or not uuid or "," in uuid or any(c.isspace() for c in uuid):
                 raise InvalidSpec("devices", f"{uuid!r} is not a device UUID", "GPU-… or MIG-… UUID strings")
+        if self.cpus is not None and (
+            not isinstance(self.cpus, tuple) or not self.cpus or not all(_is_int(c) and c >= 0 for c in self.cpus)
+        ):
+            raise InvalidSpec(
+                "cpus", f"{self.cpus!r} is not a list of CPU numbers", "a non-empty list of integers >= 0, or null"
+            )
         if not self.argv:
             raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
         for arg in self.argv:
@@ -174,10 +187,11 @@ class LaunchSpec:
             "warn_signal": self.warn_signal,
             "warn_before": self.warn_before,
             "user_job_id": self.user_job_id,
+            **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchSpec:
         """Build a spec from ``to_dict()`` output.
 
         Raises:

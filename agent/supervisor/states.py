@@ -1,6 +1,6 @@
 """The lifecycle states of one supervised rank and the arrows allowed between them.
 
-No dependencies on purpose (STYLE.md item 16): the coordinator, the TUI and the
+No dependencies on purpose: the coordinator, the TUI and the
 tests can import this module without pulling in the supervisor's OS code.
 
 A rank's life, with the supervisor's ``tick()`` evaluating every timed arrow::
@@ -44,11 +44,6 @@ class RankState(str, enum.Enum):
     def is_terminal(self) -> bool:
         """True only for ``GONE``."""
         return self is RankState.GONE
-
-    @property
-    def is_stopping(self) -> bool:
-        """True while a stop is under way (``WARNED``, ``STOPPING``, ``KILLING``)."""
-        return self in (RankState.WARNED, RankState.STOPPING, RankState.KILLING)
 
 
 _S = RankState

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .states import RankState
 
 EventKind = Literal["started", "exited", "gone"]
 EVENT_KINDS: tuple[str, ...] = ("started", "exited", "gone")
-
-
-def exit_status_from_wait(status: int) -> int:
-    """Turn a ``waitpid`` status into the shell/Slurm exit status: the code, or 128+N for signal N.
-
-    Args:
-        status: the raw status word from ``os.waitpid``.
-
-    Returns:
-        0..255 for a normal exit, 128+N when signal N ended the process (137 for SIGKILL).
-    """
-    import os
-
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
 
 
 @dataclass(frozen=True)
@@ -65,7 +51,7 @@ class RankStatus:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RankStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> RankStatus:
         """Inverse of ``to_dict``.
 
         Raises:
@@ -119,7 +105,7 @@ class RankEvent:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RankEvent":
+    def from_dict(cls, data: Mapping[str, Any]) -> RankEvent:
         """Inverse of ``to_dict``.
 
         Raises:

@@ -46,20 +46,21 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, overload
 
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
 from .errors import InvalidTransition, RankConflict, SupervisorError, UnknownJob
-from .foreign import ForeignProcess, find_foreign
-from .hostos import HostOS, ProcSnapshot, visible_pids
+from .foreign import DeviceProcesses, ForeignProcess, find_foreign
+from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .spec import LaunchSpec
 from .states import RankState, can_transition
-from .status import RankEvent, RankStatus
+from .status import EventKind, RankEvent, RankStatus
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class _Rank:
     state: RankState = RankState.STARTING
     shim_pid: int | None = None
     shim_ticks: int | None = None
-    shim_proc: subprocess.Popen | None = None
+    shim_proc: subprocess.Popen[bytes] | None = None
     pid: int | None = None
     pgid: int | None = None
     ticks: int | None = None
@@ -166,21 +167,21 @@ class Supervisor:
         allowed_uids: Collection[int] | None = None,
         allow_root: bool = False,
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
-        host_os: HostOS | None = None,
+        host_os: ProcessHost | None = None,
         spare_shims: int = 0,
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
         self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
-        self._spares: list[tuple[subprocess.Popen, int | None]] = []
+        self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self._device_pids = device_pids
         self._clock = clock
         self._wall = wall_clock
         self._allowed_uids = None if allowed_uids is None else frozenset(allowed_uids)
         self._allow_root = allow_root
         self._log_max_bytes = SupervisorConfig(log_max_bytes=log_max_bytes).log_max_bytes
-        self._os = host_os or HostOS()
+        self._os: ProcessHost = host_os or HostOS()
         self._agent_uid = os.geteuid()
         self._ranks: dict[tuple[str, int], _Rank] = {}
         if not self._journal.state_dir.exists():
@@ -219,7 +220,7 @@ class Supervisor:
             self._lock_fd = None
 
     @classmethod
-    def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> "Supervisor":
+    def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> Supervisor:
         """Build a supervisor with the uid, root and log settings of a ``SupervisorConfig``."""
         return cls(
             state_dir,
@@ -268,7 +269,7 @@ class Supervisor:
                 proc.kill()
                 proc.wait()
 
-    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen, int | None]:
+    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
         """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
         while self._spares:
             proc, ticks = self._spares.pop(0)
@@ -369,6 +370,7 @@ class Supervisor:
                 "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
                 "log_max_bytes": self._log_max_bytes,
                 "log_header": header,
+                "cpus": list(spec.cpus) if spec.cpus is not None else None,
             },
         )
         rec = _Rank(spec=spec, dir=rank_dir)
@@ -597,15 +599,14 @@ class Supervisor:
         if len(rec.known) > KNOWN_PIDS_LIMIT:
             self._prune_known(rec, live)
 
-        if not rec.exit_known:
-            if not shim_alive and not snap.matches(rec.pid, rec.ticks):
-                # The small parent died without writing a status (killed from outside, or the host
-                # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
-                self._read_exit_file(rec)
-                if not rec.exit_known:
-                    rec.exit_known = True
-                    rec.ended_at = self._wall()
-                    log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
+            # The small parent died without writing a status (killed from outside, or the host
+            # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
+            self._read_exit_file(rec)
+            if not rec.exit_known:
+                rec.exit_known = True
+                rec.ended_at = self._wall()
+                log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
             events.append(self._event(rec, "exited"))
@@ -703,7 +704,7 @@ class Supervisor:
         group_alive = rec.pgid is not None and any(
             snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid
         )
-        if group_alive and self._os.killpg(rec.pgid, signum):
+        if group_alive and rec.pgid is not None and self._os.killpg(rec.pgid, signum):
             sent += 1
         for pid, ticks in sorted(live.items()):
             entry = snap.by_pid.get(pid)
@@ -720,7 +721,11 @@ class Supervisor:
 
     # ------------------------------------------------------------------ state machine
 
-    def _transition(self, rec: _Rank, new: RankState, kind: str | None = None) -> RankEvent | None:
+    @overload
+    def _transition(self, rec: _Rank, new: RankState, kind: EventKind) -> RankEvent: ...
+    @overload
+    def _transition(self, rec: _Rank, new: RankState, kind: None = None) -> None: ...
+    def _transition(self, rec: _Rank, new: RankState, kind: EventKind | None = None) -> RankEvent | None:
         """The one place a rank changes state: guard, journal, and the event (if ``kind``).
 
         Raises:
@@ -734,12 +739,12 @@ class Supervisor:
         self._save(rec)
         return self._event(rec, kind) if kind is not None else None
 
-    def _event(self, rec: _Rank, kind: str) -> RankEvent:
+    def _event(self, rec: _Rank, kind: EventKind) -> RankEvent:
         status = None if kind == "started" else rec.exit_status
         return RankEvent(
             job_id=rec.spec.job_id,
             rank=rec.spec.rank,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             exit_status=status,
             time=self._wall(),
         )
@@ -779,7 +784,11 @@ class Supervisor:
         for job_id, rank, rank_dir in self._journal.iter_rank_dirs():
             if (job_id, rank) in self._ranks:
                 continue
-            spec = LaunchSpec.from_dict(J.read_json(rank_dir / J.SPEC))
+            spec_data = J.read_json(rank_dir / J.SPEC)
+            if spec_data is None:  # the agent stopped between making the folder and writing the spec
+                log.warning("rank %s/%s: %s has no %s; not adopted", job_id, rank, rank_dir, J.SPEC)
+                continue
+            spec = LaunchSpec.from_dict(spec_data)
             rec = _Rank(spec=spec, dir=rank_dir)
             shim = J.read_json(rank_dir / J.SHIM) or {}
             rec.shim_pid, rec.shim_ticks = shim.get("pid"), shim.get("start_ticks")
@@ -818,7 +827,7 @@ class Supervisor:
             pids.update(self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
         return pids
 
-    def foreign_processes(self, inventory: Any) -> list[ForeignProcess]:
+    def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
         """Processes on this node's devices that belong to no supervised rank or its descendants.
 
         Args:

@@ -1,1 +1,2 @@
-"""Names shared by the coordinator's aiohttp application and its callers (AppKeys)."""
+"""The user API as its callers see it: ``client`` (HTTP over the Unix socket, for the CLI and
+the TUI) and ``keys`` (the coordinator application's typed AppKeys)."""

@@ -1,4 +1,4 @@
-"""Typed ``web.AppKey``s of the coordinator application, all in one place (STYLE.md item 14)."""
+"""Typed ``web.AppKey``s of the coordinator application, all in one place."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-
 from labgang.launcher.config import ClusterConfig
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.store import Store
 
 CONFIG = web.AppKey("config", ClusterConfig)
@@ -22,11 +22,15 @@ STATE_DIR = web.AppKey("state_dir", Path)
 TOKEN = web.AppKey("token", str)
 """The cluster token agents must present on the link."""
 
-STORE = web.AppKey("store", "Store")
+STORE: web.AppKey[Store] = web.AppKey("store")
 """The open SQLite store (set up and closed in a cleanup context)."""
 
-COORDINATOR = web.AppKey("coordinator", "Coordinator")
+COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator")
 """Jobs, agents and the scheduling loop (set up and stopped in a cleanup context)."""
 
-AGENT_SOCKETS = web.AppKey("agent_sockets", set)
+AGENT_SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("agent_sockets")
 """Open agent websockets, closed with GOING_AWAY on shutdown."""
+
+METRICS: web.AppKey[CoordinatorMetrics] = web.AppKey("metrics")
+"""The coordinator's /metrics collectors; the scheduling loop reports admissions, cycles and
+preemptions to ``app[METRICS].scheduler``."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
 from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml, unknown_accounts
 

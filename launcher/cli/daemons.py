@@ -30,14 +30,20 @@ def _logging(verbose: bool) -> None:
     "else ~/.local/state/labgang].",
 )
 @click.option("--tcp-host", default=None, help="Address for the agent link and read-only API [config tcp_host].")
-@click.option("--tcp-port", type=int, default=None, help="Port for the agent link and read-only API [config tcp_port].")
+@click.option(
+    "--tcp-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port for the agent link and read-only API [config tcp_port].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def coordinator(
     config_file: str, state_dir: str | None, tcp_host: str | None, tcp_port: int | None, verbose: bool
 ) -> None:
     """Run the coordinator: user API on <state-dir>/labgang.sock, agent link on TCP."""
+    from labgang.agent.token import TokenError
     from labgang.launcher.config import ConfigError, load_config
-    from labgang.launcher.coordinator.app import TokenError, serve
+    from labgang.launcher.coordinator.app import serve
 
     _logging(verbose)
     try:
@@ -81,6 +87,7 @@ def agent(
     from labgang.agent.config import AgentConfigError, load_agent_config
     from labgang.agent.nvml import NvmlUnavailable
     from labgang.agent.service import main_async
+    from labgang.agent.supervisor.errors import SupervisorError
 
     _logging(verbose)
     try:
@@ -97,7 +104,8 @@ def agent(
         cfg = cfg.model_copy(update=updates)
     try:
         asyncio.run(main_async(cfg, stop_jobs_on_exit=stop_jobs_on_exit))
-    except (AgentConfigError, NvmlUnavailable, ValueError, OSError) as exc:
+    except (AgentConfigError, NvmlUnavailable, SupervisorError, ValueError, OSError) as exc:
+        # SupervisorError: another agent already supervises this state dir (one line naming its pid).
         # ValueError/OSError: a --simulate machine file that is missing, binary or malformed
         # (agent/nvml/formats.py names the file and the problem in one line).
         what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else exc

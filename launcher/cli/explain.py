@@ -16,9 +16,10 @@ from typing import Any
 
 import click
 
-from labgang.launcher.cli.client import Client
+from labgang.launcher.api.client import Client
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import format_resources, to_json
-from labgang.launcher.cli.jobs import CommandFailed, json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 
 
 def _share(q: Mapping[str, Any]) -> float:

@@ -8,66 +8,13 @@ the coordinator's JSON views (``JobView``, queue usage), see the Coordinator use
 from __future__ import annotations
 
 import json
-import re
 import signal
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import click
-
-_UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
-DURATION_HELP = "a number of seconds, or with a unit: 30s, 5m, 2h, 1d, 1h30m"
-
-
-def parse_duration(text: str) -> float:
-    """Parse a duration such as ``"90"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1h30m"`` or ``"1.5h"``.
-
-    Args:
-        text: a non-negative number with an optional unit (s, m, h, d); parts may be
-            chained from the largest unit down (``"1h30m"``). A bare number is seconds.
-
-    Returns:
-        The duration in seconds.
-
-    Raises:
-        ValueError: ``text`` is not such a duration; the message says what is allowed.
-    """
-    raw = text.strip().lower()
-    pos = 0
-    total = 0.0
-    last_scale = float("inf")
-    if not raw:
-        raise ValueError(f"empty duration; use {DURATION_HELP}")
-    while pos < len(raw):
-        match = _DURATION_PART.match(raw, pos)
-        if match is None:
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
-        scale = _UNIT_SECONDS[match.group(2)]
-        bare = match.group(2) == ""
-        if scale >= last_scale or (bare and pos > 0) or (bare and match.end() < len(raw)):
-            raise ValueError(f"{text!r} is not a duration; use {DURATION_HELP}")
-        total += float(match.group(1)) * scale
-        last_scale = scale
-        pos = match.end()
-    return total
-
-
-def format_duration(seconds: float | None) -> str:
-    """Render a duration compactly, two units at most: ``45s``, ``5m03s``, ``2h05m``, ``3d04h``.
-
-    Args:
-        seconds: a duration in seconds (negative values render as ``0s``); None renders as ``-``.
-    """
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+from labgang.launcher.durations import format_duration, parse_duration
+from labgang.launcher.text import printable
 
 
 def parse_signal_spec(text: str) -> str:
@@ -144,20 +91,22 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
     Args:
         headers: column titles.
-        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed.
+        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed and
+            control characters in them escaped (:func:`labgang.launcher.text.printable`), so
+            a job name with a newline or an ANSI escape stays in its cell.
 
     Returns:
         The table as lines joined with newlines (no trailing newline).
     """
-    text_rows = [[str(c) for c in row] for row in rows]
+    text_rows = [[printable(str(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         if len(row) != len(headers):
             raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     lines = []
     for row in [list(headers), *text_rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 
@@ -271,7 +220,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
-        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)"),
+        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
         ("Admitted", _age(job.get("admit_time"), now)),
@@ -283,8 +232,11 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     ]
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
+    for r in job.get("ranks") or []:
+        if r.get("start_error"):
+            fields.append(("Error", f"rank {r.get('rank')}: {r['start_error']} (exit status {r.get('exit_status')})"))
     label_width = max(len(k) for k, _ in fields) + 1
-    out = [f"{(k + ':').ljust(label_width)} {v}" for k, v in fields]
+    out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
         out += [
@@ -304,6 +256,18 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                 ],
             ),
         ]
+    pitfalls = job.get("pitfalls") or []
+    if pitfalls:
+        out += [
+            "",
+            render_table(
+                ("PITFALL", "SEVERITY", "WHERE", "WHAT", "ADVICE"),
+                [
+                    (f.get("kind"), f.get("severity"), f.get("subject"), f.get("summary"), f.get("advice"))
+                    for f in pitfalls
+                ],
+            ),
+        ]
     history = job.get("history") or []
     if history:
         out += [
@@ -314,6 +278,17 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _elastic(job: Mapping[str, Any]) -> str:
+    """``"; started with 6 of 8 (min 4)"`` for an elastic gang that started, ``"; min 4"`` before."""
+    low = job.get("min_workers")
+    if low is None:
+        return ""
+    started = job.get("started_workers")
+    if started is None:
+        return f"; elastic, min {low}"
+    return f"; started with {started} of {job.get('workers')} (min {low})"
 
 
 def _age(t: float | None, now: float) -> str:

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import click
-
 import labgang.launcher
+from labgang.agent.token import token_problem
+from labgang.launcher.cli.errors import CommandFailed
 
 ROLES = ("all", "coordinator", "agent")
 UNIT_BIN_PLACEHOLDER = "/usr/local/bin/labgang"
@@ -55,7 +56,7 @@ PROFILE = (
 )
 
 
-class InstallError(click.ClickException):
+class InstallError(CommandFailed):
     """A refusal with one clear message (exit status 1)."""
 
 
@@ -267,6 +268,7 @@ def render_for_print(files: list[InstallFile], prefix: Path) -> str:
             )
             parts.append(f"# (the cluster token: {where}; kept if the file exists)\n")
         else:
+            assert f.content is not None  # only the secret is made at write time
             parts.append(f.content.decode())
     return "\n".join(parts)
 
@@ -330,8 +332,9 @@ def install(
     if found is None:
         raise InstallError("--bin: no labgang executable found beside this Python or on $PATH; give --bin PATH")
     token = token_from.read_bytes() if token_from else None
-    if token is not None and not token.strip():
-        raise InstallError(f"--token-from: {token_from} is empty")
+    problem = None if token is None else token_problem(token)
+    if problem is not None:
+        raise InstallError(f"--token-from: {token_from} {problem}")
     files = plan(role, check_bin(found.absolute()), root=source_root(), token=token)
     if print_only:
         click.echo(render_for_print(files, prefix))

@@ -12,20 +12,22 @@ Exit statuses everywhere: 0 success, 1 the job failed or the request was refused
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
-
 from labgang.agent import labgang_version
+from labgang.launcher.cli.errors import one_line
 
 # name -> "module:attribute", relative to the labgang namespace.
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("launcher.cli.up:up", "Run a coordinator and a local agent in one command (one workstation)."),
-    "submit": ("launcher.cli.jobs:submit", "Submit a gang job and print its id."),
-    "run": ("launcher.cli.jobs:run", "Submit a gang job, stream its output and exit with its status."),
+    "submit": ("launcher.cli.submission:submit", "Submit a gang job and print its id."),
+    "run": ("launcher.cli.submission:run", "Submit a gang job, stream its output and exit with its status."),
     "queue": ("launcher.cli.jobs:queue", "List jobs with their state and pending reason (like squeue)."),
     "cancel": ("launcher.cli.jobs:cancel", "Cancel jobs."),
     "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
     "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
+    "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),
     "queues": ("launcher.cli.jobs:queues", "List queues with quota, usage, fair share and weight."),
     "explain": ("launcher.cli.explain:explain", "Explain with numbers why a queue gets its share or a job waits."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
@@ -33,13 +35,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
     "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
     "config": ("launcher.cli.config:config", "Check configuration files."),
+    "export": ("launcher.export.cli:export", "Export the queue policy as Kueue objects or Slurm configuration."),
     "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
     "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
 }
 
 
 class LazyGroup(click.Group):
-    """A click group that imports each subcommand's module on first use."""
+    """A click group that imports each subcommand's module on first use.
+
+    Usage errors anywhere below it print as one line (:mod:`labgang.launcher.cli.errors`).
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name)) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise one_line(exc, ctx) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -49,26 +69,13 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target[0].split(":")
-        try:
-            module = importlib.import_module(f"labgang.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("labgang."):
-                return _unavailable(cmd_name, target[1])
-            raise
-        return getattr(module, attr)
+        command: click.Command = getattr(importlib.import_module(f"labgang.{module_name}"), attr)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-
-def _unavailable(name: str, help_text: str) -> click.Command:
-    @click.command(name, help=help_text + " (not available in this build)")
-    def cmd() -> None:
-        raise click.UsageError(f"'labgang {name}' is not available in this build")
-
-    return cmd
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,12 +15,13 @@ Exit statuses: 0 success; 1 the coordinator is not reachable or refused; 2 usage
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import click
-
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.launcher.cli.format import render_table, to_json
@@ -132,8 +133,9 @@ def _cuda(version: Any) -> str:
     return "n/a"
 
 
-def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
-    """Read this node once (real NVML, or the simulated/recorded file), recording if asked.
+def read_local(simulate: Path | None, record: Path | None, scope: str | None = None) -> NodeInventory:
+    """Read this node once (real NVML, or the simulated/recorded file), recording if asked; a
+    simulated machine shows the processes of instance ``scope`` and untagged ones.
 
     Raises:
         NvmlUnavailable: no NVIDIA driver and no ``simulate``.
@@ -141,14 +143,12 @@ def read_local(simulate: Path | None, record: Path | None) -> NodeInventory:
     """
     from labgang.agent.inventory import read_inventory
 
-    backend = open_backend(simulate=simulate, record=record)
+    backend = open_backend(simulate=simulate, record=record, scope=scope if simulate is not None else None)
     try:
         return read_inventory(backend)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # the read already happened; a failing shutdown must not hide it
             backend.nvmlShutdown()
-        except Exception:  # the read already happened; a failing shutdown must not hide it
-            pass
 
 
 def _fail(message: str, status: int) -> None:
@@ -156,16 +156,26 @@ def _fail(message: str, status: int) -> None:
     sys.exit(status)
 
 
-def _cluster(state_dir: Path | None, as_json: bool) -> None:
+def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
     try:
-        from labgang.launcher.cli.client import Client, ClientError
+        from labgang.launcher.api.client import Client, ClientError
     except ImportError:  # pragma: no cover - the client ships with labgang
-        raise click.UsageError("cluster mode needs the coordinator client; use --local to read this machine")
+        raise click.UsageError("cluster mode needs the coordinator client; use --local to read this machine") from None
     try:
         with Client.for_state_dir(state_dir) as client:
             nodes = client.nodes()
     except ClientError as exc:
         _fail(str(exc), 1)
+        return
+    if topology:
+        from labgang.launcher.cli.topology_view import topology_dict, topology_table
+
+        invs = [(n.get("name"), NodeInventory.from_dict(n["inventory"])) for n in nodes if n.get("inventory")]
+        if as_json:
+            click.echo(to_json({"nodes": [topology_dict(inv, name) for name, inv in invs]}))
+        else:
+            text = "\n\n".join(topology_table(inv, name) for name, inv in invs)
+            click.echo(text or "no node has reported its GPUs yet")
         return
     if as_json:
         click.echo(to_json({"nodes": nodes}))
@@ -193,7 +203,9 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
 @click.option(
     "--simulate",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record).",
+    help=(
+        "With --local: read a simulated machine (config/sim/*.toml, nvidia-smi -q/-q -x/-L output, or an NVML record)."
+    ),
 )
 @click.option(
     "--record",
@@ -207,12 +219,20 @@ def _cluster(state_dir: Path | None, as_json: bool) -> None:
     help="Print JSON (units in field names; unavailable = null plus <field>_unavailable).",
 )
 @click.option(
+    "--topology",
+    is_flag=True,
+    help="Print the GPU link matrix (NVLinks, PCIe level, CPUs, NUMA node) like nvidia-smi topo -m.",
+)
+@click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="LABGANG_STATE_DIR",
-    help="Coordinator state directory (cluster mode).",
+    help="Coordinator state directory (cluster mode); with --local --simulate, whose simulated ranks count "
+    "as this machine's (those of other simulated instances do not).",
 )
-def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool, state_dir: Path | None) -> None:
+def nodes(
+    local: bool, simulate: Path | None, record: Path | None, as_json: bool, topology: bool, state_dir: Path | None
+) -> None:
     """List GPUs and MIG devices with memory, utilisation, SM activity, temperature, power and processes.
 
     \b
@@ -220,14 +240,17 @@ def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool
     labgang nodes --local --simulate config/sim/h100x8.toml
     labgang nodes --local --record capture.json   (then --simulate capture.json)
     labgang nodes                              every node, from the coordinator
+    labgang nodes --local --topology           GPU links, CPUs and NUMA nodes (add --json)
     """
     if not local:
         if simulate or record:
             raise click.UsageError("--simulate and --record read this machine: add --local")
-        _cluster(state_dir, as_json)
+        _cluster(state_dir, as_json, topology)
         return
     try:
-        inventory = read_local(simulate, record)
+        from labgang.tui.sources import local_scope
+
+        inventory = read_local(simulate, record, local_scope(state_dir) if simulate is not None else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
         return
@@ -237,7 +260,11 @@ def nodes(local: bool, simulate: Path | None, record: Path | None, as_json: bool
     except ValueError as exc:
         _fail(f"--simulate: {exc}", 2)
         return
-    if as_json:
+    if topology:
+        from labgang.launcher.cli.topology_view import topology_dict, topology_table
+
+        click.echo(to_json(topology_dict(inventory)) if as_json else topology_table(inventory))
+    elif as_json:
         click.echo(to_json(inventory.to_dict()))
     else:
         click.echo(inventory_table(inventory))

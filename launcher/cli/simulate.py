@@ -12,7 +12,6 @@ import json
 import sys
 
 import click
-
 from labgang.launcher.simulate import ScenarioError, format_summary, load_scenario, run_scenario
 from labgang.launcher.simulate.summary import count
 

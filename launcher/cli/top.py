@@ -7,8 +7,7 @@ import shutil
 import sys
 
 import click
-
-from labgang.launcher.cli.client import ClientError
+from labgang.launcher.api.client import ClientError
 
 
 @click.command("top")
@@ -45,7 +44,8 @@ from labgang.launcher.cli.client import ClientError
     "thresholds_file",
     metavar="FILE",
     type=click.Path(exists=True, dir_okay=False),
-    help="TOML file with a [pitfalls] table of thresholds (see launcher/pitfalls.py).",
+    help='TOML file with a [pitfalls] table of thresholds (README, "Pitfall thresholds"), e.g. the cluster '
+    "config; for --local/--simulate views (with a coordinator, its own [pitfalls] apply).",
 )
 def top(
     local: bool,

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -21,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from labgang.agent import paths
-from labgang.launcher.cli.client import STARTING_MARKER, Client, ClientError
+from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -75,6 +76,31 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
             f"{_plural(n, 'pending job')} ({ids('pending')}) {'waits' if n == 1 else 'wait'} for the next `labgang up`"
         )
     return "labgang up: stopped" + (": " + "; ".join(parts) if parts else " (no jobs were running)")
+
+
+def queue_lines(config: Any, config_file: Path | None) -> list[str]:
+    """The banner's queue lines: each queue with its nominal quota, cohort and preemption policy.
+
+    Args:
+        config: the :class:`labgang.launcher.config.ClusterConfig` in force.
+        config_file: where it came from (None: the built-in default).
+    """
+    lines = [f"  config:    {config_file}"] if config_file is not None else []
+    for q in config.queues:
+        quota = ", ".join(f"{k}={v}" for k, v in q.nominal.items()) or "no quota"
+        extras = [f"cohort {q.cohort}"] if q.cohort else []
+        if q.within_queue.value != "never":
+            extras.append(f"within queue: {q.within_queue.value}")
+        if q.reclaim_within_cohort.value != "never":
+            extras.append(f"reclaim: {q.reclaim_within_cohort.value}")
+        if q.starvation_after:
+            extras.append(f"starvation after {q.starvation_after:g} s")
+        label = "queue:" if len(config.queues) == 1 else "queues:" if q is config.queues[0] else ""
+        lines.append(f"  {label:<10} {q.name} ({quota}" + "".join(f"; {e}" for e in extras) + ")")
+    if config.priority_classes:
+        classes = ", ".join(f"{k}={v}" for k, v in sorted(config.priority_classes.items(), key=lambda kv: kv[1]))
+        lines.append(f"  priority:  {classes}")
+    return lines
 
 
 def try_hint(inventory: Any) -> str:
@@ -149,15 +175,46 @@ def _fail(message: str, code: int) -> None:
     help="Where the database, socket, journal and logs live "
     "[default: /var/lib/labgang as root, else ~/.local/state/labgang].",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="A cluster config (queues per team with quotas, cohorts, priority classes, preemption, "
+    "[pitfalls] thresholds) for this machine, e.g. config/workstation.toml; check it with "
+    "`labgang config check FILE`. Default: one queue covering every device.",
+)
+@click.option(
+    "--tcp-host",
+    default=None,
+    help="Address of the agent link, read-only API and /metrics [config tcp_host, else 127.0.0.1].",
+)
+@click.option(
+    "--tcp-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port of the agent link, read-only API and /metrics [config tcp_port, else a free port].",
+)
 @click.option("--keep-jobs", is_flag=True, help=KEEP_JOBS_HELP)
 @click.option("-v", "--verbose", count=True, help="Log what the coordinator and agent do (-vv: debug).")
 @click.pass_context
 def up(
-    ctx: click.Context, simulate: Path | None, nvml: bool, state_dir: Path | None, keep_jobs: bool, verbose: int
+    ctx: click.Context,
+    simulate: Path | None,
+    nvml: bool,
+    state_dir: Path | None,
+    config_file: Path | None,
+    tcp_host: str | None,
+    tcp_port: int | None,
+    keep_jobs: bool,
+    verbose: int,
 ) -> None:
     """Run a coordinator and this machine's agent in the foreground (one workstation).
 
-    One queue `default` covers every GPU (and MIG device) of the machine. Other shells
+    Without --config, one queue `default` covers every GPU (and MIG device) of the machine;
+    a higher -p preempts lower-priority jobs there, and a gang waiting 5 minutes gets devices
+    reserved. With --config FILE, FILE's queues, cohorts and priority classes apply. Other shells
     of the same user find it without flags; with --state-dir, export LABGANG_STATE_DIR
     there too. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
     their grace (see --keep-jobs). Jobs stopped that way are not failures: they go
@@ -165,26 +222,52 @@ def up(
     with --no-requeue) and run again at the next `labgang up`; on exit it prints what
     it did with them.
 
-    Example: labgang up --simulate config/sim/h100x8.toml
+    Example: labgang up --simulate config/sim/h100x8.toml --config config/workstation.toml
     """
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
     directory = paths.resolve_state_dir(state_dir)
+    created = _first_missing(directory)  # what a failed start removes again, so it leaves no trace
     try:
         paths.ensure_state_dir(directory)
         marker = directory / STARTING_MARKER
         marker.write_text(f"{os.getpid()}\n")
     except OSError as exc:
         _fail(f"--state-dir: {directory}: {exc}", 2)
+    started: list[bool] = []
     try:
-        _up(ctx, simulate, directory, keep_jobs, verbose, marker)
+        _up(ctx, simulate, directory, keep_jobs, verbose, marker, started, config_file, (tcp_host, tcp_port))
+    except SystemExit as exc:
+        if created is not None and not started and exc.code not in (0, None):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     finally:
         marker.unlink(missing_ok=True)
 
 
+def _first_missing(directory: Path) -> Path | None:
+    """The outermost directory of ``directory``'s path that does not exist yet (None when it exists)."""
+    missing = None
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
 def _up(
-    ctx: click.Context, simulate: Path | None, directory: Path, keep_jobs: bool, verbose: int, marker: Path
+    ctx: click.Context,
+    simulate: Path | None,
+    directory: Path,
+    keep_jobs: bool,
+    verbose: int,
+    marker: Path,
+    started: list[bool],
+    config_file: Path | None = None,
+    tcp: tuple[str | None, int | None] = (None, None),
 ) -> None:
+    """Open the backend, build the config and serve until stopped; ``started`` gets True once the
+    coordinator is about to run (from then on the state dir holds a database worth keeping)."""
     logging.basicConfig(
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -205,12 +288,20 @@ def _up(
 
     from labgang.agent.config import AgentConfig
     from labgang.agent.service import AgentService
-    from labgang.launcher.config import ClusterConfig
-    from labgang.launcher.coordinator.app import TokenError, serve
+    from labgang.agent.token import TokenError
+    from labgang.launcher.config import ClusterConfig, ConfigError, load_config
+    from labgang.launcher.coordinator.app import serve
 
     node = socket.gethostname()
     inventory = read_inventory(backend, hostname=node)
-    config = ClusterConfig.default_for(inventory)
+    if config_file is None:
+        config = ClusterConfig.default_for(inventory)
+    else:
+        try:
+            config = load_config(config_file)
+        except ConfigError as exc:
+            backend.nvmlShutdown()
+            _fail(f"--config: {exc.source}: " + "; ".join(exc.problems), 2)
     explicit_dir = ctx.get_parameter_source("state_dir") is click.core.ParameterSource.COMMANDLINE
     agent = AgentService(
         AgentConfig(
@@ -228,12 +319,20 @@ def _up(
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
 
-    def banner(socket_path: str, joined: bool) -> str:
+    def banner(socket_path: str, tcp_addr: tuple[str, int] | None, joined: bool) -> str:
         lines = [
             f"labgang up: coordinator and agent for node {node} ({_describe_devices(inventory)}; {source})",
             f"  state dir: {directory}",
             f"  socket:    {socket_path}",
-            f"  queue:     default ({', '.join(f'{k}={v}' for k, v in config.queues[0].nominal.items()) or 'empty'})",
+        ]
+        if tcp_addr is not None:
+            host = f"[{tcp_addr[0]}]" if ":" in tcp_addr[0] else tcp_addr[0]
+            lines += [
+                f"  tcp:       {host}:{tcp_addr[1]} (agent link and read-only API)",
+                f"  metrics:   http://{host}:{tcp_addr[1]}/metrics",
+            ]
+        lines += [
+            *queue_lines(config, config_file),
             "  Ctrl-C stops labgang "
             + (
                 "and leaves running jobs alive (--keep-jobs)"
@@ -250,19 +349,33 @@ def _up(
         lines.append(f"try: {try_hint(inventory)}")
         return "\n".join(lines)
 
-    def announce(socket_path: str) -> None:
+    def announce(socket_path: str, tcp_addr: tuple[str, int] | None) -> None:
         # Commands wait while the marker exists: remove it once the agent has joined, so the
         # first job sees the machine's devices rather than an empty cluster.
         joined = wait_for_node(Path(socket_path), node, AGENT_JOIN_S)
-        click.echo(banner(socket_path, joined))
-        click.get_text_stream("stdout").flush()
+        click.echo(banner(socket_path, tcp_addr, joined))
+        sys.stdout.flush()  # (click.get_text_stream is deprecated in click 8.5)
         marker.unlink(missing_ok=True)
 
     def ready(info: dict[str, Any]) -> None:
-        threading.Thread(target=announce, args=(info["socket"],), name="labgang-up-announce", daemon=True).start()
+        tcp_addr = tuple(info["tcp"]) if info.get("tcp") else None
+        threading.Thread(
+            target=announce, args=(info["socket"], tcp_addr), name="labgang-up-announce", daemon=True
+        ).start()
 
+    started.append(True)
     try:
-        summary = asyncio.run(serve(config, directory, local_agent=agent, ready=ready, shutdown_reason=SHUTDOWN_REASON))
+        summary = asyncio.run(
+            serve(
+                config,
+                directory,
+                tcp_host=tcp[0],
+                tcp_port=tcp[1],
+                local_agent=agent,
+                ready=ready,
+                shutdown_reason=SHUTDOWN_REASON,
+            )
+        )
     except (RuntimeError, TokenError) as exc:
         _fail(str(exc), 1)
     except OSError as exc:

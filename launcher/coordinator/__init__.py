@@ -8,10 +8,11 @@ Module map (data flows top to bottom)::
     requests.py   POST /v1/jobs validation -> JobSpec; Caller
     link.py       GET /v1/agent/link: token check, hello, message loop
     agents.py     AgentConn / AgentRegistry: per-node state and command round-trips
-    core.py       Coordinator: jobs in memory (the store is the truth), user operations, effects
-    scheduling.py snapshot from store + live inventories -> run_cycle -> decisions recorded
+    core.py       Coordinator: the shell around launcher/lifecycle/ (event in -> commit -> effects out)
+    translate.py  agent rank events / statuses / launch answers -> lifecycle events
+    scheduling.py snapshot from the model + live inventories -> run_cycle -> CycleDecided
     dispatch.py   admitted gangs -> launch commands (after the commit); stop / signal
-    lifecycle.py  gang rules: start confirmation, failure, preemption, lost nodes, timeouts
-    views.py      JobView, queue usage, node/device state
-    errors.py     domain errors with their HTTP status
+    views.py      JobView, history rows, queue usage, node/device state
+    metrics.py    GET /metrics (Prometheus collectors over the same views)
+    errors.py     domain errors with their HTTP status, and the one JSON error mapping
 """

@@ -140,14 +140,15 @@ class AgentRegistry:
         try:
             await conn.send({"type": "command", "id": cmd_id, "op": op, "args": args})
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AgentCallError(f"node {node}: no reply to {op} within {timeout:g} s") from None
         finally:
             conn.pending.pop(cmd_id, None)
 
     def resolve(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """Deliver a ``reply`` message to the command waiting for it."""
-        fut = conn.pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        fut = conn.pending.get(request_id) if isinstance(request_id, int) else None
         if fut is None or fut.done():
             return
         if message.get("ok"):

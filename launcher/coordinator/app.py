@@ -16,49 +16,36 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import WSCloseCode, web
-
 from labgang.agent import paths
+from labgang.agent.token import read_token
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.metrics import add_metrics_routes
+from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
-from labgang.launcher.metrics import METRICS, add_metrics_routes
+from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
 
 
-class TokenError(RuntimeError):
-    """The cluster token file is unusable (group/other may read it, or it is empty)."""
-
-
 def load_token(path: str | Path, *, create: bool = True) -> str:
-    """Read the cluster token; create it (mode 0600, random) when missing and ``create``.
+    """The cluster token (``labgang.agent.token.read_token``), created when missing and ``create``.
 
     Raises:
-        TokenError: the file is readable by group or others, or empty.
+        TokenError: the file is readable by group or others, not a token
+            (:func:`labgang.agent.token.token_problem`), or missing without ``create``.
         OSError: it cannot be read or created.
     """
-    p = Path(path)
-    if not p.exists() and create:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-    mode = p.stat().st_mode
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenError(f"{p}: the cluster token must be readable only by its owner (chmod 600 {p})")
-    token = p.read_text().strip()
-    if not token:
-        raise TokenError(f"{p}: the cluster token file is empty")
-    return token
+    return read_token(path, create=create, by_coordinator=True)
 
 
 def create_app(
@@ -108,7 +95,8 @@ def create_app(
         await coord.store.durable()  # commit what is pending; no new agent commands at shutdown
 
     async def close_agent_sockets(app: web.Application) -> None:
-        for ws in list(app[keys.AGENT_SOCKETS]):
+        sockets = app[keys.AGENT_SOCKETS]
+        for ws in list(sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
     app.cleanup_ctx.append(store_ctx)
@@ -120,7 +108,7 @@ def create_app(
 
 async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
-    app[keys.COORDINATOR].metrics = app[METRICS].scheduler
+    app[keys.COORDINATOR].metrics = app[keys.METRICS].scheduler
     yield
 
 
@@ -182,6 +170,7 @@ async def serve(
     if os.geteuid() == 0:
         directory.chmod(0o755)  # users must reach the socket; the database stays 0600
     app = create_app(config, directory)
+    add_pitfall_watch(app)  # one pitfall history for /v1/pitfalls, /metrics, top and show
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
     runner = web.AppRunner(
@@ -192,18 +181,20 @@ async def serve(
     _prepare_socket_path(sock_path)
     unix_site = web.UnixSite(runner, str(sock_path))
     await unix_site.start()
-    os.chmod(sock_path, 0o666)  # anyone may connect; who they are comes from SO_PEERCRED
+    os.chmod(sock_path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
     host = tcp_host or config.tcp_host
     port = tcp_port if tcp_port is not None else config.tcp_port
     if port is None and local_agent is not None:
         host, port = host or "127.0.0.1", 0
     tcp_addr = None
     if port is not None:
-        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)
+        # a TCP port without a host: agents on other machines connect, every request needs the cluster token
+        tcp_site = web.TCPSite(runner, host or "0.0.0.0", port)  # noqa: S104
         await tcp_site.start()
-        server = tcp_site._server  # the bound port, for port 0
-        bound = server.sockets[0].getsockname() if server and server.sockets else (host, port)
-        tcp_addr = (bound[0], bound[1])
+        # The bound address (the port the kernel chose for port 0): the runner's public list of
+        # its sites' socket names, where the Unix socket is a path and the TCP socket a tuple.
+        bound = next((a for a in runner.addresses if isinstance(a, tuple)), (host, port))
+        tcp_addr = (str(bound[0]), int(bound[1]))
     log.info("coordinator listening on %s%s", sock_path, f" and tcp {tcp_addr[0]}:{tcp_addr[1]}" if tcp_addr else "")
 
     stop = stop or asyncio.Event()
@@ -211,7 +202,7 @@ async def serve(
     installed = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(signum, stop.set)  # the handler only records (STYLE.md 18)
+            loop.add_signal_handler(signum, stop.set)  # the handler only records; the loop below acts
             installed.append(signum)
         except (RuntimeError, NotImplementedError, ValueError):
             pass
@@ -220,7 +211,7 @@ async def serve(
     summary: dict[str, list[str]] = {}
     try:
         if local_agent is not None and tcp_addr is not None:
-            connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]
+            connect_host = "127.0.0.1" if tcp_addr[0] in ("0.0.0.0", "::") else tcp_addr[0]  # noqa: S104 - a comparison
             local_agent.set_coordinator(f"http://{connect_host}:{tcp_addr[1]}", app[keys.TOKEN])
             agent_task = asyncio.create_task(local_agent.run(agent_stop), name="labgang-local-agent")
         try:
@@ -243,14 +234,14 @@ async def serve(
         if stopping_jobs:
             held = await coord.stop_jobs_for_shutdown(shutdown_reason)
         else:
-            held = [j.id for j in coord.jobs.values() if j.status.state.holds_devices]
+            held = [j.id for j in coord.model.jobs.values() if j.status.state.holds_devices]
         agent_stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
         summary = _shutdown_summary(coord, held, stopping_jobs)
-        if agent_task is not None:
-            if not agent_task.cancelled() and agent_task.exception() is not None:
-                raise agent_task.exception()  # e.g. NVML unavailable: the caller reports it
+        failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
+        if failure is not None:
+            raise failure  # e.g. NVML unavailable: the caller reports it
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
@@ -263,11 +254,9 @@ async def serve(
 
 
 def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
-    from labgang.launcher.model import JobState
-
     out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
     for job_id in held:
-        state = coord.jobs[job_id].status.state
+        state = coord.get_job(job_id).status.state
         if not stopped:
             out["left_running"].append(job_id)
         elif state == JobState.PENDING:
@@ -278,7 +267,7 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["unfinished"].append(job_id)
     out["pending"] = [
         j.id
-        for j in sorted(coord.jobs.values(), key=lambda j: j.seq)
+        for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)
         if j.status.state == JobState.PENDING and j.id not in held
     ]
     return out

@@ -1,11 +1,11 @@
-"""The coordinator's state and the operations the API and the agent link call.
+"""The coordinator: the I/O shell around the lifecycle model.
 
-:class:`Coordinator` holds the jobs (loaded from the store at start; the store stays
-the truth), the agent registry, and the effect queue: anything that touches an agent
-(launch, stop, signal) is queued with :meth:`Coordinator.effect` and only runs after
-:meth:`Coordinator.flush` has committed the state change that motivated it. Gang
-lifecycle rules live in :mod:`.lifecycle`, the scheduling loop in :mod:`.scheduling`,
-dispatch in :mod:`.dispatch`.
+Receive (API call, agent message, cycle result, timer) → turn it into a lifecycle event →
+:meth:`Coordinator.apply` it to the model (``launcher/lifecycle/``) → buffer the persisting
+effects in the store → :meth:`Coordinator.flush` commits them, then runs the effects that
+touch agents (launch, stop, signal), so a crash never leaves an agent doing something the
+store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; the
+scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
 """
 
 from __future__ import annotations
@@ -14,27 +14,73 @@ import asyncio
 import base64
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from functools import partial
+from typing import Any
 
 from labgang.agent import labgang_version
+from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator import dispatch
 from labgang.launcher.coordinator.sharing import SharingState
-from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
-from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord, JobStatus, Store
+from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
+from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, JobStatus
+from labgang.launcher.lifecycle.rules import leaving
+from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.model import JobRequest
+from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
 
 LOG_CHUNK_BYTES = 1 << 20
+RECENT_FINISHED = 1000
+"""Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
+
+
+class JobIndex(Mapping[str, JobRecord]):
+    """The jobs in memory: the lifecycle model's active jobs, then the recently finished ones."""
+
+    def __init__(self, active: dict[str, JobRecord], recent: OrderedDict[str, JobRecord]) -> None:
+        self._active, self._recent = active, recent
+
+    def __getitem__(self, job_id: str) -> JobRecord:
+        job = self._active.get(job_id)
+        return job if job is not None else self._recent[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._active
+        yield from self._recent
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self._recent)
 
 
 def _scheduling_state(job: JobRecord) -> str:
-    """A job's state as the scheduler tells them apart (admitted and running are the same to it)."""
+    """A job's state as the scheduler tells them apart (admitted and running are the same to it;
+    a completing job is leaving like a terminating one)."""
     state = job.status.state
-    return "holding" if state in (JobState.ADMITTED, JobState.RUNNING) else state.value
+    if leaving(job):
+        return "leaving"
+    return "holding" if state.holds_devices else state.value
+
+
+def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
+    """The lifecycle model's numbers from the cluster configuration."""
+    return LifecyclePolicy(
+        startup_timeout_s=config.startup_timeout_s,
+        requeue_backoff_s=config.requeue_backoff_s,
+        requeue_backoff_max_s=config.requeue_backoff_max_s,
+        max_start_failures=config.max_start_failures,
+        default_grace_s=config.default_grace_s,
+    )
 
 
 class Coordinator:
@@ -52,20 +98,28 @@ class Coordinator:
         self.clock = clock
         self.version = labgang_version()
         self.agents = AgentRegistry()
-        self.jobs: dict[str, JobRecord] = {job.id: job for job in store.load_jobs()}
+        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs(active_only=True))
+        self.recent: OrderedDict[str, JobRecord] = OrderedDict()
+        # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
+        self.finished_counts: dict[tuple[str, str], int] = {
+            key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
+        }
         self.started_at = clock()
         self.cycles = 0
         self.last_cycle_at = 0.0
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
-        self._stops: dict[str, list[tuple[str, float, bool]]] = {}  # node -> stops sent as one command
+        # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
+        self._stops: dict[str, list[tuple[str, float, bool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._wakes: set[float] = set()  # instants a scheduler wake is already set for
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
-        self.schedulable_cache: dict[Any, str | None] = {}
-        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.metrics
+        self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
+        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.coordinator.metrics
         # SchedulerMetrics) when the application serves /metrics; None otherwise.
         self.metrics: Any = None
+        self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
@@ -84,14 +138,76 @@ class Coordinator:
         """Ask the scheduling loop for a cycle (coalesced with other kicks)."""
         self.wake.set()
 
+    @property
+    def jobs(self) -> JobIndex:
+        """The jobs in memory by id: active ones (the lifecycle model's) and the recently finished."""
+        return JobIndex(self.model.jobs, self.recent)
+
+    def apply(self, event: ev.Event) -> list[fx.Effect]:
+        """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
+        the store now; agent commands are queued for after the next :meth:`flush` commits."""
+        effects = self.model.apply(event)
+        for effect in effects:
+            self._execute(effect)
+        return effects
+
+    def _execute(self, effect: fx.Effect) -> None:
+        store = self.store
+        if isinstance(effect, fx.SaveStatus):
+            store.save_status(effect.job)
+        elif isinstance(effect, fx.SaveRank):
+            store.save_rank(effect.job, effect.rank)
+        elif isinstance(effect, fx.AddHistory):
+            store.save_event(effect.job.id, effect.entry)
+            log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
+        elif isinstance(effect, fx.RecordDecision):
+            store.add_decision(effect.time, effect.job_id, effect.kind, effect.code, effect.message)
+        elif isinstance(effect, fx.Stop):
+            self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
+        elif isinstance(effect, fx.Signal):
+            self.effect(partial(dispatch.signal_on_node, self, effect.node, effect.run_id, effect.signum))
+        elif isinstance(effect, fx.Dispatch):
+            self.effect(partial(dispatch.dispatch_job, self, effect.job))
+        elif isinstance(effect, fx.Launch):
+            self.effect(partial(dispatch.launch_on_node, self, effect.job, effect.node, effect.run_id))
+        elif isinstance(effect, fx.Finished):
+            job = effect.job
+            self.recent[job.id] = job
+            while len(self.recent) > RECENT_FINISHED:
+                self.recent.popitem(last=False)
+            key = (job.spec.queue, job.status.state.value)
+            self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
+        elif isinstance(effect, fx.WakeScheduler):
+            self.kick()
+        elif isinstance(effect, fx.WakeAt):
+            self.wake_at(effect.time)
+        elif isinstance(effect, fx.AdmissionObserved):
+            if self.metrics is not None:
+                self.metrics.observe_admission(effect.queue, effect.wait_s)
+        elif self.metrics is not None:  # PreemptionCounted
+            self.metrics.count_preemption(effect.queue, effect.why)
+
+    def wake_at(self, when: float) -> None:
+        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
+
+        Without a running event loop (a test driving the model directly) nothing is scheduled."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if when in self._wakes:
+            return
+        self._wakes.add(when)
+
+        def wake() -> None:
+            self._wakes.discard(when)
+            self.kick()
+
+        loop.call_later(max(0.0, when - self.clock()), wake)
+
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""
         self._effects.append(make)
-
-    def stop_after_commit(self, node: str, run_id: str, grace: float, warn: bool) -> None:
-        """Queue a stop of ``run_id``'s ranks on ``node``; every stop queued for a node before the
-        next :meth:`flush` goes in one ``stop_jobs`` command, so their grace periods end together."""
-        self._stops.setdefault(node, []).append((run_id, grace, warn))
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         """Run ``coro`` as a tracked background task (cancelled at shutdown)."""
@@ -109,13 +225,11 @@ class Coordinator:
         """Commit every state change so far, then start the effects they asked for."""
         # Take the effects queued so far first: their state changes are all buffered now, so
         # this commit covers them; effects queued while it runs wait for their own commit.
-        from labgang.launcher.coordinator.dispatch import stop_jobs_on_node
-
         effects, self._effects = self._effects, []
         stops, self._stops = self._stops, {}
         await self.store.durable()
         for node in sorted(stops):
-            self.spawn(stop_jobs_on_node(self, node, stops[node]))
+            self.spawn(dispatch.stop_jobs_on_node(self, node, stops[node]))
         for make in effects:
             self.spawn(make())
 
@@ -126,15 +240,9 @@ class Coordinator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def event(self, job: JobRecord, event: str, message: str) -> None:
-        """Append to the job's history (and log it)."""
-        self.store.add_event(job, self.clock(), event, message)
-        log.info("job %s: %s: %s", job.id, event, message)
-
     def job_for_run(self, run_id: str) -> JobRecord | None:
         """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""
-        job_id, _, _attempt = run_id.rpartition(".")
-        return self.jobs.get(job_id)
+        return self.model.job_for_run(run_id)
 
     # ----- user operations --------------------------------------------------------------------
 
@@ -156,14 +264,8 @@ class Coordinator:
             raise Conflict(f"job can never start: {reason}", field=field)
         now = self.clock()
         job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-        self.jobs[job.id] = job
-        self.event(
-            job,
-            "submitted",
-            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}",
-        )
+        self.apply(ev.JobSubmitted(now, job))
         await self.flush()
-        self.kick()
         return job
 
     def _check_run_as(self, spec: Any) -> None:
@@ -184,29 +286,68 @@ class Coordinator:
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
     def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
-        from labgang.launcher.coordinator.scheduling import check_submission
-
         return check_submission(self, spec)
 
     def get_job(self, job_id: str) -> JobRecord:
-        """The job with ``job_id``.
+        """The job with ``job_id``: from memory, or from the store for a job finished long ago.
 
         Raises:
             NotFound: no such job.
         """
-        job = self.jobs.get(str(job_id))
+        job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
             raise NotFound(f"no job {job_id!r}", field="id")
         return job
 
     def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
-        """Jobs in submission order: the caller's own by default, ``user``'s, or everyone's."""
+        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order:
+        the caller's own by default, ``user``'s, or everyone's. Older jobs: ``labgang history``."""
         jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
         if user:
             return [j for j in jobs if j.spec.user == user]
         if all_users or caller.uid is None:
             return jobs
         return [j for j in jobs if j.spec.uid == caller.uid]
+
+    async def history(
+        self,
+        caller: Caller,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 1000,
+    ) -> list[JobRecord]:
+        """Finished and current jobs from the store (``labgang history``), oldest first.
+
+        Args:
+            user: whose jobs: None = the caller's own, a user name, or "all" (admins; an anonymous
+                read-only caller sees every user's jobs, as in ``GET /v1/jobs``).
+            queue / states: only that queue / those states (JobState values).
+            since / until: unix seconds; jobs waiting or running at some point in [since, until].
+            limit: at most this many, the most recently submitted.
+
+        Raises:
+            Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
+        """
+        anonymous = caller.uid is None
+        if user == "all" or (user is None and anonymous):
+            if not (caller.admin or anonymous):
+                raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[caller.user])
+            who = None
+        else:
+            who = user or caller.user
+            if who != caller.user and not (caller.admin or anonymous):
+                raise Forbidden(f"only admins may read {who}'s history", field="user", allowed=[caller.user])
+        find = partial(
+            self.store.find_jobs, user=who, queue=queue, states=states, since=since, until=until, limit=limit
+        )
+        rows = await asyncio.get_running_loop().run_in_executor(None, find)
+        # Jobs in memory are fresher than their last committed row.
+        fresh = [self.jobs.get(job.id) or job for job in rows]
+        return [job for job in fresh if not states or job.status.state.value in states]
 
     def _check_owner(self, caller: Caller, job: JobRecord, what: str) -> None:
         if caller.read_only or caller.uid is None:
@@ -222,20 +363,10 @@ class Coordinator:
         """
         job = self.get_job(job_id)
         self._check_owner(caller, job, "cancel it")
-        state = job.status.state
-        if state.finished:
+        if job.status.state.finished:
             return job
-        if state == JobState.PENDING:
-            now = self.clock()
-            job.status.state = JobState.CANCELLED
-            job.status.end_time = now
-            job.status.reason_code, job.status.reason_message = "cancelled", f"cancelled by {caller.user}"
-            self.store.save_status(job)
-            self.event(job, "cancelled", f"by {caller.user} while pending")
-        else:
-            lifecycle.begin_termination(self, job, "cancel", f"cancelled by {caller.user}")
+        self.apply(ev.CancelRequested(self.clock(), job.id, caller.user))
         await self.flush()
-        self.kick()
         return job
 
     async def stop_jobs_for_shutdown(self, why: str) -> list[str]:
@@ -250,50 +381,61 @@ class Coordinator:
             The ids of the jobs that were admitted, running or terminating.
         """
         self.shutting_down = True
-        stopped = []
-        for job in lifecycle.active_jobs(self):
-            stopped.append(job.id)
-            if job.status.state == JobState.TERMINATING:
-                continue  # already stopping for its own reason (cancel, preemption, failure)
-            lifecycle.begin_termination(self, job, "shutdown", why)
+        stopped = [job.id for job in self.model.active()]
+        self.apply(ev.ShutdownRequested(self.clock(), why))
         await self.flush()
         return stopped
 
-    async def read_log(self, caller: Caller, job_id: str, rank: int, offset: int) -> tuple[bytes, int, bool]:
+    async def read_log(
+        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None
+    ) -> tuple[bytes, int, bool]:
         """Read a rank's output from the agent that holds it.
 
         Args:
             rank: the global rank (0..workers-1).
             offset: byte offset to read from.
+            attempt: which start attempt (0 = the first; every requeue starts a new one); None =
+                the current one, or the last that placed this rank. Each attempt's output is kept
+                on its node.
 
         Returns:
-            (data, next offset, True when the job has ended and ``data`` reached the end of the log).
+            (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
+            ``data`` reached the end of the log).
 
         Raises:
-            NotFound / Forbidden / BadRequest / ServiceUnavailable (node not connected).
+            NotFound / Forbidden / BadRequest (rank, offset or attempt out of range) /
+            ServiceUnavailable (node not connected).
         """
         job = self.get_job(job_id)
         self._check_owner(caller, job, "read its logs")
-        if rank < 0 or rank >= job.spec.workers:
-            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(job.spec.workers)))
+        size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
+        if rank < 0 or rank >= size:
+            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
         if offset < 0:
             raise BadRequest("offset must be >= 0", field="offset")
-        record = job.ranks.get(rank)
+        record = job.ranks.get(rank) if attempt in (None, job.attempt) else None
         run_id = job.run_id
+        over = job.status.state.finished
         if record is None:
-            # Requeued and not placed again: show the previous attempt's log if there was one.
+            # An earlier attempt, or requeued and not placed again: that attempt's log if it had one.
             # Off the event loop: the store's lock may be held by a group commit syncing to disk.
-            attempts = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
-            past = [row for row in attempts if row[1] == rank]
+            rows = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
+            past = [row for row in rows if row[1] == rank and (attempt is None or row[0] == attempt)]
+            if attempt is not None and not past:
+                placed = sorted({row[0] for row in rows if row[1] == rank})
+                raise BadRequest(
+                    f"attempt {attempt} of job {job.id} never placed rank {rank}", field="attempt", allowed=placed
+                )
             if not past:
-                return b"", offset, job.status.state.finished
-            attempt, _, node, _, _ = past[-1]
-            run_id = f"{job.id}.{attempt}"
+                return b"", offset, over
+            number, _, node, _, _ = past[-1]
+            run_id = f"{job.id}.{number}"
+            if attempt is not None:
+                over = over or number != job.attempt  # an earlier attempt has ended for good
         else:
             node = record.node
-            if record.state == "assigned":
+            if record.state == RankPhase.ASSIGNED:
                 return b"", offset, False
-        finished = job.status.state.finished
         try:
             result = await self.agents.call(
                 node, "read_log", {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
@@ -303,7 +445,7 @@ class Coordinator:
         data = base64.b64decode(result.get("data", ""))
         next_offset = int(result.get("next_offset", offset + len(data)))
         at_end = next_offset >= int(result.get("size", next_offset))
-        return data, next_offset, finished and at_end
+        return data, next_offset, over and at_end
 
     # ----- agent link -------------------------------------------------------------------------
 
@@ -314,7 +456,7 @@ class Coordinator:
         conn.lost = False
         if was_lost:
             log.warning("node %s is back", conn.node)
-        lifecycle.reconcile_node(self, conn, message.get("ranks") or [])
+        self.reconcile(conn, message.get("ranks") or [])
         await self.flush()
         self.kick()
 
@@ -324,14 +466,16 @@ class Coordinator:
         if conn.lost:
             conn.lost = False
             log.warning("node %s answers again after being lost", conn.node)
-            lifecycle.reconcile_node(self, conn, message.get("ranks") or [])
+            self.reconcile(conn, message.get("ranks") or [])
             await self.flush()
             changed = True
         else:
             ranks = message.get("ranks") or []
             touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
             before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
-            lifecycle.update_pids(self, conn, ranks)
+            # What a periodic rank list says (pids, states); an absence is not a loss.
+            for obs in rank_statuses(conn.node, ranks, self.clock()):
+                self.apply(obs)
             changed = changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items())
             if self.store.dirty or self._effects:
                 await self.flush()  # a rank list can end or stop a gang too (a missed event)
@@ -342,8 +486,6 @@ class Coordinator:
         """Keep the node's inventory and rank list; True when scheduling could decide differently:
         its allocatable devices changed, or devices no job holds started or stopped showing
         processes (foreign processes, a context NVML still shows)."""
-        from labgang.agent.inventory import NodeInventory
-
         conn.last_seen = self.clock()
         ranks = message.get("ranks")
         if ranks is not None:
@@ -361,9 +503,7 @@ class Coordinator:
         old_pids, new_pids = old.device_pids(), new.device_pids()
         if old_pids == new_pids:
             return False
-        from labgang.launcher.coordinator.scheduling import busy_unheld, held_devices
-
-        held = held_devices(self)
+        held = self.held_devices()
         return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
 
     async def on_rank_events(
@@ -383,14 +523,14 @@ class Coordinator:
             conn.node,
             ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
         )
-        touched = {job.id: job for ev in events if (job := self.job_for_run(str(ev.get("job_id")))) is not None}
+        touched = {job.id: job for e in events if (job := self.job_for_run(str(e.get("job_id")))) is not None}
         before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
-        for ev in events:
-            lifecycle.apply_rank_event(self, conn.node, ev)
+        for event in events:
+            self.apply_rank_event(conn.node, event)
         # Only what the scheduler sees matters: a job starting to stop or leaving its devices
         # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
         if changed or any(
-            _scheduling_state(job) != before[job_id] and not lifecycle.awaited_by_waiting_preemptor(self, job)
+            _scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
             for job_id, job in touched.items()
         ):
             self.kick()  # the cycle runs while this commit is written; its own commit follows
@@ -403,3 +543,61 @@ class Coordinator:
         conn.fail_pending("disconnected")
         log.warning("node %s disconnected", conn.node)
         self.kick()
+
+    # ----- agent messages and timers as lifecycle events -------------------------------------
+
+    def apply_rank_event(self, node: str, event: dict[str, Any]) -> None:
+        """Apply one supervisor ``RankEvent`` dict (``started`` | ``exited`` | ``gone``) from ``node``."""
+        obs = rank_event(node, event, self.clock())
+        if obs is not None:
+            self.apply(obs)
+
+    def apply_rank_status(self, node: str, status: dict[str, Any]) -> None:
+        """Apply one supervisor ``RankStatus`` dict from ``node``."""
+        obs = rank_status(node, status, self.clock())
+        if obs is not None:
+            self.apply(obs)
+
+    def reconcile(self, conn: AgentConn, reported: list[dict[str, Any]]) -> None:
+        """Compare what the agent runs with what the model says should run on its node
+        (the model's ``NodeJoined`` rule: update, relaunch, count as gone, or stop strays)."""
+        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
+        self.apply(ev.NodeJoined(self.clock(), conn.node, rank_statuses(conn.node, reported, self.clock()), connected))
+
+    def mark_node_lost(self, conn: AgentConn, why: str) -> None:
+        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere and requeued."""
+        if conn.lost:
+            return
+        conn.lost = True
+        log.warning("node %s lost: %s", conn.node, why)
+        self.apply(ev.NodeLost(self.clock(), conn.node, why))
+
+    def check_timers(self) -> None:
+        """Node leases (``node_timeout_s``), then the model's timed arrows (startup timeouts,
+        time limits and their warning signals)."""
+        cfg = self.config
+        now = self.clock()
+        for conn in list(self.agents.nodes.values()):
+            silent = now - conn.last_seen
+            if not conn.lost and silent > cfg.node_timeout_s:
+                how = "disconnected" if not conn.connected else "silent"
+                self.mark_node_lost(conn, f"{how} for {silent:.1f} s > node_timeout_s {cfg.node_timeout_s:g}")
+        if now - self.started_at > cfg.node_timeout_s:
+            # Nodes that held ranks before a coordinator restart and never came back.
+            for job in self.model.active():
+                for rank in list(job.ranks.values()):
+                    if rank.node not in self.agents.nodes and not rank.ended:
+                        conn = self.agents.attach(rank.node)
+                        conn.last_seen = self.started_at
+                        self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
+        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
+        self.apply(ev.Tick(now, self.started_at, connected))
+
+    def held_devices(self) -> dict[str, JobRecord]:
+        """Device UUID → the job that holds it (admitted, running or terminating)."""
+        held: dict[str, JobRecord] = {}
+        for job in self.model.active():
+            for rank in job.ranks.values():
+                for uuid in rank.devices:
+                    held[uuid] = job
+        return held

@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import lifecycle
+from labgang.agent.inventory import NodeInventory
 from labgang.launcher.coordinator.agents import AgentCallError
-from labgang.launcher.coordinator.requests import parse_signal
-from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord
+from labgang.launcher.coordinator.topology import rank_cpus
+from labgang.launcher.coordinator.translate import launch_answer
+from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
+from labgang.launcher.lifecycle.records import JobRecord, parse_warning
+from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -23,26 +26,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.dispatch")
 
 
-def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
+def launch_specs(job: JobRecord, node: str, inventory: NodeInventory | None = None) -> list[dict[str, Any]]:
     """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
+
+    With ``cpu_bind`` "numa" and the node's ``inventory``, each rank gets ``cpus``: the CPUs of
+    its GPUs' NUMA node(s) (:func:`~labgang.launcher.coordinator.topology.rank_cpus`).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
     rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
     already have, and to report it in its reply.
     """
-    nodes = lifecycle.job_nodes(job)
+    nodes = job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
     warn_signal, warn_before = (None, 0.0)
     if job.spec.signal:
-        warn_signal, warn_before = parse_signal(job.spec.signal)
+        warn_signal, warn_before = parse_warning(job.spec.signal)
     env = dict(job.spec.env)
     return [
         {
             "job_id": job.run_id,
             "rank": r.rank,
             "local_rank": i,
-            "world_size": job.spec.workers,
+            "world_size": len(job.ranks),  # an elastic gang: the size it started with
             "local_world_size": len(mine),
             "node_rank": nodes.index(node),
             "master_addr": job.status.master_addr or "127.0.0.1",
@@ -58,12 +64,20 @@ def launch_specs(job: JobRecord, node: str) -> list[dict[str, Any]]:
             "warn_signal": warn_signal,
             "warn_before": warn_before,
             "user_job_id": job.id,
+            **_cpus(job, inventory, r.devices),
         }
         for i, r in enumerate(mine)
     ]
 
 
-async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
+def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> dict[str, Any]:
+    if job.spec.cpu_bind == "none":
+        return {}
+    cpus = rank_cpus(inventory, devices)
+    return {} if cpus is None else {"cpus": cpus}
+
+
+async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
     """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
     launches (no separate round trip), record the port, then launch every other node.
 
@@ -79,13 +93,13 @@ async def dispatch_job(coord: "Coordinator", job: JobRecord) -> None:
         coord.dispatching.discard(run_id)
 
 
-async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
-    nodes = lifecycle.job_nodes(job)
+async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
+    nodes = job_nodes(job)
     if job.status.master_port is None:
         node0 = job.ranks[0].node
         conn = coord.agents.get(node0)
-        job.status.master_addr = conn.address if conn is not None and conn.address else node0
-        await launch_on_node(coord, job, node0, run_id)
+        master_addr = conn.address if conn is not None and conn.address else node0
+        await launch_on_node(coord, job, node0, run_id, master_addr=master_addr)
         if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
             return  # the launch failed (the gang is stopping) or the job moved on
         nodes = [n for n in nodes if n != node0]
@@ -93,69 +107,43 @@ async def _dispatch(coord: "Coordinator", job: JobRecord, run_id: str) -> None:
         coord.spawn(launch_on_node(coord, job, node, run_id))
 
 
-async def launch_on_node(coord: "Coordinator", job: JobRecord, node: str, run_id: str) -> None:
-    """Send the ``launch`` command for the job's ranks on one node and apply the reply."""
+async def launch_on_node(
+    coord: Coordinator, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None
+) -> None:
+    """Send the ``launch`` command for the job's ranks on one node and apply the reply.
+
+    Args:
+        master_addr: rank 0's node address, recorded with the first launch of the run.
+    """
     if job.run_id != run_id or job.status.state != JobState.ADMITTED:
         return
     before = job.status.state
-    specs = launch_specs(job, node)
-    for r in job.ranks.values():
-        if r.node == node and r.state == "assigned":
-            r.state = "launching"
-            coord.store.save_rank(job, r)
+    coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
+    conn = coord.agents.get(node)
+    specs = launch_specs(job, node, conn.inventory if conn is not None else None)
     try:
         statuses = await coord.agents.call(node, "launch", {"specs": specs})
     except AgentCallError as exc:
         # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
         # a lost node loses them, and the startup timeout bounds the wait.
-        if job.run_id == run_id and job.status.state == JobState.ADMITTED:
-            lifecycle.start_failed(coord, job, str(exc))
-        elif job.run_id != run_id:
-            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+        coord.apply(LaunchFailed(coord.clock(), node, run_id, str(exc)))
         await coord.flush()
         _kick_if_changed(coord, job, run_id, before)
         return
     log.debug("job %s: launch on %s answered", job.id, node)
-    statuses = statuses or []
-    port = next((s["master_port"] for s in statuses if s.get("master_port")), None)
-    if port is not None and job.run_id == run_id and job.status.master_port is None:
-        job.status.master_port = int(port)
-        coord.store.save_status(job)
-    refused = [s for s in statuses if "error" in s]
-    if refused and job.run_id == run_id:
-        # First the gang's fate, then the refused ranks count as gone. A permanent refusal
-        # (uid/root policy, a cwd the user may not enter) would only repeat: the job fails at
-        # once. Others (a spawn failure) are a failed start, retried with backoff.
-        detail = "; ".join(f"rank {s.get('rank')}: {s['error']}" for s in refused)
-        if any(s.get("permanent") for s in refused):
-            if job.status.state == JobState.ADMITTED:
-                lifecycle.begin_termination(
-                    coord, job, "fail", f"node {node} refused the launch (retrying would not help): {detail}"
-                )
-        else:
-            lifecycle.start_failed(coord, job, f"node {node} refused the launch: {detail}")
-        for status in refused:
-            lifecycle.rank_refused(coord, job, run_id, int(status["rank"]))
-    for status in statuses:
-        if (
-            "error" not in status
-            and not lifecycle.apply_rank_status(coord, node, status)
-            and status.get("state") != "gone"
-        ):
-            # The job moved on while the command was in flight: do not leave the rank behind.
-            coord.effect(lambda: stop_on_node(coord, node, run_id, job.spec.grace_s))
+    coord.apply(launch_answer(node, run_id, statuses or [], coord.clock()))
     await coord.flush()
     _kick_if_changed(coord, job, run_id, before)
 
 
-def _kick_if_changed(coord: "Coordinator", job: JobRecord, run_id: str, before: JobState) -> None:
+def _kick_if_changed(coord: Coordinator, job: JobRecord, run_id: str, before: JobState) -> None:
     """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
     a launch that went as planned changes nothing it could decide."""
     if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
         coord.kick()
 
 
-async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: float, warn: bool = False) -> None:
+async def stop_on_node(coord: Coordinator, node: str, run_id: str, grace: float, warn: bool = False) -> None:
     """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
 
     Args:
@@ -168,7 +156,7 @@ async def stop_on_node(coord: "Coordinator", node: str, run_id: str, grace: floa
         log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
 
 
-async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[str, float, bool]]) -> None:
+async def stop_jobs_on_node(coord: Coordinator, node: str, stops: list[tuple[str, float, bool]]) -> None:
     """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
     try:
         await coord.agents.call(
@@ -185,7 +173,7 @@ async def stop_jobs_on_node(coord: "Coordinator", node: str, stops: list[tuple[s
         )
 
 
-async def signal_on_node(coord: "Coordinator", node: str, run_id: str, signum: int) -> None:
+async def signal_on_node(coord: Coordinator, node: str, run_id: str, signum: int) -> None:
     """Send ``signum`` to every rank of ``run_id`` on ``node``."""
     try:
         await coord.agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiohttp import web
+
 
 class ApiError(Exception):
     """Base of every error the user API reports.
@@ -27,7 +29,26 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The JSON error body."""
-        return {"error": {"message": self.message, "field": self.field, "allowed": self.allowed}}
+        return error_body(self.message, self.field, self.allowed)
+
+
+def error_body(message: str, field: str | None = None, allowed: list[Any] | None = None) -> dict[str, Any]:
+    """The one JSON error shape: ``{"error": {"message", "field", "allowed"}}``."""
+    return {"error": {"message": message, "field": field, "allowed": allowed}}
+
+
+INTERNAL = "internal coordinator error (see its log)"
+
+
+def error_reply(exc: Exception, method: str, path: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) for an exception raised while serving ``method path``: a domain
+    error keeps its status and fields, an HTTP error of the framework (404/405) names the request,
+    anything else is a 500 whose details stay in the coordinator's log."""
+    if isinstance(exc, ApiError):
+        return exc.status, exc.body()
+    if isinstance(exc, web.HTTPException) and exc.status >= 400:
+        return exc.status, error_body(f"{exc.reason}: {method} {path}")
+    return 500, error_body(INTERNAL)
 
 
 class BadRequest(ApiError):

@@ -9,12 +9,15 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound
+from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -73,7 +76,7 @@ def _json_body(body: bytes) -> Any:
 
 
 async def submit(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs``: submit a gang job."""
     job = await coord.submit(caller, _json_body(body))
@@ -81,7 +84,7 @@ async def submit(
 
 
 async def list_jobs(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs?all=1&user=NAME``: the caller's jobs, one user's, or all."""
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
@@ -89,14 +92,14 @@ async def list_jobs(
 
 
 async def get_job(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
     return Reply(200, {"job": views.job_view(coord.get_job(params["id"]))})
 
 
 async def cancel_job(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
@@ -104,11 +107,16 @@ async def cancel_job(
 
 
 async def job_logs(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: bytes from the agent that holds the log."""
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A]``: bytes from the agent that holds the log."""
+    attempt = query.get("attempt")
     data, next_offset, finished = await coord.read_log(
-        caller, params["id"], _int(query, "rank", 0), _int(query, "offset", 0)
+        caller,
+        params["id"],
+        _int(query, "rank", 0),
+        _int(query, "offset", 0),
+        None if attempt in (None, "") else _int(query, "attempt", 0),
     )
     headers = {"X-Next-Offset": str(next_offset)}
     if finished:
@@ -116,27 +124,76 @@ async def job_logs(
     return Reply(200, body=data, headers=headers)
 
 
+def _seconds(query: Mapping[str, str], name: str) -> float | None:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be unix seconds, got {raw!r}", field=name) from None
+    if not math.isfinite(value):
+        raise BadRequest(f"{name} must be a finite number of unix seconds, got {raw!r}", field=name)
+    return value
+
+
+async def history(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N``: finished and
+    current jobs from the store, oldest first (own jobs unless an admin asks for others)."""
+    states = tuple(s for s in query.get("state", "").split(",") if s)
+    allowed = [s.value for s in JobState]
+    for state in states:
+        if state not in allowed:
+            raise BadRequest(f"unknown state {state!r}", field="state", allowed=allowed)
+    limit = _int(query, "limit", 1000)
+    if not 1 <= limit <= 100_000:
+        raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
+    jobs = await coord.history(
+        caller,
+        user=query.get("user") or None,
+        queue=query.get("queue") or None,
+        states=states,
+        since=_seconds(query, "since"),
+        until=_seconds(query, "until"),
+        limit=limit,
+    )
+    now = coord.clock()
+    return Reply(200, {"jobs": [views.history_view(j, now) for j in jobs]})
+
+
 async def list_queues(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
     return Reply(200, {"queues": views.queue_views(coord)})
 
 
 async def list_nodes(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state."""
     return Reply(200, {"nodes": views.node_views(coord)})
 
 
 async def get_version(
-    coord: "Coordinator", caller: "Caller", params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/version``: the coordinator's version and who the caller is."""
     return Reply(
         200, {"version": coord.version, "api": "v1", "user": caller.user, "uid": caller.uid, "admin": caller.admin}
     )
+
+
+async def list_pitfalls(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/pitfalls[?job=ID]``: the pitfall watch's current findings, allocation rate and thresholds."""
+    watch = coord.pitfalls
+    if watch is None:
+        return Reply(200, {"findings": [], "allocation_rate_pct": None, "sampled_at": None, "thresholds": {}})
+    return Reply(200, watch.view(query.get("job") or None))
 
 
 ROUTES: tuple[Route, ...] = (
@@ -145,9 +202,11 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}", "get_job", get_job),
     Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
+    Route("GET", "/v1/history", "history", history),
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),
+    Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls),
 )
 
 

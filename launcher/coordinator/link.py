@@ -8,7 +8,6 @@ The first message must be ``hello``; versions are checked with
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hmac
 import json
@@ -16,7 +15,6 @@ import logging
 from typing import Any
 
 from aiohttp import WSMsgType, web
-
 from labgang.launcher import version_compat
 from labgang.launcher.api import keys
 from labgang.launcher.coordinator.errors import Unauthenticated
@@ -57,7 +55,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     try:
         try:
             hello = await ws.receive_json(timeout=HELLO_TIMEOUT_S)
-        except (asyncio.TimeoutError, TypeError, ValueError):
+        except (TimeoutError, TypeError, ValueError):
             await ws.close(code=4400, message=b"expected a hello message")
             return ws
         if hello.get("type") != "hello" or not hello.get("node"):

@@ -6,24 +6,23 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
-import signal as signal_mod
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
-
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
-from labgang.launcher.model import GPU, MIG_PROFILE_RE, mig_resource
-from labgang.launcher.store import JobSpec
-
+from labgang.launcher.lifecycle.records import BadSignal, JobSpec, parse_warning
+from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
+from labgang.launcher.text import control_characters
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic_core import ErrorDetails
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
 class SubmitBody(BaseModel):
-    """The JSON body of a submission (see docs/openapi.yaml, ``SubmitRequest``)."""
+    """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -39,6 +38,9 @@ class SubmitBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0)
     requeue: StrictBool = True
     signal: str | None = None
+    topology: str | None = None
+    cpu_bind: str | None = None
+    min_workers: int | None = Field(default=None, ge=1, le=4096)
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -68,28 +70,12 @@ def parse_signal(text: str) -> tuple[int, float]:
     """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``) into (signal number, seconds).
 
     Raises:
-        BadRequest: the name or the seconds are invalid.
+        BadRequest: the name or the seconds are invalid (field "signal").
     """
-    name, sep, when = text.partition("@")
-    if not sep:
-        raise BadRequest(
-            f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)", field="signal"
-        )
-    name = name.strip().upper()
     try:
-        signum = (
-            int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
-        )
-    except KeyError:
-        allowed = sorted(s.name for s in signal_mod.Signals)
-        raise BadRequest(f"unknown signal {name!r}", field="signal", allowed=allowed) from None
-    try:
-        seconds = float(when)
-    except ValueError:
-        raise BadRequest(f"signal time {when!r} is not a number of seconds", field="signal") from None
-    if seconds < 0:
-        raise BadRequest("signal time must be >= 0 seconds", field="signal")
-    return signum, seconds
+        return parse_warning(text)
+    except BadSignal as exc:
+        raise BadRequest(str(exc), field="signal", allowed=exc.allowed) from None
 
 
 # Fields in seconds: their bounds read "must be > 0 seconds".
@@ -114,7 +100,7 @@ _TYPES = {
 }
 
 
-def _constraint(err: dict[str, Any], field: str | None) -> str:
+def _constraint(err: ErrorDetails, field: str | None) -> str:
     """Say what a pydantic error means in the field's own terms ("must be > 0 seconds")."""
     kind, ctx = err["type"], err.get("ctx") or {}
     top = field.split(".", 1)[0] if field else None
@@ -159,6 +145,14 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     except ValidationError as exc:
         raise _first_error(exc) from None
 
+    if req.queue is not None and not req.queue.strip():
+        raise BadRequest("queue: must not be empty", field="queue", allowed=[q.name for q in config.queues])
+    if req.name is not None and control_characters(req.name):
+        raise BadRequest(
+            f"name: {req.name!r} contains control characters ({', '.join(control_characters(req.name))}); "
+            "allowed: printable characters",
+            field="name",
+        )
     queue_name = req.queue or config.default_queue
     queue = config.queue(queue_name)
     if queue is None:
@@ -203,6 +197,34 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         parse_signal(req.signal)
     if req.nodes is not None and req.nodes > req.workers:
         raise BadRequest(f"nodes ({req.nodes}) cannot exceed workers ({req.workers})", field="nodes")
+    if req.topology is not None and req.topology not in TOPOLOGY_LEVELS:
+        raise BadRequest(
+            f"topology {req.topology!r} is not a level; allowed: {', '.join(TOPOLOGY_LEVELS)}",
+            field="topology",
+            allowed=list(TOPOLOGY_LEVELS),
+        )
+    if req.topology is not None and req.nodes not in (None, 1):
+        raise BadRequest(
+            f"topology {req.topology} keeps the whole gang on one node; nodes must be 1 or unset, not {req.nodes}",
+            field="nodes",
+            allowed=[1],
+        )
+    if req.min_workers is not None and req.min_workers > req.workers:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot exceed workers ({req.workers})",
+            field="min_workers",
+            allowed=list(range(1, req.workers + 1)),
+        )
+    if req.min_workers is not None and req.nodes is not None and req.min_workers < req.nodes:
+        raise BadRequest(
+            f"min_workers ({req.min_workers}) cannot be below nodes ({req.nodes}): every node needs a rank",
+            field="min_workers",
+            allowed=list(range(req.nodes, req.workers + 1)),
+        )
+    if req.cpu_bind not in (None, *CPU_BIND):
+        raise BadRequest(
+            f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
+        )
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -228,6 +250,9 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         time_limit_s=req.time_limit_s,
         requeue=req.requeue,
         signal=req.signal,
+        topology=req.topology,
+        cpu_bind=req.cpu_bind or CPU_BIND[0],
+        min_workers=req.min_workers if req.min_workers != req.workers else None,
     )
 
 

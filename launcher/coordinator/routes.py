@@ -12,14 +12,14 @@ import json
 import logging
 import socket
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
-
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
 from labgang.launcher.coordinator import handlers
-from labgang.launcher.coordinator.errors import ApiError, Forbidden
+from labgang.launcher.coordinator.errors import Forbidden, error_reply
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
 
@@ -82,19 +82,15 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     """Map domain errors (and aiohttp's own 404/405) to the ``{"error": {...}}`` body."""
     try:
         return await handler(request)
-    except ApiError as exc:
-        return web.json_response(exc.body(), status=exc.status)
     except web.HTTPException as exc:
-        if exc.status >= 400:
-            body = {
-                "error": {"message": f"{exc.reason}: {request.method} {request.path}", "field": None, "allowed": None}
-            }
-            return web.json_response(body, status=exc.status)
-        raise
-    except Exception:
-        log.exception("internal error on %s %s", request.method, request.path)
-        body = {"error": {"message": "internal coordinator error (see its log)", "field": None, "allowed": None}}
-        return web.json_response(body, status=500)
+        if exc.status < 400:
+            raise
+        status, body = error_reply(exc, request.method, request.path)
+    except Exception as exc:
+        status, body = error_reply(exc, request.method, request.path)
+        if status == 500:
+            log.exception("internal error on %s %s", request.method, request.path)
+    return web.json_response(body, status=status)
 
 
 def setup_routes(app: web.Application) -> None:
@@ -116,12 +112,11 @@ async def forwarded(
     try:
         route, params = handlers.match(method, path)
         reply = await route.operation(coord, caller, params, query, body)
-    except ApiError as exc:
-        return exc.status, {"Content-Type": "application/json"}, json.dumps(exc.body()).encode()
-    except Exception:
-        log.exception("internal error on forwarded %s %s", method, path)
-        err = {"error": {"message": "internal coordinator error (see its log)", "field": None, "allowed": None}}
-        return 500, {"Content-Type": "application/json"}, json.dumps(err).encode()
+    except Exception as exc:
+        status, err = error_reply(exc, method, path)
+        if status == 500:
+            log.exception("internal error on forwarded %s %s", method, path)
+        return status, {"Content-Type": "application/json"}, json.dumps(err).encode()
     if reply.body is not None:
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
     return reply.status, {"Content-Type": "application/json", **reply.headers}, json.dumps(reply.payload).encode()

@@ -1,5 +1,6 @@
 """The scheduling loop: build a :class:`Snapshot` from the store and live inventories,
-run the pure ``run_cycle``, record its decisions, then dispatch.
+run the pure ``run_cycle``, hand its result to the lifecycle model (``CycleDecided``), then
+commit and dispatch.
 
 Events that can change a decision (submission, cancellation, a job leaving its devices
 or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
@@ -15,15 +16,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import lifecycle
-from labgang.launcher.model import JobState
+from labgang.launcher.coordinator.topology import node_from_inventory
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.events import CycleDecided
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.rules import leaving, next_starvation
+from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.cycle import run_cycle
-from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
-from labgang.launcher.scheduler.unschedulable import never_schedulable
-from labgang.launcher.store import JobRecord, JobSpec, RankRecord
+from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -31,32 +37,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
-PERIODIC_CYCLE_S = 5.0
 
 
-def cluster_nodes(coord: "Coordinator") -> tuple[Node, ...]:
+def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
     """Every node with a known inventory and all its allocatable devices, in name order."""
     nodes = []
     for name in sorted(coord.agents.nodes):
         conn = coord.agents.nodes[name]
         if conn.inventory is None:
             continue
-        devices = tuple(
-            Device(uuid=d.uuid, node=name, resource=d.resource, model=d.model or "", group=d.parent_uuid or "")
-            for d in conn.inventory.allocatable()
-        )
-        nodes.append(Node(name=name, devices=devices))
+        nodes.append(node_from_inventory(name, conn.inventory))
     return tuple(nodes)
-
-
-def held_devices(coord: "Coordinator") -> dict[str, JobRecord]:
-    """Device UUID → the job that holds it (admitted, running or terminating)."""
-    held: dict[str, JobRecord] = {}
-    for job in lifecycle.active_jobs(coord):
-        for rank in job.ranks.values():
-            for uuid in rank.devices:
-                held[uuid] = job
-    return held
 
 
 def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str]) -> frozenset[str]:
@@ -65,16 +56,16 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
 
     Args:
         device_pids: device UUID → pids NVML shows on it (``NodeInventory.device_pids()``).
-        held: UUIDs of devices some job holds (e.g. :func:`held_devices`).
+        held: UUIDs of devices some job holds (e.g. ``Coordinator.held_devices()``).
     """
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> frozenset[str]:
+def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
-    for name, conn in coord.agents.nodes.items():
+    for conn in coord.agents.nodes.values():
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost
@@ -89,15 +80,15 @@ def unavailable_devices(coord: "Coordinator", held: dict[str, JobRecord]) -> fro
     return frozenset(out)
 
 
-def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
+def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
     """
-    held = held_devices(coord)
+    held = coord.held_devices()
     running = []
     pending = []
-    for job in sorted(coord.jobs.values(), key=lambda j: j.seq):
+    for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
         st = job.status
         if st.state.holds_devices:
             placement = tuple(
@@ -108,14 +99,14 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
                 RunningJob(
                     id=job.id,
                     queue=job.spec.queue,
-                    request=job.spec.request,
+                    request=started_request(job),
                     priority=job.spec.priority,
                     submit_time=st.submit_time,
                     admit_time=st.admit_time or st.submit_time,
                     placement=placement,
                     grace=job.spec.grace_s,
-                    terminating=st.state == JobState.TERMINATING,
-                    seq=job.seq,
+                    terminating=leaving(job),
+                    seq=st.admit_seq,
                     tenant=coord.sharing.tenant(job.spec),
                 )
             )
@@ -148,78 +139,22 @@ def build_snapshot(coord: "Coordinator", now: float) -> Snapshot:
     )
 
 
-def apply_result(coord: "Coordinator", result: CycleResult, now: float) -> list[JobRecord]:
-    """Record one cycle's decisions in memory and in the store; return the admitted jobs.
+def run_cycles(coord: Coordinator) -> int:
+    """Run cycles until one decides nothing new (no admission, no new victim), as ``labgang
+    simulate`` does at each instant; return how many gangs were admitted (their dispatch runs
+    after the next commit). The scheduler is woken again exactly when a pending job starts starving.
 
-    Victims are told to stop (queued effects, sent after the commit); preemptors keep
-    their nominated victims; pending reasons are written when they change.
-    """
-    store = coord.store
-    admitted: list[JobRecord] = []
-    for adm in result.admitted:
-        job = coord.jobs.get(adm.job_id)
-        if job is None or job.status.state != JobState.PENDING:
-            continue
-        st = job.status
-        st.state = JobState.ADMITTED
-        st.admit_time = now
-        st.nominated = ()
-        st.reason_code = st.reason_message = None
-        job.ranks = {rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement}
-        store.save_status(job)
-        for rank in job.ranks.values():
-            store.save_rank(job, rank)
-        where = ", ".join(f"{n}" for n in lifecycle.job_nodes(job))
-        store.add_decision(now, job.id, "admit", "admitted", f"on {where}")
-        coord.event(job, "admitted", f"{job.spec.workers} ranks on {where}")
-        admitted.append(job)
-        if coord.metrics is not None:
-            coord.metrics.observe_admission(job.spec.queue, now - st.pending_since)
-    for pre in result.preempted:
-        job = coord.jobs.get(pre.job_id)
-        if job is None:
-            continue
-        if tuple(job.status.nominated) != tuple(pre.victims):
-            job.status.nominated = tuple(pre.victims)
-            store.save_status(job)
-            store.add_decision(now, job.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}")
-            coord.event(job, "preempting", f"waiting for {', '.join(pre.victims)} to stop: {pre.reason}")
-        for victim_id in pre.victims:
-            victim = coord.jobs.get(victim_id)
-            if victim is not None and victim.status.state in (JobState.ADMITTED, JobState.RUNNING):
-                store.add_decision(now, victim.id, "victim", "preempted", f"by job {job.id}: {pre.reason}")
-                lifecycle.begin_termination(coord, victim, "requeue", f"preempted by job {job.id}: {pre.reason}")
-                if coord.metrics is not None:
-                    why = "in_queue" if victim.spec.queue == job.spec.queue else "reclaim"
-                    coord.metrics.count_preemption(victim.spec.queue, why)
-    for pend in result.pending:
-        job = coord.jobs.get(pend.job_id)
-        if job is None or job.status.state != JobState.PENDING:
-            continue
-        code = getattr(pend.reason.code, "value", str(pend.reason.code))
-        st = job.status
-        if st.reason_code != code:
-            # A new kind of reason is a decision worth keeping; a new number in the same
-            # reason only updates memory (and goes to disk with the next status write).
-            st.reason_code, st.reason_message = code, pend.reason.message
-            store.add_decision(now, job.id, "pending", code, pend.reason.message)
-            store.save_status(job)
-        else:
-            st.reason_message = pend.reason.message
-    return admitted
-
-
-def run_cycles(coord: "Coordinator") -> list[JobRecord]:
-    """Run cycles until one admits nothing new; return every job admitted."""
-    admitted: list[JobRecord] = []
+    A cycle's duration (``labgang_scheduling_cycle_duration_seconds``, the debug log line) covers
+    building the snapshot and ``run_cycle``."""
+    admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
+        started = time.perf_counter()
         snapshot = build_snapshot(coord, now)
         if not snapshot.pending:
             break
-        started = time.perf_counter()
         result = run_cycle(snapshot)
         had_held = bool(coord.sharing.held)
         coord.sharing.after_cycle(result)
@@ -235,19 +170,26 @@ def run_cycles(coord: "Coordinator") -> list[JobRecord]:
             len(result.preempted),
             (time.perf_counter() - started) * 1e3,
         )
-        new = apply_result(coord, result, now)
-        admitted.extend(new)
+        effects = coord.apply(CycleDecided(now, result))
+        new = sum(isinstance(e, fx.Dispatch) for e in effects)
+        admitted += new
         # a hold lasts one cycle: a cycle that starts holding is followed by one without it
-        if not new and not (result.held and not had_held):
+        held_now = bool(result.held) and not had_held
+        if (
+            not new
+            and not held_now
+            and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects)
+        ):
             break
+    starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
+    if starving_at is not None:
+        coord.wake_at(starving_at)
     return admitted
 
 
-async def scheduling_loop(coord: "Coordinator") -> None:
+async def scheduling_loop(coord: Coordinator) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
-    window), commit, dispatch admitted gangs."""
-    from labgang.launcher.coordinator.dispatch import dispatch_job
-
+    window), commit; admitted gangs are dispatched once their admission is committed."""
     loop = asyncio.get_running_loop()
     # Never wait longer than cycle_coalesce_max_s for a cycle, whatever the window.
     window = min(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s)
@@ -261,38 +203,41 @@ async def scheduling_loop(coord: "Coordinator") -> None:
             await asyncio.sleep(wait)
         coord.wake.clear()
         try:
-            admitted = run_cycles(coord)
+            run_cycles(coord)
             await coord.flush()
         except Exception:  # a bug in one cycle must not stop scheduling for good
             log.exception("scheduling cycle failed")
             await asyncio.sleep(1.0)
             continue
         last_cycle_end = loop.time()
-        for job in admitted:
-            coord.spawn(dispatch_job(coord, job))
 
 
-async def timer_loop(coord: "Coordinator") -> None:
+async def timer_loop(coord: Coordinator) -> None:
     """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
     last = coord.clock()
     while True:
         await asyncio.sleep(coord.config.timer_interval_s)
         now = coord.clock()
         try:
-            lifecycle.check_timers(coord)
+            coord.check_timers()
             await coord.flush()
         except Exception:
             log.exception("timer check failed")
-        pending = [j for j in coord.jobs.values() if j.status.state == JobState.PENDING]
-        # A real backoff (not_before after the requeue); a job requeued without one was kicked for.
+        pending = [j for j in coord.model.jobs.values() if j.status.state == JobState.PENDING]
+        # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
+        # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
-            coord.kick()  # a backoff expired
-        elif pending and now - coord.last_cycle_at >= PERIODIC_CYCLE_S:
-            coord.kick()  # time alone changes decisions (starvation reservations)
+            coord.kick()
         last = now
 
 
-def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | None:
+def started_request(job: JobRecord) -> JobRequest:
+    """What a job holds: an elastic gang counts as a gang of the size it started with."""
+    req = job.spec.request
+    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
+
+
+def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
     """Why a submission could never start (quota or hardware) and the body field at fault
     ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
 
@@ -304,8 +249,9 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
     nodes = cluster_nodes(coord)
     # With no node known, an empty node list leaves only the quota check able to object.
+    # an elastic gang can start when its minimum can
     found = (
-        never_schedulable(spec.request, queue, coord.config.queue_specs(), nodes, coord.config.cohort_specs())
+        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes, coord.config.cohort_specs())
         if nodes
         else _quota_only(coord, spec)
     )
@@ -314,10 +260,8 @@ def check_submission(coord: "Coordinator", spec: JobSpec) -> tuple[str, str] | N
     return answer
 
 
-def _quota_only(coord: "Coordinator", spec: JobSpec) -> tuple[Any, str] | None:
-    from labgang.launcher.scheduler.quota import QuotaBook
-    from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
-
+def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     book = QuotaBook(coord.config.queue_specs(), {}, coord.config.cohort_specs())
-    reason = quota_never_fits(book, spec.queue, spec.request)
-    return None if reason is None else (reason, quota_fault_field(book, spec.queue, spec.request))
+    req = spec.request.floor()
+    reason = quota_never_fits(book, spec.queue, req)
+    return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

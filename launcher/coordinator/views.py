@@ -1,6 +1,6 @@
 """JSON views the user API returns: JobView, queue usage, node and device state.
 
-Shapes are the "Coordinator user API" contract (docs/openapi.yaml). Times are unix seconds.
+Shapes are the "Coordinator user API" contract (docs/openapi.json). Times are unix seconds.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator import lifecycle
+from labgang.launcher.config import QueueConfig
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -32,6 +33,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "queue": spec.queue,
         "state": st.state.value,
         "workers": spec.workers,
+        "min_workers": spec.min_workers,
+        "started_workers": len(job.ranks) if job.ranks else None,
         "gpus_per_worker": spec.per_worker,
         "resource": spec.resource,
         "priority": spec.priority,
@@ -40,7 +43,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "start_time": st.start_time,
         "end_time": st.end_time,
         "reason": reason,
-        "nodes": lifecycle.job_nodes(job),
+        "nodes": job_nodes(job),
         "exit_status": st.exit_status,
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
@@ -61,7 +64,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per queue: nominal, used, borrowed, lent, limits, pending/running counts, reclaim time.
 
     ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
@@ -74,10 +77,10 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
-    for job in coord.jobs.values():
+    for job in coord.model.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
-            used[q][job.spec.resource] += job.spec.workers * job.spec.per_worker
+            used[q][job.spec.resource] += (len(job.ranks) or job.spec.workers) * job.spec.per_worker
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
@@ -88,10 +91,10 @@ def queue_views(coord: "Coordinator") -> list[dict[str, Any]]:
         for q in queues
     }
     lent: dict[str, dict[str, int]] = {q.name: {} for q in queues}
-    cohorts: dict[str, list[Any]] = defaultdict(list)
-    for q in queues:
-        if q.cohort:
-            cohorts[q.cohort].append(q)
+    cohorts: dict[str, list[QueueConfig]] = defaultdict(list)
+    for qc in queues:
+        if qc.cohort:
+            cohorts[qc.cohort].append(qc)
     for members in cohorts.values():
         resources = {r for m in members for r in borrowed[m.name]}
         for res in sorted(resources):
@@ -167,16 +170,14 @@ def _fair_shares(coord: "Coordinator") -> dict[str, dict[str, Any]]:
     }
 
 
-def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
+def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
     it), "foreign" (free, but a process labgang did not start shows on it), "free".
     """
-    from labgang.launcher.coordinator.scheduling import held_devices
-
-    held = held_devices(coord)
+    held = coord.held_devices()
     finished_pids = {
         (r.node, r.pid)
         for j in coord.jobs.values()
@@ -226,3 +227,39 @@ def node_views(coord: "Coordinator") -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def history_view(job: JobRecord, now: float) -> dict[str, Any]:
+    """One row of ``labgang history`` (``GET /v1/history``); times are unix seconds, durations seconds.
+
+    ``wait_s`` runs from submission to the start of the last attempt (to ``now`` or the end
+    while it never started); ``elapsed_s`` from that start to the end (or ``now``);
+    ``gpu_hours`` = the gang's devices x ``elapsed_s`` / 3600 (the last attempt; MIG devices
+    count as devices; an elastic gang read back from the store counts at its requested size).
+    ``attempts`` counts start attempts, ``restart_count`` those that ran.
+    """
+    st, spec = job.status, job.spec
+    stop = st.end_time if st.end_time is not None else now
+    elapsed = None if st.start_time is None else max(0.0, stop - st.start_time)
+    waited_until = st.start_time if st.start_time is not None else stop
+    reason = None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""}
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": st.state.value,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.per_worker,
+        "resource": spec.resource,
+        "submit_time": st.submit_time,
+        "start_time": st.start_time,
+        "end_time": st.end_time,
+        "wait_s": max(0.0, waited_until - st.submit_time),
+        "elapsed_s": elapsed,
+        "gpu_hours": None if elapsed is None else (len(job.ranks) or spec.workers) * spec.per_worker * elapsed / 3600.0,
+        "exit_status": st.exit_status,
+        "restart_count": st.restart_count,
+        "attempts": st.attempt + 1,
+        "reason": reason,
+    }

@@ -16,6 +16,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
+from labgang.launcher.scheduler.topology import TopologyView
 
 UNAVAILABLE = "\0unavailable"
 """Owner tag of a device the snapshot marks as not offered."""
@@ -123,6 +124,8 @@ class _Layout:
                 self.model.append(dev.model.lower())
                 self.group.append(dev.group)
                 self.by_resource.setdefault(dev.resource, []).append(d)
+        has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
+        self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
 
 
 _last_layout: tuple[tuple[Node, ...], _Layout] | None = None
@@ -164,6 +167,7 @@ class DeviceBook:
         self.group: list[str] = static.group
         self.pos: dict[str, int] = static.pos
         self.by_resource: dict[str, list[int]] = static.by_resource
+        self.topology: TopologyView | None = static.topology
         self.owner: list[str | None] = [None] * len(self.uuid)
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
         self.unavailable: list[bool] = [False] * len(self.uuid)
@@ -179,7 +183,6 @@ class DeviceBook:
                     if d is not None:
                         self.owner[d] = job.id
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
-        self.generation = 0
 
     # --- indexes -----------------------------------------------------------------------------
 
@@ -220,7 +223,6 @@ class DeviceBook:
         for (r, m), ix in self._indexes.items():
             if r == res and (m is None or m in self.model[d]):
                 ix.add(d)
-        self.generation += 1
 
     def _index_remove(self, d: int) -> None:
         res = self.resource[d]

@@ -33,6 +33,8 @@ import enum
 import gc
 import heapq
 from bisect import bisect_left
+from collections.abc import Hashable
+from dataclasses import replace
 
 from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import reasons
@@ -42,7 +44,7 @@ from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.nominate import Entry, nominate
-from labgang.launcher.scheduler.placement import feasible
+from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, may_search
 from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
@@ -83,6 +85,11 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
             gc.enable()
 
 
+#: A group's place in the order heap: (not a waiting preemptor, would borrow, -priority,
+#: submit time, seq, group id); the smallest goes first.
+_HeapKey = tuple[int, int, int, float, int, int]
+
+
 class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -97,10 +104,12 @@ class _Cycle:
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
-        self._fail_memo: dict[tuple, tuple[int, int, float, PendingReason]] = {}
-        self._place_fails: dict[tuple, tuple[int, list[tuple[int, int]]]] = {}
-        self._search_fails: dict[tuple, tuple[int, list[tuple[int, float, int, int]]]] = {}
-        self._reason_cache: dict[tuple, PendingReason] = {}
+        self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason]] = {}
+        self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
+        self._search_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, float, int, int]]]] = {}
+        self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
+        self._heap: list[_HeapKey] = []
+        self._groups: list[_Group] = []
         self.held_jobs: list[str] = []  # jobs that held idle quota this cycle (CycleResult.held)
         self.on_change: list[str] = []  # queues whose usage changed (the tournament listens)
         self.tenants: TenantBook | None = None
@@ -163,6 +172,7 @@ class _Cycle:
                     elif bound[:2] == key[:2]:
                         end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
                 reason = g.reason
+                assert reason is not None  # recorded with failed_at
                 pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr : end]])
                 g.ptr = end
             else:
@@ -192,7 +202,7 @@ class _Cycle:
             if entries[0].spec.queueing is Queueing.STRICT_FIFO:
                 self._add_group(_Group(entries, strict=True))
                 continue
-            by_cls: dict[tuple, _Group] = {}
+            by_cls: dict[tuple[Hashable, ...], _Group] = {}
             for e in entries:
                 if e.unschedulable is not None:
                     self.pending.append(Pending(e.job.id, e.unschedulable))
@@ -215,15 +225,18 @@ class _Cycle:
 
     def _push_group(self, g: _Group, heap: bool = True) -> None:
         if g.strict:  # unschedulable jobs never head a strict-fifo queue: answer them now
-            while g.ptr < len(g.entries) and g.entries[g.ptr].unschedulable is not None:
-                self.pending.append(Pending(g.entries[g.ptr].job.id, g.entries[g.ptr].unschedulable))
+            while g.ptr < len(g.entries):
+                reason = g.entries[g.ptr].unschedulable
+                if reason is None:
+                    break
+                self.pending.append(Pending(g.entries[g.ptr].job.id, reason))
                 g.ptr += 1
         if g.ptr >= len(g.entries):
             return
         e = g.entries[g.ptr]
         j = e.job
         g.pushed_at = self.version
-        key = (0 if j.nominated else 1, self.height(e), -j.priority, j.submit_time, j.seq, g.gid)
+        key: _HeapKey = (0 if j.nominated else 1, self.height(e), -j.priority, j.submit_time, j.seq, g.gid)
         if heap:
             heapq.heappush(self._heap, key)
         else:
@@ -285,7 +298,7 @@ class _Cycle:
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
         lifted where they must not bind: the hold keeps *borrowers* of other queues off a
-        waiting head's quota (QUEUE-SEMANTICS A2), so it is lifted for the holder's own later
+        waiting head's quota (docs/queue-semantics.md §A2), so it is lifted for the holder's own later
         jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
         head) and for any job that stays within its own nominal quota (its entitlement; Kueue
         admits it the next cycle, when the inadmissible head holds nothing). In a cohort tree
@@ -324,18 +337,24 @@ class _Cycle:
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
-        # quota fit, then placement
+        # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
+        for size in range(req.workers, (req.min_workers or req.workers) - 1, -1):
+            sized = req if size == req.workers else req.at_size(size)
+            if state.quota_fits(q, sized):
+                raw = self._place(sized)
+                if raw is not None:
+                    placement = state.assume(job.id, q, sized, raw)
+                    self.version += 1
+                    self.admitted.append(Admit(job.id, placement))
+                    self.on_change.append(q)
+                    if self.tenants is not None:
+                        self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, sized.total)
+                    return Outcome.ADMITTED
+        # an elastic gang preempts (and waits, and is described) only for its minimum: never to grow
+        if req.elastic:
+            req = req.floor()
+            job = replace(job, request=req)
         quota_ok = state.quota_fits(q, req)
-        if quota_ok:
-            raw = self._place(req)
-            if raw is not None:
-                placement = state.assume(job.id, q, req, raw)
-                self.version += 1
-                self.admitted.append(Admit(job.id, placement))
-                self.on_change.append(q)
-                if self.tenants is not None:
-                    self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, req.total)
-                return Outcome.ADMITTED
         # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
@@ -345,7 +364,7 @@ class _Cycle:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
                     self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
-                self._wait_for(e, live, raw)
+                self._wait_for(e, live, raw, req)
                 return Outcome.WAITING
         # preemption search
         searchable = may_search(state, spec, job)
@@ -356,11 +375,11 @@ class _Cycle:
                     score = self._running_score if self.tenants is not None else _no_score
                     found = find_fair_victims(state, spec, job, self.chosen_victims, sharing.fair_preemption, score)
                 else:
-                    found = find_victims(state, spec, job, self.chosen_victims)
+                    found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
             if found is not None:
                 victims, raw = found
                 self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
-                self._wait_for(e, live + victims, raw)
+                self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
                 self._record_search_fail(e)
@@ -379,10 +398,10 @@ class _Cycle:
         self._remember_failure(e, reason)
         return Outcome.FAILED
 
-    def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement) -> None:
-        """The preemptor keeps its room: its usage is counted and its devices reserved."""
+    def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement, req: JobRequest) -> None:
+        """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
+        counted and its devices reserved."""
         self.version += 1
-        req = e.job.request
         self._add_held(e.spec.name, req.resource, req.total)
         if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
             self.state.shares.add(e.spec.name, req.resource, req.total)
@@ -394,7 +413,7 @@ class _Cycle:
     def _hold_quota(self, e: Entry) -> None:
         """Kueue's "reserve capacity for an unreclaimable preempt": a head that found no victims
         and whose queue cannot always reclaim later holds its queue's idle quota this cycle."""
-        q, req = e.spec.name, e.job.request
+        q, req = e.spec.name, e.job.request.floor()
         if q in self.held_queues:
             return
         self.held_queues.add(q)
@@ -418,7 +437,7 @@ class _Cycle:
     # --- placement with a failure cache --------------------------------------------------------
 
     def _place(self, req: JobRequest) -> RawPlacement | None:
-        key = (req.resource, req.gpu_model, req.nodes)
+        key = (req.resource, req.gpu_model, req.nodes, req.topology)
         known = self._place_fails.get(key)
         if known is not None and known[0] == self.epoch:
             for p, w in known[1]:
@@ -432,9 +451,9 @@ class _Cycle:
             known[1].append((req.per_worker, req.workers))
         return raw
 
-    def _search_key(self, e: Entry) -> tuple:
+    def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes)
+        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology)
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
@@ -448,7 +467,10 @@ class _Cycle:
             return False
         j = e.job
         return any(
-            j.priority <= prio and j.submit_time >= submit and j.request.per_worker >= p and j.request.workers >= w
+            j.priority <= prio
+            and j.submit_time >= submit
+            and j.request.per_worker >= p
+            and j.request.floor().workers >= w
             for prio, submit, p, w in known[1]
         )
 
@@ -459,7 +481,7 @@ class _Cycle:
             known = (self.epoch, [])
             self._search_fails[key] = known
         j = e.job
-        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.workers))
+        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.floor().workers))
 
     # --- reasons -----------------------------------------------------------------------------------
 
@@ -470,6 +492,8 @@ class _Cycle:
         if cached is not None:
             return cached
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
+        if req.topology is not None and ix.total >= req.total:
+            reason = topology_reason(self.state.devices, ix, req, reasons.describe_request(req))
         holders = self._reservation_holders(req, ix)
         if holders:
             reason = reasons.reserved_reason(
@@ -490,16 +514,16 @@ class _Cycle:
         if not reserved:
             return []
         wider = FreeIndex(len(book.node_names), [d for n in ix.free for d in n] + reserved, book.node_of)
-        if not feasible(wider, req.workers, req.per_worker, req.nodes):
+        if not feasible(wider, req.workers, req.per_worker, req.nodes, book.topology, req.topology):
             return []
-        return sorted({book.reserved_for[d] for d in reserved if book.reserved_for[d]})
+        return sorted({job for d in reserved if (job := book.reserved_for[d])})
 
     def _preempt_text(self, e: Entry, victims: list[str]) -> str:
         running = self.state.running
-        parts = [f"{v} ({running[v].queue}, priority {running[v].priority})" for v in victims]
+        parts = [f"job {v} (queue {running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
         text = (
-            f"{e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
+            f"job {e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
             f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
         )
         shares = self.state.shares
@@ -528,7 +552,7 @@ class _Group:
         reason: that job's pending reason.
     """
 
-    __slots__ = ("entries", "strict", "ptr", "keys", "gid", "pushed_at", "failed_at", "reason")
+    __slots__ = ("entries", "failed_at", "gid", "keys", "ptr", "pushed_at", "reason", "strict")
 
     def __init__(self, entries: list[Entry], strict: bool = False) -> None:
         self.entries = entries

@@ -38,8 +38,8 @@ class ReasonCode(str, enum.Enum):
     """It could not start even on an empty cluster (quota or hardware); it never preempts."""
     BLOCKED_BY_HEAD = "blocked_by_head"
     """Its queue is strict-fifo and an earlier job (the head) has not started."""
-    HELD = "held"
-    """Held by its owner or an admin (set by the coordinator; the scheduler never holds)."""
+    TOPOLOGY = "topology"
+    """It requires a topology level (``--topology``) that no node's free devices reach now."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,19 @@ from collections.abc import Callable
 
 from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
-from labgang.launcher.scheduler.preemption import reclaim_allows, victim_order, within_queue_allows
+from labgang.launcher.scheduler.preemption import victim_order, within_queue_allows
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
+
+
+def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
+    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
+    if policy is ReclaimWithinCohort.ANY:
+        return True
+    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
+        return victim.priority < preemptor.priority
+    return False
+
 
 TenantScore = Callable[[RunningJob], float]
 """A running job's tenant score (admission fair sharing; 0 when off)."""

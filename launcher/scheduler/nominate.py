@@ -1,6 +1,6 @@
 """Phase 1 of a cycle: sort each queue's pending jobs and set aside the unschedulable ones.
 
-A queue's order (Kueue A4): a preemptor that evicted victims and is not admitted yet first
+A queue's order (docs/queue-semantics.md §A4): a preemptor that evicted victims and is not admitted yet first
 (sticky head, even once its victims are gone, so nobody else takes the room it freed),
 then higher priority, earlier submit time, submission order. A job that could not start
 even on an empty cluster is marked unschedulable here once per distinct request.
@@ -8,6 +8,7 @@ even on an empty cluster is marked unschedulable here once per distinct request.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from labgang.launcher.model import JobRequest, QueueSpec
@@ -37,17 +38,7 @@ class Entry:
     live_victims: tuple[str, ...]
     unschedulable: PendingReason | None
     starving: bool
-    cls: tuple = ()
-
-    @property
-    def sticky(self) -> bool:
-        """A preemptor that evicted victims and is not admitted yet heads its queue."""
-        return bool(self.job.nominated)
-
-    def queue_key(self) -> tuple[bool, int, float, int, str]:
-        """Order inside the queue."""
-        j = self.job
-        return (not self.sticky, -j.priority, j.submit_time, j.seq, j.id)
+    cls: tuple[Hashable, ...] = ()
 
 
 def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entry]], list[Pending]]:
@@ -60,7 +51,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     specs = {q.name: q for q in snapshot.queues}
     by_queue: dict[str, list[Entry]] = {q.name: [] for q in snapshot.queues}
     orphans: list[Pending] = []
-    verdicts: dict[tuple, PendingReason | None] = {}
+    verdicts: dict[tuple[Hashable, ...], PendingReason | None] = {}
     empties: dict[tuple[str, str | None], FreeIndex] = {}
     now = snapshot.now
     running = state.running
@@ -76,10 +67,20 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
-        key = (spec.name, req.workers, req.per_worker, req.resource, req.gpu_model, req.nodes)
-        verdict = verdicts.get(key, False)
-        if verdict is False:
-            verdict = verdicts[key] = _never_fits(state, spec, req, empties)
+        key = (
+            spec.name,
+            req.workers,
+            req.per_worker,
+            req.resource,
+            req.gpu_model,
+            req.nodes,
+            req.topology,
+            req.min_workers,
+        )
+        if key in verdicts:
+            verdict = verdicts[key]
+        else:  # an elastic gang can start when its minimum can
+            verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

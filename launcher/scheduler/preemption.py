@@ -1,10 +1,11 @@
 """Victim search: Kueue's classical preemption, with gangs evicted whole and placement checked.
 
-For one pending job (the preemptor) that does not fit now (QUEUE-SEMANTICS.md A3):
+For one pending job (the preemptor) that does not fit now (docs/queue-semantics.md §A3):
 
 1. Candidates: running jobs using the contested resource that the preemptor's queue
-   policies allow (jobs already terminating first: they are leaving anyway): its own queue per ``within_queue``; other queues of its
-   cohort per ``reclaim_within_cohort``, and only while that queue is above its nominal.
+   policies allow (jobs already terminating first: they are leaving anyway): its own queue
+   per ``within_queue``; other queues of its cohort per ``reclaim_within_cohort``, and only
+   while that queue is above its nominal.
    Cross-queue candidates are tagged: *reclaim* (the preemptor fits its own nominal, usable
    always), *borrow* (``borrow_within_cohort`` allows them: lower priority than the
    preemptor and <= its threshold), or *nominal-only* (usable only in a pass where the
@@ -23,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
-from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
 
@@ -61,17 +62,8 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
     return False
 
 
-def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
-    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
-    if policy is ReclaimWithinCohort.ANY:
-        return True
-    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
-        return victim.priority < preemptor.priority
-    return False
-
-
 def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
-    """Kueue A3.1: look for victims only if the request fits the queue's own nominal quota,
+    """docs/queue-semantics.md §A3.1: look for victims only if the request fits the queue's own nominal quota,
     ``borrow_within_cohort`` is on, or the job's fitting subtree is a cohort below the root;
     with fair sharing, also whenever the queue may reclaim within its cohort."""
     req = job.request
@@ -86,12 +78,6 @@ def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     quota = state.quota
     a = quota.fitting_subtree(spec.name, req.resource, req.total)
     return not quota.tree.is_queue[a] and quota.tree.parent[a] >= 0
-
-
-def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
-    """Eviction order among candidates of one group: lowest priority, then most recently
-    admitted (latest ``admit_time``, then highest ``seq``), then id."""
-    return (job.priority, -job.admit_time, -job.seq, job.id)
 
 
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:

@@ -18,7 +18,7 @@ Every queue and every cohort is a *node* of a forest. Per node ``n`` and resourc
 A queue without a cohort is a root: it neither lends nor borrows. A queue can only use a
 resource it lists in ``nominal`` (nominal 0 is enough to borrow it). In a flat cohort (a root
 cohort without quota) this is Kueue's classical arithmetic: the cohort's quota is the *pool*
-of what its queues lend. See QUEUE-SEMANTICS.md, A1.
+of what its queues lend. See docs/queue-semantics.md §A1.
 """
 
 from __future__ import annotations

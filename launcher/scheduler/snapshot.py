@@ -29,6 +29,8 @@ class Device:
             "" when unknown. A request's ``gpu_model`` matches it case-insensitively as a substring.
         group: locality key inside the node (same NVLink domain / PCIe switch, or the parent
             GPU of a MIG device); "" when unknown. Placement prefers devices of one group per rank.
+        numa: the device's NUMA key (e.g. ``"numa0"``, or ``"cpus:0-11"`` when only its CPUs are
+            known); "" when unknown. Devices with equal keys are on one NUMA node.
     """
 
     uuid: str
@@ -36,6 +38,23 @@ class Device:
     resource: str
     model: str = ""
     group: str = ""
+    numa: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLink:
+    """How two devices of one node are connected (from the agent's ``GpuLink``).
+
+    Attributes:
+        a, b: device UUIDs.
+        nvlinks: NVLinks joining them (0: none or unknown).
+        pcie: PCIe common ancestor: ``internal``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``; "" unknown.
+    """
+
+    a: str
+    b: str
+    nvlinks: int = 0
+    pcie: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +64,13 @@ class Node:
     Attributes:
         name: the node's name (hostname); unique in a snapshot.
         devices: every allocatable device of the node, free or not.
+        links: topology facts between its devices (); without links and NUMA keys placement
+            inside the node uses ``Device.group`` only (see :mod:`.topology`).
     """
 
     name: str
     devices: tuple[Device, ...]
+    links: tuple[DeviceLink, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +110,8 @@ class RunningJob:
         grace: seconds between SIGTERM and SIGKILL when it is stopped.
         terminating: True once it was told to stop (preempted or cancelled); its quota and
             devices still count as used until it is gone. Never chosen as a new victim.
-        seq: tie-break among equal ``admit_time``: higher means admitted later (the simulator
-            passes its admission order; submission order is a fine stand-in).
+        seq: tie-break among equal ``admit_time``: higher means admitted later (the lifecycle
+            model's admission order, ``JobStatus.admit_seq``, in the coordinator and the simulator).
         tenant: its tenant (admission fair sharing); None = its queue's default tenant.
     """
 
@@ -104,6 +126,13 @@ class RunningJob:
     terminating: bool = False
     seq: int = 0
     tenant: str | None = None
+
+
+def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
+    """The one eviction order among candidates of one group: lowest priority, then most
+    recently admitted (latest ``admit_time``, then highest ``seq``: the lifecycle model's
+    admission order), then id."""
+    return (job.priority, -job.admit_time, -job.seq, job.id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
     taken: set[int] = set()
     out: dict[str, list[int]] = {}
     for e in starving:
-        req = e.job.request
+        req = e.job.request.floor()  # an elastic gang reserves for its minimum
         model = req.gpu_model.lower() if req.gpu_model else None
         key = (req.resource, model)
         ix = empties.get(key)
@@ -58,7 +58,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
                 if book.matches(d, req.resource, model):
                     ix.remove(d)
             empties[key] = ix
-        raw = place(book, ix, req.workers, req.per_worker, req.nodes)
+        raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology)
         if raw is None:
             continue
         devs = [d for _, ds in raw for d in ds]

@@ -15,7 +15,7 @@ from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot, victim_order
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
@@ -62,7 +62,7 @@ class CycleState:
         if out is None:
             out = sorted(
                 (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
-                key=lambda j: (j.priority, -j.admit_time, -j.seq, j.id),
+                key=victim_order,
             )
             self._victims[key] = out
         return out
@@ -90,7 +90,7 @@ class CycleState:
 
     def place(self, req: JobRequest) -> RawPlacement | None:
         """Where ``req`` would go on the devices free in this copy, or None."""
-        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes)
+        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes, req.topology)
 
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""

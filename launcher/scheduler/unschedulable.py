@@ -90,6 +90,25 @@ def _placement_field(devices: DeviceBook, req: JobRequest, model: str | None) ->
     return "workers"
 
 
+def model_never_matches(nodes: Iterable[Node], req: JobRequest) -> PendingReason | None:
+    """UNSCHEDULABLE when ``req.gpu_model`` matches no device of its resource while others exist,
+    listing the models there are (``no gpu matches model 'A100'; models here: NVIDIA H100 80GB HBM3``).
+
+    None when the request names no model, a device matches, or no device of the resource is known
+    at all (then the count checks say so).
+    """
+    if not req.gpu_model:
+        return None
+    wanted = req.gpu_model.lower()
+    models = sorted({d.model or "unknown" for n in nodes for d in n.devices if d.resource == req.resource})
+    if not models or any(wanted in m.lower() for m in models):
+        return None
+    return PendingReason(
+        ReasonCode.UNSCHEDULABLE,
+        f"no {req.resource} matches model {req.gpu_model!r}; models here: {', '.join(models)}",
+    )
+
+
 def check_schedulable(
     request: JobRequest,
     queue: QueueSpec,
@@ -130,8 +149,12 @@ def never_schedulable(
     reason = quota_never_fits(book, queue.name, request)
     if reason is not None:
         return reason, quota_fault_field(book, queue.name, request)
-    devices = DeviceBook(Snapshot(now=0.0, nodes=tuple(nodes), queues=(), running=(), pending=()))
+    nodes = tuple(nodes)
+    devices = DeviceBook(Snapshot(now=0.0, nodes=nodes, queues=(), running=(), pending=()))
     model = request.gpu_model.lower() if request.gpu_model else None
+    unmatched = model_never_matches(nodes, request)
+    if unmatched is not None:
+        return unmatched, "gpu_model"
     reason = placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False), request)
     if reason is None:
         return None

@@ -72,6 +72,12 @@ def check_expect(sim: Simulation, e: ExpectModel) -> list[str]:
         wrong = set(e.not_preempted) & ever
         if wrong:
             out.append(f"not_preempted: {_names(wrong)} were preempted")
+    for job_id, want in sorted((e.started or {}).items()):
+        job = sim.jobs[job_id]
+        got = len(job.placement) if job.state == "running" else None
+        if got != want:
+            now = f"runs with {got} ranks" if got is not None else f"is {job.state}"
+            out.append(f"started: {job_id} should run with {want} ranks; it {now}")
     return out
 
 
@@ -99,9 +105,13 @@ def partial_gangs(sim: Simulation) -> list[str]:
     for j in sorted(sim.jobs.values(), key=lambda j: j.seq):
         if j.state != "running":
             continue
-        req = j.request
+        req = j.held  # an elastic gang: all ranks of the size it started with, at least its minimum
         if sorted(r.rank for r in j.placement) != list(range(req.workers)):
             out.append(f"no_partial_gangs: {j.id} has ranks {[r.rank for r in j.placement]} of {req.workers}")
+        if req.workers < (j.request.min_workers or j.request.workers):
+            out.append(
+                f"no_partial_gangs: {j.id} started with {req.workers}, below its minimum {j.request.min_workers}"
+            )
         for r in j.placement:
             if len(r.devices) != req.per_worker:
                 out.append(

@@ -87,6 +87,13 @@ class SimJob:
     def id(self) -> str:
         return self.spec.id
 
+    @property
+    def held(self) -> JobRequest:
+        """The request at the size it runs with: an elastic gang counts as a gang of its started size."""
+        if self.request.elastic and self.placement:
+            return self.request.at_size(len(self.placement))
+        return self.request
+
 
 Tracer = Callable[[dict[str, Any]], None]
 
@@ -108,7 +115,7 @@ class Simulation:
     _events: list[tuple[float, int, int, str, str, int]] = field(default_factory=list)
     _order: int = 0
     _admissions: int = 0
-    _invariant_hooks: list[Callable[["Simulation"], None]] = field(default_factory=list)
+    _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
     held: set[str] = field(default_factory=set)  # jobs that held idle quota in the last cycle
     tenant_usage: dict[afs.TenantKey, TenantUsage] = field(default_factory=dict)
@@ -138,7 +145,7 @@ class Simulation:
         """Time of the next event, or None when nothing is left."""
         return self._events[0][0] if self._events else None
 
-    def add_invariant_hook(self, hook: Callable[["Simulation"], None]) -> None:
+    def add_invariant_hook(self, hook: Callable[[Simulation], None]) -> None:
         """Call ``hook(sim)`` after every cycle and every instant (invariant checks)."""
         self._invariant_hooks.append(hook)
 
@@ -205,7 +212,7 @@ class Simulation:
                 self._push(at, _SUBMIT, "starving", job.id, job.epoch)
 
     def _release(self, job: SimJob) -> None:
-        job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.request.total
+        job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
         job.placement = ()
         job.terminating = False
 
@@ -223,7 +230,7 @@ class Simulation:
                 RunningJob(
                     j.id,
                     j.spec.queue,
-                    j.request,
+                    j.held,
                     j.priority,
                     j.spec.submit,
                     j.admit_time,
@@ -303,10 +310,12 @@ class Simulation:
             job.first_admit = self.now
         if job.spec.duration is not None:
             self._push(self.now + job.spec.duration, _EXIT, "end", job.id, job.epoch)
+        started = {"started": len(placement)} if job.request.elastic else {}
         self._emit(
             "admit",
             job=job.id,
             placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
+            **started,
         )
 
     def _terminate(self, job: SimJob) -> None:
@@ -326,7 +335,7 @@ class Simulation:
             book = DeviceBook(self.snapshot())
             req = job.request
             model = req.gpu_model.lower() if req.gpu_model else None
-            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes)
+            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
             if raw is None:
                 raise ScenarioError(
                     self.scenario.source,
@@ -364,7 +373,7 @@ class Simulation:
     def usage(self, queue: str, resource: str) -> int:
         """Devices of ``resource`` held by ``queue``'s running (and terminating) jobs."""
         return sum(
-            j.request.total
+            j.held.total
             for j in self.jobs.values()
             if j.state == "running" and j.spec.queue == queue and j.request.resource == resource
         )

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
@@ -39,6 +37,7 @@ from labgang.launcher.queue_schema import (
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Feature = Literal[
     "borrow_within_cohort", "queueing_strategy", "fair_sharing", "hierarchical_cohorts", "admission_fair_sharing"
@@ -110,7 +109,7 @@ class NodeModel(_Strict):
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
-    ``nodes`` asks for exactly that many nodes (DESIGN.md: "optional ``nodes`` count"; ranks
+    ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does.
     """
@@ -128,11 +127,18 @@ class JobModel(_Strict):
     nodes: int | None = Field(default=None, ge=1)
     model: str | None = Field(default=None, min_length=1)
     tenant: str | None = Field(default=None, min_length=1)
+    min_workers: int | None = Field(default=None, ge=1)
 
     @field_validator("mig")
     @classmethod
     def _mig(cls, v: str | None) -> str | None:
         return None if v is None else _profile(v)
+
+    @model_validator(mode="after")
+    def _min_workers(self) -> JobModel:
+        if self.min_workers is not None and self.min_workers > self.workers:
+            raise ValueError(f"min_workers ({self.min_workers}) must be <= workers ({self.workers})")
+        return self
 
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
@@ -143,6 +149,7 @@ class JobModel(_Strict):
                 resource=mig_resource(self.mig),
                 gpu_model=self.model,
                 nodes=self.nodes,
+                min_workers=self.min_workers,
             )
         return JobRequest(
             workers=self.workers,
@@ -150,6 +157,7 @@ class JobModel(_Strict):
             resource=GPU,
             gpu_model=self.model,
             nodes=self.nodes,
+            min_workers=self.min_workers,
         )
 
 
@@ -162,6 +170,7 @@ class ExpectModel(_Strict):
     finished: list[str] | None = None
     preempted: list[str] | None = None
     not_preempted: list[str] | None = None
+    started: dict[str, int] | None = None
 
 
 class InvariantModel(_Strict):
@@ -270,7 +279,7 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = ScenarioFile
-    table = {
+    table: dict[str, type[BaseModel]] = {
         "scenario": ScenarioMeta,
         "nodes": NodeModel,
         "queues": QueueModel,
@@ -370,7 +379,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             priorities[j.id] = j.priority
     ids = {j.id for j in f.jobs}
     for i, e in enumerate(f.expect):
-        for key in ("running", "pending", "finished", "preempted", "not_preempted"):
+        for key in ("running", "pending", "finished", "preempted", "not_preempted", "started"):
             for name in getattr(e, key) or ():
                 if name not in ids:
                     problems.append(f"expect[{i}].{key}: unknown job {name!r}")

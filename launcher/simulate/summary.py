@@ -48,7 +48,7 @@ def _held_until(sim: Simulation, horizon: float) -> dict[str, float]:
     for j in sim.jobs.values():
         held = j.device_seconds
         if j.state == "running":
-            held += (horizon - max(0.0, j.admit_time)) * j.request.total
+            held += (horizon - max(0.0, j.admit_time)) * j.held.total
         out[j.id] = held
     return out
 

@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
-
 from labgang.agent.nvml.formats import machine_from_text
+from labgang.agent.nvml.recorder import ReplayNvml
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,15 +32,17 @@ def real_gpus(shared_dir: Path) -> Path:
 
 
 @pytest.fixture
-def make_sim() -> Iterator[Callable[..., SimulatedNvml]]:
+def make_sim() -> Iterator[Callable[..., SimulatedNvml | ReplayNvml]]:
     """Build an initialised SimulatedNvml (virtual clock) from a file path or from TOML/capture text.
 
     Usage: ``make_sim(path)`` or ``make_sim(text=..., scan_processes=False)``.
     Every backend made is shut down at teardown.
     """
-    made: list[SimulatedNvml] = []
+    made: list[SimulatedNvml | ReplayNvml] = []  # a recorder JSON file gives a replay
 
-    def make(path: str | Path | None = None, *, text: str | None = None, scan_processes: bool = False) -> SimulatedNvml:
+    def make(
+        path: str | Path | None = None, *, text: str | None = None, scan_processes: bool = False
+    ) -> SimulatedNvml | ReplayNvml:
         if path is not None:
             backend = SimulatedNvml.from_file(path, virtual_time=True, scan_processes=scan_processes)
         else:

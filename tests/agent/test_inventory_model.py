@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from labgang.agent.inventory import (
     AllocatableDevice,
     GpuInfo,
@@ -31,7 +31,7 @@ def gpu(
     procs: tuple[ProcessInfo, ...] = (),
     **over,
 ) -> GpuInfo:
-    fields = dict(
+    fields: dict[str, Any] = dict(
         index=index,
         uuid=uuid,
         name="NVIDIA H100 80GB HBM3",

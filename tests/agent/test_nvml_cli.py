@@ -8,7 +8,6 @@ import socketserver
 import threading
 
 from click.testing import CliRunner
-
 from labgang.launcher.cli.nodes import nodes
 
 
@@ -63,7 +62,7 @@ def test_cluster_mode_without_a_coordinator_is_one_line_exit_1(tmp_path):
 class _NodesHandler(http.server.BaseHTTPRequestHandler):
     body = b""
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         if self.path != "/v1/nodes":
             self.send_error(404)
             return

@@ -8,7 +8,6 @@ import sys
 
 import pynvml
 import pytest
-
 from labgang.agent.inventory import Unavailable, read_inventory
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.agent.nvml import query as query_mod

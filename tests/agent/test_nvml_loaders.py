@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.agent.nvml.formats import detect_format, machine_from_text
 from labgang.launcher.cli.nodes import nodes
 
@@ -26,7 +25,8 @@ CAPTURES = sorted(p for p in SHARED.glob("*") if p.name != "README.md")
 LISTINGS = sorted((REPO / "tests" / "fixtures" / "nvml").glob("*-smi-L.txt"))
 
 # Whole-GPU memory (MiB) of the models the machine files use, as nvidia-smi reports them on real boards.
-MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564}
+MODEL_MEMORY_MIB = {"H100-SXM5-80GB": 81559, "A100-SXM4-80GB": 81920, "RTX-4090": 24564, "L40S": 46068}
+NOT_MIG_CAPABLE = ("RTX-4090", "L40S")
 # GPU-instance memory (MiB) per A100-80GB profile, from NVIDIA's MIG user guide / real captures.
 A100_80_PROFILE_MIB = {
     "1g.10gb": 9728,
@@ -63,11 +63,12 @@ def test_sim_machine_file_reports_what_it_says(path: Path):
     out = run_json(path)
     assert out["hostname"] == data["machine"]["hostname"]
     assert len(out["gpus"]) == len(data["gpu"])
-    for gpu, spec in zip(out["gpus"], data["gpu"]):
+    for gpu, spec in zip(out["gpus"], data["gpu"], strict=True):
         assert gpu["uuid"] == spec["uuid"]
         assert gpu["pci_bus_id"] == spec["pci_bus_id"]
         assert gpu["memory_total_bytes"] == MODEL_MEMORY_MIB[spec["model"]] * MIB
-        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if spec["model"] != "RTX-4090" else None)
+        mig_capable = spec["model"] not in NOT_MIG_CAPABLE
+        assert gpu["mig_mode_current"] is (spec.get("mig_current", False) if mig_capable else None)
         if "mig_pending" in spec:
             assert gpu["mig_mode_pending"] is spec["mig_pending"]
         migs = spec.get("mig_device", [])
@@ -98,19 +99,26 @@ def first_q_block(text: str) -> str:
     return text[start : start + end.start()] if end else text[start:]
 
 
+def _find(pattern: str, text: str, flags: int = 0) -> str:
+    """Group 1 of the first match of ``pattern`` (the fixture must contain it)."""
+    found = re.search(pattern, text, flags=flags)
+    assert found is not None, f"{pattern!r} not in the fixture"
+    return found.group(1)
+
+
 def expected_from_q_text(text: str) -> dict:
     block = first_q_block(text)
     gpus = []
     for section in re.split(r"^(?=GPU [0-9A-Fa-f]{8}:)", block, flags=re.M)[1:]:
-        uuid = re.search(r"^    GPU UUID\s+: (\S+)", section, flags=re.M).group(1)
-        total = int(re.search(r"^    FB Memory Usage\n\s+Total\s+: (\d+) MiB", section, flags=re.M).group(1))
+        uuid = _find(r"^    GPU UUID\s+: (\S+)", section, flags=re.M)
+        total = int(_find(r"^    FB Memory Usage\n\s+Total\s+: (\d+) MiB", section, flags=re.M))
         migs = []
         for mig in re.split(r"^    MIG Device\n", section, flags=re.M)[1:]:
             migs.append(
                 {
-                    "gi_id": int(re.search(r"GPU Instance ID\s+: (\d+)", mig).group(1)),
-                    "ci_id": int(re.search(r"Compute Instance ID\s+: (\d+)", mig).group(1)),
-                    "memory_mib": int(re.search(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig).group(1)),
+                    "gi_id": int(_find(r"GPU Instance ID\s+: (\d+)", mig)),
+                    "ci_id": int(_find(r"Compute Instance ID\s+: (\d+)", mig)),
+                    "memory_mib": int(_find(r"FB Memory Usage\n\s+Total\s+: (\d+) MiB", mig)),
                 }
             )
         gpus.append({"uuid": uuid, "memory_mib": total, "migs": migs})
@@ -135,7 +143,7 @@ def expected_from_list(text: str) -> list[dict]:
 def expected_from_xml(text: str) -> dict:
     gpus = []
     for section in re.split(r"<gpu id=", text)[1:]:
-        uuid = re.search(r"<uuid>(\S+)</uuid>", section).group(1)
+        uuid = _find(r"<uuid>(\S+)</uuid>", section)
         migs = [
             {"gi_id": int(gi), "ci_id": int(ci), "memory_mib": int(mem)}
             for gi, ci, mem in re.findall(
@@ -147,7 +155,7 @@ def expected_from_xml(text: str) -> dict:
         ]
         mig_part_end = section.find("</mig_devices>")
         rest = section[mig_part_end:] if mig_part_end >= 0 else section
-        total = int(re.search(r"<fb_memory_usage>\s*<total>(\d+) MiB", rest).group(1))
+        total = int(_find(r"<fb_memory_usage>\s*<total>(\d+) MiB", rest))
         gpus.append({"uuid": uuid, "memory_mib": total, "migs": migs})
     return {"gpus": gpus, "count": len(re.findall(r"<gpu id=", text))}
 
@@ -167,8 +175,8 @@ def test_real_capture_reports_exactly_its_gpus_and_mig_devices(path: Path):
         exp = expected_from_q_text(text)
         listing = expected_from_list(text)
         if listing:  # transcripts: profiles and MIG UUIDs come from the -L block
-            for g, lg in zip(exp["gpus"], listing):
-                for m, lm in zip(g["migs"], lg["migs"]):
+            for g, lg in zip(exp["gpus"], listing, strict=False):
+                for m, lm in zip(g["migs"], lg["migs"], strict=False):
                     m.update(lm)
     else:  # the default nvidia-smi table: no UUIDs, memory from "used / total"
         rows = re.findall(r"^\|\s+\d+\s+NVIDIA .+\|\s+[0-9A-F]{8}:", text, flags=re.M)
@@ -178,13 +186,13 @@ def test_real_capture_reports_exactly_its_gpus_and_mig_devices(path: Path):
         assert all(g["uuid"].startswith("GPU-") for g in got) and len({g["uuid"] for g in got}) == len(got)
         return
     assert len(got) == len(exp["gpus"])
-    for g, e in zip(got, exp["gpus"]):
+    for g, e in zip(got, exp["gpus"], strict=True):
         assert g["uuid"] == e["uuid"]
         assert g["memory_total_bytes"] == e["memory_mib"] * MIB
         assert [(m["gi_id"], m["ci_id"], m["memory_total_bytes"]) for m in g["mig_devices"]] == [
             (m["gi_id"], m["ci_id"], m["memory_mib"] * MIB) for m in e["migs"]
         ]
-        for m, em in zip(g["mig_devices"], e["migs"]):
+        for m, em in zip(g["mig_devices"], e["migs"], strict=True):
             if "profile" in em:
                 assert (m["profile"], m["uuid"]) == (em["profile"], em["uuid"])
             assert m["uuid"].startswith("MIG-")
@@ -203,7 +211,7 @@ def test_nvidia_smi_L_listing_reports_gpus_mig_profiles_uuids_and_memory(path: P
     exp = expected_from_list(path.read_text())
     got = run_json(path)["gpus"]
     assert [g["uuid"] for g in got] == [g["uuid"] for g in exp]
-    for g, e in zip(got, exp):
+    for g, e in zip(got, exp, strict=True):
         assert [(m["profile"], m["uuid"]) for m in g["mig_devices"]] == [(m["profile"], m["uuid"]) for m in e["migs"]]
         assert g["mig_mode_current"] is bool(e["migs"])
         table = A100_40_PROFILE_MIB if "40GB" in path.name.upper() else A100_80_PROFILE_MIB
@@ -256,7 +264,8 @@ def test_derived_mig_uuids_are_stable_and_version_5_shaped(real_gpus):
             r"mig_current: .*cannot do MIG",
         ),
         (
-            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n[[gpu.mig_device]]\nprofile = "5g.50gb"\ngi_id = 1\nci_id = 0\n',
+            '[machine]\nhostname = "x"\n[[gpu]]\nmodel = "A100-SXM4-80GB"\nmig_current = true\n'
+            '[[gpu.mig_device]]\nprofile = "5g.50gb"\ngi_id = 1\nci_id = 0\n',
             r"mig_device.profile: unknown profile '5g.50gb' .*allowed: 1g.10gb",
         ),
         ('[machine]\n[[gpu]]\nmodel = "RTX-4090"\n', r"machine.hostname: missing"),
@@ -333,3 +342,39 @@ def test_scripted_readings_are_validated(tmp_path):
     result = CliRunner().invoke(nodes, ["--local", "--simulate", str(path)])
     assert result.exit_code == 2
     assert "gpu[0].utilization_gpu_pct: scripted values must be numbers" in result.stderr
+
+
+def _unindented_listing(gpus: int) -> str:
+    """An 8-GPU A100 listing as pasted from NVIDIA's documentation: MIG lines without their indent."""
+    lines = []
+    for g in range(gpus):
+        lines.append(f"GPU {g}: NVIDIA A100-SXM4-80GB (UUID: GPU-{g:08x}-7d2e-4b8a-9c1d-2e5f6a7b8c90)")
+        for d, profile in enumerate(("3g.40gb", "2g.20gb", "1g.10gb") if g % 2 == 0 else ("3g.40gb", "3g.40gb")):
+            lines.append(f"MIG {profile}     Device  {d}: (UUID: MIG-{g:04x}{d:04x}-93b4-5d7e-8f10-4a2b3c4d5e6f)")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_unindented_listing_reads_every_gpu_and_mig_device(tmp_path: Path):
+    path = tmp_path / "from-the-docs.txt"
+    path.write_text(_unindented_listing(8))
+    got = run_json(path)["gpus"]
+    assert len(got) == 8
+    assert sum(len(g["mig_devices"]) for g in got) == 4 * 3 + 4 * 2
+    assert [m["profile"] for m in got[0]["mig_devices"]] == ["3g.40gb", "2g.20gb", "1g.10gb"]
+
+
+@pytest.mark.parametrize(
+    "bad_line, number",
+    [("Some GPU text nobody expected", 3), ("MIG 1g.10gb Device 0 (no uuid)", 3)],
+)
+def test_a_listing_line_the_loader_does_not_understand_is_refused_naming_it(bad_line: str, number: int):
+    lines = _unindented_listing(2).splitlines()
+    lines.insert(number - 1, bad_line)
+    with pytest.raises(ValueError, match=rf"^line {number}: {re.escape(repr(bad_line))} is not an nvidia-smi -L line"):
+        machine_from_text("\n".join(lines) + "\n", "listing.txt")
+
+
+def test_a_mig_line_before_any_gpu_is_refused():
+    text = "MIG 1g.10gb Device 0: (UUID: MIG-1)\n" + _unindented_listing(1)
+    with pytest.raises(ValueError, match=r"^line 1: "):
+        machine_from_text(text, "listing.txt")

@@ -8,7 +8,6 @@ from pathlib import Path
 import pynvml
 import pytest
 from click.testing import CliRunner
-
 from labgang.agent.inventory import Unavailable, read_inventory
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.agent.nvml.formats import machine_from_text

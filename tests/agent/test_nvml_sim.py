@@ -1,4 +1,4 @@
-"""SimulatedNvml reproduces the pynvml behaviours the inventory touches (NVML-NOTES §11)."""
+"""SimulatedNvml reproduces the pynvml behaviours the inventory touches (docs/nvml.md §9)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import time
 
 import pynvml
 import pytest
-
 from labgang.agent.inventory import Unavailable, read_inventory
+from labgang.agent.nvml import models
 from labgang.agent.nvml.gpm import GpmSampler
 from labgang.agent.nvml.machine import mig_device
 from labgang.agent.nvml.read import read_node
-from labgang.agent.nvml import models
-
 
 # --------------------------------------------------------------------------- module contract
 
@@ -233,7 +231,7 @@ def test_processes_with_cuda_visible_devices_show_on_those_devices(make_sim, sim
     while True:
         inv = read_inventory(nv, now=1.0)
         pids = inv.device_pids()
-        if pid_whole in pids[whole] and pid_mig in pids[mig] or time.monotonic() > deadline:
+        if (pid_whole in pids[whole] and pid_mig in pids[mig]) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert pid_whole in pids[whole] and pid_mig in pids[mig] and pid_mig in pids[inv0.gpus[7].uuid]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.nvml.simulated import SimulatedNvml

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from labgang.agent.tomlfile import TomlFileError, read_toml
 
 

@@ -10,11 +10,10 @@ It runs in a thread with its own event loop; requests it received are recorded.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
-
-import tempfile
 
 import pytest
 from aiohttp import web
@@ -40,7 +39,7 @@ class FakeCoordinator:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._runner: web.AppRunner | None = None
 
-    def start(self) -> "FakeCoordinator":
+    def start(self) -> FakeCoordinator:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("fake coordinator did not start")

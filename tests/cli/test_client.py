@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
-
-from labgang.launcher.cli.client import (
+from labgang.launcher.api.client import (
     STARTING_MARKER,
     ApiError,
     AsyncClient,

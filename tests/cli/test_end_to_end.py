@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,7 +48,7 @@ class Labgang:
     def __init__(self, state_dir: Path, *up_flags: str) -> None:
         self.state_dir = state_dir
         self.env = _env(state_dir)
-        self.log = open(state_dir / "up.log", "a+b")
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE), *up_flags],
             cwd=REPO,
@@ -117,7 +119,7 @@ class Labgang:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}")
+                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
         self.log.close()
         return self.proc.returncode
 
@@ -138,6 +140,11 @@ def test_up_says_where_it_is_and_what_to_try(lg):
     text = lg.output()
     assert str(lg.state_dir / "labgang.sock") in text
     assert "labgang run -n 4 -g 2 -- " in text
+    [tcp] = re.findall(r"^  tcp: +127\.0\.0\.1:(\d+) \(agent link and read-only API\)$", text, flags=re.M)
+    assert f"  metrics:   http://127.0.0.1:{tcp}/metrics\n" in text
+    with urllib.request.urlopen(f"http://127.0.0.1:{tcp}/metrics", timeout=10) as reply:
+        assert b"labgang_build_info" in reply.read()
+    assert "  queue:     default (gpu=8; within queue: lower-priority; starvation after 300 s)" in text
 
 
 @needs_torch
@@ -293,8 +300,8 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
 @pytest.mark.parametrize(
     "args, status, last_line",
     [
-        # refused by the CLI itself (click's usage message, then the error)
-        (["-g", "0"], 2, "Error: Invalid value for '-g' / '--gpus-per-worker': 0 is not in the range x>=1."),
+        # refused by the CLI itself: the same one-line style as the coordinator's refusals
+        (["-g", "0"], 2, "labgang submit: -g/--gpus-per-worker: 0 is not in the range x>=1; allowed: an integer >= 1"),
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
         (
@@ -450,6 +457,10 @@ def test_keep_jobs_leaves_ranks_running_for_the_next_up():
             second.wait_ready()
             assert second.job(job_id)["state"] == "running"  # re-adopted, not restarted
             assert [r["pid"] for r in second.job(job_id)["ranks"]] == pids
+            readopted = [h["message"] for h in second.job(job_id)["history"] if h["event"] == "re-adopted"]
+            assert readopted and "still running" in readopted[0]  # the history says so
+            listed = json.loads(second.cli("history", "--json").stdout)["jobs"]
+            assert [(j["id"], j["state"], j["restart_count"]) for j in listed] == [(job_id, "running", 0)]
             assert second.cli("cancel", job_id).returncode == 0
             second.wait_state(job_id, {"cancelled"}, timeout=20)
         finally:
@@ -482,3 +493,63 @@ def test_two_simulated_instances_on_one_host_do_not_see_each_others_ranks():
         finally:
             codes = (a.stop(), b.stop())
         assert codes == (0, 0), a.output() + b.output()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_on_run_cancels_the_job_like_ctrl_c(lg, sig):
+    proc = lg.popen("run", "--grace", "2s", "--", "sleep", "60")
+    line, job_id = "", None
+    deadline = time.monotonic() + 30
+    while "running on" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith("labgang: submitted job "):
+            job_id = line.split()[-1]
+    assert job_id is not None and "running on" in line
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig, err
+    assert f"labgang: {sig.name}: cancelling job {job_id}" in err
+    assert f"job {job_id} cancelled" in err  # it waited for the stop and said so
+    assert lg.job(job_id)["state"] == "cancelled"
+
+
+def test_show_explains_a_command_that_could_not_start(lg):
+    out = lg.cli("run", "--", "no-such-command-lg14")
+    assert out.returncode == 127, out.stderr
+    job_id = next(line.split()[-1] for line in out.stderr.splitlines() if line.startswith("labgang: submitted job "))
+    shown = lg.cli("show", job_id)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "Error:       rank 0: cannot start 'no-such-command-lg14': No such file or directory (exit status 127)"
+        in shown.stdout
+    ), shown.stdout
+    as_json = json.loads(lg.cli("show", "--json", job_id).stdout)["job"]
+    assert as_json["ranks"][0]["start_error"] == "cannot start 'no-such-command-lg14': No such file or directory"
+
+
+def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):
+    sub = lg.cli("submit", "--name", "busy-kernels", "--", "python", "examples/busy_kernels_idle_sms.py", "120")
+    assert sub.returncode == 0, sub.stderr
+    job_id = sub.stdout.strip()
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            job = lg.job(job_id)
+            kinds = [f["kind"] for f in job.get("pitfalls") or []]
+            if "kernel-busy-sm-idle" in kinds or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert "kernel-busy-sm-idle" in kinds, job
+        [finding] = [f for f in job["pitfalls"] if f["kind"] == "kernel-busy-sm-idle"]
+        assert finding["numbers"] == {"utilization_gpu_pct": 100.0, "sm_active_pct": 5.0}
+        shown = lg.cli("show", job_id).stdout
+        assert "kernel-busy-sm-idle" in shown and "utilization.gpu 100% but SM activity 5%" in shown, shown
+        once = lg.cli("top", "--once", "--width", "250").stdout
+        assert "kernel-busy-sm-idle" in once and "utilization.gpu 100% but SM activity 5%" in once, once
+        from labgang.launcher.api.client import Client
+
+        with Client(lg.state_dir / "labgang.sock") as client:
+            _, _, body = client.request("GET", "/metrics")
+        assert 'kind="kernel-busy-sm-idle"' in body.decode() and f'job="{job_id}"' in body.decode()
+    finally:
+        lg.cli("cancel", job_id)

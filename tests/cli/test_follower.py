@@ -8,9 +8,13 @@ on every run.
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-from labgang.launcher.cli.client import LogChunk
-from labgang.launcher.cli.jobs import JobFollower
+from labgang.launcher.api.client import LogChunk
+from labgang.launcher.cli.follow import JobFollower
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 class ScriptedClient:
@@ -50,7 +54,6 @@ def test_logs_complete_before_the_state_says_ended_still_return_the_final_state(
 
 def test_the_final_line_comes_after_the_output():
     client = ScriptedClient(["succeeded"], b"0-out\n")
-    out = io.BytesIO()
     order: list[str] = []
 
     class Err(io.StringIO):
@@ -59,7 +62,7 @@ def test_the_final_line_comes_after_the_output():
             return super().write(text)
 
     class Out(io.BytesIO):
-        def write(self, data: bytes) -> int:
+        def write(self, data: Buffer) -> int:
             order.append("output")
             return super().write(data)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from labgang.launcher.cli.format import (
     format_duration,
     gang_shape,
@@ -195,3 +194,15 @@ def test_job_detail_lists_ranks_and_history_with_reasons():
     assert "Reason:      RANK_FAILED: rank 1 exited with status 3" in text
     assert "1     ws1   EXITED  12   3     GPU-c,GPU-d" in text
     assert "1m40s  failed     rank 1 exited with status 3" in text
+
+
+def test_control_characters_already_stored_are_shown_escaped_in_every_table():
+    evil = "a\nb\x1b[2Jc"
+    job = _job(name=evil, history=[{"time": 1000.0, "event": "submitted", "message": f"by ann: {evil}"}])
+    table = job_table([job], now=1300.0)
+    assert len(table.splitlines()) == 2 and "\x1b" not in table
+    assert "a\\nb\\x1b[2Jc" in table
+    detail = job_detail(job, now=1300.0)
+    assert "\x1b" not in detail and "\n\x1b" not in detail
+    assert "Job:" in detail and "7  a\\nb\\x1b[2Jc" in detail
+    assert "by ann: a\\nb\\x1b[2Jc" in detail

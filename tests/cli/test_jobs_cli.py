@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
-from labgang.launcher.cli.jobs import build_submission, exit_status_of
+from labgang.launcher.cli.follow import exit_status_of
 from labgang.launcher.cli.main import cli
+from labgang.launcher.cli.submission import build_submission
 
 
 def invoke(args, state_dir, env=None):
@@ -70,11 +70,11 @@ def test_submit_json(fake):
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["-g", "0"], "'-g' / '--gpus-per-worker': 0 is not in the range x>=1"),
-        (["-n", "0"], "'-n' / '--workers': 0 is not in the range x>=1"),
-        (["--mig", "big"], "--mig: 'big' is not a MIG profile"),
+        (["-g", "0"], "labgang submit: -g/--gpus-per-worker: 0 is not in the range x>=1; allowed: an integer >= 1\n"),
+        (["-n", "0"], "labgang submit: -n/--workers: 0 is not in the range x>=1; allowed: an integer >= 1\n"),
+        (["--mig", "big"], "labgang submit: --mig: 'big' is not a MIG profile; allowed: a profile name"),
         (["--mig", "1g.10gb", "-g", "2"], "-g/--gpus-per-worker and --mig exclude each other"),
-        (["--time", "soon"], "'--time': 'soon' is not a duration"),
+        (["--time", "soon"], "labgang submit: --time: 'soon' is not a duration; allowed: a number of seconds"),
         (["--signal", "USR9@60"], "unknown signal 'USR9'"),
         (["-p", "very high"], "-p/--priority: 'very high' is neither an integer nor a priority class name"),
     ],
@@ -192,10 +192,10 @@ def test_refused_default_queue_says_it_came_from_the_default(fake):
     )
     result = invoke(["submit", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1, result.output
-    assert (
+    assert result.output == (
         "labgang submit: default queue 'team-a' (from cluster.toml default_queue) is not open to user 'bob'; "
         "use -q to pick one of: shared, b\n"
-    ) == result.output
+    )
     # with -q the refusal is about the queue given, as before
     result = invoke(["submit", "-q", "team-a", "--", "true"], fake.socket_path.parent)
     assert result.exit_code == 1 and "from cluster.toml" not in result.output
@@ -208,3 +208,69 @@ def test_a_job_id_that_is_not_a_number_is_a_usage_error(fake, command):
     assert result.exit_code == 2, result.output
     assert "'abc' is not a job id" in result.output and "a job number" in result.output
     assert fake.received == []
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["submit", "-n", "0", "--", "true"],
+            "labgang submit: -n/--workers: 0 is not in the range x>=1; allowed: an integer >= 1",
+        ),
+        (
+            ["submit", "--grace", "-5s", "--", "true"],
+            "labgang submit: --grace: '-5s' is not a duration; allowed: a number of seconds, or with a unit: "
+            "30s, 5m, 2h, 1d, 1h30m",
+        ),
+        (
+            ["submit", "--mig", "bogus", "--", "true"],
+            "labgang submit: --mig: 'bogus' is not a MIG profile; allowed: a profile name as nvidia-smi shows it, "
+            "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me",
+        ),
+        (["submit", "--bogus", "--", "true"], "labgang submit: no such option '--bogus'; see `labgang submit --help`"),
+        (["submit", "-n", "2"], "labgang submit: missing argument '-- CMD [ARGS]...'; see `labgang submit --help`"),
+        (
+            ["cancel", "x"],
+            "labgang cancel: JOB: 'x' is not a job id; allowed: a job number such as 12 (see `labgang queue`)",
+        ),
+        (
+            ["coordinator", "--config", "c.toml", "--tcp-port", "70000"],
+            "labgang coordinator: --tcp-port: 70000 is not in the range 0<=x<=65535; "
+            "allowed: an integer from 0 to 65535",
+        ),
+        (["bogus"], "labgang: no such command 'bogus'; see `labgang --help`"),
+        (
+            ["config", "check", "--kind", "x", "f"],
+            "labgang config check: --kind: 'x' is not allowed; allowed: auto, cluster, agent",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_in_the_same_style_as_refusals(args, line):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.output == line + "\n"  # no Usage:/Try/Error: block
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["--name", "evil\n\x1b[31mred"],
+            "labgang submit: --name: 'evil\\n\\x1b[31mred' contains control characters (\\n, \\x1b); "
+            "allowed: printable characters",
+        ),
+        (["-q", ""], "labgang submit: -q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)"),
+    ],
+)
+def test_names_with_control_characters_and_empty_queues_are_refused_before_sending(fake, args, line):
+    result = invoke(["submit", *args, "--", "true"], fake.socket_path.parent)
+    assert result.exit_code == 2
+    assert result.output == line + "\n"
+    assert fake.received == []
+
+
+def test_cancel_of_the_same_job_twice_cancels_and_reports_it_once(fake):
+    result = invoke(["cancel", "3", "1", "3", "1"], fake.socket_path.parent)
+    assert result.exit_code == 0, result.output
+    assert result.output == "job 3: cancelled\njob 1: already succeeded\n"
+    assert [path for method, path, _ in fake.received if method == "POST"] == ["/v1/jobs/3/cancel"]

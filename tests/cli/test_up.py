@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.launcher.cli.client import STARTING_MARKER
+from labgang.launcher.api.client import STARTING_MARKER
 from labgang.launcher.cli.main import cli
 from labgang.launcher.cli.up import try_hint
 
@@ -42,3 +41,56 @@ def test_missing_machine_file_is_a_usage_error_and_leaves_no_marker(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("labgang up: --simulate: ") and "nope.toml" in result.output
     assert not (tmp_path / STARTING_MARKER).exists()
+
+
+def test_a_failed_up_removes_the_state_dir_it_created(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = not a machine\n")
+    state = tmp_path / "new" / "state"
+    result = CliRunner().invoke(cli, ["up", "--simulate", str(bad), "--state-dir", str(state)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("labgang up: --simulate: ")
+    assert not (tmp_path / "new").exists()  # every directory it made is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+def test_a_failed_up_keeps_a_state_dir_that_was_there(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine\n")
+    result = CliRunner().invoke(cli, ["up", "--simulate", str(tmp_path / "nope.toml"), "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_root):
+    bad = tmp_path / "team.toml"
+    bad.write_text('[[queues]]\nname = "a"\nnominal = { gpu = -1 }\nwithin_queue = "sometimes"\n')
+    state = tmp_path / "state"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "up",
+            "--config",
+            str(bad),
+            "--simulate",
+            str(repo_root / "config/sim/h100x8.toml"),
+            "--state-dir",
+            str(state),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"labgang up: --config: {bad}: queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 "
+        "to 1000000; queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
+        "lower-or-newer-equal-priority; default_queue: 'default' is not a queue; allowed: ['a'] (default_queue "
+        "is not set; it defaults to 'default')\n"
+    )
+    assert not state.exists()
+
+
+def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
+    from labgang.launcher.config import load_config
+
+    cfg = load_config(repo_root / "config/workstation.toml")
+    assert [q.name for q in cfg.queues] == ["vision", "nlp", "serving"]
+    assert sum(q.nominal["gpu"] for q in cfg.queues) == 8 and {q.cohort for q in cfg.queues} == {"lab"}
+    assert cfg.pitfall_thresholds().idle_after_s == 30.0

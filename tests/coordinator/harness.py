@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from labgang.launcher.cli.client import Client
+from labgang.launcher.api.client import Client
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"
@@ -122,7 +123,7 @@ class Cluster:
         )
         self._spawn(f"agent-{node}", ["agent", "--config", str(cfg), "--simulate", str(SIM / self.nodes[node])])
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         self.start_coordinator()
         for node in self.nodes:
             self.start_agent(node)
@@ -136,7 +137,7 @@ class Cluster:
             proc.wait(timeout=10)
 
     def stop(self) -> None:
-        for name, proc in list(self.procs.items()):
+        for proc in list(self.procs.values()):
             if proc.poll() is None:
                 try:
                     os.kill(proc.pid, signal.SIGCONT)

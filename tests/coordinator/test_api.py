@@ -12,7 +12,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.launcher.api import keys
@@ -32,9 +31,8 @@ class Server:
         return aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(self.sock)))
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.unix() as s:
-            async with s.request(method, "http://labgang" + path, json=body) as r:
-                return r.status, await r.json()
+        async with self.unix() as s, s.request(method, "http://labgang" + path, json=body) as r:
+            return r.status, await r.json()
 
 
 @pytest.fixture
@@ -119,6 +117,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "signal": "SIGNOPE@10"}, 400, "signal", None),
         ({"argv": ["x"], "cwd": "relative"}, 400, "cwd", None),
         ({"argv": ["x"], "workers": 3, "gpus_per_worker": 4}, 409, "workers", None),
+        ({"argv": ["x"], "topology": "rack"}, 400, "topology", ["nvlink", "pcie-switch", "numa", "node"]),
+        ({"argv": ["x"], "workers": 2, "nodes": 2, "topology": "nvlink"}, 400, "nodes", [1]),
+        ({"argv": ["x"], "cpu_bind": "socket"}, 400, "cpu_bind", ["numa", "none"]),
+        ({"argv": ["x"], "name": "a\nb\x1b[31m"}, 400, "name", None),
+        ({"argv": ["x"], "queue": ""}, 400, "queue", ["default", "private"]),
     ],
     ids=[
         "unknown-queue",
@@ -132,6 +135,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "bad-signal",
         "relative-cwd",
         "over-any-quota",
+        "unknown-topology-level",
+        "topology-over-several-nodes",
+        "unknown-cpu-bind",
+        "control-characters-in-name",
+        "empty-queue",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(
@@ -178,6 +186,8 @@ async def test_a_job_that_can_never_start_names_the_field_at_fault(server: Serve
         await ws.close()
     assert status == 409 and reply["error"]["field"] == field, reply
     assert reply["error"]["message"].startswith("job can never start: ")
+    if field == "gpu_model":
+        assert "no gpu matches model 'A100'; models here: NVIDIA H100" in reply["error"]["message"], reply
 
 
 async def test_unknown_job_is_404_and_tcp_is_read_only(server: Server) -> None:

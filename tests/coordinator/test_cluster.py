@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for  # noqa: E402
+from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def test_refuses_agents_without_or_with_a_wrong_token(cluster: Cluster) -> None:
     assert asyncio.run(try_link({})) == 401
     assert asyncio.run(try_link({"Authorization": "Bearer not-the-token"})) == 401
     bad = cluster.base / "bad-token"
-    bad.write_text("wrong\n")
+    bad.write_text("a-well-formed-but-wrong-token\n")  # well-formed: the coordinator must refuse it
     bad.chmod(0o600)
     cluster.nodes["n3"] = "n1-4gpu.toml"
     cluster.start_agent("n3", token_file=bad)
@@ -292,7 +292,7 @@ def test_a_gang_refused_for_good_by_its_agents_fails_at_once(cluster: Cluster) -
 def test_root_jobs_no_agent_allows_fail_at_once_then_are_refused_at_submission() -> None:
     """allow_root = false on the agents: a root job admitted before any agent said so fails at
     its first launch without retries; once the agents have said so, submission refuses it (403)."""
-    from labgang.launcher.cli.client import ApiError
+    from labgang.launcher.api.client import ApiError
 
     cluster = Cluster(NODES, agent_supervisor="allow_root = false\n")
     try:

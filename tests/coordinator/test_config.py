@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.launcher.config import ClusterConfig, ConfigError, load_config, parse_config
@@ -32,7 +31,7 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
         ),
         (
             {"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
-            "queues[0].nominal: unknown resource 'gpus' in nominal; allowed: 'gpu' or 'mig-<profile>'",
+            "queues[0].nominal.gpus: unknown resource 'gpus'; allowed: 'gpu' or 'mig-<profile>'",
         ),
         ({"queues": [{"name": "a"}]}, "default_queue: 'default' is not a queue; allowed: ['a']"),
         ({"queues": [{"name": "default", "colour": "red"}]}, "queues[0].colour: unknown key; allowed keys:"),
@@ -44,7 +43,7 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
             {"queues": [{"name": "default", "borrow_within_cohort": {"policy": "always"}}]},
             "queues[0].borrow_within_cohort.policy: 'always' is not allowed; allowed: never, lower-priority",
         ),
-        ({"queues": []}, "queues: List should have at least 1 item"),
+        ({"queues": []}, "queues: is empty; allowed: at least 1 entry"),
     ],
     ids=["enum", "resource", "default-queue", "unknown-key", "undeclared-cohort", "nested-enum", "no-queues"],
 )
@@ -88,3 +87,18 @@ def test_config_check_command_exit_codes(repo_root: Path, tmp_path: Path) -> Non
     )
     assert out.returncode == 2
     assert "queues[0].queueing: 'lifo' is not allowed; allowed: best-effort-fifo, strict-fifo" in out.stderr
+
+
+def test_pitfall_thresholds_live_in_the_cluster_config() -> None:
+    cfg = parse_config({"queues": [{"name": "default"}], "pitfalls": {"idle_after_s": 30, "busy_util_pct": 70}})
+    t = cfg.pitfall_thresholds()
+    assert (t.idle_after_s, t.busy_util_pct, t.sm_idle_pct) == (30, 70, 25.0)  # the rest keep their defaults
+    assert parse_config({"queues": [{"name": "default"}]}).pitfall_thresholds().idle_after_s == 600
+    with pytest.raises(ConfigError) as info:
+        parse_config({"queues": [{"name": "default"}], "pitfalls": {"idle_after": 30, "sm_idle_pct": 120}})
+    assert info.value.problems == [
+        "pitfalls.idle_after: unknown threshold; allowed: busy_util_pct, sm_idle_pct, idle_activity_pct, "
+        "idle_after_s, allocation_rate_min_pct, min_allocated_s, history_s, no_process_after_s, "
+        "memory_pressure_pct, shared_min_processes",
+        "pitfalls.sm_idle_pct: 120.0 is out of range; allowed: a percentage in 0..100",
+    ]

@@ -7,12 +7,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.config import parse_config
-from labgang.launcher.coordinator import lifecycle
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
-from labgang.launcher.coordinator.scheduling import apply_result
+from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
@@ -29,6 +27,12 @@ class Clock:
         return self.now
 
 
+def clock_of(coord: Coordinator) -> Clock:
+    """The fake clock the ``coord`` fixture gave its coordinator (for tests to move)."""
+    assert isinstance(coord.clock, Clock)
+    return coord.clock
+
+
 @pytest.fixture
 def coord(tmp_path: Path):
     clock = Clock()
@@ -42,7 +46,6 @@ def coord(tmp_path: Path):
         }
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
-    c.clock_ = clock
     for node in ("n1", "n2"):
         conn = c.agents.attach(node)
         conn.connected, conn.last_seen = True, clock.now
@@ -55,24 +58,29 @@ async def submit(coord: Coordinator, **fields) -> str:
     return job.id
 
 
+def decide(coord: Coordinator, result: CycleResult) -> None:
+    """Hand one cycle's result to the coordinator's lifecycle model at the current time."""
+    coord.apply(CycleDecided(coord.clock(), result))
+
+
 def admit(coord: Coordinator, job_id: str) -> None:
     placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
-    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
 
 
 def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, status: int | None = None) -> None:
     run_id = coord.jobs[job_id].run_id
-    lifecycle.apply_rank_event(
-        coord, node, {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
+    coord.apply_rank_event(
+        node, {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
     )
 
 
 def advance(coord: Coordinator, seconds: float) -> None:
     """Let simulated time pass while every connected agent keeps reporting."""
-    coord.clock_.now += seconds
+    clock_of(coord).now += seconds
     for conn in coord.agents.nodes.values():
         if conn.connected:
-            conn.last_seen = coord.clock_.now
+            conn.last_seen = clock_of(coord).now
 
 
 def start(coord: Coordinator, job_id: str) -> None:
@@ -117,13 +125,9 @@ async def test_preempted_victim_requeues_with_submit_time_and_restart_count(coor
     victim = await submit(coord)
     start(coord, victim)
     submitted = coord.jobs[victim].status.submit_time
-    coord.clock_.now += 50
+    clock_of(coord).now += 50
     urgent = await submit(coord, priority=10)
-    apply_result(
-        coord,
-        CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),), pending=()),
-        coord.clock(),
-    )
+    decide(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, (victim,), "priority 10 > 0"),), pending=()))
     assert coord.jobs[victim].status.state == JobState.TERMINATING
     assert coord.jobs[urgent].status.nominated == (victim,)
     for node, rank in (("n1", 0), ("n2", 1)):
@@ -141,21 +145,21 @@ async def test_startup_timeout_requeues_with_backoff_then_fails(coord: Coordinat
     admit(coord, job_id)
     event(coord, "n1", job_id, 0, "started")  # rank 1 on n2 never starts
     advance(coord, 31)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     st = coord.jobs[job_id].status
-    assert st.state == JobState.TERMINATING and "rank 1 on n2" in st.reason_message
+    assert st.state == JobState.TERMINATING and "rank 1 on n2" in (st.reason_message or "")
     event(coord, "n1", job_id, 0, "exited", 143)
     event(coord, "n1", job_id, 0, "gone", 143)
-    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])  # n2 never had it
+    coord.reconcile(coord.agents.nodes["n2"], [])  # n2 never had it
     assert (st.state, st.restart_count, st.not_before) == (JobState.PENDING, 1, coord.clock() + 4)
     # Second failed start: max_start_failures = 2, so the job fails.
     advance(coord, 5)
     admit(coord, job_id)
     advance(coord, 31)
-    lifecycle.check_timers(coord)
-    lifecycle.reconcile_node(coord, coord.agents.get("n1"), [])
-    lifecycle.reconcile_node(coord, coord.agents.get("n2"), [])
-    assert st.state == JobState.FAILED and "could not start after 2 attempts" in st.reason_message
+    coord.check_timers()
+    coord.reconcile(coord.agents.nodes["n1"], [])
+    coord.reconcile(coord.agents.nodes["n2"], [])
+    assert st.state == JobState.FAILED and "could not start after 2 attempts" in (st.reason_message or "")
 
 
 async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coordinator) -> None:
@@ -163,19 +167,19 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     drop = await submit(coord, requeue=False)
     start(coord, keep)
     placement = (RankPlacement(0, "n1", ("GPU-c",)), RankPlacement(1, "n2", ("GPU-d",)))
-    apply_result(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()), coord.clock())
+    decide(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()))
     event(coord, "n1", drop, 0, "started")
     event(coord, "n2", drop, 1, "started")
-    coord.agents.get("n2").connected = False  # n2 falls silent; n1 keeps reporting
+    coord.agents.nodes["n2"].connected = False  # n2 falls silent; n1 keeps reporting
     advance(coord, 11)
-    lifecycle.check_timers(coord)
-    assert coord.agents.get("n2").lost
+    coord.check_timers()
+    assert coord.agents.nodes["n2"].lost
     for job_id in (keep, drop):
         event(coord, "n1", job_id, 0, "exited", 143)
         event(coord, "n1", job_id, 0, "gone", 143)
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
     assert coord.jobs[drop].status.state == JobState.FAILED
-    assert "node n2 lost" in coord.jobs[drop].status.reason_message
+    assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
 
 
 async def test_cancel_rules(coord: Coordinator) -> None:
@@ -209,15 +213,15 @@ async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None
     job_id = await submit(coord, time_limit_s=60)
     start(coord, job_id)
     advance(coord, 59)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     advance(coord, 1)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
-    assert st.state == JobState.FAILED and "time limit of 60 s" in st.reason_message
+    assert st.state == JobState.FAILED and "time limit of 60 s" in (st.reason_message or "")
 
 
 async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(coord: Coordinator) -> None:
@@ -227,19 +231,19 @@ async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(co
     start(coord, job_id)
     st = coord.jobs[job_id].status
     advance(coord, 49)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     assert st.state == JobState.RUNNING and not st.warned
     advance(coord, 1)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     assert st.state == JobState.RUNNING and st.warned
-    lifecycle.check_timers(coord)  # sent once
+    coord.check_timers()  # sent once
     signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
     assert len(signals) == 1 and signals[0].startswith("signal SIGUSR1 sent")
     advance(coord, 9)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     assert st.state == JobState.RUNNING
     advance(coord, 1)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
 
 
@@ -247,7 +251,7 @@ async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator
     job_id = await submit(coord, time_limit_s=60, signal="USR1@10")
     start(coord, job_id)
     advance(coord, 55)
-    lifecycle.check_timers(coord)
+    coord.check_timers()
     for node, rank in (("n1", 0), ("n2", 1)):  # checkpointed and quit on USR1
         event(coord, node, job_id, rank, "exited", 0)
         event(coord, node, job_id, rank, "gone", 0)
@@ -277,7 +281,7 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
     placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
-    apply_result(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()), c.clock())
+    decide(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))
     views = {q["name"]: q for q in queue_views(c)}
     assert (views["a"]["used"], views["a"]["borrowed"], views["a"]["lent"]) == ({"gpu": 5}, {"gpu": 3}, {})
     assert (views["b"]["used"], views["b"]["borrowed"], views["b"]["lent"]) == ({}, {}, {"gpu": 3})
@@ -311,19 +315,19 @@ async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coo
     job_id = await submit(coord)
     admit(coord, job_id)
     run_id = coord.jobs[job_id].run_id
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
 
     def ev(rank: int, kind: str, status: int | None = None) -> dict:
         return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
 
     coord.wake.clear()
     await coord.on_rank_events(conn, [ev(0, "started")])
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "started")])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
     await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
     assert not coord.wake.is_set()  # one rank done, the gang still holds every device
-    await coord.on_rank_events(coord.agents.get("n2"), [ev(1, "exited", 0), ev(1, "gone", 0)])
+    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert coord.wake.is_set()  # its devices are free
 
@@ -334,7 +338,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
     coord.wake.clear()
     run_id = coord.jobs[job_id].run_id
     await coord.on_rank_events(
-        coord.agents.get("n2"),
+        coord.agents.nodes["n2"],
         [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
     )
     assert coord.jobs[job_id].status.state == JobState.TERMINATING
@@ -342,13 +346,13 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
 
 
 async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
     assert coord.wake.is_set()  # the first inventory: devices to offer
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
-    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
     coord.wake.clear()
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     assert not coord.wake.is_set()  # the job's own process on its own device
@@ -360,11 +364,11 @@ async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordi
 
 
 async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coordinator) -> None:
-    conn = coord.agents.get("n1")
+    conn = coord.agents.nodes["n1"]
     uuids = _uuids("n1")
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
-    apply_result(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()), coord.clock())
+    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
     await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     run_id = coord.jobs[job_id].run_id
     events = [
@@ -374,9 +378,9 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     await coord.on_rank_events(conn, events, inventory=_inventory("n1", {}))
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
-    from labgang.launcher.coordinator.scheduling import held_devices, unavailable_devices
+    from labgang.launcher.coordinator.scheduling import unavailable_devices
 
-    assert uuids[0] not in unavailable_devices(coord, held_devices(coord))  # free, not blocked by stale pids
+    assert uuids[0] not in unavailable_devices(coord, coord.held_devices())  # free, not blocked by stale pids
 
 
 async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:
@@ -411,15 +415,11 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
     victims = [await submit(coord, workers=1, gpus_per_worker=1) for _ in range(3)]
     for k, victim in enumerate(victims):
         placement = (RankPlacement(0, "n1", (f"GPU-{k}",)),)
-        apply_result(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()), coord.clock())
+        decide(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()))
         event(coord, "n1", victim, 0, "started")
     urgent = await submit(coord, workers=1, gpus_per_worker=3, priority=10)
-    apply_result(
-        coord,
-        CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()),
-        coord.clock(),
-    )
-    conn = coord.agents.get("n1")
+    decide(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()))
+    conn = coord.agents.nodes["n1"]
     for k, victim in enumerate(victims):
         coord.wake.clear()
         run_id = coord.jobs[victim].run_id
@@ -433,3 +433,170 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
         assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
         last = k == len(victims) - 1
         assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"
+
+
+# ----- a finished gang never runs twice; a gang never evicted by the cycle that admits it --------
+
+
+async def test_a_gang_whose_ranks_all_exited_is_never_a_victim_and_never_requeued(coord: Coordinator) -> None:
+    """Every rank exited 0 but a leftover process keeps the ranks from being gone: a
+    higher-priority job arrives. The gang's outcome comes from its exits (issue 15)."""
+    from labgang.launcher.coordinator.scheduling import build_snapshot
+
+    low = await submit(coord)
+    start(coord, low)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, low, rank, "exited", 0)  # main process exited; leftovers not gone yet
+    [running] = build_snapshot(coord, coord.clock()).running
+    assert running.id == low and running.terminating  # its devices are leaving on their own
+    clock_of(coord).now += 5
+    high = await submit(coord, priority=10)
+    decide(coord, CycleResult(admitted=(), preempted=(Preempt(high, (low,), "priority 10 > 0"),), pending=()))
+    st = coord.jobs[low].status
+    assert st.end_intent is None  # no requeue intent: the exits decide
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, low, rank, "gone", 0)
+    assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
+    assert not any(h.event == "requeued" for h in coord.jobs[low].history)
+    coord.store.commit()
+    assert [d[1] for d in coord.store.decisions(low)] == ["admit"]
+
+
+async def test_a_gang_is_not_admitted_by_the_cycle_that_chooses_it_as_a_victim(coord: Coordinator) -> None:
+    low = await submit(coord)
+    high = await submit(coord, priority=10)
+    placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
+    decide(
+        coord,
+        CycleResult(
+            admitted=(Admit(low, placement),), preempted=(Preempt(high, (low,), "priority 10 > 0"),), pending=()
+        ),
+    )
+    st = coord.jobs[low].status
+    assert (st.state, st.restart_count) == (JobState.PENDING, 0)
+    assert coord.jobs[low].ranks == {} and st.admit_time is None
+    coord.store.commit()
+    assert coord.store.decisions(low) == []  # neither admitted nor preempted
+
+
+async def test_an_attempt_evicted_before_it_started_is_not_counted_as_a_restart(coord: Coordinator) -> None:
+    low = await submit(coord)
+    admit(coord, low)  # admitted; its ranks never started
+    clock_of(coord).now += 1
+    high = await submit(coord, priority=10)
+    decide(coord, CycleResult(admitted=(), preempted=(Preempt(high, (low,), "priority 10 > 0"),), pending=()))
+    job = coord.jobs[low]
+    assert (job.status.state, job.status.restart_count) == (JobState.PENDING, 0)
+    assert job.run_id == f"{low}.1"  # a new attempt all the same: its ranks never collide with the old ones
+    [requeued] = [h.message for h in job.history if h.event == "requeued"]
+    assert "never ran" in requeued
+
+
+async def test_most_recently_admitted_is_admission_order_not_submission_order(coord: Coordinator) -> None:
+    """Two gangs admitted at one instant, the later-submitted first: the one admitted last is
+    the most recently admitted (the order the simulator uses too)."""
+    from labgang.launcher.coordinator.scheduling import build_snapshot
+    from labgang.launcher.scheduler.snapshot import victim_order
+
+    first, second = await submit(coord, workers=1), await submit(coord, workers=1)
+    placements = {first: (RankPlacement(0, "n1", ("GPU-a",)),), second: (RankPlacement(0, "n2", ("GPU-b",)),)}
+    decide(coord, CycleResult(admitted=(Admit(second, placements[second]),), preempted=(), pending=()))
+    decide(coord, CycleResult(admitted=(Admit(first, placements[first]),), preempted=(), pending=()))
+    running = build_snapshot(coord, coord.clock()).running
+    assert [j.id for j in sorted(running, key=victim_order)] == [first, second]  # evicted first: admitted last
+
+
+async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tmp_path: Path) -> None:
+    """Time alone changes a decision only when a job starts starving: the coordinator runs a cycle
+    then (as ``labgang simulate`` does), without any other event and without a periodic timer."""
+    from labgang.launcher.coordinator.scheduling import scheduling_loop
+
+    config = parse_config(
+        {"cycle_coalesce_s": 0, "queues": [{"name": "default", "nominal": {"gpu": 8}, "starvation_after": 0.3}]}
+    )
+    c = Coordinator(config, Store(tmp_path / "db"))
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, c.clock()
+    # Every GPU shows a process labgang did not start: nothing is offered, the job waits.
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {u: [777] for u in _uuids("n1")}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c))
+    try:
+        waiter = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
+
+        async def cycles_above(n: int) -> None:
+            while c.cycles <= n:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(cycles_above(0), 5)
+        assert c.jobs[waiter.id].status.state == JobState.PENDING
+        cycles, since = c.cycles, c.jobs[waiter.id].status.pending_since
+        await asyncio.wait_for(cycles_above(cycles), 5)
+        assert c.clock() >= since + 0.3  # woken by its starvation, not before
+    finally:
+        loop_task.cancel()
+        await asyncio.gather(loop_task, return_exceptions=True)
+        await c.close()
+        c.store.close()
+
+
+async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exits(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    start(coord, job_id)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 0)
+    coord.agents.nodes["n2"].connected = False  # n2 falls silent before its rank is gone
+    advance(coord, 11)
+    coord.check_timers()
+    event(coord, "n1", job_id, 0, "gone", 0)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
+
+
+async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_once(tmp_path: Path) -> None:
+    """A victim admitted earlier but never launched leaves its devices the moment it is evicted:
+    the next cycle of the same wake admits the preemptor (``labgang simulate`` runs cycles at an
+    instant until nothing new is decided; the coordinator used to stop at the first cycle that
+    admitted nothing)."""
+    from labgang.launcher.coordinator.requests import build_spec
+    from labgang.launcher.coordinator.scheduling import run_cycles
+    from labgang.launcher.lifecycle.events import JobSubmitted
+    from labgang.launcher.lifecycle.records import JobStatus
+
+    clock = Clock()
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}]})
+    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, clock.now
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+
+    def submit_now(priority: int) -> str:  # recorded without a commit: no dispatch runs in this test
+        spec = build_spec({"argv": ["x"], "workers": 1, "gpus_per_worker": 4, "priority": priority}, ROOT, config)
+        job = c.store.insert_job(spec, JobStatus(submit_time=clock.now, pending_since=clock.now))
+        c.apply(JobSubmitted(clock.now, job))
+        return job.id
+
+    low = submit_now(0)
+    run_cycles(c)
+    assert c.jobs[low].status.state == JobState.ADMITTED
+    clock.now += 1
+    high = submit_now(10)
+    run_cycles(c)
+    assert c.jobs[high].status.state == JobState.ADMITTED
+    assert (c.jobs[low].status.state, c.jobs[low].status.restart_count) == (JobState.PENDING, 0)
+    c.store.close()
+
+
+async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first(coord: Coordinator) -> None:
+    """A one-rank job whose rank ends before the agent reported it started: the history reads in
+    order (running, then rank-exited) and counts one rank, not "1 ranks"."""
+    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    placement = (RankPlacement(0, "n1", ("GPU-a",)),)
+    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
+    event(coord, "n1", job_id, 0, "exited", 0)
+    event(coord, "n1", job_id, 0, "gone", 0)
+    history = [(h.event, h.message) for h in coord.jobs[job_id].history]
+    events = [e for e, _ in history]
+    assert events.index("running") < events.index("rank-exited"), history
+    assert ("admitted", "1 rank on n1") in history
+    assert ("running", "1 rank started on n1") in history
+    assert "1 ranks" not in " ".join(m for _, m in history)

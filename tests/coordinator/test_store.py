@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from labgang.launcher.lifecycle.records import HistoryEntry
+from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
 from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
 
@@ -39,10 +41,11 @@ def spec(name: str = "train") -> JobSpec:
 def test_round_trip_of_jobs_ranks_and_history(tmp_path: Path) -> None:
     store = Store(tmp_path / "db")
     job = store.insert_job(spec(), JobStatus(submit_time=1.0, pending_since=1.0))
-    store.add_event(job, 1.0, "submitted", "by alice")
+    job.history.append(HistoryEntry(1.0, "submitted", "by alice"))
+    store.save_event(job.id, job.history[-1])
     job.status.state = JobState.RUNNING
     job.status.restart_count = 1
-    job.ranks = {0: RankRecord(0, "n1", ("GPU-a", "GPU-b"), "running", 42)}
+    job.ranks = {0: RankRecord(0, "n1", ("GPU-a", "GPU-b"), RankPhase.RUNNING, 42)}
     store.save_status(job)
     store.save_rank(job, job.ranks[0])
     store.add_decision(2.0, job.id, "admit", "admitted", "on n1")
@@ -98,4 +101,30 @@ def test_the_database_is_readable_only_by_its_owner(tmp_path: Path) -> None:
     store.commit()
     for name in ("db", "db-wal"):
         assert (tmp_path / name).stat().st_mode & 0o077 == 0, name
+    store.close()
+
+
+def test_a_version_1_database_gets_the_time_columns_from_each_status(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "db")
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema', '1');"
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, user TEXT NOT NULL,"
+        " queue TEXT NOT NULL, state TEXT NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL);"
+    )
+    done = JobStatus(state=JobState.SUCCEEDED, submit_time=10.0, end_time=20.0, restart_count=2)
+    db.execute(
+        "INSERT INTO jobs VALUES (1, '1', 'alice', 'default', 'succeeded', ?, ?)",
+        (json.dumps(spec().to_dict()), done.to_json().replace(',"attempt":0', "").replace(',"admit_seq":0', "")),
+    )
+    db.commit()
+    db.close()
+    store = Store(tmp_path / "db")
+    assert store.load_jobs(active_only=True) == []
+    [old] = store.find_jobs(since=15.0, until=15.0)
+    assert (old.status.end_time, old.status.restart_count, old.attempt) == (20.0, 2, 2)  # attempts were restarts
+    assert store.find_jobs(since=21.0) == [] and store.find_jobs(until=9.0) == []
     store.close()

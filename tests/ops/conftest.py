@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 
 def service_section(unit: Path) -> dict[str, list[str]]:
     """The ``[Service]`` section of a systemd unit file: key → values (a key may repeat)."""
-    section, keys = None, {}
+    section: str | None = None
+    keys: dict[str, list[str]] = {}
     for raw in unit.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):

@@ -9,7 +9,6 @@ is a real process started by the real supervisor under a real coordinator.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
-from harness import Cluster, rank_script, wait_for  # noqa: E402  (the coordinator tests' cluster)
+from harness import Cluster, rank_script, wait_for
 
 pytestmark = pytest.mark.slow
 

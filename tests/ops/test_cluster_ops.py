@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
-from harness import SIM, Cluster, rank_script, wait_for  # noqa: E402  (the coordinator tests' cluster)
+from harness import SIM, Cluster, rank_script, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -137,19 +137,19 @@ def test_a_preemption_is_counted_by_queue_and_reason():
 def test_metrics_is_read_only(cluster):
     request = urllib.request.Request(f"http://127.0.0.1:{cluster.port}/metrics", data=b"x", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=10)
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - a fixed http:// URL on loopback
     assert info.value.code == 405
 
 
 def test_an_agent_of_an_incompatible_version_is_refused_with_a_clear_message(cluster):
     async def hello(version: str) -> dict:
         headers = {"Authorization": "Bearer " + cluster.token_file.read_text().strip()}
-        async with aiohttp.ClientSession() as session:
-            async with session.ws_connect(f"http://127.0.0.1:{cluster.port}/v1/agent/link", headers=headers) as ws:
-                await ws.send_json(
-                    {"type": "hello", "node": "old-node", "version": version, "inventory": None, "ranks": []}
-                )
-                return await ws.receive_json(timeout=10)
+        url = f"http://127.0.0.1:{cluster.port}/v1/agent/link"
+        async with aiohttp.ClientSession() as session, session.ws_connect(url, headers=headers) as ws:
+            await ws.send_json(
+                {"type": "hello", "node": "old-node", "version": version, "inventory": None, "ranks": []}
+            )
+            return await ws.receive_json(timeout=10)
 
     with cluster.client() as client:
         ours = client.version()["version"]

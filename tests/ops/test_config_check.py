@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.config import config
 
 CLUSTER = '[[queues]]\nname = "default"\nnominal = { gpu = 2 }\n'
@@ -113,7 +112,7 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
     lines = [line.strip() for line in res.output.splitlines()[1:]]
     expected = [
         "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority",
-        "queues[1].nominal: unknown resource 'tpu' in nominal; allowed: 'gpu' or 'mig-<profile>'",
+        "queues[1].nominal.tpu: unknown resource 'tpu'; allowed: 'gpu' or 'mig-<profile>'",
         "queues[1].name: duplicate name 'a' (first at queues[0]); allowed:",
         "cohorts[1].name: duplicate name 'lab' (first at cohorts[0]); allowed:",
         "default_queue: 'nope' is not a queue; allowed: ['a', 'c']",
@@ -157,3 +156,21 @@ def test_unknown_admin_is_a_warning_not_an_error(tmp_path: Path) -> None:
     assert "warning: admin_groups: unknown group 'nosuchgroup-lg' on this host" in res.output
     assert "'root'" not in res.output
     assert "cluster config ok" in res.output
+
+
+def test_every_bad_entry_and_huge_numbers_are_said_in_labgangs_words(tmp_path: Path) -> None:
+    text = (
+        'default_queue = "a"\n[priority_classes]\nhigh = "x"\n'
+        '[[queues]]\nname = "a"\nnominal = { gpu = 1e30 }\n'
+        '[[queues]]\nname = "b"\nnominal = { gpu = -1, tpu = 2 }\n'
+    )
+    res = check(write(tmp_path, text, "c.toml"))
+    assert res.exit_code == 2, res.output
+    lines = [line.strip() for line in res.output.splitlines()[1:]]
+    assert lines == [
+        "priority_classes.high: 'x' is not allowed; allowed: an integer",
+        "queues[0].nominal.gpu: 1e+30 is not allowed; allowed: a device count from 0 to 1000000",
+        "queues[1].nominal.gpu: -1 is out of range; allowed: a device count from 0 to 1000000",
+        "queues[1].nominal.tpu: unknown resource 'tpu'; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'",
+    ]
+    assert "Input should" not in res.output and "Unable to parse" not in res.output

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.install import COORDINATOR_CREDENTIAL, install
 from labgang.launcher.config import load_config
 
@@ -163,7 +162,7 @@ def test_token_from_installs_the_coordinators_token_and_replaces_only_with_force
 
 def test_print_writes_nothing_and_never_shows_the_secret(tmp_path):
     theirs = tmp_path / "t"
-    theirs.write_text("do-not-print-me\n")
+    theirs.write_text("do-not-print-me-ever\n")
     result = run("--role", "coordinator", "--prefix", str(tmp_path / "p"), "--print", "--token-from", str(theirs))
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "p").exists()
@@ -192,7 +191,8 @@ def test_token_mode_does_not_depend_on_the_umask(tmp_path):
 
 
 def test_gpu_node_install_takes_the_coordinators_token(tmp_path):
-    from labgang.agent.config import load_agent_config, read_token
+    from labgang.agent.config import load_agent_config
+    from labgang.agent.token import read_token
 
     theirs = tmp_path / "cluster.token"
     theirs.write_text("the-coordinators-token\n")
@@ -220,3 +220,23 @@ def test_installed_units_verify(tmp_path):
     assert [u.name for u in units] == ["labgang-agent.service", "labgang-coordinator.service"]
     result = subprocess.run([exe, "verify", *map(str, units)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "labgang" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        (bytes(range(256)) * 8, "has a space or control character at offset 0 (0x00)"),
+        ("ab\u00e9cdefghijklmnopqrs".encode(), "has a byte that is not ASCII text at offset 2 (0xc3)"),
+        (b"two words-in-the-token\n", "has a space or control character at offset 3 (0x20)"),
+        (b"short\n", "has 5 characters"),
+        (b"\n\n", "is empty"),
+    ],
+)
+def test_token_from_a_file_that_is_not_a_token_is_refused_naming_the_file(tmp_path, data, problem):
+    theirs = tmp_path / "random.bin"
+    theirs.write_bytes(data)
+    result = run("--role", "agent", "--prefix", str(tmp_path / "p"), "--token-from", str(theirs))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"labgang install: --token-from: {theirs} {problem}")
+    assert "allowed: 16 to 4096 printable ASCII characters" in result.output
+    assert not (tmp_path / "p").exists()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 from aiohttp import web
-from prometheus_client.parser import text_string_to_metric_families
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.launcher.metrics import CoordinatorMetrics, metrics_handler
+from labgang.agent.nvml.simulated import SimulatedNvml
+from labgang.launcher.coordinator.metrics import CoordinatorMetrics, metrics_handler
 from labgang.launcher.pitfalls import ClusterSnapshot
+from prometheus_client.parser import text_string_to_metric_families
 
 NOW = 1_800_000_000.0
 MiB = 1024 * 1024
@@ -18,6 +18,7 @@ MiB = 1024 * 1024
 
 def _inventory(repo_root, machine: str, hostname: str, busy: dict[int, tuple[float, float]] | None = None):
     backend = open_backend(simulate=repo_root / "config" / "sim" / machine)
+    assert isinstance(backend, SimulatedNvml)
     try:
         if busy:
             for index, (util, sm) in busy.items():
@@ -185,7 +186,7 @@ def _absent(families, name, **labels):
 
 
 async def test_device_series_with_holder_labels(aiohttp_client, cluster):
-    snapshot, n1, m1 = cluster
+    snapshot, n1, _m1 = cluster
     fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: snapshot, version="0.1.0"))
     g0 = n1.gpus[0]
     held = dict(node="n1", gpu="0", uuid=g0.uuid, mig_profile="", job="j-1", user="alice", queue="team-a")

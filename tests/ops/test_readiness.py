@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
-from harness import REPO, Cluster  # noqa: E402  (the coordinator tests' cluster)
+from harness import REPO, Cluster
 
 pytestmark = pytest.mark.slow
 

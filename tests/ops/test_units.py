@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.cli.install import render_unit
 
 UNITS = ("labgang-coordinator.service", "labgang-agent.service")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.config import config
 from labgang.launcher.cli.simulate import simulate
 

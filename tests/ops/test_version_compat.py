@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from labgang.launcher.version_compat import check, major_minor
 
 

@@ -1,4 +1,4 @@
-"""A fluent builder for scenario documents (scenarios/FORMAT.md), for table-driven tests:
+"""A fluent builder for scenario documents (docs/scenarios.md), for table-driven tests:
 
 s = (scenario("reclaim").node("n1", gpus=8)
      .queue("a", cohort="lab", nominal=4, reclaim="any").queue("b", cohort="lab", nominal=4)

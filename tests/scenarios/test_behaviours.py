@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from scenario_builder import scenario
 
-LAB = dict(cohort="lab")
+LAB: dict[str, Any] = dict(cohort="lab")
 
 BEHAVIOURS = {
     "gang-waits-whole-instead-of-partial-start": (

@@ -1,6 +1,6 @@
 """labgang's own scenarios (tests/scenarios/cases/**/*.toml): one behaviour each, named for it.
 
-``cases/peers-like/`` holds single behaviours from QUEUE-SEMANTICS.md and DESIGN.md in the
+``cases/peers-like/`` holds single behaviours from docs/queue-semantics.md in the
 shape of the peers' (Kueue, Volcano) test translations, each with its expected outcome
 derived by hand in its ``description``.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.simulate import load_scenario, run_scenario
 
 CASES = Path(__file__).resolve().parent / "cases"

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from labgang.launcher.cli.simulate import simulate
 
 SECTION = "## What would my queues do? (`labgang simulate`)"
@@ -16,8 +15,12 @@ def test_readme_simulate_example_output_is_what_simulate_prints(repo_root: Path,
     readme = (repo_root / "README.md").read_text()
     assert SECTION in readme
     section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    toml = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    toml_block = re.search(r"```toml\n(.*?)```", section, re.S)
     console = re.search(r"```console\n\$ labgang simulate (\S+)\n(.*?)```", section, re.S)
+    assert toml_block is not None and console is not None, (
+        "the README's simulate section lost its toml or console block"
+    )
+    toml = toml_block.group(1)
     name, pasted = console.group(1), console.group(2)
     (tmp_path / name).write_text(toml)
     monkeypatch.chdir(tmp_path)

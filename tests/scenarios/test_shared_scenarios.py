@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labgang.launcher.simulate import load_scenario, run_scenario
 
 # collection-time listing of the same folder the shared_dir fixture resolves

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from labgang.launcher.cli.simulate import simulate
 from labgang.launcher.simulate import ScenarioError, load_scenario
 
@@ -154,7 +153,7 @@ def test_plain_job_list_prints_waits_and_utilization(tmp_path):
     out = res.output
     assert "QUEUE" in out and "WAIT MEAN" in out
     # b waits from 1 to 5: mean wait over a (0) and b (4) is 2.0
-    line = next(l for l in out.splitlines() if l.startswith("q "))
+    line = next(ln for ln in out.splitlines() if ln.startswith("q "))
     assert line.split()[1:6] == ["2", "2", "2", "0", "2.0"]
     # 2 GPUs x 5 s + 1 GPU x 5 s over 2 GPUs x 10 s = 75 %
     assert "utilization gpu: 75.0%" in out
@@ -393,7 +392,7 @@ def test_wait_after_a_requeue_counts(tmp_path):
     when b-eval ends: its wait is 300 s, not 0. b-eval waits 60 -> 90 for the grace."""
     res = run(write(tmp_path, TWO_TEAMS))
     assert res.exit_code == 0, res.output
-    rows = {l.split()[0]: l.split()[1:] for l in res.output.splitlines() if l.startswith("team-")}
+    rows = {ln.split()[0]: ln.split()[1:] for ln in res.output.splitlines() if ln.startswith("team-")}
     assert rows["team-a"][:7] == ["1", "1", "1", "1", "300.0", "300.0", "300.0"], res.output
     assert rows["team-b"][:7] == ["1", "1", "1", "0", "30.0", "30.0", "30.0"], res.output
     assert "each requeue to readmission" in res.output

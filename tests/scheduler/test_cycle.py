@@ -1,10 +1,9 @@
 """The cycle as a whole: ordering, reasons with numbers, holding quota, starvation, idempotency."""
 
 import pytest
-from sched_builders import Cluster, job, queue
-
 from labgang.launcher.scheduler import ReasonCode, check_schedulable, run_cycle
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
+from sched_builders import Cluster, job, queue
 
 
 def reasons(result) -> dict[str, tuple[ReasonCode, str]]:
@@ -138,7 +137,7 @@ def test_waiting_head_holds_its_idle_quota_against_borrowers():
         )
     )
     assert result.admitted == ()
-    code, text = reasons(result)["b-more"]
+    code, _text = reasons(result)["b-more"]
     assert code is ReasonCode.COHORT_EXHAUSTED
 
 

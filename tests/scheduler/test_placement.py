@@ -1,9 +1,8 @@
 """Gang placement: fullest node, fewest nodes, exact node counts, models, MIG, locality groups."""
 
 import pytest
-from sched_builders import Cluster, job, queue
-
 from labgang.launcher.scheduler import run_cycle
+from sched_builders import Cluster, job, queue
 
 Q = queue("q").nominal(gpu=64, mig_1g_10gb=16, mig_3g_40gb=8).build()
 

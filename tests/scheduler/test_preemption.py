@@ -1,11 +1,11 @@
 """Victim selection, table-driven: who is evicted (whole gangs, minimal set) and who is not."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
-from sched_builders import Cluster, job, queue
-
 from labgang.launcher.scheduler import run_cycle
+from sched_builders import Cluster, job, queue
 
 STANDALONE = queue("solo").nominal(gpu=6).within_queue("lower-priority").build()
 C1 = (
@@ -36,7 +36,7 @@ LEND2 = (
     .reclaim("lower-priority")
     .build()
 )
-BWC = dict(policy="lower-priority", threshold=0)
+BWC: dict[str, Any] = dict(policy="lower-priority", threshold=0)
 A_STD = (
     queue("a_std")
     .cohort("s")
@@ -259,3 +259,13 @@ def test_victims_a_waiting_preemptor_counts_on_are_not_shared():
         "first": "waiting_for_victims",
         "x": "over_quota",
     }
+
+
+def test_the_preemption_reason_names_jobs_as_jobs():
+    q = queue("q").nominal(gpu=2).within_queue("lower-priority").build()
+    c = Cluster().node("n1", 2)
+    c.run(job("7").queue("q").gpus(2).priority(-1))
+    result = run_cycle(c.snapshot([q], [job("9").queue("q").gpus(2).priority(5)]))
+    assert result.preempted[0].victims == ("7",)
+    assert result.preempted[0].reason.startswith("job 9 (queue q, priority 5) needs ")
+    assert result.preempted[0].reason.endswith("; stopping job 7 (queue q, priority -1)")

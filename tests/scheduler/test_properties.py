@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from labgang.launcher.scheduler import check_schedulable, run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -112,10 +111,10 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     book = QuotaBook(snap.queues, usage)
     for q in snap.queues:
         for res in q.nominal:
-            u = book.usage(q.name, res)
+            used = book.usage(q.name, res)
             limit = book.borrowing_limit(q.name, res)
             if limit is not None:
-                assert u <= q.nominal[res] + limit, f"{q.name} uses {u} {res} > {q.nominal[res]} + {limit}"
+                assert used <= q.nominal[res] + limit, f"{q.name} uses {used} {res} > {q.nominal[res]} + {limit}"
     for cohort in {q.cohort for q in snap.queues if q.cohort}:
         for res in {r for q in snap.queues if q.cohort == cohort for r in q.nominal}:
             assert book.pool_usage(cohort, res) <= book.pool(cohort, res), f"cohort {cohort} lends beyond limits"

@@ -1,9 +1,8 @@
 """Kueue's quota arithmetic: private/shared parts, pool usage, available and potential."""
 
 import pytest
-from sched_builders import queue
-
 from labgang.launcher.scheduler.quota import QuotaBook
+from sched_builders import queue
 
 
 def lenders() -> list:

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import signal
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
 
 import pytest
-
 from labgang.agent.supervisor import LaunchSpec, RankEvent, RankState, Supervisor
 
 PYTHON = sys.executable
@@ -63,7 +63,7 @@ def token() -> str:
 def state_dir(token: str) -> Iterable[Path]:
     """A fresh state dir under /tmp that every user may traverse (so per-user log modes are what is tested)."""
     path = Path(tempfile.mkdtemp(prefix=f"lgsup-{token[:8]}-", dir="/tmp"))
-    os.chmod(path, 0o755)
+    os.chmod(path, 0o755)  # noqa: S103 - see the docstring: every user must traverse it
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -93,7 +93,7 @@ def make_spec(token: str) -> Callable[..., LaunchSpec]:
     def build(argv, *, job_id: str = "job1", rank: int = 0, world_size: int = 1, **overrides) -> LaunchSpec:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LGTEST_TOKEN": token}
         env.update(overrides.pop("env", {}))
-        fields = dict(
+        fields: dict[str, Any] = dict(
             job_id=job_id,
             rank=rank,
             local_rank=rank,

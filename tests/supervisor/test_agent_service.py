@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from aiohttp import WSMsgType, web
-
 from labgang.agent import service as service_mod
 from labgang.agent.config import AgentConfig
 from labgang.agent.nvml import open_backend
@@ -45,7 +44,9 @@ class CoordinatorEnd:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server = site._server
+        assert isinstance(server, asyncio.Server)  # a TCPSite listens through an asyncio.Server
+        port = server.sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
@@ -158,14 +159,14 @@ def _spec(tmp_path: Path, argv: list[str], uuid: str, job_id: str = "7.0") -> di
 
 
 async def test_exit_is_reported_without_waiting_for_a_poll_and_gone_carries_a_fresh_inventory(agent_and_link, tmp_path):
-    agent, end, backend = agent_and_link
+    agent, end, _backend = agent_and_link
     uuid = agent.inventory.allocatable()[0].uuid
     gate = tmp_path / "gate"
     gate.write_text("")
     # The rank runs until the gate file is removed (its pid shows on the device meanwhile).
     script = f'while [ -e "{gate}" ]; do sleep 0.05; done'
     await end.command("launch", {"specs": [_spec(tmp_path, ["/bin/bash", "-c", script], uuid)]})
-    _, started = (await end.wait(lambda: end.events("started")))[0]
+    _, _started = (await end.wait(lambda: end.events("started")))[0]
     sup = agent.supervisor
     status = sup.status("7.0", 0)
     assert status.state is RankState.RUNNING
@@ -206,7 +207,7 @@ async def test_a_context_nvml_still_shows_keeps_the_rank_until_a_read_no_longer_
 
 
 async def test_a_grace_period_ends_with_sigkill_without_a_poll(agent_and_link, tmp_path):
-    agent, end, backend = agent_and_link
+    agent, end, _backend = agent_and_link
     uuid = agent.inventory.allocatable()[2].uuid
     script = 'trap "" TERM; exec sleep 60'  # ignores SIGTERM: only the SIGKILL after grace ends it
     await end.command("launch", {"specs": [_spec(tmp_path, ["/bin/bash", "-c", script], uuid, job_id="9.0")]})
@@ -218,7 +219,7 @@ async def test_a_grace_period_ends_with_sigkill_without_a_poll(agent_and_link, t
 
 
 async def test_rank_zeros_agent_picks_master_port_at_launch_and_keeps_it_on_a_repeat(agent_and_link, tmp_path):
-    agent, end, backend = agent_and_link
+    agent, end, _backend = agent_and_link
     uuid = agent.inventory.allocatable()[3].uuid
     out = tmp_path / "port"
     spec = _spec(tmp_path, ["/bin/bash", "-c", f'echo "$MASTER_PORT" > "{out}"; sleep 30'], uuid, job_id="10.0")

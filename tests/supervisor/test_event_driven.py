@@ -8,7 +8,6 @@ import json
 import subprocess
 
 import pytest
-
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, RankState, Supervisor
 from labgang.agent.supervisor.hostos import HostOS
 
@@ -229,7 +228,7 @@ def test_spare_shims_setting_is_checked():
     from labgang.agent.supervisor import SupervisorConfig
 
     assert SupervisorConfig.from_dict({"spare_shims": 0}).spare_shims == 0
-    with pytest.raises(ValueError, match="spare_shims: .*allowed: integer 0..64"):
+    with pytest.raises(ValueError, match=r"spare_shims: .*allowed: integer 0..64"):
         SupervisorConfig.from_dict({"spare_shims": -1})
 
 
@@ -264,5 +263,5 @@ def test_stop_jobs_stops_several_jobs_at_one_instant(state_dir, make_spec, clean
     assert sup.next_deadline() == clock.now + 3.0  # b's grace; a's ends at +5 from the same instant
     clock.advance(5.0)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
-    with pytest.raises(ValueError, match="grace: -1 of job 'a.0' is negative"):
+    with pytest.raises(ValueError, match=r"grace: -1 of job 'a.0' is negative"):
         sup.stop_jobs([("a.0", -1, False)])

@@ -7,7 +7,6 @@ import signal
 import textwrap
 
 import pytest
-
 from labgang.agent.supervisor import RankConflict, RankState
 
 
@@ -61,7 +60,8 @@ def test_double_forked_setsid_child_leaves_nothing(sup, make_spec, h, state_dir)
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
-                signal_safe = open({str(pidfile)!r} + ".tmp", "w"); signal_safe.write(str(os.getpid())); signal_safe.close()
+                with open({str(pidfile)!r} + ".tmp", "w") as tmp:
+                    tmp.write(str(os.getpid()))
                 os.rename({str(pidfile)!r} + ".tmp", {str(pidfile)!r})
                 os.close(1); os.close(2)  # a proper daemon: no inherited stdout
                 while True:
@@ -83,7 +83,8 @@ def test_double_forked_setsid_child_leaves_nothing(sup, make_spec, h, state_dir)
 
 def test_daemon_left_by_an_exited_rank_is_stopped(sup, make_spec, h, state_dir):
     pidfile = state_dir / "daemon.pid"
-    script = f"(setsid sh -c 'echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 60' > /dev/null 2>&1 &); exit 0"
+    daemon_sh = f"echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 60"
+    script = f"(setsid sh -c '{daemon_sh}' > /dev/null 2>&1 &); exit 0"
     sup.launch(make_spec(["sh", "-c", script]))
     daemon = int(h.wait_for_file(pidfile))
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 import pytest
-
 from labgang.agent.supervisor import LaunchSpec, RankState, Supervisor
 from labgang.agent.supervisor.environment import DROPPED_VARIABLES, contract_variables, rank_environment
 from labgang.agent.supervisor.identity import RunAs

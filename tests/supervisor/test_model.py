@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 import pytest
-
 from labgang.agent.supervisor import (
     InvalidSpec,
     LaunchSpec,
@@ -70,11 +69,11 @@ def test_bad_spec_fields_are_named_with_allowed_values(field, value, allowed):
 
 
 def test_from_dict_rejects_unknown_and_missing_fields():
-    with pytest.raises(InvalidSpec, match="^colour: is not a LaunchSpec field"):
+    with pytest.raises(InvalidSpec, match=r"^colour: is not a LaunchSpec field"):
         LaunchSpec.from_dict({**LaunchSpec(**BASE).to_dict(), "colour": "red"})
     data = LaunchSpec(**BASE).to_dict()
     del data["uid"]
-    with pytest.raises(InvalidSpec, match="^uid: is missing"):
+    with pytest.raises(InvalidSpec, match=r"^uid: is missing"):
         LaunchSpec.from_dict(data)
 
 
@@ -105,9 +104,9 @@ def test_supervisor_config_validates_and_applies_the_foreign_policy():
     assert SupervisorConfig().foreign == "block"
     with pytest.raises(ValueError, match=r"^foreign: 'ignore' is not a policy \(allowed: block, report\)"):
         SupervisorConfig.from_dict({"foreign": "ignore"})
-    with pytest.raises(ValueError, match="^colour: not a supervisor setting"):
+    with pytest.raises(ValueError, match=r"^colour: not a supervisor setting"):
         SupervisorConfig.from_dict({"colour": 1})
-    with pytest.raises(ValueError, match="^log_max_bytes"):
+    with pytest.raises(ValueError, match=r"^log_max_bytes"):
         SupervisorConfig.from_dict({"log_max_bytes": 10})
     cfg = SupervisorConfig.from_dict({"foreign": "report", "allowed_uids": [1000, 1001], "allow_root": True})
     assert cfg.allowed_uids == frozenset({1000, 1001}) and cfg.allow_root

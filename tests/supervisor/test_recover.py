@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from labgang.agent.supervisor import RankState, Supervisor, SupervisorError
 
 CHILD = Path(__file__).with_name("agent_child.py")

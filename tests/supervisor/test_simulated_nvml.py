@@ -8,7 +8,6 @@ import os
 import subprocess
 
 import pytest
-
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.supervisor import RankState, Supervisor, SupervisorConfig

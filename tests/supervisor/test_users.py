@@ -19,7 +19,6 @@ import textwrap
 import uuid
 
 import pytest
-
 from labgang.agent.supervisor import LaunchRefused, RankState, Supervisor
 
 needs_root = pytest.mark.skipif(

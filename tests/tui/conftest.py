@@ -10,10 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tui_fakes import NOW, FakeClient  # noqa: E402
-
-from labgang.tui.app import make_app  # noqa: E402
-from labgang.tui.sources import CoordinatorSource  # noqa: E402
+from labgang.tui.app import make_app
+from labgang.tui.sources import CoordinatorSource
+from tui_fakes import NOW, FakeClient
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tui_fakes import NOW, FakeClient
-
-from labgang.launcher.cli.client import CoordinatorUnavailable
+import pytest
+from labgang.launcher.api.client import CoordinatorUnavailable
 from labgang.tui.app import LabgangTop, make_app
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, LogChunkReady, StateReady
 from labgang.tui.screens.confirm import ConfirmScreen
@@ -16,6 +15,7 @@ from labgang.tui.state import Filters
 from labgang.tui.widgets.devices import DevicesTable
 from labgang.tui.widgets.jobs import JobsTable
 from labgang.tui.widgets.pitfalls import PitfallTable
+from tui_fakes import NOW, FakeClient
 
 SIZE = (160, 50)
 
@@ -281,7 +281,7 @@ async def test_details_from_a_pitfall_row(app):
         panel = app.query_one(PitfallTable)
         panel.focus()
         keys = [panel.coordinate_to_cell_key((i, 0)).row_key.value for i in range(panel.row_count)]
-        panel.move_cursor(row=[i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")][0])
+        panel.move_cursor(row=next(i for i, k in enumerate(keys) if k.startswith("fragmented-gang|")))
         await pilot.press("d")
         assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == "j-103"
 
@@ -311,3 +311,18 @@ async def test_local_mode_shows_devices_only(repo_root):
         await pilot.pause()
         assert app.query_one("#tabs").active == "devices"
         assert any("local mode shows devices only" in n.message for n in app._notifications)
+
+
+@pytest.mark.parametrize("size, rows", [((80, 24), 5), ((50, 12), 2)])
+async def test_small_terminals_still_show_devices(source, size, rows):
+    """At 80x24 and 50x12 the devices table keeps room for its header and device rows."""
+    app = make_app(source, refresh_s=3600, user="alice")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(DevicesTable)
+        assert table.row_count == 10
+        # header + at least `rows` device lines are on screen
+        dev, pit = table.region, app.query_one(PitfallTable).region
+        assert dev.height >= rows + 1 and dev.bottom <= pit.y, (size, dev, pit)  # not under the findings
+        assert pit.bottom <= size[1] - 1, (size, pit)  # nothing pushed off screen (the footer is last)
+        assert pit.height >= 3, size  # the findings stay visible too

@@ -9,12 +9,11 @@ import time
 import uuid
 
 import pytest
-from tui_fakes import NOW
-
 from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.launcher.pitfalls import PitfallKind
 from labgang.tui.sources import LocalSource
 from labgang.tui.state import StateBuilder
+from tui_fakes import NOW
 
 GiB = 1024**3
 # The machine file's UUIDs with a prefix of this test run's own, so processes that other tests
@@ -141,7 +140,7 @@ def test_once_reports_mig_pending_from_the_simulated_machine(repo_root):
     assert out.returncode == 0, out.stderr
     [row] = [ln for ln in out.stdout.splitlines() if ln.startswith("warning  mig-pending-reset")]
     assert "MIG mode is off but on is pending a GPU reset" in row
-    assert "mig-pending" in [ln for ln in out.stdout.splitlines() if ln.startswith("sim-h100-mig-pending")][0]
+    assert "mig-pending" in next(ln for ln in out.stdout.splitlines() if ln.startswith("sim-h100-mig-pending"))
 
 
 def test_no_gpm_means_no_sm_guess(repo_root, tmp_path):
@@ -150,3 +149,54 @@ def test_no_gpm_means_no_sm_guess(repo_root, tmp_path):
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("sim-rtx4090x2")]
     assert len(rows) == 2 and all("n/a (unsupported)" in r for r in rows)
     assert "kernel-busy-sm-idle" not in out.stdout
+
+
+def test_a_narrow_once_frame_keeps_the_holder_and_says_what_it_left_out(repo_root):
+    out = labgang("top", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once", "--width", "40")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert all(len(line) <= 40 for line in lines), [line for line in lines if len(line) > 40]
+    header = next(line for line in lines if "HOLDER" in line)
+    assert header.split()[-1] == "HOLDER", lines
+    rows = lines[lines.index(header) + 1 : lines.index(header) + 9]
+    at = header.index("HOLDER")
+    assert all(row[at:].strip() for row in rows), rows  # every device says who holds it (free, a job...)
+    note = " ".join(lines[lines.index(header) + 9 : lines.index("PITFALLS (0)") - 1])
+    assert note.startswith("(40 columns: left out power, temp, flags, model"), lines
+    assert note.endswith("shows them)"), lines
+
+
+def test_simulate_views_count_only_their_own_instances_ranks(repo_root, tmp_path):
+    """`nodes --local --simulate` and `top --simulate` are scoped like `labgang up` of the same
+    state dir: ranks of another simulated instance on this host are not this machine's."""
+    import json as _json
+
+    from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+    from labgang.agent.service import simulation_scope
+
+    mine_dir, other_dir = tmp_path / "mine", tmp_path / "other"
+    gpu0 = "GPU-8faa1f27-6d05-a067-1fa6-7e2d5c342108"  # config/sim/h100x8.toml, index 0
+    procs = []
+    try:
+        for scope in (simulation_scope(mine_dir), simulation_scope(other_dir)):
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu0, SCOPE_VARIABLE: scope}
+            procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env))
+        machine = str(repo_root / "config/sim/h100x8.toml")
+        deadline = time.monotonic() + 30
+        while True:
+            out = labgang("nodes", "--local", "--simulate", machine, "--state-dir", str(mine_dir), "--json")
+            assert out.returncode == 0, out.stderr
+            pids = {p["pid"] for p in _json.loads(out.stdout)["gpus"][0]["processes"]}
+            if procs[0].pid in pids or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert procs[0].pid in pids and procs[1].pid not in pids, pids
+        third = str(tmp_path / "third")  # an instance with no ranks: both processes belong to others
+        once = labgang("top", "--simulate", machine, "--state-dir", third, "--once", "--width", "200")
+        assert once.returncode == 0, once.stderr
+        [row] = [line for line in once.stdout.splitlines() if line.split()[:2] == ["sim-h100x8", "0"]]
+        assert row.split()[-1] == "free", once.stdout
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

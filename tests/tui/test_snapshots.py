@@ -5,11 +5,10 @@ looking at the SVGs in ``__snapshots__``."""
 from __future__ import annotations
 
 import pytest
-from tui_fakes import NOW
-
 from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.tui.app import make_app
 from labgang.tui.sources import LocalSource
+from tui_fakes import NOW
 
 SIZE = (160, 50)
 

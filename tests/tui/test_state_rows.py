@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tui_fakes import NOW, FakeClient
-
 from labgang.tui.plain import render_frame, table
 from labgang.tui.rows import device_rows, finding_rows, job_rows, mem_bar, queue_rows, summary_line
 from labgang.tui.sources import CoordinatorSource
 from labgang.tui.state import Filters, StateBuilder, sort_jobs
+from tui_fakes import NOW, FakeClient
 
 
 @pytest.fixture
@@ -82,3 +81,15 @@ def test_render_frame_sections(state):
     assert all(len(line) <= 120 for line in text.splitlines())
     with pytest.raises(ValueError, match="width"):
         render_frame(state, width=10)
+
+
+def test_control_characters_in_a_job_name_are_escaped_in_the_tui_rows():
+    from tui_fakes import small_cluster
+
+    nodes, jobs, queues = small_cluster()
+    jobs = [dict(j, name="evil\n\x1b[31mred") if j["id"] == "j-101" else j for j in jobs]
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    [row] = [r for r in job_rows(state) if r.key == "j-101"]
+    assert row.cells[1] == "evil\\n\\x1b[31mred"
+    assert all("\n" not in c and "\x1b" not in c for r in job_rows(state) for c in r.cells)

@@ -1,6 +1,6 @@
 """A fake coordinator client with a small, fixed cluster that shows every kind of row and pitfall.
 
-The client has the async methods of ``labgang.launcher.cli.client.AsyncClient`` the TUI
+The client has the async methods of ``labgang.launcher.api.client.AsyncClient`` the TUI
 uses and answers from in-memory JSON (the user API's shapes), so the TUI tests run with
 no coordinator, and every answer is the same on every run.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, ProcessInfo, Unavailable
-from labgang.launcher.cli.client import ApiError, LogChunk
+from labgang.launcher.api.client import ApiError, LogChunk
 
 GiB = 1024**3
 NOW = 1_790_000_000.0  # frozen clock for every TUI test (2026-09-21 UTC)
@@ -45,7 +45,7 @@ def gpu(
         utilization_gpu_pct=util if not mig else Unavailable("unsupported", 3),
         utilization_memory_pct=util / 2 if not mig else Unavailable("unsupported", 3),
         sm_active_pct=sm,
-        sm_occupancy_pct=sm if not isinstance(sm, Unavailable) else sm,
+        sm_occupancy_pct=sm,
         temperature_c=temp,
         power_w=power,
         power_limit_w=700.0,
@@ -215,7 +215,7 @@ def small_cluster() -> tuple[list, list, list]:
             priority=10,
             age_s=7200,
             started_s=7000,
-            ranks=(("gpu-a", (a[0].uuid,), 1001), ("gpu-a", (a[1].uuid,), 1002)),
+            ranks=(("gpu-a", (str(a[0].uuid),), 1001), ("gpu-a", (str(a[1].uuid),), 1002)),
         ),
         job(
             "j-102",
@@ -226,7 +226,7 @@ def small_cluster() -> tuple[list, list, list]:
             age_s=3600,
             started_s=1800,
             restarts=1,
-            ranks=(("gpu-b", (b[2].uuid,), 2001), ("gpu-b", (b[3].uuid,), 2002)),
+            ranks=(("gpu-b", (str(b[2].uuid),), 2001), ("gpu-b", (str(b[3].uuid),), 2002)),
             grace_s=60,
         ),
         job(

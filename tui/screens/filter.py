@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from labgang.tui.state import Filters
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
-
-from labgang.tui.state import Filters
 
 
 class FilterScreen(ModalScreen[Filters | None]):
     """Dismisses with the parsed :class:`Filters` on Enter, None on escape; a bad entry says why."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
     def __init__(self, current: Filters) -> None:
         super().__init__()

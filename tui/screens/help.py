@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -33,7 +35,7 @@ Press escape or ? to close."""
 class HelpScreen(ModalScreen[None]):
     """Keys and column meanings."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):

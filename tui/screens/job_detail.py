@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Log, Static
-from textual.worker import Worker
+from typing import ClassVar
 
 from labgang.launcher.pitfalls import JobView
 from labgang.tui.messages import LogChunkReady
 from labgang.tui.rows import job_detail_lines
 from labgang.tui.sources import DataSource
 from labgang.tui.state import ClusterState
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Log, Static
+from textual.worker import Worker
 
 RANK_COLUMNS = ("rank", "node", "devices", "state", "pid", "exit")
 LOG_POLL_S = 1.0
@@ -28,7 +29,10 @@ class JobDetailScreen(ModalScreen[None]):
         source: where logs come from (local sources have none: the log pane says so).
     """
 
-    BINDINGS = [Binding("escape,q,d", "dismiss", "close"), Binding("c", "cancel_job", "cancel job")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,d", "dismiss", "close"),
+        Binding("c", "cancel_job", "cancel job"),
+    ]
 
     def __init__(self, job_id: str, source: DataSource) -> None:
         super().__init__()
@@ -52,17 +56,17 @@ class JobDetailScreen(ModalScreen[None]):
         self._poll_log()
 
     def action_cancel_job(self) -> None:
-        self.app.ask_cancel(self.job_id)  # type: ignore[attr-defined]
+        self.app.ask_cancel(self.job_id)  # type: ignore[attr-defined]  # textual types Screen.app as App[object]
 
     @property
     def job(self) -> JobView | None:
-        state: ClusterState | None = self.app.state  # type: ignore[attr-defined]
+        state: ClusterState | None = self.app.state  # type: ignore[attr-defined]  # (the same)
         return state.snapshot.job(self.job_id) if state is not None else None
 
     def _show(self, state: ClusterState | None) -> None:
         job = state.snapshot.job(self.job_id) if state is not None else None
         head = self.query_one("#detail-head", Static)
-        if job is None:
+        if state is None or job is None:
             head.update(f"job {self.job_id}: no longer listed by the coordinator")
             return
         head.update("\n".join(job_detail_lines(job, state.snapshot.now)))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from textual.reactive import reactive
-
 from labgang.tui.rows import JOB_COLUMNS, job_rows
 from labgang.tui.widgets.rows_table import Row, RowsTable
+from textual.reactive import reactive
 
 STYLES = {
     "running": "green",

@@ -8,13 +8,12 @@ displayed (a hidden tab) computes nothing until it is shown again.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from labgang.tui.state import ClusterState, Filters
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
-
-from labgang.tui.state import ClusterState, Filters
 
 Row = tuple[str, str, Sequence[str]]  # (key, style, cells)
 
@@ -97,7 +96,7 @@ class RowsTable(DataTable):
             if index != self.cursor_row:
                 self.move_cursor(row=index, animate=False)
 
-    def _cells(self, key: str, style: str, cells: tuple[str, ...]) -> list[Text]:
+    def _cells(self, key: str, style: str, cells: Sequence[str]) -> list[Text]:
         out = [Text(c, style=style) for c in cells]
         self._first[key] = out[0]
         for i, c in enumerate(cells):
@@ -110,14 +109,15 @@ class RowsTable(DataTable):
         self._first.clear()
         for key, style, cells in rows:
             self.add_row(*self._cells(key, style, cells), key=key)
-            self._shown[key] = (style, cells)
+            self._shown[key] = (style, tuple(cells))
 
     def _patch(self, rows: list[Row]) -> None:
         wanted = {k for k, _, _ in rows}
         for gone in [k for k in self._shown if k not in wanted]:
             self.remove_row(gone)
             del self._shown[gone], self._first[gone]
-        for key, style, cells in rows:
+        for key, style, row_cells in rows:
+            cells = tuple(row_cells)
             before = self._shown.get(key)
             if before is None:
                 self.add_row(*self._cells(key, style, cells), key=key)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from labgang.tui.rows import summary_line
+from labgang.tui.state import ClusterState, Filters
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
-
-from labgang.tui.rows import summary_line
-from labgang.tui.state import ClusterState, Filters
 
 
 class Summary(Static):

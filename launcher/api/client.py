@@ -19,9 +19,10 @@ import json
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from labgang.agent import paths
@@ -209,11 +210,11 @@ class Client:
         self._conn: _UnixHTTPConnection | None = None
 
     @classmethod
-    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Client":
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
         """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
         return cls(socket_for(state_dir), timeout)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -354,11 +355,39 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
-    def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
-        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``."""
+    def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+        """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
+        earlier start attempt's output (0 = the first), None = the current one."""
         query = {"rank": str(rank), "offset": str(offset)}
+        if attempt is not None:
+            query["attempt"] = str(attempt)
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
+
+    def history(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        states: tuple[str, ...] = (),
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
+
+        Args:
+            user: a user name or "all" (admins); None = the caller's own jobs.
+            states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
+        """
+        query = {
+            name: str(value)
+            for name, value in (("user", user), ("queue", queue), ("since", since), ("until", until), ("limit", limit))
+            if value is not None
+        }
+        if states:
+            query["state"] = ",".join(states)
+        return self._json("GET", "/v1/history", query=query)["jobs"]
 
     def queues(self) -> list[dict[str, Any]]:
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""
@@ -371,6 +400,11 @@ class Client:
     def version(self) -> dict[str, Any]:
         """``GET /v1/version``."""
         return self._json("GET", "/v1/version")
+
+    def pitfalls(self, job_id: str | None = None) -> dict[str, Any]:
+        """``GET /v1/pitfalls``: the coordinator's current findings (of one job with ``job_id``),
+        its allocation rate and the thresholds it applies."""
+        return self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
 
 
 class AsyncClient:
@@ -389,11 +423,11 @@ class AsyncClient:
         self._session: Any = None
 
     @classmethod
-    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "AsyncClient":
+    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> AsyncClient:
         """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
         return cls(socket_for(state_dir), timeout)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -472,6 +506,10 @@ class AsyncClient:
     async def nodes(self) -> list[dict[str, Any]]:
         """See :meth:`Client.nodes`."""
         return (await self._json("GET", "/v1/nodes"))["nodes"]
+
+    async def pitfalls(self, job_id: str | None = None) -> dict[str, Any]:
+        """See :meth:`Client.pitfalls`."""
+        return await self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
 
     async def version(self) -> dict[str, Any]:
         """See :meth:`Client.version`."""

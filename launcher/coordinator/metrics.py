@@ -28,15 +28,14 @@ physical GPU: on a GPU in MIG mode they are exported once for the GPU (its UUID,
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from labgang.agent.inventory import is_known
+from labgang.launcher.api import keys
+from labgang.launcher.coordinator import views
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
     DEVICE_STATES,
@@ -47,6 +46,9 @@ from labgang.launcher.pitfalls import (
     PitfallTracker,
     detect_all,
 )
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("labgang.metrics")
 
@@ -259,10 +261,10 @@ class ClusterCollector(Collector):
         counts: dict[tuple[str, str], int] = {}
         for job in snapshot.jobs:
             if job.state == JobState.PENDING.value:
-                key = (job.queue, (job.reason_code or "unknown").lower())
-                counts[key] = counts.get(key, 0) + 1
-        for key in sorted(counts):
-            pending.add_metric(key, float(counts[key]))
+                queue_reason = (job.queue, (job.reason_code or "unknown").lower())
+                counts[queue_reason] = counts.get(queue_reason, 0) + 1
+        for queue_reason in sorted(counts):
+            pending.add_metric(queue_reason, float(counts[queue_reason]))
         yield from (*families.values(), share, pending)
 
     def _jobs(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
@@ -282,14 +284,18 @@ class ClusterCollector(Collector):
 
     def _pitfalls(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         tracker = self.tracker
-        if tracker is not None:
+        if snapshot.findings is not None:  # the coordinator's pitfall watch already judged it
+            tracker = None
+        elif tracker is not None:
             try:
                 tracker.observe(snapshot)
             except ValueError:  # the clock stepped back: start the history again
                 log.warning("pitfall history reset: snapshot time went backwards")
                 tracker = self.tracker = PitfallTracker(self.thresholds)
                 tracker.observe(snapshot)
-        findings = detect_all(snapshot, self.thresholds, tracker)
+        findings = (
+            list(snapshot.findings) if snapshot.findings is not None else detect_all(snapshot, self.thresholds, tracker)
+        )
         count = _gauge("labgang_pitfall_findings", "Current findings of each pitfall detector.", ("kind",))
         active = _gauge(
             "labgang_pitfall_active",
@@ -383,16 +389,6 @@ class CoordinatorMetrics:
         )
 
 
-def build_registry(state_provider: SnapshotProvider, *, version: str = "") -> CollectorRegistry:
-    """A registry with every coordinator series (see :class:`CoordinatorMetrics`).
-
-    Args:
-        state_provider: returns the current :class:`ClusterSnapshot`.
-        version: the coordinator's labgang version.
-    """
-    return CoordinatorMetrics(state_provider, version=version).registry
-
-
 # ----- HTTP ---------------------------------------------------------------------------------
 
 
@@ -411,10 +407,6 @@ def _exposition(registry: CollectorRegistry) -> web.Response:
 
 # ----- the coordinator's /metrics route -----------------------------------------------------
 
-#: Where :func:`add_metrics_routes` keeps the coordinator's :class:`CoordinatorMetrics`; the
-#: scheduling loop reports admissions, cycles and preemptions to ``app[METRICS].scheduler``.
-METRICS = web.AppKey("metrics", CoordinatorMetrics)
-
 
 def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
     """The coordinator's state as the pitfall detectors and the collectors read it.
@@ -428,8 +420,6 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
         coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
         finished_within_s: how long a finished job stays in the snapshot, seconds.
     """
-    from labgang.launcher.coordinator import views
-
     now = coord.clock()
     jobs = [
         views.job_view(job)
@@ -442,9 +432,10 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
 
 
 def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
-    """Every job the coordinator knows, counted per ``(queue, state)``."""
-    counts: dict[tuple[str, str], int] = {}
-    for job in coord.jobs.values():
+    """Every job the coordinator knows, counted per ``(queue, state)``: the active ones in memory
+    plus its running count of finished ones (the store holds those)."""
+    counts: dict[tuple[str, str], int] = dict(coord.finished_counts)
+    for job in coord.model.jobs.values():
         key = (job.spec.queue, job.status.state.value)
         counts[key] = counts.get(key, 0) + 1
     return counts
@@ -455,19 +446,29 @@ def add_metrics_routes(app: web.Application) -> None:
 
     Call it after the coordinator's own ``cleanup_ctx`` entries are registered and before
     the application starts: the metrics are set up once the coordinator exists and are
-    kept under ``app[METRICS]``.
+    kept under ``app[keys.METRICS]``.
     """
-    from labgang.launcher.api import keys
 
     async def metrics_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        app[METRICS] = CoordinatorMetrics(
-            lambda: coordinator_snapshot(coord), version=coord.version, job_counts=lambda: coordinator_job_counts(coord)
+
+        def snapshot() -> ClusterSnapshot:
+            # With a pitfall watch (launcher/coordinator/pitfall_watch.py) its findings are exported,
+            # so /metrics agrees with GET /v1/pitfalls, `labgang top` and `labgang show`.
+            watch = coord.pitfalls
+            current = coordinator_snapshot(coord)
+            return current if watch is None else watch.with_findings(current)
+
+        app[keys.METRICS] = CoordinatorMetrics(
+            snapshot,
+            version=coord.version,
+            thresholds=coord.config.pitfall_thresholds(),
+            job_counts=lambda: coordinator_job_counts(coord),
         )
         yield
 
     async def handle(request: web.Request) -> web.Response:
-        return _exposition(request.app[METRICS].registry)
+        return _exposition(request.app[keys.METRICS].registry)
 
     app.cleanup_ctx.append(metrics_ctx)
     app.router.add_get("/metrics", handle, name="metrics")

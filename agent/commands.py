@@ -1,0 +1,125 @@
+"""The commands a coordinator sends an agent over the link: launch, stop, signal, pick a port,
+read a log. Each is idempotent: repeating one changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
+from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
+
+log = logging.getLogger("labgang.agent.commands")
+
+LOG_READ_MAX = 4 << 20
+"""The most bytes one ``read_log`` returns."""
+
+
+class CommandHandler:
+    """Runs coordinator commands against the supervisor.
+
+    Args:
+        supervisor: the node's rank supervisor.
+        wake: called when a command gives the supervisor's tick something to watch (a new rank,
+            a grace period, processes to see exit).
+
+    Attributes:
+        grace: run id -> grace seconds of its ranks launched here (used when stopping at exit).
+    """
+
+    def __init__(self, supervisor: Supervisor, wake: Callable[[], None]) -> None:
+        self.supervisor = supervisor
+        self._wake = wake
+        self.grace: dict[str, float] = {}
+
+    async def handle(self, op: str, args: dict[str, Any]) -> Any:
+        """Execute one coordinator command (idempotent; repeating it changes nothing).
+
+        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict (plus
+        ``master_port`` when the spec's was 0: the port this agent picked, or the one the
+        run's ranks here already use, so a repeated launch is still the same), or
+        {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
+        launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
+        → [RankStatus dict]; ``stop_jobs`` {stops: [{job_id, grace, warn}]} → {job_id: [RankStatus
+        dict]} (one instant for all, so their grace periods end together); ``signal_job`` {job_id,
+        signal} → processes signalled; ``pick_port``
+        → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
+        next_offset, size}.
+
+        Raises:
+            ValueError: an unknown op or bad arguments; supervisor errors pass through.
+        """
+        sup = self.supervisor
+        if op in ("launch", "stop_job", "stop_jobs", "signal_job"):
+            self._wake()  # a new rank to watch, a grace period to time, processes to see exit
+        if op == "launch":
+            began = time.perf_counter()
+            out: list[dict[str, Any]] = []
+            for spec_dict in args.get("specs") or []:
+                try:
+                    port = None
+                    if spec_dict.get("master_port") == 0:  # rank 0's node: pick MASTER_PORT now
+                        port = sup.job_master_port(str(spec_dict.get("job_id"))) or pick_free_port()
+                        spec_dict = {**spec_dict, "master_port": port}
+                    spec = LaunchSpec.from_dict(spec_dict)
+                    status = sup.launch(spec).to_dict()
+                    if port is not None:
+                        status["master_port"] = port
+                    out.append(status)
+                    self.grace[spec.job_id] = spec.grace
+                except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
+                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"), exc)
+                    out.append(
+                        {
+                            "job_id": spec_dict.get("job_id"),
+                            "rank": spec_dict.get("rank"),
+                            "error": str(exc),
+                            "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
+                        }
+                    )
+            log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
+            return out
+        if op == "stop_job":
+            try:
+                return [
+                    s.to_dict()
+                    for s in sup.stop_job(str(args["job_id"]), args.get("grace"), warn=bool(args.get("warn", True)))
+                ]
+            except UnknownJob:
+                return []
+        if op == "stop_jobs":
+            stops = [(str(a["job_id"]), a.get("grace"), bool(a.get("warn", True))) for a in args.get("stops") or []]
+            return {job_id: [st.to_dict() for st in statuses] for job_id, statuses in sup.stop_jobs(stops).items()}
+        if op == "signal_job":
+            try:
+                return sup.signal_job(str(args["job_id"]), int(args["signal"]))
+            except UnknownJob:
+                return 0
+        if op == "pick_port":
+            return pick_free_port()
+        if op == "read_log":
+            return await asyncio.get_running_loop().run_in_executor(None, self.read_log, args)
+        raise ValueError(
+            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, read_log"
+        )
+
+    def read_log(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``read_log`` {job_id, rank, offset, limit}: up to ``limit`` bytes (at most
+        :data:`LOG_READ_MAX`) of a rank's log from ``offset``; an unknown log reads as empty."""
+        path = self.supervisor.log_path(str(args["job_id"]), int(args["rank"]))
+        offset = max(0, int(args.get("offset", 0)))
+        limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return {"data": "", "next_offset": offset, "size": 0}
+        return {"data": base64.b64encode(data).decode(), "next_offset": offset + len(data), "size": size}

@@ -1,0 +1,131 @@
+"""One error style for every ``labgang`` command: ``labgang <command>: <flag>: <problem>; allowed: ...``.
+
+Refusals from the coordinator and checks in the commands already print one line naming the
+command and the flag (:class:`labgang.launcher.cli.errors.CommandFailed`). click's own usage
+errors (a bad ``-n 0``, an unknown option, a missing argument) would print its three-line
+``Usage:/Try/Error:`` block instead; :class:`OneLineUsageError` re-renders them in the same
+one-line style, keeping exit status 2. :class:`labgang.launcher.cli.main.LazyGroup` wraps
+every subcommand with it.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import click
+
+
+def _flag(param: click.Parameter | None) -> str | None:
+    """``-n/--workers`` for an option, its metavar (``JOB``) for an argument, None for neither."""
+    if param is None:
+        return None
+    if isinstance(param, click.Option):
+        return "/".join(param.opts)
+    return param.human_readable_name.removesuffix("...")
+
+
+def _allowed(param: click.Parameter | None) -> str | None:
+    """What a range or choice parameter allows, in words (None when click's type says nothing)."""
+    kind = getattr(param, "type", None)
+    if isinstance(kind, click.Choice):
+        return ", ".join(map(str, kind.choices))
+    if isinstance(kind, (click.IntRange, click.FloatRange)):
+        noun = "an integer" if isinstance(kind, click.IntRange) else "a number"
+        low = None if kind.min is None else f"{'>' if kind.min_open else '>='} {kind.min}"
+        high = None if kind.max is None else f"{'<' if kind.max_open else '<='} {kind.max}"
+        if low and high:
+            return f"{noun} from {kind.min} to {kind.max}"
+        return f"{noun} {low or high}"
+    return None
+
+
+def _tidy(text: str) -> str:
+    text = text.strip().rstrip(".")
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+
+
+def command_path(ctx: click.Context | None) -> str:
+    """``labgang config check`` for a context of that command, whatever name the root was invoked by."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    if ctx is not None and not isinstance(ctx.command, click.Group) and ctx.command.name:
+        names.append(ctx.command.name)  # a subcommand run on its own (tests, embedding)
+    return " ".join(["labgang", *reversed(names)])
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """Render a click usage error as one line: ``labgang submit: -n/--workers: 0 is not in the range x>=1;
+    allowed: an integer >= 1``.
+
+    Args:
+        exc: the error click raised (its ``ctx`` names the command, ``param`` the flag).
+
+    Returns:
+        The line, without a newline. Unknown options and commands point at ``--help``.
+    """
+    path = command_path(exc.ctx)
+    if isinstance(exc, click.NoSuchOption):
+        text = f"no such option {exc.option_name!r}"
+        if exc.possibilities:
+            text += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
+        return f"{path}: {text}; see `{path} --help`"
+    if isinstance(exc, click.MissingParameter):
+        return f"{path}: {_tidy(exc.format_message())}; see `{path} --help`"
+    if isinstance(exc, click.BadParameter):
+        flag = _flag(exc.param)
+        text = _tidy(exc.message)
+        allowed = _allowed(exc.param)
+        if isinstance(getattr(exc.param, "type", None), click.Choice) and " is not one of " in text:
+            text = text.split(" is not one of ", 1)[0] + " is not allowed"
+        if allowed and "allowed:" not in text:
+            text += f"; allowed: {allowed}"
+        return f"{path}: {flag}: {text}" if flag else f"{path}: {text}"
+    text = _tidy(exc.format_message())
+    if text.startswith("no such command"):
+        text += f"; see `{path} --help`"
+    return f"{path}: {text}"
+
+
+class CommandFailed(click.ClickException):
+    """One line on stderr (``labgang <command>: <message>``) and an exit status."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar yet reads it per instance
+        # click shows the error after the command's context has closed: name the command now.
+        self.prefix = command_path(click.get_current_context(silent=True)) + ": "
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.prefix + self.format_message(), err=True)
+
+
+class OneLineUsageError(click.UsageError):
+    """A click usage error shown as one :func:`usage_line` on stderr; exit status 2."""
+
+    def __init__(self, original: click.UsageError) -> None:
+        super().__init__(original.message, original.ctx)
+        self.original = original
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(usage_line(self.original), err=True)
+
+
+def one_line(exc: click.ClickException, ctx: click.Context) -> click.ClickException:
+    """Make ``exc`` print in the one-line style (usage errors keep exit status 2).
+
+    Args:
+        exc: what a command raised.
+        ctx: the group's context (names the subcommand when ``exc`` carries no context).
+    """
+    if isinstance(exc, (OneLineUsageError, CommandFailed)):
+        return exc
+    if isinstance(exc, click.UsageError):
+        return OneLineUsageError(exc)
+    if type(exc).show is not click.ClickException.show:
+        return exc  # it prints itself its own way
+    failed = CommandFailed(exc.format_message(), exc.exit_code)
+    sub = ctx.invoked_subcommand
+    failed.prefix = command_path(ctx) + (f" {sub}" if sub else "") + ": "
+    return failed

@@ -1,0 +1,187 @@
+"""Following a job from the shell: :class:`JobFollower` streams its ranks' output until it ends,
+and the one-line answers for a job that has not run yet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from labgang.launcher.api.client import ApiError, Client
+
+FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+POLL_S = 0.2
+
+
+# Once a job has ended, how many polls to wait for its logs to report complete.
+LOG_SETTLE_POLLS = 10
+
+
+class JobFollower:
+    """Follow one job: report its state changes and copy its ranks' output until it ends.
+
+    Resumable: :meth:`follow` may be interrupted (Ctrl-C) and called again; it
+    continues from the byte offsets already written.
+
+    Args:
+        client: the coordinator client.
+        job_id: the job to follow.
+        ranks: the ranks whose logs to copy; with more than one, each line is prefixed
+            with ``"<rank>: "`` (like ``srun --label``).
+        out: where output bytes go (a binary stream).
+        err: where state changes go (text), or None for silence.
+        poll_s: seconds between polls.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        job_id: str,
+        ranks: Iterable[int],
+        out: Any,
+        err: TextIO | None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.client = client
+        self.job_id = job_id
+        self.ranks = tuple(ranks)
+        self.out = out
+        self.err = err
+        self.poll_s = poll_s
+        self.offsets = {r: 0 for r in self.ranks}
+        self.partial = {r: b"" for r in self.ranks}
+        self.complete: set[int] = set()
+        self._last_report: tuple[Any, ...] | None = None
+        self._settle = 0
+
+    def follow(self) -> dict[str, Any]:
+        """Poll until the job has ended and its logs are complete; return the final JobView."""
+        while True:
+            job = self.client.job(self.job_id)
+            started = job.get("started_workers")
+            if started is not None and any(r >= started for r in self.ranks):
+                self.ranks = tuple(r for r in self.ranks if r < started)  # an elastic gang started smaller
+            finished = job["state"] in FINISHED_STATES
+            if not finished:
+                self._report(job)
+            if job["state"] != "pending" or finished:
+                for rank in self.ranks:
+                    if rank not in self.complete:
+                        self._drain(rank, finished)
+            if len(self.complete) == len(self.ranks):
+                break
+            if finished:
+                self._settle += 1
+                if self._settle > LOG_SETTLE_POLLS:
+                    break
+            time.sleep(self.poll_s)
+        self._flush_partial()
+        # The logs can be complete (every rank gone) a moment before the job's own state says
+        # it ended: wait for that state, so the caller never sees "running" for a finished job.
+        while job["state"] not in FINISHED_STATES:
+            time.sleep(self.poll_s)
+            job = self.client.job(self.job_id)
+        self._report(job)  # the final line comes after all of the output
+        return job
+
+    def _drain(self, rank: int, job_finished: bool) -> None:
+        while True:
+            try:
+                chunk = self.client.logs(self.job_id, rank=rank, offset=self.offsets[rank])
+            except ApiError as exc:
+                if exc.status == 404 and job_finished:
+                    self.complete.add(rank)  # the rank never started: there is no log
+                if exc.status == 404:
+                    return
+                raise
+            self._write(rank, chunk.data)
+            self.offsets[rank] = chunk.next_offset
+            if chunk.finished and not chunk.data:
+                self.complete.add(rank)
+                return
+            if not chunk.data:
+                return
+
+    def _write(self, rank: int, data: bytes) -> None:
+        if not data:
+            return
+        if len(self.ranks) == 1:
+            self.out.write(data)
+        else:
+            lines = (self.partial[rank] + data).split(b"\n")
+            self.partial[rank] = lines.pop()
+            for line in lines:
+                self.out.write(b"%d: %s\n" % (rank, line))
+        self.out.flush()
+
+    def _flush_partial(self) -> None:
+        for rank in self.ranks:
+            if self.partial[rank]:
+                self.out.write(b"%d: %s\n" % (rank, self.partial[rank]))
+                self.partial[rank] = b""
+        self.out.flush()
+
+    def _report(self, job: dict[str, Any]) -> None:
+        if self.err is None:
+            return
+        reason = job.get("reason") or {}
+        key = (job["state"], reason.get("code"), reason.get("message"))
+        if key == self._last_report:
+            return
+        self._last_report = key
+        state = job["state"]
+        if state == "admitted" or (state == "pending" and not reason):
+            return  # passing states: a scheduling cycle or the ranks' start is under way
+        if state == "pending":
+            why = reason.get("message") or reason.get("code")
+            line = f"job {self.job_id} pending in queue {job.get('queue')}: {why}"
+        elif state == "running":
+            line = f"job {self.job_id} {state} on {','.join(job.get('nodes') or []) or '?'}"
+        elif state == "terminating":
+            line = f"job {self.job_id} terminating" + (f": {reason.get('message')}" if reason.get("message") else "")
+        else:
+            status = job.get("exit_status")
+            line = f"job {self.job_id} {state}" + (f" (exit status {status})" if status is not None else "")
+            if reason.get("message"):
+                line += f": {reason['message']}"
+        print(f"labgang: {line}", file=self.err, flush=True)
+
+
+def exit_status_of(job: dict[str, Any]) -> int:
+    """The shell exit status for a finished job: 0 succeeded; a failed job's rank status
+    (1..255, signals as 128+N), or 1 when it has none; 1 for a cancelled job."""
+    if job["state"] == "succeeded":
+        return 0
+    status = job.get("exit_status")
+    if job["state"] == "failed" and isinstance(status, int) and 0 < status < 256:
+        return status
+    return 1
+
+
+def never_ran(job: dict[str, Any]) -> bool:
+    """True when no attempt of the job ever had all its ranks started (so no rank output is expected)."""
+    return job.get("start_time") is None and not job.get("restart_count")
+
+
+def not_started(job: dict[str, Any]) -> str | None:
+    """Why a job has no output yet, in one line, or None when it ran (or is running).
+
+    ``job 4 has not started (PENDING: <reason>)``, ``job 4 has not started (ADMITTED: its
+    ranks are starting)``, ``job 2 was cancelled before it ran``, ``job 2 failed before it
+    ran: <reason>``.
+    """
+    if not never_ran(job):
+        return None
+    state = str(job.get("state"))
+    reason = (job.get("reason") or {}).get("message") or (job.get("reason") or {}).get("code")
+    if state == "pending":
+        return f"job {job['id']} has not started ({state.upper()}: {reason or 'waiting for a scheduling cycle'})"
+    if state == "admitted":
+        return f"job {job['id']} has not started ({state.upper()}: its ranks are starting)"
+    if state == "cancelled":
+        return f"job {job['id']} was cancelled before it ran"
+    if state == "failed":
+        return f"job {job['id']} failed before it ran" + (f": {reason}" if reason else "")
+    return None

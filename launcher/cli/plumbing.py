@@ -1,0 +1,157 @@
+"""What every job command shares: exit statuses, API errors as one line naming the flag at
+fault, the ``--state-dir`` / ``--json`` options and the ``JOB`` argument."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
+
+# Which flag sets each field of the submission body, for error messages.
+FIELD_FLAGS: dict[str, str] = {
+    "name": "--name",
+    "queue": "-q/--queue",
+    "workers": "-n/--workers",
+    "gpus_per_worker": "-g/--gpus-per-worker",
+    "mig": "--mig",
+    "priority": "-p/--priority",
+    "nodes": "--nodes",
+    "gpu_model": "--gpu-model",
+    "topology": "--topology",
+    "min_workers": "--min-workers",
+    "cpu_bind": "--cpu-bind",
+    "grace_s": "--grace",
+    "time_limit_s": "--time",
+    "requeue": "--no-requeue",
+    "signal": "--signal",
+    "argv": "CMD",
+    "env": "the environment",
+    "cwd": "the working directory",
+    "rank": "--rank",
+    "user": "--user",
+}
+
+
+EXIT_INTERRUPTED = 130
+
+
+# Body fields in seconds, set by duration flags: their errors say how to write a duration.
+DURATION_FIELDS = frozenset({"grace_s", "time_limit_s"})
+
+
+DURATION_EXAMPLE = "(e.g. 30s, 5m, 2h)"
+
+
+# API field names that are not plain words, rewritten to their flags wherever a message names them.
+_FIELD_NAME_RE = re.compile(
+    r"\b(" + "|".join(sorted((f for f in FIELD_FLAGS if "_" in f), key=len, reverse=True)) + r")\b"
+)
+
+
+def flag_message(message: str, field: str | None) -> str:
+    """Rewrite a coordinator message about body ``field`` in the CLI's terms.
+
+    ``"time_limit_s: must be > 0 seconds"`` becomes ``"--time: must be > 0 seconds (e.g. 30s,
+    5m, 2h)"``: the leading field name becomes its flag, every other API field name with an
+    underscore becomes its flag, and duration fields get an example of the syntax.
+    """
+    if field and message.startswith(f"{field}: "):
+        message = message[len(field) + 2 :]
+    message = _FIELD_NAME_RE.sub(lambda m: FIELD_FLAGS[m.group(1)], message)
+    if field in FIELD_FLAGS:
+        flag = FIELD_FLAGS[field]
+        if not message.startswith(flag):
+            message = f"{flag}: {message}"
+    if field in DURATION_FIELDS and DURATION_EXAMPLE not in message:
+        message = f"{message} {DURATION_EXAMPLE}"
+    return message
+
+
+def describe_api_error(err: ApiError) -> CommandFailed:
+    """Turn a refusal into a one-line error naming the flag and what it allows.
+
+    A 400 (a field is invalid) is a usage error, exit 2; 403/404/409 are refusals, exit 1.
+    Fields that are not flags (``uid``, ``id``) are not prefixed: the message says what it is about.
+    """
+    message = flag_message(err.message, err.field)
+    if err.allowed not in (None, "", [], {}):
+        items = list(err.allowed) if isinstance(err.allowed, (list, tuple)) else [err.allowed]
+        allowed = ", ".join(map(str, items))
+        # the coordinator's message may already list them (e.g. "one of ['batch', 'high']")
+        if allowed not in message and not all(str(item) in message for item in items):
+            message = f"{message} (allowed: {allowed})"
+    return CommandFailed(message, 2 if err.status == 400 else 1)
+
+
+def talks_to_coordinator(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command body: map client errors to :class:`CommandFailed` with the right status."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ApiError as err:
+            raise describe_api_error(err) from err
+        except CoordinatorUnavailable as err:
+            raise CommandFailed(str(err), 1) from err
+
+    return wrapper
+
+
+def state_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--state-dir`` option every client command takes (``LABGANG_STATE_DIR``)."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="LABGANG_STATE_DIR",
+        show_envvar=True,
+        default=None,
+        help="State directory of the labgang instance to talk to (its socket is labgang.sock there).",
+    )(func)
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--json`` flag: print the coordinator's JSON instead of a table."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
+
+
+def stdout_bytes() -> Any:
+    """Where rank output goes: stdout's binary buffer (the text stream when it has none)."""
+    return getattr(sys.stdout, "buffer", sys.stdout)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Stop the command with ``message`` on stderr and exit status ``code``.
+
+    Raises:
+        CommandFailed: always.
+    """
+    raise CommandFailed(message, code)
+
+
+class JobIdType(click.ParamType):
+    """A job id as the coordinator gives them: a decimal sequence number (``12``).
+
+    Refuses anything else as a usage error (exit 2) before any request is sent.
+    """
+
+    name = "JOB"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if text.isascii() and text.isdigit() and int(text) > 0:
+            return str(int(text))
+        self.fail(f"{value!r} is not a job id; allowed: a job number such as 12 (see `labgang queue`)", param, ctx)
+
+
+JOB_ID = JobIdType()
+
+
+"""The ``JOB`` argument of ``cancel``, ``logs`` and ``show``."""

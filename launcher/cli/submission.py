@@ -1,0 +1,398 @@
+"""``labgang submit`` and ``labgang run``: the submission flags, the request body they build,
+a refused default queue explained, and ``run`` cancelling its job on Ctrl-C, SIGTERM or SIGHUP."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.follow import JobFollower, exit_status_of
+from labgang.launcher.cli.format import (
+    DURATION,
+    SIGNAL_SPEC,
+    to_json,
+)
+from labgang.launcher.cli.plumbing import (
+    EXIT_INTERRUPTED,
+    fail,
+    json_option,
+    state_dir_option,
+    stdout_bytes,
+    talks_to_coordinator,
+)
+from labgang.launcher.model import CPU_BIND, MIG_PREFIX, MIG_PROFILE_RE, TOPOLOGY_LEVELS
+from labgang.launcher.text import control_characters
+
+# Variables labgang sets for each rank; a value inherited from the submitting shell
+# (say, from inside another job) must not leak into the new gang.
+RANK_ENV = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "TORCHELASTIC_RUN_ID",
+    }
+)
+
+
+# labgang's own settings (LABGANG_STATE_DIR...) configure this CLI, not the job; labgang sets
+# LABGANG_JOB_ID and LABGANG_RESTART_COUNT for each rank itself.
+LABGANG_ENV_PREFIX = "LABGANG_"
+
+
+def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "-n",
+            "--workers",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Ranks in the gang; all start together or none does.",
+        ),
+        click.option(
+            "-g", "--gpus-per-worker", type=click.IntRange(min=1), default=None, help="Full GPUs per rank (default 1)."
+        ),
+        click.option(
+            "--mig",
+            metavar="PROFILE",
+            default=None,
+            help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb).",
+        ),
+        click.option("-q", "--queue", default=None, help="Queue to submit to (default: your default queue)."),
+        click.option(
+            "-p",
+            "--priority",
+            default=None,
+            help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
+            "first) or a priority class name from the cluster config.",
+        ),
+        click.option(
+            "--nodes",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Spread the ranks over exactly this many nodes (default: as few as fit).",
+        ),
+        click.option(
+            "--gpu-model",
+            default=None,
+            metavar="MODEL",
+            help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100.",
+        ),
+        click.option(
+            "--min-workers",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Elastic gang: start with as many ranks as can be placed now, never fewer than this "
+            "(WORLD_SIZE is the size it got); it never grows and never preempts to grow.",
+        ),
+        click.option(
+            "--topology",
+            type=click.Choice(TOPOLOGY_LEVELS),
+            default=None,
+            help="Require the whole gang's GPUs this close, on one node: nvlink (every pair joined by "
+            "NVLink), pcie-switch, numa (one NUMA node) or node. Without it the closest free GPUs are "
+            "preferred, not required.",
+        ),
+        click.option(
+            "--cpu-bind",
+            type=click.Choice(CPU_BIND),
+            default=None,
+            help="numa (default): pin each rank to the CPUs of its GPUs' NUMA node(s); none: do not pin.",
+        ),
+        click.option(
+            "--grace",
+            type=DURATION,
+            default=None,
+            help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...).",
+        ),
+        click.option(
+            "--time",
+            "time_limit",
+            type=DURATION,
+            default=None,
+            help="Time limit (30m, 2h...); the job fails when it runs longer.",
+        ),
+        click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
+        click.option(
+            "--no-requeue",
+            is_flag=True,
+            help="Fail instead of going back to the queue when preempted or its node is lost.",
+        ),
+        click.option(
+            "--signal",
+            "signal_spec",
+            type=SIGNAL_SPEC,
+            default=None,
+            help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
+            "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
+        ),
+        click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def build_submission(
+    *,
+    argv: Iterable[str],
+    workers: int = 1,
+    gpus_per_worker: int | None = None,
+    mig: str | None = None,
+    queue: str | None = None,
+    priority: str | None = None,
+    nodes: int | None = None,
+    gpu_model: str | None = None,
+    topology: str | None = None,
+    cpu_bind: str | None = None,
+    min_workers: int | None = None,
+    grace: float | None = None,
+    time_limit: float | None = None,
+    name: str | None = None,
+    no_requeue: bool = False,
+    signal_spec: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> dict[str, Any]:
+    """Build the ``POST /v1/jobs`` body from the submit flags.
+
+    Optional fields left unset are omitted so the coordinator applies its defaults
+    (the user's default queue, the queue's grace...). The environment is the caller's
+    (like ``sbatch --export=ALL``) minus the variables labgang sets per rank and
+    ``LABGANG_*`` (this CLI's own settings).
+
+    Args:
+        argv: the command and its arguments (non-empty).
+        workers: ranks in the gang (>= 1).
+        gpus_per_worker: full GPUs per rank (>= 1); None means 1, or MIG with ``mig``.
+        mig: a MIG profile such as ``"1g.10gb"`` (``"mig-1g.10gb"`` accepted).
+        queue, priority, nodes, gpu_model, topology, cpu_bind, min_workers: as the flags.
+        name: the job name; None lets the coordinator derive it from ``argv``.
+        grace, time_limit: seconds.
+        no_requeue: True to fail rather than requeue.
+        signal_spec: canonical ``"SIGUSR1@60"``.
+        env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+
+    Raises:
+        click.UsageError: conflicting or malformed flags (the message names the flag).
+    """
+    argv = list(argv)
+    if not argv:
+        raise click.UsageError("missing CMD: give the command to run after --")
+    if mig is not None and gpus_per_worker is not None:
+        raise click.UsageError(
+            "-g/--gpus-per-worker and --mig exclude each other: a rank gets full GPUs or one MIG device"
+        )
+    if mig is not None:
+        profile = mig[len(MIG_PREFIX) :] if mig.startswith(MIG_PREFIX) else mig
+        if not MIG_PROFILE_RE.match(profile):
+            raise click.UsageError(
+                f"--mig: {mig!r} is not a MIG profile; allowed: a profile name as nvidia-smi shows it, "
+                "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
+            )
+        mig = profile
+    if name is not None and not name.strip():
+        raise click.UsageError("--name: must not be empty")
+    if name is not None and control_characters(name):
+        raise click.UsageError(
+            f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
+            "allowed: printable characters"
+        )
+    if queue is not None and not queue.strip():
+        raise click.UsageError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
+    body: dict[str, Any] = {
+        "workers": workers,
+        "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
+        "mig": mig,
+        "requeue": not no_requeue,
+        "argv": argv,
+        "env": {
+            k: v
+            for k, v in (os.environ if env is None else env).items()
+            if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)
+        },
+        "cwd": _current_directory() if cwd is None else cwd,
+    }
+    optional = {
+        "name": name,
+        "queue": queue,
+        "priority": _priority_value(priority),
+        "nodes": nodes,
+        "gpu_model": gpu_model,
+        "topology": topology,
+        "cpu_bind": cpu_bind,
+        "min_workers": min_workers,
+        "grace_s": grace,
+        "time_limit_s": time_limit,
+        "signal": signal_spec,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def _current_directory() -> str:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise click.UsageError(
+            "the current directory no longer exists; ranks start in it, so cd somewhere that does"
+        ) from None
+
+
+def _priority_value(priority: str | None) -> int | str | None:
+    if priority is None:
+        return None
+    text = priority.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    if not text or not text.replace("-", "").replace("_", "").isalnum():
+        raise click.UsageError(f"-p/--priority: {priority!r} is neither an integer nor a priority class name")
+    return text
+
+
+_REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")
+
+
+def _submit(client: Client, **flags: Any) -> dict[str, Any]:
+    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default."""
+    try:
+        return client.submit(build_submission(**flags))
+    except ApiError as err:
+        if flags.get("queue") is not None or err.field != "queue" or err.status != 403:
+            raise
+        raise default_queue_refused(err) from err
+
+
+def default_queue_refused(err: ApiError) -> CommandFailed:
+    """The error for a submission without ``-q`` whose default queue the user may not use.
+
+    Args:
+        err: the coordinator's 403 on field ``queue`` (``allowed`` = the queues the user may use).
+
+    Returns:
+        A :class:`CommandFailed` (exit 1) such as ``default queue 'team-a' (from cluster.toml
+        default_queue) is not open to user 'bob'; use -q to pick one of: shared, b``.
+    """
+    m = _REFUSED_QUEUE_RE.search(err.message)
+    if m:
+        what = f"default queue {m['queue']!r} (from cluster.toml default_queue) is not open to user {m['user']!r}"
+    else:
+        what = f"the default queue (from cluster.toml default_queue) was refused: {err.message}"
+    usable = [str(q) for q in err.allowed] if isinstance(err.allowed, (list, tuple)) else []
+    hint = f"use -q to pick one of: {', '.join(usable)}" if usable else "no queue is open to you; ask a labgang admin"
+    return CommandFailed(f"{what}; {hint}", 1)
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@_submit_options
+@json_option
+@state_dir_option
+@talks_to_coordinator
+def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
+    """Submit a gang job and print its id.
+
+    Everything after the options (or after --) is the command each rank runs, in this
+    directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+    LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
+
+    Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
+    """
+    with Client.for_state_dir(state_dir) as client:
+        job = _submit(client, **flags)
+    click.echo(to_json({"job": job}) if as_json else job["id"])
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@_submit_options
+@click.option("--all-ranks", is_flag=True, help="Stream every rank's output, each line prefixed with its rank.")
+@state_dir_option
+@talks_to_coordinator
+def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
+    """Submit a gang job, stream rank 0's output, and exit with the job's status.
+
+    While it waits, the pending reason is printed to stderr. Ctrl-C cancels the job
+    (its ranks get SIGTERM, then SIGKILL after the grace period) and keeps printing
+    until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
+    terminal, a batch system stopping this command) cancel the job the same way, and
+    the exit status is then 128 + the signal's number (143 for SIGTERM).
+
+    Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
+    """
+    with Client.for_state_dir(state_dir) as client:
+        job = _submit(client, **flags)
+        job_id = job["id"]
+        click.echo(f"labgang: submitted job {job_id}", err=True)
+        ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
+        follower = JobFollower(client, job_id, ranks, stdout_bytes(), sys.stderr)
+        stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
+        code = EXIT_INTERRUPTED
+        with _stop_signals_interrupt():
+            while True:
+                try:
+                    final = follower.follow()
+                    break
+                except CoordinatorUnavailable:
+                    # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
+                    # is requeued or still recorded, and the next start shows what became of it.
+                    fail(
+                        f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                        "once it is back (jobs stopped by a shutdown run again at the next start)",
+                        1,
+                    )
+                except KeyboardInterrupt as exc:
+                    client.close()  # a request may have been cut in half
+                    what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                    if stopped_by is not None:
+                        fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code)
+                    stopped_by = what
+                    code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                    if what == "Ctrl-C":
+                        note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
+                    else:
+                        note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
+                    click.echo(note, err=True)
+                    client.cancel(job_id)
+    sys.exit(code if stopped_by is not None else exit_status_of(final))
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
+
+    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
+    """
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
+    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
+    leaving the job behind."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise StopSignal(signal.Signals(signum).name, 128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

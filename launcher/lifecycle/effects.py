@@ -1,0 +1,136 @@
+"""Typed effects the lifecycle model returns; the driver carries them out.
+
+Persisting effects (:class:`SaveStatus`, :class:`SaveRank`, :class:`AddHistory`,
+:class:`RecordDecision`) are committed first; the others (stop, signal, launch, dispatch) only
+run after that commit, so a crash never leaves an agent doing something the store does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SaveStatus:
+    """Persist the job's status (its latest value is written at commit time)."""
+
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRank:
+    """Persist one rank of the job's current attempt."""
+
+    job: JobRecord
+    rank: RankRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AddHistory:
+    """Persist a history line the model appended to ``job.history``."""
+
+    job: JobRecord
+    entry: HistoryEntry
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDecision:
+    """Persist one scheduling decision: ``kind`` is "admit", "preempt", "victim" or "pending"."""
+
+    time: float
+    job_id: str
+    kind: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop every rank of ``run_id`` on ``node`` with ``grace`` seconds (idempotent); ``warn``: the
+    job's ``--signal`` warning precedes SIGTERM. Stops for one node issued together go as one command."""
+
+    node: str
+    run_id: str
+    grace: float
+    warn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """Send ``signum`` to every rank of ``run_id`` on ``node``."""
+
+    node: str
+    run_id: str
+    signum: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Start an admitted gang: launch rank 0's node (it picks MASTER_PORT), then the others."""
+
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """(Re)send the ``launch`` of the job's ranks on ``node`` for run ``run_id`` (after a reconnect)."""
+
+    job: JobRecord
+    node: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The job reached a final state and left the model's active jobs: the driver keeps what it
+    wants of it (the coordinator: a bounded list of recently finished jobs; the store has it all)."""
+
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class WakeScheduler:
+    """Something the scheduler sees changed: run a cycle (coalesced with other wakes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Run a cycle at ``time`` (a requeue backoff ends then)."""
+
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionObserved:
+    """A job of ``queue`` was admitted after waiting ``wait_s`` seconds (for metrics)."""
+
+    queue: str
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionCounted:
+    """A job of ``queue`` was preempted; ``why`` is "in_queue" or "reclaim" (for metrics)."""
+
+    queue: str
+    why: str
+
+
+Effect = (
+    SaveStatus
+    | SaveRank
+    | AddHistory
+    | RecordDecision
+    | Stop
+    | Signal
+    | Dispatch
+    | Launch
+    | Finished
+    | WakeScheduler
+    | WakeAt
+    | AdmissionObserved
+    | PreemptionCounted
+)
+"""Anything :meth:`Lifecycle.apply` returns."""

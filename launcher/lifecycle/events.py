@@ -1,0 +1,161 @@
+"""Typed events the lifecycle model takes (:meth:`Lifecycle.apply`).
+
+Every event carries ``now``: the model never reads a clock (unix seconds in the coordinator,
+simulated seconds in ``labgang simulate``). Drivers translate what they receive (API calls,
+agent messages, scheduling cycles, timers) into these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.states import RankPhase
+from labgang.launcher.scheduler.decisions import CycleResult
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmitted:
+    """A job was accepted (already inserted in the store, so it has its id)."""
+
+    now: float
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """``by`` (a user name) cancels ``job_id``: at once if pending, with grace otherwise."""
+
+    now: float
+    job_id: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class CycleDecided:
+    """One scheduling cycle's result, decided on a snapshot taken at ``now``."""
+
+    now: float
+    result: CycleResult
+
+
+@dataclass(frozen=True, slots=True)
+class RankObserved:
+    """An agent says where one rank of run ``run_id`` is (a rank event or a rank status).
+
+    Attributes:
+        phase: the phase it means (``RankPhase.from_agent`` for a status; started/exited/gone
+            events map to RUNNING/EXITED/GONE).
+        pid: the rank's pid when known. exit_status: its main process's status when known.
+    """
+
+    now: float
+    node: str
+    run_id: str
+    rank: int
+    phase: RankPhase
+    pid: int | None = None
+    exit_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSent:
+    """The driver is sending the ``launch`` of run ``run_id``'s ranks on ``node``; ``master_addr``
+    is rank 0's node address, given with the first launch of the run (None after that)."""
+
+    now: float
+    node: str
+    run_id: str
+    master_addr: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchAnswered:
+    """A node answered a ``launch`` for run ``run_id``.
+
+    Attributes:
+        master_port: the port rank 0's agent chose (None when this answer has none).
+        refused: (rank, error) for every rank the agent refused to launch.
+        permanent: True when a refusal would only repeat (uid/root policy, a cwd the user may not enter).
+        observed: the statuses of the ranks it launched.
+    """
+
+    now: float
+    node: str
+    run_id: str
+    master_port: int | None
+    refused: tuple[tuple[int, str], ...]
+    permanent: bool
+    observed: tuple[RankObserved, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailed:
+    """A ``launch`` for run ``run_id`` on ``node`` was not delivered or not answered."""
+
+    now: float
+    node: str
+    run_id: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJoined:
+    """A node (re)connected, or answered again after being lost, and reported its ranks.
+
+    Attributes:
+        reported: every rank the agent knows. connected: the nodes connected now (a gang
+            admitted before a coordinator restart is dispatched once all of its nodes are back).
+    """
+
+    now: float
+    node: str
+    reported: tuple[RankObserved, ...]
+    connected: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLost:
+    """The node's lease ran out (``node_timeout_s`` without a word): its ranks count as lost."""
+
+    now: float
+    node: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: startup timeouts, time limits and their warning signals are checked.
+
+    Attributes:
+        started_at: when the driver started (a startup timeout counts from the later of the
+            admission and this). connected: nodes connected now (named in a timeout's reason).
+    """
+
+    now: float
+    started_at: float
+    connected: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequested:
+    """labgang itself is stopping its jobs: each is requeued (or cancelled) once its ranks are gone."""
+
+    now: float
+    why: str
+
+
+Event = (
+    JobSubmitted
+    | CancelRequested
+    | CycleDecided
+    | RankObserved
+    | LaunchSent
+    | LaunchAnswered
+    | LaunchFailed
+    | NodeJoined
+    | NodeLost
+    | Tick
+    | ShutdownRequested
+)
+"""Anything :meth:`Lifecycle.apply` takes."""

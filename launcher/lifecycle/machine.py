@@ -1,0 +1,356 @@
+"""The lifecycle model: typed events in, typed effects out, every state change guarded.
+
+Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
+
+* ADMITTED → RUNNING once every rank confirmed its start; not within ``startup_timeout_s``
+  → every rank stopped, the job requeued with backoff (intent RETRY), the reason naming the
+  node(s) and rank(s) that failed.
+* a rank exits non-zero (or vanishes) → the other ranks are stopped with the job's grace →
+  the job fails with that rank's exit status.
+* every rank exits 0 → succeeded, once every rank is *gone* (its devices free). From the moment
+  every rank has exited the job is *completing*: never a victim, never requeued.
+* preempted → stopped with grace → requeued with its original submit time (intent PREEMPT).
+  A gang is never evicted by the cycle that admitted it.
+* a node is lost → its ranks count as lost, the rest are stopped, the job is requeued (or
+  failed with ``requeue = false``).
+* labgang itself shuts down → stopped, requeued (intent SHUTDOWN), or cancelled with
+  ``requeue = false``; never the job's failure.
+* every requeue starts a new attempt; ``restart_count`` rises only when the attempt ran.
+
+Pure: no I/O, no clock. :meth:`Lifecycle.apply` changes the records it holds and returns the
+effects the driver must carry out (persist first, then talk to agents).
+"""
+
+from __future__ import annotations
+
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
+from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
+
+__all__ = ["Lifecycle", "LifecyclePolicy"]
+
+
+class Lifecycle(GangRules):
+    """The lifecycle model: :meth:`apply` takes one typed event and returns the typed effects it
+    asks for. See :class:`~labgang.launcher.lifecycle.gang.GangRules` for the state it holds."""
+
+    # ----- entry point --------------------------------------------------------------------
+
+    def apply(self, event: ev.Event) -> list[fx.Effect]:
+        """Apply one event; return the effects it asks for, in order.
+
+        Raises:
+            IllegalTransition: a rule tried an arrow the transitions table refuses (a bug).
+        """
+        self._now = event.now
+        self._out = []
+        if isinstance(event, ev.JobSubmitted):
+            self._submitted(event)
+        elif isinstance(event, ev.CancelRequested):
+            self._cancel(event)
+        elif isinstance(event, ev.CycleDecided):
+            self._cycle(event)
+        elif isinstance(event, ev.RankObserved):
+            self._observe(event)
+        elif isinstance(event, ev.LaunchSent):
+            self._launch_sent(event)
+        elif isinstance(event, ev.LaunchAnswered):
+            self._launch_answered(event)
+        elif isinstance(event, ev.LaunchFailed):
+            self._launch_failed(event)
+        elif isinstance(event, ev.NodeJoined):
+            self._node_joined(event)
+        elif isinstance(event, ev.NodeLost):
+            self._node_lost(event)
+        elif isinstance(event, ev.Tick):
+            self._tick(event)
+        else:
+            self._shutdown(event)
+        out, self._out = self._out, []
+        return out
+
+    # ----- submission and cancel ------------------------------------------------------------
+
+    def _submitted(self, e: ev.JobSubmitted) -> None:
+        job, spec = e.job, e.job.spec
+        self.jobs[job.id] = job
+        self._history(
+            job,
+            "submitted",
+            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}",
+        )
+        self._out.append(fx.WakeScheduler())
+
+    def _cancel(self, e: ev.CancelRequested) -> None:
+        job = self.jobs.get(e.job_id)
+        if job is None or job.status.state.finished:
+            return
+        st = job.status
+        if st.state == JobState.PENDING:
+            transition(st, JobState.CANCELLED)
+            st.end_time = self._now
+            st.reason_code, st.reason_message = EndReason.CANCELLED.value, f"cancelled by {e.by}"
+            self._save(job)
+            self._history(job, "cancelled", f"by {e.by} while pending")
+            self._retire(job)
+        else:
+            self._begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
+        self._out.append(fx.WakeScheduler())
+
+    def _shutdown(self, e: ev.ShutdownRequested) -> None:
+        for job in self.active():
+            if job.status.state != JobState.TERMINATING:  # else already stopping for its own reason
+                self._begin_termination(job, EndIntent.SHUTDOWN, e.why)
+
+    # ----- scheduling decisions -------------------------------------------------------------
+
+    def _cycle(self, e: ev.CycleDecided) -> None:
+        result, now = e.result, e.now
+        # A gang chosen as a victim by the cycle that admits it never started: it is not admitted
+        # (it stays pending) rather than admitted and evicted in the same instant.
+        victims_now = {v for pre in result.preempted for v in pre.victims}
+        admitted_now = frozenset(a.job_id for a in result.admitted)
+        for adm in result.admitted:
+            job = self.jobs.get(adm.job_id)
+            if job is None or job.status.state != JobState.PENDING:
+                continue
+            if job.id in victims_now:
+                self._history(job, "not-admitted", "the same cycle gave its devices to a preemptor")
+                self._out.append(fx.WakeScheduler())
+                continue
+            st = job.status
+            transition(st, JobState.ADMITTED)
+            st.admit_time = now
+            self.admissions += 1
+            st.admit_seq = self.admissions
+            st.nominated = ()
+            st.ran = False
+            st.reason_code = st.reason_message = None
+            job.ranks = {
+                rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
+            }
+            self._save(job)
+            for rank in job.ranks.values():
+                self._out.append(fx.SaveRank(job, rank))
+            where = ", ".join(job_nodes(job))
+            self._out.append(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
+            size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
+            if job.spec.request.elastic:
+                size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
+            self._history(job, "admitted", f"{size} on {where}")
+            self._out.append(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
+            self._out.append(fx.Dispatch(job))
+        for pre in result.preempted:
+            preemptor = self.jobs.get(pre.job_id)
+            if preemptor is None:
+                continue
+            if tuple(preemptor.status.nominated) != tuple(pre.victims):
+                preemptor.status.nominated = tuple(pre.victims)
+                self._save(preemptor)
+                self._out.append(
+                    fx.RecordDecision(
+                        now, preemptor.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}"
+                    )
+                )
+                waiting = ", ".join(f"job {v}" for v in pre.victims)
+                self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
+            for victim_id in pre.victims:
+                victim = self.jobs.get(victim_id)
+                if victim is None or not may_be_victim(victim, admitted_now):
+                    continue
+                self._out.append(
+                    fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")
+                )
+                self._begin_termination(victim, EndIntent.PREEMPT, f"preempted by job {preemptor.id}: {pre.reason}")
+                why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
+                self._out.append(fx.PreemptionCounted(victim.spec.queue, why))
+        for pend in result.pending:
+            job = self.jobs.get(pend.job_id)
+            if job is None or job.status.state != JobState.PENDING:
+                continue
+            code = pend.reason.code.value
+            st = job.status
+            if st.reason_code != code:
+                # A new kind of reason is a decision worth keeping; a new number in the same
+                # reason only updates memory (and goes to disk with the next status write).
+                st.reason_code, st.reason_message = code, pend.reason.message
+                self._out.append(fx.RecordDecision(now, job.id, "pending", code, pend.reason.message))
+                self._save(job)
+            else:
+                st.reason_message = pend.reason.message
+
+    # ----- ranks ----------------------------------------------------------------------------
+
+    def _observe(self, e: ev.RankObserved) -> bool:
+        """Apply one rank observation; False when no current rank matches it."""
+        job, rank = self._lookup(e.node, e.run_id, e.rank)
+        if job is None or rank is None:
+            return False
+        if (
+            e.phase == RankPhase.RUNNING
+            or e.phase == RankPhase.EXITED
+            or (e.phase == RankPhase.GONE and e.exit_status is not None)
+        ) and not job.status.ran:
+            job.status.ran = True
+            self._save(job)
+        if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
+            self._mark_running(job)  # "running" before this rank's "rank-exited"
+            if e.phase == RankPhase.EXITED:
+                self._history(job, "rank-exited", f"rank {rank.rank} on {e.node} exited with status {rank.exit_status}")
+            self._evaluate(job)
+        return True
+
+    # ----- launches -------------------------------------------------------------------------
+
+    def _launch_sent(self, e: ev.LaunchSent) -> None:
+        job = self.job_for_run(e.run_id)
+        if job is None or job.run_id != e.run_id or job.status.state != JobState.ADMITTED:
+            return
+        if e.master_addr is not None and job.status.master_addr is None:
+            job.status.master_addr = e.master_addr
+            self._save(job)
+        for rank in ranks_in_order(job):
+            if rank.node == e.node and rank.state == RankPhase.ASSIGNED:
+                self._set_rank(job, rank, RankPhase.LAUNCHING)
+
+    def _launch_answered(self, e: ev.LaunchAnswered) -> None:
+        job = self.job_for_run(e.run_id)
+        if job is None:
+            return
+        current = job.run_id == e.run_id
+        if e.master_port is not None and current and job.status.master_port is None:
+            job.status.master_port = e.master_port
+            self._save(job)
+        if e.refused and current:
+            # First the gang's fate, then the refused ranks count as gone. A permanent refusal
+            # would only repeat: the job fails at once. Others are a failed start, retried with backoff.
+            detail = "; ".join(f"rank {rank}: {error}" for rank, error in e.refused)
+            if e.permanent:
+                if job.status.state == JobState.ADMITTED:
+                    why = f"node {e.node} refused the launch (retrying would not help): {detail}"
+                    self._begin_termination(job, EndIntent.FAIL, why)
+            else:
+                self._start_failed(job, f"node {e.node} refused the launch: {detail}")
+            for rank_no, _ in e.refused:
+                rank = job.ranks.get(rank_no)
+                if job.run_id == e.run_id and rank is not None and self._set_rank(job, rank, RankPhase.GONE):
+                    self._evaluate(job)
+        for obs in e.observed:
+            if not self._observe(obs) and obs.phase != RankPhase.GONE:
+                # The job moved on while the command was in flight: do not leave the rank behind.
+                self._out.append(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+
+    def _launch_failed(self, e: ev.LaunchFailed) -> None:
+        job = self.job_for_run(e.run_id)
+        if job is None:
+            return
+        if job.run_id == e.run_id and job.status.state == JobState.ADMITTED:
+            self._start_failed(job, e.message)
+        elif job.run_id != e.run_id:
+            self._out.append(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+
+    # ----- nodes ----------------------------------------------------------------------------
+
+    def _node_lost(self, e: ev.NodeLost) -> None:
+        for job in self.active():
+            mine = [r for r in job.ranks.values() if r.node == e.node and not r.ended]
+            if not mine and not any(r.node == e.node for r in job.ranks.values()):
+                continue
+            for rank in mine:
+                self._set_rank(job, rank, RankPhase.LOST)
+            if job.status.state != JobState.TERMINATING:
+                self._begin_termination(job, EndIntent.LOST, f"node {e.node} lost ({e.why})")
+            else:
+                self._evaluate(job)
+        self._out.append(fx.WakeScheduler())
+
+    def _node_joined(self, e: ev.NodeJoined) -> None:
+        """Compare what the agent runs with what the records say should run on its node.
+
+        Reported ranks update the records; expected ranks the agent does not know are
+        (re)launched when their job is still starting, or count as gone; ranks the agent runs
+        that no current job expects there are stopped.
+        """
+        node = e.node
+        by_key = {(r.run_id, r.rank): r for r in e.reported}
+        matched: set[tuple[str, int]] = set()
+        for job in self.active():
+            relaunch = False
+            adopted: list[int] = []
+            for rank in [r for r in ranks_in_order(job) if r.node == node]:
+                key = (job.run_id, rank.rank)
+                reported = by_key.get(key)
+                if reported is not None:
+                    if rank.state != RankPhase.LOST:
+                        matched.add(key)
+                        if reported.phase == RankPhase.RUNNING and rank.state == RankPhase.RUNNING:
+                            adopted.append(rank.rank)
+                        self._observe(reported)
+                    continue
+                if rank.state in (RankPhase.ASSIGNED, RankPhase.LAUNCHING):
+                    if job.status.state == JobState.ADMITTED:
+                        relaunch = True
+                    else:
+                        self._set_rank(job, rank, RankPhase.GONE)
+                elif rank.state in (RankPhase.RUNNING, RankPhase.EXITED):
+                    self._set_rank(job, rank, RankPhase.GONE)
+                    self._history(job, "rank-gone", f"node {node} no longer knows rank {rank.rank}")
+            if adopted and job.status.state == JobState.RUNNING:
+                ranks = ", ".join(str(r) for r in adopted)
+                self._history(job, "re-adopted", f"node {node} rejoined with rank(s) {ranks} still running")
+            if relaunch and job.status.master_port is not None:
+                self._out.append(fx.Launch(job, node, job.run_id))
+            elif relaunch and all(n in e.connected for n in job_nodes(job)):
+                # Admitted before a coordinator crash, never dispatched: dispatch it once every
+                # node of the gang is back (the startup timeout bounds the wait).
+                self._out.append(fx.Dispatch(job))
+            if job.status.state == JobState.TERMINATING:
+                self._stop_live_ranks(job, only_node=node)
+            self._evaluate(job)
+        for key, reported in by_key.items():
+            if key in matched or reported.phase == RankPhase.GONE:
+                continue
+            owner = self.job_for_run(key[0])
+            grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s
+            self._out.append(fx.Stop(node, key[0], grace, False))
+
+    # ----- timers ---------------------------------------------------------------------------
+
+    def _tick(self, e: ev.Tick) -> None:
+        now = e.now
+        for job in self.active():
+            st, spec = job.status, job.spec
+            if (
+                st.state == JobState.ADMITTED
+                and st.admit_time is not None
+                and now - max(st.admit_time, e.started_at) > self.policy.startup_timeout_s
+            ):
+                waiting = [r for r in ranks_in_order(job) if r.state.order < RankPhase.RUNNING.order]
+                detail = ", ".join(
+                    f"rank {r.rank} on {r.node} ({r.state.value if r.node in e.connected else 'node not connected'})"
+                    for r in waiting
+                )
+                timeout = self.policy.startup_timeout_s
+                self._start_failed(job, f"not started within startup_timeout_s {timeout:g}: {detail}")
+            elif (
+                st.state == JobState.RUNNING and spec.time_limit_s and st.start_time is not None and not completing(job)
+            ):
+                # Slurm's --signal SIG@N: SIG at N s before the time limit T (the job keeps running
+                # and may still finish on its own), then at T SIGTERM, the grace period, SIGKILL.
+                elapsed, limit = now - st.start_time, spec.time_limit_s
+                if elapsed >= limit:
+                    self._begin_termination(job, EndIntent.TIMEOUT, f"time limit of {limit:g} s reached")
+                elif spec.signal and not st.warned:
+                    signum, before = parse_warning(spec.signal)
+                    if elapsed >= max(0.0, limit - before):
+                        self._send_warning(job, signum, f"{before:g} s before the time limit of {limit:g} s")
+
+    def _send_warning(self, job: JobRecord, signum: int, why: str) -> None:
+        job.status.warned = True
+        self._save(job)
+        self._history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
+        for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
+            self._out.append(fx.Signal(node, job.run_id, signum))

@@ -1,0 +1,223 @@
+"""The job and rank records the lifecycle model changes and the store persists.
+
+:class:`JobRecord` = the submitted :class:`JobSpec` (never changes), the mutable
+:class:`JobStatus`, the current attempt's :class:`RankRecord` per rank, and the history lines
+of the job that are in memory. Plain dataclasses: no I/O; ``launcher/store.py`` writes them
+to SQLite and reads them back.
+"""
+
+from __future__ import annotations
+
+import json
+import signal as signal_mod
+from dataclasses import dataclass, field
+from typing import Any
+
+from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
+from labgang.launcher.model import JobRequest
+
+
+@dataclass
+class JobSpec:
+    """What the user submitted (never changes after submission).
+
+    Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
+    ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
+    to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
+    elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
+    """
+
+    name: str
+    user: str
+    uid: int
+    gid: int | None
+    queue: str
+    priority: int
+    workers: int
+    per_worker: int
+    resource: str
+    gpu_model: str | None
+    nodes: int | None
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    grace_s: float
+    time_limit_s: float | None
+    requeue: bool
+    signal: str | None
+    topology: str | None = None
+    cpu_bind: str = "numa"
+    min_workers: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
+        return {name: getattr(self, name) for name in _SPEC_FIELDS}
+
+    @property
+    def request(self) -> JobRequest:
+        """The scheduler's view of the request."""
+        return JobRequest(
+            workers=self.workers,
+            per_worker=self.per_worker,
+            resource=self.resource,
+            gpu_model=self.gpu_model,
+            nodes=self.nodes,
+            topology=self.topology,
+            min_workers=self.min_workers,
+        )
+
+
+_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
+
+
+@dataclass
+class RankRecord:
+    """One rank of one start attempt: where it runs and its phase (:class:`RankPhase`, changed
+    only through ``lifecycle.states.advance``)."""
+
+    rank: int
+    node: str
+    devices: tuple[str, ...]
+    state: RankPhase = RankPhase.ASSIGNED
+    pid: int | None = None
+    exit_status: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        """True once the rank's processes are gone and its devices free (or its node was lost)."""
+        return self.state.ended
+
+
+@dataclass
+class JobStatus:
+    """The mutable part of a job. Times are unix seconds (simulated seconds in ``labgang simulate``).
+
+    ``state`` changes only through ``lifecycle.states.transition``. ``end_intent`` says what
+    happens when a terminating job's ranks are all gone (None: decided by their exits).
+    ``attempt`` numbers the start attempts (a new one at every requeue, so a new attempt's ranks
+    never collide with an old one's on a node); ``restart_count`` counts only attempts that ran
+    (some rank started). ``ran`` is True once a rank of the current attempt started.
+    ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
+    among equal ``admit_time`` is the highest one.
+    """
+
+    state: JobState = JobState.PENDING
+    submit_time: float = 0.0
+    pending_since: float = 0.0
+    admit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_status: int | None = None
+    restart_count: int = 0
+    start_failures: int = 0
+    not_before: float = 0.0
+    reason_code: str | None = None
+    reason_message: str | None = None
+    end_intent: EndIntent | None = None
+    nominated: tuple[str, ...] = ()
+    master_addr: str | None = None
+    master_port: int | None = None
+    warned: bool = False
+    attempt: int = 0
+    ran: bool = False
+    admit_seq: int = 0
+
+    def to_json(self) -> str:
+        """The status as compact JSON (what the ``jobs.status`` column holds)."""
+        d = {name: getattr(self, name) for name in _STATUS_FIELDS}
+        d["state"] = self.state.value
+        d["end_intent"] = None if self.end_intent is None else self.end_intent.value
+        d["nominated"] = list(self.nominated)
+        return json.dumps(d, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobStatus:
+        """Read back :meth:`to_json` output (also of stores written before ``attempt`` existed,
+        where the attempt number was the restart count).
+
+        Raises:
+            ValueError: a state or end intent that is not a known value.
+        """
+        d = json.loads(text)
+        d["state"] = JobState(d["state"])
+        d["end_intent"] = None if d.get("end_intent") is None else EndIntent(d["end_intent"])
+        d["nominated"] = tuple(d.get("nominated", ()))
+        d.setdefault("attempt", d.get("restart_count", 0))
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+_STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
+
+
+@dataclass
+class HistoryEntry:
+    """One line of a job's history (unix seconds)."""
+
+    time: float
+    event: str
+    message: str
+
+
+@dataclass
+class JobRecord:
+    """A job as the coordinator holds it in memory: spec, status, current ranks, history."""
+
+    id: str
+    seq: int
+    spec: JobSpec
+    status: JobStatus
+    ranks: dict[int, RankRecord] = field(default_factory=dict)
+    history: list[HistoryEntry] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> int:
+        """The start attempt the current ranks belong to."""
+        return self.status.attempt
+
+    @property
+    def run_id(self) -> str:
+        """The id the node agents know this attempt by (``<job id>.<attempt>``), so a
+        requeued job's new ranks never collide with its old ones."""
+        return f"{self.id}.{self.attempt}"
+
+
+class BadSignal(ValueError):
+    """A ``--signal`` spec that does not parse; ``allowed`` lists the signal names when the name was wrong."""
+
+    def __init__(self, message: str, allowed: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+def parse_warning(text: str) -> tuple[int, float]:
+    """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``) into (signal number, seconds before).
+
+    Raises:
+        BadSignal: the name or the seconds are invalid.
+    """
+    name, sep, when = text.partition("@")
+    if not sep:
+        raise BadSignal(f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)")
+    name = name.strip().upper()
+    try:
+        signum = (
+            int(name) if name.isdigit() else int(signal_mod.Signals[name if name.startswith("SIG") else "SIG" + name])
+        )
+    except KeyError:
+        raise BadSignal(f"unknown signal {name!r}", sorted(s.name for s in signal_mod.Signals)) from None
+    try:
+        seconds = float(when)
+    except ValueError:
+        raise BadSignal(f"signal time {when!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise BadSignal("signal time must be >= 0 seconds")
+    return signum, seconds
+
+
+def signal_name(signum: int) -> str:
+    """``"SIGUSR1"`` for 10; the number itself when it names no signal."""
+    try:
+        return signal_mod.Signals(signum).name
+    except ValueError:
+        return str(signum)

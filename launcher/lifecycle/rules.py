@@ -1,0 +1,69 @@
+"""Pure rules over job records: node order, who may be a victim, whether an attempt ran.
+
+These are the lifecycle's answers to "may this job be stopped for another?" and "does this
+requeue count as a restart?" (issue: a finished gang must never run twice; a gang admitted
+and evicted in the same instant never ran).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from labgang.launcher.lifecycle.records import JobRecord, RankRecord
+from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.model import QueueSpec
+from labgang.launcher.scheduler.snapshot import PendingJob
+
+
+def job_nodes(job: JobRecord) -> list[str]:
+    """The job's nodes in NODE_RANK order (order of first appearance by rank)."""
+    nodes: list[str] = []
+    for r in sorted(job.ranks):
+        if job.ranks[r].node not in nodes:
+            nodes.append(job.ranks[r].node)
+    return nodes
+
+
+def ranks_in_order(job: JobRecord) -> list[RankRecord]:
+    """The current attempt's ranks, rank 0 first."""
+    return [job.ranks[r] for r in sorted(job.ranks)]
+
+
+def completing(job: JobRecord) -> bool:
+    """True when every rank of a job holding devices has exited on its own (main process gone,
+    exit status known; a node lost after its rank exited does not change that): the job's
+    outcome is decided by those exits. Its devices are leaving; it is never a victim and never
+    requeued."""
+    ranks = job.ranks.values()
+    return (
+        job.status.state.holds_devices
+        and bool(job.ranks)
+        and all(r.state.order >= RankPhase.EXITED.order and r.exit_status is not None for r in ranks)
+    )
+
+
+def leaving(job: JobRecord) -> bool:
+    """True when the job's devices are on their way to free: terminating, or completing."""
+    return job.status.state == JobState.TERMINATING or completing(job)
+
+
+def may_be_victim(job: JobRecord, admitted_now: frozenset[str]) -> bool:
+    """May a cycle's preemption stop ``job``?
+
+    Only an admitted or running job that is not completing (its ranks have not all exited),
+    and not one admitted by the very cycle that would evict it (``admitted_now``: ids the same
+    cycle result admits): that gang never started.
+    """
+    st = job.status.state
+    if st not in (JobState.ADMITTED, JobState.RUNNING):
+        return False
+    return job.id not in admitted_now and not completing(job)
+
+
+def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], now: float) -> float | None:
+    """The next instant after ``now`` at which a pending job starts starving (``pending_since`` +
+    its queue's ``starvation_after``), or None. Time alone changes a cycle's decisions only then,
+    so a driver wakes its scheduler at exactly that instant (the coordinator and the simulator alike)."""
+    after = {q.name: q.starvation_after for q in queues if q.starvation_after is not None}
+    times = [j.pending_since + after[j.queue] for j in pending if j.queue in after]
+    return min((t for t in times if t > now), default=None)

@@ -1,0 +1,199 @@
+"""The job lifecycle's vocabulary: job states, rank phases, end intents, end reasons, and the
+only arrows allowed between job states.
+
+A job's life (docs/queue-semantics.md §A5)::
+
+    PENDING ──cycle admits──► ADMITTED ──every rank started──► RUNNING
+    PENDING ──cancel──► CANCELLED
+    ADMITTED | RUNNING ──stop (cancel, preemption, failed rank, lost node, time limit,
+                         failed start, shutdown)──► TERMINATING
+    RUNNING ──every rank gone──► SUCCEEDED | FAILED          (decided by the ranks' exits)
+    TERMINATING ──every rank gone──► SUCCEEDED | FAILED | CANCELLED, or PENDING (requeue)
+
+A requeue is an event (``requeued`` in the job's history) that returns a job to PENDING as a
+new attempt, not a state and not a reason code. Every change of a job's state goes through
+:func:`transition`, which refuses an arrow absent from :data:`JOB_MOVES`; a rank's phase only
+moves forward (:func:`advance`).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+
+class JobState(str, enum.Enum):
+    """A job's life, as ``squeue`` would name it. The value is the wire name."""
+
+    PENDING = "pending"  # in its queue, not admitted
+    ADMITTED = "admitted"  # quota and devices assumed, ranks being launched
+    RUNNING = "running"  # every rank confirmed started
+    TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
+    SUCCEEDED = "succeeded"  # every rank exited 0
+    FAILED = "failed"  # a rank failed, a time limit passed, or it could not start
+    CANCELLED = "cancelled"  # cancelled by its owner or an admin
+
+    @property
+    def finished(self) -> bool:
+        """True for the three final states."""
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+    @property
+    def holds_devices(self) -> bool:
+        """True while the job's quota and devices count as used."""
+        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)
+
+
+JOB_MOVES: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED}),
+    JobState.ADMITTED: frozenset({JobState.RUNNING, JobState.TERMINATING}),
+    JobState.RUNNING: frozenset({JobState.TERMINATING, JobState.SUCCEEDED, JobState.FAILED}),
+    JobState.TERMINATING: frozenset({JobState.PENDING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+"""Every legal arrow between job states; anything else is a bug and :func:`transition` raises."""
+
+
+class IllegalTransition(Exception):
+    """A job state change absent from :data:`JOB_MOVES` (or a rank phase moving backwards)."""
+
+
+class HasState(Protocol):
+    """Anything with a mutable job ``state`` (a ``JobStatus``)."""
+
+    state: JobState
+
+
+def transition(status: HasState, to: JobState) -> None:
+    """Move ``status.state`` to ``to``: the one place a job's state changes.
+
+    Raises:
+        IllegalTransition: ``to`` is not in ``JOB_MOVES[status.state]``.
+    """
+    if to not in JOB_MOVES[status.state]:
+        raise IllegalTransition(f"job state {status.state.value} -> {to.value} is not allowed")
+    status.state = to
+
+
+class RankPhase(str, enum.Enum):
+    """Where one rank of the current attempt is, as the coordinator records it. The value is
+    the wire name (the ``ranks.state`` column and the API's rank ``state``).
+
+    Phases only move forward (ASSIGNED → LAUNCHING → RUNNING → EXITED → GONE, or LOST from
+    any phase); a phase may be skipped (a refused launch goes ASSIGNED → GONE).
+    """
+
+    ASSIGNED = "assigned"  # placed by an admission, not sent to an agent yet
+    LAUNCHING = "launching"  # the launch was sent; the agent has not confirmed the start
+    RUNNING = "running"  # the rank's main process runs
+    EXITED = "exited"  # its main process exited (exit status known); devices may still be busy
+    GONE = "gone"  # no process of the rank remains and its devices are free
+    LOST = "lost"  # its node was lost: nothing more will be heard of it
+
+    @property
+    def order(self) -> int:
+        """Position in the forward order (GONE and LOST are both last)."""
+        return _PHASE_ORDER[self]
+
+    @property
+    def ended(self) -> bool:
+        """True once the rank's processes are gone and its devices free (or its node was lost)."""
+        return self in (RankPhase.GONE, RankPhase.LOST)
+
+    @classmethod
+    def from_agent(cls, state: str, exit_status: int | None) -> RankPhase:
+        """The phase an agent's ``RankState`` wire value (``agent/supervisor/states.py``) means.
+
+        ``starting`` → LAUNCHING; ``running``/``warned``/``stopping``/``killing`` → RUNNING while
+        no exit status is known, EXITED once the main process exited (leftovers being stopped);
+        ``releasing`` → EXITED; ``gone`` → GONE.
+
+        Raises:
+            ValueError: ``state`` is not a RankState value.
+        """
+        if state == "starting":
+            return cls.LAUNCHING
+        if state in _AGENT_LIVE:
+            return cls.RUNNING if exit_status is None else cls.EXITED
+        if state == "releasing":
+            return cls.EXITED
+        if state == "gone":
+            return cls.GONE
+        raise ValueError(
+            f"unknown rank state {state!r} (allowed: starting, {', '.join(sorted(_AGENT_LIVE))}, releasing, gone)"
+        )
+
+
+_PHASE_ORDER = {
+    RankPhase.ASSIGNED: 0,
+    RankPhase.LAUNCHING: 1,
+    RankPhase.RUNNING: 2,
+    RankPhase.EXITED: 3,
+    RankPhase.GONE: 4,
+    RankPhase.LOST: 4,
+}
+_AGENT_LIVE = frozenset({"running", "warned", "stopping", "killing"})
+
+
+class HasPhase(Protocol):
+    """Anything with a mutable rank ``state`` (a ``RankRecord``)."""
+
+    state: RankPhase
+
+
+def advance(rank: HasPhase, to: RankPhase) -> bool:
+    """Move ``rank.state`` forward to ``to``; returns False (and changes nothing) when ``to`` is
+    not later than the current phase: reports arrive at least once and out of order."""
+    if to.order > rank.state.order:
+        rank.state = to
+        return True
+    return False
+
+
+class EndIntent(str, enum.Enum):
+    """What happens once a terminating job's ranks are all gone. None (no intent) means the
+    outcome is decided by the ranks' exits."""
+
+    CANCEL = "cancel"  # cancelled by its owner or an admin → CANCELLED
+    FAIL = "fail"  # a rank failed or a launch was refused for good → FAILED
+    TIMEOUT = "timeout"  # its time limit passed → FAILED
+    PREEMPT = "requeue"  # chosen as a victim → requeued (or FAILED with requeue = false)
+    LOST = "lost"  # its node was lost → requeued (or FAILED with requeue = false)
+    RETRY = "retry"  # its start failed → requeued with backoff, FAILED after max_start_failures
+    SHUTDOWN = "shutdown"  # labgang itself stopped → requeued (or CANCELLED with requeue = false)
+
+    @property
+    def warned(self) -> bool:
+        """True when the stop is preceded by the job's ``--signal`` warning (Slurm: preemption, scancel)."""
+        return self in (EndIntent.CANCEL, EndIntent.PREEMPT)
+
+
+class EndReason(str, enum.Enum):
+    """Why a job is where it is, when the scheduler is not the one saying it (the scheduler's
+    pending reasons are ``launcher/scheduler/decisions.py`` ``ReasonCode``). Lifecycle words like
+    "requeued" are history events, not reasons: a requeued job's reason is why it was stopped."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    PREEMPTED = "preempted"
+    NODE_LOST = "node_lost"
+    START_FAILED = "start_failed"
+    SHUTDOWN = "shutdown"
+
+
+INTENT_REASON: dict[EndIntent, EndReason] = {
+    EndIntent.CANCEL: EndReason.CANCELLED,
+    EndIntent.FAIL: EndReason.FAILED,
+    EndIntent.TIMEOUT: EndReason.TIMEOUT,
+    EndIntent.PREEMPT: EndReason.PREEMPTED,
+    EndIntent.LOST: EndReason.NODE_LOST,
+    EndIntent.RETRY: EndReason.START_FAILED,
+    EndIntent.SHUTDOWN: EndReason.SHUTDOWN,
+}
+"""The reason a job carries while it stops for an intent (and keeps once it ended or was requeued)."""

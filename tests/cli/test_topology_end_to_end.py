@@ -1,0 +1,166 @@
+"""End to end with real processes on a simulated two-socket box (config/sim/numa2-4gpu.toml:
+GPUs 0-1 on NUMA node 0 = CPU 0, GPUs 2-3 on NUMA node 1 = CPU 1): placement keeps a rank's GPUs
+on one PCIe switch, the rank's small parent pins it to its GPUs' CPUs (read back from
+/proc/<pid>/status), and a required topology level the box cannot give waits with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = REPO / "config" / "sim" / "numa2-4gpu.toml"
+GPU = [f"GPU-7d1c0a52-1b8e-4f0e-9a51-0c2f6f0a1a0{i}" for i in range(4)]
+REPORT = (
+    "import os; s = open(f'/proc/{os.getpid()}/status').read().splitlines(); "
+    "print('cpus', os.environ['RANK'], [l.split(':')[1].strip() for l in s if l.startswith('Cpus_allowed_list')][0], "
+    "os.environ['LABGANG_CPUS'], os.environ['CUDA_VISIBLE_DEVICES'])"
+)
+needs_two = pytest.mark.skipif(
+    not {0, 1} <= os.sched_getaffinity(0), reason="the simulated box's NUMA nodes are CPUs 0 and 1"
+)
+
+
+class Up:
+    """A running ``labgang up --simulate numa2-4gpu.toml`` and the CLI against it."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
+        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
+        self.env.pop("CUDA_VISIBLE_DEVICES", None)
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while self.cli("queues").returncode != 0:
+            assert self.proc.poll() is None and time.monotonic() < deadline, (state_dir / "up.log").read_text()
+            time.sleep(0.2)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "labgang.launcher", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            raise
+        finally:
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def up():
+    with tempfile.TemporaryDirectory(prefix="lgt", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            assert instance.stop() == 0
+
+
+def reports(out: subprocess.CompletedProcess) -> dict[str, tuple[str, str, str]]:
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line.split() for line in out.stdout.splitlines() if "cpus " in line]
+    return {row[-4]: (row[-3], row[-2], row[-1]) for row in rows}
+
+
+@needs_two
+def test_a_two_gpu_rank_gets_one_switch_and_its_numa_node_cpu(up):
+    got = reports(up.cli("run", "-g", "2", "--", "python", "-c", REPORT))
+    assert got == {"0": ("0", "0", f"{GPU[0]},{GPU[1]}")}
+
+
+@needs_two
+def test_two_ranks_on_one_node_stay_on_one_socket_and_are_pinned(up):
+    got = reports(up.cli("run", "-n", "2", "-g", "1", "--all-ranks", "--", "python", "-c", REPORT))
+    assert got == {"0": ("0", "0", GPU[0]), "1": ("0", "0", GPU[1])}
+
+
+@needs_two
+def test_a_rank_over_both_sockets_gets_the_union(up):
+    got = reports(up.cli("run", "-g", "4", "--", "python", "-c", REPORT))
+    assert got == {"0": ("0-1", "0-1", ",".join(GPU))}
+
+
+@needs_two
+def test_cpu_bind_none_leaves_the_rank_unpinned(up):
+    got = reports(up.cli("run", "-g", "2", "--cpu-bind", "none", "--", "python", "-c", REPORT))
+    allowed = got["0"][0]
+    assert allowed == got["0"][1] and allowed != "0"
+
+
+def test_a_required_level_the_box_lacks_waits_with_the_reason(up):
+    out = up.cli("submit", "--json", "-g", "2", "--topology", "nvlink", "--", "true")
+    assert out.returncode == 0, out.stderr
+    job_id = json.loads(out.stdout)["job"]["id"]
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            job = json.loads(up.cli("show", "--json", job_id).stdout)["job"]
+            if job["reason"] is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert job["state"] == "pending"
+        assert job["reason"]["code"] == "topology"
+        node = job["reason"]["message"].split("; ")[1].split("'s ")[0]  # `labgang up` names the node after the host
+        assert (
+            job["reason"]["message"]
+            == f"topology nvlink: needs 2 gpu on NVLink; {node}'s best 2 free are on one PCIe switch"
+        )
+    finally:
+        assert up.cli("cancel", job_id).returncode == 0
+
+
+def test_bad_topology_level_names_the_flag(up):
+    out = up.cli("submit", "--topology", "rack", "--", "true")
+    assert out.returncode == 2
+    assert "--topology" in out.stderr and "nvlink" in out.stderr
+
+
+def test_an_elastic_gang_starts_with_what_fits_and_knows_its_size(up):
+    blocker = json.loads(
+        up.cli("submit", "--json", "-g", "2", "--", "python", "-c", "import time; time.sleep(600)").stdout
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while json.loads(up.cli("show", "--json", blocker["job"]["id"]).stdout)["job"]["state"] != "running":
+            assert time.monotonic() < deadline, "the blocker did not start"
+            time.sleep(0.1)
+        code = "import os; print('size', os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['PET_NNODES'])"
+        out = up.cli("run", "-n", "4", "--min-workers", "2", "-g", "1", "--all-ranks", "--", "python", "-c", code)
+        assert out.returncode == 0, out.stdout + out.stderr
+        sizes = sorted(line.split()[-3:] for line in out.stdout.splitlines() if "size " in line)
+        assert sizes == [["0", "2", "2"], ["1", "2", "2"]]
+        job_id = out.stderr.split("submitted job ", 1)[1].split()[0]
+        shown = up.cli("show", job_id).stdout
+        assert "Gang:" in shown and "started with 2 of 4 (min 2)" in shown
+        job = json.loads(up.cli("show", "--json", job_id).stdout)["job"]
+        assert (job["workers"], job["min_workers"], job["started_workers"]) == (4, 2, 2)
+    finally:
+        assert up.cli("cancel", blocker["job"]["id"]).returncode == 0

@@ -1,0 +1,89 @@
+"""The lifecycle model alone: typed events in, typed effects out (no coordinator, no store)."""
+
+from __future__ import annotations
+
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
+from labgang.launcher.scheduler.snapshot import RankPlacement
+
+POLICY = LifecyclePolicy(
+    startup_timeout_s=30, requeue_backoff_s=4, requeue_backoff_max_s=60, max_start_failures=3, default_grace_s=5
+)
+
+
+def job(job_id: str, *, signal: str | None = None, priority: int = 0) -> JobRecord:
+    spec = JobSpec(
+        name="j", user="alice", uid=1000, gid=None, queue="default", priority=priority, workers=2, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
+        requeue=True, signal=signal,
+    )  # fmt: skip
+    return JobRecord(id=job_id, seq=int(job_id), spec=spec, status=JobStatus(submit_time=0.0))
+
+
+PLACEMENT = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
+
+
+def admitted(model: Lifecycle, job_id: str, now: float) -> list[fx.Effect]:
+    return model.apply(
+        ev.CycleDecided(now, CycleResult(admitted=(Admit(job_id, PLACEMENT),), preempted=(), pending=()))
+    )
+
+
+def start(model: Lifecycle, record: JobRecord, now: float) -> None:
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(now, node, record.run_id, rank, RankPhase.RUNNING, pid=100 + rank))
+
+
+def test_an_admission_persists_first_then_dispatches() -> None:
+    model = Lifecycle(POLICY)
+    record = job("1")
+    assert [type(e) for e in model.apply(ev.JobSubmitted(1.0, record))] == [fx.AddHistory, fx.WakeScheduler]
+    kinds = [type(e) for e in admitted(model, "1", 2.0)]
+    assert kinds == [
+        fx.SaveStatus, fx.SaveRank, fx.SaveRank, fx.RecordDecision, fx.AddHistory, fx.AdmissionObserved, fx.Dispatch,
+    ]  # fmt: skip
+    assert (record.status.state, record.status.admit_seq) == (JobState.ADMITTED, 1)
+
+
+def test_a_preempted_gang_is_stopped_with_its_warning_and_requeued_as_a_new_attempt() -> None:
+    model = Lifecycle(POLICY, [job("1", signal="USR1@10"), job("2", priority=5)])
+    victim = model.jobs["1"]
+    admitted(model, "1", 1.0)
+    start(model, victim, 1.5)
+    out = model.apply(
+        ev.CycleDecided(2.0, CycleResult(admitted=(), preempted=(Preempt("2", ("1",), "p"),), pending=()))
+    )
+    assert [e for e in out if isinstance(e, fx.Stop)] == [
+        fx.Stop("n1", "1.0", 7.0, True),
+        fx.Stop("n2", "1.0", 7.0, True),
+    ]
+    assert victim.status.end_intent == EndIntent.PREEMPT
+    for rank, node in ((0, "n1"), (1, "n2")):
+        out = model.apply(ev.RankObserved(9.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
+    assert (victim.status.state, victim.status.restart_count, victim.run_id) == (JobState.PENDING, 1, "1.1")
+    assert fx.WakeScheduler() in out  # its only victim is gone: the preemptor can start now
+
+
+def test_a_failed_start_is_retried_at_the_end_of_its_backoff() -> None:
+    model = Lifecycle(POLICY, [job("1")])
+    admitted(model, "1", 0.0)
+    out = model.apply(ev.LaunchFailed(1.0, "n1", "1.0", "connection refused"))
+    assert model.jobs["1"].status.state == JobState.PENDING  # nothing was launched: every rank gone at once
+    assert fx.WakeAt(5.0) in out  # backoff 4 s from the requeue at 1.0
+    assert model.jobs["1"].status.restart_count == 0  # it never ran
+
+
+def test_a_finished_job_leaves_the_model() -> None:
+    model = Lifecycle(POLICY, [job("1")])
+    record = model.jobs["1"]
+    admitted(model, "1", 0.0)
+    start(model, record, 0.5)
+    for rank, node in ((0, "n1"), (1, "n2")):
+        out = model.apply(ev.RankObserved(3.0, node, "1.0", rank, RankPhase.GONE, exit_status=0))
+    assert fx.Finished(record) in out and "1" not in model.jobs
+    assert record.status.state == JobState.SUCCEEDED
+    assert model.apply(ev.CancelRequested(4.0, "1", "alice")) == []  # nothing left to cancel
