@@ -44,6 +44,7 @@ from labgang.launcher.model import (
     ReclaimWithinCohort,
     SharingPolicy,
     WithinQueue,
+    is_valid_resource,
 )
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
