@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-
 from labgang.launcher.model import (
     DEFAULT_FAIR_PREEMPTION,
     AdmissionFairSharing,
@@ -30,6 +28,7 @@ from labgang.launcher.model import (
     WithinQueue,
     is_valid_resource,
 )
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 FAIR_PREEMPTION_LISTS: tuple[tuple[FairPreemption, ...], ...] = (
     (FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),

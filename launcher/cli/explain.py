@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import format_resources, to_json
