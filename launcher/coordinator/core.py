@@ -23,6 +23,7 @@ from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch
+from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
@@ -121,6 +122,8 @@ class Coordinator:
         self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
+        # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
+        self.sharing = SharingState(config, store, self.started_at)
 
     # ----- plumbing ---------------------------------------------------------------------------
 
