@@ -21,7 +21,8 @@ links, two NUMA nodes) and one multi-GPU single-node gang in five requires a lev
 
 Usage::
 
-    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1] [--topology] [--fair]
+    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
+                                    [--topology] [--fair]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.

@@ -48,7 +48,6 @@ from labgang.launcher.model import (
     is_valid_resource,
 )
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from labgang.launcher.queue_schema import (
     AdmissionFairSharingModel,
     BorrowWithinCohortModel,
@@ -59,6 +58,7 @@ from labgang.launcher.queue_schema import (
     fair_preemption_problem,
     sharing_policy,
 )
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 BorrowWithinCohortConfig = BorrowWithinCohortModel
 """Kueue's ``borrowWithinCohort`` table (the shared schema's model)."""

@@ -7,7 +7,6 @@ relative to ``snapshot.now``), so the same state always gives the same rows.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Any
 

@@ -99,7 +99,8 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
     resource = job.get("resource", "gpu")
     out = [
-        f"job {jid} ({job.get('workers')} x {job.get('gpus_per_worker')} {resource}) in queue {job.get('queue')} is {state}."
+        f"job {jid} ({job.get('workers')} x {job.get('gpus_per_worker')} {resource}) "
+        f"in queue {job.get('queue')} is {state}."
     ]
     reason = job.get("reason") or {}
     if state == "pending" and reason.get("message"):

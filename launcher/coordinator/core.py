@@ -23,11 +23,11 @@ from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch
-from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
+from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev

@@ -6,7 +6,6 @@ Shapes are the "Coordinator user API" contract (docs/openapi.json). Times are un
 from __future__ import annotations
 
 import math
-
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +133,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     ]
 
 
-def _fair_shares(coord: "Coordinator") -> dict[str, dict[str, Any]]:
+def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     """Per queue: its fair share (dominant resource share / weight; None when infinite), the
     unweighted ratio, the weight, the capacity its cohort could reach per resource, and with
     admission fair sharing its tenants' decayed usage and scores (scheduler/explain.py)."""

@@ -151,7 +151,7 @@ class _Cycle:
                 g.pushed_at = self.version
                 height = self.height(e)
                 if height > key[1]:  # usage grew since it was queued: now it needs a larger subtree
-                    heapq.heappush(heap, (key[0], height) + key[2:])
+                    heapq.heappush(heap, (key[0], height, *key[2:]))
                     continue
             if g.strict:
                 outcome = self._process(e)

@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
-from labgang.launcher.scheduler.preemption import victim_order, within_queue_allows
-from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob
+from labgang.launcher.scheduler.preemption import within_queue_allows
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
 
@@ -152,7 +152,7 @@ class _Search:
                     nxt = self._next_of(c, pool, from_ptr)
                     if nxt is None or (c != self.qn and not book.borrows(c, res)):
                         continue
-                    tie = (1 if c == self.qn else 0,) + self.key(nxt)
+                    tie = (1 if c == self.qn else 0, *self.key(nxt))
                     s = share(book, c)
                     # highest share first; ties: the queue whose next candidate comes first
                     k = ((-s[0], -s[1]), tie)

@@ -152,7 +152,7 @@ def _collect(
             cross.append(Candidate(v, kind, anc))
     if state.tenant_score is not None and len(same) > 1:
         score = state.tenant_score  # admission fair sharing: higher tenant score first
-        same.sort(key=lambda c: (-score(c.job),) + victim_order(c.job))
+        same.sort(key=lambda c: (-score(c.job), *victim_order(c.job)))
     return cross, same
 
 

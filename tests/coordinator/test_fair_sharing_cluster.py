@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import Cluster, rank_script, wait_for  # noqa: E402
-
+from harness import Cluster, rank_script, wait_for
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.sharing import SharingState
-from labgang.launcher.scheduler.snapshot import RunningJob
 from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler.snapshot import RunningJob
 from labgang.launcher.store import Store
 
 NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}

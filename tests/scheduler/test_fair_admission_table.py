@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from labgang.launcher.simulate import Simulation, parse_scenario
 
 
-def Q(name: str, cohort: str, nominal: int) -> dict[str, Any]:  # noqa: N802 - like Kueue's MakeClusterQueue
+def Q(name: str, cohort: str, nominal: int) -> dict[str, Any]:
     return {"name": name, "cohort": cohort, "nominal": {"gpu": nominal}}
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from labgang.launcher.simulate import Simulation, parse_scenario
 
 Job = tuple[str, str, int, int]
@@ -36,7 +35,7 @@ def base(scale: int = 1) -> list[dict[str, Any]]:
     return qs
 
 
-def Q(  # noqa: N802 - a table constructor, read like Kueue's MakeClusterQueue
+def Q(
     name: str, cohort: str | None, nominal: int, w: float = 1.0, within: str = "never", reclaim: str = "never"
 ) -> dict[str, Any]:
     q: dict[str, Any] = {
@@ -51,7 +50,7 @@ def Q(  # noqa: N802 - a table constructor, read like Kueue's MakeClusterQueue
     return q
 
 
-def U(name: str, cq: str, units: int = 1, prio: int = 0) -> Job:  # noqa: N802 - Kueue's unit workload
+def U(name: str, cq: str, units: int = 1, prio: int = 0) -> Job:
     return (name, cq, units, prio)
 
 
@@ -91,7 +90,7 @@ def first_preemption(
     return set(chosen[0].victims) if chosen else set()
 
 
-def C(name: str, want: list[str], *args: Any, **kw: Any) -> Any:  # noqa: N802
+def C(name: str, want: list[str], *args: Any, **kw: Any) -> Any:
     return pytest.param(want, args, kw, id=name)
 
 

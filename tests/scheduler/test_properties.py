@@ -275,7 +275,7 @@ def run_to_end(data: dict, hooks: list, until: float | None = None) -> Simulatio
     for hook in hooks:
         sim.add_cycle_hook(hook)
     steps = 0
-    while sim.next_time() is not None and (until is None or sim.next_time() <= until):
+    while (t := sim.next_time()) is not None and (until is None or t <= until):
         sim.run_instant()
         steps += 1
         assert steps < 2_000, "the simulation never settles (evictions back and forth?)"
