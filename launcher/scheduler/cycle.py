@@ -101,6 +101,7 @@ class _Cycle:
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
+        self.holders: dict[tuple[str, str], list[str]] = {}  # who holds ``held`` and until when, for reasons
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
@@ -391,7 +392,8 @@ class _Cycle:
                 and not job.held_last_cycle  # a hold lasts the one cycle that computed it
             ):
                 self._hold_quota(e)
-            reason = reasons.quota_reason(state.quota, q, req, self.held.get((q, req.resource), 0))
+            k = (q, req.resource)
+            reason = reasons.quota_reason(state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()))
         else:
             reason = self._capacity_reason(req)
         self.pending.append(Pending(job.id, reason))
@@ -402,7 +404,7 @@ class _Cycle:
         """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
         counted and its devices reserved."""
         self.version += 1
-        self._add_held(e.spec.name, req.resource, req.total)
+        self._add_held(e.spec.name, req.resource, req.total, f"job {e.job.id} until its victims exit")
         if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
             self.state.shares.add(e.spec.name, req.resource, req.total)
         self.on_change.append(e.spec.name)
@@ -414,8 +416,8 @@ class _Cycle:
         """Kueue's "reserve capacity for an unreclaimable preempt": a head that found no victims
         and whose queue cannot always reclaim later holds its queue's idle quota this cycle."""
         q, req = e.spec.name, e.job.request.floor()
-        if q in self.held_queues:
-            return
+        if q in self.held_queues or e.spec.cohort is None:
+            return  # without a cohort nobody borrows: a hold would keep nothing from anyone
         self.held_queues.add(q)
         quota = self.state.quota
         u, n = quota.usage(q, req.resource), quota.nominal(q, req.resource)
@@ -425,12 +427,15 @@ class _Cycle:
         else:
             held = min(req.total, n - u)
         if held > 0:
-            self._add_held(q, req.resource, held)
+            self._add_held(q, req.resource, held, f"job {e.job.id}, kept from borrowers this cycle only")
             self.idle_hold[(q, req.resource)] = held
             self.held_jobs.append(e.job.id)
 
-    def _add_held(self, queue: str, res: str, n: int) -> None:
+    def _add_held(self, queue: str, res: str, n: int, holder: str) -> None:
+        """Count ``n`` devices of ``res`` in ``queue``'s usage for a waiting job; ``holder`` says
+        for whom and until when ("job 7 until its victims exit"), for pending reasons."""
         self.version += 1
+        self.holders.setdefault((queue, res), []).append(holder)
         self.state.quota.add(queue, res, n)
         self.held[(queue, res)] = self.held.get((queue, res), 0) + n
 
