@@ -104,6 +104,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "reclaim_time_s": 0.0,
         "reclaim_within_cohort": "never",
         "borrow_within_cohort": {"policy": "never", "max_priority_threshold": None},
+        "fair_share": 0.0,
+        "fair_share_basis": {},
+        "fair_share_ratio": 0.0,
+        "fair_weight": 1.0,
+        "tenants": [],
     }
 
 
