@@ -373,7 +373,7 @@ class _Cycle:
             with state.without(live):
                 sharing = self.snapshot.sharing
                 if sharing.fair_sharing and spec.cohort is not None:
-                    score = self._running_score if self.tenants is not None else _no_score
+                    score = self._running_score if self.tenants is not None else None
                     found = find_fair_victims(state, spec, job, self.chosen_victims, sharing.fair_preemption, score)
                 else:
                     found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
@@ -537,10 +537,6 @@ class _Cycle:
             if fair:
                 text += "; fair sharing: " + fair
         return text
-
-
-def _no_score(job: RunningJob) -> float:
-    return 0.0
 
 
 class _Group:

@@ -33,21 +33,19 @@ from labgang.launcher.scheduler.preemption import within_queue_allows
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
-
-def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
-    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
-    if policy is ReclaimWithinCohort.ANY:
-        return True
-    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
-        return victim.priority < preemptor.priority
-    return False
-
-
 TenantScore = Callable[[RunningJob], float]
-"""A running job's tenant score (admission fair sharing; 0 when off)."""
+"""A running job's tenant score (admission fair sharing); None where that is off (every score 0)."""
 
 
-def _order(score: TenantScore) -> Callable[[RunningJob], tuple[float, int, float, int, str]]:
+def _order(score: TenantScore | None) -> Callable[[RunningJob], tuple[float, int, float, int, str]]:
+    if score is None:
+
+        def plain(v: RunningJob) -> tuple[float, int, float, int, str]:
+            prio, admitted, seq, ident = victim_order(v)
+            return (0.0, prio, admitted, seq, ident)
+
+        return plain
+
     def key(v: RunningJob) -> tuple[float, int, float, int, str]:
         prio, admitted, seq, ident = victim_order(v)
         return (-score(v), prio, admitted, seq, ident)
@@ -56,42 +54,51 @@ def _order(score: TenantScore) -> Callable[[RunningJob], tuple[float, int, float
 
 
 def fair_candidates(
-    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
 ) -> dict[int, list[RunningJob]]:
-    """Candidates per queue node (each list in eviction order): ``Q``'s own per
-    ``within_queue``; every other queue of ``Q``'s tree above its nominal, per
-    ``reclaim_within_cohort``. Terminating jobs and ``excluded`` ones are never candidates."""
+    """Candidates per queue node (each list in eviction order: highest tenant score, then
+    :func:`victim_order`): ``Q``'s own per ``within_queue``; every other queue of ``Q``'s tree
+    above its nominal, per ``reclaim_within_cohort``. Terminating jobs, ``excluded`` ones and
+    those the cycle already removed are never candidates."""
     book = state.shares
     assert book is not None
     tree = book.tree
     res = job.request.resource
     qn = tree.queue_id[spec.name]
     out: dict[int, list[RunningJob]] = {}
-    key = _order(score)
-
-    def usable(v: RunningJob) -> bool:
-        return not v.terminating and v.id not in excluded and v.id not in state.removed and v.request.resource == res
-
+    removed = state.removed
+    # state.victims_in is already in victim_order and holds only non-terminating jobs of ``res``;
+    # filtering keeps that order, and a stable sort by score alone then gives the full key's order
     if spec.within_queue is not WithinQueue.NEVER:
-        own = [v for v in state.running_in(spec.name) if usable(v) and within_queue_allows(spec.within_queue, job, v)]
+        own = [
+            v
+            for v in state.victims_in(spec.name, res)
+            if v.id not in excluded and v.id not in removed and within_queue_allows(spec.within_queue, job, v)
+        ]
         if own:
-            out[qn] = sorted(own, key=key)
-    if spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER and tree.parent[qn] >= 0:
+            out[qn] = own if score is None else sorted(own, key=lambda v: -score(v))
+    policy = spec.reclaim_within_cohort
+    if policy is not ReclaimWithinCohort.NEVER and tree.parent[qn] >= 0:
         root = tree.root[qn]
+        lower_only = policy is ReclaimWithinCohort.LOWER_PRIORITY
+        prio = job.priority
         for n, name in enumerate(tree.names):
             if not tree.is_queue[n] or n == qn or tree.root[n] != root or not book.borrows(n, res):
                 continue
-            mine = [
-                v for v in state.running_in(name) if usable(v) and reclaim_allows(spec.reclaim_within_cohort, job, v)
-            ]
+            mine = []
+            for v in state.victims_in(name, res):
+                if lower_only and v.priority >= prio:
+                    break  # victim_order puts the lowest priorities first: the rest are not lower
+                if v.id not in excluded and v.id not in removed:
+                    mine.append(v)
             if mine:
-                out[n] = sorted(mine, key=key)
+                out[n] = mine if score is None else sorted(mine, key=lambda v: -score(v))
     return out
 
 
 class _Search:
     def __init__(
-        self, state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore
+        self, state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
     ) -> None:
         self.state = state
         book = state.shares
@@ -220,11 +227,18 @@ class _Search:
                 self.aside.setdefault(target, []).extend(lst[self.ptr[target] :])
                 self.ptr[target] = len(lst)
                 continue
+            # T1 depends only on the candidate's size (all of target's candidates use ``res``), and
+            # the book does not change until a candidate is taken: judge each size once
+            final: dict[int, bool] = {}
             while self.ptr[target] < len(lst):
                 v = lst[self.ptr[target]]
                 self.ptr[target] += 1
                 if first is FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
-                    ok = p <= self.share_without(tb, v)
+                    size = v.request.total
+                    ok_size = final.get(size)
+                    if ok_size is None:
+                        ok_size = final[size] = p <= self.share_without(tb, v)
+                    ok = ok_size
                 else:
                     ok = p < t0
                 if ok:
@@ -270,7 +284,7 @@ def find_fair_victims(
     job: PendingJob,
     excluded: set[str],
     rules: tuple[FairPreemption, ...],
-    score: TenantScore,
+    score: TenantScore | None,
 ) -> tuple[list[str], RawPlacement] | None:
     """The victims fair sharing allows for ``job`` (trimmed), or None when none make it fit.
 
@@ -280,7 +294,8 @@ def find_fair_victims(
         job: the preemptor.
         excluded: running jobs claimed by other preemptors this cycle.
         rules: the ``fair_preemption`` strategies, in the order tried.
-        score: tenant score of a running job (victims of higher-score tenants go first).
+        score: tenant score of a running job (victims of higher-score tenants go first); None
+            when admission fair sharing is off.
 
     Returns:
         ``(victim ids in the order chosen, the placement once they are gone)`` or None.
