@@ -103,28 +103,58 @@ def queue_lines(config: Any, config_file: Path | None) -> list[str]:
     return lines
 
 
-def try_hint(inventory: Any) -> str:
-    """The command to try first on this machine: a gang that fits its devices.
+def _gang_shape(devices: int, resource: str) -> str:
+    """``-n``/``-g`` (or ``--mig``) flags for a gang of at most ``devices`` devices of ``resource``."""
+    if resource != "gpu":
+        return f"-n {devices} --mig {resource.removeprefix('mig-')}"
+    if devices >= 8:
+        return "-n 4 -g 2"
+    if devices >= 6:
+        return "-n 3 -g 2"
+    return f"-n {devices} -g 1"
+
+
+def try_hint(inventory: Any, config: Any = None) -> str:
+    """The command to try first on this machine: a gang its queue accepts and its devices hold.
+
+    The gang goes to ``config.default_queue`` (where ``labgang run`` goes without ``-q``) and
+    is no larger than that queue could ever hold (its nominal quota plus what it may borrow
+    within its cohort, :meth:`labgang.launcher.scheduler.quota.QuotaBook.potential`) nor than
+    the machine's allocatable devices. When the default queue holds nothing, the first queue
+    that does is named with ``-q``.
 
     Args:
         inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
+        config: the :class:`labgang.launcher.config.ClusterConfig` in force; None: the
+            built-in default (one queue over every allocatable device).
 
     Returns:
-        ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine;
-        a smaller gang (or one MIG device per rank) where fewer devices are allocatable.
+        ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine whose
+        queue may use all 8; a smaller gang (or one MIG device per rank) where the queue or the
+        machine holds fewer.
     """
+    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.scheduler.quota import QuotaBook
+
     counts = Counter(device.resource for device in inventory.allocatable())
-    gpus = counts.get("gpu", 0)
-    if gpus >= 8:
-        shape = "-n 4 -g 2"
-    elif gpus >= 1:
-        shape = f"-n {gpus} -g 1"
-    elif counts:
-        resource, n = max(sorted(counts.items()), key=lambda item: item[1])
-        shape = f"-n {n} --mig {resource.removeprefix('mig-')}"
-    else:
-        shape = "-n 1 -g 1"
-    return f"labgang run {shape} -- python examples/ddp_allreduce.py"
+    if config is None:
+        config = ClusterConfig.default_for(inventory)
+    book = QuotaBook(config.queue_specs())
+    names = [config.default_queue] + [q.name for q in config.queues if q.name != config.default_queue]
+    for name in names:
+        if name not in book.queues:
+            continue
+        room = {res: min(n, book.potential(name, res)) for res, n in counts.items()}
+        if room.get("gpu", 0) >= 1:
+            resource = "gpu"
+        else:
+            usable = sorted((res, n) for res, n in room.items() if n >= 1)
+            if not usable:
+                continue
+            resource = max(usable, key=lambda item: item[1])[0]
+        flag = "" if name == config.default_queue else f"-q {name} "
+        return f"labgang run {flag}{_gang_shape(room[resource], resource)} -- python examples/ddp_allreduce.py"
+    return "labgang run -n 1 -g 1 -- python examples/ddp_allreduce.py"
 
 
 def wait_for_node(socket_path: Path, node: str, timeout: float) -> bool:
@@ -346,7 +376,7 @@ def _up(
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"
             )
-        lines.append(f"try: {try_hint(inventory)}")
+        lines.append(f"try: {try_hint(inventory, config)}")
         return "\n".join(lines)
 
     def announce(socket_path: str, tcp_addr: tuple[str, int] | None) -> None:

@@ -94,3 +94,34 @@ def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
     assert [q.name for q in cfg.queues] == ["vision", "nlp", "serving"]
     assert sum(q.nominal["gpu"] for q in cfg.queues) == 8 and {q.cohort for q in cfg.queues} == {"lab"}
     assert cfg.pitfall_thresholds().idle_after_s == 30.0
+
+
+@pytest.mark.parametrize(
+    "config_text, shape",
+    [
+        # vision: nominal 3 + borrowing limit 3 = 6 of the machine's 8 GPUs
+        (None, "-n 3 -g 2"),
+        # a queue with 2 GPUs and no cohort holds a 2-rank gang of one GPU each
+        ('default_queue = "small"\n[[queues]]\nname = "small"\nnominal = { gpu = 2 }\n', "-n 2 -g 1"),
+        # the default queue lists no GPU: the hint names the queue that does
+        (
+            'default_queue = "cpu"\n[[queues]]\nname = "cpu"\nnominal = { "mig-1g.10gb" = 1 }\n'
+            '[[queues]]\nname = "train"\nnominal = { gpu = 4 }\n',
+            "-q train -n 4 -g 1",
+        ),
+    ],
+)
+def test_the_hint_fits_the_default_queue(repo_root, tmp_path, config_text, shape):
+    from labgang.launcher.config import load_config
+
+    if config_text is None:
+        path = repo_root / "config" / "workstation.toml"
+    else:
+        path = tmp_path / "cluster.toml"
+        path.write_text(config_text)
+    backend = open_backend(repo_root / "config" / "sim" / "h100x8.toml")
+    try:
+        hint = try_hint(read_inventory(backend), load_config(path))
+    finally:
+        backend.nvmlShutdown()
+    assert hint == f"labgang run {shape} -- python examples/ddp_allreduce.py"
