@@ -47,7 +47,7 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
     """List pending and running jobs, like squeue.
 
     NODES(REASON) shows where a job runs, or why it waits, with numbers.
-    Finished jobs are not listed; see them with `labgang show JOB`.
+    Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
         jobs = client.jobs(all_users=all_users, user=user)
