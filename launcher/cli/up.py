@@ -103,6 +103,53 @@ def queue_lines(config: Any, config_file: Path | None) -> list[str]:
     return lines
 
 
+def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None:
+    """The banner's warning about jobs that wait in queues ``config`` does not define.
+
+    Such jobs (e.g. requeued by a ``labgang up`` that ran without ``--config``, in queue
+    ``default``) would stay PENDING forever: no queue of this config admits them.
+
+    Args:
+        counts: jobs per ``(queue, state)`` in the store
+            (:meth:`labgang.launcher.store.Store.job_counts`); states are JobState values.
+        config: the :class:`labgang.launcher.config.ClusterConfig` in force.
+
+    Returns:
+        One line naming how many jobs wait in which unknown queues, or None when there are none.
+    """
+    from labgang.launcher.model import JobState
+
+    known = {q.name for q in config.queues}
+    per_queue: Counter[str] = Counter()
+    for (queue, state), n in counts.items():
+        if queue not in known and not JobState(state).finished and n > 0:
+            per_queue[queue] += n
+    if not per_queue:
+        return None
+    total = sum(per_queue.values())
+    where = ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items()))
+    verb, them = ("waits", "it") if total == 1 else ("wait", "them")
+    return (
+        f"  warning: {_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+        f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
+        f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
+    )
+
+
+def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
+    """Jobs per ``(queue, state)`` in the state directory's store; empty when it has none yet."""
+    from labgang.launcher.store import Store
+
+    db = paths.db_path(directory)
+    if not db.exists():
+        return {}
+    store = Store(db)
+    try:
+        return store.job_counts()
+    finally:
+        store.close()
+
+
 def _gang_shape(devices: int, resource: str) -> str:
     """``-n``/``-g`` (or ``--mig``) flags for a gang of at most ``devices`` devices of ``resource``."""
     if resource != "gpu":
@@ -348,6 +395,7 @@ def _up(
         stop_jobs_on_exit=not keep_jobs,
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
+    stranded = stranded_line(stored_job_counts(directory), config)
 
     def banner(socket_path: str, tcp_addr: tuple[str, int] | None, joined: bool) -> str:
         lines = [
@@ -372,6 +420,8 @@ def _up(
         ]
         if explicit_dir:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
+        if stranded is not None:
+            lines.append(stranded)
         if not joined:
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"

@@ -125,3 +125,42 @@ def test_the_hint_fits_the_default_queue(repo_root, tmp_path, config_text, shape
     finally:
         backend.nvmlShutdown()
     assert hint == f"labgang run {shape} -- python examples/ddp_allreduce.py"
+
+
+def _spec(queue: str):
+    from labgang.launcher.lifecycle.records import JobSpec
+
+    return JobSpec(
+        name="j", user="alice", uid=1000, gid=None, queue=queue, priority=0, workers=1, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
+        requeue=True, signal=None,
+    )  # fmt: skip
+
+
+def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo_root, tmp_path):
+    """Jobs requeued in queue `default` by a plain `labgang up`, then `labgang up --config
+    config/workstation.toml` (no queue `default`): they would wait forever, so the banner says so."""
+    from labgang.agent import paths
+    from labgang.launcher.cli.up import stored_job_counts, stranded_line
+    from labgang.launcher.config import load_config
+    from labgang.launcher.lifecycle.records import JobStatus
+    from labgang.launcher.model import JobState
+    from labgang.launcher.store import Store
+
+    config = load_config(repo_root / "config" / "workstation.toml")
+    assert stored_job_counts(tmp_path) == {}  # a fresh state directory: no store yet, none made
+    assert not paths.db_path(tmp_path).exists()
+    store = Store(paths.db_path(tmp_path))
+    store.insert_job(_spec("default"), JobStatus(submit_time=1.0))
+    store.insert_job(_spec("default"), JobStatus(submit_time=2.0))
+    store.insert_job(_spec("vision"), JobStatus(submit_time=3.0))  # a queue of this config: fine
+    done = JobStatus(submit_time=4.0)
+    done.state = JobState.SUCCEEDED
+    store.insert_job(_spec("old"), done)  # finished: nothing waits
+    store.close()
+    line = stranded_line(stored_job_counts(tmp_path), config)
+    assert line == (
+        "  warning: 2 jobs wait in queues this config does not define: default (2); "
+        "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
+    )
+    assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None
