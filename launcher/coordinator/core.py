@@ -22,7 +22,7 @@ from typing import Any
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import dispatch
+from labgang.launcher.coordinator import dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
@@ -420,9 +420,8 @@ class Coordinator:
             past = [row for row in rows if row[1] == rank and (attempt is None or row[0] == attempt)]
             if attempt is not None and not past:
                 placed = sorted({row[0] for row in rows if row[1] == rank})
-                raise BadRequest(
-                    f"attempt {attempt} of job {job.id} never placed rank {rank}", field="attempt", allowed=placed
-                )
+                message = errors.no_attempt_message(job.id, attempt, job.attempt, rank)
+                raise BadRequest(message, field="attempt", allowed=placed)
             if not past:
                 return b"", offset, over
             number, _, node, _, _ = past[-1]

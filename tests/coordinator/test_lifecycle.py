@@ -669,3 +669,14 @@ async def test_the_pid_of_a_rank_that_ends_before_any_status_comes_from_its_even
     stored = coord.store.load_job(job_id)
     assert stored is not None and [h.event for h in stored.history] == [h.event for h in record.history]
     assert stored.ranks[0].pid == 777
+
+
+async def test_logs_of_an_attempt_the_job_never_had_say_which_attempts_it_has(coord: Coordinator) -> None:
+    from labgang.launcher.coordinator.errors import BadRequest
+
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    await coord.flush()
+    with pytest.raises(BadRequest) as err:
+        await coord.read_log(ROOT, job_id, 0, 0, attempt=1)
+    assert str(err.value) == f"no attempt 1: job {job_id} has attempt 0 only" and err.value.field == "attempt"
