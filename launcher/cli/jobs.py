@@ -79,7 +79,7 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
                 failures.append(failure)
                 # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
                 text = failure.message
-                if not text.startswith(f"job {job_id} ") and not text.startswith(f"job {job_id}:"):
+                if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 click.echo(f"labgang cancel: {text}", err=True)
                 continue

@@ -293,7 +293,7 @@ class Coordinator:
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
-            raise NotFound(f"no job {job_id!r}", field="id")
+            raise NotFound(f"no job {job_id}" if str(job_id).isdigit() else f"no job {job_id!r}", field="id")
         return job
 
     def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:

@@ -291,3 +291,10 @@ def test_fast_logs_leaves_follow_attempt_and_bad_input_to_click(args, tmp_path):
 def test_fast_show_leaves_bad_input_to_click(args, tmp_path):
     with pytest.raises(quick.NotFast):
         quick.show(["--state-dir", str(tmp_path), *args])
+
+
+@pytest.mark.slow
+def test_cancel_of_an_unknown_job_names_it_once_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        result = run(coordinator, "cancel", "999")
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", "labgang cancel: no job 999\n"), run
