@@ -360,7 +360,11 @@ def _up(
         backend = open_backend(simulate, scope=simulation_scope(directory) if simulate else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
-    except (FileNotFoundError, ValueError) as exc:
+    except FileNotFoundError as exc:
+        # worded like the other commands' missing files (click's "file 'X' does not exist")
+        missing = simulate if simulate is not None and not simulate.exists() else exc.filename
+        _fail(f"--simulate: file '{missing}' does not exist" if missing else f"--simulate: {exc}", 2)
+    except ValueError as exc:
         _fail(f"--simulate: {exc}", 2)
 
     from labgang.agent.config import AgentConfig
