@@ -121,6 +121,7 @@ class Coordinator:
         self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
+        self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -537,7 +538,7 @@ class Coordinator:
         conn.connected = False
         conn.ws = None
         conn.fail_pending("disconnected")
-        log.warning("node %s disconnected", conn.node)
+        (log.info if self.closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
     # ----- agent messages and timers as lifecycle events -------------------------------------
