@@ -9,6 +9,11 @@ The run uses ``labgang simulate``'s engine (the real :func:`run_cycle`) and time
 cycle: the first one (empty cluster, thousands of admissions) separately, then the steady
 state where each job exit triggers cycles over the full pending backlog.
 
+With ``--fair``: fair sharing on, and the 20 queues sit in a tree of cohorts 4 levels deep
+(one root, 2 organisations, 4 departments, 8 labs; the labs own a share of the quota, the
+departments have borrowing limits, weights vary), so every admission is a tournament down
+the tree and every preemption search is a fair-sharing one.
+
 With ``--topology`` every full-GPU node gets the topology of a DGX-1-style V100 box (the
 hybrid cube-mesh of ``tests/fixtures/real-topology/v100-8gpu-dgx1-cube-mesh-1nic.txt``: NV1/NV2
 links, two NUMA nodes) and one multi-GPU single-node gang in five requires a level (``nvlink``,
@@ -16,7 +21,8 @@ links, two NUMA nodes) and one multi-GPU single-node gang in five requires a lev
 
 Usage::
 
-    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1] [--topology]
+    python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
+                                    [--topology] [--fair]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
@@ -46,8 +52,9 @@ COHORTS = 4
 QUEUES = 20
 
 
-def build(nodes: int, jobs: int, seed: int) -> dict:
-    """A scenario document (docs/scenarios.md) for the benchmark."""
+def build(nodes: int, jobs: int, seed: int, fair: bool = False) -> dict:
+    """A scenario document (docs/scenarios.md) for the benchmark; ``fair``: fair sharing over a
+    4-level cohort tree."""
     rng = random.Random(seed)
     node_tables = []
     full_gpus = mig_devices = 0
@@ -73,6 +80,28 @@ def build(nodes: int, jobs: int, seed: int) -> dict:
             "queueing": "strict-fifo" if q < COHORTS else "best-effort-fifo",
         }
         queues.append(table)
+    cohorts: list[dict] = []
+    if fair:
+        labs = 8
+        cohorts.append({"name": "root"})
+        cohorts += [{"name": f"org{i}", "parent": "root", "fair_weight": 1.0 + i} for i in range(2)]
+        cohorts += [
+            {"name": f"dept{i}", "parent": f"org{i // 2}", "borrowing_limit": {"gpu": full_gpus // 2}} for i in range(4)
+        ]
+        cohorts += [
+            {
+                "name": f"lab{i}",
+                "parent": f"dept{i // 2}",
+                "nominal": {"gpu": full_gpus // (4 * labs)},
+                "fair_weight": [0.5, 1.0, 2.0][i % 3],
+            }
+            for i in range(labs)
+        ]
+        for q, table in enumerate(queues):
+            table["cohort"] = f"lab{q % labs}"
+            table["nominal"] = {"gpu": 3 * full_gpus // (4 * QUEUES), "mig-1g.10gb": mig_devices // QUEUES}
+            table["fair_weight"] = [1.0, 2.0, 0.5, 1.0][q % 4]
+            table.pop("borrowing_limit", None)
     job_tables = []
     for j in range(jobs):
         table = {
@@ -90,7 +119,11 @@ def build(nodes: int, jobs: int, seed: int) -> dict:
             table["workers"] = workers
             table["gpus_per_worker"] = rng.choice([1, 2, 4, 8] if workers <= 2 else [1, 2])
         job_tables.append(table)
-    return {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
+    doc = {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
+    if fair:
+        doc["scenario"]["fair_sharing"] = True
+        doc["cohorts"] = cohorts
+    return doc
 
 
 def with_topology(node: Node) -> Node:
@@ -130,9 +163,9 @@ class TopologyAdder:
         return dataclasses.replace(snap, nodes=self.nodes, pending=tuple(pending))
 
 
-def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False) -> dict:
+def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
-    scenario = parse_scenario(build(nodes, jobs, seed))
+    scenario = parse_scenario(build(nodes, jobs, seed, fair))
     times: list[float] = []
     cpu: list[float] = []
     admitted: list[int] = []
@@ -187,13 +220,15 @@ def main() -> None:
     parser.add_argument(
         "--topology", action="store_true", help="cube-mesh topology on every node, some levels required"
     )
+    parser.add_argument("--fair", action="store_true", help="fair sharing over a 4-level cohort tree")
     args = parser.parse_args()
-    rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.topology) for n in args.nodes.split(",")]
+    rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair) for n in args.nodes.split(",")]
     if args.topology:
         print(
             "with topology: DGX-1 cube-mesh links and 2 NUMA nodes per node; 1 in 5 small multi-GPU gangs need a level"
         )
-    print(f"{args.jobs} pending gangs, 20 queues in 4 cohorts, 8 GPUs per node (1 node in 8 MIG)")
+    shape = "a 4-level cohort tree, fair sharing on" if args.fair else "4 cohorts"
+    print(f"{args.jobs} pending gangs, 20 queues in {shape}, 8 GPUs per node (1 node in 8 MIG)")
     print("wall = elapsed (includes time other processes take the CPU); cpu = this process's CPU time;")
     print("fill = the first cycle on the empty cluster; percentiles over the steady-state cycles after it;")
     print("adm/s = admissions over all timed cycles / their total time")

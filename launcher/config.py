@@ -38,15 +38,30 @@ from labgang.agent import tomlfile
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import (
     BorrowPolicy,
-    BorrowWithinCohort,
+    CohortSpec,
+    FairPreemption,
     Queueing,
     QueueSpec,
     ReclaimWithinCohort,
+    SharingPolicy,
     WithinQueue,
     is_valid_resource,
 )
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from labgang.launcher.queue_schema import (
+    AdmissionFairSharingModel,
+    BorrowWithinCohortModel,
+    CohortModel,
+    FairPreemptionName,
+    QueueModel,
+    TenantModel,
+    fair_preemption_problem,
+    sharing_policy,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+BorrowWithinCohortConfig = BorrowWithinCohortModel
+"""Kueue's ``borrowWithinCohort`` table (the shared schema's model)."""
 
 DEFAULT_QUEUE = "default"
 DEFAULT_STARVATION_S = 300.0
@@ -95,15 +110,9 @@ def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
     return value
 
 
-class BorrowWithinCohortConfig(_Strict):
-    """Kueue's ``borrowWithinCohort``; see :class:`labgang.launcher.model.BorrowWithinCohort`."""
-
-    policy: BorrowPolicy = BorrowPolicy.NEVER
-    max_priority_threshold: int | None = None
-
-
-class QueueConfig(_Strict):
-    """One ``[[queues]]`` table.
+class QueueConfig(QueueModel):
+    """One ``[[queues]]`` table: the shared queue schema (:class:`labgang.launcher.queue_schema.QueueModel`,
+    the same keys as scenario files) plus who may submit.
 
     Quota fields are device counts per resource (``gpu``, ``mig-<profile>``);
     ``starvation_after`` is in seconds. ``users`` / ``groups`` restrict who may submit
@@ -111,56 +120,45 @@ class QueueConfig(_Strict):
     """
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    cohort: str | None = None
-    nominal: dict[str, int] = Field(default_factory=dict)
-    borrowing_limit: dict[str, int] = Field(default_factory=dict)
-    lending_limit: dict[str, int] = Field(default_factory=dict)
-    within_queue: WithinQueue = WithinQueue.NEVER
-    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
-    borrow_within_cohort: BorrowWithinCohortConfig = BorrowWithinCohortConfig()
-    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
     starvation_after: float | None = Field(default=None, gt=0)
     users: list[str] | None = None
     groups: list[str] | None = None
 
-    @field_validator("nominal")
+    @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
-    def _nominal(cls, v: dict[str, int]) -> dict[str, int]:
-        return _check_quantities(v, "nominal")
-
-    @field_validator("borrowing_limit")
-    @classmethod
-    def _borrowing(cls, v: dict[str, int]) -> dict[str, int]:
-        return _check_quantities(v, "borrowing_limit")
-
-    @field_validator("lending_limit")
-    @classmethod
-    def _lending(cls, v: dict[str, int]) -> dict[str, int]:
-        return _check_quantities(v, "lending_limit")
-
-    def to_spec(self) -> QueueSpec:
-        """Return the scheduler's :class:`QueueSpec` for this queue."""
-        return QueueSpec(
-            name=self.name,
-            nominal=dict(self.nominal),
-            cohort=self.cohort,
-            borrowing_limit=dict(self.borrowing_limit),
-            lending_limit=dict(self.lending_limit),
-            within_queue=self.within_queue,
-            reclaim_within_cohort=self.reclaim_within_cohort,
-            borrow_within_cohort=BorrowWithinCohort(
-                self.borrow_within_cohort.policy, self.borrow_within_cohort.max_priority_threshold
-            ),
-            queueing=self.queueing,
-            starvation_after=self.starvation_after,
-        )
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return _check_quantities(v, info.field_name or "quantities")
 
 
-class CohortConfig(_Strict):
-    """One ``[[cohorts]]`` table: declares a cohort by name (queues join it with ``cohort = NAME``)."""
+class CohortConfig(CohortModel):
+    """One ``[[cohorts]]`` table: the shared cohort schema (parent, own quota, limits towards the
+    parent, fair weight) plus a free-text ``description``."""
 
-    name: str = Field(min_length=1)
     description: str = ""
+
+    @field_validator("nominal", "borrowing_limit", "lending_limit")
+    @classmethod
+    def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        return _check_quantities(v, info.field_name or "quantities")
+
+
+class TenantConfig(TenantModel):
+    """One ``[[tenants]]`` table (admission fair sharing): a tenant of one queue and its weight.
+
+    Its jobs are those submitted to ``queue`` by one of ``users`` or a member of ``groups``;
+    with neither, by the user called ``name``. ``usage`` seeds its history (devices).
+    """
+
+    users: list[str] | None = None
+    groups: list[str] | None = None
+
+    def matches(self, user: str, groups: Iterable[str] = ()) -> bool:
+        """True when a job of ``user`` (member of ``groups``) belongs to this tenant."""
+        if self.users is None and self.groups is None:
+            return user == self.name
+        if self.users is not None and user in self.users:
+            return True
+        return self.groups is not None and bool(set(groups) & set(self.groups))
 
 
 class ClusterConfig(_Strict):
@@ -198,8 +196,12 @@ class ClusterConfig(_Strict):
     max_signal_lead_s: float = Field(default=300.0, ge=0, le=86400)
     limits: LimitsConfig = LimitsConfig()
     priority_classes: dict[str, int] = Field(default_factory=dict)
+    fair_sharing: bool = False
+    fair_preemption: list[FairPreemptionName] | None = None
+    admission_fair_sharing: AdmissionFairSharingModel | None = None
     cohorts: list[CohortConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(min_length=1)
+    tenants: list[TenantConfig] = Field(default_factory=list)
     pitfalls: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("pitfalls")
@@ -224,6 +226,22 @@ class ClusterConfig(_Strict):
     def queue_specs(self) -> tuple[QueueSpec, ...]:
         """The scheduler's queue specs, in file order."""
         return tuple(q.to_spec() for q in self.queues)
+
+    def cohort_specs(self) -> tuple[CohortSpec, ...]:
+        """The scheduler's cohort specs, in file order."""
+        return tuple(c.to_spec() for c in self.cohorts)
+
+    def sharing_policy(self) -> SharingPolicy:
+        """Fair sharing and admission fair sharing settings for the scheduler."""
+        return sharing_policy(self.fair_sharing, self.fair_preemption, self.admission_fair_sharing)
+
+    def tenant_of(self, queue: str, user: str, groups: Iterable[str] = ()) -> str | None:
+        """The tenant a job of ``user`` in ``queue`` belongs to (first match in file order), or
+        None (the queue's default tenant)."""
+        for t in self.tenants:
+            if t.queue == queue and t.matches(user, groups):
+                return t.name
+        return None
 
     def queue(self, name: str) -> QueueConfig | None:
         """The queue called ``name``, or None."""
@@ -333,7 +351,9 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     Rules: queue and cohort names are unique; ``default_queue`` names a queue; a queue's
     ``cohort`` is declared in ``[[cohorts]]`` (when any are declared); ``borrowing_limit``
     and ``lending_limit`` need a cohort; a lending limit is at most the nominal quota of
-    that resource (as Kueue requires; a resource absent from ``nominal`` has 0).
+    that resource (as Kueue requires; a resource absent from ``nominal`` has 0); cohorts
+    form a tree (no cycle of parents, limits only on a cohort with a parent); tenants name
+    a queue and need ``admission_fair_sharing``; ``fair_preemption`` needs ``fair_sharing``.
 
     Args:
         data: the decoded TOML document.
@@ -375,6 +395,33 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
                     f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "
                     f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota)"
                 )
+    declared_cohorts = {n: t for i, t in cohorts for n in [t.get("name")] if isinstance(n, str)}
+    for i, c in cohorts:
+        if not isinstance(c.get("name"), str):
+            continue
+        if c.get("parent") is None and (c.get("borrowing_limit") or c.get("lending_limit")):
+            key = "borrowing_limit" if c.get("borrowing_limit") else "lending_limit"
+            problems.append(f"cohorts[{i}].{key}: only allowed on a cohort with a parent; allowed: set parent")
+        seen = {c["name"]}
+        parent = c.get("parent")
+        while isinstance(parent, str):
+            if parent in seen:
+                problems.append(f"cohorts[{i}].parent: cycle of parents through {parent!r}; cohorts must form a tree")
+                break
+            seen.add(parent)
+            parent = declared_cohorts.get(parent, {}).get("parent")
+    fp = data.get("fair_preemption")
+    if isinstance(fp, list):
+        problem = fair_preemption_problem([str(x) for x in fp], data.get("fair_sharing") is True, "fair_preemption")
+        if problem:
+            problems.append(problem)
+    tenants = _table_list(data, "tenants")
+    if tenants and not isinstance(data.get("admission_fair_sharing"), Mapping):
+        problems.append("tenants: only allowed with admission_fair_sharing = { half_life = <seconds> }")
+    _duplicates(problems, "tenants", _names(tenants))
+    for i, t in tenants:
+        if isinstance(t.get("queue"), str) and t["queue"] not in allowed_queues:
+            problems.append(f"tenants[{i}].queue: {t['queue']!r} is not a queue; allowed: {allowed_queues}")
     return problems
 
 
@@ -397,6 +444,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def _allowed_for(loc: tuple[Any, ...]) -> str:
     field = next((p for p in reversed(loc) if isinstance(p, str) and p not in ("policy",)), None)
     enums: dict[str, type[enum.Enum]] = {
+        "fair_preemption": FairPreemption,
         "within_queue": WithinQueue,
         "reclaim_within_cohort": ReclaimWithinCohort,
         "queueing": Queueing,

@@ -106,6 +106,76 @@ class QueueSpec:
     borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort()
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
     starvation_after: float | None = None
+    fair_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    """One cohort of a cohort tree (Kueue's hierarchical cohorts).
+
+    A cohort named by a queue or by another cohort's ``parent`` without a spec of its own is
+    a root with no quota and weight 1. ``nominal`` is quota owned by the cohort itself and
+    shared by its subtree; ``borrowing_limit`` / ``lending_limit`` (only with a ``parent``)
+    bound what the subtree takes from, and lends to, the rest of the tree (absent resource =
+    no limit). ``fair_weight`` (>= 0) divides its share under fair sharing.
+    """
+
+    name: str
+    parent: str | None = None
+    nominal: Mapping[str, int] = field(default_factory=dict)
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
+    lending_limit: Mapping[str, int] = field(default_factory=dict)
+    fair_weight: float = 1.0
+
+
+class FairPreemption(str, enum.Enum):
+    """Kueue's fair-sharing preemption strategies: the test a victim of another queue must pass."""
+
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "less-than-or-equal-to-final-share"
+    LESS_THAN_INITIAL_SHARE = "less-than-initial-share"
+
+
+DEFAULT_FAIR_PREEMPTION: tuple[FairPreemption, ...] = (
+    FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    FairPreemption.LESS_THAN_INITIAL_SHARE,
+)
+"""Kueue's default strategy list; the only other allowed lists are each one alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionFairSharing:
+    """Usage-based order inside a queue (Kueue's admission fair sharing).
+
+    ``half_life``: seconds after which a tenant's usage history counts half;
+    ``sampling_interval``: seconds between history updates (also scales the entry penalty).
+    """
+
+    half_life: float
+    sampling_interval: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class SharingPolicy:
+    """Cluster-wide sharing rules: ``fair_sharing`` (dominant resource share order and
+    preemption), its ``fair_preemption`` strategies in the order tried, and optional
+    ``admission`` fair sharing among a queue's tenants."""
+
+    fair_sharing: bool = False
+    fair_preemption: tuple[FairPreemption, ...] = DEFAULT_FAIR_PREEMPTION
+    admission: AdmissionFairSharing | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantSpec:
+    """A tenant of a queue (a user or group; Kueue's LocalQueue) for admission fair sharing.
+
+    ``usage``: usage history at start, devices per resource (every device counts 1).
+    """
+
+    name: str
+    queue: str
+    fair_weight: float = 1.0
+    usage: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

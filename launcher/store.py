@@ -68,6 +68,13 @@ CREATE TABLE IF NOT EXISTS events (
     message TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS tenant_usage (
+    queue TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    history REAL NOT NULL,
+    last REAL NOT NULL,
+    PRIMARY KEY (queue, tenant)
+);
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -116,6 +123,8 @@ class Store:
         self._ranks: dict[tuple[str, int, int], tuple[Any, ...]] = {}
         self._events: list[tuple[Any, ...]] = []
         self._decisions: list[tuple[Any, ...]] = []
+        self._tenants: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._meta: dict[str, str] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flushing = False
         self._flush_task: asyncio.Future[None] | None = None
@@ -142,7 +151,15 @@ class Store:
     @property
     def dirty(self) -> bool:
         """True when writes are waiting for a commit."""
-        return bool(self._job_rows or self._status or self._ranks or self._events or self._decisions)
+        return bool(
+            self._job_rows
+            or self._status
+            or self._ranks
+            or self._events
+            or self._decisions
+            or self._tenants
+            or self._meta
+        )
 
     @property
     def committing(self) -> bool:
@@ -175,8 +192,14 @@ class Store:
             ),
             ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
             ("INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)", self._decisions),
+            (
+                "INSERT OR REPLACE INTO tenant_usage(queue, tenant, history, last) VALUES (?,?,?,?)",
+                list(self._tenants.values()),
+            ),
+            ("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)", list(self._meta.items())),
         ]
         self._job_rows, self._status, self._ranks, self._events, self._decisions = [], {}, {}, [], []
+        self._tenants, self._meta = {}, {}
         return [(sql, rows) for sql, rows in batches if rows]
 
     def _write(self, batches: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
@@ -306,7 +329,30 @@ class Store:
         """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
         self._decisions.append((time, job_id, kind, code, message))
 
+    def save_tenant_usage(self, queue: str, tenant: str, history: float, last: float) -> None:
+        """Write one tenant's decayed usage history (devices) and its last update time (seconds)."""
+        self._tenants[(queue, tenant)] = (queue, tenant, history, last)
+
+    def save_meta(self, key: str, value: str) -> None:
+        """Write one ``meta`` entry."""
+        self._meta[key] = value
+
     # ----- reads --------------------------------------------------------------------------
+
+    def load_tenant_usage(self) -> list[tuple[str, str, float, float]]:
+        """(queue, tenant, history, last) of every committed tenant usage row."""
+        self.commit()
+        with self._lock:
+            return self._db.execute(
+                "SELECT queue, tenant, history, last FROM tenant_usage ORDER BY queue, tenant"
+            ).fetchall()
+
+    def meta(self, key: str) -> str | None:
+        """A committed ``meta`` value, or None."""
+        self.commit()
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def load_jobs(self, *, active_only: bool = False) -> list[JobRecord]:
         """Jobs with their current attempt's ranks and their history, in submission order.

@@ -6,6 +6,7 @@ relative to ``snapshot.now``), so the same state always gives the same rows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ QUEUE_COLUMNS = (
     "used",
     "borrowed",
     "lent",
+    "share",
     "borrow limit",
     "pending",
     "running",
@@ -205,6 +207,13 @@ class QueueRow:
     cells: tuple[str, ...]
 
 
+def _share(share: float | None, weight: float) -> str:
+    """A queue's fair share and weight (``"250.00/w2"``, ``"inf/w0"``); "-" when not reported."""
+    if share is None:
+        return "-"
+    return f"{'inf' if math.isinf(share) else format(share, '.2f')}/w{weight:g}"
+
+
 def queue_rows(state: ClusterState, filters: Filters = Filters()) -> list[QueueRow]:
     """Rows for the queues view with quota accounting and reclaim time."""
     from labgang.launcher.pitfalls import reclaim_time_s
@@ -226,6 +235,7 @@ def queue_rows(state: ClusterState, filters: Filters = Filters()) -> list[QueueR
                     _res(q.used),
                     _res(q.borrowed),
                     _res(q.lent),
+                    _share(q.fair_share, q.fair_weight),
                     _res(q.borrowing_limit) if q.borrowing_limit else "none",
                     str(q.pending),
                     str(q.running),

@@ -153,21 +153,41 @@ def job_table(jobs: Sequence[Mapping[str, Any]], now: float) -> str:
 
 
 def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
-    """The ``labgang queues`` table: nominal, used, borrowed and lent quota, pending and running jobs."""
-    headers = ("QUEUE", "COHORT", "NOMINAL", "USED", "BORROWED", "LENT", "PENDING", "RUNNING")
-    rows = [
-        (
+    """The ``labgang queues`` table: nominal, used, borrowed and lent quota, fair share and weight,
+    pending and running jobs; with admission fair sharing, each tenant's decayed usage."""
+    headers: tuple[str, ...] = (
+        "QUEUE",
+        "COHORT",
+        "NOMINAL",
+        "USED",
+        "BORROWED",
+        "LENT",
+        "SHARE",
+        "WEIGHT",
+        "PENDING",
+        "RUNNING",
+    )
+    with_tenants = any(q.get("tenants") for q in queues)
+    if with_tenants:
+        headers += ("TENANT USAGE",)
+    rows = []
+    for q in queues:
+        share = q.get("fair_share", 0.0)
+        row: tuple[Any, ...] = (
             q.get("name", "?"),
             q.get("cohort") or "-",
             format_resources(q.get("nominal")),
             format_resources(q.get("used")),
             format_resources(q.get("borrowed")),
             format_resources(q.get("lent")),
+            "inf" if share is None else f"{float(share):.2f}",
+            f"{float(q.get('fair_weight', 1.0)):g}",
             q.get("pending", 0),
             q.get("running", 0),
         )
-        for q in queues
-    ]
+        if with_tenants:
+            row += (", ".join(f"{t['name']} {float(t['usage']):.2f}" for t in q.get("tenants") or []) or "-",)
+        rows.append(row)
     return render_table(headers, rows)
 
 

@@ -27,6 +27,7 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
+from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -122,6 +123,8 @@ class Coordinator:
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
+        # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
+        self.sharing = SharingState(config, store, self.started_at)
 
     # ----- plumbing ---------------------------------------------------------------------------
 

@@ -246,6 +246,15 @@ class ClusterCollector(Collector):
                 amounts = getattr(q, key)
                 for resource in sorted(set(amounts) | set(q.nominal)):
                     family.add_metric((q.name, q.cohort or "", resource), float(amounts.get(resource, 0)))
+        share = _gauge(
+            "labgang_queue_fair_share",
+            "The queue's fair share: dominant resource share above nominal (x 1000 of what its cohort "
+            "could reach) divided by its fair_weight; +Inf for weight 0 while borrowing.",
+            ("queue", "cohort"),
+        )
+        for q in snapshot.queues:
+            if q.fair_share is not None:  # None: the coordinator did not report it
+                share.add_metric((q.name, q.cohort or ""), q.fair_share)
         pending = _gauge(
             "labgang_queue_pending_jobs", "Pending jobs by queue and pending reason code.", ("queue", "reason")
         )
@@ -256,7 +265,7 @@ class ClusterCollector(Collector):
                 counts[queue_reason] = counts.get(queue_reason, 0) + 1
         for queue_reason in sorted(counts):
             pending.add_metric(queue_reason, float(counts[queue_reason]))
-        yield from (*families.values(), pending)
+        yield from (*families.values(), share, pending)
 
     def _jobs(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         jobs = _gauge("labgang_jobs", "Jobs the coordinator knows, by queue and state.", ("queue", "state"))

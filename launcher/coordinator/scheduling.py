@@ -107,6 +107,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     grace=job.spec.grace_s,
                     terminating=leaving(job),
                     seq=st.admit_seq,
+                    tenant=coord.sharing.tenant(job.spec),
                 )
             )
         elif st.state == JobState.PENDING and st.not_before <= now:
@@ -120,8 +121,11 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     seq=job.seq,
                     pending_since=st.pending_since,
                     nominated=tuple(st.nominated),
+                    tenant=coord.sharing.tenant(job.spec),
+                    held_last_cycle=job.id in coord.sharing.held,
                 )
             )
+    coord.sharing.sample(now, running)
     return Snapshot(
         now=now,
         nodes=cluster_nodes(coord),
@@ -129,6 +133,9 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
         running=tuple(running),
         pending=tuple(pending),
         unavailable=unavailable_devices(coord, held),
+        cohorts=coord.config.cohort_specs(),
+        sharing=coord.config.sharing_policy(),
+        tenants=coord.sharing.snapshot_tenants(),
     )
 
 
@@ -149,6 +156,8 @@ def run_cycles(coord: Coordinator) -> int:
         if not snapshot.pending:
             break
         result = run_cycle(snapshot)
+        had_held = bool(coord.sharing.held)
+        coord.sharing.after_cycle(result)
         coord.cycles += 1
         coord.last_cycle_at = now
         if coord.metrics is not None:
@@ -164,7 +173,13 @@ def run_cycles(coord: Coordinator) -> int:
         effects = coord.apply(CycleDecided(now, result))
         new = sum(isinstance(e, fx.Dispatch) for e in effects)
         admitted += new
-        if not new and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects):
+        # a hold lasts one cycle: a cycle that starts holding is followed by one without it
+        held_now = bool(result.held) and not had_held
+        if (
+            not new
+            and not held_now
+            and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects)
+        ):
             break
     starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
     if starving_at is not None:
@@ -242,7 +257,7 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
     # With no node known, an empty node list leaves only the quota check able to object.
     # an elastic gang can start when its minimum can
     found = (
-        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes)
+        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes, coord.config.cohort_specs())
         if nodes
         else _quota_only(coord, spec)
     )
@@ -252,7 +267,7 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
 
 
 def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
-    book = QuotaBook(coord.config.queue_specs())
+    book = QuotaBook(coord.config.queue_specs(), {}, coord.config.cohort_specs())
     req = spec.request.floor()
     reason = quota_never_fits(book, spec.queue, req)
     return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

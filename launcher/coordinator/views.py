@@ -5,6 +5,7 @@ Shapes are the "Coordinator user API" contract (docs/openapi.json). Times are un
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +107,10 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
                 if take:
                     lent[m.name][res] = take
                     to_cover -= take
+    fair = _fair_shares(coord)
     return [
         {
+            **fair[q.name],
             "name": q.name,
             "cohort": q.cohort,
             "nominal": dict(q.nominal),
@@ -128,6 +131,42 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
         }
         for q in queues
     ]
+
+
+def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
+    """Per queue: its fair share (dominant resource share / weight; None when infinite), the
+    unweighted ratio, the weight, the capacity its cohort could reach per resource, and with
+    admission fair sharing its tenants' decayed usage and scores (scheduler/explain.py)."""
+    from labgang.launcher.scheduler import tenants as afs
+    from labgang.launcher.scheduler.explain import queue_shares
+
+    usage: dict[tuple[str, str], int] = {}
+    for job in coord.jobs.values():
+        if job.status.state in (JobState.ADMITTED, JobState.RUNNING):  # not ones told to leave
+            key = (job.spec.queue, job.spec.resource)
+            usage[key] = usage.get(key, 0) + job.spec.workers * job.spec.per_worker
+    shares = queue_shares(coord.config.queue_specs(), coord.config.cohort_specs(), usage)
+    tenants: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t in coord.sharing.snapshot_tenants():
+        score = afs.score(t)
+        tenants[t.queue].append(
+            {
+                "name": t.name or "(default)",
+                "weight": t.weight,
+                "usage": round(t.history, 6),
+                "score": None if math.isinf(score) else round(score, 6),
+            }
+        )
+    return {
+        name: {
+            "fair_share": None if math.isinf(s.share) else round(s.share, 6),
+            "fair_share_ratio": round(s.ratio, 6),
+            "fair_weight": s.weight,
+            "fair_share_basis": dict(s.basis),
+            "tenants": tenants.get(name, []),
+        }
+        for name, s in shares.items()
+    }
 
 
 def node_views(coord: Coordinator) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -126,6 +127,29 @@ def _with_common(f: click.decorators.FC) -> click.decorators.FC:
     return f
 
 
+def _export(
+    target: str,
+    build: Callable[[ClusterConfig, Inventory], Export],
+    config_file: str,
+    out_dir: Path | None,
+    inventory_files: tuple[Path, ...],
+    offline: bool,
+    state_dir: Path | None,
+    check: bool,
+    as_json: bool,
+) -> None:
+    """Load the config and the inventory, run ``build(config, inventory)`` and write or check
+    its result; an :class:`ExportError` becomes one line and exit 2."""
+    cfg = _load(target, config_file)
+    try:
+        inv = _inventory(target, inventory_files, offline, state_dir)
+        result = build(cfg, inv)
+    except ExportError as exc:
+        _fail(target, f"cannot export: {exc}")
+        return
+    _emit(target, result, out_dir, check, as_json)
+
+
 @click.group("export")
 def export() -> None:
     """Export the queue policy for Kueue or Slurm (mapping: docs/export.md)."""
@@ -153,14 +177,10 @@ def kueue_cmd(
     """Kueue objects (kueue.x-k8s.io/v1beta2) as one YAML stream, kueue.yaml."""
     from labgang.launcher.export import kueue
 
-    cfg = _load("kueue", config_file)
-    try:
-        inv = _inventory("kueue", inventory_files, offline, state_dir)
-        result = kueue.export(cfg, inv, config_file, namespace_per)
-    except ExportError as exc:
-        _fail("kueue", f"cannot export: {exc}")
-        return
-    _emit("kueue", result, out_dir, check, as_json)
+    def build(cfg: ClusterConfig, inv: Inventory) -> Export:
+        return kueue.export(cfg, inv, config_file, namespace_per)
+
+    _export("kueue", build, config_file, out_dir, inventory_files, offline, state_dir, check, as_json)
 
 
 @export.command("slurm")
@@ -185,11 +205,7 @@ def slurm_cmd(
     """slurm.conf fragment, gres.conf and sacctmgr.sh."""
     from labgang.launcher.export import slurm
 
-    cfg = _load("slurm", config_file)
-    try:
-        inv = _inventory("slurm", inventory_files, offline, state_dir)
-        result = slurm.export(cfg, inv, config_file, slurm_mode)
-    except ExportError as exc:
-        _fail("slurm", f"cannot export: {exc}")
-        return
-    _emit("slurm", result, out_dir, check, as_json)
+    def build(cfg: ClusterConfig, inv: Inventory) -> Export:
+        return slurm.export(cfg, inv, config_file, slurm_mode)
+
+    _export("slurm", build, config_file, out_dir, inventory_files, offline, state_dir, check, as_json)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from labgang.agent.inventory import NodeInventory
-from labgang.launcher.config import ClusterConfig, QueueConfig
+from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
 from labgang.launcher.model import GPU, MIG_PREFIX
 
 INT32_MAX = 2**31 - 1
@@ -137,8 +137,9 @@ class Export:
 def resource_names(cfg: ClusterConfig, inv: Inventory) -> list[str]:
     """Every labgang resource the config or the inventory mentions: ``gpu`` first, then MIG profiles sorted."""
     names: set[str] = set()
-    for q in cfg.queues:
-        names |= set(q.nominal) | set(q.borrowing_limit) | set(q.lending_limit)
+    tables: list[QueueConfig | CohortConfig] = [*cfg.queues, *cfg.cohorts]
+    for t in tables:
+        names |= set(t.nominal) | set(t.borrowing_limit) | set(t.lending_limit)
     if inv.gpu_models():
         names.add(GPU)
     names |= {MIG_PREFIX + p for p in inv.mig_profiles()}
@@ -225,12 +226,45 @@ def split_quota(total: int, weights: Mapping[str, int]) -> dict[str, int]:
 
 
 def cohort_members(cfg: ClusterConfig) -> dict[str, list[QueueConfig]]:
-    """Queues per cohort (declared cohorts with no queue included), cohorts sorted, queues in file order."""
+    """Queues per cohort, for every cohort the config names (declared, a queue's ``cohort``, a
+    cohort's ``parent``); cohorts sorted, queues in file order."""
     out: dict[str, list[QueueConfig]] = {c.name: [] for c in cfg.cohorts}
+    for c in cfg.cohorts:
+        if c.parent is not None:
+            out.setdefault(c.parent, [])
     for q in cfg.queues:
         if q.cohort is not None:
             out.setdefault(q.cohort, []).append(q)
     return dict(sorted(out.items()))
+
+
+def cohort_table(cfg: ClusterConfig, name: str) -> CohortConfig | None:
+    """The ``[[cohorts]]`` table of cohort ``name``, or None (an implicit root with no quota)."""
+    return next((c for c in cfg.cohorts if c.name == name), None)
+
+
+def child_cohorts(cfg: ClusterConfig, name: str) -> list[str]:
+    """Cohorts whose ``parent`` is ``name``, sorted."""
+    return sorted(c.name for c in cfg.cohorts if c.parent == name)
+
+
+def tree_root(cfg: ClusterConfig, cohort: str) -> str:
+    """The root cohort of ``cohort``'s tree (itself when it has no parent)."""
+    seen = {cohort}
+    table = cohort_table(cfg, cohort)
+    while table is not None and table.parent is not None and table.parent not in seen:
+        cohort = table.parent
+        seen.add(cohort)
+        table = cohort_table(cfg, cohort)
+    return cohort
+
+
+def tree_peers(cfg: ClusterConfig, queue: QueueConfig) -> list[QueueConfig]:
+    """The other queues of ``queue``'s cohort tree (those it borrows from and lends to), file order."""
+    if queue.cohort is None:
+        return []
+    root = tree_root(cfg, queue.cohort)
+    return [q for q in cfg.queues if q.name != queue.name and q.cohort is not None and tree_root(cfg, q.cohort) == root]
 
 
 def lendable(queue: QueueConfig, resource: str) -> int:
@@ -239,14 +273,52 @@ def lendable(queue: QueueConfig, resource: str) -> int:
     return min(nominal, queue.lending_limit.get(resource, nominal))
 
 
+def subtree_lendable(cfg: ClusterConfig, cohort: str, resource: str) -> int:
+    """Devices of ``resource`` the subtree of ``cohort`` lends to the rest of the tree: its own quota
+    plus what its queues and child cohorts lend, capped by its lending limit."""
+    table = cohort_table(cfg, cohort)
+    total = (table.nominal.get(resource, 0) if table else 0) + sum(
+        lendable(q, resource) for q in cohort_members(cfg).get(cohort, [])
+    )
+    total += sum(subtree_lendable(cfg, child, resource) for child in child_cohorts(cfg, cohort))
+    if table is not None and resource in table.lending_limit:
+        total = min(total, table.lending_limit[resource])
+    return total
+
+
+def cohort_pool(cfg: ClusterConfig, cohort: str, resource: str, *, queue: str = "", child: str = "") -> int:
+    """Devices of ``resource`` a member of ``cohort`` (queue ``queue`` or child cohort ``child``) can
+    reach beyond its own quota: the cohort's own quota, what its other members lend, and what it
+    can take from its parent (capped by its borrowing limit)."""
+    table = cohort_table(cfg, cohort)
+    total = table.nominal.get(resource, 0) if table else 0
+    total += sum(lendable(q, resource) for q in cohort_members(cfg).get(cohort, []) if q.name != queue)
+    total += sum(subtree_lendable(cfg, c, resource) for c in child_cohorts(cfg, cohort) if c != child)
+    if table is not None and table.parent is not None:
+        up = cohort_pool(cfg, table.parent, resource, child=cohort)
+        total += min(up, table.borrowing_limit.get(resource, up))
+    return total
+
+
 def borrow_cap(cfg: ClusterConfig, queue: QueueConfig, resource: str) -> int:
-    """The most devices of ``resource`` ``queue`` can ever borrow: its borrowing limit, capped by
-    what the other queues of its cohort lend (0 without a cohort)."""
+    """The most devices of ``resource`` ``queue`` can ever borrow: its borrowing limit, capped by what
+    its cohort tree can give it (:func:`cohort_pool`; 0 without a cohort)."""
     if queue.cohort is None:
         return 0
-    pool = sum(lendable(q, resource) for q in cohort_members(cfg).get(queue.cohort, []) if q.name != queue.name)
+    pool = cohort_pool(cfg, queue.cohort, resource, queue=queue.name)
     limit = queue.borrowing_limit.get(resource)
     return pool if limit is None else min(limit, pool)
+
+
+def weight_quantity(weight: float, where: str) -> str:
+    """A fair-sharing weight as a Kubernetes quantity string (``"1"``, ``"0.5"``).
+
+    Raises:
+        ExportError: a weight Kueue refuses (above 0 but at most 1e-9, where it collapses to 0).
+    """
+    if 0 < weight <= 1e-9:
+        raise ExportError(where, f"{weight!r} is too small for Kueue; allowed: 0, or a weight above 1e-9")
+    return str(int(weight)) if weight == int(weight) else f"{weight:g}"
 
 
 def header_lines(title: str, config_source: str, inv: Inventory, gaps: Iterable[Gap]) -> list[str]:

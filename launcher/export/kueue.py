@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from labgang.launcher.config import ClusterConfig, QueueConfig
+from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
 from labgang.launcher.export.common import (
     INT32_MAX,
     INT32_MIN,
@@ -33,11 +33,13 @@ from labgang.launcher.export.common import (
     Gap,
     Inventory,
     cohort_members,
+    cohort_table,
     dns_name,
     header_lines,
     resource_names,
     split_quota,
     unique,
+    weight_quantity,
 )
 from labgang.launcher.model import GPU, MIG_PREFIX
 
@@ -103,28 +105,33 @@ def _gpu_flavor_weights(inv: Inventory) -> dict[str, int]:
 
 
 def _quota_entries(
-    cfg: ClusterConfig, q: QueueConfig, resource: str, weights: dict[str, int]
+    table: QueueConfig | CohortConfig, has_parent: bool, resource: str, weights: dict[str, int]
 ) -> dict[str, dict[str, Any]]:
-    """Flavor -> ``{name, nominalQuota[, borrowingLimit][, lendingLimit]}`` for one resource of one queue."""
-    nominal = split_quota(q.nominal.get(resource, 0), weights)
-    borrowing = split_quota(q.borrowing_limit[resource], weights) if resource in q.borrowing_limit else None
-    lending = split_quota(q.lending_limit[resource], weights) if resource in q.lending_limit else None
+    """Flavor -> ``{name, nominalQuota[, borrowingLimit][, lendingLimit]}`` for one resource of a
+    queue or cohort (limits only with a cohort or parent; a queue lends at most its quota)."""
+    nominal = split_quota(table.nominal.get(resource, 0), weights)
+    borrowing = split_quota(table.borrowing_limit[resource], weights) if resource in table.borrowing_limit else None
+    lending = split_quota(table.lending_limit[resource], weights) if resource in table.lending_limit else None
     out: dict[str, dict[str, Any]] = {}
     for flavor in sorted(weights):
         entry: dict[str, Any] = {"name": k8s_resource(resource), "nominalQuota": nominal[flavor]}
-        if q.cohort is not None and borrowing is not None:
+        if has_parent and borrowing is not None:
             entry["borrowingLimit"] = borrowing[flavor]
-        if q.cohort is not None and lending is not None:
-            entry["lendingLimit"] = min(lending[flavor], nominal[flavor])
+        if has_parent and lending is not None:
+            entry["lendingLimit"] = (
+                min(lending[flavor], nominal[flavor]) if isinstance(table, QueueConfig) else lending[flavor]
+            )
         out[flavor] = entry
     return out
 
 
-def _resource_groups(cfg: ClusterConfig, q: QueueConfig, inv: Inventory) -> list[dict[str, Any]]:
+def _resource_groups(
+    cfg: ClusterConfig, table: QueueConfig | CohortConfig, has_parent: bool, inv: Inventory
+) -> list[dict[str, Any]]:
     groups = []
     for resource in resource_names(cfg, inv):
         weights = _gpu_flavor_weights(inv) if resource == GPU else {_mig_flavor(resource): 1}
-        entries = _quota_entries(cfg, q, resource, weights)
+        entries = _quota_entries(table, has_parent, resource, weights)
         groups.append(
             {
                 "coveredResources": [k8s_resource(resource)],
@@ -158,14 +165,28 @@ def _preemption(q: QueueConfig, index: int) -> dict[str, Any]:
     }
 
 
-def _fair_sharing(_obj: object) -> dict[str, Any] | None:
-    """``spec.fairSharing`` for a queue or cohort; None while the config has no fair-sharing weights."""
-    return None
+def _fair_sharing(cfg: ClusterConfig, weight: float, where: str) -> dict[str, Any] | None:
+    """``spec.fairSharing`` when fair sharing is on or the weight is not Kueue's default 1; else None."""
+    if not cfg.fair_sharing and weight == 1.0:
+        return None
+    return {"weight": weight_quantity(weight, where)}
 
 
-def _cohort_spec(_cfg: ClusterConfig, _cohort: str) -> dict[str, Any]:
-    """``spec`` of a Cohort: empty while the config has no cohort parents or cohort-owned quota."""
-    return {}
+def _cohort_spec(cfg: ClusterConfig, cohort: str, names: dict[str, str], inv: Inventory) -> dict[str, Any]:
+    """``spec`` of a Cohort: its parent, the quota it owns (and its limits towards the parent), its weight."""
+    table = cohort_table(cfg, cohort)
+    if table is None:
+        return {}
+    index = cfg.cohorts.index(table)
+    spec: dict[str, Any] = {}
+    if table.parent is not None:
+        spec["parentName"] = names[table.parent]
+    if table.nominal or table.borrowing_limit or table.lending_limit:
+        spec["resourceGroups"] = _resource_groups(cfg, table, table.parent is not None, inv)
+    fair = _fair_sharing(cfg, table.fair_weight, f"cohorts[{index}].fair_weight")
+    if fair is not None:
+        spec["fairSharing"] = fair
+    return spec
 
 
 def _namespaces(q: QueueConfig, index: int, namespace_per: str) -> list[str]:
@@ -243,6 +264,7 @@ def _gaps(cfg: ClusterConfig, inv: Inventory, namespace_per: str, queue_ns: dict
             "a LocalQueue named 'default' in each namespace (Kueue's LocalQueueDefaulting)",
         )
     )
+    gaps += _sharing_gaps(cfg)
     gaps.append(
         Gap(
             "startup_timeout_s, requeue_backoff_s, requeue_backoff_max_s, max_start_failures",
@@ -267,11 +289,52 @@ def _cluster_queue_spec(
     }
     spec["queueingStrategy"] = _QUEUEING[q.queueing.value]
     spec["preemption"] = _preemption(q, index)
-    spec["resourceGroups"] = _resource_groups(cfg, q, inv)
-    fair = _fair_sharing(q)
+    spec["resourceGroups"] = _resource_groups(cfg, q, q.cohort is not None, inv)
+    if cfg.admission_fair_sharing is not None:
+        spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    fair = _fair_sharing(cfg, q.fair_weight, f"queues[{index}].fair_weight")
     if fair is not None:
         spec["fairSharing"] = fair
     return spec
+
+
+_STRATEGIES = {
+    "less-than-or-equal-to-final-share": "LessThanOrEqualToFinalShare",
+    "less-than-initial-share": "LessThanInitialShare",
+}
+
+
+def _sharing_gaps(cfg: ClusterConfig) -> list[Gap]:
+    """Fair-sharing settings that live in Kueue's Configuration (not in objects), and tenants."""
+    gaps: list[Gap] = []
+    if cfg.fair_sharing:
+        strategies = [_STRATEGIES[s.value] for s in cfg.sharing_policy().fair_preemption]
+        gaps.append(
+            Gap(
+                "fair_sharing, fair_preemption",
+                "turning fair sharing on (the weights are exported)",
+                f"Kueue's Configuration: fairSharing.enable true, preemptionStrategies {strategies}",
+            )
+        )
+    afs = cfg.admission_fair_sharing
+    if afs is not None:
+        gaps.append(
+            Gap(
+                "admission_fair_sharing",
+                f"the usage half-life ({afs.half_life:g} s) and sampling interval ({afs.sampling_interval:g} s)",
+                "Kueue's Configuration: admissionFairSharing.usageHalfLifeTime, usageSamplingInterval "
+                "(each ClusterQueue has admissionScope UsageBasedAdmissionFairSharing)",
+            )
+        )
+    for i, t in enumerate(cfg.tenants):
+        gaps.append(
+            Gap(
+                f"tenants[{i}]",
+                f"tenant {t.name!r} of queue {t.queue!r} (weight {t.fair_weight:g})",
+                "Kueue's tenants are LocalQueues: a LocalQueue in the tenant's own namespace with fairSharing.weight",
+            )
+        )
+    return gaps
 
 
 def _obj(kind: str, name: str, spec: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
@@ -320,6 +383,9 @@ def build_objects(
     for i, q in enumerate(cfg.queues):
         if q.cohort is not None:
             cohort_where.setdefault(q.cohort, f"queues[{i}].cohort")
+    for i, c in enumerate(cfg.cohorts):
+        if c.parent is not None:
+            cohort_where.setdefault(c.parent, f"cohorts[{i}].parent")
     cohorts = unique(((cohort_where[c], c, dns_name(c, cohort_where[c])) for c in members), "Cohort")
     classes = unique(
         ((f"priority_classes.{n}", n, dns_name(n, f"priority_classes.{n}")) for n in sorted(cfg.priority_classes)),
@@ -344,7 +410,8 @@ def build_objects(
         )
     flavors = [_obj("ResourceFlavor", n, spec) for n, spec in sorted(_flavors(cfg, inv).items())]
     cohort_objs = [
-        _obj("Cohort", cohorts[raw], _cohort_spec(cfg, raw)) for raw in sorted(members, key=lambda c: cohorts[c])
+        _obj("Cohort", cohorts[raw], _cohort_spec(cfg, raw, cohorts, inv))
+        for raw in sorted(members, key=lambda c: cohorts[c])
     ]
     cqs = [
         _obj("ClusterQueue", queues[q.name], _cluster_queue_spec(cfg, inv, i, cohorts, queue_ns[q.name]))

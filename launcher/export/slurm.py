@@ -29,6 +29,7 @@ import re
 import shlex
 
 from labgang.launcher.config import ClusterConfig, QueueConfig
+from labgang.launcher.export import slurm_accounts
 from labgang.launcher.export.common import (
     Export,
     ExportError,
@@ -40,6 +41,7 @@ from labgang.launcher.export.common import (
     header_lines,
     resource_names,
     split_quota,
+    tree_peers,
     unique,
 )
 from labgang.launcher.model import GPU, MIG_PREFIX
@@ -114,11 +116,21 @@ def _qos_names(cfg: ClusterConfig, mode: str) -> tuple[dict[str, str], dict[str,
     return queues, classes
 
 
+def _cohort_spellings(cfg: ClusterConfig) -> dict[str, str]:
+    """Cohort -> its Slurm account (``cohort-<name>``, so a queue may share a cohort's name; checked
+    against the key path of the first place naming it)."""
+    where: dict[str, str] = {c.name: f"cohorts[{i}].name" for i, c in enumerate(cfg.cohorts)}
+    for i, q in enumerate(cfg.queues):
+        if q.cohort is not None:
+            where.setdefault(q.cohort, f"queues[{i}].cohort")
+    for i, c in enumerate(cfg.cohorts):
+        if c.parent is not None:
+            where.setdefault(c.parent, f"cohorts[{i}].parent")
+    return {c: slurm_accounts.COHORT_PREFIX + _slurm_name(c, where[c]) for c in cohort_members(cfg)}
+
+
 def _borrowable(cfg: ClusterConfig, q: QueueConfig) -> dict[str, int]:
-    resources = sorted(
-        {*q.nominal, *q.borrowing_limit, *(r for m in cohort_members(cfg).get(q.cohort or "", []) for r in m.nominal)}
-    )
-    caps = {r: borrow_cap(cfg, q, r) for r in resources}
+    caps = {r: borrow_cap(cfg, q, r) for r in resource_names(cfg, Inventory())}
     return {r: n for r, n in caps.items() if n > 0}
 
 
@@ -127,12 +139,8 @@ def _grace(cfg: ClusterConfig) -> int:
 
 
 def _reclaimers(cfg: ClusterConfig, q: QueueConfig) -> list[QueueConfig]:
-    """Queues of ``q``'s cohort that reclaim devices lent to ``q``."""
-    return [
-        m
-        for m in cohort_members(cfg).get(q.cohort or "", [])
-        if m.name != q.name and m.reclaim_within_cohort.value != "never"
-    ]
+    """Queues of ``q``'s cohort tree that reclaim devices lent to ``q``."""
+    return [m for m in tree_peers(cfg, q) if m.reclaim_within_cohort.value != "never"]
 
 
 def _nodes(inv: Inventory) -> list[str]:
@@ -363,6 +371,7 @@ def build(
     if mode not in MODES:
         raise ValueError(f"mode: {mode!r}; allowed: {', '.join(MODES)}")
     queues, classes = _qos_names(cfg, mode)
+    cohorts = slurm_accounts.cohort_account_names(cfg, queues, _cohort_spellings(cfg))
     grace = _grace(cfg)
     default = cfg.default_queue
     conf = ["GresTypes=gpu"]
@@ -380,6 +389,7 @@ def build(
         "AccountingStorageEnforce=associations,limits,qos",
         "PriorityType=priority/multifactor",
         f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}",
+        *slurm_accounts.conf_lines(cfg),
         "PreemptType=" + ("preempt/partition_prio" if mode == "partitions" else "preempt/qos"),
         "PreemptMode=REQUEUE",
         "JobRequeue=1",
@@ -389,7 +399,7 @@ def build(
     adds: list[str] = []  # QOS creation and settings without TRES: before slurmctld starts
     limits: list[str] = []  # GrpTRES: once slurmctld has registered the gres/gpu TRES
     preempts: list[str] = []
-    accts: list[str] = []
+    accts: list[str] = slurm_accounts.account_lines(cfg, queues, cohorts)
     partitions: list[str] = []
     open_qos: list[str] = []
     for q in sorted(cfg.queues, key=lambda q: queues[q.name]):
@@ -401,8 +411,8 @@ def build(
             settings.append(f"Priority={OWNER_TIER}")
             victims = sorted(
                 queues[m.name] + "-borrow"
-                for m in cohort_members(cfg).get(q.cohort or "", [])
-                if m.name != q.name and _borrowable(cfg, m) and q.reclaim_within_cohort.value != "never"
+                for m in tree_peers(cfg, q)
+                if _borrowable(cfg, m) and q.reclaim_within_cohort.value != "never"
             )
             if victims:  # set after every QOS exists
                 preempts.append(_sacctmgr(f"modify qos where name={name} set Preempt={','.join(victims)}"))
@@ -414,7 +424,6 @@ def build(
             )
             adds.append(_sacctmgr(f"add qos {name}-borrow " + " ".join(bsettings)))
             limits.append(_sacctmgr(f"modify qos where name={name}-borrow set GrpTRES={_tres(cfg, inv, borrow)}"))
-        accts.append(_sacctmgr(f"add account {name} Description={shlex.quote('labgang queue ' + q.name)}"))
         mine = [name] + ([f"{name}-borrow"] if borrow else [])
         for user in sorted(q.users or []):
             line = f"add user {shlex.quote(user)} account={name}"
@@ -443,7 +452,7 @@ def build(
         *("  " + line for line in limits),
         "fi",
     ]
-    gaps = sorted(_gaps(cfg, mode, inv))
+    gaps = sorted(_gaps(cfg, mode, inv) + slurm_accounts.gaps(cfg))
     return conf + partitions, _gres_conf(inv), script, gaps
 
 

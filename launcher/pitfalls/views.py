@@ -201,6 +201,8 @@ class QueueView:
     reclaim_within_cohort: str | None = None
     borrow_policy: str | None = None
     borrow_max_priority_threshold: int | None = None
+    fair_share: float | None = None  # None: not reported (older coordinator); inf: weight 0 while borrowing
+    fair_weight: float = 1.0
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> QueueView:
@@ -230,6 +232,10 @@ class QueueView:
             pending=int(d.get("pending") or 0),
             running=int(d.get("running") or 0),
             reclaim_time_s=_opt_float(d.get("reclaim_time_s")),
+            fair_share=(float("inf") if d["fair_share"] is None else float(d["fair_share"]))
+            if "fair_share" in d
+            else None,
+            fair_weight=float(d.get("fair_weight", 1.0) or 0.0),
             reclaim_within_cohort=str(reclaim) if reclaim is not None else None,
             borrow_policy=str(bwc["policy"]) if bwc.get("policy") is not None else None,
             borrow_max_priority_threshold=threshold if isinstance(threshold, int) else None,

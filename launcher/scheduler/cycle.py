@@ -40,12 +40,16 @@ from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, Wi
 from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
+from labgang.launcher.scheduler.explain import preemption_text
+from labgang.launcher.scheduler.fairpreempt import find_fair_victims
+from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, may_search
-from labgang.launcher.scheduler.snapshot import Snapshot
+from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
+from labgang.launcher.scheduler.tenants import TenantBook, key_of
 
 
 class Outcome(enum.Enum):
@@ -97,6 +101,7 @@ class _Cycle:
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
+        self.holders: dict[tuple[str, str], list[str]] = {}  # who holds ``held`` and until when, for reasons
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
@@ -106,6 +111,24 @@ class _Cycle:
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self._heap: list[_HeapKey] = []
         self._groups: list[_Group] = []
+        self.held_jobs: list[str] = []  # jobs that held idle quota this cycle (CycleResult.held)
+        self.on_change: list[str] = []  # queues whose usage changed (the tournament listens)
+        self.tenants: TenantBook | None = None
+        afs = snapshot.sharing.admission
+        if afs is not None:
+            self.tenants = TenantBook(snapshot.tenants, snapshot.running, afs)
+            self.state.tenant_score = self._running_score
+
+    def _running_score(self, job: RunningJob) -> float:
+        assert self.tenants is not None
+        return self.tenants.score(key_of(job.queue, job.tenant))
+
+    def result(self) -> CycleResult:
+        """The decisions made so far."""
+        tenants = self.tenants.result() if self.tenants is not None else ()
+        return CycleResult(
+            tuple(self.admitted), tuple(self.preempted), tuple(self.pending), tuple(self.held_jobs), tenants
+        )
 
     # --- orchestration ---------------------------------------------------------------------------
 
@@ -113,16 +136,23 @@ class _Cycle:
         by_queue, orphans = nominate(self.snapshot, self.state)
         self.pending.extend(orphans)
         self.reservations = reserve_for_starving(self.state, [e for entries in by_queue.values() for e in entries])
+        sharing = self.snapshot.sharing
+        if sharing.fair_sharing or sharing.admission is not None:
+            from labgang.launcher.scheduler.heads import run_by_heads
+
+            run_by_heads(self, by_queue)
+            return self.result()
         self._build_groups(by_queue)
         heap, groups, pending = self._heap, self._groups, self.pending
         while heap:
             key = heapq.heappop(heap)
             g = groups[key[5]]
             e = g.entries[g.ptr]
-            if key[1] == 0 and g.pushed_at != self.version:
+            if g.pushed_at != self.version:
                 g.pushed_at = self.version
-                if self._borrows(e):  # usage grew since it was queued: now it would borrow
-                    heapq.heappush(heap, (key[0], 1, *key[2:]))
+                height = self.height(e)
+                if height > key[1]:  # usage grew since it was queued: now it needs a larger subtree
+                    heapq.heappush(heap, (key[0], height, *key[2:]))
                     continue
             if g.strict:
                 outcome = self._process(e)
@@ -159,7 +189,7 @@ class _Cycle:
                         pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr :]])
                         g.ptr = len(g.entries)
             self._push_group(g)
-        return CycleResult(tuple(self.admitted), tuple(self.preempted), tuple(pending))
+        return self.result()
 
     def _build_groups(self, by_queue: dict[str, list[Entry]]) -> None:
         """Order phase: one heap of groups, keyed by their next job's
@@ -207,23 +237,18 @@ class _Cycle:
         e = g.entries[g.ptr]
         j = e.job
         g.pushed_at = self.version
-        key: _HeapKey = (
-            0 if j.nominated else 1,
-            1 if self._borrows(e) else 0,
-            -j.priority,
-            j.submit_time,
-            j.seq,
-            g.gid,
-        )
+        key: _HeapKey = (0 if j.nominated else 1, self.height(e), -j.priority, j.submit_time, j.seq, g.gid)
         if heap:
             heapq.heappush(self._heap, key)
         else:
             self._heap.append(key)
 
-    def _borrows(self, e: Entry) -> bool:
+    def height(self, e: Entry) -> int:
+        """Height of the job's fitting subtree now: 0 within its queue's nominal, 1 for a flat
+        cohort, more for a cohort higher up the tree (lower goes first)."""
         req = e.job.request
         own = self.idle_hold.get((e.spec.name, req.resource), 0)
-        return self.state.quota.would_borrow(e.spec.name, req.resource, req.total - own)
+        return self.state.quota.fit_height(e.spec.name, req.resource, req.total - own)
 
     def _block(self, head: Entry, entries: list[Entry], start: int) -> None:
         reason = reasons.blocked_reason(head.spec.name, head.job.id)
@@ -249,6 +274,13 @@ class _Cycle:
             self.version += 1
         return outcome
 
+    def known_failure(self, e: Entry) -> bool:
+        """True (and ``e`` answered as pending) when a job of its class at least as strong
+        failed and nothing changed since; see :meth:`_known_failure`."""
+        if e.job.nominated or e.unschedulable is not None:
+            return False
+        return self._known_failure(e)
+
     def _known_failure(self, e: Entry) -> bool:
         """Same queue, same request, nothing changed since a job at least as strong failed:
         this one fails the same way (within a cycle room only shrinks)."""
@@ -270,16 +302,17 @@ class _Cycle:
         waiting head's quota (docs/queue-semantics.md §A2), so it is lifted for the holder's own later
         jobs (best-effort-fifo: Kueue's failed head goes inadmissible and the next job becomes
         head) and for any job that stays within its own nominal quota (its entitlement; Kueue
-        admits it the next cycle, when the inadmissible head holds nothing)."""
+        admits it the next cycle, when the inadmissible head holds nothing). In a cohort tree
+        the test is made at the lowest common cohort L of the job's queue and the holder's: the
+        hold binds only when the job's branch below L would go above its quota."""
         if not self.idle_hold:
             return self._try_job(e)
         res = e.job.request.resource
-        key = (e.spec.name, res)
-        lifted = [key] if key in self.idle_hold else []
-        own = self.idle_hold.get(key, 0)
+        q = e.spec.name
+        own = self.idle_hold.get((q, res), 0)
+        need = e.job.request.total - own
         quota = self.state.quota
-        if quota.usage(key[0], res) - own + e.job.request.total <= quota.nominal(key[0], res):
-            lifted = [k for k in self.idle_hold if k[1] == res]
+        lifted = [k for k in self.idle_hold if k[1] == res and (k[0] == q or not self._hold_binds(q, k[0], res, need))]
         for k in lifted:
             quota.add(k[0], k[1], -self.idle_hold[k])
             self.held[k] -= self.idle_hold[k]
@@ -289,6 +322,18 @@ class _Cycle:
             for k in lifted:
                 quota.add(k[0], k[1], self.idle_hold[k])
                 self.held[k] += self.idle_hold[k]
+
+    def _hold_binds(self, q: str, holder: str, res: str, need: int) -> bool:
+        """True when ``holder``'s idle hold keeps ``need`` more devices for ``q`` out: ``q``'s
+        branch below their lowest common cohort would go above its quota with them."""
+        quota = self.state.quota
+        tree = quota.tree
+        qn, hn = tree.queue_id[q], tree.queue_id[holder]
+        lca = lowest_common(quota, qn, hn)
+        if lca < 0:
+            return False
+        b = branch(quota, qn, lca)
+        return quota.usage_with(q, res, need, b) > tree.quota(b, res)
 
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
@@ -302,6 +347,9 @@ class _Cycle:
                     placement = state.assume(job.id, q, sized, raw)
                     self.version += 1
                     self.admitted.append(Admit(job.id, placement))
+                    self.on_change.append(q)
+                    if self.tenants is not None:
+                        self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, sized.total)
                     return Outcome.ADMITTED
         # an elastic gang preempts (and waits, and is described) only for its minimum: never to grow
         if req.elastic:
@@ -323,7 +371,12 @@ class _Cycle:
         searchable = may_search(state, spec, job)
         if searchable and not self._search_known_to_fail(e):
             with state.without(live):
-                found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
+                sharing = self.snapshot.sharing
+                if sharing.fair_sharing and spec.cohort is not None:
+                    score = self._running_score if self.tenants is not None else _no_score
+                    found = find_fair_victims(state, spec, job, self.chosen_victims, sharing.fair_preemption, score)
+                else:
+                    found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
             if found is not None:
                 victims, raw = found
                 self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
@@ -333,9 +386,14 @@ class _Cycle:
                 self._record_search_fail(e)
         # stays pending
         if not quota_ok:
-            if searchable and spec.reclaim_within_cohort is not ReclaimWithinCohort.ANY:
+            if (
+                searchable
+                and spec.reclaim_within_cohort is not ReclaimWithinCohort.ANY
+                and not job.held_last_cycle  # a hold lasts the one cycle that computed it
+            ):
                 self._hold_quota(e)
-            reason = reasons.quota_reason(state.quota, q, req, self.held.get((q, req.resource), 0))
+            k = (q, req.resource)
+            reason = reasons.quota_reason(state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()))
         else:
             reason = self._capacity_reason(req)
         self.pending.append(Pending(job.id, reason))
@@ -346,7 +404,10 @@ class _Cycle:
         """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
         counted and its devices reserved."""
         self.version += 1
-        self._add_held(e.spec.name, req.resource, req.total)
+        self._add_held(e.spec.name, req.resource, req.total, f"job {e.job.id} until its victims exit")
+        if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
+            self.state.shares.add(e.spec.name, req.resource, req.total)
+        self.on_change.append(e.spec.name)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.chosen_victims.update(victims)
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
@@ -355,8 +416,8 @@ class _Cycle:
         """Kueue's "reserve capacity for an unreclaimable preempt": a head that found no victims
         and whose queue cannot always reclaim later holds its queue's idle quota this cycle."""
         q, req = e.spec.name, e.job.request.floor()
-        if q in self.held_queues:
-            return
+        if q in self.held_queues or e.spec.cohort is None:
+            return  # without a cohort nobody borrows: a hold would keep nothing from anyone
         self.held_queues.add(q)
         quota = self.state.quota
         u, n = quota.usage(q, req.resource), quota.nominal(q, req.resource)
@@ -366,11 +427,15 @@ class _Cycle:
         else:
             held = min(req.total, n - u)
         if held > 0:
-            self._add_held(q, req.resource, held)
+            self._add_held(q, req.resource, held, f"job {e.job.id}, kept from borrowers this cycle only")
             self.idle_hold[(q, req.resource)] = held
+            self.held_jobs.append(e.job.id)
 
-    def _add_held(self, queue: str, res: str, n: int) -> None:
+    def _add_held(self, queue: str, res: str, n: int, holder: str) -> None:
+        """Count ``n`` devices of ``res`` in ``queue``'s usage for a waiting job; ``holder`` says
+        for whom and until when ("job 7 until its victims exit"), for pending reasons."""
         self.version += 1
+        self.holders.setdefault((queue, res), []).append(holder)
         self.state.quota.add(queue, res, n)
         self.held[(queue, res)] = self.held.get((queue, res), 0) + n
 
@@ -462,10 +527,20 @@ class _Cycle:
         running = self.state.running
         parts = [f"job {v} (queue {running[v].queue}, priority {running[v].priority})" for v in victims]
         req = e.job.request
-        return (
+        text = (
             f"job {e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "
             f"{reasons.describe_request(req)}; stopping " + ", ".join(parts)
         )
+        shares = self.state.shares
+        if shares is not None and e.spec.cohort is not None:
+            fair = preemption_text(shares, e.spec.name, req, [running[v].queue for v in victims if v in running])
+            if fair:
+                text += "; fair sharing: " + fair
+        return text
+
+
+def _no_score(job: RunningJob) -> float:
+    return 0.0
 
 
 class _Group:

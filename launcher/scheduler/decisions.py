@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from labgang.launcher.scheduler.snapshot import Placement
+from labgang.launcher.scheduler.snapshot import Placement, TenantUsage
 
 
 class ReasonCode(str, enum.Enum):
@@ -88,8 +88,15 @@ class CycleResult:
 
     Every pending job of the snapshot appears exactly once: in ``admitted`` or in ``pending``
     (a preemptor appears in ``preempted`` and in ``pending`` with WAITING_FOR_VICTIMS).
+
+    ``held``: jobs that held their queue's idle quota in this cycle; the caller passes
+    ``held_last_cycle = True`` for them in the next snapshot (a hold lasts one cycle).
+    ``tenants``: every tenant's usage history after this cycle's admissions (entry penalties),
+    with admission fair sharing on; the caller keeps them for the next snapshot.
     """
 
     admitted: tuple[Admit, ...]
     preempted: tuple[Preempt, ...]
     pending: tuple[Pending, ...]
+    held: tuple[str, ...] = ()
+    tenants: tuple[TenantUsage, ...] = ()

@@ -21,7 +21,6 @@ For one pending job (the preemptor) that does not fit now (docs/queue-semantics.
 from __future__ import annotations
 
 import enum
-import heapq
 from dataclasses import dataclass
 
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
@@ -44,6 +43,7 @@ class Candidate:
 
     job: RunningJob
     kind: Kind
+    found_at: int = -1  # tree node (cohort) at which a cross-queue candidate was found
 
     @property
     def cross(self) -> bool:
@@ -64,11 +64,20 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
 
 def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     """docs/queue-semantics.md §A3.1: look for victims only if the request fits the queue's own nominal quota,
-    or ``borrow_within_cohort`` is on."""
+    ``borrow_within_cohort`` is on, or the job's fitting subtree is a cohort below the root;
+    with fair sharing, also whenever the queue may reclaim within its cohort."""
     req = job.request
     if req.total <= state.quota.nominal(spec.name, req.resource):
         return True
-    return spec.cohort is not None and spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
+    if spec.cohort is None:
+        return False
+    if spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER:
+        return True
+    if state.shares is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+        return True
+    quota = state.quota
+    a = quota.fitting_subtree(spec.name, req.resource, req.total)
+    return not quota.tree.is_queue[a] and quota.tree.parent[a] >= 0
 
 
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:
@@ -101,26 +110,38 @@ def _collect(
                 same.append(Candidate(v, Kind.SAME_QUEUE))
     cross: list[Candidate] = []
     if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
-        fits_own_nominal = quota.usage(q, res) + need <= quota.nominal(q, res)
         bwc = spec.borrow_within_cohort
         any_priority = spec.reclaim_within_cohort is ReclaimWithinCohort.ANY
-        lists = []
-        for other in quota.members(spec.cohort):
-            if other == q or not quota.above_nominal(other, res):
-                continue
-            mine = []
-            for v in state.victims_in(other, res, terminating):
-                if not any_priority and v.priority >= p:
-                    break
-                if v.id in excluded or v.id in removed:
+        tree = quota.tree
+        qn = tree.queue_id[q]
+        u = quota.node_usage(qn, res)
+        advantage = u + need <= quota.nominal(q, res)
+        x = need - max(0, tree.private(qn, res) - u)
+        prev = qn
+        ahead: list[tuple[tuple[int, float, int, str], RunningJob, int]] = []
+        behind: list[tuple[tuple[int, float, int, str], RunningJob, int]] = []
+        for anc in tree.ancestors(qn):
+            found = ahead if advantage else behind
+            for other in _borrowing_queues(state, anc, prev, res):
+                if other == qn:
                     continue
-                mine.append(v)
-            if mine:
-                lists.append(mine)
-        for v in heapq.merge(*lists, key=victim_order) if len(lists) > 1 else (lists[0] if lists else ()):
-            if fits_own_nominal:
-                kind = Kind.RECLAIM
-            elif (
+                for v in state.victims_in(tree.names[other], res, terminating):
+                    if not any_priority and v.priority >= p:
+                        break
+                    if v.id in excluded or v.id in removed:
+                        continue
+                    found.append((victim_order(v), v, anc))
+            ua = quota.node_usage(anc, res)
+            if ua + x <= tree.quota(anc, res):
+                advantage = True
+            x -= max(0, tree.private(anc, res) - ua)
+            prev = anc
+        ahead.sort(key=lambda t: t[0])
+        behind.sort(key=lambda t: t[0])
+        for _, v, anc in ahead:
+            cross.append(Candidate(v, Kind.RECLAIM, anc))
+        for _, v, anc in behind:
+            if (
                 bwc.policy is not BorrowPolicy.NEVER
                 and v.priority < p
                 and (bwc.max_priority_threshold is None or v.priority <= bwc.max_priority_threshold)
@@ -128,8 +149,41 @@ def _collect(
                 kind = Kind.BORROW
             else:
                 kind = Kind.NOMINAL_ONLY
-            cross.append(Candidate(v, kind))
+            cross.append(Candidate(v, kind, anc))
+    if state.tenant_score is not None and len(same) > 1:
+        score = state.tenant_score  # admission fair sharing: higher tenant score first
+        same.sort(key=lambda c: (-score(c.job), *victim_order(c.job)))
     return cross, same
+
+
+def _borrowing_queues(state: CycleState, anc: int, skip: int, res: str) -> list[int]:
+    """Queues above their nominal in ``anc``'s subtree minus ``skip``'s subtree, reached
+    through child cohorts that borrow (tree order)."""
+    tree, quota = state.quota.tree, state.quota
+    out: list[int] = []
+    stack = [c for c in reversed(tree.children[anc]) if c != skip]
+    while stack:
+        c = stack.pop()
+        if not quota.borrows(c, res):
+            continue
+        if tree.is_queue[c]:
+            out.append(c)
+        else:
+            stack.extend(reversed(tree.children[c]))
+    return out
+
+
+def still_reclaimable(state: CycleState, victim: Candidate, res: str) -> bool:
+    """A cross-queue candidate stays usable while its queue, and every cohort between it and
+    the ancestor it was found at (that one excluded), still borrows."""
+    quota = state.quota
+    tree = quota.tree
+    n = tree.queue_id[victim.job.queue]
+    while n >= 0 and n != victim.found_at:
+        if not quota.borrows(n, res):
+            return False
+        n = tree.parent[n]
+    return True
 
 
 def find_victims(
@@ -182,8 +236,8 @@ def _greedy_pass(
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
-            if c.cross and not state.quota.above_nominal(c.job.queue, res):
-                continue  # that queue is back within its nominal: no longer a reclaim target
+            if c.cross and not still_reclaimable(state, c, res):
+                continue  # that queue (or a cohort on its way) is back within quota: no longer a target
             state.remove(c.job.id)
             victims.append(c.job.id)
             if _fits(state, q, job, allow_borrow) is None:

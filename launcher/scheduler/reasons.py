@@ -6,6 +6,8 @@ devices involved and the counts a person needs to act ("team-a uses 5 of 3 + 2 g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -21,7 +23,9 @@ def describe_request(req: JobRequest) -> str:
     return text
 
 
-def quota_reason(book: QuotaBook, queue: str, req: JobRequest, held: int = 0) -> PendingReason:
+def quota_reason(
+    book: QuotaBook, queue: str, req: JobRequest, held: int = 0, holders: Sequence[str] = ()
+) -> PendingReason:
     """Why ``req`` does not fit ``queue``'s quota now: OVER_QUOTA or COHORT_EXHAUSTED.
 
     Args:
@@ -30,12 +34,15 @@ def quota_reason(book: QuotaBook, queue: str, req: JobRequest, held: int = 0) ->
         req: the job's request.
         held: devices of the queue's usage in ``book`` that are held this cycle for waiting
             jobs (preemptors, a head holding quota) rather than used by running jobs.
+        holders: for whom and until when ``held`` is kept, e.g. ``"job 7 until its victims
+            exit"``, ``"job 3 for this cycle only"`` (a head's hold lasts one cycle).
     """
     res, need = req.resource, req.total
     u = book.usage(queue, res)
     n = book.nominal(queue, res)
     spec = book.queues[queue]
-    used = f"{u - held}" + (f" (+{held} held for waiting jobs)" if held else "")
+    who = ", ".join(holders) or "waiting jobs"
+    used = f"{u - held}" + (f" (+{held} held for {who})" if held else "")
     if spec.cohort is None:
         return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} {res}; job needs {need}")
     limit = spec.borrowing_limit.get(res)

@@ -11,9 +11,9 @@ compares and subtracts them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from labgang.launcher.model import JobRequest, QueueSpec
+from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, SharingPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,7 @@ class RunningJob:
             devices still count as used until it is gone. Never chosen as a new victim.
         seq: tie-break among equal ``admit_time``: higher means admitted later (the lifecycle
             model's admission order, ``JobStatus.admit_seq``, in the coordinator and the simulator).
+        tenant: its tenant (admission fair sharing); None = its queue's default tenant.
     """
 
     id: str
@@ -124,6 +125,7 @@ class RunningJob:
     grace: float = 0.0
     terminating: bool = False
     seq: int = 0
+    tenant: str | None = None
 
 
 def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
@@ -148,6 +150,10 @@ class PendingJob:
             starvation (``QueueSpec.starvation_after``) counts from here.
         nominated: ids of the victims this job preempted and is waiting for (from an earlier
             :class:`~labgang.launcher.scheduler.decisions.Preempt`); () when none.
+        tenant: its tenant (admission fair sharing); None = its queue's default tenant.
+        held_last_cycle: it held its queue's idle quota in the previous cycle
+            (:attr:`~labgang.launcher.scheduler.decisions.CycleResult.held`); a hold lasts one
+            cycle, so it does not hold again in this one.
     """
 
     id: str
@@ -158,6 +164,8 @@ class PendingJob:
     seq: int
     pending_since: float
     nominated: tuple[str, ...] = ()
+    tenant: str | None = None
+    held_last_cycle: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,11 @@ class Snapshot:
         pending: jobs waiting in their queues.
         unavailable: device UUIDs not offered to new jobs (foreign processes, lost devices,
             memory still held after a job ended). Jobs already placed there keep counting.
+        cohorts: cohort specs (parents, cohort quota, limits, weights); cohorts only named by
+            queues need none.
+        sharing: fair sharing and admission fair sharing settings.
+        tenants: every tenant's usage history (admission fair sharing); a tenant missing here
+            has history 0 and weight 1.
     """
 
     now: float
@@ -180,3 +193,25 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     pending: tuple[PendingJob, ...]
     unavailable: frozenset[str] = frozenset()
+    cohorts: tuple[CohortSpec, ...] = ()
+    sharing: SharingPolicy = field(default_factory=SharingPolicy)
+    tenants: tuple[TenantUsage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """A tenant's decayed usage history, for admission fair sharing.
+
+    Attributes:
+        queue: the tenant's queue.
+        name: the tenant's name ("" for the queue's default tenant).
+        weight: its ``fair_weight`` (>= 0).
+        history: ``H``, decayed devices held (see :mod:`labgang.launcher.scheduler.tenants`).
+        last: time of its last update, seconds.
+    """
+
+    queue: str
+    name: str
+    weight: float = 1.0
+    history: float = 0.0
+    last: float = 0.0

@@ -8,7 +8,7 @@ candidates of the same cycle see them. "What if these victims left" is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from labgang.launcher.model import JobRequest
@@ -38,13 +38,21 @@ class CycleState:
             self.running[job.id] = job
             key = (job.queue, job.request.resource)
             usage[key] = usage.get(key, 0) + job.request.total
-        self.quota = QuotaBook(snapshot.queues, usage)
+        self.quota = QuotaBook(snapshot.queues, usage, snapshot.cohorts)
+        self.shares: QuotaBook | None = None
+        if snapshot.sharing.fair_sharing:
+            # fair sharing judges shares by running jobs not told to leave, plus waiting preemptors
+            self.shares = QuotaBook((), tree=self.quota.tree)
+            for job in self.running.values():
+                if not job.terminating:
+                    self.shares.add(job.queue, job.request.resource, job.request.total)
         self.devices = DeviceBook(snapshot)
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
         self._released: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[RunningJob]] | None = None
         self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
+        self.tenant_score: Callable[[RunningJob], float] | None = None  # admission fair sharing
 
     def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
         """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
@@ -98,6 +106,8 @@ class CycleState:
         job = self.running[job_id]
         self.removed.add(job_id)
         self.quota.add(job.queue, job.request.resource, -job.request.total)
+        if self.shares is not None and not job.terminating:
+            self.shares.add(job.queue, job.request.resource, -job.request.total)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
 
     def restore(self, job_id: str) -> None:
@@ -105,6 +115,8 @@ class CycleState:
         job = self.running[job_id]
         self.removed.discard(job_id)
         self.quota.add(job.queue, job.request.resource, job.request.total)
+        if self.shares is not None and not job.terminating:
+            self.shares.add(job.queue, job.request.resource, job.request.total)
         self.devices.retake(self._released.pop(job_id, []), job_id)
 
     @contextmanager
@@ -123,6 +135,8 @@ class CycleState:
     def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
         """Admit ``job_id`` in this copy: add its usage and take its devices."""
         self.quota.add(queue, req.resource, req.total)
+        if self.shares is not None:
+            self.shares.add(queue, req.resource, req.total)
         devs = [d for _, ds in raw for d in ds]
         self.devices.take(devs, job_id)
         return self.to_placement(raw)

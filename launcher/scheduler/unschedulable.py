@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from labgang.launcher.model import JobRequest, QueueSpec, is_valid_resource
+from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, is_valid_resource
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.placement import feasible
@@ -110,16 +110,24 @@ def model_never_matches(nodes: Iterable[Node], req: JobRequest) -> PendingReason
 
 
 def check_schedulable(
-    request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec], nodes: Iterable[Node]
+    request: JobRequest,
+    queue: QueueSpec,
+    all_queues: Iterable[QueueSpec],
+    nodes: Iterable[Node],
+    cohorts: Iterable[CohortSpec] = (),
 ) -> PendingReason | None:
     """Could ``request`` in ``queue`` ever start? See :func:`never_schedulable`, which also
     names the request field at fault."""
-    found = never_schedulable(request, queue, all_queues, nodes)
+    found = never_schedulable(request, queue, all_queues, nodes, cohorts)
     return None if found is None else found[0]
 
 
 def never_schedulable(
-    request: JobRequest, queue: QueueSpec, all_queues: Iterable[QueueSpec], nodes: Iterable[Node]
+    request: JobRequest,
+    queue: QueueSpec,
+    all_queues: Iterable[QueueSpec],
+    nodes: Iterable[Node],
+    cohorts: Iterable[CohortSpec] = (),
 ) -> tuple[PendingReason, str] | None:
     """Could ``request`` in ``queue`` ever start? For the coordinator's submission check.
 
@@ -128,6 +136,7 @@ def never_schedulable(
         queue: the queue it is submitted to (must be one of ``all_queues`` by name).
         all_queues: every queue (the cohort's pool depends on its members).
         nodes: the cluster's nodes with all their allocatable devices.
+        cohorts: cohort specs (parents, cohort quota, limits) of the cohort tree.
 
     Returns:
         None when the job could start on an empty cluster, else an UNSCHEDULABLE reason and
@@ -136,7 +145,7 @@ def never_schedulable(
     """
     queues = {q.name: q for q in all_queues}
     queues[queue.name] = queue
-    book = QuotaBook(queues.values())
+    book = QuotaBook(queues.values(), {}, cohorts)
     reason = quota_never_fits(book, queue.name, request)
     if reason is not None:
         return reason, quota_fault_field(book, queue.name, request)

@@ -24,10 +24,11 @@ from typing import Any
 
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler import run_cycle
+from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import CycleResult, PendingReason
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import PendingJob, Placement, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import PendingJob, Placement, RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.scenario import JobModel, Scenario, ScenarioError
 
 MAX_CYCLES_PER_INSTANT = 10_000
@@ -116,9 +117,13 @@ class Simulation:
     _admissions: int = 0
     _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)  # jobs that held idle quota in the last cycle
+    tenant_usage: dict[afs.TenantKey, TenantUsage] = field(default_factory=dict)
+    _last_sample: float = 0.0
 
     def __post_init__(self) -> None:
         f = self.scenario.file
+        self.tenant_usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
         for i, j in enumerate(f.jobs):
             self.jobs[j.id] = SimJob(j, i, self.scenario.priorities[j.id], j.request())
         self._place_running()
@@ -153,6 +158,7 @@ class Simulation:
         t = self.next_time()
         if t is None:
             return
+        self._sample_tenants(t)
         self.now = t
         while self._events and self._events[0][0] == t:
             while self._events and self._events[0][0] == t:
@@ -160,6 +166,19 @@ class Simulation:
                 self._apply(kind, self.jobs[job_id], epoch)
             self._schedule()
         self._check_hooks()
+
+    def _sample_tenants(self, t: float) -> None:
+        """Admission fair sharing: update every tenant at each sampling instant up to ``t``."""
+        policy = self.scenario.sharing.admission
+        if policy is None:
+            return
+        due = afs.due_samples(self._last_sample, t, policy.sampling_interval)
+        if not due:
+            return
+        held = afs.held_by_tenant(self.snapshot().running)
+        for at in due:
+            self.tenant_usage = afs.sample(self.tenant_usage, at, held, policy.half_life)
+        self._last_sample = due[-1]
 
     def _apply(self, kind: str, job: SimJob, epoch: int) -> None:
         if kind == "starving":
@@ -219,15 +238,28 @@ class Simulation:
                     j.spec.grace,
                     j.terminating,
                     j.admit_seq,
+                    j.spec.tenant,
                 )
                 for j in running
             ),
             pending=tuple(
                 PendingJob(
-                    j.id, j.spec.queue, j.request, j.priority, j.spec.submit, j.seq, j.pending_since, j.nominated
+                    j.id,
+                    j.spec.queue,
+                    j.request,
+                    j.priority,
+                    j.spec.submit,
+                    j.seq,
+                    j.pending_since,
+                    j.nominated,
+                    j.spec.tenant,
+                    j.id in self.held,
                 )
                 for j in pending
             ),
+            cohorts=self.scenario.cohorts,
+            sharing=self.scenario.sharing,
+            tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
 
     def _schedule(self) -> None:
@@ -237,7 +269,11 @@ class Simulation:
             self.cycles += 1
             for cycle_hook in self._cycle_hooks:
                 cycle_hook(snap, result)
-            changed = False
+            # a hold lasts one cycle: a cycle that starts holding is followed by one without it
+            changed = bool(result.held) and not self.held
+            self.held = set(result.held)
+            if self.scenario.sharing.admission is not None:
+                self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
             for adm in result.admitted:
                 self._admit(self.jobs[adm.job_id], adm.placement)
                 changed = True

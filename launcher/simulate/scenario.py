@@ -9,7 +9,7 @@ returns a :class:`Scenario` of plain model types, or raises :class:`ScenarioErro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,20 +17,40 @@ from labgang.agent import tomlfile
 from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
-    BorrowPolicy,
-    BorrowWithinCohort,
+    CohortSpec,
     JobRequest,
-    Queueing,
     QueueSpec,
-    ReclaimWithinCohort,
-    WithinQueue,
+    SharingPolicy,
+    TenantSpec,
     is_valid_resource,
     mig_resource,
+)
+from labgang.launcher.queue_schema import (
+    AdmissionFairSharingModel,
+    BorrowWithinCohortModel,
+    CohortModel,
+    FairPreemptionName,
+    QueueModel,
+    TenantModel,
+    fair_preemption_problem,
+    sharing_policy,
+    tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-SUPPORTED_FEATURES = frozenset({"borrow_within_cohort", "queueing_strategy"})
+Feature = Literal[
+    "borrow_within_cohort", "queueing_strategy", "fair_sharing", "hierarchical_cohorts", "admission_fair_sharing"
+]
+OPTIONAL_FEATURES = (
+    "borrow_within_cohort",
+    "queueing_strategy",
+    "fair_sharing",
+    "hierarchical_cohorts",
+    "admission_fair_sharing",
+)
+"""Names allowed in ``[scenario] requires``."""
+SUPPORTED_FEATURES = frozenset(OPTIONAL_FEATURES)
 
 
 class ScenarioError(ValueError):
@@ -54,15 +74,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _quantities(value: dict[str, int]) -> dict[str, int]:
-    for res, n in value.items():
-        if not is_valid_resource(res):
-            raise ValueError(f"unknown resource {res!r}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'")
-        if n < 0:
-            raise ValueError(f"{res} must be >= 0, got {n}")
-    return value
-
-
 def _profile(value: str) -> str:
     if not MIG_PROFILE_RE.match(value):
         raise ValueError(f"{value!r} is not a MIG profile; allowed: like '1g.10gb', '3g.40gb', '1c.3g.71gb'")
@@ -75,8 +86,10 @@ class ScenarioMeta(_Strict):
     name: str
     description: str = ""
     source: str = ""
-    requires: list[Literal["borrow_within_cohort", "queueing_strategy", "fair_sharing"]] = []
+    requires: list[Feature] = []
     fair_sharing: bool = False
+    fair_preemption: list[FairPreemptionName] | None = None
+    admission_fair_sharing: AdmissionFairSharingModel | None = None
 
 
 class NodeModel(_Strict):
@@ -91,49 +104,6 @@ class NodeModel(_Strict):
     @classmethod
     def _mig(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else [_profile(p) for p in v]
-
-
-class BorrowWithinCohortModel(_Strict):
-    """``borrow_within_cohort = { policy, max_priority_threshold }``."""
-
-    policy: BorrowPolicy = BorrowPolicy.NEVER
-    max_priority_threshold: int | None = None
-
-
-class QueueModel(_Strict):
-    """``[[queues]]``: one queue's quota and policies."""
-
-    name: str = Field(min_length=1)
-    cohort: str | None = None
-    nominal: dict[str, int] = {}
-    borrowing_limit: dict[str, int] = {}
-    lending_limit: dict[str, int] = {}
-    within_queue: WithinQueue = WithinQueue.NEVER
-    reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
-    borrow_within_cohort: BorrowWithinCohortModel = BorrowWithinCohortModel()
-    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
-    starvation_after: float | None = Field(default=None, ge=0)
-
-    @field_validator("nominal", "borrowing_limit", "lending_limit")
-    @classmethod
-    def _q(cls, v: dict[str, int]) -> dict[str, int]:
-        return _quantities(v)
-
-    def to_spec(self) -> QueueSpec:
-        """The scheduler's :class:`QueueSpec`."""
-        bwc = self.borrow_within_cohort
-        return QueueSpec(
-            name=self.name,
-            nominal=dict(self.nominal),
-            cohort=self.cohort,
-            borrowing_limit=dict(self.borrowing_limit),
-            lending_limit=dict(self.lending_limit),
-            within_queue=self.within_queue,
-            reclaim_within_cohort=self.reclaim_within_cohort,
-            borrow_within_cohort=BorrowWithinCohort(bwc.policy, bwc.max_priority_threshold),
-            queueing=self.queueing,
-            starvation_after=self.starvation_after,
-        )
 
 
 class JobModel(_Strict):
@@ -156,6 +126,7 @@ class JobModel(_Strict):
     running: bool = False
     nodes: int | None = Field(default=None, ge=1)
     model: str | None = Field(default=None, min_length=1)
+    tenant: str | None = Field(default=None, min_length=1)
     min_workers: int | None = Field(default=None, ge=1)
 
     @field_validator("mig")
@@ -231,7 +202,9 @@ class ScenarioFile(_Strict):
     scenario: ScenarioMeta
     nodes: list[NodeModel] = Field(min_length=1)
     priority_classes: dict[str, int] = {}
+    cohorts: list[CohortModel] = []
     queues: list[QueueModel] = Field(min_length=1)
+    tenants: list[TenantModel] = []
     jobs: list[JobModel] = []
     expect: list[ExpectModel] = []
     invariant: list[InvariantModel] = []
@@ -247,6 +220,9 @@ class Scenario:
         nodes: the simulated cluster, devices with stable fake UUIDs.
         queues: queue specs in file order.
         priorities: each job's integer priority, by job id.
+        cohorts: cohort specs in file order.
+        sharing: fair sharing and admission fair sharing settings.
+        tenants: tenants (admission fair sharing) in file order.
     """
 
     source: str
@@ -254,6 +230,9 @@ class Scenario:
     nodes: tuple[Node, ...]
     queues: tuple[QueueSpec, ...]
     priorities: dict[str, int]
+    cohorts: tuple[CohortSpec, ...] = ()
+    sharing: SharingPolicy = field(default_factory=SharingPolicy)
+    tenants: tuple[TenantSpec, ...] = ()
 
     @property
     def has_checks(self) -> bool:
@@ -286,7 +265,7 @@ def _loc(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
             # name the job, queue or node: easier to find than an index
-            if i == 1 and loc[0] in ("jobs", "queues", "nodes"):
+            if i == 1 and loc[0] in ("jobs", "queues", "nodes", "cohorts", "tenants"):
                 try:
                     ident = data[loc[0]][part].get("id" if loc[0] == "jobs" else "name")
                 except (KeyError, IndexError, AttributeError, TypeError):
@@ -304,6 +283,8 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         "scenario": ScenarioMeta,
         "nodes": NodeModel,
         "queues": QueueModel,
+        "cohorts": CohortModel,
+        "tenants": TenantModel,
         "jobs": JobModel,
         "expect": ExpectModel,
         "invariant": InvariantModel,
@@ -314,6 +295,8 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             model = table[k]
         elif model is QueueModel and k == "borrow_within_cohort":
             model = BorrowWithinCohortModel
+        elif model is ScenarioMeta and k == "admission_fair_sharing":
+            model = AdmissionFairSharingModel
         else:
             return None
     return model
@@ -348,28 +331,24 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     except ValidationError as exc:
         raise ScenarioError(source, describe_errors(exc, data)) from None
     problems: list[str] = []
-    if f.scenario.fair_sharing:
-        problems.append(
-            "scenario.fair_sharing: fair-share preemption is not supported by this build; allowed: false (or absent)"
-        )
-    for feat in f.scenario.requires:
+    meta = f.scenario
+    for feat in meta.requires:
         if feat not in SUPPORTED_FEATURES:
             problems.append(
                 f"scenario.requires: feature {feat!r} is not supported by this build; "
                 f"supported: {', '.join(sorted(SUPPORTED_FEATURES))}"
             )
+    problem = fair_preemption_problem(meta.fair_preemption, meta.fair_sharing, "scenario.fair_preemption")
+    if problem:
+        problems.append(problem)
+    if f.tenants and meta.admission_fair_sharing is None:
+        problems.append("tenants: only allowed with scenario.admission_fair_sharing")
     _unique(problems, "nodes", [n.name for n in f.nodes])
     _unique(problems, "queues", [q.name for q in f.queues])
     _unique(problems, "jobs", [j.id for j in f.jobs])
+    problems.extend(tree_problems(f.queues, f.cohorts, f.tenants))
     queues = {q.name: q for q in f.queues}
-    for i, q in enumerate(f.queues):
-        for res, limit in q.lending_limit.items():
-            have = q.nominal.get(res, 0)
-            if limit > have:
-                problems.append(
-                    f"queues[{i}] ({q.name!r}).lending_limit.{res}: {limit} is above the nominal quota "
-                    f"({have}); allowed: 0..{have} (a queue lends at most its nominal quota, as in Kueue)"
-                )
+    tenants = {t.name: t for t in f.tenants}
     priorities: dict[str, int] = {}
     for i, j in enumerate(f.jobs):
         where = f"jobs[{i}] ({j.id!r})"
@@ -377,6 +356,18 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             problems.append(f"{where}.queue: unknown queue {j.queue!r}; allowed: {', '.join(queues)}")
         if j.mig is not None and j.gpus_per_worker is not None:
             problems.append(f"{where}: give either gpus_per_worker or mig, not both")
+        if j.tenant is not None:
+            tenant = tenants.get(j.tenant)
+            if meta.admission_fair_sharing is None:
+                problems.append(f"{where}.tenant: only allowed with scenario.admission_fair_sharing")
+            elif tenant is None:
+                problems.append(
+                    f"{where}.tenant: unknown tenant {j.tenant!r}; allowed: {', '.join(tenants) or '(none)'}"
+                )
+            elif tenant.queue != j.queue:
+                problems.append(
+                    f"{where}.tenant: tenant {j.tenant!r} belongs to queue {tenant.queue!r}, not {j.queue!r}"
+                )
         if isinstance(j.priority, str):
             if j.priority not in f.priority_classes:
                 problems.append(
@@ -400,7 +391,16 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             )
     if problems:
         raise ScenarioError(source, problems)
-    return Scenario(source, f, build_nodes(f.nodes), tuple(q.to_spec() for q in f.queues), priorities)
+    return Scenario(
+        source,
+        f,
+        build_nodes(f.nodes),
+        tuple(q.to_spec() for q in f.queues),
+        priorities,
+        tuple(c.to_spec() for c in f.cohorts),
+        sharing_policy(meta.fair_sharing, meta.fair_preemption, meta.admission_fair_sharing),
+        tuple(t.to_spec() for t in f.tenants),
+    )
 
 
 def _unique(problems: list[str], table: str, names: list[str]) -> None:

@@ -145,12 +145,33 @@ def test_queue_usage_table():
                 "used": {"gpu": 10},
                 "borrowed": {"gpu": 2},
                 "lent": {},
+                "fair_share": 125.0,
+                "fair_weight": 2.0,
                 "pending": 3,
                 "running": 2,
             }
         ]
     )
-    assert text.splitlines()[1].split() == ["vision", "lab", "gpu=8", "gpu=10", "gpu=2", "-", "3", "2"]
+    assert text.splitlines()[1].split() == ["vision", "lab", "gpu=8", "gpu=10", "gpu=2", "-", "125.00", "2", "3", "2"]
+
+
+def test_queue_table_shows_infinite_share_and_tenant_usage():
+    text = queue_table(
+        [
+            {
+                "name": "a",
+                "cohort": "lab",
+                "fair_share": None,
+                "fair_weight": 0.0,
+                "tenants": [{"name": "alice", "weight": 1.0, "usage": 2.5, "score": 2.5}],
+            },
+            {"name": "b", "cohort": "lab", "fair_share": 0.0, "fair_weight": 1.0, "tenants": []},
+        ]
+    )
+    lines = text.splitlines()
+    assert "SHARE" in lines[0] and "WEIGHT" in lines[0] and "TENANT USAGE" in lines[0]
+    assert lines[1].split()[6:8] == ["inf", "0"] and lines[1].endswith("alice 2.50")
+    assert lines[2].split()[6:8] == ["0.00", "1"] and lines[2].endswith("-")
 
 
 def test_job_detail_lists_ranks_and_history_with_reasons():

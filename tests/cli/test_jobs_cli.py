@@ -110,7 +110,7 @@ def test_no_coordinator_is_one_line_and_status_1(short_dir):
 def test_state_dir_from_environment(fake):
     result = CliRunner().invoke(cli, ["queues"], env={"LABGANG_STATE_DIR": str(fake.socket_path.parent)})
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[1].split() == ["default", "-", "gpu=8", "gpu=2", "-", "-", "1", "1"]
+    assert result.output.splitlines()[1].split() == ["default", "-", "gpu=8", "gpu=2", "-", "-", "0.00", "1", "1", "1"]
 
 
 def test_cancel_reports_each_job_and_fails_if_any_is_refused(fake):

@@ -24,7 +24,10 @@ violations at once.
   all non-negative quantities; a resource is covered by one group only and a flavor is
   used once per queue; ``borrowingLimit``/``lendingLimit`` need a ``cohortName`` (Cohort:
   a ``parentName``); a ClusterQueue's ``lendingLimit`` is at most its ``nominalQuota``.
-- ``fairSharing.weight`` (ClusterQueue, Cohort, LocalQueue) is a non-negative quantity.
+- ``fairSharing.weight`` (ClusterQueue, Cohort, LocalQueue) is a non-negative quantity, 0 or
+  above 1e-9 (smaller weights collapse to 0 and are refused).
+- ClusterQueue ``admissionScope.admissionMode`` is UsageBasedAdmissionFairSharing or
+  NoAdmissionFairSharing.
 - Cohort ``spec.parentName`` names its parent cohort.
 """
 
@@ -41,6 +44,7 @@ WITHIN = {"Never", "LowerPriority", "LowerOrNewerEqualPriority"}
 RECLAIM = {"Never", "LowerPriority", "Any"}
 BORROW = {"Never", "LowerPriority"}
 QUEUEING = {"StrictFIFO", "BestEffortFIFO"}
+ADMISSION_MODES = {"UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"}
 CLUSTER_SCOPED = {"ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass"}
 SPEC_KEYS = {
     "ClusterQueue": {
@@ -127,7 +131,9 @@ def _fair_sharing(where: str, spec: dict[str, Any]) -> list[str]:
     if "fairSharing" not in spec:
         return []
     weight = _quantity(spec["fairSharing"].get("weight", 1))
-    return [] if weight is not None and weight >= 0 else [f"{where}: fairSharing.weight must be a quantity >= 0"]
+    if weight is None or weight < 0 or 0 < weight <= 1e-9:
+        return [f"{where}: fairSharing.weight must be a quantity, 0 or above 1e-9"]
+    return []
 
 
 def _cluster_queue(where: str, spec: dict[str, Any]) -> list[str]:
@@ -148,6 +154,9 @@ def _cluster_queue(where: str, spec: dict[str, Any]) -> list[str]:
         problems.append(f"{where}: borrowWithinCohort.maxPriorityThreshold must be an integer")
     if pre.get("reclaimWithinCohort", "Never") == "Never" and bwc.get("policy", "Never") != "Never":
         problems.append(f"{where}: borrowWithinCohort needs reclaimWithinCohort other than Never")
+    scope = spec.get("admissionScope")
+    if scope is not None and scope.get("admissionMode") not in ADMISSION_MODES:
+        problems.append(f"{where}: admissionScope.admissionMode not in {sorted(ADMISSION_MODES)}")
     problems += _resource_groups(where, spec, bool(spec.get("cohortName")), True)
     return problems + _fair_sharing(where, spec)
 

@@ -98,6 +98,28 @@ def assert_round_trip(cfg: ClusterConfig, objs: list[dict[str, Any]]) -> None:
     assert wpcs == {_k8s(n): v for n, v in cfg.priority_classes.items()}
     cohorts = {o["metadata"]["name"] for o in kinds.get("Cohort", {}).values()}
     assert cohorts == {_k8s(c.name) for c in cfg.cohorts} | {_k8s(q.cohort) for q in cfg.queues if q.cohort}
+    by_cohort = {o["metadata"]["name"]: o["spec"] for o in kinds.get("Cohort", {}).values()}
+    for c in cfg.cohorts:
+        spec = by_cohort[_k8s(c.name)]
+        assert spec.get("parentName") == (_k8s(c.parent) if c.parent else None)
+        totals: dict[str, int] = {}
+        borrowing: dict[str, int] = {}
+        for group in spec.get("resourceGroups", []):
+            for flavor in group["flavors"]:
+                for r in flavor["resources"]:
+                    key = r["name"].removeprefix("nvidia.com/")
+                    totals[key] = totals.get(key, 0) + r["nominalQuota"]
+                    if "borrowingLimit" in r:
+                        borrowing[key] = borrowing.get(key, 0) + r["borrowingLimit"]
+        assert {k: v for k, v in totals.items() if v} == {k: v for k, v in c.nominal.items() if v}
+        assert borrowing == c.borrowing_limit
+        if cfg.fair_sharing:
+            assert float(spec["fairSharing"]["weight"]) == c.fair_weight
+    for q in cfg.queues:
+        spec = cqs[_k8s(q.name)]["spec"]
+        if cfg.fair_sharing:
+            assert float(spec["fairSharing"]["weight"]) == q.fair_weight
+        assert ("admissionScope" in spec) == (cfg.admission_fair_sharing is not None)
     namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     assert namespaces == {lq["metadata"]["namespace"] for lq in lqs}
 
@@ -118,7 +140,24 @@ def test_every_config_exports_valid_objects(config: Path, inventory: str, namesp
 
 
 def test_config_in_repo_is_covered() -> None:
-    assert REPO / "config" / "cluster.toml" in CONFIGS
+    assert {REPO / "config" / "cluster.toml", REPO / "config" / "cluster-tree.toml"} <= set(CONFIGS)
+
+
+def test_cohort_tree_and_weights() -> None:
+    cfg = load_config(REPO / "config" / "cluster-tree.toml")
+    result = kueue.export(cfg, Inventory(), "x")
+    objs = _objects(result.files[kueue.FILE_NAME])
+    cohorts = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "Cohort"}
+    assert cohorts["vision"]["parentName"] == "dept" and cohorts["nlp"]["parentName"] == "dept"
+    assert "parentName" not in cohorts["dept"]
+    assert cohorts["vision"]["fairSharing"] == {"weight": "2"}
+    gpu = cohorts["vision"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": 0, "lendingLimit": 4}
+    dev = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "vision-dev")
+    assert dev["spec"]["fairSharing"] == {"weight": "0.5"}
+    assert dev["spec"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    fields = {g.field for g in result.gaps}
+    assert {"fair_sharing, fair_preemption", "admission_fair_sharing", "tenants[0]"} <= fields
 
 
 def test_inventory_gives_flavors_per_model_and_mig_profile() -> None:
@@ -208,6 +247,7 @@ def test_output_is_deterministic_and_independent_of_queue_order() -> None:
             {"cohorts": [{"name": "Lab Team!"}], "queues": [{"name": "default", "cohort": "Lab Team!"}]},
             "cohorts[0].name",
         ),
+        ({"fair_sharing": True, "queues": [{"name": "default", "fair_weight": 1e-12}]}, "queues[0].fair_weight"),
         (
             {
                 "queues": [
@@ -217,7 +257,15 @@ def test_output_is_deterministic_and_independent_of_queue_order() -> None:
             "queues[0].borrow_within_cohort.max_priority_threshold",
         ),
     ],
-    ids=["bwc-without-reclaim", "names-collide", "bad-name", "priority-int32", "bad-cohort-name", "threshold-int32"],
+    ids=[
+        "bwc-without-reclaim",
+        "names-collide",
+        "bad-name",
+        "priority-int32",
+        "bad-cohort-name",
+        "tiny-weight",
+        "threshold-int32",
+    ],
 )
 def test_unexportable_configs_name_the_field(data: dict[str, Any], field: str) -> None:
     cfg = parse_config(data)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from labgang.launcher.config import ClusterConfig, load_config, parse_config
 from labgang.launcher.export import slurm
-from labgang.launcher.export.common import ExportError, Inventory, borrow_cap
+from labgang.launcher.export.common import ExportError, Inventory, borrow_cap, resource_names
 from labgang.launcher.export.inventory import from_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def assert_round_trip(cfg: ClusterConfig, files: dict[str, str], mode: str) -> N
         name = q.name.lower()
         assert _gpu_total(qos[name]["GrpTRES"]) == sum(q.nominal.values())
         assert qos[name]["GraceTime"] == grace
-        caps = {r: borrow_cap(cfg, q, r) for r in {*q.nominal, *q.borrowing_limit, "gpu"}}
+        caps = {r: borrow_cap(cfg, q, r) for r in resource_names(cfg, Inventory())}
         borrows = sum(caps.values()) > 0
         assert (name + "-borrow" in qos) == borrows
         if borrows:
@@ -217,6 +217,48 @@ def test_unexportable_configs_name_the_field(data: dict[str, Any], field: str) -
     with pytest.raises(ExportError) as err:
         slurm.export(cfg, Inventory(), "x", "partitions")
     assert err.value.field == field
+
+
+def test_tree_borrow_caps_follow_cohort_quota_and_limits() -> None:
+    """Cohort X (parent R) owns 4 GPUs and lends at most 1; queue y sits in R with nothing: y can
+    borrow 1; x (in X, nothing of its own) can use X's 4 and R's nothing else (y lends 0)."""
+    cfg = parse_config(
+        {
+            "default_queue": "x",
+            "cohorts": [
+                {"name": "R"},
+                {"name": "X", "parent": "R", "nominal": {"gpu": 4}, "lending_limit": {"gpu": 1}},
+            ],
+            "queues": [{"name": "x", "cohort": "X"}, {"name": "y", "cohort": "R"}],
+        }
+    )
+    assert {q.name: borrow_cap(cfg, q, "gpu") for q in cfg.queues} == {"x": 4, "y": 1}
+    limited = parse_config(
+        {
+            "default_queue": "a",
+            "cohorts": [
+                {"name": "R", "nominal": {"gpu": 10}},
+                {"name": "A", "parent": "R", "borrowing_limit": {"gpu": 3}},
+            ],
+            "queues": [{"name": "a", "cohort": "A"}, {"name": "b", "cohort": "R"}],
+        }
+    )
+    assert {q.name: borrow_cap(limited, q, "gpu") for q in limited.queues} == {"a": 3, "b": 10}
+
+
+def test_cohort_tree_becomes_an_account_tree() -> None:
+    cfg = load_config(REPO / "config" / "cluster-tree.toml")
+    files = slurm.export(cfg, Inventory(), "x").files
+    accounts = {m.group(1): _words(m.group(2)) for m in re.finditer(r"add account (\S+) (.*)", files[slurm.SACCTMGR])}
+    assert "parent" not in accounts["cohort-dept"]
+    assert accounts["cohort-vision"]["parent"] == "cohort-dept"
+    assert accounts["cohort-vision"]["Fairshare"] == "200"
+    assert accounts["vision-dev"] == {"Description": "'labgang", "parent": "cohort-vision", "Fairshare": "50"}
+    assert accounts["nlp"]["parent"] == "cohort-nlp"  # a queue may share its cohort's name
+    conf = files[slurm.SLURM_CONF]
+    assert "PriorityDecayHalfLife=1-00:00:00" in conf.splitlines()
+    assert "PriorityCalcPeriod=5" in conf.splitlines()
+    assert "PriorityWeightFairshare=10000" in conf.splitlines()
 
 
 def test_gaps_in_both_modes() -> None:

@@ -242,6 +242,26 @@ async def test_queue_job_and_pending_reason_series(aiohttp_client, cluster):
     assert _value(fam, "labgang_node_last_seen_timestamp_seconds", node="n1") == NOW - 1
 
 
+async def test_queue_fair_share_gauge(aiohttp_client, cluster):
+    """labgang_queue_fair_share carries each queue's share; +Inf for weight 0 while borrowing."""
+    from dataclasses import replace
+
+    from labgang.launcher.pitfalls import QueueView
+
+    snapshot, _, _ = cluster
+    queues = (
+        QueueView.from_api({"name": "a", "cohort": "lab", "fair_share": 250.0, "fair_weight": 2.0}),
+        QueueView.from_api(
+            {"name": "z", "cohort": "lab", "borrowed": {"gpu": 1}, "fair_share": None, "fair_weight": 0.0}
+        ),
+        QueueView.from_api({"name": "solo", "fair_share": 0.0}),
+    )
+    fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: replace(snapshot, queues=queues)))
+    assert _value(fam, "labgang_queue_fair_share", queue="a", cohort="lab") == 250.0
+    assert _value(fam, "labgang_queue_fair_share", queue="z", cohort="lab") == float("inf")
+    assert _value(fam, "labgang_queue_fair_share", queue="solo", cohort="") == 0.0
+
+
 async def test_pitfalls_as_gauges(aiohttp_client, cluster):
     snapshot, n1, _ = cluster
     fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: snapshot))
@@ -316,5 +336,6 @@ async def test_every_family_follows_naming_conventions(aiohttp_client, cluster):
             "labgang_node_connected",
             "labgang_pitfall_findings",
             "labgang_pitfall_active",
+            "labgang_queue_fair_share",  # dimensionless (x 1000 / weight); the name the fair-sharing issue asks for
         ):
             assert family.name.endswith(units), family.name

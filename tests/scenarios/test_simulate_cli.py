@@ -96,11 +96,40 @@ def test_bad_enum_value_lists_the_allowed_values(tmp_path):
     assert "queues[0] ('q').queueing" in res.output and "'strict-fifo'" in res.output
 
 
-@pytest.mark.parametrize("meta", ["fair_sharing = true", 'requires = ["fair_sharing"]'])
-def test_fair_sharing_is_refused(tmp_path, meta):
+@pytest.mark.parametrize(
+    "meta,needle",
+    [
+        pytest.param('requires = ["topology_aware"]', "scenario.requires", id="unknown-feature"),
+        pytest.param('fair_preemption = ["less-than-initial-share"]', "only allowed with fair_sharing", id="fp-alone"),
+        pytest.param(
+            'fair_sharing = true\nfair_preemption = ["less-than-initial-share", "less-than-or-equal-to-final-share"]',
+            "is not allowed; allowed:",
+            id="fp-wrong-order",
+        ),
+        pytest.param("admission_fair_sharing = { half_life = 0.0 }", "half_life", id="afs-half-life-zero"),
+    ],
+)
+def test_bad_sharing_settings_exit_2(tmp_path, meta, needle):
     res = run(write(tmp_path, BASE.replace('name = "t"', f'name = "t"\n{meta}', 1)))
     assert res.exit_code == 2
-    assert "fair" in res.output
+    assert needle in res.output
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        pytest.param(
+            '[[cohorts]]\nname = "x"\nparent = "y"\n[[cohorts]]\nname = "y"\nparent = "x"\n', "cycle", id="cycle"
+        ),
+        pytest.param('[[cohorts]]\nname = "x"\nborrowing_limit = { gpu = 1 }\n', "with a parent", id="root-limit"),
+        pytest.param('[[cohorts]]\nname = "x"\nweight = 2.0\n', "unknown key 'weight'", id="unknown-key"),
+        pytest.param('[[tenants]]\nname = "u"\nqueue = "q"\n', "admission_fair_sharing", id="tenant-without-afs"),
+    ],
+)
+def test_bad_cohort_tree_exits_2(tmp_path, extra, needle):
+    res = run(write(tmp_path, BASE + extra))
+    assert res.exit_code == 2
+    assert needle in res.output
 
 
 def test_not_toml_exits_2(tmp_path):
@@ -220,7 +249,8 @@ def test_help_points_to_the_format_document_shipped_in_the_repo(repo_root):
 
 
 def test_format_document_names_every_key_and_value_the_parser_accepts(repo_root):
-    from labgang.launcher.model import BorrowPolicy, Queueing, ReclaimWithinCohort, WithinQueue
+    from labgang.launcher.model import BorrowPolicy, FairPreemption, Queueing, ReclaimWithinCohort, WithinQueue
+    from labgang.launcher.queue_schema import AdmissionFairSharingModel, CohortModel, TenantModel
     from labgang.launcher.simulate.scenario import (
         BorrowWithinCohortModel,
         ExpectModel,
@@ -242,10 +272,13 @@ def test_format_document_names_every_key_and_value_the_parser_accepts(repo_root)
         JobModel,
         ExpectModel,
         InvariantModel,
+        CohortModel,
+        TenantModel,
+        AdmissionFairSharingModel,
     ):
         for key in model.model_fields:
             assert f"`{key}`" in doc or f"[{key}]" in doc or f"[[{key}]]" in doc, f"{model.__name__}.{key}"
-    for enum in (WithinQueue, ReclaimWithinCohort, BorrowPolicy, Queueing):
+    for enum in (WithinQueue, ReclaimWithinCohort, BorrowPolicy, Queueing, FairPreemption):
         for member in enum:
             assert f"`{member.value}`" in doc, member
 

@@ -25,7 +25,7 @@ def test_every_pending_job_is_answered_once():
         pytest.param(
             "cohort",
             ReasonCode.COHORT_EXHAUSTED,
-            "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for waiting jobs) of 3 gpu "
+            "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for job x, kept from borrowers this cycle only) of 3 gpu "
             "and can get 0 more; job needs 1",
             id="cohort",
         ),
@@ -240,3 +240,35 @@ def test_preempt_is_repeated_while_victims_do_not_show_as_terminating():
     result = run_cycle(c.snapshot([q], [job("hi").queue("q").gpus(2).priority(9).nominated("low")]))
     assert [(p.job_id, p.victims) for p in result.preempted] == [("hi", ("low",))]
     assert reasons(result)["hi"][0] is ReasonCode.WAITING_FOR_VICTIMS
+
+
+def test_a_hold_names_its_holder_and_keeps_only_borrowers_out():
+    """A pending reason says which job holds its queue's idle quota and from whom: the hold keeps
+    other queues' borrowers out for one cycle, while a smaller job of the same queue still starts;
+    a queue without a cohort (nobody can borrow) holds nothing and claims nothing."""
+    import dataclasses
+
+    a = queue("team-a").cohort("lab").nominal(gpu=8).build()
+    b = queue("team-b").cohort("lab").nominal(gpu=0).build()
+    c = Cluster().node("n1", 8)
+    c.run(job("r").queue("team-a").gpus(1))
+    pending = [
+        job("big").queue("team-a").gpus(8),
+        job("small").queue("team-a").gpus(1),
+        job("lend").queue("team-b").gpus(1),
+    ]
+    snap = c.snapshot([a, b], pending)
+    first = run_cycle(snap)
+    code, text = reasons(first)["big"]
+    assert code is ReasonCode.COHORT_EXHAUSTED and "held for job big, kept from borrowers this cycle only" in text
+    assert [x.job_id for x in first.admitted] == ["small"] and "lend" in reasons(first)
+    spent = [dataclasses.replace(p, held_last_cycle=p.id in first.held) for p in snap.pending if p.id != "small"]
+    second = run_cycle(dataclasses.replace(snap, pending=tuple(spent)))
+    assert "lend" in [x.job_id for x in second.admitted]  # the hold lasted one cycle
+
+    alone = queue("default").nominal(gpu=8).build()
+    solo = Cluster().node("n1", 8)
+    solo.run(job("r").queue("default").gpus(1))
+    result = run_cycle(solo.snapshot([alone], [job("big").queue("default").gpus(8)]))
+    assert reasons(result)["big"] == (ReasonCode.OVER_QUOTA, "default uses 1 of 8 gpu; job needs 8")
+    assert result.held == ()

@@ -263,6 +263,8 @@ def small_cluster() -> tuple[list, list, list]:
             "pending": 2,
             "running": 1,
             "reclaim_time_s": 0.0,
+            "fair_share": 0.0,
+            "fair_weight": 2.0,
         },
         {
             "name": "nlp",
@@ -276,6 +278,8 @@ def small_cluster() -> tuple[list, list, list]:
             "pending": 0,
             "running": 1,
             "reclaim_time_s": 60.0,
+            "fair_share": 142.857143,  # borrows 1 of the 7 the cohort could reach
+            "fair_weight": 1.0,
         },
         {
             "name": "research",

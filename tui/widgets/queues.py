@@ -1,4 +1,5 @@
-"""Queues with nominal, used, borrowed and lent quota and the reclaim time of borrowed jobs."""
+"""Queues with nominal, used, borrowed and lent quota, fair share and weight, and the reclaim time of
+borrowed jobs."""
 
 from __future__ import annotations
 

@@ -1,0 +1,162 @@
+"""``labgang explain QUEUE|JOB``: why a queue gets what it gets, why a job waits or was preempted.
+
+Sentences with numbers, built from what the coordinator's API reports (``GET /v1/queues``:
+usage, nominal quota, fair share, weight, the capacity the share is measured against, tenants'
+decayed usage; ``GET /v1/jobs/{id}``: state, pending reason, history with preemption reasons).
+The share rules are the scheduler's (``launcher/scheduler/fairshare.py``); ``--json`` prints the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from labgang.launcher.api.client import Client
+from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.format import format_resources, to_json
+from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
+
+
+def _share(q: Mapping[str, Any]) -> float:
+    value = q.get("fair_share")
+    return math.inf if value is None else float(value)
+
+
+def fmt_share(value: float) -> str:
+    """``"250.00"`` or ``"inf"``."""
+    return "inf" if math.isinf(value) else f"{value:.2f}"
+
+
+def share_with(q: Mapping[str, Any], resource: str, devices: int) -> float:
+    """The queue's share if ``devices`` more of ``resource`` were admitted."""
+    nominal, used, basis = q.get("nominal") or {}, q.get("used") or {}, q.get("fair_share_basis") or {}
+    weight = float(q.get("fair_weight", 1.0))
+    best = 0.0
+    for res, most in basis.items():
+        above = used.get(res, 0) + (devices if res == resource else 0) - nominal.get(res, 0)
+        if above > 0 and most > 0:
+            best = max(best, above * 1000 / most)
+    if best == 0:
+        return 0.0
+    return math.inf if weight <= 0 else best / weight
+
+
+def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Sentences on one queue's quota, usage, share and its cohort's other queues."""
+    name = q["name"]
+    used, nominal = q.get("used") or {}, q.get("nominal") or {}
+    out = [f"{name} uses {format_resources(used)} of its nominal {format_resources(nominal)}."]
+    cohort = q.get("cohort")
+    if not cohort:
+        out.append(f"{name} has no cohort: it neither borrows nor lends, and its share is 0.")
+        return out
+    borrowed, lent = q.get("borrowed") or {}, q.get("lent") or {}
+    if borrowed:
+        basis = q.get("fair_share_basis") or {}
+        parts = [
+            f"{n} {r} above nominal of {basis.get(r, 0)} its cohort could reach" for r, n in sorted(borrowed.items())
+        ]
+        out.append(
+            f"It borrows ({'; '.join(parts)}): ratio {q.get('fair_share_ratio', 0):.2f} (x 1000), "
+            f"divided by its weight {q.get('fair_weight', 1.0):g} gives its share {fmt_share(_share(q))}."
+        )
+    else:
+        out.append(f"It borrows nothing, so its share is 0 (weight {q.get('fair_weight', 1.0):g}).")
+    if lent:
+        out.append(f"Other queues of cohort {cohort} use {format_resources(lent)} of its unused nominal.")
+    peers = [p for p in queues if p.get("cohort") == cohort and p["name"] != name]
+    if peers:
+        listed = ", ".join(
+            f"{p['name']} {fmt_share(_share(p))} (weight {p.get('fair_weight', 1.0):g})"
+            for p in sorted(peers, key=_share, reverse=True)
+        )
+        out.append(f"Other queues of cohort {cohort}, highest share first: {listed}.")
+        lower = [p["name"] for p in peers if _share(p) < _share(q)]
+        if lower:
+            out.append(
+                f"When queues compete for idle devices, the lowest share goes first: {', '.join(lower)} "
+                f"before {name}; a queue above its nominal may lose jobs to one whose share stays lower."
+            )
+    tenants = q.get("tenants") or []
+    if tenants:
+        listed = ", ".join(
+            f"{t['name']} {t['usage']:.2f} (weight {t['weight']:g}, score "
+            f"{'inf' if t.get('score') is None else format(t['score'], '.2f')})"
+            for t in sorted(tenants, key=lambda t: math.inf if t.get("score") is None else t["score"])
+        )
+        out.append(f"Inside {name}, jobs of the tenant with the lowest decayed usage / weight go first: {listed}.")
+    return out
+
+
+def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Sentences on why a job waits, runs or was preempted, with its queue's share."""
+    jid, state = job["id"], job.get("state", "?")
+    q = next((x for x in queues if x["name"] == job.get("queue")), None)
+    devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
+    resource = job.get("resource", "gpu")
+    out = [
+        f"job {jid} ({job.get('workers')} x {job.get('gpus_per_worker')} {resource}) "
+        f"in queue {job.get('queue')} is {state}."
+    ]
+    reason = job.get("reason") or {}
+    if state == "pending" and reason.get("message"):
+        out.append(f"It waits: {reason['message']} ({reason.get('code')}).")
+    for h in job.get("history") or []:
+        if "preempted by job" in str(h.get("message", "")):
+            out.append(f"It was {h['message']}.")
+    if q is not None and q.get("cohort"):
+        now, after = _share(q), share_with(q, resource, devices)
+        if state == "pending":
+            out.append(
+                f"Queue {q['name']}'s share is {fmt_share(now)} (weight {q.get('fair_weight', 1.0):g}); "
+                f"starting job {jid} would raise it to {fmt_share(after)}."
+            )
+            rivals = [p for p in queues if p.get("cohort") == q.get("cohort") and p["name"] != q["name"]]
+            above = [p for p in rivals if _share(p) > after]
+            below = [p for p in rivals if _share(p) <= after and p.get("pending")]
+            if above:
+                out.append(
+                    "Still below "
+                    + ", ".join(f"{p['name']}'s {fmt_share(_share(p))}" for p in above)
+                    + ": with fair sharing it wins against them for idle devices and may reclaim from them."
+                )
+            if below:
+                out.append(
+                    "Queues with waiting jobs at or below that share go first: "
+                    + ", ".join(f"{p['name']} {fmt_share(_share(p))}" for p in below)
+                    + "."
+                )
+        else:
+            out.append(f"Queue {q['name']}'s share is {fmt_share(now)} (weight {q.get('fair_weight', 1.0):g}).")
+    return out
+
+
+@click.command()
+@click.argument("name", metavar="QUEUE|JOB")
+@json_option
+@state_dir_option
+@talks_to_coordinator
+def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
+    """Explain in sentences with numbers why a queue gets what it gets (its share against its
+    cohort's other queues) or why a job waits, runs or was preempted."""
+    with Client.for_state_dir(state_dir) as client:
+        queues = client.queues()
+        q = next((x for x in queues if x["name"] == name), None)
+        if q is not None:
+            sentences = explain_queue(q, queues)
+            payload: dict[str, Any] = {"queue": q, "sentences": sentences}
+        elif name.isascii() and name.isdigit():
+            job = client.job(name)
+            sentences = explain_job(job, queues)
+            queue = next((x for x in queues if x["name"] == job.get("queue")), None)
+            payload = {"job": job, "queue": queue, "sentences": sentences}
+        else:
+            allowed = ", ".join(x["name"] for x in queues)
+            raise CommandFailed(
+                f"{name!r} is neither a queue nor a job id; allowed: a job number or one of {allowed}", 2
+            )
+    click.echo(to_json(payload) if as_json else "\n".join(sentences))

@@ -1,0 +1,291 @@
+"""Preemption for fairness: Kueue's fair-sharing victim search over a cohort tree.
+
+For job ``j`` of queue ``Q`` with request ``r`` (docs/scenarios.md, "Fair sharing",
+"Choosing victims"); every share is computed with ``r`` added to ``Q``'s fair-sharing usage
+and the victims taken so far removed:
+
+1. Pick the target queue from the root down: at each cohort the borrowing child queue with
+   the highest share (``Q`` counts whenever it has candidates), and the borrowing child cohort
+   (or the one holding ``Q``) with the highest share; descend into the cohort when its share is
+   >= the queue's. Whatever has no candidates or does not borrow drops out of that walk.
+2. Own-queue candidates are taken as they come; if ``Q`` stays within its nominal with ``r``,
+   another queue's too. Otherwise a candidate of target ``T`` must pass the first strategy:
+   ``less-than-or-equal-to-final-share``: ``P <= T1``; ``less-than-initial-share``: ``P < T0``
+   (``P``: share of ``Q``'s branch below the lowest common cohort ``L`` of ``Q`` and ``T``;
+   ``T0``/``T1``: share of ``T``'s branch before/after removing the candidate). Failures are
+   set aside.
+3. Stop as soon as ``j`` fits (quota and placement).
+4. With a second strategy, one more walk over the set-aside candidates: at most one victim per
+   queue, each only if ``P < T0``.
+5. No fit: no victims at all. A fit: trim the set as the classical search does.
+
+The strategies keep the victim's share from ending below the preemptor's, so two queues can
+never evict each other back and forth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
+from labgang.launcher.scheduler.preemption import within_queue_allows
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
+from labgang.launcher.scheduler.state import CycleState, RawPlacement
+
+
+def reclaim_allows(policy: ReclaimWithinCohort, preemptor: PendingJob, victim: RunningJob) -> bool:
+    """``reclaim_within_cohort``: may ``preemptor`` evict ``victim`` of another queue?"""
+    if policy is ReclaimWithinCohort.ANY:
+        return True
+    if policy is ReclaimWithinCohort.LOWER_PRIORITY:
+        return victim.priority < preemptor.priority
+    return False
+
+
+TenantScore = Callable[[RunningJob], float]
+"""A running job's tenant score (admission fair sharing; 0 when off)."""
+
+
+def _order(score: TenantScore) -> Callable[[RunningJob], tuple[float, int, float, int, str]]:
+    def key(v: RunningJob) -> tuple[float, int, float, int, str]:
+        prio, admitted, seq, ident = victim_order(v)
+        return (-score(v), prio, admitted, seq, ident)
+
+    return key
+
+
+def fair_candidates(
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore
+) -> dict[int, list[RunningJob]]:
+    """Candidates per queue node (each list in eviction order): ``Q``'s own per
+    ``within_queue``; every other queue of ``Q``'s tree above its nominal, per
+    ``reclaim_within_cohort``. Terminating jobs and ``excluded`` ones are never candidates."""
+    book = state.shares
+    assert book is not None
+    tree = book.tree
+    res = job.request.resource
+    qn = tree.queue_id[spec.name]
+    out: dict[int, list[RunningJob]] = {}
+    key = _order(score)
+
+    def usable(v: RunningJob) -> bool:
+        return not v.terminating and v.id not in excluded and v.id not in state.removed and v.request.resource == res
+
+    if spec.within_queue is not WithinQueue.NEVER:
+        own = [v for v in state.running_in(spec.name) if usable(v) and within_queue_allows(spec.within_queue, job, v)]
+        if own:
+            out[qn] = sorted(own, key=key)
+    if spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER and tree.parent[qn] >= 0:
+        root = tree.root[qn]
+        for n, name in enumerate(tree.names):
+            if not tree.is_queue[n] or n == qn or tree.root[n] != root or not book.borrows(n, res):
+                continue
+            mine = [
+                v for v in state.running_in(name) if usable(v) and reclaim_allows(spec.reclaim_within_cohort, job, v)
+            ]
+            if mine:
+                out[n] = sorted(mine, key=key)
+    return out
+
+
+class _Search:
+    def __init__(
+        self, state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore
+    ) -> None:
+        self.state = state
+        book = state.shares
+        assert book is not None
+        self.book = book
+        self.tree = book.tree
+        self.spec = spec
+        self.job = job
+        self.res = job.request.resource
+        self.qn = self.tree.queue_id[spec.name]
+        self.cands = fair_candidates(state, spec, job, excluded, score)
+        self.ptr: dict[int, int] = {n: 0 for n in self.cands}
+        self.aside: dict[int, list[RunningJob]] = {}
+        self.victims: list[str] = []
+        self.key = _order(score)
+        self.own_path = set(self.tree.ancestors(self.qn))
+
+    # --- shares -------------------------------------------------------------------------------
+
+    def pt(self, target: int) -> tuple[Share, int]:
+        """``(P, T's branch node)`` for target queue ``target``."""
+        lca = lowest_common(self.book, self.qn, target)
+        return share(self.book, branch(self.book, self.qn, lca)), branch(self.book, target, lca)
+
+    def share_without(self, node: int, v: RunningJob) -> Share:
+        book = self.book
+        book.add(v.queue, v.request.resource, -v.request.total)
+        try:
+            return share(book, node)
+        finally:
+            book.add(v.queue, v.request.resource, v.request.total)
+
+    # --- step 1 --------------------------------------------------------------------------------
+
+    def _next_of(self, n: int, pool: dict[int, list[RunningJob]], from_ptr: bool) -> RunningJob | None:
+        lst = pool.get(n)
+        if not lst:
+            return None
+        i = self.ptr.get(n, 0) if from_ptr else 0
+        return lst[i] if i < len(lst) else None
+
+    def pick_target(self, pool: dict[int, list[RunningJob]], from_ptr: bool, dropped: set[int]) -> int | None:
+        tree = self.tree
+        if tree.parent[self.qn] < 0:
+            return self.qn if self._next_of(self.qn, pool, from_ptr) is not None else None
+        return self._walk(tree.root[self.qn], pool, from_ptr, dropped)
+
+    def _walk(self, cohort: int, pool: dict[int, list[RunningJob]], from_ptr: bool, dropped: set[int]) -> int | None:
+        tree, book, res = self.tree, self.book, self.res
+        gone: set[int] = set()
+        while True:
+            best_q: tuple[tuple[Share, tuple[int, float, int, float, int, str]], int] | None = None
+            best_c: tuple[tuple[Share, int], int] | None = None
+            for c in tree.children[cohort]:
+                if c in gone or c in dropped:
+                    continue
+                if tree.is_queue[c]:
+                    nxt = self._next_of(c, pool, from_ptr)
+                    if nxt is None or (c != self.qn and not book.borrows(c, res)):
+                        continue
+                    tie = (1 if c == self.qn else 0, *self.key(nxt))
+                    s = share(book, c)
+                    # highest share first; ties: the queue whose next candidate comes first
+                    k = ((-s[0], -s[1]), tie)
+                    if best_q is None or k < best_q[0]:
+                        best_q = (k, c)
+                else:
+                    if c not in self.own_path and not book.borrows(c, res):
+                        continue
+                    s = share(book, c)
+                    kc = ((-s[0], -s[1]), c)
+                    if best_c is None or kc < best_c[0]:
+                        best_c = (kc, c)
+            if best_c is not None and (best_q is None or best_c[0][0] <= best_q[0][0]):
+                found = self._walk(best_c[1], pool, from_ptr, dropped)
+                if found is not None:
+                    return found
+                gone.add(best_c[1])
+                continue
+            return None if best_q is None else best_q[1]
+
+    # --- the search ----------------------------------------------------------------------------
+
+    def fits(self) -> RawPlacement | None:
+        state = self.state
+        if not state.quota_fits(self.spec.name, self.job.request):
+            return None
+        return state.place(self.job.request)
+
+    def take(self, v: RunningJob) -> bool:
+        self.state.remove(v.id)
+        self.victims.append(v.id)
+        return self.fits() is not None
+
+    def run(self, rules: tuple[FairPreemption, ...]) -> tuple[list[str], RawPlacement] | None:
+        book, req = self.book, self.job.request
+        book.add(self.spec.name, req.resource, req.total)
+        try:
+            fitted = self._steps(rules)
+        finally:
+            book.add(self.spec.name, req.resource, -req.total)
+        if not fitted:
+            for v in reversed(self.victims):
+                self.state.restore(v)
+            return None
+        return self._trim()
+
+    def _steps(self, rules: tuple[FairPreemption, ...]) -> bool:
+        book, qn, res = self.book, self.qn, self.res
+        within = book.node_usage(qn, res) <= self.tree.quota(qn, res)
+        first = rules[0]
+        while True:
+            target = self.pick_target(self.cands, True, set())
+            if target is None:
+                break
+            lst = self.cands[target]
+            if target == qn or within:
+                v = lst[self.ptr[target]]
+                self.ptr[target] += 1
+                if self.take(v):
+                    return True
+                continue
+            p, tb = self.pt(target)
+            t0 = share(book, tb)
+            if p[0] and not t0[0]:
+                self.aside.setdefault(target, []).extend(lst[self.ptr[target] :])
+                self.ptr[target] = len(lst)
+                continue
+            while self.ptr[target] < len(lst):
+                v = lst[self.ptr[target]]
+                self.ptr[target] += 1
+                if first is FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
+                    ok = p <= self.share_without(tb, v)
+                else:
+                    ok = p < t0
+                if ok:
+                    if self.take(v):
+                        return True
+                    break
+                self.aside.setdefault(target, []).append(v)
+        if len(rules) > 1 and rules[1] is FairPreemption.LESS_THAN_INITIAL_SHARE:
+            dropped: set[int] = set()
+            while True:
+                target = self.pick_target(self.aside, False, dropped)
+                if target is None:
+                    break
+                dropped.add(target)
+                p, tb = self.pt(target)
+                if p < share(book, tb) and self.take(self.aside[target][0]):
+                    return True
+        return False
+
+    def _trim(self) -> tuple[list[str], RawPlacement] | None:
+        state, victims = self.state, self.victims
+        try:
+            for i in range(len(victims) - 2, -1, -1):
+                state.restore(victims[i])
+                if self.fits() is not None:
+                    victims[i] = ""
+                else:
+                    state.remove(victims[i])
+            kept = [v for v in victims if v]
+            raw = self.fits()
+        finally:
+            for v in reversed(victims):
+                if v:
+                    state.restore(v)
+        if raw is None:
+            return None
+        return kept, raw
+
+
+def find_fair_victims(
+    state: CycleState,
+    spec: QueueSpec,
+    job: PendingJob,
+    excluded: set[str],
+    rules: tuple[FairPreemption, ...],
+    score: TenantScore,
+) -> tuple[list[str], RawPlacement] | None:
+    """The victims fair sharing allows for ``job`` (trimmed), or None when none make it fit.
+
+    Args:
+        state: the cycle's copy, with fair-sharing usage (``state.shares``); restored on return.
+        spec: the preemptor's queue.
+        job: the preemptor.
+        excluded: running jobs claimed by other preemptors this cycle.
+        rules: the ``fair_preemption`` strategies, in the order tried.
+        score: tenant score of a running job (victims of higher-score tenants go first).
+
+    Returns:
+        ``(victim ids in the order chosen, the placement once they are gone)`` or None.
+    """
+    search = _Search(state, spec, job, excluded, score)
+    if not search.cands:
+        return None
+    return search.run(rules)
