@@ -15,7 +15,7 @@ import base64
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -25,6 +25,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from labgang.launcher.coordinator.jobindex import JobIndex
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
@@ -43,24 +44,6 @@ log = logging.getLogger("labgang.coordinator")
 LOG_CHUNK_BYTES = 1 << 20
 RECENT_FINISHED = 1000
 """Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
-
-
-class JobIndex(Mapping[str, JobRecord]):
-    """The jobs in memory: the lifecycle model's active jobs, then the recently finished ones."""
-
-    def __init__(self, active: dict[str, JobRecord], recent: OrderedDict[str, JobRecord]) -> None:
-        self._active, self._recent = active, recent
-
-    def __getitem__(self, job_id: str) -> JobRecord:
-        job = self._active.get(job_id)
-        return job if job is not None else self._recent[job_id]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._active
-        yield from self._recent
-
-    def __len__(self) -> int:
-        return len(self._active) + len(self._recent)
 
 
 def _scheduling_state(job: JobRecord) -> str:
