@@ -20,6 +20,7 @@ from labgang.launcher.pitfalls import (
     QueueView,
     Severity,
 )
+from labgang.launcher.pitfalls.tracker import span
 
 GiB = 1024**3
 T = PitfallThresholds()
@@ -508,3 +509,19 @@ def test_unknown_activity_breaks_an_idle_run():
         g = gpu(0, utilization_gpu_pct=util)
         tracker.observe(ClusterSnapshot(NOW + 60 * minute, (node(g, devices=(held(g.uuid),)),), jobs=(job(),)))
     assert tracker.idle_since(g.uuid) == NOW + 7 * 60  # idle again only since the unknown sample
+
+
+def test_findings_say_short_spans_in_seconds_and_minutes():
+    """The workstation demo's thresholds (idle after 30 s, rate judged after 120 device-s): a job
+    idle for 35 s reads "for 35 s", not "for 1 min"; 2 devices over 35 s read "70 device-s", not
+    "0.0 device-hours"."""
+    demo = PitfallThresholds.from_mapping({"idle_after_s": 30.0, "min_allocated_s": 60.0})
+    tracker = PitfallTracker(demo)
+    for second in range(0, 36, 5):
+        tracker.observe(_alloc_snap(NOW + second, 1.0))
+    found = tracker.findings(_alloc_snap(NOW + 35, 1.0))
+    idle = [f for f in found if f.kind is PitfallKind.ALLOCATED_IDLE]
+    assert len(idle) == 1 and "activity for 35 s" in idle[0].summary, idle
+    rate = [f for f in found if f.kind is PitfallKind.LOW_ALLOCATION_RATE]
+    assert len(rate) == 1 and rate[0].summary.endswith("over the last 70 device-s of allocation"), rate
+    assert span(900) == "15 min" and span(3 * 3600) == "3.0 h" and span(7200, "device-") == "2.0 device-h"

@@ -167,6 +167,7 @@ class RankTable:
             kind=kind,
             exit_status=status,
             time=self._wall(),
+            pid=rec.pid,
         )
 
     def _save(self, rec: RankRecord) -> None:

@@ -80,6 +80,8 @@ class RankEvent:
             or ``None`` if unknowable), ``"gone"`` (no process left and its devices no longer show it).
         exit_status: for ``"exited"`` and ``"gone"``: code or 128+N; ``None`` for ``"started"``.
         time: unix seconds when the supervisor noticed it.
+        pid: the rank's main process id once known (None before the shim reported it), so that
+            the coordinator records it even for a rank that ends before any status reaches it.
 
     Events are delivered at least once: after an agent crash the same ``exited`` may be reported again.
     """
@@ -89,6 +91,7 @@ class RankEvent:
     kind: EventKind
     exit_status: int | None
     time: float
+    pid: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
@@ -102,6 +105,7 @@ class RankEvent:
             "kind": self.kind,
             "exit_status": self.exit_status,
             "time": self.time,
+            "pid": self.pid,
         }
 
     @classmethod
@@ -117,4 +121,5 @@ class RankEvent:
             kind=data["kind"],
             exit_status=data["exit_status"],
             time=data["time"],
+            pid=data.get("pid"),
         )

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
-from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml, unknown_accounts
+from labgang.launcher.accounts import unknown_accounts
+from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml
 
 KINDS = ("auto", "cluster", "agent", "machine")
 """Values of ``--kind``."""

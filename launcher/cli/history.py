@@ -132,7 +132,7 @@ def history(
     Columns: submit, start and end time (the last attempt's), wait (submit to start), elapsed,
     GPU-hours (devices x elapsed), exit status, restarts (attempts that ran, minus one) and the
     final reason. Finished jobs of any age are kept in the store; `labgang queue` shows only
-    current and recently finished ones.
+    pending and running ones.
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
@@ -140,4 +140,17 @@ def history(
         rows = client.history(
             user=user, queue=queue, states=tuple(s.lower() for s in states), since=since, until=until, limit=limit
         )
+    if not rows and user not in (None, "all") and not _local_user(user):
+        click.echo(f"labgang history: note: no user {user!r} on this machine (is the name right?)", err=True)
     click.echo(to_json({"jobs": rows}) if as_json else history_table(rows))
+
+
+def _local_user(name: str) -> bool:
+    """True when ``name`` is a user of this machine (``getpwnam``)."""
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

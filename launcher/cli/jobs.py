@@ -47,7 +47,7 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
     """List pending and running jobs, like squeue.
 
     NODES(REASON) shows where a job runs, or why it waits, with numbers.
-    Finished jobs are not listed; see them with `labgang show JOB`.
+    Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
         jobs = client.jobs(all_users=all_users, user=user)
@@ -79,7 +79,7 @@ def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
                 failures.append(failure)
                 # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
                 text = failure.message
-                if not text.startswith(f"job {job_id} ") and not text.startswith(f"job {job_id}:"):
+                if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 click.echo(f"labgang cancel: {text}", err=True)
                 continue

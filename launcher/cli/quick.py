@@ -299,7 +299,7 @@ def cancel(args: list[str]) -> int:
                     failure = describe_api_error(err)
                     worst = max(worst, failure.exit_code)
                     text = failure.message
-                    if not text.startswith(f"job {job_id} ") and not text.startswith(f"job {job_id}:"):
+                    if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                         text = f"job {job_id}: {text}"
                     _fail("cancel", text, 0)
                     continue

@@ -103,28 +103,105 @@ def queue_lines(config: Any, config_file: Path | None) -> list[str]:
     return lines
 
 
-def try_hint(inventory: Any) -> str:
-    """The command to try first on this machine: a gang that fits its devices.
+def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None:
+    """The banner's warning about jobs that wait in queues ``config`` does not define.
+
+    Such jobs (e.g. requeued by a ``labgang up`` that ran without ``--config``, in queue
+    ``default``) would stay PENDING forever: no queue of this config admits them.
+
+    Args:
+        counts: jobs per ``(queue, state)`` in the store
+            (:meth:`labgang.launcher.store.Store.job_counts`); states are JobState values.
+        config: the :class:`labgang.launcher.config.ClusterConfig` in force.
+
+    Returns:
+        One line naming how many jobs wait in which unknown queues, or None when there are none.
+    """
+    from labgang.launcher.model import JobState
+
+    known = {q.name for q in config.queues}
+    per_queue: Counter[str] = Counter()
+    for (queue, state), n in counts.items():
+        if queue not in known and not JobState(state).finished and n > 0:
+            per_queue[queue] += n
+    if not per_queue:
+        return None
+    total = sum(per_queue.values())
+    where = ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items()))
+    verb, them = ("waits", "it") if total == 1 else ("wait", "them")
+    return (
+        f"  warning: {_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+        f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
+        f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
+    )
+
+
+def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
+    """Jobs per ``(queue, state)`` in the state directory's store; empty when it has none yet."""
+    from labgang.launcher.store import Store
+
+    db = paths.db_path(directory)
+    if not db.exists():
+        return {}
+    store = Store(db)
+    try:
+        return store.job_counts()
+    finally:
+        store.close()
+
+
+def _gang_shape(devices: int, resource: str) -> str:
+    """``-n``/``-g`` (or ``--mig``) flags for a gang of at most ``devices`` devices of ``resource``."""
+    if resource != "gpu":
+        return f"-n {devices} --mig {resource.removeprefix('mig-')}"
+    if devices >= 8:
+        return "-n 4 -g 2"
+    if devices >= 6:
+        return "-n 3 -g 2"
+    return f"-n {devices} -g 1"
+
+
+def try_hint(inventory: Any, config: Any = None) -> str:
+    """The command to try first on this machine: a gang its queue accepts and its devices hold.
+
+    The gang goes to ``config.default_queue`` (where ``labgang run`` goes without ``-q``) and
+    is no larger than that queue could ever hold (its nominal quota plus what it may borrow
+    within its cohort, :meth:`labgang.launcher.scheduler.quota.QuotaBook.potential`) nor than
+    the machine's allocatable devices. When the default queue holds nothing, the first queue
+    that does is named with ``-q``.
 
     Args:
         inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
+        config: the :class:`labgang.launcher.config.ClusterConfig` in force; None: the
+            built-in default (one queue over every allocatable device).
 
     Returns:
-        ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine;
-        a smaller gang (or one MIG device per rank) where fewer devices are allocatable.
+        ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine whose
+        queue may use all 8; a smaller gang (or one MIG device per rank) where the queue or the
+        machine holds fewer.
     """
+    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.scheduler.quota import QuotaBook
+
     counts = Counter(device.resource for device in inventory.allocatable())
-    gpus = counts.get("gpu", 0)
-    if gpus >= 8:
-        shape = "-n 4 -g 2"
-    elif gpus >= 1:
-        shape = f"-n {gpus} -g 1"
-    elif counts:
-        resource, n = max(sorted(counts.items()), key=lambda item: item[1])
-        shape = f"-n {n} --mig {resource.removeprefix('mig-')}"
-    else:
-        shape = "-n 1 -g 1"
-    return f"labgang run {shape} -- python examples/ddp_allreduce.py"
+    if config is None:
+        config = ClusterConfig.default_for(inventory)
+    book = QuotaBook(config.queue_specs())
+    names = [config.default_queue] + [q.name for q in config.queues if q.name != config.default_queue]
+    for name in names:
+        if name not in book.queues:
+            continue
+        room = {res: min(n, book.potential(name, res)) for res, n in counts.items()}
+        if room.get("gpu", 0) >= 1:
+            resource = "gpu"
+        else:
+            usable = sorted((res, n) for res, n in room.items() if n >= 1)
+            if not usable:
+                continue
+            resource = max(usable, key=lambda item: item[1])[0]
+        flag = "" if name == config.default_queue else f"-q {name} "
+        return f"labgang run {flag}{_gang_shape(room[resource], resource)} -- python examples/ddp_allreduce.py"
+    return "labgang run -n 1 -g 1 -- python examples/ddp_allreduce.py"
 
 
 def wait_for_node(socket_path: Path, node: str, timeout: float) -> bool:
@@ -283,7 +360,11 @@ def _up(
         backend = open_backend(simulate, scope=simulation_scope(directory) if simulate else None)
     except NvmlUnavailable as exc:
         _fail(str(exc), 2)
-    except (FileNotFoundError, ValueError) as exc:
+    except FileNotFoundError as exc:
+        # worded like the other commands' missing files (click's "file 'X' does not exist")
+        missing = simulate if simulate is not None and not simulate.exists() else exc.filename
+        _fail(f"--simulate: file '{missing}' does not exist" if missing else f"--simulate: {exc}", 2)
+    except ValueError as exc:
         _fail(f"--simulate: {exc}", 2)
 
     from labgang.agent.config import AgentConfig
@@ -318,6 +399,7 @@ def _up(
         stop_jobs_on_exit=not keep_jobs,
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
+    stranded = stranded_line(stored_job_counts(directory), config)
 
     def banner(socket_path: str, tcp_addr: tuple[str, int] | None, joined: bool) -> str:
         lines = [
@@ -342,11 +424,13 @@ def _up(
         ]
         if explicit_dir:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
+        if stranded is not None:
+            lines.append(stranded)
         if not joined:
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"
             )
-        lines.append(f"try: {try_hint(inventory)}")
+        lines.append(f"try: {try_hint(inventory, config)}")
         return "\n".join(lines)
 
     def announce(socket_path: str, tcp_addr: tuple[str, int] | None) -> None:

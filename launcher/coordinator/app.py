@@ -265,6 +265,7 @@ async def serve(
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         coord = app[keys.COORDINATOR]
+        coord.closing = True  # an orderly stop: the agents' disconnects are no warning
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
             agent_task is not None and agent_task.done()
         )

@@ -15,16 +15,17 @@ import base64
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import dispatch
+from labgang.launcher.coordinator import dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from labgang.launcher.coordinator.jobindex import JobIndex
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
@@ -43,24 +44,6 @@ log = logging.getLogger("labgang.coordinator")
 LOG_CHUNK_BYTES = 1 << 20
 RECENT_FINISHED = 1000
 """Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
-
-
-class JobIndex(Mapping[str, JobRecord]):
-    """The jobs in memory: the lifecycle model's active jobs, then the recently finished ones."""
-
-    def __init__(self, active: dict[str, JobRecord], recent: OrderedDict[str, JobRecord]) -> None:
-        self._active, self._recent = active, recent
-
-    def __getitem__(self, job_id: str) -> JobRecord:
-        job = self._active.get(job_id)
-        return job if job is not None else self._recent[job_id]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._active
-        yield from self._recent
-
-    def __len__(self) -> int:
-        return len(self._active) + len(self._recent)
 
 
 def _scheduling_state(job: JobRecord) -> str:
@@ -122,6 +105,7 @@ class Coordinator:
         self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
+        self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
 
@@ -296,7 +280,7 @@ class Coordinator:
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
-            raise NotFound(f"no job {job_id!r}", field="id")
+            raise NotFound(f"no job {job_id}" if str(job_id).isdigit() else f"no job {job_id!r}", field="id")
         return job
 
     def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
@@ -423,9 +407,8 @@ class Coordinator:
             past = [row for row in rows if row[1] == rank and (attempt is None or row[0] == attempt)]
             if attempt is not None and not past:
                 placed = sorted({row[0] for row in rows if row[1] == rank})
-                raise BadRequest(
-                    f"attempt {attempt} of job {job.id} never placed rank {rank}", field="attempt", allowed=placed
-                )
+                message = errors.no_attempt_message(job.id, attempt, job.attempt, rank)
+                raise BadRequest(message, field="attempt", allowed=placed)
             if not past:
                 return b"", offset, over
             number, _, node, _, _ = past[-1]
@@ -541,7 +524,7 @@ class Coordinator:
         conn.connected = False
         conn.ws = None
         conn.fail_pending("disconnected")
-        log.warning("node %s disconnected", conn.node)
+        (log.info if self.closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
     # ----- agent messages and timers as lifecycle events -------------------------------------

@@ -97,3 +97,12 @@ class ServiceUnavailable(ApiError):
     """The node that holds what was asked for is not connected right now (503)."""
 
     status = 503
+
+
+def no_attempt_message(job_id: str, attempt: int, last: int, rank: int) -> str:
+    """Why ``attempt`` of job ``job_id`` has no log of ``rank``: the job never had that attempt
+    (``no attempt 1: job 1 has attempt 0 only``, ``... has attempts 0 to 2``), or that attempt never placed
+    the rank. ``last`` is the job's current attempt number (attempts count from 0)."""
+    if 0 <= attempt <= last:
+        return f"attempt {attempt} of job {job_id} never placed rank {rank}"
+    return f"no attempt {attempt}: job {job_id} has " + ("attempt 0 only" if last == 0 else f"attempts 0 to {last}")

@@ -19,8 +19,9 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from labgang.launcher.accounts import primary_gid, user_groups, user_name
 from labgang.launcher.api import jsoncodec, keys
-from labgang.launcher.config import ClusterConfig, primary_gid, user_groups, user_name
+from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import handlers
 from labgang.launcher.coordinator.errors import (
     BadRequest,

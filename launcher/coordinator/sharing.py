@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from labgang.launcher.config import ClusterConfig, user_groups
+from labgang.launcher.accounts import user_groups
+from labgang.launcher.config import ClusterConfig
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import RunningJob, TenantUsage

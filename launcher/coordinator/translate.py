@@ -20,14 +20,21 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | None:
-    """A ``RankEvent`` dict (kind ``started`` | ``exited`` | ``gone``) from ``node``; None (logged)
+    """A ``RankEvent`` dict (kind ``started`` | ``exited`` | ``gone``, with the rank's ``pid`` when the
+    agent knew it) from ``node``; None (logged)
     for a kind this coordinator does not know."""
     phase = _EVENT_PHASE.get(str(event.get("kind")))
     if phase is None:
         log.warning("node %s sent a rank event of unknown kind %r: ignored", node, event.get("kind"))
         return None
     return RankObserved(
-        now, node, str(event["job_id"]), int(event["rank"]), phase, exit_status=_int_or_none(event.get("exit_status"))
+        now,
+        node,
+        str(event["job_id"]),
+        int(event["rank"]),
+        phase,
+        pid=_int_or_none(event.get("pid")),  # absent from an older agent's events
+        exit_status=_int_or_none(event.get("exit_status")),
     )
 
 

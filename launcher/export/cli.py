@@ -30,9 +30,14 @@ def _fail(target: str, message: str) -> None:
 
 
 def _load(target: str, config_file: str) -> ClusterConfig:
+    if not Path(config_file).exists():
+        which = "the default config " if config_file == DEFAULT_CONFIG else ""
+        _fail(target, f"--config: {which}{config_file} does not exist; pass --config FILE (e.g. config/cluster.toml)")
     try:
         return load_config(config_file)
     except ConfigError as exc:
+        if exc.unreadable:
+            _fail(target, f"--config: {exc.source}: {'; '.join(exc.problems)}")
         click.echo(f"{exc.source}: invalid configuration", err=True)
         for problem in exc.problems:
             click.echo(f"  {problem}", err=True)

@@ -121,6 +121,23 @@ class GangRules:
             self._out.append(fx.SaveRank(job, rank))
         return changed
 
+    @staticmethod
+    def _exit_line(rank: RankRecord) -> str:
+        """The ``rank-exited`` history message of ``rank``."""
+        return f"rank {rank.rank} on {rank.node} exited with status {rank.exit_status}"
+
+    def _held_exits(self, job: JobRecord) -> None:
+        """The ``rank-exited`` lines of ranks that exited while the gang was still starting.
+
+        A rank may exit before another rank's start is reported; its exit is recorded once the
+        job is running (or stopping), so the history reads in causal order: "running" (every
+        rank started) before any rank's exit. Called while the job is still ADMITTED, after
+        "running" was recorded or before "stopping" is.
+        """
+        for rank in ranks_in_order(job):
+            if rank.state in (RankPhase.EXITED, RankPhase.GONE) and rank.exit_status is not None:
+                self._history(job, "rank-exited", self._exit_line(rank))
+
     def _lookup(self, node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
         job = self.job_for_run(run_id)
         if job is None or job.run_id != run_id or not job.status.state.holds_devices:
@@ -166,6 +183,7 @@ class GangRules:
             n = len(ranks)
             started = f"{'all ' if n > 1 else ''}{n} rank{'s' if n != 1 else ''} started on {', '.join(job_nodes(job))}"
             self._history(job, "running", started)
+            self._held_exits(job)
             if self._nominated_by_pending(job):
                 self._out.append(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
 
@@ -187,6 +205,8 @@ class GangRules:
         if not st.state.holds_devices:
             return
         decided_by_exits = completing(job)
+        if st.state == JobState.ADMITTED:
+            self._held_exits(job)  # exits seen while the gang was starting, before "stopping"
         transition(st, JobState.TERMINATING)
         if decided_by_exits:
             st.end_intent = None

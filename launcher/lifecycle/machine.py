@@ -196,10 +196,15 @@ class Lifecycle(GangRules):
         ) and not job.status.ran:
             job.status.ran = True
             self._save(job)
+        was, starting = rank.state, job.status.state == JobState.ADMITTED
         if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
             self._mark_running(job)  # "running" before this rank's "rank-exited"
-            if e.phase == RankPhase.EXITED:
-                self._history(job, "rank-exited", f"rank {rank.rank} on {e.node} exited with status {rank.exit_status}")
+            # Once per rank, when it first passes "exited" (a later report adding its pid, or
+            # its "gone", is no new exit). A rank that exits while the gang is starting gets its
+            # line from GangRules._held_exits, after "running" (or before "stopping").
+            exited_now = was.order < RankPhase.EXITED.order <= rank.state.order and rank.state != RankPhase.LOST
+            if exited_now and rank.exit_status is not None and not starting:
+                self._history(job, "rank-exited", self._exit_line(rank))
             self._evaluate(job)
         return True
 

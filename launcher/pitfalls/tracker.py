@@ -138,7 +138,7 @@ class PitfallTracker:
                     PitfallKind.ALLOCATED_IDLE,
                     Severity.WARNING,
                     f"job {job_id}",
-                    f"{len(idle)} device(s) below {t.idle_activity_pct:.0f}% activity for {idle_s / 60:.0f} min"
+                    f"{len(idle)} device(s) below {t.idle_activity_pct:.0f}% activity for {span(idle_s)}"
                     + (f" (user {who})" if who else ""),
                     "the job holds GPUs it does not use: cancel it, or check for a data-loading or I/O stall",
                     {"devices": float(len(idle)), "idle_s": idle_s},
@@ -157,12 +157,22 @@ class PitfallTracker:
                         Severity.INFO,
                         "cluster",
                         f"allocated devices were busy {_pct(rate)} of the time over the last "
-                        f"{alloc / 3600:.1f} device-hours",
+                        f"{span(alloc, 'device-')} of allocation",
                         "allocated GPUs sit idle: look for idle jobs and right-size requests",
                         {"allocation_rate_pct": rate, "busy_s": busy, "allocated_s": alloc},
                     )
                 )
         return out
+
+
+def span(seconds: float, unit: str = "") -> str:
+    """A duration as a reader says it: ``35 s`` under two minutes, ``12 min`` under two hours,
+    then ``3.5 h``. ``unit`` prefixes the unit (``"device-"``: ``35 device-s``, ``12 device-min``)."""
+    if seconds < 120:
+        return f"{seconds:.0f} {unit}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} {unit}min"
+    return f"{seconds / 3600:.1f} {unit}h"
 
 
 def detect_all(

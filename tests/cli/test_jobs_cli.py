@@ -274,3 +274,8 @@ def test_cancel_of_the_same_job_twice_cancels_and_reports_it_once(fake):
     assert result.exit_code == 0, result.output
     assert result.output == "job 3: cancelled\njob 1: already succeeded\n"
     assert [path for method, path, _ in fake.received if method == "POST"] == ["/v1/jobs/3/cancel"]
+
+
+def test_cancel_of_an_unknown_job_names_it_once(fake):
+    result = invoke(["cancel", "9"], fake.socket_path.parent)
+    assert (result.exit_code, result.output) == (1, "labgang cancel: no job 9\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -291,3 +292,19 @@ def test_fast_logs_leaves_follow_attempt_and_bad_input_to_click(args, tmp_path):
 def test_fast_show_leaves_bad_input_to_click(args, tmp_path):
     with pytest.raises(quick.NotFast):
         quick.show(["--state-dir", str(tmp_path), *args])
+
+
+@pytest.mark.slow
+def test_cancel_of_an_unknown_job_names_it_once_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        result = run(coordinator, "cancel", "999")
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", "labgang cancel: no job 999\n"), run
+
+
+@pytest.mark.slow
+def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
+    unknown = click_run(coordinator, "history", "-u", "nobodyatall")
+    assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
+    assert unknown.stderr == "labgang history: note: no user 'nobodyatall' on this machine (is the name right?)\n"
+    known = click_run(coordinator, "history", "-u", pwd.getpwuid(os.geteuid()).pw_name)  # whoever runs the tests
+    assert (known.returncode, known.stderr) == (0, "")

@@ -39,7 +39,7 @@ def test_simulate_and_nvml_exclude_each_other(tmp_path, repo_root):
 def test_missing_machine_file_is_a_usage_error_and_leaves_no_marker(tmp_path):
     result = CliRunner().invoke(cli, ["up", "--simulate", str(tmp_path / "nope.toml"), "--state-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert result.output.startswith("labgang up: --simulate: ") and "nope.toml" in result.output
+    assert result.output == f"labgang up: --simulate: file '{tmp_path / 'nope.toml'}' does not exist\n"
     assert not (tmp_path / STARTING_MARKER).exists()
 
 
@@ -94,3 +94,73 @@ def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
     assert [q.name for q in cfg.queues] == ["vision", "nlp", "serving"]
     assert sum(q.nominal["gpu"] for q in cfg.queues) == 8 and {q.cohort for q in cfg.queues} == {"lab"}
     assert cfg.pitfall_thresholds().idle_after_s == 30.0
+
+
+@pytest.mark.parametrize(
+    "config_text, shape",
+    [
+        # vision: nominal 3 + borrowing limit 3 = 6 of the machine's 8 GPUs
+        (None, "-n 3 -g 2"),
+        # a queue with 2 GPUs and no cohort holds a 2-rank gang of one GPU each
+        ('default_queue = "small"\n[[queues]]\nname = "small"\nnominal = { gpu = 2 }\n', "-n 2 -g 1"),
+        # the default queue lists no GPU: the hint names the queue that does
+        (
+            'default_queue = "cpu"\n[[queues]]\nname = "cpu"\nnominal = { "mig-1g.10gb" = 1 }\n'
+            '[[queues]]\nname = "train"\nnominal = { gpu = 4 }\n',
+            "-q train -n 4 -g 1",
+        ),
+    ],
+)
+def test_the_hint_fits_the_default_queue(repo_root, tmp_path, config_text, shape):
+    from labgang.launcher.config import load_config
+
+    if config_text is None:
+        path = repo_root / "config" / "workstation.toml"
+    else:
+        path = tmp_path / "cluster.toml"
+        path.write_text(config_text)
+    backend = open_backend(repo_root / "config" / "sim" / "h100x8.toml")
+    try:
+        hint = try_hint(read_inventory(backend), load_config(path))
+    finally:
+        backend.nvmlShutdown()
+    assert hint == f"labgang run {shape} -- python examples/ddp_allreduce.py"
+
+
+def _spec(queue: str):
+    from labgang.launcher.lifecycle.records import JobSpec
+
+    return JobSpec(
+        name="j", user="alice", uid=1000, gid=None, queue=queue, priority=0, workers=1, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
+        requeue=True, signal=None,
+    )  # fmt: skip
+
+
+def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo_root, tmp_path):
+    """Jobs requeued in queue `default` by a plain `labgang up`, then `labgang up --config
+    config/workstation.toml` (no queue `default`): they would wait forever, so the banner says so."""
+    from labgang.agent import paths
+    from labgang.launcher.cli.up import stored_job_counts, stranded_line
+    from labgang.launcher.config import load_config
+    from labgang.launcher.lifecycle.records import JobStatus
+    from labgang.launcher.model import JobState
+    from labgang.launcher.store import Store
+
+    config = load_config(repo_root / "config" / "workstation.toml")
+    assert stored_job_counts(tmp_path) == {}  # a fresh state directory: no store yet, none made
+    assert not paths.db_path(tmp_path).exists()
+    store = Store(paths.db_path(tmp_path))
+    store.insert_job(_spec("default"), JobStatus(submit_time=1.0))
+    store.insert_job(_spec("default"), JobStatus(submit_time=2.0))
+    store.insert_job(_spec("vision"), JobStatus(submit_time=3.0))  # a queue of this config: fine
+    done = JobStatus(submit_time=4.0)
+    done.state = JobState.SUCCEEDED
+    store.insert_job(_spec("old"), done)  # finished: nothing waits
+    store.close()
+    line = stranded_line(stored_job_counts(tmp_path), config)
+    assert line == (
+        "  warning: 2 jobs wait in queues this config does not define: default (2); "
+        "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
+    )
+    assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None

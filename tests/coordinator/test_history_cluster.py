@@ -53,7 +53,8 @@ def test_an_earlier_attempts_output_survives_a_requeue_and_the_history_lists_it(
     wait_for(lambda: labgang(cluster, "logs", low["id"]).stdout.endswith("restart 1\nrun 1\n"), what="attempt 1")
     assert labgang(cluster, "logs", low["id"], "--attempt", "1").stdout.endswith("\nrun 1\n")
     missing = labgang(cluster, "logs", low["id"], "--attempt", "7")
-    assert missing.returncode != 0 and "attempt 7" in missing.stderr, missing.stderr
+    assert missing.returncode == 2 and "attempt 7" in missing.stderr, missing.stderr
+    assert f"job {low['id']} has attempts 0 to 1" in missing.stderr, missing.stderr
 
     rows = {r["id"]: r for r in json.loads(labgang(cluster, "history", "--json").stdout)["jobs"]}
     assert (rows[high["id"]]["state"], rows[high["id"]]["exit_status"]) == ("succeeded", 0)

@@ -600,3 +600,83 @@ async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first
     assert ("admitted", "1 rank on n1") in history
     assert ("running", "1 rank started on n1") in history
     assert "1 ranks" not in " ".join(m for _, m in history)
+
+
+def rank_status(
+    coord: Coordinator, node: str, job_id: str, rank: int, state: str, pid: int, status: int | None
+) -> None:
+    """What the agent's launch answer (or a status report) says of one rank: a ``RankStatus`` dict."""
+    run_id = coord.jobs[job_id].run_id
+    coord.apply_rank_status(
+        node,
+        {"job_id": run_id, "rank": rank, "state": state, "pid": pid, "pgid": pid, "exit_status": status},
+    )
+
+
+async def test_a_rank_exit_is_recorded_once_even_when_a_later_report_adds_its_pid(coord: Coordinator) -> None:
+    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    decide(
+        coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
+    )
+    event(coord, "n1", job_id, 0, "started")
+    event(coord, "n1", job_id, 0, "exited", 0)
+    rank_status(coord, "n1", job_id, 0, "releasing", 4242, 0)  # the launch answer, late, with the pid
+    event(coord, "n1", job_id, 0, "gone", 0)
+    events = [h.event for h in coord.jobs[job_id].history]
+    assert events == ["submitted", "admitted", "running", "rank-exited", "succeeded"], events
+    assert coord.jobs[job_id].ranks[0].pid == 4242
+
+
+async def test_a_rank_exiting_before_the_other_starts_is_recorded_after_running(coord: Coordinator) -> None:
+    """`submit -n 2 -- true`: rank 1 exits before rank 0's start is reported; causally every rank
+    started first, so "running" comes before either "rank-exited", each exactly once."""
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    event(coord, "n2", job_id, 1, "started")
+    event(coord, "n2", job_id, 1, "exited", 0)
+    event(coord, "n1", job_id, 0, "started")
+    event(coord, "n1", job_id, 0, "exited", 0)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "gone", 0)
+    history = [(h.event, h.message) for h in coord.jobs[job_id].history]
+    assert [e for e, _ in history] == [
+        "submitted", "admitted", "running", "rank-exited", "rank-exited", "succeeded",
+    ], history  # fmt: skip
+    assert history[3][1] == "rank 1 on n2 exited with status 0" and history[4][1].startswith("rank 0 on n1")
+
+
+async def test_a_rank_that_fails_while_the_gang_starts_is_recorded_before_stopping(coord: Coordinator) -> None:
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    event(coord, "n2", job_id, 1, "started")
+    event(coord, "n2", job_id, 1, "exited", 3)
+    events = [h.event for h in coord.jobs[job_id].history]
+    assert events == ["submitted", "admitted", "rank-exited", "stopping"], events
+
+
+async def test_the_pid_of_a_rank_that_ends_before_any_status_comes_from_its_events(coord: Coordinator) -> None:
+    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    decide(
+        coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
+    )
+    run_id = coord.jobs[job_id].run_id
+    for kind, status in (("started", None), ("exited", 0), ("gone", 0)):
+        event_dict = {"job_id": run_id, "rank": 0, "kind": kind, "exit_status": status, "time": 1.0, "pid": 777}
+        coord.apply_rank_event("n1", event_dict)
+    record = coord.jobs[job_id]
+    assert record.status.state == JobState.SUCCEEDED and record.ranks[0].pid == 777
+    await coord.flush()
+    stored = coord.store.load_job(job_id)
+    assert stored is not None and [h.event for h in stored.history] == [h.event for h in record.history]
+    assert stored.ranks[0].pid == 777
+
+
+async def test_logs_of_an_attempt_the_job_never_had_say_which_attempts_it_has(coord: Coordinator) -> None:
+    from labgang.launcher.coordinator.errors import BadRequest
+
+    job_id = await submit(coord)
+    admit(coord, job_id)
+    await coord.flush()
+    with pytest.raises(BadRequest) as err:
+        await coord.read_log(ROOT, job_id, 0, 0, attempt=1)
+    assert str(err.value) == f"no attempt 1: job {job_id} has attempt 0 only" and err.value.field == "attempt"

@@ -128,3 +128,19 @@ def test_live_inventory_from_a_real_coordinator() -> None:
     assert scode == 0
     assert "NodeName=h1 Gres=gpu:nvidia_h100_80gb_hbm3:8" in sout
     assert "NodeName=m1 Gres=gpu:nvidia_a100-sxm4-80gb:3," in sout
+
+
+def test_a_missing_config_says_so_in_one_line_and_how_to_pass_one(tmp_path: Path) -> None:
+    missing = tmp_path / "cluster.toml"
+    code, out, err = _run("kueue", "--config", str(missing), "--offline")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"labgang export kueue: --config: {missing} does not exist; pass --config FILE (e.g. config/cluster.toml)\n"
+    )
+
+
+def test_a_config_that_is_not_toml_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    bad = tmp_path / "cluster.toml"
+    bad.write_text("this is not = = toml\n")
+    code, _, err = _run("slurm", "--config", str(bad), "--offline")
+    assert code == 2 and err.startswith(f"labgang export slurm: --config: {bad}: ") and err.count("\n") == 1, err

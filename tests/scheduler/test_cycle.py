@@ -25,7 +25,8 @@ def test_every_pending_job_is_answered_once():
         pytest.param(
             "cohort",
             ReasonCode.COHORT_EXHAUSTED,
-            "cohort lab has 0 of 8 lendable gpu unused; team-a uses 2 (+1 held for job x, kept from borrowers this cycle only) of 3 gpu "
+            "cohort lab has 0 of 8 lendable gpu unused; "
+            "team-a uses 2 (+1 held for job x, kept from borrowers this cycle only) of 3 gpu "
             "and can get 0 more; job needs 1",
             id="cohort",
         ),
