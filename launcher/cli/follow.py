@@ -8,9 +8,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from labgang.launcher.api.client import ApiError, Client
-
-FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
-
+from labgang.launcher.cli.job_facts import FINISHED_STATES
 
 POLL_S = 0.2
 

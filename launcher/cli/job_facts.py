@@ -1,7 +1,8 @@
-"""What ``labgang show`` adds to a JobView before printing it: pitfall findings and start errors.
+"""What ``labgang show`` adds to a JobView before printing it (pitfall findings, start errors),
+and what ``labgang cancel`` does for each job.
 
-Without click, so that the fast path of ``show`` (:mod:`labgang.launcher.cli.quick`) and the
-click command (:mod:`labgang.launcher.cli.jobs`) add the same facts.
+Without click, so that the fast paths (:mod:`labgang.launcher.cli.quick`) and the click
+commands (:mod:`labgang.launcher.cli.jobs`) share one implementation.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from labgang.launcher.api.client import ApiError, Client
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
+
+FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
+"""Job states from which a job never moves again (the API's lower-case names)."""
 
 # The exit statuses a rank gets when its command could not be executed (as a shell gives them),
 # and the line the rank's small parent then writes first in the rank's log (agent/supervisor/shim.py).
@@ -51,3 +56,41 @@ def add_start_errors(client: Client, job: dict[str, Any]) -> None:
         if head.startswith(START_FAILURE_PREFIX):
             line = head.split(b"\n", 1)[0].removeprefix(b"[labgang] ")
             rank["start_error"] = line.decode(errors="replace")
+
+
+def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs ``queue`` lists: not finished, in submission order (then by id)."""
+
+    def key(job: dict[str, Any]) -> tuple[float, tuple[int, Any]]:
+        text = str(job.get("id"))
+        return (job.get("submit_time") or 0.0, (0, int(text)) if text.isdigit() else (1, text))
+
+    return sorted((j for j in jobs if j.get("state") not in FINISHED_STATES), key=key)
+
+
+def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterator[tuple[str, int]]:
+    """Cancel each of ``job_ids`` once (``cancel 17 17`` acts on job 17 once), in order.
+
+    Yields:
+        ``(line, status)`` per job: ``status`` 0 with a line for standard output
+        (``"job 3: cancelled"``, ``"job 3: already succeeded"``), or the refusal's exit status
+        (1 or 2) with a one-line message for standard error that names the job once.
+
+    Raises:
+        CoordinatorUnavailable: no coordinator answers (from the client).
+    """
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            before = client.job(job_id)
+            job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
+        except ApiError as err:
+            from labgang.launcher.cli.plumbing import describe_api_error  # only on refusals
+
+            failure = describe_api_error(err)
+            # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
+            text = failure.message
+            if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
+                text = f"job {job_id}: {text}"
+            yield text, failure.exit_code
+            continue
+        yield f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", 0

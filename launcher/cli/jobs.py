@@ -18,18 +18,17 @@ from typing import Any
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.follow import FINISHED_STATES, JobFollower, not_started
+from labgang.launcher.cli.follow import JobFollower, not_started
 from labgang.launcher.cli.format import (
     job_detail,
     job_table,
     queue_table,
     to_json,
 )
-from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+from labgang.launcher.cli.job_facts import active_jobs, add_pitfalls, add_start_errors, cancel_jobs
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
     JOB_ID,
-    describe_api_error,
     json_option,
     state_dir_option,
     stdout_bytes,
@@ -51,16 +50,8 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
     """
     with Client.for_state_dir(state_dir) as client:
         jobs = client.jobs(all_users=all_users, user=user)
-    active = sorted(
-        (j for j in jobs if j.get("state") not in FINISHED_STATES),
-        key=lambda j: (j.get("submit_time") or 0.0, _id_key(j.get("id"))),
-    )
+    active = active_jobs(jobs)
     click.echo(to_json({"jobs": active}) if as_json else job_table(active, time.time()))
-
-
-def _id_key(job_id: Any) -> tuple[int, Any]:
-    text = str(job_id)
-    return (0, int(text)) if text.isdigit() else (1, text)
 
 
 @click.command()
@@ -68,29 +59,19 @@ def _id_key(job_id: Any) -> tuple[int, Any]:
 @state_dir_option
 def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace."""
-    failures: list[CommandFailed] = []
+    worst = 0
     with Client.for_state_dir(state_dir) as client:
-        for job_id in dict.fromkeys(job_ids):  # `cancel 17 17` cancels and reports job 17 once
-            try:
-                before = client.job(job_id)
-                job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
-            except ApiError as err:
-                failure = describe_api_error(err)
-                failures.append(failure)
-                # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
-                text = failure.message
-                if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
-                    text = f"job {job_id}: {text}"
-                click.echo(f"labgang cancel: {text}", err=True)
-                continue
-            except CoordinatorUnavailable as err:
-                raise CommandFailed(str(err), 1) from err
-            if job is before:
-                click.echo(f"job {job['id']}: already {job['state']}")
-            else:
-                click.echo(f"job {job['id']}: {job['state']}")
-    if failures:
-        sys.exit(max(f.exit_code for f in failures))
+        try:
+            for line, status in cancel_jobs(client, job_ids):
+                if status:
+                    worst = max(worst, status)
+                    click.echo(f"labgang cancel: {line}", err=True)
+                else:
+                    click.echo(line)
+        except CoordinatorUnavailable as err:
+            raise CommandFailed(str(err), 1) from err
+    if worst:
+        sys.exit(worst)
 
 
 @click.command()

@@ -240,19 +240,6 @@ def submit(args: list[str]) -> int:
     return 0
 
 
-FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
-
-
-def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The jobs ``queue`` lists: not finished, in submission order (then by id)."""
-
-    def key(job: dict[str, Any]) -> tuple[float, tuple[int, Any]]:
-        text = str(job.get("id"))
-        return (job.get("submit_time") or 0.0, (0, int(text)) if text.isdigit() else (1, text))
-
-    return sorted((j for j in jobs if j.get("state") not in FINISHED_STATES), key=key)
-
-
 def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     import time
@@ -269,6 +256,8 @@ def queue(args: list[str]) -> int:
             jobs = client.jobs(all_users=options.get("all_users", False), user=options.get("user"))
     except ClientError as err:
         return _refusal("queue", err)
+    from labgang.launcher.cli.job_facts import active_jobs
+
     active = active_jobs(jobs)
     print(to_json({"jobs": active}) if options.get("as_json") else job_table(active, time.time()))
     return 0
@@ -276,7 +265,8 @@ def queue(args: list[str]) -> int:
 
 def cancel(args: list[str]) -> int:
     """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
-    from labgang.launcher.api.client import ApiError, Client, ClientError
+    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.cli.job_facts import cancel_jobs
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     try:
@@ -289,21 +279,12 @@ def cancel(args: list[str]) -> int:
     worst = 0
     try:
         with Client.for_state_dir(state_dir) as client:
-            for job_id in dict.fromkeys(job_ids):  # `cancel 17 17` cancels and reports job 17 once
-                try:
-                    before = client.job(job_id)
-                    job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
-                except ApiError as err:
-                    from labgang.launcher.cli.plumbing import describe_api_error
-
-                    failure = describe_api_error(err)
-                    worst = max(worst, failure.exit_code)
-                    text = failure.message
-                    if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
-                        text = f"job {job_id}: {text}"
-                    _fail("cancel", text, 0)
-                    continue
-                print(f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", flush=True)
+            for line, status in cancel_jobs(client, job_ids):
+                if status:
+                    worst = max(worst, status)
+                    _fail("cancel", line, 0)
+                else:
+                    print(line, flush=True)
     except ClientError as err:
         return _refusal("cancel", err)
     return worst
