@@ -113,6 +113,7 @@ class _Search:
         self.ptr: dict[int, int] = {n: 0 for n in self.cands}
         self.aside: dict[int, list[RunningJob]] = {}
         self.victims: list[str] = []
+        self.taken: list[RunningJob] = []
         self.key = _order(score)
         self.own_path = set(self.tree.ancestors(self.qn))
 
@@ -122,6 +123,29 @@ class _Search:
         """``(P, T's branch node)`` for target queue ``target``."""
         lca = lowest_common(self.book, self.qn, target)
         return share(self.book, branch(self.book, self.qn, lca)), branch(self.book, target, lca)
+
+    def lets_a_victim_return(self, v: RunningJob, p: Share, target: int) -> bool:
+        """Whether removing ``v`` as well leaves ``target``'s branch so low that a victim already
+        taken from that branch, put back alone, gives the branch a share below ``p``: that victim,
+        requeued, could then evict the preemptor back by less-than-initial-share."""
+        book, res = self.book, self.res
+        lca = lowest_common(book, self.qn, target)
+        tb = branch(book, target, lca)
+        mine = [w for w in self.taken if branch(book, self.tree.queue_id[w.queue], lca) == tb]
+        if not mine:
+            return False
+        book.add(v.queue, res, -v.request.total)
+        try:
+            for w in mine:
+                book.add(w.queue, res, w.request.total)
+                try:
+                    if share(book, tb) < p:
+                        return True
+                finally:
+                    book.add(w.queue, res, -w.request.total)
+        finally:
+            book.add(v.queue, res, v.request.total)
+        return False
 
     def share_without(self, node: int, v: RunningJob) -> Share:
         book = self.book
@@ -191,6 +215,7 @@ class _Search:
     def take(self, v: RunningJob) -> bool:
         self.state.remove(v.id)
         self.victims.append(v.id)
+        self.taken.append(v)
         return self.fits() is not None
 
     def run(self, rules: tuple[FairPreemption, ...]) -> tuple[list[str], RawPlacement] | None:
@@ -254,7 +279,12 @@ class _Search:
                     break
                 dropped.add(target)
                 p, tb = self.pt(target)
-                if p < share(book, tb) and self.take(self.aside[target][0]):
+                v = self.aside[target][0]
+                # P < T0 alone only keeps v itself from coming back. After victims of the first rule
+                # (each judged with v still running), removing v can take the branch below P, and
+                # an earlier victim, requeued, would then win by this same rule: an eviction cycle
+                # (tests/scheduler/test_properties.py, test_known_eviction_cycle_counterexample).
+                if p < share(book, tb) and not self.lets_a_victim_return(v, p, target) and self.take(v):
                     return True
         return False
 
