@@ -19,8 +19,15 @@ and the victims taken so far removed:
    queue, each only if ``P < T0``.
 5. No fit: no victims at all. A fit: trim the set as the classical search does.
 
-The strategies keep the victim's share from ending below the preemptor's, so two queues can
-never evict each other back and forth.
+``less-than-initial-share`` (in step 2 or 4) also refuses a candidate whose removal would leave
+``T``'s branch, with any one victim already taken from it put back, below ``P`` (labgang's
+addition to Kueue's rule). ``P <= T1`` keeps each victim's branch at or above the preemptor's;
+``P < T0`` alone only keeps the candidate itself from coming back, while its removal can take
+the branch below ``P`` and let an earlier, smaller victim, requeued, evict the preemptor back by
+the same rule: an eviction cycle. With the addition, every victim of one search, requeued alone,
+leaves its branch at a share >= ``P``, so it cannot win back by ``less-than-initial-share``
+(``P`` only drops during a search; trimming can raise it again by putting back ``Q``'s own
+victims, a limit shared with Kueue).
 """
 
 from __future__ import annotations
@@ -265,7 +272,7 @@ class _Search:
                         ok_size = final[size] = p <= self.share_without(tb, v)
                     ok = ok_size
                 else:
-                    ok = p < t0
+                    ok = p < t0 and not self.lets_a_victim_return(v, p, target)
                 if ok:
                     if self.take(v):
                         return True
