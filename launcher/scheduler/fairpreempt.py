@@ -27,7 +27,10 @@ the branch below ``P`` and let an earlier, smaller victim, requeued, evict the p
 the same rule: an eviction cycle. With the addition, every victim of one search, requeued alone,
 leaves its branch at a share >= ``P``, so it cannot win back by ``less-than-initial-share``
 (``P`` only drops during a search; trimming can raise it again by putting back ``Q``'s own
-victims, a limit shared with Kueue).
+victims, a limit shared with Kueue). For the same reason a trimmed set holding a
+``less-than-initial-share`` victim is dropped (no victims at all) when, once ``j`` holds its
+room, a victim or a pending job of that victim's branch, added alone, would leave the branch
+below ``P`` and would not fit: it would evict ``j`` back at once, and ``Q`` would gain nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from collections.abc import Callable
 from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
 from labgang.launcher.scheduler.preemption import within_queue_allows
+from labgang.launcher.scheduler.quota import CohortTree
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
@@ -103,6 +107,18 @@ def fair_candidates(
     return out
 
 
+def _queues_under(tree: CohortTree, n: int) -> list[int]:
+    """The queues of ``n``'s subtree (``n`` itself when it is a queue)."""
+    out, todo = [], [n]
+    while todo:
+        m = todo.pop()
+        if tree.is_queue[m]:
+            out.append(m)
+        else:
+            todo.extend(tree.children[m])
+    return out
+
+
 class _Search:
     def __init__(
         self, state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
@@ -121,6 +137,7 @@ class _Search:
         self.aside: dict[int, list[RunningJob]] = {}
         self.victims: list[str] = []
         self.taken: list[RunningJob] = []
+        self.second: set[str] = set()  # victims taken by less-than-initial-share
         self.key = _order(score)
         self.own_path = set(self.tree.ancestors(self.qn))
 
@@ -236,7 +253,50 @@ class _Search:
             for v in reversed(self.victims):
                 self.state.restore(v)
             return None
-        return self._trim()
+        found = self._trim()
+        if found is not None and self.second.intersection(found[0]) and self._undone(*found):
+            return None
+        return found
+
+    def _undone(self, kept: list[str], raw: RawPlacement) -> bool:
+        """Whether a job of the branch of a less-than-initial-share victim would evict ``j`` back
+        at once: after the preemption (``kept`` gone, ``j`` holding ``raw``), a victim or a pending
+        job of that branch (relative to ``L``) that, added alone, leaves the branch's share below
+        ``P`` and does not fit without taking ``j``'s room."""
+        state, book, tree, res, qn = self.state, self.book, self.tree, self.res, self.qn
+        req, q = self.job.request, self.spec.name
+        gone = [state.running[v] for v in kept]
+        targets = {tree.queue_id[v.queue] for v in gone if v.id in self.second}
+        with state.without(kept):
+            state.quota.add(q, res, req.total)
+            book.add(q, res, req.total)
+            held = state.devices.reserve([d for _, ds in raw for d in ds], self.job.id)
+            try:
+                for t in targets:
+                    lca = lowest_common(book, qn, t)
+                    tb = branch(book, t, lca)
+                    p = share(book, branch(book, qn, lca))
+                    for n in _queues_under(tree, tb):
+                        name = tree.names[n]
+                        back = {w.request for w in gone if w.queue == name}
+                        back.update(
+                            w.request.floor()
+                            for w in state.pending_in(name)
+                            if w.request.resource == res and not w.nominated and w.id not in state.placed
+                        )
+                        for r in back:
+                            book.add(name, res, r.total)
+                            try:
+                                low = share(book, tb) < p
+                            finally:
+                                book.add(name, res, -r.total)
+                            if low and not (state.quota_fits(name, r) and state.place(r) is not None):
+                                return True
+            finally:
+                state.devices.unreserve(held, self.job.id)
+                book.add(q, res, -req.total)
+                state.quota.add(q, res, -req.total)
+        return False
 
     def _steps(self, rules: tuple[FairPreemption, ...]) -> bool:
         book, qn, res = self.book, self.qn, self.res
@@ -274,6 +334,8 @@ class _Search:
                 else:
                     ok = p < t0 and not self.lets_a_victim_return(v, p, target)
                 if ok:
+                    if first is FairPreemption.LESS_THAN_INITIAL_SHARE:
+                        self.second.add(v.id)
                     if self.take(v):
                         return True
                     break
@@ -291,8 +353,10 @@ class _Search:
                 # (each judged with v still running), removing v can take the branch below P, and
                 # an earlier victim, requeued, would then win by this same rule: an eviction cycle
                 # (tests/scheduler/test_properties.py, test_known_eviction_cycle_counterexample).
-                if p < share(book, tb) and not self.lets_a_victim_return(v, p, target) and self.take(v):
-                    return True
+                if p < share(book, tb) and not self.lets_a_victim_return(v, p, target):
+                    self.second.add(v.id)
+                    if self.take(v):
+                        return True
         return False
 
     def _trim(self) -> tuple[list[str], RawPlacement] | None:

@@ -483,3 +483,32 @@ def test_known_eviction_cycle_counterexample():
     sim = run_to_end(EVICTION_CYCLE_CASE, [lambda snap, res: preempted.extend(p.job_id for p in res.preempted)])
     assert preempted == []
     assert {j.id: j.state for j in sim.jobs.values()} == dict.fromkeys(["j0", "j1", "j2", "j3"], "finished")
+
+
+# The second way to an eviction cycle, found by reading the rule after the case above: X's 4-GPU
+# job took Y's 6-GPU job by less-than-initial-share (X 667 < Y 1000), leaving Y at 0; Y's pending
+# 3-GPU job (500 < 667) did not fit beside it and took it back by the same rule, at t=1; X ended
+# with nothing and Y's big job had been stopped for it. A less-than-initial-share victim set is now
+# refused when a job of its branch, put back alone, would be below the preemptor and would not fit.
+PENDING_RETURN_CASE = {
+    "scenario": {"name": "pending-return", "fair_sharing": True},
+    "nodes": [{"name": "n0", "gpus": 6}],
+    "cohorts": [{"name": "c", "nominal": {"gpu": 6}}],
+    "queues": [
+        {"name": q, "nominal": {"gpu": 0}, "cohort": "c", "reclaim_within_cohort": "any", "within_queue": "never"}
+        for q in ("X", "Y")
+    ],
+    "jobs": [
+        {"id": "big", "queue": "Y", "gpus_per_worker": 6, "submit": 0.0, "duration": 50.0},
+        {"id": "x", "queue": "X", "gpus_per_worker": 4, "submit": 1.0, "duration": 50.0},
+        {"id": "small", "queue": "Y", "gpus_per_worker": 3, "submit": 1.0, "duration": 50.0},
+    ],
+}
+
+
+def test_pending_job_of_the_victims_queue_does_not_evict_back():
+    test_no_eviction_cycle_between_two_queues.hypothesis.inner_test(PENDING_RETURN_CASE)
+    preempted: list[str] = []
+    sim = run_to_end(PENDING_RETURN_CASE, [lambda snap, res: preempted.extend(p.job_id for p in res.preempted)])
+    assert preempted == []
+    assert {j.id: j.state for j in sim.jobs.values()} == dict.fromkeys(["big", "x", "small"], "finished")
