@@ -352,6 +352,49 @@ def test_fair_preemption_never_leaves_victim_below_preemptor(data):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree_scenarios(fair=True, zero_weights=False, flat=True, within=False))
+def test_fair_preemption_victim_put_back_not_below_preemptor(data):
+    """With both strategies (the default), every victim of another queue, put back alone after
+    the preemption (the preemptor admitted, every other victim gone), gives its queue a share at
+    least the preemptor's, unless the preemptor stays within its nominal: requeued, no victim can
+    evict the preemptor back by less-than-initial-share. Flat cohorts without preemption inside a
+    queue, as above; earlier preemptors of the same cycle count with their requests."""
+    from labgang.launcher.scheduler.fairshare import share
+
+    def hook(snap: Snapshot, result: CycleResult) -> None:
+        running = {j.id: j for j in snap.running}
+        pending = {p.id: p for p in snap.pending}
+        base: dict[tuple[str, str], int] = {}
+        for j in snap.running:
+            if not j.terminating:
+                base[(j.queue, j.request.resource)] = base.get((j.queue, j.request.resource), 0) + j.request.total
+        for pre in result.preempted:
+            job = pending[pre.job_id]
+            res = job.request.resource
+            fresh = [running[v] for v in pre.victims if not running[v].terminating]
+            usage = dict(base)
+            for v in fresh:
+                usage[(v.queue, res)] -= v.request.total
+            usage[(job.queue, res)] = usage.get((job.queue, res), 0) + job.request.total
+            book = QuotaBook(snap.queues, usage, snap.cohorts)
+            qn = book.tree.queue_id[job.queue]
+            if book.node_usage(qn, res) <= book.tree.quota(qn, res):
+                continue  # within nominal: reclaim without a share test
+            p = share(book, qn)
+            for v in fresh:
+                if v.queue == job.queue:
+                    continue
+                book.add(v.queue, res, v.request.total)
+                back = share(book, book.tree.queue_id[v.queue])
+                book.add(v.queue, res, -v.request.total)
+                assert back >= p, f"{pre.job_id} took {v.id}: put back, {v.queue} is at {back} < {job.queue}'s {p}"
+            # the next preemptor of this cycle sees this one waiting and these victims still running
+            base[(job.queue, res)] = base.get((job.queue, res), 0) + job.request.total
+
+    run_to_end(data, [hook], until=200.0)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree_scenarios(fair=True, zero_weights=False))
 def test_no_eviction_cycle_between_two_queues(data):
     """At one instant, if a job of queue X evicts a job of queue Y for fairness (X ends above its
