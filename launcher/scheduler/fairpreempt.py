@@ -155,7 +155,8 @@ class _Search:
         book, res = self.book, self.res
         lca = lowest_common(book, self.qn, target)
         tb = branch(book, target, lca)
-        mine = [w for w in self.taken if branch(book, self.tree.queue_id[w.queue], lca) == tb]
+        tree = self.tree
+        mine = [w for w in self.taken if (n := tree.queue_id[w.queue]) == tb or tb in tree.ancestors(n)]
         if not mine:
             return False
         book.add(v.queue, res, -v.request.total)
