@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import leaving, next_starvation
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
@@ -83,14 +85,26 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
-    A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
+    A requeued job in backoff (``not_before`` > now) is left out of ``pending``, and so are the
+    array tasks the array rules hold back (:func:`gated_snapshot`).
     """
+    return gated_snapshot(coord, now)[0]
+
+
+def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
+    """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
+    (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
     held = coord.held_devices()
     running = []
-    pending = []
+    waiting: list[JobRecord] = []
+    holding: list[JobRecord] = []
+    nodes = cluster_nodes(coord)
     for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
         st = job.status
-        if st.state.holds_devices:
+        if st.state == JobState.PENDING and st.not_before <= now:
+            waiting.append(job)
+        elif st.state.holds_devices:
+            holding.append(job)
             placement = tuple(
                 RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
                 for r in (job.ranks[i] for i in sorted(job.ranks))
@@ -110,25 +124,30 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     tenant=coord.sharing.tenant(job.spec),
                 )
             )
-        elif st.state == JobState.PENDING and st.not_before <= now:
-            pending.append(
-                PendingJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=job.spec.request,
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    seq=job.seq,
-                    pending_since=st.pending_since,
-                    nominated=tuple(st.nominated),
-                    tenant=coord.sharing.tenant(job.spec),
-                    held_last_cycle=job.id in coord.sharing.held,
-                )
-            )
+    capacity: dict[str, int] = {}
+    for node in nodes:
+        for device in node.devices:
+            capacity[device.resource] = capacity.get(device.resource, 0) + 1
+    gate = gate_pending(waiting, holding, capacity)
+    pending = [
+        PendingJob(
+            id=job.id,
+            queue=job.spec.queue,
+            request=job.spec.request,
+            priority=job.spec.priority,
+            submit_time=job.status.submit_time,
+            seq=job.seq,
+            pending_since=job.status.pending_since,
+            nominated=tuple(job.status.nominated),
+            tenant=coord.sharing.tenant(job.spec),
+            held_last_cycle=job.id in coord.sharing.held,
+        )
+        for job in gate.fed
+    ]
     coord.sharing.sample(now, running)
-    return Snapshot(
+    snapshot = Snapshot(
         now=now,
-        nodes=cluster_nodes(coord),
+        nodes=nodes,
         queues=coord.config.queue_specs(),
         running=tuple(running),
         pending=tuple(pending),
@@ -137,6 +156,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
         sharing=coord.config.sharing_policy(),
         tenants=coord.sharing.snapshot_tenants(),
     )
+    return snapshot, gate
 
 
 def run_cycles(coord: Coordinator) -> int:
@@ -152,10 +172,12 @@ def run_cycles(coord: Coordinator) -> int:
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
         started = time.perf_counter()
-        snapshot = build_snapshot(coord, now)
+        snapshot, gate = gated_snapshot(coord, now)
         if not snapshot.pending:
+            if gate.capped:  # every waiting task is over its array's cap: say so
+                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()), coord.model.jobs)))
             break
-        result = run_cycle(snapshot)
+        result = follow_reasons(gate, run_cycle(snapshot), coord.model.jobs)
         had_held = bool(coord.sharing.held)
         coord.sharing.after_cycle(result)
         coord.cycles += 1

@@ -1,0 +1,127 @@
+"""Job-array rules: which pending tasks of an array a scheduling cycle looks at (docs/arrays.md).
+
+The scheduler treats every task as an ordinary job (quota, priority, preemption). Two rules
+decide which of an array's pending tasks are put in a cycle's snapshot, lowest index first:
+
+* **the ``%N`` cap**: with N of its tasks holding devices (admitted, running or terminating),
+  no more is admitted; the tasks over the cap stay pending with reason ``ARRAY_LIMIT``.
+* **the window**: tasks of one array are one class to the scheduler (same queue, request,
+  priority and submit time), so a cycle can admit at most as many of them as the cluster has
+  room for: ``(devices of the resource - devices the array already holds) // devices per task``.
+  One more than that is fed; the rest would get the very answer the last fed task gets (once
+  one member of a class fails, the cycle answers the later members with the same reason,
+  ``launcher/scheduler/cycle.py``), so they take that reason (:func:`follow_reasons`) without
+  being fed. A 10,000-task array on 8 GPUs costs a cycle 9 tasks, not 10,000.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.scheduler.decisions import CycleResult, Pending, PendingReason, ReasonCode
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayGate:
+    """What the array rules let into one cycle.
+
+    Attributes:
+        fed: the pending jobs to put in the snapshot (every job that is not an array task, and
+            the array tasks the rules let through), in the order given.
+        capped: array tasks over their ``%N`` cap whose reason is not ``ARRAY_LIMIT`` yet.
+        followers: task id → the id of the fed task of its array whose cycle reason it takes.
+    """
+
+    fed: tuple[JobRecord, ...]
+    capped: tuple[Pending, ...] = ()
+    followers: Mapping[str, str] = field(default_factory=dict)
+
+
+def cap_reason(array_id: str, limit: int) -> PendingReason:
+    """The ``ARRAY_LIMIT`` reason of a task of array ``array_id`` held back by its ``%limit`` cap."""
+    tasks = "task" if limit == 1 else "tasks"
+    return PendingReason(ReasonCode.ARRAY_LIMIT, f"array {array_id} runs at most {limit} {tasks} at once (%{limit})")
+
+
+def _devices(job: JobRecord) -> int:
+    """Devices a job holding devices holds (an elastic gang: the size it started with)."""
+    workers = len(job.ranks) or job.spec.workers
+    return workers * job.spec.per_worker
+
+
+def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], capacity: Mapping[str, int]) -> ArrayGate:
+    """Apply the ``%N`` cap and the window to the array tasks among ``pending``.
+
+    Args:
+        pending: pending jobs eligible for a cycle, in submission order (an array's tasks in
+            index order).
+        holding: jobs that hold devices (admitted, running, terminating).
+        capacity: resource name → allocatable devices of that resource in the cluster.
+
+    Returns:
+        The gate: ``fed`` keeps the order of ``pending``.
+    """
+    active: dict[str, int] = {}
+    held: dict[str, int] = {}
+    for job in holding:
+        task = job.spec.array
+        if task is not None:
+            active[task.array_id] = active.get(task.array_id, 0) + 1
+            held[task.array_id] = held.get(task.array_id, 0) + _devices(job)
+    fed: list[JobRecord] = []
+    capped: list[Pending] = []
+    followers: dict[str, str] = {}
+    room: dict[str, int] = {}  # array id -> tasks it may still feed this cycle
+    by_cap: dict[str, bool] = {}  # array id -> the %N cap (not the window) bounds what it feeds
+    leader: dict[str, str] = {}  # array id -> its last fed task
+    for job in pending:
+        task = job.spec.array
+        if task is None:
+            fed.append(job)
+            continue
+        aid = task.array_id
+        if aid not in room:
+            size = max(1, job.spec.request.floor().total)
+            window = max(0, capacity.get(job.spec.resource, 0) - held.get(aid, 0)) // size + 1
+            free = None if task.limit is None else max(0, task.limit - active.get(aid, 0))
+            by_cap[aid] = free is not None and free <= window
+            room[aid] = window if free is None else min(window, free)
+        if room[aid] > 0:
+            room[aid] -= 1
+            fed.append(job)
+            leader[aid] = job.id
+        elif by_cap[aid] and task.limit is not None:
+            reason = cap_reason(aid, task.limit)
+            st = job.status
+            if st.reason_code != reason.code.value or st.reason_message != reason.message:
+                capped.append(Pending(job.id, reason))
+        elif aid in leader:
+            followers[job.id] = leader[aid]
+    return ArrayGate(tuple(fed), tuple(capped), followers)
+
+
+def follow_reasons(gate: ArrayGate, result: CycleResult, jobs: Mapping[str, JobRecord]) -> CycleResult:
+    """``result`` with the gate's held-back tasks added to its pending decisions: capped tasks
+    with ``ARRAY_LIMIT``, and each follower with its leader's reason when the leader stayed
+    pending for a reason of its own (not waiting for victims, which is that task's alone).
+    Only reasons that change a task's current one are added, so a cycle over a big array does
+    not rewrite thousands of unchanged reasons."""
+    if not gate.capped and not gate.followers:
+        return result
+    reasons = {p.job_id: p.reason for p in result.pending}
+    added: list[Pending] = list(gate.capped)
+    for task_id, leader_id in gate.followers.items():
+        reason = reasons.get(leader_id)
+        job = jobs.get(task_id)
+        if reason is None or job is None or reason.code == ReasonCode.WAITING_FOR_VICTIMS:
+            continue
+        st = job.status
+        if st.reason_code != reason.code.value or st.reason_message != reason.message:
+            added.append(Pending(task_id, reason))
+    if not added:
+        return result
+    return CycleResult(result.admitted, result.preempted, result.pending + tuple(added), result.held, result.tenants)
