@@ -72,10 +72,12 @@ def _signal_spec(text: str) -> str:
 
 
 def _job_id(text: str) -> str:
-    text = text.strip()
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
+    from labgang.launcher.cli.job_facts import normal_job_id
+
+    job_id = normal_job_id(text)
+    if job_id is None:
         raise ValueError(text)
-    return str(int(text))
+    return job_id
 
 
 def _submit_flags() -> dict[str, tuple[str, Converter]]:
@@ -99,6 +101,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
+        "--array": ("array", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
@@ -236,7 +239,7 @@ def submit(args: list[str]) -> int:
 
         print(to_json({"job": job}))
     else:
-        print(job["id"])
+        print(job.get("array_id") or job["id"])  # an array: its id (the reply is its first task)
     return 0
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli import job_request
+from labgang.launcher.cli.array_follow import ArrayFollower, array_exit_status
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.follow import JobFollower, exit_status_of
 from labgang.launcher.cli.format import (
@@ -124,6 +125,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
             "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
         ),
+        click.option(
+            "--array",
+            metavar="SPEC",
+            default=None,
+            help="A job array, as Slurm's --array: one job per index, ID_INDEX, with "
+            "LABGANG_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID set (0-99, 1,3,5-9, 0-20:4; %N runs at most "
+            "N at once, e.g. 0-99%8).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -141,6 +150,11 @@ def build_submission(**flags: Any) -> dict[str, Any]:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def submitted_id(job: dict[str, Any]) -> str:
+    """What ``submit`` prints: the job id, or for a job array (the reply is its first task) the array id."""
+    return str(job.get("array_id") or job["id"])
 
 
 _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")
@@ -192,7 +206,7 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
-    click.echo(to_json({"job": job}) if as_json else job["id"])
+    click.echo(to_json({"job": job}) if as_json else submitted_id(job))
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -213,6 +227,8 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
+        if job.get("array_id") is not None:
+            sys.exit(_run_array(client, job))
         job_id = job["id"]
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
@@ -246,6 +262,32 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
                     click.echo(note, err=True)
                     client.cancel(job_id)
     sys.exit(code if stopped_by is not None else exit_status_of(final))
+
+
+def _run_array(client: Client, first: dict[str, Any]) -> int:
+    """``run --array``: wait for every task (one line per task as it ends); Ctrl-C, SIGTERM or
+    SIGHUP cancel the whole array, a second one stops waiting. Returns the exit status."""
+    array_id = str(first["array_id"])
+    click.echo(f"labgang: submitted job array {array_id}", err=True)
+    follower = ArrayFollower(client, array_id, sys.stderr)
+    stopped_by: int | None = None
+    with _stop_signals_interrupt():
+        while True:
+            try:
+                tasks = follower.follow()
+                break
+            except CoordinatorUnavailable:
+                fail(f"labgang stopped while following job array {array_id}; see `labgang queue`", 1)
+            except KeyboardInterrupt as exc:
+                client.close()
+                code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                if stopped_by is not None:
+                    fail(f"stopped waiting; job array {array_id} is still stopping (see `labgang queue`)", code)
+                stopped_by = code
+                what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                click.echo(f"labgang: {what}: cancelling job array {array_id} ({what} again to stop waiting)", err=True)
+                client.cancel_array(array_id)
+    return stopped_by if stopped_by is not None else array_exit_status(tasks)
 
 
 class StopSignal(KeyboardInterrupt):
