@@ -175,9 +175,9 @@ def run_cycles(coord: Coordinator) -> int:
         snapshot, gate = gated_snapshot(coord, now)
         if not snapshot.pending:
             if gate.capped:  # every waiting task is over its array's cap: say so
-                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()), coord.model.jobs)))
+                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()))))
             break
-        result = follow_reasons(gate, run_cycle(snapshot), coord.model.jobs)
+        result = follow_reasons(gate, run_cycle(snapshot))
         had_held = bool(coord.sharing.held)
         coord.sharing.after_cycle(result)
         coord.cycles += 1

@@ -33,12 +33,13 @@ class ArrayGate:
         fed: the pending jobs to put in the snapshot (every job that is not an array task, and
             the array tasks the rules let through), in the order given.
         capped: array tasks over their ``%N`` cap whose reason is not ``ARRAY_LIMIT`` yet.
-        followers: task id → the id of the fed task of its array whose cycle reason it takes.
+        followers: the id of an array's last fed task → the array's tasks that take its cycle
+            reason without being fed (index order).
     """
 
     fed: tuple[JobRecord, ...]
     capped: tuple[Pending, ...] = ()
-    followers: Mapping[str, str] = field(default_factory=dict)
+    followers: Mapping[str, Sequence[JobRecord]] = field(default_factory=dict)
 
 
 def cap_reason(array_id: str, limit: int) -> PendingReason:
@@ -74,10 +75,10 @@ def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], cap
             held[task.array_id] = held.get(task.array_id, 0) + _devices(job)
     fed: list[JobRecord] = []
     capped: list[Pending] = []
-    followers: dict[str, str] = {}
+    followers: dict[str, list[JobRecord]] = {}
     room: dict[str, int] = {}  # array id -> tasks it may still feed this cycle
     by_cap: dict[str, bool] = {}  # array id -> the %N cap (not the window) bounds what it feeds
-    leader: dict[str, str] = {}  # array id -> its last fed task
+    leader: dict[str, list[JobRecord]] = {}  # array id -> the followers of its last fed task
     for job in pending:
         task = job.spec.array
         if task is None:
@@ -93,18 +94,18 @@ def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], cap
         if room[aid] > 0:
             room[aid] -= 1
             fed.append(job)
-            leader[aid] = job.id
+            leader[aid] = followers[job.id] = []
         elif by_cap[aid] and task.limit is not None:
             reason = cap_reason(aid, task.limit)
             st = job.status
             if st.reason_code != reason.code.value or st.reason_message != reason.message:
                 capped.append(Pending(job.id, reason))
         elif aid in leader:
-            followers[job.id] = leader[aid]
-    return ArrayGate(tuple(fed), tuple(capped), followers)
+            leader[aid].append(job)
+    return ArrayGate(tuple(fed), tuple(capped), {lead: tail for lead, tail in followers.items() if tail})
 
 
-def follow_reasons(gate: ArrayGate, result: CycleResult, jobs: Mapping[str, JobRecord]) -> CycleResult:
+def follow_reasons(gate: ArrayGate, result: CycleResult) -> CycleResult:
     """``result`` with the gate's held-back tasks added to its pending decisions: capped tasks
     with ``ARRAY_LIMIT``, and each follower with its leader's reason when the leader stayed
     pending for a reason of its own (not waiting for victims, which is that task's alone).
@@ -112,16 +113,18 @@ def follow_reasons(gate: ArrayGate, result: CycleResult, jobs: Mapping[str, JobR
     not rewrite thousands of unchanged reasons."""
     if not gate.capped and not gate.followers:
         return result
-    reasons = {p.job_id: p.reason for p in result.pending}
+    reasons = {p.job_id: p.reason for p in result.pending if p.job_id in gate.followers}
     added: list[Pending] = list(gate.capped)
-    for task_id, leader_id in gate.followers.items():
+    for leader_id, tail in gate.followers.items():
         reason = reasons.get(leader_id)
-        job = jobs.get(task_id)
-        if reason is None or job is None or reason.code == ReasonCode.WAITING_FOR_VICTIMS:
+        if reason is None or reason.code == ReasonCode.WAITING_FOR_VICTIMS:
             continue
-        st = job.status
-        if st.reason_code != reason.code.value or st.reason_message != reason.message:
-            added.append(Pending(task_id, reason))
+        code, message = reason.code.value, reason.message
+        added.extend(
+            Pending(job.id, reason)
+            for job in tail
+            if job.status.reason_code != code or job.status.reason_message != message
+        )
     if not added:
         return result
     return CycleResult(result.admitted, result.preempted, result.pending + tuple(added), result.held, result.tenants)
