@@ -128,7 +128,7 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
     for node in nodes:
         for device in node.devices:
             capacity[device.resource] = capacity.get(device.resource, 0) + 1
-    gate = gate_pending(waiting, holding, capacity)
+    gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
     pending = [
         PendingJob(
             id=job.id,
@@ -157,6 +157,19 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
         tenants=coord.sharing.snapshot_tenants(),
     )
     return snapshot, gate
+
+
+def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
+    """Queue → resource → the most devices its jobs may hold at once, for the array window
+    (``launcher/lifecycle/arrays.py``): ``nominal + borrowing_limit`` for a queue in a cohort
+    with a borrowing limit, ``nominal`` for a queue without a cohort (it cannot borrow)."""
+    caps: dict[str, dict[str, int]] = {}
+    for queue in coord.config.queue_specs():
+        if queue.cohort is None:
+            caps[queue.name] = dict(queue.nominal)
+        else:
+            caps[queue.name] = {r: queue.nominal.get(r, 0) + n for r, n in queue.borrowing_limit.items()}
+    return caps
 
 
 def run_cycles(coord: Coordinator) -> int:

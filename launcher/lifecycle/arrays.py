@@ -6,9 +6,9 @@ decide which of an array's pending tasks are put in a cycle's snapshot, lowest i
 * **the ``%N`` cap**: with N of its tasks holding devices (admitted, running or terminating),
   no more is admitted; the tasks over the cap stay pending with reason ``ARRAY_LIMIT``.
 * **the window**: tasks of one array are one class to the scheduler (same queue, request,
-  priority and submit time), so a cycle can admit at most as many of them as the cluster has
-  room for: ``(devices of the resource - devices the array already holds) // devices per task``.
-  One more than that is fed; the rest would get the very answer the last fed task gets (once
+  priority and submit time), so a cycle can admit at most as many of them as there is room for:
+  ``(devices of the resource - devices the array already holds) // devices per task``, and no
+  more than the queue's hard quota cap leaves. One more than that is fed; the rest would get the very answer the last fed task gets (once
   one member of a class fails, the cycle answers the later members with the same reason,
   ``launcher/scheduler/cycle.py``), so they take that reason (:func:`follow_reasons`) without
   being fed. A 10,000-task array on 8 GPUs costs a cycle 9 tasks, not 10,000.
@@ -18,7 +18,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from labgang.launcher.lifecycle.records import JobRecord
@@ -54,14 +54,24 @@ def _devices(job: JobRecord) -> int:
     return workers * job.spec.per_worker
 
 
-def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], capacity: Mapping[str, int]) -> ArrayGate:
+def gate_pending(
+    pending: Sequence[JobRecord],
+    holding: Sequence[JobRecord],
+    capacity: Mapping[str, int],
+    quota_caps: Mapping[str, Mapping[str, int]] | None = None,
+) -> ArrayGate:
     """Apply the ``%N`` cap and the window to the array tasks among ``pending``.
 
     Args:
         pending: pending jobs eligible for a cycle, in submission order (an array's tasks in
             index order).
-        holding: jobs that hold devices (admitted, running, terminating).
+        holding: every job that holds devices (admitted, running, terminating).
         capacity: resource name → allocatable devices of that resource in the cluster.
+        quota_caps: queue → resource → the most devices the queue's jobs may ever hold at once
+            (``nominal + borrowing_limit``, or ``nominal`` without a cohort); a queue or
+            resource missing has no cap but the cluster. The window is then also bounded by
+            that cap less what the queue's jobs of the array's priority or higher hold (jobs
+            of lower priority might be preempted, so they do not count).
 
     Returns:
         The gate: ``fed`` keeps the order of ``pending``.
@@ -87,7 +97,11 @@ def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], cap
         aid = task.array_id
         if aid not in room:
             size = max(1, job.spec.request.floor().total)
-            window = max(0, capacity.get(job.spec.resource, 0) - held.get(aid, 0)) // size + 1
+            devices = capacity.get(job.spec.resource, 0) - held.get(aid, 0)
+            cap = (quota_caps or {}).get(job.spec.queue, {}).get(job.spec.resource)
+            if cap is not None:
+                devices = min(devices, cap - _queue_usage(holding, job))
+            window = max(0, devices) // size + 1
             free = None if task.limit is None else max(0, task.limit - active.get(aid, 0))
             by_cap[aid] = free is not None and free <= window
             room[aid] = window if free is None else min(window, free)
@@ -103,6 +117,17 @@ def gate_pending(pending: Sequence[JobRecord], holding: Iterable[JobRecord], cap
         elif aid in leader:
             leader[aid].append(job)
     return ArrayGate(tuple(fed), tuple(capped), {lead: tail for lead, tail in followers.items() if tail})
+
+
+def _queue_usage(holding: Sequence[JobRecord], task: JobRecord) -> int:
+    """Devices of ``task``'s resource held in its queue by jobs it could not preempt (its
+    priority or higher)."""
+    spec = task.spec
+    return sum(
+        _devices(job)
+        for job in holding
+        if job.spec.queue == spec.queue and job.spec.resource == spec.resource and job.spec.priority >= spec.priority
+    )
 
 
 def follow_reasons(gate: ArrayGate, result: CycleResult) -> CycleResult:

@@ -98,3 +98,15 @@ def test_followers_take_their_leaders_reason_unless_it_is_waiting_for_victims() 
     waiting = PendingReason(ReasonCode.WAITING_FOR_VICTIMS, "waiting for job 4 to stop")
     result = CycleResult((), (), (Pending("9_0", busy), Pending("9_1", waiting)))
     assert follow_reasons(gate, result) is result
+
+
+def test_a_queue_quota_cap_narrows_the_window() -> None:
+    """A queue that can hold at most 6 devices, 2 of them held by an equal-priority job: 4 tasks
+    could start, so 5 are fed. A lower-priority job's devices might be preempted: not counted."""
+    other = job(gpus=2, state=JobState.RUNNING)
+    low = job(gpus=3, state=JobState.RUNNING)
+    low.spec.priority = -1
+    gate = gate_pending(tasks("4", 50), [other, low], {"gpu": 64}, {"default": {"gpu": 6}})
+    assert [j.id for j in gate.fed] == [f"4_{i}" for i in range(5)]
+    gate = gate_pending(tasks("4", 100), [other, low], {"gpu": 64}, {"other-queue": {"gpu": 6}})
+    assert len(gate.fed) == 65  # no cap on this queue: the cluster's 64 devices bound it
