@@ -202,6 +202,8 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
     LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
 
+    With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
+
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """
     with Client.for_state_dir(state_dir) as client:
@@ -222,6 +224,10 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
     terminal, a batch system stopping this command) cancel the job the same way, and
     the exit status is then 128 + the signal's number (143 for SIGTERM).
+
+    With --array, waits for every task of the job array instead (one line per task on stderr
+    as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
+    task's status; Ctrl-C cancels the whole array.
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
