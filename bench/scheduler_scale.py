@@ -200,7 +200,7 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
     saved = scheduling.cluster_nodes, scheduling.gate_pending
     scheduling.cluster_nodes = lambda coord: nodes
     if mode == "all fed":
-        scheduling.gate_pending = lambda waiting, holding, capacity: ArrayGate(tuple(waiting))
+        scheduling.gate_pending = lambda waiting, *rest: ArrayGate(tuple(waiting))
     try:
         with tempfile.TemporaryDirectory(prefix="lgb") as d:
             coord = Coordinator(config, Store(f"{d}/db", synchronous="OFF"), clock=lambda: 0.0)
