@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from operator import attrgetter
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -91,18 +92,23 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     return gated_snapshot(coord, now)[0]
 
 
+_by_seq = attrgetter("seq")
+
+
 def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
     """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
     (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
-    held = coord.held_devices()
     running = []
     waiting: list[JobRecord] = []
     holding: list[JobRecord] = []
     nodes = cluster_nodes(coord)
-    for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
+    pending_state = JobState.PENDING
+    # One pass over the jobs in memory (a big array's pending tasks are most of them): cheap tests first.
+    for job in sorted(coord.model.jobs.values(), key=_by_seq):
         st = job.status
-        if st.state == JobState.PENDING and st.not_before <= now:
-            waiting.append(job)
+        if st.state is pending_state:
+            if st.not_before <= now:
+                waiting.append(job)
         elif st.state.holds_devices:
             holding.append(job)
             placement = tuple(
@@ -145,6 +151,7 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
         for job in gate.fed
     ]
     coord.sharing.sample(now, running)
+    held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
     snapshot = Snapshot(
         now=now,
         nodes=nodes,

@@ -89,12 +89,19 @@ def gate_pending(
     room: dict[str, int] = {}  # array id -> tasks it may still feed this cycle
     by_cap: dict[str, bool] = {}  # array id -> the %N cap (not the window) bounds what it feeds
     leader: dict[str, list[JobRecord]] = {}  # array id -> the followers of its last fed task
+    tail: list[JobRecord] | None = None  # the followers list while a run of one array's tasks follows
+    tail_array = ""
     for job in pending:
         task = job.spec.array
         if task is None:
             fed.append(job)
+            tail = None
             continue
         aid = task.array_id
+        if tail is not None and aid == tail_array:  # the common case of a big array: its tail, in a row
+            tail.append(job)
+            continue
+        tail = None
         if aid not in room:
             size = max(1, job.spec.request.floor().total)
             devices = capacity.get(job.spec.resource, 0) - held.get(aid, 0)
@@ -115,7 +122,8 @@ def gate_pending(
             if st.reason_code != reason.code.value or st.reason_message != reason.message:
                 capped.append(Pending(job.id, reason))
         elif aid in leader:
-            leader[aid].append(job)
+            tail, tail_array = leader[aid], aid
+            tail.append(job)
     return ArrayGate(tuple(fed), tuple(capped), {lead: tail for lead, tail in followers.items() if tail})
 
 
@@ -138,18 +146,18 @@ def follow_reasons(gate: ArrayGate, result: CycleResult) -> CycleResult:
     not rewrite thousands of unchanged reasons."""
     if not gate.capped and not gate.followers:
         return result
-    reasons = {p.job_id: p.reason for p in result.pending if p.job_id in gate.followers}
+    followers = gate.followers
+    reasons = {p.job_id: p.reason for p in result.pending if p.job_id in followers}
     added: list[Pending] = list(gate.capped)
-    for leader_id, tail in gate.followers.items():
+    for leader_id, tail in followers.items():
         reason = reasons.get(leader_id)
         if reason is None or reason.code == ReasonCode.WAITING_FOR_VICTIMS:
             continue
         code, message = reason.code.value, reason.message
-        added.extend(
-            Pending(job.id, reason)
-            for job in tail
-            if job.status.reason_code != code or job.status.reason_message != message
-        )
+        for job in tail:
+            st = job.status
+            if st.reason_message != message or st.reason_code != code:
+                added.append(Pending(job.id, reason))
     if not added:
         return result
     return CycleResult(result.admitted, result.preempted, result.pending + tuple(added), result.held, result.tenants)
