@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from operator import attrgetter
 from collections.abc import Container, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
