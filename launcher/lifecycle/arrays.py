@@ -8,10 +8,10 @@ decide which of an array's pending tasks are put in a cycle's snapshot, lowest i
 * **the window**: tasks of one array are one class to the scheduler (same queue, request,
   priority and submit time), so a cycle can admit at most as many of them as there is room for:
   ``(devices of the resource - devices the array already holds) // devices per task``, and no
-  more than the queue's hard quota cap leaves. One more than that is fed; the rest would get the very answer the last fed task gets (once
-  one member of a class fails, the cycle answers the later members with the same reason,
-  ``launcher/scheduler/cycle.py``), so they take that reason (:func:`follow_reasons`) without
-  being fed. A 10,000-task array on 8 GPUs costs a cycle 9 tasks, not 10,000.
+  more than the queue's hard quota cap leaves. One more than that is fed; the rest would get
+  the very answer the last fed task gets (once one member of a class fails, the cycle answers
+  the later members with the same reason, ``launcher/scheduler/cycle.py``), so they take that
+  reason (:func:`follow_reasons`) without being fed. A 10,000-task array on 8 GPUs costs a cycle 9 tasks, not 10,000.
 
 Pure: no I/O, no clock.
 """
