@@ -26,7 +26,11 @@ from lifecycle_harness import Instance, read_stamp, start_up, wait_for
 
 GPUS = 8
 TASK_S = 1.0
-SCRIPT = 'sleep 1; echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.end.${LABGANG_ARRAY_TASK_ID:-$LGB_N}"'
+TASK = "${LABGANG_ARRAY_TASK_ID:-$LGB_N}"
+SCRIPT = (
+    f'echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.start.{TASK}"; sleep 1; '
+    f'echo "$EPOCHREALTIME" > "$LGB_DIR/$LGB_TAG.end.{TASK}"'
+)
 
 
 def _cli_env(inst: Instance, tag: str) -> dict[str, str]:
@@ -34,14 +38,29 @@ def _cli_env(inst: Instance, tag: str) -> dict[str, str]:
     return dict(os.environ, **inst.env(), LGB_TAG=tag, LABGANG_STATE_DIR=str(inst.state))
 
 
+def _stamps(inst: Instance, tag: str, kind: str, tasks: int, timeout: float) -> list[float]:
+    paths = [inst.base / f"{tag}.{kind}.{i}" for i in range(tasks)]
+
+    def found() -> list[float] | None:
+        times = [read_stamp(p) for p in paths]
+        return None if any(t is None for t in times) else [t for t in times if t is not None]
+
+    return list(wait_for(found, timeout, f"{tasks} task {kind} stamps", interval=0.02))
+
+
 def _last_end(inst: Instance, tag: str, tasks: int, timeout: float) -> float:
-    paths = [inst.base / f"{tag}.end.{i}" for i in range(tasks)]
-
-    def ends() -> list[float] | None:
-        found = [read_stamp(p) for p in paths]
-        return None if any(t is None for t in found) else [t for t in found if t is not None]
-
-    return max(wait_for(ends, timeout, f"{tasks} task end stamps", interval=0.02))
+    """The last task's end; also prints where the time went: submit to the first start, and the
+    mean gap between a GPU's task ending and its next task starting (the scheduling turnaround)."""
+    ends = _stamps(inst, tag, "end", tasks, timeout)
+    starts = _stamps(inst, tag, "start", tasks, timeout)
+    gaps = []
+    for start in sorted(starts)[GPUS:]:  # each later start follows the latest end before it
+        before = [end for end in ends if end <= start]
+        if before:
+            gaps.append(start - max(before))
+    _last_end.first_start = min(starts)  # type: ignore[attr-defined]
+    _last_end.gap = statistics.mean(gaps) if gaps else float("nan")  # type: ignore[attr-defined]
+    return max(ends)
 
 
 def as_array(inst: Instance, tag: str, tasks: int) -> float:
@@ -60,7 +79,9 @@ def as_loop(inst: Instance, tag: str, tasks: int) -> float:
     argv = [sys.executable, "-m", "labgang.launcher", "submit", "--grace", "1s"]
     start = time.time()
     for n in range(tasks):
-        subprocess.run([*argv, "--", "/bin/bash", "-c", SCRIPT], env={**env, "LGB_N": str(n)}, check=True)
+        subprocess.run(
+            [*argv, "--", "/bin/bash", "-c", SCRIPT], env={**env, "LGB_N": str(n)}, check=True, capture_output=True
+        )
     return _last_end(inst, tag, tasks, timeout=30 * tasks) - start
 
 
@@ -82,7 +103,12 @@ def main() -> None:
             finally:
                 inst.close()
             results[name].append(seconds)
-            print(f"run {run + 1} {name:>5}: {seconds:6.2f} s = {seconds / ideal:.3f} x ideal", flush=True)
+            gap = _last_end.gap  # type: ignore[attr-defined]
+            print(
+                f"run {run + 1} {name:>5}: {seconds:6.2f} s = {seconds / ideal:.3f} x ideal "
+                f"(end -> next start on a freed GPU: mean {gap * 1e3:.0f} ms)",
+                flush=True,
+            )
     for name, values in results.items():
         if values:
             median = statistics.median(values)
