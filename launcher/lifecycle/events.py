@@ -116,16 +116,27 @@ class NodeJoined:
 
 @dataclass(frozen=True, slots=True)
 class NodeLost:
-    """The node's lease ran out (``node_timeout_s`` without a word): its ranks count as lost."""
+    """The node's lease ran out (``node_timeout_s`` without a word from its agent).
+
+    Its ranks whose main process already exited count as lost at once; the others are
+    *fenced*: they count as stopped only at ``last_contact + node_timeout_s + grace`` (the
+    latest instant the agent, on its own lease, has stopped them), or earlier when the
+    agent comes back and reports their real exits (docs/queue-semantics.md §A5).
+
+    Attributes:
+        last_contact: when the driver last heard from the node (same clock as ``now``).
+    """
 
     now: float
     node: str
     why: str
+    last_contact: float
 
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passed: startup timeouts, time limits and their warning signals are checked.
+    """Time passed: startup timeouts, time limits and their warning signals, and the fences of
+    lost nodes' ranks are checked.
 
     Attributes:
         started_at: when the driver started (a startup timeout counts from the later of the
