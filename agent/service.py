@@ -7,7 +7,9 @@ once (kept until the coordinator acknowledges them, so no exit is lost across a
 reconnect), executes commands (``agent/commands.py``: launch, stop_job, signal_job,
 pick_port, read_log), and serves the user API on the node's Unix socket
 (``agent/userproxy.py``: each request forwarded over the link with the caller's uid from
-SO_PEERCRED, which the coordinator trusts).
+SO_PEERCRED, which the coordinator trusts). The link keeps the node's lease renewed; when
+the coordinator has not answered for most of ``node_timeout_s``, the tick stops every rank
+here (``agent/lease.py``, docs/queue-semantics.md §A5).
 
 The tick is event-driven: it runs when a rank's small parent or main process exits (a
 pidfd per process, :class:`~labgang.agent.supervisor.ExitWatcher`), when a grace period
@@ -31,6 +33,7 @@ from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
 from labgang.agent.inventory import NodeInventory, read_inventory
+from labgang.agent.lease import NodeLease
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
@@ -90,6 +93,7 @@ class AgentService:
         self.inventory: NodeInventory | None = None
         self.supervisor: Supervisor | None = None
         self.link: CoordinatorLink | None = None
+        self.lease = NodeLease()  # renewed by the link; when it runs out, the tick stops every rank
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self.commands: CommandHandler | None = None  # made once the supervisor exists
@@ -212,6 +216,7 @@ class AgentService:
             on_connected=self._flush_outbox,
             on_ack=self._on_ack,
             reconnect_max_s=self.config.reconnect_max_s,
+            lease=self.lease,
         )
         if self.config.user_socket:
             proxy = UserSocketProxy(self.state_dir, self.node, self.link.forward)
@@ -310,6 +315,7 @@ class AgentService:
         """One tick; when a rank waits only for NVML, read NVML now and tick again."""
         sup = self.supervisor
         assert sup is not None
+        self._check_lease()
         events = sup.tick()
         await self._report(events)
         need = sup.awaiting_devices()
@@ -335,6 +341,30 @@ class AgentService:
             self._recheck_s = min(self._recheck_s * 2, self.config.sample_s)
         await self._report(events, inventory=inv)
 
+    def _check_lease(self) -> None:
+        """Stop every rank here, the way a ``stop_jobs`` command would (SIGTERM now, each job's
+        grace, SIGKILL), once the node's lease ran out: the coordinator will soon count them as
+        stopped and may start the jobs elsewhere (docs/queue-semantics.md §A5). Their exits are
+        reported when the link is back."""
+        sup = self.supervisor
+        lease = self.lease
+        now = time.monotonic()
+        if sup is None or not lease.due(now):
+            return
+        lease.fenced = True
+        jobs = sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE})
+        if not jobs:
+            return
+        silent = now - (lease.confirmed_at or now)
+        log.warning(
+            "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
+            silent,
+            lease.node_timeout_s or 0.0,
+            len(jobs),
+            ", ".join(jobs),
+        )
+        sup.stop_jobs([(job_id, None, False) for job_id in jobs])
+
     def _next_tick_in(self) -> float:
         """Seconds until the next tick is due without a wake-up: a deadline, a re-read, a start, or ``TICK_S``."""
         sup = self.supervisor
@@ -344,6 +374,9 @@ class AgentService:
         deadline = sup.next_deadline()
         if deadline is not None:
             delay = min(delay, deadline - now)
+        expires = self.lease.expires_at
+        if expires is not None and not self.lease.fenced:
+            delay = min(delay, expires - now)
         if sup.awaiting_devices() is not None and self._reading is not None:
             delay = min(delay, self._reading.read_at + self._recheck_s - now)
         if any(s.state is RankState.STARTING for s in sup.ranks()):

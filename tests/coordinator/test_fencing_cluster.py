@@ -1,0 +1,105 @@
+"""Fencing on node loss, end to end (docs/queue-semantics.md §A5): a real coordinator and two real
+agents (simulated 4-GPU nodes) as subprocesses on loopback, each agent's link through a relay
+that can cut it like a network partition. The rank under test writes, with ``time.time()``,
+when it started, when it got SIGTERM (it carries on: only SIGKILL ends it, as a rank busy
+writing a checkpoint would) and, every few milliseconds, that it is still alive.
+
+Cut the link of the node that runs the job's only rank: that node's agent must stop the rank on
+its own lease (nothing from the coordinator can reach it), and the coordinator must start the
+next attempt on the other node only after ``node_timeout_s`` + grace since its last word from
+the lost node, so the two attempts never run at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import Cluster, rank_script, wait_for
+from linkcut import LinkCutter
+
+pytestmark = pytest.mark.slow
+
+NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}
+NODE_TIMEOUT_S = 3.0
+GRACE_S = 1.0
+
+STUBBORN_RANK = """
+import os, signal, time
+base = os.environ['TEST_BASE']
+run = '%s.%s' % (os.environ['LABGANG_JOB_ID'], os.environ['LABGANG_RESTART_COUNT'])
+
+def mark(name):
+    now = time.time()
+    with open(os.path.join(base, '%s-%s' % (name, run)), 'a') as f:
+        f.write('%r\\n' % now)
+
+signal.signal(signal.SIGTERM, lambda signum, frame: mark('term'))  # noted, then ignored
+mark('start')
+while not os.path.exists(os.path.join(base, 'go')):
+    mark('alive')
+    time.sleep(0.02)
+"""
+
+
+def times(path: Path) -> list[float]:
+    """The instants a rank wrote to ``path``, one per line."""
+    return [float(line) for line in path.read_text().split()]
+
+
+def history(job: dict[str, Any], event: str) -> list[dict[str, Any]]:
+    return [h for h in job["history"] if h["event"] == event]
+
+
+def test_a_partitioned_node_stops_its_rank_and_the_next_attempt_waits_for_the_fence() -> None:
+    cluster = Cluster(NODES, node_timeout_s=NODE_TIMEOUT_S)
+    relays: dict[str, LinkCutter] = {}
+    try:
+        cluster.start_coordinator()
+        for node in NODES:
+            relays[node] = LinkCutter(cluster.port)
+            cluster.start_agent(node, coordinator_port=relays[node].port)
+        wait_for(lambda: cluster.connected_nodes() == set(NODES), timeout=20, what="both agents connected")
+        job = cluster.submit(rank_script(STUBBORN_RANK), workers=1, gpus_per_worker=4, grace_s=GRACE_S)
+        j = job["id"]
+        first = cluster.wait_state(j, "running")
+        (lost,) = first["nodes"]
+        (other,) = set(NODES) - {lost}
+        base = cluster.base
+        wait_for(lambda: (base / f"alive-{j}.0").exists(), what="the first attempt writing")
+
+        relays[lost].cut()
+        # Nothing from the coordinator reaches the lost node now: whatever stops the rank there is its own agent.
+        start_1 = wait_for(lambda: (base / f"start-{j}.1").exists() and times(base / f"start-{j}.1"), timeout=30)[0]
+        alive_0 = times(base / f"alive-{j}.0")
+        assert max(alive_0) < start_1, (
+            f"the first attempt still wrote {max(alive_0) - start_1:.2f} s after the second started"
+        )
+        term_0 = times(base / f"term-{j}.0")  # SIGTERM came, from the agent's own lease
+        assert len(term_0) == 1, term_0
+        assert any(t > term_0[0] for t in alive_0)  # it ran on after SIGTERM: SIGKILL after the grace ended it
+        assert "no answer from the coordinator" in cluster.log_text(f"agent-{lost}")
+
+        again = cluster.wait_state(j, "running", timeout=20)
+        assert (again["nodes"], again["restart_count"]) == ([other], 1)
+        node_view = next(n for n in cluster.client().nodes() if n["name"] == lost)
+        assert not node_view["connected"]
+        last_word = node_view["last_seen"]  # frozen while the link is cut
+        (requeued,) = history(again, "requeued")
+        assert requeued["time"] >= last_word + NODE_TIMEOUT_S + GRACE_S, (requeued, last_word)
+        assert history(again, "fenced") and history(again, "fence-expired")
+
+        relays[lost].mend()
+        wait_for(lambda: cluster.connected_nodes() == set(NODES), timeout=20, what=f"{lost} back")
+        (base / "go").write_text("go")
+        done = cluster.wait_state(j, {"succeeded", "failed"}, timeout=20)
+        assert done["state"] == "succeeded", done
+        assert sorted(p.name for p in base.glob("start-*")) == [f"start-{j}.0", f"start-{j}.1"]
+    finally:
+        cluster.stop()
+        for relay in relays.values():
+            relay.close()
