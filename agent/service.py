@@ -94,6 +94,7 @@ class AgentService:
         self.supervisor: Supervisor | None = None
         self.link: CoordinatorLink | None = None
         self.lease = NodeLease()  # renewed by the link; when it runs out, the tick stops every rank
+        self._fenced: set[tuple[str, int]] = set()  # (run id, rank) stopped because the lease ran out
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self.commands: CommandHandler | None = None  # made once the supervisor exists
@@ -177,9 +178,21 @@ class AgentService:
             "version": labgang_version(),
             "address": self.config.address or self.node,
             "inventory": self.inventory.to_dict(),
-            "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+            "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
         }
+
+    def rank_dicts(self) -> list[dict[str, Any]]:
+        """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
+        stopped because the node's lease ran out (so the coordinator requeues its job, not fails it)."""
+        assert self.supervisor is not None
+        out = []
+        for s in self.supervisor.ranks():
+            d = s.to_dict()
+            if (s.job_id, s.rank) in self._fenced:
+                d["fenced"] = True
+            out.append(d)
+        return out
 
     def run_as_policy(self) -> dict[str, Any]:
         """Whose ranks this agent may start, so the coordinator can refuse at submission a job
@@ -352,9 +365,12 @@ class AgentService:
         if sup is None or not lease.due(now):
             return
         lease.fenced = True
-        jobs = sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE})
+        live = [s for s in sup.ranks() if s.state is not RankState.GONE]
+        jobs = sorted({s.job_id for s in live})
         if not jobs:
             return
+        # Ranks still running now: their exits are reported as the fence's doing, not the job's.
+        self._fenced.update((s.job_id, s.rank) for s in live if s.exit_status is None)
         silent = now - (lease.confirmed_at or now)
         log.warning(
             "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
@@ -393,6 +409,8 @@ class AgentService:
             await self._flush_outbox(inventory=inventory)
 
     def _queue_event(self, event: dict[str, Any]) -> None:
+        if (event.get("job_id"), event.get("rank")) in self._fenced:
+            event["fenced"] = True
         self._seq += 1
         self._outbox.append((self._seq, event))
 
@@ -418,9 +436,7 @@ class AgentService:
             sent = await self.link.send(message)
         elif inv is not None:
             assert self.supervisor is not None
-            sent = await self.link.send(
-                {"type": "inventory", "inventory": inv, "ranks": [s.to_dict() for s in self.supervisor.ranks()]}
-            )
+            sent = await self.link.send({"type": "inventory", "inventory": inv, "ranks": self.rank_dicts()})
         else:
             return
         if sent and inventory is not None:
@@ -443,6 +459,7 @@ class AgentService:
         for job_id, ranks in by_job.items():
             if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
                 sup.forget(job_id)
+                self._fenced = {key for key in self._fenced if key[0] != job_id}
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:
         assert self.link is not None and self.supervisor is not None
@@ -460,7 +477,7 @@ class AgentService:
                     {
                         "type": "inventory",
                         "inventory": inv.to_dict(),
-                        "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+                        "ranks": self.rank_dicts(),
                     }
                 )
                 if sent:

@@ -47,6 +47,8 @@ class RankObserved:
         phase: the phase it means (``RankPhase.from_agent`` for a status; started/exited/gone
             events map to RUNNING/EXITED/GONE).
         pid: the rank's pid when known. exit_status: its main process's status when known.
+        fenced: the agent stopped this rank itself because the node's lease ran out (it could
+            not reach the coordinator): its exit is the node's loss, not the job's failure.
     """
 
     now: float
@@ -56,6 +58,7 @@ class RankObserved:
     phase: RankPhase
     pid: int | None = None
     exit_status: int | None = None
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)

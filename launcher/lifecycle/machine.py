@@ -199,6 +199,11 @@ class Lifecycle(GangRules):
         ) and not job.status.ran:
             job.status.ran = True
             self._save(job)
+        if e.fenced and rank.exit_status is None and job.status.state in (JobState.ADMITTED, JobState.RUNNING):
+            # Its agent stopped it on its lease (docs/queue-semantics.md §A5): the node was cut
+            # off, so the job goes back to its queue, as for a lost node, rather than failing.
+            why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
+            self._begin_termination(job, EndIntent.LOST, why)
         was, starting = rank.state, job.status.state == JobState.ADMITTED
         if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
             self._mark_running(job)  # "running" before this rank's "rank-exited"

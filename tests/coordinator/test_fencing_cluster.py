@@ -55,22 +55,34 @@ def history(job: dict[str, Any], event: str) -> list[dict[str, Any]]:
     return [h for h in job["history"] if h["event"] == event]
 
 
+def start_relayed(cluster: Cluster) -> dict[str, LinkCutter]:
+    """Start the coordinator, and each agent dialling it through its own relay."""
+    relays: dict[str, LinkCutter] = {}
+    cluster.start_coordinator()
+    for node in NODES:
+        relays[node] = LinkCutter(cluster.port)
+        cluster.start_agent(node, coordinator_port=relays[node].port)
+    wait_for(lambda: cluster.connected_nodes() == set(NODES), timeout=20, what="both agents connected")
+    return relays
+
+
+def start_stubborn_job(cluster: Cluster) -> tuple[str, str]:
+    """Submit the one-rank job; return its id and its node once it writes."""
+    job = cluster.submit(rank_script(STUBBORN_RANK), workers=1, gpus_per_worker=4, grace_s=GRACE_S)
+    j = job["id"]
+    (node,) = cluster.wait_state(j, "running")["nodes"]
+    wait_for(lambda: (cluster.base / f"alive-{j}.0").exists(), what="the first attempt writing")
+    return j, node
+
+
 def test_a_partitioned_node_stops_its_rank_and_the_next_attempt_waits_for_the_fence() -> None:
     cluster = Cluster(NODES, node_timeout_s=NODE_TIMEOUT_S)
     relays: dict[str, LinkCutter] = {}
     try:
-        cluster.start_coordinator()
-        for node in NODES:
-            relays[node] = LinkCutter(cluster.port)
-            cluster.start_agent(node, coordinator_port=relays[node].port)
-        wait_for(lambda: cluster.connected_nodes() == set(NODES), timeout=20, what="both agents connected")
-        job = cluster.submit(rank_script(STUBBORN_RANK), workers=1, gpus_per_worker=4, grace_s=GRACE_S)
-        j = job["id"]
-        first = cluster.wait_state(j, "running")
-        (lost,) = first["nodes"]
+        relays = start_relayed(cluster)
+        j, lost = start_stubborn_job(cluster)
         (other,) = set(NODES) - {lost}
         base = cluster.base
-        wait_for(lambda: (base / f"alive-{j}.0").exists(), what="the first attempt writing")
 
         relays[lost].cut()
         # Nothing from the coordinator reaches the lost node now: whatever stops the rank there is its own agent.
@@ -99,6 +111,39 @@ def test_a_partitioned_node_stops_its_rank_and_the_next_attempt_waits_for_the_fe
         done = cluster.wait_state(j, {"succeeded", "failed"}, timeout=20)
         assert done["state"] == "succeeded", done
         assert sorted(p.name for p in base.glob("start-*")) == [f"start-{j}.0", f"start-{j}.1"]
+    finally:
+        cluster.stop()
+        for relay in relays.values():
+            relay.close()
+
+
+def test_a_node_back_soon_after_its_agent_stopped_the_rank_reports_the_exit_and_the_job_is_requeued() -> None:
+    """The link returns as soon as the agent has sent SIGTERM on its lease: the rank's exit (it is
+    killed after its grace) travels over the mended link marked as the fence's doing, so the job is
+    requeued, not failed, and its next attempt still starts only after the old one ended."""
+    cluster = Cluster(NODES, node_timeout_s=NODE_TIMEOUT_S)
+    relays: dict[str, LinkCutter] = {}
+    try:
+        relays = start_relayed(cluster)
+        j, node = start_stubborn_job(cluster)
+        base = cluster.base
+        relays[node].cut()
+        wait_for(lambda: (base / f"term-{j}.0").exists(), timeout=20, what="the agent's own SIGTERM")
+        relays[node].mend()
+        ended = wait_for(
+            lambda: v if ((v := cluster.job(j))["state"] == "failed" or history(v, "requeued")) else None,
+            timeout=30,
+            what="the first attempt requeued (or the job failed)",
+        )
+        assert ended["state"] != "failed", ended["history"]
+        again = cluster.wait_state(j, "running", timeout=20)
+        assert again["restart_count"] == 1 and not history(again, "failed"), again["history"]
+        start_1 = times(base / f"start-{j}.1")[0]
+        alive_0 = times(base / f"alive-{j}.0")
+        assert max(alive_0) < start_1, f"the first attempt still wrote {max(alive_0) - start_1:.2f} s after the second"
+        (base / "go").write_text("go")
+        done = cluster.wait_state(j, {"succeeded", "failed"}, timeout=20)
+        assert done["state"] == "succeeded", done
     finally:
         cluster.stop()
         for relay in relays.values():

@@ -141,3 +141,22 @@ def test_a_gang_not_on_the_lost_node_is_untouched() -> None:
     out = model.apply(ev.NodeLost(LOST_AT, "n3", "silent", LAST_CONTACT))
     assert record.status.state == JobState.RUNNING
     assert [e for e in out if not isinstance(e, fx.WakeScheduler)] == []
+
+
+def test_a_rank_its_agent_stopped_on_its_lease_requeues_the_job_rather_than_failing_it() -> None:
+    """The coordinator did not notice the node's silence (it restarted, say), but the agent did
+    and stopped its rank: the exit it reports is the node's loss, not the job's failure."""
+    model, record = running()
+    stopped = ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True)
+    out = model.apply(ev.NodeJoined(9.0, "n2", (stopped,), frozenset({"n1", "n2"})))
+    assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.LOST)
+    assert fx.Stop("n1", "1.0", 7.0, False) in out
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(10.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
+    assert (record.status.state, record.status.restart_count) == (JobState.PENDING, 1)
+
+
+def test_the_same_exit_without_the_fence_fails_the_job() -> None:
+    model, record = running()
+    model.apply(ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143))
+    assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.FAIL)
