@@ -138,7 +138,7 @@ def test_a_node_back_soon_after_its_agent_stopped_the_rank_reports_the_exit_and_
         assert ended["state"] != "failed", ended["history"]
         again = cluster.wait_state(j, "running", timeout=20)
         assert again["restart_count"] == 1 and not history(again, "failed"), again["history"]
-        start_1 = times(base / f"start-{j}.1")[0]
+        start_1 = wait_for(lambda: (base / f"start-{j}.1").exists() and times(base / f"start-{j}.1"), what="start 1")[0]
         alive_0 = times(base / f"alive-{j}.0")
         assert max(alive_0) < start_1, f"the first attempt still wrote {max(alive_0) - start_1:.2f} s after the second"
         (base / "go").write_text("go")
