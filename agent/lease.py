@@ -13,10 +13,18 @@ coordinator's view of it (with :data:`LEASE_SHARE` leaving the rest of ``node_ti
 margin for the agent's own delays). Times are ``time.monotonic()`` seconds; the lease assumes
 the two machines' clocks run at the same rate, not that they agree.
 
-Pure: no I/O, no clock.
+The lease outlives an agent restart: :func:`save_lease` writes it to the agent's state
+directory (unix seconds), and :func:`load_lease` gives a new agent the lease its predecessor
+held, so ranks it re-adopts while the coordinator is out of reach are still stopped in time.
+:class:`NodeLease` itself is pure (no I/O, no clock).
 """
 
 from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
 
 LEASE_SHARE = 0.8
 """The agent stops its ranks after this share of ``node_timeout_s`` without an answered renewal."""
@@ -77,3 +85,43 @@ class NodeLease:
         """True when the lease ran out at ``now`` and the ranks were not stopped for it yet."""
         expires = self.expires_at
         return not self.fenced and expires is not None and now >= expires
+
+
+LEASE_FILE = "lease.json"
+"""The lease's file in the agent's state directory (``<state_dir>/agent``)."""
+
+
+def save_lease(agent_dir: Path, lease: NodeLease, *, mono_now: float, wall_now: float) -> None:
+    """Write an armed lease to ``agent_dir/lease.json`` atomically (nothing for an unarmed one).
+
+    Args:
+        mono_now, wall_now: one reading of ``time.monotonic()`` and ``time.time()``, to turn the
+            monotonic ``confirmed_at`` into unix seconds.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    if lease.node_timeout_s is None or lease.confirmed_at is None:
+        return
+    data = {"node_timeout_s": lease.node_timeout_s, "confirmed_at": wall_now - (mono_now - lease.confirmed_at)}
+    tmp = agent_dir / f"{LEASE_FILE}.tmp.{os.getpid()}"
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, agent_dir / LEASE_FILE)
+
+
+def load_lease(agent_dir: Path, *, mono_now: float, wall_now: float) -> NodeLease:
+    """The lease a previous agent saved, on this agent's monotonic clock; unarmed when there is
+    no file or it cannot be read (a clock set back since counts as no time passed).
+
+    Args:
+        mono_now, wall_now: one reading of ``time.monotonic()`` and ``time.time()``.
+    """
+    lease = NodeLease()
+    try:
+        data = json.loads((agent_dir / LEASE_FILE).read_text(encoding="utf-8"))
+        timeout, confirmed = float(data["node_timeout_s"]), float(data["confirmed_at"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return lease
+    if math.isfinite(timeout) and timeout > 0 and math.isfinite(confirmed):
+        lease.arm(timeout, mono_now - max(0.0, wall_now - confirmed))
+    return lease

@@ -33,7 +33,7 @@ from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
 from labgang.agent.inventory import NodeInventory, read_inventory
-from labgang.agent.lease import NodeLease
+from labgang.agent.lease import NodeLease, load_lease, save_lease
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
@@ -95,6 +95,7 @@ class AgentService:
         self.link: CoordinatorLink | None = None
         self.lease = NodeLease()  # renewed by the link; when it runs out, the tick stops every rank
         self._fenced: set[tuple[str, int]] = set()  # (run id, rank) stopped because the lease ran out
+        self._lease_saved: float | None = None  # the confirmed_at last written to lease.json
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self.commands: CommandHandler | None = None  # made once the supervisor exists
@@ -146,6 +147,10 @@ class AgentService:
             spare_shims=spares,
             extra_env=extra_env,
         )
+        # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
+        # even if this agent never reaches the coordinator.
+        self.lease = load_lease(self._agent_dir(), mono_now=time.monotonic(), wall_now=time.time())
+        self._lease_saved = self.lease.confirmed_at
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
 
@@ -181,6 +186,10 @@ class AgentService:
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
         }
+
+    def _agent_dir(self) -> Path:
+        """Where the supervisor journal and the lease file live."""
+        return paths.agent_state_dir(self.state_dir)
 
     def rank_dicts(self) -> list[dict[str, Any]]:
         """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
@@ -362,6 +371,12 @@ class AgentService:
         sup = self.supervisor
         lease = self.lease
         now = time.monotonic()
+        if lease.confirmed_at != self._lease_saved:  # renewed since the last tick: keep it for a successor
+            self._lease_saved = lease.confirmed_at
+            try:
+                save_lease(self._agent_dir(), lease, mono_now=now, wall_now=time.time())
+            except OSError as exc:
+                log.warning("cannot save the node lease: %s", exc)
         if sup is None or not lease.due(now):
             return
         lease.fenced = True

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from labgang.agent.lease import LEASE_SHARE, NodeLease
+from labgang.agent.lease import LEASE_FILE, LEASE_SHARE, NodeLease, load_lease, save_lease
 
 
 def test_an_unarmed_lease_never_runs_out() -> None:
@@ -43,3 +45,28 @@ def test_renewals_are_capped_for_long_timeouts() -> None:
 def test_a_bad_node_timeout_is_refused_naming_the_field(bad: float) -> None:
     with pytest.raises(ValueError, match="node_timeout_s"):
         NodeLease().arm(bad, sent_at=0.0)
+
+
+def test_a_saved_lease_carries_over_to_the_next_agent_on_its_own_clock(tmp_path: Path) -> None:
+    lease = NodeLease()
+    lease.arm(10.0, sent_at=50.0)  # confirmed at monotonic 50, i.e. unix 1000 - (60 - 50) = 990
+    save_lease(tmp_path, lease, mono_now=60.0, wall_now=1000.0)
+    # The next agent starts 3 s later (unix 1003) on a monotonic clock that reads 5.
+    restored = load_lease(tmp_path, mono_now=5.0, wall_now=1003.0)
+    assert restored.node_timeout_s == 10.0
+    assert restored.confirmed_at == pytest.approx(5.0 - 13.0)
+    assert restored.expires_at == pytest.approx(-8.0 + 8.0)  # it ran out at once: 13 s > 0.8 x 10
+
+
+@pytest.mark.parametrize(
+    "content", ["", "{", '{"node_timeout_s": 0, "confirmed_at": 1}', '{"node_timeout_s": "x"}', "[]"]
+)
+def test_a_missing_or_bad_lease_file_leaves_the_lease_unarmed(tmp_path: Path, content: str) -> None:
+    if content:
+        (tmp_path / LEASE_FILE).write_text(content)
+    assert load_lease(tmp_path, mono_now=1.0, wall_now=1.0).expires_at is None
+
+
+def test_an_unarmed_lease_is_not_saved(tmp_path: Path) -> None:
+    save_lease(tmp_path, NodeLease(), mono_now=1.0, wall_now=1.0)
+    assert not (tmp_path / LEASE_FILE).exists()

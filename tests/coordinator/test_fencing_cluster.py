@@ -148,3 +148,28 @@ def test_a_node_back_soon_after_its_agent_stopped_the_rank_reports_the_exit_and_
         cluster.stop()
         for relay in relays.values():
             relay.close()
+
+
+def test_an_agent_restarted_while_cut_off_stops_the_ranks_it_re_adopts_on_the_lease_it_inherited() -> None:
+    """The agent dies just after the link is cut and a new one starts, still cut off: it never hears
+    the coordinator, yet it stops the rank it re-adopted when its predecessor's lease runs out."""
+    cluster = Cluster(NODES, node_timeout_s=8.0)  # room for an agent restart inside the lease on a loaded machine
+    relays: dict[str, LinkCutter] = {}
+    try:
+        relays = start_relayed(cluster)
+        j, node = start_stubborn_job(cluster)
+        base = cluster.base
+        relays[node].cut()
+        cluster.kill(f"agent-{node}")  # SIGKILL: its rank runs on (ranks outlive their agent)
+        cluster.start_agent(node, coordinator_port=relays[node].port)
+        start_1 = wait_for(
+            lambda: (base / f"start-{j}.1").exists() and times(base / f"start-{j}.1"), timeout=40, what="start 1"
+        )[0]
+        alive_0 = times(base / f"alive-{j}.0")
+        assert max(alive_0) < start_1, f"the first attempt still wrote {max(alive_0) - start_1:.2f} s after the second"
+        assert len(times(base / f"term-{j}.0")) == 1
+        assert "no answer from the coordinator" in cluster.log_text(f"agent-{node}")
+    finally:
+        cluster.stop()
+        for relay in relays.values():
+            relay.close()
