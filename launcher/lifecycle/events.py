@@ -127,13 +127,14 @@ class NodeLost:
     agent comes back and reports their real exits (docs/queue-semantics.md §A5).
 
     Attributes:
-        last_contact: when the driver last heard from the node (same clock as ``now``).
+        last_contact: when the driver last heard from the node (same clock as ``now``); None
+            counts from ``now`` (later than the truth, so still safe).
     """
 
     now: float
     node: str
     why: str
-    last_contact: float
+    last_contact: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,7 +270,8 @@ class Lifecycle(GangRules):
     def _node_lost(self, e: ev.NodeLost) -> None:
         """The node's ranks are fenced (``fencing.py``): each job is stopped elsewhere now, and its
         ranks there count as lost only at its fence deadline, or end earlier on reported exits."""
-        last = min(self.lost_nodes.get(e.node, e.last_contact), e.last_contact)
+        contact = e.now if e.last_contact is None else e.last_contact
+        last = min(self.lost_nodes.get(e.node, contact), contact)
         self.lost_nodes[e.node] = last
         timeout = self.policy.node_timeout_s
         for job in self.active():

@@ -160,3 +160,14 @@ def test_the_same_exit_without_the_fence_fails_the_job() -> None:
     model, record = running()
     model.apply(ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143))
     assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.FAIL)
+
+
+def test_a_loss_without_a_known_last_contact_is_fenced_from_the_moment_it_is_noticed() -> None:
+    model, record = running()
+    out = model.apply(ev.NodeLost(LOST_AT, "n2", "silent"))
+    assert fx.WakeAt(LOST_AT + 10 + 7) in out
+    model.apply(ev.RankObserved(LOST_AT + 1, "n1", "1.0", 0, RankPhase.GONE, exit_status=143))
+    tick(model, DEADLINE)  # the deadline counted from the last contact would have passed
+    assert record.status.state == JobState.TERMINATING
+    tick(model, LOST_AT + 17)
+    assert record.status.state == JobState.PENDING
