@@ -86,6 +86,7 @@ def gate_pending(
     fed: list[JobRecord] = []
     capped: list[Pending] = []
     followers: dict[str, list[JobRecord]] = {}
+    usage: dict[tuple[str, str, int], int] = {}  # (queue, resource, priority) -> _queue_usage
     room: dict[str, int] = {}  # array id -> tasks it may still feed this cycle
     by_cap: dict[str, bool] = {}  # array id -> the %N cap (not the window) bounds what it feeds
     leader: dict[str, list[JobRecord]] = {}  # array id -> the followers of its last fed task
@@ -107,7 +108,10 @@ def gate_pending(
             devices = capacity.get(job.spec.resource, 0) - held.get(aid, 0)
             cap = (quota_caps or {}).get(job.spec.queue, {}).get(job.spec.resource)
             if cap is not None:
-                devices = min(devices, cap - _queue_usage(holding, job))
+                key = (job.spec.queue, job.spec.resource, job.spec.priority)
+                if key not in usage:  # arrays of one queue and priority share it
+                    usage[key] = _queue_usage(holding, job)
+                devices = min(devices, cap - usage[key])
             window = max(0, devices) // size + 1
             free = None if task.limit is None else max(0, task.limit - active.get(aid, 0))
             by_cap[aid] = free is not None and free <= window

@@ -110,3 +110,11 @@ def test_a_queue_quota_cap_narrows_the_window() -> None:
     assert [j.id for j in gate.fed] == [f"4_{i}" for i in range(5)]
     gate = gate_pending(tasks("4", 100), [other, low], {"gpu": 64}, {"other-queue": {"gpu": 6}})
     assert len(gate.fed) == 65  # no cap on this queue: the cluster's 64 devices bound it
+
+
+def test_two_arrays_in_one_queue_each_get_their_own_window() -> None:
+    running = job(gpus=2, state=JobState.RUNNING)
+    first, second = tasks("6", 20), tasks("8", 20, gpus=2)
+    gate = gate_pending([*first, *second], [running], {"gpu": 64}, {"default": {"gpu": 6}})
+    assert [j.id for j in gate.fed] == [f"6_{i}" for i in range(5)] + [f"8_{i}" for i in range(3)]
+    assert [len(tail) for tail in gate.followers.values()] == [15, 17]
