@@ -156,6 +156,15 @@ def _fail(message: str, status: int) -> None:
     sys.exit(status)
 
 
+def confinement_line(confinement: Any) -> str:
+    """The ``confined:`` line of a node in ``labgang nodes`` (``{"mode", "reason"}`` from its agent's hello)."""
+    if not isinstance(confinement, Mapping):
+        return "confined: unknown (the agent does not say)"
+    if confinement.get("mode") == "none":
+        return f"confined: NO ({confinement.get('reason')}); ranks on devices they were not given are detected via NVML"
+    return f"confined: yes, {confinement.get('mode')} ({confinement.get('reason')})"
+
+
 def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
     try:
         from labgang.launcher.api.client import Client, ClientError
@@ -187,12 +196,16 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
         for dev in node.get("devices", []):
             holder = dev.get("job") and f"{dev.get('state')} {dev.get('job')} ({dev.get('user')}, {dev.get('queue')})"
             notes[dev.get("uuid")] = holder or str(dev.get("state", ""))
+        for v in node.get("violations") or []:
+            notes[v.get("device")] = (
+                f"VIOLATION: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} not given it"
+            )
         inventory = node.get("inventory")
         if not inventory:
             blocks.append(f"{node.get('name')} ({state}): no inventory yet")
             continue
         table = inventory_table(NodeInventory.from_dict(inventory), notes)
-        blocks.append(f"[{state}] " + table)
+        blocks.append(f"[{state}] " + table + "\n" + confinement_line(node.get("confinement")))
     click.echo("\n\n".join(blocks) if blocks else "no nodes have joined the coordinator")
 
 

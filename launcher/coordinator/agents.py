@@ -41,6 +41,10 @@ class AgentConn:
         lost: True once it was silent longer than ``node_timeout_s``.
         policy: whose ranks the agent may start, from its hello (``AgentService.run_as_policy``:
             agent_uid, allow_root, allowed_uids), or None from an agent that does not say.
+        confinement: how its agent fences ranks to their devices, from its hello (``{"mode",
+            "reason"}``, ``agent/confine/``), or None from an agent that does not say.
+        violations: its ranks' processes on devices they were not given, as of its last
+            inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
     """
 
     node: str
@@ -55,6 +59,8 @@ class AgentConn:
     ws: web.WebSocketResponse | None = None
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     policy: dict[str, Any] | None = None
+    confinement: dict[str, Any] | None = None
+    violations: list[Any] = field(default_factory=list)
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

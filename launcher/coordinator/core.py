@@ -63,6 +63,7 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         requeue_backoff_max_s=config.requeue_backoff_max_s,
         max_start_failures=config.max_start_failures,
         default_grace_s=config.default_grace_s,
+        violation=config.violation,
     )
 
 

@@ -33,6 +33,7 @@ class LifecyclePolicy:
     requeue_backoff_max_s: float
     max_start_failures: int
     default_grace_s: float
+    violation: str = "report"  # a rank on a device it was not given: "report" it, or also "kill" its job
 
 
 class GangRules:
