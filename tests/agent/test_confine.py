@@ -200,7 +200,10 @@ def test_node_devices_reads_mig_places_from_the_inventory(tmp_path: Path) -> Non
     migs = [(g, m) for g in inv.gpus for m in g.mig_devices]
     assert migs, "the machine file has MIG devices"
     gpu, mig = migs[0]
+    assert isinstance(gpu.uuid, str) and isinstance(mig.uuid, str)
+    assert isinstance(mig.gi_id, int) and isinstance(mig.ci_id, int)
     assert found.mig[mig.uuid] == MigPlace(gpu.uuid, mig.gi_id, mig.ci_id)
+    assert len(found.mig) == len(migs)
     assert found.frontend_major == 195
 
 
