@@ -7,7 +7,8 @@ import dataclasses
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.machine import Lifecycle
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 
 from .test_machine import POLICY, admitted, job, start
@@ -16,14 +17,14 @@ SEEN = ev.DeviceViolationSeen(3.0, "n1", "1.0", 0, "GPU-z", 4242, ("GPU-a",))
 LINE = "rank 0 on n1 (pid 4242) used device GPU-z, which it was not given (its devices: GPU-a)"
 
 
-def running(policy=POLICY) -> tuple[Lifecycle, object]:
+def running(policy: LifecyclePolicy = POLICY) -> tuple[Lifecycle, JobRecord]:
     model = Lifecycle(policy, [job("1")])
     admitted(model, "1", 1.0)
     start(model, model.jobs["1"], 2.0)
     return model, model.jobs["1"]
 
 
-def lines(record) -> list[str]:
+def lines(record: JobRecord) -> list[str]:
     return [h.message for h in record.history if h.event == "device-violation"]
 
 
