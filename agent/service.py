@@ -160,8 +160,10 @@ class AgentService:
         """
         from labgang.agent.confine import setup_confinement
         from labgang.agent.nvml.minors import gpu_minor_numbers
+        from labgang.agent.nvml.recorder import ReplayNvml
+        from labgang.agent.nvml.simulated import SimulatedNvml
 
-        simulated = bool(self.config.simulate) or getattr(backend, "labgang_sim_scope", None) is not None
+        simulated = bool(self.config.simulate) or isinstance(backend, (SimulatedNvml, ReplayNvml))
         minors = {} if simulated or cfg.confine == "off" else gpu_minor_numbers(backend)
         confinement, cgroups = setup_confinement(
             cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root, inventory=first, gpu_minors=minors
@@ -174,7 +176,9 @@ class AgentService:
 
             raise AgentConfigError(f"confine: required, but ranks cannot be confined here: {confinement.reason}")
         else:
-            log.warning(
+            # Simulated GPUs have no device nodes: nothing is left unfenced, so no warning there.
+            log.log(
+                logging.INFO if simulated else logging.WARNING,
                 "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
                 confinement.reason,
             )

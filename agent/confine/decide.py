@@ -12,6 +12,7 @@ left is the violation check (``agent/supervisor/violations.py``). docs/security.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,7 +149,9 @@ def probe_host(
     make_dir: Callable[[str], None] | None = None,
     try_bpf: Callable[[], str | None] | None = None,
 ) -> HostFacts:
-    """Gather the facts :func:`decide` needs. Makes the ranks' cgroup folder when it can.
+    """Gather the facts :func:`decide` needs, in :func:`decide`'s order, stopping at the first
+    that rules confinement out: the ranks' cgroup folder is made (and ``bpf(2)`` asked) only on a
+    host with ``CAP_SYS_ADMIN``, a cgroup v2 hierarchy and the NVIDIA driver's device nodes.
 
     Args:
         simulated: whether the NVML backend is simulated (nothing else is probed then).
@@ -163,20 +166,20 @@ def probe_host(
     cap = _cap_sys_admin(_read(f"{proc}/self/status"))
     mount = cgroup2_mount_point(_read(f"{proc}/self/mountinfo"))
     own = own_cgroup_path(_read(f"{proc}/self/cgroup"))
+    driver = NodeDevices(_majors(proc), {}, {}, {}).frontend_major is not None
     ranks_dir: str | None = None
-    error: str | None = None
     if cgroup_root is not None:
         ranks_dir = cgroup_root
     elif mount is not None and own is not None:
         ranks_dir = os.path.normpath(os.path.join(mount, own.lstrip("/"), RANKS_FOLDER))
-    if ranks_dir is not None:
-        try:
-            (make_dir or (lambda p: os.makedirs(p, exist_ok=True)))(ranks_dir)
-        except OSError as exc:
-            error = exc.strerror or str(exc)
-    majors = NodeDevices(_majors(proc), {}, {}, {})
-    bpf_error = (try_bpf or _try_bpf)() if cap and mount is not None else None
-    return HostFacts(False, cap, mount, own, ranks_dir, error, majors.frontend_major is not None, bpf_error)
+    facts = HostFacts(False, cap, mount, own, ranks_dir, None, driver, None)
+    if not (cap and mount is not None and ranks_dir is not None and driver):
+        return facts  # ruled out already: touch nothing
+    try:
+        (make_dir or (lambda p: os.makedirs(p, exist_ok=True)))(ranks_dir)
+    except OSError as exc:
+        return dataclasses.replace(facts, ranks_dir_error=exc.strerror or str(exc))
+    return dataclasses.replace(facts, bpf_error=(try_bpf or _try_bpf)())
 
 
 def _majors(proc: str) -> dict[str, int]:

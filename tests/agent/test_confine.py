@@ -276,3 +276,15 @@ def test_writer_makes_one_fenced_folder_per_rank_and_fails_closed(tmp_path: Path
     with pytest.raises(ConfineError, match=r"cannot confine rank 0 of job j in .*j\.0: .*Operation not permitted"):
         RankCgroups(str(tmp_path), NODE, install=refuse).prepare("j", 0, ["GPU-a"])
     assert os.listdir(tmp_path) == []  # nothing half-made is left
+
+
+def test_probe_touches_nothing_on_a_host_already_ruled_out(tmp_path: Path) -> None:
+    """No driver here: the cgroup folder is not made and bpf(2) is not asked (nothing left behind)."""
+
+    def must_not(*args: object) -> None:
+        raise AssertionError("probed further than needed")
+
+    proc = _fake_proc(tmp_path, cap_eff="1fffeffffff", mountinfo=MOUNTINFO_V2, cgroup="0::/\n", devices="")
+    facts = probe_host(simulated=False, proc=str(proc), make_dir=must_not, try_bpf=lambda: must_not())
+    assert decide("auto", facts).reason == "no NVIDIA device nodes (/proc/devices lists no nvidia-frontend major)"
+    assert probe_host(simulated=True, make_dir=must_not, try_bpf=lambda: must_not()).simulated
