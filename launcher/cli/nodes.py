@@ -7,7 +7,9 @@ record) and prints a table, or with ``--json`` the documented
 every NVML call and its answer to FILE, which ``--simulate FILE`` replays.
 
 Without ``--local`` it asks the coordinator (``GET /v1/nodes``) and prints each node's
-inventory with who holds each device.
+inventory with who holds each device, whether its ranks are confined to their devices (the
+``confined:`` line; ``--json``: ``confinement``) and any rank seen on a device it was not given
+(``VIOLATION``; ``--json``: ``violations``). docs/security.md.
 
 Exit statuses: 0 success; 1 the coordinator is not reachable or refused; 2 usage error
 (bad file, no NVIDIA driver).
