@@ -327,6 +327,8 @@ class Supervisor(RankStopper):
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)
+            if self.cgroups is not None:
+                self.cgroups.release(spec.job_id, spec.rank)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         J.write_json(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
