@@ -576,12 +576,13 @@ class Supervisor(RankStopper):
 
     def rank_processes(self) -> dict[int, tuple[str, int, tuple[str, ...]]]:
         """pid → (job_id, rank, the rank's devices) for every live process of a rank not yet ``GONE``."""
-        snap = self._os.snapshot()
         found: dict[int, tuple[str, int, tuple[str, ...]]] = {}
-        for rec in self._ranks.values():
-            if rec.state is not RankState.GONE:
-                for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
-                    found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
+        active = [rec for rec in self._ranks.values() if rec.state is not RankState.GONE]
+        snap = self._os.snapshot() if active else None  # no /proc scan on an idle node
+        for rec in active:
+            assert snap is not None
+            for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
+                found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
 
     def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
