@@ -2,11 +2,11 @@
 
 The wire is JSON text frames on a websocket the agent dials (``GET /v1/agent/link`` with
 ``Authorization: Bearer <cluster token>``). Agent → coordinator: ``hello`` (node, version,
-address, inventory, ranks), ``inventory`` (inventory, ranks), ``rank_events`` (seq,
-events, and optionally the inventory read when the events' ranks were released, applied
-first), ``reply`` (id, ok, result | error), ``api`` (a user request forwarded with the
-caller's uid). Coordinator → agent: ``welcome``, ``command`` (id, op, args), ``ack``
-(seq: rank events up to it are durable), ``api_reply``.
+address, inventory, ranks, policy, confinement, violations), ``inventory`` (inventory, ranks,
+violations), ``rank_events`` (seq, events, and optionally the inventory read when the events'
+ranks were released, applied first, with its violations), ``reply`` (id, ok, result | error),
+``api`` (a user request forwarded with the caller's uid). Coordinator → agent: ``welcome``,
+``command`` (id, op, args), ``ack`` (seq: rank events up to it are durable), ``api_reply``.
 """
 
 from __future__ import annotations
