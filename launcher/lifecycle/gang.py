@@ -26,13 +26,15 @@ from labgang.launcher.lifecycle.states import (
 
 @dataclass(frozen=True, slots=True)
 class LifecyclePolicy:
-    """The configured numbers the lifecycle rules use (seconds unless named otherwise)."""
+    """The configured numbers the lifecycle rules use (seconds unless named otherwise).
+    ``kill_invalid_depend``: cancel a job whose dependency can never hold (else it stays pending)."""
 
     startup_timeout_s: float
     requeue_backoff_s: float
     requeue_backoff_max_s: float
     max_start_failures: int
     default_grace_s: float
+    kill_invalid_depend: bool = True
 
 
 class GangRules:
