@@ -24,6 +24,7 @@ from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
+from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex
 from labgang.launcher.coordinator.requests import Caller, build_spec
@@ -63,6 +64,7 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         requeue_backoff_max_s=config.requeue_backoff_max_s,
         max_start_failures=config.max_start_failures,
         default_grace_s=config.default_grace_s,
+        kill_invalid_depend=config.kill_invalid_depend,
     )
 
 
@@ -81,7 +83,8 @@ class Coordinator:
         self.clock = clock
         self.version = labgang_version()
         self.agents = AgentRegistry()
-        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs(active_only=True))
+        active = store.load_jobs(active_only=True)
+        self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
         self.recent: OrderedDict[str, JobRecord] = OrderedDict()
         # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
         self.finished_counts: dict[tuple[str, str], int] = {
@@ -246,9 +249,10 @@ class Coordinator:
         if found is not None:
             reason, field = found
             raise Conflict(f"job can never start: {reason}", field=field)
+        targets = submission_targets(self, spec)
         now = self.clock()
         job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-        self.apply(ev.JobSubmitted(now, job))
+        self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job
 

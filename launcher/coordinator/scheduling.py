@@ -83,7 +83,8 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
-    A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
+    A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
+    out of ``pending`` (the lifecycle model's ``admissible``).
     """
     held = coord.held_devices()
     running = []
@@ -110,7 +111,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     tenant=coord.sharing.tenant(job.spec),
                 )
             )
-        elif st.state == JobState.PENDING and st.not_before <= now:
+        elif coord.model.admissible(job, now):
             pending.append(
                 PendingJob(
                     id=job.id,
