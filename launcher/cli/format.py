@@ -214,6 +214,8 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("Exit status", "-" if job.get("exit_status") is None else job.get("exit_status")),
         ("Restarts", job.get("restart_count", 0)),
     ]
+    if job.get("dependency"):
+        fields.append(("Dependency", job["dependency"]))
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
     for r in job.get("ranks") or []:

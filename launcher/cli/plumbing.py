@@ -31,6 +31,7 @@ FIELD_FLAGS: dict[str, str] = {
     "time_limit_s": "--time",
     "requeue": "--no-requeue",
     "signal": "--signal",
+    "dependency": "-d/--dependency",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

@@ -99,6 +99,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
+        "-d": ("dependency", str),
+        "--dependency": ("dependency", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }

@@ -124,6 +124,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
             "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
         ),
+        click.option(
+            "-d",
+            "--dependency",
+            default=None,
+            metavar="LIST",
+            help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
+            "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):

@@ -30,6 +30,8 @@ SUBMIT_LINES = [
     ["--min-workers", "2", "-n", "4", "--grace", "30s", "--time", "1h30m", "--no-requeue", "x"],
     ["--signal", "USR1@60", "--json", "--state-dir", "/tmp/sd", "--", "x", "--json"],
     ["-n", "2", "-n", "5", "x", "-n", "9"],  # the last -n before the command wins; after it, argv
+    ["-d", "afterok:12:13,singleton", "--", "x"],
+    ["--dependency=afterok:4?afternotok:5", "-d7", "x"],  # the last one wins, as with click
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
