@@ -182,7 +182,7 @@ class DependencyRules(GangRules):
                 code = EndReason.DEPENDENCY if verdict.outcome == Outcome.WAITING else EndReason.DEPENDENCY_NEVER
                 self._hold(job, code, verdict.message, emit=emit)
             elif emit:
-                self._cancel_invalid(job, dep, verdict)
+                self._cancel_invalid(job, verdict)
                 cancelled = True
             else:
                 self.held[job.id] = verdict.message
@@ -221,14 +221,14 @@ class DependencyRules(GangRules):
             st.reason_code = st.reason_message = None
         self._save(job)
         if first_time or was_held:
-            self._history(job, "dependency-met", f"{dep.text}: {verdict.message}")
+            self._history(job, "dependency-met", verdict.message)
         self._out.append(fx.WakeScheduler())
 
-    def _cancel_invalid(self, job: JobRecord, dep: Dependency, verdict: Verdict) -> None:
+    def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
         st = job.status
         transition(st, JobState.CANCELLED)
         st.end_time = self._now
         st.reason_code, st.reason_message = EndReason.DEPENDENCY_NEVER.value, verdict.message
         self._save(job)
-        self._history(job, "cancelled", f"dependency {dep.text}: {verdict.message}")
+        self._history(job, "cancelled", f"dependency {verdict.message}")
         self._retire(job)

@@ -68,7 +68,7 @@ def test_afterok_holds_the_job_until_its_target_succeeds() -> None:
     assert model.admissible(b, 3.0) and b.status.dependency_met
     assert reason(b) == (None, None)
     assert fx.WakeScheduler() in out and fx.SaveStatus(b) in out
-    assert (b.history[-1].event, b.history[-1].message) == ("dependency-met", "afterok:1: afterok:1 (succeeded)")
+    assert (b.history[-1].event, b.history[-1].message) == ("dependency-met", "afterok:1 (succeeded)")
 
 
 def test_a_dependency_that_can_never_hold_cancels_the_job_and_its_own_dependents() -> None:
