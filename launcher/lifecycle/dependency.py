@@ -25,6 +25,7 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from labgang.launcher.lifecycle.states import JobState
 
@@ -62,14 +63,15 @@ class Condition:
         return self.kind.value if self.job_id is None else f"{self.kind.value}:{self.job_id}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Dependency:
-    """A parsed dependency: its conditions, joined by all-of (``any_of`` False) or any-of."""
+    """A parsed dependency: its conditions, joined by all-of (``any_of`` False) or any-of.
+    Hashable; its derived facts are computed once (a sweep judges one text thousands of times)."""
 
     conditions: tuple[Condition, ...]
     any_of: bool = False
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The canonical spelling (what the job spec stores): ``"afterok:12:13,singleton"``."""
         groups: list[tuple[DependencyKind, list[str]]] = []
@@ -80,12 +82,12 @@ class Dependency:
                 groups.append((cond.kind, [] if cond.job_id is None else [cond.job_id]))
         return ("?" if self.any_of else ",").join(":".join([kind.value, *ids]) for kind, ids in groups)
 
-    @property
+    @cached_property
     def job_ids(self) -> tuple[str, ...]:
         """Every job id the conditions name, in order, without repeats."""
         return tuple(dict.fromkeys(c.job_id for c in self.conditions if c.job_id is not None))
 
-    @property
+    @cached_property
     def singleton(self) -> bool:
         """True when one of the conditions is ``singleton``."""
         return any(c.kind == DependencyKind.SINGLETON for c in self.conditions)

@@ -50,8 +50,17 @@ def target(job: JobRecord) -> Target:
     return Target(job.id, st.state, st.ran or st.restart_count > 0 or st.start_time is not None)
 
 
+Key = tuple[str, str]
+"""A ``singleton`` group: (job name, user)."""
+
+
 class DependencyRules(GangRules):
     """:class:`GangRules` plus job dependencies (see the module docstring).
+
+    Indexes keep each judgement local: ``_waiters`` (a named id -> the dependents that name it
+    and have not held yet), ``_singles`` (a name and user -> its pending ``singleton`` jobs) and
+    ``_tasks`` (an array id -> its task ids, for jobs in the model and finished targets), so a
+    change to one job judges only the dependents it can concern, by lookups, not scans.
 
     Args:
         policy: the configured timeouts and limits (``kill_invalid_depend`` among them).
@@ -64,18 +73,23 @@ class DependencyRules(GangRules):
         self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = (), finished: Iterable[Target] = ()
     ) -> None:
         super().__init__(policy, jobs)
-        self.finished_targets: dict[str, Target] = {t.id: t for t in finished}
+        self.finished_targets: dict[str, Target] = {}
         """Finished jobs some held job's dependency names, by id."""
         self.held: dict[str, str] = {}
         """Pending jobs not offered to the scheduler because of their dependency: id -> why."""
         self._dependents: dict[str, Dependency] = {}
-        self._referenced: set[str] = set()
-        self._singletons: set[tuple[str, str]] = set()
+        self._waiters: dict[str, set[str]] = {}
+        self._singles: dict[Key, set[str]] = {}
+        self._tasks: dict[str, set[str]] = {}
         for job in self.jobs.values():
+            self._index_task(job.id)
             self._track(job)
+        for done in finished:
+            self._remember(done)
+        self._forget_unnamed(list(self.finished_targets))
         # Holds only, no effects, so that no driver offers a held job before its first event;
-        # the first event's round then records what changed (a cancel, a release).
-        self._judge_all(emit=False)
+        # the first event judges them all again and records what changed (a cancel, a release).
+        self._judge(set(self._dependents), emit=False)
         self._stale = bool(self._dependents)
 
     # ----- queries --------------------------------------------------------------------------
@@ -86,83 +100,153 @@ class DependencyRules(GangRules):
         st = job.status
         return st.state == JobState.PENDING and st.not_before <= now and job.id not in self.held
 
-    # ----- bookkeeping ----------------------------------------------------------------------
+    # ----- indexes --------------------------------------------------------------------------
+
+    def _index_task(self, job_id: str) -> None:
+        for name in targets_of(job_id)[1:]:
+            self._tasks.setdefault(name, set()).add(job_id)
+
+    def _unindex_task(self, job_id: str) -> None:
+        for name in targets_of(job_id)[1:]:
+            ids = self._tasks.get(name)
+            if ids is not None:
+                ids.discard(job_id)
+                if not ids:
+                    del self._tasks[name]
+
+    def _named(self, job_id: str) -> bool:
+        """Does a dependent that has not held yet name ``job_id`` (or its array)?"""
+        return any(name in self._waiters for name in targets_of(job_id))
+
+    def _remember(self, done: Target) -> None:
+        self.finished_targets[done.id] = done
+        self._index_task(done.id)
+
+    def _forget_unnamed(self, job_ids: Iterable[str]) -> None:
+        """Drop the finished targets among ``job_ids`` that no waiting dependent names any more."""
+        for job_id in job_ids:
+            if job_id in self.finished_targets and not self._named(job_id):
+                del self.finished_targets[job_id]
+                self._unindex_task(job_id)
 
     def _track(self, job: JobRecord) -> None:
         text = job.spec.dependency
         if not text or job.status.state.finished:
             return
         try:
-            self._dependents[job.id] = parse_dependency(text)
+            dep = parse_dependency(text)
         except BadDependency:  # a stored text that no longer parses: it can never hold
-            self._dependents[job.id] = _UNPARSABLE
+            dep = _UNPARSABLE
+        self._dependents[job.id] = dep
+        if not job.status.dependency_met:
+            for name in dep.job_ids:
+                self._waiters.setdefault(name, set()).add(job.id)
+        if dep.singleton:
+            self._singles.setdefault((job.spec.name, job.spec.user), set()).add(job.id)
 
-    def _concerns(self, job: JobRecord) -> bool:
-        """Could a change of ``job`` change some dependent's verdict?"""
-        return (
-            job.id in self._dependents
-            or (job.spec.name, job.spec.user) in self._singletons
-            or any(t in self._referenced for t in targets_of(job.id))
-        )
+    def _stop_waiting(self, job: JobRecord) -> None:
+        """``job``'s ``after*`` conditions held (or it left): no named job concerns it any more."""
+        dep = self._dependents.get(job.id)
+        if dep is None:
+            return
+        for name in dep.job_ids:
+            ids = self._waiters.get(name)
+            if ids is not None:
+                ids.discard(job.id)
+                if not ids:
+                    del self._waiters[name]
+                    self._forget_unnamed([name, *self._tasks.get(name, ())])
+
+    def _untrack(self, job: JobRecord) -> None:
+        self._stop_waiting(job)
+        dep = self._dependents.pop(job.id, None)
+        if dep is not None and dep.singleton:
+            key = (job.spec.name, job.spec.user)
+            group = self._singles.get(key)
+            if group is not None:
+                group.discard(job.id)
+                if not group:
+                    del self._singles[key]
+        self.held.pop(job.id, None)
 
     def _retire(self, job: JobRecord) -> None:
-        if any(t in self._referenced for t in targets_of(job.id)):
-            self.finished_targets[job.id] = target(job)
-        self._dependents.pop(job.id, None)
-        self.held.pop(job.id, None)
+        self._untrack(job)
+        if self._named(job.id):
+            self.finished_targets[job.id] = target(job)  # stays in the task index
+        else:
+            self._unindex_task(job.id)
         super()._retire(job)
 
+    def _affected(self, changed: Iterable[JobRecord]) -> set[str]:
+        """The dependents whose verdict a change of ``changed`` can change."""
+        out: set[str] = set()
+        for job in changed:
+            if job.id in self._dependents:
+                out.add(job.id)
+            for name in targets_of(job.id):
+                out.update(self._waiters.get(name, ()))
+            out.update(self._singles.get((job.spec.name, job.spec.user), ()))
+        return out
+
+    # ----- the rule -------------------------------------------------------------------------
+
     def _dependencies_after(self, event: ev.Event) -> None:
-        """Judge dependencies again when ``event`` changed a job they can concern (called at the
-        end of :meth:`Lifecycle.apply`); cancels cascade (a cancelled job fails its dependents)."""
+        """Judge the dependents that ``event`` can concern (called at the end of
+        :meth:`Lifecycle.apply`); cancels cascade (a cancelled job fails its dependents)."""
         changed = [e.job for e in self._out if isinstance(e, fx.SaveStatus | fx.Finished)]
         if isinstance(event, ev.JobSubmitted):
-            for t in event.targets:
-                self.finished_targets.setdefault(t.id, t)
+            self._index_task(event.job.id)
             self._track(event.job)
+            for done in event.targets:
+                if done.id not in self.jobs:
+                    self._remember(done)
+            self._forget_unnamed([t.id for t in event.targets])
             changed.append(event.job)
-        if not (self._stale or any(self._concerns(job) for job in changed)):
-            return
-        self._stale = False
-        while self._judge_all(emit=True):
-            pass
+        todo = self._affected(changed)
+        if self._stale:
+            todo |= set(self._dependents)
+            self._stale = False
+        while todo:
+            mark = len(self._out)
+            self._judge(todo, emit=True)
+            todo = self._affected(e.job for e in self._out[mark:] if isinstance(e, fx.Finished))
 
-    # ----- judging --------------------------------------------------------------------------
-
-    def _pending_dependents(self) -> list[JobRecord]:
+    def _found(self, name: str) -> list[Target]:
+        """The jobs a dependency on ``name`` covers: the job itself and its array's tasks."""
         out = []
-        for job_id in list(self._dependents):
+        for job_id in (name, *sorted(self._tasks.get(name, ()))):
             job = self.jobs.get(job_id)
-            if job is None:
-                del self._dependents[job_id]
-            elif job.status.state == JobState.PENDING:
-                out.append(job)
-        return sorted(out, key=lambda j: j.seq)
+            if job is not None:
+                out.append(target(job))
+            elif job_id in self.finished_targets:
+                out.append(self.finished_targets[job_id])
+        return out
 
-    def _judge_all(self, *, emit: bool) -> bool:
-        """Judge every pending dependent, in submission order; True when one was cancelled
-        (its own dependents must then be judged again)."""
-        pending = self._pending_dependents()
-        names = {i for job in pending if not job.status.dependency_met for i in self._dependents[job.id].job_ids}
-        keys = {(j.spec.name, j.spec.user) for j in pending if self._dependents[j.id].singleton}
-        self._referenced |= names  # a job cancelled below is remembered for the dependents that name it
-        found: dict[str, list[Target]] = {}
-        holders: dict[tuple[str, str], JobRecord] = {}
-        if names or keys:
+    def _judge(self, ids: set[str], *, emit: bool) -> None:
+        """Judge the pending dependents among ``ids`` in submission order (a ``singleton`` job
+        with its whole group, so the earliest released one goes first)."""
+        keys = {
+            (job.spec.name, job.spec.user)
+            for i in ids
+            if (job := self.jobs.get(i)) is not None and i in self._dependents and self._dependents[i].singleton
+        }
+        for key in keys:
+            ids = ids | self._singles.get(key, set())
+        pending = sorted(
+            (j for i in ids if i in self._dependents and (j := self.jobs.get(i)) is not None),
+            key=lambda j: j.seq,
+        )
+        holders: dict[Key, JobRecord] = {}
+        if keys:
             for job in self.jobs.values():
-                for name in targets_of(job.id):
-                    if name in names:
-                        found.setdefault(name, []).append(target(job))
                 key = (job.spec.name, job.spec.user)
                 if key in keys and job.status.state.holds_devices:
                     holders.setdefault(key, job)
-            for done in self.finished_targets.values():
-                for name in targets_of(done.id):
-                    if name in names:
-                        found.setdefault(name, []).append(done)
-        first: dict[tuple[str, str], str] = {}  # singleton key -> the released job that goes first
-        cancelled = False
+        first: dict[Key, str] = {}  # singleton group -> the released job that goes first
+        memo: dict[str, Verdict] = {}  # a sweep's jobs share one text: judge it once
         for job in pending:
+            if job.status.state != JobState.PENDING:
+                continue
             dep = self._dependents[job.id]
             key = (job.spec.name, job.spec.user)
             holder = None
@@ -172,56 +256,57 @@ class DependencyRules(GangRules):
                     holder = f"job {h.id} of the same name is {h.status.state.value}"
                 elif key in first:
                     holder = f"job {first[key]} of the same name goes first"
-            verdict = judge(dep, found, holder, met_before=job.status.dependency_met)
+            text = job.spec.dependency or ""
+            verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
+            if verdict is None:
+                found = {} if job.status.dependency_met else {name: self._found(name) for name in dep.job_ids}
+                verdict = judge(dep, found, holder, met_before=job.status.dependency_met)
+                if holder is None and not job.status.dependency_met:
+                    memo[text] = verdict
             if verdict.outcome == Outcome.MET:
                 if dep.singleton:
                     first[key] = job.id
-                if emit or job.id not in self.held:
-                    self._release(job, dep, verdict, emit=emit)
+                self._release(job, dep, verdict, emit=emit)
             elif verdict.outcome == Outcome.WAITING or not self.policy.kill_invalid_depend:
                 code = EndReason.DEPENDENCY if verdict.outcome == Outcome.WAITING else EndReason.DEPENDENCY_NEVER
                 self._hold(job, code, verdict.message, emit=emit)
             elif emit:
                 self._cancel_invalid(job, verdict)
-                cancelled = True
             else:
                 self.held[job.id] = verdict.message
-        self._remember(pending)
-        return cancelled
-
-    def _remember(self, pending: list[JobRecord]) -> None:
-        """Which ids and singleton keys the pending dependents name now; forget finished targets
-        no held job names any more."""
-        live = [j for j in pending if j.id in self._dependents and j.status.state == JobState.PENDING]
-        self._referenced = {i for j in live if not j.status.dependency_met for i in self._dependents[j.id].job_ids}
-        self._singletons = {(j.spec.name, j.spec.user) for j in live if self._dependents[j.id].singleton}
-        for job_id in [i for i in self.finished_targets if not any(t in self._referenced for t in targets_of(i))]:
-            del self.finished_targets[job_id]
 
     def _hold(self, job: JobRecord, code: EndReason, message: str, *, emit: bool) -> None:
         self.held[job.id] = message
         st = job.status
-        if not emit or (st.reason_code, st.reason_message) == (code.value, message):
+        if not emit or st.reason_message == message:
             return
-        if st.reason_code != code.value:
-            self._out.append(fx.RecordDecision(self._now, job.id, "pending", code.value, message))
+        if st.reason_code == code.value:
+            # As with the scheduler's reasons: new words for the same reason only update memory
+            # (and reach the store with the job's next status write), so a target's every step
+            # does not rewrite the status of each job of a sweep that waits for it.
+            st.reason_message = message
+            return
+        self._out.append(fx.RecordDecision(self._now, job.id, "pending", code.value, message))
         st.reason_code, st.reason_message = code.value, message
         self._save(job)
 
     def _release(self, job: JobRecord, dep: Dependency, verdict: Verdict, *, emit: bool) -> None:
-        was_held = self.held.pop(job.id, None) is not None
-        if not dep.singleton:  # what it waited for happened for good: never judged again
-            self._dependents.pop(job.id, None)
-        st = job.status
-        if not emit or (st.dependency_met and not was_held):
+        if not emit:
             return
+        was_held = self.held.pop(job.id, None) is not None
+        st = job.status
         first_time = not st.dependency_met
+        if first_time:
+            self._stop_waiting(job)  # what it waited for happened for good: never judged again
+            if not dep.singleton:
+                self._untrack(job)
+        if not (first_time or was_held):
+            return
         st.dependency_met = True
         if st.reason_code in _HELD_CODES:
             st.reason_code = st.reason_message = None
         self._save(job)
-        if first_time or was_held:
-            self._history(job, "dependency-met", verdict.message)
+        self._history(job, "dependency-met", verdict.message)
         self._out.append(fx.WakeScheduler())
 
     def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
