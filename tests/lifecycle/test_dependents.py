@@ -209,3 +209,30 @@ def test_a_requeued_dependent_is_not_held_again() -> None:
     run(model, "2", 4.0)
     model.apply(ev.NodeLost(5.0, "n1", "lease expired"))
     assert b.status.state == JobState.PENDING and model.admissible(b, 5.0)
+
+
+def test_a_requeued_singleton_job_goes_first_again() -> None:
+    model = Lifecycle(POLICY)
+    first, second = job("1", "singleton", name="etl"), job("2", "singleton", name="etl")
+    submit(model, first)
+    submit(model, second)
+    run(model, "1", 2.0)
+    model.apply(ev.NodeLost(3.0, "n1", "lease expired"))
+    assert first.status.state == JobState.PENDING and model.admissible(first, 3.0)
+    assert reason(second) == ("dependency", "waits for singleton (job 1 of the same name goes first)")
+
+
+def test_a_sweep_waiting_for_one_job_is_judged_once_per_change_and_not_rewritten() -> None:
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    sweep = [job(str(i), "afterok:1") for i in range(2, 52)]
+    for record in sweep:
+        submit(model, record)
+    out = run(model, "1", 2.0)
+    assert all(reason(r) == ("dependency", "waits for afterok:1 (running)") for r in sweep)
+    assert not any(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out)  # same reason: memory only
+    out = model.apply(ev.RankObserved(2.5, "n1", "1.0", 0, RankPhase.RUNNING, pid=100))
+    assert out == []  # nothing changed for anyone
+    out = end(model, "1", 3.0, 0)
+    assert sum(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out) == len(sweep)
+    assert all(model.admissible(r, 3.0) for r in sweep)
