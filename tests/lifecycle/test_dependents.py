@@ -10,7 +10,7 @@ from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.scheduler.decisions import Admit, CycleResult
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
 
 POLICY = LifecyclePolicy(
@@ -46,6 +46,14 @@ def run(model: Lifecycle, job_id: str, now: float) -> list[fx.Effect]:
 
 def end(model: Lifecycle, job_id: str, now: float, status: int) -> list[fx.Effect]:
     return model.apply(ev.RankObserved(now, "n1", f"{job_id}.0", 0, RankPhase.GONE, exit_status=status))
+
+
+def requeue(model: Lifecycle, job_id: str, now: float) -> None:
+    """Preempt ``job_id`` for a fresh job and let its rank go: it is requeued (a new attempt)."""
+    submit(model, job("99", name="preemptor"), now)
+    cycle = CycleResult(admitted=(), preempted=(Preempt("99", (job_id,), "test"),), pending=())
+    model.apply(ev.CycleDecided(now, cycle))
+    model.apply(ev.RankObserved(now, "n1", f"{job_id}.0", 0, RankPhase.GONE, exit_status=143))
 
 
 def reason(record: JobRecord) -> tuple[str | None, str | None]:
@@ -207,7 +215,7 @@ def test_a_requeued_dependent_is_not_held_again() -> None:
     run(model, "1", 2.0)
     end(model, "1", 3.0, 0)
     run(model, "2", 4.0)
-    model.apply(ev.NodeLost(5.0, "n1", "lease expired"))
+    requeue(model, "2", 5.0)
     assert b.status.state == JobState.PENDING and model.admissible(b, 5.0)
 
 
@@ -217,7 +225,7 @@ def test_a_requeued_singleton_job_goes_first_again() -> None:
     submit(model, first)
     submit(model, second)
     run(model, "1", 2.0)
-    model.apply(ev.NodeLost(3.0, "n1", "lease expired"))
+    requeue(model, "1", 3.0)
     assert first.status.state == JobState.PENDING and model.admissible(first, 3.0)
     assert reason(second) == ("dependency", "waits for singleton (job 1 of the same name goes first)")
 
