@@ -78,6 +78,7 @@ class DependencyRules(GangRules):
         self.held: dict[str, str] = {}
         """Pending jobs not offered to the scheduler because of their dependency: id -> why."""
         self._dependents: dict[str, Dependency] = {}
+        self._released = False  # a job was released by the judgement under way
         self._waiters: dict[str, set[str]] = {}
         self._singles: dict[Key, set[str]] = {}
         self._tasks: dict[str, set[str]] = {}
@@ -242,6 +243,7 @@ class DependencyRules(GangRules):
                 key = (job.spec.name, job.spec.user)
                 if key in keys and job.status.state.holds_devices:
                     holders.setdefault(key, job)
+        self._released = False
         first: dict[Key, str] = {}  # singleton group -> the released job that goes first
         memo: dict[str, Verdict] = {}  # a sweep's jobs share one text: judge it once
         for job in pending:
@@ -274,6 +276,8 @@ class DependencyRules(GangRules):
                 self._cancel_invalid(job, verdict)
             else:
                 self.held[job.id] = verdict.message
+        if self._released:
+            self._out.append(fx.WakeScheduler())  # one cycle for every job released together
 
     def _hold(self, job: JobRecord, code: EndReason, message: str, *, emit: bool) -> None:
         self.held[job.id] = message
@@ -307,7 +311,7 @@ class DependencyRules(GangRules):
             st.reason_code = st.reason_message = None
         self._save(job)
         self._history(job, "dependency-met", verdict.message)
-        self._out.append(fx.WakeScheduler())
+        self._released = True
 
     def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
         st = job.status
