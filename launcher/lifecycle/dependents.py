@@ -41,7 +41,8 @@ from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import EndReason, JobState, transition
 
 _HELD_CODES = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
-_UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))  # names no job: never holds
+_UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))
+"""Stands for a stored text that no longer parses (a store written by another version): it never holds."""
 
 
 def target(job: JobRecord) -> Target:
@@ -260,6 +261,8 @@ class DependencyRules(GangRules):
                     holder = f"job {first[key]} of the same name goes first"
             text = job.spec.dependency or ""
             verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
+            if dep is _UNPARSABLE:
+                verdict = Verdict(Outcome.NEVER, f"the stored dependency {text!r} does not parse")
             if verdict is None:
                 found = {} if job.status.dependency_met else {name: self._found(name) for name in dep.job_ids}
                 verdict = judge(dep, found, holder, met_before=job.status.dependency_met)

@@ -244,3 +244,12 @@ def test_a_sweep_waiting_for_one_job_is_judged_once_per_change_and_not_rewritten
     out = end(model, "1", 3.0, 0)
     assert sum(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out) == len(sweep)
     assert all(model.admissible(r, 3.0) for r in sweep)
+
+
+def test_a_stored_dependency_that_no_longer_parses_never_holds() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", "afterwards:1")])
+    out = model.apply(ev.Tick(1.0, 0.0, frozenset()))
+    assert [e.job.id for e in out if isinstance(e, fx.Finished)] == ["2"]
+    assert model.jobs["1"].status.state == JobState.PENDING
+    cancelled = next(e.job for e in out if isinstance(e, fx.Finished))
+    assert reason(cancelled) == ("dependency_never", "the stored dependency 'afterwards:1' does not parse")
