@@ -79,7 +79,15 @@ class JobViewCache:
 
 def page_body(encoded: list[bytes], next_cursor: str | None) -> bytes:
     """A ``GET /v1/jobs`` page, ``{"jobs": [...], "next_cursor": ...}``, from encoded JobViews."""
-    return b'{"jobs": [' + b", ".join(encoded) + b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}"
+    # One join copies the page once: a page is hundreds of kilobytes, and a nested join or ``+``
+    # would copy all of it again.
+    parts = [b'{"jobs": [']
+    for data in encoded:
+        parts += (data, b", ")
+    if encoded:
+        parts.pop()  # no comma after the last job
+    parts.append(b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}")
+    return b"".join(parts)
 
 
 _CACHES: weakref.WeakKeyDictionary[object, JobViewCache] = weakref.WeakKeyDictionary()
