@@ -38,9 +38,7 @@ class JobViewCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[
-            tuple[str, bool], tuple[JobRecord, Any, list[Any], int, Any, tuple[Any, ...], bytes]
-        ] = {}
+        self._entries: dict[tuple[str, bool], tuple[JobRecord, Any, list[Any], int, Any, tuple[Any, ...], bytes]] = {}
 
     def encoded(self, job: JobRecord, build: Callable[[JobRecord], dict[str, Any]], variant: bool = False) -> bytes:
         """The JSON bytes of ``build(job)``, rebuilt only when the job changed.
