@@ -8,7 +8,6 @@ the coordinator's JSON views (``JobView``, queue usage), see the Coordinator use
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Iterable, Mapping, Sequence
 
 from labgang.launcher.durations import format_duration, parse_duration
@@ -17,6 +16,7 @@ from labgang.launcher.text import printable
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from typing import Any
 
 
@@ -45,6 +45,8 @@ def parse_signal_spec(text: str) -> str:
 
 
 def _parse_signal(name: str) -> signal.Signals:
+    import signal  # here, not at the top: `labgang queue` formats no signal spec
+
     if name.isdigit():
         try:
             return signal.Signals(int(name))

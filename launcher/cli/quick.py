@@ -539,13 +539,16 @@ def main() -> None:
     if args and args[0] in FAST_COMMANDS:
         try:
             code = FAST_COMMANDS[args[0]](args[1:])
+            sys.stdout.flush()
         except NotFast:
             pass
         except KeyboardInterrupt:  # as click ends a command interrupted outside its own handling
             print("\nAborted!", file=sys.stderr)
             sys.exit(1)
+        except BrokenPipeError:  # `labgang queue | head`: quietly, exit status 1, as click does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+            sys.exit(1)
         else:
-            sys.stdout.flush()
             sys.exit(code)
     from labgang.launcher.cli.main import main as click_main
 

@@ -183,11 +183,13 @@ def test_submit_queue_cancel_through_the_fast_path_against_a_real_coordinator(co
     assert (status, out) == (0, f"job {job_id}: already cancelled\n")
 
 
+CLICK_MAIN = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
+
+
 def click_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
     """``labgang ARGS`` through the click group only (the pre-fast-path way), in a fresh interpreter."""
-    code = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
     env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-c", CLICK_MAIN, *args], capture_output=True, text=True, env=env)
 
 
 def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
@@ -454,3 +456,19 @@ def test_run_through_the_fast_path_follows_the_job_as_the_click_command(coordina
     assert fast_out == slow_out == ""
     assert fast_err.replace(f"job {fast_id}", "job N") == slow_err.replace(f"job {slow_id}", "job N")
     assert f"labgang: job {fast_id} cancelled" in fast_err
+
+
+@pytest.mark.slow
+def test_a_closed_stdout_ends_both_paths_quietly_with_status_1(coordinator):
+    """``labgang queue | head``: the reader went away; no traceback, exit status 1, as click does."""
+    run_fast(coordinator, "submit", "--", "true")
+    results = []
+    for run in (fast_run, click_run):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody reads: the first write fails with EPIPE
+        env = {**os.environ, "LABGANG_STATE_DIR": coordinator}
+        argv = [sys.executable, "-m", "labgang.launcher"] if run is fast_run else [sys.executable, "-c", CLICK_MAIN]
+        done = subprocess.run([*argv, "queue"], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env)
+        os.close(write_end)
+        results.append((done.returncode, done.stderr))
+    assert results[0] == results[1] == (1, "")
