@@ -111,6 +111,8 @@ HEAVY = (
     "asyncio",
     "typing",
     "dataclasses",
+    "socket",  # wire.py talks through _socket: the socket module's enums and selectors cost ~2 ms
+    "selectors",
 )
 
 
