@@ -5,8 +5,10 @@ The wire is JSON text frames on a websocket the agent dials (``GET /v1/agent/lin
 address, inventory, ranks), ``inventory`` (inventory, ranks), ``rank_events`` (seq,
 events, and optionally the inventory read when the events' ranks were released, applied
 first), ``reply`` (id, ok, result | error), ``api`` (a user request forwarded with the
-caller's uid). Coordinator → agent: ``welcome``, ``command`` (id, op, args), ``ack``
-(seq: rank events up to it are durable), ``api_reply``.
+caller's uid), ``lease`` (id: a lease renewal). Coordinator → agent: ``welcome`` (version,
+``node_timeout_s``), ``command`` (id, op, args), ``ack`` (seq: rank events up to it are
+durable), ``api_reply``, ``lease`` (id: the renewal was heard; never sent to a node marked
+lost, which must reconcile first). See docs/queue-semantics.md §A5 for the lease.
 """
 
 from __future__ import annotations
