@@ -4,18 +4,21 @@ Not a benchmark: the development venv installs labgang in editable mode, whose i
 (setuptools' ``__editable___*_finder``, loaded by a ``.pth`` file at every interpreter start)
 imports pathlib, re, enum and more before any command runs. That raises the ``python -c pass``
 floor itself, so ratios measured there flatter every command. This script builds a wheel of the
-working tree (``pip wheel --no-deps --no-build-isolation``, offline), creates a venv, installs
+working tree (copied first, so the build writes nothing into the checkout; ``pip wheel --no-deps
+--no-build-isolation``, offline), creates a venv, installs
 the wheel with the development venv's pip (so the ``labgang`` console script is what a current
 pip writes), and links every other distribution of the development venv into the new
 site-packages (no download, no copy). It prints the new interpreter's path.
 
-Usage: python bench/regular_install.py [--dest DIR]   (default: a new folder under /tmp)
+Usage: python bench/regular_install.py [--dest DIR] [--source CHECKOUT]
+           (default: a new folder under /tmp; this checkout, or another one to compare with)
 then:  python bench/cli_latency.py --python DIR/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -30,15 +33,20 @@ SKIP_PREFIXES = ("__editable__", "labgang", "pip", "_distutils_hack", "distutils
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=None, help="folder for the venv (must not exist)")
+    parser.add_argument("--source", type=Path, default=REPO, help="the checkout to install (default: this one)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="lgreg-", dir="/tmp"))
     dest = args.dest or base / "venv"
     wheels = base / "wheels"
-    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
-        check=True,
+    source = base / "source"
+    shutil.copytree(
+        args.source,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache"),
     )
+    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    subprocess.run([*build, str(source)], check=True, cwd=base)  # nothing is written into the checkout
     [wheel] = wheels.glob("labgang-*.whl")
     python = dest / "bin" / "python"
     subprocess.run(
