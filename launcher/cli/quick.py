@@ -96,7 +96,9 @@ def _state_choice(text: str) -> str:
     return folded
 
 
-def _when(text: str) -> float:
+def _time_arg(text: str) -> float:
+    """``--since``/``--until``: a date, a date and time, or an age, in unix seconds
+    (:func:`labgang.launcher.cli.history_table.parse_when`)."""
     import time
 
     from labgang.launcher.cli.history_table import parse_when
@@ -168,8 +170,8 @@ _HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
     "-q": ("queue", str),
     "--state": ("states", Repeated(_state_choice)),
     "-s": ("states", Repeated(_state_choice)),
-    "--since": ("since", _when),
-    "--until": ("until", _when),
+    "--since": ("since", _time_arg),
+    "--until": ("until", _time_arg),
     "--limit": ("limit", _limit),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
