@@ -52,23 +52,32 @@ class SubmissionOrder:
         return len(self._ids)
 
     def add(self, job: JobRecord) -> None:
-        """Insert ``job`` at its place by ``seq`` (O(1) for the newest job, the usual case)."""
-        seqs = self._seqs
+        """Insert ``job`` at its place by ``seq``, after any job with the same ``seq`` (O(1) for the
+        newest job, the usual case); a job already there is left as it is."""
+        seqs, ids = self._seqs, self._ids
         if not seqs or job.seq > seqs[-1]:
             seqs.append(job.seq)
-            self._ids.append(job.id)
+            ids.append(job.id)
             return
-        at = bisect.bisect_left(seqs, job.seq)
-        if at < len(seqs) and seqs[at] == job.seq:
+        at = self._find(job)
+        if at < len(ids) and ids[at] == job.id:
             return  # already there
         seqs.insert(at, job.seq)
-        self._ids.insert(at, job.id)
+        ids.insert(at, job.id)
 
     def discard(self, job: JobRecord) -> None:
         """Remove ``job`` if it is there (O(log n) to find it, a memmove to close the gap)."""
-        at = bisect.bisect_left(self._seqs, job.seq)
-        if at < len(self._seqs) and self._ids[at] == job.id:
+        at = self._find(job)
+        if at < len(self._ids) and self._ids[at] == job.id:
             del self._seqs[at], self._ids[at]
+
+    def _find(self, job: JobRecord) -> int:
+        """Where ``job`` is, or else the end of the run of jobs with its ``seq`` (where it goes)."""
+        seqs, ids = self._seqs, self._ids
+        at = bisect.bisect_left(seqs, job.seq)
+        while at < len(seqs) and seqs[at] == job.seq and ids[at] != job.id:
+            at += 1
+        return at
 
     def rebuild(self, jobs: JobIndex) -> None:
         """Start again from every job in ``jobs`` (O(n log n))."""

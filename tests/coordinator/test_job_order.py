@@ -4,12 +4,14 @@ every listing equals a fresh sort of those jobs, whatever came, finished or left
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator import core, handlers
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.store import Store
@@ -104,3 +106,17 @@ async def test_jobs_that_arrive_or_leave_unannounced_are_still_listed_right(tmp_
     assert len(coord.order) == len(expected)
     assert await paged(coord, ROOT, {"all": "1"}, 2) == expected
     coord.store.close()
+
+
+def test_the_order_keeps_jobs_that_share_a_sequence_number_apart() -> None:
+    """Two jobs with one ``seq`` (not made by the coordinator today) are both kept and removed by id."""
+    order = SubmissionOrder()
+    first, twin, later = (
+        JobRecord(id=i, seq=s, spec=_spec(), status=JobStatus()) for i, s in (("5", 5), ("5_1", 5), ("6", 6))
+    )
+    for job in (later, first, twin, first):  # out of order, one twice
+        order.add(job)
+    jobs = JobIndex({j.id: j for j in (first, twin, later)}, OrderedDict())
+    assert [j.id for j in order.after(jobs, 0)] == ["5", "5_1", "6"] and len(order) == 3
+    order.discard(twin)
+    assert [j.id for j in order.after(JobIndex({"5": first, "6": later}, OrderedDict()), 0)] == ["5", "6"]
