@@ -32,12 +32,15 @@ from typing import Any
 from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
+from labgang.agent.confine import Confinement, RankCgroups
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.lease import NodeLease, load_lease, save_lease
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
+from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
+from labgang.agent.supervisor.violations import find_violations
 from labgang.agent.token import read_token
 from labgang.agent.userproxy import UserSocketProxy
 
@@ -105,6 +108,7 @@ class AgentService:
         self._tick_wake: asyncio.Event | None = None
         self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
         self._inv_sent_at = 0.0
+        self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -130,6 +134,7 @@ class AgentService:
         first = read_inventory(backend, hostname=self.node)
         self._take_reading(read_at, first)
         sup_cfg = self.config.supervisor_config()
+        cgroups = self._decide_confinement(backend, first, sup_cfg)
         # One spare small parent per device at most: no more ranks than devices start at once.
         spares = min(sup_cfg.spare_shims, len(first.allocatable()))
         # A simulated backend with a scope: tag our ranks with it so that other simulated
@@ -146,6 +151,7 @@ class AgentService:
             device_pids=self._device_pids,
             spare_shims=spares,
             extra_env=extra_env,
+            cgroups=cgroups,
         )
         # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
         # even if this agent never reaches the coordinator.
@@ -153,6 +159,48 @@ class AgentService:
         self._lease_saved = self.lease.confirmed_at
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
+
+    def _decide_confinement(
+        self, backend: NvmlBackend, first: NodeInventory, cfg: SupervisorConfig
+    ) -> RankCgroups | None:
+        """Decide how ranks are fenced (``agent/confine/``), say it once, and return the cgroup writer or None.
+
+        Raises:
+            AgentConfigError: ``confine = "required"`` and this host cannot confine ranks.
+        """
+        from labgang.agent.confine import setup_confinement
+        from labgang.agent.nvml.minors import gpu_minor_numbers
+        from labgang.agent.nvml.recorder import ReplayNvml
+        from labgang.agent.nvml.simulated import SimulatedNvml
+
+        simulated = bool(self.config.simulate) or isinstance(backend, (SimulatedNvml, ReplayNvml))
+        minors = {} if simulated or cfg.confine == "off" else gpu_minor_numbers(backend)
+        confinement, cgroups = setup_confinement(
+            cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root, inventory=first, gpu_minors=minors
+        )
+        self.confinement = confinement
+        if confinement.confined:
+            log.info("ranks confined to their devices: %s", confinement.reason)
+        elif cfg.confine == "required":
+            from labgang.agent.config import AgentConfigError
+
+            raise AgentConfigError(f"confine: required, but ranks cannot be confined here: {confinement.reason}")
+        else:
+            # Simulated GPUs have no device nodes: nothing is left unfenced, so no warning there.
+            log.log(
+                logging.INFO if simulated else logging.WARNING,
+                "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
+                confinement.reason,
+            )
+        return cgroups
+
+    def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
+        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""
+        if self.supervisor is None:
+            return []
+        parents = {m.uuid: str(g.uuid) for g in inv.gpus for m in g.mig_devices if isinstance(m.uuid, str)}
+        found = find_violations(inv.device_pids(), self.supervisor.rank_processes(), parents)
+        return [v.to_dict() for v in found]
 
     def _device_pids(self) -> DeviceReading | None:
         """The supervisor's device check: the newest reading with its start time (None before the first)."""
@@ -185,6 +233,8 @@ class AgentService:
             "inventory": self.inventory.to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
+            "confinement": self.confinement.to_dict() if self.confinement is not None else None,
+            "violations": self.violations(self.inventory),
         }
 
     def _agent_dir(self) -> Path:
@@ -439,24 +489,42 @@ class AgentService:
         """
         if self.link is None:
             return
-        inv = inventory.to_dict() if inventory is not None else None
+        inv_message, key = self._inventory_message(inventory) if inventory is not None else (None, None)
         if self._outbox:
             message: dict[str, Any] = {
                 "type": "rank_events",
                 "seq": self._outbox[-1][0],
                 "events": [e for _, e in self._outbox],
             }
-            if inv is not None:
-                message["inventory"] = inv
+            if inv_message is not None:
+                message["inventory"] = inv_message["inventory"]
+                message["violations"] = inv_message["violations"]
             sent = await self.link.send(message)
-        elif inv is not None:
-            assert self.supervisor is not None
-            sent = await self.link.send({"type": "inventory", "inventory": inv, "ranks": self.rank_dicts()})
+        elif inv_message is not None:
+            sent = await self.link.send(inv_message)
         else:
             return
-        if sent and inventory is not None:
-            self._inv_sent_key = (inventory.allocatable(), inventory.device_pids())
+        if sent and key is not None:
+            self._inv_sent_key = key
             self._inv_sent_at = time.monotonic()
+
+    def _inventory_message(self, inv: NodeInventory) -> tuple[dict[str, Any], Any]:
+        """The ``inventory`` message for ``inv`` (inventory, ranks, device violations) and what it
+        is compared by to tell whether it changed since the last one sent."""
+        assert self.supervisor is not None
+        violations = self.violations(inv)
+        message = {
+            "type": "inventory",
+            "inventory": inv.to_dict(),
+            "ranks": self.rank_dicts(),
+            "violations": violations,
+        }
+        key = (
+            inv.allocatable(),
+            inv.device_pids(),
+            tuple(sorted((v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
+        )
+        return message, key
 
     def _on_ack(self, seq: int) -> None:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
@@ -485,16 +553,10 @@ class AgentService:
                 log.exception("inventory read failed")
                 await asyncio.sleep(self.config.sample_s)
                 continue
-            key = (inv.allocatable(), inv.device_pids())
+            message, key = self._inventory_message(inv)
             now = time.monotonic()
             if key != self._inv_sent_key or now - self._inv_sent_at >= self.config.interval_s:
-                sent = await self.link.send(
-                    {
-                        "type": "inventory",
-                        "inventory": inv.to_dict(),
-                        "ranks": self.rank_dicts(),
-                    }
-                )
+                sent = await self.link.send(message)
                 if sent:
                     self._inv_sent_at, self._inv_sent_key = now, key
             if self.supervisor.awaiting_devices() is not None:

@@ -64,6 +64,7 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         max_start_failures=config.max_start_failures,
         default_grace_s=config.default_grace_s,
         node_timeout_s=config.node_timeout_s,
+        violation=config.violation,
     )
 
 

@@ -160,6 +160,24 @@ class ShutdownRequested:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceViolationSeen:
+    """A node's NVML shows a process of rank ``rank`` of run ``run_id`` on ``device``, a device
+    the rank was not given (``agent/supervisor/violations.py``).
+
+    Attributes:
+        pid: the process (the rank's main process or a descendant). allowed: the rank's devices.
+    """
+
+    now: float
+    node: str
+    run_id: str
+    rank: int
+    device: str
+    pid: int
+    allowed: tuple[str, ...]
+
+
 Event = (
     JobSubmitted
     | CancelRequested
@@ -172,5 +190,6 @@ Event = (
     | NodeLost
     | Tick
     | ShutdownRequested
+    | DeviceViolationSeen
 )
 """Anything :meth:`Lifecycle.apply` takes."""

@@ -35,6 +35,8 @@ class LifecyclePolicy:
     default_grace_s: float
     node_timeout_s: float = 30.0
     """A node's lease: silent this long, it is lost (its ranks are fenced, ``fencing.py``)."""
+    violation: str = "report"
+    """A rank on a device it was not given: ``"report"`` it, or also ``"kill"`` its job."""
 
 
 class GangRules:

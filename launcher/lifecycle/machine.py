@@ -70,6 +70,8 @@ class Lifecycle(GangRules):
             self._node_lost(event)
         elif isinstance(event, ev.Tick):
             self._tick(event)
+        elif isinstance(event, ev.DeviceViolationSeen):
+            self._violation(event)
         else:
             self._shutdown(event)
         out, self._out = self._out, []
@@ -361,6 +363,23 @@ class Lifecycle(GangRules):
             owner = self.job_for_run(key[0])
             grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s
             self._out.append(fx.Stop(node, key[0], grace, False))
+
+    def _violation(self, e: ev.DeviceViolationSeen) -> None:
+        """A rank's process on a device it was not given: a history line (once per process and
+        device), and with ``violation = "kill"`` the job is stopped and fails, saying why."""
+        job, rank = self._lookup(e.node, e.run_id, e.rank)
+        if job is None or rank is None:
+            return
+        line = (
+            f"rank {e.rank} on {e.node} (pid {e.pid}) used device {e.device}, "
+            f"which it was not given (its devices: {', '.join(e.allowed) or 'none'})"
+        )
+        if any(h.event == "device-violation" and h.message == line for h in job.history):
+            return  # reported again (every inventory while it lasts, or after a coordinator restart)
+        self._history(job, "device-violation", line)
+        if self.policy.violation == "kill" and job.status.state != JobState.TERMINATING:
+            self._begin_termination(job, EndIntent.FAIL, f'device violation (violation = "kill"): {line}')
+            self._out.append(fx.WakeScheduler())
 
     # ----- timers ---------------------------------------------------------------------------
 
