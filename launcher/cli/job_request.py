@@ -61,6 +61,7 @@ def build_submission(
     name: str | None = None,
     no_requeue: bool = False,
     signal_spec: str | None = None,
+    dependency: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     array: str | None = None,
@@ -82,6 +83,7 @@ def build_submission(
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
         signal_spec: canonical ``"SIGUSR1@60"``.
+        dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
@@ -148,6 +150,7 @@ def build_submission(
         "time_limit_s": time_limit,
         "signal": signal_spec,
         "array": array,
+        "dependency": dependency,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
+from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.job_facts import normal_job_id
 
@@ -33,6 +33,7 @@ FIELD_FLAGS: dict[str, str] = {
     "requeue": "--no-requeue",
     "signal": "--signal",
     "array": "--array",
+    "dependency": "-d/--dependency",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",
@@ -41,7 +42,7 @@ FIELD_FLAGS: dict[str, str] = {
 }
 
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = follow.EXIT_INTERRUPTED
 
 
 # Body fields in seconds, set by duration flags: their errors say how to write a duration.
@@ -124,9 +125,7 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
 
 
-def stdout_bytes() -> Any:
-    """Where rank output goes: stdout's binary buffer (the text stream when it has none)."""
-    return getattr(sys.stdout, "buffer", sys.stdout)
+stdout_bytes = follow.stdout_bytes
 
 
 def fail(message: str, code: int) -> NoReturn:

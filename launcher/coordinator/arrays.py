@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from labgang.launcher.arrays import ArraySpec, fold, step_of, task_id
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 
@@ -23,9 +24,12 @@ if TYPE_CHECKING:
     from labgang.launcher.coordinator.requests import Caller
 
 
-def insert_tasks(coord: Coordinator, spec: JobSpec, array: ArraySpec, now: float) -> list[JobRecord]:
+def insert_tasks(
+    coord: Coordinator, spec: JobSpec, array: ArraySpec, now: float, targets: tuple[Target, ...] = ()
+) -> list[JobRecord]:
     """Record one pending job per index of ``array`` (buffered: the caller's next flush commits
-    them all at once) and apply their submissions to the lifecycle model.
+    them all at once) and apply their submissions to the lifecycle model. Every task carries the
+    submission's ``--dependency`` and its finished ``targets`` (``ev.JobSubmitted``).
 
     Returns:
         The tasks in index order; the array id is ``tasks[0].spec.array.array_id``.
@@ -38,7 +42,7 @@ def insert_tasks(coord: Coordinator, spec: JobSpec, array: ArraySpec, now: float
         task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
         status = JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now)
         job = coord.store.insert_job(replace(spec, array=task), status, job_id=task_id(array_id, index))
-        coord.apply(ev.JobSubmitted(now, job))
+        coord.apply(ev.JobSubmitted(now, job, targets))
         tasks.append(job)
     return tasks
 

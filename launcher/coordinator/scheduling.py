@@ -86,8 +86,9 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
-    A requeued job in backoff (``not_before`` > now) is left out of ``pending``, and so are the
-    array tasks the array rules hold back (:func:`gated_snapshot`).
+    A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
+    out of ``pending`` (the lifecycle model's ``admissible``), and so are the array tasks the
+    array rules hold back (:func:`gated_snapshot`).
     """
     return gated_snapshot(coord, now)[0]
 
@@ -102,12 +103,12 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
     waiting: list[JobRecord] = []
     holding: list[JobRecord] = []
     nodes = cluster_nodes(coord)
-    pending_state = JobState.PENDING
+    pending_state, admissible = JobState.PENDING, coord.model.admissible
     # One pass over the jobs in memory (a big array's pending tasks are most of them): cheap tests first.
     for job in sorted(coord.model.jobs.values(), key=_by_seq):
         st = job.status
         if st.state is pending_state:
-            if st.not_before <= now:
+            if admissible(job, now):
                 waiting.append(job)
         elif st.state.holds_devices:
             holding.append(job)

@@ -44,8 +44,9 @@ class JobSpec:
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
     to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
-    elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``. ``array``
-    says which task of a job array this job is (None for a job of its own).
+    elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
+    ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
+    ``array`` says which task of a job array this job is (None for a job of its own).
     """
 
     name: str
@@ -70,6 +71,7 @@ class JobSpec:
     cpu_bind: str = "numa"
     min_workers: int | None = None
     array: ArrayTask | None = None
+    dependency: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -129,7 +131,8 @@ class JobStatus:
     never collide with an old one's on a node); ``restart_count`` counts only attempts that ran
     (some rank started). ``ran`` is True once a rank of the current attempt started.
     ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
-    among equal ``admit_time`` is the highest one.
+    among equal ``admit_time`` is the highest one. ``dependency_met`` is True once the job's
+    dependency held (its ``after*`` conditions are then never judged again, only ``singleton``).
     """
 
     state: JobState = JobState.PENDING
@@ -152,6 +155,7 @@ class JobStatus:
     attempt: int = 0
     ran: bool = False
     admit_seq: int = 0
+    dependency_met: bool = False
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""

@@ -81,7 +81,7 @@ async def test_one_submission_is_one_commit_and_one_job_per_index(coord: Coordin
     array_id = await _array(coord, "1,3,5-9")
     assert coord.store.commits == before + 1
     ids = [f"{array_id}_{i}" for i in (1, 3, 5, 6, 7, 8, 9)]
-    assert [j.id for j in coord.list_jobs(ALICE)] == ids
+    assert [j.id for j in list(coord.list_jobs(ALICE))] == ids
     task = coord.jobs[f"{array_id}_7"].spec.array
     assert task is not None
     assert (task.index, task.count, task.low, task.high, task.limit) == (7, 7, 1, 9, None)
@@ -95,23 +95,23 @@ async def test_bad_array_spec_names_the_part_and_nothing_is_recorded(coord: Coor
         await _array(coord, "0,5-2")
     with pytest.raises(BadRequest, match=r"index 20000 is over the largest allowed, 10000 \(limits.max_array_size\)"):
         await _array(coord, "0-20000")
-    assert coord.list_jobs(ALICE) == [] and coord.store.count_jobs() == 0
+    assert list(coord.list_jobs(ALICE)) == [] and coord.store.count_jobs() == 0
 
 
 async def test_max_array_size_comes_from_limits(tmp_path: Path) -> None:
     c = _coordinator(tmp_path / "db", limits={"max_array_size": 4})
     with pytest.raises(BadRequest, match=r'"0-4": index 4 is over the largest allowed, 3'):
         await _array(c, "0-4")
-    assert len(c.list_jobs(ALICE)) == 0
+    assert len(list(c.list_jobs(ALICE))) == 0
     await _array(c, "0-3")
-    assert len(c.list_jobs(ALICE)) == 4
+    assert len(list(c.list_jobs(ALICE))) == 4
     c.store.close()
 
 
 async def test_the_cap_admits_at_most_n_tasks_and_says_why_the_rest_wait(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-5%2")
     run_cycles(coord)
-    states = {j.id: j.status.state for j in coord.list_jobs(ALICE)}
+    states = {j.id: j.status.state for j in list(coord.list_jobs(ALICE))}
     assert [i for i, s in states.items() if s == JobState.ADMITTED] == [f"{array_id}_0", f"{array_id}_1"]
     waiting = coord.jobs[f"{array_id}_4"].status
     assert waiting.reason_code == "array_limit"
@@ -129,7 +129,7 @@ async def test_tasks_are_ordinary_jobs_to_quota_and_capacity(coord: Coordinator)
     reason the scheduler gave the first task that did not fit (the window)."""
     array_id = await _array(coord, "0-99", gpus_per_worker=2)
     run_cycles(coord)
-    admitted = [j.id for j in coord.list_jobs(ALICE) if j.status.state == JobState.ADMITTED]
+    admitted = [j.id for j in list(coord.list_jobs(ALICE)) if j.status.state == JobState.ADMITTED]
     assert admitted == [f"{array_id}_0", f"{array_id}_1"]
     first_waiting = coord.jobs[f"{array_id}_2"].status
     assert first_waiting.reason_code in ("no_capacity", "over_quota")
@@ -143,7 +143,7 @@ async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
     )
     array_id = await _array(c, "0-3", gpus_per_worker=1)
     run_cycles(c)
-    assert all(j.status.state == JobState.ADMITTED for j in c.list_jobs(ALICE))
+    assert all(j.status.state == JobState.ADMITTED for j in list(c.list_jobs(ALICE)))
     urgent = await c.submit(ALICE, {"argv": ["urgent"], "priority": 10})
     run_cycles(c)
     assert c.jobs[urgent.id].status.state == JobState.ADMITTED
@@ -206,14 +206,39 @@ async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     first.store.close()
 
     again = _coordinator(tmp_path / "db")
-    tasks = again.list_jobs(ALICE)
+    tasks = list(again.list_jobs(ALICE))
     assert [j.id for j in tasks] == [f"{array_id}_{i}" for i in range(6)]
     task = tasks[3].spec.array
     assert task is not None and (task.array_id, task.index, task.limit) == (array_id, 3, 2)
     assert [j.status.state for j in tasks[:2]] == [JobState.ADMITTED] * 2
     run_cycles(again)  # still capped at 2 after the restart
-    assert sum(j.status.state == JobState.ADMITTED for j in again.list_jobs(ALICE)) == 2
+    assert sum(j.status.state == JobState.ADMITTED for j in list(again.list_jobs(ALICE))) == 2
     assert again.jobs[f"{array_id}_5"].status.reason_code == "array_limit"
     jobs, _ = await arrays_api.cancel_array(again, ALICE, array_id)
     assert len(jobs) == 6
     again.store.close()
+
+
+async def test_a_dependency_on_an_array_id_waits_for_every_task(coord: Coordinator) -> None:
+    array_id = await _array(coord, "0-1")
+    after = await coord.submit(ALICE, {"argv": ["merge.sh"], "dependency": f"afterok:{array_id}"})
+    run_cycles(coord)
+    assert [_state(coord, f"{array_id}_{i}") for i in (0, 1)] == [JobState.ADMITTED] * 2
+    assert _state(coord, after.id) == JobState.PENDING
+    _finish(coord, f"{array_id}_0")
+    run_cycles(coord)
+    assert _state(coord, after.id) == JobState.PENDING  # task 1 still runs
+    _finish(coord, f"{array_id}_1")
+    run_cycles(coord)
+    assert _state(coord, after.id) == JobState.ADMITTED
+
+
+async def test_an_array_with_a_dependency_holds_every_task(coord: Coordinator) -> None:
+    first = await coord.submit(ALICE, {"argv": ["prep.sh"]})
+    run_cycles(coord)
+    array_id = await _array(coord, "0-2", dependency=f"afterok:{first.id}")
+    run_cycles(coord)
+    assert [_state(coord, f"{array_id}_{i}") for i in range(3)] == [JobState.PENDING] * 3
+    _finish(coord, first.id)
+    run_cycles(coord)
+    assert [_state(coord, f"{array_id}_{i}") for i in range(3)] == [JobState.ADMITTED] * 3
