@@ -1,28 +1,33 @@
 """``labgang submit`` and ``labgang run``: the submission flags, the request body they build,
-a refused default queue explained, and ``run`` cancelling its job on Ctrl-C, SIGTERM or SIGHUP."""
+a refused default queue explained, and ``run`` following its job (``follow.follow_to_the_end``:
+cancelled on Ctrl-C, SIGTERM or SIGHUP)."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli import job_request
+from labgang.launcher.cli.array_follow import ArrayFollower, array_exit_status
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.follow import JobFollower, exit_status_of
+from labgang.launcher.cli.follow import (
+    EXIT_INTERRUPTED,
+    FollowStopped,
+    StopSignal,
+    follow_to_the_end,
+    stop_signals_interrupt,
+)
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
     to_json,
 )
 from labgang.launcher.cli.plumbing import (
-    EXIT_INTERRUPTED,
     fail,
     json_option,
     state_dir_option,
@@ -124,6 +129,22 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
             "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
         ),
+        click.option(
+            "--array",
+            metavar="SPEC",
+            default=None,
+            help="A job array, as Slurm's --array: one job per index, ID_INDEX, with "
+            "LABGANG_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID set (0-99, 1,3,5-9, 0-20:4; %N runs at most "
+            "N at once, e.g. 0-99%8).",
+        ),
+        click.option(
+            "-d",
+            "--dependency",
+            default=None,
+            metavar="LIST",
+            help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
+            "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -141,6 +162,11 @@ def build_submission(**flags: Any) -> dict[str, Any]:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def submitted_id(job: dict[str, Any]) -> str:
+    """What ``submit`` prints: the job id, or for a job array (the reply is its first task) the array id."""
+    return str(job.get("array_id") or job["id"])
 
 
 _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")
@@ -188,11 +214,13 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
     LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
 
+    With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
+
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
-    click.echo(to_json({"job": job}) if as_json else job["id"])
+    click.echo(to_json({"job": job}) if as_json else submitted_id(job))
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -209,64 +237,47 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     terminal, a batch system stopping this command) cancel the job the same way, and
     the exit status is then 128 + the signal's number (143 for SIGTERM).
 
+    With --array, waits for every task of the job array instead (one line per task on stderr
+    as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
+    task's status; Ctrl-C cancels the whole array.
+
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
+        if job.get("array_id") is not None:
+            sys.exit(_run_array(client, job))
         job_id = job["id"]
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
-        follower = JobFollower(client, job_id, ranks, stdout_bytes(), sys.stderr)
-        stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
-        code = EXIT_INTERRUPTED
-        with _stop_signals_interrupt():
-            while True:
-                try:
-                    final = follower.follow()
-                    break
-                except CoordinatorUnavailable:
-                    # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
-                    # is requeued or still recorded, and the next start shows what became of it.
-                    fail(
-                        f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                        "once it is back (jobs stopped by a shutdown run again at the next start)",
-                        1,
-                    )
-                except KeyboardInterrupt as exc:
-                    client.close()  # a request may have been cut in half
-                    what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
-                    if stopped_by is not None:
-                        fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code)
-                    stopped_by = what
-                    code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
-                    if what == "Ctrl-C":
-                        note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
-                    else:
-                        note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
-                    click.echo(note, err=True)
-                    client.cancel(job_id)
-    sys.exit(code if stopped_by is not None else exit_status_of(final))
+        try:
+            code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+        except FollowStopped as stop:
+            fail(stop.message, stop.exit_code)
+    sys.exit(code)
 
 
-class StopSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
-
-    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
-    """
-
-
-@contextlib.contextmanager
-def _stop_signals_interrupt() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
-    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
-    leaving the job behind."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise StopSignal(signal.Signals(signum).name, 128 + signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+def _run_array(client: Client, first: dict[str, Any]) -> int:
+    """``run --array``: wait for every task (one line per task as it ends); Ctrl-C, SIGTERM or
+    SIGHUP cancel the whole array, a second one stops waiting. Returns the exit status."""
+    array_id = str(first["array_id"])
+    click.echo(f"labgang: submitted job array {array_id}", err=True)
+    follower = ArrayFollower(client, array_id, sys.stderr)
+    stopped_by: int | None = None
+    with stop_signals_interrupt():
+        while True:
+            try:
+                tasks = follower.follow()
+                break
+            except CoordinatorUnavailable:
+                fail(f"labgang stopped while following job array {array_id}; see `labgang queue`", 1)
+            except KeyboardInterrupt as exc:
+                client.close()
+                code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                if stopped_by is not None:
+                    fail(f"stopped waiting; job array {array_id} is still stopping (see `labgang queue`)", code)
+                stopped_by = code
+                what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                click.echo(f"labgang: {what}: cancelling job array {array_id} ({what} again to stop waiting)", err=True)
+                client.cancel_array(array_id)
+    return stopped_by if stopped_by is not None else array_exit_status(tasks)

@@ -15,18 +15,19 @@ import base64
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import dispatch, errors
+from labgang.launcher.coordinator import arrays, dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
+from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from labgang.launcher.coordinator.jobindex import JobIndex
-from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
+from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
@@ -63,6 +64,9 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         requeue_backoff_max_s=config.requeue_backoff_max_s,
         max_start_failures=config.max_start_failures,
         default_grace_s=config.default_grace_s,
+        node_timeout_s=config.node_timeout_s,
+        violation=config.violation,
+        kill_invalid_depend=config.kill_invalid_depend,
     )
 
 
@@ -81,8 +85,11 @@ class Coordinator:
         self.clock = clock
         self.version = labgang_version()
         self.agents = AgentRegistry()
-        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs(active_only=True))
+        active = store.load_jobs(active_only=True)
+        self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
         self.recent: OrderedDict[str, JobRecord] = OrderedDict()
+        self.order = SubmissionOrder()  # the jobs in memory by seq, for GET /v1/jobs pages
+        self.order.rebuild(self.jobs)
         # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
         self.finished_counts: dict[tuple[str, str], int] = {
             key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
@@ -131,6 +138,8 @@ class Coordinator:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
         the store now; agent commands are queued for after the next :meth:`flush` commits."""
         effects = self.model.apply(event)
+        if isinstance(event, ev.JobSubmitted):
+            self.order.add(event.job)
         for effect in effects:
             self._execute(effect)
         return effects
@@ -158,7 +167,7 @@ class Coordinator:
             job = effect.job
             self.recent[job.id] = job
             while len(self.recent) > RECENT_FINISHED:
-                self.recent.popitem(last=False)
+                self.order.discard(self.recent.popitem(last=False)[1])
             key = (job.spec.queue, job.status.state.value)
             self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
         elif isinstance(effect, fx.WakeScheduler):
@@ -185,6 +194,10 @@ class Coordinator:
 
         def wake() -> None:
             self._wakes.discard(when)
+            try:
+                self.check_timers()  # a fence may expire now; its effects are committed with the cycle
+            except Exception:  # the timer loop checks again; the cycle must still run
+                log.exception("timer check at a wake failed")
             self.kick()
 
         loop.call_later(max(0.0, when - self.clock()), wake)
@@ -241,14 +254,19 @@ class Coordinator:
         if caller.read_only or caller.uid is None:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
         spec = build_spec(body, caller, self.config)
+        array = requested_array(body, self.config)
         self._check_run_as(spec)
         found = self._unschedulable(spec)
         if found is not None:
             reason, field = found
             raise Conflict(f"job can never start: {reason}", field=field)
+        targets = submission_targets(self, spec)
         now = self.clock()
-        job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-        self.apply(ev.JobSubmitted(now, job))
+        if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
+            job = arrays.insert_tasks(self, spec, array, now, targets)[0]
+        else:
+            job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
+            self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job
 
@@ -280,18 +298,22 @@ class Coordinator:
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
-            raise NotFound(f"no job {job_id}" if str(job_id).isdigit() else f"no job {job_id!r}", field="id")
+            raise NotFound(arrays.no_job_message(self, str(job_id)), field="id")
         return job
 
-    def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
-        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order:
-        the caller's own by default, ``user``'s, or everyone's. Older jobs: ``labgang history``."""
-        jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
+    def list_jobs(
+        self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
+    ) -> Iterator[JobRecord]:
+        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order,
+        read lazily: the caller's own by default, ``user``'s, or everyone's; only those submitted
+        after sequence number ``after`` (a page cursor; 0 = all). Older jobs: ``labgang history``."""
+        jobs = self.order.after(self.jobs, after)
         if user:
-            return [j for j in jobs if j.spec.user == user]
+            return (j for j in jobs if j.spec.user == user)
         if all_users or caller.uid is None:
             return jobs
-        return [j for j in jobs if j.spec.uid == caller.uid]
+        uid = caller.uid
+        return (j for j in jobs if j.spec.uid == uid)
 
     async def history(
         self,
@@ -548,12 +570,13 @@ class Coordinator:
         self.apply(ev.NodeJoined(self.clock(), conn.node, rank_statuses(conn.node, reported, self.clock()), connected))
 
     def mark_node_lost(self, conn: AgentConn, why: str) -> None:
-        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere and requeued."""
+        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
+        requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
         if conn.lost:
             return
         conn.lost = True
         log.warning("node %s lost: %s", conn.node, why)
-        self.apply(ev.NodeLost(self.clock(), conn.node, why))
+        self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
 
     def check_timers(self) -> None:
         """Node leases (``node_timeout_s``), then the model's timed arrows (startup timeouts,

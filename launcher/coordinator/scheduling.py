@@ -17,16 +17,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Container, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import leaving, next_starvation
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
@@ -83,14 +86,32 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
-    A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
+    A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
+    out of ``pending`` (the lifecycle model's ``admissible``), and so are the array tasks the
+    array rules hold back (:func:`gated_snapshot`).
     """
-    held = coord.held_devices()
+    return gated_snapshot(coord, now)[0]
+
+
+_by_seq = attrgetter("seq")
+
+
+def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
+    """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
+    (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
     running = []
-    pending = []
-    for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
+    waiting: list[JobRecord] = []
+    holding: list[JobRecord] = []
+    nodes = cluster_nodes(coord)
+    pending_state, admissible = JobState.PENDING, coord.model.admissible
+    # One pass over the jobs in memory (a big array's pending tasks are most of them): cheap tests first.
+    for job in sorted(coord.model.jobs.values(), key=_by_seq):
         st = job.status
-        if st.state.holds_devices:
+        if st.state is pending_state:
+            if admissible(job, now):
+                waiting.append(job)
+        elif st.state.holds_devices:
+            holding.append(job)
             placement = tuple(
                 RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
                 for r in (job.ranks[i] for i in sorted(job.ranks))
@@ -110,25 +131,31 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
                     tenant=coord.sharing.tenant(job.spec),
                 )
             )
-        elif st.state == JobState.PENDING and st.not_before <= now:
-            pending.append(
-                PendingJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=job.spec.request,
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    seq=job.seq,
-                    pending_since=st.pending_since,
-                    nominated=tuple(st.nominated),
-                    tenant=coord.sharing.tenant(job.spec),
-                    held_last_cycle=job.id in coord.sharing.held,
-                )
-            )
+    capacity: dict[str, int] = {}
+    for node in nodes:
+        for device in node.devices:
+            capacity[device.resource] = capacity.get(device.resource, 0) + 1
+    gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
+    pending = [
+        PendingJob(
+            id=job.id,
+            queue=job.spec.queue,
+            request=job.spec.request,
+            priority=job.spec.priority,
+            submit_time=job.status.submit_time,
+            seq=job.seq,
+            pending_since=job.status.pending_since,
+            nominated=tuple(job.status.nominated),
+            tenant=coord.sharing.tenant(job.spec),
+            held_last_cycle=job.id in coord.sharing.held,
+        )
+        for job in gate.fed
+    ]
     coord.sharing.sample(now, running)
-    return Snapshot(
+    held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
+    snapshot = Snapshot(
         now=now,
-        nodes=cluster_nodes(coord),
+        nodes=nodes,
         queues=coord.config.queue_specs(),
         running=tuple(running),
         pending=tuple(pending),
@@ -137,6 +164,20 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
         sharing=coord.config.sharing_policy(),
         tenants=coord.sharing.snapshot_tenants(),
     )
+    return snapshot, gate
+
+
+def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
+    """Queue → resource → the most devices its jobs may hold at once, for the array window
+    (``launcher/lifecycle/arrays.py``): ``nominal + borrowing_limit`` for a queue in a cohort
+    with a borrowing limit, ``nominal`` for a queue without a cohort (it cannot borrow)."""
+    caps: dict[str, dict[str, int]] = {}
+    for queue in coord.config.queue_specs():
+        if queue.cohort is None:
+            caps[queue.name] = dict(queue.nominal)
+        else:
+            caps[queue.name] = {r: queue.nominal.get(r, 0) + n for r, n in queue.borrowing_limit.items()}
+    return caps
 
 
 def run_cycles(coord: Coordinator) -> int:
@@ -152,10 +193,12 @@ def run_cycles(coord: Coordinator) -> int:
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
         started = time.perf_counter()
-        snapshot = build_snapshot(coord, now)
+        snapshot, gate = gated_snapshot(coord, now)
         if not snapshot.pending:
+            if gate.capped:  # every waiting task is over its array's cap: say so
+                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()))))
             break
-        result = run_cycle(snapshot)
+        result = follow_reasons(gate, run_cycle(snapshot))
         had_held = bool(coord.sharing.held)
         coord.sharing.after_cycle(result)
         coord.cycles += 1

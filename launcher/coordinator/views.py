@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.config import QueueConfig
+from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.model import JobState
@@ -47,6 +48,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
         "time_limit_s": spec.time_limit_s,
+        "dependency": spec.dependency,
         "argv": list(spec.argv),
         "ranks": [
             {
@@ -60,7 +62,16 @@ def job_view(job: JobRecord) -> dict[str, Any]:
             for r in (job.ranks[i] for i in sorted(job.ranks))
         ],
         "history": [{"time": h.time, "event": h.event, "message": h.message} for h in job.history],
+        **_array_fields(job),
     }
+
+
+def _array_fields(job: JobRecord) -> dict[str, Any]:
+    """``array_id``, ``array_index`` and ``array_limit`` (the ``%N`` cap) of an array task; nulls otherwise."""
+    task = job.spec.array
+    if task is None:
+        return {"array_id": None, "array_index": None, "array_limit": None}
+    return {"array_id": task.array_id, "array_index": task.index, "array_limit": task.limit}
 
 
 def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
@@ -223,6 +234,8 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "version": conn.version,
                 "inventory": conn.inventory_dict,
                 "devices": devices,
+                "confinement": conn.confinement,
+                "violations": violation_views(coord, conn),
             }
         )
     return out
@@ -261,4 +274,5 @@ def history_view(job: JobRecord, now: float) -> dict[str, Any]:
         "restart_count": st.restart_count,
         "attempts": st.attempt + 1,
         "reason": reason,
+        **_array_fields(job),
     }

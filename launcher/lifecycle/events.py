@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.scheduler.decisions import CycleResult
@@ -16,10 +17,15 @@ from labgang.launcher.scheduler.decisions import CycleResult
 
 @dataclass(frozen=True, slots=True)
 class JobSubmitted:
-    """A job was accepted (already inserted in the store, so it has its id)."""
+    """A job was accepted (already inserted in the store, so it has its id).
+
+    ``targets``: the finished jobs its ``--dependency`` names (a driver that keeps only active
+    jobs in the model reads them from its store); active ones the model knows itself.
+    """
 
     now: float
     job: JobRecord
+    targets: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,8 @@ class RankObserved:
         phase: the phase it means (``RankPhase.from_agent`` for a status; started/exited/gone
             events map to RUNNING/EXITED/GONE).
         pid: the rank's pid when known. exit_status: its main process's status when known.
+        fenced: the agent stopped this rank itself because the node's lease ran out (it could
+            not reach the coordinator): its exit is the node's loss, not the job's failure.
     """
 
     now: float
@@ -56,6 +64,7 @@ class RankObserved:
     phase: RankPhase
     pid: int | None = None
     exit_status: int | None = None
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,16 +125,28 @@ class NodeJoined:
 
 @dataclass(frozen=True, slots=True)
 class NodeLost:
-    """The node's lease ran out (``node_timeout_s`` without a word): its ranks count as lost."""
+    """The node's lease ran out (``node_timeout_s`` without a word from its agent).
+
+    Its ranks whose main process already exited count as lost at once; the others are
+    *fenced*: they count as stopped only at ``last_contact + node_timeout_s + grace`` (the
+    latest instant the agent, on its own lease, has stopped them), or earlier when the
+    agent comes back and reports their real exits (docs/queue-semantics.md §A5).
+
+    Attributes:
+        last_contact: when the driver last heard from the node (same clock as ``now``); None
+            counts from ``now`` (later than the truth, so still safe).
+    """
 
     now: float
     node: str
     why: str
+    last_contact: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passed: startup timeouts, time limits and their warning signals are checked.
+    """Time passed: startup timeouts, time limits and their warning signals, and the fences of
+    lost nodes' ranks are checked.
 
     Attributes:
         started_at: when the driver started (a startup timeout counts from the later of the
@@ -145,6 +166,24 @@ class ShutdownRequested:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceViolationSeen:
+    """A node's NVML shows a process of rank ``rank`` of run ``run_id`` on ``device``, a device
+    the rank was not given (``agent/supervisor/violations.py``).
+
+    Attributes:
+        pid: the process (the rank's main process or a descendant). allowed: the rank's devices.
+    """
+
+    now: float
+    node: str
+    run_id: str
+    rank: int
+    device: str
+    pid: int
+    allowed: tuple[str, ...]
+
+
 Event = (
     JobSubmitted
     | CancelRequested
@@ -157,5 +196,6 @@ Event = (
     | NodeLost
     | Tick
     | ShutdownRequested
+    | DeviceViolationSeen
 )
 """Anything :meth:`Lifecycle.apply` takes."""
