@@ -34,8 +34,8 @@ from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
-from labgang.launcher.lifecycle.rules import leaving
 from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.lifecycle.view import scheduler_jobs, scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.store import Store
 
@@ -44,15 +44,6 @@ log = logging.getLogger("labgang.coordinator")
 LOG_CHUNK_BYTES = 1 << 20
 RECENT_FINISHED = 1000
 """Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
-
-
-def _scheduling_state(job: JobRecord) -> str:
-    """A job's state as the scheduler tells them apart (admitted and running are the same to it;
-    a completing job is leaving like a terminating one)."""
-    state = job.status.state
-    if leaving(job):
-        return "leaving"
-    return "holding" if state.holds_devices else state.value
 
 
 def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
@@ -129,7 +120,13 @@ class Coordinator:
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
-        the store now; agent commands are queued for after the next :meth:`flush` commits."""
+        the store now; agent commands are queued for after the next :meth:`flush` commits.
+
+        Admission fair sharing first samples what was held up to the event, before it changes
+        anything (as ``labgang simulate`` does at each instant)."""
+        if self.sharing.due(event.now):
+            running, _ = scheduler_jobs(self.model.jobs.values(), event.now, self.sharing.tenant, ())
+            self.sharing.sample(event.now, running)
         effects = self.model.apply(event)
         for effect in effects:
             self._execute(effect)
@@ -455,11 +452,11 @@ class Coordinator:
         else:
             ranks = message.get("ranks") or []
             touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
-            before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
+            before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
             # What a periodic rank list says (pids, states); an absence is not a loss.
             for obs in rank_statuses(conn.node, ranks, self.clock()):
                 self.apply(obs)
-            changed = changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items())
+            changed = changed or any(scheduling_state(job) != before[job_id] for job_id, job in touched.items())
             if self.store.dirty or self._effects:
                 await self.flush()  # a rank list can end or stop a gang too (a missed event)
         if changed:
@@ -507,13 +504,13 @@ class Coordinator:
             ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
         )
         touched = {job.id: job for e in events if (job := self.job_for_run(str(e.get("job_id")))) is not None}
-        before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
+        before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
         for event in events:
             self.apply_rank_event(conn.node, event)
         # Only what the scheduler sees matters: a job starting to stop or leaving its devices
         # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
         if changed or any(
-            _scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
+            scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
             for job_id, job in touched.items()
         ):
             self.kick()  # the cycle runs while this commit is written; its own commit follows

@@ -23,12 +23,12 @@ from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import leaving, next_starvation
+from labgang.launcher.lifecycle.rules import next_starvation
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.model import JobRequest
+from labgang.launcher.lifecycle.view import decided_something, scheduler_jobs
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
@@ -86,52 +86,14 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
     """
     held = coord.held_devices()
-    running = []
-    pending = []
-    for job in sorted(coord.model.jobs.values(), key=lambda j: j.seq):
-        st = job.status
-        if st.state.holds_devices:
-            placement = tuple(
-                RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
-                for r in (job.ranks[i] for i in sorted(job.ranks))
-            )
-            running.append(
-                RunningJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=started_request(job),
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    admit_time=st.admit_time or st.submit_time,
-                    placement=placement,
-                    grace=job.spec.grace_s,
-                    terminating=leaving(job),
-                    seq=st.admit_seq,
-                    tenant=coord.sharing.tenant(job.spec),
-                )
-            )
-        elif st.state == JobState.PENDING and st.not_before <= now:
-            pending.append(
-                PendingJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=job.spec.request,
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    seq=job.seq,
-                    pending_since=st.pending_since,
-                    nominated=tuple(st.nominated),
-                    tenant=coord.sharing.tenant(job.spec),
-                    held_last_cycle=job.id in coord.sharing.held,
-                )
-            )
+    running, pending = scheduler_jobs(coord.model.jobs.values(), now, coord.sharing.tenant, coord.sharing.held)
     coord.sharing.sample(now, running)
     return Snapshot(
         now=now,
         nodes=cluster_nodes(coord),
         queues=coord.config.queue_specs(),
-        running=tuple(running),
-        pending=tuple(pending),
+        running=running,
+        pending=pending,
         unavailable=unavailable_devices(coord, held),
         cohorts=coord.config.cohort_specs(),
         sharing=coord.config.sharing_policy(),
@@ -171,15 +133,8 @@ def run_cycles(coord: Coordinator) -> int:
             (time.perf_counter() - started) * 1e3,
         )
         effects = coord.apply(CycleDecided(now, result))
-        new = sum(isinstance(e, fx.Dispatch) for e in effects)
-        admitted += new
-        # a hold lasts one cycle: a cycle that starts holding is followed by one without it
-        held_now = bool(result.held) and not had_held
-        if (
-            not new
-            and not held_now
-            and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects)
-        ):
+        admitted += sum(isinstance(e, fx.Dispatch) for e in effects)
+        if not decided_something(result, effects, had_held):
             break
     starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
     if starving_at is not None:
@@ -235,12 +190,6 @@ async def timer_loop(coord: Coordinator) -> None:
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
             coord.kick()
         last = now
-
-
-def started_request(job: JobRecord) -> JobRequest:
-    """What a job holds: an elastic gang counts as a gang of the size it started with."""
-    req = job.spec.request
-    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
 
 
 def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
