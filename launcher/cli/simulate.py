@@ -26,7 +26,7 @@ from labgang.launcher.simulate.summary import count
     help="Also print per-queue waits and utilization for files with expectations.",
 )
 def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
-    """Run scheduling scenarios (format: docs/scenarios.md) with the real scheduler on a simulated clock.
+    """Run scheduling scenarios (format: docs/scenarios.md): the real scheduler and job lifecycle, simulated clock.
 
     A file with [[expect]] / [[invariant]] tables is checked: PASS, or FAIL with one line per
     difference. A plain job list prints per-queue wait times and utilization.

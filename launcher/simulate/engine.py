@@ -296,10 +296,12 @@ class Simulation:
             elif isinstance(effect, fx.WakeAt):
                 self._push(effect.time, _WAKE, "wake", "", "")
             elif isinstance(effect, fx.Dispatch):
-                self._admitted(self.jobs[effect.job.id])
+                job = self.jobs[effect.job.id]
+                self._admitted(job, self.now)
+                self._to_start.append((job.id, job.record.run_id))  # launched after this instant's cycles
             elif isinstance(effect, fx.Stop):
-                job = self.jobs[self.model_job_id(effect.run_id)]
-                self._push(self.now + effect.grace, _EXIT, "stop", job.id, effect.run_id)
+                job_id = effect.run_id.rpartition(".")[0]  # "<job id>.<attempt>"
+                self._push(self.now + effect.grace, _EXIT, "stop", job_id, effect.run_id)
             elif isinstance(effect, fx.RecordDecision) and effect.kind == "victim":
                 self.jobs[effect.job_id].preempted = True
             elif isinstance(effect, fx.AddHistory) and effect.entry.event == "requeued":
@@ -312,28 +314,21 @@ class Simulation:
                 job.end_time = self.now
                 self._emit("finish", job=job.id)
 
-    @staticmethod
-    def model_job_id(run_id: str) -> str:
-        """The job id of an attempt's run id (``"<job id>.<attempt>"``)."""
-        return run_id.rpartition(".")[0]
-
     def _release(self, job: SimJob) -> None:
         if job.placement:
             job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
         job.placement = ()
 
-    def _admitted(self, job: SimJob, *, initial: bool = False) -> None:
-        """Bookkeeping of an admission the lifecycle made (its ``Dispatch``); its ranks start at
-        the end of the cycles of this instant, as a dispatch runs after the coordinator's commit."""
+    def _admitted(self, job: SimJob, at: float, *, initial: bool = False) -> None:
+        """Bookkeeping of an admission the lifecycle made at ``at`` (its ``Dispatch``)."""
         record = job.record
         job.placement = tuple(RankPlacement(r.rank, r.node, tuple(r.devices)) for r in ranks_in_order(record))
-        job.admit_time = self.now
+        job.admit_time = at
         job.reason = None
         if not initial:
-            job.waits.append(self.now - max(0.0, record.status.pending_since))
+            job.waits.append(at - max(0.0, record.status.pending_since))
         if job.first_admit is None:
-            job.first_admit = self.now
-        self._to_start.append((job.id, record.run_id))
+            job.first_admit = at
         started = {"started": len(job.placement)} if job.request.elastic else {}
         self._emit(
             "admit",
@@ -463,23 +458,13 @@ class Simulation:
             at = job.spec.submit
             job.submitted = True
             self.model.apply(ev.JobSubmitted(at, job.record))
-            effects = self.model.apply(ev.CycleDecided(at, CycleResult((Admit(job.id, placement),), (), ())))
-            for effect in effects:
-                if isinstance(effect, fx.Dispatch):
-                    self._admitted(job, initial=True)
-            job.admit_time = at
-            job.first_admit = at
-            self._start_at(job, at)
-
-    def _start_at(self, job: SimJob, at: float) -> None:
-        """Start a ``running = true`` job's ranks at its admission time ``at``; its end is due at
-        ``at + duration`` (t=0 at the earliest)."""
-        self._to_start = [(j, r) for j, r in self._to_start if j != job.id]
-        run_id = job.record.run_id
-        for rank in ranks_in_order(job.record):
-            self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
-        if job.spec.duration is not None:
-            self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.id, run_id)
+            self.model.apply(ev.CycleDecided(at, CycleResult((Admit(job.id, placement),), (), ())))
+            self._admitted(job, at, initial=True)
+            run_id = job.record.run_id
+            for rank in ranks_in_order(job.record):
+                self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
+            if job.spec.duration is not None:
+                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.id, run_id)
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:
