@@ -111,8 +111,8 @@ def run_cycles(coord: Coordinator) -> int:
     admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
+    now = coord.clock()  # one instant per burst, as in ``labgang simulate``
     for _ in range(MAX_CYCLES_PER_WAKE):
-        now = coord.clock()
         started = time.perf_counter()
         snapshot = build_snapshot(coord, now)
         if not snapshot.pending:

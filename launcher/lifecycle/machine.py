@@ -159,7 +159,7 @@ class Lifecycle(GangRules):
                 self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
             for victim_id in pre.victims:
                 victim = self.jobs.get(victim_id)
-                if victim is None or not may_be_victim(victim, admitted_now):
+                if victim is None or not may_be_victim(victim, admitted_now, now):
                     continue
                 self._out.append(
                     fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")

@@ -47,15 +47,25 @@ def leaving(job: JobRecord) -> bool:
     return job.status.state == JobState.TERMINATING or completing(job)
 
 
-def may_be_victim(job: JobRecord, admitted_now: frozenset[str]) -> bool:
-    """May a cycle's preemption stop ``job``?
+def may_be_victim(job: JobRecord, admitted_now: frozenset[str], now: float) -> bool:
+    """May a cycle at ``now`` stop ``job`` for a preemptor?
 
     Only an admitted or running job that is not completing (its ranks have not all exited),
-    and not one admitted by the very cycle that would evict it (``admitted_now``: ids the same
-    cycle result admits): that gang never started.
+    not one admitted by the very cycle that would evict it (``admitted_now``: ids the same
+    cycle result admits), and not one admitted by an earlier cycle at the same instant whose
+    launch has not gone out (every rank still ASSIGNED). Evicting such a gang would requeue it
+    at once; the next cycle of the instant could admit it again and the one after evict it
+    again, without end. A driver runs the cycles of one burst at one ``now``. At a later
+    instant, or once it runs, it may be stopped like any other.
     """
-    st = job.status.state
-    if st not in (JobState.ADMITTED, JobState.RUNNING):
+    st = job.status
+    if st.state not in (JobState.ADMITTED, JobState.RUNNING):
+        return False
+    if (
+        st.state == JobState.ADMITTED
+        and st.admit_time == now
+        and all(r.state == RankPhase.ASSIGNED for r in job.ranks.values())
+    ):
         return False
     return job.id not in admitted_now and not completing(job)
 
