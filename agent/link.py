@@ -3,7 +3,8 @@
 Messages are JSON objects (see ``labgang.launcher.coordinator.agents`` for the list).
 The link knows nothing about ranks or NVML: the service gives it a ``hello`` builder,
 a command handler and callbacks, and uses :meth:`CoordinatorLink.send` and
-:meth:`CoordinatorLink.forward`.
+:meth:`CoordinatorLink.forward`. It keeps the node's lease renewed (``agent/lease.py``); what
+to do when the lease runs out is the service's business.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import base64
 import itertools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
+from labgang.agent.lease import NodeLease
 
 log = logging.getLogger("labgang.agent.link")
 
@@ -39,6 +42,8 @@ class CoordinatorLink:
         on_connected: called after the coordinator's ``welcome`` (resend unacknowledged events).
         on_ack: called with the ``seq`` of each ``ack``.
         reconnect_max_s: cap of the exponential reconnect backoff (seconds).
+        lease: the node's lease, armed by each ``welcome`` that names ``node_timeout_s`` and
+            renewed while the link is up (``agent/lease.py``); None: no lease is kept.
     """
 
     def __init__(
@@ -51,6 +56,7 @@ class CoordinatorLink:
         on_connected: Callable[[], Awaitable[None]] | None = None,
         on_ack: Callable[[int], None] | None = None,
         reconnect_max_s: float = 10.0,
+        lease: NodeLease | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
@@ -59,6 +65,9 @@ class CoordinatorLink:
         self._on_connected = on_connected
         self._on_ack = on_ack
         self.reconnect_max_s = reconnect_max_s
+        self.lease = lease
+        self._renewals: dict[int, float] = {}  # renewal id -> monotonic send time, until answered
+        self._renewal_ids = itertools.count(1)
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._forward_ids = itertools.count(1)
         self._forwards: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -166,6 +175,7 @@ class CoordinatorLink:
             self.url + LINK_PATH, headers=headers, heartbeat=HEARTBEAT_S, max_msg_size=64 << 20
         ) as ws:
             self._ws = ws
+            hello_sent = time.monotonic()
             await ws.send_json(self._hello())
             first = await ws.receive_json(timeout=15)
             if first.get("type") == "refused":
@@ -176,11 +186,15 @@ class CoordinatorLink:
             if first.get("type") != "welcome":
                 raise ConnectionError(f"expected welcome, got {first.get('type')!r}")
             self.refused = None
+            timeout = first.get("node_timeout_s")
+            if self.lease is not None and isinstance(timeout, (int, float)) and timeout > 0:
+                self.lease.arm(float(timeout), hello_sent)  # the welcome answers the hello
             self.connected.set()
             log.info("link to %s up", self.url)
             if self._on_connected is not None:
                 await self._on_connected()
             stopper = asyncio.ensure_future(stop.wait())
+            renewer = asyncio.ensure_future(self._renew(ws))
             try:
                 while True:
                     receiver = asyncio.ensure_future(ws.receive())
@@ -195,6 +209,25 @@ class CoordinatorLink:
                     self._dispatch(msg.json())
             finally:
                 stopper.cancel()
+                renewer.cancel()
+                self._renewals.clear()
+
+    async def _renew(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Send a lease renewal every ``lease.renew_every`` seconds while this websocket is open."""
+        lease = self.lease
+        if lease is None:
+            return
+        while not ws.closed:
+            every = lease.renew_every
+            if every is None:
+                return
+            await asyncio.sleep(every)
+            renewal = next(self._renewal_ids)
+            self._renewals[renewal] = time.monotonic()
+            try:
+                await ws.send_json({"type": "lease", "id": renewal})
+            except (ConnectionError, RuntimeError, aiohttp.ClientError):
+                return
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -205,6 +238,12 @@ class CoordinatorLink:
         elif kind == "ack":
             if self._on_ack is not None and message.get("seq") is not None:
                 self._on_ack(int(message["seq"]))
+        elif kind == "lease":
+            renewal = message.get("id")
+            sent = self._renewals.pop(renewal, None) if isinstance(renewal, int) else None
+            if sent is not None and self.lease is not None:
+                self.lease.confirm(sent)
+                self._renewals = {i: t for i, t in self._renewals.items() if t > sent}
         elif kind == "api_reply":
             request_id = message.get("id")
             fut = self._forwards.get(request_id) if isinstance(request_id, int) else None

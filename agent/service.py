@@ -7,7 +7,9 @@ once (kept until the coordinator acknowledges them, so no exit is lost across a
 reconnect), executes commands (``agent/commands.py``: launch, stop_job, signal_job,
 pick_port, read_log), and serves the user API on the node's Unix socket
 (``agent/userproxy.py``: each request forwarded over the link with the caller's uid from
-SO_PEERCRED, which the coordinator trusts).
+SO_PEERCRED, which the coordinator trusts). The link keeps the node's lease renewed; when
+the coordinator has not answered for most of ``node_timeout_s``, the tick stops every rank
+here (``agent/lease.py``, docs/queue-semantics.md §A5).
 
 The tick is event-driven: it runs when a rank's small parent or main process exits (a
 pidfd per process, :class:`~labgang.agent.supervisor.ExitWatcher`), when a grace period
@@ -30,11 +32,15 @@ from typing import Any
 from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
+from labgang.agent.confine import Confinement, RankCgroups
 from labgang.agent.inventory import NodeInventory, read_inventory
+from labgang.agent.lease import NodeLease, load_lease, save_lease
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
+from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
+from labgang.agent.supervisor.violations import find_violations
 from labgang.agent.token import read_token
 from labgang.agent.userproxy import UserSocketProxy
 
@@ -90,6 +96,9 @@ class AgentService:
         self.inventory: NodeInventory | None = None
         self.supervisor: Supervisor | None = None
         self.link: CoordinatorLink | None = None
+        self.lease = NodeLease()  # renewed by the link; when it runs out, the tick stops every rank
+        self._fenced: set[tuple[str, int]] = set()  # (run id, rank) stopped because the lease ran out
+        self._lease_saved: float | None = None  # the confirmed_at last written to lease.json
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self.commands: CommandHandler | None = None  # made once the supervisor exists
@@ -99,6 +108,7 @@ class AgentService:
         self._tick_wake: asyncio.Event | None = None
         self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
         self._inv_sent_at = 0.0
+        self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -124,6 +134,7 @@ class AgentService:
         first = read_inventory(backend, hostname=self.node)
         self._take_reading(read_at, first)
         sup_cfg = self.config.supervisor_config()
+        cgroups = self._decide_confinement(backend, first, sup_cfg)
         # One spare small parent per device at most: no more ranks than devices start at once.
         spares = min(sup_cfg.spare_shims, len(first.allocatable()))
         # A simulated backend with a scope: tag our ranks with it so that other simulated
@@ -140,9 +151,56 @@ class AgentService:
             device_pids=self._device_pids,
             spare_shims=spares,
             extra_env=extra_env,
+            cgroups=cgroups,
         )
+        # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
+        # even if this agent never reaches the coordinator.
+        self.lease = load_lease(self._agent_dir(), mono_now=time.monotonic(), wall_now=time.time())
+        self._lease_saved = self.lease.confirmed_at
         for event in self.supervisor.recover():
             self._queue_event(event.to_dict())
+
+    def _decide_confinement(
+        self, backend: NvmlBackend, first: NodeInventory, cfg: SupervisorConfig
+    ) -> RankCgroups | None:
+        """Decide how ranks are fenced (``agent/confine/``), say it once, and return the cgroup writer or None.
+
+        Raises:
+            AgentConfigError: ``confine = "required"`` and this host cannot confine ranks.
+        """
+        from labgang.agent.confine import setup_confinement
+        from labgang.agent.nvml.minors import gpu_minor_numbers
+        from labgang.agent.nvml.recorder import ReplayNvml
+        from labgang.agent.nvml.simulated import SimulatedNvml
+
+        simulated = bool(self.config.simulate) or isinstance(backend, (SimulatedNvml, ReplayNvml))
+        minors = {} if simulated or cfg.confine == "off" else gpu_minor_numbers(backend)
+        confinement, cgroups = setup_confinement(
+            cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root, inventory=first, gpu_minors=minors
+        )
+        self.confinement = confinement
+        if confinement.confined:
+            log.info("ranks confined to their devices: %s", confinement.reason)
+        elif cfg.confine == "required":
+            from labgang.agent.config import AgentConfigError
+
+            raise AgentConfigError(f"confine: required, but ranks cannot be confined here: {confinement.reason}")
+        else:
+            # Simulated GPUs have no device nodes: nothing is left unfenced, so no warning there.
+            log.log(
+                logging.INFO if simulated else logging.WARNING,
+                "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
+                confinement.reason,
+            )
+        return cgroups
+
+    def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
+        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""
+        if self.supervisor is None:
+            return []
+        parents = {m.uuid: str(g.uuid) for g in inv.gpus for m in g.mig_devices if isinstance(m.uuid, str)}
+        found = find_violations(inv.device_pids(), self.supervisor.rank_processes(), parents)
+        return [v.to_dict() for v in found]
 
     def _device_pids(self) -> DeviceReading | None:
         """The supervisor's device check: the newest reading with its start time (None before the first)."""
@@ -173,9 +231,27 @@ class AgentService:
             "version": labgang_version(),
             "address": self.config.address or self.node,
             "inventory": self.inventory.to_dict(),
-            "ranks": [s.to_dict() for s in self.supervisor.ranks()],
+            "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
+            "confinement": self.confinement.to_dict() if self.confinement is not None else None,
+            "violations": self.violations(self.inventory),
         }
+
+    def _agent_dir(self) -> Path:
+        """Where the supervisor journal and the lease file live."""
+        return paths.agent_state_dir(self.state_dir)
+
+    def rank_dicts(self) -> list[dict[str, Any]]:
+        """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
+        stopped because the node's lease ran out (so the coordinator requeues its job, not fails it)."""
+        assert self.supervisor is not None
+        out = []
+        for s in self.supervisor.ranks():
+            d = s.to_dict()
+            if (s.job_id, s.rank) in self._fenced:
+                d["fenced"] = True
+            out.append(d)
+        return out
 
     def run_as_policy(self) -> dict[str, Any]:
         """Whose ranks this agent may start, so the coordinator can refuse at submission a job
@@ -212,6 +288,7 @@ class AgentService:
             on_connected=self._flush_outbox,
             on_ack=self._on_ack,
             reconnect_max_s=self.config.reconnect_max_s,
+            lease=self.lease,
         )
         if self.config.user_socket:
             proxy = UserSocketProxy(self.state_dir, self.node, self.link.forward)
@@ -310,6 +387,7 @@ class AgentService:
         """One tick; when a rank waits only for NVML, read NVML now and tick again."""
         sup = self.supervisor
         assert sup is not None
+        self._check_lease()
         events = sup.tick()
         await self._report(events)
         need = sup.awaiting_devices()
@@ -335,6 +413,39 @@ class AgentService:
             self._recheck_s = min(self._recheck_s * 2, self.config.sample_s)
         await self._report(events, inventory=inv)
 
+    def _check_lease(self) -> None:
+        """Stop every rank here, the way a ``stop_jobs`` command would (SIGTERM now, each job's
+        grace, SIGKILL), once the node's lease ran out: the coordinator will soon count them as
+        stopped and may start the jobs elsewhere (docs/queue-semantics.md §A5). Their exits are
+        reported when the link is back."""
+        sup = self.supervisor
+        lease = self.lease
+        now = time.monotonic()
+        if lease.confirmed_at != self._lease_saved:  # renewed since the last tick: keep it for a successor
+            self._lease_saved = lease.confirmed_at
+            try:
+                save_lease(self._agent_dir(), lease, mono_now=now, wall_now=time.time())
+            except OSError as exc:
+                log.warning("cannot save the node lease: %s", exc)
+        if sup is None or not lease.due(now):
+            return
+        lease.fenced = True
+        live = [s for s in sup.ranks() if s.state is not RankState.GONE]
+        jobs = sorted({s.job_id for s in live})
+        if not jobs:
+            return
+        # Ranks still running now: their exits are reported as the fence's doing, not the job's.
+        self._fenced.update((s.job_id, s.rank) for s in live if s.exit_status is None)
+        silent = now - (lease.confirmed_at or now)
+        log.warning(
+            "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
+            silent,
+            lease.node_timeout_s or 0.0,
+            len(jobs),
+            ", ".join(jobs),
+        )
+        sup.stop_jobs([(job_id, None, False) for job_id in jobs])
+
     def _next_tick_in(self) -> float:
         """Seconds until the next tick is due without a wake-up: a deadline, a re-read, a start, or ``TICK_S``."""
         sup = self.supervisor
@@ -344,6 +455,9 @@ class AgentService:
         deadline = sup.next_deadline()
         if deadline is not None:
             delay = min(delay, deadline - now)
+        expires = self.lease.expires_at
+        if expires is not None and not self.lease.fenced:
+            delay = min(delay, expires - now)
         if sup.awaiting_devices() is not None and self._reading is not None:
             delay = min(delay, self._reading.read_at + self._recheck_s - now)
         if any(s.state is RankState.STARTING for s in sup.ranks()):
@@ -360,6 +474,8 @@ class AgentService:
             await self._flush_outbox(inventory=inventory)
 
     def _queue_event(self, event: dict[str, Any]) -> None:
+        if (event.get("job_id"), event.get("rank")) in self._fenced:
+            event["fenced"] = True
         self._seq += 1
         self._outbox.append((self._seq, event))
 
@@ -373,26 +489,42 @@ class AgentService:
         """
         if self.link is None:
             return
-        inv = inventory.to_dict() if inventory is not None else None
+        inv_message, key = self._inventory_message(inventory) if inventory is not None else (None, None)
         if self._outbox:
             message: dict[str, Any] = {
                 "type": "rank_events",
                 "seq": self._outbox[-1][0],
                 "events": [e for _, e in self._outbox],
             }
-            if inv is not None:
-                message["inventory"] = inv
+            if inv_message is not None:
+                message["inventory"] = inv_message["inventory"]
+                message["violations"] = inv_message["violations"]
             sent = await self.link.send(message)
-        elif inv is not None:
-            assert self.supervisor is not None
-            sent = await self.link.send(
-                {"type": "inventory", "inventory": inv, "ranks": [s.to_dict() for s in self.supervisor.ranks()]}
-            )
+        elif inv_message is not None:
+            sent = await self.link.send(inv_message)
         else:
             return
-        if sent and inventory is not None:
-            self._inv_sent_key = (inventory.allocatable(), inventory.device_pids())
+        if sent and key is not None:
+            self._inv_sent_key = key
             self._inv_sent_at = time.monotonic()
+
+    def _inventory_message(self, inv: NodeInventory) -> tuple[dict[str, Any], Any]:
+        """The ``inventory`` message for ``inv`` (inventory, ranks, device violations) and what it
+        is compared by to tell whether it changed since the last one sent."""
+        assert self.supervisor is not None
+        violations = self.violations(inv)
+        message = {
+            "type": "inventory",
+            "inventory": inv.to_dict(),
+            "ranks": self.rank_dicts(),
+            "violations": violations,
+        }
+        key = (
+            inv.allocatable(),
+            inv.device_pids(),
+            tuple(sorted((v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
+        )
+        return message, key
 
     def _on_ack(self, seq: int) -> None:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
@@ -410,6 +542,7 @@ class AgentService:
         for job_id, ranks in by_job.items():
             if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
                 sup.forget(job_id)
+                self._fenced = {key for key in self._fenced if key[0] != job_id}
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:
         assert self.link is not None and self.supervisor is not None
@@ -420,16 +553,10 @@ class AgentService:
                 log.exception("inventory read failed")
                 await asyncio.sleep(self.config.sample_s)
                 continue
-            key = (inv.allocatable(), inv.device_pids())
+            message, key = self._inventory_message(inv)
             now = time.monotonic()
             if key != self._inv_sent_key or now - self._inv_sent_at >= self.config.interval_s:
-                sent = await self.link.send(
-                    {
-                        "type": "inventory",
-                        "inventory": inv.to_dict(),
-                        "ranks": [s.to_dict() for s in self.supervisor.ranks()],
-                    }
-                )
+                sent = await self.link.send(message)
                 if sent:
                     self._inv_sent_at, self._inv_sent_key = now, key
             if self.supervisor.awaiting_devices() is not None:

@@ -30,7 +30,7 @@ import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from labgang.agent import tomlfile
 from labgang.launcher.limits import LimitsConfig
@@ -171,6 +171,8 @@ class ClusterConfig(_Strict):
     starts the job fails. ``max_signal_lead_s`` bounds a ``--signal SIG@T`` lead; ``[limits]``
     bounds a submission (:class:`LimitsConfig`); ``read_token_file``, ``metrics_public`` and
     ``private_data`` (Slurm's ``PrivateData=jobs``) say who reads what (docs/security.md).
+    ``violation`` is what a rank seen on a device it was not given costs its job: ``report``
+    (a history line and a pitfall) or ``kill`` (also stopped, failed with that reason).
     """
 
     default_queue: str = DEFAULT_QUEUE
@@ -201,6 +203,7 @@ class ClusterConfig(_Strict):
     queues: list[QueueConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     pitfalls: dict[str, float] = Field(default_factory=dict)
+    violation: Literal["report", "kill"] = "report"
 
     @field_validator("pitfalls")
     @classmethod

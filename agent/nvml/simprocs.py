@@ -286,6 +286,14 @@ class ProcessNvml:
                     cached, final = _visible_devices_and_scope(proc)
                     if final:
                         self._env_cache[key] = cached
+                if any(entry in known for entry in cached[0]):
+                    # Read again on every scan: a process that re-executed itself keeps its pid and start
+                    # time, so the cache may hold its old environment, while it may now name other devices
+                    # (a real one would hold a context on those; a device violation, docs/security.md) or
+                    # declare other activity (examples/*.py).
+                    fresh, final = _visible_devices_and_scope(proc)
+                    if final:
+                        self._env_cache[key] = cached = fresh
                 entries, scope, declared = cached
                 if self._scope is not None and scope is not None and scope != self._scope:
                     continue  # a rank of another simulated instance on this host
@@ -296,12 +304,6 @@ class ProcessNvml:
                         live.setdefault(target, []).append(key[0])
                         bound = True
                 if bound:
-                    # Read again on every scan: a process that re-executed itself with its declaration
-                    # (examples/*.py) keeps its pid and start time, so the cache may hold the old environment.
-                    try:
-                        declared = Declared.from_environ(proc.environ())
-                    except (psutil.Error, OSError):
-                        pass
                     self._declared[key[0]] = declared
                     self._cpu_pct[key[0]] = self._cpu_activity(proc, key)
             for stale in [k for k in self._env_cache if k not in seen]:

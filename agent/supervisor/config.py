@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.agent.confine.decide import CONFINE_SETTINGS
+
 from .foreign import ForeignProcess
 
 FOREIGN_POLICIES = ("block", "report")
@@ -26,6 +28,11 @@ class SupervisorConfig:
         spare_shims: most ranks' small parents kept started ahead, idle, so that a launch skips
             the Python start-up of its small parent (about 20-30 ms of CPU each); the agent keeps
             ``min(spare_shims, allocatable devices)`` of them. 0 turns it off.
+        confine: ``"auto"`` (default): each rank in a cgroup that lets it open only its own GPUs,
+            where the host allows it, else said once at start-up; ``"off"``; ``"required"``: the
+            agent refuses to start without it (docs/security.md).
+        cgroup_root: a delegated, writable cgroup v2 folder for the ranks' cgroups; None: a
+            ``labgang.ranks`` folder in the agent's own cgroup.
     """
 
     foreign: str = "block"
@@ -33,6 +40,8 @@ class SupervisorConfig:
     allow_root: bool = False
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
     spare_shims: int = 8
+    confine: str = "auto"
+    cgroup_root: str | None = None
 
     def __post_init__(self) -> None:
         if self.foreign not in FOREIGN_POLICIES:
@@ -55,6 +64,12 @@ class SupervisorConfig:
                 f"spare_shims: {self.spare_shims!r} is not a count of spare small parents "
                 f"(allowed: integer 0..{MAX_SPARE_SHIMS})"
             )
+        if self.confine not in CONFINE_SETTINGS:
+            raise ValueError(f"confine: {self.confine!r} is not a setting (allowed: {', '.join(CONFINE_SETTINGS)})")
+        if self.cgroup_root is not None and (
+            not isinstance(self.cgroup_root, str) or not self.cgroup_root.startswith("/")
+        ):
+            raise ValueError(f"cgroup_root: {self.cgroup_root!r} is not a folder (allowed: an absolute path)")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SupervisorConfig:
@@ -63,7 +78,7 @@ class SupervisorConfig:
         Raises:
             ValueError: an unknown key, or a bad value, naming the field and the allowed values.
         """
-        known = ("foreign", "allowed_uids", "allow_root", "log_max_bytes", "spare_shims")
+        known = ("foreign", "allowed_uids", "allow_root", "log_max_bytes", "spare_shims", "confine", "cgroup_root")
         for key in data:
             if key not in known:
                 raise ValueError(f"{key}: not a supervisor setting (allowed: {', '.join(known)})")

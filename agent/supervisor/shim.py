@@ -31,7 +31,8 @@ exist per rank.
 Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict of plain
 values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
-(CPU numbers to pin the rank to, or None).
+(CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
+fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined).
 
 CPU pinning: before starting the rank the shim calls ``sched_setaffinity`` on itself with
 ``cpus`` ∩ the CPUs it may use, so the rank inherits the mask (its GPUs' NUMA node CPUs; the
@@ -260,6 +261,18 @@ def main(rank_dir: str) -> int:
     log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"], cfg["uid"] if drop else None, cfg["gid"] if drop else None)
     if cfg.get("log_header"):
         log.write(cfg["log_header"].encode() + b"\n")
+    if cfg.get("cgroup_procs"):
+        # Into the rank's fenced cgroup before the rank exists, so it and every child are inside.
+        # Fail closed: a rank that should be confined and is not does not start.
+        try:
+            with open(cfg["cgroup_procs"], "w", encoding="ascii") as fh:
+                fh.write(str(os.getpid()))
+        except OSError as exc:
+            message = f"cannot enter the rank's cgroup {cfg['cgroup_procs']}: {exc.strerror or exc}"
+            log.write(f"[labgang] {message}\n".encode())
+            log.close()
+            write_exit(rank_dir, 126, message)
+            return 0
     try:
         cpus_text, note = pin_cpus(cfg.get("cpus"))
     except OSError as exc:  # a mask the kernel refuses: run unpinned, say so

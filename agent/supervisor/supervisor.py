@@ -51,7 +51,7 @@ import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
@@ -65,6 +65,9 @@ from .spec import LaunchSpec
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
+
+if TYPE_CHECKING:
+    from labgang.agent.confine.cgroup import RankCgroups
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +113,10 @@ class Supervisor(RankStopper):
         host_os: ProcessHost | None = None,
         spare_shims: int = 0,
         extra_env: Mapping[str, str] | None = None,
+        cgroups: RankCgroups | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
+        self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
         self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
         self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
@@ -258,7 +263,7 @@ class Supervisor(RankStopper):
         Raises:
             LaunchRefused: the uid/gid policy forbids it, or the user cannot enter ``cwd``.
             RankConflict: the rank is already supervised with a different spec.
-            OSError: the rank's small parent could not be spawned.
+            OSError: the rank's small parent could not be spawned, or (``ConfineError``) its cgroup made.
         """
         existing = self._ranks.get((spec.job_id, spec.rank))
         if existing is not None:
@@ -285,6 +290,7 @@ class Supervisor(RankStopper):
             allow_root=self._allow_root,
         )
         check_can_enter(spec.cwd, run_as)
+        procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices) if self.cgroups else None
 
         self._os.ensure_dir(rank_dir.parent, 0o700)
         self._os.ensure_dir(rank_dir, 0o700)
@@ -311,6 +317,7 @@ class Supervisor(RankStopper):
                 "log_max_bytes": self._log_max_bytes,
                 "log_header": header,
                 "cpus": list(spec.cpus) if spec.cpus is not None else None,
+                "cgroup_procs": procs,
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)
@@ -320,6 +327,8 @@ class Supervisor(RankStopper):
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)
+            if self.cgroups is not None:
+                self.cgroups.release(spec.job_id, spec.rank)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         J.write_json(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
@@ -342,6 +351,8 @@ class Supervisor(RankStopper):
         for rec in ranks:
             self._journal.remove_rank(job_id, rec.spec.rank)
             del self._ranks[rec.key]
+            if self.cgroups is not None:
+                self.cgroups.release(job_id, rec.spec.rank)
 
     # ------------------------------------------------------------------ tick
 
@@ -562,6 +573,17 @@ class Supervisor(RankStopper):
             pids.update(rec.known)
             pids.update(self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
         return pids
+
+    def rank_processes(self) -> dict[int, tuple[str, int, tuple[str, ...]]]:
+        """pid → (job_id, rank, the rank's devices) for every live process of a rank not yet ``GONE``."""
+        found: dict[int, tuple[str, int, tuple[str, ...]]] = {}
+        active = [rec for rec in self._ranks.values() if rec.state is not RankState.GONE]
+        snap = self._os.snapshot() if active else None  # no /proc scan on an idle node
+        for rec in active:
+            assert snap is not None
+            for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
+                found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
+        return found
 
     def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
         """Processes on this node's devices that belong to no supervised rank or its descendants.

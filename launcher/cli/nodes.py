@@ -7,7 +7,9 @@ record) and prints a table, or with ``--json`` the documented
 every NVML call and its answer to FILE, which ``--simulate FILE`` replays.
 
 Without ``--local`` it asks the coordinator (``GET /v1/nodes``) and prints each node's
-inventory with who holds each device.
+inventory with who holds each device, whether its ranks are confined to their devices (the
+``confined:`` line; ``--json``: ``confinement``) and any rank seen on a device it was not given
+(``VIOLATION``; ``--json``: ``violations``). docs/security.md.
 
 Exit statuses: 0 success; 1 the coordinator is not reachable or refused; 2 usage error
 (bad file, no NVIDIA driver).
@@ -156,6 +158,15 @@ def _fail(message: str, status: int) -> None:
     sys.exit(status)
 
 
+def confinement_line(confinement: Any) -> str:
+    """The ``confined:`` line of a node in ``labgang nodes`` (``{"mode", "reason"}`` from its agent's hello)."""
+    if not isinstance(confinement, Mapping):
+        return "confined: unknown (the agent does not say)"
+    if confinement.get("mode") == "none":
+        return f"confined: NO ({confinement.get('reason')}); ranks on devices they were not given are detected via NVML"
+    return f"confined: yes, {confinement.get('mode')} ({confinement.get('reason')})"
+
+
 def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
     try:
         from labgang.launcher.api.client import Client, ClientError
@@ -187,12 +198,16 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
         for dev in node.get("devices", []):
             holder = dev.get("job") and f"{dev.get('state')} {dev.get('job')} ({dev.get('user')}, {dev.get('queue')})"
             notes[dev.get("uuid")] = holder or str(dev.get("state", ""))
+        for v in node.get("violations") or []:
+            notes[v.get("device")] = (
+                f"VIOLATION: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} not given it"
+            )
         inventory = node.get("inventory")
         if not inventory:
             blocks.append(f"{node.get('name')} ({state}): no inventory yet")
             continue
         table = inventory_table(NodeInventory.from_dict(inventory), notes)
-        blocks.append(f"[{state}] " + table)
+        blocks.append(f"[{state}] " + table + "\n" + confinement_line(node.get("confinement")))
     click.echo("\n\n".join(blocks) if blocks else "no nodes have joined the coordinator")
 
 

@@ -2,11 +2,14 @@
 
 The wire is JSON text frames on a websocket the agent dials (``GET /v1/agent/link`` with
 ``Authorization: Bearer <cluster token>``). Agent → coordinator: ``hello`` (node, version,
-address, inventory, ranks), ``inventory`` (inventory, ranks), ``rank_events`` (seq,
-events, and optionally the inventory read when the events' ranks were released, applied
-first), ``reply`` (id, ok, result | error), ``api`` (a user request forwarded with the
-caller's uid). Coordinator → agent: ``welcome``, ``command`` (id, op, args), ``ack``
-(seq: rank events up to it are durable), ``api_reply``.
+address, inventory, ranks, policy, confinement, violations), ``inventory`` (inventory, ranks,
+violations), ``rank_events`` (seq, events, and optionally the inventory read when the events'
+ranks were released, applied first, with its violations), ``reply`` (id, ok, result | error),
+``api`` (a user request forwarded with the caller's uid), ``lease`` (id: a lease renewal).
+Coordinator → agent: ``welcome`` (version, ``node_timeout_s``), ``command`` (id, op, args),
+``ack`` (seq: rank events up to it are durable), ``api_reply``, ``lease`` (id: the renewal was
+heard; never sent to a node marked lost, which must reconcile first). See
+docs/queue-semantics.md §A5 for the lease.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class AgentConn:
         lost: True once it was silent longer than ``node_timeout_s``.
         policy: whose ranks the agent may start, from its hello (``AgentService.run_as_policy``:
             agent_uid, allow_root, allowed_uids), or None from an agent that does not say.
+        confinement: how its agent fences ranks to their devices, from its hello (``{"mode",
+            "reason"}``, ``agent/confine/``), or None from an agent that does not say.
+        violations: its ranks' processes on devices they were not given, as of its last
+            inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
     """
 
     node: str
@@ -55,6 +62,8 @@ class AgentConn:
     ws: web.WebSocketResponse | None = None
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     policy: dict[str, Any] | None = None
+    confinement: dict[str, Any] | None = None
+    violations: list[Any] = field(default_factory=list)
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

@@ -54,6 +54,8 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         requeue_backoff_max_s=config.requeue_backoff_max_s,
         max_start_failures=config.max_start_failures,
         default_grace_s=config.default_grace_s,
+        node_timeout_s=config.node_timeout_s,
+        violation=config.violation,
     )
 
 
@@ -182,6 +184,10 @@ class Coordinator:
 
         def wake() -> None:
             self._wakes.discard(when)
+            try:
+                self.check_timers()  # a fence may expire now; its effects are committed with the cycle
+            except Exception:  # the timer loop checks again; the cycle must still run
+                log.exception("timer check at a wake failed")
             self.kick()
 
         loop.call_later(max(0.0, when - self.clock()), wake)
@@ -545,12 +551,13 @@ class Coordinator:
         self.apply(ev.NodeJoined(self.clock(), conn.node, rank_statuses(conn.node, reported, self.clock()), connected))
 
     def mark_node_lost(self, conn: AgentConn, why: str) -> None:
-        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere and requeued."""
+        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
+        requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
         if conn.lost:
             return
         conn.lost = True
         log.warning("node %s lost: %s", conn.node, why)
-        self.apply(ev.NodeLost(self.clock(), conn.node, why))
+        self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
 
     def check_timers(self) -> None:
         """Node leases (``node_timeout_s``), then the model's timed arrows (startup timeouts,

@@ -18,6 +18,7 @@ from aiohttp import WSMsgType, web
 from labgang.launcher import version_compat
 from labgang.launcher.api import keys
 from labgang.launcher.coordinator.errors import Unauthenticated
+from labgang.launcher.coordinator.violations import take_violations
 
 log = logging.getLogger("labgang.coordinator.link")
 
@@ -76,8 +77,11 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         conn.address = str(hello.get("address") or request.remote or conn.node)
         conn.version = str(hello.get("version", ""))
         conn.policy = hello.get("policy") if isinstance(hello.get("policy"), dict) else None
+        conn.confinement = hello.get("confinement") if isinstance(hello.get("confinement"), dict) else None
+        take_violations(coord, conn, hello.get("violations"))
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
-        await ws.send_json({"type": "welcome", "version": coord.version})
+        # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
+        await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
         await coord.on_hello(conn, hello)
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
@@ -95,8 +99,10 @@ async def _on_message(coord: Any, conn: Any, ws: web.WebSocketResponse, message:
     if kind == "reply":
         coord.agents.resolve(conn, message)
     elif kind == "inventory":
+        take_violations(coord, conn, message.get("violations"))
         await coord.on_inventory(conn, message)
     elif kind == "rank_events":
+        take_violations(coord, conn, message.get("violations"))
         await coord.on_rank_events(conn, message.get("events") or [], inventory=message.get("inventory"))
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": message.get("seq")})
@@ -104,6 +110,13 @@ async def _on_message(coord: Any, conn: Any, ws: web.WebSocketResponse, message:
         coord.spawn(_serve_forwarded(coord, ws, message))
     elif kind == "ping":
         conn.last_seen = coord.clock()
+    elif kind == "lease":
+        # The agent renews its lease: the answer proves we heard it (docs/queue-semantics.md §A5).
+        # A node marked lost is not renewed: it must reconcile first (its next inventory does).
+        if not conn.lost:
+            conn.last_seen = coord.clock()
+            if not ws.closed:
+                await ws.send_json({"type": "lease", "id": message.get("id")})
     else:
         log.warning("node %s sent an unknown message type %r", conn.node, kind)
 

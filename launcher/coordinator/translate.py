@@ -21,8 +21,8 @@ def _int_or_none(value: Any) -> int | None:
 
 def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | None:
     """A ``RankEvent`` dict (kind ``started`` | ``exited`` | ``gone``, with the rank's ``pid`` when the
-    agent knew it) from ``node``; None (logged)
-    for a kind this coordinator does not know."""
+    agent knew it, and ``fenced: true`` when the agent stopped the rank because its lease ran out)
+    from ``node``; None (logged) for a kind this coordinator does not know."""
     phase = _EVENT_PHASE.get(str(event.get("kind")))
     if phase is None:
         log.warning("node %s sent a rank event of unknown kind %r: ignored", node, event.get("kind"))
@@ -35,12 +35,13 @@ def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | N
         phase,
         pid=_int_or_none(event.get("pid")),  # absent from an older agent's events
         exit_status=_int_or_none(event.get("exit_status")),
+        fenced=event.get("fenced") is True,
     )
 
 
 def rank_status(node: str, status: dict[str, Any], now: float) -> RankObserved | None:
-    """A ``RankStatus`` dict (a supervisor ``RankState`` with pid and exit status) from ``node``;
-    None (logged) for a state this coordinator does not know."""
+    """A ``RankStatus`` dict (a supervisor ``RankState`` with pid and exit status, ``fenced: true`` as
+    for :func:`rank_event`) from ``node``; None (logged) for a state this coordinator does not know."""
     exit_status = _int_or_none(status.get("exit_status"))
     try:
         phase = RankPhase.from_agent(str(status.get("state")), exit_status)
@@ -55,6 +56,7 @@ def rank_status(node: str, status: dict[str, Any], now: float) -> RankObserved |
         phase,
         pid=_int_or_none(status.get("pid")),
         exit_status=exit_status,
+        fenced=status.get("fenced") is True,
     )
 
 

@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.view import scheduler_jobs
@@ -225,6 +226,8 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "version": conn.version,
                 "inventory": conn.inventory_dict,
                 "devices": devices,
+                "confinement": conn.confinement,
+                "violations": violation_views(coord, conn),
             }
         )
     return out

@@ -97,7 +97,8 @@ class WakeScheduler:
 
 @dataclass(frozen=True, slots=True)
 class WakeAt:
-    """Run a cycle at ``time`` (a requeue backoff ends then)."""
+    """Check the timers (a :class:`~labgang.launcher.lifecycle.events.Tick`) and run a cycle at
+    ``time``: a requeue backoff ends then, or a lost node's fence expires."""
 
     time: float
 

@@ -47,6 +47,8 @@ class RankObserved:
         phase: the phase it means (``RankPhase.from_agent`` for a status; started/exited/gone
             events map to RUNNING/EXITED/GONE).
         pid: the rank's pid when known. exit_status: its main process's status when known.
+        fenced: the agent stopped this rank itself because the node's lease ran out (it could
+            not reach the coordinator): its exit is the node's loss, not the job's failure.
     """
 
     now: float
@@ -56,6 +58,7 @@ class RankObserved:
     phase: RankPhase
     pid: int | None = None
     exit_status: int | None = None
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,16 +119,28 @@ class NodeJoined:
 
 @dataclass(frozen=True, slots=True)
 class NodeLost:
-    """The node's lease ran out (``node_timeout_s`` without a word): its ranks count as lost."""
+    """The node's lease ran out (``node_timeout_s`` without a word from its agent).
+
+    Its ranks whose main process already exited count as lost at once; the others are
+    *fenced*: they count as stopped only at ``last_contact + node_timeout_s + grace`` (the
+    latest instant the agent, on its own lease, has stopped them), or earlier when the
+    agent comes back and reports their real exits (docs/queue-semantics.md §A5).
+
+    Attributes:
+        last_contact: when the driver last heard from the node (same clock as ``now``); None
+            counts from ``now`` (later than the truth, so still safe).
+    """
 
     now: float
     node: str
     why: str
+    last_contact: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passed: startup timeouts, time limits and their warning signals are checked.
+    """Time passed: startup timeouts, time limits and their warning signals, and the fences of
+    lost nodes' ranks are checked.
 
     Attributes:
         started_at: when the driver started (a startup timeout counts from the later of the
@@ -145,6 +160,24 @@ class ShutdownRequested:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceViolationSeen:
+    """A node's NVML shows a process of rank ``rank`` of run ``run_id`` on ``device``, a device
+    the rank was not given (``agent/supervisor/violations.py``).
+
+    Attributes:
+        pid: the process (the rank's main process or a descendant). allowed: the rank's devices.
+    """
+
+    now: float
+    node: str
+    run_id: str
+    rank: int
+    device: str
+    pid: int
+    allowed: tuple[str, ...]
+
+
 Event = (
     JobSubmitted
     | CancelRequested
@@ -157,5 +190,6 @@ Event = (
     | NodeLost
     | Tick
     | ShutdownRequested
+    | DeviceViolationSeen
 )
 """Anything :meth:`Lifecycle.apply` takes."""

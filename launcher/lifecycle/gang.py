@@ -33,6 +33,10 @@ class LifecyclePolicy:
     requeue_backoff_max_s: float
     max_start_failures: int
     default_grace_s: float
+    node_timeout_s: float = 30.0
+    """A node's lease: silent this long, it is lost (its ranks are fenced, ``fencing.py``)."""
+    violation: str = "report"
+    """A rank on a device it was not given: ``"report"`` it, or also ``"kill"`` its job."""
 
 
 class GangRules:
@@ -52,6 +56,8 @@ class GangRules:
         self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs if not job.status.state.finished}
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
+        self.lost_nodes: dict[str, float] = {}
+        """Node → its last contact (the driver's clock), for every node now lost."""
         self._out: list[fx.Effect] = []
         self._now = 0.0
 

@@ -11,8 +11,10 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
   every rank has exited the job is *completing*: never a victim, never requeued.
 * preempted → stopped with grace → requeued with its original submit time (intent PREEMPT).
   A gang is never evicted by the cycle that admitted it.
-* a node is lost → its ranks count as lost, the rest are stopped, the job is requeued (or
-  failed with ``requeue = false``).
+* a node is lost → the ranks elsewhere are stopped; its own ranks are fenced: they count as
+  lost only at the node's last contact + ``node_timeout_s`` + the job's grace (by then its
+  agent stopped them on its own lease), or end earlier on the exits the agent reports when it
+  comes back; then the job is requeued (or failed with ``requeue = false``).
 * labgang itself shuts down → stopped, requeued (intent SHUTDOWN), or cancelled with
   ``requeue = false``; never the job's failure.
 * every requeue starts a new attempt; ``restart_count`` rises only when the attempt ran.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
@@ -67,6 +70,8 @@ class Lifecycle(GangRules):
             self._node_lost(event)
         elif isinstance(event, ev.Tick):
             self._tick(event)
+        elif isinstance(event, ev.DeviceViolationSeen):
+            self._violation(event)
         else:
             self._shutdown(event)
         out, self._out = self._out, []
@@ -196,6 +201,11 @@ class Lifecycle(GangRules):
         ) and not job.status.ran:
             job.status.ran = True
             self._save(job)
+        if e.fenced and rank.exit_status is None and job.status.state in (JobState.ADMITTED, JobState.RUNNING):
+            # Its agent stopped it on its lease (docs/queue-semantics.md §A5): the node was cut
+            # off, so the job goes back to its queue, as for a lost node, rather than failing.
+            why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
+            self._begin_termination(job, EndIntent.LOST, why)
         was, starting = rank.state, job.status.state == JobState.ADMITTED
         if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
             self._mark_running(job)  # "running" before this rank's "rank-exited"
@@ -260,17 +270,48 @@ class Lifecycle(GangRules):
     # ----- nodes ----------------------------------------------------------------------------
 
     def _node_lost(self, e: ev.NodeLost) -> None:
+        """The node's ranks are fenced (``fencing.py``): each job is stopped elsewhere now, and its
+        ranks there count as lost only at its fence deadline, or end earlier on reported exits."""
+        contact = e.now if e.last_contact is None else e.last_contact
+        last = min(self.lost_nodes.get(e.node, contact), contact)
+        self.lost_nodes[e.node] = last
+        timeout = self.policy.node_timeout_s
         for job in self.active():
-            mine = [r for r in job.ranks.values() if r.node == e.node and not r.ended]
-            if not mine and not any(r.node == e.node for r in job.ranks.values()):
+            if not any(r.node == e.node and not r.ended for r in job.ranks.values()):
                 continue
-            for rank in mine:
-                self._set_rank(job, rank, RankPhase.LOST)
             if job.status.state != JobState.TERMINATING:
                 self._begin_termination(job, EndIntent.LOST, f"node {e.node} lost ({e.why})")
-            else:
-                self._evaluate(job)
+            waiting = fenced_ranks(job, {e.node: last})
+            if not waiting:  # never launched there: nothing to wait for
+                continue
+            until = fence_deadline(job, last, timeout)
+            self._history(job, "fenced", fence_message(job, waiting, e.node, until, self._now, timeout))
+            self._out.append(fx.WakeAt(until))
+            self._expire_fences(job)
         self._out.append(fx.WakeScheduler())
+
+    def _expire_fences(self, job: JobRecord) -> None:
+        """Ranks on lost nodes whose fence deadline has come count as lost (then the gang rules decide)."""
+        timeout = self.policy.node_timeout_s
+        due = [
+            r
+            for r in fenced_ranks(job, self.lost_nodes)
+            if self._now >= fence_deadline(job, self.lost_nodes[r.node], timeout)
+        ]
+        if not due:
+            return
+        for node in sorted({r.node for r in due}):
+            ranks = [r for r in due if r.node == node]
+            for rank in ranks:
+                self._set_rank(job, rank, RankPhase.LOST)
+            which = ", ".join(str(r.rank) for r in ranks)
+            self._history(
+                job,
+                "fence-expired",
+                f"rank{'s' if len(ranks) != 1 else ''} {which} on {node} counted as stopped: "
+                f"node_timeout_s {timeout:g} + grace {job.spec.grace_s:g} s passed since the last word from {node}",
+            )
+        self._evaluate(job)
 
     def _node_joined(self, e: ev.NodeJoined) -> None:
         """Compare what the agent runs with what the records say should run on its node.
@@ -280,6 +321,7 @@ class Lifecycle(GangRules):
         that no current job expects there are stopped.
         """
         node = e.node
+        self.lost_nodes.pop(node, None)  # its fenced ranks now end on what the agent reports
         by_key = {(r.run_id, r.rank): r for r in e.reported}
         matched: set[tuple[str, int]] = set()
         for job in self.active():
@@ -322,10 +364,30 @@ class Lifecycle(GangRules):
             grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s
             self._out.append(fx.Stop(node, key[0], grace, False))
 
+    def _violation(self, e: ev.DeviceViolationSeen) -> None:
+        """A rank's process on a device it was not given: a history line (once per process and
+        device), and with ``violation = "kill"`` the job is stopped and fails, saying why."""
+        job, rank = self._lookup(e.node, e.run_id, e.rank)
+        if job is None or rank is None:
+            return
+        line = (
+            f"rank {e.rank} on {e.node} (pid {e.pid}) used device {e.device}, "
+            f"which it was not given (its devices: {', '.join(e.allowed) or 'none'})"
+        )
+        if any(h.event == "device-violation" and h.message == line for h in job.history):
+            return  # reported again (every inventory while it lasts, or after a coordinator restart)
+        self._history(job, "device-violation", line)
+        if self.policy.violation == "kill" and job.status.state != JobState.TERMINATING:
+            self._begin_termination(job, EndIntent.FAIL, f'device violation (violation = "kill"): {line}')
+            self._out.append(fx.WakeScheduler())
+
     # ----- timers ---------------------------------------------------------------------------
 
     def _tick(self, e: ev.Tick) -> None:
         now = e.now
+        if self.lost_nodes:
+            for job in self.active():
+                self._expire_fences(job)
         for job in self.active():
             st, spec = job.status, job.spec
             if (

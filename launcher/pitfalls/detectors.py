@@ -100,10 +100,13 @@ def detect_foreign_processes(snapshot: ClusterSnapshot, t: PitfallThresholds) ->
     processes on also counts.
     """
     out = []
+    ranks_elsewhere = {(n.name, v.pid) for n in snapshot.nodes for v in n.violations}
     for dev in iter_devices(snapshot):
         h = dev.holder
         if h is None or not (h.state == FOREIGN or (h.state == FREE and dev.pids)):
             continue
+        if all((dev.node, pid) in ranks_elsewhere for pid in dev.pids):
+            continue  # labgang ranks on a device they were not given: a device violation instead
         used = _num(dev.info.memory_used_bytes)
         owners = _owners(snapshot, dev)
         out.append(
@@ -351,7 +354,34 @@ def detect_memory_held_after_job(snapshot: ClusterSnapshot, t: PitfallThresholds
     return out
 
 
+def detect_device_violations(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[Finding]:
+    """Ranks seen by NVML on a device they were not given (``CUDA_VISIBLE_DEVICES`` is no fence
+    where the node cannot confine ranks; docs/security.md)."""
+    labels = {(d.node, d.uuid): d.label for d in iter_devices(snapshot)}
+    out = []
+    for node in snapshot.nodes:
+        for v in node.violations:
+            label = labels.get((node.name, v.device), v.device)
+            out.append(
+                Finding(
+                    PitfallKind.DEVICE_VIOLATION,
+                    Severity.CRITICAL,
+                    f"{node.name} {label}",
+                    f"job {v.job} rank {v.rank} (pid {v.pid}{', ' + v.user if v.user else ''}) uses {label}, "
+                    f"which it was not given (its devices: {', '.join(v.allowed) or 'none'})",
+                    'the job ignores CUDA_VISIBLE_DEVICES; cancel it, or set violation = "kill" in the cluster '
+                    "config, and confine ranks with a delegated cgroup (docs/security.md)",
+                    {"pid": float(v.pid), "rank": float(v.rank)},
+                    node.name,
+                    v.device,
+                    v.job,
+                )
+            )
+    return out
+
+
 SNAPSHOT_DETECTORS = (
+    detect_device_violations,
     detect_memory_held_after_job,
     detect_allocated_no_process,
     detect_foreign_processes,

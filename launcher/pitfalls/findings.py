@@ -41,6 +41,7 @@ class PitfallKind(str, enum.Enum):
     MIG_PENDING_RESET = "mig-pending-reset"
     THROTTLING = "throttling"
     MEMORY_HELD_AFTER_JOB = "memory-held-after-job"
+    DEVICE_VIOLATION = "device-violation"
 
 
 @dataclass(frozen=True, slots=True)

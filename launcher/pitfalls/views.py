@@ -60,6 +60,30 @@ class DeviceView:
 
 
 @dataclass(frozen=True, slots=True)
+class ViolationView:
+    """A rank's process on a device it was not given (a ``violations`` row of ``GET /v1/nodes``)."""
+
+    job: str
+    rank: int
+    pid: int
+    device: str
+    allowed: tuple[str, ...] = ()
+    user: str | None = None
+
+    @classmethod
+    def from_api(cls, d: Mapping[str, Any]) -> ViolationView:
+        """Parse one element of a node's ``violations`` list."""
+        return cls(
+            job=str(d["job"]),
+            rank=int(d["rank"]),
+            pid=int(d["pid"]),
+            device=str(d["device"]),
+            allowed=tuple(str(x) for x in d.get("allowed") or ()),
+            user=d.get("user"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """One node: its last inventory (``labgang.agent.inventory.NodeInventory``) and device holders."""
 
@@ -68,6 +92,8 @@ class NodeView:
     devices: tuple[DeviceView, ...] = ()
     connected: bool = True
     last_seen: float | None = None
+    confinement: Mapping[str, Any] | None = None
+    violations: tuple[ViolationView, ...] = ()
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> NodeView:
@@ -84,6 +110,8 @@ class NodeView:
             connected=bool(d.get("connected", True)),
             last_seen=_opt_float(d.get("last_seen")),
             devices=tuple(DeviceView.from_api(name, x) for x in d.get("devices", ())),
+            confinement=d.get("confinement") if isinstance(d.get("confinement"), Mapping) else None,
+            violations=tuple(ViolationView.from_api(x) for x in d.get("violations") or ()),
         )
 
 

@@ -122,10 +122,11 @@ class Cluster:
     def agent_dir(self, node: str) -> Path:
         return self.base / node
 
-    def start_agent(self, node: str, *, token_file: Path | None = None) -> None:
+    def start_agent(self, node: str, *, token_file: Path | None = None, coordinator_port: int | None = None) -> None:
+        """Start ``node``'s agent; ``coordinator_port``: dial this port instead (a relay to the coordinator)."""
         cfg = self.base / f"{node}.toml"
         cfg.write_text(
-            f'node = "{node}"\ncoordinator = "http://127.0.0.1:{self.port}"\n'
+            f'node = "{node}"\ncoordinator = "http://127.0.0.1:{coordinator_port or self.port}"\n'
             f'token_file = "{token_file or self.token_file}"\naddress = "127.0.0.1"\n'
             f'state_dir = "{self.agent_dir(node)}"\ninterval_s = 0.5\nsample_s = 0.2\nreconnect_max_s = 1.0\n'
             "user_socket = true\n[supervisor]\n" + self.agent_supervisor

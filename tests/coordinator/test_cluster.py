@@ -119,7 +119,19 @@ def test_refuses_agents_without_or_with_a_wrong_token(cluster: Cluster) -> None:
     assert "n3" not in cluster.connected_nodes()
 
 
-def test_coordinator_kill9_loses_nothing_and_starts_nothing_twice(cluster: Cluster) -> None:
+@pytest.fixture
+def patient_cluster():
+    """The cluster with the production node timeout (30 s): a coordinator restart on a loaded
+    machine stays well within the node lease, so the agents keep their ranks running."""
+    c = Cluster(NODES, node_timeout_s=30.0)
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_coordinator_kill9_loses_nothing_and_starts_nothing_twice(patient_cluster: Cluster) -> None:
+    cluster = patient_cluster
     gang = cluster.submit(rank_script("import os, time\n" + wait_go("print('done')\n")), workers=2, gpus_per_worker=4)
     cluster.wait_state(gang["id"], "running")
     queued = cluster.submit(rank_script("import os, time\n" + wait_go()), workers=2, gpus_per_worker=4)

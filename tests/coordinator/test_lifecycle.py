@@ -171,12 +171,20 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     event(coord, "n1", drop, 0, "started")
     event(coord, "n2", drop, 1, "started")
     coord.agents.nodes["n2"].connected = False  # n2 falls silent; n1 keeps reporting
+    last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
     coord.check_timers()
     assert coord.agents.nodes["n2"].lost
     for job_id in (keep, drop):
         event(coord, "n1", job_id, 0, "exited", 143)
         event(coord, "n1", job_id, 0, "gone", 143)
+    # n2's ranks are fenced: they count as stopped only node_timeout_s + grace after n2's last word.
+    fence = last_word + 10 + coord.jobs[keep].spec.grace_s
+    advance(coord, fence - 0.01 - clock_of(coord).now)
+    coord.check_timers()
+    assert {coord.jobs[j].status.state for j in (keep, drop)} == {JobState.TERMINATING}
+    advance(coord, 0.01)
+    coord.check_timers()
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
     assert coord.jobs[drop].status.state == JobState.FAILED
     assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
@@ -545,9 +553,13 @@ async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exit
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "exited", 0)
     coord.agents.nodes["n2"].connected = False  # n2 falls silent before its rank is gone
+    last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
     coord.check_timers()
     event(coord, "n1", job_id, 0, "gone", 0)
+    assert coord.jobs[job_id].status.state == JobState.TERMINATING  # rank 1's leftovers may still run on n2
+    advance(coord, last_word + 10 + coord.jobs[job_id].spec.grace_s - clock_of(coord).now)
+    coord.check_timers()  # its fence expired: the exits decide
     st = coord.jobs[job_id].status
     assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
 

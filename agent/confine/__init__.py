@@ -1,0 +1,82 @@
+"""Fencing ranks to their devices: decide whether the host allows it, then one fenced cgroup per rank.
+
+* ``decide.py``: the host facts and the decision (cgroup v2 + eBPF device filter, or none and why);
+* ``devices.py``: device UUIDs → the NVIDIA device nodes a rank may open;
+* ``bpfdev.py``: the eBPF device filter, built and attached through ``bpf(2)``;
+* ``cgroup.py``: the per-rank cgroups (the confinement writer).
+
+:func:`setup_confinement` is what the agent calls at start-up. Where ranks cannot be confined,
+the agent's violation check (``agent/supervisor/violations.py``) is the fence that is left.
+docs/security.md describes both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .cgroup import ConfineError, RankCgroups
+from .decide import CGROUP_BPF, CONFINE_SETTINGS, Confinement, HostFacts, decide, probe_host
+from .devices import MigPlace, NodeDevices, parse_mig_minors, parse_proc_devices
+
+MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
+
+
+def node_devices(inventory: Any, gpu_minors: dict[str, int], proc: str = "/proc") -> NodeDevices:
+    """The host's NVIDIA device nodes: majors from ``/proc/devices``, MIG capability minors from
+    ``mig-minors``, GPU minors (``nvmlDeviceGetMinorNumber``) and the MIG devices of ``inventory``
+    (a ``NodeInventory``)."""
+
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    mig: dict[str, MigPlace] = {}
+    for gpu in inventory.gpus:
+        for dev in gpu.mig_devices:
+            if isinstance(dev.uuid, str) and isinstance(dev.gi_id, int) and isinstance(dev.ci_id, int):
+                mig[dev.uuid] = MigPlace(str(gpu.uuid), dev.gi_id, dev.ci_id)
+    mig_minors_path = MIG_MINORS if proc == "/proc" else f"{proc}/driver/nvidia-caps/mig-minors"
+    return NodeDevices(
+        parse_proc_devices(read(f"{proc}/devices")), gpu_minors, mig, parse_mig_minors(read(mig_minors_path))
+    )
+
+
+def setup_confinement(
+    setting: str, *, simulated: bool, cgroup_root: str | None, inventory: Any, gpu_minors: dict[str, int]
+) -> tuple[Confinement, RankCgroups | None]:
+    """Decide how this agent fences its ranks and make the writer when it can.
+
+    Args:
+        setting: ``[supervisor] confine`` (``auto``, ``off``, ``required``).
+        simulated: the NVML backend is simulated.
+        cgroup_root: ``[supervisor] cgroup_root`` or None.
+        inventory: the first ``NodeInventory`` (its MIG devices).
+        gpu_minors: GPU UUID → ``/dev/nvidiaN`` minor (``agent/nvml/minors.py``).
+
+    Returns:
+        The decision, and the per-rank cgroup writer when ranks are confined (else None).
+    """
+    if setting == "off":
+        return decide(setting, HostFacts(simulated, False, None, None, None, None, False, None)), None
+    confinement = decide(setting, probe_host(simulated=simulated, cgroup_root=cgroup_root))
+    if not confinement.confined or confinement.ranks_dir is None:
+        return confinement, None
+    return confinement, RankCgroups(confinement.ranks_dir, node_devices(inventory, gpu_minors))
+
+
+__all__ = [
+    "CGROUP_BPF",
+    "CONFINE_SETTINGS",
+    "ConfineError",
+    "Confinement",
+    "HostFacts",
+    "NodeDevices",
+    "RankCgroups",
+    "decide",
+    "node_devices",
+    "probe_host",
+    "setup_confinement",
+]

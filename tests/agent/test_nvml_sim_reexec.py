@@ -1,0 +1,63 @@
+"""A process that re-executes itself with another ``CUDA_VISIBLE_DEVICES`` moves to that device on
+the simulated NVML, as a real process holds its context where its new image opened one (the
+device-violation check depends on it: docs/security.md, docs/simulated-activity.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
+
+H100 = Path(__file__).resolve().parents[2] / "config" / "sim" / "h100x8.toml"
+
+MOVE = (
+    "import os, sys, time\n"
+    "go = sys.argv[1]\n"
+    "while not os.path.exists(go):\n"
+    "    time.sleep(0.02)\n"
+    "os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)'],"
+    " dict(os.environ, CUDA_VISIBLE_DEVICES=os.environ['MOVE_TO']))\n"
+)
+
+
+def _pids_on(nvml: SimulatedNvml, index: int) -> set[int]:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    return {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+
+
+def test_a_process_that_re_executes_itself_on_another_gpu_shows_there(tmp_path: Path) -> None:
+    scope = f"test-{uuid.uuid4()}"
+    nvml = SimulatedNvml.from_file(H100, scope=scope)
+    assert isinstance(nvml, SimulatedNvml)
+    nvml.nvmlInit()
+    go = tmp_path / "go"
+    try:
+        first, second = (nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)) for i in (0, 3))
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": first, "MOVE_TO": second, SCOPE_VARIABLE: scope}
+        proc = subprocess.Popen([sys.executable, "-c", MOVE, str(go)], env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # seen on its first GPU (its environment is read, and cached, now)
+                nvml.nvmlDeviceGetCount()
+                if proc.pid in _pids_on(nvml, 0) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert proc.pid in _pids_on(nvml, 0) and proc.pid not in _pids_on(nvml, 3)
+            go.write_text("")
+            environ = Path(f"/proc/{proc.pid}/environ")
+            while f"CUDA_VISIBLE_DEVICES={second}".encode() not in environ.read_bytes().split(b"\0"):
+                assert time.monotonic() < deadline, "the process did not re-execute itself"
+                time.sleep(0.02)
+            nvml.nvmlDeviceGetCount()  # a new scan
+            assert proc.pid in _pids_on(nvml, 3)
+            assert proc.pid not in _pids_on(nvml, 0)
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        nvml.nvmlShutdown()

@@ -1,0 +1,173 @@
+"""Fencing a lost node in the lifecycle model, on a simulated clock (docs/queue-semantics.md §A5).
+
+Node n2 is last heard from at t = 10; ``node_timeout_s`` is 10 and the job's grace 7, so its
+ranks there count as stopped at 27, unless n2 comes back sooner and reports their exits.
+"""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
+from labgang.launcher.scheduler.decisions import Admit, CycleResult
+from labgang.launcher.scheduler.snapshot import RankPlacement
+
+POLICY = LifecyclePolicy(
+    startup_timeout_s=30,
+    requeue_backoff_s=4,
+    requeue_backoff_max_s=60,
+    max_start_failures=3,
+    default_grace_s=5,
+    node_timeout_s=10,
+)
+LAST_CONTACT = 10.0
+LOST_AT = 20.5  # the driver noticed 10.5 s of silence
+DEADLINE = LAST_CONTACT + 10 + 7  # node_timeout_s + the job's grace
+CONNECTED = frozenset({"n1"})
+
+
+def job(job_id: str, *, requeue: bool = True) -> JobRecord:
+    spec = JobSpec(
+        name="j", user="alice", uid=1000, gid=None, queue="default", priority=0, workers=2, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
+        requeue=requeue, signal=None,
+    )  # fmt: skip
+    return JobRecord(id=job_id, seq=int(job_id), spec=spec, status=JobStatus(submit_time=0.0))
+
+
+def running(*, requeue: bool = True) -> tuple[Lifecycle, JobRecord]:
+    """A model with job 1 running as rank 0 on n1 and rank 1 on n2 since t = 2."""
+    model = Lifecycle(POLICY, [job("1", requeue=requeue)])
+    placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
+    model.apply(ev.CycleDecided(1.0, CycleResult(admitted=(Admit("1", placement),), preempted=(), pending=())))
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(2.0, node, "1.0", rank, RankPhase.RUNNING, pid=100 + rank))
+    record = model.jobs["1"]
+    assert record.status.state == JobState.RUNNING
+    return model, record
+
+
+def lose_n2(model: Lifecycle) -> list[fx.Effect]:
+    out = model.apply(ev.NodeLost(LOST_AT, "n2", "silent for 10.5 s", LAST_CONTACT))
+    # rank 0 on n1 is stopped at once and goes
+    model.apply(ev.RankObserved(LOST_AT + 1, "n1", "1.0", 0, RankPhase.GONE, exit_status=143))
+    return out
+
+
+def tick(model: Lifecycle, now: float) -> list[fx.Effect]:
+    return model.apply(ev.Tick(now, 0.0, CONNECTED))
+
+
+def test_a_lost_nodes_gang_is_requeued_only_after_node_timeout_plus_grace() -> None:
+    model, record = running()
+    out = lose_n2(model)
+    assert fx.Stop("n1", "1.0", 7.0, False) in out  # the rest of the gang stops now
+    assert fx.WakeAt(DEADLINE) in out  # the driver wakes exactly when the fence expires
+    assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.LOST)
+    assert record.ranks[1].state == RankPhase.RUNNING  # not lost yet: its agent may still be stopping it
+    fenced = [h.message for h in record.history if h.event == "fenced"]
+    assert fenced and "rank 1 on n2 counts as stopped in 6.5 s" in fenced[0]
+    for now in (LOST_AT + 2, 25.0, DEADLINE - 0.001):
+        tick(model, now)
+        assert (record.status.state, record.run_id) == (JobState.TERMINATING, "1.0"), now
+    tick(model, DEADLINE)
+    st = record.status
+    assert (st.state, st.attempt, st.restart_count) == (JobState.PENDING, 1, 1)
+    assert [h.event for h in record.history][-2:] == ["fence-expired", "requeued"]
+    assert "node n2 lost" in (st.reason_message or "")
+
+
+def test_exits_reported_when_the_node_comes_back_end_the_wait() -> None:
+    model, record = running()
+    lose_n2(model)
+    gone = ev.RankObserved(22.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=143)
+    model.apply(ev.NodeJoined(22.0, "n2", (gone,), frozenset({"n1", "n2"})))
+    st = record.status
+    assert (st.state, st.attempt, st.restart_count) == (JobState.PENDING, 1, 1)  # at 22, not 27
+    assert record.history[-1].time == 22.0
+    assert tick(model, DEADLINE) == []  # the expired fence changes nothing any more
+
+
+def test_a_node_back_with_its_rank_still_stopping_is_waited_for_not_timed_out() -> None:
+    model, record = running()
+    lose_n2(model)
+    still = ev.RankObserved(22.0, "n2", "1.0", 1, RankPhase.RUNNING, pid=101)
+    out = model.apply(ev.NodeJoined(22.0, "n2", (still,), frozenset({"n1", "n2"})))
+    assert fx.Stop("n2", "1.0", 7.0, False) in out  # the coordinator's own stop reaches it now
+    tick(model, DEADLINE + 5)  # the node answers: its real exit decides, not the clock
+    assert (record.status.state, record.ranks[1].state) == (JobState.TERMINATING, RankPhase.RUNNING)
+    model.apply(ev.RankObserved(33.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=137))
+    assert (record.status.state, record.status.restart_count) == (JobState.PENDING, 1)
+
+
+def test_a_job_that_asked_for_no_requeue_fails_at_the_fence_not_before() -> None:
+    model, record = running(requeue=False)
+    lose_n2(model)
+    tick(model, DEADLINE - 1)
+    assert record.status.state == JobState.TERMINATING
+    tick(model, DEADLINE)
+    assert record.status.state == JobState.FAILED and "1" not in model.jobs
+
+
+def test_a_completing_gang_on_a_lost_node_is_decided_by_its_exits_once_fenced() -> None:
+    model, record = running()
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(5.0, node, "1.0", rank, RankPhase.EXITED, exit_status=0))
+    lose_n2(model)
+    tick(model, DEADLINE - 1)
+    assert record.status.state == JobState.TERMINATING  # rank 1's leftovers may still run on n2
+    tick(model, DEADLINE)
+    assert (record.status.state, record.status.exit_status, record.status.restart_count) == (
+        JobState.SUCCEEDED,
+        0,
+        0,
+    )
+
+
+@pytest.mark.parametrize("lost_at", [DEADLINE, DEADLINE + 60], ids=["at-deadline", "long-after"])
+def test_a_fence_already_over_when_the_loss_is_noticed_requeues_at_once(lost_at: float) -> None:
+    """E.g. a coordinator restarted long after it last heard from the node."""
+    model, record = running()
+    model.apply(ev.NodeLost(lost_at, "n2", "did not reconnect", LAST_CONTACT))
+    model.apply(ev.RankObserved(lost_at + 1, "n1", "1.0", 0, RankPhase.GONE, exit_status=143))
+    assert (record.status.state, record.status.restart_count) == (JobState.PENDING, 1)
+
+
+def test_a_gang_not_on_the_lost_node_is_untouched() -> None:
+    model, record = running()
+    out = model.apply(ev.NodeLost(LOST_AT, "n3", "silent", LAST_CONTACT))
+    assert record.status.state == JobState.RUNNING
+    assert [e for e in out if not isinstance(e, fx.WakeScheduler)] == []
+
+
+def test_a_rank_its_agent_stopped_on_its_lease_requeues_the_job_rather_than_failing_it() -> None:
+    """The coordinator did not notice the node's silence (it restarted, say), but the agent did
+    and stopped its rank: the exit it reports is the node's loss, not the job's failure."""
+    model, record = running()
+    stopped = ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True)
+    out = model.apply(ev.NodeJoined(9.0, "n2", (stopped,), frozenset({"n1", "n2"})))
+    assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.LOST)
+    assert fx.Stop("n1", "1.0", 7.0, False) in out
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(10.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
+    assert (record.status.state, record.status.restart_count) == (JobState.PENDING, 1)
+
+
+def test_the_same_exit_without_the_fence_fails_the_job() -> None:
+    model, record = running()
+    model.apply(ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143))
+    assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.FAIL)
+
+
+def test_a_loss_without_a_known_last_contact_is_fenced_from_the_moment_it_is_noticed() -> None:
+    model, record = running()
+    out = model.apply(ev.NodeLost(LOST_AT, "n2", "silent"))
+    assert fx.WakeAt(LOST_AT + 10 + 7) in out
+    model.apply(ev.RankObserved(LOST_AT + 1, "n1", "1.0", 0, RankPhase.GONE, exit_status=143))
+    tick(model, DEADLINE)  # the deadline counted from the last contact would have passed
+    assert record.status.state == JobState.TERMINATING
+    tick(model, LOST_AT + 17)
+    assert record.status.state == JobState.PENDING
