@@ -29,6 +29,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, NodeInventory, Unavailable
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
@@ -42,6 +43,7 @@ from labgang.launcher.store import Store
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
 MODEL = "NVIDIA A100-SXM4-80GB"
 ROOT = Caller(uid=0, user="root", admin=True)
+REPO = Path(__file__).resolve().parents[2]
 T0 = 1_000_000.0  # the coordinator's clock at simulated t=0 (unix-like seconds)
 JOB_REF = re.compile(r"\bjob (\d+)\b")
 
@@ -347,10 +349,29 @@ RECLAIM_AND_STARVATION = {
 }
 
 
+def workload_of(path: Path) -> dict[str, Any]:
+    """A scenario file of whole-GPU gangs as a workload here: the nodes get this test's GPU model,
+    the jobs are numbered 1, 2, ... in submission order, expectations are left out."""
+    data = tomlfile.read_toml(path)
+    jobs = sorted(data["jobs"], key=lambda j: j.get("submit", 0.0))
+    return {
+        "scenario": data["scenario"],
+        "nodes": [{**n, "model": MODEL} for n in data["nodes"]],
+        "queues": data["queues"],
+        "jobs": [{**j, "id": str(i + 1)} for i, j in enumerate(jobs)],
+    }
+
+
+# 22 gangs on 9 nodes where a gang admitted at an instant is named a victim by a later cycle of
+# that instant, before its launch (the rule that ended a livelock; tests/scenarios/cases).
+UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evicted-at-its-instant.toml")
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
 @example(RECLAIM_AND_STARVATION)
+@example(UNLAUNCHED)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
