@@ -235,7 +235,8 @@ class Simulation:
         self.now = t
         # Admission fair sharing samples what was held up to now, before this instant changes it
         # (the coordinator samples before it applies each event, too).
-        self._sample_tenants(self.snapshot())
+        if self.scenario.sharing.admission is not None:
+            self._sample_tenants(self.snapshot())
         cycles_before = self.cycles
         while True:
             progressed = False
