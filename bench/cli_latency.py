@@ -13,6 +13,11 @@ Targets (bench/README.md): ``submit`` and ``queue`` at most 1.5x, ``--help`` at 
 
 Usage: python bench/cli_latency.py [--runs 30] [--jobs 1000] [--python VENV/bin/python]
            [--importtime]   (also print the 12 slowest imports of each command)
+           [--no-pyc]       (keep PYTHONDONTWRITEBYTECODE: measure without a bytecode cache)
+
+Where ``PYTHONDONTWRITEBYTECODE`` is set (as in some CI and dev shells), the commands run with it
+removed and ``PYTHONPYCACHEPREFIX`` in the temp folder instead, after one warm-up run, so the
+figures are those of an environment that caches bytecode, as every installed one does.
 
 ``--python`` measures another environment (e.g. a regular ``pip install .`` into a temp venv)
 against the coordinator started from this one.
@@ -23,33 +28,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from coordinator_proc import coordinator, submit_burst
 
 TARGETS = {"submit": 1.5, "queue": 1.5, "--help": 2.0}
 
 
 async def fill(sock: Path, n: int) -> None:
     """Submit ``n`` one-GPU jobs (they stay pending: no agent joins)."""
-    connector = aiohttp.UnixConnector(path=str(sock), limit=32)
-    body = {"argv": ["true"], "workers": 1, "gpus_per_worker": 1, "env": {}, "cwd": "/tmp"}
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def one(i: int) -> None:
-            async with session.post("http://labgang/v1/jobs", json={**body, "name": f"fill{i}"}) as r:
-                await r.read()
-                if r.status != 201:
-                    raise SystemExit(f"fill submission {i} refused: HTTP {r.status}")
-
-        await asyncio.gather(*(one(i) for i in range(n)))
+    _, statuses = await submit_burst(sock, n, 32, name="fill")
+    refused = [s for s in statuses if s != 201]
+    if refused:
+        raise SystemExit(f"{len(refused)} fill submissions refused (HTTP {refused[0]})")
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -94,29 +91,26 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000, help="pending jobs listed by `queue`")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the environment to measure")
     parser.add_argument("--importtime", action="store_true", help="print each command's slowest imports")
+    parser.add_argument(
+        "--no-pyc", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as it is (compile every module each run)"
+    )
     args = parser.parse_args()
 
     python = str(Path(args.python).absolute())
     labgang = str(Path(python).parent / "labgang")
-    base = Path(tempfile.mkdtemp(prefix="lgcli-", dir="/tmp"))
-    cfg = base / "cluster.toml"
-    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
-    state = base / "state"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    sock = state / "labgang.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LABGANG_")}
-    env["LABGANG_STATE_DIR"] = str(state)
-    try:
-        deadline = time.monotonic() + 30
-        while not sock.exists():
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("coordinator did not start")
-            time.sleep(0.05)
+    with coordinator(prefix="lgcli-") as running:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LABGANG_")}
+        env["LABGANG_STATE_DIR"] = str(running.state)
+        bytecode = "cached, as in a normal environment"
+        if env.get("PYTHONDONTWRITEBYTECODE") and not args.no_pyc:
+            # Without a bytecode cache every labgang module is compiled on every run (the stdlib
+            # ships compiled): a cost no installed labgang pays. Cache it beside the state dir.
+            del env["PYTHONDONTWRITEBYTECODE"]
+            env["PYTHONPYCACHEPREFIX"] = str(running.base / "pycache")
+            bytecode = f"cached under {env['PYTHONPYCACHEPREFIX']} (PYTHONDONTWRITEBYTECODE was set)"
+        elif env.get("PYTHONDONTWRITEBYTECODE"):
+            bytecode = "not cached (PYTHONDONTWRITEBYTECODE): labgang's modules are compiled each run"
+        sock = running.sock
         asyncio.run(fill(sock, args.jobs))
         commands = {
             "python -c pass": [python, "-c", "pass"],
@@ -125,6 +119,7 @@ def main() -> None:
             "--help": [labgang, "--help"],
         }
         print(f"environment: {python}; {args.jobs} pending jobs; p50 of {args.runs} whole processes")
+        print(f"bytecode: {bytecode}")
         floor, floor_cpu = p50(commands["python -c pass"], env, args.runs)
         print(f"{'python -c pass':>16}: wall {floor * 1000:6.1f} ms, CPU {floor_cpu * 1000:6.1f} ms")
         for name, argv in list(commands.items())[1:]:
@@ -139,10 +134,6 @@ def main() -> None:
                 for line in slowest_imports(argv, env):
                     print(f"{'':>18}{line}")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Durable submissions per second through the coordinator's Unix socket (1,000 in a burst).
 
-Starts a real coordinator (``labgang coordinator``, subprocess) on a temporary state
-directory, fires N concurrent ``POST /v1/jobs`` over the Unix socket (aiohttp
+Starts a real coordinator (``labgang coordinator``, subprocess, :mod:`coordinator_proc`) on a
+temporary state directory, fires N concurrent ``POST /v1/jobs`` over the Unix socket (aiohttp
 UnixConnector, ``--concurrency`` connections), waits for every 201 (each one is
 committed to SQLite with synchronous=FULL before it is answered), checks the database
 holds exactly N jobs, and prints submissions/s and the ratio to the 2,000/s target.
@@ -22,17 +22,17 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sqlite3
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
 import psutil
 from labgang.launcher.api.wire import UnixHTTPConnection
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from coordinator_proc import coordinator, submit_burst
 
 TARGET_PER_S = 2000.0
 TARGET_POST_MS = 3.0
@@ -79,23 +79,6 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def burst(sock: Path, n: int, concurrency: int) -> tuple[float, list[int]]:
-    connector = aiohttp.UnixConnector(path=str(sock), limit=concurrency)
-    body = {"argv": ["true"], "workers": 1, "gpus_per_worker": 1}
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def one(i: int) -> int:
-            async with session.post("http://labgang/v1/jobs", json={**body, "name": f"b{i}"}) as r:
-                await r.read()
-                return r.status
-
-        # Warm the connections so the measured burst is submissions, not connects.
-        await asyncio.gather(*(session.get("http://labgang/v1/version") for _ in range(concurrency)))
-        start = time.perf_counter()
-        statuses = await asyncio.gather(*(one(i) for i in range(n)))
-        return time.perf_counter() - start, statuses
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=1000, help="submissions in the burst")
@@ -104,26 +87,11 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10000, help="pending jobs when GET /v1/jobs is timed")
     args = parser.parse_args()
 
-    base = Path(tempfile.mkdtemp(prefix="lgb-", dir="/tmp"))
-    cfg = base / "cluster.toml"
-    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
-    state = base / "state"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    sock = state / "labgang.sock"
-    try:
-        deadline = time.monotonic() + 30
-        while not sock.exists():
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("coordinator did not start")
-            time.sleep(0.05)
-        server = psutil.Process(proc.pid)
+    with coordinator() as running:
+        sock, state = running.sock, running.state
+        server = psutil.Process(running.proc.pid)
         cpu_before = sum(server.cpu_times()[:2])
-        seconds, statuses = asyncio.run(burst(sock, args.n, args.concurrency))
+        seconds, statuses = asyncio.run(submit_burst(sock, args.n, args.concurrency))
         cpu = sum(server.cpu_times()[:2]) - cpu_before
         ok = sum(1 for s in statuses if s == 201)
         stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
@@ -153,7 +121,7 @@ def main() -> None:
         )
         have = args.n + args.sequential
         if args.pending > have:
-            asyncio.run(burst(sock, args.pending - have, args.concurrency))
+            asyncio.run(submit_burst(sock, args.pending - have, args.concurrency))
         stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
         list_times(sock, 1)  # the first listing after a burst encodes every new job once
         cpu_before = sum(server.cpu_times()[:2])
@@ -166,9 +134,6 @@ def main() -> None:
             f"(target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f}); "
             f"coordinator CPU per listing {cpu_per_get:.1f} ms (ratio {cpu_per_get / TARGET_LIST_MS:.2f})"
         )
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,8 @@ class ClusterConfig(_Strict):
     cycle per window and a lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
-    starts the job fails. ``max_signal_lead_s`` bounds a ``--signal SIG@T`` lead; ``[limits]``
+    starts the job fails; ``kill_invalid_depend`` cancels a job whose dependency can never
+    hold (off: it stays pending). ``max_signal_lead_s`` bounds a ``--signal SIG@T`` lead; ``[limits]``
     bounds a submission (:class:`LimitsConfig`); ``read_token_file``, ``metrics_public`` and
     ``private_data`` (Slurm's ``PrivateData=jobs``) say who reads what (docs/security.md).
     ``violation`` is what a rank seen on a device it was not given costs its job: ``report``
@@ -192,6 +193,7 @@ class ClusterConfig(_Strict):
     requeue_backoff_s: float = Field(default=5.0, ge=0)
     requeue_backoff_max_s: float = Field(default=300.0, ge=0)
     max_start_failures: int = Field(default=3, ge=1)
+    kill_invalid_depend: bool = True
     default_grace_s: float = Field(default=10.0, ge=0)
     max_signal_lead_s: float = Field(default=300.0, ge=0, le=86400)
     limits: LimitsConfig = LimitsConfig()

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -445,6 +446,24 @@ class Store:
             sql = f"SELECT seq, id, spec, status FROM jobs {where} ORDER BY seq DESC{tail}"  # noqa: S608
             rows = self._db.execute(sql, args).fetchall()
         return [_job_from_row(row) for row in reversed(rows)]
+
+    def finished_matching(self, targets: Iterable[str]) -> list[JobRecord]:
+        """Committed finished jobs (spec and status) that a dependency on one of ``targets`` names:
+        the job with that id and, for a job array, its tasks (ids ``"<target>_<index>"``).
+
+        Task ids are read as the id range [``"12_"``, ``"12`"``) (the character after ``_``), so
+        the unique index on ``id`` answers without a scan.
+        """
+        out: list[JobRecord] = []
+        with self._lock:
+            for name in dict.fromkeys(targets):
+                rows = self._db.execute(
+                    "SELECT seq, id, spec, status FROM jobs WHERE (id = ? OR (id >= ? AND id < ?)) "
+                    "AND state IN (?, ?, ?) ORDER BY seq",
+                    (name, name + "_", name + "`", *_FINISHED),
+                ).fetchall()
+                out.extend(_job_from_row(row) for row in rows)
+        return out
 
     def job_counts(self) -> dict[tuple[str, str], int]:
         """Committed jobs per ``(queue, state)``."""

@@ -1,15 +1,21 @@
-"""HTTP/1.1 over an ``AF_UNIX`` stream socket, with nothing but :mod:`socket`.
+"""HTTP/1.1 over an ``AF_UNIX`` stream socket, with nothing but the interpreter's socket type.
 
 What every shell command uses to talk to the coordinator (through
 :class:`labgang.launcher.api.client.Client`). ``http.client`` would do the same work but
 imports the ``email`` package to parse headers, about 15 ms of a command's start-up: more
 than a whole ``squeue``. The coordinator (aiohttp) answers with ``Content-Length`` or
 chunked bodies; both are read here, as is a body that ends when the connection closes.
+
+The socket is ``_socket.socket``, the C type that :class:`socket.socket` subclasses: the
+:mod:`socket` module around it turns its constants into enums and imports :mod:`selectors`,
+about 2 ms of a 10 ms interpreter start (bench/cli_latency.py, regular install), and this
+module needs none of that: connect, ``sendall``, ``recv`` and ``close`` are the C type's own
+methods, with the same errors (``OSError`` subclasses; ``TimeoutError`` on a timeout).
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 _MAX_HEADER_BYTES = 65536
 
@@ -43,12 +49,12 @@ class UnixHTTPConnection:
     def __init__(self, socket_path: str, timeout: float) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
-        self.sock: socket.socket | None = None
+        self.sock: _socket.socket | None = None
         self._buffer = b""
 
     def connect(self) -> None:
         """Open the socket."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.socket_path)

@@ -1,16 +1,34 @@
 """Following a job from the shell: :class:`JobFollower` streams its ranks' output until it ends,
-and the one-line answers for a job that has not run yet."""
+:func:`follow_to_the_end` is ``labgang run``'s wait (cancelling on Ctrl-C, SIGTERM or SIGHUP),
+and the one-line answers for a job that has not run yet.
+
+No click here: the fast path of ``labgang run`` (:mod:`labgang.launcher.cli.quick`) and the click
+command (:mod:`labgang.launcher.cli.submission`) follow a job with the same code, so their
+output is the same.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
 import time
-from collections.abc import Iterable
-from typing import Any, TextIO
 
-from labgang.launcher.api.client import ApiError, Client
+from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
 from labgang.launcher.cli.job_facts import FINISHED_STATES
 
+# ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Any, TextIO
+
+    from labgang.launcher.api.client import Client
+
 POLL_S = 0.2
+
+EXIT_INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 # Once a job has ended, how many polls to wait for its logs to report complete.
@@ -183,3 +201,88 @@ def not_started(job: dict[str, Any]) -> str | None:
     if state == "failed":
         return f"job {job['id']} failed before it ran" + (f": {reason}" if reason else "")
     return None
+
+
+def stdout_bytes() -> Any:
+    """Where rank output goes: stdout's binary buffer (the text stream when it has none)."""
+    return getattr(sys.stdout, "buffer", sys.stdout)
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
+
+    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
+    """
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
+    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
+    leaving the job behind."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise StopSignal(signal.Signals(signum).name, 128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class FollowStopped(Exception):
+    """``labgang run`` stopped following its job before the job ended: ``message`` (one line for
+    stderr, without the ``labgang run:`` prefix) and the command's ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO) -> int:
+    """``labgang run``'s wait: stream ``ranks``' output to ``out`` and state changes to ``err`` until
+    the job ends, and return the command's exit status.
+
+    The first Ctrl-C, SIGTERM or SIGHUP cancels the job (its ranks get SIGTERM, then SIGKILL
+    after the grace) and keeps following until it has stopped; the exit status is then 130 for
+    Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
+
+    Raises:
+        FollowStopped: a second interrupt (stop waiting), or the coordinator went away mid-way.
+        ApiError / CoordinatorUnavailable: from the cancel request.
+    """
+    follower = JobFollower(client, job_id, ranks, out, err)
+    stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
+    code = EXIT_INTERRUPTED
+    with stop_signals_interrupt():
+        while True:
+            try:
+                final = follower.follow()
+                break
+            except CoordinatorUnavailable:
+                # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
+                # is requeued or still recorded, and the next start shows what became of it.
+                raise FollowStopped(
+                    f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
+                    "once it is back (jobs stopped by a shutdown run again at the next start)",
+                    1,
+                ) from None
+            except KeyboardInterrupt as exc:
+                client.close()  # a request may have been cut in half
+                what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                if stopped_by is not None:
+                    raise FollowStopped(
+                        f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code
+                    ) from None
+                stopped_by = what
+                code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                if what == "Ctrl-C":
+                    note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
+                else:
+                    note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
+                print(note, file=err, flush=True)
+                client.cancel(job_id)
+    return code if stopped_by is not None else exit_status_of(final)

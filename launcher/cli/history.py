@@ -1,45 +1,22 @@
 """``labgang history``: finished and current jobs from the coordinator's store (Slurm's ``sacct``).
 
-Times for ``--since`` / ``--until`` are a date (``2026-12-01``), a date and time
-(``2026-12-01 14:30``, ``2026-12-01T14:30:05``; local time), or an age before now (``2h``,
-``7d``, ``1h30m``; see ``parse_duration``).
+The time forms, the table and the user check live in :mod:`labgang.launcher.cli.history_table`
+(no click), shared with the fast path (:mod:`labgang.launcher.cli.quick`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 from labgang.launcher.api.client import Client
-from labgang.launcher.cli.format import render_table, to_json
+from labgang.launcher.cli.format import to_json
+from labgang.launcher.cli.history_table import STATES, TIME_HELP, history_table, local_user, parse_when
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
-from labgang.launcher.durations import format_duration, parse_duration
 
-STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
-_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
-TIME_HELP = "a date (2026-12-01), a date and time (2026-12-01 14:30, local) or an age (2h, 7d, 1h30m)"
-
-
-def parse_when(text: str, now: float) -> float:
-    """Unix seconds for ``text``: a date, a date and time (local time) or an age before ``now``.
-
-    Raises:
-        ValueError: none of these; the message lists the allowed forms.
-    """
-    raw = text.strip()
-    for fmt in _FORMATS:
-        try:
-            return dt.datetime.strptime(raw, fmt).timestamp()
-        except ValueError:
-            continue
-    try:
-        return now - parse_duration(raw)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time; allowed: {TIME_HELP}") from None
+__all__ = ["STATES", "TIME_HELP", "WhenType", "history", "history_table", "parse_when"]
 
 
 class WhenType(click.ParamType):
@@ -54,50 +31,6 @@ class WhenType(click.ParamType):
             return parse_when(str(value), time.time())
         except ValueError as err:
             self.fail(str(err), param, ctx)
-
-
-def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def history_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The ``labgang history`` table: one row per job, sacct's columns (local times)."""
-    headers = (
-        "JOBID",
-        "NAME",
-        "USER",
-        "QUEUE",
-        "STATE",
-        "SUBMIT",
-        "START",
-        "END",
-        "WAIT",
-        "ELAPSED",
-        "GPU-H",
-        "EXIT",
-        "RESTARTS",
-        "REASON",
-    )
-    body = [
-        (
-            r["id"],
-            str(r.get("name") or "-")[:20],
-            r["user"],
-            r["queue"],
-            str(r["state"]).upper(),
-            _when(r.get("submit_time")),
-            _when(r.get("start_time")),
-            _when(r.get("end_time")),
-            format_duration(r.get("wait_s")),
-            format_duration(r.get("elapsed_s")),
-            "-" if r.get("gpu_hours") is None else f"{r['gpu_hours']:.2f}",
-            "-" if r.get("exit_status") is None else r["exit_status"],
-            r.get("restart_count", 0),
-            ((r.get("reason") or {}).get("message") or (r.get("reason") or {}).get("code") or "-")[:60],
-        )
-        for r in rows
-    ]
-    return render_table(headers, body)
 
 
 @click.command()
@@ -140,17 +73,6 @@ def history(
         rows = client.history(
             user=user, queue=queue, states=tuple(s.lower() for s in states), since=since, until=until, limit=limit
         )
-    if not rows and user not in (None, "all") and not _local_user(user):
+    if not rows and user not in (None, "all") and not local_user(user):
         click.echo(f"labgang history: note: no user {user!r} on this machine (is the name right?)", err=True)
     click.echo(to_json({"jobs": rows}) if as_json else history_table(rows))
-
-
-def _local_user(name: str) -> bool:
-    """True when ``name`` is a user of this machine (``getpwnam``)."""
-    import pwd
-
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True

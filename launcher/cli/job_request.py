@@ -61,6 +61,7 @@ def build_submission(
     name: str | None = None,
     no_requeue: bool = False,
     signal_spec: str | None = None,
+    dependency: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> dict[str, Any]:
@@ -81,6 +82,7 @@ def build_submission(
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
         signal_spec: canonical ``"SIGUSR1@60"``.
+        dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
 
     Raises:
@@ -137,6 +139,7 @@ def build_submission(
         "grace_s": grace,
         "time_limit_s": time_limit,
         "signal": signal_spec,
+        "dependency": dependency,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
+from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
 
 # Which flag sets each field of the submission body, for error messages.
@@ -31,6 +31,7 @@ FIELD_FLAGS: dict[str, str] = {
     "time_limit_s": "--time",
     "requeue": "--no-requeue",
     "signal": "--signal",
+    "dependency": "-d/--dependency",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",
@@ -39,7 +40,7 @@ FIELD_FLAGS: dict[str, str] = {
 }
 
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = follow.EXIT_INTERRUPTED
 
 
 # Body fields in seconds, set by duration flags: their errors say how to write a duration.
@@ -122,9 +123,7 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
 
 
-def stdout_bytes() -> Any:
-    """Where rank output goes: stdout's binary buffer (the text stream when it has none)."""
-    return getattr(sys.stdout, "buffer", sys.stdout)
+stdout_bytes = follow.stdout_bytes
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -1,11 +1,15 @@
 """The ``labgang`` entry point, with a fast path for the commands typed in shell loops.
 
 ``labgang submit`` and ``labgang queue`` run in sweeps and under ``watch``: a process that
-spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``queue``,
-``cancel``, ``show`` and ``logs`` (without ``-f`` or ``--attempt``) here, with the same flags as their click commands
-(:mod:`labgang.launcher.cli.submission`, :mod:`labgang.launcher.cli.jobs`), and talks to the
+spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``, ``run``,
+``queue``, ``queues``, ``cancel``, ``show``, ``logs`` (without ``-f`` or ``--attempt``) and
+``history`` here, with the same flags as their click commands (:mod:`labgang.launcher.cli.submission`,
+:mod:`labgang.launcher.cli.jobs`, :mod:`labgang.launcher.cli.history`), and talks to the
 coordinator through the stdlib client, importing neither click nor anything the request does
 not need.
+
+Each command's flags are one table (option string -> destination and converter), so a new flag
+is one line in the table (and its click option in the click command).
 
 The fast path only takes the well-formed case. Anything it does not recognise (``--help``,
 an unknown or malformed flag, a value out of range) goes to the click command, which parses
@@ -71,6 +75,44 @@ def _signal_spec(text: str) -> str:
     return parse_signal_spec(text)
 
 
+class Repeated:
+    """A flag that may be given several times (click's ``multiple=True``): its values, converted
+    by ``convert``, are collected in a list in the order given."""
+
+    def __init__(self, convert: Callable[[str], Any]) -> None:
+        self.convert = convert
+
+    def __call__(self, text: str) -> Any:
+        return self.convert(text)
+
+
+def _state_choice(text: str) -> str:
+    """A job state as ``history --state`` takes it (click's case-insensitive Choice of ``STATES``)."""
+    from labgang.launcher.cli.history_table import STATES
+
+    folded = text.casefold()
+    if folded not in STATES:
+        raise ValueError(text)
+    return folded
+
+
+def _time_arg(text: str) -> float:
+    """``--since``/``--until``: a date, a date and time, or an age, in unix seconds
+    (:func:`labgang.launcher.cli.history_table.parse_when`)."""
+    import time
+
+    from labgang.launcher.cli.history_table import parse_when
+
+    return parse_when(text, time.time())
+
+
+def _limit(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 100_000:
+        raise ValueError(text)
+    return value
+
+
 def _job_id(text: str) -> str:
     text = text.strip()
     if not (text.isascii() and text.isdigit() and int(text) > 0):
@@ -79,6 +121,7 @@ def _job_id(text: str) -> str:
 
 
 def _submit_flags() -> dict[str, tuple[str, Converter]]:
+    """``submit``'s flags (:func:`labgang.launcher.cli.submission._submit_options`), plus ``--json``."""
     return {
         "-n": ("workers", _positive),
         "--workers": ("workers", _positive),
@@ -99,15 +142,39 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
+        "-d": ("dependency", str),
+        "--dependency": ("dependency", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
+
+
+def _run_flags() -> dict[str, tuple[str, Converter]]:
+    """``run``'s flags: ``submit``'s without ``--json``, plus ``--all-ranks``."""
+    flags = _submit_flags()
+    del flags["--json"]
+    flags["--all-ranks"] = ("all_ranks", None)
+    return flags
 
 
 _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--all": ("all_users", None),
     "--user": ("user", str),
     "-u": ("user", str),
+    "--json": ("as_json", None),
+    "--state-dir": ("state_dir", str),
+}
+_QUEUES_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
+_HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
+    "--user": ("user", str),
+    "-u": ("user", str),
+    "--queue": ("queue", str),
+    "-q": ("queue", str),
+    "--state": ("states", Repeated(_state_choice)),
+    "-s": ("states", Repeated(_state_choice)),
+    "--since": ("since", _time_arg),
+    "--until": ("until", _time_arg),
+    "--limit": ("limit", _limit),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
@@ -132,7 +199,8 @@ def parse(
 
     Args:
         args: the arguments after the command name.
-        flags: option string -> (destination, converter or None for a switch).
+        flags: option string -> (destination, converter or None for a switch); a
+            :class:`Repeated` converter collects every value given, in a list.
         interspersed: False for ``submit``/``run``: the first positional argument (or ``--``)
             ends the options, the rest is the command to run.
 
@@ -176,9 +244,13 @@ def parse(
         else:
             raise NotFast(arg)
         try:
-            options[dest] = convert(text)
+            value = convert(text)
         except ValueError:
             raise NotFast(arg) from None
+        if isinstance(convert, Repeated):
+            options.setdefault(dest, []).append(value)
+        else:
+            options[dest] = value
     return options, positional
 
 
@@ -207,30 +279,45 @@ def _refusal(command: str, err: Exception) -> int:
     return _fail(command, str(err), 1)
 
 
+def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
+    """The ``POST /v1/jobs`` body of the submission flags (what the click command builds).
+
+    Raises:
+        NotFast: flags the builder refuses (click words the error).
+    """
+    from labgang.launcher.cli import job_request
+
+    try:
+        return job_request.build_submission(argv=argv, **options)
+    except job_request.SubmissionError:
+        raise NotFast("submission") from None
+
+
+def _submit_refused(command: str, err: Exception, options: dict[str, Any]) -> int:
+    """A refused submission, printed as the click command would (a refused default queue says so)."""
+    from labgang.launcher.api.client import ApiError
+
+    if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
+        from labgang.launcher.cli.submission import default_queue_refused
+
+        refused = default_queue_refused(err)
+        return _fail(command, refused.message, refused.exit_code)
+    return _refusal(command, err)
+
+
 def submit(args: list[str]) -> int:
     """``labgang submit``: see :func:`labgang.launcher.cli.submission.submit`."""
-    from labgang.launcher.api.client import ApiError, Client, ClientError
-    from labgang.launcher.cli import job_request
+    from labgang.launcher.api.client import Client, ClientError
 
     options, argv = parse(args, _submit_flags(), interspersed=False)
     state_dir = _state_dir(options)
     as_json = options.pop("as_json", False)
-    try:
-        body = job_request.build_submission(argv=argv, **options)
-    except job_request.SubmissionError:
-        raise NotFast("submission") from None
+    body = _submission(options, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             job = client.submit(body)
-    except ApiError as err:
-        if options.get("queue") is None and err.field == "queue" and err.status == 403:
-            from labgang.launcher.cli.submission import default_queue_refused
-
-            refused = default_queue_refused(err)
-            return _fail("submit", refused.message, refused.exit_code)
-        return _refusal("submit", err)
     except ClientError as err:
-        return _refusal("submit", err)
+        return _submit_refused("submit", err, options)
     if as_json:
         from labgang.launcher.cli.format import to_json
 
@@ -238,6 +325,33 @@ def submit(args: list[str]) -> int:
     else:
         print(job["id"])
     return 0
+
+
+def run(args: list[str]) -> int:
+    """``labgang run``: submit, then follow the job with the click command's own code
+    (:func:`labgang.launcher.cli.follow.follow_to_the_end`); see :func:`labgang.launcher.cli.submission.run`."""
+    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
+
+    options, argv = parse(args, _run_flags(), interspersed=False)
+    state_dir = _state_dir(options)
+    all_ranks = options.pop("all_ranks", False)
+    body = _submission(options, argv)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            try:
+                job = client.submit(body)
+            except ClientError as err:
+                return _submit_refused("run", err, options)
+            job_id = job["id"]
+            print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
+            ranks = range(job.get("workers") or options.get("workers", 1)) if all_ranks else (0,)
+            try:
+                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            except FollowStopped as stop:
+                return _fail("run", stop.message, stop.exit_code)
+    except ClientError as err:
+        return _refusal("run", err)
 
 
 def queue(args: list[str]) -> int:
@@ -322,6 +436,56 @@ def show(args: list[str]) -> int:
     return 0
 
 
+def queues(args: list[str]) -> int:
+    """``labgang queues``: see :func:`labgang.launcher.cli.jobs.queues`."""
+    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.cli.format import queue_table, to_json
+
+    options, positional = parse(args, _QUEUES_FLAGS, interspersed=True)
+    if positional:
+        raise NotFast(positional[0])
+    state_dir = _state_dir(options)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            items = client.queues()
+    except ClientError as err:
+        return _refusal("queues", err)
+    print(to_json({"queues": items}) if options.get("as_json") else queue_table(items))
+    return 0
+
+
+def history(args: list[str]) -> int:
+    """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
+    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.cli.format import to_json
+    from labgang.launcher.cli.history_table import history_table, local_user
+
+    options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
+    if positional:
+        raise NotFast(positional[0])
+    since, until = options.get("since"), options.get("until")
+    if since is not None and until is not None and since > until:
+        raise NotFast("--since")  # click words the error
+    state_dir = _state_dir(options)
+    user = options.get("user")
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            rows = client.history(
+                user=user,
+                queue=options.get("queue"),
+                states=tuple(options.get("states", ())),
+                since=since,
+                until=until,
+                limit=options.get("limit", 1000),
+            )
+    except ClientError as err:
+        return _refusal("history", err)
+    if not rows and user not in (None, "all") and not local_user(user):
+        print(f"labgang history: note: no user {user!r} on this machine (is the name right?)", file=sys.stderr)
+    print(to_json({"jobs": rows}) if options.get("as_json") else history_table(rows))
+    return 0
+
+
 def logs(args: list[str]) -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
     from labgang.launcher.api.client import ApiError, Client, ClientError
@@ -363,10 +527,13 @@ def logs(args: list[str]) -> int:
 
 FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "submit": submit,
+    "run": run,
     "queue": queue,
+    "queues": queues,
     "cancel": cancel,
     "show": show,
     "logs": logs,
+    "history": history,
 }
 
 
@@ -376,10 +543,16 @@ def main() -> None:
     if args and args[0] in FAST_COMMANDS:
         try:
             code = FAST_COMMANDS[args[0]](args[1:])
+            sys.stdout.flush()
         except NotFast:
             pass
+        except KeyboardInterrupt:  # as click ends a command interrupted outside its own handling
+            print("\nAborted!", file=sys.stderr)
+            sys.exit(1)
+        except BrokenPipeError:  # `labgang queue | head`: quietly, exit status 1, as click does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+            sys.exit(1)
         else:
-            sys.stdout.flush()
             sys.exit(code)
     from labgang.launcher.cli.main import main as click_main
 

@@ -1,28 +1,26 @@
 """``labgang submit`` and ``labgang run``: the submission flags, the request body they build,
-a refused default queue explained, and ``run`` cancelling its job on Ctrl-C, SIGTERM or SIGHUP."""
+a refused default queue explained, and ``run`` following its job (``follow.follow_to_the_end``:
+cancelled on Ctrl-C, SIGTERM or SIGHUP)."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.api.client import ApiError, Client
 from labgang.launcher.cli import job_request
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.follow import JobFollower, exit_status_of
+from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
     to_json,
 )
 from labgang.launcher.cli.plumbing import (
-    EXIT_INTERRUPTED,
     fail,
     json_option,
     state_dir_option,
@@ -124,6 +122,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
             "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
         ),
+        click.option(
+            "-d",
+            "--dependency",
+            default=None,
+            metavar="LIST",
+            help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
+            "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -216,57 +222,8 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         job_id = job["id"]
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
-        follower = JobFollower(client, job_id, ranks, stdout_bytes(), sys.stderr)
-        stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
-        code = EXIT_INTERRUPTED
-        with _stop_signals_interrupt():
-            while True:
-                try:
-                    final = follower.follow()
-                    break
-                except CoordinatorUnavailable:
-                    # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
-                    # is requeued or still recorded, and the next start shows what became of it.
-                    fail(
-                        f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                        "once it is back (jobs stopped by a shutdown run again at the next start)",
-                        1,
-                    )
-                except KeyboardInterrupt as exc:
-                    client.close()  # a request may have been cut in half
-                    what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
-                    if stopped_by is not None:
-                        fail(f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code)
-                    stopped_by = what
-                    code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
-                    if what == "Ctrl-C":
-                        note = f"labgang: cancelling job {job_id} (Ctrl-C again to stop waiting)"
-                    else:
-                        note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
-                    click.echo(note, err=True)
-                    client.cancel(job_id)
-    sys.exit(code if stopped_by is not None else exit_status_of(final))
-
-
-class StopSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
-
-    ``args`` = (signal name, exit status 128 + N), e.g. ``("SIGTERM", 143)``.
-    """
-
-
-@contextlib.contextmanager
-def _stop_signals_interrupt() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise :class:`StopSignal` (as SIGINT raises KeyboardInterrupt),
-    so ``labgang run`` cancels its job the way Slurm's ``srun`` forwards them, instead of dying and
-    leaving the job behind."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise StopSignal(signal.Signals(signum).name, 128 + signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        try:
+            code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+        except FollowStopped as stop:
+            fail(stop.message, stop.exit_code)
+    sys.exit(code)

@@ -15,7 +15,7 @@ import base64
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -24,8 +24,9 @@ from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
+from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from labgang.launcher.coordinator.jobindex import JobIndex
+from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
@@ -56,6 +57,7 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         default_grace_s=config.default_grace_s,
         node_timeout_s=config.node_timeout_s,
         violation=config.violation,
+        kill_invalid_depend=config.kill_invalid_depend,
     )
 
 
@@ -74,8 +76,11 @@ class Coordinator:
         self.clock = clock
         self.version = labgang_version()
         self.agents = AgentRegistry()
-        self.model = Lifecycle(lifecycle_policy(config), store.load_jobs(active_only=True))
+        active = store.load_jobs(active_only=True)
+        self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
         self.recent: OrderedDict[str, JobRecord] = OrderedDict()
+        self.order = SubmissionOrder()  # the jobs in memory by seq, for GET /v1/jobs pages
+        self.order.rebuild(self.jobs)
         # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
         self.finished_counts: dict[tuple[str, str], int] = {
             key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
@@ -127,9 +132,13 @@ class Coordinator:
         Admission fair sharing first samples what was held up to the event, before it changes
         anything (as ``labgang simulate`` does at each instant)."""
         if self.sharing.due(event.now):
-            running, _ = scheduler_jobs(self.model.jobs.values(), event.now, self.sharing.tenant, ())
+            running, _ = scheduler_jobs(
+                self.model.jobs.values(), event.now, lambda job, t: False, self.sharing.tenant, ()
+            )
             self.sharing.sample(event.now, running)
         effects = self.model.apply(event)
+        if isinstance(event, ev.JobSubmitted):
+            self.order.add(event.job)
         for effect in effects:
             self._execute(effect)
         return effects
@@ -157,7 +166,7 @@ class Coordinator:
             job = effect.job
             self.recent[job.id] = job
             while len(self.recent) > RECENT_FINISHED:
-                self.recent.popitem(last=False)
+                self.order.discard(self.recent.popitem(last=False)[1])
             key = (job.spec.queue, job.status.state.value)
             self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
         elif isinstance(effect, fx.WakeScheduler):
@@ -249,9 +258,10 @@ class Coordinator:
         if found is not None:
             reason, field = found
             raise Conflict(f"job can never start: {reason}", field=field)
+        targets = submission_targets(self, spec)
         now = self.clock()
         job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-        self.apply(ev.JobSubmitted(now, job))
+        self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job
 
@@ -286,15 +296,19 @@ class Coordinator:
             raise NotFound(f"no job {job_id}" if str(job_id).isdigit() else f"no job {job_id!r}", field="id")
         return job
 
-    def list_jobs(self, caller: Caller, *, all_users: bool = False, user: str | None = None) -> list[JobRecord]:
-        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order:
-        the caller's own by default, ``user``'s, or everyone's. Older jobs: ``labgang history``."""
-        jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
+    def list_jobs(
+        self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
+    ) -> Iterator[JobRecord]:
+        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order,
+        read lazily: the caller's own by default, ``user``'s, or everyone's; only those submitted
+        after sequence number ``after`` (a page cursor; 0 = all). Older jobs: ``labgang history``."""
+        jobs = self.order.after(self.jobs, after)
         if user:
-            return [j for j in jobs if j.spec.user == user]
+            return (j for j in jobs if j.spec.user == user)
         if all_users or caller.uid is None:
             return jobs
-        return [j for j in jobs if j.spec.uid == caller.uid]
+        uid = caller.uid
+        return (j for j in jobs if j.spec.uid == uid)
 
     async def history(
         self,

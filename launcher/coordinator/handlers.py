@@ -8,7 +8,6 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 import re
@@ -80,10 +79,6 @@ def _json_body(body: bytes) -> Any:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 
 
-def _seq(job: JobRecord) -> int:
-    return job.seq
-
-
 def _hides_argv(coord: Coordinator, caller: Caller, job: JobRecord) -> bool:
     """Whether ``caller`` sees ``job`` without its ``argv`` (``private_data``, not the owner, not an admin)."""
     return bool(coord.config.private_data and not (caller.admin or caller.owns(job.spec)))
@@ -132,22 +127,28 @@ async def list_jobs(
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-    after_cursor = jobs[bisect.bisect_right(jobs, after, key=_seq) :]  # jobs are in seq order
+    jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None, after=after)
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
     cache = view_cache.cache_for(coord)
     build = functools.partial(_job_view, coord, caller)
+    private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
     encoded: list[bytes] = []
-    for job in after_cursor[:limit]:
-        data = cache.encoded(job, build, variant=_hides_argv(coord, caller, job))
+    last: JobRecord | None = None
+    more = False
+    for job in jobs:  # in seq order, read only as far as this page goes
+        if len(encoded) == limit:
+            more = True
+            break
+        data = cache.encoded(job, build, variant=private and _hides_argv(coord, caller, job))
         budget -= len(data)
         if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
+            more = True
             break
         encoded.append(data)
+        last = job
     cache.trim(len(coord.jobs))
-    more = len(encoded) < len(after_cursor)
-    next_cursor = str(after_cursor[len(encoded) - 1].seq) if more and encoded else None
+    next_cursor = str(last.seq) if more and last is not None else None
     return Reply(200, encoded=view_cache.page_body(encoded, next_cursor))
 
 

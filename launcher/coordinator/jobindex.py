@@ -3,8 +3,10 @@ finished ones, as one read-only mapping; older finished jobs are read from the s
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 
 from labgang.launcher.lifecycle.records import JobRecord
 
@@ -19,9 +21,84 @@ class JobIndex(Mapping[str, JobRecord]):
         job = self._active.get(job_id)
         return job if job is not None else self._recent[job_id]
 
+    def get(self, job_id: str, default: JobRecord | None = None) -> JobRecord | None:  # type: ignore[override]
+        """The job with ``job_id``, or ``default`` (two dict lookups, without Mapping's exception path)."""
+        job = self._active.get(job_id)
+        return job if job is not None else self._recent.get(job_id, default)
+
     def __iter__(self) -> Iterator[str]:
         yield from self._active
         yield from self._recent
 
     def __len__(self) -> int:
         return len(self._active) + len(self._recent)
+
+
+class SubmissionOrder:
+    """The ids of the jobs in memory in submission order (by ``seq``), kept in step as jobs come
+    and go, so a listing page costs its own length instead of a sort of every job.
+
+    The coordinator tells it of each submitted job (:meth:`add`) and each finished job that leaves
+    memory (:meth:`discard`). :meth:`after` checks the count against the :class:`JobIndex` it reads
+    and rebuilds from it on any mismatch, so a change made some other way costs one sort, never a
+    wrong listing.
+    """
+
+    def __init__(self) -> None:
+        self._seqs: list[int] = []
+        self._ids: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, job: JobRecord) -> None:
+        """Insert ``job`` at its place by ``seq``, after any job with the same ``seq`` (O(1) for the
+        newest job, the usual case); a job already there is left as it is."""
+        seqs, ids = self._seqs, self._ids
+        if not seqs or job.seq > seqs[-1]:
+            seqs.append(job.seq)
+            ids.append(job.id)
+            return
+        at = self._find(job)
+        if at < len(ids) and ids[at] == job.id:
+            return  # already there
+        seqs.insert(at, job.seq)
+        ids.insert(at, job.id)
+
+    def discard(self, job: JobRecord) -> None:
+        """Remove ``job`` if it is there (O(log n) to find it, a memmove to close the gap)."""
+        at = self._find(job)
+        if at < len(self._ids) and self._ids[at] == job.id:
+            del self._seqs[at], self._ids[at]
+
+    def _find(self, job: JobRecord) -> int:
+        """Where ``job`` is, or else the end of the run of jobs with its ``seq`` (where it goes)."""
+        seqs, ids = self._seqs, self._ids
+        at = bisect.bisect_left(seqs, job.seq)
+        while at < len(seqs) and seqs[at] == job.seq and ids[at] != job.id:
+            at += 1
+        return at
+
+    def rebuild(self, jobs: JobIndex) -> None:
+        """Start again from every job in ``jobs`` (O(n log n))."""
+        ordered = sorted(jobs.values(), key=attrgetter("seq"))
+        self._seqs = [j.seq for j in ordered]
+        self._ids = [j.id for j in ordered]
+
+    def after(self, jobs: JobIndex, seq: int) -> Iterator[JobRecord]:
+        """The jobs of ``jobs`` with a ``seq`` above ``seq`` (a page cursor; 0 = from the first), oldest first.
+
+        Read lazily: a page that stops after 500 jobs looks at no more than those (plus the
+        ones a caller's filter skips).
+        """
+        if len(self._ids) != len(jobs):
+            self.rebuild(jobs)
+        ids, last = self._ids, seq
+        for at in range(bisect.bisect_right(self._seqs, seq), len(ids)):
+            job = jobs.get(ids[at])
+            if job is None:  # a job left memory unannounced: rebuild, resume after the last one given
+                self.rebuild(jobs)
+                yield from self.after(jobs, last)
+                return
+            last = job.seq
+            yield job

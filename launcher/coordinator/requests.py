@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
+from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import BadSignal, JobSpec, parse_warning
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.text import control_characters
@@ -56,6 +57,7 @@ class SubmitBody(BaseModel):
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=4096)
+    dependency: str | None = Field(default=None, max_length=4096)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
@@ -253,6 +255,12 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         raise BadRequest(
             f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
         )
+    dependency = None
+    if req.dependency is not None:
+        try:
+            dependency = parse_dependency(req.dependency).text
+        except BadDependency as exc:
+            raise BadRequest(str(exc), field="dependency") from None
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -281,6 +289,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         topology=req.topology,
         cpu_bind=req.cpu_bind or CPU_BIND[0],
         min_workers=req.min_workers if req.min_workers != req.workers else None,
+        dependency=dependency,
     )
 
 

@@ -83,10 +83,13 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
-    A requeued job in backoff (``not_before`` > now) is left out of ``pending``.
+    A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
+    out of ``pending`` (the lifecycle model's ``admissible``).
     """
     held = coord.held_devices()
-    running, pending = scheduler_jobs(coord.model.jobs.values(), now, coord.sharing.tenant, coord.sharing.held)
+    running, pending = scheduler_jobs(
+        coord.model.jobs.values(), now, coord.model.admissible, coord.sharing.tenant, coord.sharing.held
+    )
     coord.sharing.sample(now, running)
     return Snapshot(
         now=now,

@@ -49,6 +49,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
         "time_limit_s": spec.time_limit_s,
+        "dependency": spec.dependency,
         "argv": list(spec.argv),
         "ranks": [
             {
@@ -129,7 +130,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
 def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use now (terminating ones
     too; an elastic gang at its started size), and the (queue, resource) pairs in use."""
-    running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda spec: None, ())
+    running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda job, now: False, lambda spec: None, ())
     usage: dict[tuple[str, str], int] = defaultdict(int)
     for job in running:
         usage[(job.queue, job.request.resource)] += job.request.total

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.scheduler.decisions import CycleResult
@@ -16,10 +17,15 @@ from labgang.launcher.scheduler.decisions import CycleResult
 
 @dataclass(frozen=True, slots=True)
 class JobSubmitted:
-    """A job was accepted (already inserted in the store, so it has its id)."""
+    """A job was accepted (already inserted in the store, so it has its id).
+
+    ``targets``: the finished jobs its ``--dependency`` names (a driver that keeps only active
+    jobs in the model reads them from its store); active ones the model knows itself.
+    """
 
     now: float
     job: JobRecord
+    targets: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,8 @@ class LifecyclePolicy:
     """A node's lease: silent this long, it is lost (its ranks are fenced, ``fencing.py``)."""
     violation: str = "report"
     """A rank on a device it was not given: ``"report"`` it, or also ``"kill"`` its job."""
+    kill_invalid_depend: bool = True
+    """Cancel a job whose dependency can never hold (else it stays pending), ``dependents.py``."""
 
 
 class GangRules:

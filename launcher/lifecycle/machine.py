@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
-from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
+from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
@@ -36,9 +37,10 @@ from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, Ra
 __all__ = ["Lifecycle", "LifecyclePolicy"]
 
 
-class Lifecycle(GangRules):
+class Lifecycle(DependencyRules):
     """The lifecycle model: :meth:`apply` takes one typed event and returns the typed effects it
-    asks for. See :class:`~labgang.launcher.lifecycle.gang.GangRules` for the state it holds."""
+    asks for. See :class:`~labgang.launcher.lifecycle.gang.GangRules` for the state it holds and
+    :class:`~labgang.launcher.lifecycle.dependents.DependencyRules` for job dependencies."""
 
     # ----- entry point --------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class Lifecycle(GangRules):
             self._violation(event)
         else:
             self._shutdown(event)
+        self._dependencies_after(event)
         out, self._out = self._out, []
         return out
 
@@ -82,10 +85,11 @@ class Lifecycle(GangRules):
     def _submitted(self, e: ev.JobSubmitted) -> None:
         job, spec = e.job, e.job.spec
         self.jobs[job.id] = job
+        after = f", dependency {spec.dependency}" if spec.dependency else ""
         self._history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}",
+            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}{after}",
         )
         self._out.append(fx.WakeScheduler())
 

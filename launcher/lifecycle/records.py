@@ -26,6 +26,7 @@ class JobSpec:
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
     to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
     elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
+    ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
     """
 
     name: str
@@ -49,6 +50,7 @@ class JobSpec:
     topology: str | None = None
     cpu_bind: str = "numa"
     min_workers: int | None = None
+    dependency: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -99,7 +101,8 @@ class JobStatus:
     never collide with an old one's on a node); ``restart_count`` counts only attempts that ran
     (some rank started). ``ran`` is True once a rank of the current attempt started.
     ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
-    among equal ``admit_time`` is the highest one.
+    among equal ``admit_time`` is the highest one. ``dependency_met`` is True once the job's
+    dependency held (its ``after*`` conditions are then never judged again, only ``singleton``).
     """
 
     state: JobState = JobState.PENDING
@@ -122,6 +125,7 @@ class JobStatus:
     attempt: int = 0
     ran: bool = False
     admit_seq: int = 0
+    dependency_met: bool = False
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""

@@ -175,7 +175,11 @@ class EndIntent(str, enum.Enum):
 class EndReason(str, enum.Enum):
     """Why a job is where it is, when the scheduler is not the one saying it (the scheduler's
     pending reasons are ``launcher/scheduler/decisions.py`` ``ReasonCode``). Lifecycle words like
-    "requeued" are history events, not reasons: a requeued job's reason is why it was stopped."""
+    "requeued" are history events, not reasons: a requeued job's reason is why it was stopped.
+
+    ``DEPENDENCY``: pending, not offered to the scheduler until its ``--dependency`` holds (the
+    message says what it waits for). ``DEPENDENCY_NEVER``: that dependency can never hold; the
+    job is cancelled with it (Slurm's ``kill_invalid_depend``), or kept pending when that is off."""
 
     COMPLETED = "completed"
     FAILED = "failed"
@@ -185,6 +189,8 @@ class EndReason(str, enum.Enum):
     NODE_LOST = "node_lost"
     START_FAILED = "start_failed"
     SHUTDOWN = "shutdown"
+    DEPENDENCY = "dependency"
+    DEPENDENCY_NEVER = "dependency_never"
 
 
 INTENT_REASON: dict[EndIntent, EndReason] = {

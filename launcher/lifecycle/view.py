@@ -13,13 +13,14 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import leaving
-from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob
 
 TenantOf = Callable[[JobSpec], "str | None"]
 """A job's tenant for admission fair sharing (None: its queue's default tenant)."""
+Admissible = Callable[[JobRecord, float], bool]
+"""May a cycle at a time consider a pending job (the lifecycle model's ``admissible``)?"""
 
 
 def started_request(job: JobRecord) -> JobRequest:
@@ -38,16 +39,22 @@ def scheduling_state(job: JobRecord) -> str:
 
 
 def scheduler_jobs(
-    jobs: Iterable[JobRecord], now: float, tenant_of: TenantOf, held_last_cycle: Container[str]
+    jobs: Iterable[JobRecord],
+    now: float,
+    admissible: Admissible,
+    tenant_of: TenantOf,
+    held_last_cycle: Container[str],
 ) -> tuple[tuple[RunningJob, ...], tuple[PendingJob, ...]]:
     """The snapshot's ``running`` and ``pending`` jobs at ``now``, in submission order (``seq``).
 
     Jobs holding devices (admitted, running, terminating) are running; a job leaving its devices
-    counts as terminating. A pending job in backoff (``not_before`` > ``now``) is left out.
+    counts as terminating. A pending job is in ``pending`` when ``admissible(job, now)`` (the
+    lifecycle model's rule: out of requeue backoff, not held by its dependency).
 
     Args:
         jobs: the lifecycle model's active jobs.
         now: the cycle's time, seconds.
+        admissible: the lifecycle model's ``admissible``.
         tenant_of: a job's tenant (admission fair sharing).
         held_last_cycle: ids of the jobs that held idle quota in the previous cycle.
     """
@@ -76,7 +83,7 @@ def scheduler_jobs(
                     tenant=tenant_of(job.spec),
                 )
             )
-        elif st.state == JobState.PENDING and st.not_before <= now:
+        elif admissible(job, now):
             pending.append(
                 PendingJob(
                     id=job.id,

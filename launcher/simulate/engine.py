@@ -370,7 +370,9 @@ class Simulation:
 
     def snapshot(self) -> Snapshot:
         """The scheduler's view of the simulation now (what the coordinator's ``build_snapshot`` gives)."""
-        running, pending = scheduler_jobs(self.model.jobs.values(), self.now, self._tenant, self.held)
+        running, pending = scheduler_jobs(
+            self.model.jobs.values(), self.now, self.model.admissible, self._tenant, self.held
+        )
         return Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,

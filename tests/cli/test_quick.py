@@ -30,6 +30,8 @@ SUBMIT_LINES = [
     ["--min-workers", "2", "-n", "4", "--grace", "30s", "--time", "1h30m", "--no-requeue", "x"],
     ["--signal", "USR1@60", "--json", "--state-dir", "/tmp/sd", "--", "x", "--json"],
     ["-n", "2", "-n", "5", "x", "-n", "9"],  # the last -n before the command wins; after it, argv
+    ["-d", "afterok:12:13,singleton", "--", "x"],
+    ["--dependency=afterok:4?afternotok:5", "-d7", "x"],  # the last one wins, as with click
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
@@ -111,6 +113,8 @@ HEAVY = (
     "asyncio",
     "typing",
     "dataclasses",
+    "socket",  # wire.py talks through _socket: the socket module's enums and selectors cost ~2 ms
+    "selectors",
 )
 
 
@@ -183,11 +187,13 @@ def test_submit_queue_cancel_through_the_fast_path_against_a_real_coordinator(co
     assert (status, out) == (0, f"job {job_id}: already cancelled\n")
 
 
+CLICK_MAIN = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
+
+
 def click_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
     """``labgang ARGS`` through the click group only (the pre-fast-path way), in a fresh interpreter."""
-    code = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
     env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-c", CLICK_MAIN, *args], capture_output=True, text=True, env=env)
 
 
 def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
@@ -308,3 +314,165 @@ def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
     assert unknown.stderr == "labgang history: note: no user 'nobodyatall' on this machine (is the name right?)\n"
     known = click_run(coordinator, "history", "-u", pwd.getpwuid(os.geteuid()).pw_name)  # whoever runs the tests
     assert (known.returncode, known.stderr) == (0, "")
+
+
+# ----- history, queues and run -------------------------------------------------------------------
+
+HISTORY_LINES = [
+    [],
+    ["-u", "bob", "-q", "vision"],
+    ["--user=all", "--queue=batch", "--json"],
+    ["-s", "failed", "--state", "CANCELLED", "-sRunning"],  # repeated, case-insensitive, attached
+    ["--since", "2026-11-30", "--until", "2026-12-01 14:30", "--limit", "5"],
+    ["--limit=100000", "--state-dir", "/tmp/sd"],
+]
+
+
+@pytest.mark.parametrize("args", HISTORY_LINES, ids=lambda a: " ".join(a) or "nothing")
+def test_fast_history_reads_the_flags_as_click_does(args):
+    from labgang.launcher.cli import history
+
+    options, positional = quick.parse(args, quick._HISTORY_FLAGS, interspersed=True)
+    params = history.history.make_context("history", list(args)).params
+    assert positional == []
+    assert options.get("user") == params["user"]
+    assert options.get("queue") == params["queue"]
+    assert tuple(options.get("states", ())) == tuple(s.lower() for s in params["states"])
+    assert (options.get("since"), options.get("until")) == (params["since"], params["until"])
+    assert options.get("limit", 1000) == params["limit"]
+    assert options.get("as_json", False) == params["as_json"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["-s", "lost"],
+        ["--limit", "0"],
+        ["--limit", "100001"],
+        ["--since", "soon"],
+        ["--since", "2h", "--until", "3h"],  # since after until: click words the error
+        ["--json=1"],
+        ["extra"],
+    ],
+)
+def test_fast_history_leaves_the_rest_to_click(args, tmp_path):
+    with pytest.raises(quick.NotFast):
+        quick.history(["--state-dir", str(tmp_path), *args])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["x"], ["--all"]])
+def test_fast_queues_leaves_the_rest_to_click(args, tmp_path):
+    with pytest.raises(quick.NotFast):
+        quick.queues(["--state-dir", str(tmp_path), *args])
+
+
+RUN_LINES = [
+    ["--", "true"],
+    ["-n", "4", "-g", "2", "--all-ranks", "--", "python", "train.py"],
+    ["--all-ranks", "-n2", "--grace", "2s", "--time", "1m", "--signal", "USR1@5", "x", "--all-ranks"],
+]
+
+
+def run_bodies(args: list[str]) -> tuple[dict[str, object], dict[str, object], bool, bool]:
+    """(fast body, click body, fast --all-ranks, click --all-ranks) of ``labgang run ARGS``."""
+    options, argv = quick.parse(args, quick._run_flags(), interspersed=False)
+    options.pop("state_dir", None)
+    fast_all = options.pop("all_ranks", False)
+    fast = job_request.build_submission(argv=argv, **options, env=ENV, cwd="/work")
+    params = dict(submission.run.make_context("run", list(args)).params)
+    params.pop("state_dir")
+    click_all = params.pop("all_ranks")
+    return fast, submission.build_submission(**params, env=ENV, cwd="/work"), fast_all, click_all
+
+
+@pytest.mark.parametrize("args", RUN_LINES, ids=" ".join)
+def test_fast_run_builds_the_click_commands_body(args):
+    fast, slow, fast_all, click_all = run_bodies(args)
+    assert (fast, fast_all) == (slow, click_all)
+
+
+@pytest.mark.parametrize("args", [["--json", "x"], ["--help"], ["-n", "0", "x"], []])
+def test_fast_run_leaves_the_rest_to_click(args, tmp_path):
+    with pytest.raises((quick.NotFast, job_request.SubmissionError)):
+        quick.run(["--state-dir", str(tmp_path), *args])
+
+
+@pytest.mark.slow
+def test_history_and_queues_through_the_fast_path_answer_as_the_click_commands(coordinator):
+    _, _, out = run_fast(coordinator, "submit", "--name", "hist", "--", "true")
+    job_id = out.strip()
+    run_fast(coordinator, "cancel", job_id)  # a finished job: its history no longer changes with the clock
+    run_fast(coordinator, "submit", "--name", "waits", "--", "true")
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    for args in (
+        ["queues"],
+        ["queues", "--json"],
+        ["history", "--json", "-s", "cancelled"],
+        ["history", "-s", "CANCELLED", "--limit", "3"],
+        ["history", "-u", "nobodyatall"],  # a note on stderr, on both paths
+        ["history", "-u", me, "-s", "failed"],
+        ["history", "--since", "2h", "--until", "2h"],  # since after until: click's error, on both
+    ):
+        fast, slow = fast_run(coordinator, *args), click_run(coordinator, *args)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
+    assert [j["name"] for j in json.loads(fast_run(coordinator, "history", "--json").stdout)["jobs"]] == [
+        "hist",
+        "waits",
+    ]
+    for args in (["queues"], ["history"], ["history", "-s", "pending", "--since", "1h"]):
+        status, heavy, out = run_fast(coordinator, *args)
+        assert (status, heavy) == (0, []), args
+        assert out.startswith(("QUEUE", "JOBID")), out
+
+
+def follow_run(state_dir: str, command: list[str]) -> tuple[int, str, str, str]:
+    """Start ``labgang run`` (``command``: the interpreter's argv), wait until it reports the job
+    pending, cancel the job, and return (exit status, job id, stdout, stderr)."""
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    seen = ""
+    while " pending in queue " not in seen:
+        line = proc.stderr.readline()
+        assert line, f"run ended before its job was reported pending: {seen}"
+        seen += line
+    job_id = seen.split("labgang: submitted job ", 1)[1].split()[0]
+    assert fast_run(state_dir, "cancel", job_id).returncode == 0
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, job_id, out, seen + err
+
+
+@pytest.mark.slow
+def test_run_through_the_fast_path_follows_the_job_as_the_click_command(coordinator):
+    args = ["run", "--name", "followed", "--", "true"]
+    report = f"print('REPORT', sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    fast_code = (
+        f"import atexit, sys\natexit.register(lambda: {report})\nsys.argv = ['labgang', *{args!r}]\n"
+        "from labgang.launcher.cli import quick\nquick.main()\n"
+    )
+    slow_code = f"import sys\nsys.argv = ['labgang', *{args!r}]\nfrom labgang.launcher.cli.main import main\nmain()\n"
+    fast_status, fast_id, fast_out, fast_err = follow_run(coordinator, [sys.executable, "-c", fast_code])
+    slow_status, slow_id, slow_out, slow_err = follow_run(coordinator, [sys.executable, "-c", slow_code])
+    fast_err, heavy = fast_err.rsplit("REPORT ", 1)
+    assert eval(heavy) == []  # noqa: S307 - our own repr of a list of module names
+    assert fast_status == slow_status == 1  # a cancelled job
+    assert fast_out == slow_out == ""
+    assert fast_err.replace(f"job {fast_id}", "job N") == slow_err.replace(f"job {slow_id}", "job N")
+    assert f"labgang: job {fast_id} cancelled" in fast_err
+
+
+@pytest.mark.slow
+def test_a_closed_stdout_ends_both_paths_quietly_with_status_1(coordinator):
+    """``labgang queue | head``: the reader went away; no traceback, exit status 1, as click does."""
+    run_fast(coordinator, "submit", "--", "true")
+    results = []
+    for run in (fast_run, click_run):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody reads: the first write fails with EPIPE
+        env = {**os.environ, "LABGANG_STATE_DIR": coordinator}
+        argv = [sys.executable, "-m", "labgang.launcher"] if run is fast_run else [sys.executable, "-c", CLICK_MAIN]
+        done = subprocess.run([*argv, "queue"], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env)
+        os.close(write_end)
+        results.append((done.returncode, done.stderr))
+    assert results[0] == results[1] == (1, "")

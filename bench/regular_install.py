@@ -1,0 +1,73 @@
+"""Make a regular (non-editable) install of this checkout in a temporary venv, for ``cli_latency.py --python``.
+
+Not a benchmark: the development venv installs labgang in editable mode, whose import hook
+(setuptools' ``__editable___*_finder``, loaded by a ``.pth`` file at every interpreter start)
+imports pathlib, re, enum and more before any command runs. That raises the ``python -c pass``
+floor itself, so ratios measured there flatter every command. This script builds a wheel of the
+working tree (copied first, so the build writes nothing into the checkout; ``pip wheel --no-deps
+--no-build-isolation``, offline), creates a venv, installs
+the wheel with the development venv's pip (so the ``labgang`` console script is what a current
+pip writes), and links every other distribution of the development venv into the new
+site-packages (no download, no copy). It prints the new interpreter's path.
+
+Usage: python bench/regular_install.py [--dest DIR] [--source CHECKOUT]
+           (default: a new folder under /tmp; this checkout, or another one to compare with)
+then:  python bench/cli_latency.py --python DIR/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# What the editable install put in site-packages (and pip, which the new venv has its own of).
+SKIP_PREFIXES = ("__editable__", "labgang", "pip", "_distutils_hack", "distutils-precedence", "__pycache__")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, default=None, help="folder for the venv (must not exist)")
+    parser.add_argument("--source", type=Path, default=REPO, help="the checkout to install (default: this one)")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="lgreg-", dir="/tmp"))
+    dest = args.dest or base / "venv"
+    wheels = base / "wheels"
+    source = base / "source"
+    shutil.copytree(
+        args.source,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache"),
+    )
+    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    subprocess.run([*build, str(source)], check=True, cwd=base)  # nothing is written into the checkout
+    [wheel] = wheels.glob("labgang-*.whl")
+    python = dest / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+    )
+    ours = Path(sysconfig.get_paths()["purelib"])
+    theirs = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    for entry in sorted(ours.iterdir()):
+        if entry.name.startswith(SKIP_PREFIXES) or (theirs / entry.name).exists():
+            continue
+        (theirs / entry.name).symlink_to(entry)
+    print(python)
+
+
+if __name__ == "__main__":
+    main()

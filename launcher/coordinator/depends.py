@@ -1,0 +1,73 @@
+"""The coordinator's side of job dependencies: finding the jobs a ``--dependency`` names.
+
+The lifecycle model (``launcher/lifecycle/dependents.py``) judges dependencies; it holds only
+active jobs. A named job that already finished is in the coordinator's recent jobs or only in
+SQLite: these functions read it from there, at submission (where a job id that names no job at
+all is refused) and when the coordinator starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from labgang.launcher.coordinator.errors import BadRequest
+from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
+from labgang.launcher.lifecycle.dependents import target
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.store import Store
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+
+
+def finished_targets(store: Store, names: Iterable[str], memory: Iterable[JobRecord] = ()) -> list[Target]:
+    """The finished jobs that dependencies on ``names`` cover: from ``memory`` (jobs the
+    coordinator holds, newer than the store's committed rows) first, then from the store."""
+    names = set(names)
+    if not names:
+        return []
+    found: dict[str, Target] = {}
+    for job in memory:
+        if job.status.state.finished and any(matches(name, job.id) for name in names):
+            found[job.id] = target(job)
+    for job in store.finished_matching(sorted(names)):
+        found.setdefault(job.id, target(job))
+    return list(found.values())
+
+
+def targets_at_start(store: Store, jobs: Iterable[JobRecord]) -> list[Target]:
+    """The finished jobs named by the dependencies of ``jobs`` (the active jobs loaded at start)
+    that have not held yet: what the lifecycle model needs besides ``jobs`` to judge them."""
+    names: set[str] = set()
+    for job in jobs:
+        if job.spec.dependency and job.status.state == JobState.PENDING and not job.status.dependency_met:
+            try:
+                names.update(parse_dependency(job.spec.dependency).job_ids)
+            except ValueError:
+                continue  # the model treats a text that no longer parses as never holding
+    return finished_targets(store, names)
+
+
+def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
+    """The finished jobs the new job's dependency names (the model knows the active ones).
+
+    Raises:
+        BadRequest: a job id that names no job, active or finished (field "dependency").
+    """
+    if not spec.dependency:
+        return ()
+    names = parse_dependency(spec.dependency).job_ids
+    active, recent = coord.model.jobs, coord.recent
+    done = finished_targets(coord.store, names, recent.values())
+    for name in names:
+        known = (
+            name in active
+            or name in recent
+            or any(matches(name, t.id) for t in done)
+            or any(matches(name, job_id) for job_id in active)
+        )
+        if not known:
+            raise BadRequest(f"dependency: no job {name} (in {spec.dependency})", field="dependency")
+    return tuple(done)

@@ -1,0 +1,326 @@
+"""The dependency rules of the lifecycle: which pending jobs wait for their ``--dependency``.
+
+A pending job whose dependency does not hold yet is *held*: it is not admissible
+(:meth:`DependencyRules.admissible` is False, so no driver offers it to the scheduler) and its
+reason is ``dependency`` with what it waits for (``waits for afterok:12 (running)``). Once the
+dependency holds the job is released: ``dependency_met`` is set, the reason cleared, and the
+scheduler woken. A dependency that can never hold (``afterok`` on a failed job) cancels the
+job with reason ``dependency_never`` naming the condition (Slurm's ``kill_invalid_depend``), or
+keeps it held with that reason when the policy says so.
+
+The model keeps only active jobs; a finished job a dependency names is kept as a small
+:class:`~labgang.launcher.lifecycle.dependency.Target` while some held job names it. The driver
+gives the targets that finished before the model saw them (at start, and with
+:class:`~labgang.launcher.lifecycle.events.JobSubmitted`).
+
+Dependencies are judged again only when a job they can concern changed (one they name, one
+with a ``singleton`` job's name and user, or a held job itself), so jobs without dependencies
+cost nothing. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.dependency import (
+    BadDependency,
+    Condition,
+    Dependency,
+    DependencyKind,
+    Outcome,
+    Target,
+    Verdict,
+    judge,
+    parse_dependency,
+    targets_of,
+)
+from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.states import EndReason, JobState, transition
+
+_HELD_CODES = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
+_UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))
+"""Stands for a stored text that no longer parses (a store written by another version): it never holds."""
+
+
+def target(job: JobRecord) -> Target:
+    """What a dependency needs to know of ``job``: id, state, and whether some attempt started."""
+    st = job.status
+    return Target(job.id, st.state, st.ran or st.restart_count > 0 or st.start_time is not None)
+
+
+Key = tuple[str, str]
+"""A ``singleton`` group: (job name, user)."""
+
+
+class DependencyRules(GangRules):
+    """:class:`GangRules` plus job dependencies (see the module docstring).
+
+    Indexes keep each judgement local: ``_waiters`` (a named id -> the dependents that name it
+    and have not held yet), ``_singles`` (a name and user -> its pending ``singleton`` jobs) and
+    ``_tasks`` (an array id -> its task ids, for jobs in the model and finished targets), so a
+    change to one job judges only the dependents it can concern, by lookups, not scans.
+
+    Args:
+        policy: the configured timeouts and limits (``kill_invalid_depend`` among them).
+        jobs: the jobs to start from (finished ones are left out).
+        finished: finished jobs that the dependencies of ``jobs`` name (e.g. read from the store
+            at a restart); a named job neither in ``jobs`` nor here counts as unknown.
+    """
+
+    def __init__(
+        self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = (), finished: Iterable[Target] = ()
+    ) -> None:
+        super().__init__(policy, jobs)
+        self.finished_targets: dict[str, Target] = {}
+        """Finished jobs some held job's dependency names, by id."""
+        self.held: dict[str, str] = {}
+        """Pending jobs not offered to the scheduler because of their dependency: id -> why."""
+        self._dependents: dict[str, Dependency] = {}
+        self._released = False  # a job was released by the judgement under way
+        self._waiters: dict[str, set[str]] = {}
+        self._singles: dict[Key, set[str]] = {}
+        self._tasks: dict[str, set[str]] = {}
+        for job in self.jobs.values():
+            self._index_task(job.id)
+            self._track(job)
+        for done in finished:
+            self._remember(done)
+        self._forget_unnamed(list(self.finished_targets))
+        # Holds only, no effects, so that no driver offers a held job before its first event;
+        # the first event judges them all again and records what changed (a cancel, a release).
+        self._judge(set(self._dependents), emit=False)
+        self._stale = bool(self._dependents)
+
+    # ----- queries --------------------------------------------------------------------------
+
+    def admissible(self, job: JobRecord, now: float) -> bool:
+        """May a scheduling cycle at ``now`` consider ``job``? Pending, out of any requeue
+        backoff (``not_before``), and not held by its dependency."""
+        st = job.status
+        return st.state == JobState.PENDING and st.not_before <= now and job.id not in self.held
+
+    # ----- indexes --------------------------------------------------------------------------
+
+    def _index_task(self, job_id: str) -> None:
+        for name in targets_of(job_id)[1:]:
+            self._tasks.setdefault(name, set()).add(job_id)
+
+    def _unindex_task(self, job_id: str) -> None:
+        for name in targets_of(job_id)[1:]:
+            ids = self._tasks.get(name)
+            if ids is not None:
+                ids.discard(job_id)
+                if not ids:
+                    del self._tasks[name]
+
+    def _named(self, job_id: str) -> bool:
+        """Does a dependent that has not held yet name ``job_id`` (or its array)?"""
+        return any(name in self._waiters for name in targets_of(job_id))
+
+    def _remember(self, done: Target) -> None:
+        self.finished_targets[done.id] = done
+        self._index_task(done.id)
+
+    def _forget_unnamed(self, job_ids: Iterable[str]) -> None:
+        """Drop the finished targets among ``job_ids`` that no waiting dependent names any more."""
+        for job_id in job_ids:
+            if job_id in self.finished_targets and not self._named(job_id):
+                del self.finished_targets[job_id]
+                self._unindex_task(job_id)
+
+    def _track(self, job: JobRecord) -> None:
+        text = job.spec.dependency
+        if not text or job.status.state.finished:
+            return
+        try:
+            dep = parse_dependency(text)
+        except BadDependency:  # a stored text that no longer parses: it can never hold
+            dep = _UNPARSABLE
+        self._dependents[job.id] = dep
+        if not job.status.dependency_met:
+            for name in dep.job_ids:
+                self._waiters.setdefault(name, set()).add(job.id)
+        if dep.singleton:
+            self._singles.setdefault((job.spec.name, job.spec.user), set()).add(job.id)
+
+    def _stop_waiting(self, job: JobRecord) -> None:
+        """``job``'s ``after*`` conditions held (or it left): no named job concerns it any more."""
+        dep = self._dependents.get(job.id)
+        if dep is None:
+            return
+        for name in dep.job_ids:
+            ids = self._waiters.get(name)
+            if ids is not None:
+                ids.discard(job.id)
+                if not ids:
+                    del self._waiters[name]
+                    self._forget_unnamed([name, *self._tasks.get(name, ())])
+
+    def _untrack(self, job: JobRecord) -> None:
+        self._stop_waiting(job)
+        dep = self._dependents.pop(job.id, None)
+        if dep is not None and dep.singleton:
+            key = (job.spec.name, job.spec.user)
+            group = self._singles.get(key)
+            if group is not None:
+                group.discard(job.id)
+                if not group:
+                    del self._singles[key]
+        self.held.pop(job.id, None)
+
+    def _retire(self, job: JobRecord) -> None:
+        self._untrack(job)
+        if self._named(job.id):
+            self.finished_targets[job.id] = target(job)  # stays in the task index
+        else:
+            self._unindex_task(job.id)
+        super()._retire(job)
+
+    def _affected(self, changed: Iterable[JobRecord]) -> set[str]:
+        """The dependents whose verdict a change of ``changed`` can change."""
+        out: set[str] = set()
+        for job in changed:
+            if job.id in self._dependents:
+                out.add(job.id)
+            for name in targets_of(job.id):
+                out.update(self._waiters.get(name, ()))
+            out.update(self._singles.get((job.spec.name, job.spec.user), ()))
+        return out
+
+    # ----- the rule -------------------------------------------------------------------------
+
+    def _dependencies_after(self, event: ev.Event) -> None:
+        """Judge the dependents that ``event`` can concern (called at the end of
+        :meth:`Lifecycle.apply`); cancels cascade (a cancelled job fails its dependents)."""
+        changed = [e.job for e in self._out if isinstance(e, fx.SaveStatus | fx.Finished)]
+        if isinstance(event, ev.JobSubmitted):
+            self._index_task(event.job.id)
+            self._track(event.job)
+            for done in event.targets:
+                if done.id not in self.jobs:
+                    self._remember(done)
+            self._forget_unnamed([t.id for t in event.targets])
+            changed.append(event.job)
+        todo = self._affected(changed)
+        if self._stale:
+            todo |= set(self._dependents)
+            self._stale = False
+        while todo:
+            mark = len(self._out)
+            self._judge(todo, emit=True)
+            todo = self._affected(e.job for e in self._out[mark:] if isinstance(e, fx.Finished))
+
+    def _found(self, name: str) -> list[Target]:
+        """The jobs a dependency on ``name`` covers: the job itself and its array's tasks."""
+        out = []
+        for job_id in (name, *sorted(self._tasks.get(name, ()))):
+            job = self.jobs.get(job_id)
+            if job is not None:
+                out.append(target(job))
+            elif job_id in self.finished_targets:
+                out.append(self.finished_targets[job_id])
+        return out
+
+    def _judge(self, ids: set[str], *, emit: bool) -> None:
+        """Judge the pending dependents among ``ids`` in submission order (a ``singleton`` job
+        with its whole group, so the earliest released one goes first)."""
+        keys = {
+            (job.spec.name, job.spec.user)
+            for i in ids
+            if (job := self.jobs.get(i)) is not None and i in self._dependents and self._dependents[i].singleton
+        }
+        for key in keys:
+            ids = ids | self._singles.get(key, set())
+        pending = sorted(
+            (j for i in ids if i in self._dependents and (j := self.jobs.get(i)) is not None),
+            key=lambda j: j.seq,
+        )
+        holders: dict[Key, JobRecord] = {}
+        if keys:
+            for job in self.jobs.values():
+                key = (job.spec.name, job.spec.user)
+                if key in keys and job.status.state.holds_devices:
+                    holders.setdefault(key, job)
+        self._released = False
+        first: dict[Key, str] = {}  # singleton group -> the released job that goes first
+        memo: dict[str, Verdict] = {}  # a sweep's jobs share one text: judge it once
+        for job in pending:
+            if job.status.state != JobState.PENDING:
+                continue
+            dep = self._dependents[job.id]
+            key = (job.spec.name, job.spec.user)
+            holder = None
+            if dep.singleton:
+                h = holders.get(key)
+                if h is not None:
+                    holder = f"job {h.id} of the same name is {h.status.state.value}"
+                elif key in first:
+                    holder = f"job {first[key]} of the same name goes first"
+            text = job.spec.dependency or ""
+            verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
+            if dep is _UNPARSABLE:
+                verdict = Verdict(Outcome.NEVER, f"the stored dependency {text!r} does not parse")
+            if verdict is None:
+                found = {} if job.status.dependency_met else {name: self._found(name) for name in dep.job_ids}
+                verdict = judge(dep, found, holder, met_before=job.status.dependency_met)
+                if holder is None and not job.status.dependency_met:
+                    memo[text] = verdict
+            if verdict.outcome == Outcome.MET:
+                if dep.singleton:
+                    first[key] = job.id
+                self._release(job, dep, verdict, emit=emit)
+            elif verdict.outcome == Outcome.WAITING or not self.policy.kill_invalid_depend:
+                code = EndReason.DEPENDENCY if verdict.outcome == Outcome.WAITING else EndReason.DEPENDENCY_NEVER
+                self._hold(job, code, verdict.message, emit=emit)
+            elif emit:
+                self._cancel_invalid(job, verdict)
+            else:
+                self.held[job.id] = verdict.message
+        if self._released:
+            self._out.append(fx.WakeScheduler())  # one cycle for every job released together
+
+    def _hold(self, job: JobRecord, code: EndReason, message: str, *, emit: bool) -> None:
+        self.held[job.id] = message
+        st = job.status
+        if not emit or st.reason_message == message:
+            return
+        if st.reason_code == code.value:
+            # As with the scheduler's reasons: new words for the same reason only update memory
+            # (and reach the store with the job's next status write), so a target's every step
+            # does not rewrite the status of each job of a sweep that waits for it.
+            st.reason_message = message
+            return
+        self._out.append(fx.RecordDecision(self._now, job.id, "pending", code.value, message))
+        st.reason_code, st.reason_message = code.value, message
+        self._save(job)
+
+    def _release(self, job: JobRecord, dep: Dependency, verdict: Verdict, *, emit: bool) -> None:
+        if not emit:
+            return
+        was_held = self.held.pop(job.id, None) is not None
+        st = job.status
+        first_time = not st.dependency_met
+        if first_time:
+            self._stop_waiting(job)  # what it waited for happened for good: never judged again
+            if not dep.singleton:
+                self._untrack(job)
+        if not (first_time or was_held):
+            return
+        st.dependency_met = True
+        if st.reason_code in _HELD_CODES:
+            st.reason_code = st.reason_message = None
+        self._save(job)
+        self._history(job, "dependency-met", verdict.message)
+        self._released = True
+
+    def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
+        st = job.status
+        transition(st, JobState.CANCELLED)
+        st.end_time = self._now
+        st.reason_code, st.reason_message = EndReason.DEPENDENCY_NEVER.value, verdict.message
+        self._save(job)
+        self._history(job, "cancelled", f"dependency {verdict.message}")
+        self._retire(job)

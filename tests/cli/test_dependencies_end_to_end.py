@@ -1,0 +1,185 @@
+"""Job dependencies end to end: `labgang up --simulate` with real ranks, `submit -d`, `queue`,
+`show`, and a coordinator restart in between (the dependency lives in the job spec; the jobs it
+names that already finished are read back from SQLite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = REPO / "config" / "sim" / "h100x8.toml"
+STARTUP_S = 90.0  # a bound for a loaded machine; a healthy start takes one or two seconds
+
+
+class Up:
+    """A running ``labgang up --simulate h100x8.toml`` on ``state_dir`` and the CLI against it."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
+        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
+        self.env.pop("CUDA_VISIBLE_DEVICES", None)
+        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + STARTUP_S
+        while self.cli("queues").returncode != 0:
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
+            time.sleep(0.2)
+
+    def output(self) -> str:
+        return (self.state_dir / "up.log").read_text(errors="replace")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "labgang.launcher", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def submit(self, *args: str) -> str:
+        out = self.cli("submit", *args)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def job(self, job_id: str) -> dict:
+        out = self.cli("show", "--json", job_id)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["job"]
+
+    def wait_state(self, job_id: str, states: set[str], timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["state"] in states:
+                return job
+            assert time.monotonic() < deadline, f"job {job_id} stayed {job['state']}, wanted {states}: {job}"
+            time.sleep(0.1)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def up():
+    with tempfile.TemporaryDirectory(prefix="lgd", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+def test_a_pipeline_runs_in_order_and_afternotok_is_cancelled_when_the_first_step_succeeds(up, tmp_path):
+    gate = tmp_path / "gate"
+    first = up.submit("--name", "prep", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    up.wait_state(first, {"running"})
+    second = up.submit("-d", f"afterok:{first}", "--name", "train", "--", "true")
+    cleanup = up.submit("--dependency", f"afternotok:{first}", "--", "true")
+
+    held = up.job(second)
+    assert held["state"] == "pending" and held["dependency"] == f"afterok:{first}"
+    assert held["reason"] == {"code": "dependency", "message": f"waits for afterok:{first} (running)"}
+    table = up.cli("queue").stdout
+    assert f"(waits for afterok:{first} (running))" in next(line for line in table.splitlines() if "train" in line)
+    shown = up.cli("show", second).stdout
+    assert ["Dependency:", f"afterok:{first}"] in [line.split() for line in shown.splitlines()]
+    assert f"dependency: waits for afterok:{first} (running)" in shown
+
+    gate.touch()
+    done = up.wait_state(second, {"succeeded", "failed", "cancelled"})
+    assert done["state"] == "succeeded"
+    prep = up.job(first)
+    assert prep["state"] == "succeeded" and done["start_time"] >= prep["end_time"]
+    assert any(h["event"] == "dependency-met" for h in done["history"])
+
+    cancelled = up.wait_state(cleanup, {"cancelled"})
+    assert cancelled["reason"] == {
+        "code": "dependency_never",
+        "message": f"afternotok:{first} can never be satisfied (succeeded)",
+    }
+    assert cancelled["start_time"] is None
+
+
+def test_singleton_runs_one_job_per_name_at_a_time(up, tmp_path):
+    gate = tmp_path / "gate"
+    wait = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    one = up.submit("--name", "etl", "-d", "singleton", "--", "sh", "-c", wait)
+    two = up.submit("--name", "etl", "-d", "singleton", "--", "true")
+    up.wait_state(one, {"running"})
+    held = up.job(two)
+    assert held["state"] == "pending"
+    assert held["reason"]["message"] == f"waits for singleton (job {one} of the same name is running)"
+    gate.touch()
+    done = up.wait_state(two, {"succeeded"})
+    assert done["start_time"] >= up.job(one)["end_time"]
+
+
+def test_a_dependency_on_no_job_or_with_a_bad_part_is_refused_in_one_line(up):
+    before = up.cli("queue", "--all", "--json").stdout
+    out = up.cli("submit", "-d", "afterok:99999", "--", "true")
+    assert out.returncode == 2
+    assert out.stderr == "labgang submit: -d/--dependency: no job 99999 (in afterok:99999)\n"
+    out = up.cli("submit", "-d", "afterok:1,afterbogus:2", "--", "true")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "'afterbogus:2': 'afterbogus' is not a dependency type; allowed: after, afterany" in out.stderr
+    assert up.cli("queue", "--all", "--json").stdout == before  # nothing was submitted
+
+
+def test_dependencies_survive_a_restart_and_finished_jobs_are_read_from_the_store():
+    with tempfile.TemporaryDirectory(prefix="lgr", dir="/tmp") as d:
+        state, gate = Path(d), Path(d) / "gate"
+        first = Up(state)
+        try:
+            done = first.submit("--", "true")
+            first.wait_state(done, {"succeeded"})
+            slow = first.submit("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+            first.wait_state(slow, {"running"})
+            after_both = first.submit("-d", f"afterok:{done},afterok:{slow}", "--", "true")
+            assert first.job(after_both)["reason"]["message"] == f"waits for afterok:{slow} (running)"
+        finally:
+            assert first.stop() == 0, first.output()
+
+        second = Up(state)  # `done` finished before: the new coordinator has it only in SQLite
+        try:
+            held = second.job(after_both)
+            assert held["state"] == "pending" and held["dependency"] == f"afterok:{done}:{slow}"  # canonical
+            assert held["reason"]["code"] == "dependency"
+            second.wait_state(slow, {"running"})  # requeued by the shutdown, running again
+            late = second.submit("-d", f"afterok:{done}", "--", "true")  # `done` is read from the store
+            assert second.wait_state(late, {"succeeded", "cancelled"})["state"] == "succeeded"
+            assert second.job(after_both)["state"] == "pending"
+            gate.touch()
+            assert second.wait_state(after_both, {"succeeded", "cancelled"})["state"] == "succeeded"
+        finally:
+            assert second.stop() == 0, second.output()

@@ -1,0 +1,255 @@
+"""Job dependencies in the lifecycle model: held, released, cancelled when they can never hold."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.dependency import Target
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
+from labgang.launcher.scheduler.snapshot import RankPlacement
+
+POLICY = LifecyclePolicy(
+    startup_timeout_s=30, requeue_backoff_s=4, requeue_backoff_max_s=60, max_start_failures=3, default_grace_s=5
+)
+
+
+def job(job_id: str, dependency: str | None = None, *, name: str = "j", user: str = "alice") -> JobRecord:
+    spec = JobSpec(
+        name=name, user=user, uid=1000, gid=None, queue="default", priority=0, workers=1, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
+        requeue=True, signal=None, dependency=dependency,
+    )  # fmt: skip
+    seq = int(job_id.split("_")[0]) * 1000 + int(job_id.split("_")[1]) if "_" in job_id else int(job_id)
+    return JobRecord(id=job_id, seq=seq, spec=spec, status=JobStatus(submit_time=0.0))
+
+
+def submit(model: Lifecycle, record: JobRecord, now: float = 1.0, targets: tuple[Target, ...] = ()) -> list[fx.Effect]:
+    return model.apply(ev.JobSubmitted(now, record, targets))
+
+
+def admit(model: Lifecycle, job_id: str, now: float) -> list[fx.Effect]:
+    placement = (RankPlacement(0, "n1", (f"GPU-{job_id}",)),)
+    return model.apply(
+        ev.CycleDecided(now, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
+    )
+
+
+def run(model: Lifecycle, job_id: str, now: float) -> list[fx.Effect]:
+    admit(model, job_id, now)
+    return model.apply(ev.RankObserved(now, "n1", f"{job_id}.0", 0, RankPhase.RUNNING, pid=100))
+
+
+def end(model: Lifecycle, job_id: str, now: float, status: int) -> list[fx.Effect]:
+    return model.apply(ev.RankObserved(now, "n1", f"{job_id}.0", 0, RankPhase.GONE, exit_status=status))
+
+
+def requeue(model: Lifecycle, job_id: str, now: float) -> None:
+    """Preempt ``job_id`` for a fresh job and let its rank go: it is requeued (a new attempt)."""
+    submit(model, job("99", name="preemptor"), now)
+    cycle = CycleResult(admitted=(), preempted=(Preempt("99", (job_id,), "test"),), pending=())
+    model.apply(ev.CycleDecided(now, cycle))
+    model.apply(ev.RankObserved(now, "n1", f"{job_id}.0", 0, RankPhase.GONE, exit_status=143))
+
+
+def reason(record: JobRecord) -> tuple[str | None, str | None]:
+    return record.status.reason_code, record.status.reason_message
+
+
+def test_afterok_holds_the_job_until_its_target_succeeds() -> None:
+    model = Lifecycle(POLICY)
+    a, b = job("1"), job("2", "afterok:1")
+    submit(model, a)
+    out = submit(model, b)
+    assert not model.admissible(b, 1.0) and model.admissible(a, 1.0)
+    assert reason(b) == ("dependency", "waits for afterok:1 (pending)")
+    assert fx.RecordDecision(1.0, "2", "pending", "dependency", "waits for afterok:1 (pending)") in out
+    assert "dependency afterok:1" in b.history[0].message
+    run(model, "1", 2.0)
+    assert reason(b) == ("dependency", "waits for afterok:1 (running)")
+    assert not model.admissible(b, 2.0)
+    out = end(model, "1", 3.0, 0)
+    assert model.admissible(b, 3.0) and b.status.dependency_met
+    assert reason(b) == (None, None)
+    assert fx.WakeScheduler() in out and fx.SaveStatus(b) in out
+    assert (b.history[-1].event, b.history[-1].message) == ("dependency-met", "afterok:1 (succeeded)")
+
+
+def test_a_dependency_that_can_never_hold_cancels_the_job_and_its_own_dependents() -> None:
+    model = Lifecycle(POLICY)
+    for record in (job("1"), job("2", "afterok:1"), job("3", "afterany:2"), job("4", "afterok:2")):
+        submit(model, record)
+    c, d = model.jobs["3"], model.jobs["4"]
+    run(model, "1", 2.0)
+    out = end(model, "1", 3.0, 1)
+    cancelled = [e.job.id for e in out if isinstance(e, fx.Finished)]
+    assert cancelled == ["1", "2", "4"]  # 2 can never run; 4 waited for 2 to succeed
+    assert d.status.state == JobState.CANCELLED
+    assert reason(d) == ("dependency_never", "afterok:2 can never be satisfied (cancelled)")
+    assert d.history[-1].event == "cancelled"
+    assert "3" in model.jobs and model.admissible(c, 3.0)  # afterany: a cancelled job did finish
+    assert c.status.dependency_met
+
+
+def test_afternotok_is_cancelled_when_its_target_succeeds_and_released_when_it_fails() -> None:
+    model = Lifecycle(POLICY)
+    for record in (job("1"), job("2"), job("3", "afternotok:1"), job("4", "afternotok:2")):
+        submit(model, record)
+    cleanup_ok, cleanup_fail = model.jobs["3"], model.jobs["4"]
+    run(model, "1", 2.0)
+    end(model, "1", 3.0, 0)
+    assert cleanup_ok.status.state == JobState.CANCELLED
+    assert reason(cleanup_ok) == ("dependency_never", "afternotok:1 can never be satisfied (succeeded)")
+    model.apply(ev.CancelRequested(4.0, "2", "alice"))
+    assert model.admissible(cleanup_fail, 4.0)
+
+
+def test_after_waits_for_the_start_only() -> None:
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    watcher = job("2", "after:1")
+    submit(model, watcher)
+    admit(model, "1", 2.0)
+    assert not model.admissible(watcher, 2.0)  # admitted is not started
+    model.apply(ev.RankObserved(2.5, "n1", "1.0", 0, RankPhase.RUNNING, pid=100))
+    assert model.admissible(watcher, 2.5)
+
+
+def test_singleton_lets_one_job_per_name_and_user_hold_devices() -> None:
+    model = Lifecycle(POLICY)
+    first, second = job("1", "singleton", name="etl"), job("2", "singleton", name="etl")
+    other_user = job("3", "singleton", name="etl", user="bob")
+    for record in (first, second, other_user):
+        submit(model, record)
+    assert model.admissible(first, 1.0) and model.admissible(other_user, 1.0)
+    assert not model.admissible(second, 1.0)
+    assert reason(second) == ("dependency", "waits for singleton (job 1 of the same name goes first)")
+    run(model, "1", 2.0)
+    assert reason(second) == ("dependency", "waits for singleton (job 1 of the same name is running)")
+    end(model, "1", 3.0, 0)
+    assert model.admissible(second, 3.0)
+    # a job of that name without singleton holding devices counts too
+    plain = job("5", name="etl")
+    submit(model, plain)
+    third = job("6", "singleton", name="etl")
+    submit(model, third)
+    run(model, "5", 4.0)
+    assert not model.admissible(third, 4.0)
+
+
+def test_an_array_id_waits_for_every_task() -> None:
+    model = Lifecycle(POLICY)
+    for record in (job("7_0"), job("7_1"), job("8", "afterok:7")):
+        submit(model, record)
+    after_array = model.jobs["8"]
+    run(model, "7_0", 2.0)
+    end(model, "7_0", 3.0, 0)
+    assert reason(after_array) == ("dependency", "waits for afterok:7 (1 of 2 tasks finished)")
+    run(model, "7_1", 4.0)
+    end(model, "7_1", 5.0, 0)
+    assert model.admissible(after_array, 5.0)
+
+
+def test_finished_targets_come_from_the_driver() -> None:
+    model = Lifecycle(POLICY)
+    out = submit(model, job("9", "afterok:3"), targets=(Target("3", JobState.SUCCEEDED, True),))
+    assert model.admissible(model.jobs["9"], 1.0)
+    assert not any(isinstance(e, fx.RecordDecision) for e in out)
+    failed = submit(model, job("10", "afterok:4"), targets=(Target("4", JobState.FAILED, True),))
+    assert "10" not in model.jobs and any(isinstance(e, fx.Finished) for e in failed)
+    submit(model, job("11", "afterok:5"))  # the driver did not say: the job is unknown
+    assert "11" not in model.jobs
+
+
+def test_a_restarted_model_holds_at_once_and_acts_on_its_first_event() -> None:
+    waiting = job("2", "afterok:1")
+    waiting.status.reason_code, waiting.status.reason_message = "dependency", "waits for afterok:1 (pending)"
+    doomed = job("3", "afterok:4")
+    released = job("5", "afterok:1")
+    released.status = replace(released.status, dependency_met=True)
+    model = Lifecycle(
+        POLICY,
+        [job("1"), waiting, doomed, released],
+        finished=[Target("4", JobState.FAILED, True), Target("99", JobState.SUCCEEDED, True)],
+    )
+    assert not model.admissible(waiting, 0.0) and not model.admissible(doomed, 0.0)
+    assert model.admissible(released, 0.0)  # held once already: not judged again
+    assert "99" not in model.finished_targets  # no job names it
+    out = model.apply(ev.Tick(1.0, 0.0, frozenset()))
+    assert [e.job.id for e in out if isinstance(e, fx.Finished)] == ["3"]
+    assert not any(isinstance(e, fx.SaveStatus) and e.job is waiting for e in out)  # its reason did not change
+
+
+def test_with_kill_invalid_depend_off_the_job_stays_held() -> None:
+    model = Lifecycle(replace(POLICY, kill_invalid_depend=False))
+    submit(model, job("1"))
+    stuck = job("2", "afterok:1")
+    submit(model, stuck)
+    model.apply(ev.CancelRequested(2.0, "1", "alice"))
+    assert stuck.status.state == JobState.PENDING and not model.admissible(stuck, 2.0)
+    assert reason(stuck) == ("dependency_never", "afterok:1 can never be satisfied (cancelled)")
+
+
+def test_a_held_job_can_be_cancelled_and_is_forgotten() -> None:
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    held = job("2", "afterok:1")
+    submit(model, held)
+    model.apply(ev.CancelRequested(2.0, "2", "alice"))
+    assert held.status.state == JobState.CANCELLED and "2" not in model.held
+    run(model, "1", 3.0)
+    out = end(model, "1", 4.0, 0)
+    assert [e.job.id for e in out if isinstance(e, fx.Finished)] == ["1"]
+    assert model.finished_targets == {}  # no held job names 1 any more
+
+
+def test_a_requeued_dependent_is_not_held_again() -> None:
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    b = job("2", "afterok:1")
+    submit(model, b)
+    run(model, "1", 2.0)
+    end(model, "1", 3.0, 0)
+    run(model, "2", 4.0)
+    requeue(model, "2", 5.0)
+    assert b.status.state == JobState.PENDING and model.admissible(b, 5.0)
+
+
+def test_a_requeued_singleton_job_goes_first_again() -> None:
+    model = Lifecycle(POLICY)
+    first, second = job("1", "singleton", name="etl"), job("2", "singleton", name="etl")
+    submit(model, first)
+    submit(model, second)
+    run(model, "1", 2.0)
+    requeue(model, "1", 3.0)
+    assert first.status.state == JobState.PENDING and model.admissible(first, 3.0)
+    assert reason(second) == ("dependency", "waits for singleton (job 1 of the same name goes first)")
+
+
+def test_a_sweep_waiting_for_one_job_is_judged_once_per_change_and_not_rewritten() -> None:
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    sweep = [job(str(i), "afterok:1") for i in range(2, 52)]
+    for record in sweep:
+        submit(model, record)
+    out = run(model, "1", 2.0)
+    assert all(reason(r) == ("dependency", "waits for afterok:1 (running)") for r in sweep)
+    assert not any(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out)  # same reason: memory only
+    out = model.apply(ev.RankObserved(2.5, "n1", "1.0", 0, RankPhase.RUNNING, pid=100))
+    assert out == []  # nothing changed for anyone
+    out = end(model, "1", 3.0, 0)
+    assert sum(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out) == len(sweep)
+    assert all(model.admissible(r, 3.0) for r in sweep)
+
+
+def test_a_stored_dependency_that_no_longer_parses_never_holds() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", "afterwards:1")])
+    out = model.apply(ev.Tick(1.0, 0.0, frozenset()))
+    assert [e.job.id for e in out if isinstance(e, fx.Finished)] == ["2"]
+    assert model.jobs["1"].status.state == JobState.PENDING
+    cancelled = next(e.job for e in out if isinstance(e, fx.Finished))
+    assert reason(cancelled) == ("dependency_never", "the stored dependency 'afterwards:1' does not parse")
