@@ -19,10 +19,16 @@ hybrid cube-mesh of ``tests/fixtures/real-topology/v100-8gpu-dgx1-cube-mesh-1nic
 links, two NUMA nodes) and one multi-GPU single-node gang in five requires a level (``nvlink``,
 ``pcie-switch``, ``numa`` or ``node`` in turn), so placement runs its topology search.
 
+With ``--array N`` the cycle of a real in-process coordinator (its store, lifecycle model and
+snapshot building; the scenario's nodes, no agents) is timed with the same backlog three ways at
+each size: without a job array, with an array of N one-GPU tasks fed in full to every cycle, and
+with the coordinator's array gate (``launcher/lifecycle/arrays.py``: the window, and the ``%N``
+cap with ``--array-limit``) choosing what each cycle sees, its own cost included.
+
 Usage::
 
     python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
-                                    [--topology] [--fair]
+                                    [--topology] [--fair] [--array 10000 [--array-limit N]]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
@@ -163,6 +169,70 @@ class TopologyAdder:
         return dataclasses.replace(snap, nodes=self.nodes, pending=tuple(pending))
 
 
+ARRAY_QUEUE = "q05"
+
+
+def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycles: int) -> list[float]:
+    """CPU seconds of ``cycles`` steady-state cycles of a real in-process coordinator (SQLite store,
+    lifecycle model, ``gated_snapshot`` + ``run_cycle`` + ``follow_reasons`` + the model applying the
+    result) holding ``doc``'s backlog and, unless ``mode`` is "no array", a job array of ``array``
+    one-GPU tasks. ``mode`` "all fed" turns the array gate off (every pending task reaches every
+    cycle); "gated" is the coordinator as it is. The nodes are the scenario's (no agents run)."""
+    import asyncio
+    import tempfile
+
+    from labgang.launcher.arrays import ArraySpec
+    from labgang.launcher.config import parse_config
+    from labgang.launcher.coordinator import arrays, scheduling
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.requests import Caller, build_spec
+    from labgang.launcher.lifecycle import events as ev
+    from labgang.launcher.lifecycle.arrays import ArrayGate
+    from labgang.launcher.lifecycle.records import JobStatus
+    from labgang.launcher.lifecycle.states import JobState
+    from labgang.launcher.scheduler.cycle import run_cycle
+    from labgang.launcher.store import Store
+
+    scenario = parse_scenario(doc)
+    nodes = engine.Simulation(scenario).snapshot().nodes
+    config = parse_config({"queues": doc["queues"], "default_queue": ARRAY_QUEUE})
+    caller = Caller(uid=1000, user="u")
+    saved = scheduling.cluster_nodes, scheduling.gate_pending
+    scheduling.cluster_nodes = lambda coord: nodes
+    if mode == "all fed":
+        scheduling.gate_pending = lambda waiting, *rest: ArrayGate(tuple(waiting))
+    try:
+        with tempfile.TemporaryDirectory(prefix="lgb") as d:
+            coord = Coordinator(config, Store(f"{d}/db", synchronous="OFF"), clock=lambda: 0.0)
+            for table in doc["jobs"]:
+                body = {"argv": ["x"], "queue": table["queue"], "priority": table["priority"]}
+                body["workers"] = table["workers"]
+                if "mig" in table:
+                    body["mig"] = table["mig"]
+                else:
+                    body["gpus_per_worker"] = table["gpus_per_worker"]
+                job = coord.store.insert_job(build_spec(body, caller, config), JobStatus(JobState.PENDING))
+                coord.apply(ev.JobSubmitted(0.0, job))
+            if mode != "no array":
+                spec = build_spec({"argv": ["x"], "queue": ARRAY_QUEUE}, caller, config)
+                arrays.insert_tasks(coord, spec, ArraySpec(tuple(range(array)), limit), 0.0)
+            scheduling.run_cycles(coord)  # the fill: admissions on the empty cluster
+            coord.store.commit()
+            times = []
+            for _ in range(cycles):
+                c0 = time.process_time()
+                snapshot, gate = scheduling.gated_snapshot(coord, 0.0)
+                result = scheduling.follow_reasons(gate, run_cycle(snapshot))
+                coord.apply(ev.CycleDecided(0.0, result))
+                times.append(time.process_time() - c0)
+                coord.store.commit()
+            asyncio.run(coord.close())
+            coord.store.close()
+            return times
+    finally:
+        scheduling.cluster_nodes, scheduling.gate_pending = saved
+
+
 def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
     scenario = parse_scenario(build(nodes, jobs, seed, fair))
@@ -221,7 +291,12 @@ def main() -> None:
         "--topology", action="store_true", help="cube-mesh topology on every node, some levels required"
     )
     parser.add_argument("--fair", action="store_true", help="fair sharing over a 4-level cohort tree")
+    parser.add_argument("--array", type=int, default=0, help="add a job array of this many one-GPU tasks")
+    parser.add_argument("--array-limit", type=int, default=None, help="the array's %%N cap")
     args = parser.parse_args()
+    if args.array:
+        compare_array(args)
+        return
     rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair) for n in args.nodes.split(",")]
     if args.topology:
         print(
@@ -250,6 +325,26 @@ def main() -> None:
         f"({'met' if last['p99_ms'] < 100 else 'NOT met'}), cpu p99 {last['cpu_p99_ms']:.1f} ms "
         f"({'met' if last['cpu_p99_ms'] < 100 else 'NOT met'})"
     )
+
+
+def compare_array(args: argparse.Namespace) -> None:
+    """Time a real coordinator's cycle at each size without the array, with every task fed, and
+    gated; print the ratios to the run without the array."""
+    cap = "" if args.array_limit is None else f", %{args.array_limit}"
+    print(f"{args.jobs} pending gangs + a job array of {args.array} one-GPU tasks ({ARRAY_QUEUE}{cap})")
+    print("a real coordinator in process: snapshot from its jobs, the array gate, run_cycle, the lifecycle")
+    print("model applying the result; cpu ms per steady-state cycle; x = / the same without the array")
+    print(f"{'nodes':>6} {'run':>10} {'cycles':>6} {'cpu p50':>8} {'cpu p99':>8} {'p50 x':>6} {'p99 x':>6}")
+    for n in (int(n) for n in args.nodes.split(",")):
+        doc = build(n, args.jobs, args.seed)
+        base: tuple[float, float] | None = None
+        for mode in ("no array", "all fed", "gated"):
+            times = sorted(coordinator_cycles(doc, args.array, args.array_limit, mode, args.cycles))
+            p50, p99 = statistics.median(times) * 1e3, times[min(len(times) - 1, int(0.99 * len(times)))] * 1e3
+            base = base or (p50, p99)
+            print(
+                f"{n:>6} {mode:>10} {len(times):>6} {p50:>8.2f} {p99:>8.2f} {p50 / base[0]:>6.2f} {p99 / base[1]:>6.2f}"
+            )
 
 
 if __name__ == "__main__":

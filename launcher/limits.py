@@ -17,9 +17,11 @@ class LimitsConfig(BaseModel):
     Sizes are bytes of UTF-8 (``argv`` counts each word plus its terminating NUL, as
     ``execve`` does; ``env`` counts ``NAME=value`` plus its NUL). The defaults fit any
     real command line (Linux allows 128 KiB per word) and keep one job's record, and so
-    every listing, small. The connection caps and timeouts bound what one client can hold
-    open (:mod:`labgang.agent.connguard`): a TCP peer is an IP address, a
-    Unix-socket peer a uid (root exempt from the per-peer cap).
+    every listing, small. ``max_array_size`` is Slurm's ``MaxArraySize``: a job array's
+    indices are below it, so it has at most that many tasks (docs/arrays.md). The
+    connection caps and timeouts bound what one client can hold open
+    (:mod:`labgang.agent.connguard`): a TCP peer is an IP address, a Unix-socket peer a
+    uid (root exempt from the per-peer cap).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -29,6 +31,7 @@ class LimitsConfig(BaseModel):
     max_name_chars: int = Field(default=200, ge=1, le=4096)
     max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
     max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
+    max_array_size: int = Field(default=10_001, ge=1, le=1_000_001)
     page_size: int = Field(default=500, ge=1, le=100_000)
     max_page_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     max_connections: int = Field(default=2048, ge=1)

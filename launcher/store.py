@@ -285,11 +285,12 @@ class Store:
             self._last_seq = row[0] or 0
         return self._last_seq + 1
 
-    def insert_job(self, spec: JobSpec, status: JobStatus) -> JobRecord:
-        """Insert a new job and return it with its id (the decimal sequence number)."""
+    def insert_job(self, spec: JobSpec, status: JobStatus, job_id: str | None = None) -> JobRecord:
+        """Insert a new job and return it with its id: ``job_id`` (an array task's ``"12_7"``), or
+        by default the decimal sequence number."""
         seq = self.next_seq()
         self._last_seq = seq
-        job_id = str(seq)
+        job_id = job_id or str(seq)
         self._job_rows.append(
             (
                 seq,
@@ -447,6 +448,17 @@ class Store:
             rows = self._db.execute(sql, args).fetchall()
         return [_job_from_row(row) for row in reversed(rows)]
 
+    def array_task_ids(self, array_id: str) -> list[str]:
+        """Ids of the committed tasks of job array ``array_id`` (``"12_0"``, ``"12_1"``, …; any order).
+
+        Found through the unique index on ``id``: every ``"12_…"`` sorts between ``"12_"`` and
+        ``"12`"`` (the character after ``_``)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM jobs WHERE id >= ? AND id < ?", (f"{array_id}_", f"{array_id}`")
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def finished_matching(self, targets: Iterable[str]) -> list[JobRecord]:
         """Committed finished jobs (spec and status) that a dependency on one of ``targets`` names:
         the job with that id and, for a job array, its tasks (ids ``"<target>_<index>"``).
@@ -494,4 +506,6 @@ class Store:
 
 def _job_from_row(row: tuple[Any, ...]) -> JobRecord:
     seq, job_id, spec_text, status_text = row
-    return JobRecord(id=job_id, seq=seq, spec=JobSpec(**json.loads(spec_text)), status=JobStatus.from_json(status_text))
+    return JobRecord(
+        id=job_id, seq=seq, spec=JobSpec.from_dict(json.loads(spec_text)), status=JobStatus.from_json(status_text)
+    )

@@ -15,6 +15,8 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A job id names directories under the state dir, so it is a plain file-name-safe token."""
 
 _ENV_NAME_RE = re.compile(r"^[^=\x00]+$")
+ARRAY_ENV_PREFIXES = ("LABGANG_ARRAY_", "SLURM_ARRAY_")
+"""The only names ``LaunchSpec.array_env`` may set (the agent never imports the launcher)."""
 
 
 def _is_int(value: Any) -> bool:
@@ -52,6 +54,10 @@ class LaunchSpec:
         cpus: CPU numbers the rank's small parent pins it to (``sched_setaffinity``, inherited
             by the rank): its GPUs' NUMA node CPUs; ``None`` = not pinned (``--cpu-bind none``,
             or no CPU facts). Serialised only when set.
+        array_env: for a task of a job array, the array variables the coordinator computed
+            (``LABGANG_ARRAY_*`` and ``SLURM_ARRAY_*`` names only: job id, task id, count, min,
+            max, step; docs/arrays.md), set like the rest of the contract; ``None`` otherwise.
+            Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -77,6 +83,7 @@ class LaunchSpec:
     warn_before: float = 0.0
     user_job_id: str | None = None
     cpus: tuple[int, ...] | None = None
+    array_env: Mapping[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -84,6 +91,8 @@ class LaunchSpec:
         object.__setattr__(self, "devices", tuple(self.devices))
         object.__setattr__(self, "argv", tuple(self.argv))
         object.__setattr__(self, "env", dict(self.env))
+        if isinstance(self.array_env, Mapping):
+            object.__setattr__(self, "array_env", dict(self.array_env))
         self._validate()
 
     def _validate(self) -> None:
@@ -131,6 +140,18 @@ class LaunchSpec:
         ):
             raise InvalidSpec(
                 "cpus", f"{self.cpus!r} is not a list of CPU numbers", "a non-empty list of integers >= 0, or null"
+            )
+        if self.array_env is not None and (
+            not isinstance(self.array_env, dict)
+            or not all(
+                isinstance(k, str) and k.startswith(ARRAY_ENV_PREFIXES) and isinstance(v, str) and "\x00" not in v
+                for k, v in self.array_env.items()
+            )
+        ):
+            raise InvalidSpec(
+                "array_env",
+                f"{self.array_env!r} is not a map of array variables",
+                "names starting with " + " or ".join(ARRAY_ENV_PREFIXES) + " to strings, or null",
             )
         if not self.argv:
             raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
@@ -188,6 +209,7 @@ class LaunchSpec:
             "warn_before": self.warn_before,
             "user_job_id": self.user_job_id,
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
+            **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
         }
 
     @classmethod

@@ -389,6 +389,19 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
+    def cancel_array(self, array_id: str) -> dict[str, Any]:
+        """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
+
+        Returns:
+            ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``.
+
+        Raises:
+            ApiError: 403 a task that is not the caller's (nothing cancelled), 404 no such array.
+        """
+        from urllib.parse import quote
+
+        return self._json("POST", f"/v1/arrays/{quote(str(array_id), safe='')}/cancel")
+
     def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
         earlier start attempt's output (0 = the first), None = the current one."""

@@ -18,6 +18,7 @@ import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import format_resources, to_json
+from labgang.launcher.cli.job_facts import normal_job_id
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 
 
@@ -149,8 +150,8 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
         if q is not None:
             sentences = explain_queue(q, queues)
             payload: dict[str, Any] = {"queue": q, "sentences": sentences}
-        elif name.isascii() and name.isdigit():
-            job = client.job(name)
+        elif normal_job_id(name) is not None:  # a job number, or an array task such as 12_7
+            job = client.job(str(normal_job_id(name)))
             sentences = explain_job(job, queues)
             queue = next((x for x in queues if x["name"] == job.get("queue")), None)
             payload = {"job": job, "queue": queue, "sentences": sentences}

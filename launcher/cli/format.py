@@ -141,7 +141,7 @@ def job_table(jobs: Sequence[Mapping[str, Any]], now: float) -> str:
     headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
     rows = [
         (
-            job.get("id", "?"),
+            folded_id(job),
             _clip(str(job.get("name") or "-"), 20),
             job.get("user", "?"),
             job.get("queue", "?"),
@@ -151,9 +151,40 @@ def job_table(jobs: Sequence[Mapping[str, Any]], now: float) -> str:
             format_duration(now - job["submit_time"]) if job.get("submit_time") else "-",
             where_or_why(job),
         )
-        for job in jobs
+        for job in fold_pending_tasks(jobs)
     ]
     return render_table(headers, rows)
+
+
+def fold_pending_tasks(jobs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``jobs`` with the pending tasks of each job array folded into their first one, as squeue
+    shows them: that row gains ``folded_indices`` (every pending task's index). Other jobs and
+    tasks that are not pending keep their own rows and their order."""
+    pending: dict[str, list[int]] = {}
+    for job in jobs:
+        if job.get("array_id") is not None and job.get("state") == "pending":
+            pending.setdefault(str(job["array_id"]), []).append(int(job["array_index"]))
+    out: list[Mapping[str, Any]] = []
+    for job in jobs:
+        array_id = job.get("array_id")
+        if array_id is None or job.get("state") != "pending":
+            out.append(job)
+        elif str(array_id) in pending:
+            indices = pending.pop(str(array_id))
+            out.append({**job, "folded_indices": indices} if len(indices) > 1 else job)
+    return out
+
+
+def folded_id(job: Mapping[str, Any]) -> str:
+    """A row's JOBID: the job id, or for folded pending array tasks ``12_[5-99%8]`` (indices,
+    then the array's ``%N`` cap when it has one)."""
+    indices = job.get("folded_indices")
+    if indices is None:
+        return str(job.get("id", "?"))
+    from labgang.launcher.arrays import fold
+
+    cap = job.get("array_limit")
+    return f"{job['array_id']}_[{fold(indices)}{'' if cap is None else f'%{cap}'}]"
 
 
 def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:

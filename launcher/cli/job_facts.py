@@ -24,6 +24,19 @@ START_FAILURE_STATUSES = frozenset({126, 127})
 START_FAILURE_PREFIX = b"[labgang] cannot start "
 
 
+def normal_job_id(text: str) -> str | None:
+    """``"12"`` for ``" 012"``, ``"12_7"`` for an array task ``"12_07"``; None for anything that is
+    not a job id (a positive decimal number, optionally ``_`` and a task index)."""
+    head, sep, index = text.strip().partition("_")
+    if not (head.isascii() and head.isdigit() and int(head) > 0):
+        return None
+    if not sep:
+        return str(int(head))
+    if not (index.isascii() and index.isdigit()):
+        return None
+    return f"{int(head)}_{int(index)}"
+
+
 def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
     """Set ``pitfalls`` on ``job``: the coordinator's current pitfall findings about it
     (``GET /v1/pitfalls?job=ID``, the same ones `labgang top` and /metrics show); left unset
@@ -63,7 +76,10 @@ def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def key(job: dict[str, Any]) -> tuple[float, tuple[int, Any]]:
         text = str(job.get("id"))
-        return (job.get("submit_time") or 0.0, (0, int(text)) if text.isdigit() else (1, text))
+        head, _, index = text.partition("_")  # an array's tasks in index order: 12_9 before 12_10
+        if head.isdigit() and (not index or index.isdigit()):
+            return (job.get("submit_time") or 0.0, (0, (int(head), int(index or -1))))
+        return (job.get("submit_time") or 0.0, (1, text))
 
     return sorted((j for j in jobs if j.get("state") not in FINISHED_STATES), key=key)
 
@@ -81,7 +97,13 @@ def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterato
     """
     for job_id in dict.fromkeys(job_ids):
         try:
-            before = client.job(job_id)
+            try:
+                before = client.job(job_id)
+            except ApiError as err:
+                if err.status != 404 or not job_id.isdigit():
+                    raise
+                yield _cancel_array(client, job_id, err), 0
+                continue
             job = before if before["state"] in FINISHED_STATES else client.cancel(job_id)
         except ApiError as err:
             from labgang.launcher.cli.plumbing import describe_api_error  # only on refusals
@@ -94,3 +116,23 @@ def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterato
             yield text, failure.exit_code
             continue
         yield f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", 0
+
+
+def _cancel_array(client: Client, array_id: str, not_a_job: ApiError) -> str:
+    """Cancel every task of array ``array_id`` and summarise: ``array 12: 95 cancelled, 3
+    terminating, 2 already finished``.
+
+    Raises:
+        ApiError: ``not_a_job`` when there is no such array either; a refusal of the cancel.
+    """
+    try:
+        reply = client.cancel_array(array_id)
+    except ApiError as err:
+        raise not_a_job if err.status == 404 else err from None
+    counts: dict[str, int] = {}
+    for job in reply.get("jobs") or []:
+        counts[str(job.get("state"))] = counts.get(str(job.get("state")), 0) + 1
+    parts = [f"{n} {state}" for state, n in sorted(counts.items())]
+    if reply.get("finished"):
+        parts.append(f"{reply['finished']} already finished")
+    return f"array {array_id}: {', '.join(parts) or 'no tasks'}"

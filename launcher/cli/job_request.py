@@ -64,6 +64,7 @@ def build_submission(
     dependency: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    array: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -84,6 +85,8 @@ def build_submission(
         signal_spec: canonical ``"SIGUSR1@60"``.
         dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+        array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
+            checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -114,6 +117,13 @@ def build_submission(
         )
     if queue is not None and not queue.strip():
         raise SubmissionError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
+    if array is not None:
+        from labgang.launcher.arrays import BadArraySpec, parse_array  # only with --array
+
+        try:
+            parse_array(array)
+        except BadArraySpec as exc:
+            raise SubmissionError(f"--array: {exc}") from None
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -139,6 +149,7 @@ def build_submission(
         "grace_s": grace,
         "time_limit_s": time_limit,
         "signal": signal_spec,
+        "array": array,
         "dependency": dependency,
     }
     body.update({k: v for k, v in optional.items() if v is not None})

@@ -13,6 +13,7 @@ import click
 from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
 from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.job_facts import normal_job_id
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -31,6 +32,7 @@ FIELD_FLAGS: dict[str, str] = {
     "time_limit_s": "--time",
     "requeue": "--no-requeue",
     "signal": "--signal",
+    "array": "--array",
     "dependency": "-d/--dependency",
     "argv": "CMD",
     "env": "the environment",
@@ -136,7 +138,8 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 class JobIdType(click.ParamType):
-    """A job id as the coordinator gives them: a decimal sequence number (``12``).
+    """A job id as the coordinator gives them: a decimal sequence number (``12``), or a task of a
+    job array (``12_7``; for ``cancel``, the array id ``12`` names all of its tasks).
 
     Refuses anything else as a usage error (exit 2) before any request is sent.
     """
@@ -144,10 +147,15 @@ class JobIdType(click.ParamType):
     name = "JOB"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = str(value).strip()
-        if text.isascii() and text.isdigit() and int(text) > 0:
-            return str(int(text))
-        self.fail(f"{value!r} is not a job id; allowed: a job number such as 12 (see `labgang queue`)", param, ctx)
+        job_id = normal_job_id(str(value))
+        if job_id is not None:
+            return job_id
+        self.fail(
+            f"{value!r} is not a job id; allowed: a job number such as 12, or an array task such as 12_7 "
+            "(see `labgang queue`)",
+            param,
+            ctx,
+        )
 
 
 JOB_ID = JobIdType()

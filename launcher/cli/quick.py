@@ -114,10 +114,12 @@ def _limit(text: str) -> int:
 
 
 def _job_id(text: str) -> str:
-    text = text.strip()
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
+    from labgang.launcher.cli.job_facts import normal_job_id
+
+    job_id = normal_job_id(text)
+    if job_id is None:
         raise ValueError(text)
-    return str(int(text))
+    return job_id
 
 
 def _submit_flags() -> dict[str, tuple[str, Converter]]:
@@ -142,6 +144,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
+        "--array": ("array", str),
         "-d": ("dependency", str),
         "--dependency": ("dependency", str),
         "--json": ("as_json", None),
@@ -323,7 +326,7 @@ def submit(args: list[str]) -> int:
 
         print(to_json({"job": job}))
     else:
-        print(job["id"])
+        print(job.get("array_id") or job["id"])  # an array: its id (the reply is its first task)
     return 0
 
 
@@ -334,6 +337,8 @@ def run(args: list[str]) -> int:
     from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
 
     options, argv = parse(args, _run_flags(), interspersed=False)
+    if "array" in options:
+        raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
     all_ranks = options.pop("all_ranks", False)
     body = _submission(options, argv)

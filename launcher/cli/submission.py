@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import click
-from labgang.launcher.api.client import ApiError, Client
+from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli import job_request
+from labgang.launcher.cli.array_follow import ArrayFollower, array_exit_status
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end
+from labgang.launcher.cli.follow import (
+    EXIT_INTERRUPTED,
+    FollowStopped,
+    StopSignal,
+    follow_to_the_end,
+    stop_signals_interrupt,
+)
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
@@ -123,6 +130,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
         ),
         click.option(
+            "--array",
+            metavar="SPEC",
+            default=None,
+            help="A job array, as Slurm's --array: one job per index, ID_INDEX, with "
+            "LABGANG_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID set (0-99, 1,3,5-9, 0-20:4; %N runs at most "
+            "N at once, e.g. 0-99%8).",
+        ),
+        click.option(
             "-d",
             "--dependency",
             default=None,
@@ -147,6 +162,11 @@ def build_submission(**flags: Any) -> dict[str, Any]:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def submitted_id(job: dict[str, Any]) -> str:
+    """What ``submit`` prints: the job id, or for a job array (the reply is its first task) the array id."""
+    return str(job.get("array_id") or job["id"])
 
 
 _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue '(?P<queue>[^']*)'")
@@ -194,11 +214,13 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
     LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
 
+    With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
+
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
-    click.echo(to_json({"job": job}) if as_json else job["id"])
+    click.echo(to_json({"job": job}) if as_json else submitted_id(job))
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -215,10 +237,16 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     terminal, a batch system stopping this command) cancel the job the same way, and
     the exit status is then 128 + the signal's number (143 for SIGTERM).
 
+    With --array, waits for every task of the job array instead (one line per task on stderr
+    as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
+    task's status; Ctrl-C cancels the whole array.
+
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
+        if job.get("array_id") is not None:
+            sys.exit(_run_array(client, job))
         job_id = job["id"]
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
@@ -227,3 +255,29 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)
+
+
+def _run_array(client: Client, first: dict[str, Any]) -> int:
+    """``run --array``: wait for every task (one line per task as it ends); Ctrl-C, SIGTERM or
+    SIGHUP cancel the whole array, a second one stops waiting. Returns the exit status."""
+    array_id = str(first["array_id"])
+    click.echo(f"labgang: submitted job array {array_id}", err=True)
+    follower = ArrayFollower(client, array_id, sys.stderr)
+    stopped_by: int | None = None
+    with stop_signals_interrupt():
+        while True:
+            try:
+                tasks = follower.follow()
+                break
+            except CoordinatorUnavailable:
+                fail(f"labgang stopped while following job array {array_id}; see `labgang queue`", 1)
+            except KeyboardInterrupt as exc:
+                client.close()
+                code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                if stopped_by is not None:
+                    fail(f"stopped waiting; job array {array_id} is still stopping (see `labgang queue`)", code)
+                stopped_by = code
+                what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                click.echo(f"labgang: {what}: cancelling job array {array_id} ({what} again to stop waiting)", err=True)
+                client.cancel_array(array_id)
+    return stopped_by if stopped_by is not None else array_exit_status(tasks)

@@ -22,12 +22,12 @@ from typing import Any
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import dispatch, errors
+from labgang.launcher.coordinator import arrays, dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
-from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
@@ -253,6 +253,7 @@ class Coordinator:
         if caller.read_only or caller.uid is None:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
         spec = build_spec(body, caller, self.config)
+        array = requested_array(body, self.config)
         self._check_run_as(spec)
         found = self._unschedulable(spec)
         if found is not None:
@@ -260,8 +261,11 @@ class Coordinator:
             raise Conflict(f"job can never start: {reason}", field=field)
         targets = submission_targets(self, spec)
         now = self.clock()
-        job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-        self.apply(ev.JobSubmitted(now, job, targets))
+        if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
+            job = arrays.insert_tasks(self, spec, array, now, targets)[0]
+        else:
+            job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
+            self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job
 
@@ -293,7 +297,7 @@ class Coordinator:
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
         if job is None:
-            raise NotFound(f"no job {job_id}" if str(job_id).isdigit() else f"no job {job_id!r}", field="id")
+            raise NotFound(arrays.no_job_message(self, str(job_id)), field="id")
         return job
 
     def list_jobs(

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
+from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
@@ -70,9 +71,19 @@ def launch_specs(
             "warn_before": warn_before,
             "user_job_id": job.id,
             **_cpus(job, inventory, r.devices),
+            **_array_env(job),
         }
         for i, r in enumerate(mine)
     ]
+
+
+def _array_env(job: JobRecord) -> dict[str, Any]:
+    """An array task's ``array_env`` (LABGANG_ARRAY_* and SLURM_ARRAY_*, docs/arrays.md); {} otherwise."""
+    task = job.spec.array
+    if task is None:
+        return {}
+    env = task_environment(task.array_id, task.index, task.count, task.low, task.high, task.step)
+    return {"array_env": env}
 
 
 def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import view_cache, views
+from labgang.launcher.coordinator import arrays, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.lifecycle.states import JobState
 
@@ -167,6 +167,19 @@ async def cancel_job(
     return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
+async def cancel_array(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array (docs/arrays.md).
+
+    Answers ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``
+    (N tasks had already finished)."""
+    jobs, finished = await arrays.cancel_array(coord, caller, params["id"])
+    return Reply(
+        200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs], "finished": finished}
+    )
+
+
 async def job_logs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -263,6 +276,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}", "get_job", get_job),
     Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
+    Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
     Route("GET", "/v1/history", "history", history),
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),

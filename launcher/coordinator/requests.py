@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
@@ -61,6 +62,7 @@ class SubmitBody(BaseModel):
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
+    array: str | None = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,26 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         min_workers=req.min_workers if req.min_workers != req.workers else None,
         dependency=dependency,
     )
+
+
+def requested_array(body: Any, config: ClusterConfig) -> ArraySpec | None:
+    """The job array a submission body asks for (its ``array`` field, Slurm's ``--array``
+    syntax, docs/arrays.md), or None for a single job. Call after :func:`build_spec` accepted
+    the body.
+
+    Raises:
+        BadRequest: the spec does not parse or is over ``limits.max_array_size``; the message
+            names the part that is wrong (``array: "5-2": end below start``).
+    """
+    text = body.get("array") if isinstance(body, dict) else None
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise BadRequest("array: must be a string such as 0-99, 1,3,5-9, 0-20:4 or 0-99%8", field="array")
+    try:
+        return parse_array(text, config.limits.max_array_size)
+    except BadArraySpec as exc:
+        raise BadRequest(f"array: {exc}", field="array") from None
 
 
 def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:

@@ -17,18 +17,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Container, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import next_starvation
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.lifecycle.view import decided_something, scheduler_jobs
+from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
 from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Node, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
@@ -84,24 +87,65 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
-    out of ``pending`` (the lifecycle model's ``admissible``).
+    out of ``pending`` (the lifecycle model's ``admissible``), and so are the array tasks the
+    array rules hold back (:func:`gated_snapshot`).
     """
-    held = coord.held_devices()
-    running, pending = scheduler_jobs(
-        coord.model.jobs.values(), now, coord.model.admissible, coord.sharing.tenant, coord.sharing.held
-    )
+    return gated_snapshot(coord, now)[0]
+
+
+_by_seq = attrgetter("seq")
+
+
+def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
+    """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
+    (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
+    running: list[RunningJob] = []
+    waiting: list[JobRecord] = []
+    holding: list[JobRecord] = []
+    nodes = cluster_nodes(coord)
+    pending_state, admissible = JobState.PENDING, coord.model.admissible
+    # One pass over the jobs in memory (a big array's pending tasks are most of them): cheap tests first.
+    for job in sorted(coord.model.jobs.values(), key=_by_seq):
+        st = job.status
+        if st.state is pending_state:
+            if admissible(job, now):
+                waiting.append(job)
+        elif st.state.holds_devices:
+            holding.append(job)
+            running.append(running_job(job, coord.sharing.tenant(job.spec)))
+    capacity: dict[str, int] = {}
+    for node in nodes:
+        for device in node.devices:
+            capacity[device.resource] = capacity.get(device.resource, 0) + 1
+    gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
+    pending = [pending_job(job, coord.sharing.tenant(job.spec), job.id in coord.sharing.held) for job in gate.fed]
     coord.sharing.sample(now, running)
-    return Snapshot(
+    held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
+    snapshot = Snapshot(
         now=now,
-        nodes=cluster_nodes(coord),
+        nodes=nodes,
         queues=coord.config.queue_specs(),
-        running=running,
-        pending=pending,
+        running=tuple(running),
+        pending=tuple(pending),
         unavailable=unavailable_devices(coord, held),
         cohorts=coord.config.cohort_specs(),
         sharing=coord.config.sharing_policy(),
         tenants=coord.sharing.snapshot_tenants(),
     )
+    return snapshot, gate
+
+
+def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
+    """Queue → resource → the most devices its jobs may hold at once, for the array window
+    (``launcher/lifecycle/arrays.py``): ``nominal + borrowing_limit`` for a queue in a cohort
+    with a borrowing limit, ``nominal`` for a queue without a cohort (it cannot borrow)."""
+    caps: dict[str, dict[str, int]] = {}
+    for queue in coord.config.queue_specs():
+        if queue.cohort is None:
+            caps[queue.name] = dict(queue.nominal)
+        else:
+            caps[queue.name] = {r: queue.nominal.get(r, 0) + n for r, n in queue.borrowing_limit.items()}
+    return caps
 
 
 def run_cycles(coord: Coordinator) -> int:
@@ -114,13 +158,16 @@ def run_cycles(coord: Coordinator) -> int:
     admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
-    now = coord.clock()  # one instant per burst, as in ``labgang simulate``
+    burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
     for _ in range(MAX_CYCLES_PER_WAKE):
+        now = coord.clock()
         started = time.perf_counter()
-        snapshot = build_snapshot(coord, now)
+        snapshot, gate = gated_snapshot(coord, now)
         if not snapshot.pending:
+            if gate.capped:  # every waiting task is over its array's cap: say so
+                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()))))
             break
-        result = run_cycle(snapshot)
+        result = follow_reasons(gate, run_cycle(snapshot))
         had_held = bool(coord.sharing.held)
         coord.sharing.after_cycle(result)
         coord.cycles += 1
@@ -135,8 +182,10 @@ def run_cycles(coord: Coordinator) -> int:
             len(result.preempted),
             (time.perf_counter() - started) * 1e3,
         )
-        effects = coord.apply(CycleDecided(now, result))
-        admitted += sum(isinstance(e, fx.Dispatch) for e in effects)
+        effects = coord.apply(CycleDecided(now, result, burst))
+        dispatched = [e.job.id for e in effects if isinstance(e, fx.Dispatch)]
+        admitted += len(dispatched)
+        burst |= frozenset(dispatched)
         if not decided_something(result, effects, had_held):
             break
     starving_at = next_starvation(snapshot.pending, snapshot.queues, now)

@@ -63,7 +63,16 @@ def job_view(job: JobRecord) -> dict[str, Any]:
             for r in (job.ranks[i] for i in sorted(job.ranks))
         ],
         "history": [{"time": h.time, "event": h.event, "message": h.message} for h in job.history],
+        **_array_fields(job),
     }
+
+
+def _array_fields(job: JobRecord) -> dict[str, Any]:
+    """``array_id``, ``array_index`` and ``array_limit`` (the ``%N`` cap) of an array task; nulls otherwise."""
+    task = job.spec.array
+    if task is None:
+        return {"array_id": None, "array_index": None, "array_limit": None}
+    return {"array_id": task.array_id, "array_index": task.index, "array_limit": task.limit}
 
 
 def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
@@ -267,4 +276,5 @@ def history_view(job: JobRecord, now: float) -> dict[str, Any]:
         "restart_count": st.restart_count,
         "attempts": st.attempt + 1,
         "reason": reason,
+        **_array_fields(job),
     }

@@ -122,6 +122,7 @@ class Lifecycle(DependencyRules):
         # (it stays pending) rather than admitted and evicted in the same instant.
         victims_now = {v for pre in result.preempted for v in pre.victims}
         admitted_now = frozenset(a.job_id for a in result.admitted)
+        protected = admitted_now | e.admitted_before
         for adm in result.admitted:
             job = self.jobs.get(adm.job_id)
             if job is None or job.status.state != JobState.PENDING:
@@ -168,7 +169,7 @@ class Lifecycle(DependencyRules):
                 self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
             for victim_id in pre.victims:
                 victim = self.jobs.get(victim_id)
-                if victim is None or not may_be_victim(victim, admitted_now, now):
+                if victim is None or not may_be_victim(victim, protected):
                     continue
                 self._out.append(
                     fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")

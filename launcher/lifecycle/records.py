@@ -11,11 +11,30 @@ from __future__ import annotations
 import json
 import math
 import signal as signal_mod
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 from labgang.launcher.model import JobRequest
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """Which task of which job array a job is (docs/arrays.md).
+
+    ``array_id`` is the array's id (the sequence number of its first task); the job's own id is
+    ``"{array_id}_{index}"``. ``count``, ``low``, ``high`` and ``step`` describe the whole array
+    (``SLURM_ARRAY_TASK_COUNT``/``_MIN``/``_MAX``/``_STEP``); ``limit`` is its ``%N`` cap on tasks
+    holding devices at once (None = no cap).
+    """
+
+    array_id: str
+    index: int
+    count: int
+    low: int
+    high: int
+    step: int = 1
+    limit: int | None = None
 
 
 @dataclass
@@ -27,6 +46,7 @@ class JobSpec:
     to its GPUs' NUMA node CPUs) or ``"none"`` (docs/topology.md). ``min_workers`` makes the gang
     elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
     ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
+    ``array`` says which task of a job array this job is (None for a job of its own).
     """
 
     name: str
@@ -50,11 +70,21 @@ class JobSpec:
     topology: str | None = None
     cpu_bind: str = "numa"
     min_workers: int | None = None
+    array: ArrayTask | None = None
     dependency: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
-        return {name: getattr(self, name) for name in _SPEC_FIELDS}
+        out = {name: getattr(self, name) for name in _SPEC_FIELDS}
+        out["array"] = None if self.array is None else asdict(self.array)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        """Read back :meth:`to_dict` output (also of stores written before arrays existed)."""
+        fields = dict(data)
+        array = fields.pop("array", None)
+        return cls(**fields, array=None if array is None else ArrayTask(**array))
 
     @property
     def request(self) -> JobRequest:

@@ -47,27 +47,20 @@ def leaving(job: JobRecord) -> bool:
     return job.status.state == JobState.TERMINATING or completing(job)
 
 
-def may_be_victim(job: JobRecord, admitted_now: frozenset[str], now: float) -> bool:
-    """May a cycle at ``now`` stop ``job`` for a preemptor?
+def may_be_victim(job: JobRecord, protected: frozenset[str]) -> bool:
+    """May a cycle's preemption stop ``job``?
 
     Only an admitted or running job that is not completing (its ranks have not all exited),
-    not one admitted by the very cycle that would evict it (``admitted_now``: ids the same
-    cycle result admits), and not one admitted by an earlier cycle at the same instant whose
-    launch has not gone out (every rank still ASSIGNED). Evicting such a gang would requeue it
-    at once; the next cycle of the instant could admit it again and the one after evict it
-    again, without end. A driver runs the cycles of one burst at one ``now``. At a later
-    instant, or once it runs, it may be stopped like any other.
+    and not one admitted by the burst of cycles that would evict it (``protected``: ids this
+    cycle or an earlier cycle of the same burst admitted). Such a gang never started: evicting
+    it would requeue it at once, the next cycle could admit it again and the one after evict
+    it again, without end. Once it runs (its start wakes the scheduler when a preemptor names
+    it), a later cycle may stop it like any other.
     """
-    st = job.status
-    if st.state not in (JobState.ADMITTED, JobState.RUNNING):
+    st = job.status.state
+    if st not in (JobState.ADMITTED, JobState.RUNNING):
         return False
-    if (
-        st.state == JobState.ADMITTED
-        and st.admit_time == now
-        and all(r.state == RankPhase.ASSIGNED for r in job.ranks.values())
-    ):
-        return False
-    return job.id not in admitted_now and not completing(job)
+    return job.id not in protected and not completing(job)
 
 
 def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], now: float) -> float | None:

@@ -38,6 +38,46 @@ def scheduling_state(job: JobRecord) -> str:
     return "holding" if job.status.state.holds_devices else job.status.state.value
 
 
+def running_job(job: JobRecord, tenant: str | None) -> RunningJob:
+    """The scheduler's view of a job holding devices (admitted, running, terminating); a job
+    leaving its devices counts as terminating, an elastic gang at its started size."""
+    st = job.status
+    return RunningJob(
+        id=job.id,
+        queue=job.spec.queue,
+        request=started_request(job),
+        priority=job.spec.priority,
+        submit_time=st.submit_time,
+        # 0.0 is a real admission time on a simulated clock
+        admit_time=st.admit_time if st.admit_time is not None else st.submit_time,
+        placement=tuple(
+            RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
+            for r in (job.ranks[i] for i in sorted(job.ranks))
+        ),
+        grace=job.spec.grace_s,
+        terminating=leaving(job),
+        seq=st.admit_seq,
+        tenant=tenant,
+    )
+
+
+def pending_job(job: JobRecord, tenant: str | None, held_last_cycle: bool) -> PendingJob:
+    """The scheduler's view of a pending job (original submit time, submission order ``seq``)."""
+    st = job.status
+    return PendingJob(
+        id=job.id,
+        queue=job.spec.queue,
+        request=job.spec.request,
+        priority=job.spec.priority,
+        submit_time=st.submit_time,
+        seq=job.seq,
+        pending_since=st.pending_since,
+        nominated=tuple(st.nominated),
+        tenant=tenant,
+        held_last_cycle=held_last_cycle,
+    )
+
+
 def scheduler_jobs(
     jobs: Iterable[JobRecord],
     now: float,
@@ -45,11 +85,10 @@ def scheduler_jobs(
     tenant_of: TenantOf,
     held_last_cycle: Container[str],
 ) -> tuple[tuple[RunningJob, ...], tuple[PendingJob, ...]]:
-    """The snapshot's ``running`` and ``pending`` jobs at ``now``, in submission order (``seq``).
-
-    Jobs holding devices (admitted, running, terminating) are running; a job leaving its devices
-    counts as terminating. A pending job is in ``pending`` when ``admissible(job, now)`` (the
-    lifecycle model's rule: out of requeue backoff, not held by its dependency).
+    """The snapshot's ``running`` and ``pending`` jobs at ``now``, in submission order (``seq``):
+    :func:`running_job` for every job holding devices, :func:`pending_job` for every job
+    ``admissible(job, now)`` (the lifecycle model's rule: out of requeue backoff, not held by its
+    dependency). The coordinator also gates array tasks (``coordinator/scheduling.py``).
 
     Args:
         jobs: the lifecycle model's active jobs.
@@ -61,43 +100,10 @@ def scheduler_jobs(
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
     for job in sorted(jobs, key=lambda j: j.seq):
-        st = job.status
-        if st.state.holds_devices:
-            placement = tuple(
-                RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
-                for r in (job.ranks[i] for i in sorted(job.ranks))
-            )
-            running.append(
-                RunningJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=started_request(job),
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    # 0.0 is a real admission time on a simulated clock
-                    admit_time=st.admit_time if st.admit_time is not None else st.submit_time,
-                    placement=placement,
-                    grace=job.spec.grace_s,
-                    terminating=leaving(job),
-                    seq=st.admit_seq,
-                    tenant=tenant_of(job.spec),
-                )
-            )
+        if job.status.state.holds_devices:
+            running.append(running_job(job, tenant_of(job.spec)))
         elif admissible(job, now):
-            pending.append(
-                PendingJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=job.spec.request,
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    seq=job.seq,
-                    pending_since=st.pending_since,
-                    nominated=tuple(st.nominated),
-                    tenant=tenant_of(job.spec),
-                    held_last_cycle=job.id in held_last_cycle,
-                )
-            )
+            pending.append(pending_job(job, tenant_of(job.spec), job.id in held_last_cycle))
     return tuple(running), tuple(pending)
 
 

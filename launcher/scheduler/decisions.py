@@ -40,6 +40,8 @@ class ReasonCode(str, enum.Enum):
     """Its queue is strict-fifo and an earlier job (the head) has not started."""
     TOPOLOGY = "topology"
     """It requires a topology level (``--topology``) that no node's free devices reach now."""
+    ARRAY_LIMIT = "array_limit"
+    """A task of a job array whose ``%N`` cap is reached: N of its tasks hold devices (docs/arrays.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -405,6 +405,7 @@ class Simulation:
         """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
         for the next instant a pending job starts starving."""
         snap = self.snapshot()
+        burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
         for _ in range(MAX_CYCLES_PER_INSTANT):
             snap = self.snapshot()
             if self._sample_tenants(snap):
@@ -419,7 +420,8 @@ class Simulation:
             self.held = set(result.held)
             if self.scenario.sharing.admission is not None:
                 self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
-            effects = self.model.apply(ev.CycleDecided(self.now, result))
+            effects = self.model.apply(ev.CycleDecided(self.now, result, burst))
+            burst |= frozenset(e.job.id for e in effects if isinstance(e, fx.Dispatch))
             victims = {e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind == "victim"}
             self._handle(effects)
             for pre in result.preempted:

@@ -231,7 +231,8 @@ def test_a_job_id_that_is_not_a_number_is_a_usage_error(fake, command):
         (["submit", "-n", "2"], "labgang submit: missing argument '-- CMD [ARGS]...'; see `labgang submit --help`"),
         (
             ["cancel", "x"],
-            "labgang cancel: JOB: 'x' is not a job id; allowed: a job number such as 12 (see `labgang queue`)",
+            "labgang cancel: JOB: 'x' is not a job id; allowed: a job number such as 12, "
+            "or an array task such as 12_7 (see `labgang queue`)",
         ),
         (
             ["coordinator", "--config", "c.toml", "--tcp-port", "70000"],

@@ -30,6 +30,8 @@ SUBMIT_LINES = [
     ["--min-workers", "2", "-n", "4", "--grace", "30s", "--time", "1h30m", "--no-requeue", "x"],
     ["--signal", "USR1@60", "--json", "--state-dir", "/tmp/sd", "--", "x", "--json"],
     ["-n", "2", "-n", "5", "x", "-n", "9"],  # the last -n before the command wins; after it, argv
+    ["--array", "0-99%8", "--", "x"],
+    ["--array=1,3,5-9", "-g", "2", "x"],
     ["-d", "afterok:12:13,singleton", "--", "x"],
     ["--dependency=afterok:4?afternotok:5", "-d7", "x"],  # the last one wins, as with click
 ]
@@ -47,6 +49,7 @@ NOT_FAST = [
     ["--no-requeue=1", "x"],
     ["-n"],
     ["--mig", "1g.10gb", "-g", "2", "x"],  # excluded pair: the builder refuses, click words it
+    ["--array", "5-2", "x"],  # a bad array spec: click words the error
     [],
 ]
 
@@ -314,6 +317,32 @@ def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
     assert unknown.stderr == "labgang history: note: no user 'nobodyatall' on this machine (is the name right?)\n"
     known = click_run(coordinator, "history", "-u", pwd.getpwuid(os.geteuid()).pw_name)  # whoever runs the tests
     assert (known.returncode, known.stderr) == (0, "")
+
+
+@pytest.mark.slow
+def test_an_array_through_the_fast_path_folds_and_cancels_as_the_click_commands(coordinator):
+    """submit --array, queue (pending tasks folded into one line), show and cancel of a task and
+    of the whole array: the fast path imports nothing heavy and prints what click prints."""
+    status, heavy, out = run_fast(coordinator, "submit", "--array", "0-9%3", "--name", "sweep", "--", "true")
+    assert (status, heavy) == (0, [])
+    array_id = out.strip()
+    assert array_id.isdigit()
+    status, heavy, table = run_fast(coordinator, "queue")
+    assert (status, heavy) == (0, [])
+    [row] = table.splitlines()[1:]  # no agent: every task pends, folded into one row
+    assert row.split()[0] == f"{array_id}_[0-9%3]"
+    assert table == click_run(coordinator, "queue").stdout
+    status, heavy, out = run_fast(coordinator, "queue", "--json")
+    assert [job["id"] for job in json.loads(out)["jobs"]] == [f"{array_id}_{i}" for i in range(10)]
+    status, heavy, out = run_fast(coordinator, "show", "--json", f"{array_id}_7")
+    assert (status, heavy) == (0, [])
+    assert json.loads(out)["job"]["array_index"] == 7
+    status, heavy, out = run_fast(coordinator, "cancel", f"{array_id}_9")
+    assert (status, heavy, out) == (0, [], f"job {array_id}_9: cancelled\n")
+    status, heavy, out = run_fast(coordinator, "cancel", array_id)
+    assert (status, out) == (0, f"array {array_id}: 9 cancelled, 1 already finished\n")
+    slow = click_run(coordinator, "cancel", array_id)
+    assert (slow.returncode, slow.stdout) == (0, f"array {array_id}: 10 already finished\n")
 
 
 # ----- history, queues and run -------------------------------------------------------------------

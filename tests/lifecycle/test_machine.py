@@ -89,20 +89,20 @@ def test_a_finished_job_leaves_the_model() -> None:
     assert model.apply(ev.CancelRequested(4.0, "1", "alice")) == []  # nothing left to cancel
 
 
-# ----- a gang admitted at an instant is not evicted by a later cycle of that instant before its launch
+# ----- a gang admitted by a burst of cycles is never a victim of a later cycle of that burst
 
 
-def preempt(model: Lifecycle, now: float, victim: str = "1") -> list[fx.Effect]:
-    return model.apply(ev.CycleDecided(now, CycleResult((), (Preempt("2", (victim,), "p"),), ())))
+def preempt(model: Lifecycle, now: float, admitted_before: frozenset[str] = frozenset()) -> list[fx.Effect]:
+    return model.apply(ev.CycleDecided(now, CycleResult((), (Preempt("2", ("1",), "p"),), ()), admitted_before))
 
 
-def test_not_a_victim_at_the_instant_of_its_admission_before_its_launch() -> None:
+def test_not_a_victim_of_a_later_cycle_of_the_burst_that_admitted_it() -> None:
     model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
     victim = model.jobs["1"]
     model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
-    out = preempt(model, 3.0)  # the next cycle of the same burst
+    out = preempt(model, 3.0, frozenset({"1"}))  # the next cycle of the same burst
     assert victim.status.state == JobState.ADMITTED and victim.attempt == 0
-    assert not any(isinstance(e, (fx.Stop, fx.PreemptionCounted)) for e in out)
+    assert not any(isinstance(e, (fx.Stop, fx.PreemptionCounted, fx.Dispatch)) for e in out)
     assert model.jobs["2"].status.nominated == ("1",)  # the preemptor still names it
 
 
@@ -110,12 +110,12 @@ def test_its_start_wakes_the_preemptor_and_then_it_is_stopped() -> None:
     model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
     victim = model.jobs["1"]
     model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
-    preempt(model, 3.0)
+    preempt(model, 3.0, frozenset({"1"}))
     woken: list[fx.Effect] = []
     for rank, node in ((0, "n1"), (1, "n2")):
         woken += model.apply(ev.RankObserved(3.5, node, victim.run_id, rank, RankPhase.RUNNING))
     assert fx.WakeScheduler() in woken
-    out = preempt(model, 3.5)
+    out = preempt(model, 3.5)  # a new burst
     assert victim.status.state == JobState.TERMINATING
     assert [e for e in out if isinstance(e, fx.Stop)] == [
         fx.Stop("n1", "1.0", 7.0, True),
@@ -123,10 +123,10 @@ def test_its_start_wakes_the_preemptor_and_then_it_is_stopped() -> None:
     ]
 
 
-def test_at_a_later_instant_an_unlaunched_gang_is_evicted_at_once() -> None:
+def test_in_a_later_burst_an_unlaunched_gang_is_evicted_at_once() -> None:
     model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
     victim = model.jobs["1"]
     model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
-    out = preempt(model, 4.0)  # its dispatch never went out: nothing to stop, requeued now
+    out = preempt(model, 3.0)  # its dispatch never went out: nothing to stop, requeued now
     assert (victim.status.state, victim.attempt, victim.status.restart_count) == (JobState.PENDING, 1, 0)
     assert not any(isinstance(e, fx.Stop) for e in out)

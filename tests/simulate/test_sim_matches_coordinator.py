@@ -362,8 +362,8 @@ def workload_of(path: Path) -> dict[str, Any]:
     }
 
 
-# 22 gangs on 9 nodes where a gang admitted at an instant is named a victim by a later cycle of
-# that instant, before its launch (the rule that ended a livelock; tests/scenarios/cases).
+# 22 gangs on 9 nodes where a gang admitted by a cycle is named a victim by a later cycle of the
+# same burst, before its launch (the rule that ended a livelock; tests/scenarios/cases).
 UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evicted-at-its-instant.toml")
 
 

@@ -1,0 +1,91 @@
+"""Job arrays in the coordinator: one submission becomes one job per task, in one commit; an
+array id names all of its tasks for ``cancel`` (docs/arrays.md).
+
+Task ``I`` of array ``A`` is the job ``"A_I"``; ``A`` is the sequence number of its first task,
+so the next job submitted after an array of 100 gets an id 100 higher, as with Slurm. Which
+pending tasks each scheduling cycle looks at is the lifecycle's rule
+(``launcher/lifecycle/arrays.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from labgang.launcher.arrays import ArraySpec, fold, step_of, task_id
+from labgang.launcher.coordinator.errors import NotFound
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.dependency import Target
+from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.states import JobState
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.requests import Caller
+
+
+def insert_tasks(
+    coord: Coordinator, spec: JobSpec, array: ArraySpec, now: float, targets: tuple[Target, ...] = ()
+) -> list[JobRecord]:
+    """Record one pending job per index of ``array`` (buffered: the caller's next flush commits
+    them all at once) and apply their submissions to the lifecycle model. Every task carries the
+    submission's ``--dependency`` and its finished ``targets`` (``ev.JobSubmitted``).
+
+    Returns:
+        The tasks in index order; the array id is ``tasks[0].spec.array.array_id``.
+    """
+    array_id = str(coord.store.next_seq())
+    indices = array.indices
+    low, high, step = indices[0], indices[-1], step_of(indices)
+    tasks: list[JobRecord] = []
+    for index in indices:
+        task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
+        status = JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now)
+        job = coord.store.insert_job(replace(spec, array=task), status, job_id=task_id(array_id, index))
+        coord.apply(ev.JobSubmitted(now, job, targets))
+        tasks.append(job)
+    return tasks
+
+
+def task_ids(coord: Coordinator, array_id: str) -> list[str]:
+    """Every task id of array ``array_id``, in memory or only in the store, in index order."""
+    ids = set(coord.store.array_task_ids(array_id))
+    ids.update(
+        job.id for job in coord.jobs.values() if job.spec.array is not None and job.spec.array.array_id == array_id
+    )
+    return sorted(ids, key=lambda text: int(text.rpartition("_")[2]))
+
+
+def no_job_message(coord: Coordinator, job_id: str) -> str:
+    """The 404 message for ``job_id``: ``no job 12``, naming the tasks when 12 is an array."""
+    if not job_id.isdigit():
+        return f"no job {job_id!r}"
+    ids = task_ids(coord, job_id)
+    if not ids:
+        return f"no job {job_id}"
+    indices = fold(int(i.rpartition("_")[2]) for i in ids)
+    return f"no job {job_id}: {job_id} is a job array with tasks {job_id}_[{indices}]; name one, as in {ids[0]}"
+
+
+async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tuple[list[JobRecord], int]:
+    """Cancel every unfinished task of array ``array_id`` (pending ones at once, running ones
+    with their grace), in one commit.
+
+    Returns:
+        (the tasks that were not finished, now cancelled or stopping; how many had already finished).
+
+    Raises:
+        NotFound: no such array. Forbidden: a task that is not the caller's, for a caller who
+            is not an admin (nothing is cancelled then).
+    """
+    ids = task_ids(coord, array_id) if array_id.isdigit() else []
+    if not ids:
+        raise NotFound(f"no job array {array_id}", field="id")
+    active = [job for i in ids if (job := coord.model.jobs.get(i)) is not None]
+    for job in active:
+        coord._check_owner(caller, job, "cancel it")
+    now = coord.clock()
+    for job in active:
+        coord.apply(ev.CancelRequested(now, job.id, caller.user))
+    await coord.flush()
+    return active, len(ids) - len(active)

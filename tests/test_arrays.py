@@ -1,0 +1,86 @@
+"""The job-array spec parser (Slurm's ``--array`` syntax), folding and the task environment."""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.arrays import (
+    ArraySpec,
+    BadArraySpec,
+    fold,
+    parse_array,
+    split_task_id,
+    step_of,
+    task_environment,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "indices", "limit"),
+    [
+        ("0-99", tuple(range(100)), None),
+        ("1,3,5-9", (1, 3, 5, 6, 7, 8, 9), None),
+        ("0-20:4", (0, 4, 8, 12, 16, 20), None),
+        ("0-21:4", (0, 4, 8, 12, 16, 20), None),
+        ("0-99%8", tuple(range(100)), 8),
+        ("7", (7,), None),
+        (" 3,1,2,3 ", (1, 2, 3), None),  # sorted; each index once
+        ("0-3,2-5%1", tuple(range(6)), 1),
+        ("5-5", (5,), None),
+    ],
+)
+def test_parses_slurm_syntax(text: str, indices: tuple[int, ...], limit: int | None) -> None:
+    assert parse_array(text) == ArraySpec(indices, limit)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("5-2", '"5-2": end below start'),
+        ("0,5-2", '"5-2": end below start'),
+        ("0-10:0", '"0-10:0": step must be >= 1'),
+        ("3:2", '"3:2": a step needs a range (start-end:step)'),
+        ("a-3", "\"a-3\": start 'a' is not a whole number >= 0"),
+        ("-3", '"-3": the start is missing'),
+        ("1-", '"1-": the end is missing'),
+        ("1,,2", '"1,,2": an empty part between commas'),
+        ("0-9%0", '"%0": the cap must be >= 1'),
+        ("0-9%x", '"%x": the cap must be a whole number >= 1'),
+        ("%4", '"%4": no indices before the %'),
+        ("", "empty; allowed:"),
+        ("1.5", "\"1.5\": index '1.5' is not a whole number >= 0"),
+    ],
+)
+def test_a_bad_spec_names_the_part_that_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(BadArraySpec) as info:
+        parse_array(text)
+    assert str(info.value).startswith(message)
+
+
+def test_max_size_bounds_every_index_as_slurms_max_array_size() -> None:
+    assert parse_array("0-9", max_size=10).indices == tuple(range(10))
+    with pytest.raises(BadArraySpec, match=r'^"0-10": index 10 is over the largest allowed, 9'):
+        parse_array("0-10", max_size=10)
+    with pytest.raises(BadArraySpec, match=r'^"12": index 12 is over'):
+        parse_array("1,12", max_size=10)
+
+
+def test_fold_prints_runs_as_ranges() -> None:
+    assert fold([1, 3, 5, 6, 7, 8, 9]) == "1,3,5-9"
+    assert fold([9, 8, 0]) == "0,8-9"
+    assert fold([4]) == "4"
+    assert fold([]) == ""
+
+
+def test_task_ids_and_steps() -> None:
+    assert split_task_id("12_7") == ("12", 7)
+    assert split_task_id("12") is None and split_task_id("x_1") is None and split_task_id("12_") is None
+    assert step_of((0, 4, 8)) == 4 and step_of((1, 3, 4)) == 1 and step_of((5,)) == 1
+
+
+def test_task_environment_has_labgangs_and_slurms_names() -> None:
+    env = task_environment("12", 8, 6, 0, 20, 4)
+    assert env["LABGANG_ARRAY_JOB_ID"] == env["SLURM_ARRAY_JOB_ID"] == "12"
+    assert env["LABGANG_ARRAY_TASK_ID"] == env["SLURM_ARRAY_TASK_ID"] == "8"
+    assert env["SLURM_ARRAY_TASK_COUNT"] == "6"
+    assert (env["SLURM_ARRAY_TASK_MIN"], env["SLURM_ARRAY_TASK_MAX"], env["SLURM_ARRAY_TASK_STEP"]) == ("0", "20", "4")
+    assert len(env) == 12
