@@ -337,15 +337,7 @@ class Coordinator:
         Raises:
             Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
         """
-        anonymous = caller.uid is None
-        if user == "all" or (user is None and anonymous):
-            if not (caller.admin or anonymous):
-                raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[caller.user])
-            who = None
-        else:
-            who = user or caller.user
-            if who != caller.user and not (caller.admin or anonymous):
-                raise Forbidden(f"only admins may read {who}'s history", field="user", allowed=[caller.user])
+        who = caller.history_user(user)
         find = partial(
             self.store.find_jobs, user=who, queue=queue, states=states, since=since, until=until, limit=limit
         )
@@ -354,12 +346,6 @@ class Coordinator:
         fresh = [self.jobs.get(job.id) or job for job in rows]
         return [job for job in fresh if not states or job.status.state.value in states]
 
-    def _check_owner(self, caller: Caller, job: JobRecord, what: str) -> None:
-        if caller.read_only or caller.uid is None:
-            raise Forbidden(f"{what} needs the Unix socket of a labgang node (this port is read-only)")
-        if not (caller.owns(job.spec) or caller.admin):
-            raise Forbidden(f"job {job.id} belongs to {job.spec.user}; only its owner or an admin may {what}")
-
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
         """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.
 
@@ -367,7 +353,7 @@ class Coordinator:
             NotFound: no such job. Forbidden: not the owner and not an admin.
         """
         job = self.get_job(job_id)
-        self._check_owner(caller, job, "cancel it")
+        caller.check_may_act(job, "cancel it")
         if job.status.state.finished:
             return job
         self.apply(ev.CancelRequested(self.clock(), job.id, caller.user))
@@ -412,7 +398,7 @@ class Coordinator:
             ServiceUnavailable (node not connected).
         """
         job = self.get_job(job_id)
-        self._check_owner(caller, job, "read its logs")
+        caller.check_may_act(job, "read its logs")
         size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
         if rank < 0 or rank >= size:
             raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
