@@ -9,7 +9,8 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
   the job fails with that rank's exit status.
 * every rank exits 0 → succeeded, once every rank is *gone* (its devices free). From the moment
   every rank has exited the job is *completing*: never a victim, never requeued.
-* preempted → stopped with grace → requeued with its original submit time (intent PREEMPT).
+* preempted → stopped with grace → requeued with its original submit time (intent PREEMPT);
+  a gang whose ranks all exit 0 within the grace period has finished instead (succeeded).
   A gang is never evicted by the cycle that admitted it.
 * a node is lost → the ranks elsewhere are stopped; its own ranks are fenced: they count as
   lost only at the node's last contact + ``node_timeout_s`` + the job's grace (by then its

@@ -13,11 +13,9 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
   admission. After ``duration`` seconds every rank exits 0 (``exited``, then ``gone``).
 - A stop (a ``Stop`` effect: preemption) leaves the ranks running for the job's ``grace``; if
   they have not exited by then they are killed (exit status 137, 128 + SIGKILL) and gone.
-- **The coordinator's rule decides a stopped gang** (``docs/scenarios.md``): a preempted gang
-  whose ranks exit 0 *after* it was told to stop, its ``duration`` ending within its grace
-  period, is requeued like any other victim, since a real process cannot tell "done" from
-  "exited on SIGTERM" (a job that checkpoints on SIGTERM must run again). Only a gang whose
-  ranks all exited before the stop was decided is finished, and it is never a victim.
+- **The model decides a stopped gang** (``docs/scenarios.md``): a preempted gang whose
+  ``duration`` ends within its grace period exits 0 on every rank and has finished (it is not
+  requeued), exactly as the coordinator decides a gang whose ranks all exit 0 after a stop.
 - At one instant: its events are applied (rank exits and stops first, then submissions in
   file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
   changing what the scheduler sees, a pending job starting to starve), cycles run until one

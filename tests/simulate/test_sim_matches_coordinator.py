@@ -319,8 +319,8 @@ def job(
     }  # fmt: skip
 
 
-# The decided rule: job 1's run ends at t=12, inside the grace period of the stop decided at t=10;
-# its ranks exit 0 after the stop, so it is requeued (and runs its 12 s again from t=13).
+# The grace rule: job 1's run ends at t=12, inside the grace period of the stop decided at t=10;
+# its ranks exit 0 within the grace period, so it has finished (not requeued) in both drivers.
 GRACE_RULE = {
     "scenario": {"name": "grace"},
     "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}],
@@ -386,11 +386,16 @@ def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> 
     assert outcomes == sim_outcomes
 
 
-def test_the_grace_rule_example_requeues_the_victim() -> None:
-    """What GRACE_RULE shows, in both drivers: job 1 is preempted at 10, exits 0 at 12 during its
-    grace period, is requeued (restart 1) and succeeds after running again from 13 to 25."""
+def test_the_grace_rule_example_finishes_the_victim() -> None:
+    """What GRACE_RULE shows, in both drivers: job 1 is preempted at 10 and its ranks exit 0 at 12
+    within its grace period, so it has succeeded (never requeued, restart count 0), and its
+    preemptor, job 3, starts at 12 when the devices are free, not at the end of the grace period."""
     sim_histories, sim_outcomes = simulate(GRACE_RULE)
     events = [(t, e) for t, e, _ in sim_histories["1"]]
-    assert (10.0, "stopping") in events and (12.0, "requeued") in events and (25.0, "succeeded") in events
-    assert sim_outcomes["1"] == ("succeeded", 1, 1, 0)
-    assert coordinate(GRACE_RULE)[1]["1"] == sim_outcomes["1"]
+    assert (10.0, "stopping") in events and (12.0, "succeeded") in events
+    assert not any(e == "requeued" for _, e in events)
+    assert sim_outcomes["1"][0] == "succeeded" and sim_outcomes["1"][2] == 0
+    assert (12.0, "admitted") in [(t, e) for t, e, _ in sim_histories["3"]]
+    histories, outcomes, _ = coordinate(GRACE_RULE)
+    assert outcomes["1"] == sim_outcomes["1"]
+    assert histories["1"] == sim_histories["1"] and histories["3"] == sim_histories["3"]
