@@ -482,12 +482,13 @@ class Supervisor(RankStopper):
                 rec.exit_known = True
                 rec.ended_at = self._wall()
                 log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        # Journalled once, at the end of this rank's step, unless a state change below journals
+        # the whole record first (before any signal it sends): one file replacement where there
+        # were two, on the path from a rank's exit to its devices being offered again.
+        unsaved = rec.state if (rec.exit_known and not rec.exit_reported) or grown else None
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
             events.append(self._event(rec, "exited"))
-            self._save(rec)
-        elif grown:
-            self._save(rec)
 
         state = rec.state
         if state is RankState.WARNED and rec.exit_known and live:
@@ -523,6 +524,8 @@ class Supervisor(RankStopper):
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
+        if unsaved is not None and rec.state is unsaved:
+            self._save(rec)
         return events
 
     # ------------------------------------------------------------------ recovery
