@@ -1,19 +1,23 @@
-"""``labgang simulate FILE... [--trace]``: run scheduling scenarios on a simulated clock.
+"""``labgang simulate FILE... [--trace | --json]``: run scheduling scenarios on a simulated clock.
 
 Exit status: 0 when every ``[[expect]]`` and ``[[invariant]]`` of every file holds,
 1 when one fails (each failure printed as a readable diff), 2 when a file is malformed
 (the message names the key and what is allowed). A file without expectations is a plain
-job mix: its per-queue wait times and utilization are printed.
+job mix: its per-queue wait times and utilization are printed. A job that can never start
+(more than its queue or the cluster could ever give it) gets one warning line on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
+from typing import Any
 
 import click
 from labgang.launcher.simulate import ScenarioError, format_summary, load_scenario, run_scenario
-from labgang.launcher.simulate.summary import count
+from labgang.launcher.simulate.checks import Report
+from labgang.launcher.simulate.summary import count, queue_stats, utilization
 
 
 @click.command("simulate")
@@ -25,16 +29,21 @@ from labgang.launcher.simulate.summary import count
     is_flag=True,
     help="Also print per-queue waits and utilization for files with expectations.",
 )
-def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
-    """Run scheduling scenarios (format: docs/scenarios.md) with the real scheduler on a simulated clock.
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document: each file's result, warnings, summary.")
+def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: bool) -> None:
+    """Run scheduling scenarios (format: docs/scenarios.md): the real scheduler and job lifecycle, simulated clock.
 
     A file with [[expect]] / [[invariant]] tables is checked: PASS, or FAIL with one line per
-    difference. A plain job list prints per-queue wait times and utilization.
+    difference. A plain job list prints per-queue wait times and utilization. A job that can
+    never start is named in a WARNING line (stderr).
 
     Exit status: 0 every check holds, 1 a check failed, 2 a file is missing, not UTF-8
     TOML, or malformed.
     """
+    if trace and as_json:
+        raise click.UsageError("--json and --trace cannot be combined (--trace already prints JSON lines)")
     status = 0
+    results: list[dict[str, Any]] = []
     for path in files:
         try:
             scenario = load_scenario(path)
@@ -46,15 +55,23 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
 
             report = run_scenario(scenario, tracer)
         except ScenarioError as exc:
-            if exc.unreadable:
-                click.echo(f"ERROR {exc.source}: {exc.problems[0]}", err=True)
-                status = 2
-                continue
-            click.echo(f"ERROR {exc.source}: malformed scenario", err=True)
-            for line in exc.problems:
-                click.echo(f"  {line}", err=True)
             status = 2
+            if as_json:
+                results.append({"file": path, "status": "error", "problems": exc.problems})
+            elif exc.unreadable:
+                click.echo(f"ERROR {exc.source}: {exc.problems[0]}", err=True)
+            else:
+                click.echo(f"ERROR {exc.source}: malformed scenario", err=True)
+                for line in exc.problems:
+                    click.echo(f"  {line}", err=True)
             continue
+        if scenario.has_checks and not report.ok:
+            status = max(status, 1)
+        if as_json:
+            results.append(_result(path, report, force_summary or not scenario.has_checks))
+            continue
+        for warning in report.never_starts:
+            click.echo(f"WARNING {path}: {warning.line()}", err=True)
         name = scenario.file.scenario.name
         if scenario.has_checks:  # with --trace, stdout stays pure JSON lines
             if report.ok:
@@ -67,8 +84,33 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool) -> None:
                 click.echo(f"FAIL {path} ({name})", err=trace)
                 for line in report.failures:
                     click.echo(f"  {line}", err=trace)
-                status = max(status, 1)
         if force_summary or not scenario.has_checks:
             click.echo(f"{path} ({name})")
             click.echo(format_summary(report.simulation))
+    if as_json:
+        click.echo(json.dumps({"files": results}, indent=2))
     sys.exit(status)
+
+
+def _result(path: str, report: Report, with_summary: bool) -> dict[str, Any]:
+    """One file's ``--json`` object: status ("pass", "fail", or "summary" for a plain job mix),
+    the checks, the never-start warnings and, for a job mix or with ``--summary``, the figures."""
+    scenario, sim = report.scenario, report.simulation
+    out: dict[str, Any] = {
+        "file": path,
+        "name": scenario.file.scenario.name,
+        "status": ("pass" if report.ok else "fail") if scenario.has_checks else "summary",
+        "expectations": report.checked,
+        "invariants": len(scenario.file.invariant),
+        "failures": report.failures,
+        "warnings": [w.to_dict() for w in report.never_starts],
+    }
+    if with_summary:
+        out["summary"] = {
+            "simulated_s": sim.now,
+            "jobs": len(sim.jobs),
+            "cycles": sim.cycles,
+            "queues": [asdict(s) for s in queue_stats(sim)],
+            "utilization": utilization(sim),
+        }
+    return out

@@ -83,7 +83,7 @@ async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tup
         raise NotFound(f"no job array {array_id}", field="id")
     active = [job for i in ids if (job := coord.model.jobs.get(i)) is not None]
     for job in active:
-        coord._check_owner(caller, job, "cancel it")
+        caller.check_may_act(job, "cancel it")
     now = coord.clock()
     for job in active:
         coord.apply(ev.CancelRequested(now, job.id, caller.user))

@@ -35,8 +35,8 @@ from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
-from labgang.launcher.lifecycle.rules import leaving
 from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.lifecycle.view import scheduler_jobs, scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.store import Store
 
@@ -45,15 +45,6 @@ log = logging.getLogger("labgang.coordinator")
 LOG_CHUNK_BYTES = 1 << 20
 RECENT_FINISHED = 1000
 """Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
-
-
-def _scheduling_state(job: JobRecord) -> str:
-    """A job's state as the scheduler tells them apart (admitted and running are the same to it;
-    a completing job is leaving like a terminating one)."""
-    state = job.status.state
-    if leaving(job):
-        return "leaving"
-    return "holding" if state.holds_devices else state.value
 
 
 def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
@@ -136,7 +127,15 @@ class Coordinator:
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
-        the store now; agent commands are queued for after the next :meth:`flush` commits."""
+        the store now; agent commands are queued for after the next :meth:`flush` commits.
+
+        Admission fair sharing first samples what was held up to the event, before it changes
+        anything (as ``labgang simulate`` does at each instant)."""
+        if self.sharing.due(event.now):
+            running, _ = scheduler_jobs(
+                self.model.jobs.values(), event.now, lambda job, t: False, self.sharing.tenant, ()
+            )
+            self.sharing.sample(event.now, running)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
             self.order.add(event.job)
@@ -338,15 +337,7 @@ class Coordinator:
         Raises:
             Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
         """
-        anonymous = caller.uid is None
-        if user == "all" or (user is None and anonymous):
-            if not (caller.admin or anonymous):
-                raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[caller.user])
-            who = None
-        else:
-            who = user or caller.user
-            if who != caller.user and not (caller.admin or anonymous):
-                raise Forbidden(f"only admins may read {who}'s history", field="user", allowed=[caller.user])
+        who = caller.history_user(user)
         find = partial(
             self.store.find_jobs, user=who, queue=queue, states=states, since=since, until=until, limit=limit
         )
@@ -355,12 +346,6 @@ class Coordinator:
         fresh = [self.jobs.get(job.id) or job for job in rows]
         return [job for job in fresh if not states or job.status.state.value in states]
 
-    def _check_owner(self, caller: Caller, job: JobRecord, what: str) -> None:
-        if caller.read_only or caller.uid is None:
-            raise Forbidden(f"{what} needs the Unix socket of a labgang node (this port is read-only)")
-        if not (caller.owns(job.spec) or caller.admin):
-            raise Forbidden(f"job {job.id} belongs to {job.spec.user}; only its owner or an admin may {what}")
-
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
         """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.
 
@@ -368,7 +353,7 @@ class Coordinator:
             NotFound: no such job. Forbidden: not the owner and not an admin.
         """
         job = self.get_job(job_id)
-        self._check_owner(caller, job, "cancel it")
+        caller.check_may_act(job, "cancel it")
         if job.status.state.finished:
             return job
         self.apply(ev.CancelRequested(self.clock(), job.id, caller.user))
@@ -413,7 +398,7 @@ class Coordinator:
             ServiceUnavailable (node not connected).
         """
         job = self.get_job(job_id)
-        self._check_owner(caller, job, "read its logs")
+        caller.check_may_act(job, "read its logs")
         size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
         if rank < 0 or rank >= size:
             raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
@@ -477,11 +462,11 @@ class Coordinator:
         else:
             ranks = message.get("ranks") or []
             touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
-            before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
+            before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
             # What a periodic rank list says (pids, states); an absence is not a loss.
             for obs in rank_statuses(conn.node, ranks, self.clock()):
                 self.apply(obs)
-            changed = changed or any(_scheduling_state(job) != before[job_id] for job_id, job in touched.items())
+            changed = changed or any(scheduling_state(job) != before[job_id] for job_id, job in touched.items())
             if self.store.dirty or self._effects:
                 await self.flush()  # a rank list can end or stop a gang too (a missed event)
         if changed:
@@ -529,13 +514,13 @@ class Coordinator:
             ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
         )
         touched = {job.id: job for e in events if (job := self.job_for_run(str(e.get("job_id")))) is not None}
-        before = {job_id: _scheduling_state(job) for job_id, job in touched.items()}
+        before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
         for event in events:
             self.apply_rank_event(conn.node, event)
         # Only what the scheduler sees matters: a job starting to stop or leaving its devices
         # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
         if changed or any(
-            _scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
+            scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
             for job_id, job in touched.items()
         ):
             self.kick()

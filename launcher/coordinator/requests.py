@@ -13,7 +13,7 @@ from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
-from labgang.launcher.lifecycle.records import BadSignal, JobSpec, parse_warning
+from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -83,6 +83,36 @@ class Caller:
     def owns(self, spec: JobSpec) -> bool:
         """True when the caller submitted the job."""
         return self.uid is not None and self.uid == spec.uid
+
+    def check_may_act(self, job: JobRecord, what: str) -> None:
+        """Refuse ``what`` (e.g. "cancel it") on ``job`` unless the caller owns it or is an admin.
+
+        Raises:
+            Forbidden: a read-only or anonymous caller, or another user's job for a non-admin.
+        """
+        if self.read_only or self.uid is None:
+            raise Forbidden(f"{what} needs the Unix socket of a labgang node (this port is read-only)")
+        if not (self.owns(job.spec) or self.admin):
+            raise Forbidden(f"job {job.id} belongs to {job.spec.user}; only its owner or an admin may {what}")
+
+    def history_user(self, user: str | None) -> str | None:
+        """Whose history the caller may read for ``-u user``: a user name, or None for every user.
+
+        ``None`` asks for the caller's own (every user's for an anonymous read-only caller, as in
+        ``GET /v1/jobs``); ``"all"`` for every user's.
+
+        Raises:
+            Forbidden: another user's history (or "all") asked for by a caller who is not an admin.
+        """
+        anonymous = self.uid is None
+        if user == "all" or (user is None and anonymous):
+            if not (self.admin or anonymous):
+                raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[self.user])
+            return None
+        who = user or self.user
+        if who != self.user and not (self.admin or anonymous):
+            raise Forbidden(f"only admins may read {who}'s history", field="user", allowed=[self.user])
+        return who
 
 
 def parse_signal(text: str) -> tuple[int, float]:

@@ -28,13 +28,13 @@ from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import leaving, next_starvation
+from labgang.launcher.lifecycle.rules import next_starvation
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.model import JobRequest
+from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Node, PendingJob, RankPlacement, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ _by_seq = attrgetter("seq")
 def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
     """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
     (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
-    running = []
+    running: list[RunningJob] = []
     waiting: list[JobRecord] = []
     holding: list[JobRecord] = []
     nodes = cluster_nodes(coord)
@@ -132,45 +132,13 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
                 waiting.append(job)
         elif st.state.holds_devices:
             holding.append(job)
-            placement = tuple(
-                RankPlacement(rank=r.rank, node=r.node, devices=tuple(r.devices))
-                for r in (job.ranks[i] for i in sorted(job.ranks))
-            )
-            running.append(
-                RunningJob(
-                    id=job.id,
-                    queue=job.spec.queue,
-                    request=started_request(job),
-                    priority=job.spec.priority,
-                    submit_time=st.submit_time,
-                    admit_time=st.admit_time or st.submit_time,
-                    placement=placement,
-                    grace=job.spec.grace_s,
-                    terminating=leaving(job),
-                    seq=st.admit_seq,
-                    tenant=coord.sharing.tenant(job.spec),
-                )
-            )
+            running.append(running_job(job, coord.sharing.tenant(job.spec)))
     capacity: dict[str, int] = {}
     for node in nodes:
         for device in node.devices:
             capacity[device.resource] = capacity.get(device.resource, 0) + 1
     gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
-    pending = [
-        PendingJob(
-            id=job.id,
-            queue=job.spec.queue,
-            request=job.spec.request,
-            priority=job.spec.priority,
-            submit_time=job.status.submit_time,
-            seq=job.seq,
-            pending_since=job.status.pending_since,
-            nominated=tuple(job.status.nominated),
-            tenant=coord.sharing.tenant(job.spec),
-            held_last_cycle=job.id in coord.sharing.held,
-        )
-        for job in gate.fed
-    ]
+    pending = [pending_job(job, coord.sharing.tenant(job.spec), job.id in coord.sharing.held) for job in gate.fed]
     coord.sharing.sample(now, running)
     held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
     snapshot = Snapshot(
@@ -210,6 +178,7 @@ def run_cycles(coord: Coordinator) -> int:
     admitted = 0
     if coord.shutting_down:
         return admitted  # jobs requeued by the shutdown wait for the next start
+    burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
     for _ in range(MAX_CYCLES_PER_WAKE):
         now = coord.clock()
         started = time.perf_counter()
@@ -233,16 +202,11 @@ def run_cycles(coord: Coordinator) -> int:
             len(result.preempted),
             (time.perf_counter() - started) * 1e3,
         )
-        effects = coord.apply(CycleDecided(now, result))
-        new = sum(isinstance(e, fx.Dispatch) for e in effects)
-        admitted += new
-        # a hold lasts one cycle: a cycle that starts holding is followed by one without it
-        held_now = bool(result.held) and not had_held
-        if (
-            not new
-            and not held_now
-            and not any(isinstance(e, fx.RecordDecision) and e.kind == "victim" for e in effects)
-        ):
+        effects = coord.apply(CycleDecided(now, result, burst))
+        dispatched = [e.job.id for e in effects if isinstance(e, fx.Dispatch)]
+        admitted += len(dispatched)
+        burst |= frozenset(dispatched)
+        if not decided_something(result, effects, had_held):
             break
     starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
     if starving_at is not None:
@@ -300,12 +264,6 @@ async def timer_loop(coord: Coordinator) -> None:
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
             coord.kick()
         last = now
-
-
-def started_request(job: JobRecord) -> JobRequest:
-    """What a job holds: an elastic gang counts as a gang of the size it started with."""
-    req = job.spec.request
-    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
 
 
 def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:

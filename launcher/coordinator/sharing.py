@@ -64,6 +64,10 @@ class SharingState:
             groups = self._groups[spec.uid] = user_groups(spec.uid)
         return self.config.tenant_of(spec.queue, spec.user, groups)
 
+    def due(self, now: float) -> bool:
+        """True when admission fair sharing has a sampling instant in (last sample, ``now``]."""
+        return self.policy is not None and bool(afs.due_samples(self.last_sample, now, self.policy.sampling_interval))
+
     def sample(self, now: float, running: Iterable[RunningJob]) -> None:
         """Apply every sampling instant up to ``now`` (devices held per tenant from ``running``)."""
         if self.policy is None:

@@ -9,11 +9,12 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.config import QueueConfig
 from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.view import scheduler_jobs
 from labgang.launcher.model import JobState
+from labgang.launcher.scheduler.quota import QuotaBook
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -80,43 +81,34 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
     nominal; ``lent`` is how much of the queue's unused nominal borrowers in its cohort are
     using now (borrowed amounts are charged to lenders in queue order, each up to what it
-    may lend). ``reclaim_time_s`` is the longest grace among the queue's jobs while it
-    borrows: how long a reclaim of its borrowed devices would take.
+    may lend). The numbers come from the scheduler's :class:`QuotaBook` (:func:`held_quota`).
+    ``reclaim_time_s`` is the longest grace among the queue's jobs while it borrows: how long a
+    reclaim of its borrowed devices would take.
     """
-    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
     for job in coord.model.jobs.values():
         q = job.spec.queue
         if job.status.state.holds_devices:
-            used[q][job.spec.resource] += (len(job.ranks) or job.spec.workers) * job.spec.per_worker
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
             pending[q] += 1
+    book, held = held_quota(coord)
     queues = coord.config.queues
-    borrowed = {
-        q.name: {r: max(0, n - q.nominal.get(r, 0)) for r, n in used[q.name].items() if n > q.nominal.get(r, 0)}
-        for q in queues
-    }
+    used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
+    borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
+    # What borrowers in a cohort use is charged to its lenders in queue order, each up to what it may lend.
     lent: dict[str, dict[str, int]] = {q.name: {} for q in queues}
-    cohorts: dict[str, list[QueueConfig]] = defaultdict(list)
-    for qc in queues:
-        if qc.cohort:
-            cohorts[qc.cohort].append(qc)
-    for members in cohorts.values():
-        resources = {r for m in members for r in borrowed[m.name]}
-        for res in sorted(resources):
-            to_cover = sum(borrowed[m.name].get(res, 0) for m in members)
+    for cohort in sorted({q.cohort for q in queues if q.cohort}):
+        members = book.members(cohort)
+        for res in sorted({res for m in members for res in borrowed[m]}):
+            to_cover = sum(borrowed[m].get(res, 0) for m in members)
             for m in members:
-                if to_cover <= 0:
-                    break
-                unused = max(0, m.nominal.get(res, 0) - used[m.name].get(res, 0))
-                lendable = min(unused, m.lending_limit.get(res, unused))
-                take = min(lendable, to_cover)
+                take = min(book.unused_lendable(m, res), to_cover)
                 if take:
-                    lent[m.name][res] = take
+                    lent[m][res] = take
                     to_cover -= take
     fair = _fair_shares(coord)
     return [
@@ -125,7 +117,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
             "name": q.name,
             "cohort": q.cohort,
             "nominal": dict(q.nominal),
-            "used": dict(used[q.name]),
+            "used": used[q.name],
             "borrowed": borrowed[q.name],
             "lent": lent[q.name],
             "borrowing_limit": dict(q.borrowing_limit),
@@ -142,6 +134,16 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
         }
         for q in queues
     ]
+
+
+def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
+    """The scheduler's :class:`QuotaBook` of what jobs holding devices use now (terminating ones
+    too; an elastic gang at its started size), and the (queue, resource) pairs in use."""
+    running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda job, now: False, lambda spec: None, ())
+    usage: dict[tuple[str, str], int] = defaultdict(int)
+    for job in running:
+        usage[(job.queue, job.request.resource)] += job.request.total
+    return QuotaBook(coord.config.queue_specs(), usage, coord.config.cohort_specs()), set(usage)
 
 
 def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:

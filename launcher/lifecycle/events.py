@@ -39,10 +39,16 @@ class CancelRequested:
 
 @dataclass(frozen=True, slots=True)
 class CycleDecided:
-    """One scheduling cycle's result, decided on a snapshot taken at ``now``."""
+    """One scheduling cycle's result, decided on a snapshot taken at ``now``.
+
+    Attributes:
+        admitted_before: ids of the gangs earlier cycles of the same burst admitted (a driver
+            runs cycles until one decides nothing new); a cycle never evicts them.
+    """
 
     now: float
     result: CycleResult
+    admitted_before: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,6 +264,11 @@ class GangRules:
             self._end(job, JobState.CANCELLED, st.exit_status, EndReason.CANCELLED, st.reason_message or "cancelled")
         elif intent in (EndIntent.FAIL, EndIntent.TIMEOUT):
             self._end(job, JobState.FAILED, st.exit_status, INTENT_REASON[intent], message)
+        elif intent == EndIntent.PREEMPT and all(r.exit_status == 0 for r in ranks_in_order(job)):
+            # Every rank exited 0 within the grace period: the job has finished, and a finished job
+            # never runs again (docs/queue-semantics.md §A3.6). Killed ranks, or a rank that never
+            # started, are not status 0: that gang is requeued.
+            self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"all ranks exited with status 0 ({message})")
         elif intent in (EndIntent.PREEMPT, EndIntent.LOST):
             if job.spec.requeue:
                 self._requeue(job, message, not_before=self._now)

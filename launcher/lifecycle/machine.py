@@ -9,7 +9,8 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
   the job fails with that rank's exit status.
 * every rank exits 0 → succeeded, once every rank is *gone* (its devices free). From the moment
   every rank has exited the job is *completing*: never a victim, never requeued.
-* preempted → stopped with grace → requeued with its original submit time (intent PREEMPT).
+* preempted → stopped with grace → requeued with its original submit time (intent PREEMPT);
+  a gang whose ranks all exit 0 within the grace period has finished instead (succeeded).
   A gang is never evicted by the cycle that admitted it.
 * a node is lost → the ranks elsewhere are stopped; its own ranks are fenced: they count as
   lost only at the node's last contact + ``node_timeout_s`` + the job's grace (by then its
@@ -122,6 +123,7 @@ class Lifecycle(DependencyRules):
         # (it stays pending) rather than admitted and evicted in the same instant.
         victims_now = {v for pre in result.preempted for v in pre.victims}
         admitted_now = frozenset(a.job_id for a in result.admitted)
+        protected = admitted_now | e.admitted_before
         for adm in result.admitted:
             job = self.jobs.get(adm.job_id)
             if job is None or job.status.state != JobState.PENDING:
@@ -168,7 +170,7 @@ class Lifecycle(DependencyRules):
                 self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
             for victim_id in pre.victims:
                 victim = self.jobs.get(victim_id)
-                if victim is None or not may_be_victim(victim, admitted_now):
+                if victim is None or not may_be_victim(victim, protected):
                     continue
                 self._out.append(
                     fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")

@@ -47,17 +47,20 @@ def leaving(job: JobRecord) -> bool:
     return job.status.state == JobState.TERMINATING or completing(job)
 
 
-def may_be_victim(job: JobRecord, admitted_now: frozenset[str]) -> bool:
+def may_be_victim(job: JobRecord, protected: frozenset[str]) -> bool:
     """May a cycle's preemption stop ``job``?
 
     Only an admitted or running job that is not completing (its ranks have not all exited),
-    and not one admitted by the very cycle that would evict it (``admitted_now``: ids the same
-    cycle result admits): that gang never started.
+    and not one admitted by the burst of cycles that would evict it (``protected``: ids this
+    cycle or an earlier cycle of the same burst admitted). Such a gang never started: evicting
+    it would requeue it at once, the next cycle could admit it again and the one after evict
+    it again, without end. Once it runs (its start wakes the scheduler when a preemptor names
+    it), a later cycle may stop it like any other.
     """
     st = job.status.state
     if st not in (JobState.ADMITTED, JobState.RUNNING):
         return False
-    return job.id not in admitted_now and not completing(job)
+    return job.id not in protected and not completing(job)
 
 
 def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], now: float) -> float | None:

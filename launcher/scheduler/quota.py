@@ -313,6 +313,14 @@ class QuotaBook:
         """True when taking ``request`` more would put ``queue`` above its nominal quota."""
         return self.usage(queue, res) + request > self.nominal(queue, res)
 
+    def borrowed(self, queue: str, res: str) -> int:
+        """Devices of ``res`` ``queue`` holds above its nominal quota (0 when within it)."""
+        return max(0, self.usage(queue, res) - self.nominal(queue, res))
+
+    def unused_lendable(self, queue: str, res: str) -> int:
+        """The part of ``queue``'s unused nominal quota its cohort may use (within its lending limit)."""
+        return min(max(0, self.nominal(queue, res) - self.usage(queue, res)), self.shared(queue, res))
+
     def above_nominal(self, queue: str, res: str) -> bool:
         """True while ``queue`` is borrowing ``res``."""
         return self.usage(queue, res) > self.nominal(queue, res)

@@ -1,7 +1,8 @@
 """``labgang simulate``: scheduling scenarios on a simulated clock (format: ``docs/scenarios.md``).
 
 - :mod:`.scenario` parses and validates files (unknown keys are errors).
-- :mod:`.engine` is the discrete-event simulation around the real :func:`run_cycle`.
+- :mod:`.engine` is the discrete-event simulation: a simulated clock and simulated ranks around
+  the coordinator's lifecycle model and the real :func:`run_cycle`.
 - :mod:`.checks` evaluates ``[[expect]]`` and ``[[invariant]]`` tables.
 - :mod:`.summary` reports per-queue waits and utilization for plain job lists.
 """

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from labgang.launcher.simulate.engine import Simulation, Tracer
 from labgang.launcher.simulate.scenario import ExpectModel, InvariantModel, Scenario
+from labgang.launcher.simulate.startable import NeverStarts, never_starting
 from labgang.launcher.simulate.summary import count
 
 
@@ -24,12 +25,14 @@ class Report:
         failures: one readable line per failed expectation or invariant violation.
         checked: how many expectations were evaluated.
         simulation: the finished simulation (for summaries).
+        never_starts: jobs that can never start (warnings; they stay pending).
     """
 
     scenario: Scenario
     simulation: Simulation
     failures: list[str] = field(default_factory=list)
     checked: int = 0
+    never_starts: list[NeverStarts] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -138,7 +141,10 @@ def run_scenario(scenario: Scenario, trace: Tracer | None = None) -> Report:
         The :class:`Report`.
     """
     sim = Simulation(scenario, trace)
-    report = Report(scenario, sim)
+    report = Report(scenario, sim, never_starts=never_starting(scenario))
+    if trace is not None:
+        for warning in report.never_starts:
+            trace({"t": sim.now, "event": "never_starts", **warning.to_dict()})
     invariants = list(scenario.file.invariant)
     seen: set[str] = set()
 

@@ -1,60 +1,87 @@
-"""The discrete-event simulation behind ``labgang simulate``.
+"""The discrete-event simulation behind ``labgang simulate``: a simulated clock and simulated
+ranks around the coordinator's own lifecycle model.
 
-A simulated clock, no processes, no sleeps: the same :func:`run_cycle` the coordinator
-runs decides every admission and preemption. Semantics (``docs/scenarios.md``):
+No processes, no sleeps. Every job is a :class:`~labgang.launcher.lifecycle.records.JobRecord`
+in the same :class:`~labgang.launcher.lifecycle.machine.Lifecycle` the coordinator drives, and
+the scheduler gets the snapshot the coordinator would build
+(:func:`~labgang.launcher.lifecycle.view.scheduler_jobs`). So admission order, "most recently
+admitted", victim order, requeue, grace and completion have one definition. What the
+simulation adds is what agents and time would do (``docs/scenarios.md``, "How time moves"):
 
-- At one instant, all its events are applied first (exits and victim stops, then
-  submissions in file order), then the scheduler runs until a cycle decides nothing new;
-  events created at that instant (a victim with ``grace = 0``) are applied the same way.
-- A preempted job gets SIGTERM, keeps its devices for ``grace`` seconds, then goes back to
-  its queue with its original submit time and runs its full ``duration`` again when
-  readmitted; if its duration ends during the grace period it has finished instead.
-- A pending job of a queue with ``starvation_after`` wakes the scheduler when it starts
-  starving (the coordinator has a timer for this), so its reservation takes effect then.
-- ``running = true`` jobs are placed at t=0 as the scheduler would place them, in order of
-  their ``submit`` (their admission time), then file order.
+- A submission is a ``JobSubmitted`` event at its ``submit`` time (t=0 when negative).
+- An admitted gang's launch is answered at once: every rank starts at the instant of its
+  admission. After ``duration`` seconds every rank exits 0 (``exited``, then ``gone``).
+- A stop (a ``Stop`` effect: preemption) leaves the ranks running for the job's ``grace``; if
+  they have not exited by then they are killed (exit status 137, 128 + SIGKILL) and gone.
+- **The model decides a stopped gang** (``docs/scenarios.md``): a preempted gang whose
+  ``duration`` ends within its grace period exits 0 on every rank and has finished (it is not
+  requeued), exactly as the coordinator decides a gang whose ranks all exit 0 after a stop.
+- At one instant: its events are applied (rank exits and stops first, then submissions in
+  file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
+  changing what the scheduler sees, a pending job starting to starve), cycles run until one
+  decides nothing new (:func:`~labgang.launcher.lifecycle.view.decided_something`), as the
+  coordinator's scheduling loop does; then the gangs admitted are launched. Anything this
+  creates at the same instant (a victim with ``grace = 0``) is handled before time moves on.
+- ``running = true`` jobs are admitted at their ``submit`` time, before anything else, where
+  the scheduler would place them, in order of ``submit``, then file order.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.rules import next_starvation, ranks_in_order
+from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.lifecycle.view import decided_something, scheduler_jobs, scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
-from labgang.launcher.scheduler.decisions import CycleResult, PendingReason
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, PendingReason
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import PendingJob, Placement, RankPlacement, RunningJob, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, Snapshot, TenantUsage
 from labgang.launcher.simulate.scenario import JobModel, Scenario, ScenarioError
 
 MAX_CYCLES_PER_INSTANT = 10_000
 """A guard against a scheduler that keeps deciding new things at one instant."""
 
-_EXIT, _SUBMIT = 0, 1  # event classes: exits and stops before submissions at one instant
+KILLED = 137
+"""The exit status of a rank still running when its grace period ends (128 + SIGKILL)."""
+
+SIM_POLICY = LifecyclePolicy(
+    startup_timeout_s=math.inf,
+    requeue_backoff_s=0.0,
+    requeue_backoff_max_s=0.0,
+    max_start_failures=1,
+    default_grace_s=0.0,
+)
+"""Simulated launches never fail, so start timeouts and backoff never apply."""
+
+_EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
 
 @dataclass
 class SimJob:
-    """One job's life in the simulation.
+    """One job's life in the simulation: its lifecycle record plus the figures the reports need.
 
     Attributes:
         spec: the job's table from the file.
         seq: file order.
         priority: integer priority.
         request: what it asks the scheduler for.
-        state: "new" (not yet submitted), "pending", "running" or "finished".
-        pending_since: submit time, or the time it was last requeued, seconds.
+        record: the job as the lifecycle model holds it (state, attempts, history).
+        submitted: it has been submitted (or placed at t=0).
+        placement: devices of its current admission (() when it holds none).
         admit_time: start of its current admission, seconds.
-        admit_seq: admission order (tie-break for "most recently admitted").
-        placement: devices of its current admission.
-        terminating: told to stop, still holding its devices.
-        nominated: victims it waits for (as a preemptor).
-        epoch: bumped at each admission and requeue, so stale events are ignored.
-        preempted: preempted at least once.
+        preempted: chosen as a victim at least once.
         end_time: when it finished.
         first_admit: its first admission time.
         waits: seconds pending before each admission: submit to first admission, then each
@@ -68,14 +95,10 @@ class SimJob:
     seq: int
     priority: int
     request: JobRequest
-    state: str = "new"
-    pending_since: float = 0.0
-    admit_time: float = 0.0
-    admit_seq: int = 0
+    record: JobRecord
+    submitted: bool = False
     placement: Placement = ()
-    terminating: bool = False
-    nominated: tuple[str, ...] = ()
-    epoch: int = 0
+    admit_time: float = 0.0
     preempted: bool = False
     end_time: float | None = None
     first_admit: float | None = None
@@ -85,7 +108,19 @@ class SimJob:
 
     @property
     def id(self) -> str:
+        """The job's id (from the file)."""
         return self.spec.id
+
+    @property
+    def state(self) -> str:
+        """``"new"`` (not submitted yet), ``"pending"``, ``"running"`` (admitted, running or being
+        stopped: it holds its devices) or ``"finished"``."""
+        st = self.record.status.state
+        if not self.submitted:
+            return "new"
+        if st == JobState.PENDING:
+            return "pending"
+        return "running" if st.holds_devices else "finished"
 
     @property
     def held(self) -> JobRequest:
@@ -95,12 +130,41 @@ class SimJob:
         return self.request
 
 
+def job_record(spec: JobModel, seq: int, priority: int) -> JobRecord:
+    """The lifecycle record of a scenario job (simulated user, no command)."""
+    req = spec.request()
+    job_spec = JobSpec(
+        name=spec.id,
+        user="sim",
+        uid=0,
+        gid=None,
+        queue=spec.queue,
+        priority=priority,
+        workers=req.workers,
+        per_worker=req.per_worker,
+        resource=req.resource,
+        gpu_model=req.gpu_model,
+        nodes=req.nodes,
+        argv=[],
+        env={},
+        cwd="/",
+        grace_s=spec.grace,
+        time_limit_s=None,
+        requeue=True,
+        signal=None,
+        topology=req.topology,
+        min_workers=req.min_workers,
+    )
+    status = JobStatus(state=JobState.PENDING, submit_time=spec.submit, pending_since=spec.submit)
+    return JobRecord(id=spec.id, seq=seq, spec=job_spec, status=status)
+
+
 Tracer = Callable[[dict[str, Any]], None]
 
 
 @dataclass
 class Simulation:
-    """Runs one scenario; call :meth:`step_until` / :meth:`run` and read the state.
+    """Runs one scenario; call :meth:`run_instant` until :meth:`next_time` is None, and read the state.
 
     Args:
         scenario: the validated scenario.
@@ -112,30 +176,33 @@ class Simulation:
     now: float = 0.0
     jobs: dict[str, SimJob] = field(default_factory=dict)
     cycles: int = 0
-    _events: list[tuple[float, int, int, str, str, int]] = field(default_factory=list)
-    _order: int = 0
-    _admissions: int = 0
-    _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
-    _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
+    model: Lifecycle = field(default_factory=lambda: Lifecycle(SIM_POLICY))
     held: set[str] = field(default_factory=set)  # jobs that held idle quota in the last cycle
     tenant_usage: dict[afs.TenantKey, TenantUsage] = field(default_factory=dict)
+    _events: list[tuple[float, int, int, str, str, str]] = field(default_factory=list)
+    _order: int = 0
+    _wake: bool = False
+    _to_start: list[tuple[str, str]] = field(default_factory=list)
+    _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
+    _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
     _last_sample: float = 0.0
 
     def __post_init__(self) -> None:
         f = self.scenario.file
         self.tenant_usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
         for i, j in enumerate(f.jobs):
-            self.jobs[j.id] = SimJob(j, i, self.scenario.priorities[j.id], j.request())
+            priority = self.scenario.priorities[j.id]
+            self.jobs[j.id] = SimJob(j, i, priority, j.request(), job_record(j, i, priority))
         self._place_running()
         for sj in self.jobs.values():
             if not sj.spec.running:
-                self._push(max(0.0, sj.spec.submit), _SUBMIT, "submit", sj.id, 0)
+                self._push(max(0.0, sj.spec.submit), _SUBMIT, "submit", sj.id, "")
 
     # --- events ----------------------------------------------------------------------------------
 
-    def _push(self, t: float, cls: int, kind: str, job_id: str, epoch: int) -> None:
+    def _push(self, t: float, cls: int, kind: str, job_id: str, run_id: str) -> None:
         self._order += 1
-        heapq.heappush(self._events, (t, cls, self._order, kind, job_id, epoch))
+        heapq.heappush(self._events, (t, cls, self._order, kind, job_id, run_id))
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.trace is not None:
@@ -154,182 +221,229 @@ class Simulation:
         self._cycle_hooks.append(hook)
 
     def run_instant(self) -> None:
-        """Apply every event of the next instant and schedule until nothing new is decided."""
+        """Apply every event of the next instant, schedule when woken, launch what was admitted;
+        repeat while that creates more at the same instant.
+
+        Raises:
+            RuntimeError: the scheduler kept deciding new things at one instant.
+        """
         t = self.next_time()
         if t is None:
             return
-        self._sample_tenants(t)
         self.now = t
-        while self._events and self._events[0][0] == t:
+        # Admission fair sharing samples what was held up to now, before this instant changes it
+        # (the coordinator samples before it applies each event, too).
+        if self.scenario.sharing.admission is not None:
+            self._sample_tenants(self.snapshot())
+        cycles_before = self.cycles
+        while True:
+            progressed = False
             while self._events and self._events[0][0] == t:
-                _, _, _, kind, job_id, epoch = heapq.heappop(self._events)
-                self._apply(kind, self.jobs[job_id], epoch)
-            self._schedule()
+                _, _, _, kind, job_id, run_id = heapq.heappop(self._events)
+                self._apply(kind, job_id, run_id)
+                progressed = True
+            if self._wake:
+                self._wake = False
+                self._schedule()
+                progressed = True
+            if self._to_start:
+                self._start_admitted()
+                progressed = True
+            if not progressed:
+                break
+            if self.cycles - cycles_before > MAX_CYCLES_PER_INSTANT:
+                raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
         self._check_hooks()
 
-    def _sample_tenants(self, t: float) -> None:
-        """Admission fair sharing: update every tenant at each sampling instant up to ``t``."""
-        policy = self.scenario.sharing.admission
-        if policy is None:
+    def _apply(self, kind: str, job_id: str, run_id: str) -> None:
+        if kind == "wake":
+            self._wake = True  # a pending job starts starving: the coordinator's timer
             return
-        due = afs.due_samples(self._last_sample, t, policy.sampling_interval)
-        if not due:
-            return
-        held = afs.held_by_tenant(self.snapshot().running)
-        for at in due:
-            self.tenant_usage = afs.sample(self.tenant_usage, at, held, policy.half_life)
-        self._last_sample = due[-1]
-
-    def _apply(self, kind: str, job: SimJob, epoch: int) -> None:
-        if kind == "starving":
-            return  # only wakes the scheduler, as the coordinator's timer does
+        job = self.jobs[job_id]
         if kind == "submit":
-            job.state = "pending"
-            job.pending_since = job.spec.submit
+            job.submitted = True
             self._emit("submit", job=job.id, queue=job.spec.queue)
-            self._starvation_timer(job)
-        elif epoch != job.epoch or job.state != "running":
-            return  # a stale end or stop of an earlier admission
+            self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record)))
         elif kind == "end":
-            self._release(job)
-            job.state = "finished"
-            job.end_time = self.now
-            self._emit("finish", job=job.id)
-        elif kind == "stop":
-            self._release(job)
-            job.state = "pending"
-            job.pending_since = self.now
-            job.epoch += 1
-            self._emit("requeue", job=job.id)
-            self._starvation_timer(job)
+            self._ranks_exit(job, run_id, 0)
+        else:  # "stop": the grace period of a stop ended
+            self._ranks_exit(job, run_id, KILLED)
 
-    def _starvation_timer(self, job: SimJob) -> None:
-        """Wake the scheduler when ``job`` starts starving (its queue's ``starvation_after``)."""
-        spec = next((q for q in self.scenario.queues if q.name == job.spec.queue), None)
-        if spec is not None and spec.starvation_after is not None:
-            at = job.pending_since + spec.starvation_after
-            if at > self.now:
-                self._push(at, _SUBMIT, "starving", job.id, job.epoch)
+    def _ranks_exit(self, job: SimJob, run_id: str, status: int) -> None:
+        """Every live rank of attempt ``run_id`` exits with ``status`` and is gone, node by node,
+        as agents report it; nothing when that attempt is over (a stale end or stop)."""
+        record = job.record
+        if record.run_id != run_id or not record.status.state.holds_devices:
+            return
+        before = scheduling_state(record)
+        for rank in ranks_in_order(record):
+            if rank.ended:
+                continue
+            for phase in (RankPhase.EXITED, RankPhase.GONE):
+                obs = ev.RankObserved(self.now, rank.node, run_id, rank.rank, phase, exit_status=status)
+                self._handle(self.model.apply(obs))
+        # The coordinator wakes its scheduler when a job changes for it, unless the job is a
+        # requeued victim whose preemptor still waits for another victim.
+        if scheduling_state(record) != before and not self.model.awaited_by_waiting_preemptor(record):
+            self._wake = True
+
+    def _handle(self, effects: Iterable[fx.Effect]) -> None:
+        """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
+        for effect in effects:
+            if isinstance(effect, fx.WakeScheduler):
+                self._wake = True
+            elif isinstance(effect, fx.WakeAt):
+                self._push(effect.time, _WAKE, "wake", "", "")
+            elif isinstance(effect, fx.Dispatch):
+                job = self.jobs[effect.job.id]
+                self._admitted(job, self.now)
+                self._to_start.append((job.id, job.record.run_id))  # launched after this instant's cycles
+            elif isinstance(effect, fx.Stop):
+                job_id = effect.run_id.rpartition(".")[0]  # "<job id>.<attempt>"
+                self._push(self.now + effect.grace, _EXIT, "stop", job_id, effect.run_id)
+            elif isinstance(effect, fx.RecordDecision) and effect.kind == "victim":
+                self.jobs[effect.job_id].preempted = True
+            elif isinstance(effect, fx.AddHistory) and effect.entry.event == "requeued":
+                job = self.jobs[effect.job.id]
+                self._release(job)
+                self._emit("requeue", job=job.id)
+            elif isinstance(effect, fx.Finished):
+                job = self.jobs[effect.job.id]
+                self._release(job)
+                job.end_time = self.now
+                self._emit("finish", job=job.id)
 
     def _release(self, job: SimJob) -> None:
-        job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
+        if job.placement:
+            job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
         job.placement = ()
-        job.terminating = False
+
+    def _admitted(self, job: SimJob, at: float, *, initial: bool = False) -> None:
+        """Bookkeeping of an admission the lifecycle made at ``at`` (its ``Dispatch``)."""
+        record = job.record
+        job.placement = tuple(RankPlacement(r.rank, r.node, tuple(r.devices)) for r in ranks_in_order(record))
+        job.admit_time = at
+        job.reason = None
+        if not initial:
+            job.waits.append(at - max(0.0, record.status.pending_since))
+        if job.first_admit is None:
+            job.first_admit = at
+        started = {"started": len(job.placement)} if job.request.elastic else {}
+        self._emit(
+            "admit",
+            job=job.id,
+            placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in job.placement],
+            **started,
+            **({"initial": True} if initial else {}),
+        )
+
+    def _start_admitted(self) -> None:
+        """Launch every gang admitted so far, as an agent answering at once: rank 0's node first."""
+        pending, self._to_start = self._to_start, []
+        for job_id, run_id in pending:
+            job = self.jobs[job_id]
+            record = job.record
+            if record.run_id != run_id or record.status.state != JobState.ADMITTED:
+                continue  # stopped before its launch went out
+            nodes: list[str] = []
+            for rank in ranks_in_order(record):
+                if rank.node not in nodes:
+                    nodes.append(rank.node)
+            for i, node in enumerate(nodes):
+                self._handle(self.model.apply(ev.LaunchSent(self.now, node, run_id, node if i == 0 else None)))
+                observed = tuple(
+                    ev.RankObserved(self.now, node, run_id, r.rank, RankPhase.RUNNING)
+                    for r in ranks_in_order(record)
+                    if r.node == node
+                )
+                answer = ev.LaunchAnswered(self.now, node, run_id, 29500 if i == 0 else None, (), False, observed)
+                self._handle(self.model.apply(answer))
+            if job.spec.duration is not None:
+                self._push(self.now + job.spec.duration, _EXIT, "end", job.id, run_id)
 
     # --- scheduling ----------------------------------------------------------------------------
 
+    def _tenant(self, spec: JobSpec) -> str | None:
+        return self.jobs[spec.name].spec.tenant
+
     def snapshot(self) -> Snapshot:
-        """The scheduler's view of the simulation now."""
-        running = sorted((j for j in self.jobs.values() if j.state == "running"), key=lambda j: j.admit_seq)
-        pending = sorted((j for j in self.jobs.values() if j.state == "pending"), key=lambda j: j.seq)
+        """The scheduler's view of the simulation now (what the coordinator's ``build_snapshot`` gives)."""
+        running, pending = scheduler_jobs(
+            self.model.jobs.values(), self.now, self.model.admissible, self._tenant, self.held
+        )
         return Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(
-                RunningJob(
-                    j.id,
-                    j.spec.queue,
-                    j.held,
-                    j.priority,
-                    j.spec.submit,
-                    j.admit_time,
-                    j.placement,
-                    j.spec.grace,
-                    j.terminating,
-                    j.admit_seq,
-                    j.spec.tenant,
-                )
-                for j in running
-            ),
-            pending=tuple(
-                PendingJob(
-                    j.id,
-                    j.spec.queue,
-                    j.request,
-                    j.priority,
-                    j.spec.submit,
-                    j.seq,
-                    j.pending_since,
-                    j.nominated,
-                    j.spec.tenant,
-                    j.id in self.held,
-                )
-                for j in pending
-            ),
+            running=running,
+            pending=pending,
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
 
+    def _sample_tenants(self, snap: Snapshot) -> bool:
+        """Admission fair sharing: every sampling instant up to now, with the devices held now
+        (as the coordinator samples when it builds a snapshot); True when a sample was taken."""
+        policy = self.scenario.sharing.admission
+        if policy is None:
+            return False
+        due = afs.due_samples(self._last_sample, self.now, policy.sampling_interval)
+        if not due:
+            return False
+        held = afs.held_by_tenant(snap.running)
+        for key in held:
+            self.tenant_usage.setdefault(key, TenantUsage(key[0], key[1], 1.0, 0.0, self._last_sample))
+        for at in due:
+            self.tenant_usage = afs.sample(self.tenant_usage, at, held, policy.half_life)
+        self._last_sample = due[-1]
+        return True
+
     def _schedule(self) -> None:
+        """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
+        for the next instant a pending job starts starving."""
+        snap = self.snapshot()
+        burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
         for _ in range(MAX_CYCLES_PER_INSTANT):
             snap = self.snapshot()
+            if self._sample_tenants(snap):
+                snap = self.snapshot()
+            if not snap.pending:
+                break
             result = run_cycle(snap)
             self.cycles += 1
             for cycle_hook in self._cycle_hooks:
                 cycle_hook(snap, result)
-            # a hold lasts one cycle: a cycle that starts holding is followed by one without it
-            changed = bool(result.held) and not self.held
+            had_held = bool(self.held)
             self.held = set(result.held)
             if self.scenario.sharing.admission is not None:
                 self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
-            for adm in result.admitted:
-                self._admit(self.jobs[adm.job_id], adm.placement)
-                changed = True
+            effects = self.model.apply(ev.CycleDecided(self.now, result, burst))
+            burst |= frozenset(e.job.id for e in effects if isinstance(e, fx.Dispatch))
+            victims = {e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind == "victim"}
+            self._handle(effects)
             for pre in result.preempted:
-                preemptor = self.jobs[pre.job_id]
-                preemptor.nominated = pre.victims
-                fresh = [v for v in pre.victims if not self.jobs[v].terminating]
+                fresh = [v for v in pre.victims if v in victims]
                 if fresh:
                     self._emit("preempt", job=pre.job_id, victims=list(pre.victims), reason=pre.reason)
                 for v in fresh:
-                    self._terminate(self.jobs[v])
-                    changed = True
+                    self._emit("terminate", job=v, stop_at=self.now + self.jobs[v].spec.grace)
             for p in result.pending:
                 job = self.jobs[p.job_id]
                 if job.reason != p.reason:
                     job.reason = p.reason
                     self._emit("pending", job=job.id, code=p.reason.code.value, message=p.reason.message)
             self._check_hooks()
-            if not changed:
-                return
-        raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-
-    def _admit(self, job: SimJob, placement: Placement) -> None:
-        job.state = "running"
-        job.placement = placement
-        job.admit_time = self.now
-        self._admissions += 1
-        job.admit_seq = self._admissions
-        job.nominated = ()
-        job.reason = None
-        job.epoch += 1
-        job.waits.append(self.now - max(0.0, job.pending_since))
-        if job.first_admit is None:
-            job.first_admit = self.now
-        if job.spec.duration is not None:
-            self._push(self.now + job.spec.duration, _EXIT, "end", job.id, job.epoch)
-        started = {"started": len(placement)} if job.request.elastic else {}
-        self._emit(
-            "admit",
-            job=job.id,
-            placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
-            **started,
-        )
-
-    def _terminate(self, job: SimJob) -> None:
-        job.terminating = True
-        job.preempted = True
-        stop_at = self.now + job.spec.grace
-        ends = None if job.spec.duration is None else job.admit_time + job.spec.duration
-        self._emit("terminate", job=job.id, stop_at=stop_at)
-        if ends is not None and ends <= stop_at:
-            return  # its own end comes first: it finishes, it is not requeued
-        self._push(stop_at, _EXIT, "stop", job.id, job.epoch)
+            if not decided_something(result, effects, had_held):
+                break
+        else:
+            raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
+        starving_at = next_starvation(snap.pending, snap.queues, self.now)
+        if starving_at is not None:
+            self._push(starving_at, _WAKE, "wake", "", "")
 
     def _place_running(self) -> None:
-        """Place ``running = true`` jobs at t=0 in order of their submit time, then file order."""
+        """Admit ``running = true`` jobs at their submit time, in that order, then file order."""
         initial = sorted((j for j in self.jobs.values() if j.spec.running), key=lambda j: (j.spec.submit, j.seq))
         for job in initial:
             book = DeviceBook(self.snapshot())
@@ -344,21 +458,16 @@ class Simulation:
             placement = tuple(
                 RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)
             )
-            job.state = "running"
-            job.placement = placement
-            job.admit_time = job.spec.submit
-            self._admissions += 1
-            job.admit_seq = self._admissions
-            job.epoch = 1
-            job.first_admit = job.spec.submit
+            at = job.spec.submit
+            job.submitted = True
+            self.model.apply(ev.JobSubmitted(at, job.record))
+            self.model.apply(ev.CycleDecided(at, CycleResult((Admit(job.id, placement),), (), ())))
+            self._admitted(job, at, initial=True)
+            run_id = job.record.run_id
+            for rank in ranks_in_order(job.record):
+                self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
             if job.spec.duration is not None:
-                self._push(max(0.0, job.spec.submit + job.spec.duration), _EXIT, "end", job.id, job.epoch)
-            self._emit(
-                "admit",
-                job=job.id,
-                placement=[{"rank": r.rank, "node": r.node, "devices": list(r.devices)} for r in placement],
-                initial=True,
-            )
+                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.id, run_id)
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:

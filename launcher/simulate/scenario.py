@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from labgang.agent import tomlfile
+from labgang.launcher.durations import DURATION_HELP, parse_duration
 from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
@@ -37,7 +38,7 @@ from labgang.launcher.queue_schema import (
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Feature = Literal[
     "borrow_within_cohort", "queueing_strategy", "fair_sharing", "hierarchical_cohorts", "admission_fair_sharing"
@@ -68,6 +69,20 @@ class ScenarioError(ValueError):
         self.problems = problems
         self.unreadable = unreadable
         super().__init__(f"{source}: " + "; ".join(problems))
+
+
+def _seconds(value: object) -> object:
+    """A time key's value: a number of seconds as is, or a duration string (``"10m"``, ``"1h30m"``)."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a duration; allowed: {DURATION_HELP}") from None
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+"""Seconds, written as a number or as a duration string such as ``"10m"`` (``launcher/durations.py``)."""
 
 
 class _Strict(BaseModel):
@@ -120,9 +135,9 @@ class JobModel(_Strict):
     gpus_per_worker: int | None = Field(default=None, ge=1)
     mig: str | None = None
     priority: int | str = 0
-    submit: float = 0.0
-    duration: float | None = Field(default=None, ge=0)
-    grace: float = Field(default=0.0, ge=0)
+    submit: Seconds = 0.0
+    duration: Seconds | None = Field(default=None, ge=0)
+    grace: Seconds = Field(default=0.0, ge=0)
     running: bool = False
     nodes: int | None = Field(default=None, ge=1)
     model: str | None = Field(default=None, min_length=1)
@@ -164,7 +179,7 @@ class JobModel(_Strict):
 class ExpectModel(_Strict):
     """``[[expect]]``: what must hold at ``at`` (absent: once no event is left)."""
 
-    at: float | None = None
+    at: Seconds | None = None
     running: list[str] | None = None
     pending: list[str] | None = None
     finished: list[str] | None = None
@@ -315,7 +330,7 @@ def describe_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
         elif err["type"] == "missing":
             lines.append(f"{where}: required key is missing")
         else:
-            lines.append(f"{where}: {err['msg']}")
+            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
     return sorted(set(lines), key=lines.index)
 
 

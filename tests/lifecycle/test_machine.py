@@ -87,3 +87,46 @@ def test_a_finished_job_leaves_the_model() -> None:
     assert fx.Finished(record) in out and "1" not in model.jobs
     assert record.status.state == JobState.SUCCEEDED
     assert model.apply(ev.CancelRequested(4.0, "1", "alice")) == []  # nothing left to cancel
+
+
+# ----- a gang admitted by a burst of cycles is never a victim of a later cycle of that burst
+
+
+def preempt(model: Lifecycle, now: float, admitted_before: frozenset[str] = frozenset()) -> list[fx.Effect]:
+    return model.apply(ev.CycleDecided(now, CycleResult((), (Preempt("2", ("1",), "p"),), ()), admitted_before))
+
+
+def test_not_a_victim_of_a_later_cycle_of_the_burst_that_admitted_it() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
+    victim = model.jobs["1"]
+    model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
+    out = preempt(model, 3.0, frozenset({"1"}))  # the next cycle of the same burst
+    assert victim.status.state == JobState.ADMITTED and victim.attempt == 0
+    assert not any(isinstance(e, (fx.Stop, fx.PreemptionCounted, fx.Dispatch)) for e in out)
+    assert model.jobs["2"].status.nominated == ("1",)  # the preemptor still names it
+
+
+def test_its_start_wakes_the_preemptor_and_then_it_is_stopped() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
+    victim = model.jobs["1"]
+    model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
+    preempt(model, 3.0, frozenset({"1"}))
+    woken: list[fx.Effect] = []
+    for rank, node in ((0, "n1"), (1, "n2")):
+        woken += model.apply(ev.RankObserved(3.5, node, victim.run_id, rank, RankPhase.RUNNING))
+    assert fx.WakeScheduler() in woken
+    out = preempt(model, 3.5)  # a new burst
+    assert victim.status.state == JobState.TERMINATING
+    assert [e for e in out if isinstance(e, fx.Stop)] == [
+        fx.Stop("n1", "1.0", 7.0, True),
+        fx.Stop("n2", "1.0", 7.0, True),
+    ]
+
+
+def test_in_a_later_burst_an_unlaunched_gang_is_evicted_at_once() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", priority=5)])
+    victim = model.jobs["1"]
+    model.apply(ev.CycleDecided(3.0, CycleResult((Admit("1", PLACEMENT),), (), ())))
+    out = preempt(model, 3.0)  # its dispatch never went out: nothing to stop, requeued now
+    assert (victim.status.state, victim.attempt, victim.status.restart_count) == (JobState.PENDING, 1, 0)
+    assert not any(isinstance(e, fx.Stop) for e in out)

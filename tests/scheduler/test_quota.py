@@ -76,3 +76,12 @@ def test_add_and_release_are_symmetric():
     book.add("lend1", "gpu", -5)
     assert book.pool_usage("lend", "gpu") == 0
     assert book.available("lend1", "gpu") == 8
+
+
+def test_borrowed_and_unused_lendable_parts():
+    # lend1 N=6 L=4 uses 1: 5 unused, of which it may lend 4; lend2 N=6 L=2 uses 9: borrows 3
+    book = QuotaBook(lenders(), {("lend1", "gpu"): 1, ("lend2", "gpu"): 9})
+    assert (book.borrowed("lend1", "gpu"), book.borrowed("lend2", "gpu")) == (0, 3)
+    assert (book.unused_lendable("lend1", "gpu"), book.unused_lendable("lend2", "gpu")) == (4, 0)
+    book.add("lend1", "gpu", 4)  # 5 used: 1 unused, all of it lendable
+    assert book.unused_lendable("lend1", "gpu") == 1
