@@ -44,6 +44,7 @@ machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -337,8 +338,13 @@ class Supervisor(RankStopper):
 
     # ------------------------------------------------------------------ forget
 
-    def forget(self, job_id: str) -> None:
+    def forget(self, job_id: str, run: Callable[[Callable[[], None]], object] | None = None) -> None:
         """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
+
+        Args:
+            run: given, each rank's journal folder is deleted by ``run(delete)`` (the agent hands
+                it to a worker thread: deleting folders can stall for tens of milliseconds while
+                the disk commits, and nothing waits for it); default: deleted now.
 
         Raises:
             UnknownJob: no rank of this job is supervised here.
@@ -349,7 +355,11 @@ class Supervisor(RankStopper):
         if busy:
             raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
         for rec in ranks:
-            self._journal.remove_rank(job_id, rec.spec.rank)
+            delete = functools.partial(self._journal.remove_rank, job_id, rec.spec.rank)
+            if run is None:
+                delete()
+            else:
+                run(delete)
             del self._ranks[rec.key]
             if self.cgroups is not None:
                 self.cgroups.release(job_id, rec.spec.rank)
@@ -455,6 +465,10 @@ class Supervisor(RankStopper):
                 events.append(self._event(rec, "started"))
 
         live = self._live(rec, snap, shim_alive)
+        if rec.exit_known and rec.pid is not None:
+            # The shim writes exit.json only after reaping the main process: a snapshot taken
+            # before this tick read it may still list that process, which is no leftover to stop.
+            live.pop(rec.pid, None)
         grown = any(pid not in rec.known for pid in live)
         rec.known.update(live)
         if len(rec.known) > KNOWN_PIDS_LIMIT:
@@ -468,12 +482,13 @@ class Supervisor(RankStopper):
                 rec.exit_known = True
                 rec.ended_at = self._wall()
                 log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        # Journalled once, at the end of this rank's step, unless a state change below journals
+        # the whole record first (before any signal it sends): one file replacement where there
+        # were two, on the path from a rank's exit to its devices being offered again.
+        unsaved = rec.state if (rec.exit_known and not rec.exit_reported) or grown else None
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
             events.append(self._event(rec, "exited"))
-            self._save(rec)
-        elif grown:
-            self._save(rec)
 
         state = rec.state
         if state is RankState.WARNED and rec.exit_known and live:
@@ -509,6 +524,8 @@ class Supervisor(RankStopper):
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
+        if unsaved is not None and rec.state is unsaved:
+            self._save(rec)
         return events
 
     # ------------------------------------------------------------------ recovery
