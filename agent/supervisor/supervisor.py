@@ -62,6 +62,7 @@ from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
+from .spares import SpareShims
 from .spec import LaunchSpec
 from .states import RankState
 from .status import RankEvent, RankStatus
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Supervisor(RankStopper):
+class Supervisor(SpareShims, RankStopper):
     """Start, stop, watch and re-adopt the gang ranks of one node.
 
     Args:
@@ -175,55 +176,6 @@ class Supervisor(RankStopper):
             log_max_bytes=config.log_max_bytes,
             **kwargs,
         )
-
-    # ------------------------------------------------------------------ spare small parents
-
-    def refill_spares(self) -> int:
-        """Start spare small parents until ``spare_shims`` are waiting; return how many were started.
-
-        Each is an interpreter that has done its start-up and waits for a rank folder, so that
-        :meth:`launch` skips that cost. Call it when nothing is starting (it costs CPU).
-
-        Raises:
-            OSError: an interpreter could not be started.
-        """
-        self._spares = [(p, t) for p, t in self._spares if p.poll() is None]
-        started = 0
-        while len(self._spares) < self.spare_shims:
-            self._spares.append(self._os.spawn_spare_shim())
-            started += 1
-        return started
-
-    @property
-    def spares_missing(self) -> int:
-        """How many spare small parents :meth:`refill_spares` would start now."""
-        return max(0, self.spare_shims - sum(1 for p, _ in self._spares if p.poll() is None))
-
-    def close_spares(self) -> None:
-        """Let every spare small parent exit (end of its input) and reap it."""
-        spares, self._spares = self._spares, []
-        for proc, _ in spares:
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        for proc, _ in spares:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
-        """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
-        while self._spares:
-            proc, ticks = self._spares.pop(0)
-            if self._os.assign_spare_shim(proc, rank_dir):
-                return proc, ticks
-            proc.kill()  # died, or its priority could not be restored: let it go, try the next
-            proc.wait()
-        return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
 
     # ------------------------------------------------------------------ queries
 
