@@ -15,18 +15,18 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Mapping
 
 from labgang.agent import paths
-from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection
+from labgang.launcher.api import fastjson
+from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection, quote, urlencode
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -145,9 +145,7 @@ def starting_pid(socket_path: str | Path) -> int | None:
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
-    from urllib.parse import quote  # not at the top: a shell command without a job id skips it
-
-    return f"/v1/jobs/{quote(str(job_id), safe='')}{suffix}"
+    return f"/v1/jobs/{quote(str(job_id))}{suffix}"
 
 
 def _next_cursor(page: Mapping[str, Any], query: Mapping[str, str]) -> str | None:
@@ -171,9 +169,9 @@ def _jobs_query(all_users: bool, user: str | None) -> dict[str, str]:
 def _error_from(status: int, body: bytes) -> ApiError:
     """Build an :class:`ApiError` from a non-2xx answer (``{"error": {"message","field","allowed"}}``)."""
     try:
-        payload = json.loads(body.decode("utf-8") or "{}")
+        payload = fastjson.loads(body.decode("utf-8") or "{}")
         err = payload.get("error") if isinstance(payload, dict) else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # UnicodeDecodeError or json.JSONDecodeError
         err = None
     if isinstance(err, dict) and err.get("message"):
         return ApiError(status, str(err["message"]), err.get("field"), err.get("allowed"))
@@ -185,8 +183,8 @@ def _json_body(status: int, body: bytes) -> dict[str, Any]:
     if status >= 400:
         raise _error_from(status, body)
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = fastjson.loads(body.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError or json.JSONDecodeError
         raise ApiError(status, f"coordinator sent a body that is not JSON ({exc})") from exc
     if not isinstance(payload, dict):
         raise ApiError(status, "coordinator sent JSON that is not an object")
@@ -274,11 +272,9 @@ class Client:
                 self.socket_path, f"the socket path is longer than {_MAX_SOCKET_PATH} bytes; use a shorter --state-dir"
             )
         if query:
-            from urllib.parse import urlencode
-
             path = f"{path}?{urlencode(query)}"
         url = path
-        payload = None if body is None else json.dumps(body).encode()
+        payload = None if body is None else fastjson.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"
@@ -398,9 +394,7 @@ class Client:
         Raises:
             ApiError: 403 a task that is not the caller's (nothing cancelled), 404 no such array.
         """
-        from urllib.parse import quote
-
-        return self._json("POST", f"/v1/arrays/{quote(str(array_id), safe='')}/cancel")
+        return self._json("POST", f"/v1/arrays/{quote(str(array_id))}/cancel")
 
     def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an

@@ -7,7 +7,6 @@ Shared by the click commands (:mod:`labgang.launcher.cli.jobs`) and the fast pat
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from labgang.launcher.text import control_characters
 
@@ -15,6 +14,7 @@ from labgang.launcher.text import control_characters
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 # Variables labgang sets for each rank; a value inherited from the submitting shell

@@ -12,6 +12,8 @@ import pwd
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from labgang.launcher.api.wire import UnixHTTPConnection
@@ -148,8 +150,19 @@ def test_without_a_coordinator_the_fast_path_fails_in_one_line_without_heavy_imp
 @pytest.fixture
 def coordinator(tmp_path):
     """A real coordinator (no agent: jobs stay pending) on a temporary state directory."""
+    yield from running_coordinator(tmp_path, "")
+
+
+@pytest.fixture
+def small_pages_coordinator(tmp_path):
+    """:func:`coordinator` listing 4 jobs a page (``limits.page_size``): ``queue`` follows cursors."""
+    yield from running_coordinator(tmp_path, "[limits]\npage_size = 4\n")
+
+
+def running_coordinator(tmp_path: Path, limits: str) -> Iterator[str]:
+    """Start ``labgang coordinator`` with one queue and ``limits`` (TOML); yield its state dir."""
     cfg = tmp_path / "cluster.toml"
-    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    cfg.write_text(limits + '[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
     state = tmp_path / "state"
     proc = subprocess.Popen(
         [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
@@ -202,6 +215,52 @@ def click_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
 def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
     return subprocess.run([sys.executable, "-m", "labgang.launcher", *args], capture_output=True, text=True, env=env)
+
+
+# Imported by the stdlib json module (re, and enum through it) or by urllib.parse: ~8 ms of a
+# regular install's 8 ms floor (bench/cli_latency.py). The editable install's import hook loads
+# them all before any command runs, so :func:`run_bare` measures without it.
+STDLIB_HEAVY = ("json", "re", "enum", "urllib.parse", "ipaddress", "collections")
+
+
+def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], str]:
+    """:func:`run_fast` in an interpreter started without ``site`` (``-S``): labgang is found
+    through a ``labgang`` link to this checkout in ``links``, so nothing but the command itself
+    imports modules. Returns (exit status, the STDLIB_HEAVY and HEAVY modules loaded, stdout)."""
+    if not (links / "labgang").exists():
+        (links / "labgang").symlink_to(Path(__file__).resolve().parents[2], target_is_directory=True)
+    watched = STDLIB_HEAVY + HEAVY
+    code = (
+        "import sys\n"
+        f"sys.argv = ['labgang', *{list(args)!r}]\n"
+        "from labgang.launcher.cli import quick\n"
+        "try:\n    quick.main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"print('REPORT', code, sorted(m for m in {watched!r} if m in sys.modules))\n"
+    )
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir, "PYTHONPATH": str(links)}
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, env=env)
+    out, _, report = done.stdout.rpartition("REPORT ")
+    status, loaded = report.split(" ", 1)
+    return int(status), eval(loaded), out  # noqa: S307 - our own repr of a list of module names
+
+
+@pytest.mark.slow
+def test_submit_queue_cancel_show_import_neither_json_nor_re(small_pages_coordinator, tmp_path):
+    """The stdlib json module (and the re it imports) is not on the hot commands' path: requests and
+    answers go through launcher/api/fastjson.py, query strings through launcher/api/wire.py."""
+    coordinator = small_pages_coordinator
+    status, loaded, out = run_bare(coordinator, tmp_path, "submit", "--name", "bare", "--time", "1h", "--", "true")
+    job_id = out.strip()
+    assert (status, loaded, job_id.isdigit()) == (0, [], True)
+    for _ in range(5):  # several pages of the listing: each cursor goes into a query string
+        run_bare(coordinator, tmp_path, "submit", "--name", "more", "--", "true")
+    status, loaded, out = run_bare(coordinator, tmp_path, "queue")
+    assert (status, loaded, len(out.splitlines())) == (0, [], 1 + 6)
+    for args in (["queue", "--all"], ["queue", "-u", "some one"], ["show", job_id]):
+        status, loaded, out = run_bare(coordinator, tmp_path, *args)
+        assert (status, loaded) == (0, []), args
+    status, loaded, out = run_bare(coordinator, tmp_path, "cancel", job_id)
+    assert (status, loaded, out) == (0, [], f"job {job_id}: cancelled\n")
 
 
 @pytest.mark.slow
