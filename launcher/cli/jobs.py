@@ -49,7 +49,7 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
-        jobs = client.jobs(all_users=all_users, user=user)
+        jobs = client.jobs(all_users=all_users, user=user, view="full" if as_json else "queue")
     active = active_jobs(jobs)
     click.echo(to_json({"jobs": active}) if as_json else job_table(active, time.time()))
 

@@ -372,7 +372,8 @@ def queue(args: list[str]) -> int:
     state_dir = _state_dir(options)
     try:
         with Client.for_state_dir(state_dir) as client:
-            jobs = client.jobs(all_users=options.get("all_users", False), user=options.get("user"))
+            view = "full" if options.get("as_json") else "queue"  # the table reads a few fields of each job
+            jobs = client.jobs(all_users=options.get("all_users", False), user=options.get("user"), view=view)
     except ClientError as err:
         return _refusal("queue", err)
     from labgang.launcher.cli.job_facts import active_jobs

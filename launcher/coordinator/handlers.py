@@ -97,6 +97,11 @@ def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, A
     return view
 
 
+def _queue_row(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
+    """The ``view=queue`` row of ``job`` (from the JobView ``caller`` sees: one kind of finite numbers)."""
+    return views.queue_view(_job_view(coord, caller, job))
+
+
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -113,8 +118,12 @@ async def submit(
 async def list_jobs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C``: the caller's jobs, one user's, or all,
-    in submission order, one page at a time.
+    """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C&view=full|queue``: the caller's jobs, one
+    user's, or all, in submission order, one page at a time.
+
+    ``view=queue`` lists each job as :func:`labgang.launcher.coordinator.views.queue_view` (the
+    fields ``labgang queue``'s table reads, no ``argv``: the same to every caller); the default,
+    ``full``, as whole JobViews.
 
     A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``) and
     about ``limits.max_page_bytes`` of JSON (at least one job);
@@ -127,12 +136,18 @@ async def list_jobs(
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
+    shape = query.get("view") or "full"
+    if shape not in ("full", "queue"):
+        raise BadRequest(f"view must be one of full, queue; got {shape!r}", field="view", allowed=["full", "queue"])
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None, after=after)
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
     cache = view_cache.cache_for(coord)
     build = functools.partial(_job_view, coord, caller)
     private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
+    if shape == "queue":  # no argv in a row: one variant for every caller
+        build = functools.partial(_queue_row, coord, caller)
+        private = False
     encoded: list[bytes] = []
     last: JobRecord | None = None
     more = False
@@ -140,7 +155,9 @@ async def list_jobs(
         if len(encoded) == limit:
             more = True
             break
-        data = cache.encoded(job, build, variant=private and _hides_argv(coord, caller, job))
+        data = cache.encoded(
+            job, build, variant=shape if shape == "queue" else private and _hides_argv(coord, caller, job)
+        )
         budget -= len(data)
         if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
             more = True

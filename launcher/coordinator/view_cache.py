@@ -34,19 +34,25 @@ class JobViewCache:
     order, which an instance never changes; a list compares three times faster than the dict), its
     history's length and last entry, and its ranks' fields; it is used only while all of them still
     match (the objects by identity, the fields by value). ``variant`` tells apart views of one job that differ by who
-    asks (``argv`` hidden under ``private_data``).
+    asks (``argv`` hidden under ``private_data``) or by shape (the ``queue`` row).
     """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, bool], tuple[JobRecord, Any, list[Any], int, Any, tuple[Any, ...], bytes]] = {}
+        self._entries: dict[
+            tuple[str, bool | str], tuple[JobRecord, Any, list[Any], int, Any, tuple[Any, ...], bytes]
+        ] = {}
 
-    def encoded(self, job: JobRecord, build: Callable[[JobRecord], dict[str, Any]], variant: bool = False) -> bytes:
+    def encoded(
+        self, job: JobRecord, build: Callable[[JobRecord], dict[str, Any]], variant: bool | str = False
+    ) -> bytes:
         """The JSON bytes of ``build(job)``, rebuilt only when the job changed.
 
         Args:
             job: the job.
             build: makes its JobView (a dict); called only on a miss.
-            variant: which of the job's views ``build`` makes (part of the key).
+            variant: which of the job's views ``build`` makes (part of the key): False for the
+                whole JobView, True for it without ``argv`` (``private_data``), ``"queue"`` for the
+                ``GET /v1/jobs?view=queue`` row.
 
         Raises:
             ValueError: the view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).

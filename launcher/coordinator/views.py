@@ -20,6 +20,34 @@ if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
 
 
+#: The fields of a JobView that ``labgang queue``'s table reads (launcher/cli/format.py
+#: ``job_table``: its columns, the folding of pending array tasks, the order of
+#: launcher/cli/job_facts.py ``active_jobs``): what ``GET /v1/jobs?view=queue`` lists per job,
+#: about a tenth of the bytes of a whole JobView (docs/openapi.json, ``JobRow``).
+QUEUE_VIEW_FIELDS = (
+    "id",
+    "name",
+    "user",
+    "queue",
+    "state",
+    "workers",
+    "gpus_per_worker",
+    "resource",
+    "priority",
+    "submit_time",
+    "reason",
+    "nodes",
+    "array_id",
+    "array_index",
+    "array_limit",
+)
+
+
+def queue_view(view: dict[str, Any]) -> dict[str, Any]:
+    """The ``queue`` row of a JobView: its :data:`QUEUE_VIEW_FIELDS`, in that order, values unchanged."""
+    return {name: view[name] for name in QUEUE_VIEW_FIELDS}
+
+
 def job_view(job: JobRecord) -> dict[str, Any]:
     """The JobView of one job."""
     st, spec = job.status, job.spec

@@ -1,0 +1,105 @@
+"""``GET /v1/jobs?view=queue``: the few fields ``labgang queue``'s table reads, page by page as the
+whole JobViews are, for every caller the same (no argv under ``private_data``)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from labgang.launcher.api import keys
+from labgang.launcher.cli.format import job_table
+from labgang.launcher.cli.job_facts import active_jobs
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.app import create_app
+from labgang.launcher.coordinator.routes import forwarded
+from labgang.launcher.coordinator.views import QUEUE_VIEW_FIELDS, queue_view
+
+NOBODY, DAEMON = 65534, 1
+
+
+async def start() -> web.AppRunner:
+    base = Path(tempfile.mkdtemp(prefix="lgq-", dir="/tmp"))
+    config = parse_config(
+        {
+            "private_data": True,
+            "limits": {"page_size": 3},
+            "queues": [{"name": "default", "nominal": {"gpu": 8, "mig-1g.10gb": 4}}],
+        }
+    )
+    runner = web.AppRunner(create_app(config, base / "state", token="t"))
+    await runner.setup()
+    return runner
+
+
+async def as_uid(app: web.Application, uid: int, method: str, path: str, query: dict[str, str], body: Any = None):
+    raw = json.dumps(body).encode() if body is not None else b""
+    status, _, data = await forwarded(app[keys.COORDINATOR], uid, method, path, query, raw)
+    return status, json.loads(data)
+
+
+async def pages(app: web.Application, uid: int, query: dict[str, str]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Every job of ``GET /v1/jobs`` following ``next_cursor``, and the cursors seen."""
+    jobs: list[dict[str, Any]] = []
+    cursors: list[Any] = []
+    while True:
+        status, page = await as_uid(app, uid, "GET", "/v1/jobs", query)
+        assert status == 200, page
+        jobs += page["jobs"]
+        cursors.append(page["next_cursor"])
+        if page["next_cursor"] is None:
+            return jobs, cursors
+        query = {**query, "cursor": page["next_cursor"]}
+
+
+async def test_the_queue_view_is_the_table_fields_of_each_job_page_by_page_for_every_caller() -> None:
+    runner = await start()
+    try:
+        app = runner.app
+        for uid, body in (
+            (NOBODY, {"argv": ["cat", "secret.txt"], "name": "one", "workers": 2}),
+            (NOBODY, {"argv": ["true"], "name": "sweep", "array": "0-6%2"}),
+            (DAEMON, {"argv": ["sleep", "1"], "mig": "1g.10gb", "priority": 0}),
+            (DAEMON, {"argv": ["true"], "dependency": "afterok:1"}),
+        ):
+            status, reply = await as_uid(app, uid, "POST", "/v1/jobs", {}, body)
+            assert status == 201, reply
+        await as_uid(app, NOBODY, "POST", "/v1/jobs/2_3/cancel", {})
+        for uid in (NOBODY, DAEMON):
+            full, full_cursors = await pages(app, uid, {"all": "1"})
+            rows, row_cursors = await pages(app, uid, {"all": "1", "view": "queue"})
+            assert len(full) == 1 + 7 + 2 and len(full_cursors) == 4  # pages of 3
+            assert row_cursors == full_cursors
+            assert rows == [queue_view(view) for view in full]
+            assert all(list(row) == list(QUEUE_VIEW_FIELDS) for row in rows)
+            assert [view["argv"] for view in full if view["user"] != ("nobody" if uid == NOBODY else "daemon")] == [
+                None
+            ] * (2 if uid == NOBODY else 8)  # private_data still hides others' argv in the full views
+            now = 1e10
+            assert job_table(active_jobs(rows), now) == job_table(active_jobs(full), now)
+            assert "2_[0-2,4-6%2]" in job_table(active_jobs(rows), now)  # the folded array, without task 3
+            mine, _ = await pages(app, uid, {"view": "queue"})
+            assert {row["user"] for row in mine} == {"nobody" if uid == NOBODY else "daemon"}
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_unknown_view_is_refused_naming_the_field_and_the_allowed_values() -> None:
+    runner = await start()
+    try:
+        status, reply = await as_uid(runner.app, NOBODY, "GET", "/v1/jobs", {"view": "compact"})
+        assert status == 400
+        assert (reply["error"]["field"], reply["error"]["allowed"]) == ("view", ["full", "queue"])
+        assert "\n" not in reply["error"]["message"] and "compact" in reply["error"]["message"]
+    finally:
+        await runner.cleanup()
+
+
+def test_openapi_documents_the_queue_rows_as_the_coordinator_builds_them() -> None:
+    spec = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    row = spec["components"]["schemas"]["JobRow"]
+    assert list(row["properties"]) == list(row["required"]) == list(QUEUE_VIEW_FIELDS)
+    [view] = [p for p in spec["paths"]["/v1/jobs"]["get"]["parameters"] if p["name"] == "view"]
+    assert view["schema"]["enum"] == ["full", "queue"]
