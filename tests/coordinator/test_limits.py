@@ -117,7 +117,7 @@ async def test_listings_come_in_pages_and_the_client_follows_them(server) -> Non
 def test_openapi_documents_the_page_parameters(repo_root: Path) -> None:
     spec = json.loads((repo_root / "docs" / "openapi.json").read_text())
     op = spec["paths"]["/v1/jobs"]["get"]
-    assert {p["name"] for p in op["parameters"]} == {"all", "user", "limit", "cursor"}
+    assert {p["name"] for p in op["parameters"]} == {"all", "user", "limit", "cursor", "view"}
     assert "next_cursor" in op["responses"]["200"]["content"]["application/json"]["schema"]["required"]
     assert "413" in spec["paths"]["/v1/jobs"]["post"]["responses"]
 
