@@ -61,7 +61,8 @@ def _refuse_default(value: object) -> object:
 
 _scan_once: Callable[[str, int], tuple[Any, int]] | None = None
 if _json is not None:
-    _scan_once = _json.make_scanner(_ScannerContext())
+    # typeshed types the context as a make_scanner itself (the attributes it reads are the same)
+    _scan_once = _json.make_scanner(_ScannerContext())  # type: ignore[arg-type]
 
 
 def _stdlib_dumps(value: Any) -> str:
