@@ -7,8 +7,10 @@ of them is enough); one list uses one separator::
     afternotok:12:13      12 and 13 each failed or were cancelled
     afterany:12           12 finished, whatever the outcome
     after:12              12 started (or finished without starting, e.g. cancelled while pending)
-    singleton             no other job with this job's name and user holds devices
+    singleton             no other job with this job's name and user runs (or goes first)
     12                    Slurm's shorthand for afterany:12
+
+Job ids may have leading zeros (``afterok:0016`` is ``afterok:16``), as ``cancel`` takes them.
 
 ``afterok:12:13`` names two conditions, ``afterok:12`` and ``afterok:13``, each joined to the
 others by the list's separator, as in Slurm. A job id names the job itself and, for a job

@@ -13,6 +13,11 @@ The model keeps only active jobs; a finished job a dependency names is kept as a
 gives the targets that finished before the model saw them (at start, and with
 :class:`~labgang.launcher.lifecycle.events.JobSubmitted`).
 
+``singleton`` (Slurm: at most one job of a name and user runs at once) holds a job while another
+job of its name and user holds devices or, submitted before it, is pending and not held; and
+:meth:`DependencyRules.admissible` keeps the later jobs of a released ``singleton`` job's name out
+of the cycle that may admit it, so one cycle never admits two of them.
+
 Dependencies are judged again only when a job they can concern changed (one they name, one
 with a ``singleton`` job's name and user, or a held job itself), so jobs without dependencies
 cost nothing. Pure: no I/O, no clock.

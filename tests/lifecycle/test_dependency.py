@@ -41,9 +41,20 @@ OK, NOTOK, ANY, AFTER = DependencyKind.AFTEROK, DependencyKind.AFTERNOTOK, Depen
         ("afterok:0016:012_03", [(OK, "16"), (OK, "12_3")], False, "afterok:16:12_3"),
     ],
     ids=[
-        "one", "two-ids", "all-of", "any-of", "spaces-singleton", "case", "bare-id", "array-task", "repeat",
-        "any-of-one-type", "any-of-id-list", "any-of-repeat", "leading-zeros",
-    ],  # fmt: skip
+        "one",
+        "two-ids",
+        "all-of",
+        "any-of",
+        "spaces-singleton",
+        "case",
+        "bare-id",
+        "array-task",
+        "repeat",
+        "any-of-one-type",
+        "any-of-id-list",
+        "any-of-repeat",
+        "leading-zeros",
+    ],
 )
 def test_parse(text: str, conditions: list[tuple[DependencyKind, str | None]], any_of: bool, canonical: str) -> None:
     dep = parse_dependency(text)
