@@ -419,6 +419,46 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
         c.store.close()
 
 
+def test_the_coalescing_window_is_a_multiple_of_the_last_cycle_cost_capped_by_the_settings() -> None:
+    from labgang.launcher.coordinator.scheduling import COALESCE_COST_FACTOR, coalescing_window
+
+    assert coalescing_window(0.01, 0.25, 0.0005) == pytest.approx(COALESCE_COST_FACTOR * 0.0005)
+    assert coalescing_window(0.01, 0.25, 0.5) == 0.01  # an expensive cycle: the configured window
+    assert coalescing_window(5.0, 0.25, 0.5) == 0.25  # never longer than cycle_coalesce_max_s
+    assert coalescing_window(0.0, 0.25, 0.5) == 0.0  # coalescing off
+
+
+async def test_a_kick_right_after_a_cheap_cycle_does_not_wait_for_the_whole_window(tmp_path: Path) -> None:
+    from labgang.launcher.coordinator.scheduling import scheduling_loop
+
+    config = parse_config(
+        {"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
+    )
+    c = Coordinator(config, Store(tmp_path / "db"))
+    conn = c.agents.attach("n1")
+    conn.connected, conn.last_seen = True, c.clock()
+    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c))
+
+    async def admitted(job_id: str) -> None:
+        while c.jobs[job_id].status.state == JobState.PENDING:
+            await asyncio.sleep(0.01)
+
+    try:
+        first = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        await asyncio.wait_for(admitted(first.id), 2.5)
+        cycles = c.cycles
+        # Inside the configured 5 s window of that cycle: a fixed window would hold it for 5 s.
+        second = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        await asyncio.wait_for(admitted(second.id), 2.5)
+        assert c.cycles > cycles
+    finally:
+        loop_task.cancel()
+        await asyncio.gather(loop_task, return_exceptions=True)
+        await c.close()
+        c.store.close()
+
+
 async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(coord: Coordinator) -> None:
     victims = [await submit(coord, workers=1, gpus_per_worker=1) for _ in range(3)]
     for k, victim in enumerate(victims):
