@@ -129,7 +129,8 @@ def run_fast(state_dir: str, *args: str) -> tuple[int, list[str], str]:
     Returns (exit status, the heavy modules it imported, its stdout before the report line).
     """
     code = (
-        "import sys\n"
+        "import atexit, sys\n"
+        "atexit.register(int)\n"  # quick.main then ends by SystemExit, not os._exit (see quick._leave)
         f"sys.argv = ['labgang', *{list(args)!r}]\n"
         "from labgang.launcher.cli import quick\n"
         "try:\n    quick.main()\nexcept SystemExit as exc:\n    code = exc.code\n"
@@ -231,7 +232,8 @@ def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], s
         (links / "labgang").symlink_to(Path(__file__).resolve().parents[2], target_is_directory=True)
     watched = STDLIB_HEAVY + HEAVY
     code = (
-        "import sys\n"
+        "import atexit, sys\n"
+        "atexit.register(int)\n"  # quick.main then ends by SystemExit, not os._exit (see quick._leave)
         f"sys.argv = ['labgang', *{list(args)!r}]\n"
         "from labgang.launcher.cli import quick\n"
         "try:\n    quick.main()\nexcept SystemExit as exc:\n    code = exc.code\n"
@@ -261,6 +263,22 @@ def test_submit_queue_cancel_show_import_neither_json_nor_re(small_pages_coordin
         assert (status, loaded) == (0, []), args
     status, loaded, out = run_bare(coordinator, tmp_path, "cancel", job_id)
     assert (status, loaded, out) == (0, [], f"job {job_id}: cancelled\n")
+
+
+@pytest.mark.slow
+def test_a_fast_command_ends_without_teardown_after_its_whole_output(coordinator):
+    """As a shell runs it, a fast command ends by ``os._exit`` (quick._leave): everything it wrote to
+    a pipe (here hundreds of kilobytes) arrives first, and the exit status is the command's."""
+    assert fast_run(coordinator, "submit", "--array", "0-299", "--name", "many", "--", "true").returncode == 0
+    listing = fast_run(coordinator, "queue", "--json")
+    assert (listing.returncode, listing.stderr) == (0, "")
+    assert len(listing.stdout) > 100_000
+    assert sorted(int(job["array_index"]) for job in json.loads(listing.stdout)["jobs"]) == list(range(300))
+    table = fast_run(coordinator, "queue")
+    assert (table.returncode, len(table.stdout.splitlines())) == (0, 2)  # the header, the folded array
+    refused = fast_run(coordinator, "cancel", "999")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr.startswith("labgang cancel: ") and refused.stderr.count("\n") == 1
 
 
 @pytest.mark.slow
