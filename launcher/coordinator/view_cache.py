@@ -77,9 +77,10 @@ class JobViewCache:
         return data
 
     def trim(self, known: int) -> None:
-        """Forget every entry once there are more than twice ``known`` (the jobs the coordinator
-        holds) plus 64: entries of jobs that are gone must not pile up. They are rebuilt on use."""
-        if len(self._entries) > 2 * known + 64:
+        """Forget every entry once there are more than three times ``known`` (the jobs the
+        coordinator holds: a job has at most three variants, whole, without ``argv`` and its
+        ``queue`` row) plus 64: entries of jobs that are gone must not pile up. They are rebuilt on use."""
+        if len(self._entries) > 3 * known + 64:
             self._entries.clear()
 
 

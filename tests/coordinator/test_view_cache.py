@@ -112,6 +112,17 @@ def test_the_cache_forgets_jobs_that_are_gone() -> None:
     assert listed(cache, kept) == fresh(kept)
 
 
+def test_the_three_variants_of_every_job_survive_a_trim() -> None:
+    """Whole views, views without argv (private_data) and queue rows of the same jobs are all kept."""
+    cache = JobViewCache()
+    jobs = [job(str(i)) for i in range(1, 101)]
+    for variant in (False, True, "queue"):
+        for record in jobs:
+            cache.encoded(record, job_view, variant=variant)
+    cache.trim(len(jobs))
+    assert len(cache._entries) == 300
+
+
 def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
     views = [job_view(job("1")), job_view(job("2"))]
     body = page_body([json.dumps(v).encode() for v in views], "2")
