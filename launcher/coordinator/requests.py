@@ -14,6 +14,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
+from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -45,11 +46,11 @@ class SubmitBody(BaseModel):
 
     name: Text | None = None
     queue: Text | None = None
-    workers: int = Field(default=1, ge=1, le=4096)
-    gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    gpus_per_worker: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_WORKER)
     mig: str | None = None
     priority: int | str | None = None
-    nodes: int | None = Field(default=None, ge=1, le=4096)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     gpu_model: Text | None = None
     grace_s: float | None = Field(default=None, ge=0, le=86400)
     time_limit_s: float | None = Field(default=None, gt=0)
@@ -57,7 +58,7 @@ class SubmitBody(BaseModel):
     signal: str | None = None
     topology: str | None = None
     cpu_bind: str | None = None
-    min_workers: int | None = Field(default=None, ge=1, le=4096)
+    min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     dependency: str | None = Field(default=None, max_length=4096)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
