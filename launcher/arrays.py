@@ -138,6 +138,25 @@ def fold(indices: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def fold_ids(job_ids: Iterable[str]) -> list[str]:
+    """Job ids with the tasks of each job array folded into one ``"45_[3-30]"`` at its first task's
+    place, as ``queue`` shows pending tasks; a lone task and other jobs keep their ids and order."""
+    ids = list(job_ids)
+    tasks: dict[str, list[int]] = {}
+    for job_id in ids:
+        task = split_task_id(job_id)
+        if task is not None:
+            tasks.setdefault(task[0], []).append(task[1])
+    out: list[str] = []
+    for job_id in ids:
+        task = split_task_id(job_id)
+        if task is None or len(tasks.get(task[0], ())) == 1:
+            out.append(job_id)
+        elif task[0] in tasks:
+            out.append(f"{task[0]}_[{fold(tasks.pop(task[0]))}]")
+    return out
+
+
 def step_of(indices: Sequence[int]) -> int:
     """The common step of evenly spaced ``indices`` (``SLURM_ARRAY_TASK_STEP``); 1 when uneven or single."""
     if len(indices) < 2:
