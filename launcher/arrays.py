@@ -125,16 +125,36 @@ def split_task_id(job_id: str) -> tuple[str, int] | None:
 
 
 def fold(indices: Iterable[int]) -> str:
-    """Sorted indices as Slurm prints them: runs of consecutive numbers as ranges, ``"1,3,5-9"``."""
-    parts: list[str] = []
+    """Sorted indices as Slurm prints them: runs of consecutive numbers as ranges, three or more
+    evenly spaced ones as a range with its step, ``"0-20:4,21,23,30-39"``. A stepped run never
+    takes the first member of a consecutive run (``"1,3,5-9"``), so ``parse_array`` reads the
+    result back to the same indices."""
     values = sorted(set(indices))
+    n = len(values)
+
+    def starts_run(m: int) -> bool:
+        return m + 1 < n and values[m + 1] == values[m] + 1
+
+    parts: list[str] = []
     i = 0
-    while i < len(values):
+    while i < n:
         j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+        while starts_run(j):
             j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
+        if j > i:
+            parts.append(f"{values[i]}-{values[j]}")
+            i = j + 1
+            continue
+        if i + 1 < n:
+            step = values[i + 1] - values[i]
+            while j + 1 < n and values[j + 1] - values[j] == step and not starts_run(j + 1):
+                j += 1
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}:{values[i + 1] - values[i]}")
+            i = j + 1
+        else:
+            parts.append(str(values[i]))
+            i += 1
     return ",".join(parts)
 
 

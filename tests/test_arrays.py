@@ -71,6 +71,16 @@ def test_fold_prints_runs_as_ranges() -> None:
     assert fold([]) == ""
 
 
+def test_fold_prints_evenly_spaced_runs_of_three_or_more_with_their_step_as_slurm_does() -> None:
+    assert fold(parse_array("0-20:4").indices) == "0-20:4"
+    assert fold([0, 4]) == "0,4"  # two members: no step
+    assert fold([0, 4, 8, 9, 10, 30, 40]) == "0,4,8-10,30,40"
+    assert fold([0, 4, 8, 10, 30, 40, 50]) == "0-8:4,10,30-50:10"
+    assert fold([1, 3, 5, 7, 8, 9]) == "1-5:2,7-9"  # a consecutive run keeps its members
+    for spec in ("0-20:4", "1,3,5-9", "0-99:3,200-210", "2,4,6,7,8,100"):
+        assert parse_array(fold(parse_array(spec).indices)).indices == parse_array(spec).indices
+
+
 def test_task_ids_and_steps() -> None:
     assert split_task_id("12_7") == ("12", 7)
     assert split_task_id("12") is None and split_task_id("x_1") is None and split_task_id("12_") is None
@@ -84,3 +94,11 @@ def test_task_environment_has_labgangs_and_slurms_names() -> None:
     assert env["SLURM_ARRAY_TASK_COUNT"] == "6"
     assert (env["SLURM_ARRAY_TASK_MIN"], env["SLURM_ARRAY_TASK_MAX"], env["SLURM_ARRAY_TASK_STEP"]) == ("0", "20", "4")
     assert len(env) == 12
+
+
+def test_queue_shows_pending_stepped_tasks_as_slurm_does() -> None:
+    from labgang.launcher.cli.format import fold_pending_tasks, folded_id
+
+    jobs = [{"id": f"18_{i}", "array_id": "18", "array_index": i, "state": "pending"} for i in range(0, 21, 4)]
+    [row] = fold_pending_tasks(jobs)
+    assert folded_id(row) == "18_[0-20:4]"
