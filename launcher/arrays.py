@@ -70,7 +70,7 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
 
     Raises:
         BadArraySpec: the message names the part that is wrong and why, e.g.
-            ``'"5-2": end below start'`` or ``'"%0": the cap must be >= 1'``.
+            ``'"5-2": end below start'`` or ``'"%0": the cap must be a whole number >= 1'``.
     """
     spec = text.strip()
     if not spec:
@@ -82,7 +82,7 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
             raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')
         limit = int(cap)
         if limit < 1:
-            raise BadArraySpec(f'"%{cap}": the cap must be >= 1 (tasks running at once)')
+            raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')
     if not body:
         raise BadArraySpec(f'"{spec}": no indices before the %; allowed: e.g. 0-99%8')
     indices: set[int] = set()
@@ -94,13 +94,15 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
         first, dash, last = rng.partition("-")
         start = _number(first, part, "start" if dash else "index")
         end = _number(last, part, "end") if dash else start
-        step = _number(step_text, part, "step") if colon else 1
+        step = 1
+        if colon:  # a bad step (missing, negative, not a number) reads as 0: one message below
+            step = int(step_text) if step_text.isascii() and step_text.isdigit() else 0
         if colon and not dash:
             raise BadArraySpec(f'"{part}": a step needs a range (start-end:step)')
         if end < start:
             raise BadArraySpec(f'"{part}": end below start')
-        if step < 1:
-            raise BadArraySpec(f'"{part}": step must be >= 1')
+        if step < 1:  # 0, negative, missing or not a number: one message for all
+            raise BadArraySpec(f'"{part}": step must be a whole number >= 1')
         if max_size is not None and end >= max_size:
             raise BadArraySpec(
                 f'"{part}": index {end} is over the largest allowed, {max_size - 1} (limits.max_array_size)'

@@ -37,13 +37,16 @@ def test_parses_slurm_syntax(text: str, indices: tuple[int, ...], limit: int | N
     [
         ("5-2", '"5-2": end below start'),
         ("0,5-2", '"5-2": end below start'),
-        ("0-10:0", '"0-10:0": step must be >= 1'),
+        ("0-10:0", '"0-10:0": step must be a whole number >= 1'),
+        ("0-20:-4", '"0-20:-4": step must be a whole number >= 1'),
+        ("0-20:x", '"0-20:x": step must be a whole number >= 1'),
+        ("0-20:", '"0-20:": step must be a whole number >= 1'),
         ("3:2", '"3:2": a step needs a range (start-end:step)'),
         ("a-3", "\"a-3\": start 'a' is not a whole number >= 0"),
         ("-3", '"-3": the start is missing'),
         ("1-", '"1-": the end is missing'),
         ("1,,2", '"1,,2": an empty part between commas'),
-        ("0-9%0", '"%0": the cap must be >= 1'),
+        ("0-9%0", '"%0": the cap must be a whole number >= 1'),
         ("0-9%x", '"%x": the cap must be a whole number >= 1'),
         ("%4", '"%4": no indices before the %'),
         ("", "empty; allowed:"),
@@ -54,6 +57,15 @@ def test_a_bad_spec_names_the_part_that_is_wrong(text: str, message: str) -> Non
     with pytest.raises(BadArraySpec) as info:
         parse_array(text)
     assert str(info.value).startswith(message)
+
+
+def test_the_cli_names_the_flag_once_with_the_same_step_message_for_zero_and_negative() -> None:
+    from labgang.launcher.cli.job_request import SubmissionError, build_submission
+
+    for step in ("0", "-4"):
+        with pytest.raises(SubmissionError) as info:
+            build_submission(argv=["x"], env={}, cwd="/", array=f"0-20:{step}")
+        assert str(info.value) == f'--array: "0-20:{step}": step must be a whole number >= 1'
 
 
 def test_max_size_bounds_every_index_as_slurms_max_array_size() -> None:
