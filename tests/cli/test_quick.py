@@ -311,6 +311,13 @@ def test_cancel_of_an_unknown_job_names_it_once_on_both_paths(coordinator):
 
 
 @pytest.mark.slow
+def test_cancel_of_an_unknown_array_task_names_it_once_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        result = run(coordinator, "cancel", "1_99")
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", "labgang cancel: no job 1_99\n"), run
+
+
+@pytest.mark.slow
 def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
     unknown = click_run(coordinator, "history", "-u", "nobodyatall")
     assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
