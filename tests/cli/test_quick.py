@@ -327,6 +327,18 @@ def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
 
 
 @pytest.mark.slow
+def test_history_of_a_queue_the_cluster_does_not_have_says_so_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        unknown = run(coordinator, "history", "--queue", "nosuch")
+        assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
+        assert unknown.stderr == (
+            "labgang history: note: no queue 'nosuch' in this cluster (queues: default; is the name right?)\n"
+        ), run
+        known = run(coordinator, "history", "--queue", "default")
+        assert (known.returncode, known.stderr) == (0, ""), run
+
+
+@pytest.mark.slow
 def test_an_array_through_the_fast_path_folds_and_cancels_as_the_click_commands(coordinator):
     """submit --array, queue (pending tasks folded into one line), show and cancel of a task and
     of the whole array: the fast path imports nothing heavy and prints what click prints."""
