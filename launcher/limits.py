@@ -14,6 +14,8 @@ MAX_WORKERS = 4096
 """Most ranks (and ``--nodes``, ``--min-workers``) one gang may ask for: submissions and scenario files."""
 MAX_GPUS_PER_WORKER = 64
 """Most full GPUs one rank may ask for (a rank lives on one node)."""
+MAX_TIME_LIMIT_S = 365 * 86400
+"""The longest ``--time`` (``time_limit_s``): 365 days, in seconds (docs/openapi.json ``maximum``)."""
 
 
 class LimitsConfig(BaseModel):
