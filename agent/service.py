@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -530,6 +531,16 @@ class AgentService:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
         self._forget_finished()
 
+    @staticmethod
+    def _in_background(work: Callable[[], None]) -> None:
+        """Run ``work`` on the loop's default worker threads, not waited for (errors are logged)."""
+
+        def done(fut: asyncio.Future[None]) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("background cleanup failed: %s", fut.exception())
+
+        asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(done)
+
     def _forget_finished(self) -> None:
         """Drop runs whose ranks are all gone and whose events were acknowledged (logs stay)."""
         sup = self.supervisor
@@ -541,7 +552,9 @@ class AgentService:
             by_job.setdefault(s.job_id, []).append(s)
         for job_id, ranks in by_job.items():
             if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
-                sup.forget(job_id)
+                # Journal folders are deleted on a worker thread: this runs as the coordinator's
+                # acknowledgement arrives, when the next gang's launch is due on this loop.
+                sup.forget(job_id, run=self._in_background)
                 self._fenced = {key for key in self._fenced if key[0] != job_id}
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:

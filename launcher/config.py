@@ -163,9 +163,10 @@ class ClusterConfig(_Strict):
     """The whole ``cluster.toml``.
 
     Times are seconds. An event after a quiet spell runs a scheduling cycle at once;
-    events within ``cycle_coalesce_s`` of the last cycle share the next one (never
-    waiting more than ``cycle_coalesce_max_s``), so a burst of submissions costs one
-    cycle per window and a lone release no wait at all.
+    events soon after the last cycle share the next one, within a window of four times
+    what that cycle cost, at most ``cycle_coalesce_s`` (never waiting more than
+    ``cycle_coalesce_max_s``), so a burst of submissions costs one cycle per window and a
+    lone release no wait at all.
     ``requeue_backoff_s`` is the first delay before a job that failed to start is offered
     again (doubling up to ``requeue_backoff_max_s``); after ``max_start_failures`` failed
     starts the job fails; ``kill_invalid_depend`` cancels a job whose dependency can never

@@ -85,6 +85,9 @@ class Activity:
     sm_active_pct: float
 
 
+KTHREADD_PID = 2  # the parent of every kernel thread (Linux)
+
+
 def _visible_devices_and_scope(
     proc: psutil.Process,
 ) -> tuple[tuple[tuple[str, ...], str | None, Declared], bool]:
@@ -278,13 +281,15 @@ class ProcessNvml:
         if self._scan:
             known = self._uuid_aliases()
             seen: set[tuple[int, float]] = set()
-            for proc in psutil.process_iter(["pid", "create_time"]):
+            for proc in psutil.process_iter(["pid", "ppid", "create_time"]):
                 key = (proc.info["pid"], proc.info["create_time"] or 0.0)
                 seen.add(key)
                 cached = self._env_cache.get(key)
                 if cached is None:
                     cached, final = _visible_devices_and_scope(proc)
-                    if final:
+                    # A kernel thread (kthreadd, pid 2, and its children) never has an environment
+                    # and never execs: its empty answer is final (most of a host's processes).
+                    if final or KTHREADD_PID in (proc.info["pid"], proc.info["ppid"]):
                         self._env_cache[key] = cached
                 if any(entry in known for entry in cached[0]):
                     # Read again on every scan: a process that re-executed itself keeps its pid and start

@@ -44,6 +44,7 @@ machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -61,6 +62,7 @@ from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
+from .spares import SpareShims
 from .spec import LaunchSpec
 from .states import RankState
 from .status import RankEvent, RankStatus
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Supervisor(RankStopper):
+class Supervisor(SpareShims, RankStopper):
     """Start, stop, watch and re-adopt the gang ranks of one node.
 
     Args:
@@ -174,55 +176,6 @@ class Supervisor(RankStopper):
             log_max_bytes=config.log_max_bytes,
             **kwargs,
         )
-
-    # ------------------------------------------------------------------ spare small parents
-
-    def refill_spares(self) -> int:
-        """Start spare small parents until ``spare_shims`` are waiting; return how many were started.
-
-        Each is an interpreter that has done its start-up and waits for a rank folder, so that
-        :meth:`launch` skips that cost. Call it when nothing is starting (it costs CPU).
-
-        Raises:
-            OSError: an interpreter could not be started.
-        """
-        self._spares = [(p, t) for p, t in self._spares if p.poll() is None]
-        started = 0
-        while len(self._spares) < self.spare_shims:
-            self._spares.append(self._os.spawn_spare_shim())
-            started += 1
-        return started
-
-    @property
-    def spares_missing(self) -> int:
-        """How many spare small parents :meth:`refill_spares` would start now."""
-        return max(0, self.spare_shims - sum(1 for p, _ in self._spares if p.poll() is None))
-
-    def close_spares(self) -> None:
-        """Let every spare small parent exit (end of its input) and reap it."""
-        spares, self._spares = self._spares, []
-        for proc, _ in spares:
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        for proc, _ in spares:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
-        """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
-        while self._spares:
-            proc, ticks = self._spares.pop(0)
-            if self._os.assign_spare_shim(proc, rank_dir):
-                return proc, ticks
-            proc.kill()  # died, or its priority could not be restored: let it go, try the next
-            proc.wait()
-        return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
 
     # ------------------------------------------------------------------ queries
 
@@ -337,8 +290,13 @@ class Supervisor(RankStopper):
 
     # ------------------------------------------------------------------ forget
 
-    def forget(self, job_id: str) -> None:
+    def forget(self, job_id: str, run: Callable[[Callable[[], None]], object] | None = None) -> None:
         """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
+
+        Args:
+            run: given, each rank's journal folder is deleted by ``run(delete)`` (the agent hands
+                it to a worker thread: deleting folders can stall for tens of milliseconds while
+                the disk commits, and nothing waits for it); default: deleted now.
 
         Raises:
             UnknownJob: no rank of this job is supervised here.
@@ -349,7 +307,11 @@ class Supervisor(RankStopper):
         if busy:
             raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
         for rec in ranks:
-            self._journal.remove_rank(job_id, rec.spec.rank)
+            delete = functools.partial(self._journal.remove_rank, job_id, rec.spec.rank)
+            if run is None:
+                delete()
+            else:
+                run(delete)
             del self._ranks[rec.key]
             if self.cgroups is not None:
                 self.cgroups.release(job_id, rec.spec.rank)
@@ -455,6 +417,10 @@ class Supervisor(RankStopper):
                 events.append(self._event(rec, "started"))
 
         live = self._live(rec, snap, shim_alive)
+        if rec.exit_known and rec.pid is not None:
+            # The shim writes exit.json only after reaping the main process: a snapshot taken
+            # before this tick read it may still list that process, which is no leftover to stop.
+            live.pop(rec.pid, None)
         grown = any(pid not in rec.known for pid in live)
         rec.known.update(live)
         if len(rec.known) > KNOWN_PIDS_LIMIT:
@@ -468,12 +434,13 @@ class Supervisor(RankStopper):
                 rec.exit_known = True
                 rec.ended_at = self._wall()
                 log.warning("rank %s/%s: small parent gone without an exit status", *rec.key)
+        # Journalled once, at the end of this rank's step, unless a state change below journals
+        # the whole record first (before any signal it sends): one file replacement where there
+        # were two, on the path from a rank's exit to its devices being offered again.
+        unsaved = rec.state if (rec.exit_known and not rec.exit_reported) or grown else None
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
             events.append(self._event(rec, "exited"))
-            self._save(rec)
-        elif grown:
-            self._save(rec)
 
         state = rec.state
         if state is RankState.WARNED and rec.exit_known and live:
@@ -509,6 +476,8 @@ class Supervisor(RankStopper):
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
+        if unsaved is not None and rec.state is unsaved:
+            self._save(rec)
         return events
 
     # ------------------------------------------------------------------ recovery

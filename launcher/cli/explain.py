@@ -106,7 +106,10 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     ]
     reason = job.get("reason") or {}
     if state == "pending" and reason.get("message"):
-        out.append(f"It waits: {reason['message']} ({reason.get('code')}).")
+        message = str(reason["message"])
+        # a dependency's reason already reads "waits for afterok:7 (running)"
+        said = f"It {message}" if message.startswith("waits ") else f"It waits: {message}"
+        out.append(f"{said} ({reason.get('code')}).")
     for h in job.get("history") or []:
         if "preempted by job" in str(h.get("message", "")):
             out.append(f"It was {h['message']}.")

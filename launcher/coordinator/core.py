@@ -522,7 +522,12 @@ class Coordinator:
             scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
             for job_id, job in touched.items()
         ):
-            self.kick()  # the cycle runs while this commit is written; its own commit follows
+            self.kick()
+            # One turn of the loop first: a scheduling loop outside its coalescing window runs
+            # the cycle now, so its admissions share this commit (one commit, not two, between
+            # a gang leaving its devices and the next one launching). The acknowledgement still
+            # waits for a commit that covers these events.
+            await asyncio.sleep(0)
         await self.flush()
 
     def on_disconnect(self, conn: AgentConn) -> None:

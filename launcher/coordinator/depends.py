@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from labgang.launcher.coordinator.errors import BadRequest
+from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
@@ -54,7 +54,9 @@ def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
     """The finished jobs the new job's dependency names (the model knows the active ones).
 
     Raises:
-        BadRequest: a job id that names no job, active or finished (field "dependency").
+        NotFound: a job id that names no job, active or finished (field "dependency"): a refusal
+            (exit status 1 in the CLI), as ``cancel`` of an unknown id is; a malformed text is a
+            ``BadRequest`` raised earlier, when the request is checked.
     """
     if not spec.dependency:
         return ()
@@ -69,5 +71,5 @@ def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
             or any(matches(name, job_id) for job_id in active)
         )
         if not known:
-            raise BadRequest(f"dependency: no job {name} (in {spec.dependency})", field="dependency")
+            raise NotFound(f"dependency: no job {name} (in {spec.dependency})", field="dependency")
     return tuple(done)

@@ -4,10 +4,13 @@ commit and dispatch.
 
 Events that can change a decision (submission, cancellation, a job leaving its devices
 or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
-loop. A kick after a quiet spell runs a cycle at once; kicks that come within
-``cycle_coalesce_s`` of the last cycle wait for the rest of that window and share one
+loop. A kick after a quiet spell runs a cycle at once; kicks that come within the
+coalescing window after the last cycle wait for the rest of that window and share one
 cycle, so a burst of submissions costs one cycle per window and a lone release costs no
-wait at all. Decisions are assumed in memory and written to the store; only after the
+wait at all. The window is :func:`coalescing_window`: ``COALESCE_COST_FACTOR`` times what
+the last cycle cost, at most ``cycle_coalesce_s``, so cycles take at most about a fifth of
+the loop under a stream of kicks, and a cheap cycle (a few pending jobs) does not hold a
+freed GPU idle for the whole configured window. Decisions are assumed in memory and written to the store; only after the
 commit are victims stopped and admitted gangs launched (assume, then confirm).
 """
 
@@ -40,6 +43,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("labgang.coordinator.scheduling")
 
 MAX_CYCLES_PER_WAKE = 32
+# The coalescing window is this many times the last cycle's own duration (at most
+# cycle_coalesce_s): the loop spends at most 1 / (1 + factor) of its time in cycles.
+COALESCE_COST_FACTOR = 4.0
+
+
+def coalescing_window(coalesce_s: float, coalesce_max_s: float, last_cycle_s: float) -> float:
+    """Seconds after a cycle during which further kicks wait and share the next cycle.
+
+    Args:
+        coalesce_s: ``cycle_coalesce_s``, the longest window.
+        coalesce_max_s: ``cycle_coalesce_max_s``, the longest any kick waits.
+        last_cycle_s: how long the last cycle (snapshot and decisions, not the commit) took.
+
+    Returns:
+        ``COALESCE_COST_FACTOR * last_cycle_s``, capped by both settings; 0 when either is 0.
+    """
+    return max(0.0, min(coalesce_s, coalesce_max_s, COALESCE_COST_FACTOR * last_cycle_s))
 
 
 def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
@@ -198,9 +218,8 @@ async def scheduling_loop(coord: Coordinator) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
     window), commit; admitted gangs are dispatched once their admission is committed."""
     loop = asyncio.get_running_loop()
-    # Never wait longer than cycle_coalesce_max_s for a cycle, whatever the window.
-    window = min(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s)
     last_cycle_end = float("-inf")
+    window = 0.0
     while True:
         await coord.wake.wait()
         # Leading edge: the first kick after a quiet window runs a cycle now; kicks inside the
@@ -216,13 +235,16 @@ async def scheduling_loop(coord: Coordinator) -> None:
             await coord.store.durable()
             await asyncio.sleep(0)
         try:
+            began = time.perf_counter()
             run_cycles(coord)
+            cost = time.perf_counter() - began
             await coord.flush()
         except Exception:  # a bug in one cycle must not stop scheduling for good
             log.exception("scheduling cycle failed")
             await asyncio.sleep(1.0)
             continue
         last_cycle_end = loop.time()
+        window = coalescing_window(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s, cost)
 
 
 async def timer_loop(coord: Coordinator) -> None:

@@ -7,8 +7,10 @@ of them is enough); one list uses one separator::
     afternotok:12:13      12 and 13 each failed or were cancelled
     afterany:12           12 finished, whatever the outcome
     after:12              12 started (or finished without starting, e.g. cancelled while pending)
-    singleton             no other job with this job's name and user holds devices
+    singleton             no other job with this job's name and user runs (or goes first)
     12                    Slurm's shorthand for afterany:12
+
+Job ids may have leading zeros (``afterok:0016`` is ``afterok:16``), as ``cancel`` takes them.
 
 ``afterok:12:13`` names two conditions, ``afterok:12`` and ``afterok:13``, each joined to the
 others by the list's separator, as in Slurm. A job id names the job itself and, for a job
@@ -43,7 +45,17 @@ class DependencyKind(str, enum.Enum):
 KINDS = tuple(k.value for k in DependencyKind)
 """The allowed dependency type names, for error messages."""
 
-_JOB_ID = re.compile(r"[1-9][0-9]*(?:_[0-9]+)?")
+_JOB_ID = re.compile(r"0*[1-9][0-9]*(?:_[0-9]+)?")
+"""A job id as typed: leading zeros allowed, as ``cancel`` and ``show`` take them (:func:`_normal_id`)."""
+
+UNSUPPORTED = ("aftercorr", "expand")
+"""Slurm dependency types labgang does not support (refused with a line saying so)."""
+
+
+def _normal_id(text: str) -> str:
+    """``"16"`` for ``"0016"``, ``"12_3"`` for ``"012_03"``: one spelling per job."""
+    head, sep, index = text.partition("_")
+    return f"{int(head)}_{int(index)}" if sep else str(int(head))
 
 
 class BadDependency(ValueError):
@@ -71,12 +83,21 @@ class Dependency:
     conditions: tuple[Condition, ...]
     any_of: bool = False
 
+    def __post_init__(self) -> None:
+        # One form per meaning, so that parse_dependency(dep.text) == dep: a repeated condition
+        # counts once, and with fewer than two conditions all-of and any-of are the same.
+        conditions = tuple(dict.fromkeys(self.conditions))
+        object.__setattr__(self, "conditions", conditions)
+        object.__setattr__(self, "any_of", self.any_of and len(conditions) > 1)
+
     @cached_property
     def text(self) -> str:
-        """The canonical spelling (what the job spec stores): ``"afterok:12:13,singleton"``."""
+        """The canonical spelling (what the job spec stores): ``"afterok:12:13,singleton"`` (all-of
+        joins the ids of neighbouring same-type conditions), ``"afterok:12?afterok:13"`` (any-of
+        spells each condition whole: ``afterok:12:13`` would read as all-of)."""
         groups: list[tuple[DependencyKind, list[str]]] = []
         for cond in self.conditions:
-            if cond.job_id is not None and groups and groups[-1][0] == cond.kind:
+            if not self.any_of and cond.job_id is not None and groups and groups[-1][0] == cond.kind:
                 groups[-1][1].append(cond.job_id)
             else:
                 groups.append((cond.kind, [] if cond.job_id is None else [cond.job_id]))
@@ -110,18 +131,23 @@ def parse_dependency(text: str) -> Dependency:
     conditions: list[Condition] = []
     for part in text.split("?" if any_of else ","):
         conditions.extend(_parse_part(part.strip()))
-    return Dependency(tuple(dict.fromkeys(conditions)), any_of)
+    return Dependency(tuple(conditions), any_of)
 
 
 def _parse_part(part: str) -> list[Condition]:
     if not part:
         raise BadDependency("dependency: an empty condition between separators; allowed: TYPE:ID[:ID...] or singleton")
     if _JOB_ID.fullmatch(part):
-        return [Condition(DependencyKind.AFTERANY, part)]  # Slurm's shorthand: a bare id is afterany
+        return [Condition(DependencyKind.AFTERANY, _normal_id(part))]  # Slurm's shorthand: a bare id is afterany
     name, *ids = part.split(":")
     try:
         kind = DependencyKind(name.lower())
     except ValueError:
+        if name.lower() in UNSUPPORTED:
+            raise BadDependency(
+                f"dependency: {part!r}: {name!r} is a Slurm dependency type labgang does not support; "
+                f"allowed: {', '.join(KINDS)}"
+            ) from None
         raise BadDependency(
             f"dependency: {part!r}: {name!r} is not a dependency type; allowed: {', '.join(KINDS)}"
         ) from None
@@ -133,13 +159,16 @@ def _parse_part(part: str) -> list[Condition]:
         raise BadDependency(f"dependency: {part!r}: {kind.value} needs at least one job id ({kind.value}:ID[:ID...])")
     for job_id in ids:
         if "+" in job_id:
-            raise BadDependency(f"dependency: {part!r}: a delay after a job ({job_id!r}) is not supported")
+            raise BadDependency(
+                f"dependency: {part!r}: a delay after a job ({job_id!r}) is a Slurm form labgang does not support; "
+                f"allowed: {kind.value}:ID[:ID...]"
+            )
         if not _JOB_ID.fullmatch(job_id):
             raise BadDependency(
                 f"dependency: {part!r}: {job_id!r} is not a job id; allowed: a job number such as 12, "
                 "or an array task such as 12_3"
             )
-    return [Condition(kind, job_id) for job_id in ids]
+    return [Condition(kind, _normal_id(job_id)) for job_id in ids]
 
 
 def matches(target: str, job_id: str) -> bool:

@@ -13,6 +13,11 @@ The model keeps only active jobs; a finished job a dependency names is kept as a
 gives the targets that finished before the model saw them (at start, and with
 :class:`~labgang.launcher.lifecycle.events.JobSubmitted`).
 
+``singleton`` (Slurm: at most one job of a name and user runs at once) holds a job while another
+job of its name and user holds devices or, submitted before it, is pending and not held; and
+:meth:`DependencyRules.admissible` keeps the later jobs of a released ``singleton`` job's name out
+of the cycle that may admit it, so one cycle never admits two of them.
+
 Dependencies are judged again only when a job they can concern changed (one they name, one
 with a ``singleton`` job's name and user, or a held job itself), so jobs without dependencies
 cost nothing. Pure: no I/O, no clock.
@@ -100,7 +105,23 @@ class DependencyRules(GangRules):
         """May a scheduling cycle at ``now`` consider ``job``? Pending, out of any requeue
         backoff (``not_before``), and not held by its dependency."""
         st = job.status
-        return st.state == JobState.PENDING and st.not_before <= now and job.id not in self.held
+        if st.state != JobState.PENDING or st.not_before > now or job.id in self.held:
+            return False
+        group = self._singles.get((job.spec.name, job.spec.user))
+        if group is None or job.id in group:
+            return True
+        # Not one cycle for two jobs of a singleton's name: a released singleton job goes first,
+        # the later jobs of its name wait until it holds devices.
+        for other_id in group:
+            other = self.jobs.get(other_id)
+            if (
+                other is not None
+                and other.seq < job.seq
+                and other.status.state == JobState.PENDING
+                and other_id not in self.held
+            ):
+                return False
+        return True
 
     # ----- indexes --------------------------------------------------------------------------
 
@@ -239,11 +260,15 @@ class DependencyRules(GangRules):
             key=lambda j: j.seq,
         )
         holders: dict[Key, JobRecord] = {}
+        waiting: dict[Key, list[JobRecord]] = {}  # pending jobs of the name that are not singleton dependents
         if keys:
             for job in self.jobs.values():
                 key = (job.spec.name, job.spec.user)
-                if key in keys and job.status.state.holds_devices:
-                    holders.setdefault(key, job)
+                if key in keys:
+                    if job.status.state.holds_devices:
+                        holders.setdefault(key, job)
+                    elif job.status.state == JobState.PENDING and job.id not in self._singles[key]:
+                        waiting.setdefault(key, []).append(job)
         self._released = False
         first: dict[Key, str] = {}  # singleton group -> the released job that goes first
         memo: dict[str, Verdict] = {}  # a sweep's jobs share one text: judge it once
@@ -259,6 +284,10 @@ class DependencyRules(GangRules):
                     holder = f"job {h.id} of the same name is {h.status.state.value}"
                 elif key in first:
                     holder = f"job {first[key]} of the same name goes first"
+                elif (ahead := _ahead(job, waiting.get(key, ()), self.held)) is not None:
+                    # A pending job of the name submitted earlier (or requeued) goes first: one
+                    # cycle must not admit both (Slurm: at most one job of a name and user runs).
+                    holder = f"job {ahead.id} of the same name is pending and goes first"
             text = job.spec.dependency or ""
             verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
             if dep is _UNPARSABLE:
@@ -313,7 +342,10 @@ class DependencyRules(GangRules):
         if st.reason_code in _HELD_CODES:
             st.reason_code = st.reason_message = None
         self._save(job)
-        self._history(job, "dependency-met", verdict.message)
+        if first_time:
+            # Once: the whole dependency held. ``singleton`` is judged again each time the job is
+            # pending; its later turns clear the reason without a history line.
+            self._history(job, "dependency-met", verdict.message)
         self._released = True
 
     def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
@@ -324,3 +356,10 @@ class DependencyRules(GangRules):
         self._save(job)
         self._history(job, "cancelled", f"dependency {verdict.message}")
         self._retire(job)
+
+
+def _ahead(job: JobRecord, others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
+    """The earliest pending job among ``others`` (jobs of ``job``'s name and user that are not
+    ``singleton`` dependents) submitted before ``job`` and not held by a dependency of its own."""
+    ahead = [o for o in others if o.seq < job.seq and o.id not in held]
+    return min(ahead, key=lambda o: o.seq) if ahead else None

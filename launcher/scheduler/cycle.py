@@ -409,6 +409,7 @@ class _Cycle:
             self.state.shares.add(e.spec.name, req.resource, req.total)
         self.on_change.append(e.spec.name)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
+        self.state.placed.add(e.job.id)
         self.chosen_victims.update(victims)
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 

@@ -19,8 +19,18 @@ and the victims taken so far removed:
    queue, each only if ``P < T0``.
 5. No fit: no victims at all. A fit: trim the set as the classical search does.
 
-The strategies keep the victim's share from ending below the preemptor's, so two queues can
-never evict each other back and forth.
+``less-than-initial-share`` (in step 2 or 4) also refuses a candidate whose removal would leave
+``T``'s branch, with any one victim already taken from it put back, below ``P`` (labgang's
+addition to Kueue's rule). ``P <= T1`` keeps each victim's branch at or above the preemptor's;
+``P < T0`` alone only keeps the candidate itself from coming back, while its removal can take
+the branch below ``P`` and let an earlier, smaller victim, requeued, evict the preemptor back by
+the same rule: an eviction cycle. With the addition, every victim of one search, requeued alone,
+leaves its branch at a share >= ``P``, so it cannot win back by ``less-than-initial-share``
+(``P`` only drops during a search; trimming can raise it again by putting back ``Q``'s own
+victims, a limit shared with Kueue). For the same reason a trimmed set holding a
+``less-than-initial-share`` victim is dropped (no victims at all) when, once ``j`` holds its
+room, a victim or a pending job of that victim's branch, added alone, would leave the branch
+below ``P`` and would not fit: it would evict ``j`` back at once, and ``Q`` would gain nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from collections.abc import Callable
 from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
 from labgang.launcher.scheduler.preemption import within_queue_allows
+from labgang.launcher.scheduler.quota import CohortTree
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
@@ -96,6 +107,18 @@ def fair_candidates(
     return out
 
 
+def _queues_under(tree: CohortTree, n: int) -> list[int]:
+    """The queues of ``n``'s subtree (``n`` itself when it is a queue)."""
+    out, todo = [], [n]
+    while todo:
+        m = todo.pop()
+        if tree.is_queue[m]:
+            out.append(m)
+        else:
+            todo.extend(tree.children[m])
+    return out
+
+
 class _Search:
     def __init__(
         self, state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
@@ -113,6 +136,8 @@ class _Search:
         self.ptr: dict[int, int] = {n: 0 for n in self.cands}
         self.aside: dict[int, list[RunningJob]] = {}
         self.victims: list[str] = []
+        self.taken: list[RunningJob] = []
+        self.second: set[str] = set()  # victims taken by less-than-initial-share
         self.key = _order(score)
         self.own_path = set(self.tree.ancestors(self.qn))
 
@@ -122,6 +147,30 @@ class _Search:
         """``(P, T's branch node)`` for target queue ``target``."""
         lca = lowest_common(self.book, self.qn, target)
         return share(self.book, branch(self.book, self.qn, lca)), branch(self.book, target, lca)
+
+    def lets_a_victim_return(self, v: RunningJob, p: Share, target: int) -> bool:
+        """Whether removing ``v`` as well leaves ``target``'s branch so low that a victim already
+        taken from that branch, put back alone, gives the branch a share below ``p``: that victim,
+        requeued, could then evict the preemptor back by less-than-initial-share."""
+        book, res = self.book, self.res
+        lca = lowest_common(book, self.qn, target)
+        tb = branch(book, target, lca)
+        tree = self.tree
+        mine = [w for w in self.taken if (n := tree.queue_id[w.queue]) == tb or tb in tree.ancestors(n)]
+        if not mine:
+            return False
+        book.add(v.queue, res, -v.request.total)
+        try:
+            for w in mine:
+                book.add(w.queue, res, w.request.total)
+                try:
+                    if share(book, tb) < p:
+                        return True
+                finally:
+                    book.add(w.queue, res, -w.request.total)
+        finally:
+            book.add(v.queue, res, v.request.total)
+        return False
 
     def share_without(self, node: int, v: RunningJob) -> Share:
         book = self.book
@@ -191,6 +240,7 @@ class _Search:
     def take(self, v: RunningJob) -> bool:
         self.state.remove(v.id)
         self.victims.append(v.id)
+        self.taken.append(v)
         return self.fits() is not None
 
     def run(self, rules: tuple[FairPreemption, ...]) -> tuple[list[str], RawPlacement] | None:
@@ -204,7 +254,50 @@ class _Search:
             for v in reversed(self.victims):
                 self.state.restore(v)
             return None
-        return self._trim()
+        found = self._trim()
+        if found is not None and self.second.intersection(found[0]) and self._undone(*found):
+            return None
+        return found
+
+    def _undone(self, kept: list[str], raw: RawPlacement) -> bool:
+        """Whether a job of the branch of a less-than-initial-share victim would evict ``j`` back
+        at once: after the preemption (``kept`` gone, ``j`` holding ``raw``), a victim or a pending
+        job of that branch (relative to ``L``) that, added alone, leaves the branch's share below
+        ``P`` and does not fit without taking ``j``'s room."""
+        state, book, tree, res, qn = self.state, self.book, self.tree, self.res, self.qn
+        req, q = self.job.request, self.spec.name
+        gone = [state.running[v] for v in kept]
+        targets = {tree.queue_id[v.queue] for v in gone if v.id in self.second}
+        with state.without(kept):
+            state.quota.add(q, res, req.total)
+            book.add(q, res, req.total)
+            held = state.devices.reserve([d for _, ds in raw for d in ds], self.job.id)
+            try:
+                for t in targets:
+                    lca = lowest_common(book, qn, t)
+                    tb = branch(book, t, lca)
+                    p = share(book, branch(book, qn, lca))
+                    for n in _queues_under(tree, tb):
+                        name = tree.names[n]
+                        back = {w.request for w in gone if w.queue == name}
+                        back.update(
+                            w.request.floor()
+                            for w in state.pending_in(name)
+                            if w.request.resource == res and not w.nominated and w.id not in state.placed
+                        )
+                        for r in back:
+                            book.add(name, res, r.total)
+                            try:
+                                low = share(book, tb) < p
+                            finally:
+                                book.add(name, res, -r.total)
+                            if low and not (state.quota_fits(name, r) and state.place(r) is not None):
+                                return True
+            finally:
+                state.devices.unreserve(held, self.job.id)
+                book.add(q, res, -req.total)
+                state.quota.add(q, res, -req.total)
+        return False
 
     def _steps(self, rules: tuple[FairPreemption, ...]) -> bool:
         book, qn, res = self.book, self.qn, self.res
@@ -240,8 +333,10 @@ class _Search:
                         ok_size = final[size] = p <= self.share_without(tb, v)
                     ok = ok_size
                 else:
-                    ok = p < t0
+                    ok = p < t0 and not self.lets_a_victim_return(v, p, target)
                 if ok:
+                    if first is FairPreemption.LESS_THAN_INITIAL_SHARE:
+                        self.second.add(v.id)
                     if self.take(v):
                         return True
                     break
@@ -254,8 +349,15 @@ class _Search:
                     break
                 dropped.add(target)
                 p, tb = self.pt(target)
-                if p < share(book, tb) and self.take(self.aside[target][0]):
-                    return True
+                v = self.aside[target][0]
+                # P < T0 alone only keeps v itself from coming back. After victims of the first rule
+                # (each judged with v still running), removing v can take the branch below P, and
+                # an earlier victim, requeued, would then win by this same rule: an eviction cycle
+                # (tests/scheduler/test_properties.py, test_known_eviction_cycle_counterexample).
+                if p < share(book, tb) and not self.lets_a_victim_return(v, p, target):
+                    self.second.add(v.id)
+                    if self.take(v):
+                        return True
         return False
 
     def _trim(self) -> tuple[list[str], RawPlacement] | None:

@@ -15,7 +15,14 @@ from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot, victim_order
+from labgang.launcher.scheduler.snapshot import (
+    PendingJob,
+    Placement,
+    RankPlacement,
+    RunningJob,
+    Snapshot,
+    victim_order,
+)
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
@@ -53,6 +60,8 @@ class CycleState:
         self._by_queue: dict[str, list[RunningJob]] | None = None
         self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
         self.tenant_score: Callable[[RunningJob], float] | None = None  # admission fair sharing
+        self.placed: set[str] = set()  # pending jobs admitted, or holding room as preemptors, this cycle
+        self._pending_by_queue: dict[str, list[PendingJob]] | None = None
 
     def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
         """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
@@ -74,6 +83,15 @@ class CycleState:
             for job in self.running.values():
                 self._by_queue.setdefault(job.queue, []).append(job)
         return self._by_queue.get(queue, [])
+
+    def pending_in(self, queue: str) -> list[PendingJob]:
+        """Pending jobs of ``queue`` from the snapshot, in snapshot order (those placed this cycle
+        included: see :attr:`placed`)."""
+        if self._pending_by_queue is None:
+            self._pending_by_queue = {}
+            for job in self.snapshot.pending:
+                self._pending_by_queue.setdefault(job.queue, []).append(job)
+        return self._pending_by_queue.get(queue, [])
 
     def job_devices(self, job_id: str) -> list[int]:
         """Device positions a running job holds (devices missing from the snapshot skipped)."""
@@ -134,6 +152,7 @@ class CycleState:
 
     def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
         """Admit ``job_id`` in this copy: add its usage and take its devices."""
+        self.placed.add(job_id)
         self.quota.add(queue, req.resource, req.total)
         if self.shares is not None:
             self.shares.add(queue, req.resource, req.total)

@@ -148,7 +148,8 @@ def test_singleton_runs_one_job_per_name_at_a_time(up, tmp_path):
 def test_a_dependency_on_no_job_or_with_a_bad_part_is_refused_in_one_line(up):
     before = up.cli("queue", "--all", "--json").stdout
     out = up.cli("submit", "-d", "afterok:99999", "--", "true")
-    assert out.returncode == 2
+    assert out.returncode == 1  # refused by the coordinator, as `cancel 99999` is
+    assert up.cli("cancel", "99999").returncode == 1
     assert out.stderr == "labgang submit: -d/--dependency: no job 99999 (in afterok:99999)\n"
     out = up.cli("submit", "-d", "afterok:1,afterbogus:2", "--", "true")
     assert out.returncode == 2 and out.stderr.count("\n") == 1
@@ -183,3 +184,38 @@ def test_dependencies_survive_a_restart_and_finished_jobs_are_read_from_the_stor
             assert second.wait_state(after_both, {"succeeded", "cancelled"})["state"] == "succeeded"
         finally:
             assert second.stop() == 0, second.output()
+
+
+def test_any_of_over_one_type_waits_for_the_other_and_starts_on_the_first_success(up, tmp_path):
+    gate = tmp_path / "gate"
+    failed = up.submit("--", "false")
+    ok = up.submit("--", "true")
+    up.wait_state(failed, {"failed"})
+    up.wait_state(ok, {"succeeded"})
+    slow = up.submit("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    up.wait_state(slow, {"running"})
+    waits = up.submit("-d", f"afterok:{failed}?afterok:{slow}", "--", "true")
+    starts = up.submit("-d", f"afterok:{ok}?afterok:{slow}", "--", "true")
+    held = up.job(waits)
+    assert held["state"] == "pending" and held["dependency"] == f"afterok:{failed}?afterok:{slow}"
+    assert held["reason"] == {"code": "dependency", "message": f"waits for afterok:{slow} (running)"}
+    shown = up.cli("show", waits).stdout
+    assert ["Dependency:", f"afterok:{failed}?afterok:{slow}"] in [line.split() for line in shown.splitlines()]
+    explained = up.cli("explain", waits).stdout
+    assert f"It waits for afterok:{slow} (running) (dependency)." in explained and "waits: waits" not in explained
+    assert up.wait_state(starts, {"succeeded", "cancelled"})["state"] == "succeeded"
+    gate.touch()
+    assert up.wait_state(waits, {"succeeded", "cancelled"})["state"] == "succeeded"
+
+
+def test_job_ids_with_leading_zeros_and_unsupported_slurm_types(up):
+    done = up.submit("--", "true")
+    up.wait_state(done, {"succeeded"})
+    after = up.submit("-d", f"afterok:{int(done):04d}", "--", "true")
+    assert up.job(after)["dependency"] == f"afterok:{done}"
+    for text, kind in (("expand:1", "expand"), ("aftercorr:1", "aftercorr")):
+        out = up.cli("submit", "-d", text, "--", "true")
+        assert out.returncode == 2 and out.stderr.count("\n") == 1
+        assert f"'{kind}' is a Slurm dependency type labgang does not support; allowed: after," in out.stderr
+    out = up.cli("submit", "-d", "after:1+5", "--", "true")
+    assert out.returncode == 2 and "is a Slurm form labgang does not support" in out.stderr

@@ -12,7 +12,7 @@ import pytest
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator import core
 from labgang.launcher.coordinator.core import Coordinator, lifecycle_policy
-from labgang.launcher.coordinator.errors import BadRequest
+from labgang.launcher.coordinator.errors import BadRequest, NotFound
 from labgang.launcher.coordinator.requests import Caller, build_spec
 from labgang.launcher.coordinator.scheduling import build_snapshot
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
@@ -61,7 +61,7 @@ async def test_a_submission_naming_no_job_is_refused_and_one_naming_an_old_job_r
     await coord.cancel(ROOT, newer.id)
     await coord.flush()
     assert ok.id not in coord.jobs  # only in SQLite now
-    with pytest.raises(BadRequest) as refused:
+    with pytest.raises(NotFound) as refused:  # a refusal (404, exit 1), as `cancel 999` is
         await coord.submit(ROOT, {**BODY, "dependency": "afterany:999"})
     assert (refused.value.message, refused.value.field) == ("dependency: no job 999 (in afterany:999)", "dependency")
     assert coord.store.count_jobs() == 2  # nothing was inserted

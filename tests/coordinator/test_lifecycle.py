@@ -4,89 +4,38 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
-from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
 from labgang.launcher.store import Store
 
-ROOT = Caller(uid=0, user="root", admin=True)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def clock_of(coord: Coordinator) -> Clock:
-    """The fake clock the ``coord`` fixture gave its coordinator (for tests to move)."""
-    assert isinstance(coord.clock, Clock)
-    return coord.clock
+sys.path.insert(0, str(Path(__file__).parent))
+from lifecycle_driver import (
+    ROOT,
+    Clock,
+    admit,
+    advance,
+    clock_of,
+    decide,
+    event,
+    make_coord,
+    node_inventory,
+    node_uuids,
+    start,
+    submit,
+)
 
 
 @pytest.fixture
 def coord(tmp_path: Path):
-    clock = Clock()
-    config = parse_config(
-        {
-            "startup_timeout_s": 30,
-            "node_timeout_s": 10,
-            "requeue_backoff_s": 4,
-            "max_start_failures": 2,
-            "queues": [{"name": "default", "nominal": {"gpu": 8}}],
-        }
-    )
-    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
-    for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, clock.now
-    yield c
-    c.store.close()
-
-
-async def submit(coord: Coordinator, **fields) -> str:
-    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
-    return job.id
-
-
-def decide(coord: Coordinator, result: CycleResult) -> None:
-    """Hand one cycle's result to the coordinator's lifecycle model at the current time."""
-    coord.apply(CycleDecided(coord.clock(), result))
-
-
-def admit(coord: Coordinator, job_id: str) -> None:
-    placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
-    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
-
-
-def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, status: int | None = None) -> None:
-    run_id = coord.jobs[job_id].run_id
-    coord.apply_rank_event(
-        node, {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
-    )
-
-
-def advance(coord: Coordinator, seconds: float) -> None:
-    """Let simulated time pass while every connected agent keeps reporting."""
-    clock_of(coord).now += seconds
-    for conn in coord.agents.nodes.values():
-        if conn.connected:
-            conn.last_seen = clock_of(coord).now
-
-
-def start(coord: Coordinator, job_id: str) -> None:
-    admit(coord, job_id)
-    event(coord, "n1", job_id, 0, "started")
-    event(coord, "n2", job_id, 1, "started")
+    yield from make_coord(tmp_path)
 
 
 async def test_runs_only_when_every_rank_started(coord: Coordinator) -> None:
@@ -297,152 +246,6 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     c.store.close()
 
 
-# ----- what wakes the scheduling loop ----------------------------------------------------------
-
-
-def _inventory(node: str, busy: dict[str, list[int]]) -> dict:
-    """A simulated 4-GPU node's inventory dict whose GPUs show the given pids (uuid -> pids)."""
-    from labgang.agent.inventory import read_inventory
-    from labgang.agent.nvml.machine import machine_from_toml
-    from labgang.agent.nvml.simulated import SimulatedNvml
-
-    sim = Path(__file__).resolve().parents[2] / "config" / "sim" / f"{node}-4gpu.toml"
-    backend = SimulatedNvml(machine_from_toml(sim.read_text(), str(sim)), scan_processes=False)
-    backend.nvmlInit()
-    for uuid, pids in busy.items():
-        for pid in pids:
-            backend.hold_memory(uuid, pid, 1 << 20)
-    return read_inventory(backend, hostname=node).to_dict()
-
-
-def _uuids(node: str) -> list[str]:
-    return [gpu["uuid"] for gpu in _inventory(node, {})["gpus"]]
-
-
-async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coord: Coordinator) -> None:
-    job_id = await submit(coord)
-    admit(coord, job_id)
-    run_id = coord.jobs[job_id].run_id
-    conn = coord.agents.nodes["n1"]
-
-    def ev(rank: int, kind: str, status: int | None = None) -> dict:
-        return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
-
-    coord.wake.clear()
-    await coord.on_rank_events(conn, [ev(0, "started")])
-    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
-    assert coord.jobs[job_id].status.state == JobState.RUNNING
-    assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
-    await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
-    assert not coord.wake.is_set()  # one rank done, the gang still holds every device
-    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
-    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
-    assert coord.wake.is_set()  # its devices are free
-
-
-async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(coord: Coordinator) -> None:
-    job_id = await submit(coord)
-    start(coord, job_id)
-    coord.wake.clear()
-    run_id = coord.jobs[job_id].run_id
-    await coord.on_rank_events(
-        coord.agents.nodes["n2"],
-        [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
-    )
-    assert coord.jobs[job_id].status.state == JobState.TERMINATING
-    assert coord.wake.is_set()
-
-
-async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
-    conn = coord.agents.nodes["n1"]
-    uuids = _uuids("n1")
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
-    assert coord.wake.is_set()  # the first inventory: devices to offer
-    job_id = await submit(coord, workers=1, gpus_per_worker=1)
-    placement = (RankPlacement(0, "n1", (uuids[0],)),)
-    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
-    coord.wake.clear()
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
-    assert not coord.wake.is_set()  # the job's own process on its own device
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242], uuids[1]: [777]}), "ranks": []})
-    assert coord.wake.is_set()  # a process outside labgang took a free device
-    coord.wake.clear()
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
-    assert coord.wake.is_set()  # and gave it back
-
-
-async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coordinator) -> None:
-    conn = coord.agents.nodes["n1"]
-    uuids = _uuids("n1")
-    job_id = await submit(coord, workers=1, gpus_per_worker=1)
-    placement = (RankPlacement(0, "n1", (uuids[0],)),)
-    decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
-    await coord.on_inventory(conn, {"inventory": _inventory("n1", {uuids[0]: [4242]}), "ranks": []})
-    run_id = coord.jobs[job_id].run_id
-    events = [
-        {"job_id": run_id, "rank": 0, "kind": k, "exit_status": s, "time": coord.clock()}
-        for k, s in (("started", None), ("exited", 0), ("gone", 0))
-    ]
-    await coord.on_rank_events(conn, events, inventory=_inventory("n1", {}))
-    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
-    assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
-    from labgang.launcher.coordinator.scheduling import unavailable_devices
-
-    assert uuids[0] not in unavailable_devices(coord, coord.held_devices())  # free, not blocked by stale pids
-
-
-async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:
-    from labgang.launcher.coordinator.scheduling import scheduling_loop
-
-    config = parse_config(
-        {"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
-    )
-    c = Coordinator(config, Store(tmp_path / "db"))
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, c.clock()
-    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c))
-    try:
-        job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
-
-        async def admitted() -> None:
-            while c.jobs[job.id].status.state == JobState.PENDING:
-                await asyncio.sleep(0.01)
-
-        # Far less than the 5 s window: a trailing debounce would still be waiting.
-        await asyncio.wait_for(admitted(), 2.5)
-        assert c.cycles >= 1
-    finally:
-        loop_task.cancel()
-        await asyncio.gather(loop_task, return_exceptions=True)
-        await c.close()
-        c.store.close()
-
-
-async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(coord: Coordinator) -> None:
-    victims = [await submit(coord, workers=1, gpus_per_worker=1) for _ in range(3)]
-    for k, victim in enumerate(victims):
-        placement = (RankPlacement(0, "n1", (f"GPU-{k}",)),)
-        decide(coord, CycleResult(admitted=(Admit(victim, placement),), preempted=(), pending=()))
-        event(coord, "n1", victim, 0, "started")
-    urgent = await submit(coord, workers=1, gpus_per_worker=3, priority=10)
-    decide(coord, CycleResult(admitted=(), preempted=(Preempt(urgent, tuple(victims), "priority"),), pending=()))
-    conn = coord.agents.nodes["n1"]
-    for k, victim in enumerate(victims):
-        coord.wake.clear()
-        run_id = coord.jobs[victim].run_id
-        await coord.on_rank_events(
-            conn,
-            [
-                {"job_id": run_id, "rank": 0, "kind": kind, "exit_status": 143, "time": coord.clock()}
-                for kind in ("exited", "gone")
-            ],
-        )
-        assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
-        last = k == len(victims) - 1
-        assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"
-
-
 # ----- a finished gang never runs twice; a gang never evicted by the cycle that admits it --------
 
 
@@ -526,7 +329,7 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
     conn = c.agents.attach("n1")
     conn.connected, conn.last_seen = True, c.clock()
     # Every GPU shows a process labgang did not start: nothing is offered, the job waits.
-    await c.on_inventory(conn, {"inventory": _inventory("n1", {u: [777] for u in _uuids("n1")}), "ranks": []})
+    await c.on_inventory(conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []})
     loop_task = asyncio.create_task(scheduling_loop(c))
     try:
         waiter = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
@@ -579,7 +382,7 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     conn = c.agents.attach("n1")
     conn.connected, conn.last_seen = True, clock.now
-    await c.on_inventory(conn, {"inventory": _inventory("n1", {}), "ranks": []})
+    await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
 
     def submit_now(priority: int) -> str:  # recorded without a commit: no dispatch runs in this test
         spec = build_spec({"argv": ["x"], "workers": 1, "gpus_per_worker": 4, "priority": priority}, ROOT, config)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from labgang.launcher.lifecycle.dependency import (
     BadDependency,
     Condition,
+    Dependency,
     DependencyKind,
     Outcome,
     Target,
@@ -32,8 +35,26 @@ OK, NOTOK, ANY, AFTER = DependencyKind.AFTEROK, DependencyKind.AFTERNOTOK, Depen
         ("12", [(ANY, "12")], False, "afterany:12"),
         ("afterok:12_3", [(OK, "12_3")], False, "afterok:12_3"),
         ("afterok:12,afterok:12", [(OK, "12")], False, "afterok:12"),
+        ("afterok:12?afterok:13", [(OK, "12"), (OK, "13")], True, "afterok:12?afterok:13"),
+        ("afterok:12:13?afterok:14", [(OK, "12"), (OK, "13"), (OK, "14")], True, "afterok:12?afterok:13?afterok:14"),
+        ("afterok:12?afterok:12", [(OK, "12")], False, "afterok:12"),
+        ("afterok:0016:012_03", [(OK, "16"), (OK, "12_3")], False, "afterok:16:12_3"),
     ],
-    ids=["one", "two-ids", "all-of", "any-of", "spaces-singleton", "case", "bare-id", "array-task", "repeat"],
+    ids=[
+        "one",
+        "two-ids",
+        "all-of",
+        "any-of",
+        "spaces-singleton",
+        "case",
+        "bare-id",
+        "array-task",
+        "repeat",
+        "any-of-one-type",
+        "any-of-id-list",
+        "any-of-repeat",
+        "leading-zeros",
+    ],
 )
 def test_parse(text: str, conditions: list[tuple[DependencyKind, str | None]], any_of: bool, canonical: str) -> None:
     dep = parse_dependency(text)
@@ -58,7 +79,11 @@ def test_parse(text: str, conditions: list[tuple[DependencyKind, str | None]], a
         ("afterok:12,afterany:13?after:14", "mixes ',' (all of) and '?' (any of)"),
         ("afterok:12,,afterok:13", "an empty condition"),
         ("singleton:12", "'singleton:12': singleton takes no job id"),
-        ("after:12+5", "'after:12+5': a delay after a job ('12+5') is not supported"),
+        ("after:12+5", "'after:12+5': a delay after a job ('12+5') is a Slurm form labgang does not support"),
+        ("expand:12", "'expand:12': 'expand' is a Slurm dependency type labgang does not support; allowed: after,"),
+        ("aftercorr:12", "'aftercorr' is a Slurm dependency type labgang does not support"),
+        ("afterok:0", "'0' is not a job id"),
+        ("afterok:00", "'00' is not a job id"),
     ],
 )
 def test_a_bad_dependency_names_the_part_that_is_wrong(text: str, names: str) -> None:
@@ -156,3 +181,22 @@ def test_singleton_waits_for_the_holder_and_met_before_judges_only_singleton() -
     assert verdict.message == "waits for singleton (job 4 of the same name is running)"
     assert judge(dep, {}, None, met_before=True).outcome == Outcome.MET
     assert judge(dep, {}, "job 4 of the same name is running", met_before=True).outcome == Outcome.WAITING
+
+
+_ids = st.builds(
+    lambda job, task: str(job) if task is None else f"{job}_{task}",
+    st.integers(1, 10**6),
+    st.none() | st.integers(0, 10**4),
+)
+_conditions = st.one_of(
+    st.builds(Condition, st.sampled_from([OK, NOTOK, ANY, AFTER]), _ids),
+    st.just(Condition(DependencyKind.SINGLETON)),
+)
+
+
+@given(st.lists(_conditions, min_size=1, max_size=8), st.booleans())
+def test_the_canonical_text_parses_back_to_the_same_dependency(conditions: list[Condition], any_of: bool) -> None:
+    dep = Dependency(tuple(conditions), any_of)
+    assert parse_dependency(dep.text) == dep
+    assert parse_dependency(dep.text).text == dep.text
+    assert dep.any_of == (any_of and len(set(conditions)) > 1)

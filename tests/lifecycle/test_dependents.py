@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.dependency import Target
+from labgang.launcher.lifecycle.dependency import Target, parse_dependency
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
@@ -253,3 +253,66 @@ def test_a_stored_dependency_that_no_longer_parses_never_holds() -> None:
     assert model.jobs["1"].status.state == JobState.PENDING
     cancelled = next(e.job for e in out if isinstance(e, fx.Finished))
     assert reason(cancelled) == ("dependency_never", "the stored dependency 'afterwards:1' does not parse")
+
+
+def test_any_of_over_one_type_survives_the_stored_text() -> None:
+    # The spec stores the canonical text and the model parses it again: `?` must stay any-of.
+    model = Lifecycle(POLICY)
+    for record in (job("1"), job("2"), job("3"), job("4")):
+        submit(model, record)
+    stored = parse_dependency("afterok:1?afterok:2").text
+    assert stored == "afterok:1?afterok:2"
+    waits, starts = job("5", stored), job("6", parse_dependency("afterok:3?afterok:4").text)
+    submit(model, waits)
+    submit(model, starts)
+    run(model, "1", 2.0)
+    end(model, "1", 3.0, 1)
+    run(model, "2", 3.0)
+    assert waits.status.state == JobState.PENDING  # 1 failed, 2 may still succeed
+    assert reason(waits) == ("dependency", "waits for afterok:2 (running)")
+    run(model, "3", 4.0)
+    end(model, "3", 5.0, 0)
+    assert model.admissible(starts, 5.0)  # 3 succeeded: enough, 4 is still pending
+
+
+def test_a_requeued_job_of_the_name_goes_first_and_the_history_stays_true() -> None:
+    model = Lifecycle(POLICY)
+    a, b = job("1", name="solo"), job("2", "singleton", name="solo")
+    submit(model, a)
+    submit(model, b)
+    run(model, "1", 2.0)
+    requeue(model, "1", 3.0)
+    assert a.status.state == JobState.PENDING
+    assert not model.admissible(b, 10.0)
+    assert reason(b) == ("dependency", "waits for singleton (job 1 of the same name is pending and goes first)")
+    assert [h.event for h in b.history].count("dependency-met") == 0
+    admit(model, "1", 10.0)
+    model.apply(ev.RankObserved(10.0, "n1", a.run_id, 0, RankPhase.RUNNING, pid=101))  # its second attempt
+    assert reason(b) == ("dependency", "waits for singleton (job 1 of the same name is running)")
+    assert not model.admissible(b, 10.0)
+    model.apply(ev.RankObserved(11.0, "n1", a.run_id, 0, RankPhase.GONE, exit_status=0))
+    assert model.admissible(b, 11.0)
+    assert [h.event for h in b.history].count("dependency-met") == 1
+    run(model, "2", 12.0)
+    requeue(model, "2", 13.0)  # its turn again: no second dependency-met line
+    assert model.admissible(b, 20.0) and [h.event for h in b.history].count("dependency-met") == 1
+
+
+def test_a_released_singleton_job_and_a_later_job_of_its_name_are_not_offered_together() -> None:
+    model = Lifecycle(POLICY)
+    b, c = job("2", "singleton", name="solo"), job("3", name="solo")
+    submit(model, b)
+    submit(model, c)
+    assert model.admissible(b, 1.0) and not model.admissible(c, 1.0)
+    run(model, "2", 2.0)
+    assert model.admissible(c, 2.0)  # Slurm: only the singleton job itself waits for others
+
+
+def test_after_a_restart_requeued_tasks_of_the_name_go_before_a_singleton_job() -> None:
+    tasks = [job(f"7_{i}", name="cmp") for i in range(3)]
+    single = replace(job("8", "singleton", name="cmp"), seq=8000)  # after the array's tasks
+    for task in tasks:  # running before the restart, requeued by the shutdown
+        task.status.restart_count = 1
+    model = Lifecycle(POLICY, [*tasks, single])
+    assert all(model.admissible(t, 1.0) for t in tasks)
+    assert not model.admissible(single, 1.0)

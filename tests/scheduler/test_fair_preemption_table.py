@@ -333,6 +333,42 @@ CASES = [
         cohorts=[{"name": "all", "nominal": {"gpu": 3}}],
     ),
     C(
+        "reclaim borrowable quota from user using the most",
+        ["b1"],
+        [U("a1", "a"), U("a2", "a"), U("a3", "a")] + [U(f"b{i}", "b") for i in range(1, 6)] + [U("c1", "c")],
+        ("a_incoming", "a", 1, 0),
+    ),
+    C(
+        "CQ with higher weight can preempt more",
+        ["b1", "b2"],
+        [U("a1", "a"), U("a2", "a"), U("a3", "a")] + [U(f"b{i}", "b") for i in range(1, 7)],
+        ("a_incoming", "a", 2, 0),
+        queues=[
+            Q("a", "all", 3, 2.0, within="lower-priority", reclaim="any"),
+            Q("b", "all", 3, within="lower-priority", reclaim="any"),
+            Q("c", "all", 3, within="lower-priority", reclaim="any"),
+        ],
+    ),
+    C(
+        "deep preemption",
+        ["b1"],
+        [U("b1", "b")],
+        ("a1", "a", 1, 0),
+        queues=[Q("a", "AAA", 0, reclaim="any"), Q("b", "BBB", 0)],
+        cohorts=[
+            {"name": "A", "parent": "ROOT", "fair_weight": 1.01},
+            {"name": "AA", "parent": "A"},
+            {"name": "AAA", "parent": "AA"},
+            {"name": "B", "parent": "ROOT", "fair_weight": 0.99},
+            {"name": "BB", "parent": "B"},
+            {"name": "BBB", "parent": "BB"},
+            {"name": "C", "parent": "ROOT"},
+            {"name": "CC", "parent": "C"},
+            {"name": "CCC", "parent": "CC"},
+            {"name": "CCCC", "parent": "CCC", "nominal": {"gpu": 1}},
+        ],
+    ),
+    C(
         "skipped by first strategy kept for second",
         ["y1", "x1"],
         [U("p1", "p", 2), U("y1", "y", 2), U("y2", "y", 2), U("x1", "x"), U("x2", "x")],
@@ -341,6 +377,46 @@ CASES = [
         cohorts=[{"name": "A", "parent": "ROOT", "fair_weight": 0.0, "nominal": {"gpu": 1}}],
     ),
 ]
+
+
+# labgang's addition to less-than-initial-share (launcher/scheduler/fairpreempt.py): a candidate
+# is refused when its removal leaves its queue's branch, with an earlier victim of that branch put
+# back, below the preemptor's share. In the first two rows Kueue's rules take {b1, b2} (with both
+# rules: b1 by the first, b 1000 -> 667 >= a's 500, then b2 by the second, 500 < 667), leaving b at
+# 0; b1, requeued (333 < 500), would then evict a_incoming back. In the last row the second rule
+# takes b2 after b1: b1 put back would leave b at 333 >= a's 133.
+OWN_CASES = [
+    C(
+        "second rule refused when an earlier victim could return",
+        [],
+        [U("b1", "b", 1), U("b2", "b", 2)],
+        ("a_incoming", "a", 6, 0),
+        queues=[Q("a", "all", 3, reclaim="any"), Q("b", "all", 0, 0.5)],
+        cohorts=[{"name": "all", "nominal": {"gpu": 3}}],
+    ),
+    C(
+        "less-than-initial-share alone: refused the same way",
+        [],
+        [U("b1", "b", 1), U("b2", "b", 2)],
+        ("a_incoming", "a", 6, 0),
+        strategies=["less-than-initial-share"],
+        queues=[Q("a", "all", 3, reclaim="any"), Q("b", "all", 0, 0.5)],
+        cohorts=[{"name": "all", "nominal": {"gpu": 3}}],
+    ),
+    C(
+        "second rule kept when no earlier victim could return",
+        ["b1", "b2"],
+        [U("b1", "b", 2), U("b2", "b", 1)],
+        ("a_incoming", "a", 6, 0),
+        queues=[Q("a", "all", 2, 5.0, reclaim="any"), Q("b", "all", 0)],
+        cohorts=[{"name": "all", "nominal": {"gpu": 4}}],
+    ),
+]
+
+
+@pytest.mark.parametrize("want,args,kw", OWN_CASES)
+def test_second_rule_never_lets_a_victim_return(want: list[str], args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+    assert first_preemption(*args, **kw) == set(want)
 
 
 @pytest.mark.parametrize("want,args,kw", CASES)

@@ -237,3 +237,43 @@ def test_bad_arguments_are_refused_with_the_field_name(sup, make_spec):
     sup.launch(make_spec(["sleep", "60"]))
     with pytest.raises(ValueError, match="grace: -1 is negative"):
         sup.stop_job("job1", grace=-1)
+
+
+def test_a_main_process_seen_alive_by_a_snapshot_older_than_its_exit_status_is_no_leftover(
+    sup, make_spec, h, state_dir
+):
+    # The snapshot a tick starts with can predate the shim reaping the main process and writing
+    # exit.json, which the same tick then reads: that process is gone, not a leftover to stop.
+    gate = state_dir / "gate"
+    os.mkfifo(gate)
+    sup.launch(make_spec(["sh", "-c", f"read _ < {gate}"]))
+    h.run_until(sup, h.all_in(sup, RankState.RUNNING))
+    rank_dir = next(rec.dir for rec in sup._ranks.values())
+    stale = sup._os.snapshot()  # the main process is alive in it
+    assert stale.matches(sup.ranks()[0].pid, next(rec.ticks for rec in sup._ranks.values()))
+    with open(gate, "w") as fh:
+        fh.write("go\n")
+    h.wait_for_file(rank_dir / "exit.json")
+    fresh_snapshot = sup._os.snapshot
+    sup._os.snapshot = lambda: stale
+    try:
+        events = sup.tick()
+    finally:
+        sup._os.snapshot = fresh_snapshot
+    assert _by_rank(events, "exited") == {0: 0}
+    assert sup.ranks()[0].state is RankState.RELEASING  # not STOPPING: nothing was left to stop
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.kind for e in events] == ["gone"]
+
+
+def test_forget_can_hand_the_journal_folders_deletion_to_a_caller(sup, make_spec, h):
+    sup.launch(make_spec(["true"]))
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    rank_dir = next(rec.dir for rec in sup._ranks.values())
+    handed = []
+    sup.forget("job1", run=handed.append)
+    assert sup.ranks() == []  # forgotten at once
+    assert rank_dir.exists() and len(handed) == 1  # deleted only when the caller runs it
+    handed[0]()
+    assert not rank_dir.exists()
+    assert sup.log_path("job1", 0).exists()  # the log stays

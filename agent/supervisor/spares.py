@@ -1,0 +1,68 @@
+"""Spare small parents: interpreters started ahead of time so a launch skips their start-up.
+
+:class:`SpareShims` (a base of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) keeps
+``spare_shims`` of them waiting for a rank folder (``shim.py``), hands one to each launch, and
+lets them go at close.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from . import journal as J
+from .ranks import RankTable
+
+
+class SpareShims(RankTable):
+    """A pool of ``spare_shims`` waiting small parents over the table's process host."""
+
+    spare_shims: int
+    _spares: list[tuple[subprocess.Popen[bytes], int | None]]
+
+    def refill_spares(self) -> int:
+        """Start spare small parents until ``spare_shims`` are waiting; return how many were started.
+
+        Each is an interpreter that has done its start-up and waits for a rank folder, so that
+        :meth:`launch` skips that cost. Call it when nothing is starting (it costs CPU).
+
+        Raises:
+            OSError: an interpreter could not be started.
+        """
+        self._spares = [(p, t) for p, t in self._spares if p.poll() is None]
+        started = 0
+        while len(self._spares) < self.spare_shims:
+            self._spares.append(self._os.spawn_spare_shim())
+            started += 1
+        return started
+
+    @property
+    def spares_missing(self) -> int:
+        """How many spare small parents :meth:`refill_spares` would start now."""
+        return max(0, self.spare_shims - sum(1 for p, _ in self._spares if p.poll() is None))
+
+    def close_spares(self) -> None:
+        """Let every spare small parent exit (end of its input) and reap it."""
+        spares, self._spares = self._spares, []
+        for proc, _ in spares:
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for proc, _ in spares:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+        """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
+        while self._spares:
+            proc, ticks = self._spares.pop(0)
+            if self._os.assign_spare_shim(proc, rank_dir):
+                return proc, ticks
+            proc.kill()  # died, or its priority could not be restored: let it go, try the next
+            proc.wait()
+        return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
