@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.model import JobState
 from labgang.launcher.store import Store
 
-from .test_lifecycle import Clock, event, start
+sys.path.insert(0, str(Path(__file__).parent))
+from lifecycle_driver import Clock, event, start
 
 ROOT = Caller(uid=0, user="root", admin=True)
 
