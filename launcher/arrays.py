@@ -70,7 +70,7 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
 
     Raises:
         BadArraySpec: the message names the part that is wrong and why, e.g.
-            ``'"5-2": end below start'`` or ``'"%0": the cap must be >= 1'``.
+            ``'"5-2": end below start'`` or ``'"%0": the cap must be a whole number >= 1'``.
     """
     spec = text.strip()
     if not spec:
@@ -82,7 +82,7 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
             raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')
         limit = int(cap)
         if limit < 1:
-            raise BadArraySpec(f'"%{cap}": the cap must be >= 1 (tasks running at once)')
+            raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')
     if not body:
         raise BadArraySpec(f'"{spec}": no indices before the %; allowed: e.g. 0-99%8')
     indices: set[int] = set()
@@ -94,13 +94,15 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
         first, dash, last = rng.partition("-")
         start = _number(first, part, "start" if dash else "index")
         end = _number(last, part, "end") if dash else start
-        step = _number(step_text, part, "step") if colon else 1
+        step = 1
+        if colon:  # a bad step (missing, negative, not a number) reads as 0: one message below
+            step = int(step_text) if step_text.isascii() and step_text.isdigit() else 0
         if colon and not dash:
             raise BadArraySpec(f'"{part}": a step needs a range (start-end:step)')
         if end < start:
             raise BadArraySpec(f'"{part}": end below start')
-        if step < 1:
-            raise BadArraySpec(f'"{part}": step must be >= 1')
+        if step < 1:  # 0, negative, missing or not a number: one message for all
+            raise BadArraySpec(f'"{part}": step must be a whole number >= 1')
         if max_size is not None and end >= max_size:
             raise BadArraySpec(
                 f'"{part}": index {end} is over the largest allowed, {max_size - 1} (limits.max_array_size)'
@@ -125,17 +127,56 @@ def split_task_id(job_id: str) -> tuple[str, int] | None:
 
 
 def fold(indices: Iterable[int]) -> str:
-    """Sorted indices as Slurm prints them: runs of consecutive numbers as ranges, ``"1,3,5-9"``."""
-    parts: list[str] = []
+    """Sorted indices as Slurm prints them: runs of consecutive numbers as ranges, three or more
+    evenly spaced ones as a range with its step, ``"0-20:4,21,23,30-39"``. A stepped run never
+    takes the first member of a consecutive run (``"1,3,5-9"``), so ``parse_array`` reads the
+    result back to the same indices."""
     values = sorted(set(indices))
+    n = len(values)
+
+    def starts_run(m: int) -> bool:
+        return m + 1 < n and values[m + 1] == values[m] + 1
+
+    parts: list[str] = []
     i = 0
-    while i < len(values):
+    while i < n:
         j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+        while starts_run(j):
             j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
+        if j > i:
+            parts.append(f"{values[i]}-{values[j]}")
+            i = j + 1
+            continue
+        if i + 1 < n:
+            step = values[i + 1] - values[i]
+            while j + 1 < n and values[j + 1] - values[j] == step and not starts_run(j + 1):
+                j += 1
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}:{values[i + 1] - values[i]}")
+            i = j + 1
+        else:
+            parts.append(str(values[i]))
+            i += 1
     return ",".join(parts)
+
+
+def fold_ids(job_ids: Iterable[str]) -> list[str]:
+    """Job ids with the tasks of each job array folded into one ``"45_[3-30]"`` at its first task's
+    place, as ``queue`` shows pending tasks; a lone task and other jobs keep their ids and order."""
+    ids = list(job_ids)
+    tasks: dict[str, list[int]] = {}
+    for job_id in ids:
+        task = split_task_id(job_id)
+        if task is not None:
+            tasks.setdefault(task[0], []).append(task[1])
+    out: list[str] = []
+    for job_id in ids:
+        task = split_task_id(job_id)
+        if task is None or len(tasks.get(task[0], ())) == 1:
+            out.append(job_id)
+        elif task[0] in tasks:
+            out.append(f"{task[0]}_[{fold(tasks.pop(task[0]))}]")
+    return out
 
 
 def step_of(indices: Sequence[int]) -> int:

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_WORKERS = 4096
+"""Most ranks (and ``--nodes``, ``--min-workers``) one gang may ask for: submissions and scenario files."""
+MAX_GPUS_PER_WORKER = 64
+"""Most full GPUs one rank may ask for (a rank lives on one node)."""
+MAX_TIME_LIMIT_S = 365 * 86400
+"""The longest ``--time`` (``time_limit_s``): 365 days, in seconds (docs/openapi.json ``maximum``)."""
+
 
 class LimitsConfig(BaseModel):
     """The ``[limits]`` table: the most one submission may carry, and one page of a listing.

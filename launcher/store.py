@@ -411,6 +411,7 @@ class Store:
         since: float | None = None,
         until: float | None = None,
         limit: int | None = None,
+        now: float | None = None,
     ) -> list[JobRecord]:
         """Committed jobs (spec and status, no ranks or history) in submission order, filtered.
 
@@ -418,8 +419,11 @@ class Store:
             user: only this user's jobs. queue: only this queue's. states: only these states
                 (JobState values; () = any).
             since / until: unix seconds; a job matches when it was running or waiting within
-                [since, until]: submitted before ``until`` and not ended before ``since``.
+                [since, until]: submitted before ``until`` and not ended before ``since``; a job
+                that has not ended counts as waiting or running until ``now``.
             limit: at most this many, the most recently submitted ones.
+            now: unix seconds, the end of a job that has not ended (None: it has no end, so
+                it matches any ``since``).
         """
         clauses: list[str] = []
         args: list[Any] = []
@@ -435,7 +439,10 @@ class Store:
         if until is not None:
             clauses.append("submit_time <= ?")
             args.append(until)
-        if since is not None:
+        if since is not None and now is not None:
+            clauses.append("COALESCE(end_time, ?) >= ?")
+            args.extend((now, since))
+        elif since is not None:
             clauses.append("(end_time IS NULL OR end_time >= ?)")
             args.append(since)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""

@@ -37,13 +37,16 @@ def test_parses_slurm_syntax(text: str, indices: tuple[int, ...], limit: int | N
     [
         ("5-2", '"5-2": end below start'),
         ("0,5-2", '"5-2": end below start'),
-        ("0-10:0", '"0-10:0": step must be >= 1'),
+        ("0-10:0", '"0-10:0": step must be a whole number >= 1'),
+        ("0-20:-4", '"0-20:-4": step must be a whole number >= 1'),
+        ("0-20:x", '"0-20:x": step must be a whole number >= 1'),
+        ("0-20:", '"0-20:": step must be a whole number >= 1'),
         ("3:2", '"3:2": a step needs a range (start-end:step)'),
         ("a-3", "\"a-3\": start 'a' is not a whole number >= 0"),
         ("-3", '"-3": the start is missing'),
         ("1-", '"1-": the end is missing'),
         ("1,,2", '"1,,2": an empty part between commas'),
-        ("0-9%0", '"%0": the cap must be >= 1'),
+        ("0-9%0", '"%0": the cap must be a whole number >= 1'),
         ("0-9%x", '"%x": the cap must be a whole number >= 1'),
         ("%4", '"%4": no indices before the %'),
         ("", "empty; allowed:"),
@@ -54,6 +57,15 @@ def test_a_bad_spec_names_the_part_that_is_wrong(text: str, message: str) -> Non
     with pytest.raises(BadArraySpec) as info:
         parse_array(text)
     assert str(info.value).startswith(message)
+
+
+def test_the_cli_names_the_flag_once_with_the_same_step_message_for_zero_and_negative() -> None:
+    from labgang.launcher.cli.job_request import SubmissionError, build_submission
+
+    for step in ("0", "-4"):
+        with pytest.raises(SubmissionError) as info:
+            build_submission(argv=["x"], env={}, cwd="/", array=f"0-20:{step}")
+        assert str(info.value) == f'--array: "0-20:{step}": step must be a whole number >= 1'
 
 
 def test_max_size_bounds_every_index_as_slurms_max_array_size() -> None:
@@ -71,6 +83,16 @@ def test_fold_prints_runs_as_ranges() -> None:
     assert fold([]) == ""
 
 
+def test_fold_prints_evenly_spaced_runs_of_three_or_more_with_their_step_as_slurm_does() -> None:
+    assert fold(parse_array("0-20:4").indices) == "0-20:4"
+    assert fold([0, 4]) == "0,4"  # two members: no step
+    assert fold([0, 4, 8, 9, 10, 30, 40]) == "0,4,8-10,30,40"
+    assert fold([0, 4, 8, 10, 30, 40, 50]) == "0-8:4,10,30-50:10"
+    assert fold([1, 3, 5, 7, 8, 9]) == "1-5:2,7-9"  # a consecutive run keeps its members
+    for spec in ("0-20:4", "1,3,5-9", "0-99:3,200-210", "2,4,6,7,8,100"):
+        assert parse_array(fold(parse_array(spec).indices)).indices == parse_array(spec).indices
+
+
 def test_task_ids_and_steps() -> None:
     assert split_task_id("12_7") == ("12", 7)
     assert split_task_id("12") is None and split_task_id("x_1") is None and split_task_id("12_") is None
@@ -84,3 +106,11 @@ def test_task_environment_has_labgangs_and_slurms_names() -> None:
     assert env["SLURM_ARRAY_TASK_COUNT"] == "6"
     assert (env["SLURM_ARRAY_TASK_MIN"], env["SLURM_ARRAY_TASK_MAX"], env["SLURM_ARRAY_TASK_STEP"]) == ("0", "20", "4")
     assert len(env) == 12
+
+
+def test_queue_shows_pending_stepped_tasks_as_slurm_does() -> None:
+    from labgang.launcher.cli.format import fold_pending_tasks, folded_id
+
+    jobs = [{"id": f"18_{i}", "array_id": "18", "array_index": i, "state": "pending"} for i in range(0, 21, 4)]
+    [row] = fold_pending_tasks(jobs)
+    assert folded_id(row) == "18_[0-20:4]"

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.launcher.arrays import fold
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
@@ -160,14 +161,36 @@ class JobRow:
     cells: tuple[str, ...]
 
 
+def _pending_tasks(jobs: list[JobView]) -> dict[str, list[int]]:
+    """The pending tasks' indices of each job array among ``jobs``, by array id."""
+    out: dict[str, list[int]] = {}
+    for j in jobs:
+        if j.state == "pending" and j.array_id is not None and j.array_index is not None:
+            out.setdefault(j.array_id, []).append(j.array_index)
+    return out
+
+
 def job_rows(
     state: ClusterState, filters: Filters = Filters(), sort: str = "state", show_finished: bool = False
 ) -> list[JobRow]:
-    """Rows for the jobs view: running and pending (and finished when asked), filtered and sorted."""
+    """Rows for the jobs view: running and pending (and finished when asked), filtered and sorted.
+
+    The pending tasks of one job array share one row, ``45_[1-30%4]``, as ``labgang queue`` shows
+    them (its key is the first task's id)."""
     now = state.snapshot.now
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
     out = []
+    folded = _pending_tasks(jobs)
     for j in sort_jobs(jobs, sort, now):
+        job_id = j.id
+        if j.state == "pending" and j.array_id is not None and j.array_id in folded:
+            indices = folded[j.array_id]
+            if not indices:
+                continue  # folded into the row of its array's first pending task
+            if len(indices) > 1:
+                cap = "" if j.array_limit is None else f"%{j.array_limit}"
+                job_id = f"{j.array_id}_[{fold(indices)}{cap}]"
+            folded[j.array_id] = []
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:
@@ -179,7 +202,7 @@ def job_rows(
                 j.id,
                 j.state,
                 _safe(
-                    j.id,
+                    job_id,
                     j.name or "-",
                     j.user,
                     j.queue,

@@ -59,10 +59,11 @@ def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     if borrowed:
         basis = q.get("fair_share_basis") or {}
         parts = [
-            f"{n} {r} above nominal of {basis.get(r, 0)} its cohort could reach" for r, n in sorted(borrowed.items())
+            f"{n} {r} beyond its nominal quota (its cohort can reach {basis.get(r, 0)} {r} in all)"
+            for r, n in sorted(borrowed.items())
         ]
         out.append(
-            f"It borrows ({'; '.join(parts)}): ratio {q.get('fair_share_ratio', 0):.2f} (x 1000), "
+            f"It borrows {'; '.join(parts)}: ratio {q.get('fair_share_ratio', 0):.2f} (x 1000), "
             f"divided by its weight {q.get('fair_weight', 1.0):g} gives its share {fmt_share(_share(q))}."
         )
     else:

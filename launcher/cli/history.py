@@ -13,7 +13,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.format import to_json
-from labgang.launcher.cli.history_table import STATES, TIME_HELP, history_table, local_user, parse_when
+from labgang.launcher.cli.history_table import STATES, TIME_HELP, empty_history_notes, history_table, parse_when
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 
 __all__ = ["STATES", "TIME_HELP", "WhenType", "history", "history_table", "parse_when"]
@@ -73,6 +73,6 @@ def history(
         rows = client.history(
             user=user, queue=queue, states=tuple(s.lower() for s in states), since=since, until=until, limit=limit
         )
-    if not rows and user not in (None, "all") and not local_user(user):
-        click.echo(f"labgang history: note: no user {user!r} on this machine (is the name right?)", err=True)
+        for note in [] if rows else empty_history_notes(client, user, queue):
+            click.echo(f"labgang history: note: {note}", err=True)
     click.echo(to_json({"jobs": rows}) if as_json else history_table(rows))

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from labgang.launcher.api.client import Client
+
 STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
 _FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 TIME_HELP = "a date (2026-12-01), a date and time (2026-12-01 14:30, local) or an age (2h, 7d, 1h30m)"
@@ -97,3 +99,16 @@ def local_user(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+def empty_history_notes(client: Client, user: str | None, queue: str | None) -> list[str]:
+    """Why an empty history may be a typo: ``-u`` names no user of this machine, ``--queue`` no
+    queue of the cluster (asked of the coordinator, only when the answer was empty)."""
+    notes = []
+    if user not in (None, "all") and not local_user(user):
+        notes.append(f"no user {user!r} on this machine (is the name right?)")
+    if queue is not None:
+        names = [str(q.get("name")) for q in client.queues()]
+        if queue not in names:
+            notes.append(f"no queue {queue!r} in this cluster (queues: {', '.join(names)}; is the name right?)")
+    return notes

@@ -111,7 +111,7 @@ def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterato
             failure = describe_api_error(err)
             # Name the job once: "job 3 belongs to root", not "job 3: job 3 belongs to root".
             text = failure.message
-            if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
+            if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}", f"no job {job_id!r}")):
                 text = f"job {job_id}: {text}"
             yield text, failure.exit_code
             continue

@@ -464,7 +464,7 @@ def history(args: list[str]) -> int:
     """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import to_json
-    from labgang.launcher.cli.history_table import history_table, local_user
+    from labgang.launcher.cli.history_table import empty_history_notes, history_table
 
     options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
     if positional:
@@ -484,10 +484,10 @@ def history(args: list[str]) -> int:
                 until=until,
                 limit=options.get("limit", 1000),
             )
+            for note in [] if rows else empty_history_notes(client, user, options.get("queue")):
+                print(f"labgang history: note: {note}", file=sys.stderr)
     except ClientError as err:
         return _refusal("history", err)
-    if not rows and user not in (None, "all") and not local_user(user):
-        print(f"labgang history: note: no user {user!r} on this machine (is the name right?)", file=sys.stderr)
     print(to_json({"jobs": rows}) if options.get("as_json") else history_table(rows))
     return 0
 

@@ -113,7 +113,7 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "time_limit",
             type=DURATION,
             default=None,
-            help="Time limit (30m, 2h...); the job fails when it runs longer.",
+            help="Time limit (30m, 2h...; at most 365d); the job fails when it runs longer.",
         ),
         click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
         click.option(

@@ -25,6 +25,7 @@ from typing import Any
 import click
 from labgang.agent import paths
 from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
+from labgang.launcher.arrays import fold_ids
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -47,11 +48,11 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
 
     Args:
         summary: :func:`labgang.launcher.coordinator.app.serve`'s return value (job id lists
-            under "requeued", "cancelled", "unfinished", "left_running", "pending").
+            under "requeued", "cancelled", "user_cancelled", "unfinished", "left_running", "pending").
     """
 
     def ids(key: str) -> str:
-        return ", ".join(summary.get(key) or [])
+        return ", ".join(fold_ids(summary.get(key) or []))  # a job array's tasks as queue shows them
 
     parts = []
     if summary.get("requeued"):
@@ -62,6 +63,8 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
         )
     if summary.get("cancelled"):
         parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue)")
+    if summary.get("user_cancelled"):
+        parts.append(f"stopped {ids('user_cancelled')} (cancelled by the user before the shutdown)")
     if summary.get("unfinished"):
         parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop and runs them again")
     if summary.get("left_running"):

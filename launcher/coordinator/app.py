@@ -38,7 +38,7 @@ from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
-from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.lifecycle.states import EndReason, JobState
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -195,8 +195,9 @@ async def serve(
 
     Returns:
         What became of the jobs that held devices at shutdown, by job id lists:
-        ``{"requeued", "cancelled", "unfinished" (still stopping: they finish at the next
-        start), "left_running" (nobody stopped them), "pending"}``.
+        ``{"requeued", "cancelled" (requeue = false), "user_cancelled" (cancelled by their
+        owner or an admin before the shutdown), "unfinished" (still stopping: they finish at the
+        next start), "left_running" (nobody stopped them), "pending"}``.
 
     Raises:
         RuntimeError: another coordinator already listens on the socket.
@@ -292,15 +293,25 @@ async def serve(
 
 
 def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"requeued": [], "cancelled": [], "unfinished": [], "left_running": [], "pending": []}
+    out: dict[str, list[str]] = {
+        "requeued": [],
+        "cancelled": [],
+        "user_cancelled": [],
+        "unfinished": [],
+        "left_running": [],
+        "pending": [],
+    }
     for job_id in held:
-        state = coord.get_job(job_id).status.state
+        status = coord.get_job(job_id).status
+        state = status.state
         if not stopped:
             out["left_running"].append(job_id)
         elif state == JobState.PENDING:
             out["requeued"].append(job_id)
+        elif state == JobState.CANCELLED and status.reason_code == EndReason.SHUTDOWN.value:
+            out["cancelled"].append(job_id)  # requeue = false: the shutdown ended it
         elif state == JobState.CANCELLED:
-            out["cancelled"].append(job_id)
+            out["user_cancelled"].append(job_id)  # its owner or an admin cancelled it before the shutdown
         elif state.holds_devices:
             out["unfinished"].append(job_id)
     out["pending"] = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from labgang.launcher.arrays import ArraySpec, fold, step_of, task_id
+from labgang.launcher.arrays import ArraySpec, fold, split_task_id, step_of, task_id
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.dependency import Target
@@ -57,7 +57,15 @@ def task_ids(coord: Coordinator, array_id: str) -> list[str]:
 
 
 def no_job_message(coord: Coordinator, job_id: str) -> str:
-    """The 404 message for ``job_id``: ``no job 12``, naming the tasks when 12 is an array."""
+    """The 404 message for ``job_id``: ``no job 12``, naming the tasks when 12 is an array (or,
+    for a task id such as ``12_99``, when 12 is an array without that task)."""
+    task = split_task_id(job_id)
+    if task is not None:
+        ids = task_ids(coord, task[0])
+        if not ids:
+            return f"no job {job_id}"
+        indices = fold(int(i.rpartition("_")[2]) for i in ids)
+        return f"no job {job_id} (job array {task[0]} has tasks {task[0]}_[{indices}])"
     if not job_id.isdigit():
         return f"no job {job_id!r}"
     ids = task_ids(coord, job_id)

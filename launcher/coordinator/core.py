@@ -338,9 +338,8 @@ class Coordinator:
             Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
         """
         who = caller.history_user(user)
-        find = partial(
-            self.store.find_jobs, user=who, queue=queue, states=states, since=since, until=until, limit=limit
-        )
+        window = {"since": since, "until": until, "now": self.clock()}  # a job not ended runs until now
+        find = partial(self.store.find_jobs, user=who, queue=queue, states=states, limit=limit, **window)
         rows = await asyncio.get_running_loop().run_in_executor(None, find)
         # Jobs in memory are fresher than their last committed row.
         fresh = [self.jobs.get(job.id) or job for job in rows]

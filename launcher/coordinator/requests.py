@@ -14,6 +14,7 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
+from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -45,19 +46,19 @@ class SubmitBody(BaseModel):
 
     name: Text | None = None
     queue: Text | None = None
-    workers: int = Field(default=1, ge=1, le=4096)
-    gpus_per_worker: int | None = Field(default=None, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    gpus_per_worker: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_WORKER)
     mig: str | None = None
     priority: int | str | None = None
-    nodes: int | None = Field(default=None, ge=1, le=4096)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     gpu_model: Text | None = None
     grace_s: float | None = Field(default=None, ge=0, le=86400)
-    time_limit_s: float | None = Field(default=None, gt=0)
+    time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     requeue: StrictBool = True
     signal: str | None = None
     topology: str | None = None
     cpu_bind: str | None = None
-    min_workers: int | None = Field(default=None, ge=1, le=4096)
+    min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     dependency: str | None = Field(default=None, max_length=4096)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
@@ -157,7 +158,9 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
         key, op = _BOUNDS[kind]
         unit = " seconds" if top in _SECONDS_FIELDS else ""
         bound = ctx.get(key)
-        return f"must be {op} {bound:g}{unit}" if isinstance(bound, (int, float)) else f"must be {op} {bound}{unit}"
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)  # 31536000, not 3.1536e+07
+        return f"must be {op} {bound:g}{unit}" if isinstance(bound, float) else f"must be {op} {bound}{unit}"
     if kind == "too_short" and top == "argv":
         return "must name a command (at least one word)"
     if kind == "value_error" and "error" in ctx:

@@ -163,6 +163,9 @@ class JobView:
     grace_s: float | None = None
     ranks: tuple[RankView, ...] = ()
     history: tuple[Mapping[str, Any], ...] = ()
+    array_id: str | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -208,6 +211,9 @@ class JobView:
             grace_s=_opt_float(d.get("grace_s")),
             ranks=tuple(RankView.from_api(r) for r in d.get("ranks") or ()),
             history=tuple(d.get("history") or ()),
+            array_id=None if d.get("array_id") is None else str(d["array_id"]),
+            array_index=d.get("array_index"),
+            array_limit=d.get("array_limit"),
         )
 
 

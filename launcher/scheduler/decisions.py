@@ -47,7 +47,8 @@ class ReasonCode(str, enum.Enum):
 @dataclass(frozen=True, slots=True)
 class PendingReason:
     """A typed reason and a human message with numbers, e.g.
-    ``PendingReason(ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1")``."""
+    ``PendingReason(ReasonCode.OVER_QUOTA, "team-a uses 5 gpu of the 5 it may use (nominal quota 3 +
+    borrowing limit 2); job needs 1")``."""
 
     code: ReasonCode
     message: str

@@ -1,7 +1,7 @@
 """Pending reasons with numbers, in squeue's spirit.
 
 Each function returns a :class:`PendingReason` whose message names the queue, cohort or
-devices involved and the counts a person needs to act ("team-a uses 5 of 3 + 2 gpu").
+devices involved and the counts a person needs to act ("team-a uses 5 gpu of the 5 it may use").
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ def quota_reason(
         return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} {res}; job needs {need}")
     limit = spec.borrowing_limit.get(res)
     if limit is not None and u + need > n + limit:
-        return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} + {limit} {res}; job needs {need}")
+        uses = f"{u - held} {res}" + (f" (+{held} held for {who})" if held else "")
+        return PendingReason(
+            ReasonCode.OVER_QUOTA,
+            f"{queue} uses {uses} of the {n + limit} it may use (nominal quota {n} + borrowing limit {limit}); "
+            f"job needs {need}",
+        )
     pool, pool_used = book.pool(spec.cohort, res), book.pool_usage(spec.cohort, res)
     avail = book.available(queue, res)
     return PendingReason(

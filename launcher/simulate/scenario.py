@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from labgang.agent import tomlfile
 from labgang.launcher.durations import DURATION_HELP, parse_duration
+from labgang.launcher.limits import MAX_WORKERS
 from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
@@ -38,7 +39,16 @@ from labgang.launcher.queue_schema import (
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Feature = Literal[
     "borrow_within_cohort", "queueing_strategy", "fair_sharing", "hierarchical_cohorts", "admission_fair_sharing"
@@ -107,17 +117,42 @@ class ScenarioMeta(_Strict):
     admission_fair_sharing: AdmissionFairSharingModel | None = None
 
 
+MAX_NODE_GPUS = 1024
+"""Most GPUs one scenario node may have (abstract nodes translated from Kueue tests hold 200)."""
+MAX_MIG_PER_GPU = 7
+"""Most MIG devices one GPU splits into (seven 1g instances on an A100 or H100)."""
+MAX_NODES = 4096
+"""Most ``[[nodes]]`` in one file."""
+MAX_GPUS = 65_536
+"""Most devices' parent GPUs in one file, all nodes together: bounds the simulation's memory."""
+MAX_JOBS = 100_000
+"""Most ``[[jobs]]`` in one file."""
+
+
+def _between(low: int, high: int) -> AfterValidator:
+    """A bound on an integer key that reads ``must be low..high, got N``."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
+            raise ValueError(f"must be {low}..{high}, got {value}")
+        return value
+
+    return AfterValidator(check)
+
+
 class NodeModel(_Strict):
     """``[[nodes]]``: ``gpus`` full GPUs, or with ``mig`` each GPU split into these MIG devices."""
 
     name: str = Field(min_length=1)
-    gpus: int = Field(ge=0)
+    gpus: Annotated[int, _between(1, MAX_NODE_GPUS)]
     model: str = ""
     mig: list[str] | None = None
 
     @field_validator("mig")
     @classmethod
     def _mig(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(v) > MAX_MIG_PER_GPU:
+            raise ValueError(f"at most {MAX_MIG_PER_GPU} MIG devices per GPU, got {len(v)}")
         return None if v is None else [_profile(p) for p in v]
 
 
@@ -131,18 +166,18 @@ class JobModel(_Strict):
 
     id: str = Field(min_length=1)
     queue: str
-    workers: int = Field(default=1, ge=1)
-    gpus_per_worker: int | None = Field(default=None, ge=1)
+    workers: Annotated[int, _between(1, MAX_WORKERS)] = 1
+    gpus_per_worker: Annotated[int | None, _between(1, MAX_NODE_GPUS)] = None  # a rank lives on one node
     mig: str | None = None
     priority: int | str = 0
     submit: Seconds = 0.0
     duration: Seconds | None = Field(default=None, ge=0)
     grace: Seconds = Field(default=0.0, ge=0)
     running: bool = False
-    nodes: int | None = Field(default=None, ge=1)
+    nodes: Annotated[int | None, _between(1, MAX_WORKERS)] = None
     model: str | None = Field(default=None, min_length=1)
     tenant: str | None = Field(default=None, min_length=1)
-    min_workers: int | None = Field(default=None, ge=1)
+    min_workers: Annotated[int | None, _between(1, MAX_WORKERS)] = None
 
     @field_validator("mig")
     @classmethod
@@ -334,6 +369,22 @@ def describe_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
     return sorted(set(lines), key=lines.index)
 
 
+def _sizes(data: dict[str, Any]) -> list[str]:
+    """Problems with the file's size (node and job counts, GPUs in all), found before any table is validated."""
+    problems = []
+    nodes, jobs = data.get("nodes"), data.get("jobs")
+    if isinstance(nodes, list) and len(nodes) > MAX_NODES:
+        problems.append(f"nodes: {len(nodes)} nodes; must be at most {MAX_NODES}")
+    elif isinstance(nodes, list):
+        gpus = [n.get("gpus") for n in nodes if isinstance(n, dict)]
+        total = sum(g for g in gpus if isinstance(g, int) and 1 <= g <= MAX_NODE_GPUS)
+        if total > MAX_GPUS:
+            problems.append(f"nodes: {total} GPUs in all; must be at most {MAX_GPUS}")
+    if isinstance(jobs, list) and len(jobs) > MAX_JOBS:
+        problems.append(f"jobs: {len(jobs)} jobs; must be at most {MAX_JOBS}")
+    return problems
+
+
 def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     """Validate a decoded TOML document.
 
@@ -341,6 +392,9 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         ScenarioError: any unknown key, bad value, dangling reference, a lending limit
             above the queue's nominal quota, or an unsupported feature (``fair_sharing``).
     """
+    sizes = _sizes(data)
+    if sizes:
+        raise ScenarioError(source, sizes)
     try:
         f = ScenarioFile.model_validate(data)
     except ValidationError as exc:

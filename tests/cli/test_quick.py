@@ -388,12 +388,31 @@ def test_cancel_of_an_unknown_job_names_it_once_on_both_paths(coordinator):
 
 
 @pytest.mark.slow
+def test_cancel_of_an_unknown_array_task_names_it_once_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        result = run(coordinator, "cancel", "1_99")
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", "labgang cancel: no job 1_99\n"), run
+
+
+@pytest.mark.slow
 def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
     unknown = click_run(coordinator, "history", "-u", "nobodyatall")
     assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
     assert unknown.stderr == "labgang history: note: no user 'nobodyatall' on this machine (is the name right?)\n"
     known = click_run(coordinator, "history", "-u", pwd.getpwuid(os.geteuid()).pw_name)  # whoever runs the tests
     assert (known.returncode, known.stderr) == (0, "")
+
+
+@pytest.mark.slow
+def test_history_of_a_queue_the_cluster_does_not_have_says_so_on_both_paths(coordinator):
+    for run in (fast_run, click_run):
+        unknown = run(coordinator, "history", "--queue", "nosuch")
+        assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
+        assert unknown.stderr == (
+            "labgang history: note: no queue 'nosuch' in this cluster (queues: default; is the name right?)\n"
+        ), run
+        known = run(coordinator, "history", "--queue", "default")
+        assert (known.returncode, known.stderr) == (0, ""), run
 
 
 @pytest.mark.slow

@@ -198,6 +198,16 @@ async def test_show_of_an_array_id_names_its_tasks(coord: Coordinator) -> None:
         coord.get_job(array_id)
 
 
+async def test_an_unknown_task_of_an_array_is_named_once_with_the_tasks_it_has(coord: Coordinator) -> None:
+    array_id = await _array(coord, "0-2,7")
+    with pytest.raises(NotFound) as info:
+        coord.get_job(f"{array_id}_99")
+    assert info.value.message == f"no job {array_id}_99 (job array {array_id} has tasks {array_id}_[0-2,7])"
+    with pytest.raises(NotFound) as info:
+        coord.get_job("999_1")
+    assert info.value.message == "no job 999_1"
+
+
 async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     first = _coordinator(tmp_path / "db")
     array_id = await _array(first, "0-5%2")

@@ -45,3 +45,18 @@ def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
     assert launch["warn_before"] == 300 and launch["grace"] == 5
     (unbounded,) = launch_specs(job, "n1")
     assert unbounded["warn_before"] == 3600
+
+
+def test_a_time_limit_over_365_days_is_one_line_naming_the_field() -> None:
+    from labgang.launcher.cli.plumbing import flag_message
+    from labgang.launcher.limits import MAX_TIME_LIMIT_S
+
+    assert MAX_TIME_LIMIT_S == 365 * 86400
+    with pytest.raises(BadRequest) as caught:
+        build_spec({"argv": ["x"], "time_limit_s": 99999999 * 86400}, ALICE, config())
+    assert caught.value.field == "time_limit_s"
+    assert caught.value.message == "time_limit_s: must be <= 31536000 seconds"
+    assert flag_message(caught.value.message, caught.value.field) == (
+        "--time: must be <= 31536000 seconds (e.g. 30s, 5m, 2h)"
+    )
+    assert build_spec({"argv": ["x"], "time_limit_s": MAX_TIME_LIMIT_S}, ALICE, config()).time_limit_s

@@ -128,3 +128,18 @@ def test_a_version_1_database_gets_the_time_columns_from_each_status(tmp_path: P
     assert (old.status.end_time, old.status.restart_count, old.attempt) == (20.0, 2, 2)  # attempts were restarts
     assert store.find_jobs(since=21.0) == [] and store.find_jobs(until=9.0) == []
     store.close()
+
+
+def test_a_job_not_ended_is_in_an_interval_only_up_to_now(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    running = store.insert_job(spec("running"), JobStatus(state=JobState.RUNNING, submit_time=10.0, start_time=20.0))
+    store.save_status(running)
+    ended = store.insert_job(spec("ended"), JobStatus(state=JobState.SUCCEEDED, submit_time=10.0, end_time=40.0))
+    store.save_status(ended)
+    store.commit()
+    names = lambda **kw: [j.spec.name for j in store.find_jobs(**kw)]  # noqa: E731
+    assert names(since=50.0, now=100.0) == ["running"]  # running from 10 until now (100)
+    assert names(since=200.0, now=100.0) == []  # since is in the future: nothing ran then yet
+    assert names(since=100.0, until=300.0, now=100.0) == ["running"]  # running at the instant now
+    assert names(since=30.0, until=35.0, now=100.0) == ["running", "ended"]
+    store.close()

@@ -21,7 +21,12 @@ def test_every_pending_job_is_answered_once():
 @pytest.mark.parametrize(
     "setup,want_code,want_text",
     [
-        pytest.param("borrow-limit", ReasonCode.OVER_QUOTA, "team-a uses 5 of 3 + 2 gpu; job needs 1", id="over-quota"),
+        pytest.param(
+            "borrow-limit",
+            ReasonCode.OVER_QUOTA,
+            "team-a uses 5 gpu of the 5 it may use (nominal quota 3 + borrowing limit 2); job needs 1",
+            id="over-quota",
+        ),
         pytest.param(
             "cohort",
             ReasonCode.COHORT_EXHAUSTED,

@@ -93,3 +93,29 @@ def test_control_characters_in_a_job_name_are_escaped_in_the_tui_rows():
     [row] = [r for r in job_rows(state) if r.key == "j-101"]
     assert row.cells[1] == "evil\\n\\x1b[31mred"
     assert all("\n" not in c and "\x1b" not in c for r in job_rows(state) for c in r.cells)
+
+
+def test_pending_tasks_of_one_job_array_fold_into_one_row_as_queue_shows_them():
+    from tui_fakes import job, small_cluster
+
+    nodes, jobs, queues = small_cluster()
+
+    def task(i: int, state: str = "pending") -> dict:
+        started = 60.0 if state == "running" else None
+        return dict(
+            job(f"45_{i}", "bob", "vision", state, age_s=300, started_s=started, reason=("QUOTA", "over quota")),
+            array_id="45",
+            array_index=i,
+            array_limit=4,
+        )
+
+    jobs = [*jobs, task(0, "running"), *(task(i) for i in range(1, 31))]
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    keys = [r.key for r in job_rows(state)]
+    assert "45_0" in keys  # a running task keeps its own row
+    [folded] = [r for r in job_rows(state) if r.key.startswith("45_") and r.key != "45_0"]
+    assert folded.cells[0] == "45_[1-30%4]" and folded.cells[4] == "pending"
+    assert sum(k.startswith("45_") for k in keys) == 2
+    frame = render_frame(state, width=160)
+    assert "45_[1-30%4]" in frame and "45_7" not in frame

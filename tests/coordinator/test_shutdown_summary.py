@@ -1,0 +1,74 @@
+"""What ``labgang up`` says as it stops: the reason each job ended (its owner's cancel is not
+--no-requeue), and a job array's tasks folded as ``queue`` shows them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from labgang.launcher.cli.up import shutdown_message
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.app import _shutdown_summary
+from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.model import JobState
+from labgang.launcher.store import Store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from lifecycle_driver import Clock, event, start
+
+ROOT = Caller(uid=0, user="root", admin=True)
+
+
+@pytest.fixture
+def coord(tmp_path: Path):
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
+    for node in ("n1", "n2"):
+        conn = c.agents.attach(node)
+        conn.connected, conn.last_seen = True, c.clock()
+    yield c
+    c.store.close()
+
+
+def end_ranks(coord: Coordinator, job_id: str) -> None:
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 143)
+        event(coord, node, job_id, rank, "gone", 143)
+
+
+async def submit(coord: Coordinator, **fields) -> str:
+    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    return job.id
+
+
+async def test_a_job_its_owner_cancelled_before_the_shutdown_is_not_called_no_requeue(coord: Coordinator) -> None:
+    cancelled = await submit(coord, grace_s=30)
+    start(coord, cancelled)
+    await coord.cancel(ROOT, cancelled)
+    assert coord.jobs[cancelled].status.state == JobState.TERMINATING  # in its grace period
+    held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
+    end_ranks(coord, cancelled)
+    summary = _shutdown_summary(coord, held, True)
+    assert summary["cancelled"] == [] and summary["user_cancelled"] == [cancelled]
+    assert (
+        shutdown_message(summary)
+        == f"labgang up: stopped: stopped {cancelled} (cancelled by the user before the shutdown)"
+    )
+
+
+async def test_a_no_requeue_job_is_still_said_to_be_cancelled_for_it(coord: Coordinator) -> None:
+    once = await submit(coord, requeue=False)
+    start(coord, once)
+    held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
+    end_ranks(coord, once)
+    summary = _shutdown_summary(coord, held, True)
+    assert summary["cancelled"] == [once] and summary["user_cancelled"] == []
+    assert "(submitted with --no-requeue)" in shutdown_message(summary)
+
+
+def test_pending_array_tasks_are_folded_as_queue_shows_them() -> None:
+    pending = ["44", *(f"45_{i}" for i in range(3, 31)), "46", "47_0", "47_2"]
+    line = shutdown_message({"pending": pending})
+    assert line == ("labgang up: stopped: 32 pending jobs (44, 45_[3-30], 46, 47_[0,2]) wait for the next `labgang up`")
