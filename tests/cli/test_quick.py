@@ -266,22 +266,6 @@ def test_submit_queue_cancel_show_import_neither_json_nor_re(small_pages_coordin
 
 
 @pytest.mark.slow
-def test_a_fast_command_ends_without_teardown_after_its_whole_output(coordinator):
-    """As a shell runs it, a fast command ends by ``os._exit`` (quick._leave): everything it wrote to
-    a pipe (here hundreds of kilobytes) arrives first, and the exit status is the command's."""
-    assert fast_run(coordinator, "submit", "--array", "0-299", "--name", "many", "--", "true").returncode == 0
-    listing = fast_run(coordinator, "queue", "--json")
-    assert (listing.returncode, listing.stderr) == (0, "")
-    assert len(listing.stdout) > 100_000
-    assert sorted(int(job["array_index"]) for job in json.loads(listing.stdout)["jobs"]) == list(range(300))
-    table = fast_run(coordinator, "queue")
-    assert (table.returncode, len(table.stdout.splitlines())) == (0, 2)  # the header, the folded array
-    refused = fast_run(coordinator, "cancel", "999")
-    assert (refused.returncode, refused.stdout) == (1, "")
-    assert refused.stderr.startswith("labgang cancel: ") and refused.stderr.count("\n") == 1
-
-
-@pytest.mark.slow
 def test_show_and_logs_through_the_fast_path_answer_as_the_click_commands(coordinator):
     _, _, out = run_fast(coordinator, "submit", "-n", "2", "--name", "seen", "--", "true")
     job_id = out.strip()

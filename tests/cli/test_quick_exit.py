@@ -32,3 +32,13 @@ def test_a_fast_command_skips_teardown_only_when_no_atexit_handler_waits(tmp_pat
     assert done.returncode == 1  # no coordinator: the command's own status
     assert done.stderr.startswith("labgang queue: no labgang coordinator at ")
     assert ("teardown ran" in done.stderr) is handler
+
+
+def test_everything_a_fast_command_wrote_to_a_pipe_arrives_before_it_ends(fake):
+    """``labgang logs`` of a 300 kB log, as a shell runs it (``os._exit`` at the end): all of it
+    arrives on the pipe, and the exit status is the command's."""
+    fake.log = b"".join(b"line %06d of the log\n" % i for i in range(15_000))
+    env = {**os.environ, "LABGANG_STATE_DIR": str(fake.socket_path.parent)}
+    done = subprocess.run([sys.executable, "-m", "labgang.launcher", "logs", "1"], capture_output=True, env=env)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout == fake.log
