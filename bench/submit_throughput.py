@@ -55,20 +55,22 @@ def sequential_posts(sock: Path, n: int) -> list[float]:
     return times
 
 
-def list_times(sock: Path, runs: int) -> tuple[list[float], int, int]:
-    """Seconds of each of ``runs`` whole ``GET /v1/jobs?all=1`` listings (every page, following
-    ``next_cursor`` as the CLI does), the bytes of the last listing and its number of pages."""
+def list_times(sock: Path, runs: int, view: str = "full") -> tuple[list[float], int, int]:
+    """Seconds of each of ``runs`` whole ``GET /v1/jobs?all=1&view=VIEW`` listings (every page,
+    following ``next_cursor`` as the CLI does), the bytes of the last listing and its number of
+    pages. ``view``: "full" (JobViews, ``--json``) or "queue" (the rows ``labgang queue`` reads)."""
     conn = UnixHTTPConnection(str(sock), 60.0)
     times, size, pages = [], 0, 0
     for _ in range(runs):
         start = time.perf_counter()
-        target, size, pages = "/v1/jobs?all=1", 0, 0
+        base = f"/v1/jobs?all=1&view={view}"
+        target, size, pages = base, 0, 0
         while target:
             body = conn.request("GET", target, None, {}).body
             size, pages = size + len(body), pages + 1
             # the page ends with "next_cursor": null} or "next_cursor": "123"}: read only that
             cursor = json.loads(body[body.rindex(b'"next_cursor"') + len(b'"next_cursor":') : -1])
-            target = f"/v1/jobs?all=1&cursor={cursor}" if cursor else ""
+            target = f"{base}&cursor={cursor}" if cursor else ""
         times.append(time.perf_counter() - start)
     conn.close()
     return times, size, pages
@@ -123,17 +125,18 @@ def main() -> None:
         if args.pending > have:
             asyncio.run(submit_burst(sock, args.pending - have, args.concurrency))
         stored = sqlite3.connect(state / "labgang.db").execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-        list_times(sock, 1)  # the first listing after a burst encodes every new job once
-        cpu_before = sum(server.cpu_times()[:2])
-        lists, size, pages = list_times(sock, 20)
-        cpu_per_get = (sum(server.cpu_times()[:2]) - cpu_before) / 20 * 1000
-        p50 = quantile(lists, 0.5) * 1000
-        print(
-            f"GET /v1/jobs with {stored} pending ({pages} pages): p50 {p50:.1f} ms, "
-            f"p90 {quantile(lists, 0.9) * 1000:.1f} ms, {size / 1e6:.1f} MB "
-            f"(target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f}); "
-            f"coordinator CPU per listing {cpu_per_get:.1f} ms (ratio {cpu_per_get / TARGET_LIST_MS:.2f})"
-        )
+        for view in ("full", "queue"):
+            list_times(sock, 1, view)  # the first listing after a burst encodes every new job once
+            cpu_before = sum(server.cpu_times()[:2])
+            lists, size, pages = list_times(sock, 20, view)
+            cpu_per_get = (sum(server.cpu_times()[:2]) - cpu_before) / 20 * 1000
+            p50 = quantile(lists, 0.5) * 1000
+            print(
+                f"GET /v1/jobs?view={view} with {stored} pending ({pages} pages): p50 {p50:.1f} ms, "
+                f"p90 {quantile(lists, 0.9) * 1000:.1f} ms, {size / 1e6:.1f} MB "
+                f"(target {TARGET_LIST_MS:g} ms, ratio {p50 / TARGET_LIST_MS:.2f}); "
+                f"coordinator CPU per listing {cpu_per_get:.1f} ms (ratio {cpu_per_get / TARGET_LIST_MS:.2f})"
+            )
 
 
 if __name__ == "__main__":

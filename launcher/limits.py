@@ -39,7 +39,7 @@ class LimitsConfig(BaseModel):
     max_cwd_bytes: int = Field(default=4096, ge=1, le=4096)
     max_spec_bytes: int = Field(default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
     max_array_size: int = Field(default=10_001, ge=1, le=1_000_001)
-    page_size: int = Field(default=500, ge=1, le=100_000)
+    page_size: int = Field(default=2000, ge=1, le=100_000)
     max_page_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     max_connections: int = Field(default=2048, ge=1)
     max_connections_per_peer: int = Field(default=64, ge=1)

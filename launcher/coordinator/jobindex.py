@@ -88,7 +88,7 @@ class SubmissionOrder:
     def after(self, jobs: JobIndex, seq: int) -> Iterator[JobRecord]:
         """The jobs of ``jobs`` with a ``seq`` above ``seq`` (a page cursor; 0 = from the first), oldest first.
 
-        Read lazily: a page that stops after 500 jobs looks at no more than those (plus the
+        Read lazily: a page that stops after 2,000 jobs looks at no more than those (plus the
         ones a caller's filter skips).
         """
         if len(self._ids) != len(jobs):
