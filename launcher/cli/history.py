@@ -13,7 +13,15 @@ from typing import Any
 import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.format import to_json
-from labgang.launcher.cli.history_table import STATES, TIME_HELP, empty_history_notes, history_table, parse_when
+from labgang.launcher.cli.history_table import (
+    STATES,
+    TIME_HELP,
+    empty_history_notes,
+    history_json,
+    history_table,
+    limit_note,
+    parse_when,
+)
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 
 __all__ = ["STATES", "TIME_HELP", "WhenType", "history", "history_table", "parse_when"]
@@ -75,4 +83,10 @@ def history(
         )
         for note in [] if rows else empty_history_notes(client, user, queue):
             click.echo(f"labgang history: note: {note}", err=True)
-    click.echo(to_json({"jobs": rows}) if as_json else history_table(rows))
+    if as_json:
+        click.echo(to_json(history_json(rows, limit)))
+        return
+    click.echo(history_table(rows))
+    note = limit_note(rows, limit)
+    if note is not None:
+        click.echo(note, err=True)

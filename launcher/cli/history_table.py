@@ -90,6 +90,20 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return render_table(headers, body)
 
 
+def limit_note(rows: Sequence[object], limit: int) -> str | None:
+    """The stderr line for a history cut at ``limit`` rows (the most recently submitted jobs are
+    kept), or None when fewer came back. As many rows as the limit may also be all there is."""
+    if len(rows) < limit:
+        return None
+    return f"labgang history: showing the {limit} most recently submitted jobs; older ones with --limit N or --until"
+
+
+def history_json(rows: Sequence[Mapping[str, Any]], limit: int) -> dict[str, Any]:
+    """``history --json``'s object: ``jobs`` (oldest first) and ``limit_reached`` (as many rows as
+    ``--limit``: older jobs may have been left out)."""
+    return {"jobs": rows, "limit_reached": len(rows) >= limit}
+
+
 def local_user(name: str) -> bool:
     """True when ``name`` is a user of this machine (``getpwnam``)."""
     import pwd

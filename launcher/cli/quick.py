@@ -464,7 +464,7 @@ def history(args: list[str]) -> int:
     """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import to_json
-    from labgang.launcher.cli.history_table import empty_history_notes, history_table
+    from labgang.launcher.cli.history_table import empty_history_notes, history_json, history_table, limit_note
 
     options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
     if positional:
@@ -473,7 +473,7 @@ def history(args: list[str]) -> int:
     if since is not None and until is not None and since > until:
         raise NotFast("--since")  # click words the error
     state_dir = _state_dir(options)
-    user = options.get("user")
+    user, limit = options.get("user"), options.get("limit", 1000)
     try:
         with Client.for_state_dir(state_dir) as client:
             rows = client.history(
@@ -482,13 +482,19 @@ def history(args: list[str]) -> int:
                 states=tuple(options.get("states", ())),
                 since=since,
                 until=until,
-                limit=options.get("limit", 1000),
+                limit=limit,
             )
             for note in [] if rows else empty_history_notes(client, user, options.get("queue")):
                 print(f"labgang history: note: {note}", file=sys.stderr)
     except ClientError as err:
         return _refusal("history", err)
-    print(to_json({"jobs": rows}) if options.get("as_json") else history_table(rows))
+    if options.get("as_json"):
+        print(to_json(history_json(rows, limit)))
+        return 0
+    print(history_table(rows))
+    note = limit_note(rows, limit)
+    if note is not None:
+        print(note, file=sys.stderr)
     return 0
 
 

@@ -522,9 +522,18 @@ def test_history_and_queues_through_the_fast_path_answer_as_the_click_commands(c
         ["history", "-u", "nobodyatall"],  # a note on stderr, on both paths
         ["history", "-u", me, "-s", "failed"],
         ["history", "--since", "2h", "--until", "2h"],  # since after until: click's error, on both
+        ["history", "-s", "cancelled", "--limit", "1"],  # as many rows as the limit: a note on stderr
+        ["history", "--json", "-s", "cancelled", "--limit", "1"],
     ):
         fast, slow = fast_run(coordinator, *args), click_run(coordinator, *args)
         assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
+    limited = fast_run(coordinator, "history", "--limit", "1")
+    note = "labgang history: showing the 1 most recently submitted jobs; older ones with --limit N or --until\n"
+    assert limited.stderr == note
+    for limit, reached in (("1", True), ("2", True), ("3", False)):  # 2 jobs in the store
+        assert (
+            json.loads(fast_run(coordinator, "history", "--json", "--limit", limit).stdout)["limit_reached"] is reached
+        )
     assert [j["name"] for j in json.loads(fast_run(coordinator, "history", "--json").stdout)["jobs"]] == [
         "hist",
         "waits",
