@@ -203,6 +203,8 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     except ValidationError as exc:
         raise _first_error(exc) from None
 
+    if not req.argv[0]:  # execve would fail at launch; later words may be empty ("cmd ''")
+        raise BadRequest("argv: the command (argv[0]) is an empty string; it must name a program", field="argv.0")
     if req.queue is not None and not req.queue.strip():
         raise BadRequest("queue: must not be empty", field="queue", allowed=[q.name for q in config.queues])
     if req.name is not None and control_characters(req.name):
