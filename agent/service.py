@@ -34,6 +34,7 @@ from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
 from labgang.agent.confine import Confinement, RankCgroups
+from labgang.agent.exit_stop import ExitStop
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.lease import NodeLease, load_lease, save_lease
 from labgang.agent.link import CoordinatorLink
@@ -92,6 +93,7 @@ class AgentService:
         self.url = config.coordinator
         self.token = token
         self.stop_jobs_on_exit = stop_jobs_on_exit
+        self.exit_stop = ExitStop()  # what `labgang up` says and does while ranks stop at exit
         self.backend = backend
         self.state_dir = config.resolved_state_dir()
         self.inventory: NodeInventory | None = None
@@ -332,13 +334,18 @@ class AgentService:
             return
         loop = asyncio.get_running_loop()
         live = [s for s in sup.ranks() if s.state is not RankState.GONE]
-        for job_id in sorted({s.job_id for s in live}):
+        jobs = sorted({s.job_id for s in live})
+        for job_id in jobs:
             sup.stop_job(job_id, warn=False)  # shutting down: SIGTERM now, no --signal wait
         self._wake_tick()
         launched = self.commands.grace if self.commands is not None else {}
         grace = max((launched.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
+        self.exit_stop.started(len(jobs), grace)
         deadline = loop.time() + grace + extra_s
         while any(s.state is not RankState.GONE for s in sup.ranks()):
+            if self.exit_stop.due:  # a second interrupt: SIGKILL at the next tick, not after the grace
+                self.exit_stop.kill(sup, sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE}))
+                self._wake_tick()
             if loop.time() > deadline:
                 log.warning("ranks still not gone %g s after their grace at agent exit", extra_s)
                 break

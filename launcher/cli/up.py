@@ -401,6 +401,13 @@ def _up(
         backend=backend,
         stop_jobs_on_exit=not keep_jobs,
     )
+    agent.exit_stop.on_wait = lambda jobs, grace_s: click.echo(
+        f"labgang up: stopping {_plural(jobs, 'job')}: waiting up to {grace_s:g} s for their grace periods; "
+        "Ctrl-C again to kill them now"
+    )
+    agent.exit_stop.on_kill = lambda jobs: click.echo(
+        f"labgang up: killing the ranks of {_plural(jobs, 'job')} now (SIGKILL)"
+    )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
     stranded = stranded_line(stored_job_counts(directory), config)
 
