@@ -87,6 +87,6 @@ def history(
         click.echo(to_json(history_json(rows, limit)))
         return
     click.echo(history_table(rows))
-    note = limit_note(rows, limit)
-    if note is not None:
-        click.echo(note, err=True)
+    cut = limit_note(rows, limit)
+    if cut is not None:
+        click.echo(cut, err=True)

@@ -492,9 +492,9 @@ def history(args: list[str]) -> int:
         print(to_json(history_json(rows, limit)))
         return 0
     print(history_table(rows))
-    note = limit_note(rows, limit)
-    if note is not None:
-        print(note, file=sys.stderr)
+    cut = limit_note(rows, limit)
+    if cut is not None:
+        print(cut, file=sys.stderr)
     return 0
 
 

@@ -266,8 +266,9 @@ async def serve(
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         exit_stop = getattr(local_agent, "exit_stop", None)
-        for signum in (s for s in installed if exit_stop is not None and s != signal.SIGHUP):
-            loop.add_signal_handler(signum, exit_stop.kill_now)  # a second Ctrl-C: no more grace
+        if exit_stop is not None:  # a second Ctrl-C or SIGTERM: no more grace
+            for signum in (s for s in installed if s != signal.SIGHUP):
+                loop.add_signal_handler(signum, exit_stop.kill_now)
         coord = app[keys.COORDINATOR]
         coord.closing = True  # an orderly stop: the agents' disconnects are no warning
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
