@@ -37,6 +37,30 @@ def normal_job_id(text: str) -> str | None:
     return f"{int(head)}_{int(index)}"
 
 
+# The most task indices a ``cancel 12_[list]`` may name: the highest ``[limits] max_array_size``.
+MAX_TASK_LIST = 1_000_001
+
+
+def task_list_ids(text: str) -> list[str] | None:
+    """The task ids that ``"12_[1-3,7]"`` names (``queue``'s and scancel's form; the list takes
+    ``--array``'s syntax, :func:`labgang.launcher.arrays.parse_array`, without a ``%N`` cap):
+    ``["12_1", "12_2", "12_3", "12_7"]``. None when ``text`` is not ``ID_[...]``.
+
+    Raises:
+        BadArraySpec: the list in brackets does not parse, or has a cap; the message names the part.
+    """
+    from labgang.launcher.arrays import BadArraySpec, parse_array
+
+    head, sep, rest = text.strip().partition("_")
+    array_id = normal_job_id(head) if sep and "_" not in head else None
+    if array_id is None or len(rest) < 2 or rest[0] != "[" or rest[-1] != "]":
+        return None
+    spec = parse_array(rest[1:-1], MAX_TASK_LIST)
+    if spec.limit is not None:
+        raise BadArraySpec(f'"%{spec.limit}": cancel takes no cap; allowed: indices and ranges such as 1-3,7')
+    return [f"{array_id}_{index}" for index in spec.indices]
+
+
 def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
     """Set ``pitfalls`` on ``job``: the coordinator's current pitfall findings about it
     (``GET /v1/pitfalls?job=ID``, the same ones `labgang top` and /metrics show); left unset

@@ -29,6 +29,7 @@ from labgang.launcher.cli.job_facts import active_jobs, add_pitfalls, add_start_
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
     JOB_ID,
+    JOB_IDS,
     json_option,
     state_dir_option,
     stdout_bytes,
@@ -55,14 +56,18 @@ def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bo
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...", type=JOB_ID)
+@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...", type=JOB_IDS)
 @state_dir_option
-def cancel(state_dir: Path | None, job_ids: tuple[str, ...]) -> None:
-    """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace."""
+def cancel(state_dir: Path | None, job_ids: tuple[list[str], ...]) -> None:
+    """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace.
+
+    JOB is a job id (12), an array (12: all of its tasks), a task (12_7) or tasks as `queue`
+    prints them (12_[1-3,7]).
+    """
     worst = 0
     with Client.for_state_dir(state_dir) as client:
         try:
-            for line, status in cancel_jobs(client, job_ids):
+            for line, status in cancel_jobs(client, [job_id for ids in job_ids for job_id in ids]):
                 if status:
                     worst = max(worst, status)
                     click.echo(f"labgang cancel: {line}", err=True)

@@ -11,9 +11,10 @@ from typing import Any, NoReturn
 
 import click
 from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
+from labgang.launcher.arrays import BadArraySpec
 from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.job_facts import normal_job_id
+from labgang.launcher.cli.job_facts import normal_job_id, task_list_ids
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -159,6 +160,25 @@ class JobIdType(click.ParamType):
 
 
 JOB_ID = JobIdType()
+
+
+class JobIdsType(JobIdType):
+    """``cancel``'s JOB: a job id as :class:`JobIdType` takes it, or tasks of a job array in the
+    form ``queue`` prints (``12_[1-3,7]``, ``--array``'s list syntax); the value is a list of ids.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, list):
+            return value
+        try:
+            tasks = task_list_ids(str(value))
+        except BadArraySpec as err:
+            hint = "" if "allowed" in str(err) else "; allowed: tasks such as 12_[1-3,7]"
+            self.fail(f"{value!r} is not a job id: in its task list, {err}{hint}", param, ctx)
+        return tasks if tasks is not None else [super().convert(value, param, ctx)]
+
+
+JOB_IDS = JobIdsType()
 
 
 """The ``JOB`` argument of ``cancel``, ``logs`` and ``show``."""

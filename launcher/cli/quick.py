@@ -386,12 +386,14 @@ def queue(args: list[str]) -> int:
 def cancel(args: list[str]) -> int:
     """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.job_facts import cancel_jobs
+    from labgang.launcher.cli.job_facts import cancel_jobs, task_list_ids
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
+    job_ids: list[str] = []
     try:
-        job_ids = [_job_id(text) for text in positional]
-    except ValueError:
+        for text in positional:
+            job_ids += task_list_ids(text) or [_job_id(text)]
+    except ValueError:  # BadArraySpec is one: click words it
         raise NotFast("JOB") from None
     if not job_ids:
         raise NotFast("JOB")

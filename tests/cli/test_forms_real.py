@@ -1,0 +1,86 @@
+"""Command-line forms a real coordinator gets (or refuses), through both CLI paths: the fast path
+and the click group."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CLICK_MAIN = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[str]:
+    """A real coordinator (no agent: jobs stay pending) on a temporary state directory."""
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    state = tmp_path / "state"
+    command = [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "labgang.sock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
+            time.sleep(0.05)
+        yield str(state)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def labgang(state_dir: str, *args: str, click_only: bool = False) -> subprocess.CompletedProcess[str]:
+    """``labgang ARGS`` through the console entry point (the fast path), or the click group only."""
+    env = {**os.environ, "LABGANG_STATE_DIR": state_dir}
+    pre = ["-c", CLICK_MAIN] if click_only else ["-m", "labgang.launcher"]
+    return subprocess.run([sys.executable, *pre, *args], capture_output=True, text=True, env=env)
+
+
+def both(state_dir: str, *args: str) -> list[subprocess.CompletedProcess[str]]:
+    """``labgang ARGS`` through the fast path, then through the click group only."""
+    return [labgang(state_dir, *args), labgang(state_dir, *args, click_only=True)]
+
+
+def listing(state_dir: str) -> list[dict[str, object]]:
+    jobs: list[dict[str, object]] = json.loads(labgang(state_dir, "queue", "--json").stdout)["jobs"]
+    return jobs
+
+
+def test_an_empty_command_is_refused_at_submission_on_both_paths(coordinator: str) -> None:
+    for result in both(coordinator, "submit", "--", "", "x"):
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (
+            "labgang submit: argv: the command (argv[0]) is an empty string; it must name a program\n"
+        )
+    assert listing(coordinator) == []
+
+
+def test_cancel_takes_array_tasks_in_the_form_queue_prints_on_both_paths(coordinator: str) -> None:
+    submitted = labgang(coordinator, "submit", "--array", "0-5", "--", "true")
+    assert submitted.returncode == 0, submitted.stderr
+    array = submitted.stdout.strip()
+    fast, slow = both(coordinator, "cancel", f"{array}_[1-2,4]")
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        0,
+        f"job {array}_1: cancelled\njob {array}_2: cancelled\njob {array}_4: cancelled\n",
+        "",
+    )
+    assert (
+        slow.stdout
+        == f"job {array}_1: already cancelled\njob {array}_2: already cancelled\njob {array}_4: already cancelled\n"
+    )
+    states = {job["id"]: job["state"] for job in listing(coordinator)}
+    assert states == {f"{array}_{i}": "pending" for i in (0, 3, 5)}
+    for result in both(coordinator, "cancel", f"{array}_[0,9]"):  # a task that does not exist: named
+        assert result.returncode == 1, result.stderr
+        assert result.stderr == f"labgang cancel: no job {array}_9 (job array {array} has tasks {array}_[0-5])\n"
+    for result in both(coordinator, "cancel", f"{array}_[5-2]"):  # the --array syntax, and its errors
+        assert (result.returncode, result.stdout) == (2, "")
+        assert f"'{array}_[5-2]' is not a job id" in result.stderr and '"5-2": end below start' in result.stderr
+    assert {job["id"] for job in listing(coordinator)} == {f"{array}_3", f"{array}_5"}
