@@ -30,6 +30,7 @@ from labgang.launcher.model import (
     is_valid_resource,
 )
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 FAIR_PREEMPTION_LISTS: tuple[tuple[FairPreemption, ...], ...] = (
     (FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
@@ -52,16 +53,21 @@ def shown(value: object) -> str:
     return repr(value)
 
 
+def _ctx(value: object, allowed: str) -> dict[str, object]:
+    return {"shown": shown(value), "allowed": allowed}
+
+
 def strict_int(allowed: str) -> BeforeValidator:
     """A check that lets only a whole number (an ``int``, never ``true``/``false`` or ``"3"``) or None through.
 
     Raises (when validating):
-        ValueError: ``<value> is not allowed; allowed: <allowed>``.
+        PydanticCustomError: ``<value> is not allowed; allowed: <allowed>``.
     """
 
     def check(value: object) -> object:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ValueError(f"{shown(value)} is not allowed; allowed: {allowed}")
+            kind = "int_from_float" if isinstance(value, float) else "int_type"  # worded by the config's checker too
+            raise PydanticCustomError(kind, "{shown} is not allowed; allowed: {allowed}", _ctx(value, allowed))
         return value
 
     return BeforeValidator(check)
@@ -71,12 +77,12 @@ def strict_number(allowed: str = NUMBER_HELP) -> BeforeValidator:
     """A check that lets only an ``int`` or ``float`` (never ``true``/``false`` or a string) or None through.
 
     Raises (when validating):
-        ValueError: ``<value> is not allowed; allowed: <allowed>``.
+        PydanticCustomError: ``<value> is not allowed; allowed: <allowed>``.
     """
 
     def check(value: object) -> object:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValueError(f"{shown(value)} is not allowed; allowed: {allowed}")
+            raise PydanticCustomError("float_type", "{shown} is not allowed; allowed: {allowed}", _ctx(value, allowed))
         return value
 
     return BeforeValidator(check)
