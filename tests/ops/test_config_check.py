@@ -191,3 +191,15 @@ def test_a_bad_value_is_one_line_naming_the_file_and_key(tmp_path: Path, value: 
     assert res.exit_code == 2
     [only] = res.output.splitlines()
     assert only.startswith(f"{f}: {line}"), only
+
+
+def test_agent_seconds_must_be_numbers_not_bools_or_strings(tmp_path: Path) -> None:
+    f = write(tmp_path, 'coordinator = "http://coord.lab:7461"\ninterval_s = true\nsample_s = "0.5"\n', "a.toml")
+    res = check(f)
+    assert res.exit_code == 2
+    assert res.output.splitlines() == [
+        f"{f}: interval_s: true is not allowed; allowed: a number of seconds",
+        f"{f}: sample_s: '0.5' is not allowed; allowed: a number of seconds",
+    ]
+    ok = write(tmp_path, 'coordinator = "http://coord.lab:7461"\ninterval_s = 2\nsample_s = 0.5\n', "b.toml")
+    assert check(ok).exit_code == 0
