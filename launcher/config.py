@@ -512,7 +512,7 @@ _QUOTA_KEYS = frozenset({"nominal", "borrowing_limit", "lending_limit"})
 def _own_wording(err: Any) -> str | None:
     """``<input> is not allowed; allowed: <what>`` for the pydantic errors labgang words itself, else None."""
     kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
-    shown = f"{given:g}" if isinstance(given, float) else str(given).lower() if isinstance(given, bool) else repr(given)
+    shown = str(given).lower() if isinstance(given, bool) else repr(given)  # 2.0 reads 2.0, not 2
     if kind in _WORDING:
         what = _WORDING[kind]
         if _QUOTA_KEYS & {p for p in err["loc"] if isinstance(p, str)}:

@@ -49,3 +49,14 @@ def test_a_bool_or_string_count_is_one_line_naming_the_key(queue, top, line) -> 
 def test_numbers_still_load() -> None:
     cfg = parse_config(config({"fair_weight": 2, "starvation_after": 1.5}, node_timeout_s=5, tcp_port=7461))
     assert (cfg.queues[0].nominal, cfg.queues[0].fair_weight, cfg.node_timeout_s) == ({"gpu": 4}, 2.0, 5.0)
+
+
+def test_limits_are_numbers_not_bools_or_strings() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(config(limits={"max_connections": True, "header_timeout_s": "5", "page_size": 2.0}))
+    assert sorted(info.value.problems) == [
+        "limits.header_timeout_s: '5' is not allowed; allowed: a number",
+        "limits.max_connections: true is not allowed; allowed: an integer",
+        "limits.page_size: 2.0 is not allowed; allowed: an integer",
+    ]
+    assert parse_config(config(limits={"header_timeout_s": 5, "page_size": 100})).limits.header_timeout_s == 5.0
