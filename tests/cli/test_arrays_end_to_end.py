@@ -5,89 +5,24 @@ commands against it, real task processes started by its agent, and a restart of 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from up_harness import Up
+
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
-MACHINE = REPO / "config" / "sim" / "h100x8.toml"
-STARTUP_S = 90.0  # a bound for a loaded machine; a healthy start takes one or two seconds
-WAIT_S = 90.0
-
-
-class Up:
-    """A running `labgang up --simulate` with its own state directory, and the CLI against it."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.state_dir / "up.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
-                cwd=REPO,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + STARTUP_S
-        while self.cli("queues").returncode != 0:
-            assert self.proc.poll() is None, (self.state_dir / "up.log").read_text()
-            assert time.monotonic() < deadline, "labgang up did not answer"
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-    def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "labgang.launcher", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def jobs(self) -> dict[str, dict]:
-        out = self.cli("queue", "--json")
-        assert out.returncode == 0, out.stderr
-        return {job["id"]: job for job in json.loads(out.stdout)["jobs"]}
-
-    def wait(self, what: str, predicate: Callable[[dict[str, dict]], bool]) -> dict[str, dict]:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            jobs = self.jobs()
-            if predicate(jobs):
-                return jobs
-            assert time.monotonic() < deadline, f"timed out waiting for {what}: {jobs}"
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
     with tempfile.TemporaryDirectory(prefix="lga", dir="/tmp") as d:
         instance = Up(Path(d))
-        instance.start()
         try:
             yield instance
         finally:

@@ -4,89 +4,16 @@ names that already finished are read back from SQLite)."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from up_harness import Up
+
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
-MACHINE = REPO / "config" / "sim" / "h100x8.toml"
-STARTUP_S = 90.0  # a bound for a loaded machine; a healthy start takes one or two seconds
-
-
-class Up:
-    """A running ``labgang up --simulate h100x8.toml`` on ``state_dir`` and the CLI against it."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
-        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
-        self.env.pop("CUDA_VISIBLE_DEVICES", None)
-        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
-            cwd=REPO,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + STARTUP_S
-        while self.cli("queues").returncode != 0:
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
-            time.sleep(0.2)
-
-    def output(self) -> str:
-        return (self.state_dir / "up.log").read_text(errors="replace")
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "labgang.launcher", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    def submit(self, *args: str) -> str:
-        out = self.cli("submit", *args)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip()
-
-    def job(self, job_id: str) -> dict:
-        out = self.cli("show", "--json", job_id)
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)["job"]
-
-    def wait_state(self, job_id: str, states: set[str], timeout: float = 60.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(job_id)
-            if job["state"] in states:
-                return job
-            assert time.monotonic() < deadline, f"job {job_id} stayed {job['state']}, wanted {states}: {job}"
-            time.sleep(0.1)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-                raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
-        self.log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")

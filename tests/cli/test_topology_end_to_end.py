@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from up_harness import Up
 
 pytestmark = pytest.mark.slow
 
@@ -31,53 +33,10 @@ needs_two = pytest.mark.skipif(
 )
 
 
-class Up:
-    """A running ``labgang up --simulate numa2-4gpu.toml`` and the CLI against it."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
-        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
-        self.env.pop("CUDA_VISIBLE_DEVICES", None)
-        self.log = open(state_dir / "up.log", "a+b")  # noqa: SIM115 - open while `labgang up` runs; closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(MACHINE)],
-            cwd=REPO,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while self.cli("queues").returncode != 0:
-            assert self.proc.poll() is None and time.monotonic() < deadline, (state_dir / "up.log").read_text()
-            time.sleep(0.2)
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "labgang.launcher", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-            raise
-        finally:
-            self.log.close()
-
-
 @pytest.fixture(scope="module")
 def up():
     with tempfile.TemporaryDirectory(prefix="lgt", dir="/tmp") as d:
-        instance = Up(Path(d))
+        instance = Up(Path(d), MACHINE)
         try:
             yield instance
         finally:
