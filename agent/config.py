@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from labgang.agent import tomlfile
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 
 class AgentConfigError(ValueError):
@@ -38,6 +38,18 @@ class AgentConfigError(ValueError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = list(problems) if problems else [message]
+
+
+def _number(value: object) -> object:
+    """Only an ``int`` or ``float`` for a seconds key: never ``true`` or a quoted number such as ``"2"``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ValueError(f"{shown} is not allowed; allowed: a number of seconds")
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_number)]
+"""Seconds as a TOML number (int or float)."""
 
 
 class AgentConfig(BaseModel):
@@ -65,11 +77,11 @@ class AgentConfig(BaseModel):
     coordinator: str = "http://127.0.0.1:7461"
     token_file: str | None = None
     address: str | None = None
-    interval_s: float = Field(default=2.0, gt=0, le=300)
-    sample_s: float = Field(default=0.5, gt=0, le=60)
+    interval_s: Seconds = Field(default=2.0, gt=0, le=300)
+    sample_s: Seconds = Field(default=0.5, gt=0, le=60)
     state_dir: str | None = None
     user_socket: bool = True
-    reconnect_max_s: float = Field(default=10.0, gt=0)
+    reconnect_max_s: Seconds = Field(default=10.0, gt=0)
     simulate: str | None = None
     supervisor: dict[str, Any] = Field(default_factory=dict)
 

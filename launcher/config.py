@@ -51,8 +51,12 @@ from labgang.launcher.queue_schema import (
     BorrowWithinCohortModel,
     CohortModel,
     FairPreemptionName,
+    Number,
+    OptionalNumber,
+    OptionalWhole,
     QueueModel,
     TenantModel,
+    Whole,
     fair_preemption_problem,
     sharing_policy,
 )
@@ -118,7 +122,7 @@ class QueueConfig(QueueModel):
     """
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    starvation_after: float | None = Field(default=None, gt=0)
+    starvation_after: OptionalNumber = Field(default=None, gt=0)
     users: list[str] | None = None
     groups: list[str] | None = None
 
@@ -182,23 +186,23 @@ class ClusterConfig(_Strict):
     admin_groups: list[str] = Field(default_factory=list)
     token_file: str | None = None
     tcp_host: str | None = None
-    tcp_port: int | None = Field(default=None, ge=0, le=65535)
+    tcp_port: OptionalWhole = Field(default=None, ge=0, le=65535)
     read_token_file: str | None = None
     metrics_public: bool = True
     private_data: bool = True
-    node_timeout_s: float = Field(default=30.0, gt=0)
-    startup_timeout_s: float = Field(default=60.0, gt=0)
-    cycle_coalesce_s: float = Field(default=0.01, ge=0, le=5)
-    cycle_coalesce_max_s: float = Field(default=0.25, ge=0, le=30)
-    timer_interval_s: float = Field(default=0.5, gt=0, le=60)
-    requeue_backoff_s: float = Field(default=5.0, ge=0)
-    requeue_backoff_max_s: float = Field(default=300.0, ge=0)
-    max_start_failures: int = Field(default=3, ge=1)
+    node_timeout_s: Number = Field(default=30.0, gt=0)
+    startup_timeout_s: Number = Field(default=60.0, gt=0)
+    cycle_coalesce_s: Number = Field(default=0.01, ge=0, le=5)
+    cycle_coalesce_max_s: Number = Field(default=0.25, ge=0, le=30)
+    timer_interval_s: Number = Field(default=0.5, gt=0, le=60)
+    requeue_backoff_s: Number = Field(default=5.0, ge=0)
+    requeue_backoff_max_s: Number = Field(default=300.0, ge=0)
+    max_start_failures: Whole = Field(default=3, ge=1)
     kill_invalid_depend: bool = True
-    default_grace_s: float = Field(default=10.0, ge=0)
-    max_signal_lead_s: float = Field(default=300.0, ge=0, le=86400)
+    default_grace_s: Number = Field(default=10.0, ge=0)
+    max_signal_lead_s: Number = Field(default=300.0, ge=0, le=86400)
     limits: LimitsConfig = LimitsConfig()
-    priority_classes: dict[str, int] = Field(default_factory=dict)
+    priority_classes: dict[str, Whole] = Field(default_factory=dict)
     fair_sharing: bool = False
     fair_preemption: list[FairPreemptionName] | None = None
     admission_fair_sharing: AdmissionFairSharingModel | None = None
@@ -508,7 +512,7 @@ _QUOTA_KEYS = frozenset({"nominal", "borrowing_limit", "lending_limit"})
 def _own_wording(err: Any) -> str | None:
     """``<input> is not allowed; allowed: <what>`` for the pydantic errors labgang words itself, else None."""
     kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
-    shown = f"{given:g}" if isinstance(given, float) else repr(given)
+    shown = str(given).lower() if isinstance(given, bool) else repr(given)  # 2.0 reads 2.0, not 2
     if kind in _WORDING:
         what = _WORDING[kind]
         if _QUOTA_KEYS & {p for p in err["loc"] if isinstance(p, str)}:

@@ -10,8 +10,9 @@ errors. :func:`tree_problems` checks what one table cannot: names, parents, cycl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 from labgang.launcher.model import (
     DEFAULT_FAIR_PREEMPTION,
@@ -28,7 +29,8 @@ from labgang.launcher.model import (
     WithinQueue,
     is_valid_resource,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 FAIR_PREEMPTION_LISTS: tuple[tuple[FairPreemption, ...], ...] = (
     (FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
@@ -36,6 +38,66 @@ FAIR_PREEMPTION_LISTS: tuple[tuple[FairPreemption, ...], ...] = (
     DEFAULT_FAIR_PREEMPTION,
 )
 """The only allowed ``fair_preemption`` lists."""
+
+
+COUNT_HELP = "a whole number of devices >= 0"
+NUMBER_HELP = "a number"
+
+
+def shown(value: object) -> str:
+    """``value`` as it reads in TOML: ``true``, ``"3"``, ``1.5``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _ctx(value: object, allowed: str) -> dict[str, object]:
+    return {"shown": shown(value), "allowed": allowed}
+
+
+def strict_int(allowed: str) -> BeforeValidator:
+    """A check that lets only a whole number (an ``int``, never ``true``/``false`` or ``"3"``) or None through.
+
+    Raises (when validating):
+        PydanticCustomError: ``<value> is not allowed; allowed: <allowed>``.
+    """
+
+    def check(value: object) -> object:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            kind = "int_from_float" if isinstance(value, float) else "int_type"  # worded by the config's checker too
+            raise PydanticCustomError(kind, "{shown} is not allowed; allowed: {allowed}", _ctx(value, allowed))
+        return value
+
+    return BeforeValidator(check)
+
+
+def strict_number(allowed: str = NUMBER_HELP) -> BeforeValidator:
+    """A check that lets only an ``int`` or ``float`` (never ``true``/``false`` or a string) or None through.
+
+    Raises (when validating):
+        PydanticCustomError: ``<value> is not allowed; allowed: <allowed>``.
+    """
+
+    def check(value: object) -> object:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise PydanticCustomError("float_type", "{shown} is not allowed; allowed: {allowed}", _ctx(value, allowed))
+        return value
+
+    return BeforeValidator(check)
+
+
+Count = Annotated[int, strict_int(COUNT_HELP)]
+"""A device count: a whole number (checked >= 0 by :func:`check_quantities`)."""
+Number = Annotated[float, strict_number()]
+"""A plain number (int or float), never a bool or a string."""
+OptionalNumber = Annotated[float | None, strict_number()]
+"""A plain number or None."""
+Whole = Annotated[int, strict_int("a whole number")]
+"""A whole number, never a bool, a float or a string."""
+OptionalWhole = Annotated[int | None, strict_int("a whole number")]
+"""A whole number or None."""
 
 
 class Strict(BaseModel):
@@ -64,7 +126,7 @@ class BorrowWithinCohortModel(Strict):
     """``borrow_within_cohort = { policy, max_priority_threshold }``."""
 
     policy: BorrowPolicy = BorrowPolicy.NEVER
-    max_priority_threshold: int | None = None
+    max_priority_threshold: OptionalWhole = None
 
 
 class QueueModel(Strict):
@@ -72,15 +134,15 @@ class QueueModel(Strict):
 
     name: str = Field(min_length=1)
     cohort: str | None = Field(default=None, min_length=1)
-    nominal: dict[str, int] = {}
-    borrowing_limit: dict[str, int] = {}
-    lending_limit: dict[str, int] = {}
+    nominal: dict[str, Count] = {}
+    borrowing_limit: dict[str, Count] = {}
+    lending_limit: dict[str, Count] = {}
     within_queue: WithinQueue = WithinQueue.NEVER
     reclaim_within_cohort: ReclaimWithinCohort = ReclaimWithinCohort.NEVER
     borrow_within_cohort: BorrowWithinCohortModel = BorrowWithinCohortModel()
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
-    starvation_after: float | None = Field(default=None, ge=0)
-    fair_weight: float = Field(default=1.0, ge=0)
+    starvation_after: OptionalNumber = Field(default=None, ge=0)
+    fair_weight: Number = Field(default=1.0, ge=0)
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
@@ -110,10 +172,10 @@ class CohortModel(Strict):
 
     name: str = Field(min_length=1)
     parent: str | None = Field(default=None, min_length=1)
-    nominal: dict[str, int] = {}
-    borrowing_limit: dict[str, int] = {}
-    lending_limit: dict[str, int] = {}
-    fair_weight: float = Field(default=1.0, ge=0)
+    nominal: dict[str, Count] = {}
+    borrowing_limit: dict[str, Count] = {}
+    lending_limit: dict[str, Count] = {}
+    fair_weight: Number = Field(default=1.0, ge=0)
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
@@ -137,8 +199,8 @@ class TenantModel(Strict):
 
     name: str = Field(min_length=1)
     queue: str = Field(min_length=1)
-    fair_weight: float = Field(default=1.0, ge=0)
-    usage: dict[str, int] = {}
+    fair_weight: Number = Field(default=1.0, ge=0)
+    usage: dict[str, Count] = {}
 
     @field_validator("usage")
     @classmethod
@@ -153,8 +215,8 @@ class TenantModel(Strict):
 class AdmissionFairSharingModel(Strict):
     """``admission_fair_sharing = { half_life, sampling_interval }`` (seconds, both > 0)."""
 
-    half_life: float = Field(gt=0)
-    sampling_interval: float = Field(default=300.0, gt=0)
+    half_life: Number = Field(gt=0)
+    sampling_interval: Number = Field(default=300.0, gt=0)
 
     def to_spec(self) -> AdmissionFairSharing:
         """The scheduler's :class:`AdmissionFairSharing`."""

@@ -40,10 +40,9 @@ def detect_kind(data: dict[str, Any]) -> str | None:
     return "cluster" if c > a else "agent"
 
 
-def _invalid(file: str, kind: str, problems: list[str]) -> None:
-    click.echo(f"{file}: invalid {kind} configuration", err=True)
-    for problem in problems:
-        click.echo(f"  {problem}", err=True)
+def _invalid(file: str, problems: list[str]) -> None:
+    for problem in problems:  # one line per problem, each naming the file and the key
+        click.echo(f"{file}: {problem}", err=True)
     raise SystemExit(2)
 
 
@@ -92,20 +91,20 @@ def check(file: str, kind: str) -> None:
         try:
             machine = machine_from_toml(Path(file).read_text(encoding="utf-8"), file)
         except ValueError as exc:
-            _invalid(file, "machine", [str(exc).removeprefix(f"{file}: ")])
+            _invalid(file, [str(exc).removeprefix(f"{file}: ")])
         click.echo(f"{file}: machine file ok (host {machine.hostname}, {len(machine.gpus)} GPU(s))")
         return
     if kind == "agent":
         try:
             agent = parse_agent_config(data, file)
         except AgentConfigError as exc:
-            _invalid(file, "agent", exc.problems)
+            _invalid(file, exc.problems)
         click.echo(f"{file}: agent config ok (node {agent.node}, coordinator {agent.coordinator})")
         return
     try:
         cfg = parse_config(data, file)
     except ConfigError as exc:
-        _invalid(file, "cluster", exc.problems)
+        _invalid(file, exc.problems)
     queues = ", ".join(q.name for q in cfg.queues)
     click.echo(f"{file}: cluster config ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")
     for warning in unknown_accounts(cfg):

@@ -115,6 +115,10 @@ def build_submission(
             f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
             "allowed: printable characters"
         )
+    if gpu_model is not None and not gpu_model.strip():  # as Slurm refuses an empty --constraint
+        raise SubmissionError(
+            "--gpu-model: must not be empty; allowed: part of a GPU name such as H100 (leave it out for any model)"
+        )
     if queue is not None and not queue.strip():
         raise SubmissionError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
     if array is not None:

@@ -61,9 +61,8 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: 
             elif exc.unreadable:
                 click.echo(f"ERROR {exc.source}: {exc.problems[0]}", err=True)
             else:
-                click.echo(f"ERROR {exc.source}: malformed scenario", err=True)
-                for line in exc.problems:
-                    click.echo(f"  {line}", err=True)
+                for line in exc.problems:  # one line per problem, each naming the file and the key
+                    click.echo(f"ERROR {exc.source}: {line}", err=True)
             continue
         if scenario.has_checks and not report.ok:
             status = max(status, 1)

@@ -79,7 +79,8 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--gpu-model",
             default=None,
             metavar="MODEL",
-            help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100.",
+            help="Only GPUs whose name contains MODEL (case-insensitive), e.g. H100; an empty or blank MODEL "
+            "is refused (leave the option out for any model).",
         ),
         click.option(
             "--min-workers",

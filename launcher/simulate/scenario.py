@@ -34,8 +34,11 @@ from labgang.launcher.queue_schema import (
     FairPreemptionName,
     QueueModel,
     TenantModel,
+    Whole,
     fair_preemption_problem,
     sharing_policy,
+    shown,
+    strict_int,
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
@@ -81,18 +84,32 @@ class ScenarioError(ValueError):
         super().__init__(f"{source}: " + "; ".join(problems))
 
 
+MAX_SECONDS = 10 * 365 * 86400
+"""Largest time a scenario key (``submit``, ``duration``, ``grace``, ``expect.at``) may hold: 10 years in seconds."""
+SECONDS_HELP = f"{DURATION_HELP}; at most {MAX_SECONDS} s (10 years)"
+
+
 def _seconds(value: object) -> object:
-    """A time key's value: a number of seconds as is, or a duration string (``"10m"``, ``"1h30m"``)."""
+    """A time key's value: a number of seconds as is, or a duration string (``"10m"``, ``"1h30m"``);
+    never a bool, never above :data:`MAX_SECONDS` (nor nan or infinity)."""
+    if value is None:
+        return value
     if isinstance(value, str):
         try:
-            return parse_duration(value)
+            value = parse_duration(value)
         except ValueError:
             raise ValueError(f"{value!r} is not a duration; allowed: {DURATION_HELP}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{shown(value)} is not allowed; allowed: {SECONDS_HELP}")
+    if not value <= MAX_SECONDS:  # also nan
+        raise ValueError(f"{shown(value)} is not allowed; allowed: {SECONDS_HELP}")
     return value
 
 
 Seconds = Annotated[float, BeforeValidator(_seconds)]
 """Seconds, written as a number or as a duration string such as ``"10m"`` (``launcher/durations.py``)."""
+OptionalSeconds = Annotated[float | None, BeforeValidator(_seconds)]
+"""Seconds or None."""
 
 
 class _Strict(BaseModel):
@@ -140,11 +157,22 @@ def _between(low: int, high: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _whole(low: int, high: int) -> BeforeValidator:
+    """Only a whole number (never ``true`` or ``"3"``) for a key bounded by :func:`_between`."""
+    return strict_int(f"a whole number {low}..{high}")
+
+
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError(f"{shown(value)} is not allowed; allowed: a whole number or a priority class name")
+    return value
+
+
 class NodeModel(_Strict):
     """``[[nodes]]``: ``gpus`` full GPUs, or with ``mig`` each GPU split into these MIG devices."""
 
     name: str = Field(min_length=1)
-    gpus: Annotated[int, _between(1, MAX_NODE_GPUS)]
+    gpus: Annotated[int, _whole(1, MAX_NODE_GPUS), _between(1, MAX_NODE_GPUS)]
     model: str = ""
     mig: list[str] | None = None
 
@@ -166,18 +194,20 @@ class JobModel(_Strict):
 
     id: str = Field(min_length=1)
     queue: str
-    workers: Annotated[int, _between(1, MAX_WORKERS)] = 1
-    gpus_per_worker: Annotated[int | None, _between(1, MAX_NODE_GPUS)] = None  # a rank lives on one node
+    workers: Annotated[int, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = 1
+    gpus_per_worker: Annotated[int | None, _whole(1, MAX_NODE_GPUS), _between(1, MAX_NODE_GPUS)] = (
+        None  # a rank lives on one node
+    )
     mig: str | None = None
-    priority: int | str = 0
+    priority: Annotated[int | str, BeforeValidator(_not_bool)] = 0
     submit: Seconds = 0.0
-    duration: Seconds | None = Field(default=None, ge=0)
+    duration: OptionalSeconds = Field(default=None, ge=0)
     grace: Seconds = Field(default=0.0, ge=0)
     running: bool = False
-    nodes: Annotated[int | None, _between(1, MAX_WORKERS)] = None
+    nodes: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
     model: str | None = Field(default=None, min_length=1)
     tenant: str | None = Field(default=None, min_length=1)
-    min_workers: Annotated[int | None, _between(1, MAX_WORKERS)] = None
+    min_workers: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
 
     @field_validator("mig")
     @classmethod
@@ -214,13 +244,13 @@ class JobModel(_Strict):
 class ExpectModel(_Strict):
     """``[[expect]]``: what must hold at ``at`` (absent: once no event is left)."""
 
-    at: Seconds | None = None
+    at: OptionalSeconds = None
     running: list[str] | None = None
     pending: list[str] | None = None
     finished: list[str] | None = None
     preempted: list[str] | None = None
     not_preempted: list[str] | None = None
-    started: dict[str, int] | None = None
+    started: dict[str, Whole] | None = None
 
 
 class InvariantModel(_Strict):
@@ -241,7 +271,7 @@ class InvariantModel(_Strict):
                 continue
             if not is_valid_resource(key):
                 raise ValueError(f"unknown key {key!r}; allowed: queue, gpu, mig-<profile>")
-            if not isinstance(n, int) or n < 0:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 raise ValueError(f"{key} must be an integer >= 0")
         return v
 
@@ -251,7 +281,7 @@ class ScenarioFile(_Strict):
 
     scenario: ScenarioMeta
     nodes: list[NodeModel] = Field(min_length=1)
-    priority_classes: dict[str, int] = {}
+    priority_classes: dict[str, Whole] = {}
     cohorts: list[CohortModel] = []
     queues: list[QueueModel] = Field(min_length=1)
     tenants: list[TenantModel] = []

@@ -252,6 +252,11 @@ def test_usage_errors_are_one_line_in_the_same_style_as_refusals(args, line):
     assert result.output == line + "\n"  # no Usage:/Try/Error: block
 
 
+EMPTY_GPU_MODEL = (
+    "--gpu-model: must not be empty; allowed: part of a GPU name such as H100 (leave it out for any model)"
+)
+
+
 @pytest.mark.parametrize(
     "args, line",
     [
@@ -261,6 +266,8 @@ def test_usage_errors_are_one_line_in_the_same_style_as_refusals(args, line):
             "allowed: printable characters",
         ),
         (["-q", ""], "labgang submit: -q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)"),
+        (["--gpu-model", ""], f"labgang submit: {EMPTY_GPU_MODEL}"),
+        (["--gpu-model", "   "], f"labgang submit: {EMPTY_GPU_MODEL}"),
     ],
 )
 def test_names_with_control_characters_and_empty_queues_are_refused_before_sending(fake, args, line):

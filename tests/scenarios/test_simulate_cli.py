@@ -90,6 +90,13 @@ def test_malformed_file_exits_2_naming_the_key(tmp_path, extra, needle):
     assert needle in res.output
 
 
+def test_a_bad_value_is_one_line_naming_the_file_and_key(tmp_path):
+    f = write(tmp_path, BASE.replace("gpus = 2", "gpus = 99999999999"))
+    res = run(f)
+    assert res.exit_code == 2
+    assert res.output.splitlines() == [f"ERROR {f}: nodes[0] ('n1').gpus: must be 1..1024, got 99999999999"]
+
+
 def test_bad_enum_value_lists_the_allowed_values(tmp_path):
     res = run(write(tmp_path, BASE.replace("nominal = { gpu = 2 }", 'nominal = { gpu = 2 }\nqueueing = "lifo"')))
     assert res.exit_code == 2
