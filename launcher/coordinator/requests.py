@@ -258,7 +258,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         _signum, lead = parse_signal(req.signal)
         if lead > config.max_signal_lead_s:
             raise BadRequest(
-                f"signal: the warning lead {lead:g} s is over the cluster's maximum of "
+                f"signal: the warning lead {lead:.15g} s is over the cluster's maximum of "
                 f"{config.max_signal_lead_s:g} s (max_signal_lead_s)",
                 field="signal",
             )

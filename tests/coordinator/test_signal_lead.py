@@ -35,6 +35,12 @@ def test_an_admin_sets_the_bound() -> None:
     build_spec({"argv": ["x"], "signal": "USR1@30"}, ALICE, cfg)
 
 
+def test_a_huge_lead_is_named_in_whole_seconds_not_in_exponent_form() -> None:
+    with pytest.raises(BadRequest) as caught:
+        build_spec({"argv": ["x"], "signal": "USR1@99999999999"}, ALICE, config())
+    assert "the warning lead 99999999999 s" in caught.value.message
+
+
 def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
     """A job submitted before the admin lowered the bound: the agent is told the bounded lead,
     which is what the supervisor waits between the warning and SIGTERM."""
