@@ -86,7 +86,7 @@ def cluster():
 def _alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except OSError:  # gone (ENOENT), or reaped between open and read (ESRCH)
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
