@@ -37,16 +37,17 @@ def behind_a_link():
     shutil.rmtree(base, ignore_errors=True)
 
 
-@needs_root
-def test_the_shim_enters_cwd_as_the_user(behind_a_link: Path) -> None:
+def run_shim_as_nobody(base: Path, command: str, *, check: bool) -> tuple[Path, str, int]:
+    """Run the small parent on a rank folder under ``base`` as user nobody, in ``base/link``,
+    with ``sh -c command``; (rank folder, the rank's log text, the shim's exit status)."""
     nobody = pwd.getpwnam("nobody")
-    rank_dir = behind_a_link / "rank"
+    rank_dir = base / "rank"
     rank_dir.mkdir(mode=0o700)
-    log = behind_a_link / "rank.log"
+    log = base / "rank.log"
     cfg = {
-        "argv": ["/bin/sh", "-c", "cat secret.txt; echo ran-in=$(pwd)"],
+        "argv": ["/bin/sh", "-c", command],
         "env": {"PATH": "/usr/bin:/bin"},
-        "cwd": str(behind_a_link / "link"),
+        "cwd": str(base / "link"),
         "uid": nobody.pw_uid,
         "gid": nobody.pw_gid,
         "groups": [],
@@ -56,9 +57,14 @@ def test_the_shim_enters_cwd_as_the_user(behind_a_link: Path) -> None:
         "log_header": None,
     }
     (rank_dir / "launch.bin").write_bytes(marshal.dumps(cfg))
-    done = subprocess.run([sys.executable, shim_module.__file__, str(rank_dir)], timeout=60, check=False)
-    assert done.returncode == 0
-    text = log.read_text()
+    done = subprocess.run([sys.executable, shim_module.__file__, str(rank_dir)], timeout=60, check=check)
+    return rank_dir, log.read_text(), done.returncode
+
+
+@needs_root
+def test_the_shim_enters_cwd_as_the_user(behind_a_link: Path) -> None:
+    rank_dir, text, code = run_shim_as_nobody(behind_a_link, "cat secret.txt; echo ran-in=$(pwd)", check=False)
+    assert code == 0
     assert "the-secret" not in text
     assert "ran-in" not in text  # the command never ran
     assert "[labgang] cannot enter cwd" in text and "Permission denied" in text
@@ -67,26 +73,9 @@ def test_the_shim_enters_cwd_as_the_user(behind_a_link: Path) -> None:
 
 @needs_root
 def test_the_shim_still_enters_a_cwd_the_user_may_enter(behind_a_link: Path) -> None:
-    nobody = pwd.getpwnam("nobody")
     (behind_a_link / "secret").chmod(0o755)
-    rank_dir = behind_a_link / "rank"
-    rank_dir.mkdir(mode=0o700)
-    log = behind_a_link / "rank.log"
-    cfg = {
-        "argv": ["/bin/sh", "-c", "cat secret.txt; id -u"],
-        "env": {"PATH": "/usr/bin:/bin"},
-        "cwd": str(behind_a_link / "link"),
-        "uid": nobody.pw_uid,
-        "gid": nobody.pw_gid,
-        "groups": [],
-        "drop_privileges": True,
-        "log_path": str(log),
-        "log_max_bytes": 1 << 20,
-        "log_header": None,
-    }
-    (rank_dir / "launch.bin").write_bytes(marshal.dumps(cfg))
-    subprocess.run([sys.executable, shim_module.__file__, str(rank_dir)], timeout=60, check=True)
-    assert log.read_text().split() == ["the-secret", str(nobody.pw_uid)]
+    rank_dir, text, _ = run_shim_as_nobody(behind_a_link, "cat secret.txt; id -u", check=True)
+    assert text.split() == ["the-secret", str(pwd.getpwnam("nobody").pw_uid)]
     assert json.loads((rank_dir / "exit.json").read_text())["exit_status"] == 0
 
 
