@@ -44,8 +44,14 @@ QUEUE_VIEW_FIELDS = (
 
 
 def queue_view(view: dict[str, Any]) -> dict[str, Any]:
-    """The ``queue`` row of a JobView: its :data:`QUEUE_VIEW_FIELDS`, in that order, values unchanged."""
-    return {name: view[name] for name in QUEUE_VIEW_FIELDS}
+    """The ``queue`` row of a JobView: its :data:`QUEUE_VIEW_FIELDS`, in that order, values unchanged
+    but for ``reason``, which keeps only its ``code`` and ``message`` (the table shows no more;
+    ``reason.no_preemption`` is for ``labgang explain``)."""
+    row = {name: view[name] for name in QUEUE_VIEW_FIELDS}
+    reason = row["reason"]
+    if reason is not None and "no_preemption" in reason:
+        row["reason"] = {"code": reason["code"], "message": reason["message"]}
+    return row
 
 
 def job_view(job: JobRecord) -> dict[str, Any]:
@@ -54,6 +60,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     reason = None
     if st.reason_code is not None:
         reason = {"code": st.reason_code, "message": st.reason_message or ""}
+        if st.no_preemption is not None and st.state is JobState.PENDING:
+            reason["no_preemption"] = st.no_preemption.facts()
     return {
         "id": job.id,
         "name": spec.name,
