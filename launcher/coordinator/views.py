@@ -57,7 +57,7 @@ def queue_view(view: dict[str, Any]) -> dict[str, Any]:
 def job_view(job: JobRecord) -> dict[str, Any]:
     """The JobView of one job."""
     st, spec = job.status, job.spec
-    reason = None
+    reason: dict[str, Any] | None = None
     if st.reason_code is not None:
         reason = {"code": st.reason_code, "message": st.reason_message or ""}
         if st.no_preemption is not None and st.state is JobState.PENDING:
