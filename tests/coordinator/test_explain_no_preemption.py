@@ -90,6 +90,9 @@ def test_explain_says_a_job_that_would_borrow_may_not_preempt_and_a_job_within_n
         assert data["job"]["reason"]["no_preemption"] == data["no_preemption"]
         assert RULE in data["sentences"]
         assert cluster.job(a0["id"])["state"] == "running"  # nobody was evicted for a1
+        with cluster.client() as client:  # `labgang queue`'s rows keep the reason's code and message only
+            row = next(r for r in client.jobs(view="queue") if r["id"] == a1["id"])
+        assert row["reason"] == {"code": "cohort_exhausted", "message": data["job"]["reason"]["message"]}
 
         b1 = cluster.submit(hold, queue="team-b", gpus_per_worker=2)
         cluster.wait_state(b1["id"], "running", timeout=20)
