@@ -41,9 +41,16 @@ class CountsChanges:
     def __setattr__(self, name: str, value: Any) -> None:
         fields = self.__dict__
         old = fields.get(name, _UNSET)
-        object.__setattr__(self, name, value)
-        if old is not value and (old != value or type(old) is not type(value)):
-            fields["changes"] = fields.get("changes", 0) + 1  # not through __setattr__: no recursion
+        if old is _UNSET:
+            # the object being built, or a name that is no field (a property refuses it as usual)
+            object.__setattr__(self, name, value)
+        else:
+            # a field: a plain value in the instance dict, written straight there (the hot path:
+            # every cycle writes the reason message of each pending job, mostly the same again)
+            fields[name] = value
+            if old is value or (old == value and type(old) is type(value)):
+                return
+        fields["changes"] = fields.get("changes", 0) + 1  # not through __setattr__: no recursion
 
 
 @dataclass(frozen=True)

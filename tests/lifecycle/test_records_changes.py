@@ -68,3 +68,10 @@ def test_a_history_line_cannot_be_changed() -> None:
     entry = HistoryEntry(1.0, "submitted", "queue default")
     with pytest.raises(dataclasses.FrozenInstanceError):
         entry.message = "something else"  # type: ignore[misc]
+
+
+def test_a_read_only_property_still_refuses_a_write() -> None:
+    rank = RankRecord(0, "n1", ("GPU-a",))
+    with pytest.raises(AttributeError):
+        rank.ended = True  # type: ignore[misc]
+    assert rank.ended is False and rank.changes == RankRecord(0, "n1", ("GPU-a",)).changes
