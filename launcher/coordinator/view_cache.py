@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from labgang.launcher.api import jsoncodec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from labgang.launcher.store import JobRecord, RankRecord
 
@@ -46,6 +46,21 @@ class _Entry(Generic[T]):
         self.value = value
 
 
+def _unchanged(entry: _Entry[Any], job: JobRecord) -> bool:
+    """True while ``job`` is the job ``entry`` was made from and nothing a view of it shows changed."""
+    status, history = job.status, job.history
+    return (
+        entry.job is job
+        and entry.status is status
+        and entry.changes == status.changes
+        and entry.spec is job.spec
+        and entry.history is history
+        and entry.length == len(history)
+        and (entry.last is history[-1] if history else entry.last is None)
+        and entry.ranks == _ranks(job.ranks)
+    )
+
+
 class JobMemo(Generic[T]):
     """Values made from jobs (encoded JobViews, the pitfall detectors' job views), by job and
     variant, each kept with the fingerprint of the job it was made from and used only while
@@ -62,21 +77,7 @@ class JobMemo(Generic[T]):
     def cached(self, job: JobRecord, variant: Hashable = None) -> T | None:
         """The value kept for ``job`` and ``variant`` when it is still the job's, else None."""
         entry = self._entries.get((job.id, variant))
-        if entry is None:
-            return None
-        status, history = job.status, job.history
-        if (
-            entry.job is job
-            and entry.status is status
-            and entry.changes == status.changes
-            and entry.spec is job.spec
-            and entry.history is history
-            and entry.length == len(history)
-            and (entry.last is history[-1] if history else entry.last is None)
-            and entry.ranks == _ranks(job.ranks)
-        ):
-            return entry.value
-        return None
+        return entry.value if entry is not None and _unchanged(entry, job) else None
 
     def keep(self, job: JobRecord, value: T, variant: Hashable = None) -> T:
         """Keep ``value`` (made from ``job`` as it is now; not None) for ``job`` and ``variant``; returns it."""
@@ -122,6 +123,52 @@ class JobViewCache(JobMemo[bytes]):
         """
         data = self.cached(job, variant)
         return self.keep(job, jsoncodec.dumps(build(job)).encode(), variant) if data is None else data
+
+    def page(
+        self,
+        jobs: Iterable[JobRecord],
+        build: Callable[[JobRecord], dict[str, Any]],
+        variant: bool | str | Callable[[JobRecord], bool],
+        limit: int,
+        budget: int,
+    ) -> tuple[list[bytes], JobRecord | None, bool]:
+        """One ``GET /v1/jobs`` page: the encoded views of ``jobs`` (in their order) up to ``limit``
+        of them and about ``budget`` bytes (at least one job), as :meth:`encoded` gives them, in one loop.
+
+        Args:
+            jobs: the listed jobs, read only as far as the page goes.
+            build: makes a job's view (a dict); called only on a miss.
+            variant: the variant of every job's view, or a function of the job that says it (True:
+                ``argv`` hidden from this caller).
+            limit: at most this many jobs.
+            budget: bytes of JSON; the job that goes over it ends the page (unless it is the first).
+
+        Returns:
+            ``(encoded views, the last job on the page or None, whether more jobs follow)``.
+
+        Raises:
+            ValueError: a view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).
+        """
+        encoded: list[bytes] = []
+        entries = self._entries
+        last: JobRecord | None = None
+        choose = variant if callable(variant) else None
+        fixed = False if callable(variant) else variant
+        for job in jobs:
+            if len(encoded) == limit:
+                return encoded, last, True
+            which = fixed if choose is None else choose(job)
+            entry = entries.get((job.id, which))
+            if entry is not None and _unchanged(entry, job):
+                data = entry.value
+            else:
+                data = self.keep(job, jsoncodec.dumps(build(job)).encode(), which)
+            budget -= len(data)
+            if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
+                return encoded, last, True
+            encoded.append(data)
+            last = job
+        return encoded, last, False
 
     def trim(self, known: int, variants: int = 3) -> None:
         """Forget every entry once there are more than three times ``known`` (the jobs the
