@@ -432,16 +432,22 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
     """
     now = coord.clock()
     memo = _pitfall_jobs_for(coord)
-    jobs = tuple(
-        memo.get(job, _pitfall_job)
-        for job in coord.jobs.values()
-        if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s
-    )
+    jobs = memo.all((job for job in coord.jobs.values() if _recent(job, now, finished_within_s)), _pitfall_job)
     memo.trim(len(coord.jobs))
     snapshot = ClusterSnapshot.from_api(
         now, {"nodes": views.node_views(coord)}, None, {"queues": views.queue_views(coord)}
     )
-    return dataclasses.replace(snapshot, jobs=jobs)
+    return dataclasses.replace(snapshot, jobs=tuple(jobs))
+
+
+def _recent(job: JobRecord, now: float, finished_within_s: float) -> bool:
+    """Whether ``job`` is in the snapshot: not finished, or finished ``finished_within_s`` seconds
+    ago at most. A job not ended yet (no ``end_time``: every pending one) is decided without
+    asking its state, which costs more."""
+    end = job.status.end_time
+    if end is None and finished_within_s >= 0:
+        return True
+    return not job.status.state.finished or now - (end or now) <= finished_within_s
 
 
 def _pitfall_job(job: JobRecord) -> JobView:

@@ -88,7 +88,12 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
         if step == 1:
             event(coord, "n1", running, 0, "exited", 1)
     assert kept.sample() == anew.sample()
-    # the findings compared cover a pending job (fragmented), a running one (no process on its GPUs), a device
+    assert done in {j.id for j in kept.sample()[0].jobs}  # cancelled 1,600 s ago: still in the snapshot
+    advance(coord, 2100)
+    assert kept.sample() == anew.sample()
+    assert done not in {j.id for j in kept.sample()[0].jobs}  # ended over an hour ago: left out of both
+    # the findings compared cover a pending job (fragmented), a running one (no process on its GPUs) and a
+    # device with a process labgang did not start
     assert {PitfallKind.FRAGMENTED_GANG.value, PitfallKind.ALLOCATED_NO_PROCESS.value} <= kinds
     assert PitfallKind.FOREIGN_PROCESS.value in kinds
     assert 'labgang_queue_pending_jobs{queue="default",reason="fragmented"} 1.0' in kept.sample()[2]
