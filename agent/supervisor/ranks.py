@@ -72,6 +72,7 @@ class RankRecord:
     kill_at: float | None = None
     shim_alive: bool = True  # as of the last snapshot
     released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
+    fenced: bool = False  # its small parent stopped it because the node's lease ran out (exit.json)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -87,6 +88,7 @@ class RankRecord:
             exit_status=self.exit_status,
             started_at=self.started_at,
             ended_at=self.ended_at,
+            fenced=self.fenced,
         )
 
 
@@ -127,6 +129,7 @@ class RankTable:
             rec.exit_known = True
             rec.exit_status = info["exit_status"]
             rec.ended_at = info["ended_at"]
+            rec.fenced = info.get("fenced") is True
 
     def _live(self, rec: RankRecord, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
         """pid → start ticks of every live process of the rank (the shim itself excluded)."""

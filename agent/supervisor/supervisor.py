@@ -94,6 +94,10 @@ class Supervisor(SpareShims, RankStopper):
             --spare``); a launch takes one instead of starting an interpreter. 0 = none.
         extra_env: agent-provided variables given to every rank (``environment.py``, e.g.
             ``LABGANG_SIM_SCOPE``); they cannot override the contract variables.
+        cgroups: each rank's device fence (``agent/confine/``), or None.
+        lease_file: the agent's ``lease.json`` (``agent/lease.py``): each rank's small parent
+            stops its rank when that lease ran out and no agent is alive to do it
+            (``shim.LeaseWatch``); None = no such watchdog.
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -116,9 +120,11 @@ class Supervisor(SpareShims, RankStopper):
         spare_shims: int = 0,
         extra_env: Mapping[str, str] | None = None,
         cgroups: RankCgroups | None = None,
+        lease_file: Path | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
         self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
+        self.lease_file = lease_file  # the node lease each small parent watches (shim.LeaseWatch), or None
         self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
         self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
@@ -271,6 +277,8 @@ class Supervisor(SpareShims, RankStopper):
                 "log_header": header,
                 "cpus": list(spec.cpus) if spec.cpus is not None else None,
                 "cgroup_procs": procs,
+                "lease_path": str(self.lease_file) if self.lease_file is not None else None,
+                "grace": spec.grace,
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)
