@@ -26,7 +26,6 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
 from labgang.agent.supervisor.violations import find_violations
+from labgang.agent.supervisor.writer import ThreadWriter
 from labgang.agent.token import read_token
 from labgang.agent.userproxy import UserSocketProxy
 
@@ -154,11 +154,13 @@ class AgentService:
             extra_env=extra_env,
             cgroups=cgroups,
             lease_file=self.fence.lease_file,
+            journal_writer=ThreadWriter(),  # journal writes off the event loop, in order (writer.py)
         )
         # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
         # even if this agent never reaches the coordinator.
         self.fence.load()
         events = self.supervisor.recover()
+        self.supervisor.flush_journal()  # on disk before these events are reported (a worker thread here)
         self.fence.adopt(self.supervisor.ranks())  # fenced by their small parents while no agent ran
         for event in events:
             self._queue_event(event.to_dict())
@@ -313,6 +315,8 @@ class AgentService:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self._proxy is not None:
                 await self._proxy.close()
+            if self.supervisor is not None:
+                await asyncio.to_thread(self.supervisor.flush_journal)
             shutdown = getattr(self.backend, "nvmlShutdown", None)
             if shutdown is not None:
                 try:
@@ -435,9 +439,10 @@ class AgentService:
 
     async def _report(self, events: list[Any], *, inventory: NodeInventory | None = None) -> None:
         """Queue ``events`` and send everything unacknowledged at once (with ``inventory`` when given)."""
-        if events:
+        if events and self.supervisor is not None:
             log.debug("tick: %s", ", ".join(f"{e.job_id}/{e.rank} {e.kind}" for e in events))
-            if self.supervisor is not None and any(e.kind == "exited" for e in events):
+            await asyncio.wrap_future(self.supervisor.journal_written())  # journalled before reported
+            if any(e.kind == "exited" for e in events):
                 self.fence.adopt(self.supervisor.ranks())  # a small parent may have fenced its rank
             for ev in events:
                 self._queue_event(ev.to_dict())
@@ -499,16 +504,6 @@ class AgentService:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
         self._forget_finished()
 
-    @staticmethod
-    def _in_background(work: Callable[[], None]) -> None:
-        """Run ``work`` on the loop's default worker threads, not waited for (errors are logged)."""
-
-        def done(fut: asyncio.Future[None]) -> None:
-            if not fut.cancelled() and fut.exception() is not None:
-                log.warning("background cleanup failed: %s", fut.exception())
-
-        asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(done)
-
     def _forget_finished(self) -> None:
         """Drop runs whose ranks are all gone and whose events were acknowledged (logs stay)."""
         sup = self.supervisor
@@ -520,9 +515,10 @@ class AgentService:
             by_job.setdefault(s.job_id, []).append(s)
         for job_id, ranks in by_job.items():
             if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
-                # Journal folders are deleted on a worker thread: this runs as the coordinator's
-                # acknowledgement arrives, when the next gang's launch is due on this loop.
-                sup.forget(job_id, run=self._in_background)
+                # Journal folders are deleted by the journal's writer thread, after the ranks' last
+                # writes: this runs as the coordinator's acknowledgement arrives, when the next
+                # gang's launch is due on this loop.
+                sup.forget(job_id)
                 self.fence.forget(job_id)
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:

@@ -22,6 +22,7 @@ from .hostos import ProcessHost, ProcSnapshot
 from .spec import LaunchSpec
 from .states import RankState, can_transition
 from .status import EventKind, RankEvent, RankStatus
+from .writer import JournalWriter
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class RankTable:
     sets the attributes below in its ``__init__``."""
 
     _journal: J.Journal
+    _writer: JournalWriter  # state.json and shim.json: now, or in order on a thread (writer.py)
     _ranks: dict[tuple[str, int], RankRecord]
     _clock: Callable[[], float]
     _wall: Callable[[], float]
@@ -174,7 +176,8 @@ class RankTable:
         )
 
     def _save(self, rec: RankRecord) -> None:
-        J.write_json(
+        """Journal the rank's record (``state.json``) through the writer: now, or queued in order."""
+        self._writer.write(
             rec.dir / J.STATE,
             {
                 "state": rec.state.value,

@@ -10,6 +10,7 @@ can only be seen through its exit watcher and its release only through an on-dem
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,34 @@ async def test_rank_zeros_agent_picks_master_port_at_launch_and_keeps_it_on_a_re
     assert int(out.read_text()) == port
     await end.command("stop_job", {"job_id": "10.0", "grace": 0, "warn": False})
     await end.wait(lambda: end.events("gone"))
+
+
+async def test_events_and_answers_leave_only_once_the_journal_says_so(agent_and_link, tmp_path):
+    """The journal is written on a thread of its own; the agent still reports a rank's events, and
+    answers a stop, only once its ``state.json`` on disk says what they say (an agent restarted in
+    between would otherwise report or resume from an older state)."""
+    agent, end, _backend = agent_and_link
+    uuid = agent.inventory.allocatable()[4].uuid
+    state_file = agent.supervisor._journal.rank_dir("11.0", 0) / "state.json"
+    on_disk: list[tuple[str, dict[str, Any]]] = []
+    record = end._record
+
+    async def record_with_disk(message: dict[str, Any]) -> None:
+        if message.get("type") == "rank_events":
+            for ev in message["events"]:
+                on_disk.append((ev["kind"], json.loads(state_file.read_text())))
+        await record(message)
+
+    end._record = record_with_disk
+    await end.command("launch", {"specs": [_spec(tmp_path, ["sleep", "60"], uuid, job_id="11.0")]})
+    # The launch's answer came after its write (the rank may have been seen running since).
+    assert json.loads(state_file.read_text())["state"] in ("starting", "running")
+    await end.wait(lambda: end.events("started"))
+    (status,) = await end.command("stop_job", {"job_id": "11.0", "grace": 5.0, "warn": False})
+    assert status["state"] == "stopping"
+    assert json.loads(state_file.read_text())["state"] != "running"  # "stopping", or later already
+    await end.wait(lambda: end.events("gone"))
+    seen = {kind: saved for kind, saved in on_disk}
+    assert seen["started"]["started_reported"] is True
+    assert seen["exited"]["exit_reported"] is True and seen["exited"]["exit_status"] == 143
+    assert seen["gone"]["state"] == "gone"
