@@ -85,13 +85,40 @@ def queue_listing(
         CoordinatorUnavailable: no coordinator answers.
     """
     states = tuple(part.strip().lower() for text in states for part in text.split(",") if part.strip())
+
+    def listed(view: str) -> list[dict[str, Any]]:
+        return _listed(
+            client.jobs(all_users=all_users, user=user, queue=queue, states=states, view=view), queue, states
+        )
+
     if as_json:
         from labgang.launcher.cli.format import to_json
 
-        jobs = active_jobs(client.jobs(all_users=all_users, user=user, queue=queue, states=states))
-        return to_json({"jobs": jobs}), []
-    table, count = client.job_table(all_users=all_users, user=user, queue=queue, states=states)
+        return to_json({"jobs": listed("full")}), []
+    try:
+        table, count = client.job_table(all_users=all_users, user=user, queue=queue, states=states)
+    except ApiError as err:
+        if (err.status, err.field) != (400, "view"):
+            raise
+        # A coordinator from before view=table, e.g. still running after an upgrade of the
+        # package: render its rows here (and filter them: it ignores queue= and state=).
+        import time
+
+        from labgang.launcher.jobtable import job_table
+
+        rows = listed("queue")
+        table, count = job_table(rows, time.time()), len(rows)
     return table, _empty_notes(user, queue, states) if count == 0 else []
+
+
+def _listed(jobs: list[dict[str, Any]], queue: str | None, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``jobs`` as ``queue`` lists them: :func:`active_jobs` of this queue and in these states only
+    (the coordinator filters already; one from before the filters does not)."""
+    return [
+        j
+        for j in active_jobs(jobs)
+        if (queue is None or j.get("queue") == queue) and (not states or j.get("state") in states)
+    ]
 
 
 def _empty_notes(user: str | None, queue: str | None, states: tuple[str, ...]) -> list[str]:

@@ -4,8 +4,12 @@ with a note when filters match nothing and a one-line refusal of a queue or stat
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
+from labgang.launcher.api.client import ApiError, Client
 from labgang.launcher.cli import jobs, quick
 
 from tests.cli.test_quick import click_run, fast_run, running_coordinator
@@ -77,3 +81,54 @@ def test_a_queue_or_state_that_does_not_exist_is_refused_in_one_line_on_both_pat
         bad_state = run(coordinator, "queue", "-t", "pending,done")
         assert bad_state.returncode == 2 and len(bad_state.stderr.splitlines()) == 1
         assert bad_state.stderr.startswith("labgang queue: --state: state 'done' is not a job state; allowed: ")
+
+
+# A coordinator as it was before ``view=table`` and the ``queue``/``state`` filters (still running,
+# say, after the package was upgraded under it): it refuses the view and ignores the filters.
+OLD_COORDINATOR = (
+    "import sys\n"
+    "from labgang.launcher.coordinator import handlers\n"
+    "handlers._VIEWS = ('full', 'queue')\n"
+    "handlers._job_filter = lambda coord, query: None\n"
+    "from labgang.launcher.cli.main import main\n"
+    "sys.argv[0] = 'labgang'\n"
+    "main()\n"
+)
+
+
+@pytest.fixture
+def old_coordinator(tmp_path):
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
+    state = tmp_path / "state"
+    argv = [sys.executable, "-c", OLD_COORDINATOR, "coordinator", "--config", str(cfg), "--state-dir", str(state)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "labgang.sock").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
+            time.sleep(0.05)
+        yield str(state)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_queue_against_a_coordinator_from_before_the_table_view_renders_and_filters_itself(old_coordinator):
+    for name in ("a", "b", "c"):
+        assert fast_run(old_coordinator, "submit", "--name", name, "--", "true").returncode == 0
+    assert fast_run(old_coordinator, "cancel", "2").returncode == 0
+    with Client.for_state_dir(old_coordinator) as client, pytest.raises(ApiError) as refused:
+        client.job_table()
+    assert (refused.value.status, refused.value.field) == (400, "view")  # it really is the old one
+    for run in (fast_run, click_run):
+        listed = run(old_coordinator, "queue")
+        assert listed.returncode == 0 and listed.stderr == ""
+        assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["1", "a"], ["3", "c"]]
+        assert listed.stdout.splitlines()[0].split()[0] == "JOBID"
+        nothing = run(old_coordinator, "queue", "-t", "running")
+        assert nothing.returncode == 0 and len(nothing.stdout.splitlines()) == 1
+        assert nothing.stderr.startswith("labgang queue: note: no active job matches state running")
+        as_json = run(old_coordinator, "queue", "--json", "-q", "default", "-t", "pending")
+        assert [job["name"] for job in json.loads(as_json.stdout)["jobs"]] == ["a", "c"]
