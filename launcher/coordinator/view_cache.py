@@ -48,7 +48,7 @@ class _Entry(Generic[T]):
 
 def _unchanged(entry: _Entry[Any], job: JobRecord) -> bool:
     """True while ``job`` is the job ``entry`` was made from and nothing a view of it shows changed."""
-    status, history = job.status, job.history
+    status, history, ranks = job.status, job.history, job.ranks
     return (
         entry.job is job
         and entry.status is status
@@ -57,7 +57,7 @@ def _unchanged(entry: _Entry[Any], job: JobRecord) -> bool:
         and entry.history is history
         and entry.length == len(history)
         and (entry.last is history[-1] if history else entry.last is None)
-        and entry.ranks == _ranks(job.ranks)
+        and (entry.ranks == _ranks(ranks) if ranks else not entry.ranks)  # a pending job has none: no call
     )
 
 
