@@ -552,11 +552,10 @@ class Simulation:
             model = req.gpu_model.lower() if req.gpu_model else None
             raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
             if raw is None:
+                where = job.task.index if job.task else job.seq
                 raise ScenarioError(
                     self.scenario.source,
-                    [
-                        f"jobs[{job.task.index if job.task else job.seq}] ({job.id!r}): running = true but the cluster has no room left for it"
-                    ],
+                    [f"jobs[{where}] ({job.id!r}): running = true but the cluster has no room left for it"],
                 )
             placement = tuple(
                 RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from labgang.launcher.arrays import BadArraySpec, fold, parse_array, step_of, task_id
+from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
 from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import ArrayTask
 from labgang.launcher.limits import LimitsConfig
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 MAX_ARRAY_SIZE = LimitsConfig().max_array_size
 """Every index of a scenario's ``array`` is below this: the coordinator's default ``[limits] max_array_size``."""
 
+_NUMBERS = "a job number such as 12, or an array task such as 12_3"
+"""What the parser allows for a job id, in the coordinator's terms (scenarios name jobs instead)."""
 _UNKNOWN = "999999999"
 """Stands for a name no job has while a dependency's syntax is checked."""
 
@@ -109,6 +111,7 @@ class JobIds:
             message = str(exc).replace(repr(model_text.strip()), repr(text.strip()))
             for model_part, part in zip(model_parts, parts, strict=True):
                 message = message.replace(repr(model_part), repr(part.strip()))
+            message = message.replace(_NUMBERS, "a job id of this file, or an array task as NAME_INDEX")
             raise BadDependency(message) from None
         if unknown:
             raise BadDependency(
@@ -209,9 +212,8 @@ def dependencies(
     texts: dict[int, str] = {}
     problems: list[str] = []
     named: dict[int, list[int]] = {}  # job index -> the job indices its dependency names
-    index_of = {t.model_id: t.index for t in ids.tasks}
-    for name, tasks in ids.arrays.items():
-        index_of[ids._model_ids[name]] = ids.by_name[tasks[0]].index if tasks[0] in ids.by_name else -1
+    index_of = {t.model_id: t.index for t in ids.tasks}  # the coordinator's id -> [[jobs]] index
+    index_of.update({t.task.array_id: t.index for t in ids.tasks if t.task is not None})
     for i, job in enumerate(jobs):
         if job.dependency is None:
             continue
@@ -225,9 +227,13 @@ def dependencies(
             continue
         texts[i] = text
         named[i] = [index_of[m] for m in parse_dependency(text).job_ids if index_of.get(m, -1) >= 0]
+    in_cycle: set[int] = set()
     for i in sorted(named):
-        cycle = _cycle(i, named)
+        cycle = None if i in in_cycle else _cycle(i, named)
+        if i in in_cycle:
+            continue
         if cycle is not None:
+            in_cycle.update(cycle)
             loop = " -> ".join(jobs[k].id for k in cycle)
             problems.append(
                 f"{where(i)}.dependency: a cycle of dependencies ({loop}); allowed: jobs submitted before this one"
