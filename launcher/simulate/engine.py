@@ -107,10 +107,16 @@ class Simulation:
     _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
     _last_sample: float = 0.0
+    _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
+    _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
+    _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
 
     def __post_init__(self) -> None:
         f = self.scenario.file
         self.tenant_usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
+        for node in self.scenario.nodes:
+            for device in node.devices:
+                self._capacity[device.resource] = self._capacity.get(device.resource, 0) + 1
         tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
         self._tenant_names = {k: name for name, k in tenants.items()}
         for t in self.scenario.ids.tasks:
@@ -201,14 +207,15 @@ class Simulation:
         text = job.record.spec.dependency
         if not text:
             return ()
-        names = parse_dependency(text).job_ids
-        return tuple(
-            target(other.record)
-            for other in self.jobs.values()
-            if other.submitted
-            and other.record.status.state.finished
-            and any(matches(name, other.record.id) for name in names)
-        )
+        key = (text, len(self._finished))  # an array's tasks share one text: one search while nothing ends
+        if key not in self._targets:
+            names = parse_dependency(text).job_ids
+            self._targets = {
+                key: tuple(
+                    target(done.record) for done in self._finished if any(matches(n, done.record.id) for n in names)
+                )
+            }
+        return self._targets[key]
 
     def _ranks_exit(self, job: SimJob, run_id: str, status: int) -> None:
         """Every live rank of attempt ``run_id`` exits with ``status`` and is gone, node by node,
@@ -259,6 +266,7 @@ class Simulation:
                 job = self.by_model[effect.job.id]
                 self._release(job)
                 job.end_time = self.now
+                self._finished.append(job)
                 if job.cancelled:
                     st = job.record.status
                     self._emit("cancel", job=job.id, code=st.reason_code, message=self._shown(st.reason_message or ""))
@@ -348,15 +356,6 @@ class Simulation:
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
         return snapshot, gate
-
-    @property
-    def _capacity(self) -> dict[str, int]:
-        """Resource name -> devices of it in the cluster (the array window's bound)."""
-        out: dict[str, int] = {}
-        for node in self.scenario.nodes:
-            for device in node.devices:
-                out[device.resource] = out.get(device.resource, 0) + 1
-        return out
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
