@@ -58,6 +58,17 @@ class CommandHandler:
         sup = self.supervisor
         if op in ("launch", "stop_job", "stop_jobs", "signal_job"):
             self._wake()  # a new rank to watch, a grace period to time, processes to see exit
+        result = self._run(op, args)
+        if op in ("launch", "stop_job", "stop_jobs"):
+            # The answer goes once what it reports is journalled (supervisor/writer.py).
+            await asyncio.wrap_future(sup.journal_written())
+        if op == "read_log":
+            return await asyncio.get_running_loop().run_in_executor(None, self.read_log, args)
+        return result
+
+    def _run(self, op: str, args: dict[str, Any]) -> Any:
+        """:meth:`handle` for every op but ``read_log``, on the caller's thread."""
+        sup = self.supervisor
         if op == "launch":
             began = time.perf_counter()
             out: list[dict[str, Any]] = []
@@ -104,7 +115,7 @@ class CommandHandler:
         if op == "pick_port":
             return pick_free_port()
         if op == "read_log":
-            return await asyncio.get_running_loop().run_in_executor(None, self.read_log, args)
+            return None  # read on a worker thread by handle()
         raise ValueError(
             f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, read_log"
         )

@@ -14,9 +14,12 @@ margin for the agent's own delays). Times are ``time.monotonic()`` seconds; the 
 the two machines' clocks run at the same rate, not that they agree.
 
 The lease outlives an agent restart: :func:`save_lease` writes it to the agent's state
-directory (unix seconds), and :func:`load_lease` gives a new agent the lease its predecessor
-held, so ranks it re-adopts while the coordinator is out of reach are still stopped in time.
-:class:`NodeLease` itself is pure (no I/O, no clock).
+directory, and :func:`load_lease` gives a new agent the lease its predecessor held, so ranks it
+re-adopts while the coordinator is out of reach are still stopped in time. The file also holds
+the deadline on ``CLOCK_MONOTONIC`` (shared by every process of one boot, named by the kernel's
+``boot_id``) and who holds the lease (the agent's pid and start time): each rank's small parent
+reads it, and stops its rank itself at that deadline when no agent is alive to do it
+(``agent/supervisor/shim.py``, ``LeaseWatch``). :class:`NodeLease` itself is pure (no I/O, no clock).
 """
 
 from __future__ import annotations
@@ -91,8 +94,36 @@ LEASE_FILE = "lease.json"
 """The lease's file in the agent's state directory (``<state_dir>/agent``)."""
 
 
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id() -> str:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``): ``CLOCK_MONOTONIC`` readings compare only
+    within one boot. Empty when it cannot be read (the lease then falls back to unix seconds)."""
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """``pid``'s start time in clock ticks since boot (``/proc/PID/stat`` field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def save_lease(agent_dir: Path, lease: NodeLease, *, mono_now: float, wall_now: float) -> None:
     """Write an armed lease to ``agent_dir/lease.json`` atomically (nothing for an unarmed one).
+
+    The file is one flat JSON object of numbers and one string, which the ranks' small parents
+    read without a JSON parser: ``node_timeout_s``; ``confirmed_at`` (unix s); ``confirmed_mono``
+    and ``expires_mono`` (``CLOCK_MONOTONIC`` s, valid on the boot ``boot_id``); ``agent_pid`` and
+    ``agent_start_ticks``, the agent that holds the lease and fences while it lives.
 
     Args:
         mono_now, wall_now: one reading of ``time.monotonic()`` and ``time.time()``, to turn the
@@ -101,9 +132,17 @@ def save_lease(agent_dir: Path, lease: NodeLease, *, mono_now: float, wall_now: 
     Raises:
         OSError: the file cannot be written.
     """
-    if lease.node_timeout_s is None or lease.confirmed_at is None:
+    if lease.node_timeout_s is None or lease.confirmed_at is None or lease.expires_at is None:
         return
-    data = {"node_timeout_s": lease.node_timeout_s, "confirmed_at": wall_now - (mono_now - lease.confirmed_at)}
+    data = {
+        "node_timeout_s": lease.node_timeout_s,
+        "confirmed_at": wall_now - (mono_now - lease.confirmed_at),
+        "confirmed_mono": lease.confirmed_at,
+        "expires_mono": lease.expires_at,
+        "boot_id": boot_id(),
+        "agent_pid": os.getpid(),
+        "agent_start_ticks": process_start_ticks(os.getpid()) or 0,
+    }
     tmp = agent_dir / f"{LEASE_FILE}.tmp.{os.getpid()}"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     os.replace(tmp, agent_dir / LEASE_FILE)
@@ -111,7 +150,9 @@ def save_lease(agent_dir: Path, lease: NodeLease, *, mono_now: float, wall_now: 
 
 def load_lease(agent_dir: Path, *, mono_now: float, wall_now: float) -> NodeLease:
     """The lease a previous agent saved, on this agent's monotonic clock; unarmed when there is
-    no file or it cannot be read (a clock set back since counts as no time passed).
+    no file or it cannot be read. Saved on this boot, its ``CLOCK_MONOTONIC`` time is taken as it
+    is (unless it is ahead of ``mono_now``: then it is not this clock); otherwise its unix time is
+    (a clock set back since counts as no time passed).
 
     Args:
         mono_now, wall_now: one reading of ``time.monotonic()`` and ``time.time()``.
@@ -120,8 +161,14 @@ def load_lease(agent_dir: Path, *, mono_now: float, wall_now: float) -> NodeLeas
     try:
         data = json.loads((agent_dir / LEASE_FILE).read_text(encoding="utf-8"))
         timeout, confirmed = float(data["node_timeout_s"]), float(data["confirmed_at"])
-    except (OSError, ValueError, TypeError, KeyError):
+        mono = data.get("confirmed_mono") if data.get("boot_id") and data.get("boot_id") == boot_id() else None
+        mono = None if mono is None else float(mono)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return lease
-    if math.isfinite(timeout) and timeout > 0 and math.isfinite(confirmed):
+    if not (math.isfinite(timeout) and timeout > 0):
+        return lease
+    if mono is not None and math.isfinite(mono) and mono <= mono_now:  # ahead of now: not this clock
+        lease.arm(timeout, mono)
+    elif math.isfinite(confirmed):
         lease.arm(timeout, mono_now - max(0.0, wall_now - confirmed))
     return lease

@@ -9,7 +9,7 @@ pick_port, read_log), and serves the user API on the node's Unix socket
 (``agent/userproxy.py``: each request forwarded over the link with the caller's uid from
 SO_PEERCRED, which the coordinator trusts). The link keeps the node's lease renewed; when
 the coordinator has not answered for most of ``node_timeout_s``, the tick stops every rank
-here (``agent/lease.py``, docs/queue-semantics.md §A5).
+here (``agent/fence.py``, ``agent/lease.py``, docs/queue-semantics.md §A5).
 
 The tick is event-driven: it runs when a rank's small parent or main process exits (a
 pidfd per process, :class:`~labgang.agent.supervisor.ExitWatcher`), when a grace period
@@ -26,7 +26,6 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,15 @@ from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
 from labgang.agent.confine import Confinement, RankCgroups
 from labgang.agent.exit_stop import ExitStop
+from labgang.agent.fence import NodeFence
 from labgang.agent.inventory import NodeInventory, read_inventory
-from labgang.agent.lease import NodeLease, load_lease, save_lease
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
 from labgang.agent.supervisor.violations import find_violations
+from labgang.agent.supervisor.writer import ThreadWriter
 from labgang.agent.token import read_token
 from labgang.agent.userproxy import UserSocketProxy
 
@@ -99,9 +99,7 @@ class AgentService:
         self.inventory: NodeInventory | None = None
         self.supervisor: Supervisor | None = None
         self.link: CoordinatorLink | None = None
-        self.lease = NodeLease()  # renewed by the link; when it runs out, the tick stops every rank
-        self._fenced: set[tuple[str, int]] = set()  # (run id, rank) stopped because the lease ran out
-        self._lease_saved: float | None = None  # the confirmed_at last written to lease.json
+        self.fence = NodeFence(self._agent_dir())  # the lease the link renews; the tick fences on it
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self.commands: CommandHandler | None = None  # made once the supervisor exists
@@ -155,12 +153,16 @@ class AgentService:
             spare_shims=spares,
             extra_env=extra_env,
             cgroups=cgroups,
+            lease_file=self.fence.lease_file,
+            journal_writer=ThreadWriter(),  # journal writes off the event loop, in order (writer.py)
         )
         # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
         # even if this agent never reaches the coordinator.
-        self.lease = load_lease(self._agent_dir(), mono_now=time.monotonic(), wall_now=time.time())
-        self._lease_saved = self.lease.confirmed_at
-        for event in self.supervisor.recover():
+        self.fence.load()
+        events = self.supervisor.recover()
+        self.supervisor.flush_journal()  # on disk before these events are reported (a worker thread here)
+        self.fence.adopt(self.supervisor.ranks())  # fenced by their small parents while no agent ran
+        for event in events:
             self._queue_event(event.to_dict())
 
     def _decide_confinement(
@@ -248,13 +250,7 @@ class AgentService:
         """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
         stopped because the node's lease ran out (so the coordinator requeues its job, not fails it)."""
         assert self.supervisor is not None
-        out = []
-        for s in self.supervisor.ranks():
-            d = s.to_dict()
-            if (s.job_id, s.rank) in self._fenced:
-                d["fenced"] = True
-            out.append(d)
-        return out
+        return [self.fence.mark(s.to_dict()) for s in self.supervisor.ranks()]
 
     def run_as_policy(self) -> dict[str, Any]:
         """Whose ranks this agent may start, so the coordinator can refuse at submission a job
@@ -291,7 +287,7 @@ class AgentService:
             on_connected=self._flush_outbox,
             on_ack=self._on_ack,
             reconnect_max_s=self.config.reconnect_max_s,
-            lease=self.lease,
+            lease=self.fence.lease,
         )
         if self.config.user_socket:
             proxy = UserSocketProxy(self.state_dir, self.node, self.link.forward)
@@ -319,6 +315,8 @@ class AgentService:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self._proxy is not None:
                 await self._proxy.close()
+            if self.supervisor is not None:
+                await asyncio.to_thread(self.supervisor.flush_journal)
             shutdown = getattr(self.backend, "nvmlShutdown", None)
             if shutdown is not None:
                 try:
@@ -395,7 +393,7 @@ class AgentService:
         """One tick; when a rank waits only for NVML, read NVML now and tick again."""
         sup = self.supervisor
         assert sup is not None
-        self._check_lease()
+        self.fence.check(sup)
         events = sup.tick()
         await self._report(events)
         need = sup.awaiting_devices()
@@ -421,39 +419,6 @@ class AgentService:
             self._recheck_s = min(self._recheck_s * 2, self.config.sample_s)
         await self._report(events, inventory=inv)
 
-    def _check_lease(self) -> None:
-        """Stop every rank here, the way a ``stop_jobs`` command would (SIGTERM now, each job's
-        grace, SIGKILL), once the node's lease ran out: the coordinator will soon count them as
-        stopped and may start the jobs elsewhere (docs/queue-semantics.md §A5). Their exits are
-        reported when the link is back."""
-        sup = self.supervisor
-        lease = self.lease
-        now = time.monotonic()
-        if lease.confirmed_at != self._lease_saved:  # renewed since the last tick: keep it for a successor
-            self._lease_saved = lease.confirmed_at
-            try:
-                save_lease(self._agent_dir(), lease, mono_now=now, wall_now=time.time())
-            except OSError as exc:
-                log.warning("cannot save the node lease: %s", exc)
-        if sup is None or not lease.due(now):
-            return
-        lease.fenced = True
-        live = [s for s in sup.ranks() if s.state is not RankState.GONE]
-        jobs = sorted({s.job_id for s in live})
-        if not jobs:
-            return
-        # Ranks still running now: their exits are reported as the fence's doing, not the job's.
-        self._fenced.update((s.job_id, s.rank) for s in live if s.exit_status is None)
-        silent = now - (lease.confirmed_at or now)
-        log.warning(
-            "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
-            silent,
-            lease.node_timeout_s or 0.0,
-            len(jobs),
-            ", ".join(jobs),
-        )
-        sup.stop_jobs([(job_id, None, False) for job_id in jobs])
-
     def _next_tick_in(self) -> float:
         """Seconds until the next tick is due without a wake-up: a deadline, a re-read, a start, or ``TICK_S``."""
         sup = self.supervisor
@@ -463,8 +428,8 @@ class AgentService:
         deadline = sup.next_deadline()
         if deadline is not None:
             delay = min(delay, deadline - now)
-        expires = self.lease.expires_at
-        if expires is not None and not self.lease.fenced:
+        expires = self.fence.next_expiry()
+        if expires is not None:
             delay = min(delay, expires - now)
         if sup.awaiting_devices() is not None and self._reading is not None:
             delay = min(delay, self._reading.read_at + self._recheck_s - now)
@@ -474,18 +439,19 @@ class AgentService:
 
     async def _report(self, events: list[Any], *, inventory: NodeInventory | None = None) -> None:
         """Queue ``events`` and send everything unacknowledged at once (with ``inventory`` when given)."""
-        if events:
+        if events and self.supervisor is not None:
             log.debug("tick: %s", ", ".join(f"{e.job_id}/{e.rank} {e.kind}" for e in events))
+            await asyncio.wrap_future(self.supervisor.journal_written())  # journalled before reported
+            if any(e.kind == "exited" for e in events):
+                self.fence.adopt(self.supervisor.ranks())  # a small parent may have fenced its rank
             for ev in events:
                 self._queue_event(ev.to_dict())
         if events or inventory is not None:
             await self._flush_outbox(inventory=inventory)
 
     def _queue_event(self, event: dict[str, Any]) -> None:
-        if (event.get("job_id"), event.get("rank")) in self._fenced:
-            event["fenced"] = True
         self._seq += 1
-        self._outbox.append((self._seq, event))
+        self._outbox.append((self._seq, self.fence.mark(event)))
 
     async def _flush_outbox(self, inventory: NodeInventory | None = None) -> None:
         """Send every event the coordinator has not acknowledged yet (after a reconnect too).
@@ -538,16 +504,6 @@ class AgentService:
         self._outbox = [(s, e) for s, e in self._outbox if s > seq]
         self._forget_finished()
 
-    @staticmethod
-    def _in_background(work: Callable[[], None]) -> None:
-        """Run ``work`` on the loop's default worker threads, not waited for (errors are logged)."""
-
-        def done(fut: asyncio.Future[None]) -> None:
-            if not fut.cancelled() and fut.exception() is not None:
-                log.warning("background cleanup failed: %s", fut.exception())
-
-        asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(done)
-
     def _forget_finished(self) -> None:
         """Drop runs whose ranks are all gone and whose events were acknowledged (logs stay)."""
         sup = self.supervisor
@@ -559,10 +515,11 @@ class AgentService:
             by_job.setdefault(s.job_id, []).append(s)
         for job_id, ranks in by_job.items():
             if job_id not in pending and all(s.state is RankState.GONE for s in ranks):
-                # Journal folders are deleted on a worker thread: this runs as the coordinator's
-                # acknowledgement arrives, when the next gang's launch is due on this loop.
-                sup.forget(job_id, run=self._in_background)
-                self._fenced = {key for key in self._fenced if key[0] != job_id}
+                # Journal folders are deleted by the journal's writer thread, after the ranks' last
+                # writes: this runs as the coordinator's acknowledgement arrives, when the next
+                # gang's launch is due on this loop.
+                sup.forget(job_id)
+                self.fence.forget(job_id)
 
     async def _inventory_loop(self, stop: asyncio.Event) -> None:
         assert self.link is not None and self.supervisor is not None

@@ -109,8 +109,8 @@ def test_task_environment_has_labgangs_and_slurms_names() -> None:
 
 
 def test_queue_shows_pending_stepped_tasks_as_slurm_does() -> None:
-    from labgang.launcher.cli.format import fold_pending_tasks, folded_id
+    from labgang.launcher.jobtable import job_table
 
     jobs = [{"id": f"18_{i}", "array_id": "18", "array_index": i, "state": "pending"} for i in range(0, 21, 4)]
-    [row] = fold_pending_tasks(jobs)
-    assert folded_id(row) == "18_[0-20:4]"
+    [_, row] = job_table(jobs, now=0.0).splitlines()
+    assert row.split()[0] == "18_[0-20:4]"

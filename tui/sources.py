@@ -245,7 +245,7 @@ class CoordinatorSource(DataSource):
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
         """A source talking to the coordinator socket of ``state_dir`` (None: the default state dir)."""
-        from labgang.launcher.api.client import AsyncClient
+        from labgang.launcher.api.async_client import AsyncClient
 
         client = AsyncClient.for_state_dir(state_dir, timeout=10.0)
         return cls(client, description=str(client.socket_path))

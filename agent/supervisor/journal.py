@@ -16,7 +16,9 @@ Layout under the state dir::
 
 Files written by the shim never change after they are written, and every write is a
 ``rename`` of a complete temporary file, so a reader (or an agent restarted after a crash)
-sees each file either whole or not at all.
+sees each file either whole or not at all. The agent's ``state.json`` and ``shim.json`` writes
+go through a ``writer.JournalWriter`` (in the agent: in order, on a thread of its own), which
+keeps them ahead of the signals and reports that depend on them.
 """
 
 from __future__ import annotations
@@ -40,9 +42,14 @@ SHIM_ERR = "shim.err"
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` atomically (temporary file + ``os.replace``)."""
+    write_text(path, json.dumps(data, sort_keys=True))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file + ``os.replace``)."""
     tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, sort_keys=True)
+        fh.write(text)
     os.replace(tmp, path)
 
 

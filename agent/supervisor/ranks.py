@@ -22,6 +22,7 @@ from .hostos import ProcessHost, ProcSnapshot
 from .spec import LaunchSpec
 from .states import RankState, can_transition
 from .status import EventKind, RankEvent, RankStatus
+from .writer import JournalWriter
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class RankRecord:
     kill_at: float | None = None
     shim_alive: bool = True  # as of the last snapshot
     released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
+    fenced: bool = False  # its small parent stopped it because the node's lease ran out (exit.json)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -87,6 +89,7 @@ class RankRecord:
             exit_status=self.exit_status,
             started_at=self.started_at,
             ended_at=self.ended_at,
+            fenced=self.fenced,
         )
 
 
@@ -95,6 +98,7 @@ class RankTable:
     sets the attributes below in its ``__init__``."""
 
     _journal: J.Journal
+    _writer: JournalWriter  # state.json and shim.json: now, or in order on a thread (writer.py)
     _ranks: dict[tuple[str, int], RankRecord]
     _clock: Callable[[], float]
     _wall: Callable[[], float]
@@ -127,6 +131,7 @@ class RankTable:
             rec.exit_known = True
             rec.exit_status = info["exit_status"]
             rec.ended_at = info["ended_at"]
+            rec.fenced = info.get("fenced") is True
 
     def _live(self, rec: RankRecord, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
         """pid → start ticks of every live process of the rank (the shim itself excluded)."""
@@ -171,7 +176,8 @@ class RankTable:
         )
 
     def _save(self, rec: RankRecord) -> None:
-        J.write_json(
+        """Journal the rank's record (``state.json``) through the writer: now, or queued in order."""
+        self._writer.write(
             rec.dir / J.STATE,
             {
                 "state": rec.state.value,

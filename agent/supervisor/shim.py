@@ -32,7 +32,13 @@ Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict o
 values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
 (CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
-fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined).
+fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
+``lease_path`` (the agent's ``lease.json``, or None) and ``grace`` (the job's grace, seconds).
+
+The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
+shim looks at the node's lease about once a second; when it ran out and no agent is alive to stop
+the rank, the shim stops it (SIGTERM to its group, SIGKILL after the grace) and marks
+``exit.json`` ``"fenced": true``.
 
 CPU pinning: before starting the rank the shim calls ``sched_setaffinity`` on itself with
 ``cpus`` ∩ the CPUs it may use, so the rank inherits the mask (its GPUs' NUMA node CPUs; the
@@ -67,6 +73,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs each l
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from labgang.agent.supervisor.leasewatch import LeaseWatch
+
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 READ_CHUNK = 65536
 
@@ -79,8 +87,9 @@ def write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_exit(rank_dir: str, status: int, error: str | None = None) -> None:
-    """Write ``exit.json``: the exit status, the wall time now, and an error message or null."""
+def write_exit(rank_dir: str, status: int, error: str | None = None, *, fenced: bool = False) -> None:
+    """Write ``exit.json``: the exit status, the wall time now, an error message or null, and
+    ``"fenced": true`` when this shim stopped the rank because the node's lease ran out."""
     if error is None:
         error_text = "null"
     else:
@@ -89,7 +98,8 @@ def write_exit(rank_dir: str, status: int, error: str | None = None) -> None:
         error_text = json.dumps(error)
     write_atomic(
         os.path.join(rank_dir, "exit.json"),
-        f'{{"exit_status": {int(status)}, "ended_at": {time.time()!r}, "error": {error_text}}}',
+        f'{{"exit_status": {int(status)}, "ended_at": {time.time()!r}, "error": {error_text}'
+        + (', "fenced": true}' if fenced else "}"),
     )
 
 
@@ -101,6 +111,17 @@ def proc_start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     return int(raw[raw.rindex(b")") + 2 :].split()[19])
+
+
+def lease_watch_class() -> type[LeaseWatch]:
+    """``leasewatch.LeaseWatch``, imported from beside this file: the shim runs outside the package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import leasewatch  # type: ignore[import-not-found]
+
+    found: type[LeaseWatch] = leasewatch.LeaseWatch
+    return found
 
 
 def become_subreaper() -> None:
@@ -312,6 +333,7 @@ def main(rank_dir: str) -> int:
         return 0
     os.close(out_w)
     ticks = proc_start_ticks(proc.pid)
+    watch = lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid) if cfg.get("lease_path") else None
     write_atomic(
         os.path.join(rank_dir, "rank.json"),
         f'{{"pid": {proc.pid}, "pgid": {proc.pid}, "start_ticks": {"null" if ticks is None else ticks}, '
@@ -334,11 +356,18 @@ def main(rank_dir: str) -> int:
                 rank_done = True
                 status = exit_status(wstatus)
                 proc.returncode = status  # so Popen never waits on this pid itself
-                write_exit(rank_dir, status)
+                write_exit(rank_dir, status, fenced=watch is not None and watch.fenced)
         if eof and no_children:
             break
+        wait = 1.0
+        if watch is not None:
+            try:
+                watch.poll()
+                wait = watch.wait_s()
+            except Exception as exc:  # the watchdog must never cost the rank its parent
+                print(f"labgang shim: lease watchdog: {exc!r}", file=sys.stderr)
         fds = [wake_r] if eof else [wake_r, out_r]
-        ready, _, _ = select.select(fds, [], [], 1.0)
+        ready, _, _ = select.select(fds, [], [], wait)
         if out_r in ready:
             data = os.read(out_r, READ_CHUNK)
             if data:
@@ -398,6 +427,7 @@ def exit_now(code: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--spare":
+        lease_watch_class()  # imported ahead, as the rest
         given = wait_for_rank_dir()
         exit_now(0 if given is None else main(given))
     exit_now(main(sys.argv[1]))

@@ -26,6 +26,8 @@ class RankStatus:
             and also ``None`` when its status could not be known (its small parent was killed).
         started_at: unix seconds when the main process was spawned; ``None`` while ``STARTING``.
         ended_at: unix seconds when the main process exited; ``None`` until then.
+        fenced: its small parent stopped it because the node's lease ran out while no agent was
+            alive to do it (``shim.LeaseWatch``); ``to_dict`` writes ``"fenced": true`` only then.
     """
 
     job_id: str
@@ -36,10 +38,11 @@ class RankStatus:
     exit_status: int | None
     started_at: float | None
     ended_at: float | None
+    fenced: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``state`` as its lower-case name."""
-        return {
+        out: dict[str, Any] = {
             "job_id": self.job_id,
             "rank": self.rank,
             "state": self.state.value,
@@ -49,6 +52,9 @@ class RankStatus:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
         }
+        if self.fenced:
+            out["fenced"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankStatus:
@@ -66,6 +72,7 @@ class RankStatus:
             exit_status=data["exit_status"],
             started_at=data["started_at"],
             ended_at=data["ended_at"],
+            fenced=data.get("fenced") is True,
         )
 
 

@@ -7,6 +7,7 @@ follow (warning → SIGTERM → grace → SIGKILL) are evaluated by ``Supervisor
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 from collections.abc import Mapping
@@ -114,12 +115,15 @@ class RankStopper(RankTable):
     # ------------------------------------------------------------------ signalling
 
     def _begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
-        """SIGTERM to the rank's group and every descendant; the grace period starts now."""
+        """SIGTERM to the rank's group and every descendant; the grace period starts now.
+
+        The signal goes once ``stopping`` is journalled (``writer.py``: at once, or after the
+        queued writes), so an agent restarted in between resumes the stop."""
         grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
         rec.kill_at = now + grace
         self._transition(rec, RankState.STOPPING)
         live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
-        self._send_all(rec, snap, signal.SIGTERM, live)
+        self._writer.then(functools.partial(self._send_all, rec, snap, signal.SIGTERM, live))
 
     def _send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
         """Send ``signum`` to the rank's process group and to each live process outside it.

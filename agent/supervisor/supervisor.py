@@ -43,6 +43,7 @@ machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import functools
 import logging
@@ -67,6 +68,7 @@ from .spec import LaunchSpec
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
+from .writer import InlineWriter, JournalWriter
 
 if TYPE_CHECKING:
     from labgang.agent.confine.cgroup import RankCgroups
@@ -94,6 +96,14 @@ class Supervisor(SpareShims, RankStopper):
             --spare``); a launch takes one instead of starting an interpreter. 0 = none.
         extra_env: agent-provided variables given to every rank (``environment.py``, e.g.
             ``LABGANG_SIM_SCOPE``); they cannot override the contract variables.
+        cgroups: each rank's device fence (``agent/confine/``), or None.
+        lease_file: the agent's ``lease.json`` (``agent/lease.py``): each rank's small parent
+            stops its rank when that lease ran out and no agent is alive to do it
+            (``shim.LeaseWatch``); None = no such watchdog.
+        journal_writer: who replaces ``state.json``/``shim.json`` and deletes forgotten rank
+            folders, keeping write-before-signal (``writer.py``); default: an ``InlineWriter``
+            (at once). The agent passes a ``ThreadWriter`` and awaits :meth:`journal_written`
+            before it reports events or answers a command.
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -116,9 +126,13 @@ class Supervisor(SpareShims, RankStopper):
         spare_shims: int = 0,
         extra_env: Mapping[str, str] | None = None,
         cgroups: RankCgroups | None = None,
+        lease_file: Path | None = None,
+        journal_writer: JournalWriter | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
+        self._writer: JournalWriter = journal_writer or InlineWriter()
         self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
+        self.lease_file = lease_file  # the node lease each small parent watches (shim.LeaseWatch), or None
         self._extra_env = dict(extra_env or {})
         self.spare_shims = spare_shims
         self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
@@ -159,8 +173,9 @@ class Supervisor(SpareShims, RankStopper):
         return fd
 
     def close(self) -> None:
-        """Release the state dir (ranks keep running; another supervisor may ``recover()`` them)
-        and let the spare small parents go."""
+        """Write what is queued, release the state dir (ranks keep running; another supervisor
+        may ``recover()`` them) and let the spare small parents go."""
+        self._writer.close()
         self.close_spares()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -176,6 +191,15 @@ class Supervisor(SpareShims, RankStopper):
             log_max_bytes=config.log_max_bytes,
             **kwargs,
         )
+
+    def journal_written(self) -> concurrent.futures.Future[None]:
+        """A future done once every journal write and signal asked for so far is done: the
+        agent reports a tick's events, and answers a command, only then (``writer.py``)."""
+        return self._writer.written()
+
+    def flush_journal(self) -> None:
+        """Block until :meth:`journal_written` (at start-up and exit; never on the event loop)."""
+        self._writer.flush()
 
     # ------------------------------------------------------------------ queries
 
@@ -219,6 +243,9 @@ class Supervisor(SpareShims, RankStopper):
             OSError: the rank's small parent could not be spawned, or (``ConfineError``) its cgroup made.
         """
         existing = self._ranks.get((spec.job_id, spec.rank))
+        rank_dir = self._journal.rank_dir(spec.job_id, spec.rank)
+        if (existing is not None and existing.spec != spec) or (existing is None and rank_dir.exists()):
+            self._writer.flush()  # a replaced or forgotten rank's queued writes (and deletion) land first
         if existing is not None:
             if existing.spec == spec:
                 return existing.status()
@@ -231,7 +258,6 @@ class Supervisor(SpareShims, RankStopper):
                     f"with restart_count {existing.spec.restart_count}; a new launch needs the old one "
                     f"gone and a higher restart_count"
                 )
-        rank_dir = self._journal.rank_dir(spec.job_id, spec.rank)
         if rank_dir.exists():
             raise RankConflict(f"job_id: {rank_dir} exists but is not supervised; call recover() first")
         run_as = resolve_run_as(
@@ -271,6 +297,8 @@ class Supervisor(SpareShims, RankStopper):
                 "log_header": header,
                 "cpus": list(spec.cpus) if spec.cpus is not None else None,
                 "cgroup_procs": procs,
+                "lease_path": str(self.lease_file) if self.lease_file is not None else None,
+                "grace": spec.grace,
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)
@@ -284,7 +312,7 @@ class Supervisor(SpareShims, RankStopper):
                 self.cgroups.release(spec.job_id, spec.rank)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
-        J.write_json(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
+        self._writer.write(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
         self._save(rec)
         return rec.status()
 
@@ -294,9 +322,10 @@ class Supervisor(SpareShims, RankStopper):
         """Drop a job's ``GONE`` ranks from memory and the journal (their logs stay).
 
         Args:
-            run: given, each rank's journal folder is deleted by ``run(delete)`` (the agent hands
-                it to a worker thread: deleting folders can stall for tens of milliseconds while
-                the disk commits, and nothing waits for it); default: deleted now.
+            run: given, each rank's journal folder is deleted by ``run(delete)``; default: by the
+                journal writer (``writer.py``), after the rank's queued writes (the agent's writer
+                is a thread of its own: deleting folders can stall for tens of milliseconds while
+                the disk commits, and nothing waits for it).
 
         Raises:
             UnknownJob: no rank of this job is supervised here.
@@ -309,7 +338,7 @@ class Supervisor(SpareShims, RankStopper):
         for rec in ranks:
             delete = functools.partial(self._journal.remove_rank, job_id, rec.spec.rank)
             if run is None:
-                delete()
+                self._writer.then(delete)
             else:
                 run(delete)
             del self._ranks[rec.key]
@@ -454,8 +483,8 @@ class Supervisor(SpareShims, RankStopper):
             # are left alone, and the group is not signalled again (that would re-enter the
             # rank's TERM handler forever). Everything left at the deadline gets SIGKILL.
             if rec.kill_at is not None and now >= rec.kill_at:
-                self._transition(rec, RankState.KILLING)
-                self._send_all(rec, snap, signal.SIGKILL, live)
+                self._transition(rec, RankState.KILLING)  # journalled before the SIGKILL goes
+                self._writer.then(functools.partial(self._send_all, rec, snap, signal.SIGKILL, live))
         elif state is RankState.KILLING:
             self._send_all(rec, snap, signal.SIGKILL, live)
         elif state in (RankState.RUNNING, RankState.STARTING) and rec.exit_known and live:

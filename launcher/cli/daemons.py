@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import click
+
+
+def _config_failure(command: str, source: str, problems: list[str]) -> None:
+    """Refuse a bad ``--config`` as ``labgang up`` does: one line on stderr naming the command,
+    the file, and each problem's key and allowed values (joined by ``; ``), then exit status 2.
+
+    Raises:
+        SystemExit: always, with status 2.
+    """
+    click.echo(f"labgang {command}: --config: {source}: " + "; ".join(problems), err=True)
+    raise SystemExit(2)
 
 
 def _logging(verbose: bool) -> None:
@@ -49,10 +61,7 @@ def coordinator(
     try:
         cfg = load_config(config_file)
     except ConfigError as exc:
-        click.echo(f"{exc.source}: invalid configuration", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
-        raise SystemExit(2) from None
+        _config_failure("coordinator", exc.source, exc.problems)
     try:
         asyncio.run(serve(cfg, state_dir, tcp_host=tcp_host, tcp_port=tcp_port))
     except (TokenError, RuntimeError, OSError) as exc:
@@ -93,8 +102,9 @@ def agent(
     try:
         cfg = load_agent_config(config_file)
     except AgentConfigError as exc:
-        click.echo(str(exc), err=True)
-        raise SystemExit(2) from None
+        # the message starts with the file as agent/config.py names it: "agent.toml: interval_s: ...; ..."
+        source = str(Path(config_file))
+        _config_failure("agent", source, [str(exc).removeprefix(f"{source}: ")])
     updates = {}
     if simulate:
         updates["simulate"] = simulate
@@ -104,7 +114,9 @@ def agent(
         cfg = cfg.model_copy(update=updates)
     try:
         asyncio.run(main_async(cfg, stop_jobs_on_exit=stop_jobs_on_exit))
-    except (AgentConfigError, NvmlUnavailable, SupervisorError, ValueError, OSError) as exc:
+    except AgentConfigError as exc:  # a key of agent.toml found wrong at start-up (token_file, confine)
+        _config_failure("agent", config_file, [str(exc)])
+    except (NvmlUnavailable, SupervisorError, ValueError, OSError) as exc:
         # SupervisorError: another agent already supervises this state dir (one line naming its pid).
         # ValueError/OSError: a --simulate machine file that is missing, binary or malformed
         # (agent/nvml/formats.py names the file and the problem in one line).

@@ -2,9 +2,11 @@
 
 Sentences with numbers, built from what the coordinator's API reports (``GET /v1/queues``:
 usage, nominal quota, fair share, weight, the capacity the share is measured against, tenants'
-decayed usage; ``GET /v1/jobs/{id}``: state, pending reason, history with preemption reasons).
-The share rules are the scheduler's (``launcher/scheduler/fairshare.py``); ``--json`` prints the
-same numbers.
+decayed usage; ``GET /v1/jobs/{id}``: state, pending reason, the preemption rule that kept a
+pending job from looking for victims, history with preemption reasons).
+The share rules are the scheduler's (``launcher/scheduler/fairshare.py``), and so is the
+preemption rule's sentence (``launcher/scheduler/preemption.py``); ``--json`` prints the same
+numbers (for a job, ``no_preemption``: that rule's facts, or null).
 """
 
 from __future__ import annotations
@@ -94,6 +96,17 @@ def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     return out
 
 
+def no_preemption(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The preemption rule that kept a pending job from looking for victims (the JobView's
+    ``reason.no_preemption``, set by the scheduler's own check, docs/queue-semantics.md §A3.1),
+    or None."""
+    reason = job.get("reason") or {}
+    if job.get("state") != "pending":
+        return None
+    refusal = reason.get("no_preemption")
+    return refusal if isinstance(refusal, Mapping) else None
+
+
 def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
     """Sentences on why a job waits, runs or was preempted, with its queue's share."""
     jid, state = job["id"], job.get("state", "?")
@@ -110,6 +123,10 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
         # a dependency's reason already reads "waits for afterok:7 (running)"
         said = f"It {message}" if message.startswith("waits ") else f"It waits: {message}"
         out.append(f"{said} ({reason.get('code')}).")
+    refusal = no_preemption(job)
+    if refusal is not None:
+        text = str(refusal["message"])
+        out.append(f"{text[:1].upper()}{text[1:]}.")
     for h in job.get("history") or []:
         if "preempted by job" in str(h.get("message", "")):
             out.append(f"It was {h['message']}.")
@@ -158,7 +175,7 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
             job = client.job(str(normal_job_id(name)))
             sentences = explain_job(job, queues)
             queue = next((x for x in queues if x["name"] == job.get("queue")), None)
-            payload = {"job": job, "queue": queue, "sentences": sentences}
+            payload = {"job": job, "queue": queue, "no_preemption": no_preemption(job), "sentences": sentences}
         else:
             allowed = ", ".join(x["name"] for x in queues)
             raise CommandFailed(

@@ -8,13 +8,14 @@ the coordinator's JSON views (``JobView``, queue usage), see the Coordinator use
 from __future__ import annotations
 
 from labgang.launcher.durations import format_duration, parse_duration
-from labgang.launcher.text import printable
+from labgang.launcher.jobtable import gang_shape
+from labgang.launcher.text import printable, render_table
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 
@@ -70,32 +71,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Left-aligned columns separated by two spaces, like ``squeue``; trailing blanks trimmed.
-
-    Args:
-        headers: column titles.
-        rows: one sequence per row, as many cells as ``headers``; cells are str()-ed and
-            control characters in them escaped (:func:`labgang.launcher.text.printable`), so
-            a job name with a newline or an ANSI escape stays in its cell.
-
-    Returns:
-        The table as lines joined with newlines (no trailing newline).
-    """
-    text_rows = [[str(c) for c in row] for row in rows]
-    for row in text_rows:
-        if len(row) != len(headers):
-            raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
-    # One C-speed check of every cell at once (``watch labgang queue`` with thousands of jobs);
-    # cell by cell only when something needs escaping.
-    if not "".join([c for row in text_rows for c in row]).isprintable():
-        text_rows = [[printable(c) for c in row] for row in text_rows]
-    columns = list(zip(*text_rows, strict=True)) if text_rows else [() for _ in headers]
-    widths = [max(len(h), max(map(len, column), default=0)) for h, column in zip(headers, columns, strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)  # each cell left-aligned to its column's width
-    return "\n".join([line.format(*row).rstrip() for row in [headers, *text_rows]])
-
-
 def to_json(obj: Any) -> str:
     """Pretty, stable JSON (sorted keys, two-space indent) for ``--json`` output."""
     import json  # here: ``import json`` imports ``re``, ~8 ms a table-printing shell command skips
@@ -108,83 +83,6 @@ def format_resources(amounts: Mapping[str, Any] | None) -> str:
     if not amounts:
         return "-"
     return ",".join(f"{name}={amounts[name]}" for name in sorted(amounts))
-
-
-def gang_shape(job: Mapping[str, Any]) -> str:
-    """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG."""
-    shape = f"{job.get('workers', '?')}x{job.get('gpus_per_worker', '?')}"
-    resource = job.get("resource") or "gpu"
-    return shape if resource == "gpu" else f"{shape} {resource}"
-
-
-def where_or_why(job: Mapping[str, Any]) -> str:
-    """squeue's NODELIST(REASON): the nodes a holding job runs on, else ``(reason)``."""
-    state = str(job.get("state", ""))
-    nodes = job.get("nodes") or []
-    if state in ("admitted", "running", "terminating") and nodes:
-        return ",".join(nodes)
-    reason = job.get("reason") or None
-    if reason:
-        return f"({reason.get('message') or reason.get('code')})"
-    if state == "pending":
-        return "(waiting for a scheduling cycle)"
-    return ",".join(nodes) if nodes else "-"
-
-
-def job_table(jobs: Sequence[Mapping[str, Any]], now: float) -> str:
-    """The ``labgang queue`` table: one row per job, squeue's columns.
-
-    Args:
-        jobs: JobView dicts.
-        now: current time, unix seconds (for AGE).
-    """
-    headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
-    rows = [
-        (
-            folded_id(job),
-            _clip(str(job.get("name") or "-"), 20),
-            job.get("user", "?"),
-            job.get("queue", "?"),
-            str(job.get("state", "?")).upper(),
-            gang_shape(job),
-            job.get("priority", 0),
-            format_duration(now - job["submit_time"]) if job.get("submit_time") else "-",
-            where_or_why(job),
-        )
-        for job in fold_pending_tasks(jobs)
-    ]
-    return render_table(headers, rows)
-
-
-def fold_pending_tasks(jobs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """``jobs`` with the pending tasks of each job array folded into their first one, as squeue
-    shows them: that row gains ``folded_indices`` (every pending task's index). Other jobs and
-    tasks that are not pending keep their own rows and their order."""
-    pending: dict[str, list[int]] = {}
-    for job in jobs:
-        if job.get("array_id") is not None and job.get("state") == "pending":
-            pending.setdefault(str(job["array_id"]), []).append(int(job["array_index"]))
-    out: list[Mapping[str, Any]] = []
-    for job in jobs:
-        array_id = job.get("array_id")
-        if array_id is None or job.get("state") != "pending":
-            out.append(job)
-        elif str(array_id) in pending:
-            indices = pending.pop(str(array_id))
-            out.append({**job, "folded_indices": indices} if len(indices) > 1 else job)
-    return out
-
-
-def folded_id(job: Mapping[str, Any]) -> str:
-    """A row's JOBID: the job id, or for folded pending array tasks ``12_[5-99%8]`` (indices,
-    then the array's ``%N`` cap when it has one)."""
-    indices = job.get("folded_indices")
-    if indices is None:
-        return str(job.get("id", "?"))
-    from labgang.launcher.arrays import fold
-
-    cap = job.get("array_limit")
-    return f"{job['array_id']}_[{fold(indices)}{'' if cap is None else f'%{cap}'}]"
 
 
 def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
@@ -318,7 +216,3 @@ def _age(t: float | None, now: float) -> str:
 
 def _ago(t: float | None, now: float) -> str:
     return "-" if t is None else format_duration(now - t)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"

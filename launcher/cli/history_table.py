@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from labgang.launcher.cli.format import render_table
 from labgang.launcher.durations import format_duration, parse_duration
+from labgang.launcher.text import render_table
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False

@@ -1,5 +1,5 @@
-"""What ``labgang show`` adds to a JobView before printing it (pitfall findings, start errors),
-and what ``labgang cancel`` does for each job.
+"""What ``labgang queue`` prints, what ``labgang show`` adds to a JobView before printing it
+(pitfall findings, start errors), and what ``labgang cancel`` does for each job.
 
 Without click, so that the fast paths (:mod:`labgang.launcher.cli.quick`) and the click
 commands (:mod:`labgang.launcher.cli.jobs`) share one implementation.
@@ -59,6 +59,89 @@ def task_list_ids(text: str) -> list[str] | None:
     if spec.limit is not None:
         raise BadArraySpec(f'"%{spec.limit}": cancel takes no cap; allowed: indices and ranges such as 1-3,7')
     return [f"{array_id}_{index}" for index in spec.indices]
+
+
+def queue_listing(
+    client: Client,
+    *,
+    all_users: bool = False,
+    user: str | None = None,
+    queue: str | None = None,
+    states: tuple[str, ...] = (),
+    as_json: bool = False,
+) -> tuple[str, list[str]]:
+    """What ``labgang queue`` prints: the table the coordinator renders (``GET /v1/jobs?view=table``),
+    or with ``as_json`` ``{"jobs": [JobView...]}`` of the active jobs in submission order; and the
+    notes for standard error (when filters match nothing).
+
+    Args:
+        client: the coordinator client.
+        all_users / user: everyone's jobs, or one user's (default: the caller's own).
+        queue / states: only jobs of this queue, only jobs in these states (JobState values,
+            any case; ``"pending,running"`` items are split at commas).
+
+    Raises:
+        ApiError: 400 an unknown queue or state (its message lists the allowed ones).
+        CoordinatorUnavailable: no coordinator answers.
+    """
+    states = tuple(part.strip().lower() for text in states for part in text.split(",") if part.strip())
+
+    def listed(view: str) -> list[dict[str, Any]]:
+        return _listed(
+            client.jobs(all_users=all_users, user=user, queue=queue, states=states, view=view), queue, states
+        )
+
+    if as_json:
+        from labgang.launcher.cli.format import to_json
+
+        return to_json({"jobs": listed("full")}), []
+    try:
+        table, count = client.job_table(all_users=all_users, user=user, queue=queue, states=states)
+    except ApiError as err:
+        if (err.status, err.field) != (400, "view"):
+            raise
+        # A coordinator from before view=table, e.g. still running after an upgrade of the
+        # package: render its rows here (and filter them: it ignores queue= and state=).
+        import time
+
+        from labgang.launcher.jobtable import job_table
+
+        rows = listed("queue")
+        table, count = job_table(rows, time.time()), len(rows)
+    return table, _empty_notes(user, queue, states) if count == 0 else []
+
+
+def _listed(jobs: list[dict[str, Any]], queue: str | None, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``jobs`` as ``queue`` lists them: :func:`active_jobs` of this queue and in these states only
+    (the coordinator filters already; one from before the filters does not)."""
+    return [
+        j
+        for j in active_jobs(jobs)
+        if (queue is None or j.get("queue") == queue) and (not states or j.get("state") in states)
+    ]
+
+
+def _empty_notes(user: str | None, queue: str | None, states: tuple[str, ...]) -> list[str]:
+    """Why ``queue`` with filters lists nothing, and where to look instead (as one line each)."""
+    if not (user or queue or states):
+        return []  # an empty queue is an empty table, as in squeue
+    wanted = [f"{name} {value}" for name, value in (("user", user), ("queue", queue)) if value]
+    if states:
+        wanted.append("state " + ",".join(states))
+    notes = [f"no active job matches {' and '.join(wanted)}; finished jobs are in `labgang history`"]
+    if user and not _known_user(user):
+        notes.append(f"there is no user {user!r} on this machine")
+    return notes
+
+
+def _known_user(name: str) -> bool:
+    import pwd  # built into the interpreter: no file to read
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def add_pitfalls(client: Client, job: dict[str, Any]) -> None:

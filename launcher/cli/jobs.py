@@ -19,13 +19,8 @@ import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.follow import JobFollower, not_started
-from labgang.launcher.cli.format import (
-    job_detail,
-    job_table,
-    queue_table,
-    to_json,
-)
-from labgang.launcher.cli.job_facts import active_jobs, add_pitfalls, add_start_errors, cancel_jobs
+from labgang.launcher.cli.format import job_detail, queue_table, to_json
+from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, cancel_jobs, queue_listing
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
     JOB_ID,
@@ -40,19 +35,30 @@ from labgang.launcher.cli.plumbing import (
 @click.command()
 @click.option("--all", "all_users", is_flag=True, help="Everyone's jobs, not only yours.")
 @click.option("--user", "-u", default=None, help="Only this user's jobs.")
+@click.option("--queue", "-q", default=None, help="Only this queue's jobs.")
+@click.option(
+    "--state",
+    "-t",
+    "states",
+    multiple=True,
+    help="Only jobs in these states (pending, admitted, running, terminating; comma-separated or repeated).",
+)
 @json_option
 @state_dir_option
 @talks_to_coordinator
-def queue(state_dir: Path | None, all_users: bool, user: str | None, as_json: bool) -> None:
+def queue(
+    state_dir: Path | None, all_users: bool, user: str | None, queue: str | None, states: tuple[str, ...], as_json: bool
+) -> None:
     """List pending and running jobs, like squeue.
 
     NODES(REASON) shows where a job runs, or why it waits, with numbers.
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
-        jobs = client.jobs(all_users=all_users, user=user, view="full" if as_json else "queue")
-    active = active_jobs(jobs)
-    click.echo(to_json({"jobs": active}) if as_json else job_table(active, time.time()))
+        text, notes = queue_listing(client, all_users=all_users, user=user, queue=queue, states=states, as_json=as_json)
+    click.echo(text)
+    for note in notes:
+        click.echo(f"labgang queue: note: {note}", err=True)
 
 
 @click.command()

@@ -3,7 +3,8 @@
 Each subcommand is imported only when it runs (``LazyGroup``), so ``labgang --help``
 and ``labgang nodes`` do not pay for Textual or aiohttp. To add a command, write a
 module under ``launcher/cli/`` (or elsewhere) exposing a ``click.Command`` and add
-one line to ``COMMANDS``.
+one line to ``COMMANDS`` (:mod:`labgang.launcher.cli.commands`, where ``labgang --help`` is
+written without click).
 
 Exit statuses everywhere: 0 success, 1 the job failed or the request was refused,
 2 usage error (bad flag, bad file, no NVML driver).
@@ -16,29 +17,8 @@ from typing import Any
 
 import click
 from labgang.agent import labgang_version
+from labgang.launcher.cli.commands import COMMANDS, GROUP_HELP
 from labgang.launcher.cli.errors import one_line
-
-# name -> "module:attribute", relative to the labgang namespace.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("launcher.cli.up:up", "Run a coordinator and a local agent in one command (one workstation)."),
-    "submit": ("launcher.cli.submission:submit", "Submit a gang job and print its id."),
-    "run": ("launcher.cli.submission:run", "Submit a gang job, stream its output and exit with its status."),
-    "queue": ("launcher.cli.jobs:queue", "List jobs with their state and pending reason (like squeue)."),
-    "cancel": ("launcher.cli.jobs:cancel", "Cancel jobs."),
-    "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
-    "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
-    "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),
-    "queues": ("launcher.cli.jobs:queues", "List queues with quota, usage, fair share and weight."),
-    "explain": ("launcher.cli.explain:explain", "Explain with numbers why a queue gets its share or a job waits."),
-    "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
-    "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),
-    "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
-    "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
-    "config": ("launcher.cli.config:config", "Check configuration files."),
-    "export": ("launcher.export.cli:export", "Export the queue policy as Kueue objects or Slurm configuration."),
-    "top": ("launcher.cli.top:top", "Watch allocation and pitfall metrics (Textual TUI)."),
-    "install": ("launcher.cli.install:install", "Install systemd units and example config (root)."),
-}
 
 
 class LazyGroup(click.Group):
@@ -86,7 +66,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
         ctx.exit()
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, help=GROUP_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     "-V",
@@ -97,10 +77,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     help="Show the version and exit.",
 )
 def cli() -> None:
-    """labgang: gang-scheduled GPU jobs on lab machines without Kubernetes.
-
-    Start with `labgang up` on a workstation, then `labgang run -n 4 -g 2 -- CMD`.
-    """
+    """The ``labgang`` group (its help: :data:`labgang.launcher.cli.commands.GROUP_HELP`)."""
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ from typing import Any
 import click
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.nvml import NvmlUnavailable, open_backend
-from labgang.launcher.cli.format import render_table, to_json
+from labgang.launcher.cli.format import to_json
+from labgang.launcher.text import render_table
 
 GIB = 1024**3
 HEADERS = ("DEVICE", "MODEL", "UUID", "PROFILE", "MEM GiB", "UTIL%", "SM%", "TEMP", "POWER", "PROCS", "WARNINGS")

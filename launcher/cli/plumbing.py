@@ -40,6 +40,7 @@ FIELD_FLAGS: dict[str, str] = {
     "cwd": "the working directory",
     "rank": "--rank",
     "user": "--user",
+    "state": "--state",  # queue's -t/--state and history's -s/--state
 }
 
 

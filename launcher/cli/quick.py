@@ -6,13 +6,13 @@ spends 100 ms importing click is 25x ``sbatch``. :func:`main` parses ``submit``,
 ``history`` here, with the same flags as their click commands (:mod:`labgang.launcher.cli.submission`,
 :mod:`labgang.launcher.cli.jobs`, :mod:`labgang.launcher.cli.history`), and talks to the
 coordinator through the stdlib client, importing neither click nor anything the request does
-not need.
+not need. ``labgang --help`` is written by :mod:`labgang.launcher.cli.commands`.
 
 Each command's flags are one table (option string -> destination and converter), so a new flag
 is one line in the table (and its click option in the click command).
 
-The fast path only takes the well-formed case. Anything it does not recognise (``--help``,
-an unknown or malformed flag, a value out of range) goes to the click command, which parses
+The fast path only takes the well-formed case. Anything it does not recognise (a command's
+``--help``, an unknown or malformed flag, a value out of range) goes to the click command, which parses
 the same argv again and prints the help or the one-line usage error exactly as before;
 refusals from the coordinator are described by the click commands' own helpers
 (:func:`labgang.launcher.cli.plumbing.describe_api_error`), imported only then. So the click
@@ -164,6 +164,10 @@ _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--all": ("all_users", None),
     "--user": ("user", str),
     "-u": ("user", str),
+    "--queue": ("queue", str),
+    "-q": ("queue", str),
+    "--state": ("states", Repeated(str)),
+    "-t": ("states", Repeated(str)),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
@@ -361,25 +365,22 @@ def run(args: list[str]) -> int:
 
 def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
-    import time
-
     from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.format import job_table, to_json
+    from labgang.launcher.cli.job_facts import queue_listing
 
     options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
     if positional:
         raise NotFast(positional[0])
     state_dir = _state_dir(options)
+    options["states"] = tuple(options.get("states", ()))
     try:
         with Client.for_state_dir(state_dir) as client:
-            view = "full" if options.get("as_json") else "queue"  # the table reads a few fields of each job
-            jobs = client.jobs(all_users=options.get("all_users", False), user=options.get("user"), view=view)
+            text, notes = queue_listing(client, **options)
     except ClientError as err:
         return _refusal("queue", err)
-    from labgang.launcher.cli.job_facts import active_jobs
-
-    active = active_jobs(jobs)
-    print(to_json({"jobs": active}) if options.get("as_json") else job_table(active, time.time()))
+    print(text)
+    for note in notes:
+        print(f"labgang queue: note: {note}", file=sys.stderr)
     return 0
 
 
@@ -539,7 +540,19 @@ def logs(args: list[str]) -> int:
     return 0
 
 
+def top_help(args: list[str]) -> int:
+    """``labgang --help``: written without click (:func:`labgang.launcher.cli.commands.top_help`), as click would."""
+    if args:
+        raise NotFast(args[0])  # `--help CMD`, `-h --version`: click's to order
+    from labgang.launcher.cli.commands import top_help
+
+    sys.stdout.write(top_help())
+    return 0
+
+
 FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "--help": top_help,
+    "-h": top_help,
     "submit": submit,
     "run": run,
     "queue": queue,
@@ -552,13 +565,9 @@ FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
 
 
 def _leave(code: int) -> NoReturn:
-    """End the process with ``code`` once a fast command is done and its output flushed.
-
-    Without teardown (``os._exit``) when nothing was registered to run at exit: the interpreter
-    would otherwise free every module and object one by one, ~1 ms of ``labgang queue`` with
-    1,000 jobs in a regular install (bench/cli_latency.py). Otherwise (an ``atexit`` handler, as
-    ``logging`` or a test harness registers) as usual, by ``SystemExit``.
-    """
+    """End the process with ``code`` once a fast command is done and its output flushed: without
+    teardown (``os._exit``, ~1 ms less, bench/cli_latency.py) when nothing was registered to run at
+    exit, else (an ``atexit`` handler, as ``logging`` or a test harness registers) by ``SystemExit``."""
     import atexit  # built into the interpreter: no file to read
 
     registered = getattr(atexit, "_ncallbacks", None)  # CPython's count of atexit handlers
@@ -568,7 +577,7 @@ def _leave(code: int) -> NoReturn:
 
 
 def main() -> None:
-    """Console-script entry point: the fast path when it applies, else the click group."""
+    """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group."""
     args = sys.argv[1:]
     if args and args[0] in FAST_COMMANDS:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from labgang.agent.inventory import NodeInventory, Unavailable
 from labgang.agent.nvml.topology import format_cpulist
-from labgang.launcher.cli.format import render_table
+from labgang.launcher.text import render_table
 
 
 def _cpus(value: Any) -> str:

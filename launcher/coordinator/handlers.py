@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, view_cache, views
+from labgang.launcher.coordinator import arrays, table_view, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.lifecycle.states import JobState
 
@@ -97,11 +97,6 @@ def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, A
     return view
 
 
-def _queue_row(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
-    """The ``view=queue`` row of ``job`` (from the JobView ``caller`` sees: one kind of finite numbers)."""
-    return views.queue_view(_job_view(coord, caller, job))
-
-
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -115,38 +110,87 @@ async def submit(
     return Reply(201, {"job": _job_view(coord, caller, job)})
 
 
+_VIEWS = ("full", "queue", "table")
+
+
+def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRecord], bool] | None:
+    """The ``queue=NAME`` and ``state=STATE[,STATE...]`` filters of ``GET /v1/jobs`` as one test,
+    or None when neither is given.
+
+    Raises:
+        BadRequest: a queue the cluster does not have, or a state that is not a JobState value.
+    """
+    queue = query.get("queue") or None
+    if queue is not None and queue not in {q.name for q in coord.config.queues}:
+        allowed = [q.name for q in coord.config.queues]
+        raise BadRequest(f"no queue {queue!r}; allowed: {', '.join(allowed)}", field="queue", allowed=allowed)
+    states = None
+    if query.get("state"):
+        states = frozenset(s.strip().lower() for s in query["state"].split(","))
+        allowed = [s.value for s in JobState]
+        unknown = sorted(states - set(allowed))
+        if unknown:
+            raise BadRequest(
+                f"state {unknown[0]!r} is not a job state; allowed: {', '.join(allowed)}",
+                field="state",
+                allowed=allowed,
+            )
+    if queue is None and states is None:
+        return None
+    return lambda job: (
+        (queue is None or job.spec.queue == queue) and (states is None or job.status.state.value in states)
+    )
+
+
 async def list_jobs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs?all=1&user=NAME&limit=N&cursor=C&view=full|queue``: the caller's jobs, one
-    user's, or all, in submission order, one page at a time.
+    """``GET /v1/jobs?all=1&user=NAME&queue=NAME&state=S[,S]&limit=N&cursor=C&view=full|queue|table``:
+    the caller's jobs, one user's, or all (only those of one queue, only those in the given states),
+    in submission order, one page at a time.
 
-    ``view=queue`` lists each job as :func:`labgang.launcher.coordinator.views.queue_view` (the
+    ``view=queue`` lists each job as :func:`labgang.launcher.coordinator.views.queue_row` (the
     fields ``labgang queue``'s table reads, no ``argv``: the same to every caller); the default,
-    ``full``, as whole JobViews.
+    ``full``, as whole JobViews. ``view=table`` answers ``{"table": TEXT, "jobs": N}``: the
+    ``labgang queue`` table of the N jobs that are not finished, in submission order
+    (:mod:`labgang.launcher.coordinator.table_view`), rendered here so that the command only
+    prints it (docs/cli-startup.md); it is one answer, without ``limit`` or ``cursor``.
 
     A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``) and
     about ``limits.max_page_bytes`` of JSON (at least one job);
     ``next_cursor`` is given when more jobs follow: pass it as ``cursor`` for the next page
     (it is the last job's submission sequence number, so jobs submitted meanwhile are not
     skipped and none is seen twice).
+
+    Raises:
+        BadRequest: a bad ``view``, ``limit``, ``cursor``, ``queue`` or ``state``.
     """
     page_size = coord.config.limits.page_size
+    shape = query.get("view") or "full"
+    if shape not in _VIEWS:
+        raise BadRequest(f"view must be one of {', '.join(_VIEWS)}; got {shape!r}", field="view", allowed=list(_VIEWS))
+    keep = _job_filter(coord, query)
+    if shape == "table":
+        for name in ("limit", "cursor"):
+            if query.get(name):
+                raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
+        listed = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
+        text, count = table_view.table(coord, listed, coord.clock(), keep, len(coord.jobs))
+        return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    shape = query.get("view") or "full"
-    if shape not in ("full", "queue"):
-        raise BadRequest(f"view must be one of full, queue; got {shape!r}", field="view", allowed=["full", "queue"])
     jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None, after=after)
+    if keep is not None:
+        jobs = (job for job in jobs if keep(job))
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
     cache = view_cache.cache_for(coord)
-    build = functools.partial(_job_view, coord, caller)
+    build: Callable[[JobRecord], dict[str, Any]] = functools.partial(_job_view, coord, caller)
     private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
     if shape == "queue":  # no argv in a row: one variant for every caller
-        build = functools.partial(_queue_row, coord, caller)
+        build = views.queue_row
         private = False
     encoded: list[bytes] = []
     last: JobRecord | None = None

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
 
 
-#: The fields of a JobView that ``labgang queue``'s table reads (launcher/cli/format.py
-#: ``job_table``: its columns, the folding of pending array tasks, the order of
-#: launcher/cli/job_facts.py ``active_jobs``): what ``GET /v1/jobs?view=queue`` lists per job,
-#: about a tenth of the bytes of a whole JobView (docs/openapi.json, ``JobRow``).
+#: The fields of a JobView that ``labgang queue``'s table reads (launcher/jobtable.py: its
+#: columns, the folding of pending array tasks, the order of ``active_jobs``): what
+#: ``GET /v1/jobs?view=queue`` lists per job, about half the bytes of a whole JobView
+#: (docs/openapi.json, ``JobRow``), in the order :func:`queue_row` gives them.
 QUEUE_VIEW_FIELDS = (
     "id",
     "name",
@@ -43,17 +43,41 @@ QUEUE_VIEW_FIELDS = (
 )
 
 
-def queue_view(view: dict[str, Any]) -> dict[str, Any]:
-    """The ``queue`` row of a JobView: its :data:`QUEUE_VIEW_FIELDS`, in that order, values unchanged."""
-    return {name: view[name] for name in QUEUE_VIEW_FIELDS}
+def queue_row(job: JobRecord) -> dict[str, Any]:
+    """The ``view=queue`` row of one job: its JobView's :data:`QUEUE_VIEW_FIELDS`, in that order,
+    with the values :func:`job_view` gives them but for ``reason``, which keeps only its ``code`` and
+    ``message`` (the table shows no more; ``reason.no_preemption`` is for ``labgang explain``).
+    Built directly: a whole JobView costs ten times more, and ``view=table`` builds a row of
+    every job on each call."""
+    st, spec = job.status, job.spec
+    task = spec.array
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": st.state.value,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.per_worker,
+        "resource": spec.resource,
+        "priority": spec.priority,
+        "submit_time": st.submit_time,
+        "reason": None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""},
+        "nodes": job_nodes(job),
+        "array_id": None if task is None else task.array_id,
+        "array_index": None if task is None else task.index,
+        "array_limit": None if task is None else task.limit,
+    }
 
 
 def job_view(job: JobRecord) -> dict[str, Any]:
     """The JobView of one job."""
     st, spec = job.status, job.spec
-    reason = None
+    reason: dict[str, Any] | None = None
     if st.reason_code is not None:
         reason = {"code": st.reason_code, "message": st.reason_message or ""}
+        if st.no_preemption is not None and st.state is JobState.PENDING:
+            reason["no_preemption"] = st.no_preemption.facts()
     return {
         "id": job.id,
         "name": spec.name,

@@ -16,6 +16,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from labgang.launcher.config import ClusterConfig, ConfigError, load_config
@@ -24,7 +25,7 @@ from labgang.launcher.export.common import Export, ExportError, Inventory
 DEFAULT_CONFIG = "/etc/labgang/cluster.toml"
 
 
-def _fail(target: str, message: str) -> None:
+def _fail(target: str, message: str) -> NoReturn:
     click.echo(f"labgang export {target}: {message}", err=True)
     sys.exit(2)
 
@@ -35,13 +36,8 @@ def _load(target: str, config_file: str) -> ClusterConfig:
         _fail(target, f"--config: {which}{config_file} does not exist; pass --config FILE (e.g. config/cluster.toml)")
     try:
         return load_config(config_file)
-    except ConfigError as exc:
-        if exc.unreadable:
-            _fail(target, f"--config: {exc.source}: {'; '.join(exc.problems)}")
-        click.echo(f"{exc.source}: invalid configuration", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
-        sys.exit(2)
+    except ConfigError as exc:  # one line, every problem, as `labgang up` and `labgang coordinator` say it
+        _fail(target, f"--config: {exc.source}: {'; '.join(exc.problems)}")
 
 
 def _inventory(target: str, files: tuple[Path, ...], offline: bool, state_dir: Path | None) -> Inventory:

@@ -314,6 +314,8 @@ class DependencyRules(GangRules):
     def _hold(self, job: JobRecord, code: EndReason, message: str, *, emit: bool) -> None:
         self.held[job.id] = message
         st = job.status
+        if emit:
+            st.no_preemption = None  # a held job is offered to no cycle: no scheduler reason goes with it
         if not emit or st.reason_message == message:
             return
         if st.reason_code == code.value:

@@ -140,6 +140,7 @@ class Lifecycle(DependencyRules):
             st.nominated = ()
             st.ran = False
             st.reason_code = st.reason_message = None
+            st.no_preemption = None
             job.ranks = {
                 rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
             }
@@ -188,10 +189,12 @@ class Lifecycle(DependencyRules):
                 # A new kind of reason is a decision worth keeping; a new number in the same
                 # reason only updates memory (and goes to disk with the next status write).
                 st.reason_code, st.reason_message = code, pend.reason.message
+                st.no_preemption = pend.reason.no_preemption
                 self._out.append(fx.RecordDecision(now, job.id, "pending", code, pend.reason.message))
                 self._save(job)
             else:
                 st.reason_message = pend.reason.message
+                st.no_preemption = pend.reason.no_preemption
 
     # ----- ranks ----------------------------------------------------------------------------
 

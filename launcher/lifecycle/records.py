@@ -16,6 +16,7 @@ from typing import Any
 
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler.decisions import NoPreemption
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ class JobStatus:
     ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
     among equal ``admit_time`` is the highest one. ``dependency_met`` is True once the job's
     dependency held (its ``after*`` conditions are then never judged again, only ``singleton``).
+    ``no_preemption`` goes with the scheduler's pending reason: the preemption rule that kept the
+    pending job from looking for victims in the last cycle (None: it looked, or needed none).
     """
 
     state: JobState = JobState.PENDING
@@ -156,6 +159,7 @@ class JobStatus:
     ran: bool = False
     admit_seq: int = 0
     dependency_met: bool = False
+    no_preemption: NoPreemption | None = None
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""
@@ -163,6 +167,7 @@ class JobStatus:
         d["state"] = self.state.value
         d["end_intent"] = None if self.end_intent is None else self.end_intent.value
         d["nominated"] = list(self.nominated)
+        d["no_preemption"] = None if self.no_preemption is None else self.no_preemption.facts()
         return json.dumps(d, separators=(",", ":"))
 
     @classmethod
@@ -177,6 +182,8 @@ class JobStatus:
         d["state"] = JobState(d["state"])
         d["end_intent"] = None if d.get("end_intent") is None else EndIntent(d["end_intent"])
         d["nominated"] = tuple(d.get("nominated", ()))
+        facts = d.get("no_preemption")
+        d["no_preemption"] = None if facts is None else NoPreemption.from_facts(facts)
         d.setdefault("attempt", d.get("restart_count", 0))
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})

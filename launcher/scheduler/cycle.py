@@ -45,7 +45,7 @@ from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
-from labgang.launcher.scheduler.preemption import find_victims, may_search
+from labgang.launcher.scheduler.preemption import find_victims, search_refusal
 from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
@@ -368,7 +368,8 @@ class _Cycle:
                 self._wait_for(e, live, raw, req)
                 return Outcome.WAITING
         # preemption search
-        searchable = may_search(state, spec, job)
+        refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
+        searchable = refusal is None
         if searchable and not self._search_known_to_fail(e):
             with state.without(live):
                 sharing = self.snapshot.sharing
@@ -396,6 +397,8 @@ class _Cycle:
             reason = reasons.quota_reason(state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()))
         else:
             reason = self._capacity_reason(req)
+        if refusal is not None:
+            reason = replace(reason, no_preemption=refusal)
         self.pending.append(Pending(job.id, reason))
         self._remember_failure(e, reason)
         return Outcome.FAILED

@@ -14,7 +14,9 @@ A cycle returns a :class:`CycleResult` with three kinds of decision:
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from labgang.launcher.scheduler.snapshot import Placement, TenantUsage
 
@@ -44,14 +46,96 @@ class ReasonCode(str, enum.Enum):
     """A task of a job array whose ``%N`` cap is reached: N of its tasks hold devices (docs/arrays.md)."""
 
 
+class NoPreemptionCode(str, enum.Enum):
+    """Why a job that does not fit looked for no victims at all (docs/queue-semantics.md §A3.1).
+    Values are the strings the API and ``labgang explain --json`` show."""
+
+    WOULD_BORROW = "would_borrow"
+    """Its request is above its queue's nominal quota, so it could only start by borrowing, and
+    a job that would borrow may not preempt: its queue has no cohort, or the queue's
+    ``borrow_within_cohort`` is ``never`` (and neither fair sharing nor a lower cohort lets it
+    look)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoPreemption:
+    """The preemption rule that kept a pending job from looking for victims, with its numbers.
+
+    Attributes:
+        code: which rule.
+        queue: the job's queue.
+        resource: the contested resource (``gpu``, ``mig-1g.10gb``).
+        request: devices the job asks for (an elastic gang: its minimum).
+        nominal: the queue's nominal quota of ``resource``.
+        cohort: the queue's cohort (None: none, so it can never borrow).
+        borrow_within_cohort: the queue's ``borrow_within_cohort`` policy (``never``, ``lower-priority``).
+        message: the rule in a sentence with those numbers, for people.
+    """
+
+    code: NoPreemptionCode
+    queue: str
+    resource: str
+    request: int
+    nominal: int
+    cohort: str | None
+    borrow_within_cohort: str
+    message: str
+
+    @property
+    def borrow(self) -> int:
+        """Devices above the queue's nominal quota the job would need even with its queue empty."""
+        return self.request - self.nominal
+
+    def facts(self) -> dict[str, str | int | None]:
+        """The fields as JSON-ready values (``code`` as its string), with ``borrow``: what the
+        JobView's ``reason.no_preemption`` holds."""
+        return {
+            "code": self.code.value,
+            "queue": self.queue,
+            "resource": self.resource,
+            "request": self.request,
+            "nominal": self.nominal,
+            "borrow": self.borrow,
+            "cohort": self.cohort,
+            "borrow_within_cohort": self.borrow_within_cohort,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> NoPreemption:
+        """Read back :meth:`facts` (``borrow`` is derived and ignored).
+
+        Raises:
+            ValueError: an unknown ``code``.
+            KeyError: a missing field.
+        """
+        cohort = facts["cohort"]
+        return cls(
+            NoPreemptionCode(facts["code"]),
+            str(facts["queue"]),
+            str(facts["resource"]),
+            int(facts["request"]),
+            int(facts["nominal"]),
+            None if cohort is None else str(cohort),
+            str(facts["borrow_within_cohort"]),
+            str(facts["message"]),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class PendingReason:
     """A typed reason and a human message with numbers, e.g.
     ``PendingReason(ReasonCode.OVER_QUOTA, "team-a uses 5 gpu of the 5 it may use (nominal quota 3 +
-    borrowing limit 2); job needs 1")``."""
+    borrowing limit 2); job needs 1")``.
+
+    ``no_preemption``: set when the job did not fit and the preemption rules kept it from even
+    looking for victims (docs/queue-semantics.md §A3.1); None when it looked (and found none) or
+    did not need to.
+    """
 
     code: ReasonCode
     message: str
+    no_preemption: NoPreemption | None = None
 
 
 @dataclass(frozen=True, slots=True)

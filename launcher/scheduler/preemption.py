@@ -24,6 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.scheduler.decisions import NoPreemption, NoPreemptionCode
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
@@ -62,22 +63,64 @@ def within_queue_allows(policy: WithinQueue, preemptor: PendingJob, victim: Runn
     return False
 
 
-def may_search(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
-    """docs/queue-semantics.md §A3.1: look for victims only if the request fits the queue's own nominal quota,
-    ``borrow_within_cohort`` is on, or the job's fitting subtree is a cohort below the root;
-    with fair sharing, also whenever the queue may reclaim within its cohort."""
+def search_refusal(state: CycleState, spec: QueueSpec, job: PendingJob) -> NoPreemption | None:
+    """docs/queue-semantics.md §A3.1: may ``job`` look for victims? None when it may; else the
+    rule that forbids it, with its numbers (``labgang explain`` shows it).
+
+    A job may look when its request fits the queue's own nominal quota, when its queue has a
+    cohort and ``borrow_within_cohort`` is on, with fair sharing whenever the queue may reclaim
+    within its cohort, or when the job's fitting subtree is a cohort below the root. Otherwise
+    it could only start by borrowing, and a job that would borrow may not preempt.
+    """
     req = job.request
-    if req.total <= state.quota.nominal(spec.name, req.resource):
-        return True
-    if spec.cohort is None:
-        return False
-    if spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER:
-        return True
-    if state.shares is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
-        return True
+    res, need = req.resource, req.total
     quota = state.quota
-    a = quota.fitting_subtree(spec.name, req.resource, req.total)
-    return not quota.tree.is_queue[a] and quota.tree.parent[a] >= 0
+    nominal = quota.nominal(spec.name, res)
+    if need <= nominal:
+        return None
+    if spec.cohort is not None:
+        if spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER:
+            return None
+        if state.shares is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+            return None
+        a = quota.fitting_subtree(spec.name, res, need)
+        if not quota.tree.is_queue[a] and quota.tree.parent[a] >= 0:
+            return None
+    return would_borrow(spec, res, need, nominal, fair=state.shares is not None)
+
+
+def would_borrow(spec: QueueSpec, res: str, need: int, nominal: int, *, fair: bool = False) -> NoPreemption:
+    """The WOULD_BORROW refusal for a job of ``spec`` that needs ``need`` devices of ``res``,
+    above the queue's ``nominal`` quota (``fair``: fair sharing is on, where a queue that may
+    reclaim within its cohort may also look)."""
+    policy = spec.borrow_within_cohort.policy.value
+    head = (
+        f"no preemption: the job needs {need} {res}, {need - nominal} above queue {spec.name}'s nominal quota "
+        f"of {nominal}, so it could only start by borrowing"
+    )
+    if spec.cohort is None:
+        rule = f"queue {spec.name} has no cohort to borrow from"
+    elif fair:
+        rule = (
+            "a job that would borrow may preempt only when its queue's borrow_within_cohort allows it or, "
+            f"with fair sharing, its reclaim_within_cohort is not never; {spec.name}'s are {policy} and "
+            f"{spec.reclaim_within_cohort.value}"
+        )
+    else:
+        rule = (
+            f"a job that would borrow may preempt only when its queue's borrow_within_cohort allows it, "
+            f"and {spec.name}'s is {policy}"
+        )
+    return NoPreemption(
+        NoPreemptionCode.WOULD_BORROW,
+        spec.name,
+        res,
+        need,
+        nominal,
+        spec.cohort,
+        policy,
+        f"{head}; {rule} (docs/queue-semantics.md §A3.1)",
+    )
 
 
 def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:

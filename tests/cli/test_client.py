@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 
 import pytest
+from labgang.launcher.api.async_client import AsyncClient
 from labgang.launcher.api.client import (
     STARTING_MARKER,
     ApiError,
-    AsyncClient,
     Client,
     CoordinatorUnavailable,
     socket_for,

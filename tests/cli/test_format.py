@@ -8,15 +8,13 @@ from hypothesis import strategies as st
 from labgang.launcher import durations
 from labgang.launcher.cli.format import (
     format_duration,
-    gang_shape,
     job_detail,
-    job_table,
     parse_duration,
     parse_signal_spec,
     queue_table,
-    render_table,
-    where_or_why,
 )
+from labgang.launcher.jobtable import gang_shape, job_table, where_or_why
+from labgang.launcher.text import display_width, render_table
 
 
 @pytest.mark.parametrize(
@@ -98,6 +96,18 @@ def test_render_table_aligns_columns_and_checks_row_width():
     assert render_table(("A", "LONGER"), [("xyz", 1), ("", "")]) == "A    LONGER\nxyz  1\n"
     with pytest.raises(ValueError, match="2 cells, table has 3"):
         render_table(("A", "B", "C"), [("1", "2")])
+
+
+def test_render_table_aligns_wide_and_combining_characters_by_terminal_columns():
+    # a CJK name takes two columns per character, a combining accent none: the next column must
+    # start at the same terminal column on every line
+    rows = [("训练任务", "ann"), ("e\u0301te", "bob"), ("plain", "cy")]
+    lines = render_table(("NAME", "USER"), rows).splitlines()
+    starts = [
+        display_width(line[: line.index(user)]) for line, user in zip(lines, ("USER", "ann", "bob", "cy"), strict=True)
+    ]
+    assert starts == [10, 10, 10, 10]
+    assert display_width("训练任务") == 8 and display_width("e\u0301te") == 3 and display_width("abc") == 3
 
 
 def _job(**kw):

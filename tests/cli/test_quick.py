@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.api.wire import UnixHTTPConnection
-from labgang.launcher.cli import job_request, jobs, quick, submission
+from labgang.launcher.cli import job_request, quick, submission
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
 
@@ -80,18 +80,6 @@ def test_fast_submit_builds_the_click_commands_body(args):
 def test_fast_submit_leaves_the_rest_to_click(args):
     with pytest.raises((quick.NotFast, job_request.SubmissionError)):
         fast_body(args)
-
-
-@pytest.mark.parametrize(
-    "args", [[], ["--all"], ["-u", "bob"], ["--user=bob", "--json"], ["--json", "--all", "--state-dir", "/x"]]
-)
-def test_fast_queue_reads_the_flags_as_click_does(args):
-    options, positional = quick.parse(args, quick._QUEUE_FLAGS, interspersed=True)
-    params = jobs.queue.make_context("queue", list(args)).params
-    assert positional == []
-    assert options.get("all_users", False) == params["all_users"]
-    assert options.get("user") == params["user"]
-    assert options.get("as_json", False) == params["as_json"]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-a"], ["--user"], ["--all=1"]])

@@ -7,11 +7,13 @@ writing a checkpoint would) and, every few milliseconds, that it is still alive.
 Cut the link of the node that runs the job's only rank: that node's agent must stop the rank on
 its own lease (nothing from the coordinator can reach it), and the coordinator must start the
 next attempt on the other node only after ``node_timeout_s`` + grace since its last word from
-the lost node, so the two attempts never run at once.
+the lost node, so the two attempts never run at once. With the agent itself dead (SIGKILL while cut
+off, and no new one), the rank's small parent stops it on the same lease.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -169,6 +171,59 @@ def test_an_agent_restarted_while_cut_off_stops_the_ranks_it_re_adopts_on_the_le
         assert max(alive_0) < start_1, f"the first attempt still wrote {max(alive_0) - start_1:.2f} s after the second"
         assert len(times(base / f"term-{j}.0")) == 1
         assert "no answer from the coordinator" in cluster.log_text(f"agent-{node}")
+    finally:
+        cluster.stop()
+        for relay in relays.values():
+            relay.close()
+
+
+def rank_pid(cluster: Cluster, node: str) -> int:
+    """The pid of the one rank the agent of ``node`` journalled (``rank.json``, written by its small parent)."""
+    (rank_file,) = (cluster.agent_dir(node) / "agent" / "ranks").glob("*/0/rank.json")
+    return int(json.loads(rank_file.read_text())["pid"])
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def test_a_dead_agent_cut_off_leaves_no_rank_running_past_the_fence() -> None:
+    """The agent is SIGKILLed while its link is cut and never comes back: no agent can stop the rank,
+    yet it is gone by the node's last contact + ``node_timeout_s`` + grace, when the coordinator
+    counts it stopped and starts the next attempt elsewhere."""
+    cluster = Cluster(NODES, node_timeout_s=NODE_TIMEOUT_S)
+    relays: dict[str, LinkCutter] = {}
+    try:
+        relays = start_relayed(cluster)
+        j, lost = start_stubborn_job(cluster)
+        (other,) = set(NODES) - {lost}
+        base = cluster.base
+        pid = rank_pid(cluster, lost)
+
+        relays[lost].cut()
+        cluster.kill(f"agent-{lost}")  # SIGKILL, and no agent starts again on that node
+        wait_for(lambda: not process_alive(pid), timeout=20, what="the first attempt's rank gone")
+        node_view = next(n for n in cluster.client().nodes() if n["name"] == lost)
+        assert not node_view["connected"]
+        fence_ends = node_view["last_seen"] + NODE_TIMEOUT_S + GRACE_S  # last_seen is frozen while cut
+        alive_0 = times(base / f"alive-{j}.0")
+        assert max(alive_0) < fence_ends, f"the rank still wrote {max(alive_0) - fence_ends:.2f} s after the fence"
+        term_0 = times(base / f"term-{j}.0")  # from its small parent: the agent was dead
+        assert len(term_0) == 1, term_0
+        assert any(t > term_0[0] for t in alive_0)  # it ran on after SIGTERM: SIGKILL after the grace ended it
+
+        start_1 = wait_for(lambda: (base / f"start-{j}.1").exists() and times(base / f"start-{j}.1"), timeout=30)[0]
+        assert max(alive_0) < start_1
+        again = cluster.wait_state(j, "running", timeout=20)
+        assert (again["nodes"], again["restart_count"]) == ([other], 1)
+        (base / "go").write_text("go")
+        done = cluster.wait_state(j, {"succeeded", "failed"}, timeout=20)
+        assert done["state"] == "succeeded", done
     finally:
         cluster.stop()
         for relay in relays.values():

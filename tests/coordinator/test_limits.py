@@ -11,7 +11,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from labgang.launcher.api.client import AsyncClient, Client
+from labgang.launcher.api.async_client import AsyncClient
+from labgang.launcher.api.client import Client
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.routes import forwarded
@@ -117,8 +118,9 @@ async def test_listings_come_in_pages_and_the_client_follows_them(server) -> Non
 def test_openapi_documents_the_page_parameters(repo_root: Path) -> None:
     spec = json.loads((repo_root / "docs" / "openapi.json").read_text())
     op = spec["paths"]["/v1/jobs"]["get"]
-    assert {p["name"] for p in op["parameters"]} == {"all", "user", "limit", "cursor", "view"}
-    assert "next_cursor" in op["responses"]["200"]["content"]["application/json"]["schema"]["required"]
+    assert {p["name"] for p in op["parameters"]} == {"all", "user", "queue", "state", "limit", "cursor", "view"}
+    page, table = op["responses"]["200"]["content"]["application/json"]["schema"]["oneOf"]
+    assert "next_cursor" in page["required"] and table["required"] == ["table", "jobs"]
     assert "413" in spec["paths"]["/v1/jobs"]["post"]["responses"]
 
 

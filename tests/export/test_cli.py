@@ -78,6 +78,12 @@ def test_invalid_config_exits_2(tmp_path: Path) -> None:
     code, _, err = _run("slurm", "--config", str(bad), "--offline")
     assert code == 2
     assert "queues[0].queueing" in err
+    # every problem on one line naming the flag and the file, as `labgang coordinator` says it
+    bad.write_text('[[queues]]\nname = "default"\nqueueing = "lifo"\nweight = "x"\n')
+    code, _, err = _run("kueue", "--config", str(bad), "--offline")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"labgang export kueue: --config: {bad}: queues[0].")
+    assert "queues[0].queueing" in err and "queues[0].weight" in err
 
 
 def test_bad_inventory_file_exits_2(tmp_path: Path) -> None:

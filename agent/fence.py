@@ -1,0 +1,107 @@
+"""The agent's side of fencing: its node lease, saved for its successors and the ranks' small parents,
+and which ranks were stopped because that lease ran out (docs/queue-semantics.md §A5).
+
+:class:`NodeFence` is what :class:`~labgang.agent.service.AgentService` holds: the
+:class:`~labgang.agent.lease.NodeLease` the link renews, :meth:`NodeFence.check` run on every
+tick (save a renewed lease; stop every rank once it ran out), and the marks that tell the
+coordinator a rank's exit was the fence's doing, so that it requeues the job instead of failing
+it. A rank can be fenced two ways: by this agent (:meth:`NodeFence.check`), or by its own small
+parent while no agent was alive (``agent/supervisor/shim.py``, ``LeaseWatch``), which the
+supervisor reads back from the rank's ``exit.json`` (``RankStatus.fenced``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from labgang.agent.lease import LEASE_FILE, NodeLease, load_lease, save_lease
+from labgang.agent.supervisor import RankState, RankStatus, Supervisor
+
+log = logging.getLogger("labgang.agent")
+
+
+class NodeFence:
+    """The node's lease and the ranks stopped on it.
+
+    Args:
+        agent_dir: the agent's state directory (``<state_dir>/agent``), where ``lease.json`` lives.
+
+    Attributes:
+        lease: the lease the link renews (replaced by :meth:`load` before the link is made).
+        fenced: ``(run id, rank)`` of every rank stopped because the lease ran out.
+    """
+
+    def __init__(self, agent_dir: Path) -> None:
+        self.agent_dir = agent_dir
+        self.lease = NodeLease()
+        self.fenced: set[tuple[str, int]] = set()
+        self._saved: float | None = None  # the confirmed_at last written to lease.json
+
+    @property
+    def lease_file(self) -> Path:
+        """``lease.json``: read by the next agent and by every rank's small parent."""
+        return self.agent_dir / LEASE_FILE
+
+    def load(self) -> None:
+        """Take over the lease the previous agent held, and save it at once under this agent's
+        pid: the ranks' small parents leave the fence to a live holder (``shim.LeaseWatch``)."""
+        mono, wall = time.monotonic(), time.time()
+        self.lease = load_lease(self.agent_dir, mono_now=mono, wall_now=wall)
+        self._saved = self.lease.confirmed_at
+        self._save(mono, wall)
+
+    def _save(self, mono: float, wall: float) -> None:
+        try:
+            save_lease(self.agent_dir, self.lease, mono_now=mono, wall_now=wall)
+        except OSError as exc:
+            log.warning("cannot save the node lease: %s", exc)
+
+    def check(self, sup: Supervisor | None) -> None:
+        """Save the lease when it was renewed since the last call; once it ran out, stop every
+        rank here the way a ``stop_jobs`` command would (SIGTERM now, each job's grace, SIGKILL):
+        the coordinator will soon count them as stopped and may start the jobs elsewhere. Their
+        exits are reported when the link is back."""
+        lease = self.lease
+        now = time.monotonic()
+        if lease.confirmed_at != self._saved:  # renewed since the last tick: keep it for a successor
+            self._saved = lease.confirmed_at
+            self._save(now, time.time())
+        if sup is None or not lease.due(now):
+            return
+        lease.fenced = True
+        live = [s for s in sup.ranks() if s.state is not RankState.GONE]
+        jobs = sorted({s.job_id for s in live})
+        if not jobs:
+            return
+        # Ranks still running now: their exits are reported as the fence's doing, not the job's.
+        self.fenced.update((s.job_id, s.rank) for s in live if s.exit_status is None)
+        silent = now - (lease.confirmed_at or now)
+        log.warning(
+            "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
+            silent,
+            lease.node_timeout_s or 0.0,
+            len(jobs),
+            ", ".join(jobs),
+        )
+        sup.stop_jobs([(job_id, None, False) for job_id in jobs])
+
+    def next_expiry(self) -> float | None:
+        """The monotonic time the lease runs out, unless it did already and the ranks were stopped."""
+        return None if self.lease.fenced else self.lease.expires_at
+
+    def adopt(self, statuses: list[RankStatus]) -> None:
+        """Note the ranks whose small parent fenced them (``RankStatus.fenced``)."""
+        self.fenced.update((s.job_id, s.rank) for s in statuses if s.fenced)
+
+    def mark(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Add ``fenced: true`` to a rank event or status dict of a fenced rank; return it."""
+        if (message.get("job_id"), message.get("rank")) in self.fenced:
+            message["fenced"] = True
+        return message
+
+    def forget(self, job_id: str) -> None:
+        """The run ``job_id`` is forgotten here: drop its marks."""
+        self.fenced = {key for key in self.fenced if key[0] != job_id}

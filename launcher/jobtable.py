@@ -1,0 +1,130 @@
+"""The ``labgang queue`` table: squeue's columns, one row per job, pending array tasks folded.
+
+Pure (no I/O, no clock reads: ``now`` is passed in) and free of click and of the coordinator's
+classes, because two sides use it: the coordinator renders the table for
+``GET /v1/jobs?view=table`` (what ``labgang queue`` prints, docs/cli-startup.md), keeping each
+job's :func:`row_facts` until the job changes, and any client may render the dicts of
+``GET /v1/jobs?view=queue`` with :func:`job_table`.
+
+A row is built in two steps: :func:`row_facts` (one job alone: every cell but AGE, escaped) and
+:func:`render` (all rows together: AGE from ``now``, the folding of an array's pending tasks into
+one row, the column widths).
+"""
+
+from __future__ import annotations
+
+from labgang.launcher.durations import format_duration
+from labgang.launcher.text import align, printable
+
+# ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    # (cells: JOBID NAME USER QUEUE STATE GANG PRIO NODES(REASON), submit time or None,
+    #  array id or None, array index or None, the array's %N cap or None, pending?)
+    RowFacts = tuple[tuple[str, ...], float | None, str | None, int | None, int | None, bool]
+
+HEADERS = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
+"""The table's columns, squeue's with a GANG (ranks x devices per rank) column."""
+
+_AGE = HEADERS.index("AGE")
+
+
+def row_facts(job: Mapping[str, Any]) -> RowFacts:
+    """What one job's row needs apart from the clock and the other jobs.
+
+    Args:
+        job: a JobView dict or a ``view=queue`` row (only ``QUEUE_VIEW_FIELDS`` are read).
+
+    Returns:
+        ``(cells, submit_time, array_id, array_index, array_limit, pending)``: ``cells`` are the
+        row's printable strings but AGE (JOBID, NAME clipped to 20, USER, QUEUE, STATE, GANG,
+        PRIO, NODES(REASON)); the rest is what :func:`render` folds and ages by.
+    """
+    array_id = job.get("array_id")
+    state = str(job.get("state", "?"))
+    cells = (
+        printable(str(job.get("id", "?"))),
+        printable(_clip(str(job.get("name") or "-"), 20)),
+        printable(str(job.get("user", "?"))),
+        printable(str(job.get("queue", "?"))),
+        printable(state.upper()),
+        printable(gang_shape(job)),
+        str(job.get("priority", 0)),
+        printable(where_or_why(job)),
+    )
+    return (
+        cells,
+        job.get("submit_time") or None,
+        None if array_id is None else str(array_id),
+        job.get("array_index"),
+        job.get("array_limit"),
+        state == "pending",
+    )
+
+
+def render(rows: Sequence[RowFacts], now: float) -> str:
+    """The table of ``rows`` (in the order given) at ``now`` (unix seconds, for AGE).
+
+    The pending tasks of each job array are folded into the row of the first one, as squeue
+    shows them: its JOBID becomes ``12_[5-99%8]`` (every pending task's index, then the array's
+    ``%N`` cap when it has one). Other jobs, and tasks that are not pending, keep their own rows.
+
+    Returns:
+        The header line and one line per row, joined with newlines, no trailing newline.
+    """
+    pending: dict[str, list[int]] = {}
+    for _, _, array_id, index, _, waiting in rows:
+        if array_id is not None and waiting and index is not None:
+            pending.setdefault(array_id, []).append(index)
+    lines = []
+    for cells, submitted, array_id, _, cap, waiting in rows:
+        if array_id is not None and waiting:
+            indices = pending.pop(array_id, None)
+            if indices is None:
+                continue  # folded into the array's first pending task
+            if len(indices) > 1:
+                cells = (folded_id(array_id, indices, cap), *cells[1:])
+        age = "-" if submitted is None else format_duration(now - submitted)
+        lines.append((*cells[:_AGE], age, *cells[_AGE:]))
+    return align(HEADERS, lines)
+
+
+def job_table(jobs: Iterable[Mapping[str, Any]], now: float) -> str:
+    """The ``labgang queue`` table of ``jobs`` (JobView dicts or ``view=queue`` rows, in the order
+    given): :func:`render` of each one's :func:`row_facts`."""
+    return render([row_facts(job) for job in jobs], now)
+
+
+def folded_id(array_id: str, indices: Sequence[int], cap: int | None) -> str:
+    """The JOBID of an array's folded pending tasks: ``12_[5-99%8]`` (:func:`labgang.launcher.arrays.fold`)."""
+    from labgang.launcher.arrays import fold
+
+    return f"{array_id}_[{fold(indices)}{'' if cap is None else f'%{cap}'}]"
+
+
+def gang_shape(job: Mapping[str, Any]) -> str:
+    """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG."""
+    shape = f"{job.get('workers', '?')}x{job.get('gpus_per_worker', '?')}"
+    resource = job.get("resource") or "gpu"
+    return shape if resource == "gpu" else f"{shape} {resource}"
+
+
+def where_or_why(job: Mapping[str, Any]) -> str:
+    """squeue's NODELIST(REASON): the nodes a holding job runs on, else ``(reason)``."""
+    state = str(job.get("state", ""))
+    nodes = job.get("nodes") or []
+    if state in ("admitted", "running", "terminating") and nodes:
+        return ",".join(nodes)
+    reason = job.get("reason") or None
+    if reason:
+        return f"({reason.get('message') or reason.get('code')})"
+    if state == "pending":
+        return "(waiting for a scheduling cycle)"
+    return ",".join(nodes) if nodes else "-"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
