@@ -52,7 +52,7 @@ from labgang.launcher.lifecycle.view import decided_something, pending_job, runn
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
-from labgang.launcher.scheduler.decisions import Admit, CycleResult
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import RankPlacement, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
@@ -149,7 +149,8 @@ class Simulation:
         self._invariant_hooks.append(hook)
 
     def add_cycle_hook(self, hook: Callable[[Snapshot, CycleResult], None]) -> None:
-        """Call ``hook(snapshot, result)`` after every scheduling cycle, before its decisions apply."""
+        """Call ``hook(snapshot, result)`` after every scheduling cycle, before its decisions apply:
+        the scheduler's own snapshot and result, jobs named as the file names them (``SimJob.id``)."""
         self._cycle_hooks.append(hook)
 
     def run_instant(self) -> None:
@@ -390,10 +391,14 @@ class Simulation:
                     )
                     self._emit_reasons(follow_reasons(gate, CycleResult((), (), ())))
                 break
-            result = follow_reasons(gate, run_cycle(snap))
+            # The scheduler sees the file's names (its reasons name jobs as people read them); the
+            # lifecycle model, the coordinator's ids.
+            named = self.scenario.ids.named_snapshot(snap)
+            decided = run_cycle(named)
             self.cycles += 1
             for cycle_hook in self._cycle_hooks:
-                cycle_hook(snap, result)
+                cycle_hook(named, decided)
+            result = follow_reasons(gate, self.scenario.ids.model_result(decided))
             had_held = bool(self.held)
             self.held = set(result.held)
             if self.scenario.sharing.admission is not None:
@@ -409,7 +414,7 @@ class Simulation:
                         "preempt",
                         job=self.by_model[pre.job_id].id,
                         victims=[self.by_model[v].id for v in pre.victims],
-                        reason=self._shown(pre.reason),
+                        reason=pre.reason,
                     )
                 for v in fresh:
                     self._emit("terminate", job=self.by_model[v].id, stop_at=self.now + self.by_model[v].spec.grace)
@@ -429,7 +434,10 @@ class Simulation:
             job = self.by_model[p.job_id]
             if job.reason != p.reason:
                 job.reason = p.reason
-                self._emit("pending", job=job.id, code=p.reason.code.value, message=self._shown(p.reason.message))
+                message = p.reason.message  # the scheduler's, in the file's names; the array cap's, in ids
+                if p.reason.code == ReasonCode.ARRAY_LIMIT:
+                    message = self._shown(message)
+                self._emit("pending", job=job.id, code=p.reason.code.value, message=message)
 
     def _place_running(self) -> None:
         """Admit ``running = true`` jobs at their submit time, in that order, then file order."""

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
 from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import ArrayTask
 from labgang.launcher.limits import LimitsConfig
+from labgang.launcher.scheduler.decisions import CycleResult
+from labgang.launcher.scheduler.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from labgang.launcher.simulate.scenario import JobModel
@@ -79,13 +81,45 @@ class JobIds:
         return [name] if name in self.by_name else []
 
     def shown(self, message: str) -> str:
-        """``message`` (the model's or the scheduler's words) with every job id named as the file
+        """``message`` (the lifecycle model's words) with every job id named as the file
         names it: ``job 3`` -> ``job train``, ``task 4_1`` -> ``task sweep_1``, ``afterok:3`` ->
         ``afterok:train``, ``array 4 runs at most …`` -> ``array sweep runs at most …``."""
         return _REFERENCE.sub(lambda m: m.group(1) + self._name_list(m.group(2)), message)
 
     def _name_list(self, ids: str) -> str:
         return ":".join(self.model_names.get(i, i) for i in ids.split(":"))
+
+    def named_snapshot(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` (built from the lifecycle model) with every job named as the file names
+        it: what the scheduler gets, so its decisions and reasons speak the file's names."""
+
+        def name(model_id: str) -> str:
+            return self.model_names.get(model_id, model_id)
+
+        return replace(
+            snapshot,
+            running=tuple(replace(j, id=name(j.id)) for j in snapshot.running),
+            pending=tuple(
+                replace(j, id=name(j.id), nominated=tuple(name(v) for v in j.nominated)) for j in snapshot.pending
+            ),
+        )
+
+    def model_result(self, result: CycleResult) -> CycleResult:
+        """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their
+        coordinator's ids (for the lifecycle model); reasons keep the file's names."""
+
+        def mid(name: str) -> str:
+            return self._model_ids.get(name, name)
+
+        return replace(
+            result,
+            admitted=tuple(replace(a, job_id=mid(a.job_id)) for a in result.admitted),
+            preempted=tuple(
+                replace(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
+            ),
+            pending=tuple(replace(p, job_id=mid(p.job_id)) for p in result.pending),
+            held=tuple(mid(h) for h in result.held),
+        )
 
     def model_dependency(self, text: str) -> str:
         """A scenario ``dependency`` (jobs named by scenario id) as the coordinator stores it:
