@@ -175,17 +175,20 @@ class Simulation:
                 _, _, _, kind, job_id, run_id = heapq.heappop(self._events)
                 self._apply(kind, job_id, run_id)
                 progressed = True
-            if self._wake:
-                self._wake = False
-                self._schedule()
+            # As the coordinator's loop settles: cycles, then the launches they admitted, and cycles
+            # again when a launch woke the scheduler (a victim named by a waiting preemptor started),
+            # before anything those created (a stop's exit) is applied.
+            while self._wake or self._to_start:
+                if self._wake:
+                    self._wake = False
+                    self._schedule()
+                if self._to_start:
+                    self._start_admitted()
                 progressed = True
-            if self._to_start:
-                self._start_admitted()
-                progressed = True
+                if self.cycles - cycles_before > MAX_CYCLES_PER_INSTANT:
+                    raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
             if not progressed:
                 break
-            if self.cycles - cycles_before > MAX_CYCLES_PER_INSTANT:
-                raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
         self._check_hooks()
 
     def _apply(self, kind: str, job_id: str, run_id: str) -> None:

@@ -424,6 +424,26 @@ RECLAIM_AND_STARVATION = {
 }
 
 
+# Job 6 is admitted at t=4 and, in the same cycle, named with job 5 as a victim of job 7. Job 6's
+# launch wakes the scheduler before job 5's exit (grace 0) is applied, as the coordinator's loop
+# settles: the next cycle names both again and stops job 6 with that decision (a simulator that
+# applied job 5's exit first decided a second preemption naming job 6 alone).
+LAUNCH_BEFORE_EXIT = {
+    "scenario": {"name": "launch-before-exit"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}, {"name": "n1", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}],
+    "jobs": [
+        job("1", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("2", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("3", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("4", "q0", 2, 0, 0.0, 2.0, 2.0),
+        job("5", "q0", 2, 1, 0.0, 5.0, 0.0),
+        job("6", "q0", 1, 1, 3.0, 1.0, 0.0),
+        {**job("7", "q0", 2, 2, 4.0, 1.0, 0.0), "workers": 2},
+    ],
+}
+
+
 def workload_of(path: Path) -> dict[str, Any]:
     """A scenario file of whole-GPU gangs as a workload here: the nodes get this test's GPU model,
     the jobs are numbered 1, 2, ... in submission order, expectations are left out."""
@@ -447,6 +467,7 @@ UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evict
 @example(GRACE_RULE)
 @example(RECLAIM_AND_STARVATION)
 @example(UNLAUNCHED)
+@example(LAUNCH_BEFORE_EXIT)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
