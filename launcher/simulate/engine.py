@@ -3,8 +3,9 @@ ranks around the coordinator's own lifecycle model.
 
 No processes, no sleeps. Every job is a :class:`~labgang.launcher.lifecycle.records.JobRecord`
 in the same :class:`~labgang.launcher.lifecycle.machine.Lifecycle` the coordinator drives, and
-the scheduler gets the snapshot the coordinator would build
-(:func:`~labgang.launcher.lifecycle.view.scheduler_jobs`). So admission order, "most recently
+the scheduler gets the snapshot the coordinator would build (the same
+:func:`~labgang.launcher.lifecycle.view.running_job` and ``pending_job`` views, through the
+same array gate). So admission order, "most recently
 admitted", victim order, requeue, grace and completion have one definition. What the
 simulation adds is what agents and time would do (``docs/scenarios.md``, "How time moves"):
 
@@ -20,12 +21,14 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
   file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
   changing what the scheduler sees, a pending job starting to starve), cycles run until one
   decides nothing new (:func:`~labgang.launcher.lifecycle.view.decided_something`), as the
-  coordinator's scheduling loop does; then the gangs admitted are launched. Anything this
-  creates at the same instant (a victim with ``grace = 0``) is handled before time moves on.
+  coordinator's scheduling loop does; then the gangs admitted are launched, and cycles run
+  again while a launch wakes the scheduler. Anything this creates at the same instant (a
+  victim with ``grace = 0``) is handled after that, before time moves on.
 - ``running = true`` jobs are admitted at their ``submit`` time, before anything else, where
   the scheduler would place them, in order of ``submit``, then file order.
 - **Arrays and dependencies are the model's and the coordinator's** (docs/scenarios.md, "Arrays
-  and dependencies"): jobs carry the coordinator's ids (``launcher/simulate/naming.py``), an
+  and dependencies"): the lifecycle model's jobs carry the coordinator's ids and the scheduler
+  sees the file's names (``launcher/simulate/naming.py``), an
   array's tasks are submitted together, each cycle sees the pending tasks the array rules let
   through (:func:`~labgang.launcher.lifecycle.arrays.gate_pending`, the ``%N`` cap and the
   window, as the coordinator's ``gated_snapshot``), and a held job is not admissible.
