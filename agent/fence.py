@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from labgang.agent.lease import LEASE_FILE, NodeLease, load_lease, save_lease
+from labgang.agent.lease import LEASE_FILE, NodeLease, load_lease, save_lease, suspend_lease
 from labgang.agent.supervisor import RankState, RankStatus, Supervisor
 
 log = logging.getLogger("labgang.agent")
@@ -58,6 +58,14 @@ class NodeFence:
             save_lease(self.agent_dir, self.lease, mono_now=mono, wall_now=wall)
         except OSError as exc:
             log.warning("cannot save the node lease: %s", exc)
+
+    def suspend(self, reason: str) -> None:
+        """Leave the ranks running with no deadline (:func:`labgang.agent.lease.suspend_lease`): only
+        when the coordinator stops with this agent (``labgang up --keep-jobs``)."""
+        try:
+            suspend_lease(self.agent_dir, wall_now=time.time(), reason=reason)
+        except OSError as exc:
+            log.warning("cannot suspend the node lease (the ranks left running will be fenced): %s", exc)
 
     def check(self, sup: Supervisor | None) -> None:
         """Save the lease when it was renewed since the last call; once it ran out, stop every

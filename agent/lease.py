@@ -148,11 +148,30 @@ def save_lease(agent_dir: Path, lease: NodeLease, *, mono_now: float, wall_now: 
     os.replace(tmp, agent_dir / LEASE_FILE)
 
 
+def suspend_lease(agent_dir: Path, *, wall_now: float, reason: str) -> None:
+    """Write a lease with no deadline to ``agent_dir/lease.json`` atomically: nothing fences the
+    ranks left running (neither the small parents' watchdog nor the next agent, which starts
+    with an unarmed lease and arms it at its first renewal).
+
+    Only for an agent whose coordinator stops with it (``labgang up --keep-jobs``): no
+    coordinator is left to count this node's ranks as stopped and start their jobs elsewhere, so
+    nothing needs them fenced, and they wait for the next ``labgang up`` to re-adopt them. The
+    file holds ``suspended_at`` (unix s) and ``reason`` (plain text, no comma or quote).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    data = {"suspended_at": wall_now, "reason": reason.replace(",", ";").replace('"', "'")}
+    tmp = agent_dir / f"{LEASE_FILE}.tmp.{os.getpid()}"
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, agent_dir / LEASE_FILE)
+
+
 def load_lease(agent_dir: Path, *, mono_now: float, wall_now: float) -> NodeLease:
     """The lease a previous agent saved, on this agent's monotonic clock; unarmed when there is
-    no file or it cannot be read. Saved on this boot, its ``CLOCK_MONOTONIC`` time is taken as it
-    is (unless it is ahead of ``mono_now``: then it is not this clock); otherwise its unix time is
-    (a clock set back since counts as no time passed).
+    no file, it cannot be read, or it was suspended (:func:`suspend_lease`). Saved on this boot,
+    its ``CLOCK_MONOTONIC`` time is taken as it is (unless it is ahead of ``mono_now``: then it is
+    not this clock); otherwise its unix time is (a clock set back since counts as no time passed).
 
     Args:
         mono_now, wall_now: one reading of ``time.monotonic()`` and ``time.time()``.

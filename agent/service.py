@@ -74,6 +74,9 @@ class AgentService:
         stop_jobs_on_exit: stop every rank (with its grace) when the agent stops; False
             leaves ranks running for the next agent to re-adopt (the default for a service:
             restarting or upgrading the agent must not take jobs down).
+        coordinator_stops_too: the coordinator stops with this agent (``labgang up``): ranks left
+            running at exit are then not fenced when the lease runs out (``NodeFence.suspend``);
+            a service's agent keeps the lease, since its coordinator may start the jobs elsewhere.
 
     Raises:
         AgentConfigError: (at start) the token file is missing or readable by others.
@@ -87,12 +90,14 @@ class AgentService:
         backend: NvmlBackend | None = None,
         token: str | None = None,
         stop_jobs_on_exit: bool = False,
+        coordinator_stops_too: bool = False,
     ) -> None:
         self.config = config
         self.node = config.node
         self.url = config.coordinator
         self.token = token
         self.stop_jobs_on_exit = stop_jobs_on_exit
+        self.coordinator_stops_too = coordinator_stops_too
         self.exit_stop = ExitStop()  # what `labgang up` says and does while ranks stop at exit
         self.backend = backend
         self.state_dir = config.resolved_state_dir()
@@ -317,6 +322,8 @@ class AgentService:
                 await self._proxy.close()
             if self.supervisor is not None:
                 await asyncio.to_thread(self.supervisor.flush_journal)
+                if self.coordinator_stops_too and not self.stop_jobs_on_exit:
+                    self.fence.suspend("labgang up stopped with --keep-jobs")
             shutdown = getattr(self.backend, "nvmlShutdown", None)
             if shutdown is not None:
                 try:

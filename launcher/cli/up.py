@@ -400,6 +400,7 @@ def _up(
         ),
         backend=backend,
         stop_jobs_on_exit=not keep_jobs,
+        coordinator_stops_too=True,  # ranks kept (--keep-jobs) wait unfenced for the next `labgang up`
     )
     agent.exit_stop.on_wait = lambda jobs, grace_s: click.echo(
         f"labgang up: stopping {_plural(jobs, 'job')}: waiting up to {grace_s:g} s for their grace periods; "

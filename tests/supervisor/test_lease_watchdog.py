@@ -119,7 +119,12 @@ def test_a_rank_whose_agent_died_is_stopped_by_its_small_parent_when_the_lease_r
     assert any(t > term[0] for t in alive)  # it ignored SIGTERM: SIGKILL after the grace ended it
     # Ended by the deadline + grace, with the margin the agent's own delays get (the rest of node_timeout_s).
     assert max(alive) < expires + grace + 2.0 * (1 - LEASE_SHARE)
-    exit_info = json.loads((watched_sup._journal.rank_dir("job1", 0) / "exit.json").read_text())
+    exit_file = watched_sup._journal.rank_dir("job1", 0) / "exit.json"
+    deadline = time.monotonic() + 15.0
+    while not exit_file.exists():  # the small parent writes it once it has reaped the rank
+        assert time.monotonic() < deadline, "the small parent never wrote exit.json"
+        time.sleep(0.02)
+    exit_info = json.loads(exit_file.read_text())
     assert exit_info["exit_status"] == 137 and exit_info["fenced"] is True
 
     # An agent that comes back learns the exit was the fence's doing.
