@@ -103,12 +103,15 @@ class DependencyRules(GangRules):
 
     def admissible(self, job: JobRecord, now: float) -> bool:
         """May a scheduling cycle at ``now`` consider ``job``? Pending, out of any requeue
-        backoff (``not_before``), and not held by its dependency."""
+        backoff (``not_before``), not held by its dependency, and not a later job of the name of a
+        released ``singleton`` job still pending (unless it waits for the victims it preempted)."""
         st = job.status
         if st.state != JobState.PENDING or st.not_before > now or job.id in self.held:
             return False
         group = self._singles.get((job.spec.name, job.spec.user))
-        if group is None or job.id in group:
+        if group is None or job.id in group or st.nominated:
+            # (a preemptor waiting for its victims' devices is not held back: the victim, readmitted
+            # in its place, would be preempted again at once, forever)
             return True
         # Not one cycle for two jobs of a singleton's name: a released singleton job goes first,
         # the later jobs of its name wait until it holds devices.
@@ -288,10 +291,11 @@ class DependencyRules(GangRules):
                     # A pending job of the name submitted earlier (or requeued) goes first: one
                     # cycle must not admit both (Slurm: at most one job of a name and user runs).
                     holder = f"job {ahead.id} of the same name is pending and goes first"
-                elif (preemptor := _preempted_by(job, waiting.get(key, ()), self.held)) is not None:
-                    # It was preempted for a job of its name: released, it would keep that job out
-                    # of the cycles (admissible()) and be admitted and preempted again, forever.
-                    holder = f"job {preemptor.id} of the same name preempted it and goes first"
+                elif (preemptor := _preempting(waiting.get(key, ()), self.held)) is not None:
+                    # A job of its name waits for the devices of jobs it preempted: released, a
+                    # singleton job would keep it out of the cycles (admissible()), be admitted in
+                    # its place and be preempted by it again, forever.
+                    holder = f"job {preemptor.id} of the same name is preempting to start and goes first"
             text = job.spec.dependency or ""
             verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
             if dep is _UNPARSABLE:
@@ -364,10 +368,10 @@ class DependencyRules(GangRules):
         self._retire(job)
 
 
-def _preempted_by(job: JobRecord, others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
-    """The pending job among ``others`` (jobs of ``job``'s name and user that are not ``singleton``
-    dependents) that chose ``job`` as a victim and waits for its devices, not held itself."""
-    return next((o for o in others if job.id in o.status.nominated and o.id not in held), None)
+def _preempting(others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
+    """The first pending job among ``others`` (jobs of a ``singleton`` job's name and user that are
+    not ``singleton`` dependents) that waits for the devices of the victims it chose, not held itself."""
+    return next((o for o in others if o.status.nominated and o.id not in held), None)
 
 
 def _ahead(job: JobRecord, others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
