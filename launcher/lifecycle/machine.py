@@ -18,6 +18,10 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
   comes back; then the job is requeued (or failed with ``requeue = false``).
 * labgang itself shuts down → stopped, requeued (intent SHUTDOWN), or cancelled with
   ``requeue = false``; never the job's failure.
+* a finished job never runs again: any stop that would requeue (preemption, lost node or
+  lease, failed start, shutdown) ends the job as succeeded when every rank exited 0 on its own
+  (not killed, not of unknown exit, not stopped on its node's lease; §A3.6). Cancel and time
+  limit never requeue and keep their outcome.
 * every requeue starts a new attempt; ``restart_count`` rises only when the attempt ran.
 
 Pure: no I/O, no clock. :meth:`Lifecycle.apply` changes the records it holds and returns the

@@ -196,7 +196,9 @@ async def test_a_requeued_job_shows_no_nodes_and_keeps_no_ranks_on_disk(coord: C
     coord.store = Store(tmp_path / "db")  # for the fixture's close
 
 
-async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(coord: Coordinator, tmp_path: Path) -> None:
+async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(
+    coord: Coordinator, tmp_path: Path
+) -> None:
     """A store written before the fix holds the last attempt's ranks under the pending attempt:
     the lifecycle model starts the pending job with none, so `show` says `Nodes: -`."""
     job_id = await submit(coord)
