@@ -288,6 +288,10 @@ class DependencyRules(GangRules):
                     # A pending job of the name submitted earlier (or requeued) goes first: one
                     # cycle must not admit both (Slurm: at most one job of a name and user runs).
                     holder = f"job {ahead.id} of the same name is pending and goes first"
+                elif (preemptor := _preempted_by(job, waiting.get(key, ()), self.held)) is not None:
+                    # It was preempted for a job of its name: released, it would keep that job out
+                    # of the cycles (admissible()) and be admitted and preempted again, forever.
+                    holder = f"job {preemptor.id} of the same name preempted it and goes first"
             text = job.spec.dependency or ""
             verdict = memo.get(text) if holder is None and not job.status.dependency_met else None
             if dep is _UNPARSABLE:
@@ -358,6 +362,12 @@ class DependencyRules(GangRules):
         self._save(job)
         self._history(job, "cancelled", f"dependency {verdict.message}")
         self._retire(job)
+
+
+def _preempted_by(job: JobRecord, others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
+    """The pending job among ``others`` (jobs of ``job``'s name and user that are not ``singleton``
+    dependents) that chose ``job`` as a victim and waits for its devices, not held itself."""
+    return next((o for o in others if job.id in o.status.nominated and o.id not in held), None)
 
 
 def _ahead(job: JobRecord, others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:
