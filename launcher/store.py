@@ -310,11 +310,12 @@ class Store:
         """Write the job's mutable status (serialised at commit time)."""
         self._status[job.id] = job
 
-    def save_rank(self, job: JobRecord, rank: RankRecord) -> None:
-        """Write one rank of the job's current attempt."""
-        self._ranks[(job.id, job.attempt, rank.rank)] = (
+    def save_rank(self, job: JobRecord, rank: RankRecord, *, attempt: int | None = None) -> None:
+        """Write one rank of the job's attempt ``attempt`` (None: its current attempt)."""
+        attempt = job.attempt if attempt is None else attempt
+        self._ranks[(job.id, attempt, rank.rank)] = (
             job.id,
-            job.attempt,
+            attempt,
             rank.rank,
             rank.node,
             json.dumps(list(rank.devices)),

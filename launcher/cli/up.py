@@ -48,7 +48,8 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
 
     Args:
         summary: :func:`labgang.launcher.coordinator.app.serve`'s return value (job id lists
-            under "requeued", "cancelled", "user_cancelled", "unfinished", "left_running", "pending").
+            under "requeued", "cancelled", "user_cancelled", "unfinished", "left_running", "pending",
+            "succeeded", "failed").
     """
 
     def ids(key: str) -> str:
@@ -65,6 +66,10 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
         parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue)")
     if summary.get("user_cancelled"):
         parts.append(f"stopped {ids('user_cancelled')} (cancelled by the user before the shutdown)")
+    for ended in ("succeeded", "failed"):  # every rank ended on its own as it stopped: never run again
+        if summary.get(ended):
+            n = len(summary[ended])
+            parts.append(f"{ids(ended)} finished as {'it' if n == 1 else 'they'} stopped ({ended})")
     if summary.get("unfinished"):
         parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop and runs them again")
     if summary.get("left_running"):

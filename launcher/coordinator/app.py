@@ -197,7 +197,8 @@ async def serve(
         What became of the jobs that held devices at shutdown, by job id lists:
         ``{"requeued", "cancelled" (requeue = false), "user_cancelled" (cancelled by their
         owner or an admin before the shutdown), "unfinished" (still stopping: they finish at the
-        next start), "left_running" (nobody stopped them), "pending"}``.
+        next start), "left_running" (nobody stopped them), "pending", "succeeded" and "failed"
+        (they ended as they stopped, decided by their ranks' exits, docs/queue-semantics.md §A3.6)}``.
 
     Raises:
         RuntimeError: another coordinator already listens on the socket.
@@ -304,6 +305,8 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
         "unfinished": [],
         "left_running": [],
         "pending": [],
+        "succeeded": [],
+        "failed": [],
     }
     for job_id in held:
         status = coord.get_job(job_id).status
@@ -318,6 +321,8 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["user_cancelled"].append(job_id)  # its owner or an admin cancelled it before the shutdown
         elif state.holds_devices:
             out["unfinished"].append(job_id)
+        elif state in (JobState.SUCCEEDED, JobState.FAILED):
+            out[state.value].append(job_id)  # its ranks ended on their own as it stopped: it never runs again
     out["pending"] = [
         j.id
         for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)

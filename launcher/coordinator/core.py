@@ -148,7 +148,7 @@ class Coordinator:
         if isinstance(effect, fx.SaveStatus):
             store.save_status(effect.job)
         elif isinstance(effect, fx.SaveRank):
-            store.save_rank(effect.job, effect.rank)
+            store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)

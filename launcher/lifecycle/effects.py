@@ -21,10 +21,14 @@ class SaveStatus:
 
 @dataclass(frozen=True, slots=True)
 class SaveRank:
-    """Persist one rank of the job's current attempt."""
+    """Persist one rank of attempt ``attempt`` of the job: the attempt the rank belongs to, fixed
+    when the effect is made. A driver carries effects out after the event that made them, and by
+    then a requeue in the same event may have moved the job to its next attempt (which has no
+    ranks until it is admitted)."""
 
     job: JobRecord
     rank: RankRecord
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)

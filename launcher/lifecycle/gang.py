@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord, parse_warning, signal_name
-from labgang.launcher.lifecycle.rules import completing, job_nodes, ranks_in_order
+from labgang.launcher.lifecycle.rules import completing, exited_zero_on_their_own, job_nodes, ranks_in_order
 from labgang.launcher.lifecycle.states import (
     INTENT_REASON,
     EndIntent,
@@ -50,12 +50,18 @@ class GangRules:
 
     Args:
         policy: the configured timeouts and limits.
-        jobs: the jobs to start from (e.g. loaded from the store); finished ones are left out.
+        jobs: the jobs to start from (e.g. loaded from the store); finished ones are left out,
+            and a pending one starts with no ranks.
     """
 
     def __init__(self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = ()) -> None:
         self.policy = policy
         self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs if not job.status.state.finished}
+        for job in self.jobs.values():
+            if job.status.state == JobState.PENDING:
+                # A pending job's next attempt has no ranks until it is admitted. Stores written
+                # before SaveRank carried its attempt may hold the last attempt's ranks under it.
+                job.ranks = {}
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
         self.lost_nodes: dict[str, float] = {}
@@ -126,7 +132,7 @@ class GangRules:
             rank.exit_status = exit_status
             changed = True
         if changed:
-            self._out.append(fx.SaveRank(job, rank))
+            self._out.append(fx.SaveRank(job, rank, job.attempt))
         return changed
 
     @staticmethod
@@ -248,7 +254,15 @@ class GangRules:
                 self._out.append(fx.Stop(node, job.run_id, job.spec.grace_s, warn))
 
     def _finish(self, job: JobRecord) -> None:
-        """Every rank is gone: end the job, or put it back in its queue, according to its intent."""
+        """Every rank is gone: end the job, or put it back in its queue, according to its intent.
+
+        * no intent (every rank exited on its own before any stop): the exits decide.
+        * CANCEL, FAIL, TIMEOUT: these stops never requeue; the job ends cancelled or failed even
+          when its ranks exit 0 within the grace period (Slurm's CANCELLED and TIMEOUT alike).
+        * PREEMPT, LOST, SHUTDOWN, RETRY, the stops that would requeue: succeeded when every rank
+          exited 0 on its own (:func:`~labgang.launcher.lifecycle.rules.exited_zero_on_their_own`),
+          else requeued (RETRY with backoff), or ended when the job asked for no requeue.
+        """
         st = job.status
         intent = st.end_intent
         message = st.reason_message or (INTENT_REASON[intent].value if intent else "")
@@ -264,10 +278,11 @@ class GangRules:
             self._end(job, JobState.CANCELLED, st.exit_status, EndReason.CANCELLED, st.reason_message or "cancelled")
         elif intent in (EndIntent.FAIL, EndIntent.TIMEOUT):
             self._end(job, JobState.FAILED, st.exit_status, INTENT_REASON[intent], message)
-        elif intent == EndIntent.PREEMPT and all(r.exit_status == 0 for r in ranks_in_order(job)):
-            # Every rank exited 0 within the grace period: the job has finished, and a finished job
-            # never runs again (docs/queue-semantics.md §A3.6). Killed ranks, or a rank that never
-            # started, are not status 0: that gang is requeued.
+        elif exited_zero_on_their_own(job):
+            # A stop that would requeue (preemption, lost node or lease, shutdown, failed start),
+            # but every rank exited 0 on its own: the job has finished, and a finished job never
+            # runs again (docs/queue-semantics.md §A3.6). A killed rank, one whose exit is unknown
+            # (lost, never started) or one stopped on its node's lease does not count: requeued.
             self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"all ranks exited with status 0 ({message})")
         elif intent in (EndIntent.PREEMPT, EndIntent.LOST):
             if job.spec.requeue:
@@ -325,6 +340,7 @@ class GangRules:
         st.master_addr = st.master_port = None
         st.nominated = ()
         st.warned = False
+        st.lease_stopped = False
         st.reason_message = message
         job.ranks = {}
         self._save(job)

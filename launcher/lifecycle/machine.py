@@ -18,6 +18,10 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
   comes back; then the job is requeued (or failed with ``requeue = false``).
 * labgang itself shuts down → stopped, requeued (intent SHUTDOWN), or cancelled with
   ``requeue = false``; never the job's failure.
+* a finished job never runs again: any stop that would requeue (preemption, lost node or
+  lease, failed start, shutdown) ends the job as succeeded when every rank exited 0 on its own
+  (not killed, not of unknown exit, not stopped on its node's lease; §A3.6). Cancel and time
+  limit never requeue and keep their outcome.
 * every requeue starts a new attempt; ``restart_count`` rises only when the attempt ran.
 
 Pure: no I/O, no clock. :meth:`Lifecycle.apply` changes the records it holds and returns the
@@ -139,6 +143,7 @@ class Lifecycle(DependencyRules):
             st.admit_seq = self.admissions
             st.nominated = ()
             st.ran = False
+            st.lease_stopped = False
             st.reason_code = st.reason_message = None
             st.no_preemption = None
             job.ranks = {
@@ -146,7 +151,7 @@ class Lifecycle(DependencyRules):
             }
             self._save(job)
             for rank in job.ranks.values():
-                self._out.append(fx.SaveRank(job, rank))
+                self._out.append(fx.SaveRank(job, rank, job.attempt))
             where = ", ".join(job_nodes(job))
             self._out.append(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
             size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
@@ -210,11 +215,16 @@ class Lifecycle(DependencyRules):
         ) and not job.status.ran:
             job.status.ran = True
             self._save(job)
-        if e.fenced and rank.exit_status is None and job.status.state in (JobState.ADMITTED, JobState.RUNNING):
-            # Its agent stopped it on its lease (docs/queue-semantics.md §A5): the node was cut
-            # off, so the job goes back to its queue, as for a lost node, rather than failing.
-            why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
-            self._begin_termination(job, EndIntent.LOST, why)
+        if e.fenced and rank.exit_status is None and not rank.ended:
+            # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
+            # status 0, is not its own (§A3.6), so this attempt can never count as finished.
+            if not job.status.lease_stopped:
+                job.status.lease_stopped = True
+                self._save(job)
+            if job.status.state in (JobState.ADMITTED, JobState.RUNNING):
+                # The node was cut off: the job goes back to its queue, as for a lost node, rather than failing.
+                why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
+                self._begin_termination(job, EndIntent.LOST, why)
         was, starting = rank.state, job.status.state == JobState.ADMITTED
         if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
             self._mark_running(job)  # "running" before this rank's "rank-exited"

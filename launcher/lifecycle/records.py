@@ -170,6 +170,9 @@ class JobStatus(CountsChanges):
     dependency held (its ``after*`` conditions are then never judged again, only ``singleton``).
     ``no_preemption`` goes with the scheduler's pending reason: the preemption rule that kept the
     pending job from looking for victims in the last cycle (None: it looked, or needed none).
+    ``lease_stopped`` is True once a rank of the current attempt was stopped by its own agent
+    because the node's lease ran out (its exit reported ``fenced``): that exit, even status 0,
+    is not the rank's own (docs/queue-semantics.md §A3.6).
     """
 
     state: JobState = JobState.PENDING
@@ -194,6 +197,7 @@ class JobStatus(CountsChanges):
     admit_seq: int = 0
     dependency_met: bool = False
     no_preemption: NoPreemption | None = None
+    lease_stopped: bool = False
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""

@@ -42,6 +42,19 @@ def completing(job: JobRecord) -> bool:
     )
 
 
+def exited_zero_on_their_own(job: JobRecord) -> bool:
+    """True when every rank of the job's current attempt exited with status 0 on its own: the
+    attempt finished, whatever stop was under way (docs/queue-semantics.md §A3.6), so a stop that
+    would requeue the job ends it as succeeded instead.
+
+    A rank killed by the stop's SIGTERM or SIGKILL has a non-zero status; a rank whose exit is
+    unknown (its node lost, a launch refused, a rank its node no longer knows) has none; a rank its
+    agent stopped on the node's lease (``JobStatus.lease_stopped``) did not exit on its own, even
+    with status 0. None of these counts.
+    """
+    return bool(job.ranks) and not job.status.lease_stopped and all(r.exit_status == 0 for r in job.ranks.values())
+
+
 def leaving(job: JobRecord) -> bool:
     """True when the job's devices are on their way to free: terminating, or completing."""
     return job.status.state == JobState.TERMINATING or completing(job)

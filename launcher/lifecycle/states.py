@@ -156,7 +156,9 @@ def advance(rank: HasPhase, to: RankPhase) -> bool:
 
 class EndIntent(str, enum.Enum):
     """What happens once a terminating job's ranks are all gone. None (no intent) means the
-    outcome is decided by the ranks' exits."""
+    outcome is decided by the ranks' exits. The intents that requeue (PREEMPT, LOST, RETRY,
+    SHUTDOWN) end the job as succeeded instead when every rank exited 0 on its own
+    (``rules.exited_zero_on_their_own``, docs/queue-semantics.md §A3.6)."""
 
     CANCEL = "cancel"  # cancelled by its owner or an admin → CANCELLED
     FAIL = "fail"  # a rank failed or a launch was refused for good → FAILED

@@ -72,3 +72,22 @@ def test_pending_array_tasks_are_folded_as_queue_shows_them() -> None:
     pending = ["44", *(f"45_{i}" for i in range(3, 31)), "46", "47_0", "47_2"]
     line = shutdown_message({"pending": pending})
     assert line == ("labgang up: stopped: 32 pending jobs (44, 45_[3-30], 46, 47_[0,2]) wait for the next `labgang up`")
+
+
+async def test_jobs_that_finish_as_they_stop_are_said_to_have_finished_not_to_run_again(coord: Coordinator) -> None:
+    done, broken = await submit(coord), await submit(coord)
+    for job_id in (done, broken):
+        start(coord, job_id)
+    event(coord, "n2", broken, 1, "exited", 3)  # failed before the shutdown: its rank 0 is being stopped
+    held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, done, rank, "exited", 0)  # ignored SIGTERM, exited 0 within its grace
+        event(coord, node, done, rank, "gone", 0)
+    event(coord, "n1", broken, 0, "exited", 143)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, broken, rank, "gone")
+    summary = _shutdown_summary(coord, held, True)
+    assert (summary["succeeded"], summary["failed"], summary["requeued"]) == ([done], [broken], [])
+    assert shutdown_message(summary) == (
+        f"labgang up: stopped: {done} finished as it stopped (succeeded); {broken} finished as it stopped (failed)"
+    )
