@@ -23,31 +23,47 @@ from labgang.launcher.cli.format import job_detail, queue_table, to_json
 from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, cancel_jobs, queue_listing
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
+    ITEMS,
     JOB_ID,
     JOB_IDS,
+    STATE_ITEMS,
     json_option,
     state_dir_option,
     stdout_bytes,
     talks_to_coordinator,
 )
+from labgang.launcher.job_filters import flatten
 
 
 @click.command()
 @click.option("--all", "all_users", is_flag=True, help="Everyone's jobs, not only yours.")
-@click.option("--user", "-u", default=None, help="Only this user's jobs.")
-@click.option("--queue", "-q", default=None, help="Only this queue's jobs.")
 @click.option(
-    "--state",
+    "-u",
+    "--user",
+    multiple=True,
+    type=ITEMS,
+    help="Only these users' jobs (names or uids; comma-separated or repeated).",
+)
+@click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only these queues' jobs (comma-separated or repeated).")
+@click.option(
     "-t",
+    "--state",
     "states",
     multiple=True,
-    help="Only jobs in these states (pending, admitted, running, terminating; comma-separated or repeated).",
+    type=STATE_ITEMS,
+    help="Only jobs in these states (pending PD, admitted CF, running R, terminating CG; any case; "
+    "comma-separated or repeated).",
 )
-@json_option
+@json_option("Print the jobs as JSON (whole JobViews) instead of a table.")
 @state_dir_option
 @talks_to_coordinator
 def queue(
-    state_dir: Path | None, all_users: bool, user: str | None, queue: str | None, states: tuple[str, ...], as_json: bool
+    state_dir: Path | None,
+    all_users: bool,
+    user: tuple[tuple[str, ...], ...],
+    queue: tuple[tuple[str, ...], ...],
+    states: tuple[tuple[str, ...], ...],
+    as_json: bool,
 ) -> None:
     """List pending and running jobs, like squeue.
 
@@ -55,7 +71,14 @@ def queue(
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
-        text, notes = queue_listing(client, all_users=all_users, user=user, queue=queue, states=states, as_json=as_json)
+        text, notes = queue_listing(
+            client,
+            all_users=all_users,
+            users=flatten(user),
+            queues=flatten(queue),
+            states=flatten(states),
+            as_json=as_json,
+        )
     click.echo(text)
     for note in notes:
         click.echo(f"labgang queue: note: {note}", err=True)
@@ -157,7 +180,7 @@ def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -
 
 @click.command()
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
-@json_option
+@json_option("Print the job as JSON (its JobView) instead of text.")
 @state_dir_option
 @talks_to_coordinator
 def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
@@ -170,7 +193,7 @@ def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
 
 
 @click.command()
-@json_option
+@json_option("Print the queues as JSON instead of a table.")
 @state_dir_option
 @talks_to_coordinator
 def queues(state_dir: Path | None, as_json: bool) -> None:

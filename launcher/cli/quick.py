@@ -86,14 +86,20 @@ class Repeated:
         return self.convert(text)
 
 
-def _state_choice(text: str) -> str:
-    """A job state as ``history --state`` takes it (click's case-insensitive Choice of ``STATES``)."""
-    from labgang.launcher.cli.history_table import STATES
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated filter value (``-u a,b``, ``-t PD,R``): its items
+    (:func:`labgang.launcher.job_filters.items`; an empty one is click's to refuse)."""
+    from labgang.launcher.job_filters import items
 
-    folded = text.casefold()
-    if folded not in STATES:
-        raise ValueError(text)
-    return folded
+    return items(text)
+
+
+def _state_items(text: str) -> tuple[str, ...]:
+    """A ``-t``/``-s`` value: the states it names (:func:`labgang.launcher.job_filters.state_items`;
+    an empty value or a state that is none is click's to refuse)."""
+    from labgang.launcher.job_filters import state_items
+
+    return state_items(text)
 
 
 def _time_arg(text: str) -> float:
@@ -162,12 +168,12 @@ def _run_flags() -> dict[str, tuple[str, Converter]]:
 
 _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--all": ("all_users", None),
-    "--user": ("user", str),
-    "-u": ("user", str),
-    "--queue": ("queue", str),
-    "-q": ("queue", str),
-    "--state": ("states", Repeated(str)),
-    "-t": ("states", Repeated(str)),
+    "--user": ("user", Repeated(_items)),
+    "-u": ("user", Repeated(_items)),
+    "--queue": ("queue", Repeated(_items)),
+    "-q": ("queue", Repeated(_items)),
+    "--state": ("states", Repeated(_state_items)),
+    "-t": ("states", Repeated(_state_items)),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
@@ -177,8 +183,8 @@ _HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
     "-u": ("user", str),
     "--queue": ("queue", str),
     "-q": ("queue", str),
-    "--state": ("states", Repeated(_state_choice)),
-    "-s": ("states", Repeated(_state_choice)),
+    "--state": ("states", Repeated(_state_items)),
+    "-s": ("states", Repeated(_state_items)),
     "--since": ("since", _time_arg),
     "--until": ("until", _time_arg),
     "--limit": ("limit", _limit),
@@ -367,15 +373,22 @@ def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import queue_listing
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
     if positional:
         raise NotFast(positional[0])
     state_dir = _state_dir(options)
-    options["states"] = tuple(options.get("states", ()))
     try:
         with Client.for_state_dir(state_dir) as client:
-            text, notes = queue_listing(client, **options)
+            text, notes = queue_listing(
+                client,
+                all_users=options.get("all_users", False),
+                users=flatten(options.get("user", ())),
+                queues=flatten(options.get("queue", ())),
+                states=flatten(options.get("states", ())),
+                as_json=options.get("as_json", False),
+            )
     except ClientError as err:
         return _refusal("queue", err)
     print(text)
@@ -467,7 +480,8 @@ def history(args: list[str]) -> int:
     """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import to_json
-    from labgang.launcher.cli.history_table import empty_history_notes, history_json, history_table, limit_note
+    from labgang.launcher.cli.history_table import history_json, history_rows, history_table, limit_note
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
     if positional:
@@ -476,19 +490,20 @@ def history(args: list[str]) -> int:
     if since is not None and until is not None and since > until:
         raise NotFast("--since")  # click words the error
     state_dir = _state_dir(options)
-    user, limit = options.get("user"), options.get("limit", 1000)
+    limit = options.get("limit", 1000)
     try:
         with Client.for_state_dir(state_dir) as client:
-            rows = client.history(
-                user=user,
+            rows, notes = history_rows(
+                client,
+                user=options.get("user"),
                 queue=options.get("queue"),
-                states=tuple(options.get("states", ())),
+                states=flatten(options.get("states", ())),
                 since=since,
                 until=until,
                 limit=limit,
             )
-            for note in [] if rows else empty_history_notes(client, user, options.get("queue")):
-                print(f"labgang history: note: {note}", file=sys.stderr)
+        for note in notes:
+            print(f"labgang history: note: {note}", file=sys.stderr)
     except ClientError as err:
         return _refusal("history", err)
     if options.get("as_json"):
@@ -579,7 +594,13 @@ def _leave(code: int) -> NoReturn:
 def main() -> None:
     """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group."""
     args = sys.argv[1:]
-    if args and args[0] in FAST_COMMANDS:
+    if not args:  # bare `labgang`: the help, as click's group prints it then (stderr, status 2)
+        from labgang.launcher.cli.commands import top_help
+
+        sys.stderr.write(top_help())
+        sys.stderr.flush()
+        _leave(2)
+    if args[0] in FAST_COMMANDS:
         try:
             code = FAST_COMMANDS[args[0]](args[1:])
             sys.stdout.flush()
