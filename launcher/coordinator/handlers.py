@@ -160,7 +160,9 @@ def _states(query: Mapping[str, str]) -> frozenset[str]:
     try:
         return frozenset(job_filters.job_state(item) for item in _list_param(query, "state"))
     except ValueError as err:
-        raise BadRequest(str(err), field="state", allowed=job_filters.ALLOWED_STATES) from None
+        raise BadRequest(
+            str(err), field="state", allowed=[*job_filters.STATE_NAMES, *job_filters.STATE_CODES]
+        ) from None
 
 
 def _listed(coord: Coordinator, caller: Caller, query: Mapping[str, str], after: int = 0) -> Iterator[JobRecord]:
