@@ -14,7 +14,7 @@ one row, the column widths).
 from __future__ import annotations
 
 from labgang.launcher.durations import format_duration
-from labgang.launcher.text import align, printable
+from labgang.launcher.text import align, clip, printable
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
@@ -47,7 +47,7 @@ def row_facts(job: Mapping[str, Any]) -> RowFacts:
     state = str(job.get("state", "?"))
     cells = (
         printable(str(job.get("id", "?"))),
-        printable(_clip(str(job.get("name") or "-"), 20)),
+        printable(clip(str(job.get("name") or "-"), 20)),
         printable(str(job.get("user", "?"))),
         printable(str(job.get("queue", "?"))),
         printable(state.upper()),
@@ -124,7 +124,3 @@ def where_or_why(job: Mapping[str, Any]) -> str:
     if state == "pending":
         return "(waiting for a scheduling cycle)"
     return ",".join(nodes) if nodes else "-"
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"

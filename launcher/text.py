@@ -41,17 +41,43 @@ def printable(text: str) -> str:
     return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES else c for c in text)
 
 
+_EMOJI_PRESENTATION = "\ufe0f"  # variation selector 16: the character before it is drawn as a (wide) emoji
+
+
+def _char_widths(text: str) -> list[int]:
+    """Each character's terminal columns (see :func:`display_width`)."""
+    widths: list[int] = []
+    for char in text:
+        if char == _EMOJI_PRESENTATION and widths and widths[-1] == 1:
+            widths[-1] = 2  # "❤" is narrow, "❤️" a wide emoji
+            widths.append(0)
+        elif unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            widths.append(0)
+        else:
+            widths.append(2 if unicodedata.east_asian_width(char) in ("W", "F") else 1)
+    return widths
+
+
 def display_width(text: str) -> int:
     """How many terminal columns ``text`` takes: 2 for each wide or fullwidth character (East Asian
-    Width ``W`` or ``F``: CJK, most emoji), 0 for combining marks and format characters, 1 for the rest."""
+    Width ``W`` or ``F``: CJK, most emoji) and for a narrow one drawn as an emoji (followed by
+    variation selector 16, ``❤️``), 0 for combining marks and format characters, 1 for the rest."""
     if text.isascii():
         return len(text)
-    width = 0
-    for char in text:
-        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
-            continue
-        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-    return width
+    return sum(_char_widths(text))
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal columns (:func:`display_width`), ending in ``~``
+    when something was cut; a combining mark stays with its character."""
+    if display_width(text) <= width:
+        return text
+    used, end = 0, 0
+    for i, w in enumerate(_char_widths(text)):
+        if used + w > width - 1:
+            break
+        used, end = used + w, i + 1
+    return text[:end] + "~"
 
 
 def render_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

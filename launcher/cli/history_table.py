@@ -14,7 +14,7 @@ import time
 
 from labgang.launcher.durations import format_duration, parse_duration
 from labgang.launcher.job_filters import STATE_NAMES
-from labgang.launcher.text import render_table
+from labgang.launcher.text import clip, render_table
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
@@ -73,7 +73,7 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> str:
     body = [
         (
             r["id"],
-            str(r.get("name") or "-")[:20],
+            clip(str(r.get("name") or "-"), 20),
             r["user"],
             r["queue"],
             str(r["state"]).upper(),
@@ -85,7 +85,7 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> str:
             "-" if r.get("gpu_hours") is None else f"{r['gpu_hours']:.2f}",
             "-" if r.get("exit_status") is None else r["exit_status"],
             r.get("restart_count", 0),
-            ((r.get("reason") or {}).get("message") or (r.get("reason") or {}).get("code") or "-")[:60],
+            clip((r.get("reason") or {}).get("message") or (r.get("reason") or {}).get("code") or "-", 60),
         )
         for r in rows
     ]

@@ -14,7 +14,7 @@ from labgang.launcher.cli.format import (
     queue_table,
 )
 from labgang.launcher.jobtable import gang_shape, job_table, where_or_why
-from labgang.launcher.text import display_width, render_table
+from labgang.launcher.text import clip, display_width, render_table
 
 
 @pytest.mark.parametrize(
@@ -108,6 +108,19 @@ def test_render_table_aligns_wide_and_combining_characters_by_terminal_columns()
     ]
     assert starts == [10, 10, 10, 10]
     assert display_width("训练任务") == 8 and display_width("e\u0301te") == 3 and display_width("abc") == 3
+
+
+def test_an_emoji_drawn_wide_counts_two_columns_and_clipping_counts_columns_not_characters():
+    assert display_width("heart\u2764\ufe0fok") == 9  # ❤ followed by variation selector 16: an emoji
+    assert display_width("\u2764") == 1
+    long_cjk = "训练" * 15
+    assert clip(long_cjk, 20) == "训练" * 4 + "训~" and display_width(clip(long_cjk, 20)) == 19
+    assert clip("a" * 25, 20) == "a" * 19 + "~" and clip("short", 20) == "short"
+    assert clip("e\u0301" * 25, 20) == "e\u0301" * 19 + "~"  # an accent stays with its letter
+    table = job_table([_job(name=long_cjk), _job(id="8", name="plain")], now=1300.0)
+    first, second = table.splitlines()[1:]
+    assert clip(long_cjk, 20) in first
+    assert display_width(first[: first.index("ann")]) == display_width(second[: second.index("ann")])
 
 
 def _job(**kw):
