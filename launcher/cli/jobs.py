@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.bulk_cancel import FILTER_FLAGS, selected_jobs
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.follow import JobFollower, not_started
 from labgang.launcher.cli.format import job_detail, queue_table, to_json
@@ -27,6 +28,7 @@ from labgang.launcher.cli.plumbing import (
     JOB_ID,
     JOB_IDS,
     STATE_ITEMS,
+    describe_api_error,
     json_option,
     state_dir_option,
     stdout_bytes,
@@ -85,23 +87,48 @@ def queue(
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...", type=JOB_IDS)
+@click.argument("job_ids", nargs=-1, metavar="[JOB]...", type=JOB_IDS)
+@click.option("-u", "--user", multiple=True, type=ITEMS, help="Only these users' jobs (names or uids; a list).")
+@click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only jobs of these queues (a list).")
+@click.option(
+    "-t", "--state", "states", multiple=True, type=STATE_ITEMS, help="Only jobs in these states (as queue -t)."
+)
+@click.option("--name", "names", multiple=True, type=ITEMS, help="Only jobs with these names (a list).")
 @state_dir_option
-def cancel(state_dir: Path | None, job_ids: tuple[list[str], ...]) -> None:
+def cancel(
+    state_dir: Path | None,
+    job_ids: tuple[list[str], ...],
+    user: tuple[tuple[str, ...], ...],
+    queue: tuple[tuple[str, ...], ...],
+    states: tuple[tuple[str, ...], ...],
+    names: tuple[tuple[str, ...], ...],
+) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace.
 
     JOB is a job id (12), an array (12: all of its tasks), a task (12_7) or tasks as `queue`
-    prints them (12_[1-3,7]).
+    prints them (12_[1-3,7]). Like scancel, the filters -u, -q, -t and --name select active jobs
+    instead (your own unless -u names others; with JOBs, only those among them), every filter
+    given must match; each list is comma-separated or repeated. One line per job.
     """
+    ids = [job_id for group in job_ids for job_id in group]
+    filters = {"users": flatten(user), "queues": flatten(queue), "states": flatten(states), "names": flatten(names)}
+    if not ids and not any(filters.values()):
+        raise click.UsageError(f"give a JOB or a filter ({FILTER_FLAGS}); see `labgang cancel --help`")
     worst = 0
     with Client.for_state_dir(state_dir) as client:
         try:
-            for line, status in cancel_jobs(client, [job_id for ids in job_ids for job_id in ids]):
+            if any(filters.values()):
+                ids, notes = selected_jobs(client, job_ids=tuple(ids), **filters)
+                for note in notes:
+                    click.echo(f"labgang cancel: note: {note}", err=True)
+            for line, status in cancel_jobs(client, ids):
                 if status:
                     worst = max(worst, status)
                     click.echo(f"labgang cancel: {line}", err=True)
                 else:
                     click.echo(line)
+        except ApiError as err:
+            raise describe_api_error(err) from err
         except CoordinatorUnavailable as err:
             raise CommandFailed(str(err), 1) from err
     if worst:

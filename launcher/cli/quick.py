@@ -183,7 +183,11 @@ _HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
-_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {"--state-dir": ("state_dir", str)}
+_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {
+    **{flag: _QUEUE_FLAGS[flag] for flag in ("-u", "--user", "-q", "--queue", "-t", "--state")},
+    "--name": ("names", Repeated(_items)),
+    "--state-dir": ("state_dir", str),
+}
 _SHOW_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
 # `logs -f` and `logs --attempt N` are left to click (not listed here).
 _LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
@@ -324,9 +328,10 @@ def queue(args: list[str]) -> int:
 
 
 def cancel(args: list[str]) -> int:
-    """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
+    """``labgang cancel JOB...`` (or by filters): see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import cancel_jobs, task_list_ids
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     job_ids: list[str] = []
@@ -335,12 +340,19 @@ def cancel(args: list[str]) -> int:
             job_ids += task_list_ids(text) or [_job_id(text)]
     except ValueError:  # BadArraySpec is one: click words it
         raise NotFast("JOB") from None
-    if not job_ids:
-        raise NotFast("JOB")
     state_dir = _state_dir(options)
+    filters = {key: flatten(options.get(dest, ())) for key, dest in _CANCEL_FILTERS.items()}
+    if not job_ids and not any(filters.values()):
+        raise NotFast("JOB")
     worst = 0
     try:
         with Client.for_state_dir(state_dir) as client:
+            if any(filters.values()):
+                from labgang.launcher.cli.bulk_cancel import selected_jobs
+
+                job_ids, notes = selected_jobs(client, job_ids=tuple(job_ids), **filters)
+                for note in notes:
+                    _fail("cancel", f"note: {note}", 0)
             for line, status in cancel_jobs(client, job_ids):
                 if status:
                     worst = max(worst, status)
@@ -350,6 +362,10 @@ def cancel(args: list[str]) -> int:
     except ClientError as err:
         return _refusal("cancel", err)
     return worst
+
+
+_CANCEL_FILTERS = {"users": "user", "queues": "queue", "states": "states", "names": "names"}
+"""``selected_jobs``' arguments -> ``cancel``'s option destinations."""
 
 
 def _single_job(positional: list[str]) -> str:

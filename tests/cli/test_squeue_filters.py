@@ -189,3 +189,31 @@ def test_history_says_when_its_filters_match_nothing_as_queue_does(two_queues):
         queue = run(two_queues, "queue", "-u", "nobody")
         assert queue.stderr.startswith("labgang queue: note: no active job matches user nobody; ")
         assert run(two_queues, "history").stderr == ""  # no filter: nothing to explain
+
+
+@pytest.mark.slow
+def test_cancel_by_filters_cancels_the_jobs_every_filter_matches_one_line_each(tmp_path):
+    with coordinator_with(tmp_path, TWO_QUEUES) as state:
+        for queue, name in [("teama", "x"), ("teamb", "x"), ("teamb", "y"), ("teamb", "x"), ("teama", "y")]:
+            assert fast_run(state, "submit", "-q", queue, "--name", name, "--", "true").returncode == 0
+        fast = fast_run(state, "cancel", "-q", "teamb", "--name", "x,z", "-t", "PD")
+        assert (fast.returncode, fast.stderr, fast.stdout) == (0, "", "job 2: cancelled\njob 4: cancelled\n")
+        among = click_run(state, "cancel", "1", "3", "5", "-u", ME, "--name=y")  # only the JOBs that match
+        assert (among.returncode, among.stderr, among.stdout) == (0, "", "job 3: cancelled\njob 5: cancelled\n")
+        for run in (fast_run, click_run):
+            nothing = run(state, "cancel", "-u", "nobody", "-q", "teama")
+            assert (nothing.returncode, nothing.stdout) == (0, ""), run
+            assert nothing.stderr == (
+                "labgang cancel: note: no active job matches user nobody and queue teama; nothing to cancel\n"
+            )
+            bad = run(state, "cancel", "-q", "teamc")
+            assert (bad.returncode, bad.stdout) == (2, "") and bad.stderr.startswith(
+                "labgang cancel: -q/--queue: no queue 'teamc'; allowed: teama, teamb"
+            )
+            bare = run(state, "cancel")
+            assert (bare.returncode, bare.stdout) == (2, "")
+            assert bare.stderr == (
+                "labgang cancel: give a JOB or a filter (-u/--user, -q/--queue, -t/--state, --name); "
+                "see `labgang cancel --help`\n"
+            )
+        assert listed_ids(fast_run(state, "queue")) == ["1"]
