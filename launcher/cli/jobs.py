@@ -87,7 +87,7 @@ def queue(
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, metavar="[JOB]...", type=JOB_IDS)
+@click.argument("job_ids", nargs=-1, metavar="JOB...", type=JOB_IDS)
 @click.option("-u", "--user", multiple=True, type=ITEMS, help="Only these users' jobs (names or uids; a list).")
 @click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only jobs of these queues (a list).")
 @click.option(
