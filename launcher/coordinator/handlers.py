@@ -139,9 +139,9 @@ def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRe
             is neither a JobState value nor a code (the message quotes it as sent).
     """
     queues = frozenset(_list_param(query, "queue"))
-    if queues:
-        allowed = [q.name for q in coord.config.queues]
-        allowed += sorted({job.spec.queue for job in coord.jobs.values()} - set(allowed))
+    configured = [q.name for q in coord.config.queues]
+    if not queues.issubset(configured):  # the jobs in memory are read only then
+        allowed = configured + sorted({job.spec.queue for job in coord.jobs.values()} - set(configured))
         unknown = [name for name in _list_param(query, "queue") if name not in allowed]
         if unknown:
             raise BadRequest(f"no queue {unknown[0]!r}; allowed: {', '.join(allowed)}", field="queue", allowed=allowed)
