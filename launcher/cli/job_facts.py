@@ -70,8 +70,7 @@ def several_tasks(text: str) -> str | None:
     try:
         tasks = task_list_ids(text)
     except BadArraySpec:
-        head = text.strip().partition("_")[0]
-        tasks = [f"{normal_job_id(head)}_0"] if normal_job_id(head) and "_[" in text else None
+        return None  # not a list `queue` prints: "not a job id" says what is allowed
     if not tasks:
         return None
     array_id = tasks[0].partition("_")[0]
