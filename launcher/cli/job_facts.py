@@ -63,7 +63,7 @@ def task_list_ids(text: str) -> list[str] | None:
 
 def several_tasks(text: str) -> str | None:
     """For ``show`` and ``explain``, which take one job: the one-line refusal of a folded task list
-    such as ``12_[2-20%2]`` (``"'12_[2-20%2]' names several tasks of array 12; give one task id,
+    such as ``12_[2-20%2]`` (``"'12_[2-20%2]' is a list of tasks of array 12; give one task id,
     such as 12_2"``), or None when ``text`` is not one."""
     from labgang.launcher.arrays import BadArraySpec
 
@@ -74,7 +74,7 @@ def several_tasks(text: str) -> str | None:
     if not tasks:
         return None
     array_id = tasks[0].partition("_")[0]
-    return f"{text!r} names several tasks of array {array_id}; give one task id, such as {tasks[0]}"
+    return f"{text!r} is a list of tasks of array {array_id}; give one task id, such as {tasks[0]}"
 
 
 def queue_listing(

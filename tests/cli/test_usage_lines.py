@@ -82,7 +82,7 @@ def test_the_folded_task_list_queue_prints_is_taken_by_cancel_and_explained_by_s
             assert (result.returncode, result.stdout) == (2, "")
             where = "JOB: " if command == "show" else ""
             assert result.stderr == (
-                f"labgang {command}: {where}{folded!r} names several tasks of array {array_id}; "
+                f"labgang {command}: {where}{folded!r} is a list of tasks of array {array_id}; "
                 f"give one task id, such as {array_id}_2\n"
             ), (run, command)
         cancelled = run(coordinator, "cancel", folded)
