@@ -2,8 +2,9 @@
 
 Validated with pydantic (unknown keys are errors); every error names the key path
 (``queues[1].within_queue``) and, where the value comes from a fixed set, the allowed
-values. :func:`load_config` reads a file; :meth:`ClusterConfig.default_for` builds the
-embedded default of ``labgang up`` (one queue ``default`` covering every device).
+values (worded in ``launcher/config_errors.py``). :func:`load_config` reads a file;
+:meth:`ClusterConfig.default_for` builds the embedded default of ``labgang up`` (one queue
+``default`` covering every device).
 
 Example::
 
@@ -26,25 +27,23 @@ Example::
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from labgang.agent import tomlfile
-from labgang.launcher.limits import LimitsConfig
-from labgang.launcher.model import (
-    BorrowPolicy,
-    CohortSpec,
-    FairPreemption,
-    Queueing,
-    QueueSpec,
-    ReclaimWithinCohort,
-    SharingPolicy,
-    WithinQueue,
-    is_valid_resource,
+from labgang.launcher.config_errors import (
+    CLUSTER_EXAMPLE,
+    NO_SUCH_FILE,
+    QUANTITY_MAX,
+    ConfigError,
+    describe_errors,
+    listed,
+    missing_file_problem,
 )
+from labgang.launcher.limits import LimitsConfig
+from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.queue_schema import (
     AdmissionFairSharingModel,
@@ -69,28 +68,6 @@ DEFAULT_QUEUE = "default"
 DEFAULT_STARVATION_S = 300.0
 """``labgang up``'s default queue reserves devices for a gang that has waited this long (seconds),
 so a stream of small jobs cannot overtake a big gang forever."""
-QUANTITY_MAX = 1_000_000
-"""The largest device count a quota may name (a sanity bound far above any lab's devices)."""
-
-
-class ConfigError(ValueError):
-    """A configuration file is missing, not TOML, or breaks a rule.
-
-    Attributes:
-        source: the file name (or ``<config>``).
-        problems: one line per problem, each starting with the key path.
-        unreadable: True when the file itself could not be read as TOML (missing, not
-            UTF-8, not TOML): ``problems`` then holds that one reason, not key problems.
-    """
-
-    def __init__(self, source: str, problems: list[str], *, unreadable: bool = False):
-        self.source = source
-        # one line each, whatever a key holds: a newline or control character is escaped
-        self.problems = [
-            p if p.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in p) for p in problems
-        ]
-        self.unreadable = unreadable
-        super().__init__(f"{source}: " + "; ".join(self.problems))
 
 
 class _Strict(BaseModel):
@@ -293,7 +270,8 @@ class ClusterConfig(_Strict):
             return int(text)
         except ValueError:
             raise ValueError(
-                f"unknown priority class {text!r}; allowed: an integer or one of {sorted(self.priority_classes)}"
+                f"unknown priority class {text!r}; allowed: an integer"
+                + (f" or one of {listed(sorted(self.priority_classes))}" if self.priority_classes else "")
             ) from None
 
     @classmethod
@@ -379,17 +357,20 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     default = data.get("default_queue", DEFAULT_QUEUE)
     if isinstance(default, str) and isinstance(data.get("queues"), list) and default not in allowed_queues:
         unset = "" if "default_queue" in data else f" (default_queue is not set; it defaults to {DEFAULT_QUEUE!r})"
-        problems.append(f"default_queue: {default!r} is not a queue; allowed: {allowed_queues}{unset}")
+        allowed = listed(allowed_queues, "the name of a [[queues]] table")
+        problems.append(f"default_queue: {default!r} is not a queue; allowed: {allowed}{unset}")
     declared = sorted({n for _, n in _names(cohorts)})
     for i, q in queues:
         cohort = q.get("cohort")
         if declared and isinstance(cohort, str) and cohort not in declared:
-            problems.append(f"queues[{i}].cohort: {cohort!r} is not declared in [[cohorts]]; allowed: {declared}")
+            problems.append(
+                f"queues[{i}].cohort: {cohort!r} is not declared in [[cohorts]]; allowed: {listed(declared)}"
+            )
         for key in ("borrowing_limit", "lending_limit"):
             if cohort is None and q.get(key):
                 problems.append(
                     f"queues[{i}].{key}: needs a cohort; allowed: set queues[{i}].cohort"
-                    + (f" to one of {declared}" if declared else "")
+                    + (f" to one of {listed(declared)}" if declared else "")
                     + f" or remove {key}"
                 )
         nominal = q.get("nominal")
@@ -429,132 +410,12 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     _duplicates(problems, "tenants", _names(tenants))
     for i, t in tenants:
         if isinstance(t.get("queue"), str) and t["queue"] not in allowed_queues:
-            problems.append(f"tenants[{i}].queue: {t['queue']!r} is not a queue; allowed: {allowed_queues}")
+            allowed = listed(allowed_queues, "the name of a [[queues]] table")
+            problems.append(f"tenants[{i}].queue: {t['queue']!r} is not a queue; allowed: {allowed}")
     return problems
 
 
 # ----- loading ------------------------------------------------------------------------------
-
-
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            text = str(part)
-            if not text.isprintable() or not text:  # a key with a newline must not break the one line
-                text = repr(text)
-            out += ("." if out else "") + text
-    return out or "(top level)"
-
-
-def _allowed_for(loc: tuple[Any, ...]) -> str:
-    field = next((p for p in reversed(loc) if isinstance(p, str) and p not in ("policy",)), None)
-    enums: dict[str, type[enum.Enum]] = {
-        "fair_preemption": FairPreemption,
-        "within_queue": WithinQueue,
-        "reclaim_within_cohort": ReclaimWithinCohort,
-        "queueing": Queueing,
-    }
-    if loc and loc[-1] == "policy":
-        return ", ".join(m.value for m in BorrowPolicy)
-    if field in enums:
-        return ", ".join(m.value for m in enums[field])
-    return ""
-
-
-def _known_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = ClusterConfig
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        info = model.model_fields.get(part)
-        if info is None:
-            return []
-        annotation = info.annotation
-        inner = getattr(annotation, "__args__", (annotation,))
-        nxt = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if nxt is None:
-            return []
-        model = nxt
-    return sorted(model.model_fields)
-
-
-# pydantic error types → what the key allows, in labgang's words (not pydantic's).
-_WORDING: dict[str, str] = {
-    "int_parsing": "an integer",
-    "int_type": "an integer",
-    "int_from_float": "a whole number",
-    "int_parsing_size": "an integer",
-    "float_parsing": "a number",
-    "float_type": "a number",
-    "finite_number": "a finite number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a table",
-    "model_type": "a table",
-    "model_attributes_type": "a table",
-}
-_BOUNDS = {
-    "greater_than": "> {gt}",
-    "greater_than_equal": ">= {ge}",
-    "less_than": "< {lt}",
-    "less_than_equal": "<= {le}",
-}
-
-
-_QUOTA_KEYS = frozenset({"nominal", "borrowing_limit", "lending_limit"})
-
-
-def _own_wording(err: Any) -> str | None:
-    """``<input> is not allowed; allowed: <what>`` for the pydantic errors labgang words itself, else None."""
-    kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
-    shown = str(given).lower() if isinstance(given, bool) else repr(given)  # 2.0 reads 2.0, not 2
-    if kind in _WORDING:
-        what = _WORDING[kind]
-        if _QUOTA_KEYS & {p for p in err["loc"] if isinstance(p, str)}:
-            what = f"a device count from 0 to {QUANTITY_MAX}"
-        elif kind == "int_parsing_size" or (kind in ("int_from_float", "int_parsing") and isinstance(given, float)):
-            what = "a whole number"
-        return f"{shown} is not allowed; allowed: {what}"
-    if kind in _BOUNDS:
-        return f"{shown} is out of range; allowed: a value {_BOUNDS[kind].format(**ctx)}"
-    if kind == "missing":
-        return "is required"
-    if kind == "too_short":
-        n = ctx.get("min_length")
-        return f"is empty; allowed: at least {n} {'entry' if n == 1 else 'entries'}"
-    if kind == "string_pattern_mismatch":
-        return f"{shown} is not allowed; allowed: letters, digits, '_', '.' and '-', starting with a letter or digit"
-    return None
-
-
-def describe_errors(exc: ValidationError) -> list[str]:
-    """One line per pydantic error: ``<key path>: <message>[; allowed: ...]``, in labgang's wording."""
-    lines = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            known = _known_keys(loc)
-            lines.append(f"{_loc(loc)}: unknown key; allowed keys: {', '.join(known)}")
-            continue
-        msg = err["msg"].removeprefix("Value error, ")
-        own = _own_wording(err)
-        if err["type"] == "enum":
-            allowed = _allowed_for(loc)
-            lines.append(f"{_loc(loc)}: {err['input']!r} is not allowed; allowed: {allowed}")
-        elif not loc or msg.startswith(f"{_loc(loc)}."):
-            lines.extend(msg.splitlines())  # cross-field checks and [pitfalls] already start with their key path
-        elif own is not None:
-            lines.append(f"{_loc(loc)}: {own}")
-        elif msg.startswith("."):
-            lines.extend(f"{_loc(loc)}{line}" for line in msg.splitlines())  # per-entry checks (quota tables)
-        else:
-            lines.append(f"{_loc(loc)}: {msg}")
-    return lines
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfig:
@@ -567,12 +428,12 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ClusterConfi
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
-        problems = describe_errors(exc)
+        # pydantic skips the cross-field validator when a single key is wrong: those rules are
+        # checked on the raw mapping instead (and the validator's own lines left out, so each
+        # problem is said once), so one pass reports every problem
+        problems = describe_errors(exc, ClusterConfig, top_level=False) + cross_field_problems(data)
     except UnicodeEncodeError:  # a lone surrogate (not from TOML, which is UTF-8): pydantic cannot read it
         raise ConfigError(source, ["a key or value is not valid Unicode text (a lone surrogate)"]) from None
-    # pydantic skips the cross-field validator when a single key is wrong: run those rules on
-    # the raw mapping too, so one pass reports every problem
-    problems += [p for p in cross_field_problems(data) if p not in problems]
     raise ConfigError(source, problems)
 
 
@@ -580,19 +441,27 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """Read a user-given TOML file (see :func:`labgang.agent.tomlfile.read_toml`).
 
     Raises:
-        ConfigError: with ``unreadable=True`` and the one reason the file could not be read.
+        ConfigError: with ``unreadable=True`` and the one reason the file could not be read
+            (``missing=True`` too when it is not there: the reason is ``no such file``).
     """
     try:
         return tomlfile.read_toml(path)
     except tomlfile.TomlFileError as exc:
-        raise ConfigError(exc.path, [exc.reason], unreadable=True) from None
+        raise ConfigError(exc.path, [exc.reason], unreadable=True, missing=exc.reason == NO_SUCH_FILE) from None
 
 
 def load_config(path: str | Path) -> ClusterConfig:
-    """Read and validate ``cluster.toml``.
+    """Read and validate ``cluster.toml``, the file a command's ``--config`` names.
 
     Raises:
-        ConfigError: the file is missing, unreadable, not UTF-8, not valid TOML
-            (``unreadable=True``), or breaks a rule (one problem per key).
+        ConfigError: the file is missing (``missing=True``, the one problem saying how to pass
+            one), unreadable, not UTF-8, not valid TOML (``unreadable=True``), or breaks a rule
+            (one problem per key).
     """
-    return parse_config(read_toml(path), str(path))
+    try:
+        data = read_toml(path)
+    except ConfigError as exc:
+        if exc.missing:
+            raise ConfigError(exc.source, [missing_file_problem("--config", CLUSTER_EXAMPLE)], missing=True) from None
+        raise
+    return parse_config(data, str(path))

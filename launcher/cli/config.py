@@ -9,6 +9,7 @@ import click
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
 from labgang.launcher.accounts import unknown_accounts
 from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml
+from labgang.launcher.config_errors import CLUSTER_EXAMPLE, missing_file_problem
 
 KINDS = ("auto", "cluster", "agent", "machine")
 """Values of ``--kind``."""
@@ -52,7 +53,7 @@ def config() -> None:
 
 
 @config.command("check")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--kind",
     type=click.Choice(KINDS),
@@ -68,12 +69,18 @@ def check(file: str, kind: str) -> None:
     naming the key path and what is allowed. Users and groups unknown on this host are
     printed as "warning:" lines but do not fail the check (they may exist only on other
     hosts). Exit status: 0 valid (warnings included), 2 with one line per problem
-    otherwise (or one line when the file is not UTF-8 TOML or its kind cannot be told).
+    otherwise, each problem once (or one line when the file is missing, not UTF-8 TOML or
+    its kind cannot be told; a missing file is worded as every command words it).
     """
     try:
         data = read_toml(file)
     except ConfigError as exc:
-        click.echo(f"{exc.source}: {exc.problems[0]}", err=True)
+        if exc.missing:
+            click.echo(
+                f"labgang config check: FILE: {exc.source}: {missing_file_problem('FILE', CLUSTER_EXAMPLE)}", err=True
+            )
+        else:
+            click.echo(f"{exc.source}: {exc.problems[0]}", err=True)
         raise SystemExit(2) from None
     if kind == "auto":
         detected = detect_kind(data)

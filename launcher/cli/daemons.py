@@ -97,6 +97,7 @@ def agent(
     from labgang.agent.nvml import NvmlUnavailable
     from labgang.agent.service import main_async
     from labgang.agent.supervisor.errors import SupervisorError
+    from labgang.launcher.config_errors import AGENT_EXAMPLE, NO_SUCH_FILE, missing_file_problem
 
     _logging(verbose)
     try:
@@ -104,7 +105,10 @@ def agent(
     except AgentConfigError as exc:
         # the message starts with the file as agent/config.py names it: "agent.toml: interval_s: ...; ..."
         source = str(Path(config_file))
-        _config_failure("agent", source, [str(exc).removeprefix(f"{source}: ")])
+        problem = str(exc).removeprefix(f"{source}: ")
+        if problem == NO_SUCH_FILE:  # worded as every command words a missing --config
+            problem = missing_file_problem("--config", AGENT_EXAMPLE)
+        _config_failure("agent", source, [problem])
     updates = {}
     if simulate:
         updates["simulate"] = simulate

@@ -51,8 +51,13 @@ def share_with(q: Mapping[str, Any], resource: str, devices: int) -> float:
 def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
     """Sentences on one queue's quota, usage, share and its cohort's other queues."""
     name = q["name"]
-    used, nominal = q.get("used") or {}, q.get("nominal") or {}
-    out = [f"{name} uses {format_resources(used)} of its nominal {format_resources(nominal)}."]
+    used = {res: n for res, n in (q.get("used") or {}).items() if n}
+    nominal = q.get("nominal") or {}
+    uses = format_resources(used) if used else "nothing"
+    if nominal:
+        out = [f"{name} uses {uses} of its nominal {format_resources(nominal)}."]
+    else:
+        out = [f"{name} uses {uses} and has no nominal quota."]
     cohort = q.get("cohort")
     if not cohort:
         out.append(f"{name} has no cohort: it neither borrows nor lends, and its share is 0.")
@@ -96,6 +101,60 @@ def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     return out
 
 
+STATE_PHRASES: dict[str, str] = {
+    "pending": "is pending",
+    "admitted": "was admitted and is starting",
+    "running": "is running",
+    "terminating": "is stopping",
+    "succeeded": "has succeeded",
+    "failed": "has failed",
+    "cancelled": "was cancelled",
+}
+"""How a sentence says a job is in each state (``launcher/lifecycle/states.py``'s wire names)."""
+
+
+def state_phrase(state: str) -> str:
+    """``"has succeeded"``, ``"was cancelled"``, ``"is pending"``…; an unknown state: ``"is in state X"``."""
+    return STATE_PHRASES.get(state, f"is in state {state}")
+
+
+def preemption_sentences(job: Mapping[str, Any]) -> list[str]:
+    """One sentence per preemption in the job's history.
+
+    A preempted job gets two history lines with the same ``preempted by job N: <reason>``: one when
+    its ranks are told to stop (``stopping``, ending ``; stopping every rank``) and one when it goes
+    back to its queue (``requeued``, ending ``; restart N``). They are merged into one sentence that
+    says both; a later preemption (after the job ran again) gets its own sentence.
+    """
+    found: list[dict[str, str]] = []  # per preemption: "head", and the "stopping"/"requeued" tails seen
+    for h in job.get("history") or []:
+        message = str(h.get("message", ""))
+        if not message.startswith("preempted by job"):
+            continue
+        head, _, tail = message.rpartition("; ")
+        if not head:
+            head, tail = message, ""
+        event = str(h.get("event", ""))
+        last = found[-1] if found else None
+        if event == "requeued" and last is not None and last["head"] == head and set(last) == {"head", "stopping"}:
+            last["requeued"] = tail
+        else:
+            found.append({"head": head, event: tail})
+    out = []
+    for p in found:
+        stopping, requeued = p.get("stopping"), p.get("requeued")
+        if stopping == "stopping every rank":
+            stopping = "stopping every rank" if job.get("state") == "terminating" else "every rank was stopped"
+        if stopping is not None and requeued is not None:
+            what = f"{stopping} and it went back to its queue as {requeued}"
+        elif requeued is not None:
+            what = f"it went back to its queue as {requeued}"
+        else:  # "stopping" alone, or another event: its own tail
+            what = stopping if stopping is not None else next((t for k, t in p.items() if k != "head"), "")
+        out.append(f"It was {p['head']}" + (f"; {what}." if what else "."))
+    return out
+
+
 def no_preemption(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The preemption rule that kept a pending job from looking for victims (the JobView's
     ``reason.no_preemption``, set by the scheduler's own check, docs/queue-semantics.md §A3.1),
@@ -115,7 +174,7 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     resource = job.get("resource", "gpu")
     out = [
         f"job {jid} ({job.get('workers')} x {job.get('gpus_per_worker')} {resource}) "
-        f"in queue {job.get('queue')} is {state}."
+        f"in queue {job.get('queue')} {state_phrase(state)}."
     ]
     reason = job.get("reason") or {}
     if state == "pending" and reason.get("message"):
@@ -127,9 +186,7 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     if refusal is not None:
         text = str(refusal["message"])
         out.append(f"{text[:1].upper()}{text[1:]}.")
-    for h in job.get("history") or []:
-        if "preempted by job" in str(h.get("message", "")):
-            out.append(f"It was {h['message']}.")
+    out.extend(preemption_sentences(job))
     if q is not None and q.get("cohort"):
         now, after = _share(q), share_with(q, resource, devices)
         if state == "pending":

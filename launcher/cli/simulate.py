@@ -83,6 +83,8 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: 
                 click.echo(f"FAIL {path} ({name})", err=trace)
                 for line in report.failures:
                     click.echo(f"  {line}", err=trace)
+        for gone in report.cancelled():  # a dependency that can never hold cancelled it
+            click.echo(f"CANCELLED {path}: {gone['job']} ({gone['code']}): {gone['reason']}", err=trace)
         if force_summary or not scenario.has_checks:
             click.echo(f"{path} ({name})")
             click.echo(format_summary(report.simulation))
@@ -103,6 +105,7 @@ def _result(path: str, report: Report, with_summary: bool) -> dict[str, Any]:
         "invariants": len(scenario.file.invariant),
         "failures": report.failures,
         "warnings": [w.to_dict() for w in report.never_starts],
+        "cancelled": report.cancelled(),
     }
     if with_summary:
         out["summary"] = {

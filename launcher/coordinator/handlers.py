@@ -224,22 +224,8 @@ async def list_jobs(
     if shape == "queue":  # no argv in a row: one variant for every caller
         build = views.queue_row
         private = False
-    encoded: list[bytes] = []
-    last: JobRecord | None = None
-    more = False
-    for job in jobs:  # in seq order, read only as far as this page goes
-        if len(encoded) == limit:
-            more = True
-            break
-        data = cache.encoded(
-            job, build, variant=shape if shape == "queue" else private and _hides_argv(coord, caller, job)
-        )
-        budget -= len(data)
-        if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
-            more = True
-            break
-        encoded.append(data)
-        last = job
+    variant = "queue" if shape == "queue" else functools.partial(_hides_argv, coord, caller) if private else False
+    encoded, last, more = cache.page(jobs, build, variant, limit, budget)  # in seq order, read only as far as it goes
     cache.trim(len(coord.jobs))
     next_cursor = str(last.seq) if more and last is not None else None
     return Reply(200, encoded=view_cache.page_body(encoded, next_cursor))

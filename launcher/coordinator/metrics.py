@@ -27,7 +27,9 @@ physical GPU: on a GPU in MIG mode they are exported once for the GPU (its UUID,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,11 +38,14 @@ from aiohttp import web
 from labgang.agent.inventory import is_known
 from labgang.launcher.api import keys
 from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator.view_cache import JobMemo
+from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
     DEVICE_STATES,
     ClusterSnapshot,
     DeviceView,
+    JobView,
     PitfallKind,
     PitfallThresholds,
     PitfallTracker,
@@ -416,19 +421,49 @@ def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> Cl
     ``finished_within_s`` seconds ago are left out (they only matter to "memory held after
     the job ended"); :func:`coordinator_job_counts` still counts them.
 
+    Each job's :class:`~labgang.launcher.pitfalls.views.JobView` is the one parsed from its
+    ``views.job_view`` (as :meth:`ClusterSnapshot.from_api` would), kept from the last snapshot
+    while the job has not changed (:class:`~labgang.launcher.coordinator.view_cache.JobMemo`):
+    the pitfall watch takes a snapshot every 2 s, and 10,000 pending jobs do not change between two.
+
     Args:
         coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
         finished_within_s: how long a finished job stays in the snapshot, seconds.
     """
     now = coord.clock()
-    jobs = [
-        views.job_view(job)
-        for job in coord.jobs.values()
-        if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s
-    ]
-    return ClusterSnapshot.from_api(
-        now, {"nodes": views.node_views(coord)}, {"jobs": jobs}, {"queues": views.queue_views(coord)}
+    memo = _pitfall_jobs_for(coord)
+    jobs = memo.all((job for job in coord.jobs.values() if _recent(job, now, finished_within_s)), _pitfall_job)
+    memo.trim(len(coord.jobs))
+    snapshot = ClusterSnapshot.from_api(
+        now, {"nodes": views.node_views(coord)}, None, {"queues": views.queue_views(coord)}
     )
+    return dataclasses.replace(snapshot, jobs=tuple(jobs))
+
+
+def _recent(job: JobRecord, now: float, finished_within_s: float) -> bool:
+    """Whether ``job`` is in the snapshot: not finished, or finished ``finished_within_s`` seconds
+    ago at most. A job not ended yet (no ``end_time``: every pending one) is decided without
+    asking its state, which costs more."""
+    end = job.status.end_time
+    if end is None and finished_within_s >= 0:
+        return True
+    return not job.status.state.finished or now - (end or now) <= finished_within_s
+
+
+def _pitfall_job(job: JobRecord) -> JobView:
+    """The pitfall detectors' view of ``job``: its JobView as the API shows it, parsed."""
+    return JobView.from_api(views.job_view(job))
+
+
+_PITFALL_JOBS: weakref.WeakKeyDictionary[object, JobMemo[JobView]] = weakref.WeakKeyDictionary()
+
+
+def _pitfall_jobs_for(coord: object) -> JobMemo[JobView]:
+    """The pitfall JobViews of one coordinator's jobs, kept while each job is unchanged; they go away with it."""
+    memo = _PITFALL_JOBS.get(coord)
+    if memo is None:
+        memo = _PITFALL_JOBS[coord] = JobMemo()
+    return memo
 
 
 def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
-from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import next_starvation
@@ -159,13 +159,7 @@ def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
     """Queue → resource → the most devices its jobs may hold at once, for the array window
     (``launcher/lifecycle/arrays.py``): ``nominal + borrowing_limit`` for a queue in a cohort
     with a borrowing limit, ``nominal`` for a queue without a cohort (it cannot borrow)."""
-    caps: dict[str, dict[str, int]] = {}
-    for queue in coord.config.queue_specs():
-        if queue.cohort is None:
-            caps[queue.name] = dict(queue.nominal)
-        else:
-            caps[queue.name] = {r: queue.nominal.get(r, 0) + n for r, n in queue.borrowing_limit.items()}
-    return caps
+    return queue_caps(coord.config.queue_specs())
 
 
 def run_cycles(coord: Coordinator) -> int:

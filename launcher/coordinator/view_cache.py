@@ -2,45 +2,119 @@
 
 ``watch labgang queue`` asks for every job every few seconds, and nearly all of them (the
 pending ones) have not changed since the last time. Building a JobView and encoding it costs
-tens of microseconds per job; comparing a job against its cached fingerprint costs about one.
-The fingerprint is everything :func:`labgang.launcher.coordinator.views.job_view` reads: the
-spec (by identity: it never changes after submission), every status field, the ranks' fields, and the history's
-length and last entry (the history only grows). Nothing has to remember to invalidate the
-cache, so a lifecycle rule that changes a job in a new way cannot leave a stale view behind.
+tens of microseconds per job; checking a job against its cached fingerprint costs a few tenths
+of one. The fingerprint covers everything :func:`labgang.launcher.coordinator.views.job_view`
+reads: the spec (by identity: it never changes after submission), the status and each rank (by
+identity and their ``changes`` count, which every write of a new value to any of their fields
+raises: ``launcher/lifecycle/records.py``, :class:`~labgang.launcher.lifecycle.records.CountsChanges`),
+and the history list (by identity, length and last entry: it only grows, and its entries are
+frozen). Nothing has to remember to invalidate the cache, so a lifecycle rule that changes a job
+in a new way cannot leave a stale view behind.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from labgang.launcher.api import jsoncodec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
-    from labgang.launcher.store import JobRecord
+    from labgang.launcher.store import JobRecord, RankRecord
 
-
-def _ranks(job: JobRecord) -> tuple[Any, ...]:
-    ranks = job.ranks
-    return tuple((k, tuple(vars(r).values())) for k, r in ranks.items()) if ranks else ()
+T = TypeVar("T")
 
 
-class JobViewCache:
-    """Encoded JobViews (strict JSON bytes) by job and variant, each with the fingerprint it was built from.
+def _ranks(ranks: dict[int, RankRecord]) -> tuple[Any, ...]:
+    """Each rank's number, record and change count (empty for a job without ranks: a pending one)."""
+    return tuple((k, r, r.changes) for k, r in ranks.items()) if ranks else ()
 
-    An entry holds the job, its spec, a copy of its status fields' values (in the dataclass's field
-    order, which an instance never changes; a list compares three times faster than the dict), its
-    history's length and last entry, and its ranks' fields; it is used only while all of them still
-    match (the objects by identity, the fields by value). ``variant`` tells apart views of one job that differ by who
-    asks (``argv`` hidden under ``private_data``) or by shape (the ``queue`` row).
+
+class _Entry(Generic[T]):
+    """One cached value and the fingerprint of the job it was made from."""
+
+    __slots__ = ("changes", "history", "job", "last", "length", "ranks", "spec", "status", "value")
+
+    def __init__(self, job: JobRecord, value: T) -> None:
+        history = job.history
+        self.job, self.spec, self.status, self.changes = job, job.spec, job.status, job.status.changes
+        self.history, self.length, self.last = history, len(history), history[-1] if history else None
+        self.ranks = _ranks(job.ranks)
+        self.value = value
+
+
+def _unchanged(entry: _Entry[Any], job: JobRecord) -> bool:
+    """True while ``job`` is the job ``entry`` was made from and nothing a view of it shows changed."""
+    status, history, ranks = job.status, job.history, job.ranks
+    return (
+        entry.job is job
+        and entry.status is status
+        and entry.changes == status.changes
+        and entry.spec is job.spec
+        and entry.history is history
+        and entry.length == len(history)
+        and (entry.last is history[-1] if history else entry.last is None)
+        and (entry.ranks == _ranks(ranks) if ranks else not entry.ranks)  # a pending job has none: no call
+    )
+
+
+class JobMemo(Generic[T]):
+    """Values made from jobs (encoded JobViews, the pitfall detectors' job views), by job and
+    variant, each kept with the fingerprint of the job it was made from and used only while
+    that still matches.
+
+    The fingerprint: the job, its spec, status (with its ``changes`` count), history list (with
+    its length and last entry) and ranks (each with its ``changes`` count). ``variant`` tells
+    apart values of one job made differently (views that differ by who asks or by shape).
     """
 
     def __init__(self) -> None:
-        self._entries: dict[
-            tuple[str, bool | str], tuple[JobRecord, Any, list[Any], int, Any, tuple[Any, ...], bytes]
-        ] = {}
+        self._entries: dict[tuple[str, Hashable], _Entry[T]] = {}
+
+    def cached(self, job: JobRecord, variant: Hashable = None) -> T | None:
+        """The value kept for ``job`` and ``variant`` when it is still the job's, else None."""
+        entry = self._entries.get((job.id, variant))
+        return entry.value if entry is not None and _unchanged(entry, job) else None
+
+    def keep(self, job: JobRecord, value: T, variant: Hashable = None) -> T:
+        """Keep ``value`` (made from ``job`` as it is now; not None) for ``job`` and ``variant``; returns it."""
+        self._entries[(job.id, variant)] = _Entry(job, value)
+        return value
+
+    def get(self, job: JobRecord, make: Callable[[JobRecord], T], variant: Hashable = None) -> T:
+        """``make(job)`` (not None), made again only when the job changed since it was kept for this variant."""
+        value = self.cached(job, variant)
+        return self.keep(job, make(job), variant) if value is None else value
+
+    def all(self, jobs: Iterable[JobRecord], make: Callable[[JobRecord], T], variant: Hashable = None) -> list[T]:
+        """:meth:`get` of each of ``jobs``, in their order, in one loop."""
+        entries, out = self._entries, []
+        for job in jobs:
+            entry = entries.get((job.id, variant))
+            out.append(
+                entry.value if entry is not None and _unchanged(entry, job) else self.keep(job, make(job), variant)
+            )
+        return out
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def trim(self, known: int, variants: int = 1) -> None:
+        """Forget every entry once there are more than ``variants`` times ``known`` (the jobs the
+        coordinator holds) plus 64: entries of jobs that are gone must not pile up. They are
+        made again on use."""
+        if len(self._entries) > variants * known + 64:
+            self._entries.clear()
+
+
+class JobViewCache(JobMemo[bytes]):
+    """Encoded JobViews (strict JSON bytes) by job and variant, each with the fingerprint of the
+    job it was built from (:class:`JobMemo`). ``variant`` tells apart views of one job that differ
+    by who asks (``argv`` hidden under ``private_data``) or by shape (the ``queue`` row).
+    """
 
     def encoded(
         self, job: JobRecord, build: Callable[[JobRecord], dict[str, Any]], variant: bool | str = False
@@ -57,31 +131,60 @@ class JobViewCache:
         Raises:
             ValueError: the view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).
         """
-        history = job.history
-        last = history[-1] if history else None
-        key = (job.id, variant)
-        entry = self._entries.get(key)
-        if (
-            entry is not None
-            and entry[0] is job
-            and entry[1] is job.spec
-            and entry[3] == len(history)
-            and entry[4] is last
-            and entry[2] == list(vars(job.status).values())
-            and entry[5] == _ranks(job)
-        ):
-            return entry[6]
-        data = jsoncodec.dumps(build(job)).encode()
-        status = list(vars(job.status).values())
-        self._entries[key] = (job, job.spec, status, len(history), last, _ranks(job), data)
-        return data
+        data = self.cached(job, variant)
+        return self.keep(job, jsoncodec.dumps(build(job)).encode(), variant) if data is None else data
 
-    def trim(self, known: int) -> None:
+    def page(
+        self,
+        jobs: Iterable[JobRecord],
+        build: Callable[[JobRecord], dict[str, Any]],
+        variant: bool | str | Callable[[JobRecord], bool],
+        limit: int,
+        budget: int,
+    ) -> tuple[list[bytes], JobRecord | None, bool]:
+        """One ``GET /v1/jobs`` page: the encoded views of ``jobs`` (in their order) up to ``limit``
+        of them and about ``budget`` bytes (at least one job), as :meth:`encoded` gives them, in one loop.
+
+        Args:
+            jobs: the listed jobs, read only as far as the page goes.
+            build: makes a job's view (a dict); called only on a miss.
+            variant: the variant of every job's view, or a function of the job that says it (True:
+                ``argv`` hidden from this caller).
+            limit: at most this many jobs.
+            budget: bytes of JSON; the job that goes over it ends the page (unless it is the first).
+
+        Returns:
+            ``(encoded views, the last job on the page or None, whether more jobs follow)``.
+
+        Raises:
+            ValueError: a view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).
+        """
+        encoded: list[bytes] = []
+        entries = self._entries
+        last: JobRecord | None = None
+        choose = variant if callable(variant) else None
+        fixed = False if callable(variant) else variant
+        for job in jobs:
+            if len(encoded) == limit:
+                return encoded, last, True
+            which = fixed if choose is None else choose(job)
+            entry = entries.get((job.id, which))
+            if entry is not None and _unchanged(entry, job):
+                data = entry.value
+            else:
+                data = self.keep(job, jsoncodec.dumps(build(job)).encode(), which)
+            budget -= len(data)
+            if budget < 0 and encoded:  # a page of big jobs ends early; one job always fits
+                return encoded, last, True
+            encoded.append(data)
+            last = job
+        return encoded, last, False
+
+    def trim(self, known: int, variants: int = 3) -> None:
         """Forget every entry once there are more than three times ``known`` (the jobs the
         coordinator holds: a job has at most three variants, whole, without ``argv`` and its
         ``queue`` row) plus 64: entries of jobs that are gone must not pile up. They are rebuilt on use."""
-        if len(self._entries) > 3 * known + 64:
-            self._entries.clear()
+        super().trim(known, variants)
 
 
 def page_body(encoded: list[bytes], next_cursor: str | None) -> bytes:

@@ -31,13 +31,11 @@ def _fail(target: str, message: str) -> NoReturn:
 
 
 def _load(target: str, config_file: str) -> ClusterConfig:
-    if not Path(config_file).exists():
-        which = "the default config " if config_file == DEFAULT_CONFIG else ""
-        _fail(target, f"--config: {which}{config_file} does not exist; pass --config FILE (e.g. config/cluster.toml)")
     try:
         return load_config(config_file)
     except ConfigError as exc:  # one line, every problem, as `labgang up` and `labgang coordinator` say it
-        _fail(target, f"--config: {exc.source}: {'; '.join(exc.problems)}")
+        source = f"{exc.source} (the default)" if exc.missing and config_file == DEFAULT_CONFIG else exc.source
+        _fail(target, f"--config: {source}: {'; '.join(exc.problems)}")
 
 
 def _inventory(target: str, files: tuple[Path, ...], offline: bool, state_dir: Path | None) -> Inventory:

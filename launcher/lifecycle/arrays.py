@@ -18,10 +18,11 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.model import QueueSpec
 from labgang.launcher.scheduler.decisions import CycleResult, Pending, PendingReason, ReasonCode
 
 
@@ -129,6 +130,20 @@ def gate_pending(
             tail, tail_array = leader[aid], aid
             tail.append(job)
     return ArrayGate(tuple(fed), tuple(capped), {lead: tail for lead, tail in followers.items() if tail})
+
+
+def queue_caps(queues: Iterable[QueueSpec]) -> dict[str, dict[str, int]]:
+    """Queue -> resource -> the most devices its jobs may hold at once, for the window of
+    :func:`gate_pending`: ``nominal + borrowing_limit`` for a queue in a cohort with a borrowing
+    limit, ``nominal`` for a queue without a cohort (it cannot borrow); no entry = no cap but the
+    cluster. The coordinator and ``labgang simulate`` both take it from here."""
+    caps: dict[str, dict[str, int]] = {}
+    for queue in queues:
+        if queue.cohort is None:
+            caps[queue.name] = dict(queue.nominal)
+        else:
+            caps[queue.name] = {r: queue.nominal.get(r, 0) + n for r, n in queue.borrowing_limit.items()}
+    return caps
 
 
 def _queue_usage(holding: Sequence[JobRecord], task: JobRecord) -> int:

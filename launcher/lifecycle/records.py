@@ -4,6 +4,10 @@
 :class:`JobStatus`, the current attempt's :class:`RankRecord` per rank, and the history lines
 of the job that are in memory. Plain dataclasses: no I/O; ``launcher/store.py`` writes them
 to SQLite and reads them back.
+
+:class:`JobStatus` and :class:`RankRecord` count the changes made to them (:class:`CountsChanges`),
+so a cache of a view of a job (``launcher/coordinator/view_cache.py``) can tell that it is stale
+with one comparison, whichever rule wrote which field, without any rule having to say so.
 """
 
 from __future__ import annotations
@@ -17,6 +21,36 @@ from typing import Any
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.decisions import NoPreemption
+
+_UNSET = object()
+
+
+class CountsChanges:
+    """A base for the mutable records: ``changes`` counts the writes that changed a field's value.
+
+    Every attribute write goes through :meth:`__setattr__`, so no write can be missed, wherever it
+    is made. A write of an equal value of the same type (a cycle setting a pending job's reason to
+    the same message again) is not a change; the fields set while the object is built count too.
+    Compare ``changes`` together with the object's identity: a replaced object starts again from 0.
+    """
+
+    changes: int = 0
+    """How many writes changed a value since the object was built (not a dataclass field: it is
+    neither persisted nor compared)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        fields = self.__dict__
+        old = fields.get(name, _UNSET)
+        if old is _UNSET:
+            # the object being built, or a name that is no field (a property refuses it as usual)
+            object.__setattr__(self, name, value)
+        else:
+            # a field: a plain value in the instance dict, written straight there (the hot path:
+            # every cycle writes the reason message of each pending job, mostly the same again)
+            fields[name] = value
+            if old is value or (old == value and type(old) is type(value)):
+                return
+        fields["changes"] = fields.get("changes", 0) + 1  # not through __setattr__: no recursion
 
 
 @dataclass(frozen=True)
@@ -105,7 +139,7 @@ _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
 
 
 @dataclass
-class RankRecord:
+class RankRecord(CountsChanges):
     """One rank of one start attempt: where it runs and its phase (:class:`RankPhase`, changed
     only through ``lifecycle.states.advance``)."""
 
@@ -123,7 +157,7 @@ class RankRecord:
 
 
 @dataclass
-class JobStatus:
+class JobStatus(CountsChanges):
     """The mutable part of a job. Times are unix seconds (simulated seconds in ``labgang simulate``).
 
     ``state`` changes only through ``lifecycle.states.transition``. ``end_intent`` says what
@@ -192,9 +226,9 @@ class JobStatus:
 _STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class HistoryEntry:
-    """One line of a job's history (unix seconds)."""
+    """One line of a job's history (unix seconds); never changed once written (the history only grows)."""
 
     time: float
     event: str

@@ -3,6 +3,8 @@
 - :mod:`.scenario` parses and validates files (unknown keys are errors).
 - :mod:`.engine` is the discrete-event simulation: a simulated clock and simulated ranks around
   the coordinator's lifecycle model and the real :func:`run_cycle`.
+- :mod:`.naming` numbers jobs as the coordinator does (array tasks, dependencies in its ids)
+  and names them as the file does; :mod:`.jobs` is one simulated job.
 - :mod:`.checks` evaluates ``[[expect]]`` and ``[[invariant]]`` tables.
 - :mod:`.summary` reports per-queue waits and utilization for plain job lists.
 """

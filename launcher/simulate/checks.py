@@ -39,6 +39,20 @@ class Report:
         """True when every expectation and invariant held."""
         return not self.failures
 
+    def cancelled(self) -> list[dict[str, str]]:
+        """The jobs cancelled because their dependency can never hold, in submission order: each
+        ``{"job", "code", "reason"}``, the reason naming jobs as the file does."""
+        sim = self.simulation
+        return [
+            {
+                "job": j.id,
+                "code": j.record.status.reason_code or "",
+                "reason": sim.scenario.ids.shown(j.record.status.reason_message or ""),
+            }
+            for j in sorted(sim.jobs.values(), key=lambda j: j.seq)
+            if j.cancelled
+        ]
+
 
 def _names(ids: set[str] | list[str]) -> str:
     return "[" + ", ".join(sorted(ids)) + "]"
@@ -57,25 +71,36 @@ def compare_sets(label: str, expected: list[str], got: set[str]) -> str | None:
     return f"{label}: expected {_names(want)}, got {_names(got)} ({'; '.join(parts)})"
 
 
+def _expand(sim: Simulation, names: list[str]) -> list[str]:
+    """Names as expectations take them: a job array's id stands for all its tasks."""
+    return [member for name in names for member in sim.scenario.ids.members(name)]
+
+
 def check_expect(sim: Simulation, e: ExpectModel) -> list[str]:
-    """Lines describing what in ``e`` does not hold for ``sim`` now."""
+    """Lines describing what in ``e`` does not hold for ``sim`` now (a job array's id in a list
+    stands for all its tasks)."""
     out: list[str] = []
     for label, state in (("running", "running"), ("pending", "pending"), ("finished", "finished")):
         want = getattr(e, label)
         if want is not None:
-            line = compare_sets(label, want, sim.ids_in(state))
+            line = compare_sets(label, _expand(sim, want), sim.ids_in(state))
             if line:
                 out.append(line)
+    if e.cancelled is not None:  # a dependency that can never hold cancelled them
+        line = compare_sets("cancelled", _expand(sim, e.cancelled), {j.id for j in sim.jobs.values() if j.cancelled})
+        if line:
+            out.append(line)
     ever = {j.id for j in sim.jobs.values() if j.preempted}
     if e.preempted is not None:  # "these were preempted at least once by then"
-        missing = set(e.preempted) - ever
+        missing = set(_expand(sim, e.preempted)) - ever
         if missing:
             out.append(f"preempted: {_names(missing)} were never preempted (preempted so far: {_names(ever)})")
     if e.not_preempted is not None:
-        wrong = set(e.not_preempted) & ever
+        wrong = set(_expand(sim, e.not_preempted)) & ever
         if wrong:
             out.append(f"not_preempted: {_names(wrong)} were preempted")
-    for job_id, want in sorted((e.started or {}).items()):
+    started = {member: want for name, want in (e.started or {}).items() for member in sim.scenario.ids.members(name)}
+    for job_id, want in sorted(started.items()):
         job = sim.jobs[job_id]
         got = len(job.placement) if job.state == "running" else None
         if got != want:

@@ -3,8 +3,9 @@ ranks around the coordinator's own lifecycle model.
 
 No processes, no sleeps. Every job is a :class:`~labgang.launcher.lifecycle.records.JobRecord`
 in the same :class:`~labgang.launcher.lifecycle.machine.Lifecycle` the coordinator drives, and
-the scheduler gets the snapshot the coordinator would build
-(:func:`~labgang.launcher.lifecycle.view.scheduler_jobs`). So admission order, "most recently
+the scheduler gets the snapshot the coordinator would build (the same
+:func:`~labgang.launcher.lifecycle.view.running_job` and ``pending_job`` views, through the
+same array gate). So admission order, "most recently
 admitted", victim order, requeue, grace and completion have one definition. What the
 simulation adds is what agents and time would do (``docs/scenarios.md``, "How time moves"):
 
@@ -20,10 +21,17 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
   file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
   changing what the scheduler sees, a pending job starting to starve), cycles run until one
   decides nothing new (:func:`~labgang.launcher.lifecycle.view.decided_something`), as the
-  coordinator's scheduling loop does; then the gangs admitted are launched. Anything this
-  creates at the same instant (a victim with ``grace = 0``) is handled before time moves on.
+  coordinator's scheduling loop does; then the gangs admitted are launched, and cycles run
+  again while a launch wakes the scheduler. Anything this creates at the same instant (a
+  victim with ``grace = 0``) is handled after that, before time moves on.
 - ``running = true`` jobs are admitted at their ``submit`` time, before anything else, where
   the scheduler would place them, in order of ``submit``, then file order.
+- **Arrays and dependencies are the model's and the coordinator's** (docs/scenarios.md, "Arrays
+  and dependencies"): the lifecycle model's jobs carry the coordinator's ids and the scheduler
+  sees the file's names (``launcher/simulate/naming.py``), an
+  array's tasks are submitted together, each cycle sees the pending tasks the array rules let
+  through (:func:`~labgang.launcher.lifecycle.arrays.gate_pending`, the ``%N`` cap and the
+  window, as the coordinator's ``gated_snapshot``), and a held job is not admissible.
 """
 
 from __future__ import annotations
@@ -36,19 +44,22 @@ from typing import Any
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
+from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
+from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import next_starvation, ranks_in_order
-from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.lifecycle.view import decided_something, scheduler_jobs, scheduling_state
-from labgang.launcher.model import JobRequest
+from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
+from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
-from labgang.launcher.scheduler.decisions import Admit, CycleResult, PendingReason
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, Snapshot, TenantUsage
-from labgang.launcher.simulate.scenario import JobModel, Scenario, ScenarioError
+from labgang.launcher.scheduler.snapshot import RankPlacement, Snapshot, TenantUsage
+from labgang.launcher.simulate.jobs import SimJob, job_record
+from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
 MAX_CYCLES_PER_INSTANT = 10_000
 """A guard against a scheduler that keeps deciding new things at one instant."""
@@ -65,98 +76,10 @@ SIM_POLICY = LifecyclePolicy(
 )
 """Simulated launches never fail, so start timeouts and backoff never apply."""
 
+_HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
+"""Reasons the lifecycle model gives a pending job its dependency holds (a cycle gives the others)."""
+
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
-
-
-@dataclass
-class SimJob:
-    """One job's life in the simulation: its lifecycle record plus the figures the reports need.
-
-    Attributes:
-        spec: the job's table from the file.
-        seq: file order.
-        priority: integer priority.
-        request: what it asks the scheduler for.
-        record: the job as the lifecycle model holds it (state, attempts, history).
-        submitted: it has been submitted (or placed at t=0).
-        placement: devices of its current admission (() when it holds none).
-        admit_time: start of its current admission, seconds.
-        preempted: chosen as a victim at least once.
-        end_time: when it finished.
-        first_admit: its first admission time.
-        waits: seconds pending before each admission: submit to first admission, then each
-            requeue to the readmission that follows (for wait statistics; a ``running = true``
-            job has no entry for its initial placement).
-        device_seconds: device-seconds used so far (finished admissions).
-        reason: its latest pending reason.
-    """
-
-    spec: JobModel
-    seq: int
-    priority: int
-    request: JobRequest
-    record: JobRecord
-    submitted: bool = False
-    placement: Placement = ()
-    admit_time: float = 0.0
-    preempted: bool = False
-    end_time: float | None = None
-    first_admit: float | None = None
-    waits: list[float] = field(default_factory=list)
-    device_seconds: float = 0.0
-    reason: PendingReason | None = None
-
-    @property
-    def id(self) -> str:
-        """The job's id (from the file)."""
-        return self.spec.id
-
-    @property
-    def state(self) -> str:
-        """``"new"`` (not submitted yet), ``"pending"``, ``"running"`` (admitted, running or being
-        stopped: it holds its devices) or ``"finished"``."""
-        st = self.record.status.state
-        if not self.submitted:
-            return "new"
-        if st == JobState.PENDING:
-            return "pending"
-        return "running" if st.holds_devices else "finished"
-
-    @property
-    def held(self) -> JobRequest:
-        """The request at the size it runs with: an elastic gang counts as a gang of its started size."""
-        if self.request.elastic and self.placement:
-            return self.request.at_size(len(self.placement))
-        return self.request
-
-
-def job_record(spec: JobModel, seq: int, priority: int) -> JobRecord:
-    """The lifecycle record of a scenario job (simulated user, no command)."""
-    req = spec.request()
-    job_spec = JobSpec(
-        name=spec.id,
-        user="sim",
-        uid=0,
-        gid=None,
-        queue=spec.queue,
-        priority=priority,
-        workers=req.workers,
-        per_worker=req.per_worker,
-        resource=req.resource,
-        gpu_model=req.gpu_model,
-        nodes=req.nodes,
-        argv=[],
-        env={},
-        cwd="/",
-        grace_s=spec.grace,
-        time_limit_s=None,
-        requeue=True,
-        signal=None,
-        topology=req.topology,
-        min_workers=req.min_workers,
-    )
-    status = JobStatus(state=JobState.PENDING, submit_time=spec.submit, pending_since=spec.submit)
-    return JobRecord(id=spec.id, seq=seq, spec=job_spec, status=status)
 
 
 Tracer = Callable[[dict[str, Any]], None]
@@ -174,7 +97,8 @@ class Simulation:
     scenario: Scenario
     trace: Tracer | None = None
     now: float = 0.0
-    jobs: dict[str, SimJob] = field(default_factory=dict)
+    jobs: dict[str, SimJob] = field(default_factory=dict)  # by name (``SimJob.id``)
+    by_model: dict[str, SimJob] = field(default_factory=dict)  # by the coordinator's id (the record's)
     cycles: int = 0
     model: Lifecycle = field(default_factory=lambda: Lifecycle(SIM_POLICY))
     held: set[str] = field(default_factory=set)  # jobs that held idle quota in the last cycle
@@ -186,17 +110,28 @@ class Simulation:
     _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
     _last_sample: float = 0.0
+    _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
+    _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
+    _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
 
     def __post_init__(self) -> None:
         f = self.scenario.file
         self.tenant_usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
-        for i, j in enumerate(f.jobs):
+        for node in self.scenario.nodes:
+            for device in node.devices:
+                self._capacity[device.resource] = self._capacity.get(device.resource, 0) + 1
+        tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
+        self._tenant_names = {k: name for name, k in tenants.items()}
+        for t in self.scenario.ids.tasks:
+            j = t.job
             priority = self.scenario.priorities[j.id]
-            self.jobs[j.id] = SimJob(j, i, priority, j.request(), job_record(j, i, priority))
+            uid = tenants.get(j.tenant, 0) if j.tenant else 0
+            record = job_record(j, t.seq, priority, t, self.scenario.dependencies.get(t.index), uid)
+            self.by_model[t.model_id] = self.jobs[t.name] = SimJob(j, t.seq, priority, j.request(), record, task=t)
         self._place_running()
         for sj in self.jobs.values():
             if not sj.spec.running:
-                self._push(max(0.0, sj.spec.submit), _SUBMIT, "submit", sj.id, "")
+                self._push(max(0.0, sj.spec.submit), _SUBMIT, "submit", sj.record.id, "")
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -217,7 +152,8 @@ class Simulation:
         self._invariant_hooks.append(hook)
 
     def add_cycle_hook(self, hook: Callable[[Snapshot, CycleResult], None]) -> None:
-        """Call ``hook(snapshot, result)`` after every scheduling cycle, before its decisions apply."""
+        """Call ``hook(snapshot, result)`` after every scheduling cycle, before its decisions apply:
+        the scheduler's own snapshot and result, jobs named as the file names them (``SimJob.id``)."""
         self._cycle_hooks.append(hook)
 
     def run_instant(self) -> None:
@@ -242,32 +178,51 @@ class Simulation:
                 _, _, _, kind, job_id, run_id = heapq.heappop(self._events)
                 self._apply(kind, job_id, run_id)
                 progressed = True
-            if self._wake:
-                self._wake = False
-                self._schedule()
+            # As the coordinator's loop settles: cycles, then the launches they admitted, and cycles
+            # again when a launch woke the scheduler (a victim named by a waiting preemptor started),
+            # before anything those created (a stop's exit) is applied.
+            while self._wake or self._to_start:
+                if self._wake:
+                    self._wake = False
+                    self._schedule()
+                if self._to_start:
+                    self._start_admitted()
                 progressed = True
-            if self._to_start:
-                self._start_admitted()
-                progressed = True
+                if self.cycles - cycles_before > MAX_CYCLES_PER_INSTANT:
+                    raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
             if not progressed:
                 break
-            if self.cycles - cycles_before > MAX_CYCLES_PER_INSTANT:
-                raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
         self._check_hooks()
 
     def _apply(self, kind: str, job_id: str, run_id: str) -> None:
         if kind == "wake":
             self._wake = True  # a pending job starts starving: the coordinator's timer
             return
-        job = self.jobs[job_id]
+        job = self.by_model[job_id]
         if kind == "submit":
             job.submitted = True
             self._emit("submit", job=job.id, queue=job.spec.queue)
-            self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record)))
+            self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record, self._finished_targets(job))))
         elif kind == "end":
             self._ranks_exit(job, run_id, 0)
         else:  # "stop": the grace period of a stop ended
             self._ranks_exit(job, run_id, KILLED)
+
+    def _finished_targets(self, job: SimJob) -> tuple[Target, ...]:
+        """The finished jobs ``job``'s dependency names: the model keeps only active jobs, so a
+        driver hands it these at submission, as the coordinator reads them from its store."""
+        text = job.record.spec.dependency
+        if not text:
+            return ()
+        key = (text, len(self._finished))  # an array's tasks share one text: one search while nothing ends
+        if key not in self._targets:
+            names = parse_dependency(text).job_ids
+            self._targets = {
+                key: tuple(
+                    target(done.record) for done in self._finished if any(matches(n, done.record.id) for n in names)
+                )
+            }
+        return self._targets[key]
 
     def _ranks_exit(self, job: SimJob, run_id: str, status: int) -> None:
         """Every live rank of attempt ``run_id`` exits with ``status`` and is gone, node by node,
@@ -295,23 +250,35 @@ class Simulation:
             elif isinstance(effect, fx.WakeAt):
                 self._push(effect.time, _WAKE, "wake", "", "")
             elif isinstance(effect, fx.Dispatch):
-                job = self.jobs[effect.job.id]
+                job = self.by_model[effect.job.id]
                 self._admitted(job, self.now)
-                self._to_start.append((job.id, job.record.run_id))  # launched after this instant's cycles
+                self._to_start.append((job.record.id, job.record.run_id))  # launched after this instant's cycles
             elif isinstance(effect, fx.Stop):
                 job_id = effect.run_id.rpartition(".")[0]  # "<job id>.<attempt>"
                 self._push(self.now + effect.grace, _EXIT, "stop", job_id, effect.run_id)
             elif isinstance(effect, fx.RecordDecision) and effect.kind == "victim":
-                self.jobs[effect.job_id].preempted = True
+                self.by_model[effect.job_id].preempted = True
+            elif isinstance(effect, fx.RecordDecision) and effect.code in _HELD:  # held by its dependency
+                self._emit(
+                    "pending",
+                    job=self.by_model[effect.job_id].id,
+                    code=effect.code,
+                    message=self._shown(effect.message),
+                )
             elif isinstance(effect, fx.AddHistory) and effect.entry.event == "requeued":
-                job = self.jobs[effect.job.id]
+                job = self.by_model[effect.job.id]
                 self._release(job)
                 self._emit("requeue", job=job.id)
             elif isinstance(effect, fx.Finished):
-                job = self.jobs[effect.job.id]
+                job = self.by_model[effect.job.id]
                 self._release(job)
                 job.end_time = self.now
-                self._emit("finish", job=job.id)
+                self._finished.append(job)
+                if job.cancelled:
+                    st = job.record.status
+                    self._emit("cancel", job=job.id, code=st.reason_code, message=self._shown(st.reason_message or ""))
+                else:
+                    self._emit("finish", job=job.id)
 
     def _release(self, job: SimJob) -> None:
         if job.placement:
@@ -341,7 +308,7 @@ class Simulation:
         """Launch every gang admitted so far, as an agent answering at once: rank 0's node first."""
         pending, self._to_start = self._to_start, []
         for job_id, run_id in pending:
-            job = self.jobs[job_id]
+            job = self.by_model[job_id]
             record = job.record
             if record.run_id != run_id or record.status.state != JobState.ADMITTED:
                 continue  # stopped before its launch went out
@@ -359,28 +326,43 @@ class Simulation:
                 answer = ev.LaunchAnswered(self.now, node, run_id, 29500 if i == 0 else None, (), False, observed)
                 self._handle(self.model.apply(answer))
             if job.spec.duration is not None:
-                self._push(self.now + job.spec.duration, _EXIT, "end", job.id, run_id)
+                self._push(self.now + job.spec.duration, _EXIT, "end", job.record.id, run_id)
 
     # --- scheduling ----------------------------------------------------------------------------
 
     def _tenant(self, spec: JobSpec) -> str | None:
-        return self.jobs[spec.name].spec.tenant
+        return self._tenant_names.get(spec.uid)
+
+    def _shown(self, message: str) -> str:
+        return self.scenario.ids.shown(message)
 
     def snapshot(self) -> Snapshot:
         """The scheduler's view of the simulation now (what the coordinator's ``build_snapshot`` gives)."""
-        running, pending = scheduler_jobs(
-            self.model.jobs.values(), self.now, self.model.admissible, self._tenant, self.held
-        )
-        return Snapshot(
+        return self._gated()[0]
+
+    def _gated(self) -> tuple[Snapshot, ArrayGate]:
+        """:meth:`snapshot` and the :class:`ArrayGate` that chose its array tasks, as the
+        coordinator's ``gated_snapshot``: jobs holding devices, the admissible pending jobs in
+        submission order, array tasks through the ``%N`` cap and the window."""
+        holding: list[JobRecord] = []
+        waiting: list[JobRecord] = []
+        for job in sorted(self.model.jobs.values(), key=lambda j: j.seq):
+            if job.status.state.holds_devices:
+                holding.append(job)
+            elif self.model.admissible(job, self.now):
+                waiting.append(job)
+        gate = gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
+        snapshot = Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=running,
-            pending=pending,
+            running=tuple(running_job(job, self._tenant(job.spec)) for job in holding),
+            pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
+        return snapshot, gate
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
@@ -405,15 +387,24 @@ class Simulation:
         snap = self.snapshot()
         burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
         for _ in range(MAX_CYCLES_PER_INSTANT):
-            snap = self.snapshot()
+            snap, gate = self._gated()
             if self._sample_tenants(snap):
-                snap = self.snapshot()
+                snap, gate = self._gated()
             if not snap.pending:
+                if gate.capped:  # every waiting task is over its array's cap: say so, as the coordinator does
+                    self._handle(
+                        self.model.apply(ev.CycleDecided(self.now, follow_reasons(gate, CycleResult((), (), ()))))
+                    )
+                    self._emit_reasons(follow_reasons(gate, CycleResult((), (), ())))
                 break
-            result = run_cycle(snap)
+            # The scheduler sees the file's names (its reasons name jobs as people read them); the
+            # lifecycle model, the coordinator's ids.
+            named = self.scenario.ids.named_snapshot(snap)
+            decided = run_cycle(named)
             self.cycles += 1
             for cycle_hook in self._cycle_hooks:
-                cycle_hook(snap, result)
+                cycle_hook(named, decided)
+            result = follow_reasons(gate, self.scenario.ids.model_result(decided))
             had_held = bool(self.held)
             self.held = set(result.held)
             if self.scenario.sharing.admission is not None:
@@ -425,14 +416,15 @@ class Simulation:
             for pre in result.preempted:
                 fresh = [v for v in pre.victims if v in victims]
                 if fresh:
-                    self._emit("preempt", job=pre.job_id, victims=list(pre.victims), reason=pre.reason)
+                    self._emit(
+                        "preempt",
+                        job=self.by_model[pre.job_id].id,
+                        victims=[self.by_model[v].id for v in pre.victims],
+                        reason=pre.reason,
+                    )
                 for v in fresh:
-                    self._emit("terminate", job=v, stop_at=self.now + self.jobs[v].spec.grace)
-            for p in result.pending:
-                job = self.jobs[p.job_id]
-                if job.reason != p.reason:
-                    job.reason = p.reason
-                    self._emit("pending", job=job.id, code=p.reason.code.value, message=p.reason.message)
+                    self._emit("terminate", job=self.by_model[v].id, stop_at=self.now + self.by_model[v].spec.grace)
+            self._emit_reasons(result)
             self._check_hooks()
             if not decided_something(result, effects, had_held):
                 break
@@ -441,6 +433,17 @@ class Simulation:
         starving_at = next_starvation(snap.pending, snap.queues, self.now)
         if starving_at is not None:
             self._push(starving_at, _WAKE, "wake", "", "")
+
+    def _emit_reasons(self, result: CycleResult) -> None:
+        """A ``pending`` trace line for each job whose reason this cycle changed."""
+        for p in result.pending:
+            job = self.by_model[p.job_id]
+            if job.reason != p.reason:
+                job.reason = p.reason
+                message = p.reason.message  # the scheduler's, in the file's names; the array cap's, in ids
+                if p.reason.code == ReasonCode.ARRAY_LIMIT:
+                    message = self._shown(message)
+                self._emit("pending", job=job.id, code=p.reason.code.value, message=message)
 
     def _place_running(self) -> None:
         """Admit ``running = true`` jobs at their submit time, in that order, then file order."""
@@ -451,9 +454,10 @@ class Simulation:
             model = req.gpu_model.lower() if req.gpu_model else None
             raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
             if raw is None:
+                where = job.task.index if job.task else job.seq
                 raise ScenarioError(
                     self.scenario.source,
-                    [f"jobs[{job.seq}] ({job.id!r}): running = true but the cluster has no room left for it"],
+                    [f"jobs[{where}] ({job.id!r}): running = true but the cluster has no room left for it"],
                 )
             placement = tuple(
                 RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)
@@ -461,13 +465,13 @@ class Simulation:
             at = job.spec.submit
             job.submitted = True
             self.model.apply(ev.JobSubmitted(at, job.record))
-            self.model.apply(ev.CycleDecided(at, CycleResult((Admit(job.id, placement),), (), ())))
+            self.model.apply(ev.CycleDecided(at, CycleResult((Admit(job.record.id, placement),), (), ())))
             self._admitted(job, at, initial=True)
             run_id = job.record.run_id
             for rank in ranks_in_order(job.record):
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
             if job.spec.duration is not None:
-                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.id, run_id)
+                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.record.id, run_id)
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:

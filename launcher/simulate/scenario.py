@@ -42,6 +42,7 @@ from labgang.launcher.queue_schema import (
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from labgang.launcher.simulate.naming import JobIds, dependencies, job_ids
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -187,6 +188,10 @@ class NodeModel(_Strict):
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
+    Extensions (docs/scenarios.md, "Arrays and dependencies"): ``array`` makes it a job array
+    (``--array``'s syntax), ``dependency`` is ``--dependency``'s grammar over scenario ids, and
+    ``name`` is the job name ``singleton`` groups by (default: the ``id``).
+
     ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does.
@@ -208,6 +213,9 @@ class JobModel(_Strict):
     model: str | None = Field(default=None, min_length=1)
     tenant: str | None = Field(default=None, min_length=1)
     min_workers: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
+    name: str | None = Field(default=None, min_length=1)
+    array: str | None = None
+    dependency: str | None = None
 
     @field_validator("mig")
     @classmethod
@@ -251,6 +259,7 @@ class ExpectModel(_Strict):
     preempted: list[str] | None = None
     not_preempted: list[str] | None = None
     started: dict[str, Whole] | None = None
+    cancelled: list[str] | None = None
 
 
 class InvariantModel(_Strict):
@@ -303,6 +312,8 @@ class Scenario:
         cohorts: cohort specs in file order.
         sharing: fair sharing and admission fair sharing settings.
         tenants: tenants (admission fair sharing) in file order.
+        ids: every job (array tasks one by one) under its name and the coordinator's id.
+        dependencies: ``[[jobs]]`` index -> its ``dependency`` in the coordinator's ids.
     """
 
     source: str
@@ -313,6 +324,8 @@ class Scenario:
     cohorts: tuple[CohortSpec, ...] = ()
     sharing: SharingPolicy = field(default_factory=SharingPolicy)
     tenants: tuple[TenantSpec, ...] = ()
+    ids: JobIds = field(default_factory=JobIds)
+    dependencies: dict[int, str] = field(default_factory=dict)
 
     @property
     def has_checks(self) -> bool:
@@ -476,12 +489,23 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             priorities[j.id] = f.priority_classes.get(j.priority, 0)
         else:
             priorities[j.id] = j.priority
-    ids = {j.id for j in f.jobs}
+    job_names, id_problems = job_ids(f.jobs, lambda i: f"jobs[{i}] ({f.jobs[i].id!r})")
+    problems.extend(id_problems)
+    if len(job_names.tasks) > MAX_JOBS:
+        problems.append(f"jobs: {len(job_names.tasks)} jobs with array tasks; must be at most {MAX_JOBS}")
+    depends, dep_problems = dependencies(job_names, f.jobs, lambda i: f"jobs[{i}] ({f.jobs[i].id!r})")
+    problems.extend(dep_problems)
+    for i, j in enumerate(f.jobs):
+        if j.array is not None and j.running:
+            problems.append(f"jobs[{i}] ({j.id!r}).array: not allowed with running = true")
     for i, e in enumerate(f.expect):
-        for key in ("running", "pending", "finished", "preempted", "not_preempted", "started"):
+        for key in ("running", "pending", "finished", "preempted", "not_preempted", "started", "cancelled"):
             for name in getattr(e, key) or ():
-                if name not in ids:
-                    problems.append(f"expect[{i}].{key}: unknown job {name!r}")
+                if not job_names.members(name):
+                    problems.append(
+                        f"expect[{i}].{key}: unknown job {name!r}; allowed: a job id, an array's id "
+                        "(all its tasks) or one task as NAME_INDEX"
+                    )
     for i, inv in enumerate(f.invariant):
         if inv.max_usage is not None and inv.max_usage["queue"] not in queues:
             problems.append(
@@ -499,6 +523,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         tuple(c.to_spec() for c in f.cohorts),
         sharing_policy(meta.fair_sharing, meta.fair_preemption, meta.admission_fair_sharing),
         tuple(t.to_spec() for t in f.tenants),
+        job_names,
+        depends,
     )
 
 

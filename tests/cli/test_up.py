@@ -81,7 +81,7 @@ def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_
     assert result.output == (
         f"labgang up: --config: {bad}: queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 "
         "to 1000000; queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
-        "lower-or-newer-equal-priority; default_queue: 'default' is not a queue; allowed: ['a'] (default_queue "
+        "lower-or-newer-equal-priority; default_queue: 'default' is not a queue; allowed: a (default_queue "
         "is not set; it defaults to 'default')\n"
     )
     assert not state.exists()

@@ -127,3 +127,30 @@ def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
     views = [job_view(job("1")), job_view(job("2"))]
     body = page_body([json.dumps(v).encode() for v in views], "2")
     assert json.loads(body) == {"jobs": views, "next_cursor": "2"}
+
+
+def test_a_page_stops_at_its_limit_or_its_bytes_and_always_holds_one_job() -> None:
+    cache = JobViewCache()
+    jobs = [job(str(i)) for i in range(1, 6)]
+    size = len(cache.encoded(jobs[0], job_view))
+    encoded, last, more = cache.page(iter(jobs), job_view, False, 2, 1 << 20)
+    assert (len(encoded), last, more) == (2, jobs[1], True)
+    encoded, last, more = cache.page(iter(jobs), job_view, False, 10, 3 * size - 1)  # the third job goes over
+    assert (len(encoded), last, more) == (2, jobs[1], True)
+    encoded, last, more = cache.page(iter(jobs), job_view, False, 10, 1)  # one job even over the budget
+    assert (len(encoded), last, more) == (1, jobs[0], True)
+    encoded, last, more = cache.page(iter(jobs), job_view, False, 10, 1 << 20)
+    assert (last, more) == (jobs[-1], False)
+    assert [json.loads(e) for e in encoded] == fresh(jobs)
+
+
+def test_a_page_asks_each_job_its_variant_when_given_a_function() -> None:
+    cache = JobViewCache()
+    mine, theirs = job("1"), job("2")
+
+    def hidden(j: JobRecord) -> dict:
+        return {**job_view(j), "argv": None} if j is theirs else job_view(j)
+
+    encoded, _, _ = cache.page(iter([mine, theirs]), hidden, lambda j: j is theirs, 10, 1 << 20)
+    assert [json.loads(e)["argv"] for e in encoded] == [["python", "train.py"], None]
+    assert json.loads(cache.encoded(theirs, job_view, variant=False))["argv"] == ["python", "train.py"]

@@ -141,7 +141,7 @@ def test_a_missing_config_says_so_in_one_line_and_how_to_pass_one(tmp_path: Path
     code, out, err = _run("kueue", "--config", str(missing), "--offline")
     assert (code, out) == (2, "")
     assert err == (
-        f"labgang export kueue: --config: {missing} does not exist; pass --config FILE (e.g. config/cluster.toml)\n"
+        f"labgang export kueue: --config: {missing}: no such file; pass --config FILE (e.g. config/cluster.toml)\n"
     )
 
 

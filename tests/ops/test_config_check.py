@@ -115,10 +115,10 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
         "queues[1].nominal.tpu: unknown resource 'tpu'; allowed: 'gpu' or 'mig-<profile>'",
         "queues[1].name: duplicate name 'a' (first at queues[0]); allowed:",
         "cohorts[1].name: duplicate name 'lab' (first at cohorts[0]); allowed:",
-        "default_queue: 'nope' is not a queue; allowed: ['a', 'c']",
+        "default_queue: 'nope' is not a queue; allowed: a, c",
         "queues[0].lending_limit.gpu: 6 is above the nominal quota (4); allowed: 0..4",
-        "queues[1].borrowing_limit: needs a cohort; allowed: set queues[1].cohort to one of ['lab']",
-        "queues[2].cohort: 'other' is not declared in [[cohorts]]; allowed: ['lab']",
+        "queues[1].borrowing_limit: needs a cohort; allowed: set queues[1].cohort to one of lab or remove",
+        "queues[2].cohort: 'other' is not declared in [[cohorts]]; allowed: lab",
     ]
     for want in expected:
         assert any(line.startswith(want) for line in lines), (want, lines)

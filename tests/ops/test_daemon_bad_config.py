@@ -70,7 +70,7 @@ def test_coordinator_with_bad_toml_syntax_says_one_line(tmp_path: Path) -> None:
 def test_coordinator_with_a_missing_config_says_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "nope.toml"
     assert one_line(launch(tmp_path, "coordinator", "--config", str(cfg))) == (
-        f"labgang coordinator: --config: {cfg}: no such file"
+        f"labgang coordinator: --config: {cfg}: no such file; pass --config FILE (e.g. config/cluster.toml)"
     )
 
 

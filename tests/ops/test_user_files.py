@@ -39,7 +39,10 @@ def test_config_check_missing_file(tmp_path: Path) -> None:
     res = CliRunner().invoke(config, ["check", str(tmp_path / "nope.toml")])
     assert res.exit_code == 2
     assert "Traceback" not in res.output
-    assert "nope.toml" in res.output and "does not exist" in res.output
+    assert (
+        res.output
+        == f"labgang config check: FILE: {tmp_path / 'nope.toml'}: no such file; pass FILE (e.g. config/cluster.toml)\n"
+    )
 
 
 def test_simulate_binary_file(binary_toml: Path) -> None:

@@ -15,6 +15,11 @@ policies, gangs with priorities, durations and grace periods), the same workload
 
 Every job's history (time, event, message: submitted, admitted, running, preempting,
 stopping, rank-exited, requeued, succeeded, ...) and final state must be the same in both.
+
+A second property adds job arrays (``--array`` specs with and without a ``%N`` cap) and
+dependencies (``afterok``, ``afternotok``, ``afterany``, ``after``, ``singleton``, all-of and
+any-of, on whole arrays and on single tasks), submitted to the coordinator as ``--array`` and
+``--dependency`` with its own job numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, NodeInventory, Unavailable
@@ -36,8 +41,10 @@ from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import run_cycles
+from labgang.launcher.lifecycle.dependency import Condition, Dependency, parse_dependency
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.simulate import Simulation, parse_scenario
+from labgang.launcher.simulate.startable import never_starting
 from labgang.launcher.store import Store
 
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
@@ -45,7 +52,10 @@ MODEL = "NVIDIA A100-SXM4-80GB"
 ROOT = Caller(uid=0, user="root", admin=True)
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_000_000.0  # the coordinator's clock at simulated t=0 (unix-like seconds)
-JOB_REF = re.compile(r"\bjob (\d+)\b")
+JOB_REF = re.compile(
+    r"(\b(?:job|task|array) |\b(?:after|afterany|afterok|afternotok):)(\d+(?:_\d+)?(?::\d+(?:_\d+)?)*)\b"
+)
+"""A job id in a message: after ``job ``, ``task ``, ``array ``, or a dependency type (``afterok:3:4``)."""
 
 
 # ----- random workloads -------------------------------------------------------------------------
@@ -91,6 +101,48 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
             }
         )
     return {"scenario": {"name": "random"}, "nodes": nodes, "queues": queues, "jobs": jobs}
+
+
+ARRAYS = ["0-2", "0-3%1", "0-4%2", "1,3,5", "0-1", "0-20:10%2"]
+KINDS = ["afterok", "afternotok", "afterany", "after"]
+
+
+@st.composite
+def pipelines(draw: st.DrawFn) -> dict[str, Any]:
+    """A workload of :func:`workloads` with job arrays and dependencies: some jobs become arrays,
+    some wait for earlier jobs (a whole array or one task, all-of or any-of) or are ``singleton``
+    among jobs sharing one of two names. Ids follow the coordinator's numbering (an array takes
+    one number per task), so the simulator's ids are the workload's."""
+    doc = draw(workloads())
+    seq = 1
+    made: list[tuple[str, list[str]]] = []  # (id, its tasks' ids) of the jobs so far
+    for job in doc["jobs"]:
+        job["id"] = str(seq)
+        job["name"] = draw(st.sampled_from(["a", "b"]))
+        array = draw(st.sampled_from([None, None, *ARRAYS]))
+        tasks: list[str] = []
+        if array is not None:
+            job["array"] = array
+            tasks = [f"{seq}_{i}" for i in parse_array_indices(array)]
+        if made and draw(st.integers(0, 2)) > 0:
+            conditions = []
+            for _ in range(draw(st.integers(1, 2))):
+                if draw(st.integers(0, 4)) == 0:
+                    conditions.append("singleton")
+                    continue
+                target_id, target_tasks = draw(st.sampled_from(made))
+                named = draw(st.sampled_from([target_id, *target_tasks])) if target_tasks else target_id
+                conditions.append(f"{draw(st.sampled_from(KINDS))}:{named}")
+            job["dependency"] = draw(st.sampled_from([",", "?"])).join(conditions)
+        made.append((job["id"], tasks))
+        seq += len(tasks) or 1
+    return doc
+
+
+def parse_array_indices(spec: str) -> list[int]:
+    from labgang.launcher.arrays import parse_array
+
+    return list(parse_array(spec).indices)
 
 
 # ----- the simulator ----------------------------------------------------------------------------
@@ -174,7 +226,8 @@ class CoordinatorRun:
         self.events: list[tuple[float, int, int, str, Any]] = []
         self.order = 0
         self.refused: set[str] = set()
-        self.names: dict[str, str] = {}  # the coordinator's job id -> the workload's
+        self.names: dict[str, str] = {}  # the coordinator's job (or array) id -> the workload's
+        self.ids: dict[str, str] = {}  # the workload's job (or array) id -> the coordinator's
         for node in doc["nodes"]:
             conn = self.coord.agents.attach(node["name"])
             conn.connected, conn.last_seen, conn.inventory = True, T0, inventory(node)
@@ -201,13 +254,25 @@ class CoordinatorRun:
                     status["master_port"] = 29500
                 out.append(status)
                 if rank == min(s["rank"] for s in args["specs"]) and node == self.node0(run_id):
-                    self.push(now + self.durations[self.names[spec["user_job_id"]]], 0, "end", run_id)
+                    base = spec["user_job_id"].partition("_")[0]  # a task runs its array's duration
+                    self.push(now + self.durations[self.names[base]], 0, "end", run_id)
             return out
         if op == "stop_jobs":
             for stop in args["stops"]:
                 self.push(now + stop["grace"], 0, "stop", stop["job_id"])
             return {}
         raise AssertionError(f"unexpected agent command {op}")
+
+    def coordinator_dependency(self, text: str) -> str:
+        """A workload's dependency with the coordinator's job numbers."""
+
+        def coord_id(workload_id: str) -> str:
+            base, sep, index = workload_id.partition("_")
+            return self.ids[base] + sep + index
+
+        dep = parse_dependency(text)
+        conditions = tuple(Condition(c.kind, None if c.job_id is None else coord_id(c.job_id)) for c in dep.conditions)
+        return Dependency(conditions, dep.any_of).text
 
     def node0(self, run_id: str) -> str:
         job = self.coord.job_for_run(run_id)
@@ -267,15 +332,20 @@ class CoordinatorRun:
 
     async def apply(self, kind: str, what: Any) -> None:
         if kind == "submit":
-            body = {"name": what["id"], "queue": what["queue"], "workers": what["workers"]}
+            body = {"name": what.get("name", what["id"]), "queue": what["queue"], "workers": what["workers"]}
             body |= {"gpus_per_worker": what["gpus_per_worker"], "priority": what["priority"]}
             body |= {"grace_s": what["grace"], "argv": ["train"]}
+            if "array" in what:
+                body["array"] = what["array"]
+            if "dependency" in what:
+                body["dependency"] = self.coordinator_dependency(what["dependency"])
             try:
                 job = await self.coord.submit(ROOT, body)
             except Conflict:
                 self.refused.add(what["id"])  # "can never start": refused at submission
                 return
-            self.names[job.id] = what["id"]
+            coord_id = job.id if job.spec.array is None else job.spec.array.array_id
+            self.names[coord_id], self.ids[what["id"]] = what["id"], coord_id
         elif kind == "end":
             await self.ranks_exit(what, 0)
         elif kind == "stop":
@@ -286,10 +356,15 @@ class CoordinatorRun:
     def results(self) -> tuple[dict[str, list[Line]], dict[str, tuple[str, int, int, int | None]]]:
         """Histories and outcomes by workload id; job numbers in messages named as the workload names them."""
 
-        def named(line: Line) -> Line:
-            return (line[0], line[1], JOB_REF.sub(lambda m: f"job {self.names[m.group(1)]}", line[2]))
+        def name(coord_id: str) -> str:
+            base, sep, index = coord_id.partition("_")
+            return self.names[base] + sep + index
 
-        jobs = {self.names[job.id]: job for job in self.coord.jobs.values()}
+        def named(line: Line) -> Line:
+            text = JOB_REF.sub(lambda m: m.group(1) + ":".join(name(i) for i in m.group(2).split(":")), line[2])
+            return (line[0], line[1], text)
+
+        jobs = {name(job.id): job for job in self.coord.jobs.values()}
         return (
             {name: [named(line) for line in history(job, T0)] for name, job in jobs.items()},
             {name: outcome(job) for name, job in jobs.items()},
@@ -349,6 +424,26 @@ RECLAIM_AND_STARVATION = {
 }
 
 
+# Job 6 is admitted at t=4 and, in the same cycle, named with job 5 as a victim of job 7. Job 6's
+# launch wakes the scheduler before job 5's exit (grace 0) is applied, as the coordinator's loop
+# settles: the next cycle names both again and stops job 6 with that decision (a simulator that
+# applied job 5's exit first decided a second preemption naming job 6 alone).
+LAUNCH_BEFORE_EXIT = {
+    "scenario": {"name": "launch-before-exit"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}, {"name": "n1", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}],
+    "jobs": [
+        job("1", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("2", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("3", "q0", 1, 0, 0.0, 1.0, 0.0),
+        job("4", "q0", 2, 0, 0.0, 2.0, 2.0),
+        job("5", "q0", 2, 1, 0.0, 5.0, 0.0),
+        job("6", "q0", 1, 1, 3.0, 1.0, 0.0),
+        {**job("7", "q0", 2, 2, 4.0, 1.0, 0.0), "workers": 2},
+    ],
+}
+
+
 def workload_of(path: Path) -> dict[str, Any]:
     """A scenario file of whole-GPU gangs as a workload here: the nodes get this test's GPU model,
     the jobs are numbered 1, 2, ... in submission order, expectations are left out."""
@@ -372,6 +467,7 @@ UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evict
 @example(GRACE_RULE)
 @example(RECLAIM_AND_STARVATION)
 @example(UNLAUNCHED)
+@example(LAUNCH_BEFORE_EXIT)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
@@ -384,6 +480,86 @@ def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> 
     for job_id in sorted(histories, key=int):
         assert histories[job_id] == sim_histories[job_id], f"job {job_id}"
     assert outcomes == sim_outcomes
+
+
+# afterok on a capped array's every task, afternotok that can never hold (cancelled at 6, and the job
+# waiting for it to succeed with it), and singleton among the jobs named "a".
+PIPELINE = {
+    "scenario": {"name": "pipeline"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 2}}],
+    "jobs": [
+        {**job("1", "q0", 1, 0, 0.0, 3.0, 0.0), "array": "0-2%2", "name": "sweep"},
+        {**job("4", "q0", 1, 0, 0.0, 2.0, 0.0), "dependency": "afterok:1", "name": "a"},
+        {**job("5", "q0", 1, 0, 1.0, 2.0, 0.0), "dependency": "afternotok:1_2"},
+        {**job("6", "q0", 1, 0, 1.0, 2.0, 0.0), "dependency": "afterok:5"},
+        {**job("7", "q0", 1, 0, 2.0, 2.0, 0.0), "dependency": "singleton", "name": "a"},
+        {**job("8", "q0", 1, 0, 2.0, 2.0, 0.0), "dependency": "singleton?afterany:6", "name": "a"},
+    ],
+}
+
+
+def comparable(doc: dict[str, Any]) -> bool:
+    """False when the two drivers are meant to differ: the simulator keeps a job that can never
+    start pending for good, the coordinator refuses it, so a job that names it, or a ``singleton``
+    job of its name, would be judged against a job one driver has and the other has not (the
+    coordinator refuses a dependency on a job it does not have)."""
+    scenario = parse_scenario(doc)
+    never = {w.job for w in never_starting(scenario)}
+    if not never:
+        return True
+    names = {j.get("name", j["id"]) for j in doc["jobs"] if j["id"] in never}
+    for j in doc["jobs"]:
+        text = j.get("dependency")
+        if text is None:
+            continue
+        dep = parse_dependency(text)
+        if dep.singleton and j.get("name", j["id"]) in names:
+            return False
+        if any(i.partition("_")[0] in never for i in dep.job_ids):
+            return False
+    return True
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelines())
+@example(PIPELINE)
+def test_arrays_and_dependencies_give_the_same_events(doc: dict[str, Any]) -> None:
+    """Job arrays and dependencies: the same histories and outcomes in both drivers, every task."""
+    assume(comparable(doc))
+    sim_histories, sim_outcomes = simulate(doc)
+    histories, outcomes, refused = coordinate(doc)
+    for job_id in sorted(refused, key=int):
+        # Refused by the coordinator (it can never start): never admitted in the simulator, every
+        # task pending for good, or cancelled by a dependency that can never hold.
+        tasks = [k for k in sim_histories if k == job_id or k.startswith(job_id + "_")]
+        assert tasks
+        for task in tasks:
+            events = [e for _, e, _ in sim_histories[task]]
+            assert events[0] == "submitted" and set(events[1:]) <= {"dependency-met", "cancelled"}, (task, events)
+            assert sim_outcomes[task][0] == ("cancelled" if "cancelled" in events else "pending")
+            del sim_histories[task], sim_outcomes[task]
+    assert set(histories) == set(sim_histories)
+    for job_id in sorted(histories):
+        assert histories[job_id] == sim_histories[job_id], f"job {job_id}"
+    assert outcomes == sim_outcomes
+
+
+def test_the_pipeline_example_cancels_and_serializes() -> None:
+    """What PIPELINE shows, in the simulator and the coordinator: the capped array 1 runs 1_0 and
+    1_1 at 0 and 1_2 at 3; 4 waits for every task (afterok:1) and starts when 1_2 succeeds at 6; 5
+    (afternotok:1_2) is cancelled then, and 6 (afterok:5) with it. The singleton jobs named "a" run
+    one at a time: 7 at 3 (4, of its name, is held by its own dependency, so it does not go first),
+    8 (singleton, or afterany:6) when 7 ends at 5; 4 is not singleton and does not wait for 8."""
+    sim_histories, sim_outcomes = simulate(PIPELINE)
+    assert (3.0, "admitted") in [(t, e) for t, e, _ in sim_histories["1_2"]]
+    assert sim_outcomes["5"][0] == sim_outcomes["6"][0] == "cancelled"
+    assert (6.0, "cancelled", "dependency afternotok:1_2 can never be satisfied (succeeded)") in sim_histories["5"]
+    starts = {j: next(t for t, e, _ in sim_histories[j] if e == "admitted") for j in ("4", "7", "8")}
+    assert starts == {"7": 3.0, "8": 5.0, "4": 6.0}, starts
+    histories, outcomes, refused = coordinate(PIPELINE)
+    assert not refused
+    assert histories == sim_histories and outcomes == sim_outcomes
 
 
 def test_the_grace_rule_example_finishes_the_victim() -> None:

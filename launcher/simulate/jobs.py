@@ -1,0 +1,125 @@
+"""One job of ``labgang simulate``: its lifecycle record (the coordinator's model) and the figures
+the reports need. An array's tasks are one :class:`SimJob` each, sharing their ``[[jobs]]`` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler.decisions import PendingReason
+from labgang.launcher.scheduler.snapshot import Placement
+from labgang.launcher.simulate.naming import SimTask
+from labgang.launcher.simulate.scenario import JobModel
+
+
+@dataclass
+class SimJob:
+    """One job's life in the simulation: its lifecycle record plus the figures the reports need.
+
+    Attributes:
+        spec: the job's table from the file (an array's tasks share it).
+        seq: submission order (the coordinator's ``seq``: file order, an array's tasks in index order).
+        priority: integer priority.
+        request: what it asks the scheduler for.
+        record: the job as the lifecycle model holds it (state, attempts, history).
+        submitted: it has been submitted (or placed at t=0).
+        placement: devices of its current admission (() when it holds none).
+        admit_time: start of its current admission, seconds.
+        preempted: chosen as a victim at least once.
+        end_time: when it finished.
+        first_admit: its first admission time.
+        waits: seconds pending before each admission: submit to first admission, then each
+            requeue to the readmission that follows (for wait statistics; a ``running = true``
+            job has no entry for its initial placement).
+        device_seconds: device-seconds used so far (finished admissions).
+        reason: its latest pending reason.
+        task: its name and the coordinator's id (which array task it is, for a task).
+    """
+
+    spec: JobModel
+    seq: int
+    priority: int
+    request: JobRequest
+    record: JobRecord
+    submitted: bool = False
+    placement: Placement = ()
+    admit_time: float = 0.0
+    preempted: bool = False
+    end_time: float | None = None
+    first_admit: float | None = None
+    waits: list[float] = field(default_factory=list)
+    device_seconds: float = 0.0
+    reason: PendingReason | None = None
+    task: SimTask | None = None
+
+    @property
+    def id(self) -> str:
+        """The job's name: its id in the file, ``<id>_<index>`` for an array task."""
+        return self.spec.id if self.task is None else self.task.name
+
+    @property
+    def cancelled(self) -> bool:
+        """True when it ended cancelled (its dependency can never hold)."""
+        return self.record.status.state == JobState.CANCELLED
+
+    @property
+    def state(self) -> str:
+        """``"new"`` (not submitted yet), ``"pending"``, ``"running"`` (admitted, running or being
+        stopped: it holds its devices) or ``"finished"``."""
+        st = self.record.status.state
+        if not self.submitted:
+            return "new"
+        if st == JobState.PENDING:
+            return "pending"
+        return "running" if st.holds_devices else "finished"
+
+    @property
+    def held(self) -> JobRequest:
+        """The request at the size it runs with: an elastic gang counts as a gang of its started size."""
+        if self.request.elastic and self.placement:
+            return self.request.at_size(len(self.placement))
+        return self.request
+
+
+def job_record(
+    spec: JobModel, seq: int, priority: int, task: SimTask | None = None, dependency: str | None = None, uid: int = 0
+) -> JobRecord:
+    """The lifecycle record of a scenario job (simulated user, no command).
+
+    Args:
+        spec: its table. seq: submission order. priority: integer priority.
+        task: its name and the coordinator's id (None: the table's ``id`` is both).
+        dependency: its ``dependency`` in the coordinator's ids (``naming.JobIds.model_dependency``).
+        uid: 1 + the index of its tenant in ``[[tenants]]``, 0 without one (how the simulation
+            finds a job's tenant, as the coordinator finds it from the submitting user).
+    """
+    req = spec.request()
+    job_spec = JobSpec(
+        name=spec.name or spec.id,
+        user="sim",
+        uid=uid,
+        gid=None,
+        queue=spec.queue,
+        priority=priority,
+        workers=req.workers,
+        per_worker=req.per_worker,
+        resource=req.resource,
+        gpu_model=req.gpu_model,
+        nodes=req.nodes,
+        argv=[],
+        env={},
+        cwd="/",
+        grace_s=spec.grace,
+        time_limit_s=None,
+        requeue=True,
+        signal=None,
+        topology=req.topology,
+        min_workers=req.min_workers,
+        array=None if task is None else task.task,
+        dependency=dependency,
+    )
+    status = JobStatus(state=JobState.PENDING, submit_time=spec.submit, pending_since=spec.submit)
+    return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)
