@@ -22,7 +22,10 @@ from labgang.launcher.lifecycle.states import JobState
 from tests.cli.test_quick import click_run, fast_run
 
 ME = pwd.getpwuid(os.geteuid()).pw_name  # whoever runs the tests
-TWO_QUEUES = 'default_queue = "teama"\n[[queues]]\nname = "teama"\nnominal = { gpu = 8 }\n\n[[queues]]\nname = "teamb"\nnominal = { gpu = 8 }\n'
+TWO_QUEUES = (
+    'default_queue = "teama"\n'
+    '[[queues]]\nname = "teama"\nnominal = { gpu = 8 }\n\n[[queues]]\nname = "teamb"\nnominal = { gpu = 8 }\n'
+)
 
 
 @contextlib.contextmanager
@@ -53,7 +56,7 @@ def listed_ids(result: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_the_state_names_are_the_job_states_and_every_code_names_one():
-    assert job_filters.STATE_NAMES == tuple(state.value for state in JobState)
+    assert tuple(state.value for state in JobState) == job_filters.STATE_NAMES
     assert set(job_filters.STATE_CODES.values()) == set(job_filters.STATE_NAMES)
     assert job_filters.state_items(" pd, R ,cg,Cd,f,CA,cf,Running,,") == (
         "pending",
@@ -67,7 +70,7 @@ def test_the_state_names_are_the_job_states_and_every_code_names_one():
     with pytest.raises(ValueError, match=r"^state 'Done' is not a job state; allowed: pending \(PD\), "):
         job_filters.state_items("PD,Done")
     for empty in ("", ",,", " , "):
-        with pytest.raises(ValueError, match="^must not be empty$"):
+        with pytest.raises(ValueError, match=r"^must not be empty$"):
             job_filters.items(empty)
 
 
