@@ -55,17 +55,19 @@ def command_path(ctx: click.Context | None) -> str:
     return " ".join(["labgang", *reversed(names)])
 
 
-def usage_line(exc: click.UsageError) -> str:
+def usage_line(exc: click.UsageError, path: str | None = None) -> str:
     """Render a click usage error as one line: ``labgang submit: -n/--workers: 0 is not in the range x>=1;
     allowed: an integer >= 1``.
 
     Args:
         exc: the error click raised (its ``ctx`` names the command, ``param`` the flag).
+        path: the command (``labgang queue``) when ``exc`` has no context: click's parser raises
+            a missing option value (``queue -u``) without one.
 
     Returns:
         The line, without a newline. Unknown options and commands point at ``--help``.
     """
-    path = command_path(exc.ctx)
+    path = command_path(exc.ctx) if exc.ctx is not None or path is None else path
     if isinstance(exc, click.NoSuchOption):
         text = f"no such option {exc.option_name!r}"
         if exc.possibilities:
@@ -88,6 +90,12 @@ def usage_line(exc: click.UsageError) -> str:
     return f"{path}: {text}"
 
 
+# click >= 8.2 raises this for a group run without a command; its message is the whole help.
+_NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
+    kind for kind in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if isinstance(kind, type)
+)
+
+
 class CommandFailed(click.ClickException):
     """One line on stderr (``labgang <command>: <message>``) and an exit status."""
 
@@ -104,12 +112,13 @@ class CommandFailed(click.ClickException):
 class OneLineUsageError(click.UsageError):
     """A click usage error shown as one :func:`usage_line` on stderr; exit status 2."""
 
-    def __init__(self, original: click.UsageError) -> None:
+    def __init__(self, original: click.UsageError, path: str | None = None) -> None:
         super().__init__(original.message, original.ctx)
         self.original = original
+        self.path = path
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(usage_line(self.original), err=True)
+        click.echo(usage_line(self.original, self.path), err=True)
 
 
 def one_line(exc: click.ClickException, ctx: click.Context) -> click.ClickException:
@@ -119,13 +128,14 @@ def one_line(exc: click.ClickException, ctx: click.Context) -> click.ClickExcept
         exc: what a command raised.
         ctx: the group's context (names the subcommand when ``exc`` carries no context).
     """
-    if isinstance(exc, (OneLineUsageError, CommandFailed)):
-        return exc
+    if isinstance(exc, (OneLineUsageError, CommandFailed, _NO_ARGS_IS_HELP)):
+        return exc  # bare `labgang`: the group's help, whole, on stderr with status 2 (as click prints it)
+    sub = ctx.invoked_subcommand
+    path = command_path(ctx) + (f" {sub}" if sub else "")
     if isinstance(exc, click.UsageError):
-        return OneLineUsageError(exc)
+        return OneLineUsageError(exc, path)
     if type(exc).show is not click.ClickException.show:
         return exc  # it prints itself its own way
     failed = CommandFailed(exc.format_message(), exc.exit_code)
-    sub = ctx.invoked_subcommand
-    failed.prefix = command_path(ctx) + (f" {sub}" if sub else "") + ": "
+    failed.prefix = path + ": "
     return failed

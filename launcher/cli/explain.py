@@ -20,7 +20,7 @@ import click
 from labgang.launcher.api.client import Client
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import format_resources, to_json
-from labgang.launcher.cli.job_facts import normal_job_id
+from labgang.launcher.cli.job_facts import normal_job_id, several_tasks
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 
 
@@ -216,7 +216,7 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
 
 @click.command()
 @click.argument("name", metavar="QUEUE|JOB")
-@json_option
+@json_option("Print the sentences and the facts behind them as JSON.")
 @state_dir_option
 @talks_to_coordinator
 def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
@@ -233,6 +233,8 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
             sentences = explain_job(job, queues)
             queue = next((x for x in queues if x["name"] == job.get("queue")), None)
             payload = {"job": job, "queue": queue, "no_preemption": no_preemption(job), "sentences": sentences}
+        elif several_tasks(name):  # a folded task list as `queue` prints it: 12_[2-20%2]
+            raise CommandFailed(str(several_tasks(name)), 2)
         else:
             allowed = ", ".join(x["name"] for x in queues)
             raise CommandFailed(

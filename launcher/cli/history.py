@@ -16,13 +16,14 @@ from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history_table import (
     STATES,
     TIME_HELP,
-    empty_history_notes,
     history_json,
+    history_rows,
     history_table,
     limit_note,
     parse_when,
 )
-from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.plumbing import STATE_HELP, STATE_ITEMS, json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.job_filters import flatten
 
 __all__ = ["STATES", "TIME_HELP", "WhenType", "history", "history_table", "parse_when"]
 
@@ -42,27 +43,27 @@ class WhenType(click.ParamType):
 
 
 @click.command()
-@click.option("--user", "-u", help="Whose jobs: a user name, or 'all' (admins). Default: your own.")
+@click.option("--user", "-u", help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own.")
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
-    "--state",
     "-s",
+    "--state",
     "states",
     multiple=True,
-    type=click.Choice(STATES, case_sensitive=False),
-    help="Only jobs in this state (repeat for several).",
+    type=STATE_ITEMS,
+    help=f"Only jobs in these states ({STATE_HELP}; comma-separated or repeated).",
 )
 @click.option("--since", type=WhenType(), help=f"Jobs not ended before this time: {TIME_HELP}.")
 @click.option("--until", type=WhenType(), help="Jobs submitted up to this time (same forms as --since).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="At most this many.")
-@json_option
+@json_option("Print the rows as JSON (jobs, and whether --limit cut them) instead of a table.")
 @state_dir_option
 @talks_to_coordinator
 def history(
     state_dir: Path | None,
     user: str | None,
     queue: str | None,
-    states: tuple[str, ...],
+    states: tuple[tuple[str, ...], ...],
     since: float | None,
     until: float | None,
     limit: int,
@@ -78,11 +79,11 @@ def history(
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
     with Client.for_state_dir(state_dir) as client:
-        rows = client.history(
-            user=user, queue=queue, states=tuple(s.lower() for s in states), since=since, until=until, limit=limit
+        rows, notes = history_rows(
+            client, user=user, queue=queue, states=flatten(states), since=since, until=until, limit=limit
         )
-        for note in [] if rows else empty_history_notes(client, user, queue):
-            click.echo(f"labgang history: note: {note}", err=True)
+    for note in notes:
+        click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
         click.echo(to_json(history_json(rows, limit)))
         return

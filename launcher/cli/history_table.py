@@ -13,6 +13,7 @@ import datetime as dt
 import time
 
 from labgang.launcher.durations import format_duration, parse_duration
+from labgang.launcher.job_filters import STATE_NAMES
 from labgang.launcher.text import clip, render_table
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
     from labgang.launcher.api.client import Client
 
-STATES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
+STATES = STATE_NAMES
+"""Every job state (``history -s`` also takes squeue codes: :mod:`labgang.launcher.job_filters`)."""
 _FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 TIME_HELP = "a date (2026-12-01), a date and time (2026-12-01 14:30, local) or an age (2h, 7d, 1h30m)"
 
@@ -115,10 +117,49 @@ def local_user(name: str) -> bool:
     return True
 
 
-def empty_history_notes(client: Client, user: str | None, queue: str | None) -> list[str]:
-    """Why an empty history may be a typo: ``-u`` names no user of this machine, ``--queue`` no
-    queue of the cluster (asked of the coordinator, only when the answer was empty)."""
-    notes = []
+def history_rows(
+    client: Client,
+    *,
+    user: str | None,
+    queue: str | None,
+    states: tuple[str, ...],
+    since: float | None,
+    until: float | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``labgang history``'s rows (``GET /v1/history``) and, when none came back, the notes for
+    standard error (:func:`empty_history_notes`).
+
+    Args:
+        user: a user name, a uid of this machine (:func:`labgang.launcher.job_filters.user_name`),
+            "all", or None (the caller's own jobs).
+        states: JobState values (:func:`labgang.launcher.job_filters.state_items` of ``-s``).
+
+    Raises:
+        ApiError: a refusal (another user's jobs asked for by a non-admin).
+        CoordinatorUnavailable: no coordinator answers.
+    """
+    from labgang.launcher.job_filters import user_name
+
+    user = None if user is None else user_name(user)
+    rows = client.history(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
+    if rows:
+        return rows, []
+    return rows, empty_history_notes(client, user, queue, states, windowed=since is not None or until is not None)
+
+
+def empty_history_notes(
+    client: Client, user: str | None, queue: str | None, states: tuple[str, ...] = (), *, windowed: bool = False
+) -> list[str]:
+    """Why ``history`` with filters lists nothing, as ``queue`` says it (one line each): which
+    filters matched no job; then whether it may be a typo: ``-u`` names no user of this machine,
+    ``--queue`` no queue of the cluster (asked of the coordinator, only when the answer was empty).
+    Nothing for a plain ``history`` of one's own jobs (an empty store is an empty table)."""
+    filters = (("user", user), ("queue", queue), ("state", ",".join(states)))
+    wanted = " and ".join(f"{name} {value}" for name, value in filters if value)
+    if not wanted:
+        return []
+    notes = [f"no job matches {wanted}" + (" in that time window" if windowed else "")]
     if user not in (None, "all") and not local_user(user):
         notes.append(f"no user {user!r} on this machine (is the name right?)")
     if queue is not None:

@@ -43,30 +43,46 @@ MAX_TASK_LIST = 1_000_001
 
 def task_list_ids(text: str) -> list[str] | None:
     """The task ids that ``"12_[1-3,7]"`` names (``queue``'s and scancel's form; the list takes
-    ``--array``'s syntax, :func:`labgang.launcher.arrays.parse_array`, without a ``%N`` cap):
-    ``["12_1", "12_2", "12_3", "12_7"]``. None when ``text`` is not ``ID_[...]``.
+    ``--array``'s syntax, :func:`labgang.launcher.arrays.parse_array`): ``["12_1", "12_2", "12_3",
+    "12_7"]``. A trailing ``%N`` cap (``12_[2-20%2]``, as ``queue`` folds a capped array) is
+    ignored: it limits how many tasks run at once, not which tasks are named. None when ``text``
+    is not ``ID_[...]``.
 
     Raises:
-        BadArraySpec: the list in brackets does not parse, or has a cap; the message names the part.
+        BadArraySpec: the list in brackets does not parse; the message names the part.
     """
-    from labgang.launcher.arrays import BadArraySpec, parse_array
+    from labgang.launcher.arrays import parse_array
 
     head, sep, rest = text.strip().partition("_")
     array_id = normal_job_id(head) if sep and "_" not in head else None
     if array_id is None or len(rest) < 2 or rest[0] != "[" or rest[-1] != "]":
         return None
     spec = parse_array(rest[1:-1], MAX_TASK_LIST)
-    if spec.limit is not None:
-        raise BadArraySpec(f'"%{spec.limit}": cancel takes no cap; allowed: indices and ranges such as 1-3,7')
     return [f"{array_id}_{index}" for index in spec.indices]
+
+
+def several_tasks(text: str) -> str | None:
+    """For ``show`` and ``explain``, which take one job: the one-line refusal of a folded task list
+    such as ``12_[2-20%2]`` (``"'12_[2-20%2]' is a list of tasks of array 12; give one task id,
+    such as 12_2"``), or None when ``text`` is not one."""
+    from labgang.launcher.arrays import BadArraySpec
+
+    try:
+        tasks = task_list_ids(text)
+    except BadArraySpec:
+        return None  # not a list `queue` prints: "not a job id" says what is allowed
+    if not tasks:
+        return None
+    array_id = tasks[0].partition("_")[0]
+    return f"{text!r} is a list of tasks of array {array_id}; give one task id, such as {tasks[0]}"
 
 
 def queue_listing(
     client: Client,
     *,
     all_users: bool = False,
-    user: str | None = None,
-    queue: str | None = None,
+    users: tuple[str, ...] = (),
+    queues: tuple[str, ...] = (),
     states: tuple[str, ...] = (),
     as_json: bool = False,
 ) -> tuple[str, list[str]]:
@@ -76,19 +92,24 @@ def queue_listing(
 
     Args:
         client: the coordinator client.
-        all_users / user: everyone's jobs, or one user's (default: the caller's own).
-        queue / states: only jobs of this queue, only jobs in these states (JobState values,
-            any case; ``"pending,running"`` items are split at commas).
+        all_users / users: everyone's jobs, or those of these users (names, or uids of this
+            machine: :func:`labgang.launcher.job_filters.user_name`); default: the caller's own.
+        queues / states: only jobs of these queues, only jobs in these states (JobState values:
+            :func:`labgang.launcher.job_filters.state_items` of ``-t``). Each is the items of
+            ``-u``/``-q``/``-t`` (:func:`labgang.launcher.job_filters.flatten`).
 
     Raises:
         ApiError: 400 an unknown queue or state (its message lists the allowed ones).
         CoordinatorUnavailable: no coordinator answers.
     """
-    states = tuple(part.strip().lower() for text in states for part in text.split(",") if part.strip())
+    from labgang.launcher.job_filters import user_name
+
+    users = tuple(dict.fromkeys(user_name(name) for name in users))
+    user, queue = ",".join(users) or None, ",".join(queues) or None
 
     def listed(view: str) -> list[dict[str, Any]]:
         return _listed(
-            client.jobs(all_users=all_users, user=user, queue=queue, states=states, view=view), queue, states
+            client.jobs(all_users=all_users, user=user, queue=queue, states=states, view=view), queues, states
         )
 
     if as_json:
@@ -108,29 +129,27 @@ def queue_listing(
 
         rows = listed("queue")
         table, count = job_table(rows, time.time()), len(rows)
-    return table, _empty_notes(user, queue, states) if count == 0 else []
+    return table, _empty_notes(users, queues, states) if count == 0 else []
 
 
-def _listed(jobs: list[dict[str, Any]], queue: str | None, states: tuple[str, ...]) -> list[dict[str, Any]]:
-    """``jobs`` as ``queue`` lists them: :func:`active_jobs` of this queue and in these states only
+def _listed(jobs: list[dict[str, Any]], queues: tuple[str, ...], states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``jobs`` as ``queue`` lists them: :func:`active_jobs` of these queues and in these states only
     (the coordinator filters already; one from before the filters does not)."""
     return [
         j
         for j in active_jobs(jobs)
-        if (queue is None or j.get("queue") == queue) and (not states or j.get("state") in states)
+        if (not queues or j.get("queue") in queues) and (not states or j.get("state") in states)
     ]
 
 
-def _empty_notes(user: str | None, queue: str | None, states: tuple[str, ...]) -> list[str]:
+def _empty_notes(users: tuple[str, ...], queues: tuple[str, ...], states: tuple[str, ...]) -> list[str]:
     """Why ``queue`` with filters lists nothing, and where to look instead (as one line each)."""
-    if not (user or queue or states):
+    if not (users or queues or states):
         return []  # an empty queue is an empty table, as in squeue
-    wanted = [f"{name} {value}" for name, value in (("user", user), ("queue", queue)) if value]
-    if states:
-        wanted.append("state " + ",".join(states))
-    notes = [f"no active job matches {' and '.join(wanted)}; finished jobs are in `labgang history`"]
-    if user and not _known_user(user):
-        notes.append(f"there is no user {user!r} on this machine")
+    filters = (("user", users), ("queue", queues), ("state", states))
+    wanted = " and ".join(f"{name} {','.join(values)}" for name, values in filters if values)
+    notes = [f"no active job matches {wanted}; finished jobs are in `labgang history`"]
+    notes += [f"there is no user {user!r} on this machine" for user in users if not _known_user(user)]
     return notes
 
 

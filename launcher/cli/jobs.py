@@ -17,37 +17,55 @@ from typing import Any
 
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.bulk_cancel import FILTER_FLAGS, selected_jobs
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.follow import JobFollower, not_started
 from labgang.launcher.cli.format import job_detail, queue_table, to_json
 from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, cancel_jobs, queue_listing
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
+    ITEMS,
     JOB_ID,
     JOB_IDS,
+    STATE_ITEMS,
+    describe_api_error,
     json_option,
     state_dir_option,
     stdout_bytes,
     talks_to_coordinator,
 )
+from labgang.launcher.job_filters import flatten
 
 
 @click.command()
 @click.option("--all", "all_users", is_flag=True, help="Everyone's jobs, not only yours.")
-@click.option("--user", "-u", default=None, help="Only this user's jobs.")
-@click.option("--queue", "-q", default=None, help="Only this queue's jobs.")
 @click.option(
-    "--state",
+    "-u",
+    "--user",
+    multiple=True,
+    type=ITEMS,
+    help="Only these users' jobs (names or uids; comma-separated or repeated).",
+)
+@click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only these queues' jobs (comma-separated or repeated).")
+@click.option(
     "-t",
+    "--state",
     "states",
     multiple=True,
-    help="Only jobs in these states (pending, admitted, running, terminating; comma-separated or repeated).",
+    type=STATE_ITEMS,
+    help="Only jobs in these states (pending PD, admitted CF, running R, terminating CG; any case; "
+    "comma-separated or repeated).",
 )
-@json_option
+@json_option("Print the jobs as JSON (whole JobViews) instead of a table.")
 @state_dir_option
 @talks_to_coordinator
 def queue(
-    state_dir: Path | None, all_users: bool, user: str | None, queue: str | None, states: tuple[str, ...], as_json: bool
+    state_dir: Path | None,
+    all_users: bool,
+    user: tuple[tuple[str, ...], ...],
+    queue: tuple[tuple[str, ...], ...],
+    states: tuple[tuple[str, ...], ...],
+    as_json: bool,
 ) -> None:
     """List pending and running jobs, like squeue.
 
@@ -55,30 +73,62 @@ def queue(
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
     """
     with Client.for_state_dir(state_dir) as client:
-        text, notes = queue_listing(client, all_users=all_users, user=user, queue=queue, states=states, as_json=as_json)
+        text, notes = queue_listing(
+            client,
+            all_users=all_users,
+            users=flatten(user),
+            queues=flatten(queue),
+            states=flatten(states),
+            as_json=as_json,
+        )
     click.echo(text)
     for note in notes:
         click.echo(f"labgang queue: note: {note}", err=True)
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, metavar="JOB...", type=JOB_IDS)
+@click.argument("job_ids", nargs=-1, metavar="JOB...", type=JOB_IDS)
+@click.option("-u", "--user", multiple=True, type=ITEMS, help="Only these users' jobs (names or uids; a list).")
+@click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only jobs of these queues (a list).")
+@click.option(
+    "-t", "--state", "states", multiple=True, type=STATE_ITEMS, help="Only jobs in these states (as queue -t)."
+)
+@click.option("--name", "names", multiple=True, type=ITEMS, help="Only jobs with these names (a list).")
 @state_dir_option
-def cancel(state_dir: Path | None, job_ids: tuple[list[str], ...]) -> None:
+def cancel(
+    state_dir: Path | None,
+    job_ids: tuple[list[str], ...],
+    user: tuple[tuple[str, ...], ...],
+    queue: tuple[tuple[str, ...], ...],
+    states: tuple[tuple[str, ...], ...],
+    names: tuple[tuple[str, ...], ...],
+) -> None:
     """Cancel jobs: pending ones leave their queue, running ones get SIGTERM, then SIGKILL after their grace.
 
     JOB is a job id (12), an array (12: all of its tasks), a task (12_7) or tasks as `queue`
-    prints them (12_[1-3,7]).
+    prints them (12_[1-3,7]). Like scancel, the filters -u, -q, -t and --name select active jobs
+    instead (your own unless -u names others; with JOBs, only those among them), every filter
+    given must match; each list is comma-separated or repeated. One line per job.
     """
+    ids = [job_id for group in job_ids for job_id in group]
+    filters = {"users": flatten(user), "queues": flatten(queue), "states": flatten(states), "names": flatten(names)}
+    if not ids and not any(filters.values()):
+        raise click.UsageError(f"give a JOB or a filter ({FILTER_FLAGS}); see `labgang cancel --help`")
     worst = 0
     with Client.for_state_dir(state_dir) as client:
         try:
-            for line, status in cancel_jobs(client, [job_id for ids in job_ids for job_id in ids]):
+            if any(filters.values()):
+                ids, notes = selected_jobs(client, job_ids=tuple(ids), **filters)
+                for note in notes:
+                    click.echo(f"labgang cancel: note: {note}", err=True)
+            for line, status in cancel_jobs(client, ids):
                 if status:
                     worst = max(worst, status)
                     click.echo(f"labgang cancel: {line}", err=True)
                 else:
                     click.echo(line)
+        except ApiError as err:
+            raise describe_api_error(err) from err
         except CoordinatorUnavailable as err:
             raise CommandFailed(str(err), 1) from err
     if worst:
@@ -157,7 +207,7 @@ def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -
 
 @click.command()
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
-@json_option
+@json_option("Print the job as JSON (its JobView) instead of text.")
 @state_dir_option
 @talks_to_coordinator
 def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
@@ -170,7 +220,7 @@ def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
 
 
 @click.command()
-@json_option
+@json_option("Print the queues as JSON instead of a table.")
 @state_dir_option
 @talks_to_coordinator
 def queues(state_dir: Path | None, as_json: bool) -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from labgang.launcher import job_filters
 from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
 from labgang.launcher.arrays import BadArraySpec
 from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.job_facts import normal_job_id, task_list_ids
+from labgang.launcher.cli.job_facts import normal_job_id, several_tasks, task_list_ids
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -122,9 +123,44 @@ def state_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The ``--json`` flag: print the coordinator's JSON instead of a table."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
+def json_option(what: str | Callable[..., Any]) -> Any:
+    """The ``--json`` flag, with the command's own help: ``@json_option("Print the job as JSON
+    (its JobView) instead of text.")``. Bare (``@json_option``), its help is a general one."""
+    if callable(what):
+        return json_option("Print the coordinator's answer as JSON.")(what)
+    return click.option("--json", "as_json", is_flag=True, help=what)
+
+
+STATE_HELP = "names or squeue codes, any case: " + ", ".join(job_filters.ALLOWED_STATES)
+"""The states ``-t``/``-s`` take, in words for a help text."""
+
+
+class ItemsType(click.ParamType):
+    """A comma-separated filter value (``-u alice,bob``; with ``multiple=True`` the flag may also be
+    repeated): its items as ``split`` gives them (:func:`labgang.launcher.job_filters.items`, or
+    :func:`~labgang.launcher.job_filters.state_items`), a tuple.
+
+    Refuses as a usage error what ``split`` refuses: a value without any item (``''``, ``,,``:
+    ``-u/--user: must not be empty``), a state that is none (quoted as typed).
+    """
+
+    name = "LIST"
+
+    def __init__(self, split: Callable[[str], tuple[str, ...]]) -> None:
+        self.split = split
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return self.split(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+ITEMS = ItemsType(job_filters.items)
+STATE_ITEMS = ItemsType(job_filters.state_items)
+"""``queue -t`` and ``history -s``: states by name or squeue code, any case, comma-separated."""
 
 
 stdout_bytes = follow.stdout_bytes
@@ -152,6 +188,9 @@ class JobIdType(click.ParamType):
         job_id = normal_job_id(str(value))
         if job_id is not None:
             return job_id
+        several = several_tasks(str(value))
+        if several is not None:
+            self.fail(several, param, ctx)
         self.fail(
             f"{value!r} is not a job id; allowed: a job number such as 12, or an array task such as 12_7 "
             "(see `labgang queue`)",

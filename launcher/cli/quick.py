@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 import sys
 
+from labgang.launcher.cli.quick_argv import NotFast, Repeated, parse
+
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
 TYPE_CHECKING = False
@@ -32,8 +34,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, NoReturn
 
-    # kind of each flag's value: None for a switch, else a converter that raises ValueError
-    Converter = Callable[[str], Any] | None
+    from labgang.launcher.cli.quick_argv import Converter
+
+__all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "main", "parse"]
 
 
 def _positive(text: str) -> int:
@@ -75,25 +78,20 @@ def _signal_spec(text: str) -> str:
     return parse_signal_spec(text)
 
 
-class Repeated:
-    """A flag that may be given several times (click's ``multiple=True``): its values, converted
-    by ``convert``, are collected in a list in the order given."""
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated filter value (``-u a,b``, ``-t PD,R``): its items
+    (:func:`labgang.launcher.job_filters.items`; an empty one is click's to refuse)."""
+    from labgang.launcher.job_filters import items
 
-    def __init__(self, convert: Callable[[str], Any]) -> None:
-        self.convert = convert
-
-    def __call__(self, text: str) -> Any:
-        return self.convert(text)
+    return items(text)
 
 
-def _state_choice(text: str) -> str:
-    """A job state as ``history --state`` takes it (click's case-insensitive Choice of ``STATES``)."""
-    from labgang.launcher.cli.history_table import STATES
+def _state_items(text: str) -> tuple[str, ...]:
+    """A ``-t``/``-s`` value: the states it names (:func:`labgang.launcher.job_filters.state_items`;
+    an empty value or a state that is none is click's to refuse)."""
+    from labgang.launcher.job_filters import state_items
 
-    folded = text.casefold()
-    if folded not in STATES:
-        raise ValueError(text)
-    return folded
+    return state_items(text)
 
 
 def _time_arg(text: str) -> float:
@@ -162,12 +160,12 @@ def _run_flags() -> dict[str, tuple[str, Converter]]:
 
 _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--all": ("all_users", None),
-    "--user": ("user", str),
-    "-u": ("user", str),
-    "--queue": ("queue", str),
-    "-q": ("queue", str),
-    "--state": ("states", Repeated(str)),
-    "-t": ("states", Repeated(str)),
+    "--user": ("user", Repeated(_items)),
+    "-u": ("user", Repeated(_items)),
+    "--queue": ("queue", Repeated(_items)),
+    "-q": ("queue", Repeated(_items)),
+    "--state": ("states", Repeated(_state_items)),
+    "-t": ("states", Repeated(_state_items)),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
@@ -177,15 +175,19 @@ _HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
     "-u": ("user", str),
     "--queue": ("queue", str),
     "-q": ("queue", str),
-    "--state": ("states", Repeated(_state_choice)),
-    "-s": ("states", Repeated(_state_choice)),
+    "--state": ("states", Repeated(_state_items)),
+    "-s": ("states", Repeated(_state_items)),
     "--since": ("since", _time_arg),
     "--until": ("until", _time_arg),
     "--limit": ("limit", _limit),
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
-_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {"--state-dir": ("state_dir", str)}
+_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {
+    **{flag: _QUEUE_FLAGS[flag] for flag in ("-u", "--user", "-q", "--queue", "-t", "--state")},
+    "--name": ("names", Repeated(_items)),
+    "--state-dir": ("state_dir", str),
+}
 _SHOW_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
 # `logs -f` and `logs --attempt N` are left to click (not listed here).
 _LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
@@ -193,72 +195,6 @@ _LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
     "-r": ("rank", _non_negative),
     "--state-dir": ("state_dir", str),
 }
-
-
-class NotFast(Exception):
-    """The argv is not the plain case the fast path handles: let the click command take it."""
-
-
-def parse(
-    args: list[str], flags: dict[str, tuple[str, Converter]], *, interspersed: bool
-) -> tuple[dict[str, Any], list[str]]:
-    """Parse ``args`` against ``flags`` the way click would for a well-formed command line.
-
-    Args:
-        args: the arguments after the command name.
-        flags: option string -> (destination, converter or None for a switch); a
-            :class:`Repeated` converter collects every value given, in a list.
-        interspersed: False for ``submit``/``run``: the first positional argument (or ``--``)
-            ends the options, the rest is the command to run.
-
-    Returns:
-        (the options by destination, the positional arguments).
-
-    Raises:
-        NotFast: a help flag, an unknown option, a missing or malformed value, or a form this
-            parser leaves to click (short options bundled together).
-    """
-    options: dict[str, Any] = {}
-    positional: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--":
-            positional.extend(args[i:])
-            break
-        if not arg.startswith("-") or arg == "-":
-            positional.append(arg)
-            if not interspersed:
-                positional.extend(args[i:])
-                break
-            continue
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name not in flags and not arg.startswith("--") and arg[:2] in flags and flags[arg[:2]][1] is not None:
-            name, eq, inline = arg[:2], "=", arg[2:]  # -n4
-        if name not in flags:
-            raise NotFast(arg)
-        dest, convert = flags[name]
-        if convert is None:
-            if eq:
-                raise NotFast(arg)
-            options[dest] = True
-            continue
-        if eq:
-            text = inline
-        elif i < len(args):
-            text, i = args[i], i + 1
-        else:
-            raise NotFast(arg)
-        try:
-            value = convert(text)
-        except ValueError:
-            raise NotFast(arg) from None
-        if isinstance(convert, Repeated):
-            options.setdefault(dest, []).append(value)
-        else:
-            options[dest] = value
-    return options, positional
 
 
 def _state_dir(options: dict[str, Any]) -> str | None:
@@ -367,15 +303,22 @@ def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import queue_listing
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
     if positional:
         raise NotFast(positional[0])
     state_dir = _state_dir(options)
-    options["states"] = tuple(options.get("states", ()))
     try:
         with Client.for_state_dir(state_dir) as client:
-            text, notes = queue_listing(client, **options)
+            text, notes = queue_listing(
+                client,
+                all_users=options.get("all_users", False),
+                users=flatten(options.get("user", ())),
+                queues=flatten(options.get("queue", ())),
+                states=flatten(options.get("states", ())),
+                as_json=options.get("as_json", False),
+            )
     except ClientError as err:
         return _refusal("queue", err)
     print(text)
@@ -385,9 +328,10 @@ def queue(args: list[str]) -> int:
 
 
 def cancel(args: list[str]) -> int:
-    """``labgang cancel JOB...``: see :func:`labgang.launcher.cli.jobs.cancel`."""
+    """``labgang cancel JOB...`` (or by filters): see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import cancel_jobs, task_list_ids
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     job_ids: list[str] = []
@@ -396,12 +340,19 @@ def cancel(args: list[str]) -> int:
             job_ids += task_list_ids(text) or [_job_id(text)]
     except ValueError:  # BadArraySpec is one: click words it
         raise NotFast("JOB") from None
-    if not job_ids:
-        raise NotFast("JOB")
     state_dir = _state_dir(options)
+    filters = {key: flatten(options.get(dest, ())) for key, dest in _CANCEL_FILTERS.items()}
+    if not job_ids and not any(filters.values()):
+        raise NotFast("JOB")
     worst = 0
     try:
         with Client.for_state_dir(state_dir) as client:
+            if any(filters.values()):
+                from labgang.launcher.cli.bulk_cancel import selected_jobs
+
+                job_ids, notes = selected_jobs(client, job_ids=tuple(job_ids), **filters)
+                for note in notes:
+                    _fail("cancel", f"note: {note}", 0)
             for line, status in cancel_jobs(client, job_ids):
                 if status:
                     worst = max(worst, status)
@@ -411,6 +362,10 @@ def cancel(args: list[str]) -> int:
     except ClientError as err:
         return _refusal("cancel", err)
     return worst
+
+
+_CANCEL_FILTERS = {"users": "user", "queues": "queue", "states": "states", "names": "names"}
+"""``selected_jobs``' arguments -> ``cancel``'s option destinations."""
 
 
 def _single_job(positional: list[str]) -> str:
@@ -467,7 +422,8 @@ def history(args: list[str]) -> int:
     """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import to_json
-    from labgang.launcher.cli.history_table import empty_history_notes, history_json, history_table, limit_note
+    from labgang.launcher.cli.history_table import history_json, history_rows, history_table, limit_note
+    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
     if positional:
@@ -476,19 +432,20 @@ def history(args: list[str]) -> int:
     if since is not None and until is not None and since > until:
         raise NotFast("--since")  # click words the error
     state_dir = _state_dir(options)
-    user, limit = options.get("user"), options.get("limit", 1000)
+    limit = options.get("limit", 1000)
     try:
         with Client.for_state_dir(state_dir) as client:
-            rows = client.history(
-                user=user,
+            rows, notes = history_rows(
+                client,
+                user=options.get("user"),
                 queue=options.get("queue"),
-                states=tuple(options.get("states", ())),
+                states=flatten(options.get("states", ())),
                 since=since,
                 until=until,
                 limit=limit,
             )
-            for note in [] if rows else empty_history_notes(client, user, options.get("queue")):
-                print(f"labgang history: note: {note}", file=sys.stderr)
+        for note in notes:
+            print(f"labgang history: note: {note}", file=sys.stderr)
     except ClientError as err:
         return _refusal("history", err)
     if options.get("as_json"):
@@ -579,7 +536,13 @@ def _leave(code: int) -> NoReturn:
 def main() -> None:
     """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group."""
     args = sys.argv[1:]
-    if args and args[0] in FAST_COMMANDS:
+    if not args:  # bare `labgang`: the help, as click's group prints it then (stderr, status 2)
+        from labgang.launcher.cli.commands import top_help
+
+        sys.stderr.write(top_help())
+        sys.stderr.flush()
+        _leave(2)
+    if args[0] in FAST_COMMANDS:
         try:
             code = FAST_COMMANDS[args[0]](args[1:])
             sys.stdout.flush()

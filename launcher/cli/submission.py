@@ -205,7 +205,7 @@ def default_queue_refused(err: ApiError) -> CommandFailed:
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @_submit_options
-@json_option
+@json_option("Print the submitted job as JSON (its JobView) instead of its id.")
 @state_dir_option
 @talks_to_coordinator
 def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:

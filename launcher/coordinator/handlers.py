@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher import job_filters
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import arrays, table_view, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
-from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -113,41 +113,74 @@ async def submit(
 _VIEWS = ("full", "queue", "table")
 
 
-def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRecord], bool] | None:
-    """The ``queue=NAME`` and ``state=STATE[,STATE...]`` filters of ``GET /v1/jobs`` as one test,
-    or None when neither is given.
+def _list_param(query: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """The items of a comma-separated query parameter (``user=a,b``); () when it is absent or ``""``.
 
     Raises:
-        BadRequest: a queue the cluster does not have, or a state that is not a JobState value.
+        BadRequest: the parameter holds only commas and spaces.
     """
-    queue = query.get("queue") or None
-    if queue is not None and queue not in {q.name for q in coord.config.queues}:
-        allowed = [q.name for q in coord.config.queues]
-        raise BadRequest(f"no queue {queue!r}; allowed: {', '.join(allowed)}", field="queue", allowed=allowed)
-    states = None
-    if query.get("state"):
-        states = frozenset(s.strip().lower() for s in query["state"].split(","))
-        allowed = [s.value for s in JobState]
-        unknown = sorted(states - set(allowed))
+    raw = query.get(name) or ""
+    if not raw:
+        return ()
+    try:
+        return tuple(dict.fromkeys(job_filters.items(raw)))
+    except ValueError as err:
+        raise BadRequest(f"{name}: {err}", field=name) from None
+
+
+def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRecord], bool] | None:
+    """The ``queue=Q[,Q...]`` and ``state=S[,S...]`` filters of ``GET /v1/jobs`` as one test,
+    or None when neither is given. A state is a JobState value or its Slurm code
+    (:data:`labgang.launcher.job_filters.STATE_CODES`), any case.
+
+    Raises:
+        BadRequest: a queue that is neither in the configuration nor the queue of a job in memory
+            (jobs stay in a queue removed from the configuration until they finish), or a state that
+            is neither a JobState value nor a code (the message quotes it as sent).
+    """
+    queues = frozenset(_list_param(query, "queue"))
+    configured = [q.name for q in coord.config.queues]
+    if not queues.issubset(configured):  # the jobs in memory are read only then
+        allowed = configured + sorted({job.spec.queue for job in coord.jobs.values()} - set(configured))
+        unknown = [name for name in _list_param(query, "queue") if name not in allowed]
         if unknown:
-            raise BadRequest(
-                f"state {unknown[0]!r} is not a job state; allowed: {', '.join(allowed)}",
-                field="state",
-                allowed=allowed,
-            )
-    if queue is None and states is None:
+            raise BadRequest(f"no queue {unknown[0]!r}; allowed: {', '.join(allowed)}", field="queue", allowed=allowed)
+    states = _states(query)
+    if not queues and not states:
         return None
-    return lambda job: (
-        (queue is None or job.spec.queue == queue) and (states is None or job.status.state.value in states)
-    )
+    return lambda job: (not queues or job.spec.queue in queues) and (not states or job.status.state.value in states)
+
+
+def _states(query: Mapping[str, str]) -> frozenset[str]:
+    """The states of ``state=S[,S...]`` (names or codes, any case); empty when not given.
+
+    Raises:
+        BadRequest: an item that is not a state.
+    """
+    try:
+        return frozenset(job_filters.job_state(item) for item in _list_param(query, "state"))
+    except ValueError as err:
+        raise BadRequest(
+            str(err), field="state", allowed=[*job_filters.STATE_NAMES, *job_filters.STATE_CODES]
+        ) from None
+
+
+def _listed(coord: Coordinator, caller: Caller, query: Mapping[str, str], after: int = 0) -> Iterator[JobRecord]:
+    """The jobs of ``user=NAME[,NAME...]`` (default: the caller's own; ``all=1``: everyone's),
+    in submission order, submitted after sequence number ``after``."""
+    users = _list_param(query, "user")
+    if len(users) > 1:
+        wanted = frozenset(users)
+        return (job for job in coord.list_jobs(caller, all_users=True, after=after) if job.spec.user in wanted)
+    return iter(coord.list_jobs(caller, all_users=_flag(query, "all"), user=users[0] if users else None, after=after))
 
 
 async def list_jobs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/jobs?all=1&user=NAME&queue=NAME&state=S[,S]&limit=N&cursor=C&view=full|queue|table``:
-    the caller's jobs, one user's, or all (only those of one queue, only those in the given states),
-    in submission order, one page at a time.
+    """``GET /v1/jobs?all=1&user=U[,U]&queue=Q[,Q]&state=S[,S]&limit=N&cursor=C&view=full|queue|table``:
+    the caller's jobs, those of the given users, or all (only those of the given queues, only those
+    in the given states: :func:`_job_filter`), in submission order, one page at a time.
 
     ``view=queue`` lists each job as :func:`labgang.launcher.coordinator.views.queue_row` (the
     fields ``labgang queue``'s table reads, no ``argv``: the same to every caller); the default,
@@ -174,14 +207,13 @@ async def list_jobs(
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        listed = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None)
-        text, count = table_view.table(coord, listed, coord.clock(), keep, len(coord.jobs))
+        text, count = table_view.table(coord, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs))
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    jobs = coord.list_jobs(caller, all_users=_flag(query, "all"), user=query.get("user") or None, after=after)
+    jobs = _listed(coord, caller, query, after)
     if keep is not None:
         jobs = (job for job in jobs if keep(job))
     budget = coord.config.limits.max_page_bytes
@@ -262,12 +294,9 @@ async def history(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N``: finished and
-    current jobs from the store, oldest first (own jobs unless an admin asks for others)."""
-    states = tuple(s for s in query.get("state", "").split(",") if s)
-    allowed = [s.value for s in JobState]
-    for state in states:
-        if state not in allowed:
-            raise BadRequest(f"unknown state {state!r}", field="state", allowed=allowed)
+    current jobs from the store, oldest first (own jobs unless an admin asks for others); a state
+    is a JobState value or its Slurm code, any case (:func:`_states`)."""
+    states = tuple(sorted(_states(query), key=job_filters.STATE_NAMES.index))
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
         raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")

@@ -25,6 +25,7 @@ from tests.cli.test_quick import click_run, fast_run, running_coordinator
         ["--json", "--all", "--state-dir", "/x"],
         ["-q", "vision", "-t", "pending,running", "--state", "admitted"],
         ["--queue=nlp", "-tPENDING"],
+        ["-q", "a,b", "-q", "c", "-u", "root,0", "--user", "bob", "-t", "PD,r"],
     ],
 )
 def test_fast_queue_reads_the_flags_as_click_does(args):
@@ -32,9 +33,9 @@ def test_fast_queue_reads_the_flags_as_click_does(args):
     params = jobs.queue.make_context("queue", list(args)).params
     assert positional == []
     assert options.get("all_users", False) == params["all_users"]
-    assert options.get("user") == params["user"]
+    assert tuple(options.get("user", ())) == params["user"]
     assert options.get("as_json", False) == params["as_json"]
-    assert options.get("queue") == params["queue"]
+    assert tuple(options.get("queue", ())) == params["queue"]
     assert tuple(options.get("states", ())) == params["states"]
 
 
@@ -80,7 +81,7 @@ def test_a_queue_or_state_that_does_not_exist_is_refused_in_one_line_on_both_pat
         assert bad_queue.stderr == "labgang queue: -q/--queue: no queue 'nosuch'; allowed: default\n"
         bad_state = run(coordinator, "queue", "-t", "pending,done")
         assert bad_state.returncode == 2 and len(bad_state.stderr.splitlines()) == 1
-        assert bad_state.stderr.startswith("labgang queue: --state: state 'done' is not a job state; allowed: ")
+        assert bad_state.stderr.startswith("labgang queue: -t/--state: state 'done' is not a job state; allowed: ")
 
 
 # A coordinator as it was before ``view=table`` and the ``queue``/``state`` filters (still running,
