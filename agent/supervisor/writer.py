@@ -139,7 +139,10 @@ class ThreadWriter:
             if item is None:
                 return
             if isinstance(item, concurrent.futures.Future):
-                item.set_result(None)
+                # A waiter that gave up (an awaiting task cancelled at shutdown cancels the future
+                # asyncio.wrap_future wraps) must not end this thread: every later flush would hang.
+                if item.set_running_or_notify_cancel():
+                    item.set_result(None)
             elif isinstance(item, tuple):
                 path, text = item
                 try:

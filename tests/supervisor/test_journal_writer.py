@@ -35,6 +35,26 @@ def test_writes_and_steps_run_in_the_order_asked(tmp_path: Path) -> None:
         writer.close()
 
 
+def test_a_waiter_that_gave_up_does_not_stop_the_writer(tmp_path: Path) -> None:
+    """The agent awaits ``written()`` through ``asyncio.wrap_future``; a task cancelled there (at
+    shutdown) cancels the future. The writer thread then died on InvalidStateError, and every later
+    ``flush()`` (``labgang up`` stopping) waited forever."""
+    writer = ThreadWriter()
+    path = tmp_path / "state.json"
+    gate = threading.Event()
+    try:
+        writer.then(gate.wait)
+        abandoned = writer.written()
+        assert abandoned.cancel()
+        writer.write(path, {"after": True})
+        gate.set()
+        writer.written().result(timeout=10)  # raised TimeoutError: the thread had died
+        assert json.loads(path.read_text()) == {"after": True}
+    finally:
+        gate.set()
+        writer.close()
+
+
 def test_the_data_is_taken_as_it_was_when_the_write_was_asked(tmp_path: Path) -> None:
     writer = ThreadWriter()
     gate = threading.Event()
