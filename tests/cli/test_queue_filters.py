@@ -4,9 +4,6 @@ with a note when filters match nothing and a one-line refusal of a queue or stat
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 
 import pytest
 from labgang.launcher.api.client import ApiError, Client
@@ -99,20 +96,7 @@ OLD_COORDINATOR = (
 
 @pytest.fixture
 def old_coordinator(tmp_path):
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
-    state = tmp_path / "state"
-    argv = [sys.executable, "-c", OLD_COORDINATOR, "coordinator", "--config", str(cfg), "--state-dir", str(state)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (state / "labgang.sock").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
-            time.sleep(0.05)
-        yield str(state)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    yield from running_coordinator(tmp_path, "", ("-c", OLD_COORDINATOR))
 
 
 @pytest.mark.slow

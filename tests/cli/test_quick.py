@@ -148,13 +148,16 @@ def small_pages_coordinator(tmp_path):
     yield from running_coordinator(tmp_path, "[limits]\npage_size = 4\n")
 
 
-def running_coordinator(tmp_path: Path, limits: str) -> Iterator[str]:
-    """Start ``labgang coordinator`` with one queue and ``limits`` (TOML); yield its state dir."""
+def running_coordinator(
+    tmp_path: Path, limits: str, entry: tuple[str, ...] = ("-m", "labgang.launcher")
+) -> Iterator[str]:
+    """Start ``labgang coordinator`` with one queue and ``limits`` (TOML); yield its state dir.
+    ``entry``: how the interpreter runs ``labgang`` (another ``-c`` program: a patched coordinator)."""
     cfg = tmp_path / "cluster.toml"
     cfg.write_text(limits + '[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
     state = tmp_path / "state"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)],
+        [sys.executable, *entry, "coordinator", "--config", str(cfg), "--state-dir", str(state)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
