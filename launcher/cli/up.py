@@ -34,7 +34,9 @@ KEEP_JOBS_HELP = (
     "(SIGTERM, then SIGKILL after the job's grace) before exiting, because once labgang up is gone "
     "nothing would watch them, and unwatched processes keep holding GPUs nobody can see in the queue; "
     "those jobs go back to their queue (restart count + 1, same submit time; cancelled if submitted "
-    "with --no-requeue) and run again at the next `labgang up`."
+    "with --no-requeue) and run again at the next `labgang up`, except a job whose every rank exits 0 "
+    "as it stops: that job has succeeded (a job that saves a checkpoint on SIGTERM and must resume "
+    "exits non-zero, as the default SIGTERM handler and torchrun do; docs/queue-semantics.md A3.6)."
 )
 SHUTDOWN_REASON = "stopped: labgang up shut down"
 
@@ -304,8 +306,9 @@ def up(
     there too. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
     their grace (see --keep-jobs). Jobs stopped that way are not failures: they go
     back to their queue (restart count + 1, same submit time; cancelled if submitted
-    with --no-requeue) and run again at the next `labgang up`; on exit it prints what
-    it did with them.
+    with --no-requeue) and run again at the next `labgang up`, except a job whose every
+    rank exits 0 as it stops, which has succeeded (to resume after saving a checkpoint on
+    SIGTERM, exit non-zero); on exit it prints what it did with them.
 
     Example: labgang up --simulate config/sim/h100x8.toml --config config/workstation.toml
     """
