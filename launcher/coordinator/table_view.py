@@ -3,20 +3,21 @@
 ``labgang queue`` is typed in shells and kept open under ``watch``; rendering its table in the
 coordinator, whose code is warm, instead of in a fresh interpreter that would first decode every
 job, is what brings the command near the interpreter's floor (docs/cli-startup.md). Each job's
-row facts (:func:`labgang.launcher.jobtable.row_facts` of its :func:`views.queue_row`) are kept
-until something the row shows changes: its state, submit time, pending reason or nodes
-(:meth:`RowCache.facts` compares them on every call, so no lifecycle rule has to remember to
-invalidate anything). What changes with the clock, AGE, and what depends on other jobs, the
-folding of an array's pending tasks, are computed on every call (:func:`jobtable.render`).
+row facts (:func:`row`) are kept in a :class:`~labgang.launcher.coordinator.view_cache.JobMemo`,
+the memo the JobView cache uses, until the job changes (its records count their changes, so no
+lifecycle rule has to remember to invalidate anything). What changes with the clock, AGE, and
+what depends on other jobs, the folding of an array's pending tasks, are computed on every call
+(:func:`jobtable.render`).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from labgang.launcher import jobtable
 from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator.view_cache import JobMemo
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -25,37 +26,12 @@ if TYPE_CHECKING:
     from labgang.launcher.store import JobRecord
 
 
-def _mark(job: JobRecord) -> tuple[Any, ...]:
-    """Everything mutable that :func:`views.queue_row` reads (the spec never changes)."""
-    st, ranks = job.status, job.ranks
-    nodes = tuple([(r, rank.node) for r, rank in ranks.items()]) if ranks else ()
-    return (st.state, st.submit_time, st.reason_code, st.reason_message, nodes)
+def row(job: JobRecord) -> RowFacts:
+    """One job's row facts: :func:`jobtable.row_facts` of its :func:`views.queue_row`."""
+    return jobtable.row_facts(views.queue_row(job))
 
 
-class RowCache:
-    """Each job's row facts, with the mark (:func:`_mark`) they were built from."""
-
-    def __init__(self) -> None:
-        self._rows: dict[str, tuple[JobRecord, tuple[Any, ...], RowFacts]] = {}
-
-    def facts(self, job: JobRecord) -> RowFacts:
-        """``row_facts(queue_row(job))``, rebuilt only when the job's mark changed."""
-        mark = _mark(job)
-        entry = self._rows.get(job.id)
-        if entry is not None and entry[0] is job and entry[1] == mark:
-            return entry[2]
-        facts = jobtable.row_facts(views.queue_row(job))
-        self._rows[job.id] = (job, mark, facts)
-        return facts
-
-    def trim(self, known: int) -> None:
-        """Forget every row once there are more than twice ``known`` (the jobs the coordinator
-        holds) plus 64, so that rows of jobs gone from memory do not pile up."""
-        if len(self._rows) > 2 * known + 64:
-            self._rows.clear()
-
-
-_CACHES: weakref.WeakKeyDictionary[object, RowCache] = weakref.WeakKeyDictionary()
+_MEMOS: weakref.WeakKeyDictionary[object, JobMemo[RowFacts]] = weakref.WeakKeyDictionary()
 
 
 def table(
@@ -64,18 +40,19 @@ def table(
     """The ``labgang queue`` table of the jobs of ``jobs`` that are not finished (and pass ``keep``).
 
     Args:
-        owner: the coordinator (its row cache goes away with it).
+        owner: the coordinator (its row memo goes away with it).
         jobs: in submission order, as ``Coordinator.list_jobs`` yields them.
         now: the coordinator's clock, unix seconds (for AGE).
         keep: the ``queue``/``state`` filter, or None.
-        known: how many jobs the coordinator holds (bounds the cache).
+        known: how many jobs the coordinator holds (bounds the memo).
 
     Returns:
         ``(table text, number of jobs listed)``.
     """
-    cache = _CACHES.get(owner)
-    if cache is None:
-        cache = _CACHES[owner] = RowCache()
-    rows = [cache.facts(job) for job in jobs if not job.status.state.finished and (keep is None or keep(job))]
-    cache.trim(known)
+    memo = _MEMOS.get(owner)
+    if memo is None:
+        memo = _MEMOS[owner] = JobMemo()
+    listed = (job for job in jobs if not job.status.state.finished and (keep is None or keep(job)))
+    rows = memo.all(listed, row)
+    memo.trim(known)
     return jobtable.render(rows, now), len(rows)

@@ -8,18 +8,23 @@ import copy
 import dataclasses
 from pathlib import Path
 from tempfile import mkdtemp
+from typing import TYPE_CHECKING
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
-from labgang.launcher.coordinator.table_view import RowCache, table
+from labgang.launcher.coordinator.table_view import row, table
+from labgang.launcher.coordinator.view_cache import JobMemo
 from labgang.launcher.coordinator.views import queue_row
 from labgang.launcher.jobtable import job_table, row_facts
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.store import Store
+
+if TYPE_CHECKING:
+    from labgang.launcher.jobtable import RowFacts
 
 ROOT = Caller(uid=0, user="root", admin=True)
 CONFIG = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
@@ -79,8 +84,8 @@ RANK_CHANGE = st.tuples(
 @given(job_index=st.integers(0, len(JOBS) - 1), changes=st.lists(st.one_of(STATUS_CHANGE, RANK_CHANGE), max_size=12))
 def test_cached_rows_always_equal_fresh_rows_whatever_changes(job_index: int, changes: list[tuple]) -> None:
     job = copy.deepcopy(JOBS[job_index])
-    cache = RowCache()
-    assert cache.facts(job) == row_facts(queue_row(job))
+    cache: JobMemo[RowFacts] = JobMemo()
+    assert cache.get(job, row) == row_facts(queue_row(job))
     for change in changes:
         if change[0] == "status":
             setattr(job.status, change[1], change[2])
@@ -92,16 +97,16 @@ def test_cached_rows_always_equal_fresh_rows_whatever_changes(job_index: int, ch
                 job.ranks[rank].node, job.ranks[rank].state = node, phase
             else:
                 job.ranks[rank] = RankRecord(rank, node, (f"GPU-{rank}",), phase)
-        assert cache.facts(job) == row_facts(queue_row(job)), change
+        assert cache.get(job, row) == row_facts(queue_row(job)), change
 
 
 def test_a_replaced_job_object_is_not_served_from_the_old_ones_row() -> None:
-    cache = RowCache()
+    cache: JobMemo[RowFacts] = JobMemo()
     old = copy.deepcopy(JOBS[0])
-    cache.facts(old)
+    cache.get(old, row)
     new = copy.deepcopy(JOBS[0])
     new.spec = dataclasses.replace(new.spec, name="renamed")  # e.g. read back from the store after a restart
-    assert cache.facts(new)[0][1] == "renamed"
+    assert cache.get(new, row)[0][1] == "renamed"
 
 
 class Owner:
