@@ -7,32 +7,21 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-CLICK_MAIN = "import sys; from labgang.launcher.cli.main import main; sys.argv = ['labgang', *sys.argv[1:]]; main()"
+from tests.cli.test_quick import CLICK_MAIN
+
+sys.path.insert(0, str(Path(__file__).parent))
+from coordinator_harness import running_coordinator
 
 
 @pytest.fixture
 def coordinator(tmp_path: Path) -> Iterator[str]:
     """A real coordinator (no agent: jobs stay pending) on a temporary state directory."""
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text('[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
-    state = tmp_path / "state"
-    command = [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (state / "labgang.sock").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
-            time.sleep(0.05)
-        yield str(state)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    yield from running_coordinator(tmp_path, "")
 
 
 def labgang(state_dir: str, *args: str, click_only: bool = False) -> subprocess.CompletedProcess[str]:

@@ -11,13 +11,14 @@ import os
 import pwd
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from labgang.launcher.api.wire import UnixHTTPConnection
 from labgang.launcher.cli import job_request, quick, submission
+
+sys.path.insert(0, str(Path(__file__).parent))
+from coordinator_harness import running_coordinator
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
 
@@ -146,31 +147,6 @@ def coordinator(tmp_path):
 def small_pages_coordinator(tmp_path):
     """:func:`coordinator` listing 4 jobs a page (``limits.page_size``): ``queue`` follows cursors."""
     yield from running_coordinator(tmp_path, "[limits]\npage_size = 4\n")
-
-
-def running_coordinator(
-    tmp_path: Path, limits: str, entry: tuple[str, ...] = ("-m", "labgang.launcher")
-) -> Iterator[str]:
-    """Start ``labgang coordinator`` with one queue and ``limits`` (TOML); yield its state dir.
-    ``entry``: how the interpreter runs ``labgang`` (another ``-c`` program: a patched coordinator)."""
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text(limits + '[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n')
-    state = tmp_path / "state"
-    proc = subprocess.Popen(
-        [sys.executable, *entry, "coordinator", "--config", str(cfg), "--state-dir", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not (state / "labgang.sock").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
-            time.sleep(0.05)
-        yield str(state)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.slow

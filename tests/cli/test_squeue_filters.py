@@ -10,8 +10,6 @@ import os
 import pwd
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,9 @@ from labgang.launcher.lifecycle.states import JobState
 
 from tests.cli.test_quick import click_run, fast_run
 
+sys.path.insert(0, str(Path(__file__).parent))
+from coordinator_harness import coordinator_process
+
 ME = pwd.getpwuid(os.geteuid()).pw_name  # whoever runs the tests
 TWO_QUEUES = (
     'default_queue = "teama"\n'
@@ -28,25 +29,9 @@ TWO_QUEUES = (
 )
 
 
-@contextlib.contextmanager
-def coordinator_with(tmp_path: Path, config: str) -> Iterator[str]:
-    """A real ``labgang coordinator`` (no agent: jobs stay pending) with ``config`` as cluster.toml,
-    on ``tmp_path/state`` (kept across calls: a second one is a restart); yields the state dir."""
-    cfg = tmp_path / "cluster.toml"
-    cfg.write_text(config)
-    state = tmp_path / "state"
-    (state / "labgang.sock").unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "labgang.launcher", "coordinator", "--config", str(cfg), "--state-dir", str(state)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (state / "labgang.sock").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the coordinator did not start"
-            time.sleep(0.05)
-        yield str(state)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+coordinator_with = contextlib.contextmanager(coordinator_process)
+"""A real coordinator with a given cluster.toml, as a context manager (a second one on the same
+``tmp_path`` is a restart): :func:`tests.cli.test_quick.coordinator_process`."""
 
 
 def listed_ids(result: subprocess.CompletedProcess) -> list[str]:
