@@ -50,7 +50,6 @@ def queue_row(job: JobRecord) -> dict[str, Any]:
     Built directly: a whole JobView costs ten times more, and ``view=table`` builds a row of
     every job on each call."""
     st, spec = job.status, job.spec
-    task = spec.array
     return {
         "id": job.id,
         "name": spec.name,
@@ -64,9 +63,7 @@ def queue_row(job: JobRecord) -> dict[str, Any]:
         "submit_time": st.submit_time,
         "reason": None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""},
         "nodes": job_nodes(job),
-        "array_id": None if task is None else task.array_id,
-        "array_index": None if task is None else task.index,
-        "array_limit": None if task is None else task.limit,
+        **_array_fields(job),
     }
 
 
