@@ -2,9 +2,18 @@
 
 Everything lives under one *state directory* so several instances can run side by
 side (tests, a second lab): ``--state-dir DIR`` on every command, else the
-``LABGANG_STATE_DIR`` environment variable, else ``/var/lib/labgang`` for root and
+``LABGANG_STATE_DIR`` environment variable, else the *system* state directory for root
+(``/var/lib/labgang``, or the ``state_dir`` of the system config) and
 ``~/.local/state/labgang`` (``$XDG_STATE_HOME/labgang`` when that is set) for
-anyone else.
+anyone else. Which coordinator a user's command talks to (the system instance first) is
+:mod:`labgang.launcher.api.discovery`'s to decide.
+
+The system config is one small TOML file, ``/etc/labgang/system.toml``, with one key::
+
+    state_dir = "/srv/labgang"   # where this machine's system instance keeps its socket
+
+A venv may carry its own (``<venv>/etc/labgang/system.toml``, read first), so that an
+install such as ``/opt/labgang/venv`` says where its instance lives.
 """
 
 from __future__ import annotations
@@ -19,30 +28,87 @@ if TYPE_CHECKING:
 
 STATE_DIR_ENV = "LABGANG_STATE_DIR"
 SYSTEM_STATE_DIR = "/var/lib/labgang"
+SYSTEM_CONFIG = "/etc/labgang/system.toml"
+SYSTEM_CONFIG_IN_VENV = os.path.join("etc", "labgang", "system.toml")
 SOCKET_NAME = "labgang.sock"
 DB_NAME = "labgang.db"
 AGENT_DIR_NAME = "agent"
 
 
+def system_config_files() -> list[str]:
+    """Where the system config may be, first found wins: the running venv's
+    ``etc/labgang/system.toml`` (only inside a venv), then ``/etc/labgang/system.toml``."""
+    import sys
+
+    found = []
+    if sys.prefix != sys.base_prefix:
+        found.append(os.path.join(sys.prefix, SYSTEM_CONFIG_IN_VENV))
+    found.append(SYSTEM_CONFIG)
+    return found
+
+
+def system_state_dir_text() -> str:
+    """The state directory of this machine's system instance (the one root runs).
+
+    Returns:
+        The ``state_dir`` of the first system config file that exists
+        (:func:`system_config_files`), else ``/var/lib/labgang``.
+
+    Raises:
+        ValueError: that file cannot be read, is not TOML, or its ``state_dir`` is not an
+            absolute path (the message names the file and the field).
+    """
+    for candidate in system_config_files():
+        try:
+            with open(candidate, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ValueError(f"{candidate}: cannot read the system config ({exc.strerror})") from exc
+        import tomllib
+
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{candidate}: not a TOML file ({exc})") from exc
+        value = data.get("state_dir", SYSTEM_STATE_DIR)
+        if not isinstance(value, str) or not os.path.isabs(value):
+            raise ValueError(f"{candidate}: state_dir = {value!r}; allowed: an absolute directory path")
+        return value
+    return SYSTEM_STATE_DIR
+
+
+def user_state_dir_text() -> str:
+    """A user's own state directory: ``$XDG_STATE_HOME/labgang`` or ``~/.local/state/labgang``."""
+    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = os.path.expanduser(xdg) if xdg else os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "labgang")
+
+
 def default_state_dir_text() -> str:
-    """:func:`default_state_dir` as text (no pathlib)."""
+    """:func:`default_state_dir` as text (no pathlib).
+
+    Raises:
+        ValueError: as root, the system config is invalid (:func:`system_state_dir_text`).
+    """
     env = os.environ.get(STATE_DIR_ENV, "").strip()
     if env:
         return os.path.expanduser(env)
     if os.geteuid() == 0:
-        return SYSTEM_STATE_DIR
-    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = os.path.expanduser(xdg) if xdg else os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "labgang")
+        return system_state_dir_text()
+    return user_state_dir_text()
 
 
 def default_state_dir() -> Path:
     """Return the state directory to use when no ``--state-dir`` was given.
 
     Returns:
-        ``$LABGANG_STATE_DIR`` if set and non-empty; ``/var/lib/labgang`` when running
-        as root (euid 0); otherwise ``$XDG_STATE_HOME/labgang`` or
-        ``~/.local/state/labgang``. The directory is not created.
+        ``$LABGANG_STATE_DIR`` if set and non-empty; the system state directory
+        (:func:`system_state_dir_text`) when running as root (euid 0); otherwise
+        ``$XDG_STATE_HOME/labgang`` or ``~/.local/state/labgang``. The directory is not created.
+        This is where ``labgang up`` and the daemons keep their state; a command looking
+        for a coordinator asks :func:`labgang.launcher.api.discovery.find_socket_file`.
     """
     from pathlib import Path
 

@@ -107,6 +107,9 @@ class AgentService:
         self.fence = NodeFence(self._agent_dir())  # the lease the link renews; the tick fences on it
         self._outbox: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
+        # True while a tick runs: its events leave sup.tick() before they are journalled and queued
+        # in the outbox, so "every rank gone and the outbox empty" is only final between ticks.
+        self._ticking = False
         self.commands: CommandHandler | None = None  # made once the supervisor exists
         self._proxy: UserSocketProxy | None = None
         self._reading: DeviceReading | None = None  # newest NVML device pids, with the read's start time
@@ -331,9 +334,16 @@ class AgentService:
                 except Exception:  # NVML shutdown errors at exit change nothing
                     log.debug("nvmlShutdown failed", exc_info=True)
 
-    async def _stop_all_ranks(self, *, extra_s: float = 10.0, report_s: float = 2.0) -> None:
-        """Stop every rank with its grace, wait until all are gone (the tick loop advances them),
-        then give the link ``report_s`` seconds to deliver their exits."""
+    def live_runs(self) -> set[str]:
+        """The runs (``"<job id>.<attempt>"``) with a rank not yet gone; empty before the supervisor exists."""
+        sup = self.supervisor
+        return set() if sup is None else {s.job_id for s in sup.ranks() if s.state is not RankState.GONE}
+
+    async def _stop_all_ranks(self, *, extra_s: float = 10.0, report_s: float = 10.0) -> None:
+        """Stop every rank with its grace, wait until all are gone (the tick loop advances them) and
+        the tick that saw them go has queued its events, then give the link up to ``report_s`` seconds
+        to have them acknowledged (it ends at the acknowledgement; the bound is for a coordinator
+        that does not answer)."""
         sup = self.supervisor
         if sup is None:
             return
@@ -347,7 +357,7 @@ class AgentService:
         grace = max((launched.get(s.job_id, UNKNOWN_GRACE_S) for s in live), default=0.0)
         self.exit_stop.started(len(jobs), grace)
         deadline = loop.time() + grace + extra_s
-        while any(s.state is not RankState.GONE for s in sup.ranks()):
+        while self._ticking or any(s.state is not RankState.GONE for s in sup.ranks()):
             if self.exit_stop.due:  # a second interrupt: SIGKILL at the next tick, not after the grace
                 self.exit_stop.kill(sup, sorted({s.job_id for s in sup.ranks() if s.state is not RankState.GONE}))
                 self._wake_tick()
@@ -398,6 +408,13 @@ class AgentService:
 
     async def _tick_once(self) -> None:
         """One tick; when a rank waits only for NVML, read NVML now and tick again."""
+        self._ticking = True
+        try:
+            await self._tick_and_report()
+        finally:
+            self._ticking = False
+
+    async def _tick_and_report(self) -> None:
         sup = self.supervisor
         assert sup is not None
         self.fence.check(sup)

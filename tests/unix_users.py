@@ -149,6 +149,22 @@ class UserShell:
         home; returns the finished process with text ``stdout``/``stderr``."""
         return self.run_argv([str(self.python), "-m", "labgang.launcher", *args], env=env, timeout=timeout, input=input)
 
+    def start(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """Start ``labgang ARGS`` as the user without waiting (``labgang up``), in a session of its own,
+        stdout and stderr together in one text pipe; the caller stops it and reads the pipe."""
+        return subprocess.Popen(
+            [str(self.python), "-m", "labgang.launcher", *args],
+            user=self.user.uid,
+            group=self.user.gid,
+            extra_groups=os.getgrouplist(self.user.name, self.user.gid),
+            env=self.env(env),
+            cwd=self.user.home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
     def run_argv(
         self,
         argv: Sequence[str],
@@ -171,6 +187,21 @@ class UserShell:
             timeout=timeout,
             check=False,
         )
+
+
+def point_system_instance(python: Path, state_dir: Path) -> Path:
+    """Make the interpreter ``python`` (a ``shared_python`` venv) look for this machine's system instance
+    in ``state_dir`` instead of ``/var/lib/labgang``: the venv's own system config
+    (``<venv>/etc/labgang/system.toml``, ``labgang.agent.paths.system_config_files``), as an install
+    such as ``/opt/labgang/venv`` may carry. No user sets anything: the tests' users find a system
+    instance started by the test, never the machine's real one. Returns the file written."""
+    config = python.parent.parent / "etc" / "labgang" / "system.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (config.parent.parent, config.parent):
+        folder.chmod(0o755)
+    config.write_text(f"state_dir = {str(state_dir)!r}\n")
+    config.chmod(0o644)
+    return config
 
 
 @contextmanager

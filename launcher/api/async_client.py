@@ -42,7 +42,8 @@ class AsyncClient:
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> AsyncClient:
-        """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
+        """A client for the coordinator of ``state_dir`` (None: found as the CLI finds it,
+        :func:`labgang.launcher.api.client.socket_for`)."""
         return cls(socket_for(state_dir), timeout)
 
     async def __aenter__(self) -> AsyncClient:

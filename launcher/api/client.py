@@ -53,14 +53,38 @@ class CoordinatorUnavailable(ClientError):
     """
 
     def __init__(self, socket_path: str | Path, detail: str | None = None) -> None:
+        from labgang.launcher.api import discovery
+
         self.socket_path = socket_path
-        message = (
-            f"no labgang coordinator at {socket_path}; start one with `labgang up` "
-            "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
-        )
         if detail:
             message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
+        elif discovery.is_system_socket(socket_path) and os.geteuid() != 0:
+            # Never advise a second scheduler over the GPUs this machine's system instance serves.
+            message = (
+                f"this machine's labgang at {socket_path} does not answer; ask whoever runs it "
+                "(as root: `systemctl status labgang-coordinator labgang-agent`)"
+            )
+        elif discovery.is_system_socket(socket_path):
+            message = (
+                f"no labgang coordinator at {socket_path}; start this machine's with `labgang up` "
+                "or `systemctl start labgang-coordinator` (on a lab node the agent serves this socket: "
+                "see `systemctl status labgang-agent`)"
+            )
+        else:
+            message = (
+                f"no labgang coordinator at {socket_path}; start one with `labgang up` "
+                "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
+            )
         super().__init__(message)
+
+
+class SystemConfigUnusable(CoordinatorUnavailable):
+    """The system config (``/etc/labgang/system.toml``) cannot say where this machine's labgang is;
+    the message is the problem, naming the file and the field."""
+
+    def __init__(self, problem: str) -> None:
+        ClientError.__init__(self, problem)
+        self.socket_path = paths.SYSTEM_CONFIG
 
 
 class ApiError(ClientError):
@@ -118,16 +142,29 @@ class LogChunk:
 
 
 def socket_for(state_dir: str | Path | None = None) -> Path:
-    """The user API socket for ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default state dir).
+    """The user API socket for ``state_dir`` (None: ``LABGANG_STATE_DIR``, else the system instance,
+    else the user's own: :func:`labgang.launcher.api.discovery.find_socket_file`).
 
-    Source: :func:`labgang.agent.paths.socket_path`.
+    Raises:
+        SystemConfigUnusable: the system config names no usable state directory.
     """
-    return paths.socket_path(state_dir)
+    from pathlib import Path
+
+    return Path(socket_file_for(state_dir))
 
 
 def socket_file_for(state_dir: str | Path | None = None) -> str:
-    """:func:`socket_for` as text (no pathlib import): :func:`labgang.agent.paths.socket_file`."""
-    return paths.socket_file(state_dir)
+    """:func:`socket_for` as text (no pathlib import).
+
+    Raises:
+        SystemConfigUnusable: the system config names no usable state directory.
+    """
+    from labgang.launcher.api import discovery
+
+    try:
+        return discovery.find_socket_file(state_dir)
+    except discovery.SystemConfigInvalid as exc:
+        raise SystemConfigUnusable(str(exc)) from exc
 
 
 def starting_pid(socket_path: str | Path) -> int | None:
@@ -140,6 +177,8 @@ def starting_pid(socket_path: str | Path) -> int | None:
         with open(os.path.join(os.path.dirname(os.fspath(socket_path)), STARTING_MARKER)) as marker:
             pid = int(marker.read().strip())
         os.kill(pid, 0)
+    except PermissionError:
+        return pid  # another user's `labgang up` (root's system instance): alive, not ours to signal
     except (OSError, ValueError):
         return None
     return pid
@@ -233,7 +272,11 @@ class Client:
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
-        """A client for the coordinator of ``state_dir`` (None: ``LABGANG_STATE_DIR`` or the default)."""
+        """A client for the coordinator of ``state_dir`` (None: found by :func:`socket_file_for`).
+
+        Raises:
+            SystemConfigUnusable: the system config names no usable state directory.
+        """
         return cls(socket_file_for(state_dir), timeout)
 
     @property

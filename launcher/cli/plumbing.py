@@ -119,7 +119,8 @@ def state_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
         envvar="LABGANG_STATE_DIR",
         show_envvar=True,
         default=None,
-        help="State directory of the labgang instance to talk to (its socket is labgang.sock there).",
+        help="State directory of the labgang instance to talk to (its socket is labgang.sock there) "
+        "[default: this machine's system instance when it runs, else your own].",
     )(func)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 from labgang.agent import paths
+from labgang.launcher.api import discovery
 from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 from labgang.launcher.arrays import fold_ids
 
@@ -50,7 +51,7 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
 
     Args:
         summary: :func:`labgang.launcher.coordinator.app.serve`'s return value (job id lists
-            under "requeued", "cancelled", "user_cancelled", "unfinished", "left_running", "pending",
+            under "requeued", "cancelled", "user_cancelled", "unrecorded", "unfinished", "left_running", "pending",
             "succeeded", "failed").
     """
 
@@ -72,6 +73,13 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
         if summary.get(ended):
             n = len(summary[ended])
             parts.append(f"{ids(ended)} finished as {'it' if n == 1 else 'they'} stopped ({ended})")
+    if summary.get("unrecorded"):
+        n = len(summary["unrecorded"])
+        parts.append(
+            f"{ids('unrecorded')} ended as {'it' if n == 1 else 'they'} stopped, before labgang up recorded how; "
+            "the next `labgang up` reads the exits from the agent's journal (all ranks 0: succeeded, "
+            "else run again)"
+        )
     if summary.get("unfinished"):
         parts.append(f"{ids('unfinished')} still stopping; the next `labgang up` finishes the stop and runs them again")
     if summary.get("left_running"):
@@ -302,8 +310,10 @@ def up(
     Without --config, one queue `default` covers every GPU (and MIG device) of the machine;
     a higher -p preempts lower-priority jobs there, and a gang waiting 5 minutes gets devices
     reserved. With --config FILE, FILE's queues, cohorts and priority classes apply. Other shells
-    of the same user find it without flags; with --state-dir, export LABGANG_STATE_DIR
-    there too. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
+    find it without flags (every user's, when root runs it); with --state-dir, export
+    LABGANG_STATE_DIR there too. Where root's labgang already serves this machine's GPUs, a
+    user's labgang up is refused unless it simulates a machine (--simulate) or names its own
+    --state-dir. Ctrl-C stops both cleanly, and by default stops the jobs' ranks with
     their grace (see --keep-jobs). Jobs stopped that way are not failures: they go
     back to their queue (restart count + 1, same submit time; cancelled if submitted
     with --no-requeue) and run again at the next `labgang up`, except a job whose every
@@ -314,7 +324,23 @@ def up(
     """
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
+    chosen = ctx.get_parameter_source("state_dir") in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.ENVIRONMENT,
+    )
+    try:
+        system = discovery.system_instance_serving()  # None for root: root's default dir is the system's
+    except discovery.SystemConfigInvalid as exc:
+        _fail(str(exc), 2)
+    if system is not None and simulate is None and not chosen:
+        _fail(
+            f"this machine's GPUs are served by its labgang at {system}; use that one "
+            "(labgang submit, labgang queue and labgang top find it without settings), "
+            "or try labgang on a simulated machine of your own: labgang up --simulate config/sim/h100x8.toml",
+            1,
+        )
     directory = paths.resolve_state_dir(state_dir)
+    _refuse_a_second_up(directory, chosen)
     created = _first_missing(directory)  # what a failed start removes again, so it leaves no trace
     try:
         paths.ensure_state_dir(directory)
@@ -331,6 +357,28 @@ def up(
         raise
     finally:
         marker.unlink(missing_ok=True)
+
+
+def _refuse_a_second_up(directory: Path, chosen: bool) -> None:
+    """Refuse (exit 1) when a labgang already serves, or is starting in, ``directory``: its error says
+    what to do instead (use that one, stop it, or pass ``--state-dir``). ``chosen``: the state dir
+    was given by --state-dir or LABGANG_STATE_DIR (other shells then need it too)."""
+    from labgang.launcher.api.client import starting_pid
+
+    socket_file = paths.socket_file(directory)
+    pid = discovery.serving_pid(socket_file)
+    if pid is None and not discovery.answers(socket_file):
+        pid = starting_pid(socket_file)
+        if pid is None:
+            return
+    who = f" (pid {pid})" if pid is not None else ""
+    where = f" with {paths.STATE_DIR_ENV}={directory}" if chosen else ""
+    stop = f"kill -INT {pid}" if pid is not None else "systemctl stop labgang-coordinator"
+    _fail(
+        f"a labgang already serves {directory}{who}; use it (labgang queue, labgang submit{where} in any "
+        f"shell), stop it (Ctrl-C in its terminal, or {stop}), or start another one with --state-dir DIR",
+        1,
+    )
 
 
 def _first_missing(directory: Path) -> Path | None:
@@ -395,6 +443,8 @@ def _up(
             backend.nvmlShutdown()
             _fail(f"--config: {exc.source}: " + "; ".join(exc.problems), 2)
     explicit_dir = ctx.get_parameter_source("state_dir") is click.core.ParameterSource.COMMANDLINE
+    # A user's simulated instance beside the system one: other shells find the system one first.
+    shadowed = discovery.system_instance_serving() is not None
     agent = AgentService(
         AgentConfig(
             node=node,
@@ -441,7 +491,7 @@ def _up(
                 else "and its jobs (each with its grace period; they run again at the next `labgang up`)"
             ),
         ]
-        if explicit_dir:
+        if explicit_dir or shadowed:
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
         if stranded is not None:
             lines.append(stranded)

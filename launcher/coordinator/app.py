@@ -160,7 +160,10 @@ def _prepare_socket_path(path: Path) -> None:
         return
     finally:
         probe.close()
-    raise RuntimeError(f"another labgang coordinator already listens on {path}")
+    raise RuntimeError(
+        f"another labgang coordinator already listens on {path}; use it, stop it, "
+        "or start this one with --state-dir DIR"
+    )
 
 
 async def serve(
@@ -197,7 +200,9 @@ async def serve(
         What became of the jobs that held devices at shutdown, by job id lists:
         ``{"requeued", "cancelled" (requeue = false), "user_cancelled" (cancelled by their
         owner or an admin before the shutdown), "unfinished" (still stopping: they finish at the
-        next start), "left_running" (nobody stopped them), "pending", "succeeded" and "failed"
+        next start), "unrecorded" (every rank ended, but the exits were not recorded before the
+        shutdown: the next start reads them from the agent's journal), "left_running" (nobody stopped
+        them), "pending", "succeeded" and "failed"
         (they ended as they stopped, decided by their ranks' exits, docs/queue-semantics.md §A3.6)}``.
 
     Raises:
@@ -282,7 +287,9 @@ async def serve(
         agent_stop.set()
         if agent_task is not None:
             await asyncio.gather(agent_task, return_exceptions=True)
-        summary = _shutdown_summary(coord, held, stopping_jobs)
+        live_runs = getattr(local_agent, "live_runs", None)
+        alive = None if live_runs is None else {job.id for run in live_runs() if (job := coord.job_for_run(run))}
+        summary = _shutdown_summary(coord, held, stopping_jobs, alive)
         failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
         if failure is not None:
             raise failure  # e.g. NVML unavailable: the caller reports it
@@ -297,12 +304,18 @@ async def serve(
     return summary
 
 
-def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dict[str, list[str]]:
+def _shutdown_summary(
+    coord: Coordinator, held: list[str], stopped: bool, alive: set[str] | None = None
+) -> dict[str, list[str]]:
+    """:func:`serve`'s return value; ``alive``: the jobs whose ranks the local agent still saw running
+    as it stopped (None: no local agent to ask), so that a job the coordinator still counts as
+    stopping but whose ranks all ended is "unrecorded", not "unfinished"."""
     out: dict[str, list[str]] = {
         "requeued": [],
         "cancelled": [],
         "user_cancelled": [],
         "unfinished": [],
+        "unrecorded": [],
         "left_running": [],
         "pending": [],
         "succeeded": [],
@@ -319,6 +332,8 @@ def _shutdown_summary(coord: Coordinator, held: list[str], stopped: bool) -> dic
             out["cancelled"].append(job_id)  # requeue = false: the shutdown ended it
         elif state == JobState.CANCELLED:
             out["user_cancelled"].append(job_id)  # its owner or an admin cancelled it before the shutdown
+        elif state.holds_devices and alive is not None and job_id not in alive:
+            out["unrecorded"].append(job_id)  # its ranks ended, but their exits never reached the coordinator
         elif state.holds_devices:
             out["unfinished"].append(job_id)
         elif state in (JobState.SUCCEEDED, JobState.FAILED):

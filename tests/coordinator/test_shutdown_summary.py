@@ -91,3 +91,18 @@ async def test_jobs_that_finish_as_they_stop_are_said_to_have_finished_not_to_ru
     assert shutdown_message(summary) == (
         f"labgang up: stopped: {done} finished as it stopped (succeeded); {broken} finished as it stopped (failed)"
     )
+
+
+async def test_only_jobs_whose_ranks_still_run_are_said_to_be_still_stopping(coord: Coordinator) -> None:
+    ended, running = await submit(coord, grace_s=30), await submit(coord, grace_s=30)
+    for job_id in (ended, running):
+        start(coord, job_id)
+    held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
+    # Neither job's exits reached the coordinator; the local agent saw only `running`'s ranks alive.
+    summary = _shutdown_summary(coord, held, True, alive={running})
+    assert (summary["unrecorded"], summary["unfinished"]) == ([ended], [running])
+    line = shutdown_message(summary)
+    assert f"{running} still stopping" in line and f"{ended} still stopping" not in line, line
+    assert f"{ended} ended as it stopped, before labgang up recorded how" in line, line
+    # Without a local agent to ask (a coordinator of its own), a job not heard from is still stopping.
+    assert _shutdown_summary(coord, held, True)["unfinished"] == [ended, running]
