@@ -38,6 +38,10 @@ class NodeFence:
         self.agent_dir = agent_dir
         self.lease = NodeLease()
         self.fenced: set[tuple[str, int]] = set()
+        # When the fence stopped each of them (unix s): the agent's own fence, or the rank's end as its
+        # small parent wrote it; sent as ``fenced_at`` so the job's history is dated then, not when
+        # the report reaches the coordinator (after a `kill -9` of `labgang up`, at the next start).
+        self.fenced_at: dict[tuple[str, int], float] = {}
         self._saved: float | None = None  # the confirmed_at last written to lease.json
 
     @property
@@ -85,7 +89,11 @@ class NodeFence:
         if not jobs:
             return
         # Ranks still running now: their exits are reported as the fence's doing, not the job's.
-        self.fenced.update((s.job_id, s.rank) for s in live if s.exit_status is None)
+        wall = time.time()
+        for s in live:
+            if s.exit_status is None:
+                self.fenced.add((s.job_id, s.rank))
+                self.fenced_at.setdefault((s.job_id, s.rank), wall)
         silent = now - (lease.confirmed_at or now)
         log.warning(
             "no answer from the coordinator for %.1f s (node_timeout_s %g): stopping %d job(s) on this node: %s",
@@ -102,14 +110,24 @@ class NodeFence:
 
     def adopt(self, statuses: list[RankStatus]) -> None:
         """Note the ranks whose small parent fenced them (``RankStatus.fenced``)."""
-        self.fenced.update((s.job_id, s.rank) for s in statuses if s.fenced)
+        for s in statuses:
+            if s.fenced:
+                self.fenced.add((s.job_id, s.rank))
+                if s.ended_at is not None:
+                    self.fenced_at.setdefault((s.job_id, s.rank), s.ended_at)
 
     def mark(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Add ``fenced: true`` to a rank event or status dict of a fenced rank; return it."""
-        if (message.get("job_id"), message.get("rank")) in self.fenced:
+        """Add ``fenced: true`` (and ``fenced_at``, unix s, when known) to a rank event or status dict
+        of a fenced rank; return it."""
+        key = (message.get("job_id"), message.get("rank"))
+        if key in self.fenced:
             message["fenced"] = True
+            at = self.fenced_at.get(key)  # type: ignore[arg-type]
+            if at is not None:
+                message["fenced_at"] = at
         return message
 
     def forget(self, job_id: str) -> None:
         """The run ``job_id`` is forgotten here: drop its marks."""
         self.fenced = {key for key in self.fenced if key[0] != job_id}
+        self.fenced_at = {key: at for key, at in self.fenced_at.items() if key[0] != job_id}

@@ -19,9 +19,16 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _fenced_at(message: dict[str, Any]) -> float | None:
+    """When the agent's fence stopped the rank (``fenced_at``, unix s), if the message says."""
+    value = message.get("fenced_at")
+    return float(value) if message.get("fenced") is True and isinstance(value, (int, float)) else None
+
+
 def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | None:
     """A ``RankEvent`` dict (kind ``started`` | ``exited`` | ``gone``, with the rank's ``pid`` when the
-    agent knew it, and ``fenced: true`` when the agent stopped the rank because its lease ran out)
+    agent knew it, and ``fenced: true`` when the agent stopped the rank because its lease ran out, with
+    ``fenced_at`` when)
     from ``node``; None (logged) for a kind this coordinator does not know."""
     phase = _EVENT_PHASE.get(str(event.get("kind")))
     if phase is None:
@@ -36,6 +43,7 @@ def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | N
         pid=_int_or_none(event.get("pid")),  # absent from an older agent's events
         exit_status=_int_or_none(event.get("exit_status")),
         fenced=event.get("fenced") is True,
+        fenced_at=_fenced_at(event),
     )
 
 
@@ -57,6 +65,7 @@ def rank_status(node: str, status: dict[str, Any], now: float) -> RankObserved |
         pid=_int_or_none(status.get("pid")),
         exit_status=exit_status,
         fenced=status.get("fenced") is True,
+        fenced_at=_fenced_at(status),
     )
 
 

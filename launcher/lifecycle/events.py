@@ -61,6 +61,9 @@ class RankObserved:
         pid: the rank's pid when known. exit_status: its main process's status when known.
         fenced: the agent stopped this rank itself because the node's lease ran out (it could
             not reach the coordinator): its exit is the node's loss, not the job's failure.
+        fenced_at: when the fence stopped it (unix s, the agent's clock), if known: the job's
+            history lines about it are dated then (a report can arrive much later, e.g. at the
+            next ``labgang up`` after a ``kill -9``).
     """
 
     now: float
@@ -71,6 +74,7 @@ class RankObserved:
     pid: int | None = None
     exit_status: int | None = None
     fenced: bool = False
+    fenced_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

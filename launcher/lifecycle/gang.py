@@ -68,6 +68,9 @@ class GangRules:
         """Node → its last contact (the driver's clock), for every node now lost."""
         self._out: list[fx.Effect] = []
         self._now = 0.0
+        # When set, the time the history lines written now are dated (a fenced rank's report: when it
+        # was stopped, not when the report arrived).
+        self._history_at: float | None = None
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -111,7 +114,7 @@ class GangRules:
         self._out.append(fx.SaveStatus(job))
 
     def _history(self, job: JobRecord, event: str, message: str) -> None:
-        entry = HistoryEntry(self._now, event, message)
+        entry = HistoryEntry(self._now if self._history_at is None else self._history_at, event, message)
         job.history.append(entry)
         self._out.append(fx.AddHistory(job, entry))
 

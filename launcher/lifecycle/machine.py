@@ -56,6 +56,7 @@ class Lifecycle(DependencyRules):
             IllegalTransition: a rule tried an arrow the transitions table refuses (a bug).
         """
         self._now = event.now
+        self._history_at = None
         self._out = []
         if isinstance(event, ev.JobSubmitted):
             self._submitted(event)
@@ -215,6 +216,7 @@ class Lifecycle(DependencyRules):
         ) and not job.status.ran:
             job.status.ran = True
             self._save(job)
+        self._history_at = self._fence_time(job, e)  # its lines dated when the fence stopped it
         if e.fenced and rank.exit_status is None and not rank.ended:
             # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
             # status 0, is not its own (§A3.6), so this attempt can never count as finished.
@@ -234,8 +236,19 @@ class Lifecycle(DependencyRules):
             exited_now = was.order < RankPhase.EXITED.order <= rank.state.order and rank.state != RankPhase.LOST
             if exited_now and rank.exit_status is not None and not starting:
                 self._history(job, "rank-exited", self._exit_line(rank))
+            self._history_at = None  # what follows (requeued, admitted again) happens now
             self._evaluate(job)
+        self._history_at = None
         return True
+
+    def _fence_time(self, job: JobRecord, e: ev.RankObserved) -> float | None:
+        """When a fenced rank was stopped, to date its history lines, or None (not fenced, not known,
+        or not between the job's last history line and now: another clock's time never reorders
+        the history)."""
+        if not e.fenced or e.fenced_at is None:
+            return None
+        last = job.history[-1].time if job.history else float("-inf")
+        return e.fenced_at if last <= e.fenced_at <= self._now else None
 
     # ----- launches -------------------------------------------------------------------------
 

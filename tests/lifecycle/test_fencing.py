@@ -171,3 +171,29 @@ def test_a_loss_without_a_known_last_contact_is_fenced_from_the_moment_it_is_not
     assert record.status.state == JobState.TERMINATING
     tick(model, LOST_AT + 17)
     assert record.status.state == JobState.PENDING
+
+
+def test_a_fenced_ranks_lines_are_dated_when_the_fence_stopped_it_not_when_the_report_arrived() -> None:
+    """E.g. ``labgang up`` killed with SIGKILL: its ranks' small parents fence them when the lease runs
+    out, and the next ``labgang up`` hears of it only when it starts, long after."""
+    model, record = running()
+    stopped = ev.RankObserved(60.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True, fenced_at=8.5)
+    model.apply(ev.NodeJoined(60.0, "n2", (stopped,), frozenset({"n1", "n2"})))
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(61.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
+    lines = [(h.time, h.event, h.message.split(":")[0]) for h in record.history[2:]]
+    assert lines == [
+        (8.5, "stopping", "node n2 stopped rank 1 itself"),
+        (8.5, "rank-exited", "rank 1 on n2 exited with status 143"),
+        (61.0, "rank-exited", "rank 0 on n1 exited with status 143"),  # stopped once the coordinator knew
+        (61.0, "requeued", "node n2 stopped rank 1 itself"),  # the requeue happens then too
+    ], record.history
+    assert [h.time for h in record.history] == sorted(h.time for h in record.history)
+
+
+@pytest.mark.parametrize("fenced_at", [1.0, 75.0], ids=["before-its-last-line", "after-now"])
+def test_a_fence_time_that_would_reorder_the_history_is_not_used(fenced_at: float) -> None:
+    model, record = running()  # its last line, "running", at t = 2
+    stopped = ev.RankObserved(60.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True, fenced_at=fenced_at)
+    model.apply(ev.NodeJoined(60.0, "n2", (stopped,), frozenset({"n1", "n2"})))
+    assert {h.time for h in record.history if h.event in ("stopping", "rank-exited")} == {60.0}
