@@ -39,7 +39,9 @@ from pathlib import Path, PurePosixPath
 import click
 import labgang.launcher
 from labgang.agent.token import token_problem
+from labgang.launcher.cli import system_venv
 from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.install_access import Identity, run_problem
 
 ROLES = ("all", "coordinator", "agent")
 UNIT_BIN_PLACEHOLDER = "/usr/local/bin/labgang"
@@ -273,6 +275,33 @@ def render_for_print(files: list[InstallFile], prefix: Path) -> str:
     return "\n".join(parts)
 
 
+def unit_users(files: list[InstallFile]) -> list[tuple[str, str, Path]]:
+    """``(unit file name, User=, ExecStart= program)`` of each planned unit that names a ``User=``."""
+    found = []
+    for f in files:
+        if f.path.suffix != ".service" or f.content is None:
+            continue
+        text = f.content.decode()
+        user = re.search(r"(?m)^User=(\S+)\s*$", text)
+        program = re.search(r"(?m)^ExecStart=(\S+)", text)
+        if user and program:
+            found.append((f.path.name, user.group(1), Path(program.group(1))))
+    return found
+
+
+def _warn_unit_users(files: list[InstallFile]) -> None:
+    """Warn (stderr) of each unit whose ``User=`` cannot run its ``ExecStart=``: systemd would fail it
+    with status 203/EXEC."""
+    for unit, user, program in unit_users(files):
+        problem = run_problem(program, Identity.of(user))
+        if problem is not None:
+            click.echo(
+                f"labgang install: warning: {unit} runs as User={user}, who cannot run ExecStart={program}: "
+                f"{problem}; install with --venv /opt/labgang/venv (a venv every user can run)",
+                err=True,
+            )
+
+
 def create_system_user(prefix: Path) -> str:
     """Create the ``labgang`` user from the installed sysusers.d file (``systemd-sysusers --root``).
 
@@ -314,35 +343,79 @@ def create_system_user(prefix: Path) -> str:
     help="The labgang executable the units start (default: the one beside this Python).",
 )
 @click.option(
+    "--venv",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="First make a venv here from --python that every user can run (e.g. /opt/labgang/venv), install "
+    "this checkout into it and link it as /usr/local/bin/labgang; the units start that.",
+)
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=system_venv.DEFAULT_PYTHON,
+    show_default=True,
+    help="The interpreter the --venv is made from: one every user may run (not a pyenv under /root).",
+)
+@click.option(
     "--token-from",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.",
 )
 def install(
-    role: str, print_only: bool, force: bool, prefix: Path, labgang_bin: Path | None, token_from: Path | None
+    role: str,
+    print_only: bool,
+    force: bool,
+    prefix: Path,
+    labgang_bin: Path | None,
+    venv: Path | None,
+    python: Path,
+    token_from: Path | None,
 ) -> None:
     """Install systemd units and example config (root).
 
     Writes the units, /etc/labgang examples and the cluster token (0600) under
     PREFIX; a file already holding the same content is left unchanged, one with other
-    content is replaced only with --force.
+    content is replaced only with --force. With --venv DIR, first makes a labgang every
+    user can run (a venv from a system Python, linked as /usr/local/bin/labgang).
     """
-    found = labgang_bin or default_bin()
-    if found is None:
-        raise InstallError("--bin: no labgang executable found beside this Python or on $PATH; give --bin PATH")
     token = token_from.read_bytes() if token_from else None
     problem = None if token is None else token_problem(token)
     if problem is not None:
         raise InstallError(f"--token-from: {token_from} {problem}")
-    files = plan(role, check_bin(found.absolute()), root=source_root(), token=token)
+    root = source_root()
+    if venv is not None:
+        if labgang_bin is not None:
+            raise InstallError("--bin and --venv exclude each other: the units start the venv's labgang")
+        venv = venv.absolute()
+        system_venv.check_shareable(python, root)
+        found: Path | None = venv / "bin" / "labgang"
+    else:
+        found = labgang_bin or default_bin()
+    if found is None:
+        raise InstallError("--bin: no labgang executable found beside this Python or on $PATH; give --bin PATH")
+    exec_bin = found.absolute() if venv is not None else check_bin(found.absolute())
+    files = plan(role, exec_bin, root=root, token=token)
     if print_only:
+        if venv is not None:
+            click.echo("# ==> the venv every user runs <==")
+            for argv in system_venv.steps(python, venv, root):
+                click.echo("# would run: " + " ".join(argv))
+            click.echo(f"# would link: {prefix / system_venv.LINK_PATH} -> {exec_bin}\n")
         click.echo(render_for_print(files, prefix))
+        if venv is None:
+            _warn_unit_users(files)
         return
     if prefix == Path("/") and os.geteuid() != 0:
         raise InstallError("installing into / needs root (or use --print, or --prefix DIR)")
+    if venv is not None:
+        system_venv.make_venv(python, venv, root)
+        linked, action = system_venv.link(prefix, exec_bin, force=force)
+        click.echo(f"{action:8} {linked} -> {exec_bin}")
     for target, action in write(files, prefix, force=force):
         click.echo(f"{action:8} {target}")
+    _warn_unit_users(files)
     if role in ("all", "coordinator"):
         click.echo(create_system_user(prefix))
     units = {
