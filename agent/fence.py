@@ -122,7 +122,7 @@ class NodeFence:
         key = (message.get("job_id"), message.get("rank"))
         if key in self.fenced:
             message["fenced"] = True
-            at = self.fenced_at.get(key)  # type: ignore[arg-type]
+            at = self.fenced_at.get(key)
             if at is not None:
                 message["fenced_at"] = at
         return message

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def tool(folder: Path, interpreter: Path) -> Path:
 
 
 @pytest.fixture
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def shared() -> Iterator[Path]:
     """A directory every user may search: tmp_path's parents are not (pytest makes them 0700)."""
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"lgshare-{os.getpid()}-{os.urandom(3).hex()}"
     base.mkdir(mode=0o755)
