@@ -244,7 +244,8 @@ class CoordinatorSource(DataSource):
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
-        """A source talking to the coordinator socket of ``state_dir`` (None: the default state dir)."""
+        """A source talking to the coordinator socket of ``state_dir`` (None: found as every command finds
+        it, the machine's system instance first: :mod:`labgang.launcher.api.discovery`)."""
         from labgang.launcher.api.async_client import AsyncClient
 
         client = AsyncClient.for_state_dir(state_dir, timeout=10.0)
