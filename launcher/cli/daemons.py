@@ -64,7 +64,8 @@ def coordinator(
         _config_failure("coordinator", exc.source, exc.problems)
     try:
         asyncio.run(serve(cfg, state_dir, tcp_host=tcp_host, tcp_port=tcp_port))
-    except (TokenError, RuntimeError, OSError) as exc:
+    except (TokenError, RuntimeError, OSError, ValueError) as exc:
+        # ValueError: without --state-dir, a broken /etc/labgang/system.toml (named in one line)
         click.echo(f"labgang coordinator: {exc}", err=True)
         raise SystemExit(2) from None
 

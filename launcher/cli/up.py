@@ -339,7 +339,10 @@ def up(
             "or try labgang on a simulated machine of your own: labgang up --simulate config/sim/h100x8.toml",
             1,
         )
-    directory = paths.resolve_state_dir(state_dir)
+    try:
+        directory = paths.resolve_state_dir(state_dir)
+    except ValueError as exc:  # root's default: a broken /etc/labgang/system.toml, named in one line
+        _fail(str(exc), 2)
     _refuse_a_second_up(directory, chosen)
     created = _first_missing(directory)  # what a failed start removes again, so it leaves no trace
     try:

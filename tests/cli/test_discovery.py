@@ -121,3 +121,18 @@ def test_a_broken_system_config_is_one_line_naming_it(
         socket_file_for(None)
     assert str(caught.value).startswith(f"{tmp_path / 'system.toml'}: ") and problem in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_roots_labgang_up_names_a_broken_system_config_in_one_line(
+    places: tuple[Place, Place], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+    from labgang.launcher.cli.up import up
+
+    monkeypatch.setattr(discovery.os, "geteuid", lambda: 0)
+    (tmp_path / "system.toml").write_text('state_dir = "relative/dir"\n')
+    result = CliRunner().invoke(up, ["--simulate", "config/sim/h100x8.toml"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"labgang up: {tmp_path / 'system.toml'}: state_dir = 'relative/dir'; allowed: an absolute directory path\n"
+    )
