@@ -12,13 +12,14 @@ setting anything. The order:
    does not advise starting a second scheduler over its GPUs);
 6. the user's own socket (nothing runs: the error advises ``labgang up``).
 
-Probing costs one ``connect()`` on a Unix socket per candidate; nothing here imports pathlib.
+Where no system socket file exists (no system instance here), nothing is probed: a few ``stat``
+calls, no ``socket`` import (``bench/cli_latency.py``: every shell command pays its imports). Else
+probing costs one ``connect()`` on a Unix socket per candidate. Nothing here imports pathlib.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 
 from labgang.agent import paths
 
@@ -33,6 +34,8 @@ class SystemConfigInvalid(Exception):
 
 def answers(socket_file: str) -> bool:
     """True when something accepts a connection on the Unix socket ``socket_file``."""
+    import socket
+
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)
@@ -64,6 +67,7 @@ def starting(socket_file: str) -> bool:
 def serving_pid(socket_file: str) -> int | None:
     """The pid of the process that serves ``socket_file`` (the kernel's ``SO_PEERCRED``), or None when
     nothing answers there."""
+    import socket
     import struct
 
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -118,14 +122,16 @@ def find_socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
     system = system_socket_file()
     if os.geteuid() == 0:
         return system
-    if answers(system) or starting(system):
+    if starting(system):
         return system
     own = os.path.join(paths.user_state_dir_text(), paths.SOCKET_NAME)
-    if answers(own) or starting(own):
-        return own
-    if os.path.exists(system):
+    if not os.path.exists(system):
+        return own  # no system instance here (nor a stale one): no probe needed
+    if answers(system):
         return system
-    return own
+    if (os.path.exists(own) and answers(own)) or starting(own):
+        return own
+    return system
 
 
 def system_instance_serving() -> str | None:
@@ -138,4 +144,6 @@ def system_instance_serving() -> str | None:
     if os.geteuid() == 0:
         return None
     system = system_socket_file()
-    return system if answers(system) or starting(system) else None
+    if starting(system) or (os.path.exists(system) and answers(system)):
+        return system
+    return None
