@@ -228,8 +228,11 @@ def _list_of_objects(msg: dict[str, Any], key: str, what: str) -> list[dict[str,
     return value
 
 
+_ARTICLES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
 def _article(kind: type) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(kind, kind.__name__)
+    return _ARTICLES.get(kind, kind.__name__)
 
 
 def _kind(value: Any) -> str:

@@ -14,11 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from coordinator_harness import running_coordinator
 from labgang.launcher.api.wire import UnixHTTPConnection
 from labgang.launcher.cli import job_request, quick, submission
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_harness import running_coordinator
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
 
