@@ -7,8 +7,12 @@ install. This script hands mypy each file with its installed module name, so the
 in pyproject.toml ([tool.mypy], keyed on ``labgang.*``) apply and every error names ``agent/...``.
 
 Test files are named ``tests.<folder>.<file>``; the tests' helper modules (``harness``,
-``sched_builders``, ...) are imported by their bare name (the tests put their folder on
-``sys.path``), so they are checked under that name.
+``sched_builders``, ...) are imported by their bare name (pytest's ``pythonpath`` in
+pyproject.toml puts their folders on the path), so they are checked under that name.
+
+Why a driver and not only ``[tool.mypy]``: mypy maps files to modules by folder names
+(``files``/``mypy_path``), and no option maps a folder to another package name the way
+setuptools' ``package-dir`` does, so the mapping is computed here (from setup.py's ROOTS).
 
 Usage: ``python .ci/typecheck.py [mypy options]``; exit status 1 when mypy reports an error.
 """

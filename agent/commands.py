@@ -21,6 +21,11 @@ LOG_READ_MAX = 4 << 20
 """The most bytes one ``read_log`` returns."""
 
 
+def _field(spec: Any, name: str) -> Any:
+    """``spec[name]`` of a launch spec that may not even be an object (None then)."""
+    return spec.get(name) if isinstance(spec, dict) else None
+
+
 class CommandHandler:
     """Runs coordinator commands against the supervisor.
 
@@ -75,21 +80,22 @@ class CommandHandler:
             for spec_dict in args.get("specs") or []:
                 try:
                     port = None
-                    if spec_dict.get("master_port") == 0:  # rank 0's node: pick MASTER_PORT now
-                        port = sup.job_master_port(str(spec_dict.get("job_id"))) or pick_free_port()
-                        spec_dict = {**spec_dict, "master_port": port}
                     spec = LaunchSpec.from_dict(spec_dict)
+                    if spec.master_port is None:  # rank 0's node: pick MASTER_PORT now
+                        port = sup.job_master_port(spec.job_id) or pick_free_port()
+                        spec = spec.with_master_port(port)
                     status = sup.launch(spec).to_dict()
                     if port is not None:
                         status["master_port"] = port
                     out.append(status)
                     self.grace[spec.job_id] = spec.grace
                 except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
-                    log.warning("launch of %s rank %s refused: %s", spec_dict.get("job_id"), spec_dict.get("rank"), exc)
+                    job_id, rank = _field(spec_dict, "job_id"), _field(spec_dict, "rank")
+                    log.warning("launch of %s rank %s refused: %s", job_id, rank, exc)
                     out.append(
                         {
-                            "job_id": spec_dict.get("job_id"),
-                            "rank": spec_dict.get("rank"),
+                            "job_id": job_id,
+                            "rank": rank,
                             "error": str(exc),
                             "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
                         }

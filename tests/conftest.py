@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from fixture_files import FIXTURES, REPO
+from hypothesis import settings
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 from unix_users import UserShell, cannot_create_users, cannot_share_python, lab_shells
 

@@ -4,7 +4,7 @@
   OS process table; its :meth:`~LocalSource.read` blocks, so the App runs it in a thread
   worker.
 * :class:`CoordinatorSource` asks the coordinator's user API (async, over the Unix socket
-  with :class:`labgang.launcher.api.client.AsyncClient`, or any object with the same
+  with :class:`labgang.launcher.api.async_client.AsyncClient`, or any object with the same
   async methods: the tests pass a fake one).
 
 Both return a :class:`~labgang.launcher.pitfalls.ClusterSnapshot`; nothing above this
@@ -213,7 +213,7 @@ def _process_owner(node: str, pid: int) -> ProcessOwner:
 
 
 class ApiClient(Protocol):
-    """The async methods of :class:`labgang.launcher.api.client.AsyncClient` the TUI uses."""
+    """The async methods of :class:`labgang.launcher.api.async_client.AsyncClient` the TUI uses."""
 
     async def nodes(self) -> list[dict[str, Any]]: ...
     async def jobs(self, *, all_users: bool = False, user: str | None = None) -> list[dict[str, Any]]: ...
@@ -227,7 +227,7 @@ class CoordinatorSource(DataSource):
     """The coordinator's user API: ``GET /v1/nodes``, ``/v1/jobs?all=1`` and ``/v1/queues`` per refresh.
 
     Args:
-        client: an :class:`~labgang.launcher.api.client.AsyncClient` (or a fake with the same methods).
+        client: an :class:`~labgang.launcher.api.async_client.AsyncClient` (or a fake with the same methods).
         description: shown in the summary line (e.g. the socket path).
         clock: unix-seconds clock for the snapshot time (tests pass a frozen one).
     """

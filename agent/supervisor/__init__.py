@@ -21,16 +21,54 @@ Public API (the contract in prompts/contracts.md, "Supervisor")::
 See ``supervisor.py`` for the design (small parent per rank, subreaper, journal).
 """
 
-from .config import SupervisorConfig
-from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict, SupervisorError, UnknownJob
-from .exitwatch import ExitWatcher
-from .foreign import ForeignProcess
-from .ports import pick_free_port
-from .ranks import DeviceReading
-from .spec import LaunchSpec
-from .states import RankState
-from .status import RankEvent, RankStatus
-from .supervisor import Supervisor
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import SupervisorConfig
+    from .errors import InvalidSpec, InvalidTransition, LaunchRefused, RankConflict, SupervisorError, UnknownJob
+    from .exitwatch import ExitWatcher
+    from .foreign import ForeignProcess
+    from .ports import pick_free_port
+    from .ranks import DeviceReading
+    from .spec import LaunchSpec
+    from .states import RankState
+    from .status import RankEvent, RankStatus
+    from .supervisor import Supervisor
+
+_WHERE = {
+    "SupervisorConfig": "config",
+    "InvalidSpec": "errors",
+    "InvalidTransition": "errors",
+    "LaunchRefused": "errors",
+    "RankConflict": "errors",
+    "SupervisorError": "errors",
+    "UnknownJob": "errors",
+    "ExitWatcher": "exitwatch",
+    "ForeignProcess": "foreign",
+    "pick_free_port": "ports",
+    "DeviceReading": "ranks",
+    "LaunchSpec": "spec",
+    "RankState": "states",
+    "RankEvent": "status",
+    "RankStatus": "status",
+    "Supervisor": "supervisor",
+}
+"""Each public name's module, imported on first use: the launch contract (``spec``), the rank
+states and errors import without the supervisor's OS code (the coordinator, simulator and TUI
+use those; only the agent daemon needs the rest)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DeviceReading",

@@ -6,7 +6,7 @@ import math
 import re
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InvalidSpec
@@ -17,6 +17,10 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME_RE = re.compile(r"^[^=\x00]+$")
 ARRAY_ENV_PREFIXES = ("LABGANG_ARRAY_", "SLURM_ARRAY_")
 """The only names ``LaunchSpec.array_env`` may set (the agent never imports the launcher)."""
+
+
+PICK_PORT = 0
+"""``master_port`` on the wire for "not chosen yet": rank 0's agent picks a free port at launch."""
 
 
 def _is_int(value: Any) -> bool:
@@ -36,7 +40,10 @@ class LaunchSpec:
         local_world_size: number of this job's ranks on this node (``LOCAL_WORLD_SIZE``).
         node_rank: index of this node among the job's nodes (``NODE_RANK`` and ``GROUP_RANK``).
         master_addr: host of rank 0 (``MASTER_ADDR``).
-        master_port: TCP port, 1–65535, that was free on rank 0's node (``MASTER_PORT``).
+        master_port: TCP port, 1–65535, that was free on rank 0's node (``MASTER_PORT``); ``None``
+            = not chosen yet: the first node of a run, whose agent picks a free port (or the one its
+            ranks of the run already use) before it starts the rank (:meth:`with_master_port`).
+            On the wire ``None`` is 0. A rank is never started without a port.
         devices: device UUIDs (``GPU-…`` or ``MIG-…``) handed to the rank in ``CUDA_VISIBLE_DEVICES``;
             may be empty for a CPU-only rank.
         argv: the command, ``argv[0]`` looked up in the rank's ``PATH``.
@@ -70,7 +77,7 @@ class LaunchSpec:
     local_world_size: int
     node_rank: int
     master_addr: str
-    master_port: int
+    master_port: int | None
     devices: tuple[str, ...]
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(hash=False)
@@ -130,8 +137,8 @@ class LaunchSpec:
                 f"{self.master_addr!r} is not a host name or address",
                 "non-empty host name or IP address",
             )
-        if not _is_int(self.master_port) or not 1 <= self.master_port <= 65535:
-            raise InvalidSpec("master_port", f"{self.master_port!r} is not a TCP port", "1..65535")
+        if self.master_port is not None and (not _is_int(self.master_port) or not 1 <= self.master_port <= 65535):
+            raise InvalidSpec("master_port", f"{self.master_port!r} is not a TCP port", "1..65535, or 0 = pick one")
         for uuid in self.devices:
             if not isinstance(uuid, str) or not uuid or "," in uuid or any(c.isspace() for c in uuid):
                 raise InvalidSpec("devices", f"{uuid!r} is not a device UUID", "GPU-… or MIG-… UUID strings")
@@ -187,7 +194,8 @@ class LaunchSpec:
                 )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (lists for tuples); ``from_dict`` inverts it exactly."""
+        """Return a JSON-ready dict (lists for tuples, :data:`PICK_PORT` for a port not chosen yet);
+        ``from_dict`` inverts it exactly."""
         return {
             "job_id": self.job_id,
             "rank": self.rank,
@@ -196,7 +204,7 @@ class LaunchSpec:
             "local_world_size": self.local_world_size,
             "node_rank": self.node_rank,
             "master_addr": self.master_addr,
-            "master_port": self.master_port,
+            "master_port": self.master_port or PICK_PORT,
             "devices": list(self.devices),
             "argv": list(self.argv),
             "env": dict(self.env),
@@ -219,6 +227,8 @@ class LaunchSpec:
         Raises:
             InvalidSpec: a required field is missing, an unknown field is present, or a value is malformed.
         """
+        if not isinstance(data, Mapping):
+            raise InvalidSpec("spec", f"a {type(data).__name__} is not a launch spec", "an object of LaunchSpec fields")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -247,4 +257,14 @@ class LaunchSpec:
                 raise InvalidSpec(name, f"{kwargs[name]!r} is not a list", "a list of strings")
         if not isinstance(kwargs["env"], Mapping):
             raise InvalidSpec("env", f"{kwargs['env']!r} is not a mapping", "an object of strings")
+        if kwargs["master_port"] == PICK_PORT and _is_int(kwargs["master_port"]):
+            kwargs["master_port"] = None
         return cls(**kwargs)
+
+    def with_master_port(self, port: int) -> LaunchSpec:
+        """This spec with ``master_port`` chosen (the first node of a run picks it at launch).
+
+        Raises:
+            InvalidSpec: ``port`` is not 1..65535.
+        """
+        return replace(self, master_port=port)

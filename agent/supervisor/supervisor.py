@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from . import journal as J
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
-from .errors import RankConflict, SupervisorError, UnknownJob
+from .errors import InvalidSpec, RankConflict, SupervisorError, UnknownJob
 from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
@@ -241,7 +241,10 @@ class Supervisor(SpareShims, RankStopper):
             LaunchRefused: the uid/gid policy forbids it, or the user cannot enter ``cwd``.
             RankConflict: the rank is already supervised with a different spec.
             OSError: the rank's small parent could not be spawned, or (``ConfineError``) its cgroup made.
+            InvalidSpec: ``master_port`` is not chosen (None).
         """
+        if spec.master_port is None:
+            raise InvalidSpec("master_port", "is not chosen", "1..65535 (the launch picks one for a run's first node)")
         existing = self._ranks.get((spec.job_id, spec.rank))
         rank_dir = self._journal.rank_dir(spec.job_id, spec.rank)
         if (existing is not None and existing.spec != spec) or (existing is None and rank_dir.exists()):

@@ -16,11 +16,11 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
 from labgang.agent import paths
-from labgang.launcher.api import fastjson
 from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection, quote, urlencode
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
@@ -215,7 +215,7 @@ def _jobs_query(
 def _error_from(status: int, body: bytes) -> ApiError:
     """Build an :class:`ApiError` from a non-2xx answer (``{"error": {"message","field","allowed"}}``)."""
     try:
-        payload = fastjson.loads(body.decode("utf-8") or "{}")
+        payload = json.loads(body.decode("utf-8") or "{}")
         err = payload.get("error") if isinstance(payload, dict) else None
     except ValueError:  # UnicodeDecodeError or json.JSONDecodeError
         err = None
@@ -229,7 +229,7 @@ def _json_body(status: int, body: bytes) -> dict[str, Any]:
     if status >= 400:
         raise _error_from(status, body)
     try:
-        payload = fastjson.loads(body.decode("utf-8"))
+        payload = json.loads(body.decode("utf-8"))
     except ValueError as exc:  # UnicodeDecodeError or json.JSONDecodeError
         raise ApiError(status, f"coordinator sent a body that is not JSON ({exc})") from exc
     if not isinstance(payload, dict):
@@ -324,7 +324,7 @@ class Client:
         if query:
             path = f"{path}?{urlencode(query)}"
         url = path
-        payload = None if body is None else fastjson.dumps(body).encode()
+        payload = None if body is None else json.dumps(body, allow_nan=False).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"

@@ -7,6 +7,11 @@ importing click for it costs more than the rest of the command (docs/cli-startup
 same rules (click's ``HelpFormatter``: at most 78 columns, at least 50; words wrapped as
 :mod:`textwrap` does, after the hyphen of a hyphenated word too). tests/cli/test_fast_help.py
 checks it against click's own output at every width, so the two cannot drift apart.
+
+Kept on measure (STYLE.md 26: a re-implemented library layout only where users feel it):
+CPU of whole processes against ``python -c pass`` (p50 of 30, editable install, load 13-15,
+2026-12-02): ``labgang --help`` here 1.04-1.05x; the click group's own ``--help`` 2.54-2.77x,
+about 70 ms more CPU on that machine (``import click`` alone is 87-102 ms against 42-48 ms).
 """
 
 from __future__ import annotations

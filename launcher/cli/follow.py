@@ -286,3 +286,39 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
                 print(note, file=err, flush=True)
                 client.cancel(job_id)
     return code if stopped_by is not None else exit_status_of(final)
+
+
+class NoOutputYet(Exception):
+    """The first read of a rank's log found none (HTTP 404): the rank has written nothing the
+    coordinator can reach yet. ``error`` is the coordinator's answer."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def copy_log(client: Client, job_id: str, rank: int, out: Any, attempt: int | None = None) -> int:
+    """Write ``rank``'s whole output so far (of start ``attempt``; None = the current one) to the
+    binary stream ``out``, then flush it. ``labgang logs`` on both paths.
+
+    Returns:
+        The number of bytes written (0: the log is empty).
+
+    Raises:
+        NoOutputYet: the first read was a 404 (no log yet).
+        ApiError: any other refusal; ClientError when the coordinator is out of reach.
+    """
+    offset = 0
+    while True:
+        try:
+            chunk = client.logs(job_id, rank=rank, offset=offset, attempt=attempt)
+        except ApiError as err:
+            if err.status == 404 and offset == 0:
+                raise NoOutputYet(err) from err
+            raise
+        if not chunk.data:
+            break
+        out.write(chunk.data)
+        offset = chunk.next_offset
+    out.flush()
+    return offset

@@ -19,7 +19,7 @@ import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.bulk_cancel import FILTER_FLAGS, selected_jobs
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.follow import JobFollower, not_started
+from labgang.launcher.cli.follow import JobFollower, NoOutputYet, copy_log, not_started
 from labgang.launcher.cli.format import job_detail, queue_table, to_json
 from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, cancel_jobs, queue_listing
 from labgang.launcher.cli.plumbing import (
@@ -176,33 +176,20 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool, attempt: 
             if not_started(final) and not_started(final) != not_started(job):
                 click.echo(f"labgang logs: {not_started(final)}", err=True)
             return
-        offset = 0
-        while True:
-            try:
-                chunk = client.logs(job_id, rank=rank, offset=offset)
-            except ApiError as err:
-                if err.status == 404 and offset == 0:
-                    raise CommandFailed(f"job {job_id} rank {rank} has no output yet ({job['state']})", 1) from err
-                raise
-            if not chunk.data:
-                break
-            out.write(chunk.data)
-            offset = chunk.next_offset
-        out.flush()
+        try:
+            offset = copy_log(client, job_id, rank, out)
+        except NoOutputYet as no_output:
+            raise CommandFailed(f"job {job_id} rank {rank} has no output yet ({job['state']})", 1) from no_output.error
         if offset == 0 and not_started(job):
             click.echo(f"labgang logs: {not_started(job)}", err=True)
 
 
 def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -> None:
     """Write one attempt's whole output of ``rank`` to ``out``."""
-    offset = 0
-    while True:
-        chunk = client.logs(job_id, rank=rank, offset=offset, attempt=attempt)
-        if not chunk.data:
-            break
-        out.write(chunk.data)
-        offset = chunk.next_offset
-    out.flush()
+    try:
+        copy_log(client, job_id, rank, out, attempt)
+    except NoOutputYet as no_output:
+        raise no_output.error from None
 
 
 @click.command()

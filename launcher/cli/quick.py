@@ -460,37 +460,27 @@ def history(args: list[str]) -> int:
 
 def logs(args: list[str]) -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
-    from labgang.launcher.api.client import ApiError, Client, ClientError
+    from labgang.launcher.api.client import Client, ClientError
 
     options, positional = parse(args, _LOGS_FLAGS, interspersed=True)
     job_id = _single_job(positional)
     rank = options.get("rank", 0)
     state_dir = _state_dir(options)
-    out = sys.stdout.buffer
-    offset = 0
+    from labgang.launcher.cli.follow import NoOutputYet, copy_log, not_started
+
     try:
         with Client.for_state_dir(state_dir) as client:
             job = client.job(job_id)
             workers = int(job.get("workers") or 1)
             if rank >= workers:
                 return _fail("logs", f"--rank: job {job_id} has ranks 0..{workers - 1}, not {rank}", 2)
-            while True:
-                try:
-                    chunk = client.logs(job_id, rank=rank, offset=offset)
-                except ApiError as err:
-                    if err.status == 404 and offset == 0:
-                        return _fail("logs", f"job {job_id} rank {rank} has no output yet ({job['state']})", 1)
-                    raise
-                if not chunk.data:
-                    break
-                out.write(chunk.data)
-                offset = chunk.next_offset
-            out.flush()
+            try:
+                offset = copy_log(client, job_id, rank, sys.stdout.buffer)
+            except NoOutputYet:
+                return _fail("logs", f"job {job_id} rank {rank} has no output yet ({job['state']})", 1)
     except ClientError as err:
         return _refusal("logs", err)
     if offset == 0:
-        from labgang.launcher.cli.follow import not_started
-
         why = not_started(job)
         if why:
             print(f"labgang logs: {why}", file=sys.stderr)

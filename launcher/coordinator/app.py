@@ -33,6 +33,7 @@ from labgang.agent.token import read_token
 from labgang.launcher import ratelog
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator import bodylog
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
@@ -210,6 +211,7 @@ async def serve(
         TokenError: the token file is readable by others.
     """
     ratelog.install()  # a flood of one error writes a few lines a minute, not megabytes
+    bodylog.install()  # a body that does not decode: one line, not aiohttp's traceback
     _raise_nofile_limit()
     directory = paths.ensure_state_dir(paths.resolve_state_dir(state_dir))
     if os.geteuid() == 0:

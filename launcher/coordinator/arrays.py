@@ -17,7 +17,6 @@ from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
-from labgang.launcher.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -40,7 +39,7 @@ def insert_tasks(
     tasks: list[JobRecord] = []
     for index in indices:
         task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
-        status = JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now)
+        status = JobStatus.submitted(now)
         job = coord.store.insert_job(replace(spec, array=task), status, job_id=task_id(array_id, index))
         coord.apply(ev.JobSubmitted(now, job, targets))
         tasks.append(job)

@@ -264,7 +264,7 @@ class Coordinator:
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
             job = arrays.insert_tasks(self, spec, array, now, targets)[0]
         else:
-            job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
+            job = self.store.insert_job(spec, JobStatus.submitted(now))
             self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job

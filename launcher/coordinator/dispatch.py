@@ -12,6 +12,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
+from labgang.agent.supervisor.errors import InvalidSpec
+from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.topology import rank_cpus
@@ -29,17 +31,21 @@ log = logging.getLogger("labgang.coordinator.dispatch")
 
 def launch_specs(
     job: JobRecord, node: str, inventory: NodeInventory | None = None, max_signal_lead_s: float | None = None
-) -> list[dict[str, Any]]:
-    """The ``LaunchSpec`` dicts for the job's ranks on ``node`` (torchrun's variables).
+) -> list[LaunchSpec]:
+    """The typed launch contract for the job's ranks on ``node`` (torchrun's variables), as the
+    agent parses it back (``LaunchSpec.to_dict``/``from_dict`` on the wire).
 
     With ``cpu_bind`` "numa" and the node's ``inventory``, each rank gets ``cpus``: the CPUs of
     its GPUs' NUMA node(s) (:func:`~labgang.launcher.coordinator.topology.rank_cpus`).
 
     NODE_RANK is the node's index in order of first appearance by rank; LOCAL_RANK the
-    rank's index among the job's ranks on that node. ``master_port`` 0 (not chosen yet) asks
+    rank's index among the job's ranks on that node. ``master_port`` None (not chosen yet) asks
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
     already have, and to report it in its reply. The warning lead is at most
     ``max_signal_lead_s`` (the cluster's bound; None = as submitted).
+
+    Raises:
+        InvalidSpec: a field the job record holds is not a valid launch (named by the error).
     """
     nodes = job_nodes(job)
     mine = [job.ranks[r] for r in sorted(job.ranks) if job.ranks[r].node == node]
@@ -49,48 +55,55 @@ def launch_specs(
         if max_signal_lead_s is not None:  # a job stored before the admin lowered the bound
             warn_before = min(warn_before, max_signal_lead_s)
     env = dict(job.spec.env)
+    task = job.spec.array
+    array_env = (
+        None
+        if task is None
+        else task_environment(task.array_id, task.index, task.count, task.low, task.high, task.step)
+    )  # LABGANG_ARRAY_* and SLURM_ARRAY_*, docs/arrays.md
     return [
-        {
-            "job_id": job.run_id,
-            "rank": r.rank,
-            "local_rank": i,
-            "world_size": len(job.ranks),  # an elastic gang: the size it started with
-            "local_world_size": len(mine),
-            "node_rank": nodes.index(node),
-            "master_addr": job.status.master_addr or "127.0.0.1",
-            "master_port": job.status.master_port or 0,  # 0: rank 0's agent picks a free port
-            "devices": list(r.devices),
-            "argv": list(job.spec.argv),
-            "env": env,
-            "cwd": job.spec.cwd,
-            "uid": job.spec.uid,
-            "gid": job.spec.gid,
-            "restart_count": job.status.restart_count,
-            "grace": job.spec.grace_s,
-            "warn_signal": warn_signal,
-            "warn_before": warn_before,
-            "user_job_id": job.id,
-            **_cpus(job, inventory, r.devices),
-            **_array_env(job),
-        }
+        LaunchSpec(
+            job_id=job.run_id,
+            rank=r.rank,
+            local_rank=i,
+            world_size=len(job.ranks),  # an elastic gang: the size it started with
+            local_world_size=len(mine),
+            node_rank=nodes.index(node),
+            master_addr=job.status.master_addr or "127.0.0.1",
+            master_port=job.status.master_port,  # None: rank 0's agent picks a free port
+            devices=tuple(r.devices),
+            argv=tuple(job.spec.argv),
+            env=env,
+            cwd=job.spec.cwd,
+            uid=job.spec.uid,
+            gid=job.spec.gid,
+            restart_count=job.status.restart_count,
+            grace=job.spec.grace_s,
+            warn_signal=warn_signal,
+            warn_before=warn_before,
+            user_job_id=job.id,
+            cpus=_cpus(job, inventory, r.devices),
+            array_env=array_env,
+        )
         for i, r in enumerate(mine)
     ]
 
 
-def _array_env(job: JobRecord) -> dict[str, Any]:
-    """An array task's ``array_env`` (LABGANG_ARRAY_* and SLURM_ARRAY_*, docs/arrays.md); {} otherwise."""
-    task = job.spec.array
-    if task is None:
-        return {}
-    env = task_environment(task.array_id, task.index, task.count, task.low, task.high, task.step)
-    return {"array_env": env}
-
-
-def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> dict[str, Any]:
+def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> tuple[int, ...] | None:
     if job.spec.cpu_bind == "none":
-        return {}
+        return None
     cpus = rank_cpus(inventory, devices)
-    return {} if cpus is None else {"cpus": cpus}
+    return None if cpus is None else tuple(cpus)
+
+
+def _refused(job: JobRecord, node: str, exc: InvalidSpec) -> list[dict[str, Any]]:
+    """What the agent would answer for a launch it cannot parse: every rank of ``job`` on
+    ``node`` refused for good (the same record would be refused again)."""
+    return [
+        {"job_id": job.run_id, "rank": r, "error": str(exc), "permanent": True}
+        for r in sorted(job.ranks)
+        if job.ranks[r].node == node
+    ]
 
 
 async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
@@ -136,9 +149,16 @@ async def launch_on_node(
     before = job.status.state
     coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
     conn = coord.agents.get(node)
-    specs = launch_specs(job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s)
     try:
-        statuses = await coord.agents.call(node, "launch", {"specs": specs})
+        specs = launch_specs(job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s)
+    except InvalidSpec as exc:
+        log.warning("job %s: no launch on %s: %s", job.id, node, exc)
+        coord.apply(launch_answer(node, run_id, _refused(job, node, exc), coord.clock()))
+        await coord.flush()
+        _kick_if_changed(coord, job, run_id, before)
+        return
+    try:
+        statuses = await coord.agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
     except AgentCallError as exc:
         # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
         # a lost node loses them, and the startup timeout bounds the wait.

@@ -3,21 +3,24 @@
 The agent authenticates with ``Authorization: Bearer <cluster token>``; a missing or
 wrong token is refused with 401 before the upgrade and logged with the peer address.
 The first message must be ``hello``; versions are checked with
-:func:`labgang.launcher.version_compat.check`. See :mod:`.agents` for the messages.
+:func:`labgang.launcher.version_compat.check`. See :mod:`.agents` for the messages. Every
+frame is parsed into a typed value (:mod:`.frames`) before it is acted on; one that breaks
+the contract is one warning line and a closed link (4400), never a traceback.
 """
 
 from __future__ import annotations
 
 import base64
 import hmac
-import json
 import logging
 from typing import Any
 
 from aiohttp import WSMsgType, web
 from labgang.launcher import version_compat
 from labgang.launcher.api import keys
+from labgang.launcher.coordinator import frames
 from labgang.launcher.coordinator.errors import Unauthenticated
+from labgang.launcher.coordinator.frames import ProtocolError
 from labgang.launcher.coordinator.violations import take_violations
 
 log = logging.getLogger("labgang.coordinator.link")
@@ -55,38 +58,46 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     conn = None
     try:
         try:
-            hello = await ws.receive_json(timeout=HELLO_TIMEOUT_S)
-        except (TimeoutError, TypeError, ValueError):
+            msg = await ws.receive(timeout=HELLO_TIMEOUT_S)
+            if msg.type != WSMsgType.TEXT:
+                raise ProtocolError("expected a hello frame")
+            hello = frames.parse_hello(frames.decode(msg.data))
+        except TimeoutError:
             await ws.close(code=4400, message=b"expected a hello message")
             return ws
-        if hello.get("type") != "hello" or not hello.get("node"):
-            await ws.close(code=4400, message=b"expected a hello message with a node name")
+        except ProtocolError as exc:
+            await _protocol_error(ws, request.remote, None, exc)
             return ws
-        problem = version_compat.check(coord.version, str(hello.get("version", "")))
+        problem = version_compat.check(coord.version, hello.version)
         if problem is not None:
-            log.warning("refused agent %s from %s: %s", hello["node"], request.remote, problem)
+            log.warning("refused agent %s from %s: %s", hello.node, request.remote, problem)
             await ws.send_json({"type": "refused", "message": problem})
             await ws.close(code=4426, message=problem.encode()[:120])
             return ws
-        conn = coord.agents.attach(str(hello["node"]))
+        conn = coord.agents.attach(hello.node)
         old = conn.ws
         if old is not None and old is not ws and not old.closed:
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
         conn.ws = ws
         conn.connected = True
-        conn.address = str(hello.get("address") or request.remote or conn.node)
-        conn.version = str(hello.get("version", ""))
-        conn.policy = hello.get("policy") if isinstance(hello.get("policy"), dict) else None
-        conn.confinement = hello.get("confinement") if isinstance(hello.get("confinement"), dict) else None
-        take_violations(coord, conn, hello.get("violations"))
+        conn.address = hello.address or request.remote or conn.node
+        conn.version = hello.version
+        conn.policy = hello.policy
+        conn.confinement = hello.confinement
+        take_violations(coord, conn, hello.violations)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
         await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
-        await coord.on_hello(conn, hello)
+        await coord.on_hello(conn, hello.message)
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 continue
-            await _on_message(coord, conn, ws, json.loads(msg.data))
+            try:
+                frame = frames.parse_frame(frames.decode(msg.data))
+            except ProtocolError as exc:
+                await _protocol_error(ws, request.remote, conn.node, exc)
+                break
+            await _on_frame(coord, conn, ws, frame)
     finally:
         sockets.discard(ws)
         if conn is not None and conn.ws is ws:
@@ -94,50 +105,50 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-async def _on_message(coord: Any, conn: Any, ws: web.WebSocketResponse, message: dict[str, Any]) -> None:
-    kind = message.get("type")
-    if kind == "reply":
-        coord.agents.resolve(conn, message)
-    elif kind == "inventory":
-        take_violations(coord, conn, message.get("violations"))
-        await coord.on_inventory(conn, message)
-    elif kind == "rank_events":
-        take_violations(coord, conn, message.get("violations"))
-        await coord.on_rank_events(conn, message.get("events") or [], inventory=message.get("inventory"))
+async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str | None, exc: ProtocolError) -> None:
+    """One warning line for a frame that breaks the link's contract, then the link is closed (4400)."""
+    who = f"node {node}" if node else "an agent"
+    log.warning("protocol error from %s (%s): %s; closing its link", who, peer or "unknown peer", exc)
+    await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
+
+
+async def _on_frame(coord: Any, conn: Any, ws: web.WebSocketResponse, frame: frames.Frame) -> None:
+    if isinstance(frame, frames.Reply):
+        coord.agents.resolve(conn, frame.message)
+    elif isinstance(frame, frames.Inventory):
+        take_violations(coord, conn, frame.violations)
+        await coord.on_inventory(conn, frame.message)
+    elif isinstance(frame, frames.RankEvents):
+        take_violations(coord, conn, frame.violations)
+        await coord.on_rank_events(conn, frame.events, inventory=frame.inventory)
         if not ws.closed:
-            await ws.send_json({"type": "ack", "seq": message.get("seq")})
-    elif kind == "api":
-        coord.spawn(_serve_forwarded(coord, ws, message))
-    elif kind == "ping":
+            await ws.send_json({"type": "ack", "seq": frame.seq})
+    elif isinstance(frame, frames.ApiRequest):
+        coord.spawn(_serve_forwarded(coord, ws, frame))
+    elif isinstance(frame, frames.Ping):
         conn.last_seen = coord.clock()
-    elif kind == "lease":
+    elif isinstance(frame, frames.Lease):
         # The agent renews its lease: the answer proves we heard it (docs/queue-semantics.md §A5).
         # A node marked lost is not renewed: it must reconcile first (its next inventory does).
         if not conn.lost:
             conn.last_seen = coord.clock()
             if not ws.closed:
-                await ws.send_json({"type": "lease", "id": message.get("id")})
+                await ws.send_json({"type": "lease", "id": frame.id})
     else:
-        log.warning("node %s sent an unknown message type %r", conn.node, kind)
+        log.warning("node %s sent an unknown message type %r", conn.node, frame.kind)
 
 
-async def _serve_forwarded(coord: Any, ws: web.WebSocketResponse, message: dict[str, Any]) -> None:
+async def _serve_forwarded(coord: Any, ws: web.WebSocketResponse, request: frames.ApiRequest) -> None:
     from labgang.launcher.coordinator.routes import forwarded
 
-    body = base64.b64decode(message.get("body") or "")
     status, headers, data = await forwarded(
-        coord,
-        int(message["uid"]),
-        str(message["method"]),
-        str(message["path"]),
-        dict(message.get("query") or {}),
-        body,
+        coord, request.uid, request.method, request.path, dict(request.query), request.body
     )
     if not ws.closed:
         await ws.send_json(
             {
                 "type": "api_reply",
-                "id": message.get("id"),
+                "id": request.id,
                 "status": status,
                 "headers": headers,
                 "body": base64.b64encode(data).decode(),

@@ -199,6 +199,13 @@ class JobStatus(CountsChanges):
     no_preemption: NoPreemption | None = None
     lease_stopped: bool = False
 
+    @classmethod
+    def submitted(cls, now: float) -> JobStatus:
+        """The status of a job just submitted at ``now`` (unix or simulated seconds): pending,
+        waiting since its submission. The one way a new job's status is made (coordinator,
+        array tasks, ``labgang simulate``)."""
+        return cls(state=JobState.PENDING, submit_time=now, pending_since=now)
+
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""
         d = {name: getattr(self, name) for name in _STATUS_FIELDS}

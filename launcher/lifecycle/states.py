@@ -23,6 +23,8 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
+from labgang.agent.supervisor.states import RankState
+
 
 class JobState(str, enum.Enum):
     """A job's life, as ``squeue`` would name it. The value is the wire name."""
@@ -115,17 +117,18 @@ class RankPhase(str, enum.Enum):
         Raises:
             ValueError: ``state`` is not a RankState value.
         """
-        if state == "starting":
+        try:
+            agent = RankState(state)
+        except ValueError:
+            allowed = ", ".join(s.value for s in RankState)
+            raise ValueError(f"unknown rank state {state!r} (allowed: {allowed})") from None
+        if agent is RankState.STARTING:
             return cls.LAUNCHING
-        if state in _AGENT_LIVE:
+        if agent in _AGENT_LIVE:
             return cls.RUNNING if exit_status is None else cls.EXITED
-        if state == "releasing":
+        if agent is RankState.RELEASING:
             return cls.EXITED
-        if state == "gone":
-            return cls.GONE
-        raise ValueError(
-            f"unknown rank state {state!r} (allowed: starting, {', '.join(sorted(_AGENT_LIVE))}, releasing, gone)"
-        )
+        return cls.GONE  # RankState.GONE
 
 
 _PHASE_ORDER = {
@@ -136,7 +139,7 @@ _PHASE_ORDER = {
     RankPhase.GONE: 4,
     RankPhase.LOST: 4,
 }
-_AGENT_LIVE = frozenset({"running", "warned", "stopping", "killing"})
+_AGENT_LIVE = frozenset({RankState.RUNNING, RankState.WARNED, RankState.STOPPING, RankState.KILLING})
 
 
 class HasPhase(Protocol):

@@ -121,5 +121,5 @@ def job_record(
         array=None if task is None else task.task,
         dependency=dependency,
     )
-    status = JobStatus(state=JobState.PENDING, submit_time=spec.submit, pending_since=spec.submit)
+    status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)

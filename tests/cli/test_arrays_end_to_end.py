@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from up_harness import Up
 
 pytestmark = pytest.mark.slow

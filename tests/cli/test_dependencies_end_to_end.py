@@ -4,13 +4,10 @@ names that already finished are read back from SQLite)."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from up_harness import Up
 
 pytestmark = pytest.mark.slow

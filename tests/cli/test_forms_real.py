@@ -11,11 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from coordinator_harness import running_coordinator
 
 from tests.cli.test_quick import CLICK_MAIN
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_harness import running_coordinator
 
 
 @pytest.fixture

@@ -4,17 +4,13 @@ with a note when filters match nothing and a one-line refusal of a queue or stat
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from coordinator_harness import running_coordinator
 from labgang.launcher.api.client import ApiError, Client
 from labgang.launcher.cli import jobs, quick
 
 from tests.cli.test_quick import click_run, fast_run
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_harness import running_coordinator
 
 
 @pytest.mark.parametrize(

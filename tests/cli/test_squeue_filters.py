@@ -9,18 +9,14 @@ import json
 import os
 import pwd
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from coordinator_harness import coordinator_process
 from labgang.launcher import job_filters
 from labgang.launcher.api.client import ApiError, Client
 from labgang.launcher.lifecycle.states import JobState
 
 from tests.cli.test_quick import click_run, fast_run
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_harness import coordinator_process
 
 ME = pwd.getpwuid(os.geteuid()).pw_name  # whoever runs the tests
 TWO_QUEUES = (

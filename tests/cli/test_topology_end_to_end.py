@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from up_harness import Up
 
 pytestmark = pytest.mark.slow

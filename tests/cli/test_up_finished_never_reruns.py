@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from up_harness import Up
 
 WAITING = "labgang up: stopping 1 job: waiting up to 120 s for their grace periods"

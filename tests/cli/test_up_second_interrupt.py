@@ -10,7 +10,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from up_harness import Up
 
 WAITING = "labgang up: stopping 1 job: waiting up to 600 s for their grace periods; Ctrl-C again to kill them now"

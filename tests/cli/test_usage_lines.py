@@ -9,16 +9,13 @@ import importlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
+from coordinator_harness import running_coordinator
 from labgang.launcher.cli.commands import COMMANDS, top_help
 
 from tests.cli.test_quick import CLICK_MAIN, click_run, fast_run
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_harness import running_coordinator
 
 
 def bare(path: str) -> subprocess.CompletedProcess:

@@ -161,9 +161,9 @@ async def test_each_task_gets_the_array_variables_in_both_names(coord: Coordinat
     job = coord.jobs[f"{array_id}_8"]
     assert job.status.state == JobState.ADMITTED
     [launch] = launch_specs(job, "n1")
-    launch["master_port"] = 29500  # the agent of rank 0 picks it at launch
+    assert launch.master_port is None  # the agent of rank 0 picks it at launch
     env = rank_environment(
-        LaunchSpec.from_dict(launch),
+        LaunchSpec.from_dict(launch.to_dict()).with_master_port(29500),
         RunAs(uid=1000, gid=1000, groups=(1000,), name="alice", home="/home/alice", drop_privileges=False),
     )
     expected = {"JOB_ID": array_id, "TASK_ID": "8", "TASK_COUNT": "6", "TASK_MIN": "0", "TASK_MAX": "20"}

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import SIM, Cluster, env_dump_script, rank_script, read_json, wait_for
 
 pytestmark = pytest.mark.slow

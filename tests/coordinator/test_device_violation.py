@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import SIM, Cluster, rank_script, wait_for
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import Cluster, rank_script, wait_for
 
 TEAMS = """

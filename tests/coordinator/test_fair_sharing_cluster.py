@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import Cluster, rank_script, wait_for
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.sharing import SharingState

@@ -14,13 +14,10 @@ off, and no new one), the rank's small parent stops it on the same lease.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import Cluster, rank_script, wait_for
 from linkcut import LinkCutter
 

@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from harness import REPO, Cluster, wait_for
 
 COUNTED_RANK = 'n=$(cat count 2>/dev/null || echo 0); echo $((n + 1)) > count; echo "run $n"; exec sleep 60'

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,6 @@ from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
 from labgang.launcher.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import (
     ROOT,
     Clock,

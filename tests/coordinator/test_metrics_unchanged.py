@@ -4,7 +4,6 @@ coordinator state, sample after sample while the state changes."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,8 @@ from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallKind
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from prometheus_client import generate_latest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import ROOT, advance, decide, event, make_coord, node_inventory, node_uuids, submit
+from prometheus_client import generate_latest
 from uncached_views import snapshot_built_now
 
 

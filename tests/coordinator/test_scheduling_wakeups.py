@@ -4,7 +4,6 @@ kicks and the coalescing window (real SQLite store; agents represented by their 
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,6 @@ from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
 from labgang.launcher.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import (
     ROOT,
     admit,

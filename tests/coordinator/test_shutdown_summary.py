@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,6 @@ from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.model import JobState
 from labgang.launcher.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import Clock, event, start
 
 ROOT = Caller(uid=0, user="root", admin=True)

@@ -48,9 +48,9 @@ def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
     job = JobRecord(id="7", seq=7, spec=spec, status=JobStatus(state=JobState.ADMITTED))
     job.ranks[0] = RankRecord(rank=0, node="n1", devices=("GPU-a",))
     (launch,) = launch_specs(job, "n1", max_signal_lead_s=config().max_signal_lead_s)
-    assert launch["warn_before"] == 300 and launch["grace"] == 5
+    assert launch.warn_before == 300 and launch.grace == 5
     (unbounded,) = launch_specs(job, "n1")
-    assert unbounded["warn_before"] == 3600
+    assert unbounded.warn_before == 3600
 
 
 def test_a_time_limit_over_365_days_is_one_line_naming_the_field() -> None:

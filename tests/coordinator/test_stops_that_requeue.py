@@ -6,7 +6,6 @@ SQLite store; agents represented by their registry records, no processes)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,6 @@ from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import CycleResult, Preempt
 from labgang.launcher.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import ROOT, admit, advance, clock_of, decide, event, make_coord, start, submit
 
 SHUTDOWN = "stopped: labgang up shut down"

@@ -4,6 +4,7 @@ and a burst of writers shares a few commits."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -60,8 +61,7 @@ def test_round_trip_of_jobs_ranks_and_history(tmp_path: Path) -> None:
 
 def test_acknowledged_writes_survive_kill9_and_unacknowledged_ones_are_absent(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
-        import asyncio, os, signal, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import asyncio, os, signal
         from test_store import spec
         from labgang.launcher.store import JobStatus, Store
 
@@ -76,7 +76,8 @@ def test_acknowledged_writes_survive_kill9_and_unacknowledged_ones_are_absent(tm
 
         asyncio.run(main())
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the child imports this module's spec()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, env=env)
     assert proc.returncode == -9 and proc.stdout.strip() == "acked", proc.stderr
     names = [j.spec.name for j in Store(tmp_path / "db").load_jobs()]
     assert names == [f"acked-{i}" for i in range(50)]

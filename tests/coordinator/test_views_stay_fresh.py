@@ -12,7 +12,6 @@ ones. Nothing here tells a cache that a job changed: the caches see it themselve
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,6 @@ from labgang.launcher.lifecycle.events import DeviceViolationSeen
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import ClusterSnapshot
 from labgang.launcher.scheduler.decisions import CycleResult, Pending, PendingReason, Preempt, ReasonCode
-
-sys.path.insert(0, str(Path(__file__).parent))
 from lifecycle_driver import ROOT, admit, advance, clock_of, decide, event, make_coord, start, submit
 from uncached_views import built_now, snapshot_built_now
 

@@ -4,7 +4,6 @@ named field, and the live inventory from a real coordinator with simulated agent
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -118,8 +117,7 @@ def test_nodes_json_is_an_inventory(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_live_inventory_from_a_real_coordinator() -> None:
-    sys.path.insert(0, str(REPO / "tests" / "coordinator"))
-    from harness import Cluster  # the coordinator tests' real coordinator + simulated agents
+    from harness import Cluster  # the coordinator tests' real coordinator + simulated agents (pytest pythonpath)
 
     cluster = Cluster({"m1": "a100x8-mig.toml", "h1": "h100x8.toml"}, queue_extra='cohort = "lab"\n').start()
     try:

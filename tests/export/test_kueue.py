@@ -10,19 +10,16 @@ against the CRDs' own ``openAPIV3Schema`` with jsonschema.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+import kueue_rules
 import pytest
 import yaml
 from labgang.launcher.config import ClusterConfig, load_config, parse_config
 from labgang.launcher.export import kueue
 from labgang.launcher.export.common import ExportError, Inventory
 from labgang.launcher.export.inventory import from_files
-
-sys.path.insert(0, str(Path(__file__).parent))
-import kueue_rules
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"

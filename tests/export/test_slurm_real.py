@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import slurm_harness
 from labgang.launcher.config import load_config
 from labgang.launcher.export import slurm
 from labgang.launcher.export.inventory import from_files
-
-sys.path.insert(0, str(Path(__file__).parent))
-import slurm_harness
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
 from harness import Cluster, rank_script, wait_for
 
 pytestmark = pytest.mark.slow

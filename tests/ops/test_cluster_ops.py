@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
 from harness import SIM, Cluster, rank_script, wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coordinator"))
 from harness import REPO, Cluster
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,1 @@
 """Make the scenario builder importable (tests use importlib import mode)."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from coordinator_end import MACHINE, CoordinatorEnd
 from labgang.agent import service as service_mod
 from labgang.agent.config import AgentConfig
 from labgang.agent.nvml import open_backend
 from labgang.agent.service import AgentService
 from labgang.agent.supervisor import RankState
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_end import MACHINE, CoordinatorEnd
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from coordinator_end import MACHINE, CoordinatorEnd
 from labgang.agent.config import AgentConfig
 from labgang.agent.inventory import read_inventory
 from labgang.agent.lease import LEASE_FILE, LEASE_SHARE, NodeLease, save_lease
@@ -27,9 +28,6 @@ from labgang.agent.paths import agent_state_dir
 from labgang.agent.service import AgentService
 from labgang.agent.supervisor import RankState, Supervisor
 from labgang.agent.supervisor.leasewatch import LEASE_CHECK_S, LeaseWatch, read_lease
-
-sys.path.insert(0, str(Path(__file__).parent))
-from coordinator_end import MACHINE, CoordinatorEnd
 
 STUBBORN = """
 import os, signal, sys, time

@@ -77,6 +77,25 @@ def test_from_dict_rejects_unknown_and_missing_fields():
         LaunchSpec.from_dict(data)
 
 
+def test_a_port_not_chosen_yet_is_none_in_the_contract_and_0_on_the_wire():
+    """The coordinator sends a run's first node no port; that agent picks one (with_master_port)."""
+    spec = LaunchSpec(**{**BASE, "master_port": None})
+    wire = spec.to_dict()
+    assert wire["master_port"] == 0
+    back = LaunchSpec.from_dict(wire)
+    assert back == spec and back.master_port is None
+    chosen = back.with_master_port(29500)
+    assert chosen.master_port == 29500 and LaunchSpec.from_dict(chosen.to_dict()) == chosen
+    with pytest.raises(InvalidSpec, match=r"^master_port: "):
+        back.with_master_port(0)
+
+
+@pytest.mark.parametrize("data", [["job_id", "rank"], "spec", None, 7])
+def test_from_dict_of_something_that_is_not_an_object_names_the_spec(data):
+    with pytest.raises(InvalidSpec, match=r"^spec: a \w+ is not a launch spec"):
+        LaunchSpec.from_dict(data)
+
+
 def test_status_and_event_round_trip():
     status = RankStatus("j", 2, RankState.RELEASING, 123, 123, 137, 1.5, 2.5)
     assert RankStatus.from_dict(status.to_dict()) == status and status.to_dict()["state"] == "releasing"

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from labgang.tui.app import make_app
 from labgang.tui.sources import CoordinatorSource
 from tui_fakes import NOW, FakeClient

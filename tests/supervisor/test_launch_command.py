@@ -1,0 +1,35 @@
+"""The agent's ``launch`` command parses each spec into the typed contract first: a spec that is
+not even an object is refused for that rank (one line, permanent), a port not chosen yet is
+picked before the rank starts, and a spec without a port never reaches the supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from labgang.agent.commands import CommandHandler
+from labgang.agent.supervisor import InvalidSpec, RankState
+
+
+def test_a_malformed_spec_is_refused_for_its_rank_and_the_others_start(sup, make_spec, h):
+    handler = CommandHandler(sup, wake=lambda: None)
+    good = make_spec(["sleep", "30"], job_id="j1", master_port=None).to_dict()
+    assert good["master_port"] == 0  # not chosen yet: this agent picks it
+    answer = asyncio.run(handler.handle("launch", {"specs": [["job_id", "rank"], "spec", good]}))
+    assert [a.get("error") for a in answer[:2]] == [
+        "spec: a list is not a launch spec (allowed: an object of LaunchSpec fields)",
+        "spec: a str is not a launch spec (allowed: an object of LaunchSpec fields)",
+    ]
+    assert all(a["permanent"] and a["job_id"] is None for a in answer[:2])
+    started = answer[2]
+    assert "error" not in started and started["rank"] == 0
+    port = started["master_port"]
+    assert isinstance(port, int) and 1 <= port <= 65535
+    assert sup.job_master_port("j1") == port
+    assert sup.stop_job("j1", 0.0)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+
+
+def test_the_supervisor_refuses_a_spec_without_a_port(sup, make_spec):
+    with pytest.raises(InvalidSpec, match=r"^master_port: is not chosen"):
+        sup.launch(make_spec(["true"], master_port=None))
