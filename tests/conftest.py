@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fixture_files import FIXTURES, REPO
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+from unix_users import UserShell, cannot_create_users, cannot_share_python, lab_shells
 
 # Property tests are deterministic: the same examples on every run (docs/testing.md), so a
 # counterexample found once becomes a named regression test rather than a flaky CI run.
@@ -70,3 +71,15 @@ def sim_scope() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SCOPE_VARIABLE, SIM_SCOPE)
         yield SIM_SCOPE
+
+
+@pytest.fixture(scope="module")
+def lab_users() -> Iterator[list[UserShell]]:
+    """Two throwaway Unix users (``tests/unix_users.py``), each a ``UserShell`` that runs labgang as that
+    user with a login's environment only; removed after the module. Skips with the reason where this
+    run cannot create users or share an interpreter with them."""
+    reason = cannot_create_users() or cannot_share_python()
+    if reason:
+        pytest.skip(reason)
+    with lab_shells(2) as shells:
+        yield shells
