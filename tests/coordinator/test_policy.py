@@ -39,6 +39,7 @@ CONFIG: dict[str, Any] = {
             "priority_classes": ["low", "normal", "high"],
             "default_priority_class": "normal",
             "max_submitted_jobs_per_user": 3,
+            "max_gpus_per_user": 4,
         },
         {
             "name": "serving",
@@ -215,6 +216,17 @@ async def test_submitted_jobs_per_user_limit(app) -> None:
     assert status == 200
     status, reply = await as_uid(app, NOBODY, {"argv": ["true"]})  # a cancelled job no longer counts
     assert status == 201, reply
+
+
+async def test_a_job_bigger_than_the_per_user_limit_is_refused_at_submission(app) -> None:
+    before = store_state(app)
+    status, reply = await as_uid(app, NOBODY, {"argv": ["true"], "workers": 3, "gpus_per_worker": 2})
+    assert status == 409, reply
+    assert reply["error"]["message"] == (
+        "job can never start: job needs 6 gpu but queue vision allows 4 per user (max_gpus_per_user)"
+    )
+    assert reply["error"]["field"] == "workers"
+    assert store_state(app) == before
 
 
 def test_check_priority_allowed_is_the_one_check() -> None:
