@@ -35,12 +35,13 @@ class Refusal:
 
     Attributes:
         message: one line naming the rule and what is allowed.
-        field: the request field at fault (``"priority"``, ``"queue"``).
+        field: the request field at fault (``"priority"``, ``"queue"``); None when no field is
+            (a limit reached: the same request may pass later).
         allowed: the values that would have been accepted (class names), or None.
     """
 
     message: str
-    field: str
+    field: str | None
     allowed: list[str] | None = None
 
 
@@ -159,9 +160,9 @@ def check_submitted_limit(queue: QueueConfig, user: str, unfinished: int, adding
         return None
     what = "1 more job" if adding == 1 else f"{adding} more jobs"
     return Refusal(
-        f"queue: user {user} has {unfinished} of {limit} unfinished jobs allowed in queue {queue.name} "
+        f"user {user} has {unfinished} of {limit} unfinished jobs allowed in queue {queue.name} "
         f"(max_submitted_jobs_per_user); refused {what}: cancel some or wait for them to end",
-        "queue",
+        None,  # not a field: the CLI must not read it as a refused default queue
     )
 
 

@@ -273,7 +273,7 @@ class Coordinator:
 
     def _check_submitted_limit(self, spec: Any, adding: int) -> None:
         """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
-        (403, field "queue"; launcher/policy.py), counting their unfinished jobs in memory.
+        (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
 
         Raises:
             Forbidden: the limit would be passed; the message gives the numbers.

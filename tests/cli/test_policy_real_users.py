@@ -34,6 +34,7 @@ nominal = { gpu = 4 }
 priority_classes = ["low", "normal", "high"]
 default_priority_class = "normal"
 max_gpus_per_user = 2
+max_submitted_jobs_per_user = 3
 
 [[queues]]
 name = "nlp"
@@ -105,8 +106,16 @@ def test_a_per_user_gpu_limit_holds_with_an_honest_reason(lab) -> None:
     seen = as_user(up, lab1, "queues", "--json")
     assert seen.returncode == 0, seen.stderr
     vision = next(q for q in json.loads(seen.stdout)["queues"] if q["name"] == "vision")
-    assert vision["user_limits"] == {"max_gpus_per_user": 2}
+    assert vision["user_limits"] == {"max_gpus_per_user": 2, "max_submitted_jobs_per_user": 3}
     assert vision["at_limits"] == {"max_gpus_per_user": sorted([lab1.user.name, lab2.user.name])}
     told = as_user(up, lab2, "explain", second.stdout.strip())
     assert told.returncode == 0, told.stderr
     assert f"user {lab1.user.name} runs 2 of 2 gpu allowed in queue vision" in told.stdout
+    third = as_user(up, lab1, "submit", "--", "sleep", "300")  # no -q: the default queue, vision
+    assert third.returncode == 0, third.stderr
+    fourth = as_user(up, lab1, "submit", "--", "sleep", "300")
+    assert fourth.returncode == 1, (fourth.stdout, fourth.stderr)
+    assert fourth.stderr.strip() == (
+        f"labgang submit: user {lab1.user.name} has 3 of 3 unfinished jobs allowed in queue vision "
+        "(max_submitted_jobs_per_user); refused 1 more job: cancel some or wait for them to end"
+    )

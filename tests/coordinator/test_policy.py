@@ -198,9 +198,10 @@ async def test_submitted_jobs_per_user_limit(app) -> None:
     status, reply = await as_uid(app, NOBODY, {"argv": ["true"], "array": "0-1"})  # 2 + 2 > 3: refused whole
     assert status == 403
     assert reply["error"]["message"] == (
-        "queue: user nobody has 2 of 3 unfinished jobs allowed in queue vision (max_submitted_jobs_per_user); "
+        "user nobody has 2 of 3 unfinished jobs allowed in queue vision (max_submitted_jobs_per_user); "
         "refused 2 more jobs: cancel some or wait for them to end"
     )
+    assert reply["error"]["field"] is None  # a limit reached, not a bad field (nor a refused default queue)
     assert store_state(app) == before
     status, reply = await as_uid(app, NOBODY, {"argv": ["true"]})  # the third fits
     assert status == 201, reply

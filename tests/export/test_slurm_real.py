@@ -148,7 +148,7 @@ def test_slurmdbd_keeps_the_user_policy(database: slurm_harness.Database, tmp_pa
 
     data = read_toml(REPO / "config" / "workstation.toml")
     vision, nlp = data["queues"][0], data["queues"][1]
-    vision.update(
+    vision.update(  # (the file's own class list, spelled out: what this test reads back)
         priority_classes=["low", "normal", "high"],
         default_priority_class="normal",
         max_gpus_per_user=4,
