@@ -96,12 +96,21 @@ class QueueConfig(QueueModel):
     Quota fields are device counts per resource (``gpu``, ``mig-<profile>``);
     ``starvation_after`` is in seconds. ``users`` / ``groups`` restrict who may submit
     to the queue (both absent = everyone; admins always may).
+
+    ``priority_classes``: the names of the cluster's ``[priority_classes]`` its jobs may use
+    (absent = every class); ``default_priority_class``: the class of a job submitted without
+    ``-p`` (absent = priority 0). ``max_submitted_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser):
+    the most unfinished jobs (pending or holding devices; each array task counts) one user may
+    have in the queue; a submission over it is refused (launcher/policy.py).
     """
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     starvation_after: OptionalNumber = Field(default=None, gt=0)
     users: list[str] | None = None
     groups: list[str] | None = None
+    priority_classes: list[str] | None = None
+    default_priority_class: str | None = None
+    max_submitted_jobs_per_user: OptionalWhole = Field(default=None, ge=0)
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
@@ -404,6 +413,7 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
         problem = fair_preemption_problem([str(x) for x in fp], data.get("fair_sharing") is True, "fair_preemption")
         if problem:
             problems.append(problem)
+    problems.extend(_priority_class_problems(data, queues))
     tenants = _table_list(data, "tenants")
     if tenants and not isinstance(data.get("admission_fair_sharing"), Mapping):
         problems.append("tenants: only allowed with admission_fair_sharing = { half_life = <seconds> }")
@@ -412,6 +422,40 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
         if isinstance(t.get("queue"), str) and t["queue"] not in allowed_queues:
             allowed = listed(allowed_queues, "the name of a [[queues]] table")
             problems.append(f"tenants[{i}].queue: {t['queue']!r} is not a queue; allowed: {allowed}")
+    return problems
+
+
+def _priority_class_problems(data: Mapping[str, Any], queues: list[tuple[int, Mapping[str, Any]]]) -> list[str]:
+    """A queue's ``priority_classes`` name classes of ``[priority_classes]``, each once; its
+    ``default_priority_class`` is one of them (or of every class, without the list)."""
+    problems: list[str] = []
+    classes = data.get("priority_classes")
+    defined = sorted(classes) if isinstance(classes, Mapping) else []
+    allowed_defined = listed(defined, "none: define them in [priority_classes] first")
+    for i, q in queues:
+        names = q.get("priority_classes")
+        usable = defined
+        if isinstance(names, list):
+            seen: set[str] = set()
+            for j, name in enumerate(names):
+                if not isinstance(name, str):
+                    continue  # the schema's problem
+                if name not in defined:
+                    problems.append(
+                        f"queues[{i}].priority_classes[{j}]: {name!r} is not a priority class; "
+                        f"allowed: {allowed_defined}"
+                    )
+                elif name in seen:
+                    problems.append(f"queues[{i}].priority_classes[{j}]: {name!r} is listed twice; allowed: once")
+                seen.add(name)
+            usable = [n for n in names if isinstance(n, str) and n in defined]
+        default = q.get("default_priority_class")
+        if isinstance(default, str) and default not in usable:
+            where = f"queues[{i}].priority_classes" if isinstance(names, list) else "[priority_classes]"
+            problems.append(
+                f"queues[{i}].default_priority_class: {default!r} is not a class of {where}; "
+                f"allowed: {listed(usable, allowed_defined)}"
+            )
     return problems
 
 

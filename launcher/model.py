@@ -94,6 +94,10 @@ class QueueSpec:
     ``lending_limit`` map a resource to its limit; a resource absent from the map
     has no limit (unlimited borrowing; lends all of its unused nominal).
     ``starvation_after`` is in seconds (None = never reserve).
+    ``max_gpus_per_user`` / ``max_running_jobs_per_user`` (Slurm's MaxTRESPerUser=gres/gpu and
+    MaxJobsPerUser): the most devices (of any resource; a MIG device counts one) and jobs one user's
+    jobs of this queue may hold at once (None = no limit); a job over either waits with a
+    user-limit reason, never preempts, and never keeps other users' jobs waiting.
     """
 
     name: str
@@ -107,6 +111,8 @@ class QueueSpec:
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
     starvation_after: float | None = None
     fair_weight: float = 1.0
+    max_gpus_per_user: int | None = None
+    max_running_jobs_per_user: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,7 +130,8 @@ class BorrowWithinCohortModel(Strict):
 
 
 class QueueModel(Strict):
-    """``[[queues]]``: one queue's quota, policies and fair-sharing weight."""
+    """``[[queues]]``: one queue's quota, policies, fair-sharing weight and per-user limits
+    (``max_gpus_per_user``, ``max_running_jobs_per_user``: whole numbers >= 0, absent = no limit)."""
 
     name: str = Field(min_length=1)
     cohort: str | None = Field(default=None, min_length=1)
@@ -143,6 +144,8 @@ class QueueModel(Strict):
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
     starvation_after: OptionalNumber = Field(default=None, ge=0)
     fair_weight: Number = Field(default=1.0, ge=0)
+    max_gpus_per_user: OptionalWhole = Field(default=None, ge=0)
+    max_running_jobs_per_user: OptionalWhole = Field(default=None, ge=0)
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
@@ -164,6 +167,8 @@ class QueueModel(Strict):
             queueing=self.queueing,
             starvation_after=self.starvation_after,
             fair_weight=self.fair_weight,
+            max_gpus_per_user=self.max_gpus_per_user,
+            max_running_jobs_per_user=self.max_running_jobs_per_user,
         )
 
 

@@ -22,6 +22,7 @@ from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import format_resources, to_json
 from labgang.launcher.cli.job_facts import normal_job_id, several_tasks
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.policy_text import job_limit_sentences, queue_policy_sentences
 
 
 def _share(q: Mapping[str, Any]) -> float:
@@ -49,7 +50,12 @@ def share_with(q: Mapping[str, Any], resource: str, devices: int) -> float:
 
 
 def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Sentences on one queue's quota, usage, share and its cohort's other queues."""
+    """Sentences on one queue's quota, usage, share and its cohort's other queues, then its
+    priority classes and per-user limits with who is at them."""
+    return _share_sentences(q, queues) + queue_policy_sentences(q)
+
+
+def _share_sentences(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
     name = q["name"]
     used = {res: n for res, n in (q.get("used") or {}).items() if n}
     nominal = q.get("nominal") or {}
@@ -187,6 +193,7 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
         text = str(refusal["message"])
         out.append(f"{text[:1].upper()}{text[1:]}.")
     out.extend(preemption_sentences(job))
+    out.extend(job_limit_sentences(job, q))
     if q is not None and q.get("cohort"):
         now, after = _share(q), share_with(q, resource, devices)
         if state == "pending":

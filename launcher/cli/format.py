@@ -7,6 +7,7 @@ the coordinator's JSON views (``JobView``, queue usage), see the Coordinator use
 
 from __future__ import annotations
 
+from labgang.launcher.cli.policy_text import at_limit_cell, limits_cell
 from labgang.launcher.durations import format_duration, parse_duration
 from labgang.launcher.jobtable import gang_shape
 from labgang.launcher.text import printable, render_table
@@ -87,7 +88,8 @@ def format_resources(amounts: Mapping[str, Any] | None) -> str:
 
 def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
     """The ``labgang queues`` table: nominal, used, borrowed and lent quota, fair share and weight,
-    pending and running jobs; with admission fair sharing, each tenant's decayed usage."""
+    pending and running jobs; with admission fair sharing, each tenant's decayed usage; where a
+    queue sets per-user limits, the limits (PER USER) and who is at one (AT LIMIT)."""
     headers: tuple[str, ...] = (
         "QUEUE",
         "COHORT",
@@ -103,6 +105,9 @@ def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
     with_tenants = any(q.get("tenants") for q in queues)
     if with_tenants:
         headers += ("TENANT USAGE",)
+    with_limits = any(q.get("user_limits") for q in queues)  # launcher/cli/policy_text.py
+    if with_limits:
+        headers += ("PER USER", "AT LIMIT")
     rows = []
     for q in queues:
         share = q.get("fair_share", 0.0)
@@ -120,6 +125,8 @@ def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
         )
         if with_tenants:
             row += (", ".join(f"{t['name']} {float(t['usage']):.2f}" for t in q.get("tenants") or []) or "-",)
+        if with_limits:
+            row += (limits_cell(q), at_limit_cell(q))
         rows.append(row)
     return render_table(headers, rows)
 

@@ -38,6 +38,7 @@ from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduler_jobs, scheduling_state
 from labgang.launcher.model import JobRequest
+from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator")
@@ -254,6 +255,7 @@ class Coordinator:
             raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
         spec = build_spec(body, caller, self.config)
         array = requested_array(body, self.config)
+        self._check_submitted_limit(spec, len(array.indices) if array is not None else 1)
         self._check_run_as(spec)
         found = self._unschedulable(spec)
         if found is not None:
@@ -268,6 +270,25 @@ class Coordinator:
             self.apply(ev.JobSubmitted(now, job, targets))
         await self.flush()
         return job
+
+    def _check_submitted_limit(self, spec: Any, adding: int) -> None:
+        """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
+        (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
+
+        Raises:
+            Forbidden: the limit would be passed; the message gives the numbers.
+        """
+        queue = self.config.queue(spec.queue)
+        if queue is None or queue.max_submitted_jobs_per_user is None:
+            return
+        unfinished = sum(
+            1
+            for j in self.model.jobs.values()
+            if j.spec.queue == spec.queue and j.spec.user == spec.user and not j.status.state.finished
+        )
+        refusal = check_submitted_limit(queue, spec.user, unfinished, adding)
+        if refusal is not None:
+            raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
 
     def _check_run_as(self, spec: Any) -> None:
         """Refuse a job that no known agent would start as its user (403, field "uid").

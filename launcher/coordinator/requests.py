@@ -6,6 +6,7 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependenc
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
+from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -80,6 +82,12 @@ class Caller:
     gid: int | None = None
     admin: bool = False
     read_only: bool = False
+
+    @property
+    def may_set_priority(self) -> bool:
+        """True for an admin and for the user the coordinator runs as (who ran ``labgang up``):
+        they may give a raw priority number and any class (launcher/policy.py)."""
+        return self.admin or (self.uid is not None and self.uid == os.geteuid())
 
     def owns(self, spec: JobSpec) -> bool:
         """True when the caller submitted the job."""
@@ -237,21 +245,19 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         resource, per_worker = GPU, req.gpus_per_worker or 1
 
     try:
-        priority = config.resolve_priority(req.priority)
-    except ValueError as exc:
-        if not config.priority_classes:
-            raise BadRequest(
-                f"priority: {req.priority!r} is not an integer, and no priority classes are "
-                "configured (allowed: an integer)",
-                field="priority",
-            ) from None
-        raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes)) from None
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        number, _class = parse_priority(config, req.priority)
+        priority = submission_priority(config, queue, req.priority)
+    except UnknownPriority as exc:
+        raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes) or None) from None
+    if number is not None and not PRIORITY_MIN <= number <= PRIORITY_MAX:
         raise BadRequest(
-            f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to "
+            f"priority: {number} is out of range (allowed: an integer from {PRIORITY_MIN} to "
             f"{PRIORITY_MAX}, a signed 32-bit integer)",
             field="priority",
         )
+    refusal = check_priority_allowed(config, queue_name, req.priority, user=caller.user, admin=caller.may_set_priority)
+    if refusal is not None:
+        raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
 
     _check_sizes(req, config)
     if req.signal is not None:

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
-from labgang.launcher.lifecycle.view import scheduler_jobs
+from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
 from labgang.launcher.model import JobState
+from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
 
 if TYPE_CHECKING:
+    from labgang.launcher.config import ClusterConfig, QueueConfig
     from labgang.launcher.coordinator.core import Coordinator
 
 
@@ -160,9 +163,11 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
                     lent[m][res] = take
                     to_cover -= take
     fair = _fair_shares(coord)
+    standing = user_standing(coord)
     return [
         {
             **fair[q.name],
+            **policy_view(coord.config, q, standing.get(q.name, {})),
             "name": q.name,
             "cohort": q.cohort,
             "nominal": dict(q.nominal),
@@ -183,6 +188,48 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
         }
         for q in queues
     ]
+
+
+def user_standing(coord: Coordinator) -> dict[str, dict[str, UserUsage]]:
+    """Queue → user → what that user's unfinished jobs there hold (devices, jobs holding devices,
+    unfinished jobs), for the queues that set a per-user limit (launcher/policy.py)."""
+    limited = {q.name for q in coord.config.queues if limits_of(q)}
+    if not limited:
+        return {}
+    counts: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    for job in coord.model.jobs.values():
+        st = job.status.state
+        if job.spec.queue not in limited or st.finished:
+            continue
+        c = counts[job.spec.queue].setdefault(job.spec.user, [0, 0, 0])
+        c[2] += 1
+        if st.holds_devices:
+            c[0] += started_request(job).total
+            c[1] += 1
+    return {q: {u: UserUsage(u, *c) for u, c in sorted(users.items())} for q, users in counts.items()}
+
+
+def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str, UserUsage]) -> dict[str, Any]:
+    """A queue's priority policy and per-user limits for ``GET /v1/queues``: ``priority_classes``
+    (name → value, the classes a non-admin may use), ``default_priority_class``, ``user_limits``
+    (key → limit; {} without any), ``users`` (each user with unfinished jobs there: ``gpus``,
+    ``running``, ``submitted``, and ``at``: the limits they are at) and ``at_limits`` (limit → users)."""
+    return {
+        "priority_classes": {n: config.priority_classes[n] for n in usable_classes(config, queue)},
+        "default_priority_class": queue.default_priority_class,
+        "user_limits": limits_of(queue),
+        "users": [
+            {
+                "user": u.user,
+                "gpus": u.gpus,
+                "running": u.running,
+                "submitted": u.submitted,
+                "at": [k for k, users in at_limits(queue, {u.user: u}).items() if users],
+            }
+            for u in standing.values()
+        ],
+        "at_limits": at_limits(queue, standing),
+    }
 
 
 def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:

@@ -265,6 +265,7 @@ def _gaps(cfg: ClusterConfig, inv: Inventory, namespace_per: str, queue_ns: dict
         )
     )
     gaps += _sharing_gaps(cfg)
+    gaps += _policy_gaps(cfg)
     gaps.append(
         Gap(
             "startup_timeout_s, requeue_backoff_s, requeue_backoff_max_s, max_start_failures",
@@ -332,6 +333,46 @@ def _sharing_gaps(cfg: ClusterConfig) -> list[Gap]:
                 f"tenants[{i}]",
                 f"tenant {t.name!r} of queue {t.queue!r} (weight {t.fair_weight:g})",
                 "Kueue's tenants are LocalQueues: a LocalQueue in the tenant's own namespace with fairSharing.weight",
+            )
+        )
+    return gaps
+
+
+def _policy_gaps(cfg: ClusterConfig) -> list[Gap]:
+    """Who may use which priority and per-user limits (launcher/policy.py): Kueue has a
+    WorkloadPriorityClass per class (exported) but neither a per-queue list of classes, a per-queue
+    default class, admin-only raw priorities, nor any per-user quota."""
+    gaps: list[Gap] = []
+    for i, q in enumerate(cfg.queues):
+        if q.priority_classes is not None or q.default_priority_class is not None:
+            gaps.append(
+                Gap(
+                    f"queues[{i}].priority_classes, queues[{i}].default_priority_class",
+                    "the classes this queue's jobs may use, and its default class",
+                    "a ValidatingAdmissionPolicy on the kueue.x-k8s.io/priority-class label of workloads in the "
+                    "queue's namespaces (a default: a MutatingAdmissionPolicy, or the label in the Job templates)",
+                )
+            )
+        limits = [
+            k
+            for k in ("max_gpus_per_user", "max_running_jobs_per_user", "max_submitted_jobs_per_user")
+            if getattr(q, k) is not None
+        ]
+        if limits:
+            gaps.append(
+                Gap(
+                    ", ".join(f"queues[{i}].{k}" for k in limits),
+                    "per-user limits (Kueue has no per-user quota)",
+                    "a namespace and LocalQueue per user, each capped by a ResourceQuota on "
+                    "requests.nvidia.com/gpu and count/jobs.batch (not admission-aware)",
+                )
+            )
+    if cfg.priority_classes:
+        gaps.append(
+            Gap(
+                "priority_classes (who may use a raw number)",
+                "raw priorities for admins only",
+                "RBAC: WorkloadPriorityClasses are cluster objects; workloads name one by label, never a number",
             )
         )
     return gaps

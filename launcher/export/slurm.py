@@ -29,7 +29,7 @@ import re
 import shlex
 
 from labgang.launcher.config import ClusterConfig, QueueConfig
-from labgang.launcher.export import slurm_accounts
+from labgang.launcher.export import slurm_accounts, slurm_users
 from labgang.launcher.export.common import (
     Export,
     ExportError,
@@ -175,7 +175,7 @@ def _node_gres(node: NodeGpus) -> list[str]:
 def _gaps(cfg: ClusterConfig, mode: str, inv: Inventory) -> list[Gap]:
     gaps: list[Gap] = []
     for i, q in enumerate(cfg.queues):
-        if q.cohort is not None:
+        if q.cohort is not None and _borrowable(cfg, q):  # a queue that never borrows gets no -borrow QOS
             gaps.append(
                 Gap(
                     f"queues[{i}].cohort",
@@ -351,7 +351,7 @@ def _sacctmgr(cmd: str) -> str:
 
 
 def build(
-    cfg: ClusterConfig, inv: Inventory, mode: str = "partitions"
+    cfg: ClusterConfig, inv: Inventory, mode: str = "partitions", directory: slurm_users.Directory | None = None
 ) -> tuple[list[str], list[str], list[str], list[Gap]]:
     """The ``slurm.conf`` fragment, ``gres.conf`` and ``sacctmgr`` script lines, and the gaps.
 
@@ -359,6 +359,8 @@ def build(
         cfg: a validated cluster config.
         inv: the inventory (may be empty: then no ``NodeName`` lines and untyped MIG GRES).
         mode: ``"partitions"`` or ``"qos"`` (see the module docstring).
+        directory: where the queues' users are found (groups' members, login users of an open
+            queue: :mod:`.slurm_users`); None = this machine's password and group databases.
 
     Returns:
         ``(slurm_conf, gres_conf, sacctmgr, gaps)``; lines without the header.
@@ -370,6 +372,7 @@ def build(
     """
     if mode not in MODES:
         raise ValueError(f"mode: {mode!r}; allowed: {', '.join(MODES)}")
+    directory = directory or slurm_users.Directory()
     queues, classes = _qos_names(cfg, mode)
     cohorts = slurm_accounts.cohort_account_names(cfg, queues, _cohort_spellings(cfg))
     grace = _grace(cfg)
@@ -402,6 +405,9 @@ def build(
     accts: list[str] = slurm_accounts.account_lines(cfg, queues, cohorts)
     partitions: list[str] = []
     open_qos: list[str] = []
+    associations: list[str] = []  # per-user limits and class QOS: after the accounts and users exist
+    users_of: dict[str, list[str]] = {}
+    admins_added: set[str] = set()
     for q in sorted(cfg.queues, key=lambda q: queues[q.name]):
         name = queues[q.name]
         borrow = _borrowable(cfg, q)
@@ -417,19 +423,31 @@ def build(
             if victims:  # set after every QOS exists
                 preempts.append(_sacctmgr(f"modify qos where name={name} set Preempt={','.join(victims)}"))
         adds.append(_sacctmgr(f"add qos {name} " + " ".join(settings)))
-        limits.append(_sacctmgr(f"modify qos where name={name} set GrpTRES={_tres(cfg, inv, nominal)}"))
+        per_user = "".join(" " + s for s in slurm_users.qos_limits(q))
+        limits.append(_sacctmgr(f"modify qos where name={name} set GrpTRES={_tres(cfg, inv, nominal)}{per_user}"))
         if borrow:
             bsettings = [f"GraceTime={grace}", "PreemptMode=requeue"] + (
                 [f"Priority={BORROW_TIER}"] if mode == "qos" else []
             )
             adds.append(_sacctmgr(f"add qos {name}-borrow " + " ".join(bsettings)))
-            limits.append(_sacctmgr(f"modify qos where name={name}-borrow set GrpTRES={_tres(cfg, inv, borrow)}"))
+            limits.append(
+                _sacctmgr(f"modify qos where name={name}-borrow set GrpTRES={_tres(cfg, inv, borrow)}{per_user}")
+            )
         mine = [name] + ([f"{name}-borrow"] if borrow else [])
-        for user in sorted(q.users or []):
+        users = users_of[q.name] = slurm_users.queue_users(q, directory)
+        for user in users:
             line = f"add user {shlex.quote(user)} account={name}"
             if mode == "qos":
                 line += f" qos={','.join(mine)} defaultqos={name}"
+            if q.name == default and user in cfg.admins and user != "root":
+                line += " AdminLevel=Administrator"
+                admins_added.add(user)
             accts.append(_sacctmgr(line))
+        first, later = slurm_users.user_lines(
+            q, name, users, classes if mode == "partitions" else {}, cfg.priority_classes
+        )
+        associations += [_sacctmgr(c) for c in first]
+        limits += [_sacctmgr(c) for c in later]
         if q.users is None and q.groups is None and mode == "qos":
             open_qos += mine
         if mode == "partitions":
@@ -442,27 +460,34 @@ def build(
     if open_qos:
         accts.append(_sacctmgr(f"modify account where name=root set QOS+={','.join(sorted(open_qos))}"))
     for admin in sorted(cfg.admins):
-        if admin != "root":
+        if admin != "root" and admin not in admins_added:
             accts.append(_sacctmgr(f"add user {shlex.quote(admin)} account={queues[default]} AdminLevel=Administrator"))
     script = [
         "set -eu",
         'if [ "${1:-}" != limits ]; then',
-        *("  " + line for line in adds + preempts + accts),
+        *("  " + line for line in adds + preempts + accts + associations),
         "else",
         *("  " + line for line in limits),
         "fi",
     ]
-    gaps = sorted(_gaps(cfg, mode, inv) + slurm_accounts.gaps(cfg))
+    gaps = sorted(_gaps(cfg, mode, inv) + slurm_accounts.gaps(cfg) + slurm_users.gaps(cfg.queues, users_of, mode))
     return conf + partitions, _gres_conf(inv), script, gaps
 
 
-def export(cfg: ClusterConfig, inv: Inventory, config_source: str, mode: str = "partitions") -> Export:
-    """Build ``slurm.conf`` (a fragment to include), ``gres.conf`` and ``sacctmgr.sh``.
+def export(
+    cfg: ClusterConfig,
+    inv: Inventory,
+    config_source: str,
+    mode: str = "partitions",
+    directory: slurm_users.Directory | None = None,
+) -> Export:
+    """Build ``slurm.conf`` (a fragment to include), ``gres.conf`` and ``sacctmgr.sh``
+    (``directory``: see :func:`build`).
 
     Raises:
         ExportError: see :func:`build`.
     """
-    conf, gres, script, gaps = build(cfg, inv, mode)
+    conf, gres, script, gaps = build(cfg, inv, mode, directory)
     title = f"Slurm configuration (--slurm-mode {mode}) for labgang's queue policy"
     head = header_lines(title, config_source, inv, gaps)
 

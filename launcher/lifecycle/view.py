@@ -58,6 +58,7 @@ def running_job(job: JobRecord, tenant: str | None) -> RunningJob:
         terminating=leaving(job),
         seq=st.admit_seq,
         tenant=tenant,
+        user=job.spec.user,
     )
 
 
@@ -75,6 +76,7 @@ def pending_job(job: JobRecord, tenant: str | None, held_last_cycle: bool) -> Pe
         nominated=tuple(st.nominated),
         tenant=tenant,
         held_last_cycle=held_last_cycle,
+        user=job.spec.user,
     )
 
 

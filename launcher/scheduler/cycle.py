@@ -50,6 +50,7 @@ from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 from labgang.launcher.scheduler.tenants import TenantBook, key_of
+from labgang.launcher.scheduler.userlimits import UserBook
 
 
 class Outcome(enum.Enum):
@@ -59,6 +60,7 @@ class Outcome(enum.Enum):
     WAITING = "waiting"  # preempted victims (now or earlier) and waits for them
     FAILED = "failed"  # does not fit, no victims
     UNSCHEDULABLE = "unschedulable"
+    LIMITED = "limited"  # held by its user's limits in its queue: never preempts, never blocks others
 
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
@@ -114,6 +116,7 @@ class _Cycle:
         self.held_jobs: list[str] = []  # jobs that held idle quota this cycle (CycleResult.held)
         self.on_change: list[str] = []  # queues whose usage changed (the tournament listens)
         self.tenants: TenantBook | None = None
+        self.users = UserBook(snapshot)  # per-user limits (falsy when no queue sets any)
         afs = snapshot.sharing.admission
         if afs is not None:
             self.tenants = TenantBook(snapshot.tenants, snapshot.running, afs)
@@ -135,7 +138,16 @@ class _Cycle:
     def run(self) -> CycleResult:
         by_queue, orphans = nominate(self.snapshot, self.state)
         self.pending.extend(orphans)
-        self.reservations = reserve_for_starving(self.state, [e for entries in by_queue.values() for e in entries])
+        users = self.users
+        self.reservations = reserve_for_starving(
+            self.state,
+            [
+                e
+                for entries in by_queue.values()
+                for e in entries
+                if not users or users.reason(e.job, e.spec.queueing is Queueing.STRICT_FIFO) is None
+            ],
+        )
         sharing = self.snapshot.sharing
         if sharing.fair_sharing or sharing.admission is not None:
             from labgang.launcher.scheduler.heads import run_by_heads
@@ -157,7 +169,7 @@ class _Cycle:
             if g.strict:
                 outcome = self._process(e)
                 g.ptr += 1
-                if outcome in (Outcome.ADMITTED, Outcome.UNSCHEDULABLE):
+                if outcome in (Outcome.ADMITTED, Outcome.UNSCHEDULABLE, Outcome.LIMITED):
                     self._push_group(g)
                 else:
                     self._block(e, g.entries, g.ptr)
@@ -261,6 +273,14 @@ class _Cycle:
         if e.unschedulable is not None:
             self.pending.append(Pending(e.job.id, e.unschedulable))
             return Outcome.UNSCHEDULABLE
+        if self.users:
+            strict = e.spec.queueing is Queueing.STRICT_FIFO
+            limited = self.users.reason(e.job, strict)
+            if limited is not None:
+                if strict:
+                    self.users.passed_over(e.job)
+                self.pending.append(Pending(e.job.id, limited))
+                return Outcome.LIMITED
         own = self.reservations.pop(e.job.id, None)
         if own:
             self.state.devices.unreserve(own, e.job.id)
@@ -339,7 +359,12 @@ class _Cycle:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
-        for size in range(req.workers, (req.min_workers or req.workers) - 1, -1):
+        # (and starts no larger than its user's device limit in the queue leaves room for)
+        top = req.workers
+        room = self.users.room(q, job.user) if self.users else None
+        if room is not None:
+            top = max(min(top, room // req.per_worker), req.min_workers or req.workers)
+        for size in range(top, (req.min_workers or req.workers) - 1, -1):
             sized = req if size == req.workers else req.at_size(size)
             if state.quota_fits(q, sized):
                 raw = self._place(sized)
@@ -348,6 +373,7 @@ class _Cycle:
                     self.version += 1
                     self.admitted.append(Admit(job.id, placement))
                     self.on_change.append(q)
+                    self.users.add(q, job.user, sized.total)
                     if self.tenants is not None:
                         self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, sized.total)
                     return Outcome.ADMITTED
@@ -417,6 +443,7 @@ class _Cycle:
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
         self.chosen_victims.update(victims)
+        self.users.add(e.spec.name, e.job.user, req.total)  # its room counts towards its user's limits
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 
     def _hold_quota(self, e: Entry) -> None:

@@ -44,6 +44,9 @@ class ReasonCode(str, enum.Enum):
     """It requires a topology level (``--topology``) that no node's free devices reach now."""
     ARRAY_LIMIT = "array_limit"
     """A task of a job array whose ``%N`` cap is reached: N of its tasks hold devices (docs/arrays.md)."""
+    USER_LIMIT = "user_limit"
+    """Its user's jobs in its queue hold ``max_gpus_per_user`` devices or ``max_running_jobs_per_user``
+    jobs already (Slurm's QOSMaxGRESPerUser / QOSMaxJobsPerUserLimit); it never preempts for that."""
 
 
 class NoPreemptionCode(str, enum.Enum):

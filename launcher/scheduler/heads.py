@@ -145,7 +145,7 @@ def run_by_heads(cycle: _Cycle, by_queue: dict[str, list[Entry]]) -> None:
         line = lines[e.spec.name]
         line.advance(e)
         outcome = cycle._process(e)
-        if line.strict and outcome not in (Outcome.ADMITTED, Outcome.UNSCHEDULABLE):
+        if line.strict and outcome not in (Outcome.ADMITTED, Outcome.UNSCHEDULABLE, Outcome.LIMITED):
             line.blocked = True
             reason = reasons.blocked_reason(e.spec.name, e.job.id)
             for x in line.rest():

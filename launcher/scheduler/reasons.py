@@ -94,3 +94,24 @@ def waiting_reason(victims: list[str]) -> PendingReason:
 def blocked_reason(queue: str, head: str) -> PendingReason:
     """A strict-fifo queue's later job waits behind its head."""
     return PendingReason(ReasonCode.BLOCKED_BY_HEAD, f"strict-fifo queue {queue} waits for its head {head}")
+
+
+def user_limit_reason(user: str, queue: str, used: int, limit: int, unit: str, need: int) -> PendingReason:
+    """USER_LIMIT: ``user``'s jobs in ``queue`` hold ``used`` of the ``limit`` ``unit`` (``"gpu"``: devices,
+    ``"jobs"``: running jobs) one user may hold there; the job needs ``need`` more
+    (``user lab1 runs 4 of 4 gpu allowed in queue vision; job needs 2``)."""
+    key = "max_gpus_per_user" if unit == "gpu" else "max_running_jobs_per_user"
+    return PendingReason(
+        ReasonCode.USER_LIMIT,
+        f"user {user} runs {used} of {limit} {unit} allowed in queue {queue} ({key}); job needs {need}",
+    )
+
+
+def user_queue_order_reason(user: str, queue: str, earlier: str) -> PendingReason:
+    """USER_LIMIT in a strict-fifo queue: ``user``'s earlier job ``earlier`` waits for the user's limit,
+    and their later jobs keep their order behind it (other users' jobs are not held)."""
+    return PendingReason(
+        ReasonCode.USER_LIMIT,
+        f"user {user}'s earlier job {earlier} in strict-fifo queue {queue} waits for the user's limit; "
+        "their later jobs keep their order behind it",
+    )

@@ -113,6 +113,8 @@ class RunningJob:
         seq: tie-break among equal ``admit_time``: higher means admitted later (the lifecycle
             model's admission order, ``JobStatus.admit_seq``, in the coordinator and the simulator).
         tenant: its tenant (admission fair sharing); None = its queue's default tenant.
+        user: the submitting user's name; its devices and the job count towards that user's
+            limits in its queue (``QueueSpec.max_gpus_per_user``), terminating or not.
     """
 
     id: str
@@ -126,6 +128,7 @@ class RunningJob:
     terminating: bool = False
     seq: int = 0
     tenant: str | None = None
+    user: str = ""
 
 
 def victim_order(job: RunningJob) -> tuple[int, float, int, str]:
@@ -154,6 +157,7 @@ class PendingJob:
         held_last_cycle: it held its queue's idle quota in the previous cycle
             (:attr:`~labgang.launcher.scheduler.decisions.CycleResult.held`); a hold lasts one
             cycle, so it does not hold again in this one.
+        user: the submitting user's name, for the queue's per-user limits.
     """
 
     id: str
@@ -166,6 +170,7 @@ class PendingJob:
     nominated: tuple[str, ...] = ()
     tenant: str | None = None
     held_last_cycle: bool = False
+    user: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,22 @@ def quota_never_fits(book: QuotaBook, queue: str, req: JobRequest) -> PendingRea
         return PendingReason(
             ReasonCode.UNSCHEDULABLE, f"job needs {req.total} {req.resource} but queue {queue} can hold at most {most}"
         )
+    return user_limit_never_fits(book.queues[queue], req)
+
+
+def user_limit_never_fits(spec: QueueSpec, req: JobRequest) -> PendingReason | None:
+    """UNSCHEDULABLE when ``req`` alone is over ``spec``'s per-user limits (``max_gpus_per_user``,
+    or a ``max_running_jobs_per_user`` of 0), so no user could ever run it there."""
+    if spec.max_gpus_per_user is not None and req.total > spec.max_gpus_per_user:
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE,
+            f"job needs {req.total} {req.resource} but queue {spec.name} allows {spec.max_gpus_per_user} "
+            "per user (max_gpus_per_user)",
+        )
+    if spec.max_running_jobs_per_user == 0:
+        return PendingReason(
+            ReasonCode.UNSCHEDULABLE, f"queue {spec.name} runs no job of any user (max_running_jobs_per_user = 0)"
+        )
     return None
 
 
@@ -69,8 +85,14 @@ def quota_fault_field(book: QuotaBook, queue: str, req: JobRequest) -> str:
     mig = req.resource != "gpu"
     if not is_valid_resource(req.resource) or not book.lists(queue, req.resource):
         return "mig" if mig else "queue"
-    if req.per_worker > book.potential(queue, req.resource):
+    most = book.potential(queue, req.resource)
+    per_user = book.queues[queue].max_gpus_per_user
+    if per_user is not None:
+        most = min(most, per_user)
+    if req.per_worker > most:
         return "gpus_per_worker"
+    if book.queues[queue].max_running_jobs_per_user == 0:
+        return "queue"
     return "workers"
 
 

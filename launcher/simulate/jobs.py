@@ -99,7 +99,7 @@ def job_record(
     req = spec.request()
     job_spec = JobSpec(
         name=spec.name or spec.id,
-        user="sim",
+        user=spec.user,
         uid=uid,
         gid=None,
         queue=spec.queue,

@@ -212,6 +212,7 @@ class JobModel(_Strict):
     nodes: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
     model: str | None = Field(default=None, min_length=1)
     tenant: str | None = Field(default=None, min_length=1)
+    user: str = Field(default="sim", min_length=1)
     min_workers: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
     name: str | None = Field(default=None, min_length=1)
     array: str | None = None

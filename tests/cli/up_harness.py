@@ -22,9 +22,12 @@ class Up:
     """``labgang up --simulate machine`` on ``state_dir`` (started by :meth:`start`, or at once
     with ``start=True``), its output in ``state_dir/up.log``, and the CLI with that state dir."""
 
-    def __init__(self, state_dir: Path, machine: Path = H100X8, *, start: bool = True) -> None:
+    def __init__(
+        self, state_dir: Path, machine: Path = H100X8, *, start: bool = True, args: tuple[str, ...] = ()
+    ) -> None:
         self.state_dir = state_dir
         self.machine = machine
+        self.args = args  # more `labgang up` arguments (e.g. --config FILE)
         self.env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
         self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
         self.env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -36,7 +39,7 @@ class Up:
         """Start ``labgang up`` and wait until it answers (``queues``), at most :data:`STARTUP_S`."""
         with open(self.state_dir / "up.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(self.machine)],
+                [sys.executable, "-m", "labgang.launcher", "up", "--simulate", str(self.machine), *self.args],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,

@@ -109,6 +109,11 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "fair_share_ratio": 0.0,
         "fair_weight": 1.0,
         "tenants": [],
+        "priority_classes": {"high": 100},
+        "default_priority_class": None,
+        "user_limits": {},
+        "users": [],
+        "at_limits": {},
     }
 
 

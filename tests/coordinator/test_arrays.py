@@ -139,12 +139,15 @@ async def test_tasks_are_ordinary_jobs_to_quota_and_capacity(coord: Coordinator)
 
 async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
     c = _coordinator(
-        tmp_path / "db", queues=[{"name": "default", "nominal": {"gpu": 8}, "within_queue": "lower-priority"}]
+        tmp_path / "db",
+        queues=[{"name": "default", "nominal": {"gpu": 8}, "within_queue": "lower-priority"}],
+        priority_classes={"urgent": 10},  # a raw number is for admins only (launcher/policy.py)
     )
     array_id = await _array(c, "0-3", gpus_per_worker=1)
     run_cycles(c)
     assert all(j.status.state == JobState.ADMITTED for j in list(c.list_jobs(ALICE)))
-    urgent = await c.submit(ALICE, {"argv": ["urgent"], "priority": 10})
+    urgent = await c.submit(ALICE, {"argv": ["urgent"], "priority": "urgent"})
+    assert urgent.spec.priority == 10
     run_cycles(c)
     assert c.jobs[urgent.id].status.state == JobState.ADMITTED
     # the newest-admitted task of equal priority was the victim: requeued (it never ran), pending again

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 import slurm_harness
-from labgang.launcher.config import load_config
+from labgang.agent.tomlfile import read_toml
+from labgang.launcher.config import load_config, parse_config
 from labgang.launcher.export import slurm
 from labgang.launcher.export.inventory import from_files
+from labgang.launcher.export.slurm_users import Directory
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "config" / "sim"
@@ -133,3 +135,53 @@ def test_slurmctld_accepts_export(database: slurm_harness.Database, tmp_path: Pa
         if "GraceTime" in want:
             assert gracetime == f"00:00:{int(want['GraceTime']):02d}"
     assert "error: Invalid" not in log and "fatal" not in log, log[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", slurm.MODES)
+def test_slurmdbd_keeps_the_user_policy(database: slurm_harness.Database, tmp_path: Path, mode: str) -> None:
+    """Per-user limits (QOS and association), every queue user in its account, per-queue class QOS
+    (launcher/export/slurm_users.py), read back from slurmdbd."""
+
+    data = read_toml(REPO / "config" / "workstation.toml")
+    vision, nlp = data["queues"][0], data["queues"][1]
+    vision.update(  # (the file's own class list, spelled out: what this test reads back)
+        priority_classes=["low", "normal", "high"],
+        default_priority_class="normal",
+        max_gpus_per_user=4,
+        max_running_jobs_per_user=2,
+        max_submitted_jobs_per_user=9,
+    )
+    nlp.update(groups=["nlp"])
+    directory = Directory(group_members=lambda g: ["carol"], login_users=lambda: ["lab1"])
+    result = slurm.export(parse_config(data), from_files(INVENTORY), "test", mode, directory)
+    out = tmp_path / "export"
+    out.mkdir()
+    for name, text in result.files.items():
+        (out / name).write_text(text)
+    nodes = [_words(line)["NodeName"] for line in result.files[slurm.SLURM_CONF].splitlines() if "NodeName=" in line]
+    cluster = slurm_harness.start(
+        database,
+        tmp_path / "slurm",
+        f"Include {out / slurm.SLURM_CONF}\n",
+        result.files[slurm.GRES_CONF],
+        out / slurm.SACCTMGR,
+        nodes,
+    )
+    try:
+        qos = cluster.run("sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtrespu,maxjobspu,maxsubmitpu").stdout
+        assoc = cluster.run(
+            "sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,grptres,maxjobs,maxsubmit,qos,defaultqos"
+        ).stdout
+    finally:
+        cluster.stop()
+    rows = {r.split("|")[0]: r.split("|")[1:] for r in qos.splitlines()}
+    for name in ("vision", "vision-borrow"):
+        assert rows[name] == ["gres/gpu=4", "2", "9"], qos
+    users = {(r.split("|")[0], r.split("|")[1]): r.split("|")[2:] for r in assoc.splitlines() if r.split("|")[1]}
+    assert ("nlp", "carol") in users and ("serving", "lab1") in users, assoc
+    grptres, maxjobs, maxsubmit, qos_list, default_qos = users[("vision", "lab1")]
+    assert (grptres, maxjobs, maxsubmit) == ("gres/gpu=4", "2", "9"), assoc
+    if mode == "partitions":
+        assert sorted(qos_list.split(",")) == ["prio-high", "prio-low", "prio-normal"], assoc
+        assert default_qos == "prio-normal", assoc

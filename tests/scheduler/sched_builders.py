@@ -77,6 +77,11 @@ class QueueBuilder:
         self._spec = replace(self._spec, starvation_after=seconds)
         return self
 
+    def user_limits(self, gpus: int | None = None, jobs: int | None = None) -> QueueBuilder:
+        """``max_gpus_per_user`` and ``max_running_jobs_per_user``."""
+        self._spec = replace(self._spec, max_gpus_per_user=gpus, max_running_jobs_per_user=jobs)
+        return self
+
     def build(self) -> QueueSpec:
         return self._spec
 
@@ -111,6 +116,15 @@ class JobBuilder:
         self._nominated: tuple[str, ...] = ()
         self._terminating = False
         self._admit: float | None = None
+        self._user = ""
+
+    def user(self, name: str) -> JobBuilder:
+        self._user = name
+        return self
+
+    def elastic(self, min_workers: int) -> JobBuilder:
+        self._req = replace(self._req, min_workers=min_workers)
+        return self
 
     def queue(self, name: str) -> JobBuilder:
         self._queue = name
@@ -174,12 +188,23 @@ class JobBuilder:
             seq,
             self._submit if self._since is None else self._since,
             self._nominated,
+            user=self._user,
         )
 
     def running(self, placement: tuple[RankPlacement, ...], seq: int) -> RunningJob:
         admit = self._submit if self._admit is None else self._admit
         return RunningJob(
-            self.id, self._queue, self._req, self._prio, self._submit, admit, placement, 0.0, self._terminating, seq
+            self.id,
+            self._queue,
+            self._req,
+            self._prio,
+            self._submit,
+            admit,
+            placement,
+            0.0,
+            self._terminating,
+            seq,
+            user=self._user,
         )
 
 

@@ -1,0 +1,121 @@
+"""Who may use what, with real Unix users (``lab_users``, tests/unix_users.py): root runs
+``labgang up`` on a simulated 8-GPU box with a two-team config; two ordinary users submit through
+the CLI. Neither may use a priority their queue does not allow (exit 1, one line, nothing stored),
+and a per-user GPU limit holds with an honest reason while the other user's job starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import Up
+
+CONFIG = """
+admins = ["root"]
+default_queue = "vision"
+
+[priority_classes]
+low = -10
+normal = 0
+high = 100
+serving = 1000
+
+[[cohorts]]
+name = "lab"
+
+[[queues]]
+name = "vision"
+cohort = "lab"
+nominal = { gpu = 4 }
+priority_classes = ["low", "normal", "high"]
+default_priority_class = "normal"
+max_gpus_per_user = 2
+max_submitted_jobs_per_user = 3
+
+[[queues]]
+name = "nlp"
+cohort = "lab"
+nominal = { gpu = 4 }
+priority_classes = ["low", "normal"]
+"""
+
+
+@pytest.fixture
+def lab(lab_users) -> Iterator[tuple[Up, list]]:
+    # a state dir every user can reach (the socket itself is 0666); pytest's tmp_path is root's only
+    base = Path(tempfile.mkdtemp(prefix="lgpolicy-", dir="/tmp"))
+    base.chmod(0o755)
+    config = base / "cluster.toml"
+    config.write_text(CONFIG)
+    config.chmod(0o644)
+    state = base / "state"
+    state.mkdir(mode=0o755)
+    up = Up(state, start=False, args=("--config", str(config)))
+    up.start()
+    try:
+        yield up, lab_users
+    finally:
+        up.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(up: Up, shell, *args: str):
+    return shell.run(list(args), env={"LABGANG_STATE_DIR": str(up.state_dir)})
+
+
+def test_a_user_cannot_raise_their_priority(lab) -> None:
+    up, (lab1, lab2) = lab
+    refused = [
+        (lab1, ["-q", "vision", "-p", "2000000"], "a number (-p 2000000) above the queue's default (0) is for admins"),
+        (lab2, ["-q", "nlp", "-p", "high"], "priority: class 'high' is not allowed in queue nlp"),
+        (lab2, ["-q", "vision", "-p", "serving"], "priority: class 'serving' is not allowed in queue vision"),
+    ]
+    for shell, args, message in refused:
+        done = as_user(up, shell, "submit", *args, "--", "sleep", "1")
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], done.stderr
+    assert up.jobs() == {}  # nothing was stored
+    ok = as_user(up, lab1, "submit", "-q", "vision", "-p", "high", "--", "sleep", "300")
+    assert ok.returncode == 0, ok.stderr
+    assert up.job(ok.stdout.strip())["priority"] == 100
+    root = up.submit("-q", "nlp", "-p", "2000000", "--", "sleep", "300")  # root is an admin
+    assert up.job(root)["priority"] == 2000000
+
+
+def test_a_per_user_gpu_limit_holds_with_an_honest_reason(lab) -> None:
+    up, (lab1, lab2) = lab
+    first = as_user(up, lab1, "submit", "-q", "vision", "-g", "2", "--", "sleep", "300")
+    assert first.returncode == 0, first.stderr
+    up.wait_state(first.stdout.strip(), {"running"})
+    second = as_user(up, lab1, "submit", "-q", "vision", "-g", "1", "--", "sleep", "300")
+    assert second.returncode == 0, second.stderr
+    other = as_user(up, lab2, "submit", "-q", "vision", "-g", "2", "--", "sleep", "300")
+    assert other.returncode == 0, other.stderr
+    up.wait_state(other.stdout.strip(), {"running"})  # lab2 is not held by lab1's limit
+    held = up.job(second.stdout.strip())
+    assert held["state"] == "pending"
+    assert held["reason"]["code"] == "user_limit"
+    assert held["reason"]["message"] == (
+        f"user {lab1.user.name} runs 2 of 2 gpu allowed in queue vision (max_gpus_per_user); job needs 1"
+    )
+    seen = as_user(up, lab1, "queues", "--json")
+    assert seen.returncode == 0, seen.stderr
+    vision = next(q for q in json.loads(seen.stdout)["queues"] if q["name"] == "vision")
+    assert vision["user_limits"] == {"max_gpus_per_user": 2, "max_submitted_jobs_per_user": 3}
+    assert vision["at_limits"] == {"max_gpus_per_user": sorted([lab1.user.name, lab2.user.name])}
+    told = as_user(up, lab2, "explain", second.stdout.strip())
+    assert told.returncode == 0, told.stderr
+    assert f"user {lab1.user.name} runs 2 of 2 gpu allowed in queue vision" in told.stdout
+    third = as_user(up, lab1, "submit", "--", "sleep", "300")  # no -q: the default queue, vision
+    assert third.returncode == 0, third.stderr
+    fourth = as_user(up, lab1, "submit", "--", "sleep", "300")
+    assert fourth.returncode == 1, (fourth.stdout, fourth.stderr)
+    assert fourth.stderr.strip() == (
+        f"labgang submit: user {lab1.user.name} has 3 of 3 unfinished jobs allowed in queue vision "
+        "(max_submitted_jobs_per_user); refused 1 more job: cancel some or wait for them to end"
+    )
