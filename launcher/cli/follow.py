@@ -198,7 +198,7 @@ def not_started(job: dict[str, Any]) -> str | None:
         return f"job {job['id']} has not started ({state.upper()}: its ranks are starting)"
     if state == "cancelled":
         return f"job {job['id']} was cancelled before it ran"
-    if state == "failed":
+    if state in ("failed", "timeout", "node_fail"):
         return f"job {job['id']} failed before it ran" + (f": {reason}" if reason else "")
     return None
 

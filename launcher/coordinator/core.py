@@ -149,6 +149,8 @@ class Coordinator:
             store.save_status(effect.job)
         elif isinstance(effect, fx.SaveRank):
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
+        elif isinstance(effect, fx.SaveAttempt):
+            store.save_attempt(effect.record)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
