@@ -604,7 +604,7 @@ class Store:
                     rec = AttemptRecord.from_row(row)
                     out.setdefault(rec.job_id, []).append(rec)
         wanted = set(ids)
-        for key, rec in self._attempts.items():
+        for key, rec in dict(self._attempts).items():  # a copy: the event loop may buffer more meanwhile
             if key[0] in wanted:
                 recs = [r for r in out.get(key[0], []) if r.attempt != rec.attempt]
                 out[key[0]] = [*recs, rec]

@@ -454,12 +454,14 @@ class Client:
         since: float | None = None,
         until: float | None = None,
         limit: int | None = None,
+        attempts: bool = False,
     ) -> list[dict[str, Any]]:
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
         Args:
             user: a user name or "all" (admins); None = the caller's own jobs.
             states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
+            attempts: also list each job's start attempts (``attempt_records``).
         """
         query = {
             name: str(value)
@@ -468,6 +470,8 @@ class Client:
         }
         if states:
             query["state"] = ",".join(states)
+        if attempts:
+            query["attempts"] = "1"
         return self._json("GET", "/v1/history", query=query)["jobs"]
 
     def queues(self) -> list[dict[str, Any]]:

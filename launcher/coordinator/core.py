@@ -33,6 +33,7 @@ from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
@@ -346,6 +347,17 @@ class Coordinator:
         # Jobs in memory are fresher than their last committed row.
         fresh = [self.jobs.get(job.id) or job for job in rows]
         return [job for job in fresh if not states or job.status.state.value in states]
+
+    async def attempts_of(self, jobs: list[JobRecord]) -> dict[str, list[AttemptRecord]]:
+        """Every attempt record of each of ``jobs``, oldest first (read from the store on a worker
+        thread; a job's current record in memory replaces its stored copy, being fresher)."""
+        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_of, [job.id for job in jobs])
+        for job in jobs:
+            rec = job.attempt_record
+            if rec is not None:
+                found[job.id] = [*(r for r in found.get(job.id, []) if r.attempt != rec.attempt), rec]
+                found[job.id].sort(key=lambda r: r.attempt)
+        return found
 
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
         """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.

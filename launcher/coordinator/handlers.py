@@ -293,9 +293,10 @@ def _seconds(query: Mapping[str, str], name: str) -> float | None:
 async def history(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N``: finished and
-    current jobs from the store, oldest first (own jobs unless an admin asks for others); a state
-    is a JobState value or its Slurm code, any case (:func:`_states`)."""
+    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
+    finished and current jobs from the store, oldest first (own jobs unless an admin asks for
+    others); a state is a JobState value or its Slurm code, any case (:func:`_states`). Totals come
+    from the jobs' attempt records; ``attempts=1`` also lists each attempt."""
     states = tuple(sorted(_states(query), key=job_filters.STATE_NAMES.index))
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
@@ -310,7 +311,11 @@ async def history(
         limit=limit,
     )
     now = coord.clock()
-    return Reply(200, {"jobs": [views.history_view(j, now) for j in jobs]})
+    per_attempt = _flag(query, "attempts")
+    records = await coord.attempts_of(jobs)
+    return Reply(
+        200, {"jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs]}
+    )
 
 
 async def list_queues(
