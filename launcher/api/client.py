@@ -474,6 +474,13 @@ class Client:
             query["attempts"] = "1"
         return self._json("GET", "/v1/history", query=query)["jobs"]
 
+    def report(self, *, by: str = "user", since: float | None = None, until: float | None = None) -> dict[str, Any]:
+        """``GET /v1/report``: GPU-hours allocated and used per user, queue or team (``by``) over
+        [since, until] (unix seconds; None: unbounded): ``rows``, ``total`` and the window."""
+        query = {"by": by}
+        query.update({name: str(value) for name, value in (("since", since), ("until", until)) if value is not None})
+        return self._json("GET", "/v1/report", query=query)
+
     def queues(self) -> list[dict[str, Any]]:
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""
         return self._json("GET", "/v1/queues")["queues"]

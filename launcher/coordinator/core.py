@@ -21,6 +21,8 @@ from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
+from labgang.launcher import accounting
+from labgang.launcher.accounting import UsageTotals, team_lookup
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import arrays, dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
@@ -107,6 +109,8 @@ class Coordinator:
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
+        # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
+        self.usage = UsageTotals(store.ended_gpu_seconds())
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -152,6 +156,8 @@ class Coordinator:
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
         elif isinstance(effect, fx.SaveAttempt):
             store.save_attempt(effect.record)
+            if effect.record.end_time is not None:  # closed: once per attempt (lifecycle/gang.py)
+                self.usage.attempt_ended(effect.record)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
@@ -358,6 +364,31 @@ class Coordinator:
                 found[job.id] = [*(r for r in found.get(job.id, []) if r.attempt != rec.attempt), rec]
                 found[job.id].sort(key=lambda r: r.attempt)
         return found
+
+    def open_attempts(self) -> list[AttemptRecord]:
+        """The accounting records of the attempts holding devices now (the active jobs' current ones)."""
+        out = []
+        for job in self.model.jobs.values():
+            rec = job.attempt_record
+            if rec is not None and rec.end_time is None and rec.attempt == job.status.attempt:
+                out.append(rec)
+        return out
+
+    async def report(self, *, group: str, since: float | None = None, until: float | None = None) -> dict[str, Any]:
+        """``labgang report``: GPU-hours allocated and used per ``group`` (user, queue or team) over
+        [since, until] (unix seconds; None: unbounded), from the attempt records
+        (:func:`labgang.launcher.accounting.report`); the open attempts are taken from memory.
+
+        Raises:
+            ValueError: ``group`` is not user, queue or team.
+        """
+        now = self.clock()
+        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_between, since, until)
+        live = {(r.job_id, r.attempt): r for r in self.open_attempts()}
+        merged = {(r.job_id, r.attempt): r for r in found} | live
+        return accounting.report(
+            merged.values(), group=group, since=since, until=until, now=now, team=team_lookup(self.config.queues)
+        )
 
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
         """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.

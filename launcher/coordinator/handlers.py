@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher import job_filters
+from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import arrays, table_view, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
@@ -318,6 +319,23 @@ async def history(
     )
 
 
+async def report(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/report?by=user|queue|team&since=T&until=T``: GPU-hours allocated and used per
+    user, queue or team over the window, from the attempt records (``labgang report``). Every
+    caller may read it: it names users and sums, never commands or environments."""
+    group = query.get("by") or "user"
+    if group not in REPORT_GROUPS:
+        raise BadRequest(
+            f"by must be one of {', '.join(REPORT_GROUPS)}, got {group!r}", field="by", allowed=list(REPORT_GROUPS)
+        )
+    since, until = _seconds(query, "since"), _seconds(query, "until")
+    if since is not None and until is not None and since > until:
+        raise BadRequest("since must not be later than until", field="since")
+    return Reply(200, await coord.report(group=group, since=since, until=until))
+
+
 async def list_queues(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -359,6 +377,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
     Route("GET", "/v1/history", "history", history),
+    Route("GET", "/v1/report", "report", report),
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),
