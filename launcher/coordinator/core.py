@@ -39,7 +39,7 @@ from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.lifecycle.view import scheduler_jobs, scheduling_state
+from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.store import Store
 
@@ -137,10 +137,7 @@ class Coordinator:
         Admission fair sharing first samples what was held up to the event, before it changes
         anything (as ``labgang simulate`` does at each instant)."""
         if self.sharing.due(event.now):
-            running, _ = scheduler_jobs(
-                self.model.jobs.values(), event.now, lambda job, t: False, self.sharing.tenant, ()
-            )
-            self.sharing.sample(event.now, running)
+            self.sharing.sample(event.now, self.sharing.held_by_attempts(self.model.jobs.values()))
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
             self.order.add(event.job)

@@ -162,3 +162,39 @@ def test_the_report_refuses_a_bad_group_at_the_api() -> None:
 
     with pytest.raises(BadRequest, match="by must be one of user, queue, team, got 'node'"):
         asyncio.run(go())
+
+
+async def test_fair_sharing_samples_the_devices_the_report_counts(tmp_path: Path) -> None:
+    """Admission fair sharing's input at an instant (devices held per tenant) is read from the same
+    attempt records as the report: over any short window it equals the report's device-seconds
+    per second for that tenant's user, and it drops to 0 once the attempt is closed."""
+    clock = Clock()
+    config = parse_config(
+        {
+            "admission_fair_sharing": {"half_life": 10.0, "sampling_interval": 10.0},
+            "queues": [{"name": "default", "nominal": {"gpu": 4}}],
+            "tenants": [{"name": "root", "queue": "default"}],
+        }
+    )
+    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    try:
+        conn = c.agents.attach("n1")
+        conn.connected, conn.last_seen = True, clock.now
+        job = (await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 3})).id
+        decide(c, CycleResult(admitted=(Admit(job, THREE_ON_N1),), preempted=(), pending=()))
+        event(c, "n1", job, 0, "started")
+        advance(c, 7)
+        held = c.sharing.held_by_attempts(c.model.jobs.values())
+        window = await c.report(group="user", since=clock.now - 1.0, until=clock.now)
+        [row] = window["rows"]
+        assert held == {("default", "root"): 3}
+        assert row["gpu_hours"] * 3600 / 1.0 == pytest.approx(held[("default", "root")])
+        await c.cancel(ROOT, job)
+        event(c, "n1", job, 0, "gone", 143)
+        assert c.sharing.held_by_attempts(c.model.jobs.values()) == {}
+        assert (await c.report(group="user"))["total"]["gpu_hours"] == pytest.approx(3 * 7 / 3600)
+    finally:
+        c.store.close()
+
+
+THREE_ON_N1 = (RankPlacement(0, "n1", ("GPU-a", "GPU-b", "GPU-c")),)
