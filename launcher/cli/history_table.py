@@ -190,8 +190,12 @@ def history_rows(
     from labgang.launcher.job_filters import user_name
 
     user = None if user is None else user_name(user)
-    query = {"user": user, "queue": queue, "states": states, "since": since, "until": until, "limit": limit}
-    rows = client.history(**query, attempts=True) if attempts else client.history(**query)
+    if attempts:
+        rows = client.history(
+            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=True
+        )
+    else:
+        rows = client.history(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
     if rows:
         return rows, []
     return rows, empty_history_notes(client, user, queue, states, windowed=since is not None or until is not None)

@@ -384,7 +384,7 @@ class Coordinator:
         live = {(r.job_id, r.attempt): r for r in self.open_attempts()}
         merged = {(r.job_id, r.attempt): r for r in found} | live
         return accounting.report(
-            merged.values(), group=group, since=since, until=until, now=now, team=team_lookup(self.config.queues)
+            merged.values(), group=group, since=since, until=until, now=now, team=team_lookup(self.config.queue_specs())
         )
 
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:

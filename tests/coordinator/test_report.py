@@ -108,8 +108,9 @@ async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_
     meter.observe(held_snapshot(coord, 50.0))
     advance(coord, 2)
     meter.observe(held_snapshot(coord, 50.0))
-    assert coord.jobs[victim].attempt_record.measured_gpu_s == pytest.approx(4.0)
-    assert coord.jobs[victim].attempt_record.busy_gpu_s == pytest.approx(2.0)
+    sampled = coord.jobs[victim].attempt_record
+    assert sampled is not None
+    assert (sampled.measured_gpu_s, sampled.busy_gpu_s) == (pytest.approx(4.0), pytest.approx(2.0))
     advance(coord, 8)
     third = (await coord.submit(ROOT, {"argv": ["c"], "workers": 1, "gpus_per_worker": 2, "queue": "nlp"})).id
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(third, (victim,), "reclaim"),), pending=()))
