@@ -29,7 +29,7 @@ SIM = REPO / "config" / "sim"
 MARKER = "LGBENCH"
 GRACE_S = 0.5
 SHAPES = ((4, 2), (8, 1), (2, 4), (1, 8))
-FINISHED = {"succeeded", "failed", "cancelled"}
+FINISHED = {"succeeded", "failed", "cancelled", "timeout", "node_fail"}
 # Set from the command line: where to copy the daemons' logs before cleanup (None: discard them)
 # and whether the daemons log their debug lines (timing of each step of the lifecycle).
 KEEP_LOGS: Path | None = None

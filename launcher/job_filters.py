@@ -12,11 +12,21 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-STATE_NAMES = ("pending", "admitted", "running", "terminating", "succeeded", "failed", "cancelled")
+STATE_NAMES = (
+    "pending",
+    "admitted",
+    "running",
+    "terminating",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timeout",
+    "node_fail",
+)
 """Every job state, as the API names them (``JobState`` values, in lifecycle order)."""
 
 STATE_CODES = {"PD": "pending", "CF": "admitted", "R": "running", "CG": "terminating"}
-STATE_CODES.update({"CD": "succeeded", "F": "failed", "CA": "cancelled"})
+STATE_CODES.update({"CD": "succeeded", "F": "failed", "CA": "cancelled", "TO": "timeout", "NF": "node_fail"})
 """Slurm's squeue/sacct state codes for labgang's states. ``admitted`` (devices chosen, ranks being
 started) has no Slurm state of its own; it is ``CF``, Slurm's CONFIGURING (nodes allocated, the
 job not yet running), the nearest."""

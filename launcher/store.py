@@ -4,7 +4,9 @@ Tables: ``jobs`` (the submitted spec, the mutable status; state, user, submit an
 as indexed columns so finished jobs are found without loading them),
 ``ranks`` (one row per rank of each start attempt: node, devices, state, pid, exit
 status), ``events`` (a job's history: time, event, message), ``decisions`` (every
-admission, preemption and change of pending reason with its code and message).
+admission, preemption and change of pending reason with its code and message), ``attempts``
+(the accounting record of every start attempt: ``lifecycle/attempts.py``; ``labgang history``,
+``labgang report``, the GPU-seconds counters of ``/metrics``).
 
 Writes are buffered in memory and applied in one transaction per commit.
 :meth:`Store.durable` is the group commit used by the API: every coroutine that wrote
@@ -28,13 +30,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from labgang.launcher.lifecycle.attempts import ROW_COLUMNS, AttemptRecord
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
-from labgang.launcher.lifecycle.states import RankPhase
+from labgang.launcher.lifecycle.states import FINAL_STATES, RankPhase
 
 log = logging.getLogger("labgang.store")
 
-SCHEMA_VERSION = 2
-_FINISHED = ("succeeded", "failed", "cancelled")
+SCHEMA_VERSION = 3
+_FINISHED = FINAL_STATES
+_FINISHED_SQL = ",".join("?" * len(FINAL_STATES))
+_ATTEMPT_SQL = ", ".join(ROW_COLUMNS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,6 +81,26 @@ CREATE TABLE IF NOT EXISTS tenant_usage (
     last REAL NOT NULL,
     PRIMARY KEY (queue, tenant)
 );
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    user TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    pending_since REAL NOT NULL,
+    admit_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    nodes TEXT NOT NULL,
+    devices TEXT NOT NULL,
+    gpus INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    measured_gpu_s REAL NOT NULL DEFAULT 0,
+    busy_gpu_s REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS attempts_end ON attempts(end_time);
+CREATE INDEX IF NOT EXISTS attempts_admit ON attempts(admit_time);
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -126,13 +151,15 @@ class Store:
         self._decisions: list[tuple[Any, ...]] = []
         self._tenants: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._meta: dict[str, str] = {}
+        self._attempts: dict[tuple[str, int], AttemptRecord] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._flushing = False
         self._flush_task: asyncio.Future[None] | None = None
         self.commits = 0
 
     def _migrate(self) -> None:
-        """Bring a version 1 database (no submit/end time columns) to :data:`SCHEMA_VERSION`."""
+        """Bring a version 1 database (no submit/end time columns) or 2 (no attempt records) to
+        :data:`SCHEMA_VERSION`."""
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
         if "end_time" not in columns:
             self._db.execute("BEGIN")
@@ -145,7 +172,49 @@ class Store:
             self._db.execute("COMMIT")
         self._db.execute("CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time)")
         self._db.execute("CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user, submit_time)")
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is not None and int(row[0]) < 3:
+            self._backfill_attempts()
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+    def _backfill_attempts(self) -> None:
+        """A store written before attempt records: one record for each job's last admitted attempt,
+        from its status and ranks (what ``history`` showed then; earlier attempts were never kept)."""
+        rows: list[tuple[Any, ...]] = []
+        for job_id, user, queue, state, status_text in self._db.execute(
+            "SELECT id, user, queue, state, status FROM jobs"
+        ).fetchall():
+            st = JobStatus.from_json(status_text)
+            if st.admit_time is None:
+                continue
+            ranks = self._db.execute(
+                "SELECT node, devices FROM ranks WHERE job_id=? AND attempt=? ORDER BY rank", (job_id, st.attempt)
+            ).fetchall()
+            nodes = tuple(dict.fromkeys(node for node, _ in ranks))
+            devices = tuple(f"{node}/{d}" for node, devs in ranks for d in json.loads(devs))
+            ended = state in FINAL_STATES
+            rec = AttemptRecord(
+                job_id=job_id,
+                attempt=st.attempt,
+                user=user,
+                queue=queue,
+                pending_since=st.pending_since,
+                admit_time=st.admit_time,
+                nodes=nodes,
+                devices=devices,
+                start_time=st.start_time,
+                end_time=st.end_time if ended else None,
+                outcome=state if ended else "running",
+                reason=(st.reason_message or "") if ended else "",
+            )
+            rows.append(rec.row())
+        self._db.execute("BEGIN")
+        self._db.executemany(
+            f"INSERT OR IGNORE INTO attempts({_ATTEMPT_SQL}) VALUES ({','.join('?' * len(ROW_COLUMNS))})",  # noqa: S608
+            rows,
+        )
+        self._db.execute("COMMIT")
+        log.info("store: %d attempt record(s) made from the jobs of a schema 2 store", len(rows))
 
     # ----- transactions -------------------------------------------------------------------
 
@@ -160,6 +229,7 @@ class Store:
             or self._decisions
             or self._tenants
             or self._meta
+            or self._attempts
         )
 
     @property
@@ -192,6 +262,10 @@ class Store:
                 list(self._ranks.values()),
             ),
             ("INSERT INTO events(job_id, time, event, message) VALUES (?,?,?,?)", self._events),
+            (
+                f"INSERT OR REPLACE INTO attempts({_ATTEMPT_SQL}) VALUES ({','.join('?' * len(ROW_COLUMNS))})",  # noqa: S608
+                [rec.row() for rec in self._attempts.values()],
+            ),
             ("INSERT INTO decisions(time, job_id, kind, code, message) VALUES (?,?,?,?,?)", self._decisions),
             (
                 "INSERT OR REPLACE INTO tenant_usage(queue, tenant, history, last) VALUES (?,?,?,?)",
@@ -200,7 +274,7 @@ class Store:
             ("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)", list(self._meta.items())),
         ]
         self._job_rows, self._status, self._ranks, self._events, self._decisions = [], {}, {}, [], []
-        self._tenants, self._meta = {}, {}
+        self._tenants, self._meta, self._attempts = {}, {}, {}
         return [(sql, rows) for sql, rows in batches if rows]
 
     def _write(self, batches: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
@@ -328,6 +402,11 @@ class Store:
         """Write one history line of ``job_id`` (the lifecycle model already appended it in memory)."""
         self._events.append((job_id, entry.time, entry.event, entry.message))
 
+    def save_attempt(self, record: AttemptRecord) -> None:
+        """Write one attempt's accounting record (serialised at commit time, so later changes to it,
+        such as its activity, go with the same write)."""
+        self._attempts[(record.job_id, record.attempt)] = record
+
     def add_decision(self, time: float, job_id: str, kind: str, code: str, message: str) -> None:
         """Record one scheduling decision (admit, preempt, pending reason) with its reason."""
         self._decisions.append((time, job_id, kind, code, message))
@@ -368,7 +447,7 @@ class Store:
         self.commit()
         sql = "SELECT seq, id, spec, status FROM jobs ORDER BY seq"
         if active_only:
-            sql = "SELECT seq, id, spec, status FROM jobs WHERE state NOT IN (?, ?, ?) ORDER BY seq"
+            sql = f"SELECT seq, id, spec, status FROM jobs WHERE state NOT IN ({_FINISHED_SQL}) ORDER BY seq"  # noqa: S608
         with self._lock:
             job_rows = self._db.execute(sql, _FINISHED if active_only else ()).fetchall()
         return self._complete([_job_from_row(row) for row in job_rows])
@@ -401,6 +480,12 @@ class Store:
                     "SELECT time, event, message FROM events WHERE job_id=? ORDER BY id", (job.id,)
                 ):
                     by_id[job.id].history.append(HistoryEntry(at, event, message))
+                row = self._db.execute(
+                    f"SELECT {_ATTEMPT_SQL} FROM attempts WHERE job_id=? AND attempt=?",  # noqa: S608
+                    (job.id, job.attempt),
+                ).fetchone()
+                if row is not None:
+                    job.attempt_record = AttemptRecord.from_row(row)
         return jobs
 
     def find_jobs(
@@ -478,8 +563,8 @@ class Store:
         with self._lock:
             for name in dict.fromkeys(targets):
                 rows = self._db.execute(
-                    "SELECT seq, id, spec, status FROM jobs WHERE (id = ? OR (id >= ? AND id < ?)) "
-                    "AND state IN (?, ?, ?) ORDER BY seq",
+                    "SELECT seq, id, spec, status FROM jobs WHERE (id = ? OR (id >= ? AND id < ?)) "  # noqa: S608
+                    f"AND state IN ({_FINISHED_SQL}) ORDER BY seq",
                     (name, name + "_", name + "`", *_FINISHED),
                 ).fetchall()
                 out.extend(_job_from_row(row) for row in rows)
@@ -505,6 +590,55 @@ class Store:
                 "SELECT attempt, rank, node, state, exit_status FROM ranks WHERE job_id=? ORDER BY attempt, rank",
                 (job_id,),
             ).fetchall()
+
+    def attempts_of(self, job_ids: Iterable[str]) -> dict[str, list[AttemptRecord]]:
+        """The committed attempt records of each job in ``job_ids``, oldest attempt first (a job
+        never admitted has none). Records waiting for the next commit are returned as in memory."""
+        out: dict[str, list[AttemptRecord]] = {}
+        ids = list(dict.fromkeys(job_ids))
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                sql = f"SELECT {_ATTEMPT_SQL} FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))})"  # noqa: S608
+                for row in self._db.execute(sql, chunk):
+                    rec = AttemptRecord.from_row(row)
+                    out.setdefault(rec.job_id, []).append(rec)
+        wanted = set(ids)
+        for key, rec in dict(self._attempts).items():  # a copy: the event loop may buffer more meanwhile
+            if key[0] in wanted:
+                recs = [r for r in out.get(key[0], []) if r.attempt != rec.attempt]
+                out[key[0]] = [*recs, rec]
+        for recs in out.values():
+            recs.sort(key=lambda r: r.attempt)
+        return out
+
+    def attempts_between(self, since: float | None, until: float | None) -> list[AttemptRecord]:
+        """Committed attempt records that held devices at some time in [``since``, ``until``]
+        (None: unbounded): admitted up to ``until`` and not ended before ``since`` (one still
+        running matches any ``since``), in admission order."""
+        clauses: list[str] = []
+        args: list[float] = []
+        if until is not None:
+            clauses.append("admit_time <= ?")
+            args.append(until)
+        if since is not None:
+            clauses.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._lock:
+            sql = f"SELECT {_ATTEMPT_SQL} FROM attempts {where} ORDER BY admit_time, job_id, attempt"  # noqa: S608
+            rows = self._db.execute(sql, args).fetchall()
+        return [AttemptRecord.from_row(row) for row in rows]
+
+    def ended_gpu_seconds(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """``(queue, user) -> (allocated, busy)`` device-seconds of every committed attempt that
+        has ended (the ``/metrics`` counters start from these)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT queue, user, SUM(gpus * MAX(0, end_time - admit_time)), SUM(busy_gpu_s) FROM attempts"
+                " WHERE end_time IS NOT NULL GROUP BY queue, user"
+            ).fetchall()
+        return {(q, u): (float(alloc or 0.0), float(busy or 0.0)) for q, u, alloc, busy in rows}
 
     def count_jobs(self) -> int:
         """Number of jobs committed so far."""

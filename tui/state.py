@@ -35,6 +35,8 @@ _STATE_ORDER = {
     "admitted": 2,
     "pending": 3,
     "failed": 4,
+    "timeout": 4,
+    "node_fail": 4,
     "cancelled": 5,
     "succeeded": 6,
 }

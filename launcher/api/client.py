@@ -497,12 +497,14 @@ class Client:
         since: float | None = None,
         until: float | None = None,
         limit: int | None = None,
+        attempts: bool = False,
     ) -> list[dict[str, Any]]:
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
         Args:
             user: a user name or "all" (admins); None = the caller's own jobs.
             states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
+            attempts: also list each job's start attempts (``attempt_records``).
         """
         query = {
             name: str(value)
@@ -511,7 +513,16 @@ class Client:
         }
         if states:
             query["state"] = ",".join(states)
+        if attempts:
+            query["attempts"] = "1"
         return self._json("GET", "/v1/history", query=query)["jobs"]
+
+    def report(self, *, by: str = "user", since: float | None = None, until: float | None = None) -> dict[str, Any]:
+        """``GET /v1/report``: GPU-hours allocated and used per user, queue or team (``by``) over
+        [since, until] (unix seconds; None: unbounded): ``rows``, ``total`` and the window."""
+        query = {"by": by}
+        query.update({name: str(value) for name, value in (("since", since), ("until", until)) if value is not None})
+        return self._json("GET", "/v1/report", query=query)
 
     def queues(self) -> list[dict[str, Any]]:
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""

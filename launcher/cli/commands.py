@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
     "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
     "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),
+    "report": ("launcher.cli.report:report", "GPU-hours allocated and used per user, queue or team (like sreport)."),
     "queues": ("launcher.cli.jobs:queues", "List queues with quota, usage, fair share and weight."),
     "explain": ("launcher.cli.explain:explain", "Explain with numbers why a queue gets its share or a job waits."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),

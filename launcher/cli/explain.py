@@ -115,6 +115,8 @@ STATE_PHRASES: dict[str, str] = {
     "succeeded": "has succeeded",
     "failed": "has failed",
     "cancelled": "was cancelled",
+    "timeout": "was stopped by its time limit",
+    "node_fail": "failed because its node was lost",
 }
 """How a sentence says a job is in each state (``launcher/lifecycle/states.py``'s wire names)."""
 

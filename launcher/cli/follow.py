@@ -166,12 +166,12 @@ class JobFollower:
 
 
 def exit_status_of(job: dict[str, Any]) -> int:
-    """The shell exit status for a finished job: 0 succeeded; a failed job's rank status
-    (1..255, signals as 128+N), or 1 when it has none; 1 for a cancelled job."""
+    """The shell exit status for a finished job: 0 succeeded; a failed (or timed-out, or node-failed)
+    job's rank status (1..255, signals as 128+N), or 1 when it has none; 1 for a cancelled job."""
     if job["state"] == "succeeded":
         return 0
     status = job.get("exit_status")
-    if job["state"] == "failed" and isinstance(status, int) and 0 < status < 256:
+    if job["state"] in ("failed", "timeout", "node_fail") and isinstance(status, int) and 0 < status < 256:
         return status
     return 1
 
@@ -198,7 +198,7 @@ def not_started(job: dict[str, Any]) -> str | None:
         return f"job {job['id']} has not started ({state.upper()}: its ranks are starting)"
     if state == "cancelled":
         return f"job {job['id']} was cancelled before it ran"
-    if state == "failed":
+    if state in ("failed", "timeout", "node_fail"):
         return f"job {job['id']} failed before it ran" + (f": {reason}" if reason else "")
     return None
 

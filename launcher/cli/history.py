@@ -16,6 +16,7 @@ from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history_table import (
     STATES,
     TIME_HELP,
+    attempts_table,
     history_json,
     history_rows,
     history_table,
@@ -56,6 +57,13 @@ class WhenType(click.ParamType):
 @click.option("--since", type=WhenType(), help=f"Jobs not ended before this time: {TIME_HELP}.")
 @click.option("--until", type=WhenType(), help="Jobs submitted up to this time (same forms as --since).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="At most this many.")
+@click.option(
+    "--attempts",
+    "per_attempt",
+    is_flag=True,
+    help="One line per start attempt (requeues, preemptions) instead of per job; with --json, "
+    "each job's attempt_records.",
+)
 @json_option("Print the rows as JSON (jobs, and whether --limit cut them) instead of a table.")
 @state_dir_option
 @talks_to_coordinator
@@ -67,27 +75,36 @@ def history(
     since: float | None,
     until: float | None,
     limit: int,
+    per_attempt: bool,
     as_json: bool,
 ) -> None:
     """List finished and current jobs from the coordinator's store, oldest first.
 
-    Columns: submit, start and end time (the last attempt's), wait (submit to start), elapsed,
-    GPU-hours (devices x elapsed), exit status, restarts (attempts that ran, minus one) and the
-    final reason. Finished jobs of any age are kept in the store; `labgang queue` shows only
-    pending and running ones.
+    Columns: submit, start and end time (the last attempt's), wait (time pending, summed over
+    the pending periods), elapsed (time holding devices, over all attempts), GPU-hours (allocated,
+    over all attempts, preempted and cancelled ones included), exit status, restarts (attempts
+    that ran, minus one) and the final reason. --attempts prints one line per attempt. Finished
+    jobs of any age are kept in the store; `labgang queue` shows only pending and running ones.
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
     with Client.for_state_dir(state_dir) as client:
         rows, notes = history_rows(
-            client, user=user, queue=queue, states=flatten(states), since=since, until=until, limit=limit
+            client,
+            user=user,
+            queue=queue,
+            states=flatten(states),
+            since=since,
+            until=until,
+            limit=limit,
+            attempts=per_attempt,
         )
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
         click.echo(to_json(history_json(rows, limit)))
         return
-    click.echo(history_table(rows))
+    click.echo(attempts_table(rows) if per_attempt else history_table(rows))
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)

@@ -92,6 +92,52 @@ def history_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return render_table(headers, body)
 
 
+def attempts_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``labgang history --attempts``: one line per start attempt of each job (sacct's rows per
+    requeue): its outcome as a Slurm code (R running, CD, F, CA, TO, NF, PR preempted, RQ requeued
+    for another reason), admission, start and end (local times), the time pending before it, the
+    time it held its devices, devices, allocated GPU-hours, mean activity and why it ended."""
+    headers = (
+        "JOBID",
+        "ATTEMPT",
+        "USER",
+        "QUEUE",
+        "STATE",
+        "ADMIT",
+        "START",
+        "END",
+        "WAIT",
+        "ELAPSED",
+        "GPUS",
+        "GPU-H",
+        "ACT%",
+        "NODES",
+        "REASON",
+    )
+    body = [
+        (
+            r["id"],
+            a["attempt"],
+            r["user"],
+            r["queue"],
+            a.get("code") or str(a.get("outcome")),
+            _when(a.get("admit_time")),
+            _when(a.get("start_time")),
+            _when(a.get("end_time")),
+            format_duration(a.get("wait_s")),
+            format_duration(a.get("elapsed_s")),
+            a.get("gpus", 0),
+            f"{a.get('gpu_hours') or 0.0:.2f}",
+            "-" if a.get("activity_pct") is None else f"{a['activity_pct']:.0f}",
+            clip(",".join(a.get("nodes") or ()) or "-", 30),
+            clip(a.get("reason") or "-", 60),
+        )
+        for r in rows
+        for a in r.get("attempt_records") or ()
+    ]
+    return render_table(headers, body)
+
+
 def limit_note(rows: Sequence[object], limit: int) -> str | None:
     """The stderr line for a history cut at ``limit`` rows (the most recently submitted jobs are
     kept), or None when fewer came back. As many rows as the limit may also be all there is."""
@@ -126,6 +172,7 @@ def history_rows(
     since: float | None,
     until: float | None,
     limit: int,
+    attempts: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """``labgang history``'s rows (``GET /v1/history``) and, when none came back, the notes for
     standard error (:func:`empty_history_notes`).
@@ -134,6 +181,7 @@ def history_rows(
         user: a user name, a uid of this machine (:func:`labgang.launcher.job_filters.user_name`),
             "all", or None (the caller's own jobs).
         states: JobState values (:func:`labgang.launcher.job_filters.state_items` of ``-s``).
+        attempts: also ask for each job's attempt records (``history --attempts``).
 
     Raises:
         ApiError: a refusal (another user's jobs asked for by a non-admin).
@@ -142,7 +190,12 @@ def history_rows(
     from labgang.launcher.job_filters import user_name
 
     user = None if user is None else user_name(user)
-    rows = client.history(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
+    if attempts:
+        rows = client.history(
+            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=True
+        )
+    else:
+        rows = client.history(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
     if rows:
         return rows, []
     return rows, empty_history_notes(client, user, queue, states, windowed=since is not None or until is not None)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled"})
+FINISHED_STATES = frozenset({"succeeded", "failed", "cancelled", "timeout", "node_fail"})
 """Job states from which a job never moves again (the API's lower-case names)."""
 
 # The exit statuses a rank gets when its command could not be executed (as a shell gives them),

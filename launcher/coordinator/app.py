@@ -338,8 +338,8 @@ def _shutdown_summary(
             out["unrecorded"].append(job_id)  # its ranks ended, but their exits never reached the coordinator
         elif state.holds_devices:
             out["unfinished"].append(job_id)
-        elif state in (JobState.SUCCEEDED, JobState.FAILED):
-            out[state.value].append(job_id)  # its ranks ended on their own as it stopped: it never runs again
+        elif state.finished:  # its ranks ended on their own as it stopped: it never runs again
+            out["succeeded" if state == JobState.SUCCEEDED else "failed"].append(job_id)  # timeout, node_fail: failed
     out["pending"] = [
         j.id
         for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)

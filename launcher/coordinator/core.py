@@ -21,6 +21,8 @@ from typing import Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
+from labgang.launcher import accounting
+from labgang.launcher.accounting import UsageTotals, team_lookup
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import arrays, dispatch, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
@@ -33,10 +35,11 @@ from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.lifecycle.view import scheduler_jobs, scheduling_state
+from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
@@ -107,6 +110,8 @@ class Coordinator:
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
+        # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
+        self.usage = UsageTotals(store.ended_gpu_seconds())
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -133,10 +138,7 @@ class Coordinator:
         Admission fair sharing first samples what was held up to the event, before it changes
         anything (as ``labgang simulate`` does at each instant)."""
         if self.sharing.due(event.now):
-            running, _ = scheduler_jobs(
-                self.model.jobs.values(), event.now, lambda job, t: False, self.sharing.tenant, ()
-            )
-            self.sharing.sample(event.now, running)
+            self.sharing.sample(event.now, self.sharing.held_by_attempts(self.model.jobs.values()))
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
             self.order.add(event.job)
@@ -150,6 +152,10 @@ class Coordinator:
             store.save_status(effect.job)
         elif isinstance(effect, fx.SaveRank):
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
+        elif isinstance(effect, fx.SaveAttempt):
+            store.save_attempt(effect.record)
+            if effect.record.end_time is not None:  # closed: once per attempt (lifecycle/gang.py)
+                self.usage.attempt_ended(effect.record)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
@@ -365,6 +371,42 @@ class Coordinator:
         # Jobs in memory are fresher than their last committed row.
         fresh = [self.jobs.get(job.id) or job for job in rows]
         return [job for job in fresh if not states or job.status.state.value in states]
+
+    async def attempts_of(self, jobs: list[JobRecord]) -> dict[str, list[AttemptRecord]]:
+        """Every attempt record of each of ``jobs``, oldest first (read from the store on a worker
+        thread; a job's current record in memory replaces its stored copy, being fresher)."""
+        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_of, [job.id for job in jobs])
+        for job in jobs:
+            rec = job.attempt_record
+            if rec is not None:
+                found[job.id] = [*(r for r in found.get(job.id, []) if r.attempt != rec.attempt), rec]
+                found[job.id].sort(key=lambda r: r.attempt)
+        return found
+
+    def open_attempts(self) -> list[AttemptRecord]:
+        """The accounting records of the attempts holding devices now (the active jobs' current ones)."""
+        out = []
+        for job in self.model.jobs.values():
+            rec = job.attempt_record
+            if rec is not None and rec.end_time is None and rec.attempt == job.status.attempt:
+                out.append(rec)
+        return out
+
+    async def report(self, *, group: str, since: float | None = None, until: float | None = None) -> dict[str, Any]:
+        """``labgang report``: GPU-hours allocated and used per ``group`` (user, queue or team) over
+        [since, until] (unix seconds; None: unbounded), from the attempt records
+        (:func:`labgang.launcher.accounting.report`); the open attempts are taken from memory.
+
+        Raises:
+            ValueError: ``group`` is not user, queue or team.
+        """
+        now = self.clock()
+        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_between, since, until)
+        live = {(r.job_id, r.attempt): r for r in self.open_attempts()}
+        merged = {(r.job_id, r.attempt): r for r in found} | live
+        return accounting.report(
+            merged.values(), group=group, since=since, until=until, now=now, team=team_lookup(self.config.queue_specs())
+        )
 
     async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
         """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher import job_filters
+from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import arrays, table_view, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
@@ -293,9 +294,10 @@ def _seconds(query: Mapping[str, str], name: str) -> float | None:
 async def history(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N``: finished and
-    current jobs from the store, oldest first (own jobs unless an admin asks for others); a state
-    is a JobState value or its Slurm code, any case (:func:`_states`)."""
+    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
+    finished and current jobs from the store, oldest first (own jobs unless an admin asks for
+    others); a state is a JobState value or its Slurm code, any case (:func:`_states`). Totals come
+    from the jobs' attempt records; ``attempts=1`` also lists each attempt."""
     states = tuple(sorted(_states(query), key=job_filters.STATE_NAMES.index))
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
@@ -310,7 +312,28 @@ async def history(
         limit=limit,
     )
     now = coord.clock()
-    return Reply(200, {"jobs": [views.history_view(j, now) for j in jobs]})
+    per_attempt = _flag(query, "attempts")
+    records = await coord.attempts_of(jobs)
+    return Reply(
+        200, {"jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs]}
+    )
+
+
+async def report(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/report?by=user|queue|team&since=T&until=T``: GPU-hours allocated and used per
+    user, queue or team over the window, from the attempt records (``labgang report``). Every
+    caller may read it: it names users and sums, never commands or environments."""
+    group = query.get("by") or "user"
+    if group not in REPORT_GROUPS:
+        raise BadRequest(
+            f"by must be one of {', '.join(REPORT_GROUPS)}, got {group!r}", field="by", allowed=list(REPORT_GROUPS)
+        )
+    since, until = _seconds(query, "since"), _seconds(query, "until")
+    if since is not None and until is not None and since > until:
+        raise BadRequest("since must not be later than until", field="since")
+    return Reply(200, await coord.report(group=group, since=since, until=until))
 
 
 async def list_queues(
@@ -354,6 +377,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
     Route("GET", "/v1/history", "history", history),
+    Route("GET", "/v1/report", "report", report),
     Route("GET", "/v1/queues", "list_queues", list_queues),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),

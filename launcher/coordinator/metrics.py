@@ -1,6 +1,6 @@
 """Prometheus metrics for the coordinator (``GET /metrics``, read-only).
 
-Two sources feed one :class:`prometheus_client.CollectorRegistry`:
+Three sources feed one :class:`prometheus_client.CollectorRegistry`:
 
 - :class:`ClusterCollector` turns a :class:`~labgang.launcher.pitfalls.ClusterSnapshot`
   (the nodes, jobs and queues exactly as the coordinator's API shows them) into
@@ -10,6 +10,8 @@ Two sources feed one :class:`prometheus_client.CollectorRegistry`:
 - :class:`SchedulerMetrics` holds what only the scheduling loop sees as it happens:
   admission latency and scheduling-cycle duration histograms and the preemption
   counter. The coordinator calls its ``observe_*``/``count_*`` methods.
+- :class:`GpuSecondsCollector`: the GPU-seconds counters per queue and user, from the
+  attempt records (``launcher/accounting.py``).
 
 :func:`add_metrics_routes` puts ``GET /metrics`` on the coordinator's application.
 
@@ -52,7 +54,7 @@ from labgang.launcher.pitfalls import (
     detect_all,
 )
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger("labgang.metrics")
@@ -394,6 +396,42 @@ class CoordinatorMetrics:
         )
 
 
+class GpuSecondsCollector(Collector):
+    """``labgang_gpu_seconds_total{queue,user}`` (allocated device-seconds of every attempt) and
+    ``labgang_gpu_used_seconds_total{queue,user}`` (the same weighted by the devices' sampled
+    activity), from the attempt records (``launcher/accounting.py``): the same numbers as
+    ``labgang report``, and a restarted coordinator starts again from what its store holds.
+
+    Args:
+        totals: returns ``(queue, user) -> (allocated, busy)`` device-seconds so far.
+    """
+
+    def __init__(self, totals: Callable[[], Mapping[tuple[str, str], tuple[float, float]]]) -> None:
+        self.totals = totals
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front (no totals call at registration)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield both counter families."""
+        allocated = CounterMetricFamily(
+            "labgang_gpu_seconds",
+            "Device-seconds allocated to jobs (devices x time held, every start attempt), by queue and user.",
+            labels=["queue", "user"],
+        )
+        used = CounterMetricFamily(
+            "labgang_gpu_used_seconds",
+            "Allocated device-seconds weighted by the devices' sampled activity (SM activity, or "
+            "utilization.gpu where GPM is unsupported), by queue and user.",
+            labels=["queue", "user"],
+        )
+        for (queue, user), (alloc, busy) in sorted(self.totals().items()):
+            allocated.add_metric([queue, user], alloc)
+            used.add_metric([queue, user], busy)
+        yield from (allocated, used)
+
+
 # ----- HTTP ---------------------------------------------------------------------------------
 
 
@@ -499,6 +537,9 @@ def add_metrics_routes(app: web.Application) -> None:
             version=coord.version,
             thresholds=coord.config.pitfall_thresholds(),
             job_counts=lambda: coordinator_job_counts(coord),
+        )
+        app[keys.METRICS].registry.register(
+            GpuSecondsCollector(lambda: coord.usage.totals(coord.open_attempts(), coord.clock()))
         )
         yield
 

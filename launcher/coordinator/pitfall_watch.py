@@ -41,6 +41,8 @@ class PitfallWatch:
         self.findings: tuple[Finding, ...] = ()
         self.allocation_rate_pct: float | None = None
         self.sampled_at: float | None = None
+        self.listeners: list[Callable[[ClusterSnapshot], None]] = []
+        """Called with every snapshot taken (the accounting's ``ActivityMeter.observe``)."""
 
     def sample(self) -> ClusterSnapshot:
         """Take a snapshot, add it to the history and recompute the findings.
@@ -49,6 +51,8 @@ class PitfallWatch:
             The snapshot, carrying the new findings and allocation rate.
         """
         snapshot = self.provider()
+        for listener in self.listeners:
+            listener(snapshot)
         try:
             self.tracker.observe(snapshot)
         except ValueError:  # the clock stepped back: start the history again
@@ -95,11 +99,14 @@ def add_pitfall_watch(app: web.Application) -> None:
     :func:`labgang.launcher.coordinator.metrics.add_metrics_routes`, which exports the watch's findings.
     """
     from labgang.launcher.api import keys
+    from labgang.launcher.coordinator.activity import ActivityMeter, open_record
     from labgang.launcher.coordinator.metrics import coordinator_snapshot
 
     async def watch_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
         watch = PitfallWatch(lambda: coordinator_snapshot(coord), coord.config.pitfall_thresholds())
+        meter = ActivityMeter(open_record(coord.model.jobs), coord.store.save_attempt)
+        watch.listeners.append(meter.observe)  # the attempts' device activity, from the same samples
         coord.pitfalls = watch
         task = asyncio.create_task(watch_loop(watch), name="labgang-pitfalls")
         yield

@@ -139,7 +139,7 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
             capacity[device.resource] = capacity.get(device.resource, 0) + 1
     gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
     pending = [pending_job(job, coord.sharing.tenant(job.spec), job.id in coord.sharing.held) for job in gate.fed]
-    coord.sharing.sample(now, running)
+    coord.sharing.sample(now, coord.sharing.held_by_attempts(holding))
     held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
     snapshot = Snapshot(
         now=now,

@@ -6,6 +6,10 @@
   time of its last update, sampled every ``sampling_interval`` and updated by the scheduler's
   entry penalties. They are written to the store (table ``tenant_usage``, meta
   ``afs_last_sample``), so a restarted coordinator forgets nothing.
+- **What a sample counts** comes from the accounting records (``lifecycle/attempts.py``): the
+  devices of every attempt holding devices now (:meth:`SharingState.held_by_attempts`), the same
+  records whose device-seconds ``labgang report`` and ``labgang_gpu_seconds_total`` add up, so
+  fair sharing and the report cannot count different work.
 
 The rules themselves are in :mod:`labgang.launcher.scheduler.tenants`; this module only
 keeps and persists their state.
@@ -13,13 +17,14 @@ keeps and persists their state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from labgang.launcher.accounts import user_groups
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import RunningJob, TenantUsage
+from labgang.launcher.scheduler.snapshot import TenantUsage
 from labgang.launcher.store import JobSpec, Store
 
 LAST_SAMPLE_KEY = "afs_last_sample"
@@ -68,14 +73,31 @@ class SharingState:
         """True when admission fair sharing has a sampling instant in (last sample, ``now``]."""
         return self.policy is not None and bool(afs.due_samples(self.last_sample, now, self.policy.sampling_interval))
 
-    def sample(self, now: float, running: Iterable[RunningJob]) -> None:
-        """Apply every sampling instant up to ``now`` (devices held per tenant from ``running``)."""
+    def held_by_attempts(self, jobs: Iterable[JobRecord]) -> dict[afs.TenantKey, int]:
+        """Devices held per tenant: the devices of each job's open attempt record (jobs holding
+        devices; one whose record is missing, from a store older than the records, counts its
+        ranks' devices)."""
+        held: dict[afs.TenantKey, int] = {}
+        for job in jobs:
+            if not job.status.state.holds_devices:
+                continue
+            rec = job.attempt_record
+            if rec is not None and rec.end_time is None and rec.attempt == job.status.attempt:
+                n = rec.gpus
+            else:
+                n = sum(len(r.devices) for r in job.ranks.values())
+            key = afs.key_of(job.spec.queue, self.tenant(job.spec))
+            held[key] = held.get(key, 0) + n
+        return held
+
+    def sample(self, now: float, held: Mapping[afs.TenantKey, int]) -> None:
+        """Apply every sampling instant up to ``now`` (``held``: devices per tenant,
+        :meth:`held_by_attempts`)."""
         if self.policy is None:
             return
         due = afs.due_samples(self.last_sample, now, self.policy.sampling_interval)
         if not due:
             return
-        held = afs.held_by_tenant(running)
         for key in held:
             self.usage.setdefault(key, TenantUsage(key[0], key[1], 1.0, 0.0, self.last_sample))
         for at in due:

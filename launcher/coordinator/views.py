@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.violations import violation_views
+from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
@@ -339,13 +340,23 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     return out
 
 
-def history_view(job: JobRecord, now: float) -> dict[str, Any]:
+def history_view(
+    job: JobRecord, now: float, attempts: list[AttemptRecord] | None = None, *, per_attempt: bool = False
+) -> dict[str, Any]:
     """One row of ``labgang history`` (``GET /v1/history``); times are unix seconds, durations seconds.
 
-    ``wait_s`` runs from submission to the start of the last attempt (to ``now`` or the end
-    while it never started); ``elapsed_s`` from that start to the end (or ``now``);
-    ``gpu_hours`` = the gang's devices x ``elapsed_s`` / 3600 (the last attempt; MIG devices
-    count as devices; an elastic gang read back from the store counts at its requested size).
+    With the job's accounting records (``attempts``, oldest first; ``lifecycle/attempts.py``):
+    ``wait_s`` is the time it was pending, summed over its pending periods; ``elapsed_s`` the
+    time it held devices, summed over its attempts (admission to end, ``now`` for one still
+    running); ``gpu_hours`` the allocated device-hours of every attempt (a job preempted after
+    10 s on 3 GPUs and then cancelled counts those 30 device-seconds); ``used_gpu_hours`` the
+    same weighted by the devices' activity, ``activity_pct`` their mean activity (None before
+    any sample). A job never admitted has ``gpu_hours`` None. ``attempt_records`` lists the
+    attempts (:meth:`AttemptRecord.view`) when ``per_attempt``.
+
+    Without records (a view of one job outside the store): ``wait_s`` runs from submission to
+    the last attempt's start, ``elapsed_s`` from that start to the end, ``gpu_hours`` is the
+    gang's devices x ``elapsed_s``. ``start_time``/``end_time`` are the last attempt's.
     ``attempts`` counts start attempts, ``restart_count`` those that ran.
     """
     st, spec = job.status, job.spec
@@ -373,4 +384,21 @@ def history_view(job: JobRecord, now: float) -> dict[str, Any]:
         "attempts": st.attempt + 1,
         "reason": reason,
         **_array_fields(job),
+        **({} if attempts is None else _accounting(job, attempts, now, per_attempt)),
     }
+
+
+def _accounting(job: JobRecord, attempts: list[AttemptRecord], now: float, per_attempt: bool) -> dict[str, Any]:
+    """The history row's fields from the job's attempt records (see :func:`history_view`)."""
+    measured = sum(a.measured_gpu_s for a in attempts)
+    busy = sum(a.busy_gpu_s for a in attempts)
+    out: dict[str, Any] = {
+        "wait_s": job_wait_s(attempts, job.status.pending_since, job.status.end_time, now),
+        "elapsed_s": sum(a.elapsed_s(now) for a in attempts) if attempts else None,
+        "gpu_hours": sum(a.gpu_seconds(now) for a in attempts) / 3600.0 if attempts else None,
+        "used_gpu_hours": busy / 3600.0,
+        "activity_pct": None if measured <= 0 else 100.0 * busy / measured,
+    }
+    if per_attempt:
+        out["attempt_records"] = [a.view(now) for a in attempts]
+    return out

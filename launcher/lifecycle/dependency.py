@@ -214,7 +214,7 @@ class Verdict:
     message: str
 
 
-_FAILED = (JobState.FAILED, JobState.CANCELLED)
+_FAILED = (JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL)
 
 
 def _one(kind: DependencyKind, t: Target) -> Outcome:

@@ -1,7 +1,7 @@
 """Typed effects the lifecycle model returns; the driver carries them out.
 
 Persisting effects (:class:`SaveStatus`, :class:`SaveRank`, :class:`AddHistory`,
-:class:`RecordDecision`) are committed first; the others (stop, signal, launch, dispatch) only
+:class:`SaveAttempt`, :class:`RecordDecision`) are committed first; the others (stop, signal, launch, dispatch) only
 run after that commit, so a crash never leaves an agent doing something the store does not know.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord
 
 
@@ -37,6 +38,13 @@ class AddHistory:
 
     job: JobRecord
     entry: HistoryEntry
+
+
+@dataclass(frozen=True, slots=True)
+class SaveAttempt:
+    """Persist the accounting record of one start attempt (its latest values are written at commit time)."""
+
+    record: AttemptRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,7 @@ Effect = (
     SaveStatus
     | SaveRank
     | AddHistory
+    | SaveAttempt
     | RecordDecision
     | Stop
     | Signal

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, exited_zero_on_their_own, job_nodes, ranks_in_order
 from labgang.launcher.lifecycle.states import (
@@ -22,6 +23,9 @@ from labgang.launcher.lifecycle.states import (
     advance,
     transition,
 )
+
+_REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail"}
+"""The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,10 @@ class GangRules:
         if st.state == JobState.ADMITTED and ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
             transition(st, JobState.RUNNING)
             st.start_time = self._now
+            rec = job.attempt_record
+            if rec is not None and rec.attempt == st.attempt and rec.start_time is None:
+                rec.start_time = self._now
+                self._out.append(fx.SaveAttempt(rec))
             st.reason_code = st.reason_message = None
             self._save(job)
             n = len(ranks)
@@ -260,11 +268,15 @@ class GangRules:
         """Every rank is gone: end the job, or put it back in its queue, according to its intent.
 
         * no intent (every rank exited on its own before any stop): the exits decide.
-        * CANCEL, FAIL, TIMEOUT: these stops never requeue; the job ends cancelled or failed even
-          when its ranks exit 0 within the grace period (Slurm's CANCELLED and TIMEOUT alike).
+        * CANCEL, FAIL, TIMEOUT: these stops never requeue; the job ends cancelled, failed or
+          timeout even when its ranks exit 0 within the grace period (Slurm's CANCELLED and
+          TIMEOUT alike).
         * PREEMPT, LOST, SHUTDOWN, RETRY, the stops that would requeue: succeeded when every rank
           exited 0 on its own (:func:`~labgang.launcher.lifecycle.rules.exited_zero_on_their_own`),
-          else requeued (RETRY with backoff), or ended when the job asked for no requeue.
+          else requeued (RETRY with backoff), or ended when the job asked for no requeue (a lost
+          node: NODE_FAIL).
+
+        Either way the attempt's accounting record is closed (:meth:`_close_attempt`).
         """
         st = job.status
         intent = st.end_intent
@@ -279,8 +291,10 @@ class GangRules:
                 self._end(job, JobState.FAILED, bad.exit_status, EndReason.FAILED, where)
         elif intent == EndIntent.CANCEL:
             self._end(job, JobState.CANCELLED, st.exit_status, EndReason.CANCELLED, st.reason_message or "cancelled")
-        elif intent in (EndIntent.FAIL, EndIntent.TIMEOUT):
+        elif intent == EndIntent.FAIL:
             self._end(job, JobState.FAILED, st.exit_status, INTENT_REASON[intent], message)
+        elif intent == EndIntent.TIMEOUT:
+            self._end(job, JobState.TIMEOUT, st.exit_status, INTENT_REASON[intent], message)
         elif exited_zero_on_their_own(job):
             # A stop that would requeue (preemption, lost node or lease, shutdown, failed start),
             # but every rank exited 0 on its own: the job has finished, and a finished job never
@@ -291,7 +305,8 @@ class GangRules:
             if job.spec.requeue:
                 self._requeue(job, message, not_before=self._now)
             else:
-                self._end(job, JobState.FAILED, st.exit_status, INTENT_REASON[intent], no_requeue)
+                final = JobState.FAILED if intent == EndIntent.PREEMPT else JobState.NODE_FAIL
+                self._end(job, final, st.exit_status, INTENT_REASON[intent], no_requeue)
         elif intent == EndIntent.SHUTDOWN:
             # Not the job's failure: it runs again at the next start, unless it asked never to be requeued.
             if job.spec.requeue:
@@ -310,6 +325,8 @@ class GangRules:
 
     def _end(self, job: JobRecord, state: JobState, exit_status: int | None, reason: EndReason, message: str) -> None:
         st = job.status
+        preempted = st.end_intent == EndIntent.PREEMPT and state != JobState.SUCCEEDED
+        self._close_attempt(job, "preempted" if preempted else state.value, message)
         transition(st, state)
         st.exit_status = exit_status
         st.end_time = self._now
@@ -330,6 +347,8 @@ class GangRules:
         the attempt ran."""
         st = job.status
         ran = st.ran
+        outcome = _REQUEUE_OUTCOME.get(st.end_intent) if st.end_intent is not None else None
+        self._close_attempt(job, outcome or "requeued", message)
         transition(st, JobState.PENDING)
         st.attempt += 1
         if ran:
@@ -353,6 +372,32 @@ class GangRules:
             self._out.append(fx.WakeAt(not_before))
         elif not self.awaited_by_waiting_preemptor(job):
             self._out.append(fx.WakeScheduler())
+
+    def _open_attempt(self, job: JobRecord) -> None:
+        """A cycle admitted ``job`` (its ranks placed): begin its current attempt's accounting record."""
+        st = job.status
+        ranks = ranks_in_order(job)
+        job.attempt_record = AttemptRecord(
+            job_id=job.id,
+            attempt=st.attempt,
+            user=job.spec.user,
+            queue=job.spec.queue,
+            pending_since=st.pending_since,
+            admit_time=self._now,
+            nodes=tuple(job_nodes(job)),
+            devices=tuple(f"{r.node}/{d}" for r in ranks for d in r.devices),
+        )
+        self._out.append(fx.SaveAttempt(job.attempt_record))
+
+    def _close_attempt(self, job: JobRecord, outcome: str, reason: str) -> None:
+        """The current attempt ended with ``outcome`` (an ``ATTEMPT_OUTCOMES`` key): close its record."""
+        rec = job.attempt_record
+        if rec is None or rec.attempt != job.status.attempt or rec.end_time is not None:
+            return  # never admitted (cancelled while pending), or closed already
+        rec.end_time = self._now
+        rec.outcome = outcome
+        rec.reason = reason
+        self._out.append(fx.SaveAttempt(rec))
 
     def _start_failed(self, job: JobRecord, message: str) -> None:
         if job.status.state == JobState.ADMITTED:

@@ -151,6 +151,7 @@ class Lifecycle(DependencyRules):
                 rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
             }
             self._save(job)
+            self._open_attempt(job)
             for rank in job.ranks.values():
                 self._out.append(fx.SaveRank(job, rank, job.attempt))
             where = ", ".join(job_nodes(job))

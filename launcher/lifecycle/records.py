@@ -18,6 +18,7 @@ import signal as signal_mod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.decisions import NoPreemption
@@ -248,7 +249,9 @@ class HistoryEntry:
 
 @dataclass
 class JobRecord:
-    """A job as the coordinator holds it in memory: spec, status, current ranks, history."""
+    """A job as the coordinator holds it in memory: spec, status, current ranks, history, and the
+    accounting record of its current (or last) start attempt (None before its first admission;
+    the earlier attempts' records are in the store)."""
 
     id: str
     seq: int
@@ -256,6 +259,7 @@ class JobRecord:
     status: JobStatus
     ranks: dict[int, RankRecord] = field(default_factory=dict)
     history: list[HistoryEntry] = field(default_factory=list)
+    attempt_record: AttemptRecord | None = None
 
     @property
     def attempt(self) -> int:

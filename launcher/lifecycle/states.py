@@ -8,7 +8,13 @@ A job's life (docs/queue-semantics.md §A5)::
     ADMITTED | RUNNING ──stop (cancel, preemption, failed rank, lost node, time limit,
                          failed start, shutdown)──► TERMINATING
     RUNNING ──every rank gone──► SUCCEEDED | FAILED          (decided by the ranks' exits)
-    TERMINATING ──every rank gone──► SUCCEEDED | FAILED | CANCELLED, or PENDING (requeue)
+    TERMINATING ──every rank gone──► SUCCEEDED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL,
+                                     or PENDING (requeue)
+
+TIMEOUT (Slurm's TO) is a job stopped by its time limit; NODE_FAIL (NF) one stopped because a
+node of it was lost (or cut off by its lease) that could not go back to its queue (``requeue =
+false``). Each start attempt's own outcome, PREEMPTED included, is its attempt record's
+(``lifecycle/attempts.py``).
 
 A requeue is an event (``requeued`` in the job's history) that returns a job to PENDING as a
 new attempt, not a state and not a reason code. Every change of a job's state goes through
@@ -34,13 +40,15 @@ class JobState(str, enum.Enum):
     RUNNING = "running"  # every rank confirmed started
     TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
     SUCCEEDED = "succeeded"  # every rank exited 0
-    FAILED = "failed"  # a rank failed, a time limit passed, or it could not start
+    FAILED = "failed"  # a rank failed, or it could not start
     CANCELLED = "cancelled"  # cancelled by its owner or an admin
+    TIMEOUT = "timeout"  # stopped by its time limit (Slurm's TIMEOUT, TO)
+    NODE_FAIL = "node_fail"  # its node was lost and it could not requeue (Slurm's NODE_FAIL, NF)
 
     @property
     def finished(self) -> bool:
-        """True for the three final states."""
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        """True for the five final states."""
+        return self in _FINAL
 
     @property
     def holds_devices(self) -> bool:
@@ -48,14 +56,29 @@ class JobState(str, enum.Enum):
         return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)
 
 
+_FINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL})
+FINAL_STATES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "timeout", "node_fail")
+"""The wire names of the final states (what the store's ``jobs.state`` column holds for a finished job)."""
+
 JOB_MOVES: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED}),
     JobState.ADMITTED: frozenset({JobState.RUNNING, JobState.TERMINATING}),
     JobState.RUNNING: frozenset({JobState.TERMINATING, JobState.SUCCEEDED, JobState.FAILED}),
-    JobState.TERMINATING: frozenset({JobState.PENDING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.TERMINATING: frozenset(
+        {
+            JobState.PENDING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.TIMEOUT,
+            JobState.NODE_FAIL,
+        }
+    ),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
+    JobState.TIMEOUT: frozenset(),
+    JobState.NODE_FAIL: frozenset(),
 }
 """Every legal arrow between job states; anything else is a bug and :func:`transition` raises."""
 
@@ -165,9 +188,9 @@ class EndIntent(str, enum.Enum):
 
     CANCEL = "cancel"  # cancelled by its owner or an admin → CANCELLED
     FAIL = "fail"  # a rank failed or a launch was refused for good → FAILED
-    TIMEOUT = "timeout"  # its time limit passed → FAILED
+    TIMEOUT = "timeout"  # its time limit passed → TIMEOUT
     PREEMPT = "requeue"  # chosen as a victim → requeued (or FAILED with requeue = false)
-    LOST = "lost"  # its node was lost → requeued (or FAILED with requeue = false)
+    LOST = "lost"  # its node was lost → requeued (or NODE_FAIL with requeue = false)
     RETRY = "retry"  # its start failed → requeued with backoff, FAILED after max_start_failures
     SHUTDOWN = "shutdown"  # labgang itself stopped → requeued (or CANCELLED with requeue = false)
 

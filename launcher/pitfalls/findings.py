@@ -11,7 +11,7 @@ from typing import Any
 # Device states in the coordinator's ``GET /v1/nodes`` device view.
 FREE, ALLOCATED, FOREIGN, LOST, HELD = "free", "allocated", "foreign", "lost", "held"
 DEVICE_STATES = (FREE, ALLOCATED, FOREIGN, LOST, HELD)
-_FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled")
+_FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled", "timeout", "node_fail")
 _HOLDING_JOB_STATES = ("admitted", "running", "terminating")
 
 

@@ -205,6 +205,11 @@ class Simulation:
             self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record, self._finished_targets(job))))
         elif kind == "end":
             self._ranks_exit(job, run_id, 0)
+        elif kind == "limit":
+            # the coordinator's timer at the time limit: the lifecycle stops the gang (TIMEOUT)
+            if job.record.run_id == run_id:
+                connected = frozenset(n.name for n in self.scenario.nodes)
+                self._handle(self.model.apply(ev.Tick(self.now, 0.0, connected)))
         else:  # "stop": the grace period of a stop ended
             self._ranks_exit(job, run_id, KILLED)
 
@@ -274,9 +279,11 @@ class Simulation:
                 self._release(job)
                 job.end_time = self.now
                 self._finished.append(job)
+                st = job.record.status
                 if job.cancelled:
-                    st = job.record.status
                     self._emit("cancel", job=job.id, code=st.reason_code, message=self._shown(st.reason_message or ""))
+                elif st.state == JobState.TIMEOUT:
+                    self._emit("finish", job=job.id, state=st.state.value)
                 else:
                     self._emit("finish", job=job.id)
 
@@ -327,6 +334,8 @@ class Simulation:
                 self._handle(self.model.apply(answer))
             if job.spec.duration is not None:
                 self._push(self.now + job.spec.duration, _EXIT, "end", job.record.id, run_id)
+            if job.spec.time_limit is not None:
+                self._push(self.now + job.spec.time_limit, _EXIT, "limit", job.record.id, run_id)
 
     # --- scheduling ----------------------------------------------------------------------------
 
@@ -472,6 +481,8 @@ class Simulation:
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
             if job.spec.duration is not None:
                 self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.record.id, run_id)
+            if job.spec.time_limit is not None:
+                self._push(max(0.0, at + job.spec.time_limit), _EXIT, "limit", job.record.id, run_id)
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:

@@ -113,7 +113,7 @@ def job_record(
         env={},
         cwd="/",
         grace_s=spec.grace,
-        time_limit_s=None,
+        time_limit_s=spec.time_limit,
         requeue=True,
         signal=None,
         topology=req.topology,

@@ -194,7 +194,9 @@ class JobModel(_Strict):
 
     ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
-    (case-insensitive), as a submission's GPU model constraint does.
+    (case-insensitive), as a submission's GPU model constraint does. ``time_limit`` is
+    ``--time``: a gang still running that long after its start is stopped (its ``grace``) and
+    ends TIMEOUT, as in the coordinator.
     """
 
     id: str = Field(min_length=1)
@@ -207,6 +209,7 @@ class JobModel(_Strict):
     priority: Annotated[int | str, BeforeValidator(_not_bool)] = 0
     submit: Seconds = 0.0
     duration: OptionalSeconds = Field(default=None, ge=0)
+    time_limit: OptionalSeconds = Field(default=None, gt=0)
     grace: Seconds = Field(default=0.0, ge=0)
     running: bool = False
     nodes: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None

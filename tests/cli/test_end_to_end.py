@@ -335,7 +335,7 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
     job_id = next(line.split()[-1] for line in out.stderr.splitlines() if line.startswith("labgang: submitted job "))
     job = lg.job(job_id)
     assert any(h["message"].startswith("signal SIGUSR1 sent") for h in job["history"]), job["history"]
-    assert job["state"] == "failed" and "time limit" in job["reason"]["message"]
+    assert job["state"] == "timeout" and "time limit" in job["reason"]["message"]
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,6 @@ import pytest
 from harness import Cluster, rank_script, wait_for
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.sharing import SharingState
-from labgang.launcher.model import JobRequest
-from labgang.launcher.scheduler.snapshot import RunningJob
 from labgang.launcher.store import Store
 
 NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}
@@ -111,8 +109,7 @@ def test_tenant_usage_survives_a_restart(tmp_path: Path) -> None:
     )
     store = Store(tmp_path / "db")
     state = SharingState(cfg, store, now=100.0)
-    running = [RunningJob("1", "default", JobRequest(per_worker=2), 0, 90.0, 90.0, (), tenant="bob")]
-    state.sample(110.0, running)  # samples at 105 and 110
+    state.sample(110.0, {("default", "bob"): 2})  # samples at 105 and 110: bob's job holds 2 GPUs
     before = {(t.queue, t.name): (t.history, t.last) for t in state.snapshot_tenants()}
     assert before[("default", "alice")][0] == pytest.approx(4 * 0.5)  # 10 s at half_life 10, U = 0
     assert before[("default", "bob")][0] == pytest.approx(2 * 0.5)  # U = 2 for 10 s

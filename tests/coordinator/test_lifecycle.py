@@ -132,7 +132,7 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     advance(coord, 0.01)
     coord.check_timers()
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
-    assert coord.jobs[drop].status.state == JobState.FAILED
+    assert coord.jobs[drop].status.state == JobState.NODE_FAIL
     assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
 
 
@@ -163,7 +163,7 @@ async def test_admission_is_committed_before_dispatch(coord: Coordinator, tmp_pa
     await asyncio.sleep(0)
 
 
-async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None:
+async def test_time_limit_stops_the_job_and_ends_it_timeout(coord: Coordinator) -> None:
     job_id = await submit(coord, time_limit_s=60)
     start(coord, job_id)
     advance(coord, 59)
@@ -175,7 +175,7 @@ async def test_time_limit_stops_the_job_and_fails_it(coord: Coordinator) -> None
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
-    assert st.state == JobState.FAILED and "time limit of 60 s" in (st.reason_message or "")
+    assert st.state == JobState.TIMEOUT and "time limit of 60 s" in (st.reason_message or "")
 
 
 async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(coord: Coordinator) -> None:

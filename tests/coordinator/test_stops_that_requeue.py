@@ -155,15 +155,15 @@ async def test_a_cancelled_job_whose_ranks_exit_0_stays_cancelled(coord: Coordin
     assert coord.jobs[job_id].status.state == JobState.CANCELLED
 
 
-async def test_a_job_stopped_at_its_time_limit_whose_ranks_exit_0_fails_with_timeout(coord: Coordinator) -> None:
-    """A time limit never requeues: the job ends TIMEOUT (FAILED), as in Slurm, even on status 0."""
+async def test_a_job_stopped_at_its_time_limit_whose_ranks_exit_0_ends_timeout(coord: Coordinator) -> None:
+    """A time limit never requeues: the job ends TIMEOUT, as in Slurm, even on status 0."""
     job_id = await submit(coord, time_limit_s=60)
     start(coord, job_id)
     advance(coord, 61)
     coord.check_timers()
     both_ranks_end(coord, job_id, 0)
     st = coord.jobs[job_id].status
-    assert (st.state, st.reason_code) == (JobState.FAILED, "timeout")
+    assert (st.state, st.reason_code) == (JobState.TIMEOUT, "timeout")
 
 
 async def test_a_requeued_job_shows_no_nodes_and_keeps_no_ranks_on_disk(coord: Coordinator, tmp_path: Path) -> None:

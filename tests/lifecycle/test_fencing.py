@@ -109,7 +109,7 @@ def test_a_job_that_asked_for_no_requeue_fails_at_the_fence_not_before() -> None
     tick(model, DEADLINE - 1)
     assert record.status.state == JobState.TERMINATING
     tick(model, DEADLINE)
-    assert record.status.state == JobState.FAILED and "1" not in model.jobs
+    assert record.status.state == JobState.NODE_FAIL and "1" not in model.jobs
 
 
 def test_a_completing_gang_on_a_lost_node_is_decided_by_its_exits_once_fenced() -> None:

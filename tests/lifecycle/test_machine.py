@@ -44,7 +44,8 @@ def test_an_admission_persists_first_then_dispatches() -> None:
     assert [type(e) for e in model.apply(ev.JobSubmitted(1.0, record))] == [fx.AddHistory, fx.WakeScheduler]
     kinds = [type(e) for e in admitted(model, "1", 2.0)]
     assert kinds == [
-        fx.SaveStatus, fx.SaveRank, fx.SaveRank, fx.RecordDecision, fx.AddHistory, fx.AdmissionObserved, fx.Dispatch,
+        fx.SaveStatus, fx.SaveAttempt, fx.SaveRank, fx.SaveRank, fx.RecordDecision, fx.AddHistory,
+        fx.AdmissionObserved, fx.Dispatch,
     ]  # fmt: skip
     assert (record.status.state, record.status.admit_seq) == (JobState.ADMITTED, 1)
 

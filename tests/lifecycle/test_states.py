@@ -20,6 +20,7 @@ from labgang.launcher.lifecycle.states import (
 
 P, A, R, T = JobState.PENDING, JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING
 S, F, C = JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED
+TO, NF = JobState.TIMEOUT, JobState.NODE_FAIL
 
 # Written out independently of JOB_MOVES: the arrows docs/queue-semantics.md §A5 describes.
 LEGAL = {
@@ -34,6 +35,8 @@ LEGAL = {
     (T, S),  # stopped after every rank had exited 0: decided by the exits
     (T, F),
     (T, C),
+    (T, TO),  # stopped by its time limit
+    (T, NF),  # a node lost, and the job asked for no requeue
 }
 
 

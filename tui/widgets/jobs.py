@@ -12,6 +12,8 @@ STYLES = {
     "terminating": "magenta",
     "admitted": "cyan",
     "failed": "red",
+    "timeout": "red",
+    "node_fail": "red",
     "cancelled": "dim",
     "succeeded": "dim",
 }

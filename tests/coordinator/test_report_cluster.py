@@ -1,0 +1,104 @@
+"""Accounting against real daemons (a coordinator and a simulated-GPU agent as subprocesses, the
+``labgang`` CLI as a user runs it): a preempted attempt and a cancelled one are both counted in
+``labgang report``, ``history --attempts`` lists them, the counters on ``/metrics`` agree, and a
+time-limited job ends TIMEOUT (``history -s TO`` finds it)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from harness import REPO, Cluster, wait_for
+
+SLEEPER = ["/bin/sh", "-c", "exec sleep 60"]
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster({"n1": "n1-4gpu.toml"}, nominal_gpus=4, queue_extra='within_queue = "lower-priority"\n').start()
+    yield c
+    c.stop()
+
+
+def labgang(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", *args, "--state-dir", str(cluster.coord_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def metric(cluster: Cluster, name: str, queue: str = "default") -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") and f'queue="{queue}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} for queue {queue} in /metrics")
+
+
+def test_a_preempted_and_a_cancelled_attempt_both_count_in_report(cluster: Cluster) -> None:
+    low = cluster.submit(SLEEPER, workers=1, gpus_per_worker=3, grace_s=0.5)["id"]
+    cluster.wait_state(low, "running")
+    high = cluster.submit(["true"], workers=1, gpus_per_worker=4, priority=10)["id"]
+    cluster.wait_state(high, "succeeded", timeout=30)
+    wait_for(
+        lambda: (j := cluster.job(low))["state"] == "running" and j["restart_count"] == 1,
+        timeout=30,
+        what="the preempted gang running again",
+    )
+    cancel = labgang(cluster, "cancel", low)
+    assert cancel.returncode == 0, cancel.stderr
+    cluster.wait_state(low, "cancelled", timeout=30)
+
+    out = labgang(cluster, "history", "--attempts", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)["jobs"]}
+    attempts = rows[low]["attempt_records"]
+    assert [(a["attempt"], a["code"], a["gpus"]) for a in attempts] == [(0, "PR", 3), (1, "CA", 3)]
+    assert all(a["gpu_hours"] > 0 and a["end_time"] is not None for a in attempts)
+    assert rows[low]["gpu_hours"] == pytest.approx(sum(a["gpu_hours"] for a in attempts))
+    table = labgang(cluster, "history", "--attempts")
+    assert table.returncode == 0 and " PR " in table.stdout and " CA " in table.stdout, table.stdout
+
+    out = labgang(cluster, "report", "--by", "queue", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    [default] = report["rows"]
+    assert default["queue"] == "default" and default["attempts"] == 3  # both of low's, and high's
+    expected = sum(r["gpu_hours"] for r in rows.values())
+    assert default["gpu_hours"] == pytest.approx(expected, rel=1e-6)
+    assert report["total"]["gpu_hours"] == pytest.approx(expected, rel=1e-6)
+
+    out = labgang(cluster, "report", "--csv")
+    assert out.returncode == 0, out.stderr
+    lines = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert [line["user"] for line in lines][-1] == "total"
+    assert float(lines[-1]["gpu_hours"]) == pytest.approx(expected, rel=1e-6)
+
+    # the counter is the same sum, in seconds (nothing holds devices any more: it stays put)
+    assert metric(cluster, "labgang_gpu_seconds_total") == pytest.approx(expected * 3600, rel=1e-6)
+
+    both = labgang(cluster, "report", "--json", "--csv")
+    assert both.returncode == 2 and "choose one" in both.stderr
+    bad = labgang(cluster, "report", "--by", "node")
+    assert bad.returncode == 2 and "--by: 'node' is not allowed; allowed: user, queue, team" in bad.stderr, bad.stderr
+
+
+def test_a_time_limited_job_ends_timeout(cluster: Cluster) -> None:
+    job = cluster.submit(SLEEPER, workers=1, gpus_per_worker=1, time_limit_s=1, grace_s=0.5)["id"]
+    done = cluster.wait_state(job, {"timeout", "failed", "succeeded", "cancelled"}, timeout=30)
+    assert done["state"] == "timeout" and done["reason"]["code"] == "timeout", done
+    out = labgang(cluster, "history", "-s", "TO", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [r["id"] for r in json.loads(out.stdout)["jobs"]] == [job]
+    table = labgang(cluster, "history", "-s", "to")
+    assert table.returncode == 0 and "TIMEOUT" in table.stdout, table.stdout
