@@ -17,6 +17,8 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME_RE = re.compile(r"^[^=\x00]+$")
 ARRAY_ENV_PREFIXES = ("LABGANG_ARRAY_", "SLURM_ARRAY_")
 """The only names ``LaunchSpec.array_env`` may set (the agent never imports the launcher)."""
+SLURM_ENV_PREFIX = "SLURM_"
+"""The only names ``LaunchSpec.slurm_env`` may set."""
 
 
 def _is_int(value: Any) -> bool:
@@ -58,6 +60,10 @@ class LaunchSpec:
             (``LABGANG_ARRAY_*`` and ``SLURM_ARRAY_*`` names only: job id, task id, count, min,
             max, step; docs/arrays.md), set like the rest of the contract; ``None`` otherwise.
             Serialised only when set.
+        slurm_env: the ``SLURM_*`` variables Slurm sets for a batch step that labgang can honour
+            (``SLURM_JOB_ID``, ``SLURM_PROCID``, ``SLURM_JOB_NODELIST``...; docs/slurm.md), computed
+            by the coordinator for this rank and set like the rest of the contract; ``None`` =
+            none (an older coordinator). Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -84,6 +90,7 @@ class LaunchSpec:
     user_job_id: str | None = None
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
+    slurm_env: Mapping[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -93,6 +100,8 @@ class LaunchSpec:
         object.__setattr__(self, "env", dict(self.env))
         if isinstance(self.array_env, Mapping):
             object.__setattr__(self, "array_env", dict(self.array_env))
+        if isinstance(self.slurm_env, Mapping):
+            object.__setattr__(self, "slurm_env", dict(self.slurm_env))
         self._validate()
 
     def _validate(self) -> None:
@@ -153,6 +162,22 @@ class LaunchSpec:
                 f"{self.array_env!r} is not a map of array variables",
                 "names starting with " + " or ".join(ARRAY_ENV_PREFIXES) + " to strings, or null",
             )
+        if self.slurm_env is not None and (
+            not isinstance(self.slurm_env, dict)
+            or not all(
+                isinstance(k, str)
+                and k.startswith(SLURM_ENV_PREFIX)
+                and _ENV_NAME_RE.match(k)
+                and isinstance(v, str)
+                and "\x00" not in v
+                for k, v in self.slurm_env.items()
+            )
+        ):
+            raise InvalidSpec(
+                "slurm_env",
+                f"{self.slurm_env!r} is not a map of Slurm variables",
+                f"names starting with {SLURM_ENV_PREFIX} to strings, or null",
+            )
         if not self.argv:
             raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
         for arg in self.argv:
@@ -210,6 +235,7 @@ class LaunchSpec:
             "user_job_id": self.user_job_id,
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
             **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
+            **({"slurm_env": dict(self.slurm_env)} if self.slurm_env is not None else {}),
         }
 
     @classmethod

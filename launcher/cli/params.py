@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from labgang.launcher.cli.format import parse_signal_spec
-from labgang.launcher.durations import parse_duration
+from labgang.launcher.durations import parse_duration, parse_time_limit
 
 
 class DurationType(click.ParamType):
@@ -23,6 +23,21 @@ class DurationType(click.ParamType):
             return float(value)
         try:
             return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class TimeLimitType(click.ParamType):
+    """A click parameter type for ``--time``: :func:`parse_time_limit` (Slurm's forms, a bare
+    number is minutes; value in seconds, float)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_time_limit(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -40,4 +55,5 @@ class SignalSpecType(click.ParamType):
 
 
 DURATION = DurationType()
+TIME_LIMIT = TimeLimitType()
 SIGNAL_SPEC = SignalSpecType()

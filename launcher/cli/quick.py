@@ -72,6 +72,12 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
+def _time_limit(text: str) -> float:
+    from labgang.launcher.durations import parse_time_limit
+
+    return parse_time_limit(text)
+
+
 def _signal_spec(text: str) -> str:
     from labgang.launcher.cli.format import parse_signal_spec
 
@@ -138,7 +144,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--topology": ("topology", _model_choice("TOPOLOGY_LEVELS")),
         "--cpu-bind": ("cpu_bind", _model_choice("CPU_BIND")),
         "--grace": ("grace", _duration),
-        "--time": ("time_limit", _duration),
+        "--time": ("time_limit", _time_limit),
+        "-t": ("time_limit", _time_limit),
         "--name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
@@ -384,14 +391,20 @@ def show(args: list[str]) -> int:
 
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import job_detail, to_json
-    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
 
     options, positional = parse(args, _SHOW_FLAGS, interspersed=True)
     job_id = _single_job(positional)
     state_dir = _state_dir(options)
     try:
         with Client.for_state_dir(state_dir) as client:
-            job = client.job(job_id)
+            job, array = job_or_array(client, job_id)
+            if array is not None:
+                from labgang.launcher.cli.array_view import array_detail, array_summary_json
+
+                print(to_json(array_summary_json(array)) if options.get("as_json") else array_detail(array))
+                return 0
+            assert job is not None
             add_start_errors(client, job)
             add_pitfalls(client, job)
     except ClientError as err:
@@ -461,6 +474,7 @@ def history(args: list[str]) -> int:
 def logs(args: list[str]) -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
     from labgang.launcher.api.client import ApiError, Client, ClientError
+    from labgang.launcher.cli.job_facts import array_logs_note, job_or_array
 
     options, positional = parse(args, _LOGS_FLAGS, interspersed=True)
     job_id = _single_job(positional)
@@ -470,7 +484,12 @@ def logs(args: list[str]) -> int:
     offset = 0
     try:
         with Client.for_state_dir(state_dir) as client:
-            job = client.job(job_id)
+            job, array = job_or_array(client, job_id)
+            if array is not None:
+                print(f"labgang logs: {array_logs_note(job_id, array['jobs'])}", file=sys.stderr, flush=True)
+                job = array["jobs"][0]
+            assert job is not None
+            job_id = str(job["id"])
             workers = int(job.get("workers") or 1)
             if rank >= workers:
                 return _fail("logs", f"--rank: job {job_id} has ranks 0..{workers - 1}, not {rank}", 2)

@@ -25,6 +25,7 @@ from labgang.launcher.cli.follow import (
 from labgang.launcher.cli.format import (
     DURATION,
     SIGNAL_SPEC,
+    TIME_LIMIT,
     to_json,
 )
 from labgang.launcher.cli.plumbing import (
@@ -110,11 +111,13 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...).",
         ),
         click.option(
+            "-t",
             "--time",
             "time_limit",
-            type=DURATION,
+            type=TIME_LIMIT,
             default=None,
-            help="Time limit (30m, 2h...; at most 365d); the job fails when it runs longer.",
+            help="Time limit, as Slurm reads it: a bare number is minutes (90), or MM:SS, HH:MM:SS, "
+            "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d). The job fails when it runs longer.",
         ),
         click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
         click.option(

@@ -75,6 +75,20 @@ def no_job_message(coord: Coordinator, job_id: str) -> str:
     return f"no job {job_id}: {job_id} is a job array with tasks {job_id}_[{indices}]; name one, as in {ids[0]}"
 
 
+def array_tasks(coord: Coordinator, array_id: str) -> list[JobRecord]:
+    """Every task of array ``array_id`` (in memory, or from the store once finished long ago), in
+    index order.
+
+    Raises:
+        NotFound: ``array_id`` is no job array.
+    """
+    ids = task_ids(coord, array_id) if array_id.isdigit() else []
+    tasks = [job for i in ids if (job := coord.jobs.get(i) or coord.store.load_job(i)) is not None]
+    if not tasks:
+        raise NotFound(f"no job array {array_id}", field="id")
+    return tasks
+
+
 async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tuple[list[JobRecord], int]:
     """Cancel every unfinished task of array ``array_id`` (pending ones at once, running ones
     with their grace), in one commit.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.slurm_env import slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
@@ -72,6 +73,7 @@ def launch_specs(
             "user_job_id": job.id,
             **_cpus(job, inventory, r.devices),
             **_array_env(job),
+            "slurm_env": slurm_environment(job, r.rank),
         }
         for i, r in enumerate(mine)
     ]

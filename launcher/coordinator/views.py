@@ -100,6 +100,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "time_limit_s": spec.time_limit_s,
         "dependency": spec.dependency,
         "argv": list(spec.argv),
+        "cwd": spec.cwd,
+        "numeric_id": job.seq,
         "ranks": [
             {
                 "rank": r.rank,

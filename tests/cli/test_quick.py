@@ -37,6 +37,9 @@ SUBMIT_LINES = [
     ["--array=1,3,5-9", "-g", "2", "x"],
     ["-d", "afterok:12:13,singleton", "--", "x"],
     ["--dependency=afterok:4?afternotok:5", "-d7", "x"],  # the last one wins, as with click
+    ["--time", "90", "x"],  # Slurm's forms: a bare number is minutes
+    ["-t", "1-12:30", "--time=2:00:00", "x"],
+    ["-t90s", "x"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
@@ -48,6 +51,7 @@ NOT_FAST = [
     ["--bogus", "x"],
     ["--topology", "rack", "x"],
     ["--time", "soon", "x"],
+    ["--time", "1:2:3:4", "x"],
     ["--signal", "BOGUS@1", "x"],
     ["--no-requeue=1", "x"],
     ["-n"],

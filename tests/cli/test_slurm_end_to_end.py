@@ -1,0 +1,79 @@
+"""A Slurm user's habits against a real ``labgang up --simulate`` (docs/slurm.md): the ``SLURM_*``
+variables in every rank, array tasks by their own numbers in ``show``/``logs``/``cancel``, ``show``
+and ``logs`` of an array id, ``--time`` in minutes."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import REPO, Up
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Up]:
+    with tempfile.TemporaryDirectory(prefix="lgs", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            instance.stop()
+
+
+def test_each_array_task_gets_slurms_variables_and_answers_to_its_own_number(up: Up) -> None:
+    script = (
+        'echo "$SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_PROCID/$SLURM_NTASKS $SLURM_SUBMIT_DIR"'
+    )
+    out = up.cli("run", "--array", "0-2", "--name", "sw", "--", "sh", "-c", script)
+    assert out.returncode == 0, out.stderr
+    found = re.search(r"submitted job array (\d+)", out.stderr)
+    assert found is not None, out.stderr
+    array_id = int(found[1])
+    for index in range(3):
+        number = array_id + index  # each task's own number: the array id is its first task's
+        logs = up.cli("logs", str(number))
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout.split() == [str(number), str(array_id), str(index), "0/1", str(REPO)]
+        shown = up.job(f"{array_id}_{index}" if index == 0 else str(number))  # the array's id names the array
+        assert (shown["id"], shown["numeric_id"]) == (f"{array_id}_{index}", number)
+    text = up.cli("show", str(array_id + 1)).stdout
+    assert text.splitlines()[0].endswith(f"(number {array_id + 1}: its SLURM_JOB_ID)")
+    assert f"Directory:   {REPO}" in text and "Command:     sh -c " in text
+    assert "Exit status: 0 (Slurm 0:0)" in text
+
+
+def test_show_and_logs_of_an_array_id_summarise_and_pick_the_first(up: Up) -> None:
+    array_id = up.submit("--array", "0-3", "--", "sh", "-c", 'test "$SLURM_ARRAY_TASK_ID" -lt 2 || exit 3')
+    up.wait("every task finished", lambda jobs: not any(i.startswith(f"{array_id}_") for i in jobs))
+    show = up.cli("show", array_id)
+    assert show.returncode == 0, show.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in show.stdout.splitlines() if line[:1].isupper()}
+    assert rows["SUCCEEDED"] == ["2", f"{array_id}_[0-1]"] and rows["FAILED"] == ["2", f"{array_id}_[2-3]"]
+    summary = json.loads(up.cli("show", "--json", array_id).stdout)
+    assert summary["states"] == {"succeeded": 2, "failed": 2} and summary["tasks"] == 4
+    failed = up.job(f"{array_id}_3")
+    assert failed["exit_status"] == 3
+    logs = up.cli("logs", array_id)
+    assert logs.returncode == 0
+    assert f"{array_id} is a job array with tasks {array_id}_[0-3]; showing {array_id}_0" in logs.stderr
+
+
+def test_cancel_takes_an_array_tasks_number_and_time_is_in_minutes(up: Up) -> None:
+    array_id = int(up.submit("--array", "0-1", "--time", "90", "--", "sleep", "300"))
+    up.wait(
+        "both tasks running",
+        lambda jobs: all(jobs.get(f"{array_id}_{i}", {}).get("state") == "running" for i in (0, 1)),
+    )  # noqa: E501
+    assert up.job(f"{array_id}_1")["time_limit_s"] == 90 * 60
+    out = up.cli("cancel", str(array_id + 1))
+    assert out.returncode == 0 and out.stdout.strip() == f"job {array_id}_1: terminating", out.stderr
+    assert up.job(f"{array_id}_0")["state"] == "running"
+    assert up.cli("cancel", str(array_id)).returncode == 0
+    missing = up.cli("show", str(array_id + 50))
+    assert missing.returncode == 1 and f"no job {array_id + 50}" in missing.stderr
