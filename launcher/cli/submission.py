@@ -48,13 +48,19 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "-n",
             "--workers",
+            "--ntasks",
             type=click.IntRange(min=1),
             default=1,
             show_default=True,
             help="Ranks in the gang; all start together or none does.",
         ),
         click.option(
-            "-g", "--gpus-per-worker", type=click.IntRange(min=1), default=None, help="Full GPUs per rank (default 1)."
+            "-g",
+            "--gpus-per-worker",
+            "--gpus-per-task",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Full GPUs per rank (default 1).",
         ),
         click.option(
             "--mig",
@@ -62,15 +68,23 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb).",
         ),
-        click.option("-q", "--queue", default=None, help="Queue to submit to (default: your default queue)."),
+        click.option(
+            "-q",
+            "--queue",
+            "--partition",
+            default=None,
+            help="Queue to submit to (default: your default queue); --partition is Slurm's name for it.",
+        ),
         click.option(
             "-p",
             "--priority",
+            "--qos",
             default=None,
             help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
             "first) or a priority class name from the cluster config.",
         ),
         click.option(
+            "-N",
             "--nodes",
             type=click.IntRange(min=1),
             default=None,
@@ -119,7 +133,13 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Time limit, as Slurm reads it: a bare number is minutes (90), or MM:SS, HH:MM:SS, "
             "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d). The job fails when it runs longer.",
         ),
-        click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
+        click.option(
+            "-J",
+            "--name",
+            "--job-name",
+            default=None,
+            help="Job name (default: the script or command's file name).",
+        ),
         click.option(
             "--no-requeue",
             is_flag=True,

@@ -40,6 +40,8 @@ SUBMIT_LINES = [
     ["--time", "90", "x"],  # Slurm's forms: a bare number is minutes
     ["-t", "1-12:30", "--time=2:00:00", "x"],
     ["-t90s", "x"],
+    ["--ntasks", "4", "--gpus-per-task", "2", "-N", "2", "-J", "sw", "--partition", "vision", "--qos", "high", "x"],
+    ["-N2", "--job-name=sw", "x"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
