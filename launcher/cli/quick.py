@@ -159,6 +159,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--array": ("array", str),
         "-d": ("dependency", str),
         "--dependency": ("dependency", str),
+        "--error-on-unknown-sbatch": ("error_on_unknown_sbatch", None),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
@@ -236,6 +237,30 @@ def _refusal(command: str, err: Exception) -> int:
     return _fail(command, str(err), 1)
 
 
+def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) -> tuple[dict[str, Any], list[str]]:
+    """``submit``/``run``'s options and command; a batch script's directives read in
+    (:func:`labgang.launcher.cli.batch_script.script_form`) when it has neither a warning nor a
+    problem (else the click command prints them).
+
+    Raises:
+        NotFast: what click must word, or say.
+    """
+    options, argv = parse(args, flags, interspersed=False)
+    if len(argv) == 1 and "--" not in args and os.path.isfile(argv[0]):
+        from labgang.launcher.cli.batch_script import BadScript, script_form
+
+        try:
+            found = script_form(args, argv, strict=bool(options.get("error_on_unknown_sbatch")))
+        except BadScript:
+            raise NotFast("SCRIPT") from None
+        if found is not None:
+            if found[1]:
+                raise NotFast("SCRIPT")  # warnings: the click command prints them
+            options, argv = parse(found[0], flags, interspersed=False)
+    options.pop("error_on_unknown_sbatch", None)
+    return options, argv
+
+
 def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
     """The ``POST /v1/jobs`` body of the submission flags (what the click command builds).
 
@@ -266,7 +291,7 @@ def submit(args: list[str]) -> int:
     """``labgang submit``: see :func:`labgang.launcher.cli.submission.submit`."""
     from labgang.launcher.api.client import Client, ClientError
 
-    options, argv = parse(args, _submit_flags(), interspersed=False)
+    options, argv = _parse_submission(args, _submit_flags())
     state_dir = _state_dir(options)
     as_json = options.pop("as_json", False)
     body = _submission(options, argv)
@@ -290,7 +315,7 @@ def run(args: list[str]) -> int:
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
 
-    options, argv = parse(args, _run_flags(), interspersed=False)
+    options, argv = _parse_submission(args, _run_flags())
     if "array" in options:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)

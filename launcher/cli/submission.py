@@ -43,6 +43,30 @@ RANK_ENV = job_request.RANK_ENV
 LABGANG_ENV_PREFIX = job_request.LABGANG_ENV_PREFIX
 
 
+class ScriptCommand(click.Command):
+    """``submit``/``run``: a batch script as the only argument (``labgang submit train.sbatch``) is
+    read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
+    each ignored ``#SBATCH`` option gets one warning line on stderr."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from labgang.launcher.cli import batch_script, quick
+
+        table = quick._submit_flags() if self.name == "submit" else quick._run_flags()
+        try:
+            options, positional = quick.parse(args, table, interspersed=False)
+        except quick.NotFast:
+            return super().parse_args(ctx, args)  # malformed flags: click words the error
+        try:
+            found = batch_script.script_form(args, positional, strict=bool(options.get("error_on_unknown_sbatch")))
+        except batch_script.BadScript as exc:
+            raise click.UsageError(str(exc), ctx) from None
+        if found is not None:
+            args, warnings = found
+            for line in warnings:
+                click.echo(f"labgang {self.name}: warning: {line}", err=True)
+        return super().parse_args(ctx, args)
+
+
 def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
@@ -169,6 +193,12 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
             "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
         ),
+        click.option(
+            "--error-on-unknown-sbatch",
+            is_flag=True,
+            help="With a batch script: refuse it when an #SBATCH line has an option labgang lacks "
+            "(default: one warning line naming it, and it is ignored).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -182,6 +212,7 @@ def build_submission(**flags: Any) -> dict[str, Any]:
     Raises:
         click.UsageError: conflicting or malformed flags (the message names the flag).
     """
+    flags.pop("error_on_unknown_sbatch", None)  # read with the script (ScriptCommand)
     try:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
@@ -226,7 +257,7 @@ def default_queue_refused(err: ApiError) -> CommandFailed:
     return CommandFailed(f"{what}; {hint}", 1)
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
 @json_option("Print the submitted job as JSON (its JobView) instead of its id.")
 @state_dir_option
@@ -240,6 +271,10 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 
     With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
 
+    A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
+    #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
+    the command line wins (docs/slurm.md).
+
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """
     with Client.for_state_dir(state_dir) as client:
@@ -247,7 +282,7 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     click.echo(to_json({"job": job}) if as_json else submitted_id(job))
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
 @click.option("--all-ranks", is_flag=True, help="Stream every rank's output, each line prefixed with its rank.")
 @state_dir_option

@@ -69,7 +69,7 @@ def test_cancel_takes_an_array_tasks_number_and_time_is_in_minutes(up: Up) -> No
     up.wait(
         "both tasks running",
         lambda jobs: all(jobs.get(f"{array_id}_{i}", {}).get("state") == "running" for i in (0, 1)),
-    )  # noqa: E501
+    )
     assert up.job(f"{array_id}_1")["time_limit_s"] == 90 * 60
     out = up.cli("cancel", str(array_id + 1))
     assert out.returncode == 0 and out.stdout.strip() == f"job {array_id}_1: terminating", out.stderr
@@ -77,3 +77,33 @@ def test_cancel_takes_an_array_tasks_number_and_time_is_in_minutes(up: Up) -> No
     assert up.cli("cancel", str(array_id)).returncode == 0
     missing = up.cli("show", str(array_id + 50))
     assert missing.returncode == 1 and f"no job {array_id + 50}" in missing.stderr
+
+
+def test_a_batch_script_with_sbatch_lines_runs_unchanged(up: Up, tmp_path: Path) -> None:
+    script = tmp_path / "train.sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --job-name=sweep\n"
+        "#SBATCH --ntasks=2\n"
+        "#SBATCH --gres=gpu:1\n"
+        "#SBATCH --time=10\n"
+        "#SBATCH --mem=4G\n"
+        "\n"
+        'echo "$SLURM_JOB_NAME $SLURM_PROCID/$SLURM_NTASKS $SLURM_GPUS_ON_NODE $0"\n'
+    )
+    out = up.cli("submit", str(script))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == (
+        f"labgang submit: warning: {script}:6: #SBATCH --mem is ignored: labgang does not count host memory yet"
+    )
+    job_id = out.stdout.strip()
+    job = up.wait_state(job_id, {"succeeded", "failed"})
+    assert job["state"] == "succeeded", job
+    assert (job["name"], job["workers"], job["time_limit_s"], job["argv"]) == (
+        "sweep",
+        2,
+        600,
+        ["/bin/bash", str(script)],
+    )
+    assert up.cli("logs", job_id).stdout.split() == ["sweep", "0/2", "2", str(script)]
+    assert up.cli("logs", job_id, "-r", "1").stdout.split() == ["sweep", "1/2", "2", str(script)]
