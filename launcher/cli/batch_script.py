@@ -41,7 +41,6 @@ IGNORED_SBATCH: dict[str, str] = {
     "--output": "output goes to `labgang logs JOB`",
     "-e": "output goes to `labgang logs JOB`",
     "--error": "output goes to `labgang logs JOB`",
-    "--begin": "labgang has no --begin yet",
 }
 """``#SBATCH`` options labgang reads but cannot honour yet: each gets a warning naming it and why
 (``--error-on-unknown-sbatch`` does not refuse them: they are known, only not counted)."""
@@ -96,6 +95,8 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "-d": _same("--dependency"),
     "--dependency": _same("--dependency"),
     "--signal": _signal,
+    "-b": _same("--begin"),
+    "--begin": _same("--begin"),
     "--no-requeue": lambda _: ["--no-requeue"],
     "--requeue": lambda _: [],  # labgang requeues by default
 }

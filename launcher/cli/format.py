@@ -64,7 +64,7 @@ def __getattr__(name: str) -> Any:
     """``DURATION``, ``SIGNAL_SPEC``, ``DurationType`` and ``SignalSpecType`` come from
     :mod:`labgang.launcher.cli.params`, imported on first use: they need click, which the
     fast paths of ``submit`` and ``queue`` never import (:mod:`labgang.launcher.cli.quick`)."""
-    if name in ("DURATION", "SIGNAL_SPEC", "TIME_LIMIT", "DurationType", "SignalSpecType", "TimeLimitType"):
+    if name in ("DURATION", "SIGNAL_SPEC", "TIME_LIMIT", "BEGIN", "DurationType", "SignalSpecType", "TimeLimitType"):
         from labgang.launcher.cli import params
 
         return getattr(params, name)
@@ -140,6 +140,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
+        *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),
         ("Admitted", _age(job.get("admit_time"), now)),
         ("Started", _age(job.get("start_time"), now)),
         ("Ended", _age(job.get("end_time"), now)),
@@ -204,6 +205,14 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _begin(t: float, now: float) -> str:
+    """``--begin``'s time: ``2026-12-02T02:00:00+0000 (in 30m00s)``, or ``(passed)``."""
+    import time
+
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+    return f"{when} ({'in ' + format_duration(t - now) if t > now else 'passed'})"
 
 
 def _numeric(job: Mapping[str, Any]) -> str:

@@ -65,6 +65,7 @@ def build_submission(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     array: str | None = None,
+    begin_time: float | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -85,6 +86,7 @@ def build_submission(
         signal_spec: canonical ``"SIGUSR1@60"``.
         dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+        begin_time: ``--begin``, unix seconds (the scheduler does not admit the job before it).
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
 
@@ -155,6 +157,7 @@ def build_submission(
         "signal": signal_spec,
         "array": array,
         "dependency": dependency,
+        "begin_time": begin_time,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

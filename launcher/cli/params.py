@@ -42,6 +42,25 @@ class TimeLimitType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class BeginType(click.ParamType):
+    """A click parameter type for ``--begin``: :func:`labgang.launcher.begin_time.parse_begin`
+    at the time the command line is read (value in unix seconds, float)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        import time
+
+        from labgang.launcher.begin_time import parse_begin
+
+        try:
+            return parse_begin(str(value), time.time())
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class SignalSpecType(click.ParamType):
     """A click parameter type for :func:`parse_signal_spec` (value ``"SIGUSR1@60"``)."""
 
@@ -56,4 +75,5 @@ class SignalSpecType(click.ParamType):
 
 DURATION = DurationType()
 TIME_LIMIT = TimeLimitType()
+BEGIN = BeginType()
 SIGNAL_SPEC = SignalSpecType()

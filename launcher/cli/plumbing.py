@@ -36,6 +36,7 @@ FIELD_FLAGS: dict[str, str] = {
     "signal": "--signal",
     "array": "--array",
     "dependency": "-d/--dependency",
+    "begin_time": "-b/--begin",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

@@ -78,6 +78,14 @@ def _time_limit(text: str) -> float:
     return parse_time_limit(text)
 
 
+def _begin(text: str) -> float:
+    import time
+
+    from labgang.launcher.begin_time import parse_begin
+
+    return parse_begin(text, time.time())
+
+
 def _signal_spec(text: str) -> str:
     from labgang.launcher.cli.format import parse_signal_spec
 
@@ -151,6 +159,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--grace": ("grace", _duration),
         "--time": ("time_limit", _time_limit),
         "-t": ("time_limit", _time_limit),
+        "-b": ("begin_time", _begin),
+        "--begin": ("begin_time", _begin),
         "--name": ("name", str),
         "-J": ("name", str),
         "--job-name": ("name", str),

@@ -23,6 +23,7 @@ from labgang.launcher.cli.follow import (
     stop_signals_interrupt,
 )
 from labgang.launcher.cli.format import (
+    BEGIN,
     DURATION,
     SIGNAL_SPEC,
     TIME_LIMIT,
@@ -156,6 +157,16 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Time limit, as Slurm reads it: a bare number is minutes (90), or MM:SS, HH:MM:SS, "
             "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d). The job fails when it runs longer.",
+        ),
+        click.option(
+            "-b",
+            "--begin",
+            "begin_time",
+            type=BEGIN,
+            default=None,
+            help="Do not start before this time, as Slurm's --begin: now+1hour, 2026-12-03T16:00, 16:00 "
+            "(tomorrow once past), noon, tomorrow, or a delay (30m, 2h). Until then the job waits with "
+            "reason begin_time.",
         ),
         click.option(
             "-J",

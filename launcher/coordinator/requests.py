@@ -60,6 +60,7 @@ class SubmitBody(BaseModel):
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     dependency: str | None = Field(default=None, max_length=4096)
+    begin_time: float | None = Field(default=None, ge=0)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
@@ -327,6 +328,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         cpu_bind=req.cpu_bind or CPU_BIND[0],
         min_workers=req.min_workers if req.min_workers != req.workers else None,
         dependency=dependency,
+        begin_time=req.begin_time,
     )
 
 

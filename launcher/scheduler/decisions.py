@@ -44,6 +44,8 @@ class ReasonCode(str, enum.Enum):
     """It requires a topology level (``--topology``) that no node's free devices reach now."""
     ARRAY_LIMIT = "array_limit"
     """A task of a job array whose ``%N`` cap is reached: N of its tasks hold devices (docs/arrays.md)."""
+    BEGIN_TIME = "begin_time"
+    """Its ``--begin`` time has not come (Slurm's ``BeginTime``); it is not considered before."""
 
 
 class NoPreemptionCode(str, enum.Enum):

@@ -154,6 +154,8 @@ class PendingJob:
         held_last_cycle: it held its queue's idle quota in the previous cycle
             (:attr:`~labgang.launcher.scheduler.decisions.CycleResult.held`); a hold lasts one
             cycle, so it does not hold again in this one.
+        begin_time: ``--begin``: never admitted before this time, seconds (pending reason
+            ``begin_time`` until then); None = at once.
     """
 
     id: str
@@ -166,6 +168,7 @@ class PendingJob:
     nominated: tuple[str, ...] = ()
     tenant: str | None = None
     held_last_cycle: bool = False
+    begin_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

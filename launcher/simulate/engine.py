@@ -49,7 +49,7 @@ from labgang.launcher.lifecycle.dependency import Target, matches, parse_depende
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import next_starvation, ranks_in_order
+from labgang.launcher.lifecycle.rules import next_wake, ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
 from labgang.launcher.scheduler import run_cycle
@@ -430,7 +430,7 @@ class Simulation:
                 break
         else:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-        starving_at = next_starvation(snap.pending, snap.queues, self.now)
+        starving_at = next_wake(snap.pending, snap.queues, self.now)
         if starving_at is not None:
             self._push(starving_at, _WAKE, "wake", "", "")
 

@@ -167,3 +167,12 @@ def test_directives_that_cannot_be_used_are_refused_naming_the_line(tmp_path, li
     with pytest.raises(BadScript, match=fragment) as caught:
         script_form([path], positional, strict=False)
     assert str(caught.value).startswith(f"{path}:")
+
+
+def test_sbatch_begin_is_read(tmp_path):
+    path = _write(tmp_path, "#SBATCH --begin=2030-01-01T00:00\necho\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    import datetime
+
+    assert body["begin_time"] == datetime.datetime(2030, 1, 1).timestamp()

@@ -42,6 +42,8 @@ SUBMIT_LINES = [
     ["-t90s", "x"],
     ["--ntasks", "4", "--gpus-per-task", "2", "-N", "2", "-J", "sw", "--partition", "vision", "--qos", "high", "x"],
     ["-N2", "--job-name=sw", "x"],
+    ["--begin", "2030-01-01T00:00", "x"],  # an absolute time: the same instant on both paths
+    ["-b", "2030-01-01", "x"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
@@ -54,6 +56,7 @@ NOT_FAST = [
     ["--topology", "rack", "x"],
     ["--time", "soon", "x"],
     ["--time", "1:2:3:4", "x"],
+    ["--begin", "soon", "x"],
     ["--signal", "BOGUS@1", "x"],
     ["--no-requeue=1", "x"],
     ["-n"],

@@ -107,3 +107,19 @@ def test_a_batch_script_with_sbatch_lines_runs_unchanged(up: Up, tmp_path: Path)
     )
     assert up.cli("logs", job_id).stdout.split() == ["sweep", "0/2", "2", str(script)]
     assert up.cli("logs", job_id, "-r", "1").stdout.split() == ["sweep", "1/2", "2", str(script)]
+
+
+def test_begin_waits_with_begintime_then_the_coordinator_wakes_and_starts_it(up: Up) -> None:
+    later = up.submit("--begin", "now+1hour", "--", "true")
+    job = up.job(later)
+    assert job["state"] == "pending" and job["reason"]["code"] == "begin_time", job
+    assert job["reason"]["message"].startswith("BeginTime: not before ")
+    assert "Begin:       " in up.cli("show", later).stdout and "(in 59m" in up.cli("show", later).stdout
+    soon = up.submit("--begin", "now+2", "--", "true")  # two seconds: the coordinator must wake for it
+    assert up.job(soon)["reason"]["code"] == "begin_time"
+    done = up.wait_state(soon, {"succeeded", "failed"}, timeout=60)
+    assert done["state"] == "succeeded" and done["start_time"] >= done["begin_time"]
+    assert up.job(later)["state"] == "pending"
+    assert up.cli("cancel", later).returncode == 0
+    bad = up.cli("submit", "--begin", "soon", "--", "true")
+    assert bad.returncode == 2 and bad.stderr.startswith("labgang submit: -b/--begin: 'soon' is not a begin time")

@@ -130,3 +130,59 @@ def test_command_line_quotes_as_shlex_join(argv):
 
     assert command_line(argv) == shlex.join(argv)
     assert shlex.split(command_line(argv)) == argv
+
+
+NOW = 1_800_000_000.0  # a unix time
+
+
+@pytest.mark.parametrize(
+    ("text", "delay"),
+    [
+        ("now", 0.0),
+        ("now+1hour", 3600.0),
+        ("now+30", 30.0),  # Slurm: seconds by default
+        ("now+30minutes", 1800.0),
+        ("NOW+2days", 2 * 86400.0),
+        ("now+1week", 604800.0),
+        ("now-10", -10.0),
+        ("30m", 1800.0),  # a delay in --time's forms
+        ("90", 5400.0),  # a bare number: minutes, as --time
+        ("1-00:00:00", 86400.0),
+    ],
+)
+def test_begin_relative_forms(text, delay):
+    from labgang.launcher.begin_time import parse_begin
+
+    assert parse_begin(text, NOW) == NOW + delay
+
+
+def test_begin_dates_and_times_of_day_are_local():
+    import datetime
+
+    from labgang.launcher.begin_time import parse_begin
+
+    assert parse_begin("2030-01-02", NOW) == datetime.datetime(2030, 1, 2).timestamp()
+    assert parse_begin("2030-01-02T16:30", NOW) == datetime.datetime(2030, 1, 2, 16, 30).timestamp()
+    assert parse_begin("2030-01-02 16:30:05", NOW) == datetime.datetime(2030, 1, 2, 16, 30, 5).timestamp()
+    assert (
+        parse_begin("2030-01-02T16:30+00:00", NOW)
+        == datetime.datetime(2030, 1, 2, 16, 30, tzinfo=datetime.UTC).timestamp()
+    )
+    here = datetime.datetime.fromtimestamp(NOW)
+    for text, (hour, minute) in (("16:00", (16, 0)), ("teatime", (16, 0)), ("noon", (12, 0)), ("00:00", (0, 0))):
+        at = parse_begin(text, NOW)
+        seen = datetime.datetime.fromtimestamp(at)
+        assert (seen.hour, seen.minute) == (hour, minute) and NOW < at <= NOW + 86400, text
+    tomorrow = datetime.datetime.fromtimestamp(parse_begin("tomorrow", NOW))
+    assert (tomorrow.date() - here.date()).days == 1 and (tomorrow.hour, tomorrow.minute) == (0, 0)
+
+
+BAD_BEGINS = ["", "soon", "now+", "now+x", "now+1fortnight", "25:00", "12:61", "2030-13-01", "1:2:3:4"]
+
+
+@pytest.mark.parametrize("text", BAD_BEGINS)
+def test_begin_refuses_anything_else_listing_the_forms(text):
+    from labgang.launcher.begin_time import parse_begin
+
+    with pytest.raises(ValueError, match=r"allowed: now\+N\[seconds\|minutes\|hours\|days\|weeks\]"):
+        parse_begin(text, NOW)
