@@ -64,6 +64,9 @@ class LaunchSpec:
             (``SLURM_JOB_ID``, ``SLURM_PROCID``, ``SLURM_JOB_NODELIST``...; docs/slurm.md), computed
             by the coordinator for this rank and set like the rest of the contract; ``None`` =
             none (an older coordinator). Serialised only when set.
+        output_path, error_path: ``--output``/``--error``: absolute file names the rank's stdout
+            (and stderr, into ``output_path`` unless ``error_path`` is set) are also written to, as
+            the rank's user (``shim.py``); None = only the log. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -91,6 +94,8 @@ class LaunchSpec:
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
     slurm_env: Mapping[str, str] | None = field(default=None, hash=False)
+    output_path: str | None = None
+    error_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -178,6 +183,10 @@ class LaunchSpec:
                 f"{self.slurm_env!r} is not a map of Slurm variables",
                 f"names starting with {SLURM_ENV_PREFIX} to strings, or null",
             )
+        for name in ("output_path", "error_path"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
+                raise InvalidSpec(name, f"{value!r} is not an absolute file name", "an absolute path, or null")
         if not self.argv:
             raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
         for arg in self.argv:
@@ -236,6 +245,8 @@ class LaunchSpec:
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
             **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
             **({"slurm_env": dict(self.slurm_env)} if self.slurm_env is not None else {}),
+            **({"output_path": self.output_path} if self.output_path is not None else {}),
+            **({"error_path": self.error_path} if self.error_path is not None else {}),
         }
 
     @classmethod

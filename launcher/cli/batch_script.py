@@ -37,10 +37,6 @@ IGNORED_SBATCH: dict[str, str] = {
     "--mem-per-cpu": "labgang does not count host memory yet",
     "--mem-per-gpu": "labgang does not count host memory yet",
     "--exclusive": "labgang has no whole-node allocation yet",
-    "-o": "output goes to `labgang logs JOB`",
-    "--output": "output goes to `labgang logs JOB`",
-    "-e": "output goes to `labgang logs JOB`",
-    "--error": "output goes to `labgang logs JOB`",
 }
 """``#SBATCH`` options labgang reads but cannot honour yet: each gets a warning naming it and why
 (``--error-on-unknown-sbatch`` does not refuse them: they are known, only not counted)."""
@@ -96,6 +92,10 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--dependency": _same("--dependency"),
     "--signal": _signal,
     "-b": _same("--begin"),
+    "-o": _same("--output"),
+    "--output": _same("--output"),
+    "-e": _same("--error"),
+    "--error": _same("--error"),
     "--begin": _same("--begin"),
     "--no-requeue": lambda _: ["--no-requeue"],
     "--requeue": lambda _: [],  # labgang requeues by default

@@ -37,6 +37,8 @@ FIELD_FLAGS: dict[str, str] = {
     "array": "--array",
     "dependency": "-d/--dependency",
     "begin_time": "-b/--begin",
+    "output": "-o/--output",
+    "error": "-e/--error",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

@@ -169,6 +169,22 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "reason begin_time.",
         ),
         click.option(
+            "-o",
+            "--output",
+            default=None,
+            metavar="PATTERN",
+            help="Also write rank 0's output to this file, as Slurm's --output: %j job number, %A array "
+            "id, %a task index, %x name, %u user, %N node, %t rank (then one file per rank), %%; relative "
+            "to this directory. `labgang logs` still has it.",
+        ),
+        click.option(
+            "-e",
+            "--error",
+            default=None,
+            metavar="PATTERN",
+            help="Write stderr to this file instead of --output's (same escapes).",
+        ),
+        click.option(
             "-J",
             "--name",
             "--job-name",

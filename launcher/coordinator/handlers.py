@@ -91,6 +91,7 @@ def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, A
     if _hides_argv(coord, caller, job):
         view["argv"] = None
         view["cwd"] = None
+        view["output"] = view["error"] = None
     for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
         value = view.get(key)
         if isinstance(value, float) and not math.isfinite(value):

@@ -102,6 +102,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "dependency": spec.dependency,
         "argv": list(spec.argv),
         "cwd": spec.cwd,
+        "output": spec.output,
+        "error": spec.error,
         "numeric_id": job.seq,
         "ranks": [
             {

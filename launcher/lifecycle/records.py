@@ -84,6 +84,8 @@ class JobSpec:
     ``array`` says which task of a job array this job is (None for a job of its own).
     ``begin_time`` (unix seconds; simulated seconds in ``labgang simulate``) is ``--begin``: the
     scheduler never admits the job before it (pending reason ``begin_time``); None = at once.
+    ``output``/``error`` are the ``--output``/``--error`` file name patterns as given
+    (``launcher/output_pattern.py``), or None.
     """
 
     name: str
@@ -110,6 +112,8 @@ class JobSpec:
     array: ArrayTask | None = None
     dependency: str | None = None
     begin_time: float | None = None
+    output: str | None = None
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""

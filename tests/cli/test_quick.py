@@ -44,6 +44,7 @@ SUBMIT_LINES = [
     ["-N2", "--job-name=sw", "x"],
     ["--begin", "2030-01-01T00:00", "x"],  # an absolute time: the same instant on both paths
     ["-b", "2030-01-01", "x"],
+    ["-o", "out-%j-%t.txt", "--error=err-%x.txt", "x"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
@@ -57,6 +58,7 @@ NOT_FAST = [
     ["--time", "soon", "x"],
     ["--time", "1:2:3:4", "x"],
     ["--begin", "soon", "x"],
+    ["-o", "out-%q", "x"],  # a bad pattern: the builder refuses, click words it
     ["--signal", "BOGUS@1", "x"],
     ["--no-requeue=1", "x"],
     ["-n"],

@@ -123,3 +123,26 @@ def test_begin_waits_with_begintime_then_the_coordinator_wakes_and_starts_it(up:
     assert up.cli("cancel", later).returncode == 0
     bad = up.cli("submit", "--begin", "soon", "--", "true")
     assert bad.returncode == 2 and bad.stderr.startswith("labgang submit: -b/--begin: 'soon' is not a begin time")
+
+
+def test_output_and_error_files_appear_with_the_patterns_names(up: Up, tmp_path: Path) -> None:
+    script = 'echo "out $SLURM_PROCID"; echo "err $SLURM_PROCID" >&2'
+    out = up.cli(
+        "run", "-n", "2", "-o", f"{tmp_path}/o-%x-%j-%t.txt", "-e", f"{tmp_path}/e-%j.txt", "-J", "pat",
+        "--", "sh", "-c", script,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_id = re.search(r"submitted job (\d+)", out.stderr)[1]  # type: ignore[index]
+    assert (tmp_path / f"o-pat-{job_id}-0.txt").read_text() == "out 0\n"
+    # no %t in -e: only rank 0 has an error file; rank 1's stderr goes to its output file
+    assert (tmp_path / f"o-pat-{job_id}-1.txt").read_text().splitlines() == ["out 1", "err 1"]
+    assert (tmp_path / f"e-{job_id}.txt").read_text() == "err 0\n"
+    assert sorted(up.cli("logs", job_id).stdout.splitlines()) == ["err 0", "out 0"]  # logs still has it
+    shown = up.cli("show", job_id).stdout
+    assert f"Output:      {tmp_path}/o-%x-%j-%t.txt" in shown and f"Error file:  {tmp_path}/e-%j.txt" in shown
+    bad = up.cli("submit", "-o", "x-%q", "--", "true")
+    assert bad.returncode == 2
+    assert (
+        bad.stderr.strip()
+        == "labgang submit: -o/--output: 'x-%q': '%q' is not an escape; allowed: %j, %A, %a, %x, %u, %N, %t, %%"
+    )

@@ -186,3 +186,30 @@ def test_begin_refuses_anything_else_listing_the_forms(text):
 
     with pytest.raises(ValueError, match=r"allowed: now\+N\[seconds\|minutes\|hours\|days\|weeks\]"):
         parse_begin(text, NOW)
+
+
+def test_output_patterns_expand_slurms_escapes():
+    from labgang.launcher.output_pattern import NO_ARRAY_INDEX, expand, per_rank
+
+    facts = dict(cwd="/home/ann/exp", name="sweep", user="ann", node="n1")
+    task = expand("out/%x-%A_%a-%j.%N.%t.%u-100%%.txt", number=13, array_id="12", index=1, rank=2, **facts)
+    assert task == "/home/ann/exp/out/sweep-12_1-13.n1.2.ann-100%.txt"
+    single = expand("slurm-%A_%a.out", number=7, array_id=None, index=None, rank=0, **facts)
+    assert single == f"/home/ann/exp/slurm-7_{NO_ARRAY_INDEX}.out"
+    assert expand("/tmp/../var/x-%j", number=7, array_id=None, index=None, rank=0, **facts) == "/var/x-7"
+    assert per_rank("o-%t") and not per_rank("o-%j") and not per_rank("o-%%t")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("", "must not be empty"),
+        ("out-%q", "'%q' is not an escape; allowed: %j, %A, %a, %x, %u, %N, %t, %%"),
+        ("out-%", "'%' is not an escape"),
+    ],
+)
+def test_output_patterns_refuse_unknown_escapes(pattern, problem):
+    from labgang.launcher.output_pattern import check_pattern
+
+    assert problem in (check_pattern(pattern) or "")
+    assert check_pattern("ok-%j_%%.txt") is None
