@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from labgang.launcher.arrays import ArraySpec, fold, split_task_id, step_of, task_id
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.dependency import Target
+from labgang.launcher.lifecycle.dependency import Target, task_dependency
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 
@@ -41,7 +41,8 @@ def insert_tasks(
     for index in indices:
         task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
         status = JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now)
-        job = coord.store.insert_job(replace(spec, array=task), status, job_id=task_id(array_id, index))
+        own = replace(spec, array=task, dependency=task_dependency(spec.dependency, index))  # aftercorr: per task
+        job = coord.store.insert_job(own, status, job_id=task_id(array_id, index))
         coord.apply(ev.JobSubmitted(now, job, targets))
         tasks.append(job)
     return tasks

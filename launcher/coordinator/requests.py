@@ -299,9 +299,16 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     dependency = None
     if req.dependency is not None:
         try:
-            dependency = parse_dependency(req.dependency).text
+            parsed = parse_dependency(req.dependency)
         except BadDependency as exc:
             raise BadRequest(str(exc), field="dependency") from None
+        if parsed.corresponding and req.array is None:
+            raise BadRequest(
+                f"dependency: {parsed.text!r}: aftercorr is for a job array (each task waits for the task "
+                "with its own index); allowed: aftercorr with --array, or afterok:ID for one job",
+                field="dependency",
+            )
+        dependency = parsed.text
     for field_name in ("output", "error"):
         pattern = getattr(req, field_name)
         problem = None if pattern is None else check_pattern(pattern)

@@ -8,7 +8,12 @@ of them is enough); one list uses one separator::
     afterany:12           12 finished, whatever the outcome
     after:12              12 started (or finished without starting, e.g. cancelled while pending)
     singleton             no other job with this job's name and user runs (or goes first)
+    aftercorr:12          (a job array) each task waits for 12's task of the same index to succeed
     12                    Slurm's shorthand for afterany:12
+
+``aftercorr`` is read per task: task ``I`` of an array submitted with ``aftercorr:12`` depends on
+``afterok:12_I`` (:func:`for_task`; the coordinator and the simulation rewrite it as they record the
+tasks), so a task waits only for its own counterpart, as in Slurm.
 
 Job ids may have leading zeros (``afterok:0016`` is ``afterok:16``), as ``cancel`` takes them.
 
@@ -39,6 +44,7 @@ class DependencyKind(str, enum.Enum):
     AFTERANY = "afterany"
     AFTEROK = "afterok"
     AFTERNOTOK = "afternotok"
+    AFTERCORR = "aftercorr"
     SINGLETON = "singleton"
 
 
@@ -48,7 +54,7 @@ KINDS = tuple(k.value for k in DependencyKind)
 _JOB_ID = re.compile(r"0*[1-9][0-9]*(?:_[0-9]+)?")
 """A job id as typed: leading zeros allowed, as ``cancel`` and ``show`` take them (:func:`_normal_id`)."""
 
-UNSUPPORTED = ("aftercorr", "expand")
+UNSUPPORTED = ("expand",)
 """Slurm dependency types labgang does not support (refused with a line saying so)."""
 
 
@@ -107,6 +113,11 @@ class Dependency:
     def job_ids(self) -> tuple[str, ...]:
         """Every job id the conditions name, in order, without repeats."""
         return tuple(dict.fromkeys(c.job_id for c in self.conditions if c.job_id is not None))
+
+    @cached_property
+    def corresponding(self) -> bool:
+        """True when one of the conditions is ``aftercorr`` (a job array's tasks each wait for their counterpart)."""
+        return any(c.kind == DependencyKind.AFTERCORR for c in self.conditions)
 
     @cached_property
     def singleton(self) -> bool:
@@ -168,7 +179,35 @@ def _parse_part(part: str) -> list[Condition]:
                 f"dependency: {part!r}: {job_id!r} is not a job id; allowed: a job number such as 12, "
                 "or an array task such as 12_3"
             )
+        if kind == DependencyKind.AFTERCORR and "_" in job_id:
+            raise BadDependency(
+                f"dependency: {part!r}: aftercorr names a job array, not one task ({job_id!r}); "
+                "allowed: aftercorr:ARRAY_ID (each task waits for the task of ARRAY_ID with its own index)"
+            )
     return [Condition(kind, _normal_id(job_id)) for job_id in ids]
+
+
+def for_task(dep: Dependency, index: int) -> Dependency:
+    """``dep`` as task ``index`` of a job array waits: each ``aftercorr:ID`` becomes ``afterok:ID_index``
+    (the task of ``ID`` with the same index; one that does not exist can never succeed). Other
+    conditions are kept."""
+    if not dep.corresponding:
+        return dep
+    return Dependency(
+        tuple(
+            Condition(DependencyKind.AFTEROK, f"{c.job_id}_{index}") if c.kind == DependencyKind.AFTERCORR else c
+            for c in dep.conditions
+        ),
+        dep.any_of,
+    )
+
+
+def task_dependency(text: str | None, index: int) -> str | None:
+    """The stored dependency text of task ``index`` of an array submitted with ``text`` (:func:`for_task`)."""
+    if text is None:
+        return None
+    dep = parse_dependency(text)
+    return for_task(dep, index).text if dep.corresponding else text
 
 
 def matches(target: str, job_id: str) -> bool:
@@ -226,7 +265,7 @@ def _one(kind: DependencyKind, t: Target) -> Outcome:
     if kind == DependencyKind.AFTERANY:
         return Outcome.MET
     failed = t.state in _FAILED
-    if kind == DependencyKind.AFTEROK:
+    if kind in (DependencyKind.AFTEROK, DependencyKind.AFTERCORR):  # aftercorr: resolved per task (for_task)
         return Outcome.NEVER if failed else Outcome.MET
     return Outcome.MET if failed else Outcome.NEVER  # AFTERNOTOK
 

@@ -45,7 +45,7 @@ from typing import Any
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
-from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
+from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency, task_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
@@ -126,7 +126,10 @@ class Simulation:
             j = t.job
             priority = self.scenario.priorities[j.id]
             uid = tenants.get(j.tenant, 0) if j.tenant else 0
-            record = job_record(j, t.seq, priority, t, self.scenario.dependencies.get(t.index), uid)
+            dependency = self.scenario.dependencies.get(t.index)
+            if t.task is not None:  # aftercorr: each task waits for its counterpart
+                dependency = task_dependency(dependency, t.task.index)
+            record = job_record(j, t.seq, priority, t, dependency, uid)
             self.by_model[t.model_id] = self.jobs[t.name] = SimJob(j, t.seq, priority, j.request(), record, task=t)
         self._place_running()
         for sj in self.jobs.values():

@@ -140,7 +140,7 @@ def test_job_ids_with_leading_zeros_and_unsupported_slurm_types(up):
     up.wait_state(done, {"succeeded"})
     after = up.submit("-d", f"afterok:{int(done):04d}", "--", "true")
     assert up.job(after)["dependency"] == f"afterok:{done}"
-    for text, kind in (("expand:1", "expand"), ("aftercorr:1", "aftercorr")):
+    for text, kind in (("expand:1", "expand"),):
         out = up.cli("submit", "-d", text, "--", "true")
         assert out.returncode == 2 and out.stderr.count("\n") == 1
         assert f"'{kind}' is a Slurm dependency type labgang does not support; allowed: after," in out.stderr

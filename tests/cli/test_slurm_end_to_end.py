@@ -146,3 +146,14 @@ def test_output_and_error_files_appear_with_the_patterns_names(up: Up, tmp_path:
         bad.stderr.strip()
         == "labgang submit: -o/--output: 'x-%q': '%q' is not an escape; allowed: %j, %A, %a, %x, %u, %N, %t, %%"
     )
+
+
+def test_aftercorr_runs_each_task_after_its_counterpart_and_needs_an_array(up: Up) -> None:
+    first = up.submit("--array", "0-2", "--", "sh", "-c", 'test "$SLURM_ARRAY_TASK_ID" != 1')  # task 1 fails
+    second = up.submit("--array", "0-2", "-d", f"aftercorr:{first}", "--", "true")
+    assert up.job(f"{second}_1")["dependency"] == f"afterok:{first}_1"
+    states = {i: up.wait_state(f"{second}_{i}", {"succeeded", "failed", "cancelled"})["state"] for i in range(3)}
+    assert states == {0: "succeeded", 1: "cancelled", 2: "succeeded"}
+    assert up.job(f"{first}_1")["state"] == "failed"
+    alone = up.cli("submit", "-d", f"aftercorr:{first}", "--", "true")
+    assert alone.returncode == 2 and "aftercorr is for a job array" in alone.stderr

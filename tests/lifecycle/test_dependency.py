@@ -70,7 +70,7 @@ def test_parse(text: str, conditions: list[tuple[DependencyKind, str | None]], a
         ("", "must not be empty"),
         (
             "afterfoo:12",
-            "'afterfoo' is not a dependency type; allowed: after, afterany, afterok, afternotok, singleton",
+            "'afterfoo' is not a dependency type; allowed: after, afterany, afterok, afternotok, aftercorr, singleton",
         ),
         ("afterok", "'afterok': afterok needs at least one job id"),
         ("afterok:", "'afterok:': '' is not a job id"),
@@ -81,7 +81,7 @@ def test_parse(text: str, conditions: list[tuple[DependencyKind, str | None]], a
         ("singleton:12", "'singleton:12': singleton takes no job id"),
         ("after:12+5", "'after:12+5': a delay after a job ('12+5') is a Slurm form labgang does not support"),
         ("expand:12", "'expand:12': 'expand' is a Slurm dependency type labgang does not support; allowed: after,"),
-        ("aftercorr:12", "'aftercorr' is a Slurm dependency type labgang does not support"),
+        ("aftercorr:12_3", "'aftercorr:12_3': aftercorr names a job array, not one task ('12_3')"),
         ("afterok:0", "'0' is not a job id"),
         ("afterok:00", "'00' is not a job id"),
     ],
