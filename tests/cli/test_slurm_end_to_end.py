@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,3 +158,19 @@ def test_aftercorr_runs_each_task_after_its_counterpart_and_needs_an_array(up: U
     assert up.job(f"{first}_1")["state"] == "failed"
     alone = up.cli("submit", "-d", f"aftercorr:{first}", "--", "true")
     assert alone.returncode == 2 and "aftercorr is for a job array" in alone.stderr
+
+
+def test_after_plus_minutes_is_released_but_waits_until_the_delay_passed(up: Up) -> None:
+    server = up.submit("--", "sleep", "300")
+    up.wait_state(server, {"running"})
+    client = up.submit("-d", f"after:{server}+1", "--", "true")
+    deadline = time.monotonic() + 30
+    while (job := up.job(client))["reason"] is None or "holds from" not in job["reason"]["message"]:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    assert job["state"] == "pending" and job["dependency"] == f"after:{server}+1"
+    assert job["reason"]["code"] == "dependency"
+    assert job["reason"]["message"].startswith(f"after:{server}+1 (running); holds from ")
+    start = up.job(server)["start_time"]
+    assert up.job(client)["state"] == "pending" and time.time() < start + 60  # not before the minute
+    assert up.cli("cancel", client, server).returncode == 0

@@ -44,3 +44,31 @@ def test_in_a_simulation_each_task_waits_only_for_its_counterpart():
     )
     report = run_scenario(scenario)
     assert report.ok, report.failures
+
+
+def test_after_with_minutes_parses_and_keeps_its_spelling():
+    dep = parse_dependency("after:12+5:13,afterok:14")
+    assert dep.conditions[0] == Condition(DependencyKind.AFTER, "12", 300.0)
+    assert dep.conditions[1] == Condition(DependencyKind.AFTER, "13")
+    assert dep.text == "after:12+5:13,afterok:14" and parse_dependency(dep.text) == dep
+
+
+def test_after_plus_minutes_waits_that_long_after_the_start_in_a_simulation():
+    scenario = parse_scenario(
+        {
+            "scenario": {"name": "after-delay"},
+            "nodes": [{"name": "n1", "gpus": 4}],
+            "queues": [{"name": "q", "nominal": {"gpu": 4}}],
+            "jobs": [
+                {"id": "server", "queue": "q", "submit": 10.0, "duration": 1000.0},
+                {"id": "client", "queue": "q", "submit": 10.0, "dependency": "after:server+2", "duration": 5.0},
+            ],
+            "expect": [
+                {"at": 10.0, "running": ["server"], "pending": ["client"]},
+                {"at": 129.0, "pending": ["client"]},  # started at 10: holds from 10 + 2 min
+                {"at": 130.0, "running": ["server", "client"]},
+            ],
+        }
+    )
+    report = run_scenario(scenario)
+    assert report.ok, report.failures
