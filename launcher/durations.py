@@ -77,3 +77,60 @@ def format_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{(s % 3600) // 60:02d}m"
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+TIME_LIMIT_HELP = (
+    "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (Slurm's --time forms), "
+    "or with a unit: 90s, 30m, 2h, 1d, 1h30m"
+)
+
+
+def _clock_fields(text: str, whole: str) -> list[int]:
+    """The ``:``-separated whole numbers of a Slurm time (``"1:30:00"`` -> ``[1, 30, 0]``)."""
+    fields = text.split(":")
+    if not all(f.isascii() and f.isdigit() for f in fields):
+        raise ValueError(f"{whole!r} is not a time limit; allowed: {TIME_LIMIT_HELP}")
+    return [int(f) for f in fields]
+
+
+def parse_time_limit(text: str) -> float:
+    """Parse ``--time`` (and the length in ``--begin now+...``) as Slurm reads it, or with a unit.
+
+    Slurm's forms: ``"90"`` (a bare number is MINUTES), ``"MM:SS"``, ``"HH:MM:SS"``, ``"D-HH"``,
+    ``"D-HH:MM"``, ``"D-HH:MM:SS"``. labgang's forms: a number with a unit, ``"90s"``, ``"30m"``,
+    ``"2h"``, ``"1d"``, ``"1h30m"`` (:func:`parse_duration`; ``90s`` stays 90 seconds).
+
+    Args:
+        text: the value as typed.
+
+    Returns:
+        The duration in seconds (>= 0).
+
+    Raises:
+        ValueError: none of these forms; the message lists what is allowed.
+    """
+    raw = text.strip()
+    if not raw:
+        raise ValueError(f"empty time limit; allowed: {TIME_LIMIT_HELP}")
+    days_text, dash, rest = raw.partition("-")
+    if dash:
+        if not (days_text.isascii() and days_text.isdigit()) or not rest:
+            raise ValueError(f"{text!r} is not a time limit; allowed: {TIME_LIMIT_HELP}")
+        fields = _clock_fields(rest, text)
+        if len(fields) > 3:
+            raise ValueError(f"{text!r} is not a time limit; allowed: {TIME_LIMIT_HELP}")
+        hours, minutes, seconds = [*fields, 0, 0][:3]
+        return float(int(days_text) * 86400 + hours * 3600 + minutes * 60 + seconds)
+    if ":" in raw:
+        fields = _clock_fields(raw, text)
+        if len(fields) == 2:
+            return float(fields[0] * 60 + fields[1])
+        if len(fields) == 3:
+            return float(fields[0] * 3600 + fields[1] * 60 + fields[2])
+        raise ValueError(f"{text!r} is not a time limit; allowed: {TIME_LIMIT_HELP}")
+    if raw.isascii() and raw.replace(".", "", 1).isdigit():
+        return float(raw) * 60.0  # Slurm: a bare number is minutes
+    try:
+        return parse_duration(raw)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time limit; allowed: {TIME_LIMIT_HELP}") from None

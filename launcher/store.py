@@ -464,6 +464,14 @@ class Store:
             row = self._db.execute("SELECT seq, id, spec, status FROM jobs WHERE id=?", (job_id,)).fetchone()
         return None if row is None else self._complete([_job_from_row(row)])[0]
 
+    def task_with_seq(self, seq: int) -> str | None:
+        """The id of the array task whose numeric id (sequence number) is ``seq`` (``"12_1"`` for
+        13 when array 12 has tasks 12_0, 12_1...), or None when ``seq`` is no task's (a job of its
+        own answers to its id already). Found through the primary key."""
+        with self._lock:
+            row = self._db.execute("SELECT id FROM jobs WHERE seq=?", (seq,)).fetchone()
+        return None if row is None or "_" not in row[0] else str(row[0])
+
     def _complete(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Add each job's current-attempt ranks and its committed history."""
         by_id = {job.id: job for job in jobs}

@@ -5,7 +5,9 @@ The contract, always set by the agent and overriding anything submitted:
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
 ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``NODE_RANK`` (both the node's index
 among the job's nodes, as torchrun sets them), ``LABGANG_JOB_ID``, ``LABGANG_RESTART_COUNT``, and
-for a task of a job array the ``LABGANG_ARRAY_*`` / ``SLURM_ARRAY_*`` variables (``array_env``).
+for a task of a job array the ``LABGANG_ARRAY_*`` / ``SLURM_ARRAY_*`` variables (``array_env``),
+and the ``SLURM_*`` variables of a Slurm batch step that labgang can honour (``slurm_env``, computed
+by the coordinator: ``SLURM_JOB_ID``, ``SLURM_PROCID``... docs/slurm.md).
 
 torchrun without flags: each rank is one torchrun *node* driving the rank's GPUs, so torchrun's
 environment defaults (``PET_<OPTION>``, read for every option it is not given) are set too:
@@ -101,6 +103,7 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
         "PET_MASTER_ADDR": spec.master_addr,
         "PET_MASTER_PORT": str(spec.master_port),
         "PET_RDZV_ID": spec.job_id,
+        **(spec.slurm_env or {}),
         **(spec.array_env or {}),
     }
 

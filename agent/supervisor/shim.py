@@ -33,7 +33,15 @@ values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privil
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
 (CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
 fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
-``lease_path`` (the agent's ``lease.json``, or None) and ``grace`` (the job's grace, seconds).
+``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds), and
+``output_path``/``error_path`` (``--output``/``--error``: absolute file names, or None).
+
+Output files (Slurm's ``--output``/``--error``): the shim opens them *as the rank's user* (its
+effective uid, gid and groups switched for the ``open`` alone, so the user's own permissions
+decide; created 0644 and truncated, as ``sbatch`` does) and copies the rank's stdout there, and its
+stderr to the error file (to the output file when there is none), besides the log that
+``labgang logs`` reads. With an error file, stdout and stderr come through two pipes. A file that
+cannot be opened is said once in the log and the rank runs anyway.
 
 The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
 shim looks at the node's lease about once a second; when it ran out and no agent is alive to stop
@@ -72,6 +80,7 @@ import time
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs each launch ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from labgang.agent.supervisor.leasewatch import LeaseWatch
 
@@ -190,6 +199,70 @@ class RotatingLog:
         os.close(self.fd)
 
 
+def open_output_file(path: str, cfg: dict[str, Any]) -> int:
+    """Open an ``--output``/``--error`` file for writing as the rank's user (truncated, 0644).
+
+    With ``drop_privileges`` the shim (root) switches its effective groups, gid and uid for the
+    ``open`` alone, so the kernel checks the user's own rights; then switches back.
+
+    Raises:
+        OSError: the user may not create or write it.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    if not cfg["drop_privileges"]:
+        return os.open(path, flags, 0o644)
+    saved = os.getgroups()
+    os.setgroups(list(cfg["groups"]))
+    os.setegid(cfg["gid"])
+    os.seteuid(cfg["uid"])
+    try:
+        return os.open(path, flags, 0o644)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(saved)
+
+
+class OutputFiles:
+    """The rank's ``--output`` (and ``--error``) files: where each pipe's bytes go besides the log."""
+
+    def __init__(self, cfg: dict[str, Any], log: RotatingLog) -> None:
+        self.out_fd: int | None = None
+        self.err_fd: int | None = None
+        self.failed: set[int] = set()
+        for key in ("output_path", "error_path"):
+            path = cfg.get(key)
+            if not path:
+                continue
+            try:
+                fd = open_output_file(path, cfg)
+            except OSError as exc:
+                log.write(f"[labgang] cannot write {path}: {exc.strerror or exc}; output only in the log\n".encode())
+                continue
+            if key == "output_path":
+                self.out_fd = fd
+            else:
+                self.err_fd = fd
+
+    def write(self, fd: int | None, data: bytes) -> None:
+        """Append ``data`` to ``fd`` (when open); after a failed write (disk full, quota) the file
+        is left alone, said once on the shim's stderr: the log still gets everything."""
+        if fd is None or fd in self.failed:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            self.failed.add(fd)
+            print(f"labgang shim: output file: {exc}; no more output written there", file=sys.stderr)
+
+    def close(self) -> None:
+        for fd in (self.out_fd, self.err_fd):
+            if fd is not None:
+                os.close(fd)
+
+
 def enter_as_user(cwd: str) -> Callable[[], None]:
     """The child's last step before ``exec``, run after it dropped to the user: ``chdir(cwd)``.
 
@@ -306,13 +379,15 @@ def main(rank_dir: str) -> int:
     # follow a symlink into a directory the user may not enter (docs/security.md)
     enter = enter_as_user(cfg["cwd"]) if drop else None
     cwd = "/" if drop else cfg["cwd"]
+    files = OutputFiles(cfg, log)
     out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe() if files.err_fd is not None else (None, out_w)
     try:
         proc = subprocess.Popen(
             cfg["argv"],
             stdin=subprocess.DEVNULL,
             stdout=out_w,
-            stderr=out_w,
+            stderr=err_w,
             cwd=cwd,
             env=env,
             start_new_session=True,
@@ -325,6 +400,10 @@ def main(rank_dir: str) -> int:
     except OSError as exc:
         os.close(out_w)
         os.close(out_r)
+        if err_r is not None:
+            os.close(err_r)
+            os.close(err_w)
+        files.close()
         status = 127 if exc.errno == errno.ENOENT else 126
         message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
         log.write(f"[labgang] {message}\n".encode())
@@ -332,6 +411,12 @@ def main(rank_dir: str) -> int:
         write_exit(rank_dir, status, message)
         return 0
     os.close(out_w)
+    if err_r is not None:
+        os.close(err_w)
+    # each open pipe: where its bytes go besides the log (stderr: the error file, else the output file)
+    sinks = {out_r: files.out_fd}
+    if err_r is not None:
+        sinks[err_r] = files.err_fd
     ticks = proc_start_ticks(proc.pid)
     watch = lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid) if cfg.get("lease_path") else None
     write_atomic(
@@ -366,18 +451,19 @@ def main(rank_dir: str) -> int:
                 wait = watch.wait_s()
             except Exception as exc:  # the watchdog must never cost the rank its parent
                 print(f"labgang shim: lease watchdog: {exc!r}", file=sys.stderr)
-        fds = [wake_r] if eof else [wake_r, out_r]
-        ready, _, _ = select.select(fds, [], [], wait)
-        if out_r in ready:
-            data = os.read(out_r, READ_CHUNK)
+        ready, _, _ = select.select([wake_r, *sinks], [], [], wait)
+        for fd in [fd for fd in sinks if fd in ready]:
+            data = os.read(fd, READ_CHUNK)
             if data:
                 try:
                     log.write(data)
                 except OSError as exc:  # disk full, quota: lose output, never the rank or its status
                     print(f"labgang shim: dropped {len(data)} bytes of output: {exc}", file=sys.stderr)
+                files.write(sinks[fd], data)
             else:
-                eof = True
-                os.close(out_r)
+                del sinks[fd]
+                os.close(fd)
+        eof = not sinks
         if wake_r in ready:
             try:
                 while os.read(wake_r, 4096):
@@ -385,6 +471,7 @@ def main(rank_dir: str) -> int:
             except BlockingIOError:
                 pass
     log.close()
+    files.close()
     return 0
 
 

@@ -17,6 +17,8 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME_RE = re.compile(r"^[^=\x00]+$")
 ARRAY_ENV_PREFIXES = ("LABGANG_ARRAY_", "SLURM_ARRAY_")
 """The only names ``LaunchSpec.array_env`` may set (the agent never imports the launcher)."""
+SLURM_ENV_PREFIX = "SLURM_"
+"""The only names ``LaunchSpec.slurm_env`` may set."""
 
 
 PICK_PORT = 0
@@ -65,6 +67,13 @@ class LaunchSpec:
             (``LABGANG_ARRAY_*`` and ``SLURM_ARRAY_*`` names only: job id, task id, count, min,
             max, step; docs/arrays.md), set like the rest of the contract; ``None`` otherwise.
             Serialised only when set.
+        slurm_env: the ``SLURM_*`` variables Slurm sets for a batch step that labgang can honour
+            (``SLURM_JOB_ID``, ``SLURM_PROCID``, ``SLURM_JOB_NODELIST``...; docs/slurm.md), computed
+            by the coordinator for this rank and set like the rest of the contract; ``None`` =
+            none (an older coordinator). Serialised only when set.
+        output_path, error_path: ``--output``/``--error``: absolute file names the rank's stdout
+            (and stderr, into ``output_path`` unless ``error_path`` is set) are also written to, as
+            the rank's user (``shim.py``); None = only the log. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -91,6 +100,9 @@ class LaunchSpec:
     user_job_id: str | None = None
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
+    slurm_env: Mapping[str, str] | None = field(default=None, hash=False)
+    output_path: str | None = None
+    error_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -100,6 +112,8 @@ class LaunchSpec:
         object.__setattr__(self, "env", dict(self.env))
         if isinstance(self.array_env, Mapping):
             object.__setattr__(self, "array_env", dict(self.array_env))
+        if isinstance(self.slurm_env, Mapping):
+            object.__setattr__(self, "slurm_env", dict(self.slurm_env))
         self._validate()
 
     def _validate(self) -> None:
@@ -160,6 +174,26 @@ class LaunchSpec:
                 f"{self.array_env!r} is not a map of array variables",
                 "names starting with " + " or ".join(ARRAY_ENV_PREFIXES) + " to strings, or null",
             )
+        if self.slurm_env is not None and (
+            not isinstance(self.slurm_env, dict)
+            or not all(
+                isinstance(k, str)
+                and k.startswith(SLURM_ENV_PREFIX)
+                and _ENV_NAME_RE.match(k)
+                and isinstance(v, str)
+                and "\x00" not in v
+                for k, v in self.slurm_env.items()
+            )
+        ):
+            raise InvalidSpec(
+                "slurm_env",
+                f"{self.slurm_env!r} is not a map of Slurm variables",
+                f"names starting with {SLURM_ENV_PREFIX} to strings, or null",
+            )
+        for name in ("output_path", "error_path"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
+                raise InvalidSpec(name, f"{value!r} is not an absolute file name", "an absolute path, or null")
         if not self.argv:
             raise InvalidSpec("argv", "is empty", "a non-empty list of strings")
         for arg in self.argv:
@@ -218,6 +252,9 @@ class LaunchSpec:
             "user_job_id": self.user_job_id,
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
             **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
+            **({"slurm_env": dict(self.slurm_env)} if self.slurm_env is not None else {}),
+            **({"output_path": self.output_path} if self.output_path is not None else {}),
+            **({"error_path": self.error_path} if self.error_path is not None else {}),
         }
 
     @classmethod

@@ -302,6 +302,8 @@ class Supervisor(SpareShims, RankStopper):
                 "cgroup_procs": procs,
                 "lease_path": str(self.lease_file) if self.lease_file is not None else None,
                 "grace": spec.grace,
+                "output_path": spec.output_path,
+                "error_path": spec.error_path,
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)

@@ -468,6 +468,17 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
+    def array(self, array_id: str) -> dict[str, Any]:
+        """``GET /v1/arrays/{id}``: every task of a job array.
+
+        Returns:
+            ``{"array": ID, "jobs": [JobView of each task, in index order]}``.
+
+        Raises:
+            ApiError: 404 no such array.
+        """
+        return self._json("GET", f"/v1/arrays/{quote(str(array_id))}")
+
     def cancel_array(self, array_id: str) -> dict[str, Any]:
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 

@@ -20,7 +20,7 @@ def _flag(param: click.Parameter | None) -> str | None:
     if param is None:
         return None
     if isinstance(param, click.Option):
-        return "/".join(param.opts)
+        return "/".join(param.opts[:2])  # -n/--workers, not its Slurm synonym too (--ntasks)
     return param.human_readable_name.removesuffix("...")
 
 
@@ -55,6 +55,14 @@ def command_path(ctx: click.Context | None) -> str:
     return " ".join(["labgang", *reversed(names)])
 
 
+def _option_names(ctx: click.Context | None) -> list[str]:
+    """Every option string of the command ``ctx`` runs (``-n``, ``--workers``...), in its order."""
+    if ctx is None:
+        return []
+    options = [param for param in ctx.command.params if isinstance(param, click.Option)]
+    return [opt for param in options for opt in param.opts + param.secondary_opts]
+
+
 def usage_line(exc: click.UsageError, path: str | None = None) -> str:
     """Render a click usage error as one line: ``labgang submit: -n/--workers: 0 is not in the range x>=1;
     allowed: an integer >= 1``.
@@ -69,9 +77,13 @@ def usage_line(exc: click.UsageError, path: str | None = None) -> str:
     """
     path = command_path(exc.ctx) if exc.ctx is not None or path is None else path
     if isinstance(exc, click.NoSuchOption):
+        from labgang.launcher.cli.suggest import option_hint
+
         text = f"no such option {exc.option_name!r}"
-        if exc.possibilities:
-            text += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
+        command = exc.ctx.command.name if exc.ctx is not None else None
+        hint = option_hint(exc.option_name, _option_names(exc.ctx), slurm=command in ("submit", "run"))
+        if hint:
+            text += f" ({hint})"
         return f"{path}: {text}; see `{path} --help`"
     if isinstance(exc, click.MissingParameter):
         return f"{path}: {_tidy(exc.format_message())}; see `{path} --help`"

@@ -65,7 +65,7 @@ def __getattr__(name: str) -> Any:
     """``DURATION``, ``SIGNAL_SPEC``, ``DurationType`` and ``SignalSpecType`` come from
     :mod:`labgang.launcher.cli.params`, imported on first use: they need click, which the
     fast paths of ``submit`` and ``queue`` never import (:mod:`labgang.launcher.cli.quick`)."""
-    if name in ("DURATION", "SIGNAL_SPEC", "DurationType", "SignalSpecType"):
+    if name in ("DURATION", "SIGNAL_SPEC", "TIME_LIMIT", "BEGIN", "DurationType", "SignalSpecType", "TimeLimitType"):
         from labgang.launcher.cli import params
 
         return getattr(params, name)
@@ -140,20 +140,28 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     """
     reason = job.get("reason") or None
     fields = [
-        ("Job", f"{job.get('id')}  {job.get('name') or ''}".rstrip()),
+        ("Job", f"{job.get('id')}  {job.get('name') or ''}".rstrip() + _numeric(job)),
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
         ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
+        *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),
         ("Admitted", _age(job.get("admit_time"), now)),
         ("Started", _age(job.get("start_time"), now)),
         ("Ended", _age(job.get("end_time"), now)),
         ("Nodes", ",".join(job.get("nodes") or []) or "-"),
-        ("Exit status", "-" if job.get("exit_status") is None else job.get("exit_status")),
+        ("Exit status", exit_status_text(job.get("exit_status"), signal_name=True)),
         ("Restarts", job.get("restart_count", 0)),
     ]
+    if "argv" in job:
+        fields.append(("Command", "(hidden: private_data)" if job["argv"] is None else command_line(job["argv"])))
+    if job.get("cwd"):
+        fields.append(("Directory", job["cwd"]))
+    for key, label in (("output", "Output"), ("error", "Error file")):
+        if job.get(key):
+            fields.append((label, job[key]))
     if job.get("dependency"):
         fields.append(("Dependency", job["dependency"]))
     if reason:
@@ -175,7 +183,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                         r.get("node") or "-",
                         str(r.get("state") or "-").upper(),
                         r.get("pid") if r.get("pid") is not None else "-",
-                        r.get("exit_status") if r.get("exit_status") is not None else "-",
+                        exit_status_text(r.get("exit_status")) if r.get("exit_status") is not None else "-",
                         ",".join(r.get("devices") or []) or "-",
                     )
                     for r in ranks
@@ -204,6 +212,65 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _begin(t: float, now: float) -> str:
+    """``--begin``'s time: ``2026-12-02T02:00:00+0000 (in 30m00s)``, or ``(passed)``."""
+    import time
+
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+    return f"{when} ({'in ' + format_duration(t - now) if t > now else 'passed'})"
+
+
+def _numeric(job: Mapping[str, Any]) -> str:
+    """``"  (job 13, SLURM_JOB_ID)"`` for an array task, whose own number differs from its id."""
+    numeric = job.get("numeric_id")
+    return f"  (number {numeric}: its SLURM_JOB_ID)" if numeric is not None and str(numeric) != job.get("id") else ""
+
+
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The command as a shell would take it back: ``python train.py --lr '1e-3 x'`` (``shlex.join``'s
+    quoting, by hand: ``shlex`` imports ``re``, which ``labgang show`` on the fast path does not pay for)."""
+    return " ".join(
+        word if word and all(c in _SHELL_SAFE for c in word) else "'" + word.replace("'", "'\"'\"'") + "'"
+        for word in argv
+    )
+
+
+SIGNAL_LIMIT = 65
+"""Signal numbers are below this on Linux (``NSIG``): a status 128 + N with N below it is signal N."""
+
+
+def slurm_exit_code(status: int) -> str:
+    """Slurm's ``code:signal`` for labgang's exit status (docs/slurm.md): a rank killed by signal N
+    reports 128 + N (137 for SIGKILL, as a shell does), which Slurm shows as ``0:N``; any other
+    status S is ``S:0``."""
+    if 128 < status < 128 + SIGNAL_LIMIT:
+        return f"0:{status - 128}"
+    return f"{status}:0"
+
+
+def exit_status_text(status: int | None, *, signal_name: bool = False) -> str:
+    """``"1 (Slurm 1:0)"``, ``"137 (Slurm 0:9, killed by SIGKILL)"``; ``"-"`` for None. Without
+    ``signal_name`` (the ranks table) only a signal's status gets Slurm's form: ``"137 (0:9)"``, ``"1"``."""
+    if status is None:
+        return "-"
+    slurm = slurm_exit_code(int(status))
+    killed = slurm.startswith("0:") and int(status) > 128
+    if not signal_name:
+        return f"{status} ({slurm})" if killed else str(status)
+    if killed:
+        import signal  # only for a job a signal ended
+
+        try:
+            name = signal.Signals(int(status) - 128).name
+        except ValueError:
+            name = f"signal {int(status) - 128}"
+        return f"{status} (Slurm {slurm}, killed by {name})"
+    return f"{status} (Slurm {slurm})"
 
 
 def _elastic(job: Mapping[str, Any]) -> str:

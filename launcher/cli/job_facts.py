@@ -262,3 +262,36 @@ def _cancel_array(client: Client, array_id: str, not_a_job: ApiError) -> str:
     if reply.get("finished"):
         parts.append(f"{reply['finished']} already finished")
     return f"array {array_id}: {', '.join(parts) or 'no tasks'}"
+
+
+def job_or_array(client: Client, job_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What ``show JOB`` and ``logs JOB`` name: ``(JobView, None)`` for a job (a task of a job array
+    also by its own numeric id), or ``(None, {"array": ID, "jobs": [task JobViews]})`` when ``job_id``
+    is a job array's id.
+
+    Raises:
+        ApiError: the job's refusal (404 ``no job 12``) when it is neither a job nor an array.
+    """
+    try:
+        return client.job(job_id), None
+    except ApiError as err:
+        if err.status != 404 or not job_id.isdigit():
+            raise
+        try:
+            return None, client.array(job_id)
+        except ApiError as array_err:
+            raise err if array_err.status == 404 else array_err from None
+
+
+def array_logs_note(array_id: str, tasks: list[dict[str, Any]]) -> str:
+    """What ``logs ARRAY`` says on stderr before printing its first task's output: ``12 is a job
+    array with tasks 12_[0-9]; showing 12_0 (name a task, as in 12_1, for another's)``."""
+    from labgang.launcher.arrays import fold
+
+    indices = fold(int(t["array_index"]) for t in tasks if t.get("array_index") is not None)
+    first = tasks[0]["id"]
+    other = f", as in {tasks[1]['id']}," if len(tasks) > 1 else ""
+    return (
+        f"{array_id} is a job array with tasks {array_id}_[{indices}]; "
+        f"showing {first} (name a task{other} for another's)"
+    )

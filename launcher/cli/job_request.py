@@ -65,6 +65,9 @@ def build_submission(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     array: str | None = None,
+    begin_time: float | None = None,
+    output: str | None = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -85,6 +88,9 @@ def build_submission(
         signal_spec: canonical ``"SIGUSR1@60"``.
         dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+        output, error: ``--output``/``--error`` file name patterns (launcher/output_pattern.py),
+            checked here for their escapes.
+        begin_time: ``--begin``, unix seconds (the scheduler does not admit the job before it).
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
 
@@ -128,6 +134,13 @@ def build_submission(
             parse_array(array)
         except BadArraySpec as exc:
             raise SubmissionError(f"--array: {exc}") from None
+    for flag, pattern in (("-o/--output", output), ("-e/--error", error)):
+        if pattern is not None:
+            from labgang.launcher.output_pattern import check_pattern  # only with -o/-e
+
+            problem = check_pattern(pattern)
+            if problem is not None:
+                raise SubmissionError(f"{flag}: {pattern!r}: {problem}")
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -155,6 +168,9 @@ def build_submission(
         "signal": signal_spec,
         "array": array,
         "dependency": dependency,
+        "begin_time": begin_time,
+        "output": output,
+        "error": error,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

@@ -21,7 +21,14 @@ from labgang.launcher.cli.bulk_cancel import FILTER_FLAGS, selected_jobs
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.follow import JobFollower, NoOutputYet, copy_log, not_started
 from labgang.launcher.cli.format import job_detail, queue_table, to_json
-from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, cancel_jobs, queue_listing
+from labgang.launcher.cli.job_facts import (
+    add_pitfalls,
+    add_start_errors,
+    array_logs_note,
+    cancel_jobs,
+    job_or_array,
+    queue_listing,
+)
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
     ITEMS,
@@ -155,9 +162,17 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool, attempt: 
     started (PENDING: <reason>)"), exit 0; with -f it is said once, then the output
     follows when the job starts. --attempt N prints what attempt N wrote (the output of
     every attempt is kept across requeues).
+
+    JOB may be a task of a job array by its own number (its SLURM_JOB_ID); for an array's id,
+    the first task's output is printed, after a line on stderr naming the others.
     """
     with Client.for_state_dir(state_dir) as client:
-        job = client.job(job_id)
+        job, array = job_or_array(client, job_id)
+        if array is not None:
+            click.echo(f"labgang logs: {array_logs_note(job_id, array['jobs'])}", err=True)
+            job = array["jobs"][0]
+        assert job is not None
+        job_id = str(job["id"])
         if rank >= int(job.get("workers") or 1):
             raise CommandFailed(f"--rank: job {job_id} has ranks 0..{int(job.get('workers') or 1) - 1}, not {rank}", 2)
         out = stdout_bytes()
@@ -198,9 +213,20 @@ def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -
 @state_dir_option
 @talks_to_coordinator
 def show(state_dir: Path | None, job_id: str, as_json: bool) -> None:
-    """Show one job: its request, state, ranks with their devices, and its history with reasons."""
+    """Show one job: its request, command, directory, state, ranks with their devices, and its
+    history with reasons.
+
+    JOB may be a task of a job array by its own number (its SLURM_JOB_ID); an array's id shows its
+    tasks summarised by state.
+    """
     with Client.for_state_dir(state_dir) as client:
-        job = client.job(job_id)
+        job, array = job_or_array(client, job_id)
+        if array is not None:
+            from labgang.launcher.cli.array_view import array_detail, array_summary_json
+
+            click.echo(to_json(array_summary_json(array)) if as_json else array_detail(array))
+            return
+        assert job is not None
         add_start_errors(client, job)
         add_pitfalls(client, job)
     click.echo(to_json({"job": job}) if as_json else job_detail(job, time.time()))

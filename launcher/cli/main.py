@@ -41,6 +41,18 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             raise one_line(exc, ctx) from None
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS and not ctx.resilient_parsing:
+            from labgang.launcher.cli.suggest import closest
+
+            near = closest(name, COMMANDS)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise click.UsageError(f"No such command {name!r}{hint}.", ctx)
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from labgang.launcher.cli.format import parse_signal_spec
-from labgang.launcher.durations import parse_duration
+from labgang.launcher.durations import parse_duration, parse_time_limit
 
 
 class DurationType(click.ParamType):
@@ -23,6 +23,40 @@ class DurationType(click.ParamType):
             return float(value)
         try:
             return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class TimeLimitType(click.ParamType):
+    """A click parameter type for ``--time``: :func:`parse_time_limit` (Slurm's forms, a bare
+    number is minutes; value in seconds, float)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_time_limit(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class BeginType(click.ParamType):
+    """A click parameter type for ``--begin``: :func:`labgang.launcher.begin_time.parse_begin`
+    at the time the command line is read (value in unix seconds, float)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        import time
+
+        from labgang.launcher.begin_time import parse_begin
+
+        try:
+            return parse_begin(str(value), time.time())
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -40,4 +74,6 @@ class SignalSpecType(click.ParamType):
 
 
 DURATION = DurationType()
+TIME_LIMIT = TimeLimitType()
+BEGIN = BeginType()
 SIGNAL_SPEC = SignalSpecType()

@@ -72,6 +72,20 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
+def _time_limit(text: str) -> float:
+    from labgang.launcher.durations import parse_time_limit
+
+    return parse_time_limit(text)
+
+
+def _begin(text: str) -> float:
+    import time
+
+    from labgang.launcher.begin_time import parse_begin
+
+    return parse_begin(text, time.time())
+
+
 def _signal_spec(text: str) -> str:
     from labgang.launcher.cli.format import parse_signal_spec
 
@@ -125,26 +139,41 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
     return {
         "-n": ("workers", _positive),
         "--workers": ("workers", _positive),
+        "--ntasks": ("workers", _positive),
         "-g": ("gpus_per_worker", _positive),
         "--gpus-per-worker": ("gpus_per_worker", _positive),
+        "--gpus-per-task": ("gpus_per_worker", _positive),
         "--mig": ("mig", str),
         "-q": ("queue", str),
         "--queue": ("queue", str),
+        "--partition": ("queue", str),
         "-p": ("priority", str),
         "--priority": ("priority", str),
+        "--qos": ("priority", str),
+        "-N": ("nodes", _positive),
         "--nodes": ("nodes", _positive),
         "--gpu-model": ("gpu_model", str),
         "--min-workers": ("min_workers", _positive),
         "--topology": ("topology", _model_choice("TOPOLOGY_LEVELS")),
         "--cpu-bind": ("cpu_bind", _model_choice("CPU_BIND")),
         "--grace": ("grace", _duration),
-        "--time": ("time_limit", _duration),
+        "--time": ("time_limit", _time_limit),
+        "-t": ("time_limit", _time_limit),
+        "-o": ("output", str),
+        "--output": ("output", str),
+        "-e": ("error", str),
+        "--error": ("error", str),
+        "-b": ("begin_time", _begin),
+        "--begin": ("begin_time", _begin),
         "--name": ("name", str),
+        "-J": ("name", str),
+        "--job-name": ("name", str),
         "--no-requeue": ("no_requeue", None),
         "--signal": ("signal_spec", _signal_spec),
         "--array": ("array", str),
         "-d": ("dependency", str),
         "--dependency": ("dependency", str),
+        "--error-on-unknown-sbatch": ("error_on_unknown_sbatch", None),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
@@ -222,6 +251,30 @@ def _refusal(command: str, err: Exception) -> int:
     return _fail(command, str(err), 1)
 
 
+def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) -> tuple[dict[str, Any], list[str]]:
+    """``submit``/``run``'s options and command; a batch script's directives read in
+    (:func:`labgang.launcher.cli.batch_script.script_form`) when it has neither a warning nor a
+    problem (else the click command prints them).
+
+    Raises:
+        NotFast: what click must word, or say.
+    """
+    options, argv = parse(args, flags, interspersed=False)
+    if len(argv) == 1 and "--" not in args and os.path.isfile(argv[0]):
+        from labgang.launcher.cli.batch_script import BadScript, script_form
+
+        try:
+            found = script_form(args, argv, strict=bool(options.get("error_on_unknown_sbatch")))
+        except BadScript:
+            raise NotFast("SCRIPT") from None
+        if found is not None:
+            if found[1]:
+                raise NotFast("SCRIPT")  # warnings: the click command prints them
+            options, argv = parse(found[0], flags, interspersed=False)
+    options.pop("error_on_unknown_sbatch", None)
+    return options, argv
+
+
 def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
     """The ``POST /v1/jobs`` body of the submission flags (what the click command builds).
 
@@ -252,7 +305,7 @@ def submit(args: list[str]) -> int:
     """``labgang submit``: see :func:`labgang.launcher.cli.submission.submit`."""
     from labgang.launcher.api.client import Client, ClientError
 
-    options, argv = parse(args, _submit_flags(), interspersed=False)
+    options, argv = _parse_submission(args, _submit_flags())
     state_dir = _state_dir(options)
     as_json = options.pop("as_json", False)
     body = _submission(options, argv)
@@ -276,7 +329,7 @@ def run(args: list[str]) -> int:
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
 
-    options, argv = parse(args, _run_flags(), interspersed=False)
+    options, argv = _parse_submission(args, _run_flags())
     if "array" in options:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
@@ -384,14 +437,20 @@ def show(args: list[str]) -> int:
 
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import job_detail, to_json
-    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
 
     options, positional = parse(args, _SHOW_FLAGS, interspersed=True)
     job_id = _single_job(positional)
     state_dir = _state_dir(options)
     try:
         with Client.for_state_dir(state_dir) as client:
-            job = client.job(job_id)
+            job, array = job_or_array(client, job_id)
+            if array is not None:
+                from labgang.launcher.cli.array_view import array_detail, array_summary_json
+
+                print(to_json(array_summary_json(array)) if options.get("as_json") else array_detail(array))
+                return 0
+            assert job is not None
             add_start_errors(client, job)
             add_pitfalls(client, job)
     except ClientError as err:
@@ -460,7 +519,8 @@ def history(args: list[str]) -> int:
 
 def logs(args: list[str]) -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
-    from labgang.launcher.api.client import Client, ClientError
+    from labgang.launcher.api.client import ApiError, Client, ClientError
+    from labgang.launcher.cli.job_facts import array_logs_note, job_or_array
 
     options, positional = parse(args, _LOGS_FLAGS, interspersed=True)
     job_id = _single_job(positional)
@@ -470,7 +530,12 @@ def logs(args: list[str]) -> int:
 
     try:
         with Client.for_state_dir(state_dir) as client:
-            job = client.job(job_id)
+            job, array = job_or_array(client, job_id)
+            if array is not None:
+                print(f"labgang logs: {array_logs_note(job_id, array['jobs'])}", file=sys.stderr, flush=True)
+                job = array["jobs"][0]
+            assert job is not None
+            job_id = str(job["id"])
             workers = int(job.get("workers") or 1)
             if rank >= workers:
                 return _fail("logs", f"--rank: job {job_id} has ranks 0..{workers - 1}, not {rank}", 2)

@@ -23,8 +23,10 @@ from labgang.launcher.cli.follow import (
     stop_signals_interrupt,
 )
 from labgang.launcher.cli.format import (
+    BEGIN,
     DURATION,
     SIGNAL_SPEC,
+    TIME_LIMIT,
     to_json,
 )
 from labgang.launcher.cli.plumbing import (
@@ -42,18 +44,48 @@ RANK_ENV = job_request.RANK_ENV
 LABGANG_ENV_PREFIX = job_request.LABGANG_ENV_PREFIX
 
 
+class ScriptCommand(click.Command):
+    """``submit``/``run``: a batch script as the only argument (``labgang submit train.sbatch``) is
+    read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
+    each ignored ``#SBATCH`` option gets one warning line on stderr."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from labgang.launcher.cli import batch_script, quick
+
+        table = quick._submit_flags() if self.name == "submit" else quick._run_flags()
+        try:
+            options, positional = quick.parse(args, table, interspersed=False)
+        except quick.NotFast:
+            return super().parse_args(ctx, args)  # malformed flags: click words the error
+        try:
+            found = batch_script.script_form(args, positional, strict=bool(options.get("error_on_unknown_sbatch")))
+        except batch_script.BadScript as exc:
+            raise click.UsageError(str(exc), ctx) from None
+        if found is not None:
+            args, warnings = found
+            for line in warnings:
+                click.echo(f"labgang {self.name}: warning: {line}", err=True)
+        return super().parse_args(ctx, args)
+
+
 def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
             "-n",
             "--workers",
+            "--ntasks",
             type=click.IntRange(min=1),
             default=1,
             show_default=True,
             help="Ranks in the gang; all start together or none does.",
         ),
         click.option(
-            "-g", "--gpus-per-worker", type=click.IntRange(min=1), default=None, help="Full GPUs per rank (default 1)."
+            "-g",
+            "--gpus-per-worker",
+            "--gpus-per-task",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Full GPUs per rank (default 1).",
         ),
         click.option(
             "--mig",
@@ -61,15 +93,23 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="One MIG device of this profile per rank instead of full GPUs (e.g. 1g.10gb).",
         ),
-        click.option("-q", "--queue", default=None, help="Queue to submit to (default: your default queue)."),
+        click.option(
+            "-q",
+            "--queue",
+            "--partition",
+            default=None,
+            help="Queue to submit to (default: your default queue); --partition is Slurm's name for it.",
+        ),
         click.option(
             "-p",
             "--priority",
+            "--qos",
             default=None,
             help="Priority: an integer from -2147483648 to 2147483647 (signed 32-bit; higher goes "
             "first) or a priority class name from the cluster config.",
         ),
         click.option(
+            "-N",
             "--nodes",
             type=click.IntRange(min=1),
             default=None,
@@ -110,13 +150,47 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Time between SIGTERM and SIGKILL when the job is stopped (30s, 5m...).",
         ),
         click.option(
+            "-t",
             "--time",
             "time_limit",
-            type=DURATION,
+            type=TIME_LIMIT,
             default=None,
-            help="Time limit (30m, 2h...; at most 365d); the job fails when it runs longer.",
+            help="Time limit, as Slurm reads it: a bare number is minutes (90), or MM:SS, HH:MM:SS, "
+            "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d). The job fails when it runs longer.",
         ),
-        click.option("--name", default=None, help="Job name (default: the script or command's file name)."),
+        click.option(
+            "-b",
+            "--begin",
+            "begin_time",
+            type=BEGIN,
+            default=None,
+            help="Do not start before this time, as Slurm's --begin: now+1hour, 2026-12-03T16:00, 16:00 "
+            "(tomorrow once past), noon, tomorrow, or a delay (30m, 2h). Until then the job waits with "
+            "reason begin_time.",
+        ),
+        click.option(
+            "-o",
+            "--output",
+            default=None,
+            metavar="PATTERN",
+            help="Also write rank 0's output to this file, as Slurm's --output: %j job number, %A array "
+            "id, %a task index, %x name, %u user, %N node, %t rank (then one file per rank), %%; relative "
+            "to this directory. `labgang logs` still has it.",
+        ),
+        click.option(
+            "-e",
+            "--error",
+            default=None,
+            metavar="PATTERN",
+            help="Write stderr to this file instead of --output's (same escapes).",
+        ),
+        click.option(
+            "-J",
+            "--name",
+            "--job-name",
+            default=None,
+            help="Job name (default: the script or command's file name).",
+        ),
         click.option(
             "--no-requeue",
             is_flag=True,
@@ -146,6 +220,12 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
             "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
         ),
+        click.option(
+            "--error-on-unknown-sbatch",
+            is_flag=True,
+            help="With a batch script: refuse it when an #SBATCH line has an option labgang lacks "
+            "(default: one warning line naming it, and it is ignored).",
+        ),
         click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -159,6 +239,7 @@ def build_submission(**flags: Any) -> dict[str, Any]:
     Raises:
         click.UsageError: conflicting or malformed flags (the message names the flag).
     """
+    flags.pop("error_on_unknown_sbatch", None)  # read with the script (ScriptCommand)
     try:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
@@ -203,7 +284,7 @@ def default_queue_refused(err: ApiError) -> CommandFailed:
     return CommandFailed(f"{what}; {hint}", 1)
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
 @json_option("Print the submitted job as JSON (its JobView) instead of its id.")
 @state_dir_option
@@ -217,6 +298,10 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 
     With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
 
+    A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
+    #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
+    the command line wins (docs/slurm.md).
+
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """
     with Client.for_state_dir(state_dir) as client:
@@ -224,7 +309,7 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     click.echo(to_json({"job": job}) if as_json else submitted_id(job))
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
 @click.option("--all-ranks", is_flag=True, help="Stream every rank's output, each line prefixed with its rank.")
 @state_dir_option

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from labgang.launcher.arrays import ArraySpec, fold, split_task_id, step_of, task_id
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.dependency import Target
+from labgang.launcher.lifecycle.dependency import Target, task_dependency
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ def insert_tasks(
     for index in indices:
         task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
         status = JobStatus.submitted(now)
-        job = coord.store.insert_job(replace(spec, array=task), status, job_id=task_id(array_id, index))
+        own = replace(spec, array=task, dependency=task_dependency(spec.dependency, index))  # aftercorr: per task
+        job = coord.store.insert_job(own, status, job_id=task_id(array_id, index))
         coord.apply(ev.JobSubmitted(now, job, targets))
         tasks.append(job)
     return tasks
@@ -72,6 +73,20 @@ def no_job_message(coord: Coordinator, job_id: str) -> str:
         return f"no job {job_id}"
     indices = fold(int(i.rpartition("_")[2]) for i in ids)
     return f"no job {job_id}: {job_id} is a job array with tasks {job_id}_[{indices}]; name one, as in {ids[0]}"
+
+
+def array_tasks(coord: Coordinator, array_id: str) -> list[JobRecord]:
+    """Every task of array ``array_id`` (in memory, or from the store once finished long ago), in
+    index order.
+
+    Raises:
+        NotFound: ``array_id`` is no job array.
+    """
+    ids = task_ids(coord, array_id) if array_id.isdigit() else []
+    tasks = [job for i in ids if (job := coord.jobs.get(i) or coord.store.load_job(i)) is not None]
+    if not tasks:
+        raise NotFound(f"no job array {array_id}", field="id")
+    return tasks
 
 
 async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tuple[list[JobRecord], int]:

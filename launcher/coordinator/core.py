@@ -319,10 +319,18 @@ class Coordinator:
     def get_job(self, job_id: str) -> JobRecord:
         """The job with ``job_id``: from memory, or from the store for a job finished long ago.
 
+        A task of a job array also answers to its own numeric id, as in Slurm (array 12's task
+        12_1 is job 13: its ``SLURM_JOB_ID``); an array's own id (12) names the array, not its first
+        task, so it is not found here (``show`` and ``logs`` say which tasks it has).
+
         Raises:
             NotFound: no such job.
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
+        if job is None and str(job_id).isdigit() and not arrays.task_ids(self, str(int(job_id))):
+            task = self.store.task_with_seq(int(job_id))
+            if task is not None:
+                job = self.jobs.get(task) or self.store.load_job(task)
         if job is None:
             raise NotFound(arrays.no_job_message(self, str(job_id)), field="id")
         return job

@@ -16,12 +16,14 @@ from labgang.agent.supervisor.errors import InvalidSpec
 from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.slurm_env import slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
 from labgang.launcher.lifecycle.records import JobRecord, parse_warning
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.output_pattern import expand, per_rank
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -84,9 +86,33 @@ def launch_specs(
             user_job_id=job.id,
             cpus=_cpus(job, inventory, r.devices),
             array_env=array_env,
+            slurm_env=slurm_environment(job, r.rank),
+            **_output_paths(job, node, r.rank),
         )
         for i, r in enumerate(mine)
     ]
+
+
+def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:
+    """``output_path``/``error_path`` of one rank (``--output``/``--error``, launcher/output_pattern.py):
+    rank 0's, or every rank's when the pattern holds ``%t``; {} without them."""
+    out: dict[str, Any] = {}
+    task = job.spec.array
+    for key, pattern in (("output_path", job.spec.output), ("error_path", job.spec.error)):
+        if pattern is None or (rank != 0 and not per_rank(pattern)):
+            continue
+        out[key] = expand(
+            pattern,
+            cwd=job.spec.cwd,
+            number=job.seq,
+            array_id=None if task is None else task.array_id,
+            index=None if task is None else task.index,
+            name=job.spec.name,
+            user=job.spec.user,
+            node=node,
+            rank=rank,
+        )
+    return out
 
 
 def _cpus(job: JobRecord, inventory: NodeInventory | None, devices: tuple[str, ...]) -> tuple[int, ...] | None:

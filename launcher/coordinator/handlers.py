@@ -87,10 +87,12 @@ def _hides_argv(coord: Coordinator, caller: Caller, job: JobRecord) -> bool:
 
 def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
     """The JobView ``caller`` may see: with ``private_data`` (Slurm's ``PrivateData=jobs``),
-    another user's ``argv`` is null unless the caller is an admin (docs/security.md)."""
+    another user's ``argv`` and ``cwd`` are null unless the caller is an admin (docs/security.md)."""
     view = views.job_view(job)
     if _hides_argv(coord, caller, job):
         view["argv"] = None
+        view["cwd"] = None
+        view["output"] = view["error"] = None
     for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
         value = view.get(key)
         if isinstance(value, float) and not math.isfinite(value):
@@ -260,6 +262,16 @@ async def cancel_array(
     )
 
 
+async def get_array(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/arrays/{id}``: every task of a job array, in index order (docs/arrays.md).
+
+    Answers ``{"array": ID, "jobs": [JobView of each task]}``; 404 when ``id`` is no array."""
+    jobs = arrays.array_tasks(coord, params["id"])
+    return Reply(200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs]})
+
+
 async def job_logs(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -375,6 +387,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}", "get_job", get_job),
     Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
+    Route("GET", "/v1/arrays/{id}", "get_array", get_array),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
     Route("GET", "/v1/history", "history", history),
     Route("GET", "/v1/report", "report", report),

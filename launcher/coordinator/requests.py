@@ -18,6 +18,7 @@ from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, pa
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
+from labgang.launcher.output_pattern import check_pattern
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -62,6 +63,9 @@ class SubmitBody(BaseModel):
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     dependency: str | None = Field(default=None, max_length=4096)
+    begin_time: float | None = Field(default=None, ge=0)
+    output: Text | None = Field(default=None, max_length=4096)
+    error: Text | None = Field(default=None, max_length=4096)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
@@ -301,9 +305,21 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     dependency = None
     if req.dependency is not None:
         try:
-            dependency = parse_dependency(req.dependency).text
+            parsed = parse_dependency(req.dependency)
         except BadDependency as exc:
             raise BadRequest(str(exc), field="dependency") from None
+        if parsed.corresponding and req.array is None:
+            raise BadRequest(
+                f"dependency: {parsed.text!r}: aftercorr is for a job array (each task waits for the task "
+                "with its own index); allowed: aftercorr with --array, or afterok:ID for one job",
+                field="dependency",
+            )
+        dependency = parsed.text
+    for field_name in ("output", "error"):
+        pattern = getattr(req, field_name)
+        problem = None if pattern is None else check_pattern(pattern)
+        if problem is not None:
+            raise BadRequest(f"{field_name}: {pattern!r}: {problem}", field=field_name)
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -333,6 +349,9 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         cpu_bind=req.cpu_bind or CPU_BIND[0],
         min_workers=req.min_workers if req.min_workers != req.workers else None,
         dependency=dependency,
+        begin_time=req.begin_time,
+        output=req.output,
+        error=req.error,
     )
 
 

@@ -28,7 +28,7 @@ from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import next_starvation
+from labgang.launcher.lifecycle.rules import next_wake
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
 from labgang.launcher.scheduler.cycle import run_cycle
@@ -202,7 +202,7 @@ def run_cycles(coord: Coordinator) -> int:
         burst |= frozenset(dispatched)
         if not decided_something(result, effects, had_held):
             break
-    starving_at = next_starvation(snapshot.pending, snapshot.queues, now)
+    starving_at = next_wake(snapshot.pending, snapshot.queues, now)
     if starving_at is not None:
         coord.wake_at(starving_at)
     return admitted

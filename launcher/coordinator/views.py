@@ -102,8 +102,13 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "restart_count": st.restart_count,
         "grace_s": spec.grace_s,
         "time_limit_s": spec.time_limit_s,
+        "begin_time": spec.begin_time,
         "dependency": spec.dependency,
         "argv": list(spec.argv),
+        "cwd": spec.cwd,
+        "output": spec.output,
+        "error": spec.error,
+        "numeric_id": job.seq,
         "ranks": [
             {
                 "rank": r.rank,

@@ -7,8 +7,14 @@ of them is enough); one list uses one separator::
     afternotok:12:13      12 and 13 each failed or were cancelled
     afterany:12           12 finished, whatever the outcome
     after:12              12 started (or finished without starting, e.g. cancelled while pending)
+    after:12+5            5 minutes after 12 started (or was cancelled), as in Slurm
     singleton             no other job with this job's name and user runs (or goes first)
+    aftercorr:12          (a job array) each task waits for 12's task of the same index to succeed
     12                    Slurm's shorthand for afterany:12
+
+``aftercorr`` is read per task: task ``I`` of an array submitted with ``aftercorr:12`` depends on
+``afterok:12_I`` (:func:`for_task`; the coordinator and the simulation rewrite it as they record the
+tasks), so a task waits only for its own counterpart, as in Slurm.
 
 Job ids may have leading zeros (``afterok:0016`` is ``afterok:16``), as ``cancel`` takes them.
 
@@ -39,6 +45,7 @@ class DependencyKind(str, enum.Enum):
     AFTERANY = "afterany"
     AFTEROK = "afterok"
     AFTERNOTOK = "afternotok"
+    AFTERCORR = "aftercorr"
     SINGLETON = "singleton"
 
 
@@ -48,7 +55,7 @@ KINDS = tuple(k.value for k in DependencyKind)
 _JOB_ID = re.compile(r"0*[1-9][0-9]*(?:_[0-9]+)?")
 """A job id as typed: leading zeros allowed, as ``cancel`` and ``show`` take them (:func:`_normal_id`)."""
 
-UNSUPPORTED = ("aftercorr", "expand")
+UNSUPPORTED = ("expand",)
 """Slurm dependency types labgang does not support (refused with a line saying so)."""
 
 
@@ -64,15 +71,24 @@ class BadDependency(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """One condition: ``kind`` on ``job_id`` (None for ``singleton``)."""
+    """One condition: ``kind`` on ``job_id`` (None for ``singleton``); ``delay_s`` is ``after:ID+MINUTES``'s
+    delay in seconds (0 for every other condition)."""
 
     kind: DependencyKind
     job_id: str | None = None
+    delay_s: float = 0.0
+
+    @property
+    def id_text(self) -> str | None:
+        """``"12"``, ``"12+5"`` with a delay of five minutes; None for ``singleton``."""
+        if self.job_id is None:
+            return None
+        return f"{self.job_id}+{self.delay_s / 60:g}" if self.delay_s else self.job_id
 
     @property
     def text(self) -> str:
-        """``"afterok:12"``, or ``"singleton"``."""
-        return self.kind.value if self.job_id is None else f"{self.kind.value}:{self.job_id}"
+        """``"afterok:12"``, ``"after:12+5"``, or ``"singleton"``."""
+        return self.kind.value if self.job_id is None else f"{self.kind.value}:{self.id_text}"
 
 
 @dataclass(frozen=True)
@@ -97,16 +113,21 @@ class Dependency:
         spells each condition whole: ``afterok:12:13`` would read as all-of)."""
         groups: list[tuple[DependencyKind, list[str]]] = []
         for cond in self.conditions:
-            if not self.any_of and cond.job_id is not None and groups and groups[-1][0] == cond.kind:
-                groups[-1][1].append(cond.job_id)
+            if not self.any_of and cond.id_text is not None and groups and groups[-1][0] == cond.kind:
+                groups[-1][1].append(cond.id_text)
             else:
-                groups.append((cond.kind, [] if cond.job_id is None else [cond.job_id]))
+                groups.append((cond.kind, [] if cond.id_text is None else [cond.id_text]))
         return ("?" if self.any_of else ",").join(":".join([kind.value, *ids]) for kind, ids in groups)
 
     @cached_property
     def job_ids(self) -> tuple[str, ...]:
         """Every job id the conditions name, in order, without repeats."""
         return tuple(dict.fromkeys(c.job_id for c in self.conditions if c.job_id is not None))
+
+    @cached_property
+    def corresponding(self) -> bool:
+        """True when one of the conditions is ``aftercorr`` (a job array's tasks each wait for their counterpart)."""
+        return any(c.kind == DependencyKind.AFTERCORR for c in self.conditions)
 
     @cached_property
     def singleton(self) -> bool:
@@ -157,18 +178,55 @@ def _parse_part(part: str) -> list[Condition]:
         return [Condition(kind)]
     if not ids:
         raise BadDependency(f"dependency: {part!r}: {kind.value} needs at least one job id ({kind.value}:ID[:ID...])")
-    for job_id in ids:
-        if "+" in job_id:
+    delays: list[float] = []
+    for i, given in enumerate(ids):
+        job_id, plus, minutes = given.partition("+")
+        if plus and kind != DependencyKind.AFTER:
             raise BadDependency(
-                f"dependency: {part!r}: a delay after a job ({job_id!r}) is a Slurm form labgang does not support; "
-                f"allowed: {kind.value}:ID[:ID...]"
+                f"dependency: {part!r}: a delay after a job ({given!r}) is only for after, as in Slurm; "
+                f"allowed: {kind.value}:ID[:ID...], or after:ID+MINUTES"
             )
+        if plus and not (minutes.isascii() and minutes.isdigit()):
+            raise BadDependency(
+                f"dependency: {part!r}: {minutes!r} is not a number of minutes; "
+                "allowed: after:ID+MINUTES, e.g. after:12+5"
+            )
+        delays.append(int(minutes) * 60.0 if plus else 0.0)
+        ids[i] = job_id
         if not _JOB_ID.fullmatch(job_id):
             raise BadDependency(
                 f"dependency: {part!r}: {job_id!r} is not a job id; allowed: a job number such as 12, "
                 "or an array task such as 12_3"
             )
-    return [Condition(kind, _normal_id(job_id)) for job_id in ids]
+        if kind == DependencyKind.AFTERCORR and "_" in job_id:
+            raise BadDependency(
+                f"dependency: {part!r}: aftercorr names a job array, not one task ({job_id!r}); "
+                "allowed: aftercorr:ARRAY_ID (each task waits for the task of ARRAY_ID with its own index)"
+            )
+    return [Condition(kind, _normal_id(job_id), delay) for job_id, delay in zip(ids, delays, strict=True)]
+
+
+def for_task(dep: Dependency, index: int) -> Dependency:
+    """``dep`` as task ``index`` of a job array waits: each ``aftercorr:ID`` becomes ``afterok:ID_index``
+    (the task of ``ID`` with the same index; one that does not exist can never succeed). Other
+    conditions are kept."""
+    if not dep.corresponding:
+        return dep
+    return Dependency(
+        tuple(
+            Condition(DependencyKind.AFTEROK, f"{c.job_id}_{index}") if c.kind == DependencyKind.AFTERCORR else c
+            for c in dep.conditions
+        ),
+        dep.any_of,
+    )
+
+
+def task_dependency(text: str | None, index: int) -> str | None:
+    """The stored dependency text of task ``index`` of an array submitted with ``text`` (:func:`for_task`)."""
+    if text is None:
+        return None
+    dep = parse_dependency(text)
+    return for_task(dep, index).text if dep.corresponding else text
 
 
 def matches(target: str, job_id: str) -> bool:
@@ -203,6 +261,8 @@ class Target:
     id: str
     state: JobState
     started: bool
+    started_at: float | None = None
+    """When it started (its current attempt), or ended without starting; None: not yet (``after:ID+MINUTES``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +272,8 @@ class Verdict:
 
     outcome: Outcome
     message: str
+    not_before: float = 0.0
+    """For MET with ``after:ID+MINUTES``: the instant it holds from (the job waits until then); else 0."""
 
 
 _FAILED = (JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL)
@@ -226,7 +288,7 @@ def _one(kind: DependencyKind, t: Target) -> Outcome:
     if kind == DependencyKind.AFTERANY:
         return Outcome.MET
     failed = t.state in _FAILED
-    if kind == DependencyKind.AFTEROK:
+    if kind in (DependencyKind.AFTEROK, DependencyKind.AFTERCORR):  # aftercorr: resolved per task (for_task)
         return Outcome.NEVER if failed else Outcome.MET
     return Outcome.MET if failed else Outcome.NEVER  # AFTERNOTOK
 
@@ -284,6 +346,7 @@ def judge(
             waited for has happened for good.
     """
     results: list[tuple[Condition, Outcome, str]] = []
+    ready: dict[Condition, float] = {}  # a MET after:ID+MINUTES: the instant it holds from
     for cond in dep.conditions:
         if cond.job_id is None:
             if singleton_holder is None:
@@ -295,6 +358,8 @@ def judge(
         else:
             outcome, note = judge_condition(cond, targets.get(cond.job_id, []))
             results.append((cond, outcome, note))
+            if outcome == Outcome.MET and cond.delay_s:
+                ready[cond] = cond.delay_s + max((t.started_at or 0.0) for t in targets.get(cond.job_id, []))
     if met_before and dep.any_of:
         return Verdict(Outcome.MET, "held before")
     met = [r for r in results if r[1] == Outcome.MET]
@@ -302,7 +367,8 @@ def judge(
     waiting = [r for r in results if r[1] == Outcome.WAITING]
     if dep.any_of:
         if met:
-            return Verdict(Outcome.MET, _listing(met[:1]))
+            soonest = min(met, key=lambda r: ready.get(r[0], 0.0))
+            return Verdict(Outcome.MET, _listing([soonest]), ready.get(soonest[0], 0.0))
         if not waiting:
             return Verdict(Outcome.NEVER, "none of " + _listing(never) + " can be satisfied")
         return Verdict(Outcome.WAITING, "waits for " + " or ".join(_listing([r]) for r in waiting))
@@ -311,7 +377,7 @@ def judge(
         return Verdict(Outcome.NEVER, f"{cond.text} can never be satisfied ({note})")
     if waiting:
         return Verdict(Outcome.WAITING, "waits for " + _listing(waiting))
-    return Verdict(Outcome.MET, _listing(met))
+    return Verdict(Outcome.MET, _listing(met), max((ready.get(r[0], 0.0) for r in met), default=0.0))
 
 
 def _listing(results: Sequence[tuple[Condition, Outcome, str]]) -> str:

@@ -53,7 +53,9 @@ _UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))
 def target(job: JobRecord) -> Target:
     """What a dependency needs to know of ``job``: id, state, and whether some attempt started."""
     st = job.status
-    return Target(job.id, st.state, st.ran or st.restart_count > 0 or st.start_time is not None)
+    started = st.ran or st.restart_count > 0 or st.start_time is not None
+    at = st.start_time if st.start_time is not None else (st.end_time if st.state.finished else None)
+    return Target(job.id, st.state, started, at)
 
 
 Key = tuple[str, str]
@@ -351,6 +353,11 @@ class DependencyRules(GangRules):
         st.dependency_met = True
         if st.reason_code in _HELD_CODES:
             st.reason_code = st.reason_message = None
+        if verdict.not_before > self._now:  # after:ID+MINUTES: released, not offered before then
+            st.not_before = max(st.not_before, verdict.not_before)
+            st.reason_code = EndReason.DEPENDENCY.value
+            st.reason_message = f"{verdict.message}; holds {_from(verdict.not_before)}"
+            self._out.append(fx.WakeAt(verdict.not_before))
         self._save(job)
         if first_time:
             # Once: the whole dependency held. ``singleton`` is judged again each time the job is
@@ -366,6 +373,17 @@ class DependencyRules(GangRules):
         self._save(job)
         self._history(job, "cancelled", f"dependency {verdict.message}")
         self._retire(job)
+
+
+def _from(t: float) -> str:
+    """``"from t=600s"`` on a simulated clock, ``"from 2026-12-02T02:00:00+0000"`` on a real one."""
+    from labgang.launcher.scheduler.reasons import SIMULATED_EPOCH_LIMIT
+
+    if t < SIMULATED_EPOCH_LIMIT:
+        return f"from t={t:g}s"
+    import time
+
+    return "from " + time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
 
 
 def _preempting(others: Iterable[JobRecord], held: dict[str, str]) -> JobRecord | None:

@@ -83,6 +83,10 @@ class JobSpec:
     elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
     ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
     ``array`` says which task of a job array this job is (None for a job of its own).
+    ``begin_time`` (unix seconds; simulated seconds in ``labgang simulate``) is ``--begin``: the
+    scheduler never admits the job before it (pending reason ``begin_time``); None = at once.
+    ``output``/``error`` are the ``--output``/``--error`` file name patterns as given
+    (``launcher/output_pattern.py``), or None.
     """
 
     name: str
@@ -108,6 +112,9 @@ class JobSpec:
     min_workers: int | None = None
     array: ArrayTask | None = None
     dependency: str | None = None
+    begin_time: float | None = None
+    output: str | None = None
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""

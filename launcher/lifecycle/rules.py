@@ -7,7 +7,7 @@ and evicted in the same instant never ran).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
@@ -83,3 +83,17 @@ def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], 
     after = {q.name: q.starvation_after for q in queues if q.starvation_after is not None}
     times = [j.pending_since + after[j.queue] for j in pending if j.queue in after]
     return min((t for t in times if t > now), default=None)
+
+
+def next_begin(pending: Iterable[PendingJob], now: float) -> float | None:
+    """The next ``--begin`` time after ``now`` among ``pending``, or None: the scheduler admits
+    such a job from that instant on, so a driver wakes its scheduler then."""
+    return min((j.begin_time for j in pending if j.begin_time is not None and j.begin_time > now), default=None)
+
+
+def next_wake(pending: Sequence[PendingJob], queues: Iterable[QueueSpec], now: float) -> float | None:
+    """The next instant after ``now`` at which time alone changes a cycle's decisions: a pending
+    job starts starving (:func:`next_starvation`) or reaches its ``--begin`` time (:func:`next_begin`);
+    None when neither comes. Both drivers (the coordinator and ``labgang simulate``) wake then."""
+    times = [t for t in (next_starvation(pending, queues, now), next_begin(pending, now)) if t is not None]
+    return min(times, default=None)

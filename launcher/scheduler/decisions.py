@@ -47,6 +47,8 @@ class ReasonCode(str, enum.Enum):
     USER_LIMIT = "user_limit"
     """Its user's jobs in its queue hold ``max_gpus_per_user`` devices or ``max_running_jobs_per_user``
     jobs already (Slurm's QOSMaxGRESPerUser / QOSMaxJobsPerUserLimit); it never preempts for that."""
+    BEGIN_TIME = "begin_time"
+    """Its ``--begin`` time has not come (Slurm's ``BeginTime``); it is not considered before."""
 
 
 class NoPreemptionCode(str, enum.Enum):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from labgang.launcher.model import JobRequest, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
+from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.scheduler.unschedulable import placement_never_fits, quota_never_fits
@@ -46,7 +47,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
 
     Returns:
         ``(entries by queue name in configuration order, pending decisions for jobs whose
-        queue does not exist)``.
+        queue does not exist or whose ``--begin`` time has not come)``.
     """
     specs = {q.name: q for q in snapshot.queues}
     by_queue: dict[str, list[Entry]] = {q.name: [] for q in snapshot.queues}
@@ -56,6 +57,9 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     now = snapshot.now
     running = state.running
     for job in snapshot.pending:
+        if job.begin_time is not None and job.begin_time > now:
+            orphans.append(Pending(job.id, begin_reason(job.begin_time)))
+            continue
         spec = specs.get(job.queue)
         if spec is None:
             allowed = ", ".join(specs) or "none configured"

@@ -115,3 +115,19 @@ def user_queue_order_reason(user: str, queue: str, earlier: str) -> PendingReaso
         f"user {user}'s earlier job {earlier} in strict-fifo queue {queue} waits for the user's limit; "
         "their later jobs keep their order behind it",
     )
+SIMULATED_EPOCH_LIMIT = 315_360_000.0
+"""Times below this (10 years of seconds) are a simulation's clock (``labgang simulate`` starts at
+0), shown as seconds; later ones are unix times, shown as a local date and time."""
+
+
+def begin_reason(begin_time: float) -> PendingReason:
+    """The job waits for its ``--begin`` time (Slurm's ``BeginTime``): ``"BeginTime: not before
+    2026-12-02T02:00:00+0000 (--begin)"``, or ``"... not before t=600s ..."`` on a simulated clock.
+    The message names the instant, not the time left, so it does not change from cycle to cycle."""
+    if begin_time < SIMULATED_EPOCH_LIMIT:
+        when = f"t={begin_time:g}s"
+    else:
+        import time
+
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(begin_time))
+    return PendingReason(ReasonCode.BEGIN_TIME, f"BeginTime: not before {when} (--begin)")

@@ -158,6 +158,8 @@ class PendingJob:
             (:attr:`~labgang.launcher.scheduler.decisions.CycleResult.held`); a hold lasts one
             cycle, so it does not hold again in this one.
         user: the submitting user's name, for the queue's per-user limits.
+        begin_time: ``--begin``: never admitted before this time, seconds (pending reason
+            ``begin_time`` until then); None = at once.
     """
 
     id: str
@@ -171,6 +173,7 @@ class PendingJob:
     tenant: str | None = None
     held_last_cycle: bool = False
     user: str = ""
+    begin_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, is_valid_resource
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
-from labgang.launcher.scheduler.placement import feasible
+from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.reasons import describe_request
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
@@ -163,7 +163,8 @@ def never_schedulable(
     Returns:
         None when the job could start on an empty cluster, else an UNSCHEDULABLE reason and
         the submission field at fault: "workers", "gpus_per_worker", "mig", "gpu_model",
-        "nodes" or "queue" (the one whose change could make it fit).
+        "nodes", "topology" (a required level no node reaches with all its devices free, e.g.
+        ``nvlink`` where no node has topology facts) or "queue" (the one whose change could make it fit).
     """
     queues = {q.name: q for q in all_queues}
     queues[queue.name] = queue
@@ -177,7 +178,13 @@ def never_schedulable(
     unmatched = model_never_matches(nodes, request)
     if unmatched is not None:
         return unmatched, "gpu_model"
-    reason = placement_never_fits(devices.all_devices_index(request.resource, model, skip_unavailable=False), request)
-    if reason is None:
-        return None
-    return reason, _placement_field(devices, request, model)
+    empty = devices.all_devices_index(request.resource, model, skip_unavailable=False)
+    reason = placement_never_fits(empty, request)
+    if reason is not None:
+        return reason, _placement_field(devices, request, model)
+    if request.topology is not None and not feasible(
+        empty, request.workers, request.per_worker, request.nodes, devices.topology, request.topology
+    ):
+        why = topology_reason(devices, empty, request, describe_request(request)).message
+        return PendingReason(ReasonCode.UNSCHEDULABLE, f"{why}, even on an empty cluster"), "topology"
+    return None

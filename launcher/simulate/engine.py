@@ -45,11 +45,11 @@ from typing import Any
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
-from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
+from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency, task_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import next_starvation, ranks_in_order
+from labgang.launcher.lifecycle.rules import next_wake, ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
 from labgang.launcher.scheduler import run_cycle
@@ -126,7 +126,10 @@ class Simulation:
             j = t.job
             priority = self.scenario.priorities[j.id]
             uid = tenants.get(j.tenant, 0) if j.tenant else 0
-            record = job_record(j, t.seq, priority, t, self.scenario.dependencies.get(t.index), uid)
+            dependency = self.scenario.dependencies.get(t.index)
+            if t.task is not None:  # aftercorr: each task waits for its counterpart
+                dependency = task_dependency(dependency, t.task.index)
+            record = job_record(j, t.seq, priority, t, dependency, uid)
             self.by_model[t.model_id] = self.jobs[t.name] = SimJob(j, t.seq, priority, j.request(), record, task=t)
         self._place_running()
         for sj in self.jobs.values():
@@ -439,7 +442,7 @@ class Simulation:
                 break
         else:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-        starving_at = next_starvation(snap.pending, snap.queues, self.now)
+        starving_at = next_wake(snap.pending, snap.queues, self.now)
         if starving_at is not None:
             self._push(starving_at, _WAKE, "wake", "", "")
 

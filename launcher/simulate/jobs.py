@@ -120,6 +120,7 @@ def job_record(
         min_workers=req.min_workers,
         array=None if task is None else task.task,
         dependency=dependency,
+        begin_time=spec.begin,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)

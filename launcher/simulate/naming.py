@@ -172,11 +172,17 @@ class JobIds:
             return model_id(part)  # a bare job: Slurm's shorthand for afterany
         if kind.lower() not in KINDS:
             return part  # the parser names the bad type
-        return ":".join([kind, *(model_id(name) if name else name for name in names.split(":"))])
+        return ":".join([kind, *(_with_delay(model_id, name) if name else name for name in names.split(":"))])
+
+
+def _with_delay(model_id: Callable[[str], str], name: str) -> str:
+    """``server+2`` -> ``3+2``: the name in the coordinator's ids, ``after:ID+MINUTES``'s delay kept."""
+    job, plus, minutes = name.partition("+")
+    return model_id(job) + plus + minutes
 
 
 _REFERENCE = re.compile(
-    r"(\b(?:job|task|array) |\b(?:after|afterany|afterok|afternotok):)(\d+(?:_\d+)?(?::\d+(?:_\d+)?)*)\b"
+    r"(\b(?:job|task|array) |\b(?:after|afterany|afterok|afternotok|aftercorr):)(\d+(?:_\d+)?(?::\d+(?:_\d+)?)*)\b"
 )
 """A job id in the model's words: after ``job ``, ``task ``, ``array ``, or a dependency type."""
 

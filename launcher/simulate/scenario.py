@@ -192,6 +192,9 @@ class JobModel(_Strict):
     (``--array``'s syntax), ``dependency`` is ``--dependency``'s grammar over scenario ids, and
     ``name`` is the job name ``singleton`` groups by (default: the ``id``).
 
+    ``begin`` is ``--begin``: the scheduler does not admit it before that time (seconds, as
+    ``submit``; pending reason ``begin_time`` until then).
+
     ``nodes`` asks for exactly that many nodes (docs/queue-semantics.md §R; ranks
     spread evenly); ``model`` restricts it to GPUs whose node ``model`` contains the text
     (case-insensitive), as a submission's GPU model constraint does. ``time_limit`` is
@@ -220,6 +223,7 @@ class JobModel(_Strict):
     name: str | None = Field(default=None, min_length=1)
     array: str | None = None
     dependency: str | None = None
+    begin: OptionalSeconds = Field(default=None, ge=0)
 
     @field_validator("mig")
     @classmethod

@@ -229,7 +229,9 @@ def test_job_detail_lists_ranks_and_history_with_reasons():
     text = job_detail(job, now=1300.0)
     assert "State:       FAILED" in text
     assert "Reason:      RANK_FAILED: rank 1 exited with status 3" in text
-    assert "1     ws1   EXITED  12   3     GPU-c,GPU-d" in text
+    assert "Exit status: 3 (Slurm 3:0)" in text
+    assert "0     ws1   EXITED  11   143 (0:15)  GPU-a,GPU-b" in text  # SIGTERM: Slurm's code:signal beside it
+    assert "1     ws1   EXITED  12   3           GPU-c,GPU-d" in text
     assert "1m40s  failed     rank 1 exited with status 3" in text
 
 

@@ -74,7 +74,10 @@ def test_submit_json(fake):
         (["-n", "0"], "labgang submit: -n/--workers: 0 is not in the range x>=1; allowed: an integer >= 1\n"),
         (["--mig", "big"], "labgang submit: --mig: 'big' is not a MIG profile; allowed: a profile name"),
         (["--mig", "1g.10gb", "-g", "2"], "-g/--gpus-per-worker and --mig exclude each other"),
-        (["--time", "soon"], "labgang submit: --time: 'soon' is not a duration; allowed: a number of seconds"),
+        (
+            ["--time", "soon"],
+            "labgang submit: -t/--time: 'soon' is not a time limit; allowed: minutes (90), MM:SS, HH:MM:SS, D-HH",
+        ),
         (["--signal", "USR9@60"], "unknown signal 'USR9'"),
         (["-p", "very high"], "-p/--priority: 'very high' is neither an integer nor a priority class name"),
     ],

@@ -35,6 +35,14 @@ SUBMIT_LINES = [
     ["--array=1,3,5-9", "-g", "2", "x"],
     ["-d", "afterok:12:13,singleton", "--", "x"],
     ["--dependency=afterok:4?afternotok:5", "-d7", "x"],  # the last one wins, as with click
+    ["--time", "90", "x"],  # Slurm's forms: a bare number is minutes
+    ["-t", "1-12:30", "--time=2:00:00", "x"],
+    ["-t90s", "x"],
+    ["--ntasks", "4", "--gpus-per-task", "2", "-N", "2", "-J", "sw", "--partition", "vision", "--qos", "high", "x"],
+    ["-N2", "--job-name=sw", "x"],
+    ["--begin", "2030-01-01T00:00", "x"],  # an absolute time: the same instant on both paths
+    ["-b", "2030-01-01", "x"],
+    ["-o", "out-%j-%t.txt", "--error=err-%x.txt", "x"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
@@ -46,6 +54,9 @@ NOT_FAST = [
     ["--bogus", "x"],
     ["--topology", "rack", "x"],
     ["--time", "soon", "x"],
+    ["--time", "1:2:3:4", "x"],
+    ["--begin", "soon", "x"],
+    ["-o", "out-%q", "x"],  # a bad pattern: the builder refuses, click words it
     ["--signal", "BOGUS@1", "x"],
     ["--no-requeue=1", "x"],
     ["-n"],

@@ -71,26 +71,18 @@ def test_cpu_bind_none_leaves_the_rank_unpinned(up):
     assert allowed == got["0"][1] and allowed != "0"
 
 
-def test_a_required_level_the_box_lacks_waits_with_the_reason(up):
+def test_a_required_level_the_box_lacks_is_refused_at_submission_with_the_reason(up):
+    # issue 26: an impossible --topology is refused at once, like an impossible --nodes or --gpu-model
+    # (it used to be accepted and wait forever with reason topology)
+    before = up.cli("queue", "--json").stdout
     out = up.cli("submit", "--json", "-g", "2", "--topology", "nvlink", "--", "true")
-    assert out.returncode == 0, out.stderr
-    job_id = json.loads(out.stdout)["job"]["id"]
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            job = json.loads(up.cli("show", "--json", job_id).stdout)["job"]
-            if job["reason"] is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert job["state"] == "pending"
-        assert job["reason"]["code"] == "topology"
-        node = job["reason"]["message"].split("; ")[1].split("'s ")[0]  # `labgang up` names the node after the host
-        assert (
-            job["reason"]["message"]
-            == f"topology nvlink: needs 2 gpu on NVLink; {node}'s best 2 free are on one PCIe switch"
-        )
-    finally:
-        assert up.cli("cancel", job_id).returncode == 0
+    assert out.returncode == 1, out.stderr
+    line = out.stderr.strip()
+    head = "labgang submit: --topology: job can never start: topology nvlink: needs 2 gpu on NVLink; "
+    assert line.startswith(head), line
+    node = line.split("; ")[1].split("'s ")[0]  # `labgang up` names the node after the host
+    assert line.endswith(f"{node}'s best 2 free are on one PCIe switch, even on an empty cluster"), line
+    assert up.cli("queue", "--json").stdout == before  # nothing was recorded
 
 
 def test_bad_topology_level_names_the_flag(up):

@@ -108,7 +108,11 @@ def test_kill_invalid_depend_comes_from_the_cluster_config() -> None:
 
 @pytest.mark.parametrize(
     ("text", "names"),
-    [("afterok", "'afterok': afterok needs at least one job id"), ("after:1+5", "a delay after a job"), (7, "string")],
+    [
+        ("afterok", "'afterok': afterok needs at least one job id"),
+        ("afterok:1+5", "a delay after a job"),
+        (7, "string"),
+    ],
 )
 def test_a_malformed_dependency_is_one_line_on_its_field(text: object, names: str) -> None:
     with pytest.raises(BadRequest) as refused:

@@ -57,7 +57,7 @@ def test_a_bad_array_spec_is_one_line_from_the_submit_parser(array: str, line: s
         (
             [{"id": "a"}, {"id": "b", "dependency": "bogus:a"}],
             "jobs[1] ('b').dependency: 'bogus:a': 'bogus' is not a dependency type; allowed: after, afterany, "
-            "afterok, afternotok, singleton",
+            "afterok, afternotok, aftercorr, singleton",
         ),
         (
             [{"id": "a"}, {"id": "c"}, {"id": "b", "dependency": "afterok:a,afterok:c?afterok:a"}],

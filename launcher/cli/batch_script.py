@@ -1,0 +1,271 @@
+"""``labgang submit SCRIPT``: a batch script's ``#LABGANG`` and ``#SBATCH`` lines as submit flags
+(docs/slurm.md).
+
+``labgang submit train.sbatch`` (a file as the only positional argument, no ``--``) runs the
+script with ``bash``, or with the interpreter its ``#!`` line names, and reads the directives at
+its top, as ``sbatch`` does: the lines from the first up to the first line that is neither blank
+nor a comment. ``#LABGANG`` lines hold labgang's own submit flags (``#LABGANG -n 4 -g 2``);
+``#SBATCH`` lines hold Slurm's, translated (:data:`SBATCH_OPTIONS`). A text after ``#`` on a
+directive line is a comment. The directives become flags placed before the command line's own,
+so the command line wins (the last of a repeated flag counts), and ``#LABGANG`` lines win over
+``#SBATCH`` ones. An ``#SBATCH`` option labgang lacks gets one warning line naming it and is
+ignored, or, with ``--error-on-unknown-sbatch``, refuses the submission.
+
+Stdlib only, no click: the fast path of ``submit`` (:mod:`labgang.launcher.cli.quick`) and the
+click command (:mod:`labgang.launcher.cli.submission`) both call :func:`script_form`.
+"""
+
+from __future__ import annotations
+
+import os
+
+# ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class BadScript(ValueError):
+    """A batch script that cannot be read, or a directive that cannot be used; the message
+    names the file, the line and what is allowed."""
+
+
+IGNORED_SBATCH: dict[str, str] = {
+    "--cpus-per-task": "labgang does not count host CPUs yet",
+    "-c": "labgang does not count host CPUs yet",
+    "--mem": "labgang does not count host memory yet",
+    "--mem-per-cpu": "labgang does not count host memory yet",
+    "--mem-per-gpu": "labgang does not count host memory yet",
+    "--exclusive": "labgang has no whole-node allocation yet",
+}
+"""``#SBATCH`` options labgang reads but cannot honour yet: each gets a warning naming it and why
+(``--error-on-unknown-sbatch`` does not refuse them: they are known, only not counted)."""
+
+_FLAG_ONLY = frozenset({"--exclusive", "--requeue", "--no-requeue", "-H", "--hold", "--wait", "-W", "--parsable"})
+"""``#SBATCH`` options that take no value (the others take one: ``-N 2``, ``--nodes=2``)."""
+
+
+def _gres(value: str) -> list[str]:
+    """``--gres=gpu:2`` or ``gpu:a100:2`` -> ``-g 2`` (``--gpu-model a100``)."""
+    out: list[str] = []
+    for item in value.split(","):
+        kind, _, rest = item.partition(":")
+        if kind != "gpu":
+            raise ValueError(f"{item!r}: labgang counts only GPUs (gpu:N or gpu:MODEL:N)")
+        model, _, count = rest.rpartition(":")
+        if not count.isdigit():
+            if not rest or (model == "" and not count):
+                count, model = "1", ""
+            else:
+                model, count = rest, "1"
+        out += ["-g", count] + (["--gpu-model", model] if model else [])
+    return out
+
+
+def _signal(value: str) -> list[str]:
+    """Slurm's ``--signal=[{R|B}:]SIG[@SECONDS]`` (60 s by default) -> ``--signal SIG@SECONDS``."""
+    text = value.split(":", 1)[1] if value[:2] in ("B:", "R:") else value
+    return ["--signal", text if "@" in text else f"{text}@60"]
+
+
+def _same(flag: str) -> Callable[[str], list[str]]:
+    return lambda value: [flag, value]
+
+
+SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
+    "-N": _same("--nodes"),
+    "--nodes": _same("--nodes"),
+    "-n": _same("--workers"),
+    "--ntasks": _same("--workers"),
+    "--gres": _gres,
+    "--gpus-per-task": _same("--gpus-per-worker"),
+    "-t": _same("--time"),
+    "--time": _same("--time"),
+    "-J": _same("--name"),
+    "--job-name": _same("--name"),
+    "-p": _same("--queue"),
+    "--partition": _same("--queue"),
+    "--qos": _same("--priority"),
+    "-a": _same("--array"),
+    "--array": _same("--array"),
+    "-d": _same("--dependency"),
+    "--dependency": _same("--dependency"),
+    "--signal": _signal,
+    "-b": _same("--begin"),
+    "-o": _same("--output"),
+    "--output": _same("--output"),
+    "-e": _same("--error"),
+    "--error": _same("--error"),
+    "--begin": _same("--begin"),
+    "--no-requeue": lambda _: ["--no-requeue"],
+    "--requeue": lambda _: [],  # labgang requeues by default
+}
+"""``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
+is read apart: it multiplies by the node count)."""
+
+
+def directive_lines(text: str) -> list[tuple[int, str, str]]:
+    """The directives at the top of a script: ``(line number, "#SBATCH" or "#LABGANG", the rest)``,
+    up to the first line that is neither blank nor a comment (the ``#!`` line is a comment)."""
+    out: list[tuple[int, str, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        for prefix in ("#SBATCH", "#LABGANG"):
+            if stripped.startswith(prefix) and stripped[len(prefix) : len(prefix) + 1] in ("", " ", "\t"):
+                out.append((number, prefix, stripped[len(prefix) :]))
+    return out
+
+
+def _words(rest: str, where: str) -> list[str]:
+    import shlex
+
+    try:
+        return shlex.split(rest, comments=True)
+    except ValueError as exc:
+        raise BadScript(f"{where}: {exc} (quote values as a shell would)") from None
+
+
+def _split_sbatch(words: list[str]) -> list[tuple[str, str | None]]:
+    """``["-N", "2", "--gres=gpu:1", "-t10"]`` -> ``[("-N", "2"), ("--gres", "gpu:1"), ("-t", "10")]``."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            if eq:
+                out.append((name, value))
+                continue
+        elif word.startswith("-") and len(word) > 2:
+            out.append((word[:2], word[2:]))
+            continue
+        else:
+            name = word
+        if name in _FLAG_ONLY or i >= len(words) or (words[i].startswith("-") and name not in SBATCH_OPTIONS):
+            out.append((name, None))
+        else:
+            out.append((name, words[i]))
+            i += 1
+    return out
+
+
+def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) -> tuple[list[str], list[str]]:
+    """The labgang flags of the ``#SBATCH`` lines, and one warning per option labgang ignores.
+
+    Args:
+        lines: :func:`directive_lines` output (``#LABGANG`` lines are skipped here).
+        path: the script's name as given, for messages.
+        strict: ``--error-on-unknown-sbatch``: an option labgang lacks refuses the script.
+
+    Raises:
+        BadScript: a value labgang cannot translate, or (``strict``) an option it lacks.
+    """
+    flags: list[str] = []
+    warnings: list[str] = []
+    per_node: str | None = None
+    nodes: str | None = None
+    tasks_given = False
+    for number, prefix, rest in lines:
+        if prefix != "#SBATCH":
+            continue
+        where = f"{path}:{number}"
+        for name, value in _split_sbatch(_words(rest, where)):
+            shown = name if value is None else f"{name} {value}"
+            if name == "--ntasks-per-node" and value is not None:
+                per_node = value
+            elif name in SBATCH_OPTIONS and (value is not None or name in _FLAG_ONLY):
+                try:
+                    flags += SBATCH_OPTIONS[name](value or "")
+                except ValueError as exc:
+                    raise BadScript(f"{where}: #SBATCH {shown}: {exc}") from None
+                tasks_given = tasks_given or name in ("-n", "--ntasks")
+                if name in ("-N", "--nodes"):
+                    nodes = value
+            elif name in IGNORED_SBATCH:
+                warnings.append(f"{where}: #SBATCH {name} is ignored: {IGNORED_SBATCH[name]}")
+            elif strict:
+                raise BadScript(
+                    f"{where}: #SBATCH {name}: labgang has no such option (--error-on-unknown-sbatch); "
+                    "see docs/slurm.md for the #SBATCH options labgang reads"
+                )
+            else:
+                warnings.append(f"{where}: #SBATCH {name} is ignored: labgang has no such option")
+    if per_node is not None and not tasks_given:
+        if not per_node.isdigit() or (nodes is not None and not nodes.isdigit()):
+            raise BadScript(
+                f"{path}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, with -N N"
+            )
+        flags += ["--workers", str(int(per_node) * int(nodes or 1))]
+    return flags, warnings
+
+
+def labgang_flags(lines: list[tuple[int, str, str]], path: str) -> list[str]:
+    """The flags of the ``#LABGANG`` lines, as written (labgang's own submit flags)."""
+    out: list[str] = []
+    for number, prefix, rest in lines:
+        if prefix == "#LABGANG":
+            words = _words(rest, f"{path}:{number}")
+            if "--" in words:
+                raise BadScript(f"{path}:{number}: #LABGANG takes flags only; the command is the script itself")
+            out += words
+    return out
+
+
+def script_command(path: str, text: str) -> list[str]:
+    """How the script runs: ``bash PATH``, or its ``#!`` interpreter with PATH (``#!/usr/bin/env python3``
+    -> ``/usr/bin/env python3 PATH``). PATH is made absolute, so the ranks find it from the submit directory."""
+    import shlex
+
+    full = os.path.abspath(path)
+    first = text.split("\n", 1)[0]
+    if first.startswith("#!"):
+        interpreter = shlex.split(first[2:], comments=False)
+        if interpreter:
+            return [*interpreter, full]
+    return ["bash", full]
+
+
+def script_form(args: list[str], positional: list[str], *, strict: bool) -> tuple[list[str], list[str]] | None:
+    """The submit arguments with a batch script's directives in front, or None when ``args`` is
+    not the script form: a text file's path as the only positional argument, no ``--``. A program
+    (``submit /bin/true``: a file with NUL bytes, or not UTF-8) is run as before, as the command.
+
+    Args:
+        args: the arguments after ``submit``/``run``, as typed.
+        positional: what the parser found after the options (the script path, for the script form).
+        strict: ``--error-on-unknown-sbatch``.
+
+    Returns:
+        ``(new args, warnings)``: the new args are ``--name SCRIPT_NAME``, the ``#SBATCH`` flags,
+        the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT``; each
+        warning is one line without the command's prefix.
+
+    Raises:
+        BadScript: the file cannot be read, or a directive cannot be used.
+    """
+    if "--" in args or len(positional) != 1 or not args or args[-1] != positional[0]:
+        return None
+    path = positional[0]
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise BadScript(f"{path}: cannot read the batch script: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # a program, not a script
+    if "\0" in text:
+        return None
+    lines = directive_lines(text)
+    sbatch, warnings = sbatch_flags(lines, path, strict=strict)
+    own = labgang_flags(lines, path)
+    name = ["--name", os.path.basename(path)]
+    return [*name, *sbatch, *own, *args[:-1], "--", *script_command(path, text)], warnings

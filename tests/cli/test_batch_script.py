@@ -1,0 +1,178 @@
+"""``labgang submit SCRIPT``: ``#LABGANG``/``#SBATCH`` lines read as flags, the command line
+winning, warnings and refusals for options labgang lacks, both the fast path and click
+(launcher/cli/batch_script.py, docs/slurm.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from labgang.launcher.cli import job_request, quick, submission
+from labgang.launcher.cli.batch_script import BadScript, directive_lines, script_form
+from labgang.launcher.cli.main import cli
+
+ENV = {"HOME": "/home/u", "PATH": "/bin"}
+
+SCRIPT = """#!/bin/bash
+# a comment before the directives is fine
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=2   # two per node
+#SBATCH --gres=gpu:a100:2
+#SBATCH -t 1:00:00
+#SBATCH -J mytrain
+#SBATCH -p vision
+#SBATCH --qos=high
+#SBATCH --array=0-3%2
+#SBATCH --signal=B:USR1@90
+#SBATCH -d afterok:7
+#LABGANG --grace 5s
+
+echo "$SLURM_JOB_ID"
+#SBATCH -n 99
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "train.sbatch") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def click_body(args: list[str], command=submission.submit) -> dict[str, object]:
+    ctx = command.make_context(command.name, list(args))
+    params = dict(ctx.params)
+    params.pop("state_dir")
+    params.pop("as_json", None)
+    params.pop("all_ranks", None)
+    return submission.build_submission(**params, env=ENV, cwd="/work")
+
+
+def fast_body(args: list[str], flags=None) -> dict[str, object]:
+    options, argv = quick._parse_submission(args, flags or quick._submit_flags())
+    options.pop("state_dir", None)
+    options.pop("as_json", None)
+    options.pop("all_ranks", None)
+    return job_request.build_submission(argv=argv, **options, env=ENV, cwd="/work")
+
+
+def test_sbatch_lines_become_the_flags_labgang_has(tmp_path):
+    path = _write(tmp_path, SCRIPT)
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert body["argv"] == ["/bin/bash", path]
+    assert (body["workers"], body["nodes"], body["gpus_per_worker"], body["gpu_model"]) == (4, 2, 2, "a100")
+    assert (body["time_limit_s"], body["name"], body["queue"], body["priority"]) == (
+        3600.0,
+        "mytrain",
+        "vision",
+        "high",
+    )
+    assert (body["array"], body["signal"], body["dependency"], body["grace_s"]) == (
+        "0-3%2",
+        "SIGUSR1@90",
+        "afterok:7",
+        5.0,
+    )
+
+
+def test_the_command_line_wins_and_labgang_lines_win_over_sbatch(tmp_path):
+    path = _write(tmp_path, "#SBATCH -n 2\n#SBATCH -J a\n#LABGANG -n 3\nrun\n")
+    assert fast_body([path])["workers"] == 3
+    body = fast_body(["-n", "5", "--name", "b", path])
+    assert (body["workers"], body["name"]) == (5, "b")
+    assert body == click_body(["-n", "5", "--name", "b", path])
+
+
+def test_a_script_without_shebang_runs_with_bash_and_is_named_after_its_file(tmp_path):
+    path = _write(tmp_path, "echo hi\n", "job.sh")
+    body = fast_body([path])
+    assert body["argv"] == ["bash", path] and body["name"] == "job.sh"
+    py = _write(tmp_path, "#!/usr/bin/env python3\n#SBATCH -n 2\nprint(1)\n", "job.py")
+    assert fast_body([py])["argv"] == ["/usr/bin/env", "python3", py]
+
+
+def test_a_relative_script_runs_by_its_absolute_path(tmp_path, monkeypatch):
+    _write(tmp_path, "#SBATCH -n 2\necho\n", "rel.sbatch")
+    monkeypatch.chdir(tmp_path)
+    body = fast_body(["rel.sbatch"])
+    assert body["argv"] == ["bash", os.path.join(str(tmp_path), "rel.sbatch")] and body["workers"] == 2
+
+
+def test_with_dashdash_or_arguments_the_file_is_a_plain_command(tmp_path):
+    path = _write(tmp_path, "#SBATCH -n 2\necho\n")
+    assert fast_body(["--", path])["argv"] == [path]
+    assert fast_body([path, "x"])["argv"] == [path, "x"]
+    assert fast_body(["/bin/true"])["argv"] == ["/bin/true"]  # a program: not read for directives
+
+
+def test_directives_stop_at_the_first_command_line():
+    lines = directive_lines("#!/bin/sh\n\n#SBATCH -n 1\n# note\n#SBATCHX -n 3\n#LABGANG -g 2\nexit 0\n#SBATCH -n 9\n")
+    assert lines == [(3, "#SBATCH", " -n 1"), (6, "#LABGANG", " -g 2")]
+
+
+def _cli(args: list[str]):
+    return CliRunner().invoke(cli, args, prog_name="labgang")
+
+
+def test_an_option_labgang_lacks_gets_one_warning_line_naming_it(tmp_path):
+    path = _write(tmp_path, "#SBATCH --mem=8G\n#SBATCH --account=lab\n#SBATCH -c 4\necho\n")
+    _, positional = quick.parse([path], quick._submit_flags(), interspersed=False)
+    _, warnings = script_form([path], positional, strict=False) or ([], [])
+    assert warnings == [
+        f"{path}:1: #SBATCH --mem is ignored: labgang does not count host memory yet",
+        f"{path}:2: #SBATCH --account is ignored: labgang has no such option",
+        f"{path}:3: #SBATCH -c is ignored: labgang does not count host CPUs yet",
+    ]
+    with pytest.raises(quick.NotFast):  # the click command prints the warnings
+        fast_body([path])
+    assert click_body([path])["argv"] == ["bash", path]
+
+
+def test_error_on_unknown_sbatch_refuses_and_sends_nothing(tmp_path, fake):
+    path = _write(tmp_path, "#SBATCH --account=lab\necho\n")
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), "--error-on-unknown-sbatch", path])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"labgang submit: {path}:1: #SBATCH --account: labgang has no such option (--error-on-unknown-sbatch); "
+        "see docs/slurm.md for the #SBATCH options labgang reads"
+    )
+    assert not [r for r in fake.received if r[0] == "POST"]
+
+
+def test_warnings_go_to_stderr_and_the_job_is_submitted(tmp_path, fake):
+    path = _write(tmp_path, "#SBATCH --account=lab\n#SBATCH -n 2\necho\n")
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"labgang submit: warning: {path}:1: #SBATCH --account is ignored: labgang has no such option" in result.output
+    )
+    posts = [body for method, _, body in fake.received if method == "POST"]
+    assert len(posts) == 1 and posts[0]["workers"] == 2 and posts[0]["argv"] == ["bash", path]
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("#SBATCH --gres=mps:2", "labgang counts only GPUs"),
+        ('#SBATCH -J "open', "No closing quotation"),
+        ("#SBATCH --ntasks-per-node=x -N 2", "a whole number of tasks per node"),
+        ("#LABGANG -n 2 -- x", "#LABGANG takes flags only"),
+    ],
+)
+def test_directives_that_cannot_be_used_are_refused_naming_the_line(tmp_path, line, fragment):
+    path = _write(tmp_path, f"{line}\necho\n")
+    _, positional = quick.parse([path], quick._submit_flags(), interspersed=False)
+    with pytest.raises(BadScript, match=fragment) as caught:
+        script_form([path], positional, strict=False)
+    assert str(caught.value).startswith(f"{path}:")
+
+
+def test_sbatch_begin_is_read(tmp_path):
+    path = _write(tmp_path, "#SBATCH --begin=2030-01-01T00:00\necho\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    import datetime
+
+    assert body["begin_time"] == datetime.datetime(2030, 1, 1).timestamp()
