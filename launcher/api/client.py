@@ -425,6 +425,41 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
+    def hold(self, job_id: str) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/hold``: hold a pending job; returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job, 404 unknown job, 409 the job is not pending.
+        """
+        return self._json("POST", _job_path(job_id, "/hold"))["job"]
+
+    def release(self, job_id: str) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/release``: release a held job; returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job or an admin hold, 404 unknown job, 409 not held.
+        """
+        return self._json("POST", _job_path(job_id, "/release"))["job"]
+
+    def requeue(self, job_id: str, *, hold: bool = False) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/requeue``: stop an admitted or running job with its grace and put it
+        back in its queue (``hold``: held there); returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job, 404 unknown job, 409 not admitted or running.
+        """
+        return self._json("POST", _job_path(job_id, "/requeue"), body={"hold": hold})["job"]
+
+    def update(self, job_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/update``: change ``priority``, ``time_limit_s``, ``name`` and/or
+        ``dependency``; returns the JobView.
+
+        Raises:
+            ApiError: 400 a bad value, 403 a raise only an admin may make (or not the caller's job),
+                404 unknown job, 409 a finished job or a dependency change once it left pending.
+        """
+        return self._json("POST", _job_path(job_id, "/update"), body=dict(changes))["job"]
+
     def cancel_array(self, array_id: str) -> dict[str, Any]:
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 

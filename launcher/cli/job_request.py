@@ -65,6 +65,7 @@ def build_submission(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     array: str | None = None,
+    hold: bool = False,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -87,6 +88,7 @@ def build_submission(
         env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
+        hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -157,6 +159,8 @@ def build_submission(
         "dependency": dependency,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    if hold:
+        body["hold"] = True
     return body
 
 

@@ -145,6 +145,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--array": ("array", str),
         "-d": ("dependency", str),
         "--dependency": ("dependency", str),
+        "-H": ("hold", None),
+        "--hold": ("hold", None),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }

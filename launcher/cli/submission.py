@@ -139,6 +139,12 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "N at once, e.g. 0-99%8).",
         ),
         click.option(
+            "-H",
+            "--hold",
+            is_flag=True,
+            help="Submit the job held, as Slurm's -H: it waits (reason held) until `labgang release JOB`.",
+        ),
+        click.option(
             "-d",
             "--dependency",
             default=None,

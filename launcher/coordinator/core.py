@@ -147,6 +147,8 @@ class Coordinator:
         store = self.store
         if isinstance(effect, fx.SaveStatus):
             store.save_status(effect.job)
+        elif isinstance(effect, fx.SaveSpec):
+            store.save_spec(effect.job)
         elif isinstance(effect, fx.SaveRank):
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
         elif isinstance(effect, fx.AddHistory):
@@ -262,10 +264,14 @@ class Coordinator:
         targets = submission_targets(self, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
-            job = arrays.insert_tasks(self, spec, array, now, targets)[0]
+            tasks = arrays.insert_tasks(self, spec, array, now, targets)
         else:
-            job = self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))
-            self.apply(ev.JobSubmitted(now, job, targets))
+            tasks = [self.store.insert_job(spec, JobStatus(state=JobState.PENDING, submit_time=now, pending_since=now))]
+            self.apply(ev.JobSubmitted(now, tasks[0], targets))
+        if isinstance(body, dict) and body.get("hold") is True:  # submit --hold (Slurm's -H)
+            for task in tasks:
+                self.apply(ev.HoldRequested(now, task.id, caller.user))
+        job = tasks[0]
         await self.flush()
         return job
 

@@ -56,6 +56,7 @@ class SubmitBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     requeue: StrictBool = True
     signal: str | None = None
+    hold: StrictBool = False  # submit --hold: pending, held until released (the coordinator applies it)
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)

@@ -99,6 +99,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "grace_s": spec.grace_s,
         "time_limit_s": spec.time_limit_s,
         "dependency": spec.dependency,
+        "hold": None if st.hold is None else {"by": st.hold, "admin": st.hold_admin},
         "argv": list(spec.argv),
         "ranks": [
             {

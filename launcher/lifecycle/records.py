@@ -74,7 +74,8 @@ class ArrayTask:
 
 @dataclass
 class JobSpec:
-    """What the user submitted (never changes after submission).
+    """What the user submitted. Only ``labgang update`` changes it, and only by replacing the
+    whole object (``dataclasses.replace``): caches of a job's views compare the spec by identity.
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
@@ -173,6 +174,9 @@ class JobStatus(CountsChanges):
     ``lease_stopped`` is True once a rank of the current attempt was stopped by its own agent
     because the node's lease ran out (its exit reported ``fenced``): that exit, even status 0,
     is not the rank's own (docs/queue-semantics.md §A3.6).
+    ``hold`` is who held the pending job (``labgang hold``, ``submit --hold``; None: not held):
+    no cycle admits it until ``labgang release``. ``hold_admin`` is True when an admin held
+    another user's job: then only an admin may release it (Slurm's JobHeldAdmin).
     """
 
     state: JobState = JobState.PENDING
@@ -198,6 +202,8 @@ class JobStatus(CountsChanges):
     dependency_met: bool = False
     no_preemption: NoPreemption | None = None
     lease_stopped: bool = False
+    hold: str | None = None
+    hold_admin: bool = False
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""

@@ -75,6 +75,7 @@ def pending_job(job: JobRecord, tenant: str | None, held_last_cycle: bool) -> Pe
         nominated=tuple(st.nominated),
         tenant=tenant,
         held_last_cycle=held_last_cycle,
+        on_hold=st.hold,
     )
 
 

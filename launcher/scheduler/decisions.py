@@ -44,6 +44,8 @@ class ReasonCode(str, enum.Enum):
     """It requires a topology level (``--topology``) that no node's free devices reach now."""
     ARRAY_LIMIT = "array_limit"
     """A task of a job array whose ``%N`` cap is reached: N of its tasks hold devices (docs/arrays.md)."""
+    HELD = "held"
+    """Held by ``labgang hold`` (or ``submit --hold``) until ``labgang release``: never admitted."""
 
 
 class NoPreemptionCode(str, enum.Enum):

@@ -23,6 +23,11 @@ def describe_request(req: JobRequest) -> str:
     return text
 
 
+def held_reason(job_id: str, by: str) -> PendingReason:
+    """HELD: ``"held by alice; `labgang release 12` lets it be scheduled"``."""
+    return PendingReason(ReasonCode.HELD, f"held by {by}; `labgang release {job_id}` lets it be scheduled")
+
+
 def quota_reason(
     book: QuotaBook, queue: str, req: JobRequest, held: int = 0, holders: Sequence[str] = ()
 ) -> PendingReason:

@@ -154,6 +154,8 @@ class PendingJob:
         held_last_cycle: it held its queue's idle quota in the previous cycle
             (:attr:`~labgang.launcher.scheduler.decisions.CycleResult.held`); a hold lasts one
             cycle, so it does not hold again in this one.
+        on_hold: who held the job (``labgang hold``; None: not held). A cycle never admits
+            such a job nor looks for victims for it: it stays pending with reason HELD.
     """
 
     id: str
@@ -166,6 +168,7 @@ class PendingJob:
     nominated: tuple[str, ...] = ()
     tenant: str | None = None
     held_last_cycle: bool = False
+    on_hold: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
