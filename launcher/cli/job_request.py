@@ -66,6 +66,8 @@ def build_submission(
     cwd: str | None = None,
     array: str | None = None,
     hold: bool = False,
+    mail_type: str | None = None,
+    mail_user: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -89,6 +91,8 @@ def build_submission(
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
         hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
+        mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
+            checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -161,6 +165,10 @@ def build_submission(
     body.update({k: v for k, v in optional.items() if v is not None})
     if hold:
         body["hold"] = True
+    if mail_type is not None:
+        body["mail_type"] = [item.strip() for item in mail_type.split(",") if item.strip()]
+    if mail_user is not None:
+        body["mail_user"] = mail_user
     return body
 
 

@@ -36,6 +36,8 @@ FIELD_FLAGS: dict[str, str] = {
     "signal": "--signal",
     "array": "--array",
     "dependency": "-d/--dependency",
+    "mail_type": "--mail-type",
+    "mail_user": "--mail-user",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

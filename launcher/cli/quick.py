@@ -147,6 +147,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--dependency": ("dependency", str),
         "-H": ("hold", None),
         "--hold": ("hold", None),
+        "--mail-type": ("mail_type", str),
+        "--mail-user": ("mail_user", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }

@@ -211,7 +211,7 @@ def format_jobs(jobs: Sequence[Mapping[str, Any]], fmt: str, now: float, *, head
     return "\n".join(out)
 
 
-def select_ids(jobs: Iterable[Mapping[str, Any]], wanted: Iterable[str]) -> list[Mapping[str, Any]]:
+def select_ids(jobs: Iterable[dict[str, Any]], wanted: Iterable[str]) -> list[dict[str, Any]]:
     """The jobs ``-j LIST`` names: a job id, or an array id naming all of its tasks (squeue's
     ``-j 12``), in the order ``jobs`` has them."""
     names = set(wanted)

@@ -139,6 +139,19 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "N at once, e.g. 0-99%8).",
         ),
         click.option(
+            "--mail-type",
+            default=None,
+            metavar="LIST",
+            help="Notify on these events, as Slurm's --mail-type: BEGIN, END, FAIL, REQUEUE, ALL, NONE "
+            "(comma-separated): a mail through the host's sendmail and the cluster's [notify] webhook.",
+        ),
+        click.option(
+            "--mail-user",
+            default=None,
+            metavar="ADDRESS",
+            help="Whom the mails go to (default: you).",
+        ),
+        click.option(
             "-H",
             "--hold",
             is_flag=True,

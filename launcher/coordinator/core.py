@@ -27,6 +27,7 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
+from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
@@ -106,6 +107,7 @@ class Coordinator:
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
+        self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class Coordinator:
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
+            self.notifier.observe(effect.job, effect.entry)  # --mail-type: queued, never awaited here
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
         elif isinstance(effect, fx.RecordDecision):
             store.add_decision(effect.time, effect.job_id, effect.kind, effect.code, effect.message)
@@ -237,6 +240,7 @@ class Coordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.notifier.close()
 
     def job_for_run(self, run_id: str) -> JobRecord | None:
         """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""

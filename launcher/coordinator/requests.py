@@ -16,6 +16,7 @@ from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependenc
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
+from labgang.launcher.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -57,6 +58,8 @@ class SubmitBody(BaseModel):
     requeue: StrictBool = True
     signal: str | None = None
     hold: StrictBool = False  # submit --hold: pending, held until released (the coordinator applies it)
+    mail_type: list[str] | None = None
+    mail_user: Text | None = Field(default=None, max_length=256)
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -299,6 +302,12 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             dependency = parse_dependency(req.dependency).text
         except BadDependency as exc:
             raise BadRequest(str(exc), field="dependency") from None
+    try:
+        mail_type = parse_mail_types(req.mail_type or ())
+    except BadMailType as exc:
+        raise BadRequest(str(exc), field="mail_type", allowed=list(ALLOWED_MAIL_TYPES)) from None
+    if req.mail_user is not None and (not req.mail_user.strip() or control_characters(req.mail_user)):
+        raise BadRequest("mail_user: must be a mail address or a user name (printable, not empty)", field="mail_user")
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -328,6 +337,8 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         cpu_bind=req.cpu_bind or CPU_BIND[0],
         min_workers=req.min_workers if req.min_workers != req.workers else None,
         dependency=dependency,
+        mail_type=mail_type,
+        mail_user=req.mail_user if mail_type else None,
     )
 
 

@@ -83,6 +83,8 @@ class JobSpec:
     elastic (``JobRequest.min_workers``); the size it started with is ``len(ranks)``.
     ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
     ``array`` says which task of a job array this job is (None for a job of its own).
+    ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
+    REQUEUE) and ``mail_user`` whom a mail goes to (None: its user).
     """
 
     name: str
@@ -108,11 +110,14 @@ class JobSpec:
     min_workers: int | None = None
     array: ArrayTask | None = None
     dependency: str | None = None
+    mail_type: tuple[str, ...] = ()
+    mail_user: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
         out = {name: getattr(self, name) for name in _SPEC_FIELDS}
         out["array"] = None if self.array is None else asdict(self.array)
+        out["mail_type"] = list(self.mail_type)
         return out
 
     @classmethod
@@ -120,6 +125,7 @@ class JobSpec:
         """Read back :meth:`to_dict` output (also of stores written before arrays existed)."""
         fields = dict(data)
         array = fields.pop("array", None)
+        fields["mail_type"] = tuple(fields.get("mail_type") or ())
         return cls(**fields, array=None if array is None else ArrayTask(**array))
 
     @property
