@@ -16,7 +16,7 @@ What it does, in order:
    walking the shim's descendants, even after an agent restart;
 2. opens the rank's log (owned by the rank's user, mode 0600) and starts the rank with
    ``subprocess.Popen(user=, group=, extra_groups=, start_new_session=True)``, stdin from
-   ``/dev/null``, stdout and stderr into one pipe that the shim copies into the log;
+   ``/dev/null`` (or the ``stdin_path`` file), stdout and stderr into one pipe that the shim copies into the log;
 3. writes ``rank.json`` (pid, pgid, /proc start time, start wall time);
 4. reaps every child; when the rank's main process ends it writes ``exit.json`` with the
    exit status (the code, or 128+N for signal N);
@@ -33,7 +33,9 @@ values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privil
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
 (CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
 fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
-``lease_path`` (the agent's ``lease.json``, or None) and ``grace`` (the job's grace, seconds).
+``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds) and
+``stdin_path`` (a file the rank reads as its standard input: ``labgang run``'s, for rank 0; None:
+``/dev/null``).
 
 The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
 shim looks at the node's lease about once a second; when it ran out and no agent is alive to stop
@@ -307,10 +309,13 @@ def main(rank_dir: str) -> int:
     enter = enter_as_user(cfg["cwd"]) if drop else None
     cwd = "/" if drop else cfg["cwd"]
     out_r, out_w = os.pipe()
+    # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
+    # opened here (as root) and inherited by the rank as its stdin.
+    stdin_file = open(cfg["stdin_path"], "rb") if cfg.get("stdin_path") else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(
             cfg["argv"],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_file is None else stdin_file,
             stdout=out_w,
             stderr=out_w,
             cwd=cwd,
@@ -332,6 +337,8 @@ def main(rank_dir: str) -> int:
         write_exit(rank_dir, status, message)
         return 0
     os.close(out_w)
+    if stdin_file is not None:
+        stdin_file.close()
     ticks = proc_start_ticks(proc.pid)
     watch = lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid) if cfg.get("lease_path") else None
     write_atomic(

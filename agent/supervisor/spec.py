@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import signal
@@ -10,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidSpec
+
+MAX_STDIN_BYTES = 256 * 1024
+"""The most standard input a rank is given (``labgang run``'s; ``launcher/stdin_forward.py`` has the same
+number for the CLI and the coordinator: the agent imports nothing of the launcher)."""
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A job id names directories under the state dir, so it is a plain file-name-safe token."""
@@ -58,6 +63,8 @@ class LaunchSpec:
             (``LABGANG_ARRAY_*`` and ``SLURM_ARRAY_*`` names only: job id, task id, count, min,
             max, step; docs/arrays.md), set like the rest of the contract; ``None`` otherwise.
             Serialised only when set.
+        stdin: the rank's standard input, base64 (``labgang run``'s, for rank 0; at most
+            ``MAX_STDIN_BYTES`` decoded); ``None`` = ``/dev/null``. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -84,6 +91,7 @@ class LaunchSpec:
     user_job_id: str | None = None
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
+    stdin: str | None = field(default=None, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -96,6 +104,15 @@ class LaunchSpec:
         self._validate()
 
     def _validate(self) -> None:
+        if self.stdin is not None:
+            try:
+                size = len(base64.b64decode(self.stdin, validate=True)) if isinstance(self.stdin, str) else -1
+            except ValueError:
+                size = -1
+            if not 0 <= size <= MAX_STDIN_BYTES:
+                raise InvalidSpec(
+                    "stdin", "is not base64 of at most the allowed size", f"base64 of at most {MAX_STDIN_BYTES} bytes"
+                )
         if self.user_job_id is not None and (
             not isinstance(self.user_job_id, str) or not JOB_ID_RE.match(self.user_job_id)
         ):
@@ -210,6 +227,7 @@ class LaunchSpec:
             "user_job_id": self.user_job_id,
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
             **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
+            **({"stdin": self.stdin} if self.stdin is not None else {}),
         }
 
     @classmethod

@@ -43,6 +43,7 @@ machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import fcntl
 import functools
@@ -282,6 +283,11 @@ class Supervisor(SpareShims, RankStopper):
                 f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""
             )
         J.write_json(rank_dir / J.SPEC, spec.to_dict())
+        stdin_path = None
+        if spec.stdin is not None:  # labgang run's standard input: root-owned, in the 0700 rank folder
+            stdin_path = rank_dir / "stdin"
+            stdin_path.write_bytes(base64.b64decode(spec.stdin))
+            stdin_path.chmod(0o600)
         J.write_marshal(
             rank_dir / J.LAUNCH,
             {
@@ -299,6 +305,7 @@ class Supervisor(SpareShims, RankStopper):
                 "cgroup_procs": procs,
                 "lease_path": str(self.lease_file) if self.lease_file is not None else None,
                 "grace": spec.grace,
+                "stdin_path": None if stdin_path is None else str(stdin_path),
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)

@@ -68,6 +68,7 @@ def build_submission(
     hold: bool = False,
     mail_type: str | None = None,
     mail_user: str | None = None,
+    stdin_data: bytes | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -93,6 +94,7 @@ def build_submission(
         hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
         mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
             checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
+        stdin_data: rank 0's standard input (``labgang run``'s: ``launcher/stdin_forward.py``), or None.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -169,6 +171,10 @@ def build_submission(
         body["mail_type"] = [item.strip() for item in mail_type.split(",") if item.strip()]
     if mail_user is not None:
         body["mail_user"] = mail_user
+    if stdin_data is not None:
+        import base64
+
+        body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
     return body
 
 

@@ -285,7 +285,13 @@ def run(args: list[str]) -> int:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
     all_ranks = options.pop("all_ranks", False)
-    body = _submission(options, argv)
+    from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+
+    try:
+        stdin_data = forwarded_stdin()  # rank 0's standard input, when ours is a pipe or a file
+    except StdinTooLarge as exc:
+        return _fail("run", str(exc), 2)
+    body = _submission({**options, "stdin_data": stdin_data}, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:

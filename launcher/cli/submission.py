@@ -261,8 +261,18 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
     task's status; Ctrl-C cancels the whole array.
 
+    Standard input, when it is a pipe or a file, is read to its end and given to rank 0 as its
+    standard input (`echo hello | labgang run -- cat`); not with --array.
+
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
+    if flags.get("array") is None:
+        from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+
+        try:
+            flags["stdin_data"] = forwarded_stdin()
+        except StdinTooLarge as exc:
+            raise click.UsageError(str(exc)) from None
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:

@@ -68,16 +68,47 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     return body
 
 
+_ARRAY_TASKS = {
+    "hold": ("pending tasks", lambda j: j.get("state") == "pending" and not j.get("hold")),
+    "release": ("held tasks", lambda j: bool(j.get("hold"))),
+    "requeue": ("admitted or running tasks", lambda j: j.get("state") in ("admitted", "running")),
+}
+"""What a verb on an array id acts on: (those tasks in words, which tasks), as scontrol on an array."""
+
+
+def _array_tasks(client: Client, verb: str, array_id: str) -> list[str] | None:
+    """The ids of the tasks of array ``array_id`` that ``verb`` acts on (in task order); None when
+    ``array_id`` names no array the coordinator holds in memory."""
+    tasks = [j for j in client.jobs(all_users=True) if str(j.get("array_id")) == array_id]
+    if not tasks:
+        return None
+    takes = _ARRAY_TASKS[verb][1]
+    return [str(j["id"]) for j in sorted(tasks, key=lambda j: j.get("array_index") or 0) if takes(j)]
+
+
 def _each(
     verb: str, job_ids: Iterable[str], state_dir: Path | None, as_json: bool, act: Callable[[Client, str], Any]
 ) -> None:
-    """Run ``act`` on each job once, in order; one line per job (or a JSON list of JobViews)."""
+    """Run ``act`` on each job once, in order; one line per job (or a JSON list of JobViews). An
+    array id (``12``) acts on those of its tasks the verb takes (:data:`_ARRAY_TASKS`)."""
     worst, views = 0, []
     with Client.for_state_dir(state_dir) as client:
-        for job_id in dict.fromkeys(job_ids):
+        todo = list(dict.fromkeys(job_ids))
+        while todo:
+            job_id = todo.pop(0)
             try:
                 job = act(client, job_id)
             except ApiError as err:
+                if err.status == 404 and job_id.isdigit():
+                    tasks = _array_tasks(client, verb, job_id)
+                    if tasks:
+                        todo[:0] = [t for t in tasks if t not in todo]
+                        continue
+                    if tasks is not None:
+                        what = _ARRAY_TASKS[verb][0]
+                        click.echo(f"labgang {verb}: job array {job_id} has no {what}", err=True)
+                        worst = max(worst, 1)
+                        continue
                 failure = describe_api_error(err)
                 text = failure.message
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):

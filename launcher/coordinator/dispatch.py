@@ -72,6 +72,7 @@ def launch_specs(
             "user_job_id": job.id,
             **_cpus(job, inventory, r.devices),
             **_array_env(job),
+            **({"stdin": job.spec.stdin} if r.rank == 0 and job.spec.stdin is not None else {}),
         }
         for i, r in enumerate(mine)
     ]

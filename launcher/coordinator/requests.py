@@ -6,6 +6,7 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, pa
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
+from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -60,6 +62,7 @@ class SubmitBody(BaseModel):
     hold: StrictBool = False  # submit --hold: pending, held until released (the coordinator applies it)
     mail_type: list[str] | None = None
     mail_user: Text | None = Field(default=None, max_length=256)
+    stdin: str | None = Field(default=None, max_length=4 * ((MAX_STDIN_BYTES + 2) // 3))
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -302,6 +305,11 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             dependency = parse_dependency(req.dependency).text
         except BadDependency as exc:
             raise BadRequest(str(exc), field="dependency") from None
+    if req.stdin is not None:
+        try:
+            base64.b64decode(req.stdin, validate=True)
+        except ValueError:
+            raise BadRequest("stdin: must be base64 (rank 0's standard input)", field="stdin") from None
     try:
         mail_type = parse_mail_types(req.mail_type or ())
     except BadMailType as exc:
@@ -339,6 +347,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         dependency=dependency,
         mail_type=mail_type,
         mail_user=req.mail_user if mail_type else None,
+        stdin=req.stdin,
     )
 
 

@@ -84,7 +84,8 @@ class JobSpec:
     ``dependency`` is the canonical ``--dependency`` text (``lifecycle/dependency.py``) or None.
     ``array`` says which task of a job array this job is (None for a job of its own).
     ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
-    REQUEUE) and ``mail_user`` whom a mail goes to (None: its user).
+    REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
+    standard input, base64 (``labgang run``'s; None: ``/dev/null``).
     """
 
     name: str
@@ -112,6 +113,7 @@ class JobSpec:
     dependency: str | None = None
     mail_type: tuple[str, ...] = ()
     mail_user: str | None = None
+    stdin: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""

@@ -92,3 +92,15 @@ def test_update_changes_a_pending_job_and_says_so_in_its_history(up, tmp_path):
     out = up.cli("update", job_id, "TimeLimit=soon")
     assert out.returncode == 2 and out.stderr.startswith("labgang update: ")
     up.cli("cancel", job_id)
+
+
+def test_an_array_id_names_the_tasks_the_verb_takes(up):
+    array = up.submit("--array", "0-2", "-H", "--", "true")
+    tasks = [f"{array}_{i}" for i in range(3)]
+    assert all(up.job(t)["hold"] == {"by": "root", "admin": False} for t in tasks)
+    out = up.cli("release", array)
+    assert (out.returncode, out.stdout.splitlines()) == (0, [f"job {t}: released" for t in tasks])
+    for task in tasks:
+        assert up.wait_state(task, {"succeeded", "failed"})["state"] == "succeeded"
+    out = up.cli("hold", array)
+    assert (out.returncode, out.stderr) == (1, f"labgang hold: job array {array} has no pending tasks\n")
