@@ -134,6 +134,7 @@ class Lifecycle(DependencyRules):
         st = job.status
         first = st.hold is None
         st.hold, st.hold_admin = by, st.hold_admin or admin
+        st.nominated = ()  # a held preemptor waits for no victim: the devices it reserved go back
         if job.id not in self.held:  # a job waiting for its dependency keeps saying so
             reason = held_reason(job.id, by)
             st.reason_code, st.reason_message, st.no_preemption = reason.code.value, reason.message, None

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from labgang.agent.supervisor.spec import MAX_STDIN_BYTES as AGENT_MAX
@@ -28,12 +29,12 @@ def up():
         assert code == 0, instance.output()
 
 
-def run(up: Up, *args: str, stdin: object) -> subprocess.CompletedProcess[bytes]:
+def run(up: Up, *args: str, stdin: int | IO[Any] | None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "labgang.launcher", "run", *args],
         cwd=REPO,
         env=up.env,
-        stdin=stdin,  # type: ignore[arg-type]
+        stdin=stdin,
         capture_output=True,
         timeout=120,
     )
