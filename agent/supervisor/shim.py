@@ -35,7 +35,8 @@ values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privil
 fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
 ``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds) and
 ``stdin_path`` (a file the rank reads as its standard input: ``labgang run``'s, for rank 0; None:
-``/dev/null``).
+``/dev/null``) and ``pty_in`` (``labgang run --pty``: a FIFO of terminal input frames,
+:func:`pty_frames`; the rank then runs on a pseudo-terminal whose master the shim holds).
 
 The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
 shim looks at the node's lease about once a second; when it ran out and no agent is alive to stop
@@ -74,6 +75,7 @@ import time
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs each launch ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from labgang.agent.supervisor.leasewatch import LeaseWatch
 
@@ -308,14 +310,26 @@ def main(rank_dir: str) -> int:
     # follow a symlink into a directory the user may not enter (docs/security.md)
     enter = enter_as_user(cfg["cwd"]) if drop else None
     cwd = "/" if drop else cfg["cwd"]
-    out_r, out_w = os.pipe()
+    pty_in = None
+    if cfg.get("pty_in"):
+        # ``labgang run --pty``: the rank's stdin, stdout and stderr are a pseudo-terminal whose
+        # master this shim holds (output to the log as usual; input from the ``pty_in`` FIFO).
+        out_r, out_w = os.openpty()
+        if drop:
+            os.fchown(out_w, cfg["uid"], -1)
+        pty_in = os.open(cfg["pty_in"], os.O_RDWR | os.O_NONBLOCK)
+        enter = controlling_tty(enter)
+        child_in: Any = out_w  # the terminal's other side
+    else:
+        out_r, out_w = os.pipe()
+        child_in = subprocess.DEVNULL
     # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
     # opened here (as root) and inherited by the rank as its stdin.
     stdin_file = open(cfg["stdin_path"], "rb") if cfg.get("stdin_path") else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(
             cfg["argv"],
-            stdin=subprocess.DEVNULL if stdin_file is None else stdin_file,
+            stdin=child_in if stdin_file is None else stdin_file,
             stdout=out_w,
             stderr=out_w,
             cwd=cwd,
@@ -349,6 +363,7 @@ def main(rank_dir: str) -> int:
 
     eof = False
     rank_done = False
+    frames = b""
     while True:
         no_children = False
         while True:
@@ -374,9 +389,16 @@ def main(rank_dir: str) -> int:
             except Exception as exc:  # the watchdog must never cost the rank its parent
                 print(f"labgang shim: lease watchdog: {exc!r}", file=sys.stderr)
         fds = [wake_r] if eof else [wake_r, out_r]
+        if pty_in is not None and not eof:
+            fds.append(pty_in)
         ready, _, _ = select.select(fds, [], [], wait)
+        if pty_in is not None and pty_in in ready:
+            frames = pty_frames(frames, os.read(pty_in, READ_CHUNK), out_r)
         if out_r in ready:
-            data = os.read(out_r, READ_CHUNK)
+            try:
+                data = os.read(out_r, READ_CHUNK)
+            except OSError:  # a pseudo-terminal's master reads EIO once no process holds the other side
+                data = b""
             if data:
                 try:
                     log.write(data)
@@ -393,6 +415,49 @@ def main(rank_dir: str) -> int:
                 pass
     log.close()
     return 0
+
+
+def controlling_tty(then: Callable[[], None] | None) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child's stdin (the pseudo-terminal, in the session of its
+    own that ``start_new_session`` made) its controlling terminal, then runs ``then``: job control,
+    Ctrl-C as SIGINT and SIGWINCH work as on a login terminal."""
+    import fcntl
+    import termios
+
+    def pre() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if then is not None:
+            then()
+
+    return pre
+
+
+def pty_frames(pending: bytes, data: bytes, master: int) -> bytes:
+    """Apply the complete frames of ``pending + data`` (from the ``pty_in`` FIFO, written by the
+    agent) to the pseudo-terminal ``master``; return what is left of an incomplete frame.
+
+    A frame is one type byte, a 2-byte big-endian length and that many bytes: ``D`` input for
+    the terminal, ``W`` its new size as ASCII ``"ROWS COLS"`` (``TIOCSWINSZ``: the rank gets SIGWINCH).
+    """
+    buf = pending + data
+    while len(buf) >= 3:
+        size = int.from_bytes(buf[1:3], "big")
+        if len(buf) < 3 + size:
+            break
+        kind, body, buf = buf[:1], buf[3 : 3 + size], buf[3 + size :]
+        try:
+            if kind == b"D":
+                os.write(master, body)
+            elif kind == b"W":
+                import fcntl
+                import struct
+                import termios
+
+                rows, cols = (int(x) for x in body.split())
+                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except (OSError, ValueError) as exc:  # a closed terminal, a bad size: never the rank's parent
+            print(f"labgang shim: terminal input dropped: {exc}", file=sys.stderr)
+    return buf
 
 
 def wait_for_rank_dir() -> str | None:

@@ -65,6 +65,8 @@ class LaunchSpec:
             Serialised only when set.
         stdin: the rank's standard input, base64 (``labgang run``'s, for rank 0; at most
             ``MAX_STDIN_BYTES`` decoded); ``None`` = ``/dev/null``. Serialised only when set.
+        pty: run the rank on a pseudo-terminal fed by ``pty_input`` (``labgang run --pty``, rank 0).
+            Serialised only when True.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -92,6 +94,7 @@ class LaunchSpec:
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
     stdin: str | None = field(default=None, hash=False, repr=False)
+    pty: bool = False
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -104,6 +107,8 @@ class LaunchSpec:
         self._validate()
 
     def _validate(self) -> None:
+        if not isinstance(self.pty, bool):
+            raise InvalidSpec("pty", f"{self.pty!r} is not true or false", "true or false")
         if self.stdin is not None:
             try:
                 size = len(base64.b64decode(self.stdin, validate=True)) if isinstance(self.stdin, str) else -1
@@ -228,6 +233,7 @@ class LaunchSpec:
             **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
             **({"array_env": dict(self.array_env)} if self.array_env is not None else {}),
             **({"stdin": self.stdin} if self.stdin is not None else {}),
+            **({"pty": True} if self.pty else {}),
         }
 
     @classmethod

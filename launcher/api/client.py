@@ -460,6 +460,20 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/update"), body=dict(changes))["job"]
 
+    def pty_input(self, job_id: str, data: bytes = b"", size: tuple[int, int] | None = None) -> bool:
+        """``POST /v1/jobs/{id}/pty``: keystrokes (and the terminal's (rows, cols)) for rank 0 of a
+        ``--pty`` job; whether it took them.
+
+        Raises:
+            ApiError: 409 rank 0 is not running (field ``state``) or not a --pty job, 403, 404.
+        """
+        import base64
+
+        body: dict[str, Any] = {"data": base64.b64encode(data).decode("ascii")}
+        if size is not None:
+            body["rows"], body["cols"] = size
+        return bool(self._json("POST", _job_path(job_id, "/pty"), body=body)["taken"])
+
     def cancel_array(self, array_id: str) -> dict[str, Any]:
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 

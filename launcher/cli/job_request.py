@@ -69,6 +69,7 @@ def build_submission(
     mail_type: str | None = None,
     mail_user: str | None = None,
     stdin_data: bytes | None = None,
+    pty: bool = False,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -95,6 +96,7 @@ def build_submission(
         mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
             checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
         stdin_data: rank 0's standard input (``labgang run``'s: ``launcher/stdin_forward.py``), or None.
+        pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -175,6 +177,8 @@ def build_submission(
         import base64
 
         body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
+    if pty:
+        body["pty"] = True
     return body
 
 

@@ -4,6 +4,7 @@ cancelled on Ctrl-C, SIGTERM or SIGHUP)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -246,6 +247,11 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 @click.command(context_settings={"allow_interspersed_args": False})
 @_submit_options
 @click.option("--all-ranks", is_flag=True, help="Stream every rank's output, each line prefixed with its rank.")
+@click.option(
+    "--pty",
+    is_flag=True,
+    help="Run rank 0 on a pseudo-terminal driven by this terminal, as srun --pty (e.g. `labgang run --pty -- bash`).",
+)
 @state_dir_option
 @talks_to_coordinator
 def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
@@ -266,7 +272,12 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
-    if flags.get("array") is None:
+    if flags.get("pty"):
+        if flags.get("array") is not None:
+            raise click.UsageError("--pty and --array exclude each other: one terminal drives one job")
+        if not os.isatty(0):
+            raise click.UsageError("--pty needs a terminal on standard input")
+    elif flags.get("array") is None:
         from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
 
         try:
@@ -281,7 +292,13 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
         try:
-            code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            if flags.get("pty"):
+                from labgang.launcher.cli.pty_session import PtySession
+
+                with PtySession(state_dir, job_id):
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            else:
+                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

@@ -73,6 +73,7 @@ def launch_specs(
             **_cpus(job, inventory, r.devices),
             **_array_env(job),
             **({"stdin": job.spec.stdin} if r.rank == 0 and job.spec.stdin is not None else {}),
+            **({"pty": True} if r.rank == 0 and job.spec.pty else {}),
         }
         for i, r in enumerate(mine)
     ]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.launcher import job_filters
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, table_view, verbs, view_cache, views
+from labgang.launcher.coordinator import arrays, table_view, terminal, verbs, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 
 if TYPE_CHECKING:
@@ -280,6 +280,14 @@ async def update_job(
     return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
+async def pty_input(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/pty`` (body ``{"data": base64, "rows", "cols"}``): terminal input for rank 0
+    of a ``--pty`` job (``labgang run --pty``); answers ``{"taken": bool}``."""
+    return Reply(200, await terminal.pty_input(coord, caller, params["id"], _json_body(body)))
+
+
 async def cancel_array(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -389,6 +397,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/jobs/{id}/release", "release_job", release_job, writes=True),
     Route("POST", "/v1/jobs/{id}/requeue", "requeue_job", requeue_job, writes=True),
     Route("POST", "/v1/jobs/{id}/update", "update_job", update_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/pty", "pty_input", pty_input, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
     Route("GET", "/v1/history", "history", history),

@@ -63,6 +63,7 @@ class SubmitBody(BaseModel):
     mail_type: list[str] | None = None
     mail_user: Text | None = Field(default=None, max_length=256)
     stdin: str | None = Field(default=None, max_length=4 * ((MAX_STDIN_BYTES + 2) // 3))
+    pty: StrictBool = False
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -305,6 +306,8 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             dependency = parse_dependency(req.dependency).text
         except BadDependency as exc:
             raise BadRequest(str(exc), field="dependency") from None
+    if req.pty and (req.stdin is not None or req.array is not None):
+        raise BadRequest("pty: a terminal job takes its input from the terminal, not with stdin or array", field="pty")
     if req.stdin is not None:
         try:
             base64.b64decode(req.stdin, validate=True)
@@ -348,6 +351,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         mail_type=mail_type,
         mail_user=req.mail_user if mail_type else None,
         stdin=req.stdin,
+        pty=req.pty,
     )
 
 

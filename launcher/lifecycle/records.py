@@ -85,7 +85,8 @@ class JobSpec:
     ``array`` says which task of a job array this job is (None for a job of its own).
     ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
     REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
-    standard input, base64 (``labgang run``'s; None: ``/dev/null``).
+    standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
+    pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``).
     """
 
     name: str
@@ -114,6 +115,7 @@ class JobSpec:
     mail_type: tuple[str, ...] = ()
     mail_user: str | None = None
     stdin: str | None = None
+    pty: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
