@@ -55,7 +55,8 @@ class CommandHandler:
         dict]} (one instant for all, so their grace periods end together); ``signal_job`` {job_id,
         signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
-        next_offset, size}.
+        next_offset, size}; ``pty_input`` {job_id, rank, data (base64), rows, cols} → whether a
+        ``--pty`` rank took the terminal input (and size).
 
         Raises:
             ValueError: an unknown op or bad arguments; supervisor errors pass through.
@@ -118,12 +119,23 @@ class CommandHandler:
                 return sup.signal_job(str(args["job_id"]), int(args["signal"]))
             except UnknownJob:
                 return 0
+        if op == "pty_input":
+            rows, cols = args.get("rows"), args.get("cols")
+            try:
+                return sup.pty_input(
+                    str(args["job_id"]),
+                    int(args.get("rank", 0)),
+                    base64.b64decode(str(args.get("data") or "")),
+                    None if rows is None or cols is None else (int(rows), int(cols)),
+                )
+            except UnknownJob:
+                return False
         if op == "pick_port":
             return pick_free_port()
         if op == "read_log":
             return None  # read on a worker thread by handle()
         raise ValueError(
-            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pick_port, read_log"
+            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, pick_port, read_log"
         )
 
     def read_log(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from labgang.launcher.config_errors import (
 )
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
+from labgang.launcher.notify import NotifyConfig
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.queue_schema import (
     AdmissionFairSharingModel,
@@ -165,6 +166,7 @@ class ClusterConfig(_Strict):
     ``private_data`` (Slurm's ``PrivateData=jobs``) say who reads what (docs/security.md).
     ``violation`` is what a rank seen on a device it was not given costs its job: ``report``
     (a history line and a pitfall) or ``kill`` (also stopped, failed with that reason).
+    ``[notify]`` is where job notifications go (``--mail-type``; :class:`NotifyConfig`).
     """
 
     default_queue: str = DEFAULT_QUEUE
@@ -197,6 +199,7 @@ class ClusterConfig(_Strict):
     tenants: list[TenantConfig] = Field(default_factory=list)
     pitfalls: dict[str, float] = Field(default_factory=dict)
     violation: Literal["report", "kill"] = "report"
+    notify: NotifyConfig = NotifyConfig()
 
     @field_validator("pitfalls")
     @classmethod

@@ -146,6 +146,7 @@ class Store:
         self._last_seq: int | None = None
         self._job_rows: list[tuple[Any, ...]] = []
         self._status: dict[str, JobRecord] = {}
+        self._specs: dict[str, JobRecord] = {}  # jobs whose spec `labgang update` replaced
         self._ranks: dict[tuple[str, int, int], tuple[Any, ...]] = {}
         self._events: list[tuple[Any, ...]] = []
         self._decisions: list[tuple[Any, ...]] = []
@@ -224,6 +225,7 @@ class Store:
         return bool(
             self._job_rows
             or self._status
+            or self._specs
             or self._ranks
             or self._events
             or self._decisions
@@ -246,6 +248,10 @@ class Store:
                     " VALUES (?,?,?,?,?,?,?,?,?)"
                 ),
                 self._job_rows,
+            ),
+            (
+                "UPDATE jobs SET spec=? WHERE id=?",
+                [(json.dumps(job.spec.to_dict()), job.id) for job in self._specs.values()],
             ),
             (
                 "UPDATE jobs SET state=?, status=?, end_time=? WHERE id=?",
@@ -274,6 +280,7 @@ class Store:
             ("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)", list(self._meta.items())),
         ]
         self._job_rows, self._status, self._ranks, self._events, self._decisions = [], {}, {}, [], []
+        self._specs = {}
         self._tenants, self._meta, self._attempts = {}, {}, {}
         return [(sql, rows) for sql, rows in batches if rows]
 
@@ -383,6 +390,10 @@ class Store:
     def save_status(self, job: JobRecord) -> None:
         """Write the job's mutable status (serialised at commit time)."""
         self._status[job.id] = job
+
+    def save_spec(self, job: JobRecord) -> None:
+        """Write the job's spec, replaced by ``labgang update`` (serialised at commit time)."""
+        self._specs[job.id] = job
 
     def save_rank(self, job: JobRecord, rank: RankRecord, *, attempt: int | None = None) -> None:
         """Write one rank of the job's attempt ``attempt`` (None: its current attempt)."""

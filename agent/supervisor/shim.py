@@ -16,7 +16,7 @@ What it does, in order:
    walking the shim's descendants, even after an agent restart;
 2. opens the rank's log (owned by the rank's user, mode 0600) and starts the rank with
    ``subprocess.Popen(user=, group=, extra_groups=, start_new_session=True)``, stdin from
-   ``/dev/null``, stdout and stderr into one pipe that the shim copies into the log;
+   ``/dev/null`` (or the ``stdin_path`` file), stdout and stderr into one pipe that the shim copies into the log;
 3. writes ``rank.json`` (pid, pgid, /proc start time, start wall time);
 4. reaps every child; when the rank's main process ends it writes ``exit.json`` with the
    exit status (the code, or 128+N for signal N);
@@ -33,15 +33,19 @@ values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privil
 ``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
 (CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
 fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
-``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds), and
-``output_path``/``error_path`` (``--output``/``--error``: absolute file names, or None).
+``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds),
+``output_path``/``error_path`` (``--output``/``--error``: absolute file names, or None),
+``stdin_path`` (a file the rank reads as its standard input: ``labgang run``'s, for rank 0; None:
+``/dev/null``) and ``pty_in`` (``labgang run --pty``: a FIFO of terminal input frames,
+:func:`pty_frames`; the rank then runs on a pseudo-terminal whose master the shim holds).
 
 Output files (Slurm's ``--output``/``--error``): the shim opens them *as the rank's user* (its
 effective uid, gid and groups switched for the ``open`` alone, so the user's own permissions
 decide; created 0644 and truncated, as ``sbatch`` does) and copies the rank's stdout there, and its
 stderr to the error file (to the output file when there is none), besides the log that
-``labgang logs`` reads. With an error file, stdout and stderr come through two pipes. A file that
-cannot be opened is said once in the log and the rank runs anyway.
+``labgang logs`` reads. With an error file, stdout and stderr come through two pipes (on a
+pseudo-terminal they are one stream, copied to the output file). A file that cannot be opened is
+said once in the log and the rank runs anyway.
 
 The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
 shim looks at the node's lease about once a second; when it ran out and no agent is alive to stop
@@ -380,12 +384,28 @@ def main(rank_dir: str) -> int:
     enter = enter_as_user(cfg["cwd"]) if drop else None
     cwd = "/" if drop else cfg["cwd"]
     files = OutputFiles(cfg, log)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe() if files.err_fd is not None else (None, out_w)
+    pty_in = None
+    if cfg.get("pty_in"):
+        # ``labgang run --pty``: the rank's stdin, stdout and stderr are a pseudo-terminal whose
+        # master this shim holds (output to the log as usual; input from the ``pty_in`` FIFO).
+        out_r, out_w = os.openpty()
+        if drop:
+            os.fchown(out_w, cfg["uid"], -1)
+        pty_in = os.open(cfg["pty_in"], os.O_RDWR | os.O_NONBLOCK)
+        enter = controlling_tty(enter)
+        child_in: Any = out_w  # the terminal's other side
+    else:
+        out_r, out_w = os.pipe()
+        child_in = subprocess.DEVNULL
+    # an error file gets stderr through a pipe of its own (a terminal carries both as one stream)
+    err_r, err_w = os.pipe() if files.err_fd is not None and pty_in is None else (None, out_w)
+    # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
+    # opened here (as root) and inherited by the rank as its stdin.
+    stdin_file = open(cfg["stdin_path"], "rb") if cfg.get("stdin_path") else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(
             cfg["argv"],
-            stdin=subprocess.DEVNULL,
+            stdin=child_in if stdin_file is None else stdin_file,
             stdout=out_w,
             stderr=err_w,
             cwd=cwd,
@@ -404,6 +424,8 @@ def main(rank_dir: str) -> int:
             os.close(err_r)
             os.close(err_w)
         files.close()
+        if stdin_file is not None:
+            stdin_file.close()
         status = 127 if exc.errno == errno.ENOENT else 126
         message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
         log.write(f"[labgang] {message}\n".encode())
@@ -413,6 +435,8 @@ def main(rank_dir: str) -> int:
     os.close(out_w)
     if err_r is not None:
         os.close(err_w)
+    if stdin_file is not None:
+        stdin_file.close()
     # each open pipe: where its bytes go besides the log (stderr: the error file, else the output file)
     sinks = {out_r: files.out_fd}
     if err_r is not None:
@@ -427,6 +451,7 @@ def main(rank_dir: str) -> int:
 
     eof = False
     rank_done = False
+    frames = b""
     while True:
         no_children = False
         while True:
@@ -451,9 +476,17 @@ def main(rank_dir: str) -> int:
                 wait = watch.wait_s()
             except Exception as exc:  # the watchdog must never cost the rank its parent
                 print(f"labgang shim: lease watchdog: {exc!r}", file=sys.stderr)
-        ready, _, _ = select.select([wake_r, *sinks], [], [], wait)
+        fds = [wake_r, *sinks]
+        if pty_in is not None and out_r in sinks:
+            fds.append(pty_in)
+        ready, _, _ = select.select(fds, [], [], wait)
+        if pty_in is not None and pty_in in ready:
+            frames = pty_frames(frames, os.read(pty_in, READ_CHUNK), out_r)
         for fd in [fd for fd in sinks if fd in ready]:
-            data = os.read(fd, READ_CHUNK)
+            try:
+                data = os.read(fd, READ_CHUNK)
+            except OSError:  # a pseudo-terminal's master reads EIO once no process holds the other side
+                data = b""
             if data:
                 try:
                     log.write(data)
@@ -473,6 +506,49 @@ def main(rank_dir: str) -> int:
     log.close()
     files.close()
     return 0
+
+
+def controlling_tty(then: Callable[[], None] | None) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child's stdin (the pseudo-terminal, in the session of its
+    own that ``start_new_session`` made) its controlling terminal, then runs ``then``: job control,
+    Ctrl-C as SIGINT and SIGWINCH work as on a login terminal."""
+    import fcntl
+    import termios
+
+    def pre() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if then is not None:
+            then()
+
+    return pre
+
+
+def pty_frames(pending: bytes, data: bytes, master: int) -> bytes:
+    """Apply the complete frames of ``pending + data`` (from the ``pty_in`` FIFO, written by the
+    agent) to the pseudo-terminal ``master``; return what is left of an incomplete frame.
+
+    A frame is one type byte, a 2-byte big-endian length and that many bytes: ``D`` input for
+    the terminal, ``W`` its new size as ASCII ``"ROWS COLS"`` (``TIOCSWINSZ``: the rank gets SIGWINCH).
+    """
+    buf = pending + data
+    while len(buf) >= 3:
+        size = int.from_bytes(buf[1:3], "big")
+        if len(buf) < 3 + size:
+            break
+        kind, body, buf = buf[:1], buf[3 : 3 + size], buf[3 + size :]
+        try:
+            if kind == b"D":
+                os.write(master, body)
+            elif kind == b"W":
+                import fcntl
+                import struct
+                import termios
+
+                rows, cols = (int(x) for x in body.split())
+                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except (OSError, ValueError) as exc:  # a closed terminal, a bad size: never the rank's parent
+            print(f"labgang shim: terminal input dropped: {exc}", file=sys.stderr)
+    return buf
 
 
 def wait_for_rank_dir() -> str | None:

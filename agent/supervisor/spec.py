@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import signal
@@ -10,6 +11,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InvalidSpec
+
+MAX_STDIN_BYTES = 256 * 1024
+"""The most standard input a rank is given (``labgang run``'s; ``launcher/stdin_forward.py`` has the same
+number for the CLI and the coordinator: the agent imports nothing of the launcher)."""
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A job id names directories under the state dir, so it is a plain file-name-safe token."""
@@ -74,6 +79,10 @@ class LaunchSpec:
         output_path, error_path: ``--output``/``--error``: absolute file names the rank's stdout
             (and stderr, into ``output_path`` unless ``error_path`` is set) are also written to, as
             the rank's user (``shim.py``); None = only the log. Serialised only when set.
+        stdin: the rank's standard input, base64 (``labgang run``'s, for rank 0; at most
+            ``MAX_STDIN_BYTES`` decoded); ``None`` = ``/dev/null``. Serialised only when set.
+        pty: run the rank on a pseudo-terminal fed by ``pty_input`` (``labgang run --pty``, rank 0).
+            Serialised only when True.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -103,6 +112,8 @@ class LaunchSpec:
     slurm_env: Mapping[str, str] | None = field(default=None, hash=False)
     output_path: str | None = None
     error_path: str | None = None
+    stdin: str | None = field(default=None, hash=False, repr=False)
+    pty: bool = False
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -117,6 +128,17 @@ class LaunchSpec:
         self._validate()
 
     def _validate(self) -> None:
+        if not isinstance(self.pty, bool):
+            raise InvalidSpec("pty", f"{self.pty!r} is not true or false", "true or false")
+        if self.stdin is not None:
+            try:
+                size = len(base64.b64decode(self.stdin, validate=True)) if isinstance(self.stdin, str) else -1
+            except ValueError:
+                size = -1
+            if not 0 <= size <= MAX_STDIN_BYTES:
+                raise InvalidSpec(
+                    "stdin", "is not base64 of at most the allowed size", f"base64 of at most {MAX_STDIN_BYTES} bytes"
+                )
         if self.user_job_id is not None and (
             not isinstance(self.user_job_id, str) or not JOB_ID_RE.match(self.user_job_id)
         ):
@@ -255,6 +277,8 @@ class LaunchSpec:
             **({"slurm_env": dict(self.slurm_env)} if self.slurm_env is not None else {}),
             **({"output_path": self.output_path} if self.output_path is not None else {}),
             **({"error_path": self.error_path} if self.error_path is not None else {}),
+            **({"stdin": self.stdin} if self.stdin is not None else {}),
+            **({"pty": True} if self.pty else {}),
         }
 
     @classmethod

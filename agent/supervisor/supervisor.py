@@ -43,6 +43,7 @@ machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import fcntl
 import functools
@@ -69,6 +70,11 @@ from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
 from .writer import InlineWriter, JournalWriter
+
+PTY_IN = "pty.in"
+"""The FIFO in a ``--pty`` rank's folder that carries its terminal input to its shim (``shim.pty_frames``)."""
+PTY_FRAME_MAX = 4093
+"""The most payload per frame: a frame (3 bytes of header + payload) fits ``PIPE_BUF``, so it is written whole."""
 
 if TYPE_CHECKING:
     from labgang.agent.confine.cgroup import RankCgroups
@@ -223,6 +229,39 @@ class Supervisor(SpareShims, RankStopper):
         ranks = [self._ranks[k] for k in sorted(self._ranks) if k[0] == job_id]
         return ranks[0].spec.master_port if ranks else None
 
+    def pty_input(self, job_id: str, rank: int, data: bytes = b"", winsize: tuple[int, int] | None = None) -> bool:
+        """Give a ``--pty`` rank terminal input ``data`` and/or a new size (rows, cols), as frames
+        on its ``pty.in`` FIFO (the shim applies them to the terminal). False when the rank is not
+        a pty rank, is gone, or its shim no longer reads (the input is dropped).
+
+        Raises:
+            UnknownJob: no such (job_id, rank) here.
+        """
+        rec = self._ranks.get((job_id, rank))
+        if rec is None:
+            raise UnknownJob(f"job_id: no rank {rank} of job {job_id!r} on this node")
+        if not rec.spec.pty:
+            return False
+        frames = []
+        if winsize is not None:
+            size = f"{int(winsize[0])} {int(winsize[1])}".encode()
+            frames.append(b"W" + len(size).to_bytes(2, "big") + size)
+        for i in range(0, len(data), PTY_FRAME_MAX):
+            chunk = data[i : i + PTY_FRAME_MAX]
+            frames.append(b"D" + len(chunk).to_bytes(2, "big") + chunk)
+        try:
+            fd = os.open(rec.dir / PTY_IN, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # no reader: the shim is gone
+            return False
+        try:
+            for frame in frames:
+                os.write(fd, frame)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return True
+
     def log_path(self, job_id: str, rank: int) -> Path:
         """Path of a rank's current log file (stdout and stderr interleaved; older part in ``.1``)."""
         return self._journal.log_path(job_id, rank)
@@ -285,6 +324,15 @@ class Supervisor(SpareShims, RankStopper):
                 f"; not passed from the submitted environment: {', '.join(dropped)}" if dropped else ""
             )
         J.write_json(rank_dir / J.SPEC, spec.to_dict())
+        stdin_path = None
+        if spec.stdin is not None:  # labgang run's standard input: root-owned, in the 0700 rank folder
+            stdin_path = rank_dir / "stdin"
+            stdin_path.write_bytes(base64.b64decode(spec.stdin))
+            stdin_path.chmod(0o600)
+        pty_in = None
+        if spec.pty:  # labgang run --pty: terminal input frames for the rank's shim (pty_input)
+            pty_in = rank_dir / PTY_IN
+            os.mkfifo(pty_in, 0o600)
         J.write_marshal(
             rank_dir / J.LAUNCH,
             {
@@ -304,6 +352,8 @@ class Supervisor(SpareShims, RankStopper):
                 "grace": spec.grace,
                 "output_path": spec.output_path,
                 "error_path": spec.error_path,
+                "stdin_path": None if stdin_path is None else str(stdin_path),
+                "pty_in": None if pty_in is None else str(pty_in),
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)

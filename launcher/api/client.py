@@ -479,6 +479,55 @@ class Client:
         """
         return self._json("GET", f"/v1/arrays/{quote(str(array_id))}")
 
+    def hold(self, job_id: str) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/hold``: hold a pending job; returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job, 404 unknown job, 409 the job is not pending.
+        """
+        return self._json("POST", _job_path(job_id, "/hold"))["job"]
+
+    def release(self, job_id: str) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/release``: release a held job; returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job or an admin hold, 404 unknown job, 409 not held.
+        """
+        return self._json("POST", _job_path(job_id, "/release"))["job"]
+
+    def requeue(self, job_id: str, *, hold: bool = False) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/requeue``: stop an admitted or running job with its grace and put it
+        back in its queue (``hold``: held there); returns its JobView.
+
+        Raises:
+            ApiError: 403 not the caller's job, 404 unknown job, 409 not admitted or running.
+        """
+        return self._json("POST", _job_path(job_id, "/requeue"), body={"hold": hold})["job"]
+
+    def update(self, job_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/update``: change ``priority``, ``time_limit_s``, ``name`` and/or
+        ``dependency``; returns the JobView.
+
+        Raises:
+            ApiError: 400 a bad value, 403 a raise only an admin may make (or not the caller's job),
+                404 unknown job, 409 a finished job or a dependency change once it left pending.
+        """
+        return self._json("POST", _job_path(job_id, "/update"), body=dict(changes))["job"]
+
+    def pty_input(self, job_id: str, data: bytes = b"", size: tuple[int, int] | None = None) -> bool:
+        """``POST /v1/jobs/{id}/pty``: keystrokes (and the terminal's (rows, cols)) for rank 0 of a
+        ``--pty`` job; whether it took them.
+
+        Raises:
+            ApiError: 409 rank 0 is not running (field ``state``) or not a --pty job, 403, 404.
+        """
+        import base64
+
+        body: dict[str, Any] = {"data": base64.b64encode(data).decode("ascii")}
+        if size is not None:
+            body["rows"], body["cols"] = size
+        return bool(self._json("POST", _job_path(job_id, "/pty"), body=body)["taken"])
+
     def cancel_array(self, array_id: str) -> dict[str, Any]:
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 

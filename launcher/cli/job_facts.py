@@ -132,6 +132,27 @@ def queue_listing(
     return table, _empty_notes(users, queues, states) if count == 0 else []
 
 
+def queue_jobs(
+    client: Client,
+    *,
+    all_users: bool = False,
+    users: tuple[str, ...] = (),
+    queues: tuple[str, ...] = (),
+    states: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """The active jobs ``labgang queue`` lists with these filters (as :func:`queue_listing`), as
+    whole JobViews in submission order: what ``queue -o/--long/-j`` render in the client.
+
+    Raises:
+        ApiError: 400 an unknown queue or state. CoordinatorUnavailable: no coordinator answers.
+    """
+    from labgang.launcher.job_filters import user_name
+
+    users = tuple(dict.fromkeys(user_name(name) for name in users))
+    user, queue = ",".join(users) or None, ",".join(queues) or None
+    return _listed(client.jobs(all_users=all_users, user=user, queue=queue, states=states, view="full"), queues, states)
+
+
 def _listed(jobs: list[dict[str, Any]], queues: tuple[str, ...], states: tuple[str, ...]) -> list[dict[str, Any]]:
     """``jobs`` as ``queue`` lists them: :func:`active_jobs` of these queues and in these states only
     (the coordinator filters already; one from before the filters does not)."""

@@ -68,6 +68,11 @@ def build_submission(
     begin_time: float | None = None,
     output: str | None = None,
     error: str | None = None,
+    hold: bool = False,
+    mail_type: str | None = None,
+    mail_user: str | None = None,
+    stdin_data: bytes | None = None,
+    pty: bool = False,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -93,6 +98,11 @@ def build_submission(
         begin_time: ``--begin``, unix seconds (the scheduler does not admit the job before it).
         array: a job array spec (``0-99``, ``1,3,5-9``, ``0-20:4``, ``%N`` cap; docs/arrays.md),
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
+        hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
+        mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
+            checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
+        stdin_data: rank 0's standard input (``labgang run``'s: ``launcher/stdin_forward.py``), or None.
+        pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -173,6 +183,18 @@ def build_submission(
         "error": error,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    if hold:
+        body["hold"] = True
+    if mail_type is not None:
+        body["mail_type"] = [item.strip() for item in mail_type.split(",") if item.strip()]
+    if mail_user is not None:
+        body["mail_user"] = mail_user
+    if stdin_data is not None:
+        import base64
+
+        body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
+    if pty:
+        body["pty"] = True
     return body
 
 

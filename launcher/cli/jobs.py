@@ -27,6 +27,7 @@ from labgang.launcher.cli.job_facts import (
     array_logs_note,
     cancel_jobs,
     job_or_array,
+    queue_jobs,
     queue_listing,
 )
 from labgang.launcher.cli.plumbing import (
@@ -63,6 +64,24 @@ from labgang.launcher.job_filters import flatten
     help="Only jobs in these states (pending PD, admitted CF, running R, terminating CG; any case; "
     "comma-separated or repeated).",
 )
+@click.option(
+    "-j",
+    "--jobs",
+    "job_list",
+    multiple=True,
+    type=ITEMS,
+    help="Only these jobs (ids; an array id names all of its tasks; comma-separated or repeated), as squeue -j.",
+)
+@click.option(
+    "-o",
+    "--format",
+    "fmt",
+    default=None,
+    metavar="FORMAT",
+    help="squeue's -o format, e.g. '%.10i %.9P %.20j %.8u %.8T %.10M %.9l %.6D %R' (fields: %i %j %u %T %t "
+    "%M %l %D %R %N %r %b %P %q %p %V %S %e %C %o %E; `labgang queue --help` and docs/slurm-views.md).",
+)
+@click.option("-l", "--long", "long_form", is_flag=True, help="squeue -l's columns (with TIME and TIME_LIMIT).")
 @json_option("Print the jobs as JSON (whole JobViews) instead of a table.")
 @state_dir_option
 @talks_to_coordinator
@@ -72,13 +91,23 @@ def queue(
     user: tuple[tuple[str, ...], ...],
     queue: tuple[tuple[str, ...], ...],
     states: tuple[tuple[str, ...], ...],
+    job_list: tuple[tuple[str, ...], ...],
+    fmt: str | None,
+    long_form: bool,
     as_json: bool,
 ) -> None:
     """List pending and running jobs, like squeue.
 
     NODES(REASON) shows where a job runs, or why it waits, with numbers.
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
+    -j, -o and -l work as squeue's (-o fields: %i id, %j name, %u user, %T state, %t state code,
+    %M time used, %l time limit, %D nodes, %R nodes or reason, %N nodes, %r reason code, %b
+    devices per rank, %P and %q queue, %p priority, %V submit, %S start, %e end, %C ranks,
+    %o command, %E dependency; %.10i right-aligns in 10 columns, %-20j left-aligns in 20).
     """
+    if job_list or fmt is not None or long_form:
+        _squeue_view(state_dir, all_users, user, queue, states, flatten(job_list), fmt, long_form, as_json)
+        return
     with Client.for_state_dir(state_dir) as client:
         text, notes = queue_listing(
             client,
@@ -91,6 +120,45 @@ def queue(
     click.echo(text)
     for note in notes:
         click.echo(f"labgang queue: note: {note}", err=True)
+
+
+def _squeue_view(
+    state_dir: Path | None,
+    all_users: bool,
+    user: tuple[tuple[str, ...], ...],
+    queue: tuple[tuple[str, ...], ...],
+    states: tuple[tuple[str, ...], ...],
+    job_list: tuple[str, ...],
+    fmt: str | None,
+    long_form: bool,
+    as_json: bool,
+) -> None:
+    """``queue`` with -j, -o or -l: rendered here from whole JobViews (the default table is the
+    coordinator's, on the fast path)."""
+    from labgang.launcher.cli.squeue_format import LONG_FORMAT, BadFormat, format_jobs, parse_format, select_ids
+
+    if fmt is not None and long_form:
+        raise click.UsageError("-o/--format and -l/--long are two formats; give one")
+    text = LONG_FORMAT if long_form else fmt
+    if text is not None:
+        try:
+            parse_format(text)
+        except BadFormat as exc:
+            raise click.UsageError(f"-o/--format: {exc}") from None
+    with Client.for_state_dir(state_dir) as client:
+        jobs = queue_jobs(
+            client,
+            all_users=all_users or bool(job_list),  # squeue -j shows the jobs named, whoever owns them
+            users=flatten(user),
+            queues=flatten(queue),
+            states=flatten(states),
+        )
+    if job_list:
+        jobs = select_ids(jobs, job_list)
+    if as_json:
+        click.echo(to_json({"jobs": jobs}))
+        return
+    click.echo(format_jobs(jobs, text or "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R", time.time()))
 
 
 @click.command()

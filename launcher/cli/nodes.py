@@ -6,7 +6,8 @@ record) and prints a table, or with ``--json`` the documented
 :meth:`labgang.agent.inventory.NodeInventory.to_dict` schema. ``--record FILE`` writes
 every NVML call and its answer to FILE, which ``--simulate FILE`` replays.
 
-Without ``--local`` it asks the coordinator (``GET /v1/nodes``) and prints each node's
+Without ``--local`` it asks the coordinator (``GET /v1/nodes``) and prints one line per node, as
+sinfo (:mod:`labgang.launcher.cli.node_summary`); with ``--gpus`` (``--long``) each node's
 inventory with who holds each device, whether its ranks are confined to their devices (the
 ``confined:`` line; ``--json``: ``confinement``) and any rank seen on a device it was not given
 (``VIOLATION``; ``--json``: ``violations``). docs/security.md.
@@ -168,7 +169,7 @@ def confinement_line(confinement: Any) -> str:
     return f"confined: yes, {confinement.get('mode')} ({confinement.get('reason')})"
 
 
-def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> None:
+def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_gpu: bool = False) -> None:
     try:
         from labgang.launcher.api.client import Client, ClientError
     except ImportError:  # pragma: no cover - the client ships with labgang
@@ -191,6 +192,11 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
         return
     if as_json:
         click.echo(to_json({"nodes": nodes}))
+        return
+    if not per_gpu:
+        from labgang.launcher.cli.node_summary import node_summary
+
+        click.echo(node_summary(nodes) if nodes else "no nodes have joined the coordinator")
         return
     blocks = []
     for node in nodes:
@@ -240,6 +246,14 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
     help="Print the GPU link matrix (NVLinks, PCIe level, CPUs, NUMA node) like nvidia-smi topo -m.",
 )
 @click.option(
+    "--gpus",
+    "--long",
+    "-l",
+    "per_gpu",
+    is_flag=True,
+    help="Cluster mode: every GPU and MIG device with who holds it (the default is one line per node, as sinfo).",
+)
+@click.option(
     "--state-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="LABGANG_STATE_DIR",
@@ -247,21 +261,29 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False) -> N
     "as this machine's (those of other simulated instances do not).",
 )
 def nodes(
-    local: bool, simulate: Path | None, record: Path | None, as_json: bool, topology: bool, state_dir: Path | None
+    local: bool,
+    simulate: Path | None,
+    record: Path | None,
+    as_json: bool,
+    topology: bool,
+    per_gpu: bool,
+    state_dir: Path | None,
 ) -> None:
-    """List GPUs and MIG devices with memory, utilisation, SM activity, temperature, power and processes.
+    """List nodes (one line each, as sinfo), or GPUs and MIG devices with memory, utilisation, SM
+    activity, temperature, power and processes.
 
     \b
+    labgang nodes                              every node, one line each (STATE, GPUS(A/I/O/T), MIG...)
+    labgang nodes --gpus                       every GPU of every node, with who holds it
     labgang nodes --local                      this machine, through NVML
     labgang nodes --local --simulate config/sim/h100x8.toml
     labgang nodes --local --record capture.json   (then --simulate capture.json)
-    labgang nodes                              every node, from the coordinator
     labgang nodes --local --topology           GPU links, CPUs and NUMA nodes (add --json)
     """
     if not local:
         if simulate or record:
             raise click.UsageError("--simulate and --record read this machine: add --local")
-        _cluster(state_dir, as_json, topology)
+        _cluster(state_dir, as_json, topology, per_gpu)
         return
     try:
         from labgang.tui.sources import local_scope

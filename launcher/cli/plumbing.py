@@ -39,6 +39,8 @@ FIELD_FLAGS: dict[str, str] = {
     "begin_time": "-b/--begin",
     "output": "-o/--output",
     "error": "-e/--error",
+    "mail_type": "--mail-type",
+    "mail_user": "--mail-user",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

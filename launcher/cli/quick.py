@@ -174,6 +174,10 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-d": ("dependency", str),
         "--dependency": ("dependency", str),
         "--error-on-unknown-sbatch": ("error_on_unknown_sbatch", None),
+        "-H": ("hold", None),
+        "--hold": ("hold", None),
+        "--mail-type": ("mail_type", str),
+        "--mail-user": ("mail_user", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
@@ -334,7 +338,13 @@ def run(args: list[str]) -> int:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
     all_ranks = options.pop("all_ranks", False)
-    body = _submission(options, argv)
+    from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+
+    try:
+        stdin_data = forwarded_stdin()  # rank 0's standard input, when ours is a pipe or a file
+    except StdinTooLarge as exc:
+        return _fail("run", str(exc), 2)
+    body = _submission({**options, "stdin_data": stdin_data}, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:
@@ -519,7 +529,7 @@ def history(args: list[str]) -> int:
 
 def logs(args: list[str]) -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
-    from labgang.launcher.api.client import ApiError, Client, ClientError
+    from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import array_logs_note, job_or_array
 
     options, positional = parse(args, _LOGS_FLAGS, interspersed=True)

@@ -4,6 +4,7 @@ cancelled on Ctrl-C, SIGTERM or SIGHUP)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -213,6 +214,25 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "N at once, e.g. 0-99%8).",
         ),
         click.option(
+            "--mail-type",
+            default=None,
+            metavar="LIST",
+            help="Notify on these events, as Slurm's --mail-type: BEGIN, END, FAIL, REQUEUE, ALL, NONE "
+            "(comma-separated): a mail through the host's sendmail and the cluster's [notify] webhook.",
+        ),
+        click.option(
+            "--mail-user",
+            default=None,
+            metavar="ADDRESS",
+            help="Whom the mails go to (default: you).",
+        ),
+        click.option(
+            "-H",
+            "--hold",
+            is_flag=True,
+            help="Submit the job held, as Slurm's -H: it waits (reason held) until `labgang release JOB`.",
+        ),
+        click.option(
             "-d",
             "--dependency",
             default=None,
@@ -312,6 +332,11 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 @click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
 @click.option("--all-ranks", is_flag=True, help="Stream every rank's output, each line prefixed with its rank.")
+@click.option(
+    "--pty",
+    is_flag=True,
+    help="Run rank 0 on a pseudo-terminal driven by this terminal, as srun --pty (e.g. `labgang run --pty -- bash`).",
+)
 @state_dir_option
 @talks_to_coordinator
 def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
@@ -327,8 +352,23 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
     task's status; Ctrl-C cancels the whole array.
 
+    Standard input, when it is a pipe or a file, is read to its end and given to rank 0 as its
+    standard input (`echo hello | labgang run -- cat`); not with --array.
+
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
+    if flags.get("pty"):
+        if flags.get("array") is not None:
+            raise click.UsageError("--pty and --array exclude each other: one terminal drives one job")
+        if not os.isatty(0):
+            raise click.UsageError("--pty needs a terminal on standard input")
+    elif flags.get("array") is None:
+        from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+
+        try:
+            flags["stdin_data"] = forwarded_stdin()
+        except StdinTooLarge as exc:
+            raise click.UsageError(str(exc)) from None
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:
@@ -337,7 +377,13 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
         try:
-            code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            if flags.get("pty"):
+                from labgang.launcher.cli.pty_session import PtySession
+
+                with PtySession(state_dir, job_id):
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            else:
+                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

@@ -29,6 +29,7 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
+from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
 from labgang.launcher.coordinator.sharing import SharingState
@@ -112,6 +113,7 @@ class Coordinator:
         self.sharing = SharingState(config, store, self.started_at)
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
+        self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -150,6 +152,8 @@ class Coordinator:
         store = self.store
         if isinstance(effect, fx.SaveStatus):
             store.save_status(effect.job)
+        elif isinstance(effect, fx.SaveSpec):
+            store.save_spec(effect.job)
         elif isinstance(effect, fx.SaveRank):
             store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
         elif isinstance(effect, fx.SaveAttempt):
@@ -158,6 +162,7 @@ class Coordinator:
                 self.usage.attempt_ended(effect.record)
         elif isinstance(effect, fx.AddHistory):
             store.save_event(effect.job.id, effect.entry)
+            self.notifier.observe(effect.job, effect.entry)  # --mail-type: queued, never awaited here
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
         elif isinstance(effect, fx.RecordDecision):
             store.add_decision(effect.time, effect.job_id, effect.kind, effect.code, effect.message)
@@ -242,6 +247,7 @@ class Coordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.notifier.close()
 
     def job_for_run(self, run_id: str) -> JobRecord | None:
         """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""
@@ -270,10 +276,14 @@ class Coordinator:
         targets = submission_targets(self, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
-            job = arrays.insert_tasks(self, spec, array, now, targets)[0]
+            tasks = arrays.insert_tasks(self, spec, array, now, targets)
         else:
-            job = self.store.insert_job(spec, JobStatus.submitted(now))
-            self.apply(ev.JobSubmitted(now, job, targets))
+            tasks = [self.store.insert_job(spec, JobStatus.submitted(now))]
+            self.apply(ev.JobSubmitted(now, tasks[0], targets))
+        if isinstance(body, dict) and body.get("hold") is True:  # submit --hold (Slurm's -H)
+            for task in tasks:
+                self.apply(ev.HoldRequested(now, task.id, caller.user))
+        job = tasks[0]
         await self.flush()
         return job
 

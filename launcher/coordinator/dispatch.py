@@ -88,6 +88,8 @@ def launch_specs(
             array_env=array_env,
             slurm_env=slurm_environment(job, r.rank),
             **_output_paths(job, node, r.rank),
+            stdin=job.spec.stdin if r.rank == 0 else None,
+            pty=r.rank == 0 and job.spec.pty,
         )
         for i, r in enumerate(mine)
     ]

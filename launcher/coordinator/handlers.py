@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from labgang.launcher import job_filters
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, table_view, view_cache, views
+from labgang.launcher.coordinator import arrays, table_view, terminal, verbs, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 
 if TYPE_CHECKING:
@@ -249,6 +249,48 @@ async def cancel_job(
     return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
+async def hold_job(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/hold``: hold a pending job (own jobs; admins any); answers its JobView."""
+    job = await verbs.hold(coord, caller, params["id"])
+    return Reply(200, {"job": _job_view(coord, caller, job)})
+
+
+async def release_job(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/release``: release a held job (an admin hold: admins only)."""
+    job = await verbs.release(coord, caller, params["id"])
+    return Reply(200, {"job": _job_view(coord, caller, job)})
+
+
+async def requeue_job(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/requeue`` (body ``{"hold": bool}``, optional): stop an admitted or
+    running job with its grace and put it back in its queue."""
+    job = await verbs.requeue(coord, caller, params["id"], _json_body(body) if body else None)
+    return Reply(200, {"job": _job_view(coord, caller, job)})
+
+
+async def update_job(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
+    ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
+    job = await verbs.update(coord, caller, params["id"], _json_body(body))
+    return Reply(200, {"job": _job_view(coord, caller, job)})
+
+
+async def pty_input(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/pty`` (body ``{"data": base64, "rows", "cols"}``): terminal input for rank 0
+    of a ``--pty`` job (``labgang run --pty``); answers ``{"taken": bool}``."""
+    return Reply(200, await terminal.pty_input(coord, caller, params["id"], _json_body(body)))
+
+
 async def cancel_array(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -386,6 +428,11 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs", "list_jobs", list_jobs),
     Route("GET", "/v1/jobs/{id}", "get_job", get_job),
     Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/hold", "hold_job", hold_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/release", "release_job", release_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/requeue", "requeue_job", requeue_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/update", "update_job", update_job, writes=True),
+    Route("POST", "/v1/jobs/{id}/pty", "pty_input", pty_input, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
     Route("GET", "/v1/arrays/{id}", "get_array", get_array),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),

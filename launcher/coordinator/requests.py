@@ -6,6 +6,7 @@ set, the allowed values. The caller's identity never comes from the body.
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -17,8 +18,10 @@ from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependenc
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
-from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
+from labgang.launcher.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.output_pattern import check_pattern
+from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
+from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic_core import ErrorDetails
@@ -59,6 +62,11 @@ class SubmitBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     requeue: StrictBool = True
     signal: str | None = None
+    hold: StrictBool = False  # submit --hold: pending, held until released (the coordinator applies it)
+    mail_type: list[str] | None = None
+    mail_user: Text | None = Field(default=None, max_length=256)
+    stdin: str | None = Field(default=None, max_length=4 * ((MAX_STDIN_BYTES + 2) // 3))
+    pty: StrictBool = False
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -320,6 +328,19 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         problem = None if pattern is None else check_pattern(pattern)
         if problem is not None:
             raise BadRequest(f"{field_name}: {pattern!r}: {problem}", field=field_name)
+    if req.pty and (req.stdin is not None or req.array is not None):
+        raise BadRequest("pty: a terminal job takes its input from the terminal, not with stdin or array", field="pty")
+    if req.stdin is not None:
+        try:
+            base64.b64decode(req.stdin, validate=True)
+        except ValueError:
+            raise BadRequest("stdin: must be base64 (rank 0's standard input)", field="stdin") from None
+    try:
+        mail_type = parse_mail_types(req.mail_type or ())
+    except BadMailType as exc:
+        raise BadRequest(str(exc), field="mail_type", allowed=list(ALLOWED_MAIL_TYPES)) from None
+    if req.mail_user is not None and (not req.mail_user.strip() or control_characters(req.mail_user)):
+        raise BadRequest("mail_user: must be a mail address or a user name (printable, not empty)", field="mail_user")
     cwd = req.cwd or "/"
     if not cwd.startswith("/"):
         raise BadRequest(f"cwd {cwd!r} must be an absolute path", field="cwd")
@@ -352,6 +373,10 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         begin_time=req.begin_time,
         output=req.output,
         error=req.error,
+        mail_type=mail_type,
+        mail_user=req.mail_user if mail_type else None,
+        stdin=req.stdin,
+        pty=req.pty,
     )
 
 

@@ -104,6 +104,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "time_limit_s": spec.time_limit_s,
         "begin_time": spec.begin_time,
         "dependency": spec.dependency,
+        "hold": None if st.hold is None else {"by": st.hold, "admin": st.hold_admin},
         "argv": list(spec.argv),
         "cwd": spec.cwd,
         "output": spec.output,

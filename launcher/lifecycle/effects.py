@@ -1,6 +1,6 @@
 """Typed effects the lifecycle model returns; the driver carries them out.
 
-Persisting effects (:class:`SaveStatus`, :class:`SaveRank`, :class:`AddHistory`,
+Persisting effects (:class:`SaveStatus`, :class:`SaveSpec`, :class:`SaveRank`, :class:`AddHistory`,
 :class:`SaveAttempt`, :class:`RecordDecision`) are committed first; the others (stop, signal, launch, dispatch) only
 run after that commit, so a crash never leaves an agent doing something the store does not know.
 """
@@ -16,6 +16,13 @@ from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankReco
 @dataclass(frozen=True, slots=True)
 class SaveStatus:
     """Persist the job's status (its latest value is written at commit time)."""
+
+    job: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SaveSpec:
+    """Persist the job's spec, replaced by ``labgang update`` (its latest value is written at commit time)."""
 
     job: JobRecord
 
@@ -133,6 +140,7 @@ class PreemptionCounted:
 
 Effect = (
     SaveStatus
+    | SaveSpec
     | SaveRank
     | AddHistory
     | SaveAttempt

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import RankPhase
+from labgang.launcher.lifecycle.verbs import JobUpdate
 from labgang.launcher.scheduler.decisions import CycleResult
 
 
@@ -35,6 +36,56 @@ class CancelRequested:
     now: float
     job_id: str
     by: str
+
+
+@dataclass(frozen=True, slots=True)
+class HoldRequested:
+    """``by`` holds pending job ``job_id`` (``labgang hold``; ``verbs.hold_refusal`` allowed it).
+    ``admin``: an admin holding another user's job (only an admin may then release it)."""
+
+    now: float
+    job_id: str
+    by: str
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRequested:
+    """``by`` releases held job ``job_id`` (``labgang release``; ``verbs.release_refusal`` allowed it)."""
+
+    now: float
+    job_id: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueRequested:
+    """``by`` requeues admitted or running job ``job_id`` (``labgang requeue``, Slurm's ``scontrol
+    requeue``): its ranks are stopped with its grace, then it is pending again as a new attempt.
+    ``hold``: also hold it (``requeue --hold``, Slurm's ``requeuehold``); ``admin`` as in
+    :class:`HoldRequested`."""
+
+    now: float
+    job_id: str
+    by: str
+    hold: bool = False
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRequested:
+    """``by`` changes job ``job_id``'s spec (``labgang update``; ``verbs.update_refusal`` allowed it).
+
+    Attributes:
+        update: the new values (``verbs.JobUpdate``). targets: the finished jobs a new dependency
+            names (as for :class:`JobSubmitted`).
+    """
+
+    now: float
+    job_id: str
+    by: str
+    update: JobUpdate
+    targets: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +248,10 @@ class DeviceViolationSeen:
 Event = (
     JobSubmitted
     | CancelRequested
+    | HoldRequested
+    | ReleaseRequested
+    | RequeueRequested
+    | UpdateRequested
     | CycleDecided
     | RankObserved
     | LaunchSent

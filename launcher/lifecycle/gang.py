@@ -23,6 +23,7 @@ from labgang.launcher.lifecycle.states import (
     advance,
     transition,
 )
+from labgang.launcher.scheduler.reasons import held_reason
 
 _REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail"}
 """The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
@@ -271,10 +272,12 @@ class GangRules:
         * CANCEL, FAIL, TIMEOUT: these stops never requeue; the job ends cancelled, failed or
           timeout even when its ranks exit 0 within the grace period (Slurm's CANCELLED and
           TIMEOUT alike).
-        * PREEMPT, LOST, SHUTDOWN, RETRY, the stops that would requeue: succeeded when every rank
-          exited 0 on its own (:func:`~labgang.launcher.lifecycle.rules.exited_zero_on_their_own`),
-          else requeued (RETRY with backoff), or ended when the job asked for no requeue (a lost
-          node: NODE_FAIL).
+        * REQUEUE (``labgang requeue``), PREEMPT, LOST, SHUTDOWN, RETRY, the stops that would
+          requeue: succeeded when every rank exited 0 on its own
+          (:func:`~labgang.launcher.lifecycle.rules.exited_zero_on_their_own`), else requeued
+          (RETRY with backoff), or ended when the job asked for no requeue (a lost node:
+          NODE_FAIL; never for REQUEUE: asked for by name, it requeues even a job submitted with
+          no requeue).
 
         Either way the attempt's accounting record is closed (:meth:`_close_attempt`).
         """
@@ -301,6 +304,9 @@ class GangRules:
             # runs again (docs/queue-semantics.md §A3.6). A killed rank, one whose exit is unknown
             # (lost, never started) or one stopped on its node's lease does not count: requeued.
             self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"all ranks exited with status 0 ({message})")
+        elif intent == EndIntent.REQUEUE:
+            # `labgang requeue` asked for it by name: requeued even with requeue = false (scontrol requeue).
+            self._requeue(job, message, not_before=self._now)
         elif intent in (EndIntent.PREEMPT, EndIntent.LOST):
             if job.spec.requeue:
                 self._requeue(job, message, not_before=self._now)
@@ -332,6 +338,7 @@ class GangRules:
         st.end_time = self._now
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
+        st.hold, st.hold_admin = None, False
         self._save(job)
         self._history(job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else ""))
         self._retire(job)
@@ -365,6 +372,9 @@ class GangRules:
         st.lease_stopped = False
         st.reason_message = message
         job.ranks = {}
+        if st.hold is not None:  # requeue --hold
+            reason = held_reason(job.id, st.hold)
+            st.reason_code, st.reason_message = reason.code.value, f"{message}; {reason.message}"
         self._save(job)
         counted = f"restart {st.restart_count}" if ran else f"attempt {st.attempt} (the last one never ran)"
         self._history(job, "requeued", f"{message}; {counted}")

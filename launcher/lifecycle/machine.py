@@ -38,6 +38,7 @@ from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
+from labgang.launcher.scheduler.reasons import held_reason
 
 __all__ = ["Lifecycle", "LifecyclePolicy"]
 
@@ -62,6 +63,14 @@ class Lifecycle(DependencyRules):
             self._submitted(event)
         elif isinstance(event, ev.CancelRequested):
             self._cancel(event)
+        elif isinstance(event, ev.HoldRequested):
+            self._hold_job(event.job_id, event.by, event.admin)
+        elif isinstance(event, ev.ReleaseRequested):
+            self._release_job(event)
+        elif isinstance(event, ev.RequeueRequested):
+            self._requeue_requested(event)
+        elif isinstance(event, ev.UpdateRequested):
+            self._update(event)
         elif isinstance(event, ev.CycleDecided):
             self._cycle(event)
         elif isinstance(event, ev.RankObserved):
@@ -107,12 +116,96 @@ class Lifecycle(DependencyRules):
         if st.state == JobState.PENDING:
             transition(st, JobState.CANCELLED)
             st.end_time = self._now
+            st.hold, st.hold_admin = None, False
             st.reason_code, st.reason_message = EndReason.CANCELLED.value, f"cancelled by {e.by}"
             self._save(job)
             self._history(job, "cancelled", f"by {e.by} while pending")
             self._retire(job)
         else:
             self._begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
+        self._out.append(fx.WakeScheduler())
+
+    # ----- scontrol's verbs (verbs.py says who may do what; these apply what was allowed) -------
+
+    def _hold_job(self, job_id: str, by: str, admin: bool) -> None:
+        """Hold a pending job: no cycle admits it (reason ``held``) until it is released."""
+        job = self.jobs.get(job_id)
+        if job is None or job.status.state != JobState.PENDING:
+            return
+        st = job.status
+        first = st.hold is None
+        st.hold, st.hold_admin = by, st.hold_admin or admin
+        st.nominated = ()  # a held preemptor waits for no victim: the devices it reserved go back
+        if job.id not in self.held:  # a job waiting for its dependency keeps saying so
+            reason = held_reason(job.id, by)
+            st.reason_code, st.reason_message, st.no_preemption = reason.code.value, reason.message, None
+        self._save(job)
+        if first:
+            kind = " (an admin hold: only an admin may release it)" if st.hold_admin else ""
+            self._history(job, "held", f"by {by}{kind}")
+        self._out.append(fx.WakeScheduler())  # it no longer blocks its queue's head or holds quota
+
+    def _release_job(self, e: ev.ReleaseRequested) -> None:
+        job = self.jobs.get(e.job_id)
+        if job is None or job.status.hold is None:
+            return
+        st = job.status
+        st.hold, st.hold_admin = None, False
+        if st.reason_code == EndReason.HELD.value:
+            st.reason_code = st.reason_message = None
+        self._save(job)
+        self._history(job, "released", f"by {e.by}")
+        self._out.append(fx.WakeScheduler())
+
+    def _requeue_requested(self, e: ev.RequeueRequested) -> None:
+        """Stop an admitted or running job with its grace; once its ranks are gone it is pending
+        again as a new attempt (held too with ``hold``), unless every rank exited 0 on its own."""
+        job = self.jobs.get(e.job_id)
+        if job is None or job.status.state not in (JobState.ADMITTED, JobState.RUNNING):
+            return
+        if e.hold:
+            st = job.status
+            st.hold, st.hold_admin = e.by, st.hold_admin or e.admin
+        then = " and held" if e.hold else ""
+        self._begin_termination(job, EndIntent.REQUEUE, f"requeue{then} requested by {e.by}")
+        self._out.append(fx.WakeScheduler())
+
+    def _update(self, e: ev.UpdateRequested) -> None:
+        """Replace the job's spec with the update's values; a new name or dependency is indexed
+        again (``dependents.py``) and a new dependency judged from scratch."""
+        job = self.jobs.get(e.job_id)
+        if job is None or job.status.state.finished:
+            return
+        changes = e.update.changes(job.spec)
+        if not changes:
+            return
+        old = job.spec
+        reindex = "name" in changes or "dependency" in changes
+        if reindex:
+            self._untrack(job)
+        job.spec = e.update.applied(old)
+        self._out.append(fx.SaveSpec(job))
+        st = job.status
+        if "dependency" in changes:
+            st.dependency_met = False
+            if st.reason_code in (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value):
+                st.reason_code = st.reason_message = None
+            for done in e.targets:
+                if done.id not in self.jobs:
+                    self._remember(done)
+        if reindex:
+            self._track(job)
+            self._forget_unnamed([t.id for t in e.targets])
+        self._save(job)  # also has the dependency rules judge it again
+        words = {"priority": "priority", "time_limit_s": "time limit", "name": "name", "dependency": "dependency"}
+
+        def shown(name: str, value: object) -> str:
+            if value is None:
+                return "none"
+            return f"{value:g} s" if name == "time_limit_s" and isinstance(value, float) else str(value)
+
+        told = ", ".join(f"{words[k]} {shown(k, getattr(old, k))} -> {shown(k, v)}" for k, v in changes.items())
+        self._history(job, "updated", f"by {e.by}: {told}")
         self._out.append(fx.WakeScheduler())
 
     def _shutdown(self, e: ev.ShutdownRequested) -> None:

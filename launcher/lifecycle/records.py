@@ -75,7 +75,8 @@ class ArrayTask:
 
 @dataclass
 class JobSpec:
-    """What the user submitted (never changes after submission).
+    """What the user submitted. Only ``labgang update`` changes it, and only by replacing the
+    whole object (``dataclasses.replace``): caches of a job's views compare the spec by identity.
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
@@ -87,6 +88,10 @@ class JobSpec:
     scheduler never admits the job before it (pending reason ``begin_time``); None = at once.
     ``output``/``error`` are the ``--output``/``--error`` file name patterns as given
     (``launcher/output_pattern.py``), or None.
+    ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
+    REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
+    standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
+    pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``).
     """
 
     name: str
@@ -115,11 +120,16 @@ class JobSpec:
     begin_time: float | None = None
     output: str | None = None
     error: str | None = None
+    mail_type: tuple[str, ...] = ()
+    mail_user: str | None = None
+    stdin: str | None = None
+    pty: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
         out = {name: getattr(self, name) for name in _SPEC_FIELDS}
         out["array"] = None if self.array is None else asdict(self.array)
+        out["mail_type"] = list(self.mail_type)
         return out
 
     @classmethod
@@ -127,6 +137,7 @@ class JobSpec:
         """Read back :meth:`to_dict` output (also of stores written before arrays existed)."""
         fields = dict(data)
         array = fields.pop("array", None)
+        fields["mail_type"] = tuple(fields.get("mail_type") or ())
         return cls(**fields, array=None if array is None else ArrayTask(**array))
 
     @property
@@ -181,6 +192,9 @@ class JobStatus(CountsChanges):
     ``lease_stopped`` is True once a rank of the current attempt was stopped by its own agent
     because the node's lease ran out (its exit reported ``fenced``): that exit, even status 0,
     is not the rank's own (docs/queue-semantics.md §A3.6).
+    ``hold`` is who held the pending job (``labgang hold``, ``submit --hold``; None: not held):
+    no cycle admits it until ``labgang release``. ``hold_admin`` is True when an admin held
+    another user's job: then only an admin may release it (Slurm's JobHeldAdmin).
     """
 
     state: JobState = JobState.PENDING
@@ -206,6 +220,8 @@ class JobStatus(CountsChanges):
     dependency_met: bool = False
     no_preemption: NoPreemption | None = None
     lease_stopped: bool = False
+    hold: str | None = None
+    hold_admin: bool = False
 
     @classmethod
     def submitted(cls, now: float) -> JobStatus:

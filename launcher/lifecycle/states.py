@@ -17,9 +17,10 @@ false``). Each start attempt's own outcome, PREEMPTED included, is its attempt r
 (``lifecycle/attempts.py``).
 
 A requeue is an event (``requeued`` in the job's history) that returns a job to PENDING as a
-new attempt, not a state and not a reason code. Every change of a job's state goes through
-:func:`transition`, which refuses an arrow absent from :data:`JOB_MOVES`; a rank's phase only
-moves forward (:func:`advance`).
+new attempt, not a state and not a reason code. A hold (``labgang hold``) is not a state either:
+a PENDING job with ``JobStatus.hold`` set, which no cycle admits (reason ``held``).
+Every change of a job's state goes through :func:`transition`, which refuses an arrow absent
+from :data:`JOB_MOVES`; a rank's phase only moves forward (:func:`advance`).
 
 Pure: no I/O, no clock.
 """
@@ -193,6 +194,7 @@ class EndIntent(str, enum.Enum):
     LOST = "lost"  # its node was lost → requeued (or NODE_FAIL with requeue = false)
     RETRY = "retry"  # its start failed → requeued with backoff, FAILED after max_start_failures
     SHUTDOWN = "shutdown"  # labgang itself stopped → requeued (or CANCELLED with requeue = false)
+    REQUEUE = "requeue_requested"  # `labgang requeue` by its owner or an admin → requeued (scontrol requeue)
 
     @property
     def warned(self) -> bool:
@@ -207,7 +209,9 @@ class EndReason(str, enum.Enum):
 
     ``DEPENDENCY``: pending, not offered to the scheduler until its ``--dependency`` holds (the
     message says what it waits for). ``DEPENDENCY_NEVER``: that dependency can never hold; the
-    job is cancelled with it (Slurm's ``kill_invalid_depend``), or kept pending when that is off."""
+    job is cancelled with it (Slurm's ``kill_invalid_depend``), or kept pending when that is off.
+    ``HELD``: pending, held by ``labgang hold`` or ``submit --hold`` until ``labgang release``
+    (Slurm's JobHeldUser/JobHeldAdmin). ``REQUEUE_REQUESTED``: stopped by ``labgang requeue``."""
 
     COMPLETED = "completed"
     FAILED = "failed"
@@ -219,6 +223,8 @@ class EndReason(str, enum.Enum):
     SHUTDOWN = "shutdown"
     DEPENDENCY = "dependency"
     DEPENDENCY_NEVER = "dependency_never"
+    HELD = "held"
+    REQUEUE_REQUESTED = "requeue_requested"
 
 
 INTENT_REASON: dict[EndIntent, EndReason] = {
@@ -229,5 +235,6 @@ INTENT_REASON: dict[EndIntent, EndReason] = {
     EndIntent.LOST: EndReason.NODE_LOST,
     EndIntent.RETRY: EndReason.START_FAILED,
     EndIntent.SHUTDOWN: EndReason.SHUTDOWN,
+    EndIntent.REQUEUE: EndReason.REQUEUE_REQUESTED,
 }
 """The reason a job carries while it stops for an intent (and keeps once it ended or was requeued)."""

@@ -78,6 +78,7 @@ def pending_job(job: JobRecord, tenant: str | None, held_last_cycle: bool) -> Pe
         held_last_cycle=held_last_cycle,
         user=job.spec.user,
         begin_time=job.spec.begin_time,
+        on_hold=st.hold,
     )
 
 

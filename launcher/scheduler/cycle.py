@@ -78,10 +78,17 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     coordinator heap in the middle of it would dominate the cycle time. Reference counting
     still frees everything the cycle drops.
     """
+    held: list[Pending] = []
+    if any(job.on_hold is not None for job in snapshot.pending):
+        # Held jobs (``labgang hold``) are answered first and never seen by the phases: no
+        # admission, no preemption, no quota held and no devices reserved for them.
+        held = [Pending(j.id, reasons.held_reason(j.id, j.on_hold)) for j in snapshot.pending if j.on_hold is not None]
+        snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.on_hold is None))
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Cycle(snapshot).run()
+        result = _Cycle(snapshot).run()
+        return replace(result, pending=(*held, *result.pending)) if held else result
     finally:
         if was_enabled:
             gc.enable()

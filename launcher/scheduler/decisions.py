@@ -49,6 +49,8 @@ class ReasonCode(str, enum.Enum):
     jobs already (Slurm's QOSMaxGRESPerUser / QOSMaxJobsPerUserLimit); it never preempts for that."""
     BEGIN_TIME = "begin_time"
     """Its ``--begin`` time has not come (Slurm's ``BeginTime``); it is not considered before."""
+    HELD = "held"
+    """Held by ``labgang hold`` (or ``submit --hold``) until ``labgang release``: never admitted."""
 
 
 class NoPreemptionCode(str, enum.Enum):

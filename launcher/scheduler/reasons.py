@@ -23,6 +23,11 @@ def describe_request(req: JobRequest) -> str:
     return text
 
 
+def held_reason(job_id: str, by: str) -> PendingReason:
+    """HELD: ``"held by alice; `labgang release 12` lets it be scheduled"``."""
+    return PendingReason(ReasonCode.HELD, f"held by {by}; `labgang release {job_id}` lets it be scheduled")
+
+
 def quota_reason(
     book: QuotaBook, queue: str, req: JobRequest, held: int = 0, holders: Sequence[str] = ()
 ) -> PendingReason:
@@ -115,6 +120,8 @@ def user_queue_order_reason(user: str, queue: str, earlier: str) -> PendingReaso
         f"user {user}'s earlier job {earlier} in strict-fifo queue {queue} waits for the user's limit; "
         "their later jobs keep their order behind it",
     )
+
+
 SIMULATED_EPOCH_LIMIT = 315_360_000.0
 """Times below this (10 years of seconds) are a simulation's clock (``labgang simulate`` starts at
 0), shown as seconds; later ones are unix times, shown as a local date and time."""

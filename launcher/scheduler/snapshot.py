@@ -160,6 +160,8 @@ class PendingJob:
         user: the submitting user's name, for the queue's per-user limits.
         begin_time: ``--begin``: never admitted before this time, seconds (pending reason
             ``begin_time`` until then); None = at once.
+        on_hold: who held the job (``labgang hold``; None: not held). A cycle never admits
+            such a job nor looks for victims for it: it stays pending with reason HELD.
     """
 
     id: str
@@ -174,6 +176,7 @@ class PendingJob:
     held_last_cycle: bool = False
     user: str = ""
     begin_time: float | None = None
+    on_hold: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,8 @@ class Simulation:
         for sj in self.jobs.values():
             if not sj.spec.running:
                 self._push(max(0.0, sj.spec.submit), _SUBMIT, "submit", sj.record.id, "")
+            if sj.spec.release is not None:
+                self._push(sj.spec.release, _SUBMIT, "release", sj.record.id, "")
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -206,6 +208,11 @@ class Simulation:
             job.submitted = True
             self._emit("submit", job=job.id, queue=job.spec.queue)
             self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record, self._finished_targets(job))))
+            if job.spec.hold:  # labgang submit --hold
+                self._handle(self.model.apply(ev.HoldRequested(self.now, job.record.id, "the scenario")))
+        elif kind == "release":  # labgang release
+            self._emit("release", job=job.id)
+            self._handle(self.model.apply(ev.ReleaseRequested(self.now, job.record.id, "the scenario")))
         elif kind == "end":
             self._ranks_exit(job, run_id, 0)
         elif kind == "limit":

@@ -190,7 +190,9 @@ class JobModel(_Strict):
 
     Extensions (docs/scenarios.md, "Arrays and dependencies"): ``array`` makes it a job array
     (``--array``'s syntax), ``dependency`` is ``--dependency``'s grammar over scenario ids, and
-    ``name`` is the job name ``singleton`` groups by (default: the ``id``).
+    ``name`` is the job name ``singleton`` groups by (default: the ``id``). ``hold`` submits it
+    held (``labgang submit --hold``) and ``release`` is when it is released (``labgang release``;
+    none: never).
 
     ``begin`` is ``--begin``: the scheduler does not admit it before that time (seconds, as
     ``submit``; pending reason ``begin_time`` until then).
@@ -224,6 +226,8 @@ class JobModel(_Strict):
     array: str | None = None
     dependency: str | None = None
     begin: OptionalSeconds = Field(default=None, ge=0)
+    hold: bool = False
+    release: OptionalSeconds = None
 
     @field_validator("mig")
     @classmethod
@@ -234,6 +238,12 @@ class JobModel(_Strict):
     def _min_workers(self) -> JobModel:
         if self.min_workers is not None and self.min_workers > self.workers:
             raise ValueError(f"min_workers ({self.min_workers}) must be <= workers ({self.workers})")
+        if self.release is not None and not self.hold:
+            raise ValueError("release is when a held job is released: it needs hold = true")
+        if self.release is not None and self.release < max(0.0, self.submit):
+            raise ValueError(f"release ({self.release:g}) must not be before the job is submitted ({self.submit:g})")
+        if self.hold and self.running:
+            raise ValueError("a running job cannot be held: hold is for a job submitted pending (running = false)")
         return self
 
     def request(self) -> JobRequest:

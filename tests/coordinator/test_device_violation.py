@@ -82,7 +82,7 @@ def test_report_records_the_violation_shows_it_and_lets_the_job_run() -> None:
         assert not [f for f in c_findings(cluster) if f["kind"] == "foreign-process" and f["uuid"] == other]
 
         shown = subprocess.run(
-            [sys.executable, "-m", "labgang.launcher", "nodes", "--state-dir", str(cluster.coord_dir)],
+            [sys.executable, "-m", "labgang.launcher", "nodes", "--gpus", "--state-dir", str(cluster.coord_dir)],
             capture_output=True,
             text=True,
             check=True,

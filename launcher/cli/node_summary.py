@@ -1,0 +1,85 @@
+"""``labgang nodes``' default view: one line per node, as Slurm's ``sinfo -N``.
+
+Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, MODEL, from the NodeViews of
+``GET /v1/nodes`` (rendered in the client; ``nodes --gpus``/``--long`` prints the per-GPU table).
+
+* STATE, sinfo's words: ``down`` (not connected, or lost), ``unknown`` (connected, no inventory
+  yet), ``alloc`` (every device held by jobs), ``mix`` (some), ``idle`` (none).
+* GPUS(A/I/O/T), as sinfo's ``%C`` for CPUs: whole GPUs allocated to jobs / idle (free) / other
+  (not offered: a foreign process, memory still held after a job, the GPU lost) / total.
+* MIG: per MIG profile, ``profile:allocated/total`` (``-`` without MIG devices).
+* CPUS and MEMORY: the host's, where the node's view has them (``cpus``, ``memory_bytes``);
+  ``-`` otherwise.
+* MODEL: the GPU model(s).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from labgang.launcher.text import align, printable
+
+HEADERS = ("NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "MODEL")
+GIB = 1024**3
+
+
+def node_state(node: Mapping[str, Any]) -> str:
+    """sinfo's state word of one NodeView (see the module docstring)."""
+    if not node.get("connected"):
+        return "down"
+    if not node.get("inventory"):
+        return "unknown"
+    devices = node.get("devices") or []
+    allocated = sum(1 for d in devices if d.get("state") == "allocated")
+    if devices and allocated == len(devices):
+        return "alloc"
+    return "mix" if allocated else "idle"
+
+
+def gpu_counts(devices: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, int]:
+    """(allocated, idle, other, total) of the whole GPUs (resource ``gpu``) among ``devices``."""
+    gpus = [d for d in devices if d.get("resource") == "gpu"]
+    allocated = sum(1 for d in gpus if d.get("state") == "allocated")
+    idle = sum(1 for d in gpus if d.get("state") == "free")
+    return allocated, idle, len(gpus) - allocated - idle, len(gpus)
+
+
+def mig_counts(devices: Iterable[Mapping[str, Any]]) -> str:
+    """``1g.10gb:1/7,3g.40gb:0/2`` (allocated/total per MIG profile, by name); ``-`` when none."""
+    per: dict[str, list[int]] = {}
+    for d in devices:
+        resource = str(d.get("resource") or "")
+        if resource.startswith("mig-"):
+            counts = per.setdefault(resource[4:], [0, 0])
+            counts[0] += d.get("state") == "allocated"
+            counts[1] += 1
+    return ",".join(f"{p}:{a}/{t}" for p, (a, t) in sorted(per.items())) or "-"
+
+
+def _models(devices: Iterable[Mapping[str, Any]]) -> str:
+    return ",".join(sorted({str(d.get("model")) for d in devices if d.get("model")})) or "-"
+
+
+def node_line(node: Mapping[str, Any]) -> tuple[str, ...]:
+    """The cells of one NodeView's line."""
+    devices = node.get("devices") or []
+    a, i, o, t = gpu_counts(devices)
+    cpus = node.get("cpus")
+    memory = node.get("memory_bytes")
+    return (
+        printable(str(node.get("name", "?"))),
+        node_state(node),
+        f"{a}/{i}/{o}/{t}",
+        mig_counts(devices),
+        str(cpus) if isinstance(cpus, int) else "-",
+        f"{memory / GIB:.0f}G" if isinstance(memory, (int, float)) else "-",
+        printable(_models(devices)),
+    )
+
+
+def node_summary(nodes: Iterable[Mapping[str, Any]]) -> str:
+    """The ``labgang nodes`` table: a header and one line per node (NodeView dicts, in order)."""
+    return align(HEADERS, [node_line(n) for n in nodes])

@@ -1,0 +1,199 @@
+"""scontrol's daily verbs: ``labgang hold``, ``release``, ``requeue`` and ``update``.
+
+Each acts on the jobs named (the owner or an admin, as ``cancel``), prints one line per job on
+standard output (``job 12: held``), or the refusal on standard error naming the job; the exit
+status is the worst refusal's (1 refused, 2 a bad value). The rules (who may raise a priority,
+which states a verb takes) are the coordinator's: ``launcher/lifecycle/verbs.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.format import to_json
+from labgang.launcher.cli.plumbing import JOB_ID, describe_api_error, json_option, state_dir_option
+
+UPDATE_KEYS: dict[str, str] = {
+    "priority": "priority",
+    "timelimit": "time_limit_s",
+    "time_limit": "time_limit_s",
+    "time": "time_limit_s",
+    "name": "name",
+    "jobname": "name",
+    "dependency": "dependency",
+}
+"""``update``'s KEY (any case; scontrol's ``TimeLimit``, ``JobName`` and ``Dependency`` among them)
+→ the API field it sets."""
+
+
+def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["priority=5", "TimeLimit=1h"]`` → ``{"priority": "5", "time_limit_s": 3600.0}``: the
+    ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms; a priority stays
+    text, an integer or a priority class name, for the coordinator to resolve).
+
+    Raises:
+        click.UsageError: a pair without ``=``, an unknown key (the allowed ones are listed), a key
+            given twice, or a time limit that does not parse.
+    """
+    from labgang.launcher.cli.params import DURATION
+
+    body: dict[str, Any] = {}
+    allowed = "Priority, TimeLimit, Name (JobName), Dependency"
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.UsageError(f"{pair!r} is not KEY=VALUE; allowed keys: {allowed}")
+        field = UPDATE_KEYS.get(key.strip().lower())
+        if field is None:
+            raise click.UsageError(f"unknown key {key!r} in {pair!r}; allowed keys: {allowed}")
+        if field in body:
+            raise click.UsageError(f"{key} is given twice")
+        if field == "time_limit_s":
+            try:
+                body[field] = DURATION.convert(value, None, None)
+            except click.BadParameter as exc:
+                raise click.UsageError(f"{key}: {exc.message}") from None
+        elif field == "priority":
+            body[field] = int(value) if value.strip().lstrip("-").isdigit() else value
+        else:
+            body[field] = value
+    if not body:
+        raise click.UsageError(f"give at least one KEY=VALUE; allowed keys: {allowed}")
+    return body
+
+
+_ARRAY_TASKS = {
+    "hold": ("pending tasks", lambda j: j.get("state") == "pending" and not j.get("hold")),
+    "release": ("held tasks", lambda j: bool(j.get("hold"))),
+    "requeue": ("admitted or running tasks", lambda j: j.get("state") in ("admitted", "running")),
+}
+"""What a verb on an array id acts on: (those tasks in words, which tasks), as scontrol on an array."""
+
+
+def _array_tasks(client: Client, verb: str, array_id: str) -> list[str] | None:
+    """The ids of the tasks of array ``array_id`` that ``verb`` acts on (in task order); None when
+    ``array_id`` names no array the coordinator holds in memory."""
+    tasks = [j for j in client.jobs(all_users=True) if str(j.get("array_id")) == array_id]
+    if not tasks:
+        return None
+    takes = _ARRAY_TASKS[verb][1]
+    return [str(j["id"]) for j in sorted(tasks, key=lambda j: j.get("array_index") or 0) if takes(j)]
+
+
+def _each(
+    verb: str, job_ids: Iterable[str], state_dir: Path | None, as_json: bool, act: Callable[[Client, str], Any]
+) -> None:
+    """Run ``act`` on each job once, in order; one line per job (or a JSON list of JobViews). An
+    array id (``12``) acts on those of its tasks the verb takes (:data:`_ARRAY_TASKS`)."""
+    worst, views = 0, []
+    with Client.for_state_dir(state_dir) as client:
+        todo = list(dict.fromkeys(job_ids))
+        while todo:
+            job_id = todo.pop(0)
+            try:
+                job = act(client, job_id)
+            except ApiError as err:
+                if err.status == 404 and job_id.isdigit():
+                    tasks = _array_tasks(client, verb, job_id)
+                    if tasks:
+                        todo[:0] = [t for t in tasks if t not in todo]
+                        continue
+                    if tasks is not None:
+                        what = _ARRAY_TASKS[verb][0]
+                        click.echo(f"labgang {verb}: job array {job_id} has no {what}", err=True)
+                        worst = max(worst, 1)
+                        continue
+                failure = describe_api_error(err)
+                text = failure.message
+                if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
+                    text = f"job {job_id}: {text}"
+                click.echo(f"labgang {verb}: {text}", err=True)
+                worst = max(worst, failure.exit_code)
+                continue
+            except CoordinatorUnavailable as err:
+                raise CommandFailed(str(err), 1) from err
+            views.append(job)
+            if not as_json:
+                click.echo(f"job {job['id']}: {_summary(verb, job)}")
+    if as_json:
+        click.echo(to_json(views))
+    if worst:
+        sys.exit(worst)
+
+
+def _summary(verb: str, job: dict[str, Any]) -> str:
+    if verb == "hold":
+        return "held"
+    if verb == "release":
+        return "released"
+    if verb == "requeue":
+        return f"requeue requested ({job['state']}{', held' if job.get('hold') else ''})"
+    return f"updated (priority {job['priority']}, name {job['name']})"
+
+
+@click.command()
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@json_option("Print the jobs' JobViews as a JSON list.")
+@state_dir_option
+def hold(state_dir: Path | None, as_json: bool, job_ids: tuple[str, ...]) -> None:
+    """Hold pending jobs, as scontrol hold: they stay pending (reason held) until `labgang release`.
+
+    Your own jobs; admins any (an admin's hold on another user's job only an admin releases).
+    A running job is not held: `labgang requeue --hold` stops it and holds it.
+    """
+    _each("hold", job_ids, state_dir, as_json, lambda client, job_id: client.hold(job_id))
+
+
+@click.command()
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@json_option("Print the jobs' JobViews as a JSON list.")
+@state_dir_option
+def release(state_dir: Path | None, as_json: bool, job_ids: tuple[str, ...]) -> None:
+    """Release held jobs, as scontrol release: they may be scheduled again."""
+    _each("release", job_ids, state_dir, as_json, lambda client, job_id: client.release(job_id))
+
+
+@click.command()
+@click.option("--hold", "and_hold", is_flag=True, help="Also hold each job once it is pending (scontrol requeuehold).")
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@json_option("Print the jobs' JobViews as a JSON list.")
+@state_dir_option
+def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tuple[str, ...]) -> None:
+    """Requeue running jobs, as scontrol requeue: each rank gets SIGTERM, SIGKILL after the job's
+    grace, then the job is pending again as a new attempt (its restart count + 1).
+
+    A job submitted with --no-requeue is requeued too (you asked by name); one whose ranks all
+    exit 0 on their own meanwhile has finished instead.
+    """
+    _each("requeue", job_ids, state_dir, as_json, lambda client, job_id: client.requeue(job_id, hold=and_hold))
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="JOB")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@json_option("Print the job's JobView as JSON.")
+@state_dir_option
+def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tuple[str, ...]) -> None:
+    """Change a job, as scontrol update: Priority=N (or a priority class; you may only lower it,
+    admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any),
+    Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it).
+
+    Keys are any case (time, time_limit, jobname also work). Each change is in `labgang show`'s
+    history.
+    """
+    body = parse_assignments(assignments)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            job = client.update(job_id, body)
+    except ApiError as err:
+        failure = describe_api_error(err)
+        raise CommandFailed(f"job {job_id}: {failure.message}", failure.exit_code) from err
+    except CoordinatorUnavailable as err:
+        raise CommandFailed(str(err), 1) from err
+    click.echo(to_json(job) if as_json else f"job {job['id']}: {_summary('update', job)}")

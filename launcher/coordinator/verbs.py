@@ -1,0 +1,160 @@
+"""The coordinator's side of scontrol's verbs: ``hold``, ``release``, ``requeue`` and ``update``.
+
+Each function checks the caller as ``cancel`` does (the owner or an admin,
+``Caller.check_may_act``), then the lifecycle's rules (``launcher/lifecycle/verbs.py``): a refused
+request raises before anything is applied, so it changes nothing. An allowed one becomes one
+lifecycle event, committed before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from labgang.launcher.coordinator.depends import submission_targets
+from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
+from labgang.launcher.coordinator.requests import PRIORITY_MAX, PRIORITY_MIN, Text, _first_error
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.verbs import (
+    JobUpdate,
+    Refusal,
+    hold_refusal,
+    release_refusal,
+    requeue_refusal,
+    update_refusal,
+)
+from labgang.launcher.limits import MAX_TIME_LIMIT_S
+from labgang.launcher.text import control_characters
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.requests import Caller
+
+
+class UpdateBody(BaseModel):
+    """The JSON body of ``POST /v1/jobs/{id}/update`` (docs/openapi.json, ``UpdateRequest``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    priority: int | str | None = None
+    time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
+    name: Text | None = Field(default=None, max_length=256)
+    dependency: str | None = Field(default=None, max_length=4096)
+
+
+class RequeueBody(BaseModel):
+    """The JSON body of ``POST /v1/jobs/{id}/requeue``: ``{"hold": true}`` also holds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hold: StrictBool = False
+
+
+_REFUSALS: dict[str, type[ApiError]] = {"state": Conflict, "forbidden": Forbidden, "invalid": BadRequest}
+
+
+def _refuse(refusal: Refusal | None) -> None:
+    """Raise the API error a lifecycle refusal means: 409 for the job's state, 403 for a value the
+    caller may not set, 400 for a malformed one."""
+    if refusal is not None:
+        raise _REFUSALS[refusal.kind](refusal.message, field=refusal.field)
+
+
+def _validated(model: type[BaseModel], body: Any) -> Any:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        err = _first_error(exc)
+        if err.allowed is not None and err.message.startswith("unknown field"):
+            err.allowed = sorted(model.model_fields)
+        raise err from None
+
+
+async def hold(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
+    """Hold a pending job (``labgang hold``): no cycle admits it until it is released.
+
+    Raises:
+        NotFound: no such job. Forbidden: not the owner and not an admin.
+        Conflict: the job is not pending.
+    """
+    job = coord.get_job(job_id)
+    caller.check_may_act(job, "hold it")
+    _refuse(hold_refusal(job))
+    coord.apply(ev.HoldRequested(coord.clock(), job.id, caller.user, admin=caller.admin and not caller.owns(job.spec)))
+    await coord.flush()
+    return job
+
+
+async def release(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
+    """Release a held job (``labgang release``).
+
+    Raises:
+        NotFound: no such job. Forbidden: not the owner and not an admin, or an admin hold
+        released by a non-admin. Conflict: the job is not held.
+    """
+    job = coord.get_job(job_id)
+    caller.check_may_act(job, "release it")
+    _refuse(release_refusal(job, caller.admin))
+    coord.apply(ev.ReleaseRequested(coord.clock(), job.id, caller.user))
+    await coord.flush()
+    return job
+
+
+async def requeue(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> JobRecord:
+    """Requeue an admitted or running job (``labgang requeue [--hold]``, Slurm's ``scontrol
+    requeue``): its ranks get SIGTERM, then SIGKILL after its grace; then it is pending again.
+
+    Raises:
+        BadRequest: a malformed body. NotFound: no such job. Forbidden: not the owner and not an
+        admin. Conflict: the job is not admitted or running.
+    """
+    req = _validated(RequeueBody, body)
+    job = coord.get_job(job_id)
+    caller.check_may_act(job, "requeue it")
+    _refuse(requeue_refusal(job))
+    admin_hold = caller.admin and not caller.owns(job.spec)
+    coord.apply(ev.RequeueRequested(coord.clock(), job.id, caller.user, hold=req.hold, admin=admin_hold))
+    await coord.flush()
+    return job
+
+
+async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> JobRecord:
+    """Change a job's priority, time limit, name or dependency (``labgang update``).
+
+    Raises:
+        BadRequest: a malformed field, or no field at all. NotFound: no such job, or a dependency
+        naming no job. Forbidden: not the owner and not an admin, or a raise only an admin may
+        make. Conflict: a finished job, or a dependency change once the job left pending.
+    """
+    req = _validated(UpdateBody, body)
+    if all(getattr(req, name) is None for name in UpdateBody.model_fields):
+        raise BadRequest("nothing to update: give at least one field", allowed=sorted(UpdateBody.model_fields))
+    priority = None
+    if req.priority is not None:
+        try:
+            priority = coord.config.resolve_priority(req.priority)
+        except ValueError as exc:
+            classes = sorted(coord.config.priority_classes)
+            raise BadRequest(f"priority: {exc}", field="priority", allowed=classes or None) from None
+        if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+            raise BadRequest(
+                f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to {PRIORITY_MAX})",
+                field="priority",
+            )
+    if req.name is not None and control_characters(req.name):
+        raise BadRequest(f"name: {req.name!r} contains control characters; allowed: printable characters", field="name")
+    change = JobUpdate(priority=priority, time_limit_s=req.time_limit_s, name=req.name, dependency=req.dependency)
+    job = coord.get_job(job_id)
+    caller.check_may_act(job, "update it")
+    _refuse(update_refusal(job, change, caller.admin))
+    targets: tuple[Any, ...] = ()
+    if "dependency" in change.changes(job.spec):
+        targets = submission_targets(coord, change.applied(job.spec))
+    coord.apply(ev.UpdateRequested(coord.clock(), job.id, caller.user, change, targets))
+    await coord.flush()
+    return job

@@ -1,0 +1,111 @@
+"""`labgang run --pty -- sh` end to end: a real pseudo-terminal (python's pty side of os.openpty)
+drives `labgang run --pty` against a real `labgang up --simulate`; the rank's shell runs on a
+terminal of its own there (tty, window size, Ctrl-C as SIGINT) and its exit status is run's."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+import pytest
+from up_harness import REPO, Up
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def up():
+    with tempfile.TemporaryDirectory(prefix="lgp", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+class Terminal:
+    """`labgang run --pty ARGS` on a pseudo-terminal of ROWS x COLS; what it printed so far."""
+
+    def __init__(self, up: Up, *args: str, rows: int = 33, cols: int = 101) -> None:
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labgang.launcher", "run", "--pty", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=REPO,
+            env=up.env,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.seen = b""
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def read_until(self, wanted: bytes, timeout: float = 60.0) -> bytes:
+        deadline = time.monotonic() + timeout
+        while wanted not in self.seen:
+            assert time.monotonic() < deadline, f"never saw {wanted!r}; saw {self.seen!r}"
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:  # EIO: labgang run closed the terminal (it exited)
+                    break
+        return self.seen
+
+    def finish(self, timeout: float = 60.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, f"labgang run --pty did not end; saw {self.seen!r}"
+            time.sleep(0.05)
+            ready, _, _ = select.select([self.master], [], [], 0)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:
+                    pass
+        os.close(self.master)
+        return self.proc.returncode
+
+
+def test_an_interactive_shell_on_a_terminal_of_its_own(up):
+    term = Terminal(up, "--", "sh")
+    term.type("echo answer=$((6*7)); stty size; tty\n")
+    term.read_until(b"answer=42")
+    out = term.read_until(b"/dev/pts/")
+    assert b"33 101" in out  # the window size of the terminal that runs labgang run
+    term.type("sleep 30; echo not-interrupted\n")
+    typed = time.monotonic()
+    term.read_until(b"sleep 30; echo not-interrupted\r")  # the rank's terminal echoed it: sh has it
+    time.sleep(0.5)
+    term.type("\x03")  # Ctrl-C: SIGINT to the rank's foreground job, through its own terminal
+    term.type("echo after-ctrl-c; exit 3\n")
+    out = term.read_until(b"after-ctrl-c")
+    assert term.finish() == 3
+    assert time.monotonic() - typed < 25  # the sleep did not run its 30 s
+    assert out.count(b"not-interrupted") == 1  # only the echo of the typed line: Ctrl-C stopped the list
+
+
+def test_pty_needs_a_terminal(up):
+    out = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "run", "--pty", "--", "sh"],
+        cwd=REPO,
+        env=up.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (out.returncode, out.stderr) == (2, "labgang run: --pty needs a terminal on standard input\n")

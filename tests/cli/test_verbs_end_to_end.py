@@ -1,0 +1,106 @@
+"""scontrol's verbs end to end: a real `labgang up --simulate` with real ranks, and `submit --hold`,
+`hold`, `release`, `requeue` (a running rank gets SIGTERM and the job runs again as a new attempt)
+and `update`, each refusal one line with the right exit status."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from up_harness import Up
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def up():
+    with tempfile.TemporaryDirectory(prefix="lgv", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+def test_submit_hold_waits_until_release(up, tmp_path):
+    marker = tmp_path / "ran"
+    job_id = up.submit("-H", "--name", "heldjob", "--", "touch", str(marker))
+    job = up.job(job_id)
+    assert job["state"] == "pending" and job["hold"] == {"by": "root", "admin": False}
+    assert job["reason"]["code"] == "held"
+    line = next(line for line in up.cli("queue").stdout.splitlines() if "heldjob" in line)
+    assert f"held by root; `labgang release {job_id}`" in line
+    assert not marker.exists()
+    out = up.cli("release", job_id)
+    assert (out.returncode, out.stdout) == (0, f"job {job_id}: released\n")
+    assert up.wait_state(job_id, {"succeeded", "failed"})["state"] == "succeeded"
+    assert marker.exists()
+    assert [h["event"] for h in up.job(job_id)["history"]][:3] == ["submitted", "held", "released"]
+
+
+def test_requeue_stops_a_running_job_and_runs_it_again(up, tmp_path):
+    # Attempt 0 records SIGTERM and exits; attempt 1 finds its mark and exits 0 at once.
+    script = (
+        f"if [ -e {tmp_path}/first ]; then exit 0; fi; "
+        f"trap 'touch {tmp_path}/first; touch {tmp_path}/term; exit 143' TERM; "
+        f"touch {tmp_path}/started; while true; do sleep 0.05; done"
+    )
+    job_id = up.submit("--grace", "20", "--", "sh", "-c", script)
+    up.wait_state(job_id, {"running"})
+    deadline_file = tmp_path / "started"
+    up.wait("rank started", lambda jobs: deadline_file.exists())
+    out = up.cli("requeue", job_id)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"job {job_id}: requeue requested")
+    done = up.wait_state(job_id, {"succeeded", "failed", "cancelled"})
+    assert done["state"] == "succeeded" and done["restart_count"] == 1
+    assert (tmp_path / "term").exists()  # the rank got SIGTERM (its grace was not needed)
+    events = [h["event"] for h in done["history"]]
+    assert "requeued" in events and events.count("running") == 2
+    stopping = next(h for h in done["history"] if h["event"] == "stopping")
+    assert stopping["message"].startswith("requeue requested by root")
+
+
+def test_refusals_are_one_line_and_change_nothing(up, tmp_path):
+    finished = up.submit("--", "true")
+    up.wait_state(finished, {"succeeded"})
+    out = up.cli("hold", finished)
+    assert out.returncode == 1
+    assert out.stderr == f"labgang hold: job {finished} is succeeded: only a pending job can be held\n"
+    out = up.cli("requeue", finished)
+    assert out.returncode == 1 and "a finished job never runs again" in out.stderr
+    out = up.cli("release", "99999")
+    assert out.returncode == 1 and out.stderr.startswith("labgang release: ") and "99999" in out.stderr
+    out = up.cli("update", finished, "Foo=1")
+    assert out.returncode == 2
+    assert "unknown key 'Foo'" in out.stderr and "Priority, TimeLimit" in out.stderr
+    out = up.cli("update", finished, "Name=x")
+    assert out.returncode == 1 and "a finished job cannot be updated" in out.stderr
+    assert up.job(finished)["name"] != "x"
+
+
+def test_update_changes_a_pending_job_and_says_so_in_its_history(up, tmp_path):
+    job_id = up.submit("-H", "--name", "before", "--time", "2h", "--", "true")
+    out = up.cli("update", job_id, "Name=after", "TimeLimit=30m", "Priority=7")
+    assert out.returncode == 0, out.stderr
+    job = up.job(job_id)
+    assert (job["name"], job["time_limit_s"], job["priority"]) == ("after", 1800.0, 7)
+    updated = next(h for h in job["history"] if h["event"] == "updated")
+    assert updated["message"] == "by root: priority 0 -> 7, time limit 7200 s -> 1800 s, name before -> after"
+    out = up.cli("update", job_id, "TimeLimit=soon")
+    assert out.returncode == 2 and out.stderr.startswith("labgang update: ")
+    up.cli("cancel", job_id)
+
+
+def test_an_array_id_names_the_tasks_the_verb_takes(up):
+    array = up.submit("--array", "0-2", "-H", "--", "true")
+    tasks = [f"{array}_{i}" for i in range(3)]
+    assert all(up.job(t)["hold"] == {"by": "root", "admin": False} for t in tasks)
+    out = up.cli("release", array)
+    assert (out.returncode, out.stdout.splitlines()) == (0, [f"job {t}: released" for t in tasks])
+    for task in tasks:
+        assert up.wait_state(task, {"succeeded", "failed"})["state"] == "succeeded"
+    out = up.cli("hold", array)
+    assert (out.returncode, out.stderr) == (1, f"labgang hold: job array {array} has no pending tasks\n")

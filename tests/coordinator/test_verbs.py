@@ -1,0 +1,221 @@
+"""scontrol's verbs in the coordinator (hold, release, requeue, update), on a fake clock with a real
+SQLite store: owner/admin rules as for cancel, refusals that change nothing, a history event for
+each, held jobs never admitted by a real scheduling cycle, requeue of a running job through the
+lifecycle (grace, then pending with restart + 1), and updates that persist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound
+from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.verbs import hold, release, requeue, update
+from labgang.launcher.lifecycle.effects import Stop
+from labgang.launcher.model import JobState
+from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.store import Store
+from lifecycle_driver import ROOT, advance, event, make_coord, node_inventory, start
+
+ALICE = Caller(uid=1000, user="alice")
+BOB = Caller(uid=1001, user="bob")
+
+
+@pytest.fixture
+def coord(tmp_path: Path):
+    yield from make_coord(tmp_path)
+
+
+async def submit_as(coord: Coordinator, caller: Caller, **fields) -> str:
+    job = await coord.submit(caller, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    return job.id
+
+
+def events(coord: Coordinator, job_id: str) -> list[str]:
+    return [h.event for h in coord.jobs[job_id].history]
+
+
+async def with_inventories(coord: Coordinator) -> None:
+    for node in ("n1", "n2"):
+        await coord.on_inventory(coord.agents.nodes[node], {"inventory": node_inventory(node, {}), "ranks": []})
+
+
+async def test_a_held_job_is_never_admitted_and_a_released_one_is(coord: Coordinator) -> None:
+    await with_inventories(coord)
+    job_id = await submit_as(coord, ALICE)
+    await hold(coord, ALICE, job_id)
+    st = coord.jobs[job_id].status
+    assert (st.hold, st.reason_code) == ("alice", "held")
+    result = run_cycle(build_snapshot(coord, coord.clock()))
+    assert result.admitted == ()
+    [pending] = result.pending
+    assert (pending.job_id, pending.reason.code.value) == (job_id, "held")
+    assert f"labgang release {job_id}" in pending.reason.message
+    await release(coord, ALICE, job_id)
+    assert coord.jobs[job_id].status.hold is None
+    assert [a.job_id for a in run_cycle(build_snapshot(coord, coord.clock())).admitted] == [job_id]
+    assert events(coord, job_id) == ["submitted", "held", "released"]
+
+
+async def test_a_held_head_does_not_block_the_job_behind_it(coord: Coordinator) -> None:
+    await with_inventories(coord)
+    first = await submit_as(coord, ALICE)
+    second = await submit_as(coord, ALICE)
+    await hold(coord, ALICE, first)
+    result = run_cycle(build_snapshot(coord, coord.clock()))
+    assert [a.job_id for a in result.admitted] == [second]
+
+
+async def test_submit_hold_holds_every_task_and_is_saved(coord: Coordinator, tmp_path: Path) -> None:
+    job_id = await submit_as(coord, ALICE, hold=True)
+    arr = await coord.submit(ALICE, {"argv": ["x"], "array": "0-2", "hold": True})
+    tasks = [j for j in coord.jobs.values() if j.spec.array is not None]
+    assert len(tasks) == 3 and all(t.status.hold == "alice" for t in tasks)
+    assert arr.spec.array is not None
+    assert events(coord, job_id) == ["submitted", "held"]
+    stored = Store(tmp_path / "db").load_job(job_id)
+    assert stored is not None and stored.status.hold == "alice"
+
+
+async def test_owner_or_admin_rules_and_refusals_change_nothing(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE)
+    with pytest.raises(Forbidden, match="belongs to alice"):
+        await hold(coord, BOB, job_id)
+    with pytest.raises(Conflict, match="not held: nothing to release"):
+        await release(coord, ALICE, job_id)
+    with pytest.raises(Conflict, match="only an admitted or running job can be requeued"):
+        await requeue(coord, ALICE, job_id, None)
+    with pytest.raises(NotFound):
+        await hold(coord, ALICE, "999")
+    assert coord.jobs[job_id].status.hold is None
+    assert events(coord, job_id) == ["submitted"]
+
+
+async def test_an_admin_hold_is_released_only_by_an_admin(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE)
+    await hold(coord, ROOT, job_id)
+    assert coord.jobs[job_id].status.hold_admin
+    with pytest.raises(Forbidden, match="only an admin may release it"):
+        await release(coord, ALICE, job_id)
+    assert coord.jobs[job_id].status.hold == "root"
+    await release(coord, ROOT, job_id)
+    assert coord.jobs[job_id].status.hold is None
+
+
+async def test_a_running_job_cannot_be_held_but_can_be_requeued_with_grace(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, grace_s=7)
+    start(coord, job_id)
+    with pytest.raises(Conflict, match="requeue --hold"):
+        await hold(coord, ALICE, job_id)
+    await requeue(coord, ALICE, job_id, None)
+    job = coord.jobs[job_id]
+    assert job.status.state == JobState.TERMINATING
+    assert job.status.reason_code == "requeue_requested"
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 143)
+        event(coord, node, job_id, rank, "gone", 143)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.restart_count, st.attempt) == (JobState.PENDING, 1, 1)
+    history = coord.jobs[job_id].history
+    stopping = next(h for h in history if h.event == "stopping")
+    assert stopping.message.startswith("requeue requested by alice")
+    assert history[-1].event == "requeued" and "restart 1" in history[-1].message
+
+
+async def test_requeue_stops_each_node_with_the_jobs_grace(coord: Coordinator) -> None:
+    from labgang.launcher.lifecycle import events as ev
+
+    job_id = await submit_as(coord, ALICE, grace_s=7)
+    start(coord, job_id)
+    out = coord.model.apply(ev.RequeueRequested(coord.clock(), job_id, "alice"))
+    stops = sorted((e.node, e.grace) for e in out if isinstance(e, Stop))
+    assert stops == [("n1", 7.0), ("n2", 7.0)]
+
+
+async def test_requeue_hold_comes_back_held_even_without_requeue(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, requeue=False)
+    start(coord, job_id)
+    await requeue(coord, ALICE, job_id, {"hold": True})
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "gone", 143)
+    st = coord.jobs[job_id].status
+    assert (st.state, st.hold, st.reason_code) == (JobState.PENDING, "alice", "held")
+    with pytest.raises(BadRequest, match="unknown field 'later'"):
+        await requeue(coord, ALICE, job_id, {"later": True})
+
+
+async def test_a_requeued_job_whose_ranks_all_exit_0_meanwhile_has_finished(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE)
+    start(coord, job_id)
+    await requeue(coord, ALICE, job_id, None)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "exited", 0)
+        event(coord, node, job_id, rank, "gone", 0)
+    assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
+
+
+async def test_update_priority_users_lower_admins_any(coord: Coordinator, tmp_path: Path) -> None:
+    job_id = await submit_as(coord, ALICE, priority=5)
+    with pytest.raises(Forbidden, match="only an admin may raise it"):
+        await update(coord, ALICE, job_id, {"priority": 6})
+    assert coord.jobs[job_id].spec.priority == 5
+    await update(coord, ALICE, job_id, {"priority": 2})
+    await update(coord, ROOT, job_id, {"priority": 100})
+    assert coord.jobs[job_id].spec.priority == 100
+    assert coord.jobs[job_id].history[-1].message == "by root: priority 2 -> 100"
+    stored = Store(tmp_path / "db").load_job(job_id)
+    assert stored is not None and stored.spec.priority == 100
+    assert run_cycle(build_snapshot(coord, coord.clock())).pending[0].job_id == job_id  # the snapshot reads it
+
+
+async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, time_limit_s=3600)
+    with pytest.raises(Forbidden, match="only an admin may extend"):
+        await update(coord, ALICE, job_id, {"time_limit_s": 7200})
+    await update(coord, ALICE, job_id, {"time_limit_s": 60})
+    start(coord, job_id)
+    advance(coord, 61)
+    coord.check_timers()
+    assert coord.jobs[job_id].status.state == JobState.TERMINATING  # the new, shorter limit applies
+    await update(coord, ROOT, job_id, {"time_limit_s": 7200})
+    assert coord.jobs[job_id].spec.time_limit_s == 7200
+
+
+async def test_update_name_and_dependency(coord: Coordinator) -> None:
+    first = await submit_as(coord, ALICE)
+    job_id = await submit_as(coord, ALICE, name="a")
+    await update(coord, ALICE, job_id, {"name": "b", "dependency": f"afterok:{first}"})
+    job = coord.jobs[job_id]
+    assert (job.spec.name, job.spec.dependency, job.status.reason_code) == ("b", f"afterok:{first}", "dependency")
+    assert not coord.model.admissible(job, coord.clock())
+    with pytest.raises(NotFound, match="no job 777"):
+        await update(coord, ALICE, job_id, {"dependency": "afterok:777"})
+    with pytest.raises(BadRequest, match="dependency"):
+        await update(coord, ALICE, job_id, {"dependency": "afterfoo:1"})
+    with pytest.raises(BadRequest, match="cannot depend on itself"):
+        await update(coord, ALICE, job_id, {"dependency": f"afterok:{job_id}"})
+    await update(coord, ALICE, job_id, {"dependency": ""})
+    job = coord.jobs[job_id]
+    assert job.spec.dependency is None and job.status.reason_code is None
+    assert coord.model.admissible(job, coord.clock())
+
+
+async def test_update_refuses_bad_fields_and_finished_jobs(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE)
+    with pytest.raises(BadRequest, match="unknown field 'gpus'"):
+        await update(coord, ALICE, job_id, {"gpus": 2})
+    with pytest.raises(BadRequest, match="nothing to update"):
+        await update(coord, ALICE, job_id, {})
+    with pytest.raises(BadRequest, match="time_limit_s: must be > 0 seconds"):
+        await update(coord, ALICE, job_id, {"time_limit_s": 0})
+    start(coord, job_id)
+    with pytest.raises(Conflict, match="only be changed while the job is pending"):
+        await update(coord, ALICE, job_id, {"dependency": "singleton"})
+    await coord.cancel(ALICE, job_id)
+    for node, rank in (("n1", 0), ("n2", 1)):
+        event(coord, node, job_id, rank, "gone", 143)
+    with pytest.raises(Conflict, match="a finished job cannot be updated"):
+        await update(coord, ROOT, job_id, {"name": "z"})
+    assert events(coord, job_id).count("updated") == 0
