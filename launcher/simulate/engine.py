@@ -122,12 +122,16 @@ class Simulation:
                 self._capacity[device.resource] = self._capacity.get(device.resource, 0) + 1
         tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
         self._tenant_names = {k: name for name, k in tenants.items()}
+        ordinal: dict[int, int] = {}  # [[jobs]] index -> tasks of it so far (its ``durations`` entry)
         for t in self.scenario.ids.tasks:
             j = t.job
             priority = self.scenario.priorities[j.id]
             uid = tenants.get(j.tenant, 0) if j.tenant else 0
             record = job_record(j, t.seq, priority, t, self.scenario.dependencies.get(t.index), uid)
-            self.by_model[t.model_id] = self.jobs[t.name] = SimJob(j, t.seq, priority, j.request(), record, task=t)
+            k = ordinal[t.index] = ordinal.get(t.index, -1) + 1
+            run = j.duration if j.durations is None else j.durations[k]
+            sim_job = SimJob(j, t.seq, priority, j.request(), record, task=t, duration=run)
+            self.by_model[t.model_id] = self.jobs[t.name] = sim_job
         self._place_running()
         for sj in self.jobs.values():
             if not sj.spec.running:
@@ -325,8 +329,8 @@ class Simulation:
                 )
                 answer = ev.LaunchAnswered(self.now, node, run_id, 29500 if i == 0 else None, (), False, observed)
                 self._handle(self.model.apply(answer))
-            if job.spec.duration is not None:
-                self._push(self.now + job.spec.duration, _EXIT, "end", job.record.id, run_id)
+            if job.duration is not None:
+                self._push(self.now + job.duration, _EXIT, "end", job.record.id, run_id)
 
     # --- scheduling ----------------------------------------------------------------------------
 
@@ -470,8 +474,8 @@ class Simulation:
             run_id = job.record.run_id
             for rank in ranks_in_order(job.record):
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
-            if job.spec.duration is not None:
-                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.record.id, run_id)
+            if job.duration is not None:
+                self._push(max(0.0, at + job.duration), _EXIT, "end", job.record.id, run_id)
 
     def _check_hooks(self) -> None:
         for hook in self._invariant_hooks:
