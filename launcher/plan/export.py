@@ -95,7 +95,7 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     return out
 
 
-def _job_table(job: PastJob, submit: float) -> dict[str, Any]:
+def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[str, Any]:
     spec = job.spec
     table: dict[str, Any] = {"id": scenario_id(job.id), "queue": spec.queue}
     if spec.workers != 1:
@@ -109,8 +109,10 @@ def _job_table(job: PastJob, submit: float) -> dict[str, Any]:
         table["priority"] = spec.priority
     table["submit"] = round(submit, 3)
     table["duration"] = round(job.held_s, 3)
-    # A victim keeps its devices until it is gone: the longest stop seen, else its --grace.
-    grace = spec.grace_s if job.stop_s is None else min(spec.grace_s, job.stop_s)
+    # A victim keeps its devices until it is gone: its longest stop seen, else the period's median
+    # stop (a job that was never stopped stops as the others did), at most its --grace.
+    stop = job.stop_s if job.stop_s is not None else typical_stop
+    grace = spec.grace_s if stop is None else min(spec.grace_s, stop)
     if grace:
         table["grace"] = round(grace, 3)
     if spec.nodes is not None:
@@ -165,6 +167,8 @@ def export_scenario(
     for array_id, tasks in tasks_by_array.items():
         if len(tasks) != tasks[0].spec.array.count:  # type: ignore[union-attr]
             known.discard(array_id)
+    stops = sorted(j.stop_s for j in jobs if j.stop_s is not None)
+    typical_stop = stops[(len(stops) - 1) // 2] if stops else None
     out = Exported({"scenario": meta}, t0)
     out.data["nodes"] = [{"name": n.name, "gpus": n.gpus, **({"model": n.model} if n.model else {})} for n in nodes]
     out.data.update(policy)
@@ -175,7 +179,7 @@ def export_scenario(
         array = job.spec.array
         if array is not None and array.array_id in done_arrays:
             continue
-        table = _job_table(job, job.submit - t0)
+        table = _job_table(job, job.submit - t0, typical_stop)
         if array is not None:
             done_arrays.add(array.array_id)
             tasks = sorted(tasks_by_array[array.array_id], key=lambda t: t.spec.array.index)  # type: ignore[union-attr]

@@ -169,7 +169,8 @@ class QueueFigures:
         wait_p50_s / wait_p90_s / wait_max_s: seconds pending per job (submit to first admission
             plus each requeue to readmission), over started jobs; None when none started.
         gpu_utilization: its device-seconds over the cluster's (devices x replayed span), 0..1.
-        preemptions: times its jobs were chosen as victims.
+        preemptions: times its jobs were preempted: stopped as a victim and requeued (a victim
+            whose run ends during its grace period has finished, and is not counted).
         borrowed_gpu_h: device-hours it held above its nominal quota. peak_borrowed: most devices
             above nominal at once.
         tail_jobs: jobs at or above its p90 wait. limits: cause -> seconds those jobs waited for it.
@@ -270,6 +271,7 @@ class _Recorder:
         self.borrowed_s: dict[str, float] = defaultdict(float)
         self.peak: dict[str, int] = defaultdict(int)
         self.preemptions: dict[str, int] = defaultdict(int)
+        self.stopping: set[str] = set()  # victims told to stop, not requeued yet
         self.reason: dict[str, tuple[str, float]] = {}
         self.reason_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
@@ -304,11 +306,15 @@ class _Recorder:
         elif kind in ("requeue", "finish", "cancel"):
             if kind == "cancel":
                 self._close_reason(job, now)
+            if job in self.stopping:
+                self.stopping.discard(job)
+                if kind == "requeue":  # preempted: stopped and back in its queue (a victim may finish instead)
+                    self.preemptions[self.sim.jobs[job].spec.queue] += 1
             gone = self.holding.pop(job, None)
             if gone is not None:
                 self._use(gone[0], gone[1], -gone[2], now)
         elif kind == "terminate":
-            self.preemptions[self.sim.jobs[job].spec.queue] += 1
+            self.stopping.add(job)
 
     def finish(self, now: float) -> None:
         """Close every open interval at ``now`` (the end of the replay)."""

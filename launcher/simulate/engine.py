@@ -57,7 +57,7 @@ from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import RankPlacement, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -113,6 +113,7 @@ class Simulation:
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
+    _views: dict[str, tuple[tuple[Any, ...], RunningJob]] = field(default_factory=dict)  # :meth:`_running_view`
 
     def __post_init__(self) -> None:
         f = self.scenario.file
@@ -360,13 +361,23 @@ class Simulation:
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(running_job(job, self._tenant(job.spec)) for job in holding),
+            running=tuple(self._running_view(job) for job in holding),
             pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
         return snapshot, gate
+
+    def _running_view(self, job: JobRecord) -> RunningJob:
+        """``running_job`` of ``job``, built again only when its status or a rank changed (the
+        records count their changes), so an instant costs little per job that holds devices."""
+        tenant = self._tenant(job.spec)
+        key = (id(job.status), job.status.changes, tuple((id(r), r.changes) for r in job.ranks.values()), tenant)
+        hit = self._views.get(job.id)
+        if hit is None or hit[0] != key:
+            hit = self._views[job.id] = (key, running_job(job, tenant))
+        return hit[1]
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
