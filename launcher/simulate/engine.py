@@ -373,7 +373,8 @@ class Simulation:
         """``running_job`` of ``job``, built again only when its status or a rank changed (the
         records count their changes), so an instant costs little per job that holds devices."""
         tenant = self._tenant(job.spec)
-        key = (id(job.status), job.status.changes, tuple((id(r), r.changes) for r in job.ranks.values()), tenant)
+        # A rank's ``changes`` only grow, and a new attempt's ranks come with a status change.
+        key = (id(job.status), job.status.changes, len(job.ranks), sum(r.changes for r in job.ranks.values()), tenant)
         hit = self._views.get(job.id)
         if hit is None or hit[0] != key:
             hit = self._views[job.id] = (key, running_job(job, tenant))
@@ -399,7 +400,6 @@ class Simulation:
     def _schedule(self) -> None:
         """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
         for the next instant a pending job starts starving."""
-        snap = self.snapshot()
         burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
         for _ in range(MAX_CYCLES_PER_INSTANT):
             snap, gate = self._gated()
