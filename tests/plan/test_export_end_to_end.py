@@ -87,6 +87,10 @@ def test_replay_reads_the_store(finished: Up, tmp_path: Path) -> None:
     mapped = finished.cli("plan", "replay", "--config", str(config), "--map-queues", "--json")
     assert mapped.returncode == 0, mapped.stderr
     assert json.loads(mapped.stdout)["queues"][0]["queue"] == "vision"
+    target = finished.cli("plan", "replay", "--target", "default:p90-wait<=1h")
+    assert target.returncode == 0, target.stderr
+    assert "smallest added capacity meeting every target: +0 node(s) of 4 GPUs = +0 GPUs" in target.stdout
+    assert "what limited each queue" in target.stdout
     empty = finished.cli("plan", "replay", "--until", "2000-01-01")
     assert empty.returncode == 1
     assert "no finished jobs in the period" in empty.stderr
