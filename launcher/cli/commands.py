@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("launcher.cli.explain:explain", "Explain with numbers why a queue gets its share or a job waits."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
     "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),
+    "plan": ("launcher.cli.plan:plan", "Plan GPUs: replay the lab's history, size a serving deployment."),
     "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),
     "agent": ("launcher.cli.daemons:agent", "Run the node agent."),
     "config": ("launcher.cli.config:config", "Check configuration files."),

@@ -65,6 +65,19 @@ class WhenType(click.ParamType):
     "each job's attempt_records.",
 )
 @json_option("Print the rows as JSON (jobs, and whether --limit cut them) instead of a table.")
+@click.option(
+    "--export",
+    "export_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the finished jobs submitted between --since and --until as a scenario file "
+    "(docs/scenarios.md) for `labgang simulate` and `labgang plan replay`; reads the store, no coordinator needed.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --export: the cluster.toml whose queue policy the file carries (default: the built-in one).",
+)
 @state_dir_option
 @talks_to_coordinator
 def history(
@@ -77,6 +90,8 @@ def history(
     limit: int,
     per_attempt: bool,
     as_json: bool,
+    export_file: Path | None,
+    config_file: Path | None,
 ) -> None:
     """List finished and current jobs from the coordinator's store, oldest first.
 
@@ -88,6 +103,11 @@ def history(
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
+    if export_file is not None:
+        _export(export_file, state_dir, since, until, config_file)
+        return
+    if config_file is not None:
+        raise click.UsageError("--config goes with --export")
     with Client.for_state_dir(state_dir) as client:
         rows, notes = history_rows(
             client,
@@ -108,3 +128,18 @@ def history(
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)
+
+
+def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:
+    """``history --export FILE``: the period's finished jobs as a scenario file (``launcher/plan/export.py``)."""
+    from labgang.launcher.cli.plan import store_scenario
+
+    data, notes, _ = store_scenario(state_dir, since, until, config)
+    import tomli_w
+
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    for note in notes:
+        click.echo(f"labgang history: note: {note}", err=True)
+    jobs = data["jobs"]
+    tasks = sum(len(j.get("durations", ())) or 1 for j in jobs)
+    click.echo(f"labgang history: wrote {tasks} finished jobs ({len(jobs)} [[jobs]] tables) to {path}", err=True)

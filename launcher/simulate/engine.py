@@ -57,7 +57,7 @@ from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import RankPlacement, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -113,6 +113,7 @@ class Simulation:
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
+    _views: dict[str, tuple[tuple[Any, ...], RunningJob]] = field(default_factory=dict)  # :meth:`_running_view`
 
     def __post_init__(self) -> None:
         f = self.scenario.file
@@ -122,6 +123,7 @@ class Simulation:
                 self._capacity[device.resource] = self._capacity.get(device.resource, 0) + 1
         tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
         self._tenant_names = {k: name for name, k in tenants.items()}
+        ordinal: dict[int, int] = {}  # [[jobs]] index -> tasks of it so far (its ``durations`` entry)
         for t in self.scenario.ids.tasks:
             j = t.job
             priority = self.scenario.priorities[j.id]
@@ -130,7 +132,10 @@ class Simulation:
             if t.task is not None:  # aftercorr: each task waits for its counterpart
                 dependency = task_dependency(dependency, t.task.index)
             record = job_record(j, t.seq, priority, t, dependency, uid)
-            self.by_model[t.model_id] = self.jobs[t.name] = SimJob(j, t.seq, priority, j.request(), record, task=t)
+            k = ordinal[t.index] = ordinal.get(t.index, -1) + 1
+            run = j.duration if j.durations is None else j.durations[k]
+            sim_job = SimJob(j, t.seq, priority, j.request(), record, task=t, duration=run)
+            self.by_model[t.model_id] = self.jobs[t.name] = sim_job
         self._place_running()
         for sj in self.jobs.values():
             if not sj.spec.running:
@@ -342,8 +347,8 @@ class Simulation:
                 )
                 answer = ev.LaunchAnswered(self.now, node, run_id, 29500 if i == 0 else None, (), False, observed)
                 self._handle(self.model.apply(answer))
-            if job.spec.duration is not None:
-                self._push(self.now + job.spec.duration, _EXIT, "end", job.record.id, run_id)
+            if job.duration is not None:
+                self._push(self.now + job.duration, _EXIT, "end", job.record.id, run_id)
             if job.spec.time_limit is not None:
                 self._push(self.now + job.spec.time_limit, _EXIT, "limit", job.record.id, run_id)
 
@@ -375,13 +380,24 @@ class Simulation:
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(running_job(job, self._tenant(job.spec)) for job in holding),
+            running=tuple(self._running_view(job) for job in holding),
             pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
         return snapshot, gate
+
+    def _running_view(self, job: JobRecord) -> RunningJob:
+        """``running_job`` of ``job``, built again only when its status or a rank changed (the
+        records count their changes), so an instant costs little per job that holds devices."""
+        tenant = self._tenant(job.spec)
+        # A rank's ``changes`` only grow, and a new attempt's ranks come with a status change.
+        key = (id(job.status), job.status.changes, len(job.ranks), sum(r.changes for r in job.ranks.values()), tenant)
+        hit = self._views.get(job.id)
+        if hit is None or hit[0] != key:
+            hit = self._views[job.id] = (key, running_job(job, tenant))
+        return hit[1]
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
@@ -403,7 +419,6 @@ class Simulation:
     def _schedule(self) -> None:
         """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
         for the next instant a pending job starts starving."""
-        snap = self.snapshot()
         burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
         for _ in range(MAX_CYCLES_PER_INSTANT):
             snap, gate = self._gated()
@@ -489,8 +504,8 @@ class Simulation:
             run_id = job.record.run_id
             for rank in ranks_in_order(job.record):
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
-            if job.spec.duration is not None:
-                self._push(max(0.0, at + job.spec.duration), _EXIT, "end", job.record.id, run_id)
+            if job.duration is not None:
+                self._push(max(0.0, at + job.duration), _EXIT, "end", job.record.id, run_id)
             if job.spec.time_limit is not None:
                 self._push(max(0.0, at + job.spec.time_limit), _EXIT, "limit", job.record.id, run_id)
 

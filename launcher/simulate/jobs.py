@@ -37,6 +37,8 @@ class SimJob:
         device_seconds: device-seconds used so far (finished admissions).
         reason: its latest pending reason.
         task: its name and the coordinator's id (which array task it is, for a task).
+        duration: its run time once admitted, seconds (None: forever): the table's ``duration``,
+            or for an array task its entry of ``durations``.
     """
 
     spec: JobModel
@@ -54,6 +56,7 @@ class SimJob:
     device_seconds: float = 0.0
     reason: PendingReason | None = None
     task: SimTask | None = None
+    duration: float | None = None
 
     @property
     def id(self) -> str:

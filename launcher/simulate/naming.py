@@ -22,7 +22,7 @@ from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDepende
 from labgang.launcher.lifecycle.records import ArrayTask
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import Snapshot
+from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
 
 if TYPE_CHECKING:
     from labgang.launcher.simulate.scenario import JobModel
@@ -73,6 +73,8 @@ class JobIds:
     arrays: dict[str, list[str]] = field(default_factory=dict)
     model_names: dict[str, str] = field(default_factory=dict)
     _model_ids: dict[str, str] = field(default_factory=dict)  # name (array names too) -> the coordinator's id
+    # coordinator's id -> (a running view, the same view named): a job's view is rebuilt only when it changes
+    _named_running: dict[str, tuple[RunningJob, RunningJob]] = field(default_factory=dict, compare=False, repr=False)
 
     def members(self, name: str) -> list[str]:
         """The jobs a name covers: an array's every task, else the job itself (``[]`` when unknown)."""
@@ -96,9 +98,17 @@ class JobIds:
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
 
+        cache = self._named_running
+
+        def named_running(j: RunningJob) -> RunningJob:
+            hit = cache.get(j.id)
+            if hit is None or hit[0] is not j:
+                hit = cache[j.id] = (j, replace(j, id=name(j.id)))
+            return hit[1]
+
         return replace(
             snapshot,
-            running=tuple(replace(j, id=name(j.id)) for j in snapshot.running),
+            running=tuple(named_running(j) for j in snapshot.running),
             pending=tuple(
                 replace(j, id=name(j.id), nominated=tuple(name(v) for v in j.nominated)) for j in snapshot.pending
             ),

@@ -189,7 +189,8 @@ class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
     Extensions (docs/scenarios.md, "Arrays and dependencies"): ``array`` makes it a job array
-    (``--array``'s syntax), ``dependency`` is ``--dependency``'s grammar over scenario ids, and
+    (``--array``'s syntax; ``durations`` then gives each task its own run time, in task order),
+    ``dependency`` is ``--dependency``'s grammar over scenario ids, and
     ``name`` is the job name ``singleton`` groups by (default: the ``id``). ``hold`` submits it
     held (``labgang submit --hold``) and ``release`` is when it is released (``labgang release``;
     none: never).
@@ -215,6 +216,7 @@ class JobModel(_Strict):
     submit: Seconds = 0.0
     duration: OptionalSeconds = Field(default=None, ge=0)
     time_limit: OptionalSeconds = Field(default=None, gt=0)
+    durations: list[Annotated[float, BeforeValidator(_seconds), Field(ge=0)]] | None = None
     grace: Seconds = Field(default=0.0, ge=0)
     running: bool = False
     nodes: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
@@ -516,6 +518,17 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     for i, j in enumerate(f.jobs):
         if j.array is not None and j.running:
             problems.append(f"jobs[{i}] ({j.id!r}).array: not allowed with running = true")
+        if j.durations is not None:
+            tasks = sum(1 for t in job_names.tasks if t.index == i)
+            if j.array is None:
+                problems.append(f"jobs[{i}] ({j.id!r}).durations: only allowed with array; use duration")
+            elif j.duration is not None:
+                problems.append(f"jobs[{i}] ({j.id!r}).durations: give either duration or durations, not both")
+            elif len(j.durations) != tasks:
+                problems.append(
+                    f"jobs[{i}] ({j.id!r}).durations: {len(j.durations)} run times for {tasks} array tasks; "
+                    "allowed: one per task, in task order"
+                )
     for i, e in enumerate(f.expect):
         for key in ("running", "pending", "finished", "preempted", "not_preempted", "started", "cancelled"):
             for name in getattr(e, key) or ():

@@ -1,0 +1,201 @@
+"""A period of history as a scenario file (docs/scenarios.md): ``labgang history --export``.
+
+The file holds the cluster (``[[nodes]]``), the queue policy in force (queues, cohorts, priority
+classes, fair sharing, from ``cluster.toml``) and one ``[[jobs]]`` table per finished job: its
+submit time (seconds after the period's first submission), queue, integer priority, gang shape
+and resource, its dependency and array structure, and as ``duration`` the time its last
+attempt really held its devices. A job array is one table with ``array`` (the indices that
+finished, and its ``%N`` cap) and ``durations`` (each task's own held time). ``labgang simulate``
+and ``labgang plan replay`` read it back; it can be edited and shared.
+
+Ids are the coordinator's with a ``j`` in front (``j12``, an array's tasks ``j12_3``), so that
+``--dependency afterok:12`` becomes ``afterok:j12``. A dependency on a job outside the export
+is dropped (counted in :attr:`Exported.dropped_dependencies`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomli_w
+from labgang.launcher.arrays import fold
+from labgang.launcher.config import ClusterConfig
+from labgang.launcher.lifecycle.dependency import parse_dependency
+from labgang.launcher.model import GPU
+from labgang.launcher.plan.past import PastJob
+from labgang.launcher.queue_schema import CohortModel, QueueModel
+
+_ID_IN_DEPENDENCY = re.compile(r"(?<=:)([0-9]+(?:_[0-9]+)?)")
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """One node of the exported cluster: ``gpus`` whole GPUs of ``model``."""
+
+    name: str
+    gpus: int
+    model: str = ""
+
+
+@dataclass
+class Exported:
+    """A scenario document and what the export left out.
+
+    Attributes:
+        data: the scenario as TOML-ready tables (``parse_scenario`` reads it).
+        t0: unix seconds of the first submission (scenario time 0).
+        dropped_dependencies: jobs whose dependency named a job outside the export (replayed without it).
+        real_waits: scenario job name (``j12``, ``j12_3``) -> its real waits in seconds (for fidelity checks).
+    """
+
+    data: dict[str, Any]
+    t0: float
+    dropped_dependencies: list[str] = field(default_factory=list)
+    real_waits: dict[str, list[float]] = field(default_factory=dict)
+
+    def toml(self) -> str:
+        """The scenario file's text."""
+        return tomli_w.dumps(self.data)
+
+
+def scenario_id(job_id: str) -> str:
+    """``"12"`` -> ``"j12"``, ``"12_3"`` -> ``"j12_3"``: a coordinator id as a scenario id."""
+    return f"j{job_id}"
+
+
+def policy_tables(config: ClusterConfig) -> dict[str, Any]:
+    """The scenario tables of a ``cluster.toml``'s queue policy: ``queues``, ``cohorts``,
+    ``priority_classes`` and ``[scenario]``'s fair-sharing keys (under ``"scenario"``)."""
+    queue_keys = set(QueueModel.model_fields)
+    cohort_keys = set(CohortModel.model_fields)
+    out: dict[str, Any] = {
+        "queues": [
+            q.model_dump(mode="json", include=queue_keys, exclude_defaults=True) | {"name": q.name}
+            for q in config.queues
+        ],
+    }
+    if config.cohorts:
+        out["cohorts"] = [
+            c.model_dump(mode="json", include=cohort_keys, exclude_defaults=True) | {"name": c.name}
+            for c in config.cohorts
+        ]
+    if config.priority_classes:
+        out["priority_classes"] = dict(config.priority_classes)
+    meta: dict[str, Any] = {}
+    if config.fair_sharing:
+        meta["fair_sharing"] = True
+    if config.fair_preemption is not None:
+        meta["fair_preemption"] = list(config.fair_preemption)
+    if config.admission_fair_sharing is not None:
+        meta["admission_fair_sharing"] = config.admission_fair_sharing.model_dump(mode="json")
+    out["scenario"] = meta
+    return out
+
+
+def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[str, Any]:
+    spec = job.spec
+    table: dict[str, Any] = {"id": scenario_id(job.id), "queue": spec.queue}
+    if spec.workers != 1:
+        table["workers"] = spec.workers
+    if spec.resource == GPU:
+        if spec.per_worker != 1:
+            table["gpus_per_worker"] = spec.per_worker
+    else:
+        table["mig"] = spec.resource.removeprefix("mig-")
+    if spec.priority:
+        table["priority"] = spec.priority
+    table["submit"] = round(submit, 3)
+    table["duration"] = round(job.held_s, 3)
+    # A victim keeps its devices until it is gone: its longest stop seen, else the period's median
+    # stop (a job that was never stopped stops as the others did), at most its --grace.
+    stop = job.stop_s if job.stop_s is not None else typical_stop
+    grace = spec.grace_s if stop is None else min(spec.grace_s, stop)
+    if grace:
+        table["grace"] = round(grace, 3)
+    if spec.nodes is not None:
+        table["nodes"] = spec.nodes
+    if spec.gpu_model:
+        table["model"] = spec.gpu_model
+    if spec.min_workers is not None:
+        table["min_workers"] = spec.min_workers
+    table["name"] = spec.name
+    return table
+
+
+def _dependency(text: str, known: set[str]) -> str | None:
+    """``text`` in scenario ids, or None when it names a job outside the export."""
+    names = parse_dependency(text).job_ids
+    if any(name not in known for name in names):
+        return None
+    return _ID_IN_DEPENDENCY.sub(lambda m: scenario_id(m.group(1)), text)
+
+
+def export_scenario(
+    jobs: Iterable[PastJob],
+    config: ClusterConfig,
+    nodes: Iterable[NodeShape],
+    *,
+    name: str = "history",
+    description: str = "",
+) -> Exported:
+    """The scenario of ``jobs`` (in submission order) on ``nodes`` under ``config``'s queue policy.
+
+    Raises:
+        ValueError: ``jobs`` is empty (a history with no finished jobs).
+    """
+    jobs = sorted(jobs, key=lambda j: j.seq)
+    if not jobs:
+        raise ValueError("no finished jobs in the period: nothing to export or replay")
+    t0 = min(j.submit for j in jobs)
+    policy = policy_tables(config)
+    meta = {"name": name, "source": "labgang history --export", **policy.pop("scenario")}
+    if description:
+        meta["description"] = description
+    known: set[str] = set()
+    for job in jobs:
+        known.add(job.id)
+        if job.spec.array is not None:
+            known.add(job.spec.array.array_id)
+    # An array's id stands for all its tasks: only when every task of it is in the export.
+    tasks_by_array: dict[str, list[PastJob]] = {}
+    for job in jobs:
+        if job.spec.array is not None:
+            tasks_by_array.setdefault(job.spec.array.array_id, []).append(job)
+    for array_id, tasks in tasks_by_array.items():
+        if len(tasks) != tasks[0].spec.array.count:  # type: ignore[union-attr]
+            known.discard(array_id)
+    stops = sorted(j.stop_s for j in jobs if j.stop_s is not None)
+    typical_stop = stops[(len(stops) - 1) // 2] if stops else None
+    out = Exported({"scenario": meta}, t0)
+    out.data["nodes"] = [{"name": n.name, "gpus": n.gpus, **({"model": n.model} if n.model else {})} for n in nodes]
+    out.data.update(policy)
+    tables: list[dict[str, Any]] = []
+    done_arrays: set[str] = set()
+    for job in jobs:
+        out.real_waits[scenario_id(job.id)] = list(job.waits)
+        array = job.spec.array
+        if array is not None and array.array_id in done_arrays:
+            continue
+        table = _job_table(job, job.submit - t0, typical_stop)
+        if array is not None:
+            done_arrays.add(array.array_id)
+            tasks = sorted(tasks_by_array[array.array_id], key=lambda t: t.spec.array.index)  # type: ignore[union-attr]
+            table["id"] = scenario_id(array.array_id)
+            table["array"] = fold(t.spec.array.index for t in tasks) + (  # type: ignore[union-attr]
+                f"%{array.limit}" if array.limit is not None else ""
+            )
+            table["submit"] = round(min(t.submit for t in tasks) - t0, 3)
+            del table["duration"]
+            table["durations"] = [round(t.held_s, 3) for t in tasks]
+        if job.spec.dependency:
+            dependency = _dependency(job.spec.dependency, known)
+            if dependency is None:
+                out.dropped_dependencies.append(table["id"])
+            else:
+                table["dependency"] = dependency
+        tables.append(table)
+    out.data["jobs"] = tables
+    return out
