@@ -38,6 +38,7 @@ from labgang.agent.fence import NodeFence
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
+from labgang.agent.procfacts import ProcessFacts
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
@@ -110,6 +111,7 @@ class AgentService:
         self.commands: CommandHandler | None = None  # made once the supervisor exists
         self._proxy: UserSocketProxy | None = None
         self._reading: DeviceReading | None = None  # newest NVML device pids, with the read's start time
+        self.facts = ProcessFacts()  # user, command, CPU %, RSS, job and rank of each device process
         self._recheck_s = RECHECK_MIN_S
         self._tick_wake: asyncio.Event | None = None
         self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
@@ -240,7 +242,7 @@ class AgentService:
             "node": self.node,
             "version": labgang_version(),
             "address": self.config.address or self.node,
-            "inventory": self.inventory.to_dict(),
+            "inventory": self.facts.annotate(self.inventory, self.supervisor.rank_processes()).to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
@@ -496,7 +498,7 @@ class AgentService:
         violations = self.violations(inv)
         message = {
             "type": "inventory",
-            "inventory": inv.to_dict(),
+            "inventory": self.facts.annotate(inv, self.supervisor.rank_processes()).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
         }
