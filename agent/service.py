@@ -242,7 +242,7 @@ class AgentService:
             "node": self.node,
             "version": labgang_version(),
             "address": self.config.address or self.node,
-            "inventory": self.facts.annotate(self.inventory, self.supervisor.rank_processes()).to_dict(),
+            "inventory": self.facts.annotate(self.inventory, self.rank_owners()).to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
@@ -252,6 +252,14 @@ class AgentService:
     def _agent_dir(self) -> Path:
         """Where the supervisor journal and the lease file live."""
         return paths.agent_state_dir(self.state_dir)
+
+    def rank_owners(self) -> dict[int, tuple[str, int]]:
+        """pid → (job id as people see it, rank) for every live process of a supervised rank.
+
+        The supervisor knows an attempt by its run id, ``"<job id>.<attempt>"`` (the coordinator's
+        ``run_id``; job ids have no dot), the process view shows the job id."""
+        assert self.supervisor is not None
+        return {pid: (job.rsplit(".", 1)[0], rank) for pid, (job, rank, _) in self.supervisor.rank_processes().items()}
 
     def rank_dicts(self) -> list[dict[str, Any]]:
         """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
@@ -498,7 +506,7 @@ class AgentService:
         violations = self.violations(inv)
         message = {
             "type": "inventory",
-            "inventory": self.facts.annotate(inv, self.supervisor.rank_processes()).to_dict(),
+            "inventory": self.facts.annotate(inv, self.rank_owners()).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
         }

@@ -122,14 +122,15 @@ def graph_blocks(
 
 def graph_lines(blocks: Sequence[GraphBlock], width: int) -> list[str]:
     """The blocks as plain lines (``--once`` and the Graphs tab): a title line, one line per series
-    (name, sparkline, latest value), and the marker line with its notes when a pitfall fired."""
+    (name, sparkline, latest value), and when a pitfall fired the marker line and a line naming them."""
     lines = []
     for b in blocks:
         lines.append(b.title)
         for name, line, value in b.rows:
             lines.append(f"  {name:<{LABEL_CHARS - 2}}{line} {value}"[:width])
         if b.marker_notes:
-            lines.append(f"  {'pitfalls':<{LABEL_CHARS - 2}}{b.markers} {'; '.join(b.marker_notes)}"[:width])
+            lines.append(f"  {'pitfalls':<{LABEL_CHARS - 2}}{b.markers}"[:width])
+            lines.append(f"  {'':<{LABEL_CHARS - 2}}{'; '.join(b.marker_notes)}"[:width])
     return lines
 
 

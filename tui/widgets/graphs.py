@@ -35,6 +35,6 @@ class GraphsView(Static):
                 out.append(f" {value}\n")
             if b.marker_notes:
                 out.append(f"  {'pitfalls':<{LABEL_CHARS - 2}}")
-                out.append(b.markers, style="bold red")
-                out.append(" " + "; ".join(b.marker_notes) + "\n", style="red")
+                out.append(b.markers + "\n", style="bold red")
+                out.append(f"  {'':<{LABEL_CHARS - 2}}" + "; ".join(b.marker_notes) + "\n", style="red")
         return out
