@@ -17,6 +17,7 @@ from labgang.launcher.pitfalls import (
     SeriesView,
     Severity,
 )
+from labgang.launcher.pitfalls.series import DeviceHistory
 
 GiB = 1024**3
 NOW = 1_800_000_000.0
@@ -50,11 +51,17 @@ def gpu(index: int, util: float, sm: float | Unavailable, used_gib: float, **kw:
 def snapshot(t: float, gpus: tuple[GpuInfo, ...], holders: dict[str, str]) -> ClusterSnapshot:
     inv = NodeInventory("n1", t, "565", "12", 12070, gpus)
     devices = tuple(
-        DeviceView("n1", g.uuid, state="allocated" if g.uuid in holders else "free", job=holders.get(g.uuid))
+        DeviceView("n1", str(g.uuid), state="allocated" if g.uuid in holders else "free", job=holders.get(str(g.uuid)))
         for g in gpus
     )
     jobs = tuple(JobView(j, "alice", "q", "running") for j in sorted(set(holders.values())))
     return ClusterSnapshot(now=t, nodes=(NodeView("n1", inv, devices),), jobs=jobs)
+
+
+def history(view: SeriesView, uuid: str) -> DeviceHistory:
+    found = view.device(uuid)
+    assert found is not None, uuid
+    return found
 
 
 def busy_idle(job: str = "j1", uuid: str | None = "GPU-0") -> Finding:
@@ -74,7 +81,7 @@ def test_points_per_device_with_the_holder_and_only_new_findings_become_markers(
     first = d0.points[0]
     assert (first.util_pct, first.sm_pct, first.job) == (90.0, 5.0, "j1")
     assert d0.points[0].mem_pct == pytest.approx(25.0)
-    assert view.device("GPU-1").points[0].job is None
+    assert history(view, "GPU-1").points[0].job is None
     assert [(m.t, m.kind, m.uuid) for m in view.markers] == [(NOW + 2, "kernel-busy-sm-idle", "GPU-0")]
     assert view.markers_for(uuid="GPU-0") and not view.markers_for(uuid="GPU-1")
     assert view.markers_for(job="j1") == list(view.markers)
@@ -86,9 +93,9 @@ def test_old_points_and_markers_fall_out_of_the_window() -> None:
     s.record(snapshot(NOW, g, {}), [busy_idle()])
     s.record(snapshot(NOW + 20, g, {}), [])
     view = s.view()
-    assert [p.t for p in view.device("GPU-0").points] == [NOW + 20]
+    assert [p.t for p in history(view, "GPU-0").points] == [NOW + 20]
     assert view.markers == ()
-    assert [p.t for p in s.view(seconds=5).device("GPU-0").points] == [NOW + 20]
+    assert [p.t for p in history(s.view(seconds=5), "GPU-0").points] == [NOW + 20]
 
 
 def test_job_points_average_activity_and_sum_memory_over_its_devices() -> None:
@@ -106,7 +113,7 @@ def test_mig_devices_have_no_utilization_point_but_their_sm_activity() -> None:
     parent = GpuInfo(**{**parent.__dict__, "mig_devices": (m,)})
     s = DeviceSeries()
     s.record(snapshot(NOW, (parent,), {}), [])
-    (p,) = s.view().device("MIG-1").points
+    (p,) = history(s.view(), "MIG-1").points
     assert (p.util_pct, p.sm_pct) == (None, 42.0)
 
 

@@ -28,6 +28,7 @@ import logging
 import secrets
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,7 +85,13 @@ class WebTop(Server):
                 f"--host {host}: serving beyond loopback needs a read token (--read-token-file, the "
                 "cluster's read_token_file; docs/security.md)"
             )
-        super().__init__(shlex.join(app_argv), host=host, port=port, title="labgang top")
+        super().__init__(
+            shlex.join(app_argv),
+            host=host,
+            port=port,
+            title="labgang top",
+            templates_path=Path(__file__).resolve().parent / "web_page",
+        )
         self.app_argv = list(app_argv)
         self.loopback = is_loopback(host)
         self.cluster_token = cluster_token or None
@@ -178,7 +185,7 @@ class WebTop(Server):
                 self.command_for(level),
                 write_bytes=websocket.send_bytes,
                 write_str=websocket.send_str,
-                close=websocket.close,
+                close=lambda: self._close(websocket),
                 download_manager=self.download_manager,
                 debug=self.debug,
             )
@@ -193,6 +200,10 @@ class WebTop(Server):
             if service is not None:
                 await service.stop()  # the viewer's app process ends with its page
         return websocket
+
+    @staticmethod
+    async def _close(websocket: web.WebSocketResponse) -> None:
+        await websocket.close()
 
     async def on_startup(self, app: web.Application) -> None:
         control = "with the cluster token" if self.cluster_token else "nobody (no --token-file)"

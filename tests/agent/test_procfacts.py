@@ -68,6 +68,13 @@ def sleeper():
     proc.wait()
 
 
+def procs(inv: NodeInventory, mig: bool = False) -> tuple[ProcessInfo, ...]:
+    """The processes of GPU 0 (or of its first MIG device), which these inventories always list."""
+    found = inv.gpus[0].mig_devices[0].processes if mig else inv.gpus[0].processes
+    assert isinstance(found, tuple)
+    return found
+
+
 def gone_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -77,10 +84,10 @@ def gone_pid() -> int:
 def test_a_live_process_gets_user_command_memory_start_and_its_rank(sleeper) -> None:
     facts = ProcessFacts()
     inv = facts.annotate(inventory(sleeper.pid), {sleeper.pid: ("j-1", 2, ("GPU-1",))})
-    (p,) = inv.gpus[0].processes
+    (p,) = procs(inv)
     assert p.pid == sleeper.pid and p.used_memory_bytes == 2 * GiB  # NVML's fields kept
     assert p.user == getpass.getuser()
-    assert "marker-arg" in p.command and p.command.startswith(sys.executable)
+    assert p.command is not None and "marker-arg" in p.command and p.command.startswith(sys.executable)
     assert p.rss_bytes is not None and p.rss_bytes > 1 << 20  # an interpreter holds megabytes
     assert p.started_at is not None and abs(p.started_at - time.time()) < 120
     assert (p.job, p.rank, p.alive) == ("j-1", 2, True)
@@ -93,7 +100,7 @@ def test_cpu_is_measured_from_the_second_look_on() -> None:
         facts = ProcessFacts()
         facts.annotate(inventory(busy.pid))
         time.sleep(0.3)  # the interval CPU use is measured over, not a wait for a condition
-        (p,) = facts.annotate(inventory(busy.pid)).gpus[0].processes
+        (p,) = procs(facts.annotate(inventory(busy.pid)))
         assert p.cpu_pct is not None and p.cpu_pct > 5.0
     finally:
         busy.kill()
@@ -101,15 +108,15 @@ def test_cpu_is_measured_from_the_second_look_on() -> None:
 
 
 def test_without_owners_the_job_and_rank_come_from_the_environment(sleeper) -> None:
-    (p,) = ProcessFacts(from_environment=True).annotate(inventory(sleeper.pid)).gpus[0].processes
+    (p,) = procs(ProcessFacts(from_environment=True).annotate(inventory(sleeper.pid)))
     assert (p.job, p.rank) == ("j-7", 3)
-    (q,) = ProcessFacts().annotate(inventory(sleeper.pid), {}).gpus[0].processes
+    (q,) = procs(ProcessFacts().annotate(inventory(sleeper.pid), {}))
     assert (q.job, q.rank) == (None, None)  # the supervisor's word wins: not one of its ranks
 
 
 def test_a_pid_the_os_does_not_know_is_marked_gone() -> None:
     pid = gone_pid()
-    (p,) = ProcessFacts().annotate(inventory(pid)).gpus[0].processes
+    (p,) = procs(ProcessFacts().annotate(inventory(pid)))
     assert p.alive is False and p.user is None and p.command is None and p.rss_bytes is None
 
 
@@ -117,10 +124,10 @@ def test_mig_device_processes_are_filled_and_long_commands_cut(sleeper) -> None:
     long = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "y" * (2 * COMMAND_CHARS)])
     try:
         inv = ProcessFacts().annotate(inventory(long.pid, mig_pid=sleeper.pid))
-        (mp,) = inv.gpus[0].mig_devices[0].processes
+        (mp,) = procs(inv, mig=True)
         assert mp.user == getpass.getuser() and mp.alive
-        (gp,) = inv.gpus[0].processes
-        assert len(gp.command) == COMMAND_CHARS and gp.command.endswith("…")
+        (gp,) = procs(inv)
+        assert gp.command is not None and len(gp.command) == COMMAND_CHARS and gp.command.endswith("…")
     finally:
         long.kill()
         long.wait()
@@ -131,5 +138,5 @@ def test_the_facts_survive_the_wire_format(sleeper) -> None:
     again = NodeInventory.from_dict(inv.to_dict())
     assert again == inv
     old = NodeInventory.from_dict(inventory(sleeper.pid).to_dict())  # an agent without facts
-    (p,) = old.gpus[0].processes
+    (p,) = procs(old)
     assert p.alive is None and p.user is None and isinstance(p.sm_pct, Unavailable)

@@ -163,14 +163,14 @@ async def test_processes_tab_sorts_and_filters_with_keys(facts_client) -> None:
         await pilot.pause()
         table = app.query_one(ProcessesTable)
         assert table.has_focus and table.row_count == 7
-        keys = [r.key.value for r in table.ordered_rows]
+        keys = [str(r.key.value) for r in table.ordered_rows]
         assert keys[0].endswith("|4243")
         await pilot.press("o")
         assert app.proc_sort == "sm"
         await pilot.press("slash")
         await pilot.press(*"mallory", "enter")
         await pilot.pause()
-        assert app.proc_text == "mallory" and [r.key.value.split("|")[2] for r in table.ordered_rows] == ["4242"]
+        assert app.proc_text == "mallory" and [str(r.key.value).split("|")[2] for r in table.ordered_rows] == ["4242"]
         await pilot.press("slash", "ctrl+u", "enter")  # empty clears
         await pilot.pause()
         assert table.row_count == 7

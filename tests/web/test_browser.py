@@ -124,7 +124,7 @@ def test_a_viewer_without_the_token_cannot_cancel_and_one_with_it_can(lab) -> No
     page = open_viewer(browser, url)
     try:
         page.keyboard.press("2")
-        wait_screen(page, lambda t: job_row(t, job), "the jobs tab")
+        wait_screen(page, lambda t: job_row(t, job) is not None, "the jobs tab")
         page.keyboard.press("c")
         wait_screen(page, lambda t: "read-only view" in t, "the refusal")
         assert "Cancel job" not in screen_text(page)
@@ -137,7 +137,7 @@ def test_a_viewer_without_the_token_cannot_cancel_and_one_with_it_can(lab) -> No
     try:
         assert len(viewer_apps(web)) == 1
         page.keyboard.press("2")
-        wait_screen(page, lambda t: job_row(t, job), "the jobs tab")
+        wait_screen(page, lambda t: job_row(t, job) is not None, "the jobs tab")
         page.keyboard.press("c")
         wait_screen(page, lambda t: f"Cancel job {job}" in t, "the confirmation")
         page.keyboard.press("y")

@@ -4,7 +4,9 @@ the token gate, the session cookie, the Origin check, and the command each viewe
 from __future__ import annotations
 
 import json
+import re
 import sys
+import urllib.parse
 from pathlib import Path
 
 import aiohttp
@@ -58,6 +60,12 @@ async def test_loopback_lets_anyone_read_and_the_page_points_at_its_own_address(
         assert page.status == 200
         body = await page.text()
         assert f'data-session-websocket-url="ws://{page.url.host}:{page.url.port}/ws"' in body
+        own = f"{page.url.host}:{page.url.port}"
+        xmlns = "http://www.w3.org/2000/svg"  # the logo's namespace name: never fetched
+        urls = [u for u in re.findall(r"""(?:https?|wss?)://[^"'\s)]+""", body) if u != xmlns]
+        assert urls and all(urllib.parse.urlsplit(u).netloc == own for u in urls), urls  # nothing from outside
+        font = await client.get("/static/fonts/RobotoMono-VariableFont_wght.ttf")
+        assert font.status == 200
     finally:
         await client.close()
 
