@@ -162,6 +162,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each CPU measurement")
     parser.add_argument("--rounds", type=int, default=5, help="page loads and update measurements")
     args = parser.parse_args()
+    print(f"load average at the start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with coordinator() as running:
         port = free_port()
         web = start_web(running.state, port)
@@ -182,6 +183,8 @@ def main() -> None:
                 f"max {max(updates) * 1000:.0f} ms over {len(updates)}; ratio to {TARGET_UPDATE_S:g} s "
                 f"{med(updates) / TARGET_UPDATE_S:.2f}"
             )
+            if args.viewers <= 0:
+                return
             time.sleep(2)
             base = cpu_pct(coord, args.seconds)
             busy = asyncio.run(idle_viewers(port, args.viewers, args.seconds, coord, psutil.Process(web.pid)))
@@ -197,8 +200,12 @@ def main() -> None:
                 f"in all, {busy['apps_pct'] / max(1, args.viewers):.1f}% each"
             )
         finally:
-            web.terminate()
-            web.wait(timeout=20)
+            web.terminate()  # ends every viewer's app first: slow on a loaded machine
+            try:
+                web.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                web.kill()
+                web.wait()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
