@@ -93,6 +93,15 @@ def top(
     o process sort, / process filter, d details, c cancel, ? help, q quit. --web serves
     the same app to browsers.
     """
+    web_only = {
+        "--host": host != "127.0.0.1",
+        "--port": port != 8642,
+        "--token-file": token_file,
+        "--read-token-file": read_token_file,
+    }
+    given = [name for name, used in web_only.items() if used]
+    if given and not web:
+        raise click.UsageError(f"{', '.join(given)}: only with --web (they say how to serve the app to browsers)")
     if web:
         if once:
             raise click.UsageError("--web and --once: choose one (--once prints a frame; --web serves the app)")
@@ -158,9 +167,9 @@ def _serve_web(
     tokens: dict[str, str | None] = {}
     for option, path in (("--token-file", token_file), ("--read-token-file", read_token_file)):
         try:
-            tokens[option] = read_token(path) if path else None
+            tokens[option] = read_token(path, by_coordinator=True) if path else None
         except (AgentConfigError, OSError) as exc:
-            raise click.BadParameter(str(exc), param_hint=option) from exc
+            raise click.UsageError(f"{option}: {exc}") from exc
     argv = [sys.executable, "-m", "labgang.launcher", "top", "--interval", f"{interval:g}"]
     if local:
         argv.append("--local")
