@@ -30,5 +30,8 @@ PACKAGES, PACKAGE_DIR = _packages()
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
-    package_data={"labgang.tui": ["*.tcss", "**/*.tcss"], "labgang.launcher": ["data/*", "data/**/*"]},
+    package_data={
+        "labgang.tui": ["*.tcss", "**/*.tcss", "web_page/*.html"],
+        "labgang.launcher": ["data/*", "data/**/*"],
+    },
 )

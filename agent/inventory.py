@@ -72,12 +72,37 @@ class ProcessInfo:
             when NVML reports ``usedGpuMemory`` as None.
         gi_id: GPU instance id, or None when the GPU is not in MIG mode (NVML 0xFFFFFFFF).
         ci_id: compute instance id, or None likewise.
+        sm_pct: the process's share of SM time over the last sample, percent
+            (``nvmlDeviceGetProcessUtilization``), or ``Unavailable`` where NVML has no per-process figure.
+
+    Host facts, filled in by the agent (``labgang.agent.procfacts``, psutil); None where the OS
+    would not tell (the process is gone, or belongs to someone the agent may not inspect):
+
+        user: login name of the process's real uid.
+        command: its command line, words joined by spaces (cut to 512 characters).
+        cpu_pct: CPU use since the agent's previous report, percent of one core (None on first sight).
+        rss_bytes: resident host memory, bytes.
+        started_at: when it started, unix seconds.
+        job: the labgang job it belongs to (a rank or a descendant of one); None for a process
+            labgang did not start.
+        rank: the rank of ``job`` it belongs to.
+        alive: False when the OS has no such process (a context NVML still lists), True when it
+            has, None when nobody looked (an inventory straight from NVML, an older agent).
     """
 
     pid: int
     used_memory_bytes: int | Unavailable
     gi_id: int | None = None
     ci_id: int | None = None
+    sm_pct: float | Unavailable = Unavailable("unsupported")
+    user: str | None = None
+    command: str | None = None
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    started_at: float | None = None
+    job: str | None = None
+    rank: int | None = None
+    alive: bool | None = None
 
 
 @dataclass(frozen=True)

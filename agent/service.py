@@ -38,6 +38,7 @@ from labgang.agent.fence import NodeFence
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
+from labgang.agent.procfacts import ProcessFacts
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
@@ -113,6 +114,7 @@ class AgentService:
         self.commands: CommandHandler | None = None  # made once the supervisor exists
         self._proxy: UserSocketProxy | None = None
         self._reading: DeviceReading | None = None  # newest NVML device pids, with the read's start time
+        self.facts = ProcessFacts()  # user, command, CPU %, RSS, job and rank of each device process
         self._recheck_s = RECHECK_MIN_S
         self._tick_wake: asyncio.Event | None = None
         self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
@@ -243,7 +245,7 @@ class AgentService:
             "node": self.node,
             "version": labgang_version(),
             "address": self.config.address or self.node,
-            "inventory": self.inventory.to_dict(),
+            "inventory": self.facts.annotate(self.inventory, self.rank_owners()).to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
@@ -253,6 +255,14 @@ class AgentService:
     def _agent_dir(self) -> Path:
         """Where the supervisor journal and the lease file live."""
         return paths.agent_state_dir(self.state_dir)
+
+    def rank_owners(self) -> dict[int, tuple[str, int]]:
+        """pid → (job id as people see it, rank) for every live process of a supervised rank.
+
+        The supervisor knows an attempt by its run id, ``"<job id>.<attempt>"`` (the coordinator's
+        ``run_id``; job ids have no dot), the process view shows the job id."""
+        assert self.supervisor is not None
+        return {pid: (job.rsplit(".", 1)[0], rank) for pid, (job, rank, _) in self.supervisor.rank_processes().items()}
 
     def rank_dicts(self) -> list[dict[str, Any]]:
         """Every supervised rank's ``RankStatus`` dict, with ``fenced: true`` on a rank this agent
@@ -513,7 +523,7 @@ class AgentService:
         violations = self.violations(inv)
         message = {
             "type": "inventory",
-            "inventory": inv.to_dict(),
+            "inventory": self.facts.annotate(inv, self.rank_owners()).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
         }

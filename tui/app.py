@@ -14,22 +14,27 @@ from typing import ClassVar
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, StateReady
+from labgang.tui.processes import PROCESS_SORTS
 from labgang.tui.rows import finding_keys
 from labgang.tui.screens.confirm import ConfirmScreen
 from labgang.tui.screens.filter import FilterScreen
 from labgang.tui.screens.help import HelpScreen
 from labgang.tui.screens.job_detail import JobDetailScreen
+from labgang.tui.screens.process_filter import ProcessFilterScreen
 from labgang.tui.sources import DataSource, current_user
 from labgang.tui.state import JOB_SORTS, ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.devices import DevicesTable
+from labgang.tui.widgets.graphs import GraphsView
 from labgang.tui.widgets.jobs import JobsTable
 from labgang.tui.widgets.pitfalls import PitfallTable
+from labgang.tui.widgets.processes import ProcessesTable
 from labgang.tui.widgets.queues import QueuesTable
 from labgang.tui.widgets.rows_table import RowsTable
 from labgang.tui.widgets.summary import Summary
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker
@@ -48,8 +53,11 @@ class LabgangTop(App[None]):
     """The TUI. Build it with :func:`make_app`.
 
     Reactive attributes (bound to the widgets): ``state`` (latest :class:`ClusterState`,
-    None before the first fetch), ``filters``, ``sort`` (a key of :data:`JOB_SORTS`) and
-    ``show_finished``.
+    None before the first fetch), ``filters``, ``sort`` (a key of :data:`JOB_SORTS`),
+    ``show_finished``, and the process view's ``proc_sort`` (a key of :data:`PROCESS_SORTS`)
+    and ``proc_text`` (its ``/`` filter).
+
+    ``read_only`` (``top --web`` for a viewer without the cluster token) refuses to cancel.
     """
 
     CSS_PATH = "app.tcss"
@@ -60,10 +68,14 @@ class LabgangTop(App[None]):
         Binding("1", "show_tab('devices')", "devices"),
         Binding("2", "show_tab('jobs')", "jobs"),
         Binding("3", "show_tab('queues')", "queues"),
+        Binding("4", "show_tab('processes')", "processes"),
+        Binding("5", "show_tab('graphs')", "graphs"),
         Binding("f", "filter", "filter"),
         Binding("m", "mine", "mine"),
         Binding("x", "clear_filters", "clear filter", show=False),
         Binding("s", "cycle_sort", "sort"),
+        Binding("o", "cycle_process_sort", "process sort", show=False),
+        Binding("slash", "process_filter", "process filter", show=False),
         Binding("a", "toggle_finished", "finished", show=False),
         Binding("d", "details", "details"),
         Binding("c", "cancel_job", "cancel"),
@@ -74,12 +86,15 @@ class LabgangTop(App[None]):
     filters: reactive[Filters] = reactive(Filters())
     sort: reactive[str] = reactive("state")
     show_finished: reactive[bool] = reactive(False)
+    proc_sort: reactive[str] = reactive("gpu_memory")
+    proc_text: reactive[str] = reactive("")
 
-    def __init__(self, source: DataSource, builder: StateBuilder, refresh_s: float) -> None:
+    def __init__(self, source: DataSource, builder: StateBuilder, refresh_s: float, read_only: bool = False) -> None:
         super().__init__()
         self.source = source
         self.builder = builder
         self.refresh_s = refresh_s
+        self.read_only = read_only
         self._fetch: Worker | None = None
 
     # -- layout ------------------------------------------------------------------------
@@ -95,6 +110,12 @@ class LabgangTop(App[None]):
                 )
             with TabPane("Queues [3]", id="queues"):
                 yield QueuesTable(id="queues-table").data_bind(LabgangTop.state, LabgangTop.filters)
+            with TabPane("Processes [4]", id="processes"):
+                yield ProcessesTable(id="processes-table").data_bind(
+                    LabgangTop.state, LabgangTop.filters, LabgangTop.proc_sort, LabgangTop.proc_text
+                )
+            with TabPane("Graphs [5]", id="graphs"), VerticalScroll(id="graphs-table"):
+                yield GraphsView(id="graphs-view").data_bind(LabgangTop.state, LabgangTop.filters)
         yield PitfallTable(id="pitfalls").data_bind(LabgangTop.state, LabgangTop.filters)
         yield Static("", id="pitfall-detail", markup=False)
         yield Footer()
@@ -169,11 +190,23 @@ class LabgangTop(App[None]):
         tab = self.query_one(TabbedContent).active
         if tab == "jobs":
             return self.query_one(JobsTable).selected_key
+        if tab == "processes" and self.state is not None:
+            return self._process_job(self.query_one(ProcessesTable).selected_key)
         if tab == "devices" and self.state is not None:
             uuid = self.query_one(DevicesTable).selected_key
             for dev in self.state.devices:
                 if dev.uuid == uuid and dev.holder is not None:
                     return dev.holder.job
+        return None
+
+    def _process_job(self, key: str | None) -> str | None:
+        """The job of the process row ``key`` (``node|uuid|pid``), or None for a foreign process."""
+        if key is None or self.state is None:
+            return None
+        node, uuid, pid = key.split("|")
+        for dev in self.state.devices:
+            if dev.node == node and dev.uuid == uuid and isinstance(dev.info.processes, tuple):
+                return next((p.job for p in dev.info.processes if str(p.pid) == pid), None)
         return None
 
     # -- actions -----------------------------------------------------------------------
@@ -192,7 +225,7 @@ class LabgangTop(App[None]):
         self.query_one("#pitfall-detail", Static).update(text)
 
     def action_show_tab(self, tab: str) -> None:
-        if self.source.mode == "local" and tab != "devices":
+        if self.source.mode == "local" and tab in ("jobs", "queues"):
             self.notify("local mode shows devices only; jobs and queues need the coordinator", timeout=3)
             return
         self.query_one(TabbedContent).active = tab
@@ -222,6 +255,18 @@ class LabgangTop(App[None]):
         self.sort = keys[(keys.index(self.sort) + 1) % len(keys)]
         self.notify(f"jobs sorted by {dict(JOB_SORTS)[self.sort]}", timeout=2)
 
+    def action_cycle_process_sort(self) -> None:
+        keys = [k for k, _ in PROCESS_SORTS]
+        self.proc_sort = keys[(keys.index(self.proc_sort) + 1) % len(keys)]
+        self.notify(f"processes sorted by {dict(PROCESS_SORTS)[self.proc_sort]}", timeout=2)
+
+    def action_process_filter(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.proc_text = text
+
+        self.push_screen(ProcessFilterScreen(self.proc_text), done)
+
     def action_toggle_finished(self) -> None:
         self.show_finished = not self.show_finished
 
@@ -248,6 +293,11 @@ class LabgangTop(App[None]):
 
     def ask_cancel(self, job_id: str) -> None:
         """Check the job may be cancelled by this user, ask, then cancel in a worker."""
+        if self.read_only:
+            self.notify(
+                "read-only view: cancelling needs the cluster token (open the page with ?token=...)", severity="error"
+            )
+            return
         if not self.source.can_cancel:
             self.notify("cancelling needs the coordinator; local mode only watches", severity="warning")
             return
@@ -293,7 +343,12 @@ class LabgangTop(App[None]):
 
 
 def make_app(
-    source: DataSource, *, thresholds: PitfallThresholds | None = None, refresh_s: float = 1.0, user: str | None = None
+    source: DataSource,
+    *,
+    thresholds: PitfallThresholds | None = None,
+    refresh_s: float = 1.0,
+    user: str | None = None,
+    read_only: bool = False,
 ) -> LabgangTop:
     """Build the TUI for a data source (the CLI and the tests both call this).
 
@@ -302,6 +357,8 @@ def make_app(
         thresholds: pitfall thresholds (defaults: :class:`PitfallThresholds`).
         refresh_s: seconds between fetches; values below 1 s are raised to 1 s.
         user: who runs the TUI (for ``m`` and cancel checks); defaults to the real uid's name.
+        read_only: refuse every action that changes state (cancel): ``top --web`` for a viewer
+            who did not present the cluster token.
     """
     builder = StateBuilder(thresholds, mode=source.mode, source=source.description, user=user or current_user())
-    return LabgangTop(source, builder, max(MIN_REFRESH_S, refresh_s))
+    return LabgangTop(source, builder, max(MIN_REFRESH_S, refresh_s), read_only=read_only)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from labgang.tui.processes import PROCESS_COLUMNS, process_rows
 from labgang.tui.rows import (
     DEVICE_COLUMNS,
     FINDING_COLUMNS,
@@ -40,6 +41,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> 
 # the rest (which device, who holds it; which job, its state and why) always stays.
 DEVICE_DROP = ("power", "temp", "flags", "model", "SM act", "memory", "util", "node")
 JOB_DROP = ("restarts", "age", "prio", "ranks×dev", "nodes", "queue", "user", "name")
+PROCESS_DROP = ("host mem", "time", "SM", "CPU", "node", "command")
 
 
 def fit_table(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int, drop: Sequence[str] = ()) -> list[str]:
@@ -91,7 +93,8 @@ def render_frame(
     sort: str = "state",
     show_finished: bool = False,
 ) -> str:
-    """The whole screen as text: summary, devices, jobs, queues, pitfalls (empty sections say so).
+    """The whole screen as text: summary, devices, jobs, queues, pitfalls, device processes (empty
+    sections say so).
 
     Args:
         state: the data to show.
@@ -116,4 +119,7 @@ def render_frame(
     findings = finding_rows(state, filters)
     out += ["", f"PITFALLS ({len(findings)})"]
     out += fit_table(FINDING_COLUMNS, [r.cells for r in findings], width) if findings else ["  none"]
+    procs = process_rows(state, filters)  # last: one line per process can be many
+    out += ["", f"PROCESSES ({len(procs)})"]
+    out += fit_table(PROCESS_COLUMNS, [r.cells for r in procs], width, PROCESS_DROP) if procs else ["  none"]
     return "\n".join(out) + "\n"

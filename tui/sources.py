@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import psutil
 from labgang.agent.nvml.backend import NvmlBackend
+from labgang.agent.procfacts import ProcessFacts
 from labgang.launcher.pitfalls import (
     ALLOCATED,
     FOREIGN,
@@ -126,6 +127,7 @@ class LocalSource(DataSource):
         hostname: str | None = None,
     ) -> None:
         self.backend = backend
+        self.facts = ProcessFacts(from_environment=True)  # user, command, CPU %, RSS, job and rank per process
         self.description = description or "local NVML"
         self.clock = clock
         self.hostname = hostname
@@ -157,7 +159,7 @@ class LocalSource(DataSource):
         from labgang.agent.inventory import read_inventory
 
         now = self.clock()
-        inv = read_inventory(self.backend, hostname=self.hostname, now=now)
+        inv = self.facts.annotate(read_inventory(self.backend, hostname=self.hostname, now=now))
         node = inv.hostname
         owners: dict[tuple[str, int], ProcessOwner] = {}
         for pids in inv.device_pids().values():
@@ -252,23 +254,34 @@ class CoordinatorSource(DataSource):
         return cls(client, description=str(client.socket_path))
 
     async def fetch(self) -> ClusterSnapshot:
-        nodes, jobs, queues, pitfalls = await asyncio.gather(
-            self.client.nodes(), self.client.jobs(all_users=True), self.client.queues(), self._pitfalls()
+        nodes, jobs, queues, pitfalls, series = await asyncio.gather(
+            self.client.nodes(),
+            self.client.jobs(all_users=True),
+            self.client.queues(),
+            self._optional("pitfalls"),
+            self._optional("series"),
         )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
         return await asyncio.to_thread(
-            ClusterSnapshot.from_api, self.clock(), {"nodes": nodes}, {"jobs": jobs}, {"queues": queues}, pitfalls
+            ClusterSnapshot.from_api,
+            self.clock(),
+            {"nodes": nodes},
+            {"jobs": jobs},
+            {"queues": queues},
+            pitfalls,
+            series,
         )
 
-    async def _pitfalls(self) -> dict[str, Any] | None:
-        """The coordinator's findings (``GET /v1/pitfalls``); None from one too old to have them."""
-        pitfalls = getattr(self.client, "pitfalls", None)
-        if pitfalls is None:
+    async def _optional(self, method: str) -> dict[str, Any] | None:
+        """The body of ``GET /v1/pitfalls`` (the coordinator's findings) or ``/v1/series`` (recent
+        device samples); None from a coordinator too old to have it (404), or a client without it."""
+        call = getattr(self.client, method, None)
+        if call is None:
             return None
         from labgang.launcher.api.client import ApiError
 
         try:
-            return dict(await pitfalls())
+            return dict(await call())
         except ApiError as exc:
             if exc.status == 404:
                 return None

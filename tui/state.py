@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from labgang.launcher.pitfalls import (
     ClusterSnapshot,
     DeviceSample,
+    DeviceSeries,
     Finding,
     JobView,
     PitfallThresholds,
@@ -158,6 +159,8 @@ class StateBuilder:
     """Turns snapshots into :class:`ClusterState`, keeping the pitfall history between refreshes.
 
     Not thread-safe: call from one worker at a time (the App's fetch workers are exclusive).
+    Without a coordinator it also keeps the recent device samples the graphs draw
+    (:class:`~labgang.launcher.pitfalls.DeviceSeries`).
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class StateBuilder:
     ) -> None:
         self.thresholds = thresholds or PitfallThresholds()
         self.tracker = PitfallTracker(self.thresholds)
+        self.series = DeviceSeries()
         self.mode, self.source, self.user = mode, source, user
 
     def build(self, snapshot: ClusterSnapshot) -> ClusterState:
@@ -181,9 +185,13 @@ class StateBuilder:
             )
         self.tracker.observe(snapshot)
         busy, alloc = self.tracker.allocation_rate()
+        findings = tuple(detect_all(snapshot, self.thresholds, self.tracker))
+        if snapshot.series is None:  # local mode: this builder's own history feeds the graphs
+            self.series.record(snapshot, findings)
+            snapshot = replace(snapshot, series=self.series.view())
         return ClusterState(
             snapshot=snapshot,
-            findings=tuple(detect_all(snapshot, self.thresholds, self.tracker)),
+            findings=findings,
             allocation_rate_pct=(100.0 * busy / alloc) if alloc > 0 else None,
             mode=self.mode,
             source=self.source,

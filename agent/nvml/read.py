@@ -6,15 +6,17 @@ per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, 
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
-``GetComputeRunningProcesses``, ``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of
-:mod:`labgang.agent.nvml.topology`; per GPU pair, its link calls; in MIG mode, for every
-slot ``0 ≤ i < GetMaxMigDeviceCount`` (``NOT_FOUND`` holes skipped, not a stop):
+``GetComputeRunningProcesses`` (then ``GetProcessUtilization`` when it listed any),
+``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of :mod:`labgang.agent.nvml.topology`;
+per GPU pair, its link calls; in MIG mode, for every slot ``0 ≤ i < GetMaxMigDeviceCount``
+(``NOT_FOUND`` holes skipped, not a stop):
 ``GetMigDeviceHandleByIndex``, ``GetUUID``, ``GetName``, ``GetGpuInstanceId``,
 ``GetComputeInstanceId``, ``GetAttributes``, ``GetMemoryInfo``, ``GetComputeRunningProcesses``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -121,6 +123,25 @@ def _processes(backend: NvmlBackend, handle: Any) -> tuple[ProcessInfo, ...] | U
     return tuple(sorted(out, key=lambda p: p.pid))
 
 
+def _with_sm(
+    backend: NvmlBackend, handle: Any, procs: tuple[ProcessInfo, ...] | Unavailable
+) -> tuple[ProcessInfo, ...] | Unavailable:
+    """``procs`` with each one's SM share (``nvmlDeviceGetProcessUtilization``: the driver's
+    buffered samples, the newest per pid), where the driver gives one; whole GPUs only (NVML has
+    no per-process figure on MIG devices). No process, no call."""
+    if isinstance(procs, Unavailable) or not procs:
+        return procs
+    samples = query(backend, "nvmlDeviceGetProcessUtilization", handle, 0)
+    if isinstance(samples, Unavailable):  # say why (unsupported, no permission ...)
+        return tuple(dataclasses.replace(p, sm_pct=samples) for p in procs)
+    newest: dict[int, tuple[int, float]] = {}
+    for sample in samples:
+        pid, stamp, sm = int(sample.pid), int(getattr(sample, "timeStamp", 0)), float(sample.smUtil)
+        if pid not in newest or stamp >= newest[pid][0]:
+            newest[pid] = (stamp, sm)
+    return tuple(dataclasses.replace(p, sm_pct=newest[p.pid][1]) if p.pid in newest else p for p in procs)
+
+
 def _profile_from(name: Any, attrs: Any) -> str | Unavailable:
     """MIG profile from the MIG handle's name (``"… MIG 1g.10gb"``), else from its attributes."""
     if isinstance(name, str) and " MIG " in name:
@@ -191,7 +212,7 @@ def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[Mi
         backend.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
         backend.NVML_VOLATILE_ECC,
     )
-    procs = _processes(backend, handle)
+    procs = _with_sm(backend, handle, _processes(backend, handle))
     gpm = query(backend, "nvmlGpmQueryDeviceSupport", handle)
     if isinstance(gpm, Unavailable):
         gpm_state: bool | Unavailable = gpm

@@ -142,6 +142,10 @@ class AsyncClient:
         """See :meth:`Client.pitfalls`."""
         return await self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
 
+    async def series(self, seconds: float | None = None) -> dict[str, Any]:
+        """See :meth:`Client.series`."""
+        return await self._json("GET", "/v1/series", **({"query": {"seconds": f"{seconds:g}"}} if seconds else {}))
+
     async def version(self) -> dict[str, Any]:
         """See :meth:`Client.version`."""
         return await self._json("GET", "/v1/version")

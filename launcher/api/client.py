@@ -600,3 +600,8 @@ class Client:
         """``GET /v1/pitfalls``: the coordinator's current findings (of one job with ``job_id``),
         its allocation rate and the thresholds it applies."""
         return self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
+
+    def series(self, seconds: float | None = None) -> dict[str, Any]:
+        """``GET /v1/series``: each device's recent utilization, SM activity and memory and the
+        pitfall markers (``labgang.launcher.pitfalls.SeriesView.to_dict``); ``seconds`` back at most."""
+        return self._json("GET", "/v1/series", **({"query": {"seconds": f"{seconds:g}"}} if seconds else {}))

@@ -20,6 +20,7 @@ from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import arrays, table_view, terminal, verbs, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
+from labgang.launcher.coordinator.private_processes import hide_commands
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
@@ -400,8 +401,12 @@ async def list_queues(
 async def list_nodes(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
-    """``GET /v1/nodes``: nodes with inventory and per-device state."""
-    return Reply(200, {"nodes": views.node_views(coord)})
+    """``GET /v1/nodes``: nodes with inventory and per-device state; with ``private_data``, the
+    command lines of other users' device processes are null unless the caller is an admin."""
+    nodes = views.node_views(coord)
+    if coord.config.private_data and not caller.admin:
+        nodes = [hide_commands(n, caller.user) for n in nodes]
+    return Reply(200, {"nodes": nodes})
 
 
 async def get_version(
@@ -423,6 +428,25 @@ async def list_pitfalls(
     return Reply(200, watch.view(query.get("job") or None))
 
 
+async def device_series(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``GET /v1/series[?seconds=S&device=UUID[,UUID]]``: each device's recent utilization, SM activity and
+    memory (the pitfall watch's samples, every 2 s) and when pitfalls fired, for ``labgang top``'s graphs."""
+    raw = query.get("seconds") or None
+    try:
+        seconds = None if raw is None else float(raw)
+    except ValueError:
+        seconds = math.nan
+    if seconds is not None and not 0 < seconds <= 86400:  # also refuses nan
+        raise BadRequest(f"seconds must be a number of seconds in (0, 86400], got {raw!r}", field="seconds")
+    uuids = [u for u in (query.get("device") or "").split(",") if u] or None
+    watch = coord.pitfalls
+    if watch is None:
+        return Reply(200, {"window_s": 0.0, "devices": [], "markers": []})
+    return Reply(200, watch.series.view(seconds, uuids).to_dict())
+
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/jobs", "submit", submit, writes=True),
     Route("GET", "/v1/jobs", "list_jobs", list_jobs),
@@ -442,6 +466,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/nodes", "list_nodes", list_nodes),
     Route("GET", "/v1/version", "get_version", get_version),
     Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls),
+    Route("GET", "/v1/series", "device_series", device_series),
 )
 
 

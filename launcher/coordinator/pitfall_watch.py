@@ -18,7 +18,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
-from labgang.launcher.pitfalls import ClusterSnapshot, Finding, PitfallThresholds, PitfallTracker, detect_all
+from labgang.launcher.pitfalls import (
+    ClusterSnapshot,
+    DeviceSeries,
+    Finding,
+    PitfallThresholds,
+    PitfallTracker,
+    detect_all,
+)
 
 log = logging.getLogger("labgang.coordinator.pitfalls")
 
@@ -38,6 +45,7 @@ class PitfallWatch:
         self.provider = provider
         self.thresholds = thresholds
         self.tracker = PitfallTracker(thresholds)
+        self.series = DeviceSeries()  # recent points per device and pitfall markers (GET /v1/series)
         self.findings: tuple[Finding, ...] = ()
         self.allocation_rate_pct: float | None = None
         self.sampled_at: float | None = None
@@ -60,6 +68,7 @@ class PitfallWatch:
             self.tracker = PitfallTracker(self.thresholds)
             self.tracker.observe(snapshot)
         self.findings = tuple(detect_all(snapshot, self.thresholds, self.tracker))
+        self.series.record(snapshot, self.findings)
         busy, allocated = self.tracker.allocation_rate()
         self.allocation_rate_pct = 100.0 * busy / allocated if allocated > 0 else None
         self.sampled_at = snapshot.now

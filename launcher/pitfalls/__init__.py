@@ -17,8 +17,9 @@ Units: seconds, bytes, percent (0..100), watts, degrees Celsius.
 
 One job per module: :mod:`.findings` (what a finding is), :mod:`.thresholds` (``[pitfalls]``),
 :mod:`.views` (typed API views and the device walk), :mod:`.reclaim` (the reclaim rules as a
-client reads them), :mod:`.detectors` (the snapshot detectors) and :mod:`.tracker` (history and
-:func:`detect_all`). Import names from this package; the modules are an implementation detail.
+client reads them), :mod:`.detectors` (the snapshot detectors), :mod:`.tracker` (history and
+:func:`detect_all`) and :mod:`.series` (recent samples per device, for graphs). Import names from
+this package; the modules are an implementation detail.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from labgang.launcher.pitfalls.findings import (
     Severity,
 )
 from labgang.launcher.pitfalls.reclaim import can_take_back, reclaim_time_s
+from labgang.launcher.pitfalls.series import DeviceSeries, SeriesView
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.pitfalls.tracker import BUSY, IDLE, UNKNOWN, PitfallTracker, detect_all
 from labgang.launcher.pitfalls.views import (
@@ -76,6 +78,7 @@ __all__ = [
     "UNKNOWN",
     "ClusterSnapshot",
     "DeviceSample",
+    "DeviceSeries",
     "DeviceView",
     "Finding",
     "JobView",
@@ -86,6 +89,7 @@ __all__ = [
     "ProcessOwner",
     "QueueView",
     "RankView",
+    "SeriesView",
     "Severity",
     "can_take_back",
     "detect_all",

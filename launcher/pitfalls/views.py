@@ -312,6 +312,7 @@ class ClusterSnapshot:
     processes: Mapping[tuple[str, int], ProcessOwner] = field(default_factory=dict)
     findings: tuple[Finding, ...] | None = None
     allocation_rate_pct: float | None = None
+    series: Any = None  # SeriesView (pitfalls/series.py): recent samples per device; None = not fetched
 
     @classmethod
     def from_api(
@@ -321,10 +322,18 @@ class ClusterSnapshot:
         jobs: Mapping[str, Any] | None = None,
         queues: Mapping[str, Any] | None = None,
         pitfalls: Mapping[str, Any] | None = None,
+        series: Mapping[str, Any] | None = None,
     ) -> ClusterSnapshot:
         """Build from the JSON bodies of ``GET /v1/nodes``, ``/v1/jobs?all=1``, ``/v1/queues`` and
-        (optionally) ``/v1/pitfalls``."""
+        (optionally) ``/v1/pitfalls`` and ``/v1/series``.
+
+        Raises:
+            ValueError: a malformed body (the message names the field).
+        """
+        from labgang.launcher.pitfalls.series import SeriesView
+
         return cls(
+            series=None if series is None else SeriesView.from_dict(series),
             now=now,
             nodes=tuple(NodeView.from_api(n) for n in nodes.get("nodes", ())),
             jobs=tuple(JobView.from_api(j) for j in (jobs or {}).get("jobs", ())),
