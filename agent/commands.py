@@ -77,30 +77,7 @@ class CommandHandler:
         sup = self.supervisor
         if op == "launch":
             began = time.perf_counter()
-            out: list[dict[str, Any]] = []
-            for spec_dict in args.get("specs") or []:
-                try:
-                    port = None
-                    spec = LaunchSpec.from_dict(spec_dict)
-                    if spec.master_port is None:  # rank 0's node: pick MASTER_PORT now
-                        port = sup.job_master_port(spec.job_id) or pick_free_port()
-                        spec = spec.with_master_port(port)
-                    status = sup.launch(spec).to_dict()
-                    if port is not None:
-                        status["master_port"] = port
-                    out.append(status)
-                    self.grace[spec.job_id] = spec.grace
-                except Exception as exc:  # refused, bad spec, spawn failure: reported per rank
-                    job_id, rank = _field(spec_dict, "job_id"), _field(spec_dict, "rank")
-                    log.warning("launch of %s rank %s refused: %s", job_id, rank, exc)
-                    out.append(
-                        {
-                            "job_id": job_id,
-                            "rank": rank,
-                            "error": str(exc),
-                            "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
-                        }
-                    )
+            out = self._launch(args.get("specs") or [])
             log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
             return out
         if op == "stop_job":
@@ -137,6 +114,56 @@ class CommandHandler:
         raise ValueError(
             f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, pick_port, read_log"
         )
+
+    def _launch(self, spec_dicts: list[Any]) -> list[dict[str, Any]]:
+        """``launch``: parse every spec (the run's first node picks MASTER_PORT here), then start
+        all ranks together (:meth:`Supervisor.launch_all`); one answer per spec, in order."""
+        sup = self.supervisor
+        answers: list[dict[str, Any] | None] = []
+        specs: list[LaunchSpec] = []
+        ports: list[int | None] = []
+        for spec_dict in spec_dicts:
+            try:
+                spec = LaunchSpec.from_dict(spec_dict)
+                port = None
+                if spec.master_port is None:  # rank 0's node: pick MASTER_PORT now
+                    port = sup.job_master_port(spec.job_id) or pick_free_port()
+                    spec = spec.with_master_port(port)
+            except Exception as exc:  # a bad spec or no free port: reported for that rank
+                answers.append(self._refused(spec_dict, exc))
+                continue
+            answers.append(None)
+            specs.append(spec)
+            ports.append(port)
+        results = iter(zip(specs, ports, sup.launch_all(specs), strict=True))
+        out: list[dict[str, Any]] = []
+        for spec_dict, answer in zip(spec_dicts, answers, strict=True):
+            if answer is not None:
+                out.append(answer)
+                continue
+            spec, port, result = next(results)
+            if isinstance(result, Exception):
+                out.append(self._refused(spec_dict, result))
+                continue
+            status = result.to_dict()
+            if port is not None:
+                status["master_port"] = port
+            out.append(status)
+            self.grace[spec.job_id] = spec.grace
+        return out
+
+    @staticmethod
+    def _refused(spec_dict: Any, exc: Exception) -> dict[str, Any]:
+        """The answer for a rank that was not started (``permanent``: the same launch would be
+        refused again, e.g. the uid policy)."""
+        job_id, rank = _field(spec_dict, "job_id"), _field(spec_dict, "rank")
+        log.warning("launch of %s rank %s refused: %s", job_id, rank, exc)
+        return {
+            "job_id": job_id,
+            "rank": rank,
+            "error": str(exc),
+            "permanent": isinstance(exc, (LaunchRefused, InvalidSpec)),
+        }
 
     def read_log(self, args: dict[str, Any]) -> dict[str, Any]:
         """``read_log`` {job_id, rank, offset, limit}: up to ``limit`` bytes (at most

@@ -52,7 +52,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,6 +282,41 @@ class Supervisor(SpareShims, RankStopper):
             OSError: the rank's small parent could not be spawned, or (``ConfineError``) its cgroup made.
             InvalidSpec: ``master_port`` is not chosen (None).
         """
+        prepared = self._prepare(spec)
+        return prepared if isinstance(prepared, RankStatus) else self._start(prepared)
+
+    def launch_all(self, specs: Sequence[LaunchSpec]) -> list[RankStatus | Exception]:
+        """:meth:`launch` each spec (one node's ranks of a gang), so that they start together:
+        every rank's checks and journal files are done first, then every rank's small parent is
+        started back to back, none waiting on another's preparation (the gang's rank start spread
+        is the time to hand out the small parents, not the time to prepare the ranks).
+
+        Returns:
+            Per spec, in order: its status, or the exception :meth:`launch` would have raised
+            for it (the other ranks are started all the same).
+        """
+        prepared: list[RankRecord | RankStatus | Exception] = []
+        for spec in specs:
+            try:
+                prepared.append(self._prepare(spec))
+            except Exception as exc:  # refused, bad spec, cgroup: reported for that rank only
+                prepared.append(exc)
+        out: list[RankStatus | Exception] = []
+        for item in prepared:
+            if isinstance(item, RankRecord):
+                try:
+                    out.append(self._start(item))
+                except OSError as exc:
+                    out.append(exc)
+            else:
+                out.append(item)
+        return out
+
+    def _prepare(self, spec: LaunchSpec) -> RankRecord | RankStatus:
+        """Everything :meth:`launch` does before the rank's small parent starts: the checks, the
+        rank's folders and journal files, its record. A rank already supervised with the same
+        spec: its status (nothing to start). Raises what :meth:`launch` raises, but OSError of
+        the spawn."""
         if spec.master_port is None:
             raise InvalidSpec("master_port", "is not chosen", "1..65535 (the launch picks one for a run's first node)")
         existing = self._ranks.get((spec.job_id, spec.rank))
@@ -358,8 +393,17 @@ class Supervisor(SpareShims, RankStopper):
         )
         rec = RankRecord(spec=spec, dir=rank_dir)
         self._ranks[rec.key] = rec
+        return rec
+
+    def _start(self, rec: RankRecord) -> RankStatus:
+        """Start the small parent of a rank :meth:`_prepare` made ready.
+
+        Raises:
+            OSError: it could not be spawned (the rank is then forgotten, its folder removed).
+        """
+        spec = rec.spec
         try:
-            proc, ticks = self._start_shim(rank_dir)
+            proc, ticks = self._start_shim(rec.dir)
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)
@@ -367,7 +411,7 @@ class Supervisor(SpareShims, RankStopper):
                 self.cgroups.release(spec.job_id, spec.rank)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
-        self._writer.write(rank_dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
+        self._writer.write(rec.dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
         self._save(rec)
         return rec.status()
 

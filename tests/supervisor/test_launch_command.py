@@ -33,3 +33,17 @@ def test_a_malformed_spec_is_refused_for_its_rank_and_the_others_start(sup, make
 def test_the_supervisor_refuses_a_spec_without_a_port(sup, make_spec):
     with pytest.raises(InvalidSpec, match=r"^master_port: is not chosen"):
         sup.launch(make_spec(["true"], master_port=None))
+
+
+def test_launch_all_prepares_every_rank_then_starts_them_and_reports_each(sup, make_spec, h):
+    """One node's ranks in one call: a rank refused in the middle (the same rank asked again with
+    another command) is its own answer; the others start."""
+    first = make_spec(["sleep", "30"], job_id="g1", rank=0, world_size=3)
+    clash = make_spec(["sleep", "31"], job_id="g1", rank=0, world_size=3)
+    last = make_spec(["sleep", "30"], job_id="g1", rank=2, world_size=3)
+    results = sup.launch_all([first, clash, last])
+    assert [type(r).__name__ for r in results] == ["RankStatus", "RankConflict", "RankStatus"]
+    assert [r.rank for r in results if not isinstance(r, Exception)] == [0, 2]
+    h.run_until(sup, lambda: {r.rank: r.state for r in sup.ranks()} == {0: RankState.RUNNING, 2: RankState.RUNNING})
+    assert sup.stop_job("g1", 0.0)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
