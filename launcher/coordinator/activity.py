@@ -24,6 +24,11 @@ from labgang.launcher.pitfalls.views import ClusterSnapshot, DeviceSample, iter_
 MAX_GAP_S = 10.0
 """The most seconds one sample of a device stands for (samples come about every 2 s)."""
 
+PERSIST_S = 60.0
+"""How often a running attempt's activity is written to the store (seconds). A record is one
+object in memory: whatever writes it next (its close, at the latest) writes its activity so far,
+so this only bounds what a coordinator crash could lose, without a commit every sample."""
+
 
 def device_activity_pct(dev: DeviceSample) -> float | None:
     """The device's activity in percent: SM activity (GPM) when known, else ``utilization.gpu``
@@ -40,7 +45,8 @@ class ActivityMeter:
     Args:
         records: ``job id -> its current attempt's record`` (None: no open attempt), read at each
             snapshot (the coordinator's jobs in memory).
-        saved: called with each record that changed (the coordinator buffers it in the store).
+        saved: called with a record whose activity changed, at most every :data:`PERSIST_S`
+            seconds per record (the coordinator buffers it in the store).
     """
 
     def __init__(
@@ -51,6 +57,7 @@ class ActivityMeter:
         self._records = records
         self._saved = saved
         self._last: dict[str, tuple[float, str, int]] = {}  # device uuid -> (time, job id, attempt)
+        self._saved_at: dict[tuple[str, int], float] = {}  # (job id, attempt) -> when last handed to ``saved``
 
     def observe(self, snapshot: ClusterSnapshot) -> None:
         """Count the time since each held device's previous sample for its holder's attempt."""
@@ -75,8 +82,12 @@ class ActivityMeter:
             rec.record_activity(dt, pct)
             changed[(rec.job_id, rec.attempt)] = rec
         self._last = seen
-        for rec in changed.values():
-            self._saved(rec)
+        live = {(job, attempt) for _, job, attempt in seen.values()}
+        self._saved_at = {key: at for key, at in self._saved_at.items() if key in live}
+        for key, rec in changed.items():
+            if now - self._saved_at.get(key, -PERSIST_S) >= PERSIST_S:
+                self._saved_at[key] = now
+                self._saved(rec)
 
 
 def open_record(jobs: Mapping[str, Any]) -> Callable[[str], AttemptRecord | None]:

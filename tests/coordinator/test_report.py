@@ -11,7 +11,7 @@ import pytest
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.accounting import UsageTotals, report, team_lookup
 from labgang.launcher.config import parse_config
-from labgang.launcher.coordinator.activity import ActivityMeter, open_record
+from labgang.launcher.coordinator.activity import PERSIST_S, ActivityMeter, open_record
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import GpuSecondsCollector, coordinator_snapshot
 from labgang.launcher.lifecycle.attempts import AttemptRecord
@@ -199,3 +199,23 @@ async def test_fair_sharing_samples_the_devices_the_report_counts(tmp_path: Path
 
 
 THREE_ON_N1 = (RankPlacement(0, "n1", ("GPU-a", "GPU-b", "GPU-c")),)
+
+
+async def test_the_meter_hands_a_running_attempt_to_the_store_at_most_once_a_minute(coord: Coordinator) -> None:
+    """Activity accumulates in the record every sample; the store gets it at most every PERSIST_S
+    (no commit every 2 s on the agents' path), and the attempt's close writes the rest."""
+    uuids = node_uuids("n1")
+    written: list[float] = []
+    meter = ActivityMeter(open_record(coord.model.jobs), lambda rec: written.append(coord.clock()))
+    job = (await coord.submit(ROOT, {"argv": ["a"], "workers": 1, "gpus_per_worker": 2, "queue": "vision"})).id
+    decide(
+        coord,
+        CycleResult(admitted=(Admit(job, (RankPlacement(0, "n1", tuple(uuids[:2])),)),), preempted=(), pending=()),
+    )
+    event(coord, "n1", job, 0, "started")
+    for _ in range(40):  # 80 s of samples, 2 s apart
+        meter.observe(held_snapshot(coord, 100.0))
+        advance(coord, 2)
+    rec = coord.jobs[job].attempt_record
+    assert rec is not None and rec.busy_gpu_s == pytest.approx(2 * 2 * 39)
+    assert len(written) == 2 and written[1] - written[0] >= PERSIST_S
