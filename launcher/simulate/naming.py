@@ -275,6 +275,12 @@ def dependencies(
         except BadDependency as exc:
             problems.append(f"{where(i)}.{exc}")
             continue
+        if job.array is None and parse_dependency(text).corresponding:  # as the coordinator refuses it
+            problems.append(
+                f"{where(i)}.dependency: {job.dependency!r}: aftercorr is for a job array (each task waits for "
+                "the task with its own index); allowed: aftercorr with array, or afterok:ID for one job"
+            )
+            continue
         texts[i] = text
         named[i] = [index_of[m] for m in parse_dependency(text).job_ids if index_of.get(m, -1) >= 0]
     in_cycle: set[int] = set()

@@ -72,3 +72,25 @@ def test_after_plus_minutes_waits_that_long_after_the_start_in_a_simulation():
     )
     report = run_scenario(scenario)
     assert report.ok, report.failures
+
+
+def test_a_scenario_job_without_array_may_not_use_aftercorr():
+    import pytest
+    from labgang.launcher.simulate import ScenarioError
+
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(
+            {
+                "scenario": {"name": "bad"},
+                "nodes": [{"name": "n1", "gpus": 1}],
+                "queues": [{"name": "q", "nominal": {"gpu": 1}}],
+                "jobs": [
+                    {"id": "prep", "queue": "q", "array": "0-1"},
+                    {"id": "one", "queue": "q", "dependency": "aftercorr:prep"},
+                ],
+            }
+        )
+    assert caught.value.problems == [
+        "jobs[1] ('one').dependency: 'aftercorr:prep': aftercorr is for a job array (each task waits for the "
+        "task with its own index); allowed: aftercorr with array, or afterok:ID for one job"
+    ]
