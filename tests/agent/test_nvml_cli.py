@@ -116,8 +116,9 @@ def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir, si
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        result = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path)])
+        result = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path), "--gpus"])
         as_json = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path), "--json"])
+        summary = CliRunner().invoke(nodes, ["--state-dir", str(tmp_path)])  # one line per node, as sinfo
     finally:
         server.shutdown()
         server.server_close()
@@ -129,3 +130,7 @@ def test_cluster_mode_prints_each_node_with_device_holders(tmp_path, sim_dir, si
     assert row.split()[0] == "1" and row.endswith("allocated 17 (alice, vision)")
     assert "n2 (disconnected): no inventory yet" in result.stdout
     assert json.loads(as_json.stdout)["nodes"][0]["inventory"]["gpus"][1]["uuid"] == held
+    assert [line.split()[:3] for line in summary.stdout.splitlines()[1:]] == [
+        ["n1", "alloc", "1/0/0/1"],
+        ["n2", "down", "0/0/0/0"],
+    ]
