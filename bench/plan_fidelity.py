@@ -228,16 +228,18 @@ def speed(sizes: list[int], seed: int) -> None:
     last = None
     for n in sizes:
         data = synthetic(n, 100, seed)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = replay(data)
-        dt = time.perf_counter() - t0
-        per = dt / n
-        last = per
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        last = cpu / n
         span_h = result.span_s / 3600
-        print(f"  {n:>7} jobs: {dt:7.2f} s ({per * 1000:.2f} ms per job; span {span_h:.1f} h)", flush=True)
+        print(
+            f"  {n:>7} jobs: wall {dt:7.2f} s, CPU {cpu:7.2f} s ({last * 1000:.2f} ms CPU a job; span {span_h:.1f} h)",
+            flush=True,
+        )
     if last is not None:
         print(
-            f"  100,000 jobs (EXTRAPOLATED linearly from {sizes[-1]} jobs): {last * 100_000:.0f} s; "
+            f"  100,000 jobs (EXTRAPOLATED linearly from {sizes[-1]} jobs' CPU time): {last * 100_000:.0f} s; "
             f"target < 60 s: ratio {last * 100_000 / 60:.1f}x"
         )
 

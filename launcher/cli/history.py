@@ -132,11 +132,10 @@ def history(
 
 def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:
     """``history --export FILE``: the period's finished jobs as a scenario file (``launcher/plan/export.py``)."""
+    import tomli_w
     from labgang.launcher.cli.plan import store_scenario
 
     data, notes, _ = store_scenario(state_dir, since, until, config)
-    import tomli_w
-
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)

@@ -48,13 +48,18 @@ def cluster_nodes(state_dir: Path | None, period: PastPeriod) -> tuple[list[Node
         listed = None
     if listed:
         shapes = []
+        mig = 0
         for node in listed:
-            gpus = [d for d in node.get("devices") or [] if d.get("resource") == GPU]
+            devices = node.get("devices") or []
+            gpus = [d for d in devices if d.get("resource") == GPU]
+            mig += len(devices) - len(gpus)
             if gpus:
                 shapes.append(NodeShape(node["name"], len(gpus), gpus[0].get("model") or ""))
         if shapes:
-            return shapes, f"cluster: the running coordinator's {len(shapes)} node(s)"
-    shapes = [NodeShape(name, len(devs)) for name, devs in sorted(period.devices.items()) if devs]
+            left_out = f"; its {mig} MIG device(s) are not replayed (whole GPUs only)" if mig else ""
+            return shapes, f"cluster: the running coordinator's {len(shapes)} node(s){left_out}"
+    whole = {name: [d for d in devs if not d.startswith("MIG-")] for name, devs in sorted(period.devices.items())}
+    shapes = [NodeShape(name, len(devs)) for name, devs in whole.items() if devs]
     return shapes, (
         f"cluster: {len(shapes)} node(s) with the GPUs the history's jobs were given "
         "(no coordinator answered; GPUs no job used are not counted; change with --gpus or edit the file)"

@@ -114,6 +114,7 @@ class Simulation:
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
     _views: dict[str, tuple[tuple[Any, ...], RunningJob]] = field(default_factory=dict)  # :meth:`_running_view`
+    _ranks_changed: set[str] = field(default_factory=set)  # jobs with a rank changed since their view was built
 
     def __post_init__(self) -> None:
         f = self.scenario.file
@@ -265,7 +266,9 @@ class Simulation:
     def _handle(self, effects: Iterable[fx.Effect]) -> None:
         """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
         for effect in effects:
-            if isinstance(effect, fx.WakeScheduler):
+            if isinstance(effect, fx.SaveRank):
+                self._ranks_changed.add(effect.job.id)
+            elif isinstance(effect, fx.WakeScheduler):
                 self._wake = True
             elif isinstance(effect, fx.WakeAt):
                 self._push(effect.time, _WAKE, "wake", "", "")
@@ -389,14 +392,14 @@ class Simulation:
         return snapshot, gate
 
     def _running_view(self, job: JobRecord) -> RunningJob:
-        """``running_job`` of ``job``, built again only when its status or a rank changed (the
-        records count their changes), so an instant costs little per job that holds devices."""
-        tenant = self._tenant(job.spec)
-        # A rank's ``changes`` only grow, and a new attempt's ranks come with a status change.
-        key = (id(job.status), job.status.changes, len(job.ranks), sum(r.changes for r in job.ranks.values()), tenant)
+        """``running_job`` of ``job``, built again only when the job changed: its status (the
+        record counts its changes) or one of its ranks (every rank change is a ``SaveRank``
+        effect, which :meth:`_handle` notes), so an instant costs little per job holding devices."""
+        key = (id(job.status), job.status.changes, len(job.ranks))
         hit = self._views.get(job.id)
-        if hit is None or hit[0] != key:
-            hit = self._views[job.id] = (key, running_job(job, tenant))
+        if hit is None or hit[0] != key or job.id in self._ranks_changed:
+            self._ranks_changed.discard(job.id)
+            hit = self._views[job.id] = (key, running_job(job, self._tenant(job.spec)))
         return hit[1]
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
@@ -504,6 +507,7 @@ class Simulation:
             run_id = job.record.run_id
             for rank in ranks_in_order(job.record):
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
+            self._ranks_changed.add(job.record.id)  # these effects are not handled: its view is built anew
             if job.duration is not None:
                 self._push(max(0.0, at + job.duration), _EXIT, "end", job.record.id, run_id)
             if job.spec.time_limit is not None:

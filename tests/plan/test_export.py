@@ -1,0 +1,60 @@
+"""``history --export``'s scenario document from past jobs (no store): arrays, dependencies, grace."""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.config import parse_config
+from labgang.launcher.lifecycle.records import ArrayTask, JobSpec
+from labgang.launcher.plan.export import NodeShape, export_scenario
+from labgang.launcher.plan.past import PastJob
+from labgang.launcher.simulate import parse_scenario
+
+CONFIG = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}], "priority_classes": {"high": 10}})
+
+
+def past(job_id: str, seq: int, submit: float, held: float, **spec: object) -> PastJob:
+    fields: dict[str, object] = dict(
+        name="job", user="u", uid=1000, gid=None, queue="default", priority=0, workers=1, per_worker=1,
+        resource="gpu", gpu_model=None, nodes=None, argv=["true"], env={}, cwd="/", grace_s=10.0,
+        time_limit_s=None, requeue=True, signal=None,
+    )  # fmt: skip
+    fields.update(spec)
+    return PastJob(job_id, seq, JobSpec(**fields), submit, submit + held, held)  # type: ignore[arg-type]
+
+
+def task(array_id: str, index: int, count: int, limit: int | None = 2) -> ArrayTask:
+    return ArrayTask(array_id, index, count, 0, count - 1, 1, limit)
+
+
+def test_arrays_dependencies_grace_and_round_trip() -> None:
+    jobs = [
+        past("1", 1, 1000.0, 30.0, workers=2, per_worker=4, priority=10),
+        past("2_0", 2, 1001.0, 5.0, array=task("2", 0, 3)),
+        past("2_2", 4, 1001.0, 7.0, array=task("2", 2, 3)),  # task 1 not finished: left out
+        past("5", 5, 1002.0, 1.0, dependency="afterok:1"),
+        past("6", 6, 1003.0, 1.0, dependency="afterok:2"),  # an array not whole in the export
+        past("7", 7, 1004.0, 2.0, dependency="afterany:99"),  # outside the period
+    ]
+    jobs[0].stop_s = 0.5  # preempted once, gone 0.5 s after being told to stop
+    out = export_scenario(jobs, CONFIG, [NodeShape("n1", 8, "H100")], name="t")
+    tables = {t["id"]: t for t in out.data["jobs"]}
+    assert tables["j1"] == {
+        "id": "j1", "queue": "default", "workers": 2, "gpus_per_worker": 4, "priority": 10, "submit": 0.0,
+        "duration": 30.0, "grace": 0.5, "name": "job",
+    }  # fmt: skip
+    assert tables["j2"]["array"] == "0,2%2"
+    assert tables["j2"]["durations"] == [5.0, 7.0]
+    assert "duration" not in tables["j2"]
+    assert tables["j2"]["grace"] == 0.5  # never stopped: the period's median stop
+    assert tables["j5"]["dependency"] == "afterok:j1"
+    assert "dependency" not in tables["j6"] and "dependency" not in tables["j7"]
+    assert out.dropped_dependencies == ["j6", "j7"]
+    assert out.data["nodes"] == [{"name": "n1", "gpus": 8, "model": "H100"}]
+    assert out.data["priority_classes"] == {"high": 10}
+    scenario = parse_scenario(out.data, "t")  # what labgang simulate reads back
+    assert sorted(scenario.ids.by_name) == ["j1", "j2_0", "j2_2", "j5", "j6", "j7"]
+
+
+def test_no_finished_jobs() -> None:
+    with pytest.raises(ValueError, match="no finished jobs in the period"):
+        export_scenario([], CONFIG, [NodeShape("n1", 8)])
