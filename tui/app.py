@@ -212,9 +212,15 @@ class LabgangTop(App[None]):
     # -- actions -----------------------------------------------------------------------
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """Hidden tables skip refills; bring the one just shown up to date."""
+        """Hidden tables skip refills; bring the one just shown up to date. The graphs' samples are
+        fetched only while their tab is shown (``CoordinatorSource.series_wanted``): fetch them now."""
         for table in event.pane.query(RowsTable):
             table.show_pending()
+        graphs = event.pane.id == "graphs"
+        if hasattr(self.source, "series_wanted") and self.source.series_wanted != graphs:
+            self.source.series_wanted = graphs
+            if graphs:
+                self.request_refresh()
 
     def on_data_table_row_highlighted(self, event: PitfallTable.RowHighlighted) -> None:
         """Show the highlighted finding in full under the panel (the table cuts long lines)."""

@@ -243,6 +243,9 @@ class CoordinatorSource(DataSource):
         self.client = client
         self.description = description
         self.clock = clock
+        # GET /v1/series (every device's last 10 minutes) only while the graphs are shown: with
+        # many devices it is the largest answer, and a refresh that draws no graph needs none.
+        self.series_wanted = False
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
@@ -259,7 +262,7 @@ class CoordinatorSource(DataSource):
             self.client.jobs(all_users=True),
             self.client.queues(),
             self._optional("pitfalls"),
-            self._optional("series"),
+            self._optional("series") if self.series_wanted else _nothing(),
         )
         # Parsing 500 inventories and 1000 jobs takes tens of ms: keep it off the event loop.
         return await asyncio.to_thread(
@@ -297,6 +300,11 @@ class CoordinatorSource(DataSource):
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+async def _nothing() -> None:
+    """A request not made (``asyncio.gather`` wants an awaitable in its place)."""
+    return None
 
 
 def open_source(

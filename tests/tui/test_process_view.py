@@ -16,7 +16,7 @@ from labgang.tui.state import ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.graphs import GraphsView
 from labgang.tui.widgets.jobs import JobsTable
 from labgang.tui.widgets.processes import ProcessesTable
-from tui_fakes import NOW, FakeClient, small_cluster
+from tui_fakes import NOW, Call, FakeClient, small_cluster
 
 GiB = 1024**3
 SIZE = (160, 50)
@@ -89,11 +89,14 @@ class SeriesClient(FakeClient):
         }
 
     async def series(self):
+        self.calls.append(Call("series", ()))
         return dict(self.series_body)
 
 
-def state_of(client: FakeClient, user: str = "alice") -> ClusterState:
-    snapshot = asyncio.run(CoordinatorSource(client, clock=lambda: NOW).fetch())
+def state_of(client: FakeClient, user: str = "alice", series: bool = True) -> ClusterState:
+    source = CoordinatorSource(client, clock=lambda: NOW)
+    source.series_wanted = series
+    snapshot = asyncio.run(source.fetch())
     return StateBuilder(mode="coordinator", user=user).build(snapshot)
 
 
@@ -143,6 +146,14 @@ def test_once_prints_the_processes(facts_client) -> None:
     assert "j-101 r0" in section and NOT_LABGANGS in section and "python train.py" in section
 
 
+def test_series_are_fetched_only_when_wanted(facts_client) -> None:
+    state_of(facts_client, series=False)
+    assert [c.method for c in facts_client.calls].count("series") == 0
+    state = state_of(facts_client, series=True)
+    assert [c.method for c in facts_client.calls].count("series") == 1
+    assert state.snapshot.series is not None and state.snapshot.series.markers  # the coordinator's, with its marker
+
+
 def test_graphs_draw_the_series_and_mark_the_pitfall(facts_client) -> None:
     assert spark([0, 50, 100, None], 6) == "  ▁▄█ "
     blocks = graph_blocks(state_of(facts_client), width=10)
@@ -180,8 +191,12 @@ async def test_graphs_tab_shows_sparklines_and_the_marker(facts_client) -> None:
     app = make_app(CoordinatorSource(facts_client, clock=lambda: NOW), refresh_s=3600, user="alice")
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
+        assert "series" not in [c.method for c in facts_client.calls]  # not fetched while no graph is shown
         await pilot.press("5")
         await pilot.pause()
+        await app.workers.wait_for_complete()  # the refresh the tab asked for
+        await pilot.pause()
+        assert "series" in [c.method for c in facts_client.calls]
         text = app.query_one(GraphsView).render().plain
         assert "gpu-a GPU 0" in text and "kernel-busy-sm-idle: job j-101" in text and "▲" in text
 

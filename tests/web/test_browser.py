@@ -145,3 +145,23 @@ def test_a_viewer_without_the_token_cannot_cancel_and_one_with_it_can(lab) -> No
     finally:
         page.close()
     wait_for(lambda: len(viewer_apps(web)) == 0, timeout=20, what="the closed page's app to end")
+
+
+def test_one_node_without_a_coordinator(lab, tmp_path) -> None:
+    """``top --web --simulate FILE``: one node's devices and processes, no coordinator; the jobs tab
+    is hidden as in ``top --local``."""
+    _cluster, _web, browser, _url, _job = lab
+    port = free_port()
+    web = start_web(["--simulate", str(REPO / "config/sim/h100x8.toml")], port, tmp_path / "web.log")
+    try:
+        page = open_viewer(browser, f"http://127.0.0.1:{port}/")
+        try:
+            text = wait_screen(page, lambda t: t.count("H100 80GB HBM3") == 8, "the simulated node's 8 GPUs")
+            assert "local: simulated h100x8.toml" in text and "Jobs [2]" not in text
+            page.keyboard.press("4")
+            wait_screen(page, lambda t: " pid " in t and " command" in t, "the processes tab")
+        finally:
+            page.close()
+    finally:
+        web.terminate()
+        web.wait(timeout=60)

@@ -19,6 +19,12 @@ class GraphsView(Static):
     state: reactive[ClusterState | None] = reactive(None, always_update=True)
     filters: reactive[Filters] = reactive(Filters())
 
+    def watch_state(self) -> None:
+        self.refresh(layout=True)  # the number of lines changes with the devices and jobs shown
+
+    def watch_filters(self) -> None:
+        self.refresh(layout=True)
+
     def render(self) -> Text:
         if self.state is None:
             return Text("waiting for the first snapshot...")
