@@ -99,6 +99,10 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--begin": _same("--begin"),
     "--no-requeue": lambda _: ["--no-requeue"],
     "--requeue": lambda _: [],  # labgang requeues by default
+    "-H": lambda _: ["--hold"],
+    "--hold": lambda _: ["--hold"],
+    "--mail-type": _same("--mail-type"),
+    "--mail-user": _same("--mail-user"),
 }
 """``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
 is read apart: it multiplies by the node count)."""

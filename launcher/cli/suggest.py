@@ -30,8 +30,6 @@ SLURM_OPTIONS: dict[str, str] = {
     "--gpus-per-node": "Slurm's GPUs per node; labgang asks per rank: -n RANKS -g GPUS_PER_RANK, with --nodes",
     "--ntasks-per-node": "Slurm's tasks per node; labgang takes the total: -n RANKS with --nodes NODES",
     "--exclusive": "Slurm's whole-node allocation; labgang has no --exclusive (yet)",
-    "--mail-type": "Slurm's mail on job events; labgang has no --mail-type (yet)",
-    "--mail-user": "Slurm's mail on job events; labgang has no --mail-user (yet)",
     "--constraint": "Slurm's node features; for a GPU model use --gpu-model MODEL",
     "-C": "Slurm's node features; for a GPU model use --gpu-model MODEL",
     "--nodelist": "Slurm's node list; labgang places gangs itself (--nodes N asks for a count)",

@@ -41,7 +41,7 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
         click.UsageError: a pair without ``=``, an unknown key (the allowed ones are listed), a key
             given twice, or a time limit that does not parse.
     """
-    from labgang.launcher.cli.params import DURATION
+    from labgang.launcher.cli.params import TIME_LIMIT
 
     body: dict[str, Any] = {}
     allowed = "Priority, TimeLimit, Name (JobName), Dependency"
@@ -56,7 +56,7 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
             raise click.UsageError(f"{key} is given twice")
         if field == "time_limit_s":
             try:
-                body[field] = DURATION.convert(value, None, None)
+                body[field] = TIME_LIMIT.convert(value, None, None)
             except click.BadParameter as exc:
                 raise click.UsageError(f"{key}: {exc.message}") from None
         elif field == "priority":

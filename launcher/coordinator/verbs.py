@@ -24,6 +24,7 @@ from labgang.launcher.lifecycle.verbs import (
     update_refusal,
 )
 from labgang.launcher.limits import MAX_TIME_LIMIT_S
+from labgang.launcher.policy import check_priority_allowed
 from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
@@ -151,6 +152,12 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
     change = JobUpdate(priority=priority, time_limit_s=req.time_limit_s, name=req.name, dependency=req.dependency)
     job = coord.get_job(job_id)
     caller.check_may_act(job, "update it")
+    if req.priority is not None:  # the queue's priority classes hold for an update as for a submission
+        refusal = check_priority_allowed(
+            coord.config, job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
+        )
+        if refusal is not None:
+            raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
     _refuse(update_refusal(job, change, caller.admin))
     targets: tuple[Any, ...] = ()
     if "dependency" in change.changes(job.spec):

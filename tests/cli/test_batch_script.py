@@ -176,3 +176,10 @@ def test_sbatch_begin_is_read(tmp_path):
     import datetime
 
     assert body["begin_time"] == datetime.datetime(2030, 1, 1).timestamp()
+
+
+def test_sbatch_mail_and_hold_become_labgangs_flags(tmp_path):
+    path = _write(tmp_path, "#!/bin/sh\n#SBATCH --mail-type=END,FAIL\n#SBATCH --mail-user=ada@lab\n#SBATCH -H\ntrue\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["mail_type"], body["mail_user"], body["hold"]) == (["END", "FAIL"], "ada@lab", True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound
 from labgang.launcher.coordinator.requests import Caller
@@ -17,7 +18,7 @@ from labgang.launcher.lifecycle.effects import Stop
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.store import Store
-from lifecycle_driver import ROOT, advance, event, make_coord, node_inventory, start
+from lifecycle_driver import ROOT, Clock, advance, event, make_coord, node_inventory, start
 
 ALICE = Caller(uid=1000, user="alice")
 BOB = Caller(uid=1001, user="bob")
@@ -157,17 +158,42 @@ async def test_a_requeued_job_whose_ranks_all_exit_0_meanwhile_has_finished(coor
 
 
 async def test_update_priority_users_lower_admins_any(coord: Coordinator, tmp_path: Path) -> None:
-    job_id = await submit_as(coord, ALICE, priority=5)
+    job_id = await submit_as(coord, ALICE, priority=-1)  # a user may lower their own job (launcher/policy.py)
     with pytest.raises(Forbidden, match="only an admin may raise it"):
-        await update(coord, ALICE, job_id, {"priority": 6})
-    assert coord.jobs[job_id].spec.priority == 5
-    await update(coord, ALICE, job_id, {"priority": 2})
+        await update(coord, ALICE, job_id, {"priority": 0})
+    assert coord.jobs[job_id].spec.priority == -1
+    await update(coord, ALICE, job_id, {"priority": -5})
     await update(coord, ROOT, job_id, {"priority": 100})
     assert coord.jobs[job_id].spec.priority == 100
-    assert coord.jobs[job_id].history[-1].message == "by root: priority 2 -> 100"
+    assert coord.jobs[job_id].history[-1].message == "by root: priority -5 -> 100"
     stored = Store(tmp_path / "db").load_job(job_id)
     assert stored is not None and stored.spec.priority == 100
     assert run_cycle(build_snapshot(coord, coord.clock())).pending[0].job_id == job_id  # the snapshot reads it
+
+
+async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "priority_classes": {"low": -10, "normal": 0, "high": 100},
+            "queues": [
+                {"name": "default", "nominal": {"gpu": 8}, "priority_classes": ["low", "normal"]},
+            ],
+        }
+    )
+    coord = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
+    try:
+        job_id = (await coord.submit(ALICE, {"argv": ["train"], "priority": "normal"})).id
+        for refused in ("high", 50):  # a class the queue does not list; a raw number above its default
+            with pytest.raises(Forbidden, match="priority"):
+                await update(coord, ALICE, job_id, {"priority": refused})
+        assert coord.jobs[job_id].spec.priority == 0
+        assert [h.event for h in coord.jobs[job_id].history] == ["submitted"]
+        await update(coord, ALICE, job_id, {"priority": "low"})
+        assert coord.jobs[job_id].spec.priority == -10
+        await update(coord, ROOT, job_id, {"priority": "high"})  # admins may use any class
+        assert coord.jobs[job_id].spec.priority == 100
+    finally:
+        coord.store.close()
 
 
 async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator) -> None:

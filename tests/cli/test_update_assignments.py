@@ -1,0 +1,24 @@
+"""`labgang update`'s KEY=VALUE pairs: TimeLimit takes --time's forms (Slurm's bare number is minutes)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from labgang.launcher.cli.verbs import parse_assignments
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 5400.0), ("1:00:00", 3600.0), ("2-00", 172800.0), ("30m", 1800.0), ("45s", 45.0)],
+)
+def test_time_limit_takes_the_forms_of_time(text, seconds):
+    assert parse_assignments([f"TimeLimit={text}"]) == {"time_limit_s": seconds}
+
+
+def test_priority_stays_a_number_or_a_class_and_keys_are_checked():
+    assert parse_assignments(["priority=-3", "JobName=x"]) == {"priority": -3, "name": "x"}
+    assert parse_assignments(["Priority=high"]) == {"priority": "high"}
+    with pytest.raises(click.UsageError, match="allowed keys"):
+        parse_assignments(["Nodes=2"])
+    with pytest.raises(click.UsageError, match="TimeLimit"):
+        parse_assignments(["TimeLimit=soon"])
