@@ -87,7 +87,7 @@ def test_tasks_per_node_is_slurms_compressed_form(counts, text):
 def test_the_launch_spec_carries_them_and_they_win_over_the_submitted_environment():
     job = _job()
     job.status.master_port = 29500
-    specs = {d["rank"]: LaunchSpec.from_dict(d) for d in launch_specs(job, "n1")}
+    specs = {spec.rank: LaunchSpec.from_dict(spec.to_dict()) for spec in launch_specs(job, "n1")}  # over the wire
     assert sorted(specs) == [2, 3]
     spec = specs[3]
     assert LaunchSpec.from_dict(spec.to_dict()) == spec and spec.to_dict()["slurm_env"] == slurm_environment(job, 3)
@@ -105,7 +105,7 @@ def test_the_launch_spec_carries_them_and_they_win_over_the_submitted_environmen
 def test_the_agent_refuses_a_slurm_env_with_other_names():
     job = _job()
     job.status.master_port = 29500
-    data = launch_specs(job, "n3")[0]
+    data = launch_specs(job, "n3")[0].to_dict()
     data["slurm_env"] = {"LD_PRELOAD": "/tmp/x.so"}
     with pytest.raises(InvalidSpec, match="slurm_env"):
         LaunchSpec.from_dict(data)

@@ -34,8 +34,19 @@ def labgang(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def test_once_local_simulated_prints_one_frame(repo_root):
-    out = labgang("top", "--local", "--simulate", str(repo_root / "config/sim/h100x8.toml"), "--once", "--width", "150")
+def test_once_local_simulated_prints_one_frame(repo_root, tmp_path):
+    # its own state dir: the simulated node's scope, so ranks of a `labgang up --simulate` elsewhere on
+    # the host (tagged with that instance's state dir) never show up here (docs/testing.md)
+    out = labgang(
+        "top",
+        "--local",
+        "--simulate",
+        str(repo_root / "config/sim/h100x8.toml"),
+        "--once",
+        "--width",
+        "150",
+        env={"LABGANG_STATE_DIR": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("local: simulated h100x8.toml | 1 node(s) | 8 devices:")
