@@ -17,6 +17,7 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from labgang.agent import paths
@@ -177,13 +178,14 @@ def decode_body(body: bytes) -> Any:
     """The JSON value of an answer's body (UTF-8): read by :func:`labgang.launcher.api.jsontext.loads`
     when that is cheaper than importing :mod:`json` (:func:`~labgang.launcher.api.jsontext.worth_reading`:
     a JobView, a ``queue`` table), so that a hot command imports no :mod:`json` (and no ``re``); a
-    large listing (``queue --json``, ``history``) by ``json.loads``, whose C scanner is faster there.
+    large listing (``queue --json``, ``history``), or any body once :mod:`json` is imported anyway
+    (the TUI, the click commands), by ``json.loads``, whose C scanner is faster.
 
     Raises:
         ValueError: not UTF-8 (UnicodeDecodeError) or not one JSON value.
     """
     text = body.decode("utf-8")
-    if jsontext.worth_reading(body):
+    if "json" not in sys.modules and jsontext.worth_reading(body):  # a long-lived caller (the TUI) has json
         return jsontext.loads(text)
     import json  # only for a large body: it imports ``re`` (docs/cli-startup.md)
 

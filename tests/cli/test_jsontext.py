@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -129,6 +130,7 @@ def test_the_client_reads_a_long_listing_with_json_and_a_job_or_a_table_with_jso
     listing = {"jobs": [{"id": str(n), "name": "x"} for n in range(1000)]}
     read = []
     monkeypatch.setattr(jsontext, "loads", lambda text: read.append(len(text)) or json.loads(text))
+    monkeypatch.delitem(sys.modules, "json")  # as in a fresh hot command (restored afterwards)
     for value, ours in ((job, True), (table, True), (listing, False)):
         body = compact(value).encode()
         assert jsontext.worth_reading(body) is ours
@@ -137,8 +139,15 @@ def test_the_client_reads_a_long_listing_with_json_and_a_job_or_a_table_with_jso
         assert bool(read) is ours
 
 
-def test_the_client_refuses_a_body_that_is_not_json():
+def test_the_client_refuses_a_body_that_is_not_json(monkeypatch):
+    monkeypatch.delitem(sys.modules, "json")  # as in a fresh hot command, where jsontext reads it
     with pytest.raises(ValueError):
         client.decode_body(b'{"job": NaN}')
     with pytest.raises(ValueError):
         client.decode_body(b"\xff")
+
+
+def test_once_json_is_imported_every_body_goes_to_it(monkeypatch):
+    monkeypatch.setattr(jsontext, "loads", lambda text: pytest.fail("jsontext read a body"))
+    assert "json" in sys.modules
+    assert client.decode_body(b'{"job": {"id": "7"}}') == {"job": {"id": "7"}}
