@@ -188,7 +188,7 @@ def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
 # collections, about one interpreter start in a regular install; the client reads and writes small
 # bodies with launcher/api/jsontext.py (docs/cli-startup.md). The editable install's import hook
 # loads them all before any command runs, so :func:`run_bare` measures without it.
-STDLIB_HEAVY = ("urllib.parse", "ipaddress", "json", "re", "enum", "collections")
+STDLIB_HEAVY = ("urllib.parse", "ipaddress", "json", "re", "enum", "collections", "unicodedata")
 
 
 def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], str]:
