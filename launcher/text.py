@@ -9,8 +9,6 @@ the columns a cell takes on a terminal (:func:`display_width`), not by its lengt
 
 from __future__ import annotations
 
-import unicodedata
-
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,6 +27,10 @@ def _escape(char: str) -> str:
 
 def control_characters(text: str) -> list[str]:
     """The distinct unsafe characters in ``text``, escaped as Python writes them (``\\n``, ``\\x1b``), in order."""
+    if text.isprintable():  # C-speed check: every unsafe category is also not printable
+        return []
+    import unicodedata  # here: a shared library to load, ~0.7 ms of `labgang submit` (docs/cli-startup.md)
+
     return list(dict.fromkeys(_escape(c) for c in text if unicodedata.category(c) in _UNSAFE_CATEGORIES))
 
 
@@ -36,6 +38,8 @@ def printable(text: str) -> str:
     """``text`` with every unsafe character escaped (``"a\\nb"`` → ``a\\nb`` on one line); other text unchanged."""
     if text.isprintable():  # C-speed check: every unsafe category is also not printable
         return text
+    import unicodedata
+
     if not any(unicodedata.category(c) in _UNSAFE_CATEGORIES for c in text):
         return text
     return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES else c for c in text)
@@ -46,6 +50,8 @@ _EMOJI_PRESENTATION = "\ufe0f"  # variation selector 16: the character before it
 
 def _char_widths(text: str) -> list[int]:
     """Each character's terminal columns (see :func:`display_width`)."""
+    import unicodedata
+
     widths: list[int] = []
     for char in text:
         if char == _EMOJI_PRESENTATION and widths and widths[-1] == 1:

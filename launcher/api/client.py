@@ -16,11 +16,12 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 import time
 
 from labgang.agent import paths
+from labgang.launcher.api import jsontext
 from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection, quote, urlencode
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
@@ -212,10 +213,28 @@ def _jobs_query(
     return query
 
 
+def decode_body(body: bytes) -> Any:
+    """The JSON value of an answer's body (UTF-8): read by :func:`labgang.launcher.api.jsontext.loads`
+    when that is cheaper than importing :mod:`json` (:func:`~labgang.launcher.api.jsontext.worth_reading`:
+    a JobView, a ``queue`` table), so that a hot command imports no :mod:`json` (and no ``re``); a
+    large listing (``queue --json``, ``history``), or any body once :mod:`json` is imported anyway
+    (the TUI, the click commands), by ``json.loads``, whose C scanner is faster.
+
+    Raises:
+        ValueError: not UTF-8 (UnicodeDecodeError) or not one JSON value.
+    """
+    text = body.decode("utf-8")
+    if "json" not in sys.modules and jsontext.worth_reading(body):  # a long-lived caller (the TUI) has json
+        return jsontext.loads(text)
+    import json  # only for a large body: it imports ``re`` (docs/cli-startup.md)
+
+    return json.loads(text)
+
+
 def _error_from(status: int, body: bytes) -> ApiError:
     """Build an :class:`ApiError` from a non-2xx answer (``{"error": {"message","field","allowed"}}``)."""
     try:
-        payload = json.loads(body.decode("utf-8") or "{}")
+        payload = decode_body(body or b"{}")
         err = payload.get("error") if isinstance(payload, dict) else None
     except ValueError:  # UnicodeDecodeError or json.JSONDecodeError
         err = None
@@ -229,8 +248,8 @@ def _json_body(status: int, body: bytes) -> dict[str, Any]:
     if status >= 400:
         raise _error_from(status, body)
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except ValueError as exc:  # UnicodeDecodeError or json.JSONDecodeError
+        payload = decode_body(body)
+    except ValueError as exc:  # UnicodeDecodeError or not JSON
         raise ApiError(status, f"coordinator sent a body that is not JSON ({exc})") from exc
     if not isinstance(payload, dict):
         raise ApiError(status, "coordinator sent JSON that is not an object")
@@ -324,7 +343,7 @@ class Client:
         if query:
             path = f"{path}?{urlencode(query)}"
         url = path
-        payload = None if body is None else json.dumps(body, allow_nan=False).encode()
+        payload = None if body is None else jsontext.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"

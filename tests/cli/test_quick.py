@@ -195,11 +195,11 @@ def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
 
 
 # Imported by urllib.parse (re and ipaddress) and kept off the hot path (launcher/api/wire.py
-# builds query strings). The stdlib json module is on it since the client stopped driving the
-# private _json (docs/cli-startup.md); it brings re, enum and collections. The editable
-# install's import hook loads them all before any command runs, so :func:`run_bare` measures
-# without it.
-STDLIB_HEAVY = ("urllib.parse", "ipaddress")
+# builds query strings). The stdlib json module is kept off it too: it imports re, enum and
+# collections, about one interpreter start in a regular install; the client reads and writes small
+# bodies with launcher/api/jsontext.py (docs/cli-startup.md). The editable install's import hook
+# loads them all before any command runs, so :func:`run_bare` measures without it.
+STDLIB_HEAVY = ("urllib.parse", "ipaddress", "json", "re", "enum", "collections", "unicodedata")
 
 
 def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], str]:
@@ -226,8 +226,8 @@ def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], s
 
 @pytest.mark.slow
 def test_submit_queue_cancel_show_import_nothing_heavy(small_pages_coordinator, tmp_path):
-    """Neither urllib.parse nor anything of HEAVY is on the hot commands' path: query strings go
-    through launcher/api/wire.py, requests and answers through the stdlib json."""
+    """Neither urllib.parse, json, re nor anything of HEAVY is on the hot commands' path: query
+    strings go through launcher/api/wire.py, requests and answers through launcher/api/jsontext.py."""
     coordinator = small_pages_coordinator
     status, loaded, out = run_bare(coordinator, tmp_path, "submit", "--name", "bare", "--time", "1h", "--", "true")
     job_id = out.strip()
