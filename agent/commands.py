@@ -122,12 +122,14 @@ class CommandHandler:
         answers: list[dict[str, Any] | None] = []
         specs: list[LaunchSpec] = []
         ports: list[int | None] = []
+        picked: dict[str, int] = {}  # one MASTER_PORT per run in this batch: its ranks start together
         for spec_dict in spec_dicts:
             try:
                 spec = LaunchSpec.from_dict(spec_dict)
                 port = None
                 if spec.master_port is None:  # rank 0's node: pick MASTER_PORT now
-                    port = sup.job_master_port(spec.job_id) or pick_free_port()
+                    port = picked.get(spec.job_id) or sup.job_master_port(spec.job_id) or pick_free_port()
+                    picked[spec.job_id] = port
                     spec = spec.with_master_port(port)
             except Exception as exc:  # a bad spec or no free port: reported for that rank
                 answers.append(self._refused(spec_dict, exc))

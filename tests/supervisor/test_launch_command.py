@@ -47,3 +47,23 @@ def test_launch_all_prepares_every_rank_then_starts_them_and_reports_each(sup, m
     h.run_until(sup, lambda: {r.rank: r.state for r in sup.ranks()} == {0: RankState.RUNNING, 2: RankState.RUNNING})
     assert sup.stop_job("g1", 0.0)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
+
+
+def test_every_rank_of_one_launch_gets_the_one_master_port_it_picks(sup, make_spec, h, tmp_path):
+    """A gang on one node arrives as one launch with no port chosen: every rank must get the same
+    MASTER_PORT (torch.distributed's rendezvous), not one picked per rank."""
+    handler = CommandHandler(sup, wake=lambda: None)
+    script = f"echo $MASTER_PORT > {tmp_path}/port.$RANK; exec sleep 30"
+    specs = [
+        make_spec(["sh", "-c", script], job_id="gp", rank=r, local_rank=r, world_size=3, master_port=None).to_dict()
+        for r in range(3)
+    ]
+    answer = asyncio.run(handler.handle("launch", {"specs": specs}))
+    assert [a.get("error") for a in answer] == [None, None, None], answer
+    ports = {a["master_port"] for a in answer}
+    assert len(ports) == 1 and sup.job_master_port("gp") in ports
+    files = [tmp_path / f"port.{r}" for r in range(3)]
+    h.run_until(sup, lambda: all(f.exists() and f.read_text().strip() for f in files))
+    assert {f.read_text().strip() for f in files} == {str(port) for port in ports}
+    assert sup.stop_job("gp", 0.0)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
