@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 ARRAY_ENV_PREFIXES = ("LABGANG_ARRAY_", "SLURM_ARRAY_")
+
+ARRAY_SIZE_CEILING = 1_000_001
+"""The largest ``[limits] max_array_size`` a cluster may set: the CLI checks a spec against it
+before sending (so a typo such as ``0-99999999`` is refused at once instead of building a hundred
+million indices); the coordinator checks the cluster's own, smaller or equal, bound."""
 """The names of every variable :func:`task_environment` sets start with one of these."""
 
 

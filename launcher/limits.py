@@ -8,6 +8,7 @@ and :mod:`labgang.agent.connguard` (connections).
 
 from __future__ import annotations
 
+from labgang.launcher.arrays import ARRAY_SIZE_CEILING
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_WORKERS = 4096
@@ -38,7 +39,7 @@ class LimitsConfig(BaseModel):
     max_name_chars: int = Field(strict=True, default=200, ge=1, le=4096)
     max_cwd_bytes: int = Field(strict=True, default=4096, ge=1, le=4096)
     max_spec_bytes: int = Field(strict=True, default=512 * 1024, ge=1024, le=16 * 1024 * 1024)
-    max_array_size: int = Field(strict=True, default=10_001, ge=1, le=1_000_001)
+    max_array_size: int = Field(strict=True, default=10_001, ge=1, le=ARRAY_SIZE_CEILING)
     page_size: int = Field(strict=True, default=2000, ge=1, le=100_000)
     max_page_bytes: int = Field(strict=True, default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     max_connections: int = Field(strict=True, default=2048, ge=1)

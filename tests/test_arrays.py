@@ -114,3 +114,15 @@ def test_queue_shows_pending_stepped_tasks_as_slurm_does() -> None:
     jobs = [{"id": f"18_{i}", "array_id": "18", "array_index": i, "state": "pending"} for i in range(0, 21, 4)]
     [_, row] = job_table(jobs, now=0.0).splitlines()
     assert row.split()[0] == "18_[0-20:4]"
+
+
+def test_the_client_refuses_an_array_over_any_clusters_ceiling_before_building_it() -> None:
+    """A typo such as ``0-99999999`` is refused by the CLI at once (the ceiling of ``max_array_size``),
+    not after building a hundred million indices in memory."""
+    from labgang.launcher.arrays import ARRAY_SIZE_CEILING
+    from labgang.launcher.cli.job_request import SubmissionError, build_submission
+    from labgang.launcher.limits import LimitsConfig
+
+    assert LimitsConfig.model_fields["max_array_size"].metadata[-1].le == ARRAY_SIZE_CEILING
+    with pytest.raises(SubmissionError, match=r"^--array: \"0-99999999\": index 99999999 is over the largest"):
+        build_submission(argv=["true"], array="0-99999999", env={}, cwd="/")

@@ -138,10 +138,10 @@ def build_submission(
     if queue is not None and not queue.strip():
         raise SubmissionError("-q/--queue: must not be empty; allowed: a queue name (see `labgang queues`)")
     if array is not None:
-        from labgang.launcher.arrays import BadArraySpec, parse_array  # only with --array
+        from labgang.launcher.arrays import ARRAY_SIZE_CEILING, BadArraySpec, parse_array  # only with --array
 
         try:
-            parse_array(array)
+            parse_array(array, ARRAY_SIZE_CEILING)
         except BadArraySpec as exc:
             raise SubmissionError(f"--array: {exc}") from None
     for flag, pattern in (("-o/--output", output), ("-e/--error", error)):

@@ -73,3 +73,35 @@ def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
         if not known:
             raise NotFound(f"dependency: no job {name} (in {spec.dependency})", field="dependency")
     return tuple(done)
+
+
+def dependency_cycle(active: Iterable[JobRecord], job_id: str, dependency: str) -> list[str] | None:
+    """Would giving ``job_id`` the dependency text ``dependency`` close a cycle among the pending
+    jobs (``labgang update``: a new job can only name jobs that already exist, so only an update can)?
+
+    Follows, from the jobs ``dependency`` names, each pending job's own dependency, over ``active``
+    jobs only (a finished job waits for nothing).
+
+    Returns:
+        The chain of job ids from one ``job_id`` names back to ``job_id`` (``["12", "11"]``: 12
+        waits for 11, which is ``job_id``), or None when there is no cycle.
+    """
+    waits: dict[str, list[str]] = {}
+    for job in active:
+        if job.status.state == JobState.PENDING and job.spec.dependency and job.id != job_id:
+            try:
+                waits[job.id] = list(parse_dependency(job.spec.dependency).job_ids)
+            except ValueError:
+                continue
+    ids = list(waits)
+    todo: list[tuple[str, list[str]]] = [(name, []) for name in parse_dependency(dependency).job_ids]
+    seen: set[str] = set()
+    while todo:
+        name, path = todo.pop()
+        if matches(name, job_id):
+            return [*path, job_id]
+        for other in ids:
+            if other not in seen and matches(name, other):
+                seen.add(other)
+                todo.extend((nxt, [*path, other]) for nxt in waits[other])
+    return None

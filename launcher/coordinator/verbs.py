@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator.depends import submission_targets
+from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
 from labgang.launcher.coordinator.requests import PRIORITY_MAX, PRIORITY_MIN, Text, _first_error
 from labgang.launcher.lifecycle import events as ev
@@ -159,6 +159,15 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
     _refuse(update_refusal(job, change, caller.admin))
+    if change.dependency:  # only an update can close a cycle: refuse it, as Slurm does
+        cycle = dependency_cycle(coord.model.jobs.values(), job.id, change.dependency)
+        if cycle is not None:
+            chain = " -> ".join([job.id, *cycle])
+            raise BadRequest(
+                f"dependency: {change.dependency!r} would make job {job.id} wait for itself ({chain}); "
+                "allowed: a dependency on jobs that do not wait for this one",
+                field="dependency",
+            )
     targets: tuple[Any, ...] = ()
     if "dependency" in change.changes(job.spec):
         targets = submission_targets(coord, change.applied(job.spec))

@@ -114,9 +114,10 @@ def requeue_refusal(job: JobRecord) -> Refusal | None:
 def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | None:
     """May ``update`` be applied to ``job`` by a caller (``admin`` or not)?
 
-    Refused: any change to a finished job; a higher priority or a longer (or no longer absent)
-    time limit from a non-admin; a dependency change once the job left pending; a dependency that
-    does not parse or names the job itself; an empty name; a time limit not above 0.
+    Refused: any change to a finished job; a higher priority or a longer time limit from a
+    non-admin (a first limit on an unlimited job shortens it: anyone may set one); a dependency
+    change once the job left pending; a dependency that does not parse or names the job itself; an
+    empty name; a time limit not above 0.
     """
     spec, st = job.spec, job.status
     if st.state.finished:
@@ -132,10 +133,9 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
         if update.time_limit_s <= 0:
             return Refusal("time_limit_s: must be > 0 seconds", field="time_limit_s", kind="invalid")
         limit = spec.time_limit_s
-        if not admin and (limit is None or update.time_limit_s > limit):
-            now = "none (unlimited)" if limit is None else f"{limit:g} s"
+        if not admin and limit is not None and update.time_limit_s > limit:  # a first limit only shortens
             return Refusal(
-                f"time limit {update.time_limit_s:g} s would extend job {job.id}'s ({now}): only an admin may "
+                f"time limit {update.time_limit_s:g} s would extend job {job.id}'s ({limit:g} s): only an admin may "
                 f"extend a time limit (you may shorten it)",
                 field="time_limit_s",
                 kind="forbidden",

@@ -207,6 +207,9 @@ async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator
     assert coord.jobs[job_id].status.state == JobState.TERMINATING  # the new, shorter limit applies
     await update(coord, ROOT, job_id, {"time_limit_s": 7200})
     assert coord.jobs[job_id].spec.time_limit_s == 7200
+    unlimited = await submit_as(coord, ALICE)
+    await update(coord, ALICE, unlimited, {"time_limit_s": 300})  # a first limit shortens an unlimited job
+    assert coord.jobs[unlimited].spec.time_limit_s == 300
 
 
 async def test_update_name_and_dependency(coord: Coordinator) -> None:
@@ -245,3 +248,16 @@ async def test_update_refuses_bad_fields_and_finished_jobs(coord: Coordinator) -
     with pytest.raises(Conflict, match="a finished job cannot be updated"):
         await update(coord, ROOT, job_id, {"name": "z"})
     assert events(coord, job_id).count("updated") == 0
+
+
+async def test_an_update_that_would_close_a_dependency_cycle_is_refused_and_changes_nothing(coord: Coordinator) -> None:
+    first = await submit_as(coord, ALICE)
+    second = await submit_as(coord, ALICE, dependency=f"afterok:{first}")
+    third = await submit_as(coord, ALICE, dependency=f"afterany:{second}")
+    for text in (f"afterok:{third}", f"afterok:{second}", f"after:{third}?afterok:{second}"):
+        with pytest.raises(BadRequest, match=rf"would make job {first} wait for itself"):
+            await update(coord, ALICE, first, {"dependency": text})
+    assert coord.jobs[first].spec.dependency is None and events(coord, first) == ["submitted"]
+    other = await submit_as(coord, ALICE)
+    await update(coord, ALICE, first, {"dependency": f"afterok:{other}"})  # no cycle: allowed
+    assert coord.jobs[first].spec.dependency == f"afterok:{other}"
