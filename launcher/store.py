@@ -478,7 +478,10 @@ class Store:
     def task_with_seq(self, seq: int) -> str | None:
         """The id of the array task whose numeric id (sequence number) is ``seq`` (``"12_1"`` for
         13 when array 12 has tasks 12_0, 12_1...), or None when ``seq`` is no task's (a job of its
-        own answers to its id already). Found through the primary key."""
+        own answers to its id already). Found through the primary key; a number SQLite cannot hold
+        (beyond 64 bits) is no one's."""
+        if not -(2**63) <= seq < 2**63:
+            return None
         with self._lock:
             row = self._db.execute("SELECT id FROM jobs WHERE seq=?", (seq,)).fetchone()
         return None if row is None or "_" not in row[0] else str(row[0])

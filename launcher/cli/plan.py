@@ -51,10 +51,17 @@ def store_scenario(
     Raises:
         CommandFailed: the store is unreadable, or the period has no finished job (exit 1).
     """
+    import os
+
+    from labgang.launcher.api.discovery import SystemConfigInvalid, find_socket_file
     from labgang.launcher.plan.export import export_scenario
     from labgang.launcher.plan.past import HistoryUnreadable, read_history
     from labgang.launcher.plan.sources import cluster_nodes, default_policy
 
+    try:  # the store of the instance the other commands reach (the system instance first)
+        state_dir = Path(os.path.dirname(find_socket_file(state_dir)))
+    except SystemConfigInvalid as err:
+        raise CommandFailed(str(err), 2) from None
     try:
         period = read_history(paths.db_path(state_dir), since, until)
     except HistoryUnreadable as err:

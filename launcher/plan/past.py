@@ -17,6 +17,7 @@ uses, docs/scenarios.md).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -86,6 +87,12 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     """
     if not path.exists():
         raise HistoryUnreadable(f"no labgang store at {path} (is --state-dir right?)")
+    if not os.access(path, os.R_OK):  # a system instance's store: the user who runs labgang reads it
+        raise HistoryUnreadable(
+            f"the labgang store {path} is readable only by whoever runs that labgang (file mode "
+            f"{path.stat().st_mode & 0o777:o}); ask them for `labgang history --export FILE`, then use "
+            "`labgang plan replay FILE`"
+        )
     try:
         db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
         db.execute("SELECT seq, id, spec, status, submit_time FROM jobs LIMIT 1").fetchall()

@@ -261,3 +261,12 @@ async def test_an_update_that_would_close_a_dependency_cycle_is_refused_and_chan
     other = await submit_as(coord, ALICE)
     await update(coord, ALICE, first, {"dependency": f"afterok:{other}"})  # no cycle: allowed
     assert coord.jobs[first].spec.dependency == f"afterok:{other}"
+
+
+async def test_a_job_number_beyond_64_bits_is_no_job_for_every_verb(coord: Coordinator) -> None:
+    huge = "99999999999999999999"
+    with pytest.raises(NotFound):
+        coord.get_job(huge)
+    for verb, args in ((hold, ()), (release, ()), (requeue, ({},)), (update, ({"name": "x"},))):
+        with pytest.raises(NotFound):
+            await verb(coord, ALICE, huge, *args)

@@ -88,3 +88,20 @@ def test_a_preempted_and_a_cancelled_attempt_of_two_users_both_count_in_report(
     assert row["attempt_records"][0]["gpus"] == 6 and row["gpu_hours"] > 0
     for job_id in (victim, preemptor):
         system.cli("cancel", job_id)
+
+
+def test_a_user_who_cannot_read_the_store_is_told_whom_to_ask_for_an_export(
+    system: Up, lab_users: list[UserShell]
+) -> None:
+    store = system.state_dir / "labgang.db"
+    assert store.exists() and not store.stat().st_mode & 0o004  # the system instance's store: root's alone
+    shell = lab_users[0]
+    out = tempfile.mkdtemp(prefix="lgexp")
+    os.chmod(out, 0o777)  # noqa: S103 - the user must be able to write there (the export must still not)
+    for args in (["history", "--export", f"{out}/h.toml", "--since", "1h"], ["plan", "replay", "--since", "1h"]):
+        done = shell.run(args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "readable only by whoever runs that labgang" in lines[0], lines
+        assert "labgang history --export FILE" in lines[0] and "unable to open" not in lines[0], lines
+    assert not os.path.exists(f"{out}/h.toml")
