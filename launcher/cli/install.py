@@ -10,7 +10,7 @@ What it writes (under ``--prefix``, default ``/``), by ``--role``:
 | ``etc/systemd/system/labgang-agent.service`` | agent | 0644 |
 | ``etc/labgang/agent.toml`` (example agent config) | agent | 0644 |
 | ``etc/labgang/cluster.token`` (shared secret) | both | 0600 |
-| ``etc/profile.d/labgang.sh`` (users' CLI finds the node's socket) | both | 0644 |
+| ``etc/labgang/system.toml`` (where the service keeps its state: every user's CLI finds it) | both | 0644 |
 
 The units and examples are read from the source checkout labgang runs from
 (``systemd/`` and ``config/``); the units' ``ExecStart=`` is pointed at the
@@ -50,11 +50,13 @@ TOKEN_BYTES = 32
 # systemd hands the coordinator its own copy of the token (LoadCredential= in the unit).
 COORDINATOR_CREDENTIAL = "/run/credentials/labgang-coordinator.service/cluster.token"
 SYSUSERS_PATH = PurePosixPath("etc/sysusers.d/labgang.conf")
-# Login shells on a lab machine talk to the service's socket, not to a per-user `labgang up`.
-PROFILE = (
-    b"# labgang: the CLI of every user talks to this node's labgang service\n"
-    b"# (/var/lib/labgang/labgang.sock). Written by `labgang install`.\n"
-    b"export LABGANG_STATE_DIR=/var/lib/labgang\n"
+# Every user's CLI finds the service's socket through this file (launcher/api/discovery.py), with no
+# variable in their environment: a LABGANG_STATE_DIR exported to every login shell (as an earlier
+# profile.d script did) would also make a user's own `labgang up --simulate` collide with the service.
+SYSTEM_TOML = (
+    b"# labgang: this machine's labgang service keeps its state, and every user's socket, here;\n"
+    b"# each user's `labgang` finds it without a variable. Written by `labgang install`.\n"
+    b'state_dir = "/var/lib/labgang"\n'
 )
 
 
@@ -189,7 +191,7 @@ def plan(role: str, labgang_bin: Path, *, root: Path, token: bytes | None = None
             ),
             InstallFile(PurePosixPath("etc/labgang/agent.toml"), (root / "config" / "agent.toml").read_bytes(), 0o644),
         ]
-    files.append(InstallFile(PurePosixPath("etc/profile.d/labgang.sh"), PROFILE, 0o644))
+    files.append(InstallFile(PurePosixPath("etc/labgang/system.toml"), SYSTEM_TOML, 0o644))
     files.append(InstallFile(TOKEN_PATH, token, 0o600, secret=True))
     return files
 

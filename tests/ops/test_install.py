@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ COORD_FILES = (
     "etc/systemd/system/labgang-coordinator.service",
     "etc/sysusers.d/labgang.conf",
     "etc/labgang/cluster.toml",
-    "etc/profile.d/labgang.sh",
+    "etc/labgang/system.toml",
     "etc/labgang/cluster.token",
 )
 
@@ -47,13 +48,10 @@ def test_coordinator_install_writes_units_config_and_secret_token(tmp_path):
     assert f"ExecStart={LABGANG} coordinator --config /etc/labgang/cluster.toml" in unit
     assert "/usr/local/bin/labgang" not in unit
     assert not (tmp_path / "etc/systemd/system/labgang-agent.service").exists()
-    profile = subprocess.run(
-        ["sh", "-c", f". {tmp_path / 'etc/profile.d/labgang.sh'}; echo $LABGANG_STATE_DIR"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert profile.stdout.strip() == "/var/lib/labgang"  # where the units' services put the socket
+    # every user's CLI finds the services' socket through the system config, with no variable
+    assert tomllib.loads((tmp_path / "etc/labgang/system.toml").read_text()) == {"state_dir": "/var/lib/labgang"}
+    assert mode(tmp_path / "etc/labgang/system.toml") == 0o644
+    assert not (tmp_path / "etc/profile.d").exists()
 
 
 def test_installed_cluster_config_is_valid_and_reads_the_systemd_credential(tmp_path):
@@ -90,12 +88,12 @@ def test_second_install_refuses_and_changes_nothing(tmp_path):
 
 
 def test_coordinator_then_agent_into_one_prefix_shares_identical_files(tmp_path):
-    """Both roles write etc/profile.d/labgang.sh with the same content: not a conflict."""
+    """Both roles write etc/labgang/system.toml with the same content: not a conflict."""
     assert run("--role", "coordinator", "--prefix", str(tmp_path)).exit_code == 0
     token = (tmp_path / "etc/labgang/cluster.token").read_bytes()
     result = run("--role", "agent", "--prefix", str(tmp_path))
     assert result.exit_code == 0, result.output
-    assert f"unchanged {tmp_path / 'etc/profile.d/labgang.sh'}" in result.output
+    assert f"unchanged {tmp_path / 'etc/labgang/system.toml'}" in result.output
     assert f"written  {tmp_path / 'etc/systemd/system/labgang-agent.service'}" in result.output
     assert f"kept     {tmp_path / 'etc/labgang/cluster.token'}" in result.output
     assert (tmp_path / "etc/labgang/cluster.token").read_bytes() == token
