@@ -15,6 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
+from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.topology import TopologyView
 
@@ -102,6 +103,8 @@ class _Layout:
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.node_names: list[str] = [n.name for n in nodes]
+        self.node_cpus: list[int | None] = [n.cpus for n in nodes]
+        self.node_memory: list[int | None] = [n.memory for n in nodes]
         self.node_pos: dict[str, int] = {}
         for i, name in enumerate(self.node_names):
             self.node_pos.setdefault(name, i)
@@ -159,6 +162,8 @@ class DeviceBook:
     def __init__(self, snapshot: Snapshot) -> None:
         static = _static_layout(snapshot.nodes)
         self.node_names: list[str] = static.node_names
+        self.node_cpus: list[int | None] = static.node_cpus
+        self.node_memory: list[int | None] = static.node_memory
         self.node_pos: dict[str, int] = static.node_pos
         self.uuid: list[str] = static.uuid
         self.node_of: list[int] = static.node_of
@@ -183,6 +188,10 @@ class DeviceBook:
                     if d is not None:
                         self.owner[d] = job.id
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
+        # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
+        self.requests: dict[str, JobRequest] = {j.id: j.request for j in snapshot.pending}
+        self.requests.update((j.id, j.request) for j in snapshot.running)
+        self.host_counted = any(r.host for r in self.requests.values())
 
     # --- indexes -----------------------------------------------------------------------------
 
