@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
@@ -191,7 +192,9 @@ class DeviceBook:
         # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
         self.requests: dict[str, JobRequest] = {j.id: j.request for j in snapshot.pending}
         self.requests.update((j.id, j.request) for j in snapshot.running)
-        self.host_counted = any(r.host for r in self.requests.values())
+        self.exclusive_known = any(r.exclusive for r in self.requests.values())
+        self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
+        self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
 
     # --- indexes -----------------------------------------------------------------------------
 
@@ -243,6 +246,7 @@ class DeviceBook:
 
     def take(self, devices: Iterable[int], owner: str) -> None:
         """Give free (or ``owner``-reserved) devices to ``owner``."""
+        self.changes += 1
         for d in devices:
             was_free = self.is_free(d)
             self.owner[d] = owner
@@ -257,6 +261,7 @@ class DeviceBook:
         Returns:
             The positions actually released (to undo with :meth:`take`).
         """
+        self.changes += 1
         done = []
         for d in devices:
             if self.owner[d] != owner:
@@ -269,6 +274,7 @@ class DeviceBook:
 
     def retake(self, devices: Iterable[int], owner: str) -> None:
         """Give devices back to ``owner`` after :meth:`release` (undo of a simulated removal)."""
+        self.changes += 1
         for d in devices:
             if self.is_free(d):
                 self._index_remove(d)
@@ -280,6 +286,7 @@ class DeviceBook:
         Returns:
             The positions reserved by this call (to undo with :meth:`unreserve`).
         """
+        self.changes += 1
         done = []
         for d in devices:
             if self.reserved_for[d] is not None:
@@ -292,6 +299,7 @@ class DeviceBook:
 
     def unreserve(self, devices: Iterable[int], holder: str) -> None:
         """Drop ``holder``'s reservation on ``devices``."""
+        self.changes += 1
         for d in devices:
             if self.reserved_for[d] != holder:
                 continue

@@ -45,13 +45,24 @@ class NodeUse:
 
 
 def needs_check(book: DeviceBook, req: JobRequest) -> bool:
-    """True when placing ``req`` must look at host resources at all (it asks for some, or some
-    job of the snapshot does: an exclusive one blocks its nodes for everyone)."""
-    return req.host or book.host_counted
+    """True when placing ``req`` must look at host resources at all: it asks for some, or some job
+    of the snapshot is ``exclusive`` (it blocks its nodes for everyone). Other jobs place on the
+    devices alone, at no extra cost."""
+    return req.host or book.exclusive_known
 
 
 def node_use(book: DeviceBook) -> list[NodeUse]:
-    """Host use per node position, from the device book's owners and reservations. O(devices)."""
+    """Host use per node position, from the device book's owners and reservations: O(devices),
+    computed again only after the book changed (``DeviceBook.changes``). Callers must not mutate it."""
+    cached = book.host_use_cache
+    if cached is not None and cached[0] == book.changes:
+        return cached[1]
+    out = _node_use(book)
+    book.host_use_cache = (book.changes, out)
+    return out
+
+
+def _node_use(book: DeviceBook) -> list[NodeUse]:
     held: list[dict[str, int]] = [{} for _ in book.node_names]
     for d, owner in enumerate(book.owner):
         holder = owner if owner is not None and owner != UNAVAILABLE else book.reserved_for[d]
