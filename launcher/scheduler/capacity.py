@@ -128,6 +128,7 @@ class _Layout:
                 self.model.append(dev.model.lower())
                 self.group.append(dev.group)
                 self.by_resource.setdefault(dev.resource, []).append(d)
+        self.host_verdicts: dict[Any, Any] = {}  # :func:`.unschedulable.host_never_fits`, per request
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
 
@@ -162,6 +163,7 @@ class DeviceBook:
 
     def __init__(self, snapshot: Snapshot) -> None:
         static = _static_layout(snapshot.nodes)
+        self.static = static
         self.node_names: list[str] = static.node_names
         self.node_cpus: list[int | None] = static.node_cpus
         self.node_memory: list[int | None] = static.node_memory

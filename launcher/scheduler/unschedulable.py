@@ -194,7 +194,17 @@ def never_schedulable(
 def host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:
     """UNSCHEDULABLE, with the field at fault (``cpus_per_task``, ``mem`` or ``mem_per_gpu``), when
     ``req``'s host CPUs or memory fit no placement even with every node idle; None otherwise.
-    Nodes that report no CPUs (memory) do not limit CPU (memory) requests."""
+    Nodes that report no CPUs (memory) do not limit CPU (memory) requests. ``empty`` must hold
+    every device of the request's resource and model (the answer is kept per request while the
+    snapshot's nodes stay the same)."""
+    memo = devices.static.host_verdicts
+    if req in memo:
+        return memo[req]  # type: ignore[no-any-return]
+    memo[req] = found = _host_never_fits(devices, empty, req)
+    return found
+
+
+def _host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:
     capped = capped_index(devices, empty, req, idle=True)
     if capped is None or feasible(capped, req.workers, req.per_worker, req.nodes):
         return None
