@@ -106,3 +106,12 @@ async def test_the_node_view_shows_offered_and_allocated_host_resources(coord: C
     for name, view in views.items():
         assert (view["cpus"], view["memory_bytes"]) == (16, 64 * G)
         assert (view["cpus_allocated"], view["memory_allocated_bytes"]) == held[name]
+
+
+async def test_a_node_offering_more_cpus_makes_a_refused_size_acceptable(coord: Coordinator):
+    await with_host(coord, 16, 64 * G)
+    body = {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 20}
+    with pytest.raises(Conflict):
+        await coord.submit(ROOT, body)
+    await with_host(coord, 32, 64 * G)  # the agents restarted with a smaller reserve
+    assert (await coord.submit(ROOT, body)).spec.cpus_per_task == 20
