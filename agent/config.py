@@ -7,6 +7,8 @@ Example::
     token_file = "/etc/labgang/cluster.token"
     address = "10.0.0.11"                   # MASTER_ADDR other nodes use to reach this one
     interval_s = 2.0
+    reserve_cpus = 2                        # host CPUs and memory kept from jobs' -c / --mem
+    reserve_memory = "8G"
 
     [supervisor]
     allowed_uids = [1000, 1001]
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from labgang.agent import tomlfile
+from labgang.agent.mem_size import parse_mem
 from labgang.agent.paths import default_state_dir
 from labgang.agent.supervisor.config import SupervisorConfig
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -69,6 +72,10 @@ class AgentConfig(BaseModel):
         reconnect_max_s: cap of the reconnect backoff.
         simulate: a simulated NVML machine file instead of the real driver.
         supervisor: the ``[supervisor]`` table (uids, root policy, log size).
+        reserve_cpus: logical CPUs kept for the system, not offered to jobs' ``-c`` (docs/host-resources.md).
+        reserve_memory: host memory kept for the system, a size such as ``"4G"`` (``agent/mem_size.py``).
+        cpus, memory: the node's CPUs and memory as offered before the reserve, overriding what
+            psutil reads (a size for ``memory``); None: read them.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -84,6 +91,17 @@ class AgentConfig(BaseModel):
     reconnect_max_s: Seconds = Field(default=10.0, gt=0)
     simulate: str | None = None
     supervisor: dict[str, Any] = Field(default_factory=dict)
+    reserve_cpus: int = Field(default=0, ge=0)
+    reserve_memory: str = "0"
+    cpus: int | None = Field(default=None, ge=1)
+    memory: str | None = None
+
+    @field_validator("reserve_memory", "memory")
+    @classmethod
+    def _size(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_mem(v, zero=True)
+        return v
 
     @field_validator("coordinator")
     @classmethod

@@ -292,6 +292,9 @@ class NodeInventory:
         gpus: the GPUs in NVML index order.
         links: one :class:`GpuLink` per GPU pair (index order), () when the node has one GPU
             or its GPUs could not be opened.
+        host_cpus: logical CPUs jobs may use: the host's minus the agent's ``reserve_cpus``
+            (``agent/hostres.py``); None when not read (straight from NVML, an older agent).
+        host_memory: host memory jobs may use, bytes: total minus ``reserve_memory``; None when not read.
     """
 
     hostname: str
@@ -301,6 +304,8 @@ class NodeInventory:
     cuda_driver_version: int | Unavailable
     gpus: tuple[GpuInfo, ...] = ()
     links: tuple[GpuLink, ...] = ()
+    host_cpus: int | None = None
+    host_memory: int | None = None
 
     def link(self, a: int, b: int) -> GpuLink | None:
         """The link between GPUs of NVML index ``a`` and ``b`` (either order), or None."""

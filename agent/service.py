@@ -35,6 +35,7 @@ from labgang.agent.config import AgentConfig
 from labgang.agent.confine import Confinement, RankCgroups
 from labgang.agent.exit_stop import ExitStop
 from labgang.agent.fence import NodeFence
+from labgang.agent.hostres import HostCapacity
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink
 from labgang.agent.nvml.backend import NvmlBackend
@@ -103,6 +104,7 @@ class AgentService:
         self.backend = backend
         self.state_dir = config.resolved_state_dir()
         self.inventory: NodeInventory | None = None
+        self.host = HostCapacity.read(config)  # CPUs and memory offered to jobs, in every inventory
         self.supervisor: Supervisor | None = None
         self.link: CoordinatorLink | None = None
         self.fence = NodeFence(self._agent_dir())  # the lease the link renews; the tick fences on it
@@ -142,7 +144,7 @@ class AgentService:
                 raise AgentConfigError("token_file: the agent needs the cluster token file to join a coordinator")
             self.token = read_token(self.config.token_file)
         read_at = time.monotonic()
-        first = read_inventory(backend, hostname=self.node)
+        first = self.host.fill(read_inventory(backend, hostname=self.node))
         self._take_reading(read_at, first)
         sup_cfg = self.config.supervisor_config()
         cgroups = self._decide_confinement(backend, first, sup_cfg)
@@ -233,7 +235,7 @@ class AgentService:
         read_at = time.monotonic()
         backend = self.backend
         assert backend is not None  # opened by run() before any read
-        inv = await loop.run_in_executor(None, lambda: read_inventory(backend, hostname=self.node))
+        inv = self.host.fill(await loop.run_in_executor(None, lambda: read_inventory(backend, hostname=self.node)))
         self._take_reading(read_at, inv)
         return inv
 

@@ -25,6 +25,11 @@ each size: without a job array, with an array of N one-GPU tasks fed in full to 
 with the coordinator's array gate (``launcher/lifecycle/arrays.py``: the window, and the ``%N``
 cap with ``--array-limit``) choosing what each cycle sees, its own cost included.
 
+With ``--host`` every node offers 128 CPUs and 1 TiB of memory to jobs, one full-GPU gang in
+three asks ``cpus_per_task`` 8-48 and one in five ``mem`` 64-512G, so placement caps ranks
+per node by host resources (docs/host-resources.md); the p50 ratio against the same run
+without ``--host`` is printed.
+
 Usage::
 
     python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
@@ -58,9 +63,9 @@ COHORTS = 4
 QUEUES = 20
 
 
-def build(nodes: int, jobs: int, seed: int, fair: bool = False) -> dict:
+def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = False) -> dict:
     """A scenario document (docs/scenarios.md) for the benchmark; ``fair``: fair sharing over a
-    4-level cohort tree."""
+    4-level cohort tree; ``host``: host CPUs and memory on nodes and in some jobs."""
     rng = random.Random(seed)
     node_tables = []
     full_gpus = mig_devices = 0
@@ -124,7 +129,14 @@ def build(nodes: int, jobs: int, seed: int, fair: bool = False) -> dict:
             workers = rng.choice([1, 1, 1, 2, 2, 4, 8, 16])
             table["workers"] = workers
             table["gpus_per_worker"] = rng.choice([1, 2, 4, 8] if workers <= 2 else [1, 2])
+            if host and j % 3 == 0:
+                table["cpus_per_task"] = rng.choice([8, 16, 32, 48])
+            if host and j % 5 == 0:
+                table["mem"] = rng.choice(["64G", "128G", "512G"])
         job_tables.append(table)
+    if host:
+        for node in node_tables:
+            node["cpus"], node["memory"] = 128, "1T"
     doc = {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
     if fair:
         doc["scenario"]["fair_sharing"] = True
@@ -233,9 +245,11 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
         scheduling.cluster_nodes, scheduling.gate_pending = saved
 
 
-def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False) -> dict:
+def measure(
+    nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False, host: bool = False
+) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
-    scenario = parse_scenario(build(nodes, jobs, seed, fair))
+    scenario = parse_scenario(build(nodes, jobs, seed, fair, host))
     times: list[float] = []
     cpu: list[float] = []
     admitted: list[int] = []
@@ -281,6 +295,20 @@ def measure(nodes: int, jobs: int, cycles: int, seed: int, topology: bool = Fals
     }
 
 
+def compare_host(args: argparse.Namespace) -> None:
+    """p50/p99 cycle time with host CPUs and memory counted, against the same backlog without them."""
+    print(f"{args.jobs} pending gangs; with host: 128 cpus and 1T per node, 1 gang in 3 asks -c, 1 in 5 --mem")
+    print(f"{'nodes':>6} {'p50 ms':>7} {'p99 ms':>7} {'host p50':>8} {'host p99':>8} {'p50 x':>6} {'adm/s x':>7}")
+    for n in args.nodes.split(","):
+        plain = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair)
+        host = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair, host=True)
+        print(
+            f"{int(n):>6} {plain['p50_ms']:>7.2f} {plain['p99_ms']:>7.2f} {host['p50_ms']:>8.2f} "
+            f"{host['p99_ms']:>8.2f} {host['p50_ms'] / plain['p50_ms']:>6.2f} "
+            f"{host['admissions_per_s'] / plain['admissions_per_s']:>7.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,300,1000")
@@ -293,9 +321,13 @@ def main() -> None:
     parser.add_argument("--fair", action="store_true", help="fair sharing over a 4-level cohort tree")
     parser.add_argument("--array", type=int, default=0, help="add a job array of this many one-GPU tasks")
     parser.add_argument("--array-limit", type=int, default=None, help="the array's %%N cap")
+    parser.add_argument("--host", action="store_true", help="host CPUs and memory counted (vs. the same run without)")
     args = parser.parse_args()
     if args.array:
         compare_array(args)
+        return
+    if args.host:
+        compare_host(args)
         return
     rows = [measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair) for n in args.nodes.split(",")]
     if args.topology:

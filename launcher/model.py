@@ -198,6 +198,12 @@ class JobRequest:
     gang elastic: it starts with as many ranks as can be placed now, never fewer than
     ``min_workers``, all or nothing at that size, never preempting to grow (None = exactly
     ``workers``).
+
+    Host resources (``docs/host-resources.md``), counted per node against what its agent reports:
+    ``cpus_per_task`` logical CPUs per rank (Slurm's ``-c``; 0 = not counted), ``mem`` bytes per
+    node the gang uses (Slurm's ``--mem``; 0 = not counted), ``mem_per_gpu`` bytes per device of
+    a rank (``--mem-per-gpu``; 0 = not counted; never both with ``mem``). ``exclusive`` takes whole
+    nodes: it starts only on nodes nobody uses, and nobody else starts on them while it runs.
     """
 
     workers: int = 1
@@ -207,6 +213,19 @@ class JobRequest:
     nodes: int | None = None
     topology: str | None = None
     min_workers: int | None = None
+    cpus_per_task: int = 0
+    mem: int = 0
+    mem_per_gpu: int = 0
+    exclusive: bool = False
+
+    @property
+    def host(self) -> bool:
+        """True when the request counts host CPUs or memory or takes whole nodes."""
+        return bool(self.cpus_per_task or self.mem or self.mem_per_gpu or self.exclusive)
+
+    def rank_mem(self) -> int:
+        """Bytes of host memory one rank takes through ``mem_per_gpu`` (0 when not counted)."""
+        return self.per_worker * self.mem_per_gpu
 
     @property
     def total(self) -> int:

@@ -31,12 +31,7 @@ class BadScript(ValueError):
 
 
 IGNORED_SBATCH: dict[str, str] = {
-    "--cpus-per-task": "labgang does not count host CPUs yet",
-    "-c": "labgang does not count host CPUs yet",
-    "--mem": "labgang does not count host memory yet",
-    "--mem-per-cpu": "labgang does not count host memory yet",
-    "--mem-per-gpu": "labgang does not count host memory yet",
-    "--exclusive": "labgang has no whole-node allocation yet",
+    "--mem-per-cpu": "labgang counts memory per node (--mem) or per GPU (--mem-per-gpu), not per CPU",
 }
 """``#SBATCH`` options labgang reads but cannot honour yet: each gets a warning naming it and why
 (``--error-on-unknown-sbatch`` does not refuse them: they are known, only not counted)."""
@@ -103,6 +98,11 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--hold": lambda _: ["--hold"],
     "--mail-type": _same("--mail-type"),
     "--mail-user": _same("--mail-user"),
+    "-c": _same("--cpus-per-task"),
+    "--cpus-per-task": _same("--cpus-per-task"),
+    "--mem": _same("--mem"),
+    "--mem-per-gpu": _same("--mem-per-gpu"),
+    "--exclusive": lambda _: ["--exclusive"],
 }
 """``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
 is read apart: it multiplies by the node count)."""

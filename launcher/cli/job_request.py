@@ -73,6 +73,10 @@ def build_submission(
     mail_user: str | None = None,
     stdin_data: bytes | None = None,
     pty: bool = False,
+    cpus_per_task: int | None = None,
+    mem: str | None = None,
+    mem_per_gpu: str | None = None,
+    exclusive: bool = False,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -103,6 +107,8 @@ def build_submission(
             checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
         stdin_data: rank 0's standard input (``labgang run``'s: ``launcher/stdin_forward.py``), or None.
         pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
+        cpus_per_task: host CPUs per rank (``-c``); mem, mem_per_gpu: ``--mem`` (per node) and
+            ``--mem-per-gpu`` sizes as given (``agent/mem_size.py``); exclusive: whole nodes.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -151,6 +157,7 @@ def build_submission(
             problem = check_pattern(pattern)
             if problem is not None:
                 raise SubmissionError(f"{flag}: {pattern!r}: {problem}")
+    host = _host_request(cpus_per_task, mem, mem_per_gpu, exclusive)
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -195,7 +202,34 @@ def build_submission(
         body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
     if pty:
         body["pty"] = True
+    body.update(host)
     return body
+
+
+def _host_request(
+    cpus_per_task: int | None, mem: str | None, mem_per_gpu: str | None, exclusive: bool
+) -> dict[str, Any]:
+    """The body's host fields (``cpus_per_task``, ``mem`` and ``mem_per_gpu`` in bytes, ``exclusive``).
+
+    Raises:
+        SubmissionError: a size that does not parse, or both ``--mem`` and ``--mem-per-gpu``.
+    """
+    from labgang.agent.mem_size import parse_mem
+
+    out: dict[str, Any] = {}
+    if cpus_per_task is not None:
+        out["cpus_per_task"] = cpus_per_task
+    if mem is not None and mem_per_gpu is not None:
+        raise SubmissionError("--mem and --mem-per-gpu exclude each other: give memory per node or per GPU")
+    for flag, key, text in (("--mem", "mem", mem), ("--mem-per-gpu", "mem_per_gpu", mem_per_gpu)):
+        if text is not None:
+            try:
+                out[key] = parse_mem(text)
+            except ValueError as exc:
+                raise SubmissionError(f"{flag}: {exc}") from None
+    if exclusive:
+        out["exclusive"] = True
+    return out
 
 
 def _current_directory() -> str:

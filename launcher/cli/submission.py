@@ -131,6 +131,33 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "(WORLD_SIZE is the size it got); it never grows and never preempts to grow.",
         ),
         click.option(
+            "-c",
+            "--cpus-per-task",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Host CPUs per rank, as Slurm's -c: counted per node against what its agent reports "
+            "(docs/host-resources.md) and enforced with cpu.max where the agent can.",
+        ),
+        click.option(
+            "--mem",
+            metavar="SIZE",
+            default=None,
+            help="Host memory per node, as Slurm's --mem: 16G, 512M, 8000 (MiB by default); counted per node "
+            "and enforced with memory.max where the agent can.",
+        ),
+        click.option(
+            "--mem-per-gpu",
+            metavar="SIZE",
+            default=None,
+            help="Host memory per GPU of each rank, as Slurm's --mem-per-gpu (excludes --mem).",
+        ),
+        click.option(
+            "--exclusive",
+            is_flag=True,
+            help="Take whole nodes, as Slurm's --exclusive: start only on nodes no job uses, and no other job "
+            "starts on them while this one runs.",
+        ),
+        click.option(
             "--topology",
             type=click.Choice(TOPOLOGY_LEVELS),
             default=None,

@@ -19,17 +19,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 SLURM_OPTIONS: dict[str, str] = {
-    "--cpus-per-task": "Slurm's CPUs per task; labgang does not count host CPUs (yet): leave it out",
-    "-c": "Slurm's CPUs per task; labgang does not count host CPUs (yet): leave it out",
-    "--mem": "Slurm's host memory per node; labgang does not count host memory (yet): leave it out",
-    "--mem-per-cpu": "Slurm's host memory per CPU; labgang does not count host memory (yet): leave it out",
-    "--mem-per-gpu": "Slurm's host memory per GPU; labgang does not count host memory (yet): leave it out",
+    "--mem-per-cpu": "Slurm's host memory per CPU; labgang counts host memory per node (--mem SIZE) "
+    "or per GPU (--mem-per-gpu SIZE)",
     "--gres": "Slurm's generic resources; for --gres=gpu:N use -g N (full GPUs per rank) or --mig PROFILE",
     "--gpus": "Slurm's GPUs per job; labgang asks per rank: -n RANKS -g GPUS_PER_RANK",
     "-G": "Slurm's GPUs per job; labgang asks per rank: -n RANKS -g GPUS_PER_RANK",
     "--gpus-per-node": "Slurm's GPUs per node; labgang asks per rank: -n RANKS -g GPUS_PER_RANK, with --nodes",
     "--ntasks-per-node": "Slurm's tasks per node; labgang takes the total: -n RANKS with --nodes NODES",
-    "--exclusive": "Slurm's whole-node allocation; labgang has no --exclusive (yet)",
     "--constraint": "Slurm's node features; for a GPU model use --gpu-model MODEL",
     "-C": "Slurm's node features; for a GPU model use --gpu-model MODEL",
     "--nodelist": "Slurm's node list; labgang places gangs itself (--nodes N asks for a count)",

@@ -554,8 +554,8 @@ class Coordinator:
 
     def _take_inventory(self, conn: AgentConn, message: dict[str, Any]) -> bool:
         """Keep the node's inventory and rank list; True when scheduling could decide differently:
-        its allocatable devices changed, or devices no job holds started or stopped showing
-        processes (foreign processes, a context NVML still shows)."""
+        its allocatable devices or the host CPUs and memory it offers changed, or devices no job
+        holds started or stopped showing processes (foreign processes, a context NVML still shows)."""
         conn.last_seen = self.clock()
         ranks = message.get("ranks")
         if ranks is not None:
@@ -567,7 +567,11 @@ class Coordinator:
         old = conn.inventory
         conn.inventory_dict = inv
         conn.inventory = new
-        if old is None or old.allocatable() != new.allocatable():
+        if (
+            old is None
+            or old.allocatable() != new.allocatable()
+            or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
+        ):
             self.schedulable_cache.clear()
             return True
         old_pids, new_pids = old.device_pids(), new.device_pids()

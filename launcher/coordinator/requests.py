@@ -45,6 +45,12 @@ def _exec_safe(value: str) -> str:
 Text = Annotated[str, AfterValidator(_exec_safe)]
 
 
+MAX_CPUS_PER_TASK = 65536
+"""The most ``cpus_per_task`` a submission may give (no host has more logical CPUs)."""
+MAX_HOST_MEMORY = 1 << 60
+"""The most bytes ``mem``/``mem_per_gpu`` may give (1 EiB)."""
+
+
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
@@ -70,6 +76,10 @@ class SubmitBody(BaseModel):
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    cpus_per_task: int = Field(default=0, ge=0, le=MAX_CPUS_PER_TASK)
+    mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    exclusive: StrictBool = False
     dependency: str | None = Field(default=None, max_length=4096)
     begin_time: float | None = Field(default=None, ge=0)
     output: Text | None = Field(default=None, max_length=4096)
@@ -306,6 +316,10 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             field="min_workers",
             allowed=list(range(req.nodes, req.workers + 1)),
         )
+    if req.mem and req.mem_per_gpu:
+        raise BadRequest(
+            "mem and mem_per_gpu: give one of them (memory per node, or per GPU), not both", field="mem_per_gpu"
+        )
     if req.cpu_bind not in (None, *CPU_BIND):
         raise BadRequest(
             f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
@@ -377,6 +391,10 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         mail_user=req.mail_user if mail_type else None,
         stdin=req.stdin,
         pty=req.pty,
+        cpus_per_task=req.cpus_per_task,
+        mem=req.mem,
+        mem_per_gpu=req.mem_per_gpu,
+        exclusive=req.exclusive,
     )
 
 

@@ -34,6 +34,12 @@ SLURM_VARIABLES = (
 )
 """Every name :func:`slurm_environment` sets, in the order docs/slurm.md lists them."""
 
+HOST_VARIABLES = ("SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE", "SLURM_MEM_PER_GPU")
+"""Set only for a job that asked for them (``-c``, ``--mem``, ``--mem-per-gpu``), as Slurm does;
+memory in MiB, Slurm's unit (docs/host-resources.md)."""
+
+MIB = 1024**2
+
 
 def tasks_per_node(counts: list[int]) -> str:
     """Slurm's ``SLURM_TASKS_PER_NODE`` form: ``[2, 2, 2, 1]`` -> ``"2(x3),1"``."""
@@ -57,7 +63,8 @@ def slurm_environment(job: JobRecord, rank: int) -> dict[str, str]:
         rank: the global rank (a key of ``job.ranks``).
 
     Returns:
-        name -> value for every name in :data:`SLURM_VARIABLES`.
+        name -> value for every name in :data:`SLURM_VARIABLES`, and those of :data:`HOST_VARIABLES`
+        the job asked for.
 
     Raises:
         KeyError: ``rank`` is not one of the job's ranks.
@@ -68,7 +75,16 @@ def slurm_environment(job: JobRecord, rank: int) -> dict[str, str]:
     counts = [sum(1 for r in job.ranks.values() if r.node == node) for node in nodes]
     numeric = str(job.seq)
     spec = job.spec
-    return {
+    host = {
+        name: str(value)
+        for name, value in (
+            ("SLURM_CPUS_PER_TASK", spec.cpus_per_task),
+            ("SLURM_MEM_PER_NODE", -(-spec.mem // MIB)),
+            ("SLURM_MEM_PER_GPU", -(-spec.mem_per_gpu // MIB)),
+        )
+        if value
+    }
+    return host | {
         "SLURM_JOB_ID": numeric,
         "SLURM_JOBID": numeric,
         "SLURM_JOB_NAME": spec.name,

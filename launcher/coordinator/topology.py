@@ -45,7 +45,7 @@ def node_from_inventory(name: str, inv: NodeInventory) -> Node:
         pcie = link.pcie if not isinstance(link.pcie, Unavailable) else ""
         if nvlinks or pcie:
             links.append(DeviceLink(a=a, b=b, nvlinks=nvlinks, pcie=pcie))
-    return Node(name=name, devices=tuple(devices), links=tuple(links))
+    return Node(name=name, devices=tuple(devices), links=tuple(links), cpus=inv.host_cpus, memory=inv.host_memory)
 
 
 def rank_cpus(inv: NodeInventory | None, devices: tuple[str, ...] | list[str]) -> list[int] | None:

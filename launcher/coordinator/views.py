@@ -109,6 +109,10 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "cwd": spec.cwd,
         "output": spec.output,
         "error": spec.error,
+        "cpus_per_task": spec.cpus_per_task,
+        "mem": spec.mem,
+        "mem_per_gpu": spec.mem_per_gpu,
+        "exclusive": spec.exclusive,
         "numeric_id": job.seq,
         "ranks": [
             {
@@ -285,14 +289,34 @@ def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     }
 
 
+def host_allocated(coord: Coordinator) -> dict[str, tuple[int, int]]:
+    """Host CPUs and memory (bytes) held per node by jobs that hold devices, from their ranks:
+    ``cpus_per_task`` and ``per_worker * mem_per_gpu`` per rank, ``mem`` once per node."""
+    out: dict[str, tuple[int, int]] = {}
+    for job in coord.jobs.values():
+        spec = job.spec
+        if not job.status.state.holds_devices or not (spec.cpus_per_task or spec.mem or spec.mem_per_gpu):
+            continue
+        nodes = set()
+        for r in job.ranks.values():
+            cpus, mem = out.get(r.node, (0, 0))
+            mem += spec.per_worker * spec.mem_per_gpu + (spec.mem if r.node not in nodes else 0)
+            nodes.add(r.node)
+            out[r.node] = (cpus + spec.cpus_per_task, mem)
+    return out
+
+
 def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
     it), "foreign" (free, but a process labgang did not start shows on it), "free".
+    ``cpus``/``memory_bytes``: host CPUs and memory the node offers to jobs (after its agent's
+    reserve; None: not reported); ``cpus_allocated``/``memory_allocated_bytes``: what jobs hold.
     """
     held = coord.held_devices()
+    host_held = host_allocated(coord)
     finished_pids = {
         (r.node, r.pid)
         for j in coord.jobs.values()
@@ -339,6 +363,10 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "version": conn.version,
                 "inventory": conn.inventory_dict,
                 "devices": devices,
+                "cpus": inv.host_cpus if inv is not None else None,
+                "memory_bytes": inv.host_memory if inv is not None else None,
+                "cpus_allocated": host_held.get(name, (0, 0))[0],
+                "memory_allocated_bytes": host_held.get(name, (0, 0))[1],
                 "confinement": conn.confinement,
                 "violations": violation_views(coord, conn),
             }

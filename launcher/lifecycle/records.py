@@ -92,6 +92,8 @@ class JobSpec:
     REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
     standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
     pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``).
+    ``cpus_per_task``, ``mem`` (bytes per node), ``mem_per_gpu`` (bytes) and ``exclusive`` are the
+    host requests (``JobRequest``'s fields of those names; 0/False: not counted).
     """
 
     name: str
@@ -124,6 +126,10 @@ class JobSpec:
     mail_user: str | None = None
     stdin: str | None = None
     pty: bool = False
+    cpus_per_task: int = 0
+    mem: int = 0
+    mem_per_gpu: int = 0
+    exclusive: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -151,6 +157,10 @@ class JobSpec:
             nodes=self.nodes,
             topology=self.topology,
             min_workers=self.min_workers,
+            cpus_per_task=self.cpus_per_task,
+            mem=self.mem,
+            mem_per_gpu=self.mem_per_gpu,
+            exclusive=self.exclusive,
         )
 
 

@@ -11,7 +11,7 @@ What limited a queue: every second a job spent pending is put down to the schedu
 reason in force then (its ``pending`` trace events, docs/scenarios.md). For the jobs whose
 wait is at or above their queue's p90 (the tail that makes the p90), those seconds are summed
 per cause: **quota** (``over_quota``, ``cohort_exhausted``), **capacity** (``no_capacity``,
-``waiting_for_victims``), **fragmentation** (``fragmented``, ``topology``), **reservation**
+``waiting_for_victims``, ``host_resources``), **fragmentation** (``fragmented``, ``topology``), **reservation**
 (``reserved_for_starving``: devices kept for a gang that has waited too long) and **other**
 (``dependency``, ``array_limit``, ``blocked_by_head``, ...).
 """
@@ -38,6 +38,7 @@ _CAUSE = {
     "cohort_exhausted": "quota",
     "no_capacity": "capacity",
     "waiting_for_victims": "capacity",
+    "host_resources": "capacity",
     "fragmented": "fragmentation",
     "topology": "fragmentation",
     "reserved_for_starving": "reservation",

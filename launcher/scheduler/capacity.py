@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from typing import Any
 
+from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.topology import TopologyView
 
@@ -102,6 +104,8 @@ class _Layout:
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.node_names: list[str] = [n.name for n in nodes]
+        self.node_cpus: list[int | None] = [n.cpus for n in nodes]
+        self.node_memory: list[int | None] = [n.memory for n in nodes]
         self.node_pos: dict[str, int] = {}
         for i, name in enumerate(self.node_names):
             self.node_pos.setdefault(name, i)
@@ -124,6 +128,7 @@ class _Layout:
                 self.model.append(dev.model.lower())
                 self.group.append(dev.group)
                 self.by_resource.setdefault(dev.resource, []).append(d)
+        self.host_verdicts: dict[Any, Any] = {}  # :func:`.unschedulable.host_never_fits`, per request
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
 
@@ -158,7 +163,10 @@ class DeviceBook:
 
     def __init__(self, snapshot: Snapshot) -> None:
         static = _static_layout(snapshot.nodes)
+        self.static = static
         self.node_names: list[str] = static.node_names
+        self.node_cpus: list[int | None] = static.node_cpus
+        self.node_memory: list[int | None] = static.node_memory
         self.node_pos: dict[str, int] = static.node_pos
         self.uuid: list[str] = static.uuid
         self.node_of: list[int] = static.node_of
@@ -183,6 +191,12 @@ class DeviceBook:
                     if d is not None:
                         self.owner[d] = job.id
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
+        # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
+        self.requests: dict[str, JobRequest] = {j.id: j.request for j in snapshot.pending}
+        self.requests.update((j.id, j.request) for j in snapshot.running)
+        self.exclusive_known = any(r.exclusive for r in self.requests.values())
+        self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
+        self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
 
     # --- indexes -----------------------------------------------------------------------------
 
@@ -234,6 +248,7 @@ class DeviceBook:
 
     def take(self, devices: Iterable[int], owner: str) -> None:
         """Give free (or ``owner``-reserved) devices to ``owner``."""
+        self.changes += 1
         for d in devices:
             was_free = self.is_free(d)
             self.owner[d] = owner
@@ -248,6 +263,7 @@ class DeviceBook:
         Returns:
             The positions actually released (to undo with :meth:`take`).
         """
+        self.changes += 1
         done = []
         for d in devices:
             if self.owner[d] != owner:
@@ -260,6 +276,7 @@ class DeviceBook:
 
     def retake(self, devices: Iterable[int], owner: str) -> None:
         """Give devices back to ``owner`` after :meth:`release` (undo of a simulated removal)."""
+        self.changes += 1
         for d in devices:
             if self.is_free(d):
                 self._index_remove(d)
@@ -271,6 +288,7 @@ class DeviceBook:
         Returns:
             The positions reserved by this call (to undo with :meth:`unreserve`).
         """
+        self.changes += 1
         done = []
         for d in devices:
             if self.reserved_for[d] is not None:
@@ -283,6 +301,7 @@ class DeviceBook:
 
     def unreserve(self, devices: Iterable[int], holder: str) -> None:
         """Drop ``holder``'s reservation on ``devices``."""
+        self.changes += 1
         for d in devices:
             if self.reserved_for[d] != holder:
                 continue

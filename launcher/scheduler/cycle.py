@@ -43,6 +43,7 @@ from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, Pe
 from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
+from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
@@ -483,7 +484,16 @@ class _Cycle:
     # --- placement with a failure cache --------------------------------------------------------
 
     def _place(self, req: JobRequest) -> RawPlacement | None:
-        key = (req.resource, req.gpu_model, req.nodes, req.topology)
+        key = (
+            req.resource,
+            req.gpu_model,
+            req.nodes,
+            req.topology,
+            req.cpus_per_task,
+            req.mem,
+            req.mem_per_gpu,
+            req.exclusive,
+        )
         known = self._place_fails.get(key)
         if known is not None and known[0] == self.epoch:
             for p, w in known[1]:
@@ -499,7 +509,8 @@ class _Cycle:
 
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology)
+        host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
+        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host)
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
@@ -540,6 +551,10 @@ class _Cycle:
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
         if req.topology is not None and ix.total >= req.total:
             reason = topology_reason(self.state.devices, ix, req, reasons.describe_request(req))
+        elif ix.total >= req.total:
+            host = host_reason(self.state.devices, ix, req, reasons.describe_request(req))
+            if host is not None:
+                reason = host
         holders = self._reservation_holders(req, ix)
         if holders:
             reason = reasons.reserved_reason(

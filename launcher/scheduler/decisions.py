@@ -51,6 +51,9 @@ class ReasonCode(str, enum.Enum):
     """Its ``--begin`` time has not come (Slurm's ``BeginTime``); it is not considered before."""
     HELD = "held"
     """Held by ``labgang hold`` (or ``submit --hold``) until ``labgang release``: never admitted."""
+    HOST_RESOURCES = "host_resources"
+    """Devices are free, but not with enough host CPUs or memory on their nodes (``-c``, ``--mem``,
+    ``--mem-per-gpu``), or the nodes are not free whole for ``--exclusive`` (docs/host-resources.md)."""
 
 
 class NoPreemptionCode(str, enum.Enum):

@@ -17,7 +17,7 @@ from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonC
 from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
-from labgang.launcher.scheduler.unschedulable import placement_never_fits, quota_never_fits
+from labgang.launcher.scheduler.unschedulable import host_never_fits, placement_never_fits, quota_never_fits
 
 
 @dataclass(slots=True)
@@ -30,7 +30,8 @@ class Entry:
         live_victims: its nominated victims that still hold devices.
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
-        cls: ``(queue, workers, per_worker, resource, gpu_model, nodes)``: jobs of one class
+        cls: ``(queue, workers, per_worker, resource, gpu_model, nodes, topology, min_workers,
+            host requests)``: jobs of one class
             fit or fail alike (up to priority).
     """
 
@@ -80,6 +81,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             req.nodes,
             req.topology,
             req.min_workers,
+            (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
         )
         if key in verdicts:
             verdict = verdicts[key]
@@ -104,4 +106,8 @@ def _never_fits(
     if ix is None:
         ix = state.devices.all_devices_index(req.resource, model, skip_unavailable=False)
         empties[(req.resource, model)] = ix
-    return placement_never_fits(ix, req)
+    reason = placement_never_fits(ix, req)
+    if reason is None and req.host:
+        found = host_never_fits(state.devices, ix, req)
+        reason = None if found is None else found[0]
+    return reason

@@ -153,14 +153,22 @@ def choose_devices(book: DeviceBook, free: list[int], ranks: int, per_worker: in
 
 
 def place(
-    book: DeviceBook, ix: FreeIndex, workers: int, per_worker: int, nodes: int | None, level: str | None = None
+    book: DeviceBook,
+    ix: FreeIndex,
+    workers: int,
+    per_worker: int,
+    nodes: int | None,
+    level: str | None = None,
+    capped: FreeIndex | None = None,
 ) -> list[tuple[int, list[int]]] | None:
     """A full placement: ``[(node position, [device positions]), ...]`` per rank, or None.
 
     Ranks on one node are consecutive; nodes appear in the order :func:`choose_nodes` chose.
-    ``level`` is a required topology level (None: preferred only).
+    ``level`` is a required topology level (None: preferred only). ``capped`` is ``ix`` cut to
+    what host resources allow per node (:func:`.hostres.capped_index`): nodes are chosen on it,
+    devices from ``ix``.
     """
-    shares = choose_nodes(ix, workers, per_worker, nodes, book.topology, level)
+    shares = choose_nodes(capped if capped is not None else ix, workers, per_worker, nodes, book.topology, level)
     if shares is None:
         return None
     ranks: list[tuple[int, list[int]]] = []

@@ -66,11 +66,16 @@ class Node:
         devices: every allocatable device of the node, free or not.
         links: topology facts between its devices (); without links and NUMA keys placement
             inside the node uses ``Device.group`` only (see :mod:`.topology`).
+        cpus: logical CPUs jobs may use (the agent's count minus its reserve); None = unknown,
+            then CPU requests are not counted on this node.
+        memory: host memory jobs may use, bytes (minus the reserve); None = unknown, not counted.
     """
 
     name: str
     devices: tuple[Device, ...]
     links: tuple[DeviceLink, ...] = ()
+    cpus: int | None = None
+    memory: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

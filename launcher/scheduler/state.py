@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import (
@@ -108,8 +109,10 @@ class CycleState:
         return self.devices.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
 
     def place(self, req: JobRequest) -> RawPlacement | None:
-        """Where ``req`` would go on the devices free in this copy, or None."""
-        return place(self.devices, self.index(req), req.workers, req.per_worker, req.nodes, req.topology)
+        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None."""
+        ix = self.index(req)
+        capped = capped_index(self.devices, ix, req)
+        return place(self.devices, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
 
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, is_valid_resource
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.reasons import describe_request
@@ -187,4 +188,50 @@ def never_schedulable(
     ):
         why = topology_reason(devices, empty, request, describe_request(request)).message
         return PendingReason(ReasonCode.UNSCHEDULABLE, f"{why}, even on an empty cluster"), "topology"
-    return None
+    return host_never_fits(devices, empty, request)
+
+
+def host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:
+    """UNSCHEDULABLE, with the field at fault (``cpus_per_task``, ``mem`` or ``mem_per_gpu``), when
+    ``req``'s host CPUs or memory fit no placement even with every node idle; None otherwise.
+    Nodes that report no CPUs (memory) do not limit CPU (memory) requests. ``empty`` must hold
+    every device of the request's resource and model (the answer is kept per request while the
+    snapshot's nodes stay the same)."""
+    memo = devices.static.host_verdicts
+    if req in memo:
+        return memo[req]  # type: ignore[no-any-return]
+    memo[req] = found = _host_never_fits(devices, empty, req)
+    return found
+
+
+def _host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:
+    capped = capped_index(devices, empty, req, idle=True)
+    if capped is None or feasible(capped, req.workers, req.per_worker, req.nodes):
+        return None
+    cpus = [c for n, c in enumerate(devices.node_cpus) if empty.free[n] and c is not None]
+    mems = [m for n, m in enumerate(devices.node_memory) if empty.free[n] and m is not None]
+    what = describe_request(req)
+    if req.cpus_per_task and cpus and req.cpus_per_task > max(cpus):
+        text, field = (
+            f"job needs {req.cpus_per_task} cpus per rank but the largest node has {max(cpus)}",
+            "cpus_per_task",
+        )
+    elif req.mem and mems and req.mem > max(mems):
+        text, field = f"job needs {req.mem} bytes of memory per node but the largest node has {max(mems)}", "mem"
+    elif req.mem_per_gpu and mems and req.rank_mem() > max(mems):
+        text, field = (
+            f"job needs {req.rank_mem()} bytes of memory per rank but the largest node has {max(mems)}",
+            "mem_per_gpu",
+        )
+    else:
+        field = (
+            "cpus_per_task"
+            if req.cpus_per_task
+            else "mem"
+            if req.mem
+            else "mem_per_gpu"
+            if req.mem_per_gpu
+            else "exclusive"
+        )
+        text = f"the nodes' cpus and memory hold no placement for {what}"
+    return PendingReason(ReasonCode.UNSCHEDULABLE, text + ", even on an empty cluster"), field

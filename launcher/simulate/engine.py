@@ -56,6 +56,7 @@ from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
+from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
@@ -489,7 +490,9 @@ class Simulation:
             book = DeviceBook(self.snapshot())
             req = job.request
             model = req.gpu_model.lower() if req.gpu_model else None
-            raw = place(book, book.index(req.resource, model), req.workers, req.per_worker, req.nodes, req.topology)
+            ix = book.index(req.resource, model)
+            capped = capped_index(book, ix, req)
+            raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
             if raw is None:
                 where = job.task.index if job.task else job.seq
                 raise ScenarioError(

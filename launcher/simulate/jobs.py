@@ -124,6 +124,10 @@ def job_record(
         array=None if task is None else task.task,
         dependency=dependency,
         begin_time=spec.begin,
+        cpus_per_task=req.cpus_per_task,
+        mem=req.mem,
+        mem_per_gpu=req.mem_per_gpu,
+        exclusive=req.exclusive,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from labgang.agent import tomlfile
+from labgang.agent.mem_size import parse_mem
 from labgang.launcher.durations import DURATION_HELP, parse_duration
 from labgang.launcher.limits import MAX_WORKERS
 from labgang.launcher.model import (
@@ -170,12 +171,23 @@ def _not_bool(value: object) -> object:
 
 
 class NodeModel(_Strict):
-    """``[[nodes]]``: ``gpus`` full GPUs, or with ``mig`` each GPU split into these MIG devices."""
+    """``[[nodes]]``: ``gpus`` full GPUs, or with ``mig`` each GPU split into these MIG devices;
+    ``cpus`` and ``memory`` (a size such as ``"256G"``) are the host CPUs and memory offered to
+    jobs (after the agent's reserve; absent: not counted on this node, docs/host-resources.md)."""
 
     name: str = Field(min_length=1)
     gpus: Annotated[int, _whole(1, MAX_NODE_GPUS), _between(1, MAX_NODE_GPUS)]
     model: str = ""
     mig: list[str] | None = None
+    cpus: Annotated[int | None, _whole(0, 1 << 16), _between(0, 1 << 16)] = None
+    memory: str | None = None
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_mem(v, zero=True)
+        return v
 
     @field_validator("mig")
     @classmethod
@@ -230,6 +242,17 @@ class JobModel(_Strict):
     begin: OptionalSeconds = Field(default=None, ge=0)
     hold: bool = False
     release: OptionalSeconds = None
+    cpus_per_task: Annotated[int, _whole(0, 1 << 16), _between(0, 1 << 16)] = 0
+    mem: str | None = None
+    mem_per_gpu: str | None = None
+    exclusive: bool = False
+
+    @field_validator("mem", "mem_per_gpu")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_mem(v)
+        return v
 
     @field_validator("mig")
     @classmethod
@@ -246,7 +269,17 @@ class JobModel(_Strict):
             raise ValueError(f"release ({self.release:g}) must not be before the job is submitted ({self.submit:g})")
         if self.hold and self.running:
             raise ValueError("a running job cannot be held: hold is for a job submitted pending (running = false)")
+        if self.mem is not None and self.mem_per_gpu is not None:
+            raise ValueError("mem (per node) and mem_per_gpu exclude each other: give one")
         return self
+
+    def _host(self) -> dict[str, Any]:
+        return {
+            "cpus_per_task": self.cpus_per_task,
+            "mem": 0 if self.mem is None else parse_mem(self.mem),
+            "mem_per_gpu": 0 if self.mem_per_gpu is None else parse_mem(self.mem_per_gpu),
+            "exclusive": self.exclusive,
+        }
 
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
@@ -258,6 +291,7 @@ class JobModel(_Strict):
                 gpu_model=self.model,
                 nodes=self.nodes,
                 min_workers=self.min_workers,
+                **self._host(),
             )
         return JobRequest(
             workers=self.workers,
@@ -266,6 +300,7 @@ class JobModel(_Strict):
             gpu_model=self.model,
             nodes=self.nodes,
             min_workers=self.min_workers,
+            **self._host(),
         )
 
 
@@ -368,7 +403,8 @@ def build_nodes(nodes: list[NodeModel]) -> tuple[Node, ...]:
                 ]
             else:
                 devs.append(Device(f"GPU-{n.name}-{i}", n.name, GPU, n.model, ""))
-        out.append(Node(n.name, tuple(devs)))
+        memory = None if n.memory is None else parse_mem(n.memory, zero=True)
+        out.append(Node(n.name, tuple(devs), cpus=n.cpus, memory=memory))
     return tuple(out)
 
 

@@ -117,13 +117,13 @@ def _cli(args: list[str]):
 
 
 def test_an_option_labgang_lacks_gets_one_warning_line_naming_it(tmp_path):
-    path = _write(tmp_path, "#SBATCH --mem=8G\n#SBATCH --account=lab\n#SBATCH -c 4\necho\n")
+    path = _write(tmp_path, "#SBATCH --mem-per-cpu=8G\n#SBATCH --account=lab\n#SBATCH -c 4\necho\n")
     _, positional = quick.parse([path], quick._submit_flags(), interspersed=False)
     _, warnings = script_form([path], positional, strict=False) or ([], [])
     assert warnings == [
-        f"{path}:1: #SBATCH --mem is ignored: labgang does not count host memory yet",
+        f"{path}:1: #SBATCH --mem-per-cpu is ignored: labgang counts memory per node (--mem) or per GPU "
+        "(--mem-per-gpu), not per CPU",
         f"{path}:2: #SBATCH --account is ignored: labgang has no such option",
-        f"{path}:3: #SBATCH -c is ignored: labgang does not count host CPUs yet",
     ]
     with pytest.raises(quick.NotFast):  # the click command prints the warnings
         fast_body([path])
@@ -183,3 +183,11 @@ def test_sbatch_mail_and_hold_become_labgangs_flags(tmp_path):
     body = fast_body([path])
     assert body == click_body([path])
     assert (body["mail_type"], body["mail_user"], body["hold"]) == (["END", "FAIL"], "ada@lab", True)
+
+
+def test_sbatch_host_requests_become_labgang_flags(tmp_path):
+    path = _write(tmp_path, "#SBATCH -c 6\n#SBATCH --mem=8G\n#SBATCH --exclusive\necho\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["cpus_per_task"], body["mem"], body["exclusive"]) == (6, 8 * 1024**3, True)
+    assert fast_body(["--mem", "500", path])["mem"] == 500 * 1024**2  # the command line wins

@@ -41,8 +41,7 @@ def test_a_mistyped_command_gets_the_close_one_or_none(typed, said):
 @pytest.mark.parametrize(
     ("option", "fragment"),
     [
-        ("--cpus-per-task", "Slurm's CPUs per task; labgang does not count host CPUs (yet)"),
-        ("--mem", "Slurm's host memory per node; labgang does not count host memory (yet)"),
+        ("--mem-per-cpu", "Slurm's host memory per CPU; labgang counts host memory per node (--mem SIZE)"),
         ("--gres", "for --gres=gpu:N use -g N (full GPUs per rank)"),
         ("--grce", "did you mean --grace?"),
         ("--wokers", "did you mean --workers?"),
@@ -56,7 +55,7 @@ def test_submit_options_get_a_slurm_note_or_a_close_spelling(option, fragment):
     assert fragment in line
 
 
-@pytest.mark.parametrize("option", ["--cpus-per-task", "--mem", "--gres", "--bogus-thing", "-c"])
+@pytest.mark.parametrize("option", ["--mem-per-cpu", "--mem-per-node", "--gres", "--bogus-thing", "-C"])
 def test_never_a_misleading_guess(option):
     line = _line("submit", option, "1", "--", "true")
     for wrong in ("--gpus-per-worker?", "--gpus-per-task?", "--mig?", "--grace?", "--name?", "--nodes?"):
@@ -64,10 +63,10 @@ def test_never_a_misleading_guess(option):
 
 
 def test_slurm_notes_only_for_submit_and_run():
-    assert option_hint("-c", ["-u", "--user"], slurm=False) is None
-    assert "CPUs" in (option_hint("-c", ["-n"], slurm=True) or "")
-    line = _line("queue", "-c")
-    assert "CPUs" not in line
+    assert option_hint("--mem-per-cpu", ["-u", "--user"], slurm=False) is None
+    assert "per CPU" in (option_hint("--mem-per-cpu", ["-n"], slurm=True) or "")
+    line = _line("queue", "--mem-per-cpu")
+    assert "per CPU" not in line
 
 
 def test_closest_keeps_short_and_long_options_apart_and_bounds_the_distance():

@@ -9,7 +9,7 @@ from labgang.agent.supervisor.errors import InvalidSpec
 from labgang.agent.supervisor.identity import RunAs
 from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.coordinator.dispatch import launch_specs
-from labgang.launcher.coordinator.slurm_env import SLURM_VARIABLES, slurm_environment, tasks_per_node
+from labgang.launcher.coordinator.slurm_env import HOST_VARIABLES, SLURM_VARIABLES, slurm_environment, tasks_per_node
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus, RankRecord
 from labgang.launcher.lifecycle.states import JobState
 
@@ -109,3 +109,16 @@ def test_the_agent_refuses_a_slurm_env_with_other_names():
     data["slurm_env"] = {"LD_PRELOAD": "/tmp/x.so"}
     with pytest.raises(InvalidSpec, match="slurm_env"):
         LaunchSpec.from_dict(data)
+
+
+def test_host_requests_set_slurms_cpu_and_memory_variables_in_mib():
+    import dataclasses
+
+    job = _job()
+    job.spec = dataclasses.replace(job.spec, cpus_per_task=6, mem=int(1.5 * 1024**3))
+    env = slurm_environment(job, 0)
+    assert (env["SLURM_CPUS_PER_TASK"], env["SLURM_MEM_PER_NODE"]) == ("6", "1536")
+    assert "SLURM_MEM_PER_GPU" not in env and set(env) <= set(SLURM_VARIABLES) | set(HOST_VARIABLES)
+    job.spec = dataclasses.replace(job.spec, cpus_per_task=0, mem=0, mem_per_gpu=8 * 1024**3)
+    env = slurm_environment(job, 0)
+    assert env["SLURM_MEM_PER_GPU"] == "8192" and "SLURM_CPUS_PER_TASK" not in env

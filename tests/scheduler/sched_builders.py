@@ -24,6 +24,7 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.capacity import DeviceBook
+from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import (
     Device,
@@ -146,6 +147,14 @@ class JobBuilder:
         self._req = replace(self._req, gpu_model=name)
         return self
 
+    def host(self, cpus: int = 0, mem_gib: int = 0, mem_per_gpu_gib: int = 0, exclusive: bool = False) -> JobBuilder:
+        """Host requests: ``-c cpus``, ``--mem`` / ``--mem-per-gpu`` in GiB, ``--exclusive``."""
+        g = 1024**3
+        self._req = replace(
+            self._req, cpus_per_task=cpus, mem=mem_gib * g, mem_per_gpu=mem_per_gpu_gib * g, exclusive=exclusive
+        )
+        return self
+
     def nodes(self, n: int) -> JobBuilder:
         self._req = replace(self._req, nodes=n)
         return self
@@ -221,11 +230,21 @@ class Cluster:
         self.running: list[RunningJob] = []
         self.unavailable: set[str] = set()
 
-    def node(self, name: str, gpus: int, model: str = "", groups: int = 1) -> Cluster:
-        """A node with ``gpus`` full GPUs in ``groups`` locality groups of consecutive GPUs."""
+    def node(
+        self,
+        name: str,
+        gpus: int,
+        model: str = "",
+        groups: int = 1,
+        cpus: int | None = None,
+        mem_gib: int | None = None,
+    ) -> Cluster:
+        """A node with ``gpus`` full GPUs in ``groups`` locality groups of consecutive GPUs, and
+        ``cpus`` host CPUs and ``mem_gib`` GiB host memory for jobs (None: unknown)."""
         per = max(1, gpus // groups)
         devs = tuple(Device(f"GPU-{name}-{i}", name, GPU, model, f"g{i // per}") for i in range(gpus))
-        self.nodes.append(Node(name, devs))
+        memory = None if mem_gib is None else mem_gib * 1024**3
+        self.nodes.append(Node(name, devs, cpus=cpus, memory=memory))
         return self
 
     def mig_node(self, name: str, gpus: int, profiles: list[str], model: str = "") -> Cluster:
@@ -243,13 +262,8 @@ class Cluster:
         snap = self.snapshot([], [])
         book = DeviceBook(snap)
         req = builder.request
-        raw = place(
-            book,
-            book.index(req.resource, req.gpu_model.lower() if req.gpu_model else None),
-            req.workers,
-            req.per_worker,
-            req.nodes,
-        )
+        ix = book.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
+        raw = place(book, ix, req.workers, req.per_worker, req.nodes, capped=capped_index(book, ix, req))
         assert raw is not None, f"no room to run {builder.id}"
         placement = tuple(
             RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)

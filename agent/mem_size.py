@@ -1,0 +1,42 @@
+"""Memory sizes as Slurm writes them (``--mem 16G``, ``--mem-per-gpu 8000``), in bytes.
+
+A size is a whole number with an optional unit: ``K``, ``M`` (the default, as Slurm), ``G`` or
+``T``, powers of 1024, optionally followed by ``B`` or ``iB`` (``16G``, ``16GB``, ``16GiB`` are one
+size). Also used for the agent's ``reserve_memory``. No click, no heavy imports: the CLI's fast
+path parses ``--mem`` with it. It lives with the agent, which never imports the launcher.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+ALLOWED = "a whole number with an optional unit K, M (default), G or T, e.g. 16G or 8000"
+
+
+def parse_mem(text: str, *, zero: bool = False) -> int:
+    """Bytes of a memory size such as ``"16G"`` (``"8000"`` is 8000 MiB, as in Slurm).
+
+    Args:
+        text: the size as the user wrote it.
+        zero: accept 0 (else the size must be above 0).
+
+    Raises:
+        ValueError: not a size, or 0 without ``zero``; the message says what is allowed.
+    """
+    m = _SIZE_RE.match(text)
+    if m is None or (m[3] and not m[2]):
+        raise ValueError(f"{text!r} is not a memory size; allowed: {ALLOWED}")
+    size = int(m[1]) * _UNITS[(m[2] or "m").lower()]
+    if size == 0 and not zero:
+        raise ValueError(f"{text!r}: the size must be above 0; allowed: {ALLOWED}")
+    return size
+
+
+def format_mem(size: int) -> str:
+    """``size`` bytes as a short text: ``"16G"``, ``"1536M"``, ``"100K"`` (exact, largest whole unit)."""
+    for unit, factor in (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
