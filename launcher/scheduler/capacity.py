@@ -98,7 +98,8 @@ class FreeIndex:
 
 
 class _Layout:
-    """The device arrays derived from a snapshot's nodes alone (never mutated once built)."""
+    """The device arrays derived from a snapshot's nodes alone (never mutated once built), and the
+    empty-cluster indexes made from them on first use (``empty``, read-only)."""
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.node_names: list[str] = [n.name for n in nodes]
@@ -126,6 +127,7 @@ class _Layout:
                 self.by_resource.setdefault(dev.resource, []).append(d)
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
+        self.empty: dict[tuple[str, str | None], FreeIndex] = {}  # :meth:`DeviceBook.all_devices_index`
 
 
 _last_layout: tuple[tuple[Node, ...], _Layout] | None = None
@@ -157,7 +159,7 @@ class DeviceBook:
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
-        static = _static_layout(snapshot.nodes)
+        static = self._layout = _static_layout(snapshot.nodes)
         self.node_names: list[str] = static.node_names
         self.node_pos: dict[str, int] = static.node_pos
         self.uuid: list[str] = static.uuid
@@ -176,12 +178,13 @@ class DeviceBook:
             if d is not None:
                 self.unavailable[d] = True
                 self.owner[d] = UNAVAILABLE
+        owner, pos = self.owner, self.pos
         for job in snapshot.running:
             for rp in job.placement:
                 for u in rp.devices:
-                    d = self.pos.get(u)
+                    d = pos.get(u)
                     if d is not None:
-                        self.owner[d] = job.id
+                        owner[d] = job.id
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
 
     # --- indexes -----------------------------------------------------------------------------
@@ -199,18 +202,32 @@ class DeviceBook:
         key = (res, model)
         ix = self._indexes.get(key)
         if ix is None:
+            owner, reserved, models = self.owner, self.reserved_for, self.model
             devs = [
                 d
                 for d in self.by_resource.get(res, ())
-                if self.is_free(d) and (model is None or model in self.model[d])
+                if owner[d] is None and reserved[d] is None and (model is None or model in models[d])
             ]
             ix = FreeIndex(len(self.node_names), devs, self.node_of)
             self._indexes[key] = ix
         return ix
 
     def all_devices_index(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
-        """A fresh index over every device of ``res`` as if nothing ran (optionally minus
-        unavailable ones): the "empty cluster" used for unschedulable checks and starvation."""
+        """An index over every device of ``res`` as if nothing ran (optionally minus
+        unavailable ones): the "empty cluster" used for unschedulable checks and starvation.
+
+        With ``skip_unavailable`` it is a fresh index the caller may change; without, it depends
+        on the nodes alone and is one index shared by every cycle on the same nodes tuple (the
+        layout's), which callers only read (``feasible``, ``largest``, ``total``).
+        """
+        if not skip_unavailable:
+            shared = self._layout.empty.get((res, model))
+            if shared is None:
+                shared = self._layout.empty[(res, model)] = self._all_devices(res, model, skip_unavailable=False)
+            return shared
+        return self._all_devices(res, model, skip_unavailable=True)
+
+    def _all_devices(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
         devs = [
             d
             for d in self.by_resource.get(res, ())

@@ -40,6 +40,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from labgang.launcher.lifecycle import effects as fx
@@ -57,7 +58,7 @@ from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -78,6 +79,11 @@ SIM_POLICY = LifecyclePolicy(
 
 _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 """Reasons the lifecycle model gives a pending job its dependency holds (a cycle gives the others)."""
+
+_HOLDING = frozenset(s for s in JobState if s.holds_devices)
+"""The states in which a job holds devices (``JobState.holds_devices``, as a set to test against)."""
+
+_SEQ = attrgetter("seq")
 
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
@@ -352,25 +358,47 @@ class Simulation:
         """:meth:`snapshot` and the :class:`ArrayGate` that chose its array tasks, as the
         coordinator's ``gated_snapshot``: jobs holding devices, the admissible pending jobs in
         submission order, array tasks through the ``%N`` cap and the window."""
+        holding, gate = self._split()
+        return self._snapshot_of(holding, gate), gate
+
+    def _split(self) -> tuple[list[JobRecord], ArrayGate]:
+        """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
+        admissible pending ones: what :meth:`_gated` builds its snapshot from. Cheap next to the
+        snapshot (no views), so a burst asks for it first and builds the snapshot only when some
+        job is let through (``gate.fed``)."""
         holding: list[JobRecord] = []
         waiting: list[JobRecord] = []
-        for job in sorted(self.model.jobs.values(), key=lambda j: j.seq):
-            if job.status.state.holds_devices:
+        admissible, now = self.model.admissible, self.now
+        for job in sorted(self.model.jobs.values(), key=_SEQ):
+            if job.status.state in _HOLDING:
                 holding.append(job)
-            elif self.model.admissible(job, self.now):
+            elif admissible(job, now):
                 waiting.append(job)
-        gate = gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
-        snapshot = Snapshot(
+        return holding, gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
+
+    def _snapshot_of(self, holding: list[JobRecord], gate: ArrayGate) -> Snapshot:
+        """The scheduler's snapshot of :meth:`_split`'s result."""
+        views, changed = self._views, self._ranks_changed
+        running: list[RunningJob] = []
+        for job in holding:
+            # :meth:`_running_view`, its cache hit inlined: this runs for every job holding
+            # devices in every cycle
+            st = job.status
+            hit = views.get(job.id)
+            if hit is None or hit[0] != (id(st), st.changes, len(job.ranks)) or job.id in changed:
+                running.append(self._running_view(job))
+            else:
+                running.append(hit[1])
+        return Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(self._running_view(job) for job in holding),
+            running=tuple(running),
             pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
-        return snapshot, gate
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the
@@ -404,11 +432,13 @@ class Simulation:
         """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
         for the next instant a pending job starts starving."""
         burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
+        pending: tuple[PendingJob, ...] = ()  # the last cycle's (for the starvation wake)
         for _ in range(MAX_CYCLES_PER_INSTANT):
-            snap, gate = self._gated()
-            if self._sample_tenants(snap):
-                snap, gate = self._gated()
-            if not snap.pending:
+            holding, gate = self._split()
+            if self.scenario.sharing.admission is not None and self._sample_tenants(self._snapshot_of(holding, gate)):
+                holding, gate = self._split()
+            if not gate.fed:  # the snapshot would have no pending job: no cycle (and no views built)
+                pending = ()
                 if gate.capped:  # every waiting task is over its array's cap: say so, as the coordinator does
                     self._handle(
                         self.model.apply(ev.CycleDecided(self.now, follow_reasons(gate, CycleResult((), (), ()))))
@@ -417,6 +447,8 @@ class Simulation:
                 break
             # The scheduler sees the file's names (its reasons name jobs as people read them); the
             # lifecycle model, the coordinator's ids.
+            snap = self._snapshot_of(holding, gate)
+            pending = snap.pending
             named = self.scenario.ids.named_snapshot(snap)
             decided = run_cycle(named)
             self.cycles += 1
@@ -448,7 +480,7 @@ class Simulation:
                 break
         else:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-        starving_at = next_starvation(snap.pending, snap.queues, self.now)
+        starving_at = next_starvation(pending, self.scenario.queues, self.now)
         if starving_at is not None:
             self._push(starving_at, _WAKE, "wake", "", "")
 
