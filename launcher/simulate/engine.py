@@ -49,7 +49,7 @@ from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pe
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.rules import next_starvation, ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
@@ -119,7 +119,8 @@ class Simulation:
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
-    _views: dict[str, tuple[tuple[Any, ...], RunningJob]] = field(default_factory=dict)  # :meth:`_running_view`
+    # :meth:`_running_view`: by job id, (the status it was built from, its change count, ranks, view)
+    _views: dict[str, tuple[JobStatus, int, int, RunningJob]] = field(default_factory=dict)
     _ranks_changed: set[str] = field(default_factory=set)  # jobs with a rank changed since their view was built
 
     def __post_init__(self) -> None:
@@ -385,10 +386,10 @@ class Simulation:
             # devices in every cycle
             st = job.status
             hit = views.get(job.id)
-            if hit is None or hit[0] != (id(st), st.changes, len(job.ranks)) or job.id in changed:
+            if hit is None or hit[0] is not st or hit[1] != st.changes or hit[2] != len(job.ranks) or job.id in changed:
                 running.append(self._running_view(job))
             else:
-                running.append(hit[1])
+                running.append(hit[3])
         return Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,
@@ -404,12 +405,18 @@ class Simulation:
         """``running_job`` of ``job``, built again only when the job changed: its status (the
         record counts its changes) or one of its ranks (every rank change is a ``SaveRank``
         effect, which :meth:`_handle` notes), so an instant costs little per job holding devices."""
-        key = (id(job.status), job.status.changes, len(job.ranks))
+        st = job.status
         hit = self._views.get(job.id)
-        if hit is None or hit[0] != key or job.id in self._ranks_changed:
+        if (
+            hit is None
+            or hit[0] is not st
+            or hit[1] != st.changes
+            or hit[2] != len(job.ranks)
+            or job.id in self._ranks_changed
+        ):
             self._ranks_changed.discard(job.id)
-            hit = self._views[job.id] = (key, running_job(job, self._tenant(job.spec)))
-        return hit[1]
+            hit = self._views[job.id] = (st, st.changes, len(job.ranks), running_job(job, self._tenant(job.spec)))
+        return hit[3]
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
