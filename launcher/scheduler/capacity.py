@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
-from labgang.launcher.scheduler.snapshot import Node, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
 from labgang.launcher.scheduler.topology import TopologyView
 
 UNAVAILABLE = "\0unavailable"
@@ -145,6 +145,65 @@ def _static_layout(nodes: tuple[Node, ...]) -> _Layout:
     return layout
 
 
+_last_owners: tuple[_Layout, frozenset[str], tuple[RunningJob, ...], set[int], list[str | None]] | None = None
+"""The last :func:`_owners` result without overlapping claims, with what it was made from."""
+
+
+def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> list[str | None]:
+    """Each device's owner in ``snapshot``: the id of the running job that holds it (the last
+    in snapshot order if several claim it), else ``UNAVAILABLE`` for a withheld device, else None.
+
+    A pure memo on the previous call (as :func:`_static_layout`): consecutive cycles differ by a
+    few running jobs, so when the layout and the unavailable devices are the same objects'
+    worth, the previous owners are updated for the jobs gone and the jobs new (compared by
+    identity; the previous tuple is kept, so no identity is reused). A new job claiming a device
+    another job owns (an overlap, where snapshot order would decide) makes it build anew, and a
+    result with overlaps is never kept, so the answer is always the full build's.
+    """
+    global _last_owners
+    pos = layout.pos
+    running = snapshot.running
+    last = _last_owners
+    if last is not None and last[0] is layout and last[1] == snapshot.unavailable:
+        before, before_ids = last[2], last[3]
+        owner = last[4][:]
+        now_ids = set(map(id, running))
+        for job in before:
+            if id(job) not in now_ids:
+                for rp in job.placement:
+                    for u in rp.devices:
+                        d = pos.get(u)
+                        if d is not None:
+                            owner[d] = UNAVAILABLE if unavailable[d] else None
+        clean = True
+        for job in running:
+            if id(job) in before_ids:
+                continue
+            for rp in job.placement:
+                for u in rp.devices:
+                    d = pos.get(u)
+                    if d is not None:
+                        if owner[d] is not None and owner[d] is not UNAVAILABLE:
+                            clean = False
+                        owner[d] = job.id
+        if clean and len(now_ids) == len(running):
+            _last_owners = (layout, snapshot.unavailable, running, now_ids, owner)
+            return owner[:]
+    owner = [UNAVAILABLE if u else None for u in unavailable]
+    clean = True
+    for job in running:
+        for rp in job.placement:
+            for u in rp.devices:
+                d = pos.get(u)
+                if d is not None:
+                    if owner[d] is not None and owner[d] is not UNAVAILABLE:
+                        clean = False
+                    owner[d] = job.id
+    ids = set(map(id, running))
+    _last_owners = (layout, snapshot.unavailable, running, ids, owner) if clean and len(ids) == len(running) else None
+    return owner[:]
+
+
 class DeviceBook:
     """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
 
@@ -170,21 +229,13 @@ class DeviceBook:
         self.pos: dict[str, int] = static.pos
         self.by_resource: dict[str, list[int]] = static.by_resource
         self.topology: TopologyView | None = static.topology
-        self.owner: list[str | None] = [None] * len(self.uuid)
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
         self.unavailable: list[bool] = [False] * len(self.uuid)
         for u in snapshot.unavailable:
             d = self.pos.get(u)
             if d is not None:
                 self.unavailable[d] = True
-                self.owner[d] = UNAVAILABLE
-        owner, pos = self.owner, self.pos
-        for job in snapshot.running:
-            for rp in job.placement:
-                for u in rp.devices:
-                    d = pos.get(u)
-                    if d is not None:
-                        owner[d] = job.id
+        self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
 
     # --- indexes -----------------------------------------------------------------------------
