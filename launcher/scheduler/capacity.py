@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from labgang.launcher.model import JobRequest
-from labgang.launcher.scheduler.snapshot import Node, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
 from labgang.launcher.scheduler.topology import TopologyView
 
 UNAVAILABLE = "\0unavailable"
@@ -100,7 +100,8 @@ class FreeIndex:
 
 
 class _Layout:
-    """The device arrays derived from a snapshot's nodes alone (never mutated once built)."""
+    """The device arrays derived from a snapshot's nodes alone (never mutated once built), and the
+    empty-cluster indexes made from them on first use (``empty``, read-only)."""
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.node_names: list[str] = [n.name for n in nodes]
@@ -131,6 +132,7 @@ class _Layout:
         self.host_verdicts: dict[Any, Any] = {}  # :func:`.unschedulable.host_never_fits`, per request
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
+        self.empty: dict[tuple[str, str | None], FreeIndex] = {}  # :meth:`DeviceBook.all_devices_index`
 
 
 _last_layout: tuple[tuple[Node, ...], _Layout] | None = None
@@ -148,6 +150,65 @@ def _static_layout(nodes: tuple[Node, ...]) -> _Layout:
     return layout
 
 
+_last_owners: tuple[_Layout, frozenset[str], tuple[RunningJob, ...], set[int], list[str | None]] | None = None
+"""The last :func:`_owners` result without overlapping claims, with what it was made from."""
+
+
+def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> list[str | None]:
+    """Each device's owner in ``snapshot``: the id of the running job that holds it (the last
+    in snapshot order if several claim it), else ``UNAVAILABLE`` for a withheld device, else None.
+
+    A pure memo on the previous call (as :func:`_static_layout`): consecutive cycles differ by a
+    few running jobs, so when the layout and the unavailable devices are the same objects'
+    worth, the previous owners are updated for the jobs gone and the jobs new (compared by
+    identity; the previous tuple is kept, so no identity is reused). A new job claiming a device
+    another job owns (an overlap, where snapshot order would decide) makes it build anew, and a
+    result with overlaps is never kept, so the answer is always the full build's.
+    """
+    global _last_owners
+    pos = layout.pos
+    running = snapshot.running
+    last = _last_owners
+    if last is not None and last[0] is layout and last[1] == snapshot.unavailable:
+        before, before_ids = last[2], last[3]
+        owner = last[4][:]
+        now_ids = set(map(id, running))
+        for job in before:
+            if id(job) not in now_ids:
+                for rp in job.placement:
+                    for u in rp.devices:
+                        d = pos.get(u)
+                        if d is not None:
+                            owner[d] = UNAVAILABLE if unavailable[d] else None
+        clean = True
+        for job in running:
+            if id(job) in before_ids:
+                continue
+            for rp in job.placement:
+                for u in rp.devices:
+                    d = pos.get(u)
+                    if d is not None:
+                        if owner[d] is not None and owner[d] is not UNAVAILABLE:
+                            clean = False
+                        owner[d] = job.id
+        if clean and len(now_ids) == len(running):
+            _last_owners = (layout, snapshot.unavailable, running, now_ids, owner)
+            return owner[:]
+    owner = [UNAVAILABLE if u else None for u in unavailable]
+    clean = True
+    for job in running:
+        for rp in job.placement:
+            for u in rp.devices:
+                d = pos.get(u)
+                if d is not None:
+                    if owner[d] is not None and owner[d] is not UNAVAILABLE:
+                        clean = False
+                    owner[d] = job.id
+    ids = set(map(id, running))
+    _last_owners = (layout, snapshot.unavailable, running, ids, owner) if clean and len(ids) == len(running) else None
+    return owner[:]
+
+
 class DeviceBook:
     """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
 
@@ -162,8 +223,7 @@ class DeviceBook:
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
-        static = _static_layout(snapshot.nodes)
-        self.static = static
+        static = self.static = _static_layout(snapshot.nodes)
         self.node_names: list[str] = static.node_names
         self.node_cpus: list[int | None] = static.node_cpus
         self.node_memory: list[int | None] = static.node_memory
@@ -176,20 +236,13 @@ class DeviceBook:
         self.pos: dict[str, int] = static.pos
         self.by_resource: dict[str, list[int]] = static.by_resource
         self.topology: TopologyView | None = static.topology
-        self.owner: list[str | None] = [None] * len(self.uuid)
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
         self.unavailable: list[bool] = [False] * len(self.uuid)
         for u in snapshot.unavailable:
             d = self.pos.get(u)
             if d is not None:
                 self.unavailable[d] = True
-                self.owner[d] = UNAVAILABLE
-        for job in snapshot.running:
-            for rp in job.placement:
-                for u in rp.devices:
-                    d = self.pos.get(u)
-                    if d is not None:
-                        self.owner[d] = job.id
+        self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
         # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
         self.requests: dict[str, JobRequest] = {j.id: j.request for j in snapshot.pending}
@@ -213,18 +266,32 @@ class DeviceBook:
         key = (res, model)
         ix = self._indexes.get(key)
         if ix is None:
+            owner, reserved, models = self.owner, self.reserved_for, self.model
             devs = [
                 d
                 for d in self.by_resource.get(res, ())
-                if self.is_free(d) and (model is None or model in self.model[d])
+                if owner[d] is None and reserved[d] is None and (model is None or model in models[d])
             ]
             ix = FreeIndex(len(self.node_names), devs, self.node_of)
             self._indexes[key] = ix
         return ix
 
     def all_devices_index(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
-        """A fresh index over every device of ``res`` as if nothing ran (optionally minus
-        unavailable ones): the "empty cluster" used for unschedulable checks and starvation."""
+        """An index over every device of ``res`` as if nothing ran (optionally minus
+        unavailable ones): the "empty cluster" used for unschedulable checks and starvation.
+
+        With ``skip_unavailable`` it is a fresh index the caller may change; without, it depends
+        on the nodes alone and is one index shared by every cycle on the same nodes tuple (the
+        layout's), which callers only read (``feasible``, ``largest``, ``total``).
+        """
+        if not skip_unavailable:
+            shared = self.static.empty.get((res, model))
+            if shared is None:
+                shared = self.static.empty[(res, model)] = self._all_devices(res, model, skip_unavailable=False)
+            return shared
+        return self._all_devices(res, model, skip_unavailable=True)
+
+    def _all_devices(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:
         devs = [
             d
             for d in self.by_resource.get(res, ())

@@ -40,6 +40,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from labgang.launcher.lifecycle import effects as fx
@@ -48,7 +49,7 @@ from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pe
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency, task_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.rules import next_wake, ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
@@ -58,7 +59,7 @@ from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob, Snapshot, TenantUsage
 from labgang.launcher.simulate.jobs import SimJob, job_record
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -79,6 +80,11 @@ SIM_POLICY = LifecyclePolicy(
 
 _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 """Reasons the lifecycle model gives a pending job its dependency holds (a cycle gives the others)."""
+
+_HOLDING = frozenset(s for s in JobState if s.holds_devices)
+"""The states in which a job holds devices (``JobState.holds_devices``, as a set to test against)."""
+
+_SEQ = attrgetter("seq")
 
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
@@ -114,7 +120,8 @@ class Simulation:
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
-    _views: dict[str, tuple[tuple[Any, ...], RunningJob]] = field(default_factory=dict)  # :meth:`_running_view`
+    # :meth:`_running_view`: by job id, (the status it was built from, its change count, ranks, view)
+    _views: dict[str, tuple[JobStatus, int, int, RunningJob]] = field(default_factory=dict)
     _ranks_changed: set[str] = field(default_factory=set)  # jobs with a rank changed since their view was built
 
     def __post_init__(self) -> None:
@@ -372,36 +379,64 @@ class Simulation:
         """:meth:`snapshot` and the :class:`ArrayGate` that chose its array tasks, as the
         coordinator's ``gated_snapshot``: jobs holding devices, the admissible pending jobs in
         submission order, array tasks through the ``%N`` cap and the window."""
+        holding, gate = self._split()
+        return self._snapshot_of(holding, gate), gate
+
+    def _split(self) -> tuple[list[JobRecord], ArrayGate]:
+        """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
+        admissible pending ones: what :meth:`_gated` builds its snapshot from. Cheap next to the
+        snapshot (no views), so a burst asks for it first and builds the snapshot only when some
+        job is let through (``gate.fed``)."""
         holding: list[JobRecord] = []
         waiting: list[JobRecord] = []
-        for job in sorted(self.model.jobs.values(), key=lambda j: j.seq):
-            if job.status.state.holds_devices:
+        admissible, now = self.model.admissible, self.now
+        for job in sorted(self.model.jobs.values(), key=_SEQ):
+            if job.status.state in _HOLDING:
                 holding.append(job)
-            elif self.model.admissible(job, self.now):
+            elif admissible(job, now):
                 waiting.append(job)
-        gate = gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
-        snapshot = Snapshot(
+        return holding, gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
+
+    def _snapshot_of(self, holding: list[JobRecord], gate: ArrayGate) -> Snapshot:
+        """The scheduler's snapshot of :meth:`_split`'s result."""
+        views, changed = self._views, self._ranks_changed
+        running: list[RunningJob] = []
+        for job in holding:
+            # :meth:`_running_view`, its cache hit inlined: this runs for every job holding
+            # devices in every cycle
+            st = job.status
+            hit = views.get(job.id)
+            if hit is None or hit[0] is not st or hit[1] != st.changes or hit[2] != len(job.ranks) or job.id in changed:
+                running.append(self._running_view(job))
+            else:
+                running.append(hit[3])
+        return Snapshot(
             now=self.now,
             nodes=self.scenario.nodes,
             queues=self.scenario.queues,
-            running=tuple(self._running_view(job) for job in holding),
+            running=tuple(running),
             pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
         )
-        return snapshot, gate
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the
         record counts its changes) or one of its ranks (every rank change is a ``SaveRank``
         effect, which :meth:`_handle` notes), so an instant costs little per job holding devices."""
-        key = (id(job.status), job.status.changes, len(job.ranks))
+        st = job.status
         hit = self._views.get(job.id)
-        if hit is None or hit[0] != key or job.id in self._ranks_changed:
+        if (
+            hit is None
+            or hit[0] is not st
+            or hit[1] != st.changes
+            or hit[2] != len(job.ranks)
+            or job.id in self._ranks_changed
+        ):
             self._ranks_changed.discard(job.id)
-            hit = self._views[job.id] = (key, running_job(job, self._tenant(job.spec)))
-        return hit[1]
+            hit = self._views[job.id] = (st, st.changes, len(job.ranks), running_job(job, self._tenant(job.spec)))
+        return hit[3]
 
     def _sample_tenants(self, snap: Snapshot) -> bool:
         """Admission fair sharing: every sampling instant up to now, with the devices held now
@@ -424,11 +459,13 @@ class Simulation:
         """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
         for the next instant a pending job starts starving."""
         burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
+        pending: tuple[PendingJob, ...] = ()  # the last cycle's (for the starvation wake)
         for _ in range(MAX_CYCLES_PER_INSTANT):
-            snap, gate = self._gated()
-            if self._sample_tenants(snap):
-                snap, gate = self._gated()
-            if not snap.pending:
+            holding, gate = self._split()
+            if self.scenario.sharing.admission is not None and self._sample_tenants(self._snapshot_of(holding, gate)):
+                holding, gate = self._split()
+            if not gate.fed:  # the snapshot would have no pending job: no cycle (and no views built)
+                pending = ()
                 if gate.capped:  # every waiting task is over its array's cap: say so, as the coordinator does
                     self._handle(
                         self.model.apply(ev.CycleDecided(self.now, follow_reasons(gate, CycleResult((), (), ()))))
@@ -437,6 +474,8 @@ class Simulation:
                 break
             # The scheduler sees the file's names (its reasons name jobs as people read them); the
             # lifecycle model, the coordinator's ids.
+            snap = self._snapshot_of(holding, gate)
+            pending = snap.pending
             named = self.scenario.ids.named_snapshot(snap)
             decided = run_cycle(named)
             self.cycles += 1
@@ -468,7 +507,7 @@ class Simulation:
                 break
         else:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-        starving_at = next_wake(snap.pending, snap.queues, self.now)
+        starving_at = next_wake(pending, self.scenario.queues, self.now)
         if starving_at is not None:
             self._push(starving_at, _WAKE, "wake", "", "")
 

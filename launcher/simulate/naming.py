@@ -99,16 +99,15 @@ class JobIds:
             return self.model_names.get(model_id, model_id)
 
         cache = self._named_running
-
-        def named_running(j: RunningJob) -> RunningJob:
+        running: list[RunningJob] = []
+        for j in snapshot.running:  # every job holding devices, every cycle: one loop, no call on a hit
             hit = cache.get(j.id)
             if hit is None or hit[0] is not j:
                 hit = cache[j.id] = (j, replace(j, id=name(j.id)))
-            return hit[1]
-
+            running.append(hit[1])
         return replace(
             snapshot,
-            running=tuple(named_running(j) for j in snapshot.running),
+            running=tuple(running),
             pending=tuple(
                 replace(j, id=name(j.id), nominated=tuple(name(v) for v in j.nominated)) for j in snapshot.pending
             ),
