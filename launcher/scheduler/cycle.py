@@ -390,38 +390,35 @@ class _Cycle:
             req = req.floor()
             job = replace(job, request=req)
         quota_ok = state.quota_fits(q, req)
+        # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
+        live = [v for v in e.live_victims if v not in self.chosen_victims]
+        if live:
+            with state.without(live):
+                raw = state.place(req) if state.quota_fits(q, req) else None
+            if raw is not None:
+                if any(not state.running[v].terminating for v in live):
+                    # the snapshot does not show them stopping yet: say it again (idempotent)
+                    self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
+                self._wait_for(e, live, raw, req)
+                return Outcome.WAITING
+        # preemption search
         refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
         searchable = refusal is None
-        # A preemptor looks at quota with the victims other preemptors of this cycle claimed as
-        # gone: their preemptors' held usage stands in for theirs (docs/queue-semantics.md §A3.6)
-        with state.leaving(self.chosen_victims):
-            # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
-            live = [v for v in e.live_victims if v not in self.chosen_victims]
-            if live:
-                with state.without(live):
-                    raw = state.place(req) if state.quota_fits(q, req) else None
-                if raw is not None:
-                    if any(not state.running[v].terminating for v in live):
-                        # the snapshot does not show them stopping yet: say it again (idempotent)
-                        self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
-                    self._wait_for(e, live, raw, req)
-                    return Outcome.WAITING
-            # preemption search
-            if searchable and not self._search_known_to_fail(e):
-                with state.without(live):
-                    sharing = self.snapshot.sharing
-                    if sharing.fair_sharing and spec.cohort is not None:
-                        score = self._running_score if self.tenants is not None else None
-                        found = find_fair_victims(state, spec, job, self.chosen_victims, sharing.fair_preemption, score)
-                    else:
-                        found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
-                if found is not None:
-                    victims, raw = found
-                    self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
-                    self._wait_for(e, live + victims, raw, req)
-                    return Outcome.WAITING
-                if not live:
-                    self._record_search_fail(e)
+        if searchable and not self._search_known_to_fail(e):
+            with state.without(live):
+                sharing = self.snapshot.sharing
+                if sharing.fair_sharing and spec.cohort is not None:
+                    score = self._running_score if self.tenants is not None else None
+                    found = find_fair_victims(state, spec, job, self.chosen_victims, sharing.fair_preemption, score)
+                else:
+                    found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
+            if found is not None:
+                victims, raw = found
+                self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
+                self._wait_for(e, live + victims, raw, req)
+                return Outcome.WAITING
+            if not live:
+                self._record_search_fail(e)
         # stays pending
         if not quota_ok:
             if (
