@@ -12,8 +12,10 @@ enabled for its children (``+cpu +memory`` written to its ``cgroup.subtree_contr
 :class:`HostLimits` whose ``reason`` says, in one line, why limits are not enforced where
 they are not — shown like device confinement (``decide.py``).
 
-Not yet wired: the agent's hello, the launch spec and ``labgang nodes`` do not carry these
-limits (docs/host-resources.md, "Enforcement").
+The agent decides once at start (``setup_host_limits`` in ``__init__.py``), logs the line and
+reports ``{"enforced", "reason"}`` in its hello; ``labgang nodes`` shows it. Not yet wired: the
+launch spec does not carry a rank's limits, so :func:`apply_limits` is not called on launch
+(docs/host-resources.md, "Not done yet").
 """
 
 from __future__ import annotations
@@ -121,9 +123,12 @@ def probe_limits(
         return facts
     try:
         (make_dir or (lambda p: os.makedirs(p, exist_ok=True)))(ranks_dir)
-        available = frozenset(Path(ranks_dir, "cgroup.controllers").read_text(encoding="utf-8").split())
     except OSError as exc:
         return LimitFacts(simulated, cgroup2_mount, ranks_dir, exc.strerror or str(exc), frozenset(), None)
+    try:
+        available = frozenset(Path(ranks_dir, "cgroup.controllers").read_text(encoding="utf-8").split())
+    except OSError:
+        available = frozenset()  # not a cgroup v2 folder after all: no controller to enable
     if not all(c in available for c in CONTROLLERS):
         return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, None)
     try:

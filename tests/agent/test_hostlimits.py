@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from labgang.agent.confine import setup_host_limits
 from labgang.agent.confine.hostlimits import (
     HostLimits,
     LimitFacts,
@@ -83,7 +84,7 @@ def test_probe_touches_nothing_without_a_cgroup2_ranks_folder(tmp_path: Path) ->
         {"simulated": False, "cgroup2_mount": None, "ranks_dir": None},
         {"simulated": False, "cgroup2_mount": "/sys/fs/cgroup", "ranks_dir": None},
     ):
-        facts = probe_limits(make_dir=made.append, **kwargs)  # type: ignore[arg-type]
+        facts = probe_limits(make_dir=made.append, **kwargs)
         assert facts.controllers == frozenset() and facts.ranks_dir_error is None
     assert made == []
 
@@ -172,3 +173,39 @@ def test_rank_limits_refuses_bad_input_naming_the_field(kwargs: dict[str, int], 
     args.update(kwargs)
     with pytest.raises(ValueError, match=f"^{field}"):
         rank_limits(**args)  # type: ignore[arg-type]
+
+
+MOUNTINFO_V2 = "30 23 0:26 / {mount} rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+MOUNTINFO_V1 = "31 23 0:27 / /sys/fs/cgroup/memory rw shared:5 - cgroup cgroup rw,memory\n"
+
+
+def _proc(tmp_path: Path, mountinfo: str, cgroup: str) -> str:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(mountinfo)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    return str(proc)
+
+
+def test_setup_host_limits_off_and_simulated(tmp_path: Path) -> None:
+    assert setup_host_limits("off", simulated=False, cgroup_root=None).reason.startswith("turned off (confine = off")
+    limits = setup_host_limits("auto", simulated=True, cgroup_root=None)
+    assert not limits.enforced and limits.reason.startswith("simulated node")
+
+
+def test_setup_host_limits_on_cgroup_v1(tmp_path: Path) -> None:
+    proc = _proc(tmp_path, MOUNTINFO_V1, "4:memory:/user.slice\n")
+    limits = setup_host_limits("auto", simulated=False, cgroup_root=None, proc=proc)
+    assert limits == HostLimits(False, "no cgroup v2 hierarchy is mounted (cgroup v1 only)")
+
+
+def test_setup_host_limits_finds_the_ranks_folder_in_the_agents_cgroup(tmp_path: Path) -> None:
+    mount = tmp_path / "cg"
+    agent_cg = mount / "system.slice" / "labgang-agent.service"
+    agent_cg.mkdir(parents=True)
+    proc = _proc(tmp_path, MOUNTINFO_V1 + MOUNTINFO_V2.format(mount=mount), "0::/system.slice/labgang-agent.service\n")
+    limits = setup_host_limits("auto", simulated=False, cgroup_root=None, proc=proc)
+    # The folder is made, but a plain folder lists no controllers: the reason names where to enable them.
+    assert (agent_cg / "labgang.ranks").is_dir()
+    assert not limits.enforced
+    assert limits.reason.startswith(f"controller(s) cpu, memory not available in {agent_cg / 'labgang.ranks'}")
