@@ -210,14 +210,26 @@ class AgentService:
                 "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
                 confinement.reason,
             )
-        self._decide_host_limits(cfg, simulated)
+        self._decide_host_limits(cfg, simulated, confinement, cgroups)
         return cgroups
 
-    def _decide_host_limits(self, cfg: SupervisorConfig, simulated: bool) -> None:
-        """Decide whether ranks' host CPUs and memory are enforced (``agent/confine/hostlimits.py``); say it once."""
+    def _decide_host_limits(
+        self, cfg: SupervisorConfig, simulated: bool, confinement: Confinement, cgroups: RankCgroups | None
+    ) -> None:
+        """Decide whether ranks' host CPUs and memory are enforced (``agent/confine/hostlimits.py``); say it once.
+
+        Ranks get a cgroup of their own only where they are confined to their devices, so host
+        limits are enforced only there (``cgroups`` is told to write them)."""
         from labgang.agent.confine import setup_host_limits
 
-        self.host_limits = setup_host_limits(cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root)
+        limits = setup_host_limits(cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root)
+        if limits.enforced and cgroups is None:
+            limits = HostLimits(
+                False, f"ranks get no cgroup of their own without device confinement ({confinement.reason})"
+            )
+        elif limits.enforced and cgroups is not None:
+            cgroups.enforce_limits = True
+        self.host_limits = limits
         quiet = self.host_limits.enforced or simulated or cfg.confine == "off"
         log.log(logging.INFO if quiet else logging.WARNING, "%s", self.host_limits.message())
 

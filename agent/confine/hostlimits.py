@@ -13,9 +13,11 @@ enabled for its children (``+cpu +memory`` written to its ``cgroup.subtree_contr
 they are not — shown like device confinement (``decide.py``).
 
 The agent decides once at start (``setup_host_limits`` in ``__init__.py``), logs the line and
-reports ``{"enforced", "reason"}`` in its hello; ``labgang nodes`` shows it. Not yet wired: the
-launch spec does not carry a rank's limits, so :func:`apply_limits` is not called on launch
-(docs/host-resources.md, "Not done yet").
+reports ``{"enforced", "reason"}`` in its hello; ``labgang nodes`` shows it. The coordinator
+puts each rank's limits in its launch spec (``cpu_limit``, ``memory_limit``, computed by
+:func:`rank_limits`), and ``RankCgroups.prepare`` writes them (:func:`apply_limits`) into the
+rank's cgroup. Ranks get a cgroup of their own only where they are also confined to their
+devices (``decide.py``), so host limits are enforced only there; elsewhere the reason says so.
 """
 
 from __future__ import annotations
