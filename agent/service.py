@@ -221,13 +221,11 @@ class AgentService:
         Ranks get a cgroup of their own only where they are confined to their devices, so host
         limits are enforced only there (``cgroups`` is told to write them)."""
         from labgang.agent.confine import setup_host_limits
+        from labgang.agent.confine.hostlimits import without_rank_cgroups
 
         limits = setup_host_limits(cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root)
-        if limits.enforced and cgroups is None:
-            limits = HostLimits(
-                False, f"ranks get no cgroup of their own without device confinement ({confinement.reason})"
-            )
-        elif limits.enforced and cgroups is not None:
+        limits = without_rank_cgroups(limits, cgroups is not None, confinement.reason)
+        if limits.enforced and cgroups is not None:
             cgroups.enforce_limits = True
         self.host_limits = limits
         quiet = self.host_limits.enforced or simulated or cfg.confine == "off"

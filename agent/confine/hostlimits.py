@@ -103,6 +103,14 @@ def decide_limits(facts: LimitFacts) -> HostLimits:
     return HostLimits(True, f"cpu.max and memory.max per rank under {facts.ranks_dir}", facts.ranks_dir)
 
 
+def without_rank_cgroups(limits: HostLimits, has_rank_cgroups: bool, confinement_reason: str) -> HostLimits:
+    """``limits``, or "not enforced" when the host allows limits but ranks get no cgroup of their own
+    (they get one only where they are confined to their devices; ``confinement_reason`` says why not)."""
+    if limits.enforced and not has_rank_cgroups:
+        return HostLimits(False, f"ranks get no cgroup of their own without device confinement ({confinement_reason})")
+    return limits
+
+
 def probe_limits(
     *,
     simulated: bool,

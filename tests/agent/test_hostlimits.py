@@ -16,6 +16,7 @@ from labgang.agent.confine.hostlimits import (
     decide_limits,
     probe_limits,
     rank_limits,
+    without_rank_cgroups,
 )
 
 GIB = 1 << 30
@@ -209,3 +210,14 @@ def test_setup_host_limits_finds_the_ranks_folder_in_the_agents_cgroup(tmp_path:
     assert (agent_cg / "labgang.ranks").is_dir()
     assert not limits.enforced
     assert limits.reason.startswith(f"controller(s) cpu, memory not available in {agent_cg / 'labgang.ranks'}")
+
+
+def test_limits_need_a_cgroup_per_rank() -> None:
+    allowed = HostLimits(True, "cpu.max and memory.max per rank under /x", "/x")
+    denied = without_rank_cgroups(allowed, False, "the agent lacks CAP_SYS_ADMIN")
+    assert denied == HostLimits(
+        False, "ranks get no cgroup of their own without device confinement (the agent lacks CAP_SYS_ADMIN)"
+    )
+    assert without_rank_cgroups(allowed, True, "unused") is allowed
+    refused = HostLimits(False, "no cgroup v2 hierarchy is mounted (cgroup v1 only)")
+    assert without_rank_cgroups(refused, False, "the agent lacks CAP_SYS_ADMIN") is refused  # the first reason stays
