@@ -32,7 +32,7 @@ from typing import Any
 from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
-from labgang.agent.confine import Confinement, RankCgroups
+from labgang.agent.confine import Confinement, HostLimits, RankCgroups
 from labgang.agent.exit_stop import ExitStop
 from labgang.agent.fence import NodeFence
 from labgang.agent.hostres import HostCapacity
@@ -122,6 +122,7 @@ class AgentService:
         self._inv_sent_key: Any = None  # what the coordinator was last sent (devices, pids) and when
         self._inv_sent_at = 0.0
         self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
+        self.host_limits: HostLimits | None = None  # whether ranks' CPUs/memory are enforced (decided at start)
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -209,7 +210,26 @@ class AgentService:
                 "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
                 confinement.reason,
             )
+        self._decide_host_limits(cfg, simulated, confinement, cgroups)
         return cgroups
+
+    def _decide_host_limits(
+        self, cfg: SupervisorConfig, simulated: bool, confinement: Confinement, cgroups: RankCgroups | None
+    ) -> None:
+        """Decide whether ranks' host CPUs and memory are enforced (``agent/confine/hostlimits.py``); say it once.
+
+        Ranks get a cgroup of their own only where they are confined to their devices, so host
+        limits are enforced only there (``cgroups`` is told to write them)."""
+        from labgang.agent.confine import setup_host_limits
+        from labgang.agent.confine.hostlimits import without_rank_cgroups
+
+        limits = setup_host_limits(cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root)
+        limits = without_rank_cgroups(limits, cgroups is not None, confinement.reason)
+        if limits.enforced and cgroups is not None:
+            cgroups.enforce_limits = True
+        self.host_limits = limits
+        quiet = self.host_limits.enforced or simulated or cfg.confine == "off"
+        log.log(logging.INFO if quiet else logging.WARNING, "%s", self.host_limits.message())
 
     def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
         """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""
@@ -251,6 +271,7 @@ class AgentService:
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
+            "host_limits": self.host_limits.to_dict() if self.host_limits is not None else None,
             "violations": self.violations(self.inventory),
         }
 

@@ -3,7 +3,9 @@
 * ``decide.py``: the host facts and the decision (cgroup v2 + eBPF device filter, or none and why);
 * ``devices.py``: device UUIDs → the NVIDIA device nodes a rank may open;
 * ``bpfdev.py``: the eBPF device filter, built and attached through ``bpf(2)``;
-* ``cgroup.py``: the per-rank cgroups (the confinement writer).
+* ``cgroup.py``: the per-rank cgroups (the confinement writer);
+* ``hostlimits.py``: whether ranks' host CPUs and memory can be enforced (cgroup v2 ``cpu.max``,
+  ``memory.max``) and why not.
 
 :func:`setup_confinement` is what the agent calls at start-up. Where ranks cannot be confined,
 the agent's violation check (``agent/supervisor/violations.py``) is the fence that is left.
@@ -12,12 +14,14 @@ docs/security.md describes both.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from .cgroup import ConfineError, RankCgroups
 from .decide import CGROUP_BPF, CONFINE_SETTINGS, Confinement, HostFacts, decide, probe_host
 from .devices import MigPlace, NodeDevices, parse_mig_minors, parse_proc_devices
+from .hostlimits import HostLimits, decide_limits, probe_limits
 
 MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
 
@@ -67,16 +71,42 @@ def setup_confinement(
     return confinement, RankCgroups(confinement.ranks_dir, node_devices(inventory, gpu_minors))
 
 
+def setup_host_limits(setting: str, *, simulated: bool, cgroup_root: str | None, proc: str = "/proc") -> HostLimits:
+    """Decide whether this agent can hold ranks to their host CPUs and memory (``hostlimits.py``).
+
+    Args:
+        setting: ``[supervisor] confine``; ``off`` turns rank cgroups, and so these limits, off.
+        simulated: the NVML backend is simulated (nothing is probed then).
+        cgroup_root: ``[supervisor] cgroup_root`` or None (``labgang.ranks`` in the agent's cgroup).
+        proc: where procfs is mounted.
+    """
+    from .decide import RANKS_FOLDER, _read, cgroup2_mount_point, own_cgroup_path
+
+    if setting == "off":
+        return HostLimits(False, "turned off (confine = off in the agent config)")
+    mount = own = ranks_dir = None
+    if not simulated:
+        mount = cgroup2_mount_point(_read(f"{proc}/self/mountinfo"))
+        own = own_cgroup_path(_read(f"{proc}/self/cgroup"))
+        if cgroup_root is not None:
+            ranks_dir = cgroup_root if mount is not None else None
+        elif mount is not None and own is not None:
+            ranks_dir = os.path.normpath(os.path.join(mount, own.lstrip("/"), RANKS_FOLDER))
+    return decide_limits(probe_limits(simulated=simulated, cgroup2_mount=mount, ranks_dir=ranks_dir))
+
+
 __all__ = [
     "CGROUP_BPF",
     "CONFINE_SETTINGS",
     "ConfineError",
     "Confinement",
     "HostFacts",
+    "HostLimits",
     "NodeDevices",
     "RankCgroups",
     "decide",
     "node_devices",
     "probe_host",
     "setup_confinement",
+    "setup_host_limits",
 ]

@@ -8,9 +8,12 @@ the rank and every process it starts are inside from their first instruction.
 :meth:`RankCgroups.release` removes the folder once the rank is gone (the kernel refuses to
 remove a cgroup that still has processes; that is logged and retried at the next release).
 
-No controller is enabled in ``ranks_dir``'s ``cgroup.subtree_control``: a device filter needs
-none, and so the agent may stay in its own cgroup beside its ranks (cgroup v2's "no internal
-processes" rule applies only to cgroups that enable controllers for their children).
+Where the agent enforces host limits (``hostlimits.py``, ``enforce_limits``),
+:meth:`RankCgroups.prepare` also writes the rank's ``cpu.max`` and ``memory.max`` (the probe
+enabled ``+cpu +memory`` in ``ranks_dir``'s ``cgroup.subtree_control`` then). Otherwise no
+controller is enabled there: a device filter needs none, and so the agent may stay in its own
+cgroup beside its ranks (cgroup v2's "no internal processes" rule applies only to cgroups that
+enable controllers for their children).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from .bpfdev import DeviceRule, install_device_filter
 from .devices import NodeDevices
+from .hostlimits import RankLimits, apply_limits
 
 log = logging.getLogger("labgang.agent.confine")
 
@@ -41,20 +45,30 @@ class RankCgroups:
         ranks_dir: the folder (``Confinement.ranks_dir``).
         devices: the host's NVIDIA device nodes, to translate UUIDs into device numbers.
         install: attaches a filter (default :func:`~labgang.agent.confine.bpfdev.install_device_filter`).
+        enforce_limits: write each rank's ``cpu.max``/``memory.max`` (the host allows it, ``hostlimits.py``).
     """
 
-    def __init__(self, ranks_dir: str, devices: NodeDevices, *, install: Installer | None = None) -> None:
+    def __init__(
+        self,
+        ranks_dir: str,
+        devices: NodeDevices,
+        *,
+        install: Installer | None = None,
+        enforce_limits: bool = False,
+    ) -> None:
         self.ranks_dir = ranks_dir
         self.devices = devices
         self._install = install or install_device_filter
+        self.enforce_limits = enforce_limits
 
     def path(self, job_id: str, rank: int) -> str:
         """The cgroup folder of one rank (characters outside ``[A-Za-z0-9_.-]`` of the job id become ``_``)."""
         return os.path.join(self.ranks_dir, f"{_UNSAFE.sub('_', job_id)}.{rank}")
 
-    def prepare(self, job_id: str, rank: int, devices: Iterable[str]) -> str:
+    def prepare(self, job_id: str, rank: int, devices: Iterable[str], limits: RankLimits | None = None) -> str:
         """Make the rank's cgroup and attach its device filter; return its ``cgroup.procs`` path.
 
+        With ``enforce_limits`` and ``limits``, the rank's ``cpu.max``/``memory.max`` are written too.
         A folder left by an earlier attempt of the same rank is removed first (a new filter per attempt).
 
         Raises:
@@ -72,6 +86,8 @@ class RankCgroups:
                 os.rmdir(where)
             os.mkdir(where)
             self._install(where, rules, self.devices.guarded_majors())
+            if self.enforce_limits and limits is not None:
+                apply_limits(where, limits)
         except OSError as exc:
             self._remove(where)
             raise ConfineError(

@@ -83,6 +83,12 @@ class LaunchSpec:
             ``MAX_STDIN_BYTES`` decoded); ``None`` = ``/dev/null``. Serialised only when set.
         pty: run the rank on a pseudo-terminal fed by ``pty_input`` (``labgang run --pty``, rank 0).
             Serialised only when True.
+        cpu_limit: CPUs the rank may use (``-c``), written to its cgroup's ``cpu.max`` where the
+            agent enforces host limits (``agent/confine/hostlimits.py``); ``None`` = no limit.
+            Serialised only when set.
+        memory_limit: bytes of host memory the rank may use (its share of ``--mem``, or
+            ``--mem-per-gpu`` × its devices), written to ``memory.max`` likewise; ``None`` = no
+            limit. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -114,6 +120,8 @@ class LaunchSpec:
     error_path: str | None = None
     stdin: str | None = field(default=None, hash=False, repr=False)
     pty: bool = False
+    cpu_limit: int | None = None
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -184,6 +192,10 @@ class LaunchSpec:
             raise InvalidSpec(
                 "cpus", f"{self.cpus!r} is not a list of CPU numbers", "a non-empty list of integers >= 0, or null"
             )
+        for name in ("cpu_limit", "memory_limit"):
+            value = getattr(self, name)
+            if value is not None and not (_is_int(value) and value >= 1):
+                raise InvalidSpec(name, f"{value!r} is not a positive amount", "an integer >= 1, or null")
         if self.array_env is not None and (
             not isinstance(self.array_env, dict)
             or not all(
@@ -279,6 +291,8 @@ class LaunchSpec:
             **({"error_path": self.error_path} if self.error_path is not None else {}),
             **({"stdin": self.stdin} if self.stdin is not None else {}),
             **({"pty": True} if self.pty else {}),
+            **({"cpu_limit": self.cpu_limit} if self.cpu_limit is not None else {}),
+            **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),
         }
 
     @classmethod

@@ -78,6 +78,7 @@ PTY_FRAME_MAX = 4093
 
 if TYPE_CHECKING:
     from labgang.agent.confine.cgroup import RankCgroups
+    from labgang.agent.confine.hostlimits import RankLimits
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +347,7 @@ class Supervisor(SpareShims, RankStopper):
             allow_root=self._allow_root,
         )
         check_can_enter(spec.cwd, run_as)
-        procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices) if self.cgroups else None
+        procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
 
         self._os.ensure_dir(rank_dir.parent, 0o700)
         self._os.ensure_dir(rank_dir, 0o700)
@@ -693,3 +694,12 @@ class Supervisor(SpareShims, RankStopper):
             One ``ForeignProcess`` (pid, user, command line, device, memory) per device and pid.
         """
         return find_foreign(inventory, self.supervised_pids())
+
+
+def _limits(spec: LaunchSpec) -> RankLimits | None:
+    """The rank's host limits from its spec (``agent/confine/hostlimits.py``), or None when it has none."""
+    from labgang.agent.confine.hostlimits import RankLimits
+
+    if spec.cpu_limit is None and spec.memory_limit is None:
+        return None
+    return RankLimits(spec.cpu_limit, spec.memory_limit)

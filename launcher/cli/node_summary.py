@@ -1,6 +1,6 @@
 """``labgang nodes``' default view: one line per node, as Slurm's ``sinfo -N``.
 
-Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, MODEL, from the NodeViews of
+Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, LIMITS, MODEL, from the NodeViews of
 ``GET /v1/nodes`` (rendered in the client; ``nodes --gpus``/``--long`` prints the per-GPU table).
 
 * STATE, sinfo's words: ``down`` (not connected, or lost), ``unknown`` (connected, no inventory
@@ -10,6 +10,8 @@ Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, MODEL, from the NodeView
 * MIG: per MIG profile, ``profile:allocated/total`` (``-`` without MIG devices).
 * CPUS and MEMORY: the host's, where the node's view has them (``cpus``, ``memory_bytes``);
   ``-`` otherwise.
+* LIMITS: whether the node's agent holds ranks to their CPUs and memory (cgroup v2):
+  ``yes``, ``no`` (``nodes --gpus`` and ``--json``'s ``host_limits`` say why) or ``-`` (it does not say).
 * MODEL: the GPU model(s).
 
 Pure: no I/O.
@@ -22,7 +24,7 @@ from typing import Any
 
 from labgang.launcher.text import align, printable
 
-HEADERS = ("NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "MODEL")
+HEADERS = ("NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "LIMITS", "MODEL")
 GIB = 1024**3
 
 
@@ -63,6 +65,14 @@ def _models(devices: Iterable[Mapping[str, Any]]) -> str:
     return ",".join(sorted({str(d.get("model")) for d in devices if d.get("model")})) or "-"
 
 
+def limits_cell(node: Mapping[str, Any]) -> str:
+    """``yes``/``no``/``-``: whether the node's agent enforces ranks' CPUs and memory (its ``host_limits``)."""
+    limits = node.get("host_limits")
+    if not isinstance(limits, Mapping) or not isinstance(limits.get("enforced"), bool):
+        return "-"
+    return "yes" if limits["enforced"] else "no"
+
+
 def node_line(node: Mapping[str, Any]) -> tuple[str, ...]:
     """The cells of one NodeView's line."""
     devices = node.get("devices") or []
@@ -76,6 +86,7 @@ def node_line(node: Mapping[str, Any]) -> tuple[str, ...]:
         mig_counts(devices),
         str(cpus) if isinstance(cpus, int) else "-",
         f"{memory / GIB:.0f}G" if isinstance(memory, (int, float)) else "-",
+        limits_cell(node),
         printable(_models(devices)),
     )
 

@@ -169,6 +169,16 @@ def confinement_line(confinement: Any) -> str:
     return f"confined: yes, {confinement.get('mode')} ({confinement.get('reason')})"
 
 
+def host_limits_line(host_limits: Any) -> str:
+    """The ``host limits:`` line of a node in ``labgang nodes --gpus`` (``{"enforced", "reason"}``
+    from its agent's hello): whether its ranks are held to their CPUs and memory, or why not."""
+    if not isinstance(host_limits, Mapping):
+        return "host limits (CPUs, memory): unknown (the agent does not say)"
+    if host_limits.get("enforced") is True:
+        return f"host limits (CPUs, memory): enforced ({host_limits.get('reason')})"
+    return f"host limits (CPUs, memory): NOT enforced ({host_limits.get('reason')}); only the scheduler counts them"
+
+
 def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_gpu: bool = False) -> None:
     try:
         from labgang.launcher.api.client import Client, ClientError
@@ -214,7 +224,8 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
             blocks.append(f"{node.get('name')} ({state}): no inventory yet")
             continue
         table = inventory_table(NodeInventory.from_dict(inventory), notes)
-        blocks.append(f"[{state}] " + table + "\n" + confinement_line(node.get("confinement")))
+        lines = [confinement_line(node.get("confinement")), host_limits_line(node.get("host_limits"))]
+        blocks.append(f"[{state}] " + table + "\n" + "\n".join(lines))
     click.echo("\n\n".join(blocks) if blocks else "no nodes have joined the coordinator")
 
 

@@ -48,6 +48,8 @@ class AgentConn:
             "reason"}``, ``agent/confine/``), or None from an agent that does not say.
         violations: its ranks' processes on devices they were not given, as of its last
             inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
+        host_limits: whether its agent holds ranks to their CPUs and memory, from its hello
+            (``{"enforced", "reason"}``, ``agent/confine/hostlimits.py``), or None.
     """
 
     node: str
@@ -64,6 +66,7 @@ class AgentConn:
     policy: dict[str, Any] | None = None
     confinement: dict[str, Any] | None = None
     violations: list[Any] = field(default_factory=list)
+    host_limits: dict[str, Any] | None = None  # whether its agent enforces ranks' CPUs/memory, from its hello
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

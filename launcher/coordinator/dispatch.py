@@ -90,6 +90,7 @@ def launch_specs(
             **_output_paths(job, node, r.rank),
             stdin=job.spec.stdin if r.rank == 0 else None,
             pty=r.rank == 0 and job.spec.pty,
+            **_host_limits(job, len(mine), len(r.devices)),
         )
         for i, r in enumerate(mine)
     ]
@@ -114,6 +115,27 @@ def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:
             node=node,
             rank=rank,
         )
+    return out
+
+
+def _host_limits(job: JobRecord, ranks_on_node: int, rank_devices: int) -> dict[str, Any]:
+    """``cpu_limit``/``memory_limit`` of one rank (``-c``; ``--mem`` split over the node's ranks, or
+    ``--mem-per-gpu`` × its devices; ``agent/confine/hostlimits.py``); {} when the job asked for neither."""
+    from labgang.agent.confine.hostlimits import rank_limits
+
+    spec = job.spec
+    limits = rank_limits(
+        cpus_per_task=spec.cpus_per_task or None,
+        mem_per_node_bytes=spec.mem or None,
+        mem_per_gpu_bytes=spec.mem_per_gpu or None,
+        ranks_on_node=ranks_on_node,
+        rank_gpus=rank_devices,
+    )
+    out: dict[str, Any] = {}
+    if limits.cpus is not None:
+        out["cpu_limit"] = limits.cpus
+    if limits.memory_bytes is not None:
+        out["memory_limit"] = limits.memory_bytes
     return out
 
 

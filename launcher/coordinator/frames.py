@@ -31,6 +31,7 @@ class Hello:
         address: the address its ranks are reached at (None: the peer address).
         policy: the agent's uid policy facts, or None.
         confinement: its confinement facts, or None.
+        host_limits: whether it enforces ranks' CPUs and memory (``{"enforced", "reason"}``), or None.
         violations: its current device violations (a list, or None when it sent none).
         message: the whole frame, for the parts the coordinator reconciles (``inventory``,
             ``ranks``), their shapes checked here.
@@ -43,6 +44,7 @@ class Hello:
     confinement: dict[str, Any] | None
     violations: list[Any] | None
     message: dict[str, Any] = field(repr=False)
+    host_limits: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,7 @@ def parse_hello(data: Any) -> Hello:
         confinement=msg.get("confinement") if isinstance(msg.get("confinement"), dict) else None,
         violations=_optional(msg, "violations", list, "hello"),
         message=msg,
+        host_limits=msg.get("host_limits") if isinstance(msg.get("host_limits"), dict) else None,
     )
 
 

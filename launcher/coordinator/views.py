@@ -368,6 +368,7 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "cpus_allocated": host_held.get(name, (0, 0))[0],
                 "memory_allocated_bytes": host_held.get(name, (0, 0))[1],
                 "confinement": conn.confinement,
+                "host_limits": conn.host_limits,
                 "violations": violation_views(coord, conn),
             }
         )

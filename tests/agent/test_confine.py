@@ -288,3 +288,28 @@ def test_probe_touches_nothing_on_a_host_already_ruled_out(tmp_path: Path) -> No
     facts = probe_host(simulated=False, proc=str(proc), make_dir=must_not, try_bpf=lambda: must_not())
     assert decide("auto", facts).reason == "no NVIDIA device nodes (/proc/devices lists no nvidia-frontend major)"
     assert probe_host(simulated=True, make_dir=must_not, try_bpf=lambda: must_not()).simulated
+
+
+def test_writer_writes_host_limits_only_where_enforced_and_fails_closed(tmp_path: Path) -> None:
+    from labgang.agent.confine.hostlimits import RankLimits
+
+    limits = RankLimits(6, 16 * 1024**3)
+    plain = RankCgroups(str(tmp_path), NODE, install=lambda where, rules, majors: None)
+    plain.prepare("j", 0, ["GPU-a"], limits)
+    assert sorted(os.listdir(tmp_path / "j.0")) == []  # not enforced: nothing written
+    plain.release("j", 0)
+
+    enforcing = RankCgroups(str(tmp_path), NODE, install=lambda where, rules, majors: None, enforce_limits=True)
+    enforcing.prepare("j", 1, ["GPU-a"], limits)
+    assert (tmp_path / "j.1" / "cpu.max").read_text() == "600000 100000"
+    assert (tmp_path / "j.1" / "memory.max").read_text() == str(16 * 1024**3)
+    for name in ("cpu.max", "memory.max"):  # a real cgroup's files go with it; these are plain files
+        (tmp_path / "j.1" / name).unlink()
+    enforcing.release("j", 1)
+
+    def refusing_cpu_max(where: str, rules: object, majors: object) -> None:
+        os.mkdir(os.path.join(where, "cpu.max"))  # writing cpu.max then fails, as on a host without +cpu
+
+    refused = RankCgroups(str(tmp_path), NODE, install=refusing_cpu_max, enforce_limits=True)
+    with pytest.raises(ConfineError, match=r"cannot confine rank 2 of job j in .*j\.2: .*cpu\.max"):
+        refused.prepare("j", 2, ["GPU-a"], limits)

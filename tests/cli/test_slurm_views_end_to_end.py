@@ -4,6 +4,7 @@ coordinator's JobViews, and a bad format refused in one line before anything is 
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -34,11 +35,18 @@ def test_nodes_and_queue_views(up, tmp_path):
     out = up.cli("nodes")
     assert out.returncode == 0, out.stderr
     header, line = out.stdout.splitlines()
-    assert header.split() == ["NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "MODEL"]
+    assert header.split() == ["NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "LIMITS", "MODEL"]
     cells = line.split()
     assert cells[1:3] == ["mix", "2/6/0/8"] and "H100" in line  # the model name has spaces
+    assert cells[6] == "no"  # a simulated node's ranks are not held to their CPUs/memory
     per_gpu = up.cli("nodes", "--gpus").stdout
     assert f"allocated {running} (root, default)" in per_gpu and "confined:" in per_gpu
+    assert "host limits (CPUs, memory): NOT enforced (simulated node: " in per_gpu
+    as_json = json.loads(up.cli("nodes", "--json").stdout)
+    assert as_json["nodes"][0]["host_limits"] == {
+        "enforced": False,
+        "reason": "simulated node: its ranks' cgroups are not probed",
+    }
 
     out = up.cli("queue", "-o", "%i|%j|%T|%l|%D|%b|%R")
     assert out.returncode == 0, out.stderr

@@ -87,8 +87,10 @@ def test_one_line_per_node_with_sinfo_states_and_counts():
     nodes = [
         {"name": "a", "connected": True, "inventory": {}, "devices": []},
         {"name": "b", "connected": True, "inventory": {"x": 1},
+         "host_limits": {"enforced": False, "reason": "no cgroup v2 hierarchy is mounted (cgroup v1 only)"},
          "devices": [_dev("gpu", "allocated"), _dev("gpu", "free"), _dev("gpu", "foreign"), _dev("gpu", "free")]},
         {"name": "c", "connected": True, "inventory": {"x": 1}, "cpus": 64, "memory_bytes": 512 * 1024**3,
+         "host_limits": {"enforced": True, "reason": "cpu.max and memory.max per rank under /sys/fs/cgroup/x"},
          "devices": [_dev("mig-1g.10gb", "allocated", "A100"), _dev("mig-1g.10gb", "allocated", "A100"),
                      _dev("mig-3g.40gb", "allocated", "A100")]},
         {"name": "d", "connected": False, "inventory": {"x": 1}, "devices": [_dev("gpu", "lost")]},
@@ -96,9 +98,9 @@ def test_one_line_per_node_with_sinfo_states_and_counts():
     assert [node_state(n) for n in nodes] == ["unknown", "mix", "alloc", "down"]
     lines = [line.split() for line in node_summary(nodes).splitlines()]
     assert lines == [
-        ["NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "MODEL"],
-        ["a", "unknown", "0/0/0/0", "-", "-", "-", "-"],
-        ["b", "mix", "1/2/1/4", "-", "-", "-", "H100"],
-        ["c", "alloc", "0/0/0/0", "1g.10gb:2/2,3g.40gb:1/1", "64", "512G", "A100"],
-        ["d", "down", "0/0/1/1", "-", "-", "-", "H100"],
+        ["NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "LIMITS", "MODEL"],
+        ["a", "unknown", "0/0/0/0", "-", "-", "-", "-", "-"],
+        ["b", "mix", "1/2/1/4", "-", "-", "-", "no", "H100"],
+        ["c", "alloc", "0/0/0/0", "1g.10gb:2/2,3g.40gb:1/1", "64", "512G", "yes", "A100"],
+        ["d", "down", "0/0/1/1", "-", "-", "-", "-", "H100"],
     ]

@@ -48,3 +48,19 @@ async def test_auto_confinement_says_once_why_ranks_are_not_confined(
     ]
     assert agent.hello()["confinement"] == {"mode": "none", "reason": "simulated GPUs have no device nodes to fence"}
     assert agent.hello()["violations"] == []
+
+
+async def test_agent_says_once_whether_host_limits_are_enforced(
+    tmp_path: Path, sim_scope: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = _agent(tmp_path, "auto", sim_scope)
+    stop = asyncio.Event()
+    stop.set()  # start, decide, stop
+    with caplog.at_level(logging.INFO, logger="labgang.agent"):
+        await agent.run(stop)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("host limits")]
+    assert lines == ["host limits not enforced: simulated node: its ranks' cgroups are not probed"]
+    assert agent.hello()["host_limits"] == {
+        "enforced": False,
+        "reason": "simulated node: its ranks' cgroups are not probed",
+    }
