@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lga", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            instance.stop()
+    yield from running_up("lga")
 
 
 def _running(jobs: dict[str, dict]) -> list[str]:

@@ -5,23 +5,18 @@ names that already finished are read back from SQLite)."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def up():
-    with tempfile.TemporaryDirectory(prefix="lgd", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+def up() -> Iterator[Up]:
+    yield from running_up("lgd")
 
 
 def test_a_pipeline_runs_in_order_and_afternotok_is_cancelled_when_the_first_step_succeeds(up, tmp_path):

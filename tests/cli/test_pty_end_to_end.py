@@ -10,26 +10,19 @@ import select
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-from up_harness import REPO, Up
+from up_harness import REPO, Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def up():
-    with tempfile.TemporaryDirectory(prefix="lgp", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+def up() -> Iterator[Up]:
+    yield from running_up("lgp")
 
 
 class Terminal:

@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import REPO, Up
+from up_harness import REPO, Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgs", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            instance.stop()
+    yield from running_up("lgs")
 
 
 def test_each_array_task_gets_slurms_variables_and_answers_to_its_own_number(up: Up) -> None:

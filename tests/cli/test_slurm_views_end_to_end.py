@@ -5,24 +5,17 @@ coordinator's JobViews, and a bad format refused in one line before anything is 
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def up():
-    with tempfile.TemporaryDirectory(prefix="lgs", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+def up() -> Iterator[Up]:
+    yield from running_up("lgs")
 
 
 def test_nodes_and_queue_views(up, tmp_path):

@@ -6,27 +6,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 from typing import IO, Any
 
 import pytest
 from labgang.agent.supervisor.spec import MAX_STDIN_BYTES as AGENT_MAX
 from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
-from up_harness import REPO, Up
+from up_harness import REPO, Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def up():
-    with tempfile.TemporaryDirectory(prefix="lgi", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+def up() -> Iterator[Up]:
+    yield from running_up("lgi")
 
 
 def run(up: Up, *args: str, stdin: int | IO[Any] | None) -> subprocess.CompletedProcess[bytes]:

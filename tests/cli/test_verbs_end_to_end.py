@@ -4,24 +4,17 @@ and `update`, each refusal one line with the right exit status."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def up():
-    with tempfile.TemporaryDirectory(prefix="lgv", dir="/tmp") as d:
-        instance = Up(Path(d))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+def up() -> Iterator[Up]:
+    yield from running_up("lgv")
 
 
 def test_submit_hold_waits_until_release(up, tmp_path):

@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,3 +122,15 @@ class Up:
                 self.proc.wait(10)
                 raise AssertionError(f"labgang up did not stop on Ctrl-C:\n{self.output()}") from None
         return self.proc.returncode
+
+
+def running_up(prefix: str) -> Iterator[Up]:
+    """A module fixture's body: ``labgang up --simulate`` (8×H100) in a fresh ``/tmp/<prefix>…``
+    state dir, yielded running; stopped after, and the stop must exit 0 (every job stopped in order)."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
