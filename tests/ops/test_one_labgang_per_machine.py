@@ -15,37 +15,13 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from unix_users import UserShell, point_system_instance
 from up_harness import H100X8, Up
 
 STOP_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def system(lab_users: list[UserShell]) -> Iterator[Up]:
-    """Root's ``labgang up --simulate h100x8`` in a state directory every user may reach, and the users'
-    interpreter pointed at it."""
-    base = Path(tempfile.mkdtemp(prefix="lgsys", dir="/tmp"))
-    base.chmod(0o755)
-    state = base / "state"
-    state.mkdir()
-    up = Up(state)
-    config = point_system_instance(lab_users[0].python, state)
-    try:
-        yield up
-    finally:
-        config.unlink(missing_ok=True)
-        if up.proc is not None and up.proc.poll() is None:
-            up.stop()
-        if up.proc is not None and up.proc.poll() is None:
-            os.killpg(up.proc.pid, signal.SIGKILL)
-        subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
 def everyones_jobs(up: Up) -> dict[str, dict]:

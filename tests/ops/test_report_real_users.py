@@ -10,35 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from unix_users import UserShell, point_system_instance
+from unix_users import UserShell
 from up_harness import Up
-
-
-@pytest.fixture(scope="module")
-def system(lab_users: list[UserShell]) -> Iterator[Up]:
-    base = Path(tempfile.mkdtemp(prefix="lgacct", dir="/tmp"))
-    base.chmod(0o755)
-    state = base / "state"
-    state.mkdir()
-    up = Up(state)
-    config = point_system_instance(lab_users[0].python, state)
-    try:
-        yield up
-    finally:
-        config.unlink(missing_ok=True)
-        if up.proc is not None and up.proc.poll() is None:
-            up.stop()
-        if up.proc is not None and up.proc.poll() is None:
-            os.killpg(up.proc.pid, signal.SIGKILL)
-        subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
