@@ -60,9 +60,12 @@ def inventory(*pids: int, mig_pid: int | None = None) -> NodeInventory:
 @pytest.fixture
 def sleeper():
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", "marker-arg"],
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", "marker-arg"],
         env=dict(os.environ, LABGANG_JOB_ID="j-7", RANK="3"),
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"  # the interpreter is up, not mid-exec
     yield proc
     proc.kill()
     proc.wait()
