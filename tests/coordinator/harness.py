@@ -207,6 +207,17 @@ class Cluster:
         with self.client() as c:
             return c.submit(body)
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``labgang ARGS --state-dir <the coordinator's>`` (not checked; output as text)."""
+        return subprocess.run(
+            [sys.executable, "-m", "labgang.launcher", *args, "--state-dir", str(self.coord_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            check=False,
+        )
+
     def wait_state(self, job_id: str, states: set[str] | str, timeout: float = 15.0) -> dict[str, Any]:
         wanted = {states} if isinstance(states, str) else states
         return wait_for(

@@ -4,11 +4,9 @@ first attempt keeps its output, and the history lists finished and current jobs.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from harness import REPO, Cluster, wait_for
+from harness import Cluster, wait_for
 
 COUNTED_RANK = 'n=$(cat count 2>/dev/null || echo 0); echo $((n + 1)) > count; echo "run $n"; exec sleep 60'
 
@@ -18,17 +16,6 @@ def cluster():
     c = Cluster({"n1": "n1-4gpu.toml"}, nominal_gpus=4, queue_extra='within_queue = "lower-priority"\n').start()
     yield c
     c.stop()
-
-
-def labgang(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
 
 
 def test_an_earlier_attempts_output_survives_a_requeue_and_the_history_lists_it(cluster: Cluster) -> None:
@@ -44,25 +31,25 @@ def test_an_earlier_attempts_output_survives_a_requeue_and_the_history_lists_it(
     )
     wait_for(lambda: (cluster.base / "count").read_text().strip() == "2", what="the second attempt ran")
 
-    first = labgang(cluster, "logs", low["id"], "--attempt", "0")
+    first = cluster.cli("logs", low["id"], "--attempt", "0")
     assert (first.returncode, first.stdout) == (0, "run 0\n"), first.stderr
     # the agent heads a restarted attempt's log with a "[labgang] job 1.1 rank 0 restart 1" line
-    wait_for(lambda: labgang(cluster, "logs", low["id"]).stdout.endswith("restart 1\nrun 1\n"), what="attempt 1")
-    assert labgang(cluster, "logs", low["id"], "--attempt", "1").stdout.endswith("\nrun 1\n")
-    missing = labgang(cluster, "logs", low["id"], "--attempt", "7")
+    wait_for(lambda: cluster.cli("logs", low["id"]).stdout.endswith("restart 1\nrun 1\n"), what="attempt 1")
+    assert cluster.cli("logs", low["id"], "--attempt", "1").stdout.endswith("\nrun 1\n")
+    missing = cluster.cli("logs", low["id"], "--attempt", "7")
     assert missing.returncode == 2 and "attempt 7" in missing.stderr, missing.stderr
     assert f"job {low['id']} has attempts 0 to 1" in missing.stderr, missing.stderr
 
-    rows = {r["id"]: r for r in json.loads(labgang(cluster, "history", "--json").stdout)["jobs"]}
+    rows = {r["id"]: r for r in json.loads(cluster.cli("history", "--json").stdout)["jobs"]}
     assert (rows[high["id"]]["state"], rows[high["id"]]["exit_status"]) == ("succeeded", 0)
     assert (rows[low["id"]]["state"], rows[low["id"]]["restart_count"], rows[low["id"]]["attempts"]) == (
         "running",
         1,
         2,
     )
-    table = labgang(cluster, "history", "--state", "succeeded")
+    table = cluster.cli("history", "--state", "succeeded")
     header, *lines = table.stdout.splitlines()
     assert table.returncode == 0 and header.split()[:5] == ["JOBID", "NAME", "USER", "QUEUE", "STATE"]
     assert [(line.split()[0], line.split()[4]) for line in lines] == [(high["id"], "SUCCEEDED")]
-    bad = labgang(cluster, "history", "--since", "yesterday-ish")
+    bad = cluster.cli("history", "--since", "yesterday-ish")
     assert bad.returncode == 2 and "--since" in bad.stderr and "2h, 7d" in bad.stderr

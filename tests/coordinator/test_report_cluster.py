@@ -8,12 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 import urllib.request
 
 import pytest
-from harness import REPO, Cluster, wait_for
+from harness import Cluster, wait_for
 
 SLEEPER = ["/bin/sh", "-c", "exec sleep 60"]
 
@@ -23,17 +21,6 @@ def cluster():
     c = Cluster({"n1": "n1-4gpu.toml"}, nominal_gpus=4, queue_extra='within_queue = "lower-priority"\n').start()
     yield c
     c.stop()
-
-
-def labgang(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
 
 
 def metric(cluster: Cluster, name: str, queue: str = "default") -> float:
@@ -55,21 +42,21 @@ def test_a_preempted_and_a_cancelled_attempt_both_count_in_report(cluster: Clust
         timeout=30,
         what="the preempted gang running again",
     )
-    cancel = labgang(cluster, "cancel", low)
+    cancel = cluster.cli("cancel", low)
     assert cancel.returncode == 0, cancel.stderr
     cluster.wait_state(low, "cancelled", timeout=30)
 
-    out = labgang(cluster, "history", "--attempts", "--json")
+    out = cluster.cli("history", "--attempts", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["id"]: r for r in json.loads(out.stdout)["jobs"]}
     attempts = rows[low]["attempt_records"]
     assert [(a["attempt"], a["code"], a["gpus"]) for a in attempts] == [(0, "PR", 3), (1, "CA", 3)]
     assert all(a["gpu_hours"] > 0 and a["end_time"] is not None for a in attempts)
     assert rows[low]["gpu_hours"] == pytest.approx(sum(a["gpu_hours"] for a in attempts))
-    table = labgang(cluster, "history", "--attempts")
+    table = cluster.cli("history", "--attempts")
     assert table.returncode == 0 and " PR " in table.stdout and " CA " in table.stdout, table.stdout
 
-    out = labgang(cluster, "report", "--by", "queue", "--json")
+    out = cluster.cli("report", "--by", "queue", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     [default] = report["rows"]
@@ -78,7 +65,7 @@ def test_a_preempted_and_a_cancelled_attempt_both_count_in_report(cluster: Clust
     assert default["gpu_hours"] == pytest.approx(expected, rel=1e-6)
     assert report["total"]["gpu_hours"] == pytest.approx(expected, rel=1e-6)
 
-    out = labgang(cluster, "report", "--csv")
+    out = cluster.cli("report", "--csv")
     assert out.returncode == 0, out.stderr
     lines = list(csv.DictReader(io.StringIO(out.stdout)))
     assert [line["user"] for line in lines][-1] == "total"
@@ -87,9 +74,9 @@ def test_a_preempted_and_a_cancelled_attempt_both_count_in_report(cluster: Clust
     # the counter is the same sum, in seconds (nothing holds devices any more: it stays put)
     assert metric(cluster, "labgang_gpu_seconds_total") == pytest.approx(expected * 3600, rel=1e-6)
 
-    both = labgang(cluster, "report", "--json", "--csv")
+    both = cluster.cli("report", "--json", "--csv")
     assert both.returncode == 2 and "choose one" in both.stderr
-    bad = labgang(cluster, "report", "--by", "node")
+    bad = cluster.cli("report", "--by", "node")
     assert bad.returncode == 2 and "--by: 'node' is not allowed; allowed: user, queue, team" in bad.stderr, bad.stderr
 
 
@@ -97,8 +84,8 @@ def test_a_time_limited_job_ends_timeout(cluster: Cluster) -> None:
     job = cluster.submit(SLEEPER, workers=1, gpus_per_worker=1, time_limit_s=1, grace_s=0.5)["id"]
     done = cluster.wait_state(job, {"timeout", "failed", "succeeded", "cancelled"}, timeout=30)
     assert done["state"] == "timeout" and done["reason"]["code"] == "timeout", done
-    out = labgang(cluster, "history", "-s", "TO", "--json")
+    out = cluster.cli("history", "-s", "TO", "--json")
     assert out.returncode == 0, out.stderr
     assert [r["id"] for r in json.loads(out.stdout)["jobs"]] == [job]
-    table = labgang(cluster, "history", "-s", "to")
+    table = cluster.cli("history", "-s", "to")
     assert table.returncode == 0 and "TIMEOUT" in table.stdout, table.stdout
