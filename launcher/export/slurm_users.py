@@ -71,28 +71,22 @@ def queue_users(q: QueueConfig, directory: Directory) -> list[str]:
     return sorted(found)
 
 
+_LIMIT_KEYS = (
+    ("max_gpus_per_user", "MaxTRESPerUser=gres/gpu", "GrpTRES=gres/gpu"),
+    ("max_running_jobs_per_user", "MaxJobsPerUser", "MaxJobs"),
+    ("max_submitted_jobs_per_user", "MaxSubmitJobsPerUser", "MaxSubmitJobs"),
+)
+"""Each per-user limit of a queue: its key, its QOS setting and its association setting."""
+
+
 def qos_limits(q: QueueConfig) -> list[str]:
     """The queue's per-user limits as QOS settings (``MaxTRESPerUser=gres/gpu=4`` ...)."""
-    out = []
-    if q.max_gpus_per_user is not None:
-        out.append(f"MaxTRESPerUser=gres/gpu={q.max_gpus_per_user}")
-    if q.max_running_jobs_per_user is not None:
-        out.append(f"MaxJobsPerUser={q.max_running_jobs_per_user}")
-    if q.max_submitted_jobs_per_user is not None:
-        out.append(f"MaxSubmitJobsPerUser={q.max_submitted_jobs_per_user}")
-    return out
+    return [f"{qos}={getattr(q, key)}" for key, qos, _ in _LIMIT_KEYS if getattr(q, key) is not None]
 
 
 def association_limits(q: QueueConfig) -> list[str]:
     """The queue's per-user limits as settings of one user's association (``GrpTRES=gres/gpu=4`` ...)."""
-    out = []
-    if q.max_gpus_per_user is not None:
-        out.append(f"GrpTRES=gres/gpu={q.max_gpus_per_user}")
-    if q.max_running_jobs_per_user is not None:
-        out.append(f"MaxJobs={q.max_running_jobs_per_user}")
-    if q.max_submitted_jobs_per_user is not None:
-        out.append(f"MaxSubmitJobs={q.max_submitted_jobs_per_user}")
-    return out
+    return [f"{assoc}={getattr(q, key)}" for key, _, assoc in _LIMIT_KEYS if getattr(q, key) is not None]
 
 
 def class_qos(q: QueueConfig, classes: dict[str, str], values: Mapping[str, int]) -> list[str]:
