@@ -56,7 +56,9 @@ class CommandHandler:
         signal} → processes signalled; ``pick_port``
         → a free TCP port; ``read_log`` {job_id, rank, offset, limit} → {data (base64),
         next_offset, size}; ``pty_input`` {job_id, rank, data (base64), rows, cols} → whether a
-        ``--pty`` rank took the terminal input (and size).
+        ``--pty`` rank took the terminal input (and size); ``stdin_input`` {job_id, rank, data
+        (base64), eof} → {taken: bytes of data taken, eof: whether the end of input was, open: False
+        once nothing reads it} (``supervisor/stdinrelay.py``).
 
         Raises:
             ValueError: an unknown op or bad arguments; supervisor errors pass through.
@@ -107,12 +109,24 @@ class CommandHandler:
                 )
             except UnknownJob:
                 return False
+        if op == "stdin_input":
+            try:
+                taken, eof, is_open = sup.stdin_input(
+                    str(args["job_id"]),
+                    int(args.get("rank", 0)),
+                    base64.b64decode(str(args.get("data") or "")),
+                    bool(args.get("eof", False)),
+                )
+            except UnknownJob:
+                taken, eof, is_open = 0, False, False
+            return {"taken": taken, "eof": eof, "open": is_open}
         if op == "pick_port":
             return pick_free_port()
         if op == "read_log":
             return None  # read on a worker thread by handle()
         raise ValueError(
-            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, pick_port, read_log"
+            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, stdin_input, "
+            "pick_port, read_log"
         )
 
     def _launch(self, spec_dicts: list[Any]) -> list[dict[str, Any]]:

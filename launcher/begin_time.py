@@ -38,6 +38,21 @@ _UNITS = {
 
 _NAMED_TIMES = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
 
+MAX_BEGIN_AHEAD_S = 3650 * 86400
+"""The furthest ahead a begin time may be: 3650 days, 10 years (further is a typo, and a time past
+the year 9999 cannot even be printed)."""
+
+
+def begin_out_of_range(begin: float, now: float, text: str | None = None) -> str | None:
+    """The one-line refusal of a begin time more than :data:`MAX_BEGIN_AHEAD_S` after ``now``
+    (both unix seconds; ``text`` is the value as typed, for the message), or None when in range."""
+    if begin - now <= MAX_BEGIN_AHEAD_S:
+        return None
+    days = (begin - now) / 86400
+    ahead = f"{days / 365.25:,.0f} years" if days >= 3653 else f"{days:,.0f} days"
+    what = f"{text!r} is {ahead} ahead" if text is not None else f"{ahead} ahead"
+    return f"{what}: out of range; allowed: at most 3650 days (10 years) ahead"
+
 
 def _bad(text: str) -> ValueError:
     return ValueError(f"{text!r} is not a begin time; allowed: {BEGIN_HELP}")
@@ -88,8 +103,18 @@ def parse_begin(text: str, now: float) -> float:
         The begin time, unix seconds (one in the past means at once).
 
     Raises:
-        ValueError: none of these forms; the message lists what is allowed.
+        ValueError: none of these forms, or more than :data:`MAX_BEGIN_AHEAD_S` ahead; the message
+            lists what is allowed.
     """
+    begin = _parse_begin(text, now)
+    out_of_range = begin_out_of_range(begin, now, text)
+    if out_of_range is not None:
+        raise ValueError(out_of_range)
+    return begin
+
+
+def _parse_begin(text: str, now: float) -> float:
+    """:func:`parse_begin` without its range check."""
     raw = text.strip()
     low = raw.lower()
     if not raw:

@@ -81,7 +81,7 @@ def format_duration(seconds: float | None) -> str:
 
 TIME_LIMIT_HELP = (
     "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (Slurm's --time forms), "
-    "or with a unit: 90s, 30m, 2h, 1d, 1h30m"
+    "or with a unit: 90s, 30m, 2h, 1d, 1h30m; for a job, 0 or UNLIMITED for none"
 )
 
 
@@ -134,3 +134,24 @@ def parse_time_limit(text: str) -> float:
         return parse_duration(raw)
     except ValueError:
         raise ValueError(f"{text!r} is not a time limit; allowed: {TIME_LIMIT_HELP}") from None
+
+
+UNLIMITED_WORDS = frozenset({"unlimited", "infinite"})
+"""Slurm's words for no time limit (any case)."""
+
+
+def parse_job_time_limit(text: str) -> float | None:
+    """Parse a job's ``--time`` (``submit``, ``run``, ``#SBATCH -t``): :func:`parse_time_limit`'s
+    forms, where, as in Slurm, ``0`` (any form of zero: ``0``, ``0:00``, ``0s``) and the words
+    ``UNLIMITED``/``INFINITE`` mean no time limit.
+
+    Returns:
+        The limit in seconds (> 0), or None for no limit.
+
+    Raises:
+        ValueError: none of these forms; the message lists what is allowed.
+    """
+    if text.strip().lower() in UNLIMITED_WORDS:
+        return None
+    seconds = parse_time_limit(text)
+    return seconds if seconds > 0 else None

@@ -127,8 +127,11 @@ def check_priority_allowed(
             usable,
         )
     if name not in usable:
+        # worded as an unknown class is (parse_priority): what -p takes here, numbers too
+        classes = f" or one of {classes_text(config, usable)}" if usable else " (no class)"
         return Refusal(
-            f"priority: class {name!r} is not allowed in queue {queue_name} (its priority_classes); allowed: {allowed}",
+            f"priority: class {name!r} is not allowed in queue {queue_name} (its priority_classes); "
+            f"allowed: an integer up to {default}{classes}",
             "priority",
             usable,
         )

@@ -47,6 +47,10 @@ own contract when carried over from the submitting shell:
 * ``CUDA_MPS_PIPE_DIRECTORY`` and ``CUDA_MPS_LOG_DIRECTORY``: would connect the rank to another
   MPS control daemon (another user's, or one serving other GPUs) instead of the plain devices
   it was given.
+* ``SLURM_CPUS_PER_TASK``, ``SLURM_MEM_PER_NODE``, ``SLURM_MEM_PER_GPU``, ``SLURM_MEM_PER_CPU``:
+  the host resources a job asked for (``-c``, ``--mem``...). The coordinator sets them only for
+  a job that asked (``slurm_env``); one inherited from a submitting shell inside another job
+  would tell a job that asked nothing to size its data loaders for a request it never made.
 
 Kept on purpose: ``LD_LIBRARY_PATH`` (CUDA toolkits and conda environments need it, and it only
 chooses among libraries the user can load anyway), ``PYTHON*`` (``PYTHONPATH`` is how many
@@ -67,6 +71,10 @@ DROPPED_VARIABLES: frozenset[str] = frozenset(
         "NVIDIA_VISIBLE_DEVICES",
         "CUDA_MPS_PIPE_DIRECTORY",
         "CUDA_MPS_LOG_DIRECTORY",
+        "SLURM_CPUS_PER_TASK",
+        "SLURM_MEM_PER_NODE",
+        "SLURM_MEM_PER_GPU",
+        "SLURM_MEM_PER_CPU",
     }
 )
 """Submitted variables never passed to a rank (see the module docstring for why)."""

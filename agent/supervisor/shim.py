@@ -37,7 +37,9 @@ fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: no
 ``output_path``/``error_path`` (``--output``/``--error``: absolute file names, or None),
 ``stdin_path`` (a file the rank reads as its standard input: ``labgang run``'s, for rank 0; None:
 ``/dev/null``) and ``pty_in`` (``labgang run --pty``: a FIFO of terminal input frames,
-:func:`pty_frames`; the rank then runs on a pseudo-terminal whose master the shim holds).
+:func:`pty_frames`; the rank then runs on a pseudo-terminal whose master the shim holds), and
+``stdin_in`` (``labgang run``'s standard input, streamed: a FIFO of input frames the shim copies
+into the rank's stdin pipe with backpressure, ``stdinrelay.py``).
 
 Output files (Slurm's ``--output``/``--error``): the shim opens them *as the rank's user* (its
 effective uid, gid and groups switched for the ``open`` alone, so the user's own permissions
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from labgang.agent.supervisor.leasewatch import LeaseWatch
+    from labgang.agent.supervisor.stdinrelay import StdinPump
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 READ_CHUNK = 65536
@@ -134,6 +137,17 @@ def lease_watch_class() -> type[LeaseWatch]:
     import leasewatch  # type: ignore[import-not-found]
 
     found: type[LeaseWatch] = leasewatch.LeaseWatch
+    return found
+
+
+def stdin_pump_class() -> type[StdinPump]:
+    """``stdinrelay.StdinPump``, imported from beside this file (as :func:`lease_watch_class`)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import stdinrelay  # type: ignore[import-not-found]
+
+    found: type[StdinPump] = stdinrelay.StdinPump
     return found
 
 
@@ -397,6 +411,12 @@ def main(rank_dir: str) -> int:
     else:
         out_r, out_w = os.pipe()
         child_in = subprocess.DEVNULL
+    pump = None
+    if cfg.get("stdin_in"):
+        # ``labgang run``'s standard input, streamed: frames from the ``stdin_in`` FIFO into a
+        # pipe that is the rank's stdin (stdinrelay.py, beside this file), read as the loop turns
+        pump = stdin_pump_class()(cfg["stdin_in"])
+        child_in = pump.child_end
     # an error file gets stderr through a pipe of its own (a terminal carries both as one stream)
     err_r, err_w = os.pipe() if files.err_fd is not None and pty_in is None else (None, out_w)
     # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
@@ -437,6 +457,8 @@ def main(rank_dir: str) -> int:
         os.close(err_w)
     if stdin_file is not None:
         stdin_file.close()
+    if pump is not None:
+        pump.started()
     # each open pipe: where its bytes go besides the log (stderr: the error file, else the output file)
     sinks = {out_r: files.out_fd}
     if err_r is not None:
@@ -479,7 +501,11 @@ def main(rank_dir: str) -> int:
         fds = [wake_r, *sinks]
         if pty_in is not None and out_r in sinks:
             fds.append(pty_in)
-        ready, _, _ = select.select(fds, [], [], wait)
+        if pump is not None:
+            fds += pump.read_fds()
+        ready, writable, _ = select.select(fds, [] if pump is None else pump.write_fds(), [], wait)
+        if pump is not None:
+            pump.step(ready, writable)
         if pty_in is not None and pty_in in ready:
             frames = pty_frames(frames, os.read(pty_in, READ_CHUNK), out_r)
         for fd in [fd for fd in sinks if fd in ready]:

@@ -83,6 +83,9 @@ class LaunchSpec:
             ``MAX_STDIN_BYTES`` decoded); ``None`` = ``/dev/null``. Serialised only when set.
         pty: run the rank on a pseudo-terminal fed by ``pty_input`` (``labgang run --pty``, rank 0).
             Serialised only when True.
+        stdin_stream: the rank's standard input is a pipe fed by ``stdin_input`` as the CLI sends
+            it (``labgang run``'s own stdin, streamed with backpressure: ``stdinrelay.py``; rank 0).
+            Serialised only when True.
         cpu_limit: CPUs the rank may use (``-c``), written to its cgroup's ``cpu.max`` where the
             agent enforces host limits (``agent/confine/hostlimits.py``); ``None`` = no limit.
             Serialised only when set.
@@ -120,6 +123,7 @@ class LaunchSpec:
     error_path: str | None = None
     stdin: str | None = field(default=None, hash=False, repr=False)
     pty: bool = False
+    stdin_stream: bool = False
     cpu_limit: int | None = None
     memory_limit: int | None = None
 
@@ -138,6 +142,10 @@ class LaunchSpec:
     def _validate(self) -> None:
         if not isinstance(self.pty, bool):
             raise InvalidSpec("pty", f"{self.pty!r} is not true or false", "true or false")
+        if not isinstance(self.stdin_stream, bool):
+            raise InvalidSpec("stdin_stream", f"{self.stdin_stream!r} is not true or false", "true or false")
+        if self.stdin_stream and (self.pty or self.stdin is not None):
+            raise InvalidSpec("stdin_stream", "a streamed stdin excludes pty and stdin", "false with pty or stdin")
         if self.stdin is not None:
             try:
                 size = len(base64.b64decode(self.stdin, validate=True)) if isinstance(self.stdin, str) else -1
@@ -291,6 +299,7 @@ class LaunchSpec:
             **({"error_path": self.error_path} if self.error_path is not None else {}),
             **({"stdin": self.stdin} if self.stdin is not None else {}),
             **({"pty": True} if self.pty else {}),
+            **({"stdin_stream": True} if self.stdin_stream else {}),
             **({"cpu_limit": self.cpu_limit} if self.cpu_limit is not None else {}),
             **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),
         }

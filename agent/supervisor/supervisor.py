@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import journal as J
+from . import stdinrelay
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
 from .errors import InvalidSpec, RankConflict, SupervisorError, UnknownJob
@@ -263,6 +264,25 @@ class Supervisor(SpareShims, RankStopper):
             os.close(fd)
         return True
 
+    def stdin_input(self, job_id: str, rank: int, data: bytes, eof: bool) -> tuple[int, bool, bool]:
+        """Give a streamed-stdin rank (``LaunchSpec.stdin_stream``) the next bytes of its standard
+        input, and with ``eof`` its end, without blocking (:func:`stdinrelay.feed`).
+
+        Returns:
+            ``(taken, eof_taken, open)``: the leading bytes taken (send the rest again later),
+            whether the end was taken, and False for ``open`` once nothing reads it (the rank is gone,
+            or it is not a streamed rank).
+
+        Raises:
+            UnknownJob: no such (job_id, rank) here.
+        """
+        rec = self._ranks.get((job_id, rank))
+        if rec is None:
+            raise UnknownJob(f"job_id: no rank {rank} of job {job_id!r} on this node")
+        if not rec.spec.stdin_stream:
+            return 0, False, False
+        return stdinrelay.feed(rec.dir / stdinrelay.STDIN_IN, data, eof)
+
     def log_path(self, job_id: str, rank: int) -> Path:
         """Path of a rank's current log file (stdout and stderr interleaved; older part in ``.1``)."""
         return self._journal.log_path(job_id, rank)
@@ -369,6 +389,10 @@ class Supervisor(SpareShims, RankStopper):
         if spec.pty:  # labgang run --pty: terminal input frames for the rank's shim (pty_input)
             pty_in = rank_dir / PTY_IN
             os.mkfifo(pty_in, 0o600)
+        stdin_in = None
+        if spec.stdin_stream:  # labgang run's stdin, streamed: input frames for the shim (stdin_input)
+            stdin_in = rank_dir / stdinrelay.STDIN_IN
+            os.mkfifo(stdin_in, 0o600)
         J.write_marshal(
             rank_dir / J.LAUNCH,
             {
@@ -390,6 +414,7 @@ class Supervisor(SpareShims, RankStopper):
                 "error_path": spec.error_path,
                 "stdin_path": None if stdin_path is None else str(stdin_path),
                 "pty_in": None if pty_in is None else str(pty_in),
+                "stdin_in": None if stdin_in is None else str(stdin_in),
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)

@@ -547,6 +547,24 @@ class Client:
             body["rows"], body["cols"] = size
         return bool(self._json("POST", _job_path(job_id, "/pty"), body=body)["taken"])
 
+    def stdin_input(self, job_id: str, data: bytes = b"", eof: bool = False) -> tuple[int, bool, bool]:
+        """``POST /v1/jobs/{id}/stdin``: the next bytes of rank 0's streamed standard input (a job
+        submitted with ``stdin_stream``), and with ``eof`` its end.
+
+        Returns:
+            ``(taken, eof_taken, open)``: the leading bytes taken (send the rest again later), whether
+            the end was taken, and False for ``open`` once nothing reads it (stop sending).
+
+        Raises:
+            ApiError: 409 rank 0 is not running yet (field ``state``: send again later) or the job
+                does not stream its input, 403, 404.
+        """
+        import base64
+
+        body = {"data": base64.b64encode(data).decode("ascii"), "eof": eof}
+        answer = self._json("POST", _job_path(job_id, "/stdin"), body=body)
+        return int(answer["taken"]), bool(answer["eof"]), bool(answer["open"])
+
     def cancel_array(self, array_id: str) -> dict[str, Any]:
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 

@@ -234,6 +234,34 @@ def script_command(path: str, text: str) -> list[str]:
     return ["bash", full]
 
 
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
+"""File name endings that make a lone argument a batch script's path rather than a command's name."""
+
+
+def looks_like_script(path: str) -> bool:
+    """True when ``path``, the only argument of ``submit``/``run`` (no ``--``), reads as a batch
+    script's path: it ends in one of :data:`SCRIPT_SUFFIXES` or names a folder (holds a ``/``)."""
+    return "/" in path or path.endswith(SCRIPT_SUFFIXES)
+
+
+def missing_script(path: str) -> str | None:
+    """The one-line refusal of a lone argument that looks like a batch script (:func:`looks_like_script`)
+    but is no file: ``labgang submit trian.sbatch`` must not submit ``trian.sbatch`` as a command that
+    then fails to start. None when it is not such a path, or is a command on ``PATH`` (``run.sh`` there)."""
+    if not looks_like_script(path) or os.path.isfile(path):
+        return None
+    if "/" not in path:
+        import shutil
+
+        if shutil.which(path) is not None:
+            return None
+    what = "a folder, not a file" if os.path.isdir(path) else "no such file"
+    return (
+        f"SCRIPT: {path!r} is {what}; a lone argument ending .sh/.sbatch or holding a '/' is read as a batch "
+        f"script (to run a command of that name, put it after --: labgang submit -- {path})"
+    )
+
+
 def script_form(args: list[str], positional: list[str], *, strict: bool) -> tuple[list[str], list[str]] | None:
     """The submit arguments with a batch script's directives in front, or None when ``args`` is
     not the script form: a text file's path as the only positional argument, no ``--``. A program
@@ -256,6 +284,9 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
         return None
     path = positional[0]
     if not os.path.isfile(path):
+        missing = missing_script(path)
+        if missing is not None:
+            raise BadScript(missing)
         return None
     try:
         with open(path, "rb") as f:

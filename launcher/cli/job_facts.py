@@ -61,6 +61,25 @@ def task_list_ids(text: str) -> list[str] | None:
     return [f"{array_id}_{index}" for index in spec.indices]
 
 
+def split_job_list(text: str) -> list[str]:
+    """The items of a comma-separated job list as scancel and ``squeue -j`` take it
+    (``"4,3"`` -> ``["4", "3"]``); a comma inside a task list's brackets stays (``"12_[1,3],7"`` ->
+    ``["12_[1,3]", "7"]``). Items are stripped; empty ones are kept (as ``""``) for the caller to
+    refuse, so ``"4,,3"`` is not silently read as two jobs."""
+    items: list[str] = []
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    return items
+
+
 def several_tasks(text: str) -> str | None:
     """For ``show`` and ``explain``, which take one job: the one-line refusal of a folded task list
     such as ``12_[2-20%2]`` (``"'12_[2-20%2]' is a list of tasks of array 12; give one task id,

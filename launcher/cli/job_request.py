@@ -72,6 +72,7 @@ def build_submission(
     mail_type: str | None = None,
     mail_user: str | None = None,
     stdin_data: bytes | None = None,
+    stdin_stream: bool = False,
     pty: bool = False,
     cpus_per_task: int | None = None,
     mem: str | None = None,
@@ -105,7 +106,9 @@ def build_submission(
         hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
         mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
             checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
-        stdin_data: rank 0's standard input (``labgang run``'s: ``launcher/stdin_forward.py``), or None.
+        stdin_data: rank 0's whole standard input, or None (the API's ``stdin``; ``labgang run`` streams instead).
+        stdin_stream: rank 0's standard input is streamed after the submission (``labgang run``'s,
+            when it is a pipe or a file: ``launcher/stdin_forward.py``).
         pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
         cpus_per_task: host CPUs per rank (``-c``); mem, mem_per_gpu: ``--mem`` (per node) and
             ``--mem-per-gpu`` sizes as given (``agent/mem_size.py``); exclusive: whole nodes.
@@ -202,6 +205,8 @@ def build_submission(
         body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
     if pty:
         body["pty"] = True
+    if stdin_stream:
+        body["stdin_stream"] = True
     body.update(host)
     return body
 

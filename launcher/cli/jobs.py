@@ -35,6 +35,7 @@ from labgang.launcher.cli.plumbing import (
     ITEMS,
     JOB_ID,
     JOB_IDS,
+    JOB_LIST,
     STATE_ITEMS,
     describe_api_error,
     json_option,
@@ -69,7 +70,7 @@ from labgang.launcher.job_filters import flatten
     "--jobs",
     "job_list",
     multiple=True,
-    type=ITEMS,
+    type=JOB_LIST,
     help="Only these jobs (ids; an array id names all of its tasks; comma-separated or repeated), as squeue -j.",
 )
 @click.option(

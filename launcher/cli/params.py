@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from labgang.launcher.cli.format import parse_signal_spec
-from labgang.launcher.durations import parse_duration, parse_time_limit
+from labgang.launcher.durations import parse_duration, parse_job_time_limit, parse_time_limit
 
 
 class DurationType(click.ParamType):
@@ -38,6 +38,21 @@ class TimeLimitType(click.ParamType):
             return float(value)
         try:
             return parse_time_limit(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class JobTimeLimitType(click.ParamType):
+    """``submit``/``run``'s ``--time``: :func:`parse_job_time_limit` (as :class:`TimeLimitType`, but
+    ``0`` and ``UNLIMITED`` mean no limit, as in Slurm; value in seconds, or None)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | None:
+        if isinstance(value, (int, float)):
+            return float(value) if value > 0 else None
+        try:
+            return parse_job_time_limit(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -75,5 +90,6 @@ class SignalSpecType(click.ParamType):
 
 DURATION = DurationType()
 TIME_LIMIT = TimeLimitType()
+JOB_TIME_LIMIT = JobTimeLimitType()
 BEGIN = BeginType()
 SIGNAL_SPEC = SignalSpecType()

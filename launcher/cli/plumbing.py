@@ -15,7 +15,7 @@ from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
 from labgang.launcher.arrays import BadArraySpec
 from labgang.launcher.cli import follow
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.job_facts import normal_job_id, several_tasks, task_list_ids
+from labgang.launcher.cli.job_facts import normal_job_id, several_tasks, split_job_list, task_list_ids
 
 # Which flag sets each field of the submission body, for error messages.
 FIELD_FLAGS: dict[str, str] = {
@@ -220,15 +220,34 @@ class JobIdsType(JobIdType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, list):
             return value
-        try:
-            tasks = task_list_ids(str(value))
-        except BadArraySpec as err:
-            hint = "" if "allowed" in str(err) else "; allowed: tasks such as 12_[1-3,7]"
-            self.fail(f"{value!r} is not a job id: in its task list, {err}{hint}", param, ctx)
-        return tasks if tasks is not None else [super().convert(value, param, ctx)]
+        ids: list[str] = []
+        for item in split_job_list(str(value)):  # scancel's list: `cancel 4,3`
+            try:
+                tasks = task_list_ids(item)
+            except BadArraySpec as err:
+                hint = "" if "allowed" in str(err) else "; allowed: tasks such as 12_[1-3,7]"
+                self.fail(f"{item!r} is not a job id: in its task list, {err}{hint}", param, ctx)
+            ids += tasks if tasks is not None else [JobIdType.convert(self, item, param, ctx)]
+        return ids
 
 
 JOB_IDS = JobIdsType()
+
+
+class JobListType(JobIdsType):
+    """``queue -j LIST``: job ids as ``cancel`` takes them (a job, an array id, a task, tasks in
+    brackets), comma-separated; the value is a tuple of ids. An item that is none of these (``abc``)
+    is a usage error naming it (exit 2), as squeue refuses it, rather than a filter matching nothing."""
+
+    name = "LIST"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        return tuple(super().convert(value, param, ctx))
+
+
+JOB_LIST = JobListType()
 
 
 """The ``JOB`` argument of ``cancel``, ``logs`` and ``show``."""

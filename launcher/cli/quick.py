@@ -72,10 +72,10 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
-def _time_limit(text: str) -> float:
-    from labgang.launcher.durations import parse_time_limit
+def _time_limit(text: str) -> float | None:
+    from labgang.launcher.durations import parse_job_time_limit
 
-    return parse_time_limit(text)
+    return parse_job_time_limit(text)
 
 
 def _begin(text: str) -> float:
@@ -269,7 +269,7 @@ def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) 
         NotFast: what click must word, or say.
     """
     options, argv = parse(args, flags, interspersed=False)
-    if len(argv) == 1 and "--" not in args and os.path.isfile(argv[0]):
+    if len(argv) == 1 and "--" not in args and (os.path.isfile(argv[0]) or "/" in argv[0] or "." in argv[0]):
         from labgang.launcher.cli.batch_script import BadScript, script_form
 
         try:
@@ -343,13 +343,10 @@ def run(args: list[str]) -> int:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
     all_ranks = options.pop("all_ranks", False)
-    from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+    from labgang.launcher.stdin_forward import StdinStreamer, streams_stdin
 
-    try:
-        stdin_data = forwarded_stdin()  # rank 0's standard input, when ours is a pipe or a file
-    except StdinTooLarge as exc:
-        return _fail("run", str(exc), 2)
-    body = _submission({**options, "stdin_data": stdin_data}, argv)
+    stream = streams_stdin()  # rank 0's standard input, when ours is a pipe or a file: streamed
+    body = _submission({**options, "stdin_stream": stream}, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:
@@ -360,6 +357,9 @@ def run(args: list[str]) -> int:
             print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
             ranks = range(job.get("workers") or options.get("workers", 1)) if all_ranks else (0,)
             try:
+                if stream:
+                    with StdinStreamer(state_dir, job_id):
+                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
                 return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
             except FollowStopped as stop:
                 return _fail("run", stop.message, stop.exit_code)
@@ -398,13 +398,13 @@ def queue(args: list[str]) -> int:
 def cancel(args: list[str]) -> int:
     """``labgang cancel JOB...`` (or by filters): see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.job_facts import cancel_jobs, task_list_ids
+    from labgang.launcher.cli.job_facts import cancel_jobs, split_job_list, task_list_ids
     from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     job_ids: list[str] = []
     try:
-        for text in positional:
+        for text in (item for arg in positional for item in split_job_list(arg)):  # scancel 4,3
             job_ids += task_list_ids(text) or [_job_id(text)]
     except ValueError:  # BadArraySpec is one: click words it
         raise NotFast("JOB") from None

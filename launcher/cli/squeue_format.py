@@ -212,7 +212,11 @@ def format_jobs(jobs: Sequence[Mapping[str, Any]], fmt: str, now: float, *, head
 
 
 def select_ids(jobs: Iterable[dict[str, Any]], wanted: Iterable[str]) -> list[dict[str, Any]]:
-    """The jobs ``-j LIST`` names: a job id, or an array id naming all of its tasks (squeue's
-    ``-j 12``), in the order ``jobs`` has them."""
+    """The jobs ``-j LIST`` names: a job id, a task by its id (``12_1``) or its own number (``13``),
+    or an array id naming all of its tasks (squeue's ``-j 12``), in the order ``jobs`` has them."""
     names = set(wanted)
-    return [j for j in jobs if str(j.get("id")) in names or str(j.get("array_id")) in names]
+    return [
+        j
+        for j in jobs
+        if str(j.get("id")) in names or str(j.get("array_id")) in names or str(j.get("numeric_id")) in names
+    ]

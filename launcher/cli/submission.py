@@ -27,9 +27,9 @@ from labgang.launcher.cli.format import (
     BEGIN,
     DURATION,
     SIGNAL_SPEC,
-    TIME_LIMIT,
     to_json,
 )
+from labgang.launcher.cli.params import JOB_TIME_LIMIT
 from labgang.launcher.cli.plumbing import (
     fail,
     json_option,
@@ -181,10 +181,11 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "-t",
             "--time",
             "time_limit",
-            type=TIME_LIMIT,
+            type=JOB_TIME_LIMIT,
             default=None,
             help="Time limit, as Slurm reads it: a bare number is minutes (90), or MM:SS, HH:MM:SS, "
-            "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d). The job fails when it runs longer.",
+            "D-HH[:MM[:SS]]; or with a unit (90s, 30m, 2h; at most 365d); 0 or UNLIMITED for none (Slurm's). "
+            "The job fails when it runs longer.",
         ),
         click.option(
             "-b",
@@ -379,8 +380,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     as it ends; each task's output is in `labgang logs ID_INDEX`) and exits with the first failed
     task's status; Ctrl-C cancels the whole array.
 
-    Standard input, when it is a pipe or a file, is read to its end and given to rank 0 as its
-    standard input (`echo hello | labgang run -- cat`); not with --array.
+    Standard input, when it is a pipe or a file, is streamed to rank 0 as its standard input as the
+    rank reads it, whatever its size (`yes | head -c 10M | labgang run -- wc -c`); its end is the
+    rank's end-of-file. Not with --array.
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
@@ -390,12 +392,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         if not os.isatty(0):
             raise click.UsageError("--pty needs a terminal on standard input")
     elif flags.get("array") is None:
-        from labgang.launcher.stdin_forward import StdinTooLarge, forwarded_stdin
+        from labgang.launcher.stdin_forward import streams_stdin
 
-        try:
-            flags["stdin_data"] = forwarded_stdin()
-        except StdinTooLarge as exc:
-            raise click.UsageError(str(exc)) from None
+        flags["stdin_stream"] = streams_stdin()  # ours is a pipe or a file: streamed to rank 0
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:
@@ -408,6 +407,11 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+            elif flags.get("stdin_stream"):
+                from labgang.launcher.stdin_forward import StdinStreamer
+
+                with StdinStreamer(state_dir, job_id):
                     code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
             else:
                 code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)

@@ -90,6 +90,7 @@ def launch_specs(
             **_output_paths(job, node, r.rank),
             stdin=job.spec.stdin if r.rank == 0 else None,
             pty=r.rank == 0 and job.spec.pty,
+            stdin_stream=r.rank == 0 and job.spec.stdin_stream and job.status.restart_count == 0,
             **_host_limits(job, len(mine), len(r.devices)),
         )
         for i, r in enumerate(mine)

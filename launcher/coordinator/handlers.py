@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from labgang.launcher import job_filters
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, table_view, terminal, verbs, view_cache, views
+from labgang.launcher.coordinator import arrays, stdin_relay, table_view, terminal, verbs, view_cache, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.coordinator.private_processes import hide_commands
 
@@ -292,6 +292,14 @@ async def pty_input(
     return Reply(200, await terminal.pty_input(coord, caller, params["id"], _json_body(body)))
 
 
+async def stdin_input(
+    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+) -> Reply:
+    """``POST /v1/jobs/{id}/stdin`` (body ``{"data": base64, "eof": bool}``): the next bytes of rank 0's
+    standard input (``labgang run``'s, streamed); answers ``{"taken", "eof", "open"}``."""
+    return Reply(200, await stdin_relay.stdin_input(coord, caller, params["id"], _json_body(body)))
+
+
 async def cancel_array(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -457,6 +465,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/jobs/{id}/requeue", "requeue_job", requeue_job, writes=True),
     Route("POST", "/v1/jobs/{id}/update", "update_job", update_job, writes=True),
     Route("POST", "/v1/jobs/{id}/pty", "pty_input", pty_input, writes=True),
+    Route("POST", "/v1/jobs/{id}/stdin", "stdin_input", stdin_input, writes=True),
     Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
     Route("GET", "/v1/arrays/{id}", "get_array", get_array),
     Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),

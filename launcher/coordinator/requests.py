@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
+from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
@@ -73,6 +75,7 @@ class SubmitBody(BaseModel):
     mail_user: Text | None = Field(default=None, max_length=256)
     stdin: str | None = Field(default=None, max_length=4 * ((MAX_STDIN_BYTES + 2) // 3))
     pty: StrictBool = False
+    stdin_stream: StrictBool = False
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -282,6 +285,10 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
 
     _check_sizes(req, config)
+    if req.begin_time is not None:
+        out_of_range = begin_out_of_range(req.begin_time, time.time())
+        if out_of_range is not None:
+            raise BadRequest(f"begin_time: {out_of_range}", field="begin_time")
     if req.signal is not None:
         _signum, lead = parse_signal(req.signal)
         if lead > config.max_signal_lead_s:
@@ -344,6 +351,11 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
             raise BadRequest(f"{field_name}: {pattern!r}: {problem}", field=field_name)
     if req.pty and (req.stdin is not None or req.array is not None):
         raise BadRequest("pty: a terminal job takes its input from the terminal, not with stdin or array", field="pty")
+    if req.stdin_stream and (req.stdin is not None or req.pty or req.array is not None):
+        raise BadRequest(
+            "stdin_stream: a streamed standard input goes to one rank 0; not with stdin, pty or array",
+            field="stdin_stream",
+        )
     if req.stdin is not None:
         try:
             base64.b64decode(req.stdin, validate=True)
@@ -391,6 +403,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         mail_user=req.mail_user if mail_type else None,
         stdin=req.stdin,
         pty=req.pty,
+        stdin_stream=req.stdin_stream,
         cpus_per_task=req.cpus_per_task,
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,

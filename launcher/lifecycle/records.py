@@ -91,7 +91,9 @@ class JobSpec:
     ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
     REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
     standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
-    pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``).
+    pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``); ``stdin_stream``:
+    rank 0's standard input is streamed by ``POST /v1/jobs/{id}/stdin`` (``labgang run``'s own, with
+    backpressure; the first attempt only: a restarted rank 0 reads ``/dev/null``).
     ``cpus_per_task``, ``mem`` (bytes per node), ``mem_per_gpu`` (bytes) and ``exclusive`` are the
     host requests (``JobRequest``'s fields of those names; 0/False: not counted).
     """
@@ -126,6 +128,7 @@ class JobSpec:
     mail_user: str | None = None
     stdin: str | None = None
     pty: bool = False
+    stdin_stream: bool = False
     cpus_per_task: int = 0
     mem: int = 0
     mem_per_gpu: int = 0

@@ -24,7 +24,17 @@ def describe_request(req: JobRequest) -> str:
 
 
 def held_reason(job_id: str, by: str) -> PendingReason:
-    """HELD: ``"held by alice; `labgang release 12` lets it be scheduled"``."""
+    """HELD: ``"held by alice; `labgang release 12` lets it be scheduled"``. For a task of a job
+    array (``12_3``) it names the array, whose id releases every held task (``submit --array --hold``
+    holds them all): ``"held by alice; `labgang release 12` lets array 12 be scheduled (one task:
+    `labgang release 12_N`)"`` (the same words for every task, so ``queue`` folds them in one row)."""
+    array_id, sep, index = job_id.partition("_")
+    if sep and array_id.isdigit() and index.isdigit():
+        return PendingReason(
+            ReasonCode.HELD,
+            f"held by {by}; `labgang release {array_id}` lets array {array_id} be scheduled "
+            f"(one task: `labgang release {array_id}_N`)",
+        )
     return PendingReason(ReasonCode.HELD, f"held by {by}; `labgang release {job_id}` lets it be scheduled")
 
 

@@ -364,7 +364,8 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         (["-g", "9"], 1, "labgang submit: -g/--gpus-per-worker: job can never start: "),
         (["-n", "2", "--nodes", "2"], 1, "labgang submit: --nodes: job can never start: "),
         # API field names never leak: the flag, the rule, and how to write a duration
-        (["--time", "0"], 2, "labgang submit: --time: must be > 0 seconds (e.g. 30s, 5m, 2h)"),
+        # (--time 0 is no limit, as in Slurm: tests/cli/test_new_user_gaps.py)
+        (["--time", "400d"], 2, "labgang submit: --time: must be <= 31536000 seconds (e.g. 30s, 5m, 2h)"),
         (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (e.g. 30s, 5m, 2h)"),
     ],
     ids=[
@@ -377,7 +378,7 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         "gpu-model",
         "gpus-per-worker",
         "nodes",
-        "time-0",
+        "time-too-long",
         "grace-too-long",
     ],
 )

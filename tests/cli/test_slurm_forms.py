@@ -213,3 +213,34 @@ def test_output_patterns_refuse_unknown_escapes(pattern, problem):
 
     assert problem in (check_pattern(pattern) or "")
     assert check_pattern("ok-%j_%%.txt") is None
+
+
+@pytest.mark.parametrize("text", ["0", "00:00", "0-0", "0s", "UNLIMITED", "infinite", " Infinite "])
+def test_a_job_time_limit_of_zero_or_unlimited_is_none_as_in_slurm(text):
+    from labgang.launcher.durations import parse_job_time_limit
+
+    assert parse_job_time_limit(text) is None
+
+
+def test_a_job_time_limit_otherwise_reads_as_time_and_refuses_as_time():
+    from labgang.launcher.durations import parse_job_time_limit
+
+    assert parse_job_time_limit("90") == 5400.0 and parse_job_time_limit("1-00:00:00") == 86400.0
+    with pytest.raises(ValueError, match=r"allowed: minutes \(90\).*0 or UNLIMITED for none"):
+        parse_job_time_limit("forever")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("now+99999999hour", "'now+99999999hour' is 11,408 years ahead"),
+        ("now+3651days", "'now+3651days' is 3,651 days"),
+    ],
+)
+def test_a_begin_time_past_ten_years_ahead_is_refused_naming_the_limit(text, words):
+    from labgang.launcher.begin_time import parse_begin
+
+    with pytest.raises(ValueError, match=r"out of range; allowed: at most 3650 days \(10 years\) ahead") as err:
+        parse_begin(text, NOW)
+    assert str(err.value).startswith(words)
+    assert parse_begin("now+3650days", NOW) == NOW + 3650 * 86400.0  # the limit itself is in range

@@ -102,7 +102,7 @@ REFUSALS = [
         {"argv": ["true"], "queue": "vision", "priority": "serving"},
         403,
         "priority: class 'serving' is not allowed in queue vision (its priority_classes); "
-        "allowed: name one of low (-10), normal (0), high (100)",
+        "allowed: an integer up to 0 or one of low (-10), normal (0), high (100)",
         ["low", "normal", "high"],
         id="class-not-in-queue",
     ),
@@ -110,7 +110,7 @@ REFUSALS = [
         {"argv": ["true"], "queue": "serving", "priority": "high"},
         403,
         "priority: class 'high' is not allowed in queue serving (its priority_classes); "
-        "allowed: name one of serving (1000)",
+        "allowed: an integer up to 1000 or one of serving (1000)",
         ["serving"],
         id="class-not-in-other-queue",
     ),

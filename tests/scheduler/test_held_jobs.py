@@ -43,3 +43,14 @@ def test_a_held_head_does_not_block_a_strict_fifo_queue():
     result = run_cycle(held(snap, "head"))
     assert [a.job_id for a in result.admitted] == ["next"]
     assert {p.job_id: p.reason.code for p in result.pending} == {"head": ReasonCode.HELD}
+
+
+def test_a_held_array_task_names_its_array_and_how_to_release_it_all():
+    q = queue("q").nominal(gpu=4).build()
+    snap = Cluster().node("n1", 4).snapshot([q], [job("12_0").queue("q").gpus(1), job("12_1").queue("q").gpus(1)])
+    snap = held(held(snap, "12_0"), "12_1")
+    result = run_cycle(snap)
+    assert result.admitted == ()
+    messages = {p.job_id: p.reason.message for p in result.pending}
+    want = "held by alice; `labgang release 12` lets array 12 be scheduled (one task: `labgang release 12_N`)"
+    assert messages == {"12_0": want, "12_1": want}  # the same words: `queue` folds the tasks in one row
