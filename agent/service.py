@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -210,26 +211,30 @@ class AgentService:
                 "ranks NOT confined to their devices (%s); device violations are detected through NVML instead",
                 confinement.reason,
             )
-        self._decide_host_limits(cfg, simulated, confinement, cgroups)
-        return cgroups
+        return self._decide_host_limits(cfg, simulated, confinement, cgroups)
 
     def _decide_host_limits(
         self, cfg: SupervisorConfig, simulated: bool, confinement: Confinement, cgroups: RankCgroups | None
-    ) -> None:
+    ) -> RankCgroups | None:
         """Decide whether ranks' host CPUs and memory are enforced (``agent/confine/hostlimits.py``); say it once.
 
-        Ranks get a cgroup of their own only where they are confined to their devices, so host
-        limits are enforced only there (``cgroups`` is told to write them)."""
-        from labgang.agent.confine import setup_host_limits
-        from labgang.agent.confine.hostlimits import without_rank_cgroups
+        Where ranks are confined to their devices, their device-fenced cgroups get the limits
+        too (``cgroups`` is told to write them); where they are not but the host allows limits,
+        each rank gets a cgroup of its own for its limits alone. Returns the rank cgroup writer."""
+        from labgang.agent.confine import RankCgroups, setup_host_limits
 
         limits = setup_host_limits(cfg.confine, simulated=simulated, cgroup_root=cfg.cgroup_root)
-        limits = without_rank_cgroups(limits, cgroups is not None, confinement.reason)
-        if limits.enforced and cgroups is not None:
+        if limits.enforced and cgroups is None and limits.ranks_dir is not None:
+            cgroups = RankCgroups(limits.ranks_dir, None, enforce_limits=True)  # limits only, no device filter
+            limits = replace(
+                limits, reason=f"{limits.reason} (ranks not confined to their devices: {confinement.reason})"
+            )
+        elif limits.enforced and cgroups is not None:
             cgroups.enforce_limits = True
         self.host_limits = limits
         quiet = self.host_limits.enforced or simulated or cfg.confine == "off"
         log.log(logging.INFO if quiet else logging.WARNING, "%s", self.host_limits.message())
+        return cgroups
 
     def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
         """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""

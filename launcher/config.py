@@ -42,6 +42,7 @@ from labgang.launcher.config_errors import (
     listed,
     missing_file_problem,
 )
+from labgang.launcher.host_quota import is_host_resource, quota_problem, quota_value
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
 from labgang.launcher.notify import NotifyConfig
@@ -75,13 +76,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _host_sizes(value: object) -> object:
+    """A quota table with its ``memory`` size (``"512G"``) in bytes, before the types are checked.
+
+    Raises:
+        ValueError: a ``memory`` string that is not a size (names what is allowed).
+    """
+    if not isinstance(value, dict):
+        return value
+    try:
+        return {res: quota_value(res, count) for res, count in value.items()}
+    except ValueError as exc:
+        raise ValueError(f".memory: {exc}") from None
+
+
 def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
     """Every bad entry of a quota table, one line each (``.<resource>: ...``), so one pass names them all."""
     problems = []
     for resource, count in value.items():
-        if not is_valid_resource(resource):
+        if is_host_resource(resource):  # cpu, memory (bytes): launcher/host_quota.py
+            problem = quota_problem(resource, count)
+            if problem is not None:
+                problems.append(f".{resource}: {problem}")
+        elif not is_valid_resource(resource):
             problems.append(
-                f".{resource}: unknown resource {resource!r}; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'"
+                f".{resource}: unknown resource {resource!r}; allowed: 'gpu' or 'mig-<profile>' such as "
+                "'mig-1g.10gb' (devices), 'cpu' or 'memory' (host)"
             )
         elif not 0 <= count <= QUANTITY_MAX:
             problems.append(f".{resource}: {count} is out of range; allowed: a device count from 0 to {QUANTITY_MAX}")
@@ -113,6 +133,11 @@ class QueueConfig(QueueModel):
     default_priority_class: str | None = None
     max_submitted_jobs_per_user: OptionalWhole = Field(default=None, ge=0)
 
+    @field_validator("nominal", "borrowing_limit", "lending_limit", mode="before")
+    @classmethod
+    def _sizes(cls, v: object) -> object:
+        return _host_sizes(v)
+
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
     def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
@@ -124,6 +149,11 @@ class CohortConfig(CohortModel):
     parent, fair weight) plus a free-text ``description``."""
 
     description: str = ""
+
+    @field_validator("nominal", "borrowing_limit", "lending_limit", mode="before")
+    @classmethod
+    def _sizes(cls, v: object) -> object:
+        return _host_sizes(v)
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
@@ -391,6 +421,16 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
         lending = lending if isinstance(lending, Mapping) else {}
         for resource, limit in lending.items():
             have = nominal.get(resource, 0)
+            if is_host_resource(resource) and resource != "cpu":  # memory sizes ("64G", MiB) compare in bytes
+                try:
+                    if quota_value(resource, have) < quota_value(resource, limit):  # type: ignore[operator]
+                        problems.append(
+                            f"queues[{i}].lending_limit.{resource}: {limit!r} is above the nominal quota "
+                            f"({have!r}); allowed: at most {have!r} (a queue lends at most its nominal quota)"
+                        )
+                except (ValueError, TypeError):
+                    pass  # the table's own check names it
+                continue
             if isinstance(limit, int) and isinstance(have, int) and 0 <= have < limit:
                 problems.append(
                     f"queues[{i}].lending_limit.{resource}: {limit} is above the nominal quota "

@@ -84,15 +84,20 @@ def setup_host_limits(setting: str, *, simulated: bool, cgroup_root: str | None,
 
     if setting == "off":
         return HostLimits(False, "turned off (confine = off in the agent config)")
+    from .hostlimits import v1_controllers
+
     mount = own = ranks_dir = None
+    v1_bound: tuple[tuple[str, str], ...] = ()
     if not simulated:
-        mount = cgroup2_mount_point(_read(f"{proc}/self/mountinfo"))
+        mountinfo = _read(f"{proc}/self/mountinfo")
+        mount = cgroup2_mount_point(mountinfo)
+        v1_bound = v1_controllers(mountinfo)
         own = own_cgroup_path(_read(f"{proc}/self/cgroup"))
         if cgroup_root is not None:
             ranks_dir = cgroup_root if mount is not None else None
         elif mount is not None and own is not None:
             ranks_dir = os.path.normpath(os.path.join(mount, own.lstrip("/"), RANKS_FOLDER))
-    return decide_limits(probe_limits(simulated=simulated, cgroup2_mount=mount, ranks_dir=ranks_dir))
+    return decide_limits(probe_limits(simulated=simulated, cgroup2_mount=mount, ranks_dir=ranks_dir, v1_bound=v1_bound))
 
 
 __all__ = [

@@ -43,7 +43,9 @@ class RankCgroups:
 
     Args:
         ranks_dir: the folder (``Confinement.ranks_dir``).
-        devices: the host's NVIDIA device nodes, to translate UUIDs into device numbers.
+        devices: the host's NVIDIA device nodes, to translate UUIDs into device numbers; None
+            for cgroups that only hold ranks to their host limits (``enforce_limits``) where ranks
+            cannot be confined to their devices: no device filter is attached then.
         install: attaches a filter (default :func:`~labgang.agent.confine.bpfdev.install_device_filter`).
         enforce_limits: write each rank's ``cpu.max``/``memory.max`` (the host allows it, ``hostlimits.py``).
     """
@@ -51,7 +53,7 @@ class RankCgroups:
     def __init__(
         self,
         ranks_dir: str,
-        devices: NodeDevices,
+        devices: NodeDevices | None,
         *,
         install: Installer | None = None,
         enforce_limits: bool = False,
@@ -77,7 +79,7 @@ class RankCgroups:
         from .devices import DeviceNodeError
 
         try:
-            rules = self.devices.rules_for(devices)
+            rules = None if self.devices is None else self.devices.rules_for(devices)
         except DeviceNodeError as exc:
             raise ConfineError(0, f"cannot confine rank {rank} of job {job_id}: {exc}") from None
         where = self.path(job_id, rank)
@@ -85,7 +87,8 @@ class RankCgroups:
             if os.path.isdir(where):
                 os.rmdir(where)
             os.mkdir(where)
-            self._install(where, rules, self.devices.guarded_majors())
+            if self.devices is not None and rules is not None:
+                self._install(where, rules, self.devices.guarded_majors())
             if self.enforce_limits and limits is not None:
                 apply_limits(where, limits)
         except OSError as exc:

@@ -16,8 +16,10 @@ The agent decides once at start (``setup_host_limits`` in ``__init__.py``), logs
 reports ``{"enforced", "reason"}`` in its hello; ``labgang nodes`` shows it. The coordinator
 puts each rank's limits in its launch spec (``cpu_limit``, ``memory_limit``, computed by
 :func:`rank_limits`), and ``RankCgroups.prepare`` writes them (:func:`apply_limits`) into the
-rank's cgroup. Ranks get a cgroup of their own only where they are also confined to their
-devices (``decide.py``), so host limits are enforced only there; elsewhere the reason says so.
+rank's cgroup: the device-fenced one where ranks are confined to their devices (``decide.py``),
+else one the agent makes per rank for the limits alone (``RankCgroups`` without devices). On a
+cgroup v1 (or hybrid) host whose ``cpu``/``memory`` controllers are bound to v1 hierarchies, the
+reason says so (:func:`v1_controllers`): no cgroup v2 folder can ever have them there.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class LimitFacts:
         controllers: the controllers listed in ``ranks_dir``'s ``cgroup.controllers``.
         enable_error: why ``+cpu +memory`` could not be written to ``ranks_dir``'s
             ``cgroup.subtree_control``, or None when they are enabled for the ranks.
+        v1_bound: controller -> mount point of the cgroup v1 hierarchies mounted on the host
+            (:func:`v1_controllers`): a controller bound there can never be enabled in cgroup v2.
     """
 
     simulated: bool
@@ -54,6 +58,7 @@ class LimitFacts:
     ranks_dir_error: str | None
     controllers: frozenset[str]
     enable_error: str | None
+    v1_bound: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,15 @@ def decide_limits(facts: LimitFacts) -> HostLimits:
         why = facts.ranks_dir_error
         return HostLimits(False, f"cgroup {where} is not writable ({why}); delegate it (Delegate=yes)")
     missing = [c for c in CONTROLLERS if c not in facts.controllers]
+    bound = dict(facts.v1_bound)
+    if missing and all(c in bound for c in missing):
+        where = ", ".join(f"{c} at {bound[c]}" for c in missing)
+        return HostLimits(
+            False,
+            f"cgroup v1 host: controller(s) {', '.join(missing)} are bound to cgroup v1 hierarchies ({where}), so "
+            f"the cgroup v2 hierarchy at {facts.cgroup2_mount} cannot have them; limits need a cgroup v2 host "
+            "(boot with systemd.unified_cgroup_hierarchy=1)",
+        )
     if missing:
         parent = os.path.dirname(facts.ranks_dir)
         return HostLimits(
@@ -103,12 +117,21 @@ def decide_limits(facts: LimitFacts) -> HostLimits:
     return HostLimits(True, f"cpu.max and memory.max per rank under {facts.ranks_dir}", facts.ranks_dir)
 
 
-def without_rank_cgroups(limits: HostLimits, has_rank_cgroups: bool, confinement_reason: str) -> HostLimits:
-    """``limits``, or "not enforced" when the host allows limits but ranks get no cgroup of their own
-    (they get one only where they are confined to their devices; ``confinement_reason`` says why not)."""
-    if limits.enforced and not has_rank_cgroups:
-        return HostLimits(False, f"ranks get no cgroup of their own without device confinement ({confinement_reason})")
-    return limits
+def v1_controllers(mountinfo_text: str) -> tuple[tuple[str, str], ...]:
+    """``(controller, mount point)`` of each of :data:`CONTROLLERS` that ``/proc/self/mountinfo``
+    text shows mounted as a cgroup v1 hierarchy (``... - cgroup cgroup rw,cpu``), in that order."""
+    found: dict[str, str] = {}
+    for line in mountinfo_text.splitlines():
+        left, sep, right = line.partition(" - ")
+        parts = right.split()
+        if not sep or parts[:1] != ["cgroup"] or len(parts) < 3:
+            continue
+        fields = left.split()
+        options = set(parts[2].split(","))
+        for controller in CONTROLLERS:
+            if controller in options and len(fields) >= 5:
+                found.setdefault(controller, fields[4].replace("\\040", " "))
+    return tuple((c, found[c]) for c in CONTROLLERS if c in found)
 
 
 def probe_limits(
@@ -117,6 +140,7 @@ def probe_limits(
     cgroup2_mount: str | None,
     ranks_dir: str | None,
     make_dir: Callable[[str], None] | None = None,
+    v1_bound: tuple[tuple[str, str], ...] = (),
 ) -> LimitFacts:
     """Gather the facts :func:`decide_limits` needs, in its order, touching the host only once a
     cgroup v2 ranks folder is known: make the folder, read its ``cgroup.controllers`` and, when
@@ -127,25 +151,26 @@ def probe_limits(
         cgroup2_mount: the cgroup v2 mount point (``decide.cgroup2_mount_point``), or None.
         ranks_dir: the ranks' folder (``HostFacts.ranks_dir``), or None.
         make_dir: makes a folder (default ``os.makedirs(..., exist_ok=True)``).
+        v1_bound: the host's cgroup v1 hierarchies of ``cpu``/``memory`` (:func:`v1_controllers`).
     """
-    facts = LimitFacts(simulated, cgroup2_mount, ranks_dir, None, frozenset(), None)
+    facts = LimitFacts(simulated, cgroup2_mount, ranks_dir, None, frozenset(), None, v1_bound)
     if simulated or cgroup2_mount is None or ranks_dir is None:
         return facts
     try:
         (make_dir or (lambda p: os.makedirs(p, exist_ok=True)))(ranks_dir)
     except OSError as exc:
-        return LimitFacts(simulated, cgroup2_mount, ranks_dir, exc.strerror or str(exc), frozenset(), None)
+        return LimitFacts(simulated, cgroup2_mount, ranks_dir, exc.strerror or str(exc), frozenset(), None, v1_bound)
     try:
         available = frozenset(Path(ranks_dir, "cgroup.controllers").read_text(encoding="utf-8").split())
     except OSError:
         available = frozenset()  # not a cgroup v2 folder after all: no controller to enable
     if not all(c in available for c in CONTROLLERS):
-        return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, None)
+        return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, None, v1_bound)
     try:
         Path(ranks_dir, "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in CONTROLLERS), encoding="utf-8")
     except OSError as exc:
-        return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, exc.strerror or str(exc))
-    return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, None)
+        return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, exc.strerror or str(exc), v1_bound)
+    return LimitFacts(simulated, cgroup2_mount, ranks_dir, None, available, None, v1_bound)
 
 
 @dataclass(frozen=True, slots=True)

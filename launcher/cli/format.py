@@ -80,10 +80,20 @@ def to_json(obj: Any) -> str:
 
 
 def format_resources(amounts: Mapping[str, Any] | None) -> str:
-    """``{"gpu": 8, "mig-1g.10gb": 2}`` → ``"gpu=8,mig-1g.10gb=2"`` (sorted); empty or None → ``"-"``."""
+    """``{"gpu": 8, "mig-1g.10gb": 2}`` → ``"gpu=8,mig-1g.10gb=2"`` (sorted); empty or None → ``"-"``.
+    ``memory`` (bytes) is written as a size, ``memory=256G``."""
     if not amounts:
         return "-"
-    return ",".join(f"{name}={amounts[name]}" for name in sorted(amounts))
+
+    def amount(name: str) -> str:
+        value = amounts[name]
+        if name == "memory" and isinstance(value, int):
+            from labgang.agent.mem_size import format_mem
+
+            return format_mem(value)
+        return str(value)
+
+    return ",".join(f"{name}={amount(name)}" for name in sorted(amounts))
 
 
 def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:

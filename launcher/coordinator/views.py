@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.violations import violation_views
+from labgang.launcher.host_quota import host_demand, is_host_resource
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
@@ -248,8 +249,14 @@ def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
     too; an elastic gang at its started size), and the (queue, resource) pairs in use."""
     running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda job, now: False, lambda spec: None, ())
     usage: dict[tuple[str, str], int] = defaultdict(int)
+    listed = {(q.name, res) for q in coord.config.queues for res in q.nominal if is_host_resource(res)}
     for job in running:
         usage[(job.queue, job.request.resource)] += job.request.total
+        if listed and job.request.host:  # cpu/memory where the queue's quota lists them (host_quota.py)
+            nodes = len({rp.node for rp in job.placement})
+            for res, n in host_demand(job.request, nodes).items():
+                if (job.queue, res) in listed:
+                    usage[(job.queue, res)] += n
     return QuotaBook(coord.config.queue_specs(), usage, coord.config.cohort_specs()), set(usage)
 
 

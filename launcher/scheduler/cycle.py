@@ -37,7 +37,7 @@ from collections.abc import Hashable
 from dataclasses import replace
 
 from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
-from labgang.launcher.scheduler import reasons
+from labgang.launcher.scheduler import hostquota, reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
 from labgang.launcher.scheduler.explain import preemption_text
@@ -372,10 +372,14 @@ class _Cycle:
         room = self.users.room(q, job.user) if self.users else None
         if room is not None:
             top = max(min(top, room // req.per_worker), req.min_workers or req.workers)
+        over_placed: dict[str, int] | None = None  # what a placement counted that its quota did not hold
         for size in range(top, (req.min_workers or req.workers) - 1, -1):
             sized = req if size == req.workers else req.at_size(size)
             if state.quota_fits(q, sized):
                 raw = self._place(sized)
+                if raw is not None and not state.placed_fits(q, sized, raw):
+                    over_placed = state.placed_demand(q, sized, raw)
+                    raw = None
                 if raw is not None:
                     placement = state.assume(job.id, q, sized, raw)
                     self.version += 1
@@ -394,7 +398,7 @@ class _Cycle:
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
             with state.without(live):
-                raw = state.place(req) if state.quota_fits(q, req) else None
+                raw = state.place_within_quota(q, req)
             if raw is not None:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
@@ -428,7 +432,11 @@ class _Cycle:
             ):
                 self._hold_quota(e)
             k = (q, req.resource)
-            reason = reasons.quota_reason(state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()))
+            reason = self._host_quota_reason(q, req) or reasons.quota_reason(
+                state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ())
+            )
+        elif over_placed is not None:  # the nodes it would take (whole, or --mem on each) are over quota
+            reason = hostquota.quota_shortfall(state.quota, q, over_placed) or self._capacity_reason(req)
         else:
             reason = self._capacity_reason(req)
         if refusal is not None:
@@ -436,6 +444,15 @@ class _Cycle:
         self.pending.append(Pending(job.id, reason))
         self._remember_failure(e, reason)
         return Outcome.FAILED
+
+    def _host_quota_reason(self, q: str, req: JobRequest) -> PendingReason | None:
+        """OVER_QUOTA/COHORT_EXHAUSTED naming ``cpu`` or ``memory`` when the job's devices fit its
+        queue's quota but its host resources do not (``hostquota.py``); else None."""
+        state = self.state
+        if not (state.host_quota and req.host) or req.total > state.quota.available(q, req.resource):
+            return None
+        demand = hostquota.demand_before_placement(state.quota, q, req, True)
+        return hostquota.quota_shortfall(state.quota, q, demand)
 
     def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement, req: JobRequest) -> None:
         """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is

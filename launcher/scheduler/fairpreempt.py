@@ -232,10 +232,7 @@ class _Search:
     # --- the search ----------------------------------------------------------------------------
 
     def fits(self) -> RawPlacement | None:
-        state = self.state
-        if not state.quota_fits(self.spec.name, self.job.request):
-            return None
-        return state.place(self.job.request)
+        return self.state.place_within_quota(self.spec.name, self.job.request)
 
     def take(self, v: RunningJob) -> bool:
         self.state.remove(v.id)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from labgang.launcher.model import JobRequest
+from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
@@ -40,13 +41,28 @@ class CycleState:
         self.snapshot = snapshot
         self.running: dict[str, RunningJob] = {}
         usage: dict[tuple[str, str], int] = {}
+        self.quota = QuotaBook(snapshot.queues, {}, snapshot.cohorts)
+        self.devices = DeviceBook(snapshot)
+        # host CPUs and memory in quotas, --exclusive's whole nodes (hostquota.py): per job, what
+        # its queue's quota counts; a plain job counts its devices alone, as before
+        self.host_quota = hostquota.counts_host(self.quota)
+        self.demand: dict[str, dict[str, int]] = {}
         for job in snapshot.running:
             if job.id in self.running:
                 continue
             self.running[job.id] = job
-            key = (job.queue, job.request.resource)
-            usage[key] = usage.get(key, 0) + job.request.total
-        self.quota = QuotaBook(snapshot.queues, usage, snapshot.cohorts)
+            if job.request.exclusive or (self.host_quota and job.request.host):
+                nodes = [self.devices.node_pos[rp.node] for rp in job.placement if rp.node in self.devices.node_pos]
+                demand = hostquota.demand_on_nodes(
+                    self.quota, self.devices, job.queue, job.request, nodes, self.host_quota
+                )
+                self.demand[job.id] = demand
+            else:
+                demand = {job.request.resource: job.request.total}
+            for res, n in demand.items():
+                usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
+        for (queue, res), n in sorted(usage.items()):
+            self.quota.add(queue, res, n)
         self.shares: QuotaBook | None = None
         if snapshot.sharing.fair_sharing:
             # fair sharing judges shares by running jobs not told to leave, plus waiting preemptors
@@ -54,7 +70,6 @@ class CycleState:
             for job in self.running.values():
                 if not job.terminating:
                     self.shares.add(job.queue, job.request.resource, job.request.total)
-        self.devices = DeviceBook(snapshot)
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
         self._released: dict[str, list[int]] = {}
@@ -114,11 +129,42 @@ class CycleState:
         return place(self.devices, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
 
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
-        """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""
+        """True when ``queue`` may take ``req`` now (and stay within nominal, if asked): its
+        devices, and the CPUs and memory it counts at least (:mod:`.hostquota`)."""
         res, need = req.resource, req.total
         if need > self.quota.available(queue, res):
             return False
-        return not within_nominal or self.quota.usage(queue, res) + need <= self.quota.nominal(queue, res)
+        if within_nominal and self.quota.usage(queue, res) + need > self.quota.nominal(queue, res):
+            return False
+        if self.host_quota and req.host:
+            demand = hostquota.demand_before_placement(self.quota, queue, req, True)
+            return hostquota.fits(self.quota, queue, demand, within_nominal=within_nominal)
+        return True
+
+    def placed_demand(self, queue: str, req: JobRequest, raw: RawPlacement) -> dict[str, int]:
+        """What ``req`` counts in ``queue``'s quota on the nodes of ``raw`` (:mod:`.hostquota`)."""
+        if not req.exclusive and not (self.host_quota and req.host):
+            return {req.resource: req.total}
+        return hostquota.demand_on_nodes(self.quota, self.devices, queue, req, (n for n, _ in raw), self.host_quota)
+
+    def place_within_quota(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> RawPlacement | None:
+        """:meth:`place` when ``queue``'s quota holds ``req`` there (:meth:`quota_fits`, then
+        :meth:`placed_fits`; with ``within_nominal``, within its nominal quota); else None."""
+        if not self.quota_fits(queue, req, within_nominal=within_nominal):
+            return None
+        raw = self.place(req)
+        if raw is None or not (req.exclusive or (self.host_quota and req.host)):
+            return raw
+        demand = self.placed_demand(queue, req, raw)
+        return raw if hostquota.fits(self.quota, queue, demand, within_nominal=within_nominal) else None
+
+    def placed_fits(self, queue: str, req: JobRequest, raw: RawPlacement) -> bool:
+        """True when ``queue``'s quota holds ``req`` on the nodes ``raw`` chose: the exact count
+        (``--mem`` once per node, ``--exclusive``'s whole nodes) that :meth:`quota_fits` could only
+        bound from below."""
+        if not req.exclusive and not (self.host_quota and req.host):
+            return True
+        return hostquota.fits(self.quota, queue, self.placed_demand(queue, req, raw))
 
     # --- simulated removal ----------------------------------------------------------------------
 
@@ -126,7 +172,8 @@ class CycleState:
         """Pretend running job ``job_id`` is gone: release its quota and devices."""
         job = self.running[job_id]
         self.removed.add(job_id)
-        self.quota.add(job.queue, job.request.resource, -job.request.total)
+        for res, n in self.demand.get(job_id, {job.request.resource: job.request.total}).items():
+            self.quota.add(job.queue, res, -n)
         if self.shares is not None and not job.terminating:
             self.shares.add(job.queue, job.request.resource, -job.request.total)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
@@ -135,7 +182,8 @@ class CycleState:
         """Undo :meth:`remove`."""
         job = self.running[job_id]
         self.removed.discard(job_id)
-        self.quota.add(job.queue, job.request.resource, job.request.total)
+        for res, n in self.demand.get(job_id, {job.request.resource: job.request.total}).items():
+            self.quota.add(job.queue, res, n)
         if self.shares is not None and not job.terminating:
             self.shares.add(job.queue, job.request.resource, job.request.total)
         self.devices.retake(self._released.pop(job_id, []), job_id)
@@ -156,7 +204,8 @@ class CycleState:
     def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
         """Admit ``job_id`` in this copy: add its usage and take its devices."""
         self.placed.add(job_id)
-        self.quota.add(queue, req.resource, req.total)
+        for res, n in self.placed_demand(queue, req, raw).items():
+            self.quota.add(queue, res, n)
         if self.shares is not None:
             self.shares.add(queue, req.resource, req.total)
         devs = [d for _, ds in raw for d in ds]

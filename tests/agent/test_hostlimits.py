@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from labgang.agent.confine import setup_host_limits
+from labgang.agent.confine import RankCgroups, setup_host_limits
 from labgang.agent.confine.hostlimits import (
     HostLimits,
     LimitFacts,
@@ -16,7 +16,7 @@ from labgang.agent.confine.hostlimits import (
     decide_limits,
     probe_limits,
     rank_limits,
-    without_rank_cgroups,
+    v1_controllers,
 )
 
 GIB = 1 << 30
@@ -212,12 +212,29 @@ def test_setup_host_limits_finds_the_ranks_folder_in_the_agents_cgroup(tmp_path:
     assert limits.reason.startswith(f"controller(s) cpu, memory not available in {agent_cg / 'labgang.ranks'}")
 
 
-def test_limits_need_a_cgroup_per_rank() -> None:
-    allowed = HostLimits(True, "cpu.max and memory.max per rank under /x", "/x")
-    denied = without_rank_cgroups(allowed, False, "the agent lacks CAP_SYS_ADMIN")
-    assert denied == HostLimits(
-        False, "ranks get no cgroup of their own without device confinement (the agent lacks CAP_SYS_ADMIN)"
+def test_a_hybrid_hosts_reason_says_its_cpu_and_memory_are_bound_to_cgroup_v1(tmp_path: Path) -> None:
+    mount = tmp_path / "unified"
+    agent_cg = mount / "system.slice" / "labgang-agent.service"
+    agent_cg.mkdir(parents=True)
+    v1 = MOUNTINFO_V1 + "32 23 0:28 / /sys/fs/cgroup/cpu rw shared:6 - cgroup cgroup rw,cpu\n"
+    proc = _proc(tmp_path, v1 + MOUNTINFO_V2.format(mount=mount), "0::/system.slice/labgang-agent.service\n")
+    limits = setup_host_limits("auto", simulated=False, cgroup_root=None, proc=proc)
+    assert not limits.enforced
+    assert limits.reason == (
+        "cgroup v1 host: controller(s) cpu, memory are bound to cgroup v1 hierarchies (cpu at /sys/fs/cgroup/cpu, "
+        f"memory at /sys/fs/cgroup/memory), so the cgroup v2 hierarchy at {mount} cannot have them; limits need a "
+        "cgroup v2 host (boot with systemd.unified_cgroup_hierarchy=1)"
     )
-    assert without_rank_cgroups(allowed, True, "unused") is allowed
-    refused = HostLimits(False, "no cgroup v2 hierarchy is mounted (cgroup v1 only)")
-    assert without_rank_cgroups(refused, False, "the agent lacks CAP_SYS_ADMIN") is refused  # the first reason stays
+    assert v1_controllers(v1) == (("cpu", "/sys/fs/cgroup/cpu"), ("memory", "/sys/fs/cgroup/memory"))
+
+
+def test_without_device_confinement_a_rank_still_gets_a_cgroup_for_its_limits(tmp_path: Path) -> None:
+    installed: list[str] = []
+    cgroups = RankCgroups(
+        str(tmp_path), None, install=lambda where, rules, majors: installed.append(where), enforce_limits=True
+    )
+    procs = cgroups.prepare("7.0", 0, ["GPU-unfenced"], RankLimits(3, 2 * GIB))
+    assert procs == str(tmp_path / "7.0.0" / "cgroup.procs")
+    assert (tmp_path / "7.0.0" / "cpu.max").read_text().split() == ["300000", "100000"]
+    assert int((tmp_path / "7.0.0" / "memory.max").read_text()) == 2 * GIB
+    assert installed == []  # no device filter: the rank is not confined to its devices, only limited

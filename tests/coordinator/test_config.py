@@ -102,3 +102,44 @@ def test_pitfall_thresholds_live_in_the_cluster_config() -> None:
         "memory_pressure_pct, shared_min_processes",
         "pitfalls.sm_idle_pct: 120.0 is out of range; allowed: a percentage in 0..100",
     ]
+
+
+def test_queue_quotas_take_host_cpus_and_memory_sizes() -> None:
+    cfg = parse_config(
+        {
+            "default_queue": "a",
+            "cohorts": [{"name": "lab", "nominal": {"cpu": 4}}],
+            "queues": [
+                {
+                    "name": "a",
+                    "cohort": "lab",
+                    "nominal": {"gpu": 4, "cpu": 32, "memory": "256G"},
+                    "borrowing_limit": {"memory": 1024},  # a bare number is MiB, as --mem
+                    "lending_limit": {"cpu": 8, "memory": "64G"},
+                }
+            ],
+        }
+    )
+    (a,) = cfg.queue_specs()
+    assert a.nominal == {"gpu": 4, "cpu": 32, "memory": 256 * 1024**3}
+    assert a.borrowing_limit == {"memory": 1024**3} and a.lending_limit == {"cpu": 8, "memory": 64 * 1024**3}
+    assert cfg.cohort_specs()[0].nominal == {"cpu": 4}
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ({"nominal": {"memory": "lots"}}, "queues[0].nominal.memory: 'lots' is not a memory size; allowed: a whole"),
+        ({"nominal": {"cpu": -1}}, "queues[0].nominal.cpu: -1 is out of range; allowed: a CPU count from 0 to"),
+        ({"nominal": {"cpu": "8"}}, "queues[0].nominal.cpu:"),
+        (
+            {"cohort": "lab", "nominal": {"memory": "64G"}, "lending_limit": {"memory": "128G"}},
+            "queues[0].lending_limit.memory: '128G' is above the nominal quota ('64G'); allowed: at most '64G'",
+        ),
+    ],
+    ids=["memory-not-a-size", "cpu-negative", "cpu-as-text", "memory-lent-above-nominal"],
+)
+def test_bad_host_quotas_name_the_key_and_what_is_allowed(table: dict, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"default_queue": "a", "queues": [{"name": "a", **table}]})
+    assert any(p.startswith(expected) for p in info.value.problems), info.value.problems

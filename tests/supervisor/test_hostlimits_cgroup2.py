@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from labgang.agent.confine.hostlimits import RankLimits, apply_limits, decide_limits, probe_limits
+from labgang.agent.confine import RankCgroups
+from labgang.agent.confine.hostlimits import RankLimits, apply_limits, decide_limits, probe_limits, v1_controllers
 
 GIB = 1 << 30
 
@@ -47,7 +48,11 @@ def test_limits_written_into_a_real_rank_cgroup(cgroup2_mount: Path) -> None:
         (cgroup2_mount / "cgroup.subtree_control").write_text("+cpu +memory")
         (top / "cgroup.subtree_control").write_text("+cpu +memory")
     ranks = top / "labgang.ranks"
-    limits = decide_limits(probe_limits(simulated=False, cgroup2_mount=str(cgroup2_mount), ranks_dir=str(ranks)))
+    # this host's own cgroup v1 hierarchies, as the agent reads them: a hybrid host says so in the skip
+    v1 = v1_controllers(Path("/proc/self/mountinfo").read_text())
+    limits = decide_limits(
+        probe_limits(simulated=False, cgroup2_mount=str(cgroup2_mount), ranks_dir=str(ranks), v1_bound=v1)
+    )
     if not limits.enforced:
         pytest.skip(limits.message())
     assert set((ranks / "cgroup.subtree_control").read_text().split()) >= {"cpu", "memory"}
@@ -61,3 +66,22 @@ def test_limits_written_into_a_real_rank_cgroup(cgroup2_mount: Path) -> None:
     apply_limits(str(rank), RankLimits(None, None))
     assert (rank / "cpu.max").read_text().split() == ["max", "100000"]
     assert (rank / "memory.max").read_text().strip() == "max"
+
+
+def test_a_rank_without_device_confinement_gets_a_real_cgroup_with_its_limits(cgroup2_mount: Path) -> None:
+    top = cgroup2_mount / f"labgang-lim-{os.getpid()}-unfenced"
+    top.mkdir()
+    if {"cpu", "memory"} <= set((cgroup2_mount / "cgroup.controllers").read_text().split()):
+        (cgroup2_mount / "cgroup.subtree_control").write_text("+cpu +memory")
+        (top / "cgroup.subtree_control").write_text("+cpu +memory")
+    ranks = top / "labgang.ranks"
+    v1 = v1_controllers(Path("/proc/self/mountinfo").read_text())
+    limits = decide_limits(
+        probe_limits(simulated=False, cgroup2_mount=str(cgroup2_mount), ranks_dir=str(ranks), v1_bound=v1)
+    )
+    if not limits.enforced:
+        pytest.skip(limits.message())
+    procs = RankCgroups(str(ranks), None, enforce_limits=True).prepare("job-2", 0, [], RankLimits(2, 4 * GIB))
+    rank = Path(procs).parent
+    assert (rank / "cpu.max").read_text().split() == ["200000", "100000"]  # read back from the kernel
+    assert int((rank / "memory.max").read_text()) == 4 * GIB

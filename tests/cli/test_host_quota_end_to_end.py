@@ -1,0 +1,70 @@
+"""Host CPUs and memory in queue quotas against a real ``labgang up --simulate --config``: a queue
+whose nominal quota lists ``cpu = 1`` starts one ``-c 1`` job and holds the next with an
+over-quota reason in CPUs, while a queue that lists no CPUs is not limited; ``queues`` shows the
+CPUs and memory in NOMINAL and USED."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import Up
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+default_queue = "a"
+
+[[cohorts]]
+name = "lab"
+
+[[queues]]
+name = "a"
+cohort = "lab"
+nominal = { gpu = 4, cpu = 1, memory = "64G" }
+borrowing_limit = { cpu = 0 }
+
+[[queues]]
+name = "b"
+cohort = "lab"
+nominal = { gpu = 4 }
+"""
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Up]:
+    with tempfile.TemporaryDirectory(prefix="lghq", dir="/tmp") as d:
+        config = Path(d) / "cluster.toml"
+        config.write_text(CONFIG)
+        (Path(d) / "state").mkdir()
+        instance = Up(Path(d) / "state", args=("--config", str(config)))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+def test_a_queue_holds_its_jobs_to_its_cpu_quota_and_says_so(up: Up) -> None:
+    first = up.submit("-q", "a", "-c", "1", "--mem", "1G", "--", "sleep", "300")
+    second = up.submit("-q", "a", "-c", "1", "--", "sleep", "300")
+    other = up.submit("-q", "b", "-c", "1", "--", "sleep", "300")  # b lists no cpu: not limited by it
+    try:
+        up.wait_state(first, {"running"})
+        up.wait_state(other, {"running"})
+        waiting = up.job(second)
+        assert waiting["state"] == "pending"
+        assert waiting["reason"]["code"] == "over_quota"
+        assert waiting["reason"]["message"] == "a uses 1 cpu of the 1 cpu it may use; job needs 1 cpu"
+        queues = {q["name"]: q for q in json.loads(up.cli("queues", "--json").stdout)["queues"]}
+        assert queues["a"]["nominal"] == {"gpu": 4, "cpu": 1, "memory": 64 * 1024**3}
+        assert queues["a"]["used"] == {"gpu": 1, "cpu": 1, "memory": 1024**3}
+        row = next(line for line in up.cli("queues").stdout.splitlines() if line.startswith("a "))
+        assert "cpu=1,gpu=4,memory=64G" in row and "cpu=1,gpu=1,memory=1G" in row
+        assert up.cli("cancel", first).returncode == 0
+        up.wait_state(second, {"running"})  # the CPU came back to the queue
+    finally:
+        up.cli("cancel", first, second, other)

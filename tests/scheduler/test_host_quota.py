@@ -1,0 +1,114 @@
+"""Host CPUs and memory in queue quotas, and ``--exclusive`` counting whole nodes, in the pure cycle
+(launcher/host_quota.py, launcher/scheduler/hostquota.py): a queue that lists ``cpu``/``memory``
+holds its jobs to them as it does to devices (nominal, borrowing in a cohort, preemption in the queue);
+a queue that does not list them does not limit them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from labgang.launcher.scheduler import ReasonCode, run_cycle
+from sched_builders import Cluster, job, queue
+
+GIB = 1024**3
+
+
+def with_quota(q, **extra):
+    """``q`` with ``extra`` host entries added to its nominal/borrowing/lending tables
+    (``nominal_cpu=16``, ``borrowing_limit_memory=...``)."""
+    tables = {
+        "nominal": dict(q.nominal),
+        "borrowing_limit": dict(q.borrowing_limit),
+        "lending_limit": dict(q.lending_limit),
+    }
+    for key, value in extra.items():
+        table, res = key.rsplit("_", 1)
+        tables[table][res] = value
+    return replace(q, **tables)
+
+
+def big_node() -> Cluster:
+    return Cluster().node("n1", 8, cpus=64, mem_gib=512)
+
+
+def test_cpu_quota_holds_a_queue_to_its_nominal_cpus_with_numbers():
+    q = with_quota(queue("q").nominal(gpu=8).build(), nominal_cpu=16)
+    pending = [
+        job("a").queue("q").gpus(1).host(cpus=12).submitted(1),
+        job("b").queue("q").gpus(1).host(cpus=8).submitted(2),
+    ]
+    result = run_cycle(big_node().snapshot([q], pending))
+    assert [a.job_id for a in result.admitted] == ["a"]  # the node has 64 CPUs: the quota is what stops b
+    [waiting] = result.pending
+    assert waiting.job_id == "b" and waiting.reason.code == ReasonCode.OVER_QUOTA
+    assert waiting.reason.message == "q uses 12 cpu of the 16 cpu it may use; job needs 8 cpu"
+
+
+def test_a_queue_that_lists_no_cpu_does_not_limit_cpus():
+    q = queue("q").nominal(gpu=8).build()
+    pending = [job(f"j{i}").queue("q").gpus(1).host(cpus=30).submitted(i) for i in range(2)]
+    result = run_cycle(big_node().snapshot([q], pending))
+    assert sorted(a.job_id for a in result.admitted) == ["j0", "j1"]
+
+
+def test_memory_counts_mem_per_gpu_and_mem_once_per_node():
+    q = with_quota(queue("q").nominal(gpu=8).build(), nominal_memory=100 * GIB)
+    running = big_node().run(job("r").queue("q").gang(2, 1).host(mem_per_gpu_gib=20))  # 2 x 20 GiB
+    pending = [
+        job("fits").queue("q").gpus(1).host(mem_gib=60).submitted(1),  # 40 + 60 = 100
+        job("over").queue("q").gpus(1).host(mem_gib=1).submitted(2),
+    ]
+    result = run_cycle(running.snapshot([q], pending))
+    assert [a.job_id for a in result.admitted] == ["fits"]
+    [waiting] = result.pending
+    assert waiting.reason.code == ReasonCode.OVER_QUOTA
+    assert waiting.reason.message == "q uses 100 GiB of the 100 GiB it may use; job needs 1 GiB"
+
+
+def test_cpus_are_borrowed_within_a_cohort_up_to_the_borrowing_limit():
+    a = with_quota(queue("a").nominal(gpu=4).cohort("lab").build(), nominal_cpu=8, borrowing_limit_cpu=8)
+    b = with_quota(queue("b").nominal(gpu=4).cohort("lab").build(), nominal_cpu=24)
+    pending = [
+        job("borrower").queue("a").gpus(1).host(cpus=16).submitted(1),  # 8 own + 8 of b's idle cpus
+        job("greedy").queue("a").gpus(1).host(cpus=1).submitted(2),  # a may not go past 8 + 8
+    ]
+    result = run_cycle(big_node().snapshot([a, b], pending))
+    assert [x.job_id for x in result.admitted] == ["borrower"]
+    [waiting] = result.pending
+    assert waiting.reason.code == ReasonCode.OVER_QUOTA
+    assert (
+        "a uses 16 cpu of the 16 cpu it may use (nominal quota 8 cpu + borrowing limit 8 cpu)" in waiting.reason.message
+    )
+
+
+def test_a_higher_priority_job_short_of_cpu_quota_preempts_within_its_queue():
+    q = with_quota(queue("q").nominal(gpu=8).within_queue("lower-priority").build(), nominal_cpu=16)
+    c = big_node().run(job("low").queue("q").gpus(1).host(cpus=12).priority(0))
+    result = run_cycle(c.snapshot([q], [job("high").queue("q").gpus(1).host(cpus=8).priority(10).submitted(5)]))
+    [preempt] = result.preempted
+    assert preempt.job_id == "high" and preempt.victims == ("low",)
+
+
+def test_exclusive_counts_the_whole_node_against_the_gpu_quota():
+    q = queue("q").nominal(gpu=6).build()
+    c = Cluster().node("n1", 4, cpus=32, mem_gib=128).node("n2", 4, cpus=32, mem_gib=128)
+    c = c.run(job("whole").queue("q").gpus(1).host(exclusive=True))  # holds n1 whole: 4 GPUs counted
+    pending = [
+        job("three").queue("q").gpus(3).submitted(1),  # 4 + 3 > 6: over quota, though n2 is idle
+        job("two").queue("q").gpus(2).submitted(2),
+    ]
+    result = run_cycle(c.snapshot([q], pending))
+    assert [a.job_id for a in result.admitted] == ["two"]
+    reasons = {p.job_id: p.reason for p in result.pending}
+    assert reasons["three"].code == ReasonCode.OVER_QUOTA
+    assert reasons["three"].message == "q uses 4 of 6 gpu; job needs 3"
+
+
+def test_an_exclusive_job_whose_whole_node_is_over_quota_waits_saying_so():
+    q = with_quota(queue("q").nominal(gpu=8).build(), nominal_cpu=40)
+    c = Cluster().node("n1", 4, cpus=64, mem_gib=128)
+    result = run_cycle(c.snapshot([q], [job("x").queue("q").gpus(1).host(cpus=2, exclusive=True).submitted(1)]))
+    assert result.admitted == ()
+    [waiting] = result.pending
+    assert waiting.reason.code == ReasonCode.OVER_QUOTA
+    assert waiting.reason.message == "q uses 0 cpu of the 40 cpu it may use; job needs 64 cpu"  # the whole node
