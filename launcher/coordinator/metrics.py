@@ -41,6 +41,7 @@ from labgang.agent.inventory import is_known
 from labgang.launcher.api import keys
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.view_cache import JobMemo
+from labgang.launcher.host_quota import is_host_resource
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import (
@@ -252,6 +253,8 @@ class ClusterCollector(Collector):
             for key, family in families.items():
                 amounts = getattr(q, key)
                 for resource in sorted(set(amounts) | set(q.nominal)):
+                    if is_host_resource(resource):
+                        continue  # cpu and memory quotas are not devices (labgang queues shows them)
                     family.add_metric((q.name, q.cohort or "", resource), float(amounts.get(resource, 0)))
         share = _gauge(
             "labgang_queue_fair_share",

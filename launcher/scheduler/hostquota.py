@@ -102,3 +102,26 @@ def quota_shortfall(book: QuotaBook, queue: str, demand: Mapping[str, int]) -> P
             f"{_amount(res, n)} and can get {_amount(res, avail)} more; job needs {_amount(res, need)}",
         )
     return None
+
+
+HOST_FIELDS = {CPU: "cpus_per_task", MEMORY: "mem"}
+"""The submission field a host resource's quota objects to (``mem_per_gpu`` when only that is asked)."""
+
+
+def host_never_fits_quota(book: QuotaBook, queue: str, req: JobRequest) -> tuple[PendingReason, str] | None:
+    """UNSCHEDULABLE, with the submission field at fault, when ``queue`` could never hold the CPUs
+    or memory ``req`` counts at least, even with every lender's quota idle; else None."""
+    if not req.host or queue not in book.queues:
+        return None
+    demand = counted(book, queue, least_demand(req))
+    for res in (CPU, MEMORY):
+        need = demand.get(res, 0)
+        most = book.potential(queue, res) if need else 0
+        if need and need > most:
+            field = "mem_per_gpu" if res == MEMORY and not req.mem else HOST_FIELDS[res]
+            reason = PendingReason(
+                ReasonCode.UNSCHEDULABLE,
+                f"job needs {_amount(res, need)} but queue {queue} can hold at most {_amount(res, most)} ({res} quota)",
+            )
+            return reason, field
+    return None

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, is_valid_resource
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.hostquota import host_never_fits_quota
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -44,6 +45,9 @@ def quota_never_fits(book: QuotaBook, queue: str, req: JobRequest) -> PendingRea
         return PendingReason(
             ReasonCode.UNSCHEDULABLE, f"job needs {req.total} {req.resource} but queue {queue} can hold at most {most}"
         )
+    host = host_never_fits_quota(book, queue, req)  # cpu/memory where the queue's quota lists them
+    if host is not None:
+        return host[0]
     return user_limit_never_fits(book.queues[queue], req)
 
 
@@ -92,6 +96,9 @@ def quota_fault_field(book: QuotaBook, queue: str, req: JobRequest) -> str:
         most = min(most, per_user)
     if req.per_worker > most:
         return "gpus_per_worker"
+    host = host_never_fits_quota(book, queue, req) if req.total <= book.potential(queue, req.resource) else None
+    if host is not None:
+        return host[1]
     if book.queues[queue].max_running_jobs_per_user == 0:
         return "queue"
     return "workers"

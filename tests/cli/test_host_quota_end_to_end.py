@@ -68,3 +68,13 @@ def test_a_queue_holds_its_jobs_to_its_cpu_quota_and_says_so(up: Up) -> None:
         up.wait_state(second, {"running"})  # the CPU came back to the queue
     finally:
         up.cli("cancel", first, second, other)
+
+
+def test_a_request_over_what_the_queue_could_ever_hold_is_refused_at_submission(up: Up) -> None:
+    before = up.jobs()
+    out = up.cli("submit", "-q", "a", "--mem", "65G", "--", "true")
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("labgang submit: --mem: job can never start: "), lines
+    assert "job needs 65 GiB but queue a can hold at most 64 GiB (memory quota)" in lines[0]
+    assert up.jobs() == before

@@ -112,3 +112,24 @@ def test_an_exclusive_job_whose_whole_node_is_over_quota_waits_saying_so():
     [waiting] = result.pending
     assert waiting.reason.code == ReasonCode.OVER_QUOTA
     assert waiting.reason.message == "q uses 0 cpu of the 40 cpu it may use; job needs 64 cpu"  # the whole node
+
+
+def test_a_request_no_quota_could_ever_hold_is_unschedulable_naming_the_field():
+    from labgang.launcher.scheduler.quota import QuotaBook
+    from labgang.launcher.scheduler.unschedulable import quota_fault_field, quota_never_fits
+
+    a = with_quota(queue("a").nominal(gpu=4).cohort("lab").build(), nominal_cpu=8, nominal_memory=64 * GIB)
+    b = with_quota(queue("b").nominal(gpu=4).cohort("lab").build(), nominal_cpu=8)  # lends its 8 cpus
+    book = QuotaBook([a, b])
+    cpus = job("x").queue("a").gpus(1).host(cpus=17).request  # 8 own + 8 borrowable < 17
+    reason = quota_never_fits(book, "a", cpus)
+    assert reason is not None and reason.code == ReasonCode.UNSCHEDULABLE
+    assert reason.message == "job needs 17 cpu but queue a can hold at most 16 cpu (cpu quota)"
+    assert quota_fault_field(book, "a", cpus) == "cpus_per_task"
+    memory = job("y").queue("a").gpus(2).host(mem_per_gpu_gib=40).request
+    assert quota_never_fits(book, "a", memory).message == (
+        "job needs 80 GiB but queue a can hold at most 64 GiB (memory quota)"
+    )
+    assert quota_fault_field(book, "a", memory) == "mem_per_gpu"
+    assert quota_never_fits(book, "a", job("z").queue("a").gpus(1).host(cpus=16).request) is None
+    assert quota_never_fits(book, "b", job("w").queue("b").gpus(1).host(mem_gib=999).request) is None  # b: no limit
