@@ -40,6 +40,9 @@ CHUNK_BYTES = 128 * 1024
 _RETRY_S = (0.002, 0.1)
 """The first and the longest wait before sending again what rank 0 did not take yet."""
 
+_NOT_RUNNING_S = (0.05, 1.0)
+"""The first and the longest wait before asking again while rank 0 does not run yet."""
+
 
 def streams_stdin(fd: int = 0) -> bool:
     """True when ``fd`` is a pipe, a socket or a regular file (``labgang run`` streams it to rank 0);
@@ -117,13 +120,15 @@ class StdinStreamer:
         from labgang.launcher.api.client import ApiError
 
         wait = _RETRY_S[0]
+        not_yet = _NOT_RUNNING_S[0]
         view = memoryview(data)
         while not self._stop.is_set():
             try:
                 taken, eof_taken, is_open = client.stdin_input(self.job_id, bytes(view), eof)
             except ApiError as err:
                 if err.status == 409 and err.field == "state":  # rank 0 does not run yet: keep it for later
-                    self._stop.wait(0.05)
+                    self._stop.wait(not_yet)
+                    not_yet = min(not_yet * 2, _NOT_RUNNING_S[1])  # a job pending for hours: 1 request/s
                     continue
                 raise
             if not is_open:
