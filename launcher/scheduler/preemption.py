@@ -23,7 +23,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.decisions import NoPreemption, NoPreemptionCode
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
@@ -45,6 +47,7 @@ class Candidate:
     job: RunningJob
     kind: Kind
     found_at: int = -1  # tree node (cohort) at which a cross-queue candidate was found
+    res: str | None = None  # the host resource (cpu, memory) it borrows, when found for that (hostquota.py)
 
     @property
     def cross(self) -> bool:
@@ -193,10 +196,50 @@ def _collect(
             else:
                 kind = Kind.NOMINAL_ONLY
             cross.append(Candidate(v, kind, anc))
+        if state.host_quota and req.host:  # a queue short of its own CPUs or memory reclaims them too
+            cross += _host_reclaim(state, spec, job, excluded, terminating, {c.job.id for c in cross})
     if state.tenant_score is not None and len(same) > 1:
         score = state.tenant_score  # admission fair sharing: higher tenant score first
         same.sort(key=lambda c: (-score(c.job), *victim_order(c.job)))
     return cross, same
+
+
+def _host_reclaim(
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool, seen: set[str]
+) -> list[Candidate]:
+    """Reclaim candidates for the host resources (``cpu``, ``memory``) ``job``'s queue lacks now: jobs
+    of other queues that borrow that resource, found as :func:`_collect` finds device borrowers (only
+    where the preemptor stays within its own nominal quota of it: reclaim, never borrowing), in
+    eviction order, after the device candidates. ``seen``: jobs already candidates."""
+    quota, tree, q, p = state.quota, state.quota.tree, spec.name, job.priority
+    any_priority = spec.reclaim_within_cohort is ReclaimWithinCohort.ANY
+    demand = hostquota.demand_before_placement(quota, q, job.request, True)
+    qn = tree.queue_id[q]
+    found: list[tuple[tuple[int, float, int, str], RunningJob, int, str]] = []
+    for res in HOST_RESOURCES:
+        need = demand.get(res, 0)
+        if not need or need <= quota.available(q, res) or quota.usage(q, res) + need > quota.nominal(q, res):
+            continue
+        prev = qn
+        for anc in tree.ancestors(qn):
+            for other in _borrowing_queues(state, anc, prev, res):
+                if other == qn:
+                    continue
+                holders = [
+                    v
+                    for v in state.running_in(tree.names[other])
+                    if v.terminating == terminating and state.demand.get(v.id, {}).get(res)
+                ]
+                for v in sorted(holders, key=victim_order):
+                    if not any_priority and v.priority >= p:
+                        break
+                    if v.id in excluded or v.id in state.removed or v.id in seen:
+                        continue
+                    seen.add(v.id)
+                    found.append((victim_order(v), v, anc, res))
+            prev = anc
+    found.sort(key=lambda t: t[0])
+    return [Candidate(v, Kind.RECLAIM, anc, res) for _, v, anc, res in found]
 
 
 def _borrowing_queues(state: CycleState, anc: int, skip: int, res: str) -> list[int]:
@@ -277,7 +320,7 @@ def _greedy_pass(
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
-            if c.cross and not still_reclaimable(state, c, res):
+            if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
             state.remove(c.job.id)
             victims.append(c.job.id)

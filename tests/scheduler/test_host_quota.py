@@ -1,7 +1,7 @@
 """Host CPUs and memory in queue quotas, and ``--exclusive`` counting whole nodes, in the pure cycle
 (launcher/host_quota.py, launcher/scheduler/hostquota.py): a queue that lists ``cpu``/``memory``
-holds its jobs to them as it does to devices (nominal, borrowing in a cohort, preemption in the queue);
-a queue that does not list them does not limit them."""
+holds its jobs to them as it does to devices (nominal, borrowing in a cohort, reclaim from
+borrowers, preemption in the queue); a queue that does not list them does not limit them."""
 
 from __future__ import annotations
 
@@ -79,6 +79,29 @@ def test_cpus_are_borrowed_within_a_cohort_up_to_the_borrowing_limit():
     assert (
         "a uses 16 cpu of the 16 cpu it may use (nominal quota 8 cpu + borrowing limit 8 cpu)" in waiting.reason.message
     )
+
+
+def test_a_queue_short_of_its_own_cpus_reclaims_them_from_a_borrower():
+    a = with_quota(queue("a").nominal(gpu=4).cohort("lab").reclaim("any").build(), nominal_cpu=16)
+    b = with_quota(queue("b").nominal(gpu=4).cohort("lab").build(), nominal_cpu=16)
+    c = big_node().run(job("borrower").queue("b").gpus(1).host(cpus=28))  # 16 own + 12 of a's cpus; 1 gpu
+    c = c.run(job("modest").queue("b").gpus(1).host(cpus=0))  # holds no cpu: never a victim for cpus
+    result = run_cycle(c.snapshot([a, b], [job("owner").queue("a").gpus(1).host(cpus=16).submitted(5)]))
+    assert result.admitted == ()
+    [preempt] = result.preempted
+    assert preempt.job_id == "owner" and preempt.victims == ("borrower",)
+
+
+def test_cpus_within_the_borrowers_own_quota_are_not_reclaimed():
+    a = with_quota(queue("a").nominal(gpu=4).cohort("lab").reclaim("any").build(), nominal_cpu=16)
+    b = with_quota(queue("b").nominal(gpu=4).cohort("lab").build(), nominal_cpu=16)
+    c = big_node().run(job("owner-b").queue("b").gpus(1).host(cpus=16))  # within b's own 16: not borrowing
+    c = c.run(job("first-a").queue("a").gpus(1).host(cpus=10))
+    result = run_cycle(c.snapshot([a, b], [job("second-a").queue("a").gpus(1).host(cpus=8).submitted(5)]))
+    assert result.preempted == () and result.admitted == ()
+    [waiting] = result.pending
+    assert waiting.reason.code == ReasonCode.OVER_QUOTA or waiting.reason.code == ReasonCode.COHORT_EXHAUSTED
+    assert "cpu" in waiting.reason.message
 
 
 def test_a_higher_priority_job_short_of_cpu_quota_preempts_within_its_queue():
