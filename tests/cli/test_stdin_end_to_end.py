@@ -80,9 +80,9 @@ def test_a_slow_reader_holds_the_writer_back(up, tmp_path):
         "block = b'x' * 65536\n"
         "while n < 64 * 2**20:\n"
         "    sys.stdout.buffer.write(block); sys.stdout.flush(); n += len(block)\n"
-        "    open(path, 'w').write(str(n))\n"
+        "    open(path + '.new', 'w').write(str(n)); os.replace(path + '.new', path)\n"  # never seen half written
     )
-    rank = "head -c 1048576 > /dev/null; echo read-1MiB; sleep 3; wc -c"
+    rank = "head -c 1048576 > /dev/null; echo read-1MiB; sleep 8; wc -c"
     pipeline = (
         shlex.join([sys.executable, "-c", producer])
         + " | "
@@ -93,13 +93,18 @@ def test_a_slow_reader_holds_the_writer_back(up, tmp_path):
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"read-1MiB\n"
-    # while the rank sleeps, the producer blocks: what it wrote stays far below the 64 MiB it wants to write
-    seen = []
-    for _ in range(3):
-        time.sleep(0.5)
-        seen.append(int(counter.read_text() or 0))
-    assert seen[-1] == seen[0], seen  # it stopped: held back, not merely slow
-    assert seen[-1] < 16 * 2**20, seen
+    # while the rank sleeps, the producer blocks: what it has written stops growing, far below the 64 MiB
+    # it wants to write (the buffers on the way: pipe, FIFO, small parent, one request)
+    deadline = time.monotonic() + 60
+    seen = [-1]
+    while True:
+        time.sleep(0.5)  # the interval the count must stay still over, not a wait for a condition
+        now = int(counter.read_text()) if counter.exists() else 0
+        if now == seen[-1] and now > 0:
+            break
+        seen.append(now)
+        assert time.monotonic() < deadline, f"the producer never stopped: {seen}"
+    assert now < 16 * 2**20, seen
     rest, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert int(rest.split()[0]) == 64 * 2**20 - 2**20  # then everything arrived, in order, once
