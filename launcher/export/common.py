@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
+from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, MIG_PREFIX
 
 INT32_MAX = 2**31 - 1
@@ -134,12 +135,27 @@ class Export:
     gaps: tuple[Gap, ...] = field(default_factory=tuple)
 
 
+def host_quota_gaps(cfg: ClusterConfig, nearest: str) -> list[Gap]:
+    """One gap per queue or cohort table that sets a ``cpu``/``memory`` quota (launcher/host_quota.py):
+    the exports carry device quotas only. ``nearest``: the target's mechanism, for the operator."""
+    gaps: list[Gap] = []
+    tables: list[tuple[str, int, QueueConfig | CohortConfig]] = [("queues", i, t) for i, t in enumerate(cfg.queues)]
+    tables += [("cohorts", i, t) for i, t in enumerate(cfg.cohorts)]
+    for kind, i, t in tables:
+        for key in ("nominal", "borrowing_limit", "lending_limit"):
+            for res in HOST_RESOURCES:
+                if res in getattr(t, key):
+                    gaps.append(Gap(f"{kind}[{i}].{key}.{res}", f"the {res} quota is not exported", nearest))
+    return gaps
+
+
 def resource_names(cfg: ClusterConfig, inv: Inventory) -> list[str]:
     """Every labgang resource the config or the inventory mentions: ``gpu`` first, then MIG profiles sorted."""
     names: set[str] = set()
     tables: list[QueueConfig | CohortConfig] = [*cfg.queues, *cfg.cohorts]
     for t in tables:
         names |= set(t.nominal) | set(t.borrowing_limit) | set(t.lending_limit)
+    names -= set(HOST_RESOURCES)  # host CPUs and memory are not devices: host_quota_gaps says so
     if inv.gpu_models():
         names.add(GPU)
     names |= {MIG_PREFIX + p for p in inv.mig_profiles()}

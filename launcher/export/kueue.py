@@ -36,6 +36,7 @@ from labgang.launcher.export.common import (
     cohort_table,
     dns_name,
     header_lines,
+    host_quota_gaps,
     resource_names,
     split_quota,
     unique,
@@ -196,7 +197,7 @@ def _namespaces(q: QueueConfig, index: int, namespace_per: str) -> list[str]:
 
 
 def _gaps(cfg: ClusterConfig, inv: Inventory, namespace_per: str, queue_ns: dict[str, list[str]]) -> list[Gap]:
-    gaps: list[Gap] = []
+    gaps: list[Gap] = host_quota_gaps(cfg, "add cpu and memory to the ClusterQueue's coveredResources by hand")
     models = inv.gpu_models()
     for i, q in enumerate(cfg.queues):
         ns = ", ".join(queue_ns[q.name])

@@ -39,6 +39,7 @@ from labgang.launcher.export.common import (
     borrow_cap,
     cohort_members,
     header_lines,
+    host_quota_gaps,
     resource_names,
     split_quota,
     tree_peers,
@@ -173,7 +174,7 @@ def _node_gres(node: NodeGpus) -> list[str]:
 
 
 def _gaps(cfg: ClusterConfig, mode: str, inv: Inventory) -> list[Gap]:
-    gaps: list[Gap] = []
+    gaps: list[Gap] = host_quota_gaps(cfg, "add cpu=N,mem=M to the QOS GrpTRES by hand")
     for i, q in enumerate(cfg.queues):
         if q.cohort is not None and _borrowable(cfg, q):  # a queue that never borrows gets no -borrow QOS
             gaps.append(

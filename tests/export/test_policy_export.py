@@ -105,3 +105,20 @@ def test_kueue_says_what_does_not_translate() -> None:
         "priority_classes (who may use a raw number)",
     } <= fields
     assert not any(f.startswith("queues[1].max") for f in fields)
+
+
+def test_host_cpu_and_memory_quotas_are_gaps_and_never_counted_as_gpus() -> None:
+    cfg = _config(vision={"nominal": {"gpu": 3, "cpu": 16, "memory": "64G"}})
+    _, limits, gaps = _script(cfg)
+    assert "modify qos where name=vision set GrpTRES=gres/gpu=3" in limits  # not 3 + 16 + 64G "GPUs"
+    assert (
+        "queues[0].nominal.cpu: the cpu quota is not exported; nearest: add cpu=N,mem=M to the QOS GrpTRES by hand"
+        in gaps
+    )
+    assert any(g.startswith("queues[0].nominal.memory: the memory quota is not exported") for g in gaps)
+    yaml_text = kueue.export(cfg, Inventory(), "test").files[kueue.FILE_NAME]
+    assert "nvidia.com/cpu" not in yaml_text and "nvidia.com/memory" not in yaml_text
+    assert any(
+        g.line().startswith("queues[0].nominal.cpu: the cpu quota is not exported")
+        for g in kueue.export(cfg, Inventory(), "test").gaps
+    )
