@@ -38,6 +38,7 @@ from labgang.agent.fence import NodeFence
 from labgang.agent.hostres import HostCapacity
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink
+from labgang.agent.mps import MpsDaemons
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.procfacts import ProcessFacts
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
@@ -123,6 +124,7 @@ class AgentService:
         self._inv_sent_at = 0.0
         self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
         self.host_limits: HostLimits | None = None  # whether ranks' CPUs/memory are enforced (decided at start)
+        self.mps: MpsDaemons | None = None  # the MPS control daemons of MPS ranks (agent/mps.py), or None
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -159,6 +161,7 @@ class AgentService:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
+        self.mps = self._open_mps(backend)
         self.supervisor = Supervisor.from_config(
             paths.agent_state_dir(self.state_dir),
             sup_cfg,
@@ -168,6 +171,7 @@ class AgentService:
             cgroups=cgroups,
             lease_file=self.fence.lease_file,
             journal_writer=ThreadWriter(),  # journal writes off the event loop, in order (writer.py)
+            mps=self.mps,
         )
         # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
         # even if this agent never reaches the coordinator.
@@ -177,6 +181,29 @@ class AgentService:
         self.fence.adopt(self.supervisor.ranks())  # fenced by their small parents while no agent ran
         for event in events:
             self._queue_event(event.to_dict())
+
+    def _open_mps(self, backend: NvmlBackend) -> MpsDaemons | None:
+        """The node's MPS control daemons for the ``mps`` setting (``agent/mps.py``), said once; None = no MPS.
+
+        Raises:
+            AgentConfigError: ``mps = "nvidia"`` without ``nvidia-cuda-mps-control`` on PATH.
+        """
+        from labgang.agent.mps import open_mps_control
+        from labgang.agent.nvml.simulated import SimulatedNvml
+
+        simulated = bool(self.config.simulate) or isinstance(backend, SimulatedNvml)
+        try:
+            control = open_mps_control(self.config.mps, simulated=simulated)
+        except ValueError as exc:
+            from labgang.agent.config import AgentConfigError
+
+            raise AgentConfigError(str(exc)) from None
+        if control is None:
+            log.info("MPS: off (mps = %s); MPS ranks are refused on this node", self.config.mps)
+            return None
+        root = Path(self.config.mps_dir) if self.config.mps_dir else self.state_dir / "mps"
+        log.info("MPS: %s control daemons, one per card and user, under %s", control.name, root)
+        return MpsDaemons(control, root)
 
     def _decide_confinement(
         self, backend: NvmlBackend, first: NodeInventory, cfg: SupervisorConfig
