@@ -165,6 +165,9 @@ class GpuInfo:
             without it). See ``docs/topology.md``.
         cpu_affinity: the CPUs closest to the GPU, ascending (``nvmlDeviceGetCpuAffinity``;
             sysfs ``local_cpulist`` on a real driver without it).
+        mps_processes: the MPS clients on the GPU (``nvmlDeviceGetMPSComputeRunningProcesses_v3``),
+            which ``processes`` does not list (it shows their ``nvidia-cuda-mps-server``, holding
+            their memory); read only when ``processes`` lists any. ``()`` = none.
     """
 
     index: int
@@ -189,6 +192,7 @@ class GpuInfo:
     mig_devices: tuple[MigDeviceInfo, ...] = ()
     numa_node: int | Unavailable = Unavailable("unknown")
     cpu_affinity: tuple[int, ...] | Unavailable = Unavailable("unknown")
+    mps_processes: tuple[ProcessInfo, ...] | Unavailable = ()
 
     @property
     def lost(self) -> bool:
@@ -347,11 +351,24 @@ class NodeInventory:
         """
         by_uuid: dict[str, frozenset[int]] = {}
         for gpu in self.gpus:
-            by_uuid[gpu.uuid if isinstance(gpu.uuid, str) else ""] = _pids(gpu.processes)
+            by_uuid[gpu.uuid if isinstance(gpu.uuid, str) else ""] = _pids(gpu.processes) | _pids(gpu.mps_processes)
             for mig in gpu.mig_devices:
                 if isinstance(mig.uuid, str):
                     by_uuid[mig.uuid] = _pids(mig.processes)
         return {dev.uuid: by_uuid.get(dev.uuid, frozenset()) for dev in self.allocatable()}
+
+    def device_memory(self) -> dict[str, list[tuple[int, int | None]]]:
+        """(pid, used bytes or None when NVML cannot tell) of every process on each whole GPU,
+        MPS clients included (``agent/supervisor/budgets.py`` sums them per rank)."""
+        out: dict[str, list[tuple[int, int | None]]] = {}
+        for gpu in self.gpus:
+            if not isinstance(gpu.uuid, str):
+                continue
+            rows = out.setdefault(gpu.uuid, [])
+            for procs in (gpu.processes, gpu.mps_processes):
+                if not isinstance(procs, Unavailable):
+                    rows.extend((p.pid, p.used_memory_bytes if is_known(p.used_memory_bytes) else None) for p in procs)
+        return out
 
     def find(self, uuid: str) -> GpuInfo | MigDeviceInfo | None:
         """The GPU or MIG device with this UUID, or None."""
@@ -389,6 +406,7 @@ _NESTED: dict[tuple[type, str], type] = {
     (NodeInventory, "gpus"): GpuInfo,
     (NodeInventory, "links"): GpuLink,
     (GpuInfo, "processes"): ProcessInfo,
+    (GpuInfo, "mps_processes"): ProcessInfo,
     (GpuInfo, "mig_devices"): MigDeviceInfo,
     (MigDeviceInfo, "processes"): ProcessInfo,
 }
@@ -409,6 +427,8 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = value
     if isinstance(obj, GpuInfo):
         out["warnings"] = list(obj.warnings())
+        if obj.mps_processes == ():
+            del out["mps_processes"]  # no MPS client: the schema of a node without MPS is unchanged
     if isinstance(obj, GpuLink):
         out["link_class"] = obj.link_class
     return out

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 MPS_SETTINGS = ("auto", "nvidia", "simulated", "off")
@@ -95,6 +97,9 @@ class MpsControl(Protocol):
     def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
         """Stop that daemon and wait for it to end (bounded by :data:`STOP_TIMEOUT_S`)."""
 
+    def pids(self) -> set[int]:
+        """The pids of the MPS processes it runs (control daemons and servers): never foreign."""
+
 
 def _as_user(uid: int, gid: int) -> dict[str, int]:
     """Popen's ``user``/``group`` to run as ``uid`` when the agent is root (else as itself)."""
@@ -147,16 +152,28 @@ class NvidiaMpsControl:
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("MPS control daemon of uid %s on %s did not take quit: %s", uid, card, exc)
 
+    def pids(self) -> set[int]:
+        """The running ``nvidia-cuda-mps-control`` and ``nvidia-cuda-mps-server`` processes (psutil)."""
+        names = {CONTROL_PROGRAM, "nvidia-cuda-mps-server"}
+        return {p.info["pid"] for p in psutil.process_iter(["pid", "name"]) if p.info["name"] in names}
+
 
 class SimulatedMpsControl:
     """A small real process per daemon (``labgang.agent.mps_sim``), kept as the agent's child and reaped.
 
-    Its start waits for the daemon's ``serving`` line (its FIFO exists), never a fixed time.
+    Its start waits for the daemon's ``serving`` line (its FIFO exists), never a fixed time. The
+    daemon's environment marks it as its card's MPS server for the simulated NVML
+    (``SIM_MPS_ROLE=server``, no memory of its own: ``agent/nvml/simshare.py``) and carries the
+    agent's simulation scope (``LABGANG_SIM_SCOPE``), so other simulated instances ignore it.
+
+    Args:
+        scope: the agent's simulation scope; None = this process's ``LABGANG_SIM_SCOPE``, if any.
     """
 
     name = "simulated"
 
-    def __init__(self) -> None:
+    def __init__(self, scope: str | None = None) -> None:
+        self._scope = scope if scope is not None else os.environ.get("LABGANG_SIM_SCOPE")
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
 
     def start(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
@@ -168,7 +185,7 @@ class SimulatedMpsControl:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "labgang.agent.mps_sim", dirs.pipe, dirs.log],
-                env=daemon_environment(card, dirs),
+                env=self._environment(card, dirs),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -185,6 +202,12 @@ class SimulatedMpsControl:
             proc.wait()
             raise MpsUnavailable(f"simulated MPS control for card {card} ended before serving")
         self._procs[(card, uid)] = proc
+
+    def _environment(self, card: str, dirs: MpsDirs) -> dict[str, str]:
+        env = {**daemon_environment(card, dirs), "SIM_MPS_ROLE": "server", "SIM_GPU_MEMORY_MIB": "0"}
+        if self._scope:
+            env["LABGANG_SIM_SCOPE"] = self._scope
+        return env
 
     def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
         """Write ``quit`` to its FIFO, reap it (SIGKILL past :data:`STOP_TIMEOUT_S`)."""
@@ -206,13 +229,20 @@ class SimulatedMpsControl:
             proc.kill()
             proc.wait()
 
-    def pids(self) -> dict[tuple[str, int], int]:
-        """(card, uid) → pid of each simulated daemon running (for tests and the simulated NVML)."""
+    def daemons(self) -> dict[tuple[str, int], int]:
+        """(card, uid) → pid of each simulated daemon running."""
         return {key: p.pid for key, p in self._procs.items() if p.poll() is None}
 
+    def pids(self) -> set[int]:
+        """The pids of the simulated daemons running (each is its card's MPS server too)."""
+        return set(self.daemons().values())
 
-def open_mps_control(setting: str, *, simulated: bool) -> MpsControl | None:
+
+def open_mps_control(setting: str, *, simulated: bool, scope: str | None = None) -> MpsControl | None:
     """The MPS control for the agent's ``mps`` setting (see the module docstring); None = no MPS here.
+
+    Args:
+        simulated: the agent reads a simulated NVML. scope: its simulation scope (simulated daemons carry it).
 
     Raises:
         ValueError: ``setting`` is not one of :data:`MPS_SETTINGS`, or ``nvidia`` without the
@@ -223,7 +253,7 @@ def open_mps_control(setting: str, *, simulated: bool) -> MpsControl | None:
     if setting == "off":
         return None
     if setting == "simulated" or (setting == "auto" and simulated):
-        return SimulatedMpsControl()
+        return SimulatedMpsControl(scope)
     program = shutil.which(CONTROL_PROGRAM)
     if program is None:
         if setting == "nvidia":
@@ -291,6 +321,10 @@ class MpsDaemons:
                     del self._daemons[key]
                     self.control.stop(daemon.card, daemon.uid, daemon.gid, daemon.dirs)
                     log.info("MPS control daemon for uid %s on %s stopped", daemon.uid, daemon.card)
+
+    def pids(self) -> set[int]:
+        """The MPS processes of this node (never foreign on its cards); empty while no daemon runs."""
+        return self.control.pids() if self._daemons else set()
 
     def running(self) -> dict[str, list[int]]:
         """card UUID → uids whose daemon runs there (``labgang nodes``)."""

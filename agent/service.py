@@ -193,7 +193,8 @@ class AgentService:
 
         simulated = bool(self.config.simulate) or isinstance(backend, SimulatedNvml)
         try:
-            control = open_mps_control(self.config.mps, simulated=simulated)
+            scope = getattr(backend, "labgang_sim_scope", None)
+            control = open_mps_control(self.config.mps, simulated=simulated, scope=scope)
         except ValueError as exc:
             from labgang.agent.config import AgentConfigError
 

@@ -268,6 +268,10 @@ class ProcessModel:
                 out[pid] = used
         return sorted(out.items())
 
+    def live_pids(self, uuid: str) -> list[int]:
+        """The live processes whose ``CUDA_VISIBLE_DEVICES`` names device ``uuid`` (this scan)."""
+        return list(self._live_processes().get(uuid.lower(), []))
+
     def _live_processes(self) -> dict[str, list[int]]:
         """``{uuid (lower case): [pids]}`` of live processes whose CUDA_VISIBLE_DEVICES names it.
 

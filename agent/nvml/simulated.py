@@ -43,6 +43,7 @@ from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
 from labgang.agent.nvml.simdevices import SimDevices, SimHandle, fail
 from labgang.agent.nvml.simgpm import GpmModel
 from labgang.agent.nvml.simprocs import MIB, SCOPE_VARIABLE, Activity, ProcessModel
+from labgang.agent.nvml.simshare import OutOfMemory, ShareModel
 from labgang.agent.nvml.simtopo import TopologyModel
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class SimulatedNvml:
             self.labgang_clock = time.monotonic
             self.labgang_sleep = time.sleep
         self._processes = ProcessModel(self._devices, scope=scope, scan=scan_processes)
+        self._shares = ShareModel(self._devices, self._processes)
         self._gpm = GpmModel(self._devices, self.labgang_clock, self._processes.labgang_activity)
         self._topology = TopologyModel(self._devices)
         self._scope = scope
@@ -566,11 +568,22 @@ class SimulatedNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         """Unversioned call: ``NVMLLibraryMismatchError`` when the driver lacks ``_v3`` (pynvml ≥ 12.5xx)."""
-        return self._processes.nvmlDeviceGetComputeRunningProcesses(handle)
+        if "nvmlDeviceGetComputeRunningProcesses_v3" in self.machine.missing_functions:
+            return self._processes.nvmlDeviceGetComputeRunningProcesses(handle)
+        return self.nvmlDeviceGetComputeRunningProcesses_v3(handle)
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
-        """Rows with ``pid``, ``usedGpuMemory`` (bytes or None), ``gpuInstanceId``, ``computeInstanceId``."""
-        return self._processes.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+        """Rows with ``pid``, ``usedGpuMemory`` (bytes or None), ``gpuInstanceId``, ``computeInstanceId``;
+        a whole GPU's MPS clients are folded into their server (:class:`ShareModel`)."""
+        return self._shares.compute_rows(handle)
+
+    def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
+        """:meth:`ShareModel.nvmlDeviceGetMPSComputeRunningProcesses_v3`: the MPS clients of a whole GPU."""
+        return self._shares.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle)
+
+    def labgang_out_of_memory(self) -> list[OutOfMemory]:
+        """:meth:`ShareModel.out_of_memory`: the processes simulated cards refused memory to (and ended)."""
+        return self._shares.out_of_memory()
 
     nvmlDeviceGetComputeRunningProcesses_v2 = nvmlDeviceGetComputeRunningProcesses_v3
 

@@ -705,6 +705,8 @@ class Supervisor(SpareShims, RankStopper):
         """Every pid that belongs to a rank not yet ``GONE``: its small parent, live processes and any seen before."""
         snap = self._os.snapshot()
         pids: set[int] = {os.getpid()}
+        if self.mps is not None:
+            pids.update(self.mps.pids())  # the MPS daemons/servers of this node's MPS ranks
         for rec in self._ranks.values():
             if rec.state is RankState.GONE:
                 continue
@@ -724,6 +726,15 @@ class Supervisor(SpareShims, RankStopper):
             for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
                 found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
+
+    def memory_budgets(self) -> dict[tuple[str, int], tuple[str, int]]:
+        """(job_id, rank) → (its card's UUID, its ``--gpu-mem`` budget in bytes) for every rank not
+        yet ``GONE`` whose share grant has a budget (``budgets.py`` watches them)."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share.gpu_mem)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None and rec.spec.share.gpu_mem is not None
+        }
 
     def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
         """Processes on this node's devices that belong to no supervised rank or its descendants.

@@ -43,7 +43,7 @@ def test_an_mps_rank_gets_its_limits_and_its_daemons_folders(mps_sup, make_spec,
     assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == dirs.pipe and env["CUDA_MPS_LOG_DIRECTORY"] == dirs.log
     # The rank is gone: its daemon was told to quit and reaped, its FIFO removed.
-    assert daemons.running() == {} and control.pids() == {}
+    assert daemons.running() == {} and control.daemons() == {}
     assert not (Path(dirs.pipe) / "control").exists()
     log = (Path(dirs.log) / "control.log").read_text()
     assert "Starting control daemon" in log and "Accepting command: quit" in log
@@ -59,7 +59,7 @@ def test_one_daemon_serves_a_users_ranks_on_a_card_until_the_last_is_gone(mps_su
         grant = ShareGrant("mps", sm_percent=25)
         sup.launch(make_spec(["/bin/bash", "-c", script], job_id=f"job{i}", devices=(CARD,), share=grant))
     h.run_until(sup, h.all_in(sup, RankState.RUNNING))
-    (key, pid), *more = control.pids().items()
+    (key, pid), *more = control.daemons().items()
     assert key == (CARD, 0) and more == [] and daemons.running() == {CARD: [0]}
     assert h.pid_alive(pid)
     env = (Path(f"/proc/{sup.status('job1', 0).pid}/environ").read_bytes()).split(b"\0")
@@ -68,10 +68,10 @@ def test_one_daemon_serves_a_users_ranks_on_a_card_until_the_last_is_gone(mps_su
     )
     gates[0].unlink()
     h.run_until(sup, lambda: sup.status("job0", 0).state is RankState.GONE)
-    assert control.pids() == {(CARD, 0): pid}  # job1 still uses it
+    assert control.daemons() == {(CARD, 0): pid}  # job1 still uses it
     gates[1].unlink()
     h.run_until(sup, h.all_in(sup, RankState.GONE))
-    assert control.pids() == {} and not h.pid_alive(pid)
+    assert control.daemons() == {} and not h.pid_alive(pid)
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped by the agent, not left a zombie
 
@@ -83,7 +83,7 @@ def test_a_shard_rank_has_its_card_and_no_mps_variables(mps_sup, make_spec, h):
     env = _env_of(sup, "job1")
     assert env["CUDA_VISIBLE_DEVICES"] == CARD
     assert not [k for k in env if k.startswith("CUDA_MPS_")]
-    assert control.pids() == {} and daemons.running() == {}
+    assert control.daemons() == {} and daemons.running() == {}
 
 
 def test_an_mps_rank_on_a_node_without_mps_is_refused_and_nothing_starts(sup, make_spec, state_dir):
