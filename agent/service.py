@@ -42,6 +42,7 @@ from labgang.agent.mps import MpsDaemons
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.procfacts import ProcessFacts
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
+from labgang.agent.supervisor.budgets import find_over_budget
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
 from labgang.agent.supervisor.violations import find_violations
@@ -260,12 +261,17 @@ class AgentService:
         log.log(logging.INFO if quiet else logging.WARNING, "%s", self.host_limits.message())
 
     def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
-        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""
+        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``),
+        then the sharing ranks over their device-memory budget (``budgets.py``, ``kind = "gpu-mem"``)."""
         if self.supervisor is None:
             return []
         parents = {m.uuid: str(g.uuid) for g in inv.gpus for m in g.mig_devices if isinstance(m.uuid, str)}
-        found = find_violations(inv.device_pids(), self.supervisor.rank_processes(), parents)
-        return [v.to_dict() for v in found]
+        processes = self.supervisor.rank_processes()
+        found = [v.to_dict() for v in find_violations(inv.device_pids(), processes, parents)]
+        budgets = self.supervisor.memory_budgets()
+        if budgets:
+            found += [v.to_dict() for v in find_over_budget(inv.device_memory(), processes, budgets)]
+        return found
 
     def _device_pids(self) -> DeviceReading | None:
         """The supervisor's device check: the newest reading with its start time (None before the first)."""
@@ -581,7 +587,7 @@ class AgentService:
         key = (
             inv.allocatable(),
             inv.device_pids(),
-            tuple(sorted((v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
+            tuple(sorted((v.get("kind", ""), v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
         )
         return message, key
 

@@ -1,10 +1,12 @@
 """A real agent (simulated NVML, real supervisor, real rank and MPS daemon processes) given a
 launch whose spec carries a share grant over its link: ``--mps 50 --gpu-mem 20G`` reaches the
-rank's environment, served by that card's MPS control daemon while the rank runs."""
+rank's environment, served by that card's MPS control daemon while the rank runs; a shard rank
+using more device memory than its ``--gpu-mem`` is reported in the agent's violations."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,15 +43,9 @@ async def agent_and_link(tmp_path, monkeypatch, sim_scope):
     await end.stop()
 
 
-async def test_an_mps_50_gpu_mem_20g_rank_gets_those_limits(agent_and_link, tmp_path: Path):
-    agent, end = agent_and_link
-    assert agent.mps is not None and agent.mps.control.name == "simulated"
-    card = agent.inventory.allocatable()[0].uuid
-    out, gate = tmp_path / "env", tmp_path / "gate"
-    gate.write_text("")
-    script = f'env > "{out}.tmp" && mv "{out}.tmp" "{out}"; while [ -e "{gate}" ]; do sleep 0.05; done'
-    spec = {
-        "job_id": "25.0",
+def _spec(tmp_path: Path, job_id: str, card: str, argv: list[str], share: dict, **env: str) -> dict:
+    return {
+        "job_id": job_id,
         "rank": 0,
         "local_rank": 0,
         "world_size": 1,
@@ -58,14 +54,24 @@ async def test_an_mps_50_gpu_mem_20g_rank_gets_those_limits(agent_and_link, tmp_
         "master_addr": "127.0.0.1",
         "master_port": 29500,
         "devices": [card],
-        "argv": ["/bin/bash", "-c", script],
-        "env": {"PATH": "/usr/bin:/bin"},
+        "argv": argv,
+        "env": {"PATH": "/usr/bin:/bin", **env},
         "cwd": str(tmp_path),
         "uid": 0,
         "grace": 0.5,
-        "share": {"kind": "mps", "shards": 0, "sm_percent": 50, "gpu_mem": 20 * GIB},
+        "share": share,
     }
-    await end.command("launch", {"specs": [spec]})
+
+
+async def test_an_mps_50_gpu_mem_20g_rank_gets_those_limits(agent_and_link, tmp_path: Path):
+    agent, end = agent_and_link
+    assert agent.mps is not None and agent.mps.control.name == "simulated"
+    card = agent.inventory.allocatable()[0].uuid
+    out, gate = tmp_path / "env", tmp_path / "gate"
+    gate.write_text("")
+    script = f'env > "{out}.tmp" && mv "{out}.tmp" "{out}"; while [ -e "{gate}" ]; do sleep 0.05; done'
+    share = {"kind": "mps", "shards": 0, "sm_percent": 50, "gpu_mem": 20 * GIB}
+    await end.command("launch", {"specs": [_spec(tmp_path, "25.0", card, ["/bin/bash", "-c", script], share)]})
     await end.wait(lambda: out.exists())
     env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
     assert env["CUDA_VISIBLE_DEVICES"] == card
@@ -78,3 +84,40 @@ async def test_an_mps_50_gpu_mem_20g_rank_gets_those_limits(agent_and_link, tmp_
     gate.unlink()
     await end.wait(lambda: end.events("gone"))
     assert agent.mps.running() == {} and not (pipe / "control").exists()
+
+
+def _budget_violations(end: CoordinatorEnd) -> list[dict]:
+    return [v for m in end.messages for v in (m.get("violations") or []) if v.get("kind") == "gpu-mem"]
+
+
+async def test_a_shard_rank_over_its_gpu_mem_budget_is_reported_naming_its_process(agent_and_link, tmp_path: Path):
+    agent, end = agent_and_link
+    card = agent.inventory.allocatable()[1].uuid
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    within = {"kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem": 2 * GIB}
+    over = {"kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem": 1 * GIB}
+    await end.command(
+        "launch",
+        {
+            "specs": [
+                _spec(tmp_path, "30.0", card, sleep, within, SIM_GPU_MEMORY_MIB="1024"),
+                _spec(tmp_path, "31.0", card, sleep, over, SIM_GPU_MEMORY_MIB="1536"),
+            ]
+        },
+    )
+    (found, *_) = await end.wait(lambda: _budget_violations(end))
+    pid = agent.supervisor.status("31.0", 0).pid
+    assert found == {
+        "kind": "gpu-mem",
+        "job_id": "31.0",
+        "rank": 0,
+        "device": card,
+        "pid": pid,
+        "used": 1536 * 1024 * 1024,
+        "budget": 1 * GIB,
+        "allowed": [card],
+    }
+    assert {v["job_id"] for v in _budget_violations(end)} == {"31.0"}  # 1 GiB of a 2 GiB budget is fine
+    await end.command("stop_job", {"job_id": "31.0", "grace": 0.3, "warn": False})
+    await end.command("stop_job", {"job_id": "30.0", "grace": 0.3, "warn": False})
+    await end.wait(lambda: len(end.events("gone")) == 2)
