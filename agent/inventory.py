@@ -106,6 +106,29 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class Sharer:
+    """One rank sharing a GPU (``--shards``/``--mps``), as its node's agent granted it.
+
+    Attributes:
+        job: the labgang job id people see. rank: the global rank.
+        kind: ``"shard"`` (time-sliced) or ``"mps"``.
+        shards: shards of the card it holds (``shard``; 0 for ``mps``).
+        sm_percent: its share of the card's SMs (``mps``; None for ``shard``).
+        gpu_mem_bytes: its ``--gpu-mem`` budget, bytes, or None.
+        used_memory_bytes: device memory its processes use on the card now (MPS clients
+            included), bytes; 0 when NVML shows none of them.
+    """
+
+    job: str
+    rank: int
+    kind: str
+    shards: int = 0
+    sm_percent: int | None = None
+    gpu_mem_bytes: int | None = None
+    used_memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class MigDeviceInfo:
     """One MIG device (a compute instance inside a GPU instance) of a MIG-enabled GPU.
 
@@ -168,6 +191,8 @@ class GpuInfo:
         mps_processes: the MPS clients on the GPU (``nvmlDeviceGetMPSComputeRunningProcesses_v3``),
             which ``processes`` does not list (it shows their ``nvidia-cuda-mps-server``, holding
             their memory); read only when ``processes`` lists any. ``()`` = none.
+        sharers: the ranks sharing this GPU and what each was granted (filled in by the agent,
+            ``agent/sharers.py``; ``()`` = none, or an inventory straight from NVML).
     """
 
     index: int
@@ -193,6 +218,7 @@ class GpuInfo:
     numa_node: int | Unavailable = Unavailable("unknown")
     cpu_affinity: tuple[int, ...] | Unavailable = Unavailable("unknown")
     mps_processes: tuple[ProcessInfo, ...] | Unavailable = ()
+    sharers: tuple[Sharer, ...] = ()
 
     @property
     def lost(self) -> bool:
@@ -407,6 +433,7 @@ _NESTED: dict[tuple[type, str], type] = {
     (NodeInventory, "links"): GpuLink,
     (GpuInfo, "processes"): ProcessInfo,
     (GpuInfo, "mps_processes"): ProcessInfo,
+    (GpuInfo, "sharers"): Sharer,
     (GpuInfo, "mig_devices"): MigDeviceInfo,
     (MigDeviceInfo, "processes"): ProcessInfo,
 }
@@ -427,8 +454,9 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = value
     if isinstance(obj, GpuInfo):
         out["warnings"] = list(obj.warnings())
-        if obj.mps_processes == ():
-            del out["mps_processes"]  # no MPS client: the schema of a node without MPS is unchanged
+        for name in ("mps_processes", "sharers"):
+            if out[name] == []:
+                del out[name]  # nothing shared: the schema of a node without sharing is unchanged
     if isinstance(obj, GpuLink):
         out["link_class"] = obj.link_class
     return out

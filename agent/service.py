@@ -41,6 +41,7 @@ from labgang.agent.link import CoordinatorLink
 from labgang.agent.mps import MpsDaemons
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.procfacts import ProcessFacts
+from labgang.agent.sharers import with_sharers
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
 from labgang.agent.supervisor.budgets import find_over_budget
 from labgang.agent.supervisor.config import SupervisorConfig
@@ -126,6 +127,7 @@ class AgentService:
         self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
         self.host_limits: HostLimits | None = None  # whether ranks' CPUs/memory are enforced (decided at start)
         self.mps: MpsDaemons | None = None  # the MPS control daemons of MPS ranks (agent/mps.py), or None
+        self.sharing: dict[str, Any] | None = None  # {"mps", "gpu_mem"}: how this node serves shares (hello)
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -184,7 +186,8 @@ class AgentService:
             self._queue_event(event.to_dict())
 
     def _open_mps(self, backend: NvmlBackend) -> MpsDaemons | None:
-        """The node's MPS control daemons for the ``mps`` setting (``agent/mps.py``), said once; None = no MPS.
+        """The node's MPS control daemons for the ``mps`` setting (``agent/mps.py``), said once; None = no
+        MPS. Also decides how shard ranks' budgets are held (``confine/devmem.py``): :attr:`sharing`.
 
         Raises:
             AgentConfigError: ``mps = "nvidia"`` without ``nvidia-cuda-mps-control`` on PATH.
@@ -200,6 +203,11 @@ class AgentService:
             from labgang.agent.config import AgentConfigError
 
             raise AgentConfigError(str(exc)) from None
+        from labgang.agent.confine.devmem import decide_gpu_mem
+
+        gpu_mem = decide_gpu_mem(simulated=simulated, backend=backend)
+        log.info("--gpu-mem budgets of shard ranks: %s (%s)", gpu_mem.mode, gpu_mem.reason)
+        self.sharing = {"mps": control.name if control is not None else None, "gpu_mem": gpu_mem.to_dict()}
         if control is None:
             log.info("MPS: off (mps = %s); MPS ranks are refused on this node", self.config.mps)
             return None
@@ -301,13 +309,21 @@ class AgentService:
             "node": self.node,
             "version": labgang_version(),
             "address": self.config.address or self.node,
-            "inventory": self.facts.annotate(self.inventory, self.rank_owners()).to_dict(),
+            "inventory": self.annotated(self.inventory).to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
             "host_limits": self.host_limits.to_dict() if self.host_limits is not None else None,
+            "sharing": self.sharing,
             "violations": self.violations(self.inventory),
         }
+
+    def annotated(self, inv: NodeInventory) -> NodeInventory:
+        """``inv`` with its processes' host facts (``procfacts.py``) and each GPU's sharers (``sharers.py``)."""
+        assert self.supervisor is not None
+        owned = self.facts.annotate(inv, self.rank_owners())
+        grants = self.supervisor.share_grants()
+        return with_sharers(owned, grants, self.supervisor.rank_processes()) if grants else owned
 
     def _agent_dir(self) -> Path:
         """Where the supervisor journal and the lease file live."""
@@ -580,7 +596,7 @@ class AgentService:
         violations = self.violations(inv)
         message = {
             "type": "inventory",
-            "inventory": self.facts.annotate(inv, self.rank_owners()).to_dict(),
+            "inventory": self.annotated(inv).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
         }

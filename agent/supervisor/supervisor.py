@@ -65,7 +65,7 @@ from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
 from .spares import SpareShims
-from .spec import LaunchSpec
+from .spec import LaunchSpec, ShareGrant
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
@@ -726,6 +726,14 @@ class Supervisor(SpareShims, RankStopper):
             for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
                 found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
+
+    def share_grants(self) -> dict[tuple[str, int], tuple[str, ShareGrant]]:
+        """(job_id, rank) → (its card's UUID, its share grant) for every sharing rank not yet ``GONE``."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None
+        }
 
     def memory_budgets(self) -> dict[tuple[str, int], tuple[str, int]]:
         """(job_id, rank) → (its card's UUID, its ``--gpu-mem`` budget in bytes) for every rank not

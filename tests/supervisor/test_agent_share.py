@@ -17,6 +17,7 @@ from labgang.agent.nvml import open_backend
 from labgang.agent.service import AgentService
 
 GIB = 1024**3
+MIB = 1024**2
 
 
 @pytest.fixture
@@ -113,11 +114,31 @@ async def test_a_shard_rank_over_its_gpu_mem_budget_is_reported_naming_its_proce
         "rank": 0,
         "device": card,
         "pid": pid,
-        "used": 1536 * 1024 * 1024,
+        "used": 1536 * MIB,
         "budget": 1 * GIB,
         "allowed": [card],
     }
     assert {v["job_id"] for v in _budget_violations(end)} == {"31.0"}  # 1 GiB of a 2 GiB budget is fine
+
+    # The inventory carries the card's sharers, each with its grant and its usage (labgang nodes, top, /metrics).
+    def sharers_using_memory() -> list[dict] | None:
+        for m in reversed(end.messages):
+            for g in (m.get("inventory") or {}).get("gpus", []):
+                if g["uuid"] == card and len(g.get("sharers", [])) == 2:
+                    return g["sharers"] if all(s["used_memory_bytes"] for s in g["sharers"]) else None
+        return None
+
+    assert await end.wait(sharers_using_memory) == [
+        {"job": "30", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 2 * GIB,
+         "used_memory_bytes": 1024 * MIB},
+        {"job": "31", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 1 * GIB,
+         "used_memory_bytes": 1536 * MIB},
+    ]  # fmt: skip
+    assert agent.sharing == {
+        "mps": "simulated",
+        "gpu_mem": {"mode": "watched", "reason": "simulated GPUs: budgets are watched through NVML"},
+    }
+    assert end.messages[0]["type"] == "hello" and end.messages[0]["sharing"] == agent.sharing
     await end.command("stop_job", {"job_id": "31.0", "grace": 0.3, "warn": False})
     await end.command("stop_job", {"job_id": "30.0", "grace": 0.3, "warn": False})
     await end.wait(lambda: len(end.events("gone")) == 2)
