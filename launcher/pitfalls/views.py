@@ -111,7 +111,11 @@ class NodeView:
             last_seen=_opt_float(d.get("last_seen")),
             devices=tuple(DeviceView.from_api(name, x) for x in d.get("devices", ())),
             confinement=d.get("confinement") if isinstance(d.get("confinement"), Mapping) else None,
-            violations=tuple(ViolationView.from_api(x) for x in d.get("violations") or ()),
+            violations=tuple(
+                ViolationView.from_api(x)
+                for x in d.get("violations") or ()
+                if x.get("kind") != "gpu-mem"  # a budget, not a device, violation: the job's history says it
+            ),
         )
 
 
