@@ -94,6 +94,7 @@ class NodeView:
     last_seen: float | None = None
     confinement: Mapping[str, Any] | None = None
     violations: tuple[ViolationView, ...] = ()
+    shards_per_gpu: int | None = None  # the cluster's [sharing] for this node; None = not said
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> NodeView:
@@ -116,6 +117,7 @@ class NodeView:
                 for x in d.get("violations") or ()
                 if x.get("kind") != "gpu-mem"  # a budget, not a device, violation: the job's history says it
             ),
+            shards_per_gpu=d["shards_per_gpu"] if isinstance(d.get("shards_per_gpu"), int) else None,
         )
 
 
