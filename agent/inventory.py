@@ -393,7 +393,7 @@ class NodeInventory:
             rows = out.setdefault(gpu.uuid, [])
             for procs in (gpu.processes, gpu.mps_processes):
                 if not isinstance(procs, Unavailable):
-                    rows.extend((p.pid, p.used_memory_bytes if is_known(p.used_memory_bytes) else None) for p in procs)
+                    rows.extend((p.pid, _bytes(p.used_memory_bytes)) for p in procs)
         return out
 
     def find(self, uuid: str) -> GpuInfo | MigDeviceInfo | None:
@@ -418,6 +418,10 @@ class NodeInventory:
             ValueError: a required field is missing or has the wrong type (the message names it).
         """
         return _from_dict(cls, data, "inventory")
+
+
+def _bytes(value: int | Unavailable) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:

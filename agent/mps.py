@@ -101,11 +101,11 @@ class MpsControl(Protocol):
         """The pids of the MPS processes it runs (control daemons and servers): never foreign."""
 
 
-def _as_user(uid: int, gid: int) -> dict[str, int]:
-    """Popen's ``user``/``group`` to run as ``uid`` when the agent is root (else as itself)."""
+def _as_user(uid: int, gid: int) -> tuple[int | None, int | None, list[int] | None]:
+    """Popen's ``user``, ``group``, ``extra_groups`` to run as ``uid`` when the agent is root (else as itself)."""
     if os.geteuid() == 0 and uid != 0:
-        return {"user": uid, "group": gid, "extra_groups": []}  # type: ignore[dict-item]
-    return {}
+        return uid, gid, []
+    return None, None, None
 
 
 class NvidiaMpsControl:
@@ -122,6 +122,7 @@ class NvidiaMpsControl:
         Raises:
             MpsUnavailable: the program is missing or exits non-zero (with its output).
         """
+        user, group, extra = _as_user(uid, gid)
         try:
             done = subprocess.run(
                 [self.program, "-d"],
@@ -129,7 +130,9 @@ class NvidiaMpsControl:
                 capture_output=True,
                 timeout=STOP_TIMEOUT_S,
                 check=False,
-                **_as_user(uid, gid),  # type: ignore[arg-type]
+                user=user,
+                group=group,
+                extra_groups=extra,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise MpsUnavailable(f"{self.program} -d for card {card}: {exc}") from None
@@ -139,6 +142,7 @@ class NvidiaMpsControl:
 
     def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
         """``quit`` to the daemon (``echo quit | nvidia-cuda-mps-control`` with its folders)."""
+        user, group, extra = _as_user(uid, gid)
         try:
             subprocess.run(
                 [self.program],
@@ -147,7 +151,9 @@ class NvidiaMpsControl:
                 capture_output=True,
                 timeout=STOP_TIMEOUT_S,
                 check=False,
-                **_as_user(uid, gid),  # type: ignore[arg-type]
+                user=user,
+                group=group,
+                extra_groups=extra,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.warning("MPS control daemon of uid %s on %s did not take quit: %s", uid, card, exc)
@@ -182,6 +188,7 @@ class SimulatedMpsControl:
         Raises:
             MpsUnavailable: it could not be spawned, or ended before serving.
         """
+        user, group, extra = _as_user(uid, gid)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "labgang.agent.mps_sim", dirs.pipe, dirs.log],
@@ -190,7 +197,9 @@ class SimulatedMpsControl:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
-                **_as_user(uid, gid),  # type: ignore[arg-type]
+                user=user,
+                group=group,
+                extra_groups=extra,
             )
         except OSError as exc:
             raise MpsUnavailable(f"simulated MPS control for card {card}: {exc}") from None

@@ -76,8 +76,8 @@ def find_over_budget(
             if owner is None:
                 continue
             key = (owner[0], owner[1])
-            budget = budgets.get(key)
-            if budget is None or budget[0] != device:
+            granted = budgets.get(key)
+            if granted is None or granted[0] != device:
                 continue
             per_pid = used.setdefault(key, {})
             per_pid[pid] = max(per_pid.get(pid, 0), nbytes or 0)  # a client listed twice counts once

@@ -73,7 +73,8 @@ class ShareGrant:
         else:
             if self.shards != 0 or not _is_int(self.shards):
                 raise InvalidSpec("share.shards", f"{self.shards!r} is set on an mps grant", "0 when kind is mps")
-            if not _is_int(self.sm_percent) or not 1 <= self.sm_percent <= 100:
+            sm = self.sm_percent
+            if sm is None or not _is_int(sm) or not 1 <= sm <= 100:
                 raise InvalidSpec("share.sm_percent", f"{self.sm_percent!r} is not a percentage of SMs", "1..100")
         if self.gpu_mem is not None and not (_is_int(self.gpu_mem) and self.gpu_mem >= 1):
             raise InvalidSpec("share.gpu_mem", f"{self.gpu_mem!r} is not a number of bytes", "an integer >= 1, or null")

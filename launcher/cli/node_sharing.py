@@ -23,7 +23,8 @@ def sharing_line(sharing: Any) -> str:
     if not isinstance(sharing, Mapping):
         return "sharing: unknown (the agent does not say)"
     mps = sharing.get("mps")
-    gpu_mem = sharing.get("gpu_mem") if isinstance(sharing.get("gpu_mem"), Mapping) else {}
+    said = sharing.get("gpu_mem")
+    gpu_mem: Mapping[str, Any] = said if isinstance(said, Mapping) else {}
     mode = str(gpu_mem.get("mode", "unknown"))
     return (
         f"sharing: MPS {'by ' + str(mps) + ' control daemons' if mps else 'off'}; "
@@ -59,7 +60,8 @@ def card_lines(gpu: Mapping[str, Any], shards_per_gpu: int | None) -> list[str]:
 def node_sharing_lines(node: Mapping[str, Any]) -> list[str]:
     """Every sharing line of one node of ``GET /v1/nodes`` (the node line, then each shared card's)."""
     lines = [sharing_line(node.get("sharing"))]
-    inventory = node.get("inventory") if isinstance(node.get("inventory"), Mapping) else {}
+    sent = node.get("inventory")
+    inventory: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
     spg = node.get("shards_per_gpu")
     for gpu in inventory.get("gpus") or []:
         if isinstance(gpu, Mapping):

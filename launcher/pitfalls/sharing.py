@@ -21,7 +21,7 @@ def _gib(b: float) -> str:
 
 def _shared(snapshot: ClusterSnapshot) -> Iterable[DeviceSample]:
     for dev in iter_devices(snapshot):
-        if not dev.is_mig and getattr(dev.info, "sharers", ()):
+        if not dev.is_mig and dev.info.sharers:  # a whole GPU's info is a GpuInfo
             yield dev
 
 

@@ -91,7 +91,9 @@ def test_two_busy_sharers_contend_and_a_busy_one_next_to_an_idle_one_does_not(ma
     t = PitfallThresholds(sharer_busy_pct=10)  # two spinning processes on a loaded CI host still pass 10 %
 
     def procs(inv: NodeInventory) -> dict:
-        return {p.pid: p for p in inv.gpus[0].processes}
+        listed = inv.gpus[0].processes
+        assert isinstance(listed, tuple), listed
+        return {p.pid: p for p in listed}
 
     def both_busy(inv: NodeInventory) -> bool:
         seen = procs(inv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from labgang.agent.inventory import Sharer, read_inventory
 from labgang.agent.nvml.simulated import SimulatedNvml
@@ -32,7 +33,7 @@ def _snapshot(shards_per_gpu: int | None) -> ClusterSnapshot:
     mps = (Sharer("14", 1, "mps", sm_percent=30, used_memory_bytes=2 * GIB),)
     gpus = (dataclasses.replace(inv.gpus[0], sharers=shared), dataclasses.replace(inv.gpus[1], sharers=mps))
     inv = dataclasses.replace(inv, gpus=gpus)
-    node = {"name": "n1", "inventory": inv.to_dict(), "devices": [], "shards_per_gpu": shards_per_gpu}
+    node: dict[str, Any] = {"name": "n1", "inventory": inv.to_dict(), "devices": [], "shards_per_gpu": shards_per_gpu}
     return ClusterSnapshot.from_api(1.0, {"nodes": [node]})
 
 

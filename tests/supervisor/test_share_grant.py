@@ -90,4 +90,4 @@ def test_a_bad_grant_on_the_wire_is_refused_naming_the_field(share, field):
 
 def test_a_spec_given_something_else_as_its_grant_is_refused():
     with pytest.raises(InvalidSpec, match=r"^share: "):
-        LaunchSpec(**BASE, share={"kind": "shard", "shards": 1})  # type: ignore[arg-type]
+        LaunchSpec(**BASE, share={"kind": "shard", "shards": 1})
