@@ -132,7 +132,7 @@ def create_app(
 
 async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
-    app[keys.COORDINATOR].metrics = app[keys.METRICS].scheduler
+    app[keys.COORDINATOR].report_to(app[keys.METRICS].scheduler)
     yield
 
 

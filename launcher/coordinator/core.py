@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
@@ -44,6 +44,10 @@ from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.metrics import SchedulerMetrics
+    from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -102,10 +106,8 @@ class Coordinator:
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
         self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
-        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.coordinator.metrics
-        # SchedulerMetrics) when the application serves /metrics; None otherwise.
-        self.metrics: Any = None
-        self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
+        self._metrics: SchedulerMetrics | None = None  # see report_to
+        self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
         self.dispatching: set[str] = set()  # run ids whose dispatch is under way
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
@@ -114,6 +116,27 @@ class Coordinator:
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+
+    # ----- parts the application attaches -------------------------------------------------------
+
+    @property
+    def metrics(self) -> SchedulerMetrics | None:
+        """Where cycles, admissions and preemptions are reported (``observe_cycle``, ``observe_admission``,
+        ``count_preemption``) when the application serves /metrics; None otherwise."""
+        return self._metrics
+
+    def report_to(self, metrics: SchedulerMetrics) -> None:
+        """Report cycles, admissions and preemptions to ``metrics`` from now on (``app.py``, with /metrics)."""
+        self._metrics = metrics
+
+    @property
+    def pitfalls(self) -> PitfallWatch | None:
+        """The pitfall watch the application runs beside this coordinator (``pitfall_watch.py``), or None."""
+        return self._pitfalls
+
+    def watch_pitfalls(self, watch: PitfallWatch) -> None:
+        """Serve ``watch``'s findings (``GET /v1/pitfalls``, /metrics, ``labgang show``) from now on."""
+        self._pitfalls = watch
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -186,10 +209,10 @@ class Coordinator:
         elif isinstance(effect, fx.WakeAt):
             self.wake_at(effect.time)
         elif isinstance(effect, fx.AdmissionObserved):
-            if self.metrics is not None:
-                self.metrics.observe_admission(effect.queue, effect.wait_s)
-        elif self.metrics is not None:  # PreemptionCounted
-            self.metrics.count_preemption(effect.queue, effect.why)
+            if self._metrics is not None:
+                self._metrics.observe_admission(effect.queue, effect.wait_s)
+        elif self._metrics is not None:  # PreemptionCounted
+            self._metrics.count_preemption(effect.queue, effect.why)
 
     def wake_at(self, when: float) -> None:
         """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
