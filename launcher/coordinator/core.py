@@ -24,9 +24,10 @@ from labgang.agent.inventory import NodeInventory
 from labgang.launcher import accounting
 from labgang.launcher.accounting import UsageTotals, team_lookup
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import arrays, dispatch, errors
+from labgang.launcher.coordinator import arrays, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
+from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
@@ -108,9 +109,9 @@ class Coordinator:
         self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
         self._metrics: SchedulerMetrics | None = None  # see report_to
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
-        self.dispatching: set[str] = set()  # run ids whose dispatch is under way
+        self.dispatcher = Dispatcher(self.agents, self, clock, config)  # launch, stop and signal commands
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
-        self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
+        self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
@@ -192,11 +193,11 @@ class Coordinator:
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
-            self.effect(partial(dispatch.signal_on_node, self, effect.node, effect.run_id, effect.signum))
+            self.effect(partial(self.dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
         elif isinstance(effect, fx.Dispatch):
-            self.effect(partial(dispatch.dispatch_job, self, effect.job))
+            self.effect(partial(self.dispatcher.dispatch_job, effect.job))
         elif isinstance(effect, fx.Launch):
-            self.effect(partial(dispatch.launch_on_node, self, effect.job, effect.node, effect.run_id))
+            self.effect(partial(self.dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
         elif isinstance(effect, fx.Finished):
             job = effect.job
             self.recent[job.id] = job
@@ -260,9 +261,13 @@ class Coordinator:
         stops, self._stops = self._stops, {}
         await self.store.durable()
         for node in sorted(stops):
-            self.spawn(dispatch.stop_jobs_on_node(self, node, stops[node]))
+            self.spawn(self.dispatcher.stop_jobs_on_node(node, stops[node]))
         for make in effects:
             self.spawn(make())
+
+    def begin_closing(self) -> None:
+        """An orderly stop has begun (``serve()``): the agents' disconnects from now on are no warning."""
+        self._closing = True
 
     async def close(self) -> None:
         """Cancel background tasks and wait for them."""
@@ -296,7 +301,7 @@ class Coordinator:
         if found is not None:
             reason, field = found
             raise Conflict(f"job can never start: {reason}", field=field)
-        targets = submission_targets(self, spec)
+        targets = submission_targets(self.store, self.model.jobs, self.recent, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
             tasks = arrays.insert_tasks(self, spec, array, now, targets)
@@ -360,12 +365,12 @@ class Coordinator:
             NotFound: no such job.
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
-        if job is None and str(job_id).isdigit() and not arrays.task_ids(self, str(int(job_id))):
+        if job is None and str(job_id).isdigit() and not arrays.task_ids(self.store, self.jobs, str(int(job_id))):
             task = self.store.task_with_seq(int(job_id))
             if task is not None:
                 job = self.jobs.get(task) or self.store.load_job(task)
         if job is None:
-            raise NotFound(arrays.no_job_message(self, str(job_id)), field="id")
+            raise NotFound(arrays.no_job_message(self.store, self.jobs, str(job_id)), field="id")
         return job
 
     def list_jobs(
@@ -643,7 +648,7 @@ class Coordinator:
         conn.connected = False
         conn.ws = None
         conn.fail_pending("disconnected")
-        (log.info if self.closing else log.warning)("node %s disconnected", conn.node)
+        (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
     # ----- agent messages and timers as lifecycle events -------------------------------------

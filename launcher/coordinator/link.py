@@ -82,13 +82,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         old = conn.ws
         if old is not None and old is not ws and not old.closed:
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
-        conn.ws = ws
-        conn.connected = True
-        conn.address = hello.address or request.remote or conn.node
-        conn.version = hello.version
-        conn.policy = hello.policy
-        conn.confinement = hello.confinement
-        conn.host_limits = hello.host_limits
+        conn.attach_link(ws, hello, request.remote)
         take_violations(conn, hello.violations, coord.clock(), coord.apply)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
