@@ -377,7 +377,7 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "host_limits": conn.host_limits,
                 "sharing": conn.sharing,
                 "shards_per_gpu": _shards_per_gpu(coord, name),
-                "violations": violation_views(coord, conn),
+                "violations": violation_views(conn, coord.job_for_run),
             }
         )
     return out

@@ -35,12 +35,12 @@ async def test_a_budget_violation_is_kept_shown_and_written_once(coord: Coordina
         "allowed": ["GPU-a"],
     }
     conn = coord.agents.nodes["n1"]
-    take_violations(coord, conn, [item])
-    take_violations(coord, conn, [{**item, "used": 7 * GIB}])  # every inventory while it lasts
+    take_violations(conn, [item], coord.clock(), coord.apply)
+    take_violations(conn, [{**item, "used": 7 * GIB}], coord.clock(), coord.apply)  # every inventory while it lasts
     lines = [h.message for h in coord.jobs[job_id].history if h.event == "gpu-mem-violation"]
     assert lines == ["rank 0 on n1 (pid 4242) uses 6.0 GiB of device GPU-a, over its --gpu-mem budget of 4.0 GiB"]
     assert not [h for h in coord.jobs[job_id].history if h.event == "device-violation"]
-    (view,) = violation_views(coord, conn)
+    (view,) = violation_views(conn, coord.job_for_run)
     assert view == {
         "job": job_id,
         "user": "root",
