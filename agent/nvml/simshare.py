@@ -82,7 +82,8 @@ class ShareModel:
         self._devices = devices
         self._processes = processes
         self._refused: list[OutOfMemory] = []
-        self._ended: set[tuple[int, float]] = set()  # (pid, start time) already ended for want of memory
+        # card UUID -> (pid, start time) of the processes ended for want of memory and still seen there
+        self._ended: dict[str, set[tuple[int, float]]] = {}
 
     def out_of_memory(self) -> list[OutOfMemory]:
         """Every process a simulated card refused memory to so far, oldest first."""
@@ -113,17 +114,19 @@ class ShareModel:
         if gpu.memory_total_mib is None:
             return
         total = int(gpu.memory_total_mib * MIB)
+        ended = self._ended.setdefault(gpu.uuid, set())
+        ended &= {(pid, f.started) for pid, f in facts.items()}  # forget those gone
         taken = int((gpu.memory_used_mib or 0) * MIB) + sum(b or 0 for p, b in rows.items() if p not in facts)
         for pid, f in sorted(facts.items(), key=lambda item: (item[1].started, item[0])):
             wanted = rows[pid] or 0
-            if (pid, f.started) in self._ended:
+            if (pid, f.started) in ended:
                 del rows[pid]  # refused already, not ended yet: it holds nothing
                 continue
             if taken + wanted <= total:
                 taken += wanted
                 continue
             del rows[pid]
-            self._ended.add((pid, f.started))
+            ended.add((pid, f.started))
             self._refused.append(OutOfMemory(gpu.uuid, pid, wanted, max(0, total - taken)))
             log.warning(
                 "simulated %s: out of memory for pid %d (wants %d MiB, %d MiB left): ended",
