@@ -156,3 +156,12 @@ async def test_series_is_open_to_any_user_on_the_socket(uid: int) -> None:
         assert status == 200 and "devices" in json.loads(data)
 
     await with_agent({}, check)
+
+
+def test_another_users_mps_client_command_is_hidden_too() -> None:
+    client = {"pid": 7, "used_memory_bytes": 1, "user": "mallory", "command": "python secret.py --token x"}
+    mine = {"pid": 8, "used_memory_bytes": 1, "user": "alice", "command": "python eval.py"}
+    node = {"name": "n1", "inventory": {"gpus": [{"uuid": "GPU-a", "processes": [], "mps_processes": [client, mine]}]}}
+    hidden = hide_commands(node, "alice")
+    assert [p["command"] for p in hidden["inventory"]["gpus"][0]["mps_processes"]] == [None, "python eval.py"]
+    assert node["inventory"]["gpus"][0]["mps_processes"][0]["command"] == "python secret.py --token x"  # a copy
