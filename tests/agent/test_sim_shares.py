@@ -44,7 +44,7 @@ def listed(procs: tuple[ProcessInfo, ...] | Unavailable) -> tuple[ProcessInfo, .
     return procs
 
 
-def _read_until(backend, done: Callable[[NodeInventory], bool], timeout: float = 10.0) -> NodeInventory:
+def _read_until(backend, done: Callable[[NodeInventory], bool], timeout: float = 30.0) -> NodeInventory:
     """Read inventories until ``done(inv)`` (a process is scanned once it has exec'd)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -73,7 +73,7 @@ async def test_an_mps_50_gpu_mem_20g_rank_gets_those_limits(agent_and_link, tmp_
     script = f'env > "{out}.tmp" && mv "{out}.tmp" "{out}"; while [ -e "{gate}" ]; do sleep 0.05; done'
     share = {"kind": "mps", "shards": 0, "sm_percent": 50, "gpu_mem": 20 * GIB}
     await end.command("launch", {"specs": [_spec(tmp_path, "25.0", card, ["/bin/bash", "-c", script], share)]})
-    await end.wait(lambda: out.exists())
+    await end.wait(lambda: out.exists(), timeout=30)
     env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
     assert env["CUDA_VISIBLE_DEVICES"] == card
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
@@ -106,7 +106,7 @@ async def test_a_shard_rank_over_its_gpu_mem_budget_is_reported_naming_its_proce
             ]
         },
     )
-    (found, *_) = await end.wait(lambda: _budget_violations(end))
+    (found, *_) = await end.wait(lambda: _budget_violations(end), timeout=30)
     pid = agent.supervisor.status("31.0", 0).pid
     assert found == {
         "kind": "gpu-mem",
@@ -128,7 +128,7 @@ async def test_a_shard_rank_over_its_gpu_mem_budget_is_reported_naming_its_proce
                     return g["sharers"] if all(s["used_memory_bytes"] for s in g["sharers"]) else None
         return None
 
-    assert await end.wait(sharers_using_memory) == [
+    assert await end.wait(sharers_using_memory, timeout=30) == [
         {"job": "30", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 2 * GIB,
          "used_memory_bytes": 1024 * MIB},
         {"job": "31", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 1 * GIB,
