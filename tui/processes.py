@@ -101,7 +101,8 @@ def process_rows(
         procs = dev.info.processes
         if not isinstance(procs, tuple) or (filters.node and dev.node != filters.node):
             continue
-        for p in procs:
+        clients = getattr(dev.info, "mps_processes", ())  # MPS clients hide behind their server
+        for p in procs + (clients if isinstance(clients, tuple) else ()):
             job = state.snapshot.job(p.job) if p.job else None
             if filters.user and p.user != filters.user:
                 continue

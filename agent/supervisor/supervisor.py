@@ -37,8 +37,9 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
   restart, checks each pid against its recorded start time, resumes a stop that was under
   way (restarting its grace period), and reports exits that happened while it was down.
 
-This module holds launch, the tick, recovery and the queries; the rank record and the state
-machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
+This module holds launch, the tick, recovery and the queries. The supervisor is composed of
+parts it holds: the rank records and their state machine (``ranks.RankTable``), the spare
+small parents (``spares.SpareShims``) and stopping and signalling (``stopping.RankStopper``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import functools
 import logging
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -64,9 +64,9 @@ from .errors import InvalidSpec, RankConflict, SupervisorError, UnknownJob
 from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
-from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
+from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord, RankTable
 from .spares import SpareShims
-from .spec import LaunchSpec
+from .spec import LaunchSpec, ShareGrant
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
@@ -80,11 +80,12 @@ PTY_FRAME_MAX = 4093
 if TYPE_CHECKING:
     from labgang.agent.confine.cgroup import RankCgroups
     from labgang.agent.confine.hostlimits import RankLimits
+    from labgang.agent.mps import MpsDaemons, MpsDirs
 
 log = logging.getLogger(__name__)
 
 
-class Supervisor(SpareShims, RankStopper):
+class Supervisor:
     """Start, stop, watch and re-adopt the gang ranks of one node.
 
     Args:
@@ -112,6 +113,9 @@ class Supervisor(SpareShims, RankStopper):
             folders, keeping write-before-signal (``writer.py``); default: an ``InlineWriter``
             (at once). The agent passes a ``ThreadWriter`` and awaits :meth:`journal_written`
             before it reports events or answers a command.
+        mps: the node's MPS control daemons (``agent/mps.py``): an MPS rank's daemon is started
+            before the rank and stopped once its user's last MPS rank on that card is gone;
+            None = no MPS here (an MPS rank is refused, ``InvalidSpec`` on ``share.kind``).
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -136,14 +140,14 @@ class Supervisor(SpareShims, RankStopper):
         cgroups: RankCgroups | None = None,
         lease_file: Path | None = None,
         journal_writer: JournalWriter | None = None,
+        mps: MpsDaemons | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
         self._writer: JournalWriter = journal_writer or InlineWriter()
         self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
         self.lease_file = lease_file  # the node lease each small parent watches (shim.LeaseWatch), or None
         self._extra_env = dict(extra_env or {})
-        self.spare_shims = spare_shims
-        self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
+        self.mps = mps  # the node's MPS control daemons (agent/mps.py), or None
         self._device_pids = device_pids
         self._clock = clock
         self._wall = wall_clock
@@ -152,7 +156,9 @@ class Supervisor(SpareShims, RankStopper):
         self._log_max_bytes = SupervisorConfig(log_max_bytes=log_max_bytes).log_max_bytes
         self._os: ProcessHost = host_os or HostOS()
         self._agent_uid = os.geteuid()
-        self._ranks: dict[tuple[str, int], RankRecord] = {}
+        self._table = RankTable(self._journal, self._writer, wall_clock)
+        self._spares = SpareShims(self._os, spare_shims)
+        self._stopper = RankStopper(self._table, self._os, self._writer, clock)
         if not self._journal.state_dir.exists():
             self._os.ensure_dir(self._journal.state_dir, 0o755)
         self._os.ensure_dir(self._journal.ranks_dir, 0o700)
@@ -188,6 +194,72 @@ class Supervisor(SpareShims, RankStopper):
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    @property
+    def _ranks(self) -> dict[tuple[str, int], RankRecord]:
+        """The rank table's records, ``(job id, rank)`` → record (``RankTable.ranks``)."""
+        return self._table.ranks
+
+    # ------------------------------------------------------------------ spare small parents (SpareShims)
+
+    def refill_spares(self) -> int:
+        """Start spare small parents until ``spare_shims`` wait; return how many were started
+        (``SpareShims.refill_spares``: call it when nothing is starting, it costs CPU).
+
+        Raises:
+            OSError: an interpreter could not be started.
+        """
+        return self._spares.refill_spares()
+
+    @property
+    def spares_missing(self) -> int:
+        """How many spare small parents :meth:`refill_spares` would start now."""
+        return self._spares.spares_missing
+
+    def close_spares(self) -> None:
+        """Let every spare small parent exit (end of its input) and reap it."""
+        self._spares.close_spares()
+
+    # ------------------------------------------------------------------ stopping and signalling (RankStopper)
+
+    def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
+        """Stop every local rank of a job: the warning signal first when ``warn`` and its spec has
+        one, else SIGTERM to the group now; :meth:`tick` sends SIGKILL after the grace period
+        (``RankStopper.stop_job`` has the details).
+
+        Args:
+            job_id: the job.
+            grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
+            warn: send the spec's warning signal ``warn_before`` seconds ahead of SIGTERM.
+
+        Returns:
+            The job's rank statuses after the call.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+            ValueError: ``grace`` is negative.
+        """
+        return self._stopper.stop_job(job_id, grace, warn=warn)
+
+    def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
+        """Stop several jobs at one instant, ``(job_id, grace, warn)`` each (``RankStopper.stop_jobs``).
+
+        Returns:
+            job_id → its rank statuses after the call (``[]`` for a job not supervised here).
+
+        Raises:
+            ValueError: a negative ``grace`` (nothing is stopped then).
+        """
+        return self._stopper.stop_jobs(stops)
+
+    def signal_job(self, job_id: str, signum: int) -> int:
+        """Send ``signum`` to every live process of every local rank of a job; return how many
+        processes or groups were signalled.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+        """
+        return self._stopper.signal_job(job_id, signum)
 
     @classmethod
     def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> Supervisor:
@@ -367,7 +439,13 @@ class Supervisor(SpareShims, RankStopper):
             allow_root=self._allow_root,
         )
         check_can_enter(spec.cwd, run_as)
-        procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
+        mps_dirs = self._mps_dirs(spec, run_as.uid, run_as.gid)
+        try:
+            procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
+        except BaseException:
+            if mps_dirs is not None and self.mps is not None:
+                self.mps.release((spec.job_id, spec.rank))
+            raise
 
         self._os.ensure_dir(rank_dir.parent, 0o700)
         self._os.ensure_dir(rank_dir, 0o700)
@@ -397,7 +475,7 @@ class Supervisor(SpareShims, RankStopper):
             rank_dir / J.LAUNCH,
             {
                 "argv": list(spec.argv),
-                "env": rank_environment(spec, run_as, self._extra_env),
+                "env": rank_environment(spec, run_as, self._extra_env, mps_dirs),
                 "cwd": spec.cwd,
                 "uid": run_as.uid,
                 "gid": run_as.gid,
@@ -421,6 +499,19 @@ class Supervisor(SpareShims, RankStopper):
         self._ranks[rec.key] = rec
         return rec
 
+    def _mps_dirs(self, spec: LaunchSpec, uid: int, gid: int, *, adopt: bool = False) -> MpsDirs | None:
+        """For an MPS rank, its card's and user's control daemon's folders (started if need be); else None.
+
+        Raises:
+            InvalidSpec: an MPS rank on a node without MPS (``share.kind``).
+            MpsUnavailable (an OSError): the daemon did not start.
+        """
+        if spec.share is None or spec.share.kind != "mps":
+            return None
+        if self.mps is None:
+            raise InvalidSpec("share.kind", "is mps but this node runs no MPS control daemon", "shard here")
+        return self.mps.acquire((spec.job_id, spec.rank), spec.devices[0], uid, gid, adopt=adopt)
+
     def _start(self, rec: RankRecord) -> RankStatus:
         """Start the small parent of a rank :meth:`_prepare` made ready.
 
@@ -429,16 +520,18 @@ class Supervisor(SpareShims, RankStopper):
         """
         spec = rec.spec
         try:
-            proc, ticks = self._start_shim(rec.dir)
+            proc, ticks = self._spares.start_shim(rec.dir)
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)
             if self.cgroups is not None:
                 self.cgroups.release(spec.job_id, spec.rank)
+            if self.mps is not None:
+                self.mps.release(rec.key)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         self._writer.write(rec.dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
-        self._save(rec)
+        self._table.save(rec)
         return rec.status()
 
     # ------------------------------------------------------------------ forget
@@ -456,7 +549,7 @@ class Supervisor(SpareShims, RankStopper):
             UnknownJob: no rank of this job is supervised here.
             RankConflict: one of its ranks is not ``GONE`` yet.
         """
-        ranks = self._job_ranks(job_id)
+        ranks = self._table.job_ranks(job_id)
         busy = [r.spec.rank for r in ranks if r.state is not RankState.GONE]
         if busy:
             raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
@@ -560,17 +653,17 @@ class Supervisor(SpareShims, RankStopper):
         # exit.json before rank.json: the shim writes rank.json first, so once its exit status is
         # seen, the rank's pid is too, and "started" is always reported before "exited".
         if not rec.exit_known:
-            self._read_exit_file(rec)
+            self._table.read_exit_file(rec)
         if rec.pid is None:
-            self._read_rank_file(rec)
+            self._table.read_rank_file(rec)
         if rec.pid is not None and not rec.started_reported:
             rec.started_reported = True
             if rec.state is RankState.STARTING:
-                events.append(self._transition(rec, RankState.RUNNING, "started"))
+                events.append(self._table.transition(rec, RankState.RUNNING, "started"))
             else:
-                events.append(self._event(rec, "started"))
+                events.append(self._table.event(rec, "started"))
 
-        live = self._live(rec, snap, shim_alive)
+        live = self._table.live(rec, snap, shim_alive)
         if rec.exit_known and rec.pid is not None:
             # The shim writes exit.json only after reaping the main process: a snapshot taken
             # before this tick read it may still list that process, which is no leftover to stop.
@@ -578,12 +671,12 @@ class Supervisor(SpareShims, RankStopper):
         grown = any(pid not in rec.known for pid in live)
         rec.known.update(live)
         if len(rec.known) > KNOWN_PIDS_LIMIT:
-            self._prune_known(rec, live)
+            self._table.prune_known(rec, live)
 
         if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
             # The small parent died without writing a status (killed from outside, or the host
             # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
-            self._read_exit_file(rec)
+            self._table.read_exit_file(rec)
             if not rec.exit_known:
                 rec.exit_known = True
                 rec.ended_at = self._wall()
@@ -594,32 +687,32 @@ class Supervisor(SpareShims, RankStopper):
         unsaved = rec.state if (rec.exit_known and not rec.exit_reported) or grown else None
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
-            events.append(self._event(rec, "exited"))
+            events.append(self._table.event(rec, "exited"))
 
         state = rec.state
         if state is RankState.WARNED and rec.exit_known and live:
             # The main process ended on the warning (checkpointed and quit): no reason to wait.
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
         elif state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
         elif state is RankState.STOPPING:
             # One SIGTERM (sent by _begin_term), then SIGKILL when the grace period ends, as
             # Slurm's KillWait: processes born during the stop (a cleanup handler's children)
             # are left alone, and the group is not signalled again (that would re-enter the
             # rank's TERM handler forever). Everything left at the deadline gets SIGKILL.
             if rec.kill_at is not None and now >= rec.kill_at:
-                self._transition(rec, RankState.KILLING)  # journalled before the SIGKILL goes
-                self._writer.then(functools.partial(self._send_all, rec, snap, signal.SIGKILL, live))
+                self._table.transition(rec, RankState.KILLING)  # journalled before the SIGKILL goes
+                self._writer.then(functools.partial(self._stopper.send_all, rec, snap, signal.SIGKILL, live))
         elif state is RankState.KILLING:
-            self._send_all(rec, snap, signal.SIGKILL, live)
+            self._stopper.send_all(rec, snap, signal.SIGKILL, live)
         elif state in (RankState.RUNNING, RankState.STARTING) and rec.exit_known and live:
             # The main process ended but some of its processes did not: they get the usual stop.
             log.info("rank %s/%s: main process exited, stopping %d leftover processes", *rec.key, len(live))
             rec.stop_grace = rec.spec.grace
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
 
         if rec.state not in (RankState.RELEASING, RankState.GONE) and rec.exit_known and not live:
-            self._transition(rec, RankState.RELEASING)
+            self._table.transition(rec, RankState.RELEASING)
         if rec.state is RankState.RELEASING and not shim_alive:
             if rec.released_at is None:
                 rec.released_at = seen_at
@@ -629,9 +722,11 @@ class Supervisor(SpareShims, RankStopper):
                 and reading.read_at >= rec.released_at
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
-                events.append(self._transition(rec, RankState.GONE, "gone"))
+                events.append(self._table.transition(rec, RankState.GONE, "gone"))
+                if self.mps is not None:
+                    self.mps.release(rec.key)  # its user's last MPS rank on the card: the daemon stops
         if unsaved is not None and rec.state is unsaved:
-            self._save(rec)
+            self._table.save(rec)
         return events
 
     # ------------------------------------------------------------------ recovery
@@ -672,14 +767,27 @@ class Supervisor(SpareShims, RankStopper):
                 rec.ended_at = saved.get("ended_at")
             rec.known = {int(pid): ticks for pid, ticks in (saved.get("known") or {}).items()}
             rec.stop_grace = saved.get("stop_grace")
-            self._read_rank_file(rec)
+            self._table.read_rank_file(rec)
             self._ranks[rec.key] = rec
             if rec.state in (RankState.WARNED, RankState.STOPPING):
                 rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
-                self._begin_term(rec, snap, now)
+                self._stopper.begin_term(rec, snap, now)
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
             log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)
+            if rec.state is not RankState.GONE and self.mps is not None and spec.share is not None:
+                try:
+                    run_as = resolve_run_as(
+                        spec.uid,
+                        spec.gid,
+                        job_id=job_id,
+                        agent_uid=self._agent_uid,
+                        allowed_uids=self._allowed_uids,
+                        allow_root=self._allow_root,
+                    )
+                    self._mps_dirs(spec, run_as.uid, run_as.gid, adopt=True)
+                except (SupervisorError, OSError) as exc:
+                    log.warning("rank %s/%s: its MPS control daemon is not served again: %s", job_id, rank, exc)
         return self.tick(now)
 
     # ------------------------------------------------------------------ foreign processes
@@ -688,13 +796,15 @@ class Supervisor(SpareShims, RankStopper):
         """Every pid that belongs to a rank not yet ``GONE``: its small parent, live processes and any seen before."""
         snap = self._os.snapshot()
         pids: set[int] = {os.getpid()}
+        if self.mps is not None:
+            pids.update(self.mps.pids())  # the MPS daemons/servers of this node's MPS ranks
         for rec in self._ranks.values():
             if rec.state is RankState.GONE:
                 continue
             if rec.shim_pid is not None:
                 pids.add(rec.shim_pid)
             pids.update(rec.known)
-            pids.update(self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
+            pids.update(self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
         return pids
 
     def rank_processes(self) -> dict[int, tuple[str, int, tuple[str, ...]]]:
@@ -704,9 +814,26 @@ class Supervisor(SpareShims, RankStopper):
         snap = self._os.snapshot() if active else None  # no /proc scan on an idle node
         for rec in active:
             assert snap is not None
-            for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
+            for pid in self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
                 found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
+
+    def share_grants(self) -> dict[tuple[str, int], tuple[str, ShareGrant]]:
+        """(job_id, rank) → (its card's UUID, its share grant) for every sharing rank not yet ``GONE``."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None
+        }
+
+    def memory_budgets(self) -> dict[tuple[str, int], tuple[str, int]]:
+        """(job_id, rank) → (its card's UUID, its ``--gpu-mem`` budget in bytes) for every rank not
+        yet ``GONE`` whose share grant has a budget (``budgets.py`` watches them)."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share.gpu_mem)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None and rec.spec.share.gpu_mem is not None
+        }
 
     def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
         """Processes on this node's devices that belong to no supervised rank or its descendants.

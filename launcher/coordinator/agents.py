@@ -18,9 +18,12 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.frames import Hello
 
 log = logging.getLogger("labgang.coordinator.agents")
 
@@ -50,6 +53,9 @@ class AgentConn:
             inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
         host_limits: whether its agent holds ranks to their CPUs and memory, from its hello
             (``{"enforced", "reason"}``, ``agent/confine/hostlimits.py``), or None.
+        sharing: how its agent serves shared cards, from its hello: ``{"mps": "nvidia" |
+            "simulated" | None, "gpu_mem": {"mode": "enforced" | "watched", "reason"}}``
+            (``agent/mps.py``, ``agent/confine/devmem.py``), or None from an agent that does not say.
     """
 
     node: str
@@ -67,6 +73,25 @@ class AgentConn:
     confinement: dict[str, Any] | None = None
     violations: list[Any] = field(default_factory=list)
     host_limits: dict[str, Any] | None = None  # whether its agent enforces ranks' CPUs/memory, from its hello
+    sharing: dict[str, Any] | None = None  # its MPS daemons and how --gpu-mem is held, from its hello
+
+    def attach_link(self, ws: web.WebSocketResponse, hello: Hello, remote: str | None) -> None:
+        """The agent's link is ``ws`` from now on: connected, with what its hello says of it.
+
+        Args:
+            ws: the agent's websocket.
+            hello: its parsed hello frame (address, version, policy, confinement, host limits, sharing).
+            remote: the peer address, the node's address when the hello names none.
+        """
+        self.ws = ws
+        self.connected = True
+        self.address = hello.address or remote or self.node
+        self.version = hello.version
+        self.policy = hello.policy
+        self.confinement = hello.confinement
+        self.host_limits = hello.host_limits
+        sharing = hello.message.get("sharing")
+        self.sharing = sharing if isinstance(sharing, dict) else None
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

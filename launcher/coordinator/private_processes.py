@@ -32,6 +32,7 @@ def hide_commands(node: dict[str, Any], user: str) -> dict[str, Any]:
         {
             **g,
             "processes": procs(g.get("processes")),
+            **({"mps_processes": procs(g["mps_processes"])} if "mps_processes" in g else {}),
             "mig_devices": [{**m, "processes": procs(m.get("processes"))} for m in g.get("mig_devices") or ()],
         }
         for g in inv.get("gpus") or ()
@@ -43,6 +44,7 @@ def _processes(inv: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for g in inv.get("gpus") or ():
         out.extend(p for p in g.get("processes") or () if isinstance(p, dict))
+        out.extend(p for p in g.get("mps_processes") or () if isinstance(p, dict))  # MPS clients
         for m in g.get("mig_devices") or ():
             out.extend(p for p in m.get("processes") or () if isinstance(p, dict))
     return out

@@ -11,15 +11,21 @@ cluster's ``violation`` policy).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.lifecycle.events import DeviceViolationSeen
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.agents import AgentConn
+    from labgang.launcher.lifecycle.records import JobRecord
 
 log = logging.getLogger("labgang.coordinator.violations")
 
 
 def _parse(node: str, item: Any, now: float) -> DeviceViolationSeen | None:
     try:
+        over_budget = item.get("kind") == "gpu-mem"  # a sharing rank over its --gpu-mem budget
         return DeviceViolationSeen(
             now,
             node,
@@ -28,28 +34,43 @@ def _parse(node: str, item: Any, now: float) -> DeviceViolationSeen | None:
             str(item["device"]),
             int(item["pid"]),
             tuple(str(d) for d in item.get("allowed") or ()),
+            int(item["used"]) if over_budget else None,
+            int(item["budget"]) if over_budget else None,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         log.warning("node %s sent a malformed device violation %r: ignored", node, item)
         return None
 
 
-def take_violations(coord: Any, conn: Any, items: Any) -> None:
+def take_violations(conn: AgentConn, items: object, now: float, apply: Callable[[DeviceViolationSeen], object]) -> None:
     """Keep ``conn``'s current violations and apply the new ones to the coordinator's model.
 
     Args:
-        coord: the :class:`~labgang.launcher.coordinator.core.Coordinator`.
         conn: the node's ``AgentConn``.
         items: the message's ``violations`` list; None (an agent that sends none) changes nothing.
+        now: the coordinator's clock (unix seconds), the time of the events.
+        apply: applies one new violation to the lifecycle model (``Coordinator.apply``).
     """
     if not isinstance(items, list):
         return
-    now = coord.clock()
     seen = [v for item in items if (v := _parse(conn.node, item, now)) is not None]
-    before = {(v.run_id, v.rank, v.device, v.pid) for v in conn.violations}
+    before = {(v.run_id, v.rank, v.device, v.pid, v.budget is None) for v in conn.violations}
     conn.violations = seen
     for violation in seen:
-        if (violation.run_id, violation.rank, violation.device, violation.pid) not in before:
+        key = (violation.run_id, violation.rank, violation.device, violation.pid, violation.budget is None)
+        if key not in before and violation.budget is not None:
+            log.warning(
+                "node %s: rank %s of job %s (pid %s) uses %s bytes of device %s, over its budget of %s",
+                conn.node,
+                violation.rank,
+                violation.run_id,
+                violation.pid,
+                violation.used,
+                violation.device,
+                violation.budget,
+            )
+            apply(violation)
+        elif key not in before:
             log.warning(
                 "node %s: rank %s of job %s (pid %s) on device %s, which it was not given",
                 conn.node,
@@ -58,14 +79,20 @@ def take_violations(coord: Any, conn: Any, items: Any) -> None:
                 violation.pid,
                 violation.device,
             )
-            coord.apply(violation)
+            apply(violation)
 
 
-def violation_views(coord: Any, conn: Any) -> list[dict[str, Any]]:
-    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user."""
+def violation_views(conn: AgentConn, job_for_run: Callable[[str], JobRecord | None]) -> list[dict[str, Any]]:
+    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user;
+    a budget violation also ``kind = "gpu-mem"``, ``used`` and ``budget`` (bytes).
+
+    Args:
+        conn: the node's ``AgentConn``.
+        job_for_run: the job of a run id (``"<job id>.<attempt>"``), or None (``Coordinator.job_for_run``).
+    """
     out = []
     for v in conn.violations:
-        job = coord.job_for_run(v.run_id)
+        job = job_for_run(v.run_id)
         out.append(
             {
                 "job": job.id if job is not None else v.run_id,
@@ -74,6 +101,7 @@ def violation_views(coord: Any, conn: Any) -> list[dict[str, Any]]:
                 "pid": v.pid,
                 "device": v.device,
                 "allowed": list(v.allowed),
+                **({"kind": "gpu-mem", "used": v.used, "budget": v.budget} if v.budget is not None else {}),
             }
         )
     return out

@@ -132,7 +132,9 @@ def test_hide_commands_copies_only_what_it_changes() -> None:
 
 async def test_series_serves_the_watch_samples_and_refuses_a_bad_window() -> None:
     async def check(app: web.Application, port: int) -> None:
-        app[keys.COORDINATOR].pitfalls.sample()  # the watch's loop does this every 2 s
+        watch = app[keys.COORDINATOR].pitfalls
+        assert watch is not None  # the app runs one
+        watch.sample()  # the watch's loop does this every 2 s
         status, body = await tcp_get(port, "/v1/series?seconds=60", READ)
         assert status == 200 and body["window_s"] == 60
         (dev,) = body["devices"]
@@ -154,3 +156,13 @@ async def test_series_is_open_to_any_user_on_the_socket(uid: int) -> None:
         assert status == 200 and "devices" in json.loads(data)
 
     await with_agent({}, check)
+
+
+def test_another_users_mps_client_command_is_hidden_too() -> None:
+    client = {"pid": 7, "used_memory_bytes": 1, "user": "mallory", "command": "python secret.py --token x"}
+    mine = {"pid": 8, "used_memory_bytes": 1, "user": "alice", "command": "python eval.py"}
+    gpu: dict[str, Any] = {"uuid": "GPU-a", "processes": [], "mps_processes": [client, mine]}
+    node: dict[str, Any] = {"name": "n1", "inventory": {"gpus": [gpu]}}
+    hidden = hide_commands(node, "alice")
+    assert [p["command"] for p in hidden["inventory"]["gpus"][0]["mps_processes"]] == [None, "python eval.py"]
+    assert gpu["mps_processes"][0]["command"] == "python secret.py --token x"  # the cached view is not modified

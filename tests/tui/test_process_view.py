@@ -221,3 +221,16 @@ async def test_a_read_only_app_never_cancels(facts_client, read_only: bool) -> N
             await pilot.press("y")
             await app.workers.wait_for_complete()
     assert [c.args for c in facts_client.calls if c.method == "cancel"] == ([] if read_only else [("j-101",)])
+
+
+def test_mps_clients_are_rows_of_their_own_next_to_their_server() -> None:
+    nodes, jobs, queues = with_facts()
+    gpu = nodes[0]["inventory"]["gpus"][1]
+    server = {"pid": 3000, "used_memory_bytes": 5 * GiB, "user": "alice", "alive": True}
+    client = {"pid": 3001, "used_memory_bytes": 5 * GiB, "user": "alice", "alive": True, "job": "j-101", "rank": 1,
+              "command": "python eval.py"}  # fmt: skip
+    gpu["processes"].append(server)
+    gpu["mps_processes"] = [client]
+    rows = {r.cells[2]: r for r in process_rows(state_of(SeriesClient(nodes, jobs, queues, user="alice")))}
+    assert rows["3001"].cells[:6] == ("gpu-a", "1", "3001", "alice", "j-101 r1", "5.0G")
+    assert rows["3001"].kind == "labgang" and rows["3000"].kind == "foreign"
