@@ -462,12 +462,34 @@ def workload_of(path: Path) -> dict[str, Any]:
 UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evicted-at-its-instant.toml")
 
 
+# Twelve equal jobs admitted at one instant, six reclaimed by six one-GPU preemptors: both drivers
+# evict the last six admitted, one per preemptor (docs/queue-semantics.md §A3.4, §A3.6).
+def _runnable_here(doc: dict[str, Any], names: dict[str, str], duration: float) -> dict[str, Any]:
+    """``doc`` with its queues renamed (the coordinator here defaults to a queue named q0) and a
+    ``duration`` for jobs that have none (a simulated agent ends each rank after its job's), and
+    the file format's defaults this harness reads explicitly (one worker, priority 0, no grace)."""
+    return {
+        **doc,
+        "queues": [{**q, "name": names[q["name"]]} for q in doc["queues"]],
+        "jobs": [
+            {"duration": duration, "workers": 1, "priority": 0, "grace": 0.0, **j, "queue": names[j["queue"]]}
+            for j in doc["jobs"]
+        ],
+    }
+
+
+SAME_INSTANT_VICTIMS = _runnable_here(
+    workload_of(REPO / "tests/scenarios/cases/victim-order-same-instant.toml"), {"team-a": "q0", "team-b": "q1"}, 60.0
+)
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
 @example(RECLAIM_AND_STARVATION)
 @example(UNLAUNCHED)
 @example(LAUNCH_BEFORE_EXIT)
+@example(SAME_INSTANT_VICTIMS)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
@@ -575,3 +597,18 @@ def test_the_grace_rule_example_finishes_the_victim() -> None:
     histories, outcomes, _ = coordinate(GRACE_RULE)
     assert outcomes["1"] == sim_outcomes["1"]
     assert histories["1"] == sim_histories["1"] and histories["3"] == sim_histories["3"]
+
+
+def test_both_drivers_evict_the_last_admitted_of_one_instant() -> None:
+    """What SAME_INSTANT_VICTIMS shows, in both drivers: jobs 1-12 are admitted at t=0 in that
+    order; the six one-GPU preemptors 13-18 of the other queue evict jobs 12, 11, ..., 7 (one each,
+    most recently admitted first) and jobs 1-6 run on."""
+    expected = {str(13 + i): str(12 - i) for i in range(6)}  # preemptor -> its victim
+    for histories in (simulate(SAME_INSTANT_VICTIMS)[0], coordinate(SAME_INSTANT_VICTIMS)[0]):
+        stopped = {
+            job_id: msg.split(":", 1)[0].removeprefix("preempted by job ")
+            for job_id, lines in histories.items()
+            for _, event, msg in lines
+            if event == "stopping"
+        }
+        assert stopped == {victim: preemptor for preemptor, victim in expected.items()}
