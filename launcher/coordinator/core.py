@@ -165,7 +165,7 @@ class Coordinator:
             self.notifier.observe(effect.job, effect.entry)  # --mail-type: queued, never awaited here
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
         elif isinstance(effect, fx.RecordDecision):
-            store.add_decision(effect.time, effect.job_id, effect.kind, effect.code, effect.message)
+            store.add_decision(effect.time, effect.job_id, effect.kind.value, effect.code, effect.message)
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
@@ -174,6 +174,8 @@ class Coordinator:
             self.effect(partial(dispatch.dispatch_job, self, effect.job))
         elif isinstance(effect, fx.Launch):
             self.effect(partial(dispatch.launch_on_node, self, effect.job, effect.node, effect.run_id))
+        elif isinstance(effect, fx.Requeued):
+            pass  # its history line and status are saved by their own effects
         elif isinstance(effect, fx.Finished):
             job = effect.job
             self.recent[job.id] = job

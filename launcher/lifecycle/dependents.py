@@ -334,7 +334,7 @@ class DependencyRules(GangRules):
             # does not rewrite the status of each job of a sweep that waits for it.
             st.reason_message = message
             return
-        self._out.append(fx.RecordDecision(self._now, job.id, "pending", code.value, message))
+        self._out.append(fx.RecordDecision(self._now, job.id, fx.DecisionKind.PENDING, code.value, message))
         st.reason_code, st.reason_message = code.value, message
         self._save(job)
 

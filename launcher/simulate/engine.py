@@ -285,9 +285,9 @@ class Simulation:
                 self._admitted(job, self.now)
                 self._to_start.append((job.record.id, job.record.run_id))  # launched after this instant's cycles
             elif isinstance(effect, fx.Stop):
-                job_id = effect.run_id.rpartition(".")[0]  # "<job id>.<attempt>"
-                self._push(self.now + effect.grace, _EXIT, "stop", job_id, effect.run_id)
-            elif isinstance(effect, fx.RecordDecision) and effect.kind == "victim":
+                if effect.job_id is not None:  # every run here is a job's
+                    self._push(self.now + effect.grace, _EXIT, "stop", effect.job_id, effect.run_id)
+            elif isinstance(effect, fx.RecordDecision) and effect.kind is fx.DecisionKind.VICTIM:
                 self.by_model[effect.job_id].preempted = True
             elif isinstance(effect, fx.RecordDecision) and effect.code in _HELD:  # held by its dependency
                 self._emit(
@@ -296,7 +296,7 @@ class Simulation:
                     code=effect.code,
                     message=self._shown(effect.message),
                 )
-            elif isinstance(effect, fx.AddHistory) and effect.entry.event == "requeued":
+            elif isinstance(effect, fx.Requeued):
                 job = self.by_model[effect.job.id]
                 self._release(job)
                 self._emit("requeue", job=job.id)
@@ -488,7 +488,9 @@ class Simulation:
                 self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
             effects = self.model.apply(ev.CycleDecided(self.now, result, burst))
             burst |= frozenset(e.job.id for e in effects if isinstance(e, fx.Dispatch))
-            victims = {e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind == "victim"}
+            victims = {
+                e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind is fx.DecisionKind.VICTIM
+            }
             self._handle(effects)
             for pre in result.preempted:
                 fresh = [v for v in pre.victims if v in victims]
