@@ -31,7 +31,7 @@ from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden,
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
-from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
+from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission, cycle_driver
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
@@ -111,6 +111,7 @@ class Coordinator:
         self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
+        self.driver = cycle_driver(self)  # snapshot, burst and sampling, shared with labgang simulate
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
