@@ -127,8 +127,9 @@ class CoordinatorCluster:
         """The configured fair sharing settings."""
         return self._coord.config.sharing_policy()
 
-    def unavailable(self, held: Mapping[str, JobRecord]) -> frozenset[str]:
-        """:func:`unavailable_devices`."""
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
+        """:func:`unavailable_devices`, given the devices ``holding`` (the jobs holding devices) hold."""
+        held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}
         return unavailable_devices(self._coord, held)
 
     def tenant(self, spec: JobSpec) -> str | None:

@@ -22,7 +22,7 @@ and an optional :class:`CycleObserver` (metrics and logs; the simulator's trace)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
@@ -86,8 +86,8 @@ class Cluster(Protocol):
         """Fair sharing and admission fair sharing settings."""
         ...
 
-    def unavailable(self, held: Mapping[str, JobRecord]) -> frozenset[str]:
-        """Device UUIDs not offered to new jobs; ``held``: UUID → the job holding it."""
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
+        """Device UUIDs not offered to new jobs; ``holding``: the jobs holding devices now."""
         ...
 
     def tenant(self, spec: JobSpec) -> str | None:
@@ -216,19 +216,35 @@ class CycleDriver:
         cluster, memory = self.cluster, self.memory
         tenant = cluster.tenant
         if self._cache_views:
-            running = [self._running_view(job) for job in holding]
+            views, changed = self._views, self._ranks_changed
+            running: list[RunningJob] = []
+            for job in holding:
+                # :meth:`_running_view`, its cache hit inlined: this runs for every job holding
+                # devices in every cycle
+                st = job.status
+                hit = views.get(job.id)
+                if (
+                    hit is None
+                    or hit[0] is not st
+                    or hit[1] is not job.spec
+                    or hit[2] != st.changes
+                    or hit[3] != len(job.ranks)
+                    or job.id in changed
+                ):
+                    running.append(self._running_view(job))
+                else:
+                    running.append(hit[4])
         else:
             running = [running_job(job, tenant(job.spec)) for job in holding]
         held = memory.held
         pending: list[PendingJob] = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
-        devices = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}
         return Snapshot(
             now=now,
             nodes=nodes,
             queues=cluster.queues(),
             running=tuple(running),
             pending=tuple(pending),
-            unavailable=cluster.unavailable(devices),
+            unavailable=cluster.unavailable(holding),
             cohorts=cluster.cohorts(),
             sharing=cluster.sharing(),
             tenants=memory.tenants(),

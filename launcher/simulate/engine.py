@@ -113,7 +113,7 @@ class ScenarioCluster:
         """The scenario's fair sharing settings."""
         return self.scenario.sharing
 
-    def unavailable(self, held: Mapping[str, JobRecord]) -> frozenset[str]:
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         """Nothing: only simulated jobs use the simulated devices."""
         return frozenset()
 
