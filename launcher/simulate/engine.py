@@ -145,6 +145,7 @@ class Simulation:
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
+    _cancel_by: dict[str, str] = field(default_factory=dict)  # job id -> who cancels it (:meth:`cancel`)
 
     def __post_init__(self) -> None:
         f = self.scenario.file
@@ -192,6 +193,18 @@ class Simulation:
     def _emit(self, event: str, **fields: Any) -> None:
         if self.trace is not None:
             self.trace({"t": self.now, "event": event, **fields})
+
+    def cancel(self, job: str, at: float, by: str) -> None:
+        """``labgang cancel JOB`` by user ``by`` at ``at`` seconds (t=0 when negative), after that
+        instant's submissions: a pending job is cancelled at once, a running one stopped with its
+        grace. Nothing happens when the job has finished by then.
+
+        Raises:
+            KeyError: no job (or array task) of the scenario is named ``job``.
+        """
+        record = self.jobs[job].record
+        self._cancel_by[record.id] = by
+        self._push(max(0.0, at), _SUBMIT, "cancel", record.id, "")
 
     def next_time(self) -> float | None:
         """Time of the next event, or None when nothing is left."""
@@ -254,6 +267,9 @@ class Simulation:
             self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record, self._finished_targets(job))))
             if job.spec.hold:  # labgang submit --hold
                 self._handle(self.model.apply(ev.HoldRequested(self.now, job.record.id, "the scenario")))
+        elif kind == "cancel":  # labgang cancel (Simulation.cancel)
+            if not job.record.status.state.finished:
+                self._handle(self.model.apply(ev.CancelRequested(self.now, job.record.id, self._cancel_by[job_id])))
         elif kind == "release":  # labgang release
             self._emit("release", job=job.id)
             self._handle(self.model.apply(ev.ReleaseRequested(self.now, job.record.id, "the scenario")))

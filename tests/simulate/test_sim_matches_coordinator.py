@@ -2,7 +2,8 @@
 
 For random small workloads (a few nodes, sometimes one whose GPU is split into MIG devices,
 queues with cohorts, borrowing and preemption policies, gangs with priorities, durations and
-grace periods, elastic gangs, MIG jobs), the same workload runs twice:
+grace periods, elastic gangs, MIG jobs, ``labgang cancel`` of pending and running jobs), the
+same workload runs twice:
 
 - through :class:`~labgang.launcher.simulate.engine.Simulation`;
 - through a real :class:`~labgang.launcher.coordinator.core.Coordinator` (real SQLite store,
@@ -50,6 +51,10 @@ from labgang.launcher.store import Store
 
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
 MODEL = "NVIDIA A100-SXM4-80GB"
+CANCEL = "cancel"
+"""A workload job's key for ``labgang cancel`` at that time (by root): both drivers are told
+(``Simulation.cancel``, ``Coordinator.cancel``); the scenario file itself has no such key. Not
+used on array jobs."""
 MIG_LAYOUT = ("2g.20gb", "1g.10gb", "1g.10gb")
 """The MIG devices of a MIG node's GPU (``MIG-<node>-<gpu>-<k>``, as the simulator names them)."""
 ROOT = Caller(uid=0, user="root", admin=True)
@@ -113,6 +118,8 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
         if mig and draw(st.integers(0, 2)) == 0:  # one MIG device of a profile per rank
             del job["gpus_per_worker"]
             job["mig"] = draw(st.sampled_from(sorted(set(MIG_LAYOUT))))
+        if draw(st.integers(0, 4)) == 0:  # labgang cancel, pending or running (not a scenario key)
+            job[CANCEL] = float(submit + draw(st.integers(0, 15)))
         jobs.append(job)
     return {"scenario": {"name": "random"}, "nodes": nodes, "queues": queues, "jobs": jobs}
 
@@ -174,8 +181,20 @@ def outcome(record: JobRecord) -> tuple[str, int, int, int | None]:
     return (st_.state.value, st_.attempt, st_.restart_count, st_.exit_status)
 
 
+def cancels(doc: dict[str, Any]) -> dict[str, float]:
+    """Job id -> when root cancels it (:data:`CANCEL`), for the jobs that are not arrays."""
+    return {j["id"]: j[CANCEL] for j in doc["jobs"] if CANCEL in j and "array" not in j}
+
+
+def scenario_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as a scenario file: without the harness's :data:`CANCEL` keys."""
+    return {**doc, "jobs": [{k: v for k, v in j.items() if k != CANCEL} for j in doc["jobs"]]}
+
+
 def simulate(doc: dict[str, Any]) -> tuple[dict[str, list[Line]], dict[str, tuple[str, int, int, int | None]]]:
-    sim = Simulation(parse_scenario(doc))
+    sim = Simulation(parse_scenario(scenario_of(doc)))
+    for job_id, at in cancels(doc).items():
+        sim.cancel(job_id, at, ROOT.user)
     steps = 0
     while sim.next_time() is not None:
         sim.run_instant()
@@ -270,6 +289,8 @@ class CoordinatorRun:
         self.coord.wake_at = self.wake_at  # type: ignore[method-assign]  # timers on the simulated clock
         for job in doc["jobs"]:
             self.push(job["submit"], 1, "submit", job)
+        for job_id, at in cancels(doc).items():
+            self.push(at, 1, "cancel", job_id)
 
     def push(self, t: float, cls: int, kind: str, what: Any) -> None:
         self.order += 1
@@ -387,6 +408,9 @@ class CoordinatorRun:
                 return
             coord_id = job.id if job.spec.array is None else job.spec.array.array_id
             self.names[coord_id], self.ids[what["id"]] = what["id"], coord_id
+        elif kind == "cancel":
+            if what in self.ids:  # not refused at submission
+                await self.coord.cancel(ROOT, self.ids[what])
         elif kind == "end":
             await self.ranks_exit(what, 0)
         elif kind == "stop":
@@ -565,6 +589,20 @@ for _mig_job in MIG["jobs"]:
         del _mig_job["gpus_per_worker"]
 
 
+# labgang cancel: job 1 is cancelled while running (stopped with its grace of 3, its ranks killed
+# at 8), job 2 while pending; job 3 starts on the GPUs job 1 leaves.
+CANCELS = {
+    "scenario": {"name": "cancels"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 2}}],
+    "jobs": [
+        {**job("1", "q0", 2, 0, 0.0, 20.0, 3.0), CANCEL: 5.0},
+        {**job("2", "q0", 1, 0, 1.0, 5.0, 0.0), CANCEL: 2.0},
+        job("3", "q0", 1, 0, 1.0, 5.0, 0.0),
+    ],
+}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
@@ -574,13 +612,17 @@ for _mig_job in MIG["jobs"]:
 @example(SAME_INSTANT_VICTIMS)
 @example(ELASTIC)
 @example(MIG)
+@example(CANCELS)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
+    cancelled = cancels(doc)
     for job_id in refused:
-        # The coordinator refuses a job that can never start; the simulator keeps it pending for good.
-        assert [e for _, e, _ in sim_histories[job_id]] == ["submitted"], sim_histories[job_id]
-        assert sim_outcomes[job_id][0] == "pending"
+        # The coordinator refuses a job that can never start; the simulator keeps it pending for
+        # good, or until it is cancelled.
+        events = ["submitted", "cancelled"] if job_id in cancelled else ["submitted"]
+        assert [e for _, e, _ in sim_histories[job_id]] == events, sim_histories[job_id]
+        assert sim_outcomes[job_id][0] == ("cancelled" if job_id in cancelled else "pending")
         del sim_histories[job_id], sim_outcomes[job_id]
     assert set(histories) == set(sim_histories)
     for job_id in sorted(histories, key=int):
@@ -610,7 +652,7 @@ def comparable(doc: dict[str, Any]) -> bool:
     start pending for good, the coordinator refuses it, so a job that names it, or a ``singleton``
     job of its name, would be judged against a job one driver has and the other has not (the
     coordinator refuses a dependency on a job it does not have)."""
-    scenario = parse_scenario(doc)
+    scenario = parse_scenario(scenario_of(doc))
     never = {w.job for w in never_starting(scenario)}
     if not never:
         return True
@@ -718,3 +760,13 @@ def test_both_drivers_place_and_preempt_mig_devices_by_profile() -> None:
         assert [(t, msg) for t, event, msg in histories["4"] if event == "admitted"] == [(5.0, "1 rank on m0")]
         assert not any(event == "stopping" for _, event, _ in histories["2"] + histories["3"])
         assert {k: v[0] for k, v in outcomes.items()} == dict.fromkeys("1234", "succeeded")
+
+
+def test_both_drivers_cancel_pending_and_running_jobs() -> None:
+    """What CANCELS shows, in both drivers: job 2 is cancelled pending at 2, job 1's ranks are
+    killed at the end of its grace (8) and it ends cancelled, and job 3 starts then."""
+    for histories, outcomes in (simulate(CANCELS), coordinate(CANCELS)[:2]):
+        assert {k: v[0] for k, v in outcomes.items()} == {"1": "cancelled", "2": "cancelled", "3": "succeeded"}
+        assert [(t, e) for t, e, _ in histories["2"]] == [(1.0, "submitted"), (2.0, "cancelled")]
+        assert [t for t, e, _ in histories["1"] if e == "cancelled"] == [8.0]
+        assert [t for t, e, _ in histories["3"] if e == "admitted"] == [8.0]
