@@ -139,9 +139,8 @@ class Coordinator:
         the store now; agent commands are queued for after the next :meth:`flush` commits.
 
         Admission fair sharing first samples what was held up to the event, before it changes
-        anything (as ``labgang simulate`` does at each instant)."""
-        if self.sharing.due(event.now):
-            self.sharing.sample(event.now, self.sharing.held_by_attempts(self.model.jobs.values()))
+        anything (the cycle driver's ``sample``, as ``labgang simulate`` does at each instant)."""
+        self.driver.sample(event.now)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
             self.order.add(event.job)

@@ -16,7 +16,6 @@ from labgang.launcher.config import ClusterConfig
 from labgang.launcher.lifecycle.cycle_memory import CycleMemory, held_by_attempts
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.scheduler import tenants as afs
-from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import TenantUsage
 from labgang.launcher.store import JobSpec, Store
 
@@ -73,38 +72,27 @@ class SharingState:
             groups = self._groups[spec.uid] = user_groups(spec.uid)
         return self.config.tenant_of(spec.queue, spec.user, groups)
 
-    def due(self, now: float) -> bool:
-        """True when admission fair sharing has a sampling instant in (last sample, ``now``]."""
-        return self.memory.due(now)
-
     def held_by_attempts(self, jobs: Iterable[JobRecord]) -> dict[afs.TenantKey, int]:
         """Devices held per tenant (:func:`~labgang.launcher.lifecycle.cycle_memory.held_by_attempts`)."""
         return held_by_attempts(jobs, self.tenant)
 
     def sample(self, now: float, held: Mapping[afs.TenantKey, int]) -> None:
         """Apply every sampling instant up to ``now`` (``held``: devices per tenant,
-        :meth:`held_by_attempts`) and persist the histories."""
+        :meth:`held_by_attempts`) and persist the histories (the cycle driver's ``sample`` does
+        this with the jobs in memory)."""
         if self.memory.sample(now, held):
-            self.persist_sample()
-
-    def persist_sample(self) -> None:
-        """Write every history and the last sampling instant (after a sample was taken)."""
-        self._persist(self.memory.usage.values())
-        self.store.save_meta(LAST_SAMPLE_KEY, repr(self.memory.last_sample))
+            self.remember([], True)
 
     def snapshot_tenants(self) -> tuple[TenantUsage, ...]:
         """Every tenant's history, for the next snapshot."""
         return self.memory.tenants()
 
-    def after_cycle(self, result: CycleResult) -> None:
-        """Remember the cycle's holds and the histories its admissions changed (persisted)."""
-        self._persist(self.memory.after_cycle(result))
-
     def remember(self, changed: Iterable[TenantUsage], sampled: bool) -> None:
         """Persist what the cycle driver changed in :attr:`memory`: every history and the last
         sampling instant when ``sampled``, else the ``changed`` histories."""
         if sampled:
-            self.persist_sample()
+            self._persist(self.memory.usage.values())
+            self.store.save_meta(LAST_SAMPLE_KEY, repr(self.memory.last_sample))
         else:
             self._persist(changed)
 

@@ -20,8 +20,9 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
 - At one instant: its events are applied (rank exits and stops first, then submissions in
   file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
   changing what the scheduler sees, a pending job starting to starve), cycles run until one
-  decides nothing new (:func:`~labgang.launcher.lifecycle.view.decided_something`), as the
-  coordinator's scheduling loop does; then the gangs admitted are launched, and cycles run
+  decides nothing new, through the coordinator's own cycle driver
+  (:class:`~labgang.launcher.lifecycle.driver.CycleDriver`: the simulation is its clock, its
+  effect executor and its observer); then the gangs admitted are launched, and cycles run
   again while a launch wakes the scheduler. Anything this creates at the same instant (a
   victim with ``grace = 0``) is handled after that, before time moves on.
 - ``running = true`` jobs are admitted at their ``submit`` time, before anything else, where

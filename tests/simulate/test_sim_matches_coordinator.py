@@ -562,6 +562,16 @@ ELASTIC = {
 }
 
 
+def mig_job(
+    job_id: str, profile: str, workers: int, priority: int, submit: float, duration: float, grace: float
+) -> dict[str, Any]:
+    """A job of queue q0 with ``workers`` ranks of one MIG device of ``profile`` each."""
+    return {
+        "id": job_id, "queue": "q0", "workers": workers, "mig": profile, "priority": priority,
+        "submit": submit, "duration": duration, "grace": grace,
+    }  # fmt: skip
+
+
 # MIG: a 2-rank gang on the two 1g.10gb devices of m0's GPU is preempted by a higher-priority 1g.10gb
 # job (the profile's quota is 2), while whole-GPU and 2g.20gb jobs run beside them untouched.
 MIG = {
@@ -578,15 +588,12 @@ MIG = {
         }
     ],
     "jobs": [
-        {**job("1", "q0", 1, 0, 0.0, 10.0, 3.0), "workers": 2, "mig": "1g.10gb"},
+        mig_job("1", "1g.10gb", 2, 0, 0.0, 10.0, 3.0),
         job("2", "q0", 2, 0, 0.0, 10.0, 0.0),
-        {**job("3", "q0", 1, 0, 0.0, 10.0, 0.0), "mig": "2g.20gb"},
-        {**job("4", "q0", 1, 5, 2.0, 4.0, 0.0), "mig": "1g.10gb"},
+        mig_job("3", "2g.20gb", 1, 0, 0.0, 10.0, 0.0),
+        mig_job("4", "1g.10gb", 1, 5, 2.0, 4.0, 0.0),
     ],
 }
-for _mig_job in MIG["jobs"]:
-    if "mig" in _mig_job:
-        del _mig_job["gpus_per_worker"]
 
 
 # labgang cancel: job 1 is cancelled while running (stopped with its grace of 3, its ranks killed
