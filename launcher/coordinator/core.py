@@ -32,7 +32,7 @@ from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden,
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
-from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission
+from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission, cycle_driver
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
@@ -114,6 +114,7 @@ class Coordinator:
         self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
+        self.driver = cycle_driver(self)  # snapshot, burst and sampling, shared with labgang simulate
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
@@ -162,9 +163,8 @@ class Coordinator:
         the store now; agent commands are queued for after the next :meth:`flush` commits.
 
         Admission fair sharing first samples what was held up to the event, before it changes
-        anything (as ``labgang simulate`` does at each instant)."""
-        if self.sharing.due(event.now):
-            self.sharing.sample(event.now, self.sharing.held_by_attempts(self.model.jobs.values()))
+        anything (the cycle driver's ``sample``, as ``labgang simulate`` does at each instant)."""
+        self.driver.sample(event.now)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
             self.order.add(event.job)
@@ -189,7 +189,7 @@ class Coordinator:
             self.notifier.observe(effect.job, effect.entry)  # --mail-type: queued, never awaited here
             log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
         elif isinstance(effect, fx.RecordDecision):
-            store.add_decision(effect.time, effect.job_id, effect.kind, effect.code, effect.message)
+            store.add_decision(effect.time, effect.job_id, effect.kind.value, effect.code, effect.message)
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
@@ -198,6 +198,8 @@ class Coordinator:
             self.effect(partial(self.dispatcher.dispatch_job, effect.job))
         elif isinstance(effect, fx.Launch):
             self.effect(partial(self.dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
+        elif isinstance(effect, fx.Requeued):
+            pass  # its history line and status are saved by their own effects
         elif isinstance(effect, fx.Finished):
             job = effect.job
             self.recent[job.id] = job

@@ -1,6 +1,9 @@
-"""The scheduling loop: build a :class:`Snapshot` from the store and live inventories,
-run the pure ``run_cycle``, hand its result to the lifecycle model (``CycleDecided``), then
-commit and dispatch.
+"""The scheduling loop: the shared cycle driver (``lifecycle/driver.py``) builds a
+:class:`Snapshot` from the lifecycle model and the live inventories, runs the pure
+``run_cycle`` and hands its result to the lifecycle model (``CycleDecided``); then the loop
+commits and dispatches. This module gives the driver the coordinator's seams: its clock, the
+coordinator as effect executor (store and agents), the cluster facts from the agents'
+inventories and the configuration, and metrics and logs as observer.
 
 Events that can change a decision (submission, cancellation, a job leaving its devices
 or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
@@ -19,22 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Container, Mapping
-from operator import attrgetter
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
-from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
-from labgang.launcher.lifecycle.events import CycleDecided
+from labgang.launcher.lifecycle.arrays import ArrayGate, queue_caps
+from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import next_wake
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
-from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
-from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> frozenset[str]:
+def unavailable_devices(coord: Coordinator, held: Mapping[str, JobRecord]) -> frozenset[str]:
     """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
     processes while no job holds them (foreign processes, memory still held)."""
     out: set[str] = set()
@@ -103,6 +103,84 @@ def unavailable_devices(coord: Coordinator, held: dict[str, JobRecord]) -> froze
     return frozenset(out)
 
 
+class CoordinatorCluster:
+    """The cycle driver's :class:`~labgang.launcher.lifecycle.driver.Cluster` of a coordinator:
+    nodes from the agents' inventories, queues and sharing from its configuration, devices not
+    offered (:func:`unavailable_devices`), tenants from the users' groups."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self._coord = coord
+
+    def nodes(self) -> tuple[Node, ...]:
+        """:func:`cluster_nodes`."""
+        return cluster_nodes(self._coord)
+
+    def queues(self) -> tuple[QueueSpec, ...]:
+        """The configured queues."""
+        return self._coord.config.queue_specs()
+
+    def cohorts(self) -> tuple[CohortSpec, ...]:
+        """The configured cohorts."""
+        return self._coord.config.cohort_specs()
+
+    def sharing(self) -> SharingPolicy:
+        """The configured fair sharing settings."""
+        return self._coord.config.sharing_policy()
+
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
+        """:func:`unavailable_devices`, given the devices ``holding`` (the jobs holding devices) hold."""
+        held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}
+        return unavailable_devices(self._coord, held)
+
+    def tenant(self, spec: JobSpec) -> str | None:
+        """The job's tenant (``SharingState.tenant``)."""
+        return self._coord.sharing.tenant(spec)
+
+
+class CycleMetrics:
+    """The cycle driver's observer in a coordinator: the cycle count, the last cycle's time,
+    ``labgang_scheduling_cycle_duration_seconds`` and a debug log line per cycle."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self._coord = coord
+
+    def cycle(self, snapshot: Snapshot, result: CycleResult, effects: Sequence[fx.Effect], seconds: float) -> None:
+        """Count the cycle and observe its duration (snapshot and decisions, not the commit)."""
+        coord = self._coord
+        coord.cycles += 1
+        coord.last_cycle_at = snapshot.now
+        if coord.metrics is not None:
+            coord.metrics.observe_cycle(seconds)
+        log.debug(
+            "cycle %d: %d pending, %d admitted, %d preempting, %.1f ms",
+            coord.cycles,
+            len(snapshot.pending),
+            len(result.admitted),
+            len(result.preempted),
+            seconds * 1e3,
+        )
+
+    def gated(self, result: CycleResult) -> None:
+        """Nothing to count: no cycle ran."""
+
+
+def cycle_driver(coord: Coordinator) -> CycleDriver:
+    """The shared cycle driver with the coordinator's seams: its clock, the coordinator itself as
+    effect executor (``Coordinator.apply`` writes the store and queues agent commands;
+    ``wake_at``), :class:`CoordinatorCluster`, the persisted cycle memory (``SharingState``) and
+    :class:`CycleMetrics`. A burst runs at most ``MAX_CYCLES_PER_WAKE`` cycles."""
+    return CycleDriver(
+        coord.model,
+        lambda: coord.clock(),
+        coord,
+        CoordinatorCluster(coord),
+        coord.sharing.memory,
+        max_cycles=MAX_CYCLES_PER_WAKE,
+        remembered=coord.sharing.remember,
+        observer=CycleMetrics(coord),
+    )
+
+
 def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
@@ -113,46 +191,11 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     return gated_snapshot(coord, now)[0]
 
 
-_by_seq = attrgetter("seq")
-
-
 def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
     """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
-    (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window)."""
-    running: list[RunningJob] = []
-    waiting: list[JobRecord] = []
-    holding: list[JobRecord] = []
-    nodes = cluster_nodes(coord)
-    pending_state, admissible = JobState.PENDING, coord.model.admissible
-    # One pass over the jobs in memory (a big array's pending tasks are most of them): cheap tests first.
-    for job in sorted(coord.model.jobs.values(), key=_by_seq):
-        st = job.status
-        if st.state is pending_state:
-            if admissible(job, now):
-                waiting.append(job)
-        elif st.state.holds_devices:
-            holding.append(job)
-            running.append(running_job(job, coord.sharing.tenant(job.spec)))
-    capacity: dict[str, int] = {}
-    for node in nodes:
-        for device in node.devices:
-            capacity[device.resource] = capacity.get(device.resource, 0) + 1
-    gate = gate_pending(waiting, holding, capacity, quota_caps(coord))
-    pending = [pending_job(job, coord.sharing.tenant(job.spec), job.id in coord.sharing.held) for job in gate.fed]
-    coord.sharing.sample(now, coord.sharing.held_by_attempts(holding))
-    held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}  # held_devices()
-    snapshot = Snapshot(
-        now=now,
-        nodes=nodes,
-        queues=coord.config.queue_specs(),
-        running=tuple(running),
-        pending=tuple(pending),
-        unavailable=unavailable_devices(coord, held),
-        cohorts=coord.config.cohort_specs(),
-        sharing=coord.config.sharing_policy(),
-        tenants=coord.sharing.snapshot_tenants(),
-    )
-    return snapshot, gate
+    (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window); admission fair sharing
+    samples first when a sampling instant is due (``CycleDriver.gated``)."""
+    return coord.driver.gated(now)
 
 
 def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
@@ -164,48 +207,15 @@ def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
 
 def run_cycles(coord: Coordinator) -> int:
     """Run cycles until one decides nothing new (no admission, no new victim), as ``labgang
-    simulate`` does at each instant; return how many gangs were admitted (their dispatch runs
-    after the next commit). The scheduler is woken again exactly when a pending job starts starving.
+    simulate`` does at each instant (both through ``CycleDriver.burst``); return how many gangs
+    were admitted (their dispatch runs after the next commit). The scheduler is woken again
+    exactly when a pending job starts starving.
 
     A cycle's duration (``labgang_scheduling_cycle_duration_seconds``, the debug log line) covers
     building the snapshot and ``run_cycle``."""
-    admitted = 0
     if coord.shutting_down:
-        return admitted  # jobs requeued by the shutdown wait for the next start
-    burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
-    for _ in range(MAX_CYCLES_PER_WAKE):
-        now = coord.clock()
-        started = time.perf_counter()
-        snapshot, gate = gated_snapshot(coord, now)
-        if not snapshot.pending:
-            if gate.capped:  # every waiting task is over its array's cap: say so
-                coord.apply(CycleDecided(now, follow_reasons(gate, CycleResult((), (), ()))))
-            break
-        result = follow_reasons(gate, run_cycle(snapshot))
-        had_held = bool(coord.sharing.held)
-        coord.sharing.after_cycle(result)
-        coord.cycles += 1
-        coord.last_cycle_at = now
-        if coord.metrics is not None:
-            coord.metrics.observe_cycle(time.perf_counter() - started)
-        log.debug(
-            "cycle %d: %d pending, %d admitted, %d preempting, %.1f ms",
-            coord.cycles,
-            len(snapshot.pending),
-            len(result.admitted),
-            len(result.preempted),
-            (time.perf_counter() - started) * 1e3,
-        )
-        effects = coord.apply(CycleDecided(now, result, burst))
-        dispatched = [e.job.id for e in effects if isinstance(e, fx.Dispatch)]
-        admitted += len(dispatched)
-        burst |= frozenset(dispatched)
-        if not decided_something(result, effects, had_held):
-            break
-    starving_at = next_wake(snapshot.pending, snapshot.queues, now)
-    if starving_at is not None:
-        coord.wake_at(starving_at)
-    return admitted
+        return 0  # jobs requeued by the shutdown wait for the next start
+    return coord.driver.burst().admitted
 
 
 async def scheduling_loop(coord: Coordinator) -> None:

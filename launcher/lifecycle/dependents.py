@@ -352,7 +352,7 @@ class DependencyRules:
             # does not rewrite the status of each job of a sweep that waits for it.
             st.reason_message = message
             return
-        self._ctx.emit(fx.RecordDecision(self._ctx.now, job.id, "pending", code.value, message))
+        self._ctx.emit(fx.RecordDecision(self._ctx.now, job.id, fx.DecisionKind.PENDING, code.value, message))
         st.reason_code, st.reason_message = code.value, message
         self._ctx.save(job)
 

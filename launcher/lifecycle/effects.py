@@ -7,6 +7,7 @@ run after that commit, so a crash never leaves an agent doing something the stor
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from labgang.launcher.lifecycle.attempts import AttemptRecord
@@ -54,13 +55,23 @@ class SaveAttempt:
     record: AttemptRecord
 
 
+class DecisionKind(enum.StrEnum):
+    """What a :class:`RecordDecision` records (its value is the store's ``decisions.kind``)."""
+
+    ADMIT = "admit"
+    PREEMPT = "preempt"
+    VICTIM = "victim"  # the job was chosen as a victim and is being stopped
+    PENDING = "pending"
+
+
 @dataclass(frozen=True, slots=True)
 class RecordDecision:
-    """Persist one scheduling decision: ``kind`` is "admit", "preempt", "victim" or "pending"."""
+    """Persist one scheduling decision about job ``job_id`` at ``time`` (seconds): ``code`` is the
+    scheduler's reason code (``ReasonCode``/``EndReason`` value, or "admitted"/"preempt"/"preempted")."""
 
     time: float
     job_id: str
-    kind: str
+    kind: DecisionKind
     code: str
     message: str
 
@@ -68,12 +79,14 @@ class RecordDecision:
 @dataclass(frozen=True, slots=True)
 class Stop:
     """Stop every rank of ``run_id`` on ``node`` with ``grace`` seconds (idempotent); ``warn``: the
-    job's ``--signal`` warning precedes SIGTERM. Stops for one node issued together go as one command."""
+    job's ``--signal`` warning precedes SIGTERM. Stops for one node issued together go as one command.
+    ``job_id``: the job the run belongs to (None: a run no job in memory knows, found on a node)."""
 
     node: str
     run_id: str
     grace: float
     warn: bool
+    job_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,14 @@ class Launch:
     job: JobRecord
     node: str
     run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    """The job went back to its queue as a new attempt (its ``requeued`` history line is an
+    :class:`AddHistory` of the same event): a driver lets go of what the old attempt held."""
+
+    job: JobRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +170,7 @@ Effect = (
     | Signal
     | Dispatch
     | Launch
+    | Requeued
     | Finished
     | WakeScheduler
     | WakeAt

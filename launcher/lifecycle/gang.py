@@ -255,7 +255,7 @@ class GangRules:
         warn = job.status.end_intent is not None and job.status.end_intent.warned
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             if only_node is None or node == only_node:
-                self._ctx.emit(fx.Stop(node, job.run_id, job.spec.grace_s, warn))
+                self._ctx.emit(fx.Stop(node, job.run_id, job.spec.grace_s, warn, job.id))
 
     def _finish(self, job: JobRecord) -> None:
         """Every rank is gone: end the job, or put it back in its queue, according to its intent.
@@ -367,6 +367,7 @@ class GangRules:
         self._ctx.save(job)
         counted = f"restart {st.restart_count}" if ran else f"attempt {st.attempt} (the last one never ran)"
         self._ctx.history(job, "requeued", f"{message}; {counted}")
+        self._ctx.emit(fx.Requeued(job))
         if not_before > self._ctx.now:
             self._ctx.emit(fx.WakeAt(not_before))
         elif not self.awaited_by_waiting_preemptor(job):

@@ -320,7 +320,7 @@ class Lifecycle:
             for rank in job.ranks.values():
                 self._ctx.emit(fx.SaveRank(job, rank, job.attempt))
             where = ", ".join(job_nodes(job))
-            self._ctx.emit(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
+            self._ctx.emit(fx.RecordDecision(now, job.id, fx.DecisionKind.ADMIT, "admitted", f"on {where}"))
             size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
             if job.spec.request.elastic:
                 size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
@@ -336,7 +336,11 @@ class Lifecycle:
                 self._ctx.save(preemptor)
                 self._ctx.emit(
                     fx.RecordDecision(
-                        now, preemptor.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}"
+                        now,
+                        preemptor.id,
+                        fx.DecisionKind.PREEMPT,
+                        "preempt",
+                        f"victims {', '.join(pre.victims)}: {pre.reason}",
                     )
                 )
                 waiting = ", ".join(f"job {v}" for v in pre.victims)
@@ -345,12 +349,9 @@ class Lifecycle:
                 victim = self.jobs.get(victim_id)
                 if victim is None or not may_be_victim(victim, protected):
                     continue
-                self._ctx.emit(
-                    fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")
-                )
-                self._gang.begin_termination(
-                    victim, EndIntent.PREEMPT, f"preempted by job {preemptor.id}: {pre.reason}"
-                )
+                why_text = f"by job {preemptor.id}: {pre.reason}"
+                self._ctx.emit(fx.RecordDecision(now, victim.id, fx.DecisionKind.VICTIM, "preempted", why_text))
+                self._gang.begin_termination(victim, EndIntent.PREEMPT, f"preempted {why_text}")
                 why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
                 self._ctx.emit(fx.PreemptionCounted(victim.spec.queue, why))
         for pend in result.pending:
@@ -364,7 +365,7 @@ class Lifecycle:
                 # reason only updates memory (and goes to disk with the next status write).
                 st.reason_code, st.reason_message = code, pend.reason.message
                 st.no_preemption = pend.reason.no_preemption
-                self._ctx.emit(fx.RecordDecision(now, job.id, "pending", code, pend.reason.message))
+                self._ctx.emit(fx.RecordDecision(now, job.id, fx.DecisionKind.PENDING, code, pend.reason.message))
                 self._ctx.save(job)
             else:
                 st.reason_message = pend.reason.message
@@ -447,7 +448,7 @@ class Lifecycle:
         for obs in e.observed:
             if not self._observe(obs) and obs.phase != RankPhase.GONE:
                 # The job moved on while the command was in flight: do not leave the rank behind.
-                self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+                self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False, job.id))
 
     def _launch_failed(self, e: ev.LaunchFailed) -> None:
         job = self.job_for_run(e.run_id)
@@ -456,7 +457,7 @@ class Lifecycle:
         if job.run_id == e.run_id and job.status.state == JobState.ADMITTED:
             self._gang.start_failed(job, e.message)
         elif job.run_id != e.run_id:
-            self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+            self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False, job.id))
 
     # ----- nodes ----------------------------------------------------------------------------
 
@@ -509,7 +510,7 @@ class Lifecycle:
                 continue
             owner = self.job_for_run(key[0])
             grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s
-            self._ctx.emit(fx.Stop(node, key[0], grace, False))
+            self._ctx.emit(fx.Stop(node, key[0], grace, False, owner.id if owner is not None else None))
 
     def _violation(self, e: ev.DeviceViolationSeen) -> None:
         """A rank's process on a device it was not given: a history line (once per process and

@@ -123,4 +123,7 @@ def decided_something(result: CycleResult, effects: Sequence[fx.Effect], held_be
     """
     if bool(result.held) and not held_before:
         return True
-    return any(isinstance(e, fx.Dispatch) or (isinstance(e, fx.RecordDecision) and e.kind == "victim") for e in effects)
+    return any(
+        isinstance(e, fx.Dispatch) or (isinstance(e, fx.RecordDecision) and e.kind is fx.DecisionKind.VICTIM)
+        for e in effects
+    )

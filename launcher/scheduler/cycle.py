@@ -409,7 +409,13 @@ class _Cycle:
         refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
         searchable = refusal is None
         if searchable and not self._search_known_to_fail(e):
-            with state.without(live):
+            # Victims other preemptors of this cycle claimed from other queues count as gone, their
+            # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
+            # reclaimers of one instant take one victim each, most recently admitted first (§A3.4).
+            # The searcher's own queue still counts its claimed jobs until they are gone: it never
+            # reclaims back, in the same cycle, from the queue that just reclaimed from it.
+            claimed_elsewhere = [v for v in self.chosen_victims if state.running[v].queue != q]
+            with state.without(live), state.leaving(claimed_elsewhere):
                 sharing = self.snapshot.sharing
                 if sharing.fair_sharing and spec.cohort is not None:
                     score = self._running_score if self.tenants is not None else None

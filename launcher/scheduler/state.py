@@ -8,7 +8,7 @@ candidates of the same cycle see them. "What if these victims left" is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from labgang.launcher.model import JobRequest
@@ -72,6 +72,7 @@ class CycleState:
                     self.shares.add(job.queue, job.request.resource, job.request.total)
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
+        self._leaving: set[str] = set()  # see :meth:`leaving`
         self._released: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[RunningJob]] | None = None
         self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
@@ -172,21 +173,47 @@ class CycleState:
         """Pretend running job ``job_id`` is gone: release its quota and devices."""
         job = self.running[job_id]
         self.removed.add(job_id)
-        for res, n in self.demand.get(job_id, {job.request.resource: job.request.total}).items():
-            self.quota.add(job.queue, res, -n)
-        if self.shares is not None and not job.terminating:
-            self.shares.add(job.queue, job.request.resource, -job.request.total)
+        if job_id not in self._leaving:
+            self._count(job, -1)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
 
     def restore(self, job_id: str) -> None:
         """Undo :meth:`remove`."""
         job = self.running[job_id]
         self.removed.discard(job_id)
-        for res, n in self.demand.get(job_id, {job.request.resource: job.request.total}).items():
-            self.quota.add(job.queue, res, n)
-        if self.shares is not None and not job.terminating:
-            self.shares.add(job.queue, job.request.resource, job.request.total)
+        if job_id not in self._leaving:
+            self._count(job, 1)
         self.devices.retake(self._released.pop(job_id, []), job_id)
+
+    @contextmanager
+    def leaving(self, job_ids: Iterable[str]) -> Iterator[None]:
+        """Within the block, the quota usage (and fair-sharing share) of the given running jobs
+        does not count; their devices stay taken. For a preemptor's victim search: victims other
+        preemptors of this cycle claimed from other queues are leaving, and those preemptors' held
+        usage already stands in for theirs (Kueue's ``fits`` with the preempted workloads removed),
+        so the same room is not counted twice and no more jobs are evicted than needed. Plain
+        admissions never look through this: a victim's quota counts until it is gone.
+
+        Args:
+            job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
+                leaving are skipped. Raises ``KeyError`` for an id that is not running."""
+        gone = [j for j in job_ids if j not in self._leaving and j not in self.removed]
+        for j in gone:
+            self._count(self.running[j], -1)
+            self._leaving.add(j)
+        try:
+            yield
+        finally:
+            for j in gone:
+                self._leaving.discard(j)
+                self._count(self.running[j], 1)
+
+    def _count(self, job: RunningJob, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) ``job``'s quota usage and fair-sharing share."""
+        for res, n in self.demand.get(job.id, {job.request.resource: job.request.total}).items():
+            self.quota.add(job.queue, res, sign * n)
+        if self.shares is not None and not job.terminating:
+            self.shares.add(job.queue, job.request.resource, sign * job.request.total)
 
     @contextmanager
     def without(self, job_ids: list[str]) -> Iterator[None]:

@@ -20,8 +20,9 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
 - At one instant: its events are applied (rank exits and stops first, then submissions in
   file order); then, when something woke the scheduler (a lifecycle ``WakeScheduler``, a job
   changing what the scheduler sees, a pending job starting to starve), cycles run until one
-  decides nothing new (:func:`~labgang.launcher.lifecycle.view.decided_something`), as the
-  coordinator's scheduling loop does; then the gangs admitted are launched, and cycles run
+  decides nothing new, through the coordinator's own cycle driver
+  (:class:`~labgang.launcher.lifecycle.driver.CycleDriver`: the simulation is its clock, its
+  effect executor and its observer); then the gangs admitted are launched, and cycles run
   again while a launch wakes the scheduler. Anything this creates at the same instant (a
   victim with ``grace = 0``) is handled after that, before time moves on.
 - ``running = true`` jobs are admitted at their ``submit`` time, before anything else, where
@@ -38,28 +39,29 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
+from labgang.launcher.lifecycle.cycle_memory import CycleMemory
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency, task_dependency
 from labgang.launcher.lifecycle.dependents import target
+from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
-from labgang.launcher.lifecycle.rules import next_wake, ranks_in_order
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
+from labgang.launcher.lifecycle.rules import ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
-from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job, scheduling_state
+from labgang.launcher.lifecycle.view import scheduling_state
+from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
-from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob, Snapshot, TenantUsage
+from labgang.launcher.scheduler.snapshot import Node, RankPlacement, Snapshot
 from labgang.launcher.simulate.jobs import SimJob, job_record
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -81,15 +83,44 @@ SIM_POLICY = LifecyclePolicy(
 _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 """Reasons the lifecycle model gives a pending job its dependency holds (a cycle gives the others)."""
 
-_HOLDING = frozenset(s for s in JobState if s.holds_devices)
-"""The states in which a job holds devices (``JobState.holds_devices``, as a set to test against)."""
-
-_SEQ = attrgetter("seq")
-
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
 
 Tracer = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ScenarioCluster:
+    """The cycle driver's :class:`~labgang.launcher.lifecycle.driver.Cluster` of a scenario: its
+    nodes and queues never change, no device is taken outside the simulation, and a job's tenant
+    is the file's ``tenant`` (numbered as the job record's ``uid``)."""
+
+    scenario: Scenario
+    tenant_names: Mapping[int, str]
+
+    def nodes(self) -> tuple[Node, ...]:
+        """The scenario's nodes (the same tuple every time)."""
+        return self.scenario.nodes
+
+    def queues(self) -> tuple[QueueSpec, ...]:
+        """The scenario's queues."""
+        return self.scenario.queues
+
+    def cohorts(self) -> tuple[CohortSpec, ...]:
+        """The scenario's cohorts."""
+        return self.scenario.cohorts
+
+    def sharing(self) -> SharingPolicy:
+        """The scenario's fair sharing settings."""
+        return self.scenario.sharing
+
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
+        """Nothing: only simulated jobs use the simulated devices."""
+        return frozenset()
+
+    def tenant(self, spec: JobSpec) -> str | None:
+        """The file's tenant of a job (None: its queue's default tenant)."""
+        return self.tenant_names.get(spec.uid)
 
 
 @dataclass
@@ -106,32 +137,34 @@ class Simulation:
     now: float = 0.0
     jobs: dict[str, SimJob] = field(default_factory=dict)  # by name (``SimJob.id``)
     by_model: dict[str, SimJob] = field(default_factory=dict)  # by the coordinator's id (the record's)
-    cycles: int = 0
     model: Lifecycle = field(default_factory=lambda: Lifecycle(SIM_POLICY))
-    held: set[str] = field(default_factory=set)  # jobs that held idle quota in the last cycle
-    tenant_usage: dict[afs.TenantKey, TenantUsage] = field(default_factory=dict)
     _events: list[tuple[float, int, int, str, str, str]] = field(default_factory=list)
     _order: int = 0
     _wake: bool = False
     _to_start: list[tuple[str, str]] = field(default_factory=list)
     _invariant_hooks: list[Callable[[Simulation], None]] = field(default_factory=list)
     _cycle_hooks: list[Callable[[Snapshot, CycleResult], None]] = field(default_factory=list)
-    _last_sample: float = 0.0
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
-    _capacity: dict[str, int] = field(default_factory=dict)  # resource -> devices in the cluster (array window)
-    # :meth:`_running_view`: by job id, (the status it was built from, its change count, ranks, view)
-    _views: dict[str, tuple[JobStatus, int, int, RunningJob]] = field(default_factory=dict)
-    _ranks_changed: set[str] = field(default_factory=set)  # jobs with a rank changed since their view was built
+    _cancel_by: dict[str, str] = field(default_factory=dict)  # job id -> who cancels it (:meth:`cancel`)
 
     def __post_init__(self) -> None:
         f = self.scenario.file
-        self.tenant_usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
-        for node in self.scenario.nodes:
-            for device in node.devices:
-                self._capacity[device.resource] = self._capacity.get(device.resource, 0) + 1
         tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
         self._tenant_names = {k: name for name, k in tenants.items()}
+        usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
+        self.memory = CycleMemory(self.scenario.sharing.admission, usage, 0.0)
+        self.driver = CycleDriver(
+            self.model,
+            lambda: self.now,
+            self,
+            ScenarioCluster(self.scenario, self._tenant_names),
+            self.memory,
+            max_cycles=MAX_CYCLES_PER_INSTANT,
+            decide=self._decide,
+            observer=self,
+            cache_views=True,
+        )
         ordinal: dict[int, int] = {}  # [[jobs]] index -> tasks of it so far (its ``durations`` entry)
         for t in self.scenario.ids.tasks:
             j = t.job
@@ -162,6 +195,18 @@ class Simulation:
         if self.trace is not None:
             self.trace({"t": self.now, "event": event, **fields})
 
+    def cancel(self, job: str, at: float, by: str) -> None:
+        """``labgang cancel JOB`` by user ``by`` at ``at`` seconds (t=0 when negative), after that
+        instant's submissions: a pending job is cancelled at once, a running one stopped with its
+        grace. Nothing happens when the job has finished by then.
+
+        Raises:
+            KeyError: no job (or array task) of the scenario is named ``job``.
+        """
+        record = self.jobs[job].record
+        self._cancel_by[record.id] = by
+        self._push(max(0.0, at), _SUBMIT, "cancel", record.id, "")
+
     def next_time(self) -> float | None:
         """Time of the next event, or None when nothing is left."""
         return self._events[0][0] if self._events else None
@@ -188,8 +233,7 @@ class Simulation:
         self.now = t
         # Admission fair sharing samples what was held up to now, before this instant changes it
         # (the coordinator samples before it applies each event, too).
-        if self.scenario.sharing.admission is not None:
-            self._sample_tenants(self.snapshot())
+        self.driver.sample(t)
         cycles_before = self.cycles
         while True:
             progressed = False
@@ -224,6 +268,9 @@ class Simulation:
             self._handle(self.model.apply(ev.JobSubmitted(self.now, job.record, self._finished_targets(job))))
             if job.spec.hold:  # labgang submit --hold
                 self._handle(self.model.apply(ev.HoldRequested(self.now, job.record.id, "the scenario")))
+        elif kind == "cancel":  # labgang cancel (Simulation.cancel)
+            if not job.record.status.state.finished:
+                self._handle(self.model.apply(ev.CancelRequested(self.now, job.record.id, self._cancel_by[job_id])))
         elif kind == "release":  # labgang release
             self._emit("release", job=job.id)
             self._handle(self.model.apply(ev.ReleaseRequested(self.now, job.record.id, "the scenario")))
@@ -275,7 +322,7 @@ class Simulation:
         """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
         for effect in effects:
             if isinstance(effect, fx.SaveRank):
-                self._ranks_changed.add(effect.job.id)
+                self.driver.rank_changed(effect.job.id)
             elif isinstance(effect, fx.WakeScheduler):
                 self._wake = True
             elif isinstance(effect, fx.WakeAt):
@@ -285,9 +332,9 @@ class Simulation:
                 self._admitted(job, self.now)
                 self._to_start.append((job.record.id, job.record.run_id))  # launched after this instant's cycles
             elif isinstance(effect, fx.Stop):
-                job_id = effect.run_id.rpartition(".")[0]  # "<job id>.<attempt>"
-                self._push(self.now + effect.grace, _EXIT, "stop", job_id, effect.run_id)
-            elif isinstance(effect, fx.RecordDecision) and effect.kind == "victim":
+                if effect.job_id is not None:  # every run here is a job's
+                    self._push(self.now + effect.grace, _EXIT, "stop", effect.job_id, effect.run_id)
+            elif isinstance(effect, fx.RecordDecision) and effect.kind is fx.DecisionKind.VICTIM:
                 self.by_model[effect.job_id].preempted = True
             elif isinstance(effect, fx.RecordDecision) and effect.code in _HELD:  # held by its dependency
                 self._emit(
@@ -296,7 +343,7 @@ class Simulation:
                     code=effect.code,
                     message=self._shown(effect.message),
                 )
-            elif isinstance(effect, fx.AddHistory) and effect.entry.event == "requeued":
+            elif isinstance(effect, fx.Requeued):
                 job = self.by_model[effect.job.id]
                 self._release(job)
                 self._emit("requeue", job=job.id)
@@ -365,151 +412,74 @@ class Simulation:
 
     # --- scheduling ----------------------------------------------------------------------------
 
-    def _tenant(self, spec: JobSpec) -> str | None:
-        return self._tenant_names.get(spec.uid)
-
     def _shown(self, message: str) -> str:
         return self.scenario.ids.shown(message)
 
     def snapshot(self) -> Snapshot:
-        """The scheduler's view of the simulation now (what the coordinator's ``build_snapshot`` gives)."""
-        return self._gated()[0]
+        """The scheduler's view of the simulation now (what the coordinator's ``build_snapshot``
+        gives, without taking a fair-sharing sample)."""
+        nodes = self.scenario.nodes
+        holding, gate = self.driver.split(self.now, nodes)
+        return self.driver.snapshot_of(self.now, nodes, holding, gate)
 
-    def _gated(self) -> tuple[Snapshot, ArrayGate]:
-        """:meth:`snapshot` and the :class:`ArrayGate` that chose its array tasks, as the
-        coordinator's ``gated_snapshot``: jobs holding devices, the admissible pending jobs in
-        submission order, array tasks through the ``%N`` cap and the window."""
-        holding, gate = self._split()
-        return self._snapshot_of(holding, gate), gate
+    @property
+    def cycles(self) -> int:
+        """Scheduling cycles run so far."""
+        return self.driver.cycles
 
-    def _split(self) -> tuple[list[JobRecord], ArrayGate]:
-        """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
-        admissible pending ones: what :meth:`_gated` builds its snapshot from. Cheap next to the
-        snapshot (no views), so a burst asks for it first and builds the snapshot only when some
-        job is let through (``gate.fed``)."""
-        holding: list[JobRecord] = []
-        waiting: list[JobRecord] = []
-        admissible, now = self.model.admissible, self.now
-        for job in sorted(self.model.jobs.values(), key=_SEQ):
-            if job.status.state in _HOLDING:
-                holding.append(job)
-            elif admissible(job, now):
-                waiting.append(job)
-        return holding, gate_pending(waiting, holding, self._capacity, queue_caps(self.scenario.queues))
+    @property
+    def held(self) -> set[str]:
+        """Jobs that held their queue's idle quota in the last cycle."""
+        return self.memory.held
 
-    def _snapshot_of(self, holding: list[JobRecord], gate: ArrayGate) -> Snapshot:
-        """The scheduler's snapshot of :meth:`_split`'s result."""
-        views, changed = self._views, self._ranks_changed
-        running: list[RunningJob] = []
-        for job in holding:
-            # :meth:`_running_view`, its cache hit inlined: this runs for every job holding
-            # devices in every cycle
-            st = job.status
-            hit = views.get(job.id)
-            if hit is None or hit[0] is not st or hit[1] != st.changes or hit[2] != len(job.ranks) or job.id in changed:
-                running.append(self._running_view(job))
-            else:
-                running.append(hit[3])
-        return Snapshot(
-            now=self.now,
-            nodes=self.scenario.nodes,
-            queues=self.scenario.queues,
-            running=tuple(running),
-            pending=tuple(pending_job(job, self._tenant(job.spec), job.id in self.held) for job in gate.fed),
-            cohorts=self.scenario.cohorts,
-            sharing=self.scenario.sharing,
-            tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
-        )
+    # --- the cycle driver's seams ---------------------------------------------------------------
 
-    def _running_view(self, job: JobRecord) -> RunningJob:
-        """``running_job`` of ``job``, built again only when the job changed: its status (the
-        record counts its changes) or one of its ranks (every rank change is a ``SaveRank``
-        effect, which :meth:`_handle` notes), so an instant costs little per job holding devices."""
-        st = job.status
-        hit = self._views.get(job.id)
-        if (
-            hit is None
-            or hit[0] is not st
-            or hit[1] != st.changes
-            or hit[2] != len(job.ranks)
-            or job.id in self._ranks_changed
-        ):
-            self._ranks_changed.discard(job.id)
-            hit = self._views[job.id] = (st, st.changes, len(job.ranks), running_job(job, self._tenant(job.spec)))
-        return hit[3]
+    def apply(self, event: ev.Event) -> list[fx.Effect]:
+        """The effect executor: apply ``event`` to the lifecycle model and carry out its effects
+        as agents and the coordinator's timers would (:meth:`_handle`)."""
+        effects = self.model.apply(event)
+        self._handle(effects)
+        return effects
 
-    def _sample_tenants(self, snap: Snapshot) -> bool:
-        """Admission fair sharing: every sampling instant up to now, with the devices held now
-        (as the coordinator samples when it builds a snapshot); True when a sample was taken."""
-        policy = self.scenario.sharing.admission
-        if policy is None:
-            return False
-        due = afs.due_samples(self._last_sample, self.now, policy.sampling_interval)
-        if not due:
-            return False
-        held = afs.held_by_tenant(snap.running)
-        for key in held:
-            self.tenant_usage.setdefault(key, TenantUsage(key[0], key[1], 1.0, 0.0, self._last_sample))
-        for at in due:
-            self.tenant_usage = afs.sample(self.tenant_usage, at, held, policy.half_life)
-        self._last_sample = due[-1]
-        return True
+    def wake_at(self, when: float) -> None:
+        """The scheduler runs again at ``when`` (a pending job starts starving)."""
+        self._push(when, _WAKE, "wake", "", "")
+
+    def _decide(self, snap: Snapshot) -> CycleResult:
+        """The scheduler sees the file's names (its reasons name jobs as people read them); the
+        lifecycle model, the coordinator's ids."""
+        named = self.scenario.ids.named_snapshot(snap)
+        decided = run_cycle(named)
+        for cycle_hook in self._cycle_hooks:
+            cycle_hook(named, decided)
+        return self.scenario.ids.model_result(decided)
+
+    def cycle(self, snapshot: Snapshot, result: CycleResult, effects: Sequence[fx.Effect], seconds: float) -> None:
+        """The cycle observer: trace the cycle's preemptions (victims it stopped now) and changed
+        reasons, then check the invariants."""
+        victims = {e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind is fx.DecisionKind.VICTIM}
+        for pre in result.preempted:
+            fresh = [v for v in pre.victims if v in victims]
+            if fresh:
+                self._emit(
+                    "preempt",
+                    job=self.by_model[pre.job_id].id,
+                    victims=[self.by_model[v].id for v in pre.victims],
+                    reason=pre.reason,
+                )
+            for v in fresh:
+                self._emit("terminate", job=self.by_model[v].id, stop_at=self.now + self.by_model[v].spec.grace)
+        self._emit_reasons(result)
+        self._check_hooks()
+
+    def gated(self, result: CycleResult) -> None:
+        """The cycle observer, when only capped array tasks got a reason: trace it."""
+        self._emit_reasons(result)
 
     def _schedule(self) -> None:
-        """Cycles until one decides nothing new (the coordinator's ``run_cycles``); then a wake
-        for the next instant a pending job starts starving."""
-        burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
-        pending: tuple[PendingJob, ...] = ()  # the last cycle's (for the starvation wake)
-        for _ in range(MAX_CYCLES_PER_INSTANT):
-            holding, gate = self._split()
-            if self.scenario.sharing.admission is not None and self._sample_tenants(self._snapshot_of(holding, gate)):
-                holding, gate = self._split()
-            if not gate.fed:  # the snapshot would have no pending job: no cycle (and no views built)
-                pending = ()
-                if gate.capped:  # every waiting task is over its array's cap: say so, as the coordinator does
-                    self._handle(
-                        self.model.apply(ev.CycleDecided(self.now, follow_reasons(gate, CycleResult((), (), ()))))
-                    )
-                    self._emit_reasons(follow_reasons(gate, CycleResult((), (), ())))
-                break
-            # The scheduler sees the file's names (its reasons name jobs as people read them); the
-            # lifecycle model, the coordinator's ids.
-            snap = self._snapshot_of(holding, gate)
-            pending = snap.pending
-            named = self.scenario.ids.named_snapshot(snap)
-            decided = run_cycle(named)
-            self.cycles += 1
-            for cycle_hook in self._cycle_hooks:
-                cycle_hook(named, decided)
-            result = follow_reasons(gate, self.scenario.ids.model_result(decided))
-            had_held = bool(self.held)
-            self.held = set(result.held)
-            if self.scenario.sharing.admission is not None:
-                self.tenant_usage = {(t.queue, t.name): t for t in result.tenants}
-            effects = self.model.apply(ev.CycleDecided(self.now, result, burst))
-            burst |= frozenset(e.job.id for e in effects if isinstance(e, fx.Dispatch))
-            victims = {e.job_id for e in effects if isinstance(e, fx.RecordDecision) and e.kind == "victim"}
-            self._handle(effects)
-            for pre in result.preempted:
-                fresh = [v for v in pre.victims if v in victims]
-                if fresh:
-                    self._emit(
-                        "preempt",
-                        job=self.by_model[pre.job_id].id,
-                        victims=[self.by_model[v].id for v in pre.victims],
-                        reason=pre.reason,
-                    )
-                for v in fresh:
-                    self._emit("terminate", job=self.by_model[v].id, stop_at=self.now + self.by_model[v].spec.grace)
-            self._emit_reasons(result)
-            self._check_hooks()
-            if not decided_something(result, effects, had_held):
-                break
-        else:
+        """A burst of cycles (the coordinator's ``run_cycles``), through the shared cycle driver."""
+        if not self.driver.burst().settled:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
-        starving_at = next_wake(pending, self.scenario.queues, self.now)
-        if starving_at is not None:
-            self._push(starving_at, _WAKE, "wake", "", "")
 
     def _emit_reasons(self, result: CycleResult) -> None:
         """A ``pending`` trace line for each job whose reason this cycle changed."""
@@ -549,7 +519,7 @@ class Simulation:
             run_id = job.record.run_id
             for rank in ranks_in_order(job.record):
                 self.model.apply(ev.RankObserved(at, rank.node, run_id, rank.rank, RankPhase.RUNNING))
-            self._ranks_changed.add(job.record.id)  # these effects are not handled: its view is built anew
+            self.driver.rank_changed(job.record.id)  # these effects are not handled: its view is built anew
             if job.duration is not None:
                 self._push(max(0.0, at + job.duration), _EXIT, "end", job.record.id, run_id)
             if job.spec.time_limit is not None:

@@ -65,7 +65,7 @@ class SimJob:
 
     @property
     def cancelled(self) -> bool:
-        """True when it ended cancelled (its dependency can never hold)."""
+        """True when it ended cancelled (its dependency can never hold, or ``Simulation.cancel``)."""
         return self.record.status.state == JobState.CANCELLED
 
     @property

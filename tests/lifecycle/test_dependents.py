@@ -67,7 +67,7 @@ def test_afterok_holds_the_job_until_its_target_succeeds() -> None:
     out = submit(model, b)
     assert not model.admissible(b, 1.0) and model.admissible(a, 1.0)
     assert reason(b) == ("dependency", "waits for afterok:1 (pending)")
-    assert fx.RecordDecision(1.0, "2", "pending", "dependency", "waits for afterok:1 (pending)") in out
+    assert fx.RecordDecision(1.0, "2", fx.DecisionKind.PENDING, "dependency", "waits for afterok:1 (pending)") in out
     assert "dependency afterok:1" in b.history[0].message
     run(model, "1", 2.0)
     assert reason(b) == ("dependency", "waits for afterok:1 (running)")

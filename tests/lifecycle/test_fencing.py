@@ -64,7 +64,7 @@ def tick(model: Lifecycle, now: float) -> list[fx.Effect]:
 def test_a_lost_nodes_gang_is_requeued_only_after_node_timeout_plus_grace() -> None:
     model, record = running()
     out = lose_n2(model)
-    assert fx.Stop("n1", "1.0", 7.0, False) in out  # the rest of the gang stops now
+    assert fx.Stop("n1", "1.0", 7.0, False, "1") in out  # the rest of the gang stops now
     assert fx.WakeAt(DEADLINE) in out  # the driver wakes exactly when the fence expires
     assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.LOST)
     assert record.ranks[1].state == RankPhase.RUNNING  # not lost yet: its agent may still be stopping it
@@ -96,7 +96,7 @@ def test_a_node_back_with_its_rank_still_stopping_is_waited_for_not_timed_out() 
     lose_n2(model)
     still = ev.RankObserved(22.0, "n2", "1.0", 1, RankPhase.RUNNING, pid=101)
     out = model.apply(ev.NodeJoined(22.0, "n2", (still,), frozenset({"n1", "n2"})))
-    assert fx.Stop("n2", "1.0", 7.0, False) in out  # the coordinator's own stop reaches it now
+    assert fx.Stop("n2", "1.0", 7.0, False, "1") in out  # the coordinator's own stop reaches it now
     tick(model, DEADLINE + 5)  # the node answers: its real exit decides, not the clock
     assert (record.status.state, record.ranks[1].state) == (JobState.TERMINATING, RankPhase.RUNNING)
     model.apply(ev.RankObserved(33.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=137))
@@ -150,7 +150,7 @@ def test_a_rank_its_agent_stopped_on_its_lease_requeues_the_job_rather_than_fail
     stopped = ev.RankObserved(9.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True)
     out = model.apply(ev.NodeJoined(9.0, "n2", (stopped,), frozenset({"n1", "n2"})))
     assert (record.status.state, record.status.end_intent) == (JobState.TERMINATING, EndIntent.LOST)
-    assert fx.Stop("n1", "1.0", 7.0, False) in out
+    assert fx.Stop("n1", "1.0", 7.0, False, "1") in out
     for rank, node in ((0, "n1"), (1, "n2")):
         model.apply(ev.RankObserved(10.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
     assert (record.status.state, record.status.restart_count) == (JobState.PENDING, 1)

@@ -44,8 +44,8 @@ def test_kill_stops_the_job_and_fails_it_with_the_budget_line() -> None:
     model, record = running(dataclasses.replace(POLICY, violation="kill"))
     out = model.apply(OVER)
     assert [e for e in out if isinstance(e, fx.Stop)] == [
-        fx.Stop("n1", "1.0", 7.0, False),
-        fx.Stop("n2", "1.0", 7.0, False),
+        fx.Stop("n1", "1.0", 7.0, False, "1"),
+        fx.Stop("n2", "1.0", 7.0, False, "1"),
     ]
     reason = f'device-memory budget exceeded (violation = "kill"): {LINE}'
     assert record.status.end_intent == EndIntent.FAIL and record.status.reason_message == reason

@@ -59,8 +59,8 @@ def test_a_preempted_gang_is_stopped_with_its_warning_and_requeued_as_a_new_atte
         ev.CycleDecided(2.0, CycleResult(admitted=(), preempted=(Preempt("2", ("1",), "p"),), pending=()))
     )
     assert [e for e in out if isinstance(e, fx.Stop)] == [
-        fx.Stop("n1", "1.0", 7.0, True),
-        fx.Stop("n2", "1.0", 7.0, True),
+        fx.Stop("n1", "1.0", 7.0, True, "1"),
+        fx.Stop("n2", "1.0", 7.0, True, "1"),
     ]
     assert victim.status.end_intent == EndIntent.PREEMPT
     for rank, node in ((0, "n1"), (1, "n2")):
@@ -119,8 +119,8 @@ def test_its_start_wakes_the_preemptor_and_then_it_is_stopped() -> None:
     out = preempt(model, 3.5)  # a new burst
     assert victim.status.state == JobState.TERMINATING
     assert [e for e in out if isinstance(e, fx.Stop)] == [
-        fx.Stop("n1", "1.0", 7.0, True),
-        fx.Stop("n2", "1.0", 7.0, True),
+        fx.Stop("n1", "1.0", 7.0, True, "1"),
+        fx.Stop("n2", "1.0", 7.0, True, "1"),
     ]
 
 

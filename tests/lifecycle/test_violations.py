@@ -43,8 +43,8 @@ def test_kill_stops_every_rank_and_fails_the_job_with_the_violation() -> None:
     model, record = running(dataclasses.replace(POLICY, violation="kill"))
     out = model.apply(SEEN)
     assert [e for e in out if isinstance(e, fx.Stop)] == [
-        fx.Stop("n1", "1.0", 7.0, False),
-        fx.Stop("n2", "1.0", 7.0, False),
+        fx.Stop("n1", "1.0", 7.0, False, "1"),
+        fx.Stop("n2", "1.0", 7.0, False, "1"),
     ]
     assert record.status.end_intent == EndIntent.FAIL
     assert record.status.reason_message == f'device violation (violation = "kill"): {LINE}'

@@ -269,3 +269,47 @@ def test_the_preemption_reason_names_jobs_as_jobs():
     assert result.preempted[0].victims == ("7",)
     assert result.preempted[0].reason.startswith("job 9 (queue q, priority 5) needs ")
     assert result.preempted[0].reason.endswith("; stopping job 7 (queue q, priority -1)")
+
+
+def test_reclaim_from_jobs_admitted_at_one_instant_takes_the_last_admitted():
+    """§A3.4 "most recently admitted first" among twelve equal jobs admitted at t=0, six of them
+    on the other queue's lent quota: six one-GPU preemptors of that queue, decided in one cycle,
+    evict exactly the last six admitted, one each (tests/scenarios/cases/victim-order-same-instant)."""
+    a = queue("a").cohort("lab").nominal(gpu=6).reclaim("any").build()
+    b = queue("b").cohort("lab").nominal(gpu=6).reclaim("any").build()
+    c = Cluster().node("n1", 12)
+    for i in range(1, 13):  # admitted in this order (seq), all at t=0: ids sort the same way
+        c.run(job(f"a{i:02d}").queue("a").gpus(1).submitted(0.0).admitted(0.0))
+    pending = [job(f"b{i}").queue("b").gpus(1).submitted(10.0) for i in range(1, 7)]
+    result = run_cycle(c.snapshot([a, b], pending, now=10.0))
+    assert [(p.job_id, p.victims) for p in result.preempted] == [
+        ("b1", ("a12",)),
+        ("b2", ("a11",)),
+        ("b3", ("a10",)),
+        ("b4", ("a09",)),
+        ("b5", ("a08",)),
+        ("b6", ("a07",)),
+    ]
+    assert {p.job_id: p.reason.code.value for p in result.pending} == {
+        f"b{i}": "waiting_for_victims" for i in range(1, 7)
+    }
+
+
+def test_a_queue_never_reclaims_back_on_the_strength_of_its_own_jobs_evicted_this_cycle():
+    """A victim another queue's preemptor claimed this cycle still counts in its own queue until
+    it is gone: that queue does not look below its nominal quota and reclaim back, in the same
+    cycle, from the queue that just reclaimed from it (with grace 0 the two would evict each
+    other's jobs in turn at one instant)."""
+    a = queue("a").cohort("lab").nominal(gpu=3).reclaim("any").borrow_within_cohort("lower-priority").build()
+    b = queue("b").cohort("lab").nominal(gpu=3).reclaim("lower-priority").borrow_within_cohort("lower-priority")
+    c = Cluster().node("n1", 6)
+    c.run(job("b1").queue("b").gpus(1).submitted(0.0).admitted(1.0))
+    c.run(job("a2").queue("a").gpus(1).priority(5).submitted(0.0).admitted(2.0))
+    c.run(job("a3").queue("a").gpus(2).submitted(0.0).admitted(3.0))  # a borrows one GPU
+    c.run(job("a4").queue("a").gpus(1).priority(5).submitted(0.0).admitted(4.0))
+    c.run(job("b5").queue("b").gpus(1).submitted(0.0).admitted(5.0))
+    pending = [job("pb").queue("b").gpus(2).priority(5), job("pa").queue("a").gpus(1)]
+    result = run_cycle(c.snapshot([a, b.build()], pending, now=10.0))
+    # pb takes a3 (lower priority, a borrowing); a still counts a3 until it is gone, so a is at
+    # its nominal with pa and may not reclaim b5 from b
+    assert [(p.job_id, p.victims) for p in result.preempted] == [("pb", ("a3",))]

@@ -1,7 +1,9 @@
 """``labgang simulate`` against the real coordinator, event for event.
 
-For random small workloads (a few nodes, queues with cohorts, borrowing and preemption
-policies, gangs with priorities, durations and grace periods), the same workload runs twice:
+For random small workloads (a few nodes, sometimes one whose GPU is split into MIG devices,
+queues with cohorts, borrowing and preemption policies, gangs with priorities, durations and
+grace periods, elastic gangs, MIG jobs, ``labgang cancel`` of pending and running jobs), the
+same workload runs twice:
 
 - through :class:`~labgang.launcher.simulate.engine.Simulation`;
 - through a real :class:`~labgang.launcher.coordinator.core.Coordinator` (real SQLite store,
@@ -35,7 +37,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from labgang.agent import tomlfile
-from labgang.agent.inventory import GpuInfo, NodeInventory, Unavailable
+from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
@@ -49,6 +51,12 @@ from labgang.launcher.store import Store
 
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
 MODEL = "NVIDIA A100-SXM4-80GB"
+CANCEL = "cancel"
+"""A workload job's key for ``labgang cancel`` at that time (by root): both drivers are told
+(``Simulation.cancel``, ``Coordinator.cancel``); the scenario file itself has no such key. Not
+used on array jobs."""
+MIG_LAYOUT = ("2g.20gb", "1g.10gb", "1g.10gb")
+"""The MIG devices of a MIG node's GPU (``MIG-<node>-<gpu>-<k>``, as the simulator names them)."""
 ROOT = Caller(uid=0, user="root", admin=True)
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_000_000.0  # the coordinator's clock at simulated t=0 (unix-like seconds)
@@ -63,14 +71,21 @@ JOB_REF = re.compile(
 
 @st.composite
 def workloads(draw: st.DrawFn) -> dict[str, Any]:
-    """A scenario document: 1-2 nodes of 2-3 GPUs, 1-3 queues, 2-8 jobs submitted in id order,
-    sized so that queues compete (borrowing, reclaim, priority preemption, grace periods)."""
+    """A scenario document: 1-2 nodes of 2-3 GPUs (sometimes one more node whose GPU is split
+    into MIG devices), 1-3 queues, 2-8 jobs submitted in id order, some of them elastic gangs
+    or MIG jobs, sized so that queues compete (borrowing, reclaim, priority preemption, grace periods)."""
     nodes = [{"name": f"n{i}", "gpus": draw(st.integers(2, 3)), "model": MODEL} for i in range(draw(st.integers(1, 2)))]
+    mig = draw(st.integers(0, 3)) == 0
+    if mig:
+        nodes.append({"name": "m0", "gpus": 1, "model": MODEL, "mig": list(MIG_LAYOUT)})
     queues = []
     for i in range(draw(st.integers(1, 3))):
+        nominal = {"gpu": draw(st.sampled_from([0, 1, 2, 4]))}
+        if mig:
+            nominal |= {f"mig-{p}": draw(st.integers(0, 2)) for p in sorted(set(MIG_LAYOUT))}
         q: dict[str, Any] = {
             "name": f"q{i}",
-            "nominal": {"gpu": draw(st.sampled_from([0, 1, 2, 4]))},
+            "nominal": nominal,
             "within_queue": draw(
                 st.sampled_from(["never", "lower-priority", "lower-priority", "lower-or-newer-equal-priority"])
             ),
@@ -88,18 +103,24 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
     submits = sorted(draw(st.lists(st.integers(0, 12), min_size=count, max_size=count)))
     jobs = []
     for i, submit in enumerate(submits):
-        jobs.append(
-            {
-                "id": str(i + 1),  # the coordinator numbers jobs 1, 2, ... in submission order
-                "queue": draw(st.sampled_from([q["name"] for q in queues])),
-                "workers": draw(st.integers(1, 2)),
-                "gpus_per_worker": draw(st.integers(1, 2)),
-                "priority": draw(st.sampled_from([0, 0, 1, 2, 5])),
-                "submit": float(submit),
-                "duration": float(draw(st.integers(1, 20))),
-                "grace": float(draw(st.sampled_from([0, 0, 2, 5, 10]))),
-            }
-        )
+        job: dict[str, Any] = {
+            "id": str(i + 1),  # the coordinator numbers jobs 1, 2, ... in submission order
+            "queue": draw(st.sampled_from([q["name"] for q in queues])),
+            "workers": draw(st.integers(1, 3)),
+            "gpus_per_worker": draw(st.integers(1, 2)),
+            "priority": draw(st.sampled_from([0, 0, 1, 2, 5])),
+            "submit": float(submit),
+            "duration": float(draw(st.integers(1, 20))),
+            "grace": float(draw(st.sampled_from([0, 0, 2, 5, 10]))),
+        }
+        if job["workers"] > 1 and draw(st.integers(0, 2)) == 0:  # an elastic gang
+            job["min_workers"] = draw(st.integers(1, job["workers"] - 1))
+        if mig and draw(st.integers(0, 2)) == 0:  # one MIG device of a profile per rank
+            del job["gpus_per_worker"]
+            job["mig"] = draw(st.sampled_from(sorted(set(MIG_LAYOUT))))
+        if draw(st.integers(0, 4)) == 0:  # labgang cancel, pending or running (not a scenario key)
+            job[CANCEL] = float(submit + draw(st.integers(0, 15)))
+        jobs.append(job)
     return {"scenario": {"name": "random"}, "nodes": nodes, "queues": queues, "jobs": jobs}
 
 
@@ -160,8 +181,20 @@ def outcome(record: JobRecord) -> tuple[str, int, int, int | None]:
     return (st_.state.value, st_.attempt, st_.restart_count, st_.exit_status)
 
 
+def cancels(doc: dict[str, Any]) -> dict[str, float]:
+    """Job id -> when root cancels it (:data:`CANCEL`), for the jobs that are not arrays."""
+    return {j["id"]: j[CANCEL] for j in doc["jobs"] if CANCEL in j and "array" not in j}
+
+
+def scenario_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as a scenario file: without the harness's :data:`CANCEL` keys."""
+    return {**doc, "jobs": [{k: v for k, v in j.items() if k != CANCEL} for j in doc["jobs"]]}
+
+
 def simulate(doc: dict[str, Any]) -> tuple[dict[str, list[Line]], dict[str, tuple[str, int, int, int | None]]]:
-    sim = Simulation(parse_scenario(doc))
+    sim = Simulation(parse_scenario(scenario_of(doc)))
+    for job_id, at in cancels(doc).items():
+        sim.cancel(job_id, at, ROOT.user)
     steps = 0
     while sim.next_time() is not None:
         sim.run_instant()
@@ -184,8 +217,28 @@ class Clock:
         return self.now
 
 
+def mig_devices(node: dict[str, Any], i: int) -> tuple[MigDeviceInfo, ...]:
+    """GPU ``i`` of ``node``'s MIG devices, one per profile of its ``mig`` list, named as the
+    scenario names them (``MIG-<node>-<i>-<k>``)."""
+    return tuple(
+        MigDeviceInfo(
+            uuid=f"MIG-{node['name']}-{i}-{k}",
+            index=k,
+            profile=profile,
+            gi_id=k + 1,
+            ci_id=0,
+            memory_total_bytes=10 << 30,
+            memory_used_bytes=0,
+            sm_count=14,
+            parent_uuid=f"GPU-{node['name']}-{i}",
+        )
+        for k, profile in enumerate(node.get("mig", ()))
+    )
+
+
 def inventory(node: dict[str, Any]) -> NodeInventory:
-    """A node's inventory with ``gpus`` whole GPUs named as the scenario names them (``GPU-<node>-<i>``)."""
+    """A node's inventory with ``gpus`` whole GPUs named as the scenario names them (``GPU-<node>-<i>``),
+    each split into the node's ``mig`` profiles when it has them."""
     gpus = tuple(
         GpuInfo(
             index=i,
@@ -204,8 +257,9 @@ def inventory(node: dict[str, Any]) -> NodeInventory:
             power_limit_w=400.0,
             clock_event_reasons=(),
             ecc_volatile_uncorrected=0,
-            mig_mode_current=None,
-            mig_mode_pending=None,
+            mig_mode_current=True if "mig" in node else None,
+            mig_mode_pending=True if "mig" in node else None,
+            mig_devices=mig_devices(node, i),
         )
         for i in range(node["gpus"])
     )
@@ -235,6 +289,8 @@ class CoordinatorRun:
         self.coord.wake_at = self.wake_at  # type: ignore[method-assign]  # timers on the simulated clock
         for job in doc["jobs"]:
             self.push(job["submit"], 1, "submit", job)
+        for job_id, at in cancels(doc).items():
+            self.push(at, 1, "cancel", job_id)
 
     def push(self, t: float, cls: int, kind: str, what: Any) -> None:
         self.order += 1
@@ -333,8 +389,14 @@ class CoordinatorRun:
     async def apply(self, kind: str, what: Any) -> None:
         if kind == "submit":
             body = {"name": what.get("name", what["id"]), "queue": what["queue"], "workers": what["workers"]}
-            body |= {"gpus_per_worker": what["gpus_per_worker"], "priority": what["priority"]}
+            body |= {"priority": what["priority"]}
+            if "mig" in what:
+                body["mig"] = what["mig"]
+            else:
+                body["gpus_per_worker"] = what["gpus_per_worker"]
             body |= {"grace_s": what["grace"], "argv": ["train"]}
+            if "min_workers" in what:
+                body["min_workers"] = what["min_workers"]
             if "array" in what:
                 body["array"] = what["array"]
             if "dependency" in what:
@@ -346,6 +408,9 @@ class CoordinatorRun:
                 return
             coord_id = job.id if job.spec.array is None else job.spec.array.array_id
             self.names[coord_id], self.ids[what["id"]] = what["id"], coord_id
+        elif kind == "cancel":
+            if what in self.ids:  # not refused at submission
+                await self.coord.cancel(ROOT, self.ids[what])
         elif kind == "end":
             await self.ranks_exit(what, 0)
         elif kind == "stop":
@@ -462,19 +527,109 @@ def workload_of(path: Path) -> dict[str, Any]:
 UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evicted-at-its-instant.toml")
 
 
+# Twelve equal jobs admitted at one instant, six reclaimed by six one-GPU preemptors: both drivers
+# evict the last six admitted, one per preemptor (docs/queue-semantics.md §A3.4, §A3.6).
+def _runnable_here(doc: dict[str, Any], names: dict[str, str], duration: float) -> dict[str, Any]:
+    """``doc`` with its queues renamed (the coordinator here defaults to a queue named q0) and a
+    ``duration`` for jobs that have none (a simulated agent ends each rank after its job's), and
+    the file format's defaults this harness reads explicitly (one worker, priority 0, no grace)."""
+    return {
+        **doc,
+        "queues": [{**q, "name": names[q["name"]]} for q in doc["queues"]],
+        "jobs": [
+            {"duration": duration, "workers": 1, "priority": 0, "grace": 0.0, **j, "queue": names[j["queue"]]}
+            for j in doc["jobs"]
+        ],
+    }
+
+
+SAME_INSTANT_VICTIMS = _runnable_here(
+    workload_of(REPO / "tests/scenarios/cases/victim-order-same-instant.toml"), {"team-a": "q0", "team-b": "q1"}, 60.0
+)
+
+
+# An elastic gang (3 ranks, at least 1) starts with the 2 GPUs left, is preempted whole by a
+# higher-priority job, and comes back at its full size once the GPUs are free.
+ELASTIC = {
+    "scenario": {"name": "elastic"},
+    "nodes": [{"name": "n0", "gpus": 3, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 3}, "within_queue": "lower-priority"}],
+    "jobs": [
+        job("1", "q0", 1, 0, 0.0, 10.0, 0.0),
+        {**job("2", "q0", 1, 0, 1.0, 20.0, 2.0), "workers": 3, "min_workers": 1},
+        job("3", "q0", 2, 5, 3.0, 5.0, 0.0),
+    ],
+}
+
+
+def mig_job(
+    job_id: str, profile: str, workers: int, priority: int, submit: float, duration: float, grace: float
+) -> dict[str, Any]:
+    """A job of queue q0 with ``workers`` ranks of one MIG device of ``profile`` each."""
+    return {
+        "id": job_id, "queue": "q0", "workers": workers, "mig": profile, "priority": priority,
+        "submit": submit, "duration": duration, "grace": grace,
+    }  # fmt: skip
+
+
+# MIG: a 2-rank gang on the two 1g.10gb devices of m0's GPU is preempted by a higher-priority 1g.10gb
+# job (the profile's quota is 2), while whole-GPU and 2g.20gb jobs run beside them untouched.
+MIG = {
+    "scenario": {"name": "mig"},
+    "nodes": [
+        {"name": "n0", "gpus": 2, "model": MODEL},
+        {"name": "m0", "gpus": 1, "model": MODEL, "mig": list(MIG_LAYOUT)},
+    ],
+    "queues": [
+        {
+            "name": "q0",
+            "nominal": {"gpu": 2, "mig-1g.10gb": 2, "mig-2g.20gb": 1},
+            "within_queue": "lower-priority",
+        }
+    ],
+    "jobs": [
+        mig_job("1", "1g.10gb", 2, 0, 0.0, 10.0, 3.0),
+        job("2", "q0", 2, 0, 0.0, 10.0, 0.0),
+        mig_job("3", "2g.20gb", 1, 0, 0.0, 10.0, 0.0),
+        mig_job("4", "1g.10gb", 1, 5, 2.0, 4.0, 0.0),
+    ],
+}
+
+
+# labgang cancel: job 1 is cancelled while running (stopped with its grace of 3, its ranks killed
+# at 8), job 2 while pending; job 3 starts on the GPUs job 1 leaves.
+CANCELS = {
+    "scenario": {"name": "cancels"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 2}}],
+    "jobs": [
+        {**job("1", "q0", 2, 0, 0.0, 20.0, 3.0), CANCEL: 5.0},
+        {**job("2", "q0", 1, 0, 1.0, 5.0, 0.0), CANCEL: 2.0},
+        job("3", "q0", 1, 0, 1.0, 5.0, 0.0),
+    ],
+}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
 @example(RECLAIM_AND_STARVATION)
 @example(UNLAUNCHED)
 @example(LAUNCH_BEFORE_EXIT)
+@example(SAME_INSTANT_VICTIMS)
+@example(ELASTIC)
+@example(MIG)
+@example(CANCELS)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
+    cancelled = cancels(doc)
     for job_id in refused:
-        # The coordinator refuses a job that can never start; the simulator keeps it pending for good.
-        assert [e for _, e, _ in sim_histories[job_id]] == ["submitted"], sim_histories[job_id]
-        assert sim_outcomes[job_id][0] == "pending"
+        # The coordinator refuses a job that can never start; the simulator keeps it pending for
+        # good, or until it is cancelled.
+        events = ["submitted", "cancelled"] if job_id in cancelled else ["submitted"]
+        assert [e for _, e, _ in sim_histories[job_id]] == events, sim_histories[job_id]
+        assert sim_outcomes[job_id][0] == ("cancelled" if job_id in cancelled else "pending")
         del sim_histories[job_id], sim_outcomes[job_id]
     assert set(histories) == set(sim_histories)
     for job_id in sorted(histories, key=int):
@@ -504,7 +659,7 @@ def comparable(doc: dict[str, Any]) -> bool:
     start pending for good, the coordinator refuses it, so a job that names it, or a ``singleton``
     job of its name, would be judged against a job one driver has and the other has not (the
     coordinator refuses a dependency on a job it does not have)."""
-    scenario = parse_scenario(doc)
+    scenario = parse_scenario(scenario_of(doc))
     never = {w.job for w in never_starting(scenario)}
     if not never:
         return True
@@ -575,3 +730,50 @@ def test_the_grace_rule_example_finishes_the_victim() -> None:
     histories, outcomes, _ = coordinate(GRACE_RULE)
     assert outcomes["1"] == sim_outcomes["1"]
     assert histories["1"] == sim_histories["1"] and histories["3"] == sim_histories["3"]
+
+
+def test_both_drivers_evict_the_last_admitted_of_one_instant() -> None:
+    """What SAME_INSTANT_VICTIMS shows, in both drivers: jobs 1-12 are admitted at t=0 in that
+    order; the six one-GPU preemptors 13-18 of the other queue evict jobs 12, 11, ..., 7 (one each,
+    most recently admitted first) and jobs 1-6 run on."""
+    expected = {str(13 + i): str(12 - i) for i in range(6)}  # preemptor -> its victim
+    for histories in (simulate(SAME_INSTANT_VICTIMS)[0], coordinate(SAME_INSTANT_VICTIMS)[0]):
+        stopped = {
+            job_id: msg.split(":", 1)[0].removeprefix("preempted by job ")
+            for job_id, lines in histories.items()
+            for _, event, msg in lines
+            if event == "stopping"
+        }
+        assert stopped == {victim: preemptor for preemptor, victim in expected.items()}
+
+
+def test_both_drivers_start_an_elastic_gang_at_the_size_that_fits() -> None:
+    """What ELASTIC shows, in both drivers: job 2 starts with 2 of its 3 ranks, is requeued after
+    its preemption, and starts again with all 3 once job 1 has ended."""
+    for histories in (simulate(ELASTIC)[0], coordinate(ELASTIC)[0]):
+        admitted = [(t, msg) for t, event, msg in histories["2"] if event == "admitted"]
+        assert admitted == [
+            (1.0, "started with 2 of 3 ranks (min 1) on n0"),
+            (10.0, "started with 3 of 3 ranks (min 1) on n0"),
+        ]
+
+
+def test_both_drivers_place_and_preempt_mig_devices_by_profile() -> None:
+    """What MIG shows, in both drivers: job 1's two ranks take m0's two 1g.10gb devices and are
+    preempted whole by job 4 at t=2 (stopped at 5, its grace); jobs 2 and 3 run on untouched."""
+    for histories, outcomes in (simulate(MIG), coordinate(MIG)[:2]):
+        assert next((t, msg) for t, event, msg in histories["1"] if event == "admitted") == (0.0, "2 ranks on m0")
+        assert [t for t, event, _ in histories["1"] if event == "requeued"] == [5.0]
+        assert [(t, msg) for t, event, msg in histories["4"] if event == "admitted"] == [(5.0, "1 rank on m0")]
+        assert not any(event == "stopping" for _, event, _ in histories["2"] + histories["3"])
+        assert {k: v[0] for k, v in outcomes.items()} == dict.fromkeys("1234", "succeeded")
+
+
+def test_both_drivers_cancel_pending_and_running_jobs() -> None:
+    """What CANCELS shows, in both drivers: job 2 is cancelled pending at 2, job 1's ranks are
+    killed at the end of its grace (8) and it ends cancelled, and job 3 starts then."""
+    for histories, outcomes in (simulate(CANCELS), coordinate(CANCELS)[:2]):
+        assert {k: v[0] for k, v in outcomes.items()} == {"1": "cancelled", "2": "cancelled", "3": "succeeded"}
+        assert [(t, e) for t, e, _ in histories["2"]] == [(1.0, "submitted"), (2.0, "cancelled")]
+        assert [t for t, e, _ in histories["1"] if e == "cancelled"] == [8.0]
+        assert [t for t, e, _ in histories["3"] if e == "admitted"] == [8.0]

@@ -1,0 +1,342 @@
+"""The cycle driver: one definition of how a scheduling cycle is fed and how its decisions are
+carried out, shared by the coordinator (``coordinator/scheduling.py``: real clock, real agents,
+the store) and ``labgang simulate`` (``simulate/engine.py``: virtual clock, simulated ranks).
+
+It owns what both did alike:
+
+- **Snapshot gating**: the jobs holding devices, and the admissible pending jobs through the
+  array gate (``lifecycle/arrays.py``: the ``%N`` cap and the window), in submission order, seen
+  through ``lifecycle/view.py``'s views;
+- **tenant sampling** (admission fair sharing) before each cycle, from the accounting records
+  (``lifecycle/cycle_memory.py``);
+- **the burst**: cycles at one instant until one decides nothing new
+  (:func:`~labgang.launcher.lifecycle.view.decided_something`), gangs admitted by the burst never
+  its victims, then a wake for the instant the first pending job starts starving.
+
+The differences are behind small typed seams: a :class:`Clock`, an :class:`EffectExecutor`
+(applies a lifecycle event and carries out its typed effects: the coordinator writes the store
+and commands agents, the simulator simulates ranks), the :class:`Cluster` facts a snapshot needs,
+and an optional :class:`CycleObserver` (metrics and logs; the simulator's trace).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Protocol
+
+from labgang.launcher.lifecycle import effects as fx
+from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons, gate_pending, queue_caps
+from labgang.launcher.lifecycle.cycle_memory import CycleMemory, held_by_attempts
+from labgang.launcher.lifecycle.machine import Lifecycle
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
+from labgang.launcher.lifecycle.rules import next_wake
+from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
+from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
+from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.scheduler.decisions import CycleResult
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RunningJob, Snapshot, TenantUsage
+
+_HOLDING = frozenset(s for s in JobState if s.holds_devices)
+"""The states in which a job holds devices (``JobState.holds_devices``, as a set to test against)."""
+
+_SEQ = attrgetter("seq")
+
+_NO_DECISIONS = CycleResult((), (), ())
+
+
+class Clock(Protocol):
+    """The driver's time: seconds (unix time in the coordinator, scenario time in the simulator)."""
+
+    def __call__(self) -> float: ...
+
+
+class EffectExecutor(Protocol):
+    """Applies lifecycle events to the model and carries out the typed effects they return."""
+
+    def apply(self, event: ev.Event) -> list[fx.Effect]:
+        """Apply ``event`` to the lifecycle model, carry out its effects, and return them."""
+        ...
+
+    def wake_at(self, when: float) -> None:
+        """Run the scheduler again at ``when`` (seconds, the driver's clock)."""
+        ...
+
+
+class Cluster(Protocol):
+    """What a snapshot needs besides the jobs: the nodes, the queue configuration, tenants."""
+
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node with a known inventory and its allocatable devices, in name order."""
+        ...
+
+    def queues(self) -> tuple[QueueSpec, ...]:
+        """Every queue's configuration."""
+        ...
+
+    def cohorts(self) -> tuple[CohortSpec, ...]:
+        """Every cohort's configuration."""
+        ...
+
+    def sharing(self) -> SharingPolicy:
+        """Fair sharing and admission fair sharing settings."""
+        ...
+
+    def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
+        """Device UUIDs not offered to new jobs; ``holding``: the jobs holding devices now."""
+        ...
+
+    def tenant(self, spec: JobSpec) -> str | None:
+        """A job's tenant (None: its queue's default tenant)."""
+        ...
+
+
+class CycleObserver(Protocol):
+    """Told what each cycle decided, after its effects were carried out (metrics, logs, a trace)."""
+
+    def cycle(self, snapshot: Snapshot, result: CycleResult, effects: Sequence[fx.Effect], seconds: float) -> None:
+        """A cycle ran over ``snapshot``: ``seconds`` covers building the snapshot and deciding."""
+        ...
+
+    def gated(self, result: CycleResult) -> None:
+        """No cycle ran (no job let through the array gate), but capped array tasks got a reason."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """What one :meth:`CycleDriver.burst` did.
+
+    Attributes:
+        admitted: gangs admitted (their dispatch is an effect already carried out).
+        cycles: cycles run.
+        settled: False when it stopped at ``max_cycles`` while cycles still decided new things.
+    """
+
+    admitted: int
+    cycles: int
+    settled: bool
+
+
+Decide = Callable[[Snapshot], CycleResult]
+"""The scheduler: ``run_cycle``, or a wrapper around it (the simulator renames jobs for it)."""
+
+Remembered = Callable[[list[TenantUsage], bool], None]
+"""Told the tenant histories a cycle changed, and whether a sample was taken (then all changed)."""
+
+
+class CycleDriver:
+    """Feeds the scheduler from the lifecycle model and hands its decisions back, in bursts.
+
+    Args:
+        model: the lifecycle model whose jobs are scheduled (read only here: every change goes
+            through ``executor``).
+        clock: the driver's time.
+        executor: applies the ``CycleDecided`` events and carries out their effects.
+        cluster: nodes, queues, cohorts, sharing settings, unavailable devices, tenants.
+        memory: holds of the last cycle and the tenants' usage histories.
+        max_cycles: the most cycles one burst runs.
+        decide: the scheduler (default ``run_cycle``).
+        remembered: told what the cycle memory's histories changed (the coordinator persists it).
+        observer: told about each cycle.
+        cache_views: keep each running job's view until its status, spec or ranks change (its
+            rank changes must be reported with :meth:`rank_changed`); without it every snapshot
+            builds them anew.
+    """
+
+    def __init__(
+        self,
+        model: Lifecycle,
+        clock: Clock,
+        executor: EffectExecutor,
+        cluster: Cluster,
+        memory: CycleMemory,
+        *,
+        max_cycles: int,
+        decide: Decide = run_cycle,
+        remembered: Remembered | None = None,
+        observer: CycleObserver | None = None,
+        cache_views: bool = False,
+    ) -> None:
+        self.model = model
+        self.clock = clock
+        self.executor = executor
+        self.cluster = cluster
+        self.memory = memory
+        self.max_cycles = max_cycles
+        self.decide = decide
+        self.remembered = remembered
+        self.observer = observer
+        self.cycles = 0
+        self._cache_views = cache_views
+        # by job id: (the status and spec it was built from, the status's change count, ranks, view)
+        self._views: dict[str, tuple[JobStatus, JobSpec, int, int, RunningJob]] = {}
+        self._ranks_changed: set[str] = set()
+        self._capacity: tuple[tuple[Node, ...], dict[str, int]] | None = None
+
+    # ----- the snapshot ---------------------------------------------------------------------
+
+    def rank_changed(self, job_id: str) -> None:
+        """A rank of job ``job_id`` changed (a ``SaveRank`` effect): its cached view is stale."""
+        self._ranks_changed.add(job_id)
+
+    def split(self, now: float, nodes: tuple[Node, ...]) -> tuple[list[JobRecord], ArrayGate]:
+        """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
+        admissible pending ones at ``now``: what a snapshot is built from. Cheap next to the
+        snapshot (no views), so a burst builds the snapshot only when some job is let through."""
+        holding: list[JobRecord] = []
+        waiting: list[JobRecord] = []
+        admissible = self.model.admissible
+        pending_state = JobState.PENDING
+        for job in sorted(self.model.jobs.values(), key=_SEQ):
+            state = job.status.state
+            if state in _HOLDING:
+                holding.append(job)
+            elif state is pending_state and admissible(job, now):
+                waiting.append(job)
+        return holding, gate_pending(waiting, holding, self._capacity_of(nodes), queue_caps(self.cluster.queues()))
+
+    def _capacity_of(self, nodes: tuple[Node, ...]) -> dict[str, int]:
+        """Resource name → devices of it in ``nodes`` (remembered while the same nodes are given)."""
+        if self._capacity is not None and self._capacity[0] is nodes:
+            return self._capacity[1]
+        capacity: dict[str, int] = {}
+        for node in nodes:
+            for device in node.devices:
+                capacity[device.resource] = capacity.get(device.resource, 0) + 1
+        self._capacity = (nodes, capacity)
+        return capacity
+
+    def snapshot_of(self, now: float, nodes: tuple[Node, ...], holding: list[JobRecord], gate: ArrayGate) -> Snapshot:
+        """The scheduler's snapshot at ``now`` of :meth:`split`'s result."""
+        cluster, memory = self.cluster, self.memory
+        tenant = cluster.tenant
+        if self._cache_views:
+            views, changed = self._views, self._ranks_changed
+            running: list[RunningJob] = []
+            for job in holding:
+                # :meth:`_running_view`, its cache hit inlined: this runs for every job holding
+                # devices in every cycle
+                st = job.status
+                hit = views.get(job.id)
+                if (
+                    hit is None
+                    or hit[0] is not st
+                    or hit[1] is not job.spec
+                    or hit[2] != st.changes
+                    or hit[3] != len(job.ranks)
+                    or job.id in changed
+                ):
+                    running.append(self._running_view(job))
+                else:
+                    running.append(hit[4])
+        else:
+            running = [running_job(job, tenant(job.spec)) for job in holding]
+        held = memory.held
+        pending: list[PendingJob] = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
+        return Snapshot(
+            now=now,
+            nodes=nodes,
+            queues=cluster.queues(),
+            running=tuple(running),
+            pending=tuple(pending),
+            unavailable=cluster.unavailable(holding),
+            cohorts=cluster.cohorts(),
+            sharing=cluster.sharing(),
+            tenants=memory.tenants(),
+        )
+
+    def _running_view(self, job: JobRecord) -> RunningJob:
+        """``running_job`` of ``job``, built again only when the job changed: its status (the record
+        counts its changes), its spec, or one of its ranks (:meth:`rank_changed`)."""
+        st = job.status
+        hit = self._views.get(job.id)
+        if (
+            hit is None
+            or hit[0] is not st
+            or hit[1] is not job.spec
+            or hit[2] != st.changes
+            or hit[3] != len(job.ranks)
+            or job.id in self._ranks_changed
+        ):
+            self._ranks_changed.discard(job.id)
+            view = running_job(job, self.cluster.tenant(job.spec))
+            self._views[job.id] = (st, job.spec, st.changes, len(job.ranks), view)
+            return view
+        return hit[4]
+
+    def gated(self, now: float) -> tuple[Snapshot, ArrayGate]:
+        """The snapshot a cycle at ``now`` would see (sampling tenants first) and the gate that
+        chose its array tasks."""
+        self.sample(now)
+        nodes = self.cluster.nodes()
+        holding, gate = self.split(now, nodes)
+        return self.snapshot_of(now, nodes, holding, gate), gate
+
+    # ----- tenants --------------------------------------------------------------------------
+
+    def sample(self, now: float) -> bool:
+        """Admission fair sharing: take every sampling instant up to ``now`` with the devices
+        held now (before anything at ``now`` changes them); True when one was taken."""
+        memory = self.memory
+        if memory.policy is None or not memory.due(now):
+            return False
+        memory.sample(now, held_by_attempts(self.model.jobs.values(), self.cluster.tenant))
+        if self.remembered is not None:
+            self.remembered([], True)
+        return True
+
+    # ----- the burst ------------------------------------------------------------------------
+
+    def burst(self) -> Burst:
+        """Run cycles at the clock's instant until one decides nothing new (or ``max_cycles``);
+        then ask the executor to wake the scheduler when the first pending job starts starving."""
+        admitted = cycles = 0
+        settled = False
+        burst: frozenset[str] = frozenset()  # gangs admitted by this burst's cycles: never its victims
+        pending: tuple[PendingJob, ...] = ()  # the last cycle's (for the starvation wake)
+        now = self.clock()
+        queues = self.cluster.queues()
+        for _ in range(self.max_cycles):
+            now = self.clock()
+            started = time.perf_counter()
+            self.sample(now)
+            nodes = self.cluster.nodes()
+            holding, gate = self.split(now, nodes)
+            if not gate.fed:  # the snapshot would have no pending job: no cycle (and no views built)
+                pending = ()
+                if gate.capped:  # every waiting task is over its array's cap: say so
+                    result = follow_reasons(gate, _NO_DECISIONS)
+                    self.executor.apply(ev.CycleDecided(now, result))
+                    if self.observer is not None:
+                        self.observer.gated(result)
+                settled = True
+                break
+            snapshot = self.snapshot_of(now, nodes, holding, gate)
+            pending = snapshot.pending
+            queues = snapshot.queues
+            result = follow_reasons(gate, self.decide(snapshot))
+            seconds = time.perf_counter() - started
+            had_held = bool(self.memory.held)
+            changed = self.memory.after_cycle(result)
+            if self.remembered is not None and changed:
+                self.remembered(changed, False)
+            self.cycles += 1
+            cycles += 1
+            effects = self.executor.apply(ev.CycleDecided(now, result, burst))
+            if self.observer is not None:
+                self.observer.cycle(snapshot, result, effects, seconds)
+            dispatched = [e.job.id for e in effects if isinstance(e, fx.Dispatch)]
+            admitted += len(dispatched)
+            burst |= frozenset(dispatched)
+            if not decided_something(result, effects, had_held):
+                settled = True
+                break
+        starving_at = next_wake(pending, queues, now)
+        if starving_at is not None:
+            self.executor.wake_at(starving_at)
+        return Burst(admitted, cycles, settled)
