@@ -93,6 +93,11 @@ class AgentConn:
         sharing = hello.message.get("sharing")
         self.sharing = sharing if isinstance(sharing, dict) else None
 
+    def replace_violations(self, seen: list[Any]) -> list[Any]:
+        """Its ranks' device violations are ``seen`` now (from its latest inventory); return the previous list."""
+        before, self.violations = self.violations, seen
+        return before
+
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""
         p = self.policy

@@ -289,7 +289,7 @@ async def pty_input(
 ) -> Reply:
     """``POST /v1/jobs/{id}/pty`` (body ``{"data": base64, "rows", "cols"}``): terminal input for rank 0
     of a ``--pty`` job (``labgang run --pty``); answers ``{"taken": bool}``."""
-    return Reply(200, await terminal.pty_input(coord, caller, params["id"], _json_body(body)))
+    return Reply(200, await terminal.pty_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body)))
 
 
 async def stdin_input(

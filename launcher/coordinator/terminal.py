@@ -7,17 +7,18 @@ way every rank's does: its log, which ``run`` follows.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, ServiceUnavailable
 from labgang.launcher.lifecycle.rules import ranks_in_order
 from labgang.launcher.lifecycle.states import RankPhase
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.lifecycle.records import JobRecord
 
 MAX_INPUT_BYTES = 64 * 1024
 """The most terminal input one request carries (decoded)."""
@@ -33,8 +34,15 @@ class PtyBody(BaseModel):
     cols: int | None = Field(default=None, ge=1, le=10000)
 
 
-async def pty_input(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> dict[str, Any]:
+async def pty_input(
+    agents: AgentRegistry, get_job: Callable[[str], JobRecord], caller: Caller, job_id: str, body: Any
+) -> dict[str, Any]:
     """Give rank 0 of ``job_id`` (a ``--pty`` job) terminal input and/or a new terminal size.
+
+    Args:
+        agents: the connected agents (the input goes to rank 0's node).
+        get_job: the job of an id, raising ``NotFound`` (``Coordinator.get_job``).
+        caller: who asks. job_id: the job. body: the request's JSON body (``PtyBody``).
 
     Returns:
         ``{"taken": bool}``: False when rank 0's shim no longer reads (the rank ended).
@@ -49,7 +57,7 @@ async def pty_input(coord: Coordinator, caller: Caller, job_id: str, body: Any) 
         data = base64.b64decode(req.data, validate=True)
     except (ValidationError, ValueError) as exc:
         raise BadRequest(f"pty: {exc}".splitlines()[0], field="data") from None
-    job = coord.get_job(job_id)
+    job = get_job(job_id)
     caller.check_may_act(job, "type into its terminal")
     if not job.spec.pty:
         raise Conflict(f"job {job.id} has no terminal: it was not submitted with --pty", field="pty")
@@ -61,7 +69,7 @@ async def pty_input(coord: Coordinator, caller: Caller, job_id: str, body: Any) 
     if not data and (req.rows is None or req.cols is None):
         return {"taken": True}
     try:
-        taken = await coord.agents.call(rank.node, "pty_input", args)
+        taken = await agents.call(rank.node, "pty_input", args)
     except AgentCallError as exc:
         raise ServiceUnavailable(f"rank 0's node {rank.node} did not take the input: {exc}") from None
     return {"taken": bool(taken)}

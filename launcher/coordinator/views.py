@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.violations import violation_views
@@ -159,7 +159,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
             pending[q] += 1
-    book, held = held_quota(coord)
+    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock())
     queues = coord.config.queues
     used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
     borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
@@ -175,7 +175,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
                     lent[m][res] = take
                     to_cover -= take
     fair = _fair_shares(coord)
-    standing = user_standing(coord)
+    standing = user_standing(coord.config, coord.model.jobs.values())
     return [
         {
             **fair[q.name],
@@ -202,14 +202,15 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     ]
 
 
-def user_standing(coord: Coordinator) -> dict[str, dict[str, UserUsage]]:
+def user_standing(config: ClusterConfig, active: Iterable[JobRecord]) -> dict[str, dict[str, UserUsage]]:
     """Queue → user → what that user's unfinished jobs there hold (devices, jobs holding devices,
-    unfinished jobs), for the queues that set a per-user limit (launcher/policy.py)."""
-    limited = {q.name for q in coord.config.queues if limits_of(q)}
+    unfinished jobs), for the queues of ``config`` that set a per-user limit (launcher/policy.py);
+    ``active``: the lifecycle model's jobs."""
+    limited = {q.name for q in config.queues if limits_of(q)}
     if not limited:
         return {}
     counts: dict[str, dict[str, list[int]]] = defaultdict(dict)
-    for job in coord.model.jobs.values():
+    for job in active:
         st = job.status.state
         if job.spec.queue not in limited or st.finished:
             continue
@@ -244,12 +245,20 @@ def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str
     }
 
 
-def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
-    """The scheduler's :class:`QuotaBook` of what jobs holding devices use now (terminating ones
-    too; an elastic gang at its started size), and the (queue, resource) pairs in use."""
-    running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda job, now: False, lambda spec: None, ())
+def held_quota(
+    config: ClusterConfig, active: Iterable[JobRecord], now: float
+) -> tuple[QuotaBook, set[tuple[str, str]]]:
+    """The scheduler's :class:`QuotaBook` of what jobs holding devices use at ``now`` (terminating
+    ones too; an elastic gang at its started size), and the (queue, resource) pairs in use.
+
+    Args:
+        config: the cluster configuration (queues, cohorts).
+        active: the lifecycle model's jobs.
+        now: the coordinator's clock, unix seconds.
+    """
+    running, _ = scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())
     usage: dict[tuple[str, str], int] = defaultdict(int)
-    listed = {(q.name, res) for q in coord.config.queues for res in q.nominal if is_host_resource(res)}
+    listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
     for job in running:
         usage[(job.queue, job.request.resource)] += job.request.total
         if listed and job.request.host:  # cpu/memory where the queue's quota lists them (host_quota.py)
@@ -257,7 +266,7 @@ def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
             for res, n in host_demand(job.request, nodes).items():
                 if (job.queue, res) in listed:
                     usage[(job.queue, res)] += n
-    return QuotaBook(coord.config.queue_specs(), usage, coord.config.cohort_specs()), set(usage)
+    return QuotaBook(config.queue_specs(), usage, config.cohort_specs()), set(usage)
 
 
 def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
@@ -296,11 +305,11 @@ def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     }
 
 
-def host_allocated(coord: Coordinator) -> dict[str, tuple[int, int]]:
-    """Host CPUs and memory (bytes) held per node by jobs that hold devices, from their ranks:
-    ``cpus_per_task`` and ``per_worker * mem_per_gpu`` per rank, ``mem`` once per node."""
+def host_allocated(jobs: Iterable[JobRecord]) -> dict[str, tuple[int, int]]:
+    """Host CPUs and memory (bytes) held per node by those of ``jobs`` that hold devices, from their
+    ranks: ``cpus_per_task`` and ``per_worker * mem_per_gpu`` per rank, ``mem`` once per node."""
     out: dict[str, tuple[int, int]] = {}
-    for job in coord.jobs.values():
+    for job in jobs:
         spec = job.spec
         if not job.status.state.holds_devices or not (spec.cpus_per_task or spec.mem or spec.mem_per_gpu):
             continue
@@ -329,7 +338,7 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     reserve; None: not reported); ``cpus_allocated``/``memory_allocated_bytes``: what jobs hold.
     """
     held = coord.held_devices()
-    host_held = host_allocated(coord)
+    host_held = host_allocated(coord.jobs.values())
     finished_pids = {
         (r.node, r.pid)
         for j in coord.jobs.values()

@@ -54,8 +54,7 @@ def take_violations(conn: AgentConn, items: object, now: float, apply: Callable[
     if not isinstance(items, list):
         return
     seen = [v for item in items if (v := _parse(conn.node, item, now)) is not None]
-    before = {(v.run_id, v.rank, v.device, v.pid, v.budget is None) for v in conn.violations}
-    conn.violations = seen
+    before = {(v.run_id, v.rank, v.device, v.pid, v.budget is None) for v in conn.replace_violations(seen)}
     for violation in seen:
         key = (violation.run_id, violation.rank, violation.device, violation.pid, violation.budget is None)
         if key not in before and violation.budget is not None:
