@@ -9,6 +9,14 @@ for a task of a job array the ``LABGANG_ARRAY_*`` / ``SLURM_ARRAY_*`` variables 
 and the ``SLURM_*`` variables of a Slurm batch step that labgang can honour (``slurm_env``, computed
 by the coordinator: ``SLURM_JOB_ID``, ``SLURM_PROCID``... docs/slurm.md).
 
+A rank of a job of groups (``LaunchSpec.group``, docs/groups.md) also gets ``LABGANG_GROUP`` (its
+group's name), ``LABGANG_GROUP_RANK`` and ``LABGANG_GROUP_SIZE`` (its index in, and the size of, its
+group), ``LABGANG_GROUPS`` (every group's name in group order, comma-separated) and
+``LABGANG_GROUP_<NAME>_ADDR`` for every group (the host of that group's rank 0; ``<NAME>`` upper
+case, ``-`` as ``_``); ``RANK``/``WORLD_SIZE`` are then global over all groups in group order and
+``MASTER_ADDR``/``MASTER_PORT`` those of global rank 0, and Slurm's heterogeneous-job variables
+(``SLURM_HET_*``) come with ``slurm_env``.
+
 torchrun without flags: each rank is one torchrun *node* driving the rank's GPUs, so torchrun's
 environment defaults (``PET_<OPTION>``, read for every option it is not given) are set too:
 ``PET_NNODES`` = ``WORLD_SIZE``, ``PET_NODE_RANK`` = ``RANK``, ``PET_NPROC_PER_NODE`` = the
@@ -105,6 +113,7 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
         "PET_RDZV_ID": spec.job_id,
         **(spec.slurm_env or {}),
         **(spec.array_env or {}),
+        **(spec.group.variables() if spec.group is not None else {}),
     }
 
 
