@@ -41,7 +41,7 @@ def group_env_name(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class RankGroup:
+class LaunchGroup:
     """The group of a job of groups one rank belongs to (issue 27; ``docs/groups.md``).
 
     Attributes:
@@ -97,7 +97,7 @@ class RankGroup:
         return {"name": self.name, "rank": self.rank, "size": self.size, "addrs": dict(self.addrs)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> RankGroup:
+    def from_dict(cls, data: Any) -> LaunchGroup:
         """Read back :meth:`to_dict` output.
 
         Raises:
@@ -180,7 +180,7 @@ class LaunchSpec:
         memory_limit: bytes of host memory the rank may use (its share of ``--mem``, or
             ``--mem-per-gpu`` × its devices), written to ``memory.max`` likewise; ``None`` = no
             limit. Serialised only when set.
-        group: for a rank of a job of groups, its group (:class:`RankGroup`: name, rank and size
+        group: for a rank of a job of groups, its group (:class:`LaunchGroup`: name, rank and size
             in the group, every group's rank-0 host); ``rank``/``world_size`` are then global over
             all groups in group order. ``None`` = a job of one shape. Serialised only when set.
 
@@ -216,7 +216,7 @@ class LaunchSpec:
     pty: bool = False
     cpu_limit: int | None = None
     memory_limit: int | None = None
-    group: RankGroup | None = None
+    group: LaunchGroup | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -229,7 +229,7 @@ class LaunchSpec:
         if isinstance(self.slurm_env, Mapping):
             object.__setattr__(self, "slurm_env", dict(self.slurm_env))
         if isinstance(self.group, Mapping):
-            object.__setattr__(self, "group", RankGroup.from_dict(self.group))
+            object.__setattr__(self, "group", LaunchGroup.from_dict(self.group))
         self._validate()
 
     def _validate(self) -> None:
@@ -322,7 +322,7 @@ class LaunchSpec:
                 f"names starting with {SLURM_ENV_PREFIX} to strings, or null",
             )
         if self.group is not None:
-            if not isinstance(self.group, RankGroup):
+            if not isinstance(self.group, LaunchGroup):
                 raise InvalidSpec("group", f"{self.group!r} is not a rank's group", "name, rank, size, addrs, or null")
             if self.group.size > self.world_size:
                 raise InvalidSpec("group.size", f"{self.group.size} exceeds world_size", f"1..{self.world_size}")

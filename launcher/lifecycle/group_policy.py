@@ -172,7 +172,7 @@ def succeeded_groups(layout: GroupLayout, exits: Mapping[int, int | None]) -> li
     return [
         name
         for g, name in enumerate(layout.names)
-        if all(exits.get(r) == 0 for r in layout.ranks_of(g))  # ranks_of is never empty
+        if (ranks := layout.ranks_of(g)) and all(exits.get(r) == 0 for r in ranks)
     ]
 
 

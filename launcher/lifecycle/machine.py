@@ -36,7 +36,7 @@ from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
 from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
-from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
+from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
 from labgang.launcher.scheduler.reasons import held_reason
 
@@ -353,8 +353,9 @@ class Lifecycle(DependencyRules):
         if e.master_addr is not None and job.status.master_addr is None:
             job.status.master_addr = e.master_addr
             self._save(job)
+        ready = launchable(job)  # --startup-order: the later groups' ranks are not sent yet
         for rank in ranks_in_order(job):
-            if rank.node == e.node and rank.state == RankPhase.ASSIGNED:
+            if rank.node == e.node and rank.state == RankPhase.ASSIGNED and rank.rank in ready:
                 self._set_rank(job, rank, RankPhase.LAUNCHING)
 
     def _launch_answered(self, e: ev.LaunchAnswered) -> None:
@@ -365,6 +366,8 @@ class Lifecycle(DependencyRules):
         if e.master_port is not None and current and job.status.master_port is None:
             job.status.master_port = e.master_port
             self._save(job)
+            if job.spec.startup_order:
+                self._evaluate(job)  # the first group may have reported started before the port came
         if e.refused and current:
             # First the gang's fate, then the refused ranks count as gone. A permanent refusal
             # would only repeat: the job fails at once. Others are a failed start, retried with backoff.

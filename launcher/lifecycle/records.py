@@ -20,6 +20,7 @@ from typing import Any
 
 from labgang.launcher.jobgroups import GroupSpec, RankGroup, default_group_name, rank_group
 from labgang.launcher.lifecycle.attempts import AttemptRecord
+from labgang.launcher.lifecycle.group_policy import GroupPolicy
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
 from labgang.launcher.model import GroupRequest, JobRequest
 from labgang.launcher.scheduler.decisions import NoPreemption
@@ -99,6 +100,9 @@ class JobSpec:
     for a one-group job; with groups, ``workers`` is the number of ranks over all of them, the
     other shape fields and ``argv`` are the first group's, ``env`` is the job's environment (each
     group's ``env`` goes on top) and ``colocate`` lists sets of group names that share a node.
+    ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order`` are the
+    lifecycle policies (``launcher/lifecycle/group_policy.py``; :attr:`group_policy`), stored
+    only when not the defaults (a plain gang's: ``all``, ``fail``, 0, none).
     """
 
     name: str
@@ -137,6 +141,10 @@ class JobSpec:
     exclusive: bool = False
     groups: tuple[GroupSpec, ...] = ()
     colocate: tuple[tuple[str, ...], ...] = ()
+    success_policy: str = "all"
+    failure_policy: str = "fail"
+    max_restarts: int = 0
+    startup_order: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
@@ -145,6 +153,11 @@ class JobSpec:
         out["array"] = None if self.array is None else asdict(self.array)
         out["mail_type"] = list(self.mail_type)
         del out["groups"], out["colocate"]
+        for name, default in _POLICY_DEFAULTS.items():  # lifecycle/group_policy.py: stored only when set
+            if getattr(self, name) == default:
+                del out[name]
+        if self.startup_order:
+            out["startup_order"] = list(self.startup_order)
         if self.groups:
             out["groups"] = [g.to_dict() for g in self.groups]
             out["colocate"] = [list(c) for c in self.colocate]
@@ -158,6 +171,7 @@ class JobSpec:
         fields["mail_type"] = tuple(fields.get("mail_type") or ())
         fields["groups"] = tuple(GroupSpec.from_dict(g) for g in fields.get("groups") or ())
         fields["colocate"] = tuple(tuple(c) for c in fields.get("colocate") or ())
+        fields["startup_order"] = tuple(fields.get("startup_order") or ())
         return cls(**fields, array=None if array is None else ArrayTask(**array))
 
     def group_specs(self) -> tuple[GroupSpec, ...]:
@@ -182,6 +196,11 @@ class JobSpec:
                 argv=tuple(self.argv),
             ),
         )
+
+    @property
+    def group_policy(self) -> GroupPolicy:
+        """The job's lifecycle policies (success, failure, restarts, startup order)."""
+        return GroupPolicy(self.success_policy, self.failure_policy, self.max_restarts, tuple(self.startup_order))
 
     def rank_group(self, rank: int) -> RankGroup:
         """The group global rank ``rank`` belongs to, its index in it and the group's first rank
@@ -227,6 +246,13 @@ class JobSpec:
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
+_POLICY_DEFAULTS: dict[str, Any] = {
+    "success_policy": "all",
+    "failure_policy": "fail",
+    "max_restarts": 0,
+    "startup_order": (),
+}
+"""The lifecycle policies of a job of groups at their defaults: not written to the spec row."""
 
 
 @dataclass
@@ -267,6 +293,8 @@ class JobStatus(CountsChanges):
     ``hold`` is who held the pending job (``labgang hold``, ``submit --hold``; None: not held):
     no cycle admits it until ``labgang release``. ``hold_admin`` is True when an admin held
     another user's job: then only an admin may release it (Slurm's JobHeldAdmin).
+    ``failure_restarts`` counts the restarts ``--failure-policy restart`` made (a rank failed:
+    the whole job started again), bounded by ``--max-restarts`` (``lifecycle/group_policy.py``).
     """
 
     state: JobState = JobState.PENDING
@@ -294,6 +322,7 @@ class JobStatus(CountsChanges):
     lease_stopped: bool = False
     hold: str | None = None
     hold_admin: bool = False
+    failure_restarts: int = 0
 
     @classmethod
     def submitted(cls, now: float) -> JobStatus:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 from labgang.agent.supervisor import InvalidSpec, LaunchSpec, RankState
-from labgang.agent.supervisor.spec import RankGroup
+from labgang.agent.supervisor.spec import LaunchGroup
 
 ADDRS = (("launcher", "10.0.0.1"), ("workers", "10.0.0.2"), ("data-loader", "node-c"))
 
 
 def test_group_round_trips_in_group_order_and_is_left_out_when_unset(make_spec) -> None:
-    spec = make_spec(["true"], rank=3, world_size=6, group=RankGroup("workers", 2, 4, ADDRS))
+    spec = make_spec(["true"], rank=3, world_size=6, group=LaunchGroup("workers", 2, 4, ADDRS))
     wire = spec.to_dict()
     assert wire["group"] == {"name": "workers", "rank": 2, "size": 4, "addrs": dict(ADDRS)}
     back = LaunchSpec.from_dict(wire)
@@ -42,7 +42,7 @@ def test_a_malformed_group_is_refused_naming_the_field(make_spec, group, field) 
 
 def test_rank_sees_its_group_and_every_groups_address(sup, make_spec, h) -> None:
     spec = make_spec(
-        ["env"], rank=3, world_size=6, local_rank=0, local_world_size=1, group=RankGroup("workers", 2, 4, ADDRS)
+        ["env"], rank=3, world_size=6, local_rank=0, local_world_size=1, group=LaunchGroup("workers", 2, 4, ADDRS)
     )
     sup.launch(spec)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
