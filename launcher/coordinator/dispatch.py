@@ -9,6 +9,7 @@ any of them after a reconnect or a restart.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
@@ -16,12 +17,14 @@ from labgang.agent.supervisor.errors import InvalidSpec
 from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
-from labgang.launcher.coordinator.slurm_env import slurm_environment
+from labgang.launcher.coordinator.group_ranks import group_placement
+from labgang.launcher.coordinator.slurm_env import het_environment, slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
+from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
-from labgang.launcher.lifecycle.records import JobRecord, parse_warning
-from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
+from labgang.launcher.lifecycle.rules import job_nodes, launchable
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
 
@@ -32,7 +35,11 @@ log = logging.getLogger("labgang.coordinator.dispatch")
 
 
 def launch_specs(
-    job: JobRecord, node: str, inventory: NodeInventory | None = None, max_signal_lead_s: float | None = None
+    job: JobRecord,
+    node: str,
+    inventory: NodeInventory | None = None,
+    max_signal_lead_s: float | None = None,
+    addresses: Mapping[str, str] | None = None,
 ) -> list[LaunchSpec]:
     """The typed launch contract for the job's ranks on ``node`` (torchrun's variables), as the
     agent parses it back (``LaunchSpec.to_dict``/``from_dict`` on the wire).
@@ -45,6 +52,12 @@ def launch_specs(
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
     already have, and to report it in its reply. The warning lead is at most
     ``max_signal_lead_s`` (the cluster's bound; None = as submitted).
+
+    A job of groups (``launcher/jobgroups.py``): each rank runs its group's command, with the job's
+    environment and its group's on top, and gets its ``group`` (name, rank and size in the group,
+    every group's rank-0 host: ``addresses[node]``, else the node's name) and Slurm's het-job
+    variables. With ``--startup-order`` only the ranks whose group's turn has come are included
+    (:func:`~labgang.launcher.lifecycle.rules.launchable`); ``[]`` when none is on ``node``.
 
     Raises:
         InvalidSpec: a field the job record holds is not a valid launch (named by the error).
@@ -63,6 +76,14 @@ def launch_specs(
         if task is None
         else task_environment(task.array_id, task.index, task.count, task.low, task.high, task.step)
     )  # LABGANG_ARRAY_* and SLURM_ARRAY_*, docs/arrays.md
+    groups = job.spec.groups
+    placed = group_placement(job, addresses) if groups else None
+
+    def group_of(rank: int) -> GroupSpec:
+        assert placed is not None
+        return groups[placed.index(rank)]
+
+    ready = launchable(job)
     return [
         LaunchSpec(
             job_id=job.run_id,
@@ -74,8 +95,8 @@ def launch_specs(
             master_addr=job.status.master_addr or "127.0.0.1",
             master_port=job.status.master_port,  # None: rank 0's agent picks a free port
             devices=tuple(r.devices),
-            argv=tuple(job.spec.argv),
-            env=env,
+            argv=tuple(group_of(r.rank).argv or job.spec.argv) if placed else tuple(job.spec.argv),
+            env=env | group_of(r.rank).env if placed else env,
             cwd=job.spec.cwd,
             uid=job.spec.uid,
             gid=job.spec.gid,
@@ -86,13 +107,15 @@ def launch_specs(
             user_job_id=job.id,
             cpus=_cpus(job, inventory, r.devices),
             array_env=array_env,
-            slurm_env=slurm_environment(job, r.rank),
+            slurm_env=slurm_environment(job, r.rank) | (het_environment(job, placed, r.rank) if placed else {}),
             **_output_paths(job, node, r.rank),
             stdin=job.spec.stdin if r.rank == 0 else None,
             pty=r.rank == 0 and job.spec.pty,
-            **_host_limits(job, len(mine), len(r.devices)),
+            **_host_limits(job, len(mine), len(r.devices), group_of(r.rank) if placed else None),
+            group=placed.launch_group(r.rank) if placed else None,
         )
         for i, r in enumerate(mine)
+        if r.rank in ready
     ]
 
 
@@ -118,12 +141,15 @@ def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:
     return out
 
 
-def _host_limits(job: JobRecord, ranks_on_node: int, rank_devices: int) -> dict[str, Any]:
+def _host_limits(
+    job: JobRecord, ranks_on_node: int, rank_devices: int, group: GroupSpec | None = None
+) -> dict[str, Any]:
     """``cpu_limit``/``memory_limit`` of one rank (``-c``; ``--mem`` split over the node's ranks, or
-    ``--mem-per-gpu`` × its devices; ``agent/confine/hostlimits.py``); {} when the job asked for neither."""
+    ``--mem-per-gpu`` × its devices; ``agent/confine/hostlimits.py``); {} when the job asked for neither.
+    A rank of a job of groups: its ``group``'s requests."""
     from labgang.agent.confine.hostlimits import rank_limits
 
-    spec = job.spec
+    spec: JobSpec | GroupSpec = job.spec if group is None else group
     limits = rank_limits(
         cpus_per_task=spec.cpus_per_task or None,
         mem_per_node_bytes=spec.mem or None,
@@ -173,7 +199,8 @@ async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
 
 
 async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
-    nodes = job_nodes(job)
+    ready = launchable(job)  # --startup-order: the first group's nodes now, the others as it starts
+    nodes = [n for n in job_nodes(job) if any(r.node == n and r.rank in ready for r in job.ranks.values())]
     if job.status.master_port is None:
         node0 = job.ranks[0].node
         conn = coord.agents.get(node0)
@@ -199,14 +226,19 @@ async def launch_on_node(
     before = job.status.state
     coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
     conn = coord.agents.get(node)
+    addresses = {n: c.address for n in job_nodes(job) if (c := coord.agents.get(n)) is not None and c.address}
     try:
-        specs = launch_specs(job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s)
+        specs = launch_specs(
+            job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s, addresses
+        )
     except InvalidSpec as exc:
         log.warning("job %s: no launch on %s: %s", job.id, node, exc)
         coord.apply(launch_answer(node, run_id, _refused(job, node, exc), coord.clock()))
         await coord.flush()
         _kick_if_changed(coord, job, run_id, before)
         return
+    if not specs:
+        return  # --startup-order: no rank of this node's groups may start yet
     try:
         statuses = await coord.agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
     except AgentCallError as exc:
