@@ -77,6 +77,10 @@ def build_submission(
     mem: str | None = None,
     mem_per_gpu: str | None = None,
     exclusive: bool = False,
+    success_policy: str | None = None,
+    failure_policy: str | None = None,
+    max_restarts: int | None = None,
+    startup_order: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -109,6 +113,10 @@ def build_submission(
         pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
         cpus_per_task: host CPUs per rank (``-c``); mem, mem_per_gpu: ``--mem`` (per node) and
             ``--mem-per-gpu`` sizes as given (``agent/mem_size.py``); exclusive: whole nodes.
+        success_policy, failure_policy, max_restarts: the lifecycle policies as given (``all``,
+            ``any``, ``group:NAME``; ``fail``, ``restart``; 0..1000), checked by the coordinator
+            against the job's groups (``launcher/lifecycle/group_policy.py``).
+        startup_order: ``--startup-order``, group names separated by commas.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -203,7 +211,29 @@ def build_submission(
     if pty:
         body["pty"] = True
     body.update(host)
+    body.update(_lifecycle_policies(success_policy, failure_policy, max_restarts, startup_order))
     return body
+
+
+def _lifecycle_policies(
+    success_policy: str | None, failure_policy: str | None, max_restarts: int | None, startup_order: str | None
+) -> dict[str, Any]:
+    """The body's ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order``
+    (only those given; docs/job-groups.md).
+
+    Raises:
+        SubmissionError: ``--startup-order`` with an empty group name.
+    """
+    given = {"success_policy": success_policy, "failure_policy": failure_policy, "max_restarts": max_restarts}
+    out: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    if startup_order is not None:
+        from labgang.launcher.lifecycle.group_policy import BadGroupPolicy, parse_startup_order
+
+        try:
+            out["startup_order"] = list(parse_startup_order(startup_order))
+        except BadGroupPolicy as exc:
+            raise SubmissionError(str(exc).replace("startup_order:", "--startup-order:", 1)) from None
+    return out
 
 
 def _host_request(

@@ -37,6 +37,7 @@ from labgang.launcher.cli.plumbing import (
     stdout_bytes,
     talks_to_coordinator,
 )
+from labgang.launcher.lifecycle.group_policy import FAILURE_POLICIES, MAX_RESTARTS_LIMIT
 from labgang.launcher.model import CPU_BIND, TOPOLOGY_LEVELS
 
 # The environment rules and the body itself live in job_request.py, without click, so that the
@@ -266,6 +267,34 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             metavar="LIST",
             help="Start only after other jobs, as Slurm's --dependency: afterok:ID[:ID...], afternotok, "
             "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
+        ),
+        click.option(
+            "--success-policy",
+            default=None,
+            metavar="POLICY",
+            help="When a job of groups has succeeded: all (default: every rank exited 0), any (every rank of "
+            "some group), group:NAME (every rank of group NAME, e.g. an MPI launcher); the ranks still "
+            "running are then stopped with their grace and the job is COMPLETED (docs/job-groups.md).",
+        ),
+        click.option(
+            "--failure-policy",
+            type=click.Choice(FAILURE_POLICIES),
+            default=None,
+            help="A rank exiting non-zero: fail (default) the job, or restart it whole (every rank stopped "
+            "and started again), at most --max-restarts times.",
+        ),
+        click.option(
+            "--max-restarts",
+            type=click.IntRange(min=0, max=MAX_RESTARTS_LIMIT),
+            default=None,
+            help="How many times --failure-policy restart starts the job again (default 0).",
+        ),
+        click.option(
+            "--startup-order",
+            default=None,
+            metavar="GROUPS",
+            help="Launch the groups in this order, beginning with the first group: a group's ranks start "
+            "only once every rank of the groups before it started (e.g. launcher,workers); still one admission.",
         ),
         click.option(
             "--error-on-unknown-sbatch",

@@ -15,6 +15,7 @@ from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
+from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
@@ -88,6 +89,10 @@ class SubmitBody(BaseModel):
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
     array: str | None = None
+    success_policy: str = "all"
+    failure_policy: str = "fail"
+    max_restarts: int = Field(default=0, ge=0, le=MAX_RESTARTS_LIMIT)
+    startup_order: list[Text] = Field(default_factory=list, max_length=64)
 
 
 @dataclass(frozen=True)
@@ -361,7 +366,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     for key in req.env:
         if not key or "=" in key or "\0" in key:
             raise BadRequest(f"environment variable name {key!r} is invalid", field="env")
-    return JobSpec(
+    spec = JobSpec(
         name=req.name or _default_name(req.argv),
         user=caller.user,
         uid=caller.uid if caller.uid is not None else -1,
@@ -395,7 +400,25 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
         exclusive=req.exclusive,
+        success_policy=req.success_policy,
+        failure_policy=req.failure_policy,
+        max_restarts=req.max_restarts,
+        startup_order=tuple(req.startup_order),
     )
+    _check_group_policy(spec)
+    return spec
+
+
+def _check_group_policy(spec: JobSpec) -> None:
+    """Refuse lifecycle policies the job's groups cannot honour (``lifecycle/group_policy.py``).
+
+    Raises:
+        BadRequest: naming the field (``success_policy``...) and its allowed values.
+    """
+    try:
+        check_policy(spec.group_policy, [g.name for g in spec.group_specs()])
+    except BadGroupPolicy as exc:
+        raise BadRequest(str(exc), field=exc.field) from None
 
 
 def requested_array(body: Any, config: ClusterConfig) -> ArraySpec | None:

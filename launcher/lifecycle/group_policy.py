@@ -37,8 +37,8 @@ class BadGroupPolicy(ValueError):
     """A lifecycle policy of a job of groups that cannot be used.
 
     Attributes:
-        field: the submit option at fault (``--success-policy``, ``--failure-policy``,
-            ``--max-restarts``, ``--startup-order``).
+        field: the submission field at fault (``success_policy``, ``failure_policy``,
+            ``max_restarts``, ``startup_order``: the submit options ``--success-policy``...).
         allowed: the allowed values, in words.
     """
 
@@ -130,23 +130,23 @@ def check_policy(policy: GroupPolicy, names: Sequence[str]) -> None:
     if policy.success not in ("all", "any"):
         head, sep, name = policy.success.partition(":")
         if head != "group" or not sep:
-            raise BadGroupPolicy("--success-policy", f"{policy.success!r} is not a policy", "all, any, group:NAME")
+            raise BadGroupPolicy("success_policy", f"{policy.success!r} is not a policy", "all, any, group:NAME")
         if name not in names:
-            raise BadGroupPolicy("--success-policy", f"{name!r} is not a group of the job", f"group: one of {known}")
+            raise BadGroupPolicy("success_policy", f"{name!r} is not a group of the job", f"group: one of {known}")
     if policy.failure not in FAILURE_POLICIES:
-        raise BadGroupPolicy("--failure-policy", f"{policy.failure!r} is not a policy", ", ".join(FAILURE_POLICIES))
+        raise BadGroupPolicy("failure_policy", f"{policy.failure!r} is not a policy", ", ".join(FAILURE_POLICIES))
     restarts = policy.max_restarts
     if isinstance(restarts, bool) or not isinstance(restarts, int) or not 0 <= restarts <= MAX_RESTARTS_LIMIT:
-        raise BadGroupPolicy("--max-restarts", f"{restarts!r} is not a count", f"0..{MAX_RESTARTS_LIMIT}")
+        raise BadGroupPolicy("max_restarts", f"{restarts!r} is not a count", f"0..{MAX_RESTARTS_LIMIT}")
     order = policy.startup_order
     for i, name in enumerate(order):
         if name not in names:
-            raise BadGroupPolicy("--startup-order", f"{name!r} is not a group of the job", f"names among {known}")
+            raise BadGroupPolicy("startup_order", f"{name!r} is not a group of the job", f"names among {known}")
         if name in order[:i]:
-            raise BadGroupPolicy("--startup-order", f"names {name} twice", "each group at most once")
+            raise BadGroupPolicy("startup_order", f"names {name} twice", "each group at most once")
     if order and order[0] != names[0]:
         raise BadGroupPolicy(
-            "--startup-order",
+            "startup_order",
             f"begins with {order[0]}, not the first group {names[0]} (its rank 0 is MASTER_ADDR)",
             f"an order beginning with {names[0]}; list the groups in the order they should start",
         )
@@ -162,7 +162,7 @@ def parse_startup_order(text: str) -> tuple[str, ...]:
         return ()
     names = tuple(part.strip() for part in text.split(","))
     if not all(names):
-        raise BadGroupPolicy("--startup-order", f"{text!r} has an empty group name", "group names separated by commas")
+        raise BadGroupPolicy("startup_order", f"{text!r} has an empty group name", "group names separated by commas")
     return names
 
 

@@ -74,15 +74,15 @@ def test_startup_order(order, started, launchable, waiting) -> None:
 @pytest.mark.parametrize(
     ("policy", "field"),
     [
-        (GroupPolicy(success="some"), "--success-policy"),
-        (GroupPolicy(success="group:"), "--success-policy"),
-        (GroupPolicy(success="group:nobody"), "--success-policy"),
-        (GroupPolicy(failure="retry"), "--failure-policy"),
-        (GroupPolicy(max_restarts=-1), "--max-restarts"),
-        (GroupPolicy(max_restarts=1001), "--max-restarts"),
-        (GroupPolicy(startup_order=("workers", "launcher")), "--startup-order"),  # rank 0 must start first
-        (GroupPolicy(startup_order=("launcher", "launcher")), "--startup-order"),
-        (GroupPolicy(startup_order=("launcher", "ps")), "--startup-order"),
+        (GroupPolicy(success="some"), "success_policy"),
+        (GroupPolicy(success="group:"), "success_policy"),
+        (GroupPolicy(success="group:nobody"), "success_policy"),
+        (GroupPolicy(failure="retry"), "failure_policy"),
+        (GroupPolicy(max_restarts=-1), "max_restarts"),
+        (GroupPolicy(max_restarts=1001), "max_restarts"),
+        (GroupPolicy(startup_order=("workers", "launcher")), "startup_order"),  # rank 0 must start first
+        (GroupPolicy(startup_order=("launcher", "launcher")), "startup_order"),
+        (GroupPolicy(startup_order=("launcher", "ps")), "startup_order"),
     ],
 )
 def test_a_policy_that_cannot_be_used_is_refused_naming_the_option(policy: GroupPolicy, field: str) -> None:
