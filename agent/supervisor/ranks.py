@@ -1,9 +1,10 @@
 """The supervisor's record of each rank and the journalled state machine every change goes through.
 
-:class:`RankRecord` is the private, mutable record of one rank; :class:`RankTable` (the base of
-:class:`~labgang.agent.supervisor.supervisor.Supervisor`) holds them, finds a rank's live
-processes in a ``/proc`` snapshot, and changes a rank's state only through ``_transition``,
-which checks ``states.TRANSITIONS``, journals the new state and returns the event.
+:class:`RankRecord` is the private, mutable record of one rank; :class:`RankTable` (a part of
+:class:`~labgang.agent.supervisor.supervisor.Supervisor`, shared with its spare pool's and its
+stopper's callers) holds them, finds a rank's live processes in a ``/proc`` snapshot, and
+changes a rank's state only through :meth:`RankTable.transition`, which checks
+``states.TRANSITIONS``, journals the new state and returns the event.
 :class:`DeviceReading` is what NVML showed on the node's devices, and when the read began.
 """
 
@@ -18,7 +19,7 @@ from typing import overload
 
 from . import journal as J
 from .errors import InvalidTransition, UnknownJob
-from .hostos import ProcessHost, ProcSnapshot
+from .hostos import ProcSnapshot
 from .spec import LaunchSpec
 from .states import RankState, can_transition
 from .status import EventKind, RankEvent, RankStatus
@@ -94,30 +95,44 @@ class RankRecord:
 
 
 class RankTable:
-    """The ranks of one node and their state machine; :class:`~labgang.agent.supervisor.supervisor.Supervisor`
-    sets the attributes below in its ``__init__``."""
+    """The ranks of one node and their journalled state machine.
 
-    _journal: J.Journal
-    _writer: JournalWriter  # state.json and shim.json: now, or in order on a thread (writer.py)
-    _ranks: dict[tuple[str, int], RankRecord]
-    _clock: Callable[[], float]
-    _wall: Callable[[], float]
-    _os: ProcessHost
+    Args:
+        journal: the state dir's layout (``journal.py``).
+        writer: who writes ``state.json`` (now, or in order on a thread; ``writer.py``).
+        wall_clock: unix seconds for event times.
 
-    def _job_ranks(self, job_id: str) -> list[RankRecord]:
-        found = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
+    Attributes:
+        ranks: ``(job id, rank)`` → its record; the supervisor adds records at launch and
+            recovery and forgets them, every state change goes through :meth:`transition`.
+    """
+
+    def __init__(self, journal: J.Journal, writer: JournalWriter, wall_clock: Callable[[], float]) -> None:
+        self._journal = journal
+        self._writer = writer
+        self._wall = wall_clock
+        self.ranks: dict[tuple[str, int], RankRecord] = {}
+
+    def job_ranks(self, job_id: str) -> list[RankRecord]:
+        """The records of a job's ranks on this node, by rank.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+        """
+        found = [r for k, r in sorted(self.ranks.items()) if k[0] == job_id]
         if not found:
             raise UnknownJob(f"job_id: no rank of job {job_id!r} on this node")
         return found
 
     @staticmethod
-    def _prune_known(rec: RankRecord, live: Mapping[int, int]) -> None:
+    def prune_known(rec: RankRecord, live: Mapping[int, int]) -> None:
         """Forget the oldest dead pids beyond ``KNOWN_PIDS_LIMIT`` (a job forking workers every epoch)."""
         dead = [pid for pid in rec.known if pid not in live and pid != rec.pid]
         for pid in dead[: len(rec.known) - KNOWN_PIDS_LIMIT]:
             del rec.known[pid]
 
-    def _read_rank_file(self, rec: RankRecord) -> None:
+    def read_rank_file(self, rec: RankRecord) -> None:
+        """Take the rank's pid, group, start ticks and start time from its ``rank.json``, if written."""
         info = J.read_json(rec.dir / J.RANK)
         if info is not None:
             rec.pid, rec.pgid = info["pid"], info["pgid"]
@@ -125,7 +140,8 @@ class RankTable:
             if rec.ticks is not None:
                 rec.known[rec.pid] = rec.ticks
 
-    def _read_exit_file(self, rec: RankRecord) -> None:
+    def read_exit_file(self, rec: RankRecord) -> None:
+        """Take the rank's exit status, end time and fencing from its ``exit.json``, if written."""
         info = J.read_json(rec.dir / J.EXIT)
         if info is not None:
             rec.exit_known = True
@@ -133,7 +149,7 @@ class RankTable:
             rec.ended_at = info["ended_at"]
             rec.fenced = info.get("fenced") is True
 
-    def _live(self, rec: RankRecord, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
+    def live(self, rec: RankRecord, snap: ProcSnapshot, shim_alive: bool) -> dict[int, int]:
         """pid → start ticks of every live process of the rank (the shim itself excluded)."""
         live: dict[int, int] = {}
         if shim_alive and rec.shim_pid is not None:
@@ -147,10 +163,10 @@ class RankTable:
     # ------------------------------------------------------------------ state machine
 
     @overload
-    def _transition(self, rec: RankRecord, new: RankState, kind: EventKind) -> RankEvent: ...
+    def transition(self, rec: RankRecord, new: RankState, kind: EventKind) -> RankEvent: ...
     @overload
-    def _transition(self, rec: RankRecord, new: RankState, kind: None = None) -> None: ...
-    def _transition(self, rec: RankRecord, new: RankState, kind: EventKind | None = None) -> RankEvent | None:
+    def transition(self, rec: RankRecord, new: RankState, kind: None = None) -> None: ...
+    def transition(self, rec: RankRecord, new: RankState, kind: EventKind | None = None) -> RankEvent | None:
         """The one place a rank changes state: guard, journal, and the event (if ``kind``).
 
         Raises:
@@ -161,10 +177,11 @@ class RankTable:
             raise InvalidTransition(f"rank {rec.spec.rank} of job {rec.spec.job_id!r}: {old.value} -> {new.value}")
         rec.state = new
         log.debug("rank %s/%s: %s -> %s", *rec.key, old.value, new.value)
-        self._save(rec)
-        return self._event(rec, kind) if kind is not None else None
+        self.save(rec)
+        return self.event(rec, kind) if kind is not None else None
 
-    def _event(self, rec: RankRecord, kind: EventKind) -> RankEvent:
+    def event(self, rec: RankRecord, kind: EventKind) -> RankEvent:
+        """The event ``kind`` of the rank now (``exit_status`` unless ``started``; wall-clock time)."""
         status = None if kind == "started" else rec.exit_status
         return RankEvent(
             job_id=rec.spec.job_id,
@@ -175,7 +192,7 @@ class RankTable:
             pid=rec.pid,
         )
 
-    def _save(self, rec: RankRecord) -> None:
+    def save(self, rec: RankRecord) -> None:
         """Journal the rank's record (``state.json``) through the writer: now, or queued in order."""
         self._writer.write(
             rec.dir / J.STATE,

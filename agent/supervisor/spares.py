@@ -1,8 +1,8 @@
 """Spare small parents: interpreters started ahead of time so a launch skips their start-up.
 
-:class:`SpareShims` (a base of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) keeps
-``spare_shims`` of them waiting for a rank folder (``shim.py``), hands one to each launch, and
-lets them go at close.
+:class:`SpareShims` (a part of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) keeps
+``count`` of them waiting for a rank folder (``shim.py``), hands one to each launch, and lets
+them go at close.
 """
 
 from __future__ import annotations
@@ -11,20 +11,27 @@ import subprocess
 from pathlib import Path
 
 from . import journal as J
-from .ranks import RankTable
+from .hostos import ProcessHost
 
 
-class SpareShims(RankTable):
-    """A pool of ``spare_shims`` waiting small parents over the table's process host."""
+class SpareShims:
+    """A pool of ``count`` waiting small parents started through the process host.
 
-    spare_shims: int
-    _spares: list[tuple[subprocess.Popen[bytes], int | None]]
+    Args:
+        host: the OS seam that spawns small parents and hands them a rank folder.
+        count: how many to keep waiting (0 = none: each launch starts its own).
+    """
+
+    def __init__(self, host: ProcessHost, count: int) -> None:
+        self._os = host
+        self.spare_shims = count
+        self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
 
     def refill_spares(self) -> int:
         """Start spare small parents until ``spare_shims`` are waiting; return how many were started.
 
         Each is an interpreter that has done its start-up and waits for a rank folder, so that
-        :meth:`launch` skips that cost. Call it when nothing is starting (it costs CPU).
+        ``Supervisor.launch`` skips that cost. Call it when nothing is starting (it costs CPU).
 
         Raises:
             OSError: an interpreter could not be started.
@@ -35,6 +42,11 @@ class SpareShims(RankTable):
             self._spares.append(self._os.spawn_spare_shim())
             started += 1
         return started
+
+    @property
+    def waiting(self) -> list[tuple[subprocess.Popen[bytes], int | None]]:
+        """The spare small parents started and not yet handed out, with their start ticks (a copy)."""
+        return list(self._spares)
 
     @property
     def spares_missing(self) -> int:
@@ -57,8 +69,12 @@ class SpareShims(RankTable):
                 proc.kill()
                 proc.wait()
 
-    def _start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
-        """A small parent for ``rank_dir``: a spare when one is waiting, else a new one."""
+    def start_shim(self, rank_dir: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+        """A small parent for ``rank_dir`` and its start ticks: a spare when one is waiting, else a new one.
+
+        Raises:
+            OSError: a new interpreter could not be started.
+        """
         while self._spares:
             proc, ticks = self._spares.pop(0)
             if self._os.assign_spare_shim(proc, rank_dir):

@@ -1,6 +1,6 @@
 """Stopping and signalling ranks: warning signal, SIGTERM to the group and its strays, SIGKILL after grace.
 
-:class:`RankStopper` (a base of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) starts
+:class:`RankStopper` (a part of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) starts
 stops (``stop_job``, ``stop_jobs``) and sends signals (``signal_job``); the timed arrows that
 follow (warning → SIGTERM → grace → SIGKILL) are evaluated by ``Supervisor.tick``.
 """
@@ -10,18 +10,32 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from .hostos import ProcSnapshot
+from .hostos import ProcessHost, ProcSnapshot
 from .ranks import RankRecord, RankTable
 from .states import RankState
 from .status import RankStatus
+from .writer import JournalWriter
 
 log = logging.getLogger(__name__)
 
 
-class RankStopper(RankTable):
-    """Stop and signal the ranks of a :class:`~.ranks.RankTable`."""
+class RankStopper:
+    """Stop and signal the ranks of a :class:`~.ranks.RankTable`.
+
+    Args:
+        table: the node's ranks (states change through its ``transition``).
+        host: the OS seam: ``/proc`` snapshots, ``kill``/``killpg``.
+        writer: the journal writer; SIGTERM goes once ``stopping`` is written (``writer.then``).
+        clock: monotonic seconds, the start of warning and grace periods.
+    """
+
+    def __init__(self, table: RankTable, host: ProcessHost, writer: JournalWriter, clock: Callable[[], float]) -> None:
+        self._table = table
+        self._os = host
+        self._writer = writer
+        self._clock = clock
 
     def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
         """Stop every local rank of a job (the node-level gang rule: all in one call).
@@ -50,7 +64,7 @@ class RankStopper(RankTable):
         """
         if grace is not None and grace < 0:
             raise ValueError(f"grace: {grace!r} is negative (allowed: seconds >= 0)")
-        ranks = self._job_ranks(job_id)
+        ranks = self._table.job_ranks(job_id)
         return self._stop(ranks, grace, warn, self._clock(), self._os.snapshot())
 
     def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
@@ -70,7 +84,7 @@ class RankStopper(RankTable):
         now, snap = self._clock(), self._os.snapshot()
         out: dict[str, list[RankStatus]] = {}
         for job_id, grace, warn in stops:
-            ranks = [r for k, r in sorted(self._ranks.items()) if k[0] == job_id]
+            ranks = [r for k, r in sorted(self._table.ranks.items()) if k[0] == job_id]
             out[job_id] = self._stop(ranks, grace, warn, now, snap) if ranks else []
         return out
 
@@ -82,16 +96,16 @@ class RankStopper(RankTable):
                 rec.stop_grace = rec.spec.grace if grace is None else grace
                 spec = rec.spec
                 if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 and warn:
-                    self._send_all(rec, snap, spec.warn_signal)
+                    self.send_all(rec, snap, spec.warn_signal)
                     rec.term_at = now + spec.warn_before
-                    self._transition(rec, RankState.WARNED)
+                    self._table.transition(rec, RankState.WARNED)
                 else:
-                    self._begin_term(rec, snap, now)
+                    self.begin_term(rec, snap, now)
             elif rec.state is RankState.WARNED:
                 if grace is not None:
                     rec.stop_grace = min(grace, rec.stop_grace if rec.stop_grace is not None else grace)
                 if not warn:
-                    self._begin_term(rec, snap, now)
+                    self.begin_term(rec, snap, now)
             elif rec.state is RankState.STOPPING and grace is not None:
                 rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
         return [r.status() for r in ranks]
@@ -107,31 +121,31 @@ class RankStopper(RankTable):
         """
         snap = self._os.snapshot()
         return sum(
-            self._send_all(rec, snap, signum)
-            for rec in self._job_ranks(job_id)
+            self.send_all(rec, snap, signum)
+            for rec in self._table.job_ranks(job_id)
             if rec.state not in (RankState.RELEASING, RankState.GONE)
         )
 
     # ------------------------------------------------------------------ signalling
 
-    def _begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
+    def begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
         """SIGTERM to the rank's group and every descendant; the grace period starts now.
 
         The signal goes once ``stopping`` is journalled (``writer.py``: at once, or after the
         queued writes), so an agent restarted in between resumes the stop."""
         grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
         rec.kill_at = now + grace
-        self._transition(rec, RankState.STOPPING)
-        live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
-        self._writer.then(functools.partial(self._send_all, rec, snap, signal.SIGTERM, live))
+        self._table.transition(rec, RankState.STOPPING)
+        live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        self._writer.then(functools.partial(self.send_all, rec, snap, signal.SIGTERM, live))
 
-    def _send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
+    def send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
         """Send ``signum`` to the rank's process group and to each live process outside it.
 
         Returns the number of successful sends; ``ESRCH`` (already gone) is not an error.
         """
         if live is None:
-            live = self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+            live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         sent = 0
         group_alive = rec.pgid is not None and any(
             snap.by_pid[pid].pgrp == rec.pgid for pid in live if pid in snap.by_pid

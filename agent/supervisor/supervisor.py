@@ -37,8 +37,9 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
   restart, checks each pid against its recorded start time, resumes a stop that was under
   way (restarting its grace period), and reports exits that happened while it was down.
 
-This module holds launch, the tick, recovery and the queries; the rank record and the state
-machine are in ``ranks.py``, stopping and signalling in ``stopping.py``.
+This module holds launch, the tick, recovery and the queries. The supervisor is composed of
+parts it holds: the rank records and their state machine (``ranks.RankTable``), the spare
+small parents (``spares.SpareShims``) and stopping and signalling (``stopping.RankStopper``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import functools
 import logging
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -63,7 +63,7 @@ from .errors import InvalidSpec, RankConflict, SupervisorError, UnknownJob
 from .foreign import DeviceProcesses, ForeignProcess, find_foreign
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
-from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
+from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord, RankTable
 from .spares import SpareShims
 from .spec import LaunchSpec
 from .states import RankState
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Supervisor(SpareShims, RankStopper):
+class Supervisor:
     """Start, stop, watch and re-adopt the gang ranks of one node.
 
     Args:
@@ -141,8 +141,6 @@ class Supervisor(SpareShims, RankStopper):
         self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
         self.lease_file = lease_file  # the node lease each small parent watches (shim.LeaseWatch), or None
         self._extra_env = dict(extra_env or {})
-        self.spare_shims = spare_shims
-        self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self._device_pids = device_pids
         self._clock = clock
         self._wall = wall_clock
@@ -151,7 +149,9 @@ class Supervisor(SpareShims, RankStopper):
         self._log_max_bytes = SupervisorConfig(log_max_bytes=log_max_bytes).log_max_bytes
         self._os: ProcessHost = host_os or HostOS()
         self._agent_uid = os.geteuid()
-        self._ranks: dict[tuple[str, int], RankRecord] = {}
+        self._table = RankTable(self._journal, self._writer, wall_clock)
+        self._spares = SpareShims(self._os, spare_shims)
+        self._stopper = RankStopper(self._table, self._os, self._writer, clock)
         if not self._journal.state_dir.exists():
             self._os.ensure_dir(self._journal.state_dir, 0o755)
         self._os.ensure_dir(self._journal.ranks_dir, 0o700)
@@ -187,6 +187,72 @@ class Supervisor(SpareShims, RankStopper):
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    @property
+    def _ranks(self) -> dict[tuple[str, int], RankRecord]:
+        """The rank table's records, ``(job id, rank)`` → record (``RankTable.ranks``)."""
+        return self._table.ranks
+
+    # ------------------------------------------------------------------ spare small parents (SpareShims)
+
+    def refill_spares(self) -> int:
+        """Start spare small parents until ``spare_shims`` wait; return how many were started
+        (``SpareShims.refill_spares``: call it when nothing is starting, it costs CPU).
+
+        Raises:
+            OSError: an interpreter could not be started.
+        """
+        return self._spares.refill_spares()
+
+    @property
+    def spares_missing(self) -> int:
+        """How many spare small parents :meth:`refill_spares` would start now."""
+        return self._spares.spares_missing
+
+    def close_spares(self) -> None:
+        """Let every spare small parent exit (end of its input) and reap it."""
+        self._spares.close_spares()
+
+    # ------------------------------------------------------------------ stopping and signalling (RankStopper)
+
+    def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
+        """Stop every local rank of a job: the warning signal first when ``warn`` and its spec has
+        one, else SIGTERM to the group now; :meth:`tick` sends SIGKILL after the grace period
+        (``RankStopper.stop_job`` has the details).
+
+        Args:
+            job_id: the job.
+            grace: seconds between SIGTERM and SIGKILL; ``None`` = each rank's ``spec.grace``.
+            warn: send the spec's warning signal ``warn_before`` seconds ahead of SIGTERM.
+
+        Returns:
+            The job's rank statuses after the call.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+            ValueError: ``grace`` is negative.
+        """
+        return self._stopper.stop_job(job_id, grace, warn=warn)
+
+    def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
+        """Stop several jobs at one instant, ``(job_id, grace, warn)`` each (``RankStopper.stop_jobs``).
+
+        Returns:
+            job_id → its rank statuses after the call (``[]`` for a job not supervised here).
+
+        Raises:
+            ValueError: a negative ``grace`` (nothing is stopped then).
+        """
+        return self._stopper.stop_jobs(stops)
+
+    def signal_job(self, job_id: str, signum: int) -> int:
+        """Send ``signum`` to every live process of every local rank of a job; return how many
+        processes or groups were signalled.
+
+        Raises:
+            UnknownJob: no rank of this job is supervised here.
+        """
+        return self._stopper.signal_job(job_id, signum)
 
     @classmethod
     def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> Supervisor:
@@ -404,7 +470,7 @@ class Supervisor(SpareShims, RankStopper):
         """
         spec = rec.spec
         try:
-            proc, ticks = self._start_shim(rec.dir)
+            proc, ticks = self._spares.start_shim(rec.dir)
         except OSError:
             del self._ranks[rec.key]
             self._journal.remove_rank(spec.job_id, spec.rank)
@@ -413,7 +479,7 @@ class Supervisor(SpareShims, RankStopper):
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         self._writer.write(rec.dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
-        self._save(rec)
+        self._table.save(rec)
         return rec.status()
 
     # ------------------------------------------------------------------ forget
@@ -431,7 +497,7 @@ class Supervisor(SpareShims, RankStopper):
             UnknownJob: no rank of this job is supervised here.
             RankConflict: one of its ranks is not ``GONE`` yet.
         """
-        ranks = self._job_ranks(job_id)
+        ranks = self._table.job_ranks(job_id)
         busy = [r.spec.rank for r in ranks if r.state is not RankState.GONE]
         if busy:
             raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
@@ -535,17 +601,17 @@ class Supervisor(SpareShims, RankStopper):
         # exit.json before rank.json: the shim writes rank.json first, so once its exit status is
         # seen, the rank's pid is too, and "started" is always reported before "exited".
         if not rec.exit_known:
-            self._read_exit_file(rec)
+            self._table.read_exit_file(rec)
         if rec.pid is None:
-            self._read_rank_file(rec)
+            self._table.read_rank_file(rec)
         if rec.pid is not None and not rec.started_reported:
             rec.started_reported = True
             if rec.state is RankState.STARTING:
-                events.append(self._transition(rec, RankState.RUNNING, "started"))
+                events.append(self._table.transition(rec, RankState.RUNNING, "started"))
             else:
-                events.append(self._event(rec, "started"))
+                events.append(self._table.event(rec, "started"))
 
-        live = self._live(rec, snap, shim_alive)
+        live = self._table.live(rec, snap, shim_alive)
         if rec.exit_known and rec.pid is not None:
             # The shim writes exit.json only after reaping the main process: a snapshot taken
             # before this tick read it may still list that process, which is no leftover to stop.
@@ -553,12 +619,12 @@ class Supervisor(SpareShims, RankStopper):
         grown = any(pid not in rec.known for pid in live)
         rec.known.update(live)
         if len(rec.known) > KNOWN_PIDS_LIMIT:
-            self._prune_known(rec, live)
+            self._table.prune_known(rec, live)
 
         if not rec.exit_known and not shim_alive and not snap.matches(rec.pid, rec.ticks):
             # The small parent died without writing a status (killed from outside, or the host
             # rebooted): the exit status cannot be known. Re-read once against the race with its exit.
-            self._read_exit_file(rec)
+            self._table.read_exit_file(rec)
             if not rec.exit_known:
                 rec.exit_known = True
                 rec.ended_at = self._wall()
@@ -569,32 +635,32 @@ class Supervisor(SpareShims, RankStopper):
         unsaved = rec.state if (rec.exit_known and not rec.exit_reported) or grown else None
         if rec.exit_known and not rec.exit_reported:
             rec.exit_reported = True
-            events.append(self._event(rec, "exited"))
+            events.append(self._table.event(rec, "exited"))
 
         state = rec.state
         if state is RankState.WARNED and rec.exit_known and live:
             # The main process ended on the warning (checkpointed and quit): no reason to wait.
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
         elif state is RankState.WARNED and rec.term_at is not None and now >= rec.term_at:
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
         elif state is RankState.STOPPING:
             # One SIGTERM (sent by _begin_term), then SIGKILL when the grace period ends, as
             # Slurm's KillWait: processes born during the stop (a cleanup handler's children)
             # are left alone, and the group is not signalled again (that would re-enter the
             # rank's TERM handler forever). Everything left at the deadline gets SIGKILL.
             if rec.kill_at is not None and now >= rec.kill_at:
-                self._transition(rec, RankState.KILLING)  # journalled before the SIGKILL goes
-                self._writer.then(functools.partial(self._send_all, rec, snap, signal.SIGKILL, live))
+                self._table.transition(rec, RankState.KILLING)  # journalled before the SIGKILL goes
+                self._writer.then(functools.partial(self._stopper.send_all, rec, snap, signal.SIGKILL, live))
         elif state is RankState.KILLING:
-            self._send_all(rec, snap, signal.SIGKILL, live)
+            self._stopper.send_all(rec, snap, signal.SIGKILL, live)
         elif state in (RankState.RUNNING, RankState.STARTING) and rec.exit_known and live:
             # The main process ended but some of its processes did not: they get the usual stop.
             log.info("rank %s/%s: main process exited, stopping %d leftover processes", *rec.key, len(live))
             rec.stop_grace = rec.spec.grace
-            self._begin_term(rec, snap, now)
+            self._stopper.begin_term(rec, snap, now)
 
         if rec.state not in (RankState.RELEASING, RankState.GONE) and rec.exit_known and not live:
-            self._transition(rec, RankState.RELEASING)
+            self._table.transition(rec, RankState.RELEASING)
         if rec.state is RankState.RELEASING and not shim_alive:
             if rec.released_at is None:
                 rec.released_at = seen_at
@@ -604,9 +670,9 @@ class Supervisor(SpareShims, RankStopper):
                 and reading.read_at >= rec.released_at
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
-                events.append(self._transition(rec, RankState.GONE, "gone"))
+                events.append(self._table.transition(rec, RankState.GONE, "gone"))
         if unsaved is not None and rec.state is unsaved:
-            self._save(rec)
+            self._table.save(rec)
         return events
 
     # ------------------------------------------------------------------ recovery
@@ -647,11 +713,11 @@ class Supervisor(SpareShims, RankStopper):
                 rec.ended_at = saved.get("ended_at")
             rec.known = {int(pid): ticks for pid, ticks in (saved.get("known") or {}).items()}
             rec.stop_grace = saved.get("stop_grace")
-            self._read_rank_file(rec)
+            self._table.read_rank_file(rec)
             self._ranks[rec.key] = rec
             if rec.state in (RankState.WARNED, RankState.STOPPING):
                 rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
-                self._begin_term(rec, snap, now)
+                self._stopper.begin_term(rec, snap, now)
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
             log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)
@@ -669,7 +735,7 @@ class Supervisor(SpareShims, RankStopper):
             if rec.shim_pid is not None:
                 pids.add(rec.shim_pid)
             pids.update(rec.known)
-            pids.update(self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
+            pids.update(self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)))
         return pids
 
     def rank_processes(self) -> dict[int, tuple[str, int, tuple[str, ...]]]:
@@ -679,7 +745,7 @@ class Supervisor(SpareShims, RankStopper):
         snap = self._os.snapshot() if active else None  # no /proc scan on an idle node
         for rec in active:
             assert snap is not None
-            for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
+            for pid in self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
                 found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
 

@@ -25,10 +25,11 @@ cost nothing. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.context import RuleContext
 from labgang.launcher.lifecycle.dependency import (
     BadDependency,
     Condition,
@@ -41,7 +42,7 @@ from labgang.launcher.lifecycle.dependency import (
     parse_dependency,
     targets_of,
 )
-from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
+from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import EndReason, JobState, transition
 
@@ -62,8 +63,8 @@ Key = tuple[str, str]
 """A ``singleton`` group: (job name, user)."""
 
 
-class DependencyRules(GangRules):
-    """:class:`GangRules` plus job dependencies (see the module docstring).
+class DependencyRules:
+    """Job dependencies (see the module docstring), a part of :class:`~labgang.launcher.lifecycle.machine.Lifecycle`.
 
     Indexes keep each judgement local: ``_waiters`` (a named id -> the dependents that name it
     and have not held yet), ``_singles`` (a name and user -> its pending ``singleton`` jobs) and
@@ -72,15 +73,27 @@ class DependencyRules(GangRules):
 
     Args:
         policy: the configured timeouts and limits (``kill_invalid_depend`` among them).
-        jobs: the jobs to start from (finished ones are left out).
+        jobs: the model's active jobs by id (no finished one); the rules read them and change
+            the status of the pending ones they hold, release or cancel.
+        ctx: the event under way (its instant, the effects out).
+        retire: takes a job that reached a final state out of the model (``Lifecycle._retire``,
+            which calls :meth:`forget`): a dependency that can never hold cancels its job.
         finished: finished jobs that the dependencies of ``jobs`` name (e.g. read from the store
             at a restart); a named job neither in ``jobs`` nor here counts as unknown.
     """
 
     def __init__(
-        self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = (), finished: Iterable[Target] = ()
+        self,
+        policy: LifecyclePolicy,
+        jobs: dict[str, JobRecord],
+        ctx: RuleContext,
+        retire: Callable[[JobRecord], None],
+        finished: Iterable[Target] = (),
     ) -> None:
-        super().__init__(policy, jobs)
+        self.policy = policy
+        self.jobs = jobs
+        self._ctx = ctx
+        self._retire = retire
         self.finished_targets: dict[str, Target] = {}
         """Finished jobs some held job's dependency names, by id."""
         self.held: dict[str, str] = {}
@@ -92,10 +105,10 @@ class DependencyRules(GangRules):
         self._tasks: dict[str, set[str]] = {}
         for job in self.jobs.values():
             self._index_task(job.id)
-            self._track(job)
+            self.track(job)
         for done in finished:
-            self._remember(done)
-        self._forget_unnamed(list(self.finished_targets))
+            self.remember(done)
+        self.forget_unnamed(list(self.finished_targets))
         # Holds only, no effects, so that no driver offers a held job before its first event;
         # the first event judges them all again and records what changed (a cancel, a release).
         self._judge(set(self._dependents), emit=False)
@@ -146,18 +159,21 @@ class DependencyRules(GangRules):
         """Does a dependent that has not held yet name ``job_id`` (or its array)?"""
         return any(name in self._waiters for name in targets_of(job_id))
 
-    def _remember(self, done: Target) -> None:
+    def remember(self, done: Target) -> None:
+        """Keep finished job ``done`` as a target dependencies may name."""
         self.finished_targets[done.id] = done
         self._index_task(done.id)
 
-    def _forget_unnamed(self, job_ids: Iterable[str]) -> None:
+    def forget_unnamed(self, job_ids: Iterable[str]) -> None:
         """Drop the finished targets among ``job_ids`` that no waiting dependent names any more."""
         for job_id in job_ids:
             if job_id in self.finished_targets and not self._named(job_id):
                 del self.finished_targets[job_id]
                 self._unindex_task(job_id)
 
-    def _track(self, job: JobRecord) -> None:
+    def track(self, job: JobRecord) -> None:
+        """Index ``job``'s dependency (the ids it names, its ``singleton`` group); a stored text that
+        no longer parses counts as one that never holds."""
         text = job.spec.dependency
         if not text or job.status.state.finished:
             return
@@ -183,9 +199,10 @@ class DependencyRules(GangRules):
                 ids.discard(job.id)
                 if not ids:
                     del self._waiters[name]
-                    self._forget_unnamed([name, *self._tasks.get(name, ())])
+                    self.forget_unnamed([name, *self._tasks.get(name, ())])
 
-    def _untrack(self, job: JobRecord) -> None:
+    def untrack(self, job: JobRecord) -> None:
+        """Drop ``job`` from every dependency index and from the held jobs."""
         self._stop_waiting(job)
         dep = self._dependents.pop(job.id, None)
         if dep is not None and dep.singleton:
@@ -197,13 +214,14 @@ class DependencyRules(GangRules):
                     del self._singles[key]
         self.held.pop(job.id, None)
 
-    def _retire(self, job: JobRecord) -> None:
-        self._untrack(job)
+    def forget(self, job: JobRecord) -> None:
+        """``job`` reached a final state and leaves the model: it waits for nothing any more, and
+        stays as a finished target while some waiting dependent names it."""
+        self.untrack(job)
         if self._named(job.id):
             self.finished_targets[job.id] = target(job)  # stays in the task index
         else:
             self._unindex_task(job.id)
-        super()._retire(job)
 
     def _affected(self, changed: Iterable[JobRecord]) -> set[str]:
         """The dependents whose verdict a change of ``changed`` can change."""
@@ -218,26 +236,26 @@ class DependencyRules(GangRules):
 
     # ----- the rule -------------------------------------------------------------------------
 
-    def _dependencies_after(self, event: ev.Event) -> None:
-        """Judge the dependents that ``event`` can concern (called at the end of
-        :meth:`Lifecycle.apply`); cancels cascade (a cancelled job fails its dependents)."""
-        changed = [e.job for e in self._out if isinstance(e, fx.SaveStatus | fx.Finished)]
+    def after_event(self, event: ev.Event) -> None:
+        """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
+        (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
+        changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
         if isinstance(event, ev.JobSubmitted):
             self._index_task(event.job.id)
-            self._track(event.job)
+            self.track(event.job)
             for done in event.targets:
                 if done.id not in self.jobs:
-                    self._remember(done)
-            self._forget_unnamed([t.id for t in event.targets])
+                    self.remember(done)
+            self.forget_unnamed([t.id for t in event.targets])
             changed.append(event.job)
         todo = self._affected(changed)
         if self._stale:
             todo |= set(self._dependents)
             self._stale = False
         while todo:
-            mark = len(self._out)
+            mark = self._ctx.mark()
             self._judge(todo, emit=True)
-            todo = self._affected(e.job for e in self._out[mark:] if isinstance(e, fx.Finished))
+            todo = self._affected(e.job for e in self._ctx.emitted(mark) if isinstance(e, fx.Finished))
 
     def _found(self, name: str) -> list[Target]:
         """The jobs a dependency on ``name`` covers: the job itself and its array's tasks."""
@@ -319,7 +337,7 @@ class DependencyRules(GangRules):
             else:
                 self.held[job.id] = verdict.message
         if self._released:
-            self._out.append(fx.WakeScheduler())  # one cycle for every job released together
+            self._ctx.emit(fx.WakeScheduler())  # one cycle for every job released together
 
     def _hold(self, job: JobRecord, code: EndReason, message: str, *, emit: bool) -> None:
         self.held[job.id] = message
@@ -334,9 +352,9 @@ class DependencyRules(GangRules):
             # does not rewrite the status of each job of a sweep that waits for it.
             st.reason_message = message
             return
-        self._out.append(fx.RecordDecision(self._now, job.id, "pending", code.value, message))
+        self._ctx.emit(fx.RecordDecision(self._ctx.now, job.id, "pending", code.value, message))
         st.reason_code, st.reason_message = code.value, message
-        self._save(job)
+        self._ctx.save(job)
 
     def _release(self, job: JobRecord, dep: Dependency, verdict: Verdict, *, emit: bool) -> None:
         if not emit:
@@ -347,31 +365,31 @@ class DependencyRules(GangRules):
         if first_time:
             self._stop_waiting(job)  # what it waited for happened for good: never judged again
             if not dep.singleton:
-                self._untrack(job)
+                self.untrack(job)
         if not (first_time or was_held):
             return
         st.dependency_met = True
         if st.reason_code in _HELD_CODES:
             st.reason_code = st.reason_message = None
-        if verdict.not_before > self._now:  # after:ID+MINUTES: released, not offered before then
+        if verdict.not_before > self._ctx.now:  # after:ID+MINUTES: released, not offered before then
             st.not_before = max(st.not_before, verdict.not_before)
             st.reason_code = EndReason.DEPENDENCY.value
             st.reason_message = f"{verdict.message}; holds {_from(verdict.not_before)}"
-            self._out.append(fx.WakeAt(verdict.not_before))
-        self._save(job)
+            self._ctx.emit(fx.WakeAt(verdict.not_before))
+        self._ctx.save(job)
         if first_time:
             # Once: the whole dependency held. ``singleton`` is judged again each time the job is
             # pending; its later turns clear the reason without a history line.
-            self._history(job, "dependency-met", verdict.message)
+            self._ctx.history(job, "dependency-met", verdict.message)
         self._released = True
 
     def _cancel_invalid(self, job: JobRecord, verdict: Verdict) -> None:
         st = job.status
         transition(st, JobState.CANCELLED)
-        st.end_time = self._now
+        st.end_time = self._ctx.now
         st.reason_code, st.reason_message = EndReason.DEPENDENCY_NEVER.value, verdict.message
-        self._save(job)
-        self._history(job, "cancelled", f"dependency {verdict.message}")
+        self._ctx.save(job)
+        self._ctx.history(job, "cancelled", f"dependency {verdict.message}")
         self._retire(job)
 
 

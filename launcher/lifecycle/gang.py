@@ -1,19 +1,21 @@
 """The gang rules every lifecycle event ends in: how ranks move a job, how a job stops, ends
-or goes back to its queue. :class:`GangRules` is the base of
+or goes back to its queue. :class:`GangRules` is a part of
 :class:`~labgang.launcher.lifecycle.machine.Lifecycle`, which turns events into calls to these.
 
-Pure: no I/O, no clock. Every change is recorded as an effect in ``self._out``.
+Pure: no I/O, no clock. Every change is recorded as an effect in the model's
+:class:`~labgang.launcher.lifecycle.context.RuleContext`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.attempts import AttemptRecord
+from labgang.launcher.lifecycle.context import RuleContext
 from labgang.launcher.lifecycle.group_policy import restart_allowed, success_reached
-from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import (
     completing,
     exited_zero_on_their_own,
@@ -55,35 +57,28 @@ class LifecyclePolicy:
 
 
 class GangRules:
-    """Jobs and the rules that move them (the state and the rules; events come in through ``Lifecycle.apply``).
-
-    ``jobs`` holds the active jobs only (pending, admitted, running, terminating): a job that
-    reaches a final state leaves it (effect :class:`~labgang.launcher.lifecycle.effects.Finished`),
-    so memory follows active work, not history.
+    """The rules that move a job by its ranks (state is the model's; events come in through ``Lifecycle.apply``).
 
     Args:
         policy: the configured timeouts and limits.
-        jobs: the jobs to start from (e.g. loaded from the store); finished ones are left out,
-            and a pending one starts with no ranks.
+        jobs: the model's active jobs by id (pending, admitted, running, terminating); the rules
+            read and change the records, and a job that ends leaves through ``retire``.
+        ctx: the event under way (its instant, the effects out).
+        retire: takes a job that reached a final state out of the model (effect
+            :class:`~labgang.launcher.lifecycle.effects.Finished`), ``Lifecycle._retire``.
     """
 
-    def __init__(self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = ()) -> None:
+    def __init__(
+        self,
+        policy: LifecyclePolicy,
+        jobs: dict[str, JobRecord],
+        ctx: RuleContext,
+        retire: Callable[[JobRecord], None],
+    ) -> None:
         self.policy = policy
-        self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs if not job.status.state.finished}
-        for job in self.jobs.values():
-            if job.status.state == JobState.PENDING:
-                # A pending job's next attempt has no ranks until it is admitted. Stores written
-                # before SaveRank carried its attempt may hold the last attempt's ranks under it.
-                job.ranks = {}
-        self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
-        """How many admissions so far: the last one's ``admit_seq``."""
-        self.lost_nodes: dict[str, float] = {}
-        """Node → its last contact (the driver's clock), for every node now lost."""
-        self._out: list[fx.Effect] = []
-        self._now = 0.0
-        # When set, the time the history lines written now are dated (a fenced rank's report: when it
-        # was stopped, not when the report arrived).
-        self._history_at: float | None = None
+        self.jobs = jobs
+        self._ctx = ctx
+        self._retire = retire
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -123,15 +118,7 @@ class GangRules:
 
     # ----- small helpers --------------------------------------------------------------------
 
-    def _save(self, job: JobRecord) -> None:
-        self._out.append(fx.SaveStatus(job))
-
-    def _history(self, job: JobRecord, event: str, message: str) -> None:
-        entry = HistoryEntry(self._now if self._history_at is None else self._history_at, event, message)
-        job.history.append(entry)
-        self._out.append(fx.AddHistory(job, entry))
-
-    def _set_rank(
+    def set_rank(
         self,
         job: JobRecord,
         rank: RankRecord,
@@ -140,6 +127,8 @@ class GangRules:
         pid: int | None = None,
         exit_status: int | None = None,
     ) -> bool:
+        """Move ``rank`` forward to ``phase`` (never back), taking its pid and exit status when
+        given; persist it and return True when anything changed."""
         changed = advance(rank, phase)
         if pid is not None and rank.pid != pid:
             rank.pid = pid
@@ -148,15 +137,15 @@ class GangRules:
             rank.exit_status = exit_status
             changed = True
         if changed:
-            self._out.append(fx.SaveRank(job, rank, job.attempt))
+            self._ctx.emit(fx.SaveRank(job, rank, job.attempt))
         return changed
 
     @staticmethod
-    def _exit_line(rank: RankRecord) -> str:
+    def exit_line(rank: RankRecord) -> str:
         """The ``rank-exited`` history message of ``rank``."""
         return f"rank {rank.rank} on {rank.node} exited with status {rank.exit_status}"
 
-    def _held_exits(self, job: JobRecord) -> None:
+    def held_exits(self, job: JobRecord) -> None:
         """The ``rank-exited`` lines of ranks that exited while the gang was still starting.
 
         A rank may exit before another rank's start is reported; its exit is recorded once the
@@ -166,9 +155,11 @@ class GangRules:
         """
         for rank in ranks_in_order(job):
             if rank.state in (RankPhase.EXITED, RankPhase.GONE) and rank.exit_status is not None:
-                self._history(job, "rank-exited", self._exit_line(rank))
+                self._ctx.history(job, "rank-exited", self.exit_line(rank))
 
-    def _lookup(self, node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
+    def lookup(self, node: str, run_id: str, rank: int) -> tuple[JobRecord | None, RankRecord | None]:
+        """The job holding devices whose current attempt is ``run_id`` and its rank ``rank`` on
+        ``node``, or ``(None, None)`` when no current rank matches."""
         job = self.job_for_run(run_id)
         if job is None or job.run_id != run_id or not job.status.state.holds_devices:
             return None, None
@@ -179,16 +170,16 @@ class GangRules:
 
     # ----- gang rules ------------------------------------------------------------------------
 
-    def _evaluate(self, job: JobRecord) -> None:
+    def evaluate(self, job: JobRecord) -> None:
         """Move the job along after its ranks changed (start confirmed, a rank failed, all gone)."""
         st = job.status
         ranks = ranks_in_order(job)
-        self._mark_running(job)
+        self.mark_running(job)
         if st.state in (JobState.ADMITTED, JobState.RUNNING):
             failed = next((r for r in ranks if r.state.order >= RankPhase.EXITED.order and r.exit_status != 0), None)
             if failed is not None:
                 if failed.state == RankPhase.LOST:
-                    self._begin_termination(job, EndIntent.LOST, f"rank {failed.rank}'s node {failed.node} was lost")
+                    self.begin_termination(job, EndIntent.LOST, f"rank {failed.rank}'s node {failed.node} was lost")
                 else:
                     self._rank_failed(job, failed)
                 return
@@ -197,7 +188,7 @@ class GangRules:
                 exits = {r.rank: r.exit_status for r in ranks if r.state.order >= RankPhase.EXITED.order}
                 done = success_reached(group_layout(job), policy, exits)
                 if done is not None:
-                    self._begin_termination(job, EndIntent.SUCCEED, done)
+                    self.begin_termination(job, EndIntent.SUCCEED, done)
                     return
             if st.state == JobState.ADMITTED and job.spec.startup_order:
                 self._launch_next_groups(job)
@@ -211,11 +202,11 @@ class GangRules:
         what = f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}"
         if restart_allowed(policy, st.failure_restarts):
             why = f"{what}; restart {st.failure_restarts + 1} of {policy.max_restarts} (--failure-policy restart)"
-            self._begin_termination(job, EndIntent.RESTART, why, exit_status=failed.exit_status)
+            self.begin_termination(job, EndIntent.RESTART, why, exit_status=failed.exit_status)
             return
         if policy.failure == "restart":
             what += f" (--failure-policy restart: {st.failure_restarts} of {policy.max_restarts} restarts used)"
-        self._begin_termination(job, EndIntent.FAIL, what, exit_status=failed.exit_status)
+        self.begin_termination(job, EndIntent.FAIL, what, exit_status=failed.exit_status)
 
     def _launch_next_groups(self, job: JobRecord) -> None:
         """``--startup-order``: launch the ranks whose groups' turn has come (every rank of the
@@ -228,36 +219,36 @@ class GangRules:
         nodes = sorted({r.node for r in waiting})
         groups = sorted({layout.rank_groups[r.rank] for r in waiting})
         started = ", ".join(layout.names[g] for g in groups)
-        self._history(
+        self._ctx.history(
             job, "group-launching", f"group {started}: the groups before it started; launching on {', '.join(nodes)}"
         )
         for rank in waiting:  # sent now: a later report does not send them again
-            self._set_rank(job, rank, RankPhase.LAUNCHING)
+            self.set_rank(job, rank, RankPhase.LAUNCHING)
         for node in nodes:
-            self._out.append(fx.Launch(job, node, job.run_id))
+            self._ctx.emit(fx.Launch(job, node, job.run_id))
 
-    def _mark_running(self, job: JobRecord) -> None:
+    def mark_running(self, job: JobRecord) -> None:
         """ADMITTED → RUNNING once every rank has started (even if one already exited: the history
         then says "running" before that rank's "rank-exited")."""
         st = job.status
         ranks = ranks_in_order(job)
         if st.state == JobState.ADMITTED and ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
             transition(st, JobState.RUNNING)
-            st.start_time = self._now
+            st.start_time = self._ctx.now
             rec = job.attempt_record
             if rec is not None and rec.attempt == st.attempt and rec.start_time is None:
-                rec.start_time = self._now
-                self._out.append(fx.SaveAttempt(rec))
+                rec.start_time = self._ctx.now
+                self._ctx.emit(fx.SaveAttempt(rec))
             st.reason_code = st.reason_message = None
-            self._save(job)
+            self._ctx.save(job)
             n = len(ranks)
             started = f"{'all ' if n > 1 else ''}{n} rank{'s' if n != 1 else ''} started on {', '.join(job_nodes(job))}"
-            self._history(job, "running", started)
-            self._held_exits(job)
+            self._ctx.history(job, "running", started)
+            self.held_exits(job)
             if self._nominated_by_pending(job):
-                self._out.append(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
+                self._ctx.emit(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
 
-    def _begin_termination(
+    def begin_termination(
         self, job: JobRecord, intent: EndIntent, message: str, *, exit_status: int | None = None
     ) -> None:
         """Stop every rank of the job with its grace; what follows depends on ``intent``.
@@ -269,45 +260,46 @@ class GangRules:
             if intent == EndIntent.CANCEL and st.end_intent not in (EndIntent.CANCEL, None):
                 st.end_intent = intent
                 st.reason_code, st.reason_message = INTENT_REASON[intent].value, message
-                self._save(job)
-                self._history(job, "cancel", message)
+                self._ctx.save(job)
+                self._ctx.history(job, "cancel", message)
             return
         if not st.state.holds_devices:
             return
         decided_by_exits = completing(job)
         if st.state == JobState.ADMITTED:
-            self._held_exits(job)  # exits seen while the gang was starting, before "stopping"
+            self.held_exits(job)  # exits seen while the gang was starting, before "stopping"
         transition(st, JobState.TERMINATING)
         if decided_by_exits:
             st.end_intent = None
-            self._save(job)
-            self._history(job, "stopping", f"{message}; every rank already exited: stopping what remains")
+            self._ctx.save(job)
+            self._ctx.history(job, "stopping", f"{message}; every rank already exited: stopping what remains")
         else:
             st.end_intent = intent
             st.reason_code, st.reason_message = INTENT_REASON[intent].value, message
             if exit_status is not None:
                 st.exit_status = exit_status
-            self._save(job)
-            self._history(job, "stopping", f"{message}; stopping every rank")
+            self._ctx.save(job)
+            self._ctx.history(job, "stopping", f"{message}; stopping every rank")
             if intent.warned and job.spec.signal and st.start_time is not None:
                 signum, before = parse_warning(job.spec.signal)
-                self._history(
+                self._ctx.history(
                     job, "signal", f"signal {signal_name(signum)} sent to every rank, {before:g} s before SIGTERM"
                 )
         for rank in job.ranks.values():
             if rank.state == RankPhase.ASSIGNED:  # never sent to an agent: nothing to stop
-                self._set_rank(job, rank, RankPhase.GONE)
-        self._stop_live_ranks(job)
-        self._evaluate(job)
+                self.set_rank(job, rank, RankPhase.GONE)
+        self.stop_live_ranks(job)
+        self.evaluate(job)
 
-    def _stop_live_ranks(self, job: JobRecord, only_node: str | None = None) -> None:
+    def stop_live_ranks(self, job: JobRecord, only_node: str | None = None) -> None:
+        """Ask each node with a rank of the job not yet ended (or only ``only_node``) to stop them."""
         # The --signal warning precedes a preemption or cancel stop (the supervisor sends it
         # warn_before seconds ahead of SIGTERM). A time limit's warning was already sent at
         # T - warn_before by the tick; failures, lost nodes and shutdowns stop at once.
         warn = job.status.end_intent is not None and job.status.end_intent.warned
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             if only_node is None or node == only_node:
-                self._out.append(fx.Stop(node, job.run_id, job.spec.grace_s, warn))
+                self._ctx.emit(fx.Stop(node, job.run_id, job.spec.grace_s, warn))
 
     def _finish(self, job: JobRecord) -> None:
         """Every rank is gone: end the job, or put it back in its queue, according to its intent.
@@ -347,7 +339,7 @@ class GangRules:
             self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"{message}; the other ranks were stopped")
         elif intent == EndIntent.RESTART:
             st.failure_restarts += 1  # --failure-policy restart: the whole job again, at once
-            self._requeue(job, message, not_before=self._now)
+            self._requeue(job, message, not_before=self._ctx.now)
         elif exited_zero_on_their_own(job):
             # A stop that would requeue (preemption, lost node or lease, shutdown, failed start),
             # but every rank exited 0 on its own: the job has finished, and a finished job never
@@ -356,17 +348,17 @@ class GangRules:
             self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"all ranks exited with status 0 ({message})")
         elif intent == EndIntent.REQUEUE:
             # `labgang requeue` asked for it by name: requeued even with requeue = false (scontrol requeue).
-            self._requeue(job, message, not_before=self._now)
+            self._requeue(job, message, not_before=self._ctx.now)
         elif intent in (EndIntent.PREEMPT, EndIntent.LOST):
             if job.spec.requeue:
-                self._requeue(job, message, not_before=self._now)
+                self._requeue(job, message, not_before=self._ctx.now)
             else:
                 final = JobState.FAILED if intent == EndIntent.PREEMPT else JobState.NODE_FAIL
                 self._end(job, final, st.exit_status, INTENT_REASON[intent], no_requeue)
         elif intent == EndIntent.SHUTDOWN:
             # Not the job's failure: it runs again at the next start, unless it asked never to be requeued.
             if job.spec.requeue:
-                self._requeue(job, st.reason_message or "stopped: labgang shut down", not_before=self._now)
+                self._requeue(job, st.reason_message or "stopped: labgang shut down", not_before=self._ctx.now)
             else:
                 self._end(job, JobState.CANCELLED, None, EndReason.SHUTDOWN, no_requeue)
         else:  # RETRY
@@ -377,7 +369,7 @@ class GangRules:
             else:
                 p = self.policy
                 delay = min(p.requeue_backoff_s * 2 ** (st.start_failures - 1), p.requeue_backoff_max_s)
-                self._requeue(job, f"{st.reason_message}; retry in {delay:g} s", not_before=self._now + delay)
+                self._requeue(job, f"{st.reason_message}; retry in {delay:g} s", not_before=self._ctx.now + delay)
 
     def _end(self, job: JobRecord, state: JobState, exit_status: int | None, reason: EndReason, message: str) -> None:
         st = job.status
@@ -385,19 +377,16 @@ class GangRules:
         self._close_attempt(job, "preempted" if preempted else state.value, message)
         transition(st, state)
         st.exit_status = exit_status
-        st.end_time = self._now
+        st.end_time = self._ctx.now
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
         st.hold, st.hold_admin = None, False
-        self._save(job)
-        self._history(job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else ""))
+        self._ctx.save(job)
+        self._ctx.history(
+            job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else "")
+        )
         self._retire(job)
-        self._out.append(fx.WakeScheduler())
-
-    def _retire(self, job: JobRecord) -> None:
-        """A finished job leaves the active jobs."""
-        del self.jobs[job.id]
-        self._out.append(fx.Finished(job))
+        self._ctx.emit(fx.WakeScheduler())
 
     def _requeue(self, job: JobRecord, message: str, *, not_before: float) -> None:
         """Back to the queue as a new attempt: original submit time; ``restart_count`` + 1 only when
@@ -411,7 +400,7 @@ class GangRules:
         if ran:
             st.restart_count += 1
         st.ran = False
-        st.pending_since = self._now
+        st.pending_since = self._ctx.now
         st.not_before = not_before
         st.admit_time = st.start_time = None
         st.end_intent = None
@@ -425,15 +414,15 @@ class GangRules:
         if st.hold is not None:  # requeue --hold
             reason = held_reason(job.id, st.hold)
             st.reason_code, st.reason_message = reason.code.value, f"{message}; {reason.message}"
-        self._save(job)
+        self._ctx.save(job)
         counted = f"restart {st.restart_count}" if ran else f"attempt {st.attempt} (the last one never ran)"
-        self._history(job, "requeued", f"{message}; {counted}")
-        if not_before > self._now:
-            self._out.append(fx.WakeAt(not_before))
+        self._ctx.history(job, "requeued", f"{message}; {counted}")
+        if not_before > self._ctx.now:
+            self._ctx.emit(fx.WakeAt(not_before))
         elif not self.awaited_by_waiting_preemptor(job):
-            self._out.append(fx.WakeScheduler())
+            self._ctx.emit(fx.WakeScheduler())
 
-    def _open_attempt(self, job: JobRecord) -> None:
+    def open_attempt(self, job: JobRecord) -> None:
         """A cycle admitted ``job`` (its ranks placed): begin its current attempt's accounting record."""
         st = job.status
         ranks = ranks_in_order(job)
@@ -443,22 +432,23 @@ class GangRules:
             user=job.spec.user,
             queue=job.spec.queue,
             pending_since=st.pending_since,
-            admit_time=self._now,
+            admit_time=self._ctx.now,
             nodes=tuple(job_nodes(job)),
             devices=tuple(f"{r.node}/{d}" for r in ranks for d in r.devices),
         )
-        self._out.append(fx.SaveAttempt(job.attempt_record))
+        self._ctx.emit(fx.SaveAttempt(job.attempt_record))
 
     def _close_attempt(self, job: JobRecord, outcome: str, reason: str) -> None:
         """The current attempt ended with ``outcome`` (an ``ATTEMPT_OUTCOMES`` key): close its record."""
         rec = job.attempt_record
         if rec is None or rec.attempt != job.status.attempt or rec.end_time is not None:
             return  # never admitted (cancelled while pending), or closed already
-        rec.end_time = self._now
+        rec.end_time = self._ctx.now
         rec.outcome = outcome
         rec.reason = reason
-        self._out.append(fx.SaveAttempt(rec))
+        self._ctx.emit(fx.SaveAttempt(rec))
 
-    def _start_failed(self, job: JobRecord, message: str) -> None:
+    def start_failed(self, job: JobRecord, message: str) -> None:
+        """A starting (admitted) job could not start: stop it, to be retried with backoff (intent RETRY)."""
         if job.status.state == JobState.ADMITTED:
-            self._begin_termination(job, EndIntent.RETRY, f"start failed: {message}")
+            self.begin_termination(job, EndIntent.RETRY, f"start failed: {message}")

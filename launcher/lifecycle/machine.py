@@ -26,15 +26,24 @@ Rules (torchrun's and Kueue's waitForPodsReady, docs/queue-semantics.md §A5):
 
 Pure: no I/O, no clock. :meth:`Lifecycle.apply` changes the records it holds and returns the
 effects the driver must carry out (persist first, then talk to agents).
+
+The model is composed of rule objects it holds, which share its jobs and one
+:class:`~labgang.launcher.lifecycle.context.RuleContext` (the event's instant and the effects
+out): the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`) and the dependency
+rules (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.context import RuleContext
+from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
-from labgang.launcher.lifecycle.gang import LifecyclePolicy
+from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
@@ -43,10 +52,69 @@ from labgang.launcher.scheduler.reasons import held_reason
 __all__ = ["Lifecycle", "LifecyclePolicy"]
 
 
-class Lifecycle(DependencyRules):
+class Lifecycle:
     """The lifecycle model: :meth:`apply` takes one typed event and returns the typed effects it
-    asks for. See :class:`~labgang.launcher.lifecycle.gang.GangRules` for the state it holds and
-    :class:`~labgang.launcher.lifecycle.dependents.DependencyRules` for job dependencies."""
+    asks for. It holds the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`) and
+    the job dependencies (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`).
+
+    ``jobs`` holds the active jobs only (pending, admitted, running, terminating): a job that
+    reaches a final state leaves it (effect :class:`~labgang.launcher.lifecycle.effects.Finished`),
+    so memory follows active work, not history.
+
+    Args:
+        policy: the configured timeouts and limits.
+        jobs: the jobs to start from (e.g. loaded from the store); finished ones are left out,
+            and a pending one starts with no ranks.
+        finished: finished jobs that the dependencies of ``jobs`` name (e.g. read from the store
+            at a restart); a named job neither in ``jobs`` nor here counts as unknown.
+    """
+
+    def __init__(
+        self, policy: LifecyclePolicy, jobs: Iterable[JobRecord] = (), finished: Iterable[Target] = ()
+    ) -> None:
+        self.policy = policy
+        self.jobs: dict[str, JobRecord] = {job.id: job for job in jobs if not job.status.state.finished}
+        for job in self.jobs.values():
+            if job.status.state == JobState.PENDING:
+                # A pending job's next attempt has no ranks until it is admitted. Stores written
+                # before SaveRank carried its attempt may hold the last attempt's ranks under it.
+                job.ranks = {}
+        self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
+        """How many admissions so far: the last one's ``admit_seq``."""
+        self.lost_nodes: dict[str, float] = {}
+        """Node → its last contact (the driver's clock), for every node now lost."""
+        self._ctx = RuleContext()
+        self._gang = GangRules(policy, self.jobs, self._ctx, self._retire)
+        self._deps = DependencyRules(policy, self.jobs, self._ctx, self._retire, finished)
+
+    # ----- queries --------------------------------------------------------------------------
+
+    def job_for_run(self, run_id: str) -> JobRecord | None:
+        """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""
+        return self._gang.job_for_run(run_id)
+
+    def active(self) -> list[JobRecord]:
+        """Jobs that hold devices (admitted, running, terminating), in submission order."""
+        return self._gang.active()
+
+    def awaited_by_waiting_preemptor(self, job: JobRecord) -> bool:
+        """True when ``job`` is a requeued victim a pending preemptor still waits on another
+        victim for (:meth:`GangRules.awaited_by_waiting_preemptor`)."""
+        return self._gang.awaited_by_waiting_preemptor(job)
+
+    def admissible(self, job: JobRecord, now: float) -> bool:
+        """May a scheduling cycle at ``now`` consider ``job``? (:meth:`DependencyRules.admissible`)."""
+        return self._deps.admissible(job, now)
+
+    @property
+    def held(self) -> dict[str, str]:
+        """Pending jobs not offered to the scheduler because of their dependency: id -> why."""
+        return self._deps.held
+
+    @property
+    def finished_targets(self) -> dict[str, Target]:
+        """Finished jobs some held job's dependency names, by id."""
+        return self._deps.finished_targets
 
     # ----- entry point --------------------------------------------------------------------
 
@@ -56,9 +124,7 @@ class Lifecycle(DependencyRules):
         Raises:
             IllegalTransition: a rule tried an arrow the transitions table refuses (a bug).
         """
-        self._now = event.now
-        self._history_at = None
-        self._out = []
+        self._ctx.begin(event.now)
         if isinstance(event, ev.JobSubmitted):
             self._submitted(event)
         elif isinstance(event, ev.CancelRequested):
@@ -91,9 +157,14 @@ class Lifecycle(DependencyRules):
             self._violation(event)
         else:
             self._shutdown(event)
-        self._dependencies_after(event)
-        out, self._out = self._out, []
-        return out
+        self._deps.after_event(event)
+        return self._ctx.take()
+
+    def _retire(self, job: JobRecord) -> None:
+        """A finished job leaves the active jobs (and the dependency indexes)."""
+        self._deps.forget(job)
+        del self.jobs[job.id]
+        self._ctx.emit(fx.Finished(job))
 
     # ----- submission and cancel ------------------------------------------------------------
 
@@ -101,12 +172,12 @@ class Lifecycle(DependencyRules):
         job, spec = e.job, e.job.spec
         self.jobs[job.id] = job
         after = f", dependency {spec.dependency}" if spec.dependency else ""
-        self._history(
+        self._ctx.history(
             job,
             "submitted",
             f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}{after}",
         )
-        self._out.append(fx.WakeScheduler())
+        self._ctx.emit(fx.WakeScheduler())
 
     def _cancel(self, e: ev.CancelRequested) -> None:
         job = self.jobs.get(e.job_id)
@@ -115,15 +186,15 @@ class Lifecycle(DependencyRules):
         st = job.status
         if st.state == JobState.PENDING:
             transition(st, JobState.CANCELLED)
-            st.end_time = self._now
+            st.end_time = self._ctx.now
             st.hold, st.hold_admin = None, False
             st.reason_code, st.reason_message = EndReason.CANCELLED.value, f"cancelled by {e.by}"
-            self._save(job)
-            self._history(job, "cancelled", f"by {e.by} while pending")
+            self._ctx.save(job)
+            self._ctx.history(job, "cancelled", f"by {e.by} while pending")
             self._retire(job)
         else:
-            self._begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
-        self._out.append(fx.WakeScheduler())
+            self._gang.begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
+        self._ctx.emit(fx.WakeScheduler())
 
     # ----- scontrol's verbs (verbs.py says who may do what; these apply what was allowed) -------
 
@@ -136,14 +207,14 @@ class Lifecycle(DependencyRules):
         first = st.hold is None
         st.hold, st.hold_admin = by, st.hold_admin or admin
         st.nominated = ()  # a held preemptor waits for no victim: the devices it reserved go back
-        if job.id not in self.held:  # a job waiting for its dependency keeps saying so
+        if job.id not in self._deps.held:  # a job waiting for its dependency keeps saying so
             reason = held_reason(job.id, by)
             st.reason_code, st.reason_message, st.no_preemption = reason.code.value, reason.message, None
-        self._save(job)
+        self._ctx.save(job)
         if first:
             kind = " (an admin hold: only an admin may release it)" if st.hold_admin else ""
-            self._history(job, "held", f"by {by}{kind}")
-        self._out.append(fx.WakeScheduler())  # it no longer blocks its queue's head or holds quota
+            self._ctx.history(job, "held", f"by {by}{kind}")
+        self._ctx.emit(fx.WakeScheduler())  # it no longer blocks its queue's head or holds quota
 
     def _release_job(self, e: ev.ReleaseRequested) -> None:
         job = self.jobs.get(e.job_id)
@@ -153,9 +224,9 @@ class Lifecycle(DependencyRules):
         st.hold, st.hold_admin = None, False
         if st.reason_code == EndReason.HELD.value:
             st.reason_code = st.reason_message = None
-        self._save(job)
-        self._history(job, "released", f"by {e.by}")
-        self._out.append(fx.WakeScheduler())
+        self._ctx.save(job)
+        self._ctx.history(job, "released", f"by {e.by}")
+        self._ctx.emit(fx.WakeScheduler())
 
     def _requeue_requested(self, e: ev.RequeueRequested) -> None:
         """Stop an admitted or running job with its grace; once its ranks are gone it is pending
@@ -167,8 +238,8 @@ class Lifecycle(DependencyRules):
             st = job.status
             st.hold, st.hold_admin = e.by, st.hold_admin or e.admin
         then = " and held" if e.hold else ""
-        self._begin_termination(job, EndIntent.REQUEUE, f"requeue{then} requested by {e.by}")
-        self._out.append(fx.WakeScheduler())
+        self._gang.begin_termination(job, EndIntent.REQUEUE, f"requeue{then} requested by {e.by}")
+        self._ctx.emit(fx.WakeScheduler())
 
     def _update(self, e: ev.UpdateRequested) -> None:
         """Replace the job's spec with the update's values; a new name or dependency is indexed
@@ -182,9 +253,9 @@ class Lifecycle(DependencyRules):
         old = job.spec
         reindex = "name" in changes or "dependency" in changes
         if reindex:
-            self._untrack(job)
+            self._deps.untrack(job)
         job.spec = e.update.applied(old)
-        self._out.append(fx.SaveSpec(job))
+        self._ctx.emit(fx.SaveSpec(job))
         st = job.status
         if "dependency" in changes:
             st.dependency_met = False
@@ -192,11 +263,11 @@ class Lifecycle(DependencyRules):
                 st.reason_code = st.reason_message = None
             for done in e.targets:
                 if done.id not in self.jobs:
-                    self._remember(done)
+                    self._deps.remember(done)
         if reindex:
-            self._track(job)
-            self._forget_unnamed([t.id for t in e.targets])
-        self._save(job)  # also has the dependency rules judge it again
+            self._deps.track(job)
+            self._deps.forget_unnamed([t.id for t in e.targets])
+        self._ctx.save(job)  # also has the dependency rules judge it again
         words = {"priority": "priority", "time_limit_s": "time limit", "name": "name", "dependency": "dependency"}
 
         def shown(name: str, value: object) -> str:
@@ -205,13 +276,13 @@ class Lifecycle(DependencyRules):
             return f"{value:g} s" if name == "time_limit_s" and isinstance(value, float) else str(value)
 
         told = ", ".join(f"{words[k]} {shown(k, getattr(old, k))} -> {shown(k, v)}" for k, v in changes.items())
-        self._history(job, "updated", f"by {e.by}: {told}")
-        self._out.append(fx.WakeScheduler())
+        self._ctx.history(job, "updated", f"by {e.by}: {told}")
+        self._ctx.emit(fx.WakeScheduler())
 
     def _shutdown(self, e: ev.ShutdownRequested) -> None:
         for job in self.active():
             if job.status.state != JobState.TERMINATING:  # else already stopping for its own reason
-                self._begin_termination(job, EndIntent.SHUTDOWN, e.why)
+                self._gang.begin_termination(job, EndIntent.SHUTDOWN, e.why)
 
     # ----- scheduling decisions -------------------------------------------------------------
 
@@ -227,8 +298,8 @@ class Lifecycle(DependencyRules):
             if job is None or job.status.state != JobState.PENDING:
                 continue
             if job.id in victims_now:
-                self._history(job, "not-admitted", "the same cycle gave its devices to a preemptor")
-                self._out.append(fx.WakeScheduler())
+                self._ctx.history(job, "not-admitted", "the same cycle gave its devices to a preemptor")
+                self._ctx.emit(fx.WakeScheduler())
                 continue
             st = job.status
             transition(st, JobState.ADMITTED)
@@ -243,42 +314,44 @@ class Lifecycle(DependencyRules):
             job.ranks = {
                 rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
             }
-            self._save(job)
-            self._open_attempt(job)
+            self._ctx.save(job)
+            self._gang.open_attempt(job)
             for rank in job.ranks.values():
-                self._out.append(fx.SaveRank(job, rank, job.attempt))
+                self._ctx.emit(fx.SaveRank(job, rank, job.attempt))
             where = ", ".join(job_nodes(job))
-            self._out.append(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
+            self._ctx.emit(fx.RecordDecision(now, job.id, "admit", "admitted", f"on {where}"))
             size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
             if job.spec.request.elastic:
                 size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
-            self._history(job, "admitted", f"{size} on {where}")
-            self._out.append(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
-            self._out.append(fx.Dispatch(job))
+            self._ctx.history(job, "admitted", f"{size} on {where}")
+            self._ctx.emit(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
+            self._ctx.emit(fx.Dispatch(job))
         for pre in result.preempted:
             preemptor = self.jobs.get(pre.job_id)
             if preemptor is None:
                 continue
             if tuple(preemptor.status.nominated) != tuple(pre.victims):
                 preemptor.status.nominated = tuple(pre.victims)
-                self._save(preemptor)
-                self._out.append(
+                self._ctx.save(preemptor)
+                self._ctx.emit(
                     fx.RecordDecision(
                         now, preemptor.id, "preempt", "preempt", f"victims {', '.join(pre.victims)}: {pre.reason}"
                     )
                 )
                 waiting = ", ".join(f"job {v}" for v in pre.victims)
-                self._history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
+                self._ctx.history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
             for victim_id in pre.victims:
                 victim = self.jobs.get(victim_id)
                 if victim is None or not may_be_victim(victim, protected):
                     continue
-                self._out.append(
+                self._ctx.emit(
                     fx.RecordDecision(now, victim.id, "victim", "preempted", f"by job {preemptor.id}: {pre.reason}")
                 )
-                self._begin_termination(victim, EndIntent.PREEMPT, f"preempted by job {preemptor.id}: {pre.reason}")
+                self._gang.begin_termination(
+                    victim, EndIntent.PREEMPT, f"preempted by job {preemptor.id}: {pre.reason}"
+                )
                 why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
-                self._out.append(fx.PreemptionCounted(victim.spec.queue, why))
+                self._ctx.emit(fx.PreemptionCounted(victim.spec.queue, why))
         for pend in result.pending:
             job = self.jobs.get(pend.job_id)
             if job is None or job.status.state != JobState.PENDING:
@@ -290,8 +363,8 @@ class Lifecycle(DependencyRules):
                 # reason only updates memory (and goes to disk with the next status write).
                 st.reason_code, st.reason_message = code, pend.reason.message
                 st.no_preemption = pend.reason.no_preemption
-                self._out.append(fx.RecordDecision(now, job.id, "pending", code, pend.reason.message))
-                self._save(job)
+                self._ctx.emit(fx.RecordDecision(now, job.id, "pending", code, pend.reason.message))
+                self._ctx.save(job)
             else:
                 st.reason_message = pend.reason.message
                 st.no_preemption = pend.reason.no_preemption
@@ -300,7 +373,7 @@ class Lifecycle(DependencyRules):
 
     def _observe(self, e: ev.RankObserved) -> bool:
         """Apply one rank observation; False when no current rank matches it."""
-        job, rank = self._lookup(e.node, e.run_id, e.rank)
+        job, rank = self._gang.lookup(e.node, e.run_id, e.rank)
         if job is None or rank is None:
             return False
         if (
@@ -309,30 +382,30 @@ class Lifecycle(DependencyRules):
             or (e.phase == RankPhase.GONE and e.exit_status is not None)
         ) and not job.status.ran:
             job.status.ran = True
-            self._save(job)
-        self._history_at = self._fence_time(job, e)  # its lines dated when the fence stopped it
+            self._ctx.save(job)
+        self._ctx.date_history(self._fence_time(job, e))  # its lines dated when the fence stopped it
         if e.fenced and rank.exit_status is None and not rank.ended:
             # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
             # status 0, is not its own (§A3.6), so this attempt can never count as finished.
             if not job.status.lease_stopped:
                 job.status.lease_stopped = True
-                self._save(job)
+                self._ctx.save(job)
             if job.status.state in (JobState.ADMITTED, JobState.RUNNING):
                 # The node was cut off: the job goes back to its queue, as for a lost node, rather than failing.
                 why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
-                self._begin_termination(job, EndIntent.LOST, why)
+                self._gang.begin_termination(job, EndIntent.LOST, why)
         was, starting = rank.state, job.status.state == JobState.ADMITTED
-        if self._set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
-            self._mark_running(job)  # "running" before this rank's "rank-exited"
+        if self._gang.set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
+            self._gang.mark_running(job)  # "running" before this rank's "rank-exited"
             # Once per rank, when it first passes "exited" (a later report adding its pid, or
             # its "gone", is no new exit). A rank that exits while the gang is starting gets its
-            # line from GangRules._held_exits, after "running" (or before "stopping").
+            # line from GangRules.held_exits, after "running" (or before "stopping").
             exited_now = was.order < RankPhase.EXITED.order <= rank.state.order and rank.state != RankPhase.LOST
             if exited_now and rank.exit_status is not None and not starting:
-                self._history(job, "rank-exited", self._exit_line(rank))
-            self._history_at = None  # what follows (requeued, admitted again) happens now
-            self._evaluate(job)
-        self._history_at = None
+                self._ctx.history(job, "rank-exited", self._gang.exit_line(rank))
+            self._ctx.date_history(None)  # what follows (requeued, admitted again) happens now
+            self._gang.evaluate(job)
+        self._ctx.date_history(None)
         return True
 
     def _fence_time(self, job: JobRecord, e: ev.RankObserved) -> float | None:
@@ -342,7 +415,7 @@ class Lifecycle(DependencyRules):
         if not e.fenced or e.fenced_at is None:
             return None
         last = job.history[-1].time if job.history else float("-inf")
-        return e.fenced_at if last <= e.fenced_at <= self._now else None
+        return e.fenced_at if last <= e.fenced_at <= self._ctx.now else None
 
     # ----- launches -------------------------------------------------------------------------
 
@@ -352,11 +425,11 @@ class Lifecycle(DependencyRules):
             return
         if e.master_addr is not None and job.status.master_addr is None:
             job.status.master_addr = e.master_addr
-            self._save(job)
+            self._ctx.save(job)
         ready = launchable(job)  # --startup-order: the later groups' ranks are not sent yet
         for rank in ranks_in_order(job):
             if rank.node == e.node and rank.state == RankPhase.ASSIGNED and rank.rank in ready:
-                self._set_rank(job, rank, RankPhase.LAUNCHING)
+                self._gang.set_rank(job, rank, RankPhase.LAUNCHING)
 
     def _launch_answered(self, e: ev.LaunchAnswered) -> None:
         job = self.job_for_run(e.run_id)
@@ -365,9 +438,9 @@ class Lifecycle(DependencyRules):
         current = job.run_id == e.run_id
         if e.master_port is not None and current and job.status.master_port is None:
             job.status.master_port = e.master_port
-            self._save(job)
+            self._ctx.save(job)
             if job.spec.startup_order:
-                self._evaluate(job)  # the first group may have reported started before the port came
+                self._gang.evaluate(job)  # the first group may have reported started before the port came
         if e.refused and current:
             # First the gang's fate, then the refused ranks count as gone. A permanent refusal
             # would only repeat: the job fails at once. Others are a failed start, retried with backoff.
@@ -375,26 +448,26 @@ class Lifecycle(DependencyRules):
             if e.permanent:
                 if job.status.state == JobState.ADMITTED:
                     why = f"node {e.node} refused the launch (retrying would not help): {detail}"
-                    self._begin_termination(job, EndIntent.FAIL, why)
+                    self._gang.begin_termination(job, EndIntent.FAIL, why)
             else:
-                self._start_failed(job, f"node {e.node} refused the launch: {detail}")
+                self._gang.start_failed(job, f"node {e.node} refused the launch: {detail}")
             for rank_no, _ in e.refused:
                 rank = job.ranks.get(rank_no)
-                if job.run_id == e.run_id and rank is not None and self._set_rank(job, rank, RankPhase.GONE):
-                    self._evaluate(job)
+                if job.run_id == e.run_id and rank is not None and self._gang.set_rank(job, rank, RankPhase.GONE):
+                    self._gang.evaluate(job)
         for obs in e.observed:
             if not self._observe(obs) and obs.phase != RankPhase.GONE:
                 # The job moved on while the command was in flight: do not leave the rank behind.
-                self._out.append(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+                self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
 
     def _launch_failed(self, e: ev.LaunchFailed) -> None:
         job = self.job_for_run(e.run_id)
         if job is None:
             return
         if job.run_id == e.run_id and job.status.state == JobState.ADMITTED:
-            self._start_failed(job, e.message)
+            self._gang.start_failed(job, e.message)
         elif job.run_id != e.run_id:
-            self._out.append(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
+            self._ctx.emit(fx.Stop(e.node, e.run_id, job.spec.grace_s, False))
 
     # ----- nodes ----------------------------------------------------------------------------
 
@@ -409,15 +482,15 @@ class Lifecycle(DependencyRules):
             if not any(r.node == e.node and not r.ended for r in job.ranks.values()):
                 continue
             if job.status.state != JobState.TERMINATING:
-                self._begin_termination(job, EndIntent.LOST, f"node {e.node} lost ({e.why})")
+                self._gang.begin_termination(job, EndIntent.LOST, f"node {e.node} lost ({e.why})")
             waiting = fenced_ranks(job, {e.node: last})
             if not waiting:  # never launched there: nothing to wait for
                 continue
             until = fence_deadline(job, last, timeout)
-            self._history(job, "fenced", fence_message(job, waiting, e.node, until, self._now, timeout))
-            self._out.append(fx.WakeAt(until))
+            self._ctx.history(job, "fenced", fence_message(job, waiting, e.node, until, self._ctx.now, timeout))
+            self._ctx.emit(fx.WakeAt(until))
             self._expire_fences(job)
-        self._out.append(fx.WakeScheduler())
+        self._ctx.emit(fx.WakeScheduler())
 
     def _expire_fences(self, job: JobRecord) -> None:
         """Ranks on lost nodes whose fence deadline has come count as lost (then the gang rules decide)."""
@@ -425,22 +498,22 @@ class Lifecycle(DependencyRules):
         due = [
             r
             for r in fenced_ranks(job, self.lost_nodes)
-            if self._now >= fence_deadline(job, self.lost_nodes[r.node], timeout)
+            if self._ctx.now >= fence_deadline(job, self.lost_nodes[r.node], timeout)
         ]
         if not due:
             return
         for node in sorted({r.node for r in due}):
             ranks = [r for r in due if r.node == node]
             for rank in ranks:
-                self._set_rank(job, rank, RankPhase.LOST)
+                self._gang.set_rank(job, rank, RankPhase.LOST)
             which = ", ".join(str(r.rank) for r in ranks)
-            self._history(
+            self._ctx.history(
                 job,
                 "fence-expired",
                 f"rank{'s' if len(ranks) != 1 else ''} {which} on {node} counted as stopped: "
                 f"node_timeout_s {timeout:g} + grace {job.spec.grace_s:g} s passed since the last word from {node}",
             )
-        self._evaluate(job)
+        self._gang.evaluate(job)
 
     def _node_joined(self, e: ev.NodeJoined) -> None:
         """Compare what the agent runs with what the records say should run on its node.
@@ -470,33 +543,33 @@ class Lifecycle(DependencyRules):
                     if job.status.state == JobState.ADMITTED:
                         relaunch = True
                     else:
-                        self._set_rank(job, rank, RankPhase.GONE)
+                        self._gang.set_rank(job, rank, RankPhase.GONE)
                 elif rank.state in (RankPhase.RUNNING, RankPhase.EXITED):
-                    self._set_rank(job, rank, RankPhase.GONE)
-                    self._history(job, "rank-gone", f"node {node} no longer knows rank {rank.rank}")
+                    self._gang.set_rank(job, rank, RankPhase.GONE)
+                    self._ctx.history(job, "rank-gone", f"node {node} no longer knows rank {rank.rank}")
             if adopted and job.status.state == JobState.RUNNING:
                 ranks = ", ".join(str(r) for r in adopted)
-                self._history(job, "re-adopted", f"node {node} rejoined with rank(s) {ranks} still running")
+                self._ctx.history(job, "re-adopted", f"node {node} rejoined with rank(s) {ranks} still running")
             if relaunch and job.status.master_port is not None:
-                self._out.append(fx.Launch(job, node, job.run_id))
+                self._ctx.emit(fx.Launch(job, node, job.run_id))
             elif relaunch and all(n in e.connected for n in job_nodes(job)):
                 # Admitted before a coordinator crash, never dispatched: dispatch it once every
                 # node of the gang is back (the startup timeout bounds the wait).
-                self._out.append(fx.Dispatch(job))
+                self._ctx.emit(fx.Dispatch(job))
             if job.status.state == JobState.TERMINATING:
-                self._stop_live_ranks(job, only_node=node)
-            self._evaluate(job)
+                self._gang.stop_live_ranks(job, only_node=node)
+            self._gang.evaluate(job)
         for key, reported in by_key.items():
             if key in matched or reported.phase == RankPhase.GONE:
                 continue
             owner = self.job_for_run(key[0])
             grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s
-            self._out.append(fx.Stop(node, key[0], grace, False))
+            self._ctx.emit(fx.Stop(node, key[0], grace, False))
 
     def _violation(self, e: ev.DeviceViolationSeen) -> None:
         """A rank's process on a device it was not given: a history line (once per process and
         device), and with ``violation = "kill"`` the job is stopped and fails, saying why."""
-        job, rank = self._lookup(e.node, e.run_id, e.rank)
+        job, rank = self._gang.lookup(e.node, e.run_id, e.rank)
         if job is None or rank is None:
             return
         line = (
@@ -505,10 +578,10 @@ class Lifecycle(DependencyRules):
         )
         if any(h.event == "device-violation" and h.message == line for h in job.history):
             return  # reported again (every inventory while it lasts, or after a coordinator restart)
-        self._history(job, "device-violation", line)
+        self._ctx.history(job, "device-violation", line)
         if self.policy.violation == "kill" and job.status.state != JobState.TERMINATING:
-            self._begin_termination(job, EndIntent.FAIL, f'device violation (violation = "kill"): {line}')
-            self._out.append(fx.WakeScheduler())
+            self._gang.begin_termination(job, EndIntent.FAIL, f'device violation (violation = "kill"): {line}')
+            self._ctx.emit(fx.WakeScheduler())
 
     # ----- timers ---------------------------------------------------------------------------
 
@@ -530,7 +603,7 @@ class Lifecycle(DependencyRules):
                     for r in waiting
                 )
                 timeout = self.policy.startup_timeout_s
-                self._start_failed(job, f"not started within startup_timeout_s {timeout:g}: {detail}")
+                self._gang.start_failed(job, f"not started within startup_timeout_s {timeout:g}: {detail}")
             elif (
                 st.state == JobState.RUNNING and spec.time_limit_s and st.start_time is not None and not completing(job)
             ):
@@ -538,7 +611,7 @@ class Lifecycle(DependencyRules):
                 # and may still finish on its own), then at T SIGTERM, the grace period, SIGKILL.
                 elapsed, limit = now - st.start_time, spec.time_limit_s
                 if elapsed >= limit:
-                    self._begin_termination(job, EndIntent.TIMEOUT, f"time limit of {limit:g} s reached")
+                    self._gang.begin_termination(job, EndIntent.TIMEOUT, f"time limit of {limit:g} s reached")
                 elif spec.signal and not st.warned:
                     signum, before = parse_warning(spec.signal)
                     if elapsed >= max(0.0, limit - before):
@@ -546,7 +619,7 @@ class Lifecycle(DependencyRules):
 
     def _send_warning(self, job: JobRecord, signum: int, why: str) -> None:
         job.status.warned = True
-        self._save(job)
-        self._history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
+        self._ctx.save(job)
+        self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
-            self._out.append(fx.Signal(node, job.run_id, signum))
+            self._ctx.emit(fx.Signal(node, job.run_id, signum))

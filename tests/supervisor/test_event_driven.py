@@ -195,7 +195,7 @@ def test_a_launch_takes_a_spare_small_parent_and_runs_the_rank_as_usual(state_di
     cleanup.append(sup)
     try:
         assert sup.refill_spares() == 2 and sup.spares_missing == 0
-        spare_pids = {p.pid for p, _ in sup._spares}
+        spare_pids = {p.pid for p, _ in sup._spares.waiting}
         sup.launch(make_spec(["/bin/sh", "-c", "echo hello from a spare; exit 3"]))
         assert _shim_pid(state_dir) in spare_pids
         assert sup.spares_missing == 1
@@ -213,7 +213,7 @@ def test_a_dead_spare_is_skipped_for_a_new_small_parent(state_dir, make_spec, cl
     cleanup.append(sup)
     try:
         sup.refill_spares()
-        spare, _ = sup._spares[0]
+        spare, _ = sup._spares.waiting[0]
         spare.kill()
         spare.wait()
         sup.launch(make_spec(["true"]))
@@ -241,7 +241,7 @@ def test_a_spare_waits_at_low_priority_and_its_rank_runs_at_the_agents(state_dir
     cleanup.append(sup)
     try:
         sup.refill_spares()
-        spare, _ = sup._spares[0]
+        spare, _ = sup._spares.waiting[0]
         assert os.getpriority(os.PRIO_PROCESS, spare.pid) == 19
         out = state_dir / "nice"
         sup.launch(make_spec(["/bin/sh", "-c", f"cut -d' ' -f19 /proc/self/stat > {out}"]))
