@@ -9,7 +9,7 @@ for a task of a job array the ``LABGANG_ARRAY_*`` / ``SLURM_ARRAY_*`` variables 
 and the ``SLURM_*`` variables of a Slurm batch step that labgang can honour (``slurm_env``, computed
 by the coordinator: ``SLURM_JOB_ID``, ``SLURM_PROCID``... docs/slurm.md).
 
-A rank of a job of groups (``LaunchSpec.group``, docs/groups.md) also gets ``LABGANG_GROUP`` (its
+A rank of a job of groups (``LaunchSpec.group``, docs/group-lifecycle.md) also gets ``LABGANG_GROUP`` (its
 group's name), ``LABGANG_GROUP_RANK`` and ``LABGANG_GROUP_SIZE`` (its index in, and the size of, its
 group), ``LABGANG_GROUPS`` (every group's name in group order, comma-separated) and
 ``LABGANG_GROUP_<NAME>_ADDR`` for every group (the host of that group's rank 0; ``<NAME>`` upper

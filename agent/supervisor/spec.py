@@ -42,7 +42,7 @@ def group_env_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class LaunchGroup:
-    """The group of a job of groups one rank belongs to (issue 27; ``docs/groups.md``).
+    """The group of a job of groups one rank belongs to (issue 27; ``docs/group-lifecycle.md``).
 
     Attributes:
         name: the rank's group (``LABGANG_GROUP``), matching :data:`GROUP_NAME_RE`.

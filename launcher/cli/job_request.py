@@ -219,7 +219,7 @@ def _lifecycle_policies(
     success_policy: str | None, failure_policy: str | None, max_restarts: int | None, startup_order: str | None
 ) -> dict[str, Any]:
     """The body's ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order``
-    (only those given; docs/job-groups.md).
+    (only those given; docs/group-lifecycle.md).
 
     Raises:
         SubmissionError: ``--startup-order`` with an empty group name.

@@ -274,7 +274,7 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             metavar="POLICY",
             help="When a job of groups has succeeded: all (default: every rank exited 0), any (every rank of "
             "some group), group:NAME (every rank of group NAME, e.g. an MPI launcher); the ranks still "
-            "running are then stopped with their grace and the job is COMPLETED (docs/job-groups.md).",
+            "running are then stopped with their grace and the job is COMPLETED (docs/group-lifecycle.md).",
         ),
         click.option(
             "--failure-policy",

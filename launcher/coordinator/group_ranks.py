@@ -1,5 +1,5 @@
 """Where the groups of a job of groups landed, for dispatch: each rank's group, its rank and size
-in it, and every group's rank-0 host (``LaunchSpec.group``; docs/job-groups.md).
+in it, and every group's rank-0 host (``LaunchSpec.group``; docs/group-lifecycle.md).
 
 Pure: computed from the job record of an admitted attempt and the nodes' addresses.
 """

@@ -1,5 +1,5 @@
 """The run-side rules of a job of groups (issue 27): when it has succeeded, what a rank's failure
-does, and which ranks may be launched yet (docs/groups.md).
+does, and which ranks may be launched yet (docs/group-lifecycle.md).
 
 * ``--success-policy all`` (the default): the job succeeds when every rank exited 0 (the gang
   rule). ``any``: once every rank of *some* group exited 0; ``group:NAME``: once every rank of
