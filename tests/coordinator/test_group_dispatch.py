@@ -6,6 +6,7 @@ later groups' ranks."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from labgang.agent.supervisor.environment import rank_environment
 from labgang.agent.supervisor.identity import RunAs
@@ -23,7 +24,7 @@ NODES = ["n1", "n1", "n2", "n3"]  # rank 0 = the launcher, ranks 1..3 = the work
 ADDRESSES = {"n1": "10.0.0.1", "n2": "10.0.0.2"}  # n3's agent gave no address: its name is used
 
 
-def mpi_job(**changes: object) -> JobRecord:
+def mpi_job(**changes: Any) -> JobRecord:
     spec = JobSpec(
         name="mpi", user="ann", uid=1000, gid=None, queue="q", priority=0, workers=4, per_worker=0,
         resource="gpu", gpu_model=None, nodes=None, argv=["mpirun", "-np", "3"], env={"SHARED": "1", "ROLE": "?"},

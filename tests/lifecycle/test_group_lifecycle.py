@@ -5,6 +5,7 @@ the whole job (--failure-policy restart, --max-restarts), and --startup-order.""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from labgang.launcher.jobgroups import GroupSpec
@@ -28,7 +29,7 @@ PLACEMENT = (RankPlacement(0, "n1", ()), RankPlacement(1, "n1", ("GPU-a",)), Ran
 NODE = {0: "n1", 1: "n1", 2: "n2"}
 
 
-def mpi_job(**policies: object) -> JobRecord:
+def mpi_job(**policies: Any) -> JobRecord:
     spec = JobSpec(
         name="mpi", user="alice", uid=1000, gid=None, queue="default", priority=0, workers=3, per_worker=0,
         resource="gpu", gpu_model=None, nodes=None, argv=["mpirun"], env={}, cwd="/tmp", grace_s=7.0,
