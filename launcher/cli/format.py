@@ -131,6 +131,23 @@ def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
     return render_table(headers, rows)
 
 
+def lifecycle_policy_text(policy: Mapping[str, Any] | None) -> str | None:
+    """``show``'s Policies line from a JobView's ``lifecycle_policy``: ``"success group:launcher;
+    failure restart (1 of 3 restarts used); startup order launcher,workers"``; None for a plain
+    gang's (``all``, ``fail``, no order) or a view without it."""
+    if not policy:
+        return None
+    parts = []
+    if policy.get("success", "all") != "all":
+        parts.append(f"success {policy['success']}")
+    if policy.get("failure", "fail") != "fail":
+        used, most = policy.get("restarts_used", 0), policy.get("max_restarts", 0)
+        parts.append(f"failure {policy['failure']} ({used} of {most} restarts used)")
+    if policy.get("startup_order"):
+        parts.append("startup order " + ",".join(policy["startup_order"]))
+    return "; ".join(parts) or None
+
+
 def job_detail(job: Mapping[str, Any], now: float) -> str:
     """The ``labgang show`` text: the job's fields, its ranks, and its history with reasons.
 
@@ -164,6 +181,8 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             fields.append((label, job[key]))
     if job.get("dependency"):
         fields.append(("Dependency", job["dependency"]))
+    if policies := lifecycle_policy_text(job.get("lifecycle_policy")):
+        fields.append(("Policies", policies))
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
     for r in job.get("ranks") or []:

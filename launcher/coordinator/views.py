@@ -114,6 +114,13 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "mem_per_gpu": spec.mem_per_gpu,
         "exclusive": spec.exclusive,
         "numeric_id": job.seq,
+        "lifecycle_policy": {
+            "success": spec.success_policy,
+            "failure": spec.failure_policy,
+            "max_restarts": spec.max_restarts,
+            "restarts_used": st.failure_restarts,
+            "startup_order": list(spec.startup_order),
+        },
         "ranks": [
             {
                 "rank": r.rank,

@@ -5,6 +5,8 @@ coordinator against the job's groups otherwise (nothing is stored)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli import job_request, quick, submission
@@ -95,3 +97,26 @@ def test_a_good_policy_is_kept_in_the_spec_and_the_defaults_are_not_stored():
     }
     plain = build_spec({"argv": ["true"]}, ALICE, CONFIG).to_dict()
     assert not set(KEYS) & set(plain)
+
+
+@pytest.mark.parametrize(
+    ("policy", "line"),
+    [
+        (None, None),
+        ({"success": "all", "failure": "fail", "max_restarts": 0, "restarts_used": 0, "startup_order": []}, None),
+        (
+            {"success": "group:launcher", "failure": "restart", "max_restarts": 3, "restarts_used": 1,
+             "startup_order": ["launcher", "workers"]},
+            "success group:launcher; failure restart (1 of 3 restarts used); startup order launcher,workers",
+        ),
+    ],
+)  # fmt: skip
+def test_show_says_the_policies_that_are_not_a_plain_gangs(policy, line):
+    from labgang.launcher.cli.format import job_detail, lifecycle_policy_text
+
+    assert lifecycle_policy_text(policy) == line
+    text = job_detail({"id": "1", "state": "running", "lifecycle_policy": policy}, now=0.0)
+    if line is None:
+        assert "Policies" not in text
+    else:
+        assert re.search(r"^Policies:\s+" + re.escape(line) + "$", text, re.M), text

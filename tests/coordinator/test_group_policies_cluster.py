@@ -4,6 +4,8 @@ rank and starts the whole job again, up to ``--max-restarts``."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from harness import Cluster, rank_script
 
@@ -42,6 +44,15 @@ def test_a_rank_failure_restarts_the_whole_job(cluster: Cluster) -> None:
     done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=40)
     assert done["state"] == "succeeded", done
     assert done["restart_count"] == 1
+    assert done["lifecycle_policy"] == {
+        "success": "all",
+        "failure": "restart",
+        "max_restarts": 2,
+        "restarts_used": 1,
+        "startup_order": [],
+    }
+    shown = cluster.cli("show", job["id"])
+    assert re.search(r"^Policies:\s+failure restart \(1 of 2 restarts used\)$", shown.stdout, re.M), shown.stdout
     for marker in ("started-0-0", "started-0-1", "started-1-0", "started-1-1"):
         assert (cluster.base / marker).exists(), marker  # every rank ran again, rank 0 too
     lines = [(h["event"], h["message"]) for h in done["history"]]
