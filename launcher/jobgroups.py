@@ -67,6 +67,25 @@ class GroupSpec:
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def of_request(cls, group: GroupRequest) -> GroupSpec:
+        """A group with ``group``'s name and shape and no command (``labgang simulate``'s jobs)."""
+        r = group.request
+        return cls(
+            name=group.name,
+            workers=r.workers,
+            per_worker=r.per_worker,
+            resource=r.resource,
+            gpu_model=r.gpu_model,
+            nodes=r.nodes,
+            topology=r.topology,
+            min_workers=r.min_workers,
+            cpus_per_task=r.cpus_per_task,
+            mem=r.mem,
+            mem_per_gpu=r.mem_per_gpu,
+            exclusive=r.exclusive,
+        )
+
     def request(self) -> JobRequest:
         """The scheduler's view of this group's ranks."""
         return JobRequest(

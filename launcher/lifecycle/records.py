@@ -216,10 +216,11 @@ class JobSpec:
         """The scheduler's view of the request."""
         if self.groups:
             first = self.groups[0].request()
+            device = [g.resource for g in self.groups if g.per_worker > 0]
             return JobRequest(
                 workers=self.workers,
                 per_worker=first.per_worker,
-                resource=first.resource,
+                resource=device[0] if device else first.resource,
                 gpu_model=first.gpu_model,
                 nodes=first.nodes,
                 topology=first.topology,
