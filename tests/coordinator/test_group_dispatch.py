@@ -109,3 +109,13 @@ def test_startup_order_holds_back_the_later_groups_until_the_first_started() -> 
     assert [s.rank for s in launch_specs(job, "n1", addresses=ADDRESSES)] == [0, 1]
     assert [s.rank for s in launch_specs(job, "n2", addresses=ADDRESSES)] == [2]
     assert launch_specs(job, "n1")[1].local_rank == 1  # local ranks count every rank of the node
+
+
+def test_an_elastic_group_that_started_smaller_numbers_its_ranks_by_the_size_it_got() -> None:
+    elastic = (GROUPS[0], replace(GROUPS[1], workers=5, min_workers=2))
+    job = mpi_job(groups=elastic, workers=6)
+    assert len(job.ranks) == 4  # the launcher and 3 of the 5 workers were placed
+    specs = specs_by_rank(job)
+    seen = [(s.rank, s.world_size, s.group.name, s.group.rank, s.group.size) for s in specs.values() if s.group]
+    assert sorted(seen) == [(0, 4, "launcher", 0, 1), (1, 4, "workers", 0, 3), (2, 4, "workers", 1, 3),
+                            (3, 4, "workers", 2, 3)]  # fmt: skip
