@@ -35,7 +35,7 @@ from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
 from labgang.launcher.lifecycle.gang import LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
 from labgang.launcher.scheduler.reasons import held_reason
@@ -104,7 +104,7 @@ class Lifecycle(DependencyRules):
         self._history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}{after}",
+            f"by {spec.user} to queue {spec.queue}: {_shape(spec)} {spec.resource}{after}",
         )
         self._out.append(fx.WakeScheduler())
 
@@ -547,3 +547,10 @@ class Lifecycle(DependencyRules):
         self._history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             self._out.append(fx.Signal(node, job.run_id, signum))
+
+
+def _shape(spec: JobSpec) -> str:
+    """``4 x 2``; a job of groups: each group's, ``1 x 0 + 4 x 2`` (docs/job-groups.md)."""
+    if spec.groups:
+        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups)
+    return f"{spec.workers} x {spec.per_worker}"
