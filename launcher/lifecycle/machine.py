@@ -44,7 +44,7 @@ from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
 from labgang.launcher.scheduler.reasons import held_reason
@@ -175,7 +175,7 @@ class Lifecycle:
         self._ctx.history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}{after}",
+            f"by {spec.user} to queue {spec.queue}: {_shape(spec)} {spec.resource}{after}",
         )
         self._ctx.emit(fx.WakeScheduler())
 
@@ -623,3 +623,10 @@ class Lifecycle:
         self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             self._ctx.emit(fx.Signal(node, job.run_id, signum))
+
+
+def _shape(spec: JobSpec) -> str:
+    """``4 x 2``; a job of groups: each group's, ``1 x 0 + 4 x 2`` (docs/job-groups.md)."""
+    if spec.groups:
+        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups)
+    return f"{spec.workers} x {spec.per_worker}"
