@@ -3,23 +3,19 @@
 groups and the global ranks; with ``success_policy = "group:launcher"`` it succeeds when the
 launcher does and its workers are stopped; a rank failure restarts the whole job.
 
-The job is written to the coordinator's SQLite store before the coordinator starts (as a job
-still pending from before a restart): what these tests hold is everything after submission."""
+Jobs are submitted through the API (``groups`` in the body) and the CLI (``-f job.toml``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import pwd
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import Cluster, rank_script
-from labgang.agent import paths
-from labgang.launcher.jobgroups import GroupSpec
-from labgang.launcher.lifecycle.records import JobSpec, JobStatus
-from labgang.launcher.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -55,32 +51,24 @@ WORKER = rank_script(
 )
 
 
-def store_job(cluster: Cluster, *, job_env: dict[str, str] | None = None, **policies: Any) -> str:
-    """Write a job of groups (launcher: 1 rank, no GPU; workers: 2 ranks x 2 GPUs) to the store of
-    ``cluster``'s coordinator, which has not started yet; return its id."""
-    user = pwd.getpwuid(os.getuid())
-    groups = (
-        GroupSpec("launcher", workers=1, per_worker=0, argv=tuple(LAUNCHER), env={"ROLE": "launcher"}),
-        GroupSpec("workers", workers=2, per_worker=2, argv=tuple(WORKER), env={"ROLE": "worker"}),
-    )
-    spec = JobSpec(
-        name="mpi", user=user.pw_name, uid=user.pw_uid, gid=None, queue="default", priority=0, workers=3,
-        per_worker=0, resource="gpu", gpu_model=None, nodes=None, argv=list(LAUNCHER),
-        env={"TEST_BASE": str(cluster.base), **(job_env or {})}, cwd=str(cluster.base), grace_s=1.0, time_limit_s=None,
-        requeue=True, signal=None, groups=groups, **policies,
-    )  # fmt: skip
-    store = Store(paths.db_path(paths.ensure_state_dir(cluster.coord_dir)))
-    job = store.insert_job(spec, JobStatus.submitted(0.0))
-    store.commit()
-    store.close()
-    return job.id
+def submit_job(cluster: Cluster, *, job_env: dict[str, str] | None = None, **policies: Any) -> str:
+    """Submit a job of groups (launcher: 1 rank, no GPU; workers: 2 ranks x 2 GPUs) through the
+    API; return its id."""
+    groups = [
+        {"name": "launcher", "workers": 1, "gpus_per_worker": 0, "argv": LAUNCHER, "env": {"ROLE": "launcher"}},
+        {"name": "workers", "workers": 2, "gpus_per_worker": 2, "argv": WORKER, "env": {"ROLE": "worker"}},
+    ]
+    env = {"TEST_BASE": str(cluster.base), **(job_env or {})}
+    with cluster.client() as c:
+        job = c.submit({"cwd": str(cluster.base), "env": env, "groups": groups, **policies})
+    return str(job["id"])
 
 
 @pytest.fixture
 def cluster():
     c = Cluster(NODES)
     try:
-        yield c
+        yield c.start()
     finally:
         c.stop()
 
@@ -90,8 +78,7 @@ def env_of(base: Path, restart: int, rank: int) -> dict[str, str]:
 
 
 def test_the_ranks_see_their_groups_and_the_job_succeeds_when_its_launcher_does(cluster: Cluster) -> None:
-    job_id = store_job(cluster, success_policy="group:launcher")
-    cluster.start()
+    job_id = submit_job(cluster, success_policy="group:launcher")
     done = cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=40)
     assert done["state"] == "succeeded", done
     assert (done["exit_status"], done["reason"]["code"]) == (0, "completed")
@@ -123,11 +110,10 @@ def test_the_ranks_see_their_groups_and_the_job_succeeds_when_its_launcher_does(
 
 
 def test_a_rank_failure_restarts_the_whole_job_of_groups(cluster: Cluster) -> None:
-    job_id = store_job(
+    job_id = submit_job(
         cluster, job_env={"FAIL_ONCE": "1"}, success_policy="group:launcher", failure_policy="restart",
         max_restarts=1,
     )  # fmt: skip
-    cluster.start()
     done = cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=60)
     assert done["state"] == "succeeded", done
     assert done["restart_count"] == 1 and done["lifecycle_policy"]["restarts_used"] == 1
@@ -139,13 +125,41 @@ def test_a_rank_failure_restarts_the_whole_job_of_groups(cluster: Cluster) -> No
     assert "exited with status 5; restart 1 of 1 (--failure-policy restart)" in requeued[0]
 
 
-def test_startup_order_launches_the_workers_after_the_launcher_started(cluster: Cluster) -> None:
-    job_id = store_job(cluster, success_policy="group:launcher", startup_order=("launcher", "workers"))
-    cluster.start()
+def test_startup_order_from_a_job_file_launches_the_workers_after_the_launcher(cluster: Cluster) -> None:
+    job_file = cluster.base / "job.toml"
+    base = json.dumps(str(cluster.base))
+    job_file.write_text(
+        'success_policy = "group:launcher"\nstartup_order = ["launcher", "workers"]\n'
+        f'[[group]]\nname = "launcher"\nranks = 1\ncommand = {json.dumps(LAUNCHER)}\n'
+        f'env = {{ ROLE = "launcher", TEST_BASE = {base} }}\nresources = {{ gpus = 0 }}\n'
+        f'[[group]]\nname = "workers"\nranks = 2\ncommand = {json.dumps(WORKER)}\n'
+        f'env = {{ ROLE = "worker", TEST_BASE = {base} }}\nresources = {{ gpus = 2 }}\n'
+    )
+    submitted = cluster.cli("submit", "-f", str(job_file))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
     done = cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=40)
     assert done["state"] == "succeeded", done
+    assert done["lifecycle_policy"]["startup_order"] == ["launcher", "workers"]
     events = [(h["event"], h["message"]) for h in done["history"]]
     launching = [m for e, m in events if e == "group-launching"]
     assert len(launching) == 1 and launching[0].startswith("group workers: the groups before it started")
     order = [e for e, _ in events]
     assert order.index("group-launching") < order.index("running")  # the job ran once the workers started too
+    shown = cluster.cli("show", job_id).stdout
+    assert re.search(r"^Policies:\s+success group:launcher; startup order launcher,workers$", shown, re.M), shown
+
+
+def test_a_startup_order_the_job_cannot_follow_is_refused_and_nothing_is_stored(cluster: Cluster) -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "submit", "--state-dir", str(cluster.coord_dir),
+         "--startup-order", "g1,g0", "-n", "1", "-g", "0", "--", "true", ":", "-n", "1", "--", "true"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "labgang submit: --startup-order: begins with g1, not the first group g0 (its rank 0 is MASTER_ADDR) "
+        "(allowed: an order beginning with g0; list the groups in the order they should start)"
+    ]
+    with cluster.client() as c:
+        assert c.jobs() == []
