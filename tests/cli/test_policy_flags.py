@@ -120,3 +120,52 @@ def test_show_says_the_policies_that_are_not_a_plain_gangs(policy, line):
         assert "Policies" not in text
     else:
         assert re.search(r"^Policies:\s+" + re.escape(line) + "$", text, re.M), text
+
+
+POLICIES = """
+success_policy = "group:launcher"
+failure_policy = "restart"
+max_restarts = 2
+startup_order = "launcher, workers"
+"""
+GROUPS = """
+[[group]]
+name = "launcher"
+command = ["mpirun"]
+resources = { gpus = 0 }
+[[group]]
+name = "workers"
+ranks = 4
+command = "python worker.py"
+resources = { gpus = 2 }
+"""
+JOB_FILE = POLICIES + GROUPS
+
+
+def test_a_job_file_gives_the_policies_at_its_top_level_and_the_flags_win(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text(JOB_FILE)
+    body = _fast(["-f", str(path)])
+    assert body == _click(["-f", str(path)])
+    assert {k: body[k] for k in KEYS} == {
+        "success_policy": "group:launcher",
+        "failure_policy": "restart",
+        "max_restarts": 2,
+        "startup_order": ["launcher", "workers"],
+    }
+    over = _fast(["-f", str(path), "--max-restarts", "5", "--success-policy", "all"])
+    assert (over["max_restarts"], over["success_policy"], over["failure_policy"]) == (5, "all", "restart")
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [("max_restarts = -1", "max_restarts: -1; allowed: a whole number >= 0"),
+     ("startup_order = [1, 2]", "startup_order: [1, 2]; allowed: a list of group names"),
+     ('failure_policy = ""', "failure_policy: ''; allowed: a non-empty string")],
+)  # fmt: skip
+def test_a_bad_policy_in_a_job_file_is_one_line_naming_the_key_exit_2(tmp_path, line, words):
+    path = tmp_path / "job.toml"
+    path.write_text(line + "\n" + GROUPS)
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path), "-f", str(path)], prog_name="labgang")
+    assert result.exit_code == 2
+    assert words in result.output, result.output
