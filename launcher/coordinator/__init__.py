@@ -11,7 +11,7 @@ Module map (data flows top to bottom)::
     core.py       Coordinator: the shell around launcher/lifecycle/ (event in -> commit -> effects out)
     translate.py  agent rank events / statuses / launch answers -> lifecycle events
     scheduling.py snapshot from the model + live inventories -> run_cycle -> CycleDecided
-    dispatch.py   admitted gangs -> launch commands (after the commit); stop / signal
+    dispatch.py   Dispatcher (a Coordinator part): admitted gangs -> launch commands (after commit); stop / signal
     views.py      JobView, history rows, queue usage, node/device state
     metrics.py    GET /metrics (Prometheus collectors over the same views)
     errors.py     domain errors with their HTTP status, and the one JSON error mapping

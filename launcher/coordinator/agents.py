@@ -18,9 +18,12 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.frames import Hello
 
 log = logging.getLogger("labgang.coordinator.agents")
 
@@ -67,6 +70,22 @@ class AgentConn:
     confinement: dict[str, Any] | None = None
     violations: list[Any] = field(default_factory=list)
     host_limits: dict[str, Any] | None = None  # whether its agent enforces ranks' CPUs/memory, from its hello
+
+    def attach_link(self, ws: web.WebSocketResponse, hello: Hello, remote: str | None) -> None:
+        """The agent's link is ``ws`` from now on: connected, with what its hello says of it.
+
+        Args:
+            ws: the agent's websocket.
+            hello: its parsed hello frame (address, version, policy, confinement, host limits).
+            remote: the peer address, the node's address when the hello names none.
+        """
+        self.ws = ws
+        self.connected = True
+        self.address = hello.address or remote or self.node
+        self.version = hello.version
+        self.policy = hello.policy
+        self.confinement = hello.confinement
+        self.host_limits = hello.host_limits
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

@@ -132,7 +132,7 @@ def create_app(
 
 async def _scheduler_metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     """Let the scheduling loop report cycles, admissions and preemptions to /metrics."""
-    app[keys.COORDINATOR].metrics = app[keys.METRICS].scheduler
+    app[keys.COORDINATOR].report_to(app[keys.METRICS].scheduler)
     yield
 
 
@@ -278,7 +278,7 @@ async def serve(
             for signum in (s for s in installed if s != signal.SIGHUP):
                 loop.add_signal_handler(signum, exit_stop.kill_now)
         coord = app[keys.COORDINATOR]
-        coord.closing = True  # an orderly stop: the agents' disconnects are no warning
+        coord.begin_closing()  # an orderly stop: the agents' disconnects are no warning
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
             agent_task is not None and agent_task.done()
         )

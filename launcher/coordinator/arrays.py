@@ -9,6 +9,7 @@ pending tasks each scheduling cycle looks at is the lifecycle's rule
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, Jo
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.store import Store
 
 
 def insert_tasks(
@@ -47,43 +49,43 @@ def insert_tasks(
     return tasks
 
 
-def task_ids(coord: Coordinator, array_id: str) -> list[str]:
-    """Every task id of array ``array_id``, in memory or only in the store, in index order."""
-    ids = set(coord.store.array_task_ids(array_id))
-    ids.update(
-        job.id for job in coord.jobs.values() if job.spec.array is not None and job.spec.array.array_id == array_id
-    )
+def task_ids(store: Store, jobs: Mapping[str, JobRecord], array_id: str) -> list[str]:
+    """Every task id of array ``array_id``, in memory (``jobs``: the coordinator's ``JobIndex``) or
+    only in the store, in index order."""
+    ids = set(store.array_task_ids(array_id))
+    ids.update(job.id for job in jobs.values() if job.spec.array is not None and job.spec.array.array_id == array_id)
     return sorted(ids, key=lambda text: int(text.rpartition("_")[2]))
 
 
-def no_job_message(coord: Coordinator, job_id: str) -> str:
+def no_job_message(store: Store, jobs: Mapping[str, JobRecord], job_id: str) -> str:
     """The 404 message for ``job_id``: ``no job 12``, naming the tasks when 12 is an array (or,
-    for a task id such as ``12_99``, when 12 is an array without that task)."""
+    for a task id such as ``12_99``, when 12 is an array without that task); ``store`` and ``jobs``
+    as for :func:`task_ids`."""
     task = split_task_id(job_id)
     if task is not None:
-        ids = task_ids(coord, task[0])
+        ids = task_ids(store, jobs, task[0])
         if not ids:
             return f"no job {job_id}"
         indices = fold(int(i.rpartition("_")[2]) for i in ids)
         return f"no job {job_id} (job array {task[0]} has tasks {task[0]}_[{indices}])"
     if not job_id.isdigit():
         return f"no job {job_id!r}"
-    ids = task_ids(coord, job_id)
+    ids = task_ids(store, jobs, job_id)
     if not ids:
         return f"no job {job_id}"
     indices = fold(int(i.rpartition("_")[2]) for i in ids)
     return f"no job {job_id}: {job_id} is a job array with tasks {job_id}_[{indices}]; name one, as in {ids[0]}"
 
 
-def array_tasks(coord: Coordinator, array_id: str) -> list[JobRecord]:
-    """Every task of array ``array_id`` (in memory, or from the store once finished long ago), in
-    index order.
+def array_tasks(store: Store, jobs: Mapping[str, JobRecord], array_id: str) -> list[JobRecord]:
+    """Every task of array ``array_id`` (in memory, ``jobs``, or from the ``store`` once finished
+    long ago), in index order.
 
     Raises:
         NotFound: ``array_id`` is no job array.
     """
-    ids = task_ids(coord, array_id) if array_id.isdigit() else []
-    tasks = [job for i in ids if (job := coord.jobs.get(i) or coord.store.load_job(i)) is not None]
+    ids = task_ids(store, jobs, array_id) if array_id.isdigit() else []
+    tasks = [job for i in ids if (job := jobs.get(i) or store.load_job(i)) is not None]
     if not tasks:
         raise NotFound(f"no job array {array_id}", field="id")
     return tasks
@@ -100,7 +102,7 @@ async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tup
         NotFound: no such array. Forbidden: a task that is not the caller's, for a caller who
             is not an admin (nothing is cancelled then).
     """
-    ids = task_ids(coord, array_id) if array_id.isdigit() else []
+    ids = task_ids(coord.store, coord.jobs, array_id) if array_id.isdigit() else []
     if not ids:
         raise NotFound(f"no job array {array_id}", field="id")
     active = [job for i in ids if (job := coord.model.jobs.get(i)) is not None]

@@ -17,16 +17,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher import accounting
 from labgang.launcher.accounting import UsageTotals, team_lookup
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import arrays, dispatch, errors
+from labgang.launcher.coordinator import arrays, errors
 from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
+from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
@@ -44,6 +45,10 @@ from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.model import JobRequest
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.metrics import SchedulerMetrics
+    from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -102,18 +107,37 @@ class Coordinator:
         # (queue, JobRequest) -> why it could never start (None = it could); cleared when
         # the set of allocatable devices changes.
         self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
-        # Receives observe_cycle / observe_admission / count_preemption (labgang.launcher.coordinator.metrics
-        # SchedulerMetrics) when the application serves /metrics; None otherwise.
-        self.metrics: Any = None
-        self.pitfalls: Any = None  # a PitfallWatch once the app runs one (launcher/coordinator/pitfall_watch.py)
-        self.dispatching: set[str] = set()  # run ids whose dispatch is under way
+        self._metrics: SchedulerMetrics | None = None  # see report_to
+        self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
+        self.dispatcher = Dispatcher(self.agents, self, clock, config)  # launch, stop and signal commands
         self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
-        self.closing = False  # set by serve() as it stops: agents disconnecting then is expected
+        self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+
+    # ----- parts the application attaches -------------------------------------------------------
+
+    @property
+    def metrics(self) -> SchedulerMetrics | None:
+        """Where cycles, admissions and preemptions are reported (``observe_cycle``, ``observe_admission``,
+        ``count_preemption``) when the application serves /metrics; None otherwise."""
+        return self._metrics
+
+    def report_to(self, metrics: SchedulerMetrics) -> None:
+        """Report cycles, admissions and preemptions to ``metrics`` from now on (``app.py``, with /metrics)."""
+        self._metrics = metrics
+
+    @property
+    def pitfalls(self) -> PitfallWatch | None:
+        """The pitfall watch the application runs beside this coordinator (``pitfall_watch.py``), or None."""
+        return self._pitfalls
+
+    def watch_pitfalls(self, watch: PitfallWatch) -> None:
+        """Serve ``watch``'s findings (``GET /v1/pitfalls``, /metrics, ``labgang show``) from now on."""
+        self._pitfalls = watch
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -169,11 +193,11 @@ class Coordinator:
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
-            self.effect(partial(dispatch.signal_on_node, self, effect.node, effect.run_id, effect.signum))
+            self.effect(partial(self.dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
         elif isinstance(effect, fx.Dispatch):
-            self.effect(partial(dispatch.dispatch_job, self, effect.job))
+            self.effect(partial(self.dispatcher.dispatch_job, effect.job))
         elif isinstance(effect, fx.Launch):
-            self.effect(partial(dispatch.launch_on_node, self, effect.job, effect.node, effect.run_id))
+            self.effect(partial(self.dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
         elif isinstance(effect, fx.Finished):
             job = effect.job
             self.recent[job.id] = job
@@ -186,10 +210,10 @@ class Coordinator:
         elif isinstance(effect, fx.WakeAt):
             self.wake_at(effect.time)
         elif isinstance(effect, fx.AdmissionObserved):
-            if self.metrics is not None:
-                self.metrics.observe_admission(effect.queue, effect.wait_s)
-        elif self.metrics is not None:  # PreemptionCounted
-            self.metrics.count_preemption(effect.queue, effect.why)
+            if self._metrics is not None:
+                self._metrics.observe_admission(effect.queue, effect.wait_s)
+        elif self._metrics is not None:  # PreemptionCounted
+            self._metrics.count_preemption(effect.queue, effect.why)
 
     def wake_at(self, when: float) -> None:
         """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
@@ -237,9 +261,13 @@ class Coordinator:
         stops, self._stops = self._stops, {}
         await self.store.durable()
         for node in sorted(stops):
-            self.spawn(dispatch.stop_jobs_on_node(self, node, stops[node]))
+            self.spawn(self.dispatcher.stop_jobs_on_node(node, stops[node]))
         for make in effects:
             self.spawn(make())
+
+    def begin_closing(self) -> None:
+        """An orderly stop has begun (``serve()``): the agents' disconnects from now on are no warning."""
+        self._closing = True
 
     async def close(self) -> None:
         """Cancel background tasks and wait for them."""
@@ -273,7 +301,7 @@ class Coordinator:
         if found is not None:
             reason, field = found
             raise Conflict(f"job can never start: {reason}", field=field)
-        targets = submission_targets(self, spec)
+        targets = submission_targets(self.store, self.model.jobs, self.recent, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
             tasks = arrays.insert_tasks(self, spec, array, now, targets)
@@ -337,12 +365,12 @@ class Coordinator:
             NotFound: no such job.
         """
         job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
-        if job is None and str(job_id).isdigit() and not arrays.task_ids(self, str(int(job_id))):
+        if job is None and str(job_id).isdigit() and not arrays.task_ids(self.store, self.jobs, str(int(job_id))):
             task = self.store.task_with_seq(int(job_id))
             if task is not None:
                 job = self.jobs.get(task) or self.store.load_job(task)
         if job is None:
-            raise NotFound(arrays.no_job_message(self, str(job_id)), field="id")
+            raise NotFound(arrays.no_job_message(self.store, self.jobs, str(job_id)), field="id")
         return job
 
     def list_jobs(
@@ -620,7 +648,7 @@ class Coordinator:
         conn.connected = False
         conn.ws = None
         conn.fail_pending("disconnected")
-        (log.info if self.closing else log.warning)("node %s disconnected", conn.node)
+        (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
     # ----- agent messages and timers as lifecycle events -------------------------------------

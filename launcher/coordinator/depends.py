@@ -8,8 +8,7 @@ all is refused) and when the coordinator starts again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
@@ -17,9 +16,6 @@ from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
-
-if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
 
 
 def finished_targets(store: Store, names: Iterable[str], memory: Iterable[JobRecord] = ()) -> list[Target]:
@@ -50,8 +46,16 @@ def targets_at_start(store: Store, jobs: Iterable[JobRecord]) -> list[Target]:
     return finished_targets(store, names)
 
 
-def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
+def submission_targets(
+    store: Store, active: Mapping[str, JobRecord], recent: Mapping[str, JobRecord], spec: JobSpec
+) -> tuple[Target, ...]:
     """The finished jobs the new job's dependency names (the model knows the active ones).
+
+    Args:
+        store: the database, for finished jobs no longer in memory.
+        active: the lifecycle model's jobs by id.
+        recent: the recently finished jobs kept in memory, by id (``Coordinator.recent``).
+        spec: the new job's (or the updated job's) spec.
 
     Raises:
         NotFound: a job id that names no job, active or finished (field "dependency"): a refusal
@@ -61,8 +65,7 @@ def submission_targets(coord: Coordinator, spec: JobSpec) -> tuple[Target, ...]:
     if not spec.dependency:
         return ()
     names = parse_dependency(spec.dependency).job_ids
-    active, recent = coord.model.jobs, coord.recent
-    done = finished_targets(coord.store, names, recent.values())
+    done = finished_targets(store, names, recent.values())
     for name in names:
         known = (
             name in active

@@ -4,32 +4,36 @@ Called only after the admission is committed (:meth:`Coordinator.flush`). Every
 command is idempotent on the agent (``launch`` per (run id, rank); ``stop_job`` of a
 job that is already stopping or unknown does nothing), so the coordinator may resend
 any of them after a reconnect or a restart.
+
+:class:`Dispatcher` is the coordinator's part that sends them: it is handed the agent registry,
+the clock, the cluster configuration and the few calls of the coordinator's shell it needs
+(:class:`CommitShell`: apply an event, commit, wake the scheduler, run a task).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from labgang.agent.inventory import NodeInventory
 from labgang.agent.supervisor.errors import InvalidSpec
 from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.arrays import task_environment
-from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.group_ranks import group_placement
 from labgang.launcher.coordinator.slurm_env import het_environment, slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.jobgroups import GroupSpec
-from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
+from labgang.launcher.lifecycle.events import Event, LaunchFailed, LaunchSent
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
 from labgang.launcher.lifecycle.rules import job_nodes, launchable
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.config import ClusterConfig
 
 log = logging.getLogger("labgang.coordinator.dispatch")
 
@@ -182,118 +186,149 @@ def _refused(job: JobRecord, node: str, exc: InvalidSpec) -> list[dict[str, Any]
     ]
 
 
-async def dispatch_job(coord: Coordinator, job: JobRecord) -> None:
-    """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
-    launches (no separate round trip), record the port, then launch every other node.
+class CommitShell(Protocol):
+    """What the dispatcher needs of the coordinator's shell (``Coordinator`` provides it)."""
 
-    Failures (node gone, launch refused) stop the gang and requeue it with backoff.
-    """
-    run_id = job.run_id
-    if job.status.state != JobState.ADMITTED or run_id in coord.dispatching:
-        return
-    coord.dispatching.add(run_id)
-    try:
-        await _dispatch(coord, job, run_id)
-    finally:
-        coord.dispatching.discard(run_id)
+    def apply(self, event: Event) -> object:
+        """Apply a lifecycle event and queue the effects it asks for."""
+        ...
 
+    async def flush(self) -> None:
+        """Commit every state change so far, then start the effects they asked for."""
+        ...
 
-async def _dispatch(coord: Coordinator, job: JobRecord, run_id: str) -> None:
-    ready = launchable(job)  # --startup-order: the first group's nodes now, the others as it starts
-    nodes = [n for n in job_nodes(job) if any(r.node == n and r.rank in ready for r in job.ranks.values())]
-    if job.status.master_port is None:
-        node0 = job.ranks[0].node
-        conn = coord.agents.get(node0)
-        master_addr = conn.address if conn is not None and conn.address else node0
-        await launch_on_node(coord, job, node0, run_id, master_addr=master_addr)
-        if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
-            return  # the launch failed (the gang is stopping) or the job moved on
-        nodes = [n for n in nodes if n != node0]
-    for node in nodes:
-        coord.spawn(launch_on_node(coord, job, node, run_id))
+    def kick(self) -> None:
+        """Ask the scheduling loop for a cycle."""
+        ...
+
+    def spawn(self, coro: Awaitable[Any]) -> object:
+        """Run ``coro`` as a tracked background task."""
+        ...
 
 
-async def launch_on_node(
-    coord: Coordinator, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None
-) -> None:
-    """Send the ``launch`` command for the job's ranks on one node and apply the reply.
+class Dispatcher:
+    """Launch, stop and signal commands to node agents, for the coordinator.
 
     Args:
-        master_addr: rank 0's node address, recorded with the first launch of the run.
+        agents: the connected agents (the commands go through ``AgentRegistry.call``).
+        shell: the coordinator's shell: apply the replies as lifecycle events, commit, wake, spawn.
+        clock: unix seconds, the time of the events the replies become.
+        config: the cluster configuration (``max_signal_lead_s``).
     """
-    if job.run_id != run_id or job.status.state != JobState.ADMITTED:
-        return
-    before = job.status.state
-    coord.apply(LaunchSent(coord.clock(), node, run_id, master_addr))
-    conn = coord.agents.get(node)
-    addresses = {n: c.address for n in job_nodes(job) if (c := coord.agents.get(n)) is not None and c.address}
-    try:
-        specs = launch_specs(
-            job, node, conn.inventory if conn is not None else None, coord.config.max_signal_lead_s, addresses
-        )
-    except InvalidSpec as exc:
-        log.warning("job %s: no launch on %s: %s", job.id, node, exc)
-        coord.apply(launch_answer(node, run_id, _refused(job, node, exc), coord.clock()))
-        await coord.flush()
-        _kick_if_changed(coord, job, run_id, before)
-        return
-    if not specs:
-        return  # --startup-order: no rank of this node's groups may start yet
-    try:
-        statuses = await coord.agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
-    except AgentCallError as exc:
-        # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
-        # a lost node loses them, and the startup timeout bounds the wait.
-        coord.apply(LaunchFailed(coord.clock(), node, run_id, str(exc)))
-        await coord.flush()
-        _kick_if_changed(coord, job, run_id, before)
-        return
-    log.debug("job %s: launch on %s answered", job.id, node)
-    coord.apply(launch_answer(node, run_id, statuses or [], coord.clock()))
-    await coord.flush()
-    _kick_if_changed(coord, job, run_id, before)
 
+    def __init__(
+        self, agents: AgentRegistry, shell: CommitShell, clock: Callable[[], float], config: ClusterConfig
+    ) -> None:
+        self._agents = agents
+        self._shell = shell
+        self._clock = clock
+        self._config = config
+        self._dispatching: set[str] = set()  # run ids whose dispatch is under way
 
-def _kick_if_changed(coord: Coordinator, job: JobRecord, run_id: str, before: JobState) -> None:
-    """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
-    a launch that went as planned changes nothing it could decide."""
-    if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
-        coord.kick()
+    async def dispatch_job(self, job: JobRecord) -> None:
+        """Start an admitted gang: launch rank 0's node first, whose agent picks MASTER_PORT as it
+        launches (no separate round trip), record the port, then launch every other node.
 
+        Failures (node gone, launch refused) stop the gang and requeue it with backoff.
+        """
+        run_id = job.run_id
+        if job.status.state != JobState.ADMITTED or run_id in self._dispatching:
+            return
+        self._dispatching.add(run_id)
+        try:
+            await self._dispatch(job, run_id)
+        finally:
+            self._dispatching.discard(run_id)
 
-async def stop_on_node(coord: Coordinator, node: str, run_id: str, grace: float, warn: bool = False) -> None:
-    """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
+    async def _dispatch(self, job: JobRecord, run_id: str) -> None:
+        ready = launchable(job)  # --startup-order: the first group's nodes now, the others as it starts
+        nodes = [n for n in job_nodes(job) if any(r.node == n and r.rank in ready for r in job.ranks.values())]
+        if job.status.master_port is None:
+            node0 = job.ranks[0].node
+            conn = self._agents.get(node0)
+            master_addr = conn.address if conn is not None and conn.address else node0
+            await self.launch_on_node(job, node0, run_id, master_addr=master_addr)
+            if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
+                return  # the launch failed (the gang is stopping) or the job moved on
+            nodes = [n for n in nodes if n != node0]
+        for node in nodes:
+            self._shell.spawn(self.launch_on_node(job, node, run_id))
 
-    Args:
-        warn: let the supervisor send the job's ``--signal`` warning ``warn_before`` seconds
-            ahead of SIGTERM (preemption and cancel stops); False: SIGTERM now.
-    """
-    try:
-        await coord.agents.call(node, "stop_job", {"job_id": run_id, "grace": grace, "warn": warn})
-    except AgentCallError as exc:
-        log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
+    async def launch_on_node(self, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None) -> None:
+        """Send the ``launch`` command for the job's ranks on one node and apply the reply.
 
+        Args:
+            master_addr: rank 0's node address, recorded with the first launch of the run.
+        """
+        if job.run_id != run_id or job.status.state != JobState.ADMITTED:
+            return
+        before = job.status.state
+        self._shell.apply(LaunchSent(self._clock(), node, run_id, master_addr))
+        conn = self._agents.get(node)
+        addresses = {n: c.address for n in job_nodes(job) if (c := self._agents.get(n)) is not None and c.address}
+        try:
+            specs = launch_specs(
+                job, node, conn.inventory if conn is not None else None, self._config.max_signal_lead_s, addresses
+            )
+        except InvalidSpec as exc:
+            log.warning("job %s: no launch on %s: %s", job.id, node, exc)
+            self._shell.apply(launch_answer(node, run_id, _refused(job, node, exc), self._clock()))
+            await self._shell.flush()
+            self._kick_if_changed(job, run_id, before)
+            return
+        if not specs:
+            return  # --startup-order: no rank of this node's groups may start yet
+        try:
+            statuses = await self._agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
+        except AgentCallError as exc:
+            # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
+            # a lost node loses them, and the startup timeout bounds the wait.
+            self._shell.apply(LaunchFailed(self._clock(), node, run_id, str(exc)))
+            await self._shell.flush()
+            self._kick_if_changed(job, run_id, before)
+            return
+        log.debug("job %s: launch on %s answered", job.id, node)
+        self._shell.apply(launch_answer(node, run_id, statuses or [], self._clock()))
+        await self._shell.flush()
+        self._kick_if_changed(job, run_id, before)
 
-async def stop_jobs_on_node(coord: Coordinator, node: str, stops: list[tuple[str, float, bool]]) -> None:
-    """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
-    try:
-        await coord.agents.call(
-            node,
-            "stop_jobs",
-            {"stops": [{"job_id": run_id, "grace": grace, "warn": warn} for run_id, grace, warn in stops]},
-        )
-    except AgentCallError as exc:
-        log.warning(
-            "stop of %s on %s not delivered (%s); it is resent when the node reconnects",
-            ", ".join(run_id for run_id, _, _ in stops),
-            node,
-            exc,
-        )
+    def _kick_if_changed(self, job: JobRecord, run_id: str, before: JobState) -> None:
+        """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
+        a launch that went as planned changes nothing it could decide."""
+        if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
+            self._shell.kick()
 
+    async def stop_on_node(self, node: str, run_id: str, grace: float, warn: bool = False) -> None:
+        """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).
 
-async def signal_on_node(coord: Coordinator, node: str, run_id: str, signum: int) -> None:
-    """Send ``signum`` to every rank of ``run_id`` on ``node``."""
-    try:
-        await coord.agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})
-    except AgentCallError as exc:
-        log.warning("signal %d to %s on %s not delivered: %s", signum, run_id, node, exc)
+        Args:
+            warn: let the supervisor send the job's ``--signal`` warning ``warn_before`` seconds
+                ahead of SIGTERM (preemption and cancel stops); False: SIGTERM now.
+        """
+        try:
+            await self._agents.call(node, "stop_job", {"job_id": run_id, "grace": grace, "warn": warn})
+        except AgentCallError as exc:
+            log.warning("stop of %s on %s not delivered (%s); it is resent when the node reconnects", run_id, node, exc)
+
+    async def stop_jobs_on_node(self, node: str, stops: list[tuple[str, float, bool]]) -> None:
+        """Ask ``node`` to stop several runs at one instant: ``stops`` = [(run_id, grace, warn)] (idempotent)."""
+        try:
+            await self._agents.call(
+                node,
+                "stop_jobs",
+                {"stops": [{"job_id": run_id, "grace": grace, "warn": warn} for run_id, grace, warn in stops]},
+            )
+        except AgentCallError as exc:
+            log.warning(
+                "stop of %s on %s not delivered (%s); it is resent when the node reconnects",
+                ", ".join(run_id for run_id, _, _ in stops),
+                node,
+                exc,
+            )
+
+    async def signal_on_node(self, node: str, run_id: str, signum: int) -> None:
+        """Send ``signum`` to every rank of ``run_id`` on ``node``."""
+        try:
+            await self._agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})
+        except AgentCallError as exc:
+            log.warning("signal %d to %s on %s not delivered: %s", signum, run_id, node, exc)

@@ -313,7 +313,7 @@ async def get_array(
     """``GET /v1/arrays/{id}``: every task of a job array, in index order (docs/arrays.md).
 
     Answers ``{"array": ID, "jobs": [JobView of each task]}``; 404 when ``id`` is no array."""
-    jobs = arrays.array_tasks(coord, params["id"])
+    jobs = arrays.array_tasks(coord.store, coord.jobs, params["id"])
     return Reply(200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs]})
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hmac
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 from labgang.launcher import version_compat
@@ -22,6 +22,10 @@ from labgang.launcher.coordinator import frames
 from labgang.launcher.coordinator.errors import Unauthenticated
 from labgang.launcher.coordinator.frames import ProtocolError
 from labgang.launcher.coordinator.violations import take_violations
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.agents import AgentConn
+    from labgang.launcher.coordinator.core import Coordinator
 
 log = logging.getLogger("labgang.coordinator.link")
 
@@ -78,14 +82,8 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         old = conn.ws
         if old is not None and old is not ws and not old.closed:
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
-        conn.ws = ws
-        conn.connected = True
-        conn.address = hello.address or request.remote or conn.node
-        conn.version = hello.version
-        conn.policy = hello.policy
-        conn.confinement = hello.confinement
-        conn.host_limits = hello.host_limits
-        take_violations(coord, conn, hello.violations)
+        conn.attach_link(ws, hello, request.remote)
+        take_violations(conn, hello.violations, coord.clock(), coord.apply)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
         await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
@@ -113,14 +111,14 @@ async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str
     await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
 
 
-async def _on_frame(coord: Any, conn: Any, ws: web.WebSocketResponse, frame: frames.Frame) -> None:
+async def _on_frame(coord: Coordinator, conn: AgentConn, ws: web.WebSocketResponse, frame: frames.Frame) -> None:
     if isinstance(frame, frames.Reply):
         coord.agents.resolve(conn, frame.message)
     elif isinstance(frame, frames.Inventory):
-        take_violations(coord, conn, frame.violations)
+        take_violations(conn, frame.violations, coord.clock(), coord.apply)
         await coord.on_inventory(conn, frame.message)
     elif isinstance(frame, frames.RankEvents):
-        take_violations(coord, conn, frame.violations)
+        take_violations(conn, frame.violations, coord.clock(), coord.apply)
         await coord.on_rank_events(conn, frame.events, inventory=frame.inventory)
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": frame.seq})
@@ -139,7 +137,7 @@ async def _on_frame(coord: Any, conn: Any, ws: web.WebSocketResponse, frame: fra
         log.warning("node %s sent an unknown message type %r", conn.node, frame.kind)
 
 
-async def _serve_forwarded(coord: Any, ws: web.WebSocketResponse, request: frames.ApiRequest) -> None:
+async def _serve_forwarded(coord: Coordinator, ws: web.WebSocketResponse, request: frames.ApiRequest) -> None:
     from labgang.launcher.coordinator.routes import forwarded
 
     status, headers, data = await forwarded(

@@ -34,7 +34,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from labgang.agent.inventory import is_known
@@ -56,6 +56,9 @@ from labgang.launcher.pitfalls import (
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
 
 log = logging.getLogger("labgang.metrics")
 
@@ -451,7 +454,7 @@ def _exposition(registry: CollectorRegistry) -> web.Response:
 # ----- the coordinator's /metrics route -----------------------------------------------------
 
 
-def coordinator_snapshot(coord: Any, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
+def coordinator_snapshot(coord: Coordinator, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
     """The coordinator's state as the pitfall detectors and the collectors read it.
 
     Built from the same views the user API returns (``GET /v1/nodes``, ``/v1/queues``,
@@ -504,11 +507,14 @@ def _pitfall_jobs_for(coord: object) -> JobMemo[JobView]:
     return memo
 
 
-def coordinator_job_counts(coord: Any) -> dict[tuple[str, str], int]:
-    """Every job the coordinator knows, counted per ``(queue, state)``: the active ones in memory
-    plus its running count of finished ones (the store holds those)."""
-    counts: dict[tuple[str, str], int] = dict(coord.finished_counts)
-    for job in coord.model.jobs.values():
+def coordinator_job_counts(
+    finished_counts: Mapping[tuple[str, str], int], active: Iterable[JobRecord]
+) -> dict[tuple[str, str], int]:
+    """Every job the coordinator knows, counted per ``(queue, state)``: the ``active`` ones (the
+    lifecycle model's, in memory) plus its running count of finished ones (the store holds those),
+    ``Coordinator.finished_counts``."""
+    counts: dict[tuple[str, str], int] = dict(finished_counts)
+    for job in active:
         key = (job.spec.queue, job.status.state.value)
         counts[key] = counts.get(key, 0) + 1
     return counts
@@ -536,7 +542,7 @@ def add_metrics_routes(app: web.Application) -> None:
             snapshot,
             version=coord.version,
             thresholds=coord.config.pitfall_thresholds(),
-            job_counts=lambda: coordinator_job_counts(coord),
+            job_counts=lambda: coordinator_job_counts(coord.finished_counts, coord.model.jobs.values()),
         )
         app[keys.METRICS].registry.register(
             GpuSecondsCollector(lambda: coord.usage.totals(coord.open_attempts(), coord.clock()))

@@ -102,7 +102,7 @@ async def watch_loop(watch: PitfallWatch, interval_s: float = SAMPLE_S) -> None:
 
 
 def add_pitfall_watch(app: web.Application) -> None:
-    """Run a :class:`PitfallWatch` beside the coordinator of ``app`` (``coord.pitfalls``).
+    """Run a :class:`PitfallWatch` beside the coordinator of ``app`` (``Coordinator.watch_pitfalls``).
 
     Call it after the coordinator's own ``cleanup_ctx`` entries and before
     :func:`labgang.launcher.coordinator.metrics.add_metrics_routes`, which exports the watch's findings.
@@ -116,7 +116,7 @@ def add_pitfall_watch(app: web.Application) -> None:
         watch = PitfallWatch(lambda: coordinator_snapshot(coord), coord.config.pitfall_thresholds())
         meter = ActivityMeter(open_record(coord.model.jobs), coord.store.save_attempt)
         watch.listeners.append(meter.observe)  # the attempts' device activity, from the same samples
-        coord.pitfalls = watch
+        coord.watch_pitfalls(watch)
         task = asyncio.create_task(watch_loop(watch), name="labgang-pitfalls")
         yield
         task.cancel()

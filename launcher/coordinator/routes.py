@@ -15,7 +15,7 @@ import logging
 import socket
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -33,6 +33,9 @@ from labgang.launcher.coordinator.errors import (
 )
 from labgang.launcher.coordinator.link import agent_link
 from labgang.launcher.coordinator.requests import Caller
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.core import Coordinator
 
 log = logging.getLogger("labgang.coordinator.api")
 
@@ -168,7 +171,7 @@ def setup_routes(app: web.Application) -> None:
 
 
 async def forwarded(
-    coord: Any, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
+    coord: Coordinator, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
 ) -> tuple[int, dict[str, str], bytes]:
     """Serve a request an agent forwarded for a caller on its node (uid vouched by the agent).
 

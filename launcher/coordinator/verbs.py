@@ -170,7 +170,7 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
             )
     targets: tuple[Any, ...] = ()
     if "dependency" in change.changes(job.spec):
-        targets = submission_targets(coord, change.applied(job.spec))
+        targets = submission_targets(coord.store, coord.model.jobs, coord.recent, change.applied(job.spec))
     coord.apply(ev.UpdateRequested(coord.clock(), job.id, caller.user, change, targets))
     await coord.flush()
     return job

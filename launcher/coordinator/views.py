@@ -414,7 +414,7 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "memory_allocated_bytes": host_held.get(name, (0, 0))[1],
                 "confinement": conn.confinement,
                 "host_limits": conn.host_limits,
-                "violations": violation_views(coord, conn),
+                "violations": violation_views(conn, coord.job_for_run),
             }
         )
     return out

@@ -11,9 +11,14 @@ cluster's ``violation`` policy).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.lifecycle.events import DeviceViolationSeen
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.agents import AgentConn
+    from labgang.launcher.lifecycle.records import JobRecord
 
 log = logging.getLogger("labgang.coordinator.violations")
 
@@ -34,17 +39,17 @@ def _parse(node: str, item: Any, now: float) -> DeviceViolationSeen | None:
         return None
 
 
-def take_violations(coord: Any, conn: Any, items: Any) -> None:
+def take_violations(conn: AgentConn, items: object, now: float, apply: Callable[[DeviceViolationSeen], object]) -> None:
     """Keep ``conn``'s current violations and apply the new ones to the coordinator's model.
 
     Args:
-        coord: the :class:`~labgang.launcher.coordinator.core.Coordinator`.
         conn: the node's ``AgentConn``.
         items: the message's ``violations`` list; None (an agent that sends none) changes nothing.
+        now: the coordinator's clock (unix seconds), the time of the events.
+        apply: applies one new violation to the lifecycle model (``Coordinator.apply``).
     """
     if not isinstance(items, list):
         return
-    now = coord.clock()
     seen = [v for item in items if (v := _parse(conn.node, item, now)) is not None]
     before = {(v.run_id, v.rank, v.device, v.pid) for v in conn.violations}
     conn.violations = seen
@@ -58,14 +63,19 @@ def take_violations(coord: Any, conn: Any, items: Any) -> None:
                 violation.pid,
                 violation.device,
             )
-            coord.apply(violation)
+            apply(violation)
 
 
-def violation_views(coord: Any, conn: Any) -> list[dict[str, Any]]:
-    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user."""
+def violation_views(conn: AgentConn, job_for_run: Callable[[str], JobRecord | None]) -> list[dict[str, Any]]:
+    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user.
+
+    Args:
+        conn: the node's ``AgentConn``.
+        job_for_run: the job of a run id (``"<job id>.<attempt>"``), or None (``Coordinator.job_for_run``).
+    """
     out = []
     for v in conn.violations:
-        job = coord.job_for_run(v.run_id)
+        job = job_for_run(v.run_id)
         out.append(
             {
                 "job": job.id if job is not None else v.run_id,

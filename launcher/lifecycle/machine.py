@@ -29,8 +29,9 @@ effects the driver must carry out (persist first, then talk to agents).
 
 The model is composed of rule objects it holds, which share its jobs and one
 :class:`~labgang.launcher.lifecycle.context.RuleContext` (the event's instant and the effects
-out): the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`) and the dependency
-rules (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`).
+out): the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`), the dependency
+rules (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`) and the fences on lost
+nodes (:class:`~labgang.launcher.lifecycle.fencing.FenceRules`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.context import RuleContext
 from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.dependents import DependencyRules
-from labgang.launcher.lifecycle.fencing import fence_deadline, fence_message, fenced_ranks
+from labgang.launcher.lifecycle.fencing import FenceRules
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
 from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
@@ -54,8 +55,9 @@ __all__ = ["Lifecycle", "LifecyclePolicy"]
 
 class Lifecycle:
     """The lifecycle model: :meth:`apply` takes one typed event and returns the typed effects it
-    asks for. It holds the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`) and
-    the job dependencies (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`).
+    asks for. It holds the gang rules (:class:`~labgang.launcher.lifecycle.gang.GangRules`), the
+    job dependencies (:class:`~labgang.launcher.lifecycle.dependents.DependencyRules`) and the
+    fences on lost nodes (:class:`~labgang.launcher.lifecycle.fencing.FenceRules`).
 
     ``jobs`` holds the active jobs only (pending, admitted, running, terminating): a job that
     reaches a final state leaves it (effect :class:`~labgang.launcher.lifecycle.effects.Finished`),
@@ -81,11 +83,10 @@ class Lifecycle:
                 job.ranks = {}
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
-        self.lost_nodes: dict[str, float] = {}
-        """Node → its last contact (the driver's clock), for every node now lost."""
         self._ctx = RuleContext()
         self._gang = GangRules(policy, self.jobs, self._ctx, self._retire)
         self._deps = DependencyRules(policy, self.jobs, self._ctx, self._retire, finished)
+        self._fences = FenceRules(policy, self._ctx, self._gang)
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class Lifecycle:
         elif isinstance(event, ev.NodeJoined):
             self._node_joined(event)
         elif isinstance(event, ev.NodeLost):
-            self._node_lost(event)
+            self._fences.node_lost(event, self.active())
         elif isinstance(event, ev.Tick):
             self._tick(event)
         elif isinstance(event, ev.DeviceViolationSeen):
@@ -383,7 +384,7 @@ class Lifecycle:
         ) and not job.status.ran:
             job.status.ran = True
             self._ctx.save(job)
-        self._ctx.date_history(self._fence_time(job, e))  # its lines dated when the fence stopped it
+        self._ctx.date_history(self._fences.fence_time(job, e))  # its lines dated when the fence stopped it
         if e.fenced and rank.exit_status is None and not rank.ended:
             # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
             # status 0, is not its own (§A3.6), so this attempt can never count as finished.
@@ -407,15 +408,6 @@ class Lifecycle:
             self._gang.evaluate(job)
         self._ctx.date_history(None)
         return True
-
-    def _fence_time(self, job: JobRecord, e: ev.RankObserved) -> float | None:
-        """When a fenced rank was stopped, to date its history lines, or None (not fenced, not known,
-        or not between the job's last history line and now: another clock's time never reorders
-        the history)."""
-        if not e.fenced or e.fenced_at is None:
-            return None
-        last = job.history[-1].time if job.history else float("-inf")
-        return e.fenced_at if last <= e.fenced_at <= self._ctx.now else None
 
     # ----- launches -------------------------------------------------------------------------
 
@@ -471,50 +463,6 @@ class Lifecycle:
 
     # ----- nodes ----------------------------------------------------------------------------
 
-    def _node_lost(self, e: ev.NodeLost) -> None:
-        """The node's ranks are fenced (``fencing.py``): each job is stopped elsewhere now, and its
-        ranks there count as lost only at its fence deadline, or end earlier on reported exits."""
-        contact = e.now if e.last_contact is None else e.last_contact
-        last = min(self.lost_nodes.get(e.node, contact), contact)
-        self.lost_nodes[e.node] = last
-        timeout = self.policy.node_timeout_s
-        for job in self.active():
-            if not any(r.node == e.node and not r.ended for r in job.ranks.values()):
-                continue
-            if job.status.state != JobState.TERMINATING:
-                self._gang.begin_termination(job, EndIntent.LOST, f"node {e.node} lost ({e.why})")
-            waiting = fenced_ranks(job, {e.node: last})
-            if not waiting:  # never launched there: nothing to wait for
-                continue
-            until = fence_deadline(job, last, timeout)
-            self._ctx.history(job, "fenced", fence_message(job, waiting, e.node, until, self._ctx.now, timeout))
-            self._ctx.emit(fx.WakeAt(until))
-            self._expire_fences(job)
-        self._ctx.emit(fx.WakeScheduler())
-
-    def _expire_fences(self, job: JobRecord) -> None:
-        """Ranks on lost nodes whose fence deadline has come count as lost (then the gang rules decide)."""
-        timeout = self.policy.node_timeout_s
-        due = [
-            r
-            for r in fenced_ranks(job, self.lost_nodes)
-            if self._ctx.now >= fence_deadline(job, self.lost_nodes[r.node], timeout)
-        ]
-        if not due:
-            return
-        for node in sorted({r.node for r in due}):
-            ranks = [r for r in due if r.node == node]
-            for rank in ranks:
-                self._gang.set_rank(job, rank, RankPhase.LOST)
-            which = ", ".join(str(r.rank) for r in ranks)
-            self._ctx.history(
-                job,
-                "fence-expired",
-                f"rank{'s' if len(ranks) != 1 else ''} {which} on {node} counted as stopped: "
-                f"node_timeout_s {timeout:g} + grace {job.spec.grace_s:g} s passed since the last word from {node}",
-            )
-        self._gang.evaluate(job)
-
     def _node_joined(self, e: ev.NodeJoined) -> None:
         """Compare what the agent runs with what the records say should run on its node.
 
@@ -523,7 +471,7 @@ class Lifecycle:
         that no current job expects there are stopped.
         """
         node = e.node
-        self.lost_nodes.pop(node, None)  # its fenced ranks now end on what the agent reports
+        self._fences.node_back(node)  # its fenced ranks now end on what the agent reports
         by_key = {(r.run_id, r.rank): r for r in e.reported}
         matched: set[tuple[str, int]] = set()
         for job in self.active():
@@ -587,9 +535,7 @@ class Lifecycle:
 
     def _tick(self, e: ev.Tick) -> None:
         now = e.now
-        if self.lost_nodes:
-            for job in self.active():
-                self._expire_fences(job)
+        self._fences.expire_all(self.active())
         for job in self.active():
             st, spec = job.status, job.spec
             if (

@@ -35,7 +35,7 @@ class Exporter:
             lambda: self.watch.with_findings(build(coord)),
             version="test",
             thresholds=thresholds,
-            job_counts=lambda: coordinator_job_counts(coord),
+            job_counts=lambda: coordinator_job_counts(coord.finished_counts, coord.model.jobs.values()),
         )
 
     def sample(self) -> tuple[ClusterSnapshot, dict, list[str]]:

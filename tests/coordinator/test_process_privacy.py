@@ -132,7 +132,9 @@ def test_hide_commands_copies_only_what_it_changes() -> None:
 
 async def test_series_serves_the_watch_samples_and_refuses_a_bad_window() -> None:
     async def check(app: web.Application, port: int) -> None:
-        app[keys.COORDINATOR].pitfalls.sample()  # the watch's loop does this every 2 s
+        watch = app[keys.COORDINATOR].pitfalls
+        assert watch is not None  # the app runs one
+        watch.sample()  # the watch's loop does this every 2 s
         status, body = await tcp_get(port, "/v1/series?seconds=60", READ)
         assert status == 200 and body["window_s"] == 60
         (dev,) = body["devices"]
