@@ -200,7 +200,7 @@ class JobSpec:
             made = self.__dict__.get("_group_request")
             if made is None:
                 made = self.__dict__["_group_request"] = self._groups_request()
-            return made  # type: ignore[no-any-return]
+            return made
         return self._one_request()
 
     def _groups_request(self) -> JobRequest:

@@ -287,6 +287,7 @@ def _one_reason(book: DeviceBook, g: GroupRequest) -> PendingReason:
             ReasonCode.HOST_RESOURCES, f"{head}: no node has host room for its {r.workers} rank(s) now"
         )
     ix = book.index(r.resource, r.gpu_model.lower() if r.gpu_model else None)
+    reason: PendingReason | None
     if r.topology is not None and ix.total >= r.total:
         reason = topology_reason(book, ix, r, what)
     else:
