@@ -250,7 +250,7 @@ class JobRequest:
     def total(self) -> int:
         """Devices the whole gang needs (summed over its groups)."""
         if self.groups:
-            return sum(g.request.total for g in self.groups)
+            return sum(g.request.workers * g.request.per_worker for g in self.groups)
         return self.workers * self.per_worker
 
     @property

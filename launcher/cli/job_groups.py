@@ -19,10 +19,13 @@ from labgang.launcher.cli.quick_argv import NotFast, parse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
-def _count(low: int):  # type: ignore[no-untyped-def]
+def _count(low: int) -> Callable[[str], int]:
+    """A converter of a whole number >= ``low`` (ValueError otherwise)."""
+
     def convert(text: str) -> int:
         value = int(text)
         if value < low:

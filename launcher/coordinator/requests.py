@@ -637,10 +637,10 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 field="colocate",
                 allowed=names,
             )
-        for g in out:
-            if g.name in together and g.nodes not in (None, 1):
+        for spec in out:
+            if spec.name in together and spec.nodes not in (None, 1):
                 raise BadRequest(
-                    f"colocate: group {g.name} asks for {g.nodes} nodes but colocated groups share one node",
+                    f"colocate: group {spec.name} asks for {spec.nodes} nodes but colocated groups share one node",
                     field="colocate",
                 )
     return tuple(out)

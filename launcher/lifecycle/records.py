@@ -213,24 +213,34 @@ class JobSpec:
 
     @property
     def request(self) -> JobRequest:
-        """The scheduler's view of the request."""
+        """The scheduler's view of the request (a job of groups': built once per spec, which is
+        never changed in place)."""
         if self.groups:
-            first = self.groups[0].request()
-            device = [g.resource for g in self.groups if g.per_worker > 0]
-            return JobRequest(
-                workers=self.workers,
-                per_worker=first.per_worker,
-                resource=device[0] if device else first.resource,
-                gpu_model=first.gpu_model,
-                nodes=first.nodes,
-                topology=first.topology,
-                cpus_per_task=first.cpus_per_task,
-                mem=first.mem,
-                mem_per_gpu=first.mem_per_gpu,
-                exclusive=first.exclusive,
-                groups=tuple(GroupRequest(g.name, g.request()) for g in self.groups),
-                colocate=self.colocate,
-            )
+            made = self.__dict__.get("_group_request")
+            if made is None:
+                made = self.__dict__["_group_request"] = self._groups_request()
+            return made
+        return self._one_request()
+
+    def _groups_request(self) -> JobRequest:
+        first = self.groups[0].request()
+        device = [g.resource for g in self.groups if g.per_worker > 0]
+        return JobRequest(
+            workers=self.workers,
+            per_worker=first.per_worker,
+            resource=device[0] if device else first.resource,
+            gpu_model=first.gpu_model,
+            nodes=first.nodes,
+            topology=first.topology,
+            cpus_per_task=first.cpus_per_task,
+            mem=first.mem,
+            mem_per_gpu=first.mem_per_gpu,
+            exclusive=first.exclusive,
+            groups=tuple(GroupRequest(g.name, g.request()) for g in self.groups),
+            colocate=self.colocate,
+        )
+
+    def _one_request(self) -> JobRequest:
         return JobRequest(
             workers=self.workers,
             per_worker=self.per_worker,

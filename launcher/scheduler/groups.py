@@ -104,12 +104,40 @@ def place_groups(book: DeviceBook, req: JobRequest) -> RawPlacement | None:
         book: the cycle's device book (left as it was found).
         req: a job of groups (``req.groups`` not empty).
     """
-    out, _failed = _place(book, req)
+    if _short(book, req, "") is not None:
+        return None
+    out, _reason = _place(book, req, None)
     return out
 
 
-def _place(book: DeviceBook, req: JobRequest) -> tuple[RawPlacement | None, list[int] | None]:
-    """The placement, or None and the unit that did not fit."""
+def _short(book: DeviceBook, req: JobRequest, describe: str) -> PendingReason | None:
+    """Why the job cannot fit whatever its placement (fewer free devices of a kind than its groups
+    need together, or a group's rank bigger than any node's free devices): the cheap refusal
+    tried before any group is placed. None when nothing is short."""
+    need: dict[tuple[str, str | None], int] = {}
+    for g in req.groups:
+        r = g.request
+        if r.per_worker:
+            key = (r.resource, r.gpu_model.lower() if r.gpu_model else None)
+            need[key] = need.get(key, 0) + r.total
+    for g in req.groups:
+        r = g.request
+        if r.per_worker:
+            key = (r.resource, r.gpu_model.lower() if r.gpu_model else None)
+            ix = book.index(*key)
+            if ix.total < need[key]:
+                return PendingReason(
+                    ReasonCode.NO_CAPACITY,
+                    f"{ix.total} {r.resource} free; the job's groups need {need[key]} together ({describe})",
+                )
+            if r.per_worker > ix.largest():
+                return _one_reason(book, g)
+    return None
+
+
+def _place(book: DeviceBook, req: JobRequest, explain: str | None) -> tuple[RawPlacement | None, PendingReason | None]:
+    """The placement, or None and (when ``explain`` describes the job) why, naming the group
+    (or colocated set) that did not fit with the groups placed before it holding their room."""
     per_group: dict[int, RawPlacement] = {}
     probes: list[tuple[str, list[int]]] = []
     used: list[int] = []
@@ -117,7 +145,7 @@ def _place(book: DeviceBook, req: JobRequest) -> tuple[RawPlacement | None, list
         for unit in units(req):
             got = _place_unit(book, req, unit, used, probes)
             if got is None:
-                return None, unit
+                return None, None if explain is None else _unit_reason(book, req, unit, explain)
             per_group.update(got)
     finally:
         for owner, devs in reversed(probes):
@@ -231,35 +259,23 @@ def capacity_reason(book: DeviceBook, req: JobRequest, describe: str) -> Pending
     """Why a job of groups has no placement now, naming the group (or colocated set) that does
     not fit: ``"group worker (4 x 2 gpu): 6 gpu free, largest node has 3; ..."``. None when it
     fits (then something else, such as a reservation, keeps it waiting)."""
-    raw, failed = _place(book, req)
-    if raw is not None or failed is None:
-        return None
-    if len(failed) > 1:
-        names = ", ".join(req.groups[i].name for i in failed)
+    short = _short(book, req, describe)
+    if short is not None:
+        return short
+    _raw, reason = _place(book, req, describe)
+    return reason
+
+
+def _unit_reason(book: DeviceBook, req: JobRequest, unit: list[int], describe: str) -> PendingReason:
+    """Why ``unit`` does not fit now (the groups placed before it holding their room)."""
+    if len(unit) > 1:
+        names = ", ".join(req.groups[i].name for i in unit)
         return PendingReason(
             ReasonCode.FRAGMENTED,
             f"groups {names} must share one node (--colocate) and no node has room for all of them now; "
             f"job needs {describe}",
         )
-    return _group_reason(book, req, failed[0])
-
-
-def _group_reason(book: DeviceBook, req: JobRequest, i: int) -> PendingReason:
-    """The failing group's own reason, with the groups placed before it still holding their room."""
-    probes: list[tuple[str, list[int]]] = []
-    used: list[int] = []
-    try:
-        for unit in units(req):
-            if i in unit:
-                break
-            got = _place_unit(book, req, unit, used, probes)
-            if got is None:  # cannot happen: these placed a moment ago
-                break
-        return _one_reason(book, req.groups[i])
-    finally:
-        for owner, devs in reversed(probes):
-            book.release(devs, owner)
-            book.requests.pop(owner, None)
+    return _one_reason(book, req.groups[unit[0]])
 
 
 def _one_reason(book: DeviceBook, g: GroupRequest) -> PendingReason:
@@ -271,6 +287,7 @@ def _one_reason(book: DeviceBook, g: GroupRequest) -> PendingReason:
             ReasonCode.HOST_RESOURCES, f"{head}: no node has host room for its {r.workers} rank(s) now"
         )
     ix = book.index(r.resource, r.gpu_model.lower() if r.gpu_model else None)
+    reason: PendingReason | None
     if r.topology is not None and ix.total >= r.total:
         reason = topology_reason(book, ix, r, what)
     else:

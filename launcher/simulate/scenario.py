@@ -229,11 +229,6 @@ class GroupModel(_Strict):
 
     def request(self) -> JobRequest:
         """The group's own ranks as a :class:`JobRequest`."""
-        host = {
-            "cpus_per_task": self.cpus_per_task,
-            "mem": 0 if self.mem is None else parse_mem(self.mem),
-            "mem_per_gpu": 0 if self.mem_per_gpu is None else parse_mem(self.mem_per_gpu),
-        }
         resource, per = (mig_resource(self.mig), 1) if self.mig is not None else (GPU, self.gpus_per_worker)
         return JobRequest(
             workers=self.workers,
@@ -242,7 +237,9 @@ class GroupModel(_Strict):
             gpu_model=self.model,
             nodes=self.nodes,
             topology=self.topology,
-            **host,
+            cpus_per_task=self.cpus_per_task,
+            mem=0 if self.mem is None else parse_mem(self.mem),
+            mem_per_gpu=0 if self.mem_per_gpu is None else parse_mem(self.mem_per_gpu),
         )
 
 

@@ -145,6 +145,12 @@ def test_a_job_of_groups_is_one_row_of_queue_and_show_lists_its_groups(coordinat
         assert "submitted by root to queue default: 1 x 0 + 4 x 2 gpu" in " ".join(shown.stdout.split())
         view = json.loads(run(coordinator, "show", "--json", job_id).stdout)["job"]
         assert (view["workers"], [g["first_rank"] for g in view["groups"]]) == (5, [0, 1])
+    # explain names the groups and the group that keeps the job waiting (no agent: no node at all)
+    explained = click_run(coordinator, "explain", job_id)
+    assert explained.returncode == 0, explained.stderr
+    said = " ".join(explained.stdout.split())
+    assert f"job {job_id} (groups g0 1 x 0 + g1 4 x 2 gpu, admitted all or nothing)" in said, said
+    assert "group g0: the cluster has no node" in said or "group g1:" in said, said
     # refused at the coordinator: one line naming the group's field, nothing stored
     bad = fast_run(coordinator, "submit", "--", "a", ":", "-n", "2", "--mig", "1g.10gb", "--", "b")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr

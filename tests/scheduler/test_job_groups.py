@@ -41,8 +41,16 @@ def test_a_job_of_groups_waits_whole_when_one_group_does_not_fit_and_says_which(
     result = run_cycle(c.snapshot([Q], [rl]))
     assert result.admitted == () and result.preempted == ()
     [p] = result.pending
-    assert p.reason.code in (ReasonCode.NO_CAPACITY, ReasonCode.FRAGMENTED)
-    assert p.reason.message == ("group actor (4 x 1 gpu): 2 gpu free, largest node has 2; the group needs 4 x 1 gpu"), (
+    assert p.reason.code is ReasonCode.NO_CAPACITY
+    assert p.reason.message == (
+        "2 gpu free; the job's groups need 6 together (groups learner 1 x 2 + actor 4 x 1 gpu)"
+    ), p.reason.message
+    # enough devices in all, but the actors' 2 ranks of 3 find no node with room: named
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=4).run(job("b1").queue("q").gpus(2).priority(5))
+    rl = job("rl").groups(LAUNCHER, ("actor", JobRequest(workers=2, per_worker=3)))
+    [p] = run_cycle(c.snapshot([Q], [rl])).pending
+    assert p.reason.code is ReasonCode.FRAGMENTED
+    assert p.reason.message == ("group actor (2 x 3 gpu): 6 gpu free, largest node has 4; the group needs 2 x 3 gpu"), (
         p.reason.message
     )
 
