@@ -236,7 +236,7 @@ def job_cmd(
     job_file: str, target: str, name: str, queue: str | None, out_dir: Path | None, check: bool, as_json: bool
 ) -> None:
     """A job of groups as a Kueue JobSet (jobset.yaml) or a Slurm hetjob (hetjob.sbatch)."""
-    from labgang.launcher.cli.job_groups import groups_from_file
+    from labgang.launcher.cli.job_groups import groups_from_file, policies_from_file
     from labgang.launcher.cli.job_request import SubmissionError
     from labgang.launcher.export import jobset
 
@@ -244,7 +244,7 @@ def job_cmd(
     try:
         groups, colocate = groups_from_file(job_file)
         build = jobset.kueue_jobset if target == "kueue" else jobset.slurm_hetjob
-        result = build(groups, colocate, name, queue)
+        result = build(groups, colocate, name, queue, policies_from_file(job_file))
     except SubmissionError as exc:
         _fail(what, str(exc))
     except ExportError as exc:

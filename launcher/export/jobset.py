@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 from labgang.launcher.export.common import Export, Gap, dns_name
+from labgang.launcher.export.job_policies import hetjob_policy_gaps, jobset_policies
 
 IMAGE = "REPLACE-WITH-YOUR-IMAGE"
 """The container image the JobSet names: labgang runs commands on the host, Kubernetes in an image."""
@@ -70,9 +71,14 @@ def _gaps_common(groups: Sequence[Mapping[str, Any]], colocate: Sequence[Sequenc
 
 
 def kueue_jobset(
-    groups: Sequence[Mapping[str, Any]], colocate: Sequence[Sequence[str]], name: str, queue: str | None
+    groups: Sequence[Mapping[str, Any]],
+    colocate: Sequence[Sequence[str]],
+    name: str,
+    queue: str | None,
+    policies: Mapping[str, Any] | None = None,
 ) -> Export:
-    """``jobset.yaml``: the job as a JobSet admitted by Kueue as one workload.
+    """``jobset.yaml``: the job as a JobSet admitted by Kueue as one workload; ``policies``: the
+    file's lifecycle policies (:func:`labgang.launcher.export.job_policies.jobset_policies`).
 
     Raises:
         ExportError: a job or group name with no valid Kubernetes spelling.
@@ -130,6 +136,8 @@ def kueue_jobset(
                 },
             }
         )
+    extra, policy_gaps = jobset_policies(policies or {}, [_name(g, i) for i, g in enumerate(groups)])
+    gaps += policy_gaps
     metadata: dict[str, Any] = {"name": job_name}
     if queue:
         metadata["labels"] = {"kueue.x-k8s.io/queue-name": dns_name(queue, "queue", label=True)}
@@ -137,7 +145,7 @@ def kueue_jobset(
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": metadata,
-        "spec": {"suspend": True, "replicatedJobs": jobs},
+        "spec": {"suspend": True, "replicatedJobs": jobs, **extra},
     }
     text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=1000)
     return Export({"jobset.yaml": text}, tuple(sorted(set(gaps))))
@@ -149,10 +157,15 @@ def _same_node(labels: Mapping[str, str]) -> dict[str, Any]:
 
 
 def slurm_hetjob(
-    groups: Sequence[Mapping[str, Any]], colocate: Sequence[Sequence[str]], name: str, queue: str | None
+    groups: Sequence[Mapping[str, Any]],
+    colocate: Sequence[Sequence[str]],
+    name: str,
+    queue: str | None,
+    policies: Mapping[str, Any] | None = None,
 ) -> Export:
-    """``hetjob.sbatch``: the job as a Slurm heterogeneous job (components split by ``#SBATCH hetjob``)."""
-    gaps = _gaps_common(groups, colocate, "slurm")
+    """``hetjob.sbatch``: the job as a Slurm heterogeneous job (components split by ``#SBATCH hetjob``);
+    the file's lifecycle ``policies`` are gaps (:func:`labgang.launcher.export.job_policies.hetjob_policy_gaps`)."""
+    gaps = _gaps_common(groups, colocate, "slurm") + hetjob_policy_gaps(policies or {})
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}"]
     if queue:
         lines.append(f"#SBATCH --partition={queue}")
