@@ -37,25 +37,24 @@ def group_layout(job: JobRecord) -> GroupLayout:
     names = tuple(g.name for g in job.spec.group_specs())
     if len(names) == 1:
         return GroupLayout(names, tuple(0 for _ in job.ranks))
-    return GroupLayout.from_sizes(names, started_group_sizes(job))
+    sizes = started_group_sizes(job)
+    if sizes is None:  # never from a cycle's placement; the submitted sizes, as far as the ranks go
+        return GroupLayout(names, tuple(job.spec.rank_group(r).index for r in sorted(job.ranks)))
+    return GroupLayout.from_sizes(names, sizes)
 
 
-def started_group_sizes(job: JobRecord) -> list[int]:
+def started_group_sizes(job: JobRecord) -> list[int] | None:
     """How many ranks each group of a job of groups has in the current attempt, in group order:
     the groups' sizes, or for an elastic job that started smaller the sizes the scheduler gave
     it (``scheduler/groups.py`` shrinks every elastic group one rank at a time: one total, one
-    set of sizes).
-
-    Raises:
-        ValueError: no set of sizes the scheduler tries adds up to the attempt's ranks.
-    """
+    set of sizes). None when no set of sizes the scheduler tries adds up to the attempt's ranks."""
     from labgang.launcher.scheduler.groups import group_sizes  # only for a job of groups
 
     count = len(job.ranks)
     for req in group_sizes(job.spec.request):
         if req.workers == count:
             return [g.request.workers for g in req.groups]
-    raise ValueError(f"job {job.id}: {count} ranks match no size of its groups")
+    return None
 
 
 def launchable(job: JobRecord) -> frozenset[int]:
