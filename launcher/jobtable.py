@@ -106,8 +106,13 @@ def folded_id(array_id: str, indices: Sequence[int], cap: int | None) -> str:
 
 
 def gang_shape(job: Mapping[str, Any]) -> str:
-    """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG."""
-    shape = f"{job.get('workers', '?')}x{job.get('gpus_per_worker', '?')}"
+    """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG;
+    a job of groups joins its groups' with ``+``: ``"1x0+4x2"`` (docs/job-groups.md)."""
+    groups = job.get("groups")
+    if groups:
+        shape = "+".join(f"{g.get('workers', '?')}x{g.get('gpus_per_worker', '?')}" for g in groups)
+    else:
+        shape = f"{job.get('workers', '?')}x{job.get('gpus_per_worker', '?')}"
     resource = job.get("resource") or "gpu"
     return shape if resource == "gpu" else f"{shape} {resource}"
 

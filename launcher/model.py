@@ -185,6 +185,15 @@ class TenantSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupRequest:
+    """One named group of a job of groups (``launcher/jobgroups.py``): ``request`` is the shape
+    of the group's own ranks (its ``topology`` binds only them; ``min_workers`` is its floor)."""
+
+    name: str
+    request: JobRequest
+
+
+@dataclass(frozen=True, slots=True)
 class JobRequest:
     """What a job asks the scheduler for: a gang of ``workers`` ranks, each needing
     ``per_worker`` devices of ``resource``.
@@ -204,6 +213,12 @@ class JobRequest:
     node the gang uses (Slurm's ``--mem``; 0 = not counted), ``mem_per_gpu`` bytes per device of
     a rank (``--mem-per-gpu``; 0 = not counted; never both with ``mem``). ``exclusive`` takes whole
     nodes: it starts only on nodes nobody uses, and nobody else starts on them while it runs.
+
+    A job of groups (``docs/job-groups.md``) has two or more ``groups``, admitted all or nothing;
+    then ``workers`` is the number of ranks over all groups, the other shape fields are the first
+    group's, and :attr:`total` sums the groups (every group's devices are of one ``resource``).
+    ``colocate`` lists sets of group names whose ranks share one node. A one-group job has
+    ``groups == ()``.
     """
 
     workers: int = 1
@@ -217,10 +232,14 @@ class JobRequest:
     mem: int = 0
     mem_per_gpu: int = 0
     exclusive: bool = False
+    groups: tuple[GroupRequest, ...] = ()
+    colocate: tuple[tuple[str, ...], ...] = ()
 
     @property
     def host(self) -> bool:
         """True when the request counts host CPUs or memory or takes whole nodes."""
+        if self.groups:
+            return any(g.request.host for g in self.groups)
         return bool(self.cpus_per_task or self.mem or self.mem_per_gpu or self.exclusive)
 
     def rank_mem(self) -> int:
@@ -229,12 +248,17 @@ class JobRequest:
 
     @property
     def total(self) -> int:
-        """Devices the whole gang needs."""
+        """Devices the whole gang needs (summed over its groups)."""
+        if self.groups:
+            return sum(g.request.workers * g.request.per_worker for g in self.groups)
         return self.workers * self.per_worker
 
     @property
     def elastic(self) -> bool:
-        """True when the gang may start with fewer than ``workers`` ranks."""
+        """True when the gang may start with fewer than ``workers`` ranks (a job of groups: when
+        some group may)."""
+        if self.groups:
+            return any(g.request.elastic for g in self.groups)
         return self.min_workers is not None and self.min_workers < self.workers
 
     def at_size(self, workers: int) -> JobRequest:
@@ -242,7 +266,13 @@ class JobRequest:
         return replace(self, workers=workers, min_workers=None)
 
     def floor(self) -> JobRequest:
-        """The smallest gang this request accepts (itself when not elastic)."""
+        """The smallest gang this request accepts (itself when not elastic; a job of groups:
+        every group at its floor)."""
+        if self.groups:
+            if not self.elastic:
+                return self
+            floors = tuple(GroupRequest(g.name, g.request.floor()) for g in self.groups)
+            return replace(self, groups=floors, workers=sum(g.request.workers for g in floors), min_workers=None)
         return self.at_size(self.min_workers) if self.elastic and self.min_workers is not None else self
 
 

@@ -324,10 +324,7 @@ class LabgangTop(App[None]):
                 self._cancel(job_id)
 
         self.push_screen(
-            ConfirmScreen(
-                f"Cancel job {job_id} ({job.name or '-'}, {job.state}, "
-                f"{job.workers}×{job.gpus_per_worker} {job.resource})?"
-            ),
+            ConfirmScreen(f"Cancel job {job_id} ({job.name or '-'}, {job.state}, {job.shape} {job.resource})?"),
             answered,
         )
 

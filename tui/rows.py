@@ -212,7 +212,7 @@ def job_rows(
                     j.queue,
                     j.state,
                     str(j.priority),
-                    f"{j.workers}×{j.gpus_per_worker} {j.resource}",
+                    f"{j.shape} {j.resource}",
                     ",".join(j.nodes) or "-",
                     format_duration(age),
                     str(j.restart_count),
@@ -339,7 +339,7 @@ def job_detail_lines(job: JobView, now: float) -> list[str]:
     """The header of the job detail view: fields, then history."""
     lines = [
         f"job {job.id} {job.name}  user {job.user}  queue {job.queue}  priority {job.priority}",
-        f"state {job.state}  {job.workers}×{job.gpus_per_worker} {job.resource}  nodes {','.join(job.nodes) or '-'}"
+        f"state {job.state}  {job.shape} {job.resource}  nodes {','.join(job.nodes) or '-'}"
         f"  restarts {job.restart_count}" + (f"  exit {job.exit_status}" if job.exit_status is not None else ""),
         "submitted "
         + (format_duration(now - job.submit_time) + " ago" if job.submit_time else "-")

@@ -14,6 +14,13 @@ A rank that shares its card (``spec.share``, :func:`share_variables`) has ``CUDA
 ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (``0=<N>M``: its ``--gpu-mem`` budget in MiB, rounded down, for
 device 0, the only one it sees) and ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` of the
 control daemon the agent runs for that card and user (``agent/mps.py``).
+A rank of a job of groups (``LaunchSpec.group``, docs/group-lifecycle.md) also gets ``LABGANG_GROUP`` (its
+group's name), ``LABGANG_GROUP_RANK`` and ``LABGANG_GROUP_SIZE`` (its index in, and the size of, its
+group), ``LABGANG_GROUPS`` (every group's name in group order, comma-separated) and
+``LABGANG_GROUP_<NAME>_ADDR`` for every group (the host of that group's rank 0; ``<NAME>`` upper
+case, ``-`` as ``_``); ``RANK``/``WORLD_SIZE`` are then global over all groups in group order and
+``MASTER_ADDR``/``MASTER_PORT`` those of global rank 0, and Slurm's heterogeneous-job variables
+(``SLURM_HET_*``) come with ``slurm_env``.
 
 torchrun without flags: each rank is one torchrun *node* driving the rank's GPUs, so torchrun's
 environment defaults (``PET_<OPTION>``, read for every option it is not given) are set too:
@@ -123,6 +130,7 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
         "PET_RDZV_ID": spec.job_id,
         **(spec.slurm_env or {}),
         **(spec.array_env or {}),
+        **(spec.group.variables() if spec.group is not None else {}),
     }
 
 

@@ -29,6 +29,97 @@ SLURM_ENV_PREFIX = "SLURM_"
 PICK_PORT = 0
 """``master_port`` on the wire for "not chosen yet": rank 0's agent picks a free port at launch."""
 
+GROUP_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+"""A group name of a job of groups (``launcher``, ``workers``, ``g0``): a letter, then at most 63
+letters, digits, ``_`` or ``-``; it names the ``LABGANG_GROUP_<NAME>_ADDR`` variable."""
+
+
+def group_env_name(name: str) -> str:
+    """The ``<NAME>`` part of ``LABGANG_GROUP_<NAME>_ADDR`` for group ``name``: upper case,
+    ``-`` as ``_`` (``data-loader`` -> ``DATA_LOADER``)."""
+    return name.upper().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class LaunchGroup:
+    """The group of a job of groups one rank belongs to (issue 27; ``docs/group-lifecycle.md``).
+
+    Attributes:
+        name: the rank's group (``LABGANG_GROUP``), matching :data:`GROUP_NAME_RE`.
+        rank: the rank's index within its group, ``0 <= rank < size`` (``LABGANG_GROUP_RANK``).
+        size: how many ranks the group has (``LABGANG_GROUP_SIZE``), ``>= 1``.
+        addrs: every group of the job, in group order, with the host of its rank 0 (a name or
+            address, no spaces): ``LABGANG_GROUP_<NAME>_ADDR`` each, and ``LABGANG_GROUPS`` the
+            names comma-separated. Holds ``name``; no two names share an :func:`group_env_name`.
+
+    Raises:
+        InvalidSpec: on construction, naming the first malformed field (``group.<field>``).
+    """
+
+    name: str
+    rank: int
+    size: int
+    addrs: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.addrs, Mapping):
+            object.__setattr__(self, "addrs", tuple(self.addrs.items()))
+        elif isinstance(self.addrs, (list, tuple)):
+            object.__setattr__(self, "addrs", tuple(tuple(pair) for pair in self.addrs))
+        allowed = "a letter, then up to 63 letters, digits, _ or -"
+        if not isinstance(self.name, str) or not GROUP_NAME_RE.match(self.name):
+            raise InvalidSpec("group.name", f"{self.name!r} is not a group name", allowed)
+        if not _is_int(self.size) or self.size < 1:
+            raise InvalidSpec("group.size", f"{self.size!r} is not a positive integer", "integer >= 1")
+        if not _is_int(self.rank) or not 0 <= self.rank < self.size:
+            raise InvalidSpec("group.rank", f"{self.rank!r} is out of range", f"0..{self.size - 1}")
+        seen: set[str] = set()
+        for pair in self.addrs:
+            if len(pair) != 2:
+                raise InvalidSpec("group.addrs", f"{pair!r} is not a (group, host) pair", "group name -> host")
+            group, host = pair
+            if not isinstance(group, str) or not GROUP_NAME_RE.match(group):
+                raise InvalidSpec("group.addrs", f"{group!r} is not a group name", allowed)
+            if group_env_name(group) in seen:
+                raise InvalidSpec(
+                    "group.addrs", f"{group!r} repeats a group's variable name", "group names distinct after - -> _"
+                )
+            seen.add(group_env_name(group))
+            if not isinstance(host, str) or not host or any(c.isspace() for c in host):
+                raise InvalidSpec(
+                    "group.addrs", f"{host!r} of group {group} is not a host", "non-empty host name or IP address"
+                )
+        if self.name not in dict(self.addrs):
+            raise InvalidSpec("group.addrs", f"does not name the rank's group {self.name}", "every group of the job")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"name", "rank", "size", "addrs": {group: host, ...}}`` (group order kept)."""
+        return {"name": self.name, "rank": self.rank, "size": self.size, "addrs": dict(self.addrs)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> LaunchGroup:
+        """Read back :meth:`to_dict` output.
+
+        Raises:
+            InvalidSpec: not an object of exactly those four fields, or a malformed value.
+        """
+        fields = ("name", "rank", "size", "addrs")
+        if not isinstance(data, Mapping) or set(data) != set(fields):
+            raise InvalidSpec("group", f"{data!r} is not a rank's group", "an object of " + ", ".join(fields))
+        if not isinstance(data["addrs"], Mapping):
+            raise InvalidSpec("group.addrs", f"{data['addrs']!r} is not an object", "group name -> host")
+        return cls(name=data["name"], rank=data["rank"], size=data["size"], addrs=tuple(data["addrs"].items()))
+
+    def variables(self) -> dict[str, str]:
+        """The ``LABGANG_GROUP*`` variables of the rank (``environment.py``'s contract)."""
+        return {
+            "LABGANG_GROUP": self.name,
+            "LABGANG_GROUP_RANK": str(self.rank),
+            "LABGANG_GROUP_SIZE": str(self.size),
+            "LABGANG_GROUPS": ",".join(group for group, _ in self.addrs),
+            **{f"LABGANG_GROUP_{group_env_name(group)}_ADDR": host for group, host in self.addrs},
+        }
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -164,6 +255,9 @@ class LaunchSpec:
         share: the part of one card this rank shares (:class:`ShareGrant`); ``devices`` is then
             that one card's ``GPU-…`` UUID (never a MIG device). ``None`` = the rank has its devices
             to itself. Serialised only when set.
+        group: for a rank of a job of groups, its group (:class:`LaunchGroup`: name, rank and size
+            in the group, every group's rank-0 host); ``rank``/``world_size`` are then global over
+            all groups in group order. ``None`` = a job of one shape. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -199,6 +293,7 @@ class LaunchSpec:
     cpu_limit: int | None = None
     memory_limit: int | None = None
     share: ShareGrant | None = None
+    group: LaunchGroup | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -210,6 +305,8 @@ class LaunchSpec:
             object.__setattr__(self, "array_env", dict(self.array_env))
         if isinstance(self.slurm_env, Mapping):
             object.__setattr__(self, "slurm_env", dict(self.slurm_env))
+        if isinstance(self.group, Mapping):
+            object.__setattr__(self, "group", LaunchGroup.from_dict(self.group))
         self._validate()
 
     def _validate(self) -> None:
@@ -312,6 +409,11 @@ class LaunchSpec:
                 f"{self.slurm_env!r} is not a map of Slurm variables",
                 f"names starting with {SLURM_ENV_PREFIX} to strings, or null",
             )
+        if self.group is not None:
+            if not isinstance(self.group, LaunchGroup):
+                raise InvalidSpec("group", f"{self.group!r} is not a rank's group", "name, rank, size, addrs, or null")
+            if self.group.size > self.world_size:
+                raise InvalidSpec("group.size", f"{self.group.size} exceeds world_size", f"1..{self.world_size}")
         for name in ("output_path", "error_path"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
@@ -383,6 +485,7 @@ class LaunchSpec:
             **({"cpu_limit": self.cpu_limit} if self.cpu_limit is not None else {}),
             **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),
             **({"share": self.share.to_dict()} if self.share is not None else {}),
+            **({"group": self.group.to_dict()} if self.group is not None else {}),
         }
 
     @classmethod

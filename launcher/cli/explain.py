@@ -178,12 +178,16 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     """Sentences on why a job waits, runs or was preempted, with its queue's share."""
     jid, state = job["id"], job.get("state", "?")
     q = next((x for x in queues if x["name"] == job.get("queue")), None)
-    devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
+    groups = job.get("groups") or []
     resource = job.get("resource", "gpu")
-    out = [
-        f"job {jid} ({job.get('workers')} x {job.get('gpus_per_worker')} {resource}) "
-        f"in queue {job.get('queue')} {state_phrase(state)}."
-    ]
+    if groups:  # a job of groups (docs/job-groups.md): its devices are its groups' together
+        devices = sum(int(g.get("workers", 1)) * int(g.get("gpus_per_worker", 1)) for g in groups)
+        shape = " + ".join(f"{g.get('name')} {g.get('workers')} x {g.get('gpus_per_worker')}" for g in groups)
+        what = f"groups {shape} {resource}, admitted all or nothing"
+    else:
+        devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
+        what = f"{job.get('workers')} x {job.get('gpus_per_worker')} {resource}"
+    out = [f"job {jid} ({what}) in queue {job.get('queue')} {state_phrase(state)}."]
     reason = job.get("reason") or {}
     if state == "pending" and reason.get("message"):
         message = str(reason["message"])

@@ -141,6 +141,28 @@ def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
     return render_table(headers, rows)
 
 
+def lifecycle_policy_text(policy: Mapping[str, Any] | None) -> str | None:
+    """``show``'s Policies line from a JobView's ``lifecycle_policy``: ``"success group:launcher;
+    failure restart (1 of 3 restarts used); startup order launcher,workers"``; None for a plain
+    gang's (``all``, ``fail``, no order) or a view without it."""
+    if not policy:
+        return None
+    parts = []
+    if policy.get("success", "all") != "all":
+        parts.append(f"success {policy['success']}")
+    if policy.get("failure", "fail") != "fail":
+        used, most = policy.get("restarts_used", 0), policy.get("max_restarts", 0)
+        parts.append(f"failure {policy['failure']} ({used} of {most} restarts used)")
+    if policy.get("startup_order"):
+        parts.append("startup order " + ",".join(policy["startup_order"]))
+    return "; ".join(parts) or None
+
+
+def _group_cell(group_of: list[str], rank: object) -> str:
+    """The GROUP cell of a rank of a job of groups (``-`` for a rank number out of range)."""
+    return group_of[rank] if isinstance(rank, int) and 0 <= rank < len(group_of) else "-"
+
+
 def job_detail(job: Mapping[str, Any], now: float) -> str:
     """The ``labgang show`` text: the job's fields, its ranks, and its history with reasons.
 
@@ -165,7 +187,16 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("Exit status", exit_status_text(job.get("exit_status"), signal_name=True)),
         ("Restarts", job.get("restart_count", 0)),
     ]
-    if "argv" in job:
+    groups = job.get("groups") or []
+    for g in groups:  # a job of groups (docs/job-groups.md): one line per group, in rank order
+        first, count = int(g.get("first_rank", 0)), int(g.get("workers", 0))
+        ranks_text = f"rank {first}" if count == 1 else f"ranks {first}-{first + count - 1}"
+        argv = g.get("argv")
+        command = "(hidden: private_data)" if argv is None else command_line(argv)
+        fields.append((f"Group {g.get('name')}", f"{count}x{g.get('gpus_per_worker')} {ranks_text}: {command}"))
+    if job.get("colocate"):
+        fields.append(("Colocated", "; ".join(",".join(c) for c in job["colocate"])))
+    if "argv" in job and not groups:
         fields.append(("Command", "(hidden: private_data)" if job["argv"] is None else command_line(job["argv"])))
     if job.get("cwd"):
         fields.append(("Directory", job["cwd"]))
@@ -174,6 +205,8 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             fields.append((label, job[key]))
     if job.get("dependency"):
         fields.append(("Dependency", job["dependency"]))
+    if policies := lifecycle_policy_text(job.get("lifecycle_policy")):
+        fields.append(("Policies", policies))
     if reason:
         fields.append(("Reason", f"{reason.get('code')}: {reason.get('message')}"))
     for r in job.get("ranks") or []:
@@ -183,13 +216,15 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
     out = [f"{(k + ':').ljust(label_width)} {printable(str(v))}" for k, v in fields]
     ranks = job.get("ranks") or []
     if ranks:
+        group_of = [str(g.get("name")) for g in groups for _ in range(int(g.get("workers", 0)))]
         out += [
             "",
             render_table(
-                ("RANK", "NODE", "STATE", "PID", "EXIT", "DEVICES"),
+                ("RANK", *(("GROUP",) if groups else ()), "NODE", "STATE", "PID", "EXIT", "DEVICES"),
                 [
                     (
                         r.get("rank"),
+                        *((_group_cell(group_of, r.get("rank")),) if groups else ()),
                         r.get("node") or "-",
                         str(r.get("state") or "-").upper(),
                         r.get("pid") if r.get("pid") is not None else "-",

@@ -78,6 +78,12 @@ def build_submission(
     mem: str | None = None,
     mem_per_gpu: str | None = None,
     exclusive: bool = False,
+    success_policy: str | None = None,
+    failure_policy: str | None = None,
+    max_restarts: int | None = None,
+    startup_order: str | None = None,
+    job_file: str | None = None,
+    colocate: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -112,11 +118,61 @@ def build_submission(
         pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
         cpus_per_task: host CPUs per rank (``-c``); mem, mem_per_gpu: ``--mem`` (per node) and
             ``--mem-per-gpu`` sizes as given (``agent/mem_size.py``); exclusive: whole nodes.
+        success_policy, failure_policy, max_restarts: the lifecycle policies as given (``all``,
+            ``any``, ``group:NAME``; ``fail``, ``restart``; 0..1000), checked by the coordinator
+            against the job's groups (``launcher/lifecycle/group_policy.py``).
+        startup_order: ``--startup-order``, group names separated by commas.
+        job_file: ``-f job.toml``, a job of groups from a file; colocate: ``--colocate g0,g1``.
+            ``argv`` with ``:`` between groups (``CMD : -n 4 -g 2 -- CMD2``) is a job of groups
+            too (:mod:`labgang.launcher.cli.job_groups`, docs/job-groups.md).
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
     """
     argv = list(argv)
+    groups: list[dict[str, Any]] | None = None
+    together: list[list[str]] = []
+    file_policies: dict[str, Any] = {}
+    if job_file is not None or ":" in argv or colocate is not None:
+        from labgang.launcher.cli import job_groups  # only for a job of groups
+
+        shape = {
+            "workers": workers,
+            "gpus_per_worker": gpus_per_worker,
+            "mig": mig,
+            "nodes": nodes,
+            "gpu_model": gpu_model,
+            "topology": topology,
+            "min_workers": min_workers,
+            "cpus_per_task": cpus_per_task,
+            "mem": mem,
+            "mem_per_gpu": mem_per_gpu,
+        }
+        if job_file is not None:
+            if argv or workers != 1 or any(v is not None for k, v in shape.items() if k != "workers"):
+                raise SubmissionError(
+                    "-f: the job file gives every group's shape and command; leave -n, -g, --mig, -N, "
+                    "--gpu-model, --topology, --min-workers, -c, --mem, --mem-per-gpu and CMD off the command line"
+                )
+            groups, together = job_groups.groups_from_file(job_file)
+            file_policies = job_groups.policies_from_file(job_file)  # the flags, given too, win
+        else:
+            groups = job_groups.groups_from_argv(shape, argv)
+        if colocate is not None:
+            if groups is None:
+                raise SubmissionError(
+                    "--colocate: names groups of a job of groups; give them with CMD : OPTIONS -- CMD or -f job.toml"
+                )
+            together = together + job_groups.colocate_sets(colocate)
+        if groups is not None and exclusive:
+            raise SubmissionError("--exclusive: not supported for a job of groups yet; leave it out")
+    if groups is None and gpus_per_worker == 0:
+        raise SubmissionError(
+            "-g/--gpus-per-worker: 0 is only for one group of a job of groups (CMD : OPTIONS -- CMD); "
+            "allowed: 1 or more"
+        )
+    if groups is not None:
+        argv = groups[0]["argv"]
     if not argv:
         raise SubmissionError("missing CMD: give the command to run after --")
     if mig is not None and gpus_per_worker is not None:
@@ -208,7 +264,38 @@ def build_submission(
     if stdin_stream:
         body["stdin_stream"] = True
     body.update(host)
+    if groups is not None:
+        for key in ("workers", "gpus_per_worker", "mig", "argv", "nodes", "gpu_model", "topology", "min_workers"):
+            body.pop(key, None)
+        for key in host:
+            body.pop(key, None)
+        body["groups"] = groups
+        if together:
+            body["colocate"] = together
+    body.update(file_policies)
+    body.update(_lifecycle_policies(success_policy, failure_policy, max_restarts, startup_order))
     return body
+
+
+def _lifecycle_policies(
+    success_policy: str | None, failure_policy: str | None, max_restarts: int | None, startup_order: str | None
+) -> dict[str, Any]:
+    """The body's ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order``
+    (only those given; docs/group-lifecycle.md).
+
+    Raises:
+        SubmissionError: ``--startup-order`` with an empty group name.
+    """
+    given = {"success_policy": success_policy, "failure_policy": failure_policy, "max_restarts": max_restarts}
+    out: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    if startup_order is not None:
+        from labgang.launcher.lifecycle.group_policy import BadGroupPolicy, parse_startup_order
+
+        try:
+            out["startup_order"] = list(parse_startup_order(startup_order))
+        except BadGroupPolicy as exc:
+            raise SubmissionError(str(exc).replace("startup_order:", "--startup-order:", 1)) from None
+    return out
 
 
 def _host_request(

@@ -66,6 +66,23 @@ def _model_choice(name: str) -> Callable[[str], str]:
     return convert
 
 
+def _failure_policy(text: str) -> str:
+    from labgang.launcher.lifecycle.group_policy import FAILURE_POLICIES
+
+    if text not in FAILURE_POLICIES:
+        raise ValueError(text)
+    return text
+
+
+def _max_restarts(text: str) -> int:
+    from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT
+
+    value = int(text)
+    if not 0 <= value <= MAX_RESTARTS_LIMIT:
+        raise ValueError(text)
+    return value
+
+
 def _duration(text: str) -> float:
     from labgang.launcher.cli.format import parse_duration
 
@@ -140,9 +157,9 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-n": ("workers", _positive),
         "--workers": ("workers", _positive),
         "--ntasks": ("workers", _positive),
-        "-g": ("gpus_per_worker", _positive),
-        "--gpus-per-worker": ("gpus_per_worker", _positive),
-        "--gpus-per-task": ("gpus_per_worker", _positive),
+        "-g": ("gpus_per_worker", _non_negative),
+        "--gpus-per-worker": ("gpus_per_worker", _non_negative),
+        "--gpus-per-task": ("gpus_per_worker", _non_negative),
         "--mig": ("mig", str),
         "-q": ("queue", str),
         "--queue": ("queue", str),
@@ -183,6 +200,13 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "--hold": ("hold", None),
         "--mail-type": ("mail_type", str),
         "--mail-user": ("mail_user", str),
+        "--success-policy": ("success_policy", str),
+        "--failure-policy": ("failure_policy", _failure_policy),
+        "--max-restarts": ("max_restarts", _max_restarts),
+        "--startup-order": ("startup_order", str),
+        "-f": ("job_file", str),
+        "--file": ("job_file", str),
+        "--colocate": ("colocate", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }

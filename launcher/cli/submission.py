@@ -37,6 +37,7 @@ from labgang.launcher.cli.plumbing import (
     stdout_bytes,
     talks_to_coordinator,
 )
+from labgang.launcher.lifecycle.group_policy import FAILURE_POLICIES, MAX_RESTARTS_LIMIT
 from labgang.launcher.model import CPU_BIND, TOPOLOGY_LEVELS
 
 # The environment rules and the body itself live in job_request.py, without click, so that the
@@ -84,9 +85,9 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "-g",
             "--gpus-per-worker",
             "--gpus-per-task",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=0),
             default=None,
-            help="Full GPUs per rank (default 1).",
+            help="Full GPUs per rank (default 1; 0 only for a group of a job of groups, such as an MPI launcher).",
         ),
         click.option(
             "--mig",
@@ -269,12 +270,55 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "afterany, after (started), singleton; ',' = all of, '?' = any of (docs/dependencies.md).",
         ),
         click.option(
+            "--success-policy",
+            default=None,
+            metavar="POLICY",
+            help="When a job of groups has succeeded: all (default: every rank exited 0), any (every rank of "
+            "some group), group:NAME (every rank of group NAME, e.g. an MPI launcher); the ranks still "
+            "running are then stopped with their grace and the job is COMPLETED (docs/group-lifecycle.md).",
+        ),
+        click.option(
+            "--failure-policy",
+            type=click.Choice(FAILURE_POLICIES),
+            default=None,
+            help="A rank exiting non-zero: fail (default) the job, or restart it whole (every rank stopped "
+            "and started again), at most --max-restarts times.",
+        ),
+        click.option(
+            "--max-restarts",
+            type=click.IntRange(min=0, max=MAX_RESTARTS_LIMIT),
+            default=None,
+            help="How many times --failure-policy restart starts the job again (default 0).",
+        ),
+        click.option(
+            "--startup-order",
+            default=None,
+            metavar="GROUPS",
+            help="Launch the groups in this order, beginning with the first group: a group's ranks start "
+            "only once every rank of the groups before it started (e.g. launcher,workers); still one admission.",
+        ),
+        click.option(
             "--error-on-unknown-sbatch",
             is_flag=True,
             help="With a batch script: refuse it when an #SBATCH line has an option labgang lacks "
             "(default: one warning line naming it, and it is ignored).",
         ),
-        click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]..."),
+        click.option(
+            "-f",
+            "--file",
+            "job_file",
+            default=None,
+            metavar="JOB.TOML",
+            help="A job of groups from a file: one [[group]] table per group (name, ranks, command, env, "
+            "resources; docs/job-groups.md). Then no CMD and no -n/-g on the command line.",
+        ),
+        click.option(
+            "--colocate",
+            default=None,
+            metavar="G0,G1",
+            help="Put these groups of a job of groups on one node (';' between several sets).",
+        ),
+        click.argument("argv", nargs=-1, required=False, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -288,6 +332,11 @@ def build_submission(**flags: Any) -> dict[str, Any]:
         click.UsageError: conflicting or malformed flags (the message names the flag).
     """
     flags.pop("error_on_unknown_sbatch", None)  # read with the script (ScriptCommand)
+    ctx = click.get_current_context(silent=True)
+    if not flags.get("argv") and flags.get("job_file") is None and ctx is not None:
+        # CMD is optional only with -f: without it, click's own "missing argument" line
+        param = next(p for p in ctx.command.params if p.name == "argv")
+        raise click.MissingParameter(ctx=ctx, param=param)
     try:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
@@ -349,6 +398,10 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
     #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
     the command line wins (docs/slurm.md).
+
+    A job of groups (docs/job-groups.md): ':' between groups, each with its own -n/-g/... and
+    command, all admitted together (labgang submit -n 1 -g 0 -- mpirun.sh : -n 4 -g 2 -- python
+    worker.py), or -f job.toml.
 
     Example: labgang submit -n 4 -g 2 -q vision -- python train.py --epochs 3
     """

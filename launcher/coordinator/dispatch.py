@@ -13,7 +13,7 @@ the clock, the cluster configuration and the few calls of the coordinator's shel
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from labgang.agent.inventory import NodeInventory
@@ -21,12 +21,14 @@ from labgang.agent.supervisor.errors import InvalidSpec
 from labgang.agent.supervisor.spec import LaunchSpec
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
-from labgang.launcher.coordinator.slurm_env import slurm_environment
+from labgang.launcher.coordinator.group_ranks import group_placement
+from labgang.launcher.coordinator.slurm_env import het_environment, slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
+from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.events import Event, LaunchFailed, LaunchSent
-from labgang.launcher.lifecycle.records import JobRecord, parse_warning
-from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
+from labgang.launcher.lifecycle.rules import job_nodes, launchable
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
 
@@ -37,7 +39,11 @@ log = logging.getLogger("labgang.coordinator.dispatch")
 
 
 def launch_specs(
-    job: JobRecord, node: str, inventory: NodeInventory | None = None, max_signal_lead_s: float | None = None
+    job: JobRecord,
+    node: str,
+    inventory: NodeInventory | None = None,
+    max_signal_lead_s: float | None = None,
+    addresses: Mapping[str, str] | None = None,
 ) -> list[LaunchSpec]:
     """The typed launch contract for the job's ranks on ``node`` (torchrun's variables), as the
     agent parses it back (``LaunchSpec.to_dict``/``from_dict`` on the wire).
@@ -50,6 +56,12 @@ def launch_specs(
     the agent of rank 0's node to pick a free port, or reuse the one its ranks of the run
     already have, and to report it in its reply. The warning lead is at most
     ``max_signal_lead_s`` (the cluster's bound; None = as submitted).
+
+    A job of groups (``launcher/jobgroups.py``): each rank runs its group's command, with the job's
+    environment and its group's on top, and gets its ``group`` (name, rank and size in the group,
+    every group's rank-0 host: ``addresses[node]``, else the node's name) and Slurm's het-job
+    variables. With ``--startup-order`` only the ranks whose group's turn has come are included
+    (:func:`~labgang.launcher.lifecycle.rules.launchable`); ``[]`` when none is on ``node``.
 
     Raises:
         InvalidSpec: a field the job record holds is not a valid launch (named by the error).
@@ -68,6 +80,14 @@ def launch_specs(
         if task is None
         else task_environment(task.array_id, task.index, task.count, task.low, task.high, task.step)
     )  # LABGANG_ARRAY_* and SLURM_ARRAY_*, docs/arrays.md
+    groups = job.spec.groups
+    placed = group_placement(job, addresses) if groups else None
+
+    def group_of(rank: int) -> GroupSpec:
+        assert placed is not None
+        return groups[placed.index(rank)]
+
+    ready = launchable(job)
     return [
         LaunchSpec(
             job_id=job.run_id,
@@ -79,8 +99,8 @@ def launch_specs(
             master_addr=job.status.master_addr or "127.0.0.1",
             master_port=job.status.master_port,  # None: rank 0's agent picks a free port
             devices=tuple(r.devices),
-            argv=tuple(job.spec.argv),
-            env=env,
+            argv=tuple(group_of(r.rank).argv or job.spec.argv) if placed else tuple(job.spec.argv),
+            env=env | group_of(r.rank).env if placed else env,
             cwd=job.spec.cwd,
             uid=job.spec.uid,
             gid=job.spec.gid,
@@ -91,14 +111,16 @@ def launch_specs(
             user_job_id=job.id,
             cpus=_cpus(job, inventory, r.devices),
             array_env=array_env,
-            slurm_env=slurm_environment(job, r.rank),
+            slurm_env=slurm_environment(job, r.rank) | (het_environment(job, placed, r.rank) if placed else {}),
             **_output_paths(job, node, r.rank),
             stdin=job.spec.stdin if r.rank == 0 else None,
             pty=r.rank == 0 and job.spec.pty,
             stdin_stream=r.rank == 0 and job.spec.stdin_stream and job.status.restart_count == 0,
-            **_host_limits(job, len(mine), len(r.devices)),
+            **_host_limits(job, len(mine), len(r.devices), group_of(r.rank) if placed else None),
+            group=placed.launch_group(r.rank) if placed else None,
         )
         for i, r in enumerate(mine)
+        if r.rank in ready
     ]
 
 
@@ -124,12 +146,15 @@ def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:
     return out
 
 
-def _host_limits(job: JobRecord, ranks_on_node: int, rank_devices: int) -> dict[str, Any]:
+def _host_limits(
+    job: JobRecord, ranks_on_node: int, rank_devices: int, group: GroupSpec | None = None
+) -> dict[str, Any]:
     """``cpu_limit``/``memory_limit`` of one rank (``-c``; ``--mem`` split over the node's ranks, or
-    ``--mem-per-gpu`` × its devices; ``agent/confine/hostlimits.py``); {} when the job asked for neither."""
+    ``--mem-per-gpu`` × its devices; ``agent/confine/hostlimits.py``); {} when the job asked for neither.
+    A rank of a job of groups: its ``group``'s requests."""
     from labgang.agent.confine.hostlimits import rank_limits
 
-    spec = job.spec
+    spec: JobSpec | GroupSpec = job.spec if group is None else group
     limits = rank_limits(
         cpus_per_task=spec.cpus_per_task or None,
         mem_per_node_bytes=spec.mem or None,
@@ -217,7 +242,8 @@ class Dispatcher:
             self._dispatching.discard(run_id)
 
     async def _dispatch(self, job: JobRecord, run_id: str) -> None:
-        nodes = job_nodes(job)
+        ready = launchable(job)  # --startup-order: the first group's nodes now, the others as it starts
+        nodes = [n for n in job_nodes(job) if any(r.node == n and r.rank in ready for r in job.ranks.values())]
         if job.status.master_port is None:
             node0 = job.ranks[0].node
             conn = self._agents.get(node0)
@@ -240,9 +266,10 @@ class Dispatcher:
         before = job.status.state
         self._shell.apply(LaunchSent(self._clock(), node, run_id, master_addr))
         conn = self._agents.get(node)
+        addresses = {n: c.address for n in job_nodes(job) if (c := self._agents.get(n)) is not None and c.address}
         try:
             specs = launch_specs(
-                job, node, conn.inventory if conn is not None else None, self._config.max_signal_lead_s
+                job, node, conn.inventory if conn is not None else None, self._config.max_signal_lead_s, addresses
             )
         except InvalidSpec as exc:
             log.warning("job %s: no launch on %s: %s", job.id, node, exc)
@@ -250,6 +277,8 @@ class Dispatcher:
             await self._shell.flush()
             self._kick_if_changed(job, run_id, before)
             return
+        if not specs:
+            return  # --startup-order: no rank of this node's groups may start yet
         try:
             statuses = await self._agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
         except AgentCallError as exc:

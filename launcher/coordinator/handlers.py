@@ -94,6 +94,8 @@ def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, A
         view["argv"] = None
         view["cwd"] = None
         view["output"] = view["error"] = None
+        for group in view.get("groups") or ():  # a job of groups: each group's command too
+            group["argv"] = None
     for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
         value = view.get(key)
         if isinstance(value, float) and not math.isfinite(value):

@@ -16,7 +16,9 @@ from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
+from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, default_group_name
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
+from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
@@ -53,6 +55,27 @@ MAX_HOST_MEMORY = 1 << 60
 """The most bytes ``mem``/``mem_per_gpu`` may give (1 EiB)."""
 
 
+class GroupBody(BaseModel):
+    """One group of a job of groups in a submission body (docs/openapi.json, ``SubmitGroup``;
+    docs/job-groups.md): its ranks' shape, command and extra environment."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: Text | None = None
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    gpus_per_worker: int | None = Field(default=None, ge=0, le=MAX_GPUS_PER_WORKER)
+    mig: str | None = None
+    nodes: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    gpu_model: Text | None = None
+    topology: str | None = None
+    min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    cpus_per_task: int = Field(default=0, ge=0, le=MAX_CPUS_PER_TASK)
+    mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    argv: list[Text] = Field(min_length=1)
+    env: dict[Text, Text] = Field(default_factory=dict)
+
+
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
@@ -87,10 +110,16 @@ class SubmitBody(BaseModel):
     begin_time: float | None = Field(default=None, ge=0)
     output: Text | None = Field(default=None, max_length=4096)
     error: Text | None = Field(default=None, max_length=4096)
-    argv: list[Text] = Field(min_length=1)
+    argv: list[Text] | None = Field(default=None, min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
     cwd: Text | None = None
     array: str | None = None
+    success_policy: str = "all"
+    failure_policy: str = "fail"
+    max_restarts: int = Field(default=0, ge=0, le=MAX_RESTARTS_LIMIT)
+    startup_order: list[Text] = Field(default_factory=list, max_length=64)
+    groups: list[GroupBody] | None = Field(default=None, min_length=2, max_length=MAX_GROUPS)
+    colocate: list[list[Text]] | None = None
 
 
 @dataclass(frozen=True)
@@ -194,8 +223,10 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)  # 31536000, not 3.1536e+07
         return f"must be {op} {bound:g}{unit}" if isinstance(bound, float) else f"must be {op} {bound}{unit}"
-    if kind == "too_short" and top == "argv":
+    if kind == "too_short" and field is not None and field.split(".")[-1] == "argv":
         return "must name a command (at least one word)"
+    if kind in ("too_short", "too_long") and field == "groups":
+        return f"must list 2 to {MAX_GROUPS} groups (one group: leave groups out and give the shape at the job)"
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
     if kind == "finite_number":
@@ -216,7 +247,8 @@ def _first_error(exc: ValidationError) -> BadRequest:
         return BadRequest(f"env: a variable name {_constraint(err, 'env')}", field="env")
     field = ".".join(loc) or None
     if err["type"] == "extra_forbidden":
-        return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(SubmitBody.model_fields))
+        model = GroupBody if loc and loc[0] == "groups" and len(loc) == 3 else SubmitBody
+        return BadRequest(f"unknown field {field!r}", field=field, allowed=sorted(model.model_fields))
     if err["type"] == "missing":
         return BadRequest(f"field {field!r} is required", field=field)
     return BadRequest(f"{field}: {_constraint(err, field)}", field=field)
@@ -236,7 +268,15 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     except ValidationError as exc:
         raise _first_error(exc) from None
 
-    if not req.argv[0]:  # execve would fail at launch; later words may be empty ("cmd ''")
+    shape: tuple[GroupSpec, ...] = ()
+    if req.groups is not None:
+        shape = _group_shapes(req, config)
+    elif req.colocate is not None:
+        raise BadRequest("colocate: names groups of a job of groups; give groups too", field="colocate")
+    if req.argv is None:
+        if req.groups is None:
+            raise BadRequest("field 'argv' is required", field="argv")
+    elif not req.argv[0]:  # execve would fail at launch; later words may be empty ("cmd ''")
         raise BadRequest("argv: the command (argv[0]) is an empty string; it must name a program", field="argv.0")
     if req.queue is not None and not req.queue.strip():
         raise BadRequest("queue: must not be empty", field="queue", allowed=[q.name for q in config.queues])
@@ -373,8 +413,12 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     for key in req.env:
         if not key or "=" in key or "\0" in key:
             raise BadRequest(f"environment variable name {key!r} is invalid", field="env")
-    return JobSpec(
-        name=req.name or _default_name(req.argv),
+    if req.groups is not None:
+        grouped = _spec_of_groups(req, shape, caller, queue_name, priority, dependency, mail_type, cwd, config)
+        _check_group_policy(grouped)
+        return grouped
+    spec = JobSpec(
+        name=req.name or _default_name(req.argv or []),
         user=caller.user,
         uid=caller.uid if caller.uid is not None else -1,
         gid=caller.gid,
@@ -385,7 +429,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         resource=resource,
         gpu_model=req.gpu_model or None,
         nodes=req.nodes,
-        argv=list(req.argv),
+        argv=list(req.argv or []),
         env=dict(req.env),
         cwd=cwd,
         grace_s=req.grace_s if req.grace_s is not None else config.default_grace_s,
@@ -408,7 +452,25 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
         exclusive=req.exclusive,
+        success_policy=req.success_policy,
+        failure_policy=req.failure_policy,
+        max_restarts=req.max_restarts,
+        startup_order=tuple(req.startup_order),
     )
+    _check_group_policy(spec)
+    return spec
+
+
+def _check_group_policy(spec: JobSpec) -> None:
+    """Refuse lifecycle policies the job's groups cannot honour (``lifecycle/group_policy.py``).
+
+    Raises:
+        BadRequest: naming the field (``success_policy``...) and its allowed values.
+    """
+    try:
+        check_policy(spec.group_policy, [g.name for g in spec.group_specs()])
+    except BadGroupPolicy as exc:
+        raise BadRequest(str(exc), field=exc.field) from None
 
 
 def requested_array(body: Any, config: ClusterConfig) -> ArraySpec | None:
@@ -442,7 +504,9 @@ def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
         raise BadRequest(
             f"name: must be at most {limits.max_name_chars} characters (limits.max_name_chars)", field="name"
         )
-    argv_bytes = sum(len(word.encode()) + 1 for word in req.argv)
+    argv_bytes = max(
+        sum(len(word.encode()) + 1 for word in argv) for argv in [req.argv or [], *(g.argv for g in req.groups or ())]
+    )
     if argv_bytes > limits.max_argv_bytes:
         raise BadRequest(
             f"argv: {argv_bytes} bytes; must be at most {limits.max_argv_bytes} bytes (limits.max_argv_bytes)",
@@ -456,6 +520,198 @@ def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
         )
     if req.cwd is not None and len(req.cwd.encode()) > limits.max_cwd_bytes:
         raise BadRequest(f"cwd: must be at most {limits.max_cwd_bytes} bytes (limits.max_cwd_bytes)", field="cwd")
+
+
+_JOB_SHAPE_FIELDS = (
+    "workers",
+    "gpus_per_worker",
+    "mig",
+    "nodes",
+    "gpu_model",
+    "topology",
+    "min_workers",
+    "cpus_per_task",
+    "mem",
+    "mem_per_gpu",
+    "exclusive",
+    "argv",
+)
+"""Fields a job of groups gives per group, never at the job."""
+
+
+def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ...]:
+    """The groups of a job of groups, checked (docs/job-groups.md).
+
+    Raises:
+        BadRequest: naming the field (``groups.1.gpus_per_worker``) and the values allowed.
+    """
+    assert req.groups is not None
+    at_job = [k for k in _JOB_SHAPE_FIELDS if k in req.model_fields_set]
+    if at_job:
+        raise BadRequest(
+            f"{at_job[0]}: a job of groups gives each group's shape and command in groups, not at the job",
+            field=at_job[0],
+        )
+    out: list[GroupSpec] = []
+    for i, g in enumerate(req.groups):
+        where = f"groups.{i}"
+        name = g.name if g.name is not None else default_group_name(i)
+        if not GROUP_NAME_RE.match(name):
+            raise BadRequest(
+                f"{where}.name: {name!r} is not a group name; allowed: a letter, then letters, digits or _ "
+                "(at most 32)",
+                field=f"{where}.name",
+            )
+        if not g.argv[0]:
+            raise BadRequest(f"{where}.argv: the command (argv[0]) is an empty string", field=f"{where}.argv.0")
+        if g.mig is not None:
+            if not MIG_PROFILE_RE.match(g.mig):
+                raise BadRequest(f"{where}.mig: {g.mig!r} is not a MIG profile such as '1g.10gb'", field=f"{where}.mig")
+            if g.gpus_per_worker not in (None, 1):
+                raise BadRequest(
+                    f"{where}.gpus_per_worker: with mig each rank gets one MIG device; must be 1 or unset",
+                    field=f"{where}.gpus_per_worker",
+                    allowed=[1],
+                )
+            resource, per_worker = mig_resource(g.mig), 1
+        else:
+            resource, per_worker = GPU, 1 if g.gpus_per_worker is None else g.gpus_per_worker
+        if g.nodes is not None and g.nodes > g.workers:
+            raise BadRequest(
+                f"{where}.nodes: {g.nodes} nodes for {g.workers} ranks; allowed: 1 to {g.workers}",
+                field=f"{where}.nodes",
+            )
+        if g.topology is not None and g.topology not in TOPOLOGY_LEVELS:
+            raise BadRequest(
+                f"{where}.topology: {g.topology!r} is not a level; allowed: {', '.join(TOPOLOGY_LEVELS)}",
+                field=f"{where}.topology",
+                allowed=list(TOPOLOGY_LEVELS),
+            )
+        if g.topology is not None and g.nodes not in (None, 1):
+            raise BadRequest(
+                f"{where}.nodes: topology keeps the group on one node; nodes must be 1 or unset",
+                field=f"{where}.nodes",
+                allowed=[1],
+            )
+        if g.min_workers is not None and g.min_workers != g.workers:
+            raise BadRequest(
+                f"{where}.min_workers: elastic groups are not supported yet; allowed: unset or {g.workers}",
+                field=f"{where}.min_workers",
+                allowed=[g.workers],
+            )
+        if g.mem and g.mem_per_gpu:
+            raise BadRequest(f"{where}.mem_per_gpu: give mem or mem_per_gpu, not both", field=f"{where}.mem_per_gpu")
+        if per_worker == 0 and (g.cpus_per_task or g.mem or g.mem_per_gpu):
+            raise BadRequest(
+                f"{where}.cpus_per_task: host CPUs and memory are counted through a rank's devices; a group "
+                "with gpus_per_worker 0 cannot ask for them yet",
+                field=f"{where}.cpus_per_task",
+            )
+        for key in g.env:
+            if not key or "=" in key:
+                raise BadRequest(f"{where}.env: variable name {key!r} is invalid", field=f"{where}.env")
+        out.append(
+            GroupSpec(
+                name=name,
+                workers=g.workers,
+                per_worker=per_worker,
+                resource=resource,
+                gpu_model=g.gpu_model or None,
+                nodes=g.nodes,
+                topology=g.topology,
+                cpus_per_task=g.cpus_per_task,
+                mem=g.mem,
+                mem_per_gpu=g.mem_per_gpu,
+                argv=tuple(g.argv),
+                env=dict(g.env),
+            )
+        )
+    names = [g.name for g in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BadRequest(f"groups: group name {twice[0]!r} is used twice; allowed: distinct names", field="groups")
+    kinds = sorted({g.resource for g in out if g.per_worker > 0})
+    if len(kinds) > 1:
+        raise BadRequest(f"groups: every group's devices must be of one kind; got {', '.join(kinds)}", field="groups")
+    if not kinds:
+        raise BadRequest(
+            "groups: no group asks for a device; allowed: at least one with gpus_per_worker >= 1 or mig", field="groups"
+        )
+    if sum(g.workers for g in out) > MAX_WORKERS:
+        raise BadRequest(
+            f"groups: {sum(g.workers for g in out)} ranks in all; must be at most {MAX_WORKERS}", field="groups"
+        )
+    for together in req.colocate or ():
+        unknown = [n for n in together if n not in names]
+        if unknown or len(set(together)) < 2:
+            raise BadRequest(
+                f"colocate: {','.join(together)} must name two or more of the job's groups; "
+                f"allowed: {', '.join(names)}",
+                field="colocate",
+                allowed=names,
+            )
+        for spec in out:
+            if spec.name in together and spec.nodes not in (None, 1):
+                raise BadRequest(
+                    f"colocate: group {spec.name} asks for {spec.nodes} nodes but colocated groups share one node",
+                    field="colocate",
+                )
+    return tuple(out)
+
+
+def _spec_of_groups(
+    req: SubmitBody,
+    groups: tuple[GroupSpec, ...],
+    caller: Caller,
+    queue_name: str,
+    priority: int,
+    dependency: str | None,
+    mail_type: tuple[str, ...],
+    cwd: str,
+    config: ClusterConfig,
+) -> JobSpec:
+    """The spec of a job of groups (``launcher/jobgroups.py``): ``workers`` = ranks over all
+    groups, the other shape fields and ``argv`` the first group's."""
+    first = groups[0]
+    return JobSpec(
+        name=req.name or _default_name(list(groups[-1].argv)),
+        user=caller.user,
+        uid=caller.uid if caller.uid is not None else -1,
+        gid=caller.gid,
+        queue=queue_name,
+        priority=priority,
+        workers=sum(g.workers for g in groups),
+        per_worker=first.per_worker,
+        resource=next(g.resource for g in groups if g.per_worker > 0),
+        gpu_model=first.gpu_model,
+        nodes=first.nodes,
+        argv=list(first.argv),
+        env=dict(req.env),
+        cwd=cwd,
+        grace_s=req.grace_s if req.grace_s is not None else config.default_grace_s,
+        time_limit_s=req.time_limit_s,
+        requeue=req.requeue,
+        signal=req.signal,
+        topology=first.topology,
+        cpu_bind=req.cpu_bind or CPU_BIND[0],
+        dependency=dependency,
+        begin_time=req.begin_time,
+        output=req.output,
+        error=req.error,
+        mail_type=mail_type,
+        mail_user=req.mail_user if mail_type else None,
+        stdin=req.stdin,
+        pty=req.pty,
+        cpus_per_task=first.cpus_per_task,
+        mem=first.mem,
+        mem_per_gpu=first.mem_per_gpu,
+        groups=groups,
+        colocate=tuple(tuple(c) for c in req.colocate or ()),
+        success_policy=req.success_policy,
+        failure_policy=req.failure_policy,
+        max_restarts=req.max_restarts,
+        startup_order=tuple(req.startup_order),
+    )
 
 
 def _default_name(argv: list[str]) -> str:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Container, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.coordinator.topology import node_from_inventory
@@ -296,5 +297,7 @@ def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | Non
 def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
     book = QuotaBook(coord.config.queue_specs(), {}, coord.config.cohort_specs())
     req = spec.request.floor()
+    if req.groups:  # a job of groups: its quota is the sum over its groups
+        req = replace(req, workers=1, per_worker=req.total, groups=(), colocate=())
     reason = quota_never_fits(book, spec.queue, req)
     return None if reason is None else (reason, quota_fault_field(book, spec.queue, req))

@@ -8,8 +8,13 @@ Pure: computed from the job record at dispatch (:mod:`labgang.launcher.coordinat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
+
+if TYPE_CHECKING:
+    from labgang.launcher.coordinator.group_ranks import GroupPlacement
 
 SLURM_VARIABLES = (
     "SLURM_JOB_ID",
@@ -105,3 +110,34 @@ def slurm_environment(job: JobRecord, rank: int) -> dict[str, str]:
         "SLURM_GPUS_ON_NODE": str(sum(len(r.devices) for r in on_node)),
         "SLURM_RESTART_COUNT": str(job.status.restart_count),
     }
+
+
+HET_VARIABLES = ("SLURM_HET_JOB_ID", "SLURM_HET_JOB_OFFSET", "SLURM_HET_SIZE")
+"""The heterogeneous-job variables every rank of a job of groups gets (:func:`het_environment`),
+besides the per-group ``SLURM_NTASKS_HET_GROUP_<i>``, ``SLURM_JOB_NODELIST_HET_GROUP_<i>`` and
+``SLURM_JOB_NUM_NODES_HET_GROUP_<i>``."""
+
+
+def het_environment(job: JobRecord, placed: GroupPlacement, rank: int) -> dict[str, str]:
+    """Slurm's heterogeneous-job variables of ``rank`` of a job of groups (docs/slurm.md): its
+    group is the het-job component of the same index.
+
+    ``SLURM_HET_JOB_ID`` is the job's number (labgang gives the components no ids of their own,
+    so ``SLURM_JOB_ID`` stays the job's too), ``SLURM_HET_JOB_OFFSET`` the rank's group index,
+    ``SLURM_HET_SIZE`` the number of groups; for every group ``i``, its rank count, node list and
+    node count as ``SLURM_NTASKS_HET_GROUP_<i>``, ``SLURM_JOB_NODELIST_HET_GROUP_<i>`` and
+    ``SLURM_JOB_NUM_NODES_HET_GROUP_<i>``. ``SLURM_PROCID`` stays global (srun over every component).
+
+    Raises:
+        IndexError: ``rank`` is not a rank of the attempt.
+    """
+    out = {
+        "SLURM_HET_JOB_ID": str(job.seq),
+        "SLURM_HET_JOB_OFFSET": str(placed.index(rank)),
+        "SLURM_HET_SIZE": str(len(placed.layout.names)),
+    }
+    for g, nodes in enumerate(placed.nodes):
+        out[f"SLURM_NTASKS_HET_GROUP_{g}"] = str(len(placed.layout.ranks_of(g)))
+        out[f"SLURM_JOB_NODELIST_HET_GROUP_{g}"] = ",".join(nodes)
+        out[f"SLURM_JOB_NUM_NODES_HET_GROUP_{g}"] = str(len(nodes))
+    return out

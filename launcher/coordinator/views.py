@@ -69,7 +69,44 @@ def queue_row(job: JobRecord) -> dict[str, Any]:
         "reason": None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""},
         "nodes": job_nodes(job),
         **_array_fields(job),
+        **_group_fields(job, brief=True),
     }
+
+
+def _group_fields(job: JobRecord, *, brief: bool = False) -> dict[str, Any]:
+    """``groups`` of a job of groups (docs/job-groups.md): each group's name, ranks, devices per
+    rank, resource and first global rank (``brief``: the table's shape only; else also its
+    command, extra environment names, placement constraints); nothing for a one-group job,
+    whose views are what they were before groups existed."""
+    if not job.spec.groups:
+        return {}
+    out = []
+    first = 0
+    for g in job.spec.groups:
+        row: dict[str, Any] = {
+            "name": g.name,
+            "workers": g.workers,
+            "gpus_per_worker": g.per_worker,
+            "resource": g.resource,
+        }
+        if not brief:
+            row.update(
+                first_rank=first,
+                gpu_model=g.gpu_model,
+                nodes=g.nodes,
+                topology=g.topology,
+                cpus_per_task=g.cpus_per_task,
+                mem=g.mem,
+                mem_per_gpu=g.mem_per_gpu,
+                argv=list(g.argv),
+                env=sorted(g.env),
+            )
+        out.append(row)
+        first += g.workers
+    fields: dict[str, Any] = {"groups": out}
+    if not brief:
+        fields["colocate"] = [list(c) for c in job.spec.colocate]
+    return fields
 
 
 def job_view(job: JobRecord) -> dict[str, Any]:
@@ -115,6 +152,13 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "mem_per_gpu": spec.mem_per_gpu,
         "exclusive": spec.exclusive,
         "numeric_id": job.seq,
+        "lifecycle_policy": {
+            "success": spec.success_policy,
+            "failure": spec.failure_policy,
+            "max_restarts": spec.max_restarts,
+            "restarts_used": st.failure_restarts,
+            "startup_order": list(spec.startup_order),
+        },
         "ranks": [
             {
                 "rank": r.rank,
@@ -128,6 +172,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         ],
         "history": [{"time": h.time, "event": h.event, "message": h.message} for h in job.history],
         **_array_fields(job),
+        **_group_fields(job),
     }
 
 
@@ -437,14 +482,22 @@ def history_view(
         "end_time": st.end_time,
         "wait_s": max(0.0, waited_until - st.submit_time),
         "elapsed_s": elapsed,
-        "gpu_hours": None if elapsed is None else (len(job.ranks) or spec.workers) * spec.per_worker * elapsed / 3600.0,
+        "gpu_hours": None if elapsed is None else _gang_devices(job) * elapsed / 3600.0,
         "exit_status": st.exit_status,
         "restart_count": st.restart_count,
         "attempts": st.attempt + 1,
         "reason": reason,
         **_array_fields(job),
+        **_group_fields(job, brief=True),
         **({} if attempts is None else _accounting(job, attempts, now, per_attempt)),
     }
+
+
+def _gang_devices(job: JobRecord) -> int:
+    """Devices the gang holds: its started ranks' (a job of groups: every group's), else as asked."""
+    if job.spec.groups:
+        return job.spec.request.total
+    return (len(job.ranks) or job.spec.workers) * job.spec.per_worker
 
 
 def _accounting(job: JobRecord, attempts: list[AttemptRecord], now: float, per_attempt: bool) -> dict[str, Any]:

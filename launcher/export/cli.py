@@ -203,3 +203,50 @@ def slurm_cmd(
         return slurm.export(cfg, inv, config_file, slurm_mode)
 
     _export("slurm", build, config_file, out_dir, inventory_files, offline, state_dir, check, as_json)
+
+
+@export.command("job")
+@click.option(
+    "-f",
+    "--file",
+    "job_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A job of groups (docs/job-groups.md: one [[group]] table per group).",
+)
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(["kueue", "slurm"]),
+    required=True,
+    help="kueue: a JobSet admitted by Kueue as one workload; slurm: an sbatch heterogeneous job.",
+)
+@click.option("--name", default="job", show_default=True, help="The job's name in the target.")
+@click.option("-q", "--queue", default=None, help="Kueue's LocalQueue / Slurm's partition.")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write the file into this directory (default: print it).",
+)
+@click.option("--check", is_flag=True, help="Write nothing; print only what would not translate.")
+@click.option("--json", "as_json", is_flag=True, help="With --check: print JSON.")
+def job_cmd(
+    job_file: str, target: str, name: str, queue: str | None, out_dir: Path | None, check: bool, as_json: bool
+) -> None:
+    """A job of groups as a Kueue JobSet (jobset.yaml) or a Slurm hetjob (hetjob.sbatch)."""
+    from labgang.launcher.cli.job_groups import groups_from_file, policies_from_file
+    from labgang.launcher.cli.job_request import SubmissionError
+    from labgang.launcher.export import jobset
+
+    what = f"job --to {target}"
+    try:
+        groups, colocate = groups_from_file(job_file)
+        build = jobset.kueue_jobset if target == "kueue" else jobset.slurm_hetjob
+        result = build(groups, colocate, name, queue, policies_from_file(job_file))
+    except SubmissionError as exc:
+        _fail(what, str(exc))
+    except ExportError as exc:
+        _fail(what, f"cannot export: {exc}")
+    _emit(target, result, out_dir, check, as_json)

@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.context import RuleContext
+from labgang.launcher.lifecycle.group_policy import restart_allowed, success_reached
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
-from labgang.launcher.lifecycle.rules import completing, exited_zero_on_their_own, job_nodes, ranks_in_order
+from labgang.launcher.lifecycle.rules import (
+    completing,
+    exited_zero_on_their_own,
+    group_layout,
+    job_nodes,
+    launchable,
+    ranks_in_order,
+)
 from labgang.launcher.lifecycle.states import (
     INTENT_REASON,
     EndIntent,
@@ -27,7 +35,7 @@ from labgang.launcher.lifecycle.states import (
 )
 from labgang.launcher.scheduler.reasons import held_reason
 
-_REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail"}
+_REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail", EndIntent.RESTART: "failed"}
 """The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
 
 
@@ -173,15 +181,51 @@ class GangRules:
                 if failed.state == RankPhase.LOST:
                     self.begin_termination(job, EndIntent.LOST, f"rank {failed.rank}'s node {failed.node} was lost")
                 else:
-                    self.begin_termination(
-                        job,
-                        EndIntent.FAIL,
-                        f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}",
-                        exit_status=failed.exit_status,
-                    )
+                    self._rank_failed(job, failed)
                 return
+            policy = job.spec.group_policy
+            if not policy.plain and not all(r.ended for r in ranks):
+                exits = {r.rank: r.exit_status for r in ranks if r.state.order >= RankPhase.EXITED.order}
+                done = success_reached(group_layout(job), policy, exits)
+                if done is not None:
+                    self.begin_termination(job, EndIntent.SUCCEED, done)
+                    return
+            if st.state == JobState.ADMITTED and job.spec.startup_order:
+                self._launch_next_groups(job)
         if st.state.holds_devices and ranks and all(r.ended for r in ranks):
             self._finish(job)
+
+    def _rank_failed(self, job: JobRecord, failed: RankRecord) -> None:
+        """A rank exited non-zero: stop the job, to fail it, or under ``--failure-policy restart``
+        with restarts left, to start the whole job again (``group_policy.py``)."""
+        policy, st = job.spec.group_policy, job.status
+        what = f"rank {failed.rank} on {failed.node} exited with status {failed.exit_status}"
+        if restart_allowed(policy, st.failure_restarts):
+            why = f"{what}; restart {st.failure_restarts + 1} of {policy.max_restarts} (--failure-policy restart)"
+            self.begin_termination(job, EndIntent.RESTART, why, exit_status=failed.exit_status)
+            return
+        if policy.failure == "restart":
+            what += f" (--failure-policy restart: {st.failure_restarts} of {policy.max_restarts} restarts used)"
+        self.begin_termination(job, EndIntent.FAIL, what, exit_status=failed.exit_status)
+
+    def _launch_next_groups(self, job: JobRecord) -> None:
+        """``--startup-order``: launch the ranks whose groups' turn has come (every rank of the
+        groups before them started) and that were not sent yet, node by node."""
+        ready = launchable(job)
+        waiting = [r for r in ranks_in_order(job) if r.rank in ready and r.state == RankPhase.ASSIGNED]
+        if not waiting or job.status.master_port is None:
+            return  # nothing new, or the first launch (dispatch) has not picked MASTER_PORT yet
+        layout = group_layout(job)
+        nodes = sorted({r.node for r in waiting})
+        groups = sorted({layout.rank_groups[r.rank] for r in waiting})
+        started = ", ".join(layout.names[g] for g in groups)
+        self._ctx.history(
+            job, "group-launching", f"group {started}: the groups before it started; launching on {', '.join(nodes)}"
+        )
+        for rank in waiting:  # sent now: a later report does not send them again
+            self.set_rank(job, rank, RankPhase.LAUNCHING)
+        for node in nodes:
+            self._ctx.emit(fx.Launch(job, node, job.run_id))
 
     def mark_running(self, job: JobRecord) -> None:
         """ADMITTED → RUNNING once every rank has started (even if one already exited: the history
@@ -290,6 +334,12 @@ class GangRules:
             self._end(job, JobState.FAILED, st.exit_status, INTENT_REASON[intent], message)
         elif intent == EndIntent.TIMEOUT:
             self._end(job, JobState.TIMEOUT, st.exit_status, INTENT_REASON[intent], message)
+        elif intent == EndIntent.SUCCEED:
+            # --success-policy: its group succeeded; the ranks stopped after it do not count
+            self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, f"{message}; the other ranks were stopped")
+        elif intent == EndIntent.RESTART:
+            st.failure_restarts += 1  # --failure-policy restart: the whole job again, at once
+            self._requeue(job, message, not_before=self._ctx.now)
         elif exited_zero_on_their_own(job):
             # A stop that would requeue (preemption, lost node or lease, shutdown, failed start),
             # but every rank exited 0 on its own: the job has finished, and a finished job never

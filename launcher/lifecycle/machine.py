@@ -45,8 +45,8 @@ from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import FenceRules
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, RankRecord, parse_warning, signal_name
-from labgang.launcher.lifecycle.rules import completing, job_nodes, may_be_victim, ranks_in_order
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
 from labgang.launcher.scheduler.reasons import held_reason
 
@@ -176,7 +176,7 @@ class Lifecycle:
         self._ctx.history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {spec.workers} x {spec.per_worker} {spec.resource}{after}",
+            f"by {spec.user} to queue {spec.queue}: {_shape(spec)} {spec.resource}{after}",
         )
         self._ctx.emit(fx.WakeScheduler())
 
@@ -419,8 +419,9 @@ class Lifecycle:
         if e.master_addr is not None and job.status.master_addr is None:
             job.status.master_addr = e.master_addr
             self._ctx.save(job)
+        ready = launchable(job)  # --startup-order: the later groups' ranks are not sent yet
         for rank in ranks_in_order(job):
-            if rank.node == e.node and rank.state == RankPhase.ASSIGNED:
+            if rank.node == e.node and rank.state == RankPhase.ASSIGNED and rank.rank in ready:
                 self._gang.set_rank(job, rank, RankPhase.LAUNCHING)
 
     def _launch_answered(self, e: ev.LaunchAnswered) -> None:
@@ -431,6 +432,8 @@ class Lifecycle:
         if e.master_port is not None and current and job.status.master_port is None:
             job.status.master_port = e.master_port
             self._ctx.save(job)
+            if job.spec.startup_order:
+                self._gang.evaluate(job)  # the first group may have reported started before the port came
         if e.refused and current:
             # First the gang's fate, then the refused ranks count as gone. A permanent refusal
             # would only repeat: the job fails at once. Others are a failed start, retried with backoff.
@@ -584,3 +587,10 @@ class Lifecycle:
         self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             self._ctx.emit(fx.Signal(node, job.run_id, signum))
+
+
+def _shape(spec: JobSpec) -> str:
+    """``4 x 2``; a job of groups: each group's, ``1 x 0 + 4 x 2`` (docs/job-groups.md)."""
+    if spec.groups:
+        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups)
+    return f"{spec.workers} x {spec.per_worker}"

@@ -18,9 +18,11 @@ import signal as signal_mod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from labgang.launcher.jobgroups import GroupSpec, RankGroup, default_group_name, rank_group
 from labgang.launcher.lifecycle.attempts import AttemptRecord
+from labgang.launcher.lifecycle.group_policy import GroupPolicy
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import GroupRequest, JobRequest
 from labgang.launcher.scheduler.decisions import NoPreemption
 
 _UNSET = object()
@@ -96,6 +98,13 @@ class JobSpec:
     backpressure; the first attempt only: a restarted rank 0 reads ``/dev/null``).
     ``cpus_per_task``, ``mem`` (bytes per node), ``mem_per_gpu`` (bytes) and ``exclusive`` are the
     host requests (``JobRequest``'s fields of those names; 0/False: not counted).
+    ``groups`` (``launcher/jobgroups.py``) are the groups of a job of two or more groups, ``()``
+    for a one-group job; with groups, ``workers`` is the number of ranks over all of them, the
+    other shape fields and ``argv`` are the first group's, ``env`` is the job's environment (each
+    group's ``env`` goes on top) and ``colocate`` lists sets of group names that share a node.
+    ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order`` are the
+    lifecycle policies (``launcher/lifecycle/group_policy.py``; :attr:`group_policy`), stored
+    only when not the defaults (a plain gang's: ``all``, ``fail``, 0, none).
     """
 
     name: str
@@ -133,25 +142,108 @@ class JobSpec:
     mem: int = 0
     mem_per_gpu: int = 0
     exclusive: bool = False
+    groups: tuple[GroupSpec, ...] = ()
+    colocate: tuple[tuple[str, ...], ...] = ()
+    success_policy: str = "all"
+    failure_policy: str = "fail"
+    max_restarts: int = 0
+    startup_order: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
+        """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
+        has no ``groups``/``colocate`` keys: its row is what it was before groups existed."""
         out = {name: getattr(self, name) for name in _SPEC_FIELDS}
         out["array"] = None if self.array is None else asdict(self.array)
         out["mail_type"] = list(self.mail_type)
+        del out["groups"], out["colocate"]
+        for name, default in _POLICY_DEFAULTS.items():  # lifecycle/group_policy.py: stored only when set
+            if getattr(self, name) == default:
+                del out[name]
+        if self.startup_order:
+            out["startup_order"] = list(self.startup_order)
+        if self.groups:
+            out["groups"] = [g.to_dict() for g in self.groups]
+            out["colocate"] = [list(c) for c in self.colocate]
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
-        """Read back :meth:`to_dict` output (also of stores written before arrays existed)."""
+        """Read back :meth:`to_dict` output (also of stores written before arrays or groups existed)."""
         fields = dict(data)
         array = fields.pop("array", None)
         fields["mail_type"] = tuple(fields.get("mail_type") or ())
+        fields["groups"] = tuple(GroupSpec.from_dict(g) for g in fields.get("groups") or ())
+        fields["colocate"] = tuple(tuple(c) for c in fields.get("colocate") or ())
+        fields["startup_order"] = tuple(fields.get("startup_order") or ())
         return cls(**fields, array=None if array is None else ArrayTask(**array))
+
+    def group_specs(self) -> tuple[GroupSpec, ...]:
+        """The job's groups: its ``groups``, or for a one-group job the one group ``g0`` its own
+        fields describe (command ``argv``, no extra environment)."""
+        if self.groups:
+            return self.groups
+        return (
+            GroupSpec(
+                name=default_group_name(0),
+                workers=self.workers,
+                per_worker=self.per_worker,
+                resource=self.resource,
+                gpu_model=self.gpu_model,
+                nodes=self.nodes,
+                topology=self.topology,
+                min_workers=self.min_workers,
+                cpus_per_task=self.cpus_per_task,
+                mem=self.mem,
+                mem_per_gpu=self.mem_per_gpu,
+                exclusive=self.exclusive,
+                argv=tuple(self.argv),
+            ),
+        )
+
+    @property
+    def group_policy(self) -> GroupPolicy:
+        """The job's lifecycle policies (success, failure, restarts, startup order)."""
+        return GroupPolicy(self.success_policy, self.failure_policy, self.max_restarts, tuple(self.startup_order))
+
+    def rank_group(self, rank: int) -> RankGroup:
+        """The group global rank ``rank`` belongs to, its index in it and the group's first rank
+        (what dispatch gives each rank: its group's command and environment).
+
+        Raises:
+            IndexError: ``rank`` is not a rank of this job.
+        """
+        return rank_group(self.group_specs(), rank)
 
     @property
     def request(self) -> JobRequest:
-        """The scheduler's view of the request."""
+        """The scheduler's view of the request (a job of groups': built once per spec, which is
+        never changed in place)."""
+        if self.groups:
+            made = self.__dict__.get("_group_request")
+            if made is None:
+                made = self.__dict__["_group_request"] = self._groups_request()
+            return made
+        return self._one_request()
+
+    def _groups_request(self) -> JobRequest:
+        first = self.groups[0].request()
+        device = [g.resource for g in self.groups if g.per_worker > 0]
+        return JobRequest(
+            workers=self.workers,
+            per_worker=first.per_worker,
+            resource=device[0] if device else first.resource,
+            gpu_model=first.gpu_model,
+            nodes=first.nodes,
+            topology=first.topology,
+            cpus_per_task=first.cpus_per_task,
+            mem=first.mem,
+            mem_per_gpu=first.mem_per_gpu,
+            exclusive=first.exclusive,
+            groups=tuple(GroupRequest(g.name, g.request()) for g in self.groups),
+            colocate=self.colocate,
+        )
+
+    def _one_request(self) -> JobRequest:
         return JobRequest(
             workers=self.workers,
             per_worker=self.per_worker,
@@ -168,6 +260,13 @@ class JobSpec:
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
+_POLICY_DEFAULTS: dict[str, Any] = {
+    "success_policy": "all",
+    "failure_policy": "fail",
+    "max_restarts": 0,
+    "startup_order": (),
+}
+"""The lifecycle policies of a job of groups at their defaults: not written to the spec row."""
 
 
 @dataclass
@@ -208,6 +307,8 @@ class JobStatus(CountsChanges):
     ``hold`` is who held the pending job (``labgang hold``, ``submit --hold``; None: not held):
     no cycle admits it until ``labgang release``. ``hold_admin`` is True when an admin held
     another user's job: then only an admin may release it (Slurm's JobHeldAdmin).
+    ``failure_restarts`` counts the restarts ``--failure-policy restart`` made (a rank failed:
+    the whole job started again), bounded by ``--max-restarts`` (``lifecycle/group_policy.py``).
     """
 
     state: JobState = JobState.PENDING
@@ -235,6 +336,7 @@ class JobStatus(CountsChanges):
     lease_stopped: bool = False
     hold: str | None = None
     hold_admin: bool = False
+    failure_restarts: int = 0
 
     @classmethod
     def submitted(cls, now: float) -> JobStatus:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from labgang.launcher.lifecycle.group_policy import GroupLayout, launchable_ranks
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.model import QueueSpec
@@ -27,6 +28,44 @@ def job_nodes(job: JobRecord) -> list[str]:
 def ranks_in_order(job: JobRecord) -> list[RankRecord]:
     """The current attempt's ranks, rank 0 first."""
     return [job.ranks[r] for r in sorted(job.ranks)]
+
+
+def group_layout(job: JobRecord) -> GroupLayout:
+    """The groups of the job's current attempt (names in group order, the group of each rank):
+    what the success, failure and startup-order rules read (``group_policy.py``). A one-group
+    job is one group ``g0`` of all its ranks."""
+    names = tuple(g.name for g in job.spec.group_specs())
+    if len(names) == 1:
+        return GroupLayout(names, tuple(0 for _ in job.ranks))
+    sizes = started_group_sizes(job)
+    if sizes is None:  # never from a cycle's placement; the submitted sizes, as far as the ranks go
+        return GroupLayout(names, tuple(job.spec.rank_group(r).index for r in sorted(job.ranks)))
+    return GroupLayout.from_sizes(names, sizes)
+
+
+def started_group_sizes(job: JobRecord) -> list[int] | None:
+    """How many ranks each group of a job of groups has in the current attempt, in group order:
+    the groups' sizes, or for an elastic job that started smaller the sizes the scheduler gave
+    it (``scheduler/groups.py`` shrinks every elastic group one rank at a time: one total, one
+    set of sizes). None when no set of sizes the scheduler tries adds up to the attempt's ranks."""
+    from labgang.launcher.scheduler.groups import group_sizes  # only for a job of groups
+
+    count = len(job.ranks)
+    for req in group_sizes(job.spec.request):
+        if req.workers == count:
+            return [g.request.workers for g in req.groups]
+    return None
+
+
+def launchable(job: JobRecord) -> frozenset[int]:
+    """The ranks of the current attempt that may be launched now: all of them, or with a
+    ``--startup-order`` those of the groups whose turn has come (every rank of the groups
+    before them reported started)."""
+    order = job.spec.startup_order
+    if not order:
+        return frozenset(job.ranks)
+    started = frozenset(r.rank for r in job.ranks.values() if r.state.order >= RankPhase.RUNNING.order)
+    return launchable_ranks(group_layout(job), order, started)
 
 
 def completing(job: JobRecord) -> bool:

@@ -195,6 +195,8 @@ class EndIntent(str, enum.Enum):
     RETRY = "retry"  # its start failed → requeued with backoff, FAILED after max_start_failures
     SHUTDOWN = "shutdown"  # labgang itself stopped → requeued (or CANCELLED with requeue = false)
     REQUEUE = "requeue_requested"  # `labgang requeue` by its owner or an admin → requeued (scontrol requeue)
+    SUCCEED = "succeed"  # its --success-policy group succeeded: the rest stopped → SUCCEEDED
+    RESTART = "restart"  # a rank failed under --failure-policy restart → requeued as a new attempt
 
     @property
     def warned(self) -> bool:
@@ -236,5 +238,7 @@ INTENT_REASON: dict[EndIntent, EndReason] = {
     EndIntent.RETRY: EndReason.START_FAILED,
     EndIntent.SHUTDOWN: EndReason.SHUTDOWN,
     EndIntent.REQUEUE: EndReason.REQUEUE_REQUESTED,
+    EndIntent.SUCCEED: EndReason.COMPLETED,
+    EndIntent.RESTART: EndReason.FAILED,
 }
 """The reason a job carries while it stops for an intent (and keeps once it ended or was requeued)."""

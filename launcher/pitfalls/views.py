@@ -172,6 +172,15 @@ class JobView:
     array_id: str | None = None
     array_index: int | None = None
     array_limit: int | None = None
+    groups: tuple[tuple[str, int, int], ...] = ()
+    """A job of groups' ``(name, ranks, devices per rank)`` per group (docs/job-groups.md); () otherwise."""
+
+    @property
+    def shape(self) -> str:
+        """``4×2``; a job of groups: ``1×0+4×2``."""
+        if self.groups:
+            return "+".join(f"{w}×{g}" for _, w, g in self.groups)
+        return f"{self.workers}×{self.gpus_per_worker}"
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -180,6 +189,8 @@ class JobView:
 
     @property
     def total_devices(self) -> int:
+        if self.groups:
+            return sum(w * g for _, w, g in self.groups)
         return self.workers * self.gpus_per_worker
 
     @property
@@ -220,6 +231,10 @@ class JobView:
             array_id=None if d.get("array_id") is None else str(d["array_id"]),
             array_index=d.get("array_index"),
             array_limit=d.get("array_limit"),
+            groups=tuple(
+                (str(g.get("name")), int(g.get("workers", 1)), int(g.get("gpus_per_worker", 1)))
+                for g in d.get("groups") or ()
+            ),
         )
 
 

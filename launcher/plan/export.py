@@ -23,6 +23,7 @@ from typing import Any
 import tomli_w
 from labgang.launcher.arrays import fold
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.dependency import parse_dependency
 from labgang.launcher.model import GPU
 from labgang.launcher.plan.past import PastJob
@@ -98,13 +99,17 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
 def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[str, Any]:
     spec = job.spec
     table: dict[str, Any] = {"id": scenario_id(job.id), "queue": spec.queue}
-    if spec.workers != 1:
-        table["workers"] = spec.workers
-    if spec.resource == GPU:
-        if spec.per_worker != 1:
-            table["gpus_per_worker"] = spec.per_worker
+    if spec.groups:  # a job of groups (docs/job-groups.md): its groups, in the scenario's form
+        table["groups"] = [_group_table(g) for g in spec.groups]
+        if spec.colocate:
+            table["colocate"] = [list(c) for c in spec.colocate]
     else:
-        table["mig"] = spec.resource.removeprefix("mig-")
+        if spec.workers != 1:
+            table["workers"] = spec.workers
+        if spec.resource != GPU:
+            table["mig"] = spec.resource.removeprefix("mig-")
+        elif spec.per_worker != 1:
+            table["gpus_per_worker"] = spec.per_worker
     if spec.priority:
         table["priority"] = spec.priority
     table["submit"] = round(submit, 3)
@@ -115,13 +120,26 @@ def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[
     grace = spec.grace_s if stop is None else min(spec.grace_s, stop)
     if grace:
         table["grace"] = round(grace, 3)
-    if spec.nodes is not None:
+    if spec.nodes is not None and not spec.groups:
         table["nodes"] = spec.nodes
-    if spec.gpu_model:
+    if spec.gpu_model and not spec.groups:
         table["model"] = spec.gpu_model
     if spec.min_workers is not None:
         table["min_workers"] = spec.min_workers
     table["name"] = spec.name
+    return table
+
+
+def _group_table(g: GroupSpec) -> dict[str, Any]:
+    """One ``[[jobs.groups]]`` table of a past job of groups (docs/scenarios.md)."""
+    table: dict[str, Any] = {"name": g.name, "workers": g.workers}
+    if g.resource == GPU:
+        table["gpus_per_worker"] = g.per_worker
+    else:
+        table["mig"] = g.resource.removeprefix("mig-")
+    table.update({k: v for k, v in (("nodes", g.nodes), ("model", g.gpu_model), ("topology", g.topology)) if v})
+    if g.cpus_per_task:
+        table["cpus_per_task"] = g.cpus_per_task
     return table
 
 

@@ -104,6 +104,7 @@ class _Layout:
     empty-cluster indexes made from them on first use (``empty``, read-only)."""
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.nodes = nodes
         self.node_names: list[str] = [n.name for n in nodes]
         self.node_cpus: list[int | None] = [n.cpus for n in nodes]
         self.node_memory: list[int | None] = [n.memory for n in nodes]

@@ -43,6 +43,8 @@ from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, Pe
 from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
+from labgang.launcher.scheduler.groups import capacity_reason as groups_capacity_reason
+from labgang.launcher.scheduler.groups import group_sizes
 from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
@@ -370,11 +372,12 @@ class _Cycle:
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
         room = self.users.room(q, job.user) if self.users else None
-        if room is not None:
+        if room is not None and not req.groups:
             top = max(min(top, room // req.per_worker), req.min_workers or req.workers)
         over_placed: dict[str, int] | None = None  # what a placement counted that its quota did not hold
-        for size in range(top, (req.min_workers or req.workers) - 1, -1):
-            sized = req if size == req.workers else req.at_size(size)
+        low = (req.min_workers or req.workers) - 1
+        sizes = (req if size == req.workers else req.at_size(size) for size in range(top, low, -1))
+        for sized in group_sizes(req) if req.groups else sizes:
             if state.quota_fits(q, sized):
                 raw = self._place(sized)
                 if raw is not None and not state.placed_fits(q, sized, raw):
@@ -504,6 +507,8 @@ class _Cycle:
     # --- placement with a failure cache --------------------------------------------------------
 
     def _place(self, req: JobRequest) -> RawPlacement | None:
+        if req.groups:
+            return self.state.place(req)
         key = (
             req.resource,
             req.gpu_model,
@@ -530,7 +535,7 @@ class _Cycle:
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host)
+        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host, req.groups, req.colocate)
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
@@ -569,7 +574,9 @@ class _Cycle:
         if cached is not None:
             return cached
         reason = reasons.capacity_reason(ix.total, ix.largest(), req)
-        if req.topology is not None and ix.total >= req.total:
+        if req.groups:
+            reason = groups_capacity_reason(self.state.devices, req, reasons.describe_request(req)) or reason
+        elif req.topology is not None and ix.total >= req.total:
             reason = topology_reason(self.state.devices, ix, req, reasons.describe_request(req))
         elif ix.total >= req.total:
             host = host_reason(self.state.devices, ix, req, reasons.describe_request(req))
@@ -584,8 +591,11 @@ class _Cycle:
         return reason
 
     def _reservation_holders(self, req: JobRequest, ix: FreeIndex) -> list[str]:
-        """Holders of reservations without which ``req`` would fit now (empty when none)."""
+        """Holders of reservations without which ``req`` would fit now (empty when none; a job of
+        groups names none)."""
         book = self.state.devices
+        if req.groups:
+            return []
         model = req.gpu_model.lower() if req.gpu_model else None
         reserved = [
             d

@@ -76,12 +76,27 @@ def _node_use(book: DeviceBook) -> list[NodeUse]:
             r = book.requests.get(holder)
             if r is None or not r.host:
                 continue
+            if r.groups:  # which group a device is of is not known here: count as the hungriest
+                _add_group_use(use, count, r)
+                continue
             ranks = -(-count // max(1, r.per_worker))
             use.cpus += ranks * r.cpus_per_task
             use.memory += ranks * r.rank_mem() + r.mem
             use.exclusive = use.exclusive or r.exclusive
         out.append(use)
     return out
+
+
+def _add_group_use(use: NodeUse, count: int, r: JobRequest) -> None:
+    """Host use of a job of groups holding ``count`` devices on one node, over-counted (never
+    under): ranks as if every device were a rank of its smallest device group, each with the
+    most CPUs and memory any group asks per rank, plus the largest per-node ``mem``."""
+    reqs = [g.request for g in r.groups]
+    per = min((q.per_worker for q in reqs if q.per_worker > 0), default=1)
+    ranks = -(-count // per)
+    use.cpus += ranks * max(q.cpus_per_task for q in reqs)
+    use.memory += ranks * max(q.rank_mem() for q in reqs) + max(q.mem for q in reqs)
+    use.exclusive = use.exclusive or any(q.exclusive for q in reqs)
 
 
 def rank_cap(book: DeviceBook, use: NodeUse, n: int, req: JobRequest, free_devices: int) -> int:

@@ -17,7 +17,12 @@ from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonC
 from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
-from labgang.launcher.scheduler.unschedulable import host_never_fits, placement_never_fits, quota_never_fits
+from labgang.launcher.scheduler.unschedulable import (
+    groups_never_fit,
+    host_never_fits,
+    placement_never_fits,
+    quota_never_fits,
+)
 
 
 @dataclass(slots=True)
@@ -82,6 +87,8 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             req.topology,
             req.min_workers,
             (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
+            req.groups,
+            req.colocate,
         )
         if key in verdicts:
             verdict = verdicts[key]
@@ -98,6 +105,9 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
 def _never_fits(
     state: CycleState, spec: QueueSpec, req: JobRequest, empties: dict[tuple[str, str | None], FreeIndex]
 ) -> PendingReason | None:
+    if req.groups:
+        found = groups_never_fit(state.quota, spec.name, state.devices, req)
+        return None if found is None else found[0]
     reason = quota_never_fits(state.quota, spec.name, req)
     if reason is not None:
         return reason

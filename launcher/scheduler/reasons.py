@@ -14,7 +14,14 @@ from labgang.launcher.scheduler.quota import QuotaBook
 
 
 def describe_request(req: JobRequest) -> str:
-    """``"4 x 2 gpu"``, ``"3 x 1 mig-1g.10gb"``, with the model and node constraints."""
+    """``"4 x 2 gpu"``, ``"3 x 1 mig-1g.10gb"``, with the model and node constraints; a job of
+    groups: ``"groups launcher 1 x 0 + worker 4 x 2 gpu"``."""
+    if req.groups:
+        return (
+            "groups "
+            + " + ".join(f"{g.name} {g.request.workers} x {g.request.per_worker}" for g in req.groups)
+            + (f" {req.resource}")
+        )
     text = f"{req.workers} x {req.per_worker} {req.resource}"
     if req.gpu_model:
         text += f" ({req.gpu_model})"

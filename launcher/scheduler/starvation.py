@@ -49,6 +49,8 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
     out: dict[str, list[int]] = {}
     for e in starving:
         req = e.job.request.floor()  # an elastic gang reserves for its minimum
+        if req.groups:
+            continue  # a job of groups reserves nothing while it starves (docs/job-groups.md)
         model = req.gpu_model.lower() if req.gpu_model else None
         key = (req.resource, model)
         ix = empties.get(key)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -124,7 +125,10 @@ class CycleState:
         return self.devices.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
 
     def place(self, req: JobRequest) -> RawPlacement | None:
-        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None."""
+        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None
+        (a job of groups: every group at once, :mod:`.groups`)."""
+        if req.groups:
+            return place_groups(self.devices, req)
         ix = self.index(req)
         capped = capped_index(self.devices, ix, req)
         return place(self.devices, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)

@@ -9,10 +9,12 @@ queue does not list), or no set of nodes holds every rank with every device free
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, is_valid_resource
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostquota import host_never_fits_quota
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import feasible, topology_reason
@@ -49,6 +51,73 @@ def quota_never_fits(book: QuotaBook, queue: str, req: JobRequest) -> PendingRea
     if host is not None:
         return host[0]
     return user_limit_never_fits(book.queues[queue], req)
+
+
+def groups_never_fit(
+    book: QuotaBook, queue: str, devices: DeviceBook, req: JobRequest
+) -> tuple[PendingReason, str] | None:
+    """UNSCHEDULABLE, with the submission field at fault, when a job of groups could never
+    start: its summed devices are over what ``queue`` can ever hold, or a group (or all of them
+    together) has no placement even on an empty cluster. The message names the group.
+
+    Args:
+        book: the quota book (the queue's potential and per-user limits).
+        devices: a device book of the cluster's nodes (only its static layout is used).
+        req: a job of groups (``req.groups`` not empty), at its floor when elastic.
+    """
+    memo = devices.static.host_verdicts
+    key = ("groups", queue, req)
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    memo[key] = found = _groups_never_fit(book, queue, devices, req)
+    return found
+
+
+def _groups_never_fit(
+    book: QuotaBook, queue: str, devices: DeviceBook, req: JobRequest
+) -> tuple[PendingReason, str] | None:
+    if req.total:
+        reason = quota_never_fits(book, queue, JobRequest(workers=1, per_worker=req.total, resource=req.resource))
+        if reason is not None:
+            return reason, quota_fault_field(book, queue, req) if req.per_worker else "queue"
+    layout = devices.static
+    # an idle book over the same nodes: every device free, nothing reserved or withheld
+    empty = DeviceBook(Snapshot(now=0.0, nodes=layout.nodes, queues=(), running=(), pending=()))
+    for g in req.groups:
+        alone = g.request
+        if alone.per_worker == 0:
+            if not layout.node_names:
+                return PendingReason(ReasonCode.UNSCHEDULABLE, f"group {g.name}: the cluster has no node"), "nodes"
+            continue
+        model = alone.gpu_model.lower() if alone.gpu_model else None
+        ix = empty.all_devices_index(alone.resource, model, skip_unavailable=False)
+        reason = placement_never_fits(ix, alone)
+        field = "workers"
+        if reason is None and alone.topology is not None and place_groups(empty, _only(req, g.name)) is None:
+            why = topology_reason(empty, ix, alone, describe_request(alone)).message
+            reason, field = PendingReason(ReasonCode.UNSCHEDULABLE, f"{why}, even on an empty cluster"), "topology"
+        if reason is None and alone.host:
+            host = host_never_fits(empty, ix, alone)
+            if host is not None:
+                reason, field = host
+        if reason is not None:
+            return replace(reason, message=f"group {g.name}: {reason.message}"), field
+    if place_groups(empty, req) is None:
+        what = describe_request(req)
+        together = " (with --colocate)" if req.colocate else ""
+        return (
+            PendingReason(
+                ReasonCode.UNSCHEDULABLE,
+                f"no placement for all the groups at once{together} even on an empty cluster; job needs {what}",
+            ),
+            "colocate" if req.colocate else "workers",
+        )
+    return None
+
+
+def _only(req: JobRequest, name: str) -> JobRequest:
+    """``req`` cut to its one group ``name``."""
+    return replace(req, groups=tuple(g for g in req.groups if g.name == name), colocate=())
 
 
 def user_limit_never_fits(spec: QueueSpec, req: JobRequest) -> PendingReason | None:
@@ -177,6 +246,10 @@ def never_schedulable(
     queues = {q.name: q for q in all_queues}
     queues[queue.name] = queue
     book = QuotaBook(queues.values(), {}, cohorts)
+    if request.groups:
+        nodes = tuple(nodes)
+        book_of_nodes = DeviceBook(Snapshot(now=0.0, nodes=nodes, queues=(), running=(), pending=()))
+        return groups_never_fit(book, queue.name, book_of_nodes, request)
     reason = quota_never_fits(book, queue.name, request)
     if reason is not None:
         return reason, quota_fault_field(book, queue.name, request)

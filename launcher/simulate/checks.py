@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from labgang.launcher.scheduler.groups import rank_shapes
 from labgang.launcher.simulate.engine import Simulation, Tracer
 from labgang.launcher.simulate.scenario import ExpectModel, InvariantModel, Scenario
 from labgang.launcher.simulate.startable import NeverStarts, never_starting
@@ -140,14 +141,17 @@ def partial_gangs(sim: Simulation) -> list[str]:
             out.append(
                 f"no_partial_gangs: {j.id} started with {req.workers}, below its minimum {j.request.min_workers}"
             )
+        shapes = rank_shapes(req)
         for r in j.placement:
-            if len(r.devices) != req.per_worker:
+            shape = shapes[r.rank] if r.rank < len(shapes) else req
+            if len(r.devices) != shape.per_worker:
                 out.append(
-                    f"no_partial_gangs: {j.id} rank {r.rank} got {len(r.devices)} of {count(req.per_worker, 'device')}"
+                    f"no_partial_gangs: {j.id} rank {r.rank} got {len(r.devices)} of "
+                    f"{count(shape.per_worker, 'device')}"
                 )
             for u in r.devices:
                 dev = known.get(u)
-                if dev is None or dev.resource != req.resource or dev.node != r.node:
+                if dev is None or dev.resource != shape.resource or dev.node != r.node:
                     out.append(f"no_partial_gangs: {j.id} rank {r.rank} got unsuitable device {u}")
                 if u in holder:
                     out.append(f"no_partial_gangs: device {u} given to both {holder[u]} and {j.id}")

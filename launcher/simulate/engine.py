@@ -59,6 +59,7 @@ from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, ReasonCode
+from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import Node, RankPlacement, Snapshot
@@ -501,7 +502,10 @@ class Simulation:
             model = req.gpu_model.lower() if req.gpu_model else None
             ix = book.index(req.resource, model)
             capped = capped_index(book, ix, req)
-            raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
+            if req.groups:
+                raw = place_groups(book, req)
+            else:
+                raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
             if raw is None:
                 where = job.task.index if job.task else job.seq
                 raise ScenarioError(

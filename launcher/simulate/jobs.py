@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import JobRequest
@@ -128,6 +129,8 @@ def job_record(
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
         exclusive=req.exclusive,
+        groups=tuple(GroupSpec.of_request(g) for g in req.groups),
+        colocate=req.colocate,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)

@@ -21,6 +21,7 @@ from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
     CohortSpec,
+    GroupRequest,
     JobRequest,
     QueueSpec,
     SharingPolicy,
@@ -197,6 +198,104 @@ class NodeModel(_Strict):
         return None if v is None else [_profile(p) for p in v]
 
 
+class GroupModel(_Strict):
+    """``[[jobs.groups]]``: one group of a job of groups (docs/job-groups.md): ``workers`` ranks
+    of ``gpus_per_worker`` GPUs each (0: ranks with no device, such as an MPI launcher) or one
+    ``mig`` device each, on exactly ``nodes`` nodes (unset: as few as fit), optionally ``model``,
+    a required ``topology`` among the group's own ranks, and host requests per rank."""
+
+    name: str | None = Field(default=None, min_length=1)
+    workers: Annotated[int, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = 1
+    gpus_per_worker: Annotated[int | None, _whole(0, MAX_NODE_GPUS), _between(0, MAX_NODE_GPUS)] = None
+    mig: str | None = None
+    nodes: Annotated[int | None, _whole(1, MAX_WORKERS), _between(1, MAX_WORKERS)] = None
+    model: str | None = Field(default=None, min_length=1)
+    topology: Literal["nvlink", "pcie-switch", "numa", "node"] | None = None
+    cpus_per_task: Annotated[int, _whole(0, 1 << 16), _between(0, 1 << 16)] = 0
+    mem: str | None = None
+    mem_per_gpu: str | None = None
+
+    @field_validator("mem", "mem_per_gpu")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_mem(v)
+        return v
+
+    @field_validator("mig")
+    @classmethod
+    def _mig(cls, v: str | None) -> str | None:
+        return None if v is None else _profile(v)
+
+    def request(self) -> JobRequest:
+        """The group's own ranks as a :class:`JobRequest`."""
+        resource, per = (mig_resource(self.mig), 1) if self.mig is not None else (GPU, self.gpus_per_worker)
+        return JobRequest(
+            workers=self.workers,
+            per_worker=1 if per is None else per,
+            resource=resource,
+            gpu_model=self.model,
+            nodes=self.nodes,
+            topology=self.topology,
+            cpus_per_task=self.cpus_per_task,
+            mem=0 if self.mem is None else parse_mem(self.mem),
+            mem_per_gpu=0 if self.mem_per_gpu is None else parse_mem(self.mem_per_gpu),
+        )
+
+
+def groups_request(groups: list[GroupModel], colocate: list[list[str]] | None) -> JobRequest:
+    """The :class:`JobRequest` of a job of groups (default names ``g0``, ``g1``, …)."""
+    named = tuple(GroupRequest(g.name or f"g{i}", g.request()) for i, g in enumerate(groups))
+    device = [g.request for g in named if g.request.per_worker > 0]
+    first = named[0].request
+    return JobRequest(
+        workers=sum(g.request.workers for g in named),
+        per_worker=first.per_worker,
+        resource=device[0].resource if device else GPU,
+        gpu_model=first.gpu_model,
+        nodes=first.nodes,
+        topology=first.topology,
+        cpus_per_task=first.cpus_per_task,
+        mem=first.mem,
+        mem_per_gpu=first.mem_per_gpu,
+        groups=named,
+        colocate=tuple(tuple(c) for c in colocate or ()),
+    )
+
+
+def group_problems(where: str, groups: list[GroupModel], colocate: list[list[str]] | None) -> list[str]:
+    """What is wrong with a job's ``groups`` and ``colocate`` (empty when nothing)."""
+    out = []
+    names = [g.name or f"g{i}" for i, g in enumerate(groups)]
+    for i, g in enumerate(groups):
+        if g.mig is not None and g.gpus_per_worker is not None:
+            out.append(f"{where}.groups[{i}]: give either gpus_per_worker or mig, not both")
+        if g.nodes is not None and g.nodes > g.workers:
+            out.append(f"{where}.groups[{i}].nodes: {g.nodes} nodes for {g.workers} ranks; allowed: 1..{g.workers}")
+        if g.topology is not None and g.nodes not in (None, 1):
+            out.append(f"{where}.groups[{i}].topology: keeps the group on one node; nodes must be 1 or unset")
+    seen = set()
+    for n in names:
+        if n in seen:
+            out.append(f"{where}.groups: group name {n!r} appears twice; allowed: distinct names")
+        seen.add(n)
+    resources = {mig_resource(g.mig) if g.mig else GPU for g in groups if g.mig or g.gpus_per_worker != 0}
+    if len(resources) > 1:
+        out.append(f"{where}.groups: every group's devices must be of one kind; got {', '.join(sorted(resources))}")
+    if not resources:
+        out.append(f"{where}.groups: no group asks for a device; allowed: at least one group with gpus or mig")
+    for c in colocate or ():
+        for n in c:
+            if n not in names:
+                out.append(f"{where}.colocate: unknown group {n!r}; allowed: {', '.join(names)}")
+        if len(c) < 2:
+            out.append(f"{where}.colocate: {c} names one group; allowed: two or more group names")
+    for i, g in enumerate(groups):
+        if any(names[i] in c for c in colocate or ()) and g.nodes not in (None, 1):
+            out.append(f"{where}.groups[{i}].nodes: a colocated group is on one node; nodes must be 1 or unset")
+    return out
+
+
 class JobModel(_Strict):
     """``[[jobs]]``: a gang, when it arrives, how long it runs.
 
@@ -215,6 +314,11 @@ class JobModel(_Strict):
     (case-insensitive), as a submission's GPU model constraint does. ``time_limit`` is
     ``--time``: a gang still running that long after its start is stopped (its ``grace``) and
     ends TIMEOUT, as in the coordinator.
+
+    ``groups`` makes it a job of groups (docs/job-groups.md), each group with its own shape;
+    then the job's own shape keys (``workers``, ``gpus_per_worker``, ``mig``, ``nodes``,
+    ``model``, ``min_workers`` and the host keys) stay unset. ``colocate`` lists sets of group
+    names whose ranks share one node.
     """
 
     id: str = Field(min_length=1)
@@ -246,6 +350,8 @@ class JobModel(_Strict):
     mem: str | None = None
     mem_per_gpu: str | None = None
     exclusive: bool = False
+    groups: list[GroupModel] | None = Field(default=None, min_length=2, max_length=16)
+    colocate: list[list[str]] | None = None
 
     @field_validator("mem", "mem_per_gpu")
     @classmethod
@@ -261,6 +367,13 @@ class JobModel(_Strict):
 
     @model_validator(mode="after")
     def _min_workers(self) -> JobModel:
+        if self.colocate is not None and self.groups is None:
+            raise ValueError("colocate names groups: it needs groups")
+        if self.groups is not None:
+            shape = ("workers", "gpus_per_worker", "mig", "nodes", "model", "min_workers", "cpus_per_task", "mem")
+            given = [k for k in (*shape, "mem_per_gpu", "exclusive") if k in self.model_fields_set]
+            if given:
+                raise ValueError(f"with groups, give the shape in each group, not at the job: {', '.join(given)}")
         if self.min_workers is not None and self.min_workers > self.workers:
             raise ValueError(f"min_workers ({self.min_workers}) must be <= workers ({self.workers})")
         if self.release is not None and not self.hold:
@@ -283,6 +396,8 @@ class JobModel(_Strict):
 
     def request(self) -> JobRequest:
         """The scheduler's :class:`JobRequest`."""
+        if self.groups is not None:
+            return groups_request(self.groups, self.colocate)
         if self.mig is not None:
             return JobRequest(
                 workers=self.workers,
@@ -440,7 +555,9 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     }
     keys = [p for p in loc[:-1] if isinstance(p, str)]
     for k in keys:
-        if model is ScenarioFile and k in table:
+        if model is JobModel and k == "groups":
+            model = GroupModel
+        elif model is ScenarioFile and k in table:
             model = table[k]
         elif model is QueueModel and k == "borrow_within_cohort":
             model = BorrowWithinCohortModel
@@ -524,6 +641,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             problems.append(f"{where}.queue: unknown queue {j.queue!r}; allowed: {', '.join(queues)}")
         if j.mig is not None and j.gpus_per_worker is not None:
             problems.append(f"{where}: give either gpus_per_worker or mig, not both")
+        if j.groups is not None:
+            problems.extend(group_problems(where, j.groups, j.colocate))
         if j.tenant is not None:
             tenant = tenants.get(j.tenant)
             if meta.admission_fair_sharing is None:

@@ -70,7 +70,11 @@ def test_submit_json(fake):
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["-g", "0"], "labgang submit: -g/--gpus-per-worker: 0 is not in the range x>=1; allowed: an integer >= 1\n"),
+        (
+            ["-g", "0"],
+            "labgang submit: -g/--gpus-per-worker: 0 is only for one group of a job of groups "
+            "(CMD : OPTIONS -- CMD); allowed: 1 or more\n",
+        ),
         (["-n", "0"], "labgang submit: -n/--workers: 0 is not in the range x>=1; allowed: an integer >= 1\n"),
         (["--mig", "big"], "labgang submit: --mig: 'big' is not a MIG profile; allowed: a profile name"),
         (["--mig", "1g.10gb", "-g", "2"], "-g/--gpus-per-worker and --mig exclude each other"),

@@ -41,7 +41,10 @@ def test_documented_operation_ids_are_the_handler_names(repo_root: Path) -> None
 
 
 def test_documented_job_view_fields_match_what_the_api_returns(repo_root: Path) -> None:
+    from dataclasses import replace
+
     from labgang.launcher.coordinator.views import job_view
+    from labgang.launcher.jobgroups import GroupSpec
     from labgang.launcher.model import JobState
     from labgang.launcher.store import JobRecord, JobSpec, JobStatus
 
@@ -72,4 +75,11 @@ def test_documented_job_view_fields_match_what_the_api_returns(repo_root: Path) 
             signal=None,
         ),
     )
-    assert set(job_view(job)) == documented
+    # a one-group job's view has every documented field but a job of groups' own two
+    assert set(job_view(job)) == documented - {"groups", "colocate"}
+    het = replace(
+        job.spec,
+        workers=3,
+        groups=(GroupSpec("launcher", per_worker=0, argv=("x",)), GroupSpec("worker", workers=2, argv=("y",))),
+    )
+    assert set(job_view(replace(job, spec=het))) == documented

@@ -58,3 +58,23 @@ def test_arrays_dependencies_grace_and_round_trip() -> None:
 def test_no_finished_jobs() -> None:
     with pytest.raises(ValueError, match="no finished jobs in the period"):
         export_scenario([], CONFIG, [NodeShape("n1", 8)])
+
+
+def test_a_job_of_groups_exports_its_groups_and_replays() -> None:
+    from labgang.launcher.jobgroups import GroupSpec
+    from labgang.launcher.simulate import Simulation
+
+    groups = (GroupSpec("launcher", per_worker=0, argv=("m",)), GroupSpec("worker", workers=2, per_worker=3))
+    jobs = [past("1", 1, 1000.0, 30.0, workers=3, per_worker=0, groups=groups, colocate=(("launcher", "worker"),))]
+    out = export_scenario(jobs, CONFIG, [NodeShape("n1", 8, "H100")], name="t")
+    [table] = out.data["jobs"]
+    assert table["groups"] == [
+        {"name": "launcher", "workers": 1, "gpus_per_worker": 0},
+        {"name": "worker", "workers": 2, "gpus_per_worker": 3},
+    ]
+    assert table["colocate"] == [["launcher", "worker"]] and "workers" not in table
+    sim = Simulation(parse_scenario(out.data, "t"))  # labgang plan replays it: admitted whole
+    while sim.next_time() is not None:
+        sim.run_instant()
+    [job] = sim.jobs.values()
+    assert job.state == "finished" and job.request.total == 6

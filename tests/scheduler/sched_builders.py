@@ -16,6 +16,7 @@ from labgang.launcher.model import (
     GPU,
     BorrowPolicy,
     BorrowWithinCohort,
+    GroupRequest,
     JobRequest,
     Queueing,
     QueueSpec,
@@ -24,6 +25,7 @@ from labgang.launcher.model import (
     mig_resource,
 )
 from labgang.launcher.scheduler.capacity import DeviceBook
+from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import (
@@ -159,6 +161,19 @@ class JobBuilder:
         self._req = replace(self._req, nodes=n)
         return self
 
+    def groups(self, *groups: tuple[str, JobRequest], colocate: tuple[tuple[str, ...], ...] = ()) -> JobBuilder:
+        """A job of groups: ``(name, request of the group's ranks)`` each, in rank order."""
+        named = tuple(GroupRequest(n, r) for n, r in groups)
+        resource = next((r.resource for _, r in groups if r.per_worker), GPU)
+        self._req = JobRequest(
+            workers=sum(r.workers for _, r in groups),
+            per_worker=groups[0][1].per_worker,
+            resource=resource,
+            groups=named,
+            colocate=colocate,
+        )
+        return self
+
     def priority(self, p: int) -> JobBuilder:
         self._prio = p
         return self
@@ -263,7 +278,10 @@ class Cluster:
         book = DeviceBook(snap)
         req = builder.request
         ix = book.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
-        raw = place(book, ix, req.workers, req.per_worker, req.nodes, capped=capped_index(book, ix, req))
+        if req.groups:
+            raw = place_groups(book, req)
+        else:
+            raw = place(book, ix, req.workers, req.per_worker, req.nodes, capped=capped_index(book, ix, req))
         assert raw is not None, f"no room to run {builder.id}"
         placement = tuple(
             RankPlacement(i, book.node_names[n], tuple(book.uuid[d] for d in ds)) for i, (n, ds) in enumerate(raw)

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labgang.launcher.scheduler import check_schedulable, run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
+from labgang.launcher.scheduler.groups import rank_shapes
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Snapshot
 from labgang.launcher.simulate import Simulation, parse_scenario
@@ -86,6 +87,13 @@ def scenarios(draw) -> dict:
         if draw(st.integers(0, 3)) == 0:
             j["workers"] = draw(st.integers(1, 3))
             j["mig"] = "1g.10gb"
+        elif draw(st.integers(0, 2)) == 0:  # a job of 2-3 groups (one may have no device)
+            j["groups"] = groups = []
+            for k in range(draw(st.integers(2, 3))):
+                per = draw(st.sampled_from([0, 1, 1, 2, 4])) if k == 0 else draw(st.sampled_from([1, 1, 2]))
+                groups.append({"name": f"g{k}", "workers": draw(st.integers(1, 3)), "gpus_per_worker": per})
+            if draw(st.integers(0, 3)) == 0:
+                j["colocate"] = [["g0", "g1"]]
         else:
             j["workers"] = draw(st.sampled_from([1, 1, 2, 2, 3, 4]))
             j["gpus_per_worker"] = draw(st.sampled_from([1, 1, 2, 2, 4]))
@@ -104,16 +112,22 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     for adm in result.admitted:
         p = pending[adm.job_id]
         req = p.request
-        # whole gang, right resource, never a device twice, never an unavailable one
+        # whole gang (every rank of every group, each with its group's devices), right resource,
+        # never a device twice, never an unavailable one
         assert [r.rank for r in adm.placement] == list(range(req.workers))
+        shapes = rank_shapes(req)
         for r in adm.placement:
-            assert len(r.devices) == req.per_worker
+            assert len(r.devices) == shapes[r.rank].per_worker
             for u in r.devices:
-                assert devices[u].resource == req.resource and devices[u].node == r.node
+                assert devices[u].resource == shapes[r.rank].resource and devices[u].node == r.node
                 assert u not in taken, f"{u} given to {adm.job_id} and {taken.get(u)}"
                 assert u not in snap.unavailable
                 taken[u] = adm.job_id
         usage[(p.queue, req.resource)] = usage.get((p.queue, req.resource), 0) + req.total
+        groups_of = [g.name for g in req.groups for _ in range(g.request.workers)]
+        for together in req.colocate:  # --colocate: those groups' ranks on one node
+            names = set(together)
+            assert len({r.node for r in adm.placement if groups_of[r.rank] in names}) == 1
     book = QuotaBook(snap.queues, usage)
     for q in snap.queues:
         for res in q.nominal:

@@ -1,0 +1,289 @@
+"""A job of groups on the command line (``docs/job-groups.md``): Slurm's ``:`` between components
+and ``labgang submit -f job.toml``, turned into the submission body's ``groups`` list.
+
+``labgang submit -n 1 -g 0 -- mpirun.sh : -n 4 -g 2 -- python worker.py``: the options before the
+first ``--`` are the first group's (with the job's own options), each ``:`` followed by an option
+or ``--`` starts another group, which takes the per-rank options only (:data:`GROUP_FLAGS`) and
+then its command after ``--``. A ``:`` not followed by an option or ``--`` is an argument of the
+command. A group is named ``g0``, ``g1``, … by position, or ``--group NAME``.
+
+The job file (TOML) has one ``[[group]]`` table per group (:func:`groups_from_file`).
+
+Click-free and imported only for such a submission (docs/cli-startup.md).
+"""
+
+from __future__ import annotations
+
+from labgang.launcher.cli.job_request import SubmissionError
+from labgang.launcher.cli.quick_argv import NotFast, parse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+
+def _count(low: int) -> Callable[[str], int]:
+    """A converter of a whole number >= ``low`` (ValueError otherwise)."""
+
+    def convert(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(text)
+        return value
+
+    return convert
+
+
+def _topology(text: str) -> str:
+    from labgang.launcher.model import TOPOLOGY_LEVELS
+
+    if text not in TOPOLOGY_LEVELS:
+        raise ValueError(text)
+    return text
+
+
+GROUP_FLAGS: dict[str, tuple[str, Any]] = {
+    "-n": ("workers", _count(1)),
+    "--workers": ("workers", _count(1)),
+    "--ntasks": ("workers", _count(1)),
+    "-g": ("gpus_per_worker", _count(0)),
+    "--gpus-per-worker": ("gpus_per_worker", _count(0)),
+    "--gpus-per-task": ("gpus_per_worker", _count(0)),
+    "--mig": ("mig", str),
+    "-N": ("nodes", _count(1)),
+    "--nodes": ("nodes", _count(1)),
+    "--gpu-model": ("gpu_model", str),
+    "--min-workers": ("min_workers", _count(1)),
+    "-c": ("cpus_per_task", _count(1)),
+    "--cpus-per-task": ("cpus_per_task", _count(1)),
+    "--mem": ("mem", str),
+    "--mem-per-gpu": ("mem_per_gpu", str),
+    "--topology": ("topology", _topology),
+    "--group": ("name", str),
+}
+"""The options a group after ``:`` takes: the per-rank shape, and ``--group NAME``."""
+
+_ALLOWED = (
+    "-n, -g (0 allowed), --mig, -N/--nodes, --gpu-model, --min-workers, -c, --mem, --mem-per-gpu, --topology, --group"
+)
+
+
+def split_components(argv: list[str]) -> list[list[str]]:
+    """The command line after the first group's options, cut at each ``:`` that starts a group
+    (one followed by an option or ``--``); one element when there is none."""
+    parts: list[list[str]] = [[]]
+    for i, word in enumerate(argv):
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if word == ":" and following is not None and following.startswith("-") and following != "-":
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    return parts
+
+
+def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str, Any]:
+    """One ``groups`` element of the body from a group's options (CLI names) and command.
+
+    Raises:
+        SubmissionError: a bad size, both ``-g`` and ``--mig``, or no command (names the group).
+    """
+    from labgang.launcher.cli.job_request import _host_request
+
+    if not argv:
+        raise SubmissionError(f"{where}: missing CMD: give the group's command after --")
+    if shape.get("mig") is not None and shape.get("gpus_per_worker") is not None:
+        raise SubmissionError(f"{where}: -g and --mig exclude each other: a rank gets full GPUs or one MIG device")
+    entry: dict[str, Any] = {"workers": shape.get("workers") or 1, "argv": argv}
+    for key in ("name", "gpus_per_worker", "mig", "nodes", "gpu_model", "topology", "min_workers"):
+        if shape.get(key) is not None:
+            entry[key] = shape[key]
+    if isinstance(entry.get("mig"), str) and entry["mig"].startswith("mig-"):
+        entry["mig"] = entry["mig"][4:]
+    try:
+        host = _host_request(shape.get("cpus_per_task"), shape.get("mem"), shape.get("mem_per_gpu"), False)
+    except SubmissionError as exc:
+        raise SubmissionError(f"{where}: {exc}") from None
+    entry.update(host)
+    if "env" in shape:
+        entry["env"] = shape["env"]
+    return entry
+
+
+def groups_from_argv(first_shape: dict[str, Any], argv: list[str]) -> list[dict[str, Any]] | None:
+    """The ``groups`` of ``CMD : OPTIONS -- CMD ...``, or None when ``argv`` has no group separator.
+
+    Args:
+        first_shape: the first group's options as ``build_submission`` got them.
+        argv: everything after the first ``--``.
+
+    Raises:
+        SubmissionError: an option a group does not take, a bad value, a group without command.
+    """
+    parts = split_components(argv)
+    if len(parts) == 1:
+        return None
+    groups = [group_entry(first_shape, parts[0], "group 0 (before the first ':')")]
+    for k, words in enumerate(parts[1:], start=1):
+        where = f"group {k} (after ':' number {k})"
+        try:
+            options, command = parse(words, GROUP_FLAGS, interspersed=False)
+        except NotFast as exc:
+            raise SubmissionError(
+                f"{where}: {exc} is not an option a group takes, or its value is bad; allowed: {_ALLOWED}"
+            ) from None
+        groups.append(group_entry(options, command, where))
+    return groups
+
+
+_FILE_KEYS = ("name", "ranks", "command", "env", "resources")
+_RESOURCE_KEYS = ("gpus", "mig", "gpu_model", "nodes", "topology", "min_ranks", "cpus", "mem", "mem_per_gpu")
+POLICY_KEYS = ("success_policy", "failure_policy", "max_restarts", "startup_order")
+"""The job file's top-level lifecycle policy keys (docs/group-lifecycle.md), the body fields of the same names."""
+_TOP_KEYS = ("group", "colocate", *POLICY_KEYS)
+
+
+def groups_from_file(path: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
+    """The ``groups`` and ``colocate`` of a job file (docs/job-groups.md)::
+
+        colocate = [["leader", "worker"]]     # optional
+        [[group]]
+        name = "leader"
+        ranks = 1
+        command = ["python", "leader.py"]   # or one string, split as a shell would
+        env = { ROLE = "leader" }
+        resources = { gpus = 1, cpus = 4, mem = "16G" }
+
+    Raises:
+        SubmissionError: an unreadable file, or a key that is unknown or has a bad value
+            (one line naming ``group[1].resources.gpus`` and what it allows).
+    """
+    import shlex
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise SubmissionError(f"-f {path}: cannot read it: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SubmissionError(f"-f {path}: not valid TOML: {exc}") from None
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise SubmissionError(f"-f {path}: unknown key {key!r}; allowed: {', '.join(_TOP_KEYS)}")
+    tables = data.get("group")
+    if not isinstance(tables, list) or len(tables) < 2 or not all(isinstance(t, dict) for t in tables):
+        raise SubmissionError(f"-f {path}: group: give two or more [[group]] tables (one group: use plain submit)")
+    groups = []
+    for i, table in enumerate(tables):
+        where = f"-f {path}: group[{i}]"
+        for key in table:
+            if key not in _FILE_KEYS:
+                raise SubmissionError(f"{where}: unknown key {key!r}; allowed: {', '.join(_FILE_KEYS)}")
+        shape: dict[str, Any] = {}
+        if "name" in table:
+            shape["name"] = _text(table["name"], f"{where}.name")
+        if "ranks" in table:
+            shape["workers"] = _whole(table["ranks"], f"{where}.ranks", 1)
+        command = table.get("command")
+        if isinstance(command, str):
+            argv = shlex.split(command)
+        elif isinstance(command, list) and all(isinstance(w, str) for w in command):
+            argv = list(command)
+        else:
+            raise SubmissionError(f"{where}.command: give the group's command, a list of words or one string")
+        env = table.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise SubmissionError(f'{where}.env: must be a table of strings (NAME = "value")')
+        if env:
+            shape["env"] = env
+        resources = table.get("resources", {})
+        if not isinstance(resources, dict):
+            raise SubmissionError(f"{where}.resources: must be a table; allowed keys: {', '.join(_RESOURCE_KEYS)}")
+        for key, value in resources.items():
+            at = f"{where}.resources.{key}"
+            if key == "gpus":
+                shape["gpus_per_worker"] = _whole(value, at, 0)
+            elif key in ("nodes", "min_ranks", "cpus"):
+                dest = {"nodes": "nodes", "min_ranks": "min_workers", "cpus": "cpus_per_task"}[key]
+                shape[dest] = _whole(value, at, 1)
+            elif key in ("mig", "gpu_model", "mem", "mem_per_gpu"):
+                shape[key] = _text(value, at)
+            elif key == "topology":
+                try:
+                    shape["topology"] = _topology(_text(value, at))
+                except ValueError:
+                    from labgang.launcher.model import TOPOLOGY_LEVELS
+
+                    raise SubmissionError(f"{at}: {value!r}; allowed: {', '.join(TOPOLOGY_LEVELS)}") from None
+            else:
+                raise SubmissionError(f"{where}.resources: unknown key {key!r}; allowed: {', '.join(_RESOURCE_KEYS)}")
+        groups.append(group_entry(shape, argv, where))
+    colocate = data.get("colocate", [])
+    if not isinstance(colocate, list) or not all(
+        isinstance(c, list) and all(isinstance(n, str) for n in c) for c in colocate
+    ):
+        raise SubmissionError(f'-f {path}: colocate: must be a list of lists of group names, e.g. [["a", "b"]]')
+    return groups, colocate
+
+
+def _whole(value: object, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SubmissionError(f"{where}: {value!r}; allowed: a whole number >= {low}")
+    return value
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SubmissionError(f"{where}: {value!r}; allowed: a non-empty string")
+    return value
+
+
+def colocate_sets(text: str) -> list[list[str]]:
+    """``--colocate g0,g1`` (one set; ``;`` between several sets: ``a,b;c,d``).
+
+    Raises:
+        SubmissionError: a set naming fewer than two groups.
+    """
+    sets = [[n.strip() for n in part.split(",") if n.strip()] for part in text.split(";")]
+    for s in sets:
+        if len(s) < 2:
+            raise SubmissionError(f"--colocate: {text!r}; allowed: two or more group names, comma-separated (g0,g1)")
+    return sets
+
+
+def policies_from_file(path: str) -> dict[str, Any]:
+    """The lifecycle policies a job file gives at its top level, as body fields (only those it has)::
+
+        success_policy = "group:launcher"
+        failure_policy = "restart"
+        max_restarts = 3
+        startup_order = ["launcher", "workers"]   # or "launcher,workers"
+
+    The coordinator checks the values against the job's groups (``launcher/lifecycle/group_policy.py``).
+    Call after :func:`groups_from_file` accepted the file.
+
+    Raises:
+        SubmissionError: a value of the wrong kind (one line naming the key and what it allows).
+    """
+    import tomllib
+
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    out: dict[str, Any] = {}
+    for key in ("success_policy", "failure_policy"):
+        if key in data:
+            out[key] = _text(data[key], f"-f {path}: {key}")
+    if "max_restarts" in data:
+        out["max_restarts"] = _whole(data["max_restarts"], f"-f {path}: max_restarts", 0)
+    order = data.get("startup_order")
+    if isinstance(order, str):
+        order = [name.strip() for name in order.split(",")]
+    if order is not None:
+        if not isinstance(order, list) or not all(isinstance(n, str) and n.strip() for n in order):
+            raise SubmissionError(
+                f"-f {path}: startup_order: {data['startup_order']!r}; allowed: a list of group names, "
+                'e.g. ["launcher", "workers"]'
+            )
+        out["startup_order"] = order
+    return out

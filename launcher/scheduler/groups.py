@@ -1,0 +1,300 @@
+"""All or nothing across the groups of a job (``docs/job-groups.md``).
+
+A job of groups (``JobRequest.groups``) is one gang to the rest of the scheduler: its quota is
+the sum over its groups (``JobRequest.total``), it is one victim, and :func:`place_groups` finds
+a node set for every group at once or returns None. Groups are placed most constrained first
+(colocated sets, then a required topology or node count, then the most devices), each on the
+devices the groups before it left, and the result lists the ranks in group order (global rank
+order). A group of ``per_worker == 0`` ranks (an MPI launcher) takes no device: its ranks go to
+a node the job's other groups use, else the first node offering anything (and, with host
+requests, with room for them). ``colocate`` sets put all their groups' ranks on one node.
+
+An elastic job of groups (some group has ``min_workers``) starts when every group reaches its
+minimum: :func:`group_sizes` yields the job from full size down to every group at its floor.
+
+Every change to the device book made while trying is undone before returning.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import replace
+
+from labgang.launcher.model import GroupRequest, JobRequest
+from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.hostres import capped_index, host_reason, node_use, rank_cap
+from labgang.launcher.scheduler.placement import place, topology_reason
+
+RawPlacement = list[tuple[int, list[int]]]
+"""``[(node position, [device positions]), ...]`` per rank (as :func:`.placement.place` returns it)."""
+
+_PROBE = "\0group:"
+"""Owner tag of devices a group holds while the later groups of its job are tried."""
+
+_live_nodes: weakref.WeakKeyDictionary[DeviceBook, list[int]] = weakref.WeakKeyDictionary()
+
+
+def describe_groups(req: JobRequest) -> str:
+    """``"groups launcher 1 x 0 + worker 4 x 2 gpu"``: each group's ranks x devices per rank."""
+    parts = [f"{g.name} {g.request.workers} x {g.request.per_worker}" for g in req.groups]
+    return "groups " + " + ".join(parts) + f" {req.resource}"
+
+
+def rank_shapes(req: JobRequest) -> list[JobRequest]:
+    """Each global rank's own shape, in rank order: its group's request (``req`` itself for
+    every rank of a one-group job)."""
+    if not req.groups:
+        return [req] * req.workers
+    return [g.request for g in req.groups for _ in range(g.request.workers)]
+
+
+def units(req: JobRequest) -> list[list[int]]:
+    """Group positions in the order they are placed: each colocated set is one unit (its groups
+    in job order), the others alone; most constrained and largest first."""
+    names = [g.name for g in req.groups]
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for together in req.colocate:
+        ids = [names.index(n) for n in together if n in names]
+        for i in ids[1:]:
+            parent[root(i)] = root(ids[0])
+    by_root: dict[int, list[int]] = {}
+    for i in range(len(names)):
+        by_root.setdefault(root(i), []).append(i)
+
+    def weight(unit: list[int]) -> tuple[int, int, int, int]:
+        reqs = [req.groups[i].request for i in unit]
+        constrained = any(r.topology is not None or r.nodes is not None for r in reqs)
+        return (-(len(unit) > 1), -constrained, -sum(r.total for r in reqs), unit[0])
+
+    return sorted(by_root.values(), key=weight)
+
+
+def group_sizes(req: JobRequest) -> Iterator[JobRequest]:
+    """``req`` at full size, then (when some group is elastic) every elastic group one rank
+    smaller at a time, each stopping at its floor, down to every group at its minimum."""
+    yield req
+    if not req.elastic:
+        return
+    span = max(g.request.workers - (g.request.min_workers or g.request.workers) for g in req.groups)
+    for k in range(1, span + 1):
+        groups = tuple(_shrunk(g, k) for g in req.groups)
+        yield replace(req, groups=groups, workers=sum(g.request.workers for g in groups))
+
+
+def _shrunk(g: GroupRequest, k: int) -> GroupRequest:
+    r = g.request
+    if not r.elastic:
+        return g
+    size = max(r.min_workers or r.workers, r.workers - k)
+    return GroupRequest(g.name, r.at_size(size) if size < r.workers else r)
+
+
+def place_groups(book: DeviceBook, req: JobRequest) -> RawPlacement | None:
+    """A placement for every rank of every group of ``req``, in global rank order, or None.
+
+    Args:
+        book: the cycle's device book (left as it was found).
+        req: a job of groups (``req.groups`` not empty).
+    """
+    if _short(book, req, "") is not None:
+        return None
+    out, _reason = _place(book, req, None)
+    return out
+
+
+def _short(book: DeviceBook, req: JobRequest, describe: str) -> PendingReason | None:
+    """Why the job cannot fit whatever its placement (fewer free devices of a kind than its groups
+    need together, or a group's rank bigger than any node's free devices): the cheap refusal
+    tried before any group is placed. None when nothing is short."""
+    need: dict[tuple[str, str | None], int] = {}
+    for g in req.groups:
+        r = g.request
+        if r.per_worker:
+            key = (r.resource, r.gpu_model.lower() if r.gpu_model else None)
+            need[key] = need.get(key, 0) + r.total
+    for g in req.groups:
+        r = g.request
+        if r.per_worker:
+            key = (r.resource, r.gpu_model.lower() if r.gpu_model else None)
+            ix = book.index(*key)
+            if ix.total < need[key]:
+                return PendingReason(
+                    ReasonCode.NO_CAPACITY,
+                    f"{ix.total} {r.resource} free; the job's groups need {need[key]} together ({describe})",
+                )
+            if r.per_worker > ix.largest():
+                return _one_reason(book, g)
+    return None
+
+
+def _place(book: DeviceBook, req: JobRequest, explain: str | None) -> tuple[RawPlacement | None, PendingReason | None]:
+    """The placement, or None and (when ``explain`` describes the job) why, naming the group
+    (or colocated set) that did not fit with the groups placed before it holding their room."""
+    per_group: dict[int, RawPlacement] = {}
+    probes: list[tuple[str, list[int]]] = []
+    used: list[int] = []
+    try:
+        for unit in units(req):
+            got = _place_unit(book, req, unit, used, probes)
+            if got is None:
+                return None, None if explain is None else _unit_reason(book, req, unit, explain)
+            per_group.update(got)
+    finally:
+        for owner, devs in reversed(probes):
+            book.release(devs, owner)
+            book.requests.pop(owner, None)
+    return [rank for i in range(len(req.groups)) for rank in per_group[i]], None
+
+
+def _hold(book: DeviceBook, g: GroupRequest, raw: RawPlacement, probes: list[tuple[str, list[int]]]) -> None:
+    owner = _PROBE + g.name
+    devs = [d for _, ds in raw for d in ds]
+    book.requests[owner] = g.request  # its host CPUs and memory count for the groups after it
+    book.take(devs, owner)
+    probes.append((owner, devs))
+
+
+def _place_unit(
+    book: DeviceBook, req: JobRequest, unit: list[int], used: list[int], probes: list[tuple[str, list[int]]]
+) -> dict[int, RawPlacement] | None:
+    if len(unit) == 1:
+        g = req.groups[unit[0]]
+        raw = _place_group(book, g.request, used, None)
+        if raw is None:
+            return None
+        _hold(book, g, raw, probes)
+        _note_nodes(used, raw)
+        return {unit[0]: raw}
+    for n in _candidate_nodes(book, req, unit, used):
+        mark = len(probes)
+        got: dict[int, RawPlacement] = {}
+        for i in unit:
+            g = req.groups[i]
+            raw = _place_group(book, g.request, [n], n)
+            if raw is None:
+                break
+            _hold(book, g, raw, probes)
+            got[i] = raw
+        else:
+            _note_nodes(used, [(n, [])])
+            return got
+        for owner, devs in reversed(probes[mark:]):
+            book.release(devs, owner)
+            book.requests.pop(owner, None)
+        del probes[mark:]
+    return None
+
+
+def _note_nodes(used: list[int], raw: RawPlacement) -> None:
+    for n, _ in raw:
+        if n not in used:
+            used.append(n)
+
+
+def _candidate_nodes(book: DeviceBook, req: JobRequest, unit: list[int], used: list[int]) -> list[int]:
+    """Nodes a colocated set could go to: those with enough free devices for its largest
+    device group (fullest first), or, with no device group, the job's nodes then every live one."""
+    device_groups = [req.groups[i].request for i in unit if req.groups[i].request.per_worker > 0]
+    if not device_groups:
+        return used + [n for n in live_nodes(book) if n not in used]
+    biggest = max(device_groups, key=lambda r: r.total)
+    ix = book.index(biggest.resource, biggest.gpu_model.lower() if biggest.gpu_model else None)
+    need = sum(r.total for r in device_groups if r.resource == biggest.resource)
+    return [n for c in sorted(k for k in ix.buckets if k >= need) for n in ix.buckets[c]]
+
+
+def live_nodes(book: DeviceBook) -> list[int]:
+    """Node positions offering anything: a node with no device, or with one not withheld."""
+    cached = _live_nodes.get(book)
+    if cached is None:
+        withheld = [True] * len(book.node_names)
+        has_device = [False] * len(book.node_names)
+        for d, n in enumerate(book.node_of):
+            has_device[n] = True
+            if not book.unavailable[d]:
+                withheld[n] = False
+        cached = _live_nodes[book] = [n for n in range(len(withheld)) if not (has_device[n] and withheld[n])]
+    return cached
+
+
+def _place_group(book: DeviceBook, r: JobRequest, used: list[int], only: int | None) -> RawPlacement | None:
+    """One group's ranks on the book's free devices (on node ``only`` when given)."""
+    if r.per_worker == 0:
+        return _place_deviceless(book, r, used, only)
+    ix = book.index(r.resource, r.gpu_model.lower() if r.gpu_model else None)
+    if only is not None:
+        ix = FreeIndex(len(book.node_names), ix.free[only], book.node_of)
+    capped = capped_index(book, ix, r)
+    return place(book, ix, r.workers, r.per_worker, r.nodes if only is None else None, r.topology, capped)
+
+
+def _place_deviceless(book: DeviceBook, r: JobRequest, used: list[int], only: int | None) -> RawPlacement | None:
+    """Ranks with no device: spread evenly over ``r.nodes`` nodes (one when unset), the job's
+    own nodes first, each node with host room for its share."""
+    count = 1 if only is not None else (r.nodes or 1)
+    base, extra = divmod(r.workers, count)
+    shares = [base + 1] * extra + [base] * (count - extra)
+    candidates = [only] if only is not None else used + [n for n in live_nodes(book) if n not in used]
+    uses = node_use(book) if r.host or book.exclusive_known else None
+    out: RawPlacement = []
+    for n in candidates:
+        if len(out) == r.workers:
+            break
+        share = shares[len({m for m, _ in out})]
+        if uses is not None and rank_cap(book, uses[n], n, r, share) < share:
+            continue
+        out.extend((n, []) for _ in range(share))
+    return out if len(out) == r.workers else None
+
+
+def capacity_reason(book: DeviceBook, req: JobRequest, describe: str) -> PendingReason | None:
+    """Why a job of groups has no placement now, naming the group (or colocated set) that does
+    not fit: ``"group worker (4 x 2 gpu): 6 gpu free, largest node has 3; ..."``. None when it
+    fits (then something else, such as a reservation, keeps it waiting)."""
+    short = _short(book, req, describe)
+    if short is not None:
+        return short
+    _raw, reason = _place(book, req, describe)
+    return reason
+
+
+def _unit_reason(book: DeviceBook, req: JobRequest, unit: list[int], describe: str) -> PendingReason:
+    """Why ``unit`` does not fit now (the groups placed before it holding their room)."""
+    if len(unit) > 1:
+        names = ", ".join(req.groups[i].name for i in unit)
+        return PendingReason(
+            ReasonCode.FRAGMENTED,
+            f"groups {names} must share one node (--colocate) and no node has room for all of them now; "
+            f"job needs {describe}",
+        )
+    return _one_reason(book, req.groups[unit[0]])
+
+
+def _one_reason(book: DeviceBook, g: GroupRequest) -> PendingReason:
+    r = g.request
+    what = f"{r.workers} x {r.per_worker} {r.resource}"
+    head = f"group {g.name} ({what})"
+    if r.per_worker == 0:
+        return PendingReason(
+            ReasonCode.HOST_RESOURCES, f"{head}: no node has host room for its {r.workers} rank(s) now"
+        )
+    ix = book.index(r.resource, r.gpu_model.lower() if r.gpu_model else None)
+    reason: PendingReason | None
+    if r.topology is not None and ix.total >= r.total:
+        reason = topology_reason(book, ix, r, what)
+    else:
+        reason = host_reason(book, ix, r, what) if ix.total >= r.total else None
+        if reason is None:
+            code = ReasonCode.NO_CAPACITY if ix.total < r.total else ReasonCode.FRAGMENTED
+            reason = PendingReason(
+                code, f"{ix.total} {r.resource} free, largest node has {ix.largest()}; the group needs {what}"
+            )
+    return replace(reason, message=f"{head}: {reason.message}")
