@@ -296,6 +296,22 @@ class ClusterCollector(Collector):
         for key in sorted(counts):
             jobs.add_metric(key, float(counts[key]))
         yield jobs
+        yield self._group_devices(snapshot)
+
+    def _group_devices(self, snapshot: ClusterSnapshot) -> Metric:
+        """``labgang_job_group_devices``: the devices each group of a job of groups holds, for
+        every such job holding devices (docs/job-groups.md; a deviceless launcher group: 0);
+        nothing for one-group jobs."""
+        held = _gauge(
+            "labgang_job_group_devices",
+            "Devices held by each group of a job of groups (docs/job-groups.md).",
+            ("queue", "job", "group"),
+        )
+        for job in snapshot.jobs:
+            if job.groups and job.holds_devices:
+                for name, workers, per in job.groups:
+                    held.add_metric((job.queue, job.id, name), float(workers * per))
+        return held
 
     def _pitfalls(self, snapshot: ClusterSnapshot) -> Iterator[Metric]:
         tracker = self.tracker

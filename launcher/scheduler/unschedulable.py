@@ -81,8 +81,13 @@ def _groups_never_fit(
         if reason is not None:
             return reason, quota_fault_field(book, queue, req) if req.per_worker else "queue"
     layout = devices.static
-    # an idle book over the same nodes: every device free, nothing reserved or withheld
-    empty = DeviceBook(Snapshot(now=0.0, nodes=layout.nodes, queues=(), running=(), pending=()))
+    # an idle book over the same nodes: every device free, nothing reserved or withheld; one per
+    # layout (placing on it leaves it as it was found)
+    empty = layout.host_verdicts.get(_EMPTY_BOOK)
+    if empty is None:
+        empty = layout.host_verdicts[_EMPTY_BOOK] = DeviceBook(
+            Snapshot(now=0.0, nodes=layout.nodes, queues=(), running=(), pending=())
+        )
     for g in req.groups:
         alone = g.request
         if alone.per_worker == 0:
@@ -113,6 +118,10 @@ def _groups_never_fit(
             "colocate" if req.colocate else "workers",
         )
     return None
+
+
+_EMPTY_BOOK = ("groups", "empty book")
+"""Where :func:`_groups_never_fit` keeps the idle device book of a layout (in its memo dict)."""
 
 
 def _only(req: JobRequest, name: str) -> JobRequest:

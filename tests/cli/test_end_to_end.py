@@ -342,7 +342,12 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
     "args, status, last_line",
     [
         # refused by the CLI itself: the same one-line style as the coordinator's refusals
-        (["-g", "0"], 2, "labgang submit: -g/--gpus-per-worker: 0 is not in the range x>=1; allowed: an integer >= 1"),
+        (
+            ["-g", "0"],
+            2,
+            "labgang submit: -g/--gpus-per-worker: 0 is only for one group of a job of groups (CMD : OPTIONS -- CMD); "
+            "allowed: 1 or more",
+        ),
         # refused by the coordinator: one line naming the flag and what it allows
         (["-q", "nope"], 2, "labgang submit: -q/--queue: unknown queue 'nope' (allowed: default)"),
         (

@@ -339,3 +339,25 @@ async def test_every_family_follows_naming_conventions(aiohttp_client, cluster):
             "labgang_queue_fair_share",  # dimensionless (x 1000 / weight); the name the fair-sharing issue asks for
         ):
             assert family.name.endswith(units), family.name
+
+
+async def test_a_job_of_groups_holding_devices_has_its_groups_devices(aiohttp_client, cluster):
+    import dataclasses
+
+    from labgang.launcher.pitfalls import JobView
+
+    snapshot, _, _ = cluster
+    het = _job("9", "alice", "team-a", "running", workers=5, per=0)
+    het["groups"] = [
+        {"name": "launcher", "workers": 1, "gpus_per_worker": 0, "resource": "gpu"},
+        {"name": "worker", "workers": 4, "gpus_per_worker": 2, "resource": "gpu"},
+    ]
+    waiting = _job("10", "alice", "team-a", "pending", workers=3, per=0)
+    waiting["groups"] = [{"name": "g0", "workers": 1, "gpus_per_worker": 0}, {"name": "g1", "workers": 2}]
+    jobs = (*snapshot.jobs, JobView.from_api(het), JobView.from_api(waiting))
+    with_groups = dataclasses.replace(snapshot, jobs=jobs)
+    fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: with_groups))
+    assert _value(fam, "labgang_job_group_devices", queue="team-a", job="9", group="worker") == 8
+    assert _value(fam, "labgang_job_group_devices", queue="team-a", job="9", group="launcher") == 0
+    assert _absent(fam, "labgang_job_group_devices", job="10")  # pending: holds nothing
+    assert JobView.from_api(het).total_devices == 8 and JobView.from_api(het).shape == "1×0+4×2"
