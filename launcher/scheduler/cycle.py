@@ -47,7 +47,7 @@ from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
-from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 from labgang.launcher.scheduler.tenants import TenantBook, key_of
@@ -375,9 +375,9 @@ class _Cycle:
         for size in range(top, (req.min_workers or req.workers) - 1, -1):
             sized = req if size == req.workers else req.at_size(size)
             if state.quota_fits(q, sized):
-                raw = self._place(sized)
+                raw = self._place(sized, job)
                 if raw is not None:
-                    placement = state.assume(job.id, q, sized, raw)
+                    placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
                     self.admitted.append(Admit(job.id, placement))
                     self.on_change.append(q)
@@ -394,7 +394,7 @@ class _Cycle:
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
             with state.without(live):
-                raw = state.place(req) if state.quota_fits(q, req) else None
+                raw = state.place(req, job) if state.quota_fits(q, req) else None
             if raw is not None:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
@@ -429,6 +429,10 @@ class _Cycle:
                 self._hold_quota(e)
             k = (q, req.resource)
             reason = reasons.quota_reason(state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()))
+            if req.shared and state.cards is not None:
+                reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
+        elif req.shared and state.cards is not None:
+            reason = state.cards.reason(req, q, job.user)
         else:
             reason = self._capacity_reason(req)
         if refusal is not None:
@@ -480,7 +484,9 @@ class _Cycle:
 
     # --- placement with a failure cache --------------------------------------------------------
 
-    def _place(self, req: JobRequest) -> RawPlacement | None:
+    def _place(self, req: JobRequest, job: PendingJob) -> RawPlacement | None:
+        if req.shared:  # where a share fits depends on its queue and user (the trust rule): no cache
+            return self.state.place(req, job)
         key = (
             req.resource,
             req.gpu_model,
@@ -507,7 +513,8 @@ class _Cycle:
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host)
+        share = (req.shards, req.mps, e.job.user) if req.shared else None
+        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host, share)
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.

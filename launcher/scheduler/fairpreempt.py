@@ -235,7 +235,7 @@ class _Search:
         state = self.state
         if not state.quota_fits(self.spec.name, self.job.request):
             return None
-        return state.place(self.job.request)
+        return state.place(self.job.request, self.job)
 
     def take(self, v: RunningJob) -> bool:
         self.state.remove(v.id)

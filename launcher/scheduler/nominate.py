@@ -15,6 +15,7 @@ from labgang.launcher.model import JobRequest, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.reasons import begin_reason
+from labgang.launcher.scheduler.shares import never_shares
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.scheduler.unschedulable import host_never_fits, placement_never_fits, quota_never_fits
@@ -31,7 +32,7 @@ class Entry:
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
         cls: ``(queue, workers, per_worker, resource, gpu_model, nodes, topology, min_workers,
-            host requests)``: jobs of one class
+            host requests, share request and user)``: jobs of one class
             fit or fail alike (up to priority).
     """
 
@@ -82,11 +83,15 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             req.topology,
             req.min_workers,
             (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
+            (req.shards, req.mps, job.user) if req.shared else None,  # shares: the trust rule reads the user
         )
         if key in verdicts:
             verdict = verdicts[key]
         else:  # an elastic gang can start when its minimum can
             verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
+            if verdict is None and req.shared:
+                why = never_shares(snapshot.gpu_sharing, spec, req, state.devices.node_names)
+                verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

@@ -267,7 +267,7 @@ def find_victims(
 def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> RawPlacement | None:
     if not state.quota_fits(q, job.request, within_nominal=not allow_borrow):
         return None
-    return state.place(job.request)
+    return state.place(job.request, job)
 
 
 def _greedy_pass(

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import GPU, JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.shares import ShareBook, Sharer
 from labgang.launcher.scheduler.snapshot import (
     PendingJob,
     Placement,
@@ -40,21 +41,38 @@ class CycleState:
         self.snapshot = snapshot
         self.running: dict[str, RunningJob] = {}
         usage: dict[tuple[str, str], int] = {}
+        any_shared = False
         for job in snapshot.running:
             if job.id in self.running:
                 continue
             self.running[job.id] = job
+            if job.request.shared:
+                any_shared = True
+                continue  # counted below, in whole GPUs per queue (:mod:`.shares`)
             key = (job.queue, job.request.resource)
             usage[key] = usage.get(key, 0) + job.request.total
+        # shares of one card (--shards, --mps): None when the cluster shares no card
+        self.cards: ShareBook | None = None
+        if any_shared or snapshot.gpu_sharing.enabled:
+            self.cards = ShareBook(snapshot.gpu_sharing, snapshot.queues, self.running.values())
+            for q, n in self.cards.initial_usage().items():
+                usage[(q, GPU)] = usage.get((q, GPU), 0) + n
         self.quota = QuotaBook(snapshot.queues, usage, snapshot.cohorts)
         self.shares: QuotaBook | None = None
         if snapshot.sharing.fair_sharing:
             # fair sharing judges shares by running jobs not told to leave, plus waiting preemptors
             self.shares = QuotaBook((), tree=self.quota.tree)
             for job in self.running.values():
-                if not job.terminating:
+                if not job.terminating and not job.request.shared:
                     self.shares.add(job.queue, job.request.resource, job.request.total)
+            if self.cards is not None:
+                live = ShareBook(snapshot.gpu_sharing, (), (j for j in self.running.values() if not j.terminating))
+                for q, n in live.initial_usage().items():
+                    self.shares.add(q, GPU, n)
         self.devices = DeviceBook(snapshot)
+        if self.cards is not None:
+            self.cards.attach(self.devices)
+        self._left: dict[str, tuple[Sharer | None, bool]] = {}
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
         self._released: dict[str, list[int]] = {}
@@ -107,18 +125,32 @@ class CycleState:
         """Free devices matching ``req``'s resource and model."""
         return self.devices.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
 
-    def place(self, req: JobRequest) -> RawPlacement | None:
-        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None."""
+    def place(self, req: JobRequest, job: PendingJob | None = None) -> RawPlacement | None:
+        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None.
+
+        A share (``req.shared``) goes through :mod:`.shares`, which needs ``job`` (its queue and user)
+        to join a shared card; without it only a whole free card is offered."""
+        if req.shared:
+            if self.cards is None:
+                return None
+            return self.cards.place(req, None if job is None else job.queue, "" if job is None else job.user)
         ix = self.index(req)
         capped = capped_index(self.devices, ix, req)
         return place(self.devices, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
 
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked)."""
-        res, need = req.resource, req.total
+        res, need = req.resource, self.charge(queue, req)
         if need > self.quota.available(queue, res):
             return False
         return not within_nominal or self.quota.usage(queue, res) + need <= self.quota.nominal(queue, res)
+
+    def charge(self, queue: str, req: JobRequest) -> int:
+        """Whole devices ``queue``'s quota usage would grow by with ``req``: its total, or for a share
+        what its queue's rounded-up share use grows by (:meth:`.shares.ShareBook.charge`)."""
+        if req.shared and self.cards is not None:
+            return self.cards.charge(queue, req)
+        return req.total
 
     # --- simulated removal ----------------------------------------------------------------------
 
@@ -126,6 +158,13 @@ class CycleState:
         """Pretend running job ``job_id`` is gone: release its quota and devices."""
         job = self.running[job_id]
         self.removed.add(job_id)
+        if job.request.shared and self.cards is not None:
+            delta, sharer, freed = self.cards.leave(job)
+            self._left[job_id] = (sharer, freed)
+            self.quota.add(job.queue, GPU, -delta)
+            if self.shares is not None and not job.terminating:
+                self.shares.add(job.queue, GPU, -delta)
+            return
         self.quota.add(job.queue, job.request.resource, -job.request.total)
         if self.shares is not None and not job.terminating:
             self.shares.add(job.queue, job.request.resource, -job.request.total)
@@ -135,6 +174,13 @@ class CycleState:
         """Undo :meth:`remove`."""
         job = self.running[job_id]
         self.removed.discard(job_id)
+        if job.request.shared and self.cards is not None:
+            sharer, freed = self._left.pop(job_id, (None, False))
+            delta = self.cards.back(job, sharer, freed)
+            self.quota.add(job.queue, GPU, delta)
+            if self.shares is not None and not job.terminating:
+                self.shares.add(job.queue, GPU, delta)
+            return
         self.quota.add(job.queue, job.request.resource, job.request.total)
         if self.shares is not None and not job.terminating:
             self.shares.add(job.queue, job.request.resource, job.request.total)
@@ -153,9 +199,16 @@ class CycleState:
 
     # --- assumed decisions ----------------------------------------------------------------------
 
-    def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
-        """Admit ``job_id`` in this copy: add its usage and take its devices."""
+    def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement, user: str = "") -> Placement:
+        """Admit ``job_id`` in this copy: add its usage and take its devices (a share: join its card as
+        ``user``, for the trust rule of later shares)."""
         self.placed.add(job_id)
+        if req.shared and self.cards is not None:
+            delta = self.cards.take(job_id, queue, user, req, raw[0][1][0])
+            self.quota.add(queue, GPU, delta)
+            if self.shares is not None:
+                self.shares.add(queue, GPU, delta)
+            return self.to_placement(raw)
         self.quota.add(queue, req.resource, req.total)
         if self.shares is not None:
             self.shares.add(queue, req.resource, req.total)

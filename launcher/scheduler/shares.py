@@ -1,0 +1,326 @@
+"""Shares of one GPU (``--shards``, ``--mps``): who sits on which shared card, where a new share goes,
+and what a share costs in quota (docs/sharing.md).
+
+A shared card is a full GPU that holds one or more *sharers*: jobs with ``JobRequest.shared``. In the
+cycle's :class:`~.capacity.DeviceBook` such a card is owned by :data:`SHARED` (never free for whole-GPU
+jobs); this module keeps its sharers. A card is in one mode at a time: ``shard`` (time-sliced, up to the
+node's ``shards_per_gpu`` shards) or ``mps`` (up to 100 % of its SMs, and one user at a time: one MPS
+server per user).
+
+Rules:
+
+- **Trust**: a job of queue A may join a card whose sharers are all *compatible*: same queue, or two
+  queues that both name each other in ``share_with``; a queue whose ``share_gpus`` is ``user`` (on
+  either side) also needs the same user; ``none`` never shares. MPS cards need the same user besides.
+- **Best fit**: a share goes to the compatible shared card with the least room that still holds it
+  (ties: device order), else to one whole free card of the fullest node that allows the mode, so
+  whole cards and whole nodes stay free for gangs.
+- **Quota**: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is ``P/100`` gpu, summed exactly per
+  queue (:class:`fractions.Fraction`). The quota book counts whole devices, so a queue's shares enter it
+  rounded up to whole GPUs: ``usage = whole GPUs + ceil(sum of shares)``. Every limit is a whole number,
+  so for the queue itself this is exact (``x <= L`` iff ``ceil(x) <= L`` for whole ``L``); a cohort sees
+  each queue's shares rounded up, so two queues with a quarter GPU each take 2 of their cohort's pool.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from labgang.launcher.model import GPU, GpuSharing, JobRequest, QueueSpec
+from labgang.launcher.scheduler.capacity import DeviceBook
+from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.snapshot import RunningJob
+
+SHARED = "\0shared"
+"""Owner tag, in the device book, of a card that holds sharers."""
+
+RawPlacement = list[tuple[int, list[int]]]
+
+
+def share_kind(req: JobRequest) -> str:
+    """``"shard"`` or ``"mps"`` for a share request (``req.shared``)."""
+    return "mps" if req.mps else "shard"
+
+
+def share_units(req: JobRequest, shards_per_gpu: int) -> Fraction:
+    """The part of one GPU ``req`` takes: ``shards/shards_per_gpu`` or ``mps/100`` (0 for whole devices)."""
+    if req.mps:
+        return Fraction(req.mps, 100)
+    if req.shards:
+        return Fraction(req.shards, shards_per_gpu) if shards_per_gpu > 0 else Fraction(1)
+    return Fraction(0)
+
+
+def describe_share(req: JobRequest, shards_per_gpu: int) -> str:
+    """``"1 shard of a gpu (1/4 gpu)"``, ``"mps 50% of a gpu (1/2 gpu)"``, with the memory budget if any."""
+    units = share_units(req, shards_per_gpu)
+    head = f"mps {req.mps}% of a gpu" if req.mps else f"{req.shards} shard{'s' if req.shards != 1 else ''} of a gpu"
+    text = f"{head} ({units} gpu)"
+    if req.gpu_mem:
+        text += f", gpu memory {req.gpu_mem // (1 << 20)} MiB"
+    return text
+
+
+def may_share(a: QueueSpec, user_a: str, b: QueueSpec, user_b: str) -> bool:
+    """The trust rule: may a job of queue ``a`` (by ``user_a``) sit on one card with a job of ``b``?"""
+    if a.share_gpus == "none" or b.share_gpus == "none":
+        return False
+    if a.name != b.name and not (b.name in a.share_with and a.name in b.share_with):
+        return False
+    return not ("user" in (a.share_gpus, b.share_gpus) and user_a != user_b)
+
+
+@dataclass(slots=True)
+class Sharer:
+    """One job on a shared card: its id, queue, user and the part of the card it takes."""
+
+    job_id: str
+    queue: str
+    user: str
+    units: Fraction
+
+
+class ShareBook:
+    """The cycle's shared cards and each queue's exact share use.
+
+    Args:
+        sharing: the ``[sharing]`` table.
+        queues: every queue's spec (the trust rule reads ``share_gpus`` / ``share_with``).
+        running: running jobs (terminating ones included), deduplicated; the shared ones are read.
+    """
+
+    def __init__(self, sharing: GpuSharing, queues: Iterable[QueueSpec], running: Iterable[RunningJob]) -> None:
+        self.sharing = sharing
+        self.specs: dict[str, QueueSpec] = {}
+        for q in queues:
+            self.specs.setdefault(q.name, q)
+        self.queue_use: dict[str, Fraction] = {}
+        self.jobs: dict[str, RunningJob] = {}
+        for job in running:
+            if job.request.shared:
+                self.jobs[job.id] = job
+                self.queue_use[job.queue] = self.queue_use.get(job.queue, Fraction(0)) + self.units(job.request)
+        self.cards: dict[int, list[Sharer]] = {}
+        self.used: dict[int, Fraction] = {}
+        self.kind: dict[int, str] = {}
+        self.card_of: dict[str, int] = {}
+        self.devices: DeviceBook | None = None
+        # shared cards with room, by mode and room left (each list in device order), and each one's key
+        self._open: dict[str, dict[Fraction, list[int]]] = {"shard": {}, "mps": {}}
+        self._open_at: dict[int, tuple[str, Fraction]] = {}
+
+    def units(self, req: JobRequest) -> Fraction:
+        """The part of one GPU ``req`` takes (its quota charge before rounding)."""
+        return share_units(req, self.sharing.shards_per_gpu)
+
+    def initial_usage(self) -> dict[str, int]:
+        """Each queue's share use rounded up to whole GPUs: what its running shares put in the quota book."""
+        return {q: math.ceil(u) for q, u in self.queue_use.items() if u}
+
+    def attach(self, devices: DeviceBook) -> None:
+        """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
+        self.devices = devices
+        for job in self.jobs.values():
+            d = self._card(job)
+            if d is not None:
+                self._join(d, Sharer(job.id, job.queue, job.user, self.units(job.request)), share_kind(job.request))
+                devices.owner[d] = SHARED
+
+    def _card(self, job: RunningJob) -> int | None:
+        assert self.devices is not None
+        for rp in job.placement:
+            for u in rp.devices:
+                d = self.devices.pos.get(u)
+                if d is not None:
+                    return d
+        return None
+
+    def _join(self, d: int, s: Sharer, kind: str) -> None:
+        self.cards.setdefault(d, []).append(s)
+        self.used[d] = self.used.get(d, Fraction(0)) + s.units
+        self.kind[d] = kind
+        self.card_of[s.job_id] = d
+        self._reopen(d)
+
+    def _reopen(self, d: int) -> None:
+        at = self._open_at.pop(d, None)
+        if at is not None:
+            bucket = self._open[at[0]][at[1]]
+            del bucket[bisect_left(bucket, d)]
+            if not bucket:
+                del self._open[at[0]][at[1]]
+        if d in self.cards and self.used[d] < 1:
+            key = (self.kind[d], 1 - self.used[d])
+            insort(self._open[key[0]].setdefault(key[1], []), d)
+            self._open_at[d] = key
+
+    # --- quota --------------------------------------------------------------------------------
+
+    def charge(self, queue: str, req: JobRequest) -> int:
+        """Whole GPUs ``queue``'s quota usage grows by if it took ``req`` (0 when its rounded-up
+        shares already cover it)."""
+        u = self.queue_use.get(queue, Fraction(0))
+        return math.ceil(u + self.units(req)) - math.ceil(u)
+
+    def quota_note(self, queue: str, req: JobRequest) -> str:
+        """For a quota reason: ``"the job is 1 shard of a gpu (1/4 gpu), and team's shares use 1 gpu
+        (counted in whole gpu, rounded up)"``."""
+        used = self.queue_use.get(queue, Fraction(0))
+        return (
+            f"the job is {describe_share(req, self.sharing.shards_per_gpu)}, and {queue}'s shares use {used} gpu "
+            "(counted in whole gpu, rounded up)"
+        )
+
+    def _count(self, queue: str, units: Fraction) -> int:
+        u = self.queue_use.get(queue, Fraction(0))
+        self.queue_use[queue] = u + units
+        return math.ceil(u + units) - math.ceil(u)
+
+    # --- placement ----------------------------------------------------------------------------
+
+    def allows(self, node: int, kind: str) -> bool:
+        """True when node position ``node`` allows shares of ``kind``."""
+        assert self.devices is not None
+        ns = self.sharing.node(self.devices.node_names[node])
+        return ns.mps if kind == "mps" else ns.shards_per_gpu > 0
+
+    def joinable(self, d: int, queue: str, user: str, kind: str) -> bool:
+        """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
+        if self.kind.get(d) != kind:
+            return False
+        spec = self.specs.get(queue)
+        if spec is None:
+            return False
+        for s in self.cards.get(d, ()):
+            other = self.specs.get(s.queue)
+            if other is None or not may_share(spec, user, other, s.user):
+                return False
+            if kind == "mps" and s.user != user:
+                return False
+        return True
+
+    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+        """Where a share goes now: ``[(node, [card])]``, or None.
+
+        Args:
+            req: a share request (``req.shared``).
+            queue: the job's queue; None when unknown (then only a whole free card, which trusts nobody).
+            user: the job's user.
+        """
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        model = req.gpu_model.lower() if req.gpu_model else None
+        if queue is not None:
+            rooms = self._open[kind]
+            for room in sorted(r for r in rooms if r >= units):
+                for d in rooms[room]:
+                    if devices.unavailable[d] or devices.reserved_for[d] is not None:
+                        continue
+                    if model is not None and model not in devices.model[d]:
+                        continue
+                    if self.joinable(d, queue, user, kind):
+                        return [(devices.node_of[d], [d])]
+        ix = devices.index(GPU, model)
+        for c in sorted(ix.buckets):
+            for n in ix.buckets[c]:
+                if self.allows(n, kind):
+                    return [(n, [ix.free[n][0]])]
+        return None
+
+    def take(self, job_id: str, queue: str, user: str, req: JobRequest, d: int) -> int:
+        """Put ``job_id`` on card ``d`` (a free card becomes shared).
+
+        Returns:
+            Whole GPUs its queue's quota usage grows by (see :meth:`charge`).
+        """
+        assert self.devices is not None
+        if d not in self.cards:
+            self.devices.take([d], SHARED)
+        units = self.units(req)
+        self._join(d, Sharer(job_id, queue, user, units), share_kind(req))
+        return self._count(queue, units)
+
+    def leave(self, job: RunningJob) -> tuple[int, Sharer | None, bool]:
+        """Take running share ``job`` off its card (a simulated removal).
+
+        Returns:
+            ``(whole GPUs its queue's usage shrinks by, the sharer record or None, whether the card was freed)``.
+        """
+        assert self.devices is not None
+        units = self.units(job.request)
+        delta = -self._count(job.queue, -units)
+        d = self.card_of.pop(job.id, None)
+        if d is None:
+            return delta, None, False
+        sharers = self.cards[d]
+        s = next(x for x in sharers if x.job_id == job.id)
+        sharers.remove(s)
+        self.used[d] -= s.units
+        freed = False
+        if not sharers:
+            del self.cards[d], self.used[d], self.kind[d]
+            freed = bool(self.devices.release([d], SHARED))
+        self._reopen(d)
+        return delta, s, freed
+
+    def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
+        """Undo :meth:`leave`. Returns whole GPUs its queue's usage grows by again."""
+        assert self.devices is not None
+        delta = self._count(job.queue, self.units(job.request))
+        if s is not None:
+            d = self.devices.pos[next(u for rp in job.placement for u in rp.devices if u in self.devices.pos)]
+            if freed:
+                self.devices.retake([d], SHARED)
+            self._join(d, s, share_kind(job.request))
+        return delta
+
+    # --- reasons ------------------------------------------------------------------------------
+
+    def sharers_of(self, d: int) -> list[Sharer]:
+        """The jobs on card ``d`` (empty for a card that is not shared)."""
+        return list(self.cards.get(d, ()))
+
+    def reason(self, req: JobRequest, queue: str, user: str) -> PendingReason:
+        """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        shared = [d for d in self.cards if self.kind[d] == kind]
+        full = sum(1 for d in shared if 1 - self.used[d] < units)
+        barred = sum(1 for d in shared if 1 - self.used[d] >= units and not self.joinable(d, queue, user, kind))
+        model = req.gpu_model.lower() if req.gpu_model else None
+        ix = devices.index(GPU, model)
+        whole = sum(ix.count(n) for n in range(len(ix.free)) if ix.free[n] and self.allows(n, kind))
+        what = describe_share(req, self.sharing.shards_per_gpu)
+        trust = "the same user's jobs" if kind == "mps" else "sharers its queue may not share with"
+        return PendingReason(
+            ReasonCode.NO_CAPACITY,
+            f"job needs {what}: {len(shared)} {kind} card(s) shared, {full} without room, {barred} held by "
+            f"{trust} (share_gpus/share_with); {whole} whole gpu free on nodes allowing {kind}",
+        )
+
+
+def never_shares(sharing: GpuSharing, spec: QueueSpec, req: JobRequest, node_names: Iterable[str]) -> str | None:
+    """Why share ``req`` in queue ``spec`` could never start, or None.
+
+    Reasons: the queue's ``share_gpus`` is ``none``; no node allows the mode; ``--shards`` above the
+    cards' shard count.
+    """
+    if spec.share_gpus == "none":
+        return f"queue {spec.name} has share_gpus = 'none' (whole GPUs or MIG only); job asks for a share of a gpu"
+    kind = share_kind(req)
+    nodes = [sharing.node(n) for n in node_names]
+    if kind == "mps" and not any(n.mps for n in nodes):
+        return "no node allows MPS ([sharing] mps = true); job asks for --mps"
+    if kind == "shard":
+        most = max((n.shards_per_gpu for n in nodes), default=0)
+        if most == 0:
+            return "no node allows shards ([sharing] shards_per_gpu > 0); job asks for --shards"
+        if req.shards > most:
+            return f"job asks for {req.shards} shards of a gpu; cards have {most}"
+    return None
