@@ -93,7 +93,9 @@ class JobSpec:
     standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
     pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``).
     ``cpus_per_task``, ``mem`` (bytes per node), ``mem_per_gpu`` (bytes) and ``exclusive`` are the
-    host requests (``JobRequest``'s fields of those names; 0/False: not counted).
+    host requests (``JobRequest``'s fields of those names; 0/False: not counted). ``shards``, ``mps``
+    (percent) and ``gpu_mem`` (bytes) ask for a share of one GPU (``--shards``/``--mps``/``--gpu-mem``;
+    0: none; docs/sharing.md).
     """
 
     name: str
@@ -130,6 +132,9 @@ class JobSpec:
     mem: int = 0
     mem_per_gpu: int = 0
     exclusive: bool = False
+    shards: int = 0
+    mps: int = 0
+    gpu_mem: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds)."""
@@ -161,6 +166,9 @@ class JobSpec:
             mem=self.mem,
             mem_per_gpu=self.mem_per_gpu,
             exclusive=self.exclusive,
+            shards=self.shards,
+            mps=self.mps,
+            gpu_mem=self.gpu_mem,
         )
 
 

@@ -419,6 +419,7 @@ class Simulation:
             cohorts=self.scenario.cohorts,
             sharing=self.scenario.sharing,
             tenants=tuple(self.tenant_usage[k] for k in sorted(self.tenant_usage)),
+            gpu_sharing=self.scenario.gpu_sharing,
         )
 
     def _running_view(self, job: JobRecord) -> RunningJob:

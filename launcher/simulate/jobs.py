@@ -128,6 +128,9 @@ def job_record(
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
         exclusive=req.exclusive,
+        shards=req.shards,
+        mps=req.mps,
+        gpu_mem=req.gpu_mem,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)
