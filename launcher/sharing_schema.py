@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from labgang.launcher.model import GpuSharing, NodeGpuSharing
 from labgang.launcher.queue_schema import Strict, strict_int
-from pydantic import AfterValidator, StrictBool, model_validator
+from pydantic import AfterValidator, Field, StrictBool, model_validator
 
 MAX_SHARDS_PER_GPU = 64
 """Most shards one card splits into."""
@@ -48,7 +48,7 @@ class SharingModel(Strict):
 
     shards_per_gpu: Shards = 0
     mps: StrictBool = False
-    nodes: dict[str, NodeSharingModel] = {}
+    nodes: dict[str, NodeSharingModel] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _overrides(self) -> SharingModel:

@@ -61,7 +61,8 @@ def test_sharing_is_off_and_queues_do_not_share_by_default() -> None:
         ),
         (
             {"queues": [_queues()[0], {"name": "b", "share_gpus": "queue"}]},
-            "queues[0].share_with: queue 'b' does not name 'default' in its share_with; both queues must name each other",
+            "queues[0].share_with: queue 'b' does not name 'default' in its share_with; "
+            "both queues must name each other",
         ),
         (
             {"queues": [{"name": "default", "share_gpus": "queue", "share_with": ["nope"]}]},
