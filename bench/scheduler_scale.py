@@ -30,10 +30,15 @@ three asks ``cpus_per_task`` 8-48 and one in five ``mem`` 64-512G, so placement 
 per node by host resources (docs/host-resources.md); the p50 ratio against the same run
 without ``--host`` is printed.
 
+With ``--shares`` ``[sharing]`` gives 4 shards per card and MPS on every node, queues alternate
+``share_gpus = "queue"`` and ``"user"``, and one job in three (a job that would ask for whole GPUs)
+asks for a share of one card instead: 1-3 shards, or 25/50 % through MPS (docs/sharing.md). The
+p50/p99 ratios against the same backlog with those jobs as one-GPU jobs are printed.
+
 Usage::
 
     python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
-                                    [--topology] [--fair] [--array 10000 [--array-limit N]]
+                                    [--topology] [--fair] [--array 10000 [--array-limit N]] [--host] [--shares]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
@@ -63,10 +68,13 @@ COHORTS = 4
 QUEUES = 20
 
 
-def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = False) -> dict:
+def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = False, shares: int = 0) -> dict:
     """A scenario document (docs/scenarios.md) for the benchmark; ``fair``: fair sharing over a
-    4-level cohort tree; ``host``: host CPUs and memory on nodes and in some jobs."""
+    4-level cohort tree; ``host``: host CPUs and memory on nodes and in some jobs; ``shares``: 1 to
+    share cards (one full-GPU job in three asks for a share), 2 for the same jobs asking one whole GPU
+    instead (the baseline), 0 for neither (the jobs' other draws are the same in all three)."""
     rng = random.Random(seed)
+    share_rng = random.Random(seed + 7919)  # its own stream, so the other draws do not change
     node_tables = []
     full_gpus = mig_devices = 0
     for i in range(nodes):
@@ -133,11 +141,24 @@ def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = Fal
                 table["cpus_per_task"] = rng.choice([8, 16, 32, 48])
             if host and j % 5 == 0:
                 table["mem"] = rng.choice(["64G", "128G", "512G"])
+            if shares and j % 3 == 1:
+                table["workers"] = 1
+                table.pop("gpus_per_worker", None)
+                kind = share_rng.choice(["shards", "shards", "mps"])
+                amount = share_rng.choice([1, 1, 2, 3] if kind == "shards" else [25, 50])
+                if shares == 1:
+                    table[kind] = amount
+                table["user"] = f"u{share_rng.randrange(40)}"
         job_tables.append(table)
     if host:
         for node in node_tables:
             node["cpus"], node["memory"] = 128, "1T"
+    if shares:
+        for q, table in enumerate(queues):
+            table["share_gpus"] = "queue" if q % 2 == 0 else "user"
     doc = {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
+    if shares == 1:
+        doc["sharing"] = {"shards_per_gpu": 4, "mps": True}
     if fair:
         doc["scenario"]["fair_sharing"] = True
         doc["cohorts"] = cohorts
@@ -246,10 +267,17 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
 
 
 def measure(
-    nodes: int, jobs: int, cycles: int, seed: int, topology: bool = False, fair: bool = False, host: bool = False
+    nodes: int,
+    jobs: int,
+    cycles: int,
+    seed: int,
+    topology: bool = False,
+    fair: bool = False,
+    host: bool = False,
+    shares: int = 0,
 ) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
-    scenario = parse_scenario(build(nodes, jobs, seed, fair, host))
+    scenario = parse_scenario(build(nodes, jobs, seed, fair, host, shares))
     times: list[float] = []
     cpu: list[float] = []
     admitted: list[int] = []
@@ -309,6 +337,25 @@ def compare_host(args: argparse.Namespace) -> None:
         )
 
 
+def compare_shares(args: argparse.Namespace) -> None:
+    """p50/p99 cycle time with one job in three a share of one card, against the same backlog with
+    those jobs asking one whole GPU each."""
+    print(f"{args.jobs} pending jobs; with shares: 4 shards per card and MPS on every node, 1 job in 3 a share")
+    print(f"{'nodes':>6} {'p50 ms':>7} {'p99 ms':>7} {'shr p50':>8} {'shr p99':>8} {'p50 x':>6} {'p99 x':>6}")
+    for n in args.nodes.split(","):
+        plain = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair, shares=2)
+        shared = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair, shares=1)
+        print(
+            f"{int(n):>6} {plain['p50_ms']:>7.2f} {plain['p99_ms']:>7.2f} {shared['p50_ms']:>8.2f} "
+            f"{shared['p99_ms']:>8.2f} {shared['p50_ms'] / plain['p50_ms']:>6.2f} "
+            f"{shared['p99_ms'] / plain['p99_ms']:>6.2f}"
+        )
+    print(
+        f"target: p99 < 100 ms at {args.nodes.split(',')[-1]} nodes with shares -> {shared['p99_ms']:.1f} ms "
+        f"({'met' if shared['p99_ms'] < 100 else 'NOT met'})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,300,1000")
@@ -322,7 +369,11 @@ def main() -> None:
     parser.add_argument("--array", type=int, default=0, help="add a job array of this many one-GPU tasks")
     parser.add_argument("--array-limit", type=int, default=None, help="the array's %%N cap")
     parser.add_argument("--host", action="store_true", help="host CPUs and memory counted (vs. the same run without)")
+    parser.add_argument("--shares", action="store_true", help="1 job in 3 a share of a card (vs. one whole GPU)")
     args = parser.parse_args()
+    if args.shares:
+        compare_shares(args)
+        return
     if args.array:
         compare_array(args)
         return

@@ -151,6 +151,7 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
         cohorts=coord.config.cohort_specs(),
         sharing=coord.config.sharing_policy(),
         tenants=coord.sharing.snapshot_tenants(),
+        gpu_sharing=coord.config.gpu_sharing(),
     )
     return snapshot, gate
 

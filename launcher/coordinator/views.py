@@ -113,6 +113,9 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "mem": spec.mem,
         "mem_per_gpu": spec.mem_per_gpu,
         "exclusive": spec.exclusive,
+        "shards": spec.shards,
+        "mps": spec.mps,
+        "gpu_mem": spec.gpu_mem,
         "numeric_id": job.seq,
         "ranks": [
             {

@@ -47,6 +47,7 @@ from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
+from labgang.launcher.scheduler.shares import trust_key
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
@@ -513,7 +514,8 @@ class _Cycle:
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
-        share = (req.shards, req.mps, e.job.user) if req.shared else None
+        cards = self.state.cards
+        share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
         return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host, share)
 
     def _search_known_to_fail(self, e: Entry) -> bool:

@@ -16,8 +16,9 @@ Rules:
   (ties: device order), else to one whole free card of the fullest node that allows the mode, so
   whole cards and whole nodes stay free for gangs.
 - **Quota**: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is ``P/100`` gpu, summed exactly per
-  queue (:class:`fractions.Fraction`). The quota book counts whole devices, so a queue's shares enter it
-  rounded up to whole GPUs: ``usage = whole GPUs + ceil(sum of shares)``. Every limit is a whole number,
+  queue in whole *units* of ``1/lcm(shards_per_gpu, 100)`` gpu (integers, no rounding). The quota
+  book counts whole devices, so a queue's shares enter it rounded up to whole GPUs:
+  ``usage = whole GPUs + ceil(sum of shares)``. Every limit is a whole number,
   so for the queue itself this is exact (``x <= L`` iff ``ceil(x) <= L`` for whole ``L``); a cohort sees
   each queue's shares rounded up, so two queues with a quarter GPU each take 2 of their cohort's pool.
 """
@@ -26,11 +27,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from labgang.launcher.model import GPU, GpuSharing, JobRequest, QueueSpec
+from labgang.launcher.model import GPU, GpuSharing, JobRequest, NodeGpuSharing, QueueSpec
 from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.snapshot import RunningJob
@@ -74,18 +75,32 @@ def may_share(a: QueueSpec, user_a: str, b: QueueSpec, user_b: str) -> bool:
     return not ("user" in (a.share_gpus, b.share_gpus) and user_a != user_b)
 
 
+def trust_key(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, user: str) -> Hashable:
+    """What decides where share ``req`` of a job of ``spec`` by ``user`` may go, for grouping jobs that
+    fit or fail alike: the share asked for, and the user only where the trust rule reads it (MPS,
+    or ``share_gpus = "user"`` on the queue or on a queue it shares with). None for whole devices."""
+    if not req.shared:
+        return None
+    partners = (specs.get(o) for o in spec.share_with)
+    by_user = (
+        bool(req.mps) or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
+    )
+    return (req.shards, req.mps, user if by_user else None)
+
+
 @dataclass(slots=True)
 class Sharer:
-    """One job on a shared card: its id, queue, user and the part of the card it takes."""
+    """One job on a shared card: its id, queue, user and the part of the card it takes (units)."""
 
     job_id: str
     queue: str
     user: str
-    units: Fraction
+    units: int
 
 
 class ShareBook:
-    """The cycle's shared cards and each queue's exact share use.
+    """The cycle's shared cards and each queue's exact share use, in units of ``1/denom`` gpu
+    (``denom = lcm(shards_per_gpu, 100)``: a whole card is ``denom`` units).
 
     Args:
         sharing: the ``[sharing]`` table.
@@ -95,31 +110,41 @@ class ShareBook:
 
     def __init__(self, sharing: GpuSharing, queues: Iterable[QueueSpec], running: Iterable[RunningJob]) -> None:
         self.sharing = sharing
+        self.denom = math.lcm(sharing.shards_per_gpu or 1, 100)
         self.specs: dict[str, QueueSpec] = {}
         for q in queues:
             self.specs.setdefault(q.name, q)
-        self.queue_use: dict[str, Fraction] = {}
+        self.queue_use: dict[str, int] = {}
         self.jobs: dict[str, RunningJob] = {}
         for job in running:
             if job.request.shared:
                 self.jobs[job.id] = job
-                self.queue_use[job.queue] = self.queue_use.get(job.queue, Fraction(0)) + self.units(job.request)
+                self.queue_use[job.queue] = self.queue_use.get(job.queue, 0) + self.units(job.request)
         self.cards: dict[int, list[Sharer]] = {}
-        self.used: dict[int, Fraction] = {}
+        self.used: dict[int, int] = {}
         self.kind: dict[int, str] = {}
+        self.count: dict[str, int] = {"shard": 0, "mps": 0}  # shared cards per mode
         self.card_of: dict[str, int] = {}
         self.devices: DeviceBook | None = None
         # shared cards with room, by mode and room left (each list in device order), and each one's key
-        self._open: dict[str, dict[Fraction, list[int]]] = {"shard": {}, "mps": {}}
-        self._open_at: dict[int, tuple[str, Fraction]] = {}
+        self._open: dict[str, dict[int, list[int]]] = {"shard": {}, "mps": {}}
+        self._open_at: dict[int, tuple[str, int]] = {}
+        self._allows: dict[tuple[int, str], bool] = {}
+        self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
 
-    def units(self, req: JobRequest) -> Fraction:
-        """The part of one GPU ``req`` takes (its quota charge before rounding)."""
-        return share_units(req, self.sharing.shards_per_gpu)
+    def units(self, req: JobRequest) -> int:
+        """The part of one card ``req`` takes, in units (its quota charge before rounding)."""
+        if req.mps:
+            return req.mps * self.denom // 100
+        spg = self.sharing.shards_per_gpu
+        return req.shards * self.denom // spg if spg > 0 else self.denom
+
+    def _whole_gpus(self, units: int) -> int:
+        return -(-units // self.denom)
 
     def initial_usage(self) -> dict[str, int]:
         """Each queue's share use rounded up to whole GPUs: what its running shares put in the quota book."""
-        return {q: math.ceil(u) for q, u in self.queue_use.items() if u}
+        return {q: self._whole_gpus(u) for q, u in self.queue_use.items() if u}
 
     def attach(self, devices: DeviceBook) -> None:
         """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
@@ -140,8 +165,10 @@ class ShareBook:
         return None
 
     def _join(self, d: int, s: Sharer, kind: str) -> None:
+        if d not in self.cards:
+            self.count[kind] += 1
         self.cards.setdefault(d, []).append(s)
-        self.used[d] = self.used.get(d, Fraction(0)) + s.units
+        self.used[d] = self.used.get(d, 0) + s.units
         self.kind[d] = kind
         self.card_of[s.job_id] = d
         self._reopen(d)
@@ -153,8 +180,8 @@ class ShareBook:
             del bucket[bisect_left(bucket, d)]
             if not bucket:
                 del self._open[at[0]][at[1]]
-        if d in self.cards and self.used[d] < 1:
-            key = (self.kind[d], 1 - self.used[d])
+        if d in self.cards and self.used[d] < self.denom:
+            key = (self.kind[d], self.denom - self.used[d])
             insort(self._open[key[0]].setdefault(key[1], []), d)
             self._open_at[d] = key
 
@@ -163,30 +190,33 @@ class ShareBook:
     def charge(self, queue: str, req: JobRequest) -> int:
         """Whole GPUs ``queue``'s quota usage grows by if it took ``req`` (0 when its rounded-up
         shares already cover it)."""
-        u = self.queue_use.get(queue, Fraction(0))
-        return math.ceil(u + self.units(req)) - math.ceil(u)
+        u = self.queue_use.get(queue, 0)
+        return self._whole_gpus(u + self.units(req)) - self._whole_gpus(u)
 
     def quota_note(self, queue: str, req: JobRequest) -> str:
         """For a quota reason: ``"the job is 1 shard of a gpu (1/4 gpu), and team's shares use 1 gpu
         (counted in whole gpu, rounded up)"``."""
-        used = self.queue_use.get(queue, Fraction(0))
+        used = Fraction(self.queue_use.get(queue, 0), self.denom)
         return (
             f"the job is {describe_share(req, self.sharing.shards_per_gpu)}, and {queue}'s shares use {used} gpu "
             "(counted in whole gpu, rounded up)"
         )
 
-    def _count(self, queue: str, units: Fraction) -> int:
-        u = self.queue_use.get(queue, Fraction(0))
+    def _count(self, queue: str, units: int) -> int:
+        u = self.queue_use.get(queue, 0)
         self.queue_use[queue] = u + units
-        return math.ceil(u + units) - math.ceil(u)
+        return self._whole_gpus(u + units) - self._whole_gpus(u)
 
     # --- placement ----------------------------------------------------------------------------
 
     def allows(self, node: int, kind: str) -> bool:
         """True when node position ``node`` allows shares of ``kind``."""
         assert self.devices is not None
-        ns = self.sharing.node(self.devices.node_names[node])
-        return ns.mps if kind == "mps" else ns.shards_per_gpu > 0
+        got = self._allows.get((node, kind))
+        if got is None:
+            ns = self.sharing.node(self.devices.node_names[node])
+            got = self._allows[(node, kind)] = ns.mps if kind == "mps" else ns.shards_per_gpu > 0
+        return got
 
     def joinable(self, d: int, queue: str, user: str, kind: str) -> bool:
         """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
@@ -263,6 +293,7 @@ class ShareBook:
         self.used[d] -= s.units
         freed = False
         if not sharers:
+            self.count[self.kind[d]] -= 1
             del self.cards[d], self.used[d], self.kind[d]
             freed = bool(self.devices.release([d], SHARED))
         self._reopen(d)
@@ -290,37 +321,58 @@ class ShareBook:
         devices = self.devices
         assert devices is not None
         kind, units = share_kind(req), self.units(req)
-        shared = [d for d in self.cards if self.kind[d] == kind]
-        full = sum(1 for d in shared if 1 - self.used[d] < units)
-        barred = sum(1 for d in shared if 1 - self.used[d] >= units and not self.joinable(d, queue, user, kind))
+        rooms = self._open[kind]
+        shared = self.count[kind]
+        roomy = sum(len(cards) for room, cards in rooms.items() if room >= units)
         model = req.gpu_model.lower() if req.gpu_model else None
-        ix = devices.index(GPU, model)
-        whole = sum(ix.count(n) for n in range(len(ix.free)) if ix.free[n] and self.allows(n, kind))
+        whole = self._free_whole(kind, model)
         what = describe_share(req, self.sharing.shards_per_gpu)
-        trust = "the same user's jobs" if kind == "mps" else "sharers its queue may not share with"
+        trust = "the same user's jobs only" if kind == "mps" else "sharers its queue may not share with"
+        # placement found no card: every shared card with room holds sharers it may not join (or is held back)
         return PendingReason(
             ReasonCode.NO_CAPACITY,
-            f"job needs {what}: {len(shared)} {kind} card(s) shared, {full} without room, {barred} held by "
+            f"job needs {what}: {shared} {kind} card(s) shared, {shared - roomy} without room, {roomy} held by "
             f"{trust} (share_gpus/share_with); {whole} whole gpu free on nodes allowing {kind}",
         )
 
+    def _free_whole(self, kind: str, model: str | None) -> int:
+        """Free whole cards on nodes that allow ``kind`` (kept while the device book does not change)."""
+        assert self.devices is not None
+        key = (kind, model)
+        got = self._whole.get(key)
+        if got is not None and got[0] == self.devices.changes:
+            return got[1]
+        ix = self.devices.index(GPU, model)
+        count = sum(ix.count(n) for c in ix.buckets for n in ix.buckets[c] if self.allows(n, kind))
+        self._whole[key] = (self.devices.changes, count)
+        return count
 
-def never_shares(sharing: GpuSharing, spec: QueueSpec, req: JobRequest, node_names: Iterable[str]) -> str | None:
-    """Why share ``req`` in queue ``spec`` could never start, or None.
 
-    Reasons: the queue's ``share_gpus`` is ``none``; no node allows the mode; ``--shards`` above the
-    cards' shard count.
+def share_refusal(
+    sharing: GpuSharing, spec: QueueSpec, shards: int, mps: int, nodes: Iterable[NodeGpuSharing] | None = None
+) -> str | None:
+    """The one-line refusal of a share request (``shards`` or ``mps`` percent) in queue ``spec``, or None.
+
+    Args:
+        sharing: the ``[sharing]`` table.
+        spec: the job's queue.
+        shards, mps: the request (0 = not asked).
+        nodes: the nodes' sharing (None: what the configuration names: the cluster-wide values and
+            every per-node override), so a submission is judged before any node reports.
     """
+    if not (shards or mps):
+        return None
     if spec.share_gpus == "none":
         return f"queue {spec.name} has share_gpus = 'none' (whole GPUs or MIG only); job asks for a share of a gpu"
-    kind = share_kind(req)
-    nodes = [sharing.node(n) for n in node_names]
-    if kind == "mps" and not any(n.mps for n in nodes):
+    if nodes is None:
+        nodes = [NodeGpuSharing(sharing.shards_per_gpu, sharing.mps), *sharing.nodes.values()]
+    known = list(nodes)
+    if mps and not any(n.mps for n in known):
         return "no node allows MPS ([sharing] mps = true); job asks for --mps"
-    if kind == "shard":
-        most = max((n.shards_per_gpu for n in nodes), default=0)
+    if shards:
+        most = max((n.shards_per_gpu for n in known), default=0)
         if most == 0:
             return "no node allows shards ([sharing] shards_per_gpu > 0); job asks for --shards"
-        if req.shards > most:
-            return f"job asks for {req.shards} shards of a gpu; cards have {most}"
+        if shards > most:
+            return f"job asks for {shards} shards of a gpu; cards have {most} ([sharing] shards_per_gpu)"
     return None
