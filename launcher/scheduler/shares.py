@@ -88,6 +88,10 @@ def trust_key(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, 
     return (req.shards, req.mps, user if by_user else None)
 
 
+Signature = frozenset[tuple[str, str]]
+"""The (queue, user) pairs of a card's sharers: all the trust rule reads of a card."""
+
+
 @dataclass(slots=True)
 class Sharer:
     """One job on a shared card: its id, queue, user and the part of the card it takes (units)."""
@@ -127,8 +131,11 @@ class ShareBook:
         self.card_of: dict[str, int] = {}
         self.devices: DeviceBook | None = None
         # shared cards with room, by mode and room left (each list in device order), and each one's key
-        self._open: dict[str, dict[int, list[int]]] = {"shard": {}, "mps": {}}
-        self._open_at: dict[int, tuple[str, int]] = {}
+        # shared cards with room, by mode, room left and *signature* (the set of (queue, user) of its
+        # sharers: cards alike in it are alike to the trust rule), each list in device order
+        self._open: dict[str, dict[int, dict[Signature, list[int]]]] = {"shard": {}, "mps": {}}
+        self._open_at: dict[int, tuple[str, int, Signature]] = {}
+        self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
 
@@ -176,13 +183,18 @@ class ShareBook:
     def _reopen(self, d: int) -> None:
         at = self._open_at.pop(d, None)
         if at is not None:
-            bucket = self._open[at[0]][at[1]]
-            del bucket[bisect_left(bucket, d)]
-            if not bucket:
-                del self._open[at[0]][at[1]]
+            kind, room, sig = at
+            by_sig = self._open[kind][room]
+            cards = by_sig[sig]
+            del cards[bisect_left(cards, d)]
+            if not cards:
+                del by_sig[sig]
+                if not by_sig:
+                    del self._open[kind][room]
         if d in self.cards and self.used[d] < self.denom:
-            key = (self.kind[d], self.denom - self.used[d])
-            insort(self._open[key[0]].setdefault(key[1], []), d)
+            sig = frozenset((s.queue, s.user) for s in self.cards[d])
+            key = (self.kind[d], self.denom - self.used[d], sig)
+            insort(self._open[key[0]].setdefault(key[1], {}).setdefault(sig, []), d)
             self._open_at[d] = key
 
     # --- quota --------------------------------------------------------------------------------
@@ -209,6 +221,14 @@ class ShareBook:
 
     # --- placement ----------------------------------------------------------------------------
 
+    def _every_node_allows(self, kind: str) -> bool:
+        key = (-1, kind)
+        got = self._allows.get(key)
+        if got is None:
+            assert self.devices is not None
+            got = self._allows[key] = all(self.allows(n, kind) for n in range(len(self.devices.node_names)))
+        return got
+
     def allows(self, node: int, kind: str) -> bool:
         """True when node position ``node`` allows shares of ``kind``."""
         assert self.devices is not None
@@ -222,16 +242,22 @@ class ShareBook:
         """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
         if self.kind.get(d) != kind:
             return False
-        spec = self.specs.get(queue)
-        if spec is None:
-            return False
-        for s in self.cards.get(d, ()):
-            other = self.specs.get(s.queue)
-            if other is None or not may_share(spec, user, other, s.user):
-                return False
-            if kind == "mps" and s.user != user:
-                return False
-        return True
+        return self._trusted(frozenset((s.queue, s.user) for s in self.cards.get(d, ())), queue, user, kind)
+
+    def _trusted(self, sig: Signature, queue: str, user: str, kind: str) -> bool:
+        """The trust rule for a card whose sharers are ``sig`` ((queue, user) pairs), remembered."""
+        key = (sig, queue, user, kind)
+        got = self._trusts.get(key)
+        if got is None:
+            spec = self.specs.get(queue)
+            got = spec is not None
+            for q, u in sig if got else ():
+                other = self.specs.get(q)
+                if other is None or not may_share(spec, user, other, u) or (kind == "mps" and u != user):
+                    got = False
+                    break
+            self._trusts[key] = got
+        return got
 
     def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
         """Where a share goes now: ``[(node, [card])]``, or None.
@@ -248,13 +274,20 @@ class ShareBook:
         if queue is not None:
             rooms = self._open[kind]
             for room in sorted(r for r in rooms if r >= units):
-                for d in rooms[room]:
-                    if devices.unavailable[d] or devices.reserved_for[d] is not None:
+                best: int | None = None  # the first card in device order among those it may join
+                for sig, cards in rooms[room].items():
+                    if not self._trusted(sig, queue, user, kind):
                         continue
-                    if model is not None and model not in devices.model[d]:
-                        continue
-                    if self.joinable(d, queue, user, kind):
-                        return [(devices.node_of[d], [d])]
+                    for d in cards:
+                        if best is not None and d > best:
+                            break
+                        if devices.unavailable[d] or devices.reserved_for[d] is not None:
+                            continue
+                        if model is None or model in devices.model[d]:
+                            best = d
+                            break
+                if best is not None:
+                    return [(devices.node_of[best], [best])]
         ix = devices.index(GPU, model)
         for c in sorted(ix.buckets):
             for n in ix.buckets[c]:
@@ -323,7 +356,7 @@ class ShareBook:
         kind, units = share_kind(req), self.units(req)
         rooms = self._open[kind]
         shared = self.count[kind]
-        roomy = sum(len(cards) for room, cards in rooms.items() if room >= units)
+        roomy = sum(len(cards) for room, by_sig in rooms.items() if room >= units for cards in by_sig.values())
         model = req.gpu_model.lower() if req.gpu_model else None
         whole = self._free_whole(kind, model)
         what = describe_share(req, self.sharing.shards_per_gpu)
@@ -343,6 +376,8 @@ class ShareBook:
         if got is not None and got[0] == self.devices.changes:
             return got[1]
         ix = self.devices.index(GPU, model)
+        if self._every_node_allows(kind):
+            return ix.total
         count = sum(ix.count(n) for c in ix.buckets for n in ix.buckets[c] if self.allows(n, kind))
         self._whole[key] = (self.devices.changes, count)
         return count
