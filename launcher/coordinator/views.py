@@ -18,6 +18,7 @@ from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
 from labgang.launcher.model import JobState
 from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.shares import quota_usage
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig, QueueConfig
@@ -248,11 +249,10 @@ def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str
 
 def held_quota(coord: Coordinator) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use now (terminating ones
-    too; an elastic gang at its started size), and the (queue, resource) pairs in use."""
+    too; an elastic gang at its started size; a queue's shares of a card rounded up to whole GPUs,
+    :func:`.shares.quota_usage`), and the (queue, resource) pairs in use."""
     running, _ = scheduler_jobs(coord.model.jobs.values(), coord.clock(), lambda job, now: False, lambda spec: None, ())
-    usage: dict[tuple[str, str], int] = defaultdict(int)
-    for job in running:
-        usage[(job.queue, job.request.resource)] += job.request.total
+    usage = quota_usage(coord.config.gpu_sharing(), running)  # shares of a card in whole GPUs, as the scheduler
     return QuotaBook(coord.config.queue_specs(), usage, coord.config.cohort_specs()), set(usage)
 
 

@@ -383,6 +383,23 @@ class ShareBook:
         return count
 
 
+def quota_usage(sharing: GpuSharing, running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
+    """``{(queue, resource): devices}`` held by ``running`` as the scheduler counts them: whole devices,
+    plus each queue's shares rounded up to whole GPUs (for the coordinator's queue views)."""
+    usage: dict[tuple[str, str], int] = {}
+    shared: list[RunningJob] = []
+    for job in running:
+        if job.request.shared:
+            shared.append(job)
+        else:
+            key = (job.queue, job.request.resource)
+            usage[key] = usage.get(key, 0) + job.request.total
+    if shared:
+        for q, n in ShareBook(sharing, (), shared).initial_usage().items():
+            usage[(q, GPU)] = usage.get((q, GPU), 0) + n
+    return usage
+
+
 def share_refusal(
     sharing: GpuSharing, spec: QueueSpec, shards: int, mps: int, nodes: Iterable[NodeGpuSharing] | None = None
 ) -> str | None:

@@ -74,3 +74,31 @@ def test_sbatch_gres_shard_and_mps():
     assert _gres("mps:50") == ["--mps", "50"]
     with pytest.raises(ValueError, match="shard:N with a whole number"):
         _gres("shard:x")
+
+
+def test_explain_says_what_share_a_job_asks_for_and_where_it_runs():
+    from labgang.launcher.cli.explain import explain_job
+
+    job = {
+        "id": "7",
+        "queue": "team",
+        "state": "running",
+        "workers": 1,
+        "gpus_per_worker": 1,
+        "shards": 1,
+        "gpu_mem": 20 << 30,
+        "ranks": [{"rank": 0, "node": "n1", "devices": ["GPU-n1-0"]}],
+    }
+    lines = explain_job(job, [])
+    assert lines[1] == (
+        "It asks for a share of one GPU: 1 shard (time-sliced), with a device-memory budget of 20G. It counts "
+        "1/shards_per_gpu gpu per shard against its queue's quota (a queue's shares are counted in whole GPUs, "
+        "rounded up)."
+    )
+    assert lines[2].startswith("It runs on card GPU-n1-0 of n1: a share goes to the shared card with the least room")
+    pending = {**job, "state": "pending", "shards": 0, "mps": 50, "gpu_mem": 0, "ranks": []}
+    pending["reason"] = {"code": "no_capacity", "message": "job needs mps 50% of a gpu (1/2 gpu): ..."}
+    lines = explain_job(pending, [])
+    assert lines[1].startswith("It asks for a share of one GPU: 50 % of its SMs through MPS. It counts 0.5 gpu")
+    assert lines[2] == "It waits: job needs mps 50% of a gpu (1/2 gpu): ... (no_capacity)."
+    assert explain_job({**job, "shards": 0}, [])[1:] == []

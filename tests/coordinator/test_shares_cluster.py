@@ -89,3 +89,14 @@ async def test_a_share_the_cluster_cannot_give_is_refused_and_nothing_is_stored(
     assert err.value.field == field
     assert message in str(err.value)
     assert set(coord.jobs) == before
+
+
+async def test_the_queue_view_counts_a_queues_shares_in_whole_gpus(coord: Coordinator):
+    from labgang.launcher.coordinator.views import queue_views
+
+    await with_nodes(coord)
+    for _ in range(5):
+        await coord.submit(ROOT, {"argv": ["eval"], "shards": 1})
+    decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+    [default] = [q for q in queue_views(coord) if q["name"] == "default"]
+    assert default["used"] == {"gpu": 2}  # five quarters of a gpu, rounded up
