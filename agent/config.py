@@ -10,6 +10,8 @@ Example::
     reserve_cpus = 2                        # host CPUs and memory kept from jobs' -c / --mem
     reserve_memory = "8G"
 
+    mps = "auto"                            # MPS control daemons: auto, nvidia, simulated, off
+
     [supervisor]
     allowed_uids = [1000, 1001]
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from labgang.agent import tomlfile
 from labgang.agent.mem_size import parse_mem
@@ -76,6 +78,10 @@ class AgentConfig(BaseModel):
         reserve_memory: host memory kept for the system, a size such as ``"4G"`` (``agent/mem_size.py``).
         cpus, memory: the node's CPUs and memory as offered before the reserve, overriding what
             psutil reads (a size for ``memory``); None: read them.
+        mps: who runs the MPS control daemons of MPS ranks (``agent/mps.py``): ``auto`` (the
+            simulated one with ``simulate``, else the real one when ``nvidia-cuda-mps-control`` is
+            on PATH, else none), ``nvidia``, ``simulated``, ``off``.
+        mps_dir: the folder of the daemons' pipe and log folders; None: ``<state_dir>/mps``.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -95,6 +101,15 @@ class AgentConfig(BaseModel):
     reserve_memory: str = "0"
     cpus: int | None = Field(default=None, ge=1)
     memory: str | None = None
+    mps: Literal["auto", "nvidia", "simulated", "off"] = "auto"
+    mps_dir: str | None = None
+
+    @field_validator("mps_dir")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"{v!r} is not an absolute path")
+        return v
 
     @field_validator("reserve_memory", "memory")
     @classmethod

@@ -106,6 +106,29 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class Sharer:
+    """One rank sharing a GPU (``--shards``/``--mps``), as its node's agent granted it.
+
+    Attributes:
+        job: the labgang job id people see. rank: the global rank.
+        kind: ``"shard"`` (time-sliced) or ``"mps"``.
+        shards: shards of the card it holds (``shard``; 0 for ``mps``).
+        sm_percent: its share of the card's SMs (``mps``; None for ``shard``).
+        gpu_mem_bytes: its ``--gpu-mem`` budget, bytes, or None.
+        used_memory_bytes: device memory its processes use on the card now (MPS clients
+            included), bytes; 0 when NVML shows none of them.
+    """
+
+    job: str
+    rank: int
+    kind: str
+    shards: int = 0
+    sm_percent: int | None = None
+    gpu_mem_bytes: int | None = None
+    used_memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class MigDeviceInfo:
     """One MIG device (a compute instance inside a GPU instance) of a MIG-enabled GPU.
 
@@ -165,6 +188,11 @@ class GpuInfo:
             without it). See ``docs/topology.md``.
         cpu_affinity: the CPUs closest to the GPU, ascending (``nvmlDeviceGetCpuAffinity``;
             sysfs ``local_cpulist`` on a real driver without it).
+        mps_processes: the MPS clients on the GPU (``nvmlDeviceGetMPSComputeRunningProcesses_v3``),
+            which ``processes`` does not list (it shows their ``nvidia-cuda-mps-server``, holding
+            their memory); read only when ``processes`` lists any. ``()`` = none.
+        sharers: the ranks sharing this GPU and what each was granted (filled in by the agent,
+            ``agent/sharers.py``; ``()`` = none, or an inventory straight from NVML).
     """
 
     index: int
@@ -189,6 +217,8 @@ class GpuInfo:
     mig_devices: tuple[MigDeviceInfo, ...] = ()
     numa_node: int | Unavailable = Unavailable("unknown")
     cpu_affinity: tuple[int, ...] | Unavailable = Unavailable("unknown")
+    mps_processes: tuple[ProcessInfo, ...] | Unavailable = ()
+    sharers: tuple[Sharer, ...] = ()
 
     @property
     def lost(self) -> bool:
@@ -347,11 +377,24 @@ class NodeInventory:
         """
         by_uuid: dict[str, frozenset[int]] = {}
         for gpu in self.gpus:
-            by_uuid[gpu.uuid if isinstance(gpu.uuid, str) else ""] = _pids(gpu.processes)
+            by_uuid[gpu.uuid if isinstance(gpu.uuid, str) else ""] = _pids(gpu.processes) | _pids(gpu.mps_processes)
             for mig in gpu.mig_devices:
                 if isinstance(mig.uuid, str):
                     by_uuid[mig.uuid] = _pids(mig.processes)
         return {dev.uuid: by_uuid.get(dev.uuid, frozenset()) for dev in self.allocatable()}
+
+    def device_memory(self) -> dict[str, list[tuple[int, int | None]]]:
+        """(pid, used bytes or None when NVML cannot tell) of every process on each whole GPU,
+        MPS clients included (``agent/supervisor/budgets.py`` sums them per rank)."""
+        out: dict[str, list[tuple[int, int | None]]] = {}
+        for gpu in self.gpus:
+            if not isinstance(gpu.uuid, str):
+                continue
+            rows = out.setdefault(gpu.uuid, [])
+            for procs in (gpu.processes, gpu.mps_processes):
+                if not isinstance(procs, Unavailable):
+                    rows.extend((p.pid, _bytes(p.used_memory_bytes)) for p in procs)
+        return out
 
     def find(self, uuid: str) -> GpuInfo | MigDeviceInfo | None:
         """The GPU or MIG device with this UUID, or None."""
@@ -377,6 +420,10 @@ class NodeInventory:
         return _from_dict(cls, data, "inventory")
 
 
+def _bytes(value: int | Unavailable) -> int | None:
+    return value if isinstance(value, int) else None
+
+
 def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:
     if isinstance(processes, Unavailable):
         return frozenset()
@@ -389,6 +436,8 @@ _NESTED: dict[tuple[type, str], type] = {
     (NodeInventory, "gpus"): GpuInfo,
     (NodeInventory, "links"): GpuLink,
     (GpuInfo, "processes"): ProcessInfo,
+    (GpuInfo, "mps_processes"): ProcessInfo,
+    (GpuInfo, "sharers"): Sharer,
     (GpuInfo, "mig_devices"): MigDeviceInfo,
     (MigDeviceInfo, "processes"): ProcessInfo,
 }
@@ -409,6 +458,9 @@ def _to_dict(obj: Any) -> dict[str, Any]:
             out[f.name] = value
     if isinstance(obj, GpuInfo):
         out["warnings"] = list(obj.warnings())
+        for name in ("mps_processes", "sharers"):
+            if out[name] == []:
+                del out[name]  # nothing shared: the schema of a node without sharing is unchanged
     if isinstance(obj, GpuLink):
         out["link_class"] = obj.link_class
     return out

@@ -91,7 +91,11 @@ class ProcessFacts:
         gpus: list[GpuInfo] = []
         for gpu in inv.gpus:
             migs = tuple(dataclasses.replace(m, processes=fill(m.processes)) for m in gpu.mig_devices)
-            gpus.append(dataclasses.replace(gpu, processes=fill(gpu.processes), mig_devices=migs))
+            gpus.append(
+                dataclasses.replace(
+                    gpu, processes=fill(gpu.processes), mig_devices=migs, mps_processes=fill(gpu.mps_processes)
+                )
+            )
         for gone in self._procs.keys() - seen:  # forget processes no device shows any more
             del self._procs[gone]
         return dataclasses.replace(inv, gpus=tuple(gpus))

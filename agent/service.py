@@ -38,9 +38,12 @@ from labgang.agent.fence import NodeFence
 from labgang.agent.hostres import HostCapacity
 from labgang.agent.inventory import NodeInventory, read_inventory
 from labgang.agent.link import CoordinatorLink
+from labgang.agent.mps import MpsDaemons
 from labgang.agent.nvml.backend import NvmlBackend
 from labgang.agent.procfacts import ProcessFacts
+from labgang.agent.sharers import with_sharers
 from labgang.agent.supervisor import DeviceReading, ExitWatcher, Supervisor
+from labgang.agent.supervisor.budgets import find_over_budget
 from labgang.agent.supervisor.config import SupervisorConfig
 from labgang.agent.supervisor.states import RankState
 from labgang.agent.supervisor.violations import find_violations
@@ -123,6 +126,8 @@ class AgentService:
         self._inv_sent_at = 0.0
         self.confinement: Confinement | None = None  # how ranks are fenced (decided at start)
         self.host_limits: HostLimits | None = None  # whether ranks' CPUs/memory are enforced (decided at start)
+        self.mps: MpsDaemons | None = None  # the MPS control daemons of MPS ranks (agent/mps.py), or None
+        self.sharing: dict[str, Any] | None = None  # {"mps", "gpu_mem"}: how this node serves shares (hello)
 
     def set_coordinator(self, url: str, token: str) -> None:
         """Point the agent at a coordinator (used by ``labgang up`` before :meth:`run`)."""
@@ -159,6 +164,7 @@ class AgentService:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
+        self.mps = self._open_mps(backend)
         self.supervisor = Supervisor.from_config(
             paths.agent_state_dir(self.state_dir),
             sup_cfg,
@@ -168,6 +174,7 @@ class AgentService:
             cgroups=cgroups,
             lease_file=self.fence.lease_file,
             journal_writer=ThreadWriter(),  # journal writes off the event loop, in order (writer.py)
+            mps=self.mps,
         )
         # The lease the previous agent held: ranks re-adopted below are stopped when it runs out,
         # even if this agent never reaches the coordinator.
@@ -177,6 +184,36 @@ class AgentService:
         self.fence.adopt(self.supervisor.ranks())  # fenced by their small parents while no agent ran
         for event in events:
             self._queue_event(event.to_dict())
+
+    def _open_mps(self, backend: NvmlBackend) -> MpsDaemons | None:
+        """The node's MPS control daemons for the ``mps`` setting (``agent/mps.py``), said once; None = no
+        MPS. Also decides how shard ranks' budgets are held (``confine/devmem.py``): :attr:`sharing`.
+
+        Raises:
+            AgentConfigError: ``mps = "nvidia"`` without ``nvidia-cuda-mps-control`` on PATH.
+        """
+        from labgang.agent.mps import open_mps_control
+        from labgang.agent.nvml.simulated import SimulatedNvml
+
+        simulated = bool(self.config.simulate) or isinstance(backend, SimulatedNvml)
+        try:
+            scope = getattr(backend, "labgang_sim_scope", None)
+            control = open_mps_control(self.config.mps, simulated=simulated, scope=scope)
+        except ValueError as exc:
+            from labgang.agent.config import AgentConfigError
+
+            raise AgentConfigError(str(exc)) from None
+        from labgang.agent.confine.devmem import decide_gpu_mem
+
+        gpu_mem = decide_gpu_mem(simulated=simulated, backend=backend)
+        log.info("--gpu-mem budgets of shard ranks: %s (%s)", gpu_mem.mode, gpu_mem.reason)
+        self.sharing = {"mps": control.name if control is not None else None, "gpu_mem": gpu_mem.to_dict()}
+        if control is None:
+            log.info("MPS: off (mps = %s); MPS ranks are refused on this node", self.config.mps)
+            return None
+        root = Path(self.config.mps_dir) if self.config.mps_dir else self.state_dir / "mps"
+        log.info("MPS: %s control daemons, one per card and user, under %s", control.name, root)
+        return MpsDaemons(control, root)
 
     def _decide_confinement(
         self, backend: NvmlBackend, first: NodeInventory, cfg: SupervisorConfig
@@ -232,12 +269,17 @@ class AgentService:
         log.log(logging.INFO if quiet else logging.WARNING, "%s", self.host_limits.message())
 
     def violations(self, inv: NodeInventory) -> list[dict[str, Any]]:
-        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``)."""
+        """The rank processes ``inv`` shows on devices their rank was not given (``violations.py``),
+        then the sharing ranks over their device-memory budget (``budgets.py``, ``kind = "gpu-mem"``)."""
         if self.supervisor is None:
             return []
         parents = {m.uuid: str(g.uuid) for g in inv.gpus for m in g.mig_devices if isinstance(m.uuid, str)}
-        found = find_violations(inv.device_pids(), self.supervisor.rank_processes(), parents)
-        return [v.to_dict() for v in found]
+        processes = self.supervisor.rank_processes()
+        found = [v.to_dict() for v in find_violations(inv.device_pids(), processes, parents)]
+        budgets = self.supervisor.memory_budgets()
+        if budgets:
+            found += [v.to_dict() for v in find_over_budget(inv.device_memory(), processes, budgets)]
+        return found
 
     def _device_pids(self) -> DeviceReading | None:
         """The supervisor's device check: the newest reading with its start time (None before the first)."""
@@ -267,13 +309,21 @@ class AgentService:
             "node": self.node,
             "version": labgang_version(),
             "address": self.config.address or self.node,
-            "inventory": self.facts.annotate(self.inventory, self.rank_owners()).to_dict(),
+            "inventory": self.annotated(self.inventory).to_dict(),
             "ranks": self.rank_dicts(),
             "policy": self.run_as_policy(),
             "confinement": self.confinement.to_dict() if self.confinement is not None else None,
             "host_limits": self.host_limits.to_dict() if self.host_limits is not None else None,
+            "sharing": self.sharing,
             "violations": self.violations(self.inventory),
         }
+
+    def annotated(self, inv: NodeInventory) -> NodeInventory:
+        """``inv`` with its processes' host facts (``procfacts.py``) and each GPU's sharers (``sharers.py``)."""
+        assert self.supervisor is not None
+        owned = self.facts.annotate(inv, self.rank_owners())
+        grants = self.supervisor.share_grants()
+        return with_sharers(owned, grants, self.supervisor.rank_processes()) if grants else owned
 
     def _agent_dir(self) -> Path:
         """Where the supervisor journal and the lease file live."""
@@ -546,14 +596,14 @@ class AgentService:
         violations = self.violations(inv)
         message = {
             "type": "inventory",
-            "inventory": self.facts.annotate(inv, self.rank_owners()).to_dict(),
+            "inventory": self.annotated(inv).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
         }
         key = (
             inv.allocatable(),
             inv.device_pids(),
-            tuple(sorted((v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
+            tuple(sorted((v.get("kind", ""), v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),
         )
         return message, key
 

@@ -14,6 +14,7 @@ from labgang.launcher.arrays import fold
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
+from labgang.tui.sharers import sharers_text
 from labgang.tui.state import ClusterState, Filters, sort_jobs
 
 GiB = 1024**3
@@ -113,6 +114,7 @@ def _flags(dev: DeviceSample) -> str:
 def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: bool = False) -> list[DeviceRow]:
     """Rows for nodes → GPUs → MIG devices (MIG devices indented under their GPU's index)."""
     out = []
+    shards_per_gpu = {n.name: n.shards_per_gpu for n in state.snapshot.nodes}
     for dev in state.devices:
         if not filters.match_device(dev):
             continue
@@ -133,6 +135,8 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
                 else (f"{gpu.power_w:.0f}W" if is_known(gpu.power_w) else na(gpu.power_w))
             )
         kind, holder = _holder_text(dev, state)
+        if not dev.is_mig:  # a shared card: its sharers and their memory (tui/sharers.py)
+            holder = sharers_text(gpu, shards_per_gpu.get(dev.node)) or holder
         out.append(
             DeviceRow(
                 dev.uuid,

@@ -6,7 +6,8 @@ per GPU (pynvml names; docs/nvml.md §2–§7): ``nvmlDeviceGetHandleByIndex``, 
 ``GetName``, ``GetPciInfo``, ``GetMigMode``, ``GetMemoryInfo`` (v2, v1 when the driver
 lacks ``_v2``), ``GetUtilizationRates``, ``GetTemperature``, ``GetPowerUsage``,
 ``GetEnforcedPowerLimit``, ``GetCurrentClocksEventReasons``, ``GetTotalEccErrors``,
-``GetComputeRunningProcesses`` (then ``GetProcessUtilization`` when it listed any),
+``GetComputeRunningProcesses`` (then ``GetProcessUtilization`` and, not in MIG mode,
+``GetMPSComputeRunningProcesses_v3`` when it listed any: MPS clients hide behind their server),
 ``nvmlGpmQueryDeviceSupport``, the NUMA/CPU affinity calls of :mod:`labgang.agent.nvml.topology`;
 per GPU pair, its link calls; in MIG mode, for every slot ``0 ≤ i < GetMaxMigDeviceCount``
 (``NOT_FOUND`` holes skipped, not a stop):
@@ -103,8 +104,10 @@ def _memory(backend: NvmlBackend, handle: Any) -> Any:
     )
 
 
-def _processes(backend: NvmlBackend, handle: Any) -> tuple[ProcessInfo, ...] | Unavailable:
-    rows = query(backend, "nvmlDeviceGetComputeRunningProcesses", handle)
+def _processes(
+    backend: NvmlBackend, handle: Any, fn: str = "nvmlDeviceGetComputeRunningProcesses"
+) -> tuple[ProcessInfo, ...] | Unavailable:
+    rows = query(backend, fn, handle)
     if isinstance(rows, Unavailable):
         return rows
     out = []
@@ -121,6 +124,16 @@ def _processes(backend: NvmlBackend, handle: Any) -> tuple[ProcessInfo, ...] | U
             )
         )
     return tuple(sorted(out, key=lambda p: p.pid))
+
+
+def _mps_processes(
+    backend: NvmlBackend, handle: Any, procs: tuple[ProcessInfo, ...] | Unavailable
+) -> tuple[ProcessInfo, ...] | Unavailable:
+    """The GPU's MPS clients (``nvmlDeviceGetMPSComputeRunningProcesses_v3``); asked only when
+    ``procs`` lists a process (an MPS server is one), so an idle node makes no extra call."""
+    if isinstance(procs, Unavailable) or not procs:
+        return ()
+    return _processes(backend, handle, "nvmlDeviceGetMPSComputeRunningProcesses_v3")
 
 
 def _with_sm(
@@ -251,6 +264,7 @@ def _read_gpu(backend: NvmlBackend, index: int) -> tuple[dict[str, Any], list[Mi
         mig_mode_current=current,
         mig_mode_pending=pending,
         processes=procs,
+        mps_processes=_mps_processes(backend, handle, procs) if current is not True else (),
         numa_node=numa_node,
         cpu_affinity=cpu_affinity,
         handle=handle,

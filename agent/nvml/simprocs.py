@@ -1,9 +1,9 @@
 """Live processes on a simulated machine: the pynvml process calls, the psutil scan behind them, scopes.
 
-:class:`ProcessNvml` is mixed into :class:`~labgang.agent.nvml.simulated.SimulatedNvml`. Live
+:class:`ProcessModel` is a part :class:`~labgang.agent.nvml.simulated.SimulatedNvml` holds. Live
 processes whose environment has ``CUDA_VISIBLE_DEVICES`` naming a simulated GPU or MIG UUID appear
 as compute processes on that device (psutil), using the machine's ``process_memory_mib`` unless
-``SimulatedNvml.hold_memory`` says otherwise.
+``SimulatedNvml.hold_memory`` (:meth:`ProcessModel.hold_memory`) says otherwise.
 
 
 Activity. A device with such processes reports what they do, not the machine file's values:
@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import psutil
 import pynvml
-from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+from labgang.agent.nvml.machine import SimGpu, SimMigDevice
+from labgang.agent.nvml.simdevices import SimDevices, fail, legacy_mig_uuid
 
 MIB = 1024 * 1024
 NO_INSTANCE = 0xFFFFFFFF
@@ -110,33 +111,33 @@ def _visible_devices_and_scope(
     return (entries, env.get(SCOPE_VARIABLE), Declared.from_environ(env)), bool(env)
 
 
-def legacy_mig_uuid(gpu: SimGpu, mig: SimMigDevice) -> str:
-    """The pre-R470 MIG UUID form ``MIG-GPU-<gpu uuid>/<gi>/<ci>``."""
-    return f"MIG-{gpu.uuid}/{mig.gi_id}/{mig.ci_id}"
+class ProcessModel:
+    """The processes on a simulated machine's devices (fixed, live and held) and pynvml's process calls over them.
 
+    Args:
+        devices: the machine's devices (handle and UUID look-up, the checks of every call).
+        scope: the backend's scope (see "Scopes" in the module docstring); None = every process counts.
+        scan: look for live processes with psutil; False = fixed and held processes only.
+    """
 
-class ProcessNvml:
-    """pynvml's process calls over fixed, live and held processes (mixed into SimulatedNvml, which sets the state)."""
+    def __init__(self, devices: SimDevices, *, scope: str | None, scan: bool) -> None:
+        self._devices = devices
+        self.machine = devices.machine
+        self._scope = scope
+        self._scan = scan
+        self._held: dict[tuple[str, int], int] = {}
+        self._live: dict[str, list[int]] | None = None
+        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None, declared activity)
+        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None, Declared]] = {}
+        # (pid, create time) -> (CPU seconds, wall time) at the previous scan, for CPU activity
+        self._cpu_seen: dict[tuple[int, float], tuple[float, float]] = {}
+        self._declared: dict[int, Declared] = {}  # pid -> what it declared (this scan)
+        self._cpu_pct: dict[int, float] = {}  # pid -> CPU activity since the previous scan (this scan)
+        self._pinned: set[str] = set()  # devices whose readings set_utilization fixed (lower-case UUIDs)
 
-    machine: SimMachine
-    _scope: str | None
-    _scan: bool
-    _live: dict[str, list[int]] | None
-    _env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None, Declared]]
-    _cpu_seen: dict[tuple[int, float], tuple[float, float]]
-    _declared: dict[int, Declared]
-    _cpu_pct: dict[int, float]
-    _pinned: set[str]
-    _held: dict[tuple[str, int], int]
-
-    def _device(self, fn: str, handle: Any) -> tuple[SimGpu, SimMigDevice | None]:  # SimulatedNvml's
-        raise NotImplementedError
-
-    def _fail(self, code: int) -> NoReturn:  # SimulatedNvml's
-        raise NotImplementedError
-
-    def _device_by_uuid(self, uuid: str) -> tuple[SimGpu, SimMigDevice | None]:  # SimulatedNvml's
-        raise NotImplementedError
+    def new_scan(self) -> None:
+        """Forget the last process scan: the next call that needs live processes scans again."""
+        self._live = None
 
     # ------------------------------------------------------------------ test controls
 
@@ -149,7 +150,7 @@ class ProcessNvml:
         Raises:
             ValueError: ``uuid`` is not a simulated GPU or MIG device.
         """
-        self._device_by_uuid(uuid)
+        self._devices.by_uuid(uuid)
         self._held[(uuid, int(pid))] = int(used_bytes)
 
     def release_memory(self, uuid: str, pid: int) -> None:
@@ -170,7 +171,7 @@ class ProcessNvml:
         Raises:
             ValueError: ``uuid`` is not a simulated device.
         """
-        gpu, mig = self._device_by_uuid(uuid)
+        gpu, mig = self._devices.by_uuid(uuid)
         self._pinned.add(uuid.lower())
         if mig is None:
             if gpu_pct is not None:
@@ -204,19 +205,19 @@ class ProcessNvml:
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
         """Rows with ``pid``, ``usedGpuMemory`` (bytes or None), ``gpuInstanceId``, ``computeInstanceId``."""
-        gpu, mig = self._device("nvmlDeviceGetComputeRunningProcesses_v3", handle)
+        gpu, mig = self._devices.device("nvmlDeviceGetComputeRunningProcesses_v3", handle)
         rows: list[Any] = []
         sources: list[SimMigDevice | None]
         if mig is not None:
             sources = [mig]
         elif gpu.mig_current:
             if self.machine.unprivileged:
-                self._fail(pynvml.NVML_ERROR_NO_PERMISSION)
+                fail(pynvml.NVML_ERROR_NO_PERMISSION)
             sources = list(gpu.mig_devices)
         else:
             sources = [None]
         for src in sources:
-            for pid, used in self._device_processes(gpu, src):
+            for pid, used in self.device_processes(gpu, src):
                 gi = src.gi_id if src is not None else NO_INSTANCE
                 ci = src.ci_id if src is not None else NO_INSTANCE
                 rows.append(
@@ -232,7 +233,7 @@ class ProcessNvml:
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
         """Graphics processes: none on simulated machines."""
-        self._device("nvmlDeviceGetGraphicsRunningProcesses", handle)
+        self._devices.device("nvmlDeviceGetGraphicsRunningProcesses", handle)
         return []
 
     def _static_rows(self, gpu: SimGpu, mig: SimMigDevice | None, unassigned_only: bool = False) -> list[Any]:
@@ -252,7 +253,7 @@ class ProcessNvml:
                 )
         return rows
 
-    def _device_processes(self, gpu: SimGpu, mig: SimMigDevice | None) -> list[tuple[int, int | None]]:
+    def device_processes(self, gpu: SimGpu, mig: SimMigDevice | None) -> list[tuple[int, int | None]]:
         """(pid, used bytes or None) on one device: fixed, live (CUDA_VISIBLE_DEVICES) and held."""
         uuid = mig.uuid if mig is not None else gpu.uuid
         out: dict[int, int | None] = {}
@@ -266,6 +267,10 @@ class ProcessNvml:
             if held_uuid.lower() == uuid.lower():
                 out[pid] = used
         return sorted(out.items())
+
+    def live_pids(self, uuid: str) -> list[int]:
+        """The live processes whose ``CUDA_VISIBLE_DEVICES`` names device ``uuid`` (this scan)."""
+        return list(self._live_processes().get(uuid.lower(), []))
 
     def _live_processes(self) -> dict[str, list[int]]:
         """``{uuid (lower case): [pids]}`` of live processes whose CUDA_VISIBLE_DEVICES names it.

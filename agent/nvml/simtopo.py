@@ -4,8 +4,8 @@
 ancestor and NVLink count, per GPU its NUMA node, CPUs and NVSwitch links. It comes from a
 machine file (``[[link]]`` tables and ``numa_node`` / ``cpu_affinity`` / ``nvswitch_links``
 GPU keys, see ``docs/topology.md``) or from a real ``nvidia-smi topo -m`` capture
-(:func:`parse_topo_matrix`). :class:`TopologyNvml` is mixed into
-:class:`~labgang.agent.nvml.simulated.SimulatedNvml` and answers the same pynvml functions the
+(:func:`parse_topo_matrix`). :class:`TopologyModel`, a part
+:class:`~labgang.agent.nvml.simulated.SimulatedNvml` holds, answers the same pynvml functions the
 real driver does, with NVML's real errors where a fact is absent:
 
 * ``nvmlDeviceGetTopologyCommonAncestor``: the pair's level, ``NOT_SUPPORTED`` when unknown
@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pynvml
+from labgang.agent.nvml.simdevices import SimDevices, fail
 
 if TYPE_CHECKING:  # machine.py imports this module
-    from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
+    from labgang.agent.nvml.machine import SimGpu
 
 #: ``nvidia-smi topo -m`` / machine-file words → ``nvmlGpuTopologyLevel_t``.
 LEVEL_VALUES = {"internal": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
@@ -244,22 +245,22 @@ def _switch_bus(link: int) -> str:
     return f"00000000:{0xC0 + link % 4:02X}:00.0"  # four NVSwitches, links spread round-robin
 
 
-class TopologyNvml:
-    """pynvml's topology functions over ``self.machine.topology`` (mixed into SimulatedNvml)."""
+class TopologyModel:
+    """pynvml's topology functions over ``devices.machine.topology``.
 
-    machine: SimMachine
+    Args:
+        devices: the machine's devices (handle look-up, the checks of every call).
+    """
 
-    def _device(self, fn: str, handle: Any) -> tuple[SimGpu, SimMigDevice | None]:  # SimulatedNvml's
-        raise NotImplementedError
-
-    def _fail(self, code: int) -> NoReturn:  # SimulatedNvml's
-        raise NotImplementedError
+    def __init__(self, devices: SimDevices) -> None:
+        self._devices = devices
+        self.machine = devices.machine
 
     def _topo_gpu(self, fn: str, handle: Any) -> tuple[SimGpu, SimTopology]:
-        gpu, mig = self._device(fn, handle)
+        gpu, mig = self._devices.device(fn, handle)
         topo = self.machine.topology
         if mig is not None or topo is None:
-            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu, topo
 
     def nvmlDeviceGetTopologyCommonAncestor(self, device1: Any, device2: Any) -> int:
@@ -267,10 +268,10 @@ class TopologyNvml:
         a, topo = self._topo_gpu("nvmlDeviceGetTopologyCommonAncestor", device1)
         b, _ = self._topo_gpu("nvmlDeviceGetTopologyCommonAncestor", device2)
         if a.index == b.index:
-            self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         level = topo.pcie.get((min(a.index, b.index), max(a.index, b.index)))
         if level is None:
-            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return int(LEVEL_VALUES[str(level)])
 
     def nvmlDeviceGetP2PStatus(self, device1: Any, device2: Any, p2pIndex: int) -> int:
@@ -287,9 +288,9 @@ class TopologyNvml:
         gpu, topo = self._topo_gpu(fn, device)
         ends = topo.links_of(gpu.index)
         if not ends or gpu.mig_current:
-            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         if not 0 <= int(link) < len(ends):
-            self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return gpu, ends[int(link)]
 
     def nvmlDeviceGetNvLinkState(self, device: Any, link: int) -> int:
@@ -312,15 +313,15 @@ class TopologyNvml:
         """Mask of the GPU's NUMA node (either scope: one socket per node here); ``NOT_SUPPORTED`` when unknown."""
         gpu, topo = self._topo_gpu("nvmlDeviceGetMemoryAffinity", handle)
         if gpu.index not in topo.numa_node:
-            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return _mask((topo.numa_node[gpu.index],), int(nodeSetSize))
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, cpuSetSize: int) -> Any:
         """Mask of the GPU's CPUs (64 per word); ``NOT_SUPPORTED`` when unknown."""
         gpu, topo = self._topo_gpu("nvmlDeviceGetCpuAffinity", handle)
         if gpu.index not in topo.cpus:
-            self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return _mask(topo.cpus[gpu.index], int(cpuSetSize))
 
 
-__all__ = ["LEVEL_VALUES", "SimTopology", "TopologyNvml", "parse_topo_matrix", "topo_block", "topology_from_toml"]
+__all__ = ["LEVEL_VALUES", "SimTopology", "TopologyModel", "parse_topo_matrix", "topo_block", "topology_from_toml"]

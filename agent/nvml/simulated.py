@@ -24,8 +24,10 @@ the ones the inventory touches):
 * ``FUNCTION_NOT_FOUND`` for symbols in the machine's ``missing_functions``; per-GPU
   ``errors`` make one function fail with a chosen code.
 
-Live processes and their activity, and scopes: :mod:`labgang.agent.nvml.simprocs`; GPM:
-:mod:`labgang.agent.nvml.simgpm`; topology: :mod:`labgang.agent.nvml.simtopo`.
+The backend is composed of parts it holds: the devices and their handles
+(:mod:`labgang.agent.nvml.simdevices`), live processes and their activity, and scopes
+(:mod:`labgang.agent.nvml.simprocs`), GPM (:mod:`labgang.agent.nvml.simgpm`) and topology
+(:mod:`labgang.agent.nvml.simtopo`); its pynvml functions of those areas hand the call to the part.
 """
 
 from __future__ import annotations
@@ -38,31 +40,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pynvml
 from labgang.agent.nvml.machine import SimGpu, SimMachine, SimMigDevice
-from labgang.agent.nvml.simgpm import GpmNvml
-from labgang.agent.nvml.simprocs import MIB, SCOPE_VARIABLE, Declared, ProcessNvml, legacy_mig_uuid
-from labgang.agent.nvml.simtopo import TopologyNvml
+from labgang.agent.nvml.simdevices import SimDevices, SimHandle, fail
+from labgang.agent.nvml.simgpm import GpmModel
+from labgang.agent.nvml.simprocs import MIB, SCOPE_VARIABLE, Activity, ProcessModel
+from labgang.agent.nvml.simshare import OutOfMemory, ShareModel
+from labgang.agent.nvml.simtopo import TopologyModel
 
 if TYPE_CHECKING:
     from labgang.agent.nvml.recorder import ReplayNvml
-
-
-class SimHandle:
-    """An opaque device handle: a new object per call, equal only to itself, unhashable (like ctypes pointers)."""
-
-    __slots__ = ("generation", "gpu_index", "mig_index")
-    __hash__ = None  # type: ignore[assignment]  # unhashable like pynvml's handles; typeshed wants a method
-
-    def __init__(self, gpu_index: int, mig_index: int | None = None, generation: int = 0):
-        self.gpu_index = gpu_index
-        self.mig_index = mig_index
-        self.generation = generation
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __repr__(self) -> str:
-        kind = "gpu" if self.mig_index is None else f"mig {self.mig_index} of gpu"
-        return f"<simulated NVML handle: {kind} {self.gpu_index}>"
 
 
 class VirtualClock:
@@ -79,8 +64,11 @@ class VirtualClock:
         self.now += max(0.0, seconds)
 
 
-class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
-    """A simulated NVML with pynvml's API over a :class:`SimMachine` (topology calls: :class:`TopologyNvml`).
+class SimulatedNvml:
+    """A simulated NVML with pynvml's API over a :class:`SimMachine`.
+
+    Processes, GPM and topology calls go to the parts it holds (:class:`ProcessModel`,
+    :class:`GpmModel`, :class:`TopologyModel`), which share its :class:`SimDevices`.
 
     Args:
         machine: the machine to serve.
@@ -113,22 +101,9 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
     ):
         if scope is not None and not scope:
             raise ValueError("scope: must be a non-empty string or None (no scope)")
-        self._scope = scope
         self.machine = machine
         self._init_count = 0
-        self._samples: dict[int, tuple[Any, float, tuple[float, float, float]] | None] = {}
-        self._sample_refs: dict[int, Any] = {}
-        self._held: dict[tuple[str, int], int] = {}
-        self._generation = {gpu.index: 0 for gpu in machine.gpus}
-        self._scan = scan_processes
-        self._live: dict[str, list[int]] | None = None
-        # (pid, create time) -> (CUDA_VISIBLE_DEVICES entries, LABGANG_SIM_SCOPE or None, declared activity)
-        self._env_cache: dict[tuple[int, float], tuple[tuple[str, ...], str | None, Declared]] = {}
-        # (pid, create time) -> (CPU seconds, wall time) at the previous scan, for CPU activity
-        self._cpu_seen: dict[tuple[int, float], tuple[float, float]] = {}
-        self._declared: dict[int, Declared] = {}  # pid -> what it declared (this scan)
-        self._cpu_pct: dict[int, float] = {}  # pid -> CPU activity since the previous scan (this scan)
-        self._pinned: set[str] = set()  # devices whose readings set_utilization fixed (lower-case UUIDs)
+        self._devices = SimDevices(machine, lambda: self._init_count > 0)
         if virtual_time:
             clock = VirtualClock()
             self.labgang_clock: Callable[[], float] = clock
@@ -136,6 +111,16 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
         else:
             self.labgang_clock = time.monotonic
             self.labgang_sleep = time.sleep
+        self._processes = ProcessModel(self._devices, scope=scope, scan=scan_processes)
+        self._shares = ShareModel(self._devices, self._processes)
+        self._gpm = GpmModel(self._devices, self.labgang_clock, self._processes.labgang_activity)
+        self._topology = TopologyModel(self._devices)
+        self._scope = scope
+
+    @property
+    def _samples(self) -> dict[int, tuple[Any, float, tuple[float, float, float]] | None]:
+        """The GPM samples allocated and not freed, by address (tests check that none leak)."""
+        return self._gpm.samples
 
     # ------------------------------------------------------------------ construction
 
@@ -176,47 +161,53 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
         gpu = self.machine.gpus[gpu_index]
         gpu.mig_devices = list(devices)
         gpu.mig_current = gpu.mig_pending = current
-        self._generation[gpu_index] += 1
+        self._devices.new_layout(gpu_index)
+
+    def hold_memory(self, uuid: str, pid: int, used_bytes: int) -> None:
+        """:meth:`ProcessModel.hold_memory`: NVML shows ``pid`` using ``used_bytes`` on ``uuid``, alive or not.
+
+        Raises:
+            ValueError: ``uuid`` is not a simulated GPU or MIG device.
+        """
+        self._processes.hold_memory(uuid, pid, used_bytes)
+
+    def release_memory(self, uuid: str, pid: int) -> None:
+        """Undo :meth:`hold_memory` for (``uuid``, ``pid``); unknown pairs are ignored."""
+        self._processes.release_memory(uuid, pid)
+
+    def set_utilization(
+        self,
+        uuid: str,
+        gpu_pct: float | None = None,
+        sm_active_pct: float | None = None,
+        sm_occupancy_pct: float | None = None,
+    ) -> None:
+        """:meth:`ProcessModel.set_utilization`: fix a device's readings (percent).
+
+        Raises:
+            ValueError: ``uuid`` is not a simulated device.
+        """
+        self._processes.set_utilization(uuid, gpu_pct, sm_active_pct, sm_occupancy_pct)
+
+    def labgang_activity(self, uuid: str) -> Activity | None:
+        """:meth:`ProcessModel.labgang_activity`: what the live processes on ``uuid`` do, or None."""
+        return self._processes.labgang_activity(uuid)
 
     def _device_by_uuid(self, uuid: str) -> tuple[SimGpu, SimMigDevice | None]:
-        for gpu in self.machine.gpus:
-            if gpu.uuid.lower() == uuid.lower():
-                return gpu, None
-            for mig in gpu.mig_devices:
-                if mig.uuid.lower() == uuid.lower() or legacy_mig_uuid(gpu, mig).lower() == uuid.lower():
-                    return gpu, mig
-        raise ValueError(f"uuid: {uuid!r} is not a device of simulated machine {self.machine.hostname}")
+        return self._devices.by_uuid(uuid)
 
     # ------------------------------------------------------------------ plumbing
 
     def _fail(self, code: int) -> NoReturn:
-        raise pynvml.NVMLError(code)
+        fail(code)
 
     def _enter(self, fn: str) -> None:
         """The checks of every call: NVML initialised, ``fn`` present in this driver."""
-        if self._init_count <= 0:
-            self._fail(pynvml.NVML_ERROR_UNINITIALIZED)
-        if fn in self.machine.missing_functions:
-            self._fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        self._devices.enter(fn)
 
     def _device(self, fn: str, handle: Any) -> tuple[SimGpu, SimMigDevice | None]:
         """:meth:`_enter`, then the GPU (and MIG device) ``handle`` names, failing as NVML does."""
-        self._enter(fn)
-        if not isinstance(handle, SimHandle) or not 0 <= handle.gpu_index < len(self.machine.gpus):
-            self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self.machine.gpus[handle.gpu_index]
-        if gpu.lost:
-            self._fail(pynvml.NVML_ERROR_GPU_IS_LOST)
-        if fn in gpu.errors:
-            self._fail(gpu.errors[fn])
-        if handle.mig_index is None:
-            return gpu, None
-        if handle.generation != self._generation[gpu.index] or not gpu.mig_current:
-            self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        mig = next((m for m in gpu.mig_devices if m.index == handle.mig_index), None)
-        if mig is None:
-            self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return gpu, mig
+        return self._devices.device(fn, handle)
 
     # ------------------------------------------------------------------ init / system
 
@@ -258,7 +249,7 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
     def nvmlDeviceGetCount(self) -> int:
         """Counts every GPU, including ones whose handle cannot be opened. Starts a new process scan."""
         self._enter("nvmlDeviceGetCount")
-        self._live = None
+        self._processes.new_scan()
         return len(self.machine.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> SimHandle:
@@ -286,7 +277,7 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
             raise
         if mig is None:
             return SimHandle(gpu.index)
-        return SimHandle(gpu.index, mig.index, self._generation[gpu.index])
+        return SimHandle(gpu.index, mig.index, self._devices.generation(gpu.index))
 
     def nvmlDeviceGetHandleByPciBusId(self, bus_id: str | bytes) -> SimHandle:
         """A new handle for the GPU at a PCI bus id; ``NOT_FOUND`` when none."""
@@ -375,7 +366,8 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
             if gpu.memory_total_mib is None or gpu.memory_used_mib is None:
                 self._fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
             total_mib, reserved_mib = float(gpu.memory_total_mib), float(gpu.memory_reserved_mib)
-            used_bytes = int(gpu.memory_used_mib * MIB) + sum(b or 0 for _, b in self._device_processes(gpu, None))
+            processes = self._processes.device_processes(gpu, None)
+            used_bytes = int(gpu.memory_used_mib * MIB) + sum(b or 0 for _, b in processes)
             if gpu.mig_current:
                 used_bytes = int(gpu.memory_used_mib * MIB) + sum(
                     self._gi_used_bytes(gpu, gi) for gi in sorted({m.gi_id for m in gpu.mig_devices})
@@ -397,7 +389,7 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
     def _gi_used_bytes(self, gpu: SimGpu, gi_id: int) -> int:
         members = [m for m in gpu.mig_devices if m.gi_id == gi_id]
         base = max((m.memory_used_mib for m in members), default=0.0)
-        procs = sum(b or 0 for m in members for _, b in self._device_processes(gpu, m))
+        procs = sum(b or 0 for m in members for _, b in self._processes.device_processes(gpu, m))
         return int(base * MIB) + procs
 
     # ------------------------------------------------------------------ utilisation, thermal, power
@@ -506,7 +498,7 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
             self._fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if not any(m.index == int(index) for m in gpu.mig_devices):
             self._fail(pynvml.NVML_ERROR_NOT_FOUND)
-        return SimHandle(gpu.index, int(index), self._generation[gpu.index])
+        return SimHandle(gpu.index, int(index), self._devices.generation(gpu.index))
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any) -> SimHandle:
         """The parent GPU's handle; ``INVALID_ARGUMENT`` for a GPU handle."""
@@ -571,6 +563,87 @@ class SimulatedNvml(ProcessNvml, GpmNvml, TopologyNvml):
         info.instanceCount = 7 // prof.slices
         info.name = f"MIG {prof.name}".encode()
         return info
+
+    # ------------------------------------------------------------------ processes (ProcessModel)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        """Unversioned call: ``NVMLLibraryMismatchError`` when the driver lacks ``_v3`` (pynvml ≥ 12.5xx)."""
+        if "nvmlDeviceGetComputeRunningProcesses_v3" in self.machine.missing_functions:
+            return self._processes.nvmlDeviceGetComputeRunningProcesses(handle)
+        return self.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
+        """Rows with ``pid``, ``usedGpuMemory`` (bytes or None), ``gpuInstanceId``, ``computeInstanceId``;
+        a whole GPU's MPS clients are folded into their server (:class:`ShareModel`)."""
+        return self._shares.compute_rows(handle)
+
+    def nvmlDeviceGetMPSComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:
+        """:meth:`ShareModel.nvmlDeviceGetMPSComputeRunningProcesses_v3`: the MPS clients of a whole GPU."""
+        return self._shares.nvmlDeviceGetMPSComputeRunningProcesses_v3(handle)
+
+    def labgang_out_of_memory(self) -> list[OutOfMemory]:
+        """:meth:`ShareModel.out_of_memory`: the processes simulated cards refused memory to (and ended)."""
+        return self._shares.out_of_memory()
+
+    nvmlDeviceGetComputeRunningProcesses_v2 = nvmlDeviceGetComputeRunningProcesses_v3
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
+        """Graphics processes: none on simulated machines."""
+        return self._processes.nvmlDeviceGetGraphicsRunningProcesses(handle)
+
+    # ------------------------------------------------------------------ GPM (GpmModel)
+
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
+        """``c_nvmlGpmSupport_t``; ``isSupportedDevice`` only on Hopper and later."""
+        return self._gpm.nvmlGpmQueryDeviceSupport(handle)
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        """A new ``c_nvmlGpmSample_t`` (a real ctypes pointer, tracked by address)."""
+        return self._gpm.nvmlGpmSampleAlloc()
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Forget a sample; unknown samples are ``INVALID_ARGUMENT``."""
+        self._gpm.nvmlGpmSampleFree(sample)
+
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
+        """Fill a sample of a whole GPU; ``NOT_SUPPORTED`` without GPM or on MIG handles."""
+        return self._gpm.nvmlGpmSampleGet(handle, sample)
+
+    def nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: int, sample: Any) -> Any:
+        """A sample of one GPU instance, taken through its parent GPU's handle."""
+        return self._gpm.nvmlGpmMigSampleGet(handle, gpu_instance_id, sample)
+
+    def nvmlGpmMetricsGet(self, request: Any) -> Any:
+        """Fill ``request.metrics[:numMetrics]``; each metric gets its own ``nvmlReturn``."""
+        return self._gpm.nvmlGpmMetricsGet(request)
+
+    # ------------------------------------------------------------------ topology (TopologyModel)
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1: Any, device2: Any) -> int:
+        """``nvmlGpuTopologyLevel_t`` of the pair; ``NOT_SUPPORTED`` when unknown, ``INVALID_ARGUMENT`` for one GPU."""
+        return self._topology.nvmlDeviceGetTopologyCommonAncestor(device1, device2)
+
+    def nvmlDeviceGetP2PStatus(self, device1: Any, device2: Any, p2pIndex: int) -> int:
+        """``nvmlGpuP2PStatus_t``: NVLink OK when NVLinks join the pair; other indexes OK below SYS."""
+        return self._topology.nvmlDeviceGetP2PStatus(device1, device2, p2pIndex)
+
+    def nvmlDeviceGetNvLinkState(self, device: Any, link: int) -> int:
+        """1 for each of the GPU's links (all active); errors as in :mod:`~labgang.agent.nvml.simtopo`."""
+        return self._topology.nvmlDeviceGetNvLinkState(device, link)
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device: Any, link: int) -> Any:
+        """``nvmlPciInfo_t`` of the link's far end: the peer GPU, or an NVSwitch."""
+        return self._topology.nvmlDeviceGetNvLinkRemotePciInfo(device, link)
+
+    nvmlDeviceGetNvLinkRemotePciInfo_v2 = nvmlDeviceGetNvLinkRemotePciInfo
+
+    def nvmlDeviceGetMemoryAffinity(self, handle: Any, nodeSetSize: int, scope: int) -> Any:
+        """Mask of the GPU's NUMA node; ``NOT_SUPPORTED`` when unknown."""
+        return self._topology.nvmlDeviceGetMemoryAffinity(handle, nodeSetSize, scope)
+
+    def nvmlDeviceGetCpuAffinity(self, handle: Any, cpuSetSize: int) -> Any:
+        """Mask of the GPU's CPUs (64 per word); ``NOT_SUPPORTED`` when unknown."""
+        return self._topology.nvmlDeviceGetCpuAffinity(handle, cpuSetSize)
 
 
 def _export_pynvml_names() -> None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .foreign import ForeignProcess
     from .ports import pick_free_port
     from .ranks import DeviceReading
-    from .spec import LaunchSpec
+    from .spec import LaunchSpec, ShareGrant
     from .states import RankState
     from .status import RankEvent, RankStatus
     from .supervisor import Supervisor
@@ -51,6 +51,7 @@ _WHERE = {
     "pick_free_port": "ports",
     "DeviceReading": "ranks",
     "LaunchSpec": "spec",
+    "ShareGrant": "spec",
     "RankState": "states",
     "RankEvent": "status",
     "RankStatus": "status",
@@ -82,6 +83,7 @@ __all__ = [
     "RankEvent",
     "RankState",
     "RankStatus",
+    "ShareGrant",
     "Supervisor",
     "SupervisorConfig",
     "SupervisorError",

@@ -9,6 +9,12 @@ for a task of a job array the ``LABGANG_ARRAY_*`` / ``SLURM_ARRAY_*`` variables 
 and the ``SLURM_*`` variables of a Slurm batch step that labgang can honour (``slurm_env``, computed
 by the coordinator: ``SLURM_JOB_ID``, ``SLURM_PROCID``... docs/slurm.md).
 
+A rank that shares its card (``spec.share``, :func:`share_variables`) has ``CUDA_VISIBLE_DEVICES``
+= that one card, and under MPS also ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (its share of SMs),
+``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (``0=<N>M``: its ``--gpu-mem`` budget in MiB, rounded down, for
+device 0, the only one it sees) and ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DIRECTORY`` of the
+control daemon the agent runs for that card and user (``agent/mps.py``).
+
 torchrun without flags: each rank is one torchrun *node* driving the rank's GPUs, so torchrun's
 environment defaults (``PET_<OPTION>``, read for every option it is not given) are set too:
 ``PET_NNODES`` = ``WORLD_SIZE``, ``PET_NODE_RANK`` = ``RANK``, ``PET_NPROC_PER_NODE`` = the
@@ -57,8 +63,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from labgang.agent.mps import MpsDirs
+
 from .identity import RunAs
 from .spec import LaunchSpec
+
+MIB = 1024 * 1024
 
 DROPPED_VARIABLES: frozenset[str] = frozenset(
     {
@@ -108,7 +118,36 @@ def contract_variables(spec: LaunchSpec) -> dict[str, str]:
     }
 
 
-def rank_environment(spec: LaunchSpec, run_as: RunAs, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def share_variables(spec: LaunchSpec, mps: MpsDirs | None) -> dict[str, str]:
+    """The MPS variables of a rank granted an MPS share (see the module docstring); {} for any other rank.
+
+    Args:
+        spec: the rank (``spec.share``).
+        mps: the folders of its card's and user's control daemon (``MpsDaemons.acquire``).
+
+    Raises:
+        InvalidSpec: an MPS grant without the daemon's folders (the node runs no MPS).
+    """
+    share = spec.share
+    if share is None or share.kind != "mps":
+        return {}
+    if mps is None:
+        from .errors import InvalidSpec
+
+        raise InvalidSpec("share.kind", "is mps but this node runs no MPS control daemon", "shard here")
+    out = {
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(share.sm_percent),
+        "CUDA_MPS_PIPE_DIRECTORY": mps.pipe,
+        "CUDA_MPS_LOG_DIRECTORY": mps.log,
+    }
+    if share.gpu_mem is not None:
+        out["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={max(1, share.gpu_mem // MIB)}M"
+    return out
+
+
+def rank_environment(
+    spec: LaunchSpec, run_as: RunAs, extra: Mapping[str, str] | None = None, mps: MpsDirs | None = None
+) -> dict[str, str]:
     """Build the full environment of one rank.
 
     Args:
@@ -116,6 +155,7 @@ def rank_environment(spec: LaunchSpec, run_as: RunAs, extra: Mapping[str, str] |
         run_as: the credentials it runs with (for ``USER``, ``LOGNAME``, ``HOME``).
         extra: agent-provided variables (see the module docstring), set after the submitted
             ones and before the contract.
+        mps: for an MPS rank, its control daemon's folders (:func:`share_variables`).
 
     Returns:
         name → value, ready for ``execve``.
@@ -127,6 +167,7 @@ def rank_environment(spec: LaunchSpec, run_as: RunAs, extra: Mapping[str, str] |
     env["HOME"] = run_as.home
     env.update(extra or {})
     env.update(contract_variables(spec))
+    env.update(share_variables(spec, mps))
     return env
 
 

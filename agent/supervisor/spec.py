@@ -34,6 +34,75 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+SHARE_KINDS = ("shard", "mps")
+"""How a rank shares its one card: ``shard`` = time-sliced, ``mps`` = through the card's MPS server."""
+
+
+@dataclass(frozen=True, eq=True)
+class ShareGrant:
+    """The part of one card a sharing rank was granted (``--shards``/``--mps``/``--gpu-mem``).
+
+    Attributes:
+        kind: ``"shard"`` (time-sliced: nothing partitions the card) or ``"mps"`` (a client of the
+            card's MPS server, one server per user).
+        shards: for ``shard``, how many of the card's shards the rank holds, ``>= 1``; for ``mps``
+            always 0 (an MPS grant is ``sm_percent``).
+        sm_percent: for ``mps``, the share of the card's SMs, 1..100, given to the rank as
+            ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``; ``None`` for ``shard``.
+        gpu_mem: the rank's device-memory budget in bytes (``--gpu-mem``), ``>= 1``, or ``None`` =
+            no budget. Under MPS it becomes ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``; for shards the
+            agent watches it through NVML (or sets it on the rank's cgroup where the driver can).
+
+    Raises:
+        InvalidSpec: on construction, naming ``share.<field>`` and the allowed values.
+    """
+
+    kind: str
+    shards: int = 0
+    sm_percent: int | None = None
+    gpu_mem: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SHARE_KINDS:
+            raise InvalidSpec("share.kind", f"{self.kind!r} is not a way to share a card", " or ".join(SHARE_KINDS))
+        if self.kind == "shard":
+            if not _is_int(self.shards) or self.shards < 1:
+                raise InvalidSpec("share.shards", f"{self.shards!r} is not a number of shards", "an integer >= 1")
+            if self.sm_percent is not None:
+                raise InvalidSpec("share.sm_percent", "is set on a shard grant", "null unless kind is mps")
+        else:
+            if self.shards != 0 or not _is_int(self.shards):
+                raise InvalidSpec("share.shards", f"{self.shards!r} is set on an mps grant", "0 when kind is mps")
+            sm = self.sm_percent
+            if sm is None or not _is_int(sm) or not 1 <= sm <= 100:
+                raise InvalidSpec("share.sm_percent", f"{self.sm_percent!r} is not a percentage of SMs", "1..100")
+        if self.gpu_mem is not None and not (_is_int(self.gpu_mem) and self.gpu_mem >= 1):
+            raise InvalidSpec("share.gpu_mem", f"{self.gpu_mem!r} is not a number of bytes", "an integer >= 1, or null")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready wire form; ``from_dict`` inverts it exactly."""
+        return {"kind": self.kind, "shards": self.shards, "sm_percent": self.sm_percent, "gpu_mem": self.gpu_mem}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ShareGrant:
+        """Build a grant from ``to_dict()`` output.
+
+        Raises:
+            InvalidSpec: ``data`` is not an object, has an unknown field, lacks ``kind``, or a value is malformed.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidSpec(
+                "share", f"{data!r} is not a share grant", "an object of kind, shards, sm_percent, gpu_mem"
+            )
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidSpec(f"share.{unknown[0]}", "is not a share grant field", ", ".join(sorted(known)))
+        if "kind" not in data:
+            raise InvalidSpec("share.kind", "is missing", " or ".join(SHARE_KINDS))
+        return cls(**data)
+
+
 @dataclass(frozen=True, eq=True)
 class LaunchSpec:
     """One rank of a gang, as the coordinator asks this node's agent to start it.
@@ -89,6 +158,9 @@ class LaunchSpec:
         memory_limit: bytes of host memory the rank may use (its share of ``--mem``, or
             ``--mem-per-gpu`` × its devices), written to ``memory.max`` likewise; ``None`` = no
             limit. Serialised only when set.
+        share: the part of one card this rank shares (:class:`ShareGrant`); ``devices`` is then
+            that one card's ``GPU-…`` UUID (never a MIG device). ``None`` = the rank has its devices
+            to itself. Serialised only when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -122,6 +194,7 @@ class LaunchSpec:
     pty: bool = False
     cpu_limit: int | None = None
     memory_limit: int | None = None
+    share: ShareGrant | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -196,6 +269,13 @@ class LaunchSpec:
             value = getattr(self, name)
             if value is not None and not (_is_int(value) and value >= 1):
                 raise InvalidSpec(name, f"{value!r} is not a positive amount", "an integer >= 1, or null")
+        if self.share is not None:
+            if not isinstance(self.share, ShareGrant):
+                raise InvalidSpec("share", f"{self.share!r} is not a share grant", "a ShareGrant, or null")
+            if len(self.devices) != 1 or not self.devices[0].upper().startswith("GPU-"):
+                raise InvalidSpec(
+                    "devices", f"{list(self.devices)!r} is not one whole card for a shared rank", "one GPU-… UUID"
+                )
         if self.array_env is not None and (
             not isinstance(self.array_env, dict)
             or not all(
@@ -293,6 +373,7 @@ class LaunchSpec:
             **({"pty": True} if self.pty else {}),
             **({"cpu_limit": self.cpu_limit} if self.cpu_limit is not None else {}),
             **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),
+            **({"share": self.share.to_dict()} if self.share is not None else {}),
         }
 
     @classmethod
@@ -334,6 +415,8 @@ class LaunchSpec:
             raise InvalidSpec("env", f"{kwargs['env']!r} is not a mapping", "an object of strings")
         if kwargs["master_port"] == PICK_PORT and _is_int(kwargs["master_port"]):
             kwargs["master_port"] = None
+        if kwargs.get("share") is not None:
+            kwargs["share"] = ShareGrant.from_dict(kwargs["share"])
         return cls(**kwargs)
 
     def with_master_port(self, port: int) -> LaunchSpec:

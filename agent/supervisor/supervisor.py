@@ -65,7 +65,7 @@ from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord
 from .spares import SpareShims
-from .spec import LaunchSpec
+from .spec import LaunchSpec, ShareGrant
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
@@ -79,6 +79,7 @@ PTY_FRAME_MAX = 4093
 if TYPE_CHECKING:
     from labgang.agent.confine.cgroup import RankCgroups
     from labgang.agent.confine.hostlimits import RankLimits
+    from labgang.agent.mps import MpsDaemons, MpsDirs
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,9 @@ class Supervisor(SpareShims, RankStopper):
             folders, keeping write-before-signal (``writer.py``); default: an ``InlineWriter``
             (at once). The agent passes a ``ThreadWriter`` and awaits :meth:`journal_written`
             before it reports events or answers a command.
+        mps: the node's MPS control daemons (``agent/mps.py``): an MPS rank's daemon is started
+            before the rank and stopped once its user's last MPS rank on that card is gone;
+            None = no MPS here (an MPS rank is refused, ``InvalidSpec`` on ``share.kind``).
 
     Call ``recover()`` once after construction to re-adopt ranks of a previous agent, then
     ``tick()`` regularly (the agent does it about every 100 ms) and act on its events.
@@ -135,12 +139,14 @@ class Supervisor(SpareShims, RankStopper):
         cgroups: RankCgroups | None = None,
         lease_file: Path | None = None,
         journal_writer: JournalWriter | None = None,
+        mps: MpsDaemons | None = None,
     ) -> None:
         self._journal = J.Journal(Path(state_dir))
         self._writer: JournalWriter = journal_writer or InlineWriter()
         self.cgroups = cgroups  # each rank in its own fenced cgroup (agent/confine/), or None
         self.lease_file = lease_file  # the node lease each small parent watches (shim.LeaseWatch), or None
         self._extra_env = dict(extra_env or {})
+        self.mps = mps  # the node's MPS control daemons (agent/mps.py), or None
         self.spare_shims = spare_shims
         self._spares: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self._device_pids = device_pids
@@ -347,7 +353,13 @@ class Supervisor(SpareShims, RankStopper):
             allow_root=self._allow_root,
         )
         check_can_enter(spec.cwd, run_as)
-        procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
+        mps_dirs = self._mps_dirs(spec, run_as.uid, run_as.gid)
+        try:
+            procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
+        except BaseException:
+            if mps_dirs is not None and self.mps is not None:
+                self.mps.release((spec.job_id, spec.rank))
+            raise
 
         self._os.ensure_dir(rank_dir.parent, 0o700)
         self._os.ensure_dir(rank_dir, 0o700)
@@ -373,7 +385,7 @@ class Supervisor(SpareShims, RankStopper):
             rank_dir / J.LAUNCH,
             {
                 "argv": list(spec.argv),
-                "env": rank_environment(spec, run_as, self._extra_env),
+                "env": rank_environment(spec, run_as, self._extra_env, mps_dirs),
                 "cwd": spec.cwd,
                 "uid": run_as.uid,
                 "gid": run_as.gid,
@@ -396,6 +408,19 @@ class Supervisor(SpareShims, RankStopper):
         self._ranks[rec.key] = rec
         return rec
 
+    def _mps_dirs(self, spec: LaunchSpec, uid: int, gid: int, *, adopt: bool = False) -> MpsDirs | None:
+        """For an MPS rank, its card's and user's control daemon's folders (started if need be); else None.
+
+        Raises:
+            InvalidSpec: an MPS rank on a node without MPS (``share.kind``).
+            MpsUnavailable (an OSError): the daemon did not start.
+        """
+        if spec.share is None or spec.share.kind != "mps":
+            return None
+        if self.mps is None:
+            raise InvalidSpec("share.kind", "is mps but this node runs no MPS control daemon", "shard here")
+        return self.mps.acquire((spec.job_id, spec.rank), spec.devices[0], uid, gid, adopt=adopt)
+
     def _start(self, rec: RankRecord) -> RankStatus:
         """Start the small parent of a rank :meth:`_prepare` made ready.
 
@@ -410,6 +435,8 @@ class Supervisor(SpareShims, RankStopper):
             self._journal.remove_rank(spec.job_id, spec.rank)
             if self.cgroups is not None:
                 self.cgroups.release(spec.job_id, spec.rank)
+            if self.mps is not None:
+                self.mps.release(rec.key)
             raise
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         self._writer.write(rec.dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
@@ -605,6 +632,8 @@ class Supervisor(SpareShims, RankStopper):
                 and not visible_pids(reading.pids, rec.spec.devices) & set(rec.known)
             ):
                 events.append(self._transition(rec, RankState.GONE, "gone"))
+                if self.mps is not None:
+                    self.mps.release(rec.key)  # its user's last MPS rank on the card: the daemon stops
         if unsaved is not None and rec.state is unsaved:
             self._save(rec)
         return events
@@ -655,6 +684,19 @@ class Supervisor(SpareShims, RankStopper):
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
             log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)
+            if rec.state is not RankState.GONE and self.mps is not None and spec.share is not None:
+                try:
+                    run_as = resolve_run_as(
+                        spec.uid,
+                        spec.gid,
+                        job_id=job_id,
+                        agent_uid=self._agent_uid,
+                        allowed_uids=self._allowed_uids,
+                        allow_root=self._allow_root,
+                    )
+                    self._mps_dirs(spec, run_as.uid, run_as.gid, adopt=True)
+                except (SupervisorError, OSError) as exc:
+                    log.warning("rank %s/%s: its MPS control daemon is not served again: %s", job_id, rank, exc)
         return self.tick(now)
 
     # ------------------------------------------------------------------ foreign processes
@@ -663,6 +705,8 @@ class Supervisor(SpareShims, RankStopper):
         """Every pid that belongs to a rank not yet ``GONE``: its small parent, live processes and any seen before."""
         snap = self._os.snapshot()
         pids: set[int] = {os.getpid()}
+        if self.mps is not None:
+            pids.update(self.mps.pids())  # the MPS daemons/servers of this node's MPS ranks
         for rec in self._ranks.values():
             if rec.state is RankState.GONE:
                 continue
@@ -682,6 +726,23 @@ class Supervisor(SpareShims, RankStopper):
             for pid in self._live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks)):
                 found[pid] = (rec.spec.job_id, rec.spec.rank, rec.spec.devices)
         return found
+
+    def share_grants(self) -> dict[tuple[str, int], tuple[str, ShareGrant]]:
+        """(job_id, rank) → (its card's UUID, its share grant) for every sharing rank not yet ``GONE``."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None
+        }
+
+    def memory_budgets(self) -> dict[tuple[str, int], tuple[str, int]]:
+        """(job_id, rank) → (its card's UUID, its ``--gpu-mem`` budget in bytes) for every rank not
+        yet ``GONE`` whose share grant has a budget (``budgets.py`` watches them)."""
+        return {
+            key: (rec.spec.devices[0], rec.spec.share.gpu_mem)
+            for key, rec in self._ranks.items()
+            if rec.state is not RankState.GONE and rec.spec.share is not None and rec.spec.share.gpu_mem is not None
+        }
 
     def foreign_processes(self, inventory: DeviceProcesses) -> list[ForeignProcess]:
         """Processes on this node's devices that belong to no supervised rank or its descendants.

@@ -217,14 +217,20 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
             notes[dev.get("uuid")] = holder or str(dev.get("state", ""))
         for v in node.get("violations") or []:
             notes[v.get("device")] = (
-                f"VIOLATION: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} not given it"
+                f"OVER BUDGET: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} uses "
+                f"{(v.get('used') or 0) / 1024**3:.1f} of {(v.get('budget') or 0) / 1024**3:.1f} GiB"
+                if v.get("kind") == "gpu-mem"
+                else f"VIOLATION: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} not given it"
             )
         inventory = node.get("inventory")
         if not inventory:
             blocks.append(f"{node.get('name')} ({state}): no inventory yet")
             continue
         table = inventory_table(NodeInventory.from_dict(inventory), notes)
+        from labgang.launcher.cli.node_sharing import node_sharing_lines
+
         lines = [confinement_line(node.get("confinement")), host_limits_line(node.get("host_limits"))]
+        lines += node_sharing_lines(node)
         blocks.append(f"[{state}] " + table + "\n" + "\n".join(lines))
     click.echo("\n\n".join(blocks) if blocks else "no nodes have joined the coordinator")
 

@@ -50,6 +50,9 @@ class AgentConn:
             inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
         host_limits: whether its agent holds ranks to their CPUs and memory, from its hello
             (``{"enforced", "reason"}``, ``agent/confine/hostlimits.py``), or None.
+        sharing: how its agent serves shared cards, from its hello: ``{"mps": "nvidia" |
+            "simulated" | None, "gpu_mem": {"mode": "enforced" | "watched", "reason"}}``
+            (``agent/mps.py``, ``agent/confine/devmem.py``), or None from an agent that does not say.
     """
 
     node: str
@@ -67,6 +70,7 @@ class AgentConn:
     confinement: dict[str, Any] | None = None
     violations: list[Any] = field(default_factory=list)
     host_limits: dict[str, Any] | None = None  # whether its agent enforces ranks' CPUs/memory, from its hello
+    sharing: dict[str, Any] | None = None  # its MPS daemons and how --gpu-mem is held, from its hello
 
     def refuses_uid(self, uid: int) -> str | None:
         """Why this node's agent would never start a rank as ``uid`` (None: it might, or unknown)."""

@@ -85,6 +85,8 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         conn.policy = hello.policy
         conn.confinement = hello.confinement
         conn.host_limits = hello.host_limits
+        sharing = hello.message.get("sharing")
+        conn.sharing = sharing if isinstance(sharing, dict) else None
         take_violations(coord, conn, hello.violations)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.

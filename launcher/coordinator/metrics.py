@@ -6,7 +6,7 @@ Three sources feed one :class:`prometheus_client.CollectorRegistry`:
   (the nodes, jobs and queues exactly as the coordinator's API shows them) into
   gauges at scrape time: per-device utilization, SM activity, memory, temperature
   and power; per-queue quota accounting and pending jobs by reason; jobs by state;
-  node liveness; the pitfall detectors' findings.
+  node liveness; the pitfall detectors' findings; shared cards' sharers (``share_metrics.py``).
 - :class:`SchedulerMetrics` holds what only the scheduling loop sees as it happens:
   admission latency and scheduling-cycle duration histograms and the preemption
   counter. The coordinator calls its ``observe_*``/``count_*`` methods.
@@ -40,6 +40,7 @@ from aiohttp import web
 from labgang.agent.inventory import is_known
 from labgang.launcher.api import keys
 from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator.share_metrics import sharer_families
 from labgang.launcher.coordinator.view_cache import JobMemo
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.model import JobState
@@ -182,6 +183,7 @@ class ClusterCollector(Collector):
         yield from self._queues(snapshot)
         yield from self._jobs(snapshot)
         yield from self._pitfalls(snapshot)
+        yield from sharer_families(snapshot)
 
     # ----- families -----------------------------------------------------------------------
 

@@ -309,6 +309,12 @@ def host_allocated(coord: Coordinator) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _shards_per_gpu(coord: Coordinator, node: str) -> int | None:
+    """The node's ``shards_per_gpu`` from the cluster's ``[sharing]`` table, or None where there is none."""
+    sharing = getattr(coord.config, "sharing", None)  # [sharing] of cluster.toml (docs/sharing.md)
+    return int(sharing.node(node).shards_per_gpu) if sharing is not None else None
+
+
 def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
 
@@ -372,6 +378,8 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "memory_allocated_bytes": host_held.get(name, (0, 0))[1],
                 "confinement": conn.confinement,
                 "host_limits": conn.host_limits,
+                "sharing": conn.sharing,
+                "shards_per_gpu": _shards_per_gpu(coord, name),
                 "violations": violation_views(coord, conn),
             }
         )

@@ -20,6 +20,7 @@ log = logging.getLogger("labgang.coordinator.violations")
 
 def _parse(node: str, item: Any, now: float) -> DeviceViolationSeen | None:
     try:
+        over_budget = item.get("kind") == "gpu-mem"  # a sharing rank over its --gpu-mem budget
         return DeviceViolationSeen(
             now,
             node,
@@ -28,6 +29,8 @@ def _parse(node: str, item: Any, now: float) -> DeviceViolationSeen | None:
             str(item["device"]),
             int(item["pid"]),
             tuple(str(d) for d in item.get("allowed") or ()),
+            int(item["used"]) if over_budget else None,
+            int(item["budget"]) if over_budget else None,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         log.warning("node %s sent a malformed device violation %r: ignored", node, item)
@@ -46,10 +49,23 @@ def take_violations(coord: Any, conn: Any, items: Any) -> None:
         return
     now = coord.clock()
     seen = [v for item in items if (v := _parse(conn.node, item, now)) is not None]
-    before = {(v.run_id, v.rank, v.device, v.pid) for v in conn.violations}
+    before = {(v.run_id, v.rank, v.device, v.pid, v.budget is None) for v in conn.violations}
     conn.violations = seen
     for violation in seen:
-        if (violation.run_id, violation.rank, violation.device, violation.pid) not in before:
+        key = (violation.run_id, violation.rank, violation.device, violation.pid, violation.budget is None)
+        if key not in before and violation.budget is not None:
+            log.warning(
+                "node %s: rank %s of job %s (pid %s) uses %s bytes of device %s, over its budget of %s",
+                conn.node,
+                violation.rank,
+                violation.run_id,
+                violation.pid,
+                violation.used,
+                violation.device,
+                violation.budget,
+            )
+            coord.apply(violation)
+        elif key not in before:
             log.warning(
                 "node %s: rank %s of job %s (pid %s) on device %s, which it was not given",
                 conn.node,
@@ -62,7 +78,8 @@ def take_violations(coord: Any, conn: Any, items: Any) -> None:
 
 
 def violation_views(coord: Any, conn: Any) -> list[dict[str, Any]]:
-    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user."""
+    """The node's current violations for ``GET /v1/nodes``: job, rank, pid, device, allowed devices, user;
+    a budget violation also ``kind = "gpu-mem"``, ``used`` and ``budget`` (bytes)."""
     out = []
     for v in conn.violations:
         job = coord.job_for_run(v.run_id)
@@ -74,6 +91,7 @@ def violation_views(coord: Any, conn: Any) -> list[dict[str, Any]]:
                 "pid": v.pid,
                 "device": v.device,
                 "allowed": list(v.allowed),
+                **({"kind": "gpu-mem", "used": v.used, "budget": v.budget} if v.budget is not None else {}),
             }
         )
     return out

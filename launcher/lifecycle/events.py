@@ -230,10 +230,15 @@ class ShutdownRequested:
 @dataclass(frozen=True, slots=True)
 class DeviceViolationSeen:
     """A node's NVML shows a process of rank ``rank`` of run ``run_id`` on ``device``, a device
-    the rank was not given (``agent/supervisor/violations.py``).
+    the rank was not given (``agent/supervisor/violations.py``); or, with ``budget`` set, a
+    sharing rank's processes using more of its card than its ``--gpu-mem`` budget
+    (``agent/supervisor/budgets.py``).
 
     Attributes:
-        pid: the process (the rank's main process or a descendant). allowed: the rank's devices.
+        pid: the process (the rank's main process or a descendant; for a budget, its biggest
+            user of the card). allowed: the rank's devices.
+        used: for a budget, bytes the rank's processes use on the card; None otherwise.
+        budget: the rank's device-memory budget in bytes; None for a device violation.
     """
 
     now: float
@@ -243,6 +248,8 @@ class DeviceViolationSeen:
     device: str
     pid: int
     allowed: tuple[str, ...]
+    used: int | None = None
+    budget: int | None = None
 
 
 Event = (

@@ -496,6 +496,9 @@ class Lifecycle(DependencyRules):
         job, rank = self._lookup(e.node, e.run_id, e.rank)
         if job is None or rank is None:
             return
+        if e.budget is not None:
+            self._over_budget(job, e)
+            return
         line = (
             f"rank {e.rank} on {e.node} (pid {e.pid}) used device {e.device}, "
             f"which it was not given (its devices: {', '.join(e.allowed) or 'none'})"
@@ -505,6 +508,19 @@ class Lifecycle(DependencyRules):
         self._history(job, "device-violation", line)
         if self.policy.violation == "kill" and job.status.state != JobState.TERMINATING:
             self._begin_termination(job, EndIntent.FAIL, f'device violation (violation = "kill"): {line}')
+            self._out.append(fx.WakeScheduler())
+
+    def _over_budget(self, job: JobRecord, e: ev.DeviceViolationSeen) -> None:
+        """A sharing rank over its ``--gpu-mem`` budget: a history line (once per process), and with
+        ``violation = "kill"`` the job is stopped and fails, naming the process, its usage and budget."""
+        who = f"rank {e.rank} on {e.node} (pid {e.pid})"
+        used, budget = (e.used or 0) / 1024**3, (e.budget or 0) / 1024**3
+        line = f"{who} uses {used:.1f} GiB of device {e.device}, over its --gpu-mem budget of {budget:.1f} GiB"
+        if any(h.event == "gpu-mem-violation" and h.message.startswith(who + " ") for h in job.history):
+            return  # reported again, maybe with another usage, while it lasts
+        self._history(job, "gpu-mem-violation", line)
+        if self.policy.violation == "kill" and job.status.state != JobState.TERMINATING:
+            self._begin_termination(job, EndIntent.FAIL, f'device-memory budget exceeded (violation = "kill"): {line}')
             self._out.append(fx.WakeScheduler())
 
     # ----- timers ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from labgang.launcher.pitfalls.findings import ALLOCATED, FOREIGN, FREE, HELD, Finding, PitfallKind, Severity
 from labgang.launcher.pitfalls.reclaim import can_take_back, reclaim_time_s
+from labgang.launcher.pitfalls.sharing import detect_shared_card_memory, detect_sharers_contend
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.pitfalls.views import ClusterSnapshot, DeviceSample, _num, iter_devices
 
@@ -382,6 +383,8 @@ def detect_device_violations(snapshot: ClusterSnapshot, t: PitfallThresholds) ->
 
 SNAPSHOT_DETECTORS = (
     detect_device_violations,
+    detect_shared_card_memory,
+    detect_sharers_contend,
     detect_memory_held_after_job,
     detect_allocated_no_process,
     detect_foreign_processes,

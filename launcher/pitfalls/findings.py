@@ -42,6 +42,8 @@ class PitfallKind(str, enum.Enum):
     THROTTLING = "throttling"
     MEMORY_HELD_AFTER_JOB = "memory-held-after-job"
     DEVICE_VIOLATION = "device-violation"
+    SHARED_CARD_MEMORY = "shared-card-memory"
+    SHARERS_CONTEND = "sharers-contend"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,11 @@ class PitfallThresholds:
         memory_pressure_pct: memory used over total on a shared device at or above which it is
             reported (%).
         shared_min_processes: processes on one device that make it "shared".
+        shared_card_memory_pct: memory its sharers (``--shards``/``--mps`` jobs) use over a
+            shared card's total at or above which the card is reported (%).
+        sharer_busy_pct: a sharer counts as busy when one of its processes has at least this
+            share of the card's SMs (``nvmlDeviceGetProcessUtilization``), or, where NVML gives
+            none, of one CPU core (%).
     """
 
     busy_util_pct: float = 80.0
@@ -41,6 +46,8 @@ class PitfallThresholds:
     no_process_after_s: float = 120.0
     memory_pressure_pct: float = 90.0
     shared_min_processes: int = 2
+    shared_card_memory_pct: float = 90.0
+    sharer_busy_pct: float = 50.0
 
     def __post_init__(self) -> None:
         problems = [p for f in fields(self) if (p := _value_problem(f.name, getattr(self, f.name)))]

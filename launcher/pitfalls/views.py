@@ -94,6 +94,7 @@ class NodeView:
     last_seen: float | None = None
     confinement: Mapping[str, Any] | None = None
     violations: tuple[ViolationView, ...] = ()
+    shards_per_gpu: int | None = None  # the cluster's [sharing] for this node; None = not said
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> NodeView:
@@ -111,7 +112,12 @@ class NodeView:
             last_seen=_opt_float(d.get("last_seen")),
             devices=tuple(DeviceView.from_api(name, x) for x in d.get("devices", ())),
             confinement=d.get("confinement") if isinstance(d.get("confinement"), Mapping) else None,
-            violations=tuple(ViolationView.from_api(x) for x in d.get("violations") or ()),
+            violations=tuple(
+                ViolationView.from_api(x)
+                for x in d.get("violations") or ()
+                if x.get("kind") != "gpu-mem"  # a budget, not a device, violation: the job's history says it
+            ),
+            shards_per_gpu=d["shards_per_gpu"] if isinstance(d.get("shards_per_gpu"), int) else None,
         )
 
 

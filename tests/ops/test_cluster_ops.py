@@ -94,7 +94,7 @@ def test_metrics_of_a_two_node_cluster_with_running_and_pending_jobs(cluster):
     assert samples(fam, "labgang_queue_borrowed_devices", queue="default", resource="gpu")[0].value == 0
     assert samples(fam, "labgang_queue_lent_devices", queue="default", resource="gpu")[0].value == 0
     assert {s.labels["node"] for s in samples(fam, "labgang_node_connected") if s.value == 1} == {"n1", "n2"}
-    assert len(samples(fam, "labgang_pitfall_findings")) == 12  # every detector, firing or not (device-violation too)
+    assert len(samples(fam, "labgang_pitfall_findings")) == 14  # every detector, firing or not (sharing too)
     assert fam["labgang_admission_latency_seconds"].type == "histogram"
     assert (
         samples(fam, "labgang_admission_latency_seconds", "labgang_admission_latency_seconds_count", queue="default")[

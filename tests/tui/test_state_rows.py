@@ -9,7 +9,7 @@ from labgang.tui.plain import render_frame, table
 from labgang.tui.rows import device_rows, finding_rows, job_rows, mem_bar, queue_rows, summary_line
 from labgang.tui.sources import CoordinatorSource
 from labgang.tui.state import Filters, StateBuilder, sort_jobs
-from tui_fakes import NOW, FakeClient
+from tui_fakes import NOW, FakeClient, small_cluster
 
 
 @pytest.fixture
@@ -119,3 +119,21 @@ def test_pending_tasks_of_one_job_array_fold_into_one_row_as_queue_shows_them():
     assert sum(k.startswith("45_") for k in keys) == 2
     frame = render_frame(state, width=160)
     assert "45_[1-30%4]" in frame and "45_7" not in frame
+
+
+def test_a_shared_card_shows_its_sharers_shares_and_memory():
+    nodes, jobs, queues = small_cluster()
+    gpu_a = next(n for n in nodes if n["name"] == "gpu-a")
+    gpu_a["shards_per_gpu"] = 4
+    sharers = [
+        {"job": "j-201", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": None,
+         "used_memory_bytes": 5 * 1024**3},
+        {"job": "j-202", "rank": 0, "kind": "shard", "shards": 2, "sm_percent": None, "gpu_mem_bytes": 2 * 1024**3,
+         "used_memory_bytes": 300 * 1024**2},
+    ]  # fmt: skip
+    gpu_a["inventory"]["gpus"][1]["sharers"] = sharers
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
+    assert rows["gpu-a 1"].cells[-1] == "shared 3/4: j-201 5.0G, j-202 300M"
+    assert rows["gpu-a 0"].cells[-1] == "j-101 alice vision"  # a card nobody shares keeps its holder

@@ -1,0 +1,348 @@
+"""The MPS control daemons of this node's shared cards, started and stopped behind one seam.
+
+A rank granted an MPS share (``LaunchSpec.share.kind == "mps"``) is a client of its card's MPS
+server. The control daemon starts a server with the uid of the first client that connects, and a
+client of another uid waits until that server's clients are all gone (docs in
+``/work/shared/NVML-NOTES.md``, "Sharing a GPU"): so the agent runs one control daemon per
+(card, user), each with its own pipe and log folders (``CUDA_MPS_PIPE_DIRECTORY``,
+``CUDA_MPS_LOG_DIRECTORY``), started when that user's first MPS rank on the card starts and
+stopped when its last one is gone (:class:`MpsDaemons`).
+
+How a daemon is started and stopped is the seam (:class:`MpsControl`):
+
+* :class:`NvidiaMpsControl`: the real ``nvidia-cuda-mps-control -d`` as the rank's user, with
+  ``CUDA_VISIBLE_DEVICES`` = the card's UUID and the two folders in its environment; stopped
+  with ``quit`` on its standard input, as ``echo quit | nvidia-cuda-mps-control`` does.
+* :class:`SimulatedMpsControl`: a small real process (``python -m labgang.agent.mps_sim``) that
+  makes the pipe folder, a ``control`` FIFO and a log, and ends on ``quit`` written to that FIFO
+  (or SIGTERM): tests exercise real spawning and reaping without a GPU.
+
+The agent's ``mps`` setting (``agent.toml``) says which: ``auto`` (the simulated one with a
+simulated NVML, the real one where ``nvidia-cuda-mps-control`` is on the agent's PATH, else
+none), ``nvidia``, ``simulated`` or ``off`` (:func:`open_mps_control`). Without one, an MPS rank
+is refused at launch with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+MPS_SETTINGS = ("auto", "nvidia", "simulated", "off")
+"""The agent's ``mps`` setting (see the module docstring)."""
+CONTROL_PROGRAM = "nvidia-cuda-mps-control"
+STOP_TIMEOUT_S = 10.0
+"""How long a daemon is given to end after ``quit`` before it is killed (the simulated one) or
+given up on (the real one, logged)."""
+
+
+class MpsUnavailable(OSError):
+    """A card's MPS control daemon did not start (the rank cannot be started, like a failed spawn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MpsDirs:
+    """One control daemon's folders (absolute paths).
+
+    Attributes:
+        pipe: ``CUDA_MPS_PIPE_DIRECTORY``: where the daemon and its clients talk.
+        log: ``CUDA_MPS_LOG_DIRECTORY``: the daemon's ``control.log`` and the server's ``server.log``.
+    """
+
+    pipe: str
+    log: str
+
+
+def mps_dirs(root: Path, card: str, uid: int) -> MpsDirs:
+    """The folders of the daemon serving ``uid`` on ``card`` (a ``GPU-…`` UUID) under ``root``:
+    ``<root>/<uuid without GPU->/<uid>/pipe`` and ``…/log`` (short: the pipe folder holds Unix
+    sockets, whose paths may not pass 107 bytes)."""
+    base = Path(root) / card.removeprefix("GPU-").removeprefix("gpu-") / str(uid)
+    return MpsDirs(str(base / "pipe"), str(base / "log"))
+
+
+def daemon_environment(card: str, dirs: MpsDirs) -> dict[str, str]:
+    """The environment a card's control daemon (and ``quit``) runs with: the card by UUID, its folders."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "CUDA_VISIBLE_DEVICES": card,
+        "CUDA_MPS_PIPE_DIRECTORY": dirs.pipe,
+        "CUDA_MPS_LOG_DIRECTORY": dirs.log,
+    }
+
+
+class MpsControl(Protocol):
+    """How one control daemon is started and stopped (the seam; see the module docstring)."""
+
+    name: str
+    """``"nvidia"`` or ``"simulated"`` (``labgang nodes`` shows it)."""
+
+    def start(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """Start the daemon for ``uid`` on ``card`` with ``dirs`` (made, owned by ``uid``, beforehand).
+
+        Raises:
+            MpsUnavailable: it did not start (the message says why).
+        """
+
+    def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """Stop that daemon and wait for it to end (bounded by :data:`STOP_TIMEOUT_S`)."""
+
+    def pids(self) -> set[int]:
+        """The pids of the MPS processes it runs (control daemons and servers): never foreign."""
+
+
+def _as_user(uid: int, gid: int) -> tuple[int | None, int | None, list[int] | None]:
+    """Popen's ``user``, ``group``, ``extra_groups`` to run as ``uid`` when the agent is root (else as itself)."""
+    if os.geteuid() == 0 and uid != 0:
+        return uid, gid, []
+    return None, None, None
+
+
+class NvidiaMpsControl:
+    """The real ``nvidia-cuda-mps-control``, found on the agent's PATH (or at ``program``)."""
+
+    name = "nvidia"
+
+    def __init__(self, program: str = CONTROL_PROGRAM) -> None:
+        self.program = program
+
+    def start(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """``nvidia-cuda-mps-control -d`` as ``uid``; it forks its daemon and returns.
+
+        Raises:
+            MpsUnavailable: the program is missing or exits non-zero (with its output).
+        """
+        user, group, extra = _as_user(uid, gid)
+        try:
+            done = subprocess.run(
+                [self.program, "-d"],
+                env=daemon_environment(card, dirs),
+                capture_output=True,
+                timeout=STOP_TIMEOUT_S,
+                check=False,
+                user=user,
+                group=group,
+                extra_groups=extra,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise MpsUnavailable(f"{self.program} -d for card {card}: {exc}") from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).decode(errors="replace").strip()
+            raise MpsUnavailable(f"{self.program} -d for card {card} exited {done.returncode}: {said}")
+
+    def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """``quit`` to the daemon (``echo quit | nvidia-cuda-mps-control`` with its folders)."""
+        user, group, extra = _as_user(uid, gid)
+        try:
+            subprocess.run(
+                [self.program],
+                input=b"quit\n",
+                env=daemon_environment(card, dirs),
+                capture_output=True,
+                timeout=STOP_TIMEOUT_S,
+                check=False,
+                user=user,
+                group=group,
+                extra_groups=extra,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("MPS control daemon of uid %s on %s did not take quit: %s", uid, card, exc)
+
+    def pids(self) -> set[int]:
+        """The running ``nvidia-cuda-mps-control`` and ``nvidia-cuda-mps-server`` processes (psutil)."""
+        names = {CONTROL_PROGRAM, "nvidia-cuda-mps-server"}
+        return {p.info["pid"] for p in psutil.process_iter(["pid", "name"]) if p.info["name"] in names}
+
+
+class SimulatedMpsControl:
+    """A small real process per daemon (``labgang.agent.mps_sim``), kept as the agent's child and reaped.
+
+    Its start waits for the daemon's ``serving`` line (its FIFO exists), never a fixed time. The
+    daemon's environment marks it as its card's MPS server for the simulated NVML
+    (``SIM_MPS_ROLE=server``, no memory of its own: ``agent/nvml/simshare.py``) and carries the
+    agent's simulation scope (``LABGANG_SIM_SCOPE``), so other simulated instances ignore it.
+
+    Args:
+        scope: the agent's simulation scope; None = this process's ``LABGANG_SIM_SCOPE``, if any.
+    """
+
+    name = "simulated"
+
+    def __init__(self, scope: str | None = None) -> None:
+        self._scope = scope if scope is not None else os.environ.get("LABGANG_SIM_SCOPE")
+        self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+
+    def start(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """Start the simulated daemon and wait until its ``control`` FIFO exists (it is serving).
+
+        Raises:
+            MpsUnavailable: it could not be spawned, or ended before serving.
+        """
+        user, group, extra = _as_user(uid, gid)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "labgang.agent.mps_sim", dirs.pipe, dirs.log],
+                env=self._environment(card, dirs),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                user=user,
+                group=group,
+                extra_groups=extra,
+            )
+        except OSError as exc:
+            raise MpsUnavailable(f"simulated MPS control for card {card}: {exc}") from None
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()  # "serving" once its FIFO exists; b"" if it ended first
+        proc.stdout.close()
+        if ready.strip() != b"serving":
+            proc.kill()
+            proc.wait()
+            raise MpsUnavailable(f"simulated MPS control for card {card} ended before serving")
+        self._procs[(card, uid)] = proc
+
+    def _environment(self, card: str, dirs: MpsDirs) -> dict[str, str]:
+        env = {**daemon_environment(card, dirs), "SIM_MPS_ROLE": "server", "SIM_GPU_MEMORY_MIB": "0"}
+        if self._scope:
+            env["LABGANG_SIM_SCOPE"] = self._scope
+        return env
+
+    def stop(self, card: str, uid: int, gid: int, dirs: MpsDirs) -> None:
+        """Write ``quit`` to its FIFO, reap it (SIGKILL past :data:`STOP_TIMEOUT_S`)."""
+        proc = self._procs.pop((card, uid), None)
+        try:
+            fd = os.open(Path(dirs.pipe) / "control", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                os.write(fd, b"quit\n")
+            finally:
+                os.close(fd)
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def daemons(self) -> dict[tuple[str, int], int]:
+        """(card, uid) → pid of each simulated daemon running."""
+        return {key: p.pid for key, p in self._procs.items() if p.poll() is None}
+
+    def pids(self) -> set[int]:
+        """The pids of the simulated daemons running (each is its card's MPS server too)."""
+        return set(self.daemons().values())
+
+
+def open_mps_control(setting: str, *, simulated: bool, scope: str | None = None) -> MpsControl | None:
+    """The MPS control for the agent's ``mps`` setting (see the module docstring); None = no MPS here.
+
+    Args:
+        simulated: the agent reads a simulated NVML. scope: its simulation scope (simulated daemons carry it).
+
+    Raises:
+        ValueError: ``setting`` is not one of :data:`MPS_SETTINGS`, or ``nvidia`` without the
+            program on PATH (naming it).
+    """
+    if setting not in MPS_SETTINGS:
+        raise ValueError(f"mps: {setting!r} is not a setting (allowed: {', '.join(MPS_SETTINGS)})")
+    if setting == "off":
+        return None
+    if setting == "simulated" or (setting == "auto" and simulated):
+        return SimulatedMpsControl(scope)
+    program = shutil.which(CONTROL_PROGRAM)
+    if program is None:
+        if setting == "nvidia":
+            raise ValueError(f"mps: nvidia, but {CONTROL_PROGRAM} is not on the agent's PATH")
+        return None
+    return NvidiaMpsControl(program)
+
+
+@dataclass(slots=True)
+class _Daemon:
+    card: str
+    uid: int
+    gid: int
+    dirs: MpsDirs
+    holders: set[tuple[str, int]]
+
+
+class MpsDaemons:
+    """The control daemons of this node: one per (card, user), alive while that user has an MPS rank on the card.
+
+    Args:
+        control: how daemons are started and stopped (:class:`MpsControl`).
+        root: the folder holding every daemon's pipe and log folders (:func:`mps_dirs`).
+    """
+
+    def __init__(self, control: MpsControl, root: Path) -> None:
+        self.control = control
+        self.root = Path(root)
+        self._daemons: dict[tuple[str, int], _Daemon] = {}
+
+    def acquire(self, rank: tuple[str, int], card: str, uid: int, gid: int, *, adopt: bool = False) -> MpsDirs:
+        """The folders of ``uid``'s daemon on ``card`` for ``rank`` (job id, rank), starting it
+        when ``rank`` is that user's first MPS rank there. Idempotent per rank.
+
+        Args:
+            adopt: ``rank`` was re-adopted after an agent restart: a daemon whose ``control``
+                is still in its pipe folder (the previous agent's) is kept, not started again.
+
+        Raises:
+            MpsUnavailable: the daemon did not start (nothing is left running).
+        """
+        key = (card, uid)
+        daemon = self._daemons.get(key)
+        if daemon is None:
+            dirs = mps_dirs(self.root, card, uid)
+            for folder in (dirs.pipe, dirs.log):
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                if os.geteuid() == 0:
+                    os.chown(folder, uid, gid)  # only this user's clients reach this server
+            if adopt and (Path(dirs.pipe) / "control").exists():
+                log.info("MPS control daemon for uid %s on %s kept from the previous agent", uid, card)
+            else:
+                self.control.start(card, uid, gid, dirs)
+                log.info("MPS control daemon for uid %s on %s started (%s)", uid, card, dirs.pipe)
+            daemon = self._daemons[key] = _Daemon(card, uid, gid, dirs, set())
+        daemon.holders.add(rank)
+        return daemon.dirs
+
+    def release(self, rank: tuple[str, int]) -> None:
+        """``rank`` is gone: stop each daemon it was the last MPS rank of. Unknown ranks are ignored."""
+        for key, daemon in list(self._daemons.items()):
+            if rank in daemon.holders:
+                daemon.holders.discard(rank)
+                if not daemon.holders:
+                    del self._daemons[key]
+                    self.control.stop(daemon.card, daemon.uid, daemon.gid, daemon.dirs)
+                    log.info("MPS control daemon for uid %s on %s stopped", daemon.uid, daemon.card)
+
+    def pids(self) -> set[int]:
+        """The MPS processes of this node (never foreign on its cards); empty while no daemon runs."""
+        return self.control.pids() if self._daemons else set()
+
+    def running(self) -> dict[str, list[int]]:
+        """card UUID → uids whose daemon runs there (``labgang nodes``)."""
+        out: dict[str, list[int]] = {}
+        for card, uid in sorted(self._daemons):
+            out.setdefault(card, []).append(uid)
+        return out
+
+    def close(self) -> None:
+        """Stop every daemon (the agent is shutting down with no MPS rank left)."""
+        for rank in [r for d in list(self._daemons.values()) for r in list(d.holders)]:
+            self.release(rank)

@@ -1,0 +1,69 @@
+"""``labgang nodes --gpus``: how a node serves shared cards, and each shared card's sharers.
+
+One line for the node (its MPS daemons; whether ``--gpu-mem`` budgets of shard jobs are enforced
+by the card or watched through NVML, and why), then per shared card: shards used and free (free
+where the cluster's ``[sharing]`` says how many a card has), the MPS share in use, the memory its
+sharers use of the card's, and one line per sharer with its grant, usage and budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+GIB = 1024**3
+
+
+def _gib(n: Any) -> str:
+    return f"{(n or 0) / GIB:.1f} GiB"
+
+
+def sharing_line(sharing: Any) -> str:
+    """The ``sharing:`` line of a node (``{"mps", "gpu_mem": {"mode", "reason"}}`` from its agent's hello)."""
+    if not isinstance(sharing, Mapping):
+        return "sharing: unknown (the agent does not say)"
+    mps = sharing.get("mps")
+    said = sharing.get("gpu_mem")
+    gpu_mem: Mapping[str, Any] = said if isinstance(said, Mapping) else {}
+    mode = str(gpu_mem.get("mode", "unknown"))
+    return (
+        f"sharing: MPS {'by ' + str(mps) + ' control daemons' if mps else 'off'}; "
+        f"--gpu-mem of shard jobs {mode.upper() if mode == 'watched' else mode} ({gpu_mem.get('reason')})"
+    )
+
+
+def card_lines(gpu: Mapping[str, Any], shards_per_gpu: int | None) -> list[str]:
+    """The lines of one GPU's sharers (``GpuInfo.sharers`` as JSON); [] for a card nobody shares."""
+    sharers = [s for s in gpu.get("sharers") or [] if isinstance(s, Mapping)]
+    if not sharers:
+        return []
+    shards = sum(int(s.get("shards") or 0) for s in sharers)
+    mps = sum(int(s.get("sm_percent") or 0) for s in sharers if s.get("kind") == "mps")
+    used = sum(int(s.get("used_memory_bytes") or 0) for s in sharers)
+    parts = []
+    if shards:
+        free = f", {max(0, shards_per_gpu - shards)} free" if shards_per_gpu else ""
+        parts.append(f"shards {shards}{'/' + str(shards_per_gpu) if shards_per_gpu else ''} used{free}")
+    if mps:
+        parts.append(f"MPS {mps} % of SMs used, {max(0, 100 - mps)} % free")
+    parts.append(f"sharers use {_gib(used)} of {_gib(gpu.get('memory_total_bytes'))}")
+    lines = [f"GPU {gpu.get('index')} {gpu.get('uuid')} shared by {len(sharers)}: " + "; ".join(parts)]
+    for s in sharers:
+        grant = f"shard x{s.get('shards')}" if s.get("kind") == "shard" else f"mps {s.get('sm_percent')} %"
+        budget = s.get("gpu_mem_bytes")
+        limit = f" of its {_gib(budget)} budget" if budget else " (no budget)"
+        uses = _gib(s.get("used_memory_bytes"))
+        lines.append(f"  job {s.get('job')} rank {s.get('rank')}  {grant}  uses {uses}{limit}")
+    return lines
+
+
+def node_sharing_lines(node: Mapping[str, Any]) -> list[str]:
+    """Every sharing line of one node of ``GET /v1/nodes`` (the node line, then each shared card's)."""
+    lines = [sharing_line(node.get("sharing"))]
+    sent = node.get("inventory")
+    inventory: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
+    spg = node.get("shards_per_gpu")
+    for gpu in inventory.get("gpus") or []:
+        if isinstance(gpu, Mapping):
+            lines.extend(card_lines(gpu, spg if isinstance(spg, int) else None))
+    return lines

@@ -1,0 +1,45 @@
+"""``labgang nodes --gpus``'s sharing lines: the node's MPS and --gpu-mem facts, and each shared card."""
+
+from __future__ import annotations
+
+from labgang.launcher.cli.node_sharing import node_sharing_lines, sharing_line
+
+GIB = 1024**3
+SHARERS = [
+    {"job": "12", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 4 * GIB,
+     "used_memory_bytes": 5 * GIB},
+    {"job": "13", "rank": 0, "kind": "shard", "shards": 2, "sm_percent": None, "gpu_mem_bytes": None,
+     "used_memory_bytes": GIB},
+]  # fmt: skip
+NODE = {
+    "sharing": {"mps": "simulated", "gpu_mem": {"mode": "watched", "reason": "simulated GPUs"}},
+    "shards_per_gpu": 4,
+    "inventory": {
+        "gpus": [
+            {"index": 0, "uuid": "GPU-a", "memory_total_bytes": 24 * GIB, "sharers": SHARERS},
+            {"index": 1, "uuid": "GPU-b", "memory_total_bytes": 24 * GIB},
+        ]
+    },
+}
+
+
+def test_a_shared_card_shows_shards_used_and_free_and_each_sharers_memory():
+    assert node_sharing_lines(NODE) == [
+        "sharing: MPS by simulated control daemons; --gpu-mem of shard jobs WATCHED (simulated GPUs)",
+        "GPU 0 GPU-a shared by 2: shards 3/4 used, 1 free; sharers use 6.0 GiB of 24.0 GiB",
+        "  job 12 rank 0  shard x1  uses 5.0 GiB of its 4.0 GiB budget",
+        "  job 13 rank 0  shard x2  uses 1.0 GiB (no budget)",
+    ]
+
+
+def test_mps_shares_and_an_unknown_shard_count_and_an_agent_that_does_not_say():
+    mps = [{"job": "7", "rank": 0, "kind": "mps", "shards": 0, "sm_percent": 50, "used_memory_bytes": 0}]
+    node = {"inventory": {"gpus": [{"index": 3, "uuid": "GPU-c", "memory_total_bytes": GIB, "sharers": mps}]}}
+    assert node_sharing_lines(node) == [
+        "sharing: unknown (the agent does not say)",
+        "GPU 3 GPU-c shared by 1: MPS 50 % of SMs used, 50 % free; sharers use 0.0 GiB of 1.0 GiB",
+        "  job 7 rank 0  mps 50 %  uses 0.0 GiB (no budget)",
+    ]
+    assert sharing_line({"mps": None, "gpu_mem": {"mode": "enforced", "reason": "dmem"}}) == (
+        "sharing: MPS off; --gpu-mem of shard jobs enforced (dmem)"
+    )
