@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
 from labgang.agent.supervisor.errors import InvalidSpec
-from labgang.agent.supervisor.spec import LaunchSpec
+from labgang.agent.supervisor.spec import LaunchSpec, ShareGrant
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.slurm_env import slurm_environment
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
-from labgang.launcher.lifecycle.records import JobRecord, parse_warning
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
@@ -91,9 +91,20 @@ def launch_specs(
             stdin=job.spec.stdin if r.rank == 0 else None,
             pty=r.rank == 0 and job.spec.pty,
             **_host_limits(job, len(mine), len(r.devices)),
+            share=share_grant(job.spec),
         )
         for i, r in enumerate(mine)
     ]
+
+
+def share_grant(spec: JobSpec) -> ShareGrant | None:
+    """The rank's part of its one card (``--shards``/``--mps``/``--gpu-mem``, docs/sharing.md), or None
+    for whole devices."""
+    if spec.shards:
+        return ShareGrant("shard", shards=spec.shards, gpu_mem=spec.gpu_mem or None)
+    if spec.mps:
+        return ShareGrant("mps", sm_percent=spec.mps, gpu_mem=spec.gpu_mem or None)
+    return None
 
 
 def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:

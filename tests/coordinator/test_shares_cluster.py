@@ -100,3 +100,52 @@ async def test_the_queue_view_counts_a_queues_shares_in_whole_gpus(coord: Coordi
     decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
     [default] = [q for q in queue_views(coord) if q["name"] == "default"]
     assert default["used"] == {"gpu": 2}  # five quarters of a gpu, rounded up
+
+
+async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_path: Path):
+    from labgang.agent.mps import MpsDirs
+    from labgang.agent.supervisor.environment import rank_environment
+    from labgang.agent.supervisor.identity import RunAs
+    from labgang.agent.supervisor.spec import LaunchSpec, ShareGrant
+    from labgang.launcher.coordinator.dispatch import launch_specs
+
+    config = parse_config(
+        {
+            "sharing": {"shards_per_gpu": 4, "mps": True},
+            "queues": [{"name": "default", "nominal": {"gpu": 8}, "share_gpus": "user"}],
+        }
+    )
+    clock = Clock()
+    coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    try:
+        for node in ("n1", "n2"):
+            conn = coord.agents.attach(node)
+            conn.connected, conn.last_seen = True, clock.now
+        await with_nodes(coord)
+        mps = (await coord.submit(ROOT, {"argv": ["serve"], "mps": 50, "gpu_mem": 20 << 30})).id
+        shard = (await coord.submit(ROOT, {"argv": ["eval"], "shards": 2})).id
+        result = run_cycle(build_snapshot(coord, coord.clock()))
+        decide(coord, result)
+        assert {a.job_id for a in result.admitted} == {mps, shard}
+        placed = {a.job_id: a.placement[0] for a in result.admitted}
+        [launch] = launch_specs(coord.jobs[mps], placed[mps].node)
+        assert launch.devices == placed[mps].devices and len(launch.devices) == 1
+        assert launch.share == ShareGrant("mps", sm_percent=50, gpu_mem=20 << 30)
+        [other] = launch_specs(coord.jobs[shard], placed[shard].node)
+        assert other.share == ShareGrant("shard", shards=2)
+        assert other.devices != launch.devices  # an MPS card never takes a shard job
+        # the agent's side of the contract: an --mps 50 --gpu-mem 20G rank gets those limits in its environment
+        env = rank_environment(
+            LaunchSpec.from_dict(launch.to_dict()).with_master_port(29500),
+            RunAs(uid=0, gid=0, groups=(0,), name="root", home="/root", drop_privileges=False),
+            mps=MpsDirs("/run/mps/pipe", "/run/mps/log"),
+        )
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+        assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+        assert env["CUDA_VISIBLE_DEVICES"] == launch.devices[0]
+        whole = (await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1})).id
+        decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+        [plain] = launch_specs(coord.jobs[whole], coord.jobs[whole].ranks[0].node)
+        assert plain.share is None
+    finally:
+        coord.store.close()
