@@ -185,3 +185,26 @@ def test_a_share_victim_makes_room_for_a_higher_priority_share():
     s.submit("c", "team", shard(1), priority=5)
     victims = [v for p in s.last.preempted for v in p.victims]
     assert len(victims) == 1 and victims[0] in {"a", "b"}
+
+
+def test_shares_under_fair_sharing_pack_and_count_the_same():
+    from labgang.launcher.model import SharingPolicy
+
+    queues = (
+        QueueSpec(name="a", nominal={GPU: 1}, cohort="lab", share_gpus="queue"),
+        QueueSpec(name="b", nominal={GPU: 1}, cohort="lab"),
+    )
+    pending = tuple(PendingJob(f"s{i}", "a", shard(), 0, float(i), i, float(i), user="u") for i in range(6))
+    snap = Snapshot(
+        now=10.0,
+        nodes=(node("n1", 2),),
+        queues=queues,
+        running=(),
+        pending=pending,
+        sharing=SharingPolicy(fair_sharing=True),
+        gpu_sharing=FOUR,
+    )
+    result = run_cycle(snap)
+    cards = [a.placement[0].devices[0] for a in result.admitted]
+    # a's nominal 1 plus b's idle 1 borrowed: 8 quarters fit, so all six run, four on one card
+    assert len(cards) == 6 and cards.count("GPU-n1-0") == 4 and cards.count("GPU-n1-1") == 2
