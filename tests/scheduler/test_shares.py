@@ -208,3 +208,20 @@ def test_shares_under_fair_sharing_pack_and_count_the_same():
     cards = [a.placement[0].devices[0] for a in result.admitted]
     # a's nominal 1 plus b's idle 1 borrowed: 8 quarters fit, so all six run, four on one card
     assert len(cards) == 6 and cards.count("GPU-n1-0") == 4 and cards.count("GPU-n1-1") == 2
+
+
+def test_a_starving_share_reserves_no_card():
+    from labgang.launcher.scheduler.nominate import nominate
+    from labgang.launcher.scheduler.starvation import reserve_for_starving
+    from labgang.launcher.scheduler.state import CycleState
+
+    spec = q("team", starvation_after=0.0)
+    share = PendingJob("s", "team", shard(), 0, 0.0, 1, 0.0, user="u")
+    gang = PendingJob("g", "team", JobRequest(per_worker=2), 0, 0.0, 2, 0.0, user="u")
+    snap = Snapshot(
+        now=5.0, nodes=(node("n1", 2),), queues=(spec,), running=(), pending=(share, gang), gpu_sharing=FOUR
+    )
+    state = CycleState(snap)
+    by_queue, _ = nominate(snap, state)
+    reserved = reserve_for_starving(state, [e for entries in by_queue.values() for e in entries])
+    assert list(reserved) == ["g"]  # the starving gang reserves its two cards; the share none
