@@ -131,10 +131,12 @@ class ShareBook:
         self.card_of: dict[str, int] = {}
         self.devices: DeviceBook | None = None
         # shared cards with room, by mode and room left (each list in device order), and each one's key
-        # shared cards with room, by mode, room left and *signature* (the set of (queue, user) of its
-        # sharers: cards alike in it are alike to the trust rule), each list in device order
-        self._open: dict[str, dict[int, dict[Signature, list[int]]]] = {"shard": {}, "mps": {}}
-        self._open_at: dict[int, tuple[str, int, Signature]] = {}
+        # shared cards with room, by mode, the queue and user of their first sharer (the *anchor*: a job
+        # can only join cards whose anchor it may share with) and room left, each list in device order
+        self._open: dict[str, dict[str, dict[str, dict[int, list[int]]]]] = {"shard": {}, "mps": {}}
+        self._open_at: dict[int, tuple[str, str, str, int]] = {}
+        self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
+        self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
@@ -183,19 +185,29 @@ class ShareBook:
     def _reopen(self, d: int) -> None:
         at = self._open_at.pop(d, None)
         if at is not None:
-            kind, room, sig = at
-            by_sig = self._open[kind][room]
-            cards = by_sig[sig]
+            kind, queue, user, room = at
+            by_user = self._open[kind][queue]
+            rooms = by_user[user]
+            cards = rooms[room]
             del cards[bisect_left(cards, d)]
+            self._rooms[kind][room] -= 1
             if not cards:
-                del by_sig[sig]
-                if not by_sig:
-                    del self._open[kind][room]
-        if d in self.cards and self.used[d] < self.denom:
-            sig = frozenset((s.queue, s.user) for s in self.cards[d])
-            key = (self.kind[d], self.denom - self.used[d], sig)
-            insort(self._open[key[0]].setdefault(key[1], {}).setdefault(sig, []), d)
+                del rooms[room]
+                if not rooms:
+                    del by_user[user]
+                    if not by_user:
+                        del self._open[kind][queue]
+        sharers = self.cards.get(d)
+        if sharers:
+            self._sig[d] = frozenset((s.queue, s.user) for s in sharers)
+        else:
+            self._sig.pop(d, None)
+        if sharers and self.used[d] < self.denom:
+            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+            rooms = self._open[key[0]].setdefault(key[1], {}).setdefault(key[2], {})
+            insort(rooms.setdefault(key[3], []), d)
             self._open_at[d] = key
+            self._rooms[key[0]][key[3]] = self._rooms[key[0]].get(key[3], 0) + 1
 
     # --- quota --------------------------------------------------------------------------------
 
@@ -242,7 +254,27 @@ class ShareBook:
         """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
         if self.kind.get(d) != kind:
             return False
-        return self._trusted(frozenset((s.queue, s.user) for s in self.cards.get(d, ())), queue, user, kind)
+        return self._trusted(self._sig.get(d, frozenset()), queue, user, kind)
+
+    def _anchors(self, kind: str, queue: str, user: str) -> list[dict[int, list[int]]]:
+        """The open cards (by room) whose first sharer a job of ``queue`` by ``user`` may share with."""
+        spec = self.specs.get(queue)
+        if spec is None or spec.share_gpus == "none":
+            return []
+        out = []
+        by_queue = self._open[kind]
+        for q in (queue, *spec.share_with):
+            by_user = by_queue.get(q)
+            other = self.specs.get(q)
+            if not by_user or other is None or (q != queue and queue not in other.share_with):
+                continue
+            if kind == "mps" or "user" in (spec.share_gpus, other.share_gpus):
+                rooms = by_user.get(user)
+                if rooms:
+                    out.append(rooms)
+            else:
+                out.extend(by_user.values())
+        return out
 
     def _trusted(self, sig: Signature, queue: str, user: str, kind: str) -> bool:
         """The trust rule for a card whose sharers are ``sig`` ((queue, user) pairs), remembered."""
@@ -272,22 +304,27 @@ class ShareBook:
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
         if queue is not None:
-            rooms = self._open[kind]
-            for room in sorted(r for r in rooms if r >= units):
-                best: int | None = None  # the first card in device order among those it may join
-                for sig, cards in rooms[room].items():
-                    if not self._trusted(sig, queue, user, kind):
-                        continue
-                    for d in cards:
-                        if best is not None and d > best:
+            best: tuple[int, int] | None = None  # (room, card): the least room, then device order
+            for rooms in self._anchors(kind, queue, user):
+                for room in sorted(r for r in rooms if r >= units):
+                    if best is not None and room > best[0]:
+                        break
+                    found = None
+                    for d in rooms[room]:
+                        if best is not None and room == best[0] and d > best[1]:
                             break
                         if devices.unavailable[d] or devices.reserved_for[d] is not None:
                             continue
-                        if model is None or model in devices.model[d]:
-                            best = d
+                        if (model is None or model in devices.model[d]) and self._trusted(
+                            self._sig[d], queue, user, kind
+                        ):
+                            found = d
                             break
-                if best is not None:
-                    return [(devices.node_of[best], [best])]
+                    if found is not None:
+                        best = (room, found)
+                        break
+            if best is not None:
+                return [(devices.node_of[best[1]], [best[1]])]
         ix = devices.index(GPU, model)
         for c in sorted(ix.buckets):
             for n in ix.buckets[c]:
@@ -354,9 +391,8 @@ class ShareBook:
         devices = self.devices
         assert devices is not None
         kind, units = share_kind(req), self.units(req)
-        rooms = self._open[kind]
         shared = self.count[kind]
-        roomy = sum(len(cards) for room, by_sig in rooms.items() if room >= units for cards in by_sig.values())
+        roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
         model = req.gpu_model.lower() if req.gpu_model else None
         whole = self._free_whole(kind, model)
         what = describe_share(req, self.sharing.shards_per_gpu)
