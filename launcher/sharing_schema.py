@@ -63,6 +63,10 @@ class SharingModel(Strict):
             raise ValueError("\n".join(problems))
         return self
 
+    def node(self, name: str) -> NodeGpuSharing:
+        """Node ``name``'s sharing: its override over the cluster-wide values."""
+        return self.to_spec().node(name)
+
     def to_spec(self) -> GpuSharing:
         """The scheduler's :class:`GpuSharing`."""
         nodes = {

@@ -149,3 +149,10 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
         assert plain.share is None
     finally:
         coord.store.close()
+
+
+async def test_the_node_view_shows_each_nodes_shards_per_gpu_from_the_sharing_table(coord: Coordinator):
+    from labgang.launcher.coordinator.views import node_views
+
+    await with_nodes(coord)
+    assert {n["name"]: n["shards_per_gpu"] for n in node_views(coord)} == {"n1": 4, "n2": 0}
