@@ -99,6 +99,6 @@ def test_pitfall_thresholds_live_in_the_cluster_config() -> None:
     assert info.value.problems == [
         "pitfalls.idle_after: unknown threshold; allowed: busy_util_pct, sm_idle_pct, idle_activity_pct, "
         "idle_after_s, allocation_rate_min_pct, min_allocated_s, history_s, no_process_after_s, "
-        "memory_pressure_pct, shared_min_processes",
+        "memory_pressure_pct, shared_min_processes, shared_card_memory_pct, sharer_busy_pct",
         "pitfalls.sm_idle_pct: 120.0 is out of range; allowed: a percentage in 0..100",
     ]
