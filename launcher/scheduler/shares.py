@@ -282,12 +282,12 @@ class ShareBook:
         got = self._trusts.get(key)
         if got is None:
             spec = self.specs.get(queue)
-            got = spec is not None
-            for q, u in sig if got else ():
-                other = self.specs.get(q)
-                if other is None or not may_share(spec, user, other, u) or (kind == "mps" and u != user):
-                    got = False
-                    break
+            got = spec is not None and all(
+                (other := self.specs.get(q)) is not None
+                and may_share(spec, user, other, u)
+                and (kind != "mps" or u == user)
+                for q, u in sig
+            )
             self._trusts[key] = got
         return got
 
