@@ -130,7 +130,6 @@ class ShareBook:
         self.count: dict[str, int] = {"shard": 0, "mps": 0}  # shared cards per mode
         self.card_of: dict[str, int] = {}
         self.devices: DeviceBook | None = None
-        # shared cards with room, by mode and room left (each list in device order), and each one's key
         # shared cards with room, by mode, the queue and user of their first sharer (the *anchor*: a job
         # can only join cards whose anchor it may share with) and room left, each list in device order
         self._open: dict[str, dict[str, dict[str, dict[int, list[int]]]]] = {"shard": {}, "mps": {}}
