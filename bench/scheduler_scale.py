@@ -35,10 +35,15 @@ into 2-4 groups of the same GPUs per rank (a job of one rank gets a deviceless l
 instead, as MPI's), so each needs what it needed before, admitted all or nothing; the p50/p99
 ratio against the same backlog with one group per job is printed (target: p99 < 100 ms).
 
+With ``--shares`` ``[sharing]`` gives 4 shards per card and MPS on every node, queues alternate
+``share_gpus = "queue"`` and ``"user"``, and one job in three (a job that would ask for whole GPUs)
+asks for a share of one card instead: 1-3 shards, or 25/50 % through MPS (docs/sharing.md). The
+p50/p99 ratios against the same backlog with those jobs as one-GPU jobs are printed.
+
 Usage::
 
     python bench/scheduler_scale.py [--nodes 100,300,1000] [--jobs 10000] [--cycles 300] [--seed 1]
-                                    [--topology] [--fair] [--array 10000 [--array-limit N]]
+                                    [--topology] [--fair] [--array 10000 [--array-limit N]] [--host] [--shares]
 
 Prints p50/p99 cycle time (ms) and admissions per second for each cluster size, and the
 growth ratio against the smallest size. Target: p99 < 100 ms at 1,000 nodes.
@@ -68,12 +73,17 @@ COHORTS = 4
 QUEUES = 20
 
 
-def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = False, groups: bool = False) -> dict:
+def build(
+    nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = False, groups: bool = False, shares: int = 0
+) -> dict:
     """A scenario document (docs/scenarios.md) for the benchmark; ``fair``: fair sharing over a
     4-level cohort tree; ``host``: host CPUs and memory on nodes and in some jobs; ``groups``: one
-    full-GPU job in three split into groups (same devices; the other draws unchanged)."""
+    full-GPU job in three split into groups (same devices; the other draws unchanged); ``shares``: 1
+    to share cards (one full-GPU job in three asks for a share), 2 for the same jobs asking one whole
+    GPU instead (the baseline), 0 for neither (the jobs' other draws are the same in all three)."""
     rng = random.Random(seed)
     split_rng = random.Random(seed + 1)
+    share_rng = random.Random(seed + 7919)  # its own stream, so the other draws do not change
     node_tables = []
     full_gpus = mig_devices = 0
     for i in range(nodes):
@@ -142,11 +152,24 @@ def build(nodes: int, jobs: int, seed: int, fair: bool = False, host: bool = Fal
                 table["mem"] = rng.choice(["64G", "128G", "512G"])
             if groups and j % 3 == 0:
                 _split(table, split_rng)
+            if shares and j % 3 == 1:
+                table["workers"] = 1
+                table.pop("gpus_per_worker", None)
+                kind = share_rng.choice(["shards", "shards", "mps"])
+                amount = share_rng.choice([1, 1, 2, 3] if kind == "shards" else [25, 50])
+                if shares == 1:
+                    table[kind] = amount
+                table["user"] = f"u{share_rng.randrange(40)}"
         job_tables.append(table)
     if host:
         for node in node_tables:
             node["cpus"], node["memory"] = 128, "1T"
+    if shares:
+        for q, table in enumerate(queues):
+            table["share_gpus"] = "queue" if q % 2 == 0 else "user"
     doc = {"scenario": {"name": f"scale-{nodes}"}, "nodes": node_tables, "queues": queues, "jobs": job_tables}
+    if shares == 1:
+        doc["sharing"] = {"shards_per_gpu": 4, "mps": True}
     if fair:
         doc["scenario"]["fair_sharing"] = True
         doc["cohorts"] = cohorts
@@ -280,9 +303,10 @@ def measure(
     fair: bool = False,
     host: bool = False,
     groups: bool = False,
+    shares: int = 0,
 ) -> dict:
     """Run the simulation until ``cycles`` cycles have been timed; return the figures."""
-    scenario = parse_scenario(build(nodes, jobs, seed, fair, host, groups))
+    scenario = parse_scenario(build(nodes, jobs, seed, fair, host, groups, shares))
     times: list[float] = []
     cpu: list[float] = []
     admitted: list[int] = []
@@ -368,6 +392,31 @@ def compare_groups(args: argparse.Namespace) -> None:
     print(f"target: p99 < 100 ms with groups -> cpu p99 {het['cpu_p99_ms']:.1f} ms ({verdict})")
 
 
+def compare_shares(args: argparse.Namespace) -> None:
+    """p50/p99 cycle time with one job in three a share of one card, against the same backlog with
+    those jobs asking one whole GPU each (wall and this process's CPU time, ratios from one run)."""
+    print(f"{args.jobs} pending jobs; with shares: 4 shards per card and MPS on every node, 1 job in 3 a share")
+    print(
+        f"{'nodes':>6} {'p50 ms':>7} {'p99 ms':>7} {'shr p50':>8} {'shr p99':>8} {'p50 x':>6} {'p99 x':>6} "
+        f"{'cpu p50':>7} {'cpu p99':>7} {'shr cpu p50':>11} {'shr cpu p99':>11} {'cpu p99 x':>9}"
+    )
+    shared: dict = {}
+    for n in args.nodes.split(","):
+        plain = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair, shares=2)
+        shared = measure(int(n), args.jobs, args.cycles, args.seed, args.topology, args.fair, shares=1)
+        print(
+            f"{int(n):>6} {plain['p50_ms']:>7.2f} {plain['p99_ms']:>7.2f} {shared['p50_ms']:>8.2f} "
+            f"{shared['p99_ms']:>8.2f} {shared['p50_ms'] / plain['p50_ms']:>6.2f} "
+            f"{shared['p99_ms'] / plain['p99_ms']:>6.2f} {plain['cpu_p50_ms']:>7.2f} {plain['cpu_p99_ms']:>7.2f} "
+            f"{shared['cpu_p50_ms']:>11.2f} {shared['cpu_p99_ms']:>11.2f} "
+            f"{shared['cpu_p99_ms'] / plain['cpu_p99_ms']:>9.2f}"
+        )
+    print(
+        f"target: p99 < 100 ms at {args.nodes.split(',')[-1]} nodes with shares -> wall {shared['p99_ms']:.1f} ms, "
+        f"cpu {shared['cpu_p99_ms']:.1f} ms ({'met' if shared['cpu_p99_ms'] < 100 else 'NOT met'})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,300,1000")
@@ -382,9 +431,12 @@ def main() -> None:
     parser.add_argument("--array-limit", type=int, default=None, help="the array's %%N cap")
     parser.add_argument("--host", action="store_true", help="host CPUs and memory counted (vs. the same run without)")
     parser.add_argument("--groups", action="store_true", help="1 job in 3 a job of groups (vs. one group per job)")
+    parser.add_argument("--shares", action="store_true", help="1 job in 3 a share of a card (vs. one whole GPU)")
     args = parser.parse_args()
     if args.groups:
         compare_groups(args)
+    elif args.shares:
+        compare_shares(args)
         return
     if args.array:
         compare_array(args)

@@ -44,7 +44,7 @@ from labgang.launcher.config_errors import (
 )
 from labgang.launcher.host_quota import is_host_resource, quota_problem, quota_value
 from labgang.launcher.limits import LimitsConfig
-from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
 from labgang.launcher.notify import NotifyConfig
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.queue_schema import (
@@ -61,6 +61,7 @@ from labgang.launcher.queue_schema import (
     fair_preemption_problem,
     sharing_policy,
 )
+from labgang.launcher.sharing_schema import SharingModel, share_with_problems
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 BorrowWithinCohortConfig = BorrowWithinCohortModel
@@ -230,6 +231,7 @@ class ClusterConfig(_Strict):
     pitfalls: dict[str, float] = Field(default_factory=dict)
     violation: Literal["report", "kill"] = "report"
     notify: NotifyConfig = NotifyConfig()
+    sharing: SharingModel = SharingModel()
 
     @field_validator("pitfalls")
     @classmethod
@@ -261,6 +263,10 @@ class ClusterConfig(_Strict):
     def sharing_policy(self) -> SharingPolicy:
         """Fair sharing and admission fair sharing settings for the scheduler."""
         return sharing_policy(self.fair_sharing, self.fair_preemption, self.admission_fair_sharing)
+
+    def gpu_sharing(self) -> GpuSharing:
+        """The ``[sharing]`` table (GPU shards and MPS, per-node overrides) for the scheduler."""
+        return self.sharing.to_spec()
 
     def tenant_of(self, queue: str, user: str, groups: Iterable[str] = ()) -> str | None:
         """The tenant a job of ``user`` in ``queue`` belongs to (first match in file order), or
@@ -381,7 +387,8 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     and ``lending_limit`` need a cohort; a lending limit is at most the nominal quota of
     that resource (as Kueue requires; a resource absent from ``nominal`` has 0); cohorts
     form a tree (no cycle of parents, limits only on a cohort with a parent); tenants name
-    a queue and need ``admission_fair_sharing``; ``fair_preemption`` needs ``fair_sharing``.
+    a queue and need ``admission_fair_sharing``; ``fair_preemption`` needs ``fair_sharing``; two queues
+    in each other's ``share_with`` name each other (:func:`.sharing_schema.share_with_problems`).
 
     Args:
         data: the decoded TOML document.
@@ -457,6 +464,7 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
         if problem:
             problems.append(problem)
     problems.extend(_priority_class_problems(data, queues))
+    problems.extend(share_with_problems(queues))
     tenants = _table_list(data, "tenants")
     if tenants and not isinstance(data.get("admission_fair_sharing"), Mapping):
         problems.append("tenants: only allowed with admission_fair_sharing = { half_life = <seconds> }")

@@ -113,6 +113,48 @@ class QueueSpec:
     fair_weight: float = 1.0
     max_gpus_per_user: int | None = None
     max_running_jobs_per_user: int | None = None
+    share_gpus: str = "none"
+    share_with: tuple[str, ...] = ()
+
+
+SHARE_GPUS = ("none", "queue", "user")
+"""Allowed ``QueueSpec.share_gpus`` values (docs/sharing.md): ``none`` whole GPUs or MIG only (untrusted
+tenants); ``queue`` a card may be shared with jobs of the same queue (and of queues both naming each other in
+``share_with``); ``user`` only with the same user's jobs."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGpuSharing:
+    """One node's GPU sharing: ``shards_per_gpu`` time-sliced shards per card (0 = no shards), ``mps``
+    whether its cards may run an MPS server (``--mps``)."""
+
+    shards_per_gpu: int = 0
+    mps: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSharing:
+    """The cluster's ``[sharing]`` table: GPU sharing by shards (time-slicing) and MPS.
+
+    ``shards_per_gpu`` (0 = off) is also the quota unit of a shard: one shard counts
+    ``1/shards_per_gpu`` gpu against quota on every node, so a node override may turn shards off
+    (0) but not change their number. ``mps`` allows ``--mps`` on every node; ``nodes`` maps a node
+    name to its override.
+    """
+
+    shards_per_gpu: int = 0
+    mps: bool = False
+    nodes: Mapping[str, NodeGpuSharing] = field(default_factory=dict)
+
+    def node(self, name: str) -> NodeGpuSharing:
+        """``name``'s sharing: its override, else the cluster-wide values."""
+        got = self.nodes.get(name)
+        return got if got is not None else NodeGpuSharing(self.shards_per_gpu, self.mps)
+
+    @property
+    def enabled(self) -> bool:
+        """True when any node may share a card."""
+        return bool(self.shards_per_gpu or self.mps or any(n.shards_per_gpu or n.mps for n in self.nodes.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +261,10 @@ class JobRequest:
     group's, and :attr:`total` sums the groups (every group's devices are of one ``resource``).
     ``colocate`` lists sets of group names whose ranks share one node. A one-group job has
     ``groups == ()``.
+    A share of one card (docs/sharing.md; then ``workers`` = ``per_worker`` = 1, ``resource`` ``"gpu"``):
+    ``shards`` time-sliced shards of a card (``--shards``; 0 = none), or ``mps`` percent of its SMs through
+    MPS (``--mps``, 1..100; 0 = none), never both; ``gpu_mem`` the rank's device-memory budget in bytes
+    (``--gpu-mem``; 0 = none).
     """
 
     workers: int = 1
@@ -234,6 +280,14 @@ class JobRequest:
     exclusive: bool = False
     groups: tuple[GroupRequest, ...] = ()
     colocate: tuple[tuple[str, ...], ...] = ()
+    shards: int = 0
+    mps: int = 0
+    gpu_mem: int = 0
+
+    @property
+    def shared(self) -> bool:
+        """True when the request is a share of one card (``shards`` or ``mps``), not whole devices."""
+        return bool(self.shards or self.mps)
 
     @property
     def host(self) -> bool:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from labgang.launcher.model import (
     DEFAULT_FAIR_PREEMPTION,
+    SHARE_GPUS,
     AdmissionFairSharing,
     BorrowPolicy,
     BorrowWithinCohort,
@@ -131,7 +132,9 @@ class BorrowWithinCohortModel(Strict):
 
 class QueueModel(Strict):
     """``[[queues]]``: one queue's quota, policies, fair-sharing weight and per-user limits
-    (``max_gpus_per_user``, ``max_running_jobs_per_user``: whole numbers >= 0, absent = no limit)."""
+    (``max_gpus_per_user``, ``max_running_jobs_per_user``: whole numbers >= 0, absent = no limit);
+    ``share_gpus`` (``none``/``queue``/``user``) and ``share_with`` say whose jobs its shares of a card
+    may sit with (docs/sharing.md; :mod:`labgang.launcher.sharing_schema` checks ``share_with``)."""
 
     name: str = Field(min_length=1)
     cohort: str | None = Field(default=None, min_length=1)
@@ -146,11 +149,20 @@ class QueueModel(Strict):
     fair_weight: Number = Field(default=1.0, ge=0)
     max_gpus_per_user: OptionalWhole = Field(default=None, ge=0)
     max_running_jobs_per_user: OptionalWhole = Field(default=None, ge=0)
+    share_gpus: str = "none"
+    share_with: list[str] = []
 
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
     def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
         return check_quantities(v, info.field_name or "quantities")
+
+    @field_validator("share_gpus")
+    @classmethod
+    def _share_gpus(cls, v: str) -> str:
+        if v not in SHARE_GPUS:
+            raise ValueError(f"{v!r} is not allowed; allowed: {', '.join(SHARE_GPUS)}")
+        return v
 
     def to_spec(self) -> QueueSpec:
         """The scheduler's :class:`QueueSpec`."""
@@ -169,6 +181,8 @@ class QueueModel(Strict):
             fair_weight=self.fair_weight,
             max_gpus_per_user=self.max_gpus_per_user,
             max_running_jobs_per_user=self.max_running_jobs_per_user,
+            share_gpus=self.share_gpus,
+            share_with=tuple(self.share_with),
         )
 
 

@@ -41,12 +41,18 @@ _FLAG_ONLY = frozenset({"--exclusive", "--requeue", "--no-requeue", "-H", "--hol
 
 
 def _gres(value: str) -> list[str]:
-    """``--gres=gpu:2`` or ``gpu:a100:2`` -> ``-g 2`` (``--gpu-model a100``)."""
+    """``--gres=gpu:2`` or ``gpu:a100:2`` -> ``-g 2`` (``--gpu-model a100``); ``shard:N`` -> ``--shards N``,
+    ``mps:PCT`` -> ``--mps PCT`` (Slurm's sharing GRES; docs/sharing.md)."""
     out: list[str] = []
     for item in value.split(","):
         kind, _, rest = item.partition(":")
+        if kind in ("shard", "mps"):
+            if not rest.isdigit():
+                raise ValueError(f"{item!r}: allowed: {kind}:N with a whole number N")
+            out += ["--shards" if kind == "shard" else "--mps", rest]
+            continue
         if kind != "gpu":
-            raise ValueError(f"{item!r}: labgang counts only GPUs (gpu:N or gpu:MODEL:N)")
+            raise ValueError(f"{item!r}: labgang counts only GPUs (gpu:N or gpu:MODEL:N) and shares (shard:N, mps:PCT)")
         model, _, count = rest.rpartition(":")
         if not count.isdigit():
             if not rest or (model == "" and not count):

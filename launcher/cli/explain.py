@@ -23,6 +23,7 @@ from labgang.launcher.cli.format import format_resources, to_json
 from labgang.launcher.cli.job_facts import normal_job_id, several_tasks
 from labgang.launcher.cli.plumbing import json_option, state_dir_option, talks_to_coordinator
 from labgang.launcher.cli.policy_text import job_limit_sentences, queue_policy_sentences
+from labgang.launcher.cli.share_text import share_sentences
 
 
 def _share(q: Mapping[str, Any]) -> float:
@@ -188,6 +189,7 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
         devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
         what = f"{job.get('workers')} x {job.get('gpus_per_worker')} {resource}"
     out = [f"job {jid} ({what}) in queue {job.get('queue')} {state_phrase(state)}."]
+    out.extend(share_sentences(job))
     reason = job.get("reason") or {}
     if state == "pending" and reason.get("message"):
         message = str(reason["message"])

@@ -84,6 +84,9 @@ def build_submission(
     startup_order: str | None = None,
     job_file: str | None = None,
     colocate: str | None = None,
+    shards: int | None = None,
+    mps: int | None = None,
+    gpu_mem: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -125,6 +128,8 @@ def build_submission(
         job_file: ``-f job.toml``, a job of groups from a file; colocate: ``--colocate g0,g1``.
             ``argv`` with ``:`` between groups (``CMD : -n 4 -g 2 -- CMD2``) is a job of groups
             too (:mod:`labgang.launcher.cli.job_groups`, docs/job-groups.md).
+        shards, mps, gpu_mem: a share of one GPU (docs/sharing.md): ``--shards N``, ``--mps PCT`` and the
+            ``--gpu-mem`` size as given; the coordinator checks them against ``[sharing]``.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -217,6 +222,7 @@ def build_submission(
             if problem is not None:
                 raise SubmissionError(f"{flag}: {pattern!r}: {problem}")
     host = _host_request(cpus_per_task, mem, mem_per_gpu, exclusive)
+    host.update(_share_request(shards, mps, gpu_mem, workers, gpus_per_worker, mig))
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -321,6 +327,34 @@ def _host_request(
                 raise SubmissionError(f"{flag}: {exc}") from None
     if exclusive:
         out["exclusive"] = True
+    return out
+
+
+def _share_request(
+    shards: int | None, mps: int | None, gpu_mem: str | None, workers: int, gpus_per_worker: int | None, mig: str | None
+) -> dict[str, Any]:
+    """The body's share fields (``shards``, ``mps``, ``gpu_mem`` in bytes), or {} without a share.
+
+    Raises:
+        SubmissionError: a malformed share (both kinds, with --mig, with a gang or several GPUs, a bad size).
+    """
+    if shards is None and mps is None and gpu_mem is None:
+        return {}
+    from labgang.launcher.share_request import share_problem
+
+    if gpu_mem is not None and not (shards or mps):
+        raise SubmissionError("--gpu-mem: a device-memory budget goes with a share of a gpu; add --shards or --mps")
+    problem = share_problem(shards or 0, mps or 0, workers, gpus_per_worker or 1, mig, cli=True)
+    if problem is not None:
+        raise SubmissionError(problem)
+    out: dict[str, Any] = {"shards": shards} if shards else {"mps": mps}
+    if gpu_mem is not None:
+        from labgang.agent.mem_size import parse_mem
+
+        try:
+            out["gpu_mem"] = parse_mem(gpu_mem)
+        except ValueError as exc:
+            raise SubmissionError(f"--gpu-mem: {exc}") from None
     return out
 
 

@@ -159,6 +159,27 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "starts on them while this one runs.",
         ),
         click.option(
+            "--shards",
+            type=click.IntRange(min=1),
+            default=None,
+            help="A share of one GPU: N time-sliced shards of a card (Slurm's --gres=shard:N), for one rank; "
+            "needs [sharing] shards_per_gpu and a queue with share_gpus (docs/sharing.md).",
+        ),
+        click.option(
+            "--mps",
+            type=click.IntRange(min=1, max=100),
+            default=None,
+            metavar="PCT",
+            help="A share of one GPU through MPS: PCT % of its SMs (Slurm's --gres=mps:PCT), for one rank; "
+            "needs [sharing] mps = true.",
+        ),
+        click.option(
+            "--gpu-mem",
+            metavar="SIZE",
+            default=None,
+            help="Device-memory budget of a share (--shards/--mps): 20G, 512M; MPS enforces it, shards are watched.",
+        ),
+        click.option(
             "--topology",
             type=click.Choice(TOPOLOGY_LEVELS),
             default=None,

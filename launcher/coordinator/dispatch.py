@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from labgang.agent.inventory import NodeInventory
 from labgang.agent.supervisor.errors import InvalidSpec
-from labgang.agent.supervisor.spec import LaunchSpec
+from labgang.agent.supervisor.spec import LaunchSpec, ShareGrant
 from labgang.launcher.arrays import task_environment
 from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.group_ranks import group_placement
@@ -118,10 +118,21 @@ def launch_specs(
             stdin_stream=r.rank == 0 and job.spec.stdin_stream and job.status.restart_count == 0,
             **_host_limits(job, len(mine), len(r.devices), group_of(r.rank) if placed else None),
             group=placed.launch_group(r.rank) if placed else None,
+            share=share_grant(job.spec),
         )
         for i, r in enumerate(mine)
         if r.rank in ready
     ]
+
+
+def share_grant(spec: JobSpec) -> ShareGrant | None:
+    """The rank's part of its one card (``--shards``/``--mps``/``--gpu-mem``, docs/sharing.md), or None
+    for whole devices."""
+    if spec.shards:
+        return ShareGrant("shard", shards=spec.shards, gpu_mem=spec.gpu_mem or None)
+    if spec.mps:
+        return ShareGrant("mps", sm_percent=spec.mps, gpu_mem=spec.gpu_mem or None)
+    return None
 
 
 def _output_paths(job: JobRecord, node: str, rank: int) -> dict[str, Any]:

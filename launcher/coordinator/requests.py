@@ -21,10 +21,12 @@ from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependenc
 from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
-from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
+from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, QueueSpec, mig_resource
 from labgang.launcher.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.output_pattern import check_pattern
 from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
+from labgang.launcher.scheduler.shares import share_refusal
+from labgang.launcher.share_request import MAX_SHARDS, share_problem
 from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -106,6 +108,9 @@ class SubmitBody(BaseModel):
     mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
     mem_per_gpu: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
     exclusive: StrictBool = False
+    shards: int = Field(default=0, ge=0, le=MAX_SHARDS)
+    mps: int = Field(default=0, ge=0, le=100)
+    gpu_mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
     dependency: str | None = Field(default=None, max_length=4096)
     begin_time: float | None = Field(default=None, ge=0)
     output: Text | None = Field(default=None, max_length=4096)
@@ -367,6 +372,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         raise BadRequest(
             "mem and mem_per_gpu: give one of them (memory per node, or per GPU), not both", field="mem_per_gpu"
         )
+    _check_share(req, config, queue.to_spec())
     if req.cpu_bind not in (None, *CPU_BIND):
         raise BadRequest(
             f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
@@ -456,6 +462,9 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         failure_policy=req.failure_policy,
         max_restarts=req.max_restarts,
         startup_order=tuple(req.startup_order),
+        shards=req.shards,
+        mps=req.mps,
+        gpu_mem=req.gpu_mem,
     )
     _check_group_policy(spec)
     return spec
@@ -471,6 +480,22 @@ def _check_group_policy(spec: JobSpec) -> None:
         check_policy(spec.group_policy, [g.name for g in spec.group_specs()])
     except BadGroupPolicy as exc:
         raise BadRequest(str(exc), field=exc.field) from None
+
+
+def _check_share(req: SubmitBody, config: ClusterConfig, queue: QueueSpec) -> None:
+    """A share of one GPU (``shards``/``mps``/``gpu_mem``): well formed, and one the cluster's
+    ``[sharing]`` and the queue's ``share_gpus`` allow (docs/sharing.md).
+
+    Raises:
+        BadRequest: one line naming the field and what is allowed.
+    """
+    if req.gpu_mem and not (req.shards or req.mps):
+        raise BadRequest("gpu_mem: a device-memory budget goes with a share of a gpu (shards or mps)", field="gpu_mem")
+    problem = share_problem(req.shards, req.mps, req.workers, req.gpus_per_worker or 1, req.mig)
+    if problem is None:
+        problem = share_refusal(config.gpu_sharing(), queue, req.shards, req.mps)
+    if problem is not None:
+        raise BadRequest(problem, field="mps" if req.mps and not req.shards else "shards")
 
 
 def requested_array(body: Any, config: ClusterConfig) -> ArraySpec | None:

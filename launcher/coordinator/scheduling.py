@@ -32,7 +32,7 @@ from labgang.launcher.lifecycle.arrays import ArrayGate, queue_caps
 from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
@@ -127,6 +127,10 @@ class CoordinatorCluster:
     def sharing(self) -> SharingPolicy:
         """The configured fair sharing settings."""
         return self._coord.config.sharing_policy()
+
+    def gpu_sharing(self) -> GpuSharing:
+        """The configured ``[sharing]`` table."""
+        return self._coord.config.gpu_sharing()
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         """:func:`unavailable_devices`, given the devices ``holding`` (the jobs holding devices) hold."""

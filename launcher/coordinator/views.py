@@ -19,6 +19,7 @@ from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
 from labgang.launcher.model import JobState
 from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.shares import quota_usage
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig, QueueConfig
@@ -151,6 +152,9 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "mem": spec.mem,
         "mem_per_gpu": spec.mem_per_gpu,
         "exclusive": spec.exclusive,
+        "shards": spec.shards,
+        "mps": spec.mps,
+        "gpu_mem": spec.gpu_mem,
         "numeric_id": job.seq,
         "lifecycle_policy": {
             "success": spec.success_policy,
@@ -294,7 +298,8 @@ def held_quota(
     config: ClusterConfig, active: Iterable[JobRecord], now: float
 ) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use at ``now`` (terminating
-    ones too; an elastic gang at its started size), and the (queue, resource) pairs in use.
+    ones too; an elastic gang at its started size; a queue's shares of a card rounded up to whole
+    GPUs, :func:`.shares.quota_usage`), and the (queue, resource) pairs in use.
 
     Args:
         config: the cluster configuration (queues, cohorts).
@@ -302,15 +307,14 @@ def held_quota(
         now: the coordinator's clock, unix seconds.
     """
     running, _ = scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())
-    usage: dict[tuple[str, str], int] = defaultdict(int)
+    usage = quota_usage(config.gpu_sharing(), running)  # shares of a card in whole GPUs, as the scheduler
     listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
     for job in running:
-        usage[(job.queue, job.request.resource)] += job.request.total
         if listed and job.request.host:  # cpu/memory where the queue's quota lists them (host_quota.py)
             nodes = len({rp.node for rp in job.placement})
             for res, n in host_demand(job.request, nodes).items():
                 if (job.queue, res) in listed:
-                    usage[(job.queue, res)] += n
+                    usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
     return QuotaBook(config.queue_specs(), usage, config.cohort_specs()), set(usage)
 
 

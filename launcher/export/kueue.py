@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
+from labgang.launcher.export import gpu_sharing
 from labgang.launcher.export.common import (
     INT32_MAX,
     INT32_MIN,
@@ -267,6 +268,7 @@ def _gaps(cfg: ClusterConfig, inv: Inventory, namespace_per: str, queue_ns: dict
     )
     gaps += _sharing_gaps(cfg)
     gaps += _policy_gaps(cfg)
+    gaps += gpu_sharing.kueue_gaps(cfg)
     gaps.append(
         Gap(
             "startup_timeout_s, requeue_backoff_s, requeue_backoff_max_s, max_start_failures",

@@ -29,7 +29,7 @@ import re
 import shlex
 
 from labgang.launcher.config import ClusterConfig, QueueConfig
-from labgang.launcher.export import slurm_accounts, slurm_users
+from labgang.launcher.export import gpu_sharing, slurm_accounts, slurm_users
 from labgang.launcher.export.common import (
     Export,
     ExportError,
@@ -144,12 +144,13 @@ def _reclaimers(cfg: ClusterConfig, q: QueueConfig) -> list[QueueConfig]:
     return [m for m in tree_peers(cfg, q) if m.reclaim_within_cohort.value != "never"]
 
 
-def _nodes(inv: Inventory) -> list[str]:
+def _nodes(inv: Inventory, cfg: ClusterConfig) -> list[str]:
     lines = []
     for node in inv.nodes:
         gres = [f"gpu:{gres_type(m)}:{n}" for m, n in node.gpus] + [
             f"gpu:{mig_gres_type(m, p)}:{n}" for m, p, n in node.mig
         ]
+        gres += gpu_sharing.node_gres(cfg, node)
         if gres:
             lines.append(f"NodeName={node.name} Gres={','.join(gres)} State=UNKNOWN")
         else:
@@ -157,10 +158,10 @@ def _nodes(inv: Inventory) -> list[str]:
     return lines
 
 
-def _gres_conf(inv: Inventory) -> list[str]:
+def _gres_conf(inv: Inventory, cfg: ClusterConfig) -> list[str]:
     lines = ["AutoDetect=nvml"]
     for node in inv.nodes:
-        lines += _node_gres(node)
+        lines += _node_gres(node) + gpu_sharing.gres_conf(cfg, node)
     return lines
 
 
@@ -378,8 +379,8 @@ def build(
     cohorts = slurm_accounts.cohort_account_names(cfg, queues, _cohort_spellings(cfg))
     grace = _grace(cfg)
     default = cfg.default_queue
-    conf = ["GresTypes=gpu"]
-    tres = ["gres/gpu"]
+    conf = ["GresTypes=" + ",".join(["gpu", *gpu_sharing.gres_types(cfg)])]
+    tres = ["gres/gpu", *(f"gres/{t}" for t in gpu_sharing.gres_types(cfg))]
     for model in inv.gpu_models():
         tres.append(f"gres/gpu:{gres_type(model)}")
     for r in resource_names(cfg, inv):
@@ -398,7 +399,7 @@ def build(
         "PreemptMode=REQUEUE",
         "JobRequeue=1",
     ]
-    nodes = _nodes(inv)
+    nodes = _nodes(inv, cfg)
     conf += nodes or ["# no inventory: add NodeName=<node> Gres=gpu:<type>:<count> lines for your GPU nodes"]
     adds: list[str] = []  # QOS creation and settings without TRES: before slurmctld starts
     limits: list[str] = []  # GrpTRES: once slurmctld has registered the gres/gpu TRES
@@ -471,8 +472,13 @@ def build(
         *("  " + line for line in limits),
         "fi",
     ]
-    gaps = sorted(_gaps(cfg, mode, inv) + slurm_accounts.gaps(cfg) + slurm_users.gaps(cfg.queues, users_of, mode))
-    return conf + partitions, _gres_conf(inv), script, gaps
+    gaps = sorted(
+        _gaps(cfg, mode, inv)
+        + slurm_accounts.gaps(cfg)
+        + slurm_users.gaps(cfg.queues, users_of, mode)
+        + gpu_sharing.slurm_gaps(cfg)
+    )
+    return conf + partitions, _gres_conf(inv, cfg), script, gaps
 
 
 def export(

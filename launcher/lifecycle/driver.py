@@ -36,7 +36,7 @@ from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.rules import next_wake
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
-from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import Node, PendingJob, RunningJob, Snapshot, TenantUsage
@@ -84,6 +84,10 @@ class Cluster(Protocol):
 
     def sharing(self) -> SharingPolicy:
         """Fair sharing and admission fair sharing settings."""
+        ...
+
+    def gpu_sharing(self) -> GpuSharing:
+        """The ``[sharing]`` table: which nodes' cards may be shared by shards or MPS (docs/sharing.md)."""
         ...
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
@@ -248,6 +252,7 @@ class CycleDriver:
             cohorts=cluster.cohorts(),
             sharing=cluster.sharing(),
             tenants=memory.tenants(),
+            gpu_sharing=cluster.gpu_sharing(),
         )
 
     def _running_view(self, job: JobRecord) -> RunningJob:

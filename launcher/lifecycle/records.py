@@ -104,7 +104,9 @@ class JobSpec:
     group's ``env`` goes on top) and ``colocate`` lists sets of group names that share a node.
     ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order`` are the
     lifecycle policies (``launcher/lifecycle/group_policy.py``; :attr:`group_policy`), stored
-    only when not the defaults (a plain gang's: ``all``, ``fail``, 0, none).
+    only when not the defaults (a plain gang's: ``all``, ``fail``, 0, none). ``shards``, ``mps``
+    (percent) and ``gpu_mem`` (bytes) ask for a share of one GPU (``--shards``/``--mps``/``--gpu-mem``;
+    0: none; docs/sharing.md).
     """
 
     name: str
@@ -148,6 +150,9 @@ class JobSpec:
     failure_policy: str = "fail"
     max_restarts: int = 0
     startup_order: tuple[str, ...] = ()
+    shards: int = 0
+    mps: int = 0
+    gpu_mem: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
@@ -256,6 +261,9 @@ class JobSpec:
             mem=self.mem,
             mem_per_gpu=self.mem_per_gpu,
             exclusive=self.exclusive,
+            shards=self.shards,
+            mps=self.mps,
+            gpu_mem=self.gpu_mem,
         )
 
 

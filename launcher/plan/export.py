@@ -69,7 +69,7 @@ def scenario_id(job_id: str) -> str:
 
 def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     """The scenario tables of a ``cluster.toml``'s queue policy: ``queues``, ``cohorts``,
-    ``priority_classes`` and ``[scenario]``'s fair-sharing keys (under ``"scenario"``)."""
+    ``priority_classes``, ``sharing`` and ``[scenario]``'s fair-sharing keys (under ``"scenario"``)."""
     queue_keys = set(QueueModel.model_fields)
     cohort_keys = set(CohortModel.model_fields)
     out: dict[str, Any] = {
@@ -85,6 +85,8 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
         ]
     if config.priority_classes:
         out["priority_classes"] = dict(config.priority_classes)
+    if config.gpu_sharing().enabled:  # shares of a card (docs/sharing.md)
+        out["sharing"] = config.sharing.model_dump(mode="json", exclude_defaults=True)
     meta: dict[str, Any] = {}
     if config.fair_sharing:
         meta["fair_sharing"] = True
@@ -126,6 +128,12 @@ def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[
         table["model"] = spec.gpu_model
     if spec.min_workers is not None:
         table["min_workers"] = spec.min_workers
+    if spec.shards:
+        table["shards"] = spec.shards
+    if spec.mps:
+        table["mps"] = spec.mps
+    if spec.gpu_mem:
+        table["gpu_mem"] = f"{-(-spec.gpu_mem // (1 << 20))}M"  # a scenario size, rounded up to MiB
     table["name"] = spec.name
     return table
 

@@ -96,7 +96,7 @@ def with_config(data: dict[str, Any], config: ClusterConfig, *, map_queues: bool
     for key in ("fair_sharing", "fair_preemption", "admission_fair_sharing"):
         meta.pop(key, None)
     meta.update(policy.pop("scenario"))
-    for key in ("queues", "cohorts", "priority_classes"):
+    for key in ("queues", "cohorts", "priority_classes", "sharing"):
         out.pop(key, None)
     out.update(policy)
     known = {q.name for q in config.queues}

@@ -49,7 +49,8 @@ from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
-from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
+from labgang.launcher.scheduler.shares import trust_key
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 from labgang.launcher.scheduler.tenants import TenantBook, key_of
@@ -379,12 +380,12 @@ class _Cycle:
         sizes = (req if size == req.workers else req.at_size(size) for size in range(top, low, -1))
         for sized in group_sizes(req) if req.groups else sizes:
             if state.quota_fits(q, sized):
-                raw = self._place(sized)
+                raw = self._place(sized, job)
                 if raw is not None and not state.placed_fits(q, sized, raw):
                     over_placed = state.placed_demand(q, sized, raw)
                     raw = None
                 if raw is not None:
-                    placement = state.assume(job.id, q, sized, raw)
+                    placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
                     self.admitted.append(Admit(job.id, placement))
                     self.on_change.append(q)
@@ -401,7 +402,7 @@ class _Cycle:
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
             with state.without(live):
-                raw = state.place_within_quota(q, req)
+                raw = state.place_within_quota(q, req, job=job)
             if raw is not None:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
@@ -444,8 +445,12 @@ class _Cycle:
             reason = self._host_quota_reason(q, req) or reasons.quota_reason(
                 state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ())
             )
+            if req.shared and state.cards is not None:
+                reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
         elif over_placed is not None:  # the nodes it would take (whole, or --mem on each) are over quota
             reason = hostquota.quota_shortfall(state.quota, q, over_placed) or self._capacity_reason(req)
+        elif req.shared and state.cards is not None:
+            reason = state.cards.reason(req, q, job.user)
         else:
             reason = self._capacity_reason(req)
         if refusal is not None:
@@ -506,7 +511,9 @@ class _Cycle:
 
     # --- placement with a failure cache --------------------------------------------------------
 
-    def _place(self, req: JobRequest) -> RawPlacement | None:
+    def _place(self, req: JobRequest, job: PendingJob) -> RawPlacement | None:
+        if req.shared:  # where a share fits depends on its queue and user (the trust rule): no cache
+            return self.state.place(req, job)
         if req.groups:
             return self.state.place(req)
         key = (
@@ -535,7 +542,19 @@ class _Cycle:
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
         req = e.job.request
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
-        return (e.spec.name, req.resource, req.gpu_model, req.nodes, req.topology, host, req.groups, req.colocate)
+        cards = self.state.cards
+        share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        return (
+            e.spec.name,
+            req.resource,
+            req.gpu_model,
+            req.nodes,
+            req.topology,
+            host,
+            req.groups,
+            req.colocate,
+            share,
+        )
 
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.

@@ -232,7 +232,7 @@ class _Search:
     # --- the search ----------------------------------------------------------------------------
 
     def fits(self) -> RawPlacement | None:
-        return self.state.place_within_quota(self.spec.name, self.job.request)
+        return self.state.place_within_quota(self.spec.name, self.job.request, job=self.job)
 
     def take(self, v: RunningJob) -> bool:
         self.state.remove(v.id)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from labgang.launcher.model import JobRequest, QueueSpec
+from labgang.launcher.model import JobRequest, NodeGpuSharing, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.reasons import begin_reason
+from labgang.launcher.scheduler.shares import share_refusal, trust_key
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.scheduler.unschedulable import (
@@ -36,7 +37,7 @@ class Entry:
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
         cls: ``(queue, workers, per_worker, resource, gpu_model, nodes, topology, min_workers,
-            host requests)``: jobs of one class
+            host requests, share request and user)``: jobs of one class
             fit or fail alike (up to priority).
     """
 
@@ -62,6 +63,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     empties: dict[tuple[str, str | None], FreeIndex] = {}
     now = snapshot.now
     running = state.running
+    node_sharing: set[NodeGpuSharing] | None = None
     for job in snapshot.pending:
         if job.begin_time is not None and job.begin_time > now:
             orphans.append(Pending(job.id, begin_reason(job.begin_time)))
@@ -89,11 +91,17 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
             req.groups,
             req.colocate,
+            trust_key(spec, specs, req, job.user),  # shares: what the trust rule reads
         )
         if key in verdicts:
             verdict = verdicts[key]
         else:  # an elastic gang can start when its minimum can
             verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
+            if verdict is None and req.shared:
+                if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
+                    node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
+                why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
+                verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

@@ -308,7 +308,7 @@ def find_victims(
 
 
 def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> RawPlacement | None:
-    return state.place_within_quota(q, job.request, within_nominal=not allow_borrow)
+    return state.place_within_quota(q, job.request, within_nominal=not allow_borrow, job=job)
 
 
 def _greedy_pass(

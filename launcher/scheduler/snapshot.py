@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, JobRequest, QueueSpec, SharingPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +201,8 @@ class Snapshot:
         sharing: fair sharing and admission fair sharing settings.
         tenants: every tenant's usage history (admission fair sharing); a tenant missing here
             has history 0 and weight 1.
+        gpu_sharing: the ``[sharing]`` table: which nodes' cards may be shared by shards or MPS
+            (:mod:`.shares`).
     """
 
     now: float
@@ -212,6 +214,7 @@ class Snapshot:
     cohorts: tuple[CohortSpec, ...] = ()
     sharing: SharingPolicy = field(default_factory=SharingPolicy)
     tenants: tuple[TenantUsage, ...] = ()
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
             if e.spec.name in heads:
                 continue
             heads.add(e.spec.name)
-        if e.starving:
+        if e.starving and not e.job.request.shared:  # a share needs part of one card: no gang to starve
             eligible.append(e)
     starving = sorted(eligible, key=lambda e: (-e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
     if not starving:

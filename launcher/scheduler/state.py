@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import GPU, JobRequest
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.shares import ShareBook, Sharer
 from labgang.launcher.scheduler.snapshot import (
     PendingJob,
     Placement,
@@ -48,10 +49,14 @@ class CycleState:
         # its queue's quota counts; a plain job counts its devices alone, as before
         self.host_quota = hostquota.counts_host(self.quota)
         self.demand: dict[str, dict[str, int]] = {}
+        any_shared = False
         for job in snapshot.running:
             if job.id in self.running:
                 continue
             self.running[job.id] = job
+            if job.request.shared:
+                any_shared = True
+                continue  # counted below, in whole GPUs per queue (:mod:`.shares`)
             if job.request.exclusive or (self.host_quota and job.request.host):
                 nodes = [self.devices.node_pos[rp.node] for rp in job.placement if rp.node in self.devices.node_pos]
                 demand = hostquota.demand_on_nodes(
@@ -62,6 +67,12 @@ class CycleState:
                 demand = {job.request.resource: job.request.total}
             for res, n in demand.items():
                 usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
+        # shares of one card (--shards, --mps): None when the cluster shares no card
+        self.cards: ShareBook | None = None
+        if any_shared or snapshot.gpu_sharing.enabled:
+            self.cards = ShareBook(snapshot.gpu_sharing, snapshot.queues, self.running.values())
+            for q, n in self.cards.initial_usage().items():
+                usage[(q, GPU)] = usage.get((q, GPU), 0) + n
         for (queue, res), n in sorted(usage.items()):
             self.quota.add(queue, res, n)
         self.shares: QuotaBook | None = None
@@ -69,8 +80,15 @@ class CycleState:
             # fair sharing judges shares by running jobs not told to leave, plus waiting preemptors
             self.shares = QuotaBook((), tree=self.quota.tree)
             for job in self.running.values():
-                if not job.terminating:
+                if not job.terminating and not job.request.shared:
                     self.shares.add(job.queue, job.request.resource, job.request.total)
+            if self.cards is not None:
+                live = ShareBook(snapshot.gpu_sharing, (), (j for j in self.running.values() if not j.terminating))
+                for q, n in live.initial_usage().items():
+                    self.shares.add(q, GPU, n)
+        if self.cards is not None:
+            self.cards.attach(self.devices)
+        self._left: dict[str, tuple[Sharer | None, bool]] = {}
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
         self._leaving: set[str] = set()  # see :meth:`leaving`
@@ -124,9 +142,15 @@ class CycleState:
         """Free devices matching ``req``'s resource and model."""
         return self.devices.index(req.resource, req.gpu_model.lower() if req.gpu_model else None)
 
-    def place(self, req: JobRequest) -> RawPlacement | None:
-        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None
-        (a job of groups: every group at once, :mod:`.groups`)."""
+    def place(self, req: JobRequest, job: PendingJob | None = None) -> RawPlacement | None:
+        """Where ``req`` would go on the devices (and host CPUs and memory) free in this copy, or None.
+
+        A share (``req.shared``) goes through :mod:`.shares`, which needs ``job`` (its queue and user)
+        to join a shared card; without it only a whole free card is offered."""
+        if req.shared:
+            if self.cards is None:
+                return None
+            return self.cards.place(req, None if job is None else job.queue, "" if job is None else job.user)
         if req.groups:
             return place_groups(self.devices, req)
         ix = self.index(req)
@@ -136,7 +160,7 @@ class CycleState:
     def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked): its
         devices, and the CPUs and memory it counts at least (:mod:`.hostquota`)."""
-        res, need = req.resource, req.total
+        res, need = req.resource, self.charge(queue, req)
         if need > self.quota.available(queue, res):
             return False
         if within_nominal and self.quota.usage(queue, res) + need > self.quota.nominal(queue, res):
@@ -152,12 +176,15 @@ class CycleState:
             return {req.resource: req.total}
         return hostquota.demand_on_nodes(self.quota, self.devices, queue, req, (n for n, _ in raw), self.host_quota)
 
-    def place_within_quota(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> RawPlacement | None:
+    def place_within_quota(
+        self, queue: str, req: JobRequest, *, within_nominal: bool = False, job: PendingJob | None = None
+    ) -> RawPlacement | None:
         """:meth:`place` when ``queue``'s quota holds ``req`` there (:meth:`quota_fits`, then
-        :meth:`placed_fits`; with ``within_nominal``, within its nominal quota); else None."""
+        :meth:`placed_fits`; with ``within_nominal``, within its nominal quota); else None. ``job``:
+        the pending job ``req`` is for (a share needs its queue and user, :meth:`place`)."""
         if not self.quota_fits(queue, req, within_nominal=within_nominal):
             return None
-        raw = self.place(req)
+        raw = self.place(req, job)
         if raw is None or not (req.exclusive or (self.host_quota and req.host)):
             return raw
         demand = self.placed_demand(queue, req, raw)
@@ -171,12 +198,26 @@ class CycleState:
             return True
         return hostquota.fits(self.quota, queue, self.placed_demand(queue, req, raw))
 
+    def charge(self, queue: str, req: JobRequest) -> int:
+        """Whole devices ``queue``'s quota usage would grow by with ``req``: its total, or for a share
+        what its queue's rounded-up share use grows by (:meth:`.shares.ShareBook.charge`)."""
+        if req.shared and self.cards is not None:
+            return self.cards.charge(queue, req)
+        return req.total
+
     # --- simulated removal ----------------------------------------------------------------------
 
     def remove(self, job_id: str) -> None:
         """Pretend running job ``job_id`` is gone: release its quota and devices."""
         job = self.running[job_id]
         self.removed.add(job_id)
+        if job.request.shared and self.cards is not None:
+            delta, sharer, freed = self.cards.leave(job)
+            self._left[job_id] = (sharer, freed)
+            self.quota.add(job.queue, GPU, -delta)
+            if self.shares is not None and not job.terminating:
+                self.shares.add(job.queue, GPU, -delta)
+            return
         if job_id not in self._leaving:
             self._count(job, -1)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
@@ -185,6 +226,13 @@ class CycleState:
         """Undo :meth:`remove`."""
         job = self.running[job_id]
         self.removed.discard(job_id)
+        if job.request.shared and self.cards is not None:
+            sharer, freed = self._left.pop(job_id, (None, False))
+            delta = self.cards.back(job, sharer, freed)
+            self.quota.add(job.queue, GPU, delta)
+            if self.shares is not None and not job.terminating:
+                self.shares.add(job.queue, GPU, delta)
+            return
         if job_id not in self._leaving:
             self._count(job, 1)
         self.devices.retake(self._released.pop(job_id, []), job_id)
@@ -201,7 +249,13 @@ class CycleState:
         Args:
             job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
                 leaving are skipped. Raises ``KeyError`` for an id that is not running."""
-        gone = [j for j in job_ids if j not in self._leaving and j not in self.removed]
+        # a share's usage is its queue's rounded-up share use (:mod:`.shares`), not its own count:
+        # shares stay counted here (as before this rule: a share victim may be counted twice)
+        gone = [
+            j
+            for j in job_ids
+            if j not in self._leaving and j not in self.removed and not self.running[j].request.shared
+        ]
         for j in gone:
             self._count(self.running[j], -1)
             self._leaving.add(j)
@@ -232,9 +286,16 @@ class CycleState:
 
     # --- assumed decisions ----------------------------------------------------------------------
 
-    def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement) -> Placement:
-        """Admit ``job_id`` in this copy: add its usage and take its devices."""
+    def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement, user: str = "") -> Placement:
+        """Admit ``job_id`` in this copy: add its usage and take its devices (a share: join its card as
+        ``user``, for the trust rule of later shares)."""
         self.placed.add(job_id)
+        if req.shared and self.cards is not None:
+            delta = self.cards.take(job_id, queue, user, req, raw[0][1][0])
+            self.quota.add(queue, GPU, delta)
+            if self.shares is not None:
+                self.shares.add(queue, GPU, delta)
+            return self.to_placement(raw)
         for res, n in self.placed_demand(queue, req, raw).items():
             self.quota.add(queue, res, n)
         if self.shares is not None:

@@ -54,7 +54,7 @@ from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
-from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.capacity import DeviceBook
@@ -114,6 +114,10 @@ class ScenarioCluster:
     def sharing(self) -> SharingPolicy:
         """The scenario's fair sharing settings."""
         return self.scenario.sharing
+
+    def gpu_sharing(self) -> GpuSharing:
+        """The scenario's ``[sharing]`` table."""
+        return self.scenario.gpu_sharing
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         """Nothing: only simulated jobs use the simulated devices."""

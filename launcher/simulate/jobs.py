@@ -131,6 +131,9 @@ def job_record(
         exclusive=req.exclusive,
         groups=tuple(GroupSpec.of_request(g) for g in req.groups),
         colocate=req.colocate,
+        shards=req.shards,
+        mps=req.mps,
+        gpu_mem=req.gpu_mem,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)

@@ -21,6 +21,7 @@ from labgang.launcher.model import (
     GPU,
     MIG_PROFILE_RE,
     CohortSpec,
+    GpuSharing,
     GroupRequest,
     JobRequest,
     QueueSpec,
@@ -44,6 +45,8 @@ from labgang.launcher.queue_schema import (
     tree_problems,
 )
 from labgang.launcher.scheduler.snapshot import Device, Node
+from labgang.launcher.share_request import share_problem
+from labgang.launcher.sharing_schema import MAX_SHARDS_PER_GPU, SharingModel, share_with_problems
 from labgang.launcher.simulate.naming import JobIds, dependencies, job_ids
 from pydantic import (
     AfterValidator,
@@ -352,8 +355,11 @@ class JobModel(_Strict):
     exclusive: bool = False
     groups: list[GroupModel] | None = Field(default=None, min_length=2, max_length=16)
     colocate: list[list[str]] | None = None
+    shards: Annotated[int, _whole(0, MAX_SHARDS_PER_GPU), _between(0, MAX_SHARDS_PER_GPU)] = 0
+    mps: Annotated[int, _whole(0, 100), _between(0, 100)] = 0
+    gpu_mem: str | None = None
 
-    @field_validator("mem", "mem_per_gpu")
+    @field_validator("mem", "mem_per_gpu", "gpu_mem")
     @classmethod
     def _mem(cls, v: str | None) -> str | None:
         if v is not None:
@@ -384,6 +390,11 @@ class JobModel(_Strict):
             raise ValueError("a running job cannot be held: hold is for a job submitted pending (running = false)")
         if self.mem is not None and self.mem_per_gpu is not None:
             raise ValueError("mem (per node) and mem_per_gpu exclude each other: give one")
+        problem = share_problem(self.shards, self.mps, self.workers, self.gpus_per_worker or 1, self.mig)
+        if problem is not None:
+            raise ValueError(problem)
+        if self.running and (self.shards or self.mps):
+            raise ValueError("running = true places whole devices; submit a share of a gpu pending")
         return self
 
     def _host(self) -> dict[str, Any]:
@@ -392,6 +403,13 @@ class JobModel(_Strict):
             "mem": 0 if self.mem is None else parse_mem(self.mem),
             "mem_per_gpu": 0 if self.mem_per_gpu is None else parse_mem(self.mem_per_gpu),
             "exclusive": self.exclusive,
+        }
+
+    def _share(self) -> dict[str, Any]:
+        return {
+            "shards": self.shards,
+            "mps": self.mps,
+            "gpu_mem": 0 if self.gpu_mem is None else parse_mem(self.gpu_mem),
         }
 
     def request(self) -> JobRequest:
@@ -416,6 +434,7 @@ class JobModel(_Strict):
             nodes=self.nodes,
             min_workers=self.min_workers,
             **self._host(),
+            **self._share(),
         )
 
 
@@ -467,6 +486,7 @@ class ScenarioFile(_Strict):
     jobs: list[JobModel] = []
     expect: list[ExpectModel] = []
     invariant: list[InvariantModel] = []
+    sharing: SharingModel = SharingModel()
 
 
 @dataclass(frozen=True)
@@ -484,6 +504,7 @@ class Scenario:
         tenants: tenants (admission fair sharing) in file order.
         ids: every job (array tasks one by one) under its name and the coordinator's id.
         dependencies: ``[[jobs]]`` index -> its ``dependency`` in the coordinator's ids.
+        gpu_sharing: the ``[sharing]`` table (shards and MPS per node; docs/sharing.md).
     """
 
     source: str
@@ -496,6 +517,7 @@ class Scenario:
     tenants: tuple[TenantSpec, ...] = ()
     ids: JobIds = field(default_factory=JobIds)
     dependencies: dict[int, str] = field(default_factory=dict)
+    gpu_sharing: GpuSharing = field(default_factory=GpuSharing)
 
     @property
     def has_checks(self) -> bool:
@@ -629,6 +651,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     if f.tenants and meta.admission_fair_sharing is None:
         problems.append("tenants: only allowed with scenario.admission_fair_sharing")
     _unique(problems, "nodes", [n.name for n in f.nodes])
+    problems.extend(share_with_problems([(i, q.model_dump()) for i, q in enumerate(f.queues)]))
     _unique(problems, "queues", [q.name for q in f.queues])
     _unique(problems, "jobs", [j.id for j in f.jobs])
     problems.extend(tree_problems(f.queues, f.cohorts, f.tenants))
@@ -711,6 +734,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         tuple(t.to_spec() for t in f.tenants),
         job_names,
         depends,
+        f.sharing.to_spec(),
     )
 
 

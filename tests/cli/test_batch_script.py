@@ -155,7 +155,8 @@ def test_warnings_go_to_stderr_and_the_job_is_submitted(tmp_path, fake):
 @pytest.mark.parametrize(
     ("line", "fragment"),
     [
-        ("#SBATCH --gres=mps:2", "labgang counts only GPUs"),
+        ("#SBATCH --gres=nic:2", "labgang counts only GPUs"),
+        ("#SBATCH --gres=shard:two", "shard:N with a whole number"),
         ('#SBATCH -J "open', "No closing quotation"),
         ("#SBATCH --ntasks-per-node=x -N 2", "a whole number of tasks per node"),
         ("#LABGANG -n 2 -- x", "#LABGANG takes flags only"),

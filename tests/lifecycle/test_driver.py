@@ -14,7 +14,7 @@ from labgang.launcher.lifecycle.cycle_memory import CycleMemory
 from labgang.launcher.lifecycle.driver import Burst, CycleDriver
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
-from labgang.launcher.model import CohortSpec, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import Device, Node, Snapshot
 
@@ -66,6 +66,9 @@ class OneNode:
 
     def sharing(self) -> SharingPolicy:
         return SharingPolicy()
+
+    def gpu_sharing(self) -> GpuSharing:
+        return GpuSharing()
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         return frozenset()

@@ -78,3 +78,22 @@ def test_a_job_of_groups_exports_its_groups_and_replays() -> None:
         sim.run_instant()
     [job] = sim.jobs.values()
     assert job.state == "finished" and job.request.total == 6
+
+
+def test_shares_and_the_sharing_table_round_trip() -> None:
+    config = parse_config(
+        {
+            "sharing": {"shards_per_gpu": 4, "mps": True},
+            "queues": [{"name": "default", "nominal": {"gpu": 8}, "share_gpus": "queue"}],
+        }
+    )
+    jobs = [past("1", 1, 1000.0, 30.0, shards=2, gpu_mem=3 << 30), past("2", 2, 1001.0, 5.0, mps=50)]
+    out = export_scenario(jobs, config, [NodeShape("n1", 8)], name="t")
+    tables = {t["id"]: t for t in out.data["jobs"]}
+    assert (tables["j1"]["shards"], tables["j1"]["gpu_mem"]) == (2, "3072M")
+    assert tables["j2"]["mps"] == 50
+    assert out.data["sharing"] == {"shards_per_gpu": 4, "mps": True}
+    assert out.data["queues"][0]["share_gpus"] == "queue"
+    scenario = parse_scenario(out.data, "t")
+    assert scenario.gpu_sharing.shards_per_gpu == 4
+    assert scenario.file.jobs[0].request().gpu_mem == 3 << 30

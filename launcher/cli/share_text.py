@@ -1,0 +1,35 @@
+"""``labgang explain``'s sentences on a job's share of one GPU (``--shards``, ``--mps``; docs/sharing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from labgang.agent.mem_size import format_mem
+
+
+def share_sentences(job: Mapping[str, Any]) -> list[str]:
+    """What share of a card the job asks for and how it is placed and counted; [] for whole devices.
+
+    Args:
+        job: the job view (``GET /v1/jobs/{id}``): ``shards``, ``mps``, ``gpu_mem`` (bytes), ``state``, ``ranks``.
+    """
+    shards, mps, mem = int(job.get("shards") or 0), int(job.get("mps") or 0), int(job.get("gpu_mem") or 0)
+    if not (shards or mps):
+        return []
+    what = f"{shards} shard{'s' if shards != 1 else ''} (time-sliced)" if shards else f"{mps} % of its SMs through MPS"
+    budget = f", with a device-memory budget of {format_mem(mem)}" if mem else ""
+    unit = "1/shards_per_gpu gpu per shard" if shards else f"{mps / 100:g} gpu"
+    out = [
+        f"It asks for a share of one GPU: {what}{budget}. It counts {unit} against its queue's quota "
+        "(a queue's shares are counted in whole GPUs, rounded up)."
+    ]
+    ranks = job.get("ranks") or []
+    if job.get("state") in ("admitted", "running") and ranks:
+        card, node = (ranks[0].get("devices") or ["?"])[0], ranks[0].get("node", "?")
+        out.append(
+            f"It runs on card {card} of {node}: a share goes to the shared card with the least room left that "
+            "holds it and whose sharers its queue may share with (share_gpus, share_with), else to a whole free "
+            "card of the fullest node, so whole cards stay free for gangs."
+        )
+    return out

@@ -1,0 +1,465 @@
+"""Shares of one GPU (``--shards``, ``--mps``): who sits on which shared card, where a new share goes,
+and what a share costs in quota (docs/sharing.md).
+
+A shared card is a full GPU that holds one or more *sharers*: jobs with ``JobRequest.shared``. In the
+cycle's :class:`~.capacity.DeviceBook` such a card is owned by :data:`SHARED` (never free for whole-GPU
+jobs); this module keeps its sharers. A card is in one mode at a time: ``shard`` (time-sliced, up to the
+node's ``shards_per_gpu`` shards) or ``mps`` (up to 100 % of its SMs, and one user at a time: one MPS
+server per user).
+
+Rules:
+
+- **Trust**: a job of queue A may join a card whose sharers are all *compatible*: same queue, or two
+  queues that both name each other in ``share_with``; a queue whose ``share_gpus`` is ``user`` (on
+  either side) also needs the same user; ``none`` never shares. MPS cards need the same user besides.
+- **Best fit**: a share goes to the compatible shared card with the least room that still holds it
+  (ties: device order), else to one whole free card of the fullest node that allows the mode, so
+  whole cards and whole nodes stay free for gangs.
+- **Quota**: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is ``P/100`` gpu, summed exactly per
+  queue in whole *units* of ``1/lcm(shards_per_gpu, 100)`` gpu (integers, no rounding). The quota
+  book counts whole devices, so a queue's shares enter it rounded up to whole GPUs:
+  ``usage = whole GPUs + ceil(sum of shares)``. Every limit is a whole number,
+  so for the queue itself this is exact (``x <= L`` iff ``ceil(x) <= L`` for whole ``L``); a cohort sees
+  each queue's shares rounded up, so two queues with a quarter GPU each take 2 of their cohort's pool.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from labgang.launcher.model import GPU, GpuSharing, JobRequest, NodeGpuSharing, QueueSpec
+from labgang.launcher.scheduler.capacity import DeviceBook
+from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
+from labgang.launcher.scheduler.snapshot import RunningJob
+
+SHARED = "\0shared"
+"""Owner tag, in the device book, of a card that holds sharers."""
+
+RawPlacement = list[tuple[int, list[int]]]
+
+
+def share_kind(req: JobRequest) -> str:
+    """``"shard"`` or ``"mps"`` for a share request (``req.shared``)."""
+    return "mps" if req.mps else "shard"
+
+
+def share_units(req: JobRequest, shards_per_gpu: int) -> Fraction:
+    """The part of one GPU ``req`` takes: ``shards/shards_per_gpu`` or ``mps/100`` (0 for whole devices)."""
+    if req.mps:
+        return Fraction(req.mps, 100)
+    if req.shards:
+        return Fraction(req.shards, shards_per_gpu) if shards_per_gpu > 0 else Fraction(1)
+    return Fraction(0)
+
+
+def describe_share(req: JobRequest, shards_per_gpu: int) -> str:
+    """``"1 shard of a gpu (1/4 gpu)"``, ``"mps 50% of a gpu (1/2 gpu)"``, with the memory budget if any."""
+    units = share_units(req, shards_per_gpu)
+    head = f"mps {req.mps}% of a gpu" if req.mps else f"{req.shards} shard{'s' if req.shards != 1 else ''} of a gpu"
+    text = f"{head} ({units} gpu)"
+    if req.gpu_mem:
+        text += f", gpu memory {req.gpu_mem // (1 << 20)} MiB"
+    return text
+
+
+def may_share(a: QueueSpec, user_a: str, b: QueueSpec, user_b: str) -> bool:
+    """The trust rule: may a job of queue ``a`` (by ``user_a``) sit on one card with a job of ``b``?"""
+    if a.share_gpus == "none" or b.share_gpus == "none":
+        return False
+    if a.name != b.name and not (b.name in a.share_with and a.name in b.share_with):
+        return False
+    return not ("user" in (a.share_gpus, b.share_gpus) and user_a != user_b)
+
+
+def trust_key(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, user: str) -> Hashable:
+    """What decides where share ``req`` of a job of ``spec`` by ``user`` may go, for grouping jobs that
+    fit or fail alike: the share asked for, and the user only where the trust rule reads it (MPS,
+    or ``share_gpus = "user"`` on the queue or on a queue it shares with). None for whole devices."""
+    if not req.shared:
+        return None
+    partners = (specs.get(o) for o in spec.share_with)
+    by_user = (
+        bool(req.mps) or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
+    )
+    return (req.shards, req.mps, user if by_user else None)
+
+
+Signature = frozenset[tuple[str, str]]
+"""The (queue, user) pairs of a card's sharers: all the trust rule reads of a card."""
+
+
+@dataclass(slots=True)
+class Sharer:
+    """One job on a shared card: its id, queue, user and the part of the card it takes (units)."""
+
+    job_id: str
+    queue: str
+    user: str
+    units: int
+
+
+class ShareBook:
+    """The cycle's shared cards and each queue's exact share use, in units of ``1/denom`` gpu
+    (``denom = lcm(shards_per_gpu, 100)``: a whole card is ``denom`` units).
+
+    Args:
+        sharing: the ``[sharing]`` table.
+        queues: every queue's spec (the trust rule reads ``share_gpus`` / ``share_with``).
+        running: running jobs (terminating ones included), deduplicated; the shared ones are read.
+    """
+
+    def __init__(self, sharing: GpuSharing, queues: Iterable[QueueSpec], running: Iterable[RunningJob]) -> None:
+        self.sharing = sharing
+        self.denom = math.lcm(sharing.shards_per_gpu or 1, 100)
+        self.specs: dict[str, QueueSpec] = {}
+        for q in queues:
+            self.specs.setdefault(q.name, q)
+        self.queue_use: dict[str, int] = {}
+        self.jobs: dict[str, RunningJob] = {}
+        for job in running:
+            if job.request.shared:
+                self.jobs[job.id] = job
+                self.queue_use[job.queue] = self.queue_use.get(job.queue, 0) + self.units(job.request)
+        self.cards: dict[int, list[Sharer]] = {}
+        self.used: dict[int, int] = {}
+        self.kind: dict[int, str] = {}
+        self.count: dict[str, int] = {"shard": 0, "mps": 0}  # shared cards per mode
+        self.card_of: dict[str, int] = {}
+        self.devices: DeviceBook | None = None
+        # shared cards with room, by mode, the queue and user of their first sharer (the *anchor*: a job
+        # can only join cards whose anchor it may share with) and room left, each list in device order
+        self._open: dict[str, dict[str, dict[str, dict[int, list[int]]]]] = {"shard": {}, "mps": {}}
+        self._open_at: dict[int, tuple[str, str, str, int]] = {}
+        self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
+        self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
+        self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
+        self._allows: dict[tuple[int, str], bool] = {}
+        self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
+
+    def units(self, req: JobRequest) -> int:
+        """The part of one card ``req`` takes, in units (its quota charge before rounding)."""
+        if req.mps:
+            return req.mps * self.denom // 100
+        spg = self.sharing.shards_per_gpu
+        return req.shards * self.denom // spg if spg > 0 else self.denom
+
+    def _whole_gpus(self, units: int) -> int:
+        return -(-units // self.denom)
+
+    def initial_usage(self) -> dict[str, int]:
+        """Each queue's share use rounded up to whole GPUs: what its running shares put in the quota book."""
+        return {q: self._whole_gpus(u) for q, u in self.queue_use.items() if u}
+
+    def attach(self, devices: DeviceBook) -> None:
+        """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
+        self.devices = devices
+        for job in self.jobs.values():
+            d = self._card(job)
+            if d is not None:
+                self._join(d, Sharer(job.id, job.queue, job.user, self.units(job.request)), share_kind(job.request))
+                devices.owner[d] = SHARED
+
+    def _card(self, job: RunningJob) -> int | None:
+        assert self.devices is not None
+        for rp in job.placement:
+            for u in rp.devices:
+                d = self.devices.pos.get(u)
+                if d is not None:
+                    return d
+        return None
+
+    def _join(self, d: int, s: Sharer, kind: str) -> None:
+        if d not in self.cards:
+            self.count[kind] += 1
+        self.cards.setdefault(d, []).append(s)
+        self.used[d] = self.used.get(d, 0) + s.units
+        self.kind[d] = kind
+        self.card_of[s.job_id] = d
+        self._reopen(d)
+
+    def _reopen(self, d: int) -> None:
+        at = self._open_at.pop(d, None)
+        if at is not None:
+            kind, queue, user, room = at
+            by_user = self._open[kind][queue]
+            rooms = by_user[user]
+            cards = rooms[room]
+            del cards[bisect_left(cards, d)]
+            self._rooms[kind][room] -= 1
+            if not cards:
+                del rooms[room]
+                if not rooms:
+                    del by_user[user]
+                    if not by_user:
+                        del self._open[kind][queue]
+        sharers = self.cards.get(d)
+        if sharers:
+            self._sig[d] = frozenset((s.queue, s.user) for s in sharers)
+        else:
+            self._sig.pop(d, None)
+        if sharers and self.used[d] < self.denom:
+            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+            rooms = self._open[key[0]].setdefault(key[1], {}).setdefault(key[2], {})
+            insort(rooms.setdefault(key[3], []), d)
+            self._open_at[d] = key
+            self._rooms[key[0]][key[3]] = self._rooms[key[0]].get(key[3], 0) + 1
+
+    # --- quota --------------------------------------------------------------------------------
+
+    def charge(self, queue: str, req: JobRequest) -> int:
+        """Whole GPUs ``queue``'s quota usage grows by if it took ``req`` (0 when its rounded-up
+        shares already cover it)."""
+        u = self.queue_use.get(queue, 0)
+        return self._whole_gpus(u + self.units(req)) - self._whole_gpus(u)
+
+    def quota_note(self, queue: str, req: JobRequest) -> str:
+        """For a quota reason: ``"the job is 1 shard of a gpu (1/4 gpu), and team's shares use 1 gpu
+        (counted in whole gpu, rounded up)"``."""
+        used = Fraction(self.queue_use.get(queue, 0), self.denom)
+        return (
+            f"the job is {describe_share(req, self.sharing.shards_per_gpu)}, and {queue}'s shares use {used} gpu "
+            "(counted in whole gpu, rounded up)"
+        )
+
+    def _count(self, queue: str, units: int) -> int:
+        u = self.queue_use.get(queue, 0)
+        self.queue_use[queue] = u + units
+        return self._whole_gpus(u + units) - self._whole_gpus(u)
+
+    # --- placement ----------------------------------------------------------------------------
+
+    def _every_node_allows(self, kind: str) -> bool:
+        key = (-1, kind)
+        got = self._allows.get(key)
+        if got is None:
+            assert self.devices is not None
+            got = self._allows[key] = all(self.allows(n, kind) for n in range(len(self.devices.node_names)))
+        return got
+
+    def allows(self, node: int, kind: str) -> bool:
+        """True when node position ``node`` allows shares of ``kind``."""
+        assert self.devices is not None
+        got = self._allows.get((node, kind))
+        if got is None:
+            ns = self.sharing.node(self.devices.node_names[node])
+            got = self._allows[(node, kind)] = ns.mps if kind == "mps" else ns.shards_per_gpu > 0
+        return got
+
+    def joinable(self, d: int, queue: str, user: str, kind: str) -> bool:
+        """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
+        if self.kind.get(d) != kind:
+            return False
+        return self._trusted(self._sig.get(d, frozenset()), queue, user, kind)
+
+    def _anchors(self, kind: str, queue: str, user: str) -> list[dict[int, list[int]]]:
+        """The open cards (by room) whose first sharer a job of ``queue`` by ``user`` may share with."""
+        spec = self.specs.get(queue)
+        if spec is None or spec.share_gpus == "none":
+            return []
+        out = []
+        by_queue = self._open[kind]
+        for q in (queue, *spec.share_with):
+            by_user = by_queue.get(q)
+            other = self.specs.get(q)
+            if not by_user or other is None or (q != queue and queue not in other.share_with):
+                continue
+            if kind == "mps" or "user" in (spec.share_gpus, other.share_gpus):
+                rooms = by_user.get(user)
+                if rooms:
+                    out.append(rooms)
+            else:
+                out.extend(by_user.values())
+        return out
+
+    def _trusted(self, sig: Signature, queue: str, user: str, kind: str) -> bool:
+        """The trust rule for a card whose sharers are ``sig`` ((queue, user) pairs), remembered."""
+        key = (sig, queue, user, kind)
+        got = self._trusts.get(key)
+        if got is None:
+            spec = self.specs.get(queue)
+            got = spec is not None and all(
+                (other := self.specs.get(q)) is not None
+                and may_share(spec, user, other, u)
+                and (kind != "mps" or u == user)
+                for q, u in sig
+            )
+            self._trusts[key] = got
+        return got
+
+    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+        """Where a share goes now: ``[(node, [card])]``, or None.
+
+        Args:
+            req: a share request (``req.shared``).
+            queue: the job's queue; None when unknown (then only a whole free card, which trusts nobody).
+            user: the job's user.
+        """
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        model = req.gpu_model.lower() if req.gpu_model else None
+        if queue is not None:
+            best: tuple[int, int] | None = None  # (room, card): the least room, then device order
+            for rooms in self._anchors(kind, queue, user):
+                for room in sorted(r for r in rooms if r >= units):
+                    if best is not None and room > best[0]:
+                        break
+                    found = None
+                    for d in rooms[room]:
+                        if best is not None and room == best[0] and d > best[1]:
+                            break
+                        if devices.unavailable[d] or devices.reserved_for[d] is not None:
+                            continue
+                        if (model is None or model in devices.model[d]) and self._trusted(
+                            self._sig[d], queue, user, kind
+                        ):
+                            found = d
+                            break
+                    if found is not None:
+                        best = (room, found)
+                        break
+            if best is not None:
+                return [(devices.node_of[best[1]], [best[1]])]
+        ix = devices.index(GPU, model)
+        for c in sorted(ix.buckets):
+            for n in ix.buckets[c]:
+                if self.allows(n, kind):
+                    return [(n, [ix.free[n][0]])]
+        return None
+
+    def take(self, job_id: str, queue: str, user: str, req: JobRequest, d: int) -> int:
+        """Put ``job_id`` on card ``d`` (a free card becomes shared).
+
+        Returns:
+            Whole GPUs its queue's quota usage grows by (see :meth:`charge`).
+        """
+        assert self.devices is not None
+        if d not in self.cards:
+            self.devices.take([d], SHARED)
+        units = self.units(req)
+        self._join(d, Sharer(job_id, queue, user, units), share_kind(req))
+        return self._count(queue, units)
+
+    def leave(self, job: RunningJob) -> tuple[int, Sharer | None, bool]:
+        """Take running share ``job`` off its card (a simulated removal).
+
+        Returns:
+            ``(whole GPUs its queue's usage shrinks by, the sharer record or None, whether the card was freed)``.
+        """
+        assert self.devices is not None
+        units = self.units(job.request)
+        delta = -self._count(job.queue, -units)
+        d = self.card_of.pop(job.id, None)
+        if d is None:
+            return delta, None, False
+        sharers = self.cards[d]
+        s = next(x for x in sharers if x.job_id == job.id)
+        sharers.remove(s)
+        self.used[d] -= s.units
+        freed = False
+        if not sharers:
+            self.count[self.kind[d]] -= 1
+            del self.cards[d], self.used[d], self.kind[d]
+            freed = bool(self.devices.release([d], SHARED))
+        self._reopen(d)
+        return delta, s, freed
+
+    def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
+        """Undo :meth:`leave`. Returns whole GPUs its queue's usage grows by again."""
+        assert self.devices is not None
+        delta = self._count(job.queue, self.units(job.request))
+        if s is not None:
+            d = self.devices.pos[next(u for rp in job.placement for u in rp.devices if u in self.devices.pos)]
+            if freed:
+                self.devices.retake([d], SHARED)
+            self._join(d, s, share_kind(job.request))
+        return delta
+
+    # --- reasons ------------------------------------------------------------------------------
+
+    def sharers_of(self, d: int) -> list[Sharer]:
+        """The jobs on card ``d`` (empty for a card that is not shared)."""
+        return list(self.cards.get(d, ()))
+
+    def reason(self, req: JobRequest, queue: str, user: str) -> PendingReason:
+        """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        shared = self.count[kind]
+        roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
+        model = req.gpu_model.lower() if req.gpu_model else None
+        whole = self._free_whole(kind, model)
+        what = describe_share(req, self.sharing.shards_per_gpu)
+        trust = "the same user's jobs only" if kind == "mps" else "sharers its queue may not share with"
+        # placement found no card: every shared card with room holds sharers it may not join (or is held back)
+        return PendingReason(
+            ReasonCode.NO_CAPACITY,
+            f"job needs {what}: {shared} {kind} card(s) shared, {shared - roomy} without room, {roomy} held by "
+            f"{trust} (share_gpus/share_with); {whole} whole gpu free on nodes allowing {kind}",
+        )
+
+    def _free_whole(self, kind: str, model: str | None) -> int:
+        """Free whole cards on nodes that allow ``kind`` (kept while the device book does not change)."""
+        assert self.devices is not None
+        key = (kind, model)
+        got = self._whole.get(key)
+        if got is not None and got[0] == self.devices.changes:
+            return got[1]
+        ix = self.devices.index(GPU, model)
+        if self._every_node_allows(kind):
+            return ix.total
+        count = sum(ix.count(n) for c in ix.buckets for n in ix.buckets[c] if self.allows(n, kind))
+        self._whole[key] = (self.devices.changes, count)
+        return count
+
+
+def quota_usage(sharing: GpuSharing, running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
+    """``{(queue, resource): devices}`` held by ``running`` as the scheduler counts them: whole devices,
+    plus each queue's shares rounded up to whole GPUs (for the coordinator's queue views)."""
+    usage: dict[tuple[str, str], int] = {}
+    shared: list[RunningJob] = []
+    for job in running:
+        if job.request.shared:
+            shared.append(job)
+        else:
+            key = (job.queue, job.request.resource)
+            usage[key] = usage.get(key, 0) + job.request.total
+    if shared:
+        for q, n in ShareBook(sharing, (), shared).initial_usage().items():
+            usage[(q, GPU)] = usage.get((q, GPU), 0) + n
+    return usage
+
+
+def share_refusal(
+    sharing: GpuSharing, spec: QueueSpec, shards: int, mps: int, nodes: Iterable[NodeGpuSharing] | None = None
+) -> str | None:
+    """The one-line refusal of a share request (``shards`` or ``mps`` percent) in queue ``spec``, or None.
+
+    Args:
+        sharing: the ``[sharing]`` table.
+        spec: the job's queue.
+        shards, mps: the request (0 = not asked).
+        nodes: the nodes' sharing (None: what the configuration names: the cluster-wide values and
+            every per-node override), so a submission is judged before any node reports.
+    """
+    if not (shards or mps):
+        return None
+    if spec.share_gpus == "none":
+        return f"queue {spec.name} has share_gpus = 'none' (whole GPUs or MIG only); job asks for a share of a gpu"
+    if nodes is None:
+        nodes = [NodeGpuSharing(sharing.shards_per_gpu, sharing.mps), *sharing.nodes.values()]
+    known = list(nodes)
+    if mps and not any(n.mps for n in known):
+        return "no node allows MPS ([sharing] mps = true); job asks for --mps"
+    if shards:
+        most = max((n.shards_per_gpu for n in known), default=0)
+        if most == 0:
+            return "no node allows shards ([sharing] shards_per_gpu > 0); job asks for --shards"
+        if shards > most:
+            return f"job asks for {shards} shards of a gpu; cards have {most} ([sharing] shards_per_gpu)"
+    return None

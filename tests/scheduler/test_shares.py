@@ -1,0 +1,227 @@
+"""Shares of one GPU (--shards, --mps): best-fit packing, the trust rule, quota in GPU units, preemption."""
+
+from __future__ import annotations
+
+from labgang.launcher.model import GPU, GpuSharing, JobRequest, NodeGpuSharing, QueueSpec, WithinQueue
+from labgang.launcher.scheduler import run_cycle
+from labgang.launcher.scheduler.decisions import ReasonCode
+from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
+
+FOUR = GpuSharing(shards_per_gpu=4, mps=True)
+
+
+def node(name: str, gpus: int = 8) -> Node:
+    return Node(name, tuple(Device(f"GPU-{name}-{i}", name, GPU) for i in range(gpus)))
+
+
+def q(name: str, gpu: int = 8, share: str = "queue", **kw) -> QueueSpec:
+    return QueueSpec(name=name, nominal={GPU: gpu}, share_gpus=share, **kw)
+
+
+def shard(n: int = 1, **kw) -> JobRequest:
+    return JobRequest(shards=n, **kw)
+
+
+class Sim:
+    """Runs cycles and keeps what they admit running, as the drivers do."""
+
+    def __init__(self, nodes, queues, sharing: GpuSharing = FOUR) -> None:
+        self.nodes = tuple(nodes)
+        self.queues = tuple(queues)
+        self.sharing = sharing
+        self.running: list[RunningJob] = []
+        self.seq = 0
+
+    def submit(self, job_id: str, queue: str, req: JobRequest, user: str = "u", priority: int = 0):
+        """One cycle with one new pending job; returns the decision: placement devices or a reason."""
+        self.seq += 1
+        pj = PendingJob(job_id, queue, req, priority, float(self.seq), self.seq, float(self.seq), user=user)
+        snap = Snapshot(
+            now=float(self.seq),
+            nodes=self.nodes,
+            queues=self.queues,
+            running=tuple(self.running),
+            pending=(pj,),
+            gpu_sharing=self.sharing,
+        )
+        result = run_cycle(snap)
+        self.last = result
+        for a in result.admitted:
+            self.running.append(
+                RunningJob(a.job_id, queue, req, priority, pj.submit_time, pj.submit_time, a.placement, user=user)
+            )
+            return a.placement[0].devices
+        return result.pending[0].reason
+
+    def card(self, job_id: str) -> str:
+        return next(j.placement[0].devices[0] for j in self.running if j.id == job_id)
+
+
+def test_four_one_shard_jobs_share_one_card_and_a_fifth_takes_a_second():
+    s = Sim([node("n1")], [q("team")])
+    cards = [s.submit(f"j{i}", "team", shard())[0] for i in range(5)]
+    assert cards[:4] == ["GPU-n1-0"] * 4
+    assert cards[4] == "GPU-n1-1"
+
+
+def test_a_queue_that_may_not_share_with_them_never_lands_on_their_cards():
+    s = Sim([node("n1", 2)], [q("team"), q("other")])
+    assert s.submit("a", "team", shard()) == ("GPU-n1-0",)
+    # other has share_gpus = "queue" too, but the two queues do not name each other
+    assert s.submit("b", "other", shard()) == ("GPU-n1-1",)
+    assert s.submit("c", "team", shard()) == ("GPU-n1-0",)
+    assert s.submit("d", "other", shard(2)) == ("GPU-n1-1",)  # other's card: 3 of 4 shards used
+    assert s.submit("e", "team", shard(2)) == ("GPU-n1-0",)  # team's card: full (1 + 1 + 2)
+    # the only room left is a shard on other's card: a team job waits rather than join it
+    got = s.submit("f", "team", shard())
+    assert got.code is ReasonCode.NO_CAPACITY
+    assert "1 held by sharers its queue may not share with" in got.message
+    assert "0 whole gpu free" in got.message
+
+
+def test_queues_naming_each_other_share_a_card():
+    s = Sim([node("n1", 2)], [q("a", share_with=("b",)), q("b", share_with=("a",))])
+    assert s.submit("x", "a", shard()) == ("GPU-n1-0",)
+    assert s.submit("y", "b", shard()) == ("GPU-n1-0",)
+
+
+def test_one_sided_share_with_is_not_enough():
+    s = Sim([node("n1", 2)], [q("a", share_with=("b",)), q("b")])
+    s.submit("x", "a", shard())
+    assert s.submit("y", "b", shard()) == ("GPU-n1-1",)
+
+
+def test_share_gpus_user_keeps_other_users_off():
+    s = Sim([node("n1", 2)], [q("a", share="user")])
+    assert s.submit("x", "a", shard(), user="ann") == ("GPU-n1-0",)
+    assert s.submit("y", "a", shard(), user="bob") == ("GPU-n1-1",)
+    assert s.submit("z", "a", shard(), user="ann") == ("GPU-n1-0",)
+
+
+def test_share_gpus_none_is_unschedulable_for_shares_and_whole_jobs_avoid_shared_cards():
+    s = Sim([node("n1", 2)], [q("team"), q("strangers", share="none")])
+    got = s.submit("x", "strangers", shard())
+    assert got.code is ReasonCode.UNSCHEDULABLE and "share_gpus = 'none'" in got.message
+    s.submit("a", "team", shard())
+    assert s.submit("w", "strangers", JobRequest()) == ("GPU-n1-1",)
+    got = s.submit("w2", "strangers", JobRequest())
+    assert got.code is ReasonCode.NO_CAPACITY  # the shared card is never handed out whole
+
+
+def test_thirty_two_one_shard_jobs_fill_an_eight_gpu_node():
+    s = Sim([node("n1")], [q("team", gpu=16)])
+    for i in range(32):
+        assert isinstance(s.submit(f"j{i}", "team", shard()), tuple)
+    per_card = {}
+    for j in s.running:
+        per_card[j.placement[0].devices[0]] = per_card.get(j.placement[0].devices[0], 0) + 1
+    assert per_card == {f"GPU-n1-{i}": 4 for i in range(8)}
+    assert s.submit("j32", "team", shard()).code is ReasonCode.NO_CAPACITY
+
+
+def test_best_fit_prefers_the_fullest_shared_card_and_keeps_whole_nodes_free():
+    s = Sim([node("n1", 2), node("n2", 2)], [q("team")])
+    s.running.append(RunningJob("whole", "team", JobRequest(), 0, 0, 0, (RankPlacement(0, "n2", ("GPU-n2-0",)),)))
+    # n2 is fuller (one gpu busy): the first share goes there, n1 stays whole
+    assert s.submit("a", "team", shard(3)) == ("GPU-n2-1",)
+    assert s.submit("b", "team", shard(2)) == ("GPU-n1-0",)  # 2 do not fit on n2-1 (1 left)
+    assert s.submit("c", "team", shard(1)) == ("GPU-n2-1",)  # best fit: the card with 1 left, not 2
+
+
+def test_shares_count_against_quota_in_gpu_units():
+    s = Sim([node("n1")], [q("team", gpu=1)])
+    for i in range(4):
+        assert isinstance(s.submit(f"j{i}", "team", shard()), tuple)
+    got = s.submit("j4", "team", shard())
+    assert got.code is ReasonCode.OVER_QUOTA
+    assert got.message == (
+        "team uses 1 of 1 gpu; job needs 1; the job is 1 shard of a gpu (1/4 gpu), "
+        "and team's shares use 1 gpu (counted in whole gpu, rounded up)"
+    )
+    # mps 25 is a quarter gpu: with 2 of 4 quarters used by shards... a fresh queue shows it
+    s2 = Sim([node("n1")], [q("m", gpu=1)])
+    assert isinstance(s2.submit("a", "m", JobRequest(mps=50)), tuple)
+    assert isinstance(s2.submit("b", "m", JobRequest(mps=50)), tuple)
+    assert s2.submit("c", "m", JobRequest(mps=1)).code is ReasonCode.OVER_QUOTA
+
+
+def test_mps_card_serves_one_user_at_a_time():
+    s = Sim([node("n1", 2)], [q("team")])
+    assert s.submit("a", "team", JobRequest(mps=25), user="ann") == ("GPU-n1-0",)
+    assert s.submit("b", "team", JobRequest(mps=25), user="bob") == ("GPU-n1-1",)
+    assert s.submit("c", "team", JobRequest(mps=50), user="ann") == ("GPU-n1-0",)
+    # shards never join an MPS card
+    assert s.submit("d", "team", shard(), user="ann").code is ReasonCode.NO_CAPACITY
+
+
+def test_mode_must_be_allowed_on_some_node():
+    s = Sim([node("n1", 2)], [q("team")], GpuSharing(shards_per_gpu=4))
+    got = s.submit("a", "team", JobRequest(mps=50))
+    assert got.code is ReasonCode.UNSCHEDULABLE and "MPS" in got.message
+    got = s.submit("b", "team", shard(5))
+    assert got.code is ReasonCode.UNSCHEDULABLE and "cards have 4" in got.message
+
+
+def test_node_override_turns_shares_off_on_that_node():
+    sharing = GpuSharing(shards_per_gpu=4, nodes={"n1": NodeGpuSharing(0, False)})
+    s = Sim([node("n1", 1), node("n2", 4)], [q("team")], sharing)
+    # n1 is the fullest node with a free gpu but takes no shares
+    assert s.submit("a", "team", shard()) == ("GPU-n2-0",)
+
+
+def test_preemption_takes_shared_jobs_as_victims_and_frees_the_card():
+    s = Sim([node("n1", 1)], [q("team", gpu=1, within_queue=WithinQueue.LOWER_PRIORITY)])
+    s.submit("a", "team", shard(2))
+    s.submit("b", "team", shard(2))
+    s.submit("big", "team", JobRequest(), priority=10)
+    victims = {v for p in s.last.preempted for v in p.victims}
+    assert victims == {"a", "b"}
+
+
+def test_a_share_victim_makes_room_for_a_higher_priority_share():
+    s = Sim([node("n1", 1)], [q("team", gpu=1, within_queue=WithinQueue.LOWER_PRIORITY)])
+    s.submit("a", "team", shard(2))
+    s.submit("b", "team", shard(2))
+    s.submit("c", "team", shard(1), priority=5)
+    victims = [v for p in s.last.preempted for v in p.victims]
+    assert len(victims) == 1 and victims[0] in {"a", "b"}
+
+
+def test_shares_under_fair_sharing_pack_and_count_the_same():
+    from labgang.launcher.model import SharingPolicy
+
+    queues = (
+        QueueSpec(name="a", nominal={GPU: 1}, cohort="lab", share_gpus="queue"),
+        QueueSpec(name="b", nominal={GPU: 1}, cohort="lab"),
+    )
+    pending = tuple(PendingJob(f"s{i}", "a", shard(), 0, float(i), i, float(i), user="u") for i in range(6))
+    snap = Snapshot(
+        now=10.0,
+        nodes=(node("n1", 2),),
+        queues=queues,
+        running=(),
+        pending=pending,
+        sharing=SharingPolicy(fair_sharing=True),
+        gpu_sharing=FOUR,
+    )
+    result = run_cycle(snap)
+    cards = [a.placement[0].devices[0] for a in result.admitted]
+    # a's nominal 1 plus b's idle 1 borrowed: 8 quarters fit, so all six run, four on one card
+    assert len(cards) == 6 and cards.count("GPU-n1-0") == 4 and cards.count("GPU-n1-1") == 2
+
+
+def test_a_starving_share_reserves_no_card():
+    from labgang.launcher.scheduler.nominate import nominate
+    from labgang.launcher.scheduler.starvation import reserve_for_starving
+    from labgang.launcher.scheduler.state import CycleState
+
+    spec = q("team", starvation_after=0.0)
+    share = PendingJob("s", "team", shard(), 0, 0.0, 1, 0.0, user="u")
+    gang = PendingJob("g", "team", JobRequest(per_worker=2), 0, 0.0, 2, 0.0, user="u")
+    snap = Snapshot(
+        now=5.0, nodes=(node("n1", 2),), queues=(spec,), running=(), pending=(share, gang), gpu_sharing=FOUR
+    )
+    state = CycleState(snap)
+    by_queue, _ = nominate(snap, state)
+    reserved = reserve_for_starving(state, [e for entries in by_queue.values() for e in entries])
+    assert list(reserved) == ["g"]  # the starving gang reserves its two cards; the share none

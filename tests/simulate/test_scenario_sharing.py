@@ -1,0 +1,66 @@
+"""Scenario files' GPU sharing keys ([sharing], a job's shards / mps / gpu_mem, share_gpus / share_with):
+one line naming the key for each bad value, and the values reaching the scheduler."""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.simulate.scenario import ScenarioError, parse_scenario
+
+
+def _file(job: dict, sharing: dict | None = None, queue: dict | None = None) -> dict:
+    data = {
+        "scenario": {"name": "s"},
+        "nodes": [{"name": "n1", "gpus": 2}],
+        "queues": [{"name": "q", "nominal": {"gpu": 2}, "share_gpus": "queue", **(queue or {})}],
+        "jobs": [{"id": "j", "queue": "q", **job}],
+    }
+    if sharing is not None:
+        data["sharing"] = sharing
+    return data
+
+
+@pytest.mark.parametrize(
+    "job, expected",
+    [
+        ({"shards": 1, "mps": 50}, "shards and mps exclude each other"),
+        ({"shards": 1, "mig": "1g.10gb"}, "shards and mig exclude each other"),
+        ({"mps": 50, "workers": 2}, "mps is a share of one GPU for one rank; allowed: workers 1 and gpus_per_worker 1"),
+        ({"shards": 1, "gpus_per_worker": 2}, "shards is a share of one GPU for one rank"),
+        ({"shards": 65}, "jobs[0] ('j').shards: must be 0..64, got 65"),
+        ({"mps": 101}, "jobs[0] ('j').mps: must be 0..100, got 101"),
+        ({"shards": True}, "jobs[0] ('j').shards: true is not allowed"),
+        ({"shards": 1, "running": True}, "running = true places whole devices"),
+    ],
+    ids=[
+        "shards-and-mps",
+        "shards-and-mig",
+        "mps-gang",
+        "shards-multi-gpu",
+        "shards-range",
+        "mps-range",
+        "bool",
+        "running",
+    ],
+)
+def test_bad_share_requests_are_one_line_naming_the_key(job: dict, expected: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(_file(job, {"shards_per_gpu": 4, "mps": True}))
+    assert any(expected in p for p in info.value.problems), info.value.problems
+
+
+def test_share_with_must_be_mutual_in_scenarios_too() -> None:
+    data = _file({}, queue={"share_with": ["r"]})
+    data["queues"].append({"name": "r", "nominal": {"gpu": 1}, "share_gpus": "queue"})
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data)
+    assert info.value.problems == [
+        "queues[0].share_with: queue 'r' does not name 'q' in its share_with; both queues must name each other"
+    ]
+
+
+def test_sharing_values_reach_the_scenario() -> None:
+    sc = parse_scenario(_file({"shards": 2, "gpu_mem": "4G"}, {"shards_per_gpu": 4, "nodes": {"n1": {"mps": True}}}))
+    assert sc.gpu_sharing.node("n1").mps and not sc.gpu_sharing.mps
+    req = sc.file.jobs[0].request()
+    assert (req.shards, req.mps, req.gpu_mem, req.shared) == (2, 0, 4 << 30, True)
+    assert sc.queues[0].share_gpus == "queue"
