@@ -225,7 +225,10 @@ def synthetic(n: int, nodes: int, seed: int) -> dict[str, Any]:
 def speed(sizes: list[int], seed: int) -> None:
     from labgang.launcher.plan.replay import replay
 
-    print("speed: replay in process, 100 nodes x 8 GPUs, about 90 % load")
+    print(
+        "speed: replay in process, 100 nodes x 8 GPUs, about 90 % load; machine: "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start"
+    )
     done: list[tuple[int, float]] = []
     for n in sizes:
         data = synthetic(n, 100, seed)
@@ -241,6 +244,8 @@ def speed(sizes: list[int], seed: int) -> None:
         )
     if not done:
         return
+    load = os.getloadavg()[0]
+    print(f"  load average {load:.1f} at the end (CPU time inflates under load: compare runs of one session)")
     n, cpu = done[-1]
     if n >= 100_000:
         total = cpu * 100_000 / n
