@@ -103,19 +103,19 @@ def carried(running: tuple[RunningJob, ...]) -> Carried:
         usage[key] = usage.get(key, 0) + job.request.total
     victims = dict(prev.victims)
     if gone or new:
-        gone_keys = {(j.queue, j.request.resource, j.terminating) for j in gone}
+        gone_keys: set[VictimKey] = {(j.queue, j.request.resource, j.terminating) for j in gone}
         gone_ids = set(map(id, gone))
-        for key in gone_keys & victims.keys():
-            victims[key] = [j for j in victims[key] if id(j) not in gone_ids]
+        for vkey in gone_keys & victims.keys():
+            victims[vkey] = [j for j in victims[vkey] if id(j) not in gone_ids]
         fresh: set[VictimKey] = set()
         for job in new:
-            key = (job.queue, job.request.resource, job.terminating)
-            lst = victims.get(key)
+            vkey = (job.queue, job.request.resource, job.terminating)
+            lst = victims.get(vkey)
             if lst is None:
                 continue  # not computed yet: built from ``running`` when first asked
-            if key not in fresh and key not in gone_keys:
-                lst = victims[key] = lst[:]  # the carried list stays as it was
-                fresh.add(key)
+            if vkey not in fresh and vkey not in gone_keys:
+                lst = victims[vkey] = lst[:]  # the carried list stays as it was
+                fresh.add(vkey)
             insort(lst, job, key=victim_order)
     return _remember(ident, Carried(by_id, usage, victims))
 

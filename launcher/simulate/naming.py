@@ -110,14 +110,15 @@ class JobIds:
         # A pending job's view is built anew every cycle, but equal to the last one while the job
         # waits unchanged: comparing (well under a microsecond) spares the copy (several). Only
         # this cycle's pending jobs are kept.
-        last, kept = self._named_pending, {}
+        last = self._named_pending
+        kept: dict[str, tuple[PendingJob, PendingJob]] = {}
         pending: list[PendingJob] = []
-        for j in snapshot.pending:
-            hit = last.get(j.id)
-            if hit is None or hit[0] != j:
-                hit = (j, replace(j, id=name(j.id), nominated=tuple(name(v) for v in j.nominated)))
-            kept[j.id] = hit
-            pending.append(hit[1])
+        for p in snapshot.pending:
+            seen = last.get(p.id)
+            if seen is None or seen[0] != p:
+                seen = (p, replace(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
+            kept[p.id] = seen
+            pending.append(seen[1])
         self._named_pending = kept
         return replace(snapshot, running=tuple(running), pending=tuple(pending))
 
