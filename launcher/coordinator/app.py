@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -228,7 +229,10 @@ async def serve(
         app, handle_signals=False, shutdown_timeout=5.0, access_log=log if log.isEnabledFor(logging.DEBUG) else None
     )
     await runner.setup()
-    record_config(app[keys.STORE], config, config_source, time.time())
+    try:  # for `labgang plan replay` without --config; the coordinator runs without it
+        record_config(app[keys.STORE], config, config_source, time.time())
+    except sqlite3.Error as exc:
+        log.warning("cannot record the config in the store (plan replay will not find it): %s", exc)
     sock_path = paths.socket_path(directory)
     _prepare_socket_path(sock_path)
     unix_site = GuardedUnixSite(runner, str(sock_path), guard=app[keys.GUARD])
