@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.carry import carried
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.quota import QuotaBook
@@ -38,15 +39,9 @@ class CycleState:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.running: dict[str, RunningJob] = {}
-        usage: dict[tuple[str, str], int] = {}
-        for job in snapshot.running:
-            if job.id in self.running:
-                continue
-            self.running[job.id] = job
-            key = (job.queue, job.request.resource)
-            usage[key] = usage.get(key, 0) + job.request.total
-        self.quota = QuotaBook(snapshot.queues, usage, snapshot.cohorts)
+        derived = carried(snapshot.running)  # the previous cycle's, updated for the jobs gone and new
+        self.running: dict[str, RunningJob] = derived.running
+        self.quota = QuotaBook(snapshot.queues, derived.usage, snapshot.cohorts)
         self.shares: QuotaBook | None = None
         if snapshot.sharing.fair_sharing:
             # fair sharing judges shares by running jobs not told to leave, plus waiting preemptors
@@ -60,14 +55,15 @@ class CycleState:
         self._leaving: set[str] = set()  # see :meth:`leaving`
         self._released: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[RunningJob]] | None = None
-        self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
+        self._victims: dict[tuple[str, str, bool], list[RunningJob]] = derived.victims
         self.tenant_score: Callable[[RunningJob], float] | None = None  # admission fair sharing
         self.placed: set[str] = set()  # pending jobs admitted, or holding room as preemptors, this cycle
         self._pending_by_queue: dict[str, list[PendingJob]] | None = None
 
     def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
         """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
-        eviction order (lowest priority, most recently admitted, id); built once per cycle."""
+        eviction order (lowest priority, most recently admitted, id); built once, then carried
+        to later cycles (:mod:`.carry`). Callers must not change the list."""
         key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:
