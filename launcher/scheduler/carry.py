@@ -68,9 +68,10 @@ def build(running: tuple[RunningJob, ...]) -> Carried:
     return Carried(by_id, usage, {})
 
 
-_last: tuple[dict[int, RunningJob], Carried] | None = None
+_last: tuple[dict[int, RunningJob], Carried, tuple[RunningJob, ...]] | None = None
 """The last :func:`carried` call's running jobs by identity (the dict keeps them alive, so no
-identity is reused) and its result."""
+identity is reused), its result and the tuple it was given (the same tuple again: the result
+copied, no pass over the jobs)."""
 
 
 def carried(running: tuple[RunningJob, ...]) -> Carried:
@@ -80,18 +81,21 @@ def carried(running: tuple[RunningJob, ...]) -> Carried:
     The jobs gone and new are found with set operations on identities (C-level): a cycle costs
     a few C passes over the running jobs plus Python work for the jobs that changed only."""
     global _last
+    last = _last
+    if last is not None and last[2] is running:  # the same tuple again (the driver hands it while unchanged)
+        prev = last[1]
+        return _remember(last[0], Carried(dict(prev.running), dict(prev.usage), dict(prev.victims)), running)
     by_id = dict(zip(map(_ID, running), running, strict=True))
     if len(by_id) != len(running):  # duplicate ids: the full build decides which counts
         _last = None
         return build(running)
     ident = dict(zip(map(id, running), running, strict=True))
-    last = _last
     if last is None or len(ident) != len(running):  # the same object twice: build anew
-        return _remember(ident, build(running))
-    before, prev = last
+        return _remember(ident, build(running), running)
+    before, prev, _ = last
     new_keys = ident.keys() - before.keys()
     if len(new_keys) * 2 > len(running) + 8:  # mostly new jobs (another caller, a fresh view): build anew
-        return _remember(ident, build(running))
+        return _remember(ident, build(running), running)
     new = [ident[i] for i in new_keys]
     gone = [before[i] for i in before.keys() - ident.keys()]
     usage = dict(prev.usage)
@@ -117,10 +121,10 @@ def carried(running: tuple[RunningJob, ...]) -> Carried:
                 lst = victims[vkey] = lst[:]  # the carried list stays as it was
                 fresh.add(vkey)
             insort(lst, job, key=victim_order)
-    return _remember(ident, Carried(by_id, usage, victims))
+    return _remember(ident, Carried(by_id, usage, victims), running)
 
 
-def _remember(ident: dict[int, RunningJob], out: Carried) -> Carried:
+def _remember(ident: dict[int, RunningJob], out: Carried, running: tuple[RunningJob, ...]) -> Carried:
     global _last
-    _last = (ident, out)
+    _last = (ident, out, running)
     return out

@@ -164,6 +164,7 @@ class Simulation:
             decide=self._decide,
             observer=self,
             cache_views=True,
+            track_jobs=True,  # every effect's job is reported (:meth:`_handle`)
         )
         ordinal: dict[int, int] = {}  # [[jobs]] index -> tasks of it so far (its ``durations`` entry)
         for t in self.scenario.ids.tasks:
@@ -320,7 +321,13 @@ class Simulation:
 
     def _handle(self, effects: Iterable[fx.Effect]) -> None:
         """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
+        changed = self.driver.job_changed
         for effect in effects:
+            named = getattr(effect, "job", None)
+            if named is not None:
+                changed(named.id)
+            elif (named_id := getattr(effect, "job_id", None)) is not None:
+                changed(named_id)
             if isinstance(effect, fx.SaveRank):
                 self.driver.rank_changed(effect.job.id)
             elif isinstance(effect, fx.WakeScheduler):
