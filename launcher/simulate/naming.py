@@ -106,14 +106,14 @@ class JobIds:
         # by the view's identity with C-level passes (set difference, map), and only the views
         # not seen before are named in Python. The cache holds each view (no identity reused).
         running = snapshot.running
-        named, kept = self._named_running, self._running_kept
+        named, alive = self._named_running, self._running_kept
         idents = list(map(id, running))
         for ident in set(idents) - named.keys():
-            j = kept[ident] = running[idents.index(ident)]
+            j = alive[ident] = running[idents.index(ident)]
             named[ident] = replace(j, id=name(j.id))
         if len(named) > 2 * len(running) + 64:  # forget the views gone
             self._named_running = named = {i: named[i] for i in idents}
-            self._running_kept = {i: kept[i] for i in idents}
+            self._running_kept = {i: alive[i] for i in idents}
         running_named = tuple(map(named.__getitem__, idents))
         # A pending job's view is built anew every cycle, but equal to the last one while the job
         # waits unchanged: comparing (well under a microsecond) spares the copy (several). Only
