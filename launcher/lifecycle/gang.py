@@ -67,6 +67,10 @@ class GangRules:
                 # A pending job's next attempt has no ranks until it is admitted. Stores written
                 # before SaveRank carried its attempt may hold the last attempt's ranks under it.
                 job.ranks = {}
+        self.preemptors: dict[str, JobRecord] = {job.id: job for job in self.jobs.values() if job.status.nominated}
+        """Every active job that names victims (``status.nominated`` not empty), and maybe some
+        that no longer do: whoever sets ``nominated`` adds the job (the scans of preemptors look
+        here, not at every active job, and drop the jobs that no longer name victims)."""
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
         self.lost_nodes: dict[str, float] = {}
@@ -98,7 +102,7 @@ class GangRules:
         """
         if job.status.state != JobState.PENDING:
             return False
-        for other in self.jobs.values():
+        for other in self._naming_victims():
             st = other.status
             if st.state != JobState.PENDING or job.id not in st.nominated:
                 continue
@@ -111,7 +115,19 @@ class GangRules:
         return False
 
     def _nominated_by_pending(self, job: JobRecord) -> bool:
-        return any(o.status.state == JobState.PENDING and job.id in o.status.nominated for o in self.jobs.values())
+        return any(o.status.state == JobState.PENDING and job.id in o.status.nominated for o in self._naming_victims())
+
+    def _naming_victims(self) -> list[JobRecord]:
+        """The active jobs whose ``nominated`` is not empty (from :attr:`preemptors`, which
+        forgets the jobs finished or naming no victim): a few, however many jobs are active."""
+        jobs, preemptors = self.jobs, self.preemptors
+        out: list[JobRecord] = []
+        for job_id, job in list(preemptors.items()):
+            if jobs.get(job_id) is job and job.status.nominated:
+                out.append(job)
+            else:
+                del preemptors[job_id]
+        return out
 
     # ----- small helpers --------------------------------------------------------------------
 

@@ -100,6 +100,8 @@ class Lifecycle(DependencyRules):
     def _submitted(self, e: ev.JobSubmitted) -> None:
         job, spec = e.job, e.job.spec
         self.jobs[job.id] = job
+        if job.status.nominated:
+            self.preemptors[job.id] = job
         after = f", dependency {spec.dependency}" if spec.dependency else ""
         self._history(
             job,
@@ -261,6 +263,7 @@ class Lifecycle(DependencyRules):
                 continue
             if tuple(preemptor.status.nominated) != tuple(pre.victims):
                 preemptor.status.nominated = tuple(pre.victims)
+                self.preemptors[preemptor.id] = preemptor
                 self._save(preemptor)
                 self._out.append(
                     fx.RecordDecision(
