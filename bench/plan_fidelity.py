@@ -4,7 +4,8 @@
    rank processes) with two queues in a cohort runs a seeded workload of short ``sleep`` jobs
    (1-2 GPU jobs, 2x2 gangs, job arrays with a ``%N`` cap, high-priority 4-GPU gangs that preempt,
    ``afterok`` dependencies) submitted over time through the API. Then ``labgang history --export``
-   writes the period, ``labgang plan replay FILE --json`` replays it under the same config, and the
+   writes the period under the config the instance ran with (recorded in its store; no
+   ``--config`` given), ``labgang plan replay FILE --json`` replays it, and the
    real waits (read from the store) and the replayed ones are printed side by side per queue,
    p50 and p90, with whether they agree within 10 % or 5 s (issue 28's bound).
 2. **Speed**: synthetic histories of N jobs on 100 nodes of 8 GPUs replayed in process; seconds
@@ -146,11 +147,13 @@ def fidelity(n: int, seed: int, keep: Path | None = None) -> None:
             print(f"fidelity: every job finished after {wall:.0f} s", flush=True)
             export = base / "history.toml"
             cli = [sys.executable, "-m", "labgang.launcher"]
+            # no --config: the export carries the config the instance ran with, recorded in its store
             out = subprocess.run(
-                [*cli, "history", "--export", str(export), "--config", str(base / "cluster.toml")],
-                env=env, capture_output=True, text=True, check=False,
+                [*cli, "history", "--export", str(export)], env=env, capture_output=True, text=True, check=False
             )  # fmt: skip
             print(out.stderr.strip())
+            if "queue policy: the config the instance runs with" not in out.stderr:
+                raise SystemExit("the export did not use the config recorded in the store")
             t0 = time.perf_counter()
             rep = subprocess.run([*cli, "plan", "replay", str(export), "--json"], env=env, capture_output=True,
                                  text=True, check=False)  # fmt: skip
@@ -225,7 +228,10 @@ def synthetic(n: int, nodes: int, seed: int) -> dict[str, Any]:
 def speed(sizes: list[int], seed: int) -> None:
     from labgang.launcher.plan.replay import replay
 
-    print("speed: replay in process, 100 nodes x 8 GPUs, about 90 % load")
+    print(
+        "speed: replay in process, 100 nodes x 8 GPUs, about 90 % load; machine: "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start"
+    )
     done: list[tuple[int, float]] = []
     for n in sizes:
         data = synthetic(n, 100, seed)
@@ -241,6 +247,8 @@ def speed(sizes: list[int], seed: int) -> None:
         )
     if not done:
         return
+    load = os.getloadavg()[0]
+    print(f"  load average {load:.1f} at the end (CPU time inflates under load: compare runs of one session)")
     n, cpu = done[-1]
     if n >= 100_000:
         total = cpu * 100_000 / n

@@ -63,7 +63,9 @@ def coordinator(
     except ConfigError as exc:
         _config_failure("coordinator", exc.source, exc.problems)
     try:
-        asyncio.run(serve(cfg, state_dir, tcp_host=tcp_host, tcp_port=tcp_port))
+        asyncio.run(
+            serve(cfg, state_dir, tcp_host=tcp_host, tcp_port=tcp_port, config_source=str(Path(config_file).resolve()))
+        )
     except (TokenError, RuntimeError, OSError, ValueError) as exc:
         # ValueError: without --state-dir, a broken /etc/labgang/system.toml (named in one line)
         click.echo(f"labgang coordinator: {exc}", err=True)

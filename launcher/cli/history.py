@@ -76,7 +76,8 @@ class WhenType(click.ParamType):
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="With --export: the cluster.toml whose queue policy the file carries (default: the built-in one).",
+    help="With --export: the cluster.toml whose queue policy the file carries (default: the one the instance "
+    "runs with, recorded in the store; else the built-in one).",
 )
 @state_dir_option
 @talks_to_coordinator
@@ -135,7 +136,7 @@ def _export(path: Path, state_dir: Path | None, since: float | None, until: floa
     import tomli_w
     from labgang.launcher.cli.plan import store_scenario
 
-    data, notes, _ = store_scenario(state_dir, since, until, config)
+    data, notes, _, _ = store_scenario(state_dir, since, until, config)
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)

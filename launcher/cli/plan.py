@@ -44,19 +44,21 @@ def _load_config(path: Path) -> Any:
 
 def store_scenario(
     state_dir: Path | None, since: float | None, until: float | None, config_file: Path | None
-) -> tuple[dict[str, Any], list[str], Any]:
+) -> tuple[dict[str, Any], list[str], Any, str]:
     """The scenario of the store's finished jobs submitted in [since, until], the notes to print,
-    and the queue policy used (``--config``'s, else the built-in default).
+    the queue policy used (``--config``'s, else the one recorded in the store by the instance's
+    coordinator when it started, else the built-in default) and that policy's name for messages.
 
     Raises:
         CommandFailed: the store is unreadable, or the period has no finished job (exit 1).
     """
     import os
+    import time
 
     from labgang.launcher.api.discovery import SystemConfigInvalid, find_socket_file
     from labgang.launcher.plan.export import export_scenario
     from labgang.launcher.plan.past import HistoryUnreadable, read_history
-    from labgang.launcher.plan.sources import cluster_nodes, default_policy
+    from labgang.launcher.plan.sources import cluster_nodes, default_policy, recorded_policy
 
     try:  # the store of the instance the other commands reach (the system instance first)
         state_dir = Path(os.path.dirname(find_socket_file(state_dir)))
@@ -76,10 +78,28 @@ def store_scenario(
     notes = [node_note]
     if config_file is not None:
         config = _load_config(config_file)
+        label = str(config_file)
         notes.append(f"queue policy: {config_file}")
     else:
-        config = default_policy(nodes)
-        notes.append("queue policy: the built-in default (one queue 'default' with every GPU); give --config")
+        try:
+            recorded = recorded_policy(paths.db_path(state_dir))
+        except HistoryUnreadable as err:
+            raise CommandFailed(str(err), 1) from None
+        if recorded is not None:
+            config = recorded.config
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recorded.recorded_at))
+            label = f"the recorded config ({recorded.describe()})"
+            notes.append(
+                f"queue policy: the config the instance runs with: {recorded.describe()} (recorded in the store "
+                f"when its coordinator started, {started}); give --config for another"
+            )
+        else:
+            config = default_policy(nodes)
+            label = "the default config"
+            notes.append(
+                "queue policy: the built-in default (one queue 'default' with every GPU): the store records no "
+                "config (its coordinator predates that record); give --config"
+            )
     exported = export_scenario(period.jobs, config, nodes, name="history")
     if exported.dropped_dependencies:
         notes.append(
@@ -88,7 +108,7 @@ def store_scenario(
         )
     if period.unfinished:
         notes.append(f"{period.unfinished} job(s) of the period had not finished: not replayed")
-    return exported.data, notes, config
+    return exported.data, notes, config, label
 
 
 @plan.command("replay")
@@ -168,10 +188,10 @@ def replay_cmd(
             except PlanRefused as err:
                 raise CommandFailed(str(err), 1) from None
     else:
-        data, notes, config = store_scenario(state_dir, since, until, config_file)
+        data, notes, config, label = store_scenario(state_dir, since, until, config_file)
         source = "the store"
         try:
-            data = with_config(data, config, map_queues=map_queues, source=str(config_file or "the default config"))
+            data = with_config(data, config, map_queues=map_queues, source=label)
         except PlanRefused as err:
             raise CommandFailed(str(err), 1) from None
     queue_names = [q["name"] for q in data.get("queues", [])]

@@ -530,6 +530,7 @@ def _up(
                 local_agent=agent,
                 ready=ready,
                 shutdown_reason=SHUTDOWN_REASON,
+                config_source=str(config_file.resolve()) if config_file is not None else None,
             )
         )
     except (RuntimeError, TokenError) as exc:

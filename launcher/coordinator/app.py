@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from labgang.agent.token import read_token
 from labgang.launcher import ratelog
 from labgang.launcher.api import keys
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config_record import record_config
 from labgang.launcher.coordinator import bodylog
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import add_metrics_routes
@@ -177,6 +179,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     ready: Callable[[dict[str, Any]], None] | None = None,
     shutdown_reason: str = "stopped: labgang shut down",
+    config_source: str | None = None,
 ) -> dict[str, list[str]]:
     """Run the coordinator until SIGINT, SIGTERM or SIGHUP (or ``stop`` is set).
 
@@ -196,6 +199,8 @@ async def serve(
         stop: an event that ends the server when set (tests, embedding).
         ready: called once listening with ``{"socket": path, "tcp": (host, port) | None}``.
         shutdown_reason: the history reason of jobs stopped by the shutdown.
+        config_source: the cluster.toml ``config`` was read from (None: the built-in default),
+            recorded with it in the store for ``labgang plan replay`` (:mod:`labgang.launcher.config_record`).
 
     Returns:
         What became of the jobs that held devices at shutdown, by job id lists:
@@ -224,6 +229,10 @@ async def serve(
         app, handle_signals=False, shutdown_timeout=5.0, access_log=log if log.isEnabledFor(logging.DEBUG) else None
     )
     await runner.setup()
+    try:  # for `labgang plan replay` without --config; the coordinator runs without it
+        record_config(app[keys.STORE], config, config_source, time.time())
+    except sqlite3.Error as exc:
+        log.warning("cannot record the config in the store (plan replay will not find it): %s", exc)
     sock_path = paths.socket_path(directory)
     _prepare_socket_path(sock_path)
     unix_site = GuardedUnixSite(runner, str(sock_path), guard=app[keys.GUARD])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Protocol
 
 from labgang.launcher.lifecycle import effects as fx
@@ -150,7 +150,15 @@ class CycleDriver:
         cache_views: keep each running job's view until its status, spec or ranks change (its
             rank changes must be reported with :meth:`rank_changed`); without it every snapshot
             builds them anew.
+        track_jobs: keep the jobs holding devices and the pending ones up to date from the jobs
+            reported changed (:meth:`job_changed`, :meth:`rank_changed`) instead of scanning
+            every active job each cycle: the caller must report every job an effect names (and
+            every job it changes without effects). Needs ``cache_views``.
     """
+
+    verify_tracking = False
+    """Tests set it: each tracked split is compared with a full scan (``AssertionError`` on a
+    difference: a change that was not reported)."""
 
     def __init__(
         self,
@@ -165,6 +173,7 @@ class CycleDriver:
         remembered: Remembered | None = None,
         observer: CycleObserver | None = None,
         cache_views: bool = False,
+        track_jobs: bool = False,
     ) -> None:
         self.model = model
         self.clock = clock
@@ -181,12 +190,56 @@ class CycleDriver:
         self._views: dict[str, tuple[JobStatus, JobSpec, int, int, RunningJob]] = {}
         self._ranks_changed: set[str] = set()
         self._capacity: tuple[tuple[Node, ...], dict[str, int]] | None = None
+        # the last snapshot's running views: handed out again (the same tuple) while they are the
+        # same objects, so the scheduler's per-cycle memos can tell "nothing changed" by identity
+        self._running: tuple[RunningJob, ...] = ()
+        self._track = track_jobs and cache_views
+        self._dirty: set[str] = set()  # jobs reported changed since the last split
+        self._holding: dict[str, JobRecord] = {}  # tracked: jobs holding devices, by id
+        self._pending: dict[str, JobRecord] = {}  # tracked: pending jobs, by id
+        self._holding_sorted: list[JobRecord] | None = []  # the holding jobs in submission order
+        self._view_check: set[str] = set()  # tracked: jobs reported changed since the last snapshot
+        self._running_from: list[JobRecord] | None = None  # tracked: the holding list of ``_running``
+        if self._track:
+            self._dirty.update(model.jobs)
 
     # ----- the snapshot ---------------------------------------------------------------------
 
     def rank_changed(self, job_id: str) -> None:
         """A rank of job ``job_id`` changed (a ``SaveRank`` effect): its cached view is stale."""
         self._ranks_changed.add(job_id)
+        self._dirty.add(job_id)
+
+    def job_changed(self, job_id: str) -> None:
+        """Job ``job_id`` may have changed (an effect names it: submitted, saved, finished...):
+        with ``track_jobs``, the next split looks at it again."""
+        self._dirty.add(job_id)
+
+    def _tracked(self) -> tuple[list[JobRecord], list[JobRecord]]:
+        """The jobs holding devices and the pending ones, in submission order, updated for the
+        jobs reported changed (the work grows with them, not with the active jobs)."""
+        if self._dirty:
+            jobs, holding, pending = self.model.jobs, self._holding, self._pending
+            pending_state = JobState.PENDING
+            for job_id in self._dirty:
+                was_holding = holding.pop(job_id, None) is not None
+                pending.pop(job_id, None)
+                job = jobs.get(job_id)
+                now_holding = False
+                if job is not None:
+                    state = job.status.state
+                    if state in _HOLDING:
+                        holding[job_id] = job
+                        now_holding = True
+                    elif state is pending_state:
+                        pending[job_id] = job
+                if was_holding or now_holding:
+                    self._holding_sorted = None
+            self._view_check |= self._dirty
+            self._dirty.clear()
+        if self._holding_sorted is None:
+            self._holding_sorted = sorted(self._holding.values(), key=_SEQ)
+        return self._holding_sorted, sorted(self._pending.values(), key=_SEQ)
 
     def split(self, now: float, nodes: tuple[Node, ...]) -> tuple[list[JobRecord], ArrayGate]:
         """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
@@ -196,12 +249,20 @@ class CycleDriver:
         waiting: list[JobRecord] = []
         admissible = self.model.admissible
         pending_state = JobState.PENDING
-        for job in sorted(self.model.jobs.values(), key=_SEQ):
-            state = job.status.state
-            if state in _HOLDING:
-                holding.append(job)
-            elif state is pending_state and admissible(job, now):
-                waiting.append(job)
+        if self._track:
+            holding, pending = self._tracked()
+            waiting = [job for job in pending if admissible(job, now)]
+            if self.verify_tracking:
+                full = sorted(self.model.jobs.values(), key=_SEQ)
+                assert holding == [j for j in full if j.status.state in _HOLDING], "holding jobs not tracked"
+                assert pending == [j for j in full if j.status.state is pending_state], "pending jobs not tracked"
+        else:
+            for job in sorted(self.model.jobs.values(), key=_SEQ):
+                state = job.status.state
+                if state in _HOLDING:
+                    holding.append(job)
+                elif state is pending_state and admissible(job, now):
+                    waiting.append(job)
         return holding, gate_pending(waiting, holding, self._capacity_of(nodes), queue_caps(self.cluster.queues()))
 
     def _capacity_of(self, nodes: tuple[Node, ...]) -> dict[str, int]:
@@ -219,7 +280,9 @@ class CycleDriver:
         """The scheduler's snapshot at ``now`` of :meth:`split`'s result."""
         cluster, memory = self.cluster, self.memory
         tenant = cluster.tenant
-        if self._cache_views:
+        if self._track:
+            running_views = self._tracked_views(holding)
+        elif self._cache_views:
             views, changed = self._views, self._ranks_changed
             running: list[RunningJob] = []
             for job in holding:
@@ -238,15 +301,24 @@ class CycleDriver:
                     running.append(self._running_view(job))
                 else:
                     running.append(hit[4])
+            last = self._running
+            if len(last) == len(running) and all(map(is_, last, running)):
+                running_views = last
+            else:
+                running_views = self._running = tuple(running)
+                if len(views) > 2 * len(running_views) + 64:  # forget the views of jobs gone
+                    kept = {j.id for j in holding}
+                    self._views = {i: v for i, v in views.items() if i in kept}
+                    self._ranks_changed &= kept  # a job not holding devices has no view to mark stale
         else:
-            running = [running_job(job, tenant(job.spec)) for job in holding]
+            running_views = tuple(running_job(job, tenant(job.spec)) for job in holding)
         held = memory.held
         pending: list[PendingJob] = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
         return Snapshot(
             now=now,
             nodes=nodes,
             queues=cluster.queues(),
-            running=tuple(running),
+            running=running_views,
             pending=tuple(pending),
             unavailable=cluster.unavailable(holding),
             cohorts=cluster.cohorts(),
@@ -254,6 +326,26 @@ class CycleDriver:
             tenants=memory.tenants(),
             gpu_sharing=cluster.gpu_sharing(),
         )
+
+    def _tracked_views(self, holding: list[JobRecord]) -> tuple[RunningJob, ...]:
+        """The running views of ``holding`` (a :meth:`_tracked` list): the last tuple again when
+        no job was reported changed since, else the changed jobs' views checked
+        (:meth:`_running_view`) and the others' taken from the cache."""
+        check = self._view_check
+        if holding is self._running_from and not check:
+            return self._running
+        views, view = self._views, self._running_view
+        running = [view(job) if job.id in check or job.id not in views else views[job.id][4] for job in holding]
+        check.clear()
+        last = self._running
+        if len(last) != len(running) or not all(map(is_, last, running)):
+            last = self._running = tuple(running)
+            if len(views) > 2 * len(last) + 64:  # forget the views of jobs gone
+                kept = {j.id for j in holding}
+                self._views = {i: v for i, v in views.items() if i in kept}
+                self._ranks_changed &= kept
+        self._running_from = holding
+        return last
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the record

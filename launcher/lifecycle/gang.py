@@ -79,6 +79,10 @@ class GangRules:
         self.jobs = jobs
         self._ctx = ctx
         self._retire = retire
+        self.preemptors: dict[str, JobRecord] = {job.id: job for job in jobs.values() if job.status.nominated}
+        """Every active job that names victims (``status.nominated`` not empty), and maybe some
+        that no longer do: whoever sets ``nominated`` adds the job (the scans of preemptors look
+        here, not at every active job, and drop the jobs that no longer name victims)."""
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -101,7 +105,7 @@ class GangRules:
         """
         if job.status.state != JobState.PENDING:
             return False
-        for other in self.jobs.values():
+        for other in self._naming_victims():
             st = other.status
             if st.state != JobState.PENDING or job.id not in st.nominated:
                 continue
@@ -114,7 +118,19 @@ class GangRules:
         return False
 
     def _nominated_by_pending(self, job: JobRecord) -> bool:
-        return any(o.status.state == JobState.PENDING and job.id in o.status.nominated for o in self.jobs.values())
+        return any(o.status.state == JobState.PENDING and job.id in o.status.nominated for o in self._naming_victims())
+
+    def _naming_victims(self) -> list[JobRecord]:
+        """The active jobs whose ``nominated`` is not empty (from :attr:`preemptors`, which
+        forgets the jobs finished or naming no victim): a few, however many jobs are active."""
+        jobs, preemptors = self.jobs, self.preemptors
+        out: list[JobRecord] = []
+        for job_id, job in list(preemptors.items()):
+            if jobs.get(job_id) is job and job.status.nominated:
+                out.append(job)
+            else:
+                del preemptors[job_id]
+        return out
 
     # ----- small helpers --------------------------------------------------------------------
 

@@ -108,6 +108,12 @@ class Lifecycle:
         return self._deps.admissible(job, now)
 
     @property
+    def preemptors(self) -> dict[str, JobRecord]:
+        """Active jobs that name victims, by id (:attr:`GangRules.preemptors`; may still hold a few
+        that no longer do until the next scan drops them)."""
+        return self._gang.preemptors
+
+    @property
     def held(self) -> dict[str, str]:
         """Pending jobs not offered to the scheduler because of their dependency: id -> why."""
         return self._deps.held
@@ -172,6 +178,8 @@ class Lifecycle:
     def _submitted(self, e: ev.JobSubmitted) -> None:
         job, spec = e.job, e.job.spec
         self.jobs[job.id] = job
+        if job.status.nominated:
+            self._gang.preemptors[job.id] = job
         after = f", dependency {spec.dependency}" if spec.dependency else ""
         self._ctx.history(
             job,
@@ -333,6 +341,7 @@ class Lifecycle:
                 continue
             if tuple(preemptor.status.nominated) != tuple(pre.victims):
                 preemptor.status.nominated = tuple(pre.victims)
+                self._gang.preemptors[preemptor.id] = preemptor
                 self._ctx.save(preemptor)
                 self._ctx.emit(
                     fx.RecordDecision(

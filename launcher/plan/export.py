@@ -16,29 +16,42 @@ is dropped (counted in :attr:`Exported.dropped_dependencies`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import tomli_w
+from labgang.launcher.accounts import user_groups
 from labgang.launcher.arrays import fold
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.dependency import parse_dependency
+from labgang.launcher.lifecycle.records import JobSpec
 from labgang.launcher.model import GPU
 from labgang.launcher.plan.past import PastJob
-from labgang.launcher.queue_schema import CohortModel, QueueModel
+from labgang.launcher.queue_schema import CohortModel, QueueModel, TenantModel
 
 _ID_IN_DEPENDENCY = re.compile(r"(?<=:)([0-9]+(?:_[0-9]+)?)")
 
 
 @dataclass(frozen=True)
 class NodeShape:
-    """One node of the exported cluster: ``gpus`` whole GPUs of ``model``."""
+    """One node of the exported cluster: ``gpus`` whole GPUs of ``model``; with ``mig`` (a MIG
+    profile such as ``1g.10gb``), ``gpus`` GPUs each holding one MIG device of that profile."""
 
     name: str
     gpus: int
     model: str = ""
+    mig: str = ""
+
+    def table(self) -> dict[str, Any]:
+        """Its ``[[nodes]]`` table."""
+        out: dict[str, Any] = {"name": self.name, "gpus": self.gpus}
+        if self.model:
+            out["model"] = self.model
+        if self.mig:
+            out["mig"] = [self.mig]
+        return out
 
 
 @dataclass
@@ -69,7 +82,8 @@ def scenario_id(job_id: str) -> str:
 
 def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     """The scenario tables of a ``cluster.toml``'s queue policy: ``queues``, ``cohorts``,
-    ``priority_classes``, ``sharing`` and ``[scenario]``'s fair-sharing keys (under ``"scenario"``)."""
+    ``priority_classes``, ``sharing``, ``tenants`` (with admission fair sharing only: a scenario
+    takes them only then) and ``[scenario]``'s fair-sharing keys (under ``"scenario"``)."""
     queue_keys = set(QueueModel.model_fields)
     cohort_keys = set(CohortModel.model_fields)
     out: dict[str, Any] = {
@@ -87,6 +101,12 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
         out["priority_classes"] = dict(config.priority_classes)
     if config.gpu_sharing().enabled:  # shares of a card (docs/sharing.md)
         out["sharing"] = config.sharing.model_dump(mode="json", exclude_defaults=True)
+    if config.admission_fair_sharing is not None and config.tenants:  # a scenario takes tenants only then
+        tenant_keys = set(TenantModel.model_fields)
+        out["tenants"] = [
+            t.model_dump(mode="json", include=tenant_keys, exclude_defaults=True) | {"name": t.name, "queue": t.queue}
+            for t in config.tenants
+        ]
     meta: dict[str, Any] = {}
     if config.fair_sharing:
         meta["fair_sharing"] = True
@@ -98,9 +118,11 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     return out
 
 
-def _job_table(job: PastJob, submit: float, typical_stop: float | None) -> dict[str, Any]:
+def _job_table(job: PastJob, submit: float, typical_stop: float | None, tenant: str | None) -> dict[str, Any]:
     spec = job.spec
     table: dict[str, Any] = {"id": scenario_id(job.id), "queue": spec.queue}
+    if tenant is not None:
+        table["tenant"] = tenant
     if spec.groups:  # a job of groups (docs/job-groups.md): its groups, in the scenario's form
         table["groups"] = [_group_table(g) for g in spec.groups]
         if spec.colocate:
@@ -166,8 +188,14 @@ def export_scenario(
     *,
     name: str = "history",
     description: str = "",
+    groups_of: Callable[[int], Iterable[str]] = user_groups,
 ) -> Exported:
     """The scenario of ``jobs`` (in submission order) on ``nodes`` under ``config``'s queue policy.
+
+    With admission fair sharing in ``config``, each job's table names its ``tenant``: the first
+    of ``config``'s tenants of its queue that matches its user or one of the groups
+    ``groups_of(uid)`` gives (the user's groups on this machine now, as the coordinator looks
+    them up); none: the queue's default tenant, and no key.
 
     Raises:
         ValueError: ``jobs`` is empty (a history with no finished jobs).
@@ -193,10 +221,20 @@ def export_scenario(
     for array_id, tasks in tasks_by_array.items():
         if len(tasks) != tasks[0].spec.array.count:  # type: ignore[union-attr]
             known.discard(array_id)
+    with_tenants = config.admission_fair_sharing is not None and bool(config.tenants)
+    groups: dict[int, tuple[str, ...]] = {}
+
+    def tenant_of(spec: JobSpec) -> str | None:
+        if not with_tenants:
+            return None
+        if spec.uid not in groups:
+            groups[spec.uid] = tuple(groups_of(spec.uid))
+        return config.tenant_of(spec.queue, spec.user, groups[spec.uid])
+
     stops = sorted(j.stop_s for j in jobs if j.stop_s is not None)
     typical_stop = stops[(len(stops) - 1) // 2] if stops else None
     out = Exported({"scenario": meta}, t0)
-    out.data["nodes"] = [{"name": n.name, "gpus": n.gpus, **({"model": n.model} if n.model else {})} for n in nodes]
+    out.data["nodes"] = [n.table() for n in nodes]
     out.data.update(policy)
     tables: list[dict[str, Any]] = []
     done_arrays: set[str] = set()
@@ -205,7 +243,7 @@ def export_scenario(
         array = job.spec.array
         if array is not None and array.array_id in done_arrays:
             continue
-        table = _job_table(job, job.submit - t0, typical_stop)
+        table = _job_table(job, job.submit - t0, typical_stop, tenant_of(job.spec))
         if array is not None:
             done_arrays.add(array.array_id)
             tasks = sorted(tasks_by_array[array.array_id], key=lambda t: t.spec.array.index)  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.model import GPU
 
 ENDED = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
 
@@ -71,12 +72,14 @@ class PastPeriod:
         never_ran: ended jobs of the period that never held devices (cancelled while pending).
         devices: node -> device UUIDs seen in the store's rank rows (every attempt of every job):
             the cluster as far as the history shows it.
+        mig_resources: MIG device UUID -> its resource (``mig-1g.10gb``), from the jobs that held it.
     """
 
     jobs: list[PastJob]
     unfinished: int
     never_ran: int
     devices: dict[str, set[str]]
+    mig_resources: dict[str, str] = field(default_factory=dict)
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
@@ -126,9 +129,16 @@ def read_history(path: Path, since: float | None = None, until: float | None = N
         ):
             events[job_id].append((at, event))
         devices: dict[str, set[str]] = defaultdict(set)
+        resources: dict[str, str] = {}
         ranks: dict[tuple[str, int], int] = defaultdict(int)
-        for job_id, attempt, node, devs in db.execute("SELECT job_id, attempt, node, devices FROM ranks"):
-            devices[node].update(json.loads(devs))
+        for job_id, attempt, node, devs, resource in db.execute(
+            "SELECT r.job_id, r.attempt, r.node, r.devices, json_extract(j.spec, '$.resource') "
+            "FROM ranks r LEFT JOIN jobs j ON j.id = r.job_id"
+        ):
+            uuids = json.loads(devs)
+            devices[node].update(uuids)
+            if resource is not None and resource != GPU:  # a MIG device: one per rank of a MIG job
+                resources.update(dict.fromkeys(uuids, resource))
             ranks[(job_id, attempt)] += 1
     except sqlite3.Error as err:
         raise HistoryUnreadable(f"cannot read the labgang store {path}: {err}") from None
@@ -156,7 +166,7 @@ def read_history(path: Path, since: float | None = None, until: float | None = N
         )
         _waits(job, events.get(job_id, []))
         jobs.append(job)
-    return PastPeriod(jobs, unfinished, never_ran, dict(devices))
+    return PastPeriod(jobs, unfinished, never_ran, dict(devices), resources)
 
 
 def _waits(job: PastJob, events: list[tuple[float, str]]) -> None:

@@ -81,7 +81,8 @@ def history_queues(data: dict[str, Any]) -> list[str]:
 
 
 def with_config(data: dict[str, Any], config: ClusterConfig, *, map_queues: bool, source: str) -> dict[str, Any]:
-    """``data`` with ``config``'s queue policy (queues, cohorts, priority classes, fair sharing).
+    """``data`` with ``config``'s queue policy (queues, cohorts, priority classes, fair sharing,
+    tenants). A job keeps its ``tenant`` only where ``config`` defines that tenant for its queue.
 
     Args:
         map_queues: replay jobs of queues ``config`` lacks in its ``default_queue``.
@@ -96,7 +97,7 @@ def with_config(data: dict[str, Any], config: ClusterConfig, *, map_queues: bool
     for key in ("fair_sharing", "fair_preemption", "admission_fair_sharing"):
         meta.pop(key, None)
     meta.update(policy.pop("scenario"))
-    for key in ("queues", "cohorts", "priority_classes", "sharing"):
+    for key in ("queues", "cohorts", "priority_classes", "sharing", "tenants"):
         out.pop(key, None)
     out.update(policy)
     known = {q.name for q in config.queues}
@@ -107,9 +108,12 @@ def with_config(data: dict[str, Any], config: ClusterConfig, *, map_queues: bool
             f"of the history (it has {', '.join(sorted(known))}); give --map-queues to replay "
             f"those jobs in its default queue {config.default_queue!r}"
         )
+    tenants = {(t["queue"], t["name"]) for t in out.get("tenants", [])}
     for job in out.get("jobs", []):
         if job["queue"] not in known:
             job["queue"] = config.default_queue
+        if "tenant" in job and (job["queue"], job["tenant"]) not in tenants:
+            del job["tenant"]  # a tenant the new policy lacks: its queue's default tenant
     return out
 
 
@@ -130,7 +134,7 @@ def with_cluster(data: dict[str, Any], change: ClusterChange) -> dict[str, Any]:
         if name not in names:
             raise PlanRefused(f"--remove-node: no node {name!r} in the cluster; allowed: {', '.join(names)}")
     nodes = [n for n in nodes if n["name"] not in change.remove]
-    per_node = change.node_gpus or max((n["gpus"] for n in nodes), default=8)
+    per_node = change.node_gpus or max((n["gpus"] for n in nodes if not n.get("mig")), default=8)
     taken = {n["name"] for n in nodes}
     k = 0
     for _ in range(change.add_nodes):

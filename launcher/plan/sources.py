@@ -4,22 +4,25 @@
   one answers on the state directory's socket; else the nodes and devices the store's rank rows
   show (every device some job was given), which may undercount GPUs no job ever used. Either
   way a note says which.
-- **Queue policy**: ``--config CLUSTER.toml``; without it, the built-in default ``labgang up``
-  uses without ``--config``: one queue ``default`` whose nominal quota is every GPU
-  (:meth:`ClusterConfig.default_for`).
+- **Queue policy**: ``--config CLUSTER.toml``; without it, the config the instance's coordinator
+  recorded in the store when it started (:mod:`labgang.launcher.config_record`); for a store
+  that records none, the built-in default ``labgang up`` uses without ``--config``: one queue
+  ``default`` whose nominal quota is every GPU (:meth:`ClusterConfig.default_for`).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config_record import RecordedConfig, read_recorded
 from labgang.launcher.model import GPU
 from labgang.launcher.plan.export import NodeShape
-from labgang.launcher.plan.past import PastPeriod
+from labgang.launcher.plan.past import HistoryUnreadable, PastPeriod, open_read_only
 
 
 @dataclass(frozen=True)
@@ -52,24 +55,66 @@ def cluster_nodes(state_dir: Path | None, period: PastPeriod) -> tuple[list[Node
         for node in listed:
             devices = node.get("devices") or []
             gpus = [d for d in devices if d.get("resource") == GPU]
-            mig += len(devices) - len(gpus)
             if gpus:
                 shapes.append(NodeShape(node["name"], len(gpus), gpus[0].get("model") or ""))
+            migs = [(d.get("resource") or "", d.get("model") or "") for d in devices if d.get("resource") != GPU]
+            mig += len(migs)
+            shapes.extend(mig_shapes(node["name"], migs))
         if shapes:
-            left_out = f"; its {mig} MIG device(s) are not replayed (whole GPUs only)" if mig else ""
-            return shapes, f"cluster: the running coordinator's {len(shapes)} node(s){left_out}"
-    whole = {name: [d for d in devs if not d.startswith("MIG-")] for name, devs in sorted(period.devices.items())}
-    shapes = [NodeShape(name, len(devs)) for name, devs in whole.items() if devs]
+            with_mig = f" ({mig} MIG device(s) as nodes NAME~PROFILE)" if mig else ""
+            return shapes, f"cluster: the running coordinator's {len(listed)} node(s){with_mig}"
+    shapes = []
+    mig = 0
+    for name, devs in sorted(period.devices.items()):
+        whole = [d for d in devs if d not in period.mig_resources]
+        if whole:
+            shapes.append(NodeShape(name, len(whole)))
+        migs = [(period.mig_resources[d], "") for d in sorted(devs) if d in period.mig_resources]
+        mig += len(migs)
+        shapes.extend(mig_shapes(name, migs))
+    with_mig = f", {mig} of them MIG devices (as nodes NAME~PROFILE)" if mig else ""
     return shapes, (
-        f"cluster: {len(shapes)} node(s) with the GPUs the history's jobs were given "
-        "(no coordinator answered; GPUs no job used are not counted; change with --gpus or edit the file)"
+        f"cluster: {len(period.devices)} node(s) with the devices the history's jobs were given{with_mig} "
+        "(no coordinator answered; devices no job used are not counted; change with --gpus or edit the file)"
     )
 
 
+def mig_shapes(node: str, devices: Iterable[tuple[str, str]]) -> list[NodeShape]:
+    """The scenario nodes standing for ``node``'s MIG devices, given as ``(resource, model)``
+    pairs (resource ``mig-1g.10gb``): one node ``NODE~PROFILE`` per profile, each of its ``gpus``
+    holding one device of that profile, so the replay has as many devices of each profile as
+    the node. Which devices share a physical GPU is not kept (the API does not say; a MIG job
+    takes one device per rank, so placement does not depend on it)."""
+    counts: Counter[tuple[str, str]] = Counter(devices)
+    profiles: dict[str, tuple[int, str]] = {}
+    for (resource, model), n in counts.items():
+        profile = resource.removeprefix("mig-")
+        have, first_model = profiles.get(profile, (0, model))
+        profiles[profile] = (have + n, first_model or model)
+    return [NodeShape(f"{node}~{p}", n, model, mig=p) for p, (n, model) in sorted(profiles.items())]
+
+
 def default_policy(nodes: Iterable[NodeShape]) -> ClusterConfig:
-    """The built-in default config for ``nodes`` (one queue ``default`` holding every GPU)."""
+    """The built-in default config for ``nodes`` (one queue ``default`` holding every GPU and
+    MIG device)."""
     counts: Counter[str] = Counter()
     for node in nodes:
-        counts[GPU] += node.gpus
-    inventory = _Inventory(tuple(_Device(GPU) for _ in range(counts[GPU])))
+        counts[f"mig-{node.mig}" if node.mig else GPU] += node.gpus
+    inventory = _Inventory(tuple(_Device(resource) for resource, n in counts.items() for _ in range(n)))
     return ClusterConfig.default_for(inventory)
+
+
+def recorded_policy(db_path: Path) -> RecordedConfig | None:
+    """The config the instance's coordinator recorded in the store at ``db_path`` when it started
+    (:mod:`labgang.launcher.config_record`), or None when it recorded none.
+
+    Raises:
+        HistoryUnreadable: the store cannot be read.
+    """
+    db = open_read_only(db_path)
+    try:
+        return read_recorded(db)
+    except sqlite3.Error as err:
+        raise HistoryUnreadable(f"cannot read the labgang store {db_path}: {err}") from None
+    finally:
+        db.close()

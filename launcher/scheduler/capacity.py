@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from operator import attrgetter
 from typing import Any
 
 from labgang.launcher.model import JobRequest
@@ -151,8 +152,13 @@ def _static_layout(nodes: tuple[Node, ...]) -> _Layout:
     return layout
 
 
-_last_owners: tuple[_Layout, frozenset[str], tuple[RunningJob, ...], set[int], list[str | None]] | None = None
-"""The last :func:`_owners` result without overlapping claims, with what it was made from."""
+_ID = attrgetter("id")
+_REQUEST = attrgetter("request")
+_EXCLUSIVE = attrgetter("exclusive")
+
+_last_owners: tuple[_Layout, frozenset[str], dict[int, RunningJob], list[str | None]] | None = None
+"""The last :func:`_owners` result without overlapping claims, with what it was made from (the
+running jobs by identity: the dict keeps them alive, so no identity is reused)."""
 
 
 def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> list[str | None]:
@@ -162,29 +168,28 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
     A pure memo on the previous call (as :func:`_static_layout`): consecutive cycles differ by a
     few running jobs, so when the layout and the unavailable devices are the same objects'
     worth, the previous owners are updated for the jobs gone and the jobs new (compared by
-    identity; the previous tuple is kept, so no identity is reused). A new job claiming a device
-    another job owns (an overlap, where snapshot order would decide) makes it build anew, and a
-    result with overlaps is never kept, so the answer is always the full build's.
+    identity, found with set operations; the previous jobs are kept, so no identity is reused).
+    A new job claiming a device another job owns (an overlap, where snapshot order would
+    decide) makes it build anew, and a result with overlaps is never kept, so the answer is
+    always the full build's.
     """
     global _last_owners
     pos = layout.pos
     running = snapshot.running
+    ident = dict(zip(map(id, running), running, strict=True))
     last = _last_owners
-    if last is not None and last[0] is layout and last[1] == snapshot.unavailable:
-        before, before_ids = last[2], last[3]
-        owner = last[4][:]
-        now_ids = set(map(id, running))
-        for job in before:
-            if id(job) not in now_ids:
-                for rp in job.placement:
-                    for u in rp.devices:
-                        d = pos.get(u)
-                        if d is not None:
-                            owner[d] = UNAVAILABLE if unavailable[d] else None
+    if last is not None and last[0] is layout and last[1] == snapshot.unavailable and len(ident) == len(running):
+        before = last[2]
+        owner = last[3][:]
+        for i in before.keys() - ident.keys():
+            for rp in before[i].placement:
+                for u in rp.devices:
+                    d = pos.get(u)
+                    if d is not None:
+                        owner[d] = UNAVAILABLE if unavailable[d] else None
         clean = True
-        for job in running:
-            if id(job) in before_ids:
-                continue
+        for i in ident.keys() - before.keys():
+            job = ident[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
@@ -192,8 +197,8 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
                         if owner[d] is not None and owner[d] is not UNAVAILABLE:
                             clean = False
                         owner[d] = job.id
-        if clean and len(now_ids) == len(running):
-            _last_owners = (layout, snapshot.unavailable, running, now_ids, owner)
+        if clean:
+            _last_owners = (layout, snapshot.unavailable, ident, owner)
             return owner[:]
     owner = [UNAVAILABLE if u else None for u in unavailable]
     clean = True
@@ -205,8 +210,7 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
                     if owner[d] is not None and owner[d] is not UNAVAILABLE:
                         clean = False
                     owner[d] = job.id
-    ids = set(map(id, running))
-    _last_owners = (layout, snapshot.unavailable, running, ids, owner) if clean and len(ids) == len(running) else None
+    _last_owners = (layout, snapshot.unavailable, ident, owner) if clean and len(ident) == len(running) else None
     return owner[:]
 
 
@@ -246,9 +250,12 @@ class DeviceBook:
         self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
         # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
-        self.requests: dict[str, JobRequest] = {j.id: j.request for j in snapshot.pending}
-        self.requests.update((j.id, j.request) for j in snapshot.running)
-        self.exclusive_known = any(r.exclusive for r in self.requests.values())
+        # (built with C-level map/zip: this runs over every pending and running job every cycle)
+        self.requests: dict[str, JobRequest] = dict(
+            zip(map(_ID, snapshot.pending), map(_REQUEST, snapshot.pending), strict=True)
+        )
+        self.requests.update(zip(map(_ID, snapshot.running), map(_REQUEST, snapshot.running), strict=True))
+        self.exclusive_known = any(map(_EXCLUSIVE, self.requests.values()))
         self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
         self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
 

@@ -166,6 +166,25 @@ class CohortTree:
         return out
 
 
+_last_tree: tuple[tuple[QueueSpec, ...], tuple[CohortSpec, ...], CohortTree] | None = None
+"""The last tree :func:`_tree_of` built, with the tuples it was built from."""
+
+
+def _tree_of(queues: Iterable[QueueSpec], cohorts: Iterable[CohortSpec]) -> CohortTree:
+    """``CohortTree(queues, cohorts)``, reused while callers pass the very same tuples (the
+    coordinator and the simulator keep one queues tuple and one cohorts tuple until the config
+    changes, and every cycle builds its books from them). A pure memo: a tree is never changed
+    after it is built, and the specs are frozen."""
+    global _last_tree
+    last = _last_tree
+    if last is not None and last[0] is queues and last[1] is cohorts:
+        return last[2]
+    tree = CohortTree(queues, cohorts)
+    if isinstance(queues, tuple) and isinstance(cohorts, tuple):
+        _last_tree = (queues, cohorts, tree)
+    return tree
+
+
 class QuotaBook:
     """Mutable usage of every queue and cohort of a :class:`CohortTree`, for one working copy.
 
@@ -185,7 +204,7 @@ class QuotaBook:
         cohorts: Iterable[CohortSpec] = (),
         tree: CohortTree | None = None,
     ) -> None:
-        self.tree = tree if tree is not None else CohortTree(queues, cohorts)
+        self.tree = tree if tree is not None else _tree_of(queues, cohorts)
         self.queues: dict[str, QueueSpec] = self.tree.queues
         self._usage: dict[tuple[int, str], int] = {}
         for (queue, res), n in sorted(usage.items()):

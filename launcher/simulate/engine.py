@@ -84,6 +84,9 @@ SIM_POLICY = LifecyclePolicy(
 _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 """Reasons the lifecycle model gives a pending job its dependency holds (a cycle gives the others)."""
 
+_JOB_SAVED = (fx.SaveStatus, fx.SaveSpec, fx.AddHistory)
+"""Effects (the store's) the simulation carries out by noting that their job changed, nothing more."""
+
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
 
@@ -169,6 +172,7 @@ class Simulation:
             decide=self._decide,
             observer=self,
             cache_views=True,
+            track_jobs=True,  # every effect's job is reported (:meth:`_handle`)
         )
         ordinal: dict[int, int] = {}  # [[jobs]] index -> tasks of it so far (its ``durations`` entry)
         for t in self.scenario.ids.tasks:
@@ -325,7 +329,18 @@ class Simulation:
 
     def _handle(self, effects: Iterable[fx.Effect]) -> None:
         """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
+        changed = self.driver.job_changed
         for effect in effects:
+            if isinstance(effect, _JOB_SAVED):  # most effects: the job changed, nothing else to do here
+                changed(effect.job.id)
+                continue
+            if isinstance(effect, fx.SaveAttempt):  # the store's accounting: nothing to do here
+                continue
+            named = getattr(effect, "job", None)
+            if named is not None:
+                changed(named.id)
+            elif (named_id := getattr(effect, "job_id", None)) is not None:
+                changed(named_id)
             if isinstance(effect, fx.SaveRank):
                 self.driver.rank_changed(effect.job.id)
             elif isinstance(effect, fx.WakeScheduler):

@@ -22,7 +22,7 @@ from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDepende
 from labgang.launcher.lifecycle.records import ArrayTask
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.scheduler.decisions import CycleResult
-from labgang.launcher.scheduler.snapshot import RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 
 if TYPE_CHECKING:
     from labgang.launcher.simulate.scenario import JobModel
@@ -73,8 +73,12 @@ class JobIds:
     arrays: dict[str, list[str]] = field(default_factory=dict)
     model_names: dict[str, str] = field(default_factory=dict)
     _model_ids: dict[str, str] = field(default_factory=dict)  # name (array names too) -> the coordinator's id
-    # coordinator's id -> (a running view, the same view named): a job's view is rebuilt only when it changes
-    _named_running: dict[str, tuple[RunningJob, RunningJob]] = field(default_factory=dict, compare=False, repr=False)
+    # id() of a running view -> the same view named: a job's view is named again only when it changes
+    _named_running: dict[int, RunningJob] = field(default_factory=dict, compare=False, repr=False)
+    # id() of a running view -> the view (kept alive while named above, so no identity is reused)
+    _running_kept: dict[int, RunningJob] = field(default_factory=dict, compare=False, repr=False)
+    # coordinator's id -> (a pending view, the same view named), for the jobs pending at the last cycle
+    _named_pending: dict[str, tuple[PendingJob, PendingJob]] = field(default_factory=dict, compare=False, repr=False)
 
     def members(self, name: str) -> list[str]:
         """The jobs a name covers: an array's every task, else the job itself (``[]`` when unknown)."""
@@ -98,20 +102,33 @@ class JobIds:
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
 
-        cache = self._named_running
-        running: list[RunningJob] = []
-        for j in snapshot.running:  # every job holding devices, every cycle: one loop, no call on a hit
-            hit = cache.get(j.id)
-            if hit is None or hit[0] is not j:
-                hit = cache[j.id] = (j, replace(j, id=name(j.id)))
-            running.append(hit[1])
-        return replace(
-            snapshot,
-            running=tuple(running),
-            pending=tuple(
-                replace(j, id=name(j.id), nominated=tuple(name(v) for v in j.nominated)) for j in snapshot.pending
-            ),
-        )
+        # The driver hands mostly the same view objects cycle after cycle: the named view is found
+        # by the view's identity with C-level passes (set difference, map), and only the views
+        # not seen before are named in Python. The cache holds each view (no identity reused).
+        running = snapshot.running
+        named, alive = self._named_running, self._running_kept
+        idents = list(map(id, running))
+        for ident in set(idents) - named.keys():
+            j = alive[ident] = running[idents.index(ident)]
+            named[ident] = replace(j, id=name(j.id))
+        if len(named) > 2 * len(running) + 64:  # forget the views gone
+            self._named_running = named = {i: named[i] for i in idents}
+            self._running_kept = {i: alive[i] for i in idents}
+        running_named = tuple(map(named.__getitem__, idents))
+        # A pending job's view is built anew every cycle, but equal to the last one while the job
+        # waits unchanged: comparing (well under a microsecond) spares the copy (several). Only
+        # this cycle's pending jobs are kept.
+        last = self._named_pending
+        kept: dict[str, tuple[PendingJob, PendingJob]] = {}
+        pending: list[PendingJob] = []
+        for p in snapshot.pending:
+            seen = last.get(p.id)
+            if seen is None or seen[0] != p:
+                seen = (p, replace(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
+            kept[p.id] = seen
+            pending.append(seen[1])
+        self._named_pending = kept
+        return replace(snapshot, running=running_named, pending=tuple(pending))
 
     def model_result(self, result: CycleResult) -> CycleResult:
         """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their

@@ -131,3 +131,34 @@ def test_in_a_later_burst_an_unlaunched_gang_is_evicted_at_once() -> None:
     out = preempt(model, 3.0)  # its dispatch never went out: nothing to stop, requeued now
     assert (victim.status.state, victim.attempt, victim.status.restart_count) == (JobState.PENDING, 1, 0)
     assert not any(isinstance(e, fx.Stop) for e in out)
+
+
+# ----- the preemptors that name a job are found among the jobs naming victims (Lifecycle.preemptors),
+# not by scanning every active job; the answers stay a scan's
+
+
+def test_a_preemptor_loaded_from_the_store_still_holds_back_its_requeued_victim() -> None:
+    preemptor = job("2", priority=5)
+    preemptor.status.nominated = ("1", "3")  # as the store gives it back
+    model = Lifecycle(POLICY, [job("1"), preemptor, job("3")])
+    model.apply(ev.CycleDecided(1.0, CycleResult((Admit("3", PLACEMENT),), (), ())))
+    victim = model.jobs["1"]  # pending (requeued): its preemptor waits for victim 3
+    assert model.awaited_by_waiting_preemptor(victim)
+    model.apply(ev.HoldRequested(2.0, "2", "alice"))  # a held preemptor names no victim
+    assert preemptor.status.nominated == ()
+    assert not model.awaited_by_waiting_preemptor(victim)
+    assert "2" not in model.preemptors  # forgotten once it names no victim
+
+
+def test_a_preemptor_named_by_a_cycle_is_found_and_forgotten_when_it_finishes() -> None:
+    model = Lifecycle(POLICY, [job("1"), job("2", priority=5), job("3")])
+    model.apply(ev.CycleDecided(1.0, CycleResult((Admit("3", PLACEMENT),), (), ())))
+    start(model, model.jobs["3"], 1.5)
+    model.apply(ev.CycleDecided(2.0, CycleResult((), (Preempt("2", ("1", "3"), "p"),), ())))
+    assert model.jobs["2"].status.nominated == ("1", "3")
+    assert model.jobs["3"].status.state == JobState.TERMINATING  # stopped, still holding its devices
+    assert model.awaited_by_waiting_preemptor(model.jobs["1"])
+    model.apply(ev.CancelRequested(3.0, "2", "alice"))
+    assert model.jobs.get("2") is None and model.jobs["1"].status.state == JobState.PENDING
+    assert not model.awaited_by_waiting_preemptor(model.jobs["1"])
+    assert "2" not in model.preemptors
