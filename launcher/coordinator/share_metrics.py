@@ -3,9 +3,9 @@
 From each GPU's sharers as its agent reports them (``GpuInfo.sharers``, ``agent/sharers.py``).
 Per card (labels ``node``, ``gpu``, ``uuid``), only for cards with sharers:
 
-* ``labgang_gpu_sharers``: ranks sharing the card;
-* ``labgang_gpu_shards_used`` and, where the cluster's ``[sharing]`` gives the node's
-  ``shards_per_gpu``, ``labgang_gpu_shards_free``;
+* ``labgang_gpu_sharing_ranks``: ranks sharing the card;
+* ``labgang_gpu_used_shards`` and, where the cluster's ``[sharing]`` gives the node's
+  ``shards_per_gpu``, ``labgang_gpu_free_shards``;
 * ``labgang_gpu_mps_sm_used_ratio``: the SM share its MPS ranks were granted (0..1);
 
 and per sharer (also ``job``, ``rank``, ``kind``): ``labgang_gpu_sharer_memory_used_bytes`` and,
@@ -23,10 +23,12 @@ SHARER_LABELS = (*CARD_LABELS, "job", "rank", "kind")
 
 def sharer_families(snapshot: ClusterSnapshot) -> list[Metric]:
     """The shared-card gauge families for one snapshot (see the module docstring)."""
-    sharers = GaugeMetricFamily("labgang_gpu_sharers", "Ranks sharing the card (--shards/--mps).", labels=CARD_LABELS)
-    used = GaugeMetricFamily("labgang_gpu_shards_used", "Shards of the card its sharers hold.", labels=CARD_LABELS)
+    sharers = GaugeMetricFamily(
+        "labgang_gpu_sharing_ranks", "Ranks sharing the card (--shards/--mps).", labels=CARD_LABELS
+    )
+    used = GaugeMetricFamily("labgang_gpu_used_shards", "Shards of the card its sharers hold.", labels=CARD_LABELS)
     free = GaugeMetricFamily(
-        "labgang_gpu_shards_free", "Shards of the card still free (shards_per_gpu - used).", labels=CARD_LABELS
+        "labgang_gpu_free_shards", "Shards of the card still free (shards_per_gpu - used).", labels=CARD_LABELS
     )
     mps = GaugeMetricFamily(
         "labgang_gpu_mps_sm_used_ratio", "SM share granted to the card's MPS ranks (0..1).", labels=CARD_LABELS

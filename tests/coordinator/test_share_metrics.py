@@ -42,7 +42,9 @@ def _samples(snapshot: ClusterSnapshot) -> dict[tuple[str, tuple], float]:
     text = generate_latest(metrics.registry).decode()
     out = {}
     for family in text_string_to_metric_families(text):
-        if family.name.startswith("labgang_gpu_s") or family.name.startswith("labgang_gpu_mps"):
+        if family.name.startswith(
+            ("labgang_gpu_s", "labgang_gpu_used_shards", "labgang_gpu_free_shards", "labgang_gpu_mps")
+        ):
             for s in family.samples:
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
@@ -57,12 +59,12 @@ def test_each_shared_card_shows_its_sharers_shares_and_memory_per_sharer():
         return tuple(sorted((*card, ("job", job), ("rank", str(rank)), ("kind", kind))))
 
     assert got == {
-        ("labgang_gpu_sharers", card0): 2.0,
-        ("labgang_gpu_sharers", card1): 1.0,
-        ("labgang_gpu_shards_used", card0): 3.0,
-        ("labgang_gpu_shards_used", card1): 0.0,
-        ("labgang_gpu_shards_free", card0): 1.0,
-        ("labgang_gpu_shards_free", card1): 4.0,
+        ("labgang_gpu_sharing_ranks", card0): 2.0,
+        ("labgang_gpu_sharing_ranks", card1): 1.0,
+        ("labgang_gpu_used_shards", card0): 3.0,
+        ("labgang_gpu_used_shards", card1): 0.0,
+        ("labgang_gpu_free_shards", card0): 1.0,
+        ("labgang_gpu_free_shards", card1): 4.0,
         ("labgang_gpu_mps_sm_used_ratio", card0): 0.0,
         ("labgang_gpu_mps_sm_used_ratio", card1): 0.3,
         ("labgang_gpu_sharer_memory_used_bytes", sharer(card0, "12", 0, "shard")): 5.0 * GIB,
@@ -74,5 +76,5 @@ def test_each_shared_card_shows_its_sharers_shares_and_memory_per_sharer():
 
 def test_free_shards_are_left_out_where_the_cluster_does_not_say_how_many_a_card_has():
     got = _samples(_snapshot(None))
-    assert not [k for k in got if k[0] == "labgang_gpu_shards_free"]
-    assert [v for k, v in got.items() if k[0] == "labgang_gpu_shards_used"] == [3.0, 0.0]
+    assert not [k for k in got if k[0] == "labgang_gpu_free_shards"]
+    assert [v for k, v in got.items() if k[0] == "labgang_gpu_used_shards"] == [3.0, 0.0]

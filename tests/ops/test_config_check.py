@@ -173,7 +173,8 @@ def test_every_bad_entry_and_huge_numbers_are_said_in_labgangs_words(tmp_path: P
         "priority_classes.high: 'x' is not allowed; allowed: an integer",
         "queues[0].nominal.gpu: 1e+30 is not allowed; allowed: a device count from 0 to 1000000",
         "queues[1].nominal.gpu: -1 is out of range; allowed: a device count from 0 to 1000000",
-        "queues[1].nominal.tpu: unknown resource 'tpu'; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'",
+        "queues[1].nominal.tpu: unknown resource 'tpu'; allowed: 'gpu' or 'mig-<profile>' such as 'mig-1g.10gb'"
+        " (devices), 'cpu' or 'memory' (host)",
     ]
     assert "Input should" not in res.output and "Unable to parse" not in res.output
 

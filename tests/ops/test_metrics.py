@@ -322,7 +322,19 @@ def test_bad_preemption_count_is_refused(cluster):
 async def test_every_family_follows_naming_conventions(aiohttp_client, cluster):
     snapshot, _, _ = cluster
     fam, _ = await _scrape(aiohttp_client, CoordinatorMetrics(lambda: snapshot))
-    units = ("_ratio", "_bytes", "_celsius", "_watts", "_seconds", "_devices", "_jobs", "_total", "_info")
+    units = (
+        "_ratio",
+        "_bytes",
+        "_celsius",
+        "_watts",
+        "_seconds",
+        "_devices",
+        "_shards",
+        "_ranks",
+        "_jobs",
+        "_total",
+        "_info",
+    )
     for family in fam.values():
         assert family.name.startswith("labgang_"), family.name
         if family.name.endswith("_created"):  # prometheus_client's creation-time companions
