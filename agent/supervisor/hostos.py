@@ -243,8 +243,7 @@ class HostOS:
                 pass
         return proc, self.start_ticks(proc.pid)
 
-    @classmethod
-    def assign_spare_shim(cls, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+    def assign_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
         """Give a spare small parent its rank folder; False when it is no longer there to take it.
 
         Its scheduling priority is first put back to the agent's own, which the rank inherits;
@@ -252,10 +251,9 @@ class HostOS:
         """
         if proc.poll() is not None or proc.stdin is None:
             return False
-        return cls.restore_spare_priority(proc) and cls.hand_spare_shim(proc, rank_dir)
+        return self.restore_spare_priority(proc) and self.hand_spare_shim(proc, rank_dir)
 
-    @staticmethod
-    def hand_spare_shim(proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+    def hand_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
         """Give a spare small parent its rank folder without touching its priority; False when it is
         no longer there to take it.
 
@@ -273,8 +271,7 @@ class HostOS:
             return False
         return True
 
-    @staticmethod
-    def restore_spare_priority(proc: subprocess.Popen[bytes]) -> bool:
+    def restore_spare_priority(self, proc: subprocess.Popen[bytes]) -> bool:
         """Put a small parent's scheduling priority back to the agent's own (the rank inherits it);
         False when it could not be (the process is gone, or the agent may not lower its nice)."""
         try:
