@@ -91,9 +91,9 @@ class SpareShims:
         """Small parents for one node's ranks of a gang, handed out so that they start together.
 
         Every spare gets its rank folder while it still waits at its low priority, so none takes
-        the CPU from the agent before the last folder is out (handing them out one by one at the
-        agent's priority let each woken spare run its whole start before the agent handed out the
-        next: a gang's rank start spread of about one shim start per rank on a busy machine); then
+        the CPU from the agent before the last folder is out (handed out one by one at the agent's
+        priority, a woken spare could run its start before the agent handed out the next folder,
+        which on a busy machine spreads the ranks' starts by up to one shim start per rank); then
         every priority is put back. A spare that runs before that takes the priority back itself
         (``shim.take_priority``), so no rank starts at the spare's priority. Ranks with no spare left
         get a new small parent, after the spares.
