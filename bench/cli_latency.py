@@ -115,19 +115,16 @@ def kind(python: str) -> str:
     return "regular install" if "site-packages" in where else "editable"
 
 
-# A launcher labgang does not ship (docs/cli-startup.md, "Where the regular install's time goes"):
-# /bin/sh re-executes the venv's python with -S, and the script puts the venv's site-packages on
-# sys.path itself, so neither site nor the `import re` of pip's console-script wrapper runs. Only the
-# hot commands work through it (a command that falls back to click would need site); written into
-# the temporary regular install that --regular builds, to measure what such a launcher would give.
-NO_SITE_LAUNCHER = """#!/bin/sh
-'''exec' "${0%/*}/python" -S "$0" "$@"
-' '''
-import os
+# A launcher labgang does not ship (docs/cli-startup.md, "A launcher without `site`"): its first line
+# starts the venv's python with -IS (one cluster of flags: Linux hands a shebang line's options to the
+# interpreter as one argument), so the interpreter starts once, without site, and the script puts the
+# venv's site-packages on sys.path itself. Only the hot commands are sound through it (a command that
+# falls back to click would need site's .pth processing first); written into the temporary regular
+# install that --regular builds, to measure what such a launcher would give.
+NO_SITE_LAUNCHER = """#!{python} -IS
 import sys
 
-venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
-sys.path.append(f"{venv}/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages")
+sys.path.append({site_packages!r})
 from labgang.launcher.cli.quick import main
 
 main()
@@ -135,9 +132,21 @@ main()
 
 
 def write_no_site_launcher(python: str) -> str:
-    """Write :data:`NO_SITE_LAUNCHER` as ``labgang-nosite`` beside ``python``; return its path."""
+    """Write :data:`NO_SITE_LAUNCHER` for ``python``'s venv as ``labgang-nosite`` beside it; return its path.
+
+    Raises:
+        SystemExit: the shebang line would be longer than Linux reads (127 bytes before 5.1).
+    """
+    site_packages = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if len(python) + 6 > 127:
+        raise SystemExit(f"{python}: too long for a shebang line; make the regular install in a shorter folder")
     path = Path(python).parent / "labgang-nosite"
-    path.write_text(NO_SITE_LAUNCHER)
+    path.write_text(NO_SITE_LAUNCHER.format(python=python, site_packages=site_packages))
     path.chmod(0o755)
     return str(path)
 

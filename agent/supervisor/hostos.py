@@ -128,7 +128,15 @@ class ProcessHost(Protocol):
         ...
 
     def assign_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
-        """Hand a spare small parent its rank folder; False when it cannot take it."""
+        """Hand a spare small parent its rank folder at the agent's priority; False when it cannot take it."""
+        ...
+
+    def hand_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+        """Hand a spare small parent its rank folder at its spare priority; False when it cannot take it."""
+        ...
+
+    def restore_spare_priority(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Put a spare small parent's priority back to the agent's; False when that failed."""
         ...
 
     def ensure_dir(self, path: Path, mode: int, uid: int | None = None, gid: int | None = None) -> None:
@@ -216,7 +224,8 @@ class HostOS:
         """
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SHIM_PATH), "--spare"],
+            # the agent's own priority: the spare takes it back itself once it has its rank folder
+            [sys.executable, "-I", "-S", str(SHIM_PATH), "--spare", str(os.getpriority(os.PRIO_PROCESS, 0))],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -234,8 +243,7 @@ class HostOS:
                 pass
         return proc, self.start_ticks(proc.pid)
 
-    @staticmethod
-    def assign_spare_shim(proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+    def assign_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
         """Give a spare small parent its rank folder; False when it is no longer there to take it.
 
         Its scheduling priority is first put back to the agent's own, which the rank inherits;
@@ -243,15 +251,33 @@ class HostOS:
         """
         if proc.poll() is not None or proc.stdin is None:
             return False
-        try:
-            if os.getpriority(os.PRIO_PROCESS, proc.pid) != os.getpriority(os.PRIO_PROCESS, 0):
-                os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
-        except OSError:
+        return self.restore_spare_priority(proc) and self.hand_spare_shim(proc, rank_dir)
+
+    def hand_spare_shim(self, proc: subprocess.Popen[bytes], rank_dir: Path) -> bool:
+        """Give a spare small parent its rank folder without touching its priority; False when it is
+        no longer there to take it.
+
+        For one node's ranks handed out together (``SpareShims.start_shims``): a spare still at
+        ``SPARE_NICE`` that wakes on its line does not take the CPU from the agent, which hands out
+        the next rank's folder at once instead of after this rank's start-up; the caller then puts
+        every priority back with :meth:`restore_spare_priority`.
+        """
+        if proc.poll() is not None or proc.stdin is None:
             return False
         try:
             proc.stdin.write(f"{rank_dir}\n".encode())
             proc.stdin.close()
         except (BrokenPipeError, OSError):
+            return False
+        return True
+
+    def restore_spare_priority(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Put a small parent's scheduling priority back to the agent's own (the rank inherits it);
+        False when it could not be (the process is gone, or the agent may not lower its nice)."""
+        try:
+            if os.getpriority(os.PRIO_PROCESS, proc.pid) != os.getpriority(os.PRIO_PROCESS, 0):
+                os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:
             return False
         return True
 

@@ -59,9 +59,10 @@ CPU pinning: before starting the rank the shim calls ``sched_setaffinity`` on it
 union when its GPUs span sockets). When none of them is usable the rank is not pinned and the
 log says so. Either way the rank's ``LABGANG_CPUS`` is the CPU list it may run on.
 
-Spare shims: started as ``shim.py --spare`` (stdin a pipe from the agent), a shim does its
+Spare shims: started as ``shim.py --spare NICE`` (stdin a pipe from the agent), a shim does its
 start-up and imports ahead of time and then waits for one line on stdin, the rank folder
-it is given; it then sends its own errors to that folder's ``shim.err`` and carries on as
+it is given; it then takes the agent's priority ``NICE`` back (a root agent lets spares wait at
+a low one), sends its own errors to that folder's ``shim.err`` and carries on as
 above. End of input before a line (the agent stopped or dropped it) makes it exit at once.
 A launch therefore pays for no interpreter start-up (``Supervisor(spare_shims=N)``).
 
@@ -600,6 +601,22 @@ def wait_for_rank_dir() -> str | None:
     return rank_dir
 
 
+def take_priority(nice: int) -> None:
+    """Set this spare's own niceness to ``nice`` (the agent's), before anything of its rank starts.
+
+    A spare waits at a low priority (``hostos.SPARE_NICE``); the agent hands out a gang's rank folders
+    first and puts their priorities back after (``SpareShims.start_shims``), so a spare that runs
+    before that must not fork its rank at the spare's priority, which the rank would inherit. Only a
+    root agent lowers a spare's priority, so the spare (root too) may raise it back; a failure is said
+    on stderr (the rank's ``shim.err``) and the rank starts all the same.
+    """
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) != nice:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError as exc:
+        print(f"labgang shim: priority not put back to {nice}: {exc}", file=sys.stderr)
+
+
 def exit_now(code: int) -> None:
     """Exit without the interpreter's teardown (module cleanup, GC: several ms of CPU).
 
@@ -618,5 +635,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "--spare":
         lease_watch_class()  # imported ahead, as the rest
         given = wait_for_rank_dir()
+        if given is not None and len(sys.argv) > 2:
+            take_priority(int(sys.argv[2]))
         exit_now(0 if given is None else main(given))
     exit_now(main(sys.argv[1]))

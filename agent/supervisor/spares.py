@@ -7,11 +7,15 @@ them go at close.
 
 from __future__ import annotations
 
+import logging
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import journal as J
 from .hostos import ProcessHost
+
+log = logging.getLogger(__name__)
 
 
 class SpareShims:
@@ -82,3 +86,43 @@ class SpareShims:
             proc.kill()  # died, or its priority could not be restored: let it go, try the next
             proc.wait()
         return self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
+
+    def start_shims(self, rank_dirs: Sequence[Path]) -> list[tuple[subprocess.Popen[bytes], int | None] | OSError]:
+        """Small parents for one node's ranks of a gang, handed out so that they start together.
+
+        Every spare gets its rank folder while it still waits at its low priority, so none takes
+        the CPU from the agent before the last folder is out (handed out one by one at the agent's
+        priority, a woken spare could run its start before the agent handed out the next folder,
+        which on a busy machine spreads the ranks' starts by up to one shim start per rank); then
+        every priority is put back. A spare that runs before that takes the priority back itself
+        (``shim.take_priority``), so no rank starts at the spare's priority. Ranks with no spare left
+        get a new small parent, after the spares.
+
+        Returns:
+            Per folder, in order: the small parent and its start ticks, or the OSError of starting
+            a new one.
+        """
+        handed: list[tuple[subprocess.Popen[bytes], int | None] | None] = []
+        for rank_dir in rank_dirs:
+            got = None
+            while self._spares and got is None:
+                proc, ticks = self._spares.pop(0)
+                if self._os.hand_spare_shim(proc, rank_dir):
+                    got = proc, ticks
+                else:
+                    proc.kill()  # died: let it go, try the next
+                    proc.wait()
+            handed.append(got)
+        for got, rank_dir in zip(handed, rank_dirs, strict=True):
+            if got is not None and not self._os.restore_spare_priority(got[0]):
+                log.warning("%s: the spare small parent's priority was not put back by the agent", rank_dir)
+        out: list[tuple[subprocess.Popen[bytes], int | None] | OSError] = []
+        for got, rank_dir in zip(handed, rank_dirs, strict=True):
+            if got is None:
+                try:
+                    got = self._os.spawn_shim(rank_dir, rank_dir / J.SHIM_ERR)
+                except OSError as exc:
+                    out.append(exc)
+                    continue
+            out.append(got)
+        return out

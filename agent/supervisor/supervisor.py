@@ -78,6 +78,8 @@ PTY_FRAME_MAX = 4093
 """The most payload per frame: a frame (3 bytes of header + payload) fits ``PIPE_BUF``, so it is written whole."""
 
 if TYPE_CHECKING:
+    import subprocess
+
     from labgang.agent.confine.cgroup import RankCgroups
     from labgang.agent.confine.hostlimits import RankLimits
     from labgang.agent.mps import MpsDaemons, MpsDirs
@@ -381,8 +383,10 @@ class Supervisor:
     def launch_all(self, specs: Sequence[LaunchSpec]) -> list[RankStatus | Exception]:
         """:meth:`launch` each spec (one node's ranks of a gang), so that they start together:
         every rank's checks and journal files are done first, then every rank's small parent is
-        started back to back, none waiting on another's preparation (the gang's rank start spread
-        is the time to hand out the small parents, not the time to prepare the ranks).
+        handed its folder back to back (``SpareShims.start_shims``: spares first, none taking the
+        CPU from the agent before the last is out), and only then is each start recorded. The
+        gang's rank start spread is the time to hand out the small parents, not the time to
+        prepare or record the ranks.
 
         Returns:
             Per spec, in order: its status, or the exception :meth:`launch` would have raised
@@ -394,13 +398,17 @@ class Supervisor:
                 prepared.append(self._prepare(spec))
             except Exception as exc:  # refused, bad spec, cgroup: reported for that rank only
                 prepared.append(exc)
+        records = [item for item in prepared if isinstance(item, RankRecord)]
+        shims = iter(self._spares.start_shims([rec.dir for rec in records]))
         out: list[RankStatus | Exception] = []
         for item in prepared:
             if isinstance(item, RankRecord):
-                try:
-                    out.append(self._start(item))
-                except OSError as exc:
-                    out.append(exc)
+                shim = next(shims)
+                if isinstance(shim, OSError):
+                    self._drop_unstarted(item)
+                    out.append(shim)
+                else:
+                    out.append(self._record_start(item, *shim))
             else:
                 out.append(item)
         return out
@@ -518,17 +526,26 @@ class Supervisor:
         Raises:
             OSError: it could not be spawned (the rank is then forgotten, its folder removed).
         """
-        spec = rec.spec
         try:
             proc, ticks = self._spares.start_shim(rec.dir)
         except OSError:
-            del self._ranks[rec.key]
-            self._journal.remove_rank(spec.job_id, spec.rank)
-            if self.cgroups is not None:
-                self.cgroups.release(spec.job_id, spec.rank)
-            if self.mps is not None:
-                self.mps.release(rec.key)
+            self._drop_unstarted(rec)
             raise
+        return self._record_start(rec, proc, ticks)
+
+    def _drop_unstarted(self, rec: RankRecord) -> None:
+        """Forget a prepared rank whose small parent could not be spawned: its record, folder,
+        cgroup and MPS claim."""
+        spec = rec.spec
+        del self._ranks[rec.key]
+        self._journal.remove_rank(spec.job_id, spec.rank)
+        if self.cgroups is not None:
+            self.cgroups.release(spec.job_id, spec.rank)
+        if self.mps is not None:
+            self.mps.release(rec.key)
+
+    def _record_start(self, rec: RankRecord, proc: subprocess.Popen[bytes], ticks: int | None) -> RankStatus:
+        """Record that ``proc`` (started at ``ticks``) is the small parent of ``rec``; return its status."""
         rec.shim_proc, rec.shim_pid, rec.shim_ticks = proc, proc.pid, ticks
         self._writer.write(rec.dir / J.SHIM, {"pid": proc.pid, "start_ticks": ticks})
         self._table.save(rec)
