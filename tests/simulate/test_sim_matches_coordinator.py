@@ -865,3 +865,22 @@ def test_both_drivers_cancel_pending_and_running_jobs() -> None:
         assert [(t, e) for t, e, _ in histories["2"]] == [(1.0, "submitted"), (2.0, "cancelled")]
         assert [t for t, e, _ in histories["1"] if e == "cancelled"] == [8.0]
         assert [t for t, e, _ in histories["3"] if e == "admitted"] == [8.0]
+
+
+def test_both_drivers_requeue_or_fail_the_gangs_of_a_lost_node() -> None:
+    """What NODE_LOSS shows, in both drivers: n2 is lost at 130.5, job 1 is fenced there until 140,
+    killed on n1 at 140.5 and requeued, and runs again at 300 when n2 is back; job 2 (requeue = false)
+    ends NODE_FAIL when n3 is lost at 230.5; job 3 takes n1 at 140.5."""
+    sim, coord = simulate(NODE_LOSS), coordinate(NODE_LOSS)
+    assert sim == coord[:2]
+    for histories, outcomes in (sim, coord[:2]):
+        assert {k: v[0] for k, v in outcomes.items()} == {"1": "succeeded", "2": "node_fail", "3": "succeeded"}
+        assert [(t, e) for t, e, _ in histories["1"] if e in ("stopping", "fence-expired", "requeued", "admitted")] == [
+            (0.0, "admitted"),
+            (130.5, "stopping"),
+            (140.0, "fence-expired"),
+            (140.5, "requeued"),
+            (300.0, "admitted"),
+        ]
+        assert [(t, e) for t, e, _ in histories["2"]][-1] == (230.5, "node_fail")
+        assert [t for t, e, _ in histories["3"] if e == "admitted"] == [140.5]
