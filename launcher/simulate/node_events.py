@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Annotated
 
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.durations import DURATION_HELP, parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 TIMER_INTERVAL_S = float(ClusterConfig.model_fields["timer_interval_s"].default)
@@ -30,10 +31,18 @@ NODE_TIMEOUT_S = float(ClusterConfig.model_fields["node_timeout_s"].default)
 """``[scenario] node_timeout``'s default: the coordinator's ``node_timeout_s`` default."""
 
 
-def _not_bool_number(value: object) -> object:
-    """``at`` is seconds as a number (a bool or a string is refused: one line naming the key)."""
+AT_HELP = f"seconds from the scenario's start, a number >= 0 or a duration ({DURATION_HELP})"
+
+
+def _at(value: object) -> object:
+    """``at``: seconds as a number or a duration string (``"2m"``); a bool is refused (one line naming the key)."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not allowed; allowed: {AT_HELP}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{value!r} is not allowed; allowed: seconds from the scenario's start, a number >= 0")
+        raise ValueError(f"{value!r} is not allowed; allowed: {AT_HELP}")
     return value
 
 
@@ -43,7 +52,7 @@ class NodeEventModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    at: Annotated[float, BeforeValidator(_not_bool_number), Field(ge=0, le=315_360_000)]
+    at: Annotated[float, BeforeValidator(_at), Field(ge=0, le=315_360_000)]
     node: str = Field(min_length=1)
     lost: bool = False
     back: bool = False

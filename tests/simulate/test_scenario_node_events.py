@@ -44,6 +44,7 @@ def doc(events: list[dict[str, Any]], *jobs: dict[str, Any], **meta: Any) -> dic
         ),
         ([{"at": True, "node": "n1", "lost": True}], "events[0].at: True is not allowed; allowed: seconds"),
         ([{"at": -1, "node": "n1", "lost": True}], "events[0].at: Input should be greater than or equal to 0"),
+        ([{"at": "soon", "node": "n1", "lost": True}], "events[0].at: 'soon' is not allowed; allowed: seconds"),
     ],
 )
 def test_an_event_that_means_nothing_is_one_line(events: list[dict[str, Any]], line: str) -> None:
@@ -57,6 +58,11 @@ def test_node_timeout_must_be_positive() -> None:
     with pytest.raises(ScenarioError) as info:
         parse_scenario(doc([], node_timeout=0))
     assert info.value.problems == ["scenario.node_timeout: Input should be greater than 0"]
+
+
+def test_at_may_be_a_duration() -> None:
+    scenario = parse_scenario(doc([{"at": "2m", "node": "n1", "lost": True}]))
+    assert scenario.file.events[0].at == 120.0
 
 
 def test_the_lease_check_is_the_first_timer_turn_past_the_timeout() -> None:

@@ -131,15 +131,17 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.integers(0, 4)) == 0:  # --no-requeue: a lost node ends it NODE_FAIL
             job["requeue"] = False
         jobs.append(job)
-    doc = {"scenario": {"name": "random"}, "nodes": nodes, "queues": queues, "jobs": jobs}
+    scenario: dict[str, Any] = {"name": "random"}
+    doc: dict[str, Any] = {"scenario": scenario, "nodes": nodes, "queues": queues, "jobs": jobs}
     if draw(st.integers(0, 2)) == 0:  # node loss: some nodes go down, and some come back
-        doc["scenario"]["node_timeout"] = float(draw(st.sampled_from([1, 2, 3, 5])))
-        doc["events"] = []
+        scenario["node_timeout"] = float(draw(st.sampled_from([1, 2, 3, 5])))
+        events: list[dict[str, Any]] = []
         for node in draw(st.lists(st.sampled_from([n["name"] for n in nodes]), min_size=1, max_size=2, unique=True)):
             down = float(draw(st.integers(0, 15)))
-            doc["events"].append({"at": down, "node": node, "lost": True})
+            events.append({"at": down, "node": node, "lost": True})
             if draw(st.booleans()):  # back before or after it is lost, or after its fences
-                doc["events"].append({"at": down + draw(st.integers(1, 20)), "node": node, "back": True})
+                events.append({"at": down + draw(st.integers(1, 20)), "node": node, "back": True})
+        doc["events"] = events
     return doc
 
 
