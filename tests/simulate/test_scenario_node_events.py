@@ -6,9 +6,13 @@ anything is one line naming the key. That both drivers decide node loss alike is
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from labgang.launcher.cli.simulate import simulate
 from labgang.launcher.simulate import ScenarioError, Simulation, parse_scenario
 from labgang.launcher.simulate.node_events import lease_check_after
 
@@ -119,3 +123,34 @@ def test_a_down_node_is_not_offered_until_it_is_back() -> None:
     c, d = sim.jobs["c"].record, sim.jobs["d"].record
     assert [r.node for r in c.ranks.values()] == ["n2"] and c.status.start_time == 0.0
     assert d.status.start_time == 20.0 and d.status.state.value == "succeeded"
+
+
+def test_labgang_simulate_exits_2_with_one_line_for_a_bad_event(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text(
+        '[scenario]\nname = "s"\n[[nodes]]\nname = "n1"\ngpus = 2\n[[queues]]\nname = "q"\nnominal = { gpu = 2 }\n'
+        '[[events]]\nat = 5\nnode = "n1"\nback = true\n'
+    )
+    res = CliRunner().invoke(simulate, [str(f)])
+    assert res.exit_code == 2
+    assert res.output.splitlines() == [
+        f"ERROR {f}: events[0].back: node 'n1' is not down at 5; allowed: lost = true first"
+    ]
+
+
+def test_labgang_simulate_passes_the_node_loss_scenario_and_traces_the_node() -> None:
+    case = Path(__file__).resolve().parents[1] / "scenarios/cases/node-loss-requeues-or-fails-by-policy.toml"
+    res = CliRunner().invoke(simulate, ["--trace", str(case)])
+    assert res.exit_code == 0, res.output
+    nodes = [
+        (e["t"], e["event"], e["node"])
+        for line in res.output.splitlines()
+        if line.startswith("{") and (e := json.loads(line))["event"].startswith("node_")
+    ]
+    assert nodes == [
+        (100.0, "node_down", "n2"),
+        (130.5, "node_lost", "n2"),
+        (200.0, "node_down", "n3"),
+        (230.5, "node_lost", "n3"),
+        (300.0, "node_back", "n2"),
+    ]
