@@ -38,6 +38,7 @@ from labgang.launcher.coordinator.translate import rank_event, rank_status, rank
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord
+from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
@@ -690,8 +691,7 @@ class Coordinator:
         for conn in list(self.agents.nodes.values()):
             silent = now - conn.last_seen
             if not conn.lost and silent > cfg.node_timeout_s:
-                how = "disconnected" if not conn.connected else "silent"
-                self.mark_node_lost(conn, f"{how} for {silent:.1f} s > node_timeout_s {cfg.node_timeout_s:g}")
+                self.mark_node_lost(conn, lease_expired(conn.connected, silent, cfg.node_timeout_s))
         if now - self.started_at > cfg.node_timeout_s:
             # Nodes that held ranks before a coordinator restart and never came back.
             for job in self.model.active():

@@ -43,6 +43,17 @@ def fence_deadline(job: JobRecord, last_contact: float, node_timeout_s: float) -
     return last_contact + node_timeout_s + job.spec.grace_s
 
 
+def lease_expired(connected: bool, silent: float, node_timeout_s: float) -> str:
+    """Why a node is lost (``NodeLost.why``): its lease ran out while its link was up or down.
+
+    Args:
+        connected: whether the node's link is still open (a silent agent) or closed.
+        silent: seconds since the last word from the node. node_timeout_s: the node lease.
+    """
+    how = "disconnected" if not connected else "silent"
+    return f"{how} for {silent:.1f} s > node_timeout_s {node_timeout_s:g}"
+
+
 def fenced_ranks(job: JobRecord, lost: Mapping[str, float]) -> list[RankRecord]:
     """The job's ranks, rank 0 first, that are not over yet on a node now lost.
 

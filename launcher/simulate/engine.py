@@ -33,6 +33,12 @@ simulation adds is what agents and time would do (``docs/scenarios.md``, "How ti
   array's tasks are submitted together, each cycle sees the pending tasks the array rules let
   through (:func:`~labgang.launcher.lifecycle.arrays.gate_pending`, the ``%N`` cap and the
   window, as the coordinator's ``gated_snapshot``), and a held job is not admissible.
+- **Node loss is the model's fencing** (docs/scenarios.md, "Node loss";
+  ``launcher/simulate/node_events.py``): a node going down stops being offered and hears
+  nothing more from its ranks; the coordinator's timer checks (each wake, and every
+  ``timer_interval_s`` while a node is silent) mark it lost past ``node_timeout`` with the
+  lifecycle's ``NodeLost``, its fences expire on ``Tick``, and a node coming back is a
+  ``NodeJoined`` with no ranks.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from labgang.launcher.lifecycle import effects as fx
@@ -49,6 +55,7 @@ from labgang.launcher.lifecycle.cycle_memory import CycleMemory
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency, task_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.driver import CycleDriver
+from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.rules import ranks_in_order
@@ -64,6 +71,7 @@ from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import Node, RankPlacement, Snapshot
 from labgang.launcher.simulate.jobs import SimJob, job_record
+from labgang.launcher.simulate.node_events import lease_check_after
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
 MAX_CYCLES_PER_INSTANT = 10_000
@@ -96,11 +104,16 @@ Tracer = Callable[[dict[str, Any]], None]
 @dataclass(frozen=True)
 class ScenarioCluster:
     """The cycle driver's :class:`~labgang.launcher.lifecycle.driver.Cluster` of a scenario: its
-    nodes and queues never change, no device is taken outside the simulation, and a job's tenant
-    is the file's ``tenant`` (numbered as the job record's ``uid``)."""
+    nodes and queues never change, only the devices of nodes that are down are not offered, and
+    a job's tenant is the file's ``tenant`` (numbered as the job record's ``uid``).
+
+    Attributes:
+        down: names of the nodes down now (``[[events]]``), kept by the simulation.
+    """
 
     scenario: Scenario
     tenant_names: Mapping[int, str]
+    down: set[str] = field(default_factory=set)
 
     def nodes(self) -> tuple[Node, ...]:
         """The scenario's nodes (the same tuple every time)."""
@@ -123,8 +136,11 @@ class ScenarioCluster:
         return self.scenario.gpu_sharing
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
-        """Nothing: only simulated jobs use the simulated devices."""
-        return frozenset()
+        """The devices of the nodes that are down (as the coordinator withholds a disconnected
+        or lost node's); otherwise only simulated jobs use the simulated devices."""
+        if not self.down:
+            return frozenset()
+        return frozenset(d.uuid for n in self.scenario.nodes if n.name in self.down for d in n.devices)
 
     def tenant(self, spec: JobSpec) -> str | None:
         """The file's tenant of a job (None: its queue's default tenant)."""
@@ -155,9 +171,14 @@ class Simulation:
     _finished: list[SimJob] = field(default_factory=list)  # in the order they finished
     _targets: dict[tuple[str, int], tuple[Target, ...]] = field(default_factory=dict)
     _cancel_by: dict[str, str] = field(default_factory=dict)  # job id -> who cancels it (:meth:`cancel`)
+    _down: set[str] = field(default_factory=set)  # nodes down now ([[events]] lost = true, not yet back)
+    _down_at: dict[str, float] = field(default_factory=dict)  # node -> the last word from it (its loss event)
+    _lost: set[str] = field(default_factory=set)  # down nodes the coordinator's timer has marked lost
 
     def __post_init__(self) -> None:
         f = self.scenario.file
+        if f.scenario.node_timeout != self.model.policy.node_timeout_s:  # the fences count with the file's
+            self.model = Lifecycle(replace(self.model.policy, node_timeout_s=f.scenario.node_timeout))
         tenants = {t.name: k + 1 for k, t in enumerate(f.tenants)}
         self._tenant_names = {k: name for name, k in tenants.items()}
         usage = {(t.queue, t.name): t for t in afs.initial(self.scenario.tenants)}
@@ -166,7 +187,7 @@ class Simulation:
             self.model,
             lambda: self.now,
             self,
-            ScenarioCluster(self.scenario, self._tenant_names),
+            ScenarioCluster(self.scenario, self._tenant_names, self._down),
             self.memory,
             max_cycles=MAX_CYCLES_PER_INSTANT,
             decide=self._decide,
@@ -187,6 +208,8 @@ class Simulation:
             run = j.duration if j.durations is None else j.durations[k]
             sim_job = SimJob(j, t.seq, priority, j.request(), record, task=t, duration=run)
             self.by_model[t.model_id] = self.jobs[t.name] = sim_job
+        for e in self.scenario.file.events:  # before anything else of their instant
+            self._push(e.at, _EXIT, "down" if e.lost else "back", e.node, "")
         self._place_running()
         for sj in self.jobs.values():
             if not sj.spec.running:
@@ -267,8 +290,12 @@ class Simulation:
         self._check_hooks()
 
     def _apply(self, kind: str, job_id: str, run_id: str) -> None:
-        if kind == "wake":
-            self._wake = True  # a pending job starts starving: the coordinator's timer
+        if kind == "wake":  # a wake the lifecycle or a starving job asked for: the coordinator's timer
+            self._check_timers()
+            self._wake = True
+            return
+        if kind in ("down", "back", "timer"):
+            self._node_event(kind, job_id)
             return
         job = self.by_model[job_id]
         if kind == "submit":
@@ -288,10 +315,47 @@ class Simulation:
         elif kind == "limit":
             # the coordinator's timer at the time limit: the lifecycle stops the gang (TIMEOUT)
             if job.record.run_id == run_id:
-                connected = frozenset(n.name for n in self.scenario.nodes)
-                self._handle(self.model.apply(ev.Tick(self.now, 0.0, connected)))
+                self._check_timers()
         else:  # "stop": the grace period of a stop ended
             self._ranks_exit(job, run_id, KILLED)
+
+    def _node_event(self, kind: str, node: str) -> None:
+        """``[[events]]``: ``node`` goes down (its link drops: the coordinator withholds its devices
+        and wakes its scheduler; its timer is checked every ``timer_interval_s`` until the node is
+        lost), the timer checks its lease, or it joins again with no ranks (a ``NodeJoined``)."""
+        if kind == "down":
+            self._emit("node_down", node=node)
+            self._down.add(node)
+            self._down_at[node] = self.now
+            self._wake = True
+            self._push(lease_check_after(self.now, self.scenario.file.scenario.node_timeout), _WAKE, "timer", node, "")
+        elif kind == "timer":
+            if node in self._down and node not in self._lost:
+                self._check_timers()
+        else:  # back: the node's agent says hello, knowing no ranks (they died with the node)
+            self._emit("node_back", node=node)
+            self._down.discard(node)
+            self._lost.discard(node)
+            self._handle(self.model.apply(ev.NodeJoined(self.now, node, (), self._connected())))
+            self._wake = True
+
+    def _connected(self) -> frozenset[str]:
+        """The nodes whose link is up (neither down nor lost)."""
+        return frozenset(n.name for n in self.scenario.nodes if n.name not in self._down)
+
+    def _check_timers(self) -> None:
+        """The coordinator's timer check (``Coordinator.check_timers``): node leases (a down node
+        silent longer than ``node_timeout`` is lost: the lifecycle's ``NodeLost``), then ``Tick``
+        (time limits, fences of lost nodes' ranks)."""
+        timeout = self.scenario.file.scenario.node_timeout
+        for n in self.scenario.nodes:
+            node = n.name
+            if node in self._down and node not in self._lost and self.now - self._down_at[node] > timeout:
+                self._lost.add(node)
+                why = lease_expired(False, self.now - self._down_at[node], timeout)
+                self._emit("node_lost", node=node, why=why)
+                self._handle(self.model.apply(ev.NodeLost(self.now, node, why, self._down_at[node])))
+        self._handle(self.model.apply(ev.Tick(self.now, 0.0, self._connected())))
 
     def _finished_targets(self, job: SimJob) -> tuple[Target, ...]:
         """The finished jobs ``job``'s dependency names: the model keeps only active jobs, so a
@@ -311,13 +375,14 @@ class Simulation:
 
     def _ranks_exit(self, job: SimJob, run_id: str, status: int) -> None:
         """Every live rank of attempt ``run_id`` exits with ``status`` and is gone, node by node,
-        as agents report it; nothing when that attempt is over (a stale end or stop)."""
+        as agents report it; nothing when that attempt is over (a stale end or stop). A rank on
+        a node that is down reports nothing (its fate is the fence's)."""
         record = job.record
         if record.run_id != run_id or not record.status.state.holds_devices:
             return
         before = scheduling_state(record)
         for rank in ranks_in_order(record):
-            if rank.ended:
+            if rank.ended or rank.node in self._down:
                 continue
             for phase in (RankPhase.EXITED, RankPhase.GONE):
                 obs = ev.RankObserved(self.now, rank.node, run_id, rank.rank, phase, exit_status=status)
@@ -375,7 +440,7 @@ class Simulation:
                 st = job.record.status
                 if job.cancelled:
                     self._emit("cancel", job=job.id, code=st.reason_code, message=self._shown(st.reason_message or ""))
-                elif st.state == JobState.TIMEOUT:
+                elif st.state in (JobState.TIMEOUT, JobState.NODE_FAIL):
                     self._emit("finish", job=job.id, state=st.state.value)
                 else:
                     self._emit("finish", job=job.id)

@@ -118,7 +118,7 @@ def job_record(
         cwd="/",
         grace_s=spec.grace,
         time_limit_s=spec.time_limit,
-        requeue=True,
+        requeue=spec.requeue,
         signal=None,
         topology=req.topology,
         min_workers=req.min_workers,

@@ -48,6 +48,7 @@ from labgang.launcher.scheduler.snapshot import Device, Node
 from labgang.launcher.share_request import share_problem
 from labgang.launcher.sharing_schema import MAX_SHARDS_PER_GPU, SharingModel, share_with_problems
 from labgang.launcher.simulate.naming import JobIds, dependencies, job_ids
+from labgang.launcher.simulate.node_events import NODE_TIMEOUT_S, NodeEventModel, event_problems
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -138,6 +139,7 @@ class ScenarioMeta(_Strict):
     fair_sharing: bool = False
     fair_preemption: list[FairPreemptionName] | None = None
     admission_fair_sharing: AdmissionFairSharingModel | None = None
+    node_timeout: Seconds = Field(default=NODE_TIMEOUT_S, gt=0)
 
 
 MAX_NODE_GPUS = 1024
@@ -358,6 +360,7 @@ class JobModel(_Strict):
     shards: Annotated[int, _whole(0, MAX_SHARDS_PER_GPU), _between(0, MAX_SHARDS_PER_GPU)] = 0
     mps: Annotated[int, _whole(0, 100), _between(0, 100)] = 0
     gpu_mem: str | None = None
+    requeue: bool = True
 
     @field_validator("mem", "mem_per_gpu", "gpu_mem")
     @classmethod
@@ -487,6 +490,7 @@ class ScenarioFile(_Strict):
     expect: list[ExpectModel] = []
     invariant: list[InvariantModel] = []
     sharing: SharingModel = SharingModel()
+    events: list[NodeEventModel] = []
 
 
 @dataclass(frozen=True)
@@ -574,6 +578,7 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         "jobs": JobModel,
         "expect": ExpectModel,
         "invariant": InvariantModel,
+        "events": NodeEventModel,
     }
     keys = [p for p in loc[:-1] if isinstance(p, str)]
     for k in keys:
@@ -651,6 +656,7 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
     if f.tenants and meta.admission_fair_sharing is None:
         problems.append("tenants: only allowed with scenario.admission_fair_sharing")
     _unique(problems, "nodes", [n.name for n in f.nodes])
+    problems.extend(event_problems(f.events, [n.name for n in f.nodes]))
     problems.extend(share_with_problems([(i, q.model_dump()) for i, q in enumerate(f.queues)]))
     _unique(problems, "queues", [q.name for q in f.queues])
     _unique(problems, "jobs", [j.id for j in f.jobs])

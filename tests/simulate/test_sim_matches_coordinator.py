@@ -2,8 +2,8 @@
 
 For random small workloads (a few nodes, sometimes one whose GPU is split into MIG devices,
 queues with cohorts, borrowing and preemption policies, gangs with priorities, durations and
-grace periods, elastic gangs, MIG jobs, ``labgang cancel`` of pending and running jobs), the
-same workload runs twice:
+grace periods, elastic gangs, MIG jobs, ``labgang cancel`` of pending and running jobs, jobs
+with ``requeue = false``, nodes going down and coming back), the same workload runs twice:
 
 - through :class:`~labgang.launcher.simulate.engine.Simulation`;
 - through a real :class:`~labgang.launcher.coordinator.core.Coordinator` (real SQLite store,
@@ -11,9 +11,14 @@ same workload runs twice:
   message handlers), on a pinned clock moved from instant to instant, with simulated agents:
   a ``launch`` is answered at once with every rank running, a rank exits 0 when its job's
   duration has passed, and a ``stop_jobs`` command leaves the ranks running for the grace
-  period, then they are killed (status 137). Wakes the coordinator asks for (``wake_at``) and
-  kicks of its scheduling loop (``coord.wake``) run cycles exactly as its loop would; the
-  coalescing window is not simulated (each instant is one window).
+  period, then they are killed (status 137). Wakes the coordinator asks for (``wake_at``) run
+  its timer check (``check_timers``) and kick it, as its own ``wake_at`` does; kicks of its
+  scheduling loop (``coord.wake``) run cycles exactly as its loop would; the coalescing window
+  is not simulated (each instant is one window). A node going down (``[[events]] lost``) closes
+  its agent's link (``on_disconnect``), its ranks report nothing more and commands to it fail;
+  while it is down and not yet lost, the timer loop runs every ``timer_interval_s`` (its
+  ``check_timers`` marks the node lost once its lease has run out); a node coming back says
+  hello with no ranks (``on_hello``).
 
 Every job's history (time, event, message: submitted, admitted, running, preempting,
 stopping, rank-exited, requeued, succeeded, ...) and final state must be the same in both.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 import os
 import re
 import tempfile
@@ -39,6 +45,7 @@ from hypothesis import strategies as st
 from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
 from labgang.launcher.coordinator.requests import Caller
@@ -46,6 +53,7 @@ from labgang.launcher.coordinator.scheduling import run_cycles
 from labgang.launcher.lifecycle.dependency import Condition, Dependency, parse_dependency
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.simulate import Simulation, parse_scenario
+from labgang.launcher.simulate.node_events import NODE_TIMEOUT_S, TIMER_INTERVAL_S
 from labgang.launcher.simulate.startable import never_starting
 from labgang.launcher.store import Store
 
@@ -120,8 +128,21 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
             job["mig"] = draw(st.sampled_from(sorted(set(MIG_LAYOUT))))
         if draw(st.integers(0, 4)) == 0:  # labgang cancel, pending or running (not a scenario key)
             job[CANCEL] = float(submit + draw(st.integers(0, 15)))
+        if draw(st.integers(0, 4)) == 0:  # --no-requeue: a lost node ends it NODE_FAIL
+            job["requeue"] = False
         jobs.append(job)
-    return {"scenario": {"name": "random"}, "nodes": nodes, "queues": queues, "jobs": jobs}
+    scenario: dict[str, Any] = {"name": "random"}
+    doc: dict[str, Any] = {"scenario": scenario, "nodes": nodes, "queues": queues, "jobs": jobs}
+    if draw(st.integers(0, 2)) == 0:  # node loss: some nodes go down, and some come back
+        scenario["node_timeout"] = float(draw(st.sampled_from([1, 2, 3, 5])))
+        events: list[dict[str, Any]] = []
+        for node in draw(st.lists(st.sampled_from([n["name"] for n in nodes]), min_size=1, max_size=2, unique=True)):
+            down = float(draw(st.integers(0, 15)))
+            events.append({"at": down, "node": node, "lost": True})
+            if draw(st.booleans()):  # back before or after it is lost, or after its fences
+                events.append({"at": down + draw(st.integers(1, 20)), "node": node, "back": True})
+        doc["events"] = events
+    return doc
 
 
 ARRAYS = ["0-2", "0-3%1", "0-4%2", "1,3,5", "0-1", "0-20:10%2"]
@@ -272,14 +293,17 @@ class CoordinatorRun:
     def __init__(self, doc: dict[str, Any], db: Path) -> None:
         self.doc = doc
         self.clock = Clock()
+        timeout = doc["scenario"].get("node_timeout", NODE_TIMEOUT_S)
         config = parse_config(
-            {"queues": doc["queues"], "default_queue": "q0", "startup_timeout_s": 1e9, "node_timeout_s": 1e9}
+            {"queues": doc["queues"], "default_queue": "q0", "startup_timeout_s": 1e9, "node_timeout_s": timeout}
         )
+        assert config.timer_interval_s == TIMER_INTERVAL_S  # the simulator's timer period
         self.coord = Coordinator(config, Store(db, synchronous="OFF"), clock=self.clock)  # no fsync: nothing to survive
         self.durations = {j["id"]: j["duration"] for j in doc["jobs"]}
         self.events: list[tuple[float, int, int, str, Any]] = []
         self.order = 0
         self.refused: set[str] = set()
+        self.down: set[str] = set()  # nodes down now (their link closed, their ranks silent)
         self.names: dict[str, str] = {}  # the coordinator's job (or array) id -> the workload's
         self.ids: dict[str, str] = {}  # the workload's job (or array) id -> the coordinator's
         for node in doc["nodes"]:
@@ -291,6 +315,8 @@ class CoordinatorRun:
             self.push(job["submit"], 1, "submit", job)
         for job_id, at in cancels(doc).items():
             self.push(at, 1, "cancel", job_id)
+        for e in doc.get("events", ()):  # before anything else of their instant
+            self.push(e["at"], 0, "down" if e.get("lost") else "back", e["node"])
 
     def push(self, t: float, cls: int, kind: str, what: Any) -> None:
         self.order += 1
@@ -301,6 +327,8 @@ class CoordinatorRun:
 
     async def agent_call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:
         now = self.clock.now - T0
+        if node in self.down:
+            raise AgentCallError(f"node {node} is not connected")
         if op == "launch":
             out = []
             for spec in args["specs"]:
@@ -348,7 +376,7 @@ class CoordinatorRun:
             reports = []
             for r in sorted(job.ranks):
                 rank = job.ranks[r]
-                if rank.node == node and not rank.ended:
+                if rank.node == node and not rank.ended and node not in self.down:  # a down node is silent
                     for kind in ("exited", "gone"):
                         reports.append({"job_id": run_id, "rank": r, "kind": kind, "exit_status": status})
             if reports:
@@ -375,7 +403,8 @@ class CoordinatorRun:
             t = self.events[0][0]
             self.clock.now = T0 + t
             for conn in self.coord.agents.nodes.values():
-                conn.last_seen = self.clock.now
+                if conn.node not in self.down:  # a live agent speaks every instant
+                    conn.last_seen = self.clock.now
             while True:
                 while self.events and self.events[0][0] == t:
                     _, _, _, kind, what = heapq.heappop(self.events)
@@ -401,6 +430,8 @@ class CoordinatorRun:
                 body["array"] = what["array"]
             if "dependency" in what:
                 body["dependency"] = self.coordinator_dependency(what["dependency"])
+            if "requeue" in what:
+                body["requeue"] = what["requeue"]
             try:
                 job = await self.coord.submit(ROOT, body)
             except Conflict:
@@ -415,8 +446,30 @@ class CoordinatorRun:
             await self.ranks_exit(what, 0)
         elif kind == "stop":
             await self.ranks_exit(what, 137)
-        else:  # a wake the coordinator asked for
+        elif kind == "down":  # the node's host goes down: its link closes
+            self.down.add(what)
+            self.coord.on_disconnect(self.coord.agents.nodes[what])
+            self.push_timer()
+        elif kind == "back":  # it joins again, empty (as after a reboot)
+            self.down.discard(what)
+            conn = self.coord.agents.nodes[what]
+            conn.connected, conn.last_seen = True, self.clock.now
+            node = next(n for n in self.doc["nodes"] if n["name"] == what)
+            await self.coord.on_hello(conn, {"inventory": inventory(node).to_dict(), "ranks": []})
+        elif kind == "timer":  # the coordinator's timer loop (scheduling.timer_loop)
+            self.coord.check_timers()
+            await self.coord.flush()
+            self.push_timer()
+        else:  # a wake the coordinator asked for: its timer check, then a kick (Coordinator.wake_at)
+            self.coord.check_timers()
             self.coord.kick()
+
+    def push_timer(self) -> None:
+        """The timer loop's next turn (every ``timer_interval_s`` from t=0), while a node is down
+        and not yet lost: without a silent node its checks find nothing to do."""
+        if any(not self.coord.agents.nodes[n].lost for n in self.down):
+            now = self.clock.now - T0
+            self.push((math.floor(now / TIMER_INTERVAL_S) + 1) * TIMER_INTERVAL_S, 2, "timer", None)
 
     def results(self) -> tuple[dict[str, list[Line]], dict[str, tuple[str, int, int, int | None]]]:
         """Histories and outcomes by workload id; job numbers in messages named as the workload names them."""
@@ -511,7 +564,8 @@ LAUNCH_BEFORE_EXIT = {
 
 def workload_of(path: Path) -> dict[str, Any]:
     """A scenario file of whole-GPU gangs as a workload here: the nodes get this test's GPU model,
-    the jobs are numbered 1, 2, ... in submission order, expectations are left out."""
+    the jobs are numbered 1, 2, ... in submission order, expectations are left out (its node
+    events are kept)."""
     data = tomlfile.read_toml(path)
     jobs = sorted(data["jobs"], key=lambda j: j.get("submit", 0.0))
     return {
@@ -519,6 +573,7 @@ def workload_of(path: Path) -> dict[str, Any]:
         "nodes": [{**n, "model": MODEL} for n in data["nodes"]],
         "queues": data["queues"],
         "jobs": [{**j, "id": str(i + 1)} for i, j in enumerate(jobs)],
+        **({"events": data["events"]} if "events" in data else {}),
     }
 
 
@@ -532,12 +587,14 @@ UNLAUNCHED = workload_of(REPO / "tests/scenarios/cases/unlaunched-gang-not-evict
 def _runnable_here(doc: dict[str, Any], names: dict[str, str], duration: float) -> dict[str, Any]:
     """``doc`` with its queues renamed (the coordinator here defaults to a queue named q0) and a
     ``duration`` for jobs that have none (a simulated agent ends each rank after its job's), and
-    the file format's defaults this harness reads explicitly (one worker, priority 0, no grace)."""
+    the file format's defaults this harness reads explicitly (one worker, priority 0, no grace,
+    submitted at 0)."""
     return {
         **doc,
         "queues": [{**q, "name": names[q["name"]]} for q in doc["queues"]],
         "jobs": [
-            {"duration": duration, "workers": 1, "priority": 0, "grace": 0.0, **j, "queue": names[j["queue"]]}
+            {"duration": duration, "workers": 1, "priority": 0, "grace": 0.0, "submit": 0.0, **j}
+            | {"queue": names[j["queue"]]}
             for j in doc["jobs"]
         ],
     }
@@ -610,6 +667,37 @@ CANCELS = {
 }
 
 
+# Node loss (tests/scenarios/cases): span (job 1, ranks on n1 and n2, grace 10) and solo (job 2 on
+# n3, requeue = false) run, later (job 3) waits. n2 goes down at 100 and is lost at 130.5 (the timer's
+# first check past node_timeout 30): span is stopped on n1 (killed at 140.5), its n2 rank fenced until
+# 140, then it is requeued and later takes n1. n3 goes down at 200, is lost at 230.5 and solo ends
+# NODE_FAIL at once (grace 0). n2 comes back empty at 300 and span runs again on n1 and n2.
+NODE_LOSS = _runnable_here(
+    workload_of(REPO / "tests/scenarios/cases/node-loss-requeues-or-fails-by-policy.toml"), {"lab": "q0"}, 60.0
+)
+
+# A node back before its lease ran out, and one lost: n0 (job 1) goes down at 3 and comes back at 4,
+# before node_timeout 5 has passed, so it is never lost: the rank it no longer knows is gone at once
+# and job 1 fails (a rank gone without an exit status). n1 goes down at 2 and is lost at 7.5 (the
+# timer's first check past 2 + 5); job 2's fence there (2 + 5 + grace 0) has passed, and job 2
+# (requeue = false) ends NODE_FAIL at once. Job 3 waits for a whole node and starts when n0 is back.
+NODE_BACK_EARLY = {
+    "scenario": {"name": "node-back-early", "node_timeout": 5.0},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}, {"name": "n1", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 4}}],
+    "jobs": [
+        job("1", "q0", 2, 0, 0.0, 20.0, 2.0),
+        {**job("2", "q0", 2, 0, 0.0, 20.0, 0.0), "requeue": False},
+        job("3", "q0", 2, 0, 1.0, 5.0, 0.0),
+    ],
+    "events": [
+        {"at": 2.0, "node": "n1", "lost": True},
+        {"at": 3.0, "node": "n0", "lost": True},
+        {"at": 4.0, "node": "n0", "back": True},
+    ],
+}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
@@ -620,6 +708,8 @@ CANCELS = {
 @example(ELASTIC)
 @example(MIG)
 @example(CANCELS)
+@example(NODE_LOSS)
+@example(NODE_BACK_EARLY)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
@@ -777,3 +867,22 @@ def test_both_drivers_cancel_pending_and_running_jobs() -> None:
         assert [(t, e) for t, e, _ in histories["2"]] == [(1.0, "submitted"), (2.0, "cancelled")]
         assert [t for t, e, _ in histories["1"] if e == "cancelled"] == [8.0]
         assert [t for t, e, _ in histories["3"] if e == "admitted"] == [8.0]
+
+
+def test_both_drivers_requeue_or_fail_the_gangs_of_a_lost_node() -> None:
+    """What NODE_LOSS shows, in both drivers: n2 is lost at 130.5, job 1 is fenced there until 140,
+    killed on n1 at 140.5 and requeued, and runs again at 300 when n2 is back; job 2 (requeue = false)
+    ends NODE_FAIL when n3 is lost at 230.5; job 3 takes n1 at 140.5."""
+    sim, coord = simulate(NODE_LOSS), coordinate(NODE_LOSS)
+    assert sim == coord[:2]
+    for histories, outcomes in (sim, coord[:2]):
+        assert {k: v[0] for k, v in outcomes.items()} == {"1": "succeeded", "2": "node_fail", "3": "succeeded"}
+        assert [(t, e) for t, e, _ in histories["1"] if e in ("stopping", "fence-expired", "requeued", "admitted")] == [
+            (0.0, "admitted"),
+            (130.5, "stopping"),
+            (140.0, "fence-expired"),
+            (140.5, "requeued"),
+            (300.0, "admitted"),
+        ]
+        assert [(t, e) for t, e, _ in histories["2"]][-1] == (230.5, "node_fail")
+        assert [t for t, e, _ in histories["3"] if e == "admitted"] == [140.5]
