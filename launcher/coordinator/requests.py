@@ -618,11 +618,11 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 field=f"{where}.nodes",
                 allowed=[1],
             )
-        if g.min_workers is not None and g.min_workers != g.workers:
+        if g.min_workers is not None and not (g.nodes or 1) <= g.min_workers <= g.workers:
             raise BadRequest(
-                f"{where}.min_workers: elastic groups are not supported yet; allowed: unset or {g.workers}",
+                f"{where}.min_workers: {g.min_workers}; allowed: {g.nodes or 1} to {g.workers} (the group's "
+                "ranks, at least one per node it asks for)",
                 field=f"{where}.min_workers",
-                allowed=[g.workers],
             )
         if g.mem and g.mem_per_gpu:
             raise BadRequest(f"{where}.mem_per_gpu: give mem or mem_per_gpu, not both", field=f"{where}.mem_per_gpu")
@@ -644,6 +644,7 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 gpu_model=g.gpu_model or None,
                 nodes=g.nodes,
                 topology=g.topology,
+                min_workers=g.min_workers if g.min_workers != g.workers else None,
                 cpus_per_task=g.cpus_per_task,
                 mem=g.mem,
                 mem_per_gpu=g.mem_per_gpu,
