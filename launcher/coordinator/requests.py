@@ -558,10 +558,10 @@ _JOB_SHAPE_FIELDS = (
     "cpus_per_task",
     "mem",
     "mem_per_gpu",
-    "exclusive",
     "argv",
 )
-"""Fields a job of groups gives per group, never at the job."""
+"""Fields a job of groups gives per group, never at the job (``exclusive`` is the job's: every
+group takes whole nodes)."""
 
 
 def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ...]:
@@ -626,11 +626,11 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
             )
         if g.mem and g.mem_per_gpu:
             raise BadRequest(f"{where}.mem_per_gpu: give mem or mem_per_gpu, not both", field=f"{where}.mem_per_gpu")
-        if per_worker == 0 and (g.cpus_per_task or g.mem or g.mem_per_gpu):
+        if per_worker == 0 and g.mem_per_gpu:
             raise BadRequest(
-                f"{where}.cpus_per_task: host CPUs and memory are counted through a rank's devices; a group "
-                "with gpus_per_worker 0 cannot ask for them yet",
-                field=f"{where}.cpus_per_task",
+                f"{where}.mem_per_gpu: a group with gpus_per_worker 0 has no device to count memory by; "
+                "allowed: mem (per node) or cpus_per_task",
+                field=f"{where}.mem_per_gpu",
             )
         for key in g.env:
             if not key or "=" in key:
@@ -648,6 +648,7 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 cpus_per_task=g.cpus_per_task,
                 mem=g.mem,
                 mem_per_gpu=g.mem_per_gpu,
+                exclusive=req.exclusive,
                 argv=tuple(g.argv),
                 env=dict(g.env),
             )
@@ -731,6 +732,7 @@ def _spec_of_groups(
         cpus_per_task=first.cpus_per_task,
         mem=first.mem,
         mem_per_gpu=first.mem_per_gpu,
+        exclusive=req.exclusive,
         groups=groups,
         colocate=tuple(tuple(c) for c in req.colocate or ()),
         success_policy=req.success_policy,

@@ -72,3 +72,21 @@ def test_a_group_minimum_above_its_ranks_is_refused_naming_the_field(up: Up) -> 
     assert out.returncode == 2, out.stdout + out.stderr
     assert "group 1 --min-workers: 3; allowed: 1 to 2" in out.stderr
     assert set(up.jobs()) == before  # nothing stored
+
+
+def test_an_exclusive_job_of_groups_with_a_cpu_only_launcher_runs_and_says_so(up: Up) -> None:
+    job_id = up.submit(
+        "--exclusive", "-n", "1", "-g", "0", "-c", "2", "--", "true", ":", "-n", "2", "-g", "1", "--", "true"
+    )
+    done = up.wait_state(job_id, {"succeeded", "failed", "cancelled"}, timeout=WAIT_S)
+    assert done["state"] == "succeeded", done
+    assert done["exclusive"] is True
+    assert [(g["name"], g["cpus_per_task"]) for g in done["groups"]] == [("g0", 2), ("g1", 0)]
+
+
+def test_memory_per_gpu_for_a_group_with_no_device_is_refused(up: Up) -> None:
+    before = set(up.jobs())
+    out = up.cli("submit", "-n", "1", "-g", "0", "--mem-per-gpu", "1G", "--", "true", ":", "-g", "1", "--", "true")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "group 0 --mem-per-gpu: a group with gpus_per_worker 0 has no device" in out.stderr, out.stderr
+    assert set(up.jobs()) == before
