@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from labgang.agent.supervisor.spec import group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config import ClusterConfig
@@ -583,8 +584,8 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
         name = g.name if g.name is not None else default_group_name(i)
         if not GROUP_NAME_RE.match(name):
             raise BadRequest(
-                f"{where}.name: {name!r} is not a group name; allowed: a letter, then letters, digits or _ "
-                "(at most 32)",
+                f"{where}.name: {name!r} is not a group name; allowed: a letter, then letters, digits, _ or - "
+                "(at most 64)",
                 field=f"{where}.name",
             )
         if not g.argv[0]:
@@ -657,6 +658,15 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise BadRequest(f"groups: group name {twice[0]!r} is used twice; allowed: distinct names", field="groups")
+    spelled = [group_env_name(n) for n in names]
+    alike = [n for n, e in zip(names, spelled, strict=True) if spelled.count(e) > 1]
+    if alike:
+        raise BadRequest(
+            f"groups: group names {', '.join(repr(n) for n in alike)} are one variable name "
+            f"(LABGANG_GROUP_{group_env_name(alike[0])}_ADDR); allowed: names that differ other than in case "
+            "or - against _",
+            field="groups",
+        )
     kinds = sorted({g.resource for g in out if g.per_worker > 0})
     if len(kinds) > 1:
         raise BadRequest(f"groups: every group's devices must be of one kind; got {', '.join(kinds)}", field="groups")

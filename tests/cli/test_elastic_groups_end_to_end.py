@@ -90,3 +90,21 @@ def test_memory_per_gpu_for_a_group_with_no_device_is_refused(up: Up) -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     assert "group 0 --mem-per-gpu: a group with gpus_per_worker 0 has no device" in out.stderr, out.stderr
     assert set(up.jobs()) == before
+
+
+def test_a_group_name_with_a_dash_is_accepted_and_one_spelling_the_same_variable_refused(up: Up) -> None:
+    job_id = up.submit(
+        "-n", "1", "-g", "1", "--", "true", ":", "--group", "data-loader", "-n", "1", "-g", "0", "--", "true"
+    )
+    assert [g["name"] for g in up.job(job_id)["groups"]] == ["g0", "data-loader"]
+    up.wait_state(job_id, {"succeeded"})
+    before = set(up.jobs())
+    out = up.cli(
+        "submit", "-n", "1", "-g", "1", "--", "true", ":", "--group", "DATA_loader", "-n", "1", "-g", "1", "--", "true",
+        ":", "--group", "data-loader", "-n", "1", "-g", "0", "--", "true",
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "group names 'DATA_loader', 'data-loader' are one variable name (LABGANG_GROUP_DATA_LOADER_ADDR)" in (
+        out.stderr
+    )
+    assert set(up.jobs()) == before
