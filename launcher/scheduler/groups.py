@@ -98,6 +98,35 @@ def _shrunk(g: GroupRequest, k: int) -> GroupRequest:
     return GroupRequest(g.name, r.at_size(size) if size < r.workers else r)
 
 
+def plain_size(req: JobRequest) -> tuple[int, int, int] | None:
+    """``(devices per rank, device ranks, ranks with no device)`` of a *plain* job of groups, or
+    None for any other request.
+
+    Plain: every device group has the same devices per rank, no ``nodes``, ``topology`` or host
+    request, no ``colocate``; groups with no device ask for no host resources either. Such a job
+    fits exactly where one gang of all its device ranks would (each group's ranks go anywhere a
+    rank of its size fits, the ranks with no device anywhere live), whatever its group names and
+    however its ranks are cut into groups: the key under which a cycle shares what it learned
+    about one such job (a victim search that failed, ``cycle.py``) with the others.
+    """
+    if not req.groups or req.colocate:
+        return None
+    per: set[int] = set()
+    ranks = bare = 0
+    for g in req.groups:
+        r = g.request
+        if r.nodes is not None or r.topology is not None or r.host or r.elastic:
+            return None
+        if r.per_worker:
+            per.add(r.per_worker)
+            ranks += r.workers
+        else:
+            bare += r.workers
+    if len(per) != 1:
+        return None
+    return per.pop(), ranks, bare
+
+
 def place_groups(book: DeviceBook, req: JobRequest) -> RawPlacement | None:
     """A placement for every rank of every group of ``req``, in global rank order, or None.
 
