@@ -9,13 +9,13 @@ from dataclasses import replace
 from labgang.launcher.host_quota import host_demand
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler import ReasonCode, run_cycle
-from sched_builders import Cluster, job, queue
+from sched_builders import Cluster, JobBuilder, job, queue
 
 Q = queue("q").nominal(gpu=32).build()
 GIB = 1024**3
 
 
-def exclusive_mpi(name: str, workers: int, per: int) -> object:
+def exclusive_mpi(name: str, workers: int, per: int) -> JobBuilder:
     launcher = ("launcher", JobRequest(workers=1, per_worker=0, exclusive=True))
     worker = ("worker", JobRequest(workers=workers, per_worker=per, exclusive=True))
     b = job(name).queue("q").groups(launcher, worker)
