@@ -20,6 +20,7 @@ chosen the nodes (:func:`placed_demand`). Pure; no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from labgang.launcher.model import JobRequest
 
@@ -66,8 +67,18 @@ def quota_problem(resource: str, value: int) -> str | None:
 
 
 def host_demand(req: JobRequest, nodes: int) -> dict[str, int]:
-    """``cpu`` and ``memory`` ``req`` counts on ``nodes`` nodes (exclusive nodes not made whole)."""
+    """``cpu`` and ``memory`` ``req`` counts on ``nodes`` nodes (exclusive nodes not made whole).
+    A job of groups: the sum over its groups, each group's per-node ``mem`` on as many of the
+    job's nodes as it has ranks (never under what it uses)."""
     out: dict[str, int] = {}
+    if req.groups:
+        for g in req.groups:
+            q = g.request
+            for res, n in host_demand(replace(q, mem=0), nodes).items():
+                out[res] = out.get(res, 0) + n
+            if q.mem:
+                out[MEMORY] = out.get(MEMORY, 0) + q.mem * min(nodes, q.workers)
+        return out
     if req.cpus_per_task:
         out[CPU] = req.cpus_per_task * req.workers
     memory = req.mem_per_gpu * req.per_worker * req.workers + req.mem * nodes

@@ -20,16 +20,18 @@ and environment.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labgang.agent.supervisor.spec import GROUP_NAME_RE as LAUNCH_GROUP_NAME_RE
 from labgang.launcher.model import GPU, GroupRequest, JobRequest
 
-GROUP_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
-"""A group name: a letter, then letters, digits or ``_`` (32 at most), so that
-``LABGANG_GROUP_<NAME>_ADDR`` is a valid environment variable name."""
+GROUP_NAME_RE = LAUNCH_GROUP_NAME_RE
+"""A group name: the launch contract's one rule (``agent/supervisor/spec.py``): a letter, then at
+most 63 letters, digits, ``_`` or ``-``; ``LABGANG_GROUP_<NAME>_ADDR`` spells ``-`` as ``_``
+(:func:`~labgang.agent.supervisor.spec.group_env_name`), so no two groups of a job may differ
+only there or in case."""
 MAX_GROUPS = 16
 """The most groups one job may have."""
 

@@ -169,8 +169,6 @@ def build_submission(
                     "--colocate: names groups of a job of groups; give them with CMD : OPTIONS -- CMD or -f job.toml"
                 )
             together = together + job_groups.colocate_sets(colocate)
-        if groups is not None and exclusive:
-            raise SubmissionError("--exclusive: not supported for a job of groups yet; leave it out")
     if groups is None and gpus_per_worker == 0:
         raise SubmissionError(
             "-g/--gpus-per-worker: 0 is only for one group of a job of groups (CMD : OPTIONS -- CMD); "
@@ -275,6 +273,8 @@ def build_submission(
             body.pop(key, None)
         for key in host:
             body.pop(key, None)
+        if exclusive:  # the job's: every group takes whole nodes
+            body["exclusive"] = True
         body["groups"] = groups
         if together:
             body["colocate"] = together

@@ -77,6 +77,10 @@ _FIELD_NAME_RE = re.compile(
 )
 
 
+_GROUP_FIELD_RE = re.compile(r"^groups\.(\d+)\.(\w+)")
+"""A field of one group of a job of groups (``groups.1.min_workers``): its index and key."""
+
+
 def flag_message(message: str, field: str | None) -> str:
     """Rewrite a coordinator message about body ``field`` in the CLI's terms.
 
@@ -84,6 +88,10 @@ def flag_message(message: str, field: str | None) -> str:
     5m, 2h)"``: the leading field name becomes its flag, every other API field name with an
     underscore becomes its flag, and duration fields get an example of the syntax.
     """
+    group = _GROUP_FIELD_RE.match(field or "")
+    if group and message.startswith(f"{field}: "):  # a job of groups: name the group and its flag
+        index, key = group.groups()
+        return f"group {index} {FIELD_FLAGS.get(key, key)}: {message[len(field or '') + 2 :]}"
     if field and message.startswith(f"{field}: "):
         message = message[len(field) + 2 :]
     message = _FIELD_NAME_RE.sub(lambda m: FIELD_FLAGS[m.group(1)], message)

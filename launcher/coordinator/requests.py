@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from labgang.agent.supervisor.spec import group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config import ClusterConfig
@@ -558,10 +559,10 @@ _JOB_SHAPE_FIELDS = (
     "cpus_per_task",
     "mem",
     "mem_per_gpu",
-    "exclusive",
     "argv",
 )
-"""Fields a job of groups gives per group, never at the job."""
+"""Fields a job of groups gives per group, never at the job (``exclusive`` is the job's: every
+group takes whole nodes)."""
 
 
 def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ...]:
@@ -583,8 +584,8 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
         name = g.name if g.name is not None else default_group_name(i)
         if not GROUP_NAME_RE.match(name):
             raise BadRequest(
-                f"{where}.name: {name!r} is not a group name; allowed: a letter, then letters, digits or _ "
-                "(at most 32)",
+                f"{where}.name: {name!r} is not a group name; allowed: a letter, then letters, digits, _ or - "
+                "(at most 64)",
                 field=f"{where}.name",
             )
         if not g.argv[0]:
@@ -618,19 +619,19 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 field=f"{where}.nodes",
                 allowed=[1],
             )
-        if g.min_workers is not None and g.min_workers != g.workers:
+        if g.min_workers is not None and not (g.nodes or 1) <= g.min_workers <= g.workers:
             raise BadRequest(
-                f"{where}.min_workers: elastic groups are not supported yet; allowed: unset or {g.workers}",
+                f"{where}.min_workers: {g.min_workers}; allowed: {g.nodes or 1} to {g.workers} (the group's "
+                "ranks, at least one per node it asks for)",
                 field=f"{where}.min_workers",
-                allowed=[g.workers],
             )
         if g.mem and g.mem_per_gpu:
             raise BadRequest(f"{where}.mem_per_gpu: give mem or mem_per_gpu, not both", field=f"{where}.mem_per_gpu")
-        if per_worker == 0 and (g.cpus_per_task or g.mem or g.mem_per_gpu):
+        if per_worker == 0 and g.mem_per_gpu:
             raise BadRequest(
-                f"{where}.cpus_per_task: host CPUs and memory are counted through a rank's devices; a group "
-                "with gpus_per_worker 0 cannot ask for them yet",
-                field=f"{where}.cpus_per_task",
+                f"{where}.mem_per_gpu: a group with gpus_per_worker 0 has no device to count memory by; "
+                "allowed: mem (per node) or cpus_per_task",
+                field=f"{where}.mem_per_gpu",
             )
         for key in g.env:
             if not key or "=" in key:
@@ -644,9 +645,11 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
                 gpu_model=g.gpu_model or None,
                 nodes=g.nodes,
                 topology=g.topology,
+                min_workers=g.min_workers if g.min_workers != g.workers else None,
                 cpus_per_task=g.cpus_per_task,
                 mem=g.mem,
                 mem_per_gpu=g.mem_per_gpu,
+                exclusive=req.exclusive,
                 argv=tuple(g.argv),
                 env=dict(g.env),
             )
@@ -655,6 +658,15 @@ def _group_shapes(req: SubmitBody, config: ClusterConfig) -> tuple[GroupSpec, ..
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise BadRequest(f"groups: group name {twice[0]!r} is used twice; allowed: distinct names", field="groups")
+    spelled = [group_env_name(n) for n in names]
+    alike = [n for n, e in zip(names, spelled, strict=True) if spelled.count(e) > 1]
+    if alike:
+        raise BadRequest(
+            f"groups: group names {', '.join(repr(n) for n in alike)} are one variable name "
+            f"(LABGANG_GROUP_{group_env_name(alike[0])}_ADDR); allowed: names that differ other than in case "
+            "or - against _",
+            field="groups",
+        )
     kinds = sorted({g.resource for g in out if g.per_worker > 0})
     if len(kinds) > 1:
         raise BadRequest(f"groups: every group's devices must be of one kind; got {', '.join(kinds)}", field="groups")
@@ -730,6 +742,7 @@ def _spec_of_groups(
         cpus_per_task=first.cpus_per_task,
         mem=first.mem,
         mem_per_gpu=first.mem_per_gpu,
+        exclusive=req.exclusive,
         groups=groups,
         colocate=tuple(tuple(c) for c in req.colocate or ()),
         success_policy=req.success_policy,

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.rules import started_groups_request
 from labgang.launcher.model import QueueSpec
 from labgang.launcher.scheduler.decisions import CycleResult, Pending, PendingReason, ReasonCode
 
@@ -51,6 +52,8 @@ def cap_reason(array_id: str, limit: int) -> PendingReason:
 
 def _devices(job: JobRecord) -> int:
     """Devices a job holding devices holds (an elastic gang: the size it started with)."""
+    if job.spec.groups:
+        return (started_groups_request(job) or job.spec.request).total if job.ranks else job.spec.request.total
     workers = len(job.ranks) or job.spec.workers
     return workers * job.spec.per_worker
 

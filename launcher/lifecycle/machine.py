@@ -46,7 +46,14 @@ from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import FenceRules
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
-from labgang.launcher.lifecycle.rules import completing, job_nodes, launchable, may_be_victim, ranks_in_order
+from labgang.launcher.lifecycle.rules import (
+    completing,
+    elastic_sizes,
+    job_nodes,
+    launchable,
+    may_be_victim,
+    ranks_in_order,
+)
 from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, RankPhase, transition
 from labgang.launcher.scheduler.reasons import held_reason
 
@@ -332,6 +339,8 @@ class Lifecycle:
             size = f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
             if job.spec.request.elastic:
                 size = f"started with {len(job.ranks)} of {job.spec.workers} ranks (min {job.spec.min_workers})"
+                if job.spec.groups:
+                    size = f"started with {len(job.ranks)} of {job.spec.workers} ranks ({elastic_sizes(job)})"
             self._ctx.history(job, "admitted", f"{size} on {where}")
             self._ctx.emit(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
             self._ctx.emit(fx.Dispatch(job))

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from labgang.launcher.lifecycle.group_policy import GroupLayout, launchable_ranks
 from labgang.launcher.lifecycle.records import JobRecord, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.model import QueueSpec
+from labgang.launcher.model import JobRequest, QueueSpec
 from labgang.launcher.scheduler.snapshot import PendingJob
 
 
@@ -46,15 +46,39 @@ def group_layout(job: JobRecord) -> GroupLayout:
 def started_group_sizes(job: JobRecord) -> list[int] | None:
     """How many ranks each group of a job of groups has in the current attempt, in group order:
     the groups' sizes, or for an elastic job that started smaller the sizes the scheduler gave
-    it (``scheduler/groups.py`` shrinks every elastic group one rank at a time: one total, one
-    set of sizes). None when no set of sizes the scheduler tries adds up to the attempt's ranks."""
+    it. None when no set of sizes the scheduler tries adds up to the attempt's ranks."""
+    sized = started_groups_request(job)
+    return None if sized is None else [g.request.workers for g in sized.groups]
+
+
+def started_groups_request(job: JobRecord) -> JobRequest | None:
+    """The request of a job of groups at the size its current attempt started with: each group
+    at the size the scheduler gave it. The attempt's rank count is stored (its rank rows) and
+    decides the sizes: ``scheduler/groups.py`` ``group_sizes`` is the only way a cycle sizes a job
+    of groups down, and it shrinks every elastic group one rank at a time, so each total it yields
+    is smaller than the one before (one total, one set of sizes). None when no size it yields
+    adds up to the attempt's ranks (or ``job`` is not a job of groups)."""
     from labgang.launcher.scheduler.groups import group_sizes  # only for a job of groups
 
+    if not job.spec.groups:
+        return None
     count = len(job.ranks)
     for req in group_sizes(job.spec.request):
         if req.workers == count:
-            return [g.request.workers for g in req.groups]
+            return req
     return None
+
+
+def elastic_sizes(job: JobRecord) -> str:
+    """Each group's started size of an elastic job of groups, for its history:
+    ``"launcher 1 of 1, worker 3 of 4 (min 2)"``."""
+    sizes = started_group_sizes(job)
+    parts = []
+    for i, g in enumerate(job.spec.groups):
+        got = "?" if sizes is None else str(sizes[i])
+        floor = f" (min {g.min_workers})" if g.min_workers is not None else ""
+        parts.append(f"{g.name} {got} of {g.workers}{floor}")
+    return ", ".join(parts)
 
 
 def launchable(job: JobRecord) -> frozenset[int]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Container, Iterable, Sequence
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import leaving
+from labgang.launcher.lifecycle.rules import leaving, started_groups_request
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob
@@ -24,9 +24,14 @@ Admissible = Callable[[JobRecord, float], bool]
 
 
 def started_request(job: JobRecord) -> JobRequest:
-    """What a job holds: an elastic gang counts as a gang of the size it started with."""
+    """What a job holds: an elastic gang counts as a gang of the size it started with (a job of
+    groups: each group at the size it started with)."""
     req = job.spec.request
-    return req.at_size(len(job.ranks)) if req.elastic and job.ranks else req
+    if not (req.elastic and job.ranks):
+        return req
+    if req.groups:
+        return started_groups_request(job) or req
+    return req.at_size(len(job.ranks))
 
 
 def scheduling_state(job: JobRecord) -> str:

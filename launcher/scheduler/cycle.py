@@ -44,7 +44,7 @@ from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.groups import capacity_reason as groups_capacity_reason
-from labgang.launcher.scheduler.groups import group_sizes
+from labgang.launcher.scheduler.groups import group_sizes, plain_size
 from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
@@ -540,10 +540,13 @@ class _Cycle:
         return raw
 
     def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
-        req = e.job.request
+        req = e.job.request.floor()
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
         share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        plain = plain_size(req)
+        if plain is not None:  # a plain job of groups searches like one gang of its device ranks
+            return (e.spec.name, req.resource, req.gpu_model, "plain groups", plain[2] > 0, share)
         return (
             e.spec.name,
             req.resource,
@@ -556,6 +559,16 @@ class _Cycle:
             share,
         )
 
+    @staticmethod
+    def _search_size(req: JobRequest) -> tuple[int, int]:
+        """``(devices per rank, ranks)`` a failed victim search is compared by (an elastic gang's
+        floor; a plain job of groups: its device ranks, :func:`.groups.plain_size`)."""
+        floor = req.floor()
+        plain = plain_size(floor)
+        if plain is not None:
+            return plain[0], plain[1]
+        return req.per_worker, floor.workers
+
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
 
@@ -567,11 +580,9 @@ class _Cycle:
         if known is None or known[0] != self.epoch:
             return False
         j = e.job
+        per, ranks = self._search_size(j.request)
         return any(
-            j.priority <= prio
-            and j.submit_time >= submit
-            and j.request.per_worker >= p
-            and j.request.floor().workers >= w
+            j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w
             for prio, submit, p, w in known[1]
         )
 
@@ -582,7 +593,7 @@ class _Cycle:
             known = (self.epoch, [])
             self._search_fails[key] = known
         j = e.job
-        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.floor().workers))
+        known[1].append((j.priority, j.submit_time, *self._search_size(j.request)))
 
     # --- reasons -----------------------------------------------------------------------------------
 

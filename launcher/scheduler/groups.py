@@ -24,13 +24,13 @@ from dataclasses import replace
 from labgang.launcher.model import GroupRequest, JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
-from labgang.launcher.scheduler.hostres import capped_index, host_reason, node_use, rank_cap
+from labgang.launcher.scheduler.hostres import GROUP_PROBE, capped_index, host_reason, node_use, rank_cap
 from labgang.launcher.scheduler.placement import place, topology_reason
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank (as :func:`.placement.place` returns it)."""
 
-_PROBE = "\0group:"
+_PROBE = GROUP_PROBE
 """Owner tag of devices a group holds while the later groups of its job are tried."""
 
 _live_nodes: weakref.WeakKeyDictionary[DeviceBook, list[int]] = weakref.WeakKeyDictionary()
@@ -69,10 +69,11 @@ def units(req: JobRequest) -> list[list[int]]:
     for i in range(len(names)):
         by_root.setdefault(root(i), []).append(i)
 
-    def weight(unit: list[int]) -> tuple[int, int, int, int]:
+    def weight(unit: list[int]) -> tuple[int, int, int, int, int]:
         reqs = [req.groups[i].request for i in unit]
+        hosted = len(unit) == 1 and reqs[0].per_worker == 0 and reqs[0].host  # after the job's device nodes
         constrained = any(r.topology is not None or r.nodes is not None for r in reqs)
-        return (-(len(unit) > 1), -constrained, -sum(r.total for r in reqs), unit[0])
+        return (hosted, -(len(unit) > 1), -constrained, -sum(r.total for r in reqs), unit[0])
 
     return sorted(by_root.values(), key=weight)
 
@@ -95,6 +96,35 @@ def _shrunk(g: GroupRequest, k: int) -> GroupRequest:
         return g
     size = max(r.min_workers or r.workers, r.workers - k)
     return GroupRequest(g.name, r.at_size(size) if size < r.workers else r)
+
+
+def plain_size(req: JobRequest) -> tuple[int, int, int] | None:
+    """``(devices per rank, device ranks, ranks with no device)`` of a *plain* job of groups, or
+    None for any other request.
+
+    Plain: every device group has the same devices per rank, no ``nodes``, ``topology`` or host
+    request, no ``colocate``; groups with no device ask for no host resources either. Such a job
+    fits exactly where one gang of all its device ranks would (each group's ranks go anywhere a
+    rank of its size fits, the ranks with no device anywhere live), whatever its group names and
+    however its ranks are cut into groups: the key under which a cycle shares what it learned
+    about one such job (a victim search that failed, ``cycle.py``) with the others.
+    """
+    if not req.groups or req.colocate:
+        return None
+    per: set[int] = set()
+    ranks = bare = 0
+    for g in req.groups:
+        r = g.request
+        if r.nodes is not None or r.topology is not None or r.host or r.elastic:
+            return None
+        if r.per_worker:
+            per.add(r.per_worker)
+            ranks += r.workers
+        else:
+            bare += r.workers
+    if len(per) != 1:
+        return None
+    return per.pop(), ranks, bare
 
 
 def place_groups(book: DeviceBook, req: JobRequest) -> RawPlacement | None:
@@ -238,11 +268,18 @@ def _place_group(book: DeviceBook, r: JobRequest, used: list[int], only: int | N
 
 def _place_deviceless(book: DeviceBook, r: JobRequest, used: list[int], only: int | None) -> RawPlacement | None:
     """Ranks with no device: spread evenly over ``r.nodes`` nodes (one when unset), the job's
-    own nodes first, each node with host room for its share."""
+    own nodes first, each node with host room for its share. Ranks asking for host CPUs or memory
+    or whole nodes go only to nodes where the job's other groups hold devices: a running job's
+    host use is found through its devices (``hostres._add_group_use``)."""
     count = 1 if only is not None else (r.nodes or 1)
     base, extra = divmod(r.workers, count)
     shares = [base + 1] * extra + [base] * (count - extra)
-    candidates = [only] if only is not None else used + [n for n in live_nodes(book) if n not in used]
+    if only is not None:
+        candidates = [only]
+    elif r.host:
+        candidates = used
+    else:
+        candidates = used + [n for n in live_nodes(book) if n not in used]
     uses = node_use(book) if r.host or book.exclusive_known else None
     out: RawPlacement = []
     for n in candidates:

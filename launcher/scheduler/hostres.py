@@ -25,6 +25,9 @@ from labgang.launcher.scheduler.capacity import UNAVAILABLE, DeviceBook, FreeInd
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 
 GIB = 1024**3
+GROUP_PROBE = "\0group:"
+"""Owner tag prefix of devices a group holds while the later groups of its job are placed
+(``scheduler/groups.py``)."""
 
 
 @dataclass(slots=True)
@@ -36,12 +39,15 @@ class NodeUse:
         memory: bytes held.
         holders: jobs holding (or reserving) devices there.
         exclusive: one of them took the node whole.
+        probes: of ``holders``, the groups of the job being placed (:data:`GROUP_PROBE`): they
+            neither keep that job's ``exclusive`` groups off the node nor make it whole for others.
     """
 
     cpus: int = 0
     memory: int = 0
     holders: int = 0
     exclusive: bool = False
+    probes: int = 0
 
 
 def needs_check(book: DeviceBook, req: JobRequest) -> bool:
@@ -74,6 +80,8 @@ def _node_use(book: DeviceBook) -> list[NodeUse]:
         use = NodeUse(holders=len(per_node))
         for holder, count in per_node.items():
             r = book.requests.get(holder)
+            probe = holder.startswith(GROUP_PROBE)
+            use.probes += probe
             if r is None or not r.host:
                 continue
             if r.groups:  # which group a device is of is not known here: count as the hungriest
@@ -82,7 +90,7 @@ def _node_use(book: DeviceBook) -> list[NodeUse]:
             ranks = -(-count // max(1, r.per_worker))
             use.cpus += ranks * r.cpus_per_task
             use.memory += ranks * r.rank_mem() + r.mem
-            use.exclusive = use.exclusive or r.exclusive
+            use.exclusive = use.exclusive or (r.exclusive and not probe)
         out.append(use)
     return out
 
@@ -90,19 +98,25 @@ def _node_use(book: DeviceBook) -> list[NodeUse]:
 def _add_group_use(use: NodeUse, count: int, r: JobRequest) -> None:
     """Host use of a job of groups holding ``count`` devices on one node, over-counted (never
     under): ranks as if every device were a rank of its smallest device group, each with the
-    most CPUs and memory any group asks per rank, plus the largest per-node ``mem``."""
-    reqs = [g.request for g in r.groups]
-    per = min((q.per_worker for q in reqs if q.per_worker > 0), default=1)
+    most CPUs and memory any device group asks per rank, plus the largest per-node ``mem``; and every
+    rank of its groups with no device (they hold nothing to find them by, and are placed only on
+    nodes where the job holds devices: ``groups._place_deviceless``), with their per-node ``mem``."""
+    reqs = [g.request for g in r.groups if g.request.per_worker > 0]
+    per = min(q.per_worker for q in reqs)
     ranks = -(-count // per)
     use.cpus += ranks * max(q.cpus_per_task for q in reqs)
     use.memory += ranks * max(q.rank_mem() for q in reqs) + max(q.mem for q in reqs)
-    use.exclusive = use.exclusive or any(q.exclusive for q in reqs)
+    use.exclusive = use.exclusive or any(g.request.exclusive for g in r.groups)
+    for g in r.groups:
+        if g.request.per_worker == 0:
+            use.cpus += g.request.workers * g.request.cpus_per_task
+            use.memory += g.request.mem
 
 
 def rank_cap(book: DeviceBook, use: NodeUse, n: int, req: JobRequest, free_devices: int) -> int:
     """Ranks of ``req`` node position ``n`` can take now, given its free devices and host use."""
     cap = free_devices // max(1, req.per_worker)
-    if use.exclusive or (req.exclusive and use.holders):
+    if use.exclusive or (req.exclusive and use.holders > use.probes):
         return 0
     cpus, memory = book.node_cpus[n], book.node_memory[n]
     if req.cpus_per_task and cpus is not None:
@@ -154,8 +168,8 @@ def host_reason(book: DeviceBook, ix: FreeIndex, req: JobRequest, what: str) -> 
         cpus, memory = book.node_cpus[n], book.node_memory[n]
         if use.exclusive:
             notes.append(f"node {name} is held whole by an --exclusive job")
-        elif req.exclusive and use.holders:
-            notes.append(f"node {name} is in use by {use.holders} job(s); --exclusive needs it empty")
+        elif req.exclusive and use.holders > use.probes:
+            notes.append(f"node {name} is in use by {use.holders - use.probes} job(s); --exclusive needs it empty")
         elif req.cpus_per_task and cpus is not None and cpus - use.cpus < req.cpus_per_task:
             notes.append(
                 f"node {name} has {max(0, cpus - use.cpus)} of {cpus} cpus free; job needs {req.cpus_per_task} per rank"

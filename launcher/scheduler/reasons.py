@@ -59,7 +59,7 @@ def quota_reason(
         holders: for whom and until when ``held`` is kept, e.g. ``"job 7 until its victims
             exit"``, ``"job 3 for this cycle only"`` (a head's hold lasts one cycle).
     """
-    res, need = req.resource, req.total
+    res, need = req.resource, needed(req)
     u = book.usage(queue, res)
     n = book.nominal(queue, res)
     spec = book.queues[queue]
@@ -68,7 +68,7 @@ def quota_reason(
     if spec.cohort is None:
         return PendingReason(ReasonCode.OVER_QUOTA, f"{queue} uses {used} of {n} {res}; job needs {need}")
     limit = spec.borrowing_limit.get(res)
-    if limit is not None and u + need > n + limit:
+    if limit is not None and u + req.total > n + limit:
         uses = f"{u - held} {res}" + (f" (+{held} held for {who})" if held else "")
         return PendingReason(
             ReasonCode.OVER_QUOTA,
@@ -82,6 +82,16 @@ def quota_reason(
         f"cohort {spec.cohort} has {max(0, pool - pool_used)} of {pool} lendable {res} unused; "
         f"{queue} uses {used} of {n} {res} and can get {avail} more; job needs {need}",
     )
+
+
+def needed(req: JobRequest) -> str:
+    """The devices ``req`` counts in its queue, as a quota reason says it: ``"8"``; a job of
+    groups names the sum over its groups: ``"8 (groups launcher 1 x 0 + worker 4 x 2 = 0 + 8)"``."""
+    if not req.groups:
+        return str(req.total)
+    shapes = " + ".join(f"{g.name} {g.request.workers} x {g.request.per_worker}" for g in req.groups)
+    sums = " + ".join(str(g.request.total) for g in req.groups)
+    return f"{req.total} (groups {shapes} = {sums})"
 
 
 def capacity_reason(free_total: int, largest: int, req: JobRequest) -> PendingReason:

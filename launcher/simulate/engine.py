@@ -58,7 +58,7 @@ from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.rules import ranks_in_order
+from labgang.launcher.lifecycle.rules import group_layout, ranks_in_order
 from labgang.launcher.lifecycle.states import EndReason, JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
@@ -70,7 +70,7 @@ from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import Node, RankPlacement, Snapshot
-from labgang.launcher.simulate.jobs import SimJob, job_record
+from labgang.launcher.simulate.jobs import SimJob, group_ends, job_record
 from labgang.launcher.simulate.node_events import lease_check_after
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -312,6 +312,9 @@ class Simulation:
             self._handle(self.model.apply(ev.ReleaseRequested(self.now, job.record.id, "the scenario")))
         elif kind == "end":
             self._ranks_exit(job, run_id, 0)
+        elif kind.startswith("end:"):  # one group's run time (``[[jobs.groups]]`` ``duration``)
+            layout = group_layout(job.record)
+            self._ranks_exit(job, run_id, 0, frozenset(layout.ranks_of(int(kind[4:]))))
         elif kind == "limit":
             # the coordinator's timer at the time limit: the lifecycle stops the gang (TIMEOUT)
             if job.record.run_id == run_id:
@@ -373,16 +376,17 @@ class Simulation:
             }
         return self._targets[key]
 
-    def _ranks_exit(self, job: SimJob, run_id: str, status: int) -> None:
-        """Every live rank of attempt ``run_id`` exits with ``status`` and is gone, node by node,
-        as agents report it; nothing when that attempt is over (a stale end or stop). A rank on
-        a node that is down reports nothing (its fate is the fence's)."""
+    def _ranks_exit(self, job: SimJob, run_id: str, status: int, only: frozenset[int] | None = None) -> None:
+        """Every live rank of attempt ``run_id`` (of ``only`` when given: one group's) exits with
+        ``status`` and is gone, node by node, as agents report it; nothing when that attempt is
+        over (a stale end or stop). A rank on a node that is down reports nothing (its fate is the
+        fence's)."""
         record = job.record
         if record.run_id != run_id or not record.status.state.holds_devices:
             return
         before = scheduling_state(record)
         for rank in ranks_in_order(record):
-            if rank.ended or rank.node in self._down:
+            if rank.ended or rank.node in self._down or (only is not None and rank.rank not in only):
                 continue
             for phase in (RankPhase.EXITED, RankPhase.GONE):
                 obs = ev.RankObserved(self.now, rank.node, run_id, rank.rank, phase, exit_status=status)
@@ -490,7 +494,12 @@ class Simulation:
                 )
                 answer = ev.LaunchAnswered(self.now, node, run_id, 29500 if i == 0 else None, (), False, observed)
                 self._handle(self.model.apply(answer))
-            if job.duration is not None:
+            ends = group_ends(job)
+            if ends is not None:  # a job of groups whose groups run for their own times
+                for g, run in enumerate(ends):
+                    if run is not None:
+                        self._push(self.now + run, _EXIT, f"end:{g}", job.record.id, run_id)
+            elif job.duration is not None:
                 self._push(self.now + job.duration, _EXIT, "end", job.record.id, run_id)
             if job.spec.time_limit is not None:
                 self._push(self.now + job.spec.time_limit, _EXIT, "limit", job.record.id, run_id)

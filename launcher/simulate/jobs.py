@@ -131,9 +131,21 @@ def job_record(
         exclusive=req.exclusive,
         groups=tuple(GroupSpec.of_request(g) for g in req.groups),
         colocate=req.colocate,
+        success_policy=spec.success_policy or "all",
         shards=req.shards,
         mps=req.mps,
         gpu_mem=req.gpu_mem,
     )
     status = JobStatus.submitted(spec.submit)
     return JobRecord(id=spec.id if task is None else task.model_id, seq=seq, spec=job_spec, status=status)
+
+
+def group_ends(job: SimJob) -> list[float | None] | None:
+    """Each group's run time (seconds; None: forever) of a job of groups some of whose
+    ``[[jobs.groups]]`` give a ``duration`` (the others run the job's ``duration``), in group
+    order; None for any other job (it ends whole after its ``duration``). What then ends the job
+    is its ``success_policy``, applied by the lifecycle as in the coordinator."""
+    groups = job.spec.groups
+    if not groups or all(g.duration is None for g in groups):
+        return None
+    return [g.duration if g.duration is not None else job.duration for g in groups]

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from labgang.agent import tomlfile
 from labgang.agent.mem_size import parse_mem
 from labgang.launcher.durations import DURATION_HELP, parse_duration
+from labgang.launcher.lifecycle.group_policy import BadGroupPolicy, GroupPolicy, check_policy
 from labgang.launcher.limits import MAX_WORKERS
 from labgang.launcher.model import (
     GPU,
@@ -219,6 +220,7 @@ class GroupModel(_Strict):
     cpus_per_task: Annotated[int, _whole(0, 1 << 16), _between(0, 1 << 16)] = 0
     mem: str | None = None
     mem_per_gpu: str | None = None
+    duration: OptionalSeconds = Field(default=None, ge=0)  # the group's ranks' run time (unset: the job's)
 
     @field_validator("mem", "mem_per_gpu")
     @classmethod
@@ -357,6 +359,7 @@ class JobModel(_Strict):
     exclusive: bool = False
     groups: list[GroupModel] | None = Field(default=None, min_length=2, max_length=16)
     colocate: list[list[str]] | None = None
+    success_policy: str | None = None  # as --success-policy: all, any or group:NAME
     shards: Annotated[int, _whole(0, MAX_SHARDS_PER_GPU), _between(0, MAX_SHARDS_PER_GPU)] = 0
     mps: Annotated[int, _whole(0, 100), _between(0, 100)] = 0
     gpu_mem: str | None = None
@@ -672,6 +675,12 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             problems.append(f"{where}: give either gpus_per_worker or mig, not both")
         if j.groups is not None:
             problems.extend(group_problems(where, j.groups, j.colocate))
+        if j.success_policy is not None:
+            names = [g.name or f"g{k}" for k, g in enumerate(j.groups or [])] or ["g0"]
+            try:
+                check_policy(GroupPolicy(success=j.success_policy), names)
+            except BadGroupPolicy as exc:
+                problems.append(f"{where}.success_policy: {exc}")
         if j.tenant is not None:
             tenant = tenants.get(j.tenant)
             if meta.admission_fair_sharing is None:
