@@ -10,8 +10,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.coordinator.scheduling import cluster_nodes
 from labgang.launcher.coordinator.violations import violation_views
-from labgang.launcher.host_quota import host_demand, is_host_resource
+from labgang.launcher.host_quota import host_demand, is_host_resource, placed_demand
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
@@ -20,6 +21,7 @@ from labgang.launcher.model import JobState
 from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.shares import quota_usage
+from labgang.launcher.scheduler.snapshot import Node
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig, QueueConfig
@@ -208,7 +210,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
             pending[q] += 1
-    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock())
+    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock(), cluster_nodes(coord))
     queues = coord.config.queues
     used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
     borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
@@ -295,26 +297,45 @@ def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str
 
 
 def held_quota(
-    config: ClusterConfig, active: Iterable[JobRecord], now: float
+    config: ClusterConfig, active: Iterable[JobRecord], now: float, nodes: Iterable[Node] = ()
 ) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use at ``now`` (terminating
     ones too; an elastic gang at its started size; a queue's shares of a card rounded up to whole
-    GPUs, :func:`.shares.quota_usage`), and the (queue, resource) pairs in use.
+    GPUs, :func:`.shares.quota_usage`; an ``--exclusive`` job its whole nodes, as the scheduler
+    counts it, launcher/host_quota.py), and the (queue, resource) pairs in use.
 
     Args:
         config: the cluster configuration (queues, cohorts).
         active: the lifecycle model's jobs.
         now: the coordinator's clock, unix seconds.
+        nodes: the nodes with a known inventory (``scheduling.cluster_nodes``): their devices,
+            CPUs and memory make an ``--exclusive`` job's whole nodes; one not among them adds
+            what the job asked for on it.
     """
     running, _ = scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())
     usage = quota_usage(config.gpu_sharing(), running)  # shares of a card in whole GPUs, as the scheduler
     listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
+    by_name = {n.name: n for n in nodes}
     for job in running:
-        if listed and job.request.host:  # cpu/memory where the queue's quota lists them (host_quota.py)
-            nodes = len({rp.node for rp in job.placement})
-            for res, n in host_demand(job.request, nodes).items():
-                if (job.queue, res) in listed:
-                    usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
+        req = job.request
+        if not (req.exclusive or (listed and req.host)):
+            continue
+        names = sorted({rp.node for rp in job.placement})
+        if req.exclusive:  # whole nodes: every device of its resource, and all CPUs and memory there
+            known = [by_name.get(name) for name in names]
+            per_node = {i: sum(d.resource == req.resource for d in n.devices) for i, n in enumerate(known) if n}
+            cpus = [None if n is None else n.cpus for n in known]
+            memory = [None if n is None else n.memory for n in known]
+            demand = placed_demand(req, range(len(names)), per_node, cpus, memory)
+        else:
+            demand = {req.resource: req.total, **host_demand(req, len(names))}
+        for res, n in demand.items():
+            if res == req.resource:  # quota_usage counted the devices asked for already
+                n -= req.total
+            elif (job.queue, res) not in listed:  # cpu/memory only where the queue's quota lists them
+                continue
+            if n:
+                usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
     return QuotaBook(config.queue_specs(), usage, config.cohort_specs()), set(usage)
 
 

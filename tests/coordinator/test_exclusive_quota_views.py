@@ -1,0 +1,67 @@
+"""``labgang queues`` USED counts an ``--exclusive`` job's whole nodes, as the scheduler does: every
+GPU of its nodes, and all their CPUs and memory where the queue's quota lists them
+(docs/host-resources.md, "Quotas"). Fake clock, real SQLite store, simulated node inventories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from labgang.agent.inventory import NodeInventory
+from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.views import queue_views
+from labgang.launcher.scheduler.cycle import run_cycle
+from labgang.launcher.scheduler.state import CycleState
+from labgang.launcher.store import Store
+from lifecycle_driver import ROOT, Clock, decide, node_inventory
+
+GIB = 1024**3
+NODE_CPUS = 32
+NODE_MEMORY = 256 * GIB
+
+
+@pytest.fixture
+def coord(tmp_path: Path):
+    config = parse_config(
+        {
+            "queues": [
+                {"name": "default", "nominal": {"gpu": 8, "cpu": 64, "memory": "512G"}},
+                {"name": "plain", "nominal": {"gpu": 8}},
+            ]
+        }
+    )
+    clock = Clock()
+    c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    for node in ("n1", "n2"):
+        conn = c.agents.attach(node)
+        conn.connected, conn.last_seen = True, clock.now
+    yield c
+    c.store.close()
+
+
+async def with_nodes(coord: Coordinator) -> None:
+    """Two simulated 4-GPU nodes, each offering 32 CPUs and 256 GiB to jobs."""
+    for node in ("n1", "n2"):
+        inv = node_inventory(node, {}) | {"host_cpus": NODE_CPUS, "host_memory": NODE_MEMORY}
+        await coord.on_inventory(
+            coord.agents.nodes[node], {"inventory": NodeInventory.from_dict(inv).to_dict(), "ranks": []}
+        )
+
+
+async def test_queues_used_counts_an_exclusive_jobs_whole_nodes_as_the_scheduler(coord: Coordinator) -> None:
+    await with_nodes(coord)
+    whole = await coord.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "cpus_per_task": 2, "exclusive": True})
+    beside = await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 3, "mem": 8 * GIB})
+    other = await coord.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1, "exclusive": True})
+    result = run_cycle(build_snapshot(coord, coord.clock()))
+    assert {a.job_id for a in result.admitted} == {whole.id, beside.id}  # two nodes, both taken
+    decide(coord, result)
+    used = {q["name"]: q["used"] for q in queue_views(coord)}
+    # the exclusive job holds one node whole (4 GPUs, 32 CPUs, 256 GiB), the other job what it asked
+    assert used["default"] == {"gpu": 4 + 1, "cpu": NODE_CPUS + 3, "memory": NODE_MEMORY + 8 * GIB}
+    assert used["plain"] == {}  # its exclusive job waits: no empty node
+    state = CycleState(build_snapshot(coord, coord.clock()))  # what the scheduler counts
+    assert {res: state.quota.usage("default", res) for res in used["default"]} == used["default"]
+    assert coord.jobs[other.id].status.state.value == "pending"
