@@ -387,7 +387,8 @@ class _Cycle:
                 if raw is not None:
                     placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
-                    self.admitted.append(Admit(job.id, placement))
+                    whole = state.whole_nodes(sized, raw) if sized.exclusive else ()
+                    self.admitted.append(Admit(job.id, placement, whole))
                     self.on_change.append(q)
                     self.users.add(q, job.user, sized.total)
                     if self.tenants is not None:

@@ -331,6 +331,17 @@ class CycleState:
         self.devices.take(devs, job_id)
         return self.to_placement(raw)
 
+    def whole_nodes(self, req: JobRequest, raw: RawPlacement) -> tuple[str, ...]:
+        """Every device of ``req``'s resource on the nodes of ``raw``, as ``"node/uuid"`` in node
+        and device order: what an ``--exclusive`` job holds whole."""
+        nodes = {n for n, _ in raw}
+        books = self.devices
+        return tuple(
+            f"{books.node_names[books.node_of[d]]}/{books.uuid[d]}"
+            for d in sorted(books.by_resource.get(req.resource, ()), key=lambda d: (books.node_of[d], d))
+            if books.node_of[d] in nodes
+        )
+
     def to_placement(self, raw: RawPlacement) -> Placement:
         """Turn positions into the public :data:`Placement` (node names, device UUIDs)."""
         names, uuid = self.devices.node_names, self.devices.uuid

@@ -15,7 +15,7 @@ from labgang.launcher.coordinator.views import queue_views
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.store import Store
-from lifecycle_driver import ROOT, Clock, decide, node_inventory
+from lifecycle_driver import ROOT, Clock, clock_of, decide, node_inventory, node_uuids
 
 GIB = 1024**3
 NODE_CPUS = 32
@@ -65,3 +65,25 @@ async def test_queues_used_counts_an_exclusive_jobs_whole_nodes_as_the_scheduler
     state = CycleState(build_snapshot(coord, coord.clock()))  # what the scheduler counts
     assert {res: state.quota.usage("default", res) for res in used["default"]} == used["default"]
     assert coord.jobs[other.id].status.state.value == "pending"
+
+
+async def test_report_accounts_an_exclusive_jobs_whole_nodes_gpus(coord: Coordinator) -> None:
+    """``labgang report``: an --exclusive job asking 1 GPU on a 4-GPU node holds the node whole, so
+    its attempt accounts 4 GPUs (4 GPU-hours in an hour), while a plain 1-GPU job accounts 1."""
+    await with_nodes(coord)
+    whole = await coord.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "exclusive": True})
+    plain = await coord.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1})
+    result = run_cycle(build_snapshot(coord, coord.clock()))
+    admitted = {a.job_id: a for a in result.admitted}
+    assert set(admitted) == {whole.id, plain.id}
+    node = admitted[whole.id].placement[0].node
+    assert admitted[whole.id].whole == tuple(f"{node}/{u}" for u in node_uuids(node))
+    assert admitted[plain.id].whole == ()
+    decide(coord, result)
+    record = coord.jobs[whole.id].attempt_record
+    assert record is not None and record.gpus == 4
+    assert set(record.devices) == {f"{node}/{u}" for u in node_uuids(node)}
+    clock_of(coord).now += 3600.0
+    report = await coord.report(group="queue")
+    hours = {row["queue"]: row["gpu_hours"] for row in report["rows"]}
+    assert hours == {"default": pytest.approx(4.0), "plain": pytest.approx(1.0)}
