@@ -17,7 +17,7 @@ from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
-from labgang.launcher.model import JobState
+from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.shares import quota_usage
@@ -320,15 +320,7 @@ def held_quota(
         req = job.request
         if not (req.exclusive or (listed and req.host)):
             continue
-        names = sorted({rp.node for rp in job.placement})
-        if req.exclusive:  # whole nodes: every device of its resource, and all CPUs and memory there
-            known = [by_name.get(name) for name in names]
-            per_node = {i: sum(d.resource == req.resource for d in n.devices) for i, n in enumerate(known) if n}
-            cpus = [None if n is None else n.cpus for n in known]
-            memory = [None if n is None else n.memory for n in known]
-            demand = placed_demand(req, range(len(names)), per_node, cpus, memory)
-        else:
-            demand = {req.resource: req.total, **host_demand(req, len(names))}
+        demand = node_demand(req, {rp.node for rp in job.placement}, by_name)
         for res, n in demand.items():
             if res == req.resource:  # quota_usage counted the devices asked for already
                 n -= req.total
@@ -339,6 +331,21 @@ def held_quota(
     return QuotaBook(config.queue_specs(), usage, config.cohort_specs()), set(usage)
 
 
+def node_demand(req: JobRequest, names: Iterable[str], by_name: Mapping[str, Node]) -> dict[str, int]:
+    """What ``req`` counts in its queue's quota on the nodes ``names`` (launcher/host_quota.py): its
+    devices, ``cpu`` and ``memory``; for ``--exclusive`` the whole nodes (``by_name``: the nodes with
+    a known inventory; one not among them adds what the job asked on it). Host resources are
+    returned whether or not the queue lists them."""
+    ordered = sorted(set(names))
+    if not req.exclusive:
+        return {req.resource: req.total, **host_demand(req, len(ordered))}
+    known = [by_name.get(name) for name in ordered]
+    per_node = {i: sum(d.resource == req.resource for d in n.devices) for i, n in enumerate(known) if n}
+    cpus = [None if n is None else n.cpus for n in known]
+    memory = [None if n is None else n.memory for n in known]
+    return placed_demand(req, range(len(ordered)), per_node, cpus, memory)
+
+
 def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     """Per queue: its fair share (dominant resource share / weight; None when infinite), the
     unweighted ratio, the weight, the capacity its cohort could reach per resource, and with
@@ -347,10 +354,19 @@ def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     from labgang.launcher.scheduler.explain import queue_shares
 
     usage: dict[tuple[str, str], int] = {}
+    listed = {(q.name, res) for q in coord.config.queues for res in q.nominal if is_host_resource(res)}
+    by_name: dict[str, Node] | None = None
     for job in coord.jobs.values():
         if job.status.state in (JobState.ADMITTED, JobState.RUNNING):  # not ones told to leave
             key = (job.spec.queue, job.spec.resource)
             usage[key] = usage.get(key, 0) + job.spec.workers * job.spec.per_worker
+            req = job.spec.request
+            if listed and req.host:  # cpu/memory where the quota lists them, as the scheduler's shares
+                if by_name is None:
+                    by_name = {n.name: n for n in cluster_nodes(coord)}
+                for res, n in node_demand(req, job_nodes(job), by_name).items():
+                    if (job.spec.queue, res) in listed:
+                        usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
     shares = queue_shares(coord.config.queue_specs(), coord.config.cohort_specs(), usage)
     tenants: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in coord.sharing.snapshot_tenants():

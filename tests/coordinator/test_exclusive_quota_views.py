@@ -1,6 +1,8 @@
 """``labgang queues`` USED counts an ``--exclusive`` job's whole nodes, as the scheduler does: every
 GPU of its nodes, and all their CPUs and memory where the queue's quota lists them
-(docs/host-resources.md, "Quotas"). Fake clock, real SQLite store, simulated node inventories."""
+(docs/host-resources.md, "Quotas"); ``labgang report`` charges its whole nodes' GPUs; the fair
+share ``queues`` shows weighs CPUs as the scheduler's does. Fake clock, real SQLite store,
+simulated node inventories."""
 
 from __future__ import annotations
 
@@ -87,3 +89,33 @@ async def test_report_accounts_an_exclusive_jobs_whole_nodes_gpus(coord: Coordin
     report = await coord.report(group="queue")
     hours = {row["queue"]: row["gpu_hours"] for row in report["rows"]}
     assert hours == {"default": pytest.approx(4.0), "plain": pytest.approx(1.0)}
+
+
+async def test_queues_fair_share_weighs_cpu_where_the_quota_lists_it(tmp_path: Path) -> None:
+    """``labgang queues`` shows the dominant resource share the scheduler uses: a queue of a cohort
+    that can reach 16 CPUs whose job uses 12 CPUs of its nominal 8 borrows 4: 4 * 1000 / 16 = 250,
+    though it uses 1 of its 4 GPUs."""
+    config = parse_config(
+        {
+            "cohorts": [{"name": "lab"}],
+            "queues": [
+                {"name": "a", "cohort": "lab", "nominal": {"gpu": 4, "cpu": 8}},
+                {"name": "b", "cohort": "lab", "nominal": {"gpu": 4, "cpu": 8}},
+            ],
+            "default_queue": "a",
+        }
+    )
+    coord = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
+    try:
+        for node in ("n1", "n2"):
+            conn = coord.agents.attach(node)
+            conn.connected, conn.last_seen = True, coord.clock()
+        await with_nodes(coord)
+        await coord.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
+        decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+        views = {q["name"]: q for q in queue_views(coord)}
+        assert views["a"]["fair_share_ratio"] == pytest.approx(250.0)
+        assert views["a"]["fair_share"] == pytest.approx(250.0)
+        assert views["b"]["fair_share_ratio"] == 0
+    finally:
+        coord.store.close()
