@@ -74,14 +74,18 @@ JOB_REF = re.compile(
 def workloads(draw: st.DrawFn) -> dict[str, Any]:
     """A scenario document: 1-2 nodes of 2-3 GPUs (sometimes one more node whose GPU is split
     into MIG devices), 1-3 queues, 2-8 jobs submitted in id order, some of them elastic gangs
-    or MIG jobs, sized so that queues compete (borrowing, reclaim, priority preemption, grace periods)."""
+    or MIG jobs, sized so that queues compete (borrowing, reclaim, priority preemption, grace periods);
+    sometimes queues list ``cpu`` in their quotas and jobs ask ``-c`` (host CPUs in quotas)."""
     nodes = [{"name": f"n{i}", "gpus": draw(st.integers(2, 3)), "model": MODEL} for i in range(draw(st.integers(1, 2)))]
     mig = draw(st.integers(0, 3)) == 0
     if mig:
         nodes.append({"name": "m0", "gpus": 1, "model": MODEL, "mig": list(MIG_LAYOUT)})
     queues = []
+    cpus = draw(st.integers(0, 2)) == 0  # queues list cpu in their quotas, jobs ask -c
     for i in range(draw(st.integers(1, 3))):
         nominal = {"gpu": draw(st.sampled_from([0, 1, 2, 4]))}
+        if cpus and draw(st.booleans()):
+            nominal["cpu"] = draw(st.integers(0, 8))
         if mig:
             nominal |= {f"mig-{p}": draw(st.integers(0, 2)) for p in sorted(set(MIG_LAYOUT))}
         q: dict[str, Any] = {
@@ -119,6 +123,8 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
         if mig and draw(st.integers(0, 2)) == 0:  # one MIG device of a profile per rank
             del job["gpus_per_worker"]
             job["mig"] = draw(st.sampled_from(sorted(set(MIG_LAYOUT))))
+        if cpus and draw(st.booleans()):
+            job["cpus_per_task"] = draw(st.integers(1, 4))
         if draw(st.integers(0, 4)) == 0:  # labgang cancel, pending or running (not a scenario key)
             job[CANCEL] = float(submit + draw(st.integers(0, 15)))
         jobs.append(job)
