@@ -64,12 +64,28 @@ def _order(score: TenantScore | None) -> Callable[[RunningJob], tuple[float, int
     return key
 
 
+def contested(state: CycleState, spec: QueueSpec, job: PendingJob) -> tuple[str, ...]:
+    """The resources ``job`` is short of in its queue's quota now: of its devices and the ``cpu`` /
+    ``memory`` it counts, those it needs more of than its queue may take; its device resource
+    alone when none is (its devices, not its quota, are short)."""
+    q = spec.name
+    demand = state.pending_share_demand(q, job.request)
+    short = tuple(res for res, n in demand.items() if n > state.quota.available(q, res))
+    return short or (job.request.resource,)
+
+
 def fair_candidates(
-    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
+    state: CycleState,
+    spec: QueueSpec,
+    job: PendingJob,
+    excluded: set[str],
+    score: TenantScore | None,
+    short: tuple[str, ...] | None = None,
 ) -> dict[int, list[RunningJob]]:
     """Candidates per queue node (each list in eviction order: highest tenant score, then
     :func:`victim_order`): ``Q``'s own per ``within_queue``; every other queue of ``Q``'s tree
-    above its nominal, per ``reclaim_within_cohort``. Terminating jobs, ``excluded`` ones and
+    above its nominal in a resource of ``short`` (default: the job's device resource; see
+    :func:`contested`), per ``reclaim_within_cohort``. Terminating jobs, ``excluded`` ones and
     those the cycle already removed are never candidates."""
     book = state.shares
     assert book is not None
@@ -94,7 +110,9 @@ def fair_candidates(
         lower_only = policy is ReclaimWithinCohort.LOWER_PRIORITY
         prio = job.priority
         for n, name in enumerate(tree.names):
-            if not tree.is_queue[n] or n == qn or tree.root[n] != root or not book.borrows(n, res):
+            if not tree.is_queue[n] or n == qn or tree.root[n] != root:
+                continue
+            if not any(book.borrows(n, r) for r in short or (res,)):
                 continue
             mine = []
             for v in state.victims_in(name, res):
@@ -132,7 +150,8 @@ class _Search:
         self.job = job
         self.res = job.request.resource
         self.qn = self.tree.queue_id[spec.name]
-        self.cands = fair_candidates(state, spec, job, excluded, score)
+        self.short = contested(state, spec, job)  # resources whose borrowers are targets
+        self.cands = fair_candidates(state, spec, job, excluded, score, self.short)
         self.ptr: dict[int, int] = {n: 0 for n in self.cands}
         self.aside: dict[int, list[RunningJob]] = {}
         self.victims: list[str] = []
@@ -184,6 +203,10 @@ class _Search:
 
     # --- step 1 --------------------------------------------------------------------------------
 
+    def _borrows(self, n: int) -> bool:
+        """True when queue or cohort ``n`` borrows a resource the preemptor is short of."""
+        return any(self.book.borrows(n, r) for r in self.short)
+
     def _next_of(self, n: int, pool: dict[int, list[RunningJob]], from_ptr: bool) -> RunningJob | None:
         lst = pool.get(n)
         if not lst:
@@ -198,7 +221,7 @@ class _Search:
         return self._walk(tree.root[self.qn], pool, from_ptr, dropped)
 
     def _walk(self, cohort: int, pool: dict[int, list[RunningJob]], from_ptr: bool, dropped: set[int]) -> int | None:
-        tree, book, res = self.tree, self.book, self.res
+        tree, book = self.tree, self.book
         gone: set[int] = set()
         while True:
             best_q: tuple[tuple[Share, tuple[int, float, int, float, int, str]], int] | None = None
@@ -208,7 +231,7 @@ class _Search:
                     continue
                 if tree.is_queue[c]:
                     nxt = self._next_of(c, pool, from_ptr)
-                    if nxt is None or (c != self.qn and not book.borrows(c, res)):
+                    if nxt is None or (c != self.qn and not self._borrows(c)):
                         continue
                     tie = (1 if c == self.qn else 0, *self.key(nxt))
                     s = share(book, c)
@@ -217,7 +240,7 @@ class _Search:
                     if best_q is None or k < best_q[0]:
                         best_q = (k, c)
                 else:
-                    if c not in self.own_path and not book.borrows(c, res):
+                    if c not in self.own_path and not self._borrows(c):
                         continue
                     s = share(book, c)
                     kc = ((-s[0], -s[1]), c)
