@@ -57,6 +57,19 @@ def quota_value(resource: str, value: object) -> object:
     return value
 
 
+def quota_text(resource: str, value: int) -> object:
+    """A quota entry as a scenario file or cluster.toml reads it back (:func:`quota_value`'s
+    inverse): ``memory`` bytes as an exact size (``"256G"``, ``"1536M"``, ``"4K"``), since a bare
+    number there is MiB; anything else unchanged. Bytes not a whole number of KiB stay a number
+    of bytes (no size holds them)."""
+    if resource != MEMORY or isinstance(value, bool) or not isinstance(value, int) or value % 1024:
+        return value
+    for unit, size in (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return value  # unreachable: value % 1024 == 0
+
+
 def quota_problem(resource: str, value: int) -> str | None:
     """Why ``value`` cannot be ``resource``'s quota (one phrase naming what is allowed), or None."""
     if resource == CPU and not 0 <= value <= MAX_CPUS:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
+from labgang.launcher.host_quota import is_host_resource, quota_problem, quota_value
 from labgang.launcher.model import (
     DEFAULT_FAIR_PREEMPTION,
     SHARE_GPUS,
@@ -123,6 +124,43 @@ def check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
     return value
 
 
+def host_sizes(value: object) -> object:
+    """A quota table with its ``memory`` entry (a size such as ``"512G"``, or a whole number of
+    MiB as ``--mem`` reads it) in bytes, before the types are checked (launcher/host_quota.py).
+
+    Raises:
+        ValueError: a ``memory`` string that is not a size (names what is allowed).
+    """
+    if not isinstance(value, dict):
+        return value
+    try:
+        return {res: quota_value(res, count) for res, count in value.items()}
+    except ValueError as exc:
+        raise ValueError(f"memory: {exc}") from None
+
+
+def check_quota(value: dict[str, int], what: str) -> dict[str, int]:
+    """A quota table (the table ``what``): devices per resource as :func:`check_quantities`,
+    plus the host resources ``cpu`` (logical CPUs) and ``memory`` (bytes) in their ranges.
+
+    Raises:
+        ValueError: naming the bad resource or count and the allowed values.
+    """
+    for res, n in value.items():
+        if is_host_resource(res):
+            problem = quota_problem(res, n)
+            if problem is not None:
+                raise ValueError(f"{res}: {problem}")
+        elif not is_valid_resource(res):
+            raise ValueError(
+                f"unknown resource {res!r} in {what}; allowed: 'gpu' or 'mig-<profile>' such as "
+                "'mig-1g.10gb' (devices), 'cpu' or 'memory' (host)"
+            )
+        elif n < 0:
+            raise ValueError(f"{what}[{res!r}] must be >= 0, got {n}")
+    return value
+
+
 class BorrowWithinCohortModel(Strict):
     """``borrow_within_cohort = { policy, max_priority_threshold }``."""
 
@@ -134,7 +172,10 @@ class QueueModel(Strict):
     """``[[queues]]``: one queue's quota, policies, fair-sharing weight and per-user limits
     (``max_gpus_per_user``, ``max_running_jobs_per_user``: whole numbers >= 0, absent = no limit);
     ``share_gpus`` (``none``/``queue``/``user``) and ``share_with`` say whose jobs its shares of a card
-    may sit with (docs/sharing.md; :mod:`labgang.launcher.sharing_schema` checks ``share_with``)."""
+    may sit with (docs/sharing.md; :mod:`labgang.launcher.sharing_schema` checks ``share_with``).
+    ``nominal``, ``borrowing_limit`` and ``lending_limit`` may name ``cpu`` (logical CPUs) and
+    ``memory`` (a size such as ``"256G"``, or a whole number of MiB; held in bytes) beside the
+    devices (docs/host-resources.md, "Quotas")."""
 
     name: str = Field(min_length=1)
     cohort: str | None = Field(default=None, min_length=1)
@@ -152,10 +193,15 @@ class QueueModel(Strict):
     share_gpus: str = "none"
     share_with: list[str] = []
 
+    @field_validator("nominal", "borrowing_limit", "lending_limit", mode="before")
+    @classmethod
+    def _sizes(cls, v: object) -> object:
+        return host_sizes(v)
+
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
     def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
-        return check_quantities(v, info.field_name or "quantities")
+        return check_quota(v, info.field_name or "quantities")
 
     @field_validator("share_gpus")
     @classmethod
@@ -196,10 +242,15 @@ class CohortModel(Strict):
     lending_limit: dict[str, Count] = {}
     fair_weight: Number = Field(default=1.0, ge=0)
 
+    @field_validator("nominal", "borrowing_limit", "lending_limit", mode="before")
+    @classmethod
+    def _sizes(cls, v: object) -> object:
+        return host_sizes(v)
+
     @field_validator("nominal", "borrowing_limit", "lending_limit")
     @classmethod
     def _q(cls, v: dict[str, int], info: ValidationInfo) -> dict[str, int]:
-        return check_quantities(v, info.field_name or "quantities")
+        return check_quota(v, info.field_name or "quantities")
 
     def to_spec(self) -> CohortSpec:
         """The scheduler's :class:`CohortSpec`."""

@@ -10,16 +10,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.coordinator.scheduling import cluster_nodes
 from labgang.launcher.coordinator.violations import violation_views
-from labgang.launcher.host_quota import host_demand, is_host_resource
+from labgang.launcher.host_quota import host_demand, is_host_resource, placed_demand
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
-from labgang.launcher.model import JobState
+from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.shares import quota_usage
+from labgang.launcher.scheduler.snapshot import Node
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig, QueueConfig
@@ -208,7 +210,7 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
             pending[q] += 1
-    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock())
+    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock(), cluster_nodes(coord))
     queues = coord.config.queues
     used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
     borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
@@ -295,27 +297,53 @@ def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str
 
 
 def held_quota(
-    config: ClusterConfig, active: Iterable[JobRecord], now: float
+    config: ClusterConfig, active: Iterable[JobRecord], now: float, nodes: Iterable[Node] = ()
 ) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use at ``now`` (terminating
     ones too; an elastic gang at its started size; a queue's shares of a card rounded up to whole
-    GPUs, :func:`.shares.quota_usage`), and the (queue, resource) pairs in use.
+    GPUs, :func:`.shares.quota_usage`; an ``--exclusive`` job its whole nodes, as the scheduler
+    counts it, launcher/host_quota.py), and the (queue, resource) pairs in use.
 
     Args:
         config: the cluster configuration (queues, cohorts).
         active: the lifecycle model's jobs.
         now: the coordinator's clock, unix seconds.
+        nodes: the nodes with a known inventory (``scheduling.cluster_nodes``): their devices,
+            CPUs and memory make an ``--exclusive`` job's whole nodes; one not among them adds
+            what the job asked for on it.
     """
     running, _ = scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())
     usage = quota_usage(config.gpu_sharing(), running)  # shares of a card in whole GPUs, as the scheduler
     listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
+    by_name = {n.name: n for n in nodes}
     for job in running:
-        if listed and job.request.host:  # cpu/memory where the queue's quota lists them (host_quota.py)
-            nodes = len({rp.node for rp in job.placement})
-            for res, n in host_demand(job.request, nodes).items():
-                if (job.queue, res) in listed:
-                    usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
+        req = job.request
+        if not (req.exclusive or (listed and req.host)):
+            continue
+        demand = node_demand(req, {rp.node for rp in job.placement}, by_name)
+        for res, n in demand.items():
+            if res == req.resource:  # quota_usage counted the devices asked for already
+                n -= req.total
+            elif (job.queue, res) not in listed:  # cpu/memory only where the queue's quota lists them
+                continue
+            if n:
+                usage[(job.queue, res)] = usage.get((job.queue, res), 0) + n
     return QuotaBook(config.queue_specs(), usage, config.cohort_specs()), set(usage)
+
+
+def node_demand(req: JobRequest, names: Iterable[str], by_name: Mapping[str, Node]) -> dict[str, int]:
+    """What ``req`` counts in its queue's quota on the nodes ``names`` (launcher/host_quota.py): its
+    devices, ``cpu`` and ``memory``; for ``--exclusive`` the whole nodes (``by_name``: the nodes with
+    a known inventory; one not among them adds what the job asked on it). Host resources are
+    returned whether or not the queue lists them."""
+    ordered = sorted(set(names))
+    if not req.exclusive:
+        return {req.resource: req.total, **host_demand(req, len(ordered))}
+    known = [by_name.get(name) for name in ordered]
+    per_node = {i: sum(d.resource == req.resource for d in n.devices) for i, n in enumerate(known) if n}
+    cpus = [None if n is None else n.cpus for n in known]
+    memory = [None if n is None else n.memory for n in known]
+    return placed_demand(req, range(len(ordered)), per_node, cpus, memory)
 
 
 def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
@@ -326,10 +354,19 @@ def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     from labgang.launcher.scheduler.explain import queue_shares
 
     usage: dict[tuple[str, str], int] = {}
+    listed = {(q.name, res) for q in coord.config.queues for res in q.nominal if is_host_resource(res)}
+    by_name: dict[str, Node] | None = None
     for job in coord.jobs.values():
         if job.status.state in (JobState.ADMITTED, JobState.RUNNING):  # not ones told to leave
             key = (job.spec.queue, job.spec.resource)
             usage[key] = usage.get(key, 0) + job.spec.workers * job.spec.per_worker
+            req = job.spec.request
+            if listed and req.host:  # cpu/memory where the quota lists them, as the scheduler's shares
+                if by_name is None:
+                    by_name = {n.name: n for n in cluster_nodes(coord)}
+                for res, n in node_demand(req, job_nodes(job), by_name).items():
+                    if (job.spec.queue, res) in listed:
+                        usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
     shares = queue_shares(coord.config.queue_specs(), coord.config.cohort_specs(), usage)
     tenants: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in coord.sharing.snapshot_tenants():

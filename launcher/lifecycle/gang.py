@@ -439,10 +439,14 @@ class GangRules:
         elif not self.awaited_by_waiting_preemptor(job):
             self._ctx.emit(fx.WakeScheduler())
 
-    def open_attempt(self, job: JobRecord) -> None:
-        """A cycle admitted ``job`` (its ranks placed): begin its current attempt's accounting record."""
+    def open_attempt(self, job: JobRecord, whole: tuple[str, ...] = ()) -> None:
+        """A cycle admitted ``job`` (its ranks placed): begin its current attempt's accounting record.
+
+        ``whole``: an ``--exclusive`` job's whole nodes' devices (``"node/uuid"``,
+        ``Admit.whole``): the attempt holds, and accounts, all of them."""
         st = job.status
         ranks = ranks_in_order(job)
+        held = tuple(f"{r.node}/{d}" for r in ranks for d in r.devices)
         job.attempt_record = AttemptRecord(
             job_id=job.id,
             attempt=st.attempt,
@@ -451,7 +455,7 @@ class GangRules:
             pending_since=st.pending_since,
             admit_time=self._ctx.now,
             nodes=tuple(job_nodes(job)),
-            devices=tuple(f"{r.node}/{d}" for r in ranks for d in r.devices),
+            devices=held + tuple(d for d in whole if d not in held),
         )
         self._ctx.emit(fx.SaveAttempt(job.attempt_record))
 

@@ -331,7 +331,7 @@ class Lifecycle:
                 rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
             }
             self._ctx.save(job)
-            self._gang.open_attempt(job)
+            self._gang.open_attempt(job, adm.whole)
             for rank in job.ranks.values():
                 self._ctx.emit(fx.SaveRank(job, rank, job.attempt))
             where = ", ".join(job_nodes(job))

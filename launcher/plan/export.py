@@ -24,6 +24,7 @@ import tomli_w
 from labgang.launcher.accounts import user_groups
 from labgang.launcher.arrays import fold
 from labgang.launcher.config import ClusterConfig
+from labgang.launcher.host_quota import quota_text
 from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.dependency import parse_dependency
 from labgang.launcher.lifecycle.records import JobSpec
@@ -80,6 +81,15 @@ def scenario_id(job_id: str) -> str:
     return f"j{job_id}"
 
 
+def _sizes(table: dict[str, Any]) -> dict[str, Any]:
+    """A queue's or cohort's table with its quotas' ``memory`` bytes as sizes (``"256G"``): a bare
+    number there reads back as MiB (launcher/host_quota.py)."""
+    for key in ("nominal", "borrowing_limit", "lending_limit"):
+        if key in table:
+            table[key] = {res: quota_text(res, n) for res, n in table[key].items()}
+    return table
+
+
 def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     """The scenario tables of a ``cluster.toml``'s queue policy: ``queues``, ``cohorts``,
     ``priority_classes``, ``sharing``, ``tenants`` (with admission fair sharing only: a scenario
@@ -88,13 +98,13 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
     cohort_keys = set(CohortModel.model_fields)
     out: dict[str, Any] = {
         "queues": [
-            q.model_dump(mode="json", include=queue_keys, exclude_defaults=True) | {"name": q.name}
+            _sizes(q.model_dump(mode="json", include=queue_keys, exclude_defaults=True)) | {"name": q.name}
             for q in config.queues
         ],
     }
     if config.cohorts:
         out["cohorts"] = [
-            c.model_dump(mode="json", include=cohort_keys, exclude_defaults=True) | {"name": c.name}
+            _sizes(c.model_dump(mode="json", include=cohort_keys, exclude_defaults=True)) | {"name": c.name}
             for c in config.cohorts
         ]
     if config.priority_classes:

@@ -387,7 +387,8 @@ class _Cycle:
                 if raw is not None:
                     placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
-                    self.admitted.append(Admit(job.id, placement))
+                    whole = state.whole_nodes(sized, raw) if sized.exclusive else ()
+                    self.admitted.append(Admit(job.id, placement, whole))
                     self.on_change.append(q)
                     self.users.add(q, job.user, sized.total)
                     if self.tenants is not None:
@@ -474,7 +475,8 @@ class _Cycle:
         self.version += 1
         self._add_held(e.spec.name, req.resource, req.total, f"job {e.job.id} until its victims exit")
         if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
-            self.state.shares.add(e.spec.name, req.resource, req.total)
+            for res, n in self.state.pending_share_demand(e.spec.name, req).items():
+                self.state.shares.add(e.spec.name, res, n)
         self.on_change.append(e.spec.name)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
@@ -649,7 +651,13 @@ class _Cycle:
         )
         shares = self.state.shares
         if shares is not None and e.spec.cohort is not None:
-            fair = preemption_text(shares, e.spec.name, req, [running[v].queue for v in victims if v in running])
+            fair = preemption_text(
+                shares,
+                e.spec.name,
+                req,
+                [running[v].queue for v in victims if v in running],
+                self.state.pending_share_demand(e.spec.name, req),
+            )
             if fair:
                 text += "; fair sharing: " + fair
         return text

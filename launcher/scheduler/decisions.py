@@ -150,10 +150,15 @@ class PendingReason:
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Start ``job_id`` on ``placement`` (one entry per rank)."""
+    """Start ``job_id`` on ``placement`` (one entry per rank).
+
+    ``whole``: for an ``--exclusive`` job, every device of its resource on its nodes, as
+    ``"node/uuid"`` (those its ranks got included): what it holds whole, for accounting
+    (``labgang report``); () for any other job."""
 
     job_id: str
     placement: Placement
+    whole: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

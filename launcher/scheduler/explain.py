@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from labgang.launcher.model import CohortSpec, JobRequest, QueueSpec
-from labgang.launcher.scheduler.fairshare import branch, lowest_common, ratio, share, share_value
+from labgang.launcher.scheduler.fairshare import add_demand, branch, lowest_common, ratio, share, share_value
 from labgang.launcher.scheduler.quota import QuotaBook
 
 
@@ -74,9 +74,18 @@ def fmt_share(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.2f}"
 
 
-def preemption_text(book: QuotaBook, queue: str, req: JobRequest, victim_queues: Iterable[str]) -> str:
+def preemption_text(
+    book: QuotaBook,
+    queue: str,
+    req: JobRequest,
+    victim_queues: Iterable[str],
+    demand: Mapping[str, int] | None = None,
+) -> str:
     """Why fair sharing let ``queue``'s job (``req``) take from ``victim_queues``, with the shares
-    compared at each pair's lowest common cohort (``book``: fair-sharing usage now)."""
+    compared at each pair's lowest common cohort (``book``: fair-sharing usage now). ``demand``:
+    what the job counts in fair-sharing usage (devices, and cpu/memory where its queue lists
+    them; default its devices)."""
+    own = {req.resource: req.total} if demand is None else demand
     tree = book.tree
     qn = tree.queue_id[queue]
     parts: list[str] = []
@@ -89,11 +98,11 @@ def preemption_text(book: QuotaBook, queue: str, req: JobRequest, victim_queues:
             continue
         qb, vb = branch(book, qn, lca), branch(book, vn, lca)
         before = share_value(share(book, vb))
-        book.add(queue, req.resource, req.total)
+        add_demand(book, queue, own)
         try:
             after = share_value(share(book, qb))
         finally:
-            book.add(queue, req.resource, -req.total)
+            add_demand(book, queue, own, -1)
         parts.append(
             f"{tree.names[vb]}'s share {fmt_share(before)} (weight {tree.weight[vb]:g}) against "
             f"{tree.names[qb]}'s {fmt_share(after)} with this job (weight {tree.weight[qb]:g})"

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from labgang.launcher.model import FairPreemption, QueueSpec, ReclaimWithinCohort, WithinQueue
-from labgang.launcher.scheduler.fairshare import Share, branch, lowest_common, share
+from labgang.launcher.scheduler.fairshare import Share, add_demand, branch, lowest_common, share
 from labgang.launcher.scheduler.preemption import within_queue_allows
 from labgang.launcher.scheduler.quota import CohortTree
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
@@ -64,12 +64,28 @@ def _order(score: TenantScore | None) -> Callable[[RunningJob], tuple[float, int
     return key
 
 
+def contested(state: CycleState, spec: QueueSpec, job: PendingJob) -> tuple[str, ...]:
+    """The resources ``job`` is short of in its queue's quota now: of its devices and the ``cpu`` /
+    ``memory`` it counts, those it needs more of than its queue may take; its device resource
+    alone when none is (its devices, not its quota, are short)."""
+    q = spec.name
+    demand = state.pending_share_demand(q, job.request)
+    short = tuple(res for res, n in demand.items() if n > state.quota.available(q, res))
+    return short or (job.request.resource,)
+
+
 def fair_candidates(
-    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], score: TenantScore | None
+    state: CycleState,
+    spec: QueueSpec,
+    job: PendingJob,
+    excluded: set[str],
+    score: TenantScore | None,
+    short: tuple[str, ...] | None = None,
 ) -> dict[int, list[RunningJob]]:
     """Candidates per queue node (each list in eviction order: highest tenant score, then
     :func:`victim_order`): ``Q``'s own per ``within_queue``; every other queue of ``Q``'s tree
-    above its nominal, per ``reclaim_within_cohort``. Terminating jobs, ``excluded`` ones and
+    above its nominal in a resource of ``short`` (default: the job's device resource; see
+    :func:`contested`), per ``reclaim_within_cohort``. Terminating jobs, ``excluded`` ones and
     those the cycle already removed are never candidates."""
     book = state.shares
     assert book is not None
@@ -94,7 +110,9 @@ def fair_candidates(
         lower_only = policy is ReclaimWithinCohort.LOWER_PRIORITY
         prio = job.priority
         for n, name in enumerate(tree.names):
-            if not tree.is_queue[n] or n == qn or tree.root[n] != root or not book.borrows(n, res):
+            if not tree.is_queue[n] or n == qn or tree.root[n] != root:
+                continue
+            if not any(book.borrows(n, r) for r in short or (res,)):
                 continue
             mine = []
             for v in state.victims_in(name, res):
@@ -132,7 +150,8 @@ class _Search:
         self.job = job
         self.res = job.request.resource
         self.qn = self.tree.queue_id[spec.name]
-        self.cands = fair_candidates(state, spec, job, excluded, score)
+        self.short = contested(state, spec, job)  # resources whose borrowers are targets
+        self.cands = fair_candidates(state, spec, job, excluded, score, self.short)
         self.ptr: dict[int, int] = {n: 0 for n in self.cands}
         self.aside: dict[int, list[RunningJob]] = {}
         self.victims: list[str] = []
@@ -152,35 +171,41 @@ class _Search:
         """Whether removing ``v`` as well leaves ``target``'s branch so low that a victim already
         taken from that branch, put back alone, gives the branch a share below ``p``: that victim,
         requeued, could then evict the preemptor back by less-than-initial-share."""
-        book, res = self.book, self.res
+        book = self.book
         lca = lowest_common(book, self.qn, target)
         tb = branch(book, target, lca)
         tree = self.tree
         mine = [w for w in self.taken if (n := tree.queue_id[w.queue]) == tb or tb in tree.ancestors(n)]
         if not mine:
             return False
-        book.add(v.queue, res, -v.request.total)
+        demand = self.state.share_demand
+        add_demand(book, v.queue, demand(v), -1)
         try:
             for w in mine:
-                book.add(w.queue, res, w.request.total)
+                add_demand(book, w.queue, demand(w))
                 try:
                     if share(book, tb) < p:
                         return True
                 finally:
-                    book.add(w.queue, res, -w.request.total)
+                    add_demand(book, w.queue, demand(w), -1)
         finally:
-            book.add(v.queue, res, v.request.total)
+            add_demand(book, v.queue, demand(v))
         return False
 
     def share_without(self, node: int, v: RunningJob) -> Share:
         book = self.book
-        book.add(v.queue, v.request.resource, -v.request.total)
+        demand = self.state.share_demand(v)
+        add_demand(book, v.queue, demand, -1)
         try:
             return share(book, node)
         finally:
-            book.add(v.queue, v.request.resource, v.request.total)
+            add_demand(book, v.queue, demand)
 
     # --- step 1 --------------------------------------------------------------------------------
+
+    def _borrows(self, n: int) -> bool:
+        """True when queue or cohort ``n`` borrows a resource the preemptor is short of."""
+        return any(self.book.borrows(n, r) for r in self.short)
 
     def _next_of(self, n: int, pool: dict[int, list[RunningJob]], from_ptr: bool) -> RunningJob | None:
         lst = pool.get(n)
@@ -196,7 +221,7 @@ class _Search:
         return self._walk(tree.root[self.qn], pool, from_ptr, dropped)
 
     def _walk(self, cohort: int, pool: dict[int, list[RunningJob]], from_ptr: bool, dropped: set[int]) -> int | None:
-        tree, book, res = self.tree, self.book, self.res
+        tree, book = self.tree, self.book
         gone: set[int] = set()
         while True:
             best_q: tuple[tuple[Share, tuple[int, float, int, float, int, str]], int] | None = None
@@ -206,7 +231,7 @@ class _Search:
                     continue
                 if tree.is_queue[c]:
                     nxt = self._next_of(c, pool, from_ptr)
-                    if nxt is None or (c != self.qn and not book.borrows(c, res)):
+                    if nxt is None or (c != self.qn and not self._borrows(c)):
                         continue
                     tie = (1 if c == self.qn else 0, *self.key(nxt))
                     s = share(book, c)
@@ -215,7 +240,7 @@ class _Search:
                     if best_q is None or k < best_q[0]:
                         best_q = (k, c)
                 else:
-                    if c not in self.own_path and not book.borrows(c, res):
+                    if c not in self.own_path and not self._borrows(c):
                         continue
                     s = share(book, c)
                     kc = ((-s[0], -s[1]), c)
@@ -242,11 +267,12 @@ class _Search:
 
     def run(self, rules: tuple[FairPreemption, ...]) -> tuple[list[str], RawPlacement] | None:
         book, req = self.book, self.job.request
-        book.add(self.spec.name, req.resource, req.total)
+        own = self.state.pending_share_demand(self.spec.name, req)
+        add_demand(book, self.spec.name, own)
         try:
             fitted = self._steps(rules)
         finally:
-            book.add(self.spec.name, req.resource, -req.total)
+            add_demand(book, self.spec.name, own, -1)
         if not fitted:
             for v in reversed(self.victims):
                 self.state.restore(v)
@@ -267,7 +293,8 @@ class _Search:
         targets = {tree.queue_id[v.queue] for v in gone if v.id in self.second}
         with state.without(kept):
             state.quota.add(q, res, req.total)
-            book.add(q, res, req.total)
+            own = state.pending_share_demand(q, req)
+            add_demand(book, q, own)
             held = state.devices.reserve([d for _, ds in raw for d in ds], self.job.id)
             try:
                 for t in targets:
@@ -283,22 +310,25 @@ class _Search:
                             if w.request.resource == res and not w.nominated and w.id not in state.placed
                         )
                         for r in back:
-                            book.add(name, res, r.total)
+                            theirs = state.pending_share_demand(name, r)
+                            add_demand(book, name, theirs)
                             try:
                                 low = share(book, tb) < p
                             finally:
-                                book.add(name, res, -r.total)
+                                add_demand(book, name, theirs, -1)
                             if low and not (state.quota_fits(name, r) and state.place(r) is not None):
                                 return True
             finally:
                 state.devices.unreserve(held, self.job.id)
-                book.add(q, res, -req.total)
+                add_demand(book, q, own, -1)
                 state.quota.add(q, res, -req.total)
         return False
 
     def _steps(self, rules: tuple[FairPreemption, ...]) -> bool:
-        book, qn, res = self.book, self.qn, self.res
-        within = book.node_usage(qn, res) <= self.tree.quota(qn, res)
+        book, qn = self.book, self.qn
+        # within its nominal quota in every resource it counts (cpu/memory too, where listed)
+        own = self.state.pending_share_demand(self.spec.name, self.job.request)
+        within = all(book.node_usage(qn, r) <= self.tree.quota(qn, r) for r in own)
         first = rules[0]
         while True:
             target = self.pick_target(self.cands, True, set())
@@ -317,14 +347,15 @@ class _Search:
                 self.aside.setdefault(target, []).extend(lst[self.ptr[target] :])
                 self.ptr[target] = len(lst)
                 continue
-            # T1 depends only on the candidate's size (all of target's candidates use ``res``), and
+            # T1 depends only on the candidate's size (all of target's candidates use ``res``; with
+            # cpu/memory in quotas, its size is its devices and host resources together), and
             # the book does not change until a candidate is taken: judge each size once
-            final: dict[int, bool] = {}
+            final: dict[tuple[tuple[str, int], ...], bool] = {}
             while self.ptr[target] < len(lst):
                 v = lst[self.ptr[target]]
                 self.ptr[target] += 1
                 if first is FairPreemption.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
-                    size = v.request.total
+                    size = tuple(sorted(self.state.share_demand(v).items()))
                     ok_size = final.get(size)
                     if ok_size is None:
                         ok_size = final[size] = p <= self.share_without(tb, v)

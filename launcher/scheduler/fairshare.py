@@ -14,7 +14,7 @@ infinite share is above every finite one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from labgang.launcher.scheduler.quota import QuotaBook
 
@@ -53,6 +53,13 @@ def share(book: QuotaBook, n: int) -> Share:
     return (0, r / w)
 
 
+def add_demand(book: QuotaBook, queue: str, demand: Mapping[str, int], sign: int = 1) -> None:
+    """Add (``sign`` 1) or take away (-1) ``demand`` (amount per resource: devices, and ``cpu`` /
+    ``memory`` where the queue's quota lists them) to ``queue``'s fair-sharing usage in ``book``."""
+    for res, n in demand.items():
+        book.add(queue, res, sign * n)
+
+
 def share_value(s: Share) -> float:
     """The share as a number (``inf`` for an infinite one)."""
     return float("inf") if s[0] else s[1]
@@ -82,7 +89,7 @@ class Tournament:
     Within a tree, the winner of a tournament from the root down: at a cohort, each child
     nominates (a queue its head, a cohort the winner inside it), and nominee ``h`` beats ``g``
     when, comparing the children that nominated them with each nominee admitted, (1) h's
-    child does not borrow in h's resource and g's does; (2) h's child has the lower share;
+    child does not borrow in any of h's resources and g's does; (2) h's child has the lower share;
     (3) h has the higher priority; (4) the earlier submit; (5) h comes first in the file.
     Among separate trees: higher priority, earlier submit, file order.
 
@@ -92,14 +99,15 @@ class Tournament:
     Args:
         book: the fair-sharing usage (mutated temporarily while judging, always restored).
         priority: ``item -> (priority, submit_time, seq)`` for the heads this tournament holds.
-        request: ``item -> (queue, resource, devices)``.
+        request: ``item -> (queue, {resource: amount})``: its devices, and ``cpu``/``memory``
+            where its queue's quota lists them (``CycleState.pending_share_demand``).
     """
 
     def __init__(
         self,
         book: QuotaBook,
         priority: Callable[[object], tuple[int, float, int]],
-        request: Callable[[object], tuple[str, str, int]],
+        request: Callable[[object], tuple[str, Mapping[str, int]]],
     ) -> None:
         self.book = book
         self._prio = priority
@@ -129,13 +137,13 @@ class Tournament:
         """Sort key of nominee ``item`` nominated by ``child`` (lower wins)."""
         book = self.book
         tree = book.tree
-        queue, res, need = self._req(item)
-        book.add(queue, res, need)
+        queue, demand = self._req(item)
+        add_demand(book, queue, demand)
         try:
-            borrows = 1 if book.node_usage(child, res) > tree.quota(child, res) else 0
+            borrows = 1 if any(book.node_usage(child, res) > tree.quota(child, res) for res in demand) else 0
             s = share(book, child)
         finally:
-            book.add(queue, res, -need)
+            add_demand(book, queue, demand, -1)
         prio, submit, seq = self._prio(item)
         return (borrows, s, -prio, submit, seq)
 

@@ -16,7 +16,7 @@ cohort trees"); the classical path keeps its sorted heap (:mod:`.cycle`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from labgang.launcher.model import Queueing
@@ -127,7 +127,7 @@ def run_by_heads(cycle: _Cycle, by_queue: dict[str, list[Entry]]) -> None:
         tournament = Tournament(
             book,
             lambda item: _prio(item),
-            lambda item: _req(item),
+            lambda item: _req(cycle, item),
         )
         for name, line in lines.items():
             tournament.set_head(name, line.head())
@@ -166,9 +166,9 @@ def _prio(item: object) -> tuple[int, float, int]:
     return (item.job.priority, item.job.submit_time, item.job.seq)
 
 
-def _req(item: object) -> tuple[str, str, int]:
+def _req(cycle: _Cycle, item: object) -> tuple[str, Mapping[str, int]]:
     assert isinstance(item, Entry)
-    return (item.spec.name, item.job.request.resource, item.job.request.total)
+    return (item.spec.name, cycle.state.pending_share_demand(item.spec.name, item.job.request))
 
 
 def _classical_next(cycle: _Cycle, lines: dict[str, QueueLine]) -> Entry | None:

@@ -130,13 +130,17 @@ def rank_cap(book: DeviceBook, use: NodeUse, n: int, req: JobRequest, free_devic
     return cap
 
 
-def capped_index(book: DeviceBook, ix: FreeIndex, req: JobRequest, *, idle: bool = False) -> FreeIndex | None:
+def capped_index(
+    book: DeviceBook, ix: FreeIndex, req: JobRequest, *, idle: bool = False, held: list[NodeUse] | None = None
+) -> FreeIndex | None:
     """The free devices of ``ix`` cut, per node, to what host resources allow ``req``; None when
     nothing is cut (place on ``ix`` itself). ``idle``: as if no job held anything (the
-    "empty cluster" of the unschedulable checks)."""
+    "empty cluster" of the unschedulable checks), or only ``held`` (host use per node position:
+    the starvation reservations made so far)."""
     if not (req.host if idle else needs_check(book, req)):
         return None
-    uses = [NodeUse() for _ in book.node_names] if idle else node_use(book)
+    empty = held if held is not None else [NodeUse() for _ in book.node_names]
+    uses = empty if idle else node_use(book)
     kept: list[int] = []
     cut = False
     for n, free in enumerate(ix.free):

@@ -207,19 +207,27 @@ def _collect(
 def _host_reclaim(
     state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool, seen: set[str]
 ) -> list[Candidate]:
-    """Reclaim candidates for the host resources (``cpu``, ``memory``) ``job``'s queue lacks now: jobs
-    of other queues that borrow that resource, found as :func:`_collect` finds device borrowers (only
-    where the preemptor stays within its own nominal quota of it: reclaim, never borrowing), in
-    eviction order, after the device candidates. ``seen``: jobs already candidates."""
+    """Candidates for the host resources (``cpu``, ``memory``) ``job``'s queue lacks now: jobs of
+    other queues that borrow that resource, found as :func:`_collect` finds device borrowers, in
+    eviction order, after the device candidates. Where the preemptor stays within its own nominal
+    quota of the resource they are *reclaim* candidates; where it would borrow it, only those its
+    queue's ``borrow_within_cohort`` allows (lower priority than the preemptor, at or below
+    ``max_priority_threshold``), as *borrow* candidates. ``seen``: jobs already candidates."""
     quota, tree, q, p = state.quota, state.quota.tree, spec.name, job.priority
     any_priority = spec.reclaim_within_cohort is ReclaimWithinCohort.ANY
+    bwc = spec.borrow_within_cohort
     demand = hostquota.demand_before_placement(quota, q, job.request, True)
     qn = tree.queue_id[q]
-    found: list[tuple[tuple[int, float, int, str], RunningJob, int, str]] = []
+    found: list[tuple[tuple[int, float, int, str], RunningJob, int, str, Kind]] = []
     for res in HOST_RESOURCES:
         need = demand.get(res, 0)
-        if not need or need <= quota.available(q, res) or quota.usage(q, res) + need > quota.nominal(q, res):
+        if not need or need <= quota.available(q, res):
             continue
+        kind = Kind.RECLAIM
+        if quota.usage(q, res) + need > quota.nominal(q, res):  # it would borrow: borrow_within_cohort
+            if bwc.policy is BorrowPolicy.NEVER:
+                continue
+            kind = Kind.BORROW
         prev = qn
         for anc in tree.ancestors(qn):
             for other in _borrowing_queues(state, anc, prev, res):
@@ -231,15 +239,18 @@ def _host_reclaim(
                     if v.terminating == terminating and state.demand.get(v.id, {}).get(res)
                 ]
                 for v in sorted(holders, key=victim_order):
-                    if not any_priority and v.priority >= p:
+                    if (kind is Kind.BORROW or not any_priority) and v.priority >= p:
                         break
+                    limit = bwc.max_priority_threshold
+                    if kind is Kind.BORROW and limit is not None and v.priority > limit:
+                        break  # victim_order goes up in priority: the rest are above it too
                     if v.id in excluded or v.id in state.removed or v.id in seen:
                         continue
                     seen.add(v.id)
-                    found.append((victim_order(v), v, anc, res))
+                    found.append((victim_order(v), v, anc, res, kind))
             prev = anc
     found.sort(key=lambda t: t[0])
-    return [Candidate(v, Kind.RECLAIM, anc, res) for _, v, anc, res in found]
+    return [Candidate(v, kind, anc, res) for _, v, anc, res, kind in found]
 
 
 def _borrowing_queues(state: CycleState, anc: int, skip: int, res: str) -> list[int]:

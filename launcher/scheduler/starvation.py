@@ -3,8 +3,12 @@
 A pending job whose queue sets ``starvation_after`` and that has waited that long (since
 submission or its last requeue) reserves the devices of the placement it would get on an
 otherwise empty cluster, starving jobs in order (higher priority, earlier submit, submission
-order), each avoiding earlier reservations. Nobody else starts on reserved devices, even
-after their current holder leaves; the starving job itself may use them or any free device.
+order), each avoiding earlier reservations. A job asking host CPUs or memory (or whole nodes)
+reserves only on nodes whose CPUs and memory could hold its ranks there beside the earlier
+reservations' (:func:`.hostres.capped_index`); its reserved devices then hold its host resources
+too, for host use is derived from who holds or reserves a node's devices (:mod:`.hostres`).
+Nobody else starts on reserved devices, even after their current holder leaves; the starving
+job itself may use them or any free device.
 
 A starving job of groups (at every group's minimum when elastic) reserves the devices of every
 one of its device groups at once, or nothing (``_reserve_groups``).
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from labgang.launcher.model import JobRequest, Queueing
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.groups import units
+from labgang.launcher.scheduler.hostres import NodeUse, capped_index
 from labgang.launcher.scheduler.nominate import Entry
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.state import CycleState
@@ -53,6 +58,7 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
     empties: dict[tuple[str, str | None], FreeIndex] = {}
     taken: set[int] = set()
     out: dict[str, list[int]] = {}
+    reserved_use = [NodeUse() for _ in book.node_names]  # host use of the reservations so far
 
     def empty(req: JobRequest) -> FreeIndex:
         model = req.gpu_model.lower() if req.gpu_model else None
@@ -80,14 +86,24 @@ def reserve_for_starving(state: CycleState, entries: list[Entry]) -> dict[str, l
 
     for e in starving:
         req = e.job.request.floor()  # an elastic gang reserves for its minimum
-        if req.groups:
+        if req.groups:  # its groups' host requests are not reserved (docs/job-groups.md)
             devs = _reserve_groups(req, empty, take, give_back, len(book.node_names), book)
             if devs is None:
                 continue
         else:
-            raw = place(book, empty(req), req.workers, req.per_worker, req.nodes, req.topology)
+            ix = empty(req)
+            capped = capped_index(book, ix, req, idle=True, held=reserved_use) if req.host else None
+            raw = place(book, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
             if raw is None:
                 continue
+            for n, _ in raw:  # its ranks' CPUs and memory, for the next starving job's nodes
+                reserved_use[n].cpus += req.cpus_per_task
+                reserved_use[n].memory += req.rank_mem()
+            for n in {n for n, _ in raw}:
+                use = reserved_use[n]
+                use.holders += 1
+                use.exclusive = use.exclusive or req.exclusive
+                use.memory += req.mem
             devs = [d for _, ds in raw for d in ds]
             for d in devs:
                 take(d)

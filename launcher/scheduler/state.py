@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
@@ -81,7 +82,8 @@ class CycleState:
             self.shares = QuotaBook((), tree=self.quota.tree)
             for job in self.running.values():
                 if not job.terminating and not job.request.shared:
-                    self.shares.add(job.queue, job.request.resource, job.request.total)
+                    for res, n in self.share_demand(job).items():
+                        self.shares.add(job.queue, res, n)
             if self.cards is not None:
                 live = ShareBook(snapshot.gpu_sharing, (), (j for j in self.running.values() if not j.terminating))
                 for q, n in live.initial_usage().items():
@@ -198,6 +200,26 @@ class CycleState:
             return True
         return hostquota.fits(self.quota, queue, self.placed_demand(queue, req, raw))
 
+    def share_demand(self, job: RunningJob) -> dict[str, int]:
+        """What running ``job`` counts in fair-sharing usage (:attr:`shares`): its devices asked
+        (``req.total``), and the ``cpu`` / ``memory`` its queue's quota counts (:mod:`.hostquota`),
+        so dominant resource shares weigh host resources where a quota lists them."""
+        req = job.request
+        own = {req.resource: req.total}
+        counted = self.demand.get(job.id)
+        if counted and self.host_quota:
+            own.update((res, n) for res, n in counted.items() if res in HOST_RESOURCES)
+        return own
+
+    def pending_share_demand(self, queue: str, req: JobRequest) -> dict[str, int]:
+        """What ``req`` would count in ``queue``'s fair-sharing usage before its nodes are chosen:
+        its devices, and the ``cpu`` / ``memory`` it counts at least where ``queue`` lists them."""
+        own = {req.resource: req.total}
+        if self.host_quota and req.host:
+            least = hostquota.demand_before_placement(self.quota, queue, req, True)
+            own.update((res, n) for res, n in least.items() if res in HOST_RESOURCES)
+        return own
+
     def charge(self, queue: str, req: JobRequest) -> int:
         """Whole devices ``queue``'s quota usage would grow by with ``req``: its total, or for a share
         what its queue's rounded-up share use grows by (:meth:`.shares.ShareBook.charge`)."""
@@ -271,7 +293,8 @@ class CycleState:
         for res, n in self.demand.get(job.id, {job.request.resource: job.request.total}).items():
             self.quota.add(job.queue, res, sign * n)
         if self.shares is not None and not job.terminating:
-            self.shares.add(job.queue, job.request.resource, sign * job.request.total)
+            for res, n in self.share_demand(job).items():
+                self.shares.add(job.queue, res, sign * n)
 
     @contextmanager
     def without(self, job_ids: list[str]) -> Iterator[None]:
@@ -296,13 +319,28 @@ class CycleState:
             if self.shares is not None:
                 self.shares.add(queue, GPU, delta)
             return self.to_placement(raw)
-        for res, n in self.placed_demand(queue, req, raw).items():
+        demand = self.placed_demand(queue, req, raw)
+        for res, n in demand.items():
             self.quota.add(queue, res, n)
-        if self.shares is not None:
+        if self.shares is not None:  # devices asked, and cpu/memory as the running job will count them
             self.shares.add(queue, req.resource, req.total)
+            for res, n in demand.items():
+                if res in HOST_RESOURCES:
+                    self.shares.add(queue, res, n)
         devs = [d for _, ds in raw for d in ds]
         self.devices.take(devs, job_id)
         return self.to_placement(raw)
+
+    def whole_nodes(self, req: JobRequest, raw: RawPlacement) -> tuple[str, ...]:
+        """Every device of ``req``'s resource on the nodes of ``raw``, as ``"node/uuid"`` in node
+        and device order: what an ``--exclusive`` job holds whole."""
+        nodes = {n for n, _ in raw}
+        books = self.devices
+        return tuple(
+            f"{books.node_names[books.node_of[d]]}/{books.uuid[d]}"
+            for d in sorted(books.by_resource.get(req.resource, ()), key=lambda d: (books.node_of[d], d))
+            if books.node_of[d] in nodes
+        )
 
     def to_placement(self, raw: RawPlacement) -> Placement:
         """Turn positions into the public :data:`Placement` (node names, device UUIDs)."""

@@ -97,3 +97,29 @@ def test_shares_and_the_sharing_table_round_trip() -> None:
     scenario = parse_scenario(out.data, "t")
     assert scenario.gpu_sharing.shards_per_gpu == 4
     assert scenario.file.jobs[0].request().gpu_mem == 3 << 30
+
+
+def test_cpu_and_memory_quotas_read_back_as_the_same_quotas() -> None:
+    """A queue's and cohort's ``cpu`` and ``memory`` quotas export as sizes (``"256G"``), so the
+    scenario reads back the same bytes (a bare number of memory would read back as MiB)."""
+    config = parse_config(
+        {
+            "cohorts": [{"name": "lab", "nominal": {"memory": "1536M"}}],
+            "queues": [
+                {
+                    "name": "default",
+                    "cohort": "lab",
+                    "nominal": {"gpu": 8, "cpu": 32, "memory": "256G"},
+                    "lending_limit": {"memory": 4096},  # MiB
+                }
+            ],
+        }
+    )
+    out = export_scenario([past("1", 1, 1000.0, 30.0)], config, [NodeShape("n1", 8)], name="t")
+    [queue] = out.data["queues"]
+    assert queue["nominal"] == {"gpu": 8, "cpu": 32, "memory": "256G"}
+    assert queue["lending_limit"] == {"memory": "4G"}
+    assert out.data["cohorts"][0]["nominal"] == {"memory": "1536M"}
+    scenario = parse_scenario(out.data, "t")
+    assert scenario.queues == tuple(config.queue_specs())
+    assert scenario.cohorts == tuple(config.cohort_specs())

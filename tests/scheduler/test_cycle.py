@@ -278,3 +278,20 @@ def test_a_hold_names_its_holder_and_keeps_only_borrowers_out():
     result = run_cycle(solo.snapshot([alone], [job("big").queue("default").gpus(8)]))
     assert reasons(result)["big"] == (ReasonCode.OVER_QUOTA, "default uses 1 of 8 gpu; job needs 8")
     assert result.held == ()
+
+
+def test_starving_gang_reserves_only_nodes_whose_cpus_could_hold_it():
+    """A starving job asking ``-c 8`` reserves on n2 (32 CPUs), never on n1, whose 4 CPUs could not
+    hold it though its GPUs are all free; a small job then starts on n1, not on n2's reserved GPUs."""
+    q = queue("q").nominal(gpu=8).starvation_after(20.0).build()
+    c = Cluster().node("n1", 4, cpus=4).node("n2", 4, cpus=32)
+    c.run(job("s1").queue("q").gpus(1).host(cpus=5))  # only n2 has 5 CPUs
+    assert c.running[0].placement[0].node == "n2"
+    pending = [
+        job("big").queue("q").gpus(4).host(cpus=8).submitted(0.0),
+        job("small").queue("q").gpus(1).host(cpus=1).submitted(25.0),
+    ]
+    result = run_cycle(c.snapshot([q], pending, now=30.0))
+    assert [(a.job_id, a.placement[0].node) for a in result.admitted] == [("small", "n1")]
+    code, text = reasons(result)["big"]
+    assert code is not ReasonCode.UNSCHEDULABLE, text

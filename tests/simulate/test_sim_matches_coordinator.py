@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
+from labgang.agent.mem_size import parse_mem
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.core import Coordinator
@@ -81,14 +82,18 @@ JOB_REF = re.compile(
 def workloads(draw: st.DrawFn) -> dict[str, Any]:
     """A scenario document: 1-2 nodes of 2-3 GPUs (sometimes one more node whose GPU is split
     into MIG devices), 1-3 queues, 2-8 jobs submitted in id order, some of them elastic gangs
-    or MIG jobs, sized so that queues compete (borrowing, reclaim, priority preemption, grace periods)."""
+    or MIG jobs, sized so that queues compete (borrowing, reclaim, priority preemption, grace periods);
+    sometimes queues list ``cpu`` in their quotas and jobs ask ``-c`` (host CPUs in quotas)."""
     nodes = [{"name": f"n{i}", "gpus": draw(st.integers(2, 3)), "model": MODEL} for i in range(draw(st.integers(1, 2)))]
     mig = draw(st.integers(0, 3)) == 0
     if mig:
         nodes.append({"name": "m0", "gpus": 1, "model": MODEL, "mig": list(MIG_LAYOUT)})
     queues = []
+    cpus = draw(st.integers(0, 2)) == 0  # queues list cpu in their quotas, jobs ask -c
     for i in range(draw(st.integers(1, 3))):
         nominal = {"gpu": draw(st.sampled_from([0, 1, 2, 4]))}
+        if cpus and draw(st.booleans()):
+            nominal["cpu"] = draw(st.integers(0, 8))
         if mig:
             nominal |= {f"mig-{p}": draw(st.integers(0, 2)) for p in sorted(set(MIG_LAYOUT))}
         q: dict[str, Any] = {
@@ -126,6 +131,8 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
         if mig and draw(st.integers(0, 2)) == 0:  # one MIG device of a profile per rank
             del job["gpus_per_worker"]
             job["mig"] = draw(st.sampled_from(sorted(set(MIG_LAYOUT))))
+        if cpus and draw(st.booleans()):
+            job["cpus_per_task"] = draw(st.integers(1, 4))
         if draw(st.integers(0, 4)) == 0:  # labgang cancel, pending or running (not a scenario key)
             job[CANCEL] = float(submit + draw(st.integers(0, 15)))
         if draw(st.integers(0, 4)) == 0:  # --no-requeue: a lost node ends it NODE_FAIL
@@ -284,7 +291,11 @@ def inventory(node: dict[str, Any]) -> NodeInventory:
         )
         for i in range(node["gpus"])
     )
-    return NodeInventory(node["name"], T0, "565.57.01", "12.565.57.01", 12070, gpus)
+    memory = node.get("memory")
+    return NodeInventory(
+        node["name"], T0, "565.57.01", "12.565.57.01", 12070, gpus,
+        host_cpus=node.get("cpus"), host_memory=None if memory is None else parse_mem(memory, zero=True),
+    )  # fmt: skip
 
 
 class CoordinatorRun:
@@ -426,6 +437,11 @@ class CoordinatorRun:
             body |= {"grace_s": what["grace"], "argv": ["train"]}
             if "min_workers" in what:
                 body["min_workers"] = what["min_workers"]
+            if "cpus_per_task" in what:
+                body["cpus_per_task"] = what["cpus_per_task"]
+            for key in ("mem", "mem_per_gpu"):  # a scenario's size, the API's bytes
+                if key in what:
+                    body[key] = parse_mem(what[key])
             if "array" in what:
                 body["array"] = what["array"]
             if "dependency" in what:
@@ -605,6 +621,14 @@ SAME_INSTANT_VICTIMS = _runnable_here(
 )
 
 
+# Host CPUs and memory in quotas: queue q0 may use 8 cpus, so its third -c 4 job waits over quota
+# though GPUs are free; queue q1 may use 32G of memory, so its 16G job waits for the 24G one.
+_HOST_QUOTA = _runnable_here(
+    workload_of(REPO / "tests/scenarios/cases/cpu-quota-limits-queue.toml"), {"vision": "q0", "mem": "q1"}, 60.0
+)
+HOST_QUOTA = {**_HOST_QUOTA, "jobs": [{"gpus_per_worker": 1, "submit": 0.0, **j} for j in _HOST_QUOTA["jobs"]]}
+
+
 # An elastic gang (3 ranks, at least 1) starts with the 2 GPUs left, is preempted whole by a
 # higher-priority job, and comes back at its full size once the GPUs are free.
 ELASTIC = {
@@ -710,6 +734,7 @@ NODE_BACK_EARLY = {
 @example(CANCELS)
 @example(NODE_LOSS)
 @example(NODE_BACK_EARLY)
+@example(HOST_QUOTA)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
@@ -886,3 +911,14 @@ def test_both_drivers_requeue_or_fail_the_gangs_of_a_lost_node() -> None:
         ]
         assert [(t, e) for t, e, _ in histories["2"]][-1] == (230.5, "node_fail")
         assert [t for t, e, _ in histories["3"] if e == "admitted"] == [140.5]
+
+
+def test_both_drivers_hold_a_queue_to_its_cpu_and_memory_quota() -> None:
+    """What HOST_QUOTA shows, in both drivers: the third ``-c 4`` job of q0 (8 cpus of quota) waits
+    over its queue's cpu quota while GPUs are free and starts when the first ends at 10; q1's 16G
+    job waits for the 24G one (32G of memory quota) to end at 6; the job without ``-c`` starts at once.
+    (Jobs are numbered in submission order: a, b, e at 0; c, f at 1; d at 2.)"""
+    for histories, outcomes in (simulate(HOST_QUOTA), coordinate(HOST_QUOTA)[:2]):
+        starts = {j: next(t for t, e, _ in histories[j] if e == "admitted") for j in histories}
+        assert starts == {"1": 0.0, "2": 0.0, "3": 0.0, "4": 10.0, "5": 6.0, "6": 2.0}, starts
+        assert {k: v[0] for k, v in outcomes.items()} == dict.fromkeys("123456", "succeeded")
