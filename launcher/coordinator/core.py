@@ -32,7 +32,7 @@ from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden,
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
-from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission, cycle_driver
+from labgang.launcher.coordinator.scheduling import CycleMetrics, SubmissionCheck, busy_unheld, cycle_driver
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.lifecycle import effects as fx
@@ -42,7 +42,6 @@ from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
-from labgang.launcher.model import JobRequest
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
 
@@ -96,17 +95,14 @@ class Coordinator:
             key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
         }
         self.started_at = clock()
-        self.cycles = 0
-        self.last_cycle_at = 0.0
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
         # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
         self._stops: dict[str, list[tuple[str, float, bool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakes: set[float] = set()  # instants a scheduler wake is already set for
-        # (queue, JobRequest) -> why it could never start (None = it could); cleared when
-        # the set of allocatable devices changes.
-        self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
+        # why a submission could never start, remembered until the allocatable devices change
+        self.submission_check = SubmissionCheck(config, self.agents)
         self._metrics: SchedulerMetrics | None = None  # see report_to
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
         self.dispatcher = Dispatcher(self.agents, self, clock, config)  # launch, stop and signal commands
@@ -114,7 +110,8 @@ class Coordinator:
         self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
-        self.driver = cycle_driver(self)  # snapshot, burst and sampling, shared with labgang simulate
+        self.cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
+        self.driver = cycle_driver(self, self.cycle_metrics)  # snapshot, burst and sampling, shared with simulate
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
@@ -152,6 +149,24 @@ class Coordinator:
     def kick(self) -> None:
         """Ask the scheduling loop for a cycle (coalesced with other kicks)."""
         self.wake.set()
+
+    async def kicked(self) -> None:
+        """Return once a kick has come (at once if one came since :meth:`take_kicks`)."""
+        await self.wake.wait()
+
+    def take_kicks(self) -> None:
+        """The scheduling loop starts a cycle that covers every kick so far: forget them."""
+        self.wake.clear()
+
+    @property
+    def cycles(self) -> int:
+        """Scheduling cycles run so far (``CycleMetrics``)."""
+        return self.cycle_metrics.cycles
+
+    @property
+    def last_cycle_at(self) -> float:
+        """Unix seconds of the last scheduling cycle's snapshot; 0.0 before the first."""
+        return self.cycle_metrics.last_cycle_at
 
     @property
     def jobs(self) -> JobIndex:
@@ -354,7 +369,7 @@ class Coordinator:
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
     def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
-        return check_submission(self, spec)
+        return self.submission_check(spec)
 
     def get_job(self, job_id: str) -> JobRecord:
         """The job with ``job_id``: from memory, or from the store for a job finished long ago.
@@ -552,9 +567,7 @@ class Coordinator:
     async def on_hello(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """A node (re)connected: take its inventory and reconcile its ranks with the store."""
         self._take_inventory(conn, message)
-        was_lost = conn.lost
-        conn.lost = False
-        if was_lost:
+        if conn.mark_back():
             log.warning("node %s is back", conn.node)
         self.reconcile(conn, message.get("ranks") or [])
         await self.flush()
@@ -563,8 +576,7 @@ class Coordinator:
     async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """Periodic or changed inventory; a node that was lost and speaks again is reconciled."""
         changed = self._take_inventory(conn, message)
-        if conn.lost:
-            conn.lost = False
+        if conn.mark_back():
             log.warning("node %s answers again after being lost", conn.node)
             self.reconcile(conn, message.get("ranks") or [])
             await self.flush()
@@ -586,23 +598,21 @@ class Coordinator:
         """Keep the node's inventory and rank list; True when scheduling could decide differently:
         its allocatable devices or the host CPUs and memory it offers changed, or devices no job
         holds started or stopped showing processes (foreign processes, a context NVML still shows)."""
-        conn.last_seen = self.clock()
+        conn.heard(self.clock())
         ranks = message.get("ranks")
         if ranks is not None:
-            conn.ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
+            conn.take_ranks(ranks)
         inv = message.get("inventory")
         if inv is None:
             return False
         new = NodeInventory.from_dict(inv)
-        old = conn.inventory
-        conn.inventory_dict = inv
-        conn.inventory = new
+        old = conn.take_inventory(inv, new)
         if (
             old is None
             or old.allocatable() != new.allocatable()
             or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
         ):
-            self.schedulable_cache.clear()
+            self.submission_check.forget()
             return True
         old_pids, new_pids = old.device_pids(), new.device_pids()
         if old_pids == new_pids:
@@ -621,7 +631,7 @@ class Coordinator:
                 ``gone`` rank frees is not still shown busy with its pids.
         """
         changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
-        conn.last_seen = self.clock()
+        conn.heard(self.clock())
         log.debug(
             "rank events from %s: %s",
             conn.node,
@@ -647,9 +657,7 @@ class Coordinator:
 
     def on_disconnect(self, conn: AgentConn) -> None:
         """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""
-        conn.connected = False
-        conn.ws = None
-        conn.fail_pending("disconnected")
+        conn.detach_link("disconnected")
         (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
@@ -676,9 +684,8 @@ class Coordinator:
     def mark_node_lost(self, conn: AgentConn, why: str) -> None:
         """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
         requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
-        if conn.lost:
+        if not conn.mark_lost():
             return
-        conn.lost = True
         log.warning("node %s lost: %s", conn.node, why)
         self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
 
@@ -698,7 +705,7 @@ class Coordinator:
                 for rank in list(job.ranks.values()):
                     if rank.node not in self.agents.nodes and not rank.ended:
                         conn = self.agents.attach(rank.node)
-                        conn.last_seen = self.started_at
+                        conn.heard(self.started_at)  # its lease runs from the restart
                         self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
         connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
         self.apply(ev.Tick(now, self.started_at, connected))

@@ -105,7 +105,7 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
     from labgang.launcher.coordinator.scheduling import unavailable_devices
 
-    assert uuids[0] not in unavailable_devices(coord, coord.held_devices())  # free, not blocked by stale pids
+    assert uuids[0] not in unavailable_devices(coord.agents, coord.held_devices())  # free, not blocked by stale pids
 
 
 async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:
