@@ -35,6 +35,8 @@ from labgang.launcher.coordinator.requests import Caller, build_spec, requested_
 from labgang.launcher.coordinator.scheduling import CycleMetrics, SubmissionCheck, busy_unheld, cycle_driver
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
+from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache
+from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord
@@ -48,6 +50,8 @@ from labgang.launcher.store import Store
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
+    from labgang.launcher.pitfalls import ClusterSnapshot
+    from labgang.launcher.pitfalls.views import JobView
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -115,6 +119,9 @@ class Coordinator:
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+        # encoded JobViews for GET /v1/jobs, and the pitfall detectors' job views, kept while each job is unchanged
+        self.view_cache = JobViewCache()
+        self.pitfall_views: JobMemo[JobView] = JobMemo()
 
     # ----- parts the application attaches -------------------------------------------------------
 
@@ -136,6 +143,23 @@ class Coordinator:
     def watch_pitfalls(self, watch: PitfallWatch) -> None:
         """Serve ``watch``'s findings (``GET /v1/pitfalls``, /metrics, ``labgang show``) from now on."""
         self._pitfalls = watch
+
+    # ----- views over the parts ---------------------------------------------------------------
+
+    def queue_views(self) -> list[dict[str, Any]]:
+        """``GET /v1/queues``: :func:`~labgang.launcher.coordinator.views.queue_views` of the active jobs now."""
+        return queue_views(self.config, list(self.model.jobs.values()), self.sharing, self.clock())
+
+    def node_views(self) -> list[dict[str, Any]]:
+        """``GET /v1/nodes``: :func:`~labgang.launcher.coordinator.views.node_views` of the agents and jobs."""
+        return node_views(self.agents, self.config, self.jobs, self.held_devices(), self.job_for_run)
+
+    def pitfall_snapshot(self) -> ClusterSnapshot:
+        """What the pitfall watch and /metrics read (``metrics.coordinator_snapshot`` over the views)."""
+        from labgang.launcher.coordinator.metrics import coordinator_snapshot  # prometheus only when served
+
+        jobs = self.jobs
+        return coordinator_snapshot(self.clock(), jobs, self.node_views(), self.queue_views(), self.pitfall_views)
 
     # ----- plumbing ---------------------------------------------------------------------------
 

@@ -224,7 +224,7 @@ async def list_jobs(
         jobs = (job for job in jobs if keep(job))
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
-    cache = view_cache.cache_for(coord)
+    cache = coord.view_cache
     build: Callable[[JobRecord], dict[str, Any]] = functools.partial(_job_view, coord, caller)
     private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
     if shape == "queue":  # no argv in a row: one variant for every caller
@@ -405,7 +405,7 @@ async def list_queues(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
-    return Reply(200, {"queues": views.queue_views(coord)})
+    return Reply(200, {"queues": coord.queue_views()})
 
 
 async def list_nodes(
@@ -413,7 +413,7 @@ async def list_nodes(
 ) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state; with ``private_data``, the
     command lines of other users' device processes are null unless the caller is an admin."""
-    nodes = views.node_views(coord)
+    nodes = coord.node_views()
     if coord.config.private_data and not caller.admin:
         nodes = [hide_commands(n, caller.user) for n in nodes]
     return Reply(200, {"nodes": nodes})

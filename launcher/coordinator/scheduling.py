@@ -103,9 +103,8 @@ def unavailable_devices(agents: AgentRegistry, held: Mapping[str, JobRecord]) ->
             if not offered or d.uuid in busy:
                 out.add(d.uuid)
         for gpu in conn.inventory.gpus:
-            if gpu.lost:
-                out.add(gpu.uuid)
-                out.update(m.uuid for m in gpu.mig_devices)
+            if gpu.lost:  # a UUID NVML could not read names no device the scheduler is offered
+                out.update(u for u in (gpu.uuid, *(m.uuid for m in gpu.mig_devices)) if isinstance(u, str))
     return frozenset(out)
 
 

@@ -102,6 +102,7 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     ]
     await coord.on_rank_events(conn, events, inventory=node_inventory("n1", {}))
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
+    assert conn.inventory is not None
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
     from labgang.launcher.coordinator.scheduling import unavailable_devices
 
