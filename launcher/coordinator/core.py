@@ -345,7 +345,7 @@ class Coordinator:
         targets = submission_targets(self.store, self.model.jobs, self.recent, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
-            tasks = arrays.insert_tasks(self, spec, array, now, targets)
+            tasks = arrays.insert_tasks(self.store, self.apply, spec, array, now, targets)
         else:
             tasks = [self.store.insert_job(spec, JobStatus.submitted(now))]
             self.apply(ev.JobSubmitted(now, tasks[0], targets))

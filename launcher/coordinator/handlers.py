@@ -282,7 +282,16 @@ async def update_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
     ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
-    job = await verbs.update(coord, caller, params["id"], _json_body(body))
+    job = await verbs.update(
+        coord,
+        caller,
+        params["id"],
+        _json_body(body),
+        config=coord.config,
+        store=coord.store,
+        active=coord.model.jobs,
+        recent=coord.recent,
+    )
     return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
@@ -309,7 +318,7 @@ async def cancel_array(
 
     Answers ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``
     (N tasks had already finished)."""
-    jobs, finished = await arrays.cancel_array(coord, caller, params["id"])
+    jobs, finished = await arrays.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, caller, params["id"])
     return Reply(
         200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs], "finished": finished}
     )
