@@ -123,11 +123,11 @@ async def cancel_array(
     ids = task_ids(store, jobs, array_id) if array_id.isdigit() else []
     if not ids:
         raise NotFound(f"no job array {array_id}", field="id")
-    active = [job for i in ids if (job := active.get(i)) is not None]
-    for job in active:
+    unfinished = [job for i in ids if (job := active.get(i)) is not None]
+    for job in unfinished:
         caller.check_may_act(job, "cancel it")
     now = coord.clock()
-    for job in active:
+    for job in unfinished:
         coord.apply(ev.CancelRequested(now, job.id, caller.user))
     await coord.flush()
-    return active, len(ids) - len(active)
+    return unfinished, len(ids) - len(unfinished)

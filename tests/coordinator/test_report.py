@@ -149,7 +149,6 @@ async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_
         assert scrape(again) == counters  # read back from the records
     finally:
         again.store.close()
-        coord.store = Store(tmp_path / "db")
 
 
 def test_the_report_refuses_a_bad_group_at_the_api() -> None:
