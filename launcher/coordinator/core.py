@@ -14,8 +14,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
+from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import CycleMetrics, SubmissionCheck, busy_unheld, cycle_driver
@@ -91,13 +90,9 @@ class Coordinator:
         self.agents = AgentRegistry()
         active = store.load_jobs(active_only=True)
         self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
-        self.recent: OrderedDict[str, JobRecord] = OrderedDict()
-        self.order = SubmissionOrder()  # the jobs in memory by seq, for GET /v1/jobs pages
-        self.order.rebuild(self.jobs)
-        # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
-        self.finished_counts: dict[tuple[str, str], int] = {
-            key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
-        }
+        # the newest finished jobs, the submission order, and finished jobs per (queue, state) for /metrics
+        self.memory = JobMemory({key: n for key, n in store.job_counts().items() if JobState(key[1]).finished})
+        self.memory.order.rebuild(self.jobs)
         self.started_at = clock()
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
@@ -195,7 +190,22 @@ class Coordinator:
     @property
     def jobs(self) -> JobIndex:
         """The jobs in memory by id: active ones (the lifecycle model's) and the recently finished."""
-        return JobIndex(self.model.jobs, self.recent)
+        return JobIndex(self.model.jobs, self.memory.recent)
+
+    @property
+    def recent(self) -> Mapping[str, JobRecord]:
+        """The newest finished jobs in memory by id, oldest first (``JobMemory.recent``)."""
+        return self.memory.recent
+
+    @property
+    def order(self) -> SubmissionOrder:
+        """The jobs in memory in submission order (``JobMemory.order``)."""
+        return self.memory.order
+
+    @property
+    def finished_counts(self) -> Mapping[tuple[str, str], int]:
+        """Finished jobs per ``(queue, state value)``, for /metrics (``JobMemory.finished_counts``)."""
+        return self.memory.finished_counts
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
@@ -206,7 +216,7 @@ class Coordinator:
         self.driver.sample(event.now)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
-            self.order.add(event.job)
+            self.memory.submitted(event.job)
         for effect in effects:
             self._execute(effect)
         return effects
@@ -240,12 +250,7 @@ class Coordinator:
         elif isinstance(effect, fx.Requeued):
             pass  # its history line and status are saved by their own effects
         elif isinstance(effect, fx.Finished):
-            job = effect.job
-            self.recent[job.id] = job
-            while len(self.recent) > RECENT_FINISHED:
-                self.order.discard(self.recent.popitem(last=False)[1])
-            key = (job.spec.queue, job.status.state.value)
-            self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
+            self.memory.finished(effect.job, RECENT_FINISHED)
         elif isinstance(effect, fx.WakeScheduler):
             self.kick()
         elif isinstance(effect, fx.WakeAt):
