@@ -20,7 +20,7 @@ The Coordinator holds its parts and hands each function only the parts it reads:
 the lifecycle model, ``JobMemory`` (jobindex.py: the finished jobs kept, submission order,
 finished counts), the ``AgentRegistry`` (each ``AgentConn`` changes its own fields: ``heard``,
 ``take_inventory``, ``mark_lost``...), the ``Dispatcher``, ``SubmissionCheck`` and ``CycleMetrics``
-(scheduling.py), the view cache and the pitfall job views, and what the application attaches
+(scheduling.py), the view cache, the pitfall job views and the queue table's rows, and what the application attaches
 (``report_to`` metrics, ``watch_pitfalls``). Views take the agents, configuration and jobs
 (``views.queue_views``/``node_views``; ``Coordinator.queue_views()``/``node_views()`` hand them
 in); the verbs and array cancellation take a ``JobDesk`` (desk.py: clock, get_job, apply, flush)

@@ -49,6 +49,7 @@ from labgang.launcher.store import Store
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
+    from labgang.launcher.jobtable import RowFacts
     from labgang.launcher.pitfalls import ClusterSnapshot
     from labgang.launcher.pitfalls.views import JobView
 
@@ -117,6 +118,7 @@ class Coordinator:
         # encoded JobViews for GET /v1/jobs, and the pitfall detectors' job views, kept while each job is unchanged
         self.view_cache = JobViewCache()
         self.pitfall_views: JobMemo[JobView] = JobMemo()
+        self.table_rows: JobMemo[RowFacts] = JobMemo()  # `labgang queue`'s row facts (table_view.py)
 
     # ----- parts the application attaches -------------------------------------------------------
 

@@ -213,7 +213,9 @@ async def list_jobs(
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        text, count = table_view.table(coord, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs))
+        text, count = table_view.table(
+            coord.table_rows, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs)
+        )
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
@@ -308,7 +310,9 @@ async def stdin_input(
 ) -> Reply:
     """``POST /v1/jobs/{id}/stdin`` (body ``{"data": base64, "eof": bool}``): the next bytes of rank 0's
     standard input (``labgang run``'s, streamed); answers ``{"taken", "eof", "open"}``."""
-    return Reply(200, await stdin_relay.stdin_input(coord, caller, params["id"], _json_body(body)))
+    return Reply(
+        200, await stdin_relay.stdin_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body))
+    )
 
 
 async def cancel_array(
