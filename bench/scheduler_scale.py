@@ -276,7 +276,7 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
                 coord.apply(ev.JobSubmitted(0.0, job))
             if mode != "no array":
                 spec = build_spec({"argv": ["x"], "queue": ARRAY_QUEUE}, caller, config)
-                arrays.insert_tasks(coord, spec, ArraySpec(tuple(range(array)), limit), 0.0)
+                arrays.insert_tasks(coord.store, coord.apply, spec, ArraySpec(tuple(range(array)), limit), 0.0)
             scheduling.run_cycles(coord)  # the fill: admissions on the empty cluster
             coord.store.commit()
             times = []

@@ -143,6 +143,7 @@ class Store:
         self._db.executescript(_SCHEMA)
         self._migrate()
         self._lock = threading.Lock()
+        self._closed = False  # see close
         self._last_seq: int | None = None
         self._job_rows: list[tuple[Any, ...]] = []
         self._status: dict[str, JobRecord] = {}
@@ -351,10 +352,13 @@ class Store:
             self._flushing = False
 
     def close(self) -> None:
-        """Commit what is pending and close the database."""
+        """Commit what is pending and close the database; closing it again does nothing."""
+        if self._closed:
+            return
         self.commit()
         with self._lock:
             self._db.close()
+        self._closed = True
 
     # ----- writes (buffered until the next commit) ------------------------------------------
 

@@ -15,4 +15,15 @@ Module map (data flows top to bottom)::
     views.py      JobView, history rows, queue usage, node/device state
     metrics.py    GET /metrics (Prometheus collectors over the same views)
     errors.py     domain errors with their HTTP status, and the one JSON error mapping
+
+The Coordinator holds its parts and hands each function only the parts it reads: the store,
+the lifecycle model, ``JobMemory`` (jobindex.py: the finished jobs kept, submission order,
+finished counts), the ``AgentRegistry`` (each ``AgentConn`` changes its own fields: ``heard``,
+``take_inventory``, ``mark_lost``...), the ``Dispatcher``, ``SubmissionCheck`` and ``CycleMetrics``
+(scheduling.py), the view cache, the pitfall job views and the queue table's rows, and what the application attaches
+(``report_to`` metrics, ``watch_pitfalls``). Views take the agents, configuration and jobs
+(``views.queue_views``/``node_views``; ``Coordinator.queue_views()``/``node_views()`` hand them
+in); the verbs and array cancellation take a ``JobDesk`` (desk.py: clock, get_job, apply, flush)
+and the parts they read. The handler table still takes the coordinator: it is where the parts
+are picked for each operation.
 """

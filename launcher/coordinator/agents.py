@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 if TYPE_CHECKING:
+    from labgang.agent.inventory import NodeInventory
     from labgang.launcher.coordinator.frames import Hello
 
 log = logging.getLogger("labgang.coordinator.agents")
@@ -61,7 +62,7 @@ class AgentConn:
     node: str
     address: str = ""
     version: str = ""
-    inventory: Any = None
+    inventory: NodeInventory | None = None
     inventory_dict: dict[str, Any] | None = None
     ranks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     last_seen: float = 0.0
@@ -92,6 +93,40 @@ class AgentConn:
         self.host_limits = hello.host_limits
         sharing = hello.message.get("sharing")
         self.sharing = sharing if isinstance(sharing, dict) else None
+
+    def heard(self, now: float) -> None:
+        """The agent spoke at ``now`` (unix seconds): its lease runs from here (``last_seen``)."""
+        self.last_seen = now
+
+    def take_ranks(self, ranks: list[dict[str, Any]]) -> None:
+        """Its rank list is ``ranks`` now (``RankStatus`` dicts with ``job_id`` and ``rank``)."""
+        self.ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
+
+    def take_inventory(self, inventory: dict[str, Any], parsed: NodeInventory) -> NodeInventory | None:
+        """Its inventory is ``parsed`` now (read from ``inventory``, the ``NodeInventory.to_dict()``
+        schema, kept as sent for the views); return the previous one (None before the first)."""
+        before = self.inventory
+        self.inventory_dict = inventory
+        self.inventory = parsed
+        return before
+
+    def mark_lost(self) -> bool:
+        """Its lease ran out: it is lost until it speaks again. False when it already was."""
+        if self.lost:
+            return False
+        self.lost = True
+        return True
+
+    def mark_back(self) -> bool:
+        """It speaks again: not lost any more. True when it had been lost (it must be reconciled)."""
+        was_lost, self.lost = self.lost, False
+        return was_lost
+
+    def detach_link(self, reason: str) -> None:
+        """Its websocket closed: not connected; every command waiting for a reply fails with ``reason``."""
+        self.connected = False
+        self.ws = None
+        self.fail_pending(reason)
 
     def replace_violations(self, seen: list[Any]) -> list[Any]:
         """Its ranks' device violations are ``seen`` now (from its latest inventory); return the previous list."""

@@ -9,7 +9,7 @@ pending tasks each scheduling cycle looks at is the lifecycle's rule
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -20,22 +20,28 @@ from labgang.launcher.lifecycle.dependency import Target, task_dependency
 from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, JobStatus
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.desk import JobDesk
     from labgang.launcher.coordinator.requests import Caller
     from labgang.launcher.store import Store
 
 
 def insert_tasks(
-    coord: Coordinator, spec: JobSpec, array: ArraySpec, now: float, targets: tuple[Target, ...] = ()
+    store: Store,
+    apply: Callable[[ev.Event], object],
+    spec: JobSpec,
+    array: ArraySpec,
+    now: float,
+    targets: tuple[Target, ...] = (),
 ) -> list[JobRecord]:
-    """Record one pending job per index of ``array`` (buffered: the caller's next flush commits
-    them all at once) and apply their submissions to the lifecycle model. Every task carries the
-    submission's ``--dependency`` and its finished ``targets`` (``ev.JobSubmitted``).
+    """Record one pending job per index of ``array`` in ``store`` (buffered: the caller's next flush
+    commits them all at once) and ``apply`` their submissions to the lifecycle model
+    (``Coordinator.apply``). Every task carries the submission's ``--dependency`` and its finished
+    ``targets`` (``ev.JobSubmitted``).
 
     Returns:
         The tasks in index order; the array id is ``tasks[0].spec.array.array_id``.
     """
-    array_id = str(coord.store.next_seq())
+    array_id = str(store.next_seq())
     indices = array.indices
     low, high, step = indices[0], indices[-1], step_of(indices)
     tasks: list[JobRecord] = []
@@ -43,8 +49,8 @@ def insert_tasks(
         task = ArrayTask(array_id, index, len(indices), low, high, step, array.limit)
         status = JobStatus.submitted(now)
         own = replace(spec, array=task, dependency=task_dependency(spec.dependency, index))  # aftercorr: per task
-        job = coord.store.insert_job(own, status, job_id=task_id(array_id, index))
-        coord.apply(ev.JobSubmitted(now, job, targets))
+        job = store.insert_job(own, status, job_id=task_id(array_id, index))
+        apply(ev.JobSubmitted(now, job, targets))
         tasks.append(job)
     return tasks
 
@@ -91,9 +97,21 @@ def array_tasks(store: Store, jobs: Mapping[str, JobRecord], array_id: str) -> l
     return tasks
 
 
-async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tuple[list[JobRecord], int]:
+async def cancel_array(
+    coord: JobDesk,
+    store: Store,
+    jobs: Mapping[str, JobRecord],
+    active: Mapping[str, JobRecord],
+    caller: Caller,
+    array_id: str,
+) -> tuple[list[JobRecord], int]:
     """Cancel every unfinished task of array ``array_id`` (pending ones at once, running ones
     with their grace), in one commit.
+
+    Args:
+        coord: where the cancellations are applied and committed.
+        store / jobs: where the array's tasks are found: the database and the jobs in memory by id.
+        active: the lifecycle model's jobs by id (the tasks not finished).
 
     Returns:
         (the tasks that were not finished, now cancelled or stopping; how many had already finished).
@@ -102,14 +120,14 @@ async def cancel_array(coord: Coordinator, caller: Caller, array_id: str) -> tup
         NotFound: no such array. Forbidden: a task that is not the caller's, for a caller who
             is not an admin (nothing is cancelled then).
     """
-    ids = task_ids(coord.store, coord.jobs, array_id) if array_id.isdigit() else []
+    ids = task_ids(store, jobs, array_id) if array_id.isdigit() else []
     if not ids:
         raise NotFound(f"no job array {array_id}", field="id")
-    active = [job for i in ids if (job := coord.model.jobs.get(i)) is not None]
-    for job in active:
+    unfinished = [job for i in ids if (job := active.get(i)) is not None]
+    for job in unfinished:
         caller.check_may_act(job, "cancel it")
     now = coord.clock()
-    for job in active:
+    for job in unfinished:
         coord.apply(ev.CancelRequested(now, job.id, caller.user))
     await coord.flush()
-    return active, len(ids) - len(active)
+    return unfinished, len(ids) - len(unfinished)

@@ -14,8 +14,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +28,20 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
+from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
-from labgang.launcher.coordinator.scheduling import busy_unheld, check_submission, cycle_driver
+from labgang.launcher.coordinator.scheduling import (
+    CycleMetrics,
+    SubmissionCheck,
+    busy_unheld,
+    cluster_nodes,
+    cycle_driver,
+)
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
+from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache
+from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord
@@ -43,13 +50,15 @@ from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
-from labgang.launcher.model import JobRequest
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
+    from labgang.launcher.jobtable import RowFacts
+    from labgang.launcher.pitfalls import ClusterSnapshot
+    from labgang.launcher.pitfalls.views import JobView
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -89,25 +98,18 @@ class Coordinator:
         self.agents = AgentRegistry()
         active = store.load_jobs(active_only=True)
         self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
-        self.recent: OrderedDict[str, JobRecord] = OrderedDict()
-        self.order = SubmissionOrder()  # the jobs in memory by seq, for GET /v1/jobs pages
-        self.order.rebuild(self.jobs)
-        # Finished jobs per (queue, state), for /metrics: counted once at start, then as jobs finish.
-        self.finished_counts: dict[tuple[str, str], int] = {
-            key: n for key, n in store.job_counts().items() if JobState(key[1]).finished
-        }
+        # the newest finished jobs, the submission order, and finished jobs per (queue, state) for /metrics
+        self.memory = JobMemory({key: n for key, n in store.job_counts().items() if JobState(key[1]).finished})
+        self.memory.order.rebuild(self.jobs)
         self.started_at = clock()
-        self.cycles = 0
-        self.last_cycle_at = 0.0
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
         # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
         self._stops: dict[str, list[tuple[str, float, bool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakes: set[float] = set()  # instants a scheduler wake is already set for
-        # (queue, JobRequest) -> why it could never start (None = it could); cleared when
-        # the set of allocatable devices changes.
-        self.schedulable_cache: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
+        # why a submission could never start, remembered until the allocatable devices change
+        self.submission_check = SubmissionCheck(config, self.agents)
         self._metrics: SchedulerMetrics | None = None  # see report_to
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
         self.dispatcher = Dispatcher(self.agents, self, clock, config)  # launch, stop and signal commands
@@ -115,10 +117,15 @@ class Coordinator:
         self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self.sharing = SharingState(config, store, self.started_at)
-        self.driver = cycle_driver(self)  # snapshot, burst and sampling, shared with labgang simulate
+        self.cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
+        self.driver = cycle_driver(self, self.cycle_metrics)  # snapshot, burst and sampling, shared with simulate
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
         self.usage = UsageTotals(store.ended_gpu_seconds())
         self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+        # encoded JobViews for GET /v1/jobs, and the pitfall detectors' job views, kept while each job is unchanged
+        self.view_cache = JobViewCache()
+        self.pitfall_views: JobMemo[JobView] = JobMemo()
+        self.table_rows: JobMemo[RowFacts] = JobMemo()  # `labgang queue`'s row facts (table_view.py)
 
     # ----- parts the application attaches -------------------------------------------------------
 
@@ -141,6 +148,25 @@ class Coordinator:
         """Serve ``watch``'s findings (``GET /v1/pitfalls``, /metrics, ``labgang show``) from now on."""
         self._pitfalls = watch
 
+    # ----- views over the parts ---------------------------------------------------------------
+
+    def queue_views(self) -> list[dict[str, Any]]:
+        """``GET /v1/queues``: :func:`~labgang.launcher.coordinator.views.queue_views` of the active jobs now."""
+        return queue_views(
+            self.config, list(self.model.jobs.values()), self.sharing, self.clock(), cluster_nodes(self.agents)
+        )
+
+    def node_views(self) -> list[dict[str, Any]]:
+        """``GET /v1/nodes``: :func:`~labgang.launcher.coordinator.views.node_views` of the agents and jobs."""
+        return node_views(self.agents, self.config, self.jobs, self.held_devices(), self.job_for_run)
+
+    def pitfall_snapshot(self) -> ClusterSnapshot:
+        """What the pitfall watch and /metrics read (``metrics.coordinator_snapshot`` over the views)."""
+        from labgang.launcher.coordinator.metrics import coordinator_snapshot  # prometheus only when served
+
+        jobs = self.jobs
+        return coordinator_snapshot(self.clock(), jobs, self.node_views(), self.queue_views(), self.pitfall_views)
+
     # ----- plumbing ---------------------------------------------------------------------------
 
     @property
@@ -154,10 +180,43 @@ class Coordinator:
         """Ask the scheduling loop for a cycle (coalesced with other kicks)."""
         self.wake.set()
 
+    async def kicked(self) -> None:
+        """Return once a kick has come (at once if one came since :meth:`take_kicks`)."""
+        await self.wake.wait()
+
+    def take_kicks(self) -> None:
+        """The scheduling loop starts a cycle that covers every kick so far: forget them."""
+        self.wake.clear()
+
+    @property
+    def cycles(self) -> int:
+        """Scheduling cycles run so far (``CycleMetrics``)."""
+        return self.cycle_metrics.cycles
+
+    @property
+    def last_cycle_at(self) -> float:
+        """Unix seconds of the last scheduling cycle's snapshot; 0.0 before the first."""
+        return self.cycle_metrics.last_cycle_at
+
     @property
     def jobs(self) -> JobIndex:
         """The jobs in memory by id: active ones (the lifecycle model's) and the recently finished."""
-        return JobIndex(self.model.jobs, self.recent)
+        return JobIndex(self.model.jobs, self.memory.recent)
+
+    @property
+    def recent(self) -> Mapping[str, JobRecord]:
+        """The newest finished jobs in memory by id, oldest first (``JobMemory.recent``)."""
+        return self.memory.recent
+
+    @property
+    def order(self) -> SubmissionOrder:
+        """The jobs in memory in submission order (``JobMemory.order``)."""
+        return self.memory.order
+
+    @property
+    def finished_counts(self) -> Mapping[tuple[str, str], int]:
+        """Finished jobs per ``(queue, state value)``, for /metrics (``JobMemory.finished_counts``)."""
+        return self.memory.finished_counts
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
@@ -168,7 +227,7 @@ class Coordinator:
         self.driver.sample(event.now)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
-            self.order.add(event.job)
+            self.memory.submitted(event.job)
         for effect in effects:
             self._execute(effect)
         return effects
@@ -202,12 +261,7 @@ class Coordinator:
         elif isinstance(effect, fx.Requeued):
             pass  # its history line and status are saved by their own effects
         elif isinstance(effect, fx.Finished):
-            job = effect.job
-            self.recent[job.id] = job
-            while len(self.recent) > RECENT_FINISHED:
-                self.order.discard(self.recent.popitem(last=False)[1])
-            key = (job.spec.queue, job.status.state.value)
-            self.finished_counts[key] = self.finished_counts.get(key, 0) + 1
+            self.memory.finished(effect.job, RECENT_FINISHED)
         elif isinstance(effect, fx.WakeScheduler):
             self.kick()
         elif isinstance(effect, fx.WakeAt):
@@ -307,7 +361,7 @@ class Coordinator:
         targets = submission_targets(self.store, self.model.jobs, self.recent, spec)
         now = self.clock()
         if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
-            tasks = arrays.insert_tasks(self, spec, array, now, targets)
+            tasks = arrays.insert_tasks(self.store, self.apply, spec, array, now, targets)
         else:
             tasks = [self.store.insert_job(spec, JobStatus.submitted(now))]
             self.apply(ev.JobSubmitted(now, tasks[0], targets))
@@ -355,7 +409,7 @@ class Coordinator:
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
     def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
-        return check_submission(self, spec)
+        return self.submission_check(spec)
 
     def get_job(self, job_id: str) -> JobRecord:
         """The job with ``job_id``: from memory, or from the store for a job finished long ago.
@@ -553,9 +607,7 @@ class Coordinator:
     async def on_hello(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """A node (re)connected: take its inventory and reconcile its ranks with the store."""
         self._take_inventory(conn, message)
-        was_lost = conn.lost
-        conn.lost = False
-        if was_lost:
+        if conn.mark_back():
             log.warning("node %s is back", conn.node)
         self.reconcile(conn, message.get("ranks") or [])
         await self.flush()
@@ -564,8 +616,7 @@ class Coordinator:
     async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
         """Periodic or changed inventory; a node that was lost and speaks again is reconciled."""
         changed = self._take_inventory(conn, message)
-        if conn.lost:
-            conn.lost = False
+        if conn.mark_back():
             log.warning("node %s answers again after being lost", conn.node)
             self.reconcile(conn, message.get("ranks") or [])
             await self.flush()
@@ -587,23 +638,21 @@ class Coordinator:
         """Keep the node's inventory and rank list; True when scheduling could decide differently:
         its allocatable devices or the host CPUs and memory it offers changed, or devices no job
         holds started or stopped showing processes (foreign processes, a context NVML still shows)."""
-        conn.last_seen = self.clock()
+        conn.heard(self.clock())
         ranks = message.get("ranks")
         if ranks is not None:
-            conn.ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
+            conn.take_ranks(ranks)
         inv = message.get("inventory")
         if inv is None:
             return False
         new = NodeInventory.from_dict(inv)
-        old = conn.inventory
-        conn.inventory_dict = inv
-        conn.inventory = new
+        old = conn.take_inventory(inv, new)
         if (
             old is None
             or old.allocatable() != new.allocatable()
             or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
         ):
-            self.schedulable_cache.clear()
+            self.submission_check.forget()
             return True
         old_pids, new_pids = old.device_pids(), new.device_pids()
         if old_pids == new_pids:
@@ -622,7 +671,7 @@ class Coordinator:
                 ``gone`` rank frees is not still shown busy with its pids.
         """
         changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
-        conn.last_seen = self.clock()
+        conn.heard(self.clock())
         log.debug(
             "rank events from %s: %s",
             conn.node,
@@ -648,9 +697,7 @@ class Coordinator:
 
     def on_disconnect(self, conn: AgentConn) -> None:
         """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""
-        conn.connected = False
-        conn.ws = None
-        conn.fail_pending("disconnected")
+        conn.detach_link("disconnected")
         (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
         self.kick()
 
@@ -677,9 +724,8 @@ class Coordinator:
     def mark_node_lost(self, conn: AgentConn, why: str) -> None:
         """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
         requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
-        if conn.lost:
+        if not conn.mark_lost():
             return
-        conn.lost = True
         log.warning("node %s lost: %s", conn.node, why)
         self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
 
@@ -698,7 +744,7 @@ class Coordinator:
                 for rank in list(job.ranks.values()):
                     if rank.node not in self.agents.nodes and not rank.ended:
                         conn = self.agents.attach(rank.node)
-                        conn.last_seen = self.started_at
+                        conn.heard(self.started_at)  # its lease runs from the restart
                         self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
         connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
         self.apply(ev.Tick(now, self.started_at, connected))

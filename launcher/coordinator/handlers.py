@@ -213,7 +213,9 @@ async def list_jobs(
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        text, count = table_view.table(coord, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs))
+        text, count = table_view.table(
+            coord.table_rows, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs)
+        )
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
@@ -224,7 +226,7 @@ async def list_jobs(
         jobs = (job for job in jobs if keep(job))
     budget = coord.config.limits.max_page_bytes
     # Each job's view is encoded once and reused until the job changes (view_cache.py).
-    cache = view_cache.cache_for(coord)
+    cache = coord.view_cache
     build: Callable[[JobRecord], dict[str, Any]] = functools.partial(_job_view, coord, caller)
     private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
     if shape == "queue":  # no argv in a row: one variant for every caller
@@ -282,7 +284,16 @@ async def update_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
     ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
-    job = await verbs.update(coord, caller, params["id"], _json_body(body))
+    job = await verbs.update(
+        coord,
+        caller,
+        params["id"],
+        _json_body(body),
+        config=coord.config,
+        store=coord.store,
+        active=coord.model.jobs,
+        recent=coord.recent,
+    )
     return Reply(200, {"job": _job_view(coord, caller, job)})
 
 
@@ -299,7 +310,9 @@ async def stdin_input(
 ) -> Reply:
     """``POST /v1/jobs/{id}/stdin`` (body ``{"data": base64, "eof": bool}``): the next bytes of rank 0's
     standard input (``labgang run``'s, streamed); answers ``{"taken", "eof", "open"}``."""
-    return Reply(200, await stdin_relay.stdin_input(coord, caller, params["id"], _json_body(body)))
+    return Reply(
+        200, await stdin_relay.stdin_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body))
+    )
 
 
 async def cancel_array(
@@ -309,7 +322,7 @@ async def cancel_array(
 
     Answers ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``
     (N tasks had already finished)."""
-    jobs, finished = await arrays.cancel_array(coord, caller, params["id"])
+    jobs, finished = await arrays.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, caller, params["id"])
     return Reply(
         200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs], "finished": finished}
     )
@@ -405,7 +418,7 @@ async def list_queues(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
-    return Reply(200, {"queues": views.queue_views(coord)})
+    return Reply(200, {"queues": coord.queue_views()})
 
 
 async def list_nodes(
@@ -413,7 +426,7 @@ async def list_nodes(
 ) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state; with ``private_data``, the
     command lines of other users' device processes are null unless the caller is an admin."""
-    nodes = views.node_views(coord)
+    nodes = coord.node_views()
     if coord.config.private_data and not caller.admin:
         nodes = [hide_commands(n, caller.user) for n in nodes]
     return Reply(200, {"nodes": nodes})

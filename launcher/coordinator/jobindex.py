@@ -102,3 +102,36 @@ class SubmissionOrder:
                 return
             last = job.seq
             yield job
+
+
+class JobMemory:
+    """What the coordinator keeps of its jobs beside the lifecycle model's active ones: the newest
+    finished jobs, every job in memory in submission order (``GET /v1/jobs`` pages), and the
+    finished jobs counted per ``(queue, state)`` (/metrics).
+
+    Args:
+        finished_counts: the finished jobs per ``(queue, state value)`` in the store at start.
+
+    Attributes:
+        recent: the newest finished jobs by id, oldest first (at most ``keep`` of :meth:`finished`).
+        order: the jobs in memory by ``seq`` (call ``order.rebuild`` once the active jobs are known).
+        finished_counts: finished jobs per ``(queue, state value)``, counted at start and then as jobs finish.
+    """
+
+    def __init__(self, finished_counts: Mapping[tuple[str, str], int]) -> None:
+        self.recent: OrderedDict[str, JobRecord] = OrderedDict()
+        self.order = SubmissionOrder()
+        self.finished_counts: dict[tuple[str, str], int] = dict(finished_counts)
+
+    def submitted(self, job: JobRecord) -> None:
+        """``job`` was just submitted: it takes its place in the submission order."""
+        self.order.add(job)
+
+    def finished(self, job: JobRecord, keep: int) -> None:
+        """``job`` has finished: count it, and keep it among the ``keep`` newest finished jobs (the
+        oldest one beyond that leaves memory and the submission order; the store still has it)."""
+        self.recent[job.id] = job
+        while len(self.recent) > keep:
+            self.order.discard(self.recent.popitem(last=False)[1])
+        key = (job.spec.queue, job.status.state.value)
+        self.finished_counts[key] = self.finished_counts.get(key, 0) + 1

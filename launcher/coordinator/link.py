@@ -125,12 +125,12 @@ async def _on_frame(coord: Coordinator, conn: AgentConn, ws: web.WebSocketRespon
     elif isinstance(frame, frames.ApiRequest):
         coord.spawn(_serve_forwarded(coord, ws, frame))
     elif isinstance(frame, frames.Ping):
-        conn.last_seen = coord.clock()
+        conn.heard(coord.clock())
     elif isinstance(frame, frames.Lease):
         # The agent renews its lease: the answer proves we heard it (docs/queue-semantics.md §A5).
         # A node marked lost is not renewed: it must reconcile first (its next inventory does).
         if not conn.lost:
-            conn.last_seen = coord.clock()
+            conn.heard(coord.clock())
             if not ws.closed:
                 await ws.send_json({"type": "lease", "id": frame.id})
     else:

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from labgang.agent.inventory import is_known
@@ -58,9 +57,6 @@ from labgang.launcher.pitfalls import (
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
 
 log = logging.getLogger("labgang.metrics")
 
@@ -475,8 +471,17 @@ def _exposition(registry: CollectorRegistry) -> web.Response:
 # ----- the coordinator's /metrics route -----------------------------------------------------
 
 
-def coordinator_snapshot(coord: Coordinator, *, finished_within_s: float = 3600.0) -> ClusterSnapshot:
-    """The coordinator's state as the pitfall detectors and the collectors read it.
+def coordinator_snapshot(
+    now: float,
+    jobs: Mapping[str, JobRecord],
+    nodes: list[dict[str, Any]],
+    queues: list[dict[str, Any]],
+    memo: JobMemo[JobView],
+    *,
+    finished_within_s: float = 3600.0,
+) -> ClusterSnapshot:
+    """The coordinator's state as the pitfall detectors and the collectors read it
+    (``Coordinator.pitfall_snapshot`` hands it the parts).
 
     Built from the same views the user API returns (``GET /v1/nodes``, ``/v1/queues``,
     ``/v1/jobs?all=1``), so /metrics and the API never disagree. Jobs that ended more than
@@ -485,21 +490,20 @@ def coordinator_snapshot(coord: Coordinator, *, finished_within_s: float = 3600.
 
     Each job's :class:`~labgang.launcher.pitfalls.views.JobView` is the one parsed from its
     ``views.job_view`` (as :meth:`ClusterSnapshot.from_api` would), kept from the last snapshot
-    while the job has not changed (:class:`~labgang.launcher.coordinator.view_cache.JobMemo`):
+    while the job has not changed (``memo``, a :class:`~labgang.launcher.coordinator.view_cache.JobMemo`):
     the pitfall watch takes a snapshot every 2 s, and 10,000 pending jobs do not change between two.
 
     Args:
-        coord: a :class:`labgang.launcher.coordinator.core.Coordinator`.
+        now: unix seconds.
+        jobs: the jobs in memory by id (active and recently finished).
+        nodes: ``views.node_views``; queues: ``views.queue_views``.
+        memo: the coordinator's pitfall job views, kept across snapshots.
         finished_within_s: how long a finished job stays in the snapshot, seconds.
     """
-    now = coord.clock()
-    memo = _pitfall_jobs_for(coord)
-    jobs = memo.all((job for job in coord.jobs.values() if _recent(job, now, finished_within_s)), _pitfall_job)
-    memo.trim(len(coord.jobs))
-    snapshot = ClusterSnapshot.from_api(
-        now, {"nodes": views.node_views(coord)}, None, {"queues": views.queue_views(coord)}
-    )
-    return dataclasses.replace(snapshot, jobs=tuple(jobs))
+    kept = memo.all((job for job in jobs.values() if _recent(job, now, finished_within_s)), _pitfall_job)
+    memo.trim(len(jobs))
+    snapshot = ClusterSnapshot.from_api(now, {"nodes": nodes}, None, {"queues": queues})
+    return dataclasses.replace(snapshot, jobs=tuple(kept))
 
 
 def _recent(job: JobRecord, now: float, finished_within_s: float) -> bool:
@@ -515,17 +519,6 @@ def _recent(job: JobRecord, now: float, finished_within_s: float) -> bool:
 def _pitfall_job(job: JobRecord) -> JobView:
     """The pitfall detectors' view of ``job``: its JobView as the API shows it, parsed."""
     return JobView.from_api(views.job_view(job))
-
-
-_PITFALL_JOBS: weakref.WeakKeyDictionary[object, JobMemo[JobView]] = weakref.WeakKeyDictionary()
-
-
-def _pitfall_jobs_for(coord: object) -> JobMemo[JobView]:
-    """The pitfall JobViews of one coordinator's jobs, kept while each job is unchanged; they go away with it."""
-    memo = _PITFALL_JOBS.get(coord)
-    if memo is None:
-        memo = _PITFALL_JOBS[coord] = JobMemo()
-    return memo
 
 
 def coordinator_job_counts(
@@ -556,7 +549,7 @@ def add_metrics_routes(app: web.Application) -> None:
             # With a pitfall watch (launcher/coordinator/pitfall_watch.py) its findings are exported,
             # so /metrics agrees with GET /v1/pitfalls, `labgang top` and `labgang show`.
             watch = coord.pitfalls
-            current = coordinator_snapshot(coord)
+            current = coord.pitfall_snapshot()
             return current if watch is None else watch.with_findings(current)
 
         app[keys.METRICS] = CoordinatorMetrics(

@@ -109,11 +109,10 @@ def add_pitfall_watch(app: web.Application) -> None:
     """
     from labgang.launcher.api import keys
     from labgang.launcher.coordinator.activity import ActivityMeter, open_record
-    from labgang.launcher.coordinator.metrics import coordinator_snapshot
 
     async def watch_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = app[keys.COORDINATOR]
-        watch = PitfallWatch(lambda: coordinator_snapshot(coord), coord.config.pitfall_thresholds())
+        watch = PitfallWatch(coord.pitfall_snapshot, coord.config.pitfall_thresholds())
         meter = ActivityMeter(open_record(coord.model.jobs), coord.store.save_attempt)
         watch.listeners.append(meter.observe)  # the attempts' device activity, from the same samples
         coord.watch_pitfalls(watch)

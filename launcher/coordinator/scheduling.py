@@ -22,17 +22,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.config import ClusterConfig
+from labgang.launcher.coordinator.agents import AgentRegistry
+from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.arrays import ArrayGate, queue_caps
 from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
+from labgang.launcher.model import CohortSpec, GpuSharing, JobRequest, QueueSpec, SharingPolicy
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.snapshot import Node, Snapshot
@@ -40,6 +43,7 @@ from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fa
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.metrics import SchedulerMetrics
 
 log = logging.getLogger("labgang.coordinator.scheduling")
 
@@ -63,11 +67,11 @@ def coalescing_window(coalesce_s: float, coalesce_max_s: float, last_cycle_s: fl
     return max(0.0, min(coalesce_s, coalesce_max_s, COALESCE_COST_FACTOR * last_cycle_s))
 
 
-def cluster_nodes(coord: Coordinator) -> tuple[Node, ...]:
-    """Every node with a known inventory and all its allocatable devices, in name order."""
+def cluster_nodes(agents: AgentRegistry) -> tuple[Node, ...]:
+    """Every node of ``agents`` with a known inventory and all its allocatable devices, in name order."""
     nodes = []
-    for name in sorted(coord.agents.nodes):
-        conn = coord.agents.nodes[name]
+    for name in sorted(agents.nodes):
+        conn = agents.nodes[name]
         if conn.inventory is None:
             continue
         nodes.append(node_from_inventory(name, conn.inventory))
@@ -85,11 +89,12 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(coord: Coordinator, held: Mapping[str, JobRecord]) -> frozenset[str]:
-    """Devices not offered: on nodes that are disconnected or lost, on lost GPUs, or showing
-    processes while no job holds them (foreign processes, memory still held)."""
+def unavailable_devices(agents: AgentRegistry, held: Mapping[str, JobRecord]) -> frozenset[str]:
+    """UUIDs of the devices of ``agents`` not offered: on nodes that are disconnected or lost, on
+    lost GPUs, or showing processes while no job in ``held`` (device UUID → job) holds them
+    (foreign processes, memory still held)."""
     out: set[str] = set()
-    for conn in coord.agents.nodes.values():
+    for conn in agents.nodes.values():
         if conn.inventory is None:
             continue
         offered = conn.connected and not conn.lost
@@ -98,67 +103,85 @@ def unavailable_devices(coord: Coordinator, held: Mapping[str, JobRecord]) -> fr
             if not offered or d.uuid in busy:
                 out.add(d.uuid)
         for gpu in conn.inventory.gpus:
-            if gpu.lost:
-                out.add(gpu.uuid)
-                out.update(m.uuid for m in gpu.mig_devices)
+            if gpu.lost:  # a UUID NVML could not read names no device the scheduler is offered
+                out.update(u for u in (gpu.uuid, *(m.uuid for m in gpu.mig_devices)) if isinstance(u, str))
     return frozenset(out)
 
 
 class CoordinatorCluster:
     """The cycle driver's :class:`~labgang.launcher.lifecycle.driver.Cluster` of a coordinator:
     nodes from the agents' inventories, queues and sharing from its configuration, devices not
-    offered (:func:`unavailable_devices`), tenants from the users' groups."""
+    offered (:func:`unavailable_devices`), tenants from the users' groups.
 
-    def __init__(self, coord: Coordinator) -> None:
-        self._coord = coord
+    Args:
+        agents: the coordinator's agent registry.
+        config: the cluster configuration.
+        tenants: the fair sharing state that names each job's tenant.
+    """
+
+    def __init__(self, agents: AgentRegistry, config: ClusterConfig, tenants: SharingState) -> None:
+        self._agents = agents
+        self._config = config
+        self._tenants = tenants
 
     def nodes(self) -> tuple[Node, ...]:
         """:func:`cluster_nodes`."""
-        return cluster_nodes(self._coord)
+        return cluster_nodes(self._agents)
 
     def queues(self) -> tuple[QueueSpec, ...]:
         """The configured queues."""
-        return self._coord.config.queue_specs()
+        return self._config.queue_specs()
 
     def cohorts(self) -> tuple[CohortSpec, ...]:
         """The configured cohorts."""
-        return self._coord.config.cohort_specs()
+        return self._config.cohort_specs()
 
     def sharing(self) -> SharingPolicy:
         """The configured fair sharing settings."""
-        return self._coord.config.sharing_policy()
+        return self._config.sharing_policy()
 
     def gpu_sharing(self) -> GpuSharing:
         """The configured ``[sharing]`` table."""
-        return self._coord.config.gpu_sharing()
+        return self._config.gpu_sharing()
 
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         """:func:`unavailable_devices`, given the devices ``holding`` (the jobs holding devices) hold."""
         held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}
-        return unavailable_devices(self._coord, held)
+        return unavailable_devices(self._agents, held)
 
     def tenant(self, spec: JobSpec) -> str | None:
         """The job's tenant (``SharingState.tenant``)."""
-        return self._coord.sharing.tenant(spec)
+        return self._tenants.tenant(spec)
 
 
 class CycleMetrics:
     """The cycle driver's observer in a coordinator: the cycle count, the last cycle's time,
-    ``labgang_scheduling_cycle_duration_seconds`` and a debug log line per cycle."""
+    ``labgang_scheduling_cycle_duration_seconds`` and a debug log line per cycle.
 
-    def __init__(self, coord: Coordinator) -> None:
-        self._coord = coord
+    Args:
+        metrics: the collectors cycles are reported to, asked at each cycle (None: no /metrics
+            served, e.g. a coordinator driven by tests; ``Coordinator.metrics``).
+
+    Attributes:
+        cycles: cycles run so far.
+        last_cycle_at: the instant (unix seconds) of the last cycle's snapshot; 0.0 before the first.
+    """
+
+    def __init__(self, metrics: Callable[[], SchedulerMetrics | None]) -> None:
+        self._metrics = metrics
+        self.cycles = 0
+        self.last_cycle_at = 0.0
 
     def cycle(self, snapshot: Snapshot, result: CycleResult, effects: Sequence[fx.Effect], seconds: float) -> None:
         """Count the cycle and observe its duration (snapshot and decisions, not the commit)."""
-        coord = self._coord
-        coord.cycles += 1
-        coord.last_cycle_at = snapshot.now
-        if coord.metrics is not None:
-            coord.metrics.observe_cycle(seconds)
+        self.cycles += 1
+        self.last_cycle_at = snapshot.now
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.observe_cycle(seconds)
         log.debug(
             "cycle %d: %d pending, %d admitted, %d preempting, %.1f ms",
-            coord.cycles,
+            self.cycles,
             len(snapshot.pending),
             len(result.admitted),
             len(result.preempted),
@@ -169,20 +192,21 @@ class CycleMetrics:
         """Nothing to count: no cycle ran."""
 
 
-def cycle_driver(coord: Coordinator) -> CycleDriver:
+def cycle_driver(coord: Coordinator, observer: CycleMetrics) -> CycleDriver:
     """The shared cycle driver with the coordinator's seams: its clock, the coordinator itself as
     effect executor (``Coordinator.apply`` writes the store and queues agent commands;
-    ``wake_at``), :class:`CoordinatorCluster`, the persisted cycle memory (``SharingState``) and
-    :class:`CycleMetrics`. A burst runs at most ``MAX_CYCLES_PER_WAKE`` cycles."""
+    ``wake_at``), :class:`CoordinatorCluster` over its agents, configuration and tenants, the
+    persisted cycle memory (``SharingState``) and ``observer``. A burst runs at most
+    ``MAX_CYCLES_PER_WAKE`` cycles."""
     return CycleDriver(
         coord.model,
         lambda: coord.clock(),
         coord,
-        CoordinatorCluster(coord),
+        CoordinatorCluster(coord.agents, coord.config, coord.sharing),
         coord.sharing.memory,
         max_cycles=MAX_CYCLES_PER_WAKE,
         remembered=coord.sharing.remember,
-        observer=CycleMetrics(coord),
+        observer=observer,
     )
 
 
@@ -203,11 +227,11 @@ def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]
     return coord.driver.gated(now)
 
 
-def quota_caps(coord: Coordinator) -> dict[str, dict[str, int]]:
+def quota_caps(config: ClusterConfig) -> dict[str, dict[str, int]]:
     """Queue → resource → the most devices its jobs may hold at once, for the array window
     (``launcher/lifecycle/arrays.py``): ``nominal + borrowing_limit`` for a queue in a cohort
     with a borrowing limit, ``nominal`` for a queue without a cohort (it cannot borrow)."""
-    return queue_caps(coord.config.queue_specs())
+    return queue_caps(config.queue_specs())
 
 
 def run_cycles(coord: Coordinator) -> int:
@@ -230,13 +254,13 @@ async def scheduling_loop(coord: Coordinator) -> None:
     last_cycle_end = float("-inf")
     window = 0.0
     while True:
-        await coord.wake.wait()
+        await coord.kicked()
         # Leading edge: the first kick after a quiet window runs a cycle now; kicks inside the
         # window after a cycle wait for its end, and all of them share the next cycle.
         wait = last_cycle_end + window - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        coord.wake.clear()
+        coord.take_kicks()
         if coord.store.committing:
             # A submission (or cancel) is waiting for its commit, already under way: let it
             # land and its answer go out before the cycle holds the loop (a cycle over
@@ -275,31 +299,51 @@ async def timer_loop(coord: Coordinator) -> None:
         last = now
 
 
-def check_submission(coord: Coordinator, spec: JobSpec) -> tuple[str, str] | None:
-    """Why a submission could never start (quota or hardware) and the body field at fault
-    ("workers", "gpus_per_worker", "mig", "gpu_model", "nodes", "queue"), or None.
+class SubmissionCheck:
+    """Whether a submission could ever start on this cluster (quota or hardware), remembered per
+    (queue, request) until the set of allocatable devices changes (:meth:`forget`).
 
-    Without any node known yet (the agents have not connected), only quota is judged.
+    Args:
+        config: the cluster configuration (queues, cohorts).
+        agents: the agent registry, whose inventories give the nodes.
     """
-    key = (spec.queue, spec.request)
-    if key in coord.schedulable_cache:
-        return coord.schedulable_cache[key]
-    queue = next(q for q in coord.config.queue_specs() if q.name == spec.queue)
-    nodes = cluster_nodes(coord)
-    # With no node known, an empty node list leaves only the quota check able to object.
-    # an elastic gang can start when its minimum can
-    found = (
-        never_schedulable(spec.request.floor(), queue, coord.config.queue_specs(), nodes, coord.config.cohort_specs())
-        if nodes
-        else _quota_only(coord, spec)
-    )
-    answer = None if found is None else (found[0].message, found[1])
-    coord.schedulable_cache[key] = answer
-    return answer
+
+    def __init__(self, config: ClusterConfig, agents: AgentRegistry) -> None:
+        self._config = config
+        self._agents = agents
+        # (queue, JobRequest) -> why it could never start (None = it could)
+        self._answers: dict[tuple[str, JobRequest], tuple[str, str] | None] = {}
+
+    def forget(self) -> None:
+        """The allocatable devices or the hosts' CPUs and memory changed: judge every request again."""
+        self._answers.clear()
+
+    def __call__(self, spec: JobSpec) -> tuple[str, str] | None:
+        """Why ``spec`` could never start and the body field at fault ("workers", "gpus_per_worker",
+        "mig", "gpu_model", "nodes", "queue"), or None.
+
+        Without any node known yet (the agents have not connected), only quota is judged.
+        """
+        key = (spec.queue, spec.request)
+        if key in self._answers:
+            return self._answers[key]
+        config = self._config
+        queue = next(q for q in config.queue_specs() if q.name == spec.queue)
+        nodes = cluster_nodes(self._agents)
+        # With no node known, an empty node list leaves only the quota check able to object.
+        # an elastic gang can start when its minimum can
+        found = (
+            never_schedulable(spec.request.floor(), queue, config.queue_specs(), nodes, config.cohort_specs())
+            if nodes
+            else _quota_only(config, spec)
+        )
+        answer = None if found is None else (found[0].message, found[1])
+        self._answers[key] = answer
+        return answer
 
 
-def _quota_only(coord: Coordinator, spec: JobSpec) -> tuple[Any, str] | None:
-    book = QuotaBook(coord.config.queue_specs(), {}, coord.config.cohort_specs())
+def _quota_only(config: ClusterConfig, spec: JobSpec) -> tuple[Any, str] | None:
+    book = QuotaBook(config.queue_specs(), {}, config.cohort_specs())
     req = spec.request.floor()
     if req.groups:  # a job of groups: its quota is the sum over its groups
         req = replace(req, workers=1, per_worker=req.total, groups=(), colocate=())

@@ -16,8 +16,11 @@ from labgang.launcher.lifecycle.states import RankPhase
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
+    from collections.abc import Callable
+
+    from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.lifecycle.records import JobRecord
 
 MAX_CHUNK_BYTES = 256 * 1024
 """The most input one request carries (decoded)."""
@@ -32,9 +35,15 @@ class StdinBody(BaseModel):
     eof: StrictBool = False
 
 
-async def stdin_input(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> dict[str, Any]:
+async def stdin_input(
+    agents: AgentRegistry, get_job: Callable[[str], JobRecord], caller: Caller, job_id: str, body: Any
+) -> dict[str, Any]:
     """Give rank 0 of ``job_id`` (submitted with ``stdin_stream``) the next bytes of its standard
     input, and with ``eof`` its end.
+
+    Args:
+        agents: the agent registry (rank 0's node takes the bytes).
+        get_job: the job of an id (``Coordinator.get_job``; raises NotFound).
 
     Returns:
         ``{"taken": N, "eof": bool, "open": bool}``: the leading N bytes were taken (send the rest
@@ -52,7 +61,7 @@ async def stdin_input(coord: Coordinator, caller: Caller, job_id: str, body: Any
         base64.b64decode(req.data, validate=True)
     except (ValidationError, ValueError) as exc:
         raise BadRequest(f"stdin: {exc}".splitlines()[0], field="data") from None
-    job = coord.get_job(job_id)
+    job = get_job(job_id)
     caller.check_may_act(job, "write to its standard input")
     if not job.spec.stdin_stream:
         raise Conflict(f"job {job.id} does not stream its standard input (stdin_stream)", field="stdin_stream")
@@ -66,7 +75,7 @@ async def stdin_input(coord: Coordinator, caller: Caller, job_id: str, body: Any
         raise Conflict(f"job {job.id}'s rank 0 is not running yet ({where})", field="state")
     args = {"job_id": job.run_id, "rank": 0, "data": req.data, "eof": req.eof}
     try:
-        answer = await coord.agents.call(rank.node, "stdin_input", args)
+        answer = await agents.call(rank.node, "stdin_input", args)
     except AgentCallError as exc:
         raise ServiceUnavailable(f"rank 0's node {rank.node} did not take the input: {exc}") from None
     if not isinstance(answer, dict):

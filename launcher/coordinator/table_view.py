@@ -12,7 +12,6 @@ what depends on other jobs, the folding of an array's pending tasks, are compute
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 from labgang.launcher import jobtable
@@ -31,16 +30,17 @@ def row(job: JobRecord) -> RowFacts:
     return jobtable.row_facts(views.queue_row(job))
 
 
-_MEMOS: weakref.WeakKeyDictionary[object, JobMemo[RowFacts]] = weakref.WeakKeyDictionary()
-
-
 def table(
-    owner: object, jobs: Iterable[JobRecord], now: float, keep: Callable[[JobRecord], bool] | None, known: int
+    memo: JobMemo[RowFacts],
+    jobs: Iterable[JobRecord],
+    now: float,
+    keep: Callable[[JobRecord], bool] | None,
+    known: int,
 ) -> tuple[str, int]:
     """The ``labgang queue`` table of the jobs of ``jobs`` that are not finished (and pass ``keep``).
 
     Args:
-        owner: the coordinator (its row memo goes away with it).
+        memo: the coordinator's row facts by job, kept while each job is unchanged.
         jobs: in submission order, as ``Coordinator.list_jobs`` yields them.
         now: the coordinator's clock, unix seconds (for AGE).
         keep: the ``queue``/``state`` filter, or None.
@@ -49,9 +49,6 @@ def table(
     Returns:
         ``(table text, number of jobs listed)``.
     """
-    memo = _MEMOS.get(owner)
-    if memo is None:
-        memo = _MEMOS[owner] = JobMemo()
     listed = (job for job in jobs if not job.status.state.finished and (keep is None or keep(job)))
     rows = memo.all(listed, row)
     memo.trim(known)

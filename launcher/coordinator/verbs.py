@@ -29,8 +29,12 @@ from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
+    from collections.abc import Mapping
+
+    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.coordinator.desk import JobDesk
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.store import Store
 
 
 class UpdateBody(BaseModel):
@@ -76,7 +80,7 @@ def _validated(model: type[BaseModel], body: Any) -> Any:
         raise err from None
 
 
-async def hold(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
+async def hold(coord: JobDesk, caller: Caller, job_id: str) -> JobRecord:
     """Hold a pending job (``labgang hold``): no cycle admits it until it is released.
 
     Raises:
@@ -91,7 +95,7 @@ async def hold(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
     return job
 
 
-async def release(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
+async def release(coord: JobDesk, caller: Caller, job_id: str) -> JobRecord:
     """Release a held job (``labgang release``).
 
     Raises:
@@ -106,7 +110,7 @@ async def release(coord: Coordinator, caller: Caller, job_id: str) -> JobRecord:
     return job
 
 
-async def requeue(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> JobRecord:
+async def requeue(coord: JobDesk, caller: Caller, job_id: str, body: Any) -> JobRecord:
     """Requeue an admitted or running job (``labgang requeue [--hold]``, Slurm's ``scontrol
     requeue``): its ranks get SIGTERM, then SIGKILL after its grace; then it is pending again.
 
@@ -124,8 +128,23 @@ async def requeue(coord: Coordinator, caller: Caller, job_id: str, body: Any) ->
     return job
 
 
-async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> JobRecord:
+async def update(
+    coord: JobDesk,
+    caller: Caller,
+    job_id: str,
+    body: Any,
+    *,
+    config: ClusterConfig,
+    store: Store,
+    active: Mapping[str, JobRecord],
+    recent: Mapping[str, JobRecord],
+) -> JobRecord:
     """Change a job's priority, time limit, name or dependency (``labgang update``).
+
+    Args:
+        config: the cluster configuration (priority classes, the queues' policies).
+        store / active / recent: where a new dependency's jobs are looked up: the database, the
+            lifecycle model's jobs and the recently finished ones, by id.
 
     Raises:
         BadRequest: a malformed field, or no field at all. NotFound: no such job, or a dependency
@@ -138,9 +157,9 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
     priority = None
     if req.priority is not None:
         try:
-            priority = coord.config.resolve_priority(req.priority)
+            priority = config.resolve_priority(req.priority)
         except ValueError as exc:
-            classes = sorted(coord.config.priority_classes)
+            classes = sorted(config.priority_classes)
             raise BadRequest(f"priority: {exc}", field="priority", allowed=classes or None) from None
         if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
             raise BadRequest(
@@ -154,13 +173,13 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
     caller.check_may_act(job, "update it")
     if req.priority is not None:  # the queue's priority classes hold for an update as for a submission
         refusal = check_priority_allowed(
-            coord.config, job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
+            config, job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
         )
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
     _refuse(update_refusal(job, change, caller.admin))
     if change.dependency:  # only an update can close a cycle: refuse it, as Slurm does
-        cycle = dependency_cycle(coord.model.jobs.values(), job.id, change.dependency)
+        cycle = dependency_cycle(active.values(), job.id, change.dependency)
         if cycle is not None:
             chain = " -> ".join([job.id, *cycle])
             raise BadRequest(
@@ -170,7 +189,7 @@ async def update(coord: Coordinator, caller: Caller, job_id: str, body: Any) -> 
             )
     targets: tuple[Any, ...] = ()
     if "dependency" in change.changes(job.spec):
-        targets = submission_targets(coord.store, coord.model.jobs, coord.recent, change.applied(job.spec))
+        targets = submission_targets(store, active, recent, change.applied(job.spec))
     coord.apply(ev.UpdateRequested(coord.clock(), job.id, caller.user, change, targets))
     await coord.flush()
     return job

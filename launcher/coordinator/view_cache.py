@@ -14,7 +14,6 @@ in a new way cannot leave a stale view behind.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -198,14 +197,3 @@ def page_body(encoded: list[bytes], next_cursor: str | None) -> bytes:
         parts.pop()  # no comma after the last job
     parts.append(b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}")
     return b"".join(parts)
-
-
-_CACHES: weakref.WeakKeyDictionary[object, JobViewCache] = weakref.WeakKeyDictionary()
-
-
-def cache_for(owner: object) -> JobViewCache:
-    """The cache of one coordinator (``owner``); it goes away with it."""
-    cache = _CACHES.get(owner)
-    if cache is None:
-        cache = _CACHES[owner] = JobViewCache()
-    return cache

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from labgang.launcher.coordinator.scheduling import cluster_nodes
 from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.host_quota import host_demand, is_host_resource, placed_demand
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
@@ -25,7 +24,8 @@ from labgang.launcher.scheduler.snapshot import Node
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig, QueueConfig
-    from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.agents import AgentRegistry
+    from labgang.launcher.coordinator.sharing import SharingState
 
 
 #: The fields of a JobView that ``labgang queue``'s table reads (launcher/jobtable.py: its
@@ -190,8 +190,18 @@ def _array_fields(job: JobRecord) -> dict[str, Any]:
     return {"array_id": task.array_id, "array_index": task.index, "array_limit": task.limit}
 
 
-def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
+def queue_views(
+    config: ClusterConfig, active: Collection[JobRecord], sharing: SharingState, now: float, nodes: Sequence[Node] = ()
+) -> list[dict[str, Any]]:
     """Per queue: nominal, used, borrowed, lent, limits, pending/running counts, reclaim time.
+
+    Args:
+        config: the cluster configuration (queues, cohorts, limits).
+        active: the jobs not finished (the lifecycle model's).
+        sharing: the admission fair sharing state (the tenants' decayed usage).
+        now: unix seconds.
+        nodes: the nodes with a known inventory (an ``--exclusive`` job counts their whole
+            devices, CPUs and memory; one not among them counts what the job asked on it).
 
     ``used`` counts jobs holding devices (terminating ones too); ``borrowed`` is used above
     nominal; ``lent`` is how much of the queue's unused nominal borrowers in its cohort are
@@ -203,15 +213,15 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
-    for job in coord.model.jobs.values():
+    for job in active:
         q = job.spec.queue
         if job.status.state.holds_devices:
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
         elif job.status.state == JobState.PENDING:
             pending[q] += 1
-    book, held = held_quota(coord.config, coord.model.jobs.values(), coord.clock(), cluster_nodes(coord))
-    queues = coord.config.queues
+    book, held = held_quota(config, active, now, nodes)
+    queues = config.queues
     used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
     borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
     # What borrowers in a cohort use is charged to its lenders in queue order, each up to what it may lend.
@@ -225,12 +235,12 @@ def queue_views(coord: Coordinator) -> list[dict[str, Any]]:
                 if take:
                     lent[m][res] = take
                     to_cover -= take
-    fair = _fair_shares(coord)
-    standing = user_standing(coord.config, coord.model.jobs.values())
+    fair = _fair_shares(config, active, sharing, nodes)
+    standing = user_standing(config, active)
     return [
         {
             **fair[q.name],
-            **policy_view(coord.config, q, standing.get(q.name, {})),
+            **policy_view(config, q, standing.get(q.name, {})),
             "name": q.name,
             "cohort": q.cohort,
             "nominal": dict(q.nominal),
@@ -346,7 +356,9 @@ def node_demand(req: JobRequest, names: Iterable[str], by_name: Mapping[str, Nod
     return placed_demand(req, range(len(ordered)), per_node, cpus, memory)
 
 
-def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
+def _fair_shares(
+    config: ClusterConfig, active: Iterable[JobRecord], sharing: SharingState, nodes: Sequence[Node] = ()
+) -> dict[str, dict[str, Any]]:
     """Per queue: its fair share (dominant resource share / weight; None when infinite), the
     unweighted ratio, the weight, the capacity its cohort could reach per resource, and with
     admission fair sharing its tenants' decayed usage and scores (scheduler/explain.py)."""
@@ -354,22 +366,20 @@ def _fair_shares(coord: Coordinator) -> dict[str, dict[str, Any]]:
     from labgang.launcher.scheduler.explain import queue_shares
 
     usage: dict[tuple[str, str], int] = {}
-    listed = {(q.name, res) for q in coord.config.queues for res in q.nominal if is_host_resource(res)}
-    by_name: dict[str, Node] | None = None
-    for job in coord.jobs.values():
+    listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
+    by_name = {n.name: n for n in nodes}
+    for job in active:
         if job.status.state in (JobState.ADMITTED, JobState.RUNNING):  # not ones told to leave
             key = (job.spec.queue, job.spec.resource)
             usage[key] = usage.get(key, 0) + job.spec.workers * job.spec.per_worker
             req = job.spec.request
             if listed and req.host:  # cpu/memory where the quota lists them, as the scheduler's shares
-                if by_name is None:
-                    by_name = {n.name: n for n in cluster_nodes(coord)}
                 for res, n in node_demand(req, job_nodes(job), by_name).items():
                     if (job.spec.queue, res) in listed:
                         usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
-    shares = queue_shares(coord.config.queue_specs(), coord.config.cohort_specs(), usage)
+    shares = queue_shares(config.queue_specs(), config.cohort_specs(), usage)
     tenants: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for t in coord.sharing.snapshot_tenants():
+    for t in sharing.snapshot_tenants():
         score = afs.score(t)
         tenants[t.queue].append(
             {
@@ -408,14 +418,27 @@ def host_allocated(jobs: Iterable[JobRecord]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _shards_per_gpu(coord: Coordinator, node: str) -> int | None:
+def _shards_per_gpu(config: ClusterConfig, node: str) -> int | None:
     """The node's ``shards_per_gpu`` from the cluster's ``[sharing]`` table, or None where there is none."""
-    sharing = getattr(coord.config, "sharing", None)  # [sharing] of cluster.toml (docs/sharing.md)
+    sharing = getattr(config, "sharing", None)  # [sharing] of cluster.toml (docs/sharing.md)
     return int(sharing.node(node).shards_per_gpu) if sharing is not None else None
 
 
-def node_views(coord: Coordinator) -> list[dict[str, Any]]:
+def node_views(
+    agents: AgentRegistry,
+    config: ClusterConfig,
+    jobs: Mapping[str, JobRecord],
+    held: Mapping[str, JobRecord],
+    job_for_run: Callable[[str], JobRecord | None],
+) -> list[dict[str, Any]]:
     """Per node: connection, last report, the full inventory, and each device's state.
+
+    Args:
+        agents: the agent registry (each node's inventory and link).
+        config: the cluster configuration (its ``[sharing]`` table).
+        jobs: the jobs in memory by id, active and recently finished.
+        held: device UUID → the job holding it (``Coordinator.held_devices``).
+        job_for_run: the job of a run id (``<job>.<attempt>``), or None (for the violations).
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
@@ -423,18 +446,17 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
     ``cpus``/``memory_bytes``: host CPUs and memory the node offers to jobs (after its agent's
     reserve; None: not reported); ``cpus_allocated``/``memory_allocated_bytes``: what jobs hold.
     """
-    held = coord.held_devices()
-    host_held = host_allocated(coord.jobs.values())
+    host_held = host_allocated(jobs.values())
     finished_pids = {
         (r.node, r.pid)
-        for j in coord.jobs.values()
+        for j in jobs.values()
         if not j.status.state.holds_devices
         for r in j.ranks.values()
         if r.pid is not None
     }
     out = []
-    for name in sorted(coord.agents.nodes):
-        conn = coord.agents.nodes[name]
+    for name in sorted(agents.nodes):
+        conn = agents.nodes[name]
         inv = conn.inventory
         devices = []
         if inv is not None:
@@ -478,8 +500,8 @@ def node_views(coord: Coordinator) -> list[dict[str, Any]]:
                 "confinement": conn.confinement,
                 "host_limits": conn.host_limits,
                 "sharing": conn.sharing,
-                "shards_per_gpu": _shards_per_gpu(coord, name),
-                "violations": violation_views(conn, coord.job_for_run),
+                "shards_per_gpu": _shards_per_gpu(config, name),
+                "violations": violation_views(conn, job_for_run),
             }
         )
     return out

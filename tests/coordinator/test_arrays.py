@@ -185,14 +185,14 @@ async def test_cancel_by_array_id_cancels_every_task_and_by_task_id_one(coord: C
     assert _state(coord, f"{array_id}_3") == JobState.CANCELLED
     assert _state(coord, f"{array_id}_4") == JobState.PENDING
     with pytest.raises(Forbidden):
-        await arrays_api.cancel_array(coord, BOB, array_id)
+        await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, BOB, array_id)
     assert _state(coord, f"{array_id}_4") == JobState.PENDING  # nothing cancelled by the refusal
-    jobs, finished = await arrays_api.cancel_array(coord, ALICE, array_id)
+    jobs, finished = await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, ALICE, array_id)
     assert finished == 1 and {j.id for j in jobs} == {f"{array_id}_{i}" for i in (0, 1, 2, 4)}
     assert _state(coord, f"{array_id}_0") == JobState.TERMINATING  # running: stopped with its grace
     assert all(_state(coord, f"{array_id}_{i}") == JobState.CANCELLED for i in (1, 2, 4))
     with pytest.raises(NotFound, match="no job array 999"):
-        await arrays_api.cancel_array(coord, ALICE, "999")
+        await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, ALICE, "999")
 
 
 async def test_show_of_an_array_id_names_its_tasks(coord: Coordinator) -> None:
@@ -227,7 +227,7 @@ async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     run_cycles(again)  # still capped at 2 after the restart
     assert sum(j.status.state == JobState.ADMITTED for j in list(again.list_jobs(ALICE))) == 2
     assert again.jobs[f"{array_id}_5"].status.reason_code == "array_limit"
-    jobs, _ = await arrays_api.cancel_array(again, ALICE, array_id)
+    jobs, _ = await arrays_api.cancel_array(again, again.store, again.jobs, again.model.jobs, ALICE, array_id)
     assert len(jobs) == 6
     again.store.close()
 

@@ -97,7 +97,6 @@ async def test_a_requeued_and_then_finished_job_sums_both_attempts_and_survives_
         assert row["wait_s"] == pytest.approx(50.0)
     finally:
         again.close()
-        coord.store = Store(tmp_path / "db")  # the fixture closes it
 
 
 async def test_a_running_attempt_counts_until_now_and_is_reloaded_with_its_job(coord: Coordinator, tmp_path) -> None:

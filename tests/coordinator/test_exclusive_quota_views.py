@@ -13,7 +13,6 @@ from labgang.agent.inventory import NodeInventory
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.scheduling import build_snapshot
-from labgang.launcher.coordinator.views import queue_views
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.store import Store
@@ -60,7 +59,7 @@ async def test_queues_used_counts_an_exclusive_jobs_whole_nodes_as_the_scheduler
     result = run_cycle(build_snapshot(coord, coord.clock()))
     assert {a.job_id for a in result.admitted} == {whole.id, beside.id}  # two nodes, both taken
     decide(coord, result)
-    used = {q["name"]: q["used"] for q in queue_views(coord)}
+    used = {q["name"]: q["used"] for q in coord.queue_views()}
     # the exclusive job holds one node whole (4 GPUs, 32 CPUs, 256 GiB), the other job what it asked
     assert used["default"] == {"gpu": 4 + 1, "cpu": NODE_CPUS + 3, "memory": NODE_MEMORY + 8 * GIB}
     assert used["plain"] == {}  # its exclusive job waits: no empty node
@@ -113,7 +112,7 @@ async def test_queues_fair_share_weighs_cpu_where_the_quota_lists_it(tmp_path: P
         await with_nodes(coord)
         await coord.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
         decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
-        views = {q["name"]: q for q in queue_views(coord)}
+        views = {q["name"]: q for q in coord.queue_views()}
         assert views["a"]["fair_share_ratio"] == pytest.approx(250.0)
         assert views["a"]["fair_share"] == pytest.approx(250.0)
         assert views["b"]["fair_share_ratio"] == 0

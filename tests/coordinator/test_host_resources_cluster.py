@@ -14,7 +14,7 @@ from labgang.agent.inventory import NodeInventory
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
 from labgang.launcher.coordinator.scheduling import build_snapshot
-from labgang.launcher.coordinator.views import job_view, node_views
+from labgang.launcher.coordinator.views import job_view
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from lifecycle_driver import ROOT, decide, make_coord, node_inventory
@@ -97,7 +97,7 @@ async def test_the_node_view_shows_offered_and_allocated_host_resources(coord: C
     )
     [admitted] = run_cycle(build_snapshot(coord, coord.clock())).admitted
     decide(coord, CycleResult(admitted=(admitted,), preempted=(), pending=()))
-    views = {v["name"]: v for v in node_views(coord)}
+    views = {v["name"]: v for v in coord.node_views()}
     held: dict[str, tuple[int, int]] = {"n1": (0, 0), "n2": (0, 0)}
     ranks_on = [rp.node for rp in admitted.placement]
     for node in set(ranks_on):

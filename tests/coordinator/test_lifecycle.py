@@ -221,7 +221,6 @@ async def test_a_cancel_stop_is_warned_and_the_warning_recorded(coord: Coordinat
 
 
 async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
-    from labgang.launcher.coordinator.views import queue_views
 
     config = parse_config(
         {
@@ -236,7 +235,7 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
     job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
     placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
     decide(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))
-    views = {q["name"]: q for q in queue_views(c)}
+    views = {q["name"]: q for q in c.queue_views()}
     assert (views["a"]["used"], views["a"]["borrowed"], views["a"]["lent"]) == ({"gpu": 5}, {"gpu": 3}, {})
     assert (views["b"]["used"], views["b"]["borrowed"], views["b"]["lent"]) == ({}, {}, {"gpu": 3})
     assert views["a"]["reclaim_time_s"] == 7 and views["a"]["running"] == 1

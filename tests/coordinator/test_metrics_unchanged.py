@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.coordinator.core import Coordinator
-from labgang.launcher.coordinator.metrics import CoordinatorMetrics, coordinator_job_counts, coordinator_snapshot
+from labgang.launcher.coordinator.metrics import CoordinatorMetrics, coordinator_job_counts
 from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallKind
@@ -51,7 +51,7 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
     uuids = node_uuids("n1")
     # GPU 3 shows a process labgang did not start (a foreign-process finding)
     await coord.on_inventory(n1, {"inventory": node_inventory("n1", {uuids[3]: [777]}), "ranks": []})
-    kept, anew = Exporter(coord, coordinator_snapshot), Exporter(coord, snapshot_built_now)
+    kept, anew = Exporter(coord, Coordinator.pitfall_snapshot), Exporter(coord, snapshot_built_now)
 
     running = await submit(coord, workers=2, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)), RankPlacement(1, "n1", (uuids[1],)))

@@ -13,7 +13,7 @@ from labgang.launcher.accounting import UsageTotals, report, team_lookup
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.activity import PERSIST_S, ActivityMeter, open_record
 from labgang.launcher.coordinator.core import Coordinator
-from labgang.launcher.coordinator.metrics import GpuSecondsCollector, coordinator_snapshot
+from labgang.launcher.coordinator.metrics import GpuSecondsCollector
 from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.model import QueueSpec
 from labgang.launcher.pitfalls.views import ClusterSnapshot
@@ -87,7 +87,7 @@ def held_snapshot(coord: Coordinator, sm_pct: float) -> ClusterSnapshot:
         gpu["utilization_gpu_pct"], gpu["sm_active_pct"] = 90.0, sm_pct
     conn = coord.agents.nodes["n1"]
     conn.inventory_dict, conn.inventory = inv, NodeInventory.from_dict(inv)
-    return coordinator_snapshot(coord)
+    return coord.pitfall_snapshot()
 
 
 async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_the_counters(
@@ -149,7 +149,6 @@ async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_
         assert scrape(again) == counters  # read back from the records
     finally:
         again.store.close()
-        coord.store = Store(tmp_path / "db")
 
 
 def test_the_report_refuses_a_bad_group_at_the_api() -> None:

@@ -102,10 +102,11 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     ]
     await coord.on_rank_events(conn, events, inventory=node_inventory("n1", {}))
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
+    assert conn.inventory is not None
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
     from labgang.launcher.coordinator.scheduling import unavailable_devices
 
-    assert uuids[0] not in unavailable_devices(coord, coord.held_devices())  # free, not blocked by stale pids
+    assert uuids[0] not in unavailable_devices(coord.agents, coord.held_devices())  # free, not blocked by stale pids
 
 
 async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_window(tmp_path: Path) -> None:

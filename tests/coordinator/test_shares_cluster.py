@@ -92,13 +92,12 @@ async def test_a_share_the_cluster_cannot_give_is_refused_and_nothing_is_stored(
 
 
 async def test_the_queue_view_counts_a_queues_shares_in_whole_gpus(coord: Coordinator):
-    from labgang.launcher.coordinator.views import queue_views
 
     await with_nodes(coord)
     for _ in range(5):
         await coord.submit(ROOT, {"argv": ["eval"], "shards": 1})
     decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
-    [default] = [q for q in queue_views(coord) if q["name"] == "default"]
+    [default] = [q for q in coord.queue_views() if q["name"] == "default"]
     assert default["used"] == {"gpu": 2}  # five quarters of a gpu, rounded up
 
 
@@ -152,7 +151,6 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
 
 
 async def test_the_node_view_shows_each_nodes_shards_per_gpu_from_the_sharing_table(coord: Coordinator):
-    from labgang.launcher.coordinator.views import node_views
 
     await with_nodes(coord)
-    assert {n["name"]: n["shards_per_gpu"] for n in node_views(coord)} == {"n1": 4, "n2": 0}
+    assert {n["name"]: n["shards_per_gpu"] for n in coord.node_views()} == {"n1": 4, "n2": 0}

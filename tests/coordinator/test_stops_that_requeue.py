@@ -190,7 +190,6 @@ async def test_a_requeued_job_shows_no_nodes_and_keeps_no_ranks_on_disk(coord: C
         assert queue_row(job)["nodes"] == []
     finally:
         again.store.close()
-    coord.store = Store(tmp_path / "db")  # for the fixture's close
 
 
 async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(
@@ -216,4 +215,3 @@ async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(
         assert job_view(loaded)["nodes"] == []
     finally:
         again.store.close()
-    coord.store = Store(tmp_path / "db")

@@ -109,13 +109,9 @@ def test_a_replaced_job_object_is_not_served_from_the_old_ones_row() -> None:
     assert cache.get(new, row)[0][1] == "renamed"
 
 
-class Owner:
-    """Stands for the coordinator that owns a row cache (any object a weak reference can point to)."""
-
-
 def test_the_table_lists_the_unfinished_jobs_as_the_pure_renderer_does() -> None:
     jobs = [copy.deepcopy(job) for job in JOBS]
     jobs[0].status.state = JobState.SUCCEEDED
-    text, count = table(Owner(), jobs, 1090.0, None, len(jobs))
+    text, count = table(JobMemo(), jobs, 1090.0, None, len(jobs))
     assert count == 1 and text == job_table([queue_row(jobs[1])], 1090.0)
-    assert table(Owner(), jobs, 1090.0, lambda job: False, len(jobs)) == (job_table([], 1090.0), 0)
+    assert table(JobMemo(), jobs, 1090.0, lambda job: False, len(jobs)) == (job_table([], 1090.0), 0)

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.config import parse_config
+from labgang.launcher.coordinator import verbs
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import build_snapshot
-from labgang.launcher.coordinator.verbs import hold, release, requeue, update
+from labgang.launcher.coordinator.verbs import hold, release, requeue
 from labgang.launcher.lifecycle.effects import Stop
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
@@ -32,6 +33,20 @@ def coord(tmp_path: Path):
 async def submit_as(coord: Coordinator, caller: Caller, **fields) -> str:
     job = await coord.submit(caller, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
+
+
+async def update(coord: Coordinator, caller: Caller, job_id: str, body: object):
+    """``verbs.update`` handed the coordinator's parts, as the ``POST /v1/jobs/{id}/update`` handler does."""
+    return await verbs.update(
+        coord,
+        caller,
+        job_id,
+        body,
+        config=coord.config,
+        store=coord.store,
+        active=coord.model.jobs,
+        recent=coord.recent,
+    )
 
 
 def events(coord: Coordinator, job_id: str) -> list[str]:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from labgang.launcher.coordinator import handlers
 from labgang.launcher.coordinator.core import Coordinator
-from labgang.launcher.coordinator.metrics import coordinator_snapshot
 from labgang.launcher.lifecycle.events import DeviceViolationSeen
 from labgang.launcher.model import JobState
 from labgang.launcher.pitfalls import ClusterSnapshot
@@ -50,7 +49,7 @@ class Seen:
         self.snapshot: ClusterSnapshot | None = None
 
     async def check(self, coord: Coordinator, *, rows_change: bool = True) -> None:
-        full, rows, snapshot = await listing(coord, "full"), await listing(coord, "queue"), coordinator_snapshot(coord)
+        full, rows, snapshot = await listing(coord, "full"), await listing(coord, "queue"), coord.pitfall_snapshot()
         assert full == built_now(coord, "full")
         assert rows == built_now(coord, "queue")
         assert snapshot == snapshot_built_now(coord)
@@ -140,9 +139,9 @@ async def test_an_unchanged_job_is_served_from_the_caches(coord: Coordinator) ->
     job_id = await submit(coord)
     reason = PendingReason(ReasonCode.NO_CAPACITY, "needs 8 gpu; 0 free")
     decide(coord, CycleResult(admitted=(), preempted=(), pending=(Pending(job_id, reason),)))
-    first = coordinator_snapshot(coord)
+    first = coord.pitfall_snapshot()
     before = await listing(coord, "full")
     # the same reason again, as every cycle writes it: not a change
     decide(coord, CycleResult(admitted=(), preempted=(), pending=(Pending(job_id, reason),)))
-    assert coordinator_snapshot(coord).jobs[0] is first.jobs[0]
+    assert coord.pitfall_snapshot().jobs[0] is first.jobs[0]
     assert await listing(coord, "full") == before

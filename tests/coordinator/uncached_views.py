@@ -21,7 +21,7 @@ def built_now(coord: Coordinator, view: str) -> list[dict[str, Any]]:
 
 
 def snapshot_built_now(coord: Coordinator, finished_within_s: float = 3600.0) -> ClusterSnapshot:
-    """The pitfall snapshot as ``metrics.coordinator_snapshot`` built it before it kept the jobs'
+    """The pitfall snapshot as ``Coordinator.pitfall_snapshot`` built it before it kept the jobs'
     views: every job's JobView built and parsed anew."""
     now = coord.clock()
     jobs = [
@@ -29,6 +29,4 @@ def snapshot_built_now(coord: Coordinator, finished_within_s: float = 3600.0) ->
         for job in coord.jobs.values()
         if not job.status.state.finished or now - (job.status.end_time or now) <= finished_within_s
     ]
-    return ClusterSnapshot.from_api(
-        now, {"nodes": views.node_views(coord)}, {"jobs": jobs}, {"queues": views.queue_views(coord)}
-    )
+    return ClusterSnapshot.from_api(now, {"nodes": coord.node_views()}, {"jobs": jobs}, {"queues": coord.queue_views()})
