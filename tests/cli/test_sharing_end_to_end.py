@@ -94,6 +94,9 @@ def test_four_shards_share_one_card_a_fifth_takes_another_and_strangers_stay_off
         gpus_text = up.cli("nodes", "--gpus").stdout
         assert "shared by 4: shards 4/4 used, 0 free" in gpus_text
         assert "shared by 1: shards 1/4 used, 3 free" in gpus_text
+        # one line per node: 6 shards held; 3 + 3 free on the two part-used cards, 4 on each of the 4 idle cards
+        (line,) = up.cli("nodes").stdout.splitlines()[1:]
+        assert line.split()[7] == "shard:6/22", line
     finally:
         up.cli("cancel", *up.jobs())
 
