@@ -385,9 +385,10 @@ class _Cycle:
                     over_placed = state.placed_demand(q, sized, raw)
                     raw = None
                 if raw is not None:
+                    note = state.share_note(sized, raw) if sized.shared else ""
                     placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
-                    self.admitted.append(Admit(job.id, placement))
+                    self.admitted.append(Admit(job.id, placement, note))
                     self.on_change.append(q)
                     self.users.add(q, job.user, sized.total)
                     if self.tenants is not None:

@@ -150,10 +150,12 @@ class PendingReason:
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """Start ``job_id`` on ``placement`` (one entry per rank)."""
+    """Start ``job_id`` on ``placement`` (one entry per rank); ``note``: for a share of a card, how it
+    was placed (joined a shared card or took a whole one, and why; "" otherwise)."""
 
     job_id: str
     placement: Placement
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

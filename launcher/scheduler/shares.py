@@ -385,6 +385,30 @@ class ShareBook:
         """The jobs on card ``d`` (empty for a card that is not shared)."""
         return list(self.cards.get(d, ()))
 
+    def placement_note(self, req: JobRequest, d: int) -> str:
+        """How share ``req`` is about to be placed on card ``d`` (call before :meth:`take`), for the
+        job's ``share-placed`` history line and ``labgang explain``: whether it joins a card already
+        shared (best fit) or takes a whole free card, and why."""
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        card = f"card {devices.uuid[d]} of {devices.node_names[devices.node_of[d]]}"
+        sharers = self.cards.get(d)
+        if sharers:
+            return (
+                f"joined {card}, already shared by {len(sharers)} job(s): a share goes best fit to the shared "
+                "card with the least room left that holds it and whose sharers its queue may share with "
+                "(share_gpus, share_with), so whole cards stay free for gangs"
+            )
+        shared = self.count[kind]
+        roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
+        return (
+            f"took whole {card}: no shared card it may join had room ({shared} {kind} card(s) shared, "
+            f"{shared - roomy} without room, {roomy} with room held by sharers its queue may not share with "
+            "or reserved); a share takes a whole free card only then, from the fullest node allowing "
+            f"{kind}"
+        )
+
     def reason(self, req: JobRequest, queue: str, user: str) -> PendingReason:
         """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""
         devices = self.devices

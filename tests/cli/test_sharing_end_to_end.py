@@ -4,7 +4,8 @@ queue that may not share with them never lands on their cards; an ``--mps 50 --g
 rank's environment has the MPS limits; a shard job whose process uses more than its ``--gpu-mem``
 (the simulated NVML's ``SIM_GPU_MEMORY_MIB``) gets a history line naming process, usage and
 budget and, with ``violation = "kill"``, fails with that reason; ``nodes --gpus --json`` lists the
-sharers of each card."""
+sharers of each card, ``nodes`` the shards used and free, and ``explain`` whether a share joined a
+shared card or took a whole one."""
 
 from __future__ import annotations
 
@@ -94,6 +95,14 @@ def test_four_shards_share_one_card_a_fifth_takes_another_and_strangers_stay_off
         gpus_text = up.cli("nodes", "--gpus").stdout
         assert "shared by 4: shards 4/4 used, 0 free" in gpus_text
         assert "shared by 1: shards 1/4 used, 3 free" in gpus_text
+        # explain: what the scheduler recorded at admission
+        assert f"At admission it took whole card {cards[0]} of " in up.cli("explain", shards[0]).stdout
+        joined = up.cli("explain", shards[1]).stdout
+        assert f"At admission it joined card {cards[0]} of vm, already shared by 1 job(s): " in joined, joined
+        assert (
+            f"At admission it took whole card {card(up, stranger)} of vm: no shared card it may join had room "
+            "(2 shard card(s) shared, 1 without room, 1 with room held by sharers its queue may not share with"
+        ) in up.cli("explain", stranger).stdout
         # one line per node: 6 shards held; 3 + 3 free on the two part-used cards, 4 on each of the 4 idle cards
         (line,) = up.cli("nodes").stdout.splitlines()[1:]
         assert line.split()[7] == "shard:6/22", line

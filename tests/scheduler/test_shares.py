@@ -225,3 +225,19 @@ def test_a_starving_share_reserves_no_card():
     by_queue, _ = nominate(snap, state)
     reserved = reserve_for_starving(state, [e for entries in by_queue.values() for e in entries])
     assert list(reserved) == ["g"]  # the starving gang reserves its two cards; the share none
+
+
+def test_an_admitted_share_says_whether_it_joined_a_shared_card_or_took_a_whole_one_and_why():
+    s = Sim([node("n1", 3)], [q("team"), q("other")])
+    s.submit("a", "team", shard())
+    (first,) = s.last.admitted
+    assert first.note.startswith("took whole card GPU-n1-0 of n1: no shared card it may join had room (0 shard")
+    s.submit("b", "team", shard())
+    assert s.last.admitted[0].note.startswith("joined card GPU-n1-0 of n1, already shared by 1 job(s): a share goes")
+    s.submit("c", "other", shard())  # team's card has room, but other may not share with team
+    assert s.last.admitted[0].note.startswith(
+        "took whole card GPU-n1-1 of n1: no shared card it may join had room (1 shard card(s) shared, "
+        "0 without room, 1 with room held by sharers its queue may not share with or reserved)"
+    )
+    assert s.submit("w", "other", JobRequest()) == ("GPU-n1-2",)
+    assert s.last.admitted[0].note == ""  # whole devices: no note
