@@ -390,7 +390,7 @@ class _Cycle:
                     self.version += 1
                     self.admitted.append(Admit(job.id, placement, note))
                     self.on_change.append(q)
-                    self.users.add(q, job.user, sized.total)
+                    self.users.add(q, job.user, sized)
                     if self.tenants is not None:
                         self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, sized.total)
                     return Outcome.ADMITTED
@@ -480,7 +480,7 @@ class _Cycle:
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
         self.chosen_victims.update(victims)
-        self.users.add(e.spec.name, e.job.user, req.total)  # its room counts towards its user's limits
+        self.users.add(e.spec.name, e.job.user, req)  # its room counts towards its user's limits
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 
     def _hold_quota(self, e: Entry) -> None:

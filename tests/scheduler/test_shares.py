@@ -241,3 +241,27 @@ def test_an_admitted_share_says_whether_it_joined_a_shared_card_or_took_a_whole_
     )
     assert s.submit("w", "other", JobRequest()) == ("GPU-n1-2",)
     assert s.last.admitted[0].note == ""  # whole devices: no note
+
+
+def test_max_gpus_per_user_counts_a_share_as_its_gpu_fraction():
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=1)])
+    for i in range(4):  # four quarter-GPU shards of one user fill a limit of 1 gpu
+        assert s.submit(f"s{i}", "team", shard()) == ("GPU-n1-0",)
+    got = s.submit("s4", "team", shard())
+    assert got.code is ReasonCode.USER_LIMIT
+    assert got.message == "user u runs 1 of 1 gpu allowed in queue team (max_gpus_per_user); job needs 0.25"
+    assert s.submit("other-user", "team", shard(), user="v") == ("GPU-n1-1",)  # the limit is per user
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=2)])
+    assert s.submit("m", "team", JobRequest(mps=25)) == ("GPU-n1-0",)
+    assert s.submit("w", "team", JobRequest()) == ("GPU-n1-1",)  # 1.25 of 2 used
+    got = s.submit("w2", "team", JobRequest())
+    assert got.code is ReasonCode.USER_LIMIT
+    assert got.message == "user u runs 1.25 of 2 gpu allowed in queue team (max_gpus_per_user); job needs 1"
+    assert s.submit("m2", "team", JobRequest(mps=75)) == ("GPU-n1-0",)  # 0.75 more still fits: 2 of 2
+    elastic = JobRequest(workers=2, min_workers=1)  # an elastic gang starts no larger than the room left
+    assert s.submit("e", "team", elastic).code is ReasonCode.USER_LIMIT
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=2)])
+    assert s.submit("m", "team", JobRequest(mps=25)) == ("GPU-n1-0",)
+    s.submit("e", "team", elastic)
+    (admitted,) = s.last.admitted
+    assert len(admitted.placement) == 1  # 2 - 0.25 leaves room for one whole gpu, not two
