@@ -56,6 +56,9 @@ from labgang.launcher.scheduler.state import CycleState, RawPlacement
 from labgang.launcher.scheduler.tenants import TenantBook, key_of
 from labgang.launcher.scheduler.userlimits import UserBook
 
+ANY_USER = "<any user>"
+"""In a share's search key in place of the user: a verdict that holds for every user (see ``_try_job``)."""
+
 
 class Outcome(enum.Enum):
     """What happened to one job in a cycle."""
@@ -120,7 +123,7 @@ class _Cycle:
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
         self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason]] = {}
         self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
-        self._search_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, float, int, int]]]] = {}
+        self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[tuple[int, float, int, int]]]] = {}
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self._heap: list[_HeapKey] = []
         self._groups: list[_Group] = []
@@ -413,6 +416,8 @@ class _Cycle:
         # preemption search
         refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
         searchable = refusal is None
+        cards = state.cards
+        trust_reads = cards.trust_reads if cards is not None and req.shared else None
         if searchable and not self._search_known_to_fail(e):
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
@@ -433,7 +438,10 @@ class _Cycle:
                 self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
-                self._record_search_fail(e)
+                # a share's search that never met a shared card with room for it failed whatever
+                # the trust rule says: it answers the same share of every user of the queue
+                any_user = trust_reads is not None and cards is not None and cards.trust_reads == trust_reads
+                self._record_search_fail(e, any_user)
         # stays pending
         if not quota_ok:
             if (
@@ -540,11 +548,16 @@ class _Cycle:
             known[1].append((req.per_worker, req.workers))
         return raw
 
-    def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
+    def _search_key(self, e: Entry, any_user: bool = False) -> tuple[Hashable, ...]:
+        """What a preemption search's answer depends on; ``any_user``: a share's, for every user
+        (:data:`ANY_USER` in place of what the trust rule reads)."""
         req = e.job.request
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
-        share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        if any_user and req.shared:
+            share: Hashable = (req.shards, req.mps, ANY_USER)
+        else:
+            share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
         return (
             e.spec.name,
             req.resource,
@@ -564,8 +577,18 @@ class _Cycle:
         """
         if e.job.nominated:
             return False
-        known = self._search_fails.get(self._search_key(e))
-        if known is None or known[0] != self.epoch:
+        if self._search_failed(e, self._search_key(e), self.epoch):
+            return True
+        return e.job.request.shared and self._search_failed(e, self._search_key(e, any_user=True), self._any_stamp())
+
+    def _any_stamp(self) -> Hashable:
+        """When a verdict for every user stays valid: the epoch, and no victim claimed since (a
+        victim claimed from another queue counts as gone for later searches, so room can grow)."""
+        return (self.epoch, len(self.chosen_victims))
+
+    def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable) -> bool:
+        known = self._search_fails.get(key)
+        if known is None or known[0] != stamp:
             return False
         j = e.job
         return any(
@@ -576,14 +599,19 @@ class _Cycle:
             for prio, submit, p, w in known[1]
         )
 
-    def _record_search_fail(self, e: Entry) -> None:
-        key = self._search_key(e)
-        known = self._search_fails.get(key)
-        if known is None or known[0] != self.epoch:
-            known = (self.epoch, [])
-            self._search_fails[key] = known
+    def _record_search_fail(self, e: Entry, any_user: bool = False) -> None:
+        """Remember that ``e``'s search found no victims; ``any_user``: a share's search that met no
+        shared card with room for it, so it answers the same share of any user of the queue too."""
         j = e.job
-        known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.floor().workers))
+        keys = [(self._search_key(e), self.epoch)]
+        if any_user:
+            keys.append((self._search_key(e, True), self._any_stamp()))
+        for key, stamp in keys:
+            known = self._search_fails.get(key)
+            if known is None or known[0] != stamp:
+                known = (stamp, [])
+                self._search_fails[key] = known
+            known[1].append((j.priority, j.submit_time, j.request.per_worker, j.request.floor().workers))
 
     # --- reasons -----------------------------------------------------------------------------------
 

@@ -136,6 +136,9 @@ class ShareBook:
         self._open_at: dict[int, tuple[str, str, str, int]] = {}
         self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
+        # placements that met a shared card with room for them (where the answer may depend on the
+        # queue and user); one that met none answered for every queue and user (see the cycle's search memo)
+        self.trust_reads = 0
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
@@ -302,6 +305,8 @@ class ShareBook:
         assert devices is not None
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
+        if any(n and room >= units for room, n in self._rooms[kind].items()):
+            self.trust_reads += 1  # a card with room exists: who may join it (the trust rule) may decide
         if queue is not None:
             best: tuple[int, int] | None = None  # (room, card): the least room, then device order
             for rooms in self._anchors(kind, queue, user):
