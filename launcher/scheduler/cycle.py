@@ -60,6 +60,13 @@ ANY_USER = "<any user>"
 """In a share's search key in place of the user: a verdict that holds for every user (see ``_try_job``)."""
 
 
+def _any_user_cls(e: Entry) -> tuple[Hashable, ...]:
+    """``e``'s class (:attr:`Entry.cls`) with its last item, what the trust rule reads of a share
+    (nominate.py), replaced by :data:`ANY_USER`: the class of the same share of every user."""
+    req = e.job.request
+    return (*e.cls[:-1], (req.shards, req.mps, ANY_USER))
+
+
 class Outcome(enum.Enum):
     """What happened to one job in a cycle."""
 
@@ -107,6 +114,10 @@ _HeapKey = tuple[int, int, int, float, int, int]
 
 
 class _Cycle:
+    share_verdicts_across_users = True
+    """A share's failure (and failed search) that met no shared card with room for it answers the
+    same share of every user of its queue; off only to check that it changes no decision."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -320,6 +331,8 @@ class _Cycle:
         this one fails the same way (within a cycle room only shrinks)."""
         job = e.job
         memo = self._fail_memo.get(e.cls)
+        if (memo is None or memo[0] != self.version) and job.request.shared:
+            memo = self._fail_memo.get(_any_user_cls(e))  # a share's failure that held for every user
         if memo is None or memo[0] != self.version or job.priority > memo[1]:
             return False
         if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
@@ -327,8 +340,14 @@ class _Cycle:
         self.pending.append(Pending(job.id, memo[3]))
         return True
 
-    def _remember_failure(self, e: Entry, reason: PendingReason) -> None:
-        self._fail_memo[e.cls] = (self.version, e.job.priority, e.job.submit_time, reason)
+    def _remember_failure(self, e: Entry, reason: PendingReason, any_user: bool = False) -> None:
+        """Remember ``e``'s failure for the later jobs of its class; ``any_user``: a share's failure
+        that met no shared card with room for it anywhere (quota, placement, search), so it holds
+        for the same share of every user of its queue (and its reason names no user)."""
+        memo = (self.version, e.job.priority, e.job.submit_time, reason)
+        self._fail_memo[e.cls] = memo
+        if any_user and self.share_verdicts_across_users:
+            self._fail_memo[_any_user_cls(e)] = memo
 
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
@@ -372,6 +391,8 @@ class _Cycle:
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
+        cards = state.cards
+        reads_before = cards.trust_reads if cards is not None and req.shared else None
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
@@ -441,7 +462,7 @@ class _Cycle:
                 # a share's search that never met a shared card with room for it failed whatever
                 # the trust rule says: it answers the same share of every user of the queue
                 any_user = trust_reads is not None and cards is not None and cards.trust_reads == trust_reads
-                self._record_search_fail(e, any_user)
+                self._record_search_fail(e, any_user and self.share_verdicts_across_users)
         # stays pending
         if not quota_ok:
             if (
@@ -465,7 +486,8 @@ class _Cycle:
         if refusal is not None:
             reason = replace(reason, no_preemption=refusal)
         self.pending.append(Pending(job.id, reason))
-        self._remember_failure(e, reason)
+        trust_free = reads_before is not None and cards is not None and cards.trust_reads == reads_before
+        self._remember_failure(e, reason, trust_free)
         return Outcome.FAILED
 
     def _host_quota_reason(self, q: str, req: JobRequest) -> PendingReason | None:

@@ -1,6 +1,7 @@
-"""The preemption-search memo shared across users: a share's search that met no shared card with
-room for it answers the same share of every user of its queue. Checked against the cycle without
-that sharing (the memo per user only) over random backlogs of shares, whole jobs and preemptors."""
+"""Verdicts shared across users: a share's failure, or failed preemption search, that met no shared
+card with room for it answers the same share of every user of its queue. Checked against the cycle
+without that sharing (the memos per user only) over random backlogs of shares, whole jobs and
+preemptors."""
 
 from __future__ import annotations
 
@@ -56,23 +57,31 @@ def backlog(seed: int) -> Snapshot:
 def test_sharing_a_share_search_verdict_across_users_changes_no_decision(seed: int, monkeypatch) -> None:
     snap = backlog(seed)
     shared = run_cycle(snap)
-    per_user = cycle_module._Cycle._record_search_fail
-    monkeypatch.setattr(cycle_module._Cycle, "_record_search_fail", lambda self, e, any_user=False: per_user(self, e))
+    monkeypatch.setattr(cycle_module._Cycle, "share_verdicts_across_users", False)
     assert run_cycle(snap) == shared
 
 
 def test_a_verdict_of_one_user_answers_another_users_share(monkeypatch) -> None:
-    """Used at all: over the same backlogs some share is answered by another user's failed search."""
-    hits = 0
-    failed = cycle_module._Cycle._search_failed
+    """Used at all: over the same backlogs some share is answered by another user's failed search,
+    and some by another user's failure."""
+    searches = failures = 0
+    failed, known = cycle_module._Cycle._search_failed, cycle_module._Cycle._known_failure
 
-    def counting(self, e, key, stamp):
-        nonlocal hits
+    def counting_search(self, e, key, stamp):
+        nonlocal searches
         got = failed(self, e, key, stamp)
-        hits += got and cycle_module.ANY_USER in (key[-1] or ())
+        searches += got and cycle_module.ANY_USER in (key[-1] or ())
         return got
 
-    monkeypatch.setattr(cycle_module._Cycle, "_search_failed", counting)
-    for seed in range(60):
+    def counting_failure(self, e):
+        nonlocal failures
+        own = self._fail_memo.get(e.cls)
+        got = known(self, e)
+        failures += got and (own is None or own[0] != self.version)
+        return got
+
+    monkeypatch.setattr(cycle_module._Cycle, "_search_failed", counting_search)
+    monkeypatch.setattr(cycle_module._Cycle, "_known_failure", counting_failure)
+    for seed in range(100):
         run_cycle(backlog(seed))
-    assert hits > 0
+    assert searches > 0 and failures > 0
