@@ -625,7 +625,7 @@ class _Cycle:
         """Remember that ``e``'s search found no victims; ``any_user``: a share's search that met no
         shared card with room for it, so it answers the same share of any user of the queue too."""
         j = e.job
-        keys = [(self._search_key(e), self.epoch)]
+        keys: list[tuple[tuple[Hashable, ...], Hashable]] = [(self._search_key(e), self.epoch)]
         if any_user:
             keys.append((self._search_key(e, True), self._any_stamp()))
         for key, stamp in keys:

@@ -18,11 +18,15 @@ NODES = tuple(Node(n, tuple(Device(f"GPU-{n}-{i}", n, GPU) for i in range(4))) f
 
 
 def queues() -> tuple[QueueSpec, ...]:
-    common = {"cohort": "lab", "within_queue": WithinQueue.LOWER_PRIORITY}
+    lower, reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
     return (
-        QueueSpec("a", nominal={GPU: 3}, share_gpus="queue", reclaim_within_cohort=ReclaimWithinCohort.ANY, **common),
-        QueueSpec("b", nominal={GPU: 3}, share_gpus="user", reclaim_within_cohort=ReclaimWithinCohort.ANY, **common),
-        QueueSpec("c", nominal={GPU: 2}, **common),
+        QueueSpec(
+            "a", nominal={GPU: 3}, share_gpus="queue", cohort="lab", within_queue=lower, reclaim_within_cohort=reclaim
+        ),
+        QueueSpec(
+            "b", nominal={GPU: 3}, share_gpus="user", cohort="lab", within_queue=lower, reclaim_within_cohort=reclaim
+        ),
+        QueueSpec("c", nominal={GPU: 2}, cohort="lab", within_queue=lower),
     )
 
 
