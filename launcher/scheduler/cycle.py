@@ -393,6 +393,7 @@ class _Cycle:
         req, q = job.request, spec.name
         cards = state.cards
         reads_before = cards.trust_reads if cards is not None and req.shared else None
+        version_before = self.version
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
@@ -486,7 +487,14 @@ class _Cycle:
         if refusal is not None:
             reason = replace(reason, no_preemption=refusal)
         self.pending.append(Pending(job.id, reason))
-        trust_free = reads_before is not None and cards is not None and cards.trust_reads == reads_before
+        # shared only when this failure changed nothing (a hold it took would be named in its reason,
+        # and other users' jobs see the hold lifted as the holder's own queue does)
+        trust_free = (
+            reads_before is not None
+            and cards is not None
+            and cards.trust_reads == reads_before
+            and self.version == version_before
+        )
         self._remember_failure(e, reason, trust_free)
         return Outcome.FAILED
 
