@@ -67,3 +67,42 @@ def node_sharing_lines(node: Mapping[str, Any]) -> list[str]:
         if isinstance(gpu, Mapping):
             lines.extend(card_lines(gpu, spg if isinstance(spg, int) else None))
     return lines
+
+
+def node_shares(node: Mapping[str, Any]) -> str | None:
+    """The SHARES cell of ``labgang nodes``' one line per node; None where the node shares nothing.
+
+    ``shard:U/F`` (shards held by sharers / shards still free: the room on its shard cards plus
+    ``shards_per_gpu`` per idle whole GPU) where the cluster gives the node shards or a card holds
+    shards; ``mps:U/F`` (percent of one card's SMs held by MPS sharers / left on the cards serving
+    MPS) where a card serves MPS; both joined by ``,``.
+    """
+    sent = node.get("inventory")
+    inventory: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
+    said = node.get("shards_per_gpu")
+    spg = said if isinstance(said, int) and not isinstance(said, bool) else 0
+    shards_used = shards_free = mps_used = mps_free = 0
+    shard_cards = mps_cards = 0
+    for gpu in inventory.get("gpus") or []:
+        sharers = [
+            s for s in (gpu.get("sharers") if isinstance(gpu, Mapping) else None) or [] if isinstance(s, Mapping)
+        ]
+        shards = sum(int(s.get("shards") or 0) for s in sharers if s.get("kind") == "shard")
+        percent = sum(int(s.get("sm_percent") or 0) for s in sharers if s.get("kind") == "mps")
+        if shards:
+            shard_cards += 1
+            shards_used += shards
+            shards_free += max(0, spg - shards)
+        if percent:
+            mps_cards += 1
+            mps_used += percent
+            mps_free += max(0, 100 - percent)
+    devices = node.get("devices") or []
+    idle = sum(1 for d in devices if isinstance(d, Mapping) and d.get("resource") == "gpu" and d.get("state") == "free")
+    shards_free += spg * idle
+    parts = []
+    if spg or shard_cards:
+        parts.append(f"shard:{shards_used}/{shards_free}")
+    if mps_cards:
+        parts.append(f"mps:{mps_used}/{mps_free}")
+    return ",".join(parts) or None

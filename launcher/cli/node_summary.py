@@ -13,6 +13,9 @@ Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, LIMITS, MODEL, from the 
 * LIMITS: whether the node's agent holds ranks to their CPUs and memory (cgroup v2):
   ``yes``, ``no`` (``nodes --gpus`` and ``--json``'s ``host_limits`` say why) or ``-`` (it does not say).
 * MODEL: the GPU model(s).
+* SHARES(U/F), before MODEL, only where some node shares cards (docs/sharing-node.md): shards used/free and the
+  MPS share of SMs used/free per node (:func:`labgang.launcher.cli.node_sharing.node_shares`);
+  ``-`` on a node that shares nothing.
 
 Pure: no I/O.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from labgang.launcher.cli.node_sharing import node_shares
 from labgang.launcher.text import align, printable
 
 HEADERS = ("NODE", "STATE", "GPUS(A/I/O/T)", "MIG", "CPUS", "MEMORY", "LIMITS", "MODEL")
@@ -92,5 +96,12 @@ def node_line(node: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def node_summary(nodes: Iterable[Mapping[str, Any]]) -> str:
-    """The ``labgang nodes`` table: a header and one line per node (NodeView dicts, in order)."""
-    return align(HEADERS, [node_line(n) for n in nodes])
+    """The ``labgang nodes`` table: a header and one line per node (NodeView dicts, in order),
+    with a SHARES column where some node shares cards."""
+    nodes = list(nodes)
+    lines = [node_line(n) for n in nodes]
+    shares = [node_shares(n) for n in nodes]
+    if not any(shares):
+        return align(HEADERS, lines)
+    headers = (*HEADERS[:-1], "SHARES(U/F)", HEADERS[-1])  # before MODEL, whose names hold spaces
+    return align(headers, [(*line[:-1], cell or "-", line[-1]) for line, cell in zip(lines, shares, strict=True)])

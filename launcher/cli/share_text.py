@@ -12,7 +12,8 @@ def share_sentences(job: Mapping[str, Any]) -> list[str]:
     """What share of a card the job asks for and how it is placed and counted; [] for whole devices.
 
     Args:
-        job: the job view (``GET /v1/jobs/{id}``): ``shards``, ``mps``, ``gpu_mem`` (bytes), ``state``, ``ranks``.
+        job: the job view (``GET /v1/jobs/{id}``): ``shards``, ``mps``, ``gpu_mem`` (bytes), ``state``, ``ranks``,
+            ``history`` (its last ``share-placed`` line: how the scheduler placed the share).
     """
     shards, mps, mem = int(job.get("shards") or 0), int(job.get("mps") or 0), int(job.get("gpu_mem") or 0)
     if not (shards or mps):
@@ -25,7 +26,11 @@ def share_sentences(job: Mapping[str, Any]) -> list[str]:
         "(a queue's shares are counted in whole GPUs, rounded up)."
     ]
     ranks = job.get("ranks") or []
-    if job.get("state") in ("admitted", "running") and ranks:
+    placed = [h for h in job.get("history") or [] if isinstance(h, Mapping) and h.get("event") == "share-placed"]
+    if job.get("state") in ("admitted", "running") and placed:
+        # recorded by the scheduler at admission (launcher/scheduler/shares.py: placement_note)
+        out.append(f"At admission it {placed[-1].get('message')}.")
+    elif job.get("state") in ("admitted", "running") and ranks:
         card, node = (ranks[0].get("devices") or ["?"])[0], ranks[0].get("node", "?")
         out.append(
             f"It runs on card {card} of {node}: a share goes to the shared card with the least room left that "

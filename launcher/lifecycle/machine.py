@@ -342,6 +342,8 @@ class Lifecycle:
                 if job.spec.groups:
                     size = f"started with {len(job.ranks)} of {job.spec.workers} ranks ({elastic_sizes(job)})"
             self._ctx.history(job, "admitted", f"{size} on {where}")
+            if adm.note:  # a share of a card: whether it joined a shared card or took a whole one, and why
+                self._ctx.history(job, "share-placed", adm.note)
             self._ctx.emit(fx.AdmissionObserved(job.spec.queue, now - st.pending_since))
             self._ctx.emit(fx.Dispatch(job))
         for pre in result.preempted:

@@ -56,6 +56,16 @@ from labgang.launcher.scheduler.state import CycleState, RawPlacement
 from labgang.launcher.scheduler.tenants import TenantBook, key_of
 from labgang.launcher.scheduler.userlimits import UserBook
 
+ANY_USER = "<any user>"
+"""In a share's search key in place of the user: a verdict that holds for every user (see ``_try_job``)."""
+
+
+def _any_user_cls(e: Entry) -> tuple[Hashable, ...]:
+    """``e``'s class (:attr:`Entry.cls`) with its last item, what the trust rule reads of a share
+    (nominate.py), replaced by :data:`ANY_USER`: the class of the same share of every user."""
+    req = e.job.request
+    return (*e.cls[:-1], (req.shards, req.mps, ANY_USER))
+
 
 class Outcome(enum.Enum):
     """What happened to one job in a cycle."""
@@ -104,6 +114,10 @@ _HeapKey = tuple[int, int, int, float, int, int]
 
 
 class _Cycle:
+    share_verdicts_across_users = True
+    """A share's failure (and failed search) that met no shared card with room for it answers the
+    same share of every user of its queue; off only to check that it changes no decision."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -120,7 +134,7 @@ class _Cycle:
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
         self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason]] = {}
         self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
-        self._search_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, float, int, int]]]] = {}
+        self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[tuple[int, float, int, int]]]] = {}
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self._heap: list[_HeapKey] = []
         self._groups: list[_Group] = []
@@ -317,6 +331,8 @@ class _Cycle:
         this one fails the same way (within a cycle room only shrinks)."""
         job = e.job
         memo = self._fail_memo.get(e.cls)
+        if (memo is None or memo[0] != self.version) and job.request.shared:
+            memo = self._fail_memo.get(_any_user_cls(e))  # a share's failure that held for every user
         if memo is None or memo[0] != self.version or job.priority > memo[1]:
             return False
         if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
@@ -324,8 +340,14 @@ class _Cycle:
         self.pending.append(Pending(job.id, memo[3]))
         return True
 
-    def _remember_failure(self, e: Entry, reason: PendingReason) -> None:
-        self._fail_memo[e.cls] = (self.version, e.job.priority, e.job.submit_time, reason)
+    def _remember_failure(self, e: Entry, reason: PendingReason, any_user: bool = False) -> None:
+        """Remember ``e``'s failure for the later jobs of its class; ``any_user``: a share's failure
+        that met no shared card with room for it anywhere (quota, placement, search), so it holds
+        for the same share of every user of its queue (and its reason names no user)."""
+        memo = (self.version, e.job.priority, e.job.submit_time, reason)
+        self._fail_memo[e.cls] = memo
+        if any_user and self.share_verdicts_across_users:
+            self._fail_memo[_any_user_cls(e)] = memo
 
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
@@ -369,6 +391,9 @@ class _Cycle:
     def _try_job(self, e: Entry) -> Outcome:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
+        cards = state.cards
+        reads_before = cards.trust_reads if cards is not None and req.shared else None
+        version_before = self.version
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
@@ -385,12 +410,13 @@ class _Cycle:
                     over_placed = state.placed_demand(q, sized, raw)
                     raw = None
                 if raw is not None:
+                    note = state.share_note(sized, raw) if sized.shared else ""
                     placement = state.assume(job.id, q, sized, raw, job.user)
                     self.version += 1
                     whole = state.whole_nodes(sized, raw) if sized.exclusive else ()
-                    self.admitted.append(Admit(job.id, placement, whole))
+                    self.admitted.append(Admit(job.id, placement, whole, note))
                     self.on_change.append(q)
-                    self.users.add(q, job.user, sized.total)
+                    self.users.add(q, job.user, sized)
                     if self.tenants is not None:
                         self.tenants.admit(key_of(q, job.tenant), self.snapshot.now, sized.total)
                     return Outcome.ADMITTED
@@ -413,6 +439,8 @@ class _Cycle:
         # preemption search
         refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
         searchable = refusal is None
+        cards = state.cards
+        trust_reads = cards.trust_reads if cards is not None and req.shared else None
         if searchable and not self._search_known_to_fail(e):
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
@@ -433,7 +461,10 @@ class _Cycle:
                 self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
-                self._record_search_fail(e)
+                # a share's search that never met a shared card with room for it failed whatever
+                # the trust rule says: it answers the same share of every user of the queue
+                any_user = trust_reads is not None and cards is not None and cards.trust_reads == trust_reads
+                self._record_search_fail(e, any_user and self.share_verdicts_across_users)
         # stays pending
         if not quota_ok:
             if (
@@ -457,7 +488,15 @@ class _Cycle:
         if refusal is not None:
             reason = replace(reason, no_preemption=refusal)
         self.pending.append(Pending(job.id, reason))
-        self._remember_failure(e, reason)
+        # shared only when this failure changed nothing (a hold it took would be named in its reason,
+        # and other users' jobs see the hold lifted as the holder's own queue does)
+        trust_free = (
+            reads_before is not None
+            and cards is not None
+            and cards.trust_reads == reads_before
+            and self.version == version_before
+        )
+        self._remember_failure(e, reason, trust_free)
         return Outcome.FAILED
 
     def _host_quota_reason(self, q: str, req: JobRequest) -> PendingReason | None:
@@ -481,7 +520,7 @@ class _Cycle:
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
         self.chosen_victims.update(victims)
-        self.users.add(e.spec.name, e.job.user, req.total)  # its room counts towards its user's limits
+        self.users.add(e.spec.name, e.job.user, req)  # its room counts towards its user's limits
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 
     def _hold_quota(self, e: Entry) -> None:
@@ -541,11 +580,16 @@ class _Cycle:
             known[1].append((req.per_worker, req.workers))
         return raw
 
-    def _search_key(self, e: Entry) -> tuple[Hashable, ...]:
+    def _search_key(self, e: Entry, any_user: bool = False) -> tuple[Hashable, ...]:
+        """What a preemption search's answer depends on; ``any_user``: a share's, for every user
+        (:data:`ANY_USER` in place of what the trust rule reads)."""
         req = e.job.request.floor()
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
-        share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        if any_user and req.shared:
+            share: Hashable = (req.shards, req.mps, ANY_USER)
+        else:
+            share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
         plain = plain_size(req)
         if plain is not None:  # a plain job of groups searches like one gang of its device ranks
             return (e.spec.name, req.resource, req.gpu_model, "plain groups", plain[2] > 0, share)
@@ -578,8 +622,18 @@ class _Cycle:
         """
         if e.job.nominated:
             return False
-        known = self._search_fails.get(self._search_key(e))
-        if known is None or known[0] != self.epoch:
+        if self._search_failed(e, self._search_key(e), self.epoch):
+            return True
+        return e.job.request.shared and self._search_failed(e, self._search_key(e, any_user=True), self._any_stamp())
+
+    def _any_stamp(self) -> Hashable:
+        """When a verdict for every user stays valid: the epoch, and no victim claimed since (a
+        victim claimed from another queue counts as gone for later searches, so room can grow)."""
+        return (self.epoch, len(self.chosen_victims))
+
+    def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable) -> bool:
+        known = self._search_fails.get(key)
+        if known is None or known[0] != stamp:
             return False
         j = e.job
         per, ranks = self._search_size(j.request)
@@ -588,14 +642,19 @@ class _Cycle:
             for prio, submit, p, w in known[1]
         )
 
-    def _record_search_fail(self, e: Entry) -> None:
-        key = self._search_key(e)
-        known = self._search_fails.get(key)
-        if known is None or known[0] != self.epoch:
-            known = (self.epoch, [])
-            self._search_fails[key] = known
+    def _record_search_fail(self, e: Entry, any_user: bool = False) -> None:
+        """Remember that ``e``'s search found no victims; ``any_user``: a share's search that met no
+        shared card with room for it, so it answers the same share of any user of the queue too."""
         j = e.job
-        known[1].append((j.priority, j.submit_time, *self._search_size(j.request)))
+        keys: list[tuple[tuple[Hashable, ...], Hashable]] = [(self._search_key(e), self.epoch)]
+        if any_user:
+            keys.append((self._search_key(e, True), self._any_stamp()))
+        for key, stamp in keys:
+            known = self._search_fails.get(key)
+            if known is None or known[0] != stamp:
+                known = (stamp, [])
+                self._search_fails[key] = known
+            known[1].append((j.priority, j.submit_time, *self._search_size(j.request)))
 
     # --- reasons -----------------------------------------------------------------------------------
 

@@ -154,11 +154,13 @@ class Admit:
 
     ``whole``: for an ``--exclusive`` job, every device of its resource on its nodes, as
     ``"node/uuid"`` (those its ranks got included): what it holds whole, for accounting
-    (``labgang report``); () for any other job."""
+    (``labgang report``); () for any other job. ``note``: for a share of a card, how it was
+    placed (joined a shared card or took a whole one, and why; "" otherwise)."""
 
     job_id: str
     placement: Placement
     whole: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

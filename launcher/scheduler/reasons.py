@@ -128,7 +128,7 @@ def blocked_reason(queue: str, head: str) -> PendingReason:
     return PendingReason(ReasonCode.BLOCKED_BY_HEAD, f"strict-fifo queue {queue} waits for its head {head}")
 
 
-def user_limit_reason(user: str, queue: str, used: int, limit: int, unit: str, need: int) -> PendingReason:
+def user_limit_reason(user: str, queue: str, used: float, limit: int, unit: str, need: float) -> PendingReason:
     """USER_LIMIT: ``user``'s jobs in ``queue`` hold ``used`` of the ``limit`` ``unit`` (``"gpu"``: devices,
     ``"jobs"``: running jobs) one user may hold there; the job needs ``need`` more
     (``user lab1 runs 4 of 4 gpu allowed in queue vision; job needs 2``)."""

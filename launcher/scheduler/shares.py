@@ -136,6 +136,9 @@ class ShareBook:
         self._open_at: dict[int, tuple[str, str, str, int]] = {}
         self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
+        # placements that met a shared card with room for them (where the answer may depend on the
+        # queue and user); one that met none answered for every queue and user (see the cycle's search memo)
+        self.trust_reads = 0
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
@@ -302,6 +305,8 @@ class ShareBook:
         assert devices is not None
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
+        if any(n and room >= units for room, n in self._rooms[kind].items()):
+            self.trust_reads += 1  # a card with room exists: who may join it (the trust rule) may decide
         if queue is not None:
             best: tuple[int, int] | None = None  # (room, card): the least room, then device order
             for rooms in self._anchors(kind, queue, user):
@@ -384,6 +389,30 @@ class ShareBook:
     def sharers_of(self, d: int) -> list[Sharer]:
         """The jobs on card ``d`` (empty for a card that is not shared)."""
         return list(self.cards.get(d, ()))
+
+    def placement_note(self, req: JobRequest, d: int) -> str:
+        """How share ``req`` is about to be placed on card ``d`` (call before :meth:`take`), for the
+        job's ``share-placed`` history line and ``labgang explain``: whether it joins a card already
+        shared (best fit) or takes a whole free card, and why."""
+        devices = self.devices
+        assert devices is not None
+        kind, units = share_kind(req), self.units(req)
+        card = f"card {devices.uuid[d]} of {devices.node_names[devices.node_of[d]]}"
+        sharers = self.cards.get(d)
+        if sharers:
+            return (
+                f"joined {card}, already shared by {len(sharers)} job(s): a share goes best fit to the shared "
+                "card with the least room left that holds it and whose sharers its queue may share with "
+                "(share_gpus, share_with), so whole cards stay free for gangs"
+            )
+        shared = self.count[kind]
+        roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
+        return (
+            f"took whole {card}: no shared card it may join had room ({shared} {kind} card(s) shared, "
+            f"{shared - roomy} without room, {roomy} with room held by sharers its queue may not share with "
+            "or reserved); a share takes a whole free card only then, from the fullest node allowing "
+            f"{kind}"
+        )
 
     def reason(self, req: JobRequest, queue: str, user: str) -> PendingReason:
         """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""

@@ -309,6 +309,13 @@ class CycleState:
 
     # --- assumed decisions ----------------------------------------------------------------------
 
+    def share_note(self, req: JobRequest, raw: RawPlacement) -> str:
+        """How share ``req`` is about to go to ``raw``'s card (before :meth:`assume`); "" for a job of
+        whole devices (see :meth:`ShareBook.placement_note`)."""
+        if not req.shared or self.cards is None:
+            return ""
+        return self.cards.placement_note(req, raw[0][1][0])
+
     def assume(self, job_id: str, queue: str, req: JobRequest, raw: RawPlacement, user: str = "") -> Placement:
         """Admit ``job_id`` in this copy: add its usage and take its devices (a share: join its card as
         ``user``, for the trust rule of later shares)."""

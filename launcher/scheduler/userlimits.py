@@ -8,14 +8,22 @@ causes preemption) and never blocks another user's job: in a strict-fifo queue i
 like an unschedulable job, while its user's later jobs of that queue wait behind it (the user's
 own order is kept).
 
+A share of one card (``--shards``, ``--mps``) counts toward ``max_gpus_per_user`` as its GPU
+fraction (a shard is ``1/shards_per_gpu`` gpu, ``--mps 25`` is 0.25 gpu), exactly: four quarter-GPU
+shares of a user fill a limit of 1, a fifth waits.
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from labgang.launcher.model import QueueSpec
+import math
+from fractions import Fraction
+
+from labgang.launcher.model import JobRequest, QueueSpec
 from labgang.launcher.scheduler import reasons
 from labgang.launcher.scheduler.decisions import PendingReason
+from labgang.launcher.scheduler.shares import share_units
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 
 
@@ -33,29 +41,34 @@ class UserBook:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.specs = {q.name: q for q in snapshot.queues if has_user_limits(q)}
-        self.devices: dict[tuple[str, str], int] = {}
+        self.shards_per_gpu = snapshot.gpu_sharing.shards_per_gpu
+        self.devices: dict[tuple[str, str], int | Fraction] = {}  # in GPUs; a Fraction once shares count
         self.jobs: dict[tuple[str, str], int] = {}
         self.strict_waiting: dict[tuple[str, str], str] = {}  # (queue, user) -> the user's job held first
         for r in snapshot.running:
             if r.queue in self.specs:
-                self.add(r.queue, r.user, r.request.total)
+                self.add(r.queue, r.user, r.request)
 
     def __bool__(self) -> bool:
         return bool(self.specs)
 
-    def add(self, queue: str, user: str, devices: int) -> None:
-        """Count one more job of ``user`` in ``queue`` holding ``devices`` devices."""
+    def gpus(self, req: JobRequest) -> int | Fraction:
+        """What ``req`` counts toward ``max_gpus_per_user``: its devices, or a share's GPU fraction."""
+        return share_units(req, self.shards_per_gpu) if req.shared else req.total
+
+    def add(self, queue: str, user: str, req: JobRequest) -> None:
+        """Count one more job of ``user`` in ``queue`` holding what ``req`` (at its admitted size) asks."""
         if queue in self.specs:
             key = (queue, user)
-            self.devices[key] = self.devices.get(key, 0) + devices
+            self.devices[key] = self.devices.get(key, 0) + self.gpus(req)
             self.jobs[key] = self.jobs.get(key, 0) + 1
 
     def room(self, queue: str, user: str) -> int | None:
-        """Devices ``user`` may still take in ``queue`` (None: no device limit there)."""
+        """Whole devices ``user`` may still take in ``queue``, rounded down (None: no device limit there)."""
         spec = self.specs.get(queue)
         if spec is None or spec.max_gpus_per_user is None:
             return None
-        return spec.max_gpus_per_user - self.devices.get((queue, user), 0)
+        return math.floor(spec.max_gpus_per_user - self.devices.get((queue, user), 0))
 
     def reason(self, job: PendingJob, strict: bool = False) -> PendingReason | None:
         """Why ``job`` may not start now because of its user's limits in its queue, or None.
@@ -83,7 +96,13 @@ class UserBook:
         if limit is not None and self.jobs.get(key, 0) + 1 > limit:
             return reasons.user_limit_reason(job.user, job.queue, self.jobs.get(key, 0), limit, "jobs", 1)
         limit = spec.max_gpus_per_user
-        need = job.request.floor().total
-        if limit is not None and self.devices.get(key, 0) + need > limit:
-            return reasons.user_limit_reason(job.user, job.queue, self.devices.get(key, 0), limit, "gpu", need)
+        need = self.gpus(job.request.floor())
+        used = self.devices.get(key, 0)
+        if limit is not None and used + need > limit:
+            return reasons.user_limit_reason(job.user, job.queue, _number(used), limit, "gpu", _number(need))
         return None
+
+
+def _number(x: int | Fraction) -> float:
+    """A GPU count for a reason's text: ``2``, or ``1.25`` where shares make it a fraction."""
+    return int(x) if x == int(x) else float(x)

@@ -70,7 +70,7 @@ from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
 from labgang.launcher.scheduler.snapshot import Node, RankPlacement, Snapshot
-from labgang.launcher.simulate.jobs import SimJob, group_ends, job_record
+from labgang.launcher.simulate.jobs import SimJob, devices_held, group_ends, job_record
 from labgang.launcher.simulate.node_events import lease_check_after
 from labgang.launcher.simulate.scenario import Scenario, ScenarioError
 
@@ -451,7 +451,9 @@ class Simulation:
 
     def _release(self, job: SimJob) -> None:
         if job.placement:
-            job.device_seconds += (self.now - max(0.0, job.admit_time)) * job.held.total
+            job.device_seconds += (self.now - max(0.0, job.admit_time)) * devices_held(
+                job.held, self.scenario.gpu_sharing
+            )
         job.placement = ()
 
     def _admitted(self, job: SimJob, at: float, *, initial: bool = False) -> None:

@@ -9,11 +9,18 @@ from dataclasses import dataclass, field
 from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import GpuSharing, JobRequest
 from labgang.launcher.scheduler.decisions import PendingReason
+from labgang.launcher.scheduler.shares import share_units
 from labgang.launcher.scheduler.snapshot import Placement
 from labgang.launcher.simulate.naming import SimTask
 from labgang.launcher.simulate.scenario import JobModel
+
+
+def devices_held(held: JobRequest, sharing: GpuSharing) -> float:
+    """Devices ``held`` counts in device-seconds and utilization: its devices, or a share's GPU
+    fraction (a shard is ``1/shards_per_gpu`` gpu, ``--mps 25`` is 0.25 gpu; docs/sharing.md)."""
+    return float(share_units(held, sharing.shards_per_gpu)) if held.shared else float(held.total)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labgang.launcher.simulate.engine import Simulation
+from labgang.launcher.simulate.jobs import devices_held
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ class QueueStats:
             ran: submit to first admission plus, after each preemption, requeue to
             readmission (:data:`WAIT_NOTE`); over jobs admitted at least once by the
             scheduler (None when none was).
-        device_seconds: devices x seconds its jobs held, up to the horizon.
+        device_seconds: devices x seconds its jobs held, up to the horizon (a share of a card
+            counts its GPU fraction: :func:`~labgang.launcher.simulate.jobs.devices_held`).
     """
 
     queue: str
@@ -48,7 +50,7 @@ def _held_until(sim: Simulation, horizon: float) -> dict[str, float]:
     for j in sim.jobs.values():
         held = j.device_seconds
         if j.state == "running":
-            held += (horizon - max(0.0, j.admit_time)) * j.held.total
+            held += (horizon - max(0.0, j.admit_time)) * devices_held(j.held, sim.scenario.gpu_sharing)
         out[j.id] = held
     return out
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from labgang.launcher.cli.node_sharing import node_sharing_lines, sharing_line
+from labgang.launcher.cli.node_sharing import node_shares, node_sharing_lines, sharing_line
+from labgang.launcher.cli.node_summary import node_summary
 
 GIB = 1024**3
 SHARERS = [
@@ -43,3 +44,27 @@ def test_mps_shares_and_an_unknown_shard_count_and_an_agent_that_does_not_say():
     assert sharing_line({"mps": None, "gpu_mem": {"mode": "enforced", "reason": "dmem"}}) == (
         "sharing: MPS off; --gpu-mem of shard jobs enforced (dmem)"
     )
+
+
+def test_nodes_one_line_view_shows_shares_used_and_free_per_node_only_where_cards_are_shared():
+    free, held = {"resource": "gpu", "state": "free", "model": "L40S"}, {"resource": "gpu", "state": "allocated"}
+    shard_cards = {"gpus": [{"index": 0, "sharers": SHARERS}, {"index": 1}]}  # 3 of 4 shards held on GPU 0
+    mps = [{"job": "7", "kind": "mps", "shards": 0, "sm_percent": 30}, {"job": "8", "kind": "mps", "sm_percent": 20}]
+    nodes = [
+        {"name": "a", "connected": True, "shards_per_gpu": 4, "inventory": shard_cards, "devices": [held, free, free]},
+        {"name": "b", "connected": True, "shards_per_gpu": 0, "inventory": {"gpus": [{"index": 0, "sharers": mps}]},
+         "devices": [held, free]},
+        {"name": "c", "connected": True, "shards_per_gpu": 0, "inventory": {"gpus": [{"index": 0}]}, "devices": [free]},
+    ]  # fmt: skip
+    assert node_shares(nodes[0]) == "shard:3/9"  # 1 free on GPU 0 + 4 on each of the two idle cards
+    assert node_shares(nodes[1]) == "mps:50/50"
+    assert node_shares(nodes[2]) is None
+    lines = [line.split() for line in node_summary(nodes).splitlines()]
+    assert [line[6:8] for line in lines] == [
+        ["LIMITS", "SHARES(U/F)"],
+        ["-", "shard:3/9"],
+        ["-", "mps:50/50"],
+        ["-", "-"],
+    ]
+    plain = [{**node, "shards_per_gpu": 0, "inventory": {"gpus": [{"index": 0}]}} for node in nodes]
+    assert "SHARES" not in node_summary(plain)  # no column where no node shares cards

@@ -225,3 +225,43 @@ def test_a_starving_share_reserves_no_card():
     by_queue, _ = nominate(snap, state)
     reserved = reserve_for_starving(state, [e for entries in by_queue.values() for e in entries])
     assert list(reserved) == ["g"]  # the starving gang reserves its two cards; the share none
+
+
+def test_an_admitted_share_says_whether_it_joined_a_shared_card_or_took_a_whole_one_and_why():
+    s = Sim([node("n1", 3)], [q("team"), q("other")])
+    s.submit("a", "team", shard())
+    (first,) = s.last.admitted
+    assert first.note.startswith("took whole card GPU-n1-0 of n1: no shared card it may join had room (0 shard")
+    s.submit("b", "team", shard())
+    assert s.last.admitted[0].note.startswith("joined card GPU-n1-0 of n1, already shared by 1 job(s): a share goes")
+    s.submit("c", "other", shard())  # team's card has room, but other may not share with team
+    assert s.last.admitted[0].note.startswith(
+        "took whole card GPU-n1-1 of n1: no shared card it may join had room (1 shard card(s) shared, "
+        "0 without room, 1 with room held by sharers its queue may not share with or reserved)"
+    )
+    assert s.submit("w", "other", JobRequest()) == ("GPU-n1-2",)
+    assert s.last.admitted[0].note == ""  # whole devices: no note
+
+
+def test_max_gpus_per_user_counts_a_share_as_its_gpu_fraction():
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=1)])
+    for i in range(4):  # four quarter-GPU shards of one user fill a limit of 1 gpu
+        assert s.submit(f"s{i}", "team", shard()) == ("GPU-n1-0",)
+    got = s.submit("s4", "team", shard())
+    assert got.code is ReasonCode.USER_LIMIT
+    assert got.message == "user u runs 1 of 1 gpu allowed in queue team (max_gpus_per_user); job needs 0.25"
+    assert s.submit("other-user", "team", shard(), user="v") == ("GPU-n1-1",)  # the limit is per user
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=2)])
+    assert s.submit("m", "team", JobRequest(mps=25)) == ("GPU-n1-0",)
+    assert s.submit("w", "team", JobRequest()) == ("GPU-n1-1",)  # 1.25 of 2 used
+    got = s.submit("w2", "team", JobRequest())
+    assert got.code is ReasonCode.USER_LIMIT
+    assert got.message == "user u runs 1.25 of 2 gpu allowed in queue team (max_gpus_per_user); job needs 1"
+    assert s.submit("m2", "team", JobRequest(mps=75)) == ("GPU-n1-0",)  # 0.75 more still fits: 2 of 2
+    elastic = JobRequest(workers=2, min_workers=1)  # an elastic gang starts no larger than the room left
+    assert s.submit("e", "team", elastic).code is ReasonCode.USER_LIMIT
+    s = Sim([node("n1", 4)], [q("team", max_gpus_per_user=2)])
+    assert s.submit("m", "team", JobRequest(mps=25)) == ("GPU-n1-0",)
+    s.submit("e", "team", elastic)
+    (admitted,) = s.last.admitted
+    assert len(admitted.placement) == 1  # 2 - 0.25 leaves room for one whole gpu, not two

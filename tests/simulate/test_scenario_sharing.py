@@ -4,7 +4,9 @@ one line naming the key for each bad value, and the values reaching the schedule
 from __future__ import annotations
 
 import pytest
+from labgang.launcher.simulate.checks import run_scenario
 from labgang.launcher.simulate.scenario import ScenarioError, parse_scenario
+from labgang.launcher.simulate.summary import queue_stats, utilization
 
 
 def _file(job: dict, sharing: dict | None = None, queue: dict | None = None) -> dict:
@@ -64,3 +66,22 @@ def test_sharing_values_reach_the_scenario() -> None:
     req = sc.file.jobs[0].request()
     assert (req.shards, req.mps, req.gpu_mem, req.shared) == (2, 0, 4 << 30, True)
     assert sc.queues[0].share_gpus == "queue"
+
+
+def test_simulate_counts_a_share_as_its_gpu_fraction_in_device_hours_and_utilization() -> None:
+    data = {
+        "scenario": {"name": "s"},
+        "sharing": {"shards_per_gpu": 4, "mps": True},
+        "nodes": [{"name": "n1", "gpus": 3}],  # a shard card, an MPS card, a whole card
+        "queues": [{"name": "q", "nominal": {"gpu": 3}, "share_gpus": "queue"}],
+        "jobs": [
+            {"id": "s", "queue": "q", "array": "1-2", "shards": 1, "duration": 100},  # 2 x 1/4 gpu x 100 s
+            {"id": "m", "queue": "q", "mps": 50, "duration": 100},  # 1/2 gpu x 100 s
+            {"id": "w", "queue": "q", "duration": 100},  # 1 gpu x 100 s
+        ],
+    }
+    sim = run_scenario(parse_scenario(data)).simulation
+    assert sim.now == 100
+    (stats,) = queue_stats(sim)
+    assert stats.device_seconds == pytest.approx(200.0)  # 50 + 50 + 50 + 100, not 4 devices x 100 s
+    assert utilization(sim) == {"gpu": pytest.approx(200.0 / (3 * 100))}
