@@ -14,7 +14,8 @@ gives the targets that finished before the model saw them (at start, and with
 :class:`~labgang.launcher.lifecycle.events.JobSubmitted`).
 
 ``singleton`` (Slurm: at most one job of a name and user runs at once) holds a job while another
-job of its name and user holds devices or, submitted before it, is pending and not held; and
+job of its name and user holds devices (and is not cancelled: Slurm counts a cancelled job no more,
+though its ranks are still stopping) or, submitted before it, is pending and not held; and
 :meth:`DependencyRules.admissible` keeps the later jobs of a released ``singleton`` job's name out
 of the cycle that may admit it, so one cycle never admits two of them.
 
@@ -44,7 +45,7 @@ from labgang.launcher.lifecycle.dependency import (
 )
 from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord
-from labgang.launcher.lifecycle.states import EndReason, JobState, transition
+from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, transition
 
 _HELD_CODES = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 _UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))
@@ -288,7 +289,10 @@ class DependencyRules:
             for job in self.jobs.values():
                 key = (job.spec.name, job.spec.user)
                 if key in keys:
-                    if job.status.state.holds_devices:
+                    if job.status.state.holds_devices and job.status.end_intent != EndIntent.CANCEL:
+                        # A cancelled job no longer counts, though its ranks may still be stopping
+                        # (Slurm: CANCELLED while completing is not running): released at the cancel
+                        # instant, in every driver, whether or not a cycle runs before its ranks are gone.
                         holders.setdefault(key, job)
                     elif job.status.state == JobState.PENDING and job.id not in self._singles[key]:
                         waiting.setdefault(key, []).append(job)

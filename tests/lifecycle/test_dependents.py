@@ -141,6 +141,33 @@ def test_singleton_lets_one_job_per_name_and_user_hold_devices() -> None:
     assert not model.admissible(third, 4.0)
 
 
+def test_a_cancelled_job_still_stopping_no_longer_holds_a_singleton_job_of_its_name() -> None:
+    """Slurm counts a cancelled job no more (CANCELLED while completing is not running): the
+    singleton job is released at the cancel, while the cancelled job's ranks still have their grace
+    (7 s), and a job of the name stopped for another reason (preempted) still holds it."""
+    model = Lifecycle(POLICY)
+    running, waiting = job("1", name="etl"), job("2", "singleton", name="etl")
+    for record in (running, waiting):
+        submit(model, record)
+    run(model, "1", 2.0)
+    assert reason(waiting) == ("dependency", "waits for singleton (job 1 of the same name is running)")
+    effects = model.apply(ev.CancelRequested(3.0, "1", "alice"))
+    assert running.status.state == JobState.TERMINATING  # its ranks are still within their grace
+    assert any(isinstance(e, fx.Stop) and e.grace == 7.0 for e in effects)
+    assert model.admissible(waiting, 3.0) and waiting.status.dependency_met
+    assert [(h.time, h.event) for h in waiting.history if h.event == "dependency-met"] == [(3.0, "dependency-met")]
+    # a preempted job of the name, stopping with its grace, still holds it
+    preempted, other = job("3", name="cmp"), job("4", "singleton", name="cmp")
+    for record in (preempted, other):
+        submit(model, record, 4.0)
+    run(model, "3", 4.0)
+    submit(model, job("98", name="preemptor"), 5.0)
+    model.apply(ev.CycleDecided(5.0, CycleResult(admitted=(), preempted=(Preempt("98", ("3",), "test"),), pending=())))
+    assert preempted.status.state == JobState.TERMINATING
+    assert not model.admissible(other, 5.0)
+    assert reason(other) == ("dependency", "waits for singleton (job 3 of the same name is terminating)")
+
+
 def test_an_array_id_waits_for_every_task() -> None:
     model = Lifecycle(POLICY)
     for record in (job("7_0"), job("7_1"), job("8", "afterok:7")):
