@@ -22,3 +22,8 @@ def test_colocate_naming_an_unknown_group_says_colocate():
     groups = [{"name": f"g{i}", "workers": 1, "gpus_per_worker": 1, "argv": ["true"]} for i in range(2)]
     msg = _refusal({"groups": groups, "colocate": [["g0", "g9"]]})
     assert msg.startswith("--colocate: g0,g9 must name two or more of the job's groups; allowed: g0, g1"), msg
+
+
+def test_too_many_cpus_says_the_allowed_range():
+    msg = _refusal({"cpus_per_task": 100000})
+    assert msg == "-c/--cpus-per-task: 100000 is out of range; allowed: 1..65536", msg
