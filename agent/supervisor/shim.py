@@ -403,7 +403,7 @@ def main(rank_dir: str) -> int:
     if cfg.get("pty_in"):
         # ``labgang run --pty``: the rank's stdin, stdout and stderr are a pseudo-terminal whose
         # master this shim holds (output to the log as usual; input from the ``pty_in`` FIFO).
-        out_r, out_w = os.openpty()
+        out_r, out_w = open_terminal()
         if drop:
             os.fchown(out_w, cfg["uid"], -1)
         pty_in = os.open(cfg["pty_in"], os.O_RDWR | os.O_NONBLOCK)
@@ -548,6 +548,23 @@ def controlling_tty(then: Callable[[], None] | None) -> Callable[[], None]:
             then()
 
     return pre
+
+
+DEFAULT_TERMINAL_SIZE = (24, 80)
+"""(rows, cols) of a ``--pty`` rank's terminal until the caller's size arrives (never 0x0)."""
+
+
+def open_terminal() -> tuple[int, int]:
+    """A pseudo-terminal (master, slave) of :data:`DEFAULT_TERMINAL_SIZE`: ``labgang run --pty``
+    sends the caller's real size (a ``W`` frame) as soon as the rank runs."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    rows, cols = DEFAULT_TERMINAL_SIZE
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return master, slave
 
 
 def pty_frames(pending: bytes, data: bytes, master: int) -> bytes:

@@ -41,7 +41,10 @@ def _allowed(param: click.Parameter | None) -> str | None:
 
 def _tidy(text: str) -> str:
     text = text.strip().rstrip(".")
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+    first = text.split(None, 1)[0].split(":", 1)[0] if text else ""
+    if first[1:] != first[1:].lower():  # a name as written (TimeLimit, JobName, GPU): kept
+        return text
+    return text[:1].lower() + text[1:]
 
 
 def command_path(ctx: click.Context | None) -> str:

@@ -52,6 +52,7 @@ FIELD_FLAGS: dict[str, str] = {
     "failure_policy": "--failure-policy",
     "max_restarts": "--max-restarts",
     "startup_order": "--startup-order",
+    "colocate": "--colocate",
     "argv": "CMD",
     "env": "the environment",
     "cwd": "the working directory",

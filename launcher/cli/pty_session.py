@@ -26,10 +26,13 @@ from labgang.launcher.api.client import ApiError, Client, ClientError
 
 
 def terminal_size(fd: int) -> tuple[int, int] | None:
-    """(rows, cols) of the terminal ``fd``, or None when it is not one."""
+    """(rows, cols) of the terminal ``fd``, or None when it is not one or its size is unknown
+    (0x0, as under ``script`` or a serial console)."""
     try:
         size = os.get_terminal_size(fd)
     except OSError:
+        return None
+    if size.lines <= 0 or size.columns <= 0:
         return None
     return size.lines, size.columns
 
@@ -85,7 +88,7 @@ class PtySession:
                     continue
                 size = terminal_size(self.fd) if self._resized.is_set() else None
                 try:
-                    client.pty_input(self.job_id, pending, size)
+                    taken = client.pty_input(self.job_id, pending, size)
                 except ApiError as err:
                     if err.status == 409 and err.field == "state":
                         time.sleep(0.1)  # rank 0 does not run yet (or any more): keep it for later
@@ -94,6 +97,9 @@ class PtySession:
                     return
                 except ClientError:
                     return  # labgang stopped: the follower says so
+                if not taken:
+                    time.sleep(0.1)  # rank 0's shim does not read (yet): keep input and size for later
+                    continue
                 pending = b""
                 if size is not None:
                     self._resized.clear()

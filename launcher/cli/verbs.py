@@ -193,7 +193,10 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
             job = client.update(job_id, body)
     except ApiError as err:
         failure = describe_api_error(err)
-        raise CommandFailed(f"job {job_id}: {failure.message}", failure.exit_code) from err
+        text = failure.message  # the job named once: "job 30 belongs to alice...", not "job 30: job 30 ..."
+        if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
+            text = f"job {job_id}: {text}"
+        raise CommandFailed(text, failure.exit_code) from err
     except CoordinatorUnavailable as err:
         raise CommandFailed(str(err), 1) from err
     click.echo(to_json(job) if as_json else f"job {job['id']}: {_summary('update', job)}")

@@ -222,6 +222,8 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
     """Say what a pydantic error means in the field's own terms ("must be > 0 seconds")."""
     kind, ctx = err["type"], err.get("ctx") or {}
     top = field.split(".", 1)[0] if field else None
+    if kind in _BOUNDS and top == "cpus_per_task":
+        return f"{err.get('input')} is out of range; allowed: 1..{MAX_CPUS_PER_TASK}"
     if kind in _BOUNDS:
         key, op = _BOUNDS[kind]
         unit = " seconds" if top in _SECONDS_FIELDS else ""

@@ -25,13 +25,16 @@ MAX_INPUT_BYTES = 64 * 1024
 
 
 class PtyBody(BaseModel):
-    """``{"data": base64 keystrokes, "rows": N, "cols": N}``, each optional (docs/openapi.json ``PtyInput``)."""
+    """``{"data": base64 keystrokes, "rows": N, "cols": N}``, each optional (docs/openapi.json ``PtyInput``).
+
+    A size of 0 (a terminal that does not know its size, as under ``script``) means unknown: no
+    size is sent, the input still is."""
 
     model_config = ConfigDict(extra="forbid")
 
     data: str = Field(default="", max_length=4 * MAX_INPUT_BYTES // 3 + 4)
-    rows: int | None = Field(default=None, ge=1, le=10000)
-    cols: int | None = Field(default=None, ge=1, le=10000)
+    rows: int | None = Field(default=None, ge=0, le=10000)
+    cols: int | None = Field(default=None, ge=0, le=10000)
 
 
 async def pty_input(
@@ -65,8 +68,9 @@ async def pty_input(
     if not job.status.state.holds_devices or rank is None or rank.state != RankPhase.RUNNING:
         where = job.status.state.value if rank is None else f"{job.status.state.value}, rank 0 {rank.state.value}"
         raise Conflict(f"job {job.id}'s terminal is not there: rank 0 is not running ({where})", field="state")
-    args = {"job_id": job.run_id, "rank": 0, "data": req.data, "rows": req.rows, "cols": req.cols}
-    if not data and (req.rows is None or req.cols is None):
+    rows, cols = (req.rows, req.cols) if req.rows and req.cols else (None, None)
+    args = {"job_id": job.run_id, "rank": 0, "data": req.data, "rows": rows, "cols": cols}
+    if not data and rows is None:
         return {"taken": True}
     try:
         taken = await agents.call(rank.node, "pty_input", args)

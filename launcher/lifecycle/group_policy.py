@@ -123,8 +123,8 @@ def check_policy(policy: GroupPolicy, names: Sequence[str]) -> None:
     Raises:
         BadGroupPolicy: naming the option at fault and its allowed values: an unknown success or
             failure policy, ``group:`` naming no group of the job, ``max_restarts`` outside
-            0..1000, a startup order naming an unknown group or one twice, or not beginning with
-            the first group.
+            0..1000 or above 0 without ``failure = "restart"``, a startup order naming an unknown
+            group or one twice, or not beginning with the first group.
     """
     known = ", ".join(names)
     if policy.success not in ("all", "any"):
@@ -138,6 +138,12 @@ def check_policy(policy: GroupPolicy, names: Sequence[str]) -> None:
     restarts = policy.max_restarts
     if isinstance(restarts, bool) or not isinstance(restarts, int) or not 0 <= restarts <= MAX_RESTARTS_LIMIT:
         raise BadGroupPolicy("max_restarts", f"{restarts!r} is not a count", f"0..{MAX_RESTARTS_LIMIT}")
+    if restarts and policy.failure != "restart":  # JobSet's maxRestarts: only with a restart policy
+        raise BadGroupPolicy(
+            "max_restarts",
+            f"--max-restarts {restarts} without --failure-policy restart restarts nothing",
+            "--max-restarts only with --failure-policy restart",
+        )
     order = policy.startup_order
     for i, name in enumerate(order):
         if name not in names:

@@ -139,13 +139,13 @@ def plan_serve(i: ServeInputs) -> ServePlan:
         ValueError: an input out of range (named, with what is allowed).
     """
     for name, value, ok, allowed in (
-        ("--rate", i.rate, i.rate > 0, "> 0"),
+        ("--rate", i.rate, 0 < i.rate < math.inf, "> 0 and finite"),
         ("--input-tokens", i.input_tokens, i.input_tokens >= 0, ">= 0"),
         ("--output-tokens", i.output_tokens, i.output_tokens > 0, "> 0"),
-        ("--replica-throughput", i.replica_throughput, i.replica_throughput > 0, "> 0"),
+        ("--replica-throughput", i.replica_throughput, 0 < i.replica_throughput < math.inf, "> 0 and finite"),
         ("--replica-concurrency", i.concurrency, i.concurrency >= 1, ">= 1"),
         ("--kv-tokens", i.kv_tokens, i.kv_tokens > 0, "> 0"),
-        ("--headroom", i.headroom, i.headroom >= 0, ">= 0"),
+        ("--headroom", i.headroom, 0 <= i.headroom < math.inf, ">= 0 and finite"),
         ("--spares", i.spares, i.spares >= 0, ">= 0"),
         ("--tp", i.tp, i.tp >= 1, ">= 1"),
         ("--node-gpus", i.node_gpus, i.node_gpus is None or i.node_gpus >= 1, ">= 1"),

@@ -293,6 +293,15 @@ def host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> t
     return found
 
 
+def mem_size(size: int) -> str:
+    """``size`` bytes as a size a person reads (as ``--mem`` takes them): ``"100T"``, ``"23.5G"``,
+    ``"512M"``: the largest unit it reaches, at most one decimal."""
+    for unit, factor in (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size >= factor:
+            return f"{round(size / factor, 1):g}{unit}"
+    return f"{size}B"
+
+
 def _host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:
     capped = capped_index(devices, empty, req, idle=True)
     if capped is None or feasible(capped, req.workers, req.per_worker, req.nodes):
@@ -306,10 +315,13 @@ def _host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> 
             "cpus_per_task",
         )
     elif req.mem and mems and req.mem > max(mems):
-        text, field = f"job needs {req.mem} bytes of memory per node but the largest node has {max(mems)}", "mem"
+        text, field = (
+            f"job needs {mem_size(req.mem)} of memory per node but the largest node has {mem_size(max(mems))}",
+            "mem",
+        )
     elif req.mem_per_gpu and mems and req.rank_mem() > max(mems):
         text, field = (
-            f"job needs {req.rank_mem()} bytes of memory per rank but the largest node has {max(mems)}",
+            f"job needs {mem_size(req.rank_mem())} of memory per rank but the largest node has {mem_size(max(mems))}",
             "mem_per_gpu",
         )
     else:

@@ -76,6 +76,8 @@ ALICE = Caller(uid=1000, user="alice")
         ({"success_policy": "group:launcher"}, "success_policy", "group: one of g0"),  # a one-group job is g0
         ({"failure_policy": "retry"}, "failure_policy", "fail, restart"),
         ({"max_restarts": 5000}, "max_restarts", "<= 1000"),
+        ({"max_restarts": 2}, "max_restarts", "allowed: --max-restarts only with --failure-policy restart"),
+        ({"max_restarts": 2, "failure_policy": "fail"}, "max_restarts", "--max-restarts 2 without --failure-policy"),
         ({"startup_order": ["g1"]}, "startup_order", "names among g0"),
     ],
 )

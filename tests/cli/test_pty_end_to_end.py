@@ -91,6 +91,16 @@ def test_an_interactive_shell_on_a_terminal_of_its_own(up):
     assert out.count(b"not-interrupted") == 1  # only the echo of the typed line: Ctrl-C stopped the list
 
 
+def test_a_0x0_terminal_still_types_and_the_rank_gets_a_real_size(up):
+    term = Terminal(up, "--", "sh", rows=0, cols=0)  # a terminal that does not know its size (`script`)
+    term.type("echo answer=$((6*7)); stty size\n")
+    out = term.read_until(b"answer=42")
+    out = term.read_until(b"24 80")  # the default, never 0 0
+    assert b"not sent" not in out
+    term.type("exit 4\n")
+    assert term.finish() == 4
+
+
 def test_pty_needs_a_terminal(up):
     out = subprocess.run(
         [sys.executable, "-m", "labgang.launcher", "run", "--pty", "--", "sh"],

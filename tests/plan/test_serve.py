@@ -74,3 +74,17 @@ def test_cli_json_and_refusals() -> None:
     bad = CliRunner().invoke(cli, [*args, "--headroom", "-0.1"])
     assert bad.exit_code == 2
     assert "--headroom: -0.1 is not allowed; allowed: >= 0" in bad.output
+
+
+def test_infinite_inputs_are_refused_like_nan() -> None:
+    args = ["plan", "serve", "--input-tokens", "500", "--kv-tokens", "200000", "--replica-concurrency", "16"]
+    args += ["--output-tokens", "200", "--replica-throughput", "1000", "--rate", "10"]
+    for flag, allowed in (
+        ("--rate", "> 0 and finite"),
+        ("--headroom", ">= 0 and finite"),
+        ("--replica-throughput", "> 0 and finite"),
+    ):
+        out = CliRunner().invoke(cli, [*args, flag, "inf"])
+        assert out.exit_code == 2, out.output
+        assert out.output.strip().splitlines()[-1].endswith(f"{flag}: inf is not allowed; allowed: {allowed}")
+        assert "Traceback" not in out.output

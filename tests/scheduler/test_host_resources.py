@@ -174,3 +174,13 @@ def test_impossible_host_requests_are_unschedulable(builder: JobBuilder, field_n
 def test_possible_host_request_is_schedulable() -> None:
     nodes = Cluster().node("n1", 8, cpus=32, mem_gib=256).nodes
     assert never_schedulable(job("a").gang(2, 1).host(cpus=16, mem_gib=256).request, Q, [Q], nodes) is None
+
+
+def test_impossible_memory_is_said_in_sizes_not_bytes() -> None:
+    from labgang.launcher.scheduler.unschedulable import mem_size
+
+    nodes = Cluster().node("n1", 8, cpus=32, mem_gib=256).node("n2", 8, cpus=16, mem_gib=128).nodes
+    found = never_schedulable(job("a").gpus(1).host(mem_gib=100 * 1024).request, Q, [Q], nodes)
+    assert found is not None
+    assert "job needs 100T of memory per node but the largest node has 256G" in found[0].message
+    assert (mem_size(int(23.5 * 2**30)), mem_size(512 * 2**20), mem_size(100)) == ("23.5G", "512M", "100B")
