@@ -61,7 +61,8 @@ def share_problem(
     if mig is not None:
         return f"{what} and {k['mig']} exclude each other: a share is of a whole GPU, a MIG device is not shared"
     if exclusive:
-        return f"{what} and {k['exclusive']} exclude each other: a share is part of one GPU, {k['exclusive']} takes whole nodes"
+        excl = k["exclusive"]
+        return f"{what} and {excl} exclude each other: a share is part of one GPU, {excl} takes whole nodes"
     if workers > 1 or per_worker > 1:
         return f"{what} is a share of one GPU for one rank; allowed: {k['workers']} 1 and {k['gpus']} 1"
     return None
