@@ -174,3 +174,17 @@ def test_impossible_host_requests_are_unschedulable(builder: JobBuilder, field_n
 def test_possible_host_request_is_schedulable() -> None:
     nodes = Cluster().node("n1", 8, cpus=32, mem_gib=256).nodes
     assert never_schedulable(job("a").gang(2, 1).host(cpus=16, mem_gib=256).request, Q, [Q], nodes) is None
+
+
+def test_exclusive_whole_node_beyond_the_queue_is_unschedulable_and_says_exclusive() -> None:
+    seven = queue("q7").nominal(gpu=7).build()
+    nodes = Cluster().node("n1", 8, cpus=32, mem_gib=256).nodes
+    found = never_schedulable(job("a").gpus(1).host(exclusive=True).request, seven, [seven], nodes)
+    assert found is not None
+    reason, bad = found
+    assert reason.code is ReasonCode.UNSCHEDULABLE and bad == "exclusive"
+    assert "--exclusive takes whole nodes" in reason.message and "job needs 8 gpu" in reason.message
+    assert "can hold at most 7" in reason.message
+    assert never_schedulable(job("a").gpus(1).request, seven, [seven], nodes) is None
+    eight = queue("q8").nominal(gpu=8).build()
+    assert never_schedulable(job("a").gpus(1).host(exclusive=True).request, eight, [eight], nodes) is None
