@@ -169,3 +169,18 @@ async def test_a_share_in_a_job_of_groups_is_refused_and_nothing_is_stored(coord
     assert err.value.field == key
     assert str(err.value).startswith(f"{key}: not for a job of groups")
     assert set(coord.jobs) == before
+
+
+async def test_a_gpu_mem_budget_beyond_every_card_can_never_start_and_names_the_largest_card(coord: Coordinator):
+    from labgang.launcher.coordinator.errors import Conflict
+
+    await with_nodes(coord)
+    before = set(coord.jobs)
+    with pytest.raises(Conflict) as err:
+        await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 900 * 1024**3})
+    assert err.value.field == "gpu_mem"
+    assert str(err.value).startswith("job can never start: gpu_mem: job asks for 900.0 GiB of device memory")
+    assert "but the largest card has" in str(err.value)
+    assert set(coord.jobs) == before
+    job = await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 1024**3})
+    assert job.spec.request.gpu_mem == 1024**3
