@@ -189,6 +189,11 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
         where = f"{path}:{number}"
         for name, value in _split_sbatch(_words(rest, where)):
             shown = name if value is None else f"{name} {value}"
+            if name in ("hetjob", "packjob"):
+                raise BadScript(
+                    f"{where}: #SBATCH {name}: labgang does not read a heterogeneous job from a script; "
+                    "allowed: one component (give a job of groups as CMD : OPTIONS -- CMD or -f job.toml)"
+                )
             if name == "--ntasks-per-node" and value is not None:
                 per_node = value
             elif name == "--gpus" and value is not None:

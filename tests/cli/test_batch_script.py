@@ -209,3 +209,11 @@ def test_sbatch_gpus_with_several_tasks_is_ignored_with_a_warning(tmp_path):
     path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 4\n#SBATCH --gpus=8\necho hi\n")
     result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
     assert "#SBATCH --gpus is ignored: it is the job's total GPUs" in result.output, result.output
+
+
+def test_sbatch_hetjob_is_refused_in_one_line_not_merged_into_one_gang(tmp_path):
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 1\n#SBATCH hetjob\n#SBATCH -n 2\necho hi\n")
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "#SBATCH hetjob: labgang does not read a heterogeneous job" in lines[0], result.output
