@@ -9,12 +9,33 @@ from __future__ import annotations
 MAX_SHARDS = 64
 """Most shards a card may be split into (``[sharing] shards_per_gpu``)."""
 
-_CLI = {"shards": "--shards", "mps": "--mps", "mig": "--mig", "workers": "-N/--ntasks", "gpus": "-g/--gpus"}
-_FILE = {"shards": "shards", "mps": "mps", "mig": "mig", "workers": "workers", "gpus": "gpus_per_worker"}
+_CLI = {
+    "shards": "--shards",
+    "mps": "--mps",
+    "mig": "--mig",
+    "workers": "-N/--ntasks",
+    "gpus": "-g/--gpus",
+    "exclusive": "--exclusive",
+}
+_FILE = {
+    "shards": "shards",
+    "mps": "mps",
+    "mig": "mig",
+    "workers": "workers",
+    "gpus": "gpus_per_worker",
+    "exclusive": "exclusive",
+}
 
 
 def share_problem(
-    shards: int, mps: int, workers: int, per_worker: int, mig: str | None, *, cli: bool = False
+    shards: int,
+    mps: int,
+    workers: int,
+    per_worker: int,
+    mig: str | None,
+    *,
+    cli: bool = False,
+    exclusive: bool = False,
 ) -> str | None:
     """Why this share request is malformed, in one line naming the options, or None.
 
@@ -25,6 +46,7 @@ def share_problem(
         per_worker: devices per rank.
         mig: the MIG profile asked for, or None.
         cli: word the options as the CLI's flags (else as scenario keys).
+        exclusive: the job asks for whole nodes (``--exclusive``).
     """
     k = _CLI if cli else _FILE
     if not (shards or mps):
@@ -38,6 +60,9 @@ def share_problem(
     what = k["shards"] if shards else k["mps"]
     if mig is not None:
         return f"{what} and {k['mig']} exclude each other: a share is of a whole GPU, a MIG device is not shared"
+    if exclusive:
+        excl = k["exclusive"]
+        return f"{what} and {excl} exclude each other: a share is part of one GPU, {excl} takes whole nodes"
     if workers > 1 or per_worker > 1:
         return f"{what} is a share of one GPU for one rank; allowed: {k['workers']} 1 and {k['gpus']} 1"
     return None

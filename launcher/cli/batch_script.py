@@ -108,6 +108,7 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--cpus-per-task": _same("--cpus-per-task"),
     "--mem": _same("--mem"),
     "--mem-per-gpu": _same("--mem-per-gpu"),
+    "--gpu-mem": _same("--gpu-mem"),
     "--exclusive": lambda _: ["--exclusive"],
 }
 """``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
@@ -180,20 +181,31 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     per_node: str | None = None
     nodes: str | None = None
     tasks_given = False
+    tasks: str | None = None
+    gpus: tuple[str, str] | None = None
     for number, prefix, rest in lines:
         if prefix != "#SBATCH":
             continue
         where = f"{path}:{number}"
         for name, value in _split_sbatch(_words(rest, where)):
             shown = name if value is None else f"{name} {value}"
+            if name in ("hetjob", "packjob"):
+                raise BadScript(
+                    f"{where}: #SBATCH {name}: labgang does not read a heterogeneous job from a script; "
+                    "allowed: one component (give a job of groups as CMD : OPTIONS -- CMD or -f job.toml)"
+                )
             if name == "--ntasks-per-node" and value is not None:
                 per_node = value
+            elif name == "--gpus" and value is not None:
+                gpus = (where, value)
             elif name in SBATCH_OPTIONS and (value is not None or name in _FLAG_ONLY):
                 try:
                     flags += SBATCH_OPTIONS[name](value or "")
                 except ValueError as exc:
                     raise BadScript(f"{where}: #SBATCH {shown}: {exc}") from None
                 tasks_given = tasks_given or name in ("-n", "--ntasks")
+                if name in ("-n", "--ntasks"):
+                    tasks = value
                 if name in ("-N", "--nodes"):
                     nodes = value
             elif name in IGNORED_SBATCH:
@@ -205,6 +217,18 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 )
             else:
                 warnings.append(f"{where}: #SBATCH {name} is ignored: labgang has no such option")
+    if gpus is not None:  # Slurm's --gpus: total GPUs of the job, -g only where it has one task
+        at, value = gpus
+        model, _, count = value.rpartition(":")
+        if not count.isdigit() or int(count) < 1:
+            raise BadScript(f"{at}: #SBATCH --gpus {value}: allowed: N or TYPE:N, N a whole number >= 1")
+        if tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
+            flags += ["-g", count] + (["--gpu-model", model] if model else [])
+        else:
+            warnings.append(
+                f"{at}: #SBATCH --gpus is ignored: it is the job's total GPUs, which labgang maps to -g only "
+                "for one task; use --gpus-per-task"
+            )
     if per_node is not None and not tasks_given:
         if not per_node.isdigit() or (nodes is not None and not nodes.isdigit()):
             raise BadScript(

@@ -220,7 +220,10 @@ def build_submission(
             if problem is not None:
                 raise SubmissionError(f"{flag}: {pattern!r}: {problem}")
     host = _host_request(cpus_per_task, mem, mem_per_gpu, exclusive)
-    host.update(_share_request(shards, mps, gpu_mem, workers, gpus_per_worker, mig))
+    if groups is not None and (shards or mps or gpu_mem is not None):
+        flag = "--shards" if shards else "--mps" if mps else "--gpu-mem"
+        raise SubmissionError(f"{flag}: not for a job of groups; a share is one GPU for a job of one rank")
+    host.update(_share_request(shards, mps, gpu_mem, workers, gpus_per_worker, mig, exclusive))
     body: dict[str, Any] = {
         "workers": workers,
         "gpus_per_worker": 1 if gpus_per_worker is None else gpus_per_worker,
@@ -331,7 +334,13 @@ def _host_request(
 
 
 def _share_request(
-    shards: int | None, mps: int | None, gpu_mem: str | None, workers: int, gpus_per_worker: int | None, mig: str | None
+    shards: int | None,
+    mps: int | None,
+    gpu_mem: str | None,
+    workers: int,
+    gpus_per_worker: int | None,
+    mig: str | None,
+    exclusive: bool = False,
 ) -> dict[str, Any]:
     """The body's share fields (``shards``, ``mps``, ``gpu_mem`` in bytes), or {} without a share.
 
@@ -344,7 +353,7 @@ def _share_request(
 
     if gpu_mem is not None and not (shards or mps):
         raise SubmissionError("--gpu-mem: a device-memory budget goes with a share of a gpu; add --shards or --mps")
-    problem = share_problem(shards or 0, mps or 0, workers, gpus_per_worker or 1, mig, cli=True)
+    problem = share_problem(shards or 0, mps or 0, workers, gpus_per_worker or 1, mig, cli=True, exclusive=exclusive)
     if problem is not None:
         raise SubmissionError(problem)
     out: dict[str, Any] = {"shards": shards} if shards else {"mps": mps}

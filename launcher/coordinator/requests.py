@@ -492,9 +492,14 @@ def _check_share(req: SubmitBody, config: ClusterConfig, queue: QueueSpec) -> No
     Raises:
         BadRequest: one line naming the field and what is allowed.
     """
+    if req.groups is not None and (req.shards or req.mps or req.gpu_mem):
+        key = "shards" if req.shards else "mps" if req.mps else "gpu_mem"
+        raise BadRequest(f"{key}: not for a job of groups; a share is one GPU for a job of one rank", field=key)
     if req.gpu_mem and not (req.shards or req.mps):
         raise BadRequest("gpu_mem: a device-memory budget goes with a share of a gpu (shards or mps)", field="gpu_mem")
-    problem = share_problem(req.shards, req.mps, req.workers, req.gpus_per_worker or 1, req.mig)
+    problem = share_problem(
+        req.shards, req.mps, req.workers, req.gpus_per_worker or 1, req.mig, exclusive=req.exclusive
+    )
     if problem is None:
         problem = share_refusal(config.gpu_sharing(), queue, req.shards, req.mps)
     if problem is not None:

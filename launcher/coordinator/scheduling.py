@@ -338,8 +338,30 @@ class SubmissionCheck:
             else _quota_only(config, spec)
         )
         answer = None if found is None else (found[0].message, found[1])
+        if answer is None and spec.request.gpu_mem:
+            answer = _gpu_mem_never_fits(self._agents, spec.request.gpu_mem)
         self._answers[key] = answer
         return answer
+
+
+def _gpu_mem_never_fits(agents: AgentRegistry, gpu_mem: int) -> tuple[str, str] | None:
+    """Why a share's device-memory budget (``gpu_mem``, bytes) fits no card of the nodes with a known
+    inventory (their largest card's memory named), and the field; None when one fits or none is known."""
+    sizes = [
+        gpu.memory_total_bytes
+        for conn in agents.nodes.values()
+        if conn.inventory is not None
+        for gpu in conn.inventory.gpus
+        if isinstance(gpu.memory_total_bytes, int)
+    ]
+    if not sizes or gpu_mem <= max(sizes):
+        return None
+    gib = 1024**3
+    return (
+        f"gpu_mem: job asks for {gpu_mem / gib:.1f} GiB of device memory but the largest card has "
+        f"{max(sizes) / gib:.1f} GiB ({max(sizes)} bytes)",
+        "gpu_mem",
+    )
 
 
 def _quota_only(config: ClusterConfig, spec: JobSpec) -> tuple[Any, str] | None:

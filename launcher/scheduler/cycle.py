@@ -480,7 +480,9 @@ class _Cycle:
             if req.shared and state.cards is not None:
                 reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
         elif over_placed is not None:  # the nodes it would take (whole, or --mem on each) are over quota
-            reason = hostquota.quota_shortfall(state.quota, q, over_placed) or self._capacity_reason(req)
+            reason = hostquota.quota_shortfall(
+                state.quota, q, over_placed, exclusive=req.exclusive
+            ) or self._capacity_reason(req)
         elif req.shared and state.cards is not None:
             reason = state.cards.reason(req, q, job.user)
         else:

@@ -74,9 +74,12 @@ def _amount(res: str, n: int) -> str:
     return f"{n} {res}"
 
 
-def quota_shortfall(book: QuotaBook, queue: str, demand: Mapping[str, int]) -> PendingReason | None:
+def quota_shortfall(
+    book: QuotaBook, queue: str, demand: Mapping[str, int], *, exclusive: bool = False
+) -> PendingReason | None:
     """Why ``demand`` does not fit ``queue``'s quota, naming the first resource short (devices,
-    then ``cpu``, then ``memory``) with numbers, or None when all of it fits."""
+    then ``cpu``, then ``memory``) with numbers, or None when all of it fits (``exclusive``: the
+    demand is ``--exclusive``'s whole nodes, said after a device count)."""
     spec = book.queues.get(queue)
     if spec is None:
         return None
@@ -85,6 +88,7 @@ def quota_shortfall(book: QuotaBook, queue: str, demand: Mapping[str, int]) -> P
         need = demand.get(res, 0)
         if not need or need <= book.available(queue, res):
             continue
+        whole = " (--exclusive takes whole nodes)" if exclusive and res not in HOST_RESOURCES else ""
         u, n = book.usage(queue, res), book.nominal(queue, res)
         limit = spec.borrowing_limit.get(res) if spec.cohort is not None else 0
         if spec.cohort is None or (limit is not None and u + need > n + limit):
@@ -93,13 +97,13 @@ def quota_shortfall(book: QuotaBook, queue: str, demand: Mapping[str, int]) -> P
             return PendingReason(
                 ReasonCode.OVER_QUOTA,
                 f"{queue} uses {_amount(res, u)} of the {_amount(res, may)} it may use{extra}; "
-                f"job needs {_amount(res, need)}",
+                f"job needs {_amount(res, need)}{whole}",
             )
         avail = book.available(queue, res)
         return PendingReason(
             ReasonCode.COHORT_EXHAUSTED,
             f"cohort {spec.cohort} has no more lendable {res} for it: {queue} uses {_amount(res, u)} of "
-            f"{_amount(res, n)} and can get {_amount(res, avail)} more; job needs {_amount(res, need)}",
+            f"{_amount(res, n)} and can get {_amount(res, avail)} more; job needs {_amount(res, need)}{whole}",
         )
     return None
 

@@ -272,12 +272,35 @@ def never_schedulable(
     reason = placement_never_fits(empty, request)
     if reason is not None:
         return reason, _placement_field(devices, request, model)
+    whole = exclusive_never_fits(book, queue.name, empty, request)
+    if whole is not None:
+        return whole, "exclusive"
     if request.topology is not None and not feasible(
         empty, request.workers, request.per_worker, request.nodes, devices.topology, request.topology
     ):
         why = topology_reason(devices, empty, request, describe_request(request)).message
         return PendingReason(ReasonCode.UNSCHEDULABLE, f"{why}, even on an empty cluster"), "topology"
     return host_never_fits(devices, empty, request)
+
+
+def exclusive_never_fits(book: QuotaBook, queue: str, empty: FreeIndex, req: JobRequest) -> PendingReason | None:
+    """UNSCHEDULABLE when an ``--exclusive`` job's whole nodes always count more devices against
+    ``queue``'s quota than it can ever hold: every node it runs on counts whole, so it uses at least
+    the smallest node that holds one of its ranks (and at least what it asks for)."""
+    if not req.exclusive:
+        return None
+    sizes = [len(devs) for devs in empty.free if len(devs) >= req.per_worker]
+    if not sizes:
+        return None
+    least = max(req.total, min(sizes))
+    most = book.potential(queue, req.resource)
+    if least <= most:
+        return None
+    return PendingReason(
+        ReasonCode.UNSCHEDULABLE,
+        f"--exclusive takes whole nodes: job needs {least} {req.resource} (the smallest node that fits it, whole) "
+        f"but queue {queue} can hold at most {most}",
+    )
 
 
 def host_never_fits(devices: DeviceBook, empty: FreeIndex, req: JobRequest) -> tuple[PendingReason, str] | None:

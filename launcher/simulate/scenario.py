@@ -396,7 +396,9 @@ class JobModel(_Strict):
             raise ValueError("a running job cannot be held: hold is for a job submitted pending (running = false)")
         if self.mem is not None and self.mem_per_gpu is not None:
             raise ValueError("mem (per node) and mem_per_gpu exclude each other: give one")
-        problem = share_problem(self.shards, self.mps, self.workers, self.gpus_per_worker or 1, self.mig)
+        problem = share_problem(
+            self.shards, self.mps, self.workers, self.gpus_per_worker or 1, self.mig, exclusive=self.exclusive
+        )
         if problem is not None:
             raise ValueError(problem)
         if self.running and (self.shards or self.mps):

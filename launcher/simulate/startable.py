@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.launcher.scheduler.shares import share_refusal
 from labgang.launcher.scheduler.unschedulable import never_schedulable
 from labgang.launcher.simulate.scenario import Scenario
 
@@ -55,4 +56,8 @@ def never_starting(scenario: Scenario) -> list[NeverStarts]:
         if found is not None:
             reason, key = found
             out.append(NeverStarts(i, job.id, _SCENARIO_KEY.get(key, key), reason.message))
+            continue
+        refused = share_refusal(scenario.gpu_sharing, queues[job.queue], job.shards, job.mps)
+        if refused is not None:  # the coordinator's own check (coordinator/requests.py _check_share)
+            out.append(NeverStarts(i, job.id, "mps" if job.mps and not job.shards else "shards", refused))
     return out

@@ -192,3 +192,28 @@ def test_sbatch_host_requests_become_labgang_flags(tmp_path):
     assert body == click_body([path])
     assert (body["cpus_per_task"], body["mem"], body["exclusive"]) == (6, 8 * 1024**3, True)
     assert fast_body(["--mem", "500", path])["mem"] == 500 * 1024**2  # the command line wins
+
+
+def test_sbatch_gpu_mem_and_gpus_for_one_task_are_mapped(tmp_path):
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH --gres=shard:2\n#SBATCH --gpu-mem=4G\necho hi\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["shards"], body["gpu_mem"]) == (2, 4 * 1024**3)
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH --gpus=2\necho hi\n", "two.sbatch")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["workers"], body["gpus_per_worker"]) == (1, 2)
+
+
+def test_sbatch_gpus_with_several_tasks_is_ignored_with_a_warning(tmp_path):
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 4\n#SBATCH --gpus=8\necho hi\n")
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
+    assert "#SBATCH --gpus is ignored: it is the job's total GPUs" in result.output, result.output
+
+
+def test_sbatch_hetjob_is_refused_in_one_line_not_merged_into_one_gang(tmp_path):
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 1\n#SBATCH hetjob\n#SBATCH -n 2\necho hi\n")
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "#SBATCH hetjob: labgang does not read a heterogeneous job" in lines[0], result.output

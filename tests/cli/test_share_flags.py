@@ -102,3 +102,19 @@ def test_explain_says_what_share_a_job_asks_for_and_where_it_runs():
     assert lines[1].startswith("It asks for a share of one GPU: 50 % of its SMs through MPS. It counts 0.5 gpu")
     assert lines[2] == "It waits: job needs mps 50% of a gpu (1/2 gpu): ... (no_capacity)."
     assert explain_job({**job, "shards": 0}, [])[1:] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--shards", "1", "--exclusive"], "--shards and --exclusive exclude each other"),
+        (["--mps", "50", "--exclusive"], "--mps and --exclusive exclude each other"),
+        (["-g", "1", "--shards", "1", "--", "true", ":", "-n", "1", "-g", "1"], "--shards: not for a job of groups"),
+        (["--mps", "30", "--", "true", ":", "-g", "1"], "--mps: not for a job of groups"),
+    ],
+)
+def test_share_with_exclusive_or_groups_is_refused_exit_2(args, line, tmp_path):
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path), *args, "--", "true"], prog_name="labgang")
+    assert result.exit_code == 2, result.output
+    lines = [out for out in result.output.splitlines() if out.strip()]
+    assert len(lines) == 1 and line in lines[0], result.output

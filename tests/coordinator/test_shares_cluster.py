@@ -77,6 +77,8 @@ async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordi
         ({"shards": 1, "mps": 10}, "shards", "shards and mps exclude each other"),
         ({"shards": 1, "workers": 2}, "shards", "shards is a share of one GPU for one rank"),
         ({"gpu_mem": 1 << 30}, "gpu_mem", "gpu_mem: a device-memory budget goes with a share"),
+        ({"shards": 1, "exclusive": True}, "shards", "shards and exclusive exclude each other"),
+        ({"mps": 50, "exclusive": True}, "mps", "mps and exclusive exclude each other"),
     ],
 )
 async def test_a_share_the_cluster_cannot_give_is_refused_and_nothing_is_stored(
@@ -154,3 +156,31 @@ async def test_the_node_view_shows_each_nodes_shards_per_gpu_from_the_sharing_ta
 
     await with_nodes(coord)
     assert {n["name"]: n["shards_per_gpu"] for n in coord.node_views()} == {"n1": 4, "n2": 0}
+
+
+@pytest.mark.parametrize("share", [{"shards": 1}, {"mps": 50}])
+async def test_a_share_in_a_job_of_groups_is_refused_and_nothing_is_stored(coord: Coordinator, share: dict):
+    await with_nodes(coord)
+    before = set(coord.jobs)
+    groups = [{"workers": 1, "gpus_per_worker": 1, "argv": ["a"]}, {"workers": 1, "argv": ["b"]}]
+    with pytest.raises(BadRequest) as err:
+        await coord.submit(ROOT, {"groups": groups, **share})
+    key = next(iter(share))
+    assert err.value.field == key
+    assert str(err.value).startswith(f"{key}: not for a job of groups")
+    assert set(coord.jobs) == before
+
+
+async def test_a_gpu_mem_budget_beyond_every_card_can_never_start_and_names_the_largest_card(coord: Coordinator):
+    from labgang.launcher.coordinator.errors import Conflict
+
+    await with_nodes(coord)
+    before = set(coord.jobs)
+    with pytest.raises(Conflict) as err:
+        await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 900 * 1024**3})
+    assert err.value.field == "gpu_mem"
+    assert str(err.value).startswith("job can never start: gpu_mem: job asks for 900.0 GiB of device memory")
+    assert "but the largest card has" in str(err.value)
+    assert set(coord.jobs) == before
+    job = await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 1024**3})
+    assert job.spec.request.gpu_mem == 1024**3

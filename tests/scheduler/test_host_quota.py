@@ -156,3 +156,12 @@ def test_a_request_no_quota_could_ever_hold_is_unschedulable_naming_the_field():
     assert quota_fault_field(book, "a", memory) == "mem_per_gpu"
     assert quota_never_fits(book, "a", job("z").queue("a").gpus(1).host(cpus=16).request) is None
     assert quota_never_fits(book, "b", job("w").queue("b").gpus(1).host(mem_gib=999).request) is None  # b: no limit
+
+
+def test_an_exclusive_job_waiting_for_whole_nodes_of_gpus_says_exclusive():
+    q = queue("q").nominal(gpu=7).build()
+    c = Cluster().node("n1", 8, cpus=64, mem_gib=128)
+    result = run_cycle(c.snapshot([q], [job("x").queue("q").gpus(1).host(exclusive=True).submitted(1)]))
+    assert result.admitted == ()
+    [waiting] = result.pending
+    assert waiting.reason.message.endswith("job needs 8 gpu (--exclusive takes whole nodes)"), waiting.reason

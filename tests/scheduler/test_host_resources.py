@@ -184,3 +184,17 @@ def test_impossible_memory_is_said_in_sizes_not_bytes() -> None:
     assert found is not None
     assert "job needs 100T of memory per node but the largest node has 256G" in found[0].message
     assert (mem_size(int(23.5 * 2**30)), mem_size(512 * 2**20), mem_size(100)) == ("23.5G", "512M", "100B")
+
+
+def test_exclusive_whole_node_beyond_the_queue_is_unschedulable_and_says_exclusive() -> None:
+    seven = queue("q7").nominal(gpu=7).build()
+    nodes = Cluster().node("n1", 8, cpus=32, mem_gib=256).nodes
+    found = never_schedulable(job("a").gpus(1).host(exclusive=True).request, seven, [seven], nodes)
+    assert found is not None
+    reason, bad = found
+    assert reason.code is ReasonCode.UNSCHEDULABLE and bad == "exclusive"
+    assert "--exclusive takes whole nodes" in reason.message and "job needs 8 gpu" in reason.message
+    assert "can hold at most 7" in reason.message
+    assert never_schedulable(job("a").gpus(1).request, seven, [seven], nodes) is None
+    eight = queue("q8").nominal(gpu=8).build()
+    assert never_schedulable(job("a").gpus(1).host(exclusive=True).request, eight, [eight], nodes) is None

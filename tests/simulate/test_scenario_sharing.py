@@ -85,3 +85,22 @@ def test_simulate_counts_a_share_as_its_gpu_fraction_in_device_hours_and_utiliza
     (stats,) = queue_stats(sim)
     assert stats.device_seconds == pytest.approx(200.0)  # 50 + 50 + 50 + 100, not 4 devices x 100 s
     assert utilization(sim) == {"gpu": pytest.approx(200.0 / (3 * 100))}
+
+
+@pytest.mark.parametrize(
+    ("job", "sharing", "queue", "key", "text"),
+    [
+        ({"shards": 5}, {"shards_per_gpu": 4}, None, "shards", "job asks for 5 shards of a gpu; cards have 4"),
+        ({"shards": 1}, {"shards_per_gpu": 4}, {"share_gpus": "none"}, "shards", "share_gpus = 'none'"),
+        ({"mps": 50}, {"shards_per_gpu": 4}, None, "mps", "no node allows MPS"),
+    ],
+    ids=["too-many-shards", "queue-without-share-gpus", "mps-not-allowed"],
+)
+def test_a_share_that_can_never_start_is_warned_about_as_the_coordinator_refuses_it(
+    job: dict, sharing: dict, queue: dict | None, key: str, text: str
+) -> None:
+    from labgang.launcher.simulate.startable import never_starting
+
+    found = never_starting(parse_scenario(_file(job, sharing, queue)))
+    assert [(w.job, w.key) for w in found] == [("j", key)]
+    assert text in found[0].reason and "can never start (" + key + ")" in found[0].line()
