@@ -167,6 +167,9 @@ class NvidiaMpsControl:
 class SimulatedMpsControl:
     """A small real process per daemon (``labgang.agent.mps_sim``), kept as the agent's child and reaped.
 
+    It runs as the agent (a user may not be able to run the agent's interpreter); when the agent is
+    root, the daemon hands its ``control`` FIFO, log and folders to the user it serves.
+
     Its start waits for the daemon's ``serving`` line (its FIFO exists), never a fixed time. The
     daemon's environment marks it as its card's MPS server for the simulated NVML
     (``SIM_MPS_ROLE=server``, no memory of its own: ``agent/nvml/simshare.py``) and carries the
@@ -188,18 +191,18 @@ class SimulatedMpsControl:
         Raises:
             MpsUnavailable: it could not be spawned, or ended before serving.
         """
-        user, group, extra = _as_user(uid, gid)
+        # The agent owns the daemon and hands its FIFO and folders to the user: the user may not be
+        # able to run the agent's interpreter at all (root's venv under /root or a pyenv).
+        user, _group, _extra = _as_user(uid, gid)
+        owner = [f"{uid}:{gid}"] if user is not None else []
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "labgang.agent.mps_sim", dirs.pipe, dirs.log],
+                [sys.executable, "-I", "-m", "labgang.agent.mps_sim", dirs.pipe, dirs.log, *owner],
                 env=self._environment(card, dirs),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
-                user=user,
-                group=group,
-                extra_groups=extra,
             )
         except OSError as exc:
             raise MpsUnavailable(f"simulated MPS control for card {card}: {exc}") from None

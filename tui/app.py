@@ -10,6 +10,13 @@ the App assigns it to the reactive ``state``, and every widget is bound to that 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import select
+import signal
+import sys
+import threading
+import time
 from typing import ClassVar
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
@@ -47,6 +54,19 @@ SHORT_LINES = 20
 def describe_error(exc: BaseException) -> str:
     """One line for the summary bar."""
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+TERMINAL_CHECK_S = 0.5
+"""How often the app looks whether its terminal has hung up."""
+TERMINAL_EXIT_GRACE_S = 3.0
+"""How long the app may take to exit once its terminal is gone before the process is ended."""
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether the terminal on ``fd`` has hung up (its other end closed) or ``fd`` is no longer open."""
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP | select.POLLERR | select.POLLNVAL)
+    return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in poller.poll(0))
 
 
 class LabgangTop(App[None]):
@@ -132,9 +152,39 @@ class LabgangTop(App[None]):
         self.query_one(DevicesTable).focus()
         self.set_interval(self.refresh_s, self.request_refresh)
         self.request_refresh()
+        if not self.is_headless:
+            self._watch_terminal()
 
     async def on_unmount(self) -> None:
         await self.source.aclose()
+
+    # -- the terminal going away ---------------------------------------------------------
+
+    def _watch_terminal(self) -> None:
+        """Exit when the terminal goes away: on SIGHUP, or (SIGHUP ignored or never sent, e.g. an
+        orphaned ``top`` under a killed ``script``) when the terminal on standard input hangs up.
+        Otherwise the app would keep running, and refreshing, with no one to see it.
+
+        A thread watches, not the event loop: once the terminal is gone Textual's writer can block
+        the loop. It asks the app to exit and, if it has not within :data:`TERMINAL_EXIT_GRACE_S`,
+        ends the process (status 0: nothing is left to show or restore)."""
+        gone = threading.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(ValueError):  # not the main thread: no SIGHUP handler
+            signal.signal(signal.SIGHUP, lambda *_: gone.set())
+        stdin = sys.__stdin__
+        fd = stdin.fileno() if stdin is not None and not stdin.closed and stdin.isatty() else None
+
+        def watch() -> None:
+            while not gone.wait(TERMINAL_CHECK_S):
+                if fd is not None and _hung_up(fd):
+                    break
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                loop.call_soon_threadsafe(self.exit)
+            time.sleep(TERMINAL_EXIT_GRACE_S)
+            os._exit(0)
+
+        threading.Thread(target=watch, name="labgang-top-terminal", daemon=True).start()
 
     # -- data --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labgang.launcher.arrays import fold
+from labgang.launcher.cli.format import format_resources
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
@@ -224,7 +225,8 @@ def job_rows(
 
 
 def _res(m: Any) -> str:
-    return ",".join(f"{v}" if k == "gpu" else f"{v} {k}" for k, v in sorted(m.items())) or "0"
+    """As ``labgang queues`` writes amounts (``cpu=4,gpu=4,memory=8G``), ``0`` for none."""
+    return format_resources(m) if m else "0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,9 @@ setting anything. The order:
 2. root: the system state directory (:func:`labgang.agent.paths.system_state_dir_text`);
 3. the system instance, when it answers (or its ``labgang up`` is still starting);
 4. the user's own (``~/.local/state/labgang``), when it answers or is starting;
-5. the system instance's socket when its file is there (it stopped: the error then names it and
-   does not advise starting a second scheduler over its GPUs);
+5. the system instance's socket when its file, or its database (a stopped instance removed its
+   socket), is there: the error then names it and does not advise starting a second scheduler
+   over its GPUs;
 6. the user's own socket (nothing runs: the error advises ``labgang up``).
 
 Where no system socket file exists (no system instance here), nothing is probed: a few ``stat``
@@ -126,7 +127,10 @@ def find_socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
         return system
     own = os.path.join(paths.user_state_dir_text(), paths.SOCKET_NAME)
     if not os.path.exists(system):
-        return own  # no system instance here (nor a stale one): no probe needed
+        if not os.path.exists(os.path.join(os.path.dirname(system), paths.DB_NAME)):
+            return own  # no system instance here (nor a stopped one): no probe needed
+        # A stopped system instance (its database is there, its socket gone): named unless the user's runs.
+        return own if (os.path.exists(own) and answers(own)) or starting(own) else system
     if answers(system):
         return system
     if (os.path.exists(own) and answers(own)) or starting(own):

@@ -27,6 +27,7 @@ from labgang.agent import paths
 from labgang.launcher.api import discovery
 from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 from labgang.launcher.arrays import fold_ids
+from labgang.launcher.cli.format import format_resources
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -105,7 +106,7 @@ def queue_lines(config: Any, config_file: Path | None) -> list[str]:
     """
     lines = [f"  config:    {config_file}"] if config_file is not None else []
     for q in config.queues:
-        quota = ", ".join(f"{k}={v}" for k, v in q.nominal.items()) or "no quota"
+        quota = format_resources(q.nominal) if q.nominal else "no quota"
         extras = [f"cohort {q.cohort}"] if q.cohort else []
         if q.within_queue.value != "never":
             extras.append(f"within queue: {q.within_queue.value}")

@@ -136,3 +136,13 @@ def test_roots_labgang_up_names_a_broken_system_config_in_one_line(
     assert result.stderr == (
         f"labgang up: {tmp_path / 'system.toml'}: state_dir = 'relative/dir'; allowed: an absolute directory path\n"
     )
+
+
+def test_a_stopped_system_instance_without_its_socket_is_named(places: tuple[Place, Place]) -> None:
+    system, own = places
+    (system.directory / paths.DB_NAME).write_text("")  # what a stopped `labgang up` as root leaves
+    assert discovery.find_socket_file() == system.socket
+    message = str(CoordinatorUnavailable(system.socket))
+    assert "ask whoever runs it" in message and "labgang up" not in message, message
+    own.serve()
+    assert discovery.find_socket_file() == own.socket

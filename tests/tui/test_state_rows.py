@@ -58,7 +58,7 @@ def test_job_rows_hide_finished_unless_asked(state):
 
 def test_queue_rows_and_summary(state):
     [nlp] = [r for r in queue_rows(state) if r.key == "nlp"]
-    assert nlp.borrowing and nlp.cells[4] == "1" and nlp.cells[-1] == "1m00s"
+    assert nlp.borrowing and nlp.cells[4] == "gpu=1" and nlp.cells[-1] == "1m00s"  # as `labgang queues` writes it
     line = summary_line(state, Filters(node="gpu-a"), "age")
     assert "10 devices: 4 allocated, 1 foreign, 4 free, 1 held" in line
     assert "filter node=gpu-a" in line and "sort age" in line
@@ -137,3 +137,10 @@ def test_a_shared_card_shows_its_sharers_shares_and_memory():
     rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
     assert rows["gpu-a 1"].cells[-1] == "shared 3/4: j-201 5.0G, j-202 300M"
     assert rows["gpu-a 0"].cells[-1] == "j-101 alice vision"  # a card nobody shares keeps its holder
+
+
+def test_queue_amounts_are_written_as_labgang_queues_writes_them():
+    from labgang.tui.rows import _res
+
+    assert _res({"gpu": 4, "cpu": 4, "memory": 8589934592}) == "cpu=4,gpu=4,memory=8G"
+    assert _res({}) == "0"
