@@ -88,7 +88,7 @@ def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str,
     Raises:
         SubmissionError: a bad size, both ``-g`` and ``--mig``, or no command (names the group).
     """
-    from labgang.launcher.cli.job_request import _host_request
+    from labgang.launcher.cli.job_request import host_request
 
     if not argv:
         raise SubmissionError(f"{where}: missing CMD: give the group's command after --")
@@ -101,7 +101,7 @@ def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str,
     if isinstance(entry.get("mig"), str) and entry["mig"].startswith("mig-"):
         entry["mig"] = entry["mig"][4:]
     try:
-        host = _host_request(shape.get("cpus_per_task"), shape.get("mem"), shape.get("mem_per_gpu"), False)
+        host = host_request(shape.get("cpus_per_task"), shape.get("mem"), shape.get("mem_per_gpu"), False)
     except SubmissionError as exc:
         raise SubmissionError(f"{where}: {exc}") from None
     entry.update(host)

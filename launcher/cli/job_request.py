@@ -219,7 +219,7 @@ def build_submission(
             problem = check_pattern(pattern)
             if problem is not None:
                 raise SubmissionError(f"{flag}: {pattern!r}: {problem}")
-    host = _host_request(cpus_per_task, mem, mem_per_gpu, exclusive)
+    host = host_request(cpus_per_task, mem, mem_per_gpu, exclusive)
     if groups is not None and (shards or mps or gpu_mem is not None):
         flag = "--shards" if shards else "--mps" if mps else "--gpu-mem"
         raise SubmissionError(f"{flag}: not for a job of groups; a share is one GPU for a job of one rank")
@@ -307,7 +307,7 @@ def _lifecycle_policies(
     return out
 
 
-def _host_request(
+def host_request(
     cpus_per_task: int | None, mem: str | None, mem_per_gpu: str | None, exclusive: bool
 ) -> dict[str, Any]:
     """The body's host fields (``cpus_per_task``, ``mem`` and ``mem_per_gpu`` in bytes, ``exclusive``).
