@@ -14,11 +14,38 @@ from typing import Any
 
 from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
 from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
+from labgang.agent.supervisor.gate import DEFAULT_TIMEOUT_S, StartGate
 
 log = logging.getLogger("labgang.agent.commands")
 
 LOG_READ_MAX = 4 << 20
 """The most bytes one ``read_log`` returns."""
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    """Mark ``fut`` done (a gate's ``ready`` FIFO became readable); once is enough."""
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _gates_settled(gates: list[StartGate], timeout: float) -> None:
+    """Wait, without blocking the event loop, until every gate is settled (each rank parked, one
+    failed, or the gate aborted by a stop) or ``timeout`` seconds passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for gate in gates:
+        while not gate.poll():
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            readable: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(gate.fileno(), _settle, readable)
+            try:
+                await asyncio.wait_for(readable, left)
+            except TimeoutError:
+                return
+            finally:
+                loop.remove_reader(gate.fileno())
 
 
 def _field(spec: Any, name: str) -> Any:
@@ -36,12 +63,15 @@ class CommandHandler:
 
     Attributes:
         grace: run id -> grace seconds of its ranks launched here (used when stopping at exit).
+        gate_timeout: seconds a launch waits for every rank of a gang to be parked at its start
+            gate before it aborts the gate (``supervisor/gate.py``).
     """
 
     def __init__(self, supervisor: Supervisor, wake: Callable[[], None]) -> None:
         self.supervisor = supervisor
         self._wake = wake
         self.grace: dict[str, float] = {}
+        self.gate_timeout = DEFAULT_TIMEOUT_S
 
     async def handle(self, op: str, args: dict[str, Any]) -> Any:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
@@ -66,7 +96,12 @@ class CommandHandler:
         sup = self.supervisor
         if op in ("launch", "stop_job", "stop_jobs", "signal_job"):
             self._wake()  # a new rank to watch, a grace period to time, processes to see exit
-        result = self._run(op, args)
+        if op == "launch":
+            began = time.perf_counter()
+            result: Any = await self._launch(args.get("specs") or [])
+            log.debug("launch of %d rank(s) took %.1f ms", len(result), (time.perf_counter() - began) * 1e3)
+        else:
+            result = self._run(op, args)
         if op in ("launch", "stop_job", "stop_jobs"):
             # The answer goes once what it reports is journalled (supervisor/writer.py).
             await asyncio.wrap_future(sup.journal_written())
@@ -77,11 +112,6 @@ class CommandHandler:
     def _run(self, op: str, args: dict[str, Any]) -> Any:
         """:meth:`handle` for every op but ``read_log``, on the caller's thread."""
         sup = self.supervisor
-        if op == "launch":
-            began = time.perf_counter()
-            out = self._launch(args.get("specs") or [])
-            log.debug("launch of %d rank(s) took %.1f ms", len(out), (time.perf_counter() - began) * 1e3)
-            return out
         if op == "stop_job":
             try:
                 return [
@@ -122,16 +152,19 @@ class CommandHandler:
             return {"taken": taken, "eof": eof, "open": is_open}
         if op == "pick_port":
             return pick_free_port()
-        if op == "read_log":
-            return None  # read on a worker thread by handle()
+        if op in ("launch", "read_log"):
+            return None  # awaited by handle(): the start gates, a log read on a worker thread
         raise ValueError(
             f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, stdin_input, "
             "pick_port, read_log"
         )
 
-    def _launch(self, spec_dicts: list[Any]) -> list[dict[str, Any]]:
+    async def _launch(self, spec_dicts: list[Any]) -> list[dict[str, Any]]:
         """``launch``: parse every spec (the run's first node picks MASTER_PORT here), then start
-        all ranks together (:meth:`Supervisor.launch_all`); one answer per spec, in order."""
+        each gang's ranks together behind its start gate (``Supervisor.begin_launch``; the event
+        loop keeps serving while the ranks get ready, so a ``stop_job`` meanwhile aborts the gate
+        and no rank of that job runs; ``finish_launch`` releases the rest); one answer per spec,
+        in order."""
         sup = self.supervisor
         answers: list[dict[str, Any] | None] = []
         specs: list[LaunchSpec] = []
@@ -151,7 +184,9 @@ class CommandHandler:
             answers.append(None)
             specs.append(spec)
             ports.append(port)
-        results = iter(zip(specs, ports, sup.launch_all(specs), strict=True))
+        pending = sup.begin_launch(specs)
+        await _gates_settled(pending.gates, self.gate_timeout)
+        results = iter(zip(specs, ports, sup.finish_launch(pending), strict=True))
         out: list[dict[str, Any]] = []
         for spec_dict, answer in zip(spec_dicts, answers, strict=True):
             if answer is not None:

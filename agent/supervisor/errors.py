@@ -38,3 +38,8 @@ class InvalidTransition(SupervisorError):
 
 class UnknownJob(SupervisorError, KeyError):
     """No supervised rank has this job id."""
+
+
+class GangNotStarted(SupervisorError):
+    """A rank that was not started because another rank of its gang on this node was refused
+    (``Supervisor.launch_all``: a gang starts whole or not at all)."""

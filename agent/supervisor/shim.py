@@ -39,7 +39,17 @@ fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: no
 ``/dev/null``) and ``pty_in`` (``labgang run --pty``: a FIFO of terminal input frames,
 :func:`pty_frames`; the rank then runs on a pseudo-terminal whose master the shim holds), and
 ``stdin_in`` (``labgang run``'s standard input, streamed: a FIFO of input frames the shim copies
-into the rank's stdin pipe with backpressure, ``stdinrelay.py``).
+into the rank's stdin pipe with backpressure, ``stdinrelay.py``), and ``gate`` (a gang's ranks
+launched together, ``gate.py``: the paths of its start gate's ``release`` and ``ready`` FIFOs and
+``aborted`` marker, and this rank's number; None: start at once).
+
+Start gate: with ``gate``, the child forked for the rank does everything but the ``exec`` (its
+privileges dropped, its ``cwd`` entered, its descriptors in place), reports ``R<rank>`` on the
+``ready`` FIFO and blocks reading ``release`` until the agent closes it: then every rank of the
+gang on this node ``exec``-s at once. An aborted gate (the marker) ends the child before the
+``exec``; the shim writes ``exit.json`` with status 125 and ``not started: <reason>``. A failure
+before the gate (the cgroup, the ``cwd``, the fork) is reported as ``F<rank>``, so the agent
+aborts the gate for the whole gang instead of waiting.
 
 Output files (Slurm's ``--output``/``--error``): the shim opens them *as the rank's user* (its
 effective uid, gid and groups switched for the ``open`` alone, so the user's own permissions
@@ -282,13 +292,108 @@ class OutputFiles:
                 os.close(fd)
 
 
-def enter_as_user(cwd: str) -> Callable[[], None]:
+NOT_RELEASED = 125
+"""The exit status of a rank whose start gate was aborted: its command never ran (``gate.py``)."""
+
+
+class GateClosed(Exception):
+    """Raised in the rank's child when its start gate was aborted: the ``exec`` must not happen."""
+
+
+class RankGate:
+    """This rank's side of its gang's start gate (``gate.py`` has the agent's side).
+
+    Opened by the small parent before it forks the rank: the ``release`` FIFO (read; inherited by
+    the child) and the ``ready`` FIFO (written). The child, with everything but the ``exec`` done,
+    reports ``R<rank>`` and blocks on ``release`` until the agent closes it (:meth:`pass_gate`);
+    a failure before that is reported as ``F<rank>`` (:meth:`report`). A ``release`` FIFO that is
+    gone, or an ``aborted`` marker found after the wake-up, closes the gate for this rank.
+    """
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.rank = int(cfg["rank"])
+        self.aborted_path = cfg["aborted"]
+        self.release_fd: int | None = None
+        self.ready_fd: int | None = None
+        try:
+            fd = os.open(cfg["release"], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(fd, True)
+            self.release_fd = fd
+        except FileNotFoundError:
+            pass  # removed: the gate is closed for good
+        try:
+            self.ready_fd = os.open(cfg["ready"], os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            pass  # ENXIO: no agent reads it any more (it is gone: its release is the end of file)
+
+    def report(self, kind: bytes) -> None:
+        """Tell the agent ``R`` (parked) or ``F`` (failed before the gate) for this rank; never raises."""
+        if self.ready_fd is not None:
+            try:
+                os.write(self.ready_fd, kind + str(self.rank).encode() + b"\n")
+            except OSError:
+                pass
+
+    def closed_reason(self) -> str | None:
+        """None when the gate was released; else why this rank must not start."""
+        if self.release_fd is None:
+            return "its start gate is gone"
+        try:
+            with open(self.aborted_path, "rb") as fh:
+                return fh.read().decode(errors="replace") or "its start gate was aborted"
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # fail closed: a marker that cannot be looked at may be there
+            return f"its start gate's marker cannot be read: {exc.strerror or exc}"
+
+    def pass_gate(self) -> None:
+        """The child's very last step before ``exec``: report parked, wait for the release.
+
+        Raises:
+            GateClosed: the gate was aborted (``Popen`` then raises ``SubprocessError``).
+        """
+        # Signals wait while the child is parked: a stop during the gate aborts it, and the child
+        # must then end by not starting (status NOT_RELEASED), not by a SIGTERM that would look
+        # like a rank that ran. The mask is put back before the exec (a rank inherits it): a signal
+        # that came meanwhile then arrives, before the exec, as it would have to the rank.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        self.report(b"R")
+        while self.release_fd is not None:
+            try:
+                if not os.read(self.release_fd, 1):
+                    break  # end of file: the agent closed its end (released, aborted, or died)
+            except InterruptedError:
+                continue
+        if self.closed_reason() is not None:
+            raise GateClosed  # the child exits: signals still blocked stay undelivered
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def close(self) -> None:
+        """Close the small parent's copies of both FIFOs (once its child has ``exec``-ed or failed)."""
+        for fd in (self.release_fd, self.ready_fd):
+            if fd is not None:
+                os.close(fd)
+        self.release_fd = self.ready_fd = None
+
+
+def gated(gate: RankGate, then: Callable[[], None] | None) -> Callable[[], None]:
+    """A ``preexec_fn``: ``then`` (the ``cwd`` step, the terminal), then :meth:`RankGate.pass_gate`."""
+
+    def pre() -> None:
+        if then is not None:
+            then()
+        gate.pass_gate()
+
+    return pre
+
+
+def enter_as_user(cwd: str, failed: Callable[[], None] | None = None) -> Callable[[], None]:
     """The child's last step before ``exec``, run after it dropped to the user: ``chdir(cwd)``.
 
     A directory the user cannot enter (a symlink into another user's home, a 0700
     component) ends the child with status 126, one that does not exist with 127 (as a
     failed ``exec`` does), after one ``[labgang]`` line in the rank's log (stderr is the
-    log by then).
+    log by then), and ``failed()`` (a gated rank tells its start gate).
     """
 
     def enter() -> None:
@@ -296,6 +401,8 @@ def enter_as_user(cwd: str) -> Callable[[], None]:
             os.chdir(cwd)
         except OSError as exc:
             os.write(2, f"[labgang] cannot enter cwd {cwd} as this user: {exc.strerror}\n".encode(errors="replace"))
+            if failed is not None:
+                failed()
             os._exit(127 if exc.errno == errno.ENOENT else 126)
 
     return enter
@@ -360,6 +467,9 @@ def main(rank_dir: str) -> int:
     with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
         cfg = marshal.load(fh)  # noqa: S302 - written by our own supervisor into a 0700 rank directory
     os.umask(0o077)
+    # the start gate (a gang's ranks launched together, gate.py): opened first, so that every
+    # failure below can be told to the agent waiting for this rank to be parked
+    gate = RankGate(cfg["gate"]) if cfg.get("gate") else None
     become_subreaper()
     # No signal is ignored here on purpose: ignored dispositions survive exec and the rank would
     # inherit them. The shim has no controlling terminal, so no terminal signal can reach it.
@@ -385,6 +495,8 @@ def main(rank_dir: str) -> int:
             log.write(f"[labgang] {message}\n".encode())
             log.close()
             write_exit(rank_dir, 126, message)
+            if gate is not None:
+                gate.report(b"F")
             return 0
     try:
         cpus_text, note = pin_cpus(cfg.get("cpus"))
@@ -396,7 +508,7 @@ def main(rank_dir: str) -> int:
     env["LABGANG_CPUS"] = cpus_text
     # chdir only once the child is the user (preexec_fn runs after setuid): as root it would
     # follow a symlink into a directory the user may not enter (docs/security.md)
-    enter = enter_as_user(cfg["cwd"]) if drop else None
+    enter = enter_as_user(cfg["cwd"], None if gate is None else lambda: gate.report(b"F")) if drop else None
     cwd = "/" if drop else cfg["cwd"]
     files = OutputFiles(cfg, log)
     pty_in = None
@@ -423,6 +535,8 @@ def main(rank_dir: str) -> int:
     # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
     # opened here (as root) and inherited by the rank as its stdin.
     stdin_file = open(cfg["stdin_path"], "rb") if cfg.get("stdin_path") else None  # noqa: SIM115
+    if gate is not None:
+        enter = gated(gate, enter)  # the child parks here, everything but the exec done
     try:
         proc = subprocess.Popen(
             cfg["argv"],
@@ -438,7 +552,7 @@ def main(rank_dir: str) -> int:
             extra_groups=list(cfg["groups"]) if drop else None,
             preexec_fn=enter,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         os.close(out_w)
         os.close(out_r)
         if err_r is not None:
@@ -447,12 +561,23 @@ def main(rank_dir: str) -> int:
         files.close()
         if stdin_file is not None:
             stdin_file.close()
-        status = 127 if exc.errno == errno.ENOENT else 126
-        message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
+        closed = None if gate is None or isinstance(exc, OSError) else gate.closed_reason()
+        if closed is not None:  # the gate was aborted: the command never ran, by design
+            status, message = NOT_RELEASED, f"not started: {closed}"
+        elif isinstance(exc, OSError):
+            status = 127 if exc.errno == errno.ENOENT else 126
+            message = f"cannot start {cfg['argv'][0]!r}: {exc.strerror or exc}"
+        else:  # an exception in the child's last step (the terminal, the cwd)
+            status, message = 126, f"cannot start {cfg['argv'][0]!r}: {exc}"
+        if gate is not None:
+            gate.report(b"F")
+            gate.close()
         log.write(f"[labgang] {message}\n".encode())
         log.close()
         write_exit(rank_dir, status, message)
         return 0
+    if gate is not None:
+        gate.close()
     os.close(out_w)
     if err_r is not None:
         os.close(err_w)

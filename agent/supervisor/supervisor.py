@@ -50,9 +50,11 @@ import fcntl
 import functools
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +62,9 @@ from . import journal as J
 from . import stdinrelay
 from .config import DEFAULT_LOG_MAX_BYTES, SupervisorConfig
 from .environment import dropped_from, rank_environment
-from .errors import InvalidSpec, RankConflict, SupervisorError, UnknownJob
+from .errors import GangNotStarted, InvalidSpec, RankConflict, SupervisorError, UnknownJob
 from .foreign import DeviceProcesses, ForeignProcess, find_foreign
+from .gate import DEFAULT_TIMEOUT_S, GATES_DIR, StartGate, remove_job_gates
 from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord, RankTable
@@ -85,6 +88,21 @@ if TYPE_CHECKING:
     from labgang.agent.mps import MpsDaemons, MpsDirs
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class PendingLaunch:
+    """One node's launch between :meth:`Supervisor.begin_launch` and :meth:`Supervisor.finish_launch`.
+
+    Attributes:
+        items: per spec, in order: its prepared record (small parent handed out, parked at the
+            gate), its status (already supervised with this spec: nothing to start), or the
+            exception that refused it.
+        gates: the start gates of this launch, one per job with ranks to start.
+    """
+
+    items: list[RankRecord | RankStatus | Exception]
+    gates: list[StartGate]
 
 
 class Supervisor:
@@ -161,6 +179,8 @@ class Supervisor:
         self._table = RankTable(self._journal, self._writer, wall_clock)
         self._spares = SpareShims(self._os, spare_shims)
         self._stopper = RankStopper(self._table, self._os, self._writer, clock)
+        self._gates_dir = self._journal.state_dir / GATES_DIR
+        self._open_gates: dict[str, list[StartGate]] = {}  # job id → its gates not yet released or aborted
         if not self._journal.state_dir.exists():
             self._os.ensure_dir(self._journal.state_dir, 0o755)
         self._os.ensure_dir(self._journal.ranks_dir, 0o700)
@@ -241,6 +261,8 @@ class Supervisor:
             UnknownJob: no rank of this job is supervised here.
             ValueError: ``grace`` is negative.
         """
+        if grace is None or grace >= 0:
+            self._abort_gates(job_id)  # a stop during the start gate: nothing is released
         return self._stopper.stop_job(job_id, grace, warn=warn)
 
     def stop_jobs(self, stops: list[tuple[str, float | None, bool]]) -> dict[str, list[RankStatus]]:
@@ -252,6 +274,9 @@ class Supervisor:
         Raises:
             ValueError: a negative ``grace`` (nothing is stopped then).
         """
+        if all(grace is None or grace >= 0 for _, grace, _ in stops):
+            for job_id, _, _ in stops:
+                self._abort_gates(job_id)  # a stop during the start gate: nothing is released
         return self._stopper.stop_jobs(stops)
 
     def signal_job(self, job_id: str, signum: int) -> int:
@@ -380,44 +405,126 @@ class Supervisor:
         prepared = self._prepare(spec)
         return prepared if isinstance(prepared, RankStatus) else self._start(prepared)
 
-    def launch_all(self, specs: Sequence[LaunchSpec]) -> list[RankStatus | Exception]:
-        """:meth:`launch` each spec (one node's ranks of a gang), so that they start together:
-        every rank's checks and journal files are done first, then every rank's small parent is
-        handed its folder back to back (``SpareShims.start_shims``: spares first, none taking the
-        CPU from the agent before the last is out), and only then is each start recorded. The
-        gang's rank start spread is the time to hand out the small parents, not the time to
-        prepare or record the ranks.
+    def launch_all(
+        self, specs: Sequence[LaunchSpec], gate_timeout: float = DEFAULT_TIMEOUT_S
+    ) -> list[RankStatus | Exception]:
+        """:meth:`launch` each spec (one node's ranks of one or more gangs) behind a start gate,
+        so that each gang's ranks ``exec`` together: :meth:`begin_launch`, wait until every rank
+        is parked (at most ``gate_timeout`` seconds, blocking), :meth:`finish_launch`.
+
+        A gang starts whole or not at all: when one of its ranks is refused here, none of its
+        ranks is started (each answers :class:`GangNotStarted` but the refused one, which answers
+        its own error); when one fails before the gate (its cgroup, its ``cwd``, its small parent)
+        or the wait runs out, the gate is aborted and no rank of the gang runs its command (each
+        exits with ``gate.NOT_RELEASED``, the failed one with its own status).
 
         Returns:
-            Per spec, in order: its status, or the exception :meth:`launch` would have raised
-            for it (the other ranks are started all the same).
+            Per spec, in order: its status, or the exception that refused it.
         """
-        prepared: list[RankRecord | RankStatus | Exception] = []
-        for spec in specs:
-            try:
-                prepared.append(self._prepare(spec))
-            except Exception as exc:  # refused, bad spec, cgroup: reported for that rank only
-                prepared.append(exc)
-        records = [item for item in prepared if isinstance(item, RankRecord)]
-        shims = iter(self._spares.start_shims([rec.dir for rec in records]))
-        out: list[RankStatus | Exception] = []
-        for item in prepared:
-            if isinstance(item, RankRecord):
-                shim = next(shims)
-                if isinstance(shim, OSError):
-                    self._drop_unstarted(item)
-                    out.append(shim)
-                else:
-                    out.append(self._record_start(item, *shim))
-            else:
-                out.append(item)
-        return out
+        pending = self.begin_launch(specs)
+        deadline = self._clock() + gate_timeout
+        for gate in pending.gates:
+            gate.wait(max(0.0, deadline - self._clock()), self._clock)
+        return self.finish_launch(pending)
 
-    def _prepare(self, spec: LaunchSpec) -> RankRecord | RankStatus:
+    def begin_launch(self, specs: Sequence[LaunchSpec]) -> PendingLaunch:
+        """The first half of :meth:`launch_all`, which returns at once: per job, a start gate and
+        every rank prepared (checks, folders, journal files: a refused rank refuses its whole
+        gang here); then every prepared rank's small parent is handed its folder back to back
+        (``SpareShims.start_shims``) and recorded (``shim.json``, ``state.json``), so a crash of
+        the agent from here on loses no rank: each small parent forks its rank, does everything
+        but the ``exec`` and parks at the gate. Await each gate (:meth:`StartGate.poll`, its
+        ``fileno()``), then :meth:`finish_launch`. A stop of the job meanwhile aborts its gate.
+
+        Raises:
+            Nothing: every failure is an item of the result.
+        """
+        items: list[RankRecord | RankStatus | Exception] = [InvalidSpec("spec", "was not looked at")] * len(specs)
+        by_job: dict[str, list[int]] = {}
+        for i, spec in enumerate(specs):
+            by_job.setdefault(spec.job_id, []).append(i)
+        gates: list[StartGate] = []
+        for job_id, indices in by_job.items():
+            try:
+                gate: StartGate | None = StartGate.create(self._gates_dir, job_id, [specs[i].rank for i in indices])
+            except OSError as exc:
+                for i in indices:
+                    items[i] = exc
+                continue
+            for i in indices:
+                try:
+                    items[i] = self._prepare(specs[i], gate)
+                except Exception as exc:  # refused, bad spec, cgroup: the gang does not start here
+                    items[i] = exc
+            refused = next(((specs[i].rank, items[i]) for i in indices if isinstance(items[i], Exception)), None)
+            records = [items[i] for i in indices if isinstance(items[i], RankRecord)]
+            if refused is not None:
+                for i in indices:
+                    item = items[i]
+                    if isinstance(item, RankRecord):
+                        self._drop_unstarted(item)
+                        items[i] = GangNotStarted(
+                            f"job_id: rank {item.spec.rank} of job {job_id!r} not started: rank {refused[0]} of "
+                            f"its gang on this node was refused ({refused[1]})"
+                        )
+            assert gate is not None
+            if refused is not None or not records:
+                gate.abort("its gang was not started")
+                gate.close()
+                shutil.rmtree(gate.folder, ignore_errors=True)  # no small parent was handed this gate
+                continue
+            gate.expect({rec.spec.rank for rec in records if isinstance(rec, RankRecord)})
+            gates.append(gate)
+            self._open_gates.setdefault(job_id, []).append(gate)
+        started = [(i, item) for i, item in enumerate(items) if isinstance(item, RankRecord)]
+        shims = self._spares.start_shims([rec.dir for _, rec in started])
+        by_gate = {gate.job_id: gate for gate in gates}
+        for (i, rec), shim in zip(started, shims, strict=True):
+            if isinstance(shim, OSError):
+                self._drop_unstarted(rec)
+                items[i] = shim
+                by_gate[rec.spec.job_id].fail(rec.spec.rank)  # its gang's other ranks must not run alone
+            else:
+                self._record_start(rec, *shim)
+        return PendingLaunch(items, gates)
+
+    def finish_launch(self, pending: PendingLaunch) -> list[RankStatus | Exception]:
+        """The second half of :meth:`launch_all`: release each gate whose ranks are all parked,
+        abort the others (a rank failed before it, or it is still waiting), and answer.
+
+        Returns:
+            Per spec, in order: its status (a rank of an aborted gate is ``STARTING`` and exits
+            with ``gate.NOT_RELEASED`` without running its command), or the exception that refused it.
+        """
+        for gate in pending.gates:
+            gate.poll()
+            if gate.state == "open":
+                if gate.failed:
+                    gate.abort(f"rank {min(gate.failed)} of its gang on this node failed before the start")
+                elif gate.waiting:
+                    gate.abort(f"ranks {sorted(gate.waiting)} of its gang on this node were not ready in time")
+                else:
+                    gate.release()
+            if gate.state == "aborted":
+                log.warning("start gate of job %s aborted: %s", gate.job_id, gate.reason)
+            gate.close()
+            open_gates = self._open_gates.get(gate.job_id, [])
+            if gate in open_gates:
+                open_gates.remove(gate)
+            if not open_gates:
+                self._open_gates.pop(gate.job_id, None)
+        return [item.status() if isinstance(item, RankRecord) else item for item in pending.items]
+
+    def _abort_gates(self, job_id: str) -> None:
+        """A stop of ``job_id`` during its start gate: the gate releases nothing."""
+        for gate in self._open_gates.get(job_id, []):
+            gate.abort("its job was stopped before the start")
+
+    def _prepare(self, spec: LaunchSpec, gate: StartGate | None = None) -> RankRecord | RankStatus:
         """Everything :meth:`launch` does before the rank's small parent starts: the checks, the
-        rank's folders and journal files, its record. A rank already supervised with the same
-        spec: its status (nothing to start). Raises what :meth:`launch` raises, but OSError of
-        the spawn."""
+        rank's folders and journal files, its record; with ``gate``, the small parent parks the
+        rank at that start gate. A rank already supervised with the same spec: its status
+        (nothing to start). Raises what :meth:`launch` raises, but OSError of the spawn."""
         if spec.master_port is None:
             raise InvalidSpec("master_port", "is not chosen", "1..65535 (the launch picks one for a run's first node)")
         existing = self._ranks.get((spec.job_id, spec.rank))
@@ -501,6 +608,7 @@ class Supervisor:
                 "stdin_path": None if stdin_path is None else str(stdin_path),
                 "pty_in": None if pty_in is None else str(pty_in),
                 "stdin_in": None if stdin_in is None else str(stdin_in),
+                "gate": None if gate is None else gate.shim_config(spec.rank),
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)
@@ -570,8 +678,12 @@ class Supervisor:
         busy = [r.spec.rank for r in ranks if r.state is not RankState.GONE]
         if busy:
             raise RankConflict(f"job_id: ranks {busy} of job {job_id!r} are not gone yet")
+        self._abort_gates(job_id)
+        self._open_gates.pop(job_id, None)
         for rec in ranks:
             delete = functools.partial(self._journal.remove_rank, job_id, rec.spec.rank)
+            if rec is ranks[-1] and (self._gates_dir / job_id).exists():
+                delete = functools.partial(self._remove_last_rank, job_id, rec.spec.rank)
             if run is None:
                 self._writer.then(delete)
             else:
@@ -579,6 +691,12 @@ class Supervisor:
             del self._ranks[rec.key]
             if self.cgroups is not None:
                 self.cgroups.release(job_id, rec.spec.rank)
+
+    def _remove_last_rank(self, job_id: str, rank: int) -> None:
+        """Delete the last rank folder of a forgotten job and its start gates' folders (every
+        small parent is gone, so none can still look at a gate)."""
+        self._journal.remove_rank(job_id, rank)
+        remove_job_gates(self._gates_dir, job_id)
 
     # ------------------------------------------------------------------ tick
 
@@ -805,6 +923,11 @@ class Supervisor:
                     self._mps_dirs(spec, run_as.uid, run_as.gid, adopt=True)
                 except (SupervisorError, OSError) as exc:
                     log.warning("rank %s/%s: its MPS control daemon is not served again: %s", job_id, rank, exc)
+        if self._gates_dir.is_dir():  # a previous agent's gates of jobs with no rank left here
+            jobs = {job_id for job_id, _ in self._ranks}
+            for folder in self._gates_dir.iterdir():
+                if folder.name not in jobs:
+                    remove_job_gates(self._gates_dir, folder.name)
         return self.tick(now)
 
     # ------------------------------------------------------------------ foreign processes

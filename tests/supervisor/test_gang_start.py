@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from labgang.agent.supervisor import RankState, Supervisor
+from labgang.agent.supervisor.gate import NOT_RELEASED
 from labgang.agent.supervisor.hostos import HostOS
 
 root_only = pytest.mark.skipif(
@@ -117,7 +118,11 @@ def test_ranks_beyond_the_spares_get_new_small_parents_after_them(state_dir, mak
         sup.close_spares()
 
 
-def test_a_rank_whose_small_parent_cannot_be_spawned_is_its_own_answer_and_forgotten(state_dir, make_spec, cleanup, h):
+def test_a_rank_whose_small_parent_cannot_be_spawned_is_forgotten_and_its_gang_does_not_run(
+    state_dir, make_spec, cleanup, h
+):
+    """The start gate: rank 1 has no small parent, so rank 0 (parked at the gate) never runs its
+    command; it exits with ``NOT_RELEASED`` and says why."""
     sup = Supervisor(state_dir, allow_root=True, spare_shims=1, host_os=NoNewShimHost())
     cleanup.append(sup)
     try:
@@ -129,7 +134,10 @@ def test_a_rank_whose_small_parent_cannot_be_spawned_is_its_own_answer_and_forgo
         assert isinstance(results[1], OSError) and results[1].errno == 11
         assert [r.rank for r in sup.ranks()] == [0]
         assert not (state_dir / "ranks" / "g4" / "1").exists()
-        h.run_until(sup, h.all_in(sup, RankState.GONE))
-        assert (out / "0").read_text().strip() and not (out / "1").exists()
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert [(e.rank, e.exit_status) for e in events if e.kind == "exited"] == [(0, NOT_RELEASED)]
+        assert not (out / "0").exists() and not (out / "1").exists()
+        exit_file = json.loads((state_dir / "ranks" / "g4" / "0" / "exit.json").read_text())
+        assert exit_file["error"] == "not started: rank 1 of its gang on this node failed before the start"
     finally:
         sup.close_spares()

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from labgang.agent.commands import CommandHandler
 from labgang.agent.supervisor import InvalidSpec, RankState
+from labgang.agent.supervisor.gate import NOT_RELEASED
 
 
 def test_a_malformed_spec_is_refused_for_its_rank_and_the_others_start(sup, make_spec, h):
@@ -35,17 +36,25 @@ def test_the_supervisor_refuses_a_spec_without_a_port(sup, make_spec):
         sup.launch(make_spec(["true"], master_port=None))
 
 
-def test_launch_all_prepares_every_rank_then_starts_them_and_reports_each(sup, make_spec, h):
+def test_launch_all_refuses_a_whole_gang_for_one_refused_rank_and_starts_the_other_gangs(sup, make_spec, h, tmp_path):
     """One node's ranks in one call: a rank refused in the middle (the same rank asked again with
-    another command) is its own answer; the others start."""
-    first = make_spec(["sleep", "30"], job_id="g1", rank=0, world_size=3)
+    another command) is its own answer and no rank of its gang starts here (each answers
+    ``GangNotStarted``, naming the refused rank); another job's ranks in the same call start."""
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    first = make_spec(["sh", "-c", f"touch {ran}/g1.0; exec sleep 30"], job_id="g1", rank=0, world_size=3)
     clash = make_spec(["sleep", "31"], job_id="g1", rank=0, world_size=3)
-    last = make_spec(["sleep", "30"], job_id="g1", rank=2, world_size=3)
-    results = sup.launch_all([first, clash, last])
-    assert [type(r).__name__ for r in results] == ["RankStatus", "RankConflict", "RankStatus"]
-    assert [r.rank for r in results if not isinstance(r, Exception)] == [0, 2]
-    h.run_until(sup, lambda: {r.rank: r.state for r in sup.ranks()} == {0: RankState.RUNNING, 2: RankState.RUNNING})
-    assert sup.stop_job("g1", 0.0)
+    last = make_spec(["sh", "-c", f"touch {ran}/g1.2; exec sleep 30"], job_id="g1", rank=2, world_size=3)
+    other = make_spec(["sh", "-c", f"touch {ran}/g2.0; exec sleep 30"], job_id="g2", rank=0, world_size=1)
+    results = sup.launch_all([first, clash, last, other])
+    assert [type(r).__name__ for r in results] == ["GangNotStarted", "RankConflict", "GangNotStarted", "RankStatus"]
+    assert str(results[0]).startswith(
+        "job_id: rank 0 of job 'g1' not started: rank 0 of its gang on this node was refused"
+    )
+    assert [(r.job_id, r.rank) for r in sup.ranks()] == [("g2", 0)]
+    h.run_until(sup, lambda: sup.status("g2", 0).state is RankState.RUNNING and (ran / "g2.0").exists())
+    assert sorted(p.name for p in ran.iterdir()) == ["g2.0"]
+    assert sup.stop_job("g2", 0.0)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
 
 
@@ -67,3 +76,26 @@ def test_every_rank_of_one_launch_gets_the_one_master_port_it_picks(sup, make_sp
     assert {f.read_text().strip() for f in files} == {str(port) for port in ports}
     assert sup.stop_job("gp", 0.0)
     h.run_until(sup, h.all_in(sup, RankState.GONE))
+
+
+def test_a_stop_job_command_during_a_launchs_start_gate_aborts_it(sup, make_spec, h, tmp_path):
+    """The ``launch`` command awaits its gate without holding the event loop: a ``stop_job`` that
+    comes meanwhile (the ranks' new small parents are still starting) aborts the gate, the launch
+    answers the ranks' statuses, and no rank runs its command."""
+    handler = CommandHandler(sup, wake=lambda: None)
+    specs = [
+        make_spec(["sh", "-c", f"touch {tmp_path}/ran.{r}"], job_id="gs", rank=r, world_size=2).to_dict()
+        for r in range(2)
+    ]
+
+    async def launch_then_stop():
+        launch = asyncio.create_task(handler.handle("launch", {"specs": specs}))
+        await asyncio.sleep(0)  # the launch runs up to its wait on the gate
+        stopped = await handler.handle("stop_job", {"job_id": "gs", "grace": 5.0, "warn": False})
+        return await launch, stopped
+
+    answer, stopped = asyncio.run(launch_then_stop())
+    assert [a.get("error") for a in answer] == [None, None] and [s["rank"] for s in stopped] == [0, 1]
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.rank, e.exit_status) for e in events if e.kind == "exited"] == [(0, NOT_RELEASED), (1, NOT_RELEASED)]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ran.")) == []
