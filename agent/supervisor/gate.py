@@ -44,8 +44,10 @@ READY = "ready"
 ABORTED = "aborted"
 NOT_RELEASED = 125
 """The exit status of a rank whose gate was aborted (its command never ran)."""
-DEFAULT_TIMEOUT_S = 30.0
-"""How long a launch waits for every rank of a gate to be parked before it aborts the gate."""
+DEFAULT_TIMEOUT_S = 10.0
+"""How long a launch waits for every rank of a gate to be parked before it aborts the gate: far
+beyond a small parent's start on a busy node (tens of ms), and below the coordinator's 15 s wait
+for the ``launch`` command's answer (``coordinator/agents.py`` ``call``)."""
 
 
 class StartGate:
