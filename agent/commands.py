@@ -14,7 +14,8 @@ from typing import Any
 
 from labgang.agent.supervisor import LaunchSpec, Supervisor, UnknownJob, pick_free_port
 from labgang.agent.supervisor.errors import InvalidSpec, LaunchRefused
-from labgang.agent.supervisor.gate import DEFAULT_TIMEOUT_S, StartGate
+from labgang.agent.supervisor.gate import CHECK_EVERY_S, DEFAULT_TIMEOUT_S
+from labgang.agent.supervisor.supervisor import PendingLaunch
 
 log = logging.getLogger("labgang.agent.commands")
 
@@ -28,12 +29,13 @@ def _settle(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _gates_settled(gates: list[StartGate], timeout: float) -> None:
-    """Wait, without blocking the event loop, until every gate is settled (each rank parked, one
-    failed, or the gate aborted by a stop) or ``timeout`` seconds passed."""
+async def _gates_settled(sup: Supervisor, pending: PendingLaunch, timeout: float) -> None:
+    """Wait, without blocking the event loop, until every gate of ``pending`` is settled (each rank
+    parked, one failed or its small parent died, or the gate aborted by a stop) or ``timeout``
+    seconds passed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    for gate in gates:
+    for gate in pending.gates:
         while not gate.poll():
             left = deadline - loop.time()
             if left <= 0:
@@ -41,9 +43,9 @@ async def _gates_settled(gates: list[StartGate], timeout: float) -> None:
             readable: asyncio.Future[None] = loop.create_future()
             loop.add_reader(gate.fileno(), _settle, readable)
             try:
-                await asyncio.wait_for(readable, left)
+                await asyncio.wait_for(readable, min(left, CHECK_EVERY_S))
             except TimeoutError:
-                return
+                sup.check_gates(pending)
             finally:
                 loop.remove_reader(gate.fileno())
 
@@ -185,7 +187,7 @@ class CommandHandler:
             specs.append(spec)
             ports.append(port)
         pending = sup.begin_launch(specs)
-        await _gates_settled(pending.gates, self.gate_timeout)
+        await _gates_settled(sup, pending, self.gate_timeout)
         results = iter(zip(specs, ports, sup.finish_launch(pending), strict=True))
         out: list[dict[str, Any]] = []
         for spec_dict, answer in zip(spec_dicts, answers, strict=True):

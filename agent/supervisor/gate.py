@@ -49,6 +49,9 @@ DEFAULT_TIMEOUT_S = 10.0
 beyond a small parent's start on a busy node (tens of ms), and below the coordinator's 15 s wait
 for the ``launch`` command's answer (``coordinator/agents.py`` ``call``)."""
 
+CHECK_EVERY_S = 0.1
+"""While a launch waits on a gate, how often it looks for small parents that died unreported."""
+
 
 class StartGate:
     """The start gate of one job's ranks on this node (see the module docstring).
@@ -145,14 +148,23 @@ class StartGate:
                 self.failed.add(rank)
         return self.settled
 
-    def wait(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> bool:
-        """Block until :attr:`settled` or ``timeout`` seconds passed; return :attr:`settled`."""
+    def wait(
+        self, timeout: float, clock: Callable[[], float] = time.monotonic, check: Callable[[], None] | None = None
+    ) -> bool:
+        """Block until :attr:`settled` or ``timeout`` seconds passed; return :attr:`settled`.
+
+        Args:
+            check: called every :data:`CHECK_EVERY_S` while waiting (the supervisor marks ranks
+                whose small parent died before it could report as failed, :meth:`fail`).
+        """
         deadline = clock() + timeout
         while not self.poll():
             left = deadline - clock()
             if left <= 0 or self._ready_fd is None:
                 return False
-            select.select([self._ready_fd], [], [], left)
+            select.select([self._ready_fd], [], [], min(left, CHECK_EVERY_S))
+            if check is not None:
+                check()
         return True
 
     def release(self) -> bool:

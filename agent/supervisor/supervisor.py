@@ -424,8 +424,21 @@ class Supervisor:
         pending = self.begin_launch(specs)
         deadline = self._clock() + gate_timeout
         for gate in pending.gates:
-            gate.wait(max(0.0, deadline - self._clock()), self._clock)
+            gate.wait(max(0.0, deadline - self._clock()), self._clock, functools.partial(self.check_gates, pending))
         return self.finish_launch(pending)
+
+    def check_gates(self, pending: PendingLaunch) -> None:
+        """Count as failed each rank of ``pending`` whose small parent exited before it reported
+        (killed, or its interpreter failed before the gate): its gate settles now, not at the timeout."""
+        for item in pending.items:
+            if not isinstance(item, RankRecord) or item.shim_proc is None:
+                continue
+            gate = next((g for g in pending.gates if g.job_id == item.spec.job_id), None)
+            waiting = gate is not None and gate.state == "open" and item.spec.rank in gate.waiting
+            if gate is not None and waiting and item.shim_proc.poll() is not None:
+                gate.poll()  # it may have reported just before it exited
+                if item.spec.rank in gate.waiting:
+                    gate.fail(item.spec.rank)
 
     def begin_launch(self, specs: Sequence[LaunchSpec]) -> PendingLaunch:
         """The first half of :meth:`launch_all`, which returns at once: per job, a start gate and

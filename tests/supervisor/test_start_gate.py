@@ -14,6 +14,7 @@ from pathlib import Path
 
 from labgang.agent.supervisor import RankState, Supervisor
 from labgang.agent.supervisor.gate import NOT_RELEASED
+from labgang.agent.supervisor.hostos import HostOS
 
 CHILD = Path(__file__).with_name("gate_child.py")
 
@@ -170,4 +171,70 @@ def test_a_killed_agent_between_prepare_and_release_loses_no_rank(state_dir, mak
     h.run_until(sup, lambda: all((out / str(r)).exists() and (out / str(r)).read_text().strip() for r in range(3)))
     assert [e.rank for e in events if e.kind == "started"] == [0, 1, 2]
     sup.stop_job("g5", grace=0.0)
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+
+
+class DeadShimHost(HostOS):
+    """The real host, except that rank 1's small parent is a process that exits at once, before it
+    could open its gate or report anything."""
+
+    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+        if rank_dir.name != "1":
+            return super().spawn_shim(rank_dir, stderr_path)
+        proc = subprocess.Popen(["/bin/false"], start_new_session=True)
+        return proc, self.start_ticks(proc.pid)
+
+
+def test_a_small_parent_that_dies_unreported_settles_the_gate_as_failed(state_dir, make_spec, cleanup, h):
+    """No report will ever come from rank 1: the wait notices its small parent is gone (not the
+    timeout), the gate is aborted and rank 0 never runs its command."""
+    sup = Supervisor(state_dir, allow_root=True, host_os=DeadShimHost())
+    cleanup.append(sup)
+    out = state_dir / "stamps"
+    out.mkdir()
+    pending = sup.begin_launch(_stamping_specs(make_spec, out, "g6", 2))
+    (gate,) = pending.gates
+    assert gate.wait(30.0, check=lambda: sup.check_gates(pending))  # settled, not timed out
+    assert gate.failed == {1}
+    sup.finish_launch(pending)
+    assert gate.state == "aborted"
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert sorted((e.rank, e.exit_status) for e in events if e.kind == "exited") == [(0, NOT_RELEASED), (1, None)]
+    assert list(out.iterdir()) == []
+
+
+class StuckShimHost(HostOS):
+    """The real host, except that rank 1's small parent is alive but never reaches its gate."""
+
+    def __init__(self) -> None:
+        self.stuck: list[subprocess.Popen[bytes]] = []
+
+    def spawn_shim(self, rank_dir: Path, stderr_path: Path) -> tuple[subprocess.Popen[bytes], int | None]:
+        if rank_dir.name != "1":
+            return super().spawn_shim(rank_dir, stderr_path)
+        proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        self.stuck.append(proc)
+        return proc, self.start_ticks(proc.pid)
+
+
+def test_a_gate_not_settled_in_time_is_aborted(state_dir, make_spec, cleanup, h):
+    host = StuckShimHost()
+    sup = Supervisor(state_dir, allow_root=True, host_os=host)
+    cleanup.append(sup)
+    out = state_dir / "stamps"
+    out.mkdir()
+    try:
+        results = sup.launch_all(_stamping_specs(make_spec, out, "g7", 2), gate_timeout=0.5)
+        assert [type(r).__name__ for r in results] == ["RankStatus"] * 2
+        h.run_until(sup, lambda: sup.status("g7", 0).state is RankState.GONE)
+        exit0 = json.loads((state_dir / "ranks" / "g7" / "0" / "exit.json").read_text())
+        assert (exit0["exit_status"], exit0["error"]) == (
+            NOT_RELEASED,
+            "not started: ranks [1] of its gang on this node were not ready in time",
+        )
+        assert list(out.iterdir()) == []
+    finally:
+        for proc in host.stuck:
+            proc.kill()
+            proc.wait()
     h.run_until(sup, h.all_in(sup, RankState.GONE))
