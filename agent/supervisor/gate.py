@@ -57,8 +57,8 @@ class StartGate:
     """The start gate of one job's ranks on this node (see the module docstring).
 
     Args:
-        folder: the gate's folder ``gates/<job_id>/<id>`` (created with its two parents as needed,
-            mode 0711; it must not exist).
+        folder: the gate's folder ``gates/<job_id>/<id>`` (created, mode 0711, with its two
+            parents as needed, 0700; it must not exist).
         job_id: the job whose ranks wait here.
         ranks: the ranks that must all be parked before :meth:`release`.
 
@@ -74,11 +74,13 @@ class StartGate:
         self.failed: set[int] = set()
         self.reason: str | None = None
         self.state = "open"  # open → released | aborted
-        # 0711 down to the folder: a rank's child, already its user, looks up the marker (and
-        # nothing else: the FIFOs are 0600, their descriptors inherited from its small parent)
-        for part in (folder.parent.parent, folder.parent, folder):
-            part.mkdir(exist_ok=part is not folder)
-            os.chmod(part, 0o711)  # noqa: S103 - search only: the marker is looked up as the rank's user
+        # The folder is 0711: a rank's child, already its user, looks the marker up through the
+        # folder's descriptor its small parent opened (nothing above it needs to let the user
+        # through); the FIFOs are 0600, their descriptors inherited from the small parent.
+        for part in (folder.parent.parent, folder.parent):
+            part.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir()
+        os.chmod(folder, 0o711)  # noqa: S103 - search only: the marker is looked up as the rank's user
         os.mkfifo(folder / RELEASE, 0o600)
         os.mkfifo(folder / READY, 0o600)
         # read-write: the agent is the FIFO's one writer (its close is the release) and opening

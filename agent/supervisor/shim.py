@@ -312,10 +312,14 @@ class RankGate:
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.rank = int(cfg["rank"])
-        self.aborted_path = cfg["aborted"]
+        self.aborted_name = os.path.basename(cfg["aborted"])
         self.release_fd: int | None = None
         self.ready_fd: int | None = None
+        self.folder_fd: int | None = None
         try:
+            # The gate's folder, held open: the child, already its user, looks the marker up from
+            # here, so no folder above it (the state dir may be 0700) has to let the user through.
+            self.folder_fd = os.open(os.path.dirname(cfg["aborted"]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             fd = os.open(cfg["release"], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             os.set_blocking(fd, True)
             self.release_fd = fd
@@ -336,15 +340,18 @@ class RankGate:
 
     def closed_reason(self) -> str | None:
         """None when the gate was released; else why this rank must not start."""
-        if self.release_fd is None:
+        if self.release_fd is None or self.folder_fd is None:
             return "its start gate is gone"
         try:
-            with open(self.aborted_path, "rb") as fh:
-                return fh.read().decode(errors="replace") or "its start gate was aborted"
+            fd = os.open(self.aborted_name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.folder_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:  # fail closed: a marker that cannot be looked at may be there
             return f"its start gate's marker cannot be read: {exc.strerror or exc}"
+        try:
+            return os.read(fd, 4096).decode(errors="replace") or "its start gate was aborted"
+        finally:
+            os.close(fd)
 
     def pass_gate(self) -> None:
         """The child's very last step before ``exec``: report parked, wait for the release.
@@ -370,10 +377,10 @@ class RankGate:
 
     def close(self) -> None:
         """Close the small parent's copies of both FIFOs (once its child has ``exec``-ed or failed)."""
-        for fd in (self.release_fd, self.ready_fd):
+        for fd in (self.release_fd, self.ready_fd, self.folder_fd):
             if fd is not None:
                 os.close(fd)
-        self.release_fd = self.ready_fd = None
+        self.release_fd = self.ready_fd = self.folder_fd = None
 
 
 def gated(gate: RankGate, then: Callable[[], None] | None) -> Callable[[], None]:

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
+import pytest
 from labgang.agent.supervisor import RankState, Supervisor
 from labgang.agent.supervisor.gate import NOT_RELEASED
 from labgang.agent.supervisor.hostos import HostOS
@@ -238,3 +243,62 @@ def test_a_gate_not_settled_in_time_is_aborted(state_dir, make_spec, cleanup, h)
             proc.kill()
             proc.wait()
     h.run_until(sup, h.all_in(sup, RankState.GONE))
+
+
+@pytest.fixture
+def throwaway_user():
+    """One throwaway unprivileged user (``useradd -M``), removed after the test."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("creating a throwaway user needs root and useradd")
+    name = f"lgtgate{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def test_a_gated_rank_of_another_user_starts_and_aborts_under_a_state_dir_it_cannot_enter(
+    state_dir, make_spec, cleanup, h, throwaway_user
+):
+    """A root agent's state dir may be 0700: the child, already the user when it looks for the
+    abort marker, finds it through its gate folder's descriptor, never through the state dir.
+    Released, the gang runs as the user; stopped during the gate, it ends as not started."""
+    os.chmod(state_dir, 0o700)
+    out = Path(tempfile.mkdtemp(prefix="lggate-out-"))
+    os.chown(out, throwaway_user.pw_uid, throwaway_user.pw_gid)
+    try:
+        sup = Supervisor(state_dir, allow_root=True)
+        cleanup.append(sup)
+
+        def specs(job: str):
+            return [
+                make_spec(
+                    ["/usr/bin/bash", "-c", f"id -u > {out}/{job}.{r}"],
+                    job_id=job,
+                    rank=r,
+                    world_size=2,
+                    uid=throwaway_user.pw_uid,
+                    gid=throwaway_user.pw_gid,
+                )
+                for r in range(2)
+            ]
+
+        results = sup.launch_all(specs("ok"))
+        assert [type(r).__name__ for r in results] == ["RankStatus"] * 2
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert [e.exit_status for e in events if e.kind == "exited"] == [0, 0]
+        assert [(out / f"ok.{r}").read_text().strip() for r in range(2)] == [str(throwaway_user.pw_uid)] * 2
+
+        pending = sup.begin_launch(specs("stopped"))
+        (gate,) = pending.gates
+        assert gate.wait(30.0) and not gate.waiting and not gate.failed
+        sup.stop_job("stopped", grace=5.0)
+        sup.finish_launch(pending)
+        events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+        assert [e.exit_status for e in events if e.kind == "exited"] == [NOT_RELEASED, NOT_RELEASED]
+        exit0 = json.loads((state_dir / "ranks" / "stopped" / "0" / "exit.json").read_text())
+        assert exit0["error"] == "not started: its job was stopped before the start"
+        assert sorted(p.name for p in out.iterdir()) == ["ok.0", "ok.1"]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
