@@ -19,6 +19,9 @@ from labgang.agent.supervisor.supervisor import PendingLaunch
 
 log = logging.getLogger("labgang.agent.commands")
 
+HOLD_TIMEOUT_S = 10.0
+"""How long a held launch waits for the coordinator's ``release_gate`` before it releases its ranks itself."""
+
 LOG_READ_MAX = 4 << 20
 """The most bytes one ``read_log`` returns."""
 
@@ -67,6 +70,8 @@ class CommandHandler:
         grace: run id -> grace seconds of its ranks launched here (used when stopping at exit).
         gate_timeout: seconds a launch waits for every rank of a gang to be parked at its start
             gate before it aborts the gate (``supervisor/gate.py``).
+        hold_timeout: seconds a held launch (``hold``) waits for its ``release_gate`` before it
+            releases its ranks itself (the coordinator is gone: the ranks run, as after an agent crash).
     """
 
     def __init__(self, supervisor: Supervisor, wake: Callable[[], None]) -> None:
@@ -74,15 +79,20 @@ class CommandHandler:
         self._wake = wake
         self.grace: dict[str, float] = {}
         self.gate_timeout = DEFAULT_TIMEOUT_S
+        self.hold_timeout = HOLD_TIMEOUT_S
+        self._held: dict[str, tuple[PendingLaunch, asyncio.TimerHandle]] = {}  # job id → parked, held launch
 
     async def handle(self, op: str, args: dict[str, Any]) -> Any:
         """Execute one coordinator command (idempotent; repeating it changes nothing).
 
-        Ops: ``launch`` {specs: [LaunchSpec dict]} → per spec a RankStatus dict (plus
+        Ops: ``launch`` {specs: [LaunchSpec dict], hold} → per spec a RankStatus dict (plus
         ``master_port`` when the spec's was 0: the port this agent picked, or the one the
         run's ranks here already use, so a repeated launch is still the same), or
         {job_id, rank, error, permanent} when that rank was refused (``permanent``: the same
-        launch would be refused again, e.g. the uid policy); ``stop_job`` {job_id, grace, warn}
+        launch would be refused again, e.g. the uid policy); with ``hold`` (a gang over several
+        nodes) the answer comes once every rank is parked at its start gate, which stays closed
+        until ``release_gate`` {job_id} → [RankStatus dict] (or ``hold_timeout``; a stop aborts it);
+        ``stop_job`` {job_id, grace, warn}
         → [RankStatus dict]; ``stop_jobs`` {stops: [{job_id, grace, warn}]} → {job_id: [RankStatus
         dict]} (one instant for all, so their grace periods end together); ``signal_job`` {job_id,
         signal} → processes signalled; ``pick_port``
@@ -100,11 +110,18 @@ class CommandHandler:
             self._wake()  # a new rank to watch, a grace period to time, processes to see exit
         if op == "launch":
             began = time.perf_counter()
-            result: Any = await self._launch(args.get("specs") or [])
+            result: Any = await self._launch(args.get("specs") or [], hold=bool(args.get("hold", False)))
             log.debug("launch of %d rank(s) took %.1f ms", len(result), (time.perf_counter() - began) * 1e3)
+        elif op == "release_gate":
+            result = self.release_gate(str(args["job_id"]))
         else:
             result = self._run(op, args)
-        if op in ("launch", "stop_job", "stop_jobs"):
+            if op == "stop_job":
+                self._drop_held(str(args["job_id"]))
+            elif op == "stop_jobs":
+                for stop in args.get("stops") or []:
+                    self._drop_held(str(stop["job_id"]))
+        if op in ("launch", "release_gate", "stop_job", "stop_jobs"):
             # The answer goes once what it reports is journalled (supervisor/writer.py).
             await asyncio.wrap_future(sup.journal_written())
         if op == "read_log":
@@ -157,11 +174,42 @@ class CommandHandler:
         if op in ("launch", "read_log"):
             return None  # awaited by handle(): the start gates, a log read on a worker thread
         raise ValueError(
-            f"unknown command {op!r}; allowed: launch, stop_job, stop_jobs, signal_job, pty_input, stdin_input, "
-            "pick_port, read_log"
+            f"unknown command {op!r}; allowed: launch, release_gate, stop_job, stop_jobs, signal_job, pty_input, "
+            "stdin_input, pick_port, read_log"
         )
 
-    async def _launch(self, spec_dicts: list[Any]) -> list[dict[str, Any]]:
+    def release_gate(self, job_id: str) -> list[dict[str, Any]]:
+        """``release_gate``: start the ranks of ``job_id`` held parked at their gate (``launch`` with
+        ``hold``); nothing when none is held (released already, stopped, or never held here).
+
+        Returns:
+            The job's rank statuses here (``[]`` when none was held).
+        """
+        held = self._held.pop(job_id, None)
+        if held is None:
+            return []
+        pending, timer = held
+        timer.cancel()
+        answers = self.supervisor.finish_launch(pending)
+        if all(gate.state == "released" for gate in pending.gates):
+            log.info("job %s: start gate released on the coordinator's word (%d ranks)", job_id, len(answers))
+        return [r.to_dict() for r in answers if not isinstance(r, Exception)]
+
+    def _drop_held(self, job_id: str) -> None:
+        """A stop of a held job: its gate was aborted by the stop; let the held launch go."""
+        held = self._held.pop(job_id, None)
+        if held is not None:
+            held[1].cancel()
+            self.supervisor.finish_launch(held[0])
+
+    def _hold_expired(self, job_id: str) -> None:
+        """No ``release_gate`` came in ``hold_timeout``: release the ranks here (the coordinator is gone
+        or restarted; as after an agent crash, the ranks run and reconciliation sees them)."""
+        if job_id in self._held:
+            log.warning("launch of %s held %.0f s without a release: released here", job_id, self.hold_timeout)
+            self.release_gate(job_id)
+
+    async def _launch(self, spec_dicts: list[Any], hold: bool = False) -> list[dict[str, Any]]:
         """``launch``: parse every spec (the run's first node picks MASTER_PORT here), then start
         each gang's ranks together behind its start gate (``Supervisor.begin_launch``; the event
         loop keeps serving while the ranks get ready, so a ``stop_job`` meanwhile aborts the gate
@@ -188,7 +236,19 @@ class CommandHandler:
             ports.append(port)
         pending = sup.begin_launch(specs)
         await _gates_settled(sup, pending, self.gate_timeout)
-        results = iter(zip(specs, ports, sup.finish_launch(pending), strict=True))
+        jobs = {gate.job_id for gate in pending.gates}
+        if hold and len(jobs) == 1 and all(g.state == "open" and not g.waiting and not g.failed for g in pending.gates):
+            (job_id,) = jobs
+            loop = asyncio.get_running_loop()
+            previous = self._held.pop(job_id, None)
+            if previous is not None:  # a repeated held launch: one release serves both
+                previous[1].cancel()
+                pending.gates = [*previous[0].gates, *pending.gates]
+            self._held[job_id] = (pending, loop.call_later(self.hold_timeout, self._hold_expired, job_id))
+            answered = pending.answers()
+        else:
+            answered = sup.finish_launch(pending)
+        results = iter(zip(specs, ports, answered, strict=True))
         out: list[dict[str, Any]] = []
         for spec_dict, answer in zip(spec_dicts, answers, strict=True):
             if answer is not None:

@@ -104,6 +104,10 @@ class PendingLaunch:
     items: list[RankRecord | RankStatus | Exception]
     gates: list[StartGate]
 
+    def answers(self) -> list[RankStatus | Exception]:
+        """Per spec, in order: its status now, or the exception that refused it."""
+        return [item.status() if isinstance(item, RankRecord) else item for item in self.items]
+
 
 class Supervisor:
     """Start, stop, watch and re-adopt the gang ranks of one node.
@@ -526,7 +530,7 @@ class Supervisor:
                 open_gates.remove(gate)
             if not open_gates:
                 self._open_gates.pop(gate.job_id, None)
-        return [item.status() if isinstance(item, RankRecord) else item for item in pending.items]
+        return pending.answers()
 
     def _abort_gates(self, job_id: str) -> None:
         """A stop of ``job_id`` during its start gate: the gate releases nothing."""

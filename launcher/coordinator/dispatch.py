@@ -12,6 +12,7 @@ the clock, the cluster configuration and the few calls of the coordinator's shel
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -255,22 +256,43 @@ class Dispatcher:
     async def _dispatch(self, job: JobRecord, run_id: str) -> None:
         ready = launchable(job)  # --startup-order: the first group's nodes now, the others as it starts
         nodes = [n for n in job_nodes(job) if any(r.node == n and r.rank in ready for r in job.ranks.values())]
+        # A gang over several nodes: each node's agent parks its ranks at their start gate and
+        # answers (``hold``); once every node answered, one ``release_gate`` to each starts them together.
+        hold = len(nodes) > 1
+        held = list(nodes)
         if job.status.master_port is None:
             node0 = job.ranks[0].node
             conn = self._agents.get(node0)
             master_addr = conn.address if conn is not None and conn.address else node0
-            await self.launch_on_node(job, node0, run_id, master_addr=master_addr)
+            await self.launch_on_node(job, node0, run_id, master_addr=master_addr, hold=hold)
             if job.run_id != run_id or job.status.state != JobState.ADMITTED or job.status.master_port is None:
                 return  # the launch failed (the gang is stopping) or the job moved on
             nodes = [n for n in nodes if n != node0]
-        for node in nodes:
-            self._shell.spawn(self.launch_on_node(job, node, run_id))
+        if not hold:
+            for node in nodes:
+                self._shell.spawn(self.launch_on_node(job, node, run_id))
+            return
+        await asyncio.gather(*(self.launch_on_node(job, node, run_id, hold=True) for node in nodes))
+        if job.run_id != run_id or job.status.state != JobState.ADMITTED:
+            return  # a launch failed: the gang is stopping, and each stop aborts that node's gate
+        await asyncio.gather(*(self._release(node, run_id) for node in held))
 
-    async def launch_on_node(self, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None) -> None:
+    async def _release(self, node: str, run_id: str) -> None:
+        """Send ``release_gate`` for ``run_id``'s ranks held parked on ``node``. Not delivered: the
+        agent releases them itself after its hold timeout (``agent/commands.py``)."""
+        try:
+            await self._agents.call(node, "release_gate", {"job_id": run_id})
+        except AgentCallError as exc:
+            log.warning("job %s: release_gate on %s not answered (%s); its agent releases itself", run_id, node, exc)
+
+    async def launch_on_node(
+        self, job: JobRecord, node: str, run_id: str, *, master_addr: str | None = None, hold: bool = False
+    ) -> None:
         """Send the ``launch`` command for the job's ranks on one node and apply the reply.
 
         Args:
             master_addr: rank 0's node address, recorded with the first launch of the run.
+            hold: the agent parks the ranks at their start gate and answers; they start on ``release_gate``.
         """
         if job.run_id != run_id or job.status.state != JobState.ADMITTED:
             return
@@ -291,7 +313,10 @@ class Dispatcher:
         if not specs:
             return  # --startup-order: no rank of this node's groups may start yet
         try:
-            statuses = await self._agents.call(node, "launch", {"specs": [s.to_dict() for s in specs]})
+            args: dict[str, Any] = {"specs": [s.to_dict() for s in specs]}
+            if hold:
+                args["hold"] = True
+            statuses = await self._agents.call(node, "launch", args)
         except AgentCallError as exc:
             # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
             # a lost node loses them, and the startup timeout bounds the wait.

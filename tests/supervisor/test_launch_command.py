@@ -5,6 +5,7 @@ picked before the rank starts, and a spec without a port never reaches the super
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from labgang.agent.commands import CommandHandler
@@ -99,3 +100,65 @@ def test_a_stop_job_command_during_a_launchs_start_gate_aborts_it(sup, make_spec
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [(e.rank, e.exit_status) for e in events if e.kind == "exited"] == [(0, NOT_RELEASED), (1, NOT_RELEASED)]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ran.")) == []
+
+
+def _stamp_specs(make_spec, out, job: str, n: int) -> list[dict]:
+    return [
+        make_spec(
+            ["/usr/bin/bash", "-c", f"echo $EPOCHREALTIME > {out}/{job}.{r}"], job_id=job, rank=r, world_size=n
+        ).to_dict()
+        for r in range(n)
+    ]
+
+
+def test_a_held_launch_answers_with_every_rank_parked_and_starts_them_on_release_gate(sup, make_spec, h, tmp_path):
+    """``hold`` (a gang over several nodes): the answer comes once every rank here is parked at
+    its gate, none has run; ``release_gate`` starts them, and a second one changes nothing."""
+    handler = CommandHandler(sup, wake=lambda: None)
+
+    async def held_then_released():
+        answer = await handler.handle("launch", {"specs": _stamp_specs(make_spec, tmp_path, "gh", 3), "hold": True})
+        ran_before = sorted(p.name for p in tmp_path.iterdir())
+        released_at = time.time()
+        released = await handler.handle("release_gate", {"job_id": "gh"})
+        again = await handler.handle("release_gate", {"job_id": "gh"})
+        return answer, ran_before, released_at, released, again
+
+    answer, ran_before, released_at, released, again = asyncio.run(held_then_released())
+    assert [a.get("error") for a in answer] == [None] * 3 and {a["state"] for a in answer} == {"starting"}
+    assert ran_before == []
+    assert [r["rank"] for r in released] == [0, 1, 2] and again == []
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.exit_status for e in events if e.kind == "exited"] == [0, 0, 0]
+    assert min(float((tmp_path / f"gh.{r}").read_text()) for r in range(3)) > released_at
+
+
+def test_a_stop_of_a_held_launch_releases_nothing(sup, make_spec, h, tmp_path):
+    handler = CommandHandler(sup, wake=lambda: None)
+
+    async def held_then_stopped():
+        await handler.handle("launch", {"specs": _stamp_specs(make_spec, tmp_path, "gs2", 2), "hold": True})
+        await handler.handle("stop_job", {"job_id": "gs2", "grace": 5.0, "warn": False})
+        return await handler.handle("release_gate", {"job_id": "gs2"})
+
+    assert asyncio.run(held_then_stopped()) == []
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.exit_status for e in events if e.kind == "exited"] == [NOT_RELEASED, NOT_RELEASED]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_held_launch_with_no_release_gate_in_time_releases_itself(sup, make_spec, h, tmp_path):
+    """The coordinator went away between the answer and its ``release_gate``: the ranks run, as
+    after an agent crash (the coordinator's reconciliation sees them)."""
+    handler = CommandHandler(sup, wake=lambda: None)
+    handler.hold_timeout = 0.2
+
+    async def held_and_forgotten():
+        await handler.handle("launch", {"specs": _stamp_specs(make_spec, tmp_path, "gf", 2), "hold": True})
+        while handler._held:  # the hold timer fires on this loop
+            await asyncio.sleep(0.02)
+
+    asyncio.run(held_and_forgotten())
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [e.exit_status for e in events if e.kind == "exited"] == [0, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gf.0", "gf.1"]
