@@ -28,12 +28,10 @@ def test_a_two_node_gang_is_released_on_both_nodes_by_the_coordinator(cluster: C
     done = cluster.wait_state(job["id"], {"succeeded", "failed"})
     assert done["state"] == "succeeded", done
     assert done["nodes"] == ["n1", "n2"]
-    for node in ("n1", "n2"):
-        wait_for(
-            lambda node=node: (
-                "start gate released on the coordinator's word (1 ranks)" in cluster.log_text(f"agent-{node}")
-            ),
-            what=f"agent {node} released its rank on the coordinator's word",
-        )
+    line = "start gate released on the coordinator's word (1 ranks)"
+    wait_for(
+        lambda: all(line in cluster.log_text(f"agent-{node}") for node in ("n1", "n2")),
+        what="both agents released their rank on the coordinator's word",
+    )
     stamps = [float((out / str(r)).read_text()) for r in range(2)]
     print(f"cross-node rank start spread: {abs(stamps[1] - stamps[0]) * 1e3:.1f} ms")
