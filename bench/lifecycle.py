@@ -24,6 +24,11 @@ targets in bench/README.md ("Targets"), all measured in this one run:
   on ``/metrics``. Repeated ``--reclaims`` times (the evicted jobs requeue and run again
   between tries). Target: one cycle + grace, < 200 ms beyond grace for 10; Kueue ~1.1 s/job.
 
+* **spread-nodes** (only when asked: ``--only spread-nodes``): ``labgang coordinator`` + two
+  ``labgang agent --simulate`` (``n1-4gpu``, ``n2-4gpu``); ``--rounds`` 4x2 gangs (two ranks on each node) stamp their
+  own start; the spread is the last rank's start minus the first's, across both nodes. Target
+  <= 10 ms, as inside a node (the start gate: each agent parks its ranks, the coordinator releases
+  every node once all are parked).
 Timestamps are ``CLOCK_REALTIME`` (bash ``$EPOCHREALTIME`` in the ranks, ``time.time()`` here).
 Every scenario gets a fresh temporary state directory; every process started is stopped and
 every rank found by its ``LGBENCH`` environment marker is killed; the last line counts what
@@ -244,6 +249,53 @@ def bench_reclaim(borrowed: int, tries: int) -> dict[str, Any]:
     }
 
 
+# ----- 4. rank start spread of a gang over two nodes ---------------------------------------------
+
+
+def bench_spread_nodes(rounds: int) -> dict[str, Any]:
+    """``rounds`` (+1 warm-up) 4x2 gangs over two 4-GPU nodes (two ranks on each); return each
+    gang's rank start spread (last rank's own start stamp minus the first's) in seconds."""
+    inst = Instance("sn")
+    port = free_port()
+    token = inst.base / "token"
+    token.write_text("bench-cluster-token\n")
+    token.chmod(0o600)
+    cluster = inst.base / "cluster.toml"
+    cluster.write_text(
+        f'token_file = "{token}"\ntcp_host = "127.0.0.1"\ntcp_port = {port}\ndefault_grace_s = {GRACE_S}\n\n'
+        '[[queues]]\nname = "default"\nnominal = { gpu = 8 }\n'
+    )
+    spreads: list[float] = []
+    try:
+        inst.spawn(
+            "coordinator", ["coordinator", "--config", str(cluster), "--state-dir", str(inst.state)], signal.SIGTERM
+        )
+        for node, machine in (("n1", "n1-4gpu.toml"), ("n2", "n2-4gpu.toml")):
+            cfg = inst.base / f"{node}.toml"
+            cfg.write_text(
+                f'node = "{node}"\ncoordinator = "http://127.0.0.1:{port}"\ntoken_file = "{token}"\n'
+                f'address = "127.0.0.1"\nstate_dir = "{inst.base / node}"\nuser_socket = false\n'
+                "[supervisor]\nallow_root = true\n"
+            )
+            inst.spawn(
+                f"agent-{node}",
+                ["agent", "--config", str(cfg), "--simulate", str(SIM / machine), "--stop-jobs-on-exit"],
+                signal.SIGTERM,
+            )
+        inst.wait_nodes(2)
+        with inst.client() as c:
+            for k in range(rounds + 1):
+                tag = f"s{k}"
+                job_id = inst.submit(c, tag, LENDER_RANK, workers=4, gpus=2)
+                started = stamps(inst, tag, "start", 4, (c, job_id))
+                if k:
+                    spreads.append(max(started) - min(started))
+                wait_for(lambda job_id=job_id: c.job(job_id)["state"] in FINISHED, 20, f"gang {job_id}", 0.02)
+    finally:
+        inst.close()
+    return {"spread": spreads, "leftover": inst.leftover}
+
+
 # ----- report -----------------------------------------------------------------------------------
 
 
@@ -266,7 +318,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="release,makespan,reclaim",
-        help="comma-separated scenarios to run (release, makespan, reclaim)",
+        help="comma-separated scenarios to run (release, makespan, reclaim, spread-nodes)",
     )
     parser.add_argument(
         "--keep-logs", type=Path, default=None, metavar="DIR", help="copy the daemons' logs into DIR before cleanup"
@@ -277,9 +329,11 @@ def main() -> None:
     args = parser.parse_args()
     harness.KEEP_LOGS, harness.DAEMON_DEBUG = args.keep_logs, args.debug
     chosen = set(args.only.split(","))
-    unknown = chosen - {"release", "makespan", "reclaim"}
+    unknown = chosen - {"release", "makespan", "reclaim", "spread-nodes"}
     if unknown:
-        parser.error(f"--only: unknown scenario(s) {sorted(unknown)}; allowed: release, makespan, reclaim")
+        parser.error(
+            f"--only: unknown scenario(s) {sorted(unknown)}; allowed: release, makespan, reclaim, spread-nodes"
+        )
     leftover = 0
     started = time.monotonic()
     print(f"labgang lifecycle bench: {os.cpu_count()} cpus, simulated GPUs, real daemons and rank processes")
@@ -357,6 +411,19 @@ def main() -> None:
             f"   beyond grace / target 200 ms = {med / 0.200:.2f}   "
             f"Kueue ~1.1 s/job x {rc['borrowed']} / total = "
             f"{1.1 * rc['borrowed'] / statistics.median(rc['totals']):.0f}x"
+        )
+
+    if "spread-nodes" in chosen:
+        sn = bench_spread_nodes(args.rounds)
+        leftover += sn["leftover"]
+        p50, p90 = percentile(sn["spread"], 0.5), percentile(sn["spread"], 0.9)
+        print(
+            f"\n4. rank start spread of a 4x2 gang over two 4-GPU nodes, two ranks on each ({args.rounds} rounds; "
+            f"coordinator + 2 agents; load average {Path('/proc/loadavg').read_text().split()[0]})"
+        )
+        print(
+            f"   last rank start - first rank start: p50 {ms(p50)}  p90 {ms(p90)}  max {ms(max(sn['spread']))}; "
+            f"p50 / target 10 ms = {p50 / 0.010:.2f}"
         )
 
     print(f"\nwall time {time.monotonic() - started:.0f} s; leftover processes killed at cleanup: {leftover}")
