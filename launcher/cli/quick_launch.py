@@ -14,7 +14,8 @@ venv's site-packages itself, as ``site`` would for a venv, then calls :func:`mai
   and the same ``argv``, which is then exactly what pip's console script runs; nothing was read or
   written before that;
 - so does every command when a ``PYTHON*`` variable that changes what a command prints or how it
-  runs is set (:data:`HONOURED`): ``-I`` would ignore it, the full path honours it, as pip's script does.
+  runs is set (:data:`HONOURED`): ``-I`` would ignore it, the full path honours it, as pip's script does;
+  ``PYTHONUNBUFFERED`` is applied here (:func:`unbuffered_stdio`).
 
 Run with ``site`` (the restarted process, or ``python VENV/bin/labgang``), :func:`main` is
 :func:`labgang.launcher.cli.quick.main`. docs/cli-startup.md has the measurements.
@@ -30,13 +31,13 @@ import sys
 # fast path on purpose (-I): the ones that change sys.path (PYTHONPATH, PYTHONHOME, PYTHONUSERBASE,
 # PYTHONSAFEPATH, PYTHONPLATLIBDIR: labgang's own venv only), the bytecode cache's
 # (PYTHONDONTWRITEBYTECODE, PYTHONPYCACHEPREFIX: where compiled files go, not what runs) and the
-# interactive prompt's PYTHONSTARTUP (a command has no prompt).
+# interactive prompt's PYTHONSTARTUP (a command has no prompt). PYTHONUNBUFFERED, which container images
+# often set, is applied here (unbuffered_stdio) rather than by a second start.
 HONOURED = frozenset(
     {
         "PYTHONIOENCODING",
         "PYTHONUTF8",
         "PYTHONCOERCECLOCALE",
-        "PYTHONUNBUFFERED",
         "PYTHONWARNINGS",
         "PYTHONDEVMODE",
         "PYTHONINSPECT",
@@ -68,6 +69,22 @@ def restart_with_site() -> None:
     os.execv(sys.executable, [sys.executable, *sys.argv])  # noqa: S606 - the same command, no shell
 
 
+def unbuffered_stdio() -> None:
+    """Make ``sys.stdout`` and ``sys.stderr`` what ``python -u`` (``PYTHONUNBUFFERED``) makes them, which
+    ``-I`` left buffered: text written through at once to an unbuffered file, the same encoding and errors."""
+    import io
+
+    for name in ("stdout", "stderr"):
+        old = getattr(sys, name)
+        if old is None:
+            continue
+        raw = io.FileIO(old.fileno(), "wb", closefd=False)
+        new = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, newline="\n", write_through=True)
+        new.mode = "w"  # type: ignore[misc]  # as the interpreter labels its standard streams
+        setattr(sys, name, new)
+        setattr(sys, f"__{name}__", new)
+
+
 def main() -> None:
     """Run the command in ``sys.argv``: the fast path here when this interpreter started without ``site``
     (and no :data:`HONOURED` variable is set), the full path (:func:`restart_with_site`) otherwise."""
@@ -78,4 +95,6 @@ def main() -> None:
         return
     if not HONOURED.isdisjoint(os.environ):
         restart_with_site()
+    if os.environ.get("PYTHONUNBUFFERED"):
+        unbuffered_stdio()
     quick.main(full=restart_with_site)

@@ -135,7 +135,8 @@ def cli(installed: Installed, env: dict[str, str], *args: str, site: bool = Fals
     """The installed ``labgang ARGS`` (the launcher), or with ``site=True`` the same file run by the venv's
     python with ``site``, as pip's console script runs."""
     argv = [str(installed.python), str(installed.labgang)] if site else [str(installed.labgang)]
-    kw.setdefault("capture_output", True)
+    if "stdout" not in kw:
+        kw.setdefault("capture_output", True)
     return subprocess.run([*argv, *args], env=env, timeout=120, check=False, **kw)
 
 
@@ -210,6 +211,14 @@ def test_python_variables_that_change_output_take_the_full_path(installed, up):
     assert installed.site_starts() == 0  # ignored on purpose: only the venv's site-packages
     assert cli(installed, {**up, "PYTHONIOENCODING": "latin-1"}, "queue").returncode == 0
     assert installed.site_starts() == 1  # honoured, as pip's script would
+    # PYTHONUNBUFFERED (containers set it) is applied without a second start: stdout and stderr into one
+    # pipe come in the order pip's script writes them
+    unbuffered = {**up, "PYTHONUNBUFFERED": "1"}
+    fast = cli(installed, unbuffered, "queue", "-t", "PD", stderr=subprocess.STDOUT, stdout=subprocess.PIPE)
+    assert installed.site_starts() == 0
+    full = cli(installed, unbuffered, "queue", "-t", "PD", stderr=subprocess.STDOUT, stdout=subprocess.PIPE, site=True)
+    assert (fast.returncode, fast.stdout) == (full.returncode, full.stdout)
+    assert fast.returncode == 0 and b"JOBID" in fast.stdout, fast.stdout
 
 
 def test_run_streams_stdin_and_ends_with_the_ranks_status(installed, up):
