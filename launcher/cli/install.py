@@ -372,6 +372,13 @@ def create_system_user(prefix: Path) -> str:
     default=None,
     help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.",
 )
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The labgang checkout to install with --venv and to take the units from (default: the one this "
+    "labgang was installed from; a labgang that --venv made has none, so give it to upgrade).",
+)
 def install(
     role: str,
     print_only: bool,
@@ -381,6 +388,7 @@ def install(
     venv: Path | None,
     python: Path,
     token_from: Path | None,
+    source: Path | None,
 ) -> None:
     """Install systemd units and example config (root).
 
@@ -393,7 +401,9 @@ def install(
     problem = None if token is None else token_problem(token)
     if problem is not None:
         raise InstallError(f"--token-from: {token_from} {problem}")
-    root = source_root()
+    root = source.absolute() if source is not None else source_root()
+    if source is not None and not (root / "systemd" / "labgang-agent.service").is_file():
+        raise InstallError(f"--source: {root} is not a labgang checkout (no systemd/labgang-agent.service)")
     if venv is not None:
         if labgang_bin is not None:
             raise InstallError("--bin and --venv exclude each other: the units start the venv's labgang")

@@ -50,7 +50,7 @@ def check_shareable(python: Path, source: Path) -> None:
     if not (source / "pyproject.toml").is_file() or not (source / "setup.py").is_file():
         raise VenvError(
             f"--venv: {source} is not a labgang source checkout (no pyproject.toml and setup.py there); "
-            "run `labgang install --venv` from a labgang installed from a checkout (pip install -e CHECKOUT)"
+            "give the checkout with --source (e.g. --source /opt/labgang/src)"
         )
 
 

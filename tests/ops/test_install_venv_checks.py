@@ -83,3 +83,13 @@ def test_without_a_checkout_the_units_come_from_the_installs_data_files(tmp_path
         install_module.source_root()
     shutil.copytree(REPO / "systemd", data / "share/labgang/systemd")
     assert install_module.source_root() == data / "share/labgang"
+
+
+def test_a_source_that_is_not_a_checkout_is_refused_and_nothing_is_written(tmp_path):
+    venv = tmp_path / "venv"
+    result = CliRunner().invoke(install, ["--venv", str(venv), "--source", str(tmp_path), "--prefix", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == (
+        f"labgang install: --source: {tmp_path} is not a labgang checkout (no systemd/labgang-agent.service)"
+    )
+    assert sorted(tmp_path.iterdir()) == []

@@ -164,6 +164,14 @@ def test_the_installed_labgang_installs_units_without_the_checkout(installed, tm
     assert done.returncode == 0, done.stderr
     assert f"ExecStart={installed.labgang} agent --config /etc/labgang/agent.toml" in done.stdout
     assert str(installed.venv / "share/labgang") not in done.stderr
+    # remaking (upgrading) the venv from it needs the checkout, named with --source
+    again = ("install", "--print", "--venv", str(installed.venv))
+    refused = cli(installed, env, *again, text=True)
+    assert refused.returncode == 1 and "is not a labgang source checkout" in refused.stderr, refused.stderr
+    assert "--source" in refused.stderr and refused.stdout == ""
+    upgrade = cli(installed, env, *again, "--source", str(REPO), text=True)
+    assert upgrade.returncode == 0, upgrade.stderr
+    assert f"# would run: {installed.python} -m pip install --quiet {REPO}" in upgrade.stdout
 
 
 def test_hot_commands_start_without_site_and_answer_as_pips_script(installed, up):
