@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import labgang.launcher
 import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli import install as install_module
@@ -75,7 +74,7 @@ def test_print_says_the_install_is_regular_and_built_from_a_copy(tmp_path):
 def test_without_a_checkout_the_units_come_from_the_installs_data_files(tmp_path, monkeypatch):
     fake = tmp_path / "site-packages" / "labgang" / "launcher"
     fake.mkdir(parents=True)
-    monkeypatch.setattr(labgang.launcher, "__file__", str(fake / "__init__.py"))
+    monkeypatch.setattr("labgang.launcher.__file__", str(fake / "__init__.py"))
     data = tmp_path / "prefix"
     monkeypatch.setattr("sysconfig.get_path", lambda name, *a: str(data) if name == "data" else "")
     monkeypatch.setattr("site.getuserbase", lambda: str(tmp_path / "userbase"))

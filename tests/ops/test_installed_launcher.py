@@ -35,8 +35,16 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 REPO = Path(__file__).resolve().parents[2]
 H100X8 = REPO / "config" / "sim" / "h100x8.toml"
 # What the development venv holds that the new venv has its own of, or must not get (the editable labgang).
-NOT_LINKED = ("__editable__", "labgang", "pip", "setuptools", "pkg_resources", "_distutils_hack", "distutils-")
-NOT_LINKED += ("__pycache__",)
+NOT_LINKED = (
+    "__editable__",
+    "labgang",
+    "pip",
+    "setuptools",
+    "pkg_resources",
+    "_distutils_hack",
+    "distutils-",
+    "__pycache__",
+)
 # Debian's site may read a .pth file twice in one start: the marker names the process.
 MARKER_PTH = "import os; m = os.environ.get('LG_SITE_MARK'); m and open(m, 'a').write(f'{os.getpid()}\\n')\n"
 
