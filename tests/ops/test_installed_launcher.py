@@ -79,6 +79,8 @@ class Installed:
 def installed() -> Iterator[Installed]:
     if not SYSTEM_PYTHON.exists():
         pytest.skip(f"{SYSTEM_PYTHON} is missing")
+    if subprocess.run([str(SYSTEM_PYTHON), "-c", "import ensurepip, venv"], capture_output=True).returncode != 0:
+        pytest.skip(f"{SYSTEM_PYTHON} cannot make a venv (Debian: apt-get install python3-venv)")
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"lglaunch-{os.getpid()}-{os.urandom(3).hex()}"
     base.mkdir(mode=0o755)
     base.chmod(0o755)  # every user must reach the venv, or install --venv refuses it
