@@ -26,10 +26,17 @@ def _packages() -> tuple[list[str], dict[str, str]]:
 
 
 PACKAGES, PACKAGE_DIR = _packages()
+# `labgang install` reads the units and example configs; a regular (non-editable) install carries them
+# under <prefix>/share/labgang (launcher/cli/install.py, source_root), so it needs no checkout.
+DATA_FILES = [
+    ("share/labgang/systemd", sorted(str(p) for p in Path("systemd").iterdir() if p.is_file())),
+    ("share/labgang/config", ["config/cluster.toml", "config/agent.toml"]),
+]
 
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
+    data_files=DATA_FILES,
     package_data={
         "labgang.tui": ["*.tcss", "**/*.tcss", "web_page/*.html"],
         "labgang.launcher": ["data/*", "data/**/*"],

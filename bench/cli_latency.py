@@ -24,8 +24,11 @@ Where ``PYTHONDONTWRITEBYTECODE`` is set (as in some CI and dev shells), the com
 removed and ``PYTHONPYCACHEPREFIX`` in the temp folder instead, after one warm-up run, so the
 figures are those of an environment that caches bytecode, as every installed one does.
 
-``--regular`` builds a regular install of this checkout (``regular_install.py``: a wheel into a
-temporary venv, as ``labgang install`` installs) and measures it beside this environment.
+``--regular`` makes the regular install ``labgang install --venv`` makes, of this checkout, in a temporary
+venv (``regular_install.py`` runs that command: pip's install of a copy of the checkout and the
+``bin/labgang`` launcher that starts without ``site``) and measures it beside this environment; there the
+hot commands are also run as ``python bin/labgang ...`` (the same code started with ``site``, as pip's
+console script starts it), for contrast. Each command gets PASS or NOT MET, on CPU and on wall time.
 ``--python`` (repeatable) measures other environments instead of or beside this one (e.g. regular
 installs of two commits, ``regular_install.py --source``), against the coordinator started from this
 one; each is labelled editable or regular by where its labgang lies.
@@ -115,73 +118,42 @@ def kind(python: str) -> str:
     return "regular install" if "site-packages" in where else "editable"
 
 
-# A launcher labgang does not ship (docs/cli-startup.md, "A launcher without `site`"): its first line
-# starts the venv's python with -IS (one cluster of flags: Linux hands a shebang line's options to the
-# interpreter as one argument), so the interpreter starts once, without site, and the script puts the
-# venv's site-packages on sys.path itself. Only the hot commands are sound through it (a command that
-# falls back to click would need site's .pth processing first); written into the temporary regular
-# install that --regular builds, to measure what such a launcher would give.
-NO_SITE_LAUNCHER = """#!{python} -IS
-import sys
-
-sys.path.append({site_packages!r})
-from labgang.launcher.cli.quick import main
-
-main()
-"""
-
-
-def write_no_site_launcher(python: str) -> str:
-    """Write :data:`NO_SITE_LAUNCHER` for ``python``'s venv as ``labgang-nosite`` beside it; return its path.
-
-    Raises:
-        SystemExit: the shebang line would be longer than Linux reads (127 bytes before 5.1).
-    """
-    site_packages = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    if len(python) + 6 > 127:
-        raise SystemExit(f"{python}: too long for a shebang line; make the regular install in a shorter folder")
-    path = Path(python).parent / "labgang-nosite"
-    path.write_text(NO_SITE_LAUNCHER.format(python=python, site_packages=site_packages))
-    path.chmod(0o755)
-    return str(path)
-
-
 def environment_commands(python: str, job_id: str, cancelled_id: str) -> dict[str, list[str]]:
-    """The floors and the commands measured in one environment (``python``'s venv); where it has a
-    ``labgang-nosite`` (:func:`write_no_site_launcher`), the hot commands through it too."""
+    """The floors and the commands measured in one environment (``python``'s venv). In a regular install
+    (``labgang install --venv``: its ``bin/labgang`` starts without ``site``) the hot commands are also
+    run as ``python bin/labgang ...``, the same code started with ``site`` as pip's console script would
+    start it, for contrast."""
     labgang = str(Path(python).parent / "labgang")
-    nosite = Path(python).parent / "labgang-nosite"
-    extra = {}
-    if nosite.exists():
-        extra = {
-            "submit, no site": [str(nosite), "submit", "--", "true"],
-            "queue, no site": [str(nosite), "queue"],
-            "cancel, no site": [str(nosite), "cancel", cancelled_id],
-            "show, no site": [str(nosite), "show", job_id],
-        }
+    hot = {
+        "submit": ["submit", "--", "true"],
+        "queue": ["queue"],
+        # The same job each round: after the first, "already cancelled" (the same request and answer).
+        "cancel": ["cancel", cancelled_id],
+        "show": ["show", job_id],
+    }
+    with_site = {}
+    if Path(labgang).read_text(errors="replace").startswith(f"#!{python} -IS"):
+        with_site = {f"{name}, with site": [python, labgang, *args] for name, args in hot.items()}
     return {
-        **extra,
         "python -c pass": [python, "-c", "pass"],
         "python -I -S -c pass": [python, "-I", "-S", "-c", "pass"],
         # The hot commands end by os._exit when nothing is registered to run at exit (quick._leave),
         # so they skip the interpreter's teardown, which python -c pass pays: this stricter floor has none.
         "no teardown": [python, "-c", "import os; os._exit(0)"],
-        "submit": [labgang, "submit", "--", "true"],
-        "queue": [labgang, "queue"],
-        # The same job each round: after the first, "already cancelled" (the same request and answer).
-        "cancel": [labgang, "cancel", cancelled_id],
-        "show": [labgang, "show", job_id],
+        **{name: [labgang, *args] for name, args in hot.items()},
         "--help": [labgang, "--help"],
+        **with_site,
     }
 
 
+def verdict(ratio: float, target: float) -> str:
+    """``PASS`` when ``ratio`` is within ``target``, else ``NOT MET``."""
+    return "PASS" if ratio <= target else "NOT MET"
+
+
 def report(label: str, medians: dict[str, tuple[float, float]], importtime: dict[str, list[str]]) -> None:
-    """Print one environment's floors and each command's ratios to them."""
+    """Print one environment's floors and each command's ratios to them, with the target's verdict on the
+    CPU time (the fairer figure on a shared machine) and on the wall time."""
     print(f"{label}:")
     for floor in ("python -c pass", "python -I -S -c pass", "no teardown"):
         wall, cpu = medians[floor]
@@ -189,20 +161,21 @@ def report(label: str, medians: dict[str, tuple[float, float]], importtime: dict
     # The issue 23 targets: in a regular install against `python -I -S -c pass`, in the editable
     # one against `python -c pass` (its import hook is part of every start there).
     target_floor = "python -I -S -c pass" if label.startswith("regular") else "python -c pass"
-    for name in (*HOT, "--help", *(f"{hot}, no site" for hot in HOT if f"{hot}, no site" in medians)):
+    for name in (*HOT, "--help", *(f"{hot}, with site" for hot in HOT if f"{hot}, with site" in medians)):
         wall, cpu = medians[name]
         floor = "python -c pass" if name == "--help" else target_floor
+        target = TARGETS[name.partition(",")[0]]
         ratio = wall / medians[floor][0]
         cpu_ratio = cpu / medians[floor][1] if medians[floor][1] else float("inf")
-        verdict = "meets" if ratio <= TARGETS[name.partition(",")[0]] else "misses"
         others = ", ".join(
             f"{wall / medians[other][0]:4.2f}x {other}"
             for other in ("python -c pass", "python -I -S -c pass", "no teardown")
             if other != floor
         )
         print(
-            f"{name:>22}: wall {wall * 1000:6.1f} ms = {ratio:4.2f}x, CPU {cpu * 1000:6.1f} ms = {cpu_ratio:4.2f}x "
-            f"{floor} (wall {verdict} the {TARGETS[name.partition(',')[0]]:g}x target); wall {others}"
+            f"{name:>22}: CPU {cpu * 1000:6.1f} ms = {cpu_ratio:4.2f}x {verdict(cpu_ratio, target):7}, "
+            f"wall {wall * 1000:6.1f} ms = {ratio:4.2f}x {verdict(ratio, target):7} "
+            f"(target {target:g}x {floor}); wall {others}"
         )
         for line in importtime.get(name, []):
             print(f"{'':>24}{line}")
@@ -233,9 +206,7 @@ def main() -> None:
     if args.regular:
         from regular_install import make
 
-        regular = str(make())
-        write_no_site_launcher(regular)
-        given.append(regular)
+        given.append(str(make()))
     pythons = {f"{kind(python)} {python}": python for python in given}
     with coordinator(prefix="lgcli-") as running:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LABGANG_")}
@@ -262,6 +233,7 @@ def main() -> None:
             for label, python in pythons.items()
             for name, argv in environment_commands(python, "1", cancelled_id).items()
         }
+        print("load average {:.1f} {:.1f} {:.1f} at the start".format(*os.getloadavg()))
         print(f"{args.jobs} pending jobs; p50 of {args.runs} rounds, every command once a round, in turn")
         print(f"bytecode: {bytecode}")
         medians = interleaved(commands, env, args.runs)
@@ -272,7 +244,7 @@ def main() -> None:
                 else {}
             )
             report(label, {name: medians[key, name] for key, name in commands if key == label}, importtime)
-        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print("load average {:.1f} {:.1f} {:.1f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,20 @@
-"""Make a regular (non-editable) install of this checkout in a temporary venv, for ``cli_latency.py --python``.
+"""Make the regular install ``labgang install --venv`` makes, in a temporary venv, for ``cli_latency.py``.
 
 Not a benchmark: the development venv installs labgang in editable mode, whose import hook
 (setuptools' ``__editable___*_finder``, loaded by a ``.pth`` file at every interpreter start)
 imports pathlib, re, enum and more before any command runs. That raises the ``python -c pass``
-floor itself, so ratios measured there flatter every command. This script builds a wheel of the
-working tree (copied first, so the build writes nothing into the checkout; ``pip wheel --no-deps
---no-build-isolation``, offline), creates a venv, installs
-the wheel with the development venv's pip (so the ``labgang`` console script is what that
-pip writes: pip 26 writes one without ``import re``, pip 23 one with it, about 8 ms more a
-command; a warning says so), and links every other distribution of the development venv into the new
-site-packages (no download, no copy). It prints the new interpreter's path.
+floor itself, so ratios measured there flatter every command. This script runs the real
+``labgang install --venv DEST --prefix SCRATCH`` of this checkout (launcher/cli/system_venv.py: a venv
+from ``--python``, pip's regular install of a copy of the checkout, and the ``bin/labgang`` launcher that
+starts the hot commands without ``site``), after linking every other distribution of the development
+venv into the new venv's site-packages, so that pip finds labgang's dependencies installed and downloads
+nothing but what its build needs. It prints the new interpreter's path.
 
-Usage: python bench/regular_install.py [--dest DIR] [--source CHECKOUT]
-           (default: a new folder under /tmp; this checkout, or another one to compare with)
+The interpreter is a system one (``/usr/bin/python3`` by default, as ``labgang install`` chooses): a
+venv from a pyenv under ``/root`` is refused there, since other users could not run it.
+
+Usage: python bench/regular_install.py [--dest DIR] [--python /usr/bin/python3]
+           (default: a new folder under /tmp)
 then:  python bench/cli_latency.py --python DIR/bin/python
 (``cli_latency.py --regular`` calls :func:`make` itself and measures both installs in one run.)
 """
@@ -20,7 +22,6 @@ then:  python bench/cli_latency.py --python DIR/bin/python
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -28,59 +29,53 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# What the editable install put in site-packages (and pip, which the new venv has its own of).
-SKIP_PREFIXES = ("__editable__", "labgang", "pip", "_distutils_hack", "distutils-precedence", "__pycache__")
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+# What the editable install put in site-packages (and pip, setuptools: the new venv has its own).
+SKIP_PREFIXES = (
+    "__editable__",
+    "labgang",
+    "pip",
+    "setuptools",
+    "pkg_resources",
+    "_distutils_hack",
+    "distutils-precedence",
+    "__pycache__",
+)
 
 
-def make(source: Path = REPO, dest: Path | None = None) -> Path:
-    """Build a regular install of ``source`` into the venv ``dest`` (None: a new folder under /tmp);
-    return its interpreter's path."""
+def make(dest: Path | None = None, python: Path = SYSTEM_PYTHON) -> Path:
+    """Run ``labgang install --venv`` of this checkout into ``dest`` (None: a new folder under /tmp, which
+    every user may search, as the install requires); return the venv's interpreter's path.
+
+    Raises:
+        subprocess.CalledProcessError: venv, pip or the install failed (their output went to stderr).
+    """
     base = Path(tempfile.mkdtemp(prefix="lgreg-", dir="/tmp"))
-    dest = dest or base / "venv"
-    wheels = base / "wheels"
-    copy = base / "source"
-    shutil.copytree(
-        source,
-        copy,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache"),
-    )
-    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
-    subprocess.run([*build, str(copy)], check=True, cwd=base)  # nothing is written into the checkout
-    [wheel] = wheels.glob("labgang-*.whl")
-    python = dest / "bin" / "python"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-    )
+    base.chmod(0o755)  # install --venv refuses a venv other users cannot reach
+    dest = (dest or base / "venv").absolute()
+    subprocess.run([str(python), "-m", "venv", str(dest)], check=True)
     ours = Path(sysconfig.get_paths()["purelib"])
-    theirs = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
+    theirs = next((dest / "lib").glob("python3*/site-packages"))
     for entry in sorted(ours.iterdir()):
         if entry.name.startswith(SKIP_PREFIXES) or (theirs / entry.name).exists():
             continue
         (theirs / entry.name).symlink_to(entry)
-    if "import re" in (dest / "bin" / "labgang").read_text():
-        # pip 23 (Python 3.11's ensurepip) writes console scripts that import re (~8 ms a start);
-        # pip 26 does not. Measure with the pip users get: upgrade the development venv's pip.
-        print(
-            f"warning: {dest / 'bin' / 'labgang'} imports re: an old pip wrote it (pip install -U pip)", file=sys.stderr
-        )
-    return python
+    install = [sys.executable, "-m", "labgang.launcher", "install", "--venv", str(dest), "--python", str(python)]
+    done = subprocess.run(
+        [*install, "--prefix", str(base / "root")], check=True, capture_output=True, text=True, cwd=REPO
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("venv "):
+            print(line, file=sys.stderr)  # what labgang install says it made
+    return dest / "bin" / "python"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=None, help="folder for the venv (must not exist)")
-    parser.add_argument("--source", type=Path, default=REPO, help="the checkout to install (default: this one)")
+    parser.add_argument("--dest", type=Path, default=None, help="folder for the venv")
+    parser.add_argument("--python", type=Path, default=SYSTEM_PYTHON, help="the interpreter the venv is made from")
     args = parser.parse_args()
-    print(make(args.source, args.dest))
+    print(make(args.dest, args.python))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ What it writes (under ``--prefix``, default ``/``), by ``--role``:
 | ``etc/labgang/system.toml`` (where the service keeps its state: every user's CLI finds it) | both | 0644 |
 
 The units and examples are read from the source checkout labgang runs from
-(``systemd/`` and ``config/``); the units' ``ExecStart=`` is pointed at the
+(``systemd/`` and ``config/``), or from the copies a regular install carries
+(``<venv>/share/labgang``); the units' ``ExecStart=`` is pointed at the
 ``labgang`` executable given by ``--bin`` (default: the one beside this Python).
 
 Rules: a file that exists with exactly the content to be written is left alone
@@ -45,6 +46,8 @@ from labgang.launcher.cli.install_access import Identity, run_problem
 
 ROLES = ("all", "coordinator", "agent")
 UNIT_BIN_PLACEHOLDER = "/usr/local/bin/labgang"
+# Where a regular install keeps its copies of systemd/ and config/ (setup.py's data_files), under its prefix.
+DATA_DIR = PurePosixPath("share/labgang")
 TOKEN_PATH = PurePosixPath("etc/labgang/cluster.token")
 TOKEN_BYTES = 32
 # systemd hands the coordinator its own copy of the token (LoadCredential= in the unit).
@@ -82,21 +85,25 @@ class InstallFile:
 
 
 def source_root() -> Path:
-    """The source checkout holding ``systemd/`` and ``config/``.
-
-    Returns:
-        The directory above the ``launcher`` package (a checkout or an editable install).
+    """The folder holding ``systemd/`` and ``config/``: the source checkout labgang runs from (an editable
+    install), else the copies a regular install carries as data files (``<prefix>/share/labgang``, the
+    venv's, or the user's for a ``pip install --user``).
 
     Raises:
-        InstallError: the unit files are not there (labgang was installed from a wheel).
+        InstallError: neither holds the unit files.
     """
-    root = Path(labgang.launcher.__file__).resolve().parent.parent
-    if not (root / "systemd" / "labgang-agent.service").is_file():
-        raise InstallError(
-            f"unit files not found under {root / 'systemd'}: run `labgang install` from a labgang "
-            "installed from a source checkout (pip install -e /path/to/labgang)"
-        )
-    return root
+    import site
+    import sysconfig
+
+    checkout = Path(labgang.launcher.__file__).resolve().parent.parent
+    candidates = [checkout, Path(sysconfig.get_path("data")) / DATA_DIR, Path(site.getuserbase()) / DATA_DIR]
+    for root in candidates:
+        if (root / "systemd" / "labgang-agent.service").is_file():
+            return root
+    raise InstallError(
+        f"unit files not found under {', '.join(str(root / 'systemd') for root in candidates)}: install labgang "
+        "from its source checkout (pip install /path/to/labgang, or labgang install --venv from the checkout)"
+    )
 
 
 def default_bin() -> Path | None:
@@ -365,6 +372,13 @@ def create_system_user(prefix: Path) -> str:
     default=None,
     help="Install this cluster token (a GPU node gets the coordinator's) instead of making one.",
 )
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The labgang checkout to install with --venv and to take the units from (default: the one this "
+    "labgang was installed from; a labgang that --venv made has none, so give it to upgrade).",
+)
 def install(
     role: str,
     print_only: bool,
@@ -374,6 +388,7 @@ def install(
     venv: Path | None,
     python: Path,
     token_from: Path | None,
+    source: Path | None,
 ) -> None:
     """Install systemd units and example config (root).
 
@@ -386,7 +401,9 @@ def install(
     problem = None if token is None else token_problem(token)
     if problem is not None:
         raise InstallError(f"--token-from: {token_from} {problem}")
-    root = source_root()
+    root = source.absolute() if source is not None else source_root()
+    if source is not None and not (root / "systemd" / "labgang-agent.service").is_file():
+        raise InstallError(f"--source: {root} is not a labgang checkout (no systemd/labgang-agent.service)")
     if venv is not None:
         if labgang_bin is not None:
             raise InstallError("--bin and --venv exclude each other: the units start the venv's labgang")
@@ -404,6 +421,10 @@ def install(
             click.echo("# ==> the venv every user runs <==")
             for argv in system_venv.steps(python, venv, root):
                 click.echo("# would run: " + " ".join(argv))
+            click.echo(
+                f"# (a regular install, built from a temporary copy of {root}; then {venv}/bin/labgang is "
+                "replaced by a launcher that starts the hot commands without site)"
+            )
             click.echo(f"# would link: {prefix / system_venv.LINK_PATH} -> {exec_bin}\n")
         click.echo(render_for_print(files, prefix))
         if venv is None:
@@ -412,7 +433,8 @@ def install(
     if prefix == Path("/") and os.geteuid() != 0:
         raise InstallError("installing into / needs root (or use --print, or --prefix DIR)")
     if venv is not None:
-        system_venv.make_venv(python, venv, root)
+        _, what = system_venv.make_venv(python, venv, root)
+        click.echo(f"{'venv':8} {venv} ({what}; it does not need {root} any more)")
         linked, action = system_venv.link(prefix, exec_bin, force=force)
         click.echo(f"{action:8} {linked} -> {exec_bin}")
     for target, action in write(files, prefix, force=force):

@@ -630,8 +630,15 @@ def _leave(code: int) -> NoReturn:
     sys.exit(code)
 
 
-def main() -> None:
-    """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group."""
+def main(full: Callable[[], object] | None = None) -> None:
+    """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group.
+
+    Args:
+        full: called instead of importing the click group when the fast path does not apply, before
+            anything was read or written (the launcher ``labgang install`` writes passes one that
+            restarts the interpreter with ``site``: :mod:`labgang.launcher.cli.quick_launch`); None runs
+            the click group in this process.
+    """
     args = sys.argv[1:]
     if not args:  # bare `labgang`: the help, as click's group prints it then (stderr, status 2)
         from labgang.launcher.cli.commands import top_help
@@ -654,6 +661,8 @@ def main() -> None:
             sys.exit(1)
         else:
             _leave(code)
+    if full is not None:
+        full()
     from labgang.launcher.cli.main import main as click_main
 
     click_main()
