@@ -618,14 +618,38 @@ FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
+class ExitHandlerCount:
+    """How many exit handlers were registered since :meth:`watch`: ``atexit.register`` wrapped to count.
+
+    Only the launcher without ``site`` watches (:mod:`labgang.launcher.cli.quick_launch`): there nothing
+    ran before this module but the interpreter's own start, so a count of 0 means no exit handler exists
+    and the process may end without teardown. Elsewhere (``site`` ran ``.pth`` files, a test harness
+    holds handlers) nobody knows the count, and a fast command ends by ``SystemExit``.
+    """
+
+    watching = False
+    registered = 0
+
+    @classmethod
+    def watch(cls) -> None:
+        """Count every ``atexit.register`` call from now on (the handler is still registered)."""
+        import atexit  # built into the interpreter: no file to read
+
+        register = atexit.register
+
+        def counted(func: Callable[..., object], /, *args: object, **kwargs: object) -> Callable[..., object]:
+            cls.registered += 1
+            return register(func, *args, **kwargs)
+
+        atexit.register = counted  # type: ignore[assignment]
+        cls.watching = True
+
+
 def _leave(code: int) -> NoReturn:
     """End the process with ``code`` once a fast command is done and its output flushed: without
-    teardown (``os._exit``, ~1 ms less, bench/cli_latency.py) when nothing was registered to run at
-    exit, else (an ``atexit`` handler, as ``logging`` or a test harness registers) by ``SystemExit``."""
-    import atexit  # built into the interpreter: no file to read
-
-    registered = getattr(atexit, "_ncallbacks", None)  # CPython's count of atexit handlers
-    if registered is not None and registered() == 0:
+    teardown (``os._exit``, ~1 ms less, bench/cli_latency.py) when :class:`ExitHandlerCount` watched
+    from the start and saw no exit handler registered, else by ``SystemExit`` (handlers run)."""
+    if ExitHandlerCount.watching and ExitHandlerCount.registered == 0:
         os._exit(code)
     sys.exit(code)
 

@@ -95,6 +95,7 @@ def main() -> None:
         return
     if not HONOURED.isdisjoint(os.environ):
         restart_with_site()
+    quick.ExitHandlerCount.watch()  # nothing ran before us: a count of 0 lets a fast command skip teardown
     if os.environ.get("PYTHONUNBUFFERED"):
         unbuffered_stdio()
     quick.main(full=restart_with_site)

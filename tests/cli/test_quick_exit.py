@@ -1,5 +1,6 @@
 """How a fast command ends (launcher/cli/quick.py ``_leave``): without the interpreter's teardown
-(``os._exit``, ~1 ms of ``labgang queue``) unless an ``atexit`` handler waits for the exit."""
+(``os._exit``, ~1 ms of ``labgang queue``) only where the exit handlers were counted from the start
+(the launcher without ``site``, ``quick.ExitHandlerCount``) and none was registered."""
 
 from __future__ import annotations
 
@@ -16,22 +17,24 @@ class Probe:
         write(2, b"teardown ran\\n")
 import builtins
 builtins.probe = Probe()  # freed only by the interpreter's teardown
+from labgang.launcher.cli import quick
+if {watched}:
+    quick.ExitHandlerCount.watch()
 if {handler}:
     import atexit
     atexit.register(int)
 sys.argv = ["labgang", "queue", "--state-dir", {state!r}]
-from labgang.launcher.cli import quick
 quick.main()
 """
 
 
-@pytest.mark.parametrize("handler", [False, True])
-def test_a_fast_command_skips_teardown_only_when_no_atexit_handler_waits(tmp_path, handler):
-    code = PROBE.format(handler=handler, state=str(tmp_path))
+@pytest.mark.parametrize(("watched", "handler"), [(True, False), (True, True), (False, False)])
+def test_a_fast_command_skips_teardown_only_when_counted_handlers_are_none(tmp_path, watched, handler):
+    code = PROBE.format(watched=watched, handler=handler, state=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode == 1  # no coordinator: the command's own status
     assert done.stderr.startswith("labgang queue: no labgang coordinator at ")
-    assert ("teardown ran" in done.stderr) is handler
+    assert ("teardown ran" in done.stderr) is (handler or not watched)
 
 
 def test_everything_a_fast_command_wrote_to_a_pipe_arrives_before_it_ends(fake):
