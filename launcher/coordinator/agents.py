@@ -94,6 +94,13 @@ class AgentConn:
         sharing = hello.message.get("sharing")
         self.sharing = sharing if isinstance(sharing, dict) else None
 
+    def link_up(self, now: float) -> None:
+        """Its agent is reachable without a websocket from ``now`` (unix seconds): connected and
+        heard. For an agent the registry reaches through its own ``call`` (a stand-in: the
+        simulated agents of the differential test, tests that drive the coordinator directly)."""
+        self.connected = True
+        self.last_seen = now
+
     def heard(self, now: float) -> None:
         """The agent spoke at ``now`` (unix seconds): its lease runs from here (``last_seen``)."""
         self.last_seen = now
@@ -191,6 +198,19 @@ class AgentRegistry:
         conn = self.nodes.get(node)
         if conn is None:
             conn = self.nodes[node] = AgentConn(node=node)
+        return conn
+
+    def join(self, node: str, now: float, inventory: NodeInventory | None = None) -> AgentConn:
+        """``node`` is connected from ``now`` (unix seconds) without a websocket (:meth:`AgentConn.link_up`),
+        with ``inventory`` when given (kept as its ``to_dict()`` too, as a hello's would be).
+
+        Returns:
+            Its record (created when it is new).
+        """
+        conn = self.attach(node)
+        conn.link_up(now)
+        if inventory is not None:
+            conn.take_inventory(inventory.to_dict(), inventory)
         return conn
 
     async def call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:

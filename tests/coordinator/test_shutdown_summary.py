@@ -23,8 +23,7 @@ def coord(tmp_path: Path):
     config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, c.clock()
+        c.agents.join(node, c.clock())
     yield c
     c.store.close()
 
