@@ -39,6 +39,7 @@ from labgang.launcher.coordinator.scheduling import (
     cycle_driver,
 )
 from labgang.launcher.coordinator.sharing import SharingState
+from labgang.launcher.coordinator.timers import LoopTimer, Timer
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache
 from labgang.launcher.coordinator.views import node_views, queue_views
@@ -88,14 +89,27 @@ class Coordinator:
         config: the validated cluster configuration.
         store: the open database.
         clock: unix-seconds clock (injected so tests can pin it).
+        agents: the agent registry (default: a new one, whose agents are reached over their links;
+            a test may hand one whose ``call`` answers as simulated agents).
+        timer: runs the scheduler's wakes at the instants they are asked for (default: the event
+            loop's on ``clock``, :class:`~labgang.launcher.coordinator.timers.LoopTimer`).
     """
 
-    def __init__(self, config: ClusterConfig, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        agents: AgentRegistry | None = None,
+        timer: Timer | None = None,
+    ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self.version = labgang_version()
-        self.agents = AgentRegistry()
+        self.agents = AgentRegistry() if agents is None else agents
+        self._timer = LoopTimer(clock) if timer is None else timer
         active = store.load_jobs(active_only=True)
         self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
         # the newest finished jobs, the submission order, and finished jobs per (queue, state) for /metrics
@@ -273,13 +287,8 @@ class Coordinator:
             self._metrics.count_preemption(effect.queue, effect.why)
 
     def wake_at(self, when: float) -> None:
-        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
-
-        Without a running event loop (a test driving the model directly) nothing is scheduled."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
+        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant,
+        through the timer handed at construction (``timers.py``; by default the event loop's)."""
         if when in self._wakes:
             return
         self._wakes.add(when)
@@ -292,7 +301,8 @@ class Coordinator:
                 log.exception("timer check at a wake failed")
             self.kick()
 
-        loop.call_later(max(0.0, when - self.clock()), wake)
+        if not self._timer.call_at(when, wake):
+            self._wakes.discard(when)
 
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""
