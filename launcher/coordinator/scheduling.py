@@ -32,7 +32,8 @@ from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.arrays import ArrayGate, queue_caps
-from labgang.launcher.lifecycle.driver import CycleDriver
+from labgang.launcher.lifecycle.driver import CycleDriver, EffectExecutor
+from labgang.launcher.lifecycle.machine import Lifecycle
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import CohortSpec, GpuSharing, JobRequest, QueueSpec, SharingPolicy
@@ -192,20 +193,26 @@ class CycleMetrics:
         """Nothing to count: no cycle ran."""
 
 
-def cycle_driver(coord: Coordinator, observer: CycleMetrics) -> CycleDriver:
-    """The shared cycle driver with the coordinator's seams: its clock, the coordinator itself as
-    effect executor (``Coordinator.apply`` writes the store and queues agent commands;
-    ``wake_at``), :class:`CoordinatorCluster` over its agents, configuration and tenants, the
-    persisted cycle memory (``SharingState``) and ``observer``. A burst runs at most
-    ``MAX_CYCLES_PER_WAKE`` cycles."""
+def cycle_driver(
+    model: Lifecycle,
+    clock: Callable[[], float],
+    executor: EffectExecutor,
+    cluster: CoordinatorCluster,
+    sharing: SharingState,
+    observer: CycleMetrics,
+) -> CycleDriver:
+    """The shared cycle driver with the coordinator's seams: its clock, the coordinator as effect
+    executor (``Coordinator.apply`` writes the store and queues agent commands; ``wake_at``),
+    :class:`CoordinatorCluster` over its agents, configuration and tenants, the persisted cycle
+    memory (``sharing``) and ``observer``. A burst runs at most ``MAX_CYCLES_PER_WAKE`` cycles."""
     return CycleDriver(
-        coord.model,
-        lambda: coord.clock(),
-        coord,
-        CoordinatorCluster(coord.agents, coord.config, coord.sharing),
-        coord.sharing.memory,
+        model,
+        lambda: clock(),
+        executor,
+        cluster,
+        sharing.memory,
         max_cycles=MAX_CYCLES_PER_WAKE,
-        remembered=coord.sharing.remember,
+        remembered=sharing.remember,
         observer=observer,
     )
 

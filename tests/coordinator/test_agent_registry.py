@@ -8,7 +8,7 @@ from labgang.launcher.coordinator.agents import AgentRegistry
 
 
 def _inventory(node: str) -> NodeInventory:
-    return NodeInventory(node, 1000.0, "565.57.01", "12.565.57.01", 12070, [])
+    return NodeInventory(node, 1000.0, "565.57.01", "12.565.57.01", 12070, ())
 
 
 def test_join_connects_a_node_without_a_websocket_with_its_inventory() -> None:
