@@ -50,7 +50,7 @@ from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobStatus
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.policy import check_submitted_limit
@@ -450,7 +450,7 @@ class Coordinator:
         await self.flush()
         return job
 
-    def _check_submitted_limit(self, spec: Any, adding: int) -> None:
+    def _check_submitted_limit(self, spec: JobSpec, adding: int) -> None:
         """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
         (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
 
@@ -469,7 +469,7 @@ class Coordinator:
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
 
-    def _check_run_as(self, spec: Any) -> None:
+    def _check_run_as(self, spec: JobSpec) -> None:
         """Refuse a job that no known agent would start as its user (403, field "uid").
 
         Judged only from agents that stated their policy; with none known yet, nothing is refused.
@@ -486,7 +486,7 @@ class Coordinator:
             why = "; ".join(f"node {n}: {r}" for n, r in sorted(refusals.items()))
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
-    def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
+    def _unschedulable(self, spec: JobSpec) -> tuple[str, str] | None:
         return self._submission_check(spec)
 
     def get_job(self, job_id: str) -> JobRecord:
