@@ -13,6 +13,8 @@ Module map (data flows top to bottom)::
     scheduling.py snapshot from the model + live inventories -> run_cycle -> CycleDecided
     dispatch.py   Dispatcher (a Coordinator part): admitted gangs -> launch commands (after commit); stop / signal
     views.py      JobView, history rows, queue usage, node/device state
+    job_views.py  JobViews (a Coordinator part): each job's views kept while unchanged; the private_data rule
+    timers.py     Timer: the seam the scheduler's wakes go through (LoopTimer: the event loop)
     metrics.py    GET /metrics (Prometheus collectors over the same views)
     errors.py     domain errors with their HTTP status, and the one JSON error mapping
 
@@ -20,10 +22,14 @@ The Coordinator holds its parts and hands each function only the parts it reads:
 the lifecycle model, ``JobMemory`` (jobindex.py: the finished jobs kept, submission order,
 finished counts), the ``AgentRegistry`` (each ``AgentConn`` changes its own fields: ``heard``,
 ``take_inventory``, ``mark_lost``...), the ``Dispatcher``, ``SubmissionCheck`` and ``CycleMetrics``
-(scheduling.py), the view cache, the pitfall job views and the queue table's rows, and what the application attaches
-(``report_to`` metrics, ``watch_pitfalls``). Views take the agents, configuration and jobs
+(scheduling.py), ``JobViews`` (the view cache, the pitfall job views and the queue table's rows),
+the ``Timer``, and what the application attaches (``report_to`` metrics, ``watch_pitfalls``). Its
+parts are read-only properties; the agent registry and the timer may be handed in at construction
+(a test's simulated agents and clock). Views take the agents, configuration and jobs
 (``views.queue_views``/``node_views``; ``Coordinator.queue_views()``/``node_views()`` hand them
 in); the verbs and array cancellation take a ``JobDesk`` (desk.py: clock, get_job, apply, flush)
-and the parts they read. The handler table still takes the coordinator: it is where the parts
-are picked for each operation.
+and the parts they read; the scheduling and timer loops a ``CycleRunner`` / ``LoopShell`` /
+``TimerShell`` (scheduling.py), the link's frame handling the registry and ``NodeMessages``
+(link.py): protocols naming what each calls. The handler table still takes the coordinator: it
+is where the parts are picked for each operation (docs/architecture.md, "The coordinator's parts").
 """

@@ -94,6 +94,13 @@ class AgentConn:
         sharing = hello.message.get("sharing")
         self.sharing = sharing if isinstance(sharing, dict) else None
 
+    def link_up(self, now: float) -> None:
+        """Its agent is reachable without a websocket from ``now`` (unix seconds): connected and
+        heard. For an agent the registry reaches through its own ``call`` (a stand-in: the
+        simulated agents of the differential test, tests that drive the coordinator directly)."""
+        self.connected = True
+        self.last_seen = now
+
     def heard(self, now: float) -> None:
         """The agent spoke at ``now`` (unix seconds): its lease runs from here (``last_seen``)."""
         self.last_seen = now
@@ -162,6 +169,29 @@ class AgentConn:
         except (ConnectionError, RuntimeError) as exc:
             raise AgentCallError(f"node {self.node}: send failed: {exc}") from exc
 
+    def expect_reply(self, cmd_id: int) -> asyncio.Future[Any]:
+        """A future for the reply to command ``cmd_id`` (resolved by :meth:`take_reply`, failed on
+        disconnect); :meth:`drop_reply` once it is no longer awaited."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[cmd_id] = fut
+        return fut
+
+    def drop_reply(self, cmd_id: int) -> None:
+        """Command ``cmd_id``'s reply is no longer awaited (answered, failed or timed out)."""
+        self.pending.pop(cmd_id, None)
+
+    def take_reply(self, message: dict[str, Any]) -> None:
+        """Deliver a ``reply`` message (``id``, ``ok``, ``result`` | ``error``) to the command waiting
+        for it; one nobody waits for is dropped."""
+        request_id = message.get("id")
+        fut = self.pending.get(request_id) if isinstance(request_id, int) else None
+        if fut is None or fut.done():
+            return
+        if message.get("ok"):
+            fut.set_result(message.get("result"))
+        else:
+            fut.set_exception(AgentCallError(f"node {self.node}: {message.get('error', 'command failed')}"))
+
     def fail_pending(self, reason: str) -> None:
         """Fail every command still waiting for a reply (on disconnect)."""
         for fut in self.pending.values():
@@ -193,6 +223,19 @@ class AgentRegistry:
             conn = self.nodes[node] = AgentConn(node=node)
         return conn
 
+    def join(self, node: str, now: float, inventory: NodeInventory | None = None) -> AgentConn:
+        """``node`` is connected from ``now`` (unix seconds) without a websocket (:meth:`AgentConn.link_up`),
+        with ``inventory`` when given (kept as its ``to_dict()`` too, as a hello's would be).
+
+        Returns:
+            Its record (created when it is new).
+        """
+        conn = self.attach(node)
+        conn.link_up(now)
+        if inventory is not None:
+            conn.take_inventory(inventory.to_dict(), inventory)
+        return conn
+
     async def call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:
         """Send a command with a fresh id and wait for its reply.
 
@@ -212,23 +255,15 @@ class AgentRegistry:
         if conn is None:
             raise AgentCallError(f"node {node} has never connected")
         cmd_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        conn.pending[cmd_id] = fut
+        fut = conn.expect_reply(cmd_id)
         try:
             await conn.send({"type": "command", "id": cmd_id, "op": op, "args": args})
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             raise AgentCallError(f"node {node}: no reply to {op} within {timeout:g} s") from None
         finally:
-            conn.pending.pop(cmd_id, None)
+            conn.drop_reply(cmd_id)
 
     def resolve(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """Deliver a ``reply`` message to the command waiting for it."""
-        request_id = message.get("id")
-        fut = conn.pending.get(request_id) if isinstance(request_id, int) else None
-        if fut is None or fut.done():
-            return
-        if message.get("ok"):
-            fut.set_result(message.get("result"))
-        else:
-            fut.set_exception(AgentCallError(f"node {conn.node}: {message.get('error', 'command failed')}"))
+        """Deliver a ``reply`` message to the command waiting for it (:meth:`AgentConn.take_reply`)."""
+        conn.take_reply(message)

@@ -18,7 +18,7 @@ import signal
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
 from labgang.launcher.lifecycle.states import EndReason, JobState
-from labgang.launcher.store import Store
+from labgang.launcher.store import JobRecord, Store
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -300,7 +300,7 @@ async def serve(
             await asyncio.gather(agent_task, return_exceptions=True)
         live_runs = getattr(local_agent, "live_runs", None)
         alive = None if live_runs is None else {job.id for run in live_runs() if (job := coord.job_for_run(run))}
-        summary = _shutdown_summary(coord, held, stopping_jobs, alive)
+        summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, stopping_jobs, alive)
         failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
         if failure is not None:
             raise failure  # e.g. NVML unavailable: the caller reports it
@@ -316,11 +316,16 @@ async def serve(
 
 
 def _shutdown_summary(
-    coord: Coordinator, held: list[str], stopped: bool, alive: set[str] | None = None
+    get_job: Callable[[str], JobRecord],
+    active: Iterable[JobRecord],
+    held: list[str],
+    stopped: bool,
+    alive: set[str] | None = None,
 ) -> dict[str, list[str]]:
-    """:func:`serve`'s return value; ``alive``: the jobs whose ranks the local agent still saw running
-    as it stopped (None: no local agent to ask), so that a job the coordinator still counts as
-    stopping but whose ranks all ended is "unrecorded", not "unfinished"."""
+    """:func:`serve`'s return value, from each held job as ``get_job`` finds it (``Coordinator.get_job``)
+    and the lifecycle model's ``active`` jobs (those still pending); ``alive``: the jobs whose ranks
+    the local agent still saw running as it stopped (None: no local agent to ask), so that a job the
+    coordinator still counts as stopping but whose ranks all ended is "unrecorded", not "unfinished"."""
     out: dict[str, list[str]] = {
         "requeued": [],
         "cancelled": [],
@@ -333,7 +338,7 @@ def _shutdown_summary(
         "failed": [],
     }
     for job_id in held:
-        status = coord.get_job(job_id).status
+        status = get_job(job_id).status
         state = status.state
         if not stopped:
             out["left_running"].append(job_id)
@@ -350,8 +355,6 @@ def _shutdown_summary(
         elif state.finished:  # its ranks ended on their own as it stopped: it never runs again
             out["succeeded" if state == JobState.SUCCEEDED else "failed"].append(job_id)  # timeout, node_fail: failed
     out["pending"] = [
-        j.id
-        for j in sorted(coord.model.jobs.values(), key=lambda j: j.seq)
-        if j.status.state == JobState.PENDING and j.id not in held
+        j.id for j in sorted(active, key=lambda j: j.seq) if j.status.state == JobState.PENDING and j.id not in held
     ]
     return out

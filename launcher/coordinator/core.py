@@ -28,10 +28,12 @@ from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, Agent
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import (
+    CoordinatorCluster,
     CycleMetrics,
     SubmissionCheck,
     busy_unheld,
@@ -39,15 +41,16 @@ from labgang.launcher.coordinator.scheduling import (
     cycle_driver,
 )
 from labgang.launcher.coordinator.sharing import SharingState
+from labgang.launcher.coordinator.timers import LoopTimer, Timer
 from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
-from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache
 from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord
+from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobStatus
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
 from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.policy import check_submitted_limit
@@ -56,9 +59,7 @@ from labgang.launcher.store import Store
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
-    from labgang.launcher.jobtable import RowFacts
     from labgang.launcher.pitfalls import ClusterSnapshot
-    from labgang.launcher.pitfalls.views import JobView
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -88,20 +89,33 @@ class Coordinator:
         config: the validated cluster configuration.
         store: the open database.
         clock: unix-seconds clock (injected so tests can pin it).
+        agents: the agent registry (default: a new one, whose agents are reached over their links;
+            a test may hand one whose ``call`` answers as simulated agents).
+        timer: runs the scheduler's wakes at the instants they are asked for (default: the event
+            loop's on ``clock``, :class:`~labgang.launcher.coordinator.timers.LoopTimer`).
     """
 
-    def __init__(self, config: ClusterConfig, store: Store, *, clock: Callable[[], float] = time.time) -> None:
-        self.config = config
-        self.store = store
-        self.clock = clock
-        self.version = labgang_version()
-        self.agents = AgentRegistry()
+    def __init__(
+        self,
+        config: ClusterConfig,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        agents: AgentRegistry | None = None,
+        timer: Timer | None = None,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._clock = clock
+        self._version = labgang_version()
+        self._agents = AgentRegistry() if agents is None else agents
+        self._timer = LoopTimer(clock) if timer is None else timer
         active = store.load_jobs(active_only=True)
-        self.model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
+        self._model = Lifecycle(lifecycle_policy(config), active, finished=targets_at_start(store, active))
         # the newest finished jobs, the submission order, and finished jobs per (queue, state) for /metrics
-        self.memory = JobMemory({key: n for key, n in store.job_counts().items() if JobState(key[1]).finished})
-        self.memory.order.rebuild(self.jobs)
-        self.started_at = clock()
+        self._memory = JobMemory({key: n for key, n in store.job_counts().items() if JobState(key[1]).finished})
+        self._memory.order.rebuild(self.jobs)
+        self._started_at = clock()
         self._wake: asyncio.Event | None = None
         self._effects: list[Callable[[], Awaitable[Any]]] = []
         # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
@@ -109,23 +123,91 @@ class Coordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakes: set[float] = set()  # instants a scheduler wake is already set for
         # why a submission could never start, remembered until the allocatable devices change
-        self.submission_check = SubmissionCheck(config, self.agents)
+        self._submission_check = SubmissionCheck(config, self._agents)
         self._metrics: SchedulerMetrics | None = None  # see report_to
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
-        self.dispatcher = Dispatcher(self.agents, self, clock, config)  # launch, stop and signal commands
-        self.shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
+        self._dispatcher = Dispatcher(self._agents, self, clock, config)  # launch, stop and signal commands
+        self._shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
         self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
-        self.sharing = SharingState(config, store, self.started_at)
-        self.cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
-        self.driver = cycle_driver(self, self.cycle_metrics)  # snapshot, burst and sampling, shared with simulate
+        self._sharing = SharingState(config, store, self._started_at)
+        self._cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
+        # snapshot, burst and sampling, shared with simulate; this coordinator carries out the effects
+        self._driver = cycle_driver(
+            self._model,
+            clock,
+            self,
+            CoordinatorCluster(self._agents, config, self._sharing),
+            self._sharing,
+            self._cycle_metrics,
+        )
         # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
-        self.usage = UsageTotals(store.ended_gpu_seconds())
-        self.notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
-        # encoded JobViews for GET /v1/jobs, and the pitfall detectors' job views, kept while each job is unchanged
-        self.view_cache = JobViewCache()
-        self.pitfall_views: JobMemo[JobView] = JobMemo()
-        self.table_rows: JobMemo[RowFacts] = JobMemo()  # `labgang queue`'s row facts (table_view.py)
+        self._usage = UsageTotals(store.ended_gpu_seconds())
+        self._notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+        # the jobs' views (GET /v1/jobs, `labgang queue`'s table, the pitfall detectors), kept while each is unchanged
+        self._views = JobViews(config.private_data)
+
+    # ----- its parts, read-only: each is written only by its owner ---------------------------------
+
+    @property
+    def config(self) -> ClusterConfig:
+        """The validated cluster configuration."""
+        return self._config
+
+    @property
+    def store(self) -> Store:
+        """The open database (jobs, attempts, decisions, history)."""
+        return self._store
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The unix-seconds clock it was handed."""
+        return self._clock
+
+    @property
+    def version(self) -> str:
+        """This coordinator's labgang version (checked against each agent's at hello)."""
+        return self._version
+
+    @property
+    def agents(self) -> AgentRegistry:
+        """The node agents it has heard from, and command round-trips to them."""
+        return self._agents
+
+    @property
+    def model(self) -> Lifecycle:
+        """The lifecycle model: the active jobs and the rules that change them (changed only through :meth:`apply`)."""
+        return self._model
+
+    @property
+    def sharing(self) -> SharingState:
+        """The last cycle's holds and the tenants' usage histories (fair sharing), persisted."""
+        return self._sharing
+
+    @property
+    def driver(self) -> CycleDriver:
+        """The cycle driver (snapshot, burst, tenant sampling), shared with ``labgang simulate``."""
+        return self._driver
+
+    @property
+    def usage(self) -> UsageTotals:
+        """GPU-seconds per (queue, user) of the ended attempts, for /metrics."""
+        return self._usage
+
+    @property
+    def notifier(self) -> Notifier:
+        """Where ``--mail-type`` notifications go (``notifier.py``)."""
+        return self._notifier
+
+    @property
+    def views(self) -> JobViews:
+        """The jobs' views, kept while each job is unchanged, and who may see what of them (``job_views.py``)."""
+        return self._views
+
+    @property
+    def shutting_down(self) -> bool:
+        """True once :meth:`stop_jobs_for_shutdown` began: nothing is admitted any more."""
+        return self._shutting_down
 
     # ----- parts the application attaches -------------------------------------------------------
 
@@ -165,7 +247,7 @@ class Coordinator:
         from labgang.launcher.coordinator.metrics import coordinator_snapshot  # prometheus only when served
 
         jobs = self.jobs
-        return coordinator_snapshot(self.clock(), jobs, self.node_views(), self.queue_views(), self.pitfall_views)
+        return coordinator_snapshot(self.clock(), jobs, self.node_views(), self.queue_views(), self.views.pitfall_views)
 
     # ----- plumbing ---------------------------------------------------------------------------
 
@@ -191,32 +273,32 @@ class Coordinator:
     @property
     def cycles(self) -> int:
         """Scheduling cycles run so far (``CycleMetrics``)."""
-        return self.cycle_metrics.cycles
+        return self._cycle_metrics.cycles
 
     @property
     def last_cycle_at(self) -> float:
         """Unix seconds of the last scheduling cycle's snapshot; 0.0 before the first."""
-        return self.cycle_metrics.last_cycle_at
+        return self._cycle_metrics.last_cycle_at
 
     @property
     def jobs(self) -> JobIndex:
         """The jobs in memory by id: active ones (the lifecycle model's) and the recently finished."""
-        return JobIndex(self.model.jobs, self.memory.recent)
+        return JobIndex(self.model.jobs, self._memory.recent)
 
     @property
     def recent(self) -> Mapping[str, JobRecord]:
         """The newest finished jobs in memory by id, oldest first (``JobMemory.recent``)."""
-        return self.memory.recent
+        return self._memory.recent
 
     @property
     def order(self) -> SubmissionOrder:
         """The jobs in memory in submission order (``JobMemory.order``)."""
-        return self.memory.order
+        return self._memory.order
 
     @property
     def finished_counts(self) -> Mapping[tuple[str, str], int]:
         """Finished jobs per ``(queue, state value)``, for /metrics (``JobMemory.finished_counts``)."""
-        return self.memory.finished_counts
+        return self._memory.finished_counts
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
@@ -227,7 +309,7 @@ class Coordinator:
         self.driver.sample(event.now)
         effects = self.model.apply(event)
         if isinstance(event, ev.JobSubmitted):
-            self.memory.submitted(event.job)
+            self._memory.submitted(event.job)
         for effect in effects:
             self._execute(effect)
         return effects
@@ -253,15 +335,15 @@ class Coordinator:
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
-            self.effect(partial(self.dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
+            self.effect(partial(self._dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
         elif isinstance(effect, fx.Dispatch):
-            self.effect(partial(self.dispatcher.dispatch_job, effect.job))
+            self.effect(partial(self._dispatcher.dispatch_job, effect.job))
         elif isinstance(effect, fx.Launch):
-            self.effect(partial(self.dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
+            self.effect(partial(self._dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
         elif isinstance(effect, fx.Requeued):
             pass  # its history line and status are saved by their own effects
         elif isinstance(effect, fx.Finished):
-            self.memory.finished(effect.job, RECENT_FINISHED)
+            self._memory.finished(effect.job, RECENT_FINISHED)
         elif isinstance(effect, fx.WakeScheduler):
             self.kick()
         elif isinstance(effect, fx.WakeAt):
@@ -273,13 +355,8 @@ class Coordinator:
             self._metrics.count_preemption(effect.queue, effect.why)
 
     def wake_at(self, when: float) -> None:
-        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant.
-
-        Without a running event loop (a test driving the model directly) nothing is scheduled."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
+        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant,
+        through the timer handed at construction (``timers.py``; by default the event loop's)."""
         if when in self._wakes:
             return
         self._wakes.add(when)
@@ -292,7 +369,8 @@ class Coordinator:
                 log.exception("timer check at a wake failed")
             self.kick()
 
-        loop.call_later(max(0.0, when - self.clock()), wake)
+        if not self._timer.call_at(when, wake):
+            self._wakes.discard(when)
 
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""
@@ -318,7 +396,7 @@ class Coordinator:
         stops, self._stops = self._stops, {}
         await self.store.durable()
         for node in sorted(stops):
-            self.spawn(self.dispatcher.stop_jobs_on_node(node, stops[node]))
+            self.spawn(self._dispatcher.stop_jobs_on_node(node, stops[node]))
         for make in effects:
             self.spawn(make())
 
@@ -372,7 +450,7 @@ class Coordinator:
         await self.flush()
         return job
 
-    def _check_submitted_limit(self, spec: Any, adding: int) -> None:
+    def _check_submitted_limit(self, spec: JobSpec, adding: int) -> None:
         """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
         (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
 
@@ -391,7 +469,7 @@ class Coordinator:
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
 
-    def _check_run_as(self, spec: Any) -> None:
+    def _check_run_as(self, spec: JobSpec) -> None:
         """Refuse a job that no known agent would start as its user (403, field "uid").
 
         Judged only from agents that stated their policy; with none known yet, nothing is refused.
@@ -408,8 +486,8 @@ class Coordinator:
             why = "; ".join(f"node {n}: {r}" for n, r in sorted(refusals.items()))
             raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
 
-    def _unschedulable(self, spec: Any) -> tuple[str, str] | None:
-        return self.submission_check(spec)
+    def _unschedulable(self, spec: JobSpec) -> tuple[str, str] | None:
+        return self._submission_check(spec)
 
     def get_job(self, job_id: str) -> JobRecord:
         """The job with ``job_id``: from memory, or from the store for a job finished long ago.
@@ -536,7 +614,7 @@ class Coordinator:
         Returns:
             The ids of the jobs that were admitted, running or terminating.
         """
-        self.shutting_down = True
+        self._shutting_down = True
         stopped = [job.id for job in self.model.active()]
         self.apply(ev.ShutdownRequested(self.clock(), why))
         await self.flush()
@@ -652,7 +730,7 @@ class Coordinator:
             or old.allocatable() != new.allocatable()
             or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
         ):
-            self.submission_check.forget()
+            self._submission_check.forget()
             return True
         old_pids, new_pids = old.device_pids(), new.device_pids()
         if old_pids == new_pids:
@@ -738,16 +816,16 @@ class Coordinator:
             silent = now - conn.last_seen
             if not conn.lost and silent > cfg.node_timeout_s:
                 self.mark_node_lost(conn, lease_expired(conn.connected, silent, cfg.node_timeout_s))
-        if now - self.started_at > cfg.node_timeout_s:
+        if now - self._started_at > cfg.node_timeout_s:
             # Nodes that held ranks before a coordinator restart and never came back.
             for job in self.model.active():
                 for rank in list(job.ranks.values()):
                     if rank.node not in self.agents.nodes and not rank.ended:
                         conn = self.agents.attach(rank.node)
-                        conn.heard(self.started_at)  # its lease runs from the restart
+                        conn.heard(self._started_at)  # its lease runs from the restart
                         self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
         connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
-        self.apply(ev.Tick(now, self.started_at, connected))
+        self.apply(ev.Tick(now, self._started_at, connected))
 
     def held_devices(self) -> dict[str, JobRecord]:
         """Device UUID → the job that holds it (admitted, running or terminating)."""

@@ -8,21 +8,21 @@ and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules li
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from labgang.launcher import job_filters
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, stdin_relay, table_view, terminal, verbs, view_cache, views
+from labgang.launcher.coordinator import arrays, stdin_relay, terminal, verbs, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.coordinator.private_processes import hide_commands
 
 if TYPE_CHECKING:
+    from labgang.launcher.config import ClusterConfig
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller
     from labgang.launcher.store import JobRecord
@@ -81,28 +81,6 @@ def _json_body(body: bytes) -> Any:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
 
 
-def _hides_argv(coord: Coordinator, caller: Caller, job: JobRecord) -> bool:
-    """Whether ``caller`` sees ``job`` without its ``argv`` (``private_data``, not the owner, not an admin)."""
-    return bool(coord.config.private_data and not (caller.admin or caller.owns(job.spec)))
-
-
-def _job_view(coord: Coordinator, caller: Caller, job: JobRecord) -> dict[str, Any]:
-    """The JobView ``caller`` may see: with ``private_data`` (Slurm's ``PrivateData=jobs``),
-    another user's ``argv`` and ``cwd`` are null unless the caller is an admin (docs/security.md)."""
-    view = views.job_view(job)
-    if _hides_argv(coord, caller, job):
-        view["argv"] = None
-        view["cwd"] = None
-        view["output"] = view["error"] = None
-        for group in view.get("groups") or ():  # a job of groups: each group's command too
-            group["argv"] = None
-    for key in ("time_limit_s", "grace_s"):  # a job stored before inf was refused at submission
-        value = view.get(key)
-        if isinstance(value, float) and not math.isfinite(value):
-            view[key] = None
-    return view
-
-
 async def submit(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
@@ -113,7 +91,7 @@ async def submit(
             f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
         )
     job = await coord.submit(caller, _json_body(body))
-    return Reply(201, {"job": _job_view(coord, caller, job)})
+    return Reply(201, {"job": coord.views.job_view(caller, job)})
 
 
 _VIEWS = ("full", "queue", "table")
@@ -134,7 +112,9 @@ def _list_param(query: Mapping[str, str], name: str) -> tuple[str, ...]:
         raise BadRequest(f"{name}: {err}", field=name) from None
 
 
-def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRecord], bool] | None:
+def _job_filter(
+    config: ClusterConfig, jobs: Mapping[str, JobRecord], query: Mapping[str, str]
+) -> Callable[[JobRecord], bool] | None:
     """The ``queue=Q[,Q...]`` and ``state=S[,S...]`` filters of ``GET /v1/jobs`` as one test,
     or None when neither is given. A state is a JobState value or its Slurm code
     (:data:`labgang.launcher.job_filters.STATE_CODES`), any case.
@@ -145,9 +125,9 @@ def _job_filter(coord: Coordinator, query: Mapping[str, str]) -> Callable[[JobRe
             is neither a JobState value nor a code (the message quotes it as sent).
     """
     queues = frozenset(_list_param(query, "queue"))
-    configured = [q.name for q in coord.config.queues]
-    if not queues.issubset(configured):  # the jobs in memory are read only then
-        allowed = configured + sorted({job.spec.queue for job in coord.jobs.values()} - set(configured))
+    configured = [q.name for q in config.queues]
+    if not queues.issubset(configured):  # the jobs in memory (``jobs``) are read only then
+        allowed = configured + sorted({job.spec.queue for job in jobs.values()} - set(configured))
         unknown = [name for name in _list_param(query, "queue") if name not in allowed]
         if unknown:
             raise BadRequest(f"no queue {unknown[0]!r}; allowed: {', '.join(allowed)}", field="queue", allowed=allowed)
@@ -171,14 +151,22 @@ def _states(query: Mapping[str, str]) -> frozenset[str]:
         ) from None
 
 
-def _listed(coord: Coordinator, caller: Caller, query: Mapping[str, str], after: int = 0) -> Iterator[JobRecord]:
+class JobListing(Protocol):
+    """``Coordinator.list_jobs``: the jobs in memory in submission order, the caller's own by default."""
+
+    def __call__(
+        self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
+    ) -> Iterator[JobRecord]: ...
+
+
+def _listed(list_jobs: JobListing, caller: Caller, query: Mapping[str, str], after: int = 0) -> Iterator[JobRecord]:
     """The jobs of ``user=NAME[,NAME...]`` (default: the caller's own; ``all=1``: everyone's),
     in submission order, submitted after sequence number ``after``."""
     users = _list_param(query, "user")
     if len(users) > 1:
         wanted = frozenset(users)
-        return (job for job in coord.list_jobs(caller, all_users=True, after=after) if job.spec.user in wanted)
-    return iter(coord.list_jobs(caller, all_users=_flag(query, "all"), user=users[0] if users else None, after=after))
+        return (job for job in list_jobs(caller, all_users=True, after=after) if job.spec.user in wanted)
+    return iter(list_jobs(caller, all_users=_flag(query, "all"), user=users[0] if users else None, after=after))
 
 
 async def list_jobs(
@@ -208,42 +196,31 @@ async def list_jobs(
     shape = query.get("view") or "full"
     if shape not in _VIEWS:
         raise BadRequest(f"view must be one of {', '.join(_VIEWS)}; got {shape!r}", field="view", allowed=list(_VIEWS))
-    keep = _job_filter(coord, query)
+    keep = _job_filter(coord.config, coord.jobs, query)
     if shape == "table":
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        text, count = table_view.table(
-            coord.table_rows, _listed(coord, caller, query), coord.clock(), keep, len(coord.jobs)
-        )
+        text, count = coord.views.table(_listed(coord.list_jobs, caller, query), coord.clock(), keep, len(coord.jobs))
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    jobs = _listed(coord, caller, query, after)
+    jobs = _listed(coord.list_jobs, caller, query, after)
     if keep is not None:
         jobs = (job for job in jobs if keep(job))
-    budget = coord.config.limits.max_page_bytes
-    # Each job's view is encoded once and reused until the job changes (view_cache.py).
-    cache = coord.view_cache
-    build: Callable[[JobRecord], dict[str, Any]] = functools.partial(_job_view, coord, caller)
-    private = coord.config.private_data and not caller.admin  # argv hidden from some: _hides_argv
-    if shape == "queue":  # no argv in a row: one variant for every caller
-        build = views.queue_row
-        private = False
-    variant = "queue" if shape == "queue" else functools.partial(_hides_argv, coord, caller) if private else False
-    encoded, last, more = cache.page(jobs, build, variant, limit, budget)  # in seq order, read only as far as it goes
-    cache.trim(len(coord.jobs))
-    next_cursor = str(last.seq) if more and last is not None else None
-    return Reply(200, encoded=view_cache.page_body(encoded, next_cursor))
+    # Each job's view is encoded once and reused until the job changes (job_views.py, view_cache.py).
+    page_shape: Literal["full", "queue"] = "queue" if shape == "queue" else "full"
+    body = coord.views.page(caller, jobs, page_shape, limit, coord.config.limits.max_page_bytes, len(coord.jobs))
+    return Reply(200, encoded=body)
 
 
 async def get_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": _job_view(coord, caller, coord.get_job(params["id"]))})
+    return Reply(200, {"job": coord.views.job_view(caller, coord.get_job(params["id"]))})
 
 
 async def cancel_job(
@@ -251,7 +228,7 @@ async def cancel_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
     job = await coord.cancel(caller, params["id"])
-    return Reply(200, {"job": _job_view(coord, caller, job)})
+    return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
 async def hold_job(
@@ -259,7 +236,7 @@ async def hold_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/hold``: hold a pending job (own jobs; admins any); answers its JobView."""
     job = await verbs.hold(coord, caller, params["id"])
-    return Reply(200, {"job": _job_view(coord, caller, job)})
+    return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
 async def release_job(
@@ -267,7 +244,7 @@ async def release_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/release``: release a held job (an admin hold: admins only)."""
     job = await verbs.release(coord, caller, params["id"])
-    return Reply(200, {"job": _job_view(coord, caller, job)})
+    return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
 async def requeue_job(
@@ -276,7 +253,7 @@ async def requeue_job(
     """``POST /v1/jobs/{id}/requeue`` (body ``{"hold": bool}``, optional): stop an admitted or
     running job with its grace and put it back in its queue."""
     job = await verbs.requeue(coord, caller, params["id"], _json_body(body) if body else None)
-    return Reply(200, {"job": _job_view(coord, caller, job)})
+    return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
 async def update_job(
@@ -294,7 +271,7 @@ async def update_job(
         active=coord.model.jobs,
         recent=coord.recent,
     )
-    return Reply(200, {"job": _job_view(coord, caller, job)})
+    return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
 async def pty_input(
@@ -324,7 +301,7 @@ async def cancel_array(
     (N tasks had already finished)."""
     jobs, finished = await arrays.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, caller, params["id"])
     return Reply(
-        200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs], "finished": finished}
+        200, {"array": params["id"], "jobs": [coord.views.job_view(caller, job) for job in jobs], "finished": finished}
     )
 
 
@@ -335,7 +312,7 @@ async def get_array(
 
     Answers ``{"array": ID, "jobs": [JobView of each task]}``; 404 when ``id`` is no array."""
     jobs = arrays.array_tasks(coord.store, coord.jobs, params["id"])
-    return Reply(200, {"array": params["id"], "jobs": [_job_view(coord, caller, job) for job in jobs]})
+    return Reply(200, {"array": params["id"], "jobs": [coord.views.job_view(caller, job) for job in jobs]})
 
 
 async def job_logs(

@@ -11,9 +11,11 @@ the contract is one warning line and a closed link (4400), never a traceback.
 from __future__ import annotations
 
 import base64
+import functools
 import hmac
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSMsgType, web
 from labgang.launcher import version_compat
@@ -24,8 +26,9 @@ from labgang.launcher.coordinator.frames import ProtocolError
 from labgang.launcher.coordinator.violations import take_violations
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.agents import AgentConn
+    from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.lifecycle.events import Event
 
 log = logging.getLogger("labgang.coordinator.link")
 
@@ -88,6 +91,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
         await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
         await coord.on_hello(conn, hello.message)
+        serve = functools.partial(_forwarded, coord)
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 continue
@@ -96,7 +100,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
             except ProtocolError as exc:
                 await _protocol_error(ws, request.remote, conn.node, exc)
                 break
-            await _on_frame(coord, conn, ws, frame)
+            await _on_frame(coord.agents, coord, serve, conn, ws, frame)
     finally:
         sockets.discard(ws)
         if conn is not None and conn.ws is ws:
@@ -111,38 +115,76 @@ async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str
     await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
 
 
-async def _on_frame(coord: Coordinator, conn: AgentConn, ws: web.WebSocketResponse, frame: frames.Frame) -> None:
+class NodeMessages(Protocol):
+    """What an agent's messages are handed to (``Coordinator`` provides it): its clock, the
+    lifecycle applier, the handlers of inventories and rank events, and background tasks."""
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Unix seconds."""
+        ...
+
+    def apply(self, event: Event) -> object:
+        """Apply a lifecycle event and carry out its effects."""
+        ...
+
+    async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
+        """A periodic or changed inventory (with the node's rank list)."""
+        ...
+
+    async def on_rank_events(
+        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
+    ) -> None:
+        """Rank events, applied and committed before they are acknowledged."""
+        ...
+
+    def spawn(self, coro: Awaitable[Any]) -> object:
+        """Run ``coro`` as a tracked background task."""
+        ...
+
+
+ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[str, str], bytes]]]
+"""Serves a user request an agent forwarded: ``(uid, method, path, query, body) -> (status, headers, body)``
+(``routes.forwarded`` bound to the coordinator)."""
+
+
+async def _on_frame(
+    agents: AgentRegistry,
+    node: NodeMessages,
+    serve: ServeForwarded,
+    conn: AgentConn,
+    ws: web.WebSocketResponse,
+    frame: frames.Frame,
+) -> None:
+    """Act on one parsed frame from ``conn``'s agent: a reply goes to ``agents``, inventories and rank
+    events to ``node``, a forwarded request to ``serve``; pings and leases renew the node's lease."""
     if isinstance(frame, frames.Reply):
-        coord.agents.resolve(conn, frame.message)
+        agents.resolve(conn, frame.message)
     elif isinstance(frame, frames.Inventory):
-        take_violations(conn, frame.violations, coord.clock(), coord.apply)
-        await coord.on_inventory(conn, frame.message)
+        take_violations(conn, frame.violations, node.clock(), node.apply)
+        await node.on_inventory(conn, frame.message)
     elif isinstance(frame, frames.RankEvents):
-        take_violations(conn, frame.violations, coord.clock(), coord.apply)
-        await coord.on_rank_events(conn, frame.events, inventory=frame.inventory)
+        take_violations(conn, frame.violations, node.clock(), node.apply)
+        await node.on_rank_events(conn, frame.events, inventory=frame.inventory)
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": frame.seq})
     elif isinstance(frame, frames.ApiRequest):
-        coord.spawn(_serve_forwarded(coord, ws, frame))
+        node.spawn(_serve_forwarded(serve, ws, frame))
     elif isinstance(frame, frames.Ping):
-        conn.heard(coord.clock())
+        conn.heard(node.clock())
     elif isinstance(frame, frames.Lease):
         # The agent renews its lease: the answer proves we heard it (docs/queue-semantics.md §A5).
         # A node marked lost is not renewed: it must reconcile first (its next inventory does).
         if not conn.lost:
-            conn.heard(coord.clock())
+            conn.heard(node.clock())
             if not ws.closed:
                 await ws.send_json({"type": "lease", "id": frame.id})
     else:
         log.warning("node %s sent an unknown message type %r", conn.node, frame.kind)
 
 
-async def _serve_forwarded(coord: Coordinator, ws: web.WebSocketResponse, request: frames.ApiRequest) -> None:
-    from labgang.launcher.coordinator.routes import forwarded
-
-    status, headers, data = await forwarded(
-        coord, request.uid, request.method, request.path, dict(request.query), request.body
-    )
+async def _serve_forwarded(serve: ServeForwarded, ws: web.WebSocketResponse, request: frames.ApiRequest) -> None:
+    status, headers, data = await serve(request.uid, request.method, request.path, dict(request.query), request.body)
     if not ws.closed:
         await ws.send_json(
             {
@@ -153,3 +195,12 @@ async def _serve_forwarded(coord: Coordinator, ws: web.WebSocketResponse, reques
                 "body": base64.b64encode(data).decode(),
             }
         )
+
+
+async def _forwarded(
+    coord: Coordinator, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
+) -> tuple[int, dict[str, str], bytes]:
+    """``routes.forwarded`` (imported here, late: routes imports this module for its link route)."""
+    from labgang.launcher.coordinator.routes import forwarded
+
+    return await forwarded(coord, uid, method, path, query, body)

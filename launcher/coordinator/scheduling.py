@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
@@ -32,7 +32,8 @@ from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.topology import node_from_inventory
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.arrays import ArrayGate, queue_caps
-from labgang.launcher.lifecycle.driver import CycleDriver
+from labgang.launcher.lifecycle.driver import CycleDriver, EffectExecutor
+from labgang.launcher.lifecycle.machine import Lifecycle
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import CohortSpec, GpuSharing, JobRequest, QueueSpec, SharingPolicy
@@ -42,8 +43,8 @@ from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
+    from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator.scheduling")
 
@@ -192,25 +193,104 @@ class CycleMetrics:
         """Nothing to count: no cycle ran."""
 
 
-def cycle_driver(coord: Coordinator, observer: CycleMetrics) -> CycleDriver:
-    """The shared cycle driver with the coordinator's seams: its clock, the coordinator itself as
-    effect executor (``Coordinator.apply`` writes the store and queues agent commands;
-    ``wake_at``), :class:`CoordinatorCluster` over its agents, configuration and tenants, the
-    persisted cycle memory (``SharingState``) and ``observer``. A burst runs at most
-    ``MAX_CYCLES_PER_WAKE`` cycles."""
+def cycle_driver(
+    model: Lifecycle,
+    clock: Callable[[], float],
+    executor: EffectExecutor,
+    cluster: CoordinatorCluster,
+    sharing: SharingState,
+    observer: CycleMetrics,
+) -> CycleDriver:
+    """The shared cycle driver with the coordinator's seams: its clock, the coordinator as effect
+    executor (``Coordinator.apply`` writes the store and queues agent commands; ``wake_at``),
+    :class:`CoordinatorCluster` over its agents, configuration and tenants, the persisted cycle
+    memory (``sharing``) and ``observer``. A burst runs at most ``MAX_CYCLES_PER_WAKE`` cycles."""
     return CycleDriver(
-        coord.model,
-        lambda: coord.clock(),
-        coord,
-        CoordinatorCluster(coord.agents, coord.config, coord.sharing),
-        coord.sharing.memory,
+        model,
+        lambda: clock(),
+        executor,
+        cluster,
+        sharing.memory,
         max_cycles=MAX_CYCLES_PER_WAKE,
-        remembered=coord.sharing.remember,
+        remembered=sharing.remember,
         observer=observer,
     )
 
 
-def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
+class CycleRunner(Protocol):
+    """What running cycles needs of the coordinator (``Coordinator`` provides it): its cycle driver,
+    and whether a shutdown has stopped admissions."""
+
+    @property
+    def driver(self) -> CycleDriver:
+        """The shared cycle driver (``lifecycle/driver.py``)."""
+        ...
+
+    @property
+    def shutting_down(self) -> bool:
+        """True once a shutdown stopped admissions."""
+        ...
+
+
+class LoopShell(CycleRunner, Protocol):
+    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks,
+    the store's commit, the coalescing settings, and :meth:`flush`."""
+
+    @property
+    def config(self) -> ClusterConfig:
+        """The configuration (``cycle_coalesce_s``, ``cycle_coalesce_max_s``)."""
+        ...
+
+    @property
+    def store(self) -> Store:
+        """The store (``committing``, ``durable``)."""
+        ...
+
+    async def kicked(self) -> None:
+        """Return once a kick has come."""
+        ...
+
+    def take_kicks(self) -> None:
+        """Forget the kicks so far: the cycle about to run covers them."""
+        ...
+
+    async def flush(self) -> None:
+        """Commit, then start the agent commands the commit covers."""
+        ...
+
+
+class TimerShell(Protocol):
+    """What the timer loop needs of the coordinator (``Coordinator`` provides it)."""
+
+    @property
+    def config(self) -> ClusterConfig:
+        """The configuration (``timer_interval_s``)."""
+        ...
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Unix seconds."""
+        ...
+
+    @property
+    def model(self) -> Lifecycle:
+        """The lifecycle model (its pending jobs' backoffs are read)."""
+        ...
+
+    def check_timers(self) -> None:
+        """Node leases, then the model's timed arrows."""
+        ...
+
+    async def flush(self) -> None:
+        """Commit, then start the agent commands the commit covers."""
+        ...
+
+    def kick(self) -> None:
+        """Ask the scheduling loop for a cycle."""
+        ...
+
+
+def build_snapshot(coord: CycleRunner, now: float) -> Snapshot:
     """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
@@ -220,7 +300,7 @@ def build_snapshot(coord: Coordinator, now: float) -> Snapshot:
     return gated_snapshot(coord, now)[0]
 
 
-def gated_snapshot(coord: Coordinator, now: float) -> tuple[Snapshot, ArrayGate]:
+def gated_snapshot(coord: CycleRunner, now: float) -> tuple[Snapshot, ArrayGate]:
     """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
     (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window); admission fair sharing
     samples first when a sampling instant is due (``CycleDriver.gated``)."""
@@ -234,7 +314,7 @@ def quota_caps(config: ClusterConfig) -> dict[str, dict[str, int]]:
     return queue_caps(config.queue_specs())
 
 
-def run_cycles(coord: Coordinator) -> int:
+def run_cycles(coord: CycleRunner) -> int:
     """Run cycles until one decides nothing new (no admission, no new victim), as ``labgang
     simulate`` does at each instant (both through ``CycleDriver.burst``); return how many gangs
     were admitted (their dispatch runs after the next commit). The scheduler is woken again
@@ -247,7 +327,7 @@ def run_cycles(coord: Coordinator) -> int:
     return coord.driver.burst().admitted
 
 
-async def scheduling_loop(coord: Coordinator) -> None:
+async def scheduling_loop(coord: LoopShell) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
     window), commit; admitted gangs are dispatched once their admission is committed."""
     loop = asyncio.get_running_loop()
@@ -280,7 +360,7 @@ async def scheduling_loop(coord: Coordinator) -> None:
         window = coalescing_window(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s, cost)
 
 
-async def timer_loop(coord: Coordinator) -> None:
+async def timer_loop(coord: TimerShell) -> None:
     """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
     last = coord.clock()
     while True:

@@ -88,7 +88,7 @@ OLD_COORDINATOR = (
     "import sys\n"
     "from labgang.launcher.coordinator import handlers\n"
     "handlers._VIEWS = ('full', 'queue')\n"
-    "handlers._job_filter = lambda coord, query: None\n"
+    "handlers._job_filter = lambda config, jobs, query: None\n"
     "from labgang.launcher.cli.main import main\n"
     "sys.argv[0] = 'labgang'\n"
     "main()\n"

@@ -46,8 +46,7 @@ def make_coord(tmp_path: Path) -> Iterator[Coordinator]:
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, clock.now
+        c.agents.join(node, clock.now)
     yield c
     c.store.close()
 
@@ -79,7 +78,7 @@ def advance(coord: Coordinator, seconds: float) -> None:
     clock_of(coord).now += seconds
     for conn in coord.agents.nodes.values():
         if conn.connected:
-            conn.last_seen = clock_of(coord).now
+            conn.heard(clock_of(coord).now)
 
 
 def start(coord: Coordinator, job_id: str) -> None:

@@ -42,11 +42,9 @@ class Clock:
 def _coordinator(path: Path, **config: object) -> Coordinator:
     cfg = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}], **config})
     coord = Coordinator(cfg, Store(path), clock=Clock())
-    conn = coord.agents.attach("n1")
-    conn.connected, conn.last_seen = True, coord.clock()
     backend = SimulatedNvml(machine_from_toml((SIM / "n1-4gpu.toml").read_text(), "n1-4gpu"), scan_processes=False)
     backend.nvmlInit()
-    conn.inventory = NodeInventory.from_dict(read_inventory(backend, hostname="n1").to_dict())
+    coord.agents.join("n1", coord.clock(), NodeInventory.from_dict(read_inventory(backend, hostname="n1").to_dict()))
     return coord
 
 

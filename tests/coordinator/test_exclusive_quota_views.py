@@ -36,8 +36,7 @@ def coord(tmp_path: Path):
     clock = Clock()
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, clock.now
+        c.agents.join(node, clock.now)
     yield c
     c.store.close()
 
@@ -107,8 +106,7 @@ async def test_queues_fair_share_weighs_cpu_where_the_quota_lists_it(tmp_path: P
     coord = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     try:
         for node in ("n1", "n2"):
-            conn = coord.agents.attach(node)
-            conn.connected, conn.last_seen = True, coord.clock()
+            coord.agents.join(node, coord.clock())
         await with_nodes(coord)
         await coord.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
         decide(coord, run_cycle(build_snapshot(coord, coord.clock())))

@@ -112,9 +112,7 @@ def test_the_json_encoder_refuses_non_finite_numbers() -> None:
 
 def test_a_job_stored_with_an_infinite_time_limit_still_lists() -> None:
     """A job accepted before ``1e999`` was refused: its listing is still valid JSON for everyone."""
-    from types import SimpleNamespace
-
-    from labgang.launcher.coordinator.handlers import _job_view
+    from labgang.launcher.coordinator.job_views import JobViews
     from labgang.launcher.coordinator.requests import Caller, build_spec
     from labgang.launcher.model import JobState
     from labgang.launcher.store import JobRecord, JobStatus
@@ -124,6 +122,6 @@ def test_a_job_stored_with_an_infinite_time_limit_still_lists() -> None:
     spec = build_spec({"argv": ["x"]}, caller, config)
     spec.time_limit_s = math.inf
     job = JobRecord(id="1", seq=1, spec=spec, status=JobStatus(state=JobState.PENDING))
-    view = _job_view(SimpleNamespace(config=config), caller, job)  # type: ignore[arg-type]
+    view = JobViews(config.private_data).job_view(caller, job)
     assert view["time_limit_s"] is None
     json.loads(jsoncodec.dumps(view))

@@ -116,7 +116,7 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     decide(coord, CycleResult(admitted=(Admit(drop, placement),), preempted=(), pending=()))
     event(coord, "n1", drop, 0, "started")
     event(coord, "n2", drop, 1, "started")
-    coord.agents.nodes["n2"].connected = False  # n2 falls silent; n1 keeps reporting
+    coord.agents.nodes["n2"].detach_link("its link closed")  # n2 falls silent; n1 keeps reporting
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
     coord.check_timers()
@@ -322,8 +322,7 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
         {"cycle_coalesce_s": 0, "queues": [{"name": "default", "nominal": {"gpu": 8}, "starvation_after": 0.3}]}
     )
     c = Coordinator(config, Store(tmp_path / "db"))
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, c.clock()
+    conn = c.agents.join("n1", c.clock())
     # Every GPU shows a process labgang did not start: nothing is offered, the job waits.
     await c.on_inventory(conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []})
     loop_task = asyncio.create_task(scheduling_loop(c))
@@ -351,7 +350,7 @@ async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exit
     start(coord, job_id)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "exited", 0)
-    coord.agents.nodes["n2"].connected = False  # n2 falls silent before its rank is gone
+    coord.agents.nodes["n2"].detach_link("its link closed")  # n2 falls silent before its rank is gone
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
     coord.check_timers()
@@ -376,8 +375,7 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
     clock = Clock()
     config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}]})
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, clock.now
+    conn = c.agents.join("n1", clock.now)
     await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
 
     def submit_now(priority: int) -> str:  # recorded without a commit: no dispatch runs in this test

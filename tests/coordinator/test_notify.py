@@ -74,8 +74,7 @@ def coordinator(tmp_path: Path, notify: dict) -> Coordinator:
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, c.clock()
+        c.agents.join(node, c.clock())
     return c
 
 

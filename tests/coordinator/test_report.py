@@ -73,8 +73,7 @@ CONFIG = {
 @pytest.fixture
 def coord(tmp_path: Path) -> Iterator[Coordinator]:
     c = Coordinator(parse_config(CONFIG), Store(tmp_path / "db"), clock=Clock())
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, 1000.0
+    c.agents.join("n1", 1000.0)
     yield c
     c.store.close()
 
@@ -86,7 +85,7 @@ def held_snapshot(coord: Coordinator, sm_pct: float) -> ClusterSnapshot:
     for gpu in inv["gpus"]:
         gpu["utilization_gpu_pct"], gpu["sm_active_pct"] = 90.0, sm_pct
     conn = coord.agents.nodes["n1"]
-    conn.inventory_dict, conn.inventory = inv, NodeInventory.from_dict(inv)
+    conn.take_inventory(inv, NodeInventory.from_dict(inv))
     return coord.pitfall_snapshot()
 
 
@@ -178,8 +177,7 @@ async def test_fair_sharing_samples_the_devices_the_report_counts(tmp_path: Path
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
-        conn = c.agents.attach("n1")
-        conn.connected, conn.last_seen = True, clock.now
+        c.agents.join("n1", clock.now)
         job = (await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 3})).id
         decide(c, CycleResult(admitted=(Admit(job, THREE_ON_N1),), preempted=(), pending=()))
         event(c, "n1", job, 0, "started")

@@ -116,8 +116,7 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
         {"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
     )
     c = Coordinator(config, Store(tmp_path / "db"))
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, c.clock()
+    conn = c.agents.join("n1", c.clock())
     await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
     loop_task = asyncio.create_task(scheduling_loop(c))
     try:
@@ -153,8 +152,7 @@ async def test_a_kick_right_after_a_cheap_cycle_does_not_wait_for_the_whole_wind
         {"cycle_coalesce_s": 5, "cycle_coalesce_max_s": 30, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}
     )
     c = Coordinator(config, Store(tmp_path / "db"))
-    conn = c.agents.attach("n1")
-    conn.connected, conn.last_seen = True, c.clock()
+    conn = c.agents.join("n1", c.clock())
     await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
     loop_task = asyncio.create_task(scheduling_loop(c))
 

@@ -33,8 +33,7 @@ def coord(tmp_path: Path):
     clock = Clock()
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, clock.now
+        c.agents.join(node, clock.now)
     yield c
     c.store.close()
 
@@ -120,8 +119,7 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
     coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
         for node in ("n1", "n2"):
-            conn = coord.agents.attach(node)
-            conn.connected, conn.last_seen = True, clock.now
+            coord.agents.join(node, clock.now)
         await with_nodes(coord)
         mps = (await coord.submit(ROOT, {"argv": ["serve"], "mps": 50, "gpu_mem": 20 << 30})).id
         shard = (await coord.submit(ROOT, {"argv": ["eval"], "shards": 2})).id

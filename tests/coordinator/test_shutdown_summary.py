@@ -23,8 +23,7 @@ def coord(tmp_path: Path):
     config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     for node in ("n1", "n2"):
-        conn = c.agents.attach(node)
-        conn.connected, conn.last_seen = True, c.clock()
+        c.agents.join(node, c.clock())
     yield c
     c.store.close()
 
@@ -47,7 +46,7 @@ async def test_a_job_its_owner_cancelled_before_the_shutdown_is_not_called_no_re
     assert coord.jobs[cancelled].status.state == JobState.TERMINATING  # in its grace period
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     end_ranks(coord, cancelled)
-    summary = _shutdown_summary(coord, held, True)
+    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
     assert summary["cancelled"] == [] and summary["user_cancelled"] == [cancelled]
     assert (
         shutdown_message(summary)
@@ -60,7 +59,7 @@ async def test_a_no_requeue_job_is_still_said_to_be_cancelled_for_it(coord: Coor
     start(coord, once)
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     end_ranks(coord, once)
-    summary = _shutdown_summary(coord, held, True)
+    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
     assert summary["cancelled"] == [once] and summary["user_cancelled"] == []
     assert "(submitted with --no-requeue)" in shutdown_message(summary)
 
@@ -83,7 +82,7 @@ async def test_jobs_that_finish_as_they_stop_are_said_to_have_finished_not_to_ru
     event(coord, "n1", broken, 0, "exited", 143)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, broken, rank, "gone")
-    summary = _shutdown_summary(coord, held, True)
+    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
     assert (summary["succeeded"], summary["failed"], summary["requeued"]) == ([done], [broken], [])
     assert shutdown_message(summary) == (
         f"labgang up: stopped: {done} finished as it stopped (succeeded); {broken} finished as it stopped (failed)"
@@ -96,10 +95,10 @@ async def test_only_jobs_whose_ranks_still_run_are_said_to_be_still_stopping(coo
         start(coord, job_id)
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     # Neither job's exits reached the coordinator; the local agent saw only `running`'s ranks alive.
-    summary = _shutdown_summary(coord, held, True, alive={running})
+    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True, alive={running})
     assert (summary["unrecorded"], summary["unfinished"]) == ([ended], [running])
     line = shutdown_message(summary)
     assert f"{running} still stopping" in line and f"{ended} still stopping" not in line, line
     assert f"{ended} ended as it stopped, before labgang up recorded how" in line, line
     # Without a local agent to ask (a coordinator of its own), a job not heard from is still stopping.
-    assert _shutdown_summary(coord, held, True)["unfinished"] == [ended, running]
+    assert _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)["unfinished"] == [ended, running]

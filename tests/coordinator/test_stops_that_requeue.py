@@ -70,15 +70,14 @@ async def test_a_lost_node_whose_ranks_all_reported_exit_0_succeeds(coord: Coord
     not stopped on its lease. Rank 0 on n1 exited 0 too: the job finished."""
     job_id = await submit(coord)
     start(coord, job_id)
-    coord.agents.nodes["n2"].connected = False
+    coord.agents.nodes["n2"].detach_link("its link closed")
     advance(coord, 11)
     coord.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "lost")
     event(coord, "n1", job_id, 0, "exited", 0)
     event(coord, "n1", job_id, 0, "gone", 0)
-    conn = coord.agents.nodes["n2"]
-    conn.connected, conn.last_seen = True, coord.clock()
+    conn = coord.agents.join("n2", coord.clock())
     run_id = coord.jobs[job_id].run_id
     coord.reconcile(conn, [{"job_id": run_id, "rank": 1, "state": "gone", "pid": 42, "exit_status": 0}])
     assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
@@ -89,7 +88,7 @@ async def test_a_lost_node_whose_rank_exit_is_unknown_requeues_even_if_the_other
     """Rank 1's exit is never heard of (its fence expires): unknown is not success."""
     job_id = await submit(coord)
     start(coord, job_id)
-    coord.agents.nodes["n2"].connected = False
+    coord.agents.nodes["n2"].detach_link("its link closed")
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
     coord.check_timers()

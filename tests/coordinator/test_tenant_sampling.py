@@ -42,8 +42,7 @@ async def test_a_gang_ending_between_samples_counts_until_it_ends(tmp_path: Path
     )
     coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
-        conn = coord.agents.attach("n1")
-        conn.connected, conn.last_seen = True, clock.now
+        conn = coord.agents.join("n1", clock.now)
         job = await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 2})
         placement = (RankPlacement(0, "n1", ("GPU-a", "GPU-b")),)
         coord.apply(
@@ -53,7 +52,7 @@ async def test_a_gang_ending_between_samples_counts_until_it_ends(tmp_path: Path
         coord.apply_rank_event("n1", {"job_id": run_id, "rank": 0, "kind": "started"})
         assert job.status.state == JobState.RUNNING
         clock.now = 1020.0
-        conn.last_seen = clock.now
+        conn.heard(clock.now)
         await coord.on_rank_events(
             conn,
             [

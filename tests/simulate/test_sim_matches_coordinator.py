@@ -11,8 +11,8 @@ with ``requeue = false``, nodes going down and coming back), the same workload r
   message handlers), on a pinned clock moved from instant to instant, with simulated agents:
   a ``launch`` is answered at once with every rank running, a rank exits 0 when its job's
   duration has passed, and a ``stop_jobs`` command leaves the ranks running for the grace
-  period, then they are killed (status 137). Wakes the coordinator asks for (``wake_at``) run
-  its timer check (``check_timers``) and kick it, as its own ``wake_at`` does; kicks of its
+  period, then they are killed (status 137). Wakes the coordinator asks for (``wake_at``) go
+  through the timer it is handed (``timer=``) and run at their instant: its timer check and a kick; kicks of its
   scheduling loop (``coord.wake``) run cycles exactly as its loop would; the coalescing window
   is not simulated (each instant is one window). A node going down (``[[events]] lost``) closes
   its agent's link (``on_disconnect``), its ranks report nothing more and commands to it fail;
@@ -37,6 +37,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.mem_size import parse_mem
 from labgang.launcher.config import parse_config
-from labgang.launcher.coordinator.agents import AgentCallError
+from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
 from labgang.launcher.coordinator.requests import Caller
@@ -298,6 +299,18 @@ def inventory(node: dict[str, Any]) -> NodeInventory:
     )  # fmt: skip
 
 
+class SimulatedAgents(AgentRegistry):
+    """The coordinator's agent registry whose commands the simulated agents answer (``answer(node, op, args)``)."""
+
+    def __init__(self, answer: Callable[[str, str, dict[str, Any]], Awaitable[Any]]) -> None:
+        super().__init__()
+        self._answer = answer
+
+    async def call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:
+        """The simulated agents' answer to ``op`` on ``node`` (``AgentRegistry.call``)."""
+        return await self._answer(node, op, args)
+
+
 class CoordinatorRun:
     """One real coordinator and its simulated agents, driven instant by instant."""
 
@@ -309,7 +322,9 @@ class CoordinatorRun:
             {"queues": doc["queues"], "default_queue": "q0", "startup_timeout_s": 1e9, "node_timeout_s": timeout}
         )
         assert config.timer_interval_s == TIMER_INTERVAL_S  # the simulator's timer period
-        self.coord = Coordinator(config, Store(db, synchronous="OFF"), clock=self.clock)  # no fsync: nothing to survive
+        # no fsync: nothing to survive; the simulated agents answer its commands; its wakes are events here
+        store = Store(db, synchronous="OFF")
+        self.coord = Coordinator(config, store, clock=self.clock, agents=SimulatedAgents(self.agent_call), timer=self)
         self.durations = {j["id"]: j["duration"] for j in doc["jobs"]}
         self.events: list[tuple[float, int, int, str, Any]] = []
         self.order = 0
@@ -318,10 +333,7 @@ class CoordinatorRun:
         self.names: dict[str, str] = {}  # the coordinator's job (or array) id -> the workload's
         self.ids: dict[str, str] = {}  # the workload's job (or array) id -> the coordinator's
         for node in doc["nodes"]:
-            conn = self.coord.agents.attach(node["name"])
-            conn.connected, conn.last_seen, conn.inventory = True, T0, inventory(node)
-        self.coord.agents.call = self.agent_call  # type: ignore[method-assign]  # the simulated agents
-        self.coord.wake_at = self.wake_at  # type: ignore[method-assign]  # timers on the simulated clock
+            self.coord.agents.join(node["name"], T0, inventory(node))
         for job in doc["jobs"]:
             self.push(job["submit"], 1, "submit", job)
         for job_id, at in cancels(doc).items():
@@ -333,10 +345,13 @@ class CoordinatorRun:
         self.order += 1
         heapq.heappush(self.events, (t, cls, self.order, kind, what))
 
-    def wake_at(self, when: float) -> None:
-        self.push(when - T0, 2, "wake", None)
+    def call_at(self, when: float, callback: Callable[[], None]) -> bool:
+        """The coordinator's timer (``coordinator/timers.py``) on the simulated clock: a wake it asks for
+        is an event at its instant, which runs ``callback`` (its timer check, then a kick)."""
+        self.push(when - T0, 2, "wake", callback)
+        return True
 
-    async def agent_call(self, node: str, op: str, args: dict[str, Any], *, timeout: float = 15.0) -> Any:
+    async def agent_call(self, node: str, op: str, args: dict[str, Any]) -> Any:
         now = self.clock.now - T0
         if node in self.down:
             raise AgentCallError(f"node {node} is not connected")
@@ -415,7 +430,7 @@ class CoordinatorRun:
             self.clock.now = T0 + t
             for conn in self.coord.agents.nodes.values():
                 if conn.node not in self.down:  # a live agent speaks every instant
-                    conn.last_seen = self.clock.now
+                    conn.heard(self.clock.now)
             while True:
                 while self.events and self.events[0][0] == t:
                     _, _, _, kind, what = heapq.heappop(self.events)
@@ -473,8 +488,7 @@ class CoordinatorRun:
             self.push_timer()
         elif kind == "back":  # it joins again, empty (as after a reboot)
             self.down.discard(what)
-            conn = self.coord.agents.nodes[what]
-            conn.connected, conn.last_seen = True, self.clock.now
+            conn = self.coord.agents.join(what, self.clock.now)
             node = next(n for n in self.doc["nodes"] if n["name"] == what)
             await self.coord.on_hello(conn, {"inventory": inventory(node).to_dict(), "ranks": []})
         elif kind == "timer":  # the coordinator's timer loop (scheduling.timer_loop)
@@ -482,8 +496,7 @@ class CoordinatorRun:
             await self.coord.flush()
             self.push_timer()
         else:  # a wake the coordinator asked for: its timer check, then a kick (Coordinator.wake_at)
-            self.coord.check_timers()
-            self.coord.kick()
+            what()
 
     def push_timer(self) -> None:
         """The timer loop's next turn (every ``timer_interval_s`` from t=0), while a node is down
