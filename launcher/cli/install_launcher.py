@@ -26,8 +26,8 @@ LAUNCHER = """#!{python} -IS
 import sys
 
 if sys.flags.no_site:
-    sys.prefix = sys.exec_prefix = {venv!r}
-    sys.path.extend({site_packages!r})
+    sys.prefix = sys.exec_prefix = {venv}
+    sys.path.extend({site_packages})
 from labgang.launcher.cli.quick_launch import main
 
 main()
@@ -63,7 +63,8 @@ def render(python: Path, venv: Path, folders: list[str]) -> str:
         raise LauncherError(f"{python}: the #! line would be {len(shebang.encode())} bytes, over {SHEBANG_LIMIT}")
     if any(ch.isspace() for ch in str(python)):
         raise LauncherError(f"{python}: a #! line cannot hold a path with whitespace")
-    return LAUNCHER.format(python=python, venv=str(venv), site_packages=folders)
+    # JSON's string and list literals are Python's too (double quotes, as the formatter writes them)
+    return LAUNCHER.format(python=python, venv=json.dumps(str(venv)), site_packages=json.dumps(folders))
 
 
 def write(venv: Path) -> Path:

@@ -25,8 +25,8 @@ def test_the_launcher_starts_without_site_and_sets_up_exactly_the_venv(tmp_path)
     lines = text.splitlines()
     assert lines[0] == f"#!{venv}/bin/python -IS"
     compile(text, "labgang", "exec")  # valid Python
-    assert f"    sys.prefix = sys.exec_prefix = {str(venv)!r}" in lines
-    assert f"    sys.path.extend({folders!r})" in lines
+    assert f'    sys.prefix = sys.exec_prefix = "{venv}"' in lines  # double quotes, as docs/cli-startup.md shows
+    assert f'    sys.path.extend(["{folders[0]}"])' in lines
     assert lines[-1] == "main()" and "from labgang.launcher.cli.quick_launch import main" in lines
 
 
