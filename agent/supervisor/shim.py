@@ -97,6 +97,7 @@ import time
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs each launch ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
     from typing import Any
 
     from labgang.agent.supervisor.leasewatch import LeaseWatch
@@ -140,25 +141,37 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(raw[raw.rindex(b")") + 2 :].split()[19])
 
 
-def lease_watch_class() -> type[LeaseWatch]:
-    """``leasewatch.LeaseWatch``, imported from beside this file: the shim runs outside the package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import leasewatch  # type: ignore[import-not-found]
+def sibling_module(name: str) -> ModuleType:
+    """The module ``name`` (``leasewatch``, ``stdinrelay``) loaded from its file beside this one: the shim
+    runs as ``python -I -S shim.py``, outside the package, and leaves ``sys.path`` as it found it.
 
-    found: type[LeaseWatch] = leasewatch.LeaseWatch
+    Raises:
+        ImportError: there is no ``name``.py beside this file.
+    """
+    import importlib.util
+
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no {name}.py beside the shim", path=path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it, as an import would (dataclasses and typing look it up)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lease_watch_class() -> type[LeaseWatch]:
+    """``leasewatch.LeaseWatch``, loaded from beside this file (:func:`sibling_module`)."""
+    found: type[LeaseWatch] = sibling_module("leasewatch").LeaseWatch
     return found
 
 
 def stdin_pump_class() -> type[StdinPump]:
-    """``stdinrelay.StdinPump``, imported from beside this file (as :func:`lease_watch_class`)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import stdinrelay  # type: ignore[import-not-found]
-
-    found: type[StdinPump] = stdinrelay.StdinPump
+    """``stdinrelay.StdinPump``, loaded from beside this file (:func:`sibling_module`)."""
+    found: type[StdinPump] = sibling_module("stdinrelay").StdinPump
     return found
 
 
