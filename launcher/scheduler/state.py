@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
@@ -32,6 +33,57 @@ from labgang.launcher.scheduler.snapshot import (
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
 
+_ID = attrgetter("id")
+
+memo_usage = True
+"""Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
+job by job."""
+
+_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int]] | None = None
+"""The last :func:`_plain_usage` answer's inputs and sums: whether host quotas were counted, the
+running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource)."""
+
+
+def _plain_usage(
+    running: tuple[RunningJob, ...], host_quota: bool
+) -> tuple[dict[str, RunningJob], dict[tuple[str, str], int]] | None:
+    """The running jobs by id (snapshot order) and their usage per ``(queue, resource)`` in
+    devices, when every running job is *plain*: whole devices (not a share of a card), not
+    ``--exclusive``, and (``host_quota``: some quota counts CPUs or memory) no host resources,
+    so each counts ``request.total`` devices of ``request.resource`` in its queue. None when
+    some job is not plain or one id is listed twice (:class:`CycleState` then sums job by job).
+
+    A pure memo on the previous call (as ``capacity._owners``): consecutive cycles differ by a
+    few running jobs, so the previous sums are updated for the jobs gone and the jobs new,
+    compared by identity with set operations. Integer sums: the answer is the full sum's.
+    """
+    global _last_plain
+    by_id = dict(zip(map(_ID, running), running, strict=True))
+    if not memo_usage or len(by_id) != len(running):
+        _last_plain = None
+        return None
+    ident = dict(zip(map(id, running), running, strict=True))
+    last = _last_plain
+    usage: dict[tuple[str, str], int]
+    if last is not None and last[0] == host_quota:
+        before, usage = last[1], dict(last[2])
+        for i in before.keys() - ident.keys():
+            job = before[i]
+            key = (job.queue, job.request.resource)
+            usage[key] -= job.request.total
+        new = [ident[i] for i in ident.keys() - before.keys()]
+    else:
+        usage, new = {}, list(running)
+    for job in new:
+        req = job.request
+        if req.shared or req.exclusive or (host_quota and req.host):
+            _last_plain = None
+            return None
+        key = (job.queue, req.resource)
+        usage[key] = usage.get(key, 0) + req.total
+    _last_plain = (host_quota, ident, usage)
+    return by_id, dict(usage)
+
 
 class CycleState:
     """Quota usage and device ownership for one cycle.
@@ -51,7 +103,11 @@ class CycleState:
         self.host_quota = hostquota.counts_host(self.quota)
         self.demand: dict[str, dict[str, int]] = {}
         any_shared = False
-        for job in snapshot.running:
+        # all plain (whole devices, no host quota): the sums updated from the last cycle's
+        plain = _plain_usage(snapshot.running, self.host_quota)
+        if plain is not None:
+            self.running, usage = plain
+        for job in snapshot.running if plain is None else ():
             if job.id in self.running:
                 continue
             self.running[job.id] = job
