@@ -15,7 +15,7 @@ from operator import attrgetter
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
 from labgang.launcher.scheduler import hostquota
-from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex, identity_delta, running_by_identity
 from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
@@ -62,16 +62,17 @@ def _plain_usage(
     if not memo_usage or len(by_id) != len(running):
         _last_plain = None
         return None
-    ident = dict(zip(map(id, running), running, strict=True))
+    ident = running_by_identity(running)
     last = _last_plain
     usage: dict[tuple[str, str], int]
     if last is not None and last[0] == host_quota:
         before, usage = last[1], dict(last[2])
-        for i in before.keys() - ident.keys():
+        gone, added = identity_delta(before, ident)
+        for i in gone:
             job = before[i]
             key = (job.queue, job.request.resource)
             usage[key] -= job.request.total
-        new = [ident[i] for i in ident.keys() - before.keys()]
+        new = [ident[i] for i in added]
     else:
         usage, new = {}, list(running)
     for job in new:
