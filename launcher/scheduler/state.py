@@ -8,6 +8,7 @@ candidates of the same cycle see them. "What if these victims left" is
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
@@ -84,6 +85,61 @@ def _plain_usage(
         usage[key] = usage.get(key, 0) + req.total
     _last_plain = (host_quota, ident, usage)
     return by_id, dict(usage)
+
+
+memo_victims = True
+"""Tests turn it off to build the reference: every cycle's victim orders sorted anew."""
+
+VictimKey = tuple[int, float, int, str]
+_last_victims: dict[
+    tuple[str, str, bool], tuple[dict[int, RunningJob], dict[int, RunningJob], list[VictimKey], list[RunningJob]]
+] = {}
+"""Per (queue, resource, terminating): the running jobs by identity it was made from, its
+members by identity, and their :func:`victim_order` keys and jobs in that order."""
+
+
+def _victims_memo(
+    running: tuple[RunningJob, ...], by_id: dict[str, RunningJob], key: tuple[str, str, bool]
+) -> list[RunningJob] | None:
+    """:meth:`CycleState.victims_in` of ``key`` = (queue, resource, terminating): the running jobs
+    of ``running`` that match it, in :func:`victim_order`; None when an id is listed twice (then
+    the caller sorts). A pure memo on the last answer for ``key``: the jobs gone since are taken
+    out and the new ones put in by bisection (the keys are distinct: they end with the job id), so
+    the order is the full sort's.
+    """
+    if not memo_victims or len(by_id) != len(running):
+        return None
+    ident = running_by_identity(running)
+    queue, res, terminating = key
+    last = _last_victims.get(key)
+    if last is not None and last[0] is ident:
+        return list(last[3])
+    if last is None:
+        members = {
+            id(j): j
+            for j in by_id.values()
+            if j.queue == queue and j.terminating == terminating and j.request.resource == res
+        }
+        pairs = sorted(((victim_order(j), j) for j in members.values()), key=lambda kj: kj[0])
+        keys, jobs = [k for k, _ in pairs], [j for _, j in pairs]
+    else:
+        gone, new = identity_delta(last[0], ident)
+        members, keys, jobs = dict(last[1]), list(last[2]), list(last[3])
+        for i in gone:
+            job = members.pop(i, None)
+            if job is not None:
+                at = bisect_left(keys, victim_order(job))
+                del keys[at], jobs[at]
+        for i in new:
+            job = ident[i]
+            if job.queue == queue and job.terminating == terminating and job.request.resource == res:
+                k = victim_order(job)
+                at = bisect_left(keys, k)
+                keys.insert(at, k)
+                jobs.insert(at, job)
+                members[i] = job
+    _last_victims[key] = (ident, members, keys, jobs)
+    return list(jobs)
 
 
 class CycleState:
@@ -164,10 +220,12 @@ class CycleState:
         key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:
-            out = sorted(
-                (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
-                key=victim_order,
-            )
+            out = _victims_memo(self.snapshot.running, self.running, key)
+            if out is None:
+                out = sorted(
+                    (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
+                    key=victim_order,
+                )
             self._victims[key] = out
         return out
 
