@@ -157,7 +157,7 @@ _REQUEST = attrgetter("request")
 _EXCLUSIVE = attrgetter("exclusive")
 
 _last_ident: tuple[tuple[RunningJob, ...], dict[int, RunningJob]] | None = None
-_last_delta: tuple[dict[int, RunningJob], dict[int, RunningJob], set[int], set[int]] | None = None
+_deltas: tuple[dict[int, RunningJob], dict[int, tuple[dict[int, RunningJob], set[int], set[int]]]] | None = None
 
 
 def running_by_identity(running: tuple[RunningJob, ...]) -> dict[int, RunningJob]:
@@ -176,13 +176,17 @@ def running_by_identity(running: tuple[RunningJob, ...]) -> dict[int, RunningJob
 def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) -> tuple[set[int], set[int]]:
     """The identities in ``before`` only (jobs gone) and in ``after`` only (jobs new), two
     :func:`running_by_identity` dicts; a memo on the very pair, shared like it (callers must not
-    change the sets)."""
-    global _last_delta
-    last = _last_delta
-    if last is not None and last[0] is before and last[1] is after:
-        return last[2], last[3]
+    change the sets). Every ``before`` asked about with the latest ``after`` is remembered (the
+    memos on the previous snapshot may each start from another one)."""
+    global _deltas
+    if _deltas is None or _deltas[0] is not after:
+        _deltas = (after, {})
+    known = _deltas[1]
+    hit = known.get(id(before))
+    if hit is not None and hit[0] is before:
+        return hit[1], hit[2]
     gone, new = before.keys() - after.keys(), after.keys() - before.keys()
-    _last_delta = (before, after, gone, new)
+    known[id(before)] = (before, gone, new)  # ``before`` kept alive: its identity is not reused
     return gone, new
 
 
