@@ -255,8 +255,8 @@ class CycleDriver:
         return self._holding_list, sorted(self._pending.values(), key=_SEQ)
 
     def _hold_insert(self, job: JobRecord) -> None:
-        """Put ``job`` among the holding jobs at its ``seq`` (after any equal one, as a stable
-        sort of the jobs in the order they were reported would)."""
+        """Put ``job`` among the holding jobs at its ``seq`` (jobs' ``seq`` are distinct; an equal
+        one would go first: ``verify_tracking`` compares the order with a full sort)."""
         seqs = self._hold_seqs
         i = bisect_left(seqs, job.seq)
         while i < len(seqs) and seqs[i] == job.seq:
