@@ -82,7 +82,9 @@ def gate_pending(
     """
     active: dict[str, int] = {}
     held: dict[str, int] = {}
-    for job in holding:
+    # the tasks running and the devices held per array matter only to array tasks: no pass over
+    # every holding job when none is pending (most cycles of a history without arrays)
+    for job in holding if any(job.spec.array is not None for job in pending) else ():
         task = job.spec.array
         if task is not None:
             active[task.array_id] = active.get(task.array_id, 0) + 1

@@ -22,6 +22,7 @@ and an optional :class:`CycleObserver` (metrics and logs; the simulator's trace)
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, is_
@@ -197,9 +198,14 @@ class CycleDriver:
         self._dirty: set[str] = set()  # jobs reported changed since the last split
         self._holding: dict[str, JobRecord] = {}  # tracked: jobs holding devices, by id
         self._pending: dict[str, JobRecord] = {}  # tracked: pending jobs, by id
-        self._holding_sorted: list[JobRecord] | None = []  # the holding jobs in submission order
+        # tracked: the holding jobs in submission order, their ``seq`` and running views (None: to
+        # build), kept in step by insertion and removal; ``_holding_list``: the copy handed out
+        self._hold_jobs: list[JobRecord] = []
+        self._hold_seqs: list[int] = []
+        self._hold_views: list[RunningJob | None] = []
+        self._holding_list: list[JobRecord] = []
+        self._members_changed = False  # the holding jobs changed since the last running tuple
         self._view_check: set[str] = set()  # tracked: jobs reported changed since the last snapshot
-        self._running_from: list[JobRecord] | None = None  # tracked: the holding list of ``_running``
         if self._track:
             self._dirty.update(model.jobs)
 
@@ -217,29 +223,55 @@ class CycleDriver:
 
     def _tracked(self) -> tuple[list[JobRecord], list[JobRecord]]:
         """The jobs holding devices and the pending ones, in submission order, updated for the
-        jobs reported changed (the work grows with them, not with the active jobs)."""
+        jobs reported changed (the work grows with them, not with the active jobs: a job that
+        starts or stops holding devices is inserted or removed at its ``seq`` by bisection)."""
         if self._dirty:
             jobs, holding, pending = self.model.jobs, self._holding, self._pending
             pending_state = JobState.PENDING
+            members = False
             for job_id in self._dirty:
-                was_holding = holding.pop(job_id, None) is not None
+                was = holding.pop(job_id, None)
                 pending.pop(job_id, None)
                 job = jobs.get(job_id)
-                now_holding = False
                 if job is not None:
                     state = job.status.state
                     if state in _HOLDING:
                         holding[job_id] = job
-                        now_holding = True
+                        if was is job:
+                            continue  # still holding, in its place (its view is checked)
                     elif state is pending_state:
                         pending[job_id] = job
-                if was_holding or now_holding:
-                    self._holding_sorted = None
+                if was is not None:
+                    self._hold_remove(was)
+                    members = True
+                if job is not None and holding.get(job_id) is job:
+                    self._hold_insert(job)
+                    members = True
             self._view_check |= self._dirty
             self._dirty.clear()
-        if self._holding_sorted is None:
-            self._holding_sorted = sorted(self._holding.values(), key=_SEQ)
-        return self._holding_sorted, sorted(self._pending.values(), key=_SEQ)
+            if members:
+                self._holding_list = list(self._hold_jobs)
+                self._members_changed = True
+        return self._holding_list, sorted(self._pending.values(), key=_SEQ)
+
+    def _hold_insert(self, job: JobRecord) -> None:
+        """Put ``job`` among the holding jobs at its ``seq`` (jobs' ``seq`` are distinct; an equal
+        one would go first: ``verify_tracking`` compares the order with a full sort)."""
+        seqs = self._hold_seqs
+        i = bisect_left(seqs, job.seq)
+        while i < len(seqs) and seqs[i] == job.seq:
+            i += 1
+        self._hold_jobs.insert(i, job)
+        seqs.insert(i, job.seq)
+        self._hold_views.insert(i, None)
+
+    def _hold_remove(self, job: JobRecord) -> None:
+        """Take ``job`` (the very record) out of the holding jobs."""
+        jobs = self._hold_jobs
+        i = bisect_left(self._hold_seqs, job.seq)
+        while jobs[i] is not job:
+            i += 1
+        del jobs[i], self._hold_seqs[i], self._hold_views[i]
 
     def split(self, now: float, nodes: tuple[Node, ...]) -> tuple[list[JobRecord], ArrayGate]:
         """The jobs holding devices (submission order) and the :class:`ArrayGate` over the
@@ -331,21 +363,34 @@ class CycleDriver:
         """The running views of ``holding`` (a :meth:`_tracked` list): the last tuple again when
         no job was reported changed since, else the changed jobs' views checked
         (:meth:`_running_view`) and the others' taken from the cache."""
-        check = self._view_check
-        if holding is self._running_from and not check:
-            return self._running
-        views, view = self._views, self._running_view
-        running = [view(job) if job.id in check or job.id not in views else views[job.id][4] for job in holding]
-        check.clear()
-        last = self._running
-        if len(last) != len(running) or not all(map(is_, last, running)):
-            last = self._running = tuple(running)
-            if len(views) > 2 * len(last) + 64:  # forget the views of jobs gone
-                kept = {j.id for j in holding}
+        check, slots = self._view_check, self._hold_views
+        changed = self._members_changed
+        if check:
+            hold, seqs, by_id, view = self._hold_jobs, self._hold_seqs, self._holding, self._running_view
+            for job_id in check:
+                job = by_id.get(job_id)
+                if job is None:
+                    continue  # not holding devices: no view
+                i = bisect_left(seqs, job.seq)
+                while hold[i] is not job:
+                    i += 1
+                v = view(job)
+                if slots[i] is not v:
+                    slots[i] = v
+                    changed = True
+            check.clear()
+        if changed:
+            views = self._views
+            self._running = tuple(slots)  # type: ignore[arg-type]  # every slot of a holding job is filled above
+            self._members_changed = False
+            if len(views) > 2 * len(self._running) + 64:  # forget the views of jobs gone
+                kept = set(self._holding)
                 self._views = {i: v for i, v in views.items() if i in kept}
                 self._ranks_changed &= kept
-        self._running_from = holding
-        return last
+        if self.verify_tracking:
+            fresh = tuple(running_job(job, self.cluster.tenant(job.spec)) for job in holding)
+            assert self._running == fresh, "running views not up to date"
+        return self._running
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the record

@@ -156,6 +156,40 @@ _ID = attrgetter("id")
 _REQUEST = attrgetter("request")
 _EXCLUSIVE = attrgetter("exclusive")
 
+_last_ident: tuple[tuple[RunningJob, ...], dict[int, RunningJob]] | None = None
+_deltas: tuple[dict[int, RunningJob], dict[int, tuple[dict[int, RunningJob], set[int], set[int]]]] | None = None
+
+
+def running_by_identity(running: tuple[RunningJob, ...]) -> dict[int, RunningJob]:
+    """``id(job) -> job`` for ``running`` (a snapshot's running jobs), in its order; shorter than
+    ``running`` when one object is listed twice. A memo on the very tuple (kept alive here), so the
+    per-cycle memos on the previous snapshot (:func:`_owners`, ``state._plain_usage``) share one
+    build; callers must not change the dict."""
+    global _last_ident
+    if _last_ident is not None and _last_ident[0] is running:
+        return _last_ident[1]
+    ident = dict(zip(map(id, running), running, strict=True))
+    _last_ident = (running, ident)
+    return ident
+
+
+def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) -> tuple[set[int], set[int]]:
+    """The identities in ``before`` only (jobs gone) and in ``after`` only (jobs new), two
+    :func:`running_by_identity` dicts; a memo on the very pair, shared like it (callers must not
+    change the sets). Every ``before`` asked about with the latest ``after`` is remembered (the
+    memos on the previous snapshot may each start from another one)."""
+    global _deltas
+    if _deltas is None or _deltas[0] is not after:
+        _deltas = (after, {})
+    known = _deltas[1]
+    hit = known.get(id(before))
+    if hit is not None and hit[0] is before:
+        return hit[1], hit[2]
+    gone, new = before.keys() - after.keys(), after.keys() - before.keys()
+    known[id(before)] = (before, gone, new)  # ``before`` kept alive: its identity is not reused
+    return gone, new
+
+
 _last_owners: tuple[_Layout, frozenset[str], dict[int, RunningJob], list[str | None]] | None = None
 """The last :func:`_owners` result without overlapping claims, with what it was made from (the
 running jobs by identity: the dict keeps them alive, so no identity is reused)."""
@@ -176,19 +210,20 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
     global _last_owners
     pos = layout.pos
     running = snapshot.running
-    ident = dict(zip(map(id, running), running, strict=True))
+    ident = running_by_identity(running)
     last = _last_owners
     if last is not None and last[0] is layout and last[1] == snapshot.unavailable and len(ident) == len(running):
         before = last[2]
         owner = last[3][:]
-        for i in before.keys() - ident.keys():
+        gone, new = identity_delta(before, ident)
+        for i in gone:
             for rp in before[i].placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
                         owner[d] = UNAVAILABLE if unavailable[d] else None
         clean = True
-        for i in ident.keys() - before.keys():
+        for i in new:
             job = ident[i]
             for rp in job.placement:
                 for u in rp.devices:

@@ -8,13 +8,15 @@ candidates of the same cycle see them. "What if these victims left" is
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
 from labgang.launcher.scheduler import hostquota
-from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
+from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex, identity_delta, running_by_identity
 from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
@@ -31,6 +33,113 @@ from labgang.launcher.scheduler.snapshot import (
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
+
+_ID = attrgetter("id")
+
+memo_usage = True
+"""Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
+job by job."""
+
+_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int]] | None = None
+"""The last :func:`_plain_usage` answer's inputs and sums: whether host quotas were counted, the
+running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource)."""
+
+
+def _plain_usage(
+    running: tuple[RunningJob, ...], host_quota: bool
+) -> tuple[dict[str, RunningJob], dict[tuple[str, str], int]] | None:
+    """The running jobs by id (snapshot order) and their usage per ``(queue, resource)`` in
+    devices, when every running job is *plain*: whole devices (not a share of a card), not
+    ``--exclusive``, and (``host_quota``: some quota counts CPUs or memory) no host resources,
+    so each counts ``request.total`` devices of ``request.resource`` in its queue. None when
+    some job is not plain or one id is listed twice (:class:`CycleState` then sums job by job).
+
+    A pure memo on the previous call (as ``capacity._owners``): consecutive cycles differ by a
+    few running jobs, so the previous sums are updated for the jobs gone and the jobs new,
+    compared by identity with set operations. Integer sums: the answer is the full sum's.
+    """
+    global _last_plain
+    by_id = dict(zip(map(_ID, running), running, strict=True))
+    if not memo_usage or len(by_id) != len(running):
+        _last_plain = None
+        return None
+    ident = running_by_identity(running)
+    last = _last_plain
+    usage: dict[tuple[str, str], int]
+    if last is not None and last[0] == host_quota:
+        before, usage = last[1], dict(last[2])
+        gone, added = identity_delta(before, ident)
+        for i in gone:
+            job = before[i]
+            key = (job.queue, job.request.resource)
+            usage[key] -= job.request.total
+        new = [ident[i] for i in added]
+    else:
+        usage, new = {}, list(running)
+    for job in new:
+        req = job.request
+        if req.shared or req.exclusive or (host_quota and req.host):
+            _last_plain = None
+            return None
+        key = (job.queue, req.resource)
+        usage[key] = usage.get(key, 0) + req.total
+    _last_plain = (host_quota, ident, usage)
+    return by_id, dict(usage)
+
+
+memo_victims = True
+"""Tests turn it off to build the reference: every cycle's victim orders sorted anew."""
+
+VictimKey = tuple[int, float, int, str]
+_last_victims: dict[
+    tuple[str, str, bool], tuple[dict[int, RunningJob], dict[int, RunningJob], list[VictimKey], list[RunningJob]]
+] = {}
+"""Per (queue, resource, terminating): the running jobs by identity it was made from, its
+members by identity, and their :func:`victim_order` keys and jobs in that order."""
+
+
+def _victims_memo(
+    running: tuple[RunningJob, ...], by_id: dict[str, RunningJob], key: tuple[str, str, bool]
+) -> list[RunningJob] | None:
+    """:meth:`CycleState.victims_in` of ``key`` = (queue, resource, terminating): the running jobs
+    of ``running`` that match it, in :func:`victim_order`; None when an id is listed twice (then
+    the caller sorts). A pure memo on the last answer for ``key``: the jobs gone since are taken
+    out and the new ones put in by bisection (the keys are distinct: they end with the job id), so
+    the order is the full sort's.
+    """
+    if not memo_victims or len(by_id) != len(running):
+        return None
+    ident = running_by_identity(running)
+    queue, res, terminating = key
+    last = _last_victims.get(key)
+    if last is not None and last[0] is ident:
+        return list(last[3])
+    if last is None:
+        members = {
+            id(j): j
+            for j in by_id.values()
+            if j.queue == queue and j.terminating == terminating and j.request.resource == res
+        }
+        pairs = sorted(((victim_order(j), j) for j in members.values()), key=lambda kj: kj[0])
+        keys, jobs = [k for k, _ in pairs], [j for _, j in pairs]
+    else:
+        gone, new = identity_delta(last[0], ident)
+        members, keys, jobs = dict(last[1]), list(last[2]), list(last[3])
+        for i in gone:
+            job = members.pop(i, None)
+            if job is not None:
+                at = bisect_left(keys, victim_order(job))
+                del keys[at], jobs[at]
+        for i in new:
+            job = ident[i]
+            if job.queue == queue and job.terminating == terminating and job.request.resource == res:
+                k = victim_order(job)
+                at = bisect_left(keys, k)
+                keys.insert(at, k)
+                jobs.insert(at, job)
+                members[i] = job
+    _last_victims[key] = (ident, members, keys, jobs)
+    return list(jobs)
 
 
 class CycleState:
@@ -51,7 +160,11 @@ class CycleState:
         self.host_quota = hostquota.counts_host(self.quota)
         self.demand: dict[str, dict[str, int]] = {}
         any_shared = False
-        for job in snapshot.running:
+        # all plain (whole devices, no host quota): the sums updated from the last cycle's
+        plain = _plain_usage(snapshot.running, self.host_quota)
+        if plain is not None:
+            self.running, usage = plain
+        for job in snapshot.running if plain is None else ():
             if job.id in self.running:
                 continue
             self.running[job.id] = job
@@ -107,10 +220,12 @@ class CycleState:
         key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:
-            out = sorted(
-                (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
-                key=victim_order,
-            )
+            out = _victims_memo(self.snapshot.running, self.running, key)
+            if out is None:
+                out = sorted(
+                    (j for j in self.running_in(queue) if j.terminating == terminating and j.request.resource == res),
+                    key=victim_order,
+                )
             self._victims[key] = out
         return out
 
