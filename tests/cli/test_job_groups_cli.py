@@ -54,8 +54,10 @@ def test_group_names_the_first_group_before_the_first_separator() -> None:
     body = _click(
         ["--group", "launcher", "-n", "1", "-g", "0", "--", "mpirun", ":", "--group", "w", "-n", "2", "--", "w"]
     )
-    assert [g.get("name") for g in body["groups"]] == ["launcher", "w"]  # type: ignore[union-attr]
-    assert body["groups"][0] == {"workers": 1, "gpus_per_worker": 0, "name": "launcher", "argv": ["mpirun"]}  # type: ignore[index]
+    groups = body["groups"]
+    assert isinstance(groups, list)
+    assert [g.get("name") for g in groups] == ["launcher", "w"]
+    assert groups[0] == {"workers": 1, "gpus_per_worker": 0, "name": "launcher", "argv": ["mpirun"]}
 
 
 def test_a_colon_that_is_an_argument_is_not_a_separator() -> None:

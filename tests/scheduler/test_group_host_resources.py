@@ -87,11 +87,12 @@ def test_a_group_with_no_device_asking_more_than_any_node_is_refused_naming_the_
     from labgang.launcher.scheduler.unschedulable import never_schedulable
 
     nodes = Cluster().node("gpu", gpus=2, cpus=4, mem_gib=8).snapshot([Q], []).nodes
-    for host, field, needs in (
-        ({"cpus_per_task": 6}, "cpus_per_task", "6 cpus per rank but the largest node with devices has 4"),
-        ({"mem": 16 * GIB}, "mem", "16G of memory per node but the largest node with devices has 8G"),
+    cpus, mem = JobRequest(workers=1, per_worker=0, cpus_per_task=6), JobRequest(workers=1, per_worker=0, mem=16 * GIB)
+    for alone, field, needs in (
+        (cpus, "cpus_per_task", "6 cpus per rank but the largest node with devices has 4"),
+        (mem, "mem", "16G of memory per node but the largest node with devices has 8G"),
     ):
-        launcher = ("launcher", JobRequest(workers=1, per_worker=0, **host))
+        launcher = ("launcher", alone)
         req = job("mpi").queue("q").groups(launcher, ("worker", JobRequest(workers=1, per_worker=1)))._req
         found = never_schedulable(req, Q, [Q], nodes)
         assert found is not None
