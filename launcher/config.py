@@ -42,7 +42,7 @@ from labgang.launcher.config_errors import (
     listed,
     missing_file_problem,
 )
-from labgang.launcher.host_quota import is_host_resource, quota_problem, quota_value
+from labgang.launcher.host_quota import MAX_CPUS, MAX_MEMORY, is_host_resource, quota_problem, quota_value
 from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
 from labgang.launcher.notify import NotifyConfig
@@ -80,15 +80,55 @@ class _Strict(BaseModel):
 def _host_sizes(value: object) -> object:
     """A quota table with its ``memory`` size (``"512G"``) in bytes, before the types are checked.
 
+    Every entry is looked at: when a ``cpu`` or ``memory`` entry is wrong, the problems of every
+    entry of the table (devices too) are raised together, one ``.<resource>: ...`` line each, as
+    :func:`_check_quantities` words them, so ``config check`` names them all in one pass.
+
     Raises:
-        ValueError: a ``memory`` string that is not a size (names what is allowed).
+        ValueError: one line per bad entry, naming the resource and what is allowed.
     """
     if not isinstance(value, dict):
         return value
-    try:
-        return {res: quota_value(res, count) for res, count in value.items()}
-    except ValueError as exc:
-        raise ValueError(f".memory: {exc}") from None
+    out: dict[object, object] = {}
+    problems: list[str] = []
+    for resource, given in value.items():
+        count, problem = _quota_entry(str(resource), given)
+        out[resource] = count
+        if problem is not None:
+            problems.append(f".{resource}: {problem}")
+    if problems and any(is_host_resource(str(r)) for r in value):
+        raise ValueError("\n".join(problems))
+    return {r: (out[r] if is_host_resource(str(r)) else c) for r, c in value.items()}
+
+
+def _quota_entry(resource: str, given: object) -> tuple[object, str | None]:
+    """One quota table entry as counted (``memory`` in bytes) and why it cannot be, or None.
+
+    ``cpu`` and device counts are whole numbers (an ``int``, never ``"4"`` or ``true``, as the
+    schema's ``Count``); ``memory`` is a size or a whole number of MiB (:func:`quota_value`).
+    """
+    shown = str(given).lower() if isinstance(given, bool) else repr(given)
+    if resource == "memory":
+        try:
+            count = quota_value(resource, given)
+        except ValueError as exc:
+            return given, str(exc)
+        if isinstance(count, bool) or not isinstance(count, int):
+            return given, f"{shown} is not a memory size; allowed: a size such as '512G', or a whole number of MiB"
+        if quota_problem(resource, count) is not None:  # out of range: said as written, not in bytes
+            return count, f"{shown} is out of range; allowed: a size from 0 to {MAX_MEMORY} bytes, such as '512G'"
+        return count, None
+    if not is_host_resource(resource) and not is_valid_resource(resource):
+        return given, (
+            f"unknown resource {resource!r}; allowed: 'gpu' or 'mig-<profile>' such as "
+            "'mig-1g.10gb' (devices), 'cpu' or 'memory' (host)"
+        )
+    what = f"a CPU count from 0 to {MAX_CPUS}" if resource == "cpu" else f"a device count from 0 to {QUANTITY_MAX}"
+    if isinstance(given, bool) or not isinstance(given, int):  # strict, as the schema's Count
+        return given, f"{shown} is not allowed; allowed: {what}"
+    if not 0 <= given <= (MAX_CPUS if resource == "cpu" else QUANTITY_MAX):
+        return given, f"{given} is out of range; allowed: {what}"
+    return given, None
 
 
 def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:

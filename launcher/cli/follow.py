@@ -70,6 +70,7 @@ class JobFollower:
         self.partial = {r: b"" for r in self.ranks}
         self.complete: set[int] = set()
         self._last_report: tuple[Any, ...] | None = None
+        self._said_start: object = None  # the start_time of the run whose "running on" line was printed
         self._settle = 0
 
     def follow(self) -> dict[str, Any]:
@@ -82,6 +83,8 @@ class JobFollower:
             finished = job["state"] in FINISHED_STATES
             if not finished:
                 self._report(job)
+            else:
+                self._report_start(job)  # it ran and ended between two polls: say where, before its output
             if job["state"] != "pending" or finished:
                 for rank in self.ranks:
                     if rank not in self.complete:
@@ -139,6 +142,17 @@ class JobFollower:
                 self.partial[rank] = b""
         self.out.flush()
 
+    def _report_start(self, job: dict[str, Any]) -> None:
+        """The ``job N running on NODES`` line of the run that started at ``job["start_time"]``, once,
+        whatever state the job is seen in: a poll may miss ``running`` (a short job ends, or is
+        already terminating, before the next poll), and the line is due all the same."""
+        started = job.get("start_time")
+        if self.err is None or started is None or started == self._said_start:
+            return
+        self._said_start = started
+        nodes = ",".join(job.get("nodes") or []) or "?"
+        print(f"labgang: job {self.job_id} running on {nodes}", file=self.err, flush=True)
+
     def _report(self, job: dict[str, Any]) -> None:
         if self.err is None:
             return
@@ -150,6 +164,11 @@ class JobFollower:
         state = job["state"]
         if state == "admitted" or (state == "pending" and not reason):
             return  # passing states: a scheduling cycle or the ranks' start is under way
+        if state == "running" and job.get("start_time") is not None:
+            self._report_start(job)
+            return
+        if state != "pending":
+            self._report_start(job)  # terminating or ended: the start a poll missed comes first
         if state == "pending":
             why = reason.get("message") or reason.get("code")
             line = f"job {self.job_id} pending in queue {job.get('queue')}: {why}"

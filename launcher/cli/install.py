@@ -312,17 +312,32 @@ def _warn_unit_users(files: list[InstallFile]) -> None:
 
 
 def create_system_user(prefix: Path) -> str:
-    """Create the ``labgang`` user from the installed sysusers.d file (``systemd-sysusers --root``).
+    """Create the ``labgang`` user from the installed sysusers.d file (``systemd-sysusers --root``),
+    then look for it in the prefix's ``etc/passwd``, the file systemd-sysusers wrote.
 
     Returns:
-        What happened, for the summary.
+        What was checked, for the summary: with ``--prefix DIR`` the user is in DIR's passwd file,
+        not among this host's users, and the line says so.
     """
     exe = shutil.which("systemd-sysusers")
     conf = prefix / SYSUSERS_PATH
     if exe is None:
         return f"systemd-sysusers not found: create the 'labgang' system user yourself ({conf})"
     subprocess.run([exe, f"--root={prefix}", str(conf)], check=True, capture_output=True, text=True)
-    return "system user 'labgang' present (systemd-sysusers)"
+    passwd = prefix / "etc/passwd"
+    try:
+        lines = passwd.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    entry = next((line.split(":") for line in lines if line.startswith("labgang:")), None)
+    if entry is None or len(entry) < 3:
+        return f"systemd-sysusers ran, but {passwd} has no 'labgang' user: create it yourself ({conf})"
+    if prefix == Path("/"):
+        return f"system user 'labgang' (uid {entry[2]}) found in {passwd} (systemd-sysusers)"
+    return (
+        f"user 'labgang' (uid {entry[2]}) found in {passwd} (systemd-sysusers --root={prefix}); "
+        "this host's own users are unchanged"
+    )
 
 
 @click.command("install")

@@ -129,11 +129,58 @@ def groups_from_argv(first_shape: dict[str, Any], argv: list[str]) -> list[dict[
         try:
             options, command = parse(words, GROUP_FLAGS, interspersed=False)
         except NotFast as exc:
-            raise SubmissionError(
-                f"{where}: {exc} is not an option a group takes, or its value is bad; allowed: {_ALLOWED}"
-            ) from None
+            raise SubmissionError(_option_problem(words, str(exc), k)) from None
         groups.append(group_entry(options, command, where))
     return groups
+
+
+_VALUE_ALLOWED = {
+    "workers": "a whole number >= 1",
+    "gpus_per_worker": "a whole number >= 0 (0: ranks with no device)",
+    "nodes": "a whole number >= 1",
+    "min_workers": "a whole number >= 1, at most the group's -n",
+    "cpus_per_task": "a whole number >= 1",
+}
+"""What a group option's value allows, by destination, where :func:`_option_problem` says it."""
+_SPELLED = {
+    "workers": "-n/--workers",
+    "gpus_per_worker": "-g/--gpus-per-worker",
+    "nodes": "-N/--nodes",
+    "cpus_per_task": "-c/--cpus-per-task",
+}
+"""How an error names a group option with a short and a long spelling (as ``submit --help`` does)."""
+
+
+def _option_problem(words: list[str], arg: str, k: int) -> str:
+    """The one line for an option ``arg`` of group ``k`` (``words``: its options and command) that
+    :func:`~labgang.launcher.cli.quick_argv.parse` refused: a bad or missing value names the group
+    (``--group NAME`` when given, else ``g<k>``), the option and what it allows; an option a group
+    does not take lists those it takes."""
+    from labgang.launcher.model import TOPOLOGY_LEVELS
+
+    flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+    if flag not in GROUP_FLAGS and not arg.startswith("--") and arg[:2] in GROUP_FLAGS:
+        flag, eq, inline = arg[:2], "=", arg[2:]  # -n0
+    if flag not in GROUP_FLAGS:
+        return f"group {k} (after ':' number {k}): {arg} is not an option a group takes; allowed: {_ALLOWED}"
+    name = f"g{k}"
+    options = words[: words.index("--")] if "--" in words else words
+    for i, word in enumerate(options):
+        if word == "--group" and i + 1 < len(options):
+            name = options[i + 1]
+        elif word.startswith("--group="):
+            name = word.partition("=")[2]
+    dest = GROUP_FLAGS[flag][0]
+    shown = _SPELLED.get(dest, flag)
+    allowed = _VALUE_ALLOWED.get(dest, ", ".join(TOPOLOGY_LEVELS) if dest == "topology" else "a value")
+    if eq:
+        value: str | None = inline
+    else:
+        at = words.index(arg) if arg in words else -1
+        value = words[at + 1] if 0 <= at < len(words) - 1 else None
+    if value is None:
+        return f"group {name}: {shown}: needs a value; allowed: {allowed}"
+    return f"group {name}: {shown}: {value} is not allowed; allowed: {allowed}"
 
 
 _FILE_KEYS = ("name", "ranks", "command", "env", "resources")

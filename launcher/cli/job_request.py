@@ -84,6 +84,7 @@ def build_submission(
     startup_order: str | None = None,
     job_file: str | None = None,
     colocate: str | None = None,
+    group_name: str | None = None,
     shards: int | None = None,
     mps: int | None = None,
     gpu_mem: str | None = None,
@@ -125,7 +126,8 @@ def build_submission(
             ``any``, ``group:NAME``; ``fail``, ``restart``; 0..1000), checked by the coordinator
             against the job's groups (``launcher/lifecycle/group_policy.py``).
         startup_order: ``--startup-order``, group names separated by commas.
-        job_file: ``-f job.toml``, a job of groups from a file; colocate: ``--colocate g0,g1``.
+        job_file: ``-f job.toml``, a job of groups from a file; colocate: ``--colocate g0,g1``;
+            group_name: ``--group NAME`` before the first ``--``, the first group's name.
             ``argv`` with ``:`` between groups (``CMD : -n 4 -g 2 -- CMD2``) is a job of groups
             too (:mod:`labgang.launcher.cli.job_groups`, docs/job-groups.md).
         shards, mps, gpu_mem: a share of one GPU (docs/sharing.md): ``--shards N``, ``--mps PCT`` and the
@@ -162,6 +164,8 @@ def build_submission(
             groups, together = job_groups.groups_from_file(job_file)
             file_policies = job_groups.policies_from_file(job_file)  # the flags, given too, win
         else:
+            if group_name is not None:
+                shape["name"] = group_name
             groups = job_groups.groups_from_argv(shape, argv)
         if colocate is not None:
             if groups is None:
@@ -169,6 +173,13 @@ def build_submission(
                     "--colocate: names groups of a job of groups; give them with CMD : OPTIONS -- CMD or -f job.toml"
                 )
             together = together + job_groups.colocate_sets(colocate)
+    if group_name is not None and (groups is None or job_file is not None):
+        raise SubmissionError(
+            "--group: names the first group of a job of groups on the command line (--group NAME -n 1 -- CMD : "
+            "OPTIONS -- CMD); a job file names its groups in [[group]] tables"
+            if job_file is not None
+            else "--group: names the first group of a job of groups (CMD : OPTIONS -- CMD); a job alone has no groups"
+        )
     if groups is None and gpus_per_worker == 0:
         raise SubmissionError(
             "-g/--gpus-per-worker: 0 is only for one group of a job of groups (CMD : OPTIONS -- CMD); "

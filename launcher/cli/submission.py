@@ -58,7 +58,7 @@ class ScriptCommand(click.Command):
         try:
             options, positional = quick.parse(args, table, interspersed=False)
         except quick.NotFast:
-            return super().parse_args(ctx, args)  # malformed flags: click words the error
+            return self._parse_naming_the_group(ctx, args)  # malformed flags: click words the error
         try:
             found = batch_script.script_form(args, positional, strict=bool(options.get("error_on_unknown_sbatch")))
         except batch_script.BadScript as exc:
@@ -67,7 +67,33 @@ class ScriptCommand(click.Command):
             args, warnings = found
             for line in warnings:
                 click.echo(f"labgang {self.name}: warning: {line}", err=True)
-        return super().parse_args(ctx, args)
+        return self._parse_naming_the_group(ctx, args)
+
+    def _parse_naming_the_group(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """click's parse; in a job of groups (``CMD : OPTIONS -- CMD``) a bad value of a shape option
+        before the first ``--`` is the first group's, and its line names that group (``--group NAME``,
+        else ``g0``): ``group g0: -n/--workers: 0 is not in the range x>=1; allowed: ...``."""
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.BadParameter as exc:
+            if exc.param is None or exc.param.name not in _GROUP_SHAPE:
+                raise
+            from labgang.launcher.cli import job_groups
+            from labgang.launcher.cli.errors import command_path, usage_line
+
+            if len(job_groups.split_components(given)) == 1:
+                raise
+            head = given[: given.index("--")] if "--" in given else given
+            name = next((head[i + 1] for i in range(len(head) - 1) if head[i] == "--group"), "g0")
+            line = usage_line(exc).removeprefix(command_path(ctx) + ": ")
+            raise click.UsageError(f"group {name}: {line}", ctx) from None
+
+
+_GROUP_SHAPE = frozenset(
+    {"workers", "gpus_per_worker", "nodes", "min_workers", "cpus_per_task", "mig", "gpu_model", "topology"}
+)
+"""The options before the first ``--`` that are the first group's shape in a job of groups."""
 
 
 def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -332,6 +358,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             metavar="JOB.TOML",
             help="A job of groups from a file: one [[group]] table per group (name, ranks, command, env, "
             "resources; docs/job-groups.md). Then no CMD and no -n/-g on the command line.",
+        ),
+        click.option(
+            "--group",
+            "group_name",
+            default=None,
+            metavar="NAME",
+            help="Name the first group of a job of groups (CMD : OPTIONS -- CMD; default g0); each group "
+            "after ':' takes its own --group.",
         ),
         click.option(
             "--colocate",

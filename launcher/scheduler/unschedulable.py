@@ -93,6 +93,9 @@ def _groups_never_fit(
         if alone.per_worker == 0:
             if not layout.node_names:
                 return PendingReason(ReasonCode.UNSCHEDULABLE, f"group {g.name}: the cluster has no node"), "nodes"
+            host = _deviceless_host_never_fits(empty, alone)
+            if host is not None:
+                return replace(host[0], message=f"group {g.name}: {host[0].message}"), host[1]
             continue
         model = alone.gpu_model.lower() if alone.gpu_model else None
         ix = empty.all_devices_index(alone.resource, model, skip_unavailable=False)
@@ -117,6 +120,24 @@ def _groups_never_fit(
             ),
             "colocate" if req.colocate else "workers",
         )
+    return None
+
+
+def _deviceless_host_never_fits(devices: DeviceBook, req: JobRequest) -> tuple[PendingReason, str] | None:
+    """UNSCHEDULABLE, with the field at fault (``cpus_per_task`` or ``mem``), when one rank of a group
+    with no device asks more CPUs, or more memory per node, than the largest node with a device has
+    (such a group runs only where its job holds devices); None otherwise (nodes that report no CPUs
+    or memory do not limit it)."""
+    nodes = [n for n in devices.static.nodes if n.devices]
+    cpus = [n.cpus for n in nodes if n.cpus is not None]
+    mems = [n.memory for n in nodes if n.memory is not None]
+    if req.cpus_per_task and cpus and req.cpus_per_task > max(cpus):
+        text = f"job needs {req.cpus_per_task} cpus per rank but the largest node with devices has {max(cpus)}"
+        return PendingReason(ReasonCode.UNSCHEDULABLE, text + ", even on an empty cluster"), "cpus_per_task"
+    if req.mem and mems and req.mem > max(mems):
+        most = mem_size(max(mems))
+        text = f"job needs {mem_size(req.mem)} of memory per node but the largest node with devices has {most}"
+        return PendingReason(ReasonCode.UNSCHEDULABLE, text + ", even on an empty cluster"), "mem"
     return None
 
 

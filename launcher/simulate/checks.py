@@ -191,23 +191,25 @@ def run_scenario(scenario: Scenario, trace: Tracer | None = None) -> Report:
     timed = sorted(((e.at, i) for i, e in enumerate(scenario.file.expect) if e.at is not None))
     final = [i for i, e in enumerate(scenario.file.expect) if e.at is None]
 
-    def expect(i: int, label: str) -> None:
+    def expect(i: int, label: str, at: float) -> None:
+        """Check expectation ``i``; its trace line is dated ``at``, the instant it is checked (its
+        own ``at``, the state then being the last instant's before it), not the last event's."""
         lines = check_expect(sim, scenario.file.expect[i])
         report.checked += 1
         for line in lines:
             report.failures.append(f"expect[{i}] {label}: {line}")
         if trace is not None:
-            trace({"t": sim.now, "event": "expect", "index": i, "ok": not lines, "problems": lines})
+            trace({"t": at, "event": "expect", "index": i, "ok": not lines, "problems": lines})
 
     k = 0
     while True:
         t = sim.next_time()
         while k < len(timed) and (t is None or timed[k][0] < t):
-            expect(timed[k][1], f"at t={timed[k][0]:g}")
+            expect(timed[k][1], f"at t={timed[k][0]:g}", timed[k][0])
             k += 1
         if t is None:
             break
         sim.run_instant()
     for i in final:
-        expect(i, "at the end")
+        expect(i, "at the end", sim.now)
     return report

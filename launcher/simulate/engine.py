@@ -578,11 +578,14 @@ class Simulation:
             raise RuntimeError(f"the scheduler kept deciding new things at t={self.now}")
 
     def _emit_reasons(self, result: CycleResult) -> None:
-        """A ``pending`` trace line for each job whose reason this cycle changed."""
+        """A ``pending`` trace line for each job whose reason (its code and words, what the line
+        shows) this cycle changed; a change only in what the line does not show (``no_preemption``)
+        is kept without a second, identical line."""
         for p in result.pending:
             job = self.by_model[p.job_id]
-            if job.reason != p.reason:
-                job.reason = p.reason
+            before = job.reason
+            job.reason = p.reason
+            if before is None or (before.code, before.message) != (p.reason.code, p.reason.message):
                 message = p.reason.message  # the scheduler's, in the file's names; the array cap's, in ids
                 if p.reason.code == ReasonCode.ARRAY_LIMIT:
                     message = self._shown(message)

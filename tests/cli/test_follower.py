@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 class ScriptedClient:
     """Answers ``job()`` from a list of states (the last one repeats) and serves one log."""
 
-    def __init__(self, states: list[str], log: bytes) -> None:
+    def __init__(self, states: list[str], log: bytes, started_at: float | None = None) -> None:
         self.states = states
         self.log = log
         self.job_calls = 0
+        self.started_at = started_at  # the view's start_time once the job has left pending/admitted
 
     def job(self, job_id: str) -> dict:
         state = self.states[min(self.job_calls, len(self.states) - 1)]
@@ -35,6 +36,7 @@ class ScriptedClient:
             "nodes": ["vm"],
             "reason": None,
             "exit_status": 0 if state == "succeeded" else None,
+            "start_time": None if state in ("pending", "admitted") else self.started_at,
         }
 
     def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
@@ -69,3 +71,39 @@ def test_the_final_line_comes_after_the_output():
     JobFollower(client, "8", (0,), Out(), Err(), poll_s=0.001).follow()
     assert order and order[-1] == "state" and "output" in order
     assert order.index("output") < order.index("state")
+
+
+def test_a_run_that_ends_between_two_polls_still_says_where_it_ran_before_its_output():
+    """The poll never sees "running" (the job went from pending to succeeded between two polls):
+    its start time says it ran, so the "running on" line comes all the same, once, before the
+    output, and the final line after it."""
+    client = ScriptedClient(["pending", "succeeded"], b"out\n", started_at=100.0)
+    lines: list[str] = []
+
+    class Err(io.StringIO):
+        def write(self, text: str) -> int:
+            lines.extend(f"state: {t}" for t in text.splitlines() if t)
+            return len(text)
+
+    class Out(io.BytesIO):
+        def write(self, data: Buffer) -> int:
+            lines.append(f"output: {bytes(data).decode()}")
+            return len(bytes(data))
+
+    JobFollower(client, "9", (0,), Out(), Err(), poll_s=0.001).follow()
+    assert lines == [
+        "state: labgang: job 9 running on vm",
+        "output: out\n",
+        "state: labgang: job 9 succeeded (exit status 0)",
+    ]
+
+
+def test_a_run_first_seen_terminating_says_where_it_ran_first():
+    client = ScriptedClient(["pending", "terminating", "terminating", "failed"], b"", started_at=5.0)
+    err = io.StringIO()
+    JobFollower(client, "3", (0,), io.BytesIO(), err, poll_s=0.001).follow()
+    assert err.getvalue().splitlines() == [
+        "labgang: job 3 running on vm",
+        "labgang: job 3 terminating",
+        "labgang: job 3 failed",
+    ]

@@ -48,6 +48,18 @@ def test_colon_separated_groups_make_one_body_on_both_paths() -> None:
     assert not {"workers", "gpus_per_worker", "argv"} & set(body)  # the shape is in the groups
 
 
+def test_group_names_the_first_group_before_the_first_separator() -> None:
+    """``--group NAME`` before the first ``--`` names the first group (Slurm's first component), as
+    ``--group`` after a ``:`` names that group; the fast path leaves it to the click command."""
+    body = _click(
+        ["--group", "launcher", "-n", "1", "-g", "0", "--", "mpirun", ":", "--group", "w", "-n", "2", "--", "w"]
+    )
+    groups = body["groups"]
+    assert isinstance(groups, list)
+    assert [g.get("name") for g in groups] == ["launcher", "w"]
+    assert groups[0] == {"workers": 1, "gpus_per_worker": 0, "name": "launcher", "argv": ["mpirun"]}
+
+
 def test_a_colon_that_is_an_argument_is_not_a_separator() -> None:
     body = _fast(["--", "echo", ":", "x"])
     assert body["argv"] == ["echo", ":", "x"] and "groups" not in body
@@ -85,9 +97,44 @@ def test_a_job_file_gives_the_groups(tmp_path: Path) -> None:
         (
             ["--", "a", ":", "-n", "2", "--exclusive", "--", "b"],
             None,
-            "group 1 (after ':' number 1): --exclusive is not an option a group takes, or its value is bad; "
+            "group 1 (after ':' number 1): --exclusive is not an option a group takes; "
             "allowed: -n, -g (0 allowed), --mig, -N/--nodes, --gpu-model, --min-workers, -c, --mem, "
             "--mem-per-gpu, --topology, --group",
+        ),
+        (
+            ["--", "a", ":", "-n", "0", "--", "b"],
+            None,
+            "labgang submit: group g1: -n/--workers: 0 is not allowed; allowed: a whole number >= 1\n",
+        ),
+        (
+            ["--", "a", ":", "--group", "workers", "-n", "2", "-c", "0", "--", "b"],
+            None,
+            "labgang submit: group workers: -c/--cpus-per-task: 0 is not allowed; allowed: a whole number >= 1\n",
+        ),
+        (
+            ["--", "a", ":", "-n", "2", "-g", "1", "--topology=ring", "--", "b"],
+            None,
+            "labgang submit: group g1: --topology: ring is not allowed; allowed: nvlink, pcie-switch, numa, node\n",
+        ),
+        (
+            ["-n", "0", "-g", "0", "--", "a", ":", "-n", "2", "--", "b"],
+            None,
+            "labgang submit: group g0: -n/--workers: 0 is not in the range x>=1; allowed: an integer >= 1\n",
+        ),
+        (
+            ["--group", "launcher", "-n", "1", "-g", "-1", "--", "a", ":", "-n", "2", "--", "b"],
+            None,
+            "labgang submit: group launcher: -g/--gpus-per-worker: -1 is not in the range x>=0; allowed: an integer",
+        ),
+        (
+            ["--group", "launcher", "--", "a"],
+            None,
+            "--group: names the first group of a job of groups (CMD : OPTIONS -- CMD); a job alone has no groups",
+        ),
+        (
+            ["--group", "launcher"],
+            "[[group]]\ncommand = 'a'\n[[group]]\ncommand = 'b'\n",
+            "--group: names the first group of a job of groups on the command line",
         ),
         (
             ["--", "a", ":", "-n", "2"],

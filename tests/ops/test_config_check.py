@@ -179,6 +179,30 @@ def test_every_bad_entry_and_huge_numbers_are_said_in_labgangs_words(tmp_path: P
     assert "Input should" not in res.output and "Unable to parse" not in res.output
 
 
+def test_every_bad_cpu_and_memory_quota_entry_is_its_own_line(tmp_path: Path) -> None:
+    """A quota table's host entries are checked whole: a bad ``memory`` does not hide a bad ``cpu``
+    (or a bad device count) of the same table, and a string ``cpu`` does not hide the ``memory``
+    beside it; each problem is one line naming its key."""
+    text = (
+        'default_queue = "a"\n[[queues]]\nname = "a"\ncohort = "lab"\n'
+        'nominal = { gpu = -2, cpu = -1, memory = "lots" }\n'
+        'borrowing_limit = { cpu = "x", memory = -5 }\n'
+    )
+    f = write(tmp_path, text, "c.toml")
+    res = check(f)
+    assert res.exit_code == 2, res.output
+    lines = [line.removeprefix(f"{f}: ") for line in res.output.splitlines()]
+    assert lines == [
+        "queues[0].nominal.gpu: -2 is out of range; allowed: a device count from 0 to 1000000",
+        "queues[0].nominal.cpu: -1 is out of range; allowed: a CPU count from 0 to 16777216",
+        "queues[0].nominal.memory: 'lots' is not a memory size; allowed: a whole number with an optional unit"
+        " K, M (default), G or T, e.g. 16G or 8000",
+        "queues[0].borrowing_limit.cpu: 'x' is not allowed; allowed: a CPU count from 0 to 16777216",
+        "queues[0].borrowing_limit.memory: -5 is out of range; allowed: a size from 0 to 4611686018427387904"
+        " bytes, such as '512G'",
+    ]
+
+
 @pytest.mark.parametrize(
     "value,line",
     [

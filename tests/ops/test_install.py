@@ -67,10 +67,15 @@ def test_installed_cluster_config_is_valid_and_reads_the_systemd_credential(tmp_
 )
 def test_coordinator_install_creates_the_system_user_in_the_prefix(tmp_path):
     result = run("--role", "coordinator", "--prefix", str(tmp_path))
-    assert "system user 'labgang' present" in result.output
     passwd = (tmp_path / "etc/passwd").read_text().splitlines()
     entry = next(line for line in passwd if line.startswith("labgang:"))
     fields = entry.split(":")
+    # The line names the file it checked, not "system user present": this host's users are unchanged.
+    assert "system user 'labgang' present" not in result.output
+    assert (
+        f"user 'labgang' (uid {fields[2]}) found in {tmp_path}/etc/passwd (systemd-sysusers --root={tmp_path}); "
+        "this host's own users are unchanged"
+    ) in result.output
     assert int(fields[2]) < 1000 and fields[5] == "/var/lib/labgang" and fields[6].endswith("nologin")
 
 

@@ -66,7 +66,9 @@ def test_a_group_with_no_device_and_host_requests_goes_only_where_the_job_holds_
     c = Cluster().node("gpu", gpus=2, cpus=4).node("cpu", gpus=0, cpus=64)
     [p] = run_cycle(c.snapshot([Q], [job("mpi").queue("q").groups(launcher, worker)])).pending
     assert p.reason.code is ReasonCode.UNSCHEDULABLE  # it never could: the GPU node is too small
-    assert p.reason.message.startswith("no placement for all the groups at once even on an empty cluster")
+    assert p.reason.message == (
+        "group launcher: job needs 8 cpus per rank but the largest node with devices has 4, even on an empty cluster"
+    )
     roomy = Cluster().node("gpu", gpus=2, cpus=16).node("cpu", gpus=0, cpus=64)
     [adm] = run_cycle(roomy.snapshot([Q], [job("mpi").queue("q").groups(launcher, worker)])).admitted
     assert {r.node for r in adm.placement} == {"gpu"}
@@ -77,3 +79,23 @@ def test_host_quota_demand_of_a_job_of_groups_sums_its_groups() -> None:
     worker = JobRequest(workers=4, per_worker=2, cpus_per_task=2, mem_per_gpu=GIB)
     req = job("mpi").groups(("launcher", launcher), ("worker", worker)).request
     assert host_demand(req, 2) == {"cpu": 12 + 4 * 2, "memory": 4 * GIB + 4 * 2 * GIB}
+
+
+def test_a_group_with_no_device_asking_more_than_any_node_is_refused_naming_the_group_and_field() -> None:
+    """The submission check names the group and the field (cpus_per_task, mem) of a group with no
+    device whose one rank asks more than the largest node with devices has, not "-n/--workers"."""
+    from labgang.launcher.scheduler.unschedulable import never_schedulable
+
+    nodes = Cluster().node("gpu", gpus=2, cpus=4, mem_gib=8).snapshot([Q], []).nodes
+    cpus, mem = JobRequest(workers=1, per_worker=0, cpus_per_task=6), JobRequest(workers=1, per_worker=0, mem=16 * GIB)
+    for alone, field, needs in (
+        (cpus, "cpus_per_task", "6 cpus per rank but the largest node with devices has 4"),
+        (mem, "mem", "16G of memory per node but the largest node with devices has 8G"),
+    ):
+        launcher = ("launcher", alone)
+        req = job("mpi").queue("q").groups(launcher, ("worker", JobRequest(workers=1, per_worker=1)))._req
+        found = never_schedulable(req, Q, [Q], nodes)
+        assert found is not None
+        reason, at = found
+        assert at == field and reason.code is ReasonCode.UNSCHEDULABLE
+        assert reason.message == f"group launcher: job needs {needs}, even on an empty cluster"

@@ -740,6 +740,43 @@ NODE_BACK_EARLY = {
 }
 
 
+# A cancel and a preemption at one instant: job 1 (grace 5) runs on both GPUs; at 3 job 2
+# (priority 5) arrives and root cancels job 1, and job 3 (priority 9), also arriving at 3, is
+# cancelled at once. The cancel is applied before the instant's cycle in both drivers: job 1 is
+# stopping by its cancel, job 2 waits for it (naming it) and starts at 8, when job 1's grace ends
+# and it ends cancelled; job 3 never preempts. (Explore profile, --hypothesis-seed=7, once.)
+CANCEL_AND_PREEMPT = {
+    "scenario": {"name": "cancel-and-preempt"},
+    "nodes": [{"name": "n0", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 2}, "within_queue": "lower-priority"}],
+    "jobs": [
+        {**job("1", "q0", 2, 0, 0.0, 20.0, 5.0), CANCEL: 3.0},
+        job("2", "q0", 1, 5, 3.0, 4.0, 0.0),
+        {**job("3", "q0", 1, 9, 3.0, 2.0, 0.0), CANCEL: 3.0},
+    ],
+}
+
+
+# An elastic gang after a node loss, with submissions the coordinator refuses (9 GPUs: it can
+# never start) at instants where nothing else happens: the simulator keeps them pending and runs
+# a cycle for each, the coordinator runs none, and both must still decide alike. n1 goes down at
+# 1 and is lost at 3.5 (node_timeout 2): job 1 is requeued and restarts on n0 at 5, when job 2
+# ends; the elastic gang 3 (3 ranks, min 2) waits until n1 is back at 7 and starts whole on n1, n0.
+ELASTIC_AFTER_NODE_LOSS = {
+    "scenario": {"name": "elastic-after-node-loss", "node_timeout": 2.0},
+    "nodes": [{"name": "n0", "gpus": 3, "model": MODEL}, {"name": "n1", "gpus": 2, "model": MODEL}],
+    "queues": [{"name": "q0", "nominal": {"gpu": 5}, "within_queue": "never"}],
+    "jobs": [
+        job("1", "q0", 2, 0, 0.0, 20.0, 0.0),
+        job("2", "q0", 2, 0, 0.0, 5.0, 0.0),
+        {**job("3", "q0", 1, 0, 1.0, 10.0, 0.0), "workers": 3, "min_workers": 2},
+        job("4", "q0", 9, 0, 3.0, 1.0, 0.0),
+        job("5", "q0", 9, 0, 6.0, 1.0, 0.0),
+    ],
+    "events": [{"at": 1.0, "node": "n1", "lost": True}, {"at": 7.0, "node": "n1", "back": True}],
+}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(GRACE_RULE)
@@ -753,6 +790,8 @@ NODE_BACK_EARLY = {
 @example(NODE_LOSS)
 @example(NODE_BACK_EARLY)
 @example(HOST_QUOTA)
+@example(CANCEL_AND_PREEMPT)
+@example(ELASTIC_AFTER_NODE_LOSS)
 def test_simulator_and_coordinator_give_the_same_events(doc: dict[str, Any]) -> None:
     sim_histories, sim_outcomes = simulate(doc)
     histories, outcomes, refused = coordinate(doc)
@@ -991,3 +1030,41 @@ def test_both_drivers_hold_a_queue_to_its_cpu_and_memory_quota() -> None:
         starts = {j: next(t for t, e, _ in histories[j] if e == "admitted") for j in histories}
         assert starts == {"1": 0.0, "2": 0.0, "3": 0.0, "4": 10.0, "5": 6.0, "6": 2.0}, starts
         assert {k: v[0] for k, v in outcomes.items()} == dict.fromkeys("123456", "succeeded")
+
+
+def test_both_drivers_apply_a_cancel_before_the_preemption_of_its_instant() -> None:
+    """What CANCEL_AND_PREEMPT shows, in both drivers: job 1 is stopping by its cancel at 3 (not as
+    a victim), job 2 waits for it and starts at 8 when job 1 ends cancelled; job 3, cancelled as it
+    arrives, never preempts."""
+    for histories, outcomes in (simulate(CANCEL_AND_PREEMPT), coordinate(CANCEL_AND_PREEMPT)[:2]):
+        assert {k: v[0] for k, v in outcomes.items()} == {"1": "cancelled", "2": "succeeded", "3": "cancelled"}
+        assert [(t, e, m) for t, e, m in histories["1"] if e in ("stopping", "cancelled")] == [
+            (3.0, "stopping", "cancelled by root; stopping every rank"),
+            (8.0, "cancelled", "cancelled by root"),
+        ]
+        assert [(t, e) for t, e, _ in histories["2"] if e in ("preempting", "admitted")] == [
+            (3.0, "preempting"),
+            (8.0, "admitted"),
+        ]
+        assert [(t, e) for t, e, _ in histories["3"]] == [(3.0, "submitted"), (3.0, "cancelled")]
+
+
+def test_refused_submissions_do_not_change_when_an_elastic_gang_starts_after_a_node_loss() -> None:
+    """What ELASTIC_AFTER_NODE_LOSS shows: the coordinator refuses jobs 4 and 5 (the simulator keeps
+    them pending, and cycles at 3 and 6 for them); in both drivers job 1 is requeued at 3.5 and
+    restarts at 5, and the elastic gang 3 starts whole at 7, when n1 is back."""
+    sim = simulate(ELASTIC_AFTER_NODE_LOSS)
+    histories, outcomes, refused = coordinate(ELASTIC_AFTER_NODE_LOSS)
+    assert refused == {"4", "5"}
+    for job_id in refused:
+        assert sim[1][job_id][0] == "pending"
+    assert histories == {k: v for k, v in sim[0].items() if k not in refused}
+    assert outcomes == {k: v for k, v in sim[1].items() if k not in refused}
+    assert [(t, e) for t, e, _ in histories["1"] if e in ("requeued", "admitted")] == [
+        (0.0, "admitted"),
+        (3.5, "requeued"),
+        (5.0, "admitted"),
+    ]
+    assert [(t, m) for t, e, m in histories["3"] if e == "admitted"] == [
+        (7.0, "started with 3 of 3 ranks (min 2) on n1, n0")
+    ]
