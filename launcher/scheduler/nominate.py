@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from labgang.launcher.model import JobRequest, NodeGpuSharing, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
+from labgang.launcher.scheduler.groups import group_class
 from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.shares import share_refusal, trust_key
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
@@ -37,8 +38,10 @@ class Entry:
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
         cls: ``(queue, workers, per_worker, resource, gpu_model, nodes, topology, min_workers,
-            host requests, share request and user)``: jobs of one class
-            fit or fail alike (up to priority).
+            host requests, groups (:func:`.groups.group_class`), share request and user)``: jobs
+            of one class fit or fail alike (up to priority); jobs of groups share a class whatever
+            their group names (and a plain job whatever its cut), their reasons kept as templates
+            (:func:`.groups.render`).
     """
 
     job: PendingJob
@@ -89,8 +92,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             req.topology,
             req.min_workers,
             (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
-            req.groups,
-            req.colocate,
+            group_class(req),  # a job of groups: its groups' shapes (or its plain size), not their names
             trust_key(spec, specs, req, job.user),  # shares: what the trust rule reads
         )
         if key in verdicts:
@@ -102,6 +104,12 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
                     node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
                 why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
                 verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
+        if verdict is not None and req.groups:
+            # whether a job of groups can ever start holds for its class; why not names its groups
+            named = (key, req.groups)
+            if named not in verdicts:
+                verdicts[named] = _never_fits(state, spec, req.floor(), empties)
+            verdict = verdicts[named]
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))
