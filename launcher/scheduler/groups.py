@@ -18,8 +18,9 @@ Every change to the device book made while trying is undone before returning.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
+from typing import Generic, TypeVar
 
 from labgang.launcher.model import GroupRequest, JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
@@ -27,6 +28,8 @@ from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.hostres import GROUP_PROBE, capped_index, host_reason, node_use, rank_cap
 from labgang.launcher.scheduler.placement import place, topology_reason
 from labgang.launcher.scheduler.reasons import needed
+
+T = TypeVar("T")
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank (as :func:`.placement.place` returns it)."""
@@ -112,6 +115,35 @@ def group_shape(req: JobRequest) -> tuple[tuple[JobRequest, ...], tuple[tuple[in
     return tuple(g.request for g in req.groups), together
 
 
+class ByRequest(Generic[T]):
+    """A memo of a pure function of a request, by the request object's identity: a pending job's
+    request is one immutable object from cycle to cycle, and hashing a job of groups's request walks
+    every group. It holds each request it answered (so no id is reused while kept) and forgets them
+    all once it holds ``limit``.
+
+    Args:
+        fn: the function, of a :class:`JobRequest` only.
+        limit: how many requests it keeps at most.
+    """
+
+    __slots__ = ("_fn", "_limit", "_memo")
+
+    def __init__(self, fn: Callable[[JobRequest], T], limit: int = 100_000) -> None:
+        self._fn = fn
+        self._limit = limit
+        self._memo: dict[int, tuple[JobRequest, T]] = {}
+
+    def __call__(self, req: JobRequest) -> T:
+        hit = self._memo.get(id(req))
+        if hit is not None and hit[0] is req:
+            return hit[1]
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        value = self._fn(req)
+        self._memo[id(req)] = (req, value)
+        return value
+
+
 def group_class(req: JobRequest) -> Hashable:
     """What of a job's groups its scheduling class (``nominate.Entry.cls``) holds: for a *plain*
     job of groups (:func:`plain_size`) only ``("plain groups", devices per rank, device ranks,
@@ -119,12 +151,18 @@ def group_class(req: JobRequest) -> Hashable:
     would and counts the same quota whatever its cut into groups; for any other job of groups its
     :func:`group_shape`; ``()`` for a one-group job. A reason that describes the groups holds only
     for jobs of one shape (:func:`names_groups`)."""
-    if not req.groups:
-        return ()
+    return _group_class(req) if req.groups else ()
+
+
+def _of_groups(req: JobRequest) -> Hashable:
     plain = plain_size(req)
     if plain is not None:
         return "plain groups", plain[0], plain[1], plain[2] > 0
     return group_shape(req)
+
+
+_group_class: ByRequest[Hashable] = ByRequest(_of_groups)
+_needed: ByRequest[str] = ByRequest(needed)
 
 
 _NAME_MARK = "\x01"
@@ -161,7 +199,7 @@ def render(reason: PendingReason, req: JobRequest) -> PendingReason:
     itself when it has no placeholder (any reason not built from a template)."""
     text = reason.message
     if NEED_MARK in text:
-        text = text.replace(NEED_MARK, needed(req))
+        text = text.replace(NEED_MARK, _needed(req))
     if _NAME_MARK in text:
         for i, g in enumerate(req.groups):
             text = text.replace(f"{_NAME_MARK}{i}{_NAME_MARK}", g.name)
