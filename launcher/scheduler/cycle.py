@@ -45,8 +45,10 @@ from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
 from labgang.launcher.scheduler.groups import (
     NEED_MARK,
+    ONE_GROUP,
     group_shape,
     group_sizes,
+    is_template,
     names_groups,
     plain_gang,
     plain_size,
@@ -356,7 +358,7 @@ class _Cycle:
         if memo[4] is not None and group_shape(job.request) != memo[4]:
             return False  # a reason naming the groups of another cut of the same plain size
         self.failure, self.failure_shape = memo[3], memo[4]
-        self.pending.append(Pending(job.id, render(memo[3], job.request) if job.request.groups else memo[3]))
+        self.pending.append(Pending(job.id, render(memo[3], job.request)))
         return True
 
     def _remember_failure(self, e: Entry, reason: PendingReason, any_user: bool = False) -> None:
@@ -496,7 +498,7 @@ class _Cycle:
                 self._hold_quota(e)
             k = (q, req.resource)
             reason = self._host_quota_reason(q, shown) or reasons.quota_reason(
-                state.quota, q, shown, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK if req.groups else ""
+                state.quota, q, shown, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK
             )
             if req.shared and state.cards is not None:
                 reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
@@ -511,8 +513,11 @@ class _Cycle:
         if refusal is not None:
             reason = replace(reason, no_preemption=refusal)
         self.failure = reason
-        self.failure_shape = group_shape(e.job.request) if req.groups and names_groups(reason) else None
-        self.pending.append(Pending(job.id, render(reason, req) if req.groups else reason))
+        # a reason whose only words of the job's own are its need holds for its whole class (a plain
+        # job of groups shares its gang's class); any other for the jobs of this one's shape
+        holds_for_all = NEED_MARK in reason.message and not names_groups(reason)
+        self.failure_shape = None if holds_for_all else group_shape(e.job.request)
+        self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
         trust_free = (
@@ -754,6 +759,11 @@ def _alike(entries: list[Entry], start: int, end: int, shape: Hashable | None) -
     is None: a reason that holds for the whole class)."""
     if shape is None:
         return end
+    if shape == ONE_GROUP:
+        for i in range(start, end):
+            if entries[i].job.request.groups:
+                return i
+        return end
     for i in range(start, end):
         if group_shape(entries[i].job.request) != shape:
             return i
@@ -761,11 +771,22 @@ def _alike(entries: list[Entry], start: int, end: int, shape: Hashable | None) -
 
 
 def _answers(entries: list[Entry], reason: PendingReason) -> list[Pending]:
-    """``reason`` for each of ``entries`` (one class): a job of groups gets the template with its own
-    group names in (:func:`.groups.render`)."""
-    if entries and entries[0].job.request.groups:
-        return [Pending(x.job.id, render(reason, x.job.request)) for x in entries]
-    return [Pending(x.job.id, reason) for x in entries]
+    """``reason`` for each of ``entries`` (one class), a template in each job's own words
+    (:func:`.groups.render`): a job of groups's names and need; one-group jobs of a class all
+    need the same, rendered once."""
+    if not is_template(reason):
+        return [Pending(x.job.id, reason) for x in entries]
+    out: list[Pending] = []
+    one: PendingReason | None = None
+    for x in entries:
+        req = x.job.request
+        if req.groups:
+            out.append(Pending(x.job.id, render(reason, req)))
+        else:
+            if one is None:
+                one = render(reason, req)
+            out.append(Pending(x.job.id, one))
+    return out
 
 
 class _Group:

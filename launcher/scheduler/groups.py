@@ -102,14 +102,18 @@ def _shrunk(g: GroupRequest, k: int) -> GroupRequest:
     return GroupRequest(g.name, r.at_size(size) if size < r.workers else r)
 
 
+ONE_GROUP: tuple[tuple[JobRequest, ...], tuple[tuple[int, ...], ...]] = ((), ())
+"""The :func:`group_shape` of every one-group job."""
+
+
 def group_shape(req: JobRequest) -> tuple[tuple[JobRequest, ...], tuple[tuple[int, ...], ...]]:
     """A job of groups without its group names: ``(each group's request in job order, each
     colocated set as group positions)``. Two jobs of one shape fit or fail alike on any device
     book (placement reads names only to tag what a group holds while the others are tried), and
-    their pending reasons differ only in the names (:func:`reason_template`, :func:`render`).
+    their pending reasons differ only in the names (:data:`reason_template`, :func:`render`).
     ``((), ())`` for a one-group job."""
     if not req.groups:
-        return (), ()
+        return ONE_GROUP
     names = [g.name for g in req.groups]
     together = tuple(tuple(names.index(n) for n in s if n in names) for s in req.colocate)
     return tuple(g.request for g in req.groups), together
@@ -162,6 +166,8 @@ def _of_groups(req: JobRequest) -> Hashable:
 
 
 _group_class: ByRequest[Hashable] = ByRequest(_of_groups)
+plain_gang_of: ByRequest[JobRequest | None] = ByRequest(lambda req: plain_gang(req))
+""":func:`plain_gang`, kept per request object."""
 _needed: ByRequest[str] = ByRequest(needed)
 
 
@@ -174,7 +180,7 @@ NEED_MARK = "\x02"
 (:func:`.reasons.needed`: the sum and each group's share of it)."""
 
 
-def reason_template(req: JobRequest) -> JobRequest:
+def _reason_template(req: JobRequest) -> JobRequest:
     """``req`` with each group named by a placeholder for its position: the request whose pending
     reason, once :func:`render` puts a job's names in, is that job's reason, for every job of
     ``req``'s :func:`group_shape` (so a cycle computes and keeps one reason per shape)."""
@@ -187,6 +193,16 @@ def reason_template(req: JobRequest) -> JobRequest:
     return replace(req, groups=groups, colocate=colocate)
 
 
+def is_template(reason: PendingReason) -> bool:
+    """True when ``reason`` has placeholders for :func:`render` to fill."""
+    text = reason.message
+    return NEED_MARK in text or _NAME_MARK in text
+
+
+reason_template: ByRequest[JobRequest] = ByRequest(_reason_template)
+""":func:`_reason_template`, kept per request object."""
+
+
 def names_groups(reason: PendingReason) -> bool:
     """True when a template's message describes the groups one by one (so it holds only for jobs of
     the :func:`group_shape` it was built for); False when the job's own words are only its need."""
@@ -194,7 +210,7 @@ def names_groups(reason: PendingReason) -> bool:
 
 
 def render(reason: PendingReason, req: JobRequest) -> PendingReason:
-    """``reason`` (a template: built for :func:`reason_template` of a job of ``req``'s shape, or with
+    """``reason`` (a template: built for :data:`reason_template` of a job of ``req``'s shape, or with
     :data:`NEED_MARK` for its need) in ``req``'s own words: its group names and its need; ``reason``
     itself when it has no placeholder (any reason not built from a template)."""
     text = reason.message

@@ -36,12 +36,14 @@ def unshared() -> Iterator[None]:
 
     saved = (
         nominate_module.group_class,
+        nominate_module.plain_gang_of,
         cycle_module.group_shape,
         cycle_module.reason_template,
         cycle_module.NEED_MARK,
         cycle_module.plain_gang,
     )
     nominate_module.group_class = exact
+    nominate_module.plain_gang_of = lambda req: None  # type: ignore[assignment]
     cycle_module.group_shape = exact  # type: ignore[assignment]
     cycle_module.reason_template = lambda req: req
     cycle_module.NEED_MARK = ""
@@ -51,6 +53,7 @@ def unshared() -> Iterator[None]:
     finally:
         (
             nominate_module.group_class,
+            nominate_module.plain_gang_of,
             cycle_module.group_shape,
             cycle_module.reason_template,
             cycle_module.NEED_MARK,
