@@ -776,17 +776,8 @@ def _answers(entries: list[Entry], reason: PendingReason) -> list[Pending]:
     need the same, rendered once."""
     if not is_template(reason):
         return [Pending(x.job.id, reason) for x in entries]
-    out: list[Pending] = []
-    one: PendingReason | None = None
-    for x in entries:
-        req = x.job.request
-        if req.groups:
-            out.append(Pending(x.job.id, render(reason, req)))
-        else:
-            if one is None:
-                one = render(reason, req)
-            out.append(Pending(x.job.id, one))
-    return out
+    one = next((render(reason, x.job.request) for x in entries if not x.job.request.groups), reason)
+    return [Pending(x.job.id, render(reason, x.job.request) if x.job.request.groups else one) for x in entries]
 
 
 class _Group:

@@ -9,6 +9,7 @@ cut), search failures likewise, and reasons built from each job's own request, a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,7 +24,6 @@ from labgang.launcher.scheduler.groups import group_class, reason_template, rend
 from labgang.launcher.scheduler.snapshot import Snapshot
 from labgang.launcher.simulate import Simulation, parse_scenario
 from sched_builders import Cluster, job, queue
-from test_properties import EXAMPLES
 
 
 @contextmanager
@@ -34,32 +34,25 @@ def unshared() -> Iterator[None]:
     def exact(req: JobRequest) -> object:
         return (req.groups, req.colocate) if req.groups else ()
 
-    saved = (
-        nominate_module.group_class,
-        nominate_module.plain_gang_of,
-        cycle_module.group_shape,
-        cycle_module.reason_template,
-        cycle_module.NEED_MARK,
-        cycle_module.plain_gang,
-    )
-    nominate_module.group_class = exact
-    nominate_module.plain_gang_of = lambda req: None  # type: ignore[assignment]
-    cycle_module.group_shape = exact  # type: ignore[assignment]
-    cycle_module.reason_template = lambda req: req
-    cycle_module.NEED_MARK = ""
-    cycle_module.plain_gang = lambda req: None
+    patches = [
+        (nominate_module, "group_class", exact),
+        (nominate_module, "plain_gang_of", lambda req: None),
+        (cycle_module, "group_shape", exact),
+        (cycle_module, "reason_template", lambda req: req),
+        (cycle_module, "NEED_MARK", ""),
+        (cycle_module, "plain_gang", lambda req: None),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        (
-            nominate_module.group_class,
-            nominate_module.plain_gang_of,
-            cycle_module.group_shape,
-            cycle_module.reason_template,
-            cycle_module.NEED_MARK,
-            cycle_module.plain_gang,
-        ) = saved
+        for module, name, value in saved:
+            setattr(module, name, value)
 
+
+EXAMPLES = int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200"))  # as test_properties.py
 
 NAMES = ["launcher", "worker", "actor", "learner", "a", "b", "g0", "g1", "x-1"]
 
@@ -184,3 +177,26 @@ def test_a_template_rendered_is_the_reason_built_from_the_job_itself() -> None:
         template = reason_template(j.request)
         assert {g.name for g in template.groups}.isdisjoint(names)
         assert render(own.reason, j.request) is own.reason  # nothing left to put in
+
+
+def test_a_capacity_reason_answers_only_jobs_of_its_own_shape() -> None:
+    """A gang of 6 x 1 gpu and jobs of groups of that plain size share a class, but a capacity
+    reason says how each job's groups are cut: the gang's failure does not answer them, nor one
+    cut's another's; each gets what it would get alone."""
+    q = queue("q").nominal(gpu=16).build()
+    c = Cluster().node("n1", gpus=4).node("n2", gpus=4).run(job("r").queue("q").gpus(4))
+    one = JobRequest(workers=1)
+    gang = job("gang").queue("q").gang(6, 1).priority(2)
+    cut = job("cut").queue("q").groups(("p", one.at_size(2)), ("r", one.at_size(4))).priority(1)
+    other = job("other").queue("q").groups(("a", one.at_size(3)), ("b", one.at_size(3)))
+    same = job("same").queue("q").groups(("x", one.at_size(3)), ("y", one.at_size(3)))
+    snap = c.snapshot([q], [gang, cut, other, same])
+    result = run_cycle(snap)
+    reasons = {p.job_id: p.reason for p in result.pending}
+    assert len({group_class(j.request) for j in (cut, other, same)}) == 1
+    assert reasons["gang"].code is ReasonCode.NO_CAPACITY
+    assert "groups p 2 x 1 + r 4 x 1" in reasons["cut"].message, reasons["cut"].message
+    assert "groups a 3 x 1 + b 3 x 1" in reasons["other"].message, reasons["other"].message
+    assert "groups x 3 x 1 + y 3 x 1" in reasons["same"].message, reasons["same"].message
+    with unshared():
+        assert run_cycle(snap) == result
