@@ -435,7 +435,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.groups:
         compare_groups(args)
-    elif args.shares:
+        return
+    if args.shares:
         compare_shares(args)
         return
     if args.array:

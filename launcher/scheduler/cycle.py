@@ -39,12 +39,23 @@ from dataclasses import replace
 from labgang.launcher.model import JobRequest, Queueing, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import hostquota, reasons
 from labgang.launcher.scheduler.capacity import FreeIndex
-from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt, ReasonCode
 from labgang.launcher.scheduler.explain import preemption_text
 from labgang.launcher.scheduler.fairpreempt import find_fair_victims
 from labgang.launcher.scheduler.fairshare import branch, lowest_common
+from labgang.launcher.scheduler.groups import (
+    NEED_MARK,
+    ONE_GROUP,
+    group_shape,
+    group_sizes,
+    is_template,
+    names_groups,
+    plain_gang,
+    plain_size,
+    reason_template,
+    render,
+)
 from labgang.launcher.scheduler.groups import capacity_reason as groups_capacity_reason
-from labgang.launcher.scheduler.groups import group_sizes, plain_size
 from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
@@ -132,10 +143,16 @@ class _Cycle:
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
-        self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason]] = {}
+        self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason, Hashable | None]] = {}
         self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
         self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[tuple[int, float, int, int]]]] = {}
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
+        self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
+        """The reason of the last job that failed, as its class's later jobs get it (a job of
+        groups: a template, :func:`.groups.render` puts each job's group names in)."""
+        self.failure_shape: Hashable | None = None
+        """The one group shape (:func:`.groups.group_shape`) ``failure`` holds for, when it describes
+        the groups one by one; None when it holds for the whole class."""
         self._heap: list[_HeapKey] = []
         self._groups: list[_Group] = []
         self.held_jobs: list[str] = []  # jobs that held idle quota this cycle (CycleResult.held)
@@ -199,7 +216,7 @@ class _Cycle:
                 else:
                     self._block(e, g.entries, g.ptr)
                 continue
-            if g.failed_at == self.version:
+            if g.failed_at == self.version and (g.shape is None or group_shape(e.job.request) == g.shape):
                 # the class already failed and nothing changed since: every member that comes
                 # before the next other job fails the same way (see Entry.cls)
                 end = len(g.entries)
@@ -211,20 +228,21 @@ class _Cycle:
                         end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
                 reason = g.reason
                 assert reason is not None  # recorded with failed_at
-                pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr : end]])
+                end = _alike(g.entries, g.ptr, end, g.shape)
+                pending.extend(_answers(g.entries[g.ptr : end], reason))
                 g.ptr = end
             else:
                 outcome = self._process(e)
                 g.ptr += 1
                 if outcome is Outcome.FAILED:
-                    g.failed_at, g.reason = self.version, pending[-1].reason
+                    g.failed_at, g.reason, g.shape = self.version, self.failure, self.failure_shape
                     if not self.reservations:
                         # without starvation reservations the copy only gets fuller from here
                         # on (admissions, preemptors, held quota), so the rest of the class
-                        # fails too: answer them now with this reason
-                        reason = g.reason
-                        pending.extend([Pending(x.job.id, reason) for x in g.entries[g.ptr :]])
-                        g.ptr = len(g.entries)
+                        # fails too: answer them now with this reason (those it holds for)
+                        end = _alike(g.entries, g.ptr, len(g.entries), g.shape)
+                        pending.extend(_answers(g.entries[g.ptr : end], self.failure))
+                        g.ptr = end
             self._push_group(g)
         return self.result()
 
@@ -337,14 +355,18 @@ class _Cycle:
             return False
         if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
             return False
-        self.pending.append(Pending(job.id, memo[3]))
+        if memo[4] is not None and group_shape(job.request) != memo[4]:
+            return False  # a reason naming the groups of another cut of the same plain size
+        self.failure, self.failure_shape = memo[3], memo[4]
+        self.pending.append(Pending(job.id, render(memo[3], job.request)))
         return True
 
     def _remember_failure(self, e: Entry, reason: PendingReason, any_user: bool = False) -> None:
-        """Remember ``e``'s failure for the later jobs of its class; ``any_user``: a share's failure
+        """Remember ``e``'s failure (``reason``: a template for a job of groups) for the later jobs of
+        its class; ``any_user``: a share's failure
         that met no shared card with room for it anywhere (quota, placement, search), so it holds
         for the same share of every user of its queue (and its reason names no user)."""
-        memo = (self.version, e.job.priority, e.job.submit_time, reason)
+        memo = (self.version, e.job.priority, e.job.submit_time, reason, self.failure_shape)
         self._fail_memo[e.cls] = memo
         if any_user and self.share_verdicts_across_users:
             self._fail_memo[_any_user_cls(e)] = memo
@@ -465,7 +487,8 @@ class _Cycle:
                 # the trust rule says: it answers the same share of every user of the queue
                 any_user = trust_reads is not None and cards is not None and cards.trust_reads == trust_reads
                 self._record_search_fail(e, any_user and self.share_verdicts_across_users)
-        # stays pending
+        # stays pending; a job of groups's reason is built as its shape's template (``render`` names them)
+        shown = reason_template(req) if req.groups else req
         if not quota_ok:
             if (
                 searchable
@@ -474,22 +497,27 @@ class _Cycle:
             ):
                 self._hold_quota(e)
             k = (q, req.resource)
-            reason = self._host_quota_reason(q, req) or reasons.quota_reason(
-                state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ())
+            reason = self._host_quota_reason(q, shown) or reasons.quota_reason(
+                state.quota, q, shown, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK
             )
             if req.shared and state.cards is not None:
                 reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
         elif over_placed is not None:  # the nodes it would take (whole, or --mem on each) are over quota
             reason = hostquota.quota_shortfall(
                 state.quota, q, over_placed, exclusive=req.exclusive
-            ) or self._capacity_reason(req)
+            ) or self._capacity_reason(shown)
         elif req.shared and state.cards is not None:
             reason = state.cards.reason(req, q, job.user)
         else:
-            reason = self._capacity_reason(req)
+            reason = self._capacity_reason(shown)
         if refusal is not None:
             reason = replace(reason, no_preemption=refusal)
-        self.pending.append(Pending(job.id, reason))
+        self.failure = reason
+        # a reason whose only words of the job's own are its need holds for its whole class (a plain
+        # job of groups shares its gang's class); any other for the jobs of this one's shape
+        holds_for_all = NEED_MARK in reason.message and not names_groups(reason)
+        self.failure_shape = None if holds_for_all else group_shape(e.job.request)
+        self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
         trust_free = (
@@ -586,6 +614,9 @@ class _Cycle:
         """What a preemption search's answer depends on; ``any_user``: a share's, for every user
         (:data:`ANY_USER` in place of what the trust rule reads)."""
         req = e.job.request.floor()
+        gang = plain_gang(req)
+        if gang is not None:  # searches as one gang of its ranks does: one memo for both
+            req = gang
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
         if any_user and req.shared:
@@ -602,8 +633,7 @@ class _Cycle:
             req.nodes,
             req.topology,
             host,
-            req.groups,
-            req.colocate,
+            group_shape(req),  # names do not change what a search finds
             share,
         )
 
@@ -724,6 +754,32 @@ class _Cycle:
         return text
 
 
+def _alike(entries: list[Entry], start: int, end: int, shape: Hashable | None) -> int:
+    """Where the run of ``entries[start:end]`` of group shape ``shape`` ends (``end`` when ``shape``
+    is None: a reason that holds for the whole class)."""
+    if shape is None:
+        return end
+    if shape == ONE_GROUP:
+        for i in range(start, end):
+            if entries[i].job.request.groups:
+                return i
+        return end
+    for i in range(start, end):
+        if group_shape(entries[i].job.request) != shape:
+            return i
+    return end
+
+
+def _answers(entries: list[Entry], reason: PendingReason) -> list[Pending]:
+    """``reason`` for each of ``entries`` (one class), a template in each job's own words
+    (:func:`.groups.render`): a job of groups's names and need; one-group jobs of a class all
+    need the same, rendered once."""
+    if not is_template(reason):
+        return [Pending(x.job.id, reason) for x in entries]
+    one = next((render(reason, x.job.request) for x in entries if not x.job.request.groups), reason)
+    return [Pending(x.job.id, render(reason, x.job.request) if x.job.request.groups else one) for x in entries]
+
+
 class _Group:
     """Jobs that the order phase offers one after another (see ``_Cycle._build_groups``).
 
@@ -735,10 +791,11 @@ class _Group:
         gid: position in the cycle's group list (the heap's last tie-break).
         pushed_at: cycle version when its heap key was computed (borrow test staleness).
         failed_at: cycle version at which its last evaluated job failed (-1: none).
-        reason: that job's pending reason.
+        reason: that job's pending reason (a template for jobs of groups, :func:`.groups.render`).
+        shape: the one group shape ``reason`` holds for (None: every job of the class).
     """
 
-    __slots__ = ("entries", "failed_at", "gid", "keys", "ptr", "pushed_at", "reason", "strict")
+    __slots__ = ("entries", "failed_at", "gid", "keys", "ptr", "pushed_at", "reason", "shape", "strict")
 
     def __init__(self, entries: list[Entry], strict: bool = False) -> None:
         self.entries = entries
@@ -749,3 +806,4 @@ class _Group:
         self.pushed_at = 0
         self.failed_at = -1
         self.reason: PendingReason | None = None
+        self.shape: Hashable | None = None

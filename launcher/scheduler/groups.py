@@ -18,14 +18,18 @@ Every change to the device book made while trying is undone before returning.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
+from typing import Generic, TypeVar
 
 from labgang.launcher.model import GroupRequest, JobRequest
 from labgang.launcher.scheduler.capacity import DeviceBook, FreeIndex
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.hostres import GROUP_PROBE, capped_index, host_reason, node_use, rank_cap
 from labgang.launcher.scheduler.placement import place, topology_reason
+from labgang.launcher.scheduler.reasons import needed
+
+T = TypeVar("T")
 
 RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank (as :func:`.placement.place` returns it)."""
@@ -98,12 +102,135 @@ def _shrunk(g: GroupRequest, k: int) -> GroupRequest:
     return GroupRequest(g.name, r.at_size(size) if size < r.workers else r)
 
 
+ONE_GROUP: tuple[tuple[JobRequest, ...], tuple[tuple[int, ...], ...]] = ((), ())
+"""The :func:`group_shape` of every one-group job."""
+
+
+def group_shape(req: JobRequest) -> tuple[tuple[JobRequest, ...], tuple[tuple[int, ...], ...]]:
+    """A job of groups without its group names: ``(each group's request in job order, each
+    colocated set as group positions)``. Two jobs of one shape fit or fail alike on any device
+    book (placement reads names only to tag what a group holds while the others are tried), and
+    their pending reasons differ only in the names (:data:`reason_template`, :func:`render`).
+    ``((), ())`` for a one-group job."""
+    if not req.groups:
+        return ONE_GROUP
+    names = [g.name for g in req.groups]
+    together = tuple(tuple(names.index(n) for n in s if n in names) for s in req.colocate)
+    return tuple(g.request for g in req.groups), together
+
+
+class ByRequest(Generic[T]):
+    """A memo of a pure function of a request, by the request object's identity: a pending job's
+    request is one immutable object from cycle to cycle, and hashing a job of groups's request walks
+    every group. It holds each request it answered (so no id is reused while kept) and forgets them
+    all once it holds ``limit``.
+
+    Args:
+        fn: the function, of a :class:`JobRequest` only.
+        limit: how many requests it keeps at most.
+    """
+
+    __slots__ = ("_fn", "_limit", "_memo")
+
+    def __init__(self, fn: Callable[[JobRequest], T], limit: int = 100_000) -> None:
+        self._fn = fn
+        self._limit = limit
+        self._memo: dict[int, tuple[JobRequest, T]] = {}
+
+    def __call__(self, req: JobRequest) -> T:
+        hit = self._memo.get(id(req))
+        if hit is not None and hit[0] is req:
+            return hit[1]
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        value = self._fn(req)
+        self._memo[id(req)] = (req, value)
+        return value
+
+
+def group_class(req: JobRequest) -> Hashable:
+    """What of a job's groups its scheduling class (``nominate.Entry.cls``) holds: for a *plain*
+    job of groups (:func:`plain_size`) only ``("plain groups", devices per rank, device ranks,
+    any rank without a device)``, as such a job fits exactly where one gang of its device ranks
+    would and counts the same quota whatever its cut into groups; for any other job of groups its
+    :func:`group_shape`; ``()`` for a one-group job. A reason that describes the groups holds only
+    for jobs of one shape (:func:`names_groups`)."""
+    return _group_class(req) if req.groups else ()
+
+
+def _of_groups(req: JobRequest) -> Hashable:
+    plain = plain_size(req)
+    if plain is not None:
+        return "plain groups", plain[0], plain[1], plain[2] > 0
+    return group_shape(req)
+
+
+_group_class: ByRequest[Hashable] = ByRequest(_of_groups)
+plain_gang_of: ByRequest[JobRequest | None] = ByRequest(lambda req: plain_gang(req))
+""":func:`plain_gang`, kept per request object."""
+_needed: ByRequest[str] = ByRequest(needed)
+
+
+_NAME_MARK = "\x01"
+"""Brackets a group's position in a reason template (never in a group name: a name is a letter,
+then letters, digits, ``_`` or ``-``; ``jobgroups.py``)."""
+
+NEED_MARK = "\x02"
+"""Stands in a reason template for what the job needs as a quota reason says it
+(:func:`.reasons.needed`: the sum and each group's share of it)."""
+
+
+def _reason_template(req: JobRequest) -> JobRequest:
+    """``req`` with each group named by a placeholder for its position: the request whose pending
+    reason, once :func:`render` puts a job's names in, is that job's reason, for every job of
+    ``req``'s :func:`group_shape` (so a cycle computes and keeps one reason per shape)."""
+    if not req.groups:
+        return req
+    names = [g.name for g in req.groups]
+    marks = [f"{_NAME_MARK}{i}{_NAME_MARK}" for i in range(len(names))]
+    colocate = tuple(tuple(marks[names.index(n)] if n in names else n for n in s) for s in req.colocate)
+    groups = tuple(GroupRequest(m, g.request) for m, g in zip(marks, req.groups, strict=True))
+    return replace(req, groups=groups, colocate=colocate)
+
+
+def is_template(reason: PendingReason) -> bool:
+    """True when ``reason`` has placeholders for :func:`render` to fill."""
+    text = reason.message
+    return NEED_MARK in text or _NAME_MARK in text
+
+
+reason_template: ByRequest[JobRequest] = ByRequest(_reason_template)
+""":func:`_reason_template`, kept per request object."""
+
+
+def names_groups(reason: PendingReason) -> bool:
+    """True when a template's message describes the groups one by one (so it holds only for jobs of
+    the :func:`group_shape` it was built for); False when the job's own words are only its need."""
+    return _NAME_MARK in reason.message
+
+
+def render(reason: PendingReason, req: JobRequest) -> PendingReason:
+    """``reason`` (a template: built for :data:`reason_template` of a job of ``req``'s shape, or with
+    :data:`NEED_MARK` for its need) in ``req``'s own words: its group names and its need; ``reason``
+    itself when it has no placeholder (any reason not built from a template)."""
+    text = reason.message
+    if NEED_MARK in text:
+        text = text.replace(NEED_MARK, _needed(req))
+    if _NAME_MARK in text:
+        for i, g in enumerate(req.groups):
+            text = text.replace(f"{_NAME_MARK}{i}{_NAME_MARK}", g.name)
+    if text is reason.message:
+        return reason
+    return PendingReason(reason.code, text, reason.no_preemption)
+
+
 def plain_size(req: JobRequest) -> tuple[int, int, int] | None:
     """``(devices per rank, device ranks, ranks with no device)`` of a *plain* job of groups, or
     None for any other request.
 
-    Plain: every device group has the same devices per rank, no ``nodes``, ``topology`` or host
-    request, no ``colocate``; groups with no device ask for no host resources either. Such a job
+    Plain: every device group has the same devices per rank and GPU model, no ``nodes``,
+    ``topology`` or host request, no ``colocate``; groups with no device ask for no host
+    resources either. Such a job
     fits exactly where one gang of all its device ranks would (each group's ranks go anywhere a
     rank of its size fits, the ranks with no device anywhere live), whatever its group names and
     however its ranks are cut into groups: the key under which a cycle shares what it learned
@@ -111,20 +238,34 @@ def plain_size(req: JobRequest) -> tuple[int, int, int] | None:
     """
     if not req.groups or req.colocate:
         return None
-    per: set[int] = set()
-    ranks = bare = 0
+    per = ranks = bare = 0
+    model: str | None = None
     for g in req.groups:
         r = g.request
         if r.nodes is not None or r.topology is not None or r.host or r.elastic:
             return None
         if r.per_worker:
-            per.add(r.per_worker)
+            if per and (r.per_worker != per or r.gpu_model != model):
+                return None
+            per, model = r.per_worker, r.gpu_model
             ranks += r.workers
         else:
             bare += r.workers
-    if len(per) != 1:
+    if not per:
         return None
-    return per.pop(), ranks, bare
+    return per, ranks, bare
+
+
+def plain_gang(req: JobRequest) -> JobRequest | None:
+    """The one gang a plain job of groups (:func:`plain_size`) with a device for every rank
+    places, counts and is preempted for exactly like: its ranks x devices per rank, of its
+    resource and GPU model. None for any other request (a job with ranks that have no device
+    keeps its own search key: they may count host quota a gang of its device ranks does not)."""
+    plain = plain_size(req)
+    if plain is None or plain[2]:
+        return None
+    first = next(g.request for g in req.groups if g.request.per_worker)
+    return JobRequest(workers=plain[1], per_worker=plain[0], resource=first.resource, gpu_model=first.gpu_model)
 
 
 def place_groups(book: DeviceBook, req: JobRequest) -> RawPlacement | None:

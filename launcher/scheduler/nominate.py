@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from labgang.launcher.model import JobRequest, NodeGpuSharing, QueueSpec
+from labgang.launcher.model import GroupRequest, JobRequest, NodeGpuSharing, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
+from labgang.launcher.scheduler.groups import group_class, plain_gang_of
 from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.shares import share_refusal, trust_key
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
@@ -37,8 +38,10 @@ class Entry:
         unschedulable: the reason it can never start, or None.
         starving: True when its queue's ``starvation_after`` has passed since ``pending_since``.
         cls: ``(queue, workers, per_worker, resource, gpu_model, nodes, topology, min_workers,
-            host requests, share request and user)``: jobs of one class
-            fit or fail alike (up to priority).
+            host requests, groups (:func:`.groups.group_class`), share request and user)``: jobs
+            of one class fit or fail alike (up to priority); jobs of groups share a class whatever
+            their group names (and a plain job whatever its cut), their reasons kept as templates
+            (:func:`.groups.render`).
     """
 
     job: PendingJob
@@ -60,6 +63,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     by_queue: dict[str, list[Entry]] = {q.name: [] for q in snapshot.queues}
     orphans: list[Pending] = []
     verdicts: dict[tuple[Hashable, ...], PendingReason | None] = {}
+    sources: dict[tuple[Hashable, ...], tuple[GroupRequest, ...]] = {}  # the groups of the job each verdict is of
     empties: dict[tuple[str, str | None], FreeIndex] = {}
     now = snapshot.now
     running = state.running
@@ -79,29 +83,37 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
+        # a plain job of groups with a device for every rank is in the class of its one gang
+        k = (plain_gang_of(req) or req) if req.groups else req
         key = (
             spec.name,
-            req.workers,
-            req.per_worker,
-            req.resource,
-            req.gpu_model,
-            req.nodes,
-            req.topology,
-            req.min_workers,
-            (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
-            req.groups,
-            req.colocate,
+            k.workers,
+            k.per_worker,
+            k.resource,
+            k.gpu_model,
+            k.nodes,
+            k.topology,
+            k.min_workers,
+            (k.cpus_per_task, k.mem, k.mem_per_gpu, k.exclusive),
+            group_class(k),  # any other job of groups: its groups' shapes (or its plain size), not their names
             trust_key(spec, specs, req, job.user),  # shares: what the trust rule reads
         )
         if key in verdicts:
             verdict = verdicts[key]
         else:  # an elastic gang can start when its minimum can
             verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
+            sources[key] = req.groups
             if verdict is None and req.shared:
                 if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
                     node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
                 why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
                 verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
+        if verdict is not None and sources[key] != req.groups:
+            # whether a job can ever start holds for its class; why not names a job of groups's groups
+            named = (key, req.groups)
+            if named not in verdicts:
+                verdicts[named] = _never_fits(state, spec, req.floor(), empties)
+            verdict = verdicts[named]
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

@@ -46,7 +46,7 @@ def held_reason(job_id: str, by: str) -> PendingReason:
 
 
 def quota_reason(
-    book: QuotaBook, queue: str, req: JobRequest, held: int = 0, holders: Sequence[str] = ()
+    book: QuotaBook, queue: str, req: JobRequest, held: int = 0, holders: Sequence[str] = (), need: str = ""
 ) -> PendingReason:
     """Why ``req`` does not fit ``queue``'s quota now: OVER_QUOTA or COHORT_EXHAUSTED.
 
@@ -58,8 +58,10 @@ def quota_reason(
             jobs (preemptors, a head holding quota) rather than used by running jobs.
         holders: for whom and until when ``held`` is kept, e.g. ``"job 7 until its victims
             exit"``, ``"job 3 for this cycle only"`` (a head's hold lasts one cycle).
+        need: the words for what the job needs (default :func:`needed`; the cycle passes a
+            placeholder to keep one reason for jobs of groups that differ only there).
     """
-    res, need = req.resource, needed(req)
+    res, need = req.resource, need or needed(req)
     u = book.usage(queue, res)
     n = book.nominal(queue, res)
     spec = book.queues[queue]
