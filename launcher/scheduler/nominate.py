@@ -79,6 +79,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
+        share = trust_key(spec, specs, req, job.user)  # shares: what the trust rule reads
         key = (
             spec.name,
             req.workers,
@@ -91,17 +92,19 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive),
             req.groups,
             req.colocate,
-            trust_key(spec, specs, req, job.user),  # shares: what the trust rule reads
+            share,
         )
-        if key in verdicts:
-            verdict = verdicts[key]
+        # whether it can ever start reads no user: one verdict for the same share of every user
+        vkey = key if share is None else (*key[:-1], (req.shards, req.mps))
+        if vkey in verdicts:
+            verdict = verdicts[vkey]
         else:  # an elastic gang can start when its minimum can
-            verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
+            verdict = verdicts[vkey] = _never_fits(state, spec, req.floor(), empties)
             if verdict is None and req.shared:
                 if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
                     node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
                 why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
-                verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
+                verdict = verdicts[vkey] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()
         starving = spec.starvation_after is not None and now - job.pending_since >= spec.starvation_after
         by_queue[spec.name].append(Entry(job, spec, live, verdict, starving, key))

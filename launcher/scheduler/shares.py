@@ -136,9 +136,12 @@ class ShareBook:
         self._open_at: dict[int, tuple[str, str, str, int]] = {}
         self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
-        # placements that met a shared card with room for them (where the answer may depend on the
-        # queue and user); one that met none answered for every queue and user (see the cycle's search memo)
+        # who the trust rule may have decided for (see the cycle's verdicts across users): placements that
+        # met a card with room that every user of the queue may be trusted on, or that joined a card,
+        # are counted in ``trust_reads`` (the answer may differ for any user); the users whose own
+        # cards with room a placement met are logged in ``trust_users`` (the answer may differ for them)
         self.trust_reads = 0
+        self.trust_users: list[str] = []
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
@@ -160,11 +163,20 @@ class ShareBook:
     def attach(self, devices: DeviceBook) -> None:
         """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
         self.devices = devices
-        for job in self.jobs.values():
+        for job in self.jobs.values():  # as _join, the open-card index built once per card below
             d = self._card(job)
             if d is not None:
-                self._join(d, Sharer(job.id, job.queue, job.user, self.units(job.request)), share_kind(job.request))
+                kind = share_kind(job.request)
+                s = Sharer(job.id, job.queue, job.user, self.units(job.request))
+                if d not in self.cards:
+                    self.count[kind] += 1
+                self.cards.setdefault(d, []).append(s)
+                self.used[d] = self.used.get(d, 0) + s.units
+                self.kind[d] = kind
+                self.card_of[s.job_id] = d
                 devices.owner[d] = SHARED
+        for d in self.cards:
+            self._reopen(d)
 
     def _card(self, job: RunningJob) -> int | None:
         assert self.devices is not None
@@ -200,10 +212,7 @@ class ShareBook:
                     if not by_user:
                         del self._open[kind][queue]
         sharers = self.cards.get(d)
-        if sharers:
-            self._sig[d] = frozenset((s.queue, s.user) for s in sharers)
-        else:
-            self._sig.pop(d, None)
+        self._sig.pop(d, None)  # made again when read (:meth:`_signature`)
         if sharers and self.used[d] < self.denom:
             key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
             rooms = self._open[key[0]].setdefault(key[1], {}).setdefault(key[2], {})
@@ -256,7 +265,15 @@ class ShareBook:
         """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
         if self.kind.get(d) != kind:
             return False
-        return self._trusted(self._sig.get(d, frozenset()), queue, user, kind)
+        return self._trusted(self._signature(d), queue, user, kind)
+
+    def _signature(self, d: int) -> Signature:
+        """The (queue, user) pairs of card ``d``'s sharers (empty for a card not shared), kept until
+        its sharers change."""
+        sig = self._sig.get(d)
+        if sig is None:
+            sig = self._sig[d] = frozenset((s.queue, s.user) for s in self.cards.get(d, ()))
+        return sig
 
     def _anchors(self, kind: str, queue: str, user: str) -> list[dict[int, list[int]]]:
         """The open cards (by room) whose first sharer a job of ``queue`` by ``user`` may share with."""
@@ -277,6 +294,46 @@ class ShareBook:
             else:
                 out.extend(by_user.values())
         return out
+
+    def _note_readers(self, kind: str, queue: str | None, units: int) -> None:
+        """Record whom a placement of ``units`` of ``kind`` for ``queue`` may answer differently from
+        another user's: the users with an open card of that mode and room whose first sharer ``queue``
+        may share with, where the trust rule reads the user (:meth:`_anchors`; each user's own cards),
+        logged in ``trust_users``; everyone (``trust_reads``) where a card with room trusts the queue
+        whatever the user, or the queue is unknown. A superset of who could join: the model, held and
+        reserved cards and the card's later sharers are not read here."""
+        spec = self.specs.get(queue) if queue is not None else None
+        if spec is None:
+            self.trust_reads += queue is None
+            return
+        if spec.share_gpus == "none":
+            return  # never joins a card: a whole free card, for any user alike
+        by_queue = self._open[kind]
+        log = self.trust_users
+        for q in (queue, *spec.share_with):
+            by_user = by_queue.get(q)
+            other = self.specs.get(q)
+            if not by_user or other is None or (q != queue and queue not in other.share_with):
+                continue
+            if kind == "mps" or "user" in (spec.share_gpus, other.share_gpus):
+                log.extend(u for u, rooms in by_user.items() if any(r >= units for r in rooms))
+            elif any(r >= units for rooms in by_user.values() for r in rooms):
+                self.trust_reads += 1
+                return
+
+    def readers(self, mark: tuple[int, int]) -> frozenset[str] | None:
+        """Whom the placements since ``mark`` (a :meth:`mark`) may have answered differently: the users
+        logged, or None when it may be anyone."""
+        if self.trust_reads != mark[0]:
+            return None
+        return frozenset(self.trust_users[mark[1] :])
+
+    def mark(self, fresh: bool = False) -> tuple[int, int]:
+        """A point to ask :meth:`readers` from; ``fresh``: no earlier mark is asked about any more
+        (the log is emptied)."""
+        if fresh:
+            self.trust_users.clear()
+        return (self.trust_reads, len(self.trust_users))
 
     def _trusted(self, sig: Signature, queue: str, user: str, kind: str) -> bool:
         """The trust rule for a card whose sharers are ``sig`` ((queue, user) pairs), remembered."""
@@ -306,7 +363,7 @@ class ShareBook:
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
         if any(n and room >= units for room, n in self._rooms[kind].items()):
-            self.trust_reads += 1  # a card with room exists: who may join it (the trust rule) may decide
+            self._note_readers(kind, queue, units)  # a card with room exists: the trust rule may decide
         if queue is not None:
             best: tuple[int, int] | None = None  # (room, card): the least room, then device order
             for rooms in self._anchors(kind, queue, user):
@@ -320,7 +377,7 @@ class ShareBook:
                         if devices.unavailable[d] or devices.reserved_for[d] is not None:
                             continue
                         if (model is None or model in devices.model[d]) and self._trusted(
-                            self._sig[d], queue, user, kind
+                            self._signature(d), queue, user, kind
                         ):
                             found = d
                             break
@@ -328,6 +385,7 @@ class ShareBook:
                         best = (room, found)
                         break
             if best is not None:
+                self.trust_reads += 1  # joined a card: another user might get another card, or none
                 return [(devices.node_of[best[1]], [best[1]])]
         ix = devices.index(GPU, model)
         for c in sorted(ix.buckets):

@@ -236,9 +236,10 @@ class CycleState:
         if job.request.shared and self.cards is not None:
             delta, sharer, freed = self.cards.leave(job)
             self._left[job_id] = (sharer, freed)
-            self.quota.add(job.queue, GPU, -delta)
-            if self.shares is not None and not job.terminating:
-                self.shares.add(job.queue, GPU, -delta)
+            if delta:  # its queue's rounded-up share use went down a whole gpu
+                self.quota.add(job.queue, GPU, -delta)
+                if self.shares is not None and not job.terminating:
+                    self.shares.add(job.queue, GPU, -delta)
             return
         if job_id not in self._leaving:
             self._count(job, -1)
@@ -251,9 +252,10 @@ class CycleState:
         if job.request.shared and self.cards is not None:
             sharer, freed = self._left.pop(job_id, (None, False))
             delta = self.cards.back(job, sharer, freed)
-            self.quota.add(job.queue, GPU, delta)
-            if self.shares is not None and not job.terminating:
-                self.shares.add(job.queue, GPU, delta)
+            if delta:
+                self.quota.add(job.queue, GPU, delta)
+                if self.shares is not None and not job.terminating:
+                    self.shares.add(job.queue, GPU, delta)
             return
         if job_id not in self._leaving:
             self._count(job, 1)
