@@ -49,7 +49,7 @@ from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
-from labgang.launcher.scheduler.shares import trust_key
+from labgang.launcher.scheduler.shares import trust_user
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
@@ -592,14 +592,16 @@ class _Cycle:
 
     def _search_key(self, e: Entry, any_user: bool = False) -> tuple[Hashable, ...]:
         """What a preemption search's answer depends on; ``any_user``: a share's, for every user
-        (:data:`ANY_USER` in place of what the trust rule reads)."""
+        (:data:`ANY_USER` in place of what the trust rule reads). A share's key holds its mode, not
+        its size: :meth:`_search_size` compares sizes (a larger share of one mode never fits where a
+        smaller one does not: it costs at least as much quota and needs more room on a card)."""
         req = e.job.request.floor()
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
-        if any_user and req.shared:
-            share: Hashable = (req.shards, req.mps, ANY_USER)
-        else:
-            share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        share: Hashable = None
+        if req.shared and cards is not None:
+            mode = "mps" if req.mps else "shard"
+            share = (mode, ANY_USER if any_user else trust_user(e.spec, cards.specs, req, e.job.user))
         plain = plain_size(req)
         if plain is not None:  # a plain job of groups searches like one gang of its device ranks
             return (e.spec.name, req.resource, req.gpu_model, "plain groups", plain[2] > 0, share)
@@ -618,7 +620,10 @@ class _Cycle:
     @staticmethod
     def _search_size(req: JobRequest) -> tuple[int, int]:
         """``(devices per rank, ranks)`` a failed victim search is compared by (an elastic gang's
-        floor; a plain job of groups: its device ranks, :func:`.groups.plain_size`)."""
+        floor; a plain job of groups: its device ranks, :func:`.groups.plain_size`; a share: its
+        shards or MPS percent in place of devices per rank)."""
+        if req.shared:
+            return req.shards or req.mps, req.workers
         floor = req.floor()
         plain = plain_size(floor)
         if plain is not None:

@@ -15,7 +15,7 @@ from labgang.launcher.model import JobRequest, NodeGpuSharing, QueueSpec
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.reasons import begin_reason
-from labgang.launcher.scheduler.shares import share_refusal, trust_key
+from labgang.launcher.scheduler.shares import reads_user, share_refusal
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.scheduler.unschedulable import (
@@ -64,6 +64,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     now = snapshot.now
     running = state.running
     node_sharing: set[NodeGpuSharing] | None = None
+    reads_user_of: dict[tuple[str, bool], bool] = {}
     for job in snapshot.pending:
         if job.begin_time is not None and job.begin_time > now:
             orphans.append(Pending(job.id, begin_reason(job.begin_time)))
@@ -79,7 +80,12 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
-        share = trust_key(spec, specs, req, job.user)  # shares: what the trust rule reads
+        share = None  # shares: what the trust rule reads (shares.trust_key), its test kept per queue and mode
+        if req.shards or req.mps:
+            by_user = reads_user_of.get((spec.name, bool(req.mps)))
+            if by_user is None:
+                by_user = reads_user_of[(spec.name, bool(req.mps))] = reads_user(spec, specs, bool(req.mps))
+            share = (req.shards, req.mps, job.user if by_user else None)
         key = (
             spec.name,
             req.workers,

@@ -333,16 +333,21 @@ def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
     q, res = spec.name, job.request.resource
+    whole = not job.request.shared
     victims: list[str] = []
+    unfit = False  # the last state tried did not fit
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
             if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
-            state.remove(c.job.id)
+            seen = state.remove(c.job.id)
             victims.append(c.job.id)
-            if _fits(state, q, job, allow_borrow) is None:
+            if unfit and whole and not seen:
+                continue  # only a shared card's room changed: a whole-device job still does not fit
+            unfit = _fits(state, q, job, allow_borrow) is None
+            if unfit:
                 continue
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
             for i in range(len(victims) - 2, -1, -1):

@@ -81,11 +81,20 @@ def trust_key(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, 
     or ``share_gpus = "user"`` on the queue or on a queue it shares with). None for whole devices."""
     if not req.shared:
         return None
+    return (req.shards, req.mps, trust_user(spec, specs, req, user))
+
+
+def trust_user(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, user: str) -> str | None:
+    """``user`` where the trust rule reads it for share ``req`` of a job of ``spec`` (see
+    :func:`reads_user`), else None."""
+    return user if reads_user(spec, specs, bool(req.mps)) else None
+
+
+def reads_user(spec: QueueSpec, specs: Mapping[str, QueueSpec], mps: bool) -> bool:
+    """True when the trust rule reads the user for a share (``mps``: an MPS share) of a job of
+    ``spec``: MPS, or ``share_gpus = "user"`` on the queue or on a queue it shares with."""
     partners = (specs.get(o) for o in spec.share_with)
-    by_user = (
-        bool(req.mps) or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
-    )
-    return (req.shards, req.mps, user if by_user else None)
+    return mps or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
 
 
 Signature = frozenset[tuple[str, str]]
@@ -135,6 +144,8 @@ class ShareBook:
         self._open: dict[str, dict[str, dict[str, dict[int, list[int]]]]] = {"shard": {}, "mps": {}}
         self._open_at: dict[int, tuple[str, str, str, int]] = {}
         self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
+        self._dirty: dict[int, None] = {}  # cards whose place in the open-card index is out of date
+        self._left_at: dict[str, tuple[int, int]] = {}  # a share taken off (leave): its card and place there
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
         # who the trust rule may have decided for (see the cycle's verdicts across users): placements that
         # met a card with room that every user of the queue may be trusted on, or that joined a card,
@@ -197,8 +208,29 @@ class ShareBook:
         self._reopen(d)
 
     def _reopen(self, d: int) -> None:
-        at = self._open_at.pop(d, None)
+        """Card ``d``'s sharers changed: its signature is made again when read, and its place in the
+        open-card index is brought up to date before the index is next read (:meth:`_flush`), so a
+        victim search that takes sharers off and puts them back does not move it to and fro."""
+        self._sig.pop(d, None)
+        self._dirty[d] = None
+
+    def _flush(self) -> None:
+        """Bring the open-card index up to date for the cards changed since it was last read."""
+        if self._dirty:
+            for d in self._dirty:
+                self._index(d)
+            self._dirty.clear()
+
+    def _index(self, d: int) -> None:
+        sharers = self.cards.get(d)
+        key = None
+        if sharers and self.used[d] < self.denom:
+            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+        at = self._open_at.get(d)
+        if at == key:
+            return
         if at is not None:
+            del self._open_at[d]
             kind, queue, user, room = at
             by_user = self._open[kind][queue]
             rooms = by_user[user]
@@ -211,10 +243,7 @@ class ShareBook:
                     del by_user[user]
                     if not by_user:
                         del self._open[kind][queue]
-        sharers = self.cards.get(d)
-        self._sig.pop(d, None)  # made again when read (:meth:`_signature`)
-        if sharers and self.used[d] < self.denom:
-            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+        if key is not None:
             rooms = self._open[key[0]].setdefault(key[1], {}).setdefault(key[2], {})
             insort(rooms.setdefault(key[3], []), d)
             self._open_at[d] = key
@@ -360,6 +389,7 @@ class ShareBook:
         """
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
         if any(n and room >= units for room, n in self._rooms[kind].items()):
@@ -420,8 +450,9 @@ class ShareBook:
         if d is None:
             return delta, None, False
         sharers = self.cards[d]
-        s = next(x for x in sharers if x.job_id == job.id)
-        sharers.remove(s)
+        i = next(i for i, x in enumerate(sharers) if x.job_id == job.id)
+        s = sharers.pop(i)
+        self._left_at[job.id] = (d, i)
         self.used[d] -= s.units
         freed = False
         if not sharers:
@@ -432,14 +463,22 @@ class ShareBook:
         return delta, s, freed
 
     def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
-        """Undo :meth:`leave`. Returns whole GPUs its queue's usage grows by again."""
+        """Undo :meth:`leave`: the sharer back in its place on its card. Returns whole GPUs its queue's
+        usage grows by again."""
         assert self.devices is not None
         delta = self._count(job.queue, self.units(job.request))
         if s is not None:
-            d = self.devices.pos[next(u for rp in job.placement for u in rp.devices if u in self.devices.pos)]
+            d, i = self._left_at.pop(job.id)
             if freed:
                 self.devices.retake([d], SHARED)
-            self._join(d, s, share_kind(job.request))
+            kind = share_kind(job.request)
+            if d not in self.cards:
+                self.count[kind] += 1
+            self.cards.setdefault(d, []).insert(i, s)
+            self.used[d] = self.used.get(d, 0) + s.units
+            self.kind[d] = kind
+            self.card_of[s.job_id] = d
+            self._reopen(d)
         return delta
 
     # --- reasons ------------------------------------------------------------------------------
@@ -454,6 +493,7 @@ class ShareBook:
         shared (best fit) or takes a whole free card, and why."""
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         card = f"card {devices.uuid[d]} of {devices.node_names[devices.node_of[d]]}"
         sharers = self.cards.get(d)
@@ -476,6 +516,7 @@ class ShareBook:
         """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         shared = self.count[kind]
         roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
