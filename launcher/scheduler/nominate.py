@@ -108,7 +108,11 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             verdict = verdicts[vkey] = _never_fits(state, spec, req.floor(), empties)
             if verdict is None and req.shared:
                 if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
-                    node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
+                    gs = snapshot.gpu_sharing
+                    if gs.nodes or not state.devices.node_names:
+                        node_sharing = set(map(gs.node, state.devices.node_names))
+                    else:  # no per-node overrides: every node has the cluster-wide values
+                        node_sharing = {NodeGpuSharing(gs.shards_per_gpu, gs.mps)}
                 why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
                 verdict = verdicts[vkey] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
         live = tuple(v for v in job.nominated if v in running) if job.nominated else ()

@@ -278,12 +278,21 @@ class ShareBook:
         got = self._allows.get(key)
         if got is None:
             assert self.devices is not None
+            if not self.sharing.nodes:  # no per-node overrides (all() of no nodes is True)
+                got = self._allows[key] = self._uniform(kind) or not self.devices.node_names
+                return got
             got = self._allows[key] = all(self.allows(n, kind) for n in range(len(self.devices.node_names)))
         return got
+
+    def _uniform(self, kind: str) -> bool:
+        """Whether every node allows ``kind`` when no node overrides ``[sharing]`` (the usual case)."""
+        return self.sharing.mps if kind == "mps" else self.sharing.shards_per_gpu > 0
 
     def allows(self, node: int, kind: str) -> bool:
         """True when node position ``node`` allows shares of ``kind``."""
         assert self.devices is not None
+        if not self.sharing.nodes:  # no per-node overrides: the cluster-wide values
+            return self._uniform(kind)
         got = self._allows.get((node, kind))
         if got is None:
             ns = self.sharing.node(self.devices.node_names[node])
@@ -331,11 +340,11 @@ class ShareBook:
         logged in ``trust_users``; everyone (``trust_reads``) where a card with room trusts the queue
         whatever the user, or the queue is unknown. A superset of who could join: the model, held and
         reserved cards and the card's later sharers are not read here."""
-        spec = self.specs.get(queue) if queue is not None else None
-        if spec is None:
-            self.trust_reads += queue is None
+        if queue is None:  # no trust rule read: counted as anyone's, as before
+            self.trust_reads += 1
             return
-        if spec.share_gpus == "none":
+        spec = self.specs.get(queue)
+        if spec is None or spec.share_gpus == "none":
             return  # never joins a card: a whole free card, for any user alike
         by_queue = self._open[kind]
         log = self.trust_users
