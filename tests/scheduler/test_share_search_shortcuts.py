@@ -1,6 +1,6 @@
 """The victim search's shortcuts for shares change no decision: checked against the cycle with each
 of them switched off, over random backlogs of shares of many users, whole jobs and preemptors
-(``test_share_readers.backlog``).
+(``share_backlogs.backlog``).
 
 - the failed-search memo (``_Cycle._search_known_to_fail``): a share's verdict answers a larger
   share of its mode, and other users' (``ShareBook.readers``);
@@ -17,7 +17,7 @@ from labgang.launcher.scheduler import cycle as cycle_module
 from labgang.launcher.scheduler import preemption, run_cycle
 from labgang.launcher.scheduler.shares import ShareBook
 from labgang.launcher.scheduler.state import CycleState
-from test_share_readers import backlog
+from share_backlogs import backlog
 
 
 def switch_off(monkeypatch: pytest.MonkeyPatch) -> None:
