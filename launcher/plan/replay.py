@@ -22,10 +22,12 @@ import copy
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.plan.export import policy_tables
+from labgang.launcher.scheduler.shares import share_units
 from labgang.launcher.simulate.engine import Simulation
 from labgang.launcher.simulate.scenario import ScenarioError, parse_scenario
 from labgang.launcher.simulate.summary import queue_stats
@@ -177,7 +179,8 @@ class QueueFigures:
         preemptions: times its jobs were preempted: stopped as a victim and requeued (a victim
             whose run ends during its grace period has finished, and is not counted).
         borrowed_gpu_h: device-hours it held above its nominal quota. peak_borrowed: most devices
-            above nominal at once.
+            above nominal at once. A share of a card counts its fraction of a GPU in both (as in
+            ``gpu_utilization``; :func:`~labgang.launcher.simulate.jobs.devices_held`).
         tail_jobs: jobs at or above its p90 wait. limits: cause -> seconds those jobs waited for it.
         reasons: pending reason code -> seconds the tail jobs waited with it.
     """
@@ -191,7 +194,7 @@ class QueueFigures:
     gpu_utilization: float = 0.0
     preemptions: int = 0
     borrowed_gpu_h: float = 0.0
-    peak_borrowed: int = 0
+    peak_borrowed: float = 0
     tail_jobs: int = 0
     limits: dict[str, float] = field(default_factory=dict)
     reasons: dict[str, float] = field(default_factory=dict)
@@ -270,17 +273,18 @@ class _Recorder:
     def __init__(self, nominal: dict[str, dict[str, int]]) -> None:
         self.sim: Simulation | None = None
         self.nominal = nominal
-        self.holding: dict[str, tuple[str, str, int]] = {}  # job -> (queue, resource, devices)
-        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        # job -> (queue, resource, devices: a share's fraction of a GPU, exact; whole devices stay ints)
+        self.holding: dict[str, tuple[str, str, int | Fraction]] = {}
+        self.usage: dict[tuple[str, str], int | Fraction] = defaultdict(int)
         self.since: dict[tuple[str, str], float] = defaultdict(float)
         self.borrowed_s: dict[str, float] = defaultdict(float)
-        self.peak: dict[str, int] = defaultdict(int)
+        self.peak: dict[str, int | Fraction] = defaultdict(int)
         self.preemptions: dict[str, int] = defaultdict(int)
         self.stopping: set[str] = set()  # victims told to stop, not requeued yet
         self.reason: dict[str, tuple[str, float]] = {}
         self.reason_s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
-    def _use(self, queue: str, resource: str, delta: int, now: float) -> None:
+    def _use(self, queue: str, resource: str, delta: int | Fraction, now: float) -> None:
         key = (queue, resource)
         over = max(0, self.usage[key] - self.nominal.get(queue, {}).get(resource, 0))
         self.borrowed_s[queue] += over * (now - self.since[key])
@@ -305,7 +309,9 @@ class _Recorder:
         elif kind == "admit":
             self._close_reason(job, now)
             sj = self.sim.jobs[job]
-            entry = (sj.spec.queue, sj.request.resource, sj.held.total)
+            held = sj.held
+            devices = share_units(held, self.sim.scenario.gpu_sharing.shards_per_gpu) if held.shared else held.total
+            entry = (sj.spec.queue, sj.request.resource, devices)
             self.holding[job] = entry
             self._use(entry[0], entry[1], entry[2], now)
         elif kind in ("requeue", "finish", "cancel"):
@@ -374,7 +380,8 @@ def replay(data: dict[str, Any], source: str = "<history>") -> Replay:
             fig.gpu_utilization = sum(held.get(q, 0.0) for q in queues) / (devices * span)
         fig.preemptions = sum(recorder.preemptions.get(q, 0) for q in queues)
         fig.borrowed_gpu_h = sum(recorder.borrowed_s.get(q, 0.0) for q in queues) / 3600
-        fig.peak_borrowed = max((recorder.peak.get(q, 0) for q in queues), default=0)
+        peak = max((recorder.peak.get(q, 0) for q in queues), default=0)
+        fig.peak_borrowed = int(peak) if peak == int(peak) else float(peak)
         if fig.wait_p90_s is not None and fig.wait_p90_s > 0:
             tail = [name for name in members if waits.get(name, -1.0) >= fig.wait_p90_s]
             fig.tail_jobs = len(tail)

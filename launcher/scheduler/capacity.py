@@ -190,9 +190,11 @@ def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) 
     return gone, new
 
 
-_last_owners: tuple[_Layout, frozenset[str], dict[int, RunningJob], list[str | None]] | None = None
-"""The last :func:`_owners` result without overlapping claims, with what it was made from (the
-running jobs by identity: the dict keeps them alive, so no identity is reused)."""
+_Claims = dict[int, list[RunningJob]]
+_last_owners: tuple[_Layout, frozenset[str], dict[int, RunningJob], list[str | None], _Claims, set[int]] | None = None
+"""The last :func:`_owners` result, with what it was made from (the running jobs by identity: the
+dict keeps them alive, so no identity is reused), each claimed device's claimants and the devices
+two or more jobs claim."""
 
 
 def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> list[str | None]:
@@ -203,50 +205,73 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
     few running jobs, so when the layout and the unavailable devices are the same objects'
     worth, the previous owners are updated for the jobs gone and the jobs new (compared by
     identity, found with set operations; the previous jobs are kept, so no identity is reused).
-    A new job claiming a device another job owns (an overlap, where snapshot order would
-    decide) makes it build anew, and a result with overlaps is never kept, so the answer is
-    always the full build's.
+    Each claimed device keeps its claimants, so a device several jobs claim (shares of one card)
+    gets the last of them in this snapshot's order, as the full build gives it (looked at again on
+    every call: the order of the jobs may change from one snapshot to the next).
     """
     global _last_owners
+    claims: _Claims
+    multi: set[int]
     pos = layout.pos
     running = snapshot.running
     ident = running_by_identity(running)
     last = _last_owners
     if last is not None and last[0] is layout and last[1] == snapshot.unavailable and len(ident) == len(running):
-        before = last[2]
-        owner = last[3][:]
-        gone, new = identity_delta(before, ident)
+        gone, new = identity_delta(last[2], ident)
+    else:
+        last = None
+    if last is not None and len(gone) + len(new) <= len(running) // 2:  # else building anew costs less
+        before, owner, claims, multi = last[2], last[3], last[4], last[5]
+        touched: dict[int, None] = {}
         for i in gone:
-            for rp in before[i].placement:
+            job = before[i]
+            for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        owner[d] = UNAVAILABLE if unavailable[d] else None
-        clean = True
+                        claims[d] = [j for j in claims[d] if j is not job]
+                        touched[d] = None
         for i in new:
             job = ident[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        if owner[d] is not None and owner[d] is not UNAVAILABLE:
-                            clean = False
-                        owner[d] = job.id
-        if clean:
-            _last_owners = (layout, snapshot.unavailable, ident, owner)
-            return owner[:]
+                        claims.setdefault(d, []).append(job)
+                        touched[d] = None
+        for d in touched:
+            held = claims[d]
+            if not held:
+                del claims[d]
+                owner[d] = UNAVAILABLE if unavailable[d] else None
+                multi.discard(d)
+            elif len(held) == 1 or all(j is held[0] for j in held):
+                owner[d] = held[0].id
+                multi.discard(d)
+            else:
+                multi.add(d)
+        if multi:  # the last claimant in this snapshot's order
+            order = dict(zip(map(id, running), range(len(running)), strict=True))
+            for d in multi:
+                owner[d] = max(claims[d], key=lambda j: order[id(j)]).id
+        _last_owners = (layout, snapshot.unavailable, ident, owner, claims, multi)
+        return owner[:]
     owner = [UNAVAILABLE if u else None for u in unavailable]
-    clean = True
+    claims = {}
+    multi = set()
     for job in running:
         for rp in job.placement:
             for u in rp.devices:
                 d = pos.get(u)
                 if d is not None:
-                    if owner[d] is not None and owner[d] is not UNAVAILABLE:
-                        clean = False
                     owner[d] = job.id
-    _last_owners = (layout, snapshot.unavailable, ident, owner) if clean and len(ident) == len(running) else None
-    return owner[:]
+                    held = claims.setdefault(d, [])
+                    if held and held[-1] is not job:
+                        multi.add(d)
+                    held.append(job)
+    kept = len(ident) == len(running)
+    _last_owners = (layout, snapshot.unavailable, ident, owner[:], claims, multi) if kept else None
+    return owner
 
 
 class DeviceBook:

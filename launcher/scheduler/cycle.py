@@ -60,7 +60,7 @@ from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
 from labgang.launcher.scheduler.preemption import find_victims, search_refusal
-from labgang.launcher.scheduler.shares import trust_key
+from labgang.launcher.scheduler.shares import trust_user
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
@@ -68,7 +68,8 @@ from labgang.launcher.scheduler.tenants import TenantBook, key_of
 from labgang.launcher.scheduler.userlimits import UserBook
 
 ANY_USER = "<any user>"
-"""In a share's search key in place of the user: a verdict that holds for every user (see ``_try_job``)."""
+"""In a share's search key in place of the user: a verdict that holds for every user but the ones it
+names (see ``_try_job``)."""
 
 
 def _any_user_cls(e: Entry) -> tuple[Hashable, ...]:
@@ -123,11 +124,15 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
 #: submit time, seq, group id); the smallest goes first.
 _HeapKey = tuple[int, int, int, float, int, int]
 
+#: A failed victim search: (priority, submit time, devices per rank, ranks, users it does not answer).
+_SearchFail = tuple[int, float, int, int, frozenset[str]]
+
 
 class _Cycle:
     share_verdicts_across_users = True
-    """A share's failure (and failed search) that met no shared card with room for it answers the
-    same share of every user of its queue; off only to check that it changes no decision."""
+    """A share's failure (and failed search) answers the same share of every user of its queue
+    whose own cards it did not meet with room for it (``ShareBook.readers``); off only to check that
+    it changes no decision."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -143,9 +148,15 @@ class _Cycle:
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
-        self._fail_memo: dict[tuple[Hashable, ...], tuple[int, int, float, PendingReason, Hashable | None]] = {}
+        # failures: per class, (version, priority, submit time, reason (a template for a job of groups),
+        # the one group shape it holds for or None, users it does not answer)
+        self._fail_memo: dict[
+            tuple[Hashable, ...], tuple[int, int, float, PendingReason, Hashable | None, frozenset[str]]
+        ] = {}
         self._place_fails: dict[tuple[Hashable, ...], tuple[int, list[tuple[int, int]]]] = {}
-        self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[tuple[int, float, int, int]]]] = {}
+        # failed searches: per key, when it stays valid and (priority, submit, per rank, ranks, users it
+        # does not answer: ``ShareBook.readers`` for an any-user key, else none) per failed job
+        self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[_SearchFail]]] = {}
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
         """The reason of the last job that failed, as its class's later jobs get it (a job of
@@ -350,7 +361,9 @@ class _Cycle:
         job = e.job
         memo = self._fail_memo.get(e.cls)
         if (memo is None or memo[0] != self.version) and job.request.shared:
-            memo = self._fail_memo.get(_any_user_cls(e))  # a share's failure that held for every user
+            memo = self._fail_memo.get(_any_user_cls(e))  # a share's failure that held for other users
+            if memo is not None and job.user in memo[5]:
+                return False
         if memo is None or memo[0] != self.version or job.priority > memo[1]:
             return False
         if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
@@ -361,15 +374,15 @@ class _Cycle:
         self.pending.append(Pending(job.id, render(memo[3], job.request)))
         return True
 
-    def _remember_failure(self, e: Entry, reason: PendingReason, any_user: bool = False) -> None:
+    def _remember_failure(self, e: Entry, reason: PendingReason, readers: frozenset[str] | None = None) -> None:
         """Remember ``e``'s failure (``reason``: a template for a job of groups) for the later jobs of
-        its class; ``any_user``: a share's failure
-        that met no shared card with room for it anywhere (quota, placement, search), so it holds
-        for the same share of every user of its queue (and its reason names no user)."""
-        memo = (self.version, e.job.priority, e.job.submit_time, reason, self.failure_shape)
+        its class; ``readers``: for a share's failure, the users whose own shared cards with room for
+        it it met (quota, placement, search; ``ShareBook.readers``): it holds for the same share of
+        every other user of its queue too (its reason names no user). None: it holds for ``e``'s user only."""
+        memo = (self.version, e.job.priority, e.job.submit_time, reason, self.failure_shape, frozenset[str]())
         self._fail_memo[e.cls] = memo
-        if any_user and self.share_verdicts_across_users:
-            self._fail_memo[_any_user_cls(e)] = memo
+        if readers is not None and self.share_verdicts_across_users:
+            self._fail_memo[_any_user_cls(e)] = (*memo[:5], readers)
 
     def _try(self, e: Entry) -> Outcome:
         """Quota, placement, then victims for one job, with idle holds (:meth:`_hold_quota`)
@@ -414,7 +427,7 @@ class _Cycle:
         state, job, spec = self.state, e.job, e.spec
         req, q = job.request, spec.name
         cards = state.cards
-        reads_before = cards.trust_reads if cards is not None and req.shared else None
+        mark_before = cards.mark(fresh=True) if cards is not None and req.shared else None
         version_before = self.version
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
@@ -462,7 +475,7 @@ class _Cycle:
         refusal = search_refusal(state, spec, job)  # docs/queue-semantics.md §A3.1
         searchable = refusal is None
         cards = state.cards
-        trust_reads = cards.trust_reads if cards is not None and req.shared else None
+        search_mark = cards.mark() if cards is not None and req.shared else None
         if searchable and not self._search_known_to_fail(e):
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
@@ -483,10 +496,10 @@ class _Cycle:
                 self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
-                # a share's search that never met a shared card with room for it failed whatever
-                # the trust rule says: it answers the same share of every user of the queue
-                any_user = trust_reads is not None and cards is not None and cards.trust_reads == trust_reads
-                self._record_search_fail(e, any_user and self.share_verdicts_across_users)
+                # a share's search failed whatever the trust rule says for a user whose own cards with
+                # room it never met: it answers the same share of every such user of the queue
+                readers = cards.readers(search_mark) if search_mark is not None and cards is not None else None
+                self._record_search_fail(e, readers if self.share_verdicts_across_users else None)
         # stays pending; a job of groups's reason is built as its shape's template (``render`` names them)
         shown = reason_template(req) if req.groups else req
         if not quota_ok:
@@ -520,13 +533,10 @@ class _Cycle:
         self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
-        trust_free = (
-            reads_before is not None
-            and cards is not None
-            and cards.trust_reads == reads_before
-            and self.version == version_before
-        )
-        self._remember_failure(e, reason, trust_free)
+        readers = None
+        if mark_before is not None and cards is not None and self.version == version_before:
+            readers = cards.readers(mark_before)
+        self._remember_failure(e, reason, readers)
         return Outcome.FAILED
 
     def _host_quota_reason(self, q: str, req: JobRequest) -> PendingReason | None:
@@ -612,17 +622,19 @@ class _Cycle:
 
     def _search_key(self, e: Entry, any_user: bool = False) -> tuple[Hashable, ...]:
         """What a preemption search's answer depends on; ``any_user``: a share's, for every user
-        (:data:`ANY_USER` in place of what the trust rule reads)."""
+        (:data:`ANY_USER` in place of what the trust rule reads). A share's key holds its mode, not
+        its size: :meth:`_search_size` compares sizes (a larger share of one mode never fits where a
+        smaller one does not: it costs at least as much quota and needs more room on a card)."""
         req = e.job.request.floor()
         gang = plain_gang(req)
         if gang is not None:  # searches as one gang of its ranks does: one memo for both
             req = gang
         host = (req.cpus_per_task, req.mem, req.mem_per_gpu, req.exclusive)
         cards = self.state.cards
-        if any_user and req.shared:
-            share: Hashable = (req.shards, req.mps, ANY_USER)
-        else:
-            share = trust_key(e.spec, cards.specs, req, e.job.user) if cards is not None else None
+        share: Hashable = None
+        if req.shared and cards is not None:
+            mode = "mps" if req.mps else "shard"
+            share = (mode, ANY_USER if any_user else trust_user(e.spec, cards.specs, req, e.job.user))
         plain = plain_size(req)
         if plain is not None:  # a plain job of groups searches like one gang of its device ranks
             return (e.spec.name, req.resource, req.gpu_model, "plain groups", plain[2] > 0, share)
@@ -640,7 +652,10 @@ class _Cycle:
     @staticmethod
     def _search_size(req: JobRequest) -> tuple[int, int]:
         """``(devices per rank, ranks)`` a failed victim search is compared by (an elastic gang's
-        floor; a plain job of groups: its device ranks, :func:`.groups.plain_size`)."""
+        floor; a plain job of groups: its device ranks, :func:`.groups.plain_size`; a share: its
+        shards or MPS percent in place of devices per rank)."""
+        if req.shared:
+            return req.shards or req.mps, req.workers
         floor = req.floor()
         plain = plain_size(floor)
         if plain is not None:
@@ -656,37 +671,45 @@ class _Cycle:
             return False
         if self._search_failed(e, self._search_key(e), self.epoch):
             return True
-        return e.job.request.shared and self._search_failed(e, self._search_key(e, any_user=True), self._any_stamp())
+        return e.job.request.shared and self._search_failed(
+            e, self._search_key(e, any_user=True), self._any_stamp(), e.job.user
+        )
 
     def _any_stamp(self) -> Hashable:
         """When a verdict for every user stays valid: the epoch, and no victim claimed since (a
         victim claimed from another queue counts as gone for later searches, so room can grow)."""
         return (self.epoch, len(self.chosen_victims))
 
-    def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable) -> bool:
+    def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable, user: str | None = None) -> bool:
+        """True when ``key`` recorded a failed search, still valid at ``stamp``, of a job at least as
+        strong and no larger than ``e``; ``user``: ``e``'s user, for an any-user key (a failure
+        answers only users it did not name)."""
         known = self._search_fails.get(key)
         if known is None or known[0] != stamp:
             return False
         j = e.job
         per, ranks = self._search_size(j.request)
         return any(
-            j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w
-            for prio, submit, p, w in known[1]
+            j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w and user not in readers
+            for prio, submit, p, w, readers in known[1]
         )
 
-    def _record_search_fail(self, e: Entry, any_user: bool = False) -> None:
-        """Remember that ``e``'s search found no victims; ``any_user``: a share's search that met no
-        shared card with room for it, so it answers the same share of any user of the queue too."""
+    def _record_search_fail(self, e: Entry, readers: frozenset[str] | None = None) -> None:
+        """Remember that ``e``'s search found no victims; ``readers``: for a share's search, the users
+        whose own shared cards with room for it it met (``ShareBook.readers``): it answers the same
+        share of every other user of the queue too. None: ``e``'s user only."""
         j = e.job
-        keys: list[tuple[tuple[Hashable, ...], Hashable]] = [(self._search_key(e), self.epoch)]
-        if any_user:
-            keys.append((self._search_key(e, True), self._any_stamp()))
-        for key, stamp in keys:
+        keys: list[tuple[tuple[Hashable, ...], Hashable, frozenset[str]]] = [
+            (self._search_key(e), self.epoch, frozenset())
+        ]
+        if readers is not None:
+            keys.append((self._search_key(e, True), self._any_stamp(), readers))
+        for key, stamp, named in keys:
             known = self._search_fails.get(key)
             if known is None or known[0] != stamp:
                 known = (stamp, [])
                 self._search_fails[key] = known
-            known[1].append((j.priority, j.submit_time, *self._search_size(j.request)))
+            known[1].append((j.priority, j.submit_time, *self._search_size(j.request), named))
 
     # --- reasons -----------------------------------------------------------------------------------
 

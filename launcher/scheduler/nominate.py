@@ -16,7 +16,7 @@ from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.groups import group_class, plain_gang_of
 from labgang.launcher.scheduler.reasons import begin_reason
-from labgang.launcher.scheduler.shares import share_refusal, trust_key
+from labgang.launcher.scheduler.shares import reads_user, share_refusal
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from labgang.launcher.scheduler.unschedulable import (
@@ -68,6 +68,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     now = snapshot.now
     running = state.running
     node_sharing: set[NodeGpuSharing] | None = None
+    reads_user_of: dict[tuple[str, bool], bool] = {}
     for job in snapshot.pending:
         if job.begin_time is not None and job.begin_time > now:
             orphans.append(Pending(job.id, begin_reason(job.begin_time)))
@@ -83,6 +84,12 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             )
             continue
         req = job.request
+        share = None  # shares: what the trust rule reads (shares.trust_key), its test kept per queue and mode
+        if req.shards or req.mps:
+            by_user = reads_user_of.get((spec.name, bool(req.mps)))
+            if by_user is None:
+                by_user = reads_user_of[(spec.name, bool(req.mps))] = reads_user(spec, specs, bool(req.mps))
+            share = (req.shards, req.mps, job.user if by_user else None)
         # a plain job of groups with a device for every rank is in the class of its one gang
         k = (plain_gang_of(req) or req) if req.groups else req
         key = (
@@ -96,21 +103,27 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             k.min_workers,
             (k.cpus_per_task, k.mem, k.mem_per_gpu, k.exclusive),
             group_class(k),  # any other job of groups: its groups' shapes (or its plain size), not their names
-            trust_key(spec, specs, req, job.user),  # shares: what the trust rule reads
+            share,
         )
-        if key in verdicts:
-            verdict = verdicts[key]
+        # whether it can ever start reads no user: one verdict for the same share of every user
+        vkey = key if share is None else (*key[:-1], (req.shards, req.mps))
+        if vkey in verdicts:
+            verdict = verdicts[vkey]
         else:  # an elastic gang can start when its minimum can
-            verdict = verdicts[key] = _never_fits(state, spec, req.floor(), empties)
-            sources[key] = req.groups
+            verdict = verdicts[vkey] = _never_fits(state, spec, req.floor(), empties)
+            sources[vkey] = req.groups
             if verdict is None and req.shared:
                 if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
-                    node_sharing = set(map(snapshot.gpu_sharing.node, state.devices.node_names))
+                    gs = snapshot.gpu_sharing
+                    if gs.nodes or not state.devices.node_names:
+                        node_sharing = set(map(gs.node, state.devices.node_names))
+                    else:  # no per-node overrides: every node has the cluster-wide values
+                        node_sharing = {NodeGpuSharing(gs.shards_per_gpu, gs.mps)}
                 why = share_refusal(snapshot.gpu_sharing, spec, req.shards, req.mps, node_sharing)
-                verdict = verdicts[key] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
-        if verdict is not None and sources[key] != req.groups:
+                verdict = verdicts[vkey] = None if why is None else PendingReason(ReasonCode.UNSCHEDULABLE, why)
+        if verdict is not None and sources[vkey] != req.groups:
             # whether a job can ever start holds for its class; why not names a job of groups's groups
-            named = (key, req.groups)
+            named = (vkey, req.groups)
             if named not in verdicts:
                 verdicts[named] = _never_fits(state, spec, req.floor(), empties)
             verdict = verdicts[named]

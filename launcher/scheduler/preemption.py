@@ -126,18 +126,21 @@ def would_borrow(spec: QueueSpec, res: str, need: int, nominal: int, *, fair: bo
     )
 
 
-def candidates(state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]) -> list[Candidate]:
+def candidates(
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], nominal_only: bool = True
+) -> list[Candidate]:
     """Every usable victim for ``job``, in eviction order (Kueue's grouping): jobs already
     terminating first (they are leaving anyway), then other queues' jobs, then its own queue's;
     each group in :func:`victim_order`. Jobs in ``excluded`` (claimed by another preemptor in
-    this cycle) are skipped."""
-    leaving_cross, leaving_same = _collect(state, spec, job, excluded, terminating=True)
-    cross, same = _collect(state, spec, job, excluded, terminating=False)
+    this cycle) are skipped. ``nominal_only`` False: without the *nominal-only* candidates of a
+    queue whose ``borrow_within_cohort`` is off (for a search that never uses them)."""
+    leaving_cross, leaving_same = _collect(state, spec, job, excluded, True, nominal_only)
+    cross, same = _collect(state, spec, job, excluded, False, nominal_only)
     return leaving_cross + leaving_same + cross + same
 
 
 def _collect(
-    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool
+    state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool, nominal_only: bool
 ) -> tuple[list[Candidate], list[Candidate]]:
     req = job.request
     res, need, q = req.resource, req.total, spec.name
@@ -157,6 +160,9 @@ def _collect(
     cross: list[Candidate] = []
     if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
         bwc = spec.borrow_within_cohort
+        # found while the preemptor does not fit the subtree yet, a candidate is nominal-only unless
+        # borrow_within_cohort allows it: without it, and not asked for, such candidates are not looked at
+        skip_behind = not nominal_only and bwc.policy is BorrowPolicy.NEVER and not (state.host_quota and req.host)
         any_priority = spec.reclaim_within_cohort is ReclaimWithinCohort.ANY
         tree = quota.tree
         qn = tree.queue_id[q]
@@ -168,7 +174,7 @@ def _collect(
         behind: list[tuple[tuple[int, float, int, str], RunningJob, int]] = []
         for anc in tree.ancestors(qn):
             found = ahead if advantage else behind
-            for other in _borrowing_queues(state, anc, prev, res):
+            for other in () if skip_behind and not advantage else _borrowing_queues(state, anc, prev, res):
                 if other == qn:
                     continue
                 for v in state.victims_in(tree.names[other], res, terminating):
@@ -299,13 +305,14 @@ def find_victims(
     """
     req = job.request
     res, q = req.resource, spec.name
-    cands = candidates(state, spec, job, excluded)
-    if not cands:
-        return None
     quota = state.quota
     bwc_on = spec.borrow_within_cohort.policy is not BorrowPolicy.NEVER
+    over_nominal = not bwc_on and quota.usage(q, res) >= quota.nominal(q, res)
+    cands = candidates(state, spec, job, excluded, nominal_only=not over_nominal)  # one pass then: none used
+    if not cands:
+        return None
     has_cross = any(c.cross for c in cands)
-    if not has_cross or (not bwc_on and quota.usage(q, res) >= quota.nominal(q, res)):
+    if not has_cross or over_nominal:
         passes = [True]
     elif not bwc_on and not any(c.kind is Kind.RECLAIM for c in cands):
         passes = [False, True]
@@ -326,16 +333,21 @@ def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
     q, res = spec.name, job.request.resource
+    whole = not job.request.shared
     victims: list[str] = []
+    unfit = False  # the last state tried did not fit
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
             if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
-            state.remove(c.job.id)
+            seen = state.remove(c.job.id)
             victims.append(c.job.id)
-            if _fits(state, q, job, allow_borrow) is None:
+            if unfit and whole and not seen:
+                continue  # only a shared card's room changed: a whole-device job still does not fit
+            unfit = _fits(state, q, job, allow_borrow) is None
+            if unfit:
                 continue
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
             for i in range(len(victims) - 2, -1, -1):

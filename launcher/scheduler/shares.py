@@ -81,11 +81,20 @@ def trust_key(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, 
     or ``share_gpus = "user"`` on the queue or on a queue it shares with). None for whole devices."""
     if not req.shared:
         return None
+    return (req.shards, req.mps, trust_user(spec, specs, req, user))
+
+
+def trust_user(spec: QueueSpec, specs: Mapping[str, QueueSpec], req: JobRequest, user: str) -> str | None:
+    """``user`` where the trust rule reads it for share ``req`` of a job of ``spec`` (see
+    :func:`reads_user`), else None."""
+    return user if reads_user(spec, specs, bool(req.mps)) else None
+
+
+def reads_user(spec: QueueSpec, specs: Mapping[str, QueueSpec], mps: bool) -> bool:
+    """True when the trust rule reads the user for a share (``mps``: an MPS share) of a job of
+    ``spec``: MPS, or ``share_gpus = "user"`` on the queue or on a queue it shares with."""
     partners = (specs.get(o) for o in spec.share_with)
-    by_user = (
-        bool(req.mps) or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
-    )
-    return (req.shards, req.mps, user if by_user else None)
+    return mps or spec.share_gpus == "user" or any(p is not None and p.share_gpus == "user" for p in partners)
 
 
 Signature = frozenset[tuple[str, str]]
@@ -135,10 +144,15 @@ class ShareBook:
         self._open: dict[str, dict[str, dict[str, dict[int, list[int]]]]] = {"shard": {}, "mps": {}}
         self._open_at: dict[int, tuple[str, str, str, int]] = {}
         self._sig: dict[int, Signature] = {}  # each shared card's (queue, user) pairs
+        self._dirty: dict[int, None] = {}  # cards whose place in the open-card index is out of date
+        self._left_at: dict[str, tuple[int, int]] = {}  # a share taken off (leave): its card and place there
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
-        # placements that met a shared card with room for them (where the answer may depend on the
-        # queue and user); one that met none answered for every queue and user (see the cycle's search memo)
+        # who the trust rule may have decided for (see the cycle's verdicts across users): placements that
+        # met a card with room that every user of the queue may be trusted on, or that joined a card,
+        # are counted in ``trust_reads`` (the answer may differ for any user); the users whose own
+        # cards with room a placement met are logged in ``trust_users`` (the answer may differ for them)
         self.trust_reads = 0
+        self.trust_users: list[str] = []
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
@@ -160,11 +174,20 @@ class ShareBook:
     def attach(self, devices: DeviceBook) -> None:
         """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
         self.devices = devices
-        for job in self.jobs.values():
+        for job in self.jobs.values():  # as _join, the open-card index built once per card below
             d = self._card(job)
             if d is not None:
-                self._join(d, Sharer(job.id, job.queue, job.user, self.units(job.request)), share_kind(job.request))
+                kind = share_kind(job.request)
+                s = Sharer(job.id, job.queue, job.user, self.units(job.request))
+                if d not in self.cards:
+                    self.count[kind] += 1
+                self.cards.setdefault(d, []).append(s)
+                self.used[d] = self.used.get(d, 0) + s.units
+                self.kind[d] = kind
+                self.card_of[s.job_id] = d
                 devices.owner[d] = SHARED
+        for d in self.cards:
+            self._reopen(d)
 
     def _card(self, job: RunningJob) -> int | None:
         assert self.devices is not None
@@ -185,8 +208,29 @@ class ShareBook:
         self._reopen(d)
 
     def _reopen(self, d: int) -> None:
-        at = self._open_at.pop(d, None)
+        """Card ``d``'s sharers changed: its signature is made again when read, and its place in the
+        open-card index is brought up to date before the index is next read (:meth:`_flush`), so a
+        victim search that takes sharers off and puts them back does not move it to and fro."""
+        self._sig.pop(d, None)
+        self._dirty[d] = None
+
+    def _flush(self) -> None:
+        """Bring the open-card index up to date for the cards changed since it was last read."""
+        if self._dirty:
+            for d in self._dirty:
+                self._index(d)
+            self._dirty.clear()
+
+    def _index(self, d: int) -> None:
+        sharers = self.cards.get(d)
+        key = None
+        if sharers and self.used[d] < self.denom:
+            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+        at = self._open_at.get(d)
+        if at == key:
+            return
         if at is not None:
+            del self._open_at[d]
             kind, queue, user, room = at
             by_user = self._open[kind][queue]
             rooms = by_user[user]
@@ -199,13 +243,7 @@ class ShareBook:
                     del by_user[user]
                     if not by_user:
                         del self._open[kind][queue]
-        sharers = self.cards.get(d)
-        if sharers:
-            self._sig[d] = frozenset((s.queue, s.user) for s in sharers)
-        else:
-            self._sig.pop(d, None)
-        if sharers and self.used[d] < self.denom:
-            key = (self.kind[d], sharers[0].queue, sharers[0].user, self.denom - self.used[d])
+        if key is not None:
             rooms = self._open[key[0]].setdefault(key[1], {}).setdefault(key[2], {})
             insort(rooms.setdefault(key[3], []), d)
             self._open_at[d] = key
@@ -240,12 +278,21 @@ class ShareBook:
         got = self._allows.get(key)
         if got is None:
             assert self.devices is not None
+            if not self.sharing.nodes:  # no per-node overrides (all() of no nodes is True)
+                got = self._allows[key] = self._uniform(kind) or not self.devices.node_names
+                return got
             got = self._allows[key] = all(self.allows(n, kind) for n in range(len(self.devices.node_names)))
         return got
+
+    def _uniform(self, kind: str) -> bool:
+        """Whether every node allows ``kind`` when no node overrides ``[sharing]`` (the usual case)."""
+        return self.sharing.mps if kind == "mps" else self.sharing.shards_per_gpu > 0
 
     def allows(self, node: int, kind: str) -> bool:
         """True when node position ``node`` allows shares of ``kind``."""
         assert self.devices is not None
+        if not self.sharing.nodes:  # no per-node overrides: the cluster-wide values
+            return self._uniform(kind)
         got = self._allows.get((node, kind))
         if got is None:
             ns = self.sharing.node(self.devices.node_names[node])
@@ -256,7 +303,15 @@ class ShareBook:
         """True when a job of ``queue`` by ``user`` may join shared card ``d`` (mode and trust rule)."""
         if self.kind.get(d) != kind:
             return False
-        return self._trusted(self._sig.get(d, frozenset()), queue, user, kind)
+        return self._trusted(self._signature(d), queue, user, kind)
+
+    def _signature(self, d: int) -> Signature:
+        """The (queue, user) pairs of card ``d``'s sharers (empty for a card not shared), kept until
+        its sharers change."""
+        sig = self._sig.get(d)
+        if sig is None:
+            sig = self._sig[d] = frozenset((s.queue, s.user) for s in self.cards.get(d, ()))
+        return sig
 
     def _anchors(self, kind: str, queue: str, user: str) -> list[dict[int, list[int]]]:
         """The open cards (by room) whose first sharer a job of ``queue`` by ``user`` may share with."""
@@ -277,6 +332,46 @@ class ShareBook:
             else:
                 out.extend(by_user.values())
         return out
+
+    def _note_readers(self, kind: str, queue: str | None, units: int) -> None:
+        """Record whom a placement of ``units`` of ``kind`` for ``queue`` may answer differently from
+        another user's: the users with an open card of that mode and room whose first sharer ``queue``
+        may share with, where the trust rule reads the user (:meth:`_anchors`; each user's own cards),
+        logged in ``trust_users``; everyone (``trust_reads``) where a card with room trusts the queue
+        whatever the user, or the queue is unknown. A superset of who could join: the model, held and
+        reserved cards and the card's later sharers are not read here."""
+        if queue is None:  # no trust rule read: counted as anyone's, as before
+            self.trust_reads += 1
+            return
+        spec = self.specs.get(queue)
+        if spec is None or spec.share_gpus == "none":
+            return  # never joins a card: a whole free card, for any user alike
+        by_queue = self._open[kind]
+        log = self.trust_users
+        for q in (queue, *spec.share_with):
+            by_user = by_queue.get(q)
+            other = self.specs.get(q)
+            if not by_user or other is None or (q != queue and queue not in other.share_with):
+                continue
+            if kind == "mps" or "user" in (spec.share_gpus, other.share_gpus):
+                log.extend(u for u, rooms in by_user.items() if any(r >= units for r in rooms))
+            elif any(r >= units for rooms in by_user.values() for r in rooms):
+                self.trust_reads += 1
+                return
+
+    def readers(self, mark: tuple[int, int]) -> frozenset[str] | None:
+        """Whom the placements since ``mark`` (a :meth:`mark`) may have answered differently: the users
+        logged, or None when it may be anyone."""
+        if self.trust_reads != mark[0]:
+            return None
+        return frozenset(self.trust_users[mark[1] :])
+
+    def mark(self, fresh: bool = False) -> tuple[int, int]:
+        """A point to ask :meth:`readers` from; ``fresh``: no earlier mark is asked about any more
+        (the log is emptied)."""
+        if fresh:
+            self.trust_users.clear()
+        return (self.trust_reads, len(self.trust_users))
 
     def _trusted(self, sig: Signature, queue: str, user: str, kind: str) -> bool:
         """The trust rule for a card whose sharers are ``sig`` ((queue, user) pairs), remembered."""
@@ -303,10 +398,11 @@ class ShareBook:
         """
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
         if any(n and room >= units for room, n in self._rooms[kind].items()):
-            self.trust_reads += 1  # a card with room exists: who may join it (the trust rule) may decide
+            self._note_readers(kind, queue, units)  # a card with room exists: the trust rule may decide
         if queue is not None:
             best: tuple[int, int] | None = None  # (room, card): the least room, then device order
             for rooms in self._anchors(kind, queue, user):
@@ -320,7 +416,7 @@ class ShareBook:
                         if devices.unavailable[d] or devices.reserved_for[d] is not None:
                             continue
                         if (model is None or model in devices.model[d]) and self._trusted(
-                            self._sig[d], queue, user, kind
+                            self._signature(d), queue, user, kind
                         ):
                             found = d
                             break
@@ -328,6 +424,7 @@ class ShareBook:
                         best = (room, found)
                         break
             if best is not None:
+                self.trust_reads += 1  # joined a card: another user might get another card, or none
                 return [(devices.node_of[best[1]], [best[1]])]
         ix = devices.index(GPU, model)
         for c in sorted(ix.buckets):
@@ -362,8 +459,9 @@ class ShareBook:
         if d is None:
             return delta, None, False
         sharers = self.cards[d]
-        s = next(x for x in sharers if x.job_id == job.id)
-        sharers.remove(s)
+        i = next(i for i, x in enumerate(sharers) if x.job_id == job.id)
+        s = sharers.pop(i)
+        self._left_at[job.id] = (d, i)
         self.used[d] -= s.units
         freed = False
         if not sharers:
@@ -374,14 +472,22 @@ class ShareBook:
         return delta, s, freed
 
     def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
-        """Undo :meth:`leave`. Returns whole GPUs its queue's usage grows by again."""
+        """Undo :meth:`leave`: the sharer back in its place on its card. Returns whole GPUs its queue's
+        usage grows by again."""
         assert self.devices is not None
         delta = self._count(job.queue, self.units(job.request))
         if s is not None:
-            d = self.devices.pos[next(u for rp in job.placement for u in rp.devices if u in self.devices.pos)]
+            d, i = self._left_at.pop(job.id)
             if freed:
                 self.devices.retake([d], SHARED)
-            self._join(d, s, share_kind(job.request))
+            kind = share_kind(job.request)
+            if d not in self.cards:
+                self.count[kind] += 1
+            self.cards.setdefault(d, []).insert(i, s)
+            self.used[d] = self.used.get(d, 0) + s.units
+            self.kind[d] = kind
+            self.card_of[s.job_id] = d
+            self._reopen(d)
         return delta
 
     # --- reasons ------------------------------------------------------------------------------
@@ -396,6 +502,7 @@ class ShareBook:
         shared (best fit) or takes a whole free card, and why."""
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         card = f"card {devices.uuid[d]} of {devices.node_names[devices.node_of[d]]}"
         sharers = self.cards.get(d)
@@ -418,6 +525,7 @@ class ShareBook:
         """Why share ``req`` of ``queue`` by ``user`` has no card now, with numbers."""
         devices = self.devices
         assert devices is not None
+        self._flush()
         kind, units = share_kind(req), self.units(req)
         shared = self.count[kind]
         roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)

@@ -344,20 +344,27 @@ class CycleState:
 
     # --- simulated removal ----------------------------------------------------------------------
 
-    def remove(self, job_id: str) -> None:
-        """Pretend running job ``job_id`` is gone: release its quota and devices."""
+    def remove(self, job_id: str) -> bool:
+        """Pretend running job ``job_id`` is gone: release its quota and devices.
+
+        Returns:
+            False when only the room on a shared card changed (a share that freed neither a whole
+            gpu of its queue's quota usage nor its card): what a whole-device request reads is as
+            before. True otherwise."""
         job = self.running[job_id]
         self.removed.add(job_id)
         if job.request.shared and self.cards is not None:
             delta, sharer, freed = self.cards.leave(job)
             self._left[job_id] = (sharer, freed)
-            self.quota.add(job.queue, GPU, -delta)
-            if self.shares is not None and not job.terminating:
-                self.shares.add(job.queue, GPU, -delta)
-            return
+            if delta:  # its queue's rounded-up share use went down a whole gpu
+                self.quota.add(job.queue, GPU, -delta)
+                if self.shares is not None and not job.terminating:
+                    self.shares.add(job.queue, GPU, -delta)
+            return bool(delta) or freed
         if job_id not in self._leaving:
             self._count(job, -1)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)
+        return True
 
     def restore(self, job_id: str) -> None:
         """Undo :meth:`remove`."""
@@ -366,9 +373,10 @@ class CycleState:
         if job.request.shared and self.cards is not None:
             sharer, freed = self._left.pop(job_id, (None, False))
             delta = self.cards.back(job, sharer, freed)
-            self.quota.add(job.queue, GPU, delta)
-            if self.shares is not None and not job.terminating:
-                self.shares.add(job.queue, GPU, delta)
+            if delta:
+                self.quota.add(job.queue, GPU, delta)
+                if self.shares is not None and not job.terminating:
+                    self.shares.add(job.queue, GPU, delta)
             return
         if job_id not in self._leaving:
             self._count(job, 1)

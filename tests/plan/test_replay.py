@@ -68,6 +68,26 @@ def test_capacity_limit_and_borrowing() -> None:
     assert q.peak_borrowed == 2
 
 
+def test_a_share_counts_its_fraction_of_a_gpu_in_borrowing() -> None:
+    # Nominal 1 in a cohort with a lender: a whole GPU 0-100 s is within it; two one-shard jobs (a
+    # quarter GPU each, 4 shards per card) run 0-100 s and 0-50 s above it: 0.5 GPU borrowed for 50 s,
+    # then 0.25 GPU for 50 s, as simulate's device-hours count a share (not a whole GPU each).
+    data = history([job("w", 0, 100, gpus=1)], nominal=1, gpus=2)
+    data["jobs"] += [
+        {"id": f"s{i}", "queue": "default", "workers": 1, "shards": 1, "submit": 0.0, "duration": d}
+        for i, d in enumerate((100.0, 50.0))
+    ]
+    data["sharing"] = {"shards_per_gpu": 4}
+    data["queues"][0].update(cohort="lab", share_gpus="queue")
+    data["queues"].append({"name": "lender", "cohort": "lab", "nominal": {"gpu": 1}})
+    r = replay(data)
+    q = r.figures("default")
+    assert q is not None and q.started == 3 and q.wait_max_s == 0.0
+    assert q.borrowed_gpu_h == pytest.approx((0.5 * 50 + 0.25 * 50) / 3600)
+    assert q.peak_borrowed == 0.5
+    assert q.gpu_utilization == pytest.approx((100 + 25 + 12.5) / (2 * 100))
+
+
 def test_fragmentation_limit() -> None:
     # Two nodes of 3 GPUs, two busy on each: a 2-GPU rank has 2 free GPUs in all but no node holds it.
     jobs = [job("x", 0, 100, gpus=2), job("y", 0, 100, gpus=2), job("big", 10, 10, gpus=2)]

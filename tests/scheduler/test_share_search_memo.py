@@ -78,9 +78,9 @@ def test_a_verdict_of_one_user_answers_another_users_share(monkeypatch) -> None:
     searches = failures = 0
     failed, known = cycle_module._Cycle._search_failed, cycle_module._Cycle._known_failure
 
-    def counting_search(self, e, key, stamp):
+    def counting_search(self, e, key, stamp, user=None):
         nonlocal searches
-        got = failed(self, e, key, stamp)
+        got = failed(self, e, key, stamp, user)
         searches += got and cycle_module.ANY_USER in (key[-1] or ())
         return got
 
