@@ -110,7 +110,10 @@ def create_app(
         app[keys.COORDINATOR] = coord
         loops = [
             asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
-            asyncio.create_task(timer_loop(coord), name="labgang-timers"),
+            asyncio.create_task(
+                timer_loop(coord.node_events, coord.model, coord, coord.clock, coord.config.timer_interval_s),
+                name="labgang-timers",
+            ),
         ]
         coord.kick()
         yield
@@ -287,7 +290,7 @@ async def serve(
             for signum in (s for s in installed if s != signal.SIGHUP):
                 loop.add_signal_handler(signum, exit_stop.kill_now)
         coord = app[keys.COORDINATOR]
-        coord.begin_closing()  # an orderly stop: the agents' disconnects are no warning
+        coord.node_events.begin_closing()  # an orderly stop: the agents' disconnects are no warning
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
             agent_task is not None and agent_task.done()
         )

@@ -19,40 +19,36 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
-from labgang.agent.inventory import NodeInventory
 from labgang.launcher import accounting
 from labgang.launcher.accounting import UsageTotals, team_lookup
 from labgang.launcher.config import ClusterConfig
 from labgang.launcher.coordinator import arrays, errors
-from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
+from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
+from labgang.launcher.coordinator.node_events import NodeEvents, held_devices
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import (
     CoordinatorCluster,
     CycleMetrics,
     SubmissionCheck,
-    busy_unheld,
     cluster_nodes,
     cycle_driver,
 )
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.timers import LoopTimer, Timer
-from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.driver import CycleDriver
-from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.lifecycle.view import scheduling_state
 from labgang.launcher.policy import check_submitted_limit
 from labgang.launcher.store import Store
 
@@ -128,7 +124,6 @@ class Coordinator:
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
         self._dispatcher = Dispatcher(self._agents, self, clock, config)  # launch, stop and signal commands
         self._shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
-        self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self._sharing = SharingState(config, store, self._started_at)
         self._cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
@@ -146,6 +141,16 @@ class Coordinator:
         self._notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
         # the jobs' views (GET /v1/jobs, `labgang queue`'s table, the pitfall detectors), kept while each is unchanged
         self._views = JobViews(config.private_data)
+        # what the agents report (hello, inventories, rank events, disconnects) and the node timers
+        self._node_events = NodeEvents(
+            self._agents,
+            self._model,
+            self,
+            self._submission_check,
+            clock,
+            node_timeout_s=config.node_timeout_s,
+            started_at=self._started_at,
+        )
 
     # ----- its parts, read-only: each is written only by its owner ---------------------------------
 
@@ -203,6 +208,11 @@ class Coordinator:
     def views(self) -> JobViews:
         """The jobs' views, kept while each job is unchanged, and who may see what of them (``job_views.py``)."""
         return self._views
+
+    @property
+    def node_events(self) -> NodeEvents:
+        """What the agents report and the node timers, as lifecycle events (``node_events.py``)."""
+        return self._node_events
 
     @property
     def shutting_down(self) -> bool:
@@ -364,13 +374,18 @@ class Coordinator:
         def wake() -> None:
             self._wakes.discard(when)
             try:
-                self.check_timers()  # a fence may expire now; its effects are committed with the cycle
+                self._node_events.check_timers()  # a fence may expire now; its effects are committed with the cycle
             except Exception:  # the timer loop checks again; the cycle must still run
                 log.exception("timer check at a wake failed")
             self.kick()
 
         if not self._timer.call_at(when, wake):
             self._wakes.discard(when)
+
+    @property
+    def pending(self) -> bool:
+        """True when store writes or agent commands wait for the next :meth:`flush`."""
+        return bool(self.store.dirty or self._effects)
 
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""
@@ -399,10 +414,6 @@ class Coordinator:
             self.spawn(self._dispatcher.stop_jobs_on_node(node, stops[node]))
         for make in effects:
             self.spawn(make())
-
-    def begin_closing(self) -> None:
-        """An orderly stop has begun (``serve()``): the agents' disconnects from now on are no warning."""
-        self._closing = True
 
     async def close(self) -> None:
         """Cancel background tasks and wait for them."""
@@ -680,158 +691,6 @@ class Coordinator:
         at_end = next_offset >= int(result.get("size", next_offset))
         return data, next_offset, over and at_end
 
-    # ----- agent link -------------------------------------------------------------------------
-
-    async def on_hello(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """A node (re)connected: take its inventory and reconcile its ranks with the store."""
-        self._take_inventory(conn, message)
-        if conn.mark_back():
-            log.warning("node %s is back", conn.node)
-        self.reconcile(conn, message.get("ranks") or [])
-        await self.flush()
-        self.kick()
-
-    async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """Periodic or changed inventory; a node that was lost and speaks again is reconciled."""
-        changed = self._take_inventory(conn, message)
-        if conn.mark_back():
-            log.warning("node %s answers again after being lost", conn.node)
-            self.reconcile(conn, message.get("ranks") or [])
-            await self.flush()
-            changed = True
-        else:
-            ranks = message.get("ranks") or []
-            touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
-            before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
-            # What a periodic rank list says (pids, states); an absence is not a loss.
-            for obs in rank_statuses(conn.node, ranks, self.clock()):
-                self.apply(obs)
-            changed = changed or any(scheduling_state(job) != before[job_id] for job_id, job in touched.items())
-            if self.store.dirty or self._effects:
-                await self.flush()  # a rank list can end or stop a gang too (a missed event)
-        if changed:
-            self.kick()
-
-    def _take_inventory(self, conn: AgentConn, message: dict[str, Any]) -> bool:
-        """Keep the node's inventory and rank list; True when scheduling could decide differently:
-        its allocatable devices or the host CPUs and memory it offers changed, or devices no job
-        holds started or stopped showing processes (foreign processes, a context NVML still shows)."""
-        conn.heard(self.clock())
-        ranks = message.get("ranks")
-        if ranks is not None:
-            conn.take_ranks(ranks)
-        inv = message.get("inventory")
-        if inv is None:
-            return False
-        new = NodeInventory.from_dict(inv)
-        old = conn.take_inventory(inv, new)
-        if (
-            old is None
-            or old.allocatable() != new.allocatable()
-            or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
-        ):
-            self._submission_check.forget()
-            return True
-        old_pids, new_pids = old.device_pids(), new.device_pids()
-        if old_pids == new_pids:
-            return False
-        held = self.held_devices()
-        return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
-
-    async def on_rank_events(
-        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
-    ) -> None:
-        """Apply rank events (at least once; applying one twice changes nothing) and commit.
-
-        Args:
-            inventory: the node's inventory read right after the ranks were released (the
-                ``NodeInventory.to_dict()`` schema), taken before the events so that a device a
-                ``gone`` rank frees is not still shown busy with its pids.
-        """
-        changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
-        conn.heard(self.clock())
-        log.debug(
-            "rank events from %s: %s",
-            conn.node,
-            ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
-        )
-        touched = {job.id: job for e in events if (job := self.job_for_run(str(e.get("job_id")))) is not None}
-        before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
-        for event in events:
-            self.apply_rank_event(conn.node, event)
-        # Only what the scheduler sees matters: a job starting to stop or leaving its devices
-        # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
-        if changed or any(
-            scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
-            for job_id, job in touched.items()
-        ):
-            self.kick()
-            # One turn of the loop first: a scheduling loop outside its coalescing window runs
-            # the cycle now, so its admissions share this commit (one commit, not two, between
-            # a gang leaving its devices and the next one launching). The acknowledgement still
-            # waits for a commit that covers these events.
-            await asyncio.sleep(0)
-        await self.flush()
-
-    def on_disconnect(self, conn: AgentConn) -> None:
-        """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""
-        conn.detach_link("disconnected")
-        (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
-        self.kick()
-
-    # ----- agent messages and timers as lifecycle events -------------------------------------
-
-    def apply_rank_event(self, node: str, event: dict[str, Any]) -> None:
-        """Apply one supervisor ``RankEvent`` dict (``started`` | ``exited`` | ``gone``) from ``node``."""
-        obs = rank_event(node, event, self.clock())
-        if obs is not None:
-            self.apply(obs)
-
-    def apply_rank_status(self, node: str, status: dict[str, Any]) -> None:
-        """Apply one supervisor ``RankStatus`` dict from ``node``."""
-        obs = rank_status(node, status, self.clock())
-        if obs is not None:
-            self.apply(obs)
-
-    def reconcile(self, conn: AgentConn, reported: list[dict[str, Any]]) -> None:
-        """Compare what the agent runs with what the model says should run on its node
-        (the model's ``NodeJoined`` rule: update, relaunch, count as gone, or stop strays)."""
-        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
-        self.apply(ev.NodeJoined(self.clock(), conn.node, rank_statuses(conn.node, reported, self.clock()), connected))
-
-    def mark_node_lost(self, conn: AgentConn, why: str) -> None:
-        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
-        requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
-        if not conn.mark_lost():
-            return
-        log.warning("node %s lost: %s", conn.node, why)
-        self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
-
-    def check_timers(self) -> None:
-        """Node leases (``node_timeout_s``), then the model's timed arrows (startup timeouts,
-        time limits and their warning signals)."""
-        cfg = self.config
-        now = self.clock()
-        for conn in list(self.agents.nodes.values()):
-            silent = now - conn.last_seen
-            if not conn.lost and silent > cfg.node_timeout_s:
-                self.mark_node_lost(conn, lease_expired(conn.connected, silent, cfg.node_timeout_s))
-        if now - self._started_at > cfg.node_timeout_s:
-            # Nodes that held ranks before a coordinator restart and never came back.
-            for job in self.model.active():
-                for rank in list(job.ranks.values()):
-                    if rank.node not in self.agents.nodes and not rank.ended:
-                        conn = self.agents.attach(rank.node)
-                        conn.heard(self._started_at)  # its lease runs from the restart
-                        self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
-        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
-        self.apply(ev.Tick(now, self._started_at, connected))
-
     def held_devices(self) -> dict[str, JobRecord]:
         """Device UUID → the job that holds it (admitted, running or terminating)."""
-        held: dict[str, JobRecord] = {}
-        for job in self.model.active():
-            for rank in job.ranks.values():
-                for uuid in rank.devices:
-                    held[uuid] = job
-        return held
+        return held_devices(self.model.active())

@@ -44,6 +44,7 @@ from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fa
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
+    from labgang.launcher.coordinator.node_events import NodeEvents
     from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator.scheduling")
@@ -260,26 +261,7 @@ class LoopShell(CycleRunner, Protocol):
 
 
 class TimerShell(Protocol):
-    """What the timer loop needs of the coordinator (``Coordinator`` provides it)."""
-
-    @property
-    def config(self) -> ClusterConfig:
-        """The configuration (``timer_interval_s``)."""
-        ...
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """Unix seconds."""
-        ...
-
-    @property
-    def model(self) -> Lifecycle:
-        """The lifecycle model (its pending jobs' backoffs are read)."""
-        ...
-
-    def check_timers(self) -> None:
-        """Node leases, then the model's timed arrows."""
-        ...
+    """What the timer loop commits through (``Coordinator`` provides it)."""
 
     async def flush(self) -> None:
         """Commit, then start the agent commands the commit covers."""
@@ -360,22 +342,26 @@ async def scheduling_loop(coord: LoopShell) -> None:
         window = coalescing_window(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s, cost)
 
 
-async def timer_loop(coord: TimerShell) -> None:
-    """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
-    last = coord.clock()
+async def timer_loop(
+    nodes: NodeEvents, model: Lifecycle, shell: TimerShell, clock: Callable[[], float], interval_s: float
+) -> None:
+    """Every ``interval_s`` seconds (``config.timer_interval_s``): ``nodes``' timers (node leases,
+    the model's timed arrows), committed through ``shell``, then a scheduling kick when a backoff
+    of one of ``model``'s pending jobs expired."""
+    last = clock()
     while True:
-        await asyncio.sleep(coord.config.timer_interval_s)
-        now = coord.clock()
+        await asyncio.sleep(interval_s)
+        now = clock()
         try:
-            coord.check_timers()
-            await coord.flush()
+            nodes.check_timers()
+            await shell.flush()
         except Exception:
             log.exception("timer check failed")
-        pending = [j for j in coord.model.jobs.values() if j.status.state == JobState.PENDING]
+        pending = [j for j in model.jobs.values() if j.status.state == JobState.PENDING]
         # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
         # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
-            coord.kick()
+            shell.kick()
         last = now
 
 

@@ -71,7 +71,7 @@ def _finish(coord: Coordinator, job_id: str, kinds: tuple[str, ...] = ("started"
     for rank in list(job.ranks.values()):
         for kind in kinds:
             event = {"job_id": job.run_id, "rank": rank.rank, "kind": kind, "exit_status": 0, "time": coord.clock()}
-            coord.apply_rank_event(rank.node, event)
+            coord.node_events.apply_rank_event(rank.node, event)
 
 
 async def test_one_submission_is_one_commit_and_one_job_per_index(coord: Coordinator) -> None:

@@ -116,7 +116,7 @@ async def test_a_time_limited_job_ends_timeout_and_its_attempt_says_TO(coord: Co
     admit3(coord, job)
     event(coord, "n1", job, 0, "started")
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     event(coord, "n1", job, 0, "gone", 143)
     assert coord.jobs[job].status.state == JobState.TIMEOUT
     [rec] = (await coord.attempts_of([coord.jobs[job]]))[job]

@@ -14,7 +14,20 @@ from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.store import Store
 from lifecycle_driver import Clock
 
-PARTS = ("config", "store", "clock", "version", "agents", "model", "sharing", "driver", "usage", "notifier", "views")
+PARTS = (
+    "config",
+    "store",
+    "clock",
+    "version",
+    "agents",
+    "model",
+    "sharing",
+    "driver",
+    "usage",
+    "notifier",
+    "views",
+    "node_events",
+)
 
 
 def test_the_coordinators_parts_cannot_be_rebound_from_outside(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ async def with_nodes(coord: Coordinator) -> None:
     """Two simulated 4-GPU nodes, each offering 32 CPUs and 256 GiB to jobs."""
     for node in ("n1", "n2"):
         inv = node_inventory(node, {}) | {"host_cpus": NODE_CPUS, "host_memory": NODE_MEMORY}
-        await coord.on_inventory(
+        await coord.node_events.on_inventory(
             coord.agents.nodes[node], {"inventory": NodeInventory.from_dict(inv).to_dict(), "ranks": []}
         )
 

@@ -35,7 +35,7 @@ async def with_host(coord: Coordinator, cpus: int, memory: int) -> None:
     """Inventories of n1 and n2 as their agents send them, with ``cpus`` and ``memory`` for jobs."""
     for node in ("n1", "n2"):
         inv = HostCapacity(cpus, memory).fill(NodeInventory.from_dict(node_inventory(node, {})))
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
+        await coord.node_events.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
 
 
 def test_the_agent_offers_the_host_minus_its_reserve():

@@ -41,7 +41,7 @@ def coord(tmp_path: Path):
 async def with_nodes(coord: Coordinator) -> None:
     for node in ("n1", "n2"):
         inv = NodeInventory.from_dict(node_inventory(node, {}))
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
+        await coord.node_events.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
 
 
 async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordinator):

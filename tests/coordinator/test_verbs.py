@@ -55,7 +55,9 @@ def events(coord: Coordinator, job_id: str) -> list[str]:
 
 async def with_inventories(coord: Coordinator) -> None:
     for node in ("n1", "n2"):
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": node_inventory(node, {}), "ranks": []})
+        await coord.node_events.on_inventory(
+            coord.agents.nodes[node], {"inventory": node_inventory(node, {}), "ranks": []}
+        )
 
 
 async def test_a_held_job_is_never_admitted_and_a_released_one_is(coord: Coordinator) -> None:
@@ -218,7 +220,7 @@ async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator
     await update(coord, ALICE, job_id, {"time_limit_s": 60})
     start(coord, job_id)
     advance(coord, 61)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[job_id].status.state == JobState.TERMINATING  # the new, shorter limit applies
     await update(coord, ROOT, job_id, {"time_limit_s": 7200})
     assert coord.jobs[job_id].spec.time_limit_s == 7200

@@ -76,7 +76,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     # admitted (state, admit time, ranks, history), then each rank started with its pid
     admit(coord, low)
     await seen.check(coord)
-    coord.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4242})
+    coord.node_events.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4242})
     assert coord.jobs[low].status.state == JobState.ADMITTED  # a rank's phase and pid alone changed
     await seen.check(coord, rows_change=False)  # a queue row shows no rank
     event(coord, "n2", low, 1, "started")
@@ -86,7 +86,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     # a rank alone: its agent reports it again with another pid (status and history stay as they are)
     job = coord.jobs[low]
     unchanged = (job.status.changes, len(job.history))
-    coord.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4343})
+    coord.node_events.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4343})
     assert job.ranks[0].pid == 4343 and (job.status.changes, len(job.history)) == unchanged
     await seen.check(coord, rows_change=False)
 
@@ -118,7 +118,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     event(coord, "n1", high, 0, "started")
     await seen.check(coord)
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[high].status.state == JobState.TERMINATING
     await seen.check(coord)
 
