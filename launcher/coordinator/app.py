@@ -303,7 +303,7 @@ async def serve(
             await asyncio.gather(agent_task, return_exceptions=True)
         live_runs = getattr(local_agent, "live_runs", None)
         alive = None if live_runs is None else {job.id for run in live_runs() if (job := coord.job_for_run(run))}
-        summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, stopping_jobs, alive)
+        summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, stopping_jobs, alive)
         failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
         if failure is not None:
             raise failure  # e.g. NVML unavailable: the caller reports it

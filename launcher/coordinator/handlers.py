@@ -90,7 +90,7 @@ async def submit(
         raise PayloadTooLarge(
             f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
         )
-    job = await coord.submit(caller, _json_body(body))
+    job = await coord.desk.submit(caller, _json_body(body))
     return Reply(201, {"job": coord.views.job_view(caller, job)})
 
 
@@ -201,13 +201,15 @@ async def list_jobs(
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        text, count = coord.views.table(_listed(coord.list_jobs, caller, query), coord.clock(), keep, len(coord.jobs))
+        text, count = coord.views.table(
+            _listed(coord.desk.list_jobs, caller, query), coord.clock(), keep, len(coord.jobs)
+        )
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    jobs = _listed(coord.list_jobs, caller, query, after)
+    jobs = _listed(coord.desk.list_jobs, caller, query, after)
     if keep is not None:
         jobs = (job for job in jobs if keep(job))
     # Each job's view is encoded once and reused until the job changes (job_views.py, view_cache.py).
@@ -220,14 +222,14 @@ async def get_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": coord.views.job_view(caller, coord.get_job(params["id"]))})
+    return Reply(200, {"job": coord.views.job_view(caller, coord.desk.get_job(params["id"]))})
 
 
 async def cancel_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
-    job = await coord.cancel(caller, params["id"])
+    job = await coord.desk.cancel(caller, params["id"])
     return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
@@ -235,7 +237,7 @@ async def hold_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs/{id}/hold``: hold a pending job (own jobs; admins any); answers its JobView."""
-    job = await verbs.hold(coord, caller, params["id"])
+    job = await verbs.hold(coord.desk, caller, params["id"])
     return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
@@ -243,7 +245,7 @@ async def release_job(
     coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
 ) -> Reply:
     """``POST /v1/jobs/{id}/release``: release a held job (an admin hold: admins only)."""
-    job = await verbs.release(coord, caller, params["id"])
+    job = await verbs.release(coord.desk, caller, params["id"])
     return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
@@ -252,7 +254,7 @@ async def requeue_job(
 ) -> Reply:
     """``POST /v1/jobs/{id}/requeue`` (body ``{"hold": bool}``, optional): stop an admitted or
     running job with its grace and put it back in its queue."""
-    job = await verbs.requeue(coord, caller, params["id"], _json_body(body) if body else None)
+    job = await verbs.requeue(coord.desk, caller, params["id"], _json_body(body) if body else None)
     return Reply(200, {"job": coord.views.job_view(caller, job)})
 
 
@@ -262,7 +264,7 @@ async def update_job(
     """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
     ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
     job = await verbs.update(
-        coord,
+        coord.desk,
         caller,
         params["id"],
         _json_body(body),
@@ -279,7 +281,9 @@ async def pty_input(
 ) -> Reply:
     """``POST /v1/jobs/{id}/pty`` (body ``{"data": base64, "rows", "cols"}``): terminal input for rank 0
     of a ``--pty`` job (``labgang run --pty``); answers ``{"taken": bool}``."""
-    return Reply(200, await terminal.pty_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body)))
+    return Reply(
+        200, await terminal.pty_input(coord.agents, coord.desk.get_job, caller, params["id"], _json_body(body))
+    )
 
 
 async def stdin_input(
@@ -288,7 +292,7 @@ async def stdin_input(
     """``POST /v1/jobs/{id}/stdin`` (body ``{"data": base64, "eof": bool}``): the next bytes of rank 0's
     standard input (``labgang run``'s, streamed); answers ``{"taken", "eof", "open"}``."""
     return Reply(
-        200, await stdin_relay.stdin_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body))
+        200, await stdin_relay.stdin_input(coord.agents, coord.desk.get_job, caller, params["id"], _json_body(body))
     )
 
 
@@ -299,7 +303,9 @@ async def cancel_array(
 
     Answers ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``
     (N tasks had already finished)."""
-    jobs, finished = await arrays.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, caller, params["id"])
+    jobs, finished = await arrays.cancel_array(
+        coord.desk, coord.store, coord.jobs, coord.model.jobs, caller, params["id"]
+    )
     return Reply(
         200, {"array": params["id"], "jobs": [coord.views.job_view(caller, job) for job in jobs], "finished": finished}
     )
@@ -320,7 +326,7 @@ async def job_logs(
 ) -> Reply:
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A]``: bytes from the agent that holds the log."""
     attempt = query.get("attempt")
-    data, next_offset, finished = await coord.read_log(
+    data, next_offset, finished = await coord.desk.read_log(
         caller,
         params["id"],
         _int(query, "rank", 0),
@@ -357,7 +363,7 @@ async def history(
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
         raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
-    jobs = await coord.history(
+    jobs = await coord.desk.history(
         caller,
         user=query.get("user") or None,
         queue=query.get("queue") or None,
@@ -368,7 +374,7 @@ async def history(
     )
     now = coord.clock()
     per_attempt = _flag(query, "attempts")
-    records = await coord.attempts_of(jobs)
+    records = await coord.desk.attempts_of(jobs)
     return Reply(
         200, {"jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs]}
     )
@@ -388,7 +394,7 @@ async def report(
     since, until = _seconds(query, "since"), _seconds(query, "until")
     if since is not None and until is not None and since > until:
         raise BadRequest("since must not be later than until", field="since")
-    return Reply(200, await coord.report(group=group, since=since, until=until))
+    return Reply(200, await coord.desk.report(group=group, since=since, until=until))
 
 
 async def list_queues(

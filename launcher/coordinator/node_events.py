@@ -25,6 +25,7 @@ from labgang.launcher.lifecycle.view import scheduling_state
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
     from labgang.launcher.coordinator.scheduling import SubmissionCheck
+    from labgang.launcher.lifecycle import effects as fx
     from labgang.launcher.lifecycle.machine import Lifecycle
     from labgang.launcher.lifecycle.records import JobRecord
 
@@ -44,7 +45,7 @@ def held_devices(active: Iterable[JobRecord]) -> dict[str, JobRecord]:
 class ModelShell(Protocol):
     """Applies lifecycle events and commits them (``Coordinator`` is it: the store, the effects)."""
 
-    def apply(self, event: ev.Event) -> object:
+    def apply(self, event: ev.Event) -> list[fx.Effect]:
         """Apply ``event`` to the lifecycle model; its store writes are buffered until :meth:`flush`."""
         ...
 

@@ -52,7 +52,7 @@ def make_coord(tmp_path: Path) -> Iterator[Coordinator]:
 
 
 async def submit(coord: Coordinator, **fields) -> str:
-    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    job = await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
 
 

@@ -142,9 +142,9 @@ async def test_cancel_rules(coord: Coordinator) -> None:
     job_id = await submit(coord)
     stranger = Caller(uid=4242, user="mallory")
     with pytest.raises(Forbidden, match="belongs to root"):
-        await coord.cancel(stranger, job_id)
+        await coord.desk.cancel(stranger, job_id)
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "cancel")
     for node, rank in (("n1", 0), ("n2", 1)):
@@ -215,7 +215,7 @@ async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator
 async def test_a_cancel_stop_is_warned_and_the_warning_recorded(coord: Coordinator) -> None:
     job_id = await submit(coord, signal="USR1@10")
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
     assert signals == ["signal SIGUSR1 sent to every rank, 10 s before SIGTERM"]
 
@@ -232,7 +232,7 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
         }
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
-    job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
+    job = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
     placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
     decide(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))
     views = {q["name"]: q for q in c.queue_views()}
@@ -329,7 +329,7 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
     )
     loop_task = asyncio.create_task(scheduling_loop(c))
     try:
-        waiter = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
+        waiter = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
 
         async def cycles_above(n: int) -> None:
             while c.cycles <= n:
@@ -400,7 +400,7 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
 async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first(coord: Coordinator) -> None:
     """A one-rank job whose rank ends before the agent reported it started: the history reads in
     order (running, then rank-exited) and counts one rank, not "1 ranks"."""
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     placement = (RankPlacement(0, "n1", ("GPU-a",)),)
     decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
     event(coord, "n1", job_id, 0, "exited", 0)
@@ -425,7 +425,7 @@ def rank_status(
 
 
 async def test_a_rank_exit_is_recorded_once_even_when_a_later_report_adds_its_pid(coord: Coordinator) -> None:
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     decide(
         coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
     )
@@ -466,7 +466,7 @@ async def test_a_rank_that_fails_while_the_gang_starts_is_recorded_before_stoppi
 
 
 async def test_the_pid_of_a_rank_that_ends_before_any_status_comes_from_its_events(coord: Coordinator) -> None:
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     decide(
         coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
     )
@@ -489,5 +489,5 @@ async def test_logs_of_an_attempt_the_job_never_had_say_which_attempts_it_has(co
     admit(coord, job_id)
     await coord.flush()
     with pytest.raises(BadRequest) as err:
-        await coord.read_log(ROOT, job_id, 0, 0, attempt=1)
+        await coord.desk.read_log(ROOT, job_id, 0, 0, attempt=1)
     assert str(err.value) == f"no attempt 1: job {job_id} has attempt 0 only" and err.value.field == "attempt"

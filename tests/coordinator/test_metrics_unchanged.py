@@ -68,7 +68,7 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
             ),
         ),
     )
-    await coord.cancel(ROOT, done)
+    await coord.desk.cancel(ROOT, done)
     event(coord, "n1", running, 0, "started")
     event(coord, "n1", running, 1, "started")
     assert coord.jobs[running].status.state == JobState.RUNNING

@@ -120,7 +120,7 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
     await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
     loop_task = asyncio.create_task(scheduling_loop(c))
     try:
-        job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        job = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
 
         async def admitted() -> None:
             while c.jobs[job.id].status.state == JobState.PENDING:
@@ -161,11 +161,11 @@ async def test_a_kick_right_after_a_cheap_cycle_does_not_wait_for_the_whole_wind
             await asyncio.sleep(0.01)
 
     try:
-        first = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        first = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
         await asyncio.wait_for(admitted(first.id), 2.5)
         cycles = c.cycles
         # Inside the configured 5 s window of that cycle: a fixed window would hold it for 5 s.
-        second = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        second = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
         await asyncio.wait_for(admitted(second.id), 2.5)
         assert c.cycles > cycles
     finally:

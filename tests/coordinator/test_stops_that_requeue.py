@@ -149,7 +149,7 @@ async def test_a_cancelled_job_whose_ranks_exit_0_stays_cancelled(coord: Coordin
     """A cancel never requeues: the owner asked for the job to end, and it is CANCELLED (Slurm too)."""
     job_id = await submit(coord)
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     both_ranks_end(coord, job_id, 0)
     assert coord.jobs[job_id].status.state == JobState.CANCELLED
 
@@ -183,7 +183,7 @@ async def test_a_requeued_job_shows_no_nodes_and_keeps_no_ranks_on_disk(coord: C
     coord.store.close()
     again = Coordinator(coord.config, Store(tmp_path / "db"), clock=coord.clock)
     try:
-        job = again.get_job(job_id)
+        job = again.desk.get_job(job_id)
         assert job.status.state == JobState.PENDING and job.ranks == {}
         assert job_view(job)["nodes"] == [] and job_view(job)["ranks"] == []
         assert queue_row(job)["nodes"] == []
@@ -209,7 +209,7 @@ async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(
     coord.store.close()
     again = Coordinator(coord.config, Store(tmp_path / "db"), clock=coord.clock)
     try:
-        loaded = again.get_job(job_id)
+        loaded = again.desk.get_job(job_id)
         assert loaded.status.state == JobState.PENDING and loaded.ranks == {}
         assert job_view(loaded)["nodes"] == []
     finally:

@@ -43,7 +43,7 @@ async def test_a_gang_ending_between_samples_counts_until_it_ends(tmp_path: Path
     coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
         conn = coord.agents.join("n1", clock.now)
-        job = await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 2})
+        job = await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 2})
         placement = (RankPlacement(0, "n1", ("GPU-a", "GPU-b")),)
         coord.apply(
             CycleDecided(clock.now, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))

@@ -130,7 +130,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
         event(coord, node, low, rank, "gone", 0)
     assert (st.state, st.exit_status) == (JobState.SUCCEEDED, 0)
     await seen.check(coord)
-    await coord.cancel(ROOT, high)
+    await coord.desk.cancel(ROOT, high)
     await seen.check(coord)
 
 

@@ -469,7 +469,7 @@ class CoordinatorRun:
             if "requeue" in what:
                 body["requeue"] = what["requeue"]
             try:
-                job = await self.coord.submit(ROOT, body)
+                job = await self.coord.desk.submit(ROOT, body)
             except Conflict:
                 self.refused.add(what["id"])  # "can never start": refused at submission
                 return
@@ -477,7 +477,7 @@ class CoordinatorRun:
             self.names[coord_id], self.ids[what["id"]] = what["id"], coord_id
         elif kind == "cancel":
             if what in self.ids:  # not refused at submission
-                await self.coord.cancel(ROOT, self.ids[what])
+                await self.coord.desk.cancel(ROOT, self.ids[what])
         elif kind == "end":
             await self.ranks_exit(what, 0)
         elif kind == "stop":
