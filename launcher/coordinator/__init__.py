@@ -35,6 +35,7 @@ and the parts they read; the scheduling and timer loops a ``CycleRunner`` / ``Lo
 ``TimerShell`` (scheduling.py): protocols naming what each calls. What agents report and the
 node timers are the ``NodeEvents`` part (node_events.py), handed the registry, the model, the
 submission check, the clock and the ``ModelShell`` that applies and commits; the link hands it
-each frame, the timer loop calls its ``check_timers``. The handler table still takes the coordinator:
-it is where the parts are picked for each operation (docs/architecture.md, "The coordinator's parts").
+each frame, the timer loop calls its ``check_timers``. Each user API operation (handlers.py) takes
+the parts it uses; ``handlers.ROUTES`` binds it to the coordinator's parts (``Route.bind``), the one
+place where they are picked (docs/architecture.md, "The coordinator's parts").
 """

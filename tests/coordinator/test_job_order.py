@@ -33,7 +33,7 @@ async def paged(coord: Coordinator, caller: Caller, query: dict[str, str], limit
     cursor = ""
     while True:
         page_query = {**query, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        reply = await handlers.list_jobs(coord, caller, {}, page_query, b"")
+        reply = await handlers.list_jobs(coord.config, coord.desk, coord.views, caller, {}, page_query, b"")
         assert reply.encoded is not None
         page = json.loads(reply.encoded)
         assert len(page["jobs"]) <= limit
