@@ -1,11 +1,12 @@
-"""The coordinator: the I/O shell around the lifecycle model.
+"""The coordinator: the composition root of its parts, and the I/O shell around the lifecycle model.
 
 Receive (API call, agent message, cycle result, timer) → turn it into a lifecycle event →
 :meth:`Coordinator.apply` it to the model (``launcher/lifecycle/``) → buffer the persisting
 effects in the store → :meth:`Coordinator.flush` commits them, then runs the effects that
 touch agents (launch, stop, signal), so a crash never leaves an agent doing something the
-store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; the
-scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
+store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; what agents
+report and the node timers in :mod:`.node_events`; the user operations in :mod:`.job_operations`;
+the scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
 
 
 class Coordinator:
-    """Jobs, agents and the rules that connect them.
+    """Jobs, agents and the rules that connect them: builds its parts (``NodeEvents``,
+    ``JobOperations``, ``Dispatcher``, ``JobViews``...), hands each what it needs, and is the shell
+    they apply lifecycle events through (:meth:`apply`, :meth:`flush`, :meth:`kick`).
 
     Args:
         config: the validated cluster configuration.
