@@ -325,7 +325,7 @@ def _shutdown_summary(
     stopped: bool,
     alive: set[str] | None = None,
 ) -> dict[str, list[str]]:
-    """:func:`serve`'s return value, from each held job as ``get_job`` finds it (``Coordinator.get_job``)
+    """:func:`serve`'s return value, from each held job as ``get_job`` finds it (``JobOperations.get_job``)
     and the lifecycle model's ``active`` jobs (those still pending); ``alive``: the jobs whose ranks
     the local agent still saw running as it stopped (None: no local agent to ask), so that a job the
     coordinator still counts as stopping but whose ranks all ended is "unrecorded", not "unfinished"."""

@@ -176,7 +176,7 @@ def _states(query: Mapping[str, str]) -> frozenset[str]:
 
 
 class JobListing(Protocol):
-    """``Coordinator.list_jobs``: the jobs in memory in submission order, the caller's own by default."""
+    """``JobOperations.list_jobs``: the jobs in memory in submission order, the caller's own by default."""
 
     def __call__(
         self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
