@@ -193,7 +193,7 @@ class JobOperations:
     def list_jobs(
         self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
     ) -> Iterator[JobRecord]:
-        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order,
+        """Jobs in memory (active, and the last ``core.RECENT_FINISHED`` finished) in submission order,
         read lazily: the caller's own by default, ``user``'s, or everyone's; only those submitted
         after sequence number ``after`` (a page cursor; 0 = all). Older jobs: ``labgang history``."""
         jobs = self._memory.order.after(self.jobs, after)
