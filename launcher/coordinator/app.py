@@ -109,7 +109,7 @@ def create_app(
         coord = Coordinator(app[keys.CONFIG], app[keys.STORE], clock=clock)
         app[keys.COORDINATOR] = coord
         loops = [
-            asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
+            asyncio.create_task(scheduling_loop(coord, coord.store, coord.config), name="labgang-scheduling"),
             asyncio.create_task(
                 timer_loop(coord.node_events, coord.model, coord, coord.clock, coord.config.timer_interval_s),
                 name="labgang-timers",

@@ -234,18 +234,8 @@ class CycleRunner(Protocol):
 
 
 class LoopShell(CycleRunner, Protocol):
-    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks,
-    the store's commit, the coalescing settings, and :meth:`flush`."""
-
-    @property
-    def config(self) -> ClusterConfig:
-        """The configuration (``cycle_coalesce_s``, ``cycle_coalesce_max_s``)."""
-        ...
-
-    @property
-    def store(self) -> Store:
-        """The store (``committing``, ``durable``)."""
-        ...
+    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks
+    and :meth:`flush`, and what running cycles needs (:class:`CycleRunner`)."""
 
     async def kicked(self) -> None:
         """Return once a kick has come."""
@@ -309,9 +299,10 @@ def run_cycles(coord: CycleRunner) -> int:
     return coord.driver.burst().admitted
 
 
-async def scheduling_loop(coord: LoopShell) -> None:
+async def scheduling_loop(coord: LoopShell, store: Store, config: ClusterConfig) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
-    window), commit; admitted gangs are dispatched once their admission is committed."""
+    window: ``config.cycle_coalesce_s`` / ``cycle_coalesce_max_s``), commit; admitted gangs are
+    dispatched once their admission is committed. A commit of ``store`` under way is let land first."""
     loop = asyncio.get_running_loop()
     last_cycle_end = float("-inf")
     window = 0.0
@@ -323,11 +314,11 @@ async def scheduling_loop(coord: LoopShell) -> None:
         if wait > 0:
             await asyncio.sleep(wait)
         coord.take_kicks()
-        if coord.store.committing:
+        if store.committing:
             # A submission (or cancel) is waiting for its commit, already under way: let it
             # land and its answer go out before the cycle holds the loop (a cycle over
             # thousands of pending jobs takes milliseconds). No extra commit is made.
-            await coord.store.durable()
+            await store.durable()
             await asyncio.sleep(0)
         try:
             began = time.perf_counter()
@@ -339,7 +330,7 @@ async def scheduling_loop(coord: LoopShell) -> None:
             await asyncio.sleep(1.0)
             continue
         last_cycle_end = loop.time()
-        window = coalescing_window(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s, cost)
+        window = coalescing_window(config.cycle_coalesce_s, config.cycle_coalesce_max_s, cost)
 
 
 async def timer_loop(

@@ -327,7 +327,7 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
     await c.node_events.on_inventory(
         conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []}
     )
-    loop_task = asyncio.create_task(scheduling_loop(c))
+    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
     try:
         waiter = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
 
