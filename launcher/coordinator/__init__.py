@@ -9,6 +9,8 @@ Module map (data flows top to bottom)::
     link.py       GET /v1/agent/link: token check, hello, message loop
     agents.py     AgentConn / AgentRegistry: per-node state and command round-trips
     core.py       Coordinator: the shell around launcher/lifecycle/ (event in -> commit -> effects out)
+    node_events.py NodeEvents (a Coordinator part): agents' hello/inventory/rank events/disconnect, node timers
+    job_operations.py JobOperations (a Coordinator part, the JobDesk): submit, cancel, list, history, report, logs
     translate.py  agent rank events / statuses / launch answers -> lifecycle events
     scheduling.py snapshot from the model + live inventories -> run_cycle -> CycleDecided
     dispatch.py   Dispatcher (a Coordinator part): admitted gangs -> launch commands (after commit); stop / signal
@@ -27,9 +29,13 @@ the ``Timer``, and what the application attaches (``report_to`` metrics, ``watch
 parts are read-only properties; the agent registry and the timer may be handed in at construction
 (a test's simulated agents and clock). Views take the agents, configuration and jobs
 (``views.queue_views``/``node_views``; ``Coordinator.queue_views()``/``node_views()`` hand them
-in); the verbs and array cancellation take a ``JobDesk`` (desk.py: clock, get_job, apply, flush)
+in); the user operations are the ``JobOperations`` part (job_operations.py), which is the ``JobDesk``
+(desk.py: clock, get_job, apply, flush) the verbs and array cancellation take
 and the parts they read; the scheduling and timer loops a ``CycleRunner`` / ``LoopShell`` /
-``TimerShell`` (scheduling.py), the link's frame handling the registry and ``NodeMessages``
-(link.py): protocols naming what each calls. The handler table still takes the coordinator: it
-is where the parts are picked for each operation (docs/architecture.md, "The coordinator's parts").
+``TimerShell`` (scheduling.py): protocols naming what each calls. What agents report and the
+node timers are the ``NodeEvents`` part (node_events.py), handed the registry, the model, the
+submission check, the clock and the ``ModelShell`` that applies and commits; the link hands it
+each frame, the timer loop calls its ``check_timers``. Each user API operation (handlers.py) takes
+the parts it uses; ``handlers.ROUTES`` binds it to the coordinator's parts (``Route.bind``), the one
+place where they are picked (docs/architecture.md, "The coordinator's parts").
 """

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -33,11 +32,14 @@ class AgentCallError(Exception):
     """A command to an agent failed: the agent answered with an error, timed out or is not connected."""
 
 
-@dataclass
 class AgentConn:
-    """One node's agent as the coordinator knows it.
+    """One node's agent as the coordinator knows it. Its fields are read-only properties: it changes
+    only through its own methods (``attach_link``, ``heard``, ``take_inventory``, ``mark_lost``...).
 
-    Attributes:
+    Args:
+        node: the node name the agent announced.
+
+    Properties:
         node: the node name the agent announced.
         address: the address ranks on other nodes use to reach this node (MASTER_ADDR).
         version: the agent's labgang version.
@@ -59,22 +61,102 @@ class AgentConn:
             (``agent/mps.py``, ``agent/confine/devmem.py``), or None from an agent that does not say.
     """
 
-    node: str
-    address: str = ""
-    version: str = ""
-    inventory: NodeInventory | None = None
-    inventory_dict: dict[str, Any] | None = None
-    ranks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
-    last_seen: float = 0.0
-    connected: bool = False
-    lost: bool = False
-    ws: web.WebSocketResponse | None = None
-    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
-    policy: dict[str, Any] | None = None
-    confinement: dict[str, Any] | None = None
-    violations: list[Any] = field(default_factory=list)
-    host_limits: dict[str, Any] | None = None  # whether its agent enforces ranks' CPUs/memory, from its hello
-    sharing: dict[str, Any] | None = None  # its MPS daemons and how --gpu-mem is held, from its hello
+    def __init__(self, node: str) -> None:
+        self._node = node
+        self._address: str = ""
+        self._version: str = ""
+        self._inventory: NodeInventory | None = None
+        self._inventory_dict: dict[str, Any] | None = None
+        self._ranks: dict[tuple[str, int], dict[str, Any]] = {}
+        self._last_seen: float = 0.0
+        self._connected: bool = False
+        self._lost: bool = False
+        self._ws: web.WebSocketResponse | None = None
+        self._policy: dict[str, Any] | None = None
+        self._confinement: dict[str, Any] | None = None
+        self._violations: list[Any] = []
+        self._host_limits: dict[str, Any] | None = None
+        self._sharing: dict[str, Any] | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+
+    def __repr__(self) -> str:
+        state = "lost" if self._lost else "connected" if self._connected else "disconnected"
+        return f"AgentConn({self._node!r}, {state}, last_seen={self._last_seen})"
+
+    @property
+    def node(self) -> str:
+        """The node name the agent announced."""
+        return self._node
+
+    @property
+    def address(self) -> str:
+        """The address ranks on other nodes use to reach this node (MASTER_ADDR)."""
+        return self._address
+
+    @property
+    def version(self) -> str:
+        """The agent's labgang version."""
+        return self._version
+
+    @property
+    def inventory(self) -> NodeInventory | None:
+        """The last ``NodeInventory`` it sent (None before the first)."""
+        return self._inventory
+
+    @property
+    def inventory_dict(self) -> dict[str, Any] | None:
+        """The last inventory as it was sent (``NodeInventory.to_dict()`` schema), for the views."""
+        return self._inventory_dict
+
+    @property
+    def ranks(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """The last rank list it sent: ``{(run_id, rank): RankStatus dict}``."""
+        return self._ranks
+
+    @property
+    def last_seen(self) -> float:
+        """Unix seconds of the last message."""
+        return self._last_seen
+
+    @property
+    def connected(self) -> bool:
+        """True while its link is up."""
+        return self._connected
+
+    @property
+    def lost(self) -> bool:
+        """True once it was silent longer than ``node_timeout_s``."""
+        return self._lost
+
+    @property
+    def ws(self) -> web.WebSocketResponse | None:
+        """Its agent's websocket while connected over one."""
+        return self._ws
+
+    @property
+    def policy(self) -> dict[str, Any] | None:
+        """Whose ranks the agent may start, from its hello, or None."""
+        return self._policy
+
+    @property
+    def confinement(self) -> dict[str, Any] | None:
+        """How its agent fences ranks to their devices, from its hello, or None."""
+        return self._confinement
+
+    @property
+    def violations(self) -> list[Any]:
+        """Its ranks' processes on devices they were not given, as of its last inventory."""
+        return self._violations
+
+    @property
+    def host_limits(self) -> dict[str, Any] | None:
+        """Whether its agent holds ranks to their CPUs and memory, from its hello, or None."""
+        return self._host_limits
+
+    @property
+    def sharing(self) -> dict[str, Any] | None:
+        """How its agent serves shared cards, from its hello, or None."""
+        return self._sharing
 
     def attach_link(self, ws: web.WebSocketResponse, hello: Hello, remote: str | None) -> None:
         """The agent's link is ``ws`` from now on: connected, with what its hello says of it.
@@ -84,60 +166,60 @@ class AgentConn:
             hello: its parsed hello frame (address, version, policy, confinement, host limits, sharing).
             remote: the peer address, the node's address when the hello names none.
         """
-        self.ws = ws
-        self.connected = True
-        self.address = hello.address or remote or self.node
-        self.version = hello.version
-        self.policy = hello.policy
-        self.confinement = hello.confinement
-        self.host_limits = hello.host_limits
+        self._ws = ws
+        self._connected = True
+        self._address = hello.address or remote or self.node
+        self._version = hello.version
+        self._policy = hello.policy
+        self._confinement = hello.confinement
+        self._host_limits = hello.host_limits
         sharing = hello.message.get("sharing")
-        self.sharing = sharing if isinstance(sharing, dict) else None
+        self._sharing = sharing if isinstance(sharing, dict) else None
 
     def link_up(self, now: float) -> None:
         """Its agent is reachable without a websocket from ``now`` (unix seconds): connected and
         heard. For an agent the registry reaches through its own ``call`` (a stand-in: the
         simulated agents of the differential test, tests that drive the coordinator directly)."""
-        self.connected = True
-        self.last_seen = now
+        self._connected = True
+        self._last_seen = now
 
     def heard(self, now: float) -> None:
         """The agent spoke at ``now`` (unix seconds): its lease runs from here (``last_seen``)."""
-        self.last_seen = now
+        self._last_seen = now
 
     def take_ranks(self, ranks: list[dict[str, Any]]) -> None:
         """Its rank list is ``ranks`` now (``RankStatus`` dicts with ``job_id`` and ``rank``)."""
-        self.ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
+        self._ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}
 
     def take_inventory(self, inventory: dict[str, Any], parsed: NodeInventory) -> NodeInventory | None:
         """Its inventory is ``parsed`` now (read from ``inventory``, the ``NodeInventory.to_dict()``
         schema, kept as sent for the views); return the previous one (None before the first)."""
         before = self.inventory
-        self.inventory_dict = inventory
-        self.inventory = parsed
+        self._inventory_dict = inventory
+        self._inventory = parsed
         return before
 
     def mark_lost(self) -> bool:
         """Its lease ran out: it is lost until it speaks again. False when it already was."""
         if self.lost:
             return False
-        self.lost = True
+        self._lost = True
         return True
 
     def mark_back(self) -> bool:
         """It speaks again: not lost any more. True when it had been lost (it must be reconciled)."""
-        was_lost, self.lost = self.lost, False
+        was_lost, self._lost = self.lost, False
         return was_lost
 
     def detach_link(self, reason: str) -> None:
         """Its websocket closed: not connected; every command waiting for a reply fails with ``reason``."""
-        self.connected = False
-        self.ws = None
+        self._connected = False
+        self._ws = None
         self.fail_pending(reason)
 
     def replace_violations(self, seen: list[Any]) -> list[Any]:
         """Its ranks' device violations are ``seen`` now (from its latest inventory); return the previous list."""
-        before, self.violations = self.violations, seen
+        before, self._violations = self.violations, seen
         return before
 
     def refuses_uid(self, uid: int) -> str | None:
@@ -173,18 +255,18 @@ class AgentConn:
         """A future for the reply to command ``cmd_id`` (resolved by :meth:`take_reply`, failed on
         disconnect); :meth:`drop_reply` once it is no longer awaited."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[cmd_id] = fut
+        self._pending[cmd_id] = fut
         return fut
 
     def drop_reply(self, cmd_id: int) -> None:
         """Command ``cmd_id``'s reply is no longer awaited (answered, failed or timed out)."""
-        self.pending.pop(cmd_id, None)
+        self._pending.pop(cmd_id, None)
 
     def take_reply(self, message: dict[str, Any]) -> None:
         """Deliver a ``reply`` message (``id``, ``ok``, ``result`` | ``error``) to the command waiting
         for it; one nobody waits for is dropped."""
         request_id = message.get("id")
-        fut = self.pending.get(request_id) if isinstance(request_id, int) else None
+        fut = self._pending.get(request_id) if isinstance(request_id, int) else None
         if fut is None or fut.done():
             return
         if message.get("ok"):
@@ -194,10 +276,10 @@ class AgentConn:
 
     def fail_pending(self, reason: str) -> None:
         """Fail every command still waiting for a reply (on disconnect)."""
-        for fut in self.pending.values():
+        for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(AgentCallError(f"node {self.node}: {reason}"))
-        self.pending.clear()
+        self._pending.clear()
 
 
 class AgentRegistry:
@@ -220,7 +302,7 @@ class AgentRegistry:
         """The record for ``node``, created on first hello."""
         conn = self.nodes.get(node)
         if conn is None:
-            conn = self.nodes[node] = AgentConn(node=node)
+            conn = self.nodes[node] = AgentConn(node)
         return conn
 
     def join(self, node: str, now: float, inventory: NodeInventory | None = None) -> AgentConn:

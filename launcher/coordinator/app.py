@@ -109,8 +109,11 @@ def create_app(
         coord = Coordinator(app[keys.CONFIG], app[keys.STORE], clock=clock)
         app[keys.COORDINATOR] = coord
         loops = [
-            asyncio.create_task(scheduling_loop(coord), name="labgang-scheduling"),
-            asyncio.create_task(timer_loop(coord), name="labgang-timers"),
+            asyncio.create_task(scheduling_loop(coord, coord.store, coord.config), name="labgang-scheduling"),
+            asyncio.create_task(
+                timer_loop(coord.node_events, coord.model, coord, coord.clock, coord.config.timer_interval_s),
+                name="labgang-timers",
+            ),
         ]
         coord.kick()
         yield
@@ -287,7 +290,7 @@ async def serve(
             for signum in (s for s in installed if s != signal.SIGHUP):
                 loop.add_signal_handler(signum, exit_stop.kill_now)
         coord = app[keys.COORDINATOR]
-        coord.begin_closing()  # an orderly stop: the agents' disconnects are no warning
+        coord.node_events.begin_closing()  # an orderly stop: the agents' disconnects are no warning
         stopping_jobs = getattr(local_agent, "stop_jobs_on_exit", False) and not (
             agent_task is not None and agent_task.done()
         )
@@ -300,7 +303,7 @@ async def serve(
             await asyncio.gather(agent_task, return_exceptions=True)
         live_runs = getattr(local_agent, "live_runs", None)
         alive = None if live_runs is None else {job.id for run in live_runs() if (job := coord.job_for_run(run))}
-        summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, stopping_jobs, alive)
+        summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, stopping_jobs, alive)
         failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
         if failure is not None:
             raise failure  # e.g. NVML unavailable: the caller reports it
@@ -322,7 +325,7 @@ def _shutdown_summary(
     stopped: bool,
     alive: set[str] | None = None,
 ) -> dict[str, list[str]]:
-    """:func:`serve`'s return value, from each held job as ``get_job`` finds it (``Coordinator.get_job``)
+    """:func:`serve`'s return value, from each held job as ``get_job`` finds it (``JobOperations.get_job``)
     and the lifecycle model's ``active`` jobs (those still pending); ``alive``: the jobs whose ranks
     the local agent still saw running as it stopped (None: no local agent to ask), so that a job the
     coordinator still counts as stopping but whose ranks all ended is "unrecorded", not "unfinished"."""

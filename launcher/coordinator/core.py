@@ -1,59 +1,50 @@
-"""The coordinator: the I/O shell around the lifecycle model.
+"""The coordinator: the composition root of its parts, and the I/O shell around the lifecycle model.
 
 Receive (API call, agent message, cycle result, timer) → turn it into a lifecycle event →
 :meth:`Coordinator.apply` it to the model (``launcher/lifecycle/``) → buffer the persisting
 effects in the store → :meth:`Coordinator.flush` commits them, then runs the effects that
 touch agents (launch, stop, signal), so a crash never leaves an agent doing something the
-store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; the
-scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
+store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; what agents
+report and the node timers in :mod:`.node_events`; the user operations in :mod:`.job_operations`;
+the scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
-from labgang.agent.inventory import NodeInventory
-from labgang.launcher import accounting
-from labgang.launcher.accounting import UsageTotals, team_lookup
+from labgang.launcher.accounting import UsageTotals
 from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import arrays, errors
-from labgang.launcher.coordinator.agents import AgentCallError, AgentConn, AgentRegistry
-from labgang.launcher.coordinator.depends import submission_targets, targets_at_start
+from labgang.launcher.coordinator.agents import AgentRegistry
+from labgang.launcher.coordinator.depends import targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
-from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from labgang.launcher.coordinator.job_operations import JobOperations
 from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
+from labgang.launcher.coordinator.node_events import NodeEvents, held_devices
 from labgang.launcher.coordinator.notifier import Notifier
-from labgang.launcher.coordinator.requests import Caller, build_spec, requested_array
 from labgang.launcher.coordinator.scheduling import (
     CoordinatorCluster,
     CycleMetrics,
     SubmissionCheck,
-    busy_unheld,
     cluster_nodes,
     cycle_driver,
 )
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.timers import LoopTimer, Timer
-from labgang.launcher.coordinator.translate import rank_event, rank_status, rank_statuses
 from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.driver import CycleDriver
-from labgang.launcher.lifecycle.fencing import lease_expired
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
-from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.lifecycle.view import scheduling_state
-from labgang.launcher.policy import check_submitted_limit
+from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.store import Store
 
 if TYPE_CHECKING:
@@ -63,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("labgang.coordinator")
 
-LOG_CHUNK_BYTES = 1 << 20
 RECENT_FINISHED = 1000
 """Finished jobs kept in memory (the newest ones), for listings and lookups; older ones are read from the store."""
 
@@ -83,7 +73,9 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
 
 
 class Coordinator:
-    """Jobs, agents and the rules that connect them.
+    """Jobs, agents and the rules that connect them: builds its parts (``NodeEvents``,
+    ``JobOperations``, ``Dispatcher``, ``JobViews``...), hands each what it needs, and is the shell
+    they apply lifecycle events through (:meth:`apply`, :meth:`flush`, :meth:`kick`).
 
     Args:
         config: the validated cluster configuration.
@@ -128,7 +120,6 @@ class Coordinator:
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
         self._dispatcher = Dispatcher(self._agents, self, clock, config)  # launch, stop and signal commands
         self._shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
-        self._closing = False  # see begin_closing: agents disconnecting then is expected
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self._sharing = SharingState(config, store, self._started_at)
         self._cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
@@ -146,6 +137,20 @@ class Coordinator:
         self._notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
         # the jobs' views (GET /v1/jobs, `labgang queue`'s table, the pitfall detectors), kept while each is unchanged
         self._views = JobViews(config.private_data)
+        # what the agents report (hello, inventories, rank events, disconnects) and the node timers
+        self._node_events = NodeEvents(
+            self._agents,
+            self._model,
+            self,
+            self._submission_check,
+            clock,
+            node_timeout_s=config.node_timeout_s,
+            started_at=self._started_at,
+        )
+        # what users ask of their jobs (submit, cancel, find, list, history, report, logs)
+        self._desk = JobOperations(
+            config, store, self._model, self._memory, self._agents, self._submission_check, clock, self
+        )
 
     # ----- its parts, read-only: each is written only by its owner ---------------------------------
 
@@ -203,6 +208,16 @@ class Coordinator:
     def views(self) -> JobViews:
         """The jobs' views, kept while each job is unchanged, and who may see what of them (``job_views.py``)."""
         return self._views
+
+    @property
+    def node_events(self) -> NodeEvents:
+        """What the agents report and the node timers, as lifecycle events (``node_events.py``)."""
+        return self._node_events
+
+    @property
+    def desk(self) -> JobOperations:
+        """The user operations on jobs, and the ``JobDesk`` the verbs act through (``job_operations.py``)."""
+        return self._desk
 
     @property
     def shutting_down(self) -> bool:
@@ -364,13 +379,18 @@ class Coordinator:
         def wake() -> None:
             self._wakes.discard(when)
             try:
-                self.check_timers()  # a fence may expire now; its effects are committed with the cycle
+                self._node_events.check_timers()  # a fence may expire now; its effects are committed with the cycle
             except Exception:  # the timer loop checks again; the cycle must still run
                 log.exception("timer check at a wake failed")
             self.kick()
 
         if not self._timer.call_at(when, wake):
             self._wakes.discard(when)
+
+    @property
+    def pending(self) -> bool:
+        """True when store writes or agent commands wait for the next :meth:`flush`."""
+        return bool(self.store.dirty or self._effects)
 
     def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
         """Queue an agent command to run after the next :meth:`flush` commits."""
@@ -400,10 +420,6 @@ class Coordinator:
         for make in effects:
             self.spawn(make())
 
-    def begin_closing(self) -> None:
-        """An orderly stop has begun (``serve()``): the agents' disconnects from now on are no warning."""
-        self._closing = True
-
     async def close(self) -> None:
         """Cancel background tasks and wait for them."""
         tasks = list(self._tasks)
@@ -415,193 +431,6 @@ class Coordinator:
     def job_for_run(self, run_id: str) -> JobRecord | None:
         """The job whose current or past attempt is ``run_id`` (``"<job id>.<attempt>"``)."""
         return self.model.job_for_run(run_id)
-
-    # ----- user operations --------------------------------------------------------------------
-
-    async def submit(self, caller: Caller, body: Any) -> JobRecord:
-        """Validate, refuse the unschedulable, record durably, and wake the scheduler.
-
-        Raises:
-            Forbidden: read-only caller, or a queue the caller may not use.
-            BadRequest: a bad field.
-            Conflict: the job could never start (its reason says why).
-        """
-        if caller.read_only or caller.uid is None:
-            raise Forbidden("this port is read-only; submit through the Unix socket of a labgang node")
-        spec = build_spec(body, caller, self.config)
-        array = requested_array(body, self.config)
-        self._check_submitted_limit(spec, len(array.indices) if array is not None else 1)
-        self._check_run_as(spec)
-        found = self._unschedulable(spec)
-        if found is not None:
-            reason, field = found
-            raise Conflict(f"job can never start: {reason}", field=field)
-        targets = submission_targets(self.store, self.model.jobs, self.recent, spec)
-        now = self.clock()
-        if array is not None:  # one task per index, all in this one commit (coordinator/arrays.py)
-            tasks = arrays.insert_tasks(self.store, self.apply, spec, array, now, targets)
-        else:
-            tasks = [self.store.insert_job(spec, JobStatus.submitted(now))]
-            self.apply(ev.JobSubmitted(now, tasks[0], targets))
-        if isinstance(body, dict) and body.get("hold") is True:  # submit --hold (Slurm's -H)
-            for task in tasks:
-                self.apply(ev.HoldRequested(now, task.id, caller.user))
-        job = tasks[0]
-        await self.flush()
-        return job
-
-    def _check_submitted_limit(self, spec: JobSpec, adding: int) -> None:
-        """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
-        (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
-
-        Raises:
-            Forbidden: the limit would be passed; the message gives the numbers.
-        """
-        queue = self.config.queue(spec.queue)
-        if queue is None or queue.max_submitted_jobs_per_user is None:
-            return
-        unfinished = sum(
-            1
-            for j in self.model.jobs.values()
-            if j.spec.queue == spec.queue and j.spec.user == spec.user and not j.status.state.finished
-        )
-        refusal = check_submitted_limit(queue, spec.user, unfinished, adding)
-        if refusal is not None:
-            raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
-
-    def _check_run_as(self, spec: JobSpec) -> None:
-        """Refuse a job that no known agent would start as its user (403, field "uid").
-
-        Judged only from agents that stated their policy; with none known yet, nothing is refused.
-
-        Raises:
-            Forbidden: every such agent refuses the job's uid; the message says why.
-        """
-        known = [c for c in self.agents.nodes.values() if c.policy]
-        if not known:
-            return
-        refusals = {c.node: c.refuses_uid(spec.uid) for c in known}
-        if all(refusals.values()):
-            who = "root" if spec.uid == 0 else f"{spec.user} (uid {spec.uid})"
-            why = "; ".join(f"node {n}: {r}" for n, r in sorted(refusals.items()))
-            raise Forbidden(f"job can never start: no node runs jobs as {who} ({why})", field="uid")
-
-    def _unschedulable(self, spec: JobSpec) -> tuple[str, str] | None:
-        return self._submission_check(spec)
-
-    def get_job(self, job_id: str) -> JobRecord:
-        """The job with ``job_id``: from memory, or from the store for a job finished long ago.
-
-        A task of a job array also answers to its own numeric id, as in Slurm (array 12's task
-        12_1 is job 13: its ``SLURM_JOB_ID``); an array's own id (12) names the array, not its first
-        task, so it is not found here (``show`` and ``logs`` say which tasks it has).
-
-        Raises:
-            NotFound: no such job.
-        """
-        job = self.jobs.get(str(job_id)) or self.store.load_job(str(job_id))
-        if job is None and str(job_id).isdigit() and not arrays.task_ids(self.store, self.jobs, str(int(job_id))):
-            task = self.store.task_with_seq(int(job_id))
-            if task is not None:
-                job = self.jobs.get(task) or self.store.load_job(task)
-        if job is None:
-            raise NotFound(arrays.no_job_message(self.store, self.jobs, str(job_id)), field="id")
-        return job
-
-    def list_jobs(
-        self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
-    ) -> Iterator[JobRecord]:
-        """Jobs in memory (active, and the last :data:`RECENT_FINISHED` finished) in submission order,
-        read lazily: the caller's own by default, ``user``'s, or everyone's; only those submitted
-        after sequence number ``after`` (a page cursor; 0 = all). Older jobs: ``labgang history``."""
-        jobs = self.order.after(self.jobs, after)
-        if user:
-            return (j for j in jobs if j.spec.user == user)
-        if all_users or caller.uid is None:
-            return jobs
-        uid = caller.uid
-        return (j for j in jobs if j.spec.uid == uid)
-
-    async def history(
-        self,
-        caller: Caller,
-        *,
-        user: str | None = None,
-        queue: str | None = None,
-        states: tuple[str, ...] = (),
-        since: float | None = None,
-        until: float | None = None,
-        limit: int = 1000,
-    ) -> list[JobRecord]:
-        """Finished and current jobs from the store (``labgang history``), oldest first.
-
-        Args:
-            user: whose jobs: None = the caller's own, a user name, or "all" (admins; an anonymous
-                read-only caller sees every user's jobs, as in ``GET /v1/jobs``).
-            queue / states: only that queue / those states (JobState values).
-            since / until: unix seconds; jobs waiting or running at some point in [since, until].
-            limit: at most this many, the most recently submitted.
-
-        Raises:
-            Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
-        """
-        who = caller.history_user(user)
-        window = {"since": since, "until": until, "now": self.clock()}  # a job not ended runs until now
-        find = partial(self.store.find_jobs, user=who, queue=queue, states=states, limit=limit, **window)
-        rows = await asyncio.get_running_loop().run_in_executor(None, find)
-        # Jobs in memory are fresher than their last committed row.
-        fresh = [self.jobs.get(job.id) or job for job in rows]
-        return [job for job in fresh if not states or job.status.state.value in states]
-
-    async def attempts_of(self, jobs: list[JobRecord]) -> dict[str, list[AttemptRecord]]:
-        """Every attempt record of each of ``jobs``, oldest first (read from the store on a worker
-        thread; a job's current record in memory replaces its stored copy, being fresher)."""
-        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_of, [job.id for job in jobs])
-        for job in jobs:
-            rec = job.attempt_record
-            if rec is not None:
-                found[job.id] = [*(r for r in found.get(job.id, []) if r.attempt != rec.attempt), rec]
-                found[job.id].sort(key=lambda r: r.attempt)
-        return found
-
-    def open_attempts(self) -> list[AttemptRecord]:
-        """The accounting records of the attempts holding devices now (the active jobs' current ones)."""
-        out = []
-        for job in self.model.jobs.values():
-            rec = job.attempt_record
-            if rec is not None and rec.end_time is None and rec.attempt == job.status.attempt:
-                out.append(rec)
-        return out
-
-    async def report(self, *, group: str, since: float | None = None, until: float | None = None) -> dict[str, Any]:
-        """``labgang report``: GPU-hours allocated and used per ``group`` (user, queue or team) over
-        [since, until] (unix seconds; None: unbounded), from the attempt records
-        (:func:`labgang.launcher.accounting.report`); the open attempts are taken from memory.
-
-        Raises:
-            ValueError: ``group`` is not user, queue or team.
-        """
-        now = self.clock()
-        found = await asyncio.get_running_loop().run_in_executor(None, self.store.attempts_between, since, until)
-        live = {(r.job_id, r.attempt): r for r in self.open_attempts()}
-        merged = {(r.job_id, r.attempt): r for r in found} | live
-        return accounting.report(
-            merged.values(), group=group, since=since, until=until, now=now, team=team_lookup(self.config.queue_specs())
-        )
-
-    async def cancel(self, caller: Caller, job_id: str) -> JobRecord:
-        """Cancel a job: a pending one at once, a running one by stopping its ranks with grace.
-
-        Raises:
-            NotFound: no such job. Forbidden: not the owner and not an admin.
-        """
-        job = self.get_job(job_id)
-        caller.check_may_act(job, "cancel it")
-        if job.status.state.finished:
-            return job
-        self.apply(ev.CancelRequested(self.clock(), job.id, caller.user))
-        await self.flush()
-        return job
 
     async def stop_jobs_for_shutdown(self, why: str) -> list[str]:
         """labgang is shutting down and its agent will stop the ranks: record that first, so
@@ -620,218 +449,6 @@ class Coordinator:
         await self.flush()
         return stopped
 
-    async def read_log(
-        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None
-    ) -> tuple[bytes, int, bool]:
-        """Read a rank's output from the agent that holds it.
-
-        Args:
-            rank: the global rank (0..workers-1).
-            offset: byte offset to read from.
-            attempt: which start attempt (0 = the first; every requeue starts a new one); None =
-                the current one, or the last that placed this rank. Each attempt's output is kept
-                on its node.
-
-        Returns:
-            (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
-            ``data`` reached the end of the log).
-
-        Raises:
-            NotFound / Forbidden / BadRequest (rank, offset or attempt out of range) /
-            ServiceUnavailable (node not connected).
-        """
-        job = self.get_job(job_id)
-        caller.check_may_act(job, "read its logs")
-        size = len(job.ranks) or job.spec.workers  # an elastic gang has the ranks it started with
-        if rank < 0 or rank >= size:
-            raise BadRequest(f"rank {rank} out of range", field="rank", allowed=list(range(size)))
-        if offset < 0:
-            raise BadRequest("offset must be >= 0", field="offset")
-        record = job.ranks.get(rank) if attempt in (None, job.attempt) else None
-        run_id = job.run_id
-        over = job.status.state.finished
-        if record is None:
-            # An earlier attempt, or requeued and not placed again: that attempt's log if it had one.
-            # Off the event loop: the store's lock may be held by a group commit syncing to disk.
-            rows = await asyncio.get_running_loop().run_in_executor(None, self.store.rank_attempts, job.id)
-            past = [row for row in rows if row[1] == rank and (attempt is None or row[0] == attempt)]
-            if attempt is not None and not past:
-                placed = sorted({row[0] for row in rows if row[1] == rank})
-                message = errors.no_attempt_message(job.id, attempt, job.attempt, rank)
-                raise BadRequest(message, field="attempt", allowed=placed)
-            if not past:
-                return b"", offset, over
-            number, _, node, _, _ = past[-1]
-            run_id = f"{job.id}.{number}"
-            if attempt is not None:
-                over = over or number != job.attempt  # an earlier attempt has ended for good
-        else:
-            node = record.node
-            if record.state == RankPhase.ASSIGNED:
-                return b"", offset, False
-        try:
-            result = await self.agents.call(
-                node, "read_log", {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
-            )
-        except AgentCallError as exc:
-            raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
-        data = base64.b64decode(result.get("data", ""))
-        next_offset = int(result.get("next_offset", offset + len(data)))
-        at_end = next_offset >= int(result.get("size", next_offset))
-        return data, next_offset, over and at_end
-
-    # ----- agent link -------------------------------------------------------------------------
-
-    async def on_hello(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """A node (re)connected: take its inventory and reconcile its ranks with the store."""
-        self._take_inventory(conn, message)
-        if conn.mark_back():
-            log.warning("node %s is back", conn.node)
-        self.reconcile(conn, message.get("ranks") or [])
-        await self.flush()
-        self.kick()
-
-    async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """Periodic or changed inventory; a node that was lost and speaks again is reconciled."""
-        changed = self._take_inventory(conn, message)
-        if conn.mark_back():
-            log.warning("node %s answers again after being lost", conn.node)
-            self.reconcile(conn, message.get("ranks") or [])
-            await self.flush()
-            changed = True
-        else:
-            ranks = message.get("ranks") or []
-            touched = {job.id: job for r in ranks if (job := self.job_for_run(str(r.get("job_id")))) is not None}
-            before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
-            # What a periodic rank list says (pids, states); an absence is not a loss.
-            for obs in rank_statuses(conn.node, ranks, self.clock()):
-                self.apply(obs)
-            changed = changed or any(scheduling_state(job) != before[job_id] for job_id, job in touched.items())
-            if self.store.dirty or self._effects:
-                await self.flush()  # a rank list can end or stop a gang too (a missed event)
-        if changed:
-            self.kick()
-
-    def _take_inventory(self, conn: AgentConn, message: dict[str, Any]) -> bool:
-        """Keep the node's inventory and rank list; True when scheduling could decide differently:
-        its allocatable devices or the host CPUs and memory it offers changed, or devices no job
-        holds started or stopped showing processes (foreign processes, a context NVML still shows)."""
-        conn.heard(self.clock())
-        ranks = message.get("ranks")
-        if ranks is not None:
-            conn.take_ranks(ranks)
-        inv = message.get("inventory")
-        if inv is None:
-            return False
-        new = NodeInventory.from_dict(inv)
-        old = conn.take_inventory(inv, new)
-        if (
-            old is None
-            or old.allocatable() != new.allocatable()
-            or (old.host_cpus, old.host_memory) != (new.host_cpus, new.host_memory)
-        ):
-            self._submission_check.forget()
-            return True
-        old_pids, new_pids = old.device_pids(), new.device_pids()
-        if old_pids == new_pids:
-            return False
-        held = self.held_devices()
-        return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
-
-    async def on_rank_events(
-        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
-    ) -> None:
-        """Apply rank events (at least once; applying one twice changes nothing) and commit.
-
-        Args:
-            inventory: the node's inventory read right after the ranks were released (the
-                ``NodeInventory.to_dict()`` schema), taken before the events so that a device a
-                ``gone`` rank frees is not still shown busy with its pids.
-        """
-        changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
-        conn.heard(self.clock())
-        log.debug(
-            "rank events from %s: %s",
-            conn.node,
-            ", ".join(f"{e.get('job_id')}/{e.get('rank')} {e.get('kind')}" for e in events),
-        )
-        touched = {job.id: job for e in events if (job := self.job_for_run(str(e.get("job_id")))) is not None}
-        before = {job_id: scheduling_state(job) for job_id, job in touched.items()}
-        for event in events:
-            self.apply_rank_event(conn.node, event)
-        # Only what the scheduler sees matters: a job starting to stop or leaving its devices
-        # (lifecycle kicks for the latter too). A rank starting or exiting alone changes nothing.
-        if changed or any(
-            scheduling_state(job) != before[job_id] and not self.model.awaited_by_waiting_preemptor(job)
-            for job_id, job in touched.items()
-        ):
-            self.kick()
-            # One turn of the loop first: a scheduling loop outside its coalescing window runs
-            # the cycle now, so its admissions share this commit (one commit, not two, between
-            # a gang leaving its devices and the next one launching). The acknowledgement still
-            # waits for a commit that covers these events.
-            await asyncio.sleep(0)
-        await self.flush()
-
-    def on_disconnect(self, conn: AgentConn) -> None:
-        """The node's websocket closed; it becomes lost after ``node_timeout_s`` unless it returns."""
-        conn.detach_link("disconnected")
-        (log.info if self._closing else log.warning)("node %s disconnected", conn.node)
-        self.kick()
-
-    # ----- agent messages and timers as lifecycle events -------------------------------------
-
-    def apply_rank_event(self, node: str, event: dict[str, Any]) -> None:
-        """Apply one supervisor ``RankEvent`` dict (``started`` | ``exited`` | ``gone``) from ``node``."""
-        obs = rank_event(node, event, self.clock())
-        if obs is not None:
-            self.apply(obs)
-
-    def apply_rank_status(self, node: str, status: dict[str, Any]) -> None:
-        """Apply one supervisor ``RankStatus`` dict from ``node``."""
-        obs = rank_status(node, status, self.clock())
-        if obs is not None:
-            self.apply(obs)
-
-    def reconcile(self, conn: AgentConn, reported: list[dict[str, Any]]) -> None:
-        """Compare what the agent runs with what the model says should run on its node
-        (the model's ``NodeJoined`` rule: update, relaunch, count as gone, or stop strays)."""
-        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
-        self.apply(ev.NodeJoined(self.clock(), conn.node, rank_statuses(conn.node, reported, self.clock()), connected))
-
-    def mark_node_lost(self, conn: AgentConn, why: str) -> None:
-        """The node's lease ran out: its devices are not offered; its jobs are stopped elsewhere, and
-        requeued once its ranks are fenced (``node_timeout_s`` + grace after ``conn.last_seen``)."""
-        if not conn.mark_lost():
-            return
-        log.warning("node %s lost: %s", conn.node, why)
-        self.apply(ev.NodeLost(self.clock(), conn.node, why, conn.last_seen))
-
-    def check_timers(self) -> None:
-        """Node leases (``node_timeout_s``), then the model's timed arrows (startup timeouts,
-        time limits and their warning signals)."""
-        cfg = self.config
-        now = self.clock()
-        for conn in list(self.agents.nodes.values()):
-            silent = now - conn.last_seen
-            if not conn.lost and silent > cfg.node_timeout_s:
-                self.mark_node_lost(conn, lease_expired(conn.connected, silent, cfg.node_timeout_s))
-        if now - self._started_at > cfg.node_timeout_s:
-            # Nodes that held ranks before a coordinator restart and never came back.
-            for job in self.model.active():
-                for rank in list(job.ranks.values()):
-                    if rank.node not in self.agents.nodes and not rank.ended:
-                        conn = self.agents.attach(rank.node)
-                        conn.heard(self._started_at)  # its lease runs from the restart
-                        self.mark_node_lost(conn, f"did not reconnect within {cfg.node_timeout_s:g} s of a restart")
-        connected = frozenset(n for n in self.agents.nodes if self.agents.connected(n))
-        self.apply(ev.Tick(now, self._started_at, connected))
-
     def held_devices(self) -> dict[str, JobRecord]:
         """Device UUID → the job that holds it (admitted, running or terminating)."""
-        held: dict[str, JobRecord] = {}
-        for job in self.model.active():
-            for rank in job.ranks.values():
-                for uuid in rank.devices:
-                    held[uuid] = job
-        return held
+        return held_devices(self.model.active())

@@ -1,9 +1,12 @@
 """The user API operations, written once and served two ways: as aiohttp routes (Unix
 socket, read-only TCP) and as requests an agent forwards over its link.
 
-Each operation takes the coordinator, the :class:`Caller`, the path parameters, the query
-and the raw body, and returns a :class:`Reply`. Handlers stay thin: the rules live in
-:class:`~labgang.launcher.coordinator.core.Coordinator`.
+Each operation takes the coordinator's parts it uses (the ``JobOperations`` desk, the
+``JobViews``, the configuration, the store, the agent registry...), then the :class:`Caller`, the
+path parameters, the query and the raw body, and returns a :class:`Reply`. :data:`ROUTES` says,
+for each route, which parts of the :class:`~labgang.launcher.coordinator.core.Coordinator` its
+operation is bound to (:meth:`Route.bind`): the one place where the parts are picked. Handlers
+stay thin: the rules live in the parts.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from labgang.launcher import job_filters
@@ -23,9 +27,13 @@ from labgang.launcher.coordinator.private_processes import hide_commands
 
 if TYPE_CHECKING:
     from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.job_operations import JobOperations
+    from labgang.launcher.coordinator.job_views import JobViews
+    from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
     from labgang.launcher.coordinator.requests import Caller
-    from labgang.launcher.store import JobRecord
+    from labgang.launcher.store import JobRecord, Store
 
 
 @dataclass
@@ -40,18 +48,28 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Operation = Callable[["Coordinator", "Caller", Mapping[str, str], Mapping[str, str], bytes], Awaitable[Reply]]
+Handler = Callable[["Caller", Mapping[str, str], Mapping[str, str], bytes], Awaitable[Reply]]
+"""An operation bound to its parts: ``(caller, path parameters, query, body) -> Reply``."""
 
 
 @dataclass(frozen=True)
 class Route:
-    """One user API route: ``method`` and ``path`` (aiohttp template, e.g. ``/v1/jobs/{id}``)."""
+    """One user API route: ``method`` and ``path`` (aiohttp template, e.g. ``/v1/jobs/{id}``).
+
+    ``operation`` is the function that serves it (its docstring documents the route); ``parts``
+    binds it to the coordinator's parts it uses (a closure over ``Coordinator``'s read-only
+    parts), so that its signature shows what it touches."""
 
     method: str
     path: str
     name: str
-    operation: Operation
+    operation: Callable[..., Awaitable[Reply]]
+    parts: Callable[[Coordinator], Handler]
     writes: bool = False
+
+    def bind(self, coord: Coordinator) -> Handler:
+        """This route's operation bound to ``coord``'s parts it uses."""
+        return self.parts(coord)
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -82,16 +100,22 @@ def _json_body(body: bytes) -> Any:
 
 
 async def submit(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    config: ClusterConfig,
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs``: submit a gang job (at most ``limits.max_spec_bytes`` of JSON)."""
-    limit = coord.config.limits.max_spec_bytes
+    limit = config.limits.max_spec_bytes
     if len(body) > limit:
         raise PayloadTooLarge(
             f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
         )
-    job = await coord.submit(caller, _json_body(body))
-    return Reply(201, {"job": coord.views.job_view(caller, job)})
+    job = await desk.submit(caller, _json_body(body))
+    return Reply(201, {"job": job_views.job_view(caller, job)})
 
 
 _VIEWS = ("full", "queue", "table")
@@ -152,7 +176,7 @@ def _states(query: Mapping[str, str]) -> frozenset[str]:
 
 
 class JobListing(Protocol):
-    """``Coordinator.list_jobs``: the jobs in memory in submission order, the caller's own by default."""
+    """``JobOperations.list_jobs``: the jobs in memory in submission order, the caller's own by default."""
 
     def __call__(
         self, caller: Caller, *, all_users: bool = False, user: str | None = None, after: int = 0
@@ -170,7 +194,13 @@ def _listed(list_jobs: JobListing, caller: Caller, query: Mapping[str, str], aft
 
 
 async def list_jobs(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    config: ClusterConfig,
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/jobs?all=1&user=U[,U]&queue=Q[,Q]&state=S[,S]&limit=N&cursor=C&view=full|queue|table``:
     the caller's jobs, those of the given users, or all (only those of the given queues, only those
@@ -192,135 +222,194 @@ async def list_jobs(
     Raises:
         BadRequest: a bad ``view``, ``limit``, ``cursor``, ``queue`` or ``state``.
     """
-    page_size = coord.config.limits.page_size
+    page_size = config.limits.page_size
     shape = query.get("view") or "full"
     if shape not in _VIEWS:
         raise BadRequest(f"view must be one of {', '.join(_VIEWS)}; got {shape!r}", field="view", allowed=list(_VIEWS))
-    keep = _job_filter(coord.config, coord.jobs, query)
+    keep = _job_filter(config, desk.jobs, query)
     if shape == "table":
         for name in ("limit", "cursor"):
             if query.get(name):
                 raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
-        text, count = coord.views.table(_listed(coord.list_jobs, caller, query), coord.clock(), keep, len(coord.jobs))
+        text, count = job_views.table(_listed(desk.list_jobs, caller, query), desk.clock(), keep, len(desk.jobs))
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:
         raise BadRequest(f"limit must be from 1 to {page_size} (limits.page_size), got {limit}", field="limit")
     after = _int(query, "cursor", 0)
-    jobs = _listed(coord.list_jobs, caller, query, after)
+    jobs = _listed(desk.list_jobs, caller, query, after)
     if keep is not None:
         jobs = (job for job in jobs if keep(job))
     # Each job's view is encoded once and reused until the job changes (job_views.py, view_cache.py).
     page_shape: Literal["full", "queue"] = "queue" if shape == "queue" else "full"
-    body = coord.views.page(caller, jobs, page_shape, limit, coord.config.limits.max_page_bytes, len(coord.jobs))
+    body = job_views.page(caller, jobs, page_shape, limit, config.limits.max_page_bytes, len(desk.jobs))
     return Reply(200, encoded=body)
 
 
 async def get_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": coord.views.job_view(caller, coord.get_job(params["id"]))})
+    return Reply(200, {"job": job_views.job_view(caller, desk.get_job(params["id"]))})
 
 
 async def cancel_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/cancel``: own jobs; admins any."""
-    job = await coord.cancel(caller, params["id"])
-    return Reply(200, {"job": coord.views.job_view(caller, job)})
+    job = await desk.cancel(caller, params["id"])
+    return Reply(200, {"job": job_views.job_view(caller, job)})
 
 
 async def hold_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/hold``: hold a pending job (own jobs; admins any); answers its JobView."""
-    job = await verbs.hold(coord, caller, params["id"])
-    return Reply(200, {"job": coord.views.job_view(caller, job)})
+    job = await verbs.hold(desk, caller, params["id"])
+    return Reply(200, {"job": job_views.job_view(caller, job)})
 
 
 async def release_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/release``: release a held job (an admin hold: admins only)."""
-    job = await verbs.release(coord, caller, params["id"])
-    return Reply(200, {"job": coord.views.job_view(caller, job)})
+    job = await verbs.release(desk, caller, params["id"])
+    return Reply(200, {"job": job_views.job_view(caller, job)})
 
 
 async def requeue_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/requeue`` (body ``{"hold": bool}``, optional): stop an admitted or
     running job with its grace and put it back in its queue."""
-    job = await verbs.requeue(coord, caller, params["id"], _json_body(body) if body else None)
-    return Reply(200, {"job": coord.views.job_view(caller, job)})
+    job = await verbs.requeue(desk, caller, params["id"], _json_body(body) if body else None)
+    return Reply(200, {"job": job_views.job_view(caller, job)})
 
 
 async def update_job(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    config: ClusterConfig,
+    store: Store,
+    desk: JobOperations,
+    job_views: JobViews,
+    active: Mapping[str, JobRecord],
+    recent: Mapping[str, JobRecord],
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
     ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
     job = await verbs.update(
-        coord,
+        desk,
         caller,
         params["id"],
         _json_body(body),
-        config=coord.config,
-        store=coord.store,
-        active=coord.model.jobs,
-        recent=coord.recent,
+        config=config,
+        store=store,
+        active=active,
+        recent=recent,
     )
-    return Reply(200, {"job": coord.views.job_view(caller, job)})
+    return Reply(200, {"job": job_views.job_view(caller, job)})
 
 
 async def pty_input(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    agents: AgentRegistry,
+    desk: JobOperations,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/pty`` (body ``{"data": base64, "rows", "cols"}``): terminal input for rank 0
     of a ``--pty`` job (``labgang run --pty``); answers ``{"taken": bool}``."""
-    return Reply(200, await terminal.pty_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body)))
+    return Reply(200, await terminal.pty_input(agents, desk.get_job, caller, params["id"], _json_body(body)))
 
 
 async def stdin_input(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    agents: AgentRegistry,
+    desk: JobOperations,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/stdin`` (body ``{"data": base64, "eof": bool}``): the next bytes of rank 0's
     standard input (``labgang run``'s, streamed); answers ``{"taken", "eof", "open"}``."""
-    return Reply(
-        200, await stdin_relay.stdin_input(coord.agents, coord.get_job, caller, params["id"], _json_body(body))
-    )
+    return Reply(200, await stdin_relay.stdin_input(agents, desk.get_job, caller, params["id"], _json_body(body)))
 
 
 async def cancel_array(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    job_views: JobViews,
+    store: Store,
+    active: Mapping[str, JobRecord],
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array (docs/arrays.md).
 
     Answers ``{"array": ID, "jobs": [JobView of each task that was not finished], "finished": N}``
     (N tasks had already finished)."""
-    jobs, finished = await arrays.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, caller, params["id"])
+    jobs, finished = await arrays.cancel_array(desk, store, desk.jobs, active, caller, params["id"])
     return Reply(
-        200, {"array": params["id"], "jobs": [coord.views.job_view(caller, job) for job in jobs], "finished": finished}
+        200, {"array": params["id"], "jobs": [job_views.job_view(caller, job) for job in jobs], "finished": finished}
     )
 
 
 async def get_array(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    store: Store,
+    jobs: Mapping[str, JobRecord],
+    job_views: JobViews,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/arrays/{id}``: every task of a job array, in index order (docs/arrays.md).
 
     Answers ``{"array": ID, "jobs": [JobView of each task]}``; 404 when ``id`` is no array."""
-    jobs = arrays.array_tasks(coord.store, coord.jobs, params["id"])
-    return Reply(200, {"array": params["id"], "jobs": [coord.views.job_view(caller, job) for job in jobs]})
+    tasks = arrays.array_tasks(store, jobs, params["id"])
+    return Reply(200, {"array": params["id"], "jobs": [job_views.job_view(caller, job) for job in tasks]})
 
 
 async def job_logs(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A]``: bytes from the agent that holds the log."""
     attempt = query.get("attempt")
-    data, next_offset, finished = await coord.read_log(
+    data, next_offset, finished = await desk.read_log(
         caller,
         params["id"],
         _int(query, "rank", 0),
@@ -347,7 +436,11 @@ def _seconds(query: Mapping[str, str], name: str) -> float | None:
 
 
 async def history(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
     finished and current jobs from the store, oldest first (own jobs unless an admin asks for
@@ -357,7 +450,7 @@ async def history(
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
         raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
-    jobs = await coord.history(
+    jobs = await desk.history(
         caller,
         user=query.get("user") or None,
         queue=query.get("queue") or None,
@@ -366,16 +459,20 @@ async def history(
         until=_seconds(query, "until"),
         limit=limit,
     )
-    now = coord.clock()
+    now = desk.clock()
     per_attempt = _flag(query, "attempts")
-    records = await coord.attempts_of(jobs)
+    records = await desk.attempts_of(jobs)
     return Reply(
         200, {"jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs]}
     )
 
 
 async def report(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    desk: JobOperations,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/report?by=user|queue|team&since=T&until=T``: GPU-hours allocated and used per
     user, queue or team over the window, from the attempt records (``labgang report``). Every
@@ -388,48 +485,66 @@ async def report(
     since, until = _seconds(query, "since"), _seconds(query, "until")
     if since is not None and until is not None and since > until:
         raise BadRequest("since must not be later than until", field="since")
-    return Reply(200, await coord.report(group=group, since=since, until=until))
+    return Reply(200, await desk.report(group=group, since=since, until=until))
 
 
 async def list_queues(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    queue_views: Callable[[], list[dict[str, Any]]],
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
-    return Reply(200, {"queues": coord.queue_views()})
+    return Reply(200, {"queues": queue_views()})
 
 
 async def list_nodes(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    config: ClusterConfig,
+    node_views: Callable[[], list[dict[str, Any]]],
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/nodes``: nodes with inventory and per-device state; with ``private_data``, the
     command lines of other users' device processes are null unless the caller is an admin."""
-    nodes = coord.node_views()
-    if coord.config.private_data and not caller.admin:
+    nodes = node_views()
+    if config.private_data and not caller.admin:
         nodes = [hide_commands(n, caller.user) for n in nodes]
     return Reply(200, {"nodes": nodes})
 
 
 async def get_version(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    version: str,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/version``: the coordinator's version and who the caller is."""
-    return Reply(
-        200, {"version": coord.version, "api": "v1", "user": caller.user, "uid": caller.uid, "admin": caller.admin}
-    )
+    return Reply(200, {"version": version, "api": "v1", "user": caller.user, "uid": caller.uid, "admin": caller.admin})
 
 
 async def list_pitfalls(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    watch: PitfallWatch | None,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/pitfalls[?job=ID]``: the pitfall watch's current findings, allocation rate and thresholds."""
-    watch = coord.pitfalls
     if watch is None:
         return Reply(200, {"findings": [], "allocation_rate_pct": None, "sampled_at": None, "thresholds": {}})
     return Reply(200, watch.view(query.get("job") or None))
 
 
 async def device_series(
-    coord: Coordinator, caller: Caller, params: Mapping[str, str], query: Mapping[str, str], body: bytes
+    watch: PitfallWatch | None,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
 ) -> Reply:
     """``GET /v1/series[?seconds=S&device=UUID[,UUID]]``: each device's recent utilization, SM activity and
     memory (the pitfall watch's samples, every 2 s) and when pitfalls fired, for ``labgang top``'s graphs."""
@@ -441,33 +556,78 @@ async def device_series(
     if seconds is not None and not 0 < seconds <= 86400:  # also refuses nan
         raise BadRequest(f"seconds must be a number of seconds in (0, 86400], got {raw!r}", field="seconds")
     uuids = [u for u in (query.get("device") or "").split(",") if u] or None
-    watch = coord.pitfalls
     if watch is None:
         return Reply(200, {"window_s": 0.0, "devices": [], "markers": []})
     return Reply(200, watch.series.view(seconds, uuids).to_dict())
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/jobs", "submit", submit, writes=True),
-    Route("GET", "/v1/jobs", "list_jobs", list_jobs),
-    Route("GET", "/v1/jobs/{id}", "get_job", get_job),
-    Route("POST", "/v1/jobs/{id}/cancel", "cancel_job", cancel_job, writes=True),
-    Route("POST", "/v1/jobs/{id}/hold", "hold_job", hold_job, writes=True),
-    Route("POST", "/v1/jobs/{id}/release", "release_job", release_job, writes=True),
-    Route("POST", "/v1/jobs/{id}/requeue", "requeue_job", requeue_job, writes=True),
-    Route("POST", "/v1/jobs/{id}/update", "update_job", update_job, writes=True),
-    Route("POST", "/v1/jobs/{id}/pty", "pty_input", pty_input, writes=True),
-    Route("POST", "/v1/jobs/{id}/stdin", "stdin_input", stdin_input, writes=True),
-    Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs),
-    Route("GET", "/v1/arrays/{id}", "get_array", get_array),
-    Route("POST", "/v1/arrays/{id}/cancel", "cancel_array", cancel_array, writes=True),
-    Route("GET", "/v1/history", "history", history),
-    Route("GET", "/v1/report", "report", report),
-    Route("GET", "/v1/queues", "list_queues", list_queues),
-    Route("GET", "/v1/nodes", "list_nodes", list_nodes),
-    Route("GET", "/v1/version", "get_version", get_version),
-    Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls),
-    Route("GET", "/v1/series", "device_series", device_series),
+    Route("POST", "/v1/jobs", "submit", submit, lambda c: partial(submit, c.config, c.desk, c.views), writes=True),
+    Route("GET", "/v1/jobs", "list_jobs", list_jobs, lambda c: partial(list_jobs, c.config, c.desk, c.views)),
+    Route("GET", "/v1/jobs/{id}", "get_job", get_job, lambda c: partial(get_job, c.desk, c.views)),
+    Route(
+        "POST",
+        "/v1/jobs/{id}/cancel",
+        "cancel_job",
+        cancel_job,
+        lambda c: partial(cancel_job, c.desk, c.views),
+        writes=True,
+    ),
+    Route(
+        "POST", "/v1/jobs/{id}/hold", "hold_job", hold_job, lambda c: partial(hold_job, c.desk, c.views), writes=True
+    ),
+    Route(
+        "POST",
+        "/v1/jobs/{id}/release",
+        "release_job",
+        release_job,
+        lambda c: partial(release_job, c.desk, c.views),
+        writes=True,
+    ),
+    Route(
+        "POST",
+        "/v1/jobs/{id}/requeue",
+        "requeue_job",
+        requeue_job,
+        lambda c: partial(requeue_job, c.desk, c.views),
+        writes=True,
+    ),
+    Route(
+        "POST",
+        "/v1/jobs/{id}/update",
+        "update_job",
+        update_job,
+        lambda c: partial(update_job, c.config, c.store, c.desk, c.views, c.model.jobs, c.recent),
+        writes=True,
+    ),
+    Route(
+        "POST", "/v1/jobs/{id}/pty", "pty_input", pty_input, lambda c: partial(pty_input, c.agents, c.desk), writes=True
+    ),
+    Route(
+        "POST",
+        "/v1/jobs/{id}/stdin",
+        "stdin_input",
+        stdin_input,
+        lambda c: partial(stdin_input, c.agents, c.desk),
+        writes=True,
+    ),
+    Route("GET", "/v1/jobs/{id}/logs", "job_logs", job_logs, lambda c: partial(job_logs, c.desk)),
+    Route("GET", "/v1/arrays/{id}", "get_array", get_array, lambda c: partial(get_array, c.store, c.jobs, c.views)),
+    Route(
+        "POST",
+        "/v1/arrays/{id}/cancel",
+        "cancel_array",
+        cancel_array,
+        lambda c: partial(cancel_array, c.desk, c.views, c.store, c.model.jobs),
+        writes=True,
+    ),
+    Route("GET", "/v1/history", "history", history, lambda c: partial(history, c.desk)),
+    Route("GET", "/v1/report", "report", report, lambda c: partial(report, c.desk)),
+    Route("GET", "/v1/queues", "list_queues", list_queues, lambda c: partial(list_queues, c.queue_views)),
+    Route("GET", "/v1/nodes", "list_nodes", list_nodes, lambda c: partial(list_nodes, c.config, c.node_views)),
+    Route("GET", "/v1/version", "get_version", get_version, lambda c: partial(get_version, c.version)),
+    Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls, lambda c: partial(list_pitfalls, c.pitfalls)),
+    Route("GET", "/v1/series", "device_series", device_series, lambda c: partial(device_series, c.pitfalls)),
 )
 
 

@@ -15,7 +15,7 @@ import functools
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 from labgang.launcher import version_compat
@@ -23,12 +23,11 @@ from labgang.launcher.api import keys
 from labgang.launcher.coordinator import frames
 from labgang.launcher.coordinator.errors import Unauthenticated
 from labgang.launcher.coordinator.frames import ProtocolError
-from labgang.launcher.coordinator.violations import take_violations
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
     from labgang.launcher.coordinator.core import Coordinator
-    from labgang.launcher.lifecycle.events import Event
+    from labgang.launcher.coordinator.node_events import NodeEvents
 
 log = logging.getLogger("labgang.coordinator.link")
 
@@ -86,11 +85,12 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         if old is not None and old is not ws and not old.closed:
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
         conn.attach_link(ws, hello, request.remote)
-        take_violations(conn, hello.violations, coord.clock(), coord.apply)
+        nodes = coord.node_events
+        nodes.take_violations(conn, hello.violations)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
         await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
-        await coord.on_hello(conn, hello.message)
+        await nodes.on_hello(conn, hello.message)
         serve = functools.partial(_forwarded, coord)
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
@@ -100,11 +100,11 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
             except ProtocolError as exc:
                 await _protocol_error(ws, request.remote, conn.node, exc)
                 break
-            await _on_frame(coord.agents, coord, serve, conn, ws, frame)
+            await _on_frame(coord.agents, nodes, coord.spawn, serve, conn, ws, frame)
     finally:
         sockets.discard(ws)
         if conn is not None and conn.ws is ws:
-            coord.on_disconnect(conn)
+            coord.node_events.on_disconnect(conn)
     return ws
 
 
@@ -115,34 +115,6 @@ async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str
     await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
 
 
-class NodeMessages(Protocol):
-    """What an agent's messages are handed to (``Coordinator`` provides it): its clock, the
-    lifecycle applier, the handlers of inventories and rank events, and background tasks."""
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """Unix seconds."""
-        ...
-
-    def apply(self, event: Event) -> object:
-        """Apply a lifecycle event and carry out its effects."""
-        ...
-
-    async def on_inventory(self, conn: AgentConn, message: dict[str, Any]) -> None:
-        """A periodic or changed inventory (with the node's rank list)."""
-        ...
-
-    async def on_rank_events(
-        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
-    ) -> None:
-        """Rank events, applied and committed before they are acknowledged."""
-        ...
-
-    def spawn(self, coro: Awaitable[Any]) -> object:
-        """Run ``coro`` as a tracked background task."""
-        ...
-
-
 ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[str, str], bytes]]]
 """Serves a user request an agent forwarded: ``(uid, method, path, query, body) -> (status, headers, body)``
 (``routes.forwarded`` bound to the coordinator)."""
@@ -150,33 +122,35 @@ ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[t
 
 async def _on_frame(
     agents: AgentRegistry,
-    node: NodeMessages,
+    nodes: NodeEvents,
+    spawn: Callable[[Awaitable[None]], object],
     serve: ServeForwarded,
     conn: AgentConn,
     ws: web.WebSocketResponse,
     frame: frames.Frame,
 ) -> None:
-    """Act on one parsed frame from ``conn``'s agent: a reply goes to ``agents``, inventories and rank
-    events to ``node``, a forwarded request to ``serve``; pings and leases renew the node's lease."""
+    """Act on one parsed frame from ``conn``'s agent: a reply goes to ``agents``, violations,
+    inventories and rank events to ``nodes``, a forwarded request to ``serve`` (as a background
+    task, through ``spawn``); pings and leases renew the node's lease."""
     if isinstance(frame, frames.Reply):
         agents.resolve(conn, frame.message)
     elif isinstance(frame, frames.Inventory):
-        take_violations(conn, frame.violations, node.clock(), node.apply)
-        await node.on_inventory(conn, frame.message)
+        nodes.take_violations(conn, frame.violations)
+        await nodes.on_inventory(conn, frame.message)
     elif isinstance(frame, frames.RankEvents):
-        take_violations(conn, frame.violations, node.clock(), node.apply)
-        await node.on_rank_events(conn, frame.events, inventory=frame.inventory)
+        nodes.take_violations(conn, frame.violations)
+        await nodes.on_rank_events(conn, frame.events, inventory=frame.inventory)
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": frame.seq})
     elif isinstance(frame, frames.ApiRequest):
-        node.spawn(_serve_forwarded(serve, ws, frame))
+        spawn(_serve_forwarded(serve, ws, frame))
     elif isinstance(frame, frames.Ping):
-        conn.heard(node.clock())
+        nodes.heard(conn)
     elif isinstance(frame, frames.Lease):
         # The agent renews its lease: the answer proves we heard it (docs/queue-semantics.md §A5).
         # A node marked lost is not renewed: it must reconcile first (its next inventory does).
         if not conn.lost:
-            conn.heard(node.clock())
+            nodes.heard(conn)
             if not ws.closed:
                 await ws.send_json({"type": "lease", "id": frame.id})
     else:

@@ -559,7 +559,7 @@ def add_metrics_routes(app: web.Application) -> None:
             job_counts=lambda: coordinator_job_counts(coord.finished_counts, coord.model.jobs.values()),
         )
         app[keys.METRICS].registry.register(
-            GpuSecondsCollector(lambda: coord.usage.totals(coord.open_attempts(), coord.clock()))
+            GpuSecondsCollector(lambda: coord.usage.totals(coord.desk.open_attempts(), coord.clock()))
         )
         yield
 

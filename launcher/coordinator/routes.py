@@ -106,7 +106,7 @@ def _handler(route: handlers.Route):
             raise BadRequest(
                 "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
             ) from None
-        reply = await route.operation(coord, caller, request.match_info, request.query, body)
+        reply = await route.bind(coord)(caller, request.match_info, request.query, body)
         return reply_to_response(reply)
 
     handle.__name__ = route.name
@@ -181,7 +181,7 @@ async def forwarded(
     caller = caller_for_uid(coord.config, uid)
     try:
         route, params = handlers.match(method, path)
-        reply = await route.operation(coord, caller, params, query, body)
+        reply = await route.bind(coord)(caller, params, query, body)
     except Exception as exc:
         status, err = error_reply(exc, method, path)
         if status == 500:

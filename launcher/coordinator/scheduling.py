@@ -44,6 +44,7 @@ from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fa
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
+    from labgang.launcher.coordinator.node_events import NodeEvents
     from labgang.launcher.store import Store
 
 log = logging.getLogger("labgang.coordinator.scheduling")
@@ -233,18 +234,8 @@ class CycleRunner(Protocol):
 
 
 class LoopShell(CycleRunner, Protocol):
-    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks,
-    the store's commit, the coalescing settings, and :meth:`flush`."""
-
-    @property
-    def config(self) -> ClusterConfig:
-        """The configuration (``cycle_coalesce_s``, ``cycle_coalesce_max_s``)."""
-        ...
-
-    @property
-    def store(self) -> Store:
-        """The store (``committing``, ``durable``)."""
-        ...
+    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks
+    and :meth:`flush`, and what running cycles needs (:class:`CycleRunner`)."""
 
     async def kicked(self) -> None:
         """Return once a kick has come."""
@@ -260,26 +251,7 @@ class LoopShell(CycleRunner, Protocol):
 
 
 class TimerShell(Protocol):
-    """What the timer loop needs of the coordinator (``Coordinator`` provides it)."""
-
-    @property
-    def config(self) -> ClusterConfig:
-        """The configuration (``timer_interval_s``)."""
-        ...
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """Unix seconds."""
-        ...
-
-    @property
-    def model(self) -> Lifecycle:
-        """The lifecycle model (its pending jobs' backoffs are read)."""
-        ...
-
-    def check_timers(self) -> None:
-        """Node leases, then the model's timed arrows."""
-        ...
+    """What the timer loop commits through (``Coordinator`` provides it)."""
 
     async def flush(self) -> None:
         """Commit, then start the agent commands the commit covers."""
@@ -327,9 +299,10 @@ def run_cycles(coord: CycleRunner) -> int:
     return coord.driver.burst().admitted
 
 
-async def scheduling_loop(coord: LoopShell) -> None:
+async def scheduling_loop(coord: LoopShell, store: Store, config: ClusterConfig) -> None:
     """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
-    window), commit; admitted gangs are dispatched once their admission is committed."""
+    window: ``config.cycle_coalesce_s`` / ``cycle_coalesce_max_s``), commit; admitted gangs are
+    dispatched once their admission is committed. A commit of ``store`` under way is let land first."""
     loop = asyncio.get_running_loop()
     last_cycle_end = float("-inf")
     window = 0.0
@@ -341,11 +314,11 @@ async def scheduling_loop(coord: LoopShell) -> None:
         if wait > 0:
             await asyncio.sleep(wait)
         coord.take_kicks()
-        if coord.store.committing:
+        if store.committing:
             # A submission (or cancel) is waiting for its commit, already under way: let it
             # land and its answer go out before the cycle holds the loop (a cycle over
             # thousands of pending jobs takes milliseconds). No extra commit is made.
-            await coord.store.durable()
+            await store.durable()
             await asyncio.sleep(0)
         try:
             began = time.perf_counter()
@@ -357,25 +330,29 @@ async def scheduling_loop(coord: LoopShell) -> None:
             await asyncio.sleep(1.0)
             continue
         last_cycle_end = loop.time()
-        window = coalescing_window(coord.config.cycle_coalesce_s, coord.config.cycle_coalesce_max_s, cost)
+        window = coalescing_window(config.cycle_coalesce_s, config.cycle_coalesce_max_s, cost)
 
 
-async def timer_loop(coord: TimerShell) -> None:
-    """Every ``timer_interval_s``: timed arrows, then a scheduling kick when a backoff expired."""
-    last = coord.clock()
+async def timer_loop(
+    nodes: NodeEvents, model: Lifecycle, shell: TimerShell, clock: Callable[[], float], interval_s: float
+) -> None:
+    """Every ``interval_s`` seconds (``config.timer_interval_s``): ``nodes``' timers (node leases,
+    the model's timed arrows), committed through ``shell``, then a scheduling kick when a backoff
+    of one of ``model``'s pending jobs expired."""
+    last = clock()
     while True:
-        await asyncio.sleep(coord.config.timer_interval_s)
-        now = coord.clock()
+        await asyncio.sleep(interval_s)
+        now = clock()
         try:
-            coord.check_timers()
-            await coord.flush()
+            nodes.check_timers()
+            await shell.flush()
         except Exception:
             log.exception("timer check failed")
-        pending = [j for j in coord.model.jobs.values() if j.status.state == JobState.PENDING]
+        pending = [j for j in model.jobs.values() if j.status.state == JobState.PENDING]
         # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
         # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
-            coord.kick()
+            shell.kick()
         last = now
 
 

@@ -43,7 +43,7 @@ async def stdin_input(
 
     Args:
         agents: the agent registry (rank 0's node takes the bytes).
-        get_job: the job of an id (``Coordinator.get_job``; raises NotFound).
+        get_job: the job of an id (``JobOperations.get_job``; raises NotFound).
 
     Returns:
         ``{"taken": N, "eof": bool, "open": bool}``: the leading N bytes were taken (send the rest

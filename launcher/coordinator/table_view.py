@@ -41,7 +41,7 @@ def table(
 
     Args:
         memo: the coordinator's row facts by job, kept while each job is unchanged.
-        jobs: in submission order, as ``Coordinator.list_jobs`` yields them.
+        jobs: in submission order, as ``JobOperations.list_jobs`` yields them.
         now: the coordinator's clock, unix seconds (for AGE).
         keep: the ``queue``/``state`` filter, or None.
         known: how many jobs the coordinator holds (bounds the memo).

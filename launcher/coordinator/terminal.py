@@ -44,7 +44,7 @@ async def pty_input(
 
     Args:
         agents: the connected agents (the input goes to rank 0's node).
-        get_job: the job of an id, raising ``NotFound`` (``Coordinator.get_job``).
+        get_job: the job of an id, raising ``NotFound`` (``JobOperations.get_job``).
         caller: who asks. job_id: the job. body: the request's JSON body (``PtyBody``).
 
     Returns:

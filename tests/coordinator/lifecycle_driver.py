@@ -52,7 +52,7 @@ def make_coord(tmp_path: Path) -> Iterator[Coordinator]:
 
 
 async def submit(coord: Coordinator, **fields) -> str:
-    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    job = await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
 
 
@@ -68,7 +68,7 @@ def admit(coord: Coordinator, job_id: str) -> None:
 
 def event(coord: Coordinator, node: str, job_id: str, rank: int, kind: str, status: int | None = None) -> None:
     run_id = coord.jobs[job_id].run_id
-    coord.apply_rank_event(
+    coord.node_events.apply_rank_event(
         node, {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
     )
 

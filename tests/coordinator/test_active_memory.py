@@ -43,9 +43,9 @@ async def test_a_restarted_coordinator_holds_only_active_jobs(tmp_path: Path) ->
     coord = Coordinator(CONFIG, store)
     assert list(coord.model.jobs) == [waiting.id]  # nothing finished in memory
     assert list(coord.jobs) == [waiting.id]
-    assert coord.get_job(old[7]).status.state == JobState.SUCCEEDED  # read from the store when asked
+    assert coord.desk.get_job(old[7]).status.state == JobState.SUCCEEDED  # read from the store when asked
     with pytest.raises(NotFound):
-        coord.get_job("9999")
+        coord.desk.get_job("9999")
     assert coord.finished_counts == {("default", "succeeded"): 50}
     store.close()
 
@@ -55,13 +55,13 @@ async def test_a_job_that_finishes_leaves_the_model_and_the_recent_list_is_bound
 ) -> None:
     monkeypatch.setattr(core, "RECENT_FINISHED", 2)
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    ids = [(await coord.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})).id for _ in range(3)]
+    ids = [(await coord.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})).id for _ in range(3)]
     for job_id in ids:
-        await coord.cancel(ROOT, job_id)
+        await coord.desk.cancel(ROOT, job_id)
     assert coord.model.jobs == {}
     assert list(coord.recent) == ids[1:]  # the two newest finished stay in memory
-    assert [j.id for j in coord.list_jobs(ROOT, all_users=True)] == ids[1:]
+    assert [j.id for j in coord.desk.list_jobs(ROOT, all_users=True)] == ids[1:]
     await coord.flush()
-    assert coord.get_job(ids[0]).status.state == JobState.CANCELLED  # the oldest from SQLite
+    assert coord.desk.get_job(ids[0]).status.state == JobState.CANCELLED  # the oldest from SQLite
     assert coord.finished_counts == {("default", "cancelled"): 3}
     coord.store.close()

@@ -56,13 +56,13 @@ def coord(tmp_path: Path):
 
 
 async def _array(coord: Coordinator, spec: str, caller: Caller = ALICE, **fields: object) -> str:
-    job = await coord.submit(caller, {"argv": ["sweep.sh"], "array": spec, **fields})
+    job = await coord.desk.submit(caller, {"argv": ["sweep.sh"], "array": spec, **fields})
     assert job.spec.array is not None
     return job.spec.array.array_id
 
 
 def _state(coord: Coordinator, job_id: str) -> JobState:
-    return coord.get_job(job_id).status.state
+    return coord.desk.get_job(job_id).status.state
 
 
 def _finish(coord: Coordinator, job_id: str, kinds: tuple[str, ...] = ("started", "exited", "gone")) -> None:
@@ -71,7 +71,7 @@ def _finish(coord: Coordinator, job_id: str, kinds: tuple[str, ...] = ("started"
     for rank in list(job.ranks.values()):
         for kind in kinds:
             event = {"job_id": job.run_id, "rank": rank.rank, "kind": kind, "exit_status": 0, "time": coord.clock()}
-            coord.apply_rank_event(rank.node, event)
+            coord.node_events.apply_rank_event(rank.node, event)
 
 
 async def test_one_submission_is_one_commit_and_one_job_per_index(coord: Coordinator) -> None:
@@ -79,12 +79,12 @@ async def test_one_submission_is_one_commit_and_one_job_per_index(coord: Coordin
     array_id = await _array(coord, "1,3,5-9")
     assert coord.store.commits == before + 1
     ids = [f"{array_id}_{i}" for i in (1, 3, 5, 6, 7, 8, 9)]
-    assert [j.id for j in list(coord.list_jobs(ALICE))] == ids
+    assert [j.id for j in list(coord.desk.list_jobs(ALICE))] == ids
     task = coord.jobs[f"{array_id}_7"].spec.array
     assert task is not None
     assert (task.index, task.count, task.low, task.high, task.limit) == (7, 7, 1, 9, None)
     # the next job's id comes after the array's sequence numbers, as with Slurm
-    plain = await coord.submit(ALICE, {"argv": ["x"]})
+    plain = await coord.desk.submit(ALICE, {"argv": ["x"]})
     assert plain.id == str(int(array_id) + 7)
 
 
@@ -93,23 +93,23 @@ async def test_bad_array_spec_names_the_part_and_nothing_is_recorded(coord: Coor
         await _array(coord, "0,5-2")
     with pytest.raises(BadRequest, match=r"index 20000 is over the largest allowed, 10000 \(limits.max_array_size\)"):
         await _array(coord, "0-20000")
-    assert list(coord.list_jobs(ALICE)) == [] and coord.store.count_jobs() == 0
+    assert list(coord.desk.list_jobs(ALICE)) == [] and coord.store.count_jobs() == 0
 
 
 async def test_max_array_size_comes_from_limits(tmp_path: Path) -> None:
     c = _coordinator(tmp_path / "db", limits={"max_array_size": 4})
     with pytest.raises(BadRequest, match=r'"0-4": index 4 is over the largest allowed, 3'):
         await _array(c, "0-4")
-    assert len(list(c.list_jobs(ALICE))) == 0
+    assert len(list(c.desk.list_jobs(ALICE))) == 0
     await _array(c, "0-3")
-    assert len(list(c.list_jobs(ALICE))) == 4
+    assert len(list(c.desk.list_jobs(ALICE))) == 4
     c.store.close()
 
 
 async def test_the_cap_admits_at_most_n_tasks_and_says_why_the_rest_wait(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-5%2")
     run_cycles(coord)
-    states = {j.id: j.status.state for j in list(coord.list_jobs(ALICE))}
+    states = {j.id: j.status.state for j in list(coord.desk.list_jobs(ALICE))}
     assert [i for i, s in states.items() if s == JobState.ADMITTED] == [f"{array_id}_0", f"{array_id}_1"]
     waiting = coord.jobs[f"{array_id}_4"].status
     assert waiting.reason_code == "array_limit"
@@ -127,7 +127,7 @@ async def test_tasks_are_ordinary_jobs_to_quota_and_capacity(coord: Coordinator)
     reason the scheduler gave the first task that did not fit (the window)."""
     array_id = await _array(coord, "0-99", gpus_per_worker=2)
     run_cycles(coord)
-    admitted = [j.id for j in list(coord.list_jobs(ALICE)) if j.status.state == JobState.ADMITTED]
+    admitted = [j.id for j in list(coord.desk.list_jobs(ALICE)) if j.status.state == JobState.ADMITTED]
     assert admitted == [f"{array_id}_0", f"{array_id}_1"]
     first_waiting = coord.jobs[f"{array_id}_2"].status
     assert first_waiting.reason_code in ("no_capacity", "over_quota")
@@ -143,8 +143,8 @@ async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
     )
     array_id = await _array(c, "0-3", gpus_per_worker=1)
     run_cycles(c)
-    assert all(j.status.state == JobState.ADMITTED for j in list(c.list_jobs(ALICE)))
-    urgent = await c.submit(ALICE, {"argv": ["urgent"], "priority": "urgent"})
+    assert all(j.status.state == JobState.ADMITTED for j in list(c.desk.list_jobs(ALICE)))
+    urgent = await c.desk.submit(ALICE, {"argv": ["urgent"], "priority": "urgent"})
     assert urgent.spec.priority == 10
     run_cycles(c)
     assert c.jobs[urgent.id].status.state == JobState.ADMITTED
@@ -179,33 +179,35 @@ async def test_cancel_by_array_id_cancels_every_task_and_by_task_id_one(coord: C
     array_id = await _array(coord, "0-4%1")
     run_cycles(coord)
     _finish(coord, f"{array_id}_0", ("started",))
-    await coord.cancel(ALICE, f"{array_id}_3")
+    await coord.desk.cancel(ALICE, f"{array_id}_3")
     assert _state(coord, f"{array_id}_3") == JobState.CANCELLED
     assert _state(coord, f"{array_id}_4") == JobState.PENDING
     with pytest.raises(Forbidden):
-        await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, BOB, array_id)
+        await arrays_api.cancel_array(coord.desk, coord.store, coord.jobs, coord.model.jobs, BOB, array_id)
     assert _state(coord, f"{array_id}_4") == JobState.PENDING  # nothing cancelled by the refusal
-    jobs, finished = await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, ALICE, array_id)
+    jobs, finished = await arrays_api.cancel_array(
+        coord.desk, coord.store, coord.jobs, coord.model.jobs, ALICE, array_id
+    )
     assert finished == 1 and {j.id for j in jobs} == {f"{array_id}_{i}" for i in (0, 1, 2, 4)}
     assert _state(coord, f"{array_id}_0") == JobState.TERMINATING  # running: stopped with its grace
     assert all(_state(coord, f"{array_id}_{i}") == JobState.CANCELLED for i in (1, 2, 4))
     with pytest.raises(NotFound, match="no job array 999"):
-        await arrays_api.cancel_array(coord, coord.store, coord.jobs, coord.model.jobs, ALICE, "999")
+        await arrays_api.cancel_array(coord.desk, coord.store, coord.jobs, coord.model.jobs, ALICE, "999")
 
 
 async def test_show_of_an_array_id_names_its_tasks(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-2,7")
     with pytest.raises(NotFound, match=rf"{array_id} is a job array with tasks {array_id}_\[0-2,7\]"):
-        coord.get_job(array_id)
+        coord.desk.get_job(array_id)
 
 
 async def test_an_unknown_task_of_an_array_is_named_once_with_the_tasks_it_has(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-2,7")
     with pytest.raises(NotFound) as info:
-        coord.get_job(f"{array_id}_99")
+        coord.desk.get_job(f"{array_id}_99")
     assert info.value.message == f"no job {array_id}_99 (job array {array_id} has tasks {array_id}_[0-2,7])"
     with pytest.raises(NotFound) as info:
-        coord.get_job("999_1")
+        coord.desk.get_job("999_1")
     assert info.value.message == "no job 999_1"
 
 
@@ -217,22 +219,22 @@ async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     first.store.close()
 
     again = _coordinator(tmp_path / "db")
-    tasks = list(again.list_jobs(ALICE))
+    tasks = list(again.desk.list_jobs(ALICE))
     assert [j.id for j in tasks] == [f"{array_id}_{i}" for i in range(6)]
     task = tasks[3].spec.array
     assert task is not None and (task.array_id, task.index, task.limit) == (array_id, 3, 2)
     assert [j.status.state for j in tasks[:2]] == [JobState.ADMITTED] * 2
     run_cycles(again)  # still capped at 2 after the restart
-    assert sum(j.status.state == JobState.ADMITTED for j in list(again.list_jobs(ALICE))) == 2
+    assert sum(j.status.state == JobState.ADMITTED for j in list(again.desk.list_jobs(ALICE))) == 2
     assert again.jobs[f"{array_id}_5"].status.reason_code == "array_limit"
-    jobs, _ = await arrays_api.cancel_array(again, again.store, again.jobs, again.model.jobs, ALICE, array_id)
+    jobs, _ = await arrays_api.cancel_array(again.desk, again.store, again.jobs, again.model.jobs, ALICE, array_id)
     assert len(jobs) == 6
     again.store.close()
 
 
 async def test_a_dependency_on_an_array_id_waits_for_every_task(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-1")
-    after = await coord.submit(ALICE, {"argv": ["merge.sh"], "dependency": f"afterok:{array_id}"})
+    after = await coord.desk.submit(ALICE, {"argv": ["merge.sh"], "dependency": f"afterok:{array_id}"})
     run_cycles(coord)
     assert [_state(coord, f"{array_id}_{i}") for i in (0, 1)] == [JobState.ADMITTED] * 2
     assert _state(coord, after.id) == JobState.PENDING
@@ -245,7 +247,7 @@ async def test_a_dependency_on_an_array_id_waits_for_every_task(coord: Coordinat
 
 
 async def test_an_array_with_a_dependency_holds_every_task(coord: Coordinator) -> None:
-    first = await coord.submit(ALICE, {"argv": ["prep.sh"]})
+    first = await coord.desk.submit(ALICE, {"argv": ["prep.sh"]})
     run_cycles(coord)
     array_id = await _array(coord, "0-2", dependency=f"afterok:{first.id}")
     run_cycles(coord)

@@ -38,8 +38,8 @@ def preempt(coord: Coordinator, victim: str, by: str) -> None:
 async def test_a_job_preempted_after_10s_on_3_gpus_then_cancelled_counts_its_30_gpu_seconds(
     coord: Coordinator,
 ) -> None:
-    job = (await coord.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
-    other = (await coord.submit(ROOT, {"argv": ["urgent"], "workers": 1, "gpus_per_worker": 3})).id
+    job = (await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
+    other = (await coord.desk.submit(ROOT, {"argv": ["urgent"], "workers": 1, "gpus_per_worker": 3})).id
     advance(coord, 5)  # pending 5 s
     admit3(coord, job)
     event(coord, "n1", job, 0, "started")
@@ -48,12 +48,12 @@ async def test_a_job_preempted_after_10s_on_3_gpus_then_cancelled_counts_its_30_
     event(coord, "n1", job, 0, "gone", 143)  # gone at once: 10 s of 3 devices
     assert coord.jobs[job].status.state == JobState.PENDING
     advance(coord, 20)  # pending again, 20 s
-    await coord.cancel(ROOT, job)
+    await coord.desk.cancel(ROOT, job)
     assert coord.jobs[job].status.state == JobState.CANCELLED
     await coord.store.durable()
 
-    [record] = await coord.history(ROOT, user="all", states=("cancelled",))
-    attempts = await coord.attempts_of([record])
+    [record] = await coord.desk.history(ROOT, user="all", states=("cancelled",))
+    attempts = await coord.desk.attempts_of([record])
     row = views.history_view(record, clock_of(coord).now, attempts[job], per_attempt=True)
     assert row["gpu_hours"] == pytest.approx(30 / 3600)  # ~0.01 GPU-H, not "-"
     assert row["wait_s"] == pytest.approx(25.0)  # 5 s before the attempt + 20 s after the requeue
@@ -67,8 +67,8 @@ async def test_a_job_preempted_after_10s_on_3_gpus_then_cancelled_counts_its_30_
 async def test_a_requeued_and_then_finished_job_sums_both_attempts_and_survives_a_restart(
     coord: Coordinator, tmp_path: Path
 ) -> None:
-    job = (await coord.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
-    other = (await coord.submit(ROOT, {"argv": ["urgent"], "workers": 1, "gpus_per_worker": 3})).id
+    job = (await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
+    other = (await coord.desk.submit(ROOT, {"argv": ["urgent"], "workers": 1, "gpus_per_worker": 3})).id
     admit3(coord, job)
     event(coord, "n1", job, 0, "started")
     advance(coord, 100)
@@ -100,7 +100,7 @@ async def test_a_requeued_and_then_finished_job_sums_both_attempts_and_survives_
 
 
 async def test_a_running_attempt_counts_until_now_and_is_reloaded_with_its_job(coord: Coordinator, tmp_path) -> None:
-    job = (await coord.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
+    job = (await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3})).id
     admit3(coord, job)
     event(coord, "n1", job, 0, "started")
     advance(coord, 40)
@@ -112,17 +112,19 @@ async def test_a_running_attempt_counts_until_now_and_is_reloaded_with_its_job(c
 
 
 async def test_a_time_limited_job_ends_timeout_and_its_attempt_says_TO(coord: Coordinator) -> None:
-    job = (await coord.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3, "time_limit_s": 30})).id
+    job = (
+        await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 3, "time_limit_s": 30})
+    ).id
     admit3(coord, job)
     event(coord, "n1", job, 0, "started")
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     event(coord, "n1", job, 0, "gone", 143)
     assert coord.jobs[job].status.state == JobState.TIMEOUT
-    [rec] = (await coord.attempts_of([coord.jobs[job]]))[job]
+    [rec] = (await coord.desk.attempts_of([coord.jobs[job]]))[job]
     assert (rec.outcome, rec.view(0.0)["code"]) == ("timeout", "TO")
     await coord.store.durable()
-    assert [j.id for j in await coord.history(ROOT, user="all", states=("timeout",))] == [job]
+    assert [j.id for j in await coord.desk.history(ROOT, user="all", states=("timeout",))] == [job]
 
 
 def test_a_schema_2_store_gets_a_record_for_each_admitted_jobs_last_attempt(tmp_path: Path) -> None:

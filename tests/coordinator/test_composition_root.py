@@ -1,6 +1,7 @@
 """Issue 23 item 2: the coordinator is a composition root whose parts are read-only from outside:
 nothing can rebind its store, model, registry, views or shutdown state (each part changes only
-through its own methods), and the read side is one ``JobViews`` part."""
+through its own methods), the read side is one ``JobViews`` part, an ``AgentConn``'s fields are
+read-only, and each user API operation is bound to the parts it uses."""
 
 from __future__ import annotations
 
@@ -10,11 +11,26 @@ import pytest
 from labgang.launcher.config import parse_config
 from labgang.launcher.coordinator.agents import AgentRegistry
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.handlers import ROUTES
 from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.store import Store
-from lifecycle_driver import Clock
+from lifecycle_driver import ROOT, Clock
 
-PARTS = ("config", "store", "clock", "version", "agents", "model", "sharing", "driver", "usage", "notifier", "views")
+PARTS = (
+    "config",
+    "store",
+    "clock",
+    "version",
+    "agents",
+    "model",
+    "sharing",
+    "driver",
+    "usage",
+    "notifier",
+    "views",
+    "node_events",
+    "desk",
+)
 
 
 def test_the_coordinators_parts_cannot_be_rebound_from_outside(tmp_path: Path) -> None:
@@ -43,4 +59,37 @@ def test_the_agent_registry_and_clock_are_the_ones_handed_in(tmp_path: Path) -> 
         agents.join("n1", clock.now)
         assert coord.node_views()[0]["name"] == "n1"  # the views read the registry handed in
     finally:
+        coord.store.close()
+
+
+def test_an_agent_conn_changes_only_through_its_own_methods() -> None:
+    conn = AgentRegistry().join("n1", 5.0)
+    for name in ("address", "version", "inventory", "ranks", "last_seen", "connected", "lost", "ws", "policy"):
+        with pytest.raises(AttributeError):
+            setattr(conn, name, getattr(conn, name))
+    assert conn.connected and conn.last_seen == 5.0 and not conn.lost
+    conn.heard(9.0)
+    assert conn.last_seen == 9.0
+    assert conn.mark_lost() and conn.lost
+    assert not conn.mark_lost()  # already lost
+    assert conn.mark_back() and not conn.lost
+    conn.detach_link("gone")
+    assert not conn.connected
+
+
+async def test_each_route_is_bound_to_the_coordinators_parts(tmp_path: Path) -> None:
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 1}}]})
+    coord = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
+    try:
+        bound = {route.name: route.bind(coord) for route in ROUTES}
+        assert set(bound) == {route.name for route in ROUTES}
+        version = await bound["get_version"](ROOT, {}, {}, b"")
+        assert version.payload["version"] == coord.version
+        submitted = await bound["submit"](ROOT, {}, {}, b'{"argv": ["x"], "workers": 1, "gpus_per_worker": 1}')
+        job_id = submitted.payload["job"]["id"]
+        assert coord.desk.get_job(job_id).spec.argv == ["x"]
+        found = await bound["get_job"](ROOT, {"id": job_id}, {}, b"")
+        assert found.payload["job"]["id"] == job_id
+    finally:
+        await coord.close()
         coord.store.close()

@@ -55,19 +55,19 @@ async def test_a_submission_naming_no_job_is_refused_and_one_naming_an_old_job_r
 ) -> None:
     monkeypatch.setattr(core, "RECENT_FINISHED", 1)
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    ok = await coord.submit(ROOT, BODY)
-    await coord.cancel(ROOT, ok.id)
-    newer = await coord.submit(ROOT, BODY)
-    await coord.cancel(ROOT, newer.id)
+    ok = await coord.desk.submit(ROOT, BODY)
+    await coord.desk.cancel(ROOT, ok.id)
+    newer = await coord.desk.submit(ROOT, BODY)
+    await coord.desk.cancel(ROOT, newer.id)
     await coord.flush()
     assert ok.id not in coord.jobs  # only in SQLite now
     with pytest.raises(NotFound) as refused:  # a refusal (404, exit 1), as `cancel 999` is
-        await coord.submit(ROOT, {**BODY, "dependency": "afterany:999"})
+        await coord.desk.submit(ROOT, {**BODY, "dependency": "afterany:999"})
     assert (refused.value.message, refused.value.field) == ("dependency: no job 999 (in afterany:999)", "dependency")
     assert coord.store.count_jobs() == 2  # nothing was inserted
-    waiter = await coord.submit(ROOT, {**BODY, "dependency": f"afterany:{ok.id}"})
+    waiter = await coord.desk.submit(ROOT, {**BODY, "dependency": f"afterany:{ok.id}"})
     assert waiter.status.state == JobState.PENDING and waiter.status.dependency_met
-    doomed = await coord.submit(ROOT, {**BODY, "dependency": f"afterok:{ok.id}"})
+    doomed = await coord.desk.submit(ROOT, {**BODY, "dependency": f"afterok:{ok.id}"})
     assert doomed.status.state == JobState.CANCELLED
     assert doomed.status.reason_message == f"afterok:{ok.id} can never be satisfied (cancelled)"
     coord.store.close()
@@ -75,14 +75,14 @@ async def test_a_submission_naming_no_job_is_refused_and_one_naming_an_old_job_r
 
 async def test_a_held_job_is_not_in_the_snapshot_until_its_dependency_holds(tmp_path: Path) -> None:
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    first = await coord.submit(ROOT, BODY)
-    held = await coord.submit(ROOT, {**BODY, "dependency": f"afternotok:{first.id}"})
+    first = await coord.desk.submit(ROOT, BODY)
+    held = await coord.desk.submit(ROOT, {**BODY, "dependency": f"afternotok:{first.id}"})
     assert [p.id for p in build_snapshot(coord, coord.clock()).pending] == [first.id]
     assert (held.status.reason_code, held.status.reason_message) == (
         "dependency",
         f"waits for afternotok:{first.id} (pending)",
     )
-    await coord.cancel(ROOT, first.id)
+    await coord.desk.cancel(ROOT, first.id)
     assert [p.id for p in build_snapshot(coord, coord.clock()).pending] == [held.id]
     coord.store.close()
 

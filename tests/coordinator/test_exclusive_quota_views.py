@@ -45,16 +45,20 @@ async def with_nodes(coord: Coordinator) -> None:
     """Two simulated 4-GPU nodes, each offering 32 CPUs and 256 GiB to jobs."""
     for node in ("n1", "n2"):
         inv = node_inventory(node, {}) | {"host_cpus": NODE_CPUS, "host_memory": NODE_MEMORY}
-        await coord.on_inventory(
+        await coord.node_events.on_inventory(
             coord.agents.nodes[node], {"inventory": NodeInventory.from_dict(inv).to_dict(), "ranks": []}
         )
 
 
 async def test_queues_used_counts_an_exclusive_jobs_whole_nodes_as_the_scheduler(coord: Coordinator) -> None:
     await with_nodes(coord)
-    whole = await coord.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "cpus_per_task": 2, "exclusive": True})
-    beside = await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 3, "mem": 8 * GIB})
-    other = await coord.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1, "exclusive": True})
+    whole = await coord.desk.submit(
+        ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "cpus_per_task": 2, "exclusive": True}
+    )
+    beside = await coord.desk.submit(
+        ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 3, "mem": 8 * GIB}
+    )
+    other = await coord.desk.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1, "exclusive": True})
     result = run_cycle(build_snapshot(coord, coord.clock()))
     assert {a.job_id for a in result.admitted} == {whole.id, beside.id}  # two nodes, both taken
     decide(coord, result)
@@ -71,8 +75,8 @@ async def test_report_accounts_an_exclusive_jobs_whole_nodes_gpus(coord: Coordin
     """``labgang report``: an --exclusive job asking 1 GPU on a 4-GPU node holds the node whole, so
     its attempt accounts 4 GPUs (4 GPU-hours in an hour), while a plain 1-GPU job accounts 1."""
     await with_nodes(coord)
-    whole = await coord.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "exclusive": True})
-    plain = await coord.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1})
+    whole = await coord.desk.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "exclusive": True})
+    plain = await coord.desk.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1})
     result = run_cycle(build_snapshot(coord, coord.clock()))
     admitted = {a.job_id: a for a in result.admitted}
     assert set(admitted) == {whole.id, plain.id}
@@ -84,7 +88,7 @@ async def test_report_accounts_an_exclusive_jobs_whole_nodes_gpus(coord: Coordin
     assert record is not None and record.gpus == 4
     assert set(record.devices) == {f"{node}/{u}" for u in node_uuids(node)}
     clock_of(coord).now += 3600.0
-    report = await coord.report(group="queue")
+    report = await coord.desk.report(group="queue")
     hours = {row["queue"]: row["gpu_hours"] for row in report["rows"]}
     assert hours == {"default": pytest.approx(4.0), "plain": pytest.approx(1.0)}
 
@@ -108,7 +112,7 @@ async def test_queues_fair_share_weighs_cpu_where_the_quota_lists_it(tmp_path: P
         for node in ("n1", "n2"):
             coord.agents.join(node, coord.clock())
         await with_nodes(coord)
-        await coord.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
+        await coord.desk.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
         decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
         views = {q["name"]: q for q in coord.queue_views()}
         assert views["a"]["fair_share_ratio"] == pytest.approx(250.0)

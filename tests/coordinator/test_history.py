@@ -48,37 +48,37 @@ def coord(tmp_path: Path):
 
 
 async def test_own_jobs_by_default_others_only_for_admins(coord: Coordinator) -> None:
-    assert [j.spec.user for j in await coord.history(ALICE)] == ["alice", "alice"]
-    assert [j.spec.user for j in await coord.history(BOB)] == ["bob"]
+    assert [j.spec.user for j in await coord.desk.history(ALICE)] == ["alice", "alice"]
+    assert [j.spec.user for j in await coord.desk.history(BOB)] == ["bob"]
     with pytest.raises(Forbidden, match="only admins may read bob's history"):
-        await coord.history(ALICE, user="bob")
+        await coord.desk.history(ALICE, user="bob")
     with pytest.raises(Forbidden, match="-u all"):
-        await coord.history(ALICE, user="all")
-    assert [j.id for j in await coord.history(ADMIN, user="all")] == ["1", "2", "3"]
-    assert [j.id for j in await coord.history(ADMIN, user="bob")] == ["3"]
+        await coord.desk.history(ALICE, user="all")
+    assert [j.id for j in await coord.desk.history(ADMIN, user="all")] == ["1", "2", "3"]
+    assert [j.id for j in await coord.desk.history(ADMIN, user="bob")] == ["3"]
 
 
 async def test_filters_by_queue_state_and_time_window(coord: Coordinator) -> None:
     def ids(jobs: list[JobRecord]) -> list[str]:
         return [j.id for j in jobs]
 
-    assert ids(await coord.history(ADMIN, user="all", queue="big")) == ["2"]
-    assert ids(await coord.history(ADMIN, user="all", states=("failed", "succeeded"))) == ["1", "3"]
+    assert ids(await coord.desk.history(ADMIN, user="all", queue="big")) == ["2"]
+    assert ids(await coord.desk.history(ADMIN, user="all", states=("failed", "succeeded"))) == ["1", "3"]
     # running or waiting at some point in [5000, 8000]: only job 1 (ended 5200)
-    assert ids(await coord.history(ADMIN, user="all", since=5000.0, until=8000.0)) == ["1"]
-    assert ids(await coord.history(ADMIN, user="all", until=1500.0)) == ["1"]
-    assert ids(await coord.history(ADMIN, user="all", limit=2)) == ["2", "3"]  # the most recently submitted
+    assert ids(await coord.desk.history(ADMIN, user="all", since=5000.0, until=8000.0)) == ["1"]
+    assert ids(await coord.desk.history(ADMIN, user="all", until=1500.0)) == ["1"]
+    assert ids(await coord.desk.history(ADMIN, user="all", limit=2)) == ["2", "3"]  # the most recently submitted
 
 
 async def test_current_jobs_appear_with_their_state_in_memory(coord: Coordinator) -> None:
-    job = await coord.submit(ALICE, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
-    await coord.cancel(ALICE, job.id)  # not committed yet: the history shows the memory's state
-    [row] = [j for j in await coord.history(ALICE) if j.id == job.id]
+    job = await coord.desk.submit(ALICE, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+    await coord.desk.cancel(ALICE, job.id)  # not committed yet: the history shows the memory's state
+    [row] = [j for j in await coord.desk.history(ALICE) if j.id == job.id]
     assert row.status.state == JobState.CANCELLED
 
 
 async def test_computed_columns(coord: Coordinator) -> None:
-    [done, cancelled] = await coord.history(ALICE)
+    [done, cancelled] = await coord.desk.history(ALICE)
     row = views.history_view(done, now=10_000.0)
     assert (row["wait_s"], row["elapsed_s"], row["gpu_hours"]) == (600.0, 3600.0, 4.0)  # 2 x 2 GPUs x 1 h
     assert (row["exit_status"], row["restart_count"], row["attempts"]) == (0, 0, 1)

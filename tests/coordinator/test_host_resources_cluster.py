@@ -35,7 +35,7 @@ async def with_host(coord: Coordinator, cpus: int, memory: int) -> None:
     """Inventories of n1 and n2 as their agents send them, with ``cpus`` and ``memory`` for jobs."""
     for node in ("n1", "n2"):
         inv = HostCapacity(cpus, memory).fill(NodeInventory.from_dict(node_inventory(node, {})))
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
+        await coord.node_events.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
 
 
 def test_the_agent_offers_the_host_minus_its_reserve():
@@ -57,7 +57,9 @@ async def test_two_jobs_asking_c_beyond_the_nodes_cpus_do_not_both_start(coord: 
     await with_host(coord, 16, 64 * G)
     ids = []
     for _ in range(3):
-        job = await coord.submit(ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 1, "cpus_per_task": 12})
+        job = await coord.desk.submit(
+            ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 1, "cpus_per_task": 12}
+        )
         ids.append(job.id)
     result = run_cycle(build_snapshot(coord, coord.clock()))
     started = sorted(a.job_id for a in result.admitted)
@@ -72,18 +74,18 @@ async def test_a_request_no_node_could_hold_is_refused_naming_the_field(coord: C
     await with_host(coord, 16, 64 * G)
     before = set(coord.jobs)
     with pytest.raises(Conflict) as err:
-        await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 17})
+        await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 17})
     assert err.value.field == "cpus_per_task"
     assert "job needs 17 cpus per rank but the largest node has 16" in str(err.value)
     with pytest.raises(Conflict) as err:
-        await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "mem": 65 * G})
+        await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1, "mem": 65 * G})
     assert err.value.field == "mem"
     assert set(coord.jobs) == before  # nothing stored
 
 
 async def test_the_job_view_shows_the_host_requests(coord: Coordinator):
     await with_host(coord, 16, 64 * G)
-    job = await coord.submit(
+    job = await coord.desk.submit(
         ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 4, "mem_per_gpu": 8 * G, "exclusive": True}
     )
     view = job_view(job)
@@ -92,7 +94,7 @@ async def test_the_job_view_shows_the_host_requests(coord: Coordinator):
 
 async def test_the_node_view_shows_offered_and_allocated_host_resources(coord: Coordinator):
     await with_host(coord, 16, 64 * G)
-    job = await coord.submit(
+    job = await coord.desk.submit(
         ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 1, "cpus_per_task": 6, "mem": 10 * G}
     )
     [admitted] = run_cycle(build_snapshot(coord, coord.clock())).admitted
@@ -112,6 +114,6 @@ async def test_a_node_offering_more_cpus_makes_a_refused_size_acceptable(coord: 
     await with_host(coord, 16, 64 * G)
     body = {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 20}
     with pytest.raises(Conflict):
-        await coord.submit(ROOT, body)
+        await coord.desk.submit(ROOT, body)
     await with_host(coord, 32, 64 * G)  # the agents restarted with a smaller reserve
-    assert (await coord.submit(ROOT, body)).spec.cpus_per_task == 20
+    assert (await coord.desk.submit(ROOT, body)).spec.cpus_per_task == 20

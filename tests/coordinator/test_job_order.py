@@ -33,7 +33,7 @@ async def paged(coord: Coordinator, caller: Caller, query: dict[str, str], limit
     cursor = ""
     while True:
         page_query = {**query, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        reply = await handlers.list_jobs(coord, caller, {}, page_query, b"")
+        reply = await handlers.list_jobs(coord.config, coord.desk, coord.views, caller, {}, page_query, b"")
         assert reply.encoded is not None
         page = json.loads(reply.encoded)
         assert len(page["jobs"]) <= limit
@@ -47,11 +47,11 @@ async def paged(coord: Coordinator, caller: Caller, query: dict[str, str], limit
 async def test_pages_follow_submissions_finishes_and_evictions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core, "RECENT_FINISHED", 3)
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    ids = [(await coord.submit(ROOT, BODY)).id for _ in range(10)]
+    ids = [(await coord.desk.submit(ROOT, BODY)).id for _ in range(10)]
     assert await paged(coord, ROOT, {"all": "1"}, 3) == ids
     for job_id in ids[2:8]:  # six finish; the recent list keeps three, so three leave memory
-        await coord.cancel(ROOT, job_id)
-    ids += [(await coord.submit(ROOT, BODY)).id for _ in range(4)]
+        await coord.desk.cancel(ROOT, job_id)
+    ids += [(await coord.desk.submit(ROOT, BODY)).id for _ in range(4)]
     expected = in_memory(coord)
     assert len(expected) == 14 - 3
     assert len(coord.order) == len(expected)  # kept in step, not rebuilt
@@ -65,18 +65,18 @@ async def test_a_page_filtered_by_owner_or_user_keeps_submission_order(tmp_path:
     mine = []
     for i in range(9):
         who = ALICE if i % 3 else ROOT
-        job = await coord.submit(who, BODY)
+        job = await coord.desk.submit(who, BODY)
         if who is ALICE:
             mine.append(job.id)
     assert await paged(coord, ALICE, {}, 2) == mine
     assert await paged(coord, ROOT, {"user": "alice"}, 4) == mine
-    assert [j.id for j in coord.list_jobs(ALICE, after=int(mine[2]))] == mine[3:]
+    assert [j.id for j in coord.desk.list_jobs(ALICE, after=int(mine[2]))] == mine[3:]
     coord.store.close()
 
 
 async def test_a_restarted_coordinator_lists_the_stored_active_jobs_in_order(tmp_path: Path) -> None:
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    ids = [(await coord.submit(ROOT, BODY)).id for _ in range(5)]
+    ids = [(await coord.desk.submit(ROOT, BODY)).id for _ in range(5)]
     coord.store.close()
     again = Coordinator(CONFIG, Store(tmp_path / "db"))
     assert await paged(again, ROOT, {"all": "1"}, 2) == ids
@@ -94,7 +94,7 @@ def _spec() -> JobSpec:
 async def test_jobs_that_arrive_or_leave_unannounced_are_still_listed_right(tmp_path: Path) -> None:
     """A rule that adds a job to memory some other way (or drops one) costs a rebuild, never a wrong page."""
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
-    ids = [(await coord.submit(ROOT, BODY)).id for _ in range(6)]
+    ids = [(await coord.desk.submit(ROOT, BODY)).id for _ in range(6)]
     stray = JobRecord(id="100", seq=100, spec=_spec(), status=JobStatus())
     coord.model.jobs[stray.id] = stray  # not through apply(JobSubmitted)
     assert await paged(coord, ROOT, {"all": "1"}, 4) == [*ids, "100"]

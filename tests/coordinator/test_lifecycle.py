@@ -91,20 +91,20 @@ async def test_startup_timeout_requeues_with_backoff_then_fails(coord: Coordinat
     admit(coord, job_id)
     event(coord, "n1", job_id, 0, "started")  # rank 1 on n2 never starts
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     st = coord.jobs[job_id].status
     assert st.state == JobState.TERMINATING and "rank 1 on n2" in (st.reason_message or "")
     event(coord, "n1", job_id, 0, "exited", 143)
     event(coord, "n1", job_id, 0, "gone", 143)
-    coord.reconcile(coord.agents.nodes["n2"], [])  # n2 never had it
+    coord.node_events.reconcile(coord.agents.nodes["n2"], [])  # n2 never had it
     assert (st.state, st.restart_count, st.not_before) == (JobState.PENDING, 1, coord.clock() + 4)
     # Second failed start: max_start_failures = 2, so the job fails.
     advance(coord, 5)
     admit(coord, job_id)
     advance(coord, 31)
-    coord.check_timers()
-    coord.reconcile(coord.agents.nodes["n1"], [])
-    coord.reconcile(coord.agents.nodes["n2"], [])
+    coord.node_events.check_timers()
+    coord.node_events.reconcile(coord.agents.nodes["n1"], [])
+    coord.node_events.reconcile(coord.agents.nodes["n2"], [])
     assert st.state == JobState.FAILED and "could not start after 2 attempts" in (st.reason_message or "")
 
 
@@ -119,7 +119,7 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     coord.agents.nodes["n2"].detach_link("its link closed")  # n2 falls silent; n1 keeps reporting
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.agents.nodes["n2"].lost
     for job_id in (keep, drop):
         event(coord, "n1", job_id, 0, "exited", 143)
@@ -127,10 +127,10 @@ async def test_lost_node_requeues_or_fails_by_the_jobs_requeue_flag(coord: Coord
     # n2's ranks are fenced: they count as stopped only node_timeout_s + grace after n2's last word.
     fence = last_word + 10 + coord.jobs[keep].spec.grace_s
     advance(coord, fence - 0.01 - clock_of(coord).now)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert {coord.jobs[j].status.state for j in (keep, drop)} == {JobState.TERMINATING}
     advance(coord, 0.01)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[keep].status.state == JobState.PENDING and coord.jobs[keep].status.restart_count == 1
     assert coord.jobs[drop].status.state == JobState.NODE_FAIL
     assert "node n2 lost" in (coord.jobs[drop].status.reason_message or "")
@@ -142,9 +142,9 @@ async def test_cancel_rules(coord: Coordinator) -> None:
     job_id = await submit(coord)
     stranger = Caller(uid=4242, user="mallory")
     with pytest.raises(Forbidden, match="belongs to root"):
-        await coord.cancel(stranger, job_id)
+        await coord.desk.cancel(stranger, job_id)
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "cancel")
     for node, rank in (("n1", 0), ("n2", 1)):
@@ -167,10 +167,10 @@ async def test_time_limit_stops_the_job_and_ends_it_timeout(coord: Coordinator) 
     job_id = await submit(coord, time_limit_s=60)
     start(coord, job_id)
     advance(coord, 59)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     advance(coord, 1)
-    coord.check_timers()
+    coord.node_events.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
     for node, rank in (("n1", 0), ("n2", 1)):
@@ -185,19 +185,19 @@ async def test_signal_is_sent_before_the_time_limit_and_the_job_runs_until_it(co
     start(coord, job_id)
     st = coord.jobs[job_id].status
     advance(coord, 49)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert st.state == JobState.RUNNING and not st.warned
     advance(coord, 1)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert st.state == JobState.RUNNING and st.warned
-    coord.check_timers()  # sent once
+    coord.node_events.check_timers()  # sent once
     signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
     assert len(signals) == 1 and signals[0].startswith("signal SIGUSR1 sent")
     advance(coord, 9)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert st.state == JobState.RUNNING
     advance(coord, 1)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "timeout")
 
 
@@ -205,7 +205,7 @@ async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator
     job_id = await submit(coord, time_limit_s=60, signal="USR1@10")
     start(coord, job_id)
     advance(coord, 55)
-    coord.check_timers()
+    coord.node_events.check_timers()
     for node, rank in (("n1", 0), ("n2", 1)):  # checkpointed and quit on USR1
         event(coord, node, job_id, rank, "exited", 0)
         event(coord, node, job_id, rank, "gone", 0)
@@ -215,7 +215,7 @@ async def test_a_job_that_ends_on_its_warning_signal_succeeds(coord: Coordinator
 async def test_a_cancel_stop_is_warned_and_the_warning_recorded(coord: Coordinator) -> None:
     job_id = await submit(coord, signal="USR1@10")
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     signals = [h.message for h in coord.jobs[job_id].history if h.event == "signal"]
     assert signals == ["signal SIGUSR1 sent to every rank, 10 s before SIGTERM"]
 
@@ -232,7 +232,7 @@ async def test_queue_usage_counts_borrowed_and_lent(tmp_path: Path) -> None:
         }
     )
     c = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
-    job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
+    job = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 5, "queue": "a", "grace_s": 7})
     placement = (RankPlacement(0, "n1", tuple(f"GPU-{i}" for i in range(5))),)
     decide(c, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))
     views = {q["name"]: q for q in c.queue_views()}
@@ -324,10 +324,12 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.join("n1", c.clock())
     # Every GPU shows a process labgang did not start: nothing is offered, the job waits.
-    await c.on_inventory(conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c))
+    await c.node_events.on_inventory(
+        conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []}
+    )
+    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
     try:
-        waiter = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
+        waiter = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
 
         async def cycles_above(n: int) -> None:
             while c.cycles <= n:
@@ -353,11 +355,11 @@ async def test_a_completing_gang_whose_node_is_lost_is_still_decided_by_its_exit
     coord.agents.nodes["n2"].detach_link("its link closed")  # n2 falls silent before its rank is gone
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
-    coord.check_timers()
+    coord.node_events.check_timers()
     event(coord, "n1", job_id, 0, "gone", 0)
     assert coord.jobs[job_id].status.state == JobState.TERMINATING  # rank 1's leftovers may still run on n2
     advance(coord, last_word + 10 + coord.jobs[job_id].spec.grace_s - clock_of(coord).now)
-    coord.check_timers()  # its fence expired: the exits decide
+    coord.node_events.check_timers()  # its fence expired: the exits decide
     st = coord.jobs[job_id].status
     assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
 
@@ -376,7 +378,7 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
     config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 4}, "within_queue": "lower-priority"}]})
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     conn = c.agents.join("n1", clock.now)
-    await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
+    await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
 
     def submit_now(priority: int) -> str:  # recorded without a commit: no dispatch runs in this test
         spec = build_spec({"argv": ["x"], "workers": 1, "gpus_per_worker": 4, "priority": priority}, ROOT, config)
@@ -398,7 +400,7 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
 async def test_a_rank_that_exits_before_its_start_is_reported_says_running_first(coord: Coordinator) -> None:
     """A one-rank job whose rank ends before the agent reported it started: the history reads in
     order (running, then rank-exited) and counts one rank, not "1 ranks"."""
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     placement = (RankPlacement(0, "n1", ("GPU-a",)),)
     decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
     event(coord, "n1", job_id, 0, "exited", 0)
@@ -416,14 +418,14 @@ def rank_status(
 ) -> None:
     """What the agent's launch answer (or a status report) says of one rank: a ``RankStatus`` dict."""
     run_id = coord.jobs[job_id].run_id
-    coord.apply_rank_status(
+    coord.node_events.apply_rank_status(
         node,
         {"job_id": run_id, "rank": rank, "state": state, "pid": pid, "pgid": pid, "exit_status": status},
     )
 
 
 async def test_a_rank_exit_is_recorded_once_even_when_a_later_report_adds_its_pid(coord: Coordinator) -> None:
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     decide(
         coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
     )
@@ -464,14 +466,14 @@ async def test_a_rank_that_fails_while_the_gang_starts_is_recorded_before_stoppi
 
 
 async def test_the_pid_of_a_rank_that_ends_before_any_status_comes_from_its_events(coord: Coordinator) -> None:
-    job_id = (await coord.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
+    job_id = (await coord.desk.submit(ROOT, {"argv": ["true"], "workers": 1, "gpus_per_worker": 1})).id
     decide(
         coord, CycleResult(admitted=(Admit(job_id, (RankPlacement(0, "n1", ("GPU-a",)),)),), preempted=(), pending=())
     )
     run_id = coord.jobs[job_id].run_id
     for kind, status in (("started", None), ("exited", 0), ("gone", 0)):
         event_dict = {"job_id": run_id, "rank": 0, "kind": kind, "exit_status": status, "time": 1.0, "pid": 777}
-        coord.apply_rank_event("n1", event_dict)
+        coord.node_events.apply_rank_event("n1", event_dict)
     record = coord.jobs[job_id]
     assert record.status.state == JobState.SUCCEEDED and record.ranks[0].pid == 777
     await coord.flush()
@@ -487,5 +489,5 @@ async def test_logs_of_an_attempt_the_job_never_had_say_which_attempts_it_has(co
     admit(coord, job_id)
     await coord.flush()
     with pytest.raises(BadRequest) as err:
-        await coord.read_log(ROOT, job_id, 0, 0, attempt=1)
+        await coord.desk.read_log(ROOT, job_id, 0, 0, attempt=1)
     assert str(err.value) == f"no attempt 1: job {job_id} has attempt 0 only" and err.value.field == "attempt"

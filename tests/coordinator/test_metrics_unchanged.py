@@ -50,7 +50,7 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
     n1 = coord.agents.nodes["n1"]
     uuids = node_uuids("n1")
     # GPU 3 shows a process labgang did not start (a foreign-process finding)
-    await coord.on_inventory(n1, {"inventory": node_inventory("n1", {uuids[3]: [777]}), "ranks": []})
+    await coord.node_events.on_inventory(n1, {"inventory": node_inventory("n1", {uuids[3]: [777]}), "ranks": []})
     kept, anew = Exporter(coord, Coordinator.pitfall_snapshot), Exporter(coord, snapshot_built_now)
 
     running = await submit(coord, workers=2, gpus_per_worker=1)
@@ -68,7 +68,7 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
             ),
         ),
     )
-    await coord.cancel(ROOT, done)
+    await coord.desk.cancel(ROOT, done)
     event(coord, "n1", running, 0, "started")
     event(coord, "n1", running, 1, "started")
     assert coord.jobs[running].status.state == JobState.RUNNING
@@ -79,7 +79,7 @@ async def test_snapshot_findings_and_metrics_are_those_of_views_built_anew(coord
         kinds |= {f["kind"] for f in kept.watch.view()["findings"]}
         # time passes and the state changes between samples
         advance(coord, 400)
-        await coord.on_inventory(n1, {"inventory": node_inventory("n1", {uuids[3]: [777]}), "ranks": []})
+        await coord.node_events.on_inventory(n1, {"inventory": node_inventory("n1", {uuids[3]: [777]}), "ranks": []})
         message = f"needs 8 gpu; {step} free"
         decide(coord, CycleResult((), (), (Pending(waiting, PendingReason(ReasonCode.NO_CAPACITY, message)),)))
         if step == 1:

@@ -79,7 +79,7 @@ def coordinator(tmp_path: Path, notify: dict) -> Coordinator:
 
 
 async def submit(c: Coordinator, **fields) -> str:
-    job = await c.submit(ALICE, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    job = await c.desk.submit(ALICE, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
 
 
@@ -124,7 +124,7 @@ async def test_a_failing_webhook_is_retried_with_backoff(tmp_path: Path, hook: H
     c = coordinator(tmp_path, {"webhook": hook.url, "sendmail": "", "backoff_s": 0.01, "retries": 3})
     try:
         job_id = await submit(c, mail_type=["END"])
-        await c.cancel(ALICE, job_id)
+        await c.desk.cancel(ALICE, job_id)
         (end,) = await hook.wait_for(1)
         assert (end["event"], end["state"]) == ("END", "cancelled")
         assert hook.statuses == [] and c.notifier.delivered == 1
@@ -160,7 +160,7 @@ async def test_mail_goes_through_sendmail(tmp_path: Path) -> None:
     c = coordinator(tmp_path, {"sendmail": str(sendmail), "mail_from": "gpu-lab"})
     try:
         job_id = await submit(c, mail_type=["END"], mail_user="alice@example.org", name="train")
-        await c.cancel(ALICE, job_id)
+        await c.desk.cancel(ALICE, job_id)
         for _ in range(500):
             if outbox.exists() and "Subject:" in outbox.read_text():
                 break

@@ -94,8 +94,8 @@ async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_
 ) -> None:
     uuids = node_uuids("n1")
     meter = ActivityMeter(open_record(coord.model.jobs), coord.store.save_attempt)
-    victim = (await coord.submit(ROOT, {"argv": ["a"], "workers": 1, "gpus_per_worker": 2, "queue": "vision"})).id
-    other = (await coord.submit(ROOT, {"argv": ["b"], "workers": 1, "gpus_per_worker": 2, "queue": "nlp"})).id
+    victim = (await coord.desk.submit(ROOT, {"argv": ["a"], "workers": 1, "gpus_per_worker": 2, "queue": "vision"})).id
+    other = (await coord.desk.submit(ROOT, {"argv": ["b"], "workers": 1, "gpus_per_worker": 2, "queue": "nlp"})).id
     admitted = (
         Admit(victim, (RankPlacement(0, "n1", tuple(uuids[:2])),)),
         Admit(other, (RankPlacement(0, "n1", tuple(uuids[2:])),)),
@@ -111,25 +111,25 @@ async def test_a_cancelled_and_a_preempted_attempt_both_count_in_the_report_and_
     assert sampled is not None
     assert (sampled.measured_gpu_s, sampled.busy_gpu_s) == (pytest.approx(4.0), pytest.approx(2.0))
     advance(coord, 8)
-    third = (await coord.submit(ROOT, {"argv": ["c"], "workers": 1, "gpus_per_worker": 2, "queue": "nlp"})).id
+    third = (await coord.desk.submit(ROOT, {"argv": ["c"], "workers": 1, "gpus_per_worker": 2, "queue": "nlp"})).id
     decide(coord, CycleResult(admitted=(), preempted=(Preempt(third, (victim,), "reclaim"),), pending=()))
     event(coord, "n1", victim, 0, "gone", 143)  # preempted after 10 s on 2 GPUs: 20 device-seconds
-    await coord.cancel(ROOT, other)
+    await coord.desk.cancel(ROOT, other)
     event(coord, "n1", other, 0, "gone", 143)  # cancelled after 10 s on 2 GPUs: 20 device-seconds
     await coord.store.durable()
 
-    body = await coord.report(group="queue")
+    body = await coord.desk.report(group="queue")
     by_queue = {r["queue"]: r for r in body["rows"]}
     assert by_queue["vision"]["gpu_hours"] == pytest.approx(20 / 3600)
     assert by_queue["nlp"]["gpu_hours"] == pytest.approx(20 / 3600)
     assert by_queue["vision"]["activity_pct"] == pytest.approx(50.0)
-    teams = await coord.report(group="team")
+    teams = await coord.desk.report(group="team")
     [lab] = teams["rows"]  # both queues are in cohort lab
     assert (lab["team"], lab["gpu_hours"], lab["jobs"]) == ("lab", pytest.approx(40 / 3600), 2)
 
     def scrape(c: Coordinator) -> dict[tuple[str, str, str], float]:
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(GpuSecondsCollector(lambda: c.usage.totals(c.open_attempts(), c.clock())))
+        registry.register(GpuSecondsCollector(lambda: c.usage.totals(c.desk.open_attempts(), c.clock())))
         return {
             (s.name, s.labels["queue"], s.labels["user"]): s.value
             for fam in registry.collect()
@@ -178,19 +178,19 @@ async def test_fair_sharing_samples_the_devices_the_report_counts(tmp_path: Path
     c = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
         c.agents.join("n1", clock.now)
-        job = (await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 3})).id
+        job = (await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 3})).id
         decide(c, CycleResult(admitted=(Admit(job, THREE_ON_N1),), preempted=(), pending=()))
         event(c, "n1", job, 0, "started")
         advance(c, 7)
         held = c.sharing.held_by_attempts(c.model.jobs.values())
-        window = await c.report(group="user", since=clock.now - 1.0, until=clock.now)
+        window = await c.desk.report(group="user", since=clock.now - 1.0, until=clock.now)
         [row] = window["rows"]
         assert held == {("default", "root"): 3}
         assert row["gpu_hours"] * 3600 / 1.0 == pytest.approx(held[("default", "root")])
-        await c.cancel(ROOT, job)
+        await c.desk.cancel(ROOT, job)
         event(c, "n1", job, 0, "gone", 143)
         assert c.sharing.held_by_attempts(c.model.jobs.values()) == {}
-        assert (await c.report(group="user"))["total"]["gpu_hours"] == pytest.approx(3 * 7 / 3600)
+        assert (await c.desk.report(group="user"))["total"]["gpu_hours"] == pytest.approx(3 * 7 / 3600)
     finally:
         c.store.close()
 
@@ -204,7 +204,7 @@ async def test_the_meter_hands_a_running_attempt_to_the_store_at_most_once_a_min
     uuids = node_uuids("n1")
     written: list[float] = []
     meter = ActivityMeter(open_record(coord.model.jobs), lambda rec: written.append(coord.clock()))
-    job = (await coord.submit(ROOT, {"argv": ["a"], "workers": 1, "gpus_per_worker": 2, "queue": "vision"})).id
+    job = (await coord.desk.submit(ROOT, {"argv": ["a"], "workers": 1, "gpus_per_worker": 2, "queue": "vision"})).id
     decide(
         coord,
         CycleResult(admitted=(Admit(job, (RankPlacement(0, "n1", tuple(uuids[:2])),)),), preempted=(), pending=()),

@@ -44,13 +44,13 @@ async def test_rank_events_wake_the_scheduler_only_when_a_job_changes_for_it(coo
         return {"job_id": run_id, "rank": rank, "kind": kind, "exit_status": status, "time": coord.clock()}
 
     coord.wake.clear()
-    await coord.on_rank_events(conn, [ev(0, "started")])
-    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
+    await coord.node_events.on_rank_events(conn, [ev(0, "started")])
+    await coord.node_events.on_rank_events(coord.agents.nodes["n2"], [ev(1, "started")])
     assert coord.jobs[job_id].status.state == JobState.RUNNING
     assert not coord.wake.is_set()  # admitted -> running: nothing the scheduler decides on
-    await coord.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
+    await coord.node_events.on_rank_events(conn, [ev(0, "exited", 0), ev(0, "gone", 0)])
     assert not coord.wake.is_set()  # one rank done, the gang still holds every device
-    await coord.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
+    await coord.node_events.on_rank_events(coord.agents.nodes["n2"], [ev(1, "exited", 0), ev(1, "gone", 0)])
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert coord.wake.is_set()  # its devices are free
 
@@ -60,7 +60,7 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
     start(coord, job_id)
     coord.wake.clear()
     run_id = coord.jobs[job_id].run_id
-    await coord.on_rank_events(
+    await coord.node_events.on_rank_events(
         coord.agents.nodes["n2"],
         [{"job_id": run_id, "rank": 1, "kind": "exited", "exit_status": 3, "time": coord.clock()}],
     )
@@ -71,20 +71,20 @@ async def test_a_failing_rank_wakes_the_scheduler_as_its_gang_starts_stopping(co
 async def test_inventory_wakes_the_scheduler_for_free_devices_only(coord: Coordinator) -> None:
     conn = coord.agents.nodes["n1"]
     uuids = node_uuids("n1")
-    await coord.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
+    await coord.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
     assert coord.wake.is_set()  # the first inventory: devices to offer
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
     decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
     coord.wake.clear()
-    await coord.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    await coord.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     assert not coord.wake.is_set()  # the job's own process on its own device
-    await coord.on_inventory(
+    await coord.node_events.on_inventory(
         conn, {"inventory": node_inventory("n1", {uuids[0]: [4242], uuids[1]: [777]}), "ranks": []}
     )
     assert coord.wake.is_set()  # a process outside labgang took a free device
     coord.wake.clear()
-    await coord.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    await coord.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     assert coord.wake.is_set()  # and gave it back
 
 
@@ -94,13 +94,13 @@ async def test_inventory_sent_with_rank_events_is_applied_before_them(coord: Coo
     job_id = await submit(coord, workers=1, gpus_per_worker=1)
     placement = (RankPlacement(0, "n1", (uuids[0],)),)
     decide(coord, CycleResult(admitted=(Admit(job_id, placement),), preempted=(), pending=()))
-    await coord.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
+    await coord.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {uuids[0]: [4242]}), "ranks": []})
     run_id = coord.jobs[job_id].run_id
     events = [
         {"job_id": run_id, "rank": 0, "kind": k, "exit_status": s, "time": coord.clock()}
         for k, s in (("started", None), ("exited", 0), ("gone", 0))
     ]
-    await coord.on_rank_events(conn, events, inventory=node_inventory("n1", {}))
+    await coord.node_events.on_rank_events(conn, events, inventory=node_inventory("n1", {}))
     assert coord.jobs[job_id].status.state == JobState.SUCCEEDED
     assert conn.inventory is not None
     assert conn.inventory.device_pids().get(uuids[0], frozenset()) == frozenset()
@@ -117,10 +117,10 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
     )
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.join("n1", c.clock())
-    await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c))
+    await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
     try:
-        job = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        job = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
 
         async def admitted() -> None:
             while c.jobs[job.id].status.state == JobState.PENDING:
@@ -153,19 +153,19 @@ async def test_a_kick_right_after_a_cheap_cycle_does_not_wait_for_the_whole_wind
     )
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.join("n1", c.clock())
-    await c.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c))
+    await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
+    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
 
     async def admitted(job_id: str) -> None:
         while c.jobs[job_id].status.state == JobState.PENDING:
             await asyncio.sleep(0.01)
 
     try:
-        first = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        first = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
         await asyncio.wait_for(admitted(first.id), 2.5)
         cycles = c.cycles
         # Inside the configured 5 s window of that cycle: a fixed window would hold it for 5 s.
-        second = await c.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
+        second = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
         await asyncio.wait_for(admitted(second.id), 2.5)
         assert c.cycles > cycles
     finally:
@@ -187,7 +187,7 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
     for k, victim in enumerate(victims):
         coord.wake.clear()
         run_id = coord.jobs[victim].run_id
-        await coord.on_rank_events(
+        await coord.node_events.on_rank_events(
             conn,
             [
                 {"job_id": run_id, "rank": 0, "kind": kind, "exit_status": 143, "time": coord.clock()}

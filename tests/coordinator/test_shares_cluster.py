@@ -41,12 +41,12 @@ def coord(tmp_path: Path):
 async def with_nodes(coord: Coordinator) -> None:
     for node in ("n1", "n2"):
         inv = NodeInventory.from_dict(node_inventory(node, {}))
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
+        await coord.node_events.on_inventory(coord.agents.nodes[node], {"inventory": inv.to_dict(), "ranks": []})
 
 
 async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordinator):
     await with_nodes(coord)
-    ids = [(await coord.submit(ROOT, {"argv": ["eval"], "shards": 1, "gpu_mem": 4 << 30})).id for _ in range(5)]
+    ids = [(await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 1, "gpu_mem": 4 << 30})).id for _ in range(5)]
     snap = build_snapshot(coord, coord.clock())
     assert snap.gpu_sharing.node("n2").shards_per_gpu == 0 and snap.gpu_sharing.node("n1").shards_per_gpu == 4
     result = run_cycle(snap)
@@ -58,7 +58,7 @@ async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordi
     decide(coord, result)
     # the next cycle sees the five as running shares: a whole-GPU job of a queue that may not share
     # never lands on their cards
-    whole = (await coord.submit(ROOT, {"argv": ["train"], "queue": "strangers", "gpus_per_worker": 4})).id
+    whole = (await coord.desk.submit(ROOT, {"argv": ["train"], "queue": "strangers", "gpus_per_worker": 4})).id
     again = run_cycle(build_snapshot(coord, coord.clock()))
     [admit] = again.admitted
     assert admit.job_id == whole and admit.placement[0].node == "n2"
@@ -86,7 +86,7 @@ async def test_a_share_the_cluster_cannot_give_is_refused_and_nothing_is_stored(
     await with_nodes(coord)
     before = set(coord.jobs)
     with pytest.raises(BadRequest) as err:
-        await coord.submit(ROOT, {"argv": ["eval"], **fields})
+        await coord.desk.submit(ROOT, {"argv": ["eval"], **fields})
     assert err.value.field == field
     assert message in str(err.value)
     assert set(coord.jobs) == before
@@ -96,7 +96,7 @@ async def test_the_queue_view_counts_a_queues_shares_in_whole_gpus(coord: Coordi
 
     await with_nodes(coord)
     for _ in range(5):
-        await coord.submit(ROOT, {"argv": ["eval"], "shards": 1})
+        await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 1})
     decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
     [default] = [q for q in coord.queue_views() if q["name"] == "default"]
     assert default["used"] == {"gpu": 2}  # five quarters of a gpu, rounded up
@@ -121,8 +121,8 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
         for node in ("n1", "n2"):
             coord.agents.join(node, clock.now)
         await with_nodes(coord)
-        mps = (await coord.submit(ROOT, {"argv": ["serve"], "mps": 50, "gpu_mem": 20 << 30})).id
-        shard = (await coord.submit(ROOT, {"argv": ["eval"], "shards": 2})).id
+        mps = (await coord.desk.submit(ROOT, {"argv": ["serve"], "mps": 50, "gpu_mem": 20 << 30})).id
+        shard = (await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 2})).id
         result = run_cycle(build_snapshot(coord, coord.clock()))
         decide(coord, result)
         assert {a.job_id for a in result.admitted} == {mps, shard}
@@ -142,7 +142,7 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
         assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
         assert env["CUDA_VISIBLE_DEVICES"] == launch.devices[0]
-        whole = (await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1})).id
+        whole = (await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1})).id
         decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
         [plain] = launch_specs(coord.jobs[whole], coord.jobs[whole].ranks[0].node)
         assert plain.share is None
@@ -162,7 +162,7 @@ async def test_a_share_in_a_job_of_groups_is_refused_and_nothing_is_stored(coord
     before = set(coord.jobs)
     groups = [{"workers": 1, "gpus_per_worker": 1, "argv": ["a"]}, {"workers": 1, "argv": ["b"]}]
     with pytest.raises(BadRequest) as err:
-        await coord.submit(ROOT, {"groups": groups, **share})
+        await coord.desk.submit(ROOT, {"groups": groups, **share})
     key = next(iter(share))
     assert err.value.field == key
     assert str(err.value).startswith(f"{key}: not for a job of groups")
@@ -175,10 +175,10 @@ async def test_a_gpu_mem_budget_beyond_every_card_can_never_start_and_names_the_
     await with_nodes(coord)
     before = set(coord.jobs)
     with pytest.raises(Conflict) as err:
-        await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 900 * 1024**3})
+        await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 900 * 1024**3})
     assert err.value.field == "gpu_mem"
     assert str(err.value).startswith("job can never start: gpu_mem: job asks for 900.0 GiB of device memory")
     assert "but the largest card has" in str(err.value)
     assert set(coord.jobs) == before
-    job = await coord.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 1024**3})
+    job = await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 2, "gpu_mem": 1024**3})
     assert job.spec.request.gpu_mem == 1024**3

@@ -35,18 +35,18 @@ def end_ranks(coord: Coordinator, job_id: str) -> None:
 
 
 async def submit(coord: Coordinator, **fields) -> str:
-    job = await coord.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    job = await coord.desk.submit(ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
 
 
 async def test_a_job_its_owner_cancelled_before_the_shutdown_is_not_called_no_requeue(coord: Coordinator) -> None:
     cancelled = await submit(coord, grace_s=30)
     start(coord, cancelled)
-    await coord.cancel(ROOT, cancelled)
+    await coord.desk.cancel(ROOT, cancelled)
     assert coord.jobs[cancelled].status.state == JobState.TERMINATING  # in its grace period
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     end_ranks(coord, cancelled)
-    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
+    summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True)
     assert summary["cancelled"] == [] and summary["user_cancelled"] == [cancelled]
     assert (
         shutdown_message(summary)
@@ -59,7 +59,7 @@ async def test_a_no_requeue_job_is_still_said_to_be_cancelled_for_it(coord: Coor
     start(coord, once)
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     end_ranks(coord, once)
-    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
+    summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True)
     assert summary["cancelled"] == [once] and summary["user_cancelled"] == []
     assert "(submitted with --no-requeue)" in shutdown_message(summary)
 
@@ -82,7 +82,7 @@ async def test_jobs_that_finish_as_they_stop_are_said_to_have_finished_not_to_ru
     event(coord, "n1", broken, 0, "exited", 143)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, broken, rank, "gone")
-    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)
+    summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True)
     assert (summary["succeeded"], summary["failed"], summary["requeued"]) == ([done], [broken], [])
     assert shutdown_message(summary) == (
         f"labgang up: stopped: {done} finished as it stopped (succeeded); {broken} finished as it stopped (failed)"
@@ -95,10 +95,13 @@ async def test_only_jobs_whose_ranks_still_run_are_said_to_be_still_stopping(coo
         start(coord, job_id)
     held = await coord.stop_jobs_for_shutdown("stopped: labgang up shut down")
     # Neither job's exits reached the coordinator; the local agent saw only `running`'s ranks alive.
-    summary = _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True, alive={running})
+    summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True, alive={running})
     assert (summary["unrecorded"], summary["unfinished"]) == ([ended], [running])
     line = shutdown_message(summary)
     assert f"{running} still stopping" in line and f"{ended} still stopping" not in line, line
     assert f"{ended} ended as it stopped, before labgang up recorded how" in line, line
     # Without a local agent to ask (a coordinator of its own), a job not heard from is still stopping.
-    assert _shutdown_summary(coord.get_job, coord.model.jobs.values(), held, True)["unfinished"] == [ended, running]
+    assert _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True)["unfinished"] == [
+        ended,
+        running,
+    ]

@@ -72,14 +72,14 @@ async def test_a_lost_node_whose_ranks_all_reported_exit_0_succeeds(coord: Coord
     start(coord, job_id)
     coord.agents.nodes["n2"].detach_link("its link closed")
     advance(coord, 11)
-    coord.check_timers()
+    coord.node_events.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "lost")
     event(coord, "n1", job_id, 0, "exited", 0)
     event(coord, "n1", job_id, 0, "gone", 0)
     conn = coord.agents.join("n2", coord.clock())
     run_id = coord.jobs[job_id].run_id
-    coord.reconcile(conn, [{"job_id": run_id, "rank": 1, "state": "gone", "pid": 42, "exit_status": 0}])
+    coord.node_events.reconcile(conn, [{"job_id": run_id, "rank": 1, "state": "gone", "pid": 42, "exit_status": 0}])
     assert (st.state, st.exit_status, st.restart_count) == (JobState.SUCCEEDED, 0, 0)
     assert "requeued" not in events_of(coord, job_id)
 
@@ -91,11 +91,11 @@ async def test_a_lost_node_whose_rank_exit_is_unknown_requeues_even_if_the_other
     coord.agents.nodes["n2"].detach_link("its link closed")
     last_word = coord.agents.nodes["n2"].last_seen
     advance(coord, 11)
-    coord.check_timers()
+    coord.node_events.check_timers()
     event(coord, "n1", job_id, 0, "exited", 0)
     event(coord, "n1", job_id, 0, "gone", 0)
     advance(coord, last_word + 10 + coord.jobs[job_id].spec.grace_s - clock_of(coord).now)
-    coord.check_timers()
+    coord.node_events.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.restart_count) == (JobState.PENDING, 1)
     assert "fence-expired" in events_of(coord, job_id)
@@ -108,7 +108,7 @@ async def test_a_rank_stopped_on_its_nodes_lease_never_counts_as_exiting_0_on_it
     start(coord, job_id)
     run_id = coord.jobs[job_id].run_id
     for kind in ("exited", "gone"):
-        coord.apply_rank_event(
+        coord.node_events.apply_rank_event(
             "n2",
             {"job_id": run_id, "rank": 1, "kind": kind, "exit_status": 0, "time": coord.clock(), "fenced": True},
         )
@@ -128,7 +128,7 @@ async def test_a_failed_start_whose_ranks_all_exited_0_succeeds(coord: Coordinat
         coord.apply(LaunchSent(coord.clock(), node, coord.jobs[job_id].run_id))
     event(coord, "n1", job_id, 0, "started")
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     st = coord.jobs[job_id].status
     assert (st.state, st.end_intent) == (JobState.TERMINATING, "retry")
     both_ranks_end(coord, job_id, 0)
@@ -149,7 +149,7 @@ async def test_a_cancelled_job_whose_ranks_exit_0_stays_cancelled(coord: Coordin
     """A cancel never requeues: the owner asked for the job to end, and it is CANCELLED (Slurm too)."""
     job_id = await submit(coord)
     start(coord, job_id)
-    await coord.cancel(ROOT, job_id)
+    await coord.desk.cancel(ROOT, job_id)
     both_ranks_end(coord, job_id, 0)
     assert coord.jobs[job_id].status.state == JobState.CANCELLED
 
@@ -159,7 +159,7 @@ async def test_a_job_stopped_at_its_time_limit_whose_ranks_exit_0_ends_timeout(c
     job_id = await submit(coord, time_limit_s=60)
     start(coord, job_id)
     advance(coord, 61)
-    coord.check_timers()
+    coord.node_events.check_timers()
     both_ranks_end(coord, job_id, 0)
     st = coord.jobs[job_id].status
     assert (st.state, st.reason_code) == (JobState.TIMEOUT, "timeout")
@@ -183,7 +183,7 @@ async def test_a_requeued_job_shows_no_nodes_and_keeps_no_ranks_on_disk(coord: C
     coord.store.close()
     again = Coordinator(coord.config, Store(tmp_path / "db"), clock=coord.clock)
     try:
-        job = again.get_job(job_id)
+        job = again.desk.get_job(job_id)
         assert job.status.state == JobState.PENDING and job.ranks == {}
         assert job_view(job)["nodes"] == [] and job_view(job)["ranks"] == []
         assert queue_row(job)["nodes"] == []
@@ -209,7 +209,7 @@ async def test_a_pending_job_loaded_from_an_older_store_drops_its_stale_ranks(
     coord.store.close()
     again = Coordinator(coord.config, Store(tmp_path / "db"), clock=coord.clock)
     try:
-        loaded = again.get_job(job_id)
+        loaded = again.desk.get_job(job_id)
         assert loaded.status.state == JobState.PENDING and loaded.ranks == {}
         assert job_view(loaded)["nodes"] == []
     finally:

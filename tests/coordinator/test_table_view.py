@@ -36,7 +36,7 @@ def submitted(body: dict[str, object]) -> JobRecord:
     async def go() -> JobRecord:
         coord = Coordinator(CONFIG, Store(Path(mkdtemp(prefix="lgtv-")) / "db"), clock=lambda: 1000.0)
         try:
-            return await coord.submit(ROOT, body)
+            return await coord.desk.submit(ROOT, body)
         finally:
             coord.store.close()
 

@@ -43,17 +43,17 @@ async def test_a_gang_ending_between_samples_counts_until_it_ends(tmp_path: Path
     coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
     try:
         conn = coord.agents.join("n1", clock.now)
-        job = await coord.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 2})
+        job = await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 2})
         placement = (RankPlacement(0, "n1", ("GPU-a", "GPU-b")),)
         coord.apply(
             CycleDecided(clock.now, CycleResult(admitted=(Admit(job.id, placement),), preempted=(), pending=()))
         )
         run_id = job.run_id
-        coord.apply_rank_event("n1", {"job_id": run_id, "rank": 0, "kind": "started"})
+        coord.node_events.apply_rank_event("n1", {"job_id": run_id, "rank": 0, "kind": "started"})
         assert job.status.state == JobState.RUNNING
         clock.now = 1020.0
         conn.heard(clock.now)
-        await coord.on_rank_events(
+        await coord.node_events.on_rank_events(
             conn,
             [
                 {"job_id": run_id, "rank": 0, "kind": "exited", "exit_status": 0},

@@ -31,14 +31,14 @@ def coord(tmp_path: Path):
 
 
 async def submit_as(coord: Coordinator, caller: Caller, **fields) -> str:
-    job = await coord.submit(caller, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
+    job = await coord.desk.submit(caller, {"argv": ["train"], "workers": 2, "gpus_per_worker": 4, **fields})
     return job.id
 
 
 async def update(coord: Coordinator, caller: Caller, job_id: str, body: object):
     """``verbs.update`` handed the coordinator's parts, as the ``POST /v1/jobs/{id}/update`` handler does."""
     return await verbs.update(
-        coord,
+        coord.desk,
         caller,
         job_id,
         body,
@@ -55,13 +55,15 @@ def events(coord: Coordinator, job_id: str) -> list[str]:
 
 async def with_inventories(coord: Coordinator) -> None:
     for node in ("n1", "n2"):
-        await coord.on_inventory(coord.agents.nodes[node], {"inventory": node_inventory(node, {}), "ranks": []})
+        await coord.node_events.on_inventory(
+            coord.agents.nodes[node], {"inventory": node_inventory(node, {}), "ranks": []}
+        )
 
 
 async def test_a_held_job_is_never_admitted_and_a_released_one_is(coord: Coordinator) -> None:
     await with_inventories(coord)
     job_id = await submit_as(coord, ALICE)
-    await hold(coord, ALICE, job_id)
+    await hold(coord.desk, ALICE, job_id)
     st = coord.jobs[job_id].status
     assert (st.hold, st.reason_code) == ("alice", "held")
     result = run_cycle(build_snapshot(coord, coord.clock()))
@@ -69,7 +71,7 @@ async def test_a_held_job_is_never_admitted_and_a_released_one_is(coord: Coordin
     [pending] = result.pending
     assert (pending.job_id, pending.reason.code.value) == (job_id, "held")
     assert f"labgang release {job_id}" in pending.reason.message
-    await release(coord, ALICE, job_id)
+    await release(coord.desk, ALICE, job_id)
     assert coord.jobs[job_id].status.hold is None
     assert [a.job_id for a in run_cycle(build_snapshot(coord, coord.clock())).admitted] == [job_id]
     assert events(coord, job_id) == ["submitted", "held", "released"]
@@ -79,14 +81,14 @@ async def test_a_held_head_does_not_block_the_job_behind_it(coord: Coordinator) 
     await with_inventories(coord)
     first = await submit_as(coord, ALICE)
     second = await submit_as(coord, ALICE)
-    await hold(coord, ALICE, first)
+    await hold(coord.desk, ALICE, first)
     result = run_cycle(build_snapshot(coord, coord.clock()))
     assert [a.job_id for a in result.admitted] == [second]
 
 
 async def test_submit_hold_holds_every_task_and_is_saved(coord: Coordinator, tmp_path: Path) -> None:
     job_id = await submit_as(coord, ALICE, hold=True)
-    arr = await coord.submit(ALICE, {"argv": ["x"], "array": "0-2", "hold": True})
+    arr = await coord.desk.submit(ALICE, {"argv": ["x"], "array": "0-2", "hold": True})
     tasks = [j for j in coord.jobs.values() if j.spec.array is not None]
     assert len(tasks) == 3 and all(t.status.hold == "alice" for t in tasks)
     assert arr.spec.array is not None
@@ -98,25 +100,25 @@ async def test_submit_hold_holds_every_task_and_is_saved(coord: Coordinator, tmp
 async def test_owner_or_admin_rules_and_refusals_change_nothing(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE)
     with pytest.raises(Forbidden, match="belongs to alice"):
-        await hold(coord, BOB, job_id)
+        await hold(coord.desk, BOB, job_id)
     with pytest.raises(Conflict, match="not held: nothing to release"):
-        await release(coord, ALICE, job_id)
+        await release(coord.desk, ALICE, job_id)
     with pytest.raises(Conflict, match="only an admitted or running job can be requeued"):
-        await requeue(coord, ALICE, job_id, None)
+        await requeue(coord.desk, ALICE, job_id, None)
     with pytest.raises(NotFound):
-        await hold(coord, ALICE, "999")
+        await hold(coord.desk, ALICE, "999")
     assert coord.jobs[job_id].status.hold is None
     assert events(coord, job_id) == ["submitted"]
 
 
 async def test_an_admin_hold_is_released_only_by_an_admin(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE)
-    await hold(coord, ROOT, job_id)
+    await hold(coord.desk, ROOT, job_id)
     assert coord.jobs[job_id].status.hold_admin
     with pytest.raises(Forbidden, match="only an admin may release it"):
-        await release(coord, ALICE, job_id)
+        await release(coord.desk, ALICE, job_id)
     assert coord.jobs[job_id].status.hold == "root"
-    await release(coord, ROOT, job_id)
+    await release(coord.desk, ROOT, job_id)
     assert coord.jobs[job_id].status.hold is None
 
 
@@ -124,8 +126,8 @@ async def test_a_running_job_cannot_be_held_but_can_be_requeued_with_grace(coord
     job_id = await submit_as(coord, ALICE, grace_s=7)
     start(coord, job_id)
     with pytest.raises(Conflict, match="requeue --hold"):
-        await hold(coord, ALICE, job_id)
-    await requeue(coord, ALICE, job_id, None)
+        await hold(coord.desk, ALICE, job_id)
+    await requeue(coord.desk, ALICE, job_id, None)
     job = coord.jobs[job_id]
     assert job.status.state == JobState.TERMINATING
     assert job.status.reason_code == "requeue_requested"
@@ -153,19 +155,19 @@ async def test_requeue_stops_each_node_with_the_jobs_grace(coord: Coordinator) -
 async def test_requeue_hold_comes_back_held_even_without_requeue(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE, requeue=False)
     start(coord, job_id)
-    await requeue(coord, ALICE, job_id, {"hold": True})
+    await requeue(coord.desk, ALICE, job_id, {"hold": True})
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
     st = coord.jobs[job_id].status
     assert (st.state, st.hold, st.reason_code) == (JobState.PENDING, "alice", "held")
     with pytest.raises(BadRequest, match="unknown field 'later'"):
-        await requeue(coord, ALICE, job_id, {"later": True})
+        await requeue(coord.desk, ALICE, job_id, {"later": True})
 
 
 async def test_a_requeued_job_whose_ranks_all_exit_0_meanwhile_has_finished(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE)
     start(coord, job_id)
-    await requeue(coord, ALICE, job_id, None)
+    await requeue(coord.desk, ALICE, job_id, None)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "exited", 0)
         event(coord, node, job_id, rank, "gone", 0)
@@ -197,7 +199,7 @@ async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Pat
     )
     coord = Coordinator(config, Store(tmp_path / "db"), clock=Clock())
     try:
-        job_id = (await coord.submit(ALICE, {"argv": ["train"], "priority": "normal"})).id
+        job_id = (await coord.desk.submit(ALICE, {"argv": ["train"], "priority": "normal"})).id
         for refused in ("high", 50):  # a class the queue does not list; a raw number above its default
             with pytest.raises(Forbidden, match="priority"):
                 await update(coord, ALICE, job_id, {"priority": refused})
@@ -218,7 +220,7 @@ async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator
     await update(coord, ALICE, job_id, {"time_limit_s": 60})
     start(coord, job_id)
     advance(coord, 61)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[job_id].status.state == JobState.TERMINATING  # the new, shorter limit applies
     await update(coord, ROOT, job_id, {"time_limit_s": 7200})
     assert coord.jobs[job_id].spec.time_limit_s == 7200
@@ -257,7 +259,7 @@ async def test_update_refuses_bad_fields_and_finished_jobs(coord: Coordinator) -
     start(coord, job_id)
     with pytest.raises(Conflict, match="only be changed while the job is pending"):
         await update(coord, ALICE, job_id, {"dependency": "singleton"})
-    await coord.cancel(ALICE, job_id)
+    await coord.desk.cancel(ALICE, job_id)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, job_id, rank, "gone", 143)
     with pytest.raises(Conflict, match="a finished job cannot be updated"):
@@ -281,7 +283,9 @@ async def test_an_update_that_would_close_a_dependency_cycle_is_refused_and_chan
 async def test_a_job_number_beyond_64_bits_is_no_job_for_every_verb(coord: Coordinator) -> None:
     huge = "99999999999999999999"
     with pytest.raises(NotFound):
-        coord.get_job(huge)
-    for verb, args in ((hold, ()), (release, ()), (requeue, ({},)), (update, ({"name": "x"},))):
+        coord.desk.get_job(huge)
+    for verb, args in ((hold, ()), (release, ()), (requeue, ({},))):
         with pytest.raises(NotFound):
-            await verb(coord, ALICE, huge, *args)
+            await verb(coord.desk, ALICE, huge, *args)
+    with pytest.raises(NotFound):
+        await update(coord, ALICE, huge, {"name": "x"})

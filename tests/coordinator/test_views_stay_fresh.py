@@ -33,7 +33,7 @@ def coord(tmp_path: Path):
 
 async def listing(coord: Coordinator, view: str) -> list[dict[str, Any]]:
     """Every job as ``GET /v1/jobs?all=1&view=VIEW`` lists it (the real handler and its cache)."""
-    reply = await handlers.list_jobs(coord, ROOT, {}, {"all": "1", "view": view}, b"")
+    reply = await handlers.list_jobs(coord.config, coord.desk, coord.views, ROOT, {}, {"all": "1", "view": view}, b"")
     assert reply.encoded is not None
     page = json.loads(reply.encoded)
     assert page["next_cursor"] is None
@@ -76,7 +76,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     # admitted (state, admit time, ranks, history), then each rank started with its pid
     admit(coord, low)
     await seen.check(coord)
-    coord.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4242})
+    coord.node_events.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4242})
     assert coord.jobs[low].status.state == JobState.ADMITTED  # a rank's phase and pid alone changed
     await seen.check(coord, rows_change=False)  # a queue row shows no rank
     event(coord, "n2", low, 1, "started")
@@ -86,7 +86,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     # a rank alone: its agent reports it again with another pid (status and history stay as they are)
     job = coord.jobs[low]
     unchanged = (job.status.changes, len(job.history))
-    coord.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4343})
+    coord.node_events.apply_rank_event("n1", {"job_id": f"{low}.0", "rank": 0, "kind": "started", "pid": 4343})
     assert job.ranks[0].pid == 4343 and (job.status.changes, len(job.history)) == unchanged
     await seen.check(coord, rows_change=False)
 
@@ -118,7 +118,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
     event(coord, "n1", high, 0, "started")
     await seen.check(coord)
     advance(coord, 31)
-    coord.check_timers()
+    coord.node_events.check_timers()
     assert coord.jobs[high].status.state == JobState.TERMINATING
     await seen.check(coord)
 
@@ -130,7 +130,7 @@ async def test_every_change_the_lifecycle_makes_shows_in_the_next_listing_and_sn
         event(coord, node, low, rank, "gone", 0)
     assert (st.state, st.exit_status) == (JobState.SUCCEEDED, 0)
     await seen.check(coord)
-    await coord.cancel(ROOT, high)
+    await coord.desk.cancel(ROOT, high)
     await seen.check(coord)
 
 

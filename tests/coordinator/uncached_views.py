@@ -15,7 +15,7 @@ from lifecycle_driver import ROOT
 
 def built_now(coord: Coordinator, view: str) -> list[dict[str, Any]]:
     """Every job as ``GET /v1/jobs?all=1&view=VIEW`` lists it to root ("full" or "queue"), built anew."""
-    jobs = coord.list_jobs(ROOT, all_users=True)
+    jobs = coord.desk.list_jobs(ROOT, all_users=True)
     shape = views.job_view if view == "full" else views.queue_row
     return [json.loads(jsoncodec.dumps(shape(job))) for job in jobs]
 

@@ -406,7 +406,7 @@ class CoordinatorRun:
                     for kind in ("exited", "gone"):
                         reports.append({"job_id": run_id, "rank": r, "kind": kind, "exit_status": status})
             if reports:
-                await self.coord.on_rank_events(self.coord.agents.nodes[node], reports)
+                await self.coord.node_events.on_rank_events(self.coord.agents.nodes[node], reports)
 
     async def settle(self) -> None:
         """What the scheduling loop does when kicked: cycles, commit, then the dispatches and stops
@@ -469,7 +469,7 @@ class CoordinatorRun:
             if "requeue" in what:
                 body["requeue"] = what["requeue"]
             try:
-                job = await self.coord.submit(ROOT, body)
+                job = await self.coord.desk.submit(ROOT, body)
             except Conflict:
                 self.refused.add(what["id"])  # "can never start": refused at submission
                 return
@@ -477,22 +477,22 @@ class CoordinatorRun:
             self.names[coord_id], self.ids[what["id"]] = what["id"], coord_id
         elif kind == "cancel":
             if what in self.ids:  # not refused at submission
-                await self.coord.cancel(ROOT, self.ids[what])
+                await self.coord.desk.cancel(ROOT, self.ids[what])
         elif kind == "end":
             await self.ranks_exit(what, 0)
         elif kind == "stop":
             await self.ranks_exit(what, 137)
         elif kind == "down":  # the node's host goes down: its link closes
             self.down.add(what)
-            self.coord.on_disconnect(self.coord.agents.nodes[what])
+            self.coord.node_events.on_disconnect(self.coord.agents.nodes[what])
             self.push_timer()
         elif kind == "back":  # it joins again, empty (as after a reboot)
             self.down.discard(what)
             conn = self.coord.agents.join(what, self.clock.now)
             node = next(n for n in self.doc["nodes"] if n["name"] == what)
-            await self.coord.on_hello(conn, {"inventory": inventory(node).to_dict(), "ranks": []})
+            await self.coord.node_events.on_hello(conn, {"inventory": inventory(node).to_dict(), "ranks": []})
         elif kind == "timer":  # the coordinator's timer loop (scheduling.timer_loop)
-            self.coord.check_timers()
+            self.coord.node_events.check_timers()
             await self.coord.flush()
             self.push_timer()
         else:  # a wake the coordinator asked for: its timer check, then a kick (Coordinator.wake_at)
