@@ -185,7 +185,12 @@ def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) 
     hit = known.get(id(before))
     if hit is not None and hit[0] is before:
         return hit[1], hit[2]
-    gone, new = before.keys() - after.keys(), after.keys() - before.keys()
+    # one set of ``before`` and one symmetric difference (the few changed), split by membership:
+    # about half the work of two key-view differences
+    was = set(before)
+    changed = was.symmetric_difference(after)
+    gone = changed & was
+    new = changed - gone
     known[id(before)] = (before, gone, new)  # ``before`` kept alive: its identity is not reused
     return gone, new
 
