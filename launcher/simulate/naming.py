@@ -118,18 +118,22 @@ class JobIds:
             running_named = self._last_running[1]
         else:
             named, alive = self._named_running, self._running_kept
-            running_named = tuple(map(named.get, map(id, running)))
-            missing = list(compress(running, map(is_, running_named, repeat(None))))
+            found = list(map(named.get, map(id, running)))
+            missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
             if missing:
-                for j in missing:
-                    alive[id(j)] = j
-                    named[id(j)] = replace(j, id=name(j.id))
-                running_named = tuple(map(named.__getitem__, map(id, running)))
+                for at in missing:
+                    j = running[at]
+                    view = named.get(id(j))  # named already when the view is listed twice
+                    if view is None:
+                        alive[id(j)] = j
+                        view = named[id(j)] = replace(j, id=name(j.id))
+                    found[at] = view
                 if len(named) > 2 * len(running) + 64:  # forget the views gone
                     idents = list(map(id, running))
                     self._named_running = {i: named[i] for i in idents}
                     self._running_kept = {i: alive[i] for i in idents}
-            self._last_running = (running, running_named)  # type: ignore[assignment]  # every view named above
+            running_named = tuple(found)  # type: ignore[arg-type]  # every view named above
+            self._last_running = (running, running_named)
         # A pending job's view is built anew every cycle, but equal to the last one while the job
         # waits unchanged: comparing (well under a microsecond) spares the copy (several). Only
         # this cycle's pending jobs are kept.
