@@ -16,6 +16,7 @@ import json
 import math
 import signal as signal_mod
 from dataclasses import asdict, dataclass, field
+from operator import is_
 from typing import Any
 
 from labgang.launcher.jobgroups import GroupSpec, RankGroup, default_group_name, rank_group
@@ -228,7 +229,20 @@ class JobSpec:
             if made is None:
                 made = self.__dict__["_group_request"] = self._groups_request()
             return made
-        return self._one_request()
+        # built again only when a field it is made of was written (compared by identity: the
+        # very values it was made from; tests write fields in place): a pending job's view asks
+        # for it every cycle
+        key = (
+            self.workers, self.per_worker, self.resource, self.gpu_model, self.nodes, self.topology,
+            self.min_workers, self.cpus_per_task, self.mem, self.mem_per_gpu, self.exclusive,
+            self.shards, self.mps, self.gpu_mem,
+        )  # fmt: skip
+        last = self.__dict__.get("_one_request_memo")
+        if last is not None and all(map(is_, last[0], key)):
+            return last[1]  # type: ignore[no-any-return]
+        made = self._one_request()
+        self.__dict__["_one_request_memo"] = (key, made)
+        return made
 
     def _groups_request(self) -> JobRequest:
         first = self.groups[0].request()

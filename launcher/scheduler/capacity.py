@@ -185,7 +185,12 @@ def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) 
     hit = known.get(id(before))
     if hit is not None and hit[0] is before:
         return hit[1], hit[2]
-    gone, new = before.keys() - after.keys(), after.keys() - before.keys()
+    # one set of ``before`` and one symmetric difference (the few changed), split by membership:
+    # about half the work of two key-view differences
+    was = set(before)
+    changed = was.symmetric_difference(after)
+    gone = changed & was
+    new = changed - gone
     known[id(before)] = (before, gone, new)  # ``before`` kept alive: its identity is not reused
     return gone, new
 
@@ -274,6 +279,46 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
     return owner
 
 
+memo_requests = True
+"""Tests turn it off to build the reference: the running jobs' requests gathered anew each cycle."""
+
+_last_requests: tuple[dict[int, RunningJob], dict[str, JobRequest], int] | None = None
+"""The last :func:`_running_requests` answer with the running jobs by identity it was made from
+(kept alive here, so no identity is reused)."""
+
+
+def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobRequest], int] | None:
+    """Running job id -> its request, and how many of them are ``--exclusive``; None when two
+    running jobs share an id (the caller then gathers them in snapshot order, the last one
+    winning). A pure memo on the previous call (as :func:`_owners`): the previous map is copied
+    and the jobs gone and new (by identity) taken out and put in; with distinct ids the map holds
+    exactly the running jobs' requests (in another order than snapshot order: callers only look
+    requests up). Callers must not change the map."""
+    global _last_requests
+    ident = running_by_identity(running)
+    last = _last_requests if memo_requests else None
+    if last is not None and len(ident) == len(running):
+        before, requests, exclusive = last[0], dict(last[1]), last[2]
+        gone, new = identity_delta(before, ident)
+        for i in gone:
+            job = before[i]
+            exclusive -= job.request.exclusive
+            del requests[job.id]
+        for i in new:
+            job = ident[i]
+            exclusive += job.request.exclusive
+            requests[job.id] = job.request
+    else:
+        requests = dict(zip(map(_ID, running), map(_REQUEST, running), strict=True))
+        exclusive = sum(map(_EXCLUSIVE, requests.values()))
+    if len(requests) != len(running) or len(ident) != len(running):  # an id listed twice
+        _last_requests = None
+        return None
+    if memo_requests:
+        _last_requests = (ident, requests, exclusive)
+    return requests, exclusive
+
+
 class DeviceBook:
     """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
 
@@ -314,8 +359,17 @@ class DeviceBook:
         self.requests: dict[str, JobRequest] = dict(
             zip(map(_ID, snapshot.pending), map(_REQUEST, snapshot.pending), strict=True)
         )
-        self.requests.update(zip(map(_ID, snapshot.running), map(_REQUEST, snapshot.running), strict=True))
-        self.exclusive_known = any(map(_EXCLUSIVE, self.requests.values()))
+        running = _running_requests(snapshot.running)
+        if running is None:
+            self.requests.update(zip(map(_ID, snapshot.running), map(_REQUEST, snapshot.running), strict=True))
+            self.exclusive_known = any(map(_EXCLUSIVE, self.requests.values()))
+        else:
+            # the running jobs' map copied (a C-level copy) and the few pending jobs put in where
+            # no running job has their id (a running job's request wins, as in the update above)
+            pending, self.requests = self.requests, dict(running[0])
+            for job_id, request in pending.items():
+                self.requests.setdefault(job_id, request)
+            self.exclusive_known = running[1] > 0 or any(map(_EXCLUSIVE, map(self.requests.__getitem__, pending)))
         self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
         self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
 

@@ -742,6 +742,8 @@ class _Cycle:
         book = self.state.devices
         if req.groups:
             return []
+        if book.reserved_for.count(None) == len(book.reserved_for):
+            return []  # no device reserved at all (one C-level pass instead of the filter below)
         model = req.gpu_model.lower() if req.gpu_model else None
         reserved = [
             d

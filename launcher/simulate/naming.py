@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress, repeat
+from operator import is_
 from typing import TYPE_CHECKING
 
 from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
@@ -79,6 +81,10 @@ class JobIds:
     _running_kept: dict[int, RunningJob] = field(default_factory=dict, compare=False, repr=False)
     # coordinator's id -> (a pending view, the same view named), for the jobs pending at the last cycle
     _named_pending: dict[str, tuple[PendingJob, PendingJob]] = field(default_factory=dict, compare=False, repr=False)
+    # the last snapshot's running tuple (kept alive, so its identity is not reused) and its named copy
+    _last_running: tuple[tuple[RunningJob, ...] | None, tuple[RunningJob, ...]] = field(
+        default=(None, ()), compare=False, repr=False
+    )
 
     def members(self, name: str) -> list[str]:
         """The jobs a name covers: an array's every task, else the job itself (``[]`` when unknown)."""
@@ -102,19 +108,32 @@ class JobIds:
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
 
-        # The driver hands mostly the same view objects cycle after cycle: the named view is found
-        # by the view's identity with C-level passes (set difference, map), and only the views
-        # not seen before are named in Python. The cache holds each view (no identity reused).
+        # The driver hands mostly the same view objects cycle after cycle: the very tuple of the
+        # last cycle (handed again while no running job changed) is named as last time; else the
+        # named views are looked up by the view's identity in C-level passes (map, compress),
+        # and only the views not seen before are named in Python. The cache holds each view (no
+        # identity reused).
         running = snapshot.running
-        named, alive = self._named_running, self._running_kept
-        idents = list(map(id, running))
-        for ident in set(idents) - named.keys():
-            j = alive[ident] = running[idents.index(ident)]
-            named[ident] = replace(j, id=name(j.id))
-        if len(named) > 2 * len(running) + 64:  # forget the views gone
-            self._named_running = named = {i: named[i] for i in idents}
-            self._running_kept = {i: alive[i] for i in idents}
-        running_named = tuple(map(named.__getitem__, idents))
+        if running is self._last_running[0]:
+            running_named = self._last_running[1]
+        else:
+            named, alive = self._named_running, self._running_kept
+            found = list(map(named.get, map(id, running)))
+            missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
+            if missing:
+                for at in missing:
+                    j = running[at]
+                    view = named.get(id(j))  # named already when the view is listed twice
+                    if view is None:
+                        alive[id(j)] = j
+                        view = named[id(j)] = replace(j, id=name(j.id))
+                    found[at] = view
+                if len(named) > 2 * len(running) + 64:  # forget the views gone
+                    idents = list(map(id, running))
+                    self._named_running = {i: named[i] for i in idents}
+                    self._running_kept = {i: alive[i] for i in idents}
+            running_named = tuple(found)  # type: ignore[arg-type]  # every view named above
+            self._last_running = (running, running_named)
         # A pending job's view is built anew every cycle, but equal to the last one while the job
         # waits unchanged: comparing (well under a microsecond) spares the copy (several). Only
         # this cycle's pending jobs are kept.
