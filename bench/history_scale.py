@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lifecycle_harness as lb
 from labgang.agent import paths
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.records import HistoryEntry, JobSpec, JobStatus, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.store import Store
 
 BATCH = 20_000
 _CYCLE_RE = re.compile(r"cycle \d+: .* ([0-9.]+) ms")

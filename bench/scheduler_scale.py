@@ -243,16 +243,16 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
     import tempfile
 
     from labgang.launcher.arrays import ArraySpec
-    from labgang.launcher.config import parse_config
+    from labgang.launcher.config.cluster import parse_config
     from labgang.launcher.coordinator import arrays, scheduling
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller, build_spec
+    from labgang.launcher.coordinator.store import Store
     from labgang.launcher.lifecycle import events as ev
     from labgang.launcher.lifecycle.arrays import ArrayGate
     from labgang.launcher.lifecycle.records import JobStatus
     from labgang.launcher.lifecycle.states import JobState
     from labgang.launcher.scheduler.cycle import run_cycle
-    from labgang.launcher.store import Store
 
     scenario = parse_scenario(doc)
     nodes = engine.Simulation(scenario).snapshot().nodes

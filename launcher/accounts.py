@@ -8,7 +8,7 @@ import pwd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
 
 
 def unknown_accounts(cfg: ClusterConfig) -> list[str]:

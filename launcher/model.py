@@ -2,7 +2,7 @@
 
 Plain frozen dataclasses and enums: no I/O, no validation library. Validation of
 user input (config files, API requests, scenario files) happens at the edges
-(``launcher/config.py``, the API handlers, ``launcher/simulate/``) and produces
+(``launcher/config/cluster.py``, the API handlers, ``launcher/simulate/``) and produces
 these types.
 
 Terms follow Kueue and Volcano (docs/queue-semantics.md): a *job* is a gang of ``workers``

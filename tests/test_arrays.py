@@ -121,7 +121,7 @@ def test_the_client_refuses_an_array_over_any_clusters_ceiling_before_building_i
     not after building a hundred million indices in memory."""
     from labgang.launcher.arrays import ARRAY_SIZE_CEILING
     from labgang.launcher.cli.job_request import SubmissionError, build_submission
-    from labgang.launcher.limits import LimitsConfig
+    from labgang.launcher.config.limits import LimitsConfig
 
     assert LimitsConfig.model_fields["max_array_size"].metadata[-1].le == ARRAY_SIZE_CEILING
     with pytest.raises(SubmissionError, match=r"^--array: \"0-99999999\": index 99999999 is over the largest"):

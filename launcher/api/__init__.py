@@ -1,2 +1,3 @@
-"""The user API as its callers see it: ``client`` (HTTP over the Unix socket, for the CLI and
-the TUI) and ``keys`` (the coordinator application's typed AppKeys)."""
+"""The user API's client side: how the CLI and the TUI find and reach a coordinator (discovery,
+the synchronous and asyncio clients, the HTTP/1.1 wire, the API's JSON). The server side (routes,
+handlers, the application's typed AppKeys) is launcher/coordinator/."""

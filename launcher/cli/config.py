@@ -8,8 +8,8 @@ from typing import Any
 import click
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
 from labgang.launcher.accounts import unknown_accounts
-from labgang.launcher.config import ClusterConfig, ConfigError, parse_config, read_toml
-from labgang.launcher.config_errors import CLUSTER_EXAMPLE, missing_file_problem
+from labgang.launcher.config.cluster import ClusterConfig, ConfigError, parse_config, read_toml
+from labgang.launcher.config.errors import CLUSTER_EXAMPLE, missing_file_problem
 
 KINDS = ("auto", "cluster", "agent", "machine")
 """Values of ``--kind``."""

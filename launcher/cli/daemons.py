@@ -54,7 +54,7 @@ def coordinator(
 ) -> None:
     """Run the coordinator: user API on <state-dir>/labgang.sock, agent link on TCP."""
     from labgang.agent.token import TokenError
-    from labgang.launcher.config import ConfigError, load_config
+    from labgang.launcher.config.cluster import ConfigError, load_config
     from labgang.launcher.coordinator.app import serve
 
     _logging(verbose)
@@ -100,7 +100,7 @@ def agent(
     from labgang.agent.nvml import NvmlUnavailable
     from labgang.agent.service import main_async
     from labgang.agent.supervisor.errors import SupervisorError
-    from labgang.launcher.config_errors import AGENT_EXAMPLE, NO_SUCH_FILE, missing_file_problem
+    from labgang.launcher.config.errors import AGENT_EXAMPLE, NO_SUCH_FILE, missing_file_problem
 
     _logging(verbose)
     try:

@@ -115,7 +115,7 @@ def build_submission(
             checked here for its syntax; the coordinator checks it against ``limits.max_array_size``.
         hold: submit the job held (Slurm's ``-H``): pending until ``labgang release``.
         mail_type, mail_user: Slurm's ``--mail-type`` list (BEGIN, END, FAIL, REQUEUE, ALL, NONE;
-            checked by the coordinator) and whom a mail goes to (``launcher/notify.py``).
+            checked by the coordinator) and whom a mail goes to (``launcher/config/notify.py``).
         stdin_data: rank 0's whole standard input, or None (the API's ``stdin``; ``labgang run`` streams instead).
         stdin_stream: rank 0's standard input is streamed after the submission (``labgang run``'s,
             when it is a pipe or a file: ``launcher/stdin_forward.py``).

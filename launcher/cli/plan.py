@@ -33,8 +33,8 @@ def plan() -> None:
 
 
 def _load_config(path: Path) -> Any:
-    from labgang.launcher.config import load_config
-    from labgang.launcher.config_errors import ConfigError
+    from labgang.launcher.config.cluster import load_config
+    from labgang.launcher.config.errors import ConfigError
 
     try:
         return load_config(path)

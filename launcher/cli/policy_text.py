@@ -1,7 +1,7 @@
 """How ``labgang explain`` and ``labgang queues`` word a queue's priority classes and per-user limits.
 
 Built from ``GET /v1/queues`` (the QueueView's ``priority_classes``, ``default_priority_class``,
-``user_limits``, ``users`` and ``at_limits``; launcher/policy.py has the rules).
+``user_limits``, ``users`` and ``at_limits``; launcher/coordinator/policy.py has the rules).
 """
 
 from __future__ import annotations

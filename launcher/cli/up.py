@@ -2,7 +2,7 @@
 
 The embedded default for one workstation. No configuration: the coordinator gets one
 queue ``default`` whose nominal quota covers every allocatable device the agent sees
-(:meth:`labgang.launcher.config.ClusterConfig.default_for`); the agent runs in the same
+(:meth:`labgang.launcher.config.cluster.ClusterConfig.default_for`); the agent runs in the same
 event loop and joins over loopback with a token that never leaves the process
 (:func:`labgang.launcher.coordinator.app.serve` with ``local_agent``). Everything lives
 under the state directory, so several instances can run side by side.
@@ -101,7 +101,7 @@ def queue_lines(config: Any, config_file: Path | None) -> list[str]:
     """The banner's queue lines: each queue with its nominal quota, cohort and preemption policy.
 
     Args:
-        config: the :class:`labgang.launcher.config.ClusterConfig` in force.
+        config: the :class:`labgang.launcher.config.cluster.ClusterConfig` in force.
         config_file: where it came from (None: the built-in default).
     """
     lines = [f"  config:    {config_file}"] if config_file is not None else []
@@ -130,8 +130,8 @@ def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None
 
     Args:
         counts: jobs per ``(queue, state)`` in the store
-            (:meth:`labgang.launcher.store.Store.job_counts`); states are JobState values.
-        config: the :class:`labgang.launcher.config.ClusterConfig` in force.
+            (:meth:`labgang.launcher.coordinator.store.Store.job_counts`); states are JobState values.
+        config: the :class:`labgang.launcher.config.cluster.ClusterConfig` in force.
 
     Returns:
         One line naming how many jobs wait in which unknown queues, or None when there are none.
@@ -157,7 +157,7 @@ def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None
 
 def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
     """Jobs per ``(queue, state)`` in the state directory's store; empty when it has none yet."""
-    from labgang.launcher.store import Store
+    from labgang.launcher.coordinator.store import Store
 
     db = paths.db_path(directory)
     if not db.exists():
@@ -191,7 +191,7 @@ def try_hint(inventory: Any, config: Any = None) -> str:
 
     Args:
         inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
-        config: the :class:`labgang.launcher.config.ClusterConfig` in force; None: the
+        config: the :class:`labgang.launcher.config.cluster.ClusterConfig` in force; None: the
             built-in default (one queue over every allocatable device).
 
     Returns:
@@ -199,7 +199,7 @@ def try_hint(inventory: Any, config: Any = None) -> str:
         queue may use all 8; a smaller gang (or one MIG device per rank) where the queue or the
         machine holds fewer.
     """
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.scheduler.quota import QuotaBook
 
     counts = Counter(device.resource for device in inventory.allocatable())
@@ -433,7 +433,7 @@ def _up(
     from labgang.agent.config import AgentConfig
     from labgang.agent.service import AgentService
     from labgang.agent.token import TokenError
-    from labgang.launcher.config import ClusterConfig, ConfigError, load_config
+    from labgang.launcher.config.cluster import ClusterConfig, ConfigError, load_config
     from labgang.launcher.coordinator.app import serve
 
     node = socket.gethostname()

@@ -19,6 +19,11 @@ Module map (data flows top to bottom)::
     timers.py     Timer: the seam the scheduler's wakes go through (LoopTimer: the event loop)
     metrics.py    GET /metrics (Prometheus collectors over the same views)
     errors.py     domain errors with their HTTP status, and the one JSON error mapping
+    store.py      the durable state: SQLite (WAL), the one source of truth
+    policy.py     who may use which priority class in a queue; per-user submission limits
+    keys.py       the application's typed AppKeys
+    ratelog.py    rate-limited logging (the same error a thousand times a second, written a few times)
+    version_compat.py  which coordinator and agent versions work together (the link's handshake)
 
 The Coordinator holds its parts and hands each function only the parts it reads: the store,
 the lifecycle model, ``JobMemory`` (jobindex.py: the finished jobs kept, submission order,

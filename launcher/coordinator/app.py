@@ -31,18 +31,16 @@ from labgang.agent.connguard import (
     GuardedUnixSite,
 )
 from labgang.agent.token import read_token
-from labgang.launcher import ratelog
-from labgang.launcher.api import keys
-from labgang.launcher.config import ClusterConfig
-from labgang.launcher.config_record import record_config
-from labgang.launcher.coordinator import bodylog
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.config.record import record_config
+from labgang.launcher.coordinator import bodylog, keys, ratelog
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.routes import error_middleware, setup_routes, tcp_auth_middleware
 from labgang.launcher.coordinator.scheduling import scheduling_loop, timer_loop
+from labgang.launcher.coordinator.store import JobRecord, Store
 from labgang.launcher.lifecycle.states import EndReason, JobState
-from labgang.launcher.store import JobRecord, Store
 
 log = logging.getLogger("labgang.coordinator")
 
@@ -203,7 +201,7 @@ async def serve(
         ready: called once listening with ``{"socket": path, "tcp": (host, port) | None}``.
         shutdown_reason: the history reason of jobs stopped by the shutdown.
         config_source: the cluster.toml ``config`` was read from (None: the built-in default),
-            recorded with it in the store for ``labgang plan replay`` (:mod:`labgang.launcher.config_record`).
+            recorded with it in the store for ``labgang plan replay`` (:mod:`labgang.launcher.config.record`).
 
     Returns:
         What became of the jobs that held devices at shutdown, by job id lists:

@@ -22,7 +22,7 @@ from labgang.launcher.lifecycle.records import ArrayTask, JobRecord, JobSpec, Jo
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.desk import JobDesk
     from labgang.launcher.coordinator.requests import Caller
-    from labgang.launcher.store import Store
+    from labgang.launcher.coordinator.store import Store
 
 
 def insert_tasks(

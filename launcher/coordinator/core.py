@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
 from labgang.launcher.accounting import UsageTotals
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
 from labgang.launcher.coordinator.depends import targets_at_start
 from labgang.launcher.coordinator.dispatch import Dispatcher
@@ -37,6 +37,7 @@ from labgang.launcher.coordinator.scheduling import (
     cycle_driver,
 )
 from labgang.launcher.coordinator.sharing import SharingState
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.timers import LoopTimer, Timer
 from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
@@ -45,7 +46,6 @@ from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.store import Store
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics

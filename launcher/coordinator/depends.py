@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from labgang.launcher.coordinator.errors import NotFound
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.dependency import Target, matches, parse_dependency
 from labgang.launcher.lifecycle.dependents import target
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.store import Store
 
 
 def finished_targets(store: Store, names: Iterable[str], memory: Iterable[JobRecord] = ()) -> list[Target]:

@@ -34,7 +34,7 @@ from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
 
 if TYPE_CHECKING:
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
 
 log = logging.getLogger("labgang.coordinator.dispatch")
 

@@ -26,14 +26,14 @@ from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadToo
 from labgang.launcher.coordinator.private_processes import hide_commands
 
 if TYPE_CHECKING:
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.job_operations import JobOperations
     from labgang.launcher.coordinator.job_views import JobViews
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
     from labgang.launcher.coordinator.requests import Caller
-    from labgang.launcher.store import JobRecord, Store
+    from labgang.launcher.coordinator.store import JobRecord, Store
 
 
 @dataclass

@@ -21,24 +21,24 @@ from labgang.launcher.coordinator.agents import AgentCallError
 from labgang.launcher.coordinator.depends import submission_targets
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from labgang.launcher.coordinator.jobindex import JobIndex
+from labgang.launcher.coordinator.policy import check_submitted_limit
 from labgang.launcher.coordinator.requests import build_spec, requested_array
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.records import JobStatus
 from labgang.launcher.lifecycle.states import RankPhase
-from labgang.launcher.policy import check_submitted_limit
 
 if TYPE_CHECKING:
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.jobindex import JobMemory
     from labgang.launcher.coordinator.node_events import ModelShell
     from labgang.launcher.coordinator.requests import Caller
     from labgang.launcher.coordinator.scheduling import SubmissionCheck
+    from labgang.launcher.coordinator.store import Store
     from labgang.launcher.lifecycle import effects as fx
     from labgang.launcher.lifecycle.attempts import AttemptRecord
     from labgang.launcher.lifecycle.machine import Lifecycle
     from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-    from labgang.launcher.store import Store
 
 LOG_CHUNK_BYTES = 1 << 20
 """The most bytes of a rank's log one ``read_log`` asks its agent for."""
@@ -134,7 +134,7 @@ class JobOperations:
 
     def _check_submitted_limit(self, spec: JobSpec, adding: int) -> None:
         """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
-        (403, no field; launcher/policy.py), counting their unfinished jobs in memory.
+        (403, no field; launcher/coordinator/policy.py), counting their unfinished jobs in memory.
 
         Raises:
             Forbidden: the limit would be passed; the message gives the numbers.

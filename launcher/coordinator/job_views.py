@@ -20,9 +20,9 @@ from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache, page_
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.requests import Caller
+    from labgang.launcher.coordinator.store import JobRecord
     from labgang.launcher.jobtable import RowFacts
     from labgang.launcher.pitfalls.views import JobView
-    from labgang.launcher.store import JobRecord
 
 
 class JobViews:

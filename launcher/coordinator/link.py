@@ -3,7 +3,7 @@
 The agent authenticates with ``Authorization: Bearer <cluster token>``; a missing or
 wrong token is refused with 401 before the upgrade and logged with the peer address.
 The first message must be ``hello``; versions are checked with
-:func:`labgang.launcher.version_compat.check`. See :mod:`.agents` for the messages. Every
+:func:`labgang.launcher.coordinator.version_compat.check`. See :mod:`.agents` for the messages. Every
 frame is parsed into a typed value (:mod:`.frames`) before it is acted on; one that breaks
 the contract is one warning line and a closed link (4400), never a traceback.
 """
@@ -18,9 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
-from labgang.launcher import version_compat
-from labgang.launcher.api import keys
-from labgang.launcher.coordinator import frames
+from labgang.launcher.coordinator import frames, keys, version_compat
 from labgang.launcher.coordinator.errors import Unauthenticated
 from labgang.launcher.coordinator.frames import ProtocolError
 

@@ -37,8 +37,7 @@ from typing import Any
 
 from aiohttp import web
 from labgang.agent.inventory import is_known
-from labgang.launcher.api import keys
-from labgang.launcher.coordinator import views
+from labgang.launcher.coordinator import keys, views
 from labgang.launcher.coordinator.share_metrics import sharer_families
 from labgang.launcher.coordinator.view_cache import JobMemo
 from labgang.launcher.host_quota import is_host_resource

@@ -1,4 +1,4 @@
-"""Delivering job notifications (``--mail-type``; ``launcher/notify.py`` says which and what) off
+"""Delivering job notifications (``--mail-type``; ``launcher/config/notify.py`` says which and what) off
 the scheduling loop: a JSON POST to the ``[notify] webhook`` and a mail through ``sendmail``.
 
 :meth:`Notifier.observe` is called for every history line the lifecycle writes; it only looks at
@@ -19,8 +19,8 @@ import shutil
 from collections import deque
 from typing import Any
 
+from labgang.launcher.config.notify import NotifyConfig, mail_message, notification_kind
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord
-from labgang.launcher.notify import NotifyConfig, mail_message, notification_kind
 
 log = logging.getLogger("labgang.coordinator.notify")
 

@@ -107,7 +107,7 @@ def add_pitfall_watch(app: web.Application) -> None:
     Call it after the coordinator's own ``cleanup_ctx`` entries and before
     :func:`labgang.launcher.coordinator.metrics.add_metrics_routes`, which exports the watch's findings.
     """
-    from labgang.launcher.api import keys
+    from labgang.launcher.coordinator import keys
     from labgang.launcher.coordinator.activity import ActivityMeter, open_record
 
     async def watch_ctx(app: web.Application) -> AsyncIterator[None]:

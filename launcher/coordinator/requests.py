@@ -1,4 +1,4 @@
-"""Validation of ``POST /v1/jobs`` bodies into a :class:`~labgang.launcher.store.JobSpec`.
+"""Validation of ``POST /v1/jobs`` bodies into a :class:`~labgang.launcher.coordinator.store.JobSpec`.
 
 Every rejection is a :class:`BadRequest` naming the field and, where there is a fixed
 set, the allowed values. The caller's identity never comes from the body.
@@ -15,17 +15,22 @@ from typing import Annotated, Any
 from labgang.agent.supervisor.spec import group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.config.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
+from labgang.launcher.config.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
+from labgang.launcher.coordinator.policy import (
+    UnknownPriority,
+    check_priority_allowed,
+    parse_priority,
+    submission_priority,
+)
 from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, default_group_name
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
-from labgang.launcher.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, QueueSpec, mig_resource
-from labgang.launcher.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.output_pattern import check_pattern
-from labgang.launcher.policy import UnknownPriority, check_priority_allowed, parse_priority, submission_priority
 from labgang.launcher.scheduler.shares import share_refusal
 from labgang.launcher.share_request import MAX_SHARDS, share_problem
 from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
@@ -146,7 +151,7 @@ class Caller:
     @property
     def may_set_priority(self) -> bool:
         """True for an admin and for the user the coordinator runs as (who ran ``labgang up``):
-        they may give a raw priority number and any class (launcher/policy.py)."""
+        they may give a raw priority number and any class (launcher/coordinator/policy.py)."""
         return self.admin or (self.uid is not None and self.uid == os.geteuid())
 
     def owns(self, spec: JobSpec) -> bool:

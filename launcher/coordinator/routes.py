@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from labgang.launcher.accounts import primary_gid, user_groups, user_name
-from labgang.launcher.api import jsoncodec, keys
-from labgang.launcher.config import ClusterConfig
-from labgang.launcher.coordinator import handlers
+from labgang.launcher.api import jsoncodec
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.coordinator import handlers, keys
 from labgang.launcher.coordinator.errors import (
     BadRequest,
     Forbidden,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.topology import node_from_inventory
@@ -45,7 +45,7 @@ from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fa
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.node_events import NodeEvents
-    from labgang.launcher.store import Store
+    from labgang.launcher.coordinator.store import Store
 
 log = logging.getLogger("labgang.coordinator.scheduling")
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from labgang.launcher.accounts import user_groups
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.coordinator.store import JobSpec, Store
 from labgang.launcher.lifecycle.cycle_memory import CycleMemory, held_by_attempts
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.scheduler import tenants as afs
 from labgang.launcher.scheduler.snapshot import TenantUsage
-from labgang.launcher.store import JobSpec, Store
 
 LAST_SAMPLE_KEY = "afs_last_sample"
 

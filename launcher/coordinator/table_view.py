@@ -21,8 +21,8 @@ from labgang.launcher.coordinator.view_cache import JobMemo
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from labgang.launcher.coordinator.store import JobRecord
     from labgang.launcher.jobtable import RowFacts
-    from labgang.launcher.store import JobRecord
 
 
 def row(job: JobRecord) -> RowFacts:

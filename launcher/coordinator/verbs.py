@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.config.limits import MAX_TIME_LIMIT_S
 from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
+from labgang.launcher.coordinator.policy import check_priority_allowed
 from labgang.launcher.coordinator.requests import PRIORITY_MAX, PRIORITY_MIN, Text, _first_error
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.records import JobRecord
@@ -23,18 +25,16 @@ from labgang.launcher.lifecycle.verbs import (
     requeue_refusal,
     update_refusal,
 )
-from labgang.launcher.limits import MAX_TIME_LIMIT_S
-from labgang.launcher.policy import check_priority_allowed
 from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from labgang.launcher.config import ClusterConfig
+    from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.desk import JobDesk
     from labgang.launcher.coordinator.requests import Caller
-    from labgang.launcher.store import Store
+    from labgang.launcher.coordinator.store import Store
 
 
 class UpdateBody(BaseModel):

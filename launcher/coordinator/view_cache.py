@@ -22,7 +22,7 @@ from labgang.launcher.api import jsoncodec
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from labgang.launcher.store import JobRecord, RankRecord
+    from labgang.launcher.coordinator.store import JobRecord, RankRecord
 
 T = TypeVar("T")
 

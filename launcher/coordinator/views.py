@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from labgang.launcher.coordinator.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.coordinator.violations import violation_views
 from labgang.launcher.host_quota import host_demand, is_host_resource, placed_demand
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
@@ -17,13 +18,12 @@ from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
 from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
 from labgang.launcher.model import JobRequest, JobState
-from labgang.launcher.policy import UserUsage, at_limits, limits_of, usable_classes
 from labgang.launcher.scheduler.quota import QuotaBook
 from labgang.launcher.scheduler.shares import quota_usage
 from labgang.launcher.scheduler.snapshot import Node
 
 if TYPE_CHECKING:
-    from labgang.launcher.config import ClusterConfig, QueueConfig
+    from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.sharing import SharingState
 
@@ -265,7 +265,7 @@ def queue_views(
 
 def user_standing(config: ClusterConfig, active: Iterable[JobRecord]) -> dict[str, dict[str, UserUsage]]:
     """Queue → user → what that user's unfinished jobs there hold (devices, jobs holding devices,
-    unfinished jobs), for the queues of ``config`` that set a per-user limit (launcher/policy.py);
+    unfinished jobs), for the queues of ``config`` that set a per-user limit (launcher/coordinator/policy.py);
     ``active``: the lifecycle model's jobs."""
     limited = {q.name for q in config.queues if limits_of(q)}
     if not limited:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import click
-from labgang.launcher.config import ClusterConfig, ConfigError, load_config
+from labgang.launcher.config.cluster import ClusterConfig, ConfigError, load_config
 from labgang.launcher.export.common import Export, ExportError, Inventory
 
 DEFAULT_CONFIG = "/etc/labgang/cluster.toml"

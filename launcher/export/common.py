@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from labgang.agent.inventory import NodeInventory
-from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
+from labgang.launcher.config.cluster import ClusterConfig, CohortConfig, QueueConfig
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, MIG_PREFIX
 

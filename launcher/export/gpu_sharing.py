@@ -9,7 +9,7 @@ the NVIDIA device plugin's node configuration, not Kueue's) is listed as gaps.
 
 from __future__ import annotations
 
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.export.common import Gap, NodeGpus
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from labgang.launcher.config import ClusterConfig, CohortConfig, QueueConfig
+from labgang.launcher.config.cluster import ClusterConfig, CohortConfig, QueueConfig
 from labgang.launcher.export import gpu_sharing
 from labgang.launcher.export.common import (
     INT32_MAX,
@@ -342,7 +342,7 @@ def _sharing_gaps(cfg: ClusterConfig) -> list[Gap]:
 
 
 def _policy_gaps(cfg: ClusterConfig) -> list[Gap]:
-    """Who may use which priority and per-user limits (launcher/policy.py): Kueue has a
+    """Who may use which priority and per-user limits (launcher/coordinator/policy.py): Kueue has a
     WorkloadPriorityClass per class (exported) but neither a per-queue list of classes, a per-queue
     default class, admin-only raw priorities, nor any per-user quota."""
     gaps: list[Gap] = []

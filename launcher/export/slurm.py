@@ -28,7 +28,7 @@ import math
 import re
 import shlex
 
-from labgang.launcher.config import ClusterConfig, QueueConfig
+from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
 from labgang.launcher.export import gpu_sharing, slurm_accounts, slurm_users
 from labgang.launcher.export.common import (
     Export,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import shlex
 
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.export.common import ExportError, Gap, cohort_members, unique
 
 COHORT_PREFIX = "cohort-"

@@ -6,7 +6,7 @@ the queue's ``users``, the members of its ``groups`` (from this machine's group 
 for a queue open to everyone, every login user of the machine that runs the export (uid 1000 to
 59999 with a login shell); users who come later need ``sacctmgr add user NAME account=QUEUE``.
 
-Per-user limits (launcher/policy.py) become the queue's QOS limits ``MaxTRESPerUser=gres/gpu=N``,
+Per-user limits (launcher/coordinator/policy.py) become the queue's QOS limits ``MaxTRESPerUser=gres/gpu=N``,
 ``MaxJobsPerUser`` and ``MaxSubmitJobsPerUser`` (on ``<queue>`` and ``<queue>-borrow``: Slurm counts
 each QOS apart), and the same caps on each user's association with the queue's account
 (``GrpTRES``, ``MaxJobs``, ``MaxSubmitJobs``), which count the two QOS together, as labgang does.
@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from labgang.launcher.config import QueueConfig
+from labgang.launcher.config.cluster import QueueConfig
 from labgang.launcher.export.common import Gap
 
 LOGIN_UID_MIN, LOGIN_UID_MAX = 1000, 60000

@@ -130,7 +130,7 @@ class AttemptRecord:
         }
 
     def row(self) -> tuple[Any, ...]:
-        """The ``attempts`` table row (``launcher/store.py``), in :data:`ROW_COLUMNS` order."""
+        """The ``attempts`` table row (``launcher/coordinator/store.py``), in :data:`ROW_COLUMNS` order."""
         return (
             self.job_id,
             self.attempt,

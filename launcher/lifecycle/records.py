@@ -2,7 +2,7 @@
 
 :class:`JobRecord` = the submitted :class:`JobSpec` (never changes), the mutable
 :class:`JobStatus`, the current attempt's :class:`RankRecord` per rank, and the history lines
-of the job that are in memory. Plain dataclasses: no I/O; ``launcher/store.py`` writes them
+of the job that are in memory. Plain dataclasses: no I/O; ``launcher/coordinator/store.py`` writes them
 to SQLite and reads them back.
 
 :class:`JobStatus` and :class:`RankRecord` count the changes made to them (:class:`CountsChanges`),
@@ -91,7 +91,7 @@ class JobSpec:
     scheduler never admits the job before it (pending reason ``begin_time``); None = at once.
     ``output``/``error`` are the ``--output``/``--error`` file name patterns as given
     (``launcher/output_pattern.py``), or None.
-    ``mail_type`` are the notifications it asked for (``launcher/notify.py``: BEGIN, END, FAIL,
+    ``mail_type`` are the notifications it asked for (``launcher/config/notify.py``: BEGIN, END, FAIL,
     REQUEUE) and ``mail_user`` whom a mail goes to (None: its user). ``stdin`` is rank 0's
     standard input, base64 (``labgang run``'s; None: ``/dev/null``); ``pty``: rank 0 runs on a
     pseudo-terminal fed by ``POST /v1/jobs/{id}/pty`` (``labgang run --pty``); ``stdin_stream``:

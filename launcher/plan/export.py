@@ -23,14 +23,14 @@ from typing import Any
 import tomli_w
 from labgang.launcher.accounts import user_groups
 from labgang.launcher.arrays import fold
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.config.queues import CohortModel, QueueModel, TenantModel
 from labgang.launcher.host_quota import quota_text
 from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.dependency import parse_dependency
 from labgang.launcher.lifecycle.records import JobSpec
 from labgang.launcher.model import GPU
 from labgang.launcher.plan.past import PastJob
-from labgang.launcher.queue_schema import CohortModel, QueueModel, TenantModel
 
 _ID_IN_DEPENDENCY = re.compile(r"(?<=:)([0-9]+(?:_[0-9]+)?)")
 

@@ -1,7 +1,7 @@
 """The lab's own history, read from the coordinator's store for ``labgang history --export`` and
 ``labgang plan replay``: every job that ran and finished in a period, with what a replay needs.
 
-The store (``<state dir>/labgang.db``, ``launcher/store.py``) is opened **read-only** (SQLite
+The store (``<state dir>/labgang.db``, ``launcher/coordinator/store.py``) is opened **read-only** (SQLite
 ``mode=ro``): nothing here writes, and no coordinator needs to run. A job counts when it ran
 (some attempt was admitted) and has ended (succeeded, failed, or cancelled while running); jobs
 still pending or running, and jobs cancelled before they ran, are counted but not returned.

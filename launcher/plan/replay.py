@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.plan.export import policy_tables
 from labgang.launcher.scheduler.shares import share_units
 from labgang.launcher.simulate.engine import Simulation

@@ -5,7 +5,7 @@
   show (every device some job was given), which may undercount GPUs no job ever used. Either
   way a note says which.
 - **Queue policy**: ``--config CLUSTER.toml``; without it, the config the instance's coordinator
-  recorded in the store when it started (:mod:`labgang.launcher.config_record`); for a store
+  recorded in the store when it started (:mod:`labgang.launcher.config.record`); for a store
   that records none, the built-in default ``labgang up`` uses without ``--config``: one queue
   ``default`` whose nominal quota is every GPU (:meth:`ClusterConfig.default_for`).
 """
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from labgang.launcher.config import ClusterConfig
-from labgang.launcher.config_record import RecordedConfig, read_recorded
+from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.config.record import RecordedConfig, read_recorded
 from labgang.launcher.model import GPU
 from labgang.launcher.plan.export import NodeShape
 from labgang.launcher.plan.past import HistoryUnreadable, PastPeriod, open_read_only
@@ -106,7 +106,7 @@ def default_policy(nodes: Iterable[NodeShape]) -> ClusterConfig:
 
 def recorded_policy(db_path: Path) -> RecordedConfig | None:
     """The config the instance's coordinator recorded in the store at ``db_path`` when it started
-    (:mod:`labgang.launcher.config_record`), or None when it recorded none.
+    (:mod:`labgang.launcher.config.record`), or None when it recorded none.
 
     Raises:
         HistoryUnreadable: the store cannot be read.

@@ -20,9 +20,9 @@ from operator import is_
 from typing import TYPE_CHECKING
 
 from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
+from labgang.launcher.config.limits import LimitsConfig
 from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import ArrayTask
-from labgang.launcher.limits import LimitsConfig
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Annotated
 
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.durations import DURATION_HELP, parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 

@@ -15,23 +15,8 @@ from typing import Annotated, Any, Literal
 
 from labgang.agent import tomlfile
 from labgang.agent.mem_size import parse_mem
-from labgang.launcher.durations import DURATION_HELP, parse_duration
-from labgang.launcher.lifecycle.group_policy import BadGroupPolicy, GroupPolicy, check_policy
-from labgang.launcher.limits import MAX_WORKERS
-from labgang.launcher.model import (
-    GPU,
-    MIG_PROFILE_RE,
-    CohortSpec,
-    GpuSharing,
-    GroupRequest,
-    JobRequest,
-    QueueSpec,
-    SharingPolicy,
-    TenantSpec,
-    is_valid_resource,
-    mig_resource,
-)
-from labgang.launcher.queue_schema import (
+from labgang.launcher.config.limits import MAX_WORKERS
+from labgang.launcher.config.queues import (
     AdmissionFairSharingModel,
     BorrowWithinCohortModel,
     CohortModel,
@@ -45,9 +30,24 @@ from labgang.launcher.queue_schema import (
     strict_int,
     tree_problems,
 )
+from labgang.launcher.config.sharing import MAX_SHARDS_PER_GPU, SharingModel, share_with_problems
+from labgang.launcher.durations import DURATION_HELP, parse_duration
+from labgang.launcher.lifecycle.group_policy import BadGroupPolicy, GroupPolicy, check_policy
+from labgang.launcher.model import (
+    GPU,
+    MIG_PROFILE_RE,
+    CohortSpec,
+    GpuSharing,
+    GroupRequest,
+    JobRequest,
+    QueueSpec,
+    SharingPolicy,
+    TenantSpec,
+    is_valid_resource,
+    mig_resource,
+)
 from labgang.launcher.scheduler.snapshot import Device, Node
 from labgang.launcher.share_request import share_problem
-from labgang.launcher.sharing_schema import MAX_SHARDS_PER_GPU, SharingModel, share_with_problems
 from labgang.launcher.simulate.naming import JobIds, dependencies, job_ids
 from labgang.launcher.simulate.node_events import NODE_TIMEOUT_S, NodeEventModel, event_problems
 from pydantic import (

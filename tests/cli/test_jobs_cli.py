@@ -173,7 +173,7 @@ def test_exit_status_of(job, status):
 
 def _real_validation(fake, user: str, **config):
     """Have the fake refuse submissions exactly as the real coordinator's build_spec does for ``user``."""
-    from labgang.launcher.config import parse_config
+    from labgang.launcher.config.cluster import parse_config
     from labgang.launcher.coordinator.requests import Caller, build_spec
 
     cfg = parse_config(config)

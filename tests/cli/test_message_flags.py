@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from labgang.launcher.cli.plumbing import flag_message
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.requests import Caller, build_spec
 

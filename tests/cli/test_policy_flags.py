@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli import job_request, quick, submission
 from labgang.launcher.cli.main import cli
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.requests import Caller, build_spec
 

@@ -88,7 +88,7 @@ def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_
 
 
 def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
-    from labgang.launcher.config import load_config
+    from labgang.launcher.config.cluster import load_config
 
     cfg = load_config(repo_root / "config/workstation.toml")
     assert [q.name for q in cfg.queues] == ["vision", "nlp", "serving"]
@@ -112,7 +112,7 @@ def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
     ],
 )
 def test_the_hint_fits_the_default_queue(repo_root, tmp_path, config_text, shape):
-    from labgang.launcher.config import load_config
+    from labgang.launcher.config.cluster import load_config
 
     if config_text is None:
         path = repo_root / "config" / "workstation.toml"
@@ -142,10 +142,10 @@ def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo
     config/workstation.toml` (no queue `default`): they would wait forever, so the banner says so."""
     from labgang.agent import paths
     from labgang.launcher.cli.up import stored_job_counts, stranded_line
-    from labgang.launcher.config import load_config
+    from labgang.launcher.config.cluster import load_config
+    from labgang.launcher.coordinator.store import Store
     from labgang.launcher.lifecycle.records import JobStatus
     from labgang.launcher.model import JobState
-    from labgang.launcher.store import Store
 
     config = load_config(repo_root / "config" / "workstation.toml")
     assert stored_job_counts(tmp_path) == {}  # a fresh state directory: no store yet, none made

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.scheduler.decisions import Admit, CycleResult
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from labgang.launcher.store import Store
 
 ROOT = Caller(uid=0, user="root", admin=True)
 

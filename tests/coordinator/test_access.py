@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from labgang.launcher.api import keys
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app, serve
 from labgang.launcher.coordinator.metrics import add_metrics_routes
 from labgang.launcher.coordinator.routes import forwarded

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import core
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import NotFound
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.store import Store
 
 ROOT = Caller(uid=0, user="root", admin=True)
 CONFIG = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})

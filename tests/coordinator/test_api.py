@@ -16,8 +16,8 @@ from aiohttp import web
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE
-from labgang.launcher.api import keys
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
 
 REPO = Path(__file__).resolve().parents[2]

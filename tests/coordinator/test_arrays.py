@@ -16,15 +16,15 @@ from labgang.agent.nvml.simulated import SimulatedNvml
 from labgang.agent.supervisor.environment import rank_environment
 from labgang.agent.supervisor.identity import RunAs
 from labgang.agent.supervisor.spec import LaunchSpec
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import arrays as arrays_api
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.dispatch import launch_specs
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden, NotFound
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import run_cycles
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.model import JobState
-from labgang.launcher.store import Store
 
 ALICE = Caller(uid=1000, user="alice")
 BOB = Caller(uid=1001, user="bob")
@@ -139,7 +139,7 @@ async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
     c = _coordinator(
         tmp_path / "db",
         queues=[{"name": "default", "nominal": {"gpu": 8}, "within_queue": "lower-priority"}],
-        priority_classes={"urgent": 10},  # a raw number is for admins only (launcher/policy.py)
+        priority_classes={"urgent": 10},  # a raw number is for admins only (launcher/coordinator/policy.py)
     )
     array_id = await _array(c, "0-3", gpus_per_worker=1)
     run_cycles(c)

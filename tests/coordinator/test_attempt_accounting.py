@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, advance, clock_of, decide, event, make_coord
 
 

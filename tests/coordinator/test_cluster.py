@@ -336,8 +336,8 @@ def test_root_jobs_no_agent_allows_fail_at_once_then_are_refused_at_submission()
 def test_an_admission_recorded_just_before_a_crash_is_dispatched_after_the_restart() -> None:
     """The store says ADMITTED (placement recorded, nothing launched yet): the restarted
     coordinator dispatches it once rank 0's node is back, exactly once."""
+    from labgang.launcher.coordinator.store import JobSpec, JobStatus, RankRecord, Store
     from labgang.launcher.model import JobState
-    from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
 
     cluster = Cluster(NODES)
     try:

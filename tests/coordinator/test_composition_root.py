@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.agents import AgentRegistry
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.handlers import ROUTES
 from labgang.launcher.coordinator.job_views import JobViews
-from labgang.launcher.store import Store
+from labgang.launcher.coordinator.store import Store
 from lifecycle_driver import ROOT, Clock
 
 PARTS = (

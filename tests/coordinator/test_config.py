@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from labgang.agent.inventory import read_inventory
 from labgang.agent.nvml import open_backend
-from labgang.launcher.config import ClusterConfig, ConfigError, load_config, parse_config
+from labgang.launcher.config.cluster import ClusterConfig, ConfigError, load_config, parse_config
 from labgang.launcher.model import ReclaimWithinCohort
 
 

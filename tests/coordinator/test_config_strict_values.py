@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from labgang.launcher.config import ConfigError, parse_config
+from labgang.launcher.config.cluster import ConfigError, parse_config
 
 
 def config(queue: dict[str, object] | None = None, **top: object) -> dict:

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from labgang.agent.connguard import GuardedTCPSite, GuardedUnixSite
-from labgang.launcher import ratelog
-from labgang.launcher.api import keys
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys, ratelog
 from labgang.launcher.coordinator.app import create_app
 
 LIMITS = {

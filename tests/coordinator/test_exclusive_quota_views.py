@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from labgang.agent.inventory import NodeInventory
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.state import CycleState
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, Clock, clock_of, decide, node_inventory, node_uuids
 
 GIB = 1024**3

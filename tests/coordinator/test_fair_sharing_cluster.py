@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from harness import Cluster, rank_script, wait_for
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.sharing import SharingState
-from labgang.launcher.store import Store
+from labgang.launcher.coordinator.store import Store
 
 NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}
 

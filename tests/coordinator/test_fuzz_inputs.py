@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from labgang.agent.nvml.machine import machine_from_toml
 from labgang.agent.tomlfile import TomlTextError, loads_toml
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.config import ClusterConfig, ConfigError, LimitsConfig, parse_config
+from labgang.launcher.config.cluster import ClusterConfig, ConfigError, LimitsConfig, parse_config
 from labgang.launcher.coordinator.errors import ApiError
 from labgang.launcher.coordinator.requests import Caller, SubmitBody, build_spec
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import views
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Forbidden
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
-from labgang.launcher.store import Store
 
 ALICE = Caller(uid=1001, user="alice")
 BOB = Caller(uid=1002, user="bob")

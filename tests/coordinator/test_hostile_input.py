@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.app import create_app
 
 
@@ -114,8 +114,8 @@ def test_a_job_stored_with_an_infinite_time_limit_still_lists() -> None:
     """A job accepted before ``1e999`` was refused: its listing is still valid JSON for everyone."""
     from labgang.launcher.coordinator.job_views import JobViews
     from labgang.launcher.coordinator.requests import Caller, build_spec
+    from labgang.launcher.coordinator.store import JobRecord, JobStatus
     from labgang.launcher.model import JobState
-    from labgang.launcher.store import JobRecord, JobStatus
 
     config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
     caller = Caller(uid=1000, user="alice")

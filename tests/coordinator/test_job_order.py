@@ -8,13 +8,13 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import core, handlers
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.jobindex import JobIndex, SubmissionOrder
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
-from labgang.launcher.store import Store
 
 ROOT = Caller(uid=0, user="root", admin=True)
 ALICE = Caller(uid=1000, user="alice")

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from labgang.launcher.api.async_client import AsyncClient
 from labgang.launcher.api.client import Client
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.routes import forwarded
 
@@ -76,7 +76,7 @@ async def test_a_spec_over_the_limit_is_a_413_on_the_socket_and_through_an_agent
     status, reply = await call(sock, "POST", "/v1/jobs", data=big)
     assert status == 413, reply
     assert "limits.max_spec_bytes" in reply["error"]["message"]
-    from labgang.launcher.api import keys
+    from labgang.launcher.coordinator import keys
 
     status, _, body = await forwarded(app[keys.COORDINATOR], 0, "POST", "/v1/jobs", {}, big)
     assert status == 413 and "limits.max_spec_bytes" in json.loads(body)["error"]["message"]

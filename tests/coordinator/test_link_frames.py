@@ -93,7 +93,7 @@ def test_a_malformed_frame_closes_the_link_with_one_line(cluster: Cluster, frame
 
 def test_the_log_has_one_warning_line_per_protocol_error_and_no_traceback(cluster: Cluster) -> None:
     """Each malformed frame is one warning line (the coordinator's repeat filter lets the first
-    five of one kind through per minute, launcher/ratelog.py, so a flood stays small), never a traceback."""
+    five of one kind through per minute, launcher/coordinator/ratelog.py, so a flood stays small), never a traceback."""
     asyncio.run(closed_with(cluster, [[1]], after_hello=True))
     log = cluster.log_text("coordinator")
     lines = [line for line in log.splitlines() if "protocol error from " in line]

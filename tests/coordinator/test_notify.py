@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from labgang.launcher.config import parse_config
-from labgang.launcher.config_errors import ConfigError
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.config.errors import ConfigError
+from labgang.launcher.config.notify import notification_kind, parse_mail_types, subject
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.model import JobState
-from labgang.launcher.notify import notification_kind, parse_mail_types, subject
-from labgang.launcher.store import Store
 from lifecycle_driver import Clock, event, start
 
 ALICE = Caller(uid=1000, user="alice")

@@ -6,7 +6,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.handlers import ROUTES
 
@@ -43,10 +43,10 @@ def test_documented_operation_ids_are_the_handler_names(repo_root: Path) -> None
 def test_documented_job_view_fields_match_what_the_api_returns(repo_root: Path) -> None:
     from dataclasses import replace
 
+    from labgang.launcher.coordinator.store import JobRecord, JobSpec, JobStatus
     from labgang.launcher.coordinator.views import job_view
     from labgang.launcher.jobgroups import GroupSpec
     from labgang.launcher.model import JobState
-    from labgang.launcher.store import JobRecord, JobSpec, JobStatus
 
     spec = json.loads((repo_root / "docs" / "openapi.json").read_text())
     documented = set(spec["components"]["schemas"]["JobView"]["properties"])

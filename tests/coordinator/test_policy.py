@@ -1,4 +1,4 @@
-"""Who may use what (launcher/policy.py): per-queue priority classes, raw priorities for admins only,
+"""Who may use what (launcher/coordinator/policy.py): per-queue priority classes, raw priorities for admins only,
 per-user limits. Refusals are a 4xx with one line on every path (a forwarded socket request, the TCP
 API with a read token, an array, a dependency) and change nothing in the store.
 
@@ -18,11 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from labgang.launcher.api import keys
-from labgang.launcher.config import ConfigError, parse_config
+from labgang.launcher.config.cluster import ConfigError, parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
+from labgang.launcher.coordinator.policy import check_priority_allowed
 from labgang.launcher.coordinator.routes import forwarded
-from labgang.launcher.policy import check_priority_allowed
 
 READ = "read-secret-0123456789"
 NOBODY, DAEMON, ROOT = 65534, 1, 0

@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 from labgang.agent.inventory import GpuInfo, NodeInventory, ProcessInfo
-from labgang.launcher.api import keys
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
 from labgang.launcher.coordinator.private_processes import hide_commands

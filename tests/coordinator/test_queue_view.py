@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from labgang.launcher.api import keys
 from labgang.launcher.cli.job_facts import active_jobs
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.routes import forwarded
 from labgang.launcher.coordinator.views import QUEUE_VIEW_FIELDS

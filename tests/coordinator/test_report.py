@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.accounting import UsageTotals, report, team_lookup
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.activity import PERSIST_S, ActivityMeter, open_record
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.metrics import GpuSecondsCollector
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.model import QueueSpec
 from labgang.launcher.pitfalls.views import ClusterSnapshot
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, Clock, advance, decide, event, node_inventory, node_uuids
 from prometheus_client import CollectorRegistry
 

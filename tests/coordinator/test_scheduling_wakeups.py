@@ -7,12 +7,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from labgang.launcher.store import Store
 from lifecycle_driver import (
     ROOT,
     admit,

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from labgang.agent.inventory import NodeInventory
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.views import job_view
 from labgang.launcher.scheduler.cycle import run_cycle
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, Clock, decide, node_inventory
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import ConfigError, parse_config
+from labgang.launcher.config.cluster import ConfigError, parse_config
 from labgang.launcher.model import NodeGpuSharing
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.cli.up import shutdown_message
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.app import _shutdown_summary
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.model import JobState
-from labgang.launcher.store import Store
 from lifecycle_driver import Clock, event, start
 
 ROOT = Caller(uid=0, user="root", admin=True)

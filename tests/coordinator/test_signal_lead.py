@@ -4,12 +4,12 @@ an admin or a preemption never waits longer than that plus the grace period."""
 from __future__ import annotations
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.dispatch import launch_specs
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.coordinator.store import JobRecord, JobStatus, RankRecord
 from labgang.launcher.model import JobState
-from labgang.launcher.store import JobRecord, JobStatus, RankRecord
 
 ALICE = Caller(uid=1000, user="alice")
 
@@ -55,7 +55,7 @@ def test_a_job_stored_with_a_longer_lead_is_launched_with_the_bound() -> None:
 
 def test_a_time_limit_over_365_days_is_one_line_naming_the_field() -> None:
     from labgang.launcher.cli.plumbing import flag_message
-    from labgang.launcher.limits import MAX_TIME_LIMIT_S
+    from labgang.launcher.config.limits import MAX_TIME_LIMIT_S
 
     assert MAX_TIME_LIMIT_S == 365 * 86400
     with pytest.raises(BadRequest) as caught:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.coordinator.core import Coordinator
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.views import job_view, queue_row
 from labgang.launcher.lifecycle.events import LaunchSent, ShutdownRequested
 from labgang.launcher.lifecycle.records import RankRecord
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.decisions import CycleResult, Preempt
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, admit, advance, clock_of, decide, event, make_coord, start, submit
 
 SHUTDOWN = "stopped: labgang up shut down"

@@ -10,10 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from labgang.launcher.coordinator.store import JobSpec, JobStatus, RankRecord, Store
 from labgang.launcher.lifecycle.records import HistoryEntry
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
-from labgang.launcher.store import JobSpec, JobStatus, RankRecord, Store
 
 
 def spec(name: str = "train") -> JobSpec:
@@ -63,7 +63,7 @@ def test_acknowledged_writes_survive_kill9_and_unacknowledged_ones_are_absent(tm
     script = textwrap.dedent(f"""
         import asyncio, os, signal
         from test_store import spec
-        from labgang.launcher.store import JobStatus, Store
+        from labgang.launcher.coordinator.store import JobStatus, Store
 
         async def main():
             store = Store({str(tmp_path / "db")!r})

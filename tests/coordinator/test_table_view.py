@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.table_view import row, table
 from labgang.launcher.coordinator.view_cache import JobMemo
 from labgang.launcher.coordinator.views import queue_row
 from labgang.launcher.jobtable import job_table, row_facts
 from labgang.launcher.lifecycle.records import JobRecord, JobStatus, RankRecord
 from labgang.launcher.lifecycle.states import JobState, RankPhase
-from labgang.launcher.store import Store
 
 if TYPE_CHECKING:
     from labgang.launcher.jobtable import RowFacts

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.events import CycleDecided
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.scheduler.decisions import Admit, CycleResult
 from labgang.launcher.scheduler.snapshot import RankPlacement
-from labgang.launcher.store import Store
 
 ROOT = Caller(uid=0, user="root", admin=True)
 

@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.core import Coordinator
-from labgang.launcher.store import Store
+from labgang.launcher.coordinator.store import Store
 from lifecycle_driver import Clock
 
 CONFIG = {"node_timeout_s": 10, "queues": [{"name": "default", "nominal": {"gpu": 8}}]}

@@ -8,17 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import verbs
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import BadRequest, Conflict, Forbidden, NotFound
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import build_snapshot
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.verbs import hold, release, requeue
 from labgang.launcher.lifecycle.effects import Stop
 from labgang.launcher.model import JobState
 from labgang.launcher.scheduler.cycle import run_cycle
-from labgang.launcher.store import Store
 from lifecycle_driver import ROOT, Clock, advance, event, make_coord, node_inventory, start
 
 ALICE = Caller(uid=1000, user="alice")
@@ -175,7 +175,9 @@ async def test_a_requeued_job_whose_ranks_all_exit_0_meanwhile_has_finished(coor
 
 
 async def test_update_priority_users_lower_admins_any(coord: Coordinator, tmp_path: Path) -> None:
-    job_id = await submit_as(coord, ALICE, priority=-1)  # a user may lower their own job (launcher/policy.py)
+    job_id = await submit_as(
+        coord, ALICE, priority=-1
+    )  # a user may lower their own job (launcher/coordinator/policy.py)
     with pytest.raises(Forbidden, match="only an admin may raise it"):
         await update(coord, ALICE, job_id, {"priority": 0})
     assert coord.jobs[job_id].spec.priority == -1

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from labgang.launcher.coordinator.store import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
 from labgang.launcher.coordinator.view_cache import JobViewCache, page_body
 from labgang.launcher.coordinator.views import job_view
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
-from labgang.launcher.store import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
 
 
 def job(job_id: str, name: str = "train") -> JobRecord:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from labgang.launcher.cli.main import cli
-from labgang.launcher.config import load_config
+from labgang.launcher.config.cluster import load_config
 from labgang.launcher.export import kueue, slurm
 from labgang.launcher.export.common import Inventory
 

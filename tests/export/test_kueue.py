@@ -16,7 +16,7 @@ from typing import Any
 import kueue_rules
 import pytest
 import yaml
-from labgang.launcher.config import ClusterConfig, load_config, parse_config
+from labgang.launcher.config.cluster import ClusterConfig, load_config, parse_config
 from labgang.launcher.export import kueue
 from labgang.launcher.export.common import ExportError, Inventory
 from labgang.launcher.export.inventory import from_files

@@ -1,4 +1,4 @@
-"""``labgang export`` maps who may use what (launcher/policy.py): per-user limits as Slurm QOS and
+"""``labgang export`` maps who may use what (launcher/coordinator/policy.py): per-user limits as Slurm QOS and
 association limits, every user of a queue as a user of its account, per-queue priority classes as
 the class QOS each association may use; Kueue says what it cannot express. The users come from a
 given directory (groups' members, login users), so the output does not depend on this machine."""
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from labgang.agent.tomlfile import read_toml
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.export import kueue, slurm
 from labgang.launcher.export.common import Inventory
 from labgang.launcher.export.slurm_users import Directory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.export import kueue, slurm
 from labgang.launcher.export.inventory import from_files
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from labgang.launcher.config import ClusterConfig, load_config, parse_config
+from labgang.launcher.config.cluster import ClusterConfig, load_config, parse_config
 from labgang.launcher.export import slurm
 from labgang.launcher.export.common import ExportError, Inventory, borrow_cap, resource_names
 from labgang.launcher.export.inventory import from_files

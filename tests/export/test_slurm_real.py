@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import slurm_harness
 from labgang.agent.tomlfile import read_toml
-from labgang.launcher.config import load_config, parse_config
+from labgang.launcher.config.cluster import load_config, parse_config
 from labgang.launcher.export import slurm
 from labgang.launcher.export.inventory import from_files
 from labgang.launcher.export.slurm_users import Directory

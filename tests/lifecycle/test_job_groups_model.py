@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.jobgroups import GroupSpec, job_shape, rank_groups
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
 from labgang.launcher.model import JobRequest
-from labgang.launcher.store import Store
 
 
 def spec(**kw: object) -> JobSpec:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from labgang.launcher.config import ConfigError, cross_field_problems, parse_config
+from labgang.launcher.config.cluster import ConfigError, cross_field_problems, parse_config
 
 TWO_QUEUES_NAMED_A = '[[queues]]\nname = "a"\n\n[[queues]]\nname = "a"\n'
 DUPLICATE = (

@@ -12,7 +12,7 @@ from labgang.agent.config import AgentConfigError, load_agent_config
 from labgang.agent.nvml import open_backend
 from labgang.agent.tomlfile import TomlFileError, read_toml
 from labgang.launcher.cli.config import config
-from labgang.launcher.config import ConfigError, load_config
+from labgang.launcher.config.cluster import ConfigError, load_config
 
 DEEP = "[" * 1000 + "]" * 1000
 MACHINE = '[machine]\nhostname = "x"\n'

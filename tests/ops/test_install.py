@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli.install import COORDINATOR_CREDENTIAL, install
-from labgang.launcher.config import load_config
+from labgang.launcher.config.cluster import load_config
 
 LABGANG = Path(sys.executable).parent / "labgang"
 COORD_FILES = (

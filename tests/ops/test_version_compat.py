@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from labgang.launcher.version_compat import check, major_minor
+from labgang.launcher.coordinator.version_compat import check, major_minor
 
 
 @pytest.mark.parametrize(

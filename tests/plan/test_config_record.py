@@ -1,15 +1,15 @@
 """The config an instance runs with, recorded in a real store and read back read-only
-(``launcher/config_record.py``), as ``plan replay`` without ``--config`` reads it."""
+(``launcher/config/record.py``), as ``plan replay`` without ``--config`` reads it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from labgang.launcher.config import parse_config
-from labgang.launcher.config_record import CONFIG_KEY, read_recorded, record_config
+from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.config.record import CONFIG_KEY, read_recorded, record_config
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.plan.past import open_read_only
 from labgang.launcher.plan.sources import recorded_policy
-from labgang.launcher.store import Store
 
 CONFIG = parse_config(
     {

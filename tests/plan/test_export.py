@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.lifecycle.records import ArrayTask, JobSpec
 from labgang.launcher.plan.export import NodeShape, export_scenario
 from labgang.launcher.plan.past import PastJob

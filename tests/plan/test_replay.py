@@ -10,7 +10,7 @@ import pytest
 import tomli_w
 from click.testing import CliRunner
 from labgang.launcher.cli.main import cli
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.plan.replay import ALL, ClusterChange, PlanRefused, percentile, replay, with_cluster, with_config
 from labgang.launcher.plan.target import parse_target, search
 

@@ -256,8 +256,8 @@ def test_help_points_to_the_format_document_shipped_in_the_repo(repo_root):
 
 
 def test_format_document_names_every_key_and_value_the_parser_accepts(repo_root):
+    from labgang.launcher.config.queues import AdmissionFairSharingModel, CohortModel, TenantModel
     from labgang.launcher.model import BorrowPolicy, FairPreemption, Queueing, ReclaimWithinCohort, WithinQueue
-    from labgang.launcher.queue_schema import AdmissionFairSharingModel, CohortModel, TenantModel
     from labgang.launcher.simulate.node_events import NodeEventModel
     from labgang.launcher.simulate.scenario import (
         BorrowWithinCohortModel,

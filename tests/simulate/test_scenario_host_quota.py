@@ -1,5 +1,5 @@
 """Scenario files take ``cpu`` and ``memory`` in a queue's or cohort's quota tables, as cluster.toml
-does (docs/host-resources.md, "Quotas"; the shared schema, launcher/queue_schema.py): ``memory`` is
+does (docs/host-resources.md, "Quotas"; the shared schema, launcher/config/queues.py): ``memory`` is
 a size (or a whole number of MiB) held in bytes, and a bad entry is one line naming the key and
 what is allowed."""
 

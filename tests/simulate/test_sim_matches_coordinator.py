@@ -46,18 +46,18 @@ from hypothesis import strategies as st
 from labgang.agent import tomlfile
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.mem_size import parse_mem
-from labgang.launcher.config import parse_config
+from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
 from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import run_cycles
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.dependency import Condition, Dependency, parse_dependency
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.simulate import Simulation, parse_scenario
 from labgang.launcher.simulate.node_events import NODE_TIMEOUT_S, TIMER_INTERVAL_S
 from labgang.launcher.simulate.startable import never_starting
-from labgang.launcher.store import Store
 
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
 MODEL = "NVIDIA A100-SXM4-80GB"

@@ -2,7 +2,7 @@
 
 Validated with pydantic (unknown keys are errors); every error names the key path
 (``queues[1].within_queue``) and, where the value comes from a fixed set, the allowed
-values (worded in ``launcher/config_errors.py``). :func:`load_config` reads a file;
+values (worded in ``launcher/config/errors.py``). :func:`load_config` reads a file;
 :meth:`ClusterConfig.default_for` builds the embedded default of ``labgang up`` (one queue
 ``default`` covering every device).
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from labgang.agent import tomlfile
-from labgang.launcher.config_errors import (
+from labgang.launcher.config.errors import (
     CLUSTER_EXAMPLE,
     NO_SUCH_FILE,
     QUANTITY_MAX,
@@ -42,12 +42,9 @@ from labgang.launcher.config_errors import (
     listed,
     missing_file_problem,
 )
-from labgang.launcher.host_quota import MAX_CPUS, MAX_MEMORY, is_host_resource, quota_problem, quota_value
-from labgang.launcher.limits import LimitsConfig
-from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
-from labgang.launcher.notify import NotifyConfig
-from labgang.launcher.pitfalls.thresholds import PitfallThresholds
-from labgang.launcher.queue_schema import (
+from labgang.launcher.config.limits import LimitsConfig
+from labgang.launcher.config.notify import NotifyConfig
+from labgang.launcher.config.queues import (
     AdmissionFairSharingModel,
     BorrowWithinCohortModel,
     CohortModel,
@@ -61,7 +58,10 @@ from labgang.launcher.queue_schema import (
     fair_preemption_problem,
     sharing_policy,
 )
-from labgang.launcher.sharing_schema import SharingModel, share_with_problems
+from labgang.launcher.config.sharing import SharingModel, share_with_problems
+from labgang.launcher.host_quota import MAX_CPUS, MAX_MEMORY, is_host_resource, quota_problem, quota_value
+from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy, WithinQueue, is_valid_resource
+from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 BorrowWithinCohortConfig = BorrowWithinCohortModel
@@ -152,7 +152,7 @@ def _check_quantities(value: dict[str, int], what: str) -> dict[str, int]:
 
 
 class QueueConfig(QueueModel):
-    """One ``[[queues]]`` table: the shared queue schema (:class:`labgang.launcher.queue_schema.QueueModel`,
+    """One ``[[queues]]`` table: the shared queue schema (:class:`labgang.launcher.config.queues.QueueModel`,
     the same keys as scenario files) plus who may submit.
 
     Quota fields are device counts per resource (``gpu``, ``mig-<profile>``);
@@ -163,7 +163,7 @@ class QueueConfig(QueueModel):
     (absent = every class); ``default_priority_class``: the class of a job submitted without
     ``-p`` (absent = priority 0). ``max_submitted_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser):
     the most unfinished jobs (pending or holding devices; each array task counts) one user may
-    have in the queue; a submission over it is refused (launcher/policy.py).
+    have in the queue; a submission over it is refused (launcher/coordinator/policy.py).
     """
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -428,7 +428,7 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     that resource (as Kueue requires; a resource absent from ``nominal`` has 0); cohorts
     form a tree (no cycle of parents, limits only on a cohort with a parent); tenants name
     a queue and need ``admission_fair_sharing``; ``fair_preemption`` needs ``fair_sharing``; two queues
-    in each other's ``share_with`` name each other (:func:`.sharing_schema.share_with_problems`).
+    in each other's ``share_with`` name each other (:func:`labgang.launcher.config.sharing.share_with_problems`).
 
     Args:
         data: the decoded TOML document.

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
+from labgang.launcher.config.queues import Strict, strict_int
 from labgang.launcher.model import GpuSharing, NodeGpuSharing
-from labgang.launcher.queue_schema import Strict, strict_int
 from pydantic import AfterValidator, Field, StrictBool, model_validator
 
 MAX_SHARDS_PER_GPU = 64

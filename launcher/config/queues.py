@@ -1,7 +1,7 @@
 """One schema for queues, cohorts, tenants and fair sharing: ``cluster.toml`` and scenario files.
 
 The pydantic models here are the ``[[queues]]``, ``[[cohorts]]`` and ``[[tenants]]`` tables
-and the fair-sharing settings shared by the cluster configuration (:mod:`labgang.launcher.config`)
+and the fair-sharing settings shared by the cluster configuration (:mod:`labgang.launcher.config.cluster`)
 and ``labgang simulate`` files (:mod:`labgang.launcher.simulate.scenario`); each side adds only
 its own keys (the config's ``users``/``groups``, a cohort's ``description``). Unknown keys are
 errors. :func:`tree_problems` checks what one table cannot: names, parents, cycles and limits
@@ -172,7 +172,7 @@ class QueueModel(Strict):
     """``[[queues]]``: one queue's quota, policies, fair-sharing weight and per-user limits
     (``max_gpus_per_user``, ``max_running_jobs_per_user``: whole numbers >= 0, absent = no limit);
     ``share_gpus`` (``none``/``queue``/``user``) and ``share_with`` say whose jobs its shares of a card
-    may sit with (docs/sharing.md; :mod:`labgang.launcher.sharing_schema` checks ``share_with``).
+    may sit with (docs/sharing.md; :mod:`labgang.launcher.config.sharing` checks ``share_with``).
     ``nominal``, ``borrowing_limit`` and ``lending_limit`` may name ``cpu`` (logical CPUs) and
     ``memory`` (a size such as ``"256G"``, or a whole number of MiB; held in bytes) beside the
     devices (docs/host-resources.md, "Quotas")."""

@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from labgang.launcher.config import ClusterConfig, ConfigError, parse_config
+from labgang.launcher.config.cluster import ClusterConfig, ConfigError, parse_config
 
 CONFIG_KEY = "cluster_config"
 """The store's ``meta`` key of the recorded config."""
@@ -50,7 +50,7 @@ def record_config(store: Any, config: ClusterConfig, source: str | None, now: fl
     table, committed now.
 
     Args:
-        store: the coordinator's :class:`labgang.launcher.store.Store`.
+        store: the coordinator's :class:`labgang.launcher.coordinator.store.Store`.
         now: unix seconds.
     """
     body = {"source": source, "recorded_at": now, "config": config.model_dump(mode="json")}

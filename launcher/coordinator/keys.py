@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from labgang.launcher.config import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig
 
 if TYPE_CHECKING:
     from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.metrics import CoordinatorMetrics
-    from labgang.launcher.store import Store
+    from labgang.launcher.coordinator.store import Store
 
 CONFIG = web.AppKey("config", ClusterConfig)
 """The validated cluster configuration."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from labgang.launcher.config import ClusterConfig, QueueConfig
+from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
 
 
 @dataclass(frozen=True, slots=True)
