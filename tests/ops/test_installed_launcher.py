@@ -155,7 +155,7 @@ def test_install_venv_makes_a_regular_install_whose_command_starts_without_site(
     lines = installed.labgang.read_text().splitlines()
     assert lines[0] == f"#!{installed.python} -IS"
     site_packages = next((installed.venv / "lib").glob("python3*/site-packages"))
-    assert f"    sys.path.extend([{str(site_packages)!r}])" in lines
+    assert f'    sys.path.extend(["{site_packages}"])' in lines  # written as JSON (double quotes)
     assert not list(site_packages.glob("__editable__*"))
     where = subprocess.run(
         [str(installed.python), "-c", "import labgang.launcher as m; print(m.__file__)"],
