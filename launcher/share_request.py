@@ -13,8 +13,8 @@ _CLI = {
     "shards": "--shards",
     "mps": "--mps",
     "mig": "--mig",
-    "workers": "-N/--ntasks",
-    "gpus": "-g/--gpus",
+    "workers": "-n/--workers",
+    "gpus": "-g/--gpus-per-worker",
     "exclusive": "--exclusive",
 }
 _FILE = {

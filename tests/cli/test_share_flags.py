@@ -62,6 +62,18 @@ def test_malformed_shares_are_one_line_naming_the_flag_exit_2(args, line, tmp_pa
         _fast([*args, "--", "true"])
 
 
+@pytest.mark.parametrize("flag", ["--shards", "--mps"])
+def test_one_rank_one_gpu_message_names_labgangs_own_flags(flag, tmp_path):
+    value = "1" if flag == "--shards" else "50"
+    args = ["submit", "--state-dir", str(tmp_path), flag, value, "-n", "2", "--", "sleep", "60"]
+    result = CliRunner().invoke(cli, args, prog_name="labgang")
+    assert result.exit_code == 2
+    want = f"{flag} is a share of one GPU for one rank; allowed: -n/--workers 1 and -g/--gpus-per-worker 1"
+    assert want in result.output, result.output
+    assert "--ntasks" not in result.output and "-N/" not in result.output
+    assert not list(tmp_path.rglob("*.json"))
+
+
 @pytest.mark.parametrize("args", [["--mps", "0"], ["--mps", "101"], ["--shards", "0"]])
 def test_out_of_range_values_exit_2(args, tmp_path):
     result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path), *args, "--", "true"], prog_name="labgang")
