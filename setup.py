@@ -28,10 +28,23 @@ def _packages() -> tuple[list[str], dict[str, str]]:
 PACKAGES, PACKAGE_DIR = _packages()
 # `labgang install` reads the units and example configs; a regular (non-editable) install carries them
 # under <prefix>/share/labgang (launcher/cli/install.py, source_root), so it needs no checkout.
-DATA_FILES = [
-    ("share/labgang/systemd", sorted(str(p) for p in Path("systemd").iterdir() if p.is_file())),
-    ("share/labgang/config", ["config/cluster.toml", "config/agent.toml"]),
-]
+# Every file of config/ (the example configs, config/sim/'s simulated machines) and examples/ (the
+# training scripts `up`'s banner suggests) goes along too, each folder to its own share/labgang folder.
+SHARED_TREES = ("config", "examples")
+
+
+def _data_files() -> list[tuple[str, list[str]]]:
+    files = [("share/labgang/systemd", sorted(str(p) for p in Path("systemd").iterdir() if p.is_file()))]
+    for tree in SHARED_TREES:
+        folders: dict[str, list[str]] = {}
+        for path in sorted(Path(tree).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                folders.setdefault(f"share/labgang/{path.parent.as_posix()}", []).append(path.as_posix())
+        files.extend(sorted(folders.items()))
+    return files
+
+
+DATA_FILES = _data_files()
 
 setup(
     packages=PACKAGES,

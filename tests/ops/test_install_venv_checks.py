@@ -92,3 +92,26 @@ def test_a_source_that_is_not_a_checkout_is_refused_and_nothing_is_written(tmp_p
         f"labgang install: --source: {tmp_path} is not a labgang checkout (no systemd/labgang-agent.service)"
     )
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_a_regular_install_carries_every_file_of_config_and_examples(monkeypatch):
+    """README: the venv "carries the units, every file of config/ and examples/ under share/labgang", so
+    ``up --simulate <venv>/share/labgang/config/sim/h100x8.toml`` works without a checkout."""
+    import runpy
+
+    import setuptools
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.chdir(REPO)
+    runpy.run_path(str(REPO / "setup.py"))
+    carried = {f"{folder}/{Path(f).name}" for folder, files in seen["data_files"] for f in files}
+    for tree in ("config", "examples", "systemd"):
+        on_disk = {
+            f"share/labgang/{p.relative_to(REPO).as_posix()}"
+            for p in (REPO / tree).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        }
+        assert on_disk and on_disk <= carried, sorted(on_disk - carried)
+    assert "share/labgang/config/sim/h100x8.toml" in carried
+    assert "share/labgang/examples/ddp_allreduce.py" in carried
