@@ -45,13 +45,19 @@ def queue_policy_sentences(q: Mapping[str, Any]) -> list[str]:
         default = q.get("default_priority_class")
         named = ", ".join(f"{n} ({v})" for n, v in classes.items())
         plain = f"class {default} ({classes.get(default, '?')})" if default else "priority 0"
+        value = classes.get(default) if default else 0
+        # Slurm's --nice for users (launcher/coordinator/policy.py): anyone may lower their own job
+        lower = f"-p NUMBER up to {value}" if value is not None else "-p NUMBER up to the default"
         if named:
             out.append(
                 f"Jobs of {name} may use the priority classes {named}; without -p a job gets {plain}. "
-                "A raw -p NUMBER or another class is for admins only."
+                f"Anyone may lower their own job with {lower}; a higher number or another class is for admins only."
             )
         else:
-            out.append(f"Jobs of {name} get {plain}; only admins may give another priority.")
+            out.append(
+                f"Jobs of {name} get {plain}; anyone may lower their own job with {lower}; "
+                "only admins may give a higher one."
+            )
     limits = q.get("user_limits") or {}
     if limits:
         said = ", ".join(f"{v} {LIMIT_WORDS[k][2]} ({k})" for k, v in limits.items() if k in LIMIT_WORDS)

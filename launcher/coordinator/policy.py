@@ -88,6 +88,21 @@ def parse_priority(config: ClusterConfig, value: int | str | None) -> tuple[int 
         raise UnknownPriority(f"unknown priority class {text!r}; allowed: an integer or one of {names}") from None
 
 
+def what_priority_allows(config: ClusterConfig, queue: QueueConfig, *, admin: bool) -> tuple[str, list[str]]:
+    """What ``-p`` takes for this user in ``queue``: the "allowed: ..." text and the class names.
+
+    An admin: any integer or any class; anyone else: an integer up to the queue's default priority
+    (lowering one's own job) or one of the queue's classes (:func:`usable_classes`).
+    """
+    if admin:
+        names = sorted(config.priority_classes)
+        return ("an integer or one of " + ", ".join(names) if names else "an integer"), names
+    usable = usable_classes(config, queue)
+    default = submission_priority(config, queue, None)
+    classes = f" or one of {classes_text(config, usable)}" if usable else " (no class)"
+    return f"an integer up to {default}{classes}", usable
+
+
 def check_priority_allowed(
     config: ClusterConfig, queue_name: str, value: int | str | None, *, user: str, admin: bool
 ) -> Refusal | None:
@@ -127,11 +142,10 @@ def check_priority_allowed(
             usable,
         )
     if name not in usable:
-        # worded as an unknown class is (parse_priority): what -p takes here, numbers too
-        classes = f" or one of {classes_text(config, usable)}" if usable else " (no class)"
+        # worded as an unknown class is (requests.py): what -p takes here, numbers too
         return Refusal(
             f"priority: class {name!r} is not allowed in queue {queue_name} (its priority_classes); "
-            f"allowed: an integer up to {default}{classes}",
+            f"allowed: {what_priority_allows(config, queue, admin=False)[0]}",
             "priority",
             usable,
         )

@@ -24,6 +24,7 @@ from labgang.launcher.coordinator.policy import (
     check_priority_allowed,
     parse_priority,
     submission_priority,
+    what_priority_allows,
 )
 from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, default_group_name
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
@@ -325,8 +326,15 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     try:
         number, _class = parse_priority(config, req.priority)
         priority = submission_priority(config, queue, req.priority)
-    except UnknownPriority as exc:
-        raise BadRequest(str(exc), field="priority", allowed=sorted(config.priority_classes) or None) from None
+    except UnknownPriority:
+        # what this user may use in this queue: a non-admin's numbers stop at its default, its classes only
+        allows, names = what_priority_allows(config, queue, admin=caller.may_set_priority)
+        where = "" if caller.may_set_priority else f" in queue {queue_name}"
+        raise BadRequest(
+            f"unknown priority class {str(req.priority).strip()!r}{where}; allowed: {allows}",
+            field="priority",
+            allowed=names or None,
+        ) from None
     if number is not None and not PRIORITY_MIN <= number <= PRIORITY_MAX:
         raise BadRequest(
             f"priority: {number} is out of range (allowed: an integer from {PRIORITY_MIN} to "

@@ -29,12 +29,18 @@ def test_queue_explains_classes_limits_and_who_is_at_them() -> None:
     lines = explain_queue(VISION, [VISION])
     assert (
         "Jobs of vision may use the priority classes low (-10), normal (0), high (100); without -p a job gets "
-        "class normal (0). A raw -p NUMBER or another class is for admins only." in lines
+        "class normal (0). Anyone may lower their own job with -p NUMBER up to 0; a higher number or another "
+        "class is for admins only." in lines
     )
     assert "Each user of vision may hold at most 4 gpu (max_gpus_per_user), 2 running jobs " in lines[-2]
     assert lines[-1] == "At a limit now: lab1 (4 of 4 gpu); lab2 (2 of 2 running jobs)."
     open_lines = explain_queue(OPEN, [OPEN])
-    assert open_lines[-1] == "Jobs of open get priority 0; only admins may give another priority."
+    assert open_lines[-1] == (
+        "Jobs of open get priority 0; anyone may lower their own job with -p NUMBER up to 0; "
+        "only admins may give a higher one."
+    )
+    serving = {"name": "serving", "priority_classes": {"serving": 1000}, "default_priority_class": "serving"}
+    assert "Anyone may lower their own job with -p NUMBER up to 1000;" in explain_queue(serving, [serving])[-1]
 
 
 def test_job_says_where_its_user_stands() -> None:

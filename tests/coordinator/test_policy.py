@@ -138,9 +138,17 @@ REFUSALS = [
     pytest.param(
         {"argv": ["true"], "priority": "urgent"},
         400,
-        "unknown priority class 'urgent'; allowed: an integer or one of high, low, normal, serving",
-        ["high", "low", "normal", "serving"],
+        "unknown priority class 'urgent' in queue vision; allowed: an integer up to 0 "
+        "or one of low (-10), normal (0), high (100)",
+        ["low", "normal", "high"],
         id="unknown-class-is-a-bad-value",
+    ),
+    pytest.param(  # what this user may use in this queue: not every class of the cluster
+        {"argv": ["true"], "queue": "serving", "priority": "urgent"},
+        400,
+        "unknown priority class 'urgent' in queue serving; allowed: an integer up to 1000 or one of serving (1000)",
+        ["serving"],
+        id="unknown-class-names-the-queues-own",
     ),
 ]
 
