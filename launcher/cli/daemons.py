@@ -10,7 +10,7 @@ import click
 
 
 def _config_failure(command: str, source: str, problems: list[str]) -> None:
-    """Refuse a bad ``--config`` as ``labgang up`` does: one line on stderr naming the command,
+    """Refuse a bad ``--config``: one line on stderr naming the command,
     the file, and each problem's key and allowed values (joined by ``; ``), then exit status 2.
 
     Raises:

@@ -445,7 +445,11 @@ def _up(
             config = load_config(config_file)
         except ConfigError as exc:
             backend.nvmlShutdown()
-            _fail(f"--config: {exc.source}: " + "; ".join(exc.problems), 2)
+            # one line per problem, each naming the file and the key, as `labgang config check` prints them
+            *first, last = exc.problems or ["not a valid config"]
+            for problem in first:
+                click.echo(f"labgang up: --config: {exc.source}: {problem}", err=True)
+            _fail(f"--config: {exc.source}: {last}", 2)
     explicit_dir = ctx.get_parameter_source("state_dir") is click.core.ParameterSource.COMMANDLINE
     # A user's simulated instance beside the system one: other shells find the system one first.
     shadowed = discovery.system_instance_serving() is not None

@@ -78,11 +78,16 @@ def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_
         ],
     )
     assert result.exit_code == 2, result.output
-    assert result.output == (
-        f"labgang up: --config: {bad}: queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 "
-        "to 1000000; queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
-        "lower-or-newer-equal-priority; default_queue: 'default' is not a queue; allowed: a (default_queue "
-        "is not set; it defaults to 'default')\n"
+    head = f"labgang up: --config: {bad}: "
+    assert (
+        result.output.splitlines()
+        == [  # as `labgang config check` prints them: one line per problem
+            head + "queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 to 1000000",
+            head + "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
+            "lower-or-newer-equal-priority",
+            head + "default_queue: 'default' is not a queue; allowed: a (default_queue is not set; it defaults to "
+            "'default')",
+        ]
     )
     assert not state.exists()
 
