@@ -443,7 +443,7 @@ class GangRules:
         st.reason_message = message
         job.ranks = {}
         if st.hold is not None:  # requeue --hold
-            reason = held_reason(job.id, st.hold)
+            reason = held_reason(job.id, st.hold, st.hold_admin)
             st.reason_code, st.reason_message = reason.code.value, f"{message}; {reason.message}"
         self._ctx.save(job)
         counted = f"restart {st.restart_count}" if ran else f"attempt {st.attempt} (the last one never ran)"

@@ -188,3 +188,21 @@ def test_a_gang_cancelled_before_any_rank_started_has_no_start() -> None:
     admitted(model, "1", 0.0)
     model.apply(ev.CancelRequested(1.0, "1", "alice"))
     assert record.status.start_time is None
+
+
+def test_an_admin_hold_says_an_admin_must_release_it() -> None:
+    from labgang.launcher.lifecycle.view import pending_job
+    from labgang.launcher.scheduler.reasons import held_reason
+
+    model = Lifecycle(POLICY, [job("1"), job("2")])
+    model.apply(ev.HoldRequested(1.0, "1", "root", admin=True))
+    model.apply(ev.HoldRequested(1.0, "2", "alice"))
+    admin_held, own = model.jobs["1"].status, model.jobs["2"].status
+    assert admin_held.reason_message == "held by the admin root; only an admin may release it (`labgang release 1`)"
+    assert own.reason_message == "held by alice; `labgang release 2` lets it be scheduled"
+    # each cycle words it again from the scheduler's view: the same words
+    view = pending_job(model.jobs["1"], None, False)
+    assert view.hold_admin and held_reason("1", "root", view.hold_admin).message == admin_held.reason_message
+    assert held_reason("12_3", "root", True).message == (
+        "held by the admin root; only an admin may release array 12 (`labgang release 12`)"
+    )
