@@ -266,8 +266,9 @@ class GangRules:
 
     def _started_before_running(self, job: JobRecord) -> None:
         """A rank started (or already exited) but the gang stops before every rank reported
-        running: the job did start (sacct's Start), so its start time is now, the first report of
-        a started rank (this stop follows it), and its time is accounted from then."""
+        running: the job did start (sacct's Start), so it gets a start time, now, when the stop
+        begins (for a rank that fails at once, the moment it was first seen), and its time is
+        accounted from then."""
         st = job.status
         if st.start_time is not None:
             return
