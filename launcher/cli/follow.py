@@ -182,6 +182,21 @@ class JobFollower:
             if reason.get("message"):
                 line += f": {reason['message']}"
         print(f"labgang: {line}", file=self.err, flush=True)
+        failed = failed_rank(job) if state == "failed" else None
+        if failed is not None:
+            hint = f"rank {failed}'s output: labgang logs {self.job_id} --rank {failed}"
+            print(f"labgang: {hint}", file=self.err, flush=True)
+
+
+def failed_rank(job: dict[str, Any]) -> int | None:
+    """The rank whose exit failed the job: the lowest one that exited with the job's exit status
+    (the others were stopped after it), or None when no rank did."""
+    status = job.get("exit_status")
+    if not isinstance(status, int) or status == 0:
+        return None
+    ranks = [r.get("rank") for r in job.get("ranks") or [] if r.get("exit_status") == status]
+    numbers = [r for r in ranks if isinstance(r, int)]
+    return min(numbers) if numbers else None
 
 
 def exit_status_of(job: dict[str, Any]) -> int:

@@ -42,7 +42,8 @@ class AttemptRecord:
 
     ``pending_since`` is when the pending period before this attempt began (the submission for
     attempt 0, the requeue for later ones); ``admit_time`` when the cycle admitted it (devices held
-    from then), ``start_time`` when every rank had started (None if it never did), ``end_time``
+    from then), ``start_time`` when every rank had started, or, for a gang stopped before every rank
+    reported running while a rank had, when that stop began (None if no rank ever started), ``end_time``
     when the attempt ended (its ranks all gone; None while it runs). ``devices`` are
     ``"node/device"`` strings, ``gpus`` their number. ``outcome`` is a key of
     :data:`ATTEMPT_OUTCOMES`, ``reason`` the message of why it ended ("" while it runs).

@@ -264,6 +264,20 @@ class GangRules:
             if self._nominated_by_pending(job):
                 self._ctx.emit(fx.WakeScheduler())  # a preemptor waits for it: it may be evicted now
 
+    def _started_before_running(self, job: JobRecord) -> None:
+        """A rank started (or already exited) but the gang stops before every rank reported
+        running: the job did start (sacct's Start), so it gets a start time, now, when the stop
+        begins (for a rank that fails at once, the moment it was first seen), and its time is
+        accounted from then."""
+        st = job.status
+        if st.start_time is not None:
+            return
+        st.start_time = self._ctx.now
+        rec = job.attempt_record
+        if rec is not None and rec.attempt == st.attempt and rec.start_time is None:
+            rec.start_time = self._ctx.now
+            self._ctx.emit(fx.SaveAttempt(rec))
+
     def begin_termination(
         self, job: JobRecord, intent: EndIntent, message: str, *, exit_status: int | None = None
     ) -> None:
@@ -284,6 +298,8 @@ class GangRules:
         decided_by_exits = completing(job)
         if st.state == JobState.ADMITTED:
             self.held_exits(job)  # exits seen while the gang was starting, before "stopping"
+            if st.ran:
+                self._started_before_running(job)
         transition(st, JobState.TERMINATING)
         if decided_by_exits:
             st.end_intent = None
@@ -428,7 +444,7 @@ class GangRules:
         st.reason_message = message
         job.ranks = {}
         if st.hold is not None:  # requeue --hold
-            reason = held_reason(job.id, st.hold)
+            reason = held_reason(job.id, st.hold, st.hold_admin)
             st.reason_code, st.reason_message = reason.code.value, f"{message}; {reason.message}"
         self._ctx.save(job)
         counted = f"restart {st.restart_count}" if ran else f"attempt {st.attempt} (the last one never ran)"

@@ -224,7 +224,7 @@ class Lifecycle:
         st.hold, st.hold_admin = by, st.hold_admin or admin
         st.nominated = ()  # a held preemptor waits for no victim: the devices it reserved go back
         if job.id not in self._deps.held:  # a job waiting for its dependency keeps saying so
-            reason = held_reason(job.id, by)
+            reason = held_reason(job.id, by, st.hold_admin)
             st.reason_code, st.reason_message, st.no_preemption = reason.code.value, reason.message, None
         self._ctx.save(job)
         if first:

@@ -84,6 +84,7 @@ def pending_job(job: JobRecord, tenant: str | None, held_last_cycle: bool) -> Pe
         user=job.spec.user,
         begin_time=job.spec.begin_time,
         on_hold=st.hold,
+        hold_admin=st.hold_admin,
     )
 
 

@@ -108,7 +108,11 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     if any(job.on_hold is not None for job in snapshot.pending):
         # Held jobs (``labgang hold``) are answered first and never seen by the phases: no
         # admission, no preemption, no quota held and no devices reserved for them.
-        held = [Pending(j.id, reasons.held_reason(j.id, j.on_hold)) for j in snapshot.pending if j.on_hold is not None]
+        held = [
+            Pending(j.id, reasons.held_reason(j.id, j.on_hold, j.hold_admin))
+            for j in snapshot.pending
+            if j.on_hold is not None
+        ]
         snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.on_hold is None))
     was_enabled = gc.isenabled()
     gc.disable()

@@ -30,12 +30,20 @@ def describe_request(req: JobRequest) -> str:
     return text
 
 
-def held_reason(job_id: str, by: str) -> PendingReason:
+def held_reason(job_id: str, by: str, admin: bool = False) -> PendingReason:
     """HELD: ``"held by alice; `labgang release 12` lets it be scheduled"``. For a task of a job
     array (``12_3``) it names the array, whose id releases every held task (``submit --array --hold``
     holds them all): ``"held by alice; `labgang release 12` lets array 12 be scheduled (one task:
-    `labgang release 12_N`)"`` (the same words for every task, so ``queue`` folds them in one row)."""
+    `labgang release 12_N`)"`` (the same words for every task, so ``queue`` folds them in one row).
+    An admin's hold (``admin``) says so: its owner may not release it (Slurm's JobHeldAdmin):
+    ``"held by the admin root; only an admin may release it (`labgang release 12`)"``."""
     array_id, sep, index = job_id.partition("_")
+    if admin:
+        target = f"array {array_id}" if sep and array_id.isdigit() and index.isdigit() else "it"
+        release = array_id if target != "it" else job_id
+        return PendingReason(
+            ReasonCode.HELD, f"held by the admin {by}; only an admin may release {target} (`labgang release {release}`)"
+        )
     if sep and array_id.isdigit() and index.isdigit():
         return PendingReason(
             ReasonCode.HELD,

@@ -167,6 +167,7 @@ class PendingJob:
             ``begin_time`` until then); None = at once.
         on_hold: who held the job (``labgang hold``; None: not held). A cycle never admits
             such a job nor looks for victims for it: it stays pending with reason HELD.
+        hold_admin: an admin held it (only an admin may release it; the reason says so).
     """
 
     id: str
@@ -182,6 +183,7 @@ class PendingJob:
     user: str = ""
     begin_time: float | None = None
     on_hold: str | None = None
+    hold_admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,3 +107,22 @@ def test_a_run_first_seen_terminating_says_where_it_ran_first():
         "labgang: job 3 terminating",
         "labgang: job 3 failed",
     ]
+
+
+def test_a_failed_run_names_the_command_that_shows_the_failed_ranks_output():
+    class FailedClient(ScriptedClient):
+        def job(self, job_id: str) -> dict:
+            view = super().job(job_id)
+            if view["state"] == "failed":
+                view["exit_status"] = 7
+                view["reason"] = {"code": "failed", "message": "rank 1 on vm exited with status 7"}
+                view["ranks"] = [{"rank": 0, "exit_status": 143}, {"rank": 1, "exit_status": 7}]
+            return view
+
+    client = FailedClient(["running", "failed"], b"", started_at=5.0)
+    err = io.StringIO()
+    JobFollower(client, "4", (0,), io.BytesIO(), err, poll_s=0.001).follow()
+    assert err.getvalue().splitlines()[-2:] == [
+        "labgang: job 4 failed (exit status 7): rank 1 on vm exited with status 7",
+        "labgang: rank 1's output: labgang logs 4 --rank 1",
+    ]

@@ -162,3 +162,47 @@ def test_a_preemptor_named_by_a_cycle_is_found_and_forgotten_when_it_finishes() 
     assert model.jobs.get("2") is None and model.jobs["1"].status.state == JobState.PENDING
     assert not model.awaited_by_waiting_preemptor(model.jobs["1"])
     assert "2" not in model.preemptors
+
+
+def test_a_rank_failing_before_the_others_report_running_still_started_the_job() -> None:
+    model = Lifecycle(POLICY, [job("1")])
+    record = model.jobs["1"]
+    admitted(model, "1", 0.0)
+    out = model.apply(ev.RankObserved(2.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=7))
+    assert record.status.state == JobState.TERMINATING  # never RUNNING: the gang stops
+    assert record.status.start_time == 2.0  # yet a rank ran: the job started (sacct's Start)
+    attempt = record.attempt_record
+    assert attempt is not None and attempt.start_time == 2.0
+    assert fx.SaveAttempt(attempt) in out
+    model.apply(ev.RankObserved(3.0, "n1", "1.0", 0, RankPhase.RUNNING, pid=100))
+    for rank, node in ((0, "n1"), (1, "n2")):
+        model.apply(ev.RankObserved(9.0, node, "1.0", rank, RankPhase.GONE, exit_status=143 if rank == 0 else 7))
+    assert record.status.state == JobState.FAILED
+    assert (record.status.start_time, record.status.end_time) == (2.0, 9.0)  # 7 s accounted
+    assert (attempt.start_time, attempt.end_time) == (2.0, 9.0)
+
+
+def test_a_gang_cancelled_before_any_rank_started_has_no_start() -> None:
+    model = Lifecycle(POLICY, [job("1")])
+    record = model.jobs["1"]
+    admitted(model, "1", 0.0)
+    model.apply(ev.CancelRequested(1.0, "1", "alice"))
+    assert record.status.start_time is None
+
+
+def test_an_admin_hold_says_an_admin_must_release_it() -> None:
+    from labgang.launcher.lifecycle.view import pending_job
+    from labgang.launcher.scheduler.reasons import held_reason
+
+    model = Lifecycle(POLICY, [job("1"), job("2")])
+    model.apply(ev.HoldRequested(1.0, "1", "root", admin=True))
+    model.apply(ev.HoldRequested(1.0, "2", "alice"))
+    admin_held, own = model.jobs["1"].status, model.jobs["2"].status
+    assert admin_held.reason_message == "held by the admin root; only an admin may release it (`labgang release 1`)"
+    assert own.reason_message == "held by alice; `labgang release 2` lets it be scheduled"
+    # each cycle words it again from the scheduler's view: the same words
+    view = pending_job(model.jobs["1"], None, False)
+    assert view.hold_admin and held_reason("1", "root", view.hold_admin).message == admin_held.reason_message
+    assert held_reason("12_3", "root", True).message == (
+        "held by the admin root; only an admin may release array 12 (`labgang release 12`)"
+    )
