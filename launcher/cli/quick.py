@@ -263,9 +263,14 @@ _LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
 
 
 def _state_dir(options: dict[str, Any]) -> str | None:
-    """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file is click's to refuse."""
+    """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file, or a directory
+    this user cannot read (another user's 0700 one), is click's to refuse (one line, exit 2)."""
     state_dir = options.pop("state_dir", None) or os.environ.get("LABGANG_STATE_DIR") or None
-    if state_dir is not None and os.path.exists(state_dir) and not os.path.isdir(state_dir):
+    if (
+        state_dir is not None
+        and os.path.exists(state_dir)
+        and (not os.path.isdir(state_dir) or not os.access(state_dir, os.R_OK))
+    ):
         raise NotFast("--state-dir")
     return state_dir
 
