@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from labgang.launcher.cli.quick_argv import Converter
 
-__all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "main", "parse"]
+__all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "escape_unencodable", "main", "parse"]
 
 
 def _positive(text: str) -> int:
@@ -659,6 +659,15 @@ def _leave(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def escape_unencodable() -> None:
+    """Let the standard streams escape what their encoding cannot write (``PYTHONIOENCODING=ascii``
+    and a job named ``café``: ``caf\\xe9``), for both paths, rather than end in a
+    ``UnicodeEncodeError`` traceback. A stream with its own error handler is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(full: Callable[[], object] | None = None) -> None:
     """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group.
 
@@ -668,6 +677,7 @@ def main(full: Callable[[], object] | None = None) -> None:
             restarts the interpreter with ``site``: :mod:`labgang.launcher.cli.quick_launch`); None runs
             the click group in this process.
     """
+    escape_unencodable()
     args = sys.argv[1:]
     if not args:  # bare `labgang`: the help, as click's group prints it then (stderr, status 2)
         from labgang.launcher.cli.commands import top_help
