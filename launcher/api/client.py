@@ -171,16 +171,20 @@ def socket_file_for(state_dir: str | Path | None = None) -> str:
 def starting_pid(socket_path: str | Path) -> int | None:
     """The pid of a ``labgang up`` that is still starting for this socket, or None.
 
-    Reads ``<state_dir>/up.starting``; a marker whose process is gone (a crashed start)
-    counts as none.
+    Reads ``<state_dir>/up.starting``; a marker whose process is gone (a crashed start), or one
+    this user cannot read (another user's 0700 state dir: the connection then says why), counts
+    as none.
     """
     try:
         with open(os.path.join(os.path.dirname(os.fspath(socket_path)), STARTING_MARKER)) as marker:
             pid = int(marker.read().strip())
+    except (OSError, ValueError):
+        return None
+    try:
         os.kill(pid, 0)
     except PermissionError:
         return pid  # another user's `labgang up` (root's system instance): alive, not ours to signal
-    except (OSError, ValueError):
+    except OSError:
         return None
     return pid
 

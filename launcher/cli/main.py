@@ -95,4 +95,7 @@ def cli() -> None:
 def main() -> None:
     """Run the click group on ``sys.argv`` (the console script, :func:`labgang.launcher.cli.quick.main`,
     takes the fast path for ``submit``, ``queue`` and ``cancel`` first)."""
+    from labgang.launcher.cli.quick import escape_unencodable
+
+    escape_unencodable()
     cli(prog_name="labgang")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from labgang.launcher.cli.quick_argv import Converter
 
-__all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "main", "parse"]
+__all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "escape_unencodable", "main", "parse"]
 
 
 def _positive(text: str) -> int:
@@ -263,9 +263,14 @@ _LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
 
 
 def _state_dir(options: dict[str, Any]) -> str | None:
-    """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file is click's to refuse."""
+    """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file, or a directory
+    this user cannot read (another user's 0700 one), is click's to refuse (one line, exit 2)."""
     state_dir = options.pop("state_dir", None) or os.environ.get("LABGANG_STATE_DIR") or None
-    if state_dir is not None and os.path.exists(state_dir) and not os.path.isdir(state_dir):
+    if (
+        state_dir is not None
+        and os.path.exists(state_dir)
+        and (not os.path.isdir(state_dir) or not os.access(state_dir, os.R_OK))
+    ):
         raise NotFast("--state-dir")
     return state_dir
 
@@ -654,6 +659,15 @@ def _leave(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def escape_unencodable() -> None:
+    """Let the standard streams escape what their encoding cannot write (``PYTHONIOENCODING=ascii``
+    and a job named ``café``: ``caf\\xe9``), for both paths, rather than end in a
+    ``UnicodeEncodeError`` traceback. A stream with its own error handler is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(full: Callable[[], object] | None = None) -> None:
     """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group.
 
@@ -663,6 +677,7 @@ def main(full: Callable[[], object] | None = None) -> None:
             restarts the interpreter with ``site``: :mod:`labgang.launcher.cli.quick_launch`); None runs
             the click group in this process.
     """
+    escape_unencodable()
     args = sys.argv[1:]
     if not args:  # bare `labgang`: the help, as click's group prints it then (stderr, status 2)
         from labgang.launcher.cli.commands import top_help

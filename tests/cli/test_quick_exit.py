@@ -45,3 +45,24 @@ def test_everything_a_fast_command_wrote_to_a_pipe_arrives_before_it_ends(fake):
     done = subprocess.run([sys.executable, "-m", "labgang.launcher", "logs", "1"], capture_output=True, env=env)
     assert (done.returncode, done.stderr) == (0, b"")
     assert done.stdout == fake.log
+
+
+@pytest.mark.parametrize("path", ["fast", "click"])
+def test_a_closed_pipe_ends_logs_quietly_with_status_1(fake, path):
+    """``labgang logs 1 | head -2``: stdout is a real pipe whose reader is gone (closed before the
+    command writes, so the result does not hang on how much the kernel buffers). The command ends
+    quietly (nothing on stderr, no traceback) with status 1, as click ends any command whose stdout
+    closed and as the fast path ends ``labgang queue | head`` (README, docs/cli-startup.md)."""
+    fake.log = b"".join(b"line %06d of the log\n" % i for i in range(50_000))
+    env = {**os.environ, "LABGANG_STATE_DIR": str(fake.socket_path.parent)}
+    start = (
+        ["-m", "labgang.launcher"] if path == "fast" else ["-c", "from labgang.launcher.cli.main import main; main()"]
+    )
+    proc = subprocess.Popen(
+        [sys.executable, *start, "logs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `head` exits
+    stderr = proc.stderr.read()
+    assert proc.wait(30) == 1
+    assert stderr == b""
