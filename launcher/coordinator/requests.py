@@ -326,7 +326,9 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
     try:
         number, _class = parse_priority(config, req.priority)
         priority = submission_priority(config, queue, req.priority)
-    except UnknownPriority:
+    except UnknownPriority as exc:
+        if not config.priority_classes:  # no class anywhere: the parser's words say so
+            raise BadRequest(str(exc), field="priority") from None
         # what this user may use in this queue: a non-admin's numbers stop at its default, its classes only
         allows, names = what_priority_allows(config, queue, admin=caller.may_set_priority)
         where = "" if caller.may_set_priority else f" in queue {queue_name}"
