@@ -34,6 +34,7 @@ from labgang.agent import labgang_version, paths, sdnotify
 from labgang.agent.commands import CommandHandler
 from labgang.agent.config import AgentConfig
 from labgang.agent.confine import Confinement, HostLimits, RankCgroups
+from labgang.agent.confine.devmem import GpuMemLimits
 from labgang.agent.exit_stop import ExitStop
 from labgang.agent.fence import NodeFence
 from labgang.agent.hostres import HostCapacity
@@ -165,7 +166,7 @@ class AgentService:
             from labgang.agent.nvml.simulated import SCOPE_VARIABLE
 
             extra_env = {SCOPE_VARIABLE: scope}
-        self.mps = self._open_mps(backend)
+        self.mps = self._open_mps(backend, first, cgroups)
         self.supervisor = Supervisor.from_config(
             paths.agent_state_dir(self.state_dir),
             sup_cfg,
@@ -186,9 +187,12 @@ class AgentService:
         for event in events:
             self._queue_event(event.to_dict())
 
-    def _open_mps(self, backend: NvmlBackend) -> MpsDaemons | None:
+    def _open_mps(
+        self, backend: NvmlBackend, first: NodeInventory, cgroups: RankCgroups | None = None
+    ) -> MpsDaemons | None:
         """The node's MPS control daemons for the ``mps`` setting (``agent/mps.py``), said once; None = no
-        MPS. Also decides how shard ranks' budgets are held (``confine/devmem.py``): :attr:`sharing`.
+        MPS. Also decides how shard ranks' budgets are held (``confine/devmem.py``, :meth:`_decide_gpu_mem`):
+        :attr:`sharing`.
 
         Raises:
             AgentConfigError: ``mps = "nvidia"`` without ``nvidia-cuda-mps-control`` on PATH.
@@ -204,10 +208,7 @@ class AgentService:
             from labgang.agent.config import AgentConfigError
 
             raise AgentConfigError(str(exc)) from None
-        from labgang.agent.confine.devmem import decide_gpu_mem
-
-        gpu_mem = decide_gpu_mem(simulated=simulated, backend=backend)
-        log.info("--gpu-mem budgets of shard ranks: %s (%s)", gpu_mem.mode, gpu_mem.reason)
+        gpu_mem = self._decide_gpu_mem(simulated, first, cgroups)
         self.sharing = {"mps": control.name if control is not None else None, "gpu_mem": gpu_mem.to_dict()}
         if control is None:
             log.info("MPS: off (mps = %s); MPS ranks are refused on this node", self.config.mps)
@@ -215,6 +216,40 @@ class AgentService:
         root = Path(self.config.mps_dir) if self.config.mps_dir else self.state_dir / "mps"
         log.info("MPS: %s control daemons, one per card and user, under %s", control.name, root)
         return MpsDaemons(control, root)
+
+    def _decide_gpu_mem(self, simulated: bool, first: NodeInventory, cgroups: RankCgroups | None) -> GpuMemLimits:
+        """Decide whether shard ranks' ``--gpu-mem`` budgets are held by the card (``confine/devmem.py``),
+        say it once, and where they are, give ``cgroups`` the ``dmem.max`` writer; a write that fails later
+        turns :attr:`sharing` to watched with its reason (sent with the next inventory)."""
+        from labgang.agent.confine import setup_gpu_mem
+        from labgang.agent.confine.devmem import DmemWriter
+
+        cards = {str(g.uuid): g.pci_bus_id if isinstance(g.pci_bus_id, str) else None for g in first.gpus}
+        why_none = None
+        if cgroups is None:
+            confined = self.confinement.reason if self.confinement is not None else "not decided"
+            limited = self.host_limits.reason if self.host_limits is not None else "not decided"
+            why_none = f"not confined: {confined}; host limits: {limited}"
+        gpu_mem = setup_gpu_mem(
+            simulated=simulated,
+            cards=cards,
+            ranks_dir=cgroups.ranks_dir if cgroups is not None else None,
+            no_cgroup_reason=why_none,
+        )
+        log.log(
+            logging.INFO if gpu_mem.mode == "enforced" or simulated else logging.WARNING,
+            "--gpu-mem budgets of shard ranks: %s (%s)",
+            gpu_mem.mode,
+            gpu_mem.reason,
+        )
+        if gpu_mem.mode == "enforced" and cgroups is not None:
+            cgroups.dmem = DmemWriter(gpu_mem.regions, on_fallback=self.note_gpu_mem_fallback)
+        return gpu_mem
+
+    def note_gpu_mem_fallback(self, limits: GpuMemLimits) -> None:
+        """A ``dmem.max`` write failed: the node's facts say budgets are watched now, and why."""
+        if self.sharing is not None:
+            self.sharing = {**self.sharing, "gpu_mem": limits.to_dict()}
 
     def _decide_confinement(
         self, backend: NvmlBackend, first: NodeInventory, cfg: SupervisorConfig
@@ -604,8 +639,10 @@ class AgentService:
             "inventory": self.annotated(inv).to_dict(),
             "ranks": self.rank_dicts(),
             "violations": violations,
+            "sharing": self.sharing,
         }
         key = (
+            repr(self.sharing),  # a node falling back to watching budgets says so (devmem.py)
             inv.allocatable(),
             inv.device_pids(),
             tuple(sorted((v.get("kind", ""), v["job_id"], v["rank"], v["device"], v["pid"]) for v in violations)),

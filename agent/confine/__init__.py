@@ -5,7 +5,9 @@
 * ``bpfdev.py``: the eBPF device filter, built and attached through ``bpf(2)``;
 * ``cgroup.py``: the per-rank cgroups (the confinement writer);
 * ``hostlimits.py``: whether ranks' host CPUs and memory can be enforced (cgroup v2 ``cpu.max``,
-  ``memory.max``) and why not.
+  ``memory.max``) and why not;
+* ``devmem.py``: whether shard ranks' ``--gpu-mem`` budgets are held by the card (cgroup v2 ``dmem``,
+  each rank's ``dmem.max``) or watched through NVML, and why.
 
 :func:`setup_confinement` is what the agent calls at start-up. Where ranks cannot be confined,
 the agent's violation check (``agent/supervisor/violations.py``) is the fence that is left.
@@ -21,6 +23,7 @@ from typing import Any
 from .cgroup import ConfineError, RankCgroups
 from .decide import CGROUP_BPF, CONFINE_SETTINGS, Confinement, HostFacts, decide, probe_host
 from .devices import MigPlace, NodeDevices, parse_mig_minors, parse_proc_devices
+from .devmem import GpuMemLimits, decide_gpu_mem, probe_dmem
 from .hostlimits import HostLimits, decide_limits, probe_limits
 
 MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
@@ -100,11 +103,39 @@ def setup_host_limits(setting: str, *, simulated: bool, cgroup_root: str | None,
     return decide_limits(probe_limits(simulated=simulated, cgroup2_mount=mount, ranks_dir=ranks_dir, v1_bound=v1_bound))
 
 
+def setup_gpu_mem(
+    *,
+    simulated: bool,
+    cards: dict[str, str | None],
+    ranks_dir: str | None,
+    no_cgroup_reason: str | None = None,
+    proc: str = "/proc",
+) -> GpuMemLimits:
+    """Decide whether shard ranks' device-memory budgets are held by the card (``devmem.py``); where
+    they are, ``+dmem`` is enabled in ``ranks_dir`` (the probe).
+
+    Args:
+        simulated: the NVML backend is simulated (nothing is probed then).
+        cards: each GPU's UUID → its NVML PCI bus id (None where unknown).
+        ranks_dir: the folder of the ranks' own cgroups (``RankCgroups.ranks_dir``), or None where ranks get none.
+        no_cgroup_reason: why ranks get no cgroup (where ``ranks_dir`` is None).
+        proc: where procfs is mounted.
+    """
+    from .decide import _read, cgroup2_mount_point
+
+    mount = None if simulated else cgroup2_mount_point(_read(f"{proc}/self/mountinfo"))
+    facts = probe_dmem(
+        simulated=simulated, cgroup2_mount=mount, cards=cards, ranks_dir=ranks_dir, no_cgroup_reason=no_cgroup_reason
+    )
+    return decide_gpu_mem(facts)
+
+
 __all__ = [
     "CGROUP_BPF",
     "CONFINE_SETTINGS",
     "ConfineError",
     "Confinement",
+    "GpuMemLimits",
     "HostFacts",
     "HostLimits",
     "NodeDevices",
@@ -113,5 +144,6 @@ __all__ = [
     "node_devices",
     "probe_host",
     "setup_confinement",
+    "setup_gpu_mem",
     "setup_host_limits",
 ]

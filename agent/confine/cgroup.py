@@ -14,6 +14,12 @@ enabled ``+cpu +memory`` in ``ranks_dir``'s ``cgroup.subtree_control`` then). Ot
 controller is enabled there: a device filter needs none, and so the agent may stay in its own
 cgroup beside its ranks (cgroup v2's "no internal processes" rule applies only to cgroups that
 enable controllers for their children).
+
+Where the card can hold a shard rank to its ``--gpu-mem`` budget (``devmem.py``: the cgroup v2
+``dmem`` controller knows every card; the probe enabled ``+dmem`` in ``ranks_dir``),
+:attr:`RankCgroups.dmem` is set and :meth:`RankCgroups.prepare` writes the budget into the rank's
+``dmem.max`` too; that write never fails the launch (the node falls back to watching budgets and
+says why).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from collections.abc import Callable, Iterable
 
 from .bpfdev import DeviceRule, install_device_filter
 from .devices import NodeDevices
+from .devmem import DmemWriter
 from .hostlimits import RankLimits, apply_limits
 
 log = logging.getLogger("labgang.agent.confine")
@@ -48,6 +55,10 @@ class RankCgroups:
             cannot be confined to their devices: no device filter is attached then.
         install: attaches a filter (default :func:`~labgang.agent.confine.bpfdev.install_device_filter`).
         enforce_limits: write each rank's ``cpu.max``/``memory.max`` (the host allows it, ``hostlimits.py``).
+
+    Attributes:
+        dmem: writes shard ranks' device-memory budgets (``devmem.py``), or None where the card
+            cannot hold them (set by the agent once it decided, ``service.py``).
     """
 
     def __init__(
@@ -62,15 +73,25 @@ class RankCgroups:
         self.devices = devices
         self._install = install or install_device_filter
         self.enforce_limits = enforce_limits
+        self.dmem: DmemWriter | None = None
 
     def path(self, job_id: str, rank: int) -> str:
         """The cgroup folder of one rank (characters outside ``[A-Za-z0-9_.-]`` of the job id become ``_``)."""
         return os.path.join(self.ranks_dir, f"{_UNSAFE.sub('_', job_id)}.{rank}")
 
-    def prepare(self, job_id: str, rank: int, devices: Iterable[str], limits: RankLimits | None = None) -> str:
+    def prepare(
+        self,
+        job_id: str,
+        rank: int,
+        devices: Iterable[str],
+        limits: RankLimits | None = None,
+        gpu_mem: int | None = None,
+    ) -> str:
         """Make the rank's cgroup and attach its device filter; return its ``cgroup.procs`` path.
 
-        With ``enforce_limits`` and ``limits``, the rank's ``cpu.max``/``memory.max`` are written too.
+        With ``enforce_limits`` and ``limits``, the rank's ``cpu.max``/``memory.max`` are written too;
+        with :attr:`dmem` and ``gpu_mem`` (a shard rank's budget in bytes, on its one card, the first
+        of ``devices``), its ``dmem.max`` (a refused write is no error: ``DmemWriter.write``).
         A folder left by an earlier attempt of the same rank is removed first (a new filter per attempt).
 
         Raises:
@@ -78,6 +99,7 @@ class RankCgroups:
         """
         from .devices import DeviceNodeError
 
+        devices = list(devices)
         try:
             rules = None if self.devices is None else self.devices.rules_for(devices)
         except DeviceNodeError as exc:
@@ -91,6 +113,8 @@ class RankCgroups:
                 self._install(where, rules, self.devices.guarded_majors())
             if self.enforce_limits and limits is not None:
                 apply_limits(where, limits)
+            if self.dmem is not None and gpu_mem is not None and devices:
+                self.dmem.write(where, devices[0], gpu_mem, job_id=job_id, rank=rank)
         except OSError as exc:
             self._remove(where)
             raise ConfineError(

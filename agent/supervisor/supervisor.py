@@ -573,7 +573,11 @@ class Supervisor:
         check_can_enter(spec.cwd, run_as)
         mps_dirs = self._mps_dirs(spec, run_as.uid, run_as.gid)
         try:
-            procs = self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec)) if self.cgroups else None
+            procs = (
+                self.cgroups.prepare(spec.job_id, spec.rank, spec.devices, _limits(spec), _dmem_budget(spec))
+                if self.cgroups
+                else None
+            )
         except BaseException:
             if mps_dirs is not None and self.mps is not None:
                 self.mps.release((spec.job_id, spec.rank))
@@ -1012,3 +1016,10 @@ def _limits(spec: LaunchSpec) -> RankLimits | None:
     if spec.cpu_limit is None and spec.memory_limit is None:
         return None
     return RankLimits(spec.cpu_limit, spec.memory_limit)
+
+
+def _dmem_budget(spec: LaunchSpec) -> int | None:
+    """A shard rank's ``--gpu-mem`` budget in bytes, for its cgroup's ``dmem.max`` (``agent/confine/devmem.py``);
+    None for other ranks (an MPS rank's memory is its server's: ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` holds it)."""
+    share = spec.share
+    return share.gpu_mem if share is not None and share.kind == "shard" else None

@@ -187,6 +187,11 @@ class AgentConn:
         """The agent spoke at ``now`` (unix seconds): its lease runs from here (``last_seen``)."""
         self._last_seen = now
 
+    def take_sharing(self, sharing: dict[str, Any]) -> None:
+        """How its agent serves shared cards is ``sharing`` now (an ``inventory`` frame's, which
+        follows the hello's when it changed: a node whose ``dmem.max`` write failed watches budgets)."""
+        self._sharing = sharing
+
     def take_ranks(self, ranks: list[dict[str, Any]]) -> None:
         """Its rank list is ``ranks`` now (``RankStatus`` dicts with ``job_id`` and ``rank``)."""
         self._ranks = {(r["job_id"], int(r["rank"])): r for r in ranks}

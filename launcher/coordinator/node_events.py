@@ -148,6 +148,9 @@ class NodeEvents:
         ranks = message.get("ranks")
         if ranks is not None:
             conn.take_ranks(ranks)
+        sharing = message.get("sharing")
+        if isinstance(sharing, dict):  # e.g. a node that fell back to watching --gpu-mem budgets (devmem.py)
+            conn.take_sharing(sharing)
         inv = message.get("inventory")
         if inv is None:
             return False

@@ -83,7 +83,7 @@ def test_a_rank_that_fails_before_the_gate_starts_no_rank_of_its_gang(state_dir,
     class NoCgroup:
         """A fence whose rank 1 cgroup is gone by the time its small parent joins it."""
 
-        def prepare(self, job_id, rank, devices, limits):
+        def prepare(self, job_id, rank, devices, limits, gpu_mem=None):
             return str(state_dir / "no-such-cgroup" / "cgroup.procs") if rank == 1 else None
 
         def release(self, job_id, rank):
