@@ -74,8 +74,10 @@ def node_shares(node: Mapping[str, Any]) -> str | None:
 
     ``shard:U/F`` (shards held by sharers / shards still free: the room on its shard cards plus
     ``shards_per_gpu`` per idle whole GPU) where the cluster gives the node shards or a card holds
-    shards; ``mps:U/F`` (percent of one card's SMs held by MPS sharers / left on the cards serving
-    MPS) where a card serves MPS; both joined by ``,``.
+    shards; ``mps:U/F`` (percent of one card's SMs held by MPS sharers / still free: the room on the
+    cards serving MPS plus 100 per idle whole GPU) where the cluster lets the node serve MPS
+    (``mps_allowed``; where the view does not say, a card serving MPS shows it does) or a card serves
+    MPS; both joined by ``,``. An idle card counts in both: it can take either.
     """
     sent = node.get("inventory")
     inventory: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
@@ -100,9 +102,13 @@ def node_shares(node: Mapping[str, Any]) -> str | None:
     devices = node.get("devices") or []
     idle = sum(1 for d in devices if isinstance(d, Mapping) and d.get("resource") == "gpu" and d.get("state") == "free")
     shards_free += spg * idle
+    allowed = node.get("mps_allowed")
+    mps = allowed if isinstance(allowed, bool) else mps_cards > 0
+    if mps:
+        mps_free += 100 * idle  # as for shards: a free card can serve MPS too
     parts = []
     if spg or shard_cards:
         parts.append(f"shard:{shards_used}/{shards_free}")
-    if mps_cards:
+    if mps or mps_cards:
         parts.append(f"mps:{mps_used}/{mps_free}")
     return ",".join(parts) or None

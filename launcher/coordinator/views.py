@@ -424,6 +424,12 @@ def _shards_per_gpu(config: ClusterConfig, node: str) -> int | None:
     return int(sharing.node(node).shards_per_gpu) if sharing is not None else None
 
 
+def _mps_allowed(config: ClusterConfig, node: str) -> bool | None:
+    """Whether the cluster's ``[sharing]`` table lets the node's cards serve MPS, or None where there is none."""
+    sharing = getattr(config, "sharing", None)
+    return bool(sharing.node(node).mps) if sharing is not None else None
+
+
 def node_views(
     agents: AgentRegistry,
     config: ClusterConfig,
@@ -501,6 +507,7 @@ def node_views(
                 "host_limits": conn.host_limits,
                 "sharing": conn.sharing,
                 "shards_per_gpu": _shards_per_gpu(config, name),
+                "mps_allowed": _mps_allowed(config, name),
                 "violations": violation_views(conn, job_for_run),
             }
         )

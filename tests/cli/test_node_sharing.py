@@ -57,14 +57,27 @@ def test_nodes_one_line_view_shows_shares_used_and_free_per_node_only_where_card
         {"name": "c", "connected": True, "shards_per_gpu": 0, "inventory": {"gpus": [{"index": 0}]}, "devices": [free]},
     ]  # fmt: skip
     assert node_shares(nodes[0]) == "shard:3/9"  # 1 free on GPU 0 + 4 on each of the two idle cards
-    assert node_shares(nodes[1]) == "mps:50/50"
+    assert node_shares(nodes[1]) == "mps:50/150"  # 50 % free on GPU 0 + 100 on the idle card, as shards count it
     assert node_shares(nodes[2]) is None
     lines = [line.split() for line in node_summary(nodes).splitlines()]
     assert [line[6:8] for line in lines] == [
         ["LIMITS", "SHARES(U/F)"],
         ["-", "shard:3/9"],
-        ["-", "mps:50/50"],
+        ["-", "mps:50/150"],
         ["-", "-"],
     ]
     plain = [{**node, "shards_per_gpu": 0, "inventory": {"gpus": [{"index": 0}]}} for node in nodes]
     assert "SHARES" not in node_summary(plain)  # no column where no node shares cards
+
+
+def test_free_shards_and_free_mps_count_idle_cards_alike():
+    """A wholly free card can take shards or an MPS share: both free counts include it."""
+    free = {"resource": "gpu", "state": "free"}
+    idle = {"name": "d", "shards_per_gpu": 4, "mps_allowed": True, "inventory": {"gpus": [{"index": 0}, {"index": 1}]},
+            "devices": [free, free]}  # fmt: skip
+    assert node_shares(idle) == "shard:0/8,mps:0/200"
+    mps = [{"job": "7", "kind": "mps", "shards": 0, "sm_percent": 30}]
+    one_serving = {**idle, "inventory": {"gpus": [{"index": 0, "sharers": mps}, {"index": 1}]},
+                   "devices": [{"resource": "gpu", "state": "allocated"}, free]}  # fmt: skip
+    assert node_shares(one_serving) == "shard:0/4,mps:30/170"
+    assert node_shares({**idle, "mps_allowed": False}) == "shard:0/8"  # the cluster gives the node no MPS
