@@ -107,7 +107,12 @@ def folded_id(array_id: str, indices: Sequence[int], cap: int | None) -> str:
 
 def gang_shape(job: Mapping[str, Any]) -> str:
     """A job's size as ``ranks x devices per rank``: ``"4x2"`` for GPUs, ``"2x1 mig-1g.10gb"`` for MIG;
-    a job of groups joins its groups' with ``+``: ``"1x0+4x2"`` (docs/job-groups.md)."""
+    a job of groups joins its groups' with ``+``: ``"1x0+4x2"`` (docs/job-groups.md); a share of one
+    GPU shows what it takes of the card, as Slurm's gres names it: ``"1xshard:2"`` (``--shards 2``),
+    ``"1xmps:25"`` (``--mps 25``; docs/sharing.md)."""
+    shards, mps = job.get("shards") or 0, job.get("mps") or 0
+    if shards or mps:
+        return f"{job.get('workers', 1)}x{f'shard:{shards}' if shards else f'mps:{mps}'}"
     groups = job.get("groups")
     if groups:
         shape = "+".join(f"{g.get('workers', '?')}x{g.get('gpus_per_worker', '?')}" for g in groups)

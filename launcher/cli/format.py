@@ -163,6 +163,23 @@ def _group_cell(group_of: list[str], rank: object) -> str:
     return group_of[rank] if isinstance(rank, int) and 0 <= rank < len(group_of) else "-"
 
 
+def _share_fields(job: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] | None:
+    """``labgang show``'s words on a share of one GPU (docs/sharing.md): what follows the Gang shape
+    (``1xshard:2``, ``1xmps:25``) in place of "(ranks x devices per rank)", and its device-memory budget
+    field; None for whole devices."""
+    from labgang.agent.mem_size import format_mem
+
+    shards, mps, mem = int(job.get("shards") or 0), int(job.get("mps") or 0), int(job.get("gpu_mem") or 0)
+    if not (shards or mps):
+        return None
+    if shards:
+        note = f"(one rank on {shards} shard{'s' if shards != 1 else ''} of one GPU, time-sliced)"
+    else:
+        note = f"(one rank on {mps} % of one GPU's SMs through MPS)"
+    budget = format_mem(mem) if mem else "none (the rank may take the whole card's memory)"
+    return note, [("GPU memory", f"{budget} (--gpu-mem)")]
+
+
 def job_detail(job: Mapping[str, Any], now: float) -> str:
     """The ``labgang show`` text: the job's fields, its ranks, and its history with reasons.
 
@@ -171,12 +188,14 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         now: current time, unix seconds.
     """
     reason = job.get("reason") or None
+    share = _share_fields(job)
     fields = [
         ("Job", f"{job.get('id')}  {job.get('name') or ''}".rstrip() + _numeric(job)),
         ("User", f"{job.get('user')} (uid {job.get('uid')})"),
         ("Queue", job.get("queue")),
         ("State", str(job.get("state", "?")).upper()),
-        ("Gang", f"{gang_shape(job)} (ranks x devices per rank)" + _elastic(job)),
+        ("Gang", f"{gang_shape(job)} {share[0] if share else '(ranks x devices per rank)'}" + _elastic(job)),
+        *(share[1] if share else []),
         ("Priority", job.get("priority")),
         ("Submitted", _age(job.get("submit_time"), now)),
         *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),

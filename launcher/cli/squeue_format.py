@@ -101,6 +101,15 @@ def _node_count(job: Mapping[str, Any]) -> str:
     return "-"  # not placed yet: how many nodes it gets is the placement's choice
 
 
+def _tres_per_node(job: Mapping[str, Any]) -> str:
+    """squeue's ``%b``: ``gpu:2``, ``mig-1g.10gb:1``; a share of one GPU as Slurm's gres: ``shard:2``, ``mps:25``."""
+    if job.get("shards"):
+        return f"shard:{job['shards']}"
+    if job.get("mps"):
+        return f"mps:{job['mps']}"
+    return f"{job.get('resource') or 'gpu'}:{job.get('gpus_per_worker', '?')}"
+
+
 Field = tuple[str, Callable[[Mapping[str, Any], float], str]]
 
 FIELDS: dict[str, Field] = {
@@ -116,7 +125,7 @@ FIELDS: dict[str, Field] = {
     "R": ("NODELIST(REASON)", lambda j, now: where_or_why(j)),
     "N": ("NODELIST", lambda j, now: ",".join(j.get("nodes") or []) or ""),
     "r": ("REASON", lambda j, now: str((j.get("reason") or {}).get("code") or "None")),
-    "b": ("TRES_PER_NODE", lambda j, now: f"{j.get('resource') or 'gpu'}:{j.get('gpus_per_worker', '?')}"),
+    "b": ("TRES_PER_NODE", lambda j, now: _tres_per_node(j)),
     "P": ("PARTITION", lambda j, now: str(j.get("queue", "?"))),
     "q": ("QOS", lambda j, now: str(j.get("queue", "?"))),
     "p": ("PRIORITY", lambda j, now: str(j.get("priority", 0))),

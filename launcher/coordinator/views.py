@@ -48,6 +48,8 @@ QUEUE_VIEW_FIELDS = (
     "array_id",
     "array_index",
     "array_limit",
+    "shards",
+    "mps",
 )
 
 
@@ -72,6 +74,8 @@ def queue_row(job: JobRecord) -> dict[str, Any]:
         "reason": None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""},
         "nodes": job_nodes(job),
         **_array_fields(job),
+        "shards": spec.shards,
+        "mps": spec.mps,
         **_group_fields(job, brief=True),
     }
 
