@@ -103,9 +103,10 @@ def test_four_shards_share_one_card_a_fifth_takes_another_and_strangers_stay_off
             f"At admission it took whole card {card(up, stranger)} of vm: no shared card it may join had room "
             "(2 shard card(s) shared, 1 without room, 1 with room held by sharers its queue may not share with"
         ) in up.cli("explain", stranger).stdout
-        # one line per node: 6 shards held; 3 + 3 free on the two part-used cards, 4 on each of the 4 idle cards
+        # one line per node: 6 shards held; 3 + 3 free on the two part-used cards, 4 on each of the 4 idle cards;
+        # MPS is on, and each idle card could serve it as well (100 % of its SMs free each)
         (line,) = up.cli("nodes").stdout.splitlines()[1:]
-        assert line.split()[7] == "shard:6/22", line
+        assert line.split()[7] == "shard:6/22,mps:0/400", line
     finally:
         up.cli("cancel", *up.jobs())
 
