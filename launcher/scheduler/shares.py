@@ -532,13 +532,36 @@ class ShareBook:
         model = req.gpu_model.lower() if req.gpu_model else None
         whole = self._free_whole(kind, model)
         what = describe_share(req, self.sharing.shards_per_gpu)
-        trust = "the same user's jobs only" if kind == "mps" else "sharers its queue may not share with"
         # placement found no card: every shared card with room holds sharers it may not join (or is held back)
+        held = f"{roomy} held by sharers its queue may not share with (share_gpus/share_with)"
+        if kind == "mps":
+            held = self._mps_servers_note(units, roomy)
         return PendingReason(
             ReasonCode.NO_CAPACITY,
-            f"job needs {what}: {shared} {kind} card(s) shared, {shared - roomy} without room, {roomy} held by "
-            f"{trust} (share_gpus/share_with); {whole} whole gpu free on nodes allowing {kind}",
+            f"job needs {what}: {shared} {kind} card(s) shared, {shared - roomy} without room, {held}; "
+            f"{whole} whole gpu free on nodes allowing {kind}",
         )
+
+    def _mps_servers_note(self, units: int, roomy: int) -> str:
+        """For an MPS share's reason: whose MPS servers hold the cards with room for ``units`` (one user
+        per MPS server: such a card takes MPS shares of its server's user only, of queues that may share
+        with its sharers). The same words for every user and queue: a cycle answers one user's share with
+        another's verdict where its search read no user's own cards (``readers``)."""
+        if not roomy:
+            return "0 with room"
+        servers: dict[str, int] = {}
+        for by_user in self._open["mps"].values():
+            for owner, rooms in by_user.items():
+                n = sum(len(cards) for room, cards in rooms.items() if room >= units)
+                if n:
+                    servers[owner] = servers.get(owner, 0) + n
+        users = sorted(servers, key=lambda u: (-servers[u], u))
+        rule = "one user per MPS server: a card takes MPS shares of its server's user only, of queues that may "
+        rule += "share with its sharers (share_gpus/share_with)"
+        if roomy == 1 and len(users) == 1:
+            return f"1 with room, whose MPS server serves user {users[0]} ({rule})"
+        named = ", ".join(f"{u} ({servers[u]})" for u in users[:3]) + (", ..." if len(users) > 3 else "")
+        return f"{roomy} with room, whose MPS servers serve users {named} ({rule})"
 
     def _free_whole(self, kind: str, model: str | None) -> int:
         """Free whole cards on nodes that allow ``kind`` (kept while the device book does not change)."""

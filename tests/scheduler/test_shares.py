@@ -265,3 +265,30 @@ def test_max_gpus_per_user_counts_a_share_as_its_gpu_fraction():
     s.submit("e", "team", elastic)
     (admitted,) = s.last.admitted
     assert len(admitted.placement) == 1  # 2 - 0.25 leaves room for one whole gpu, not two
+
+
+def test_an_mps_share_refused_by_another_users_mps_server_names_that_user():
+    """One MPS server per user: the reason says whose server holds the card with room."""
+    s = Sim([node("n1", 1)], [q("team")])
+    assert s.submit("a", "team", JobRequest(mps=25), user="ann") == ("GPU-n1-0",)
+    got = s.submit("b", "team", JobRequest(mps=25), user="bob")
+    assert got.code is ReasonCode.NO_CAPACITY
+    assert got.message == (
+        "job needs mps 25% of a gpu (1/4 gpu): 1 mps card(s) shared, 0 without room, 1 with room, whose MPS "
+        "server serves user ann (one user per MPS server: a card takes MPS shares of its server's user only, of "
+        "queues that may share with its sharers (share_gpus/share_with)); 0 whole gpu free on nodes allowing mps"
+    )
+
+
+def test_mps_cards_with_room_name_their_servers_users_most_cards_first():
+    s = Sim([node("n1", 4)], [q("team"), q("lab")])
+    for job, queue, user in (("a", "team", "ann"), ("b", "team", "bob"), ("c", "team", "bob"), ("d", "lab", "cy")):
+        assert isinstance(s.submit(job, queue, JobRequest(mps=60), user=user), tuple)
+    got = s.submit("e", "lab", JobRequest(mps=30), user="ann")  # ann's own card is team's: lab may not share it
+    assert got.code is ReasonCode.NO_CAPACITY
+    assert "4 mps card(s) shared, 0 without room, 4 with room, whose MPS servers serve users bob (2), ann (1), " in (
+        got.message
+    )
+    assert "cy (1) (one user per MPS server" in got.message
+    full = s.submit("f", "lab", JobRequest(mps=50), user="dan")  # 40 % left on each: no card has room
+    assert "4 mps card(s) shared, 4 without room, 0 with room; 0 whole gpu free" in full.message
