@@ -514,11 +514,13 @@ class ShareBook:
             )
         shared = self.count[kind]
         roomy = sum(n for room, n in self._rooms[kind].items() if room >= units)
+        held = f"{roomy} with room held by sharers its queue may not share with or reserved"
+        if kind == "mps" and roomy:
+            held = f"{self._mps_servers_note(units, roomy)}, or reserved"
         return (
             f"took whole {card}: no shared card it may join had room ({shared} {kind} card(s) shared, "
-            f"{shared - roomy} without room, {roomy} with room held by sharers its queue may not share with "
-            "or reserved); a share takes a whole free card only then, from the fullest node allowing "
-            f"{kind}"
+            f"{shared - roomy} without room, {held}); a share takes a whole free card only then, from the "
+            f"fullest node allowing {kind}"
         )
 
     def reason(self, req: JobRequest, queue: str, user: str) -> PendingReason:

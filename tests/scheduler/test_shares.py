@@ -273,6 +273,12 @@ def test_an_mps_share_refused_by_another_users_mps_server_names_that_user():
     assert s.submit("a", "team", JobRequest(mps=25), user="ann") == ("GPU-n1-0",)
     got = s.submit("b", "team", JobRequest(mps=25), user="bob")
     assert got.code is ReasonCode.NO_CAPACITY
+    two = Sim([node("n1", 2)], [q("team")])  # with a second card, bob takes it: the note says why
+    assert two.submit("a", "team", JobRequest(mps=25), user="ann") == ("GPU-n1-0",)
+    assert two.submit("b", "team", JobRequest(mps=25), user="bob") == ("GPU-n1-1",)
+    assert "(1 mps card(s) shared, 0 without room, 1 with room, whose MPS server serves user ann (one user per " in (
+        two.last.admitted[0].note
+    )
     assert got.message == (
         "job needs mps 25% of a gpu (1/4 gpu): 1 mps card(s) shared, 0 without room, 1 with room, whose MPS "
         "server serves user ann (one user per MPS server: a card takes MPS shares of its server's user only, of "
