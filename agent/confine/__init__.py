@@ -17,6 +17,7 @@ docs/security.md describes both.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ def setup_host_limits(setting: str, *, simulated: bool, cgroup_root: str | None,
 def setup_gpu_mem(
     *,
     simulated: bool,
-    cards: dict[str, str | None],
+    cards: Mapping[str, str | None],
     ranks_dir: str | None,
     no_cgroup_reason: str | None = None,
     proc: str = "/proc",

@@ -204,25 +204,24 @@ def test_writer_puts_a_shard_ranks_budget_in_its_dmem_max(tmp_path: Path) -> Non
 
 
 def test_a_refused_write_falls_back_to_watching_and_never_fails_the_launch(tmp_path: Path) -> None:
-    cgroups = RankCgroups(str(tmp_path), NODE, install=lambda where, rules, majors: None)
     told: list[GpuMemLimits] = []
-    cgroups.dmem = DmemWriter(REGIONS, on_fallback=told.append)
+    writer = DmemWriter(REGIONS, on_fallback=told.append)
 
     def refusing(where: str, rules: object, majors: object) -> None:
         Path(where, "dmem.max").mkdir()  # the kernel's EINVAL/EPERM stand-in: the write raises OSError
 
-    cgroups._install = refusing  # type: ignore[assignment]
-    procs = cgroups.prepare("j", 0, ["GPU-a"], None, 8 * GIB)
+    refused = RankCgroups(str(tmp_path), NODE, install=refusing)
+    refused.dmem = writer
+    procs = refused.prepare("j", 0, ["GPU-a"], None, 8 * GIB)
     assert procs == str(tmp_path / "j.0" / "cgroup.procs")  # the rank still starts, fenced
     [fallback] = told
     assert fallback.mode == "watched"
-    assert (
-        "dmem write failed: the kernel refused dmem.max 'drm/0000:3b:00.0/vram0 8589934592' of rank 0 of job j ("
-        in (fallback.reason)
-    )
+    line = "'drm/0000:3b:00.0/vram0 8589934592'"
+    assert fallback.reason.startswith(f"dmem write failed: the kernel refused dmem.max {line} of rank 0 of job j (")
     assert fallback.reason.endswith("budgets are watched through NVML from then on")
-    cgroups._install = lambda where, rules, majors: None  # type: ignore[assignment]
-    cgroups.prepare("j", 1, ["GPU-b"], None, 8 * GIB)
+    later = RankCgroups(str(tmp_path), NODE, install=lambda where, rules, majors: None)
+    later.dmem = writer
+    later.prepare("j", 1, ["GPU-b"], None, 8 * GIB)
     assert not (tmp_path / "j.1" / "dmem.max").exists()  # the node watches from then on: no write
     assert len(told) == 1
 
