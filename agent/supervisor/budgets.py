@@ -7,7 +7,9 @@ it: at every inventory read, the memory NVML shows for the rank's processes (its
 descendants) on its card, MPS clients included, is summed and compared with the budget. A rank
 over it is reported like a device violation (``violations.py``): the coordinator writes it in the
 job's history, shows it as a pitfall, and with ``violation = "kill"`` stops the job, saying which
-process used how much of which budget.
+process used how much of which budget. Where the kernel's ``dmem`` controller knows the node's cards,
+the card itself holds a shard rank to its budget too (``agent/confine/devmem.py``, the rank cgroup's
+``dmem.max``); this watch stays on there as the second line.
 """
 
 from __future__ import annotations
