@@ -236,12 +236,7 @@ class AgentService:
             ranks_dir=cgroups.ranks_dir if cgroups is not None else None,
             no_cgroup_reason=why_none,
         )
-        log.log(
-            logging.INFO if gpu_mem.mode == "enforced" or simulated else logging.WARNING,
-            "--gpu-mem budgets of shard ranks: %s (%s)",
-            gpu_mem.mode,
-            gpu_mem.reason,
-        )
+        log.info("--gpu-mem budgets of shard ranks: %s (%s)", gpu_mem.mode, gpu_mem.reason)
         if gpu_mem.mode == "enforced" and cgroups is not None:
             cgroups.dmem = DmemWriter(gpu_mem.regions, on_fallback=self.note_gpu_mem_fallback)
         return gpu_mem
