@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -163,12 +163,13 @@ def probe_dmem(
     if simulated or cgroup2_mount is None:
         return facts
     root = frozenset((_read(os.path.join(cgroup2_mount, "cgroup.controllers")) or "").split())
+    facts = replace(facts, root_controllers=root)
     if CONTROLLER not in root:
-        return DmemFacts(simulated, cgroup2_mount, root, {}, facts.cards, ranks_dir, no_cgroup_reason)
-    capacity = parse_capacity(_read(os.path.join(cgroup2_mount, CAPACITY)) or "")
-    facts = DmemFacts(simulated, cgroup2_mount, root, capacity, facts.cards, ranks_dir, no_cgroup_reason)
-    if not cards or ranks_dir is None or any(b is None or card_region(capacity, b) is None for b in cards.values()):
         return facts
+    capacity = parse_capacity(_read(os.path.join(cgroup2_mount, CAPACITY)) or "")
+    facts = replace(facts, capacity=capacity)
+    if not cards or ranks_dir is None or any(b is None or card_region(capacity, b) is None for b in cards.values()):
+        return facts  # watched whatever the ranks' folder says: enable nothing there
     ranks = frozenset((_read(os.path.join(ranks_dir, "cgroup.controllers")) or "").split())
     error = None
     if CONTROLLER in ranks:
@@ -176,7 +177,7 @@ def probe_dmem(
             Path(ranks_dir, "cgroup.subtree_control").write_text(f"+{CONTROLLER}", encoding="utf-8")
         except OSError as exc:
             error = exc.strerror or str(exc)
-    return DmemFacts(simulated, cgroup2_mount, root, capacity, facts.cards, ranks_dir, no_cgroup_reason, ranks, error)
+    return replace(facts, ranks_controllers=ranks, enable_error=error)
 
 
 def decide_gpu_mem(facts: DmemFacts) -> GpuMemLimits:
