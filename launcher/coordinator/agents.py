@@ -56,7 +56,7 @@ class AgentConn:
             inventory (``DeviceViolationSeen`` events; ``coordinator/violations.py``).
         host_limits: whether its agent holds ranks to their CPUs and memory, from its hello
             (``{"enforced", "reason"}``, ``agent/confine/hostlimits.py``), or None.
-        sharing: how its agent serves shared cards, from its hello: ``{"mps": "nvidia" |
+        sharing: how its agent serves shared cards, from its hello or a later inventory: ``{"mps": "nvidia" |
             "simulated" | None, "gpu_mem": {"mode": "enforced" | "watched", "reason"}}``
             (``agent/mps.py``, ``agent/confine/devmem.py``), or None from an agent that does not say.
     """
@@ -155,7 +155,7 @@ class AgentConn:
 
     @property
     def sharing(self) -> dict[str, Any] | None:
-        """How its agent serves shared cards, from its hello, or None."""
+        """How its agent serves shared cards, from its hello or a later inventory (:meth:`take_sharing`), or None."""
         return self._sharing
 
     def attach_link(self, ws: web.WebSocketResponse, hello: Hello, remote: str | None) -> None:
