@@ -110,6 +110,8 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--mem-per-gpu": _same("--mem-per-gpu"),
     "--gpu-mem": _same("--gpu-mem"),
     "--exclusive": lambda _: ["--exclusive"],
+    "-D": _same("--chdir"),
+    "--chdir": _same("--chdir"),
 }
 """``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
 is read apart: it multiplies by the node count)."""

@@ -10,6 +10,9 @@ output is the same.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import select
 import signal
 import sys
 import time
@@ -29,6 +32,10 @@ POLL_S = 0.2
 
 EXIT_INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+EXIT_BROKEN_PIPE = 141
+"""The exit status of ``labgang run`` whose output's reader went away (``| head``): 128 + SIGPIPE,
+what a shell reports for a command killed by SIGPIPE."""
 
 
 # Once a job has ended, how many polls to wait for its logs to report complete.
@@ -74,7 +81,13 @@ class JobFollower:
         self._settle = 0
 
     def follow(self) -> dict[str, Any]:
-        """Poll until the job has ended and its logs are complete; return the final JobView."""
+        """Poll until the job has ended and its logs are complete; return the final JobView.
+
+        Raises:
+            BrokenPipeError: ``out`` was closed by its reader: a write failed with EPIPE, or, between two
+                polls, ``out`` is a pipe with no reader left (:func:`output_closed`), so a job that has
+                nothing more to print is not waited for with its output going nowhere.
+        """
         while True:
             job = self.client.job(self.job_id)
             started = job.get("started_workers")
@@ -95,6 +108,8 @@ class JobFollower:
                 self._settle += 1
                 if self._settle > LOG_SETTLE_POLLS:
                     break
+            if output_closed(self.out):  # `| head -1` has its line and no more output may come for long
+                raise BrokenPipeError(errno.EPIPE, "the reader of the output has gone")
             time.sleep(self.poll_s)
         self._flush_partial()
         # The logs can be complete (every rank gone) a moment before the job's own state says
@@ -186,6 +201,19 @@ class JobFollower:
         if failed is not None:
             hint = f"rank {failed}'s output: labgang logs {self.job_id} --rank {failed}"
             print(f"labgang: {hint}", file=self.err, flush=True)
+
+
+def output_closed(out: Any) -> bool:
+    """True when ``out`` writes into a pipe whose reading end is closed everywhere (``| head -1``
+    exited): ``poll`` reports POLLERR on the writing end then (Linux). False for anything else (a
+    terminal, a file, a stream without a file descriptor), and before the reader has gone."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def failed_rank(job: dict[str, Any]) -> int | None:
@@ -280,12 +308,16 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
     """``labgang run``'s wait: stream ``ranks``' output to ``out`` and state changes to ``err`` until
     the job ends, and return the command's exit status.
 
+    A closed output (``labgang run ... | head -1``: EPIPE writing the job's output) cancels the job,
+    as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
+
     The first Ctrl-C, SIGTERM or SIGHUP cancels the job (its ranks get SIGTERM, then SIGKILL
     after the grace) and keeps following until it has stopped; the exit status is then 130 for
     Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
 
     Raises:
-        FollowStopped: a second interrupt (stop waiting), or the coordinator went away mid-way.
+        FollowStopped: a second interrupt (stop waiting), the coordinator went away mid-way, or the
+            output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
     follower = JobFollower(client, job_id, ranks, out, err)
@@ -296,6 +328,8 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
             try:
                 final = follower.follow()
                 break
+            except BrokenPipeError:
+                raise output_gone(client, job_id, out) from None
             except CoordinatorUnavailable:
                 # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
                 # is requeued or still recorded, and the next start shows what became of it.
@@ -320,6 +354,30 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
                 print(note, file=err, flush=True)
                 client.cancel(job_id)
     return code if stopped_by is not None else exit_status_of(final)
+
+
+def output_gone(client: Client, job_id: str, out: Any) -> FollowStopped:
+    """``labgang run``'s output was closed under it (EPIPE: ``| head -1`` has read its line): cancel
+    the job, as ``srun`` does when its stdout goes away, and silence ``out`` (its file descriptor
+    now writes to ``/dev/null``, so nothing is lost noisily at exit).
+
+    Returns:
+        The :class:`FollowStopped` to raise: exit status :data:`EXIT_BROKEN_PIPE` (141) and one line
+        naming the job, ``output closed (broken pipe): cancelled job 7``, or ``... job 7 had already
+        ended`` when it finished first.
+
+    Raises:
+        ApiError / CoordinatorUnavailable: from the cancel request.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # a stream without a descriptor
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    client.close()  # a request may have been cut in half
+    state = client.cancel(job_id).get("state")
+    if state in FINISHED_STATES and state != "cancelled":
+        return FollowStopped(f"output closed (broken pipe); job {job_id} had already ended", EXIT_BROKEN_PIPE)
+    return FollowStopped(f"output closed (broken pipe): cancelled job {job_id}", EXIT_BROKEN_PIPE)
 
 
 class NoOutputYet(Exception):

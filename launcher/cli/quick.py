@@ -210,6 +210,8 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-f": ("job_file", str),
         "--file": ("job_file", str),
         "--colocate": ("colocate", str),
+        "-D": ("chdir", str),
+        "--chdir": ("chdir", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }

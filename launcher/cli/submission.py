@@ -262,6 +262,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Write stderr to this file instead of --output's (same escapes).",
         ),
         click.option(
+            "-D",
+            "--chdir",
+            default=None,
+            metavar="DIR",
+            help="The ranks' working directory, as Slurm's -D/--chdir (default: this directory); a relative "
+            "DIR is relative to this directory, and --output/--error paths are relative to DIR.",
+        ),
+        click.option(
             "-J",
             "--name",
             "--job-name",
@@ -490,7 +498,12 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
 
     Standard input, when it is a pipe or a file, is streamed to rank 0 as its standard input as the
     rank reads it, whatever its size (`yes | head -c 10M | labgang run -- wc -c`); its end is the
-    rank's end-of-file. Not with --array.
+    rank's end-of-file. Not with --array. With --pty and no terminal on standard input
+    (`echo cmd | labgang run --pty -- bash`) a warning line says --pty is disregarded and the input is
+    streamed the same way, as srun does.
+
+    When its output is closed (`labgang run -- CMD | head -1`), the job is cancelled, as srun does,
+    with one line on stderr, and the exit status is 141 (128 + SIGPIPE).
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
@@ -498,8 +511,14 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         if flags.get("array") is not None:
             raise click.UsageError("--pty and --array exclude each other: one terminal drives one job")
         if not os.isatty(0):
-            raise click.UsageError("--pty needs a terminal on standard input")
-    elif flags.get("array") is None:
+            # `echo cmd | labgang run --pty -- bash`: as srun, say --pty is disregarded and run with the
+            # pipe (or file) as rank 0's standard input
+            click.echo(
+                "labgang run: warning: --pty: standard input is not a terminal; running without a pseudo-terminal",
+                err=True,
+            )
+            flags["pty"] = False
+    if not flags.get("pty") and flags.get("array") is None:
         from labgang.launcher.stdin_forward import streams_stdin
 
         flags["stdin_stream"] = streams_stdin()  # ours is a pipe or a file: streamed to rank 0
