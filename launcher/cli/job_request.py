@@ -65,6 +65,7 @@ def build_submission(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     chdir: str | None = None,
+    batch_script: bool = False,
     array: str | None = None,
     begin_time: float | None = None,
     output: str | None = None,
@@ -112,6 +113,8 @@ def build_submission(
         chdir: ``-D/--chdir``, the ranks' working directory (Slurm's): absolute, or relative to ``cwd``;
             it must be an existing directory. It replaces ``cwd`` in the body, so ``--output``/``--error``
             paths are relative to it, as Slurm's are.
+        batch_script: the command is a batch script (``submit SCRIPT``): labgang's ``srun`` goes first on
+            its ``PATH`` (:func:`labgang.launcher.cli.batch_script.with_srun_shim`).
         output, error: ``--output``/``--error`` file name patterns (launcher/output_pattern.py),
             checked here for their escapes.
         begin_time: ``--begin``, unix seconds (the scheduler does not admit the job before it).
@@ -252,6 +255,10 @@ def build_submission(
         },
         "cwd": working_directory(_current_directory() if cwd is None else cwd, chdir),
     }
+    if batch_script:
+        from labgang.launcher.cli.batch_script import with_srun_shim
+
+        body["env"] = with_srun_shim(body["env"])
     optional = {
         "name": name,
         "queue": queue,

@@ -210,6 +210,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-f": ("job_file", str),
         "--file": ("job_file", str),
         "--colocate": ("colocate", str),
+        "--batch-srun": ("batch_script", None),
         "-D": ("chdir", str),
         "--chdir": ("chdir", str),
         "--json": ("as_json", None),
@@ -332,10 +333,23 @@ def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
         raise NotFast("submission") from None
 
 
-def _submit_refused(command: str, err: Exception, options: dict[str, Any]) -> int:
-    """A refused submission, printed as the click command would (a refused default queue says so)."""
+def _submit_refused(command: str, err: Exception, options: dict[str, Any], args: list[str]) -> int:
+    """A refused submission, printed as the click command would: a refused default queue says so, and a
+    value a batch script's directive set names its line (``args``: the command's arguments as typed)."""
     from labgang.launcher.api.client import ApiError
 
+    if isinstance(err, ApiError) and options.get("batch_script"):
+        from labgang.launcher.cli.batch_script import field_origins, origin_of
+
+        flags = _run_flags() if command == "run" else _submit_flags()
+        given, positional = parse(args, flags, interspersed=False)
+        origins = field_origins(positional[0], flags, given) if positional else {}
+        where = origin_of(origins, flags, field=err.field)
+        if where is not None:
+            from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
+
+            refused = describe_api_error(err)
+            return _fail(command, f"{where}: {refused.message}", refused.exit_code)
     if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
         from labgang.launcher.cli.submission import default_queue_refused
 
@@ -356,7 +370,7 @@ def submit(args: list[str]) -> int:
         with Client.for_state_dir(state_dir) as client:
             job = client.submit(body)
     except ClientError as err:
-        return _submit_refused("submit", err, options)
+        return _submit_refused("submit", err, options, args)
     if as_json:
         from labgang.launcher.cli.format import to_json
 
@@ -386,7 +400,7 @@ def run(args: list[str]) -> int:
             try:
                 job = client.submit(body)
             except ClientError as err:
-                return _submit_refused("run", err, options)
+                return _submit_refused("run", err, options, args)
             job_id = job["id"]
             print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
             ranks = range(job.get("workers") or options.get("workers", 1)) if all_ranks else (0,)

@@ -46,6 +46,29 @@ RANK_ENV = job_request.RANK_ENV
 LABGANG_ENV_PREFIX = job_request.LABGANG_ENV_PREFIX
 
 
+SCRIPT_ORIGINS = "labgang.script_origins"
+"""``ctx.meta`` key: for a batch script, each submit field its directives set (and the command line does
+not) -> the line (``train.sh:3: #SBATCH --partition=gpu``), so a refused value names it
+(:func:`labgang.launcher.cli.batch_script.field_origins`). Absent for a plain command."""
+
+
+def _script_origins() -> dict[str, str] | None:
+    """The batch script's :data:`SCRIPT_ORIGINS` of the running command, or None when it runs no script."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(SCRIPT_ORIGINS)
+
+
+def _origin(field: str | None = None, message: str = "") -> str | None:
+    """The directive line that set the refused value (by the coordinator's ``field``, else by the flag
+    ``message`` starts with), or None when no directive did (or no script runs)."""
+    origins = _script_origins()
+    if not origins:
+        return None
+    from labgang.launcher.cli import batch_script, quick
+
+    return batch_script.origin_of(origins, quick._submit_flags(), field=field, message=message)
+
+
 class ScriptCommand(click.Command):
     """``submit``/``run``: a batch script as the only argument (``labgang submit train.sbatch``) is
     read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
@@ -67,6 +90,7 @@ class ScriptCommand(click.Command):
             args, warnings = found
             for line in warnings:
                 click.echo(f"labgang {self.name}: warning: {line}", err=True)
+            ctx.meta[SCRIPT_ORIGINS] = batch_script.field_origins(positional[0], table, options)
         return self._parse_naming_the_group(ctx, args)
 
     def _parse_naming_the_group(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -381,6 +405,13 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             metavar="G0,G1",
             help="Put these groups of a job of groups on one node (';' between several sets).",
         ),
+        click.option(
+            "--batch-srun",
+            "batch_script",
+            is_flag=True,
+            hidden=True,
+            help="Set by a batch script (submit SCRIPT): labgang's srun first on the ranks' PATH.",
+        ),
         click.argument("argv", nargs=-1, required=False, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -403,7 +434,8 @@ def build_submission(**flags: Any) -> dict[str, Any]:
     try:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
-        raise click.UsageError(str(exc)) from None
+        where = _origin(message=str(exc))
+        raise click.UsageError(str(exc) if where is None else f"{where}: {exc}") from None
 
 
 def submitted_id(job: dict[str, Any]) -> str:
@@ -415,10 +447,17 @@ _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue 
 
 
 def _submit(client: Client, **flags: Any) -> dict[str, Any]:
-    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default."""
+    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default, and
+    of a value a batch script's directive set names that line (``train.sh:3: #SBATCH --partition=gpu: ...``)."""
     try:
         return client.submit(build_submission(**flags))
     except ApiError as err:
+        where = _origin(field=err.field)
+        if where is not None:  # the value came from a directive: name its line
+            from labgang.launcher.cli.plumbing import describe_api_error
+
+            refused = describe_api_error(err)
+            raise CommandFailed(f"{where}: {refused.message}", refused.exit_code) from err
         if flags.get("queue") is not None or err.field != "queue" or err.status != 403:
             raise
         raise default_queue_refused(err) from err

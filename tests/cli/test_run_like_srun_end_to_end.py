@@ -5,6 +5,7 @@ warns and runs, and ``-D/--chdir`` sets the ranks' working directory (docs/slurm
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -170,3 +171,65 @@ def test_sbatch_chdir_in_a_batch_script(up: Up, tmp_path: Path) -> None:
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
     assert "-D/--chdir: '/no/such/dir': no such directory" in bad.stderr
     assert job_count(up) == before
+
+
+def fake_system_srun(folder: Path) -> dict[str, str]:
+    """A ``PATH`` whose ``srun`` is a stand-in for a system Slurm's (it says so and fails), first."""
+    folder.mkdir()
+    srun = folder / "srun"
+    srun.write_text("#!/bin/sh\necho reached-the-system-srun\nexit 99\n")
+    srun.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def test_srun_in_a_batch_script_runs_the_step_in_each_rank_never_a_system_slurm(up: Up, tmp_path: Path) -> None:
+    """The script runs on every rank; ``srun CMD`` in it is labgang's, first on the script's PATH: CMD
+    runs in that rank (so once per rank over the job), ``srun -n 1 CMD`` only in rank 0."""
+    script = tmp_path / "steps.sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --ntasks=2\n"
+        "#SBATCH --gres=gpu:1\n"
+        "srun --mpi=pmix -l sh -c 'echo step $SLURM_PROCID'\n"
+        "srun -n 1 echo once\n"
+        "srun sh -c 'exit 3' || echo \"status $?\"\n"
+    )
+    env = {**up.env, **fake_system_srun(tmp_path / "slurm-bin")}
+    out = subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "submit", str(script)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip()
+    assert up.wait_state(job_id, {"succeeded", "failed"})["state"] == "succeeded"
+    assert up.cli("logs", job_id).stdout.splitlines() == ["step 0", "once", "status 3"]
+    assert up.cli("logs", job_id, "-r", "1").stdout.splitlines() == ["step 1", "status 3"]
+
+
+def test_slurm_gpus_on_node_is_this_jobs_gpus_not_the_nodes(up: Up) -> None:
+    out = labgang(up, "run", "-n", "2", "-g", "3", "--all-ranks", "--", "sh", "-c", 'echo "$SLURM_GPUS_ON_NODE"')
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["0: 6", "1: 6"]  # both ranks on the one 8-GPU node
+    one = labgang(up, "run", "-g", "3", "--", "sh", "-c", 'echo "$SLURM_GPUS_ON_NODE"')
+    assert one.stdout == "3\n", one.stderr
+
+
+@pytest.mark.parametrize("path", ["fast", "click"])
+def test_a_refused_sbatch_partition_names_the_script_line(up: Up, tmp_path: Path, path: str) -> None:
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -n 1\n#SBATCH --partition=gpu\nhostname\n")
+    before = job_count(up)
+    out = labgang(up, "submit", "script.sh", cwd=tmp_path, path=path)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("labgang submit: script.sh:3: #SBATCH --partition=gpu: "), lines
+    assert "gpu" in lines[0].split("#SBATCH --partition=gpu: ", 1)[1]
+    assert job_count(up) == before
+    # the command line wins over the directive, and then the refusal is the command line's own
+    own = labgang(up, "submit", "-q", "nope", "script.sh", cwd=tmp_path, path=path)
+    assert own.returncode == 2 and "script.sh:3" not in own.stderr, own.stderr
+    bad_dir = tmp_path / "dir.sh"
+    bad_dir.write_text("#!/bin/bash\n#SBATCH --chdir=missing\npwd\n")
+    refused = labgang(up, "submit", "dir.sh", cwd=tmp_path, path=path)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith("labgang submit: dir.sh:2: #SBATCH --chdir=missing: -D/--chdir: 'missing': ")
