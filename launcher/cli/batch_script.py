@@ -22,7 +22,7 @@ import os
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 
 class BadScript(ValueError):
@@ -273,7 +273,7 @@ API_FIELD_DEST = {"cwd": "chdir", "signal": "signal_spec", "time_limit_s": "time
 """The coordinator's field names (``ApiError.field``) that differ from the submit flags' destinations."""
 
 
-def field_origins(path: str, table: dict[str, tuple[str, object]], given: dict[str, object]) -> dict[str, str]:
+def field_origins(path: str, table: Mapping[str, tuple[str, object]], given: Mapping[str, object]) -> dict[str, str]:
     """The directive line behind each submit field the script sets and the command line does not.
 
     Args:
@@ -293,7 +293,7 @@ def field_origins(path: str, table: dict[str, tuple[str, object]], given: dict[s
 
 
 def origin_of(
-    origins: dict[str, str], table: dict[str, tuple[str, object]], *, field: str | None = None, message: str = ""
+    origins: Mapping[str, str], table: Mapping[str, tuple[str, object]], *, field: str | None = None, message: str = ""
 ) -> str | None:
     """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
     ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).

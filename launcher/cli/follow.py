@@ -56,6 +56,9 @@ class JobFollower:
         out: where output bytes go (a binary stream).
         err: where state changes go (text), or None for silence.
         poll_s: seconds between polls.
+        err_out: where the ranks' stderr goes (a binary stream: ``labgang run``'s stderr, as srun
+            keeps the two apart); then ``out`` gets their stdout alone. None: both streams, as they
+            arrived, to ``out``.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class JobFollower:
         out: Any,
         err: TextIO | None,
         poll_s: float = POLL_S,
+        err_out: Any = None,
     ) -> None:
         self.client = client
         self.job_id = job_id
@@ -73,9 +77,13 @@ class JobFollower:
         self.out = out
         self.err = err
         self.poll_s = poll_s
-        self.offsets = {r: 0 for r in self.ranks}
-        self.partial = {r: b"" for r in self.ranks}
-        self.complete: set[int] = set()
+        # each stream followed: (the log's stream, or None for both as they arrived; where it goes)
+        self.streams: tuple[tuple[str | None, Any], ...] = (
+            ((None, out),) if err_out is None else (("stdout", out), ("stderr", err_out))
+        )
+        self.offsets = {(r, name): 0 for r in self.ranks for name, _ in self.streams}
+        self.partial = {(r, name): b"" for r in self.ranks for name, _ in self.streams}
+        self.complete: set[tuple[int, str | None]] = set()
         self._last_report: tuple[Any, ...] | None = None
         self._said_start: object = None  # the start_time of the run whose "running on" line was printed
         self._settle = 0
@@ -100,9 +108,10 @@ class JobFollower:
                 self._report_start(job)  # it ran and ended between two polls: say where, before its output
             if job["state"] != "pending" or finished:
                 for rank in self.ranks:
-                    if rank not in self.complete:
-                        self._drain(rank, finished)
-            if len(self.complete) == len(self.ranks):
+                    for name, sink in self.streams:
+                        if (rank, name) not in self.complete:
+                            self._drain(rank, name, sink, finished)
+            if all((rank, name) in self.complete for rank in self.ranks for name, _ in self.streams):
                 break
             if finished:
                 self._settle += 1
@@ -120,42 +129,50 @@ class JobFollower:
         self._report(job)  # the final line comes after all of the output
         return job
 
-    def _drain(self, rank: int, job_finished: bool) -> None:
+    def _drain(self, rank: int, stream: str | None, sink: Any, job_finished: bool) -> None:
+        key = (rank, stream)
         while True:
+            offset = self.offsets[key]
             try:
-                chunk = self.client.logs(self.job_id, rank=rank, offset=self.offsets[rank])
+                if stream is None:
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset)
+                else:
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream)
             except ApiError as exc:
                 if exc.status == 404 and job_finished:
-                    self.complete.add(rank)  # the rank never started: there is no log
+                    self.complete.add(key)  # the rank never started: there is no log
                 if exc.status == 404:
                     return
                 raise
-            self._write(rank, chunk.data)
-            self.offsets[rank] = chunk.next_offset
-            if chunk.finished and not chunk.data:
-                self.complete.add(rank)
+            self._write(key, sink, chunk.data)
+            # one stream of the log moves on past the other's bytes too: no data, yet further on
+            moved = chunk.next_offset != offset
+            self.offsets[key] = chunk.next_offset
+            if chunk.finished and not moved:
+                self.complete.add(key)
                 return
-            if not chunk.data:
+            if not moved:
                 return
 
-    def _write(self, rank: int, data: bytes) -> None:
+    def _write(self, key: tuple[int, str | None], sink: Any, data: bytes) -> None:
         if not data:
             return
         if len(self.ranks) == 1:
-            self.out.write(data)
+            sink.write(data)
         else:
-            lines = (self.partial[rank] + data).split(b"\n")
-            self.partial[rank] = lines.pop()
+            lines = (self.partial[key] + data).split(b"\n")
+            self.partial[key] = lines.pop()
             for line in lines:
-                self.out.write(b"%d: %s\n" % (rank, line))
-        self.out.flush()
+                sink.write(b"%d: %s\n" % (key[0], line))
+        sink.flush()
 
     def _flush_partial(self) -> None:
-        for rank in self.ranks:
-            if self.partial[rank]:
-                self.out.write(b"%d: %s\n" % (rank, self.partial[rank]))
-                self.partial[rank] = b""
-        self.out.flush()
+        for name, sink in self.streams:
+            for rank in self.ranks:
+                if self.partial[(rank, name)]:
+                    sink.write(b"%d: %s\n" % (rank, self.partial[(rank, name)]))
+                    self.partial[(rank, name)] = b""
+            sink.flush()
 
     def _report_start(self, job: dict[str, Any]) -> None:
         """The ``job N running on NODES`` line of the run that started at ``job["start_time"]``, once,
@@ -270,6 +287,13 @@ def stdout_bytes() -> Any:
     return getattr(sys.stdout, "buffer", sys.stdout)
 
 
+def stderr_bytes() -> Any:
+    """Where ``labgang run`` writes its ranks' stderr: stderr's binary buffer (the text stream when it has
+    none), with what its text side holds flushed first, so the two keep their order."""
+    sys.stderr.flush()
+    return getattr(sys.stderr, "buffer", sys.stderr)
+
+
 class StopSignal(KeyboardInterrupt):
     """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
 
@@ -304,9 +328,12 @@ class FollowStopped(Exception):
         self.exit_code = exit_code
 
 
-def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO) -> int:
-    """``labgang run``'s wait: stream ``ranks``' output to ``out`` and state changes to ``err`` until
-    the job ends, and return the command's exit status.
+def follow_to_the_end(
+    client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO, err_out: Any = None
+) -> int:
+    """``labgang run``'s wait: stream ``ranks``' output to ``out`` (with ``err_out``, a binary stream:
+    their stdout to ``out`` and their stderr to ``err_out``, as srun keeps them apart) and state changes
+    to ``err`` until the job ends, and return the command's exit status.
 
     A closed output (``labgang run ... | head -1``: EPIPE writing the job's output) cancels the job,
     as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
@@ -320,7 +347,7 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
-    follower = JobFollower(client, job_id, ranks, out, err)
+    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
     with stop_signals_interrupt():

@@ -384,7 +384,7 @@ def run(args: list[str]) -> int:
     """``labgang run``: submit, then follow the job with the click command's own code
     (:func:`labgang.launcher.cli.follow.follow_to_the_end`); see :func:`labgang.launcher.cli.submission.run`."""
     from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
+    from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stderr_bytes, stdout_bytes
 
     options, argv = _parse_submission(args, _run_flags())
     if "array" in options:
@@ -407,8 +407,8 @@ def run(args: list[str]) -> int:
             try:
                 if stream:
                     with StdinStreamer(state_dir, job_id):
-                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
-                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             except FollowStopped as stop:
                 return _fail("run", stop.message, stop.exit_code)
     except ClientError as err:

@@ -21,6 +21,7 @@ from labgang.launcher.cli.follow import (
     FollowStopped,
     StopSignal,
     follow_to_the_end,
+    stderr_bytes,
     stop_signals_interrupt,
 )
 from labgang.launcher.cli.format import (
@@ -573,14 +574,14 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             elif flags.get("stdin_stream"):
                 from labgang.launcher.stdin_forward import StdinStreamer
 
                 with StdinStreamer(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             else:
-                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

@@ -224,8 +224,8 @@ def test_a_batch_script_gets_labgangs_srun_first_on_its_path_a_command_does_not(
     path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 2\nsrun hostname\n")
     body = fast_body([path])
     assert body == click_body([path])
-    assert body["env"]["PATH"] == f"{SRUN_SHIM_DIR}:/bin"  # type: ignore[index]
-    assert fast_body(["--", "hostname"])["env"]["PATH"] == "/bin"  # type: ignore[index]
+    assert body["env"]["PATH"] == f"{SRUN_SHIM_DIR}:/bin"
+    assert fast_body(["--", "hostname"])["env"]["PATH"] == "/bin"
     assert os.access(os.path.join(SRUN_SHIM_DIR, "srun"), os.X_OK)
 
 

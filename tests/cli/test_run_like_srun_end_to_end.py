@@ -233,3 +233,19 @@ def test_a_refused_sbatch_partition_names_the_script_line(up: Up, tmp_path: Path
     refused = labgang(up, "submit", "dir.sh", cwd=tmp_path, path=path)
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.startswith("labgang submit: dir.sh:2: #SBATCH --chdir=missing: -D/--chdir: 'missing': ")
+
+
+@pytest.mark.parametrize("path", ["fast", "click"])
+def test_run_keeps_the_ranks_stderr_on_its_stderr_and_stdout_on_its_stdout(up: Up, path: str) -> None:
+    """As srun: a rank's stderr comes out on run's stderr, its stdout on run's stdout (``2>/dev/null``
+    silences the one, ``| grep`` sees only the other); ``labgang logs`` still has both, in one log."""
+    script = "echo out-$RANK; echo err-$RANK >&2; echo more-$RANK"
+    out = labgang(up, "run", "-n", "2", "--all-ranks", "--", "sh", "-c", script, path=path)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["0: more-0", "0: out-0", "1: more-1", "1: out-1"]
+    assert sorted(line for line in out.stderr.splitlines() if "err-" in line) == ["0: err-0", "1: err-1"]
+    one = labgang(up, "run", "--", "sh", "-c", "echo to-out; echo to-err >&2; exit 3", path=path)
+    assert (one.returncode, one.stdout) == (3, "to-out\n"), one.stderr
+    assert "to-err" in one.stderr.splitlines()
+    logs = up.cli("logs", submitted(one.stderr))
+    assert sorted(logs.stdout.splitlines()) == ["to-err", "to-out"]
