@@ -283,8 +283,9 @@ class CommandHandler:
         :data:`LOG_READ_MAX`) of a rank's log from ``offset``; an unknown log reads as empty.
 
         ``stream`` ``"stdout"`` or ``"stderr"`` keeps only that stream's bytes of the piece read
-        (``log_streams.py``); ``next_offset`` and ``size`` stay offsets into the whole log, so a reader
-        of one stream moves on past the other's bytes. Absent or None: both, as they arrived.
+        (``log_streams.py``; the answer then says ``stream``); ``next_offset`` and ``size`` stay offsets
+        into the whole log, so a reader of one stream moves on past the other's bytes. Absent or None:
+        both, as they arrived.
 
         Raises:
             ValueError: ``stream`` is none of those.
@@ -300,9 +301,11 @@ class CommandHandler:
                 data = f.read(limit)
         except FileNotFoundError:
             return {"data": "", "next_offset": offset, "size": 0}
-        next_offset = offset + len(data)
+        answer: dict[str, Any] = {"next_offset": offset + len(data), "size": size}
         if stream is not None:
             from labgang.agent.supervisor.log_streams import keep_stream, stderr_spans
 
             data = keep_stream(data, offset, stderr_spans(path), str(stream))
-        return {"data": base64.b64encode(data).decode(), "next_offset": next_offset, "size": size}
+            answer["stream"] = stream  # kept: an agent from before streams leaves this out
+        answer["data"] = base64.b64encode(data).decode()
+        return answer

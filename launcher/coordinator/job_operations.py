@@ -352,5 +352,7 @@ class JobOperations:
             raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
         data = base64.b64decode(result.get("data", ""))
         next_offset = int(result.get("next_offset", offset + len(data)))
+        if stream == "stderr" and result.get("stream") != stream:
+            data = b""  # an agent from before streams sent both: all of it as stdout, none twice
         at_end = next_offset >= int(result.get("size", next_offset))
         return data, next_offset, over and at_end
