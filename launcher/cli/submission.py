@@ -526,6 +526,9 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     """Submit a gang job, stream rank 0's output, and exit with the job's status.
 
+    The rank's stdout comes out on stdout and its stderr on stderr, as with srun (`labgang logs`
+    has both, as they arrived). -D DIR starts the ranks in DIR.
+
     While it waits, the pending reason is printed to stderr. Ctrl-C cancels the job
     (its ranks get SIGTERM, then SIGKILL after the grace period) and keeps printing
     until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
