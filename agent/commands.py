@@ -279,11 +279,21 @@ class CommandHandler:
         }
 
     def read_log(self, args: dict[str, Any]) -> dict[str, Any]:
-        """``read_log`` {job_id, rank, offset, limit}: up to ``limit`` bytes (at most
-        :data:`LOG_READ_MAX`) of a rank's log from ``offset``; an unknown log reads as empty."""
+        """``read_log`` {job_id, rank, offset, limit, stream}: up to ``limit`` bytes (at most
+        :data:`LOG_READ_MAX`) of a rank's log from ``offset``; an unknown log reads as empty.
+
+        ``stream`` ``"stdout"`` or ``"stderr"`` keeps only that stream's bytes of the piece read
+        (``log_streams.py``; the answer then says ``stream``); ``next_offset`` and ``size`` stay offsets
+        into the whole log, so a reader of one stream moves on past the other's bytes. Absent or None:
+        both, as they arrived.
+
+        Raises:
+            ValueError: ``stream`` is none of those.
+        """
         path = self.supervisor.log_path(str(args["job_id"]), int(args["rank"]))
         offset = max(0, int(args.get("offset", 0)))
         limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
+        stream = args.get("stream")
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -291,4 +301,11 @@ class CommandHandler:
                 data = f.read(limit)
         except FileNotFoundError:
             return {"data": "", "next_offset": offset, "size": 0}
-        return {"data": base64.b64encode(data).decode(), "next_offset": offset + len(data), "size": size}
+        answer: dict[str, Any] = {"next_offset": offset + len(data), "size": size}
+        if stream is not None:
+            from labgang.agent.supervisor.log_streams import keep_stream, stderr_spans
+
+            data = keep_stream(data, offset, stderr_spans(path), str(stream))
+            answer["stream"] = stream  # kept: an agent from before streams leaves this out
+        answer["data"] = base64.b64encode(data).decode()
+        return answer

@@ -13,6 +13,7 @@ Layout under the state dir::
         shim.err      the shim's own stderr (never the rank's output)
     logs/<job_id>/                  agent-owned, mode 0711 under a root agent (others may not list it)
         rank-<rank>.log[.1]         owned by the rank's user, mode 0600
+        rank-<rank>.log[.1].stderr  where the stderr bytes of that log are (shim.py RotatingLog)
 
 Files written by the shim never change after they are written, and every write is a
 ``rename`` of a complete temporary file, so a reader (or an agent restarted after a crash)

@@ -16,7 +16,8 @@ What it does, in order:
    walking the shim's descendants, even after an agent restart;
 2. opens the rank's log (owned by the rank's user, mode 0600) and starts the rank with
    ``subprocess.Popen(user=, group=, extra_groups=, start_new_session=True)``, stdin from
-   ``/dev/null`` (or the ``stdin_path`` file), stdout and stderr into one pipe that the shim copies into the log;
+   ``/dev/null`` (or the ``stdin_path`` file), stdout and stderr into two pipes that the shim copies into the
+   log, marking the stderr bytes (:class:`RotatingLog`);
 3. writes ``rank.json`` (pid, pgid, /proc start time, start wall time);
 4. reaps every child; when the rank's main process ends it writes ``exit.json`` with the
    exit status (the code, or 128+N for signal N);
@@ -55,8 +56,8 @@ Output files (Slurm's ``--output``/``--error``): the shim opens them *as the ran
 effective uid, gid and groups switched for the ``open`` alone, so the user's own permissions
 decide; created 0644 and truncated, as ``sbatch`` does) and copies the rank's stdout there, and its
 stderr to the error file (to the output file when there is none), besides the log that
-``labgang logs`` reads. With an error file, stdout and stderr come through two pipes (on a
-pseudo-terminal they are one stream, copied to the output file). A file that cannot be opened is
+``labgang logs`` reads. Stdout and stderr come through two pipes (on a pseudo-terminal they are one
+stream, copied to the output file). A file that cannot be opened is
 said once in the log and the rank runs anyway.
 
 The lease watchdog (``leasewatch.py``, imported from beside this file): while the rank runs, the
@@ -188,20 +189,32 @@ def utc_now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+STDERR_MARKS_SUFFIX = ".stderr"
+"""The rank log's stderr marks file is the log's path plus this (``rank-0.log.stderr``); the same as
+``log_streams.STDERR_MARKS_SUFFIX``, which reads it (this file imports no labgang module)."""
+
+
 class RotatingLog:
-    """Append-only log file owned by the rank's user, rotated to ``.1`` at ``max_bytes``."""
+    """Append-only log file owned by the rank's user, rotated to ``.1`` at ``max_bytes``.
+
+    Both of the rank's streams go into it, as they arrive. Which bytes were stderr is kept beside it,
+    in the *marks* file (``PATH.stderr``, rotated with the log): one ASCII line ``START LENGTH`` per
+    stderr piece, byte offsets into the log file, written before the piece itself (a reader never
+    sees stderr bytes without their mark). ``labgang run`` follows the two streams apart
+    (``agent/commands.py`` ``read_log`` with ``stream``)."""
 
     def __init__(self, path: str, max_bytes: int, uid: int | None, gid: int | None) -> None:
         self.path = path
         self.max_bytes = max(int(max_bytes), 1024)
         self.uid = uid
         self.gid = gid
-        self.fd = self._open()
+        self.fd = self._open(path)
         self.size = os.fstat(self.fd).st_size
+        self.marks_fd: int | None = None  # opened at the first stderr piece
 
-    def _open(self) -> int:
+    def _open(self, path: str) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(self.path, flags, 0o600)
+        fd = os.open(path, flags, 0o600)
         if self.uid is not None:
             os.fchown(fd, self.uid, self.gid if self.gid is not None else -1)
         os.fchmod(fd, 0o600)
@@ -210,7 +223,16 @@ class RotatingLog:
     def _rotate(self) -> None:
         os.close(self.fd)
         os.replace(self.path, self.path + ".1")
-        self.fd = self._open()
+        if self.marks_fd is not None:
+            os.close(self.marks_fd)
+            self.marks_fd = None
+            os.replace(self.path + STDERR_MARKS_SUFFIX, self.path + ".1" + STDERR_MARKS_SUFFIX)
+        else:  # no stderr in the file now ``.1``: no marks of an older one may stay beside it
+            try:
+                os.unlink(self.path + ".1" + STDERR_MARKS_SUFFIX)
+            except FileNotFoundError:
+                pass
+        self.fd = self._open(self.path)
         self.size = 0
         marker = (
             f"[labgang] log rotated at {utc_now_text()}: the previous {self.max_bytes} bytes are in "
@@ -225,8 +247,9 @@ class RotatingLog:
             view = view[n:]
         self.size += len(data)
 
-    def write(self, data: bytes) -> None:
-        """Append ``data``, rotating first whenever the file would pass its cap."""
+    def write(self, data: bytes, stderr: bool = False) -> None:
+        """Append ``data`` (``stderr``: the rank's stderr, marked as such), rotating first whenever the
+        file would pass its cap."""
         view = memoryview(data)
         while view:
             room = self.max_bytes - self.size
@@ -234,11 +257,20 @@ class RotatingLog:
                 self._rotate()
                 continue
             part = view[:room]
+            if stderr:
+                self._mark(len(part))
             self._write_all(bytes(part))
             view = view[len(part) :]
 
+    def _mark(self, length: int) -> None:
+        if self.marks_fd is None:
+            self.marks_fd = self._open(self.path + STDERR_MARKS_SUFFIX)
+        os.write(self.marks_fd, b"%d %d\n" % (self.size, length))  # one short line: one write
+
     def close(self) -> None:
         os.close(self.fd)
+        if self.marks_fd is not None:
+            os.close(self.marks_fd)
 
 
 def open_output_file(path: str, cfg: dict[str, Any]) -> int:
@@ -550,8 +582,9 @@ def main(rank_dir: str) -> int:
         # pipe that is the rank's stdin (stdinrelay.py, beside this file), read as the loop turns
         pump = stdin_pump_class()(cfg["stdin_in"])
         child_in = pump.child_end
-    # an error file gets stderr through a pipe of its own (a terminal carries both as one stream)
-    err_r, err_w = os.pipe() if files.err_fd is not None and pty_in is None else (None, out_w)
+    # stderr comes through a pipe of its own, so that the log marks it and an error file gets it (a
+    # terminal carries both as one stream)
+    err_r, err_w = os.pipe() if pty_in is None else (None, out_w)
     # ``labgang run``'s standard input, for rank 0: a root-owned file in the 0700 rank folder,
     # opened here (as root) and inherited by the rank as its stdin.
     stdin_file = open(cfg["stdin_path"], "rb") if cfg.get("stdin_path") else None  # noqa: SIM115
@@ -605,10 +638,11 @@ def main(rank_dir: str) -> int:
         stdin_file.close()
     if pump is not None:
         pump.started()
-    # each open pipe: where its bytes go besides the log (stderr: the error file, else the output file)
+    # each open pipe: where its bytes go besides the log (stderr: the error file, else the output file);
+    # stdout first, so that what a rank wrote to both before the shim woke is logged in its usual order
     sinks = {out_r: files.out_fd}
     if err_r is not None:
-        sinks[err_r] = files.err_fd
+        sinks[err_r] = files.out_fd if files.err_fd is None else files.err_fd
     ticks = proc_start_ticks(proc.pid)
     watch = lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid) if cfg.get("lease_path") else None
     write_atomic(
@@ -661,7 +695,7 @@ def main(rank_dir: str) -> int:
                 data = b""
             if data:
                 try:
-                    log.write(data)
+                    log.write(data, stderr=fd == err_r)
                 except OSError as exc:  # disk full, quota: lose output, never the rank or its status
                     print(f"labgang shim: dropped {len(data)} bytes of output: {exc}", file=sys.stderr)
                 files.write(sinks[fd], data)

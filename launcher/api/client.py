@@ -580,12 +580,18 @@ class Client:
         """
         return self._json("POST", f"/v1/arrays/{quote(str(array_id))}/cancel")
 
-    def logs(self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+    def logs(
+        self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None, stream: str | None = None
+    ) -> LogChunk:
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
-        earlier start attempt's output (0 = the first), None = the current one."""
+        earlier start attempt's output (0 = the first), None = the current one; ``stream``: ``"stdout"``
+        or ``"stderr"`` alone (offsets stay the whole log's, so ``next_offset`` may pass bytes of the
+        other stream), None = both as they arrived."""
         query = {"rank": str(rank), "offset": str(offset)}
         if attempt is not None:
             query["attempt"] = str(attempt)
+        if stream is not None:
+            query["stream"] = stream
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
 

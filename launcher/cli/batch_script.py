@@ -22,7 +22,7 @@ import os
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 
 class BadScript(ValueError):
@@ -110,6 +110,8 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--mem-per-gpu": _same("--mem-per-gpu"),
     "--gpu-mem": _same("--gpu-mem"),
     "--exclusive": lambda _: ["--exclusive"],
+    "-D": _same("--chdir"),
+    "--chdir": _same("--chdir"),
 }
 """``#SBATCH`` options labgang has, each to the labgang flags it becomes (``--ntasks-per-node``
 is read apart: it multiplies by the node count)."""
@@ -238,6 +240,74 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     return flags, warnings
 
 
+def directive_origins(path: str) -> dict[str, str]:
+    """Which directive line of the script at ``path`` gave each labgang flag, so that a refused value
+    names its line: ``{"--queue": "train.sh:3: #SBATCH --partition=gpu"}`` (the flag as
+    :func:`sbatch_flags`/:func:`labgang_flags` write it; a later line wins, ``#LABGANG`` over ``#SBATCH``,
+    as the flags do). Empty when the file cannot be read or a directive cannot be used."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = directive_lines(f.read())
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str] = {}
+    for wanted in ("#SBATCH", "#LABGANG"):
+        for line in lines:
+            number, prefix, rest = line
+            if prefix != wanted:
+                continue
+            try:
+                if prefix == "#SBATCH":
+                    words = sbatch_flags([line], path, strict=False)[0]
+                else:
+                    words = labgang_flags([line], path)
+            except BadScript:
+                continue
+            for word in words:
+                if word.startswith("-"):
+                    out[word] = f"{path}:{number}: {prefix} {rest.strip()}"
+    return out
+
+
+API_FIELD_DEST = {"cwd": "chdir", "signal": "signal_spec", "time_limit_s": "time_limit", "grace_s": "grace"}
+"""The coordinator's field names (``ApiError.field``) that differ from the submit flags' destinations."""
+
+
+def field_origins(path: str, table: Mapping[str, tuple[str, object]], given: Mapping[str, object]) -> dict[str, str]:
+    """The directive line behind each submit field the script sets and the command line does not.
+
+    Args:
+        path: the batch script.
+        table: the command's flag table (``quick._submit_flags()``: flag -> (destination, converter)).
+        given: the command line's own options, parsed with ``table`` (they win over the script's).
+
+    Returns:
+        destination (``"queue"``) -> ``"train.sh:3: #SBATCH --partition=gpu"``.
+    """
+    out: dict[str, str] = {}
+    for flag, where in directive_origins(path).items():
+        entry = table.get(flag)
+        if entry is not None and entry[0] not in given:
+            out[entry[0]] = where
+    return out
+
+
+def origin_of(
+    origins: Mapping[str, str], table: Mapping[str, tuple[str, object]], *, field: str | None = None, message: str = ""
+) -> str | None:
+    """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
+    ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).
+    ``origins`` is :func:`field_origins`' answer, ``table`` the flag table it was made with."""
+    if field is not None:
+        name = field.split(".", 1)[0]
+        return origins.get(API_FIELD_DEST.get(name, name))
+    for flag in message.split(": ", 1)[0].split("/"):
+        entry = table.get(flag)
+        if entry is not None and entry[0] in origins:
+            return origins[entry[0]]
+    return None
+
+
 def labgang_flags(lines: list[tuple[int, str, str]], path: str) -> list[str]:
     """The flags of the ``#LABGANG`` lines, as written (labgang's own submit flags)."""
     out: list[str] = []
@@ -262,6 +332,22 @@ def script_command(path: str, text: str) -> list[str]:
         if interpreter:
             return [*interpreter, full]
     return ["bash", full]
+
+
+SRUN_SHIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "batch_bin")
+"""The folder of labgang's ``srun`` for batch scripts (``launcher/data/batch_bin/srun``), put first on a
+batch script's ``PATH`` (:func:`with_srun_shim`): the script runs on every rank, and ``srun CMD`` in it runs
+CMD in that rank (``-n K``: ranks below K only), so over the job CMD runs once per rank, as Slurm's step
+does, and never reaches a system Slurm (docs/slurm.md)."""
+
+
+def with_srun_shim(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with :data:`SRUN_SHIM_DIR` first on its ``PATH`` (``os.defpath`` after it when ``env``
+    has none), once."""
+    rest = [part for part in env.get("PATH", "").split(os.pathsep) if part and part != SRUN_SHIM_DIR]
+    if not rest:
+        rest = os.defpath.split(os.pathsep)
+    return {**env, "PATH": os.pathsep.join([SRUN_SHIM_DIR, *rest])}
 
 
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
@@ -303,7 +389,8 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
         strict: ``--error-on-unknown-sbatch``.
 
     Returns:
-        ``(new args, warnings)``: the new args are ``--name SCRIPT_NAME``, the ``#SBATCH`` flags,
+        ``(new args, warnings)``: the new args are ``--name SCRIPT_NAME --batch-srun`` (labgang's
+        ``srun`` first on the script's ``PATH``: :func:`with_srun_shim`), the ``#SBATCH`` flags,
         the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT``; each
         warning is one line without the command's prefix.
 
@@ -332,5 +419,5 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
     lines = directive_lines(text)
     sbatch, warnings = sbatch_flags(lines, path, strict=strict)
     own = labgang_flags(lines, path)
-    name = ["--name", os.path.basename(path)]
+    name = ["--name", os.path.basename(path), "--batch-srun"]  # labgang's srun first on its PATH
     return [*name, *sbatch, *own, *args[:-1], "--", *script_command(path, text)], warnings

@@ -10,6 +10,9 @@ output is the same.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import select
 import signal
 import sys
 import time
@@ -30,6 +33,10 @@ POLL_S = 0.2
 EXIT_INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
 
+EXIT_BROKEN_PIPE = 141
+"""The exit status of ``labgang run`` whose output's reader went away (``| head``): 128 + SIGPIPE,
+what a shell reports for a command killed by SIGPIPE."""
+
 
 # Once a job has ended, how many polls to wait for its logs to report complete.
 LOG_SETTLE_POLLS = 10
@@ -49,6 +56,9 @@ class JobFollower:
         out: where output bytes go (a binary stream).
         err: where state changes go (text), or None for silence.
         poll_s: seconds between polls.
+        err_out: where the ranks' stderr goes (a binary stream: ``labgang run``'s stderr, as srun
+            keeps the two apart); then ``out`` gets their stdout alone. None: both streams, as they
+            arrived, to ``out``.
     """
 
     def __init__(
@@ -59,6 +69,7 @@ class JobFollower:
         out: Any,
         err: TextIO | None,
         poll_s: float = POLL_S,
+        err_out: Any = None,
     ) -> None:
         self.client = client
         self.job_id = job_id
@@ -66,15 +77,25 @@ class JobFollower:
         self.out = out
         self.err = err
         self.poll_s = poll_s
-        self.offsets = {r: 0 for r in self.ranks}
-        self.partial = {r: b"" for r in self.ranks}
-        self.complete: set[int] = set()
+        # each stream followed: (the log's stream, or None for both as they arrived; where it goes)
+        self.streams: tuple[tuple[str | None, Any], ...] = (
+            ((None, out),) if err_out is None else (("stdout", out), ("stderr", err_out))
+        )
+        self.offsets = {(r, name): 0 for r in self.ranks for name, _ in self.streams}
+        self.partial = {(r, name): b"" for r in self.ranks for name, _ in self.streams}
+        self.complete: set[tuple[int, str | None]] = set()
         self._last_report: tuple[Any, ...] | None = None
         self._said_start: object = None  # the start_time of the run whose "running on" line was printed
         self._settle = 0
 
     def follow(self) -> dict[str, Any]:
-        """Poll until the job has ended and its logs are complete; return the final JobView."""
+        """Poll until the job has ended and its logs are complete; return the final JobView.
+
+        Raises:
+            BrokenPipeError: ``out`` was closed by its reader: a write failed with EPIPE, or, between two
+                polls, ``out`` is a pipe with no reader left (:func:`output_closed`), so a job that has
+                nothing more to print is not waited for with its output going nowhere.
+        """
         while True:
             job = self.client.job(self.job_id)
             started = job.get("started_workers")
@@ -87,14 +108,17 @@ class JobFollower:
                 self._report_start(job)  # it ran and ended between two polls: say where, before its output
             if job["state"] != "pending" or finished:
                 for rank in self.ranks:
-                    if rank not in self.complete:
-                        self._drain(rank, finished)
-            if len(self.complete) == len(self.ranks):
+                    for name, sink in self.streams:
+                        if (rank, name) not in self.complete:
+                            self._drain(rank, name, sink, finished)
+            if all((rank, name) in self.complete for rank in self.ranks for name, _ in self.streams):
                 break
             if finished:
                 self._settle += 1
                 if self._settle > LOG_SETTLE_POLLS:
                     break
+            if output_closed(self.out):  # `| head -1` has its line and no more output may come for long
+                raise BrokenPipeError(errno.EPIPE, "the reader of the output has gone")
             time.sleep(self.poll_s)
         self._flush_partial()
         # The logs can be complete (every rank gone) a moment before the job's own state says
@@ -105,42 +129,50 @@ class JobFollower:
         self._report(job)  # the final line comes after all of the output
         return job
 
-    def _drain(self, rank: int, job_finished: bool) -> None:
+    def _drain(self, rank: int, stream: str | None, sink: Any, job_finished: bool) -> None:
+        key = (rank, stream)
         while True:
+            offset = self.offsets[key]
             try:
-                chunk = self.client.logs(self.job_id, rank=rank, offset=self.offsets[rank])
+                if stream is None:
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset)
+                else:
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream)
             except ApiError as exc:
                 if exc.status == 404 and job_finished:
-                    self.complete.add(rank)  # the rank never started: there is no log
+                    self.complete.add(key)  # the rank never started: there is no log
                 if exc.status == 404:
                     return
                 raise
-            self._write(rank, chunk.data)
-            self.offsets[rank] = chunk.next_offset
-            if chunk.finished and not chunk.data:
-                self.complete.add(rank)
+            self._write(key, sink, chunk.data)
+            # one stream of the log moves on past the other's bytes too: no data, yet further on
+            moved = chunk.next_offset != offset
+            self.offsets[key] = chunk.next_offset
+            if chunk.finished and not moved:
+                self.complete.add(key)
                 return
-            if not chunk.data:
+            if not moved:
                 return
 
-    def _write(self, rank: int, data: bytes) -> None:
+    def _write(self, key: tuple[int, str | None], sink: Any, data: bytes) -> None:
         if not data:
             return
         if len(self.ranks) == 1:
-            self.out.write(data)
+            sink.write(data)
         else:
-            lines = (self.partial[rank] + data).split(b"\n")
-            self.partial[rank] = lines.pop()
+            lines = (self.partial[key] + data).split(b"\n")
+            self.partial[key] = lines.pop()
             for line in lines:
-                self.out.write(b"%d: %s\n" % (rank, line))
-        self.out.flush()
+                sink.write(b"%d: %s\n" % (key[0], line))
+        sink.flush()
 
     def _flush_partial(self) -> None:
-        for rank in self.ranks:
-            if self.partial[rank]:
-                self.out.write(b"%d: %s\n" % (rank, self.partial[rank]))
-                self.partial[rank] = b""
-        self.out.flush()
+        for name, sink in self.streams:
+            for rank in self.ranks:
+                if self.partial[(rank, name)]:
+                    sink.write(b"%d: %s\n" % (rank, self.partial[(rank, name)]))
+                    self.partial[(rank, name)] = b""
+            sink.flush()
 
     def _report_start(self, job: dict[str, Any]) -> None:
         """The ``job N running on NODES`` line of the run that started at ``job["start_time"]``, once,
@@ -186,6 +218,19 @@ class JobFollower:
         if failed is not None:
             hint = f"rank {failed}'s output: labgang logs {self.job_id} --rank {failed}"
             print(f"labgang: {hint}", file=self.err, flush=True)
+
+
+def output_closed(out: Any) -> bool:
+    """True when ``out`` writes into a pipe whose reading end is closed everywhere (``| head -1``
+    exited): ``poll`` reports POLLERR on the writing end then (Linux). False for anything else (a
+    terminal, a file, a stream without a file descriptor), and before the reader has gone."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def failed_rank(job: dict[str, Any]) -> int | None:
@@ -242,6 +287,13 @@ def stdout_bytes() -> Any:
     return getattr(sys.stdout, "buffer", sys.stdout)
 
 
+def stderr_bytes() -> Any:
+    """Where ``labgang run`` writes its ranks' stderr: stderr's binary buffer (the text stream when it has
+    none), with what its text side holds flushed first, so the two keep their order."""
+    sys.stderr.flush()
+    return getattr(sys.stderr, "buffer", sys.stderr)
+
+
 class StopSignal(KeyboardInterrupt):
     """SIGTERM or SIGHUP while ``labgang run`` follows its job: handled like Ctrl-C.
 
@@ -276,19 +328,26 @@ class FollowStopped(Exception):
         self.exit_code = exit_code
 
 
-def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO) -> int:
-    """``labgang run``'s wait: stream ``ranks``' output to ``out`` and state changes to ``err`` until
-    the job ends, and return the command's exit status.
+def follow_to_the_end(
+    client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO, err_out: Any = None
+) -> int:
+    """``labgang run``'s wait: stream ``ranks``' output to ``out`` (with ``err_out``, a binary stream:
+    their stdout to ``out`` and their stderr to ``err_out``, as srun keeps them apart) and state changes
+    to ``err`` until the job ends, and return the command's exit status.
+
+    A closed output (``labgang run ... | head -1``: EPIPE writing the job's output) cancels the job,
+    as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
 
     The first Ctrl-C, SIGTERM or SIGHUP cancels the job (its ranks get SIGTERM, then SIGKILL
     after the grace) and keeps following until it has stopped; the exit status is then 130 for
     Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
 
     Raises:
-        FollowStopped: a second interrupt (stop waiting), or the coordinator went away mid-way.
+        FollowStopped: a second interrupt (stop waiting), the coordinator went away mid-way, or the
+            output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
-    follower = JobFollower(client, job_id, ranks, out, err)
+    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
     with stop_signals_interrupt():
@@ -296,6 +355,8 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
             try:
                 final = follower.follow()
                 break
+            except BrokenPipeError:
+                raise output_gone(client, job_id, out) from None
             except CoordinatorUnavailable:
                 # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
                 # is requeued or still recorded, and the next start shows what became of it.
@@ -320,6 +381,30 @@ def follow_to_the_end(client: Client, job_id: str, ranks: Iterable[int], out: An
                 print(note, file=err, flush=True)
                 client.cancel(job_id)
     return code if stopped_by is not None else exit_status_of(final)
+
+
+def output_gone(client: Client, job_id: str, out: Any) -> FollowStopped:
+    """``labgang run``'s output was closed under it (EPIPE: ``| head -1`` has read its line): cancel
+    the job, as ``srun`` does when its stdout goes away, and silence ``out`` (its file descriptor
+    now writes to ``/dev/null``, so nothing is lost noisily at exit).
+
+    Returns:
+        The :class:`FollowStopped` to raise: exit status :data:`EXIT_BROKEN_PIPE` (141) and one line
+        naming the job, ``output closed (broken pipe): cancelled job 7``, or ``... job 7 had already
+        ended`` when it finished first.
+
+    Raises:
+        ApiError / CoordinatorUnavailable: from the cancel request.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # a stream without a descriptor
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    client.close()  # a request may have been cut in half
+    state = client.cancel(job_id).get("state")
+    if state in FINISHED_STATES and state != "cancelled":
+        return FollowStopped(f"output closed (broken pipe); job {job_id} had already ended", EXIT_BROKEN_PIPE)
+    return FollowStopped(f"output closed (broken pipe): cancelled job {job_id}", EXIT_BROKEN_PIPE)
 
 
 class NoOutputYet(Exception):

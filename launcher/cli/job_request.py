@@ -64,6 +64,8 @@ def build_submission(
     dependency: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    chdir: str | None = None,
+    batch_script: bool = False,
     array: str | None = None,
     begin_time: float | None = None,
     output: str | None = None,
@@ -107,7 +109,12 @@ def build_submission(
         no_requeue: True to fail rather than requeue.
         signal_spec: canonical ``"SIGUSR1@60"``.
         dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
-        env, cwd: defaults ``os.environ`` and ``os.getcwd()``.
+        env, cwd: defaults ``os.environ`` and ``os.getcwd()`` (the submit directory).
+        chdir: ``-D/--chdir``, the ranks' working directory (Slurm's): absolute, or relative to ``cwd``;
+            it must be an existing directory. It replaces ``cwd`` in the body, so ``--output``/``--error``
+            paths are relative to it, as Slurm's are.
+        batch_script: the command is a batch script (``submit SCRIPT``): labgang's ``srun`` goes first on
+            its ``PATH`` (:func:`labgang.launcher.cli.batch_script.with_srun_shim`).
         output, error: ``--output``/``--error`` file name patterns (launcher/output_pattern.py),
             checked here for their escapes.
         begin_time: ``--begin``, unix seconds (the scheduler does not admit the job before it).
@@ -246,8 +253,12 @@ def build_submission(
             for k, v in (os.environ if env is None else env).items()
             if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)
         },
-        "cwd": _current_directory() if cwd is None else cwd,
+        "cwd": working_directory(_current_directory() if cwd is None else cwd, chdir),
     }
+    if batch_script:
+        from labgang.launcher.cli.batch_script import with_srun_shim
+
+        body["env"] = with_srun_shim(body["env"])
     optional = {
         "name": name,
         "queue": queue,
@@ -376,6 +387,27 @@ def _share_request(
         except ValueError as exc:
             raise SubmissionError(f"--gpu-mem: {exc}") from None
     return out
+
+
+def working_directory(submit_dir: str, chdir: str | None) -> str:
+    """The ranks' working directory: ``submit_dir``, or ``-D/--chdir DIR`` (absolute, or relative to
+    ``submit_dir``), normalised.
+
+    Raises:
+        SubmissionError: DIR is empty or is not an existing directory (one line naming the flag).
+    """
+    if chdir is None:
+        return submit_dir
+    if not chdir.strip():
+        raise SubmissionError("-D/--chdir: must not be empty; allowed: an existing directory")
+    path = os.path.normpath(os.path.join(submit_dir, chdir))
+    if not os.path.isdir(path):
+        what = "is not a directory" if os.path.exists(path) else "no such directory"
+        raise SubmissionError(
+            f"-D/--chdir: {chdir!r}: {what} ({path}); allowed: an existing directory, absolute or "
+            "relative to the submit directory"
+        )
+    return path
 
 
 def _current_directory() -> str:

@@ -210,6 +210,9 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-f": ("job_file", str),
         "--file": ("job_file", str),
         "--colocate": ("colocate", str),
+        "--batch-srun": ("batch_script", None),
+        "-D": ("chdir", str),
+        "--chdir": ("chdir", str),
         "--json": ("as_json", None),
         "--state-dir": ("state_dir", str),
     }
@@ -330,10 +333,23 @@ def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
         raise NotFast("submission") from None
 
 
-def _submit_refused(command: str, err: Exception, options: dict[str, Any]) -> int:
-    """A refused submission, printed as the click command would (a refused default queue says so)."""
+def _submit_refused(command: str, err: Exception, options: dict[str, Any], args: list[str]) -> int:
+    """A refused submission, printed as the click command would: a refused default queue says so, and a
+    value a batch script's directive set names its line (``args``: the command's arguments as typed)."""
     from labgang.launcher.api.client import ApiError
 
+    if isinstance(err, ApiError) and options.get("batch_script"):
+        from labgang.launcher.cli.batch_script import field_origins, origin_of
+
+        flags = _run_flags() if command == "run" else _submit_flags()
+        given, positional = parse(args, flags, interspersed=False)
+        origins = field_origins(positional[0], flags, given) if positional else {}
+        where = origin_of(origins, flags, field=err.field)
+        if where is not None:
+            from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
+
+            refused = describe_api_error(err)
+            return _fail(command, f"{where}: {refused.message}", refused.exit_code)
     if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
         from labgang.launcher.cli.submission import default_queue_refused
 
@@ -354,7 +370,7 @@ def submit(args: list[str]) -> int:
         with Client.for_state_dir(state_dir) as client:
             job = client.submit(body)
     except ClientError as err:
-        return _submit_refused("submit", err, options)
+        return _submit_refused("submit", err, options, args)
     if as_json:
         from labgang.launcher.cli.format import to_json
 
@@ -368,7 +384,7 @@ def run(args: list[str]) -> int:
     """``labgang run``: submit, then follow the job with the click command's own code
     (:func:`labgang.launcher.cli.follow.follow_to_the_end`); see :func:`labgang.launcher.cli.submission.run`."""
     from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stdout_bytes
+    from labgang.launcher.cli.follow import FollowStopped, follow_to_the_end, stderr_bytes, stdout_bytes
 
     options, argv = _parse_submission(args, _run_flags())
     if "array" in options:
@@ -384,15 +400,15 @@ def run(args: list[str]) -> int:
             try:
                 job = client.submit(body)
             except ClientError as err:
-                return _submit_refused("run", err, options)
+                return _submit_refused("run", err, options, args)
             job_id = job["id"]
             print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
             ranks = range(job.get("workers") or options.get("workers", 1)) if all_ranks else (0,)
             try:
                 if stream:
                     with StdinStreamer(state_dir, job_id):
-                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
-                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             except FollowStopped as stop:
                 return _fail("run", stop.message, stop.exit_code)
     except ClientError as err:

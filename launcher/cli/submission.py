@@ -21,6 +21,7 @@ from labgang.launcher.cli.follow import (
     FollowStopped,
     StopSignal,
     follow_to_the_end,
+    stderr_bytes,
     stop_signals_interrupt,
 )
 from labgang.launcher.cli.format import (
@@ -46,6 +47,29 @@ RANK_ENV = job_request.RANK_ENV
 LABGANG_ENV_PREFIX = job_request.LABGANG_ENV_PREFIX
 
 
+SCRIPT_ORIGINS = "labgang.script_origins"
+"""``ctx.meta`` key: for a batch script, each submit field its directives set (and the command line does
+not) -> the line (``train.sh:3: #SBATCH --partition=gpu``), so a refused value names it
+(:func:`labgang.launcher.cli.batch_script.field_origins`). Absent for a plain command."""
+
+
+def _script_origins() -> dict[str, str] | None:
+    """The batch script's :data:`SCRIPT_ORIGINS` of the running command, or None when it runs no script."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(SCRIPT_ORIGINS)
+
+
+def _origin(field: str | None = None, message: str = "") -> str | None:
+    """The directive line that set the refused value (by the coordinator's ``field``, else by the flag
+    ``message`` starts with), or None when no directive did (or no script runs)."""
+    origins = _script_origins()
+    if not origins:
+        return None
+    from labgang.launcher.cli import batch_script, quick
+
+    return batch_script.origin_of(origins, quick._submit_flags(), field=field, message=message)
+
+
 class ScriptCommand(click.Command):
     """``submit``/``run``: a batch script as the only argument (``labgang submit train.sbatch``) is
     read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
@@ -67,6 +91,7 @@ class ScriptCommand(click.Command):
             args, warnings = found
             for line in warnings:
                 click.echo(f"labgang {self.name}: warning: {line}", err=True)
+            ctx.meta[SCRIPT_ORIGINS] = batch_script.field_origins(positional[0], table, options)
         return self._parse_naming_the_group(ctx, args)
 
     def _parse_naming_the_group(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -262,6 +287,14 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Write stderr to this file instead of --output's (same escapes).",
         ),
         click.option(
+            "-D",
+            "--chdir",
+            default=None,
+            metavar="DIR",
+            help="The ranks' working directory, as Slurm's -D/--chdir (default: this directory); a relative "
+            "DIR is relative to this directory, and --output/--error paths are relative to DIR.",
+        ),
+        click.option(
             "-J",
             "--name",
             "--job-name",
@@ -373,6 +406,13 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             metavar="G0,G1",
             help="Put these groups of a job of groups on one node (';' between several sets).",
         ),
+        click.option(
+            "--batch-srun",
+            "batch_script",
+            is_flag=True,
+            hidden=True,
+            help="Set by a batch script (submit SCRIPT): labgang's srun first on the ranks' PATH.",
+        ),
         click.argument("argv", nargs=-1, required=False, metavar="-- CMD [ARGS]..."),
     ]
     for option in reversed(options):
@@ -395,7 +435,8 @@ def build_submission(**flags: Any) -> dict[str, Any]:
     try:
         return job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
-        raise click.UsageError(str(exc)) from None
+        where = _origin(message=str(exc))
+        raise click.UsageError(str(exc) if where is None else f"{where}: {exc}") from None
 
 
 def submitted_id(job: dict[str, Any]) -> str:
@@ -407,10 +448,17 @@ _REFUSED_QUEUE_RE = re.compile(r"user '(?P<user>[^']*)' may not submit to queue 
 
 
 def _submit(client: Client, **flags: Any) -> dict[str, Any]:
-    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default."""
+    """Submit; a refusal of the queue the user did not pick (no ``-q``) says it was the default, and
+    of a value a batch script's directive set names that line (``train.sh:3: #SBATCH --partition=gpu: ...``)."""
     try:
         return client.submit(build_submission(**flags))
     except ApiError as err:
+        where = _origin(field=err.field)
+        if where is not None:  # the value came from a directive: name its line
+            from labgang.launcher.cli.plumbing import describe_api_error
+
+            refused = describe_api_error(err)
+            raise CommandFailed(f"{where}: {refused.message}", refused.exit_code) from err
         if flags.get("queue") is not None or err.field != "queue" or err.status != 403:
             raise
         raise default_queue_refused(err) from err
@@ -478,6 +526,9 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
 def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     """Submit a gang job, stream rank 0's output, and exit with the job's status.
 
+    The rank's stdout comes out on stdout and its stderr on stderr, as with srun (`labgang logs`
+    has both, as they arrived). -D DIR starts the ranks in DIR.
+
     While it waits, the pending reason is printed to stderr. Ctrl-C cancels the job
     (its ranks get SIGTERM, then SIGKILL after the grace period) and keeps printing
     until it has stopped; a second Ctrl-C stops waiting. SIGTERM and SIGHUP (a closed
@@ -490,7 +541,12 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
 
     Standard input, when it is a pipe or a file, is streamed to rank 0 as its standard input as the
     rank reads it, whatever its size (`yes | head -c 10M | labgang run -- wc -c`); its end is the
-    rank's end-of-file. Not with --array.
+    rank's end-of-file. Not with --array. With --pty and no terminal on standard input
+    (`echo cmd | labgang run --pty -- bash`) a warning line says --pty is disregarded and the input is
+    streamed the same way, as srun does.
+
+    When its output is closed (`labgang run -- CMD | head -1`), the job is cancelled, as srun does,
+    with one line on stderr, and the exit status is 141 (128 + SIGPIPE).
 
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
@@ -498,8 +554,14 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         if flags.get("array") is not None:
             raise click.UsageError("--pty and --array exclude each other: one terminal drives one job")
         if not os.isatty(0):
-            raise click.UsageError("--pty needs a terminal on standard input")
-    elif flags.get("array") is None:
+            # `echo cmd | labgang run --pty -- bash`: as srun, say --pty is disregarded and run with the
+            # pipe (or file) as rank 0's standard input
+            click.echo(
+                "labgang run: warning: --pty: standard input is not a terminal; running without a pseudo-terminal",
+                err=True,
+            )
+            flags["pty"] = False
+    if not flags.get("pty") and flags.get("array") is None:
         from labgang.launcher.stdin_forward import streams_stdin
 
         flags["stdin_stream"] = streams_stdin()  # ours is a pipe or a file: streamed to rank 0
@@ -515,14 +577,14 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             elif flags.get("stdin_stream"):
                 from labgang.launcher.stdin_forward import StdinStreamer
 
                 with StdinStreamer(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
             else:
-                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr)
+                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

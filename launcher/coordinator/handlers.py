@@ -407,14 +407,20 @@ async def job_logs(
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A]``: bytes from the agent that holds the log."""
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr]``: bytes from the agent
+    that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole log's)."""
     attempt = query.get("attempt")
+    stream = query.get("stream") or None
+    if stream not in (None, "stdout", "stderr"):
+        allowed = ["stdout", "stderr"]
+        raise BadRequest(f"stream must be stdout or stderr, got {stream!r}", field="stream", allowed=allowed)
     data, next_offset, finished = await desk.read_log(
         caller,
         params["id"],
         _int(query, "rank", 0),
         _int(query, "offset", 0),
         None if attempt in (None, "") else _int(query, "attempt", 0),
+        stream=stream,
     )
     headers = {"X-Next-Offset": str(next_offset)}
     if finished:

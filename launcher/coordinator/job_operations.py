@@ -293,7 +293,7 @@ class JobOperations:
         return job
 
     async def read_log(
-        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None
+        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None, stream: str | None = None
     ) -> tuple[bytes, int, bool]:
         """Read a rank's output from the agent that holds it.
 
@@ -303,6 +303,8 @@ class JobOperations:
             attempt: which start attempt (0 = the first; every requeue starts a new one); None =
                 the current one, or the last that placed this rank. Each attempt's output is kept
                 on its node.
+            stream: ``"stdout"`` or ``"stderr"``: only that stream's bytes (the offsets stay the whole
+                log's; ``agent/supervisor/log_streams.py``); None: both, as they arrived.
 
         Returns:
             (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
@@ -342,12 +344,15 @@ class JobOperations:
             if record.state == RankPhase.ASSIGNED:
                 return b"", offset, False
         try:
-            result = await self._agents.call(
-                node, "read_log", {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
-            )
+            args: dict[str, object] = {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
+            if stream is not None:
+                args["stream"] = stream
+            result = await self._agents.call(node, "read_log", args)
         except AgentCallError as exc:
             raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
         data = base64.b64decode(result.get("data", ""))
         next_offset = int(result.get("next_offset", offset + len(data)))
+        if stream == "stderr" and result.get("stream") != stream:
+            data = b""  # an agent from before streams sent both: all of it as stdout, none twice
         at_end = next_offset >= int(result.get("size", next_offset))
         return data, next_offset, over and at_end

@@ -5,12 +5,13 @@ winning, warnings and refusals for options labgang lacks, both the fast path and
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli import job_request, quick, submission
-from labgang.launcher.cli.batch_script import BadScript, directive_lines, script_form
+from labgang.launcher.cli.batch_script import SRUN_SHIM_DIR, BadScript, directive_lines, script_form
 from labgang.launcher.cli.main import cli
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
@@ -217,3 +218,43 @@ def test_sbatch_hetjob_is_refused_in_one_line_not_merged_into_one_gang(tmp_path)
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "#SBATCH hetjob: labgang does not read a heterogeneous job" in lines[0], result.output
+
+
+def test_a_batch_script_gets_labgangs_srun_first_on_its_path_a_command_does_not(tmp_path):
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 2\nsrun hostname\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert body["env"]["PATH"] == f"{SRUN_SHIM_DIR}:/bin"
+    assert fast_body(["--", "hostname"])["env"]["PATH"] == "/bin"
+    assert os.access(os.path.join(SRUN_SHIM_DIR, "srun"), os.X_OK)
+
+
+@pytest.mark.parametrize(
+    ("args", "procid", "status", "stdout"),
+    [
+        (["-N", "2", "--mpi=pmix", "-l", "--gres", "gpu:1", "echo", "step"], "1", 0, "step\n"),
+        (["-n", "1", "echo", "once"], "0", 0, "once\n"),
+        (["-n", "1", "echo", "once"], "1", 0, ""),  # not one of the step's tasks: goes on at once
+        (["--ntasks=2", "--", "echo", "-n", "x"], "1", 0, "x"),
+        (["--chdir=/", "pwd"], "0", 0, "/\n"),
+        (["sh", "-c", "exit 4"], "0", 4, ""),
+    ],
+)
+def test_labgangs_srun_runs_the_step_in_this_rank(tmp_path, args, procid, status, stdout):
+    done = subprocess.run(
+        [os.path.join(SRUN_SHIM_DIR, "srun"), *args],
+        env={"PATH": os.defpath, "SLURM_PROCID": procid},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (status, stdout, "")
+
+
+@pytest.mark.parametrize(("args", "line"), [([], "no command given"), (["-n", "x", "true"], "-n/--ntasks: 'x'")])
+def test_labgangs_srun_refuses_in_one_line(args, line):
+    done = subprocess.run(
+        [os.path.join(SRUN_SHIM_DIR, "srun"), *args], env={"PATH": os.defpath}, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and line in done.stderr, done.stderr
