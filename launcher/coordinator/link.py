@@ -5,7 +5,8 @@ wrong token is refused with 401 before the upgrade and logged with the peer addr
 The first message must be ``hello``; versions are checked with
 :func:`labgang.launcher.coordinator.version_compat.check`. See :mod:`.agents` for the messages. Every
 frame is parsed into a typed value (:mod:`.frames`) before it is acted on; one that breaks
-the contract is one warning line and a closed link (4400), never a traceback.
+the contract is one warning line and a closed link (4400), never a traceback; so is a frame
+aiohttp cannot read (a compressed frame that does not inflate), which aiohttp closes itself.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     try:
         try:
             msg = await ws.receive(timeout=HELLO_TIMEOUT_S)
+            if msg.type == WSMsgType.ERROR:
+                raise unreadable(msg.data)
             if msg.type != WSMsgType.TEXT:
                 raise ProtocolError("expected a hello frame")
             hello = frames.parse_hello(frames.decode(msg.data))
@@ -91,9 +94,11 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         await nodes.on_hello(conn, hello.message)
         serve = functools.partial(_forwarded, coord)
         async for msg in ws:
-            if msg.type != WSMsgType.TEXT:
+            if msg.type not in (WSMsgType.TEXT, WSMsgType.ERROR):
                 continue
             try:
+                if msg.type == WSMsgType.ERROR:
+                    raise unreadable(msg.data)
                 frame = frames.parse_frame(frames.decode(msg.data))
             except ProtocolError as exc:
                 await _protocol_error(ws, request.remote, conn.node, exc)
@@ -106,8 +111,16 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     return ws
 
 
+def unreadable(exc: object) -> ProtocolError:
+    """The protocol error for a frame aiohttp could not read (``WSMsgType.ERROR``: a compressed
+    frame that does not inflate, text that is not UTF-8, a frame over the size limit), ``exc``
+    being aiohttp's exception. aiohttp has already closed the link then (with its own code)."""
+    return ProtocolError(f"a frame that cannot be read: {exc}")
+
+
 async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str | None, exc: ProtocolError) -> None:
-    """One warning line for a frame that breaks the link's contract, then the link is closed (4400)."""
+    """One warning line for a frame that breaks the link's contract, then the link is closed (4400;
+    a frame aiohttp could not read was closed by aiohttp already, :func:`unreadable`)."""
     who = f"node {node}" if node else "an agent"
     log.warning("protocol error from %s (%s): %s; closing its link", who, peer or "unknown peer", exc)
     await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
