@@ -12,7 +12,6 @@ aiohttp cannot read (a compressed frame that does not inflate), which aiohttp cl
 from __future__ import annotations
 
 import base64
-import functools
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,7 +24,6 @@ from labgang.launcher.coordinator.frames import ProtocolError
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
-    from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.node_events import NodeEvents
 
 log = logging.getLogger("labgang.coordinator.link")
@@ -92,7 +90,7 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
         await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
         await nodes.on_hello(conn, hello.message)
-        serve = functools.partial(_forwarded, coord)
+        serve = request.app[keys.FORWARDED]
         async for msg in ws:
             if msg.type not in (WSMsgType.TEXT, WSMsgType.ERROR):
                 continue
@@ -128,7 +126,7 @@ async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str
 
 ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[str, str], bytes]]]
 """Serves a user request an agent forwarded: ``(uid, method, path, query, body) -> (status, headers, body)``
-(``routes.forwarded`` bound to the coordinator)."""
+(``routes.forwarded`` bound to the route table and the configuration at startup: ``keys.FORWARDED``)."""
 
 
 async def _on_frame(
@@ -180,12 +178,3 @@ async def _serve_forwarded(serve: ServeForwarded, ws: web.WebSocketResponse, req
                 "body": base64.b64encode(data).decode(),
             }
         )
-
-
-async def _forwarded(
-    coord: Coordinator, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
-) -> tuple[int, dict[str, str], bytes]:
-    """``routes.forwarded`` (imported here, late: routes imports this module for its link route)."""
-    from labgang.launcher.coordinator.routes import forwarded
-
-    return await forwarded(coord, uid, method, path, query, body)
