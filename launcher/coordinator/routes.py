@@ -32,7 +32,7 @@ from labgang.launcher.coordinator.errors import (
     Unauthenticated,
     error_reply,
 )
-from labgang.launcher.coordinator.link import agent_link
+from labgang.launcher.coordinator.link import ServeForwarded, agent_link
 from labgang.launcher.coordinator.requests import Caller
 
 log = logging.getLogger("labgang.coordinator.api")
@@ -176,7 +176,8 @@ def setup_routes(app: web.Application) -> None:
 async def _bind_routes(app: web.Application) -> None:
     routes = handlers.bind_routes(app[keys.COORDINATOR])
     app[keys.ROUTES] = routes
-    app[keys.FORWARDED] = partial(forwarded, routes, app[keys.CONFIG])
+    serve: ServeForwarded = partial(forwarded, routes, app[keys.CONFIG])
+    app[keys.FORWARDED] = serve
 
 
 async def forwarded(

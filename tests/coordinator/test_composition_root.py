@@ -5,7 +5,9 @@ read-only, and each user API operation is bound to the parts it uses."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,9 @@ PARTS = (
     "views",
     "node_events",
     "desk",
+    "commits",
+    "kicks",
+    "admissions",
 )
 
 
@@ -123,3 +128,37 @@ async def test_the_route_table_is_bound_once_at_startup_after_every_part_is_atta
         assert status == 404 and "no route GET /v1/nope" in json.loads(data)["error"]["message"]
     finally:
         await runner.cleanup()
+
+
+COORDINATOR_PACKAGE = Path(__file__).resolve().parents[2] / "launcher" / "coordinator"
+COORDINATOR = re.compile(r"\bCoordinator\b")
+
+
+def test_no_part_is_handed_the_coordinator() -> None:
+    """``Coordinator.__init__`` hands no part ``self`` (a part gets the other parts it uses, or a
+    bound method of its own), and no function of the coordinator package takes a ``Coordinator``
+    but the startup step that binds the routes to its parts (``Route.bind``, ``bind_routes``)."""
+    core = ast.parse((COORDINATOR_PACKAGE / "core.py").read_text())
+    [init] = [
+        f
+        for c in core.body
+        if isinstance(c, ast.ClassDef) and c.name == "Coordinator"
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+    ]
+    handed_self = [
+        ast.unparse(call)
+        for call in ast.walk(init)
+        if isinstance(call, ast.Call)
+        for arg in (*call.args, *(k.value for k in call.keywords))
+        if isinstance(arg, ast.Name) and arg.id == "self"
+    ]
+    assert handed_self == []
+    takers = set()
+    for path in sorted(COORDINATOR_PACKAGE.glob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                if any(a.annotation is not None and COORDINATOR.search(ast.unparse(a.annotation)) for a in args):
+                    takers.add(f"{path.stem}.{fn.name}")
+    assert takers == {"handlers.bind", "handlers.bind_routes"}, takers

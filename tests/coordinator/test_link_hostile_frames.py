@@ -20,6 +20,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -148,8 +149,9 @@ def protocol_error_lines(cluster: Cluster) -> list[str]:
     return [line for line in cluster.log_text("coordinator").splitlines() if "protocol error from " in line]
 
 
-def at_least(lines: list[str], n: int) -> list[str] | None:
-    """``lines`` once there are ``n`` of them, else None (to wait on)."""
+def at_least(cluster: Cluster, n: int) -> list[str] | None:
+    """The protocol-error lines once there are ``n`` of them, else None (to wait on)."""
+    lines = protocol_error_lines(cluster)
     return lines if len(lines) >= n else None
 
 
@@ -174,7 +176,7 @@ def test_each_hostile_frame_is_one_protocol_error_line_and_a_closed_link(cluster
             assert code == 4400, (name, code, reason)
             assert reason.startswith("protocol error: ") and named in reason, (name, reason)
         # aiohttp closes an unreadable frame's link before the coordinator reads the error: wait for the line
-        lines = wait_for(lambda i=i: at_least(protocol_error_lines(cluster), i), what=f"the line of {name}")
+        lines = wait_for(partial(at_least, cluster, i), what=f"the line of {name}")
         assert len(lines) == i, (name, lines)  # exactly one more line for this frame
         assert named in lines[-1] and " WARNING labgang.coordinator.link: " in lines[-1], (name, lines[-1])
         with cluster.client() as c:
