@@ -85,7 +85,7 @@ class JobOperations:
         return self._clock()
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
-        """Apply ``event`` to the lifecycle model (``Coordinator.apply``); its store writes are buffered
+        """Apply ``event`` to the lifecycle model (``Commits.apply``); its store writes are buffered
         until :meth:`flush`."""
         return self._shell.apply(event)
 
