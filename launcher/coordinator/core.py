@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
@@ -255,6 +255,11 @@ class Coordinator:
         return self._kicks
 
     @property
+    def tasks(self) -> BackgroundTasks:
+        """Agent commands after a commit and forwarded requests, cancelled at :meth:`close` (``tasks.py``)."""
+        return self._tasks
+
+    @property
     def admissions(self) -> AdmissionGate:
         """Open until :meth:`stop_jobs_for_shutdown` closes it (``scheduling.py``)."""
         return self._admissions
@@ -356,10 +361,6 @@ class Coordinator:
     def wake_at(self, when: float) -> None:
         """Kick the scheduler at ``when`` (unix seconds), once per instant (``Commits.wake_at``)."""
         self._commits.wake_at(when)
-
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        """Run ``coro`` as a tracked background task, cancelled at shutdown (``BackgroundTasks.spawn``)."""
-        return self._tasks.spawn(coro)
 
     async def flush(self) -> None:
         """Commit every state change so far, then start the effects they asked for (``Commits.flush``)."""

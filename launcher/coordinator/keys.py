@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.handlers import BoundRoutes
-    from labgang.launcher.coordinator.link import ServeForwarded
+    from labgang.launcher.coordinator.link import LinkParts, ServeForwarded
     from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.coordinator.store import Store
 
@@ -51,3 +51,6 @@ startup, after every cleanup context (the coordinator, the pitfall watch) has st
 FORWARDED: web.AppKey[ServeForwarded] = web.AppKey("forwarded")
 """Serves a request an agent forwarded over its link (``routes.forwarded`` bound to :data:`ROUTES`
 and the configuration), built with it."""
+
+LINK: web.AppKey[LinkParts] = web.AppKey("link")
+"""What the agent link serves through (the coordinator's parts it uses), built with :data:`ROUTES`."""

@@ -32,7 +32,7 @@ from labgang.launcher.coordinator.errors import (
     Unauthenticated,
     error_reply,
 )
-from labgang.launcher.coordinator.link import ServeForwarded, agent_link
+from labgang.launcher.coordinator.link import LinkParts, ServeForwarded, agent_link
 from labgang.launcher.coordinator.requests import Caller
 
 log = logging.getLogger("labgang.coordinator.api")
@@ -164,20 +164,26 @@ async def tcp_auth_middleware(request: web.Request, handler: Any) -> web.StreamR
 
 def setup_routes(app: web.Application) -> None:
     """Register every user API route and the agent link on ``app``, and the startup step that binds
-    the routes to the coordinator's parts once (``keys.ROUTES``, ``keys.FORWARDED``): an ``on_startup``
+    the routes and the link to the coordinator's parts once (``keys.ROUTES``, ``keys.FORWARDED``,
+    ``keys.LINK``): an ``on_startup``
     handler, so it runs after every cleanup context has started (aiohttp starts those first) and
     every part is attached."""
     for route in handlers.ROUTES:
         app.router.add_route(route.method, route.path, _handler(route), name=route.name)
     app.router.add_get("/v1/agent/link", agent_link, name="agent_link")
-    app.on_startup.append(_bind_routes)
+    app.on_startup.append(_bind_to_parts)
 
 
-async def _bind_routes(app: web.Application) -> None:
-    routes = handlers.bind_routes(app[keys.COORDINATOR])
+async def _bind_to_parts(app: web.Application) -> None:
+    """The routes and the agent link bound to the coordinator's parts, once (see :func:`setup_routes`)."""
+    coord = app[keys.COORDINATOR]
+    routes = handlers.bind_routes(coord)
     app[keys.ROUTES] = routes
     serve: ServeForwarded = partial(forwarded, routes, app[keys.CONFIG])
     app[keys.FORWARDED] = serve
+    app[keys.LINK] = LinkParts(
+        coord.version, coord.config.node_timeout_s, coord.agents, coord.node_events, coord.tasks.spawn, serve
+    )
 
 
 async def forwarded(

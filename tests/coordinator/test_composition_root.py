@@ -41,6 +41,7 @@ PARTS = (
     "commits",
     "kicks",
     "admissions",
+    "tasks",
 )
 
 
