@@ -277,12 +277,12 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
             if mode != "no array":
                 spec = build_spec({"argv": ["x"], "queue": ARRAY_QUEUE}, caller, config)
                 arrays.insert_tasks(coord.store, coord.apply, spec, ArraySpec(tuple(range(array)), limit), 0.0)
-            scheduling.run_cycles(coord)  # the fill: admissions on the empty cluster
+            scheduling.run_cycles(coord.driver, coord.admissions)  # the fill: admissions on the empty cluster
             coord.store.commit()
             times = []
             for _ in range(cycles):
                 c0 = time.process_time()
-                snapshot, gate = scheduling.gated_snapshot(coord, 0.0)
+                snapshot, gate = scheduling.gated_snapshot(coord.driver, 0.0)
                 result = scheduling.follow_reasons(gate, run_cycle(snapshot))
                 coord.apply(ev.CycleDecided(0.0, result))
                 times.append(time.process_time() - c0)

@@ -66,3 +66,42 @@ def test_the_parts_are_held_not_inherited(tmp_path: Path) -> None:
         assert not hasattr(sup, "begin_term") and not hasattr(sup, "start_shim")
     finally:
         sup.close()
+
+
+def test_no_class_is_spread_across_modules_by_inheritance() -> None:
+    """Every class of agent/, launcher/ and tui/ whose base is a labgang class of another module:
+    the base must be an abstract interface (a Protocol, an ABC with abstract methods) or one of the
+    frameworks' own ways to extend a type (an exception family, a pydantic schema extended by the
+    cluster configuration, a Textual widget's base); anything else is a class spread across files,
+    to be composed of parts instead (issue 23 item 3)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from pydantic import BaseModel
+    from textual.widget import Widget
+
+    modules, idioms, spread = 0, [], []
+    for package in ("labgang.agent", "labgang.launcher", "labgang.tui"):
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, package + "."):
+            if info.name.endswith(".__main__"):  # runs the CLI when imported
+                continue
+            module = importlib.import_module(info.name)
+            modules += 1
+            for cls in vars(module).values():
+                if not inspect.isclass(cls) or cls.__module__ != info.name:
+                    continue
+                for base in cls.__bases__:
+                    if not base.__module__.startswith("labgang.") or base.__module__ == info.name:
+                        continue
+                    name = f"{cls.__module__}.{cls.__qualname__}({base.__qualname__})"
+                    if getattr(base, "_is_protocol", False) or inspect.isabstract(base):
+                        continue
+                    if issubclass(base, (BaseException, BaseModel, Widget)):
+                        idioms.append(name)
+                    else:
+                        spread.append(name)
+    assert modules > 200  # the walk saw the tree
+    assert idioms  # the allowed cases are found, so the check above is not vacuous
+    assert spread == [], f"compose these of parts instead: {spread}"

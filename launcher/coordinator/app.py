@@ -106,10 +106,14 @@ def create_app(
     async def coordinator_ctx(app: web.Application) -> AsyncIterator[None]:
         coord = Coordinator(app[keys.CONFIG], app[keys.STORE], clock=clock)
         app[keys.COORDINATOR] = coord
+        interval_s = coord.config.timer_interval_s
         loops = [
-            asyncio.create_task(scheduling_loop(coord, coord.store, coord.config), name="labgang-scheduling"),
             asyncio.create_task(
-                timer_loop(coord.node_events, coord.model, coord, coord.clock, coord.config.timer_interval_s),
+                scheduling_loop(coord.kicks, coord.commits, coord.driver, coord.admissions, coord.store, coord.config),
+                name="labgang-scheduling",
+            ),
+            asyncio.create_task(
+                timer_loop(coord.node_events, coord.model, coord.commits, coord.kicks, coord.clock, interval_s),
                 name="labgang-timers",
             ),
         ]

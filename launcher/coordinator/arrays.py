@@ -35,7 +35,7 @@ def insert_tasks(
 ) -> list[JobRecord]:
     """Record one pending job per index of ``array`` in ``store`` (buffered: the caller's next flush
     commits them all at once) and ``apply`` their submissions to the lifecycle model
-    (``Coordinator.apply``). Every task carries the submission's ``--dependency`` and its finished
+    (``Commits.apply``). Every task carries the submission's ``--dependency`` and its finished
     ``targets`` (``ev.JobSubmitted``).
 
     Returns:

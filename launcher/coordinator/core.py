@@ -1,12 +1,12 @@
-"""The coordinator: the composition root of its parts, and the I/O shell around the lifecycle model.
+"""The coordinator: the composition root of its parts.
 
 Receive (API call, agent message, cycle result, timer) → turn it into a lifecycle event →
-:meth:`Coordinator.apply` it to the model (``launcher/lifecycle/``) → buffer the persisting
-effects in the store → :meth:`Coordinator.flush` commits them, then runs the effects that
-touch agents (launch, stop, signal), so a crash never leaves an agent doing something the
-store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``; what agents
-report and the node timers in :mod:`.node_events`; the user operations in :mod:`.job_operations`;
-the scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
+apply it to the model (``launcher/lifecycle/``) through the ``Commits`` part (:mod:`.commits`),
+which buffers the persisting effects in the store; its ``flush`` commits them, then runs the
+effects that touch agents (launch, stop, signal), so a crash never leaves an agent doing
+something the store does not know. The rules themselves live in ``launcher/lifecycle/machine.py``;
+what agents report and the node timers in :mod:`.node_events`; the user operations in
+:mod:`.job_operations`; the scheduling loop in :mod:`.scheduling`, dispatch in :mod:`.dispatch`.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from labgang.agent import labgang_version
 from labgang.launcher.accounting import UsageTotals
 from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
+from labgang.launcher.coordinator.commits import Commits
 from labgang.launcher.coordinator.depends import targets_at_start
-from labgang.launcher.coordinator.dispatch import Dispatcher
 from labgang.launcher.coordinator.job_operations import JobOperations
 from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
 from labgang.launcher.coordinator.node_events import NodeEvents, held_devices
 from labgang.launcher.coordinator.notifier import Notifier
 from labgang.launcher.coordinator.scheduling import (
+    AdmissionGate,
     CoordinatorCluster,
     CycleMetrics,
     SubmissionCheck,
@@ -38,7 +38,8 @@ from labgang.launcher.coordinator.scheduling import (
 )
 from labgang.launcher.coordinator.sharing import SharingState
 from labgang.launcher.coordinator.store import Store
-from labgang.launcher.coordinator.timers import LoopTimer, Timer
+from labgang.launcher.coordinator.tasks import BackgroundTasks
+from labgang.launcher.coordinator.timers import Kicks, LoopTimer, Timer, Wakes
 from labgang.launcher.coordinator.views import node_views, queue_views
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -73,9 +74,10 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
 
 
 class Coordinator:
-    """Jobs, agents and the rules that connect them: builds its parts (``NodeEvents``,
-    ``JobOperations``, ``Dispatcher``, ``JobViews``...), hands each what it needs, and is the shell
-    they apply lifecycle events through (:meth:`apply`, :meth:`flush`, :meth:`kick`).
+    """Jobs, agents and the rules that connect them: builds its parts (``Commits`` with its
+    ``Dispatcher``, ``NodeEvents``, ``JobOperations``, ``JobViews``, ``Kicks``...) and hands each
+    what it needs; the parts change the model through ``Commits``, never through the coordinator.
+    Its :meth:`apply`, :meth:`flush`, :meth:`kick`... delegate to the part that owns each.
 
     Args:
         config: the validated cluster configuration.
@@ -108,40 +110,54 @@ class Coordinator:
         self._memory = JobMemory({key: n for key, n in store.job_counts().items() if JobState(key[1]).finished})
         self._memory.order.rebuild(self.jobs)
         self._started_at = clock()
-        self._wake: asyncio.Event | None = None
-        self._effects: list[Callable[[], Awaitable[Any]]] = []
-        # node -> stops sent as one stop_jobs command after the next commit, so their grace periods end together
-        self._stops: dict[str, list[tuple[str, float, bool]]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._wakes: set[float] = set()  # instants a scheduler wake is already set for
+        self._kicks = Kicks()  # the scheduling loop's wake-up
+        # the scheduler's wakes at instants; the node timers are checked first at each (a fence may expire)
+        self._wakes = Wakes(self._timer, self._kicks, self._check_timers)
+        self._tasks = BackgroundTasks()  # agent commands after a commit, forwarded requests
+        self._admissions = AdmissionGate()  # closed by stop_jobs_for_shutdown: no more admissions
         # why a submission could never start, remembered until the allocatable devices change
         self._submission_check = SubmissionCheck(config, self._agents)
         self._metrics: SchedulerMetrics | None = None  # see report_to
         self._pitfalls: PitfallWatch | None = None  # see watch_pitfalls
-        self._dispatcher = Dispatcher(self._agents, self, clock, config)  # launch, stop and signal commands
-        self._shutting_down = False  # set by stop_jobs_for_shutdown: no more admissions
         # holds of the last cycle and the tenants' usage histories (fair sharing), persisted
         self._sharing = SharingState(config, store, self._started_at)
         self._cycle_metrics = CycleMetrics(lambda: self._metrics)  # the cycle count, its time and duration
-        # snapshot, burst and sampling, shared with simulate; this coordinator carries out the effects
+        # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
+        self._usage = UsageTotals(store.ended_gpu_seconds())
+        self._notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
+        # the shell every part changes the model through: apply, buffer, commit, then the agent commands
+        self._commits = Commits(
+            self._model,
+            store,
+            self._memory,
+            RECENT_FINISHED,
+            self._usage,
+            self._notifier,
+            self._agents,
+            clock,
+            config,
+            kicks=self._kicks,
+            wakes=self._wakes,
+            tasks=self._tasks,
+            sample=self._sample,
+            metrics=lambda: self._metrics,
+        )
+        # snapshot, burst and sampling, shared with simulate; the commits carry out the effects
         self._driver = cycle_driver(
             self._model,
             clock,
-            self,
+            self._commits,
             CoordinatorCluster(self._agents, config, self._sharing),
             self._sharing,
             self._cycle_metrics,
         )
-        # GPU-seconds per (queue, user) of the ended attempts, for /metrics (launcher/accounting.py)
-        self._usage = UsageTotals(store.ended_gpu_seconds())
-        self._notifier = Notifier(config.notify)  # --mail-type notifications (coordinator/notifier.py)
         # the jobs' views (GET /v1/jobs, `labgang queue`'s table, the pitfall detectors), kept while each is unchanged
         self._views = JobViews(config.private_data)
         # what the agents report (hello, inventories, rank events, disconnects) and the node timers
         self._node_events = NodeEvents(
             self._agents,
             self._model,
-            self,
+            self._commits,
             self._submission_check,
             clock,
             node_timeout_s=config.node_timeout_s,
@@ -149,8 +165,17 @@ class Coordinator:
         )
         # what users ask of their jobs (submit, cancel, find, list, history, report, logs)
         self._desk = JobOperations(
-            config, store, self._model, self._memory, self._agents, self._submission_check, clock, self
+            config, store, self._model, self._memory, self._agents, self._submission_check, clock, self._commits
         )
+
+    def _sample(self, now: float) -> None:
+        """Admission fair sharing samples what was held up to ``now`` (the cycle driver's ``sample``),
+        before an event at ``now`` changes anything (``Commits`` calls it)."""
+        self._driver.sample(now)
+
+    def _check_timers(self) -> None:
+        """The node timers, at a scheduler wake (``Wakes`` calls it)."""
+        self._node_events.check_timers()
 
     # ----- its parts, read-only: each is written only by its owner ---------------------------------
 
@@ -220,9 +245,29 @@ class Coordinator:
         return self._desk
 
     @property
+    def commits(self) -> Commits:
+        """The shell every part changes the model through: apply, buffer, commit, then send (``commits.py``)."""
+        return self._commits
+
+    @property
+    def kicks(self) -> Kicks:
+        """The scheduling loop's wake-up (``timers.py``)."""
+        return self._kicks
+
+    @property
+    def tasks(self) -> BackgroundTasks:
+        """Agent commands after a commit and forwarded requests, cancelled at :meth:`close` (``tasks.py``)."""
+        return self._tasks
+
+    @property
+    def admissions(self) -> AdmissionGate:
+        """Open until :meth:`stop_jobs_for_shutdown` closes it (``scheduling.py``)."""
+        return self._admissions
+
+    @property
     def shutting_down(self) -> bool:
         """True once :meth:`stop_jobs_for_shutdown` began: nothing is admitted any more."""
-        return self._shutting_down
+        return self._admissions.closed
 
     # ----- parts the application attaches -------------------------------------------------------
 
@@ -264,26 +309,20 @@ class Coordinator:
         jobs = self.jobs
         return coordinator_snapshot(self.clock(), jobs, self.node_views(), self.queue_views(), self.views.pitfall_views)
 
-    # ----- plumbing ---------------------------------------------------------------------------
+    # ----- plumbing, each delegated to the part that owns it ----------------------------------
 
     @property
     def wake(self) -> asyncio.Event:
-        """Set whenever something happened that the scheduling loop should look at."""
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        return self._wake
+        """Set whenever something happened that the scheduling loop should look at (``Kicks.event``)."""
+        return self._kicks.event
 
     def kick(self) -> None:
-        """Ask the scheduling loop for a cycle (coalesced with other kicks)."""
-        self.wake.set()
+        """Ask the scheduling loop for a cycle (coalesced with other kicks; ``Kicks.kick``)."""
+        self._kicks.kick()
 
     async def kicked(self) -> None:
-        """Return once a kick has come (at once if one came since :meth:`take_kicks`)."""
-        await self.wake.wait()
-
-    def take_kicks(self) -> None:
-        """The scheduling loop starts a cycle that covers every kick so far: forget them."""
-        self.wake.clear()
+        """Return once a kick has come (``Kicks.kicked``)."""
+        await self._kicks.kicked()
 
     @property
     def cycles(self) -> int:
@@ -316,116 +355,20 @@ class Coordinator:
         return self._memory.finished_counts
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
-        """Apply one lifecycle event and carry out its effects: persisting ones are buffered in
-        the store now; agent commands are queued for after the next :meth:`flush` commits.
-
-        Admission fair sharing first samples what was held up to the event, before it changes
-        anything (the cycle driver's ``sample``, as ``labgang simulate`` does at each instant)."""
-        self.driver.sample(event.now)
-        effects = self.model.apply(event)
-        if isinstance(event, ev.JobSubmitted):
-            self._memory.submitted(event.job)
-        for effect in effects:
-            self._execute(effect)
-        return effects
-
-    def _execute(self, effect: fx.Effect) -> None:
-        store = self.store
-        if isinstance(effect, fx.SaveStatus):
-            store.save_status(effect.job)
-        elif isinstance(effect, fx.SaveSpec):
-            store.save_spec(effect.job)
-        elif isinstance(effect, fx.SaveRank):
-            store.save_rank(effect.job, effect.rank, attempt=effect.attempt)
-        elif isinstance(effect, fx.SaveAttempt):
-            store.save_attempt(effect.record)
-            if effect.record.end_time is not None:  # closed: once per attempt (lifecycle/gang.py)
-                self.usage.attempt_ended(effect.record)
-        elif isinstance(effect, fx.AddHistory):
-            store.save_event(effect.job.id, effect.entry)
-            self.notifier.observe(effect.job, effect.entry)  # --mail-type: queued, never awaited here
-            log.info("job %s: %s: %s", effect.job.id, effect.entry.event, effect.entry.message)
-        elif isinstance(effect, fx.RecordDecision):
-            store.add_decision(effect.time, effect.job_id, effect.kind.value, effect.code, effect.message)
-        elif isinstance(effect, fx.Stop):
-            self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
-        elif isinstance(effect, fx.Signal):
-            self.effect(partial(self._dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
-        elif isinstance(effect, fx.Dispatch):
-            self.effect(partial(self._dispatcher.dispatch_job, effect.job))
-        elif isinstance(effect, fx.Launch):
-            self.effect(partial(self._dispatcher.launch_on_node, effect.job, effect.node, effect.run_id))
-        elif isinstance(effect, fx.Requeued):
-            pass  # its history line and status are saved by their own effects
-        elif isinstance(effect, fx.Finished):
-            self._memory.finished(effect.job, RECENT_FINISHED)
-        elif isinstance(effect, fx.WakeScheduler):
-            self.kick()
-        elif isinstance(effect, fx.WakeAt):
-            self.wake_at(effect.time)
-        elif isinstance(effect, fx.AdmissionObserved):
-            if self._metrics is not None:
-                self._metrics.observe_admission(effect.queue, effect.wait_s)
-        elif self._metrics is not None:  # PreemptionCounted
-            self._metrics.count_preemption(effect.queue, effect.why)
+        """Apply one lifecycle event and carry out its effects (``Commits.apply``)."""
+        return self._commits.apply(event)
 
     def wake_at(self, when: float) -> None:
-        """Kick the scheduler at ``when`` (unix seconds on this coordinator's clock), once per instant,
-        through the timer handed at construction (``timers.py``; by default the event loop's)."""
-        if when in self._wakes:
-            return
-        self._wakes.add(when)
-
-        def wake() -> None:
-            self._wakes.discard(when)
-            try:
-                self._node_events.check_timers()  # a fence may expire now; its effects are committed with the cycle
-            except Exception:  # the timer loop checks again; the cycle must still run
-                log.exception("timer check at a wake failed")
-            self.kick()
-
-        if not self._timer.call_at(when, wake):
-            self._wakes.discard(when)
-
-    @property
-    def pending(self) -> bool:
-        """True when store writes or agent commands wait for the next :meth:`flush`."""
-        return bool(self.store.dirty or self._effects)
-
-    def effect(self, make: Callable[[], Awaitable[Any]]) -> None:
-        """Queue an agent command to run after the next :meth:`flush` commits."""
-        self._effects.append(make)
-
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        """Run ``coro`` as a tracked background task (cancelled at shutdown)."""
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task failed", exc_info=task.exception())
+        """Kick the scheduler at ``when`` (unix seconds), once per instant (``Commits.wake_at``)."""
+        self._commits.wake_at(when)
 
     async def flush(self) -> None:
-        """Commit every state change so far, then start the effects they asked for."""
-        # Take the effects queued so far first: their state changes are all buffered now, so
-        # this commit covers them; effects queued while it runs wait for their own commit.
-        effects, self._effects = self._effects, []
-        stops, self._stops = self._stops, {}
-        await self.store.durable()
-        for node in sorted(stops):
-            self.spawn(self._dispatcher.stop_jobs_on_node(node, stops[node]))
-        for make in effects:
-            self.spawn(make())
+        """Commit every state change so far, then start the effects they asked for (``Commits.flush``)."""
+        await self._commits.flush()
 
     async def close(self) -> None:
-        """Cancel background tasks and wait for them."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel background tasks and wait for them; close the notifier."""
+        await self._tasks.close()
         await self.notifier.close()
 
     def job_for_run(self, run_id: str) -> JobRecord | None:
@@ -443,7 +386,7 @@ class Coordinator:
         Returns:
             The ids of the jobs that were admitted, running or terminating.
         """
-        self._shutting_down = True
+        self._admissions.close()
         stopped = [job.id for job in self.model.active()]
         self.apply(ev.ShutdownRequested(self.clock(), why))
         await self.flush()

@@ -1,21 +1,21 @@
 """Dispatch: turning an admission recorded in the store into commands to node agents.
 
-Called only after the admission is committed (:meth:`Coordinator.flush`). Every
+Called only after the admission is committed (:meth:`Commits.flush`). Every
 command is idempotent on the agent (``launch`` per (run id, rank); ``stop_job`` of a
 job that is already stopping or unknown does nothing), so the coordinator may resend
 any of them after a reconnect or a restart.
 
-:class:`Dispatcher` is the coordinator's part that sends them: it is handed the agent registry,
-the clock, the cluster configuration and the few calls of the coordinator's shell it needs
-(:class:`CommitShell`: apply an event, commit, wake the scheduler, run a task).
+:class:`Dispatcher` is the part that sends them, owned by the coordinator's ``Commits``
+(``commits.py``): it is handed the agent registry, that ``Commits`` (apply the answers, commit),
+the scheduler's ``Kicks``, the ``BackgroundTasks``, the clock and the cluster configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
 from labgang.agent.supervisor.errors import InvalidSpec
@@ -27,7 +27,7 @@ from labgang.launcher.coordinator.slurm_env import het_environment, slurm_enviro
 from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.jobgroups import GroupSpec
-from labgang.launcher.lifecycle.events import Event, LaunchFailed, LaunchSent
+from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
 from labgang.launcher.lifecycle.rules import job_nodes, launchable
 from labgang.launcher.lifecycle.states import JobState
@@ -35,6 +35,9 @@ from labgang.launcher.output_pattern import expand, per_rank
 
 if TYPE_CHECKING:
     from labgang.launcher.config.cluster import ClusterConfig
+    from labgang.launcher.coordinator.commits import Commits
+    from labgang.launcher.coordinator.tasks import BackgroundTasks
+    from labgang.launcher.coordinator.timers import Kicks
 
 log = logging.getLogger("labgang.coordinator.dispatch")
 
@@ -199,41 +202,32 @@ def _refused(job: JobRecord, node: str, exc: InvalidSpec) -> list[dict[str, Any]
     ]
 
 
-class CommitShell(Protocol):
-    """What the dispatcher needs of the coordinator's shell (``Coordinator`` provides it)."""
-
-    def apply(self, event: Event) -> object:
-        """Apply a lifecycle event and queue the effects it asks for."""
-        ...
-
-    async def flush(self) -> None:
-        """Commit every state change so far, then start the effects they asked for."""
-        ...
-
-    def kick(self) -> None:
-        """Ask the scheduling loop for a cycle."""
-        ...
-
-    def spawn(self, coro: Awaitable[Any]) -> object:
-        """Run ``coro`` as a tracked background task."""
-        ...
-
-
 class Dispatcher:
-    """Launch, stop and signal commands to node agents, for the coordinator.
+    """Launch, stop and signal commands to node agents, for the coordinator; a part of its
+    :class:`~labgang.launcher.coordinator.commits.Commits`, which sends the commands after each commit.
 
     Args:
         agents: the connected agents (the commands go through ``AgentRegistry.call``).
-        shell: the coordinator's shell: apply the replies as lifecycle events, commit, wake, spawn.
+        commits: applies the agents' answers as lifecycle events and commits them.
+        kicks: the scheduling loop's wake-up (a launch that changed what the scheduler sees).
+        tasks: where the launches of a gang's other nodes run.
         clock: unix seconds, the time of the events the replies become.
         config: the cluster configuration (``max_signal_lead_s``).
     """
 
     def __init__(
-        self, agents: AgentRegistry, shell: CommitShell, clock: Callable[[], float], config: ClusterConfig
+        self,
+        agents: AgentRegistry,
+        commits: Commits,
+        kicks: Kicks,
+        tasks: BackgroundTasks,
+        clock: Callable[[], float],
+        config: ClusterConfig,
     ) -> None:
         self._agents = agents
-        self._shell = shell
+        self._commits = commits
+        self._kicks = kicks
+        self._tasks = tasks
         self._clock = clock
         self._config = config
         self._dispatching: set[str] = set()  # run ids whose dispatch is under way
@@ -270,7 +264,7 @@ class Dispatcher:
             nodes = [n for n in nodes if n != node0]
         if not hold:
             for node in nodes:
-                self._shell.spawn(self.launch_on_node(job, node, run_id))
+                self._tasks.spawn(self.launch_on_node(job, node, run_id))
             return
         await asyncio.gather(*(self.launch_on_node(job, node, run_id, hold=True) for node in nodes))
         if job.run_id != run_id or job.status.state != JobState.ADMITTED:
@@ -297,7 +291,7 @@ class Dispatcher:
         if job.run_id != run_id or job.status.state != JobState.ADMITTED:
             return
         before = job.status.state
-        self._shell.apply(LaunchSent(self._clock(), node, run_id, master_addr))
+        self._commits.apply(LaunchSent(self._clock(), node, run_id, master_addr))
         conn = self._agents.get(node)
         addresses = {n: c.address for n in job_nodes(job) if (c := self._agents.get(n)) is not None and c.address}
         try:
@@ -306,8 +300,8 @@ class Dispatcher:
             )
         except InvalidSpec as exc:
             log.warning("job %s: no launch on %s: %s", job.id, node, exc)
-            self._shell.apply(launch_answer(node, run_id, _refused(job, node, exc), self._clock()))
-            await self._shell.flush()
+            self._commits.apply(launch_answer(node, run_id, _refused(job, node, exc), self._clock()))
+            await self._commits.flush()
             self._kick_if_changed(job, run_id, before)
             return
         if not specs:
@@ -320,20 +314,20 @@ class Dispatcher:
         except AgentCallError as exc:
             # Not delivered or no answer: the ranks stay "launching"; a reconnect reconciles them,
             # a lost node loses them, and the startup timeout bounds the wait.
-            self._shell.apply(LaunchFailed(self._clock(), node, run_id, str(exc)))
-            await self._shell.flush()
+            self._commits.apply(LaunchFailed(self._clock(), node, run_id, str(exc)))
+            await self._commits.flush()
             self._kick_if_changed(job, run_id, before)
             return
         log.debug("job %s: launch on %s answered", job.id, node)
-        self._shell.apply(launch_answer(node, run_id, statuses or [], self._clock()))
-        await self._shell.flush()
+        self._commits.apply(launch_answer(node, run_id, statuses or [], self._clock()))
+        await self._commits.flush()
         self._kick_if_changed(job, run_id, before)
 
     def _kick_if_changed(self, job: JobRecord, run_id: str, before: JobState) -> None:
         """A cycle only when the launch changed what the scheduler sees (a failed start stops the gang);
         a launch that went as planned changes nothing it could decide."""
         if job.run_id != run_id or job.status.state not in (before, JobState.RUNNING):
-            self._shell.kick()
+            self._kicks.kick()
 
     async def stop_on_node(self, node: str, run_id: str, grace: float, warn: bool = False) -> None:
         """Ask ``node`` to stop every rank of ``run_id`` with ``grace`` seconds (idempotent).

@@ -51,6 +51,11 @@ class Reply:
 Handler = Callable[["Caller", Mapping[str, str], Mapping[str, str], bytes], Awaitable[Reply]]
 """An operation bound to its parts: ``(caller, path parameters, query, body) -> Reply``."""
 
+BoundRoutes = Mapping[tuple[str, str], Handler]
+"""Every route's operation bound to its parts, by ``(method, path template)`` (e.g. ``("GET",
+"/v1/jobs/{id}")``): :func:`bind_routes`, built once at startup; what the socket, TCP and
+forwarded requests are served from."""
+
 
 @dataclass(frozen=True)
 class Route:
@@ -635,6 +640,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls, lambda c: partial(list_pitfalls, c.pitfalls)),
     Route("GET", "/v1/series", "device_series", device_series, lambda c: partial(device_series, c.pitfalls)),
 )
+
+
+def bind_routes(coord: Coordinator) -> dict[tuple[str, str], Handler]:
+    """Each route of :data:`ROUTES` bound to ``coord``'s parts (:meth:`Route.bind`), by ``(method,
+    path template)``: the :data:`BoundRoutes` the application builds once, when it has started and
+    every part is attached (the pitfall watch), so that serving a request never sees the coordinator."""
+    return {(route.method, route.path): route.bind(coord) for route in ROUTES}
 
 
 def match(method: str, path: str) -> tuple[Route, dict[str, str]]:

@@ -3,7 +3,7 @@ rank's log. :class:`JobOperations` is a coordinator part and a
 :class:`~labgang.launcher.coordinator.desk.JobDesk` (the verbs and array cancellation act through
 it); it is handed the configuration, the store, the lifecycle model and the jobs kept in memory
 (read), the agent registry (a rank's log, who runs jobs as whom), the submission check, the clock,
-and the :class:`ModelShell` that applies events and commits them (``Coordinator`` is that shell).
+and the ``Commits`` part that applies events and commits them (``commits.py``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from labgang.launcher.lifecycle.states import RankPhase
 if TYPE_CHECKING:
     from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
+    from labgang.launcher.coordinator.commits import Commits
     from labgang.launcher.coordinator.jobindex import JobMemory
-    from labgang.launcher.coordinator.node_events import ModelShell
     from labgang.launcher.coordinator.requests import Caller
     from labgang.launcher.coordinator.scheduling import SubmissionCheck
     from labgang.launcher.coordinator.store import Store
@@ -55,7 +55,7 @@ class JobOperations:
         agents: the agent registry: a rank's log is read from its node; the agents' run-as policies.
         submission_check: why a job could never start (``scheduling.SubmissionCheck``).
         clock: unix seconds.
-        shell: applies lifecycle events and commits them (``node_events.ModelShell``).
+        shell: applies lifecycle events and commits them (the coordinator's ``Commits``).
     """
 
     def __init__(
@@ -67,7 +67,7 @@ class JobOperations:
         agents: AgentRegistry,
         submission_check: SubmissionCheck,
         clock: Callable[[], float],
-        shell: ModelShell,
+        shell: Commits,
     ) -> None:
         self._config = config
         self._store = store
@@ -85,7 +85,7 @@ class JobOperations:
         return self._clock()
 
     def apply(self, event: ev.Event) -> list[fx.Effect]:
-        """Apply ``event`` to the lifecycle model (``Coordinator.apply``); its store writes are buffered
+        """Apply ``event`` to the lifecycle model (``Commits.apply``); its store writes are buffered
         until :meth:`flush`."""
         return self._shell.apply(event)
 

@@ -11,6 +11,8 @@ from labgang.launcher.config.cluster import ClusterConfig
 if TYPE_CHECKING:
     from labgang.agent.connguard import ConnectionGuard
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.handlers import BoundRoutes
+    from labgang.launcher.coordinator.link import LinkParts, ServeForwarded
     from labgang.launcher.coordinator.metrics import CoordinatorMetrics
     from labgang.launcher.coordinator.store import Store
 
@@ -41,3 +43,14 @@ GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")
 METRICS: web.AppKey[CoordinatorMetrics] = web.AppKey("metrics")
 """The coordinator's /metrics collectors; the scheduling loop reports admissions, cycles and
 preemptions to ``app[METRICS].scheduler``."""
+
+ROUTES: web.AppKey[BoundRoutes] = web.AppKey("routes")
+"""Every user API route bound to the coordinator's parts (``handlers.bind_routes``), built once at
+startup, after every cleanup context (the coordinator, the pitfall watch) has started."""
+
+FORWARDED: web.AppKey[ServeForwarded] = web.AppKey("forwarded")
+"""Serves a request an agent forwarded over its link (``routes.forwarded`` bound to :data:`ROUTES`
+and the configuration), built with it."""
+
+LINK: web.AppKey[LinkParts] = web.AppKey("link")
+"""What the agent link serves through (the coordinator's parts it uses), built with :data:`ROUTES`."""

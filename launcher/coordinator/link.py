@@ -5,16 +5,17 @@ wrong token is refused with 401 before the upgrade and logged with the peer addr
 The first message must be ``hello``; versions are checked with
 :func:`labgang.launcher.coordinator.version_compat.check`. See :mod:`.agents` for the messages. Every
 frame is parsed into a typed value (:mod:`.frames`) before it is acted on; one that breaks
-the contract is one warning line and a closed link (4400), never a traceback.
+the contract is one warning line and a closed link (4400), never a traceback; so is a frame
+aiohttp cannot read (a compressed frame that does not inflate), which aiohttp closes itself.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
@@ -24,7 +25,6 @@ from labgang.launcher.coordinator.frames import ProtocolError
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
-    from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.node_events import NodeEvents
 
 log = logging.getLogger("labgang.coordinator.link")
@@ -51,10 +51,38 @@ def check_token(request: web.Request) -> None:
         raise Unauthenticated("wrong cluster token")
 
 
+ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[str, str], bytes]]]
+"""Serves a user request an agent forwarded: ``(uid, method, path, query, body) -> (status, headers, body)``
+(``routes.forwarded`` bound to the route table and the configuration at startup: ``keys.FORWARDED``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkParts:
+    """What the agent link serves through, the coordinator's parts bound once at startup
+    (``app[keys.LINK]``, built with the route table: ``routes.setup_routes``).
+
+    Attributes:
+        version: the coordinator's labgang version (checked against the agent's at hello).
+        node_timeout_s: sent in the welcome: the agent stops its own ranks when it cannot renew
+            its lease for about that long.
+        agents: the agent registry (a link attaches to its node's ``AgentConn``; replies resolve there).
+        nodes: the ``NodeEvents`` part (hello, violations, inventories, rank events, disconnects).
+        spawn: runs a forwarded request as a background task (``BackgroundTasks.spawn``).
+        serve: serves a forwarded request (``routes.forwarded`` bound to the route table).
+    """
+
+    version: str
+    node_timeout_s: float
+    agents: AgentRegistry
+    nodes: NodeEvents
+    spawn: Callable[[Awaitable[None]], object]
+    serve: ServeForwarded
+
+
 async def agent_link(request: web.Request) -> web.StreamResponse:
-    """Serve one agent's websocket until it closes."""
+    """Serve one agent's websocket until it closes (through ``app[keys.LINK]``, never the coordinator)."""
     check_token(request)
-    coord = request.app[keys.COORDINATOR]
+    parts = request.app[keys.LINK]
     ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     sockets = request.app[keys.AGENT_SOCKETS]
@@ -63,6 +91,8 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
     try:
         try:
             msg = await ws.receive(timeout=HELLO_TIMEOUT_S)
+            if msg.type == WSMsgType.ERROR:
+                raise unreadable(msg.data)
             if msg.type != WSMsgType.TEXT:
                 raise ProtocolError("expected a hello frame")
             hello = frames.parse_hello(frames.decode(msg.data))
@@ -72,50 +102,54 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         except ProtocolError as exc:
             await _protocol_error(ws, request.remote, None, exc)
             return ws
-        problem = version_compat.check(coord.version, hello.version)
+        problem = version_compat.check(parts.version, hello.version)
         if problem is not None:
             log.warning("refused agent %s from %s: %s", hello.node, request.remote, problem)
             await ws.send_json({"type": "refused", "message": problem})
             await ws.close(code=4426, message=problem.encode()[:120])
             return ws
-        conn = coord.agents.attach(hello.node)
+        conn = parts.agents.attach(hello.node)
         old = conn.ws
         if old is not None and old is not ws and not old.closed:
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
         conn.attach_link(ws, hello, request.remote)
-        nodes = coord.node_events
+        nodes = parts.nodes
         nodes.take_violations(conn, hello.violations)
         log.info("node %s connected from %s (agent %s)", conn.node, request.remote, conn.version)
         # node_timeout_s: the agent stops its own ranks when it cannot renew its lease for about that long.
-        await ws.send_json({"type": "welcome", "version": coord.version, "node_timeout_s": coord.config.node_timeout_s})
+        await ws.send_json({"type": "welcome", "version": parts.version, "node_timeout_s": parts.node_timeout_s})
         await nodes.on_hello(conn, hello.message)
-        serve = functools.partial(_forwarded, coord)
         async for msg in ws:
-            if msg.type != WSMsgType.TEXT:
+            if msg.type not in (WSMsgType.TEXT, WSMsgType.ERROR):
                 continue
             try:
+                if msg.type == WSMsgType.ERROR:
+                    raise unreadable(msg.data)
                 frame = frames.parse_frame(frames.decode(msg.data))
             except ProtocolError as exc:
                 await _protocol_error(ws, request.remote, conn.node, exc)
                 break
-            await _on_frame(coord.agents, nodes, coord.spawn, serve, conn, ws, frame)
+            await _on_frame(parts.agents, nodes, parts.spawn, parts.serve, conn, ws, frame)
     finally:
         sockets.discard(ws)
         if conn is not None and conn.ws is ws:
-            coord.node_events.on_disconnect(conn)
+            parts.nodes.on_disconnect(conn)
     return ws
 
 
+def unreadable(exc: object) -> ProtocolError:
+    """The protocol error for a frame aiohttp could not read (``WSMsgType.ERROR``: a compressed
+    frame that does not inflate, text that is not UTF-8, a frame over the size limit), ``exc``
+    being aiohttp's exception. aiohttp has already closed the link then (with its own code)."""
+    return ProtocolError(f"a frame that cannot be read: {exc}")
+
+
 async def _protocol_error(ws: web.WebSocketResponse, peer: str | None, node: str | None, exc: ProtocolError) -> None:
-    """One warning line for a frame that breaks the link's contract, then the link is closed (4400)."""
+    """One warning line for a frame that breaks the link's contract, then the link is closed (4400;
+    a frame aiohttp could not read was closed by aiohttp already, :func:`unreadable`)."""
     who = f"node {node}" if node else "an agent"
     log.warning("protocol error from %s (%s): %s; closing its link", who, peer or "unknown peer", exc)
     await ws.close(code=4400, message=f"protocol error: {exc}".encode()[:120])
-
-
-ServeForwarded = Callable[[int, str, str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[str, str], bytes]]]
-"""Serves a user request an agent forwarded: ``(uid, method, path, query, body) -> (status, headers, body)``
-(``routes.forwarded`` bound to the coordinator)."""
 
 
 async def _on_frame(
@@ -167,12 +201,3 @@ async def _serve_forwarded(serve: ServeForwarded, ws: web.WebSocketResponse, req
                 "body": base64.b64encode(data).decode(),
             }
         )
-
-
-async def _forwarded(
-    coord: Coordinator, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
-) -> tuple[int, dict[str, str], bytes]:
-    """``routes.forwarded`` (imported here, late: routes imports this module for its link route)."""
-    from labgang.launcher.coordinator.routes import forwarded
-
-    return await forwarded(coord, uid, method, path, query, body)

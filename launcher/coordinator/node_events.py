@@ -2,8 +2,8 @@
 disconnect, reconciliation, a node lost, and the timers (node leases, the model's timed arrows).
 
 :class:`NodeEvents` is a coordinator part: it is handed the agent registry, the lifecycle model
-(read), the submission check it invalidates, the clock, and the :class:`ModelShell` that applies
-events and commits them (``Coordinator`` is that shell). The link (``link.py``) hands it each
+(read), the submission check it invalidates, the clock, and the ``Commits`` part that applies
+events and commits them (``commits.py``). The link (``link.py``) hands it each
 agent's frames; the timer loop and the scheduler's wakes call :meth:`NodeEvents.check_timers`.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from labgang.agent.inventory import NodeInventory
 from labgang.launcher.coordinator.scheduling import busy_unheld
@@ -24,8 +24,8 @@ from labgang.launcher.lifecycle.view import scheduling_state
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.agents import AgentConn, AgentRegistry
+    from labgang.launcher.coordinator.commits import Commits
     from labgang.launcher.coordinator.scheduling import SubmissionCheck
-    from labgang.launcher.lifecycle import effects as fx
     from labgang.launcher.lifecycle.machine import Lifecycle
     from labgang.launcher.lifecycle.records import JobRecord
 
@@ -42,34 +42,13 @@ def held_devices(active: Iterable[JobRecord]) -> dict[str, JobRecord]:
     return held
 
 
-class ModelShell(Protocol):
-    """Applies lifecycle events and commits them (``Coordinator`` is it: the store, the effects)."""
-
-    def apply(self, event: ev.Event) -> list[fx.Effect]:
-        """Apply ``event`` to the lifecycle model; its store writes are buffered until :meth:`flush`."""
-        ...
-
-    async def flush(self) -> None:
-        """Commit every change so far, then send the agent commands they asked for."""
-        ...
-
-    def kick(self) -> None:
-        """Ask the scheduling loop for a cycle."""
-        ...
-
-    @property
-    def pending(self) -> bool:
-        """True when changes or agent commands wait for a :meth:`flush`."""
-        ...
-
-
 class NodeEvents:
     """The agents' messages and the node timers, turned into lifecycle events.
 
     Args:
         agents: the agent registry (each ``AgentConn`` changes through its own methods).
         model: the lifecycle model, read here (changed only through ``shell.apply``).
-        shell: applies events and commits them (:class:`ModelShell`).
+        shell: applies events and commits them (the coordinator's ``Commits``).
         submission_check: forgotten when a node's allocatable devices or host resources change.
         clock: unix seconds.
         node_timeout_s: a node silent this long is lost (``config.node_timeout_s``).
@@ -81,7 +60,7 @@ class NodeEvents:
         self,
         agents: AgentRegistry,
         model: Lifecycle,
-        shell: ModelShell,
+        shell: Commits,
         submission_check: SubmissionCheck,
         clock: Callable[[], float],
         *,

@@ -15,7 +15,8 @@ import logging
 import socket
 import struct
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -31,11 +32,8 @@ from labgang.launcher.coordinator.errors import (
     Unauthenticated,
     error_reply,
 )
-from labgang.launcher.coordinator.link import agent_link
+from labgang.launcher.coordinator.link import LinkParts, ServeForwarded, agent_link
 from labgang.launcher.coordinator.requests import Caller
-
-if TYPE_CHECKING:
-    from labgang.launcher.coordinator.core import Coordinator
 
 log = logging.getLogger("labgang.coordinator.api")
 
@@ -83,22 +81,23 @@ def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
 
 
 def _handler(route: handlers.Route):
+    key = (route.method, route.path)
+
     async def handle(request: web.Request) -> web.StreamResponse:
-        coord = request.app[keys.COORDINATOR]
+        config = request.app[keys.CONFIG]
         uid = peer_uid(request)
-        caller = request.get("tcp_caller", READER) if uid is None else caller_for_uid(coord.config, uid)
+        caller = request.get("tcp_caller", READER) if uid is None else caller_for_uid(config, uid)
         if route.writes and caller.read_only:
             raise Forbidden("this TCP port is read-only; use the labgang Unix socket on a node")
         try:
-            async with asyncio.timeout(coord.config.limits.body_timeout_s):
+            async with asyncio.timeout(config.limits.body_timeout_s):
                 body = await request.read() if request.can_read_body else b""
         except TimeoutError:
             raise RequestTimeout(
-                f"the request body did not arrive within {coord.config.limits.body_timeout_s:g} s "
-                "(limits.body_timeout_s)"
+                f"the request body did not arrive within {config.limits.body_timeout_s:g} s (limits.body_timeout_s)"
             ) from None
         except web.HTTPRequestEntityTooLarge:
-            limit = coord.config.limits.max_spec_bytes
+            limit = config.limits.max_spec_bytes
             raise PayloadTooLarge(
                 f"the request body is over {limit} bytes (limits.max_spec_bytes bounds a job spec)"
             ) from None
@@ -106,7 +105,7 @@ def _handler(route: handlers.Route):
             raise BadRequest(
                 "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
             ) from None
-        reply = await route.bind(coord)(caller, request.match_info, request.query, body)
+        reply = await request.app[keys.ROUTES][key](caller, request.match_info, request.query, body)
         return reply_to_response(reply)
 
     handle.__name__ = route.name
@@ -164,24 +163,54 @@ async def tcp_auth_middleware(request: web.Request, handler: Any) -> web.StreamR
 
 
 def setup_routes(app: web.Application) -> None:
-    """Register every user API route and the agent link on ``app``."""
+    """Register every user API route and the agent link on ``app``, and the startup step that binds
+    the routes and the link to the coordinator's parts once (``keys.ROUTES``, ``keys.FORWARDED``,
+    ``keys.LINK``): an ``on_startup``
+    handler, so it runs after every cleanup context has started (aiohttp starts those first) and
+    every part is attached."""
     for route in handlers.ROUTES:
         app.router.add_route(route.method, route.path, _handler(route), name=route.name)
     app.router.add_get("/v1/agent/link", agent_link, name="agent_link")
+    app.on_startup.append(_bind_to_parts)
+
+
+async def _bind_to_parts(app: web.Application) -> None:
+    """The routes and the agent link bound to the coordinator's parts, once (see :func:`setup_routes`)."""
+    coord = app[keys.COORDINATOR]
+    routes = handlers.bind_routes(coord)
+    app[keys.ROUTES] = routes
+    serve: ServeForwarded = partial(forwarded, routes, app[keys.CONFIG])
+    app[keys.FORWARDED] = serve
+    app[keys.LINK] = LinkParts(
+        coord.version, coord.config.node_timeout_s, coord.agents, coord.node_events, coord.tasks.spawn, serve
+    )
 
 
 async def forwarded(
-    coord: Coordinator, uid: int, method: str, path: str, query: Mapping[str, str], body: bytes
+    routes: handlers.BoundRoutes,
+    config: ClusterConfig,
+    uid: int,
+    method: str,
+    path: str,
+    query: Mapping[str, str],
+    body: bytes,
 ) -> tuple[int, dict[str, str], bytes]:
     """Serve a request an agent forwarded for a caller on its node (uid vouched by the agent).
 
+    Args:
+        routes: the routes bound to the coordinator's parts (``app[keys.ROUTES]``).
+        config: the cluster configuration (who the uid is, and whether an admin).
+        uid: the caller's uid, as the agent vouches for it.
+        method, path, query, body: the request as the agent's client sent it.
+
     Returns:
-        (status, headers, body bytes) for the agent to hand back to its client.
+        (status, headers, body bytes) for the agent to hand back to its client; a request no
+        route serves is a 404 body, an operation's error its status and ``{"error": ...}``.
     """
-    caller = caller_for_uid(coord.config, uid)
+    caller = caller_for_uid(config, uid)
     try:
         route, params = handlers.match(method, path)
-        reply = await route.bind(coord)(caller, params, query, body)
+        reply = await routes[(route.method, route.path)](caller, params, query, body)
     except Exception as exc:
         status, err = error_reply(exc, method, path)
         if status == 500:

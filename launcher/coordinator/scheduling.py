@@ -2,8 +2,10 @@
 :class:`Snapshot` from the lifecycle model and the live inventories, runs the pure
 ``run_cycle`` and hands its result to the lifecycle model (``CycleDecided``); then the loop
 commits and dispatches. This module gives the driver the coordinator's seams: its clock, the
-coordinator as effect executor (store and agents), the cluster facts from the agents'
-inventories and the configuration, and metrics and logs as observer.
+``Commits`` part as effect executor (store and agents), the cluster facts from the agents'
+inventories and the configuration, and metrics and logs as observer. The functions here take
+the coordinator's parts they use (the driver, ``Kicks``, ``Commits``, the :class:`AdmissionGate`,
+the store...), never the coordinator.
 
 Events that can change a decision (submission, cancellation, a job leaving its devices
 or starting to stop, a device freed or taken outside labgang, a timer) only *kick* the
@@ -24,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
@@ -43,9 +45,11 @@ from labgang.launcher.scheduler.snapshot import Node, Snapshot
 from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fault_field, quota_never_fits
 
 if TYPE_CHECKING:
+    from labgang.launcher.coordinator.commits import Commits
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.node_events import NodeEvents
     from labgang.launcher.coordinator.store import Store
+    from labgang.launcher.coordinator.timers import Kicks
 
 log = logging.getLogger("labgang.coordinator.scheduling")
 
@@ -202,8 +206,8 @@ def cycle_driver(
     sharing: SharingState,
     observer: CycleMetrics,
 ) -> CycleDriver:
-    """The shared cycle driver with the coordinator's seams: its clock, the coordinator as effect
-    executor (``Coordinator.apply`` writes the store and queues agent commands; ``wake_at``),
+    """The shared cycle driver with the coordinator's seams: its clock, ``executor`` (the coordinator's
+    ``Commits``: ``apply`` writes the store and queues agent commands; ``wake_at``),
     :class:`CoordinatorCluster` over its agents, configuration and tenants, the persisted cycle
     memory (``sharing``) and ``observer``. A burst runs at most ``MAX_CYCLES_PER_WAKE`` cycles."""
     return CycleDriver(
@@ -218,65 +222,39 @@ def cycle_driver(
     )
 
 
-class CycleRunner(Protocol):
-    """What running cycles needs of the coordinator (``Coordinator`` provides it): its cycle driver,
-    and whether a shutdown has stopped admissions."""
+class AdmissionGate:
+    """Whether cycles may admit: open until a shutdown closes it (``Coordinator.stop_jobs_for_shutdown``);
+    jobs requeued by the shutdown wait for the next start."""
+
+    def __init__(self) -> None:
+        self._closed = False
 
     @property
-    def driver(self) -> CycleDriver:
-        """The shared cycle driver (``lifecycle/driver.py``)."""
-        ...
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: no cycle runs any more."""
+        return self._closed
 
-    @property
-    def shutting_down(self) -> bool:
-        """True once a shutdown stopped admissions."""
-        ...
-
-
-class LoopShell(CycleRunner, Protocol):
-    """What the scheduling loop needs of the coordinator (``Coordinator`` provides it): its kicks
-    and :meth:`flush`, and what running cycles needs (:class:`CycleRunner`)."""
-
-    async def kicked(self) -> None:
-        """Return once a kick has come."""
-        ...
-
-    def take_kicks(self) -> None:
-        """Forget the kicks so far: the cycle about to run covers them."""
-        ...
-
-    async def flush(self) -> None:
-        """Commit, then start the agent commands the commit covers."""
-        ...
+    def close(self) -> None:
+        """Admit nothing from now on."""
+        self._closed = True
 
 
-class TimerShell(Protocol):
-    """What the timer loop commits through (``Coordinator`` provides it)."""
-
-    async def flush(self) -> None:
-        """Commit, then start the agent commands the commit covers."""
-        ...
-
-    def kick(self) -> None:
-        """Ask the scheduling loop for a cycle."""
-        ...
-
-
-def build_snapshot(coord: CycleRunner, now: float) -> Snapshot:
-    """The scheduler's view at ``now``: nodes, queues, jobs holding devices, jobs waiting.
+def build_snapshot(driver: CycleDriver, now: float) -> Snapshot:
+    """The scheduler's view at ``now`` through the coordinator's cycle driver: nodes, queues, jobs
+    holding devices, jobs waiting.
 
     A requeued job in backoff (``not_before`` > now) and a job held by its dependency are left
     out of ``pending`` (the lifecycle model's ``admissible``), and so are the array tasks the
     array rules hold back (:func:`gated_snapshot`).
     """
-    return gated_snapshot(coord, now)[0]
+    return gated_snapshot(driver, now)[0]
 
 
-def gated_snapshot(coord: CycleRunner, now: float) -> tuple[Snapshot, ArrayGate]:
+def gated_snapshot(driver: CycleDriver, now: float) -> tuple[Snapshot, ArrayGate]:
     """:func:`build_snapshot` and the :class:`ArrayGate` that chose its array tasks
     (``launcher/lifecycle/arrays.py``: the ``%N`` cap and the window); admission fair sharing
     samples first when a sampling instant is due (``CycleDriver.gated``)."""
-    return coord.driver.gated(now)
+    return driver.gated(now)
 
 
 def quota_caps(config: ClusterConfig) -> dict[str, dict[str, int]]:
@@ -286,34 +264,43 @@ def quota_caps(config: ClusterConfig) -> dict[str, dict[str, int]]:
     return queue_caps(config.queue_specs())
 
 
-def run_cycles(coord: CycleRunner) -> int:
-    """Run cycles until one decides nothing new (no admission, no new victim), as ``labgang
-    simulate`` does at each instant (both through ``CycleDriver.burst``); return how many gangs
-    were admitted (their dispatch runs after the next commit). The scheduler is woken again
-    exactly when a pending job starts starving.
+def run_cycles(driver: CycleDriver, admissions: AdmissionGate | None = None) -> int:
+    """Run cycles through ``driver`` until one decides nothing new (no admission, no new victim),
+    as ``labgang simulate`` does at each instant (both through ``CycleDriver.burst``); return how
+    many gangs were admitted (their dispatch runs after the next commit). The scheduler is woken
+    again exactly when a pending job starts starving. Nothing runs once ``admissions`` is closed
+    (a shutdown; None: always open).
 
     A cycle's duration (``labgang_scheduling_cycle_duration_seconds``, the debug log line) covers
     building the snapshot and ``run_cycle``."""
-    if coord.shutting_down:
+    if admissions is not None and admissions.closed:
         return 0  # jobs requeued by the shutdown wait for the next start
-    return coord.driver.burst().admitted
+    return driver.burst().admitted
 
 
-async def scheduling_loop(coord: LoopShell, store: Store, config: ClusterConfig) -> None:
-    """Forever: wait for a kick, run cycles (at once, or at the end of the current coalescing
-    window: ``config.cycle_coalesce_s`` / ``cycle_coalesce_max_s``), commit; admitted gangs are
-    dispatched once their admission is committed. A commit of ``store`` under way is let land first."""
+async def scheduling_loop(
+    kicks: Kicks,
+    commits: Commits,
+    driver: CycleDriver,
+    admissions: AdmissionGate,
+    store: Store,
+    config: ClusterConfig,
+) -> None:
+    """Forever: wait for one of ``kicks``, run cycles through ``driver`` (at once, or at the end of
+    the current coalescing window: ``config.cycle_coalesce_s`` / ``cycle_coalesce_max_s``) while
+    ``admissions`` is open, commit through ``commits``; admitted gangs are dispatched once their
+    admission is committed. A commit of ``store`` under way is let land first."""
     loop = asyncio.get_running_loop()
     last_cycle_end = float("-inf")
     window = 0.0
     while True:
-        await coord.kicked()
+        await kicks.kicked()
         # Leading edge: the first kick after a quiet window runs a cycle now; kicks inside the
         # window after a cycle wait for its end, and all of them share the next cycle.
         wait = last_cycle_end + window - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        coord.take_kicks()
+        kicks.take_kicks()
         if store.committing:
             # A submission (or cancel) is waiting for its commit, already under way: let it
             # land and its answer go out before the cycle holds the loop (a cycle over
@@ -322,9 +309,9 @@ async def scheduling_loop(coord: LoopShell, store: Store, config: ClusterConfig)
             await asyncio.sleep(0)
         try:
             began = time.perf_counter()
-            run_cycles(coord)
+            run_cycles(driver, admissions)
             cost = time.perf_counter() - began
-            await coord.flush()
+            await commits.flush()
         except Exception:  # a bug in one cycle must not stop scheduling for good
             log.exception("scheduling cycle failed")
             await asyncio.sleep(1.0)
@@ -334,10 +321,15 @@ async def scheduling_loop(coord: LoopShell, store: Store, config: ClusterConfig)
 
 
 async def timer_loop(
-    nodes: NodeEvents, model: Lifecycle, shell: TimerShell, clock: Callable[[], float], interval_s: float
+    nodes: NodeEvents,
+    model: Lifecycle,
+    commits: Commits,
+    kicks: Kicks,
+    clock: Callable[[], float],
+    interval_s: float,
 ) -> None:
     """Every ``interval_s`` seconds (``config.timer_interval_s``): ``nodes``' timers (node leases,
-    the model's timed arrows), committed through ``shell``, then a scheduling kick when a backoff
+    the model's timed arrows), committed through ``commits``, then one of ``kicks`` when a backoff
     of one of ``model``'s pending jobs expired."""
     last = clock()
     while True:
@@ -345,14 +337,14 @@ async def timer_loop(
         now = clock()
         try:
             nodes.check_timers()
-            await shell.flush()
+            await commits.flush()
         except Exception:
             log.exception("timer check failed")
         pending = [j for j in model.jobs.values() if j.status.state == JobState.PENDING]
         # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
         # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
         if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
-            shell.kick()
+            kicks.kick()
         last = now
 
 

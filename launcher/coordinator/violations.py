@@ -49,7 +49,7 @@ def take_violations(conn: AgentConn, items: object, now: float, apply: Callable[
         conn: the node's ``AgentConn``.
         items: the message's ``violations`` list; None (an agent that sends none) changes nothing.
         now: the coordinator's clock (unix seconds), the time of the events.
-        apply: applies one new violation to the lifecycle model (``Coordinator.apply``).
+        apply: applies one new violation to the lifecycle model (``Commits.apply``).
     """
     if not isinstance(items, list):
         return

@@ -65,7 +65,7 @@ async def as_uid(app: web.Application, uid: int, method: str, path: str, body: A
     raw = json.dumps(body).encode() if body is not None else b""
     path, _, query = path.partition("?")
     params = dict(kv.split("=", 1) for kv in query.split("&") if kv)
-    status, _, data = await forwarded(app[keys.COORDINATOR], uid, method, path, params, raw)
+    status, _, data = await forwarded(app[keys.ROUTES], app[keys.CONFIG], uid, method, path, params, raw)
     return status, json.loads(data)
 
 

@@ -108,7 +108,7 @@ async def test_max_array_size_comes_from_limits(tmp_path: Path) -> None:
 
 async def test_the_cap_admits_at_most_n_tasks_and_says_why_the_rest_wait(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-5%2")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     states = {j.id: j.status.state for j in list(coord.desk.list_jobs(ALICE))}
     assert [i for i, s in states.items() if s == JobState.ADMITTED] == [f"{array_id}_0", f"{array_id}_1"]
     waiting = coord.jobs[f"{array_id}_4"].status
@@ -117,7 +117,7 @@ async def test_the_cap_admits_at_most_n_tasks_and_says_why_the_rest_wait(coord: 
     # 4 GPUs, 2 free, yet no third task: the cap, not capacity, holds it back
     _finish(coord, f"{array_id}_0")
     assert _state(coord, f"{array_id}_0") == JobState.SUCCEEDED
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert _state(coord, f"{array_id}_2") == JobState.ADMITTED
     assert _state(coord, f"{array_id}_3") == JobState.PENDING
 
@@ -126,7 +126,7 @@ async def test_tasks_are_ordinary_jobs_to_quota_and_capacity(coord: Coordinator)
     """No cap: as many tasks start as the node holds; the rest wait for capacity, with the
     reason the scheduler gave the first task that did not fit (the window)."""
     array_id = await _array(coord, "0-99", gpus_per_worker=2)
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     admitted = [j.id for j in list(coord.desk.list_jobs(ALICE)) if j.status.state == JobState.ADMITTED]
     assert admitted == [f"{array_id}_0", f"{array_id}_1"]
     first_waiting = coord.jobs[f"{array_id}_2"].status
@@ -142,11 +142,11 @@ async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
         priority_classes={"urgent": 10},  # a raw number is for admins only (launcher/coordinator/policy.py)
     )
     array_id = await _array(c, "0-3", gpus_per_worker=1)
-    run_cycles(c)
+    run_cycles(c.driver, c.admissions)
     assert all(j.status.state == JobState.ADMITTED for j in list(c.desk.list_jobs(ALICE)))
     urgent = await c.desk.submit(ALICE, {"argv": ["urgent"], "priority": "urgent"})
     assert urgent.spec.priority == 10
-    run_cycles(c)
+    run_cycles(c.driver, c.admissions)
     assert c.jobs[urgent.id].status.state == JobState.ADMITTED
     # the newest-admitted task of equal priority was the victim: requeued (it never ran), pending again
     victim = c.jobs[f"{array_id}_3"]
@@ -158,7 +158,7 @@ async def test_a_higher_priority_job_preempts_a_task(tmp_path: Path) -> None:
 
 async def test_each_task_gets_the_array_variables_in_both_names(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-20:4")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     job = coord.jobs[f"{array_id}_8"]
     assert job.status.state == JobState.ADMITTED
     [launch] = launch_specs(job, "n1")
@@ -177,7 +177,7 @@ async def test_each_task_gets_the_array_variables_in_both_names(coord: Coordinat
 
 async def test_cancel_by_array_id_cancels_every_task_and_by_task_id_one(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-4%1")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     _finish(coord, f"{array_id}_0", ("started",))
     await coord.desk.cancel(ALICE, f"{array_id}_3")
     assert _state(coord, f"{array_id}_3") == JobState.CANCELLED
@@ -214,7 +214,7 @@ async def test_an_unknown_task_of_an_array_is_named_once_with_the_tasks_it_has(c
 async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     first = _coordinator(tmp_path / "db")
     array_id = await _array(first, "0-5%2")
-    run_cycles(first)
+    run_cycles(first.driver, first.admissions)
     await first.flush()
     first.store.close()
 
@@ -224,7 +224,7 @@ async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
     task = tasks[3].spec.array
     assert task is not None and (task.array_id, task.index, task.limit) == (array_id, 3, 2)
     assert [j.status.state for j in tasks[:2]] == [JobState.ADMITTED] * 2
-    run_cycles(again)  # still capped at 2 after the restart
+    run_cycles(again.driver, again.admissions)  # still capped at 2 after the restart
     assert sum(j.status.state == JobState.ADMITTED for j in list(again.desk.list_jobs(ALICE))) == 2
     assert again.jobs[f"{array_id}_5"].status.reason_code == "array_limit"
     jobs, _ = await arrays_api.cancel_array(again.desk, again.store, again.jobs, again.model.jobs, ALICE, array_id)
@@ -235,23 +235,23 @@ async def test_arrays_survive_a_coordinator_restart(tmp_path: Path) -> None:
 async def test_a_dependency_on_an_array_id_waits_for_every_task(coord: Coordinator) -> None:
     array_id = await _array(coord, "0-1")
     after = await coord.desk.submit(ALICE, {"argv": ["merge.sh"], "dependency": f"afterok:{array_id}"})
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert [_state(coord, f"{array_id}_{i}") for i in (0, 1)] == [JobState.ADMITTED] * 2
     assert _state(coord, after.id) == JobState.PENDING
     _finish(coord, f"{array_id}_0")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert _state(coord, after.id) == JobState.PENDING  # task 1 still runs
     _finish(coord, f"{array_id}_1")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert _state(coord, after.id) == JobState.ADMITTED
 
 
 async def test_an_array_with_a_dependency_holds_every_task(coord: Coordinator) -> None:
     first = await coord.desk.submit(ALICE, {"argv": ["prep.sh"]})
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     array_id = await _array(coord, "0-2", dependency=f"afterok:{first.id}")
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert [_state(coord, f"{array_id}_{i}") for i in range(3)] == [JobState.PENDING] * 3
     _finish(coord, first.id)
-    run_cycles(coord)
+    run_cycles(coord.driver, coord.admissions)
     assert [_state(coord, f"{array_id}_{i}") for i in range(3)] == [JobState.ADMITTED] * 3

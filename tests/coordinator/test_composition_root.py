@@ -5,14 +5,22 @@ read-only, and each user API operation is bound to the parts it uses."""
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.agents import AgentRegistry
+from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.handlers import ROUTES
 from labgang.launcher.coordinator.job_views import JobViews
+from labgang.launcher.coordinator.pitfall_watch import add_pitfall_watch
+from labgang.launcher.coordinator.routes import forwarded
 from labgang.launcher.coordinator.store import Store
 from lifecycle_driver import ROOT, Clock
 
@@ -30,6 +38,10 @@ PARTS = (
     "views",
     "node_events",
     "desk",
+    "commits",
+    "kicks",
+    "admissions",
+    "tasks",
 )
 
 
@@ -93,3 +105,61 @@ async def test_each_route_is_bound_to_the_coordinators_parts(tmp_path: Path) -> 
     finally:
         await coord.close()
         coord.store.close()
+
+
+async def test_the_route_table_is_bound_once_at_startup_after_every_part_is_attached(tmp_path: Path) -> None:
+    """Requests (socket, TCP, forwarded) are served from ``app[keys.ROUTES]``, each route bound to the
+    coordinator's parts once at startup; the pitfall watch, attached by a later cleanup context,
+    is bound too (an unattached watch answers empty thresholds), and a forwarded request takes the
+    table and the configuration, never the coordinator."""
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 1}}]})
+    app = create_app(config, tmp_path / "state", token="t0ken")
+    add_pitfall_watch(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        table = app[keys.ROUTES]
+        assert set(table) == {(route.method, route.path) for route in ROUTES}
+        status, _, data = await app[keys.FORWARDED](0, "GET", "/v1/pitfalls", {}, b"")
+        assert status == 200 and json.loads(data)["thresholds"], data  # the watch attached after the coordinator
+        status, _, data = await forwarded(table, config, 0, "GET", "/v1/version", {}, b"")
+        assert status == 200 and json.loads(data)["uid"] == 0
+        assert app[keys.ROUTES] is table  # not rebuilt per request
+        status, _, data = await forwarded(table, config, 0, "GET", "/v1/nope", {}, b"")
+        assert status == 404 and "no route GET /v1/nope" in json.loads(data)["error"]["message"]
+    finally:
+        await runner.cleanup()
+
+
+COORDINATOR_PACKAGE = Path(__file__).resolve().parents[2] / "launcher" / "coordinator"
+COORDINATOR = re.compile(r"\bCoordinator\b")
+
+
+def test_no_part_is_handed_the_coordinator() -> None:
+    """``Coordinator.__init__`` hands no part ``self`` (a part gets the other parts it uses, or a
+    bound method of its own), and no function of the coordinator package takes a ``Coordinator``
+    but the startup step that binds the routes to its parts (``Route.bind``, ``bind_routes``)."""
+    core = ast.parse((COORDINATOR_PACKAGE / "core.py").read_text())
+    [init] = [
+        f
+        for c in core.body
+        if isinstance(c, ast.ClassDef) and c.name == "Coordinator"
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+    ]
+    handed_self = [
+        ast.unparse(call)
+        for call in ast.walk(init)
+        if isinstance(call, ast.Call)
+        for arg in (*call.args, *(k.value for k in call.keywords))
+        if isinstance(arg, ast.Name) and arg.id == "self"
+    ]
+    assert handed_self == []
+    takers = set()
+    for path in sorted(COORDINATOR_PACKAGE.glob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                if any(a.annotation is not None and COORDINATOR.search(ast.unparse(a.annotation)) for a in args):
+                    takers.add(f"{path.stem}.{fn.name}")
+    assert takers == {"handlers.bind", "handlers.bind_routes"}, takers

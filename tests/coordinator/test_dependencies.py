@@ -77,13 +77,13 @@ async def test_a_held_job_is_not_in_the_snapshot_until_its_dependency_holds(tmp_
     coord = Coordinator(CONFIG, Store(tmp_path / "db"))
     first = await coord.desk.submit(ROOT, BODY)
     held = await coord.desk.submit(ROOT, {**BODY, "dependency": f"afternotok:{first.id}"})
-    assert [p.id for p in build_snapshot(coord, coord.clock()).pending] == [first.id]
+    assert [p.id for p in build_snapshot(coord.driver, coord.clock()).pending] == [first.id]
     assert (held.status.reason_code, held.status.reason_message) == (
         "dependency",
         f"waits for afternotok:{first.id} (pending)",
     )
     await coord.desk.cancel(ROOT, first.id)
-    assert [p.id for p in build_snapshot(coord, coord.clock()).pending] == [held.id]
+    assert [p.id for p in build_snapshot(coord.driver, coord.clock()).pending] == [held.id]
     coord.store.close()
 
 
@@ -95,7 +95,7 @@ async def test_a_restarted_coordinator_judges_a_held_job_against_the_store(tmp_p
     store.commit()
     coord = Coordinator(CONFIG, store)
     assert coord.model.finished_targets.keys() == {gone.id}
-    assert [p.id for p in build_snapshot(coord, coord.clock()).pending] == [running.id]
+    assert [p.id for p in build_snapshot(coord.driver, coord.clock()).pending] == [running.id]
     assert coord.model.held == {held.id: f"waits for afterany:{running.id} (pending)"}
     store.close()
 

@@ -59,14 +59,14 @@ async def test_queues_used_counts_an_exclusive_jobs_whole_nodes_as_the_scheduler
         ROOT, {"argv": ["train"], "gpus_per_worker": 1, "cpus_per_task": 3, "mem": 8 * GIB}
     )
     other = await coord.desk.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1, "exclusive": True})
-    result = run_cycle(build_snapshot(coord, coord.clock()))
+    result = run_cycle(build_snapshot(coord.driver, coord.clock()))
     assert {a.job_id for a in result.admitted} == {whole.id, beside.id}  # two nodes, both taken
     decide(coord, result)
     used = {q["name"]: q["used"] for q in coord.queue_views()}
     # the exclusive job holds one node whole (4 GPUs, 32 CPUs, 256 GiB), the other job what it asked
     assert used["default"] == {"gpu": 4 + 1, "cpu": NODE_CPUS + 3, "memory": NODE_MEMORY + 8 * GIB}
     assert used["plain"] == {}  # its exclusive job waits: no empty node
-    state = CycleState(build_snapshot(coord, coord.clock()))  # what the scheduler counts
+    state = CycleState(build_snapshot(coord.driver, coord.clock()))  # what the scheduler counts
     assert {res: state.quota.usage("default", res) for res in used["default"]} == used["default"]
     assert coord.jobs[other.id].status.state.value == "pending"
 
@@ -77,7 +77,7 @@ async def test_report_accounts_an_exclusive_jobs_whole_nodes_gpus(coord: Coordin
     await with_nodes(coord)
     whole = await coord.desk.submit(ROOT, {"argv": ["bench"], "gpus_per_worker": 1, "exclusive": True})
     plain = await coord.desk.submit(ROOT, {"argv": ["eval"], "queue": "plain", "gpus_per_worker": 1})
-    result = run_cycle(build_snapshot(coord, coord.clock()))
+    result = run_cycle(build_snapshot(coord.driver, coord.clock()))
     admitted = {a.job_id: a for a in result.admitted}
     assert set(admitted) == {whole.id, plain.id}
     node = admitted[whole.id].placement[0].node
@@ -113,7 +113,7 @@ async def test_queues_fair_share_weighs_cpu_where_the_quota_lists_it(tmp_path: P
             coord.agents.join(node, coord.clock())
         await with_nodes(coord)
         await coord.desk.submit(ROOT, {"argv": ["load"], "gpus_per_worker": 1, "cpus_per_task": 12})
-        decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+        decide(coord, run_cycle(build_snapshot(coord.driver, coord.clock())))
         views = {q["name"]: q for q in coord.queue_views()}
         assert views["a"]["fair_share_ratio"] == pytest.approx(250.0)
         assert views["a"]["fair_share"] == pytest.approx(250.0)

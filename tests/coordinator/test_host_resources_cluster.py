@@ -49,7 +49,7 @@ def test_the_agent_offers_the_host_minus_its_reserve():
 
 async def test_snapshot_nodes_carry_the_agents_cpus_and_memory(coord: Coordinator):
     await with_host(coord, 16, 64 * G)
-    nodes = build_snapshot(coord, coord.clock()).nodes
+    nodes = build_snapshot(coord.driver, coord.clock()).nodes
     assert {(n.name, n.cpus, n.memory) for n in nodes} == {("n1", 16, 64 * G), ("n2", 16, 64 * G)}
 
 
@@ -61,7 +61,7 @@ async def test_two_jobs_asking_c_beyond_the_nodes_cpus_do_not_both_start(coord: 
             ROOT, {"argv": ["train"], "workers": 1, "gpus_per_worker": 1, "cpus_per_task": 12}
         )
         ids.append(job.id)
-    result = run_cycle(build_snapshot(coord, coord.clock()))
+    result = run_cycle(build_snapshot(coord.driver, coord.clock()))
     started = sorted(a.job_id for a in result.admitted)
     assert len(started) == 2  # one per node: 12 + 12 > 16 on either
     assert {a.placement[0].node for a in result.admitted} == {"n1", "n2"}
@@ -97,7 +97,7 @@ async def test_the_node_view_shows_offered_and_allocated_host_resources(coord: C
     job = await coord.desk.submit(
         ROOT, {"argv": ["train"], "workers": 2, "gpus_per_worker": 1, "cpus_per_task": 6, "mem": 10 * G}
     )
-    [admitted] = run_cycle(build_snapshot(coord, coord.clock())).admitted
+    [admitted] = run_cycle(build_snapshot(coord.driver, coord.clock())).admitted
     decide(coord, CycleResult(admitted=(admitted,), preempted=(), pending=()))
     views = {v["name"]: v for v in coord.node_views()}
     held: dict[str, tuple[int, int]] = {"n1": (0, 0), "n2": (0, 0)}

@@ -254,7 +254,7 @@ async def test_a_gang_whose_ranks_all_exited_is_never_a_victim_and_never_requeue
     start(coord, low)
     for node, rank in (("n1", 0), ("n2", 1)):
         event(coord, node, low, rank, "exited", 0)  # main process exited; leftovers not gone yet
-    [running] = build_snapshot(coord, coord.clock()).running
+    [running] = build_snapshot(coord.driver, coord.clock()).running
     assert running.id == low and running.terminating  # its devices are leaving on their own
     clock_of(coord).now += 5
     high = await submit(coord, priority=10)
@@ -309,7 +309,7 @@ async def test_most_recently_admitted_is_admission_order_not_submission_order(co
     placements = {first: (RankPlacement(0, "n1", ("GPU-a",)),), second: (RankPlacement(0, "n2", ("GPU-b",)),)}
     decide(coord, CycleResult(admitted=(Admit(second, placements[second]),), preempted=(), pending=()))
     decide(coord, CycleResult(admitted=(Admit(first, placements[first]),), preempted=(), pending=()))
-    running = build_snapshot(coord, coord.clock()).running
+    running = build_snapshot(coord.driver, coord.clock()).running
     assert [j.id for j in sorted(running, key=victim_order)] == [first, second]  # evicted first: admitted last
 
 
@@ -327,7 +327,7 @@ async def test_the_scheduler_wakes_exactly_when_a_pending_job_starts_starving(tm
     await c.node_events.on_inventory(
         conn, {"inventory": node_inventory("n1", {u: [777] for u in node_uuids("n1")}), "ranks": []}
     )
-    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
+    loop_task = asyncio.create_task(scheduling_loop(c.kicks, c.commits, c.driver, c.admissions, c.store, c.config))
     try:
         waiter = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 4})
 
@@ -387,11 +387,11 @@ async def test_cycles_at_one_wake_continue_after_a_preemption_frees_devices_at_o
         return job.id
 
     low = submit_now(0)
-    run_cycles(c)
+    run_cycles(c.driver, c.admissions)
     assert c.jobs[low].status.state == JobState.ADMITTED
     clock.now += 1
     high = submit_now(10)
-    run_cycles(c)
+    run_cycles(c.driver, c.admissions)
     assert c.jobs[high].status.state == JobState.ADMITTED
     assert (c.jobs[low].status.state, c.jobs[low].status.restart_count) == (JobState.PENDING, 0)
     c.store.close()

@@ -78,7 +78,7 @@ async def test_a_spec_over_the_limit_is_a_413_on_the_socket_and_through_an_agent
     assert "limits.max_spec_bytes" in reply["error"]["message"]
     from labgang.launcher.coordinator import keys
 
-    status, _, body = await forwarded(app[keys.COORDINATOR], 0, "POST", "/v1/jobs", {}, big)
+    status, _, body = await forwarded(app[keys.ROUTES], app[keys.CONFIG], 0, "POST", "/v1/jobs", {}, big)
     assert status == 413 and "limits.max_spec_bytes" in json.loads(body)["error"]["message"]
 
 

@@ -72,7 +72,9 @@ async def app():
 
 
 async def as_uid(app: web.Application, uid: int, body: Any) -> tuple[int, Any]:
-    status, _, data = await forwarded(app[keys.COORDINATOR], uid, "POST", "/v1/jobs", {}, json.dumps(body).encode())
+    status, _, data = await forwarded(
+        app[keys.ROUTES], app[keys.CONFIG], uid, "POST", "/v1/jobs", {}, json.dumps(body).encode()
+    )
     return status, json.loads(data)
 
 
@@ -221,7 +223,9 @@ async def test_submitted_jobs_per_user_limit(app) -> None:
     assert status == 201, reply
     coord = app[keys.COORDINATOR]
     job_id = next(j.id for j in coord.jobs.values() if j.spec.user == "nobody" and j.spec.queue == "vision")
-    status, _, _ = await forwarded(coord, NOBODY, "POST", f"/v1/jobs/{job_id}/cancel", {}, b"")
+    status, _, _ = await forwarded(
+        app[keys.ROUTES], app[keys.CONFIG], NOBODY, "POST", f"/v1/jobs/{job_id}/cancel", {}, b""
+    )
     assert status == 200
     status, reply = await as_uid(app, NOBODY, {"argv": ["true"]})  # a cancelled job no longer counts
     assert status == 201, reply

@@ -87,7 +87,7 @@ async def tcp_get(port: int, path: str, token: str) -> tuple[int, Any]:
 
 
 async def commands_seen_by_uid(app: web.Application, uid: int) -> dict[int, str | None]:
-    status, _, data = await forwarded(app[keys.COORDINATOR], uid, "GET", "/v1/nodes", {}, b"")
+    status, _, data = await forwarded(app[keys.ROUTES], app[keys.CONFIG], uid, "GET", "/v1/nodes", {}, b"")
     assert status == 200
     return commands(json.loads(data))
 
@@ -152,7 +152,7 @@ async def test_series_serves_the_watch_samples_and_refuses_a_bad_window() -> Non
 @pytest.mark.parametrize("uid", [NOBODY])
 async def test_series_is_open_to_any_user_on_the_socket(uid: int) -> None:
     async def check(app: web.Application, port: int) -> None:
-        status, _, data = await forwarded(app[keys.COORDINATOR], uid, "GET", "/v1/series", {}, b"")
+        status, _, data = await forwarded(app[keys.ROUTES], app[keys.CONFIG], uid, "GET", "/v1/series", {}, b"")
         assert status == 200 and "devices" in json.loads(data)
 
     await with_agent({}, check)

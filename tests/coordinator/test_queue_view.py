@@ -40,7 +40,7 @@ async def start() -> web.AppRunner:
 
 async def as_uid(app: web.Application, uid: int, method: str, path: str, query: dict[str, str], body: Any = None):
     raw = json.dumps(body).encode() if body is not None else b""
-    status, _, data = await forwarded(app[keys.COORDINATOR], uid, method, path, query, raw)
+    status, _, data = await forwarded(app[keys.ROUTES], app[keys.CONFIG], uid, method, path, query, raw)
     return status, json.loads(data)
 
 

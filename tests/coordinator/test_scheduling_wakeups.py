@@ -118,7 +118,7 @@ async def test_a_kick_after_a_quiet_spell_runs_a_cycle_without_waiting_for_the_w
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.join("n1", c.clock())
     await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
+    loop_task = asyncio.create_task(scheduling_loop(c.kicks, c.commits, c.driver, c.admissions, c.store, c.config))
     try:
         job = await c.desk.submit(ROOT, {"argv": ["x"], "workers": 1, "gpus_per_worker": 1})
 
@@ -154,7 +154,7 @@ async def test_a_kick_right_after_a_cheap_cycle_does_not_wait_for_the_whole_wind
     c = Coordinator(config, Store(tmp_path / "db"))
     conn = c.agents.join("n1", c.clock())
     await c.node_events.on_inventory(conn, {"inventory": node_inventory("n1", {}), "ranks": []})
-    loop_task = asyncio.create_task(scheduling_loop(c, c.store, c.config))
+    loop_task = asyncio.create_task(scheduling_loop(c.kicks, c.commits, c.driver, c.admissions, c.store, c.config))
 
     async def admitted(job_id: str) -> None:
         while c.jobs[job_id].status.state == JobState.PENDING:

@@ -47,7 +47,7 @@ async def with_nodes(coord: Coordinator) -> None:
 async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordinator):
     await with_nodes(coord)
     ids = [(await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 1, "gpu_mem": 4 << 30})).id for _ in range(5)]
-    snap = build_snapshot(coord, coord.clock())
+    snap = build_snapshot(coord.driver, coord.clock())
     assert snap.gpu_sharing.node("n2").shards_per_gpu == 0 and snap.gpu_sharing.node("n1").shards_per_gpu == 4
     result = run_cycle(snap)
     cards = {a.job_id: a.placement[0].devices for a in result.admitted}
@@ -59,7 +59,7 @@ async def test_four_shards_share_a_card_and_a_fifth_takes_a_second(coord: Coordi
     # the next cycle sees the five as running shares: a whole-GPU job of a queue that may not share
     # never lands on their cards
     whole = (await coord.desk.submit(ROOT, {"argv": ["train"], "queue": "strangers", "gpus_per_worker": 4})).id
-    again = run_cycle(build_snapshot(coord, coord.clock()))
+    again = run_cycle(build_snapshot(coord.driver, coord.clock()))
     [admit] = again.admitted
     assert admit.job_id == whole and admit.placement[0].node == "n2"
     view = job_view(coord.jobs[ids[0]])
@@ -97,7 +97,7 @@ async def test_the_queue_view_counts_a_queues_shares_in_whole_gpus(coord: Coordi
     await with_nodes(coord)
     for _ in range(5):
         await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 1})
-    decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+    decide(coord, run_cycle(build_snapshot(coord.driver, coord.clock())))
     [default] = [q for q in coord.queue_views() if q["name"] == "default"]
     assert default["used"] == {"gpu": 2}  # five quarters of a gpu, rounded up
 
@@ -123,7 +123,7 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
         await with_nodes(coord)
         mps = (await coord.desk.submit(ROOT, {"argv": ["serve"], "mps": 50, "gpu_mem": 20 << 30})).id
         shard = (await coord.desk.submit(ROOT, {"argv": ["eval"], "shards": 2})).id
-        result = run_cycle(build_snapshot(coord, coord.clock()))
+        result = run_cycle(build_snapshot(coord.driver, coord.clock()))
         decide(coord, result)
         assert {a.job_id for a in result.admitted} == {mps, shard}
         placed = {a.job_id: a.placement[0] for a in result.admitted}
@@ -143,7 +143,7 @@ async def test_dispatch_hands_each_rank_its_one_card_and_the_share_grant(tmp_pat
         assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
         assert env["CUDA_VISIBLE_DEVICES"] == launch.devices[0]
         whole = (await coord.desk.submit(ROOT, {"argv": ["train"], "gpus_per_worker": 1})).id
-        decide(coord, run_cycle(build_snapshot(coord, coord.clock())))
+        decide(coord, run_cycle(build_snapshot(coord.driver, coord.clock())))
         [plain] = launch_specs(coord.jobs[whole], coord.jobs[whole].ranks[0].node)
         assert plain.share is None
     finally:

@@ -61,7 +61,7 @@ async def test_a_gang_ending_between_samples_counts_until_it_ends(tmp_path: Path
             ],
         )
         assert job.status.state == JobState.SUCCEEDED
-        build_snapshot(coord, clock.now)  # what the next cycle sees: no sample left to take
+        build_snapshot(coord.driver, clock.now)  # what the next cycle sees: no sample left to take
         usage = {t.name: t.history for t in coord.sharing.snapshot_tenants()}
         assert usage["root"] == pytest.approx(1.5)
         assert usage["alice"] == pytest.approx(0.0)

@@ -66,14 +66,14 @@ async def test_a_held_job_is_never_admitted_and_a_released_one_is(coord: Coordin
     await hold(coord.desk, ALICE, job_id)
     st = coord.jobs[job_id].status
     assert (st.hold, st.reason_code) == ("alice", "held")
-    result = run_cycle(build_snapshot(coord, coord.clock()))
+    result = run_cycle(build_snapshot(coord.driver, coord.clock()))
     assert result.admitted == ()
     [pending] = result.pending
     assert (pending.job_id, pending.reason.code.value) == (job_id, "held")
     assert f"labgang release {job_id}" in pending.reason.message
     await release(coord.desk, ALICE, job_id)
     assert coord.jobs[job_id].status.hold is None
-    assert [a.job_id for a in run_cycle(build_snapshot(coord, coord.clock())).admitted] == [job_id]
+    assert [a.job_id for a in run_cycle(build_snapshot(coord.driver, coord.clock())).admitted] == [job_id]
     assert events(coord, job_id) == ["submitted", "held", "released"]
 
 
@@ -82,7 +82,7 @@ async def test_a_held_head_does_not_block_the_job_behind_it(coord: Coordinator) 
     first = await submit_as(coord, ALICE)
     second = await submit_as(coord, ALICE)
     await hold(coord.desk, ALICE, first)
-    result = run_cycle(build_snapshot(coord, coord.clock()))
+    result = run_cycle(build_snapshot(coord.driver, coord.clock()))
     assert [a.job_id for a in result.admitted] == [second]
 
 
@@ -187,7 +187,7 @@ async def test_update_priority_users_lower_admins_any(coord: Coordinator, tmp_pa
     assert coord.jobs[job_id].history[-1].message == "by root: priority -5 -> 100"
     stored = Store(tmp_path / "db").load_job(job_id)
     assert stored is not None and stored.spec.priority == 100
-    assert run_cycle(build_snapshot(coord, coord.clock())).pending[0].job_id == job_id  # the snapshot reads it
+    assert run_cycle(build_snapshot(coord.driver, coord.clock())).pending[0].job_id == job_id  # the snapshot reads it
 
 
 async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Path) -> None:

@@ -417,7 +417,7 @@ class CoordinatorRun:
                 await asyncio.gather(*list(coord._tasks))
             elif coord.wake.is_set():
                 coord.wake.clear()
-                run_cycles(coord)
+                run_cycles(coord.driver, coord.admissions)
                 await coord.flush()
             else:
                 return
