@@ -145,7 +145,7 @@ def machine_devices(machines: tuple[str, ...]) -> dict[str, int]:
     from labgang.agent.nvml import open_backend
     from labgang.launcher.config.quota_beyond import device_totals
 
-    devices = []
+    devices: list[Any] = []
     for machine in machines:
         try:
             backend = open_backend(machine)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from coordinator_harness import running_coordinator
-from test_quick import click_run, fast_run
+
+from tests.cli.test_quick import click_run, fast_run
 
 TWO = "[[group]]\nname = 'lead'\ncommand = 'a'\nresources = { gpus = 1 }\n[[group]]\nname = 'work'\ncommand = 'b'\n"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from labgang.launcher.cli.format import job_detail, start_spread
-from test_format import _job
+
+from tests.cli.test_format import _job
 
 
 def _clock(t: float) -> str:

@@ -12,7 +12,8 @@ import pytest
 from harness import Cluster
 from labgang.launcher.coordinator.store import JobStatus, RankRecord, Store
 from labgang.launcher.lifecycle.states import RankPhase
-from test_store import spec
+
+from tests.coordinator.test_store import spec
 
 NODES = {"n1": "n1-4gpu.toml", "n2": "n2-4gpu.toml"}
 
