@@ -313,7 +313,7 @@ def file_refusal(path: str, field: str | None, message: str, allowed: Any, flags
 
     ``groups.1.topology: ...`` becomes ``-f job.toml: group[1].resources.topology: ...`` (and the
     body's ``gpus_per_worker`` in its text the file's ``gpus``); a top-level policy the file gave
-    (``success_policy``...), not overridden by its flag, keeps its key.
+    (``success_policy``...) or ``colocate``, not given by its flag too, keeps its key.
 
     Args:
         path: the ``-f`` file. field, message, allowed: the refusal's (``ApiError``).
@@ -326,7 +326,7 @@ def file_refusal(path: str, field: str | None, message: str, allowed: Any, flags
         index, key = group.groups()
         where = f"group[{index}].{FILE_KEYS.get(key, key)}"
         text = re.sub(r"^groups\.\d+\.\w+(\.\d+)?: ", "", message)
-    elif field == "groups" or (field in POLICY_KEYS and flags.get(field) is None):
+    elif field == "groups" or (field in (*POLICY_KEYS, "colocate") and flags.get(field) is None):
         where = "group" if field == "groups" else str(field)
         text = message.removeprefix(f"{field}: ")
     else:

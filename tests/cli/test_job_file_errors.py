@@ -75,6 +75,19 @@ def test_a_coordinator_refusal_of_the_file_names_its_key(coordinator, tmp_path: 
 
 
 @pytest.mark.slow
+def test_colocate_from_the_file_is_named_by_its_key(coordinator, tmp_path: Path) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text("colocate = [['lead', 'nope']]\n" + TWO)
+    for run in (fast_run, click_run):
+        result = run(coordinator, "submit", "-f", str(job))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"labgang submit: -f {job}: colocate: lead,nope must name two or more"), (
+            run,
+            result.stderr,
+        )
+
+
+@pytest.mark.slow
 def test_a_policy_from_the_file_is_named_by_its_key_and_one_from_a_flag_by_the_flag(coordinator, tmp_path) -> None:
     job = tmp_path / "job.toml"
     job.write_text("success_policy = 'group:nope'\n" + TWO)
