@@ -6,10 +6,10 @@ process that serves it, ``discovery.serving_pid``; a ``labgang up`` still starti
 itself in ``up.starting``), checks that it is a ``labgang up`` (a ``labgang coordinator``
 service is stopped as it was started), sends it SIGINT, and waits until it has exited. What
 happens to the jobs is what Ctrl-C does: by default each job's ranks are stopped with their
-grace and the jobs go back to their queue to run again at the next ``labgang up``; a
-``labgang up --keep-jobs`` leaves them running for the next one to re-adopt. Nothing is
-cancelled that the store does not already record; ``down`` reports what the store holds for
-the next ``labgang up`` once the process is gone.
+grace and the jobs go back to their queue to run again at the next ``labgang up`` (one
+submitted with ``--no-requeue`` ends cancelled); a ``labgang up --keep-jobs`` leaves them running
+for the next one to re-adopt. ``down`` cancels nothing itself; it reports what the store holds
+for the next ``labgang up`` once the process is gone.
 """
 
 from __future__ import annotations
@@ -156,8 +156,9 @@ def down(state_dir: Path | None, as_json: bool) -> None:
 
     The same as Ctrl-C in labgang up's terminal: by default each job's ranks are stopped with
     their grace period and the jobs wait in their queue for the next `labgang up` (a labgang up
-    started with --keep-jobs leaves them running, to be re-adopted). Nothing is cancelled. Exit
-    status 1 when no labgang up runs for the state directory.
+    started with --keep-jobs leaves them running, to be re-adopted). Nothing is cancelled that
+    Ctrl-C would not cancel: only a job submitted with --no-requeue ends cancelled. Exit status 1
+    when no labgang up runs for the state directory.
     """
     from labgang.launcher.cli.format import to_json
 
