@@ -84,57 +84,82 @@ def _nodes(directory: Path) -> list[str]:
         return []
 
 
-def kept_jobs(directory: Path) -> dict[str, list[str]]:
-    """The jobs the store of ``directory`` keeps for the next ``labgang up``: JobState value → job
-    ids (pending: run again; running: ranks left alive by ``--keep-jobs``, re-adopted; admitted,
-    terminating: finished by the next one). Empty when there is no store or it cannot be read."""
+def job_states(directory: Path, ids: list[str] | None = None) -> dict[str, str]:
+    """Job id → state (a JobState value) of the jobs in the store of ``directory`` that are not
+    finished, or of the jobs ``ids`` whatever their state; in submission order. Read through a
+    read-only connection, so it is safe while ``labgang up`` writes; empty when there is no
+    store or it cannot be read."""
     import sqlite3
 
-    from labgang.launcher.coordinator.store import Store
+    from labgang.launcher.lifecycle.states import FINAL_STATES
 
     db = paths.db_path(directory)
     if not db.exists():
         return {}
     try:
-        store = Store(db)
-    except (sqlite3.Error, OSError):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10.0)
+    except sqlite3.Error:
         return {}
     try:
-        jobs = store.load_jobs(active_only=True)
+        if ids is None:
+            marks = ",".join("?" * len(FINAL_STATES))
+            sql = f"SELECT id, state FROM jobs WHERE state NOT IN ({marks}) ORDER BY seq"  # noqa: S608
+            rows = conn.execute(sql, FINAL_STATES).fetchall()
+        else:
+            rows = []
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                sql = f"SELECT id, state FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY seq"  # noqa: S608
+                rows += conn.execute(sql, chunk).fetchall()
+    except sqlite3.Error:
+        return {}
     finally:
-        store.close()
+        conn.close()
+    return {str(job_id): str(state) for job_id, state in rows}
+
+
+def by_state(states: dict[str, str]) -> dict[str, list[str]]:
+    """State → the job ids in it, in the order given."""
     out: dict[str, list[str]] = {}
-    for job in jobs:
-        out.setdefault(job.status.state.value, []).append(job.id)
+    for job_id, state in states.items():
+        out.setdefault(state, []).append(job_id)
     return out
 
 
-def summary_line(pid: int, directory: Path, nodes: list[str], kept: dict[str, list[str]]) -> str:
+def summary_line(
+    pid: int, directory: Path, nodes: list[str], kept: dict[str, list[str]], ended: dict[str, list[str]]
+) -> str:
     """What ``down`` stopped, in one line: ``labgang down: stopped labgang up (pid 4242) of /s:
     its coordinator and the agent of node vm; 2 jobs wait for the next `labgang up` (1, 3)``.
 
     Args:
         pid: the ``labgang up`` stopped. directory: its state directory.
         nodes: the nodes whose agents it ran (connected before the stop).
-        kept: :func:`kept_jobs` after the stop.
+        kept: state → ids of the jobs the store keeps for the next ``labgang up``, after the stop.
+        ended: state → ids of the jobs that were not finished before the stop and are now.
     """
     from labgang.launcher.arrays import fold_ids
+
+    def plural(ids: list[str], word: str) -> str:
+        return f"{len(ids)} {word}{'s' if len(ids) != 1 else ''}"
 
     agents = f"the agent of node {', '.join(nodes)}" if nodes else "its agent"
     parts = [f"labgang down: stopped labgang up (pid {pid}) of {directory}: its coordinator and {agents}"]
     waiting = [job for state in ("pending", "admitted", "terminating") for job in kept.get(state, [])]
     if waiting:
-        n = len(waiting)
-        parts.append(
-            f"{n} job{'s' if n != 1 else ''} {'waits' if n == 1 else 'wait'} for the next `labgang up` "
-            f"({', '.join(fold_ids(waiting))})"
-        )
+        verb = "waits" if len(waiting) == 1 else "wait"
+        parts.append(f"{plural(waiting, 'job')} {verb} for the next `labgang up` ({', '.join(fold_ids(waiting))})")
     if kept.get("running"):
-        n = len(kept["running"])
+        running = kept["running"]
         parts.append(
-            f"{n} job{'s' if n != 1 else ''} left running (--keep-jobs: {', '.join(fold_ids(kept['running']))}); "
+            f"{plural(running, 'job')} left running (--keep-jobs: {', '.join(fold_ids(running))}); "
             "the next `labgang up` re-adopts them"
         )
+    if ended.get("cancelled"):
+        parts.append(f"stopped and cancelled {', '.join(fold_ids(ended['cancelled']))} (submitted with --no-requeue)")
+    for state, ids in ended.items():
+        if state != "cancelled":
+            parts.append(f"{', '.join(fold_ids(ids))} ended as {'it' if len(ids) == 1 else 'they'} stopped ({state})")
     if len(parts) == 1:
         parts.append("no jobs were waiting or running")
     return "; ".join(parts)
@@ -173,6 +198,7 @@ def down(state_dir: Path | None, as_json: bool) -> None:
         click.echo(f"labgang down: {exc}", err=True)
         raise SystemExit(1) from None
     nodes = _nodes(directory)
+    before = list(job_states(directory))  # the jobs not finished yet: what the stop may end
     try:
         os.kill(pid, signal.SIGINT)
     except PermissionError:
@@ -190,10 +216,15 @@ def down(state_dir: Path | None, as_json: bool) -> None:
     except KeyboardInterrupt:
         click.echo(f"labgang down: stopped waiting; labgang up (pid {pid}) is still stopping its jobs", err=True)
         raise SystemExit(130) from None
-    kept = kept_jobs(directory)
+    from labgang.launcher.lifecycle.states import FINAL_STATES
+
+    after = job_states(directory, before) if before else {}
+    kept = by_state(job_states(directory))
+    ended = by_state({job_id: state for job_id, state in after.items() if state in FINAL_STATES})
     if as_json:
         out: dict[str, Any] = {"stopped": "labgang up", "pid": pid, "state_dir": str(directory), "nodes": nodes}
         out["jobs"] = kept
+        out["ended"] = ended
         click.echo(to_json(out))
     else:
-        click.echo(summary_line(pid, directory, nodes, kept))
+        click.echo(summary_line(pid, directory, nodes, kept, ended))

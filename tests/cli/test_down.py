@@ -47,8 +47,10 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
     up = Up(tmp_path)
     try:
         running = up.submit("-n", "2", "-g", "1", "--", "sleep", "300")
+        once = up.submit("--no-requeue", "-n", "1", "-g", "1", "--", "sleep", "300")
         up.wait_state(running, {"running"})
-        waiting = up.submit("-n", "1", "-g", "8", "--", "true")  # needs every GPU: pending behind it
+        up.wait_state(once, {"running"})
+        waiting = up.submit("-n", "1", "-g", "8", "--", "true")  # needs every GPU: pending behind them
         result = down(tmp_path, "--json")
         assert result.returncode == 0, result.stderr
         assert up.proc is not None and up.proc.poll() is not None  # it waited for the exit
@@ -56,7 +58,8 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
         report = json.loads(result.stdout)
         assert report["stopped"] == "labgang up" and report["pid"] == up.proc.pid
         assert report["state_dir"] == str(tmp_path) and len(report["nodes"]) == 1
-        assert report["jobs"] == {"pending": [running, waiting]}  # nothing cancelled: both run again
+        assert report["jobs"] == {"pending": [running, waiting]}  # both run again at the next up
+        assert report["ended"] == {"cancelled": [once]}  # as Ctrl-C does: --no-requeue's job ends
         again = down(tmp_path)
         assert again.returncode == 1 and "no labgang up is running" in again.stderr
         # the next labgang up runs them again
@@ -85,3 +88,14 @@ def test_it_refuses_a_coordinator_that_is_not_labgang_up(tmp_path: Path) -> None
         assert result.returncode == 1
         assert "is not a `labgang up`" in result.stderr and "systemctl stop labgang-coordinator" in result.stderr
         assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_summary_says_what_ended_as_it_stopped() -> None:
+    from labgang.launcher.cli.down import summary_line
+
+    line = summary_line(7, Path("/s"), ["vm"], {"running": ["4"]}, {"cancelled": ["2"], "succeeded": ["3_1", "3_2"]})
+    assert line == (
+        "labgang down: stopped labgang up (pid 7) of /s: its coordinator and the agent of node vm; "
+        "1 job left running (--keep-jobs: 4); the next `labgang up` re-adopts them; "
+        "stopped and cancelled 2 (submitted with --no-requeue); 3_[1-2] ended as they stopped (succeeded)"
+    )
