@@ -182,7 +182,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),
         ("Admitted", _age(job.get("admit_time"), now)),
         ("Started", _age(job.get("start_time"), now)),
-        *([("Start spread", spread)] if (spread := start_spread(job.get("ranks") or [])) else []),
+        *([("Rank starts", spread)] if (spread := start_spread(job.get("ranks") or [])) else []),
         ("Ended", _age(job.get("end_time"), now)),
         ("Nodes", ",".join(job.get("nodes") or []) or "-"),
         ("Exit status", exit_status_text(job.get("exit_status"), signal_name=True)),
@@ -277,7 +277,8 @@ def _at(item: tuple[float, Any]) -> float:
 
 
 def start_spread(ranks: Sequence[Mapping[str, Any]]) -> str | None:
-    """How far apart a gang's ranks started: ``"0.004 s (rank 0 first, rank 3 last, 4 ranks)"``,
+    """How far apart a gang's ranks started (``show``'s Rank starts): ``"within 0.004 s (rank 0
+    first, rank 3 last, 4 ranks)"``,
     from each rank's ``start_time`` (unix s); None when fewer than two ranks have one.
 
     Args:
@@ -291,7 +292,7 @@ def start_spread(ranks: Sequence[Mapping[str, Any]]) -> str | None:
     if len(starts) < 2:
         return None
     (first, first_rank), (last, last_rank) = min(starts, key=_at), max(starts, key=_at)
-    return f"{last - first:.3f} s (rank {first_rank} first, rank {last_rank} last, {len(starts)} ranks)"
+    return f"within {last - first:.3f} s (rank {first_rank} first, rank {last_rank} last, {len(starts)} ranks)"
 
 
 def _begin(t: float, now: float) -> str:

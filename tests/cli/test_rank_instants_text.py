@@ -1,4 +1,4 @@
-"""``labgang show``'s per-rank START and END columns and its Start spread line."""
+"""``labgang show``'s per-rank START and END columns and its Rank starts line."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def test_each_rank_shows_its_start_and_end_to_the_millisecond() -> None:
     assert row["0"][-3:] == [_clock(t0 + 0.125), _clock(t0 + 30.5), "GPU-a"]
     assert row["1"][-3:] == [_clock(t0 + 0.132), "-", "GPU-b"]
     assert row["2"][-3:] == ["-", "-", "GPU-c"]
-    assert "Start spread: 0.007 s (rank 0 first, rank 1 last, 2 ranks)" in lines
+    assert "Rank starts: within 0.007 s (rank 0 first, rank 1 last, 2 ranks)" in lines
 
 
 def test_the_start_spread_needs_two_started_ranks() -> None:
     assert start_spread([{"rank": 0, "start_time": 5.0}, {"rank": 1, "start_time": None}]) is None
     assert start_spread([]) is None
     assert start_spread([{"rank": 3, "start_time": 7.5}, {"rank": 1, "start_time": 5.0}]) == (
-        "2.500 s (rank 1 first, rank 3 last, 2 ranks)"
+        "within 2.500 s (rank 1 first, rank 3 last, 2 ranks)"
     )

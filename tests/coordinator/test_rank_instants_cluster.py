@@ -79,7 +79,7 @@ def test_show_gives_each_ranks_start_and_end_as_the_ranks_saw_them() -> None:
         assert "START" in header.split() and "END" in header.split()
         spread = abs(ranks[1]["start_time"] - ranks[0]["start_time"])
         first = 0 if ranks[0]["start_time"] <= ranks[1]["start_time"] else 1
-        assert f"Start spread: {spread:.3f} s (rank {first} first, rank {1 - first} last, 2 ranks)" in text.stdout
+        assert f"Rank starts: within {spread:.3f} s (rank {first} first, rank {1 - first} last, 2 ranks)" in text.stdout
         print(f"start spread of a two-node gang as show reports it: {spread * 1e3:.1f} ms")
     finally:
         cluster.stop()
