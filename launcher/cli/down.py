@@ -175,7 +175,9 @@ def summary_line(
     help="The state directory of the labgang up to stop [default: as labgang up's: "
     "/var/lib/labgang as root, else ~/.local/state/labgang].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was stopped and the jobs kept as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print what was stopped, the jobs kept and those that ended, as JSON."
+)
 def down(state_dir: Path | None, as_json: bool) -> None:
     """Stop the labgang up of this state directory and wait until it has exited.
 
