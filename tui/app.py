@@ -84,6 +84,8 @@ class LabgangTop(App[None]):
     TITLE = "labgang top"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Ctrl-C quits at once, as top and htop do (Textual's own ctrl+c only says "press ctrl+q")
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help"),
         Binding("1", "show_tab('devices')", "devices"),
         Binding("2", "show_tab('jobs')", "jobs"),

@@ -181,7 +181,8 @@ class RankTable:
         return self.event(rec, kind) if kind is not None else None
 
     def event(self, rec: RankRecord, kind: EventKind) -> RankEvent:
-        """The event ``kind`` of the rank now (``exit_status`` unless ``started``; wall-clock time)."""
+        """The event ``kind`` of the rank now (``exit_status`` unless ``started``; wall-clock time),
+        with the rank's start and end instants as its small parent wrote them."""
         status = None if kind == "started" else rec.exit_status
         return RankEvent(
             job_id=rec.spec.job_id,
@@ -190,6 +191,8 @@ class RankTable:
             exit_status=status,
             time=self._wall(),
             pid=rec.pid,
+            started_at=rec.started_at,
+            ended_at=None if kind == "started" else rec.ended_at,
         )
 
     def save(self, rec: RankRecord) -> None:

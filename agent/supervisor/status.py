@@ -89,6 +89,10 @@ class RankEvent:
         time: unix seconds when the supervisor noticed it.
         pid: the rank's main process id once known (None before the shim reported it), so that
             the coordinator records it even for a rank that ends before any status reaches it.
+        started_at: unix seconds when the main process started (its exec, after the start gate
+            released it; None when it never started): the coordinator records each rank's start
+            instant from it (``labgang show``'s per-rank START), not from when it was noticed.
+        ended_at: unix seconds when the main process exited (None until then, or unknowable).
 
     Events are delivered at least once: after an agent crash the same ``exited`` may be reported again.
     """
@@ -99,6 +103,8 @@ class RankEvent:
     exit_status: int | None
     time: float
     pid: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
@@ -113,6 +119,8 @@ class RankEvent:
             "exit_status": self.exit_status,
             "time": self.time,
             "pid": self.pid,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
         }
 
     @classmethod
@@ -129,4 +137,6 @@ class RankEvent:
             exit_status=data["exit_status"],
             time=data["time"],
             pid=data.get("pid"),
+            started_at=data.get("started_at"),
+            ended_at=data.get("ended_at"),
         )

@@ -22,6 +22,7 @@ import sys
 # name -> ("module:attribute", relative to the labgang namespace; the one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("launcher.cli.up:up", "Run a coordinator and a local agent in one command (one workstation)."),
+    "down": ("launcher.cli.down:down", "Stop the labgang up of this state directory (its jobs wait for the next)."),
     "submit": ("launcher.cli.submission:submit", "Submit a gang job and print its id."),
     "run": ("launcher.cli.submission:run", "Submit a gang job, stream its output and exit with its status."),
     "queue": ("launcher.cli.jobs:queue", "List jobs with their state and pending reason (like squeue)."),

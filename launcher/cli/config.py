@@ -62,13 +62,23 @@ def config() -> None:
     help="cluster.toml (coordinator), agent.toml (node agent) or a simulated machine file (config/sim/*.toml); "
     "auto tells them apart by their keys.",
 )
-def check(file: str, kind: str) -> None:
+@click.option(
+    "--machine",
+    "machines",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="A node of the cluster, as a simulated machine file (config/sim/*.toml; once per node): a queue's "
+    "or cohort's nominal GPU quota above the nodes' total is then a warning.",
+)
+def check(file: str, kind: str, machines: tuple[str, ...]) -> None:
     """Validate cluster.toml, agent.toml or a simulated machine file FILE.
 
     Prints which kind was checked. Every problem is reported in one pass, one line each
     naming the key path and what is allowed. Users and groups unknown on this host are
     printed as "warning:" lines but do not fail the check (they may exist only on other
-    hosts). Exit status: 0 valid (warnings included), 2 with one line per problem
+    hosts), and so is a nominal quota above the cluster's devices where --machine names the
+    cluster's nodes. Exit status: 0 valid (warnings included), 2 with one line per problem
     otherwise, each problem once (or one line when the file is missing, not UTF-8 TOML or
     its kind cannot be told; a missing file is worded as every command words it).
     """
@@ -112,7 +122,39 @@ def check(file: str, kind: str) -> None:
         cfg = parse_config(data, file)
     except ConfigError as exc:
         _invalid(file, exc.problems)
+    totals = machine_devices(machines) if machines else None  # a bad --machine fails before "ok"
     queues = ", ".join(q.name for q in cfg.queues)
     click.echo(f"{file}: cluster config ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")
     for warning in unknown_accounts(cfg):
         click.echo(f"{file}: warning: {warning}", err=True)
+    if totals is not None:
+        from labgang.launcher.config.quota_beyond import quota_beyond_cluster
+
+        for warning in quota_beyond_cluster(cfg.queues, cfg.cohorts, totals, len(machines)):
+            click.echo(f"{file}: warning: {warning}", err=True)
+
+
+def machine_devices(machines: tuple[str, ...]) -> dict[str, int]:
+    """The allocatable devices per resource of the nodes ``machines`` describe (simulated machine
+    files), as their agents would report them.
+
+    Raises:
+        SystemExit: 2, a file that is not a machine file (one line naming it and the problem).
+    """
+    from labgang.agent.inventory import read_inventory
+    from labgang.agent.nvml import open_backend
+    from labgang.launcher.config.quota_beyond import device_totals
+
+    devices: list[Any] = []
+    for machine in machines:
+        try:
+            backend = open_backend(machine)
+        except (ValueError, OSError) as exc:
+            problem = str(exc).removeprefix(f"{machine}: ")
+            click.echo(f"labgang config check: --machine: {machine}: {problem}", err=True)
+            raise SystemExit(2) from None
+        try:
+            devices += read_inventory(backend, hostname=machine).allocatable()
+        finally:
+            backend.nvmlShutdown()
+    return device_totals(devices)

@@ -201,6 +201,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),
         ("Admitted", _age(job.get("admit_time"), now)),
         ("Started", _age(job.get("start_time"), now)),
+        *([("Rank starts", spread)] if (spread := start_spread(job.get("ranks") or [])) else []),
         ("Ended", _age(job.get("end_time"), now)),
         ("Nodes", ",".join(job.get("nodes") or []) or "-"),
         ("Exit status", exit_status_text(job.get("exit_status"), signal_name=True)),
@@ -239,7 +240,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         out += [
             "",
             render_table(
-                ("RANK", *(("GROUP",) if groups else ()), "NODE", "STATE", "PID", "EXIT", "DEVICES"),
+                ("RANK", *(("GROUP",) if groups else ()), "NODE", "STATE", "PID", "EXIT", "START", "END", "DEVICES"),
                 [
                     (
                         r.get("rank"),
@@ -248,6 +249,8 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
                         str(r.get("state") or "-").upper(),
                         r.get("pid") if r.get("pid") is not None else "-",
                         exit_status_text(r.get("exit_status")) if r.get("exit_status") is not None else "-",
+                        _instant(r.get("start_time")),
+                        _instant(r.get("end_time")),
                         ",".join(r.get("devices") or []) or "-",
                     )
                     for r in ranks
@@ -276,6 +279,39 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _instant(t: object) -> str:
+    """A rank's start or end instant as local time of day to the millisecond (``14:03:07.215``),
+    ``-`` when not known; ``show``'s START and END columns (the date is the job's Started)."""
+    if not isinstance(t, (int, float)) or isinstance(t, bool):
+        return "-"
+    import time  # a shell command that shows no ranks never pays for it
+
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+def _at(item: tuple[float, Any]) -> float:
+    return item[0]
+
+
+def start_spread(ranks: Sequence[Mapping[str, Any]]) -> str | None:
+    """How far apart a gang's ranks started (``show``'s Rank starts): ``"within 0.004 s (rank 0
+    first, rank 3 last, 4 ranks)"``,
+    from each rank's ``start_time`` (unix s); None when fewer than two ranks have one.
+
+    Args:
+        ranks: the ``ranks`` of a JobView dict.
+    """
+    starts = [
+        (float(r["start_time"]), r.get("rank"))
+        for r in ranks
+        if isinstance(r.get("start_time"), (int, float)) and not isinstance(r.get("start_time"), bool)
+    ]
+    if len(starts) < 2:
+        return None
+    (first, first_rank), (last, last_rank) = min(starts, key=_at), max(starts, key=_at)
+    return f"within {last - first:.3f} s (rank {first_rank} first, rank {last_rank} last, {len(starts)} ranks)"
 
 
 def _begin(t: float, now: float) -> str:

@@ -82,8 +82,12 @@ def split_components(argv: list[str]) -> list[list[str]]:
     return parts
 
 
-def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str, Any]:
+def group_entry(shape: dict[str, Any], argv: list[str], where: str, *, in_file: bool = False) -> dict[str, Any]:
     """One ``groups`` element of the body from a group's options (CLI names) and command.
+
+    Args:
+        in_file: the group is a job file's ``[[group]]`` table: its problems name the table's keys
+            (``group[1].resources.mem``), not the flags.
 
     Raises:
         SubmissionError: a bad size, both ``-g`` and ``--mig``, or no command (names the group).
@@ -91,9 +95,11 @@ def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str,
     from labgang.launcher.cli.job_request import host_request
 
     if not argv:
-        raise SubmissionError(f"{where}: missing CMD: give the group's command after --")
+        missing = "command: give the group's command" if in_file else "missing CMD: give the group's command after --"
+        raise SubmissionError(f"{where}: {missing}")
     if shape.get("mig") is not None and shape.get("gpus_per_worker") is not None:
-        raise SubmissionError(f"{where}: -g and --mig exclude each other: a rank gets full GPUs or one MIG device")
+        both = "resources.gpus and resources.mig" if in_file else "-g and --mig"
+        raise SubmissionError(f"{where}: {both} exclude each other: a rank gets full GPUs or one MIG device")
     entry: dict[str, Any] = {"workers": shape.get("workers") or 1, "argv": argv}
     for key in ("name", "gpus_per_worker", "mig", "nodes", "gpu_model", "topology", "min_workers"):
         if shape.get(key) is not None:
@@ -103,7 +109,13 @@ def group_entry(shape: dict[str, Any], argv: list[str], where: str) -> dict[str,
     try:
         host = host_request(shape.get("cpus_per_task"), shape.get("mem"), shape.get("mem_per_gpu"), False)
     except SubmissionError as exc:
-        raise SubmissionError(f"{where}: {exc}") from None
+        text = str(exc)
+        if in_file:  # the flags host_request names, as the table's keys (the longer flag first)
+            text = text.replace("--mem-per-gpu", "resources.mem_per_gpu").replace("--mem", "resources.mem")
+            key, colon, _ = text.partition(": ")
+            if colon and key.startswith("resources.") and " " not in key:  # "group[1].resources.mem: ..."
+                raise SubmissionError(f"{where}.{text}") from None
+        raise SubmissionError(f"{where}: {text}") from None
     entry.update(host)
     if "env" in shape:
         entry["env"] = shape["env"]
@@ -265,13 +277,66 @@ def groups_from_file(path: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
                     raise SubmissionError(f"{at}: {value!r}; allowed: {', '.join(TOPOLOGY_LEVELS)}") from None
             else:
                 raise SubmissionError(f"{where}.resources: unknown key {key!r}; allowed: {', '.join(_RESOURCE_KEYS)}")
-        groups.append(group_entry(shape, argv, where))
+        groups.append(group_entry(shape, argv, where, in_file=True))
     colocate = data.get("colocate", [])
     if not isinstance(colocate, list) or not all(
         isinstance(c, list) and all(isinstance(n, str) for n in c) for c in colocate
     ):
         raise SubmissionError(f'-f {path}: colocate: must be a list of lists of group names, e.g. [["a", "b"]]')
     return groups, colocate
+
+
+FILE_KEYS = {
+    "name": "name",
+    "workers": "ranks",
+    "argv": "command",
+    "env": "env",
+    "gpus_per_worker": "resources.gpus",
+    "mig": "resources.mig",
+    "gpu_model": "resources.gpu_model",
+    "nodes": "resources.nodes",
+    "topology": "resources.topology",
+    "min_workers": "resources.min_ranks",
+    "cpus_per_task": "resources.cpus",
+    "mem": "resources.mem",
+    "mem_per_gpu": "resources.mem_per_gpu",
+}
+"""A group's body field → its key in a ``[[group]]`` table of the job file."""
+
+_FILE_WORDS = {"gpus_per_worker": "gpus", "min_workers": "min_ranks", "cpus_per_task": "cpus"}
+"""Body field names a refusal's text may use that the job file spells otherwise."""
+
+
+def file_refusal(path: str, field: str | None, message: str, allowed: Any, flags: dict[str, Any]) -> str | None:
+    """A coordinator refusal of a ``-f`` submission worded in the job file's terms, or None when it is
+    not about something the file gave (then the flags' wording stands).
+
+    ``groups.1.topology: ...`` becomes ``-f job.toml: group[1].resources.topology: ...`` (and the
+    body's ``gpus_per_worker`` in its text the file's ``gpus``); a top-level policy the file gave
+    (``success_policy``...) or ``colocate``, not given by its flag too, keeps its key.
+
+    Args:
+        path: the ``-f`` file. field, message, allowed: the refusal's (``ApiError``).
+        flags: the submission's options (body field → value; a policy given as a flag wins).
+    """
+    import re
+
+    group = re.match(r"groups\.(\d+)\.(\w+)", field or "")
+    if group is not None:
+        index, key = group.groups()
+        where = f"group[{index}].{FILE_KEYS.get(key, key)}"
+        text = re.sub(r"^groups\.\d+\.\w+(\.\d+)?: ", "", message)
+    elif field == "groups" or (field in (*POLICY_KEYS, "colocate") and flags.get(field) is None):
+        where = "group" if field == "groups" else str(field)
+        text = message.removeprefix(f"{field}: ")
+    else:
+        return None
+    text = re.sub(r"\b(" + "|".join(_FILE_WORDS) + r")\b", lambda m: _FILE_WORDS[m.group(1)], text)
+    if allowed not in (None, "", [], {}):
+        items = [str(item) for item in (allowed if isinstance(allowed, (list, tuple)) else [allowed])]
+        if not all(item in text for item in items):
+            text = f"{text} (allowed: {', '.join(items)})"
+    return f"-f {path}: {where}: {text}"
 
 
 def _whole(value: object, where: str, low: int) -> int:

@@ -350,6 +350,12 @@ def _submit_refused(command: str, err: Exception, options: dict[str, Any], args:
 
             refused = describe_api_error(err)
             return _fail(command, f"{where}: {refused.message}", refused.exit_code)
+    if isinstance(err, ApiError) and options.get("job_file") is not None:  # worded in the job file's keys
+        from labgang.launcher.cli.job_groups import file_refusal
+
+        worded = file_refusal(options["job_file"], err.field, err.message, err.allowed, options)
+        if worded is not None:
+            return _fail(command, worded, 2 if err.status == 400 else 1)
     if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
         from labgang.launcher.cli.submission import default_queue_refused
 

@@ -4,7 +4,10 @@ Exit status: 0 when every ``[[expect]]`` and ``[[invariant]]`` of every file hol
 1 when one fails (each failure printed as a readable diff), 2 when a file is malformed
 (the message names the key and what is allowed). A file without expectations is a plain
 job mix: its per-queue wait times and utilization are printed. A job that can never start
-(more than its queue or the cluster could ever give it) gets one warning line on stderr.
+(more than its queue or the cluster could ever give it) gets one line on stderr: in a job mix
+it fails the file (``FAIL``, exit 1: the coordinator would refuse it at submission); in a file
+with checks it is a ``WARNING`` (the checks decide: a job kept pending may be what they test).
+A queue's or cohort's nominal quota above the scenario's nodes gets a ``WARNING`` line.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: 
 
     A file with [[expect]] / [[invariant]] tables is checked: PASS, or FAIL with one line per
     difference. A plain job list prints per-queue wait times and utilization. A job that can
-    never start is named in a WARNING line (stderr).
+    never start is named in one line (stderr): FAIL in a plain job list (the coordinator would
+    refuse it), WARNING in a checked file. A queue's or cohort's nominal quota above the
+    scenario's nodes is a WARNING line.
 
-    Exit status: 0 every check holds, 1 a check failed, 2 a file is missing, not UTF-8
-    TOML, or malformed.
+    Exit status: 0 every check holds, 1 a check failed or a plain job list has a job that can
+    never start, 2 a file is missing, not UTF-8 TOML, or malformed.
     """
     if trace and as_json:
         raise click.UsageError("--json and --trace cannot be combined (--trace already prints JSON lines)")
@@ -66,11 +71,17 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: 
             continue
         if scenario.has_checks and not report.ok:
             status = max(status, 1)
+        refused = not scenario.has_checks and bool(report.never_starts)  # a job mix with a job that never runs
+        if refused:
+            status = max(status, 1)
+        beyond = _quota_beyond(report)
         if as_json:
-            results.append(_result(path, report, force_summary or not scenario.has_checks))
+            results.append(_result(path, report, force_summary or not scenario.has_checks, beyond))
             continue
         for warning in report.never_starts:
-            click.echo(f"WARNING {path}: {warning.line()}", err=True)
+            click.echo(f"{'FAIL' if refused else 'WARNING'} {path}: {warning.line()}", err=True)
+        for line in beyond:
+            click.echo(f"WARNING {path}: {line}", err=True)
         name = scenario.file.scenario.name
         if scenario.has_checks:  # with --trace, stdout stays pure JSON lines
             if report.ok:
@@ -93,18 +104,32 @@ def simulate(files: tuple[str, ...], trace: bool, force_summary: bool, as_json: 
     sys.exit(status)
 
 
-def _result(path: str, report: Report, with_summary: bool) -> dict[str, Any]:
-    """One file's ``--json`` object: status ("pass", "fail", or "summary" for a plain job mix),
-    the checks, the never-start warnings and, for a job mix or with ``--summary``, the figures."""
+def _quota_beyond(report: Report) -> list[str]:
+    """The scenario's queues and cohorts whose nominal quota is above its nodes' devices."""
+    from labgang.launcher.config.quota_beyond import device_totals, quota_beyond_cluster
+
+    scenario = report.scenario
+    totals = device_totals(d for node in scenario.nodes for d in node.devices)
+    return quota_beyond_cluster(scenario.file.queues, scenario.file.cohorts, totals, len(scenario.nodes))
+
+
+def _result(path: str, report: Report, with_summary: bool, beyond: list[str]) -> dict[str, Any]:
+    """One file's ``--json`` object: status ("pass", "fail", or "summary" for a plain job mix; "fail"
+    for a job mix with a job that can never start, each such job then also a line of ``failures``),
+    the checks, the never-start warnings, the quota above the nodes (``quota_warnings``) and, for a
+    job mix or with ``--summary``, the figures."""
     scenario, sim = report.scenario, report.simulation
+    refused = [w.line() for w in report.never_starts] if not scenario.has_checks else []
+    status = ("pass" if report.ok else "fail") if scenario.has_checks else ("fail" if refused else "summary")
     out: dict[str, Any] = {
         "file": path,
         "name": scenario.file.scenario.name,
-        "status": ("pass" if report.ok else "fail") if scenario.has_checks else "summary",
+        "status": status,
         "expectations": report.checked,
         "invariants": len(scenario.file.invariant),
-        "failures": report.failures,
+        "failures": report.failures + refused,
         "warnings": [w.to_dict() for w in report.never_starts],
+        "quota_warnings": beyond,
         "cancelled": report.cancelled(),
     }
     if with_summary:

@@ -459,6 +459,12 @@ def _submit(client: Client, **flags: Any) -> dict[str, Any]:
 
             refused = describe_api_error(err)
             raise CommandFailed(f"{where}: {refused.message}", refused.exit_code) from err
+        if flags.get("job_file") is not None:  # a refusal of what the job file gave names its key
+            from labgang.launcher.cli.job_groups import file_refusal
+
+            worded = file_refusal(flags["job_file"], err.field, err.message, err.allowed, flags)
+            if worded is not None:
+                raise CommandFailed(worded, 2 if err.status == 400 else 1) from err
         if flags.get("queue") is not None or err.field != "queue" or err.status != 403:
             raise
         raise default_queue_refused(err) from err

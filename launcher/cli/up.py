@@ -477,6 +477,11 @@ def _up(
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
     stranded = stranded_line(stored_job_counts(directory), config)
+    beyond: list[str] = []
+    if config_file is not None:  # the built-in default's quota is this machine's devices
+        from labgang.launcher.config.quota_beyond import device_totals, quota_beyond_cluster
+
+        beyond = quota_beyond_cluster(config.queues, config.cohorts, device_totals(inventory.allocatable()), 1)
 
     def banner(socket_path: str, tcp_addr: tuple[str, int] | None, joined: bool) -> str:
         lines = [
@@ -503,6 +508,7 @@ def _up(
             lines.append(f"  in other shells: export {paths.STATE_DIR_ENV}={directory}")
         if stranded is not None:
             lines.append(stranded)
+        lines += [f"  warning: {line}" for line in beyond]
         if not joined:
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"

@@ -3,7 +3,7 @@
 Tables: ``jobs`` (the submitted spec, the mutable status; state, user, submit and end time
 as indexed columns so finished jobs are found without loading them),
 ``ranks`` (one row per rank of each start attempt: node, devices, state, pid, exit
-status), ``events`` (a job's history: time, event, message), ``decisions`` (every
+status, start and end instants), ``events`` (a job's history: time, event, message), ``decisions`` (every
 admission, preemption and change of pending reason with its code and message), ``attempts``
 (the accounting record of every start attempt: ``lifecycle/attempts.py``; ``labgang history``,
 ``labgang report``, the GPU-seconds counters of ``/metrics``).
@@ -64,6 +64,8 @@ CREATE TABLE IF NOT EXISTS ranks (
     state TEXT NOT NULL,
     pid INTEGER,
     exit_status INTEGER,
+    start_time REAL,
+    end_time REAL,
     PRIMARY KEY (job_id, attempt, rank)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -161,7 +163,12 @@ class Store:
 
     def _migrate(self) -> None:
         """Bring a version 1 database (no submit/end time columns) or 2 (no attempt records) to
-        :data:`SCHEMA_VERSION`."""
+        :data:`SCHEMA_VERSION`; give an older ``ranks`` table its start and end instants (null:
+        not recorded then)."""
+        rank_columns = {row[1] for row in self._db.execute("PRAGMA table_info(ranks)")}
+        for column in ("start_time", "end_time"):
+            if column not in rank_columns:
+                self._db.execute(f"ALTER TABLE ranks ADD COLUMN {column} REAL")
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
         if "end_time" not in columns:
             self._db.execute("BEGIN")
@@ -263,8 +270,8 @@ class Store:
             ),
             (
                 (
-                    "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status)"
-                    " VALUES (?,?,?,?,?,?,?,?)"
+                    "INSERT OR REPLACE INTO ranks(job_id, attempt, rank, node, devices, state, pid, exit_status,"
+                    " start_time, end_time) VALUES (?,?,?,?,?,?,?,?,?,?)"
                 ),
                 list(self._ranks.values()),
             ),
@@ -411,6 +418,8 @@ class Store:
             rank.state.value,
             rank.pid,
             rank.exit_status,
+            rank.start_time,
+            rank.end_time,
         )
 
     def save_event(self, job_id: str, entry: HistoryEntry) -> None:
@@ -495,12 +504,13 @@ class Store:
         by_id = {job.id: job for job in jobs}
         with self._lock:
             for job in jobs:
-                for rank, node, devices, state, pid, exit_status in self._db.execute(
-                    "SELECT rank, node, devices, state, pid, exit_status FROM ranks WHERE job_id=? AND attempt=?",
+                for rank, node, devices, state, pid, exit_status, start, end in self._db.execute(
+                    "SELECT rank, node, devices, state, pid, exit_status, start_time, end_time FROM ranks"
+                    " WHERE job_id=? AND attempt=?",
                     (job.id, job.attempt),
                 ):
                     job.ranks[rank] = RankRecord(
-                        rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status
+                        rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status, start, end
                     )
                 for at, event, message in self._db.execute(
                     "SELECT time, event, message FROM events WHERE job_id=? ORDER BY id", (job.id,)

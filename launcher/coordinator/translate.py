@@ -25,6 +25,13 @@ def _fenced_at(message: dict[str, Any]) -> float | None:
     return float(value) if message.get("fenced") is True and isinstance(value, (int, float)) else None
 
 
+def _instant(message: dict[str, Any], key: str) -> float | None:
+    """A rank's ``started_at`` or ``ended_at`` (unix s, the agent's clock), None when absent (an
+    older agent's message) or not a number."""
+    value = message.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | None:
     """A ``RankEvent`` dict (kind ``started`` | ``exited`` | ``gone``, with the rank's ``pid`` when the
     agent knew it, and ``fenced: true`` when the agent stopped the rank because its lease ran out, with
@@ -44,6 +51,8 @@ def rank_event(node: str, event: dict[str, Any], now: float) -> RankObserved | N
         exit_status=_int_or_none(event.get("exit_status")),
         fenced=event.get("fenced") is True,
         fenced_at=_fenced_at(event),
+        started_at=_instant(event, "started_at"),
+        ended_at=_instant(event, "ended_at"),
     )
 
 
@@ -66,6 +75,8 @@ def rank_status(node: str, status: dict[str, Any], now: float) -> RankObserved |
         exit_status=exit_status,
         fenced=status.get("fenced") is True,
         fenced_at=_fenced_at(status),
+        started_at=_instant(status, "started_at"),
+        ended_at=_instant(status, "ended_at"),
     )
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from labgang.launcher.config.limits import MAX_TIME_LIMIT_S
 from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
-from labgang.launcher.coordinator.policy import check_priority_allowed
+from labgang.launcher.coordinator.policy import check_priority_allowed, what_priority_allows
 from labgang.launcher.coordinator.requests import PRIORITY_MAX, PRIORITY_MIN, Text, _first_error
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.records import JobRecord
@@ -159,8 +159,7 @@ async def update(
         try:
             priority = config.resolve_priority(req.priority)
         except ValueError as exc:
-            classes = sorted(config.priority_classes)
-            raise BadRequest(f"priority: {exc}", field="priority", allowed=classes or None) from None
+            raise _unknown_priority(config, coord, job_id, caller, req.priority, exc) from None
         if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
             raise BadRequest(
                 f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to {PRIORITY_MAX})",
@@ -193,3 +192,25 @@ async def update(
     coord.apply(ev.UpdateRequested(coord.clock(), job.id, caller.user, change, targets))
     await coord.flush()
     return job
+
+
+def _unknown_priority(
+    config: ClusterConfig, coord: JobDesk, job_id: str, caller: Caller, value: object, exc: ValueError
+) -> BadRequest:
+    """The refusal of an update's unknown priority class: with classes configured and the job known,
+    the ones this user may use in the job's queue (as ``submit`` and ``explain`` list them), else
+    the resolver's words."""
+    try:
+        queue = config.queue(coord.get_job(job_id).spec.queue) if config.priority_classes else None
+    except ApiError:  # no such job: its own refusal follows the value's
+        queue = None
+    if queue is None:
+        classes = sorted(config.priority_classes)
+        return BadRequest(f"priority: {exc}", field="priority", allowed=classes or None)
+    allows, names = what_priority_allows(config, queue, admin=caller.may_set_priority)
+    where = "" if caller.may_set_priority else f" in queue {queue.name}"
+    return BadRequest(
+        f"priority: unknown priority class {str(value).strip()!r}{where}; allowed: {allows}",
+        field="priority",
+        allowed=names or None,
+    )

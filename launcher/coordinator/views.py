@@ -177,6 +177,8 @@ def job_view(job: JobRecord) -> dict[str, Any]:
                 "state": r.state,
                 "pid": r.pid,
                 "exit_status": r.exit_status,
+                "start_time": r.start_time,
+                "end_time": r.end_time,
             }
             for r in (job.ranks[i] for i in sorted(job.ranks))
         ],

@@ -115,6 +115,11 @@ class RankObserved:
         fenced_at: when the fence stopped it (unix s, the agent's clock), if known: the job's
             history lines about it are dated then (a report can arrive much later, e.g. at the
             next ``labgang up`` after a ``kill -9``).
+        started_at: when the rank's main process started (unix s, the agent's clock; None when
+            the report does not say): its recorded start instant. None for a rank reported
+            running: the instant of the report (``now``) stands for it.
+        ended_at: when its main process exited (unix s, the agent's clock), if the report says;
+            otherwise an ended rank's end instant is the report's ``now``.
     """
 
     now: float
@@ -126,6 +131,8 @@ class RankObserved:
     exit_status: int | None = None
     fenced: bool = False
     fenced_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,15 +142,28 @@ class GangRules:
         *,
         pid: int | None = None,
         exit_status: int | None = None,
+        started_at: float | None = None,
+        ended_at: float | None = None,
     ) -> bool:
         """Move ``rank`` forward to ``phase`` (never back), taking its pid and exit status when
-        given; persist it and return True when anything changed."""
+        given; persist it and return True when anything changed.
+
+        The rank's start instant is set once: ``started_at`` (the agent's), or now when it is
+        first reported running without one. Its end instant is set once it has ended, if it had
+        started: ``ended_at``, or now.
+        """
         changed = advance(rank, phase)
         if pid is not None and rank.pid != pid:
             rank.pid = pid
             changed = True
         if exit_status is not None and rank.exit_status is None and phase in (RankPhase.EXITED, RankPhase.GONE):
             rank.exit_status = exit_status
+            changed = True
+        if rank.start_time is None and (started_at is not None or phase == RankPhase.RUNNING):
+            rank.start_time = self._ctx.now if started_at is None else started_at
+            changed = True
+        if rank.end_time is None and rank.start_time is not None and rank.state.order >= RankPhase.EXITED.order:
+            rank.end_time = self._ctx.now if ended_at is None else ended_at
             changed = True
         if changed:
             self._ctx.emit(fx.SaveRank(job, rank, job.attempt))
@@ -268,7 +281,8 @@ class GangRules:
         """A rank started (or already exited) but the gang stops before every rank reported
         running: the job did start (sacct's Start), so it gets a start time, now, when the stop
         begins (for a rank that fails at once, the moment it was first seen), and its time is
-        accounted from then."""
+        accounted from then. Its history gets the ``running`` line it would have had, saying
+        which ranks started and which never reported running."""
         st = job.status
         if st.start_time is not None:
             return
@@ -277,6 +291,15 @@ class GangRules:
         if rec is not None and rec.attempt == st.attempt and rec.start_time is None:
             rec.start_time = self._ctx.now
             self._ctx.emit(fx.SaveAttempt(rec))
+        ranks = ranks_in_order(job)
+        started = [r for r in ranks if r.start_time is not None or r.state in (RankPhase.RUNNING, RankPhase.EXITED)]
+        began = {r.rank for r in started}
+        missing = [str(r.rank) for r in ranks if r.rank not in began]
+        nodes = ", ".join(dict.fromkeys(r.node for r in started)) or "-"
+        line = f"{len(started)} of {len(ranks)} rank{'s' if len(ranks) != 1 else ''} started on {nodes}"
+        if missing:
+            line += f"; rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} never reported running"
+        self._ctx.history(job, "running", line)
 
     def begin_termination(
         self, job: JobRecord, intent: EndIntent, message: str, *, exit_status: int | None = None
@@ -297,9 +320,9 @@ class GangRules:
             return
         decided_by_exits = completing(job)
         if st.state == JobState.ADMITTED:
-            self.held_exits(job)  # exits seen while the gang was starting, before "stopping"
             if st.ran:
-                self._started_before_running(job)
+                self._started_before_running(job)  # its "running" line first
+            self.held_exits(job)  # exits seen while the gang was starting, before "stopping"
         transition(st, JobState.TERMINATING)
         if decided_by_exits:
             st.end_intent = None

@@ -417,7 +417,9 @@ class Lifecycle:
                 why = f"node {e.node} stopped rank {e.rank} itself: its lease ran out (no answer from the coordinator)"
                 self._gang.begin_termination(job, EndIntent.LOST, why)
         was, starting = rank.state, job.status.state == JobState.ADMITTED
-        if self._gang.set_rank(job, rank, e.phase, pid=e.pid, exit_status=e.exit_status):
+        if self._gang.set_rank(
+            job, rank, e.phase, pid=e.pid, exit_status=e.exit_status, started_at=e.started_at, ended_at=e.ended_at
+        ):
             self._gang.mark_running(job)  # "running" before this rank's "rank-exited"
             # Once per rank, when it first passes "exited" (a later report adding its pid, or
             # its "gone", is no new exit). A rank that exits while the gang is starting gets its

@@ -294,7 +294,13 @@ _POLICY_DEFAULTS: dict[str, Any] = {
 @dataclass
 class RankRecord(CountsChanges):
     """One rank of one start attempt: where it runs and its phase (:class:`RankPhase`, changed
-    only through ``lifecycle.states.advance``)."""
+    only through ``lifecycle.states.advance``).
+
+    ``start_time`` is when its main process started (unix s; the agent's instant, which the
+    start gate makes the same for a gang's ranks on one node up to the exec; None: it never
+    started), ``end_time`` when that process ended or the rank was found lost (None: it has not,
+    or it never started).
+    """
 
     rank: int
     node: str
@@ -302,6 +308,8 @@ class RankRecord(CountsChanges):
     state: RankPhase = RankPhase.ASSIGNED
     pid: int | None = None
     exit_status: int | None = None
+    start_time: float | None = None
+    end_time: float | None = None
 
     @property
     def ended(self) -> bool:

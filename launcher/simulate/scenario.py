@@ -87,7 +87,7 @@ class ScenarioError(ValueError):
 
     def __init__(self, source: str, problems: list[str], *, unreadable: bool = False) -> None:
         self.source = source
-        self.problems = problems
+        self.problems = list(dict.fromkeys(problems))  # each problem once (a name listed twice, say)
         self.unreadable = unreadable
         super().__init__(f"{source}: " + "; ".join(problems))
 
@@ -705,7 +705,14 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
         else:
             priorities[j.id] = j.priority
     job_names, id_problems = job_ids(f.jobs, lambda i: f"jobs[{i}] ({f.jobs[i].id!r})")
-    problems.extend(id_problems)
+    # a job whose id another job already has was named once above ("duplicate name"): not again
+    seen: set[str] = set()
+    again: list[str] = []
+    for i, j in enumerate(f.jobs):
+        if j.id in seen:
+            again.append(f"jobs[{i}] (")
+        seen.add(j.id)
+    problems.extend(p for p in id_problems if not p.startswith(tuple(again)))
     if len(job_names.tasks) > MAX_JOBS:
         problems.append(f"jobs: {len(job_names.tasks)} jobs with array tasks; must be at most {MAX_JOBS}")
     depends, dep_problems = dependencies(job_names, f.jobs, lambda i: f"jobs[{i}] ({f.jobs[i].id!r})")

@@ -230,8 +230,9 @@ def test_job_detail_lists_ranks_and_history_with_reasons():
     assert "State:       FAILED" in text
     assert "Reason:      RANK_FAILED: rank 1 exited with status 3" in text
     assert "Exit status: 3 (Slurm 3:0)" in text
-    assert "0     ws1   EXITED  11   143 (0:15)  GPU-a,GPU-b" in text  # SIGTERM: Slurm's code:signal beside it
-    assert "1     ws1   EXITED  12   3           GPU-c,GPU-d" in text
+    # SIGTERM: Slurm's code:signal beside it; no start or end instant known (an older coordinator's view)
+    assert "0     ws1   EXITED  11   143 (0:15)  -      -    GPU-a,GPU-b" in text
+    assert "1     ws1   EXITED  12   3           -      -    GPU-c,GPU-d" in text
     assert "1m40s  failed     rank 1 exited with status 3" in text
 
 

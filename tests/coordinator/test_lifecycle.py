@@ -457,12 +457,15 @@ async def test_a_rank_exiting_before_the_other_starts_is_recorded_after_running(
 
 
 async def test_a_rank_that_fails_while_the_gang_starts_is_recorded_before_stopping(coord: Coordinator) -> None:
+    """The gang did start (a rank ran): its history says so, and which rank never reported running,
+    before that rank's exit and the stop."""
     job_id = await submit(coord)
     admit(coord, job_id)
     event(coord, "n2", job_id, 1, "started")
     event(coord, "n2", job_id, 1, "exited", 3)
-    events = [h.event for h in coord.jobs[job_id].history]
-    assert events == ["submitted", "admitted", "rank-exited", "stopping"], events
+    history = [(h.event, h.message) for h in coord.jobs[job_id].history]
+    assert [e for e, _ in history] == ["submitted", "admitted", "running", "rank-exited", "stopping"], history
+    assert history[2][1] == "1 of 2 ranks started on n2; rank 0 never reported running"
 
 
 async def test_the_pid_of_a_rank_that_ends_before_any_status_comes_from_its_events(coord: Coordinator) -> None:

@@ -1,4 +1,5 @@
-"""``labgang simulate`` warns about jobs that can never start (one line each, ``--json``, ``--trace``)."""
+"""``labgang simulate`` names the jobs that can never start (one line each, ``--json``, ``--trace``):
+a job mix with one fails (exit 1, as the coordinator would refuse it); a checked file warns."""
 
 from __future__ import annotations
 
@@ -46,11 +47,11 @@ model = "A100"
 """
 
 HUGE = (
-    "WARNING {path}: jobs[1] ('huge') can never start (gpus_per_worker): no placement for 1 x 3 gpu even on an "
+    "FAIL {path}: jobs[1] ('huge') can never start (gpus_per_worker): no placement for 1 x 3 gpu even on an "
     "empty cluster (2 gpu in all, largest node has 2); the coordinator would refuse it at submission"
 )
 OVERQUOTA = (
-    "WARNING {path}: jobs[2] ('overquota') can never start (workers): job needs 2 gpu but queue small can hold "
+    "FAIL {path}: jobs[2] ('overquota') can never start (workers): job needs 2 gpu but queue small can hold "
     "at most 1; the coordinator would refuse it at submission"
 )
 
@@ -61,11 +62,11 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_one_warning_line_per_job_that_can_never_start(tmp_path: Path) -> None:
+def test_one_failing_line_per_job_that_can_never_start(tmp_path: Path) -> None:
     path = write(tmp_path, MIX)
     res = CliRunner().invoke(simulate, [str(path)])
-    assert res.exit_code == 0, res.output  # a warning is not a failure
-    warnings = [line for line in res.stderr.splitlines() if line.startswith("WARNING")]
+    assert res.exit_code == 1, res.output  # the coordinator would refuse them: the job mix cannot run as written
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("FAIL")]
     assert warnings[:2] == [HUGE.format(path=path), OVERQUOTA.format(path=path)]
     # the elastic gang starts at its minimum: no warning; the model nobody has: the "model" key
     assert len(warnings) == 3 and "jobs[4] ('a100') can never start (model): " in warnings[2]
@@ -75,9 +76,13 @@ def test_one_warning_line_per_job_that_can_never_start(tmp_path: Path) -> None:
 def test_json_lists_the_warnings_with_the_summary(tmp_path: Path) -> None:
     path = write(tmp_path, MIX)
     res = CliRunner().invoke(simulate, ["--json", str(path)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output
     [result] = json.loads(res.stdout)["files"]
-    assert result["status"] == "summary"
+    assert result["status"] == "fail"
+    assert result["failures"][:2] == [
+        HUGE.format(path=path).removeprefix(f"FAIL {path}: "),
+        OVERQUOTA.format(path=path).removeprefix(f"FAIL {path}: "),
+    ]
     assert [(w["job"], w["index"], w["key"]) for w in result["warnings"]] == [
         ("huge", 1, "gpus_per_worker"),
         ("overquota", 2, "workers"),
@@ -111,3 +116,36 @@ def test_trace_has_a_never_starts_event_and_json_excludes_trace(tmp_path: Path) 
     res = CliRunner().invoke(simulate, ["--trace", "--json", str(path)])
     assert res.exit_code == 2
     assert "--json and --trace cannot be combined" in res.output
+
+
+def test_in_a_checked_file_a_job_that_never_starts_is_a_warning_the_checks_decide(tmp_path: Path) -> None:
+    path = write(tmp_path, MIX + '[[expect]]\npending = ["huge", "overquota", "a100"]\n')
+    res = CliRunner().invoke(simulate, [str(path)])
+    assert res.exit_code == 0, res.output
+    assert HUGE.format(path=path).replace("FAIL", "WARNING", 1) in res.stderr.splitlines()
+
+
+def test_a_quota_above_the_scenarios_nodes_is_a_warning(tmp_path: Path) -> None:
+    path = write(tmp_path, MIX + '[[expect]]\npending = ["huge", "overquota", "a100"]\n')
+    res = CliRunner().invoke(simulate, [str(path)])
+    assert (
+        f"WARNING {path}: queue 'q': nominal quota gpu=4 is above the cluster's 2 gpu (1 node); "
+        "at most 2 can ever be in use"
+    ) in res.stderr.splitlines()
+    assert not [line for line in res.stderr.splitlines() if "queue 'small'" in line]  # 1 gpu fits: no warning
+    res = CliRunner().invoke(simulate, ["--json", str(path)])
+    [result] = json.loads(res.stdout)["files"]
+    assert result["quota_warnings"] == [
+        "queue 'q': nominal quota gpu=4 is above the cluster's 2 gpu (1 node); at most 2 can ever be in use"
+    ]
+
+
+def test_a_duplicate_job_id_is_named_once(tmp_path: Path) -> None:
+    text = MIX.replace('id = "overquota"', 'id = "huge"') + '[[expect]]\npending = ["c", "c"]\n'
+    res = CliRunner().invoke(simulate, [str(write(tmp_path, text))])
+    assert res.exit_code == 2
+    lines = res.stderr.splitlines()
+    assert [line for line in lines if "'huge'" in line] == [
+        f"ERROR {tmp_path / 'mix.toml'}: jobs[2]: duplicate name 'huge'"
+    ]
+    assert len([line for line in lines if "unknown job 'c'" in line]) == 1, lines

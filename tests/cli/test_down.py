@@ -1,0 +1,101 @@
+"""``labgang down``: a real ``labgang up --simulate`` stopped from another shell, its jobs kept
+in the store for the next ``labgang up``; and its refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import REPO, Up
+
+
+def down(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, LABGANG_STATE_DIR=str(state_dir))
+    return subprocess.run(
+        [sys.executable, "-m", "labgang.launcher", "down", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_with_nothing_running_it_says_so_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    result = down(tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"labgang down: no labgang up is running for {tmp_path} (nothing to stop)\n"
+    assert list(tmp_path.iterdir()) == []  # it changed nothing
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A state directory under /tmp (a Unix socket's path is limited to 107 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="lgd-", dir="/tmp") as d:
+        yield Path(d)
+
+
+@pytest.mark.slow
+def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir: Path) -> None:
+    tmp_path = short_dir
+    up = Up(tmp_path)
+    try:
+        running = up.submit("-n", "2", "-g", "1", "--", "sleep", "300")
+        once = up.submit("--no-requeue", "-n", "1", "-g", "1", "--", "sleep", "300")
+        up.wait_state(running, {"running"})
+        up.wait_state(once, {"running"})
+        waiting = up.submit("-n", "1", "-g", "8", "--", "true")  # needs every GPU: pending behind them
+        result = down(tmp_path, "--json")
+        assert result.returncode == 0, result.stderr
+        assert up.proc is not None and up.proc.poll() is not None  # it waited for the exit
+        assert up.proc.returncode == 0, up.output()
+        report = json.loads(result.stdout)
+        assert report["stopped"] == "labgang up" and report["pid"] == up.proc.pid
+        assert report["state_dir"] == str(tmp_path) and len(report["nodes"]) == 1
+        assert report["jobs"] == {"pending": [running, waiting]}  # both run again at the next up
+        assert report["ended"] == {"cancelled": [once]}  # as Ctrl-C does: --no-requeue's job ends
+        again = down(tmp_path)
+        assert again.returncode == 1 and "no labgang up is running" in again.stderr
+        # the next labgang up runs them again
+        up.start()
+        up.wait_state(running, {"running"})
+        text = down(tmp_path)
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.splitlines()[0] == (
+            f"labgang down: stopping labgang up (pid {up.proc.pid}) of {tmp_path}; waiting for it to exit"
+        )
+        node = report["nodes"][0]
+        assert text.stdout.splitlines()[1] == (
+            f"labgang down: stopped labgang up (pid {up.proc.pid}) of {tmp_path}: its coordinator and the agent"
+            f" of node {node}; 2 jobs wait for the next `labgang up` ({running}, {waiting})"
+        )
+    finally:
+        up.stop()
+
+
+@pytest.mark.slow
+def test_it_refuses_a_coordinator_that_is_not_labgang_up(tmp_path: Path) -> None:
+    from coordinator_harness import running_coordinator
+
+    for state_dir in running_coordinator(tmp_path, ""):
+        result = down(Path(state_dir))
+        assert result.returncode == 1
+        assert "is not a `labgang up`" in result.stderr and "systemctl stop labgang-coordinator" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_summary_says_what_ended_as_it_stopped() -> None:
+    from labgang.launcher.cli.down import summary_line
+
+    line = summary_line(7, Path("/s"), ["vm"], {"running": ["4"]}, {"cancelled": ["2"], "succeeded": ["3_1", "3_2"]})
+    assert line == (
+        "labgang down: stopped labgang up (pid 7) of /s: its coordinator and the agent of node vm; "
+        "1 job left running (--keep-jobs: 4); the next `labgang up` re-adopts them; "
+        "stopped and cancelled 2 (submitted with --no-requeue); 3_[1-2] ended as they stopped (succeeded)"
+    )
