@@ -196,7 +196,16 @@ def test_hot_commands_start_without_site_and_answer_as_pips_script(installed, up
     while json.loads(cli(installed, up, "show", "--json", job).stdout)["job"]["state"] != "succeeded":
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    for args in (("show", job), ("show", "--json", job), ("cancel", job), ("show", "999999")):
+    # `queue` once nothing is active: the table (header only, as the coordinator renders it for view=text)
+    # and, with a filter, the note on standard error; a table with jobs has their AGE, which moves
+    for args in (
+        ("show", job),
+        ("show", "--json", job),
+        ("cancel", job),
+        ("show", "999999"),
+        ("queue",),
+        ("queue", "-t", "R"),
+    ):
         fast = cli(installed, up, *args)
         assert installed.site_starts() == 0, args
         full = cli(installed, up, *args, site=True)
