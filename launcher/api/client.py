@@ -475,7 +475,8 @@ class Client:
 
         Asks for ``GET /v1/jobs?view=text`` (the table as the body, the count in ``X-Jobs-Listed``), so
         that nothing of a 1,000-line table is read as a JSON string (docs/cli-startup.md); a coordinator
-        from before that view (400, field ``view``) is asked for ``view=table`` (``{"table", "jobs"}``).
+        from before that view (400, field ``view``, or an answer without that header) is asked for
+        ``view=table`` (``{"table", "jobs"}``).
 
         Raises:
             ApiError: 400 an unknown queue or state (the message lists the allowed ones), or a ``view``
@@ -489,11 +490,10 @@ class Client:
                 return body.decode("utf-8"), int(listed)
             except UnicodeDecodeError as exc:
                 raise ApiError(status, f"coordinator sent a table that is not UTF-8 ({exc})") from exc
-        if status < 400:
-            raise ApiError(status, "coordinator sent a table without its X-Jobs-Listed count")
-        refused = _error_from(status, body)
-        if (refused.status, refused.field) != (400, "view"):
-            raise refused
+        if status >= 400:
+            refused = _error_from(status, body)
+            if (refused.status, refused.field) != (400, "view"):
+                raise refused
         answer = self._json("GET", "/v1/jobs", query={**query, "view": "table"})
         return answer["table"], answer["jobs"]
 
