@@ -66,17 +66,62 @@ def system_state_dir_text() -> str:
             continue
         except OSError as exc:
             raise ValueError(f"{candidate}: cannot read the system config ({exc.strerror})") from exc
-        import tomllib
-
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            text = raw.decode("utf-8")
+            data = plain_toml(text)
+            if data is None:  # not the plain form `labgang install` writes: TOML's own reader decides
+                import tomllib  # it imports re, enum, datetime...: several interpreter starts of a command
+
+                data = tomllib.loads(text)
+        except ValueError as exc:  # UnicodeDecodeError, tomllib.TOMLDecodeError
             raise ValueError(f"{candidate}: not a TOML file ({exc})") from exc
         value = data.get("state_dir", SYSTEM_STATE_DIR)
         if not isinstance(value, str) or not os.path.isabs(value):
             raise ValueError(f"{candidate}: state_dir = {value!r}; allowed: an absolute directory path")
         return value
     return SYSTEM_STATE_DIR
+
+
+_BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _no_control(text: str) -> bool:
+    """No control character but tab (what TOML allows in a comment and in a basic string)."""
+    return text.isprintable() or all(char == "\t" or (char >= " " and char != "\x7f") for char in text)
+
+
+def plain_toml(text: str) -> dict[str, str] | None:
+    """The keys of ``text`` when it is TOML of the plainest form, as :func:`tomllib.loads` reads it;
+    None when it is anything else, which only :mod:`tomllib` may read (or refuse).
+
+    The plainest form: blank lines, comments and ``key = "value"`` lines (a bare key once, a basic
+    string without escapes, maybe a comment after it), lines ended by LF or CRLF: what ``labgang
+    install`` writes as the system config and what a person edits it into. Every hot command without
+    ``--state-dir`` reads that file (:func:`system_state_dir_text`), and importing :mod:`tomllib`
+    (``re``, ``enum``, ``datetime``...) costs it several interpreter starts (docs/cli-startup.md).
+    tests/test_plain_toml.py holds it to :mod:`tomllib` with hypothesis.
+    """
+    lines = text.replace("\r\n", "\n")
+    if "\r" in lines:  # a carriage return that ends no line: TOML refuses it
+        return None
+    out: dict[str, str] = {}
+    for line in lines.split("\n"):
+        body = line.lstrip(" \t")
+        if not body or (body.startswith("#") and _no_control(body)):
+            continue
+        key, equals, rest = body.partition("=")
+        key = key.rstrip(" \t")
+        if not equals or not key or not _BARE_KEY.issuperset(key) or key in out:
+            return None
+        rest = rest.lstrip(" \t")
+        end = rest.find('"', 1)
+        if not rest.startswith('"') or end < 0:
+            return None
+        value, tail = rest[1:end], rest[end + 1 :].lstrip(" \t")
+        if "\\" in value or not _no_control(value) or (tail and not (tail.startswith("#") and _no_control(tail))):
+            return None
+        out[key] = value
+    return out
 
 
 def user_state_dir_text() -> str:

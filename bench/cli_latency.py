@@ -19,6 +19,17 @@ editable one; ``--help`` at most 2x ``python -c pass``. ``cancel`` cancels the s
 Usage: python bench/cli_latency.py [--runs 30] [--jobs 1000] [--regular] [--python VENV/bin/python ...]
            [--importtime]   (also print the 12 slowest imports of each command)
            [--no-pyc]       (keep PYTHONDONTWRITEBYTECODE: measure without a bytecode cache)
+           [--instructions N]  (also count each command's instructions, valgrind's callgrind, median of N)
+
+In a regular install the hot commands are also run as a user on an installed machine runs them: without
+``LABGANG_STATE_DIR``, finding the coordinator through the system config ``labgang install`` writes (the
+venv's own ``etc/labgang/system.toml``, read before ``/etc``'s, naming this run's state directory):
+``submit, system config``...
+
+``--instructions``: the user-space instructions each command executes (callgrind's ``Ir``), which other
+work on a shared machine does not change, as a ratio to the same floor. They leave out the kernel's part
+of a start (``exec``, page faults), which the CPU time has: a command's instruction ratio is a little
+above its CPU ratio on a quiet machine. Needs ``valgrind``; each count takes seconds.
 
 Where ``PYTHONDONTWRITEBYTECODE`` is set (as in some CI and dev shells), the commands run with it
 removed and ``PYTHONPYCACHEPREFIX`` in the temp folder instead, after one warm-up run, so the
@@ -75,20 +86,40 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
-def interleaved(commands: dict[K, list[str]], env: dict[str, str], runs: int) -> dict[K, tuple[float, float]]:
-    """Median (wall, CPU) seconds of each command over ``runs`` rounds, each round running every
-    command once in turn (after one warm-up round), so that a machine that gets slower or faster
-    during the measurement shifts every command alike rather than the ones measured last."""
-    for argv in commands.values():
-        timed(argv, env)
+def interleaved(commands: dict[K, list[str]], envs: dict[K, dict[str, str]], runs: int) -> dict[K, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each command (run with its environment in ``envs``) over ``runs``
+    rounds, each round running every command once in turn (after one warm-up round), so that a machine
+    that gets slower or faster during the measurement shifts every command alike rather than the ones
+    measured last."""
+    for name, argv in commands.items():
+        timed(argv, envs[name])
     samples: dict[K, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, argv in commands.items():
-            samples[name].append(timed(argv, env))
+            samples[name].append(timed(argv, envs[name]))
     return {
         name: (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got))
         for name, got in samples.items()
     }
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """The user-space instructions one run of ``argv`` executes (valgrind's callgrind ``Ir``).
+
+    Raises:
+        SystemExit: valgrind is missing or reported no count.
+    """
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for line in done.stderr.splitlines():
+        if "Collected : " in line:
+            return int(line.rsplit(" ", 1)[1])
+    raise SystemExit(f"valgrind counted nothing for {' '.join(argv)}: {done.stderr.strip()[-300:]}")
 
 
 def slowest_imports(argv: list[str], env: dict[str, str], top: int = 12) -> list[str]:
@@ -105,6 +136,27 @@ def slowest_imports(argv: list[str], env: dict[str, str], top: int = 12) -> list
 
 
 HOT = ("submit", "queue", "cancel", "show")
+FOUND = ", system config"
+"""Suffix of a command run without ``LABGANG_STATE_DIR``: it finds the coordinator through the system
+config (:func:`system_config`)."""
+
+
+def system_config(python: str, state: Path) -> None:
+    """Write the system config ``labgang install`` writes into ``python``'s venv (``etc/labgang/system.toml``,
+    read before ``/etc/labgang/system.toml``), naming ``state``, so that a command without
+    ``LABGANG_STATE_DIR`` finds this run's coordinator as a user's finds the machine's."""
+    from labgang.launcher.cli.install import SYSTEM_TOML
+
+    config = Path(python).parent.parent / "etc" / "labgang" / "system.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(SYSTEM_TOML.replace(b"/var/lib/labgang", str(state).encode()))
+
+
+def env_for(name: str, env: dict[str, str]) -> dict[str, str]:
+    """The environment command ``name`` runs with: without ``LABGANG_STATE_DIR`` for a ``FOUND`` one."""
+    if name.endswith(FOUND):
+        return {key: value for key, value in env.items() if key != "LABGANG_STATE_DIR"}
+    return env
 
 
 def kind(python: str) -> str:
@@ -134,6 +186,7 @@ def environment_commands(python: str, job_id: str, cancelled_id: str) -> dict[st
     with_site = {}
     if Path(labgang).read_text(errors="replace").startswith(f"#!{python} -IS"):
         with_site = {f"{name}, with site": [python, labgang, *args] for name, args in hot.items()}
+        with_site.update({f"{name}{FOUND}": [labgang, *args] for name, args in hot.items()})
     return {
         "python -c pass": [python, "-c", "pass"],
         "python -I -S -c pass": [python, "-I", "-S", "-c", "pass"],
@@ -151,9 +204,15 @@ def verdict(ratio: float, target: float) -> str:
     return "PASS" if ratio <= target else "NOT MET"
 
 
-def report(label: str, medians: dict[str, tuple[float, float]], importtime: dict[str, list[str]]) -> None:
+def report(
+    label: str,
+    medians: dict[str, tuple[float, float]],
+    importtime: dict[str, list[str]],
+    counted: dict[str, float] | None = None,
+) -> None:
     """Print one environment's floors and each command's ratios to them, with the target's verdict on the
-    CPU time (the fairer figure on a shared machine) and on the wall time."""
+    CPU time (the fairer figure on a shared machine) and on the wall time; with ``counted`` (median
+    instructions of each command), the instruction ratios to the same floor too."""
     print(f"{label}:")
     for floor in ("python -c pass", "python -I -S -c pass", "no teardown"):
         wall, cpu = medians[floor]
@@ -161,7 +220,8 @@ def report(label: str, medians: dict[str, tuple[float, float]], importtime: dict
     # The issue 23 targets: in a regular install against `python -I -S -c pass`, in the editable
     # one against `python -c pass` (its import hook is part of every start there).
     target_floor = "python -I -S -c pass" if label.startswith("regular") else "python -c pass"
-    for name in (*HOT, "--help", *(f"{hot}, with site" for hot in HOT if f"{hot}, with site" in medians)):
+    extra = [f"{hot}{kind}" for kind in (", with site", FOUND) for hot in HOT if f"{hot}{kind}" in medians]
+    for name in (*HOT, "--help", *extra):
         wall, cpu = medians[name]
         floor = "python -c pass" if name == "--help" else target_floor
         target = TARGETS[name.partition(",")[0]]
@@ -179,6 +239,12 @@ def report(label: str, medians: dict[str, tuple[float, float]], importtime: dict
         )
         for line in importtime.get(name, []):
             print(f"{'':>24}{line}")
+    if counted:
+        print(f"{'instructions':>22}: {target_floor} {counted[target_floor] / 1e6:.2f}M (callgrind Ir, median)")
+        for name in (*HOT, *extra):
+            ratio = counted[name] / counted[target_floor]
+            target = TARGETS[name.partition(",")[0]]
+            print(f"{name:>22}: {counted[name] / 1e6:6.2f}M = {ratio:4.2f}x {verdict(ratio, target)}")
 
 
 def main() -> None:
@@ -199,6 +265,13 @@ def main() -> None:
     parser.add_argument("--importtime", action="store_true", help="print each command's slowest imports")
     parser.add_argument(
         "--no-pyc", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as it is (compile every module each run)"
+    )
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count each hot command's instructions (valgrind callgrind), median of N runs",
     )
     args = parser.parse_args()
 
@@ -233,17 +306,28 @@ def main() -> None:
             for label, python in pythons.items()
             for name, argv in environment_commands(python, "1", cancelled_id).items()
         }
+        for label, python in pythons.items():
+            if (label, f"submit{FOUND}") in commands:
+                system_config(python, running.state)
+        envs = {key: env_for(key[1], env) for key in commands}
         print("load average {:.1f} {:.1f} {:.1f} at the start".format(*os.getloadavg()))
         print(f"{args.jobs} pending jobs; p50 of {args.runs} rounds, every command once a round, in turn")
         print(f"bytecode: {bytecode}")
-        medians = interleaved(commands, env, args.runs)
+        medians = interleaved(commands, envs, args.runs)
         for label in pythons:
+            counted = {}
+            if args.instructions:
+                for key, argv in commands.items():
+                    name = key[1]
+                    if key[0] == label and (name.partition(",")[0] in HOT or name.startswith("python ")):
+                        counts = [instructions(argv, envs[key]) for _ in range(args.instructions)]
+                        counted[name] = statistics.median(counts)
             importtime = (
                 {name: slowest_imports(commands[label, name], env) for name in (*HOT, "--help")}
                 if args.importtime
                 else {}
             )
-            report(label, {name: medians[key, name] for key, name in commands if key == label}, importtime)
+            report(label, {name: medians[key, name] for key, name in commands if key == label}, importtime, counted)
         print("load average {:.1f} {:.1f} {:.1f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
 
 

@@ -470,13 +470,31 @@ class Client:
         queue: str | None = None,
         states: tuple[str, ...] = (),
     ) -> tuple[str, int]:
-        """``GET /v1/jobs?view=table``: the ``labgang queue`` table as the coordinator renders it
-        (launcher/jobtable.py), and how many jobs it lists; the filters are :meth:`jobs`'s.
+        """The ``labgang queue`` table as the coordinator renders it (launcher/jobtable.py), and how many
+        jobs it lists; the filters are :meth:`jobs`'s.
+
+        Asks for ``GET /v1/jobs?view=text`` (the table as the body, the count in ``X-Jobs-Listed``), so
+        that nothing of a 1,000-line table is read as a JSON string (docs/cli-startup.md); a coordinator
+        from before that view (400, field ``view``, or an answer without that header) is asked for
+        ``view=table`` (``{"table", "jobs"}``).
 
         Raises:
-            ApiError: 400 an unknown queue or state (the message lists the allowed ones).
+            ApiError: 400 an unknown queue or state (the message lists the allowed ones), or a ``view``
+                this coordinator knows neither of (from before ``view=table``).
         """
-        answer = self._json("GET", "/v1/jobs", query={**_jobs_query(all_users, user, queue, states), "view": "table"})
+        query = _jobs_query(all_users, user, queue, states)
+        status, headers, body = self.request("GET", "/v1/jobs", query={**query, "view": "text"})
+        listed = headers.get("X-Jobs-Listed", "")
+        if status < 400 and listed.isdigit():
+            try:
+                return body.decode("utf-8"), int(listed)
+            except UnicodeDecodeError as exc:
+                raise ApiError(status, f"coordinator sent a table that is not UTF-8 ({exc})") from exc
+        if status >= 400:
+            refused = _error_from(status, body)
+            if (refused.status, refused.field) != (400, "view"):
+                raise refused
+        answer = self._json("GET", "/v1/jobs", query={**query, "view": "table"})
         return answer["table"], answer["jobs"]
 
     def job(self, job_id: str) -> dict[str, Any]:

@@ -35,9 +35,11 @@ class SystemConfigInvalid(Exception):
 
 def answers(socket_file: str) -> bool:
     """True when something accepts a connection on the Unix socket ``socket_file``."""
-    import socket
+    # The C socket type, as launcher/api/wire.py talks: every user's hot command probes the system
+    # instance here, and the socket module's enums and selectors would cost it ~2 ms (docs/cli-startup.md).
+    import _socket
 
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)
         probe.connect(socket_file)

@@ -7,7 +7,6 @@ the coordinator's JSON views (``JobView``, queue usage), see the Coordinator use
 
 from __future__ import annotations
 
-from labgang.launcher.cli.policy_text import at_limit_cell, limits_cell
 from labgang.launcher.durations import format_duration, parse_duration
 from labgang.launcher.jobtable import gang_shape
 from labgang.launcher.text import printable, render_table
@@ -100,6 +99,8 @@ def queue_table(queues: Sequence[Mapping[str, Any]]) -> str:
     """The ``labgang queues`` table: nominal, used, borrowed and lent quota, fair share and weight,
     pending and running jobs; with admission fair sharing, each tenant's decayed usage; where a
     queue sets per-user limits, the limits (PER USER) and who is at one (AT LIMIT)."""
+    from labgang.launcher.cli.policy_text import at_limit_cell, limits_cell  # here: `show` has no use for it
+
     headers: tuple[str, ...] = (
         "QUEUE",
         "COHORT",

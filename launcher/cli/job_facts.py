@@ -51,12 +51,12 @@ def task_list_ids(text: str) -> list[str] | None:
     Raises:
         BadArraySpec: the list in brackets does not parse; the message names the part.
     """
-    from labgang.launcher.arrays import parse_array
-
     head, sep, rest = text.strip().partition("_")
     array_id = normal_job_id(head) if sep and "_" not in head else None
     if array_id is None or len(rest) < 2 or rest[0] != "[" or rest[-1] != "]":
         return None
+    from labgang.launcher.arrays import parse_array  # here: `cancel 12` has no list (two modules fewer to load)
+
     spec = parse_array(rest[1:-1], MAX_TASK_LIST)
     return [f"{array_id}_{index}" for index in spec.indices]
 
@@ -121,9 +121,10 @@ def queue_listing(
         ApiError: 400 an unknown queue or state (its message lists the allowed ones).
         CoordinatorUnavailable: no coordinator answers.
     """
-    from labgang.launcher.job_filters import user_name
+    if users:  # a plain `labgang queue` loads no job_filters
+        from labgang.launcher.job_filters import user_name
 
-    users = tuple(dict.fromkeys(user_name(name) for name in users))
+        users = tuple(dict.fromkeys(user_name(name) for name in users))
     user, queue = ",".join(users) or None, ",".join(queues) or None
 
     def listed(view: str) -> list[dict[str, Any]]:

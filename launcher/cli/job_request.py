@@ -337,8 +337,6 @@ def host_request(
     Raises:
         SubmissionError: a size that does not parse, or both ``--mem`` and ``--mem-per-gpu``.
     """
-    from labgang.agent.mem_size import parse_mem
-
     out: dict[str, Any] = {}
     if cpus_per_task is not None:
         out["cpus_per_task"] = cpus_per_task
@@ -346,6 +344,8 @@ def host_request(
         raise SubmissionError("--mem and --mem-per-gpu exclude each other: give memory per node or per GPU")
     for flag, key, text in (("--mem", "mem", mem), ("--mem-per-gpu", "mem_per_gpu", mem_per_gpu)):
         if text is not None:
+            from labgang.agent.mem_size import parse_mem  # here: a plain `submit` loads no mem_size
+
             try:
                 out[key] = parse_mem(text)
             except ValueError as exc:

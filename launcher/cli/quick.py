@@ -278,6 +278,17 @@ def _state_dir(options: dict[str, Any]) -> str | None:
     return state_dir
 
 
+def _filter(options: dict[str, Any], dest: str) -> tuple[str, ...]:
+    """A filter flag's items, each once (:func:`labgang.launcher.job_filters.flatten`); () when it was not
+    given. Only the flag's converter loads job_filters: a plain ``queue`` or ``cancel JOB`` does not."""
+    given = options.get(dest)
+    if not given:
+        return ()
+    from labgang.launcher.job_filters import flatten
+
+    return flatten(given)
+
+
 def _fail(command: str, message: str, code: int) -> int:
     print(f"labgang {command}: {message}", file=sys.stderr)
     return code
@@ -425,7 +436,6 @@ def queue(args: list[str]) -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import queue_listing
-    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _QUEUE_FLAGS, interspersed=True)
     if positional:
@@ -436,9 +446,9 @@ def queue(args: list[str]) -> int:
             text, notes = queue_listing(
                 client,
                 all_users=options.get("all_users", False),
-                users=flatten(options.get("user", ())),
-                queues=flatten(options.get("queue", ())),
-                states=flatten(options.get("states", ())),
+                users=_filter(options, "user"),
+                queues=_filter(options, "queue"),
+                states=_filter(options, "states"),
                 as_json=options.get("as_json", False),
             )
     except ClientError as err:
@@ -453,7 +463,6 @@ def cancel(args: list[str]) -> int:
     """``labgang cancel JOB...`` (or by filters): see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import cancel_jobs, split_job_list, task_list_ids
-    from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _CANCEL_FLAGS, interspersed=True)
     job_ids: list[str] = []
@@ -463,7 +472,7 @@ def cancel(args: list[str]) -> int:
     except ValueError:  # BadArraySpec is one: click words it
         raise NotFast("JOB") from None
     state_dir = _state_dir(options)
-    filters = {key: flatten(options.get(dest, ())) for key, dest in _CANCEL_FILTERS.items()}
+    filters = {key: _filter(options, dest) for key, dest in _CANCEL_FILTERS.items()}
     if not job_ids and not any(filters.values()):
         raise NotFast("JOB")
     worst = 0

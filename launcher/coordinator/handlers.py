@@ -123,7 +123,7 @@ async def submit(
     return Reply(201, {"job": job_views.job_view(caller, job)})
 
 
-_VIEWS = ("full", "queue", "table")
+_VIEWS = ("full", "queue", "table", "text")
 
 
 def _list_param(query: Mapping[str, str], name: str) -> tuple[str, ...]:
@@ -217,6 +217,9 @@ async def list_jobs(
     ``labgang queue`` table of the N jobs that are not finished, in submission order
     (:mod:`labgang.launcher.coordinator.table_view`), rendered here so that the command only
     prints it (docs/cli-startup.md); it is one answer, without ``limit`` or ``cursor``.
+    ``view=text`` is the same table as the body itself (``text/plain``, UTF-8) and N in the
+    ``X-Jobs-Listed`` header: what ``labgang queue`` asks for, so that it prints the text without
+    reading a JSON string of 1,000 lines first.
 
     A page holds at most ``limit`` jobs (default and maximum: ``limits.page_size``) and
     about ``limits.max_page_bytes`` of JSON (at least one job);
@@ -232,11 +235,13 @@ async def list_jobs(
     if shape not in _VIEWS:
         raise BadRequest(f"view must be one of {', '.join(_VIEWS)}; got {shape!r}", field="view", allowed=list(_VIEWS))
     keep = _job_filter(config, desk.jobs, query)
-    if shape == "table":
+    if shape in ("table", "text"):
         for name in ("limit", "cursor"):
             if query.get(name):
-                raise BadRequest(f"view=table lists every job in one answer; {name} is not taken with it", field=name)
+                raise BadRequest(f"view={shape} lists every job in one answer; {name} is not taken with it", field=name)
         text, count = job_views.table(_listed(desk.list_jobs, caller, query), desk.clock(), keep, len(desk.jobs))
+        if shape == "text":
+            return Reply(200, body=text.encode(), headers={"X-Jobs-Listed": str(count)})
         return Reply(200, {"table": text, "jobs": count})
     limit = _int(query, "limit", page_size)
     if not 1 <= limit <= page_size:

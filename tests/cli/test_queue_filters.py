@@ -118,3 +118,36 @@ def test_queue_against_a_coordinator_from_before_the_table_view_renders_and_filt
         assert nothing.stderr.startswith("labgang queue: note: no active job matches state running")
         as_json = run(old_coordinator, "queue", "--json", "-q", "default", "-t", "pending")
         assert [job["name"] for job in json.loads(as_json.stdout)["jobs"]] == ["a", "c"]
+
+
+# A coordinator from between ``view=table`` and ``view=text`` (the table as a JSON string): it refuses the
+# text view, so the client asks for the table view instead.
+TABLE_ONLY_COORDINATOR = OLD_COORDINATOR.replace(
+    "handlers._VIEWS = ('full', 'queue')\nhandlers._job_filter = lambda config, jobs, query: None\n",
+    "handlers._VIEWS = ('full', 'queue', 'table')\n",
+)
+
+
+@pytest.fixture
+def table_only_coordinator(tmp_path):
+    yield from running_coordinator(tmp_path, "", ("-c", TABLE_ONLY_COORDINATOR))
+
+
+@pytest.mark.slow
+def test_queue_against_a_coordinator_from_before_the_text_view_reads_its_table_view(table_only_coordinator):
+    assert TABLE_ONLY_COORDINATOR != OLD_COORDINATOR
+    for name in ("a", "b", "c"):
+        assert fast_run(table_only_coordinator, "submit", "--name", name, "--", "true").returncode == 0
+    assert fast_run(table_only_coordinator, "cancel", "2").returncode == 0
+    with Client.for_state_dir(table_only_coordinator) as client:
+        status, _, body = client.request("GET", "/v1/jobs", query={"view": "text"})
+        assert status == 400 and b'"view"' in body  # it really is one without the text view
+        table, count = client.job_table(states=("PD",))
+    assert count == 2 and [line.split()[:2] for line in table.splitlines()[1:]] == [["1", "a"], ["3", "c"]]
+    for run in (fast_run, click_run):
+        listed = run(table_only_coordinator, "queue")
+        assert (listed.returncode, listed.stderr) == (0, "")
+        assert [line.split()[:2] for line in listed.stdout.splitlines()] == [["JOBID", "NAME"], ["1", "a"], ["3", "c"]]
+        nothing = run(table_only_coordinator, "queue", "-t", "running")
+        assert nothing.returncode == 0 and len(nothing.stdout.splitlines()) == 1
+        assert nothing.stderr.startswith("labgang queue: note: no active job matches state running")

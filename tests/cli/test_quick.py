@@ -202,13 +202,14 @@ def fast_run(state_dir: str, *args: str) -> subprocess.CompletedProcess:
 STDLIB_HEAVY = ("urllib.parse", "ipaddress", "json", "re", "enum", "collections", "unicodedata")
 
 
-def run_bare(state_dir: str, links: Path, *args: str) -> tuple[int, list[str], str]:
+def run_bare(
+    state_dir: str, links: Path, *args: str, watched: tuple[str, ...] = STDLIB_HEAVY + HEAVY
+) -> tuple[int, list[str], str]:
     """:func:`run_fast` in an interpreter started without ``site`` (``-S``): labgang is found
     through a ``labgang`` link to this checkout in ``links``, so nothing but the command itself
-    imports modules. Returns (exit status, the STDLIB_HEAVY and HEAVY modules loaded, stdout)."""
+    imports modules. Returns (exit status, the ``watched`` modules loaded, stdout)."""
     if not (links / "labgang").exists():
         (links / "labgang").symlink_to(Path(__file__).resolve().parents[2], target_is_directory=True)
-    watched = STDLIB_HEAVY + HEAVY
     code = (
         "import atexit, sys\n"
         "atexit.register(int)\n"  # quick.main then ends by SystemExit, not os._exit (see quick._leave)
@@ -241,6 +242,39 @@ def test_submit_queue_cancel_show_import_nothing_heavy(small_pages_coordinator, 
         assert (status, loaded) == (0, []), args
     status, loaded, out = run_bare(coordinator, tmp_path, "cancel", job_id)
     assert (status, loaded, out) == (0, [], f"job {job_id}: cancelled\n")
+
+
+# labgang modules a hot command loads only when its flags or answer need them: each is one more module to
+# find, read and run, about 0.1 ms of a 7 ms interpreter start in a regular install (docs/cli-startup.md).
+ON_DEMAND = (
+    "labgang.agent.mem_size",  # --mem, --mem-per-gpu, --gpu-mem
+    "labgang.launcher.arrays",  # --array, cancel ID_[list]
+    "labgang.launcher.job_filters",  # -u, -q, -t
+    "labgang.launcher.jobtable",  # show's gang shape; queue against a coordinator without view=table
+    "labgang.launcher.cli.policy_text",  # queues' PER USER and AT LIMIT cells
+)
+
+
+@pytest.mark.slow
+def test_plain_hot_commands_load_no_module_their_flags_do_not_need(coordinator, tmp_path):
+    def loaded(*args: str) -> list[str]:
+        status, found, _ = run_bare(coordinator, tmp_path, *args, watched=ON_DEMAND)
+        assert status == 0, args
+        return found
+
+    job_id = run_bare(coordinator, tmp_path, "submit", "--", "true")[2].strip()
+    assert loaded("submit", "--", "true") == []
+    assert loaded("queue") == []
+    assert loaded("cancel", job_id) == []
+    assert loaded("show", job_id) == ["labgang.launcher.jobtable"]
+    # the same commands with the flags that need them do load them (the check sees what it watches)
+    status, found, array_id = run_bare(
+        coordinator, tmp_path, "submit", "--mem", "1G", "--array", "0-1", "--", "true", watched=ON_DEMAND
+    )
+    assert (status, found) == (0, ["labgang.agent.mem_size", "labgang.launcher.arrays"])
+    assert loaded("queue", "-t", "PD") == ["labgang.launcher.job_filters"]
+    assert loaded("cancel", f"{array_id.strip()}_[0-1]") == ["labgang.launcher.arrays"]
+    assert loaded("queues") == ["labgang.launcher.cli.policy_text", "labgang.launcher.jobtable"]
 
 
 @pytest.mark.slow

@@ -124,6 +124,32 @@ async def test_the_table_view_is_the_queue_table_of_the_active_jobs_on_the_coord
         await runner.cleanup()
 
 
+async def test_the_text_view_is_the_table_view_as_the_body_with_its_count_in_a_header() -> None:
+    runner = await start()
+    try:
+        app = runner.app
+        await submit_four(app)
+        coordinator = app[keys.COORDINATOR]
+        for uid, query in (
+            (NOBODY, {"all": "1"}),
+            (DAEMON, {}),
+            (NOBODY, {"user": "daemon"}),
+            (NOBODY, {"all": "1", "state": "running"}),
+        ):
+            _, table = await as_uid(app, uid, "GET", "/v1/jobs", {**query, "view": "table"})
+            status, headers, body = await forwarded(coordinator, uid, "GET", "/v1/jobs", {**query, "view": "text"}, b"")
+            assert status == 200 and headers["Content-Type"] == "text/plain", body
+            assert body.decode("utf-8") == table["table"] and headers["X-Jobs-Listed"] == str(table["jobs"])
+        _, headers, body = await forwarded(coordinator, DAEMON, "GET", "/v1/jobs", {"view": "text"}, b"")
+        assert "训练".encode() in body and headers["X-Jobs-Listed"] == "2"
+        for refused in ({"view": "text", "cursor": "3"}, {"view": "text", "queue": "nosuch"}):
+            status, headers, body = await forwarded(coordinator, NOBODY, "GET", "/v1/jobs", refused, b"")
+            assert status == 400 and headers["Content-Type"] == "application/json", body
+            assert json.loads(body)["error"]["field"] in ("cursor", "queue") and "X-Jobs-Listed" not in headers
+    finally:
+        await runner.cleanup()
+
+
 async def test_jobs_are_filtered_by_queue_and_state_in_every_view_and_bad_filters_are_refused() -> None:
     runner = await start()
     try:
@@ -156,7 +182,7 @@ async def test_an_unknown_view_is_refused_naming_the_field_and_the_allowed_value
     try:
         status, reply = await as_uid(runner.app, NOBODY, "GET", "/v1/jobs", {"view": "compact"})
         assert status == 400
-        assert (reply["error"]["field"], reply["error"]["allowed"]) == ("view", ["full", "queue", "table"])
+        assert (reply["error"]["field"], reply["error"]["allowed"]) == ("view", ["full", "queue", "table", "text"])
         assert "\n" not in reply["error"]["message"] and "compact" in reply["error"]["message"]
     finally:
         await runner.cleanup()
@@ -169,4 +195,4 @@ def test_openapi_documents_the_queue_rows_as_the_coordinator_builds_them() -> No
     assert list(row["properties"]) == [*row["required"], "groups"]
     assert list(row["required"]) == list(QUEUE_VIEW_FIELDS)
     [view] = [p for p in spec["paths"]["/v1/jobs"]["get"]["parameters"] if p["name"] == "view"]
-    assert view["schema"]["enum"] == ["full", "queue", "table"]
+    assert view["schema"]["enum"] == ["full", "queue", "table", "text"]

@@ -196,12 +196,43 @@ def test_hot_commands_start_without_site_and_answer_as_pips_script(installed, up
     while json.loads(cli(installed, up, "show", "--json", job).stdout)["job"]["state"] != "succeeded":
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    for args in (("show", job), ("show", "--json", job), ("cancel", job), ("show", "999999")):
+    # `queue` once nothing is active: the table (header only, as the coordinator renders it for view=text)
+    # and, with a filter, the note on standard error; a table with jobs has their AGE, which moves
+    for args in (
+        ("show", job),
+        ("show", "--json", job),
+        ("cancel", job),
+        ("show", "999999"),
+        ("queue",),
+        ("queue", "-t", "R"),
+    ):
         fast = cli(installed, up, *args)
         assert installed.site_starts() == 0, args
         full = cli(installed, up, *args, site=True)
         assert installed.site_starts() == 1, args
         assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
+
+
+def test_hot_commands_find_the_instance_through_the_system_config_as_pips_script_does(installed, up):
+    """Without LABGANG_STATE_DIR a command finds this machine's labgang through the system config that
+    `labgang install` writes (here the venv's own, read first): read without tomllib on the fast path
+    (tests/agent/test_plain_toml.py), the same answers as pip's script gives."""
+    config = installed.venv / "etc" / "labgang" / "system.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'# as labgang install writes it\nstate_dir = "{up["LABGANG_STATE_DIR"]}"\n')
+    found = {k: v for k, v in up.items() if k != "LABGANG_STATE_DIR"}
+    try:
+        installed.site_starts()
+        for args in (("queue",), ("queue", "-t", "R"), ("show", "999999"), ("cancel", "999999")):
+            fast = cli(installed, found, *args)
+            assert installed.site_starts() == 0, args
+            full = cli(installed, found, *args, site=True)
+            assert installed.site_starts() == 1, args
+            assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
+            assert b"no labgang coordinator" not in fast.stderr, args  # it did reach the one running
+        assert cli(installed, found, "queue").stdout.startswith(b"JOBID")
+    finally:
+        config.unlink()
 
 
 def test_other_commands_restart_with_site_and_answer_as_pips_script_whatever_argv0(installed, up, tmp_path):
