@@ -168,11 +168,11 @@ def _share_fields(job: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] |
     """``labgang show``'s words on a share of one GPU (docs/sharing.md): what follows the Gang shape
     (``1xshard:2``, ``1xmps:25``) in place of "(ranks x devices per rank)", and its device-memory budget
     field; None for whole devices."""
-    from labgang.agent.mem_size import format_mem
-
     shards, mps, mem = int(job.get("shards") or 0), int(job.get("mps") or 0), int(job.get("gpu_mem") or 0)
     if not (shards or mps):
         return None
+    from labgang.agent.mem_size import format_mem  # only for a share: plain jobs' show loads nothing more
+
     if shards:
         note = f"(one rank on {shards} shard{'s' if shards != 1 else ''} of one GPU, time-sliced)"
     else:

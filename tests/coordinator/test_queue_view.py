@@ -129,7 +129,7 @@ async def test_the_text_view_is_the_table_view_as_the_body_with_its_count_in_a_h
     try:
         app = runner.app
         await submit_four(app)
-        coordinator = app[keys.COORDINATOR]
+        routes, config = app[keys.ROUTES], app[keys.CONFIG]
         for uid, query in (
             (NOBODY, {"all": "1"}),
             (DAEMON, {}),
@@ -137,13 +137,15 @@ async def test_the_text_view_is_the_table_view_as_the_body_with_its_count_in_a_h
             (NOBODY, {"all": "1", "state": "running"}),
         ):
             _, table = await as_uid(app, uid, "GET", "/v1/jobs", {**query, "view": "table"})
-            status, headers, body = await forwarded(coordinator, uid, "GET", "/v1/jobs", {**query, "view": "text"}, b"")
+            status, headers, body = await forwarded(
+                routes, config, uid, "GET", "/v1/jobs", {**query, "view": "text"}, b""
+            )
             assert status == 200 and headers["Content-Type"] == "text/plain", body
             assert body.decode("utf-8") == table["table"] and headers["X-Jobs-Listed"] == str(table["jobs"])
-        _, headers, body = await forwarded(coordinator, DAEMON, "GET", "/v1/jobs", {"view": "text"}, b"")
+        _, headers, body = await forwarded(routes, config, DAEMON, "GET", "/v1/jobs", {"view": "text"}, b"")
         assert "训练".encode() in body and headers["X-Jobs-Listed"] == "2"
         for refused in ({"view": "text", "cursor": "3"}, {"view": "text", "queue": "nosuch"}):
-            status, headers, body = await forwarded(coordinator, NOBODY, "GET", "/v1/jobs", refused, b"")
+            status, headers, body = await forwarded(routes, config, NOBODY, "GET", "/v1/jobs", refused, b"")
             assert status == 400 and headers["Content-Type"] == "application/json", body
             assert json.loads(body)["error"]["field"] in ("cursor", "queue") and "X-Jobs-Listed" not in headers
     finally:
