@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import compress, repeat
-from operator import is_
-from typing import TYPE_CHECKING
+from operator import attrgetter, is_
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
 from labgang.launcher.config.limits import LimitsConfig
@@ -28,6 +28,26 @@ from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 
 if TYPE_CHECKING:
     from labgang.launcher.simulate.scenario import JobModel
+
+_T = TypeVar("_T")
+_LAYOUTS: dict[type, tuple[attrgetter[Any], dict[str, int]]] = {}
+
+
+def _with(obj: _T, name: str, value: Any) -> _T:
+    """``dataclasses.replace(obj, name=value)`` for the frozen decision and view classes named here
+    (every field an ``__init__`` argument, in field order): the same object, built straight from
+    its fields' values (``replace`` looks each field up again on every call, and the renaming
+    copies several views and decisions a cycle)."""
+    cls = type(obj)
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        assert len(names) > 1, cls  # attrgetter of one name gives the value, not a tuple
+        layout = _LAYOUTS[cls] = (attrgetter(*names), {n: k for k, n in enumerate(names)})
+    values = list(layout[0](obj))
+    values[layout[1][name]] = value
+    return cls(*values)
+
 
 MAX_ARRAY_SIZE = LimitsConfig().max_array_size
 """Every index of a scenario's ``array`` is below this: the coordinator's default ``[limits] max_array_size``."""
@@ -126,7 +146,7 @@ class JobIds:
                     view = named.get(id(j))  # named already when the view is listed twice
                     if view is None:
                         alive[id(j)] = j
-                        view = named[id(j)] = replace(j, id=name(j.id))
+                        view = named[id(j)] = _with(j, "id", name(j.id))
                     found[at] = view
                 if len(named) > 2 * len(running) + 64:  # forget the views gone
                     idents = list(map(id, running))
@@ -158,11 +178,11 @@ class JobIds:
 
         return replace(
             result,
-            admitted=tuple(replace(a, job_id=mid(a.job_id)) for a in result.admitted),
+            admitted=tuple(_with(a, "job_id", mid(a.job_id)) for a in result.admitted),
             preempted=tuple(
                 replace(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
             ),
-            pending=tuple(replace(p, job_id=mid(p.job_id)) for p in result.pending),
+            pending=tuple(_with(p, "job_id", mid(p.job_id)) for p in result.pending),
             held=tuple(mid(h) for h in result.held),
         )
 
