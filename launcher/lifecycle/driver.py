@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, is_
 from typing import Protocol
@@ -206,6 +206,9 @@ class CycleDriver:
         self._holding_list: list[JobRecord] = []
         self._members_changed = False  # the holding jobs changed since the last running tuple
         self._view_check: set[str] = set()  # tracked: jobs reported changed since the last snapshot
+        # tracked: the last snapshot's pending views by job id, with what each was built from
+        # (:meth:`_pending_views`)
+        self._pending_cache: dict[str, tuple[JobRecord, JobSpec, JobStatus, tuple[object, ...], PendingJob]] = {}
         if self._track:
             self._dirty.update(model.jobs)
 
@@ -345,7 +348,10 @@ class CycleDriver:
         else:
             running_views = tuple(running_job(job, tenant(job.spec)) for job in holding)
         held = memory.held
-        pending: list[PendingJob] = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
+        if self._track:
+            pending = self._pending_views(gate.fed, held)
+        else:
+            pending = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
         return Snapshot(
             now=now,
             nodes=nodes,
@@ -391,6 +397,29 @@ class CycleDriver:
             fresh = tuple(running_job(job, self.cluster.tenant(job.spec)) for job in holding)
             assert self._running == fresh, "running views not up to date"
         return self._running
+
+    def _pending_views(self, fed: Sequence[JobRecord], held: Container[str]) -> list[PendingJob]:
+        """``pending_job`` of each job of ``fed``: the last snapshot's view again (the very object)
+        for a job whose record, spec and status object are the ones it was built from and whose
+        status fields the view shows (submit time, pending since, nominated victims, hold) and
+        held-quota flag are equal; a job's status also carries its pending reason, rewritten by
+        most cycles, so its change count cannot say this. Only this snapshot's jobs are kept."""
+        last, kept = self._pending_cache, {}
+        out: list[PendingJob] = []
+        tenant = self.cluster.tenant
+        for job in fed:
+            st = job.status
+            shown = (st.submit_time, st.pending_since, st.nominated, st.hold, st.hold_admin, job.id in held)
+            hit = last.get(job.id)
+            if hit is None or hit[0] is not job or hit[1] is not job.spec or hit[2] is not st or hit[3] != shown:
+                hit = (job, job.spec, st, shown, pending_job(job, tenant(job.spec), shown[5]))
+            kept[job.id] = hit
+            out.append(hit[4])
+        self._pending_cache = kept
+        if self.verify_tracking:
+            fresh = [pending_job(job, tenant(job.spec), job.id in held) for job in fed]
+            assert out == fresh, "pending views not up to date"
+        return out
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the record

@@ -162,7 +162,7 @@ class JobIds:
         pending: list[PendingJob] = []
         for p in snapshot.pending:
             seen = last.get(p.id)
-            if seen is None or seen[0] != p:
+            if seen is None or (seen[0] is not p and seen[0] != p):  # the driver hands an unchanged view again
                 seen = (p, replace(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
             kept[p.id] = seen
             pending.append(seen[1])
