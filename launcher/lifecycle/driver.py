@@ -38,6 +38,7 @@ from labgang.launcher.lifecycle.rules import next_wake
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
 from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
+from labgang.launcher.scheduler.capacity import RunningChange
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import Node, PendingJob, RunningJob, Snapshot, TenantUsage
@@ -206,6 +207,12 @@ class CycleDriver:
         self._holding_list: list[JobRecord] = []
         self._members_changed = False  # the holding jobs changed since the last running tuple
         self._view_check: set[str] = set()  # tracked: jobs reported changed since the last snapshot
+        # tracked: the running views gone and new since the last running tuple, and the last
+        # change (the previous tuple, the new one, the views gone, the views new): what
+        # :func:`~labgang.launcher.scheduler.capacity.note_running_change` is told
+        self._views_gone: list[RunningJob] = []
+        self._views_new: list[RunningJob] = []
+        self.running_change: RunningChange | None = None
         # tracked: the last snapshot's pending views by job id, with what each was built from
         # (:meth:`_pending_views`)
         self._pending_cache: dict[str, tuple[JobRecord, JobSpec, JobStatus, tuple[object, ...], PendingJob]] = {}
@@ -274,6 +281,9 @@ class CycleDriver:
         i = bisect_left(self._hold_seqs, job.seq)
         while jobs[i] is not job:
             i += 1
+        view = self._hold_views[i]
+        if view is not None:
+            self._views_gone.append(view)
         del jobs[i], self._hold_seqs[i], self._hold_views[i]
 
     def split(self, now: float, nodes: tuple[Node, ...]) -> tuple[list[JobRecord], ArrayGate]:
@@ -381,14 +391,20 @@ class CycleDriver:
                 while hold[i] is not job:
                     i += 1
                 v = view(job)
-                if slots[i] is not v:
+                old = slots[i]
+                if old is not v:
+                    if old is not None:
+                        self._views_gone.append(old)
+                    self._views_new.append(v)
                     slots[i] = v
                     changed = True
             check.clear()
         if changed:
-            views = self._views
+            views, before = self._views, self._running
             self._running = tuple(slots)  # type: ignore[arg-type]  # every slot of a holding job is filled above
             self._members_changed = False
+            self.running_change = (before, self._running, self._views_gone, self._views_new)
+            self._views_gone, self._views_new = [], []
             if len(views) > 2 * len(self._running) + 64:  # forget the views of jobs gone
                 kept = set(self._holding)
                 self._views = {i: v for i, v in views.items() if i in kept}

@@ -169,15 +169,76 @@ _last_ident: tuple[tuple[RunningJob, ...], dict[int, RunningJob]] | None = None
 _deltas: tuple[dict[int, RunningJob], dict[int, tuple[dict[int, RunningJob], set[int], set[int]]]] | None = None
 
 
+RunningChange = tuple[tuple[RunningJob, ...], tuple[RunningJob, ...], list[RunningJob], list[RunningJob]]
+"""How a snapshot's running jobs changed: (previous tuple, next tuple, views gone, views new)."""
+
+_change: RunningChange | None = None
+"""The last :func:`note_running_change`: the previous running tuple, the next one, and the views
+gone and new between them."""
+
+check_changes = False
+"""Tests set it: every map and delta made from a :func:`note_running_change` is compared with
+the full build (``AssertionError`` on a difference: a change told wrong)."""
+
+
+def note_running_change(
+    before: tuple[RunningJob, ...], after: tuple[RunningJob, ...], gone: list[RunningJob], new: list[RunningJob]
+) -> None:
+    """Told by whoever builds consecutive snapshots (the simulator's cycle driver) how their
+    running jobs changed: ``after`` holds the views of ``before`` (by identity) less ``gone``, plus
+    ``new`` (a view in both lists was taken out and put back: it stays). The next
+    :func:`running_by_identity` of ``after`` then updates the map of ``before`` for those few
+    views instead of a pass over every running job, and :func:`identity_delta` between the two
+    maps is known without one. Only a hint: a map it cannot apply is built in full."""
+    global _change
+    _change = (before, after, gone, new)
+
+
+def _from_change(running: tuple[RunningJob, ...]) -> dict[int, RunningJob] | None:
+    """:func:`running_by_identity` of ``running`` from the last map and :data:`_change` (also
+    remembering the delta between the two maps), or None when the change does not apply."""
+    global _deltas
+    change, last = _change, _last_ident
+    if change is None or change[1] is not running or last is None or last[0] is not change[0]:
+        return None
+    before = last[1]
+    if len(before) != len(change[0]):
+        return None  # the previous tuple listed a view twice
+    gone_ids, new_ids = set(map(id, change[2])), set(map(id, change[3]))
+    back = gone_ids & new_ids  # taken out and put back
+    gone_ids -= back
+    new_ids -= back
+    ident = dict(before)
+    for job in change[2]:
+        if id(job) in gone_ids and ident.pop(id(job), None) is None:
+            return None  # not in the previous tuple: a wrong hint
+    for job in change[3]:
+        if id(job) in new_ids:
+            if id(job) in ident:
+                return None
+            ident[id(job)] = job
+    if len(ident) != len(running):
+        return None  # listed twice now (the full build says how)
+    _deltas = (ident, {id(before): (before, gone_ids, new_ids)})
+    return ident
+
+
 def running_by_identity(running: tuple[RunningJob, ...]) -> dict[int, RunningJob]:
-    """``id(job) -> job`` for ``running`` (a snapshot's running jobs), in its order; shorter than
-    ``running`` when one object is listed twice. A memo on the very tuple (kept alive here), so the
-    per-cycle memos on the previous snapshot (:func:`_owners`, ``state._plain_usage``) share one
-    build; callers must not change the dict."""
+    """``id(job) -> job`` for ``running`` (a snapshot's running jobs); shorter than ``running``
+    when one object is listed twice (callers look jobs up: the map's order is not the tuple's
+    when it was updated from a :func:`note_running_change`). A memo on the very tuple (kept alive
+    here), so the per-cycle memos on the previous snapshot (:func:`_owners`,
+    ``state._plain_usage``) share one build; callers must not change the dict."""
     global _last_ident
     if _last_ident is not None and _last_ident[0] is running:
         return _last_ident[1]
-    ident = dict(zip(map(id, running), running, strict=True))
+    ident = _from_change(running)
+    if check_changes and ident is not None:
+        assert ident == dict(zip(map(id, running), running, strict=True)), "running change told wrong"
+        was = set(_last_ident[1]) if _last_ident is not None else set()
+        assert _deltas is not None and _deltas[1][id(_last_ident[1])][1:] == (was - set(ident), set(ident) - was)  # type: ignore[index]
+    if ident is None:
+        ident = dict(zip(map(id, running), running, strict=True))
     _last_ident = (running, ident)
     return ident
 

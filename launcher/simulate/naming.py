@@ -23,6 +23,8 @@ from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
 from labgang.launcher.config.limits import LimitsConfig
 from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import ArrayTask
+from labgang.launcher.scheduler import capacity
+from labgang.launcher.scheduler.capacity import RunningChange
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 
@@ -121,9 +123,15 @@ class JobIds:
     def _name_list(self, ids: str) -> str:
         return ":".join(self.model_names.get(i, i) for i in ids.split(":"))
 
-    def named_snapshot(self, snapshot: Snapshot) -> Snapshot:
+    def named_snapshot(self, snapshot: Snapshot, change: RunningChange | None = None) -> Snapshot:
         """``snapshot`` (built from the lifecycle model) with every job named as the file names
-        it: what the scheduler gets, so its decisions and reasons speak the file's names."""
+        it: what the scheduler gets, so its decisions and reasons speak the file's names.
+
+        ``change``: how the driver's running tuple changed since the last one (the cycle
+        driver's ``running_change``): when it leads from the last tuple named here to this one,
+        only its new views are named, and the scheduler is told the named tuple's change
+        (:func:`~labgang.launcher.scheduler.capacity.note_running_change`).
+        """
 
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
@@ -136,6 +144,21 @@ class JobIds:
         running = snapshot.running
         if running is self._last_running[0]:
             running_named = self._last_running[1]
+        elif change is not None and change[1] is running and change[0] is self._last_running[0]:
+            named, alive = self._named_running, self._running_kept
+            for j in change[3]:
+                if id(j) not in named:
+                    alive[id(j)] = j
+                    named[id(j)] = _with(j, "id", name(j.id))
+            before = self._last_running[1]
+            running_named = tuple(map(named.__getitem__, map(id, running)))
+            gone = [named[id(j)] for j in change[2]]  # each in the last tuple: still named
+            capacity.note_running_change(before, running_named, gone, [named[id(j)] for j in change[3]])
+            if len(named) > 2 * len(running) + 64:  # forget the views gone
+                idents = list(map(id, running))
+                self._named_running = {i: named[i] for i in idents}
+                self._running_kept = {i: alive[i] for i in idents}
+            self._last_running = (running, running_named)
         else:
             named, alive = self._named_running, self._running_kept
             found = list(map(named.get, map(id, running)))
