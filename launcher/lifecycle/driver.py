@@ -155,7 +155,9 @@ class CycleDriver:
         track_jobs: keep the jobs holding devices and the pending ones up to date from the jobs
             reported changed (:meth:`job_changed`, :meth:`rank_changed`) instead of scanning
             every active job each cycle: the caller must report every job an effect names (and
-            every job it changes without effects). Needs ``cache_views``.
+            every job it changes without effects). Needs ``cache_views``. It also hands a pending
+            job's unchanged view again (:meth:`_pending_views`) and says how each new running
+            tuple differs from the last (``running_change``, for the scheduler's memos).
     """
 
     verify_tracking = False
