@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,8 +35,8 @@ _T = TypeVar("_T")
 _LAYOUTS: dict[type, tuple[attrgetter[Any], dict[str, int]]] = {}
 
 
-def _with(obj: _T, name: str, value: Any) -> _T:
-    """``dataclasses.replace(obj, name=value)`` for the frozen decision and view classes named here
+def _with(obj: _T, **changes: Any) -> _T:
+    """``dataclasses.replace(obj, **changes)`` for the frozen decision and view classes named here
     (every field an ``__init__`` argument, in field order): the same object, built straight from
     its fields' values (``replace`` looks each field up again on every call, and the renaming
     copies several views and decisions a cycle)."""
@@ -47,7 +47,9 @@ def _with(obj: _T, name: str, value: Any) -> _T:
         assert len(names) > 1, cls  # attrgetter of one name gives the value, not a tuple
         layout = _LAYOUTS[cls] = (attrgetter(*names), {n: k for k, n in enumerate(names)})
     values = list(layout[0](obj))
-    values[layout[1][name]] = value
+    at = layout[1]
+    for name, value in changes.items():
+        values[at[name]] = value
     return cls(*values)
 
 
@@ -149,7 +151,7 @@ class JobIds:
             for j in change[3]:
                 if id(j) not in named:
                     alive[id(j)] = j
-                    named[id(j)] = _with(j, "id", name(j.id))
+                    named[id(j)] = _with(j, id=name(j.id))
             before = self._last_running[1]
             running_named = tuple(map(named.__getitem__, map(id, running)))
             gone = [named[id(j)] for j in change[2]]  # each in the last tuple: still named
@@ -169,7 +171,7 @@ class JobIds:
                     view = named.get(id(j))  # named already when the view is listed twice
                     if view is None:
                         alive[id(j)] = j
-                        view = named[id(j)] = _with(j, "id", name(j.id))
+                        view = named[id(j)] = _with(j, id=name(j.id))
                     found[at] = view
                 if len(named) > 2 * len(running) + 64:  # forget the views gone
                     idents = list(map(id, running))
@@ -186,11 +188,11 @@ class JobIds:
         for p in snapshot.pending:
             seen = last.get(p.id)
             if seen is None or (seen[0] is not p and seen[0] != p):  # the driver hands an unchanged view again
-                seen = (p, replace(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
+                seen = (p, _with(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
             kept[p.id] = seen
             pending.append(seen[1])
         self._named_pending = kept
-        return replace(snapshot, running=running_named, pending=tuple(pending))
+        return _with(snapshot, running=running_named, pending=tuple(pending))
 
     def model_result(self, result: CycleResult) -> CycleResult:
         """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their
@@ -199,13 +201,13 @@ class JobIds:
         def mid(name: str) -> str:
             return self._model_ids.get(name, name)
 
-        return replace(
+        return _with(
             result,
-            admitted=tuple(_with(a, "job_id", mid(a.job_id)) for a in result.admitted),
+            admitted=tuple(_with(a, job_id=mid(a.job_id)) for a in result.admitted),
             preempted=tuple(
-                replace(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
+                _with(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
             ),
-            pending=tuple(_with(p, "job_id", mid(p.job_id)) for p in result.pending),
+            pending=tuple(_with(p, job_id=mid(p.job_id)) for p in result.pending),
             held=tuple(mid(h) for h in result.held),
         )
 

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 from labgang.launcher.model import JobRequest
-from labgang.launcher.scheduler.decisions import Admit, Pending, PendingReason, Preempt, ReasonCode
-from labgang.launcher.scheduler.snapshot import RankPlacement
+from labgang.launcher.scheduler.decisions import Admit, CycleResult, Pending, PendingReason, Preempt, ReasonCode
+from labgang.launcher.scheduler.snapshot import RankPlacement, Snapshot
 from labgang.launcher.simulate.naming import _with
 from sched_builders import job
 
@@ -28,7 +28,19 @@ def test_with_equals_replace_for_every_field(obj: object) -> None:
     before = dataclasses.replace(obj)  # type: ignore[type-var]
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]
         value = "changed" if isinstance(getattr(obj, f.name), str) else JobRequest(per_worker=3)
-        got = _with(obj, f.name, value)
+        got = _with(obj, **{f.name: value})
         assert type(got) is type(obj)
         assert got == dataclasses.replace(obj, **{f.name: value}), f.name  # type: ignore[type-var]
         assert got != obj and obj == before, f.name
+    names = [f.name for f in dataclasses.fields(obj)][:2]  # type: ignore[arg-type]
+    two = {names[0]: "x", names[1]: "y"}
+    assert _with(obj, **two) == dataclasses.replace(obj, **two)  # type: ignore[type-var]
+
+
+def test_with_a_snapshot_and_a_cycle_result() -> None:
+    snap = Snapshot(now=1.0, nodes=(), queues=(), running=(RUNNING,), pending=())
+    assert _with(snap, running=(), pending=(OBJECTS[1],)) == dataclasses.replace(
+        snap, running=(), pending=(OBJECTS[1],)
+    )
+    result = CycleResult((OBJECTS[2],), (OBJECTS[4],), (OBJECTS[3],), ("8",), ())
+    assert _with(result, held=(), admitted=()) == dataclasses.replace(result, held=(), admitted=())
