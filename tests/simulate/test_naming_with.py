@@ -14,13 +14,11 @@ from labgang.launcher.simulate.naming import _with
 from sched_builders import job
 
 RUNNING = job("7").priority(5).running((RankPlacement(0, "n0", ("GPU-a", "GPU-b")),), 3)
-OBJECTS = [
-    RUNNING,
-    dataclasses.replace(job("8").gang(2, 2).pending(4), nominated=("7",)),
-    Admit("8", (RankPlacement(0, "n0", ("GPU-a",)),), ("n0/GPU-a",), "joined"),
-    Pending("8", PendingReason(ReasonCode.NO_CAPACITY, "no room")),
-    Preempt("8", ("7", "6"), "reclaim 2 gpu"),
-]
+PENDING = dataclasses.replace(job("8").gang(2, 2).pending(4), nominated=("7",))
+ADMIT = Admit("8", (RankPlacement(0, "n0", ("GPU-a",)),), ("n0/GPU-a",), "joined")
+WAITING = Pending("8", PendingReason(ReasonCode.NO_CAPACITY, "no room"))
+PREEMPT = Preempt("8", ("7", "6"), "reclaim 2 gpu")
+OBJECTS: list[object] = [RUNNING, PENDING, ADMIT, WAITING, PREEMPT]
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=lambda o: type(o).__name__)
@@ -39,8 +37,6 @@ def test_with_equals_replace_for_every_field(obj: object) -> None:
 
 def test_with_a_snapshot_and_a_cycle_result() -> None:
     snap = Snapshot(now=1.0, nodes=(), queues=(), running=(RUNNING,), pending=())
-    assert _with(snap, running=(), pending=(OBJECTS[1],)) == dataclasses.replace(
-        snap, running=(), pending=(OBJECTS[1],)
-    )
-    result = CycleResult((OBJECTS[2],), (OBJECTS[4],), (OBJECTS[3],), ("8",), ())
+    assert _with(snap, running=(), pending=(PENDING,)) == dataclasses.replace(snap, running=(), pending=(PENDING,))
+    result = CycleResult((ADMIT,), (PREEMPT,), (WAITING,), ("8",), ())
     assert _with(result, held=(), admitted=()) == dataclasses.replace(result, held=(), admitted=())
