@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, is_
 from typing import Protocol
@@ -38,6 +38,7 @@ from labgang.launcher.lifecycle.rules import next_wake
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.lifecycle.view import decided_something, pending_job, running_job
 from labgang.launcher.model import CohortSpec, GpuSharing, QueueSpec, SharingPolicy
+from labgang.launcher.scheduler.capacity import RunningChange
 from labgang.launcher.scheduler.cycle import run_cycle
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import Node, PendingJob, RunningJob, Snapshot, TenantUsage
@@ -154,7 +155,9 @@ class CycleDriver:
         track_jobs: keep the jobs holding devices and the pending ones up to date from the jobs
             reported changed (:meth:`job_changed`, :meth:`rank_changed`) instead of scanning
             every active job each cycle: the caller must report every job an effect names (and
-            every job it changes without effects). Needs ``cache_views``.
+            every job it changes without effects). Needs ``cache_views``. It also hands a pending
+            job's unchanged view again (:meth:`_pending_views`) and says how each new running
+            tuple differs from the last (``running_change``, for the scheduler's memos).
     """
 
     verify_tracking = False
@@ -206,6 +209,15 @@ class CycleDriver:
         self._holding_list: list[JobRecord] = []
         self._members_changed = False  # the holding jobs changed since the last running tuple
         self._view_check: set[str] = set()  # tracked: jobs reported changed since the last snapshot
+        # tracked: the running views gone and new since the last running tuple, and the last
+        # change (the previous tuple, the new one, the views gone, the views new): what
+        # :func:`~labgang.launcher.scheduler.capacity.note_running_change` is told
+        self._views_gone: list[RunningJob] = []
+        self._views_new: list[RunningJob] = []
+        self.running_change: RunningChange | None = None
+        # tracked: the last snapshot's pending views by job id, with what each was built from
+        # (:meth:`_pending_views`)
+        self._pending_cache: dict[str, tuple[JobRecord, JobSpec, JobStatus, tuple[object, ...], PendingJob]] = {}
         if self._track:
             self._dirty.update(model.jobs)
 
@@ -271,6 +283,9 @@ class CycleDriver:
         i = bisect_left(self._hold_seqs, job.seq)
         while jobs[i] is not job:
             i += 1
+        view = self._hold_views[i]
+        if view is not None:
+            self._views_gone.append(view)
         del jobs[i], self._hold_seqs[i], self._hold_views[i]
 
     def split(self, now: float, nodes: tuple[Node, ...]) -> tuple[list[JobRecord], ArrayGate]:
@@ -345,7 +360,10 @@ class CycleDriver:
         else:
             running_views = tuple(running_job(job, tenant(job.spec)) for job in holding)
         held = memory.held
-        pending: list[PendingJob] = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
+        if self._track:
+            pending = self._pending_views(gate.fed, held)
+        else:
+            pending = [pending_job(job, tenant(job.spec), job.id in held) for job in gate.fed]
         return Snapshot(
             now=now,
             nodes=nodes,
@@ -375,14 +393,20 @@ class CycleDriver:
                 while hold[i] is not job:
                     i += 1
                 v = view(job)
-                if slots[i] is not v:
+                old = slots[i]
+                if old is not v:
+                    if old is not None:
+                        self._views_gone.append(old)
+                    self._views_new.append(v)
                     slots[i] = v
                     changed = True
             check.clear()
         if changed:
-            views = self._views
+            views, before = self._views, self._running
             self._running = tuple(slots)  # type: ignore[arg-type]  # every slot of a holding job is filled above
             self._members_changed = False
+            self.running_change = (before, self._running, self._views_gone, self._views_new)
+            self._views_gone, self._views_new = [], []
             if len(views) > 2 * len(self._running) + 64:  # forget the views of jobs gone
                 kept = set(self._holding)
                 self._views = {i: v for i, v in views.items() if i in kept}
@@ -391,6 +415,29 @@ class CycleDriver:
             fresh = tuple(running_job(job, self.cluster.tenant(job.spec)) for job in holding)
             assert self._running == fresh, "running views not up to date"
         return self._running
+
+    def _pending_views(self, fed: Sequence[JobRecord], held: Container[str]) -> list[PendingJob]:
+        """``pending_job`` of each job of ``fed``: the last snapshot's view again (the very object)
+        for a job whose record, spec and status object are the ones it was built from and whose
+        status fields the view shows (submit time, pending since, nominated victims, hold) and
+        held-quota flag are equal; a job's status also carries its pending reason, rewritten by
+        most cycles, so its change count cannot say this. Only this snapshot's jobs are kept."""
+        last, kept = self._pending_cache, {}
+        out: list[PendingJob] = []
+        tenant = self.cluster.tenant
+        for job in fed:
+            st = job.status
+            shown = (st.submit_time, st.pending_since, st.nominated, st.hold, st.hold_admin, job.id in held)
+            hit = last.get(job.id)
+            if hit is None or hit[0] is not job or hit[1] is not job.spec or hit[2] is not st or hit[3] != shown:
+                hit = (job, job.spec, st, shown, pending_job(job, tenant(job.spec), shown[5]))
+            kept[job.id] = hit
+            out.append(hit[4])
+        self._pending_cache = kept
+        if self.verify_tracking:
+            fresh = [pending_job(job, tenant(job.spec), job.id in held) for job in fed]
+            assert out == fresh, "pending views not up to date"
+        return out
 
     def _running_view(self, job: JobRecord) -> RunningJob:
         """``running_job`` of ``job``, built again only when the job changed: its status (the record

@@ -19,6 +19,7 @@ per cause: **quota** (``over_quota``, ``cohort_exhausted``), **capacity** (``no_
 from __future__ import annotations
 
 import copy
+import gc
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -266,6 +267,11 @@ class Replay:
 
 ALL = "(all)"
 
+_GC_FULL = 1_000
+"""The cyclic collector's oldest-generation threshold while :func:`replay` runs (Python's default
+is 10): a full pass comes after at least this many middle-generation passes (and, as always,
+only once the objects waiting for one are a quarter of those the last one kept)."""
+
 
 class _Recorder:
     """The trace consumer: holding, borrowing and pending-reason time per job and queue."""
@@ -342,6 +348,20 @@ def replay(data: dict[str, Any], source: str = "<history>") -> Replay:
         PlanRefused: ``data`` is not a valid scenario (the first problem, naming the key), or it
             has no jobs.
     """
+    # A replay keeps what it builds until it ends (jobs, records, waits, reasons: tens of objects
+    # a job) and makes almost no cyclic garbage, so the collector's full passes over its growing
+    # heap are nearly all cost (their share grows with the history): they run rarely here, and
+    # the thresholds are put back after. Collection changes no object and no decision.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], _GC_FULL)
+    try:
+        return _replay(data, source)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _replay(data: dict[str, Any], source: str) -> Replay:
+    """:func:`replay`'s work."""
     try:
         scenario = parse_scenario(data, source)
     except ScenarioError as exc:

@@ -46,6 +46,15 @@ class FreeIndex:
                 self.buckets.setdefault(len(devs), []).append(n)
                 self.total += len(devs)
 
+    def copy(self) -> FreeIndex:
+        """An independent copy (changing one leaves the other as it was)."""
+        ix = FreeIndex.__new__(FreeIndex)
+        ix._node_of = self._node_of
+        ix.free = [devs[:] for devs in self.free]
+        ix.buckets = {c: nodes[:] for c, nodes in self.buckets.items()}
+        ix.total = self.total
+        return ix
+
     def add(self, d: int) -> None:
         """Mark device position ``d`` free."""
         n = self._node_of[d]
@@ -160,15 +169,76 @@ _last_ident: tuple[tuple[RunningJob, ...], dict[int, RunningJob]] | None = None
 _deltas: tuple[dict[int, RunningJob], dict[int, tuple[dict[int, RunningJob], set[int], set[int]]]] | None = None
 
 
+RunningChange = tuple[tuple[RunningJob, ...], tuple[RunningJob, ...], list[RunningJob], list[RunningJob]]
+"""How a snapshot's running jobs changed: (previous tuple, next tuple, views gone, views new)."""
+
+_change: RunningChange | None = None
+"""The last :func:`note_running_change`: the previous running tuple, the next one, and the views
+gone and new between them."""
+
+check_changes = False
+"""Tests set it: every map and delta made from a :func:`note_running_change` is compared with
+the full build (``AssertionError`` on a difference: a change told wrong)."""
+
+
+def note_running_change(
+    before: tuple[RunningJob, ...], after: tuple[RunningJob, ...], gone: list[RunningJob], new: list[RunningJob]
+) -> None:
+    """Told by whoever builds consecutive snapshots (the simulator's cycle driver) how their
+    running jobs changed: ``after`` holds the views of ``before`` (by identity) less ``gone``, plus
+    ``new`` (a view in both lists was taken out and put back: it stays). The next
+    :func:`running_by_identity` of ``after`` then updates the map of ``before`` for those few
+    views instead of a pass over every running job, and :func:`identity_delta` between the two
+    maps is known without one. Only a hint: a map it cannot apply is built in full."""
+    global _change
+    _change = (before, after, gone, new)
+
+
+def _from_change(running: tuple[RunningJob, ...]) -> dict[int, RunningJob] | None:
+    """:func:`running_by_identity` of ``running`` from the last map and :data:`_change` (also
+    remembering the delta between the two maps), or None when the change does not apply."""
+    global _deltas
+    change, last = _change, _last_ident
+    if change is None or change[1] is not running or last is None or last[0] is not change[0]:
+        return None
+    before = last[1]
+    if len(before) != len(change[0]):
+        return None  # the previous tuple listed a view twice
+    gone_ids, new_ids = set(map(id, change[2])), set(map(id, change[3]))
+    back = gone_ids & new_ids  # taken out and put back
+    gone_ids -= back
+    new_ids -= back
+    ident = dict(before)
+    for job in change[2]:
+        if id(job) in gone_ids and ident.pop(id(job), None) is None:
+            return None  # not in the previous tuple: a wrong hint
+    for job in change[3]:
+        if id(job) in new_ids:
+            if id(job) in ident:
+                return None
+            ident[id(job)] = job
+    if len(ident) != len(running):
+        return None  # listed twice now (the full build says how)
+    _deltas = (ident, {id(before): (before, gone_ids, new_ids)})
+    return ident
+
+
 def running_by_identity(running: tuple[RunningJob, ...]) -> dict[int, RunningJob]:
-    """``id(job) -> job`` for ``running`` (a snapshot's running jobs), in its order; shorter than
-    ``running`` when one object is listed twice. A memo on the very tuple (kept alive here), so the
-    per-cycle memos on the previous snapshot (:func:`_owners`, ``state._plain_usage``) share one
-    build; callers must not change the dict."""
+    """``id(job) -> job`` for ``running`` (a snapshot's running jobs); shorter than ``running``
+    when one object is listed twice (callers look jobs up: the map's order is not the tuple's
+    when it was updated from a :func:`note_running_change`). A memo on the very tuple (kept alive
+    here), so the per-cycle memos on the previous snapshot (:func:`_owners`,
+    ``state._plain_usage``) share one build; callers must not change the dict."""
     global _last_ident
     if _last_ident is not None and _last_ident[0] is running:
         return _last_ident[1]
-    ident = dict(zip(map(id, running), running, strict=True))
+    ident = _from_change(running)
+    if check_changes and ident is not None:
+        assert ident == dict(zip(map(id, running), running, strict=True)), "running change told wrong"
+        was = set(_last_ident[1]) if _last_ident is not None else set()
+        assert _deltas is not None and _deltas[1][id(_last_ident[1])][1:] == (was - set(ident), set(ident) - was)  # type: ignore[index]
+    if ident is None:
+        ident = dict(zip(map(id, running), running, strict=True))
     _last_ident = (running, ident)
     return ident
 
@@ -195,6 +265,12 @@ def identity_delta(before: dict[int, RunningJob], after: dict[int, RunningJob]) 
     return gone, new
 
 
+_owner_calls = 0
+"""How many times :func:`_owners` has answered (each answer's serial number)."""
+_owner_touched: set[int] | None = None
+"""The devices whose owner may differ between :func:`_owners`' last answer and the one before it
+(None: unknown, the last answer was built anew): what :meth:`DeviceBook.index`'s memo updates."""
+
 _Claims = dict[int, list[RunningJob]]
 _last_owners: tuple[_Layout, frozenset[str], dict[int, RunningJob], list[str | None], _Claims, set[int]] | None = None
 """The last :func:`_owners` result, with what it was made from (the running jobs by identity: the
@@ -214,7 +290,9 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
     gets the last of them in this snapshot's order, as the full build gives it (looked at again on
     every call: the order of the jobs may change from one snapshot to the next).
     """
-    global _last_owners
+    global _last_owners, _owner_calls, _owner_touched
+    _owner_calls += 1
+    _owner_touched = None
     claims: _Claims
     multi: set[int]
     pos = layout.pos
@@ -260,6 +338,7 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
             for d in multi:
                 owner[d] = max(claims[d], key=lambda j: order[id(j)]).id
         _last_owners = (layout, snapshot.unavailable, ident, owner, claims, multi)
+        _owner_touched = set(touched).union(multi)
         return owner[:]
     owner = [UNAVAILABLE if u else None for u in unavailable]
     claims = {}
@@ -319,6 +398,14 @@ def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobReq
     return requests, exclusive
 
 
+memo_free_index = True
+"""Off: every book's free indexes built over every device (the memo neither read nor kept)."""
+
+_free_memo: dict[tuple[str, str | None], tuple[_Layout, int, FreeIndex]] = {}
+"""Per (resource, model): the layout and the :func:`_owners` answer (its serial) that the last
+untouched book's index was made from, and that index as it was then (never handed out)."""
+
+
 class DeviceBook:
     """Every device of a snapshot with its owner, plus lazily built :class:`FreeIndex` es.
 
@@ -353,6 +440,7 @@ class DeviceBook:
             if d is not None:
                 self.unavailable[d] = True
         self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
+        self._owner_serial, self._owner_touched = _owner_calls, _owner_touched
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
         # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
         # (built with C-level map/zip: this runs over every pending and running job every cycle)
@@ -388,14 +476,44 @@ class DeviceBook:
         key = (res, model)
         ix = self._indexes.get(key)
         if ix is None:
-            owner, reserved, models = self.owner, self.reserved_for, self.model
-            devs = [
-                d
-                for d in self.by_resource.get(res, ())
-                if owner[d] is None and reserved[d] is None and (model is None or model in models[d])
-            ]
-            ix = FreeIndex(len(self.node_names), devs, self.node_of)
-            self._indexes[key] = ix
+            ix = self._indexes[key] = self._free_index(res, model)
+        return ix
+
+    def _free_index(self, res: str, model: str | None) -> FreeIndex:
+        """A new :class:`FreeIndex` of the devices free now (see :meth:`index`); from the
+        previous cycle's first index of ``(res, model)`` when this book is still as the
+        snapshot gave it (nothing taken, released or reserved yet) and its owners were updated
+        from the owners that index was made from: the devices whose owner may have changed
+        are looked at again, the rest stay as they were (the free devices of a device list
+        are the same either way, so the index is the one a full build gives)."""
+        owner, reserved, models = self.owner, self.reserved_for, self.model
+        key = (res, model)
+        memo = _free_memo.get(key) if memo_free_index and self.changes == 0 else None
+        if memo is not None and memo[0] is self.static:
+            base, serial = memo[2], memo[1]
+            touched = self._owner_touched
+            if serial == self._owner_serial - 1 and touched is not None:
+                resource, node_of = self.resource, self.node_of
+                for d in touched:
+                    if resource[d] != res or not (model is None or model in models[d]):
+                        continue
+                    free = owner[d] is None  # nothing is reserved yet: ``changes`` is 0
+                    devs = base.free[node_of[d]]
+                    if free != (d in devs):
+                        if free:
+                            base.add(d)
+                        else:
+                            base.remove(d)
+                _free_memo[key] = (self.static, self._owner_serial, base)
+                return base.copy()
+        devs = [
+            d
+            for d in self.by_resource.get(res, ())
+            if owner[d] is None and reserved[d] is None and (model is None or model in models[d])
+        ]
+        ix = FreeIndex(len(self.node_names), devs, self.node_of)
+        if memo_free_index and self.changes == 0:
+            _free_memo[key] = (self.static, self._owner_serial, ix.copy())
         return ix
 
     def all_devices_index(self, res: str, model: str | None, *, skip_unavailable: bool) -> FreeIndex:

@@ -45,7 +45,7 @@ class UserBook:
         self.devices: dict[tuple[str, str], int | Fraction] = {}  # in GPUs; a Fraction once shares count
         self.jobs: dict[tuple[str, str], int] = {}
         self.strict_waiting: dict[tuple[str, str], str] = {}  # (queue, user) -> the user's job held first
-        for r in snapshot.running:
+        for r in snapshot.running if self.specs else ():  # no pass over the running jobs when no queue limits users
             if r.queue in self.specs:
                 self.add(r.queue, r.user, r.request)
 

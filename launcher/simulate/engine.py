@@ -544,7 +544,7 @@ class Simulation:
     def _decide(self, snap: Snapshot) -> CycleResult:
         """The scheduler sees the file's names (its reasons name jobs as people read them); the
         lifecycle model, the coordinator's ids."""
-        named = self.scenario.ids.named_snapshot(snap)
+        named = self.scenario.ids.named_snapshot(snap, self.driver.running_change)
         decided = run_cycle(named)
         for cycle_hook in self._cycle_hooks:
             cycle_hook(named, decided)

@@ -14,20 +14,44 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from itertools import compress, repeat
-from operator import is_
-from typing import TYPE_CHECKING
+from operator import attrgetter, is_
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from labgang.launcher.arrays import BadArraySpec, parse_array, step_of, task_id
 from labgang.launcher.config.limits import LimitsConfig
 from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import ArrayTask
+from labgang.launcher.scheduler import capacity
+from labgang.launcher.scheduler.capacity import RunningChange
 from labgang.launcher.scheduler.decisions import CycleResult
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 
 if TYPE_CHECKING:
     from labgang.launcher.simulate.scenario import JobModel
+
+_T = TypeVar("_T")
+_LAYOUTS: dict[type, tuple[attrgetter[Any], dict[str, int]]] = {}
+
+
+def _with(obj: _T, **changes: Any) -> _T:
+    """``dataclasses.replace(obj, **changes)`` for the frozen decision and view classes named here
+    (every field an ``__init__`` argument, in field order): the same object, built straight from
+    its fields' values (``replace`` looks each field up again on every call, and the renaming
+    copies several views and decisions a cycle)."""
+    cls = type(obj)
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        assert len(names) > 1, cls  # attrgetter of one name gives the value, not a tuple
+        layout = _LAYOUTS[cls] = (attrgetter(*names), {n: k for k, n in enumerate(names)})
+    values = list(layout[0](obj))
+    at = layout[1]
+    for name, value in changes.items():
+        values[at[name]] = value
+    return cls(*values)
+
 
 MAX_ARRAY_SIZE = LimitsConfig().max_array_size
 """Every index of a scenario's ``array`` is below this: the coordinator's default ``[limits] max_array_size``."""
@@ -101,9 +125,15 @@ class JobIds:
     def _name_list(self, ids: str) -> str:
         return ":".join(self.model_names.get(i, i) for i in ids.split(":"))
 
-    def named_snapshot(self, snapshot: Snapshot) -> Snapshot:
+    def named_snapshot(self, snapshot: Snapshot, change: RunningChange | None = None) -> Snapshot:
         """``snapshot`` (built from the lifecycle model) with every job named as the file names
-        it: what the scheduler gets, so its decisions and reasons speak the file's names."""
+        it: what the scheduler gets, so its decisions and reasons speak the file's names.
+
+        ``change``: how the driver's running tuple changed since the last one (the cycle
+        driver's ``running_change``): when it leads from the last tuple named here to this one,
+        only its new views are named, and the scheduler is told the named tuple's change
+        (:func:`~labgang.launcher.scheduler.capacity.note_running_change`).
+        """
 
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
@@ -116,6 +146,21 @@ class JobIds:
         running = snapshot.running
         if running is self._last_running[0]:
             running_named = self._last_running[1]
+        elif change is not None and change[1] is running and change[0] is self._last_running[0]:
+            named, alive = self._named_running, self._running_kept
+            for j in change[3]:
+                if id(j) not in named:
+                    alive[id(j)] = j
+                    named[id(j)] = _with(j, id=name(j.id))
+            before = self._last_running[1]
+            running_named = tuple(map(named.__getitem__, map(id, running)))
+            gone = [named[id(j)] for j in change[2]]  # each in the last tuple: still named
+            capacity.note_running_change(before, running_named, gone, [named[id(j)] for j in change[3]])
+            if len(named) > 2 * len(running) + 64:  # forget the views gone
+                idents = list(map(id, running))
+                self._named_running = {i: named[i] for i in idents}
+                self._running_kept = {i: alive[i] for i in idents}
+            self._last_running = (running, running_named)
         else:
             named, alive = self._named_running, self._running_kept
             found = list(map(named.get, map(id, running)))
@@ -126,7 +171,7 @@ class JobIds:
                     view = named.get(id(j))  # named already when the view is listed twice
                     if view is None:
                         alive[id(j)] = j
-                        view = named[id(j)] = replace(j, id=name(j.id))
+                        view = named[id(j)] = _with(j, id=name(j.id))
                     found[at] = view
                 if len(named) > 2 * len(running) + 64:  # forget the views gone
                     idents = list(map(id, running))
@@ -142,12 +187,12 @@ class JobIds:
         pending: list[PendingJob] = []
         for p in snapshot.pending:
             seen = last.get(p.id)
-            if seen is None or seen[0] != p:
-                seen = (p, replace(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
+            if seen is None or (seen[0] is not p and seen[0] != p):  # the driver hands an unchanged view again
+                seen = (p, _with(p, id=name(p.id), nominated=tuple(name(v) for v in p.nominated)))
             kept[p.id] = seen
             pending.append(seen[1])
         self._named_pending = kept
-        return replace(snapshot, running=running_named, pending=tuple(pending))
+        return _with(snapshot, running=running_named, pending=tuple(pending))
 
     def model_result(self, result: CycleResult) -> CycleResult:
         """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their
@@ -156,13 +201,13 @@ class JobIds:
         def mid(name: str) -> str:
             return self._model_ids.get(name, name)
 
-        return replace(
+        return _with(
             result,
-            admitted=tuple(replace(a, job_id=mid(a.job_id)) for a in result.admitted),
+            admitted=tuple(_with(a, job_id=mid(a.job_id)) for a in result.admitted),
             preempted=tuple(
-                replace(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
+                _with(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
             ),
-            pending=tuple(replace(p, job_id=mid(p.job_id)) for p in result.pending),
+            pending=tuple(_with(p, job_id=mid(p.job_id)) for p in result.pending),
             held=tuple(mid(h) for h in result.held),
         )
 
