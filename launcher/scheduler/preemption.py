@@ -329,6 +329,37 @@ def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> Raw
     return state.place_within_quota(q, job.request, within_nominal=not allow_borrow, job=job)
 
 
+skip_unchanged_fits = True
+"""Tests turn it off to build the reference: every step of a greedy pass checks the fit again."""
+
+QUOTA, PLACE = 1, 2
+"""Why a fit check failed (:func:`_fit_why`): the quota (pure in the quota book and, for a share,
+its queue's share use), or the placement (pure in the device book, for whole devices)."""
+
+
+def _fit_why(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> tuple[RawPlacement | None, int]:
+    """:func:`_fits`, and when it fails, why: :data:`QUOTA` or :data:`PLACE`; 0 where the two cannot
+    be told apart (host CPUs and memory or ``--exclusive`` counted on the nodes placement chose)."""
+    req = job.request
+    if req.exclusive or (state.host_quota and req.host):
+        return _fits(state, q, job, allow_borrow), 0
+    if not state.quota_fits(q, req, within_nominal=not allow_borrow):
+        return None, QUOTA
+    return state.place(req, job), PLACE
+
+
+def _same_answer(state: CycleState, q: str, job: PendingJob, victim: RunningJob, why: int) -> bool:
+    """After a failed fit check that failed for ``why``, and ``victim`` taken off since: True when
+    that check would fail again for the same reason, because nothing it reads changed
+    (:attr:`CycleState.last_removal`): the quota book's usage (and, for a share preemptor, its own
+    queue's share use: a share of its queue taken off), or for a whole-device preemptor the device
+    book (a share's placement also reads the shared cards' room, which any share victim changes)."""
+    quota_changed, devices_changed = state.last_removal
+    if why == QUOTA:
+        return not quota_changed and not (job.request.shared and victim.request.shared and victim.queue == q)
+    return why == PLACE and not job.request.shared and not devices_changed
+
+
 def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
@@ -336,6 +367,7 @@ def _greedy_pass(
     whole = not job.request.shared
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
+    why = 0  # and why (_fit_why)
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
@@ -346,7 +378,10 @@ def _greedy_pass(
             victims.append(c.job.id)
             if unfit and whole and not seen:
                 continue  # only a shared card's room changed: a whole-device job still does not fit
-            unfit = _fits(state, q, job, allow_borrow) is None
+            if unfit and skip_unchanged_fits and _same_answer(state, q, job, c.job, why):
+                continue  # what the last check failed on did not change: it fails again
+            raw, why = _fit_why(state, q, job, allow_borrow)
+            unfit = raw is None
             if unfit:
                 continue
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
