@@ -27,6 +27,7 @@ from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.decisions import NoPreemption, NoPreemptionCode
+from labgang.launcher.scheduler.shares import QuietLeaves
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
@@ -360,22 +361,45 @@ def _same_answer(state: CycleState, q: str, job: PendingJob, victim: RunningJob,
     return why == PLACE and not job.request.shared and not devices_changed
 
 
+defer_quiet_shares = True
+"""Tests turn it off to build the reference: a whole-device search takes every share victim off at
+once (:class:`.shares.QuietLeaves`)."""
+
+
 def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
-    q, res = spec.name, job.request.resource
-    whole = not job.request.shared
+    q, res, req = spec.name, job.request.resource, job.request
+    whole = not req.shared
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
     why = 0  # and why (_fit_why)
+    # a whole-device request's fit reads the quota and device books only (not with host quotas or
+    # --exclusive, counted on the nodes chosen): shares that change neither are taken off on paper
+    quiet = None
+    if (
+        whole
+        and defer_quiet_shares
+        and state.cards is not None
+        and not (req.exclusive or (state.host_quota and req.host))
+    ):
+        quiet = QuietLeaves(state.cards)
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
             if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
-            seen = state.remove(c.job.id)
             victims.append(c.job.id)
+            if quiet is not None and c.job.request.shared:
+                if quiet.hold(c.job):
+                    seen = False  # what state.remove would say
+                else:
+                    for v in quiet.drain():  # taken off first, as they came: what this one frees reads them
+                        state.remove(v)
+                    seen = state.remove(c.job.id)
+            else:  # a job of whole devices: what it frees reads no share
+                seen = state.remove(c.job.id)
             if unfit and whole and not seen:
                 continue  # only a shared card's room changed: a whole-device job still does not fit
             if unfit and skip_unchanged_fits and _same_answer(state, q, job, c.job, why):
@@ -384,6 +408,9 @@ def _greedy_pass(
             unfit = raw is None
             if unfit:
                 continue
+            if quiet is not None:
+                for v in quiet.drain():
+                    state.remove(v)
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
             for i in range(len(victims) - 2, -1, -1):
                 state.restore(victims[i])
@@ -398,6 +425,7 @@ def _greedy_pass(
             return list(victims), raw
         return None
     finally:
+        held = set(quiet.drain()) if quiet is not None else set()  # on paper only: nothing to put back
         for v in reversed(victims):
-            if v:
+            if v and v not in held:
                 state.restore(v)
