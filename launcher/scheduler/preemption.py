@@ -24,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from labgang.launcher.host_quota import HOST_RESOURCES
-from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.model import GPU, BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.decisions import NoPreemption, NoPreemptionCode
 from labgang.launcher.scheduler.shares import QuietLeaves
@@ -392,12 +392,14 @@ def _greedy_pass(
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
             victims.append(c.job.id)
             if quiet is not None and c.job.request.shared:
-                if quiet.hold(c.job):
-                    seen = False  # what state.remove would say
-                else:
-                    for v in quiet.drain():  # taken off first, as they came: what this one frees reads them
-                        state.remove(v)
+                delta = quiet.hold(c.job)
+                if delta is None:
+                    _take_off_held(state, quiet)  # first, as they came: whether this one frees its card reads them
                     seen = state.remove(c.job.id)
+                else:
+                    _count_share(state, c.job, -delta)
+                    seen = bool(delta)  # what state.remove would say
+                    state.last_removal = (seen, False)
             else:  # a job of whole devices: what it frees reads no share
                 seen = state.remove(c.job.id)
             if unfit and whole and not seen:
@@ -409,8 +411,7 @@ def _greedy_pass(
             if unfit:
                 continue
             if quiet is not None:
-                for v in quiet.drain():
-                    state.remove(v)
+                _take_off_held(state, quiet)
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
             for i in range(len(victims) - 2, -1, -1):
                 state.restore(victims[i])
@@ -425,7 +426,27 @@ def _greedy_pass(
             return list(victims), raw
         return None
     finally:
-        held = set(quiet.drain()) if quiet is not None else set()  # on paper only: nothing to put back
+        held: set[str] = set()
+        for share, delta in quiet.drain() if quiet is not None else ():
+            _count_share(state, share, delta)  # on paper only: its count back, nothing else to put back
+            held.add(share.id)
         for v in reversed(victims):
             if v and v not in held:
                 state.restore(v)
+
+
+def _count_share(state: CycleState, share: RunningJob, delta: int) -> None:
+    """Change running ``share``'s queue's usage by ``delta`` whole GPUs in the quota book (and the
+    fair-sharing share of a share not terminating), as :meth:`CycleState.remove` does for a share."""
+    if delta:
+        state.quota.add(share.queue, GPU, delta)
+        if state.shares is not None and not share.terminating:
+            state.shares.add(share.queue, GPU, delta)
+
+
+def _take_off_held(state: CycleState, quiet: QuietLeaves) -> None:
+    """Take the shares ``quiet`` holds off the cycle's copy for real, in the order held (each one's
+    count put back first: :meth:`CycleState.remove` takes it off again, the same whole GPUs)."""
+    for share, delta in quiet.drain():
+        _count_share(state, share, delta)
+        state.remove(share.id)

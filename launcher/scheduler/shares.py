@@ -580,10 +580,10 @@ class ShareBook:
 
 
 class QuietLeaves:
-    """Shares a whole-device victim search takes off on paper only, while taking them off would change
-    nothing a whole-device request reads: neither its queue's rounded-up share use (the quota book)
-    nor its card's freedom (the device book). The search takes them off for real (in the order held)
-    before one that would change either, and before its fill-back.
+    """Shares a whole-device victim search takes off on paper only, while taking them off would not
+    free their card (the device book): the search puts what each would take off its queue's
+    rounded-up share use in the quota book itself, and takes them off for real (in the order held)
+    before one that would free its card, and before its fill-back.
 
     Args:
         book: the cycle's share book (read, never changed here).
@@ -591,36 +591,36 @@ class QuietLeaves:
 
     def __init__(self, book: ShareBook) -> None:
         self.book = book
-        self.ids: list[str] = []  # held, in order
+        self.held: list[tuple[RunningJob, int]] = []  # in order: the share, whole GPUs it took off
         self._units: dict[str, int] = {}  # per queue: the units held
         self._on_card: dict[int, int] = {}  # per card: the sharers held
 
-    def hold(self, job: RunningJob) -> bool:
-        """Hold running share ``job`` (True) when taking it off after the ones held would leave its
-        queue's share use in the same whole GPUs and its card with a sharer; else False, nothing held."""
+    def hold(self, job: RunningJob) -> int | None:
+        """Hold running share ``job`` when taking it off after the ones held would leave a sharer on
+        its card: the whole GPUs its queue's rounded-up share use then goes down by (0 or more, as
+        :meth:`ShareBook.leave` would say); None, nothing held, when it is its card's last sharer."""
         book = self.book
         d = book.card_of.get(job.id)
         on_card = 0
         if d is not None:
             on_card = self._on_card.get(d, 0) + 1
             if len(book.cards[d]) <= on_card:
-                return False  # its card's last sharer: taking it off frees the card
-        q, units = job.queue, book.units(job.request)
-        u = book.queue_use.get(q, 0) - self._units.get(q, 0)
-        if book._whole_gpus(u) != book._whole_gpus(u - units):
-            return False
-        self.ids.append(job.id)
-        self._units[q] = self._units.get(q, 0) + units
-        if d is not None:
+                return None  # its card's last sharer: taking it off frees the card
             self._on_card[d] = on_card
-        return True
+        q, units = job.queue, book.units(job.request)
+        held = self._units.get(q, 0)
+        u = book.queue_use.get(q, 0) - held
+        self._units[q] = held + units
+        delta = book._whole_gpus(u) - book._whole_gpus(u - units)
+        self.held.append((job, delta))
+        return delta
 
-    def drain(self) -> list[str]:
-        """The shares held, in the order held, forgotten here (the caller takes them off now)."""
-        ids, self.ids = self.ids, []
+    def drain(self) -> list[tuple[RunningJob, int]]:
+        """The shares held and what each took off (see :meth:`hold`), in the order held, forgotten here."""
+        held, self.held = self.held, []
         self._units.clear()
         self._on_card.clear()
-        return ids
+        return held
 
 
 def quota_usage(sharing: GpuSharing, running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:

@@ -1,8 +1,8 @@
-"""A whole-device victim search that takes off on paper only the share victims that change nothing
-a whole-device request reads (``shares.QuietLeaves``: its queue's rounded-up share use stays in the
-same whole GPUs, its card keeps a sharer) changes no decision: checked against the search that takes
-every victim off the cycle's copy at once, over random backlogs of shares of many users, whole jobs
-and preemptors (``share_backlogs.backlog``); the copy is as before after each search.
+"""A whole-device victim search that takes off on paper only the share victims that leave a sharer
+on their card (``shares.QuietLeaves``; what each takes off its queue's rounded-up share use is put in
+the quota book directly) changes no decision: checked against the search that takes every victim off
+the cycle's copy, over random backlogs of shares of many users, whole jobs and preemptors
+(``share_backlogs.backlog``).
 """
 
 from __future__ import annotations
@@ -24,18 +24,20 @@ def test_quiet_share_leaves_change_no_decision(seed: int, monkeypatch: pytest.Mo
 
 
 def test_shares_are_held_and_taken_off_later(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not vacuous: over the same backlogs, whole-device searches hold shares on paper, and take some
-    of them off for real later (before a share that frees its card or a quota gpu, or a fill-back)."""
+    """Not vacuous: over the same backlogs, whole-device searches hold shares on paper, some that take
+    a whole gpu off their queue's count, and take some of them off for real later (before a share
+    that frees its card, or a fill-back)."""
     held: set[str] = set()
-    held_n = taken_later = 0
+    held_n = taken_later = gpus_off = 0
     hold, remove = QuietLeaves.hold, CycleState.remove
 
-    def counting_hold(self: QuietLeaves, job: RunningJob) -> bool:
-        nonlocal held_n
+    def counting_hold(self: QuietLeaves, job: RunningJob) -> int | None:
+        nonlocal held_n, gpus_off
         got = hold(self, job)
-        if got:
+        if got is not None:
             held.add(job.id)
             held_n += 1
+            gpus_off += got > 0
         return got
 
     def counting_remove(self: CycleState, job_id: str) -> bool:
@@ -48,4 +50,4 @@ def test_shares_are_held_and_taken_off_later(monkeypatch: pytest.MonkeyPatch) ->
     for seed in range(60):
         held.clear()
         run_cycle(backlog(seed))
-    assert held_n > 0 and taken_later > 0
+    assert held_n > 0 and taken_later > 0 and gpus_off > 0
