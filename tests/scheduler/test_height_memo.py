@@ -37,7 +37,7 @@ def with_fair_sharing(snap: Snapshot) -> Snapshot:
 
 @pytest.mark.parametrize("shape", [lambda s: s, in_a_tree, with_fair_sharing], ids=["flat", "tree", "fair"])
 @pytest.mark.parametrize("seed", range(60))
-def test_the_height_memo_changes_no_decision(seed: int, shape, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_height_memo_changes_no_decision(seed: int, shape, monkeypatch: pytest.MonkeyPatch) -> None:
     snap = shape(backlog(seed))
     fast = run_cycle(snap)
     monkeypatch.setattr(cycle_module._Cycle, "memo_heights", False)
@@ -50,7 +50,7 @@ def test_the_memo_answers_and_heights_vary(monkeypatch: pytest.MonkeyPatch) -> N
     heights: set[int] = set()
     height = cycle_module._Cycle.height
 
-    def counting(self, e):  # type: ignore[no-untyped-def]
+    def counting(self, e):
         nonlocal asked
         asked += 1
         got = height(self, e)
@@ -59,7 +59,7 @@ def test_the_memo_answers_and_heights_vary(monkeypatch: pytest.MonkeyPatch) -> N
 
     real = QuotaBook.fit_height
 
-    def counting_fit(self, queue, res, request):  # type: ignore[no-untyped-def]
+    def counting_fit(self, queue, res, request):
         nonlocal computed
         computed += 1
         return real(self, queue, res, request)

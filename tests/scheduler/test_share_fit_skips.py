@@ -27,7 +27,7 @@ def test_fit_checks_are_skipped_for_both_reasons(monkeypatch: pytest.MonkeyPatch
     skipped: dict[tuple[int, bool], int] = {}
     same = preemption._same_answer
 
-    def counting(state, q, job, victim, why):  # type: ignore[no-untyped-def]
+    def counting(state, q, job, victim, why):
         got = same(state, q, job, victim, why)
         if got:
             key = (why, job.request.shared)
