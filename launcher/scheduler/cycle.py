@@ -138,6 +138,11 @@ class _Cycle:
     whose own cards it did not meet with room for it (``ShareBook.readers``); off only to check that
     it changes no decision."""
 
+    memo_heights = True
+    """:meth:`height` remembers its answer per (queue, resource, devices) until the cycle's copy
+    changes (:attr:`version`): the order phase's many classes of one queue (a share per user) ask
+    alike; off only to check that it changes no decision."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -152,6 +157,8 @@ class _Cycle:
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
         self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
+        self._heights: dict[tuple[str, str, int], int] = {}  # height's answers at _heights_at
+        self._heights_at = -1
         # failures: per class, (version, priority, submit time, reason (a template for a job of groups),
         # the one group shape it holds for or None, users it does not answer)
         self._fail_memo: dict[
@@ -317,8 +324,21 @@ class _Cycle:
         """Height of the job's fitting subtree now: 0 within its queue's nominal, 1 for a flat
         cohort, more for a cohort higher up the tree (lower goes first)."""
         req = e.job.request
-        own = self.idle_hold.get((e.spec.name, req.resource), 0)
-        return self.state.quota.fit_height(e.spec.name, req.resource, req.total - own)
+        q, res = e.spec.name, req.resource
+        if not self.memo_heights:
+            own = self.idle_hold.get((q, res), 0)
+            return self.state.quota.fit_height(q, res, req.total - own)
+        # quota usage and idle holds change only with the version (a search or a lifted hold puts
+        # them back before the order phase asks again)
+        if self._heights_at != self.version:
+            self._heights.clear()
+            self._heights_at = self.version
+        key = (q, res, req.total)
+        got = self._heights.get(key)
+        if got is None:
+            own = self.idle_hold.get((q, res), 0)
+            got = self._heights[key] = self.state.quota.fit_height(q, res, req.total - own)
+        return got
 
     def _block(self, head: Entry, entries: list[Entry], start: int) -> None:
         reason = reasons.blocked_reason(head.spec.name, head.job.id)

@@ -24,9 +24,10 @@ import enum
 from dataclasses import dataclass
 
 from labgang.launcher.host_quota import HOST_RESOURCES
-from labgang.launcher.model import BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
+from labgang.launcher.model import GPU, BorrowPolicy, QueueSpec, ReclaimWithinCohort, WithinQueue
 from labgang.launcher.scheduler import hostquota
 from labgang.launcher.scheduler.decisions import NoPreemption, NoPreemptionCode
+from labgang.launcher.scheduler.shares import QuietLeaves
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, victim_order
 from labgang.launcher.scheduler.state import CycleState, RawPlacement
 
@@ -329,26 +330,88 @@ def _fits(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> Raw
     return state.place_within_quota(q, job.request, within_nominal=not allow_borrow, job=job)
 
 
+skip_unchanged_fits = True
+"""Tests turn it off to build the reference: every step of a greedy pass checks the fit again."""
+
+QUOTA, PLACE = 1, 2
+"""Why a fit check failed (:func:`_fit_why`): the quota (pure in the quota book and, for a share,
+its queue's share use), or the placement (pure in the device book, for whole devices)."""
+
+
+def _fit_why(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> tuple[RawPlacement | None, int]:
+    """:func:`_fits`, and when it fails, why: :data:`QUOTA` or :data:`PLACE`; 0 where the two cannot
+    be told apart (host CPUs and memory or ``--exclusive`` counted on the nodes placement chose)."""
+    req = job.request
+    if req.exclusive or (state.host_quota and req.host):
+        return _fits(state, q, job, allow_borrow), 0
+    if not state.quota_fits(q, req, within_nominal=not allow_borrow):
+        return None, QUOTA
+    return state.place(req, job), PLACE
+
+
+def _same_answer(state: CycleState, q: str, job: PendingJob, victim: RunningJob, why: int) -> bool:
+    """After a failed fit check that failed for ``why``, and ``victim`` taken off since: True when
+    that check would fail again for the same reason, because nothing it reads changed
+    (:attr:`CycleState.last_removal`): the quota book's usage (and, for a share preemptor, its own
+    queue's share use: a share of its queue taken off), or for a whole-device preemptor the device
+    book (a share's placement also reads the shared cards' room, which any share victim changes)."""
+    quota_changed, devices_changed = state.last_removal
+    if why == QUOTA:
+        return not quota_changed and not (job.request.shared and victim.request.shared and victim.queue == q)
+    return why == PLACE and not job.request.shared and not devices_changed
+
+
+defer_quiet_shares = True
+"""Tests turn it off to build the reference: a whole-device search takes every share victim off at
+once (:class:`.shares.QuietLeaves`)."""
+
+
 def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
-    q, res = spec.name, job.request.resource
-    whole = not job.request.shared
+    q, res, req = spec.name, job.request.resource, job.request
+    whole = not req.shared
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
+    why = 0  # and why (_fit_why)
+    # a whole-device request's fit reads the quota and device books only (not with host quotas or
+    # --exclusive, counted on the nodes chosen): shares that change neither are taken off on paper
+    quiet = None
+    if (
+        whole
+        and defer_quiet_shares
+        and state.cards is not None
+        and not (req.exclusive or (state.host_quota and req.host))
+    ):
+        quiet = QuietLeaves(state.cards)
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
             if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue  # that queue (or a cohort on its way) is back within quota: no longer a target
-            seen = state.remove(c.job.id)
             victims.append(c.job.id)
+            if quiet is not None and c.job.request.shared:
+                delta = quiet.hold(c.job)
+                if delta is None:
+                    _take_off_held(state, quiet)  # first, as they came: whether this one frees its card reads them
+                    seen = state.remove(c.job.id)
+                else:
+                    _count_share(state, c.job, -delta)
+                    seen = bool(delta)  # what state.remove would say
+                    state.last_removal = (seen, False)
+            else:  # a job of whole devices: what it frees reads no share
+                seen = state.remove(c.job.id)
             if unfit and whole and not seen:
                 continue  # only a shared card's room changed: a whole-device job still does not fit
-            unfit = _fits(state, q, job, allow_borrow) is None
+            if unfit and skip_unchanged_fits and _same_answer(state, q, job, c.job, why):
+                continue  # what the last check failed on did not change: it fails again
+            raw, why = _fit_why(state, q, job, allow_borrow)
+            unfit = raw is None
             if unfit:
                 continue
+            if quiet is not None:
+                _take_off_held(state, quiet)
             # fill-back: from the second-to-last victim to the first, keep any that is not needed
             for i in range(len(victims) - 2, -1, -1):
                 state.restore(victims[i])
@@ -363,6 +426,27 @@ def _greedy_pass(
             return list(victims), raw
         return None
     finally:
+        held: set[str] = set()
+        for share, delta in quiet.drain() if quiet is not None else ():
+            _count_share(state, share, delta)  # on paper only: its count back, nothing else to put back
+            held.add(share.id)
         for v in reversed(victims):
-            if v:
+            if v and v not in held:
                 state.restore(v)
+
+
+def _count_share(state: CycleState, share: RunningJob, delta: int) -> None:
+    """Change running ``share``'s queue's usage by ``delta`` whole GPUs in the quota book (and the
+    fair-sharing share of a share not terminating), as :meth:`CycleState.remove` does for a share."""
+    if delta:
+        state.quota.add(share.queue, GPU, delta)
+        if state.shares is not None and not share.terminating:
+            state.shares.add(share.queue, GPU, delta)
+
+
+def _take_off_held(state: CycleState, quiet: QuietLeaves) -> None:
+    """Take the shares ``quiet`` holds off the cycle's copy for real, in the order held (each one's
+    count put back first: :meth:`CycleState.remove` takes it off again, the same whole GPUs)."""
+    for share, delta in quiet.drain():
+        _count_share(state, share, delta)
+        state.remove(share.id)

@@ -452,42 +452,66 @@ class ShareBook:
         Returns:
             ``(whole GPUs its queue's usage shrinks by, the sharer record or None, whether the card was freed)``.
         """
-        assert self.devices is not None
-        units = self.units(job.request)
-        delta = -self._count(job.queue, -units)
-        d = self.card_of.pop(job.id, None)
+        # inlined (_count, _reopen): a victim search takes shares off and puts them back thousands
+        # of times a cycle
+        devices = self.devices
+        assert devices is not None
+        job_id = job.id
+        d = self.card_of.pop(job_id, None)
+        if d is None:
+            units = self.units(job.request)
+        else:
+            sharers = self.cards[d]
+            i = 0
+            for s in sharers:
+                if s.job_id == job_id:
+                    break
+                i += 1
+            units = s.units
+        q, denom = job.queue, self.denom
+        u = self.queue_use.get(q, 0)
+        self.queue_use[q] = u - units
+        delta = -(-u // denom) - -(-(u - units) // denom)  # whole GPUs (rounded up) before, less after
         if d is None:
             return delta, None, False
-        sharers = self.cards[d]
-        i = next(i for i, x in enumerate(sharers) if x.job_id == job.id)
-        s = sharers.pop(i)
-        self._left_at[job.id] = (d, i)
-        self.used[d] -= s.units
+        del sharers[i]
+        self._left_at[job_id] = (d, i)
+        self.used[d] -= units
         freed = False
         if not sharers:
             self.count[self.kind[d]] -= 1
             del self.cards[d], self.used[d], self.kind[d]
-            freed = bool(self.devices.release([d], SHARED))
-        self._reopen(d)
+            freed = bool(devices.release([d], SHARED))
+        self._sig.pop(d, None)
+        self._dirty[d] = None
         return delta, s, freed
 
     def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
         """Undo :meth:`leave`: the sharer back in its place on its card. Returns whole GPUs its queue's
         usage grows by again."""
-        assert self.devices is not None
-        delta = self._count(job.queue, self.units(job.request))
+        devices = self.devices
+        assert devices is not None
+        units = self.units(job.request) if s is None else s.units
+        q, denom = job.queue, self.denom
+        u = self.queue_use.get(q, 0)
+        self.queue_use[q] = u + units
+        delta = -(-(u + units) // denom) - -(-u // denom)
         if s is not None:
             d, i = self._left_at.pop(job.id)
             if freed:
-                self.devices.retake([d], SHARED)
-            kind = share_kind(job.request)
-            if d not in self.cards:
-                self.count[kind] += 1
-            self.cards.setdefault(d, []).insert(i, s)
-            self.used[d] = self.used.get(d, 0) + s.units
-            self.kind[d] = kind
+                devices.retake([d], SHARED)
+            sharers = self.cards.get(d)
+            if sharers is None:
+                self.count["mps" if job.request.mps else "shard"] += 1
+                self.cards[d] = [s]
+                self.used[d] = s.units
+                self.kind[d] = "mps" if job.request.mps else "shard"
+            else:
+                sharers.insert(i, s)
+                self.used[d] += s.units
             self.card_of[s.job_id] = d
-            self._reopen(d)
+            self._sig.pop(d, None)
+            self._dirty[d] = None
         return delta
 
     # --- reasons ------------------------------------------------------------------------------
@@ -578,6 +602,50 @@ class ShareBook:
         count = sum(ix.count(n) for c in ix.buckets for n in ix.buckets[c] if self.allows(n, kind))
         self._whole[key] = (self.devices.changes, count)
         return count
+
+
+class QuietLeaves:
+    """Shares a whole-device victim search takes off on paper only, while taking them off would not
+    free their card (the device book): the search puts what each would take off its queue's
+    rounded-up share use in the quota book itself, and takes them off for real (in the order held)
+    before one that would free its card, and before its fill-back.
+
+    Args:
+        book: the cycle's share book (read, never changed here).
+    """
+
+    def __init__(self, book: ShareBook) -> None:
+        self.book = book
+        self.held: list[tuple[RunningJob, int]] = []  # in order: the share, whole GPUs it took off
+        self._units: dict[str, int] = {}  # per queue: the units held
+        self._on_card: dict[int, int] = {}  # per card: the sharers held
+
+    def hold(self, job: RunningJob) -> int | None:
+        """Hold running share ``job`` when taking it off after the ones held would leave a sharer on
+        its card: the whole GPUs its queue's rounded-up share use then goes down by (0 or more, as
+        :meth:`ShareBook.leave` would say); None, nothing held, when it is its card's last sharer."""
+        book = self.book
+        d = book.card_of.get(job.id)
+        on_card = 0
+        if d is not None:
+            on_card = self._on_card.get(d, 0) + 1
+            if len(book.cards[d]) <= on_card:
+                return None  # its card's last sharer: taking it off frees the card
+            self._on_card[d] = on_card
+        q, units = job.queue, book.units(job.request)
+        held = self._units.get(q, 0)
+        u = book.queue_use.get(q, 0) - held
+        self._units[q] = held + units
+        delta = book._whole_gpus(u) - book._whole_gpus(u - units)
+        self.held.append((job, delta))
+        return delta
+
+    def drain(self) -> list[tuple[RunningJob, int]]:
+        """The shares held and what each took off (see :meth:`hold`), in the order held, forgotten here."""
+        held, self.held = self.held, []
+        self._units.clear()
+        self._on_card.clear()
+        return held
 
 
 def quota_usage(sharing: GpuSharing, running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:

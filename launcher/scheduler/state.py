@@ -204,6 +204,10 @@ class CycleState:
         if self.cards is not None:
             self.cards.attach(self.devices)
         self._left: dict[str, tuple[Sharer | None, bool]] = {}
+        # what the last :meth:`remove` changed: (the quota book's usage, the device book); a share
+        # taken off changes the usage only when its queue's rounded-up share use went down a whole gpu,
+        # and the devices only when it freed its card (the victim search skips fit checks it cannot change)
+        self.last_removal: tuple[bool, bool] = (True, True)
         self._job_devices: dict[str, list[int]] = {}
         self.removed: set[str] = set()
         self._leaving: set[str] = set()  # see :meth:`leaving`
@@ -356,11 +360,13 @@ class CycleState:
         if job.request.shared and self.cards is not None:
             delta, sharer, freed = self.cards.leave(job)
             self._left[job_id] = (sharer, freed)
+            self.last_removal = (bool(delta), freed)
             if delta:  # its queue's rounded-up share use went down a whole gpu
                 self.quota.add(job.queue, GPU, -delta)
                 if self.shares is not None and not job.terminating:
                     self.shares.add(job.queue, GPU, -delta)
             return bool(delta) or freed
+        self.last_removal = (True, True)
         if job_id not in self._leaving:
             self._count(job, -1)
         self._released[job_id] = self.devices.release(self.job_devices(job_id), job_id)

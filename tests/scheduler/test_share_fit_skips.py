@@ -1,0 +1,42 @@
+"""A greedy victim pass that skips a fit check whose inputs did not change changes no decision
+(``preemption.skip_unchanged_fits``): after a check failed on the quota, a victim that changed no
+quota usage (nor, for a share preemptor, its own queue's share use) leaves it failing; after a
+whole-device placement failed, a victim that freed no device leaves it failing. Checked against
+the cycle that checks every step, over random backlogs of shares of many users, whole jobs and
+preemptors (``share_backlogs.backlog``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from labgang.launcher.scheduler import preemption, run_cycle
+from share_backlogs import backlog
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_skipping_unchanged_fit_checks_changes_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    snap = backlog(seed)
+    fast = run_cycle(snap)
+    monkeypatch.setattr(preemption, "skip_unchanged_fits", False)
+    assert run_cycle(snap) == fast
+
+
+def test_fit_checks_are_skipped_for_both_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: over the same backlogs, checks are skipped after quota failures and after
+    whole-device placement failures, by share and whole-device preemptors."""
+    skipped: dict[tuple[int, bool], int] = {}
+    same = preemption._same_answer
+
+    def counting(state, q, job, victim, why):
+        got = same(state, q, job, victim, why)
+        if got:
+            key = (why, job.request.shared)
+            skipped[key] = skipped.get(key, 0) + 1
+        return got
+
+    monkeypatch.setattr(preemption, "_same_answer", counting)
+    for seed in range(60):
+        run_cycle(backlog(seed))
+    assert skipped.get((preemption.QUOTA, True), 0) > 0
+    assert skipped.get((preemption.QUOTA, False), 0) > 0
+    assert skipped.get((preemption.PLACE, False), 0) > 0
