@@ -248,8 +248,9 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
     from labgang.launcher.coordinator.core import Coordinator
     from labgang.launcher.coordinator.requests import Caller, build_spec
     from labgang.launcher.coordinator.store import Store
+    from labgang.launcher.lifecycle import driver as lifecycle_driver
     from labgang.launcher.lifecycle import events as ev
-    from labgang.launcher.lifecycle.arrays import ArrayGate
+    from labgang.launcher.lifecycle.arrays import ArrayGate, follow_reasons
     from labgang.launcher.lifecycle.records import JobStatus
     from labgang.launcher.lifecycle.states import JobState
     from labgang.launcher.scheduler.cycle import run_cycle
@@ -257,11 +258,11 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
     scenario = parse_scenario(doc)
     nodes = engine.Simulation(scenario).snapshot().nodes
     config = parse_config({"queues": doc["queues"], "default_queue": ARRAY_QUEUE})
-    caller = Caller(uid=1000, user="u")
-    saved = scheduling.cluster_nodes, scheduling.gate_pending
-    scheduling.cluster_nodes = lambda coord: nodes
+    caller = Caller(uid=0, user="root")  # an admin: the jobs carry any priority
+    saved = scheduling.cluster_nodes, lifecycle_driver.gate_pending
+    scheduling.cluster_nodes = lambda agents: nodes
     if mode == "all fed":
-        scheduling.gate_pending = lambda waiting, *rest: ArrayGate(tuple(waiting))
+        lifecycle_driver.gate_pending = lambda waiting, *rest: ArrayGate(tuple(waiting))
     try:
         with tempfile.TemporaryDirectory(prefix="lgb") as d:
             coord = Coordinator(config, Store(f"{d}/db", synchronous="OFF"), clock=lambda: 0.0)
@@ -283,7 +284,7 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
             for _ in range(cycles):
                 c0 = time.process_time()
                 snapshot, gate = scheduling.gated_snapshot(coord.driver, 0.0)
-                result = scheduling.follow_reasons(gate, run_cycle(snapshot))
+                result = follow_reasons(gate, run_cycle(snapshot))
                 coord.apply(ev.CycleDecided(0.0, result))
                 times.append(time.process_time() - c0)
                 coord.store.commit()
@@ -291,7 +292,7 @@ def coordinator_cycles(doc: dict, array: int, limit: int | None, mode: str, cycl
             coord.store.close()
             return times
     finally:
-        scheduling.cluster_nodes, scheduling.gate_pending = saved
+        scheduling.cluster_nodes, lifecycle_driver.gate_pending = saved
 
 
 def measure(
