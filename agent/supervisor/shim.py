@@ -654,6 +654,9 @@ def main(rank_dir: str) -> int:
     eof = False
     rank_done = False
     frames = b""
+    # the pipe whose last piece ended inside a line: read first when both are ready, so that a line a
+    # rank writes in pieces (``cat: `` then ``FILE: Permission denied``) is not cut by the other stream
+    partial: int | None = None
     while True:
         no_children = False
         while True:
@@ -688,7 +691,7 @@ def main(rank_dir: str) -> int:
             pump.step(ready, writable)
         if pty_in is not None and pty_in in ready:
             frames = pty_frames(frames, os.read(pty_in, READ_CHUNK), out_r)
-        for fd in [fd for fd in sinks if fd in ready]:
+        for fd in sorted((fd for fd in sinks if fd in ready), key=lambda fd: fd != partial):
             try:
                 data = os.read(fd, READ_CHUNK)
             except OSError:  # a pseudo-terminal's master reads EIO once no process holds the other side
@@ -699,6 +702,7 @@ def main(rank_dir: str) -> int:
                 except OSError as exc:  # disk full, quota: lose output, never the rank or its status
                     print(f"labgang shim: dropped {len(data)} bytes of output: {exc}", file=sys.stderr)
                 files.write(sinks[fd], data)
+                partial = None if data.endswith(b"\n") else fd
             else:
                 del sinks[fd]
                 os.close(fd)
