@@ -85,6 +85,7 @@ class JobFollower:
         self.partial = {(r, name): b"" for r in self.ranks for name, _ in self.streams}
         # the start attempt whose log each offset is in (None: not known yet); a requeue starts a new log
         self.attempts: dict[tuple[int, str | None], int | None] = {key: None for key in self.offsets}
+        self.unended: set[tuple[int, str | None]] = set()  # one rank's logs whose last byte written is no newline
         self.complete: set[tuple[int, str | None]] = set()
         self._last_report: tuple[Any, ...] | None = None
         self._said_start: object = None  # the start_time of the run whose "running on" line was printed
@@ -184,12 +185,20 @@ class JobFollower:
             sink.write(b"%d: %s\n" % (rank, self.partial[key]))
             self.partial[key] = b""
             sink.flush()
+        elif key in self.unended:  # one rank: its last line, cut short by the requeue, is ended
+            self.unended.discard(key)
+            sink.write(b"\n")
+            sink.flush()
 
     def _write(self, key: tuple[int, str | None], sink: Any, data: bytes) -> None:
         if not data:
             return
         if len(self.ranks) == 1:
             sink.write(data)
+            if data.endswith(b"\n"):
+                self.unended.discard(key)
+            else:
+                self.unended.add(key)
         else:
             lines = (self.partial[key] + data).split(b"\n")
             self.partial[key] = lines.pop()

@@ -168,4 +168,14 @@ class RequeuedClient:
 def test_a_requeued_job_is_followed_from_the_first_byte_of_its_new_attempt():
     out = io.BytesIO()
     JobFollower(RequeuedClient(), "5", (0,), out, None, poll_s=0.001).follow()
-    assert out.getvalue() == b"data\ntail" + b"again\n"
+    assert out.getvalue() == b"data\ntail\n" + b"again\n"  # the old attempt's cut line ended, not glued on
+
+
+def test_a_requeued_gang_is_followed_from_the_first_byte_of_each_ranks_new_attempt():
+    out = io.BytesIO()
+    JobFollower(RequeuedClient(), "5", (0, 1), out, None, poll_s=0.001).follow()
+    lines = out.getvalue().decode().splitlines()
+    for rank in (0, 1):
+        assert [line for line in lines if line.startswith(f"{rank}: ")] == [
+            f"{rank}: {t}" for t in ("data", "tail", "again")
+        ]
