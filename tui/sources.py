@@ -246,6 +246,7 @@ class CoordinatorSource(DataSource):
         # GET /v1/series (every device's last 10 minutes) only while the graphs are shown: with
         # many devices it is the largest answer, and a refresh that draws no graph needs none.
         self.series_wanted = False
+        self._log_attempts: dict[tuple[str, int], int] = {}  # the attempt whose log each rank's offset is in
 
     @classmethod
     def for_state_dir(cls, state_dir: str | Path | None = None) -> CoordinatorSource:
@@ -295,8 +296,15 @@ class CoordinatorSource(DataSource):
 
     async def log_tail(self, job_id: str, rank: int, offset: int) -> tuple[str, int, bool]:
         chunk = await self.client.logs(job_id, rank=rank, offset=offset)
+        note = ""
+        seen = self._log_attempts.get((job_id, rank))
+        if chunk.attempt is not None and chunk.attempt != seen:
+            self._log_attempts[(job_id, rank)] = chunk.attempt
+            if seen is not None and offset:  # requeued: the new attempt's log starts again at 0
+                chunk = await self.client.logs(job_id, rank=rank, offset=0)
+                note, offset = f"[labgang] start attempt {chunk.attempt}\n", 0
         data = chunk.data[-LOG_TAIL_BYTES:] if offset == 0 else chunk.data
-        return data.decode("utf-8", "replace"), chunk.next_offset, chunk.finished
+        return note + data.decode("utf-8", "replace"), chunk.next_offset, chunk.finished
 
     async def aclose(self) -> None:
         await self.client.close()

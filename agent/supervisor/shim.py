@@ -534,8 +534,8 @@ def main(rank_dir: str) -> int:
 
     drop = bool(cfg["drop_privileges"])
     log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"], cfg["uid"] if drop else None, cfg["gid"] if drop else None)
-    if cfg.get("log_header"):
-        log.write(cfg["log_header"].encode() + b"\n")
+    if cfg.get("log_header"):  # labgang's line (restart N), marked as stderr: never the job's stdout
+        log.write(cfg["log_header"].encode() + b"\n", stderr=True)
     if cfg.get("cgroup_procs"):
         # Into the rank's fenced cgroup before the rank exists, so it and every child are inside.
         # Fail closed: a rank that should be confined and is not does not start.

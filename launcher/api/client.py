@@ -122,14 +122,17 @@ class LogChunk:
         data: the bytes from the requested offset (may be empty).
         next_offset: the byte offset to ask for next.
         finished: True once the job has ended and the log is complete (no more bytes will come).
+        attempt: the start attempt whose log this is (a requeue starts a new one, its log from
+            offset 0), or None from a coordinator that does not say; not part of equality.
     """
 
-    __slots__ = ("data", "finished", "next_offset")
+    __slots__ = ("attempt", "data", "finished", "next_offset")
 
-    def __init__(self, data: bytes, next_offset: int, finished: bool) -> None:
+    def __init__(self, data: bytes, next_offset: int, finished: bool, attempt: int | None = None) -> None:
         self.data = data
         self.next_offset = next_offset
         self.finished = finished
+        self.attempt = attempt
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LogChunk):
@@ -264,10 +267,12 @@ def _log_chunk(status: int, headers: Mapping[str, str], body: bytes, offset: int
     if status >= 400:
         raise _error_from(status, body)
     next_offset = headers.get("X-Next-Offset")
+    attempt = headers.get("X-Attempt", "")
     return LogChunk(
         data=body,
         next_offset=int(next_offset) if next_offset else offset + len(body),
         finished=headers.get("X-Job-Finished", "") == "1",
+        attempt=int(attempt) if attempt.isdigit() else None,
     )
 
 

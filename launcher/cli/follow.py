@@ -83,6 +83,9 @@ class JobFollower:
         )
         self.offsets = {(r, name): 0 for r in self.ranks for name, _ in self.streams}
         self.partial = {(r, name): b"" for r in self.ranks for name, _ in self.streams}
+        # the start attempt whose log each offset is in (None: not known yet); a requeue starts a new log
+        self.attempts: dict[tuple[int, str | None], int | None] = {key: None for key in self.offsets}
+        self.unended: set[tuple[int, str | None]] = set()  # one rank's logs whose last byte written is no newline
         self.complete: set[tuple[int, str | None]] = set()
         self._last_report: tuple[Any, ...] | None = None
         self._said_start: object = None  # the start_time of the run whose "running on" line was printed
@@ -144,6 +147,14 @@ class JobFollower:
                 if exc.status == 404:
                     return
                 raise
+            seen = self.attempts[key]
+            if chunk.attempt is not None and chunk.attempt != seen:
+                if seen is not None:  # requeued: the rest of the old attempt, then the new one from 0
+                    self._finish_attempt(key, sink, seen)
+                    self.offsets[key] = 0
+                self.attempts[key] = chunk.attempt
+                if seen is not None:
+                    continue
             self._write(key, sink, chunk.data)
             # one stream of the log moves on past the other's bytes too: no data, yet further on
             moved = chunk.next_offset != offset
@@ -154,11 +165,40 @@ class JobFollower:
             if not moved:
                 return
 
+    def _finish_attempt(self, key: tuple[int, str | None], sink: Any, attempt: int) -> None:
+        """Copy what is left of start ``attempt``'s log of ``key`` (from the offset reached), once the
+        job has moved on to a newer attempt; an unfinished last line of it is ended."""
+        rank, stream = key
+        offset = self.offsets[key]
+        while True:
+            try:
+                chunk = self.client.logs(self.job_id, rank=rank, offset=offset, attempt=attempt, stream=stream)
+            except ApiError as exc:
+                if exc.status in (400, 404):  # that attempt's log is no longer there
+                    break
+                raise
+            self._write(key, sink, chunk.data)
+            if chunk.next_offset == offset:
+                break
+            offset = chunk.next_offset
+        if self.partial[key]:
+            sink.write(b"%d: %s\n" % (rank, self.partial[key]))
+            self.partial[key] = b""
+            sink.flush()
+        elif key in self.unended:  # one rank: its last line, cut short by the requeue, is ended
+            self.unended.discard(key)
+            sink.write(b"\n")
+            sink.flush()
+
     def _write(self, key: tuple[int, str | None], sink: Any, data: bytes) -> None:
         if not data:
             return
         if len(self.ranks) == 1:
             sink.write(data)
+            if data.endswith(b"\n"):
+                self.unended.discard(key)
+            else:
+                self.unended.add(key)
         else:
             lines = (self.partial[key] + data).split(b"\n")
             self.partial[key] = lines.pop()

@@ -418,13 +418,14 @@ async def job_logs(
     body: bytes,
 ) -> Reply:
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr]``: bytes from the agent
-    that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole log's)."""
+    that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole log's). Headers:
+    ``X-Next-Offset``, ``X-Attempt`` (the attempt whose log was read), ``X-Job-Finished: 1`` at the end."""
     attempt = query.get("attempt")
     stream = query.get("stream") or None
     if stream not in (None, "stdout", "stderr"):
         allowed = ["stdout", "stderr"]
         raise BadRequest(f"stream must be stdout or stderr, got {stream!r}", field="stream", allowed=allowed)
-    data, next_offset, finished = await desk.read_log(
+    data, next_offset, finished, read = await desk.read_log_of_attempt(
         caller,
         params["id"],
         _int(query, "rank", 0),
@@ -432,7 +433,7 @@ async def job_logs(
         None if attempt in (None, "") else _int(query, "attempt", 0),
         stream=stream,
     )
-    headers = {"X-Next-Offset": str(next_offset)}
+    headers = {"X-Next-Offset": str(next_offset), "X-Attempt": str(read)}
     if finished:
         headers["X-Job-Finished"] = "1"
     return Reply(200, body=data, headers=headers)

@@ -295,7 +295,15 @@ class JobOperations:
     async def read_log(
         self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None, stream: str | None = None
     ) -> tuple[bytes, int, bool]:
-        """Read a rank's output from the agent that holds it.
+        """Read a rank's output from the agent that holds it: :meth:`read_log_of_attempt` without the
+        attempt read."""
+        data, next_offset, finished, _ = await self.read_log_of_attempt(caller, job_id, rank, offset, attempt, stream)
+        return data, next_offset, finished
+
+    async def read_log_of_attempt(
+        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None, stream: str | None = None
+    ) -> tuple[bytes, int, bool, int]:
+        """Read a rank's output from the agent that holds it, and say which attempt's log it was.
 
         Args:
             rank: the global rank (0..workers-1).
@@ -308,7 +316,8 @@ class JobOperations:
 
         Returns:
             (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
-            ``data`` reached the end of the log).
+            ``data`` reached the end of the log, the attempt whose log was read: with ``attempt``
+            None, a follower sees a requeued job's new attempt here and starts it from offset 0).
 
         Raises:
             NotFound / Forbidden / BadRequest (rank, offset or attempt out of range) /
@@ -334,15 +343,15 @@ class JobOperations:
                 message = errors.no_attempt_message(job.id, attempt, job.attempt, rank)
                 raise BadRequest(message, field="attempt", allowed=placed)
             if not past:
-                return b"", offset, over
+                return b"", offset, over, job.attempt
             number, _, node, _, _ = past[-1]
             run_id = f"{job.id}.{number}"
             if attempt is not None:
                 over = over or number != job.attempt  # an earlier attempt has ended for good
         else:
-            node = record.node
+            number, node = job.attempt, record.node
             if record.state == RankPhase.ASSIGNED:
-                return b"", offset, False
+                return b"", offset, False, number
         try:
             args: dict[str, object] = {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
             if stream is not None:
@@ -355,4 +364,4 @@ class JobOperations:
         if stream == "stderr" and result.get("stream") != stream:
             data = b""  # an agent from before streams sent both: all of it as stdout, none twice
         at_end = next_offset >= int(result.get("size", next_offset))
-        return data, next_offset, over and at_end
+        return data, next_offset, over and at_end, number

@@ -126,3 +126,56 @@ def test_a_failed_run_names_the_command_that_shows_the_failed_ranks_output():
         "labgang: job 4 failed (exit status 7): rank 1 on vm exited with status 7",
         "labgang: rank 1's output: labgang logs 4 --rank 1",
     ]
+
+
+class RequeuedClient:
+    """A job requeued while followed: attempt 0 wrote ``data\\n`` and its last line ``tail`` after the
+    follower's first read; attempt 1's log is shorter than the offset attempt 0 reached, and one
+    poll later grows. The coordinator says which attempt each answer read (``X-Attempt``)."""
+
+    def __init__(self) -> None:
+        self.logs_by_attempt = {0: b"data\ntail", 1: b"again\n"}
+        self.current = 0
+        self.polls = 0
+
+    def job(self, job_id: str) -> dict:
+        self.polls += 1
+        if self.polls == 2:
+            self.current = 1  # requeued and running again between the first and second poll
+        state = "running" if self.polls < 4 else "succeeded"
+        return {
+            "id": job_id,
+            "state": state,
+            "queue": "q",
+            "nodes": ["vm"],
+            "reason": None,
+            "exit_status": 0 if state == "succeeded" else None,
+            "start_time": 1.0,
+        }
+
+    def logs(
+        self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None, stream: str | None = None
+    ) -> LogChunk:
+        number = self.current if attempt is None else attempt
+        log = self.logs_by_attempt[number]
+        if number == 0 and self.polls == 1:
+            log = log[:5]  # "tail" not written yet at the first read
+        data = log[offset:]
+        done = self.polls >= 4 or number != self.current
+        return LogChunk(data=data, next_offset=offset + len(data), finished=done, attempt=number)
+
+
+def test_a_requeued_job_is_followed_from_the_first_byte_of_its_new_attempt():
+    out = io.BytesIO()
+    JobFollower(RequeuedClient(), "5", (0,), out, None, poll_s=0.001).follow()
+    assert out.getvalue() == b"data\ntail\n" + b"again\n"  # the old attempt's cut line ended, not glued on
+
+
+def test_a_requeued_gang_is_followed_from_the_first_byte_of_each_ranks_new_attempt():
+    out = io.BytesIO()
+    JobFollower(RequeuedClient(), "5", (0, 1), out, None, poll_s=0.001).follow()
+    lines = out.getvalue().decode().splitlines()
+    for rank in (0, 1):
+        assert [line for line in lines if line.startswith(f"{rank}: ")] == [
+            f"{rank}: {t}" for t in ("data", "tail", "again")
+        ]
