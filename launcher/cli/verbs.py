@@ -34,14 +34,15 @@ UPDATE_KEYS: dict[str, str] = {
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     """``["priority=5", "TimeLimit=1h"]`` → ``{"priority": "5", "time_limit_s": 3600.0}``: the
-    ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms; a priority stays
-    text, an integer or a priority class name, for the coordinator to resolve).
+    ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms, ``0`` and
+    ``UNLIMITED`` a null that lifts it; a priority stays text, an integer or a priority class
+    name, for the coordinator to resolve).
 
     Raises:
         click.UsageError: a pair without ``=``, an unknown key (the allowed ones are listed), a key
             given twice, or a time limit that does not parse.
     """
-    from labgang.launcher.cli.params import TIME_LIMIT
+    from labgang.launcher.cli.params import JOB_TIME_LIMIT
 
     body: dict[str, Any] = {}
     allowed = "Priority, TimeLimit, Name (JobName), Dependency"
@@ -56,7 +57,7 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
             raise click.UsageError(f"{key} is given twice")
         if field == "time_limit_s":
             try:
-                body[field] = TIME_LIMIT.convert(value, None, None)
+                body[field] = JOB_TIME_LIMIT.convert(value, None, None)  # None (0, UNLIMITED): lift it
             except click.BadParameter as exc:
                 raise click.UsageError(f"{key}: {exc.message}") from None
         elif field == "priority":
@@ -181,7 +182,8 @@ def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tupl
 @state_dir_option
 def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tuple[str, ...]) -> None:
     """Change a job, as scontrol update: Priority=N (or a priority class; you may only lower it,
-    admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any),
+    admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any,
+    0 or UNLIMITED lifts it),
     Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it).
 
     Keys are any case (time, time_limit, jobname also work). Each change is in `labgang show`'s

@@ -22,3 +22,8 @@ def test_priority_stays_a_number_or_a_class_and_keys_are_checked():
         parse_assignments(["Nodes=2"])
     with pytest.raises(click.UsageError, match="TimeLimit"):
         parse_assignments(["TimeLimit=soon"])
+
+
+@pytest.mark.parametrize("text", ["UNLIMITED", "unlimited", "0", "INFINITE"])
+def test_time_limit_zero_or_unlimited_lifts_it(text):
+    assert parse_assignments([f"TimeLimit={text}"]) == {"time_limit_s": None}  # JSON null: no limit

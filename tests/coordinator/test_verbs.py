@@ -231,6 +231,20 @@ async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator
     assert coord.jobs[unlimited].spec.time_limit_s == 300
 
 
+async def test_update_lifts_a_time_limit_for_admins_only(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, time_limit_s=3600)
+    with pytest.raises(Forbidden, match=r"job \S+'s time limit \(3600 s\) can only be lifted by an admin"):
+        await update(coord, ALICE, job_id, {"time_limit_s": None})
+    assert coord.jobs[job_id].spec.time_limit_s == 3600 and events(coord, job_id).count("updated") == 0
+    await update(coord, ROOT, job_id, {"time_limit_s": None})  # TimeLimit=UNLIMITED (or 0)
+    assert coord.jobs[job_id].spec.time_limit_s is None
+    updated = [h.message for h in coord.jobs[job_id].history if h.event == "updated"]
+    assert updated == ["by root: time limit 3600 s -> none"]
+    unlimited = await submit_as(coord, ALICE)
+    await update(coord, ALICE, unlimited, {"time_limit_s": None})  # already none: nothing to lift
+    assert coord.jobs[unlimited].spec.time_limit_s is None
+
+
 async def test_update_name_and_dependency(coord: Coordinator) -> None:
     first = await submit_as(coord, ALICE)
     job_id = await submit_as(coord, ALICE, name="a")
