@@ -133,9 +133,21 @@ def _summary(verb: str, job: dict[str, Any]) -> str:
         return "held"
     if verb == "release":
         return "released"
-    if verb == "requeue":
-        return f"requeue requested ({job['state']}{', held' if job.get('hold') else ''})"
-    return f"updated (priority {job['priority']}, name {job['name']})"
+    return f"requeue requested ({job['state']}{', held' if job.get('hold') else ''})"
+
+
+def _update_summary(body: dict[str, Any], job: dict[str, Any]) -> str:
+    """``update``'s confirmation: every field the update gave, with the job's value now
+    (``updated (time limit 1:00:00, name b)``)."""
+    from labgang.launcher.cli.squeue_format import slurm_duration
+
+    shown = {
+        "priority": lambda: f"priority {job.get('priority')}",
+        "time_limit_s": lambda: f"time limit {slurm_duration(job.get('time_limit_s'))}",
+        "name": lambda: f"name {job.get('name')}",
+        "dependency": lambda: f"dependency {job.get('dependency') or 'none'}",
+    }
+    return f"updated ({', '.join(shown[field]() for field in body if field in shown)})"
 
 
 @click.command()
@@ -196,9 +208,11 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
     except ApiError as err:
         failure = describe_api_error(err)
         text = failure.message  # the job named once: "job 30 belongs to alice...", not "job 30: job 30 ..."
+        if text.startswith("--time: "):  # update's key, not submit's flag
+            text = "TimeLimit: " + text[len("--time: ") :]
         if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
             text = f"job {job_id}: {text}"
         raise CommandFailed(text, failure.exit_code) from err
     except CoordinatorUnavailable as err:
         raise CommandFailed(str(err), 1) from err
-    click.echo(to_json(job) if as_json else f"job {job['id']}: {_summary('update', job)}")
+    click.echo(to_json(job) if as_json else f"job {job['id']}: {_update_summary(body, job)}")

@@ -140,8 +140,8 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
         limit = spec.time_limit_s
         if not admin and limit is not None and update.time_limit_s > limit:  # a first limit only shortens
             return Refusal(
-                f"time limit {update.time_limit_s:g} s would extend job {job.id}'s ({limit:g} s): only an admin may "
-                f"extend a time limit (you may shorten it)",
+                f"time limit {update.time_limit_s:g} s would raise job {job.id}'s current limit of {limit:g} s: "
+                f"only an admin may extend a time limit (you may shorten it: at most {limit:g} s)",
                 field="time_limit_s",
                 kind="forbidden",
             )

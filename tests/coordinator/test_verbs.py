@@ -217,8 +217,9 @@ async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Pat
 
 async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE, time_limit_s=3600)
-    with pytest.raises(Forbidden, match="only an admin may extend"):
+    with pytest.raises(Forbidden, match="only an admin may extend") as refused:
         await update(coord, ALICE, job_id, {"time_limit_s": 7200})
+    assert f"would raise job {job_id}'s current limit of 3600 s" in refused.value.message
     await update(coord, ALICE, job_id, {"time_limit_s": 60})
     start(coord, job_id)
     advance(coord, 61)
