@@ -147,7 +147,8 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
             )
     if update.no_time_limit and not admin and spec.time_limit_s is not None:
         return Refusal(
-            f"job {job.id}'s time limit ({spec.time_limit_s:g} s) can only be lifted by an admin (you may shorten it)",
+            f"time limit UNLIMITED would lift job {job.id}'s current limit of {spec.time_limit_s:g} s: only an "
+            f"admin may lift a time limit (you may shorten it: at most {spec.time_limit_s:g} s)",
             field="time_limit_s",
             kind="forbidden",
         )
