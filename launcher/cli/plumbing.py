@@ -82,12 +82,13 @@ _GROUP_FIELD_RE = re.compile(r"^groups\.(\d+)\.(\w+)")
 """A field of one group of a job of groups (``groups.1.min_workers``): its index and key."""
 
 
-def flag_message(message: str, field: str | None) -> str:
+def flag_message(message: str, field: str | None, *, example: bool = True) -> str:
     """Rewrite a coordinator message about body ``field`` in the CLI's terms.
 
     ``"time_limit_s: must be > 0 seconds"`` becomes ``"--time: must be > 0 seconds (e.g. 30s,
     5m, 2h)"``: the leading field name becomes its flag, every other API field name with an
-    underscore becomes its flag, and duration fields get an example of the syntax.
+    underscore becomes its flag, and duration fields get an example of the syntax (unless
+    ``example`` is False: a well-formed value refused, whose example would suggest it again).
     """
     group = _GROUP_FIELD_RE.match(field or "")
     if group and message.startswith(f"{field}: "):  # a job of groups: name the group and its flag
@@ -100,7 +101,7 @@ def flag_message(message: str, field: str | None) -> str:
         flag = FIELD_FLAGS[field]
         if not message.startswith(flag):
             message = f"{flag}: {message}"
-    if field in DURATION_FIELDS and DURATION_EXAMPLE not in message:
+    if example and field in DURATION_FIELDS and DURATION_EXAMPLE not in message:
         message = f"{message} {DURATION_EXAMPLE}"
     return message
 
@@ -111,7 +112,7 @@ def describe_api_error(err: ApiError) -> CommandFailed:
     A 400 (a field is invalid) is a usage error, exit 2; 403/404/409 are refusals, exit 1.
     Fields that are not flags (``uid``, ``id``) are not prefixed: the message says what it is about.
     """
-    message = flag_message(err.message, err.field)
+    message = flag_message(err.message, err.field, example=err.status == 400)  # a syntax example for a bad value only
     if err.allowed not in (None, "", [], {}):
         items = list(err.allowed) if isinstance(err.allowed, (list, tuple)) else [err.allowed]
         allowed = ", ".join(map(str, items))

@@ -34,14 +34,15 @@ UPDATE_KEYS: dict[str, str] = {
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     """``["priority=5", "TimeLimit=1h"]`` → ``{"priority": "5", "time_limit_s": 3600.0}``: the
-    ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms; a priority stays
-    text, an integer or a priority class name, for the coordinator to resolve).
+    ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms, ``0`` and
+    ``UNLIMITED`` a null that lifts it; a priority stays text, an integer or a priority class
+    name, for the coordinator to resolve).
 
     Raises:
         click.UsageError: a pair without ``=``, an unknown key (the allowed ones are listed), a key
             given twice, or a time limit that does not parse.
     """
-    from labgang.launcher.cli.params import TIME_LIMIT
+    from labgang.launcher.cli.params import JOB_TIME_LIMIT
 
     body: dict[str, Any] = {}
     allowed = "Priority, TimeLimit, Name (JobName), Dependency"
@@ -56,7 +57,7 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
             raise click.UsageError(f"{key} is given twice")
         if field == "time_limit_s":
             try:
-                body[field] = TIME_LIMIT.convert(value, None, None)
+                body[field] = JOB_TIME_LIMIT.convert(value, None, None)  # None (0, UNLIMITED): lift it
             except click.BadParameter as exc:
                 raise click.UsageError(f"{key}: {exc.message}") from None
         elif field == "priority":
@@ -132,9 +133,21 @@ def _summary(verb: str, job: dict[str, Any]) -> str:
         return "held"
     if verb == "release":
         return "released"
-    if verb == "requeue":
-        return f"requeue requested ({job['state']}{', held' if job.get('hold') else ''})"
-    return f"updated (priority {job['priority']}, name {job['name']})"
+    return f"requeue requested ({job['state']}{', held' if job.get('hold') else ''})"
+
+
+def _update_summary(body: dict[str, Any], job: dict[str, Any]) -> str:
+    """``update``'s confirmation: every field the update gave, with the job's value now
+    (``updated (time limit 1:00:00, name b)``)."""
+    from labgang.launcher.cli.squeue_format import slurm_duration
+
+    shown = {
+        "priority": lambda: f"priority {job.get('priority')}",
+        "time_limit_s": lambda: f"time limit {slurm_duration(job.get('time_limit_s'))}",
+        "name": lambda: f"name {job.get('name')}",
+        "dependency": lambda: f"dependency {job.get('dependency') or 'none'}",
+    }
+    return f"updated ({', '.join(shown[field]() for field in body if field in shown)})"
 
 
 @click.command()
@@ -181,7 +194,8 @@ def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tupl
 @state_dir_option
 def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tuple[str, ...]) -> None:
     """Change a job, as scontrol update: Priority=N (or a priority class; you may only lower it,
-    admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any),
+    admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any,
+    0 or UNLIMITED lifts it),
     Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it).
 
     Keys are any case (time, time_limit, jobname also work). Each change is in `labgang show`'s
@@ -194,9 +208,11 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
     except ApiError as err:
         failure = describe_api_error(err)
         text = failure.message  # the job named once: "job 30 belongs to alice...", not "job 30: job 30 ..."
+        if text.startswith("--time: "):  # update's key, not submit's flag
+            text = "TimeLimit: " + text[len("--time: ") :]
         if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
             text = f"job {job_id}: {text}"
         raise CommandFailed(text, failure.exit_code) from err
     except CoordinatorUnavailable as err:
         raise CommandFailed(str(err), 1) from err
-    click.echo(to_json(job) if as_json else f"job {job['id']}: {_summary('update', job)}")
+    click.echo(to_json(job) if as_json else f"job {job['id']}: {_update_summary(body, job)}")

@@ -152,7 +152,9 @@ async def update(
         make. Conflict: a finished job, or a dependency change once the job left pending.
     """
     req = _validated(UpdateBody, body)
-    if all(getattr(req, name) is None for name in UpdateBody.model_fields):
+    # an explicit null time limit lifts it (`update TimeLimit=UNLIMITED` or `0`, as Slurm)
+    no_time_limit = "time_limit_s" in req.model_fields_set and req.time_limit_s is None
+    if not no_time_limit and all(getattr(req, name) is None for name in UpdateBody.model_fields):
         raise BadRequest("nothing to update: give at least one field", allowed=sorted(UpdateBody.model_fields))
     priority = None
     if req.priority is not None:
@@ -167,7 +169,13 @@ async def update(
             )
     if req.name is not None and control_characters(req.name):
         raise BadRequest(f"name: {req.name!r} contains control characters; allowed: printable characters", field="name")
-    change = JobUpdate(priority=priority, time_limit_s=req.time_limit_s, name=req.name, dependency=req.dependency)
+    change = JobUpdate(
+        priority=priority,
+        time_limit_s=req.time_limit_s,
+        name=req.name,
+        dependency=req.dependency,
+        no_time_limit=no_time_limit,
+    )
     job = coord.get_job(job_id)
     caller.check_may_act(job, "update it")
     if req.priority is not None:  # the queue's priority classes hold for an update as for a submission

@@ -318,7 +318,11 @@ class GangRules:
             return
         if not st.state.holds_devices:
             return
-        decided_by_exits = completing(job)
+        # Every rank exited on its own: the exits decide, unless --failure-policy restart starts
+        # the job again or says its restarts are used up (the failed rank may be the last one
+        # left: a 1-rank job, every rank failing at once).
+        restarting = job.spec.group_policy.failure == "restart" and intent in (EndIntent.RESTART, EndIntent.FAIL)
+        decided_by_exits = completing(job) and not restarting
         if st.state == JobState.ADMITTED:
             if st.ran:
                 self._started_before_running(job)  # its "running" line first

@@ -45,12 +45,15 @@ class JobUpdate:
     Attributes:
         priority: the new priority (integer). time_limit_s: the new time limit, seconds (> 0).
         name: the new job name. dependency: the new ``--dependency`` text, ``""`` to remove it.
+        no_time_limit: remove the time limit (``TimeLimit=UNLIMITED`` or ``0``, as Slurm; only an
+        admin may lift a limit).
     """
 
     priority: int | None = None
     time_limit_s: float | None = None
     name: str | None = None
     dependency: str | None = None
+    no_time_limit: bool = False
 
     def changes(self, spec: JobSpec) -> dict[str, object]:
         """The fields whose value differs from ``spec``'s, by ``JobSpec`` field name."""
@@ -59,6 +62,8 @@ class JobUpdate:
             out["priority"] = self.priority
         if self.time_limit_s is not None and self.time_limit_s != spec.time_limit_s:
             out["time_limit_s"] = self.time_limit_s
+        elif self.no_time_limit and spec.time_limit_s is not None:
+            out["time_limit_s"] = None
         if self.name is not None and self.name != spec.name:
             out["name"] = self.name
         if self.dependency is not None and (self.dependency or None) != spec.dependency:
@@ -117,7 +122,7 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
     Refused: any change to a finished job; a higher priority or a longer time limit from a
     non-admin (a first limit on an unlimited job shortens it: anyone may set one); a dependency
     change once the job left pending; a dependency that does not parse or names the job itself; an
-    empty name; a time limit not above 0.
+    empty name; a time limit not above 0; a limit lifted (``no_time_limit``) by a non-admin.
     """
     spec, st = job.spec, job.status
     if st.state.finished:
@@ -135,11 +140,18 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
         limit = spec.time_limit_s
         if not admin and limit is not None and update.time_limit_s > limit:  # a first limit only shortens
             return Refusal(
-                f"time limit {update.time_limit_s:g} s would extend job {job.id}'s ({limit:g} s): only an admin may "
-                f"extend a time limit (you may shorten it)",
+                f"time limit {update.time_limit_s:g} s would raise job {job.id}'s current limit of {limit:g} s: "
+                f"only an admin may extend a time limit (you may shorten it: at most {limit:g} s)",
                 field="time_limit_s",
                 kind="forbidden",
             )
+    if update.no_time_limit and not admin and spec.time_limit_s is not None:
+        return Refusal(
+            f"time limit UNLIMITED would lift job {job.id}'s current limit of {spec.time_limit_s:g} s: only an "
+            f"admin may lift a time limit (you may shorten it: at most {spec.time_limit_s:g} s)",
+            field="time_limit_s",
+            kind="forbidden",
+        )
     if update.name is not None and not update.name.strip():
         return Refusal("name: must not be empty", field="name", kind="invalid")
     if update.dependency is not None and update.dependency != (spec.dependency or ""):

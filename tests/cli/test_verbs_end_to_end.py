@@ -87,6 +87,24 @@ def test_update_changes_a_pending_job_and_says_so_in_its_history(up, tmp_path):
     up.cli("cancel", job_id)
 
 
+def test_update_time_limit_unlimited_or_zero_lifts_it(up):
+    for lifted in ("UNLIMITED", "0"):
+        job_id = up.submit("-H", "--time", "2h", "--", "true")
+        out = up.cli("update", job_id, f"TimeLimit={lifted}")
+        assert out.returncode == 0, out.stderr
+        assert up.job(job_id)["time_limit_s"] is None
+        up.cli("cancel", job_id)
+
+
+def test_update_confirms_every_field_it_changed(up):
+    job_id = up.submit("-H", "--name", "before", "--time", "2h", "--", "true")
+    out = up.cli("update", job_id, "TimeLimit=1:00:00")
+    assert (out.returncode, out.stdout) == (0, f"job {job_id}: updated (time limit 1:00:00)\n"), out.stderr
+    out = up.cli("update", job_id, "Name=after", "TimeLimit=UNLIMITED", "Priority=3")
+    assert out.stdout == f"job {job_id}: updated (name after, time limit UNLIMITED, priority 3)\n", out.stderr
+    up.cli("cancel", job_id)
+
+
 def test_an_array_id_names_the_tasks_the_verb_takes(up):
     array = up.submit("--array", "0-2", "-H", "--", "true")
     tasks = [f"{array}_{i}" for i in range(3)]

@@ -73,3 +73,23 @@ def test_without_restarts_left_the_failure_fails_the_job(cluster: Cluster) -> No
         "rank 1 on n2 exited with status 3 (--failure-policy restart: 0 of 0 restarts used)"
     )
     assert not (cluster.base / "started-1-0").exists()  # no second attempt
+
+
+# A 1-rank job whose only rank fails in its first attempt: nothing is left to stop when it fails.
+ONCE = rank_script(
+    "import os, sys\n"
+    "base, restart = os.environ['TEST_BASE'], os.environ['LABGANG_RESTART_COUNT']\n"
+    "open(os.path.join(base, f'once-{restart}'), 'w').close()\n"
+    "sys.exit(3 if restart == '0' else 0)\n"
+)
+
+
+def test_a_one_rank_job_is_restarted_too(cluster: Cluster) -> None:
+    job = cluster.submit(ONCE, workers=1, gpus_per_worker=1, failure_policy="restart", max_restarts=1)
+    done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=40)
+    assert (done["state"], done["restart_count"]) == ("succeeded", 1), done
+    assert (cluster.base / "once-1").exists()
+    requeued = [h["message"] for h in done["history"] if h["event"] == "requeued"]
+    assert len(requeued) == 1 and re.fullmatch(
+        r"rank 0 on n[12] exited with status 3; restart 1 of 1 \(--failure-policy restart\); restart 1", requeued[0]
+    ), requeued

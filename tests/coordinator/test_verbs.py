@@ -217,8 +217,9 @@ async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Pat
 
 async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator) -> None:
     job_id = await submit_as(coord, ALICE, time_limit_s=3600)
-    with pytest.raises(Forbidden, match="only an admin may extend"):
+    with pytest.raises(Forbidden, match="only an admin may extend") as refused:
         await update(coord, ALICE, job_id, {"time_limit_s": 7200})
+    assert f"would raise job {job_id}'s current limit of 3600 s" in refused.value.message
     await update(coord, ALICE, job_id, {"time_limit_s": 60})
     start(coord, job_id)
     advance(coord, 61)
@@ -229,6 +230,22 @@ async def test_update_time_limit_down_for_users_up_for_admins(coord: Coordinator
     unlimited = await submit_as(coord, ALICE)
     await update(coord, ALICE, unlimited, {"time_limit_s": 300})  # a first limit shortens an unlimited job
     assert coord.jobs[unlimited].spec.time_limit_s == 300
+
+
+async def test_update_lifts_a_time_limit_for_admins_only(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, time_limit_s=3600)
+    with pytest.raises(
+        Forbidden, match=r"would lift job \S+'s current limit of 3600 s: only an admin may lift a time limit"
+    ):
+        await update(coord, ALICE, job_id, {"time_limit_s": None})
+    assert coord.jobs[job_id].spec.time_limit_s == 3600 and events(coord, job_id).count("updated") == 0
+    await update(coord, ROOT, job_id, {"time_limit_s": None})  # TimeLimit=UNLIMITED (or 0)
+    assert coord.jobs[job_id].spec.time_limit_s is None
+    updated = [h.message for h in coord.jobs[job_id].history if h.event == "updated"]
+    assert updated == ["by root: time limit 3600 s -> none"]
+    unlimited = await submit_as(coord, ALICE)
+    await update(coord, ALICE, unlimited, {"time_limit_s": None})  # already none: nothing to lift
+    assert coord.jobs[unlimited].spec.time_limit_s is None
 
 
 async def test_update_name_and_dependency(coord: Coordinator) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
@@ -205,4 +207,29 @@ def test_an_admin_hold_says_an_admin_must_release_it() -> None:
     assert view.hold_admin and held_reason("1", "root", view.hold_admin).message == admin_held.reason_message
     assert held_reason("12_3", "root", True).message == (
         "held by the admin root; only an admin may release array 12 (`labgang release 12`)"
+    )
+
+
+def test_failure_policy_restart_restarts_a_job_whose_every_rank_already_exited() -> None:
+    """A 1-rank job's only rank fails (or every rank fails at once): nothing is left to stop, but
+    --failure-policy restart still starts the job again, up to --max-restarts, then fails it."""
+    one = job("1")
+    one.spec = replace(one.spec, workers=1, failure_policy="restart", max_restarts=1)
+    model = Lifecycle(POLICY, [one])
+    placement = (RankPlacement(0, "n1", ("GPU-a",)),)
+    for attempt, now in ((0, 1.0), (1, 10.0)):
+        model.apply(ev.CycleDecided(now, CycleResult(admitted=(Admit("1", placement),), preempted=(), pending=())))
+        model.apply(ev.RankObserved(now + 0.5, "n1", one.run_id, 0, RankPhase.RUNNING, pid=100))
+        model.apply(ev.RankObserved(now + 1.5, "n1", one.run_id, 0, RankPhase.EXITED, exit_status=3))
+        model.apply(ev.RankObserved(now + 1.6, "n1", one.run_id, 0, RankPhase.GONE, exit_status=3))
+        if attempt == 0:
+            assert (one.status.state, one.status.failure_restarts, one.status.restart_count) == (JobState.PENDING, 1, 1)
+            assert (
+                one.status.reason_message
+                == "rank 0 on n1 exited with status 3; restart 1 of 1 (--failure-policy restart)"
+            )
+    assert (one.status.state, one.status.exit_status, one.status.failure_restarts) == (JobState.FAILED, 3, 1)
+    assert (
+        one.status.reason_message
+        == "rank 0 on n1 exited with status 3 (--failure-policy restart: 1 of 1 restarts used)"
     )
