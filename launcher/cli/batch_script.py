@@ -251,17 +251,18 @@ def _gres_per_rank(
     gres: tuple[str, str, int], count: str, per_node: str | None, tasks: str | None, nodes: str | None
 ) -> str:
     """Slurm's ``--gres=gpu:N`` is N GPUs per node, shared by the node's tasks: the GPUs per rank
-    (``-g``) are N over the tasks per node (``--ntasks-per-node``, or ``-n`` over ``-N``; one when
-    neither is given). A count that the tasks cannot share evenly refuses the script."""
+    (``-g``) are N over the tasks per node (``--ntasks-per-node``, or ``-n`` over ``-N``). Where the
+    tasks per node are not given (``-n`` without ``-N``: labgang may put each rank on its own node),
+    N stays per rank. A count that the tasks cannot share evenly refuses the script."""
     where, shown = gres[0], gres[1]
     total = int(count)
     if per_node is not None and per_node.isdigit() and int(per_node) > 0:
         ranks, what = int(per_node), f"--ntasks-per-node {per_node}"
         share = total % ranks == 0
         result = total // ranks if share else 0
-    elif tasks is not None and tasks.isdigit() and int(tasks) > 0 and (nodes or "1").isdigit():
-        ranks, what = int(tasks), f"--ntasks {tasks}" + (f" on --nodes {nodes}" if nodes else "")
-        on_nodes = max(int(nodes or 1), 1)
+    elif tasks is not None and tasks.isdigit() and int(tasks) > 0 and nodes is not None and nodes.isdigit():
+        ranks, what = int(tasks), f"--ntasks {tasks} on --nodes {nodes}"
+        on_nodes = max(int(nodes), 1)
         share = (total * on_nodes) % ranks == 0 and ranks % on_nodes == 0
         result = total * on_nodes // ranks if share else 0
     else:

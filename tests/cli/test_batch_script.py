@@ -212,7 +212,8 @@ def test_sbatch_gpu_mem_and_gpus_for_one_task_are_mapped(tmp_path):
         (["--nodes=1", "--ntasks-per-node=4", "--gres=gpu:4"], 4, 1),  # the torchrun-on-Slurm header
         (["--gres=gpu:4", "--nodes=2", "--ntasks-per-node=2"], 4, 2),
         (["-N 2", "-n 4", "--gres=gpu:4"], 4, 2),
-        (["-n 2", "--gres=gpu:4"], 2, 2),
+        (["-N 1", "-n 2", "--gres=gpu:4"], 2, 2),
+        (["-n 2", "--gres=gpu:4"], 2, 4),  # tasks per node not given: a rank may have a node to itself
         (["--gres=gpu:4"], 1, 4),
         (["--ntasks-per-node=4", "--gres=gpu:4", "--gpus-per-task=3"], 4, 3),  # per rank, the later line
         (["--ntasks-per-node=4", "--gpus-per-task=3", "--gres=gpu:8"], 4, 2),
