@@ -34,6 +34,15 @@ def test_with_nothing_running_it_says_so_in_one_line_and_exits_1(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []  # it changed nothing
 
 
+def test_with_json_a_refusal_is_the_error_shape_on_stdout_and_the_line_on_stderr(tmp_path: Path) -> None:
+    result = down(tmp_path, "--json")
+    assert result.returncode == 1
+    message = f"no labgang up is running for {tmp_path} (nothing to stop)"
+    assert json.loads(result.stdout) == {"error": {"message": message, "field": None, "allowed": None}}
+    assert result.stderr == f"labgang down: {message}\n"
+    assert list(tmp_path.iterdir()) == []  # it changed nothing
+
+
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     """A state directory under /tmp (a Unix socket's path is limited to 107 bytes)."""
