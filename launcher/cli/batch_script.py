@@ -332,15 +332,27 @@ def origin_of(
 ) -> str | None:
     """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
     ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).
+    A refusal of ``workers`` over the job's GPUs (``message`` names gpu) where an ``#SBATCH --gres``
+    line gave the GPUs per rank names that line: it set the GPUs of each node.
     ``origins`` is :func:`field_origins`' answer, ``table`` the flag table it was made with."""
     if field is not None:
         name = field.split(".", 1)[0]
-        return origins.get(API_FIELD_DEST.get(name, name))
+        dest = API_FIELD_DEST.get(name, name)
+        gres = origins.get("gpus_per_worker")
+        if dest == "workers" and " gpu" in message and gres is not None and _is_gres_line(gres):
+            return gres  # the job's GPUs: --gres=gpu:N per node fixes them whatever the tasks per node
+        return origins.get(dest)
     for flag in message.split(": ", 1)[0].split("/"):
         entry = table.get(flag)
         if entry is not None and entry[0] in origins:
             return origins[entry[0]]
     return None
+
+
+def _is_gres_line(where: str) -> bool:
+    """True when ``where`` (a :func:`directive_origins` value) is an ``#SBATCH`` line with ``--gres``."""
+    _, sbatch, rest = where.partition(": #SBATCH ")
+    return bool(sbatch) and any(word.startswith("--gres") for word in rest.split())
 
 
 def labgang_flags(lines: list[tuple[int, str, str]], path: str) -> list[str]:
