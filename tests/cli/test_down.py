@@ -60,6 +60,7 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
         up.wait_state(running, {"running"})
         up.wait_state(once, {"running"})
         waiting = up.submit("-n", "1", "-g", "8", "--", "true")  # needs every GPU: pending behind them
+        listed = {job["id"] for job in json.loads(up.cli("queue", "--json").stdout)["jobs"]}
         result = down(tmp_path, "--json")
         assert result.returncode == 0, result.stderr
         assert up.proc is not None and up.proc.poll() is not None  # it waited for the exit
@@ -69,6 +70,7 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
         assert report["state_dir"] == str(tmp_path) and len(report["nodes"]) == 1
         assert report["jobs"] == {"pending": [running, waiting]}  # both run again at the next up
         assert report["ended"] == {"cancelled": [once]}  # as Ctrl-C does: --no-requeue's job ends
+        assert listed == {running, once, waiting}  # down's job ids are queue --json's, of the same type
         again = down(tmp_path)
         assert again.returncode == 1 and "no labgang up is running" in again.stderr
         # the next labgang up runs them again
