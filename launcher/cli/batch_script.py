@@ -42,7 +42,8 @@ _FLAG_ONLY = frozenset({"--exclusive", "--requeue", "--no-requeue", "-H", "--hol
 
 def _gres(value: str) -> list[str]:
     """``--gres=gpu:2`` or ``gpu:a100:2`` -> ``-g 2`` (``--gpu-model a100``); ``shard:N`` -> ``--shards N``,
-    ``mps:PCT`` -> ``--mps PCT`` (Slurm's sharing GRES; docs/sharing.md)."""
+    ``mps:PCT`` -> ``--mps PCT`` (Slurm's sharing GRES; docs/sharing.md). The GPU count is per node here;
+    :func:`sbatch_flags` divides it among the node's tasks (:func:`_gres_per_rank`)."""
     out: list[str] = []
     for item in value.split(","):
         kind, _, rest = item.partition(":")
@@ -185,6 +186,7 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     tasks_given = False
     tasks: str | None = None
     gpus: tuple[str, str] | None = None
+    gres: tuple[str, str, int] | None = None  # (where, value, index of the -g count in flags): per node
     for number, prefix, rest in lines:
         if prefix != "#SBATCH":
             continue
@@ -202,9 +204,12 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 gpus = (where, value)
             elif name in SBATCH_OPTIONS and (value is not None or name in _FLAG_ONLY):
                 try:
-                    flags += SBATCH_OPTIONS[name](value or "")
+                    added = SBATCH_OPTIONS[name](value or "")
                 except ValueError as exc:
                     raise BadScript(f"{where}: #SBATCH {shown}: {exc}") from None
+                if name == "--gres" and "-g" in added:
+                    gres = (where, shown, len(flags) + added.index("-g") + 1)
+                flags += added
                 tasks_given = tasks_given or name in ("-n", "--ntasks")
                 if name in ("-n", "--ntasks"):
                     tasks = value
@@ -237,7 +242,37 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 f"{path}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, with -N N"
             )
         flags += ["--workers", str(int(per_node) * int(nodes or 1))]
+    if gres is not None:
+        flags[gres[2]] = _gres_per_rank(gres, flags[gres[2]], None if tasks_given else per_node, tasks, nodes)
     return flags, warnings
+
+
+def _gres_per_rank(
+    gres: tuple[str, str, int], count: str, per_node: str | None, tasks: str | None, nodes: str | None
+) -> str:
+    """Slurm's ``--gres=gpu:N`` is N GPUs per node, shared by the node's tasks: the GPUs per rank
+    (``-g``) are N over the tasks per node (``--ntasks-per-node``, or ``-n`` over ``-N``). Where the
+    tasks per node are not given (``-n`` without ``-N``: labgang may put each rank on its own node),
+    N stays per rank. A count that the tasks cannot share evenly refuses the script."""
+    where, shown = gres[0], gres[1]
+    total = int(count)
+    if per_node is not None and per_node.isdigit() and int(per_node) > 0:
+        ranks, what = int(per_node), f"--ntasks-per-node {per_node}"
+        share = total % ranks == 0
+        result = total // ranks if share else 0
+    elif tasks is not None and tasks.isdigit() and int(tasks) > 0 and nodes is not None and nodes.isdigit():
+        ranks, what = int(tasks), f"--ntasks {tasks} on --nodes {nodes}"
+        on_nodes = max(int(nodes), 1)
+        share = (total * on_nodes) % ranks == 0 and ranks % on_nodes == 0
+        result = total * on_nodes // ranks if share else 0
+    else:
+        return count
+    if not share or result < 1:
+        raise BadScript(
+            f"{where}: #SBATCH {shown}: {total} GPUs per node do not divide evenly among the tasks of a node "
+            f"({what}); allowed: a multiple of the tasks per node, or --gpus-per-task N"
+        )
+    return str(result)
 
 
 def directive_origins(path: str) -> dict[str, str]:
@@ -297,15 +332,27 @@ def origin_of(
 ) -> str | None:
     """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
     ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).
+    A refusal of ``workers`` over the job's GPUs (``message`` names gpu) where an ``#SBATCH --gres``
+    line gave the GPUs per rank names that line: it set the GPUs of each node.
     ``origins`` is :func:`field_origins`' answer, ``table`` the flag table it was made with."""
     if field is not None:
         name = field.split(".", 1)[0]
-        return origins.get(API_FIELD_DEST.get(name, name))
+        dest = API_FIELD_DEST.get(name, name)
+        gres = origins.get("gpus_per_worker")
+        if dest == "workers" and " gpu" in message and gres is not None and _is_gres_line(gres):
+            return gres  # the job's GPUs: --gres=gpu:N per node fixes them whatever the tasks per node
+        return origins.get(dest)
     for flag in message.split(": ", 1)[0].split("/"):
         entry = table.get(flag)
         if entry is not None and entry[0] in origins:
             return origins[entry[0]]
     return None
+
+
+def _is_gres_line(where: str) -> bool:
+    """True when ``where`` (a :func:`directive_origins` value) is an ``#SBATCH`` line with ``--gres``."""
+    _, sbatch, rest = where.partition(": #SBATCH ")
+    return bool(sbatch) and any(word.startswith("--gres") for word in rest.split())
 
 
 def labgang_flags(lines: list[tuple[int, str, str]], path: str) -> list[str]:

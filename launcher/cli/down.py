@@ -18,7 +18,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from labgang.agent import paths
@@ -165,6 +165,21 @@ def summary_line(
     return "; ".join(parts)
 
 
+def _refuse(message: str, exit_code: int, as_json: bool, *, field: str | None = None) -> NoReturn:
+    """End ``down`` refused: the one line on stderr and, with ``--json``, the coordinator's error shape
+    ``{"error": {"message", "field", "allowed"}}`` on stdout, so a script reading the JSON gets JSON.
+
+    Raises:
+        SystemExit: always, with ``exit_code``.
+    """
+    if as_json:
+        from labgang.launcher.cli.format import to_json
+
+        click.echo(to_json({"error": {"message": message, "field": field, "allowed": None}}))
+    click.echo(f"labgang down: {message}", err=True)
+    raise SystemExit(exit_code)
+
+
 @click.command("down")
 @click.option(
     "--state-dir",
@@ -192,24 +207,19 @@ def down(state_dir: Path | None, as_json: bool) -> None:
     try:
         directory = paths.resolve_state_dir(state_dir)
     except ValueError as exc:  # root's default: a broken /etc/labgang/system.toml, named in one line
-        click.echo(f"labgang down: {exc}", err=True)
-        raise SystemExit(2) from None
+        _refuse(str(exc), 2, as_json, field="state_dir")
     try:
         pid = up_pid(directory)
     except DownRefused as exc:
-        click.echo(f"labgang down: {exc}", err=True)
-        raise SystemExit(1) from None
+        _refuse(str(exc), 1, as_json)
     nodes = _nodes(directory)
     before = list(job_states(directory))  # the jobs not finished yet: what the stop may end
     try:
         os.kill(pid, signal.SIGINT)
     except PermissionError:
-        mine = f"labgang down: the labgang up of {directory} (pid {pid}) is another user's: not yours to stop"
-        click.echo(mine, err=True)
-        raise SystemExit(1) from None
+        _refuse(f"the labgang up of {directory} (pid {pid}) is another user's: not yours to stop", 1, as_json)
     except ProcessLookupError:
-        click.echo(f"labgang down: no labgang up is running for {directory} (pid {pid} has just exited)", err=True)
-        raise SystemExit(1) from None
+        _refuse(f"no labgang up is running for {directory} (pid {pid} has just exited)", 1, as_json)
     if not as_json:
         click.echo(f"labgang down: stopping labgang up (pid {pid}) of {directory}; waiting for it to exit")
     try:

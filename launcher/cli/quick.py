@@ -355,7 +355,7 @@ def _submit_refused(command: str, err: Exception, options: dict[str, Any], args:
         flags = _run_flags() if command == "run" else _submit_flags()
         given, positional = parse(args, flags, interspersed=False)
         origins = field_origins(positional[0], flags, given) if positional else {}
-        where = origin_of(origins, flags, field=err.field)
+        where = origin_of(origins, flags, field=err.field, message=err.message)
         if where is not None:
             from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
 

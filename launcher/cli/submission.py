@@ -453,7 +453,7 @@ def _submit(client: Client, **flags: Any) -> dict[str, Any]:
     try:
         return client.submit(build_submission(**flags))
     except ApiError as err:
-        where = _origin(field=err.field)
+        where = _origin(field=err.field, message=err.message)
         if where is not None:  # the value came from a directive: name its line
             from labgang.launcher.cli.plumbing import describe_api_error
 

@@ -241,7 +241,7 @@ def queue_views(
                 if take:
                     lent[m][res] = take
                     to_cover -= take
-    fair = _fair_shares(config, active, sharing, nodes)
+    fair = _fair_shares(config, active, sharing, nodes, now)
     standing = user_standing(config, active)
     return [
         {
@@ -363,19 +363,28 @@ def node_demand(req: JobRequest, names: Iterable[str], by_name: Mapping[str, Nod
 
 
 def _fair_shares(
-    config: ClusterConfig, active: Iterable[JobRecord], sharing: SharingState, nodes: Sequence[Node] = ()
+    config: ClusterConfig,
+    active: Iterable[JobRecord],
+    sharing: SharingState,
+    nodes: Sequence[Node] = (),
+    now: float = 0.0,
 ) -> dict[str, dict[str, Any]]:
     """Per queue: its fair share (dominant resource share / weight; None when infinite), the
     unweighted ratio, the weight, the capacity its cohort could reach per resource, and with
-    admission fair sharing its tenants' decayed usage and scores (scheduler/explain.py)."""
+    admission fair sharing its tenants' decayed usage and scores (scheduler/explain.py).
+
+    The usage is the scheduler's fair-sharing usage (``CycleState.shares``): jobs holding devices and
+    not told to leave, their shares of a card (``--shards``, ``--mps``) in whole GPUs per queue as
+    :func:`.shares.quota_usage` rounds them, never one GPU per share. ``now``: the coordinator's clock."""
     from labgang.launcher.scheduler import tenants as afs
     from labgang.launcher.scheduler.explain import queue_shares
 
     usage: dict[tuple[str, str], int] = {}
     listed = {(q.name, res) for q in config.queues for res in q.nominal if is_host_resource(res)}
     by_name = {n.name: n for n in nodes}
+    active = list(active)
     for job in active:
-        if job.status.state in (JobState.ADMITTED, JobState.RUNNING):  # not ones told to leave
+        if job.status.state in (JobState.ADMITTED, JobState.RUNNING) and not job.spec.request.shared:
             key = (job.spec.queue, job.spec.resource)
             usage[key] = usage.get(key, 0) + job.spec.workers * job.spec.per_worker
             req = job.spec.request
@@ -383,6 +392,12 @@ def _fair_shares(
                 for res, n in node_demand(req, job_nodes(job), by_name).items():
                     if (job.spec.queue, res) in listed:
                         usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
+    live = [
+        j for j in scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())[0] if j.request.shared
+    ]
+    live = [j for j in live if not j.terminating]  # not ones told to leave, as above
+    for key, n in quota_usage(config.gpu_sharing(), live).items():
+        usage[key] = usage.get(key, 0) + n
     shares = queue_shares(config.queue_specs(), config.cohort_specs(), usage)
     tenants: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in sharing.snapshot_tenants():

@@ -20,7 +20,7 @@ SCRIPT = """#!/bin/bash
 # a comment before the directives is fine
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=2   # two per node
-#SBATCH --gres=gpu:a100:2
+#SBATCH --gres=gpu:a100:4   # per node: 2 per rank
 #SBATCH -t 1:00:00
 #SBATCH -J mytrain
 #SBATCH -p vision
@@ -204,6 +204,49 @@ def test_sbatch_gpu_mem_and_gpus_for_one_task_are_mapped(tmp_path):
     body = fast_body([path])
     assert body == click_body([path])
     assert (body["workers"], body["gpus_per_worker"]) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("lines", "workers", "per_rank"),
+    [
+        (["--nodes=1", "--ntasks-per-node=4", "--gres=gpu:4"], 4, 1),  # the torchrun-on-Slurm header
+        (["--gres=gpu:4", "--nodes=2", "--ntasks-per-node=2"], 4, 2),
+        (["-N 2", "-n 4", "--gres=gpu:4"], 4, 2),
+        (["-N 1", "-n 2", "--gres=gpu:4"], 2, 2),
+        (["-n 2", "--gres=gpu:4"], 2, 4),  # tasks per node not given: a rank may have a node to itself
+        (["--gres=gpu:4"], 1, 4),
+        (["--ntasks-per-node=4", "--gres=gpu:4", "--gpus-per-task=3"], 4, 3),  # per rank, the later line
+        (["--ntasks-per-node=4", "--gpus-per-task=3", "--gres=gpu:8"], 4, 2),
+    ],
+)
+def test_sbatch_gres_gpu_is_per_node_shared_by_its_tasks(tmp_path, lines, workers, per_rank):
+    path = _write(tmp_path, "#!/bin/bash\n" + "".join(f"#SBATCH {line}\n" for line in lines) + "echo hi\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["workers"], body["gpus_per_worker"]) == (workers, per_rank)
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        (
+            ["--ntasks-per-node=4", "--gres=gpu:6"],
+            "6 GPUs per node do not divide evenly among the tasks of a node (--ntasks-per-node 4)",
+        ),
+        (["-N 2", "-n 3", "--gres=gpu:2"], "(--ntasks 3 on --nodes 2)"),
+        (["--ntasks-per-node=4", "--gres=gpu:2"], "2 GPUs per node"),
+    ],
+)
+def test_sbatch_gres_gpu_that_tasks_cannot_share_is_refused_naming_both(tmp_path, lines, fragment):
+    path = _write(tmp_path, "".join(f"#SBATCH {line}\n" for line in lines) + "echo\n")
+    _, positional = quick.parse([path], quick._submit_flags(), interspersed=False)
+    with pytest.raises(BadScript) as caught:
+        script_form([path], positional, strict=False)
+    text = str(caught.value)
+    assert fragment in text and "\n" not in text
+    assert text.startswith(f"{path}:{len(lines)}: #SBATCH --gres gpu:")
+    result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
+    assert result.exit_code == 2 and fragment in result.output, result.output
 
 
 def test_sbatch_gpus_with_several_tasks_is_ignored_with_a_warning(tmp_path):

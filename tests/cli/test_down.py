@@ -34,6 +34,15 @@ def test_with_nothing_running_it_says_so_in_one_line_and_exits_1(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []  # it changed nothing
 
 
+def test_with_json_a_refusal_is_the_error_shape_on_stdout_and_the_line_on_stderr(tmp_path: Path) -> None:
+    result = down(tmp_path, "--json")
+    assert result.returncode == 1
+    message = f"no labgang up is running for {tmp_path} (nothing to stop)"
+    assert json.loads(result.stdout) == {"error": {"message": message, "field": None, "allowed": None}}
+    assert result.stderr == f"labgang down: {message}\n"
+    assert list(tmp_path.iterdir()) == []  # it changed nothing
+
+
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     """A state directory under /tmp (a Unix socket's path is limited to 107 bytes)."""
@@ -51,6 +60,7 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
         up.wait_state(running, {"running"})
         up.wait_state(once, {"running"})
         waiting = up.submit("-n", "1", "-g", "8", "--", "true")  # needs every GPU: pending behind them
+        listed = {job["id"] for job in json.loads(up.cli("queue", "--json").stdout)["jobs"]}
         result = down(tmp_path, "--json")
         assert result.returncode == 0, result.stderr
         assert up.proc is not None and up.proc.poll() is not None  # it waited for the exit
@@ -60,6 +70,7 @@ def test_it_stops_labgang_up_and_its_running_job_waits_for_the_next_up(short_dir
         assert report["state_dir"] == str(tmp_path) and len(report["nodes"]) == 1
         assert report["jobs"] == {"pending": [running, waiting]}  # both run again at the next up
         assert report["ended"] == {"cancelled": [once]}  # as Ctrl-C does: --no-requeue's job ends
+        assert listed == {running, once, waiting}  # down's job ids are queue --json's, of the same type
         again = down(tmp_path)
         assert again.returncode == 1 and "no labgang up is running" in again.stderr
         # the next labgang up runs them again

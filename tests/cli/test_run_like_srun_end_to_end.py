@@ -236,6 +236,21 @@ def test_a_refused_sbatch_partition_names_the_script_line(up: Up, tmp_path: Path
 
 
 @pytest.mark.parametrize("path", ["fast", "click"])
+def test_a_refused_gpu_count_names_the_sbatch_gres_line_not_the_tasks_line(up: Up, tmp_path: Path, path: str) -> None:
+    """``--gres=gpu:N`` is per node: 4 tasks of a node with gpu:16 are 16 GPUs, over the 8 of the
+    machine; the refusal names the --gres line that asked for them."""
+    script = tmp_path / "t4.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:16\nhostname\n")
+    before = job_count(up)
+    out = labgang(up, "submit", "t4.sh", cwd=tmp_path, path=path)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("labgang submit: t4.sh:4: #SBATCH --gres=gpu:16: "), lines
+    assert "job needs 16 gpu" in lines[0]
+    assert job_count(up) == before
+
+
+@pytest.mark.parametrize("path", ["fast", "click"])
 def test_run_keeps_the_ranks_stderr_on_its_stderr_and_stdout_on_its_stdout(up: Up, path: str) -> None:
     """As srun: a rank's stderr comes out on run's stderr, its stdout on run's stdout (``2>/dev/null``
     silences the one, ``| grep`` sees only the other); ``labgang logs`` still has both, in one log."""
