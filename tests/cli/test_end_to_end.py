@@ -452,7 +452,8 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
             once = instance.cli("submit", "--no-requeue", "--grace", "2s", "--", "sleep", "60").stdout.strip()
             pids = _rank_pids(instance, job_id)
             _rank_pids(instance, once)
-            attached = instance.popen("run", "--grace", "2s", "--", "sleep", "60")
+            # run --requeue: requeued as a submitted job is (without it a run job ends with its run)
+            attached = instance.popen("run", "--requeue", "--grace", "2s", "--", "sleep", "60")
             third = str(int(once) + 1)
             # `run` submits in its own process: wait until its job exists before asking about it.
             deadline = time.monotonic() + 30
