@@ -467,7 +467,7 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
         assert (
             f"labgang up: stopped: stopped 2 jobs ({job_id}, {third}); they will run again at the next "
             "`labgang up`; "
-            f"stopped and cancelled {once} (submitted with --no-requeue)"
+            f"stopped and cancelled {once} (submitted with --no-requeue or by `labgang run`)"
         ) in instance.output()
         assert not any(_alive(pid) for pid in pids)
         assert not (Path(d) / "labgang.sock").exists()

@@ -55,6 +55,9 @@ def test_a_run_job_is_not_rerun_after_labgang_stops_unless_run_asked_requeue(sho
         for job_id in (attached, kept, clicked, submitted):
             up.wait_state(job_id, {"running"})
         assert up.stop() == 0, up.output()
+        assert (
+            f"stopped and cancelled {', '.join(sorted((attached, clicked), key=int))} (submitted with " in up.output()
+        )
         for proc in runs:
             proc.wait(60)
         up.start()
