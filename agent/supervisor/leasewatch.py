@@ -96,10 +96,21 @@ class LeaseWatch:
         grace: the job's grace period (seconds between SIGTERM and SIGKILL).
         pgid: the rank's process group.
         clock: ``time.monotonic`` (``CLOCK_MONOTONIC``); injectable for tests.
+        hangup: the rank runs on a pseudo-terminal (``labgang run --pty``): SIGHUP goes just
+            before SIGTERM, as in the agent's own stop (an interactive shell ignores SIGTERM).
     """
 
-    def __init__(self, path: str, grace: float, pgid: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str,
+        grace: float,
+        pgid: int,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        hangup: bool = False,
+    ) -> None:
         self.path = path
+        self.hangup = hangup
         self.grace = max(float(grace), 0.0)
         self.pgid = pgid
         self.clock = clock
@@ -140,6 +151,8 @@ class LeaseWatch:
             return  # the agent fences its ranks itself
         self.term_at = now
         self.kill_at = expires + self.grace  # the coordinator's bound: counted from the deadline
+        if self.hangup:
+            self.signal_all(signal.SIGHUP)
         self.signal_all(signal.SIGTERM)
         self.next_check = now if now >= self.kill_at else self.kill_at
 

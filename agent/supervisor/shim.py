@@ -644,7 +644,11 @@ def main(rank_dir: str) -> int:
     if err_r is not None:
         sinks[err_r] = files.out_fd if files.err_fd is None else files.err_fd
     ticks = proc_start_ticks(proc.pid)
-    watch = lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid) if cfg.get("lease_path") else None
+    watch = (
+        lease_watch_class()(cfg["lease_path"], cfg.get("grace", 0.0), proc.pid, hangup=pty_in is not None)
+        if cfg.get("lease_path")
+        else None
+    )
     write_atomic(
         os.path.join(rank_dir, "rank.json"),
         f'{{"pid": {proc.pid}, "pgid": {proc.pid}, "start_ticks": {"null" if ticks is None else ticks}, '

@@ -1,4 +1,5 @@
-"""Stopping and signalling ranks: warning signal, SIGTERM to the group and its strays, SIGKILL after grace.
+"""Stopping and signalling ranks: warning signal, SIGTERM to the group and its strays (SIGHUP first for
+a ``--pty`` rank), SIGKILL after grace.
 
 :class:`RankStopper` (a part of :class:`~labgang.agent.supervisor.supervisor.Supervisor`) starts
 stops (``stop_job``, ``stop_jobs``) and sends signals (``signal_job``); the timed arrows that
@@ -132,11 +133,18 @@ class RankStopper:
         """SIGTERM to the rank's group and every descendant; the grace period starts now.
 
         The signal goes once ``stopping`` is journalled (``writer.py``: at once, or after the
-        queued writes), so an agent restarted in between resumes the stop."""
+        queued writes), so an agent restarted in between resumes the stop.
+
+        A ``--pty`` rank (``spec.pty``) gets SIGHUP just before: an interactive shell on a
+        terminal ignores SIGTERM, and SIGHUP is what a terminal's session gets when it hangs up
+        (without it every stop of ``labgang run --pty -- bash`` waited the whole grace and ended
+        in SIGKILL)."""
         grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
         rec.kill_at = now + grace
         self._table.transition(rec, RankState.STOPPING)
         live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        if rec.spec.pty:
+            self._writer.then(functools.partial(self.send_all, rec, snap, signal.SIGHUP, live))
         self._writer.then(functools.partial(self.send_all, rec, snap, signal.SIGTERM, live))
 
     def send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:

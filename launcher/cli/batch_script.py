@@ -100,7 +100,7 @@ SBATCH_OPTIONS: dict[str, Callable[[str], list[str]]] = {
     "--error": _same("--error"),
     "--begin": _same("--begin"),
     "--no-requeue": lambda _: ["--no-requeue"],
-    "--requeue": lambda _: [],  # labgang requeues by default
+    "--requeue": lambda _: ["--requeue"],  # the default of submit; run needs it to be requeued
     "-H": lambda _: ["--hold"],
     "--hold": lambda _: ["--hold"],
     "--mail-type": _same("--mail-type"),

@@ -156,7 +156,10 @@ def summary_line(
             "the next `labgang up` re-adopts them"
         )
     if ended.get("cancelled"):
-        parts.append(f"stopped and cancelled {', '.join(fold_ids(ended['cancelled']))} (submitted with --no-requeue)")
+        parts.append(
+            f"stopped and cancelled {', '.join(fold_ids(ended['cancelled']))} "
+            "(submitted with --no-requeue or by `labgang run`)"
+        )
     for state, ids in ended.items():
         if state != "cancelled":
             parts.append(f"{', '.join(fold_ids(ids))} ended as {'it' if len(ids) == 1 else 'they'} stopped ({state})")

@@ -60,6 +60,7 @@ def build_submission(
     time_limit: float | None = None,
     name: str | None = None,
     no_requeue: bool = False,
+    requeue: bool = False,
     signal_spec: str | None = None,
     dependency: str | None = None,
     env: dict[str, str] | None = None,
@@ -76,6 +77,7 @@ def build_submission(
     stdin_data: bytes | None = None,
     stdin_stream: bool = False,
     pty: bool = False,
+    attached: bool = False,
     cpus_per_task: int | None = None,
     mem: str | None = None,
     mem_per_gpu: str | None = None,
@@ -107,6 +109,8 @@ def build_submission(
         name: the job name; None lets the coordinator derive it from ``argv``.
         grace, time_limit: seconds.
         no_requeue: True to fail rather than requeue.
+        requeue: ``--requeue`` given (``labgang run``'s jobs are not requeued without it; for
+            ``submit`` it is the default); with ``no_requeue`` a :class:`SubmissionError`.
         signal_spec: canonical ``"SIGUSR1@60"``.
         dependency: Slurm's ``--dependency`` text, checked by the coordinator (docs/dependencies.md).
         env, cwd: defaults ``os.environ`` and ``os.getcwd()`` (the submit directory).
@@ -127,6 +131,8 @@ def build_submission(
         stdin_stream: rank 0's standard input is streamed after the submission (``labgang run``'s,
             when it is a pipe or a file: ``launcher/stdin_forward.py``).
         pty: rank 0 on a pseudo-terminal (``labgang run --pty``, ``launcher/cli/pty_session.py``).
+        attached: ``labgang run``'s job, followed by its ``run`` (with requeue off: its end names
+            the gone client).
         cpus_per_task: host CPUs per rank (``-c``); mem, mem_per_gpu: ``--mem`` (per node) and
             ``--mem-per-gpu`` sizes as given (``agent/mem_size.py``); exclusive: whole nodes.
         success_policy, failure_policy, max_restarts: the lifecycle policies as given (``all``,
@@ -210,6 +216,8 @@ def build_submission(
                 "e.g. 1g.10gb, 3g.40gb, 1g.18gb+me"
             )
         mig = profile
+    if requeue and no_requeue:
+        raise SubmissionError("--requeue and --no-requeue exclude each other; allowed: one of them")
     if name is not None and not name.strip():
         raise SubmissionError("--name: must not be empty")
     if name is not None and control_characters(name):
@@ -290,6 +298,8 @@ def build_submission(
         body["stdin"] = base64.b64encode(stdin_data).decode("ascii")
     if pty:
         body["pty"] = True
+    if attached:
+        body["attached"] = True
     if stdin_stream:
         body["stdin_stream"] = True
     body.update(host)

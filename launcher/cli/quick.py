@@ -194,6 +194,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-J": ("name", str),
         "--job-name": ("name", str),
         "--no-requeue": ("no_requeue", None),
+        "--requeue": ("requeue", None),
         "--signal": ("signal_spec", _signal_spec),
         "--array": ("array", str),
         "-d": ("dependency", str),
@@ -397,6 +398,13 @@ def submit(args: list[str]) -> int:
     return 0
 
 
+def run_requeue(options: dict[str, Any]) -> dict[str, Any]:
+    """``run``'s options with requeue off unless ``--requeue`` was given: an attached job is not
+    requeued when labgang stops or its node is lost (nobody would be attached to its rerun; Slurm
+    does not requeue an srun either), it ends with its ``run``."""
+    return options if options.get("requeue") else {**options, "no_requeue": True, "attached": True}
+
+
 def run(args: list[str]) -> int:
     """``labgang run``: submit, then follow the job with the click command's own code
     (:func:`labgang.launcher.cli.follow.follow_to_the_end`); see :func:`labgang.launcher.cli.submission.run`."""
@@ -411,7 +419,7 @@ def run(args: list[str]) -> int:
     from labgang.launcher.stdin_forward import StdinStreamer, streams_stdin
 
     stream = streams_stdin()  # rank 0's standard input, when ours is a pipe or a file: streamed
-    body = _submission({**options, "stdin_stream": stream}, argv)
+    body = _submission({**run_requeue(options), "stdin_stream": stream}, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:

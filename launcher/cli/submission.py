@@ -307,6 +307,12 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Fail instead of going back to the queue when preempted or its node is lost.",
         ),
         click.option(
+            "--requeue",
+            is_flag=True,
+            help="Go back to the queue when preempted, its node is lost or labgang stops: the default "
+            "of submit; `labgang run`'s job is not requeued without it (nobody is attached to a rerun).",
+        ),
+        click.option(
             "--signal",
             "signal_spec",
             type=SIGNAL_SPEC,
@@ -554,6 +560,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     When its output is closed (`labgang run -- CMD | head -1`), the job is cancelled, as srun does,
     with one line on stderr, and the exit status is 141 (128 + SIGPIPE).
 
+    The job is not requeued, as srun's is not: when labgang stops, its node is lost or it is
+    preempted, it ends (nobody would be attached to a rerun); --requeue requeues it as submit's.
+
     Example: labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py
     """
     if flags.get("pty"):
@@ -571,6 +580,9 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         from labgang.launcher.stdin_forward import streams_stdin
 
         flags["stdin_stream"] = streams_stdin()  # ours is a pipe or a file: streamed to rank 0
+    from labgang.launcher.cli.quick import run_requeue
+
+    flags = run_requeue(flags)
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:

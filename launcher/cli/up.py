@@ -67,7 +67,7 @@ def shutdown_message(summary: dict[str, list[str]]) -> str:
             f"{'it' if n == 1 else 'they'} will run again at the next `labgang up`"
         )
     if summary.get("cancelled"):
-        parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue)")
+        parts.append(f"stopped and cancelled {ids('cancelled')} (submitted with --no-requeue or by `labgang run`)")
     if summary.get("user_cancelled"):
         parts.append(f"stopped {ids('user_cancelled')} (cancelled by the user before the shutdown)")
     for ended in ("succeeded", "failed"):  # every rank ended on its own as it stopped: never run again

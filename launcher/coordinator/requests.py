@@ -108,6 +108,7 @@ class SubmitBody(BaseModel):
     stdin: str | None = Field(default=None, max_length=4 * ((MAX_STDIN_BYTES + 2) // 3))
     pty: StrictBool = False
     stdin_stream: StrictBool = False
+    attached: StrictBool = False  # labgang run: its run follows it (not requeued once that is gone)
     topology: str | None = None
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
@@ -472,6 +473,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         stdin=req.stdin,
         pty=req.pty,
         stdin_stream=req.stdin_stream,
+        attached=req.attached,
         cpus_per_task=req.cpus_per_task,
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
@@ -761,6 +763,7 @@ def _spec_of_groups(
         mail_user=req.mail_user if mail_type else None,
         stdin=req.stdin,
         pty=req.pty,
+        attached=req.attached,
         cpus_per_task=first.cpus_per_task,
         mem=first.mem,
         mem_per_gpu=first.mem_per_gpu,

@@ -379,7 +379,10 @@ class GangRules:
         st = job.status
         intent = st.end_intent
         message = st.reason_message or (INTENT_REASON[intent].value if intent else "")
-        no_requeue = f"{message} (not requeued: the job asked for no requeue)"
+        if job.spec.attached:  # labgang run's job: nobody would be attached to a rerun (srun's rule)
+            no_requeue = f"{message} (not requeued: a `labgang run` job ends with its run, whose client is gone)"
+        else:
+            no_requeue = f"{message} (not requeued: the job asked for no requeue)"
         if intent is None:
             bad = next((r for r in ranks_in_order(job) if r.exit_status != 0), None)
             if bad is None:

@@ -107,7 +107,8 @@ class JobSpec:
     lifecycle policies (``launcher/lifecycle/group_policy.py``; :attr:`group_policy`), stored
     only when not the defaults (a plain gang's: ``all``, ``fail``, 0, none). ``shards``, ``mps``
     (percent) and ``gpu_mem`` (bytes) ask for a share of one GPU (``--shards``/``--mps``/``--gpu-mem``;
-    0: none; docs/sharing.md).
+    0: none; docs/sharing.md). ``attached``: submitted by ``labgang run`` (without ``--requeue``),
+    which follows it: not requeued when its ``run`` is gone (stored only when true).
     """
 
     name: str
@@ -154,6 +155,7 @@ class JobSpec:
     shards: int = 0
     mps: int = 0
     gpu_mem: int = 0
+    attached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
@@ -165,6 +167,8 @@ class JobSpec:
         for name, default in _POLICY_DEFAULTS.items():  # lifecycle/group_policy.py: stored only when set
             if getattr(self, name) == default:
                 del out[name]
+        if not self.attached:
+            del out["attached"]
         if self.startup_order:
             out["startup_order"] = list(self.startup_order)
         if self.groups:

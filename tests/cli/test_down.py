@@ -108,5 +108,6 @@ def test_the_summary_says_what_ended_as_it_stopped() -> None:
     assert line == (
         "labgang down: stopped labgang up (pid 7) of /s: its coordinator and the agent of node vm; "
         "1 job left running (--keep-jobs: 4); the next `labgang up` re-adopts them; "
-        "stopped and cancelled 2 (submitted with --no-requeue); 3_[1-2] ended as they stopped (succeeded)"
+        "stopped and cancelled 2 (submitted with --no-requeue or by `labgang run`); "
+        "3_[1-2] ended as they stopped (succeeded)"
     )

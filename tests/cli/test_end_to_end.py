@@ -452,7 +452,8 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
             once = instance.cli("submit", "--no-requeue", "--grace", "2s", "--", "sleep", "60").stdout.strip()
             pids = _rank_pids(instance, job_id)
             _rank_pids(instance, once)
-            attached = instance.popen("run", "--grace", "2s", "--", "sleep", "60")
+            # run --requeue: requeued as a submitted job is (without it a run job ends with its run)
+            attached = instance.popen("run", "--requeue", "--grace", "2s", "--", "sleep", "60")
             third = str(int(once) + 1)
             # `run` submits in its own process: wait until its job exists before asking about it.
             deadline = time.monotonic() + 30
@@ -466,7 +467,7 @@ def test_ctrl_c_on_up_stops_its_jobs_by_default_and_the_next_up_runs_them_again(
         assert (
             f"labgang up: stopped: stopped 2 jobs ({job_id}, {third}); they will run again at the next "
             "`labgang up`; "
-            f"stopped and cancelled {once} (submitted with --no-requeue)"
+            f"stopped and cancelled {once} (submitted with --no-requeue or by `labgang run`)"
         ) in instance.output()
         assert not any(_alive(pid) for pid in pids)
         assert not (Path(d) / "labgang.sock").exists()

@@ -61,7 +61,7 @@ async def test_a_no_requeue_job_is_still_said_to_be_cancelled_for_it(coord: Coor
     end_ranks(coord, once)
     summary = _shutdown_summary(coord.desk.get_job, coord.model.jobs.values(), held, True)
     assert summary["cancelled"] == [once] and summary["user_cancelled"] == []
-    assert "(submitted with --no-requeue)" in shutdown_message(summary)
+    assert "(submitted with --no-requeue or by `labgang run`)" in shutdown_message(summary)
 
 
 def test_pending_array_tasks_are_folded_as_queue_shows_them() -> None:

@@ -29,18 +29,18 @@ DEADLINE = LAST_CONTACT + 10 + 7  # node_timeout_s + the job's grace
 CONNECTED = frozenset({"n1"})
 
 
-def job(job_id: str, *, requeue: bool = True) -> JobRecord:
+def job(job_id: str, *, requeue: bool = True, attached: bool = False) -> JobRecord:
     spec = JobSpec(
         name="j", user="alice", uid=1000, gid=None, queue="default", priority=0, workers=2, per_worker=1,
         resource="gpu", gpu_model=None, nodes=None, argv=["x"], env={}, cwd="/tmp", grace_s=7.0, time_limit_s=None,
-        requeue=requeue, signal=None,
+        requeue=requeue, signal=None, attached=attached,
     )  # fmt: skip
     return JobRecord(id=job_id, seq=int(job_id), spec=spec, status=JobStatus(submit_time=0.0))
 
 
-def running(*, requeue: bool = True) -> tuple[Lifecycle, JobRecord]:
+def running(*, requeue: bool = True, attached: bool = False) -> tuple[Lifecycle, JobRecord]:
     """A model with job 1 running as rank 0 on n1 and rank 1 on n2 since t = 2."""
-    model = Lifecycle(POLICY, [job("1", requeue=requeue)])
+    model = Lifecycle(POLICY, [job("1", requeue=requeue, attached=attached)])
     placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n2", ("GPU-b",)))
     model.apply(ev.CycleDecided(1.0, CycleResult(admitted=(Admit("1", placement),), preempted=(), pending=())))
     for rank, node in ((0, "n1"), (1, "n2")):
@@ -110,6 +110,19 @@ def test_a_job_that_asked_for_no_requeue_fails_at_the_fence_not_before() -> None
     assert record.status.state == JobState.TERMINATING
     tick(model, DEADLINE)
     assert record.status.state == JobState.NODE_FAIL and "1" not in model.jobs
+
+
+def test_a_labgang_run_job_on_a_lost_node_ends_saying_its_run_client_is_gone() -> None:
+    """`labgang run` submits with requeue off and ``attached``: nobody would be attached to a rerun."""
+    model, record = running(requeue=False, attached=True)
+    lose_n2(model)
+    tick(model, DEADLINE)
+    st = record.status
+    assert (st.state, st.restart_count) == (JobState.NODE_FAIL, 0)
+    assert "node n2 lost" in (st.reason_message or "")
+    assert (st.reason_message or "").endswith(
+        "(not requeued: a `labgang run` job ends with its run, whose client is gone)"
+    ), st.reason_message
 
 
 def test_a_completing_gang_on_a_lost_node_is_decided_by_its_exits_once_fenced() -> None:

@@ -284,3 +284,28 @@ async def test_an_agent_started_after_the_fence_reports_the_exit_as_fenced(
         stop.set()
         await asyncio.wait_for(task, 30)
         await end.stop()
+
+
+def test_the_fence_hangs_up_a_pty_ranks_terminal_so_an_interactive_bash_ends_at_once(
+    state_dir: Path, watched_sup: Supervisor, make_spec, h
+) -> None:
+    """An interactive bash on a terminal (``labgang run --pty -- bash``) ignores SIGTERM: the small
+    parent's fence sends SIGHUP first, as the agent's own stop does, not SIGKILL after the grace."""
+    grace = 10.0
+    expires = save_lease_and_exit(state_dir, node_timeout_s=4.0, confirmed_ago=0.0)
+    watched_sup.launch(make_spec(["bash", "--norc", "-i"], pty=True, grace=grace))
+    h.run_until(watched_sup, lambda: watched_sup.status("job1", 0).state is RankState.RUNNING)
+    deadline = time.monotonic() + 8.0
+    while time.monotonic() < deadline and not watched_sup.log_path("job1", 0).read_bytes().strip():
+        time.sleep(0.05)  # its prompt: bash is interactive now
+    pid = watched_sup.status("job1", 0).pid
+    assert pid is not None and time.monotonic() < expires, "bash took the whole lease to start"
+    wait_gone(pid, h, timeout=expires - time.monotonic() + grace + 5.0)
+    assert time.monotonic() < expires + grace / 2, "the fence waited for the grace period's SIGKILL"
+    exit_file = watched_sup._journal.rank_dir("job1", 0) / "exit.json"
+    deadline = time.monotonic() + 15.0
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, "the small parent never wrote exit.json"
+        time.sleep(0.02)
+    exit_info = json.loads(exit_file.read_text())
+    assert exit_info["exit_status"] != 137 and exit_info["fenced"] is True, exit_info
