@@ -54,22 +54,23 @@ def up_pid(directory: Path) -> int:
 
 
 def _command_line(pid: int) -> list[str] | None:
-    """The process's arguments (``/proc/PID/cmdline``), or None when they cannot be read."""
+    """The process's arguments (psutil, ``/proc/PID/cmdline``), or None when they cannot be read."""
+    import psutil
+
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return psutil.Process(pid).cmdline() or None
+    except psutil.Error:
         return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part] or None
 
 
 def _alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (a parent that has not reaped it yet)."""
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    return fields[0] != b"Z"
 
 
 def _nodes(directory: Path) -> list[str]:
