@@ -1,0 +1,74 @@
+"""What a new user (a Slurm user) found next, against a real ``labgang up --simulate`` with GPU
+sharing on (4 shards per card, MPS): ``logs -f`` of a pending job waits for it and then follows,
+``top --once`` shows a share of one GPU as ``queue`` does, and a unit-less ``--gpu-mem`` is read as
+MiB with one warning line on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import REPO, Up
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+[sharing]
+shards_per_gpu = 4
+mps = true
+
+[[queues]]
+name = "default"
+nominal = { gpu = 8 }
+share_gpus = "queue"
+"""
+
+WARNING_16 = "--gpu-mem 16 has no unit: read as 16 MiB; write 16G for GiB"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Up]:
+    with tempfile.TemporaryDirectory(prefix="lgnu", dir="/tmp") as d:
+        config = Path(d) / "cluster.toml"
+        config.write_text(CONFIG)
+        (Path(d) / "state").mkdir()
+        instance = Up(Path(d) / "state", args=("--config", str(config)))
+        try:
+            yield instance
+        finally:
+            code = instance.stop()
+        assert code == 0, instance.output()
+
+
+def popen(up: Up, *args: str) -> subprocess.Popen[str]:
+    """``labgang ARGS`` against ``up``, running, its stdout and stderr piped as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "labgang.launcher", *args],
+        cwd=REPO,
+        env=up.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_logs_follow_of_a_pending_job_waits_for_it_then_follows_its_output(up: Up) -> None:
+    held = up.submit("--hold", "--", "sh", "-c", "echo first; echo second")
+    follow = popen(up, "logs", "-f", held)
+    try:
+        assert follow.stderr is not None
+        line = follow.stderr.readline()  # said once, before anything runs: the follower is waiting now
+        assert line.startswith(f"labgang logs: job {held} has not started (PENDING: held by "), line
+        assert up.job(held)["state"] == "pending"
+        assert up.cli("release", held).returncode == 0
+        out, err = follow.communicate(timeout=60)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait(10)
+    assert (follow.returncode, out, err) == (0, "first\nsecond\n", "")
+    assert up.job(held)["state"] == "succeeded"
