@@ -315,6 +315,15 @@ def test_reason_code_parsed_case_insensitively_from_api():
     assert P.detect_fragmented_gangs(ClusterSnapshot(NOW, (), jobs=(quota,)), T) == []
 
 
+def test_a_share_of_one_gpu_has_the_shape_queue_gives_it():
+    """``top``'s RANKS×DEV: ``1×shard:2`` / ``1×mps:25`` as ``queue``'s GANG (``1xshard:2``), not ``1×1``."""
+    shard = JobView.from_api({"id": "1", "state": "running", "workers": 1, "gpus_per_worker": 1, "shards": 2})
+    mps = JobView.from_api({"id": "2", "state": "running", "workers": 1, "gpus_per_worker": 1, "mps": 25})
+    whole = JobView.from_api({"id": "3", "state": "running", "workers": 2, "gpus_per_worker": 1})
+    assert (shard.shape, mps.shape, whole.shape) == ("1×shard:2", "1×mps:25", "2×1")
+    assert shard.total_devices == mps.total_devices == 1  # one card held, as before
+
+
 # ---------------------------------------------------------------- MIG pending
 
 

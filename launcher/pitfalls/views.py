@@ -174,10 +174,17 @@ class JobView:
     array_limit: int | None = None
     groups: tuple[tuple[str, int, int], ...] = ()
     """A job of groups' ``(name, ranks, devices per rank)`` per group (docs/job-groups.md); () otherwise."""
+    shards: int = 0
+    """``--shards N``: the shards of one GPU its one rank takes (docs/sharing.md); 0 for whole devices."""
+    mps: int = 0
+    """``--mps P``: the percent of one GPU's SMs its one rank takes through MPS; 0 for whole devices."""
 
     @property
     def shape(self) -> str:
-        """``4×2``; a job of groups: ``1×0+4×2``."""
+        """``4×2``; a job of groups: ``1×0+4×2``; a share of one GPU as ``queue``'s GANG names it
+        (:func:`labgang.launcher.jobtable.gang_shape`): ``1×shard:2``, ``1×mps:25``."""
+        if self.shards or self.mps:
+            return f"{self.workers}×{f'shard:{self.shards}' if self.shards else f'mps:{self.mps}'}"
         if self.groups:
             return "+".join(f"{w}×{g}" for _, w, g in self.groups)
         return f"{self.workers}×{self.gpus_per_worker}"
@@ -235,6 +242,8 @@ class JobView:
                 (str(g.get("name")), int(g.get("workers", 1)), int(g.get("gpus_per_worker", 1)))
                 for g in d.get("groups") or ()
             ),
+            shards=int(d.get("shards") or 0),
+            mps=int(d.get("mps") or 0),
         )
 
 

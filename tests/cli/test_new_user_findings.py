@@ -72,3 +72,23 @@ def test_logs_follow_of_a_pending_job_waits_for_it_then_follows_its_output(up: U
             follow.wait(10)
     assert (follow.returncode, out, err) == (0, "first\nsecond\n", "")
     assert up.job(held)["state"] == "succeeded"
+
+
+def test_top_once_shows_a_share_of_one_gpu_as_queue_does(up: Up) -> None:
+    shard = up.submit("--shards", "2", "--", "sleep", "300")
+    mps = up.submit("--mps", "25", "--", "sleep", "300")
+    try:
+        for job in (shard, mps):
+            up.wait_state(job, {"running"})
+        gang = {row.split()[0]: row.split()[5] for row in up.cli("queue").stdout.splitlines()[1:]}
+        assert (gang[shard], gang[mps]) == ("1xshard:2", "1xmps:25")
+        out = up.cli("top", "--once")
+        assert out.returncode == 0, out.stderr
+        jobs = out.stdout.split("JOBS (", 1)[1].split("\n\n", 1)[0].splitlines()
+        header = jobs[1].split()
+        column = header.index("RANKS×DEV")
+        rows = {row.split()[0]: row.split() for row in jobs[2:]}
+        assert rows[shard][column] == "1×shard:2", jobs
+        assert rows[mps][column] == "1×mps:25", jobs
+    finally:
+        up.cli("cancel", shard, mps)
