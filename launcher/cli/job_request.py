@@ -399,6 +399,16 @@ def _share_request(
     return out
 
 
+def gpu_mem_without_unit(body: dict[str, Any], gpu_mem: str | None) -> str | None:
+    """The warning for a ``--gpu-mem`` size written without a unit (``16``), which is read as MiB as
+    Slurm reads ``--mem``: ``"--gpu-mem 16 has no unit: read as 16 MiB; write 16G for GiB"``; None
+    when it has a unit, or when ``body`` (the built submission) has no ``gpu_mem``."""
+    if gpu_mem is None or "gpu_mem" not in body or not gpu_mem.strip().isdigit():
+        return None
+    size = gpu_mem.strip()
+    return f"--gpu-mem {size} has no unit: read as {size} MiB; write {size}G for GiB"
+
+
 def working_directory(submit_dir: str, chdir: str | None) -> str:
     """The ranks' working directory: ``submit_dir``, or ``-D/--chdir DIR`` (absolute, or relative to
     ``submit_dir``), normalised.

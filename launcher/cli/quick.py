@@ -331,18 +331,26 @@ def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) 
     return options, argv
 
 
-def _submission(options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
-    """The ``POST /v1/jobs`` body of the submission flags (what the click command builds).
+def _submission(command: str, options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
+    """The ``POST /v1/jobs`` body of the submission flags (what the click command builds); a
+    ``--gpu-mem`` without a unit gets its warning line on stderr, as from the click command.
 
     Raises:
-        NotFast: flags the builder refuses (click words the error).
+        NotFast: flags the builder refuses (click words the error), or a unit-less ``--gpu-mem``
+            that a batch script's directive set (the click command's warning names that line).
     """
     from labgang.launcher.cli import job_request
 
     try:
-        return job_request.build_submission(argv=argv, **options)
+        body = job_request.build_submission(argv=argv, **options)
     except job_request.SubmissionError:
         raise NotFast("submission") from None
+    warning = job_request.gpu_mem_without_unit(body, options.get("gpu_mem"))
+    if warning is not None:
+        if options.get("batch_script"):
+            raise NotFast("SCRIPT")
+        print(f"labgang {command}: warning: {warning}", file=sys.stderr, flush=True)
+    return body
 
 
 def _submit_refused(command: str, err: Exception, options: dict[str, Any], args: list[str]) -> int:
@@ -383,7 +391,7 @@ def submit(args: list[str]) -> int:
     options, argv = _parse_submission(args, _submit_flags())
     state_dir = _state_dir(options)
     as_json = options.pop("as_json", False)
-    body = _submission(options, argv)
+    body = _submission("submit", options, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             job = client.submit(body)
@@ -419,7 +427,7 @@ def run(args: list[str]) -> int:
     from labgang.launcher.stdin_forward import StdinStreamer, streams_stdin
 
     stream = streams_stdin()  # rank 0's standard input, when ours is a pipe or a file: streamed
-    body = _submission({**run_requeue(options), "stdin_stream": stream}, argv)
+    body = _submission("run", {**run_requeue(options), "stdin_stream": stream}, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:

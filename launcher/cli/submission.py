@@ -439,10 +439,16 @@ def build_submission(**flags: Any) -> dict[str, Any]:
         param = next(p for p in ctx.command.params if p.name == "argv")
         raise click.MissingParameter(ctx=ctx, param=param)
     try:
-        return job_request.build_submission(**flags)
+        body = job_request.build_submission(**flags)
     except job_request.SubmissionError as exc:
         where = _origin(message=str(exc))
         raise click.UsageError(str(exc) if where is None else f"{where}: {exc}") from None
+    warning = job_request.gpu_mem_without_unit(body, flags.get("gpu_mem"))
+    if warning is not None:  # read as MiB, as Slurm's --mem; said once, on stderr (--json stays clean)
+        where = _origin(message="--gpu-mem: ")
+        command = ctx.command.name if ctx is not None else "submit"
+        click.echo(f"labgang {command}: warning: {warning if where is None else f'{where}: {warning}'}", err=True)
+    return body
 
 
 def submitted_id(job: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ MiB with one warning line on stderr."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -92,3 +93,25 @@ def test_top_once_shows_a_share_of_one_gpu_as_queue_does(up: Up) -> None:
         assert rows[mps][column] == "1×mps:25", jobs
     finally:
         up.cli("cancel", shard, mps)
+
+
+def test_a_unit_less_gpu_mem_is_read_as_mib_with_one_warning_line(up: Up, tmp_path: Path) -> None:
+    out = up.cli("submit", "--json", "--shards", "1", "--gpu-mem", "16", "--", "true")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == f"labgang submit: warning: {WARNING_16}\n"
+    assert json.loads(out.stdout)["job"]["gpu_mem"] == 16 * 1024**2  # stdout stays JSON alone
+    with_unit = up.cli("submit", "--json", "--mps", "20", "--gpu-mem", "16G", "--", "true")
+    assert (with_unit.returncode, with_unit.stderr) == (0, "")
+    assert json.loads(with_unit.stdout)["job"]["gpu_mem"] == 16 * 1024**3
+
+    ran = up.cli("run", "--shards", "1", "--gpu-mem", "16", "--", "echo", "ok")
+    assert (ran.returncode, ran.stdout) == (0, "ok\n"), ran.stderr
+    assert ran.stderr.splitlines()[0] == f"labgang run: warning: {WARNING_16}"
+    assert ran.stderr.count("warning") == 1
+
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH --gres=shard:1\n#SBATCH --gpu-mem=16\necho script\n")
+    out = up.cli("submit", str(script))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == f"labgang submit: warning: {script}:3: #SBATCH --gpu-mem=16: {WARNING_16}\n"
+    assert up.wait_state(out.stdout.strip(), {"succeeded"})["gpu_mem"] == 16 * 1024**2
