@@ -732,10 +732,11 @@ def _spec_of_groups(
     config: ClusterConfig,
 ) -> JobSpec:
     """The spec of a job of groups (``launcher/jobgroups.py``): ``workers`` = ranks over all
-    groups, the other shape fields and ``argv`` the first group's."""
+    groups, the other shape fields and ``argv`` the first group's; without a ``name``, it is named
+    after the first group's command, as Slurm names a heterogeneous job after its first component."""
     first = groups[0]
     return JobSpec(
-        name=req.name or _default_name(list(groups[-1].argv)),
+        name=req.name or _default_name(list(first.argv)),
         user=caller.user,
         uid=caller.uid if caller.uid is not None else -1,
         gid=caller.gid,

@@ -115,3 +115,15 @@ def test_a_unit_less_gpu_mem_is_read_as_mib_with_one_warning_line(up: Up, tmp_pa
     assert out.returncode == 0, out.stderr
     assert out.stderr == f"labgang submit: warning: {script}:3: #SBATCH --gpu-mem=16: {WARNING_16}\n"
     assert up.wait_state(out.stdout.strip(), {"succeeded"})["gpu_mem"] == 16 * 1024**2
+
+
+def test_a_job_of_groups_is_named_after_its_first_groups_command_as_slurm_names_a_het_job(up: Up) -> None:
+    second = (":", "-n", "2", "-g", "1", "--", "sleep", "1")
+    job = up.submit("--hold", "-n", "1", "-g", "0", "--", "python", "launch.py", *second)
+    named = up.submit("--hold", "--name", "mine", "-n", "1", "-g", "0", "--", "true", *second)
+    try:
+        assert up.job(job)["name"] == "launch.py"
+        assert up.job(named)["name"] == "mine"  # --name still wins
+        assert up.jobs()[job]["name"] == "launch.py"
+    finally:
+        up.cli("cancel", job, named)
