@@ -92,6 +92,7 @@ def build_submission(
     shards: int | None = None,
     mps: int | None = None,
     gpu_mem: str | None = None,
+    wrap: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -145,11 +146,15 @@ def build_submission(
             too (:mod:`labgang.launcher.cli.job_groups`, docs/job-groups.md).
         shards, mps, gpu_mem: a share of one GPU (docs/sharing.md): ``--shards N``, ``--mps PCT`` and the
             ``--gpu-mem`` size as given; the coordinator checks them against ``[sharing]``.
+        wrap: ``submit --wrap "CMD"`` (sbatch's): CMD as a one-line ``/bin/sh`` script, in place of
+            ``argv`` (which must then be empty, as must ``job_file``); named ``wrap`` unless ``name``.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
     """
     argv = list(argv)
+    if wrap is not None:
+        argv, name, batch_script = _wrapped(wrap, argv, job_file), name or "wrap", True
     groups: list[dict[str, Any]] | None = None
     together: list[list[str]] = []
     file_policies: dict[str, Any] = {}
@@ -316,6 +321,24 @@ def build_submission(
     body.update(file_policies)
     body.update(_lifecycle_policies(success_policy, failure_policy, max_restarts, startup_order))
     return body
+
+
+def _wrapped(wrap: str, argv: list[str], job_file: str | None) -> list[str]:
+    """The command of ``submit --wrap "CMD"``: CMD as a one-line ``/bin/sh`` script, as sbatch writes
+    it (``/bin/sh -c CMD``; labgang's ``srun`` on its ``PATH``, as for a batch script).
+
+    Raises:
+        SubmissionError: ``wrap`` is empty, or a script, ``-- CMD`` or ``-f`` was given too.
+    """
+    if argv or job_file is not None:
+        given = "-f " + job_file if job_file is not None else " ".join(argv)
+        raise SubmissionError(
+            f"--wrap: the job's command is the --wrap text, so leave out the script or CMD ({given!r}); "
+            'allowed: labgang submit --wrap "CMD", or labgang submit SCRIPT, or labgang submit -- CMD'
+        )
+    if not wrap.strip():
+        raise SubmissionError('--wrap: must not be empty; allowed: a shell command line, e.g. --wrap "python train.py"')
+    return ["/bin/sh", "-c", wrap]
 
 
 def _lifecycle_policies(

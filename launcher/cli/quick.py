@@ -215,14 +215,15 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
         "-D": ("chdir", str),
         "--chdir": ("chdir", str),
         "--json": ("as_json", None),
+        "--wrap": ("wrap", str),
         "--state-dir": ("state_dir", str),
     }
 
 
 def _run_flags() -> dict[str, tuple[str, Converter]]:
-    """``run``'s flags: ``submit``'s without ``--json``, plus ``--all-ranks``."""
+    """``run``'s flags: ``submit``'s without ``--json`` and ``--wrap``, plus ``--all-ranks``."""
     flags = _submit_flags()
-    del flags["--json"]
+    del flags["--json"], flags["--wrap"]
     flags["--all-ranks"] = ("all_ranks", None)
     return flags
 

@@ -434,7 +434,7 @@ def build_submission(**flags: Any) -> dict[str, Any]:
     """
     flags.pop("error_on_unknown_sbatch", None)  # read with the script (ScriptCommand)
     ctx = click.get_current_context(silent=True)
-    if not flags.get("argv") and flags.get("job_file") is None and ctx is not None:
+    if not flags.get("argv") and flags.get("job_file") is None and flags.get("wrap") is None and ctx is not None:
         # CMD is optional only with -f: without it, click's own "missing argument" line
         param = next(p for p in ctx.command.params if p.name == "argv")
         raise click.MissingParameter(ctx=ctx, param=param)
@@ -504,6 +504,12 @@ def default_queue_refused(err: ApiError) -> CommandFailed:
 
 @click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
 @_submit_options
+@click.option(
+    "--wrap",
+    default=None,
+    metavar="CMD",
+    help='Submit CMD as a one-line /bin/sh script, as sbatch --wrap (no SCRIPT or -- CMD then; named "wrap").',
+)
 @json_option("Print the submitted job as JSON (its JobView) instead of its id.")
 @state_dir_option
 @talks_to_coordinator

@@ -30,7 +30,7 @@ SLURM_OPTIONS: dict[str, str] = {
     "-C": "Slurm's node features; for a GPU model use --gpu-model MODEL",
     "--nodelist": "Slurm's node list; labgang places gangs itself (--nodes N asks for a count)",
     "-w": "Slurm's node list; labgang places gangs itself (--nodes N asks for a count)",
-    "--wrap": "sbatch's --wrap; give the command after --: labgang submit -- CMD ARGS",
+    "--wrap": "sbatch's --wrap is labgang submit's; here give the command after --: labgang run -- sh -c 'CMD'",
 }
 """Slurm options labgang's submit and run do not take under that name: what to use instead (or
 that there is nothing), said instead of an edit-distance guess. An entry whose option a command

@@ -127,3 +127,29 @@ def test_a_job_of_groups_is_named_after_its_first_groups_command_as_slurm_names_
         assert up.jobs()[job]["name"] == "launch.py"
     finally:
         up.cli("cancel", job, named)
+
+
+def next_id(up: Up) -> int:
+    """The number the next job would get (submitting one that is held, then cancelling it)."""
+    job = up.submit("--hold", "--", "true")
+    assert up.cli("cancel", job).returncode == 0
+    return int(job) + 1
+
+
+def test_submit_wrap_runs_the_text_as_a_one_line_sh_script_as_sbatch_does(up: Up, tmp_path: Path) -> None:
+    job = up.submit("--wrap", 'echo "two words" $((1 + 2)) $0')
+    assert up.wait_state(job, {"succeeded"})["name"] == "wrap"
+    assert up.cli("logs", job).stdout == "two words 3 /bin/sh\n"
+    named = json.loads(up.cli("submit", "--json", "-J", "mine", "--wrap", "exit 3").stdout)["job"]
+    assert named["name"] == "mine" and named["argv"] == ["/bin/sh", "-c", "exit 3"]
+    assert up.wait_state(named["id"], {"failed"})["exit_status"] == 3
+
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/sh\necho script\n")
+    before = next_id(up)
+    for refused in (("--wrap", "hostname", "--", "true"), ("--wrap", "hostname", str(script)), ("--wrap", "")):
+        out = up.cli("submit", *refused)
+        lines = out.stderr.strip().splitlines()
+        assert (out.returncode, out.stdout, len(lines)) == (2, "", 1), out.stderr
+        assert lines[0].startswith("labgang submit: --wrap: "), lines[0]
+    assert next_id(up) == before + 1  # nothing was submitted in between (only next_id's own job)

@@ -43,10 +43,14 @@ SUBMIT_LINES = [
     ["--begin", "2030-01-01T00:00", "x"],  # an absolute time: the same instant on both paths
     ["-b", "2030-01-01", "x"],
     ["-o", "out-%j-%t.txt", "--error=err-%x.txt", "x"],
+    ["--wrap", "echo $HOME; hostname", "-n", "2"],  # sbatch's --wrap: a one-line /bin/sh script
+    ["--wrap=python train.py", "-J", "w"],
 ]
 
 # Command lines the fast path must hand to click (help, unknown, malformed or out of range).
 NOT_FAST = [
+    ["--wrap", "echo", "--", "true"],  # --wrap and a command: refused
+    ["--wrap", " "],
     ["--help"],
     ["-h", "x"],
     ["-n", "0", "x"],
