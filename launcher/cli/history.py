@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from labgang.launcher.api.client import Client
+from labgang.launcher.api.client import Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history_table import (
     STATES,
@@ -109,17 +110,12 @@ def history(
         return
     if config_file is not None:
         raise click.UsageError("--config goes with --export")
-    with Client.for_state_dir(state_dir) as client:
-        rows, notes = history_rows(
-            client,
-            user=user,
-            queue=queue,
-            states=flatten(states),
-            since=since,
-            until=until,
-            limit=limit,
-            attempts=per_attempt,
-        )
+    asked = {"user": user, "queue": queue, "states": flatten(states), "since": since, "until": until, "limit": limit}
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            rows, notes = history_rows(client, **asked, attempts=per_attempt)
+    except CoordinatorUnavailable as err:
+        rows, notes = _from_the_store(state_dir, err, asked, per_attempt)
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
@@ -129,6 +125,38 @@ def history(
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)
+
+
+def _from_the_store(
+    state_dir: Path | None, err: CoordinatorUnavailable, asked: dict[str, Any], per_attempt: bool
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows read from the store file itself, read-only, when no coordinator answers
+    (:mod:`labgang.launcher.cli.history_store`), after one stderr line saying so; the notes of an
+    empty answer as from the coordinator (but for the queue's name, which only it knows).
+
+    Raises:
+        CommandFailed: the store cannot be read either (one line with both reasons, exit 1).
+    """
+    from labgang.launcher.cli.history_store import store_history_rows, store_path
+    from labgang.launcher.cli.history_table import empty_history_notes
+    from labgang.launcher.job_filters import user_name
+
+    path = store_path(state_dir)
+    if not path.exists():  # no instance ever ran there: nothing to read, as before
+        raise CommandFailed(str(err), 1) from None
+    try:
+        rows = store_history_rows(path, **asked, attempts=per_attempt)
+    except CommandFailed as unreadable:
+        raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
+    click.echo(
+        f"labgang history: no coordinator answers at {err.socket_path}; read its store {path} directly (read-only)",
+        err=True,
+    )
+    if rows:
+        return rows, []
+    user = None if asked["user"] is None else user_name(asked["user"])
+    windowed = asked["since"] is not None or asked["until"] is not None
+    return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed)
 
 
 def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:

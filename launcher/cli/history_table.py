@@ -202,11 +202,17 @@ def history_rows(
 
 
 def empty_history_notes(
-    client: Client, user: str | None, queue: str | None, states: tuple[str, ...] = (), *, windowed: bool = False
+    client: Client | None,
+    user: str | None,
+    queue: str | None,
+    states: tuple[str, ...] = (),
+    *,
+    windowed: bool = False,
 ) -> list[str]:
     """Why ``history`` with filters lists nothing, as ``queue`` says it (one line each): which
     filters matched no job; then whether it may be a typo: ``-u`` names no user of this machine,
-    ``--queue`` no queue of the cluster (asked of the coordinator, only when the answer was empty).
+    ``--queue`` no queue of the cluster (asked of the coordinator, only when the answer was empty;
+    not when ``client`` is None: the store was read without one).
     Nothing for a plain ``history`` of one's own jobs (an empty store is an empty table)."""
     filters = (("user", user), ("queue", queue), ("state", ",".join(states)))
     wanted = " and ".join(f"{name} {value}" for name, value in filters if value)
@@ -215,7 +221,7 @@ def empty_history_notes(
     notes = [f"no job matches {wanted}" + (" in that time window" if windowed else "")]
     if user not in (None, "all") and not local_user(user):
         notes.append(f"no user {user!r} on this machine (is the name right?)")
-    if queue is not None:
+    if queue is not None and client is not None:
         names = [str(q.get("name")) for q in client.queues()]
         if queue not in names:
             notes.append(f"no queue {queue!r} in this cluster (queues: {', '.join(names)}; is the name right?)")

@@ -573,8 +573,9 @@ def queues(args: list[str]) -> int:
 
 
 def history(args: list[str]) -> int:
-    """``labgang history``: see :func:`labgang.launcher.cli.history.history`."""
-    from labgang.launcher.api.client import Client, ClientError
+    """``labgang history``: see :func:`labgang.launcher.cli.history.history` (which, when no coordinator
+    answers, reads the store file itself)."""
+    from labgang.launcher.api.client import Client, ClientError, CoordinatorUnavailable
     from labgang.launcher.cli.format import to_json
     from labgang.launcher.cli.history_table import history_json, history_rows, history_table, limit_note
     from labgang.launcher.job_filters import flatten
@@ -600,6 +601,8 @@ def history(args: list[str]) -> int:
             )
         for note in notes:
             print(f"labgang history: note: {note}", file=sys.stderr)
+    except CoordinatorUnavailable:
+        raise NotFast("no coordinator") from None  # the click command reads the store itself
     except ClientError as err:
         return _refusal("history", err)
     if options.get("as_json"):

@@ -127,23 +127,36 @@ class Store:
         path: the database file (created with its tables when missing).
         synchronous: SQLite ``synchronous`` pragma: "FULL" (default: a commit survives
             power loss) or "NORMAL" (survives a process crash).
+        read_only: open an existing store for its readers only (``labgang history`` when no
+            coordinator answers): SQLite's ``mode=ro`` (and ``immutable=1`` when no ``-wal`` file is
+            beside it, so no file is created), no schema or migration, every write refused.
 
     Raises:
         sqlite3.DatabaseError: the file is not a labgang database.
+        sqlite3.OperationalError: with ``read_only``, the file cannot be opened.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            # Owner-only: job specs carry users' environments. SQLite gives the -wal and -shm
-            # files the database file's permissions.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.executescript(_SCHEMA)
-        self._migrate()
+        if read_only:
+            from urllib.parse import quote
+
+            # Without a -wal file (its coordinator closed it) nothing can change under us: immutable=1
+            # reads the file alone, creating no -wal/-shm beside it. With one, read through it.
+            wal = Path(f"{self.path}-wal").exists()
+            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro{'' if wal else '&immutable=1'}"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                # Owner-only: job specs carry users' environments. SQLite gives the -wal and -shm
+                # files the database file's permissions.
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.executescript(_SCHEMA)
+            self._migrate()
         self._lock = threading.Lock()
         self._closed = False  # see close
         self._last_seq: int | None = None

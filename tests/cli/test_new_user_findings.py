@@ -153,3 +153,45 @@ def test_submit_wrap_runs_the_text_as_a_one_line_sh_script_as_sbatch_does(up: Up
         assert (out.returncode, out.stdout, len(lines)) == (2, "", 1), out.stderr
         assert lines[0].startswith("labgang submit: --wrap: "), lines[0]
     assert next_id(up) == before + 1  # nothing was submitted in between (only next_id's own job)
+
+
+def test_history_without_a_coordinator_reads_the_store_read_only() -> None:
+    with tempfile.TemporaryDirectory(prefix="lgnh", dir="/tmp") as d:
+        instance = Up(Path(d))
+        try:
+            done = instance.submit("--name", "done", "--", "true")
+            failed = instance.submit("--name", "bad", "--", "sh", "-c", "exit 4")
+            for job in (done, failed):
+                instance.wait_state(job, {"succeeded", "failed"})
+            served = json.loads(instance.cli("history", "--json").stdout)["jobs"]
+            table = instance.cli("history").stdout
+            attempts = instance.cli("history", "--attempts", "-u", "all").stdout
+        finally:
+            assert instance.stop() == 0, instance.output()
+        store = Path(d) / "labgang.db"
+        before = (sorted(p.name for p in Path(d).iterdir()), store.read_bytes())
+
+        out = instance.cli("history", "--json")
+        assert out.returncode == 0, out.stderr
+        assert out.stderr == (
+            f"labgang history: no coordinator answers at {Path(d) / 'labgang.sock'}; "
+            f"read its store {store} directly (read-only)\n"
+        )
+        assert json.loads(out.stdout)["jobs"] == served  # the same rows the coordinator gave
+        assert [(j["name"], j["state"], j["exit_status"]) for j in served] == [
+            ("done", "succeeded", 0),
+            ("bad", "failed", 4),
+        ]
+        out = instance.cli("history")
+        assert (out.returncode, out.stdout) == (0, table)
+        assert instance.cli("history", "--attempts", "-u", "all").stdout == attempts
+        empty = instance.cli("history", "-q", "nope")
+        assert empty.returncode == 0 and "note: no job matches queue nope" in empty.stderr
+        assert (sorted(p.name for p in Path(d).iterdir()), store.read_bytes()) == before  # nothing written
+
+        broken = Path(d) / "broken"
+        broken.mkdir()
+        (broken / "labgang.db").write_bytes(b"not a database")
+        out = instance.cli("history", "--state-dir", str(broken))
+        assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert "cannot read the labgang store" in out.stderr

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from labgang.launcher.coordinator.store import JobSpec, JobStatus, RankRecord, Store
 from labgang.launcher.lifecycle.records import HistoryEntry
 from labgang.launcher.lifecycle.states import RankPhase
@@ -57,6 +59,22 @@ def test_round_trip_of_jobs_ranks_and_history(tmp_path: Path) -> None:
     assert loaded.ranks == job.ranks and loaded.history == job.history
     assert again.decisions(job.id) == [(2.0, "admit", "admitted", "on n1")]
     assert again.next_seq() == 2
+
+
+def test_a_read_only_store_reads_and_refuses_every_write(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    job = store.insert_job(spec(), JobStatus(submit_time=1.0, pending_since=1.0))
+    store.close()
+    before = sorted(p.name for p in tmp_path.iterdir()), (tmp_path / "db").read_bytes()
+    reader = Store(tmp_path / "db", read_only=True)
+    assert [j.id for j in reader.find_jobs(user="alice")] == [job.id]
+    reader.insert_job(spec("other"), JobStatus(submit_time=2.0, pending_since=2.0))
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.close()  # its commit of the buffered job is refused
+    assert (sorted(p.name for p in tmp_path.iterdir()), (tmp_path / "db").read_bytes()) == before
+    with pytest.raises(sqlite3.OperationalError):
+        Store(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "missing").exists()
 
 
 def test_acknowledged_writes_survive_kill9_and_unacknowledged_ones_are_absent(tmp_path: Path) -> None:
