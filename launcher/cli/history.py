@@ -110,7 +110,14 @@ def history(
         return
     if config_file is not None:
         raise click.UsageError("--config goes with --export")
-    asked = {"user": user, "queue": queue, "states": flatten(states), "since": since, "until": until, "limit": limit}
+    asked: dict[str, Any] = {
+        "user": user,
+        "queue": queue,
+        "states": flatten(states),
+        "since": since,
+        "until": until,
+        "limit": limit,
+    }
     try:
         with Client.for_state_dir(state_dir) as client:
             rows, notes = history_rows(client, **asked, attempts=per_attempt)
