@@ -154,7 +154,8 @@ def build_submission(
     """
     argv = list(argv)
     if wrap is not None:
-        argv, name, batch_script = _wrapped(wrap, argv, job_file), name or "wrap", True
+        argv, batch_script = _wrapped(wrap, argv, job_file), True
+        name = "wrap" if name is None else name
     groups: list[dict[str, Any]] | None = None
     together: list[list[str]] = []
     file_policies: dict[str, Any] = {}

@@ -51,6 +51,7 @@ SUBMIT_LINES = [
 NOT_FAST = [
     ["--wrap", "echo", "--", "true"],  # --wrap and a command: refused
     ["--wrap", " "],
+    ["--wrap", "x", "-J", ""],  # an empty name is refused, not replaced by "wrap"
     ["--help"],
     ["-h", "x"],
     ["-n", "0", "x"],
