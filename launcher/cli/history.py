@@ -102,6 +102,8 @@ def history(
     over all attempts, preempted and cancelled ones included), exit status, restarts (attempts
     that ran, minus one) and the final reason. --attempts prints one line per attempt. Finished
     jobs of any age are kept in the store; `labgang queue` shows only pending and running ones.
+    With no coordinator answering (labgang up stopped), it reads the store file itself, read-only,
+    and says so in one line on stderr.
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")

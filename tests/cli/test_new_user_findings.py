@@ -195,3 +195,21 @@ def test_history_without_a_coordinator_reads_the_store_read_only() -> None:
         out = instance.cli("history", "--state-dir", str(broken))
         assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
         assert "cannot read the labgang store" in out.stderr
+
+
+def test_history_without_a_coordinator_names_a_store_another_user_may_not_read(lab_users) -> None:
+    (other, _) = lab_users
+    with tempfile.TemporaryDirectory(prefix="lgnr", dir="/tmp") as d:
+        Path(d).chmod(0o755)  # reachable by the other user, as /var/lib/labgang is; the store stays 0600
+        instance = Up(Path(d))
+        try:
+            instance.wait_state(instance.submit("--", "true"), {"succeeded"})
+        finally:
+            assert instance.stop() == 0, instance.output()
+        store = Path(d) / "labgang.db"
+        before = store.read_bytes()
+        out = other.run(["history"], env={"LABGANG_STATE_DIR": d})
+        lines = out.stderr.strip().splitlines()
+        assert (out.returncode, out.stdout, len(lines)) == (1, "", 1), out.stderr
+        assert f"the labgang store {store} is readable only by whoever runs that labgang (file mode 600)" in lines[0]
+        assert store.read_bytes() == before
