@@ -114,6 +114,19 @@ CREATE TABLE IF NOT EXISTS decisions (
 """
 
 
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that opens the store at ``path`` for reading only, leaving no file beside it.
+
+    Without a ``-wal`` file (its coordinator closed it) nothing can change under the reader:
+    ``immutable=1`` reads the file alone and creates no ``-wal``/``-shm``. With one (a coordinator
+    has it open), ``mode=ro`` reads through the write-ahead log.
+    """
+    from urllib.parse import quote
+
+    wal = Path(f"{path}-wal").exists()
+    return f"file:{quote(str(path.absolute()))}?mode=ro{'' if wal else '&immutable=1'}"
+
+
 class Store:
     """The SQLite database under the state directory.
 
@@ -139,13 +152,9 @@ class Store:
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", read_only: bool = False) -> None:
         self.path = Path(path)
         if read_only:
-            from urllib.parse import quote
-
-            # Without a -wal file (its coordinator closed it) nothing can change under us: immutable=1
-            # reads the file alone, creating no -wal/-shm beside it. With one, read through it.
-            wal = Path(f"{self.path}-wal").exists()
-            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro{'' if wal else '&immutable=1'}"
-            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(
+                read_only_uri(self.path), uri=True, isolation_level=None, check_same_thread=False
+            )
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not self.path.exists():

@@ -22,8 +22,8 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
+from labgang.launcher.coordinator.store import read_only_uri
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import GPU
@@ -97,7 +97,7 @@ def open_read_only(path: Path) -> sqlite3.Connection:
             "`labgang plan replay FILE`"
         )
     try:
-        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        db = sqlite3.connect(read_only_uri(path), uri=True)
         db.execute("SELECT seq, id, spec, status, submit_time FROM jobs LIMIT 1").fetchall()
     except sqlite3.Error as err:
         raise HistoryUnreadable(f"cannot read the labgang store {path}: {err}") from None

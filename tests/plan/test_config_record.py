@@ -56,3 +56,18 @@ def test_no_record_or_a_broken_one_is_none(tmp_path: Path) -> None:
         assert read_recorded(conn) is None
     finally:
         conn.close()
+
+
+def test_reading_a_stopped_store_leaves_no_file_beside_it(tmp_path: Path) -> None:
+    # `history --export` and `plan replay --since` on a stopped instance read its store: they must
+    # not leave -wal/-shm files (owned by whoever read it) in the instance's state directory.
+    db = tmp_path / "labgang.db"
+    store = Store(db)
+    record_config(store, CONFIG, None, 1_700_000_000.0)
+    store.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert before == ["labgang.db"]
+    assert recorded_policy(db) is not None
+    conn = open_read_only(db)
+    conn.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
