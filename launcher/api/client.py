@@ -20,9 +20,11 @@ import os
 import sys
 import time
 
-from labgang.agent import paths
-from labgang.launcher.api import jsontext
 from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection, quote, urlencode
+
+# Imported where used, not here (each module costs a fresh interpreter about 0.3M instructions,
+# docs/cli-startup.md): launcher/api/jsontext.py, only for a JSON body (`show` and `queue` get text);
+# agent/paths.py and launcher/api/discovery.py, only where no state directory is given.
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
@@ -38,6 +40,9 @@ DEFAULT_TIMEOUT_S = 30.0
 STARTING_MARKER = "up.starting"
 STARTUP_WAIT_S = 60.0
 MARKER_GRACE_S = 0.5
+# labgang.agent.paths.SOCKET_NAME, here so that a command given its state directory does not load agent/paths.py
+# (tests/cli/test_client_paths.py holds socket_file_for to paths.socket_file).
+_SOCKET_NAME = "labgang.sock"
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
 _MAX_SOCKET_PATH = 107
 
@@ -84,6 +89,8 @@ class SystemConfigUnusable(CoordinatorUnavailable):
     the message is the problem, naming the file and the field."""
 
     def __init__(self, problem: str) -> None:
+        from labgang.agent import paths
+
         ClientError.__init__(self, problem)
         self.socket_path = paths.SYSTEM_CONFIG
 
@@ -163,6 +170,8 @@ def socket_file_for(state_dir: str | Path | None = None) -> str:
     Raises:
         SystemConfigUnusable: the system config names no usable state directory.
     """
+    if state_dir is not None and str(state_dir) != "":  # discovery's first rule, without loading it
+        return os.path.join(os.path.expanduser(os.fspath(state_dir)), _SOCKET_NAME)  # = paths.socket_file
     from labgang.launcher.api import discovery
 
     try:
@@ -231,6 +240,8 @@ def decode_body(body: bytes) -> Any:
         ValueError: not UTF-8 (UnicodeDecodeError) or not one JSON value.
     """
     text = body.decode("utf-8")
+    from labgang.launcher.api import jsontext
+
     if "json" not in sys.modules and jsontext.worth_reading(body):  # a long-lived caller (the TUI) has json
         return jsontext.loads(text)
     import json  # only for a large body: it imports ``re`` (docs/cli-startup.md)
@@ -352,7 +363,11 @@ class Client:
         if query:
             path = f"{path}?{urlencode(query)}"
         url = path
-        payload = None if body is None else jsontext.dumps(body).encode()
+        payload = None
+        if body is not None:
+            from labgang.launcher.api import jsontext
+
+            payload = jsontext.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"
@@ -438,6 +453,21 @@ class Client:
         """
         return self._json("POST", "/v1/jobs", body=dict(spec))["job"]
 
+    def submit_id(self, spec: Mapping[str, Any]) -> str:
+        """``POST /v1/jobs`` as :meth:`submit`, returning only the id ``labgang submit`` prints: the job's,
+        or an array's own. Read from the answer's ``Location`` (``/v1/jobs/ID``, ``/v1/arrays/ID``) without
+        reading the JobView; from a coordinator that sends none, from the JobView.
+
+        Raises:
+            ApiError: as :meth:`submit`.
+        """
+        status, headers, body = self.request("POST", "/v1/jobs", body=dict(spec))
+        where, _, job_id = headers.get("Location", "").rpartition("/")
+        if status < 400 and where in ("/v1/jobs", "/v1/arrays") and job_id:
+            return job_id
+        job = _json_body(status, body)["job"]
+        return str(job.get("array_id") or job["id"])
+
     def jobs(
         self,
         *,
@@ -502,9 +532,26 @@ class Client:
         answer = self._json("GET", "/v1/jobs", query={**query, "view": "table"})
         return answer["table"], answer["jobs"]
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        """``GET /v1/jobs/{id}``: one JobView. Raises ApiError(404) for an unknown job."""
-        return self._json("GET", _job_path(job_id))["job"]
+    def job(self, job_id: str, view: str = "full") -> dict[str, Any]:
+        """``GET /v1/jobs/{id}``: one JobView; ``view="queue"``: the job as a row of ``labgang queue``'s
+        table (docs/openapi.json ``JobRow``: id, state...; a coordinator from before that view sends the
+        JobView, which has those fields too). Raises ApiError(404) for an unknown job."""
+        return self._json("GET", _job_path(job_id), **({"query": {"view": view}} if view != "full" else {}))["job"]
+
+    def job_text(self, job_id: str) -> str | dict[str, Any]:
+        """``GET /v1/jobs/{id}?view=text``: what ``labgang show JOB`` prints, as the coordinator renders it
+        (launcher/coordinator/detail_view.py); or the JobView (dict), as :meth:`job` returns it, from a
+        coordinator that renders none: one from before that view, or one whose local time zone is not
+        this process's (``tz``: this process's ``TZ`` variable, empty when unset).
+
+        Raises:
+            ApiError: 404 no such job (an array's id is none: :meth:`array`).
+        """
+        query = {"view": "text", "tz": os.environ.get("TZ", "")}
+        status, headers, body = self.request("GET", _job_path(job_id), query=query)
+        if status < 400 and headers.get("Content-Type", "").startswith("text/plain"):
+            return body.decode("utf-8", "surrogatepass")
+        return _json_body(status, body)["job"]
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/cancel``: cancel a job; returns its JobView.

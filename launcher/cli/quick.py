@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 
-from labgang.launcher.cli.quick_argv import NotFast, Repeated, parse
+from labgang.launcher.cli.quick_argv import NotFast, Repeated, normal_job_id, parse
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
 # (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, NoReturn
 
+    from labgang.launcher.api.client import Client
     from labgang.launcher.cli.quick_argv import Converter
 
 __all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "escape_unencodable", "main", "parse"]
@@ -143,8 +144,6 @@ def _limit(text: str) -> int:
 
 
 def _job_id(text: str) -> str:
-    from labgang.launcher.cli.job_facts import normal_job_id
-
     job_id = normal_job_id(text)
     if job_id is None:
         raise ValueError(text)
@@ -386,15 +385,15 @@ def submit(args: list[str]) -> int:
     body = _submission(options, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
+            if not as_json:
+                print(client.submit_id(body))  # an array: its id (the JobView is its first task's)
+                return 0
             job = client.submit(body)
     except ClientError as err:
         return _submit_refused("submit", err, options, args)
-    if as_json:
-        from labgang.launcher.cli.format import to_json
+    from labgang.launcher.cli.format import to_json
 
-        print(to_json({"job": job}))
-    else:
-        print(job.get("array_id") or job["id"])  # an array: its id (the reply is its first task)
+    print(to_json({"job": job}))
     return 0
 
 
@@ -518,30 +517,53 @@ def _single_job(positional: list[str]) -> str:
 
 
 def show(args: list[str]) -> int:
-    """``labgang show JOB``: see :func:`labgang.launcher.cli.jobs.show`."""
-    import time
-
-    from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.format import job_detail, to_json
-    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
+    """``labgang show JOB``: see :func:`labgang.launcher.cli.jobs.show`. The text is the coordinator's
+    (:meth:`~labgang.launcher.api.client.Client.job_text`: nothing to read or lay out here); from a
+    coordinator that sends the JobView instead, an array's id, and ``--json``, the click command's way."""
+    from labgang.launcher.api.client import ApiError, Client, ClientError
 
     options, positional = parse(args, _SHOW_FLAGS, interspersed=True)
     job_id = _single_job(positional)
     state_dir = _state_dir(options)
+    as_json = options.get("as_json")
     try:
         with Client.for_state_dir(state_dir) as client:
-            job, array = job_or_array(client, job_id)
-            if array is not None:
-                from labgang.launcher.cli.array_view import array_detail, array_summary_json
-
-                print(to_json(array_summary_json(array)) if options.get("as_json") else array_detail(array))
-                return 0
-            assert job is not None
-            add_start_errors(client, job)
-            add_pitfalls(client, job)
+            job = None
+            if not as_json:
+                try:
+                    shown = client.job_text(job_id)
+                except ApiError as err:
+                    if err.status != 404 or not job_id.isdigit():
+                        raise
+                    shown = None  # an array's id, or no job: job_or_array says which
+                if isinstance(shown, str):
+                    print(shown)
+                    return 0
+                job = shown
+            return _show_here(client, job_id, job, as_json)
     except ClientError as err:
         return _refusal("show", err)
-    print(to_json({"job": job}) if options.get("as_json") else job_detail(job, time.time()))
+
+
+def _show_here(client: Client, job_id: str, job: dict[str, Any] | None, as_json: bool) -> int:
+    """``show``'s text or ``--json`` written here, as the click command writes them, from ``job`` (its
+    JobView) or, when None, from what ``job_id`` names (a job, or an array's tasks)."""
+    import time
+
+    from labgang.launcher.cli.format import job_detail, to_json
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
+
+    if job is None:
+        job, array = job_or_array(client, job_id)
+        if array is not None:
+            from labgang.launcher.cli.array_view import array_detail, array_summary_json
+
+            print(to_json(array_summary_json(array)) if as_json else array_detail(array))
+            return 0
+    assert job is not None
+    add_start_errors(client, job)
+    add_pitfalls(client, job)
+    print(to_json({"job": job}) if as_json else job_detail(job, time.time()))
     return 0
 
 

@@ -1,5 +1,6 @@
 """The command-line parser of the fast path (:mod:`labgang.launcher.cli.quick`): a flag table per
-command, read the way click reads a well-formed command line; anything else is click's.
+command, read the way click reads a well-formed command line; anything else is click's. And
+:func:`normal_job_id`, the job ids every command reads (here so that ``show JOB`` loads nothing more).
 
 Stdlib only, without ``typing`` at run time (docs/cli-startup.md).
 """
@@ -91,3 +92,16 @@ def parse(
         else:
             options[dest] = value
     return options, positional
+
+
+def normal_job_id(text: str) -> str | None:
+    """``"12"`` for ``" 012"``, ``"12_7"`` for an array task ``"12_07"``; None for anything that is
+    not a job id (a positive decimal number, optionally ``_`` and a task index)."""
+    head, sep, index = text.strip().partition("_")
+    if not (head.isascii() and head.isdigit() and int(head) > 0):
+        return None
+    if not sep:
+        return str(int(head))
+    if not (index.isascii() and index.isdigit()):
+        return None
+    return f"{int(head)}_{int(index)}"
