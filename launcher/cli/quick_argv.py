@@ -5,8 +5,6 @@ command, read the way click reads a well-formed command line; anything else is c
 Stdlib only, without ``typing`` at run time (docs/cli-startup.md).
 """
 
-from __future__ import annotations
-
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,10 +19,10 @@ class Repeated:
     """A flag that may be given several times (click's ``multiple=True``): its values, converted
     by ``convert``, are collected in a list in the order given."""
 
-    def __init__(self, convert: Callable[[str], Any]) -> None:
+    def __init__(self, convert: "Callable[[str], Any]") -> None:
         self.convert = convert
 
-    def __call__(self, text: str) -> Any:
+    def __call__(self, text: str) -> "Any":
         return self.convert(text)
 
 
@@ -33,8 +31,8 @@ class NotFast(Exception):
 
 
 def parse(
-    args: list[str], flags: dict[str, tuple[str, Converter]], *, interspersed: bool
-) -> tuple[dict[str, Any], list[str]]:
+    args: "list[str]", flags: "dict[str, tuple[str, Converter]]", *, interspersed: bool
+) -> "tuple[dict[str, Any], list[str]]":
     """Parse ``args`` against ``flags`` the way click would for a well-formed command line.
 
     Args:
@@ -94,7 +92,7 @@ def parse(
     return options, positional
 
 
-def normal_job_id(text: str) -> str | None:
+def normal_job_id(text: str) -> "str | None":
     """``"12"`` for ``" 012"``, ``"12_7"`` for an array task ``"12_07"``; None for anything that is
     not a job id (a positive decimal number, optionally ``_`` and a task index)."""
     head, sep, index = text.strip().partition("_")

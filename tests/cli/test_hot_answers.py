@@ -47,14 +47,14 @@ def submit(state: str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def cli(state: str, *args: str, click: bool = False, **env: str) -> tuple[int, str, str]:
+def cli(state: str, *args: str, click: bool = False, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """``labgang ARGS`` through the fast path, or (``click``) the click group only: (status, stdout, stderr)."""
     entry = ["-c", "from labgang.launcher.cli.main import main; main()"] if click else ["-m", "labgang.launcher"]
     done = subprocess.run(
         [sys.executable, *entry, *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "LABGANG_STATE_DIR": state, **env},
+        env={**os.environ, "LABGANG_STATE_DIR": state, **(env or {})},
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -63,11 +63,13 @@ AGE = re.compile(r"\b\d+[smhd](?:\d+[smhd])*\b")
 """An age as ``show`` writes it (``2s``, ``1m05s``, ``3h02m``): it moves between two whole commands."""
 
 
-def both_ways(state: str, *args: str, **env: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+def both_ways(
+    state: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
     """``labgang ARGS`` through the fast path and through click, each ``(status, stdout, stderr)`` with its
     ages written ``AGE`` (the exact text, ages included, is held to the command's own rendering at an
     instant of the request by :func:`rendered_here`)."""
-    fast, slow = cli(state, *args, **env), cli(state, *args, click=True, **env)
+    fast, slow = cli(state, *args, env=env), cli(state, *args, click=True, env=env)
     return (fast[0], AGE.sub("AGE", fast[1]), fast[2]), (slow[0], AGE.sub("AGE", slow[1]), slow[2])
 
 
@@ -99,7 +101,7 @@ def test_show_prints_the_coordinators_text_which_is_the_commands_own(coordinator
     for args in (["show", held], ["show", after], ["show", odd], ["show", "999"]):
         fast, slow = both_ways(coordinator, *args)
         assert fast == slow, args
-    fast, slow = both_ways(coordinator, "show", held, TZ="Asia/Tokyo")
+    fast, slow = both_ways(coordinator, "show", held, env={"TZ": "Asia/Tokyo"})
     assert fast[0] == 0 and fast == slow
 
 
