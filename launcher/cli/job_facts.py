@@ -271,7 +271,7 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
     for job_id in dict.fromkeys(job_ids):
         try:
             try:
-                before = client.job(job_id, view="queue")  # its id and state: a row reads in a third of the time
+                before = client.job(job_id, view="queue")  # its id and state: a row, a third of a JobView to read
             except ApiError as err:
                 if err.status != 404 or not job_id.isdigit():
                     raise

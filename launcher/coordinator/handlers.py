@@ -280,11 +280,12 @@ async def get_job(
     table, :func:`labgang.launcher.coordinator.views.queue_row`), what ``labgang cancel`` reads to
     tell a finished job from one to cancel.
 
-    ``view=text`` answers the ``labgang show`` text itself (``text/plain``, UTF-8; lone surrogates of
-    a name as ``surrogatepass`` writes them), rendered here with the job's pitfall findings and its
-    ranks' start errors (:mod:`labgang.launcher.coordinator.detail_view`), so that the command only
-    prints it; ``tz`` is the command's ``TZ`` variable (empty: unset), and where it is not the
-    coordinator's (rank START/END are local times) the answer is the JobView, as for ``view=full``.
+    ``view=text`` answers the ``labgang show`` text itself (``text/plain``, UTF-8; a lone surrogate,
+    which submissions refuse but an older store may hold, as ``surrogatepass`` writes it), rendered
+    here with the job's pitfall findings and its ranks' start errors
+    (:mod:`labgang.launcher.coordinator.detail_view`), so that the command only prints it; ``tz`` is
+    the command's ``TZ`` variable (empty: unset), and where it is not the coordinator's (rank
+    START/END are local times) the answer is the JobView, as for ``view=full``.
 
     Raises:
         BadRequest: a ``view`` other than ``full``, ``queue`` or ``text``. NotFound: no such job.
