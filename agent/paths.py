@@ -16,8 +16,6 @@ A venv may carry its own (``<venv>/etc/labgang/system.toml``, read first), so th
 install such as ``/opt/labgang/venv`` says where its instance lives.
 """
 
-from __future__ import annotations
-
 import os
 
 # pathlib is imported where a Path is returned, not here: `labgang submit` and `labgang queue`
@@ -35,7 +33,7 @@ DB_NAME = "labgang.db"
 AGENT_DIR_NAME = "agent"
 
 
-def system_config_files() -> list[str]:
+def system_config_files() -> "list[str]":
     """Where the system config may be, first found wins: the running venv's
     ``etc/labgang/system.toml`` (only inside a venv), then ``/etc/labgang/system.toml``."""
     import sys
@@ -90,7 +88,7 @@ def _no_control(text: str) -> bool:
     return text.isprintable() or all(char == "\t" or (char >= " " and char != "\x7f") for char in text)
 
 
-def plain_toml(text: str) -> dict[str, str] | None:
+def plain_toml(text: str) -> "dict[str, str] | None":
     """The keys of ``text`` when it is TOML of the plainest form, as :func:`tomllib.loads` reads it;
     None when it is anything else, which only :mod:`tomllib` may read (or refuse).
 
@@ -145,7 +143,7 @@ def default_state_dir_text() -> str:
     return user_state_dir_text()
 
 
-def default_state_dir() -> Path:
+def default_state_dir() -> "Path":
     """Return the state directory to use when no ``--state-dir`` was given.
 
     Returns:
@@ -160,7 +158,7 @@ def default_state_dir() -> Path:
     return Path(default_state_dir_text())
 
 
-def resolve_state_dir(state_dir: str | os.PathLike[str] | None) -> Path:
+def resolve_state_dir(state_dir: "str | os.PathLike[str] | None") -> "Path":
     """Return ``state_dir`` as a Path, or :func:`default_state_dir` when it is None or empty."""
     from pathlib import Path
 
@@ -169,14 +167,14 @@ def resolve_state_dir(state_dir: str | os.PathLike[str] | None) -> Path:
     return Path(state_dir).expanduser()
 
 
-def socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
+def socket_file(state_dir: "str | os.PathLike[str] | None" = None) -> str:
     """:func:`socket_path` as text, without importing pathlib (the fast CLI path's socket)."""
     if state_dir is None or str(state_dir) == "":
         return os.path.join(default_state_dir_text(), SOCKET_NAME)
     return os.path.join(os.path.expanduser(os.fspath(state_dir)), SOCKET_NAME)
 
 
-def socket_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
+def socket_path(state_dir: "str | os.PathLike[str] | None" = None) -> "Path":
     """Path of the user API Unix socket (``<state_dir>/labgang.sock``).
 
     The coordinator listens there; on a node without the coordinator, the node's agent
@@ -185,17 +183,17 @@ def socket_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
     return resolve_state_dir(state_dir) / SOCKET_NAME
 
 
-def db_path(state_dir: str | os.PathLike[str] | None = None) -> Path:
+def db_path(state_dir: "str | os.PathLike[str] | None" = None) -> "Path":
     """Path of the coordinator's SQLite database (``<state_dir>/labgang.db``)."""
     return resolve_state_dir(state_dir) / DB_NAME
 
 
-def agent_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
+def agent_state_dir(state_dir: "str | os.PathLike[str] | None" = None) -> "Path":
     """Directory of a node agent's supervisor journal and rank logs (``<state_dir>/agent``)."""
     return resolve_state_dir(state_dir) / AGENT_DIR_NAME
 
 
-def ensure_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
+def ensure_state_dir(state_dir: "str | os.PathLike[str] | None" = None) -> "Path":
     """Create the state directory (mode 0700 when new) and return it.
 
     Raises:

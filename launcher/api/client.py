@@ -14,18 +14,20 @@ line: :class:`CoordinatorUnavailable` (nothing listens at the socket) and
 :class:`ApiError` (the coordinator answered 4xx/5xx with ``{"error": {...}}``).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
 
-from labgang.agent import paths
-from labgang.launcher.api import jsontext
 from labgang.launcher.api.wire import RemoteClosed, UnixHTTPConnection, quote, urlencode
 
+# Imported where used, not here (each module costs a fresh interpreter about 0.3M instructions,
+# docs/cli-startup.md): launcher/api/jsontext.py, only for a JSON body (`show` and `queue` get text);
+# agent/paths.py and launcher/api/discovery.py, only where no state directory is given.
+
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
-# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+# (bench/cli_latency.py). Annotations that name what it imports are strings, and there is no
+# ``from __future__ import annotations``: the module ``__future__`` costs a hot command 0.4M
+# instructions (docs/cli-startup.md); tests/cli/test_quick.py checks that none loads it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -38,6 +40,9 @@ DEFAULT_TIMEOUT_S = 30.0
 STARTING_MARKER = "up.starting"
 STARTUP_WAIT_S = 60.0
 MARKER_GRACE_S = 0.5
+# labgang.agent.paths.SOCKET_NAME, here so that a command given its state directory does not load agent/paths.py
+# (tests/cli/test_client_paths.py holds socket_file_for to paths.socket_file).
+_SOCKET_NAME = "labgang.sock"
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
 _MAX_SOCKET_PATH = 107
 
@@ -53,7 +58,7 @@ class CoordinatorUnavailable(ClientError):
         socket_path: the socket that was tried.
     """
 
-    def __init__(self, socket_path: str | Path, detail: str | None = None) -> None:
+    def __init__(self, socket_path: "str | Path", detail: "str | None" = None) -> None:
         from labgang.launcher.api import discovery
 
         self.socket_path = socket_path
@@ -84,6 +89,8 @@ class SystemConfigUnusable(CoordinatorUnavailable):
     the message is the problem, naming the file and the field."""
 
     def __init__(self, problem: str) -> None:
+        from labgang.agent import paths
+
         ClientError.__init__(self, problem)
         self.socket_path = paths.SYSTEM_CONFIG
 
@@ -101,7 +108,7 @@ class ApiError(ClientError):
 
     # A plain class, not a dataclass: ``dataclasses`` imports ``inspect``, milliseconds that every
     # shell command would pay (bench/cli_latency.py).
-    def __init__(self, status: int, message: str, field: str | None = None, allowed: Any = None) -> None:
+    def __init__(self, status: int, message: str, field: "str | None" = None, allowed: "Any" = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -128,7 +135,7 @@ class LogChunk:
 
     __slots__ = ("attempt", "data", "finished", "next_offset")
 
-    def __init__(self, data: bytes, next_offset: int, finished: bool, attempt: int | None = None) -> None:
+    def __init__(self, data: bytes, next_offset: int, finished: bool, attempt: "int | None" = None) -> None:
         self.data = data
         self.next_offset = next_offset
         self.finished = finished
@@ -145,7 +152,7 @@ class LogChunk:
         return f"LogChunk(data={self.data!r}, next_offset={self.next_offset!r}, finished={self.finished!r})"
 
 
-def socket_for(state_dir: str | Path | None = None) -> Path:
+def socket_for(state_dir: "str | Path | None" = None) -> "Path":
     """The user API socket for ``state_dir`` (None: ``LABGANG_STATE_DIR``, else the system instance,
     else the user's own: :func:`labgang.launcher.api.discovery.find_socket_file`).
 
@@ -157,12 +164,14 @@ def socket_for(state_dir: str | Path | None = None) -> Path:
     return Path(socket_file_for(state_dir))
 
 
-def socket_file_for(state_dir: str | Path | None = None) -> str:
+def socket_file_for(state_dir: "str | Path | None" = None) -> str:
     """:func:`socket_for` as text (no pathlib import).
 
     Raises:
         SystemConfigUnusable: the system config names no usable state directory.
     """
+    if state_dir is not None and str(state_dir) != "":  # discovery's first rule, without loading it
+        return os.path.join(os.path.expanduser(os.fspath(state_dir)), _SOCKET_NAME)  # = paths.socket_file
     from labgang.launcher.api import discovery
 
     try:
@@ -171,7 +180,7 @@ def socket_file_for(state_dir: str | Path | None = None) -> str:
         raise SystemConfigUnusable(str(exc)) from exc
 
 
-def starting_pid(socket_path: str | Path) -> int | None:
+def starting_pid(socket_path: "str | Path") -> "int | None":
     """The pid of a ``labgang up`` that is still starting for this socket, or None.
 
     Reads ``<state_dir>/up.starting``; a marker whose process is gone (a crashed start), or one
@@ -196,7 +205,7 @@ def _job_path(job_id: str, suffix: str = "") -> str:
     return f"/v1/jobs/{quote(str(job_id))}{suffix}"
 
 
-def _next_cursor(page: Mapping[str, Any], query: Mapping[str, str]) -> str | None:
+def _next_cursor(page: "Mapping[str, Any]", query: "Mapping[str, str]") -> "str | None":
     """The cursor of the next page of ``GET /v1/jobs``, or None on the last page (or when a
     coordinator repeats the cursor it was given: stop rather than loop)."""
     cursor = page.get("next_cursor")
@@ -206,8 +215,8 @@ def _next_cursor(page: Mapping[str, Any], query: Mapping[str, str]) -> str | Non
 
 
 def _jobs_query(
-    all_users: bool, user: str | None, queue: str | None = None, states: tuple[str, ...] = ()
-) -> dict[str, str]:
+    all_users: bool, user: "str | None", queue: "str | None" = None, states: "tuple[str, ...]" = ()
+) -> "dict[str, str]":
     query: dict[str, str] = {}
     if all_users:
         query["all"] = "1"
@@ -220,7 +229,7 @@ def _jobs_query(
     return query
 
 
-def decode_body(body: bytes) -> Any:
+def decode_body(body: bytes) -> "Any":
     """The JSON value of an answer's body (UTF-8): read by :func:`labgang.launcher.api.jsontext.loads`
     when that is cheaper than importing :mod:`json` (:func:`~labgang.launcher.api.jsontext.worth_reading`:
     a JobView, a ``queue`` table), so that a hot command imports no :mod:`json` (and no ``re``); a
@@ -231,6 +240,8 @@ def decode_body(body: bytes) -> Any:
         ValueError: not UTF-8 (UnicodeDecodeError) or not one JSON value.
     """
     text = body.decode("utf-8")
+    from labgang.launcher.api import jsontext
+
     if "json" not in sys.modules and jsontext.worth_reading(body):  # a long-lived caller (the TUI) has json
         return jsontext.loads(text)
     import json  # only for a large body: it imports ``re`` (docs/cli-startup.md)
@@ -238,7 +249,7 @@ def decode_body(body: bytes) -> Any:
     return json.loads(text)
 
 
-def _error_from(status: int, body: bytes) -> ApiError:
+def _error_from(status: int, body: bytes) -> "ApiError":
     """Build an :class:`ApiError` from a non-2xx answer (``{"error": {"message","field","allowed"}}``)."""
     try:
         payload = decode_body(body or b"{}")
@@ -251,7 +262,7 @@ def _error_from(status: int, body: bytes) -> ApiError:
     return ApiError(status, f"coordinator answered HTTP {status}" + (f": {text[0]}" if text else ""))
 
 
-def _json_body(status: int, body: bytes) -> dict[str, Any]:
+def _json_body(status: int, body: bytes) -> "dict[str, Any]":
     if status >= 400:
         raise _error_from(status, body)
     try:
@@ -263,7 +274,7 @@ def _json_body(status: int, body: bytes) -> dict[str, Any]:
     return payload
 
 
-def _log_chunk(status: int, headers: Mapping[str, str], body: bytes, offset: int) -> LogChunk:
+def _log_chunk(status: int, headers: "Mapping[str, str]", body: bytes, offset: int) -> "LogChunk":
     if status >= 400:
         raise _error_from(status, body)
     next_offset = headers.get("X-Next-Offset")
@@ -291,7 +302,7 @@ class Client:
     """
 
     def __init__(
-        self, socket_path: str | Path, timeout: float = DEFAULT_TIMEOUT_S, *, wait_for_start: bool = True
+        self, socket_path: "str | Path", timeout: float = DEFAULT_TIMEOUT_S, *, wait_for_start: bool = True
     ) -> None:
         self._socket_file = os.fspath(socket_path)
         self.timeout = timeout
@@ -299,7 +310,7 @@ class Client:
         self._conn: UnixHTTPConnection | None = None
 
     @classmethod
-    def for_state_dir(cls, state_dir: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> Client:
+    def for_state_dir(cls, state_dir: "str | Path | None" = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Client":
         """A client for the coordinator of ``state_dir`` (None: found by :func:`socket_file_for`).
 
         Raises:
@@ -308,13 +319,13 @@ class Client:
         return cls(socket_file_for(state_dir), timeout)
 
     @property
-    def socket_path(self) -> Path:
+    def socket_path(self) -> "Path":
         """The Unix socket this client talks to."""
         from pathlib import Path
 
         return Path(self._socket_file)
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -333,9 +344,9 @@ class Client:
         method: str,
         path: str,
         *,
-        query: Mapping[str, str] | None = None,
-        body: Any = None,
-    ) -> tuple[int, dict[str, str], bytes]:
+        query: "Mapping[str, str] | None" = None,
+        body: "Any" = None,
+    ) -> "tuple[int, dict[str, str], bytes]":
         """Send one request and return ``(status, headers, body bytes)``.
 
         A GET whose kept-alive connection turns out closed is retried once on a new
@@ -352,7 +363,11 @@ class Client:
         if query:
             path = f"{path}?{urlencode(query)}"
         url = path
-        payload = None if body is None else jsontext.dumps(body).encode()
+        payload = None
+        if body is not None:
+            from labgang.launcher.api import jsontext
+
+            payload = jsontext.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"
@@ -381,7 +396,7 @@ class Client:
                 raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _connect(self) -> UnixHTTPConnection:
+    def _connect(self) -> "UnixHTTPConnection":
         """Open a connection; while a ``labgang up`` for this socket is starting, wait for it.
 
         "Starting" lasts until its coordinator listens and its local agent has joined
@@ -420,13 +435,13 @@ class Client:
                 conn.close()
                 raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc
 
-    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    def _json(self, method: str, path: str, **kw: "Any") -> "dict[str, Any]":
         status, _, body = self.request(method, path, **kw)
         return _json_body(status, body)
 
     # -- the user API ----------------------------------------------------------------
 
-    def submit(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+    def submit(self, spec: "Mapping[str, Any]") -> "dict[str, Any]":
         """``POST /v1/jobs``: submit a job; returns its JobView (dict).
 
         Args:
@@ -438,15 +453,30 @@ class Client:
         """
         return self._json("POST", "/v1/jobs", body=dict(spec))["job"]
 
+    def submit_id(self, spec: "Mapping[str, Any]") -> str:
+        """``POST /v1/jobs`` as :meth:`submit`, returning only the id ``labgang submit`` prints: the job's,
+        or an array's own. Read from the answer's ``Location`` (``/v1/jobs/ID``, ``/v1/arrays/ID``) without
+        reading the JobView; from a coordinator that sends none, from the JobView.
+
+        Raises:
+            ApiError: as :meth:`submit`.
+        """
+        status, headers, body = self.request("POST", "/v1/jobs", body=dict(spec))
+        where, _, job_id = headers.get("Location", "").rpartition("/")
+        if status < 400 and where in ("/v1/jobs", "/v1/arrays") and job_id:
+            return job_id
+        job = _json_body(status, body)["job"]
+        return str(job.get("array_id") or job["id"])
+
     def jobs(
         self,
         *,
         all_users: bool = False,
-        user: str | None = None,
+        user: "str | None" = None,
         view: str = "full",
-        queue: str | None = None,
-        states: tuple[str, ...] = (),
-    ) -> list[dict[str, Any]]:
+        queue: "str | None" = None,
+        states: "tuple[str, ...]" = (),
+    ) -> "list[dict[str, Any]]":
         """``GET /v1/jobs``: the caller's jobs, or everyone's with ``all_users``, or one user's; only
         ``queue``'s and only those in ``states`` (JobState values) when given; every page, followed by
         ``next_cursor``. ``view="queue"``: each job as the rows of ``labgang queue``'s table (half the
@@ -471,10 +501,10 @@ class Client:
         self,
         *,
         all_users: bool = False,
-        user: str | None = None,
-        queue: str | None = None,
-        states: tuple[str, ...] = (),
-    ) -> tuple[str, int]:
+        user: "str | None" = None,
+        queue: "str | None" = None,
+        states: "tuple[str, ...]" = (),
+    ) -> "tuple[str, int]":
         """The ``labgang queue`` table as the coordinator renders it (launcher/jobtable.py), and how many
         jobs it lists; the filters are :meth:`jobs`'s.
 
@@ -502,11 +532,28 @@ class Client:
         answer = self._json("GET", "/v1/jobs", query={**query, "view": "table"})
         return answer["table"], answer["jobs"]
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        """``GET /v1/jobs/{id}``: one JobView. Raises ApiError(404) for an unknown job."""
-        return self._json("GET", _job_path(job_id))["job"]
+    def job(self, job_id: str, view: str = "full") -> "dict[str, Any]":
+        """``GET /v1/jobs/{id}``: one JobView; ``view="queue"``: the job as a row of ``labgang queue``'s
+        table (docs/openapi.json ``JobRow``: id, state...; a coordinator from before that view sends the
+        JobView, which has those fields too). Raises ApiError(404) for an unknown job."""
+        return self._json("GET", _job_path(job_id), **({"query": {"view": view}} if view != "full" else {}))["job"]
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
+    def job_text(self, job_id: str) -> "str | dict[str, Any]":
+        """``GET /v1/jobs/{id}?view=text``: what ``labgang show JOB`` prints, as the coordinator renders it
+        (launcher/coordinator/detail_view.py); or the JobView (dict), as :meth:`job` returns it, from a
+        coordinator that renders none: one from before that view, or one whose local time zone is not
+        this process's (``tz``: this process's ``TZ`` variable, empty when unset).
+
+        Raises:
+            ApiError: 404 no such job (an array's id is none: :meth:`array`).
+        """
+        query = {"view": "text", "tz": os.environ.get("TZ", "")}
+        status, headers, body = self.request("GET", _job_path(job_id), query=query)
+        if status < 400 and headers.get("Content-Type", "").startswith("text/plain"):
+            return body.decode("utf-8", "surrogatepass")
+        return _json_body(status, body)["job"]
+
+    def cancel(self, job_id: str) -> "dict[str, Any]":
         """``POST /v1/jobs/{id}/cancel``: cancel a job; returns its JobView.
 
         Raises:
@@ -514,7 +561,7 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/cancel"))["job"]
 
-    def array(self, array_id: str) -> dict[str, Any]:
+    def array(self, array_id: str) -> "dict[str, Any]":
         """``GET /v1/arrays/{id}``: every task of a job array.
 
         Returns:
@@ -525,7 +572,7 @@ class Client:
         """
         return self._json("GET", f"/v1/arrays/{quote(str(array_id))}")
 
-    def hold(self, job_id: str) -> dict[str, Any]:
+    def hold(self, job_id: str) -> "dict[str, Any]":
         """``POST /v1/jobs/{id}/hold``: hold a pending job; returns its JobView.
 
         Raises:
@@ -533,7 +580,7 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/hold"))["job"]
 
-    def release(self, job_id: str) -> dict[str, Any]:
+    def release(self, job_id: str) -> "dict[str, Any]":
         """``POST /v1/jobs/{id}/release``: release a held job; returns its JobView.
 
         Raises:
@@ -541,7 +588,7 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/release"))["job"]
 
-    def requeue(self, job_id: str, *, hold: bool = False) -> dict[str, Any]:
+    def requeue(self, job_id: str, *, hold: bool = False) -> "dict[str, Any]":
         """``POST /v1/jobs/{id}/requeue``: stop an admitted or running job with its grace and put it
         back in its queue (``hold``: held there); returns its JobView.
 
@@ -550,7 +597,7 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/requeue"), body={"hold": hold})["job"]
 
-    def update(self, job_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    def update(self, job_id: str, changes: "Mapping[str, Any]") -> "dict[str, Any]":
         """``POST /v1/jobs/{id}/update``: change ``priority``, ``time_limit_s``, ``name`` and/or
         ``dependency``; returns the JobView.
 
@@ -560,7 +607,7 @@ class Client:
         """
         return self._json("POST", _job_path(job_id, "/update"), body=dict(changes))["job"]
 
-    def pty_input(self, job_id: str, data: bytes = b"", size: tuple[int, int] | None = None) -> bool:
+    def pty_input(self, job_id: str, data: bytes = b"", size: "tuple[int, int] | None" = None) -> bool:
         """``POST /v1/jobs/{id}/pty``: keystrokes (and the terminal's (rows, cols)) for rank 0 of a
         ``--pty`` job; whether it took them.
 
@@ -574,7 +621,7 @@ class Client:
             body["rows"], body["cols"] = size
         return bool(self._json("POST", _job_path(job_id, "/pty"), body=body)["taken"])
 
-    def stdin_input(self, job_id: str, data: bytes = b"", eof: bool = False) -> tuple[int, bool, bool]:
+    def stdin_input(self, job_id: str, data: bytes = b"", eof: bool = False) -> "tuple[int, bool, bool]":
         """``POST /v1/jobs/{id}/stdin``: the next bytes of rank 0's streamed standard input (a job
         submitted with ``stdin_stream``), and with ``eof`` its end.
 
@@ -592,7 +639,7 @@ class Client:
         answer = self._json("POST", _job_path(job_id, "/stdin"), body=body)
         return int(answer["taken"]), bool(answer["eof"]), bool(answer["open"])
 
-    def cancel_array(self, array_id: str) -> dict[str, Any]:
+    def cancel_array(self, array_id: str) -> "dict[str, Any]":
         """``POST /v1/arrays/{id}/cancel``: cancel every unfinished task of a job array.
 
         Returns:
@@ -604,8 +651,8 @@ class Client:
         return self._json("POST", f"/v1/arrays/{quote(str(array_id))}/cancel")
 
     def logs(
-        self, job_id: str, rank: int = 0, offset: int = 0, attempt: int | None = None, stream: str | None = None
-    ) -> LogChunk:
+        self, job_id: str, rank: int = 0, offset: int = 0, attempt: "int | None" = None, stream: "str | None" = None
+    ) -> "LogChunk":
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
         earlier start attempt's output (0 = the first), None = the current one; ``stream``: ``"stdout"``
         or ``"stderr"`` alone (offsets stay the whole log's, so ``next_offset`` may pass bytes of the
@@ -621,14 +668,14 @@ class Client:
     def history(
         self,
         *,
-        user: str | None = None,
-        queue: str | None = None,
-        states: tuple[str, ...] = (),
-        since: float | None = None,
-        until: float | None = None,
-        limit: int | None = None,
+        user: "str | None" = None,
+        queue: "str | None" = None,
+        states: "tuple[str, ...]" = (),
+        since: "float | None" = None,
+        until: "float | None" = None,
+        limit: "int | None" = None,
         attempts: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> "list[dict[str, Any]]":
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
         Args:
@@ -647,31 +694,33 @@ class Client:
             query["attempts"] = "1"
         return self._json("GET", "/v1/history", query=query)["jobs"]
 
-    def report(self, *, by: str = "user", since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    def report(
+        self, *, by: str = "user", since: "float | None" = None, until: "float | None" = None
+    ) -> "dict[str, Any]":
         """``GET /v1/report``: GPU-hours allocated and used per user, queue or team (``by``) over
         [since, until] (unix seconds; None: unbounded): ``rows``, ``total`` and the window."""
         query = {"by": by}
         query.update({name: str(value) for name, value in (("since", since), ("until", until)) if value is not None})
         return self._json("GET", "/v1/report", query=query)
 
-    def queues(self) -> list[dict[str, Any]]:
+    def queues(self) -> "list[dict[str, Any]]":
         """``GET /v1/queues``: each queue's nominal, used, borrowed and lent quota and job counts."""
         return self._json("GET", "/v1/queues")["queues"]
 
-    def nodes(self) -> list[dict[str, Any]]:
+    def nodes(self) -> "list[dict[str, Any]]":
         """``GET /v1/nodes``: each node with its inventory and per-device allocation state."""
         return self._json("GET", "/v1/nodes")["nodes"]
 
-    def version(self) -> dict[str, Any]:
+    def version(self) -> "dict[str, Any]":
         """``GET /v1/version``."""
         return self._json("GET", "/v1/version")
 
-    def pitfalls(self, job_id: str | None = None) -> dict[str, Any]:
+    def pitfalls(self, job_id: "str | None" = None) -> "dict[str, Any]":
         """``GET /v1/pitfalls``: the coordinator's current findings (of one job with ``job_id``),
         its allocation rate and the thresholds it applies."""
         return self._json("GET", "/v1/pitfalls", **({"query": {"job": job_id}} if job_id else {}))
 
-    def series(self, seconds: float | None = None) -> dict[str, Any]:
+    def series(self, seconds: "float | None" = None) -> "dict[str, Any]":
         """``GET /v1/series``: each device's recent utilization, SM activity and memory and the
         pitfall markers (``labgang.launcher.pitfalls.SeriesView.to_dict``); ``seconds`` back at most."""
         return self._json("GET", "/v1/series", **({"query": {"seconds": f"{seconds:g}"}} if seconds else {}))

@@ -18,8 +18,6 @@ calls, no ``socket`` import (``bench/cli_latency.py``: every shell command pays 
 probing costs one ``connect()`` on a Unix socket per candidate. Nothing here imports pathlib.
 """
 
-from __future__ import annotations
-
 import os
 
 from labgang.agent import paths
@@ -67,7 +65,7 @@ def starting(socket_file: str) -> bool:
     return True
 
 
-def serving_pid(socket_file: str) -> int | None:
+def serving_pid(socket_file: str) -> "int | None":
     """The pid of the process that serves ``socket_file`` (the kernel's ``SO_PEERCRED``), or None when
     nothing answers there."""
     import socket
@@ -99,7 +97,7 @@ def system_socket_file() -> str:
         raise SystemConfigInvalid(str(exc)) from exc
 
 
-def is_system_socket(socket_file: str | os.PathLike[str]) -> bool:
+def is_system_socket(socket_file: "str | os.PathLike[str]") -> bool:
     """True when ``socket_file`` is the system instance's socket (False when the system config is invalid)."""
     try:
         system = system_socket_file()
@@ -108,7 +106,7 @@ def is_system_socket(socket_file: str | os.PathLike[str]) -> bool:
     return os.path.normpath(os.fspath(socket_file)) == os.path.normpath(system)
 
 
-def find_socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
+def find_socket_file(state_dir: "str | os.PathLike[str] | None" = None) -> str:
     """The user API socket a command talks to (the order is in the module docstring).
 
     Args:
@@ -140,7 +138,7 @@ def find_socket_file(state_dir: str | os.PathLike[str] | None = None) -> str:
     return system
 
 
-def system_instance_serving() -> str | None:
+def system_instance_serving() -> "str | None":
     """The system instance's socket when it answers (or is starting) and this process is not root,
     else None: what ``labgang up`` by a user checks before scheduling this machine's GPUs a second time.
 

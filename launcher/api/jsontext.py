@@ -17,8 +17,6 @@ functions against :mod:`json` with hypothesis. The coordinator's own JSON is
 :mod:`labgang.launcher.api.jsoncodec` (the stdlib json, strict): it starts once, not per command.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -67,7 +65,7 @@ def _string_text(text: str) -> str:
     return "".join(out)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: "Any") -> str:
     """``value`` as compact JSON text (``json.dumps(value, separators=(",", ":"), allow_nan=False)``).
 
     Args:
@@ -111,7 +109,7 @@ def dumps(value: Any) -> str:
 _WHITESPACE_SET = frozenset(_WHITESPACE)
 
 
-def _fail(what: str, pos: int) -> ValueError:
+def _fail(what: str, pos: int) -> "ValueError":
     return ValueError(f"{what} at char {pos}")
 
 
@@ -122,7 +120,7 @@ def _skip(text: str, pos: int) -> int:
     return pos
 
 
-def _value(text: str, pos: int) -> tuple[Any, int]:
+def _value(text: str, pos: int) -> "tuple[Any, int]":
     """The value that starts at ``pos`` (after any whitespace) and the position after it."""
     char = text[pos : pos + 1]
     if char == '"':
@@ -142,7 +140,7 @@ def _value(text: str, pos: int) -> tuple[Any, int]:
     raise _fail("Expecting value", pos)
 
 
-def _number(text: str, start: int) -> tuple[int | float, int]:
+def _number(text: str, start: int) -> "tuple[int | float, int]":
     end = start
     while text[end : end + 1] in _NUMBER_CHARS:
         end += 1
@@ -165,7 +163,7 @@ def _number(text: str, start: int) -> tuple[int | float, int]:
     return (float(token) if dot or e else int(token)), end
 
 
-def _string(text: str, pos: int) -> tuple[str, int]:
+def _string(text: str, pos: int) -> "tuple[str, int]":
     """The string whose text starts at ``pos`` (after its opening quote) and the position after it."""
     quote = text.find('"', pos)
     if quote < 0:
@@ -211,7 +209,7 @@ def _hex4(text: str, pos: int) -> int:
     return int(digits, 16)
 
 
-def _array(text: str, pos: int) -> tuple[list[Any], int]:
+def _array(text: str, pos: int) -> "tuple[list[Any], int]":
     """The array whose items start at ``pos`` (after its ``[``) and the position after it."""
     out: list[Any] = []
     if text[pos : pos + 1] in _WHITESPACE_SET:
@@ -233,7 +231,7 @@ def _array(text: str, pos: int) -> tuple[list[Any], int]:
             pos = _skip(text, pos)
 
 
-def _object(text: str, pos: int) -> tuple[dict[str, Any], int]:
+def _object(text: str, pos: int) -> "tuple[dict[str, Any], int]":
     """The object whose members start at ``pos`` (after its ``{``) and the position after it."""
     out: dict[str, Any] = {}
     if text[pos : pos + 1] in _WHITESPACE_SET:
@@ -276,7 +274,7 @@ def _object(text: str, pos: int) -> tuple[dict[str, Any], int]:
             pos = _skip(text, pos)
 
 
-def loads(text: str) -> Any:
+def loads(text: str) -> "Any":
     """The value of the JSON text ``text`` (objects as dicts, arrays as lists; a number with a
     fraction or exponent as a float, else an int), as ``json.loads`` reads it.
 

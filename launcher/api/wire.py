@@ -13,8 +13,6 @@ module needs none of that: connect, ``sendall``, ``recv`` and ``close`` are the 
 methods, with the same errors (``OSError`` subclasses; ``TimeoutError`` on a timeout).
 """
 
-from __future__ import annotations
-
 import _socket
 
 TYPE_CHECKING = False
@@ -44,7 +42,7 @@ def quote(text: str, *, plus: bool = False) -> str:
     return "".join(out)
 
 
-def urlencode(query: Mapping[str, str]) -> str:
+def urlencode(query: "Mapping[str, str]") -> str:
     """A query string as ``urllib.parse.urlencode(query)`` writes it for str keys and values."""
     return "&".join(f"{quote(key, plus=True)}={quote(value, plus=True)}" for key, value in query.items())
 
@@ -56,7 +54,7 @@ class RemoteClosed(ConnectionError):
 class Response:
     """One response: ``status`` (int), ``headers`` (title-cased names), ``body`` (bytes), ``will_close``."""
 
-    def __init__(self, status: int, headers: dict[str, str], body: bytes, will_close: bool) -> None:
+    def __init__(self, status: int, headers: "dict[str, str]", body: bytes, will_close: bool) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -99,7 +97,7 @@ class UnixHTTPConnection:
             self.sock.close()
             self.sock = None
 
-    def request(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> Response:
+    def request(self, method: str, target: str, body: "bytes | None", headers: "dict[str, str]") -> "Response":
         """Send one request and read its whole response.
 
         Args:
@@ -150,7 +148,7 @@ class UnixHTTPConnection:
         out, self._buffer = whole[:n], whole[n:]
         return out
 
-    def _read_response(self, method: str) -> Response:
+    def _read_response(self, method: str) -> "Response":
         head = self._read_until(b"\r\n\r\n", _MAX_HEADER_BYTES).decode("latin-1")
         status_line, *header_lines = head.split("\r\n")
         version, _, rest = status_line.partition(" ")

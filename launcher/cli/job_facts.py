@@ -5,9 +5,8 @@ Without click, so that the fast paths (:mod:`labgang.launcher.cli.quick`) and th
 commands (:mod:`labgang.launcher.cli.jobs`) share one implementation.
 """
 
-from __future__ import annotations
-
 from labgang.launcher.api.client import ApiError, Client
+from labgang.launcher.cli.quick_argv import normal_job_id  # there: `show JOB` reads its id without this module
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
@@ -24,24 +23,11 @@ START_FAILURE_STATUSES = frozenset({126, 127})
 START_FAILURE_PREFIX = b"[labgang] cannot start "
 
 
-def normal_job_id(text: str) -> str | None:
-    """``"12"`` for ``" 012"``, ``"12_7"`` for an array task ``"12_07"``; None for anything that is
-    not a job id (a positive decimal number, optionally ``_`` and a task index)."""
-    head, sep, index = text.strip().partition("_")
-    if not (head.isascii() and head.isdigit() and int(head) > 0):
-        return None
-    if not sep:
-        return str(int(head))
-    if not (index.isascii() and index.isdigit()):
-        return None
-    return f"{int(head)}_{int(index)}"
-
-
 # The most task indices a ``cancel 12_[list]`` may name: the highest ``[limits] max_array_size``.
 MAX_TASK_LIST = 1_000_001
 
 
-def task_list_ids(text: str) -> list[str] | None:
+def task_list_ids(text: str) -> "list[str] | None":
     """The task ids that ``"12_[1-3,7]"`` names (``queue``'s and scancel's form; the list takes
     ``--array``'s syntax, :func:`labgang.launcher.arrays.parse_array`): ``["12_1", "12_2", "12_3",
     "12_7"]``. A trailing ``%N`` cap (``12_[2-20%2]``, as ``queue`` folds a capped array) is
@@ -61,7 +47,7 @@ def task_list_ids(text: str) -> list[str] | None:
     return [f"{array_id}_{index}" for index in spec.indices]
 
 
-def split_job_list(text: str) -> list[str]:
+def split_job_list(text: str) -> "list[str]":
     """The items of a comma-separated job list as scancel and ``squeue -j`` take it
     (``"4,3"`` -> ``["4", "3"]``); a comma inside a task list's brackets stays (``"12_[1,3],7"`` ->
     ``["12_[1,3]", "7"]``). Items are stripped; empty ones are kept (as ``""``) for the caller to
@@ -80,7 +66,7 @@ def split_job_list(text: str) -> list[str]:
     return items
 
 
-def several_tasks(text: str) -> str | None:
+def several_tasks(text: str) -> "str | None":
     """For ``show`` and ``explain``, which take one job: the one-line refusal of a folded task list
     such as ``12_[2-20%2]`` (``"'12_[2-20%2]' is a list of tasks of array 12; give one task id,
     such as 12_2"``), or None when ``text`` is not one."""
@@ -97,14 +83,14 @@ def several_tasks(text: str) -> str | None:
 
 
 def queue_listing(
-    client: Client,
+    client: "Client",
     *,
     all_users: bool = False,
-    users: tuple[str, ...] = (),
-    queues: tuple[str, ...] = (),
-    states: tuple[str, ...] = (),
+    users: "tuple[str, ...]" = (),
+    queues: "tuple[str, ...]" = (),
+    states: "tuple[str, ...]" = (),
     as_json: bool = False,
-) -> tuple[str, list[str]]:
+) -> "tuple[str, list[str]]":
     """What ``labgang queue`` prints: the table the coordinator renders (``GET /v1/jobs?view=table``),
     or with ``as_json`` ``{"jobs": [JobView...]}`` of the active jobs in submission order; and the
     notes for standard error (when filters match nothing).
@@ -127,7 +113,7 @@ def queue_listing(
         users = tuple(dict.fromkeys(user_name(name) for name in users))
     user, queue = ",".join(users) or None, ",".join(queues) or None
 
-    def listed(view: str) -> list[dict[str, Any]]:
+    def listed(view: str) -> "list[dict[str, Any]]":
         return _listed(
             client.jobs(all_users=all_users, user=user, queue=queue, states=states, view=view), queues, states
         )
@@ -153,13 +139,13 @@ def queue_listing(
 
 
 def queue_jobs(
-    client: Client,
+    client: "Client",
     *,
     all_users: bool = False,
-    users: tuple[str, ...] = (),
-    queues: tuple[str, ...] = (),
-    states: tuple[str, ...] = (),
-) -> list[dict[str, Any]]:
+    users: "tuple[str, ...]" = (),
+    queues: "tuple[str, ...]" = (),
+    states: "tuple[str, ...]" = (),
+) -> "list[dict[str, Any]]":
     """The active jobs ``labgang queue`` lists with these filters (as :func:`queue_listing`), as
     whole JobViews in submission order: what ``queue -o/--long/-j`` render in the client.
 
@@ -173,7 +159,9 @@ def queue_jobs(
     return _listed(client.jobs(all_users=all_users, user=user, queue=queue, states=states, view="full"), queues, states)
 
 
-def _listed(jobs: list[dict[str, Any]], queues: tuple[str, ...], states: tuple[str, ...]) -> list[dict[str, Any]]:
+def _listed(
+    jobs: "list[dict[str, Any]]", queues: "tuple[str, ...]", states: "tuple[str, ...]"
+) -> "list[dict[str, Any]]":
     """``jobs`` as ``queue`` lists them: :func:`active_jobs` of these queues and in these states only
     (the coordinator filters already; one from before the filters does not)."""
     return [
@@ -183,7 +171,7 @@ def _listed(jobs: list[dict[str, Any]], queues: tuple[str, ...], states: tuple[s
     ]
 
 
-def _empty_notes(users: tuple[str, ...], queues: tuple[str, ...], states: tuple[str, ...]) -> list[str]:
+def _empty_notes(users: "tuple[str, ...]", queues: "tuple[str, ...]", states: "tuple[str, ...]") -> "list[str]":
     """Why ``queue`` with filters lists nothing, and where to look instead (as one line each)."""
     if not (users or queues or states):
         return []  # an empty queue is an empty table, as in squeue
@@ -204,7 +192,7 @@ def _known_user(name: str) -> bool:
     return True
 
 
-def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
+def add_pitfalls(client: "Client", job: "dict[str, Any]") -> None:
     """Set ``pitfalls`` on ``job``: the coordinator's current pitfall findings about it
     (``GET /v1/pitfalls?job=ID``, the same ones `labgang top` and /metrics show); left unset
     when the coordinator is too old to have them."""
@@ -215,33 +203,51 @@ def add_pitfalls(client: Client, job: dict[str, Any]) -> None:
             raise
 
 
-def add_start_errors(client: Client, job: dict[str, Any]) -> None:
+def start_failures(job: "dict[str, Any]") -> "list[dict[str, Any]]":
+    """The ranks of the JobView ``job`` whose command could not be executed: exit status 126 (not
+    executable) or 127 (no such file), whose log then holds only the reason (:func:`start_error`)."""
+    return [
+        rank
+        for rank in job.get("ranks") or []
+        if rank.get("exit_status") in START_FAILURE_STATUSES and isinstance(rank.get("rank"), int)
+    ]
+
+
+def start_error(head: bytes) -> "str | None":
+    """The reason a rank could not start, from the first bytes of its log (``b"[labgang] cannot start
+    'x': No such file or directory\\n"`` -> ``"cannot start 'x': No such file or directory"``), or
+    None when the log does not begin with the line the rank's small parent writes then."""
+    if not head.startswith(START_FAILURE_PREFIX):
+        return None
+    return head.split(b"\n", 1)[0].removeprefix(b"[labgang] ").decode(errors="replace")
+
+
+def add_start_errors(client: "Client", job: "dict[str, Any]") -> None:
     """Set ``start_error`` on each rank of ``job`` whose command could not be executed.
 
     Such a rank exits 127 (no such file) or 126 (not executable) and its log holds only the reason;
-    ``show`` reads that first line so the user sees it without `logs`.
+    ``show`` reads that first line so the user sees it without `logs` (the coordinator's
+    ``GET /v1/jobs/{id}?view=text`` does the same: launcher/coordinator/detail_view.py).
 
     Args:
         client: the coordinator client.
         job: a JobView dict; its ``ranks`` entries gain ``start_error`` (``"cannot start 'x': No such
             file or directory"``).
     """
-    for rank in job.get("ranks") or []:
-        if rank.get("exit_status") not in START_FAILURE_STATUSES or not isinstance(rank.get("rank"), int):
-            continue
+    for rank in start_failures(job):
         try:
             head = client.logs(str(job["id"]), rank=rank["rank"], offset=0).data[:4096]
         except ApiError:
             continue
-        if head.startswith(START_FAILURE_PREFIX):
-            line = head.split(b"\n", 1)[0].removeprefix(b"[labgang] ")
-            rank["start_error"] = line.decode(errors="replace")
+        found = start_error(head)
+        if found is not None:
+            rank["start_error"] = found
 
 
-def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def active_jobs(jobs: "list[dict[str, Any]]") -> "list[dict[str, Any]]":
     """The jobs ``queue`` lists: not finished, in submission order (then by id)."""
 
-    def key(job: dict[str, Any]) -> tuple[float, tuple[int, Any]]:
+    def key(job: "dict[str, Any]") -> "tuple[float, tuple[int, Any]]":
         text = str(job.get("id"))
         head, _, index = text.partition("_")  # an array's tasks in index order: 12_9 before 12_10
         if head.isdigit() and (not index or index.isdigit()):
@@ -251,7 +257,7 @@ def active_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((j for j in jobs if j.get("state") not in FINISHED_STATES), key=key)
 
 
-def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterator[tuple[str, int]]:
+def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "Iterator[tuple[str, int]]":
     """Cancel each of ``job_ids`` once (``cancel 17 17`` acts on job 17 once), in order.
 
     Yields:
@@ -265,7 +271,7 @@ def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterato
     for job_id in dict.fromkeys(job_ids):
         try:
             try:
-                before = client.job(job_id)
+                before = client.job(job_id, view="queue")  # its id and state: a row, a third of a JobView to read
             except ApiError as err:
                 if err.status != 404 or not job_id.isdigit():
                     raise
@@ -285,7 +291,7 @@ def cancel_jobs(client: Client, job_ids: list[str] | tuple[str, ...]) -> Iterato
         yield f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", 0
 
 
-def _cancel_array(client: Client, array_id: str, not_a_job: ApiError) -> str:
+def _cancel_array(client: "Client", array_id: str, not_a_job: "ApiError") -> str:
     """Cancel every task of array ``array_id`` and summarise: ``array 12: 95 cancelled, 3
     terminating, 2 already finished``.
 
@@ -305,7 +311,7 @@ def _cancel_array(client: Client, array_id: str, not_a_job: ApiError) -> str:
     return f"array {array_id}: {', '.join(parts) or 'no tasks'}"
 
 
-def job_or_array(client: Client, job_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def job_or_array(client: "Client", job_id: str) -> "tuple[dict[str, Any] | None, dict[str, Any] | None]":
     """What ``show JOB`` and ``logs JOB`` name: ``(JobView, None)`` for a job (a task of a job array
     also by its own numeric id), or ``(None, {"array": ID, "jobs": [task JobViews]})`` when ``job_id``
     is a job array's id.
@@ -324,7 +330,7 @@ def job_or_array(client: Client, job_id: str) -> tuple[dict[str, Any] | None, di
             raise err if array_err.status == 404 else array_err from None
 
 
-def array_logs_note(array_id: str, tasks: list[dict[str, Any]]) -> str:
+def array_logs_note(array_id: str, tasks: "list[dict[str, Any]]") -> str:
     """What ``logs ARRAY`` says on stderr before printing its first task's output: ``12 is a job
     array with tasks 12_[0-9]; showing 12_0 (name a task, as in 12_1, for another's)``."""
     from labgang.launcher.arrays import fold

@@ -4,14 +4,12 @@ Shared by the click commands (:mod:`labgang.launcher.cli.jobs`) and the fast pat
 ``submit``/``run`` (:mod:`labgang.launcher.cli.quick`), so both send the same body.
 """
 
-from __future__ import annotations
-
 import os
 
-from labgang.launcher.text import control_characters
-
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
-# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+# (bench/cli_latency.py). Annotations that name what it imports are strings, and there is no
+# ``from __future__ import annotations``: the module ``__future__`` costs a hot command 0.4M
+# instructions (docs/cli-startup.md); tests/cli/test_quick.py checks that none loads it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -45,55 +43,55 @@ class SubmissionError(ValueError):
 
 def build_submission(
     *,
-    argv: Iterable[str],
+    argv: "Iterable[str]",
     workers: int = 1,
-    gpus_per_worker: int | None = None,
-    mig: str | None = None,
-    queue: str | None = None,
-    priority: str | None = None,
-    nodes: int | None = None,
-    gpu_model: str | None = None,
-    topology: str | None = None,
-    cpu_bind: str | None = None,
-    min_workers: int | None = None,
-    grace: float | None = None,
-    time_limit: float | None = None,
-    name: str | None = None,
+    gpus_per_worker: "int | None" = None,
+    mig: "str | None" = None,
+    queue: "str | None" = None,
+    priority: "str | None" = None,
+    nodes: "int | None" = None,
+    gpu_model: "str | None" = None,
+    topology: "str | None" = None,
+    cpu_bind: "str | None" = None,
+    min_workers: "int | None" = None,
+    grace: "float | None" = None,
+    time_limit: "float | None" = None,
+    name: "str | None" = None,
     no_requeue: bool = False,
     requeue: bool = False,
-    signal_spec: str | None = None,
-    dependency: str | None = None,
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-    chdir: str | None = None,
+    signal_spec: "str | None" = None,
+    dependency: "str | None" = None,
+    env: "dict[str, str] | None" = None,
+    cwd: "str | None" = None,
+    chdir: "str | None" = None,
     batch_script: bool = False,
-    array: str | None = None,
-    begin_time: float | None = None,
-    output: str | None = None,
-    error: str | None = None,
+    array: "str | None" = None,
+    begin_time: "float | None" = None,
+    output: "str | None" = None,
+    error: "str | None" = None,
     hold: bool = False,
-    mail_type: str | None = None,
-    mail_user: str | None = None,
-    stdin_data: bytes | None = None,
+    mail_type: "str | None" = None,
+    mail_user: "str | None" = None,
+    stdin_data: "bytes | None" = None,
     stdin_stream: bool = False,
     pty: bool = False,
     attached: bool = False,
-    cpus_per_task: int | None = None,
-    mem: str | None = None,
-    mem_per_gpu: str | None = None,
+    cpus_per_task: "int | None" = None,
+    mem: "str | None" = None,
+    mem_per_gpu: "str | None" = None,
     exclusive: bool = False,
-    success_policy: str | None = None,
-    failure_policy: str | None = None,
-    max_restarts: int | None = None,
-    startup_order: str | None = None,
-    job_file: str | None = None,
-    colocate: str | None = None,
-    group_name: str | None = None,
-    shards: int | None = None,
-    mps: int | None = None,
-    gpu_mem: str | None = None,
-    wrap: str | None = None,
-) -> dict[str, Any]:
+    success_policy: "str | None" = None,
+    failure_policy: "str | None" = None,
+    max_restarts: "int | None" = None,
+    startup_order: "str | None" = None,
+    job_file: "str | None" = None,
+    colocate: "str | None" = None,
+    group_name: "str | None" = None,
+    shards: "int | None" = None,
+    mps: "int | None" = None,
+    gpu_mem: "str | None" = None,
+    wrap: "str | None" = None,
+) -> "dict[str, Any]":
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
     Optional fields left unset are omitted so the coordinator applies its defaults
@@ -226,11 +224,14 @@ def build_submission(
         raise SubmissionError("--requeue and --no-requeue exclude each other; allowed: one of them")
     if name is not None and not name.strip():
         raise SubmissionError("--name: must not be empty")
-    if name is not None and control_characters(name):
-        raise SubmissionError(
-            f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
-            "allowed: printable characters"
-        )
+    if name is not None and not name.isprintable():  # text.py only then: one module less for a plain submit
+        from labgang.launcher.text import control_characters
+
+        if control_characters(name):
+            raise SubmissionError(
+                f"--name: {name!r} contains control characters ({', '.join(control_characters(name))}); "
+                "allowed: printable characters"
+            )
     if gpu_model is not None and not gpu_model.strip():  # as Slurm refuses an empty --constraint
         raise SubmissionError(
             "--gpu-model: must not be empty; allowed: part of a GPU name such as H100 (leave it out for any model)"
@@ -324,7 +325,7 @@ def build_submission(
     return body
 
 
-def _wrapped(wrap: str, argv: list[str], job_file: str | None) -> list[str]:
+def _wrapped(wrap: str, argv: "list[str]", job_file: "str | None") -> "list[str]":
     """The command of ``submit --wrap "CMD"``: CMD as a one-line ``/bin/sh`` script, as sbatch writes
     it (``/bin/sh -c CMD``; labgang's ``srun`` on its ``PATH``, as for a batch script).
 
@@ -343,8 +344,8 @@ def _wrapped(wrap: str, argv: list[str], job_file: str | None) -> list[str]:
 
 
 def _lifecycle_policies(
-    success_policy: str | None, failure_policy: str | None, max_restarts: int | None, startup_order: str | None
-) -> dict[str, Any]:
+    success_policy: "str | None", failure_policy: "str | None", max_restarts: "int | None", startup_order: "str | None"
+) -> "dict[str, Any]":
     """The body's ``success_policy``, ``failure_policy``, ``max_restarts`` and ``startup_order``
     (only those given; docs/group-lifecycle.md).
 
@@ -364,8 +365,8 @@ def _lifecycle_policies(
 
 
 def host_request(
-    cpus_per_task: int | None, mem: str | None, mem_per_gpu: str | None, exclusive: bool
-) -> dict[str, Any]:
+    cpus_per_task: "int | None", mem: "str | None", mem_per_gpu: "str | None", exclusive: bool
+) -> "dict[str, Any]":
     """The body's host fields (``cpus_per_task``, ``mem`` and ``mem_per_gpu`` in bytes, ``exclusive``).
 
     Raises:
@@ -390,14 +391,14 @@ def host_request(
 
 
 def _share_request(
-    shards: int | None,
-    mps: int | None,
-    gpu_mem: str | None,
+    shards: "int | None",
+    mps: "int | None",
+    gpu_mem: "str | None",
     workers: int,
-    gpus_per_worker: int | None,
-    mig: str | None,
+    gpus_per_worker: "int | None",
+    mig: "str | None",
     exclusive: bool = False,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """The body's share fields (``shards``, ``mps``, ``gpu_mem`` in bytes), or {} without a share.
 
     Raises:
@@ -423,7 +424,7 @@ def _share_request(
     return out
 
 
-def gpu_mem_without_unit(body: dict[str, Any], gpu_mem: str | None) -> str | None:
+def gpu_mem_without_unit(body: "dict[str, Any]", gpu_mem: "str | None") -> "str | None":
     """The warning for a ``--gpu-mem`` size written without a unit (``16``), which is read as MiB as
     Slurm reads ``--mem``: ``"--gpu-mem 16 has no unit: read as 16 MiB; write 16G for GiB"``; None
     when it has a unit, or when ``body`` (the built submission) has no ``gpu_mem``."""
@@ -433,7 +434,7 @@ def gpu_mem_without_unit(body: dict[str, Any], gpu_mem: str | None) -> str | Non
     return f"--gpu-mem {size} has no unit: read as {size} MiB; write {size}G for GiB"
 
 
-def working_directory(submit_dir: str, chdir: str | None) -> str:
+def working_directory(submit_dir: str, chdir: "str | None") -> str:
     """The ranks' working directory: ``submit_dir``, or ``-D/--chdir DIR`` (absolute, or relative to
     ``submit_dir``), normalised.
 
@@ -463,7 +464,7 @@ def _current_directory() -> str:
         ) from None
 
 
-def _priority_value(priority: str | None) -> int | str | None:
+def _priority_value(priority: "str | None") -> "int | str | None":
     if priority is None:
         return None
     text = priority.strip()

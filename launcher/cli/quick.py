@@ -20,20 +20,21 @@ commands stay the one definition of flags, help and errors; this module must acc
 of what they accept and build the same request (tests/cli/test_quick.py compares both).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
-from labgang.launcher.cli.quick_argv import NotFast, Repeated, parse
+from labgang.launcher.cli.quick_argv import NotFast, Repeated, normal_job_id, parse
 
 # ``typing`` is for the type checker only: importing it costs a shell command ~2 ms
-# (bench/cli_latency.py), and with ``from __future__ import annotations`` nothing needs it at run time.
+# (bench/cli_latency.py). Annotations that name what it imports are strings, and there is no
+# ``from __future__ import annotations``: the module ``__future__`` costs a hot command 0.4M
+# instructions (docs/cli-startup.md); tests/cli/test_quick.py checks that none loads it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, NoReturn
 
+    from labgang.launcher.api.client import Client
     from labgang.launcher.cli.quick_argv import Converter
 
 __all__ = ["FAST_COMMANDS", "NotFast", "Repeated", "escape_unencodable", "main", "parse"]
@@ -53,7 +54,7 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def _model_choice(name: str) -> Callable[[str], str]:
+def _model_choice(name: str) -> "Callable[[str], str]":
     """A converter that accepts the values of ``labgang.launcher.model.<name>`` (imported on use)."""
 
     def convert(text: str) -> str:
@@ -89,7 +90,7 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
-def _time_limit(text: str) -> float | None:
+def _time_limit(text: str) -> "float | None":
     from labgang.launcher.durations import parse_job_time_limit
 
     return parse_job_time_limit(text)
@@ -109,7 +110,7 @@ def _signal_spec(text: str) -> str:
     return parse_signal_spec(text)
 
 
-def _items(text: str) -> tuple[str, ...]:
+def _items(text: str) -> "tuple[str, ...]":
     """A comma-separated filter value (``-u a,b``, ``-t PD,R``): its items
     (:func:`labgang.launcher.job_filters.items`; an empty one is click's to refuse)."""
     from labgang.launcher.job_filters import items
@@ -117,7 +118,7 @@ def _items(text: str) -> tuple[str, ...]:
     return items(text)
 
 
-def _state_items(text: str) -> tuple[str, ...]:
+def _state_items(text: str) -> "tuple[str, ...]":
     """A ``-t``/``-s`` value: the states it names (:func:`labgang.launcher.job_filters.state_items`;
     an empty value or a state that is none is click's to refuse)."""
     from labgang.launcher.job_filters import state_items
@@ -143,15 +144,13 @@ def _limit(text: str) -> int:
 
 
 def _job_id(text: str) -> str:
-    from labgang.launcher.cli.job_facts import normal_job_id
-
     job_id = normal_job_id(text)
     if job_id is None:
         raise ValueError(text)
     return job_id
 
 
-def _submit_flags() -> dict[str, tuple[str, Converter]]:
+def _submit_flags() -> "dict[str, tuple[str, Converter]]":
     """``submit``'s flags (:func:`labgang.launcher.cli.submission._submit_options`), plus ``--json``."""
     return {
         "-n": ("workers", _positive),
@@ -220,7 +219,7 @@ def _submit_flags() -> dict[str, tuple[str, Converter]]:
     }
 
 
-def _run_flags() -> dict[str, tuple[str, Converter]]:
+def _run_flags() -> "dict[str, tuple[str, Converter]]":
     """``run``'s flags: ``submit``'s without ``--json`` and ``--wrap``, plus ``--all-ranks``."""
     flags = _submit_flags()
     del flags["--json"], flags["--wrap"]
@@ -228,7 +227,7 @@ def _run_flags() -> dict[str, tuple[str, Converter]]:
     return flags
 
 
-_QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
+_QUEUE_FLAGS: "dict[str, tuple[str, Converter]]" = {
     "--all": ("all_users", None),
     "--user": ("user", Repeated(_items)),
     "-u": ("user", Repeated(_items)),
@@ -239,8 +238,8 @@ _QUEUE_FLAGS: dict[str, tuple[str, Converter]] = {
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
-_QUEUES_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
-_HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
+_QUEUES_FLAGS: "dict[str, tuple[str, Converter]]" = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
+_HISTORY_FLAGS: "dict[str, tuple[str, Converter]]" = {
     "--user": ("user", str),
     "-u": ("user", str),
     "--queue": ("queue", str),
@@ -253,21 +252,21 @@ _HISTORY_FLAGS: dict[str, tuple[str, Converter]] = {
     "--json": ("as_json", None),
     "--state-dir": ("state_dir", str),
 }
-_CANCEL_FLAGS: dict[str, tuple[str, Converter]] = {
+_CANCEL_FLAGS: "dict[str, tuple[str, Converter]]" = {
     **{flag: _QUEUE_FLAGS[flag] for flag in ("-u", "--user", "-q", "--queue", "-t", "--state")},
     "--name": ("names", Repeated(_items)),
     "--state-dir": ("state_dir", str),
 }
-_SHOW_FLAGS: dict[str, tuple[str, Converter]] = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
+_SHOW_FLAGS: "dict[str, tuple[str, Converter]]" = {"--json": ("as_json", None), "--state-dir": ("state_dir", str)}
 # `logs -f` and `logs --attempt N` are left to click (not listed here).
-_LOGS_FLAGS: dict[str, tuple[str, Converter]] = {
+_LOGS_FLAGS: "dict[str, tuple[str, Converter]]" = {
     "--rank": ("rank", _non_negative),
     "-r": ("rank", _non_negative),
     "--state-dir": ("state_dir", str),
 }
 
 
-def _state_dir(options: dict[str, Any]) -> str | None:
+def _state_dir(options: "dict[str, Any]") -> "str | None":
     """``--state-dir``, else ``LABGANG_STATE_DIR`` (as click's envvar); one that is a file, or a directory
     this user cannot read (another user's 0700 one), is click's to refuse (one line, exit 2)."""
     state_dir = options.pop("state_dir", None) or os.environ.get("LABGANG_STATE_DIR") or None
@@ -280,7 +279,7 @@ def _state_dir(options: dict[str, Any]) -> str | None:
     return state_dir
 
 
-def _filter(options: dict[str, Any], dest: str) -> tuple[str, ...]:
+def _filter(options: "dict[str, Any]", dest: str) -> "tuple[str, ...]":
     """A filter flag's items, each once (:func:`labgang.launcher.job_filters.flatten`); () when it was not
     given. Only the flag's converter loads job_filters: a plain ``queue`` or ``cancel JOB`` does not."""
     given = options.get(dest)
@@ -296,7 +295,7 @@ def _fail(command: str, message: str, code: int) -> int:
     return code
 
 
-def _refusal(command: str, err: Exception) -> int:
+def _refusal(command: str, err: "Exception") -> int:
     """Print a client error as the click command would (one line, its exit status)."""
     from labgang.launcher.api.client import ApiError
 
@@ -308,7 +307,9 @@ def _refusal(command: str, err: Exception) -> int:
     return _fail(command, str(err), 1)
 
 
-def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) -> tuple[dict[str, Any], list[str]]:
+def _parse_submission(
+    args: "list[str]", flags: "dict[str, tuple[str, Converter]]"
+) -> "tuple[dict[str, Any], list[str]]":
     """``submit``/``run``'s options and command; a batch script's directives read in
     (:func:`labgang.launcher.cli.batch_script.script_form`) when it has neither a warning nor a
     problem (else the click command prints them).
@@ -332,7 +333,7 @@ def _parse_submission(args: list[str], flags: dict[str, tuple[str, Converter]]) 
     return options, argv
 
 
-def _submission(command: str, options: dict[str, Any], argv: list[str]) -> dict[str, Any]:
+def _submission(command: str, options: "dict[str, Any]", argv: "list[str]") -> "dict[str, Any]":
     """The ``POST /v1/jobs`` body of the submission flags (what the click command builds); a
     ``--gpu-mem`` without a unit gets its warning line on stderr, as from the click command.
 
@@ -354,7 +355,7 @@ def _submission(command: str, options: dict[str, Any], argv: list[str]) -> dict[
     return body
 
 
-def _submit_refused(command: str, err: Exception, options: dict[str, Any], args: list[str]) -> int:
+def _submit_refused(command: str, err: "Exception", options: "dict[str, Any]", args: "list[str]") -> int:
     """A refused submission, printed as the click command would: a refused default queue says so, and a
     value a batch script's directive set names its line (``args``: the command's arguments as typed)."""
     from labgang.launcher.api.client import ApiError
@@ -385,7 +386,7 @@ def _submit_refused(command: str, err: Exception, options: dict[str, Any], args:
     return _refusal(command, err)
 
 
-def submit(args: list[str]) -> int:
+def submit(args: "list[str]") -> int:
     """``labgang submit``: see :func:`labgang.launcher.cli.submission.submit`."""
     from labgang.launcher.api.client import Client, ClientError
 
@@ -395,26 +396,26 @@ def submit(args: list[str]) -> int:
     body = _submission("submit", options, argv)
     try:
         with Client.for_state_dir(state_dir) as client:
+            if not as_json:
+                print(client.submit_id(body))  # an array: its id (the JobView is its first task's)
+                return 0
             job = client.submit(body)
     except ClientError as err:
         return _submit_refused("submit", err, options, args)
-    if as_json:
-        from labgang.launcher.cli.format import to_json
+    from labgang.launcher.cli.format import to_json
 
-        print(to_json({"job": job}))
-    else:
-        print(job.get("array_id") or job["id"])  # an array: its id (the reply is its first task)
+    print(to_json({"job": job}))
     return 0
 
 
-def run_requeue(options: dict[str, Any]) -> dict[str, Any]:
+def run_requeue(options: "dict[str, Any]") -> "dict[str, Any]":
     """``run``'s options with requeue off unless ``--requeue`` was given: an attached job is not
     requeued when labgang stops or its node is lost (nobody would be attached to its rerun; Slurm
     does not requeue an srun either), it ends with its ``run``."""
     return options if options.get("requeue") else {**options, "no_requeue": True, "attached": True}
 
 
-def run(args: list[str]) -> int:
+def run(args: "list[str]") -> int:
     """``labgang run``: submit, then follow the job with the click command's own code
     (:func:`labgang.launcher.cli.follow.follow_to_the_end`); see :func:`labgang.launcher.cli.submission.run`."""
     from labgang.launcher.api.client import Client, ClientError
@@ -449,7 +450,7 @@ def run(args: list[str]) -> int:
         return _refusal("run", err)
 
 
-def queue(args: list[str]) -> int:
+def queue(args: "list[str]") -> int:
     """``labgang queue``: see :func:`labgang.launcher.cli.jobs.queue`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import queue_listing
@@ -476,7 +477,7 @@ def queue(args: list[str]) -> int:
     return 0
 
 
-def cancel(args: list[str]) -> int:
+def cancel(args: "list[str]") -> int:
     """``labgang cancel JOB...`` (or by filters): see :func:`labgang.launcher.cli.jobs.cancel`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import cancel_jobs, split_job_list, task_list_ids
@@ -516,7 +517,7 @@ _CANCEL_FILTERS = {"users": "user", "queues": "queue", "states": "states", "name
 """``selected_jobs``' arguments -> ``cancel``'s option destinations."""
 
 
-def _single_job(positional: list[str]) -> str:
+def _single_job(positional: "list[str]") -> str:
     """The one JOB argument of ``show`` and ``logs``; anything else is click's to refuse."""
     if len(positional) != 1:
         raise NotFast("JOB")
@@ -526,35 +527,58 @@ def _single_job(positional: list[str]) -> str:
         raise NotFast("JOB") from None
 
 
-def show(args: list[str]) -> int:
-    """``labgang show JOB``: see :func:`labgang.launcher.cli.jobs.show`."""
-    import time
-
-    from labgang.launcher.api.client import Client, ClientError
-    from labgang.launcher.cli.format import job_detail, to_json
-    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
+def show(args: "list[str]") -> int:
+    """``labgang show JOB``: see :func:`labgang.launcher.cli.jobs.show`. The text is the coordinator's
+    (:meth:`~labgang.launcher.api.client.Client.job_text`: nothing to read or lay out here); from a
+    coordinator that sends the JobView instead, an array's id, and ``--json``, the click command's way."""
+    from labgang.launcher.api.client import ApiError, Client, ClientError
 
     options, positional = parse(args, _SHOW_FLAGS, interspersed=True)
     job_id = _single_job(positional)
     state_dir = _state_dir(options)
+    as_json = bool(options.get("as_json"))
     try:
         with Client.for_state_dir(state_dir) as client:
-            job, array = job_or_array(client, job_id)
-            if array is not None:
-                from labgang.launcher.cli.array_view import array_detail, array_summary_json
-
-                print(to_json(array_summary_json(array)) if options.get("as_json") else array_detail(array))
-                return 0
-            assert job is not None
-            add_start_errors(client, job)
-            add_pitfalls(client, job)
+            job = None
+            if not as_json:
+                try:
+                    shown = client.job_text(job_id)
+                except ApiError as err:
+                    if err.status != 404 or not job_id.isdigit():
+                        raise
+                    shown = None  # an array's id, or no job: job_or_array says which
+                if isinstance(shown, str):
+                    print(shown)
+                    return 0
+                job = shown
+            return _show_here(client, job_id, job, as_json)
     except ClientError as err:
         return _refusal("show", err)
-    print(to_json({"job": job}) if options.get("as_json") else job_detail(job, time.time()))
+
+
+def _show_here(client: "Client", job_id: str, job: "dict[str, Any] | None", as_json: bool) -> int:
+    """``show``'s text or ``--json`` written here, as the click command writes them, from ``job`` (its
+    JobView) or, when None, from what ``job_id`` names (a job, or an array's tasks)."""
+    import time
+
+    from labgang.launcher.cli.format import job_detail, to_json
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors, job_or_array
+
+    if job is None:
+        job, array = job_or_array(client, job_id)
+        if array is not None:
+            from labgang.launcher.cli.array_view import array_detail, array_summary_json
+
+            print(to_json(array_summary_json(array)) if as_json else array_detail(array))
+            return 0
+    assert job is not None
+    add_start_errors(client, job)
+    add_pitfalls(client, job)
+    print(to_json({"job": job}) if as_json else job_detail(job, time.time()))
     return 0
 
 
-def queues(args: list[str]) -> int:
+def queues(args: "list[str]") -> int:
     """``labgang queues``: see :func:`labgang.launcher.cli.jobs.queues`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.format import queue_table, to_json
@@ -572,7 +596,7 @@ def queues(args: list[str]) -> int:
     return 0
 
 
-def history(args: list[str]) -> int:
+def history(args: "list[str]") -> int:
     """``labgang history``: see :func:`labgang.launcher.cli.history.history` (which, when no coordinator
     answers, reads the store file itself)."""
     from labgang.launcher.api.client import Client, ClientError, CoordinatorUnavailable
@@ -615,7 +639,7 @@ def history(args: list[str]) -> int:
     return 0
 
 
-def logs(args: list[str]) -> int:
+def logs(args: "list[str]") -> int:
     """``labgang logs JOB [-r RANK]`` (not ``-f``, not ``--attempt``): see :func:`labgang.launcher.cli.jobs.logs`."""
     from labgang.launcher.api.client import Client, ClientError
     from labgang.launcher.cli.job_facts import array_logs_note, job_or_array
@@ -650,7 +674,7 @@ def logs(args: list[str]) -> int:
     return 0
 
 
-def top_help(args: list[str]) -> int:
+def top_help(args: "list[str]") -> int:
     """``labgang --help``: written without click (:func:`labgang.launcher.cli.commands.top_help`), as click would."""
     if args:
         raise NotFast(args[0])  # `--help CMD`, `-h --version`: click's to order
@@ -660,7 +684,7 @@ def top_help(args: list[str]) -> int:
     return 0
 
 
-FAST_COMMANDS: dict[str, Callable[[list[str]], int]] = {
+FAST_COMMANDS: "dict[str, Callable[[list[str]], int]]" = {
     "--help": top_help,
     "-h": top_help,
     "submit": submit,
@@ -693,7 +717,7 @@ class ExitHandlerCount:
 
         register = atexit.register
 
-        def counted(func: Callable[..., object], /, *args: object, **kwargs: object) -> Callable[..., object]:
+        def counted(func: "Callable[..., object]", /, *args: object, **kwargs: object) -> "Callable[..., object]":
             cls.registered += 1
             return register(func, *args, **kwargs)
 
@@ -701,7 +725,7 @@ class ExitHandlerCount:
         cls.watching = True
 
 
-def _leave(code: int) -> NoReturn:
+def _leave(code: int) -> "NoReturn":
     """End the process with ``code`` once a fast command is done and its output flushed: without
     teardown (``os._exit``, ~1 ms less, bench/cli_latency.py) when :class:`ExitHandlerCount` watched
     from the start and saw no exit handler registered, else by ``SystemExit`` (handlers run)."""
@@ -719,7 +743,7 @@ def escape_unencodable() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
-def main(full: Callable[[], object] | None = None) -> None:
+def main(full: "Callable[[], object] | None" = None) -> None:
     """Console-script entry point: the fast path when it applies (and ``labgang --help``), else the click group.
 
     Args:

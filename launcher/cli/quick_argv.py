@@ -1,10 +1,9 @@
 """The command-line parser of the fast path (:mod:`labgang.launcher.cli.quick`): a flag table per
-command, read the way click reads a well-formed command line; anything else is click's.
+command, read the way click reads a well-formed command line; anything else is click's. And
+:func:`normal_job_id`, the job ids every command reads (here so that ``show JOB`` loads nothing more).
 
 Stdlib only, without ``typing`` at run time (docs/cli-startup.md).
 """
-
-from __future__ import annotations
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
@@ -20,10 +19,10 @@ class Repeated:
     """A flag that may be given several times (click's ``multiple=True``): its values, converted
     by ``convert``, are collected in a list in the order given."""
 
-    def __init__(self, convert: Callable[[str], Any]) -> None:
+    def __init__(self, convert: "Callable[[str], Any]") -> None:
         self.convert = convert
 
-    def __call__(self, text: str) -> Any:
+    def __call__(self, text: str) -> "Any":
         return self.convert(text)
 
 
@@ -32,8 +31,8 @@ class NotFast(Exception):
 
 
 def parse(
-    args: list[str], flags: dict[str, tuple[str, Converter]], *, interspersed: bool
-) -> tuple[dict[str, Any], list[str]]:
+    args: "list[str]", flags: "dict[str, tuple[str, Converter]]", *, interspersed: bool
+) -> "tuple[dict[str, Any], list[str]]":
     """Parse ``args`` against ``flags`` the way click would for a well-formed command line.
 
     Args:
@@ -91,3 +90,16 @@ def parse(
         else:
             options[dest] = value
     return options, positional
+
+
+def normal_job_id(text: str) -> "str | None":
+    """``"12"`` for ``" 012"``, ``"12_7"`` for an array task ``"12_07"``; None for anything that is
+    not a job id (a positive decimal number, optionally ``_`` and a task index)."""
+    head, sep, index = text.strip().partition("_")
+    if not (head.isascii() and head.isdigit() and int(head) > 0):
+        return None
+    if not sep:
+        return str(int(head))
+    if not (index.isascii() and index.isdigit()):
+        return None
+    return f"{int(head)}_{int(index)}"

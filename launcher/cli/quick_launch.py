@@ -21,8 +21,6 @@ Run with ``site`` (the restarted process, or ``python VENV/bin/labgang``), :func
 :func:`labgang.launcher.cli.quick.main`. docs/cli-startup.md has the measurements.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

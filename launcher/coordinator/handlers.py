@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from labgang.launcher import job_filters
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
-from labgang.launcher.coordinator import arrays, stdin_relay, terminal, verbs, views
+from labgang.launcher.coordinator import arrays, detail_view, stdin_relay, terminal, verbs, views
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.coordinator.private_processes import hide_commands
 
@@ -113,14 +113,19 @@ async def submit(
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``POST /v1/jobs``: submit a gang job (at most ``limits.max_spec_bytes`` of JSON)."""
+    """``POST /v1/jobs``: submit a gang job (at most ``limits.max_spec_bytes`` of JSON). Answers 201
+    ``{"job": JobView}`` (of an array's first task) and ``Location``: ``/v1/jobs/ID``, or an array's
+    ``/v1/arrays/ID``, so that ``labgang submit`` prints the id without reading the JobView."""
     limit = config.limits.max_spec_bytes
     if len(body) > limit:
         raise PayloadTooLarge(
             f"the job spec is {len(body)} bytes; at most {limit} bytes are allowed (limits.max_spec_bytes)"
         )
     job = await desk.submit(caller, _json_body(body))
-    return Reply(201, {"job": job_views.job_view(caller, job)})
+    view = job_views.job_view(caller, job)
+    array_id = view.get("array_id")
+    location = f"/v1/arrays/{array_id}" if array_id else f"/v1/jobs/{view['id']}"
+    return Reply(201, {"job": view}, headers={"Location": location})
 
 
 _VIEWS = ("full", "queue", "table", "text")
@@ -256,16 +261,48 @@ async def list_jobs(
     return Reply(200, encoded=body)
 
 
+_JOB_VIEWS = ("full", "queue", "text")
+"""The shapes ``GET /v1/jobs/{id}`` answers in (``view=``)."""
+
+
 async def get_job(
     desk: JobOperations,
     job_views: JobViews,
+    watch: PitfallWatch | None,
     caller: Caller,
     params: Mapping[str, str],
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/jobs/{id}``."""
-    return Reply(200, {"job": job_views.job_view(caller, desk.get_job(params["id"]))})
+    """``GET /v1/jobs/{id}[?view=full|queue|text&tz=TZ]``: ``{"job": JobView}``.
+
+    ``view=queue``: the job as ``GET /v1/jobs?view=queue`` lists it (a row of ``labgang queue``'s
+    table, :func:`labgang.launcher.coordinator.views.queue_row`), what ``labgang cancel`` reads to
+    tell a finished job from one to cancel.
+
+    ``view=text`` answers the ``labgang show`` text itself (``text/plain``, UTF-8; a lone surrogate,
+    which submissions refuse but an older store may hold, as ``surrogatepass`` writes it), rendered
+    here with the job's pitfall findings and its ranks' start errors
+    (:mod:`labgang.launcher.coordinator.detail_view`), so that the command only prints it; ``tz`` is
+    the command's ``TZ`` variable (empty: unset), and where it is not the coordinator's (rank
+    START/END are local times) the answer is the JobView, as for ``view=full``.
+
+    Raises:
+        BadRequest: a ``view`` other than ``full``, ``queue`` or ``text``. NotFound: no such job.
+    """
+    shape = query.get("view") or "full"
+    if shape not in _JOB_VIEWS:
+        raise BadRequest(
+            f"view must be one of {', '.join(_JOB_VIEWS)}; got {shape!r}", field="view", allowed=list(_JOB_VIEWS)
+        )
+    job = desk.get_job(params["id"])
+    if shape == "queue":
+        return Reply(200, {"job": views.queue_row(job)})
+    view = job_views.job_view(caller, job)
+    if shape == "text" and detail_view.same_zone(query.get("tz", "")):
+        text = await detail_view.job_text(desk, watch, caller, view, desk.clock())
+        return Reply(200, body=text.encode("utf-8", "surrogatepass"))
+    return Reply(200, {"job": view})
 
 
 async def cancel_job(
@@ -581,7 +618,7 @@ async def device_series(
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/jobs", "submit", submit, lambda c: partial(submit, c.config, c.desk, c.views), writes=True),
     Route("GET", "/v1/jobs", "list_jobs", list_jobs, lambda c: partial(list_jobs, c.config, c.desk, c.views)),
-    Route("GET", "/v1/jobs/{id}", "get_job", get_job, lambda c: partial(get_job, c.desk, c.views)),
+    Route("GET", "/v1/jobs/{id}", "get_job", get_job, lambda c: partial(get_job, c.desk, c.views, c.pitfalls)),
     Route(
         "POST",
         "/v1/jobs/{id}/cancel",

@@ -575,6 +575,21 @@ def test_show_explains_a_command_that_could_not_start(lg):
     ), shown.stdout
     as_json = json.loads(lg.cli("show", "--json", job_id).stdout)["job"]
     assert as_json["ranks"][0]["start_error"] == "cannot start 'no-such-command-lg14': No such file or directory"
+    # That text was the coordinator's (GET /v1/jobs/{id}?view=text): the one the command writes itself
+    # from the JobView, the rank's log and the pitfall findings, at an instant of the request.
+    from labgang.launcher.api.client import Client
+    from labgang.launcher.cli.format import job_detail
+    from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+
+    with Client(lg.state_dir / "labgang.sock") as client:
+        since = time.time()
+        text = client.job_text(job_id)
+        until = time.time()
+        job = client.job(job_id)
+        add_start_errors(client, job)
+        add_pitfalls(client, job)
+    assert isinstance(text, str) and "rank 0: cannot start 'no-such-command-lg14'" in text
+    assert text in {job_detail(job, since + i * 0.01) for i in range(int((until - since) / 0.01) + 2)}
 
 
 def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):

@@ -257,6 +257,15 @@ ON_DEMAND = (
     "labgang.launcher.job_filters",  # -u, -q, -t
     "labgang.launcher.jobtable",  # show's gang shape; queue against a coordinator without view=table
     "labgang.launcher.cli.policy_text",  # queues' PER USER and AT LIMIT cells
+    "labgang.launcher.cli.format",  # show written here: --json, a coordinator that sends the JobView
+    "labgang.launcher.cli.job_facts",  # cancel's job list; show written here
+    "labgang.launcher.api.jsontext",  # a JSON body: submit's request, cancel's answers (show and queue get text)
+    "labgang.launcher.text",  # submit --name that is not all printable; show written here
+    "labgang.agent.paths",  # finding the coordinator without a state directory (the system config)
+    "labgang.launcher.api.discovery",
+    # `from __future__ import annotations` runs an import of the module __future__ (0.4M instructions): the
+    # modules a plain hot command loads quote their annotations instead (docs/cli-startup.md)
+    "__future__",
 )
 
 
@@ -268,18 +277,47 @@ def test_plain_hot_commands_load_no_module_their_flags_do_not_need(coordinator, 
         return found
 
     job_id = run_bare(coordinator, tmp_path, "submit", "--", "true")[2].strip()
-    assert loaded("submit", "--", "true") == []
-    assert loaded("queue") == []
-    assert loaded("cancel", job_id) == []
-    assert loaded("show", job_id) == ["labgang.launcher.jobtable"]
-    # the same commands with the flags that need them do load them (the check sees what it watches)
+    assert loaded("submit", "--", "true") == ["labgang.launcher.api.jsontext"]
+    assert loaded("queue") == ["labgang.launcher.cli.job_facts"]  # queue_listing: the coordinator's text, printed
+    assert loaded("show", job_id) == []  # the coordinator's text (view=text), printed
+    assert loaded("cancel", job_id) == ["labgang.launcher.api.jsontext", "labgang.launcher.cli.job_facts"]
+    shown_here = ["labgang.launcher.api.jsontext", "labgang.launcher.cli.format", "labgang.launcher.cli.job_facts"]
+    assert loaded("show", "--json", job_id) == [
+        "__future__",  # format.py and the modules it loads have it: --json is not a hot case
+        *shown_here,
+        "labgang.launcher.jobtable",
+        "labgang.launcher.text",
+    ]
+    # the same commands with the flags that need them do load them (the check sees what it watches); the
+    # modules only those flags load keep `from __future__ import annotations`, so __future__ comes with them
     status, found, array_id = run_bare(
         coordinator, tmp_path, "submit", "--mem", "1G", "--array", "0-1", "--", "true", watched=ON_DEMAND
     )
-    assert (status, found) == (0, ["labgang.agent.mem_size", "labgang.launcher.arrays"])
-    assert loaded("queue", "-t", "PD") == ["labgang.launcher.job_filters"]
-    assert loaded("cancel", f"{array_id.strip()}_[0-1]") == ["labgang.launcher.arrays"]
-    assert loaded("queues") == ["labgang.launcher.cli.policy_text", "labgang.launcher.jobtable"]
+    assert (status, found) == (
+        0,
+        ["__future__", "labgang.agent.mem_size", "labgang.launcher.api.jsontext", "labgang.launcher.arrays"],
+    )
+    assert loaded("queue", "-t", "PD") == [
+        "__future__",
+        "labgang.launcher.cli.job_facts",
+        "labgang.launcher.job_filters",
+    ]
+    assert loaded("cancel", f"{array_id.strip()}_[0-1]") == [
+        "__future__",
+        "labgang.launcher.api.jsontext",
+        "labgang.launcher.arrays",
+        "labgang.launcher.cli.job_facts",
+    ]
+    assert loaded("queues") == [
+        "__future__",
+        "labgang.launcher.api.jsontext",
+        "labgang.launcher.cli.format",
+        "labgang.launcher.cli.policy_text",
+        "labgang.launcher.jobtable",
+        "labgang.launcher.text",
+    ]
+    status, found, _ = run_bare(coordinator, tmp_path, "submit", "--name", "caf\u00e9", "--", "true", watched=ON_DEMAND)
+    assert (status, found) == (0, ["labgang.launcher.api.jsontext"])  # printable: no text.py
 
 
 @pytest.mark.slow

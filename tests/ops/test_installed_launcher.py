@@ -223,7 +223,23 @@ def test_hot_commands_find_the_instance_through_the_system_config_as_pips_script
     found = {k: v for k, v in up.items() if k != "LABGANG_STATE_DIR"}
     try:
         installed.site_starts()
-        for args in (("queue",), ("queue", "-t", "R"), ("show", "999999"), ("cancel", "999999")):
+        submitted = cli(installed, found, "submit", "--", "true", text=True)  # its id, from the Location header
+        assert submitted.returncode == 0 and submitted.stdout.strip().isdigit(), submitted.stderr
+        job = submitted.stdout.strip()
+        assert installed.site_starts() == 0
+        deadline = time.monotonic() + 60
+        while json.loads(cli(installed, found, "show", "--json", job).stdout)["job"]["state"] != "succeeded":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        installed.site_starts()
+        for args in (
+            ("queue",),
+            ("queue", "-t", "R"),
+            ("show", job),  # the coordinator's text (view=text), ranks' START and END in local time
+            ("cancel", job),  # already succeeded: read as a row (view=queue)
+            ("show", "999999"),
+            ("cancel", "999999"),
+        ):
             fast = cli(installed, found, *args)
             assert installed.site_starts() == 0, args
             full = cli(installed, found, *args, site=True)
