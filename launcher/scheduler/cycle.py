@@ -740,20 +740,36 @@ class _Cycle:
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
 
-        Valid because within one cycle room only shrinks: usage grows, victims get taken.
+        Valid because within one cycle room only shrinks: usage grows, victims get taken; for a
+        share, while its queue's share use is as it was (see :meth:`_own_stamp`).
         """
         if e.job.nominated:
             return False
-        if self._search_failed(e, self._search_key(e), self.epoch):
+        if self._search_failed(e, self._search_key(e), self._own_stamp(e)):
             return True
         return e.job.request.shared and self._search_failed(
-            e, self._search_key(e, any_user=True), self._any_stamp(), e.job.user
+            e, self._search_key(e, any_user=True), self._any_stamp(e), e.job.user
         )
 
-    def _any_stamp(self) -> Hashable:
-        """When a verdict for every user stays valid: the epoch, and no victim claimed since (a
-        victim claimed from another queue counts as gone for later searches, so room can grow)."""
-        return (self.epoch, len(self.chosen_victims))
+    share_use_in_search_stamps = True
+    """A share's failed search stays valid only while its queue's exact share use is unchanged
+    (:meth:`_own_stamp`); off only to show the cycle without it answering a share whose own search
+    finds victims."""
+
+    def _own_stamp(self, e: Entry) -> Hashable:
+        """When ``e``'s failed search stays valid: the epoch; for a share, also its queue's exact share
+        use (units). A share admitted to the queue can leave room inside the whole gpu its queue's
+        rounded-up share use already counts, where a later share fits at no quota charge once a
+        victim is taken off: room does not only shrink for shares."""
+        cards = self.state.cards
+        if not e.job.request.shared or cards is None or not self.share_use_in_search_stamps:
+            return self.epoch
+        return (self.epoch, cards.queue_use.get(e.spec.name, 0))
+
+    def _any_stamp(self, e: Entry) -> Hashable:
+        """When a verdict for every user stays valid: :meth:`_own_stamp`, and no victim claimed since
+        (a victim claimed from another queue counts as gone for later searches, so room can grow)."""
+        return (self._own_stamp(e), len(self.chosen_victims))
 
     def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable, user: str | None = None) -> bool:
         """True when ``key`` recorded a failed search, still valid at ``stamp``, of a job at least as
@@ -775,10 +791,10 @@ class _Cycle:
         share of every other user of the queue too. None: ``e``'s user only."""
         j = e.job
         keys: list[tuple[tuple[Hashable, ...], Hashable, frozenset[str]]] = [
-            (self._search_key(e), self.epoch, frozenset())
+            (self._search_key(e), self._own_stamp(e), frozenset())
         ]
         if readers is not None:
-            keys.append((self._search_key(e, True), self._any_stamp(), readers))
+            keys.append((self._search_key(e, True), self._any_stamp(e), readers))
         for key, stamp, named in keys:
             known = self._search_fails.get(key)
             if known is None or known[0] != stamp:
