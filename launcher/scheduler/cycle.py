@@ -143,6 +143,12 @@ class _Cycle:
     changes (:attr:`version`): the order phase's many classes of one queue (a share per user) ask
     alike; off only to check that it changes no decision."""
 
+    memo_per_tree = True
+    """The failure memo (:meth:`_known_failure`, a class's failure in the order loop) keys on its
+    queue's :meth:`stamp`: a change of quota alone (an idle hold) in another cohort tree leaves it
+    valid; off only to check that it changes no decision (then every change of the cycle's copy ends
+    every failure's validity, as :attr:`version` does)."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -156,7 +162,13 @@ class _Cycle:
         self.holders: dict[tuple[str, str], list[str]] = {}  # who holds ``held`` and until when, for reasons
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
-        self.version = 0  # bumped on every change to the cycle's copy; the failure memo keys on it
+        self.version = 0  # bumped on every change to the cycle's copy
+        # what the failure memo keys on (stamp): changes of devices, reservations or more than one
+        # queue's quota, and changes of one queue's quota alone per cohort tree root
+        self._all_changes = 0
+        self._tree_changes: dict[int, int] = {}
+        self._root_of: dict[str, int] = {}
+        self._one_tree = snapshot.sharing.fair_sharing or snapshot.sharing.admission is not None
         self._heights: dict[tuple[str, str, int], int] = {}  # height's answers at _heights_at
         self._heights_at = -1
         # failures: per class, (version, priority, submit time, reason (a template for a job of groups),
@@ -238,7 +250,7 @@ class _Cycle:
                 else:
                     self._block(e, g.entries, g.ptr)
                 continue
-            if g.failed_at == self.version and (g.shape is None or group_shape(e.job.request) == g.shape):
+            if g.failed_at == self.stamp(e.spec.name) and (g.shape is None or group_shape(e.job.request) == g.shape):
                 # the class already failed and nothing changed since: every member that comes
                 # before the next other job fails the same way (see Entry.cls)
                 end = len(g.entries)
@@ -257,7 +269,7 @@ class _Cycle:
                 outcome = self._process(e)
                 g.ptr += 1
                 if outcome is Outcome.FAILED:
-                    g.failed_at, g.reason, g.shape = self.version, self.failure, self.failure_shape
+                    g.failed_at, g.reason, g.shape = self.stamp(e.spec.name), self.failure, self.failure_shape
                     if not self.reservations:
                         # without starvation reservations the copy only gets fuller from here
                         # on (admissions, preemptors, held quota), so the rest of the class
@@ -340,6 +352,43 @@ class _Cycle:
             got = self._heights[key] = self.state.quota.fit_height(q, res, req.total - own)
         return got
 
+    def stamp(self, queue: str) -> int:
+        """What a failure of a job of ``queue`` stays valid for (the failure memo's key): it changes
+        with every change of devices, of reservations or of quota the cycle makes beside them, and
+        with a change of one queue's quota alone (an idle hold, :meth:`_add_held`) in ``queue``'s
+        cohort tree; nothing else. A job's fit, search and reason never read another tree's quota
+        (that tree's idle holds are lifted for it: :meth:`_hold_binds` finds no common cohort).
+        Under fair sharing or admission fair sharing every change counts."""
+        if not self.memo_per_tree:
+            return self.version
+        root = self._root_of.get(queue)
+        if root is None:
+            root = self._root_of[queue] = self._tree_root(queue)
+        return self._all_changes + self._tree_changes.get(root, 0)
+
+    def _tree_root(self, queue: str) -> int:
+        """The root of ``queue``'s cohort tree (its own node without a cohort; 0 for every queue
+        under fair sharing, -1 for a queue the tree does not know)."""
+        if self._one_tree:
+            return 0
+        tree = self.state.quota.tree
+        n = tree.queue_id.get(queue, -1)
+        while n >= 0 and tree.parent[n] >= 0:
+            n = tree.parent[n]
+        return n
+
+    def _changed(self, queue: str | None = None) -> None:
+        """The cycle's copy changed: ``queue``'s quota alone (an idle hold), or (None) anything
+        else: devices, reservations, quota beside them."""
+        self.version += 1
+        if queue is None:
+            self._all_changes += 1
+        else:
+            root = self._root_of.get(queue)
+            if root is None:
+                root = self._root_of[queue] = self._tree_root(queue)
+            self._tree_changes[root] = self._tree_changes.get(root, 0) + 1
+
     def _block(self, head: Entry, entries: list[Entry], start: int) -> None:
         reason = reasons.blocked_reason(head.spec.name, head.job.id)
         for e in entries[start:]:
@@ -363,13 +412,13 @@ class _Cycle:
         if own:
             self.state.devices.unreserve(own, e.job.id)
             self.epoch += 1
-            self.version += 1
+            self._changed()
         elif not e.job.nominated and self._known_failure(e):
             return Outcome.FAILED
         outcome = self._try(e)
         if outcome is Outcome.FAILED and own:
             self.reservations[e.job.id] = self.state.devices.reserve(own, e.job.id)
-            self.version += 1
+            self._changed()
         return outcome
 
     def known_failure(self, e: Entry) -> bool:
@@ -384,11 +433,12 @@ class _Cycle:
         this one fails the same way (within a cycle room only shrinks)."""
         job = e.job
         memo = self._fail_memo.get(e.cls)
-        if (memo is None or memo[0] != self.version) and job.request.shared:
+        stamp = self.stamp(e.spec.name)
+        if (memo is None or memo[0] != stamp) and job.request.shared:
             memo = self._fail_memo.get(_any_user_cls(e))  # a share's failure that held for other users
             if memo is not None and job.user in memo[5]:
                 return False
-        if memo is None or memo[0] != self.version or job.priority > memo[1]:
+        if memo is None or memo[0] != stamp or job.priority > memo[1]:
             return False
         if e.spec.within_queue is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY and job.submit_time < memo[2]:
             return False
@@ -403,7 +453,8 @@ class _Cycle:
         its class; ``readers``: for a share's failure, the users whose own shared cards with room for
         it it met (quota, placement, search; ``ShareBook.readers``): it holds for the same share of
         every other user of its queue too (its reason names no user). None: it holds for ``e``'s user only."""
-        memo = (self.version, e.job.priority, e.job.submit_time, reason, self.failure_shape, frozenset[str]())
+        stamp = self.stamp(e.spec.name)
+        memo = (stamp, e.job.priority, e.job.submit_time, reason, self.failure_shape, frozenset[str]())
         self._fail_memo[e.cls] = memo
         if readers is not None and self.share_verdicts_across_users:
             self._fail_memo[_any_user_cls(e)] = (*memo[:5], readers)
@@ -471,7 +522,7 @@ class _Cycle:
                 if raw is not None:
                     note = state.share_note(sized, raw) if sized.shared else ""
                     placement = state.assume(job.id, q, sized, raw, job.user)
-                    self.version += 1
+                    self._changed()
                     whole = state.whole_nodes(sized, raw) if sized.exclusive else ()
                     self.admitted.append(Admit(job.id, placement, whole, note))
                     self.on_change.append(q)
@@ -575,7 +626,7 @@ class _Cycle:
     def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement, req: JobRequest) -> None:
         """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
         counted and its devices reserved."""
-        self.version += 1
+        self._changed()
         self._add_held(e.spec.name, req.resource, req.total, f"job {e.job.id} until its victims exit")
         if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
             for res, n in self.state.pending_share_demand(e.spec.name, req).items():
@@ -609,7 +660,7 @@ class _Cycle:
     def _add_held(self, queue: str, res: str, n: int, holder: str) -> None:
         """Count ``n`` devices of ``res`` in ``queue``'s usage for a waiting job; ``holder`` says
         for whom and until when ("job 7 until its victims exit"), for pending reasons."""
-        self.version += 1
+        self._changed(queue)
         self.holders.setdefault((queue, res), []).append(holder)
         self.state.quota.add(queue, res, n)
         self.held[(queue, res)] = self.held.get((queue, res), 0) + n
@@ -689,20 +740,36 @@ class _Cycle:
     def _search_known_to_fail(self, e: Entry) -> bool:
         """True when a job of the same queue, at least as strong and no larger, found no victims.
 
-        Valid because within one cycle room only shrinks: usage grows, victims get taken.
+        Valid because within one cycle room only shrinks: usage grows, victims get taken; for a
+        share, while its queue's share use is as it was (see :meth:`_own_stamp`).
         """
         if e.job.nominated:
             return False
-        if self._search_failed(e, self._search_key(e), self.epoch):
+        if self._search_failed(e, self._search_key(e), self._own_stamp(e)):
             return True
         return e.job.request.shared and self._search_failed(
-            e, self._search_key(e, any_user=True), self._any_stamp(), e.job.user
+            e, self._search_key(e, any_user=True), self._any_stamp(e), e.job.user
         )
 
-    def _any_stamp(self) -> Hashable:
-        """When a verdict for every user stays valid: the epoch, and no victim claimed since (a
-        victim claimed from another queue counts as gone for later searches, so room can grow)."""
-        return (self.epoch, len(self.chosen_victims))
+    share_use_in_search_stamps = True
+    """A share's failed search stays valid only while its queue's exact share use is unchanged
+    (:meth:`_own_stamp`); off only to show the cycle without it answering a share whose own search
+    finds victims."""
+
+    def _own_stamp(self, e: Entry) -> Hashable:
+        """When ``e``'s failed search stays valid: the epoch; for a share, also its queue's exact share
+        use (units). A share admitted to the queue can leave room inside the whole gpu its queue's
+        rounded-up share use already counts, where a later share fits at no quota charge once a
+        victim is taken off: room does not only shrink for shares."""
+        cards = self.state.cards
+        if not e.job.request.shared or cards is None or not self.share_use_in_search_stamps:
+            return self.epoch
+        return (self.epoch, cards.queue_use.get(e.spec.name, 0))
+
+    def _any_stamp(self, e: Entry) -> Hashable:
+        """When a verdict for every user stays valid: :meth:`_own_stamp`, and no victim claimed since
+        (a victim claimed from another queue counts as gone for later searches, so room can grow)."""
+        return (self._own_stamp(e), len(self.chosen_victims))
 
     def _search_failed(self, e: Entry, key: tuple[Hashable, ...], stamp: Hashable, user: str | None = None) -> bool:
         """True when ``key`` recorded a failed search, still valid at ``stamp``, of a job at least as
@@ -724,10 +791,10 @@ class _Cycle:
         share of every other user of the queue too. None: ``e``'s user only."""
         j = e.job
         keys: list[tuple[tuple[Hashable, ...], Hashable, frozenset[str]]] = [
-            (self._search_key(e), self.epoch, frozenset())
+            (self._search_key(e), self._own_stamp(e), frozenset())
         ]
         if readers is not None:
-            keys.append((self._search_key(e, True), self._any_stamp(), readers))
+            keys.append((self._search_key(e, True), self._any_stamp(e), readers))
         for key, stamp, named in keys:
             known = self._search_fails.get(key)
             if known is None or known[0] != stamp:

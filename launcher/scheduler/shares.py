@@ -147,6 +147,7 @@ class ShareBook:
         self._dirty: dict[int, None] = {}  # cards whose place in the open-card index is out of date
         self._left_at: dict[str, tuple[int, int]] = {}  # a share taken off (leave): its card and place there
         self._rooms: dict[str, dict[int, int]] = {"shard": {}, "mps": {}}  # open cards per mode and room
+        self._servers: dict[str, dict[int, int]] = {}  # open MPS cards per first sharer's user and room
         # who the trust rule may have decided for (see the cycle's verdicts across users): placements that
         # met a card with room that every user of the queue may be trusted on, or that joined a card,
         # are counted in ``trust_reads`` (the answer may differ for any user); the users whose own
@@ -237,6 +238,13 @@ class ShareBook:
             cards = rooms[room]
             del cards[bisect_left(cards, d)]
             self._rooms[kind][room] -= 1
+            if kind == "mps":
+                served = self._servers[user]
+                served[room] -= 1
+                if not served[room]:
+                    del served[room]
+                    if not served:
+                        del self._servers[user]
             if not cards:
                 del rooms[room]
                 if not rooms:
@@ -248,6 +256,9 @@ class ShareBook:
             insort(rooms.setdefault(key[3], []), d)
             self._open_at[d] = key
             self._rooms[key[0]][key[3]] = self._rooms[key[0]].get(key[3], 0) + 1
+            if key[0] == "mps":
+                served = self._servers.setdefault(key[2], {})
+                served[key[3]] = served.get(key[3], 0) + 1
 
     # --- quota --------------------------------------------------------------------------------
 
@@ -568,6 +579,11 @@ class ShareBook:
             f"{whole} whole gpu free on nodes allowing {kind}",
         )
 
+    count_servers = True
+    """:meth:`_mps_servers_note` reads the open MPS cards counted per first sharer's user and room
+    (kept beside the open-card index) instead of walking the index's cards of every queue and user;
+    off only to check that it changes no reason."""
+
     def _mps_servers_note(self, units: int, roomy: int) -> str:
         """For an MPS share's reason: whose MPS servers hold the cards with room for ``units`` (one user
         per MPS server: such a card takes MPS shares of its server's user only, of queues that may share
@@ -576,11 +592,17 @@ class ShareBook:
         if not roomy:
             return "0 with room"
         servers: dict[str, int] = {}
-        for by_user in self._open["mps"].values():
-            for owner, rooms in by_user.items():
-                n = sum(len(cards) for room, cards in rooms.items() if room >= units)
+        if self.count_servers:  # the index's counts per user: a few rooms for each of the users
+            for owner, served in self._servers.items():
+                n = sum(k for room, k in served.items() if room >= units)
                 if n:
-                    servers[owner] = servers.get(owner, 0) + n
+                    servers[owner] = n
+        else:
+            for by_user in self._open["mps"].values():
+                for owner, rooms in by_user.items():
+                    n = sum(len(cards) for room, cards in rooms.items() if room >= units)
+                    if n:
+                        servers[owner] = servers.get(owner, 0) + n
         users = sorted(servers, key=lambda u: (-servers[u], u))
         rule = "one user per MPS server: a card takes MPS shares of its server's user only, of queues that may "
         rule += "share with its sharers (share_gpus/share_with)"

@@ -40,19 +40,21 @@ memo_usage = True
 """Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
 job by job."""
 
-_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int]] | None = None
+_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int], int] | None = None
 """The last :func:`_plain_usage` answer's inputs and sums: whether host quotas were counted, the
-running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource)."""
+running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource),
+and how many of the jobs are shares of a card."""
 
 
 def _plain_usage(
     running: tuple[RunningJob, ...], host_quota: bool
-) -> tuple[dict[str, RunningJob], dict[tuple[str, str], int]] | None:
-    """The running jobs by id (snapshot order) and their usage per ``(queue, resource)`` in
-    devices, when every running job is *plain*: whole devices (not a share of a card), not
-    ``--exclusive``, and (``host_quota``: some quota counts CPUs or memory) no host resources,
-    so each counts ``request.total`` devices of ``request.resource`` in its queue. None when
-    some job is not plain or one id is listed twice (:class:`CycleState` then sums job by job).
+) -> tuple[dict[str, RunningJob], dict[tuple[str, str], int], bool] | None:
+    """The running jobs by id (snapshot order), their usage per ``(queue, resource)`` in devices,
+    and whether any is a share of a card, when every running job is *plain* or a share: whole
+    devices, not ``--exclusive``, and (``host_quota``: some quota counts CPUs or memory) no host
+    resources, so each counts ``request.total`` devices of ``request.resource`` in its queue; a
+    share counts nothing here (its queue's shares are counted together, :mod:`.shares`). None when
+    some job is neither or one id is listed twice (:class:`CycleState` then sums job by job).
 
     A pure memo on the previous call (as ``capacity._owners``): consecutive cycles differ by a
     few running jobs, so the previous sums are updated for the jobs gone and the jobs new,
@@ -67,24 +69,30 @@ def _plain_usage(
     last = _last_plain
     usage: dict[tuple[str, str], int]
     if last is not None and last[0] == host_quota:
-        before, usage = last[1], dict(last[2])
+        before, usage, shared = last[1], dict(last[2]), last[3]
         gone, added = identity_delta(before, ident)
         for i in gone:
             job = before[i]
+            if job.request.shared:
+                shared -= 1
+                continue
             key = (job.queue, job.request.resource)
             usage[key] -= job.request.total
         new = [ident[i] for i in added]
     else:
-        usage, new = {}, list(running)
+        usage, new, shared = {}, list(running), 0
     for job in new:
         req = job.request
-        if req.shared or req.exclusive or (host_quota and req.host):
+        if req.shared:
+            shared += 1
+            continue
+        if req.exclusive or (host_quota and req.host):
             _last_plain = None
             return None
         key = (job.queue, req.resource)
         usage[key] = usage.get(key, 0) + req.total
-    _last_plain = (host_quota, ident, usage)
-    return by_id, dict(usage)
+    _last_plain = (host_quota, ident, usage, shared)
+    return by_id, dict(usage), shared > 0
 
 
 memo_victims = True
@@ -160,10 +168,10 @@ class CycleState:
         self.host_quota = hostquota.counts_host(self.quota)
         self.demand: dict[str, dict[str, int]] = {}
         any_shared = False
-        # all plain (whole devices, no host quota): the sums updated from the last cycle's
+        # all plain (whole devices, no host quota) or shares: the sums updated from the last cycle's
         plain = _plain_usage(snapshot.running, self.host_quota)
         if plain is not None:
-            self.running, usage = plain
+            self.running, usage, any_shared = plain
         for job in snapshot.running if plain is None else ():
             if job.id in self.running:
                 continue
