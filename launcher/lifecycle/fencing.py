@@ -18,7 +18,7 @@ at their deadline. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -123,10 +123,15 @@ class FenceRules:
         """``node`` joined again: its fenced ranks now end on what its agent reports."""
         self.lost_nodes.pop(node, None)
 
-    def expire_all(self, active: Iterable[JobRecord]) -> None:
-        """:meth:`expire` for each of the ``active`` jobs, while any node is lost."""
+    def expire_all(self, active: Callable[[], Iterable[JobRecord]]) -> None:
+        """:meth:`expire` for each job ``active()`` lists, while any node is lost.
+
+        Args:
+            active: lists the jobs that hold devices (the model's ``active``); called only while
+                a node is lost, since listing them sorts every job and most ticks have no node lost.
+        """
         if self.lost_nodes:
-            for job in active:
+            for job in active():
                 self.expire(job)
 
     def expire(self, job: JobRecord) -> None:

@@ -575,7 +575,7 @@ class Lifecycle:
 
     def _tick(self, e: ev.Tick) -> None:
         now = e.now
-        self._fences.expire_all(self.active())
+        self._fences.expire_all(self.active)
         for job in self.active():
             st, spec = job.status, job.spec
             if (

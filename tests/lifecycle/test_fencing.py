@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
+from labgang.launcher.lifecycle.context import RuleContext
+from labgang.launcher.lifecycle.fencing import FenceRules
+from labgang.launcher.lifecycle.gang import GangRules
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
@@ -210,3 +213,21 @@ def test_a_fence_time_that_would_reorder_the_history_is_not_used(fenced_at: floa
     stopped = ev.RankObserved(60.0, "n2", "1.0", 1, RankPhase.EXITED, exit_status=143, fenced=True, fenced_at=fenced_at)
     model.apply(ev.NodeJoined(60.0, "n2", (stopped,), frozenset({"n1", "n2"})))
     assert {h.time for h in record.history if h.event in ("stopping", "rank-exited")} == {60.0}
+
+
+def test_the_active_jobs_are_listed_for_the_fences_only_while_a_node_is_lost() -> None:
+    """Listing the active jobs sorts every job (10,000 pending ones in a busy lab), and the model
+    ticks every second: with no node lost the fence rules must not ask for the list at all."""
+    model, _ = running()
+    fences = FenceRules(POLICY, RuleContext(), GangRules(POLICY, model.jobs, RuleContext(), lambda job: None))
+    asked: list[int] = []
+
+    def active() -> list[JobRecord]:
+        asked.append(1)
+        return model.active()
+
+    fences.expire_all(active)
+    assert asked == []
+    fences.node_lost(ev.NodeLost(LOST_AT, "n2", "silent", LAST_CONTACT), model.active())
+    fences.expire_all(active)
+    assert asked == [1]
