@@ -392,9 +392,10 @@ def _fair_shares(
                 for res, n in node_demand(req, job_nodes(job), by_name).items():
                     if (job.spec.queue, res) in listed:
                         usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
-    live = [
-        j for j in scheduler_jobs(active, now, lambda job, now: False, lambda spec: None, ())[0] if j.request.shared
-    ]
+    # Only the jobs holding a share of a card are converted (not every pending job: this runs in every
+    # pitfall sample of an idle coordinator).
+    sharers = [job for job in active if job.spec.request.shared and job.status.state.holds_devices]
+    live = list(scheduler_jobs(sharers, now, lambda job, now: False, lambda spec: None, ())[0])
     live = [j for j in live if not j.terminating]  # not ones told to leave, as above
     for key, n in quota_usage(config.gpu_sharing(), live).items():
         usage[key] = usage.get(key, 0) + n
