@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from labgang.launcher.model import QueueSpec
 from labgang.launcher.scheduler import nominate as nominate_mod
+from labgang.launcher.scheduler.decisions import PendingReason
 from labgang.launcher.scheduler.nominate import nominate
 from labgang.launcher.scheduler.snapshot import Snapshot
 from labgang.launcher.scheduler.state import CycleState
@@ -28,7 +30,7 @@ def nodes_for(seed: int) -> Cluster:
     return cluster
 
 
-def queues_for(seed: int) -> tuple:
+def queues_for(seed: int) -> tuple[QueueSpec, ...]:
     """Two queues in a cohort; nominal quotas, a borrowing limit and user limits vary with ``seed``."""
     a = queue("a").nominal(gpu=(4, 8, 16)[seed % 3]).cohort("lab")
     if seed % 5 == 0:
@@ -62,7 +64,7 @@ def pending_for(seed: int, k: int) -> JobBuilder:
     return b
 
 
-def verdicts(snap: Snapshot) -> list[tuple[str, object]]:
+def verdicts(snap: Snapshot) -> list[tuple[str, PendingReason | None]]:
     by_queue, orphans = nominate(snap, CycleState(snap))
     return [(e.job.id, e.unschedulable) for entries in by_queue.values() for e in entries] + [
         (p.job_id, p.reason) for p in orphans
