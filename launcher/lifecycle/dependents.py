@@ -240,6 +240,10 @@ class DependencyRules:
     def after_event(self, event: ev.Event) -> None:
         """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
         (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
+        if not (self._dependents or self._waiters or self._singles or self._stale) and not isinstance(
+            event, ev.JobSubmitted
+        ):
+            return  # no dependent at all: nothing this event changed can concern one (a replay's usual case)
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
         if isinstance(event, ev.JobSubmitted):
             self._index_task(event.job.id)

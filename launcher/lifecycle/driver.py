@@ -201,6 +201,9 @@ class CycleDriver:
         self._dirty: set[str] = set()  # jobs reported changed since the last split
         self._holding: dict[str, JobRecord] = {}  # tracked: jobs holding devices, by id
         self._pending: dict[str, JobRecord] = {}  # tracked: pending jobs, by id
+        # tracked: ``_pending`` in submission order, kept until a job begins or stops waiting (a
+        # job's ``seq`` never changes); None: to sort
+        self._pending_sorted: list[JobRecord] | None = None
         # tracked: the holding jobs in submission order, their ``seq`` and running views (None: to
         # build), kept in step by insertion and removal; ``_holding_list``: the copy handed out
         self._hold_jobs: list[JobRecord] = []
@@ -243,16 +246,18 @@ class CycleDriver:
             members = False
             for job_id in self._dirty:
                 was = holding.pop(job_id, None)
-                pending.pop(job_id, None)
+                waited = pending.pop(job_id, None)
                 job = jobs.get(job_id)
                 if job is not None:
                     state = job.status.state
                     if state in _HOLDING:
                         holding[job_id] = job
-                        if was is job:
-                            continue  # still holding, in its place (its view is checked)
                     elif state is pending_state:
                         pending[job_id] = job
+                if pending.get(job_id) is not waited:
+                    self._pending_sorted = None  # a job began or stopped waiting: sorted again
+                if job is not None and was is job and holding.get(job_id) is job:
+                    continue  # still holding, in its place (its view is checked)
                 if was is not None:
                     self._hold_remove(was)
                     members = True
@@ -264,7 +269,9 @@ class CycleDriver:
             if members:
                 self._holding_list = list(self._hold_jobs)
                 self._members_changed = True
-        return self._holding_list, sorted(self._pending.values(), key=_SEQ)
+        if self._pending_sorted is None:
+            self._pending_sorted = sorted(self._pending.values(), key=_SEQ)
+        return self._holding_list, self._pending_sorted
 
     def _hold_insert(self, job: JobRecord) -> None:
         """Put ``job`` among the holding jobs at its ``seq`` (jobs' ``seq`` are distinct; an equal

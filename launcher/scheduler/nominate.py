@@ -15,6 +15,7 @@ from labgang.launcher.model import GroupRequest, JobRequest, NodeGpuSharing, Que
 from labgang.launcher.scheduler.capacity import FreeIndex
 from labgang.launcher.scheduler.decisions import Pending, PendingReason, ReasonCode
 from labgang.launcher.scheduler.groups import group_class, plain_gang_of
+from labgang.launcher.scheduler.quota import CohortTree
 from labgang.launcher.scheduler.reasons import begin_reason
 from labgang.launcher.scheduler.shares import reads_user, share_refusal
 from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
@@ -110,7 +111,7 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
         if vkey in verdicts:
             verdict = verdicts[vkey]
         else:  # an elastic gang can start when its minimum can
-            verdict = verdicts[vkey] = _never_fits(state, spec, req.floor(), empties)
+            verdict = verdicts[vkey] = _never_fits_kept(state, spec, req, empties)
             sources[vkey] = req.groups
             if verdict is None and req.shared:
                 if node_sharing is None:  # the distinct per-node sharing settings, once per cycle
@@ -133,6 +134,39 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     for entries in by_queue.values():
         entries.sort(key=lambda e: (not e.job.nominated, -e.job.priority, e.job.submit_time, e.job.seq, e.job.id))
     return by_queue, orphans
+
+
+memo_verdicts = True
+"""Off: every cycle judges each class's "could it ever start" anew (tests build the reference so)."""
+
+
+def _never_fits_kept(
+    state: CycleState, spec: QueueSpec, req: JobRequest, empties: dict[tuple[str, str | None], FreeIndex]
+) -> PendingReason | None:
+    """:func:`_never_fits` of ``req``'s floor, for a plain whole-device request remembered across
+    cycles: the answer reads only the quota configuration (the cycle's quota tree, shared by
+    every cycle on the same queues and cohorts tuples) and the nodes' static layout (whose memo
+    dict holds it), never the usage or the owners, so it is kept per (tree, request) until either
+    changes. A share (its answer reads the sharing settings) and a job of groups are judged as
+    before."""
+    global _kept_verdicts
+    if req.groups or req.shared or not memo_verdicts:
+        return _never_fits(state, spec, req.floor(), empties)
+    tree, layout = state.quota.tree, state.devices.static
+    kept = _kept_verdicts
+    if kept is None or kept[0] is not tree or kept[1] is not layout:
+        kept = _kept_verdicts = (tree, layout, {})
+    memo = kept[2]
+    key = (spec.name, req)
+    if key in memo:
+        return memo[key]
+    memo[key] = found = _never_fits(state, spec, req.floor(), empties)
+    return found
+
+
+_kept_verdicts: tuple[CohortTree, object, dict[tuple[str, JobRequest], PendingReason | None]] | None = None
+"""The quota tree and node layout the kept verdicts of :func:`_never_fits_kept` were judged on,
+and those verdicts per (queue, request): one slot, replaced when either changes."""
 
 
 def _never_fits(

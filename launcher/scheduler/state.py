@@ -113,7 +113,8 @@ def _victims_memo(
     of ``running`` that match it, in :func:`victim_order`; None when an id is listed twice (then
     the caller sorts). A pure memo on the last answer for ``key``: the jobs gone since are taken
     out and the new ones put in by bisection (the keys are distinct: they end with the job id), so
-    the order is the full sort's.
+    the order is the full sort's. The list is the memo's own (never changed once made: an update
+    builds a new one), handed out without a copy: callers only read it.
     """
     if not memo_victims or len(by_id) != len(running):
         return None
@@ -121,7 +122,7 @@ def _victims_memo(
     queue, res, terminating = key
     last = _last_victims.get(key)
     if last is not None and last[0] is ident:
-        return list(last[3])
+        return last[3]
     if last is None:
         members = {
             id(j): j
@@ -147,7 +148,7 @@ def _victims_memo(
                 jobs.insert(at, job)
                 members[i] = job
     _last_victims[key] = (ident, members, keys, jobs)
-    return list(jobs)
+    return jobs
 
 
 class CycleState:
@@ -228,7 +229,8 @@ class CycleState:
 
     def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
         """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
-        eviction order (lowest priority, most recently admitted, id); built once per cycle."""
+        eviction order (lowest priority, most recently admitted, id); built once per cycle.
+        Callers only read the list (it may be the victim-order memo's own)."""
         key = (queue, res, terminating)
         out = self._victims.get(key)
         if out is None:

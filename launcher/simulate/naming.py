@@ -25,7 +25,7 @@ from labgang.launcher.lifecycle.dependency import KINDS, UNSUPPORTED, BadDepende
 from labgang.launcher.lifecycle.records import ArrayTask
 from labgang.launcher.scheduler import capacity
 from labgang.launcher.scheduler.capacity import RunningChange
-from labgang.launcher.scheduler.decisions import CycleResult
+from labgang.launcher.scheduler.decisions import CycleResult, Pending
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ def _with(obj: _T, **changes: Any) -> _T:
         values[at[name]] = value
     return cls(*values)
 
+
+assert [f.name for f in fields(Pending)] == ["job_id", "reason"], "model_result builds a Pending from these two"
 
 MAX_ARRAY_SIZE = LimitsConfig().max_array_size
 """Every index of a scenario's ``array`` is below this: the coordinator's default ``[limits] max_array_size``."""
@@ -198,16 +200,19 @@ class JobIds:
         """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their
         coordinator's ids (for the lifecycle model); reasons keep the file's names."""
 
-        def mid(name: str) -> str:
-            return self._model_ids.get(name, name)
+        get = self._model_ids.get
 
+        def mid(name: str) -> str:
+            return get(name, name)
+
+        # every cycle answers each waiting job: its decision is built straight from its two fields
         return _with(
             result,
             admitted=tuple(_with(a, job_id=mid(a.job_id)) for a in result.admitted),
             preempted=tuple(
                 _with(p, job_id=mid(p.job_id), victims=tuple(mid(v) for v in p.victims)) for p in result.preempted
             ),
-            pending=tuple(_with(p, job_id=mid(p.job_id)) for p in result.pending),
+            pending=tuple([Pending(get(p.job_id, p.job_id), p.reason) for p in result.pending]),
             held=tuple(mid(h) for h in result.held),
         )
 
