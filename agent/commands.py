@@ -288,8 +288,8 @@ class CommandHandler:
 
         Offsets are logical, across the log's rotation (``log_generations.py``): the rest of ``.1`` is read
         before the current file; ``lost`` (present when not 0) counts the bytes a reader behind ``.1``'s
-        start will never get. ``follower`` true (``labgang run``): the position reached is left beside the
-        log, and the shim holds a rotation back until the follower has read ``.1``.
+        start will never get. ``follower`` (``labgang run``): the first offset that follower has still to read,
+        of any stream it follows, left beside the log; the shim holds a rotation back until it has read ``.1``.
 
         Raises:
             ValueError: ``stream`` is none of those.
@@ -301,9 +301,10 @@ class CommandHandler:
         limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
         stream = args.get("stream")
         piece = read_logical(path, offset, limit, None if stream is None else str(stream))
-        if args.get("follower") and piece.size:
+        needed = args.get("follower")
+        if isinstance(needed, int) and not isinstance(needed, bool) and piece.size:
             try:
-                note_reader(path, None if stream is None else str(stream), piece.next_offset)
+                note_reader(path, needed)
             except OSError as exc:  # the job's folder is gone: nothing left to hold back
                 log.debug("follower position of %s not kept: %s", path, exc)
         answer: dict[str, Any] = {"next_offset": piece.next_offset, "size": piece.size}

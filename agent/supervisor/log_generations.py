@@ -8,9 +8,9 @@ again when they differ (a seqlock), so a piece never comes from the wrong file. 
 is before ``.1``'s start lost those bytes: :func:`read_logical` says how many (``lost``), and goes on
 from ``.1``'s start, so the follower is told in the answer, never by text in the output.
 
-A follower that must lose nothing (``labgang run``) leaves its position in ``PATH.reader.STREAM``
-(:func:`note_reader`); the shim holds a rotation back while that position is before the current
-file's start (``shim.HOLD_IDLE_S``).
+A follower that must lose nothing (``labgang run``) leaves the first offset it has still to read, of
+any stream it follows, in ``PATH.reader`` (:func:`note_reader`); the shim holds a rotation back while
+that offset is before the current file's start (until the follower is silent for ``shim.HOLD_IDLE_S``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .log_streams import keep_stream, stderr_spans
 GENERATIONS_SUFFIX = ".gen"
 """The same as ``shim.GENERATIONS_SUFFIX``."""
 
-READER_SUFFIX = ".reader."
+READER_SUFFIX = ".reader"
 """The same as ``shim.READER_SUFFIX``."""
 
 RETRIES = 200
@@ -118,11 +118,11 @@ def read_logical(path: Path, offset: int, limit: int, stream: str | None = None)
     raise OSError(f"{path}: the log kept rotating while it was read")
 
 
-def note_reader(path: Path, stream: str | None, reached: int) -> None:
-    """Leave a follower's position (logical offset ``reached`` of ``stream``, None: both) beside the log
-    at ``path``, so the shim holds a rotation back until it has read ``.1``. Written through a rename:
-    the shim never reads half of it."""
-    target = path.with_name(f"{path.name}{READER_SUFFIX}{stream or 'both'}")
+def note_reader(path: Path, needed: int) -> None:
+    """Leave beside the log at ``path`` the first logical offset a follower has still to read (the
+    lowest of the streams it follows), so the shim holds a rotation back until it has read ``.1``.
+    Written through a rename: the shim never reads half of it."""
+    target = path.with_name(f"{path.name}{READER_SUFFIX}")
     tmp = target.with_name(f"{target.name}.tmp.{os.getpid()}")
-    tmp.write_bytes(b"%d" % reached)
+    tmp.write_bytes(b"%d" % max(0, needed))
     os.replace(tmp, target)

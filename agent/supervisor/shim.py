@@ -204,17 +204,15 @@ GENERATIONS_SUFFIX = ".gen"
 """The rank log's generations file is the log's path plus this (``rank-0.log.gen``): one ASCII line
 ``SEQ BASE1 BASE``; ``log_generations.py`` reads it (this file imports no labgang module)."""
 
-READER_SUFFIX = ".reader."
-"""A follower's read position is in the log's path plus this plus the stream it follows
-(``rank-0.log.reader.stdout``), written by ``read_log`` (``log_generations.READER_SUFFIX``)."""
-
-READER_NAMES = ("both", "stdout", "stderr")
+READER_SUFFIX = ".reader"
+"""The first logical offset a follower has still to read (of any stream it follows) is in the log's
+path plus this (``rank-0.log.reader``), written by ``read_log`` (``log_generations.READER_SUFFIX``)."""
 
 HOLD_IDLE_S = 30.0
 """A follower that has read nothing for this long no longer holds a rotation back (``labgang run``
 reads every 0.2 s while it is attached)."""
 
-HOLD_CHECK_BYTES = 1 << 20
+HOLD_CHECK_BYTES = 1 << 16
 """While a rotation is held, the follower's position is looked at again after this much more output."""
 
 
@@ -257,25 +255,23 @@ class RotatingLog:
         write_atomic(self.path + GENERATIONS_SUFFIX, f"{self.seq} {self.base1} {self.base}\n")
 
     def _held(self) -> bool:
-        """True when a follower that read within :data:`HOLD_IDLE_S` has not read all of ``.1`` yet (its
-        offset, in the ``.reader.STREAM`` files ``read_log`` writes, is before the current file's start),
-        so rotating now would discard bytes it has still to read."""
+        """True when a follower that read within :data:`HOLD_IDLE_S` has not read all of ``.1`` yet (the
+        offset it needs next, in the ``.reader`` file ``read_log`` writes, is before the current file's
+        start), so rotating now would discard bytes it has still to read; with ``hold``, also before the
+        follower's first read, for :data:`HOLD_IDLE_S` from the start."""
         now = time.time()
-        heard = False
-        for name in READER_NAMES:
-            try:
-                reader = self.path + READER_SUFFIX + name
-                if now - os.stat(reader).st_mtime > HOLD_IDLE_S:
-                    continue
-                with open(reader, "rb") as fh:
-                    reached = int(fh.read() or b"0")
-            except (OSError, ValueError):
-                continue
-            heard = True
-            if reached < self.base:
-                return True
-        # a ``run``'s follower not heard from yet: it reads from 0 once it comes, unless it is long in coming
-        return self.hold and not heard and now - self.opened_at <= HOLD_IDLE_S
+        reader = self.path + READER_SUFFIX
+        try:
+            if now - os.stat(reader).st_mtime > HOLD_IDLE_S:
+                return False  # gone, or stopped: the log rotates as any other
+            with open(reader, "rb") as fh:
+                needed = int(fh.read() or b"0")
+        except FileNotFoundError:
+            # a ``run``'s follower not heard from yet: it reads from 0 once it comes, unless long in coming
+            return self.hold and now - self.opened_at <= HOLD_IDLE_S
+        except (OSError, ValueError):
+            return False
+        return needed < self.base
 
     def _rotate(self) -> None:
         self.seq += 1  # odd: a reader that sees this retries (a seqlock over the two files' names)

@@ -664,20 +664,21 @@ class Client:
         offset: int = 0,
         attempt: "int | None" = None,
         stream: "str | None" = None,
-        follower: bool = False,
+        follower: "int | None" = None,
     ) -> "LogChunk":
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
         earlier start attempt's output (0 = the first), None = the current one; ``stream``: ``"stdout"``
         or ``"stderr"`` alone (offsets stay the whole log's, so ``next_offset`` may pass bytes of the
-        other stream), None = both as they arrived; ``follower``: ``labgang run`` follows the log live,
-        so the agent holds its rotation back until this reader has read the older file."""
+        other stream), None = both as they arrived; ``follower``: ``labgang run`` follows the log live and
+        has still to read it from this offset (its lowest over the streams it follows), so the agent
+        holds its rotation back until it has read the older file; None: an ordinary read."""
         query = {"rank": str(rank), "offset": str(offset)}
         if attempt is not None:
             query["attempt"] = str(attempt)
         if stream is not None:
             query["stream"] = stream
-        if follower:
-            query["follower"] = "1"
+        if follower is not None:
+            query["follower"] = str(follower)
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
 

@@ -149,8 +149,9 @@ class JobFollower:
         while True:
             offset = self.offsets[key]
             try:
-                if self.live:
-                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream, follower=True)
+                if self.live:  # the lowest offset of this rank's streams: the rotation waits for that one
+                    needed = min(self.offsets[(rank, name)] for name, _ in self.streams)
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream, follower=needed)
                 elif stream is None:
                     chunk = self.client.logs(self.job_id, rank=rank, offset=offset)
                 else:

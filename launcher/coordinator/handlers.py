@@ -454,11 +454,12 @@ async def job_logs(
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr][&follower=1]``: bytes from
-    the agent that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole log's,
-    logical across its rotation); ``follower=1``: ``labgang run`` follows it live (the log's rotation waits
-    for it). Headers: ``X-Next-Offset``, ``X-Attempt`` (the attempt whose log was read), ``X-Lost-Bytes``
-    (bytes from ``offset`` on that rotation discarded unread, when not 0), ``X-Job-Finished: 1`` at the end."""
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr][&follower=F]``: bytes
+    from the agent that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole
+    log's, logical across its rotation); ``follower=F``: ``labgang run`` follows it live and has still to
+    read it from offset F (the log's rotation waits for it). Headers: ``X-Next-Offset``, ``X-Attempt``
+    (the attempt whose log was read), ``X-Lost-Bytes`` (bytes from ``offset`` on that rotation discarded
+    unread, when not 0), ``X-Job-Finished: 1`` at the end."""
     attempt = query.get("attempt")
     stream = query.get("stream") or None
     if stream not in (None, "stdout", "stderr"):
@@ -471,7 +472,7 @@ async def job_logs(
         _int(query, "offset", 0),
         None if attempt in (None, "") else _int(query, "attempt", 0),
         stream=stream,
-        follower=query.get("follower") == "1",
+        follower=_int(query, "follower", 0) if query.get("follower") else None,
     )
     headers = {"X-Next-Offset": str(next_offset), "X-Attempt": str(read)}
     if lost:

@@ -310,7 +310,7 @@ class JobOperations:
         offset: int,
         attempt: int | None = None,
         stream: str | None = None,
-        follower: bool = False,
+        follower: int | None = None,
     ) -> tuple[bytes, int, bool, int, int]:
         """Read a rank's output from the agent that holds it, and say which attempt's log it was.
 
@@ -322,8 +322,9 @@ class JobOperations:
                 on its node.
             stream: ``"stdout"`` or ``"stderr"``: only that stream's bytes (the offsets stay the whole
                 log's; ``agent/supervisor/log_streams.py``); None: both, as they arrived.
-            follower: ``labgang run`` follows this log live: the agent holds the log's rotation back until
-                it has read the older file (``agent/supervisor/log_generations.py``).
+            follower: ``labgang run`` follows this log live and has still to read it from this logical
+                offset (its lowest over the streams it follows): the agent holds the log's rotation back
+                until it has read the older file (``agent/supervisor/log_generations.py``). None: not so.
 
         Returns:
             (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
@@ -369,8 +370,8 @@ class JobOperations:
             args: dict[str, object] = {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
             if stream is not None:
                 args["stream"] = stream
-            if follower and record is not None:
-                args["follower"] = True
+            if follower is not None and record is not None:
+                args["follower"] = follower
             result = await self._agents.call(node, "read_log", args)
         except AgentCallError as exc:
             raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
