@@ -51,8 +51,8 @@ class LogPiece:
 
 
 def _generations(path: Path) -> tuple[int, int, int] | None:
-    """(seq, base of ``.1`` or -1, base of the current file), or None for a log without the file
-    (written by a shim from before generations: one file, offsets are its own)."""
+    """(seq, base of ``.1`` or -1, base of the current file), or None for a log without the file (never
+    rotated, or written by a shim from before generations: one file, offsets are its own)."""
     try:
         text = path.with_name(path.name + GENERATIONS_SUFFIX).read_bytes()
     except FileNotFoundError:
@@ -93,9 +93,12 @@ def read_logical(path: Path, offset: int, limit: int, stream: str | None = None)
     """
     for attempt in range(RETRIES):
         gens = _generations(path)
-        if gens is None:
+        if gens is None:  # never rotated (or a shim from before generations): one file, its own offsets
             data, covered = _read_file(path, offset, limit, stream)
-            return LogPiece(data, offset + covered, max(_file_size(path), offset + covered))
+            size = _file_size(path)
+            if _generations(path) is None:
+                return LogPiece(data, offset + covered, max(size, offset + covered))
+            continue  # the first rotation began meanwhile
         seq, base1, base = gens
         if seq % 2:
             time.sleep(0.001)

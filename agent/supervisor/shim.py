@@ -241,7 +241,8 @@ class RotatingLog:
         self.base1 = -1
         self.base = 0
         self.next_hold_check = 0  # the file size at which a held rotation is looked at again
-        self._write_generations()
+        # no generations file until the first rotation (one file less to make on the launch path): its
+        # first write, odd, comes before any rename, so a reader that saw none reads again
 
     def _open(self, path: str) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
