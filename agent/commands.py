@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -287,25 +286,32 @@ class CommandHandler:
         into the whole log, so a reader of one stream moves on past the other's bytes. Absent or None:
         both, as they arrived.
 
+        Offsets are logical, across the log's rotation (``log_generations.py``): the rest of ``.1`` is read
+        before the current file; ``lost`` (present when not 0) counts the bytes a reader behind ``.1``'s
+        start will never get. ``follower`` (``labgang run``): the first offset that follower has still to read,
+        of any stream it follows, left beside the log; the shim holds a rotation back until it has read ``.1``.
+
         Raises:
             ValueError: ``stream`` is none of those.
         """
+        from labgang.agent.supervisor.log_generations import note_reader, read_logical
+
         path = self.supervisor.log_path(str(args["job_id"]), int(args["rank"]))
         offset = max(0, int(args.get("offset", 0)))
         limit = min(int(args.get("limit", LOG_READ_MAX)), LOG_READ_MAX)
         stream = args.get("stream")
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(offset)
-                data = f.read(limit)
-        except FileNotFoundError:
-            return {"data": "", "next_offset": offset, "size": 0}
-        answer: dict[str, Any] = {"next_offset": offset + len(data), "size": size}
+        piece = read_logical(path, offset, limit, None if stream is None else str(stream))
+        needed = args.get("follower")
+        if isinstance(needed, int) and not isinstance(needed, bool) and piece.size:
+            try:
+                note_reader(path, needed)
+            except OSError as exc:  # the job's folder is gone: nothing left to hold back
+                log.debug("follower position of %s not kept: %s", path, exc)
+        answer: dict[str, Any] = {"next_offset": piece.next_offset, "size": piece.size}
+        if piece.lost:
+            answer["lost"] = piece.lost
         if stream is not None:
-            from labgang.agent.supervisor.log_streams import keep_stream, stderr_spans
-
-            data = keep_stream(data, offset, stderr_spans(path), str(stream))
             answer["stream"] = stream  # kept: an agent from before streams leaves this out
+        data = piece.data
         answer["data"] = base64.b64encode(data).decode()
         return answer

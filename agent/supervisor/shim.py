@@ -25,13 +25,19 @@ What it does, in order:
    then exits. The agent counts the rank as "gone" only after that.
 
 The log has a size cap per file. When the next write would pass it, the shim *rotates*:
-``rank-R.log`` becomes ``rank-R.log.1`` (replacing an older one) and the new file starts
-with a one-line ``[labgang] log rotated …`` marker. At most two files (≤ 2 × cap bytes)
-exist per rank.
+``rank-R.log`` becomes ``rank-R.log.1`` (replacing an older one) and a new file starts; nothing
+is written into the output to say so. Offsets a reader asks for are *logical* (bytes since the
+rank's first), and the *generations* file (``rank-R.log.gen``, :class:`RotatingLog`) says where
+each file starts, so ``read_log`` reads the rest of ``.1`` before the new file and says how many
+bytes a late reader lost (``agent/supervisor/log_generations.py``). At most two files exist per
+rank (≤ 2 × cap bytes), except while a follower (``labgang run``) has not read all of ``.1``: then
+the rotation waits (the current file grows) until it has, or until it has read nothing for
+``HOLD_IDLE_S`` (gone, or stopped): a live ``run`` loses no output.
 
 Inputs (``RANK_DIR/launch.bin``, written by the agent with ``marshal``, a dict of plain
 values): ``argv``, ``env``, ``cwd``, ``uid``, ``gid``, ``groups``, ``drop_privileges``,
-``log_path``, ``log_max_bytes``, ``log_header`` (a line written first, or None), ``cpus``
+``log_path``, ``log_max_bytes``, ``log_hold`` (a ``labgang run`` follows the log: :class:`RotatingLog`),
+``log_header`` (a line written first, or None), ``cpus``
 (CPU numbers to pin the rank to, or None), ``cgroup_procs`` (the ``cgroup.procs`` of the rank's
 fenced cgroup, ``agent/confine/cgroup.py``, which the shim joins first; None: not confined),
 ``lease_path`` (the agent's ``lease.json``, or None), ``grace`` (the job's grace, seconds),
@@ -194,6 +200,22 @@ STDERR_MARKS_SUFFIX = ".stderr"
 ``log_streams.STDERR_MARKS_SUFFIX``, which reads it (this file imports no labgang module)."""
 
 
+GENERATIONS_SUFFIX = ".gen"
+"""The rank log's generations file is the log's path plus this (``rank-0.log.gen``): one ASCII line
+``SEQ BASE1 BASE``; ``log_generations.py`` reads it (this file imports no labgang module)."""
+
+READER_SUFFIX = ".reader"
+"""The first logical offset a follower has still to read (of any stream it follows) is in the log's
+path plus this (``rank-0.log.reader``), written by ``read_log`` (``log_generations.READER_SUFFIX``)."""
+
+HOLD_IDLE_S = 30.0
+"""A follower that has read nothing for this long no longer holds a rotation back (``labgang run``
+reads every 0.2 s while it is attached)."""
+
+HOLD_CHECK_BYTES = 1 << 16
+"""While a rotation is held, the follower's position is looked at again after this much more output."""
+
+
 class RotatingLog:
     """Append-only log file owned by the rank's user, rotated to ``.1`` at ``max_bytes``.
 
@@ -203,14 +225,24 @@ class RotatingLog:
     sees stderr bytes without their mark). ``labgang run`` follows the two streams apart
     (``agent/commands.py`` ``read_log`` with ``stream``)."""
 
-    def __init__(self, path: str, max_bytes: int, uid: int | None, gid: int | None) -> None:
+    def __init__(self, path: str, max_bytes: int, uid: int | None, gid: int | None, hold: bool = False) -> None:
         self.path = path
+        self.hold = hold  # ``labgang run`` follows: before its first read, it is counted at offset 0
+        self.opened_at = time.time()
         self.max_bytes = max(int(max_bytes), 1024)
         self.uid = uid
         self.gid = gid
         self.fd = self._open(path)
         self.size = os.fstat(self.fd).st_size
         self.marks_fd: int | None = None  # opened at the first stderr piece
+        # the generations: a sequence number (odd while a rotation is under way), where ``.1`` starts
+        # (-1: there is none) and where the current file starts, in logical bytes since the first
+        self.seq = 0
+        self.base1 = -1
+        self.base = 0
+        self.next_hold_check = 0  # the file size at which a held rotation is looked at again
+        # no generations file until the first rotation (one file less to make on the launch path): its
+        # first write, odd, comes before any rename, so a reader that saw none reads again
 
     def _open(self, path: str) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -220,7 +252,31 @@ class RotatingLog:
         os.fchmod(fd, 0o600)
         return fd
 
+    def _write_generations(self) -> None:
+        write_atomic(self.path + GENERATIONS_SUFFIX, f"{self.seq} {self.base1} {self.base}\n")
+
+    def _held(self) -> bool:
+        """True when a follower that read within :data:`HOLD_IDLE_S` has not read all of ``.1`` yet (the
+        offset it needs next, in the ``.reader`` file ``read_log`` writes, is before the current file's
+        start), so rotating now would discard bytes it has still to read; with ``hold``, also before the
+        follower's first read, for :data:`HOLD_IDLE_S` from the start."""
+        now = time.time()
+        reader = self.path + READER_SUFFIX
+        try:
+            if now - os.stat(reader).st_mtime > HOLD_IDLE_S:
+                return False  # gone, or stopped: the log rotates as any other
+            with open(reader, "rb") as fh:
+                needed = int(fh.read() or b"0")
+        except FileNotFoundError:
+            # a ``run``'s follower not heard from yet: it reads from 0 once it comes, unless long in coming
+            return self.hold and now - self.opened_at <= HOLD_IDLE_S
+        except (OSError, ValueError):
+            return False
+        return needed < self.base
+
     def _rotate(self) -> None:
+        self.seq += 1  # odd: a reader that sees this retries (a seqlock over the two files' names)
+        self._write_generations()
         os.close(self.fd)
         os.replace(self.path, self.path + ".1")
         if self.marks_fd is not None:
@@ -233,12 +289,11 @@ class RotatingLog:
             except FileNotFoundError:
                 pass
         self.fd = self._open(self.path)
+        self.base1, self.base = self.base, self.base + self.size
         self.size = 0
-        marker = (
-            f"[labgang] log rotated at {utc_now_text()}: the previous {self.max_bytes} bytes are in "
-            f"{os.path.basename(self.path)}.1; anything older was discarded\n"
-        ).encode()
-        self._write_all(marker)
+        self.next_hold_check = 0
+        self.seq += 1
+        self._write_generations()
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -254,8 +309,12 @@ class RotatingLog:
         while view:
             room = self.max_bytes - self.size
             if room <= 0:
-                self._rotate()
-                continue
+                if self.size >= self.next_hold_check and not self._held():
+                    self._rotate()
+                    continue
+                if self.size >= self.next_hold_check:  # held: look again after this much more output
+                    self.next_hold_check = self.size + HOLD_CHECK_BYTES
+                room = len(view)
             part = view[:room]
             if stderr:
                 self._mark(len(part))
@@ -533,7 +592,13 @@ def main(rank_dir: str) -> int:
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
     drop = bool(cfg["drop_privileges"])
-    log = RotatingLog(cfg["log_path"], cfg["log_max_bytes"], cfg["uid"] if drop else None, cfg["gid"] if drop else None)
+    log = RotatingLog(
+        cfg["log_path"],
+        cfg["log_max_bytes"],
+        cfg["uid"] if drop else None,
+        cfg["gid"] if drop else None,
+        hold=bool(cfg.get("log_hold")),
+    )
     if cfg.get("log_header"):  # labgang's line (restart N), marked as stderr: never the job's stdout
         log.write(cfg["log_header"].encode() + b"\n", stderr=True)
     if cfg.get("cgroup_procs"):

@@ -258,6 +258,9 @@ class LaunchSpec:
         group: for a rank of a job of groups, its group (:class:`LaunchGroup`: name, rank and size
             in the group, every group's rank-0 host); ``rank``/``world_size`` are then global over
             all groups in group order. ``None`` = a job of one shape. Serialised only when set.
+        log_hold: ``labgang run`` follows this rank's log live: its rotation waits until the follower has
+            read the older file (``log_generations.py``), from the start, before its first read. False:
+            the log rotates at its cap whatever was read. Serialised only when True.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -294,6 +297,7 @@ class LaunchSpec:
     memory_limit: int | None = None
     share: ShareGrant | None = None
     group: LaunchGroup | None = None
+    log_hold: bool = False
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -312,6 +316,8 @@ class LaunchSpec:
     def _validate(self) -> None:
         if not isinstance(self.pty, bool):
             raise InvalidSpec("pty", f"{self.pty!r} is not true or false", "true or false")
+        if not isinstance(self.log_hold, bool):
+            raise InvalidSpec("log_hold", f"{self.log_hold!r} is not true or false", "true or false")
         if not isinstance(self.stdin_stream, bool):
             raise InvalidSpec("stdin_stream", f"{self.stdin_stream!r} is not true or false", "true or false")
         if self.stdin_stream and (self.pty or self.stdin is not None):
@@ -486,6 +492,7 @@ class LaunchSpec:
             **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),
             **({"share": self.share.to_dict()} if self.share is not None else {}),
             **({"group": self.group.to_dict()} if self.group is not None else {}),
+            **({"log_hold": True} if self.log_hold else {}),
         }
 
     @classmethod

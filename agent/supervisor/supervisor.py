@@ -619,6 +619,7 @@ class Supervisor:
                 "drop_privileges": run_as.drop_privileges,
                 "log_path": str(self._journal.log_path(spec.job_id, spec.rank)),
                 "log_max_bytes": self._log_max_bytes,
+                "log_hold": spec.log_hold,
                 "log_header": header,
                 "cpus": list(spec.cpus) if spec.cpus is not None else None,
                 "cgroup_procs": procs,

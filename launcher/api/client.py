@@ -131,15 +131,20 @@ class LogChunk:
         finished: True once the job has ended and the log is complete (no more bytes will come).
         attempt: the start attempt whose log this is (a requeue starts a new one, its log from
             offset 0), or None from a coordinator that does not say; not part of equality.
+        lost: bytes from the requested offset on that the log's rotation discarded before they were
+            read (``data`` starts that many bytes further on); 0 normally; not part of equality.
     """
 
-    __slots__ = ("attempt", "data", "finished", "next_offset")
+    __slots__ = ("attempt", "data", "finished", "lost", "next_offset")
 
-    def __init__(self, data: bytes, next_offset: int, finished: bool, attempt: "int | None" = None) -> None:
+    def __init__(
+        self, data: bytes, next_offset: int, finished: bool, attempt: "int | None" = None, lost: int = 0
+    ) -> None:
         self.data = data
         self.next_offset = next_offset
         self.finished = finished
         self.attempt = attempt
+        self.lost = lost
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LogChunk):
@@ -279,11 +284,13 @@ def _log_chunk(status: int, headers: "Mapping[str, str]", body: bytes, offset: i
         raise _error_from(status, body)
     next_offset = headers.get("X-Next-Offset")
     attempt = headers.get("X-Attempt", "")
+    lost = headers.get("X-Lost-Bytes", "")
     return LogChunk(
         data=body,
         next_offset=int(next_offset) if next_offset else offset + len(body),
         finished=headers.get("X-Job-Finished", "") == "1",
         attempt=int(attempt) if attempt.isdigit() else None,
+        lost=int(lost) if lost.isdigit() else 0,
     )
 
 
@@ -651,17 +658,27 @@ class Client:
         return self._json("POST", f"/v1/arrays/{quote(str(array_id))}/cancel")
 
     def logs(
-        self, job_id: str, rank: int = 0, offset: int = 0, attempt: "int | None" = None, stream: "str | None" = None
+        self,
+        job_id: str,
+        rank: int = 0,
+        offset: int = 0,
+        attempt: "int | None" = None,
+        stream: "str | None" = None,
+        follower: "int | None" = None,
     ) -> "LogChunk":
         """``GET /v1/jobs/{id}/logs``: rank ``rank``'s output from byte ``offset``; ``attempt``: an
         earlier start attempt's output (0 = the first), None = the current one; ``stream``: ``"stdout"``
         or ``"stderr"`` alone (offsets stay the whole log's, so ``next_offset`` may pass bytes of the
-        other stream), None = both as they arrived."""
+        other stream), None = both as they arrived; ``follower``: ``labgang run`` follows the log live and
+        has still to read it from this offset (its lowest over the streams it follows), so the agent
+        holds its rotation back until it has read the older file; None: an ordinary read."""
         query = {"rank": str(rank), "offset": str(offset)}
         if attempt is not None:
             query["attempt"] = str(attempt)
         if stream is not None:
             query["stream"] = stream
+        if follower is not None:
+            query["follower"] = str(follower)
         status, headers, body = self.request("GET", _job_path(job_id, "/logs"), query=query)
         return _log_chunk(status, headers, body, offset)
 

@@ -38,6 +38,10 @@ EXIT_BROKEN_PIPE = 141
 what a shell reports for a command killed by SIGPIPE."""
 
 
+EXIT_OUTPUT_LOST = 1
+"""The exit status of ``labgang run`` whose job succeeded but some of whose output was discarded by the
+log's rotation before ``run`` read it (said on stderr with the count): never a silent 0."""
+
 # Once a job has ended, how many polls to wait for its logs to report complete.
 LOG_SETTLE_POLLS = 10
 
@@ -59,6 +63,11 @@ class JobFollower:
         err_out: where the ranks' stderr goes (a binary stream: ``labgang run``'s stderr, as srun
             keeps the two apart); then ``out`` gets their stdout alone. None: both streams, as they
             arrived, to ``out``.
+        live: ``labgang run``'s follower: the agent holds each log's rotation back until it has read
+            the older file, so nothing is lost while it keeps reading (``agent/supervisor/log_generations.py``).
+
+    Bytes discarded by a log's rotation before they were read (a reader that fell behind by more than
+    a log file) are said on stderr with their count, and summed in :attr:`lost`.
     """
 
     def __init__(
@@ -70,8 +79,11 @@ class JobFollower:
         err: TextIO | None,
         poll_s: float = POLL_S,
         err_out: Any = None,
+        live: bool = False,
     ) -> None:
         self.client = client
+        self.live = live
+        self.lost = 0  # bytes of the followed logs discarded by rotation before they were read
         self.job_id = job_id
         self.ranks = tuple(ranks)
         self.out = out
@@ -137,7 +149,10 @@ class JobFollower:
         while True:
             offset = self.offsets[key]
             try:
-                if stream is None:
+                if self.live:  # the lowest offset of this rank's streams: the rotation waits for that one
+                    needed = min(self.offsets[(rank, name)] for name, _ in self.streams)
+                    chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream, follower=needed)
+                elif stream is None:
                     chunk = self.client.logs(self.job_id, rank=rank, offset=offset)
                 else:
                     chunk = self.client.logs(self.job_id, rank=rank, offset=offset, stream=stream)
@@ -155,6 +170,7 @@ class JobFollower:
                 self.attempts[key] = chunk.attempt
                 if seen is not None:
                     continue
+            self._say_lost(key, chunk.lost)
             self._write(key, sink, chunk.data)
             # one stream of the log moves on past the other's bytes too: no data, yet further on
             moved = chunk.next_offset != offset
@@ -177,24 +193,39 @@ class JobFollower:
                 if exc.status in (400, 404):  # that attempt's log is no longer there
                     break
                 raise
+            self._say_lost(key, chunk.lost)
             self._write(key, sink, chunk.data)
             if chunk.next_offset == offset:
                 break
             offset = chunk.next_offset
         if self.partial[key]:
-            sink.write(b"%d: %s\n" % (rank, self.partial[key]))
+            write_all(sink, b"%d: %s\n" % (rank, self.partial[key]))
             self.partial[key] = b""
             sink.flush()
         elif key in self.unended:  # one rank: its last line, cut short by the requeue, is ended
             self.unended.discard(key)
-            sink.write(b"\n")
+            write_all(sink, b"\n")
             sink.flush()
+
+    def _say_lost(self, key: tuple[int, str | None], lost: int) -> None:
+        """One stderr line (always: even a quiet follower says it) when ``lost`` bytes of ``key``'s log
+        were discarded by its rotation before they were read."""
+        if not lost:
+            return
+        self.lost += lost
+        rank, stream = key
+        what = f"rank {rank}'s output" if stream is None else f"rank {rank}'s output (reading its {stream})"
+        print(
+            f"labgang: {lost} bytes of {what} were discarded by log rotation before they were read",
+            file=self.err if self.err is not None else sys.stderr,
+            flush=True,
+        )
 
     def _write(self, key: tuple[int, str | None], sink: Any, data: bytes) -> None:
         if not data:
             return
         if len(self.ranks) == 1:
-            sink.write(data)
+            write_all(sink, data)
             if data.endswith(b"\n"):
                 self.unended.discard(key)
             else:
@@ -203,14 +234,14 @@ class JobFollower:
             lines = (self.partial[key] + data).split(b"\n")
             self.partial[key] = lines.pop()
             for line in lines:
-                sink.write(b"%d: %s\n" % (key[0], line))
+                write_all(sink, b"%d: %s\n" % (key[0], line))
         sink.flush()
 
     def _flush_partial(self) -> None:
         for name, sink in self.streams:
             for rank in self.ranks:
                 if self.partial[(rank, name)]:
-                    sink.write(b"%d: %s\n" % (rank, self.partial[(rank, name)]))
+                    write_all(sink, b"%d: %s\n" % (rank, self.partial[(rank, name)]))
                     self.partial[(rank, name)] = b""
             sink.flush()
 
@@ -258,6 +289,26 @@ class JobFollower:
         if failed is not None:
             hint = f"rank {failed}'s output: labgang logs {self.job_id} --rank {failed}"
             print(f"labgang: {hint}", file=self.err, flush=True)
+
+
+def write_all(sink: Any, data: bytes) -> None:
+    """Write every byte of ``data`` to the binary stream ``sink``.
+
+    A buffered stream's ``write`` into a pipe whose reader left mid-way (``| head -2``) returns a short
+    count instead of failing: the rest would be dropped without a word, and ``run`` would exit 0 with its
+    reader gone. Writing the rest raises the EPIPE instead.
+
+    Raises:
+        BrokenPipeError: the reader has gone. OSError: any other failed write, or one that wrote nothing.
+    """
+    view = memoryview(data)
+    while view:
+        written = sink.write(view)
+        if written is None or written >= len(view):  # None: a stream that does not count (it took all)
+            return
+        if written <= 0:
+            raise OSError(errno.EIO, "the output took no bytes")
+        view = view[written:]
 
 
 def output_closed(out: Any) -> bool:
@@ -378,6 +429,10 @@ def follow_to_the_end(
     A closed output (``labgang run ... | head -1``: EPIPE writing the job's output) cancels the job,
     as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
 
+    Output discarded by a log's rotation before it was read (``run`` stopped reading for longer than
+    ``shim.HOLD_IDLE_S``) is said on stderr with its count, and a succeeded job's status is then
+    :data:`EXIT_OUTPUT_LOST` instead of 0.
+
     The first Ctrl-C, SIGTERM or SIGHUP cancels the job (its ranks get SIGTERM, then SIGKILL
     after the grace) and keeps following until it has stopped; the exit status is then 130 for
     Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
@@ -387,7 +442,7 @@ def follow_to_the_end(
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
-    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out)
+    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out, live=True)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
     with stop_signals_interrupt():
@@ -420,7 +475,10 @@ def follow_to_the_end(
                     note = f"labgang: {what}: cancelling job {job_id} ({what} or Ctrl-C again to stop waiting)"
                 print(note, file=err, flush=True)
                 client.cancel(job_id)
-    return code if stopped_by is not None else exit_status_of(final)
+    if stopped_by is not None:
+        return code
+    code = exit_status_of(final)
+    return EXIT_OUTPUT_LOST if code == 0 and follower.lost else code
 
 
 def output_gone(client: Client, job_id: str, out: Any) -> FollowStopped:
@@ -475,9 +533,16 @@ def copy_log(client: Client, job_id: str, rank: int, out: Any, attempt: int | No
             if err.status == 404 and offset == 0:
                 raise NoOutputYet(err) from err
             raise
+        if chunk.lost:  # the rotation kept one older file: what came before it is gone
+            out.flush()
+            print(
+                f"labgang logs: the first {chunk.lost} bytes of rank {rank}'s output were discarded by log rotation",
+                file=sys.stderr,
+                flush=True,
+            )
         if not chunk.data:
             break
-        out.write(chunk.data)
+        write_all(out, chunk.data)
         offset = chunk.next_offset
     out.flush()
     return offset

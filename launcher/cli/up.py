@@ -325,6 +325,7 @@ def up(
     """
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
+    _supervisor_settings()  # a bad LABGANG_LOG_MAX_BYTES ends it here, before anything is made
     chosen = ctx.get_parameter_source("state_dir") in (
         click.core.ParameterSource.COMMANDLINE,
         click.core.ParameterSource.ENVIRONMENT,
@@ -361,6 +362,26 @@ def up(
         raise
     finally:
         marker.unlink(missing_ok=True)
+
+
+LOG_MAX_BYTES_ENV = "LABGANG_LOG_MAX_BYTES"
+"""The agent's rank log cap for ``labgang up`` (``[supervisor] log_max_bytes`` of a cluster's agent.toml)."""
+
+
+def _supervisor_settings() -> dict[str, Any]:
+    """The ``[supervisor]`` settings of ``labgang up``'s agent: root may run jobs as root (one
+    workstation, one person) and :data:`LOG_MAX_BYTES_ENV`, when set, caps each rank log file.
+    A bad value ends the command (exit 2) before anything starts."""
+    settings: dict[str, Any] = {"allow_root": os.geteuid() == 0}
+    raw = os.environ.get(LOG_MAX_BYTES_ENV)
+    if raw:
+        from labgang.agent.supervisor.config import SupervisorConfig
+
+        try:
+            settings["log_max_bytes"] = SupervisorConfig(log_max_bytes=int(raw)).log_max_bytes
+        except ValueError:
+            _fail(f"{LOG_MAX_BYTES_ENV}: {raw!r} is not a log size (allowed: integer bytes >= 1024)", 2)
+    return settings
 
 
 def _refuse_a_second_up(directory: Path, chosen: bool) -> None:
@@ -462,7 +483,7 @@ def _up(
             simulate=str(simulate) if simulate else None,
             # One workstation, one person: whoever started `labgang up` may run jobs as
             # themselves, root included (a shared cluster's agent keeps root jobs off).
-            supervisor={"allow_root": os.geteuid() == 0},
+            supervisor=_supervisor_settings(),
         ),
         backend=backend,
         stop_jobs_on_exit=not keep_jobs,

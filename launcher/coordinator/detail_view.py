@@ -54,7 +54,7 @@ async def job_text(
     job: dict[str, Any] = jsoncodec.loads(jsoncodec.dumps(view))  # exactly the values the command reads
     for rank in start_failures(job):
         try:
-            data, _, _, _ = await desk.read_log_of_attempt(caller, str(job["id"]), rank["rank"], 0)
+            data, _, _, _, _ = await desk.read_log_of_attempt(caller, str(job["id"]), rank["rank"], 0)
         except ApiError:  # as the command, which skips a rank whose log it cannot read
             continue
         found = start_error(data[:4096])

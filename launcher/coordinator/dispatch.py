@@ -123,6 +123,7 @@ def launch_specs(
             **_host_limits(job, len(mine), len(r.devices), group_of(r.rank) if placed else None),
             group=placed.launch_group(r.rank) if placed else None,
             share=share_grant(job.spec),
+            log_hold=job.spec.attached,
         )
         for i, r in enumerate(mine)
         if r.rank in ready

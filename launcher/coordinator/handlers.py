@@ -454,23 +454,29 @@ async def job_logs(
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr]``: bytes from the agent
-    that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole log's). Headers:
-    ``X-Next-Offset``, ``X-Attempt`` (the attempt whose log was read), ``X-Job-Finished: 1`` at the end."""
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N[&attempt=A][&stream=stdout|stderr][&follower=F]``: bytes
+    from the agent that holds the log; ``stream`` keeps one of the rank's streams (offsets stay the whole
+    log's, logical across its rotation); ``follower=F``: ``labgang run`` follows it live and has still to
+    read it from offset F (the log's rotation waits for it). Headers: ``X-Next-Offset``, ``X-Attempt``
+    (the attempt whose log was read), ``X-Lost-Bytes`` (bytes from ``offset`` on that rotation discarded
+    unread, when not 0), ``X-Job-Finished: 1`` at the end."""
     attempt = query.get("attempt")
     stream = query.get("stream") or None
     if stream not in (None, "stdout", "stderr"):
         allowed = ["stdout", "stderr"]
         raise BadRequest(f"stream must be stdout or stderr, got {stream!r}", field="stream", allowed=allowed)
-    data, next_offset, finished, read = await desk.read_log_of_attempt(
+    data, next_offset, finished, read, lost = await desk.read_log_of_attempt(
         caller,
         params["id"],
         _int(query, "rank", 0),
         _int(query, "offset", 0),
         None if attempt in (None, "") else _int(query, "attempt", 0),
         stream=stream,
+        follower=_int(query, "follower", 0) if query.get("follower") else None,
     )
     headers = {"X-Next-Offset": str(next_offset), "X-Attempt": str(read)}
+    if lost:
+        headers["X-Lost-Bytes"] = str(lost)
     if finished:
         headers["X-Job-Finished"] = "1"
     return Reply(200, body=data, headers=headers)

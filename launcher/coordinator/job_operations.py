@@ -297,12 +297,21 @@ class JobOperations:
     ) -> tuple[bytes, int, bool]:
         """Read a rank's output from the agent that holds it: :meth:`read_log_of_attempt` without the
         attempt read."""
-        data, next_offset, finished, _ = await self.read_log_of_attempt(caller, job_id, rank, offset, attempt, stream)
+        data, next_offset, finished, _, _ = await self.read_log_of_attempt(
+            caller, job_id, rank, offset, attempt, stream
+        )
         return data, next_offset, finished
 
     async def read_log_of_attempt(
-        self, caller: Caller, job_id: str, rank: int, offset: int, attempt: int | None = None, stream: str | None = None
-    ) -> tuple[bytes, int, bool, int]:
+        self,
+        caller: Caller,
+        job_id: str,
+        rank: int,
+        offset: int,
+        attempt: int | None = None,
+        stream: str | None = None,
+        follower: int | None = None,
+    ) -> tuple[bytes, int, bool, int, int]:
         """Read a rank's output from the agent that holds it, and say which attempt's log it was.
 
         Args:
@@ -313,11 +322,16 @@ class JobOperations:
                 on its node.
             stream: ``"stdout"`` or ``"stderr"``: only that stream's bytes (the offsets stay the whole
                 log's; ``agent/supervisor/log_streams.py``); None: both, as they arrived.
+            follower: ``labgang run`` follows this log live and has still to read it from this logical
+                offset (its lowest over the streams it follows): the agent holds the log's rotation back
+                until it has read the older file (``agent/supervisor/log_generations.py``). None: not so.
 
         Returns:
             (data, next offset, True when the job (with ``attempt``: that attempt) has ended and
             ``data`` reached the end of the log, the attempt whose log was read: with ``attempt``
-            None, a follower sees a requeued job's new attempt here and starts it from offset 0).
+            None, a follower sees a requeued job's new attempt here and starts it from offset 0, the
+            bytes from ``offset`` on that rotation discarded before they were read: ``data`` starts
+            that many bytes further on; offsets are logical, across the log's rotation).
 
         Raises:
             NotFound / Forbidden / BadRequest (rank, offset or attempt out of range) /
@@ -343,7 +357,7 @@ class JobOperations:
                 message = errors.no_attempt_message(job.id, attempt, job.attempt, rank)
                 raise BadRequest(message, field="attempt", allowed=placed)
             if not past:
-                return b"", offset, over, job.attempt
+                return b"", offset, over, job.attempt, 0
             number, _, node, _, _ = past[-1]
             run_id = f"{job.id}.{number}"
             if attempt is not None:
@@ -351,11 +365,13 @@ class JobOperations:
         else:
             number, node = job.attempt, record.node
             if record.state == RankPhase.ASSIGNED:
-                return b"", offset, False, number
+                return b"", offset, False, number, 0
         try:
             args: dict[str, object] = {"job_id": run_id, "rank": rank, "offset": offset, "limit": LOG_CHUNK_BYTES}
             if stream is not None:
                 args["stream"] = stream
+            if follower is not None and record is not None:
+                args["follower"] = follower
             result = await self._agents.call(node, "read_log", args)
         except AgentCallError as exc:
             raise ServiceUnavailable(f"cannot read the log of rank {rank}: {exc}", field="rank") from None
@@ -364,4 +380,4 @@ class JobOperations:
         if stream == "stderr" and result.get("stream") != stream:
             data = b""  # an agent from before streams sent both: all of it as stdout, none twice
         at_end = next_offset >= int(result.get("size", next_offset))
-        return data, next_offset, over and at_end, number
+        return data, next_offset, over and at_end, number, int(result.get("lost", 0))
