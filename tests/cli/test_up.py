@@ -85,8 +85,7 @@ def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_
             head + "queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 to 1000000",
             head + "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
             "lower-or-newer-equal-priority",
-            head + "default_queue: 'default' is not a queue; allowed: a (default_queue is not set; it defaults to "
-            "'default')",
+            head + "default_queue: not set, and its default 'default' is not a queue; set default_queue to one of: a",
         ]
     )
     assert not state.exists()
