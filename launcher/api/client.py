@@ -679,10 +679,29 @@ class Client:
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
         Args:
-            user: a user name or "all" (admins); None = the caller's own jobs.
+            user: a user name or "all" (admins); None = the default (every user's for an admin, else
+                the caller's own jobs).
             states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
             attempts: also list each job's start attempts (``attempt_records``).
         """
+        return self.history_answer(
+            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts
+        )["jobs"]
+
+    def history_answer(
+        self,
+        *,
+        user: "str | None" = None,
+        queue: "str | None" = None,
+        states: "tuple[str, ...]" = (),
+        since: "float | None" = None,
+        until: "float | None" = None,
+        limit: "int | None" = None,
+        attempts: bool = False,
+    ) -> "dict[str, Any]":
+        """``GET /v1/history``'s whole answer: ``jobs`` as :meth:`history` returns them and ``user``,
+        the user filter in force (a name, or "all"; absent from a coordinator older than it).
+        Arguments as :meth:`history`'s."""
         query = {
             name: str(value)
             for name, value in (("user", user), ("queue", queue), ("since", since), ("until", until), ("limit", limit))
@@ -692,7 +711,7 @@ class Client:
             query["state"] = ",".join(states)
         if attempts:
             query["attempts"] = "1"
-        return self._json("GET", "/v1/history", query=query)["jobs"]
+        return self._json("GET", "/v1/history", query=query)
 
     def report(
         self, *, by: str = "user", since: "float | None" = None, until: "float | None" = None

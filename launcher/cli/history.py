@@ -45,7 +45,11 @@ class WhenType(click.ParamType):
 
 
 @click.command()
-@click.option("--user", "-u", help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own.")
+@click.option(
+    "--user",
+    "-u",
+    help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own; every user's for root and admins.",
+)
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
     "-s",
@@ -154,7 +158,7 @@ def _from_the_store(
     if not path.exists():  # no instance ever ran there: nothing to read, as before
         raise CommandFailed(str(err), 1) from None
     try:
-        rows = store_history_rows(path, **asked, attempts=per_attempt)
+        rows, whose = store_history_rows(path, **asked, attempts=per_attempt)
     except CommandFailed as unreadable:
         raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
     click.echo(
@@ -165,7 +169,7 @@ def _from_the_store(
         return rows, []
     user = None if asked["user"] is None else user_name(asked["user"])
     windowed = asked["since"] is not None or asked["until"] is not None
-    return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed)
+    return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed, whose=whose)
 
 
 def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:
