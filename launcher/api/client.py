@@ -64,23 +64,10 @@ class CoordinatorUnavailable(ClientError):
         self.socket_path = socket_path
         if detail:
             message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
-        elif discovery.is_system_socket(socket_path) and os.geteuid() != 0:
-            # Never advise a second scheduler over the GPUs this machine's system instance serves.
-            message = (
-                f"this machine's labgang at {socket_path} does not answer; ask whoever runs it "
-                "(as root: `systemctl status labgang-coordinator labgang-agent`)"
-            )
-        elif discovery.is_system_socket(socket_path):
-            message = (
-                f"no labgang coordinator at {socket_path}; start this machine's with `labgang up` "
-                "or `systemctl start labgang-coordinator` (on a lab node the agent serves this socket: "
-                "see `systemctl status labgang-agent`)"
-            )
-        else:
-            message = (
-                f"no labgang coordinator at {socket_path}; start one with `labgang up` "
-                "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
-            )
+        else:  # what is true here: installed units, whose state directory (launcher/api/unanswered.py)
+            from labgang.launcher.api.unanswered import unanswered_message
+
+            message = unanswered_message(str(socket_path), system=discovery.is_system_socket(socket_path))
         super().__init__(message)
 
 

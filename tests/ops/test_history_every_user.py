@@ -73,3 +73,24 @@ def test_an_admin_of_the_recorded_config_reads_every_users_jobs_from_a_store_by_
     for shell, expected in ((bob, "None"), (alice, alice.user.name)):
         assert ok(shell.run_argv([str(shell.python), "-c", probe])).strip() == expected, shell.user.name
     assert ok(alice.run_argv([str(alice.python), "-c", probe.replace(repr(meta), "None")])).strip() == alice.user.name
+
+
+def test_a_user_of_a_stopped_system_instance_started_with_labgang_up_is_told_whom_to_ask(
+    system: Up, lab_users: list[UserShell]
+) -> None:
+    """The store is root's alone, no coordinator answers: the line says whom to ask, and names
+    ``systemctl`` only where labgang's units are installed (``labgang up`` installs none)."""
+    from labgang.launcher.api.unanswered import installed_units
+
+    if system.proc is not None and system.proc.poll() is None:
+        assert system.stop() == 0
+    done = lab_users[1].run(["history"])
+    assert (done.returncode, done.stdout, len(done.stderr.splitlines())) == (1, "", 1), done.stderr
+    head = f"labgang history: this machine's labgang at {system.state_dir / 'labgang.sock'} does not answer; "
+    if installed_units():
+        assert done.stderr.startswith(head + "ask whoever runs it (as root: `systemctl status"), done.stderr
+    else:
+        assert done.stderr.startswith(
+            head + f"ask whoever runs it (root, whose state directory {system.state_dir} it is; "
+            "no labgang systemd unit is installed here); and its store: "
+        ), done.stderr
