@@ -168,3 +168,10 @@ def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo
         "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
     )
     assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None
+
+
+def test_the_checkouts_banner_runs_the_example_from_the_checkout_as_before():
+    """An editable install (this checkout): the README's ``python examples/ddp_allreduce.py``, unchanged."""
+    from labgang.launcher.cli.up import example_command
+
+    assert example_command() == ("python examples/ddp_allreduce.py", None)
