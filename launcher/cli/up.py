@@ -526,6 +526,10 @@ def _up(
             f"  state dir: {directory}",
             f"  socket:    {socket_path}",
         ]
+        if discovery.is_system_socket(socket_path):  # discovery finds it first for every user (api/discovery.py)
+            lines.append(
+                "  this machine's instance: every user's labgang commands here reach it without setting anything"
+            )
         if tcp_addr is not None:
             host = f"[{tcp_addr[0]}]" if ":" in tcp_addr[0] else tcp_addr[0]
             lines += [

@@ -370,3 +370,39 @@ def test_the_installed_banner_suggests_a_command_that_runs_from_any_directory(in
             f"  (the example needs torch, which {installed.venv} does not have: {interpreter} -m pip install torch)"
         ], lines
     assert not any("this machine's instance" in line for line in lines)  # LABGANG_STATE_DIR: a private one
+
+
+def test_roots_system_instance_says_in_its_banner_that_every_users_commands_reach_it(installed, up, tmp_path):
+    """root's ``labgang up`` without LABGANG_STATE_DIR serves the system config's state directory (here the
+    venv's own system.toml): the one instance every user's commands find first, and its banner says so."""
+    state = tmp_path / "system"
+    config = installed.venv / "etc" / "labgang" / "system.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'state_dir = "{state}"\n')
+    env = {k: v for k, v in up.items() if k not in ("LABGANG_STATE_DIR", "LG_SITE_MARK")}
+    log = tmp_path / "up.log"
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [str(installed.labgang), "up", "--simulate", str(H100X8)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            lines = banner_of(log, proc)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    finally:
+        config.unlink()
+    assert lines[1:4] == [
+        f"  state dir: {state}",
+        f"  socket:    {state / 'labgang.sock'}",
+        "  this machine's instance: every user's labgang commands here reach it without setting anything",
+    ], lines
