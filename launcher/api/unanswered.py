@@ -60,20 +60,21 @@ def unanswered_message(socket_path: str, *, system: bool, unit_dirs: "tuple[str,
     directory = os.path.dirname(socket_path) or "."
     owner = _owner(directory)
     others = owner is not None and owner[0] != os.geteuid()
+    owner_name = owner[1] if owner is not None else "?"
     agent_hint = " (on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
     if system and os.geteuid() != 0:
         # Never advise a second scheduler over the GPUs this machine's system instance serves.
         if units:
             whom = f"(as root: `systemctl status {' '.join(units)}`)"
         elif others:
-            whom = f"({owner[1]}, whose state directory {directory} it is; no labgang systemd unit is installed here)"
+            whom = f"({owner_name}, whose state directory {directory} it is; no labgang systemd unit is installed here)"
         else:
             whom = "(no labgang systemd unit is installed here)"
         return f"this machine's labgang at {socket_path} does not answer; ask whoever runs it {whom}"
     if others:  # someone else's state directory (LABGANG_STATE_DIR, --state-dir): not the caller's to start
         hint = f"; as root: `systemctl status {' '.join(units)}`" if system and units else ""
         return (
-            f"no labgang coordinator at {socket_path}; its state directory {directory} belongs to {owner[1]}: "
+            f"no labgang coordinator at {socket_path}; its state directory {directory} belongs to {owner_name}: "
             f"ask them to start it (`labgang up`){hint}"
         )
     if system:
