@@ -64,23 +64,10 @@ class CoordinatorUnavailable(ClientError):
         self.socket_path = socket_path
         if detail:
             message = f"cannot reach the labgang coordinator at {socket_path}: {detail}"
-        elif discovery.is_system_socket(socket_path) and os.geteuid() != 0:
-            # Never advise a second scheduler over the GPUs this machine's system instance serves.
-            message = (
-                f"this machine's labgang at {socket_path} does not answer; ask whoever runs it "
-                "(as root: `systemctl status labgang-coordinator labgang-agent`)"
-            )
-        elif discovery.is_system_socket(socket_path):
-            message = (
-                f"no labgang coordinator at {socket_path}; start this machine's with `labgang up` "
-                "or `systemctl start labgang-coordinator` (on a lab node the agent serves this socket: "
-                "see `systemctl status labgang-agent`)"
-            )
-        else:
-            message = (
-                f"no labgang coordinator at {socket_path}; start one with `labgang up` "
-                "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
-            )
+        else:  # what is true here: installed units, whose state directory (launcher/api/unanswered.py)
+            from labgang.launcher.api.unanswered import unanswered_message
+
+            message = unanswered_message(str(socket_path), system=discovery.is_system_socket(socket_path))
         super().__init__(message)
 
 
@@ -696,10 +683,29 @@ class Client:
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
         Args:
-            user: a user name or "all" (admins); None = the caller's own jobs.
+            user: a user name or "all" (admins); None = the default (every user's for an admin, else
+                the caller's own jobs).
             states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
             attempts: also list each job's start attempts (``attempt_records``).
         """
+        return self.history_answer(
+            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts
+        )["jobs"]
+
+    def history_answer(
+        self,
+        *,
+        user: "str | None" = None,
+        queue: "str | None" = None,
+        states: "tuple[str, ...]" = (),
+        since: "float | None" = None,
+        until: "float | None" = None,
+        limit: "int | None" = None,
+        attempts: bool = False,
+    ) -> "dict[str, Any]":
+        """``GET /v1/history``'s whole answer: ``jobs`` as :meth:`history` returns them and ``user``,
+        the user filter in force (a name, or "all"; absent from a coordinator older than it).
+        Arguments as :meth:`history`'s."""
         query = {
             name: str(value)
             for name, value in (("user", user), ("queue", queue), ("since", since), ("until", until), ("limit", limit))
@@ -709,7 +715,7 @@ class Client:
             query["state"] = ",".join(states)
         if attempts:
             query["attempts"] = "1"
-        return self._json("GET", "/v1/history", query=query)["jobs"]
+        return self._json("GET", "/v1/history", query=query)
 
     def report(
         self, *, by: str = "user", since: "float | None" = None, until: "float | None" = None

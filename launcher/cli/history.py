@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from labgang.launcher.api.client import Client, CoordinatorUnavailable
+from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history_table import (
@@ -24,7 +24,14 @@ from labgang.launcher.cli.history_table import (
     limit_note,
     parse_when,
 )
-from labgang.launcher.cli.plumbing import STATE_HELP, STATE_ITEMS, json_option, state_dir_option, talks_to_coordinator
+from labgang.launcher.cli.plumbing import (
+    STATE_HELP,
+    STATE_ITEMS,
+    describe_api_error,
+    json_option,
+    state_dir_option,
+    talks_to_coordinator,
+)
 from labgang.launcher.job_filters import flatten
 
 __all__ = ["STATES", "TIME_HELP", "WhenType", "history", "history_table", "parse_when"]
@@ -45,7 +52,11 @@ class WhenType(click.ParamType):
 
 
 @click.command()
-@click.option("--user", "-u", help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own.")
+@click.option(
+    "--user",
+    "-u",
+    help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own; every user's for root and admins.",
+)
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
     "-s",
@@ -124,7 +135,17 @@ def history(
         with Client.for_state_dir(state_dir) as client:
             rows, notes = history_rows(client, **asked, attempts=per_attempt)
     except CoordinatorUnavailable as err:
-        rows, notes = _from_the_store(state_dir, err, asked, per_attempt)
+        try:
+            rows, notes = _from_the_store(state_dir, err, asked, per_attempt)
+        except CommandFailed as refused:
+            if as_json:
+                _json_refusal(refused.message, None, None)
+            raise
+    except ApiError as err:
+        failed = describe_api_error(err)
+        if as_json:
+            _json_refusal(failed.message, err.field, err.allowed)
+        raise failed from err
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
@@ -134,6 +155,13 @@ def history(
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)
+
+
+def _json_refusal(message: str, field: str | None, allowed: Any) -> None:
+    """``history --json`` refused: the coordinator's error shape ``{"error": {"message", "field",
+    "allowed"}}`` on stdout, as ``down --json`` prints it, so a script reading the JSON gets JSON
+    (the one line still goes to stderr)."""
+    click.echo(to_json({"error": {"message": message, "field": field, "allowed": allowed}}))
 
 
 def _from_the_store(
@@ -154,7 +182,7 @@ def _from_the_store(
     if not path.exists():  # no instance ever ran there: nothing to read, as before
         raise CommandFailed(str(err), 1) from None
     try:
-        rows = store_history_rows(path, **asked, attempts=per_attempt)
+        rows, whose = store_history_rows(path, **asked, attempts=per_attempt)
     except CommandFailed as unreadable:
         raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
     click.echo(
@@ -165,7 +193,7 @@ def _from_the_store(
         return rows, []
     user = None if asked["user"] is None else user_name(asked["user"])
     windowed = asked["since"] is not None or asked["until"] is not None
-    return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed)
+    return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed, whose=whose)
 
 
 def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:

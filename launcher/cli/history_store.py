@@ -31,18 +31,47 @@ def store_path(state_dir: Path | None) -> Path:
         raise CommandFailed(str(err), 2) from None
 
 
-def _whose(user: str | None) -> str | None:
-    """``find_jobs``' user for ``-u``: None (every user) for ``all``, the caller's own name when not
-    given, else the name (a uid of this machine becomes its name)."""
+def _own_name() -> str:
+    """The caller's login name (its uid as text when the password database has none)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def default_whose(meta: str | None) -> str | None:
+    """Whose jobs ``history`` without ``-u`` lists from a store: None (every user's) for root and
+    for an admin (``admins``/``admin_groups``) of the config the instance last ran with, as the
+    coordinator answers them (:meth:`labgang.launcher.coordinator.requests.Caller.history_user`);
+    else the caller's own name.
+
+    Args:
+        meta: the store's recorded config (its ``meta`` value, :data:`labgang.launcher.config.record.CONFIG_KEY`),
+            None when none was recorded (then only root is an admin).
+    """
+    if os.getuid() == 0:
+        return None
+    name = _own_name()
+    if meta is None:
+        return name
+    from labgang.launcher.accounts import user_groups
+    from labgang.launcher.config.record import parse_recorded
+
+    recorded = parse_recorded(meta)
+    if recorded is not None and recorded.config.is_admin(name, user_groups(os.getuid())):
+        return None
+    return name
+
+
+def _whose(user: str | None, meta: str | None) -> str | None:
+    """``find_jobs``' user for ``-u``: None (every user) for ``all``, the default
+    (:func:`default_whose`) when not given, else the name (a uid of this machine becomes its name)."""
     from labgang.launcher.job_filters import user_name
 
     if user is None:
-        import pwd
-
-        try:
-            return pwd.getpwuid(os.getuid()).pw_name
-        except KeyError:
-            return str(os.getuid())
+        return default_whose(meta)
     name = user_name(user)
     return None if name == "all" else name
 
@@ -57,13 +86,15 @@ def store_history_rows(
     until: float | None,
     limit: int,
     attempts: bool = False,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], str]:
     """``labgang history``'s rows from the store at ``path``, as the coordinator would answer them
-    (oldest first; at most ``limit``, the most recently submitted; ``attempt_records`` with ``attempts``).
+    (oldest first; at most ``limit``, the most recently submitted; ``attempt_records`` with ``attempts``),
+    and the user filter in force (a name, or "all"), as the coordinator's answer says it.
 
     Whoever can read the file reads every user's jobs in it (``-u all``, ``-u NAME``); without ``-u``,
-    the caller's own, as from the coordinator. A job's state is the one last committed: a job the
-    stopped instance left running shows as running.
+    every user's for root and the instance's admins, else the caller's own, as from the coordinator
+    (:func:`default_whose`). A job's state is the one last committed: a job the stopped instance left
+    running shows as running.
 
     Args:
         user: a user name, a uid of this machine, ``"all"``, or None (the caller's own jobs).
@@ -74,6 +105,7 @@ def store_history_rows(
     """
     import sqlite3
 
+    from labgang.launcher.config.record import CONFIG_KEY
     from labgang.launcher.coordinator.store import Store
     from labgang.launcher.coordinator.views import history_view
 
@@ -89,12 +121,14 @@ def store_history_rows(
     try:
         store = Store(path, read_only=True)
         try:
+            whose = _whose(user, store.meta(CONFIG_KEY))
             jobs = store.find_jobs(
-                user=_whose(user), queue=queue, states=states, since=since, until=until, limit=limit, now=now
+                user=whose, queue=queue, states=states, since=since, until=until, limit=limit, now=now
             )
             records = store.attempts_of([job.id for job in jobs])
         finally:
             store.close()
     except sqlite3.Error as err:
         raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
-    return [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in jobs]
+    rows = [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in jobs]
+    return rows, "all" if whose is None else whose

@@ -191,14 +191,16 @@ def history_rows(
 
     user = None if user is None else user_name(user)
     if attempts:
-        rows = client.history(
+        answer = client.history_answer(
             user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=True
         )
     else:
-        rows = client.history(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
+        answer = client.history_answer(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
+    rows: list[dict[str, Any]] = answer["jobs"]
     if rows:
         return rows, []
-    return rows, empty_history_notes(client, user, queue, states, windowed=since is not None or until is not None)
+    windowed = since is not None or until is not None
+    return rows, empty_history_notes(client, user, queue, states, windowed=windowed, whose=answer.get("user"))
 
 
 def empty_history_notes(
@@ -208,17 +210,33 @@ def empty_history_notes(
     states: tuple[str, ...] = (),
     *,
     windowed: bool = False,
+    whose: str | None = None,
 ) -> list[str]:
     """Why ``history`` with filters lists nothing, as ``queue`` says it (one line each): which
-    filters matched no job; then whether it may be a typo: ``-u`` names no user of this machine,
-    ``--queue`` no queue of the cluster (asked of the coordinator, only when the answer was empty;
-    not when ``client`` is None: the store was read without one).
-    Nothing for a plain ``history`` of one's own jobs (an empty store is an empty table)."""
-    filters = (("user", user), ("queue", queue), ("state", ",".join(states)))
+    filters matched no job, naming the user filter in force (``no job of user root matches state
+    pending (-u all for every user)``, ``no job of any user matches ...``); then whether it may be a
+    typo: ``-u`` names no user of this machine, ``--queue`` no queue of the cluster (asked of the
+    coordinator, only when the answer was empty; not when ``client`` is None: the store was read
+    without one). Nothing for a plain ``history`` without ``-u`` (an empty store is an empty table).
+
+    Args:
+        user: the ``-u`` asked for (a name or "all"), None when not given.
+        whose: the user filter in force, as the answer said it (a name, or "all"); None when not
+            known (a coordinator older than that field): then ``user``'s.
+    """
+    whose = whose or user
+    filters = (("queue", queue), ("state", ",".join(states)))
     wanted = " and ".join(f"{name} {value}" for name, value in filters if value)
-    if not wanted:
+    if not wanted and user is None:
         return []
-    notes = [f"no job matches {wanted}" + (" in that time window" if windowed else "")]
+    subject = {None: "no job", "all": "no job of any user"}.get(whose, f"no job of user {whose}")
+    default_own = user is None and whose not in (None, "all")
+    notes = [
+        subject
+        + (f" matches {wanted}" if wanted else "")
+        + (" in that time window" if windowed else "")
+        + (" (-u all for every user)" if default_own else "")
+    ]
     if user not in (None, "all") and not local_user(user):
         notes.append(f"no user {user!r} on this machine (is the name right?)")
     if queue is not None and client is not None:

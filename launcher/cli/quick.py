@@ -628,6 +628,8 @@ def history(args: "list[str]") -> int:
     except CoordinatorUnavailable:
         raise NotFast("no coordinator") from None  # the click command reads the store itself
     except ClientError as err:
+        if options.get("as_json"):
+            raise NotFast("--json refusal") from None  # the click command prints it as a JSON error object too
         return _refusal("history", err)
     if options.get("as_json"):
         print(to_json(history_json(rows, limit)))

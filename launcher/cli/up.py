@@ -180,7 +180,43 @@ def _gang_shape(devices: int, resource: str) -> str:
     return f"-n {devices} -g 1"
 
 
-def try_hint(inventory: Any, config: Any = None) -> str:
+EXAMPLE_SCRIPT = "examples/ddp_allreduce.py"
+"""The training script ``up``'s banner suggests, relative to a checkout (``share/labgang/`` in a regular install)."""
+
+
+def example_command() -> tuple[str, str | None]:
+    """How to run :data:`EXAMPLE_SCRIPT` as a job from any directory, and what it still needs.
+
+    From a source checkout (an editable install): ``python examples/ddp_allreduce.py``, as the
+    README's examples run it from the checkout. From a regular install (``labgang install --venv
+    DIR``, a ``pip install``): this interpreter and the copy the install carries
+    (``<prefix>/share/labgang/examples/ddp_allreduce.py``, absolute paths), with what it needs when
+    this interpreter has no torch.
+
+    Returns:
+        (the command, a note of what it needs or None).
+    """
+    import importlib.util
+    import shlex
+    import sysconfig
+
+    import labgang.launcher
+
+    if (Path(labgang.launcher.__file__).resolve().parent.parent / EXAMPLE_SCRIPT).is_file():
+        return f"python {EXAMPLE_SCRIPT}", None
+    installed = Path(sysconfig.get_path("data")) / "share" / "labgang" / EXAMPLE_SCRIPT
+    if not installed.is_file():
+        return f"python {EXAMPLE_SCRIPT}", f"{EXAMPLE_SCRIPT} is in labgang's source checkout; run it from there"
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(installed))}"
+    if importlib.util.find_spec("torch") is None:
+        return (
+            command,
+            f"the example needs torch, which {sys.prefix} does not have: {sys.executable} -m pip install torch",
+        )
+    return command, None
+
+
+def try_hint(inventory: Any, config: Any = None, example: str = f"python {EXAMPLE_SCRIPT}") -> str:
     """The command to try first on this machine: a gang its queue accepts and its devices hold.
 
     The gang goes to ``config.default_queue`` (where ``labgang run`` goes without ``-q``) and
@@ -193,6 +229,7 @@ def try_hint(inventory: Any, config: Any = None) -> str:
         inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
         config: the :class:`labgang.launcher.config.cluster.ClusterConfig` in force; None: the
             built-in default (one queue over every allocatable device).
+        example: the job's command (:func:`example_command`'s).
 
     Returns:
         ``labgang run -n 4 -g 2 -- python examples/ddp_allreduce.py`` on an 8-GPU machine whose
@@ -219,8 +256,8 @@ def try_hint(inventory: Any, config: Any = None) -> str:
                 continue
             resource = max(usable, key=lambda item: item[1])[0]
         flag = "" if name == config.default_queue else f"-q {name} "
-        return f"labgang run {flag}{_gang_shape(room[resource], resource)} -- python examples/ddp_allreduce.py"
-    return "labgang run -n 1 -g 1 -- python examples/ddp_allreduce.py"
+        return f"labgang run {flag}{_gang_shape(room[resource], resource)} -- {example}"
+    return f"labgang run -n 1 -g 1 -- {example}"
 
 
 def wait_for_node(socket_path: Path, node: str, timeout: float) -> bool:
@@ -510,6 +547,10 @@ def _up(
             f"  state dir: {directory}",
             f"  socket:    {socket_path}",
         ]
+        if discovery.is_system_socket(socket_path):  # discovery finds it first for every user (api/discovery.py)
+            lines.append(
+                "  this machine's instance: every user's labgang commands here reach it without setting anything"
+            )
         if tcp_addr is not None:
             host = f"[{tcp_addr[0]}]" if ":" in tcp_addr[0] else tcp_addr[0]
             lines += [
@@ -534,7 +575,10 @@ def _up(
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"
             )
-        lines.append(f"try: {try_hint(inventory, config)}")
+        example, needs = example_command()
+        lines.append(f"try: {try_hint(inventory, config, example)}")
+        if needs is not None:
+            lines.append(f"  ({needs})")
         return "\n".join(lines)
 
     def announce(socket_path: str, tcp_addr: tuple[str, int] | None) -> None:

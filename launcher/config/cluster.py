@@ -445,9 +445,15 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
     allowed_queues = sorted({n for _, n in queue_names})
     default = data.get("default_queue", DEFAULT_QUEUE)
     if isinstance(default, str) and isinstance(data.get("queues"), list) and default not in allowed_queues:
-        unset = "" if "default_queue" in data else f" (default_queue is not set; it defaults to {DEFAULT_QUEUE!r})"
-        allowed = listed(allowed_queues, "the name of a [[queues]] table")
-        problems.append(f"default_queue: {default!r} is not a queue; allowed: {allowed}{unset}")
+        if "default_queue" in data:
+            allowed = listed(allowed_queues, "the name of a [[queues]] table")
+            problems.append(f"default_queue: {default!r} is not a queue; allowed: {allowed}")
+        else:  # the user wrote no default_queue: say so first, then what to set it to
+            choices = f"one of: {listed(allowed_queues)}" if allowed_queues else "the name of a [[queues]] table"
+            problems.append(
+                f"default_queue: not set, and its default {DEFAULT_QUEUE!r} is not a queue; "
+                f"set default_queue to {choices}"
+            )
     declared = sorted({n for _, n in _names(cohorts)})
     for i, q in queues:
         cohort = q.get("cohort")

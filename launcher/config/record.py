@@ -67,10 +67,14 @@ def read_recorded(db: sqlite3.Connection) -> RecordedConfig | None:
         sqlite3.Error: the store cannot be read.
     """
     row = db.execute("SELECT value FROM meta WHERE key=?", (CONFIG_KEY,)).fetchone()
-    if row is None:
-        return None
+    return None if row is None else parse_recorded(row[0])
+
+
+def parse_recorded(text: str) -> RecordedConfig | None:
+    """The recorded config from the ``meta`` value ``text`` (:data:`CONFIG_KEY`'s), or None when it
+    no longer validates (a config key a later labgang removed)."""
     try:
-        body = json.loads(row[0])
+        body = json.loads(text)
         config = parse_config(body["config"], source="the recorded config")
         return RecordedConfig(config, body.get("source"), float(body["recorded_at"]))
     except (ValueError, KeyError, TypeError, ConfigError):

@@ -503,16 +503,18 @@ async def history(
     body: bytes,
 ) -> Reply:
     """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
-    finished and current jobs from the store, oldest first (own jobs unless an admin asks for
-    others); a state is a JobState value or its Slurm code, any case (:func:`_states`). Totals come
-    from the jobs' attempt records; ``attempts=1`` also lists each attempt."""
+    finished and current jobs from the store, oldest first (without ``user``: every user's for an
+    admin, else the caller's own); a state is a JobState value or its Slurm code, any case
+    (:func:`_states`). Totals come from the jobs' attempt records; ``attempts=1`` also lists each
+    attempt. ``user`` in the answer is the user filter in force: a name, or "all"."""
     states = tuple(sorted(_states(query), key=job_filters.STATE_NAMES.index))
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:
         raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
+    asked_user = query.get("user") or None
     jobs = await desk.history(
         caller,
-        user=query.get("user") or None,
+        user=asked_user,
         queue=query.get("queue") or None,
         states=states,
         since=_seconds(query, "since"),
@@ -522,8 +524,13 @@ async def history(
     now = desk.clock()
     per_attempt = _flag(query, "attempts")
     records = await desk.attempts_of(jobs)
+    whose = caller.history_user(asked_user)  # what desk.history applied (it raised if refused)
     return Reply(
-        200, {"jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs]}
+        200,
+        {
+            "jobs": [views.history_view(j, now, records.get(j.id, []), per_attempt=per_attempt) for j in jobs],
+            "user": "all" if whose is None else whose,
+        },
     )
 
 

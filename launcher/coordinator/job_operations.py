@@ -218,8 +218,8 @@ class JobOperations:
         """Finished and current jobs from the store (``labgang history``), oldest first.
 
         Args:
-            user: whose jobs: None = the caller's own, a user name, or "all" (admins; an anonymous
-                read-only caller sees every user's jobs, as in ``GET /v1/jobs``).
+            user: whose jobs: None = the default (every user's for an admin or an anonymous read-only
+                caller, as in ``GET /v1/jobs``; else the caller's own), a user name, or "all" (admins).
             queue / states: only that queue / those states (JobState values).
             since / until: unix seconds; jobs waiting or running at some point in [since, until].
             limit: at most this many, the most recently submitted.

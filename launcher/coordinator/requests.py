@@ -174,14 +174,15 @@ class Caller:
     def history_user(self, user: str | None) -> str | None:
         """Whose history the caller may read for ``-u user``: a user name, or None for every user.
 
-        ``None`` asks for the caller's own (every user's for an anonymous read-only caller, as in
-        ``GET /v1/jobs``); ``"all"`` for every user's.
+        ``None`` asks for the default: every user's for an admin (root included, as ``sacct`` shows
+        every user's jobs to root and operators) and for an anonymous read-only caller (as in
+        ``GET /v1/jobs``), else the caller's own; ``"all"`` for every user's.
 
         Raises:
             Forbidden: another user's history (or "all") asked for by a caller who is not an admin.
         """
         anonymous = self.uid is None
-        if user == "all" or (user is None and anonymous):
+        if user == "all" or (user is None and (anonymous or self.admin)):
             if not (self.admin or anonymous):
                 raise Forbidden("every user's history (-u all) is for admins", field="user", allowed=[self.user])
             return None

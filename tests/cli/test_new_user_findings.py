@@ -186,7 +186,7 @@ def test_history_without_a_coordinator_reads_the_store_read_only() -> None:
         assert (out.returncode, out.stdout) == (0, table)
         assert instance.cli("history", "--attempts", "-u", "all").stdout == attempts
         empty = instance.cli("history", "-q", "nope")
-        assert empty.returncode == 0 and "note: no job matches queue nope" in empty.stderr
+        assert empty.returncode == 0 and "note: no job of any user matches queue nope" in empty.stderr
         assert (sorted(p.name for p in Path(d).iterdir()), store.read_bytes()) == before  # nothing written
 
         broken = Path(d) / "broken"

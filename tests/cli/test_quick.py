@@ -438,12 +438,12 @@ def test_history_of_a_user_this_machine_does_not_have_says_so(coordinator):
     unknown = click_run(coordinator, "history", "-u", "nobodyatall")
     assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
     assert unknown.stderr == (
-        "labgang history: note: no job matches user nobodyatall\n"
+        "labgang history: note: no job of user nobodyatall\n"
         "labgang history: note: no user 'nobodyatall' on this machine (is the name right?)\n"
     )
     me = pwd.getpwuid(os.geteuid()).pw_name  # whoever runs the tests
     known = click_run(coordinator, "history", "-u", me)
-    assert (known.returncode, known.stderr) == (0, f"labgang history: note: no job matches user {me}\n")
+    assert (known.returncode, known.stderr) == (0, f"labgang history: note: no job of user {me}\n")
 
 
 @pytest.mark.slow
@@ -452,11 +452,12 @@ def test_history_of_a_queue_the_cluster_does_not_have_says_so_on_both_paths(coor
         unknown = run(coordinator, "history", "--queue", "nosuch")
         assert unknown.returncode == 0 and unknown.stdout.startswith("JOBID"), unknown.stderr
         assert unknown.stderr == (
-            "labgang history: note: no job matches queue nosuch\n"
+            "labgang history: note: no job of any user matches queue nosuch\n"  # root: every user's
             "labgang history: note: no queue 'nosuch' in this cluster (queues: default; is the name right?)\n"
         ), run
         known = run(coordinator, "history", "--queue", "default")
-        assert (known.returncode, known.stderr) == (0, "labgang history: note: no job matches queue default\n"), run
+        note = "labgang history: note: no job of any user matches queue default\n"
+        assert (known.returncode, known.stderr) == (0, note), run
 
 
 @pytest.mark.slow

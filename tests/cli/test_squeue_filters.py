@@ -164,11 +164,12 @@ def test_history_says_when_its_filters_match_nothing_as_queue_does(two_queues):
     for run in (fast_run, click_run):
         empty = run(two_queues, "history", "-u", "nobody")
         assert empty.returncode == 0 and empty.stdout.splitlines() == [empty.stdout.splitlines()[0]]
-        assert empty.stderr == "labgang history: note: no job matches user nobody\n", run
+        assert empty.stderr == "labgang history: note: no job of user nobody\n", run
         both = run(two_queues, "history", "-q", "teama", "-s", "R,CG", "--since", "1h")
         assert (
             both.stderr
-            == "labgang history: note: no job matches queue teama and state running,terminating in that time window\n"
+            == "labgang history: note: no job of any user matches queue teama and state running,terminating "
+            "in that time window\n"
         )
         queue = run(two_queues, "queue", "-u", "nobody")
         assert queue.stderr.startswith("labgang queue: note: no active job matches user nobody; ")

@@ -85,8 +85,7 @@ def test_a_bad_config_is_one_line_per_problem_and_leaves_nothing(tmp_path, repo_
             head + "queues[0].nominal.gpu: -1 is out of range; allowed: a device count from 0 to 1000000",
             head + "queues[0].within_queue: 'sometimes' is not allowed; allowed: never, lower-priority, "
             "lower-or-newer-equal-priority",
-            head + "default_queue: 'default' is not a queue; allowed: a (default_queue is not set; it defaults to "
-            "'default')",
+            head + "default_queue: not set, and its default 'default' is not a queue; set default_queue to one of: a",
         ]
     )
     assert not state.exists()
@@ -169,3 +168,10 @@ def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo
         "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
     )
     assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None
+
+
+def test_the_checkouts_banner_runs_the_example_from_the_checkout_as_before():
+    """An editable install (this checkout): the README's ``python examples/ddp_allreduce.py``, unchanged."""
+    from labgang.launcher.cli.up import example_command
+
+    assert example_command() == ("python examples/ddp_allreduce.py", None)

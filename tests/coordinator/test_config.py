@@ -33,7 +33,7 @@ def test_the_example_config_is_valid(repo_root: Path) -> None:
             {"queues": [{"name": "a", "nominal": {"gpus": 2}}], "default_queue": "a"},
             "queues[0].nominal.gpus: unknown resource 'gpus'; allowed: 'gpu' or 'mig-<profile>'",
         ),
-        ({"queues": [{"name": "a"}]}, "default_queue: 'default' is not a queue; allowed: a (default_queue is not set"),
+        ({"queues": [{"name": "a"}]}, "default_queue: not set, and its default 'default' is not a queue"),
         ({"queues": [{"name": "default", "colour": "red"}]}, "queues[0].colour: unknown key; allowed keys:"),
         (
             {"queues": [{"name": "default", "cohort": "x"}], "cohorts": [{"name": "lab"}]},

@@ -58,6 +58,19 @@ async def test_own_jobs_by_default_others_only_for_admins(coord: Coordinator) ->
     assert [j.id for j in await coord.desk.history(ADMIN, user="bob")] == ["3"]
 
 
+async def test_an_admin_without_user_reads_every_users_history_as_sacct_shows_root(coord: Coordinator) -> None:
+    """root and a user of ``admins`` (the caller the coordinator builds from the config) see every
+    user's jobs by default; anyone else their own."""
+    from labgang.launcher.coordinator.routes import caller_for_uid
+
+    assert [j.id for j in await coord.desk.history(ADMIN)] == ["1", "2", "3"]
+    assert ADMIN.history_user(None) is None and ALICE.history_user(None) == "alice"
+    config = parse_config({"queues": [{"name": "default"}], "admins": ["carol"]})
+    carol = Caller(uid=1003, user="carol", admin=config.is_admin("carol"))
+    assert [j.id for j in await coord.desk.history(carol)] == ["1", "2", "3"]
+    assert caller_for_uid(config, 0).history_user(None) is None  # root is an admin of every config
+
+
 async def test_filters_by_queue_state_and_time_window(coord: Coordinator) -> None:
     def ids(jobs: list[JobRecord]) -> list[str]:
         return [j.id for j in jobs]

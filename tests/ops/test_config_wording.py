@@ -15,7 +15,7 @@ TWO_QUEUES_NAMED_A = '[[queues]]\nname = "a"\n\n[[queues]]\nname = "a"\n'
 DUPLICATE = (
     "queues[1].name: duplicate name 'a' (first at queues[0]); allowed: a name not used by another [[queues]] table"
 )
-NO_DEFAULT = "default_queue: 'default' is not a queue; allowed: a (default_queue is not set; it defaults to 'default')"
+NO_DEFAULT = "default_queue: not set, and its default 'default' is not a queue; set default_queue to one of: a"
 
 
 def labgang(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -93,8 +93,7 @@ def test_two_queues_named_alike_give_each_problem_once_in_every_command(tmp_path
         (
             {"queues": [{"name": "a", "cohort": "x"}, {"name": "b"}], "cohorts": [{"name": "lab"}, {"name": "ml"}]},
             [
-                "default_queue: 'default' is not a queue; allowed: a, b (default_queue is not set; it defaults to "
-                "'default')",
+                "default_queue: not set, and its default 'default' is not a queue; set default_queue to one of: a, b",
                 "queues[0].cohort: 'x' is not declared in [[cohorts]]; allowed: lab, ml",
             ],
         ),
@@ -128,4 +127,18 @@ def test_a_config_error_keeps_the_first_of_repeated_problems() -> None:
 def test_no_queue_names_at_all_still_says_what_is_allowed() -> None:
     assert cross_field_problems({"queues": [], "default_queue": "x"}) == [
         "default_queue: 'x' is not a queue; allowed: the name of a [[queues]] table"
+    ]
+    assert cross_field_problems({"queues": []}) == [
+        "default_queue: not set, and its default 'default' is not a queue; "
+        "set default_queue to the name of a [[queues]] table"
+    ]
+
+
+def test_config_check_of_one_queue_without_default_queue_says_it_in_one_readable_line(tmp_path: Path) -> None:
+    """A new user's first config: one [[queues]] named ``a`` and no default_queue. The line says what is
+    wrong (not set, its default is no queue) and what to do (set it to one of the queues), once each."""
+    bad = tmp_path / "BAD.toml"
+    bad.write_text('[[queues]]\nname = "a"\n')
+    assert refused(labgang(tmp_path, "config", "check", str(bad))) == [
+        f"{bad}: default_queue: not set, and its default 'default' is not a queue; set default_queue to one of: a"
     ]

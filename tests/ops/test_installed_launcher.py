@@ -337,3 +337,72 @@ def test_run_pty_gets_a_terminal(installed, up):
     os.close(master)
     assert proc.wait(timeout=30) == 5, seen
     assert b"/dev/pts/" in seen, seen
+
+
+def banner_of(log: Path, proc: subprocess.Popen | None = None) -> list[str]:
+    """The lines of ``labgang up``'s banner in ``log`` (from its first line to ``try:`` and what follows it)."""
+    deadline = time.monotonic() + 90
+    while "try: " not in (text := log.read_text(errors="replace")):
+        assert (proc is None or proc.poll() is None) and time.monotonic() < deadline, text
+        time.sleep(0.1)
+    # the banner is one write (click.echo, then a flush): the line after try: (if any) came with it
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("labgang up: coordinator and agent"))
+    return lines[start:]
+
+
+def test_the_installed_banner_suggests_a_command_that_runs_from_any_directory(installed, up):
+    """Not ``python examples/ddp_allreduce.py`` (a checkout's path, a python maybe not on PATH): the venv's
+    interpreter and the copy the install carries, absolute; what it needs when the venv has no torch."""
+    lines = banner_of(installed.venv.parent / "up.log")
+    [hint] = [line for line in lines if line.startswith("try: ")]
+    command = hint.split(" -- ", 1)[1]
+    interpreter, script = command.split(" ")
+    assert Path(script) == installed.venv / "share" / "labgang" / "examples" / "ddp_allreduce.py"
+    assert Path(script).is_file() and Path(interpreter).parent == installed.venv / "bin"
+    assert os.access(interpreter, os.X_OK)
+    torch = subprocess.run([interpreter, "-c", "import torch"], capture_output=True, check=False).returncode == 0
+    after = lines[lines.index(hint) + 1 :]
+    if torch:
+        assert not any("needs torch" in line for line in after), lines
+    else:
+        assert after[:1] == [
+            f"  (the example needs torch, which {installed.venv} does not have: {interpreter} -m pip install torch)"
+        ], lines
+    assert not any("this machine's instance" in line for line in lines)  # LABGANG_STATE_DIR: a private one
+
+
+def test_roots_system_instance_says_in_its_banner_that_every_users_commands_reach_it(installed, up, tmp_path):
+    """root's ``labgang up`` without LABGANG_STATE_DIR serves the system config's state directory (here the
+    venv's own system.toml): the one instance every user's commands find first, and its banner says so."""
+    state = tmp_path / "system"
+    config = installed.venv / "etc" / "labgang" / "system.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'state_dir = "{state}"\n')
+    env = {k: v for k, v in up.items() if k not in ("LABGANG_STATE_DIR", "LG_SITE_MARK")}
+    log = tmp_path / "up.log"
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [str(installed.labgang), "up", "--simulate", str(H100X8)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            lines = banner_of(log, proc)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    finally:
+        config.unlink()
+    assert lines[1:4] == [
+        f"  state dir: {state}",
+        f"  socket:    {state / 'labgang.sock'}",
+        "  this machine's instance: every user's labgang commands here reach it without setting anything",
+    ], lines
