@@ -615,6 +615,8 @@ class AgentService:
             if inv_message is not None:
                 message["inventory"] = inv_message["inventory"]
                 message["violations"] = inv_message["violations"]
+                # Its key counts as sent below, so what it says of sharing must travel with it.
+                message["sharing"] = inv_message["sharing"]
             sent = await self.link.send(message)
         elif inv_message is not None:
             sent = await self.link.send(inv_message)

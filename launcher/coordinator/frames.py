@@ -71,12 +71,14 @@ class RankEvents:
         seq: the agent's sequence number, echoed in the ``ack``.
         inventory: the inventory taken before the events, or None.
         violations: current device violations, or None.
+        sharing: how the node serves shares (``{"mps", "gpu_mem"}``), sent with the inventory, or None.
     """
 
     events: list[dict[str, Any]]
     seq: Any
     inventory: dict[str, Any] | None
     violations: list[Any] | None
+    sharing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,7 @@ def parse_frame(data: Any) -> Frame:
             seq=msg.get("seq"),
             inventory=_optional(msg, "inventory", dict, "rank_events"),
             violations=_optional(msg, "violations", list, "rank_events"),
+            sharing=_optional(msg, "sharing", dict, "rank_events"),
         )
     if kind == "api":
         return _api(msg)

@@ -171,7 +171,7 @@ async def _on_frame(
         await nodes.on_inventory(conn, frame.message)
     elif isinstance(frame, frames.RankEvents):
         nodes.take_violations(conn, frame.violations)
-        await nodes.on_rank_events(conn, frame.events, inventory=frame.inventory)
+        await nodes.on_rank_events(conn, frame.events, inventory=frame.inventory, sharing=frame.sharing)
         if not ws.closed:
             await ws.send_json({"type": "ack", "seq": frame.seq})
     elif isinstance(frame, frames.ApiRequest):

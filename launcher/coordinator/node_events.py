@@ -149,7 +149,11 @@ class NodeEvents:
         return busy_unheld(old_pids, held) != busy_unheld(new_pids, held)
 
     async def on_rank_events(
-        self, conn: AgentConn, events: list[dict[str, Any]], inventory: dict[str, Any] | None = None
+        self,
+        conn: AgentConn,
+        events: list[dict[str, Any]],
+        inventory: dict[str, Any] | None = None,
+        sharing: dict[str, Any] | None = None,
     ) -> None:
         """Apply rank events (at least once; applying one twice changes nothing) and commit.
 
@@ -157,8 +161,10 @@ class NodeEvents:
             inventory: the node's inventory read right after the ranks were released (the
                 ``NodeInventory.to_dict()`` schema), taken before the events so that a device a
                 ``gone`` rank frees is not still shown busy with its pids.
+            sharing: how the node serves shares, sent with that inventory (a node that fell back to
+                watching ``--gpu-mem`` budgets says so in it), or None.
         """
-        changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory})
+        changed = inventory is not None and self._take_inventory(conn, {"inventory": inventory, "sharing": sharing})
         conn.heard(self._clock())
         log.debug(
             "rank events from %s: %s",

@@ -42,6 +42,36 @@ async def test_node_views_say_where_mps_is_allowed_and_take_the_sharing_facts_of
         coord.store.close()
 
 
+async def test_the_sharing_facts_also_travel_with_rank_events(tmp_path: Path):
+    """The agent sends a fresh inventory inside a ``rank_events`` frame when events are waiting (a
+    rank's exit, say); the sharing facts read with it come in that frame too, and are taken."""
+    from labgang.launcher.coordinator import frames
+
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    clock = Clock()
+    coord = Coordinator(config, Store(tmp_path / "db"), clock=clock)
+    try:
+        coord.agents.join("n1", clock.now)
+        inv = NodeInventory.from_dict(node_inventory("n1", {}))
+        watched = {"mode": "watched", "reason": "dmem write failed: ...; budgets are watched through NVML from then on"}
+        frame = frames.parse_frame(
+            {
+                "type": "rank_events",
+                "seq": 1,
+                "events": [],
+                "inventory": inv.to_dict(),
+                "sharing": {"mps": None, "gpu_mem": watched},
+            }
+        )
+        assert isinstance(frame, frames.RankEvents)
+        await coord.node_events.on_rank_events(
+            coord.agents.nodes["n1"], frame.events, inventory=frame.inventory, sharing=frame.sharing
+        )
+        assert coord.node_views()[0]["sharing"] == {"mps": None, "gpu_mem": watched}
+    finally:
+        coord.store.close()
+
+
 def test_a_cluster_without_a_sharing_table_allows_no_mps(tmp_path: Path):
     coord = Coordinator(parse_config({"queues": [{"name": "default"}]}), Store(tmp_path / "db"), clock=Clock())
     try:
