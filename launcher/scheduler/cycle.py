@@ -156,6 +156,7 @@ class _Cycle:
         self.preempted: list[Preempt] = []
         self.pending: list[Pending] = []
         self.chosen_victims: set[str] = set()
+        self._claimed_from: dict[str, int] = {}  # chosen victims per queue they run in (_own_stamp)
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
@@ -551,7 +552,8 @@ class _Cycle:
         searchable = refusal is None
         cards = state.cards
         search_mark = cards.mark() if cards is not None and req.shared else None
-        if searchable and not self._search_known_to_fail(e):
+        answered = searchable and self._search_known_to_fail(e)
+        if searchable and not answered:
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
             # reclaimers of one instant take one victim each, most recently admitted first (§A3.4).
@@ -608,8 +610,10 @@ class _Cycle:
         self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
+        # (not when a failed search's verdict answered this one's: the users whose cards the search
+        # would have met are not logged, so the failure holds for its own user only)
         readers = None
-        if mark_before is not None and cards is not None and self.version == version_before:
+        if mark_before is not None and cards is not None and self.version == version_before and not answered:
             readers = cards.readers(mark_before)
         self._remember_failure(e, reason, readers)
         return Outcome.FAILED
@@ -634,7 +638,12 @@ class _Cycle:
         self.on_change.append(e.spec.name)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
-        self.chosen_victims.update(victims)
+        claimed = self._claimed_from
+        for v in victims:
+            if v not in self.chosen_victims:
+                self.chosen_victims.add(v)
+                queue = self.state.running[v].queue
+                claimed[queue] = claimed.get(queue, 0) + 1
         self.users.add(e.spec.name, e.job.user, req)  # its room counts towards its user's limits
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 
@@ -757,14 +766,18 @@ class _Cycle:
     finds victims."""
 
     def _own_stamp(self, e: Entry) -> Hashable:
-        """When ``e``'s failed search stays valid: the epoch; for a share, also its queue's exact share
-        use (units). A share admitted to the queue can leave room inside the whole gpu its queue's
-        rounded-up share use already counts, where a later share fits at no quota charge once a
-        victim is taken off: room does not only shrink for shares."""
+        """When ``e``'s failed search stays valid: the epoch and how many victims the cycle has claimed
+        from queues other than ``e``'s (a search counts those as gone, their preemptors' held usage
+        standing in: room a failed search lacked can appear with each claim); for a share, also its
+        queue's exact share use (units). A share admitted to the queue can leave room inside the whole
+        gpu its queue's rounded-up share use already counts, where a later share fits at no quota
+        charge once a victim is taken off: room does not only shrink for shares."""
+        q = e.spec.name
+        elsewhere = len(self.chosen_victims) - self._claimed_from.get(q, 0)
         cards = self.state.cards
         if not e.job.request.shared or cards is None or not self.share_use_in_search_stamps:
-            return self.epoch
-        return (self.epoch, cards.queue_use.get(e.spec.name, 0))
+            return (self.epoch, elsewhere)
+        return (self.epoch, elsewhere, cards.queue_use.get(q, 0))
 
     def _any_stamp(self, e: Entry) -> Hashable:
         """When a verdict for every user stays valid: :meth:`_own_stamp`, and no victim claimed since
