@@ -128,8 +128,9 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
 #: submit time, seq, group id); the smallest goes first.
 _HeapKey = tuple[int, int, int, float, int, int]
 
-#: A failed victim search: (priority, submit time, devices per rank, ranks, users it does not answer).
-_SearchFail = tuple[int, float, int, int, frozenset[str]]
+#: A failed victim search: (priority, submit time, devices per rank, ranks, users it does not answer,
+#: users whose cards it met (a share's; None: unknown, anyone)).
+_SearchFail = tuple[int, float, int, int, frozenset[str], frozenset[str] | None]
 
 
 class _Cycle:
@@ -181,6 +182,8 @@ class _Cycle:
         # failed searches: per key, when it stays valid and (priority, submit, per rank, ranks, users it
         # does not answer: ``ShareBook.readers`` for an any-user key, else none) per failed job
         self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[_SearchFail]]] = {}
+        self.verdict_met: frozenset[str] | None = None
+        """The users whose cards the failed search that last answered a search met (None: anyone)."""
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
         """The reason of the last job that failed, as its class's later jobs get it (a job of
@@ -576,7 +579,7 @@ class _Cycle:
                 # a share's search failed whatever the trust rule says for a user whose own cards with
                 # room it never met: it answers the same share of every such user of the queue
                 readers = cards.readers(search_mark) if search_mark is not None and cards is not None else None
-                self._record_search_fail(e, readers if self.share_verdicts_across_users else None)
+                self._record_search_fail(e, readers if self.share_verdicts_across_users else None, readers)
         # stays pending; a job of groups's reason is built as its shape's template (``render`` names them)
         shown = reason_template(req) if req.groups else req
         if not quota_ok:
@@ -610,11 +613,14 @@ class _Cycle:
         self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
-        # (not when a failed search's verdict answered this one's: the users whose cards the search
-        # would have met are not logged, so the failure holds for its own user only)
+        # (a failed search's verdict that answered this one's search: the users whose cards that
+        # search met, not logged here, are named too)
         readers = None
-        if mark_before is not None and cards is not None and self.version == version_before and not answered:
+        if mark_before is not None and cards is not None and self.version == version_before:
             readers = cards.readers(mark_before)
+            if answered and readers is not None:
+                met = self.verdict_met
+                readers = None if met is None else readers | met
         self._remember_failure(e, reason, readers)
         return Outcome.FAILED
 
@@ -752,6 +758,7 @@ class _Cycle:
         Valid because within one cycle room only shrinks: usage grows, victims get taken; for a
         share, while its queue's share use is as it was (see :meth:`_own_stamp`).
         """
+        self.verdict_met = None
         if e.job.nominated:
             return False
         if self._search_failed(e, self._search_key(e), self._own_stamp(e)):
@@ -793,15 +800,20 @@ class _Cycle:
             return False
         j = e.job
         per, ranks = self._search_size(j.request)
-        return any(
-            j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w and user not in readers
-            for prio, submit, p, w, readers in known[1]
-        )
+        for prio, submit, p, w, readers, met in known[1]:
+            if j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w and user not in readers:
+                self.verdict_met = met
+                return True
+        return False
 
-    def _record_search_fail(self, e: Entry, readers: frozenset[str] | None = None) -> None:
+    def _record_search_fail(
+        self, e: Entry, readers: frozenset[str] | None = None, met: frozenset[str] | None = None
+    ) -> None:
         """Remember that ``e``'s search found no victims; ``readers``: for a share's search, the users
         whose own shared cards with room for it it met (``ShareBook.readers``): it answers the same
-        share of every other user of the queue too. None: ``e``'s user only."""
+        share of every other user of the queue too. None: ``e``'s user only. ``met``: those users
+        whatever the verdicts across users say (None: unknown, anyone), for the failure of a share
+        the verdict answers (:attr:`verdict_met`)."""
         j = e.job
         keys: list[tuple[tuple[Hashable, ...], Hashable, frozenset[str]]] = [
             (self._search_key(e), self._own_stamp(e), frozenset())
@@ -813,7 +825,7 @@ class _Cycle:
             if known is None or known[0] != stamp:
                 known = (stamp, [])
                 self._search_fails[key] = known
-            known[1].append((j.priority, j.submit_time, *self._search_size(j.request), named))
+            known[1].append((j.priority, j.submit_time, *self._search_size(j.request), named, met))
 
     # --- reasons -----------------------------------------------------------------------------------
 

@@ -6,8 +6,9 @@ search run (the reference, docs/queue-semantics.md §A3).
 - Victims claimed by another queue's preemptor in the same cycle count as gone for a later search
   (§A3.6), so room a failed search lacked can appear with each claim: a failed search stays valid
   only while no victim is claimed from a queue other than its own (``_Cycle._own_stamp``).
-- A share's failure whose search a verdict answered does not say which users' cards that search
-  would have met, so it answers its own user only, not the same share of other users.
+- A share's failure answers the same share of other users unless their own cards were met
+  (``ShareBook.readers``); where a verdict answered its search, the users whose cards that verdict's
+  search met (``_Cycle.verdict_met``) count as met too: before, none did.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def test_a_claim_from_another_queue_ends_a_failed_search(monkeypatch: pytest.Mon
     assert got == every_search_run(snap, monkeypatch)
 
 
-def test_a_failure_answered_by_a_search_verdict_holds_for_its_user_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_answered_by_a_verdict_names_the_users_its_search_met(monkeypatch: pytest.MonkeyPatch) -> None:
     """p31 (b) claims d's r11; p10 (a, user u4, 3 shards) finds no victims; p34 (a, u6, 3 shards, as
     strong) is answered by p10's verdict for every user (u6's cards were not met). Before, p34's
     failure then answered p30 (a, u7, 3 shards, weaker) too, whose own search, reading u7's cards
