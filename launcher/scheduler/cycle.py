@@ -778,7 +778,11 @@ class _Cycle:
         standing in: room a failed search lacked can appear with each claim); for a share, also its
         queue's exact share use (units). A share admitted to the queue can leave room inside the whole
         gpu its queue's rounded-up share use already counts, where a later share fits at no quota
-        charge once a victim is taken off: room does not only shrink for shares."""
+        charge once a victim is taken off: room does not only shrink for shares. Under fair sharing
+        or admission fair sharing, every change of the cycle's copy (:attr:`version`): an admission
+        or a hold moves the shares (and tenant scores) a fair search reads."""
+        if self._one_tree:
+            return self.version
         q = e.spec.name
         elsewhere = len(self.chosen_victims) - self._claimed_from.get(q, 0)
         cards = self.state.cards

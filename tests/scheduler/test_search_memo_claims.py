@@ -9,16 +9,20 @@ search run (the reference, docs/queue-semantics.md §A3).
 - A share's failure answers the same share of other users unless their own cards were met
   (``ShareBook.readers``); where a verdict answered its search, the users whose cards that verdict's
   search met (``_Cycle.verdict_met``) count as met too: before, none did.
+- Under fair sharing every change of the cycle's copy can move the shares a fair search reads: a
+  verdict holds only until the next change (checked over ``share_backlogs.backlog`` under fair sharing).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import JobRequest, SharingPolicy
 from labgang.launcher.scheduler import cycle as cycle_module
 from labgang.launcher.scheduler import run_cycle
 from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob, Snapshot
-from share_backlogs import NODES, SHARING, queues
+from share_backlogs import NODES, SHARING, backlog, queues
 
 Running = tuple[str, str, JobRequest, str, tuple[int, ...], str]
 Pending = tuple[str, str, JobRequest, int, float, int, str]
@@ -121,3 +125,17 @@ def test_a_failure_answered_by_a_verdict_names_the_users_its_search_met(monkeypa
     victims = {p.job_id: set(p.victims) for p in got.preempted}
     assert "p30" in victims
     assert got == every_search_run(snap, monkeypatch)
+
+
+def fair(seed: int) -> Snapshot:
+    """``share_backlogs.backlog(seed)`` under fair sharing (its queues all in cohort lab)."""
+    return dataclasses.replace(backlog(seed), sharing=SharingPolicy(fair_sharing=True))
+
+
+# 181: a backlog where, under fair sharing, the same job's second search in the cycle (heads offer a
+# job again) finds victims its first did not, after admissions that moved the shares a fair search
+# reads (not epoch or claims); under fair sharing a verdict now holds only until the cycle's copy changes
+@pytest.mark.parametrize("seed", [181, *range(40)])
+def test_under_fair_sharing_verdicts_change_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    snap = fair(seed)
+    assert run_cycle(snap) == every_search_run(snap, monkeypatch)
