@@ -128,8 +128,9 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
 #: submit time, seq, group id); the smallest goes first.
 _HeapKey = tuple[int, int, int, float, int, int]
 
-#: A failed victim search: (priority, submit time, devices per rank, ranks, users it does not answer).
-_SearchFail = tuple[int, float, int, int, frozenset[str]]
+#: A failed victim search: (priority, submit time, devices per rank, ranks, users it does not answer,
+#: users whose cards it met (a share's; None: unknown, anyone)).
+_SearchFail = tuple[int, float, int, int, frozenset[str], frozenset[str] | None]
 
 
 class _Cycle:
@@ -156,6 +157,7 @@ class _Cycle:
         self.preempted: list[Preempt] = []
         self.pending: list[Pending] = []
         self.chosen_victims: set[str] = set()
+        self._claimed_from: dict[str, int] = {}  # chosen victims per queue they run in (_own_stamp)
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
@@ -180,6 +182,8 @@ class _Cycle:
         # failed searches: per key, when it stays valid and (priority, submit, per rank, ranks, users it
         # does not answer: ``ShareBook.readers`` for an any-user key, else none) per failed job
         self._search_fails: dict[tuple[Hashable, ...], tuple[Hashable, list[_SearchFail]]] = {}
+        self.verdict_met: frozenset[str] | None = None
+        """The users whose cards the failed search that last answered a search met (None: anyone)."""
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
         self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
         """The reason of the last job that failed, as its class's later jobs get it (a job of
@@ -551,7 +555,8 @@ class _Cycle:
         searchable = refusal is None
         cards = state.cards
         search_mark = cards.mark() if cards is not None and req.shared else None
-        if searchable and not self._search_known_to_fail(e):
+        answered = searchable and self._search_known_to_fail(e)
+        if searchable and not answered:
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
             # reclaimers of one instant take one victim each, most recently admitted first (§A3.4).
@@ -574,7 +579,7 @@ class _Cycle:
                 # a share's search failed whatever the trust rule says for a user whose own cards with
                 # room it never met: it answers the same share of every such user of the queue
                 readers = cards.readers(search_mark) if search_mark is not None and cards is not None else None
-                self._record_search_fail(e, readers if self.share_verdicts_across_users else None)
+                self._record_search_fail(e, readers if self.share_verdicts_across_users else None, readers)
         # stays pending; a job of groups's reason is built as its shape's template (``render`` names them)
         shown = reason_template(req) if req.groups else req
         if not quota_ok:
@@ -608,9 +613,14 @@ class _Cycle:
         self.pending.append(Pending(job.id, render(reason, req)))
         # shared only when this failure changed nothing (a hold it took would be named in its reason,
         # and other users' jobs see the hold lifted as the holder's own queue does)
+        # (a failed search's verdict that answered this one's search: the users whose cards that
+        # search met, not logged here, are named too)
         readers = None
         if mark_before is not None and cards is not None and self.version == version_before:
             readers = cards.readers(mark_before)
+            if answered and readers is not None:
+                met = self.verdict_met
+                readers = None if met is None else readers | met
         self._remember_failure(e, reason, readers)
         return Outcome.FAILED
 
@@ -634,7 +644,12 @@ class _Cycle:
         self.on_change.append(e.spec.name)
         self.state.devices.reserve([d for _, ds in raw for d in ds], e.job.id)
         self.state.placed.add(e.job.id)
-        self.chosen_victims.update(victims)
+        claimed = self._claimed_from
+        for v in victims:
+            if v not in self.chosen_victims:
+                self.chosen_victims.add(v)
+                queue = self.state.running[v].queue
+                claimed[queue] = claimed.get(queue, 0) + 1
         self.users.add(e.spec.name, e.job.user, req)  # its room counts towards its user's limits
         self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
 
@@ -743,6 +758,7 @@ class _Cycle:
         Valid because within one cycle room only shrinks: usage grows, victims get taken; for a
         share, while its queue's share use is as it was (see :meth:`_own_stamp`).
         """
+        self.verdict_met = None
         if e.job.nominated:
             return False
         if self._search_failed(e, self._search_key(e), self._own_stamp(e)):
@@ -757,14 +773,22 @@ class _Cycle:
     finds victims."""
 
     def _own_stamp(self, e: Entry) -> Hashable:
-        """When ``e``'s failed search stays valid: the epoch; for a share, also its queue's exact share
-        use (units). A share admitted to the queue can leave room inside the whole gpu its queue's
-        rounded-up share use already counts, where a later share fits at no quota charge once a
-        victim is taken off: room does not only shrink for shares."""
+        """When ``e``'s failed search stays valid: the epoch and how many victims the cycle has claimed
+        from queues other than ``e``'s (a search counts those as gone, their preemptors' held usage
+        standing in: room a failed search lacked can appear with each claim); for a share, also its
+        queue's exact share use (units). A share admitted to the queue can leave room inside the whole
+        gpu its queue's rounded-up share use already counts, where a later share fits at no quota
+        charge once a victim is taken off: room does not only shrink for shares. Under fair sharing
+        or admission fair sharing, every change of the cycle's copy (:attr:`version`): an admission
+        or a hold moves the shares (and tenant scores) a fair search reads."""
+        if self._one_tree:
+            return self.version
+        q = e.spec.name
+        elsewhere = len(self.chosen_victims) - self._claimed_from.get(q, 0)
         cards = self.state.cards
         if not e.job.request.shared or cards is None or not self.share_use_in_search_stamps:
-            return self.epoch
-        return (self.epoch, cards.queue_use.get(e.spec.name, 0))
+            return (self.epoch, elsewhere)
+        return (self.epoch, elsewhere, cards.queue_use.get(q, 0))
 
     def _any_stamp(self, e: Entry) -> Hashable:
         """When a verdict for every user stays valid: :meth:`_own_stamp`, and no victim claimed since
@@ -780,15 +804,20 @@ class _Cycle:
             return False
         j = e.job
         per, ranks = self._search_size(j.request)
-        return any(
-            j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w and user not in readers
-            for prio, submit, p, w, readers in known[1]
-        )
+        for prio, submit, p, w, readers, met in known[1]:
+            if j.priority <= prio and j.submit_time >= submit and per >= p and ranks >= w and user not in readers:
+                self.verdict_met = met
+                return True
+        return False
 
-    def _record_search_fail(self, e: Entry, readers: frozenset[str] | None = None) -> None:
+    def _record_search_fail(
+        self, e: Entry, readers: frozenset[str] | None = None, met: frozenset[str] | None = None
+    ) -> None:
         """Remember that ``e``'s search found no victims; ``readers``: for a share's search, the users
         whose own shared cards with room for it it met (``ShareBook.readers``): it answers the same
-        share of every other user of the queue too. None: ``e``'s user only."""
+        share of every other user of the queue too. None: ``e``'s user only. ``met``: those users
+        whatever the verdicts across users say (None: unknown, anyone), for the failure of a share
+        the verdict answers (:attr:`verdict_met`)."""
         j = e.job
         keys: list[tuple[tuple[Hashable, ...], Hashable, frozenset[str]]] = [
             (self._search_key(e), self._own_stamp(e), frozenset())
@@ -800,7 +829,7 @@ class _Cycle:
             if known is None or known[0] != stamp:
                 known = (stamp, [])
                 self._search_fails[key] = known
-            known[1].append((j.priority, j.submit_time, *self._search_size(j.request), named))
+            known[1].append((j.priority, j.submit_time, *self._search_size(j.request), named, met))
 
     # --- reasons -----------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ def test_a_verdict_that_named_some_users_answers_the_others(monkeypatch) -> None
         nonlocal answered
         got = failed(self, e, key, stamp, user)
         entries = self._search_fails[key][1] if got else []
-        answered += got and user is not None and all(named for *_, named in entries)
+        answered += got and user is not None and all(named for *_, named, _ in entries)
         return got
 
     def counting_failure(self, e):

@@ -6,8 +6,9 @@ victim is taken off, so room does not only shrink for shares. Before, a stronger
 
 Over random backlogs of shares of many users, whole jobs and preemptors (``share_backlogs.backlog``)
 with the pending jobs' submit times shuffled (so a weaker job is often submitted later than a stronger
-one), the cycle's decisions and reasons equal the cycle's that runs every search; three seeds found
-where they still do not are marked (an open finding of the memo, not of shares alone)."""
+one), the cycle's decisions and reasons equal the cycle's that runs every search (214, 773 and 911
+were found differing before the search stamps counted claims from other queues and before a failure
+answered by a search verdict stopped answering other users: test_search_memo_claims.py)."""
 
 from __future__ import annotations
 
@@ -45,15 +46,8 @@ def test_a_share_admitted_in_between_ends_the_verdict(monkeypatch: pytest.Monkey
     assert run_cycle(snap) == got
 
 
-OPEN = pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: the failed-search memo answers a job whose own search finds victims here (whole jobs of "
-    "queues e and c at seed 214, a share at 773, shares of b at 911); the code before this change does too",
-)
-
-
 # 1107: a seed where the verdicts without the share use in their stamps change a decision (this fixes it)
-@pytest.mark.parametrize("seed", [*range(200), 1107, *(pytest.param(s, marks=OPEN) for s in (214, 773, 911))])
+@pytest.mark.parametrize("seed", [*range(200), 1107, 214, 773, 911])
 def test_search_verdicts_change_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     snap = shuffled(seed)
     fast = run_cycle(snap)

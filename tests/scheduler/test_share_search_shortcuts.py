@@ -64,7 +64,7 @@ def test_the_shortcuts_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
         got = failed(self, e, key, stamp, user)
         if got and e.job.request.shared:
             per = e.job.request.shards or e.job.request.mps
-            larger += all(p < per for _, _, p, _, _ in self._search_fails[key][1])
+            larger += all(p < per for _, _, p, *_ in self._search_fails[key][1])
         return got
 
     remove = CycleState.remove
