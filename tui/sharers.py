@@ -1,5 +1,7 @@
 """``labgang top``'s holder cell for a shared card (``--shards``/``--mps``): its sharers, the shares
-they hold (used/total where the cluster says how many shards a card has) and each one's memory."""
+they hold (used/total where the cluster says how many shards a card has) and each one's memory,
+against its ``--gpu-mem`` budget where it has one (``OVER BUDGET`` past it, as ``labgang nodes --gpus``
+says a budget violation)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,25 @@ def _size(n: int) -> str:
     return f"{n / GiB:.1f}G" if n >= GiB else f"{n / MiB:.0f}M"
 
 
+OVER_BUDGET = "OVER BUDGET"
+
+
+def sharer_memory(sharer: Any) -> str:
+    """One sharer's memory (``inventory.Sharer``): ``512M`` without a budget, ``512M/16M`` with a
+    ``--gpu-mem`` budget, and ``512M/16M OVER BUDGET`` when its processes use more than the budget
+    (the agent's budget watch's test: usage strictly above the budget, bytes)."""
+    used = int(sharer.used_memory_bytes or 0)
+    budget = sharer.gpu_mem_bytes
+    if not budget:
+        return _size(used)
+    over = f" {OVER_BUDGET}" if used > budget else ""
+    return f"{_size(used)}/{_size(budget)}{over}"
+
+
 def sharers_text(gpu: Any, shards_per_gpu: int | None) -> str | None:
-    """``"shared 3/4: 12 5.0G, 13 1.0G"`` for a GPU with sharers (``GpuInfo.sharers``), ``"shared mps
-    80%: ..."`` for MPS ones; None for a card nobody shares."""
+    """``"shared 3/4: 12 5.0G, 13 1.0G/2.0G"`` for a GPU with sharers (``GpuInfo.sharers``), ``"shared mps
+    80%: ..."`` for MPS ones; None for a card nobody shares. Each sharer's memory is
+    :func:`sharer_memory` (``512M/16M OVER BUDGET`` for one past its ``--gpu-mem``)."""
     sharers = getattr(gpu, "sharers", ())
     if not sharers:
         return None
@@ -26,5 +44,5 @@ def sharers_text(gpu: Any, shards_per_gpu: int | None) -> str | None:
         parts.append(f"{shards}/{shards_per_gpu}" if shards_per_gpu else f"{shards} shards")
     if mps:
         parts.append(f"mps {mps}%")
-    who = ", ".join(f"{s.job} {_size(s.used_memory_bytes)}" for s in sharers)
+    who = ", ".join(f"{s.job} {sharer_memory(s)}" for s in sharers)
     return f"shared {' '.join(parts)}: {who}"

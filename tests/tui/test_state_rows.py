@@ -135,8 +135,28 @@ def test_a_shared_card_shows_its_sharers_shares_and_memory():
     src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
     state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
     rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
-    assert rows["gpu-a 1"].cells[-1] == "shared 3/4: j-201 5.0G, j-202 300M"
+    # j-202 has a --gpu-mem budget: its usage shows against it
+    assert rows["gpu-a 1"].cells[-1] == "shared 3/4: j-201 5.0G, j-202 300M/2.0G"
     assert rows["gpu-a 0"].cells[-1] == "j-101 alice vision"  # a card nobody shares keeps its holder
+
+
+def test_a_sharer_past_its_gpu_mem_budget_is_marked_over_budget_in_top():
+    nodes, jobs, queues = small_cluster()
+    gpu_a = next(n for n in nodes if n["name"] == "gpu-a")
+    gpu_a["shards_per_gpu"] = 4
+    sharers = [
+        {"job": "1", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 16 * 1024**2,
+         "used_memory_bytes": 512 * 1024**2},
+        {"job": "2", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 512 * 1024**2,
+         "used_memory_bytes": 512 * 1024**2},
+    ]  # fmt: skip
+    gpu_a["inventory"]["gpus"][1]["sharers"] = sharers
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
+    # job 1 uses 512 MiB of a 16 MiB budget; job 2 exactly its budget, which is not over it
+    assert rows["gpu-a 1"].cells[-1] == "shared 2/4: 1 512M/16M OVER BUDGET, 2 512M/512M"
+    assert "OVER BUDGET" in render_frame(state, width=200)
 
 
 def test_queue_amounts_are_written_as_labgang_queues_writes_them():
