@@ -15,7 +15,7 @@ from labgang.launcher.cli.format import format_resources
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
-from labgang.tui.sharers import sharers_text
+from labgang.tui.sharers import budgeted_jobs, sharers_text
 from labgang.tui.state import ClusterState, Filters, sort_jobs
 
 GiB = 1024**3
@@ -186,6 +186,7 @@ def job_rows(
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
     out = []
     folded = _pending_tasks(jobs)
+    budgets = budgeted_jobs(state.snapshot)  # a running share's memory against its --gpu-mem (tui/sharers.py)
     for j in sort_jobs(jobs, sort, now):
         job_id = j.id
         if j.state == "pending" and j.array_id is not None and j.array_id in folded:
@@ -202,6 +203,8 @@ def job_rows(
             reason = f"{j.reason_code}: {j.reason_message}" if j.reason_message else j.reason_code
         elif j.finished and j.exit_status is not None:
             reason = f"exit {j.exit_status}"
+        elif j.state == "running" and j.id in budgets:
+            reason = f"gpu-mem {budgets[j.id]}"
         out.append(
             JobRow(
                 j.id,

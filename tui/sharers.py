@@ -46,3 +46,18 @@ def sharers_text(gpu: Any, shards_per_gpu: int | None) -> str | None:
         parts.append(f"mps {mps}%")
     who = ", ".join(f"{s.job} {sharer_memory(s)}" for s in sharers)
     return f"shared {' '.join(parts)}: {who}"
+
+
+def budgeted_jobs(snapshot: Any) -> dict[str, str]:
+    """Job id → :func:`sharer_memory` of each running share with a ``--gpu-mem`` budget, from every
+    node's shared cards (``ClusterSnapshot``): what ``top``'s jobs table says in a running job's
+    REASON cell (``gpu-mem 512M/16M OVER BUDGET``). Jobs without a budget are absent."""
+    out: dict[str, str] = {}
+    for node in snapshot.nodes:
+        if node.inventory is None:
+            continue
+        for gpu in node.inventory.gpus:
+            for s in getattr(gpu, "sharers", ()):
+                if s.gpu_mem_bytes:
+                    out[s.job] = sharer_memory(s)
+    return out

@@ -164,3 +164,21 @@ def test_queue_amounts_are_written_as_labgang_queues_writes_them():
 
     assert _res({"gpu": 4, "cpu": 4, "memory": 8589934592}) == "cpu=4,gpu=4,memory=8G"
     assert _res({}) == "0"
+
+
+def test_a_running_share_with_a_gpu_mem_budget_says_its_memory_in_the_jobs_table():
+    nodes, jobs, queues = small_cluster()
+    gpu_a = next(n for n in nodes if n["name"] == "gpu-a")
+    sharers = [
+        {"job": "j-101", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 16 * 1024**2,
+         "used_memory_bytes": 512 * 1024**2},
+        {"job": "j-102", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 2 * 1024**3,
+         "used_memory_bytes": 300 * 1024**2},
+    ]  # fmt: skip
+    gpu_a["inventory"]["gpus"][1]["sharers"] = sharers
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    reasons = {r.key: r.cells[-1] for r in job_rows(state)}
+    assert reasons["j-101"] == "gpu-mem 512M/16M OVER BUDGET"
+    assert reasons["j-102"] == "gpu-mem 300M/2.0G"
+    assert reasons["j-104"].startswith("OVER_QUOTA")  # a pending job keeps its pending reason
