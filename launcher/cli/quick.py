@@ -372,7 +372,7 @@ def _submit_refused(
     with ``as_json`` (``submit --json``) the error object on stdout too."""
     from labgang.launcher.api.client import ApiError
 
-    named = {"as_json": as_json, "field": getattr(err, "field", None), "allowed": getattr(err, "allowed", None)}
+    field, allowed = getattr(err, "field", None), getattr(err, "allowed", None)
 
     if isinstance(err, ApiError) and options.get("batch_script"):
         from labgang.launcher.cli.batch_script import field_origins, origin_of
@@ -385,18 +385,20 @@ def _submit_refused(
             from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
 
             refused = describe_api_error(err)
-            return _fail(command, f"{where}: {refused.message}", refused.exit_code, **named)
+            return _fail(
+                command, f"{where}: {refused.message}", refused.exit_code, as_json=as_json, field=field, allowed=allowed
+            )
     if isinstance(err, ApiError) and options.get("job_file") is not None:  # worded in the job file's keys
         from labgang.launcher.cli.job_groups import file_refusal
 
         worded = file_refusal(options["job_file"], err.field, err.message, err.allowed, options)
         if worded is not None:
-            return _fail(command, worded, 2 if err.status == 400 else 1, **named)
+            return _fail(command, worded, 2 if err.status == 400 else 1, as_json=as_json, field=field, allowed=allowed)
     if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
         from labgang.launcher.cli.submission import default_queue_refused
 
         refused = default_queue_refused(err)
-        return _fail(command, refused.message, refused.exit_code, **named)
+        return _fail(command, refused.message, refused.exit_code, as_json=as_json, field=field, allowed=allowed)
     return _refusal(command, err, as_json)
 
 
