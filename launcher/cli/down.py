@@ -53,6 +53,41 @@ def up_pid(directory: Path) -> int:
     return pid
 
 
+def instance_dir(state_dir: Path | None) -> Path:
+    """The state directory of the instance ``down`` is to stop: ``state_dir`` (``--state-dir`` or
+    ``LABGANG_STATE_DIR``) when given, else the one every other command finds, in the same order
+    (:func:`labgang.launcher.api.discovery.find_socket_file`: this machine's system instance when it
+    answers, then the user's own ``labgang up``).
+
+    Raises:
+        ValueError: the system config is unreadable or names no usable state directory (one line
+            naming the file and the field).
+    """
+    from labgang.launcher.api import discovery
+
+    if state_dir is not None and str(state_dir) != "":
+        return paths.resolve_state_dir(state_dir)
+    try:
+        return Path(os.path.dirname(discovery.find_socket_file(None)))
+    except discovery.SystemConfigInvalid as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _own_instead(directory: Path) -> str:
+    """For a refusal to stop ``directory``'s instance (not the caller's): ``; your own labgang up runs
+    in D: LABGANG_STATE_DIR=D labgang down`` when the caller's own instance (``~/.local/state/labgang``)
+    is a different one and runs; else empty."""
+    from labgang.launcher.api import discovery
+
+    own = paths.user_state_dir_text()
+    if os.path.normpath(own) == os.path.normpath(directory):
+        return ""
+    socket_file = os.path.join(own, paths.SOCKET_NAME)
+    if not (discovery.starting(socket_file) or (os.path.exists(socket_file) and discovery.answers(socket_file))):
+        return ""
+    return f"; your own labgang up runs in {own}: `LABGANG_STATE_DIR={own} labgang down` stops it"
+
+
 def _command_line(pid: int) -> list[str] | None:
     """The process's arguments (psutil, ``/proc/PID/cmdline``), or None when they cannot be read."""
     import psutil
@@ -177,9 +212,9 @@ def _refuse(message: str, exit_code: int, as_json: bool, *, field: str | None = 
         SystemExit: always, with ``exit_code``.
     """
     if as_json:
-        from labgang.launcher.cli.format import to_json
+        from labgang.launcher.cli.json_error import print_error_json
 
-        click.echo(to_json({"error": {"message": message, "field": field, "allowed": None}}))
+        print_error_json(message, field)
     click.echo(f"labgang down: {message}", err=True)
     raise SystemExit(exit_code)
 
@@ -191,8 +226,8 @@ def _refuse(message: str, exit_code: int, as_json: bool, *, field: str | None = 
     envvar=paths.STATE_DIR_ENV,
     show_envvar=True,
     default=None,
-    help="The state directory of the labgang up to stop [default: as labgang up's: "
-    "/var/lib/labgang as root, else ~/.local/state/labgang].",
+    help="The state directory of the labgang up to stop [default: the instance every command finds: "
+    "this machine's system instance when it answers, else ~/.local/state/labgang].",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print what was stopped, the jobs kept and those that ended, as JSON."
@@ -204,28 +239,39 @@ def down(state_dir: Path | None, as_json: bool) -> None:
     their grace period and the jobs wait in their queue for the next `labgang up` (a labgang up
     started with --keep-jobs leaves them running, to be re-adopted). Nothing is cancelled that
     Ctrl-C would not cancel: only a job submitted with --no-requeue ends cancelled. Exit status 1
-    when no labgang up runs for the state directory.
+    when no labgang up runs for the state directory. Without --state-dir it stops the instance
+    `labgang queue` would talk to (this machine's system instance when it answers, else your own).
     """
     from labgang.launcher.cli.format import to_json
 
     try:
-        directory = paths.resolve_state_dir(state_dir)
-    except ValueError as exc:  # root's default: a broken /etc/labgang/system.toml, named in one line
+        directory = instance_dir(state_dir)
+    except ValueError as exc:  # a broken system config (/etc/labgang/system.toml), named in one line
         _refuse(str(exc), 2, as_json, field="state_dir")
     try:
         pid = up_pid(directory)
     except DownRefused as exc:
-        _refuse(str(exc), 1, as_json)
+        message = str(exc)
+        if "is not a `labgang up`" in message:
+            message += _own_instead(directory)
+        _refuse(message, 1, as_json)
     nodes = _nodes(directory)
     before = list(job_states(directory))  # the jobs not finished yet: what the stop may end
     try:
         os.kill(pid, signal.SIGINT)
     except PermissionError:
-        _refuse(f"the labgang up of {directory} (pid {pid}) is another user's: not yours to stop", 1, as_json)
+        _refuse(
+            f"the labgang up of {directory} (pid {pid}) is another user's: not yours to stop{_own_instead(directory)}",
+            1,
+            as_json,
+        )
     except ProcessLookupError:
         _refuse(f"no labgang up is running for {directory} (pid {pid} has just exited)", 1, as_json)
     if not as_json:
-        click.echo(f"labgang down: stopping labgang up (pid {pid}) of {directory}; waiting for it to exit")
+        from labgang.launcher.api.discovery import is_system_socket
+
+        which = " (this machine's system instance)" if is_system_socket(paths.socket_file(directory)) else ""
+        click.echo(f"labgang down: stopping labgang up (pid {pid}) of {directory}{which}; waiting for it to exit")
     try:
         while _alive(pid):
             time.sleep(POLL_S)

@@ -112,15 +112,29 @@ _NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
 
 
 class CommandFailed(click.ClickException):
-    """One line on stderr (``labgang <command>: <message>``) and an exit status."""
+    """One line on stderr (``labgang <command>: <message>``) and an exit status; raised in a command
+    run with ``--json``, also the error object on stdout (:mod:`labgang.launcher.cli.json_error`).
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    Args:
+        message: the line, without the command's name. exit_code: 2 for a bad value, 1 for a refusal.
+        field, allowed: what the JSON error object names (the field or flag, and what it allows).
+    """
+
+    def __init__(self, message: str, exit_code: int = 1, *, field: str | None = None, allowed: Any = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]  # click types it a ClassVar yet reads it per instance
+        self.field = field
+        self.allowed = allowed
         # click shows the error after the command's context has closed: name the command now.
-        self.prefix = command_path(click.get_current_context(silent=True)) + ": "
+        ctx = click.get_current_context(silent=True)
+        self.prefix = command_path(ctx) + ": "
+        self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
 
     def show(self, file: IO[Any] | None = None) -> None:
+        if self.as_json:
+            from labgang.launcher.cli.json_error import print_error_json
+
+            print_error_json(self.format_message(), self.field, self.allowed)
         click.echo(self.prefix + self.format_message(), err=True)
 
 

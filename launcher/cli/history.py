@@ -135,17 +135,9 @@ def history(
         with Client.for_state_dir(state_dir) as client:
             rows, notes = history_rows(client, **asked, attempts=per_attempt)
     except CoordinatorUnavailable as err:
-        try:
-            rows, notes = _from_the_store(state_dir, err, asked, per_attempt)
-        except CommandFailed as refused:
-            if as_json:
-                _json_refusal(refused.message, None, None)
-            raise
+        rows, notes = _from_the_store(state_dir, err, asked, per_attempt)  # its refusal: JSON too with --json
     except ApiError as err:
-        failed = describe_api_error(err)
-        if as_json:
-            _json_refusal(failed.message, err.field, err.allowed)
-        raise failed from err
+        raise describe_api_error(err) from err  # with --json, also the error object on stdout
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
@@ -155,13 +147,6 @@ def history(
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)
-
-
-def _json_refusal(message: str, field: str | None, allowed: Any) -> None:
-    """``history --json`` refused: the coordinator's error shape ``{"error": {"message", "field",
-    "allowed"}}`` on stdout, as ``down --json`` prints it, so a script reading the JSON gets JSON
-    (the one line still goes to stderr)."""
-    click.echo(to_json({"error": {"message": message, "field": field, "allowed": allowed}}))
 
 
 def _from_the_store(

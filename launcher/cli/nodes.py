@@ -155,7 +155,13 @@ def read_local(simulate: Path | None, record: Path | None, scope: str | None = N
             backend.nvmlShutdown()
 
 
-def _fail(message: str, status: int) -> None:
+def _fail(message: str, status: int, as_json: bool = False, field: str | None = None) -> None:
+    """End ``nodes`` refused: the one line on stderr (with ``as_json``, the error object on stdout too,
+    :mod:`labgang.launcher.cli.json_error`), exit ``status``."""
+    if as_json:
+        from labgang.launcher.cli.json_error import print_error_json
+
+        print_error_json(message, field)
     click.echo(f"labgang nodes: {message}", err=True)
     sys.exit(status)
 
@@ -188,7 +194,7 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
         with Client.for_state_dir(state_dir) as client:
             nodes = client.nodes()
     except ClientError as exc:
-        _fail(str(exc), 1)
+        _fail(str(exc), 1, as_json)
         return
     if topology:
         from labgang.launcher.cli.topology_view import topology_dict, topology_table
@@ -307,13 +313,13 @@ def nodes(
 
         inventory = read_local(simulate, record, local_scope(state_dir) if simulate is not None else None)
     except NvmlUnavailable as exc:
-        _fail(str(exc), 2)
+        _fail(str(exc), 2, as_json)
         return
     except FileNotFoundError as exc:
-        _fail(f"--simulate: no such file: {exc.filename or simulate}", 2)
+        _fail(f"--simulate: no such file: {exc.filename or simulate}", 2, as_json, "simulate")
         return
     except ValueError as exc:
-        _fail(f"--simulate: {exc}", 2)
+        _fail(f"--simulate: {exc}", 2, as_json, "simulate")
         return
     if topology:
         from labgang.launcher.cli.topology_view import topology_dict, topology_table

@@ -119,7 +119,7 @@ def describe_api_error(err: ApiError) -> CommandFailed:
         # the coordinator's message may already list them (e.g. "one of ['batch', 'high']")
         if allowed not in message and not all(str(item) in message for item in items):
             message = f"{message} (allowed: {allowed})"
-    return CommandFailed(message, 2 if err.status == 400 else 1)
+    return CommandFailed(message, 2 if err.status == 400 else 1, field=err.field, allowed=err.allowed)
 
 
 def talks_to_coordinator(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -290,21 +290,30 @@ def _filter(options: "dict[str, Any]", dest: str) -> "tuple[str, ...]":
     return flatten(given)
 
 
-def _fail(command: str, message: str, code: int) -> int:
+def _fail(
+    command: str, message: str, code: int, *, as_json: bool = False, field: "str | None" = None, allowed: "Any" = None
+) -> int:
+    """Print the one line ``labgang <command>: <message>`` on stderr (with ``as_json``, the error object
+    on stdout first: :mod:`labgang.launcher.cli.json_error`); returns ``code``, the exit status."""
+    if as_json:
+        from labgang.launcher.cli.json_error import print_error_json
+
+        print_error_json(message, field, allowed)
     print(f"labgang {command}: {message}", file=sys.stderr)
     return code
 
 
-def _refusal(command: str, err: "Exception") -> int:
-    """Print a client error as the click command would (one line, its exit status)."""
+def _refusal(command: str, err: "Exception", as_json: bool = False) -> int:
+    """Print a client error as the click command would (one line, its exit status; with ``as_json``
+    the error object on stdout too)."""
     from labgang.launcher.api.client import ApiError
 
     if isinstance(err, ApiError):
         from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
 
         failure = describe_api_error(err)
-        return _fail(command, failure.message, failure.exit_code)
-    return _fail(command, str(err), 1)
+        return _fail(command, failure.message, failure.exit_code, as_json=as_json, field=err.field, allowed=err.allowed)
+    return _fail(command, str(err), 1, as_json=as_json)
 
 
 def _parse_submission(
@@ -355,10 +364,15 @@ def _submission(command: str, options: "dict[str, Any]", argv: "list[str]") -> "
     return body
 
 
-def _submit_refused(command: str, err: "Exception", options: "dict[str, Any]", args: "list[str]") -> int:
+def _submit_refused(
+    command: str, err: "Exception", options: "dict[str, Any]", args: "list[str]", *, as_json: bool = False
+) -> int:
     """A refused submission, printed as the click command would: a refused default queue says so, and a
-    value a batch script's directive set names its line (``args``: the command's arguments as typed)."""
+    value a batch script's directive set names its line (``args``: the command's arguments as typed);
+    with ``as_json`` (``submit --json``) the error object on stdout too."""
     from labgang.launcher.api.client import ApiError
+
+    field, allowed = getattr(err, "field", None), getattr(err, "allowed", None)
 
     if isinstance(err, ApiError) and options.get("batch_script"):
         from labgang.launcher.cli.batch_script import field_origins, origin_of
@@ -371,19 +385,21 @@ def _submit_refused(command: str, err: "Exception", options: "dict[str, Any]", a
             from labgang.launcher.cli.plumbing import describe_api_error  # click, only for a refusal
 
             refused = describe_api_error(err)
-            return _fail(command, f"{where}: {refused.message}", refused.exit_code)
+            return _fail(
+                command, f"{where}: {refused.message}", refused.exit_code, as_json=as_json, field=field, allowed=allowed
+            )
     if isinstance(err, ApiError) and options.get("job_file") is not None:  # worded in the job file's keys
         from labgang.launcher.cli.job_groups import file_refusal
 
         worded = file_refusal(options["job_file"], err.field, err.message, err.allowed, options)
         if worded is not None:
-            return _fail(command, worded, 2 if err.status == 400 else 1)
+            return _fail(command, worded, 2 if err.status == 400 else 1, as_json=as_json, field=field, allowed=allowed)
     if isinstance(err, ApiError) and options.get("queue") is None and err.field == "queue" and err.status == 403:
         from labgang.launcher.cli.submission import default_queue_refused
 
         refused = default_queue_refused(err)
-        return _fail(command, refused.message, refused.exit_code)
-    return _refusal(command, err)
+        return _fail(command, refused.message, refused.exit_code, as_json=as_json, field=field, allowed=allowed)
+    return _refusal(command, err, as_json)
 
 
 def submit(args: "list[str]") -> int:
@@ -401,7 +417,7 @@ def submit(args: "list[str]") -> int:
                 return 0
             job = client.submit(body)
     except ClientError as err:
-        return _submit_refused("submit", err, options, args)
+        return _submit_refused("submit", err, options, args, as_json=as_json)
     from labgang.launcher.cli.format import to_json
 
     print(to_json({"job": job}))
@@ -470,7 +486,7 @@ def queue(args: "list[str]") -> int:
                 as_json=options.get("as_json", False),
             )
     except ClientError as err:
-        return _refusal("queue", err)
+        return _refusal("queue", err, bool(options.get("as_json")))
     print(text)
     for note in notes:
         print(f"labgang queue: note: {note}", file=sys.stderr)
@@ -553,7 +569,7 @@ def show(args: "list[str]") -> int:
                 job = shown
             return _show_here(client, job_id, job, as_json)
     except ClientError as err:
-        return _refusal("show", err)
+        return _refusal("show", err, as_json)
 
 
 def _show_here(client: "Client", job_id: str, job: "dict[str, Any] | None", as_json: bool) -> int:
@@ -591,7 +607,7 @@ def queues(args: "list[str]") -> int:
         with Client.for_state_dir(state_dir) as client:
             items = client.queues()
     except ClientError as err:
-        return _refusal("queues", err)
+        return _refusal("queues", err, bool(options.get("as_json")))
     print(to_json({"queues": items}) if options.get("as_json") else queue_table(items))
     return 0
 

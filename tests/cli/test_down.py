@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import REPO, Up
+from unix_users import UserShell, point_system_instance
+from up_harness import H100X8, REPO, Up
 
 
 def down(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -111,3 +114,57 @@ def test_the_summary_says_what_ended_as_it_stopped() -> None:
         "stopped and cancelled 2 (submitted with --no-requeue or by `labgang run`); "
         "3_[1-2] ended as they stopped (succeeded)"
     )
+
+
+def serving(shell: UserShell, state_dir: Path) -> bool:
+    """True once ``labgang queues`` as ``shell``'s user answers from ``state_dir``'s instance."""
+    return shell.run(["queues"], env={"LABGANG_STATE_DIR": str(state_dir)}).returncode == 0
+
+
+@pytest.mark.slow
+def test_without_a_state_dir_it_finds_the_instance_every_command_finds(lab_users: list[UserShell]) -> None:
+    """A user runs their own ``labgang up --simulate`` while root's system instance serves: ``queue``
+    with no variable reaches the system one, and so does ``down``, which is refused (root's, not the
+    user's to stop) naming the line that stops the user's own, and stops neither. Once the system
+    instance is gone, ``down`` finds the user's own and stops it, its first line naming its state dir."""
+    shell = lab_users[0]
+    own = shell.user.home / ".local" / "state" / "labgang"
+    proc = shell.start(["up", "--simulate", str(H100X8)])
+    base = Path(tempfile.mkdtemp(prefix="lgsd", dir="/tmp"))
+    config = None
+    system: Up | None = None
+    try:
+        deadline = time.monotonic() + 90
+        while not serving(shell, own):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout and proc.stdout.read()
+            time.sleep(0.2)
+        base.chmod(0o755)
+        (base / "state").mkdir()
+        system = Up(base / "state")
+        config = point_system_instance(shell.python, system.state_dir)
+        queue = shell.run(["queue", "--json"])
+        assert queue.returncode == 0, queue.stderr  # reaches the system instance first (README's order)
+        refused = shell.run(["down"])
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert system.proc is not None
+        assert refused.stderr == (
+            f"labgang down: the labgang up of {system.state_dir} (pid {system.proc.pid}) is another user's: "
+            f"not yours to stop; your own labgang up runs in {own}: `LABGANG_STATE_DIR={own} labgang down` stops it\n"
+        )
+        assert proc.poll() is None and system.proc.poll() is None  # it stopped neither
+        assert system.stop() == 0, system.output()
+        stopped = shell.run(["down"])
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout.splitlines()[0] == (
+            f"labgang down: stopping labgang up (pid {proc.pid}) of {own}; waiting for it to exit"
+        )
+        assert proc.wait(60) == 0
+    finally:
+        if config is not None:
+            config.unlink(missing_ok=True)
+        if system is not None and system.proc is not None and system.proc.poll() is None:
+            system.stop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(60)
+        subprocess.run(["rm", "-rf", str(base)], check=False)
