@@ -18,16 +18,25 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from labgang.agent import paths
+from labgang.launcher.cli.errors import CommandFailed
 
 POLL_S = 0.05
 
 
 class DownRefused(Exception):
-    """``labgang down`` cannot stop anything here; ``str()`` is the one line to print (exit 1)."""
+    """``labgang down`` cannot stop anything here; ``str()`` is the one line to print (exit 1).
+
+    Attributes:
+        not_up: what serves the directory is not a ``labgang up`` (a ``labgang coordinator`` service).
+    """
+
+    def __init__(self, message: str, *, not_up: bool = False) -> None:
+        super().__init__(message)
+        self.not_up = not_up
 
 
 def up_pid(directory: Path) -> int:
@@ -48,7 +57,8 @@ def up_pid(directory: Path) -> int:
     if argv is not None and "up" not in argv[1:]:
         raise DownRefused(
             f"the labgang serving {directory} (pid {pid}) is not a `labgang up` but `{' '.join(argv)}`: "
-            "stop it as it was started (systemctl stop labgang-coordinator, or Ctrl-C in its terminal)"
+            "stop it as it was started (systemctl stop labgang-coordinator, or Ctrl-C in its terminal)",
+            not_up=True,
         )
     return pid
 
@@ -204,21 +214,6 @@ def summary_line(
     return "; ".join(parts)
 
 
-def _refuse(message: str, exit_code: int, as_json: bool, *, field: str | None = None) -> NoReturn:
-    """End ``down`` refused: the one line on stderr and, with ``--json``, the coordinator's error shape
-    ``{"error": {"message", "field", "allowed"}}`` on stdout, so a script reading the JSON gets JSON.
-
-    Raises:
-        SystemExit: always, with ``exit_code``.
-    """
-    if as_json:
-        from labgang.launcher.cli.json_error import print_error_json
-
-        print_error_json(message, field)
-    click.echo(f"labgang down: {message}", err=True)
-    raise SystemExit(exit_code)
-
-
 @click.command("down")
 @click.option(
     "--state-dir",
@@ -247,26 +242,20 @@ def down(state_dir: Path | None, as_json: bool) -> None:
     try:
         directory = instance_dir(state_dir)
     except ValueError as exc:  # a broken system config (/etc/labgang/system.toml), named in one line
-        _refuse(str(exc), 2, as_json, field="state_dir")
+        raise CommandFailed(str(exc), 2, field="state_dir") from None
     try:
         pid = up_pid(directory)
     except DownRefused as exc:
-        message = str(exc)
-        if "is not a `labgang up`" in message:
-            message += _own_instead(directory)
-        _refuse(message, 1, as_json)
+        raise CommandFailed(str(exc) + (_own_instead(directory) if exc.not_up else ""), 1) from None
     nodes = _nodes(directory)
     before = list(job_states(directory))  # the jobs not finished yet: what the stop may end
     try:
         os.kill(pid, signal.SIGINT)
     except PermissionError:
-        _refuse(
-            f"the labgang up of {directory} (pid {pid}) is another user's: not yours to stop{_own_instead(directory)}",
-            1,
-            as_json,
-        )
+        mine = f"the labgang up of {directory} (pid {pid}) is another user's: not yours to stop"
+        raise CommandFailed(mine + _own_instead(directory), 1) from None
     except ProcessLookupError:
-        _refuse(f"no labgang up is running for {directory} (pid {pid} has just exited)", 1, as_json)
+        raise CommandFailed(f"no labgang up is running for {directory} (pid {pid} has just exited)", 1) from None
     if not as_json:
         from labgang.launcher.api.discovery import is_system_socket
 

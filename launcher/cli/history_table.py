@@ -190,12 +190,9 @@ def history_rows(
     from labgang.launcher.job_filters import user_name
 
     user = None if user is None else user_name(user)
-    if attempts:
-        answer = client.history_answer(
-            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=True
-        )
-    else:
-        answer = client.history_answer(user=user, queue=queue, states=states, since=since, until=until, limit=limit)
+    answer = client.history_answer(
+        user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts
+    )
     rows: list[dict[str, Any]] = answer["jobs"]
     if rows:
         return rows, []
