@@ -19,7 +19,6 @@ Exit statuses: 0 success; 1 the coordinator is not reachable or refused; 2 usage
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import click
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
 from labgang.agent.nvml import NvmlUnavailable, open_backend
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
 from labgang.launcher.text import render_table
 
@@ -155,17 +155,6 @@ def read_local(simulate: Path | None, record: Path | None, scope: str | None = N
             backend.nvmlShutdown()
 
 
-def _fail(message: str, status: int, as_json: bool = False, field: str | None = None) -> None:
-    """End ``nodes`` refused: the one line on stderr (with ``as_json``, the error object on stdout too,
-    :mod:`labgang.launcher.cli.json_error`), exit ``status``."""
-    if as_json:
-        from labgang.launcher.cli.json_error import print_error_json
-
-        print_error_json(message, field)
-    click.echo(f"labgang nodes: {message}", err=True)
-    sys.exit(status)
-
-
 def confinement_line(confinement: Any) -> str:
     """The ``confined:`` line of a node in ``labgang nodes`` (``{"mode", "reason"}`` from its agent's hello)."""
     if not isinstance(confinement, Mapping):
@@ -194,8 +183,7 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
         with Client.for_state_dir(state_dir) as client:
             nodes = client.nodes()
     except ClientError as exc:
-        _fail(str(exc), 1, as_json)
-        return
+        raise CommandFailed(str(exc), 1) from None
     if topology:
         from labgang.launcher.cli.topology_view import topology_dict, topology_table
 
@@ -313,14 +301,11 @@ def nodes(
 
         inventory = read_local(simulate, record, local_scope(state_dir) if simulate is not None else None)
     except NvmlUnavailable as exc:
-        _fail(str(exc), 2, as_json)
-        return
+        raise CommandFailed(str(exc), 2) from None
     except FileNotFoundError as exc:
-        _fail(f"--simulate: no such file: {exc.filename or simulate}", 2, as_json, "simulate")
-        return
+        raise CommandFailed(f"--simulate: no such file: {exc.filename or simulate}", 2, field="simulate") from None
     except ValueError as exc:
-        _fail(f"--simulate: {exc}", 2, as_json, "simulate")
-        return
+        raise CommandFailed(f"--simulate: {exc}", 2, field="simulate") from None
     if topology:
         from labgang.launcher.cli.topology_view import topology_dict, topology_table
 
