@@ -106,17 +106,12 @@ def store_history_rows(
     import sqlite3
 
     from labgang.launcher.config.record import CONFIG_KEY
-    from labgang.launcher.coordinator.store import Store
+    from labgang.launcher.coordinator.store import Store, unreadable_reason
     from labgang.launcher.coordinator.views import history_view
 
-    if not path.is_file():
-        raise CommandFailed(f"no labgang store at {path} (is --state-dir right?)", 1)
-    if not os.access(path, os.R_OK):  # a system instance's store: owner-only, job specs carry environments
-        raise CommandFailed(
-            f"the labgang store {path} is readable only by whoever runs that labgang "
-            f"(file mode {path.stat().st_mode & 0o777:o})",
-            1,
-        )
+    reason = unreadable_reason(path)
+    if reason is not None:
+        raise CommandFailed(reason, 1)
     now = time.time()
     try:
         store = Store(path, read_only=True)

@@ -114,6 +114,18 @@ CREATE TABLE IF NOT EXISTS decisions (
 """
 
 
+def unreadable_reason(path: Path) -> str | None:
+    """Why the store at ``path`` cannot be read by this process, as one line, or None when it can
+    (as far as the file's existence and permissions tell: its content is SQLite's to judge). A system
+    instance's store is its owner's only (job specs carry users' environments)."""
+    if not path.is_file():
+        return f"no labgang store at {path} (is --state-dir right?)"
+    if not os.access(path, os.R_OK):
+        mode = path.stat().st_mode & 0o777
+        return f"the labgang store {path} is readable only by whoever runs that labgang (file mode {mode:o})"
+    return None
+
+
 def read_only_uri(path: Path) -> str:
     """The SQLite URI that opens the store at ``path`` for reading only, leaving no file beside it.
 

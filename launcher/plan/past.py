@@ -17,13 +17,12 @@ uses, docs/scenarios.md).
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labgang.launcher.coordinator.store import read_only_uri
+from labgang.launcher.coordinator.store import read_only_uri, unreadable_reason
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.model import GPU
@@ -88,14 +87,11 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     Raises:
         HistoryUnreadable: no such file, not readable, or not a labgang store.
     """
-    if not path.exists():
-        raise HistoryUnreadable(f"no labgang store at {path} (is --state-dir right?)")
-    if not os.access(path, os.R_OK):  # a system instance's store: the user who runs labgang reads it
-        raise HistoryUnreadable(
-            f"the labgang store {path} is readable only by whoever runs that labgang (file mode "
-            f"{path.stat().st_mode & 0o777:o}); ask them for `labgang history --export FILE`, then use "
-            "`labgang plan replay FILE`"
-        )
+    reason = unreadable_reason(path)
+    if reason is not None:
+        # a system instance's store: the user who runs labgang can export its history
+        ask = "; ask them for `labgang history --export FILE`, then use `labgang plan replay FILE`"
+        raise HistoryUnreadable(reason + (ask if path.is_file() else ""))
     try:
         db = sqlite3.connect(read_only_uri(path), uri=True)
         db.execute("SELECT seq, id, spec, status, submit_time FROM jobs LIMIT 1").fetchall()
