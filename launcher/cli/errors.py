@@ -138,31 +138,57 @@ class CommandFailed(click.ClickException):
         click.echo(self.prefix + self.format_message(), err=True)
 
 
-class OneLineUsageError(click.UsageError):
-    """A click usage error shown as one :func:`usage_line` on stderr; exit status 2."""
+def asks_json(args: list[str]) -> bool:
+    """Whether a command's own arguments ``args`` (as typed, before they are parsed) ask for ``--json``:
+    a usage error is raised before the command's parameters exist. Words after ``--`` are the job's."""
+    words = args[: args.index("--")] if "--" in args else args
+    return "--json" in words
 
-    def __init__(self, original: click.UsageError, path: str | None = None) -> None:
+
+def _json_field(exc: click.UsageError) -> tuple[str | None, str | None]:
+    """The JSON error object's ``field`` (the parameter's name: ``workers``) and ``allowed`` of a usage error."""
+    param = getattr(exc, "param", None)
+    if param is None or param.name is None:
+        return None, None
+    return param.name, _allowed(param)
+
+
+class OneLineUsageError(click.UsageError):
+    """A click usage error shown as one :func:`usage_line` on stderr; exit status 2. With ``as_json``
+    (the command was given ``--json``), the error object goes to stdout first, as every other refusal
+    of a ``--json`` command does (:mod:`labgang.launcher.cli.json_error`)."""
+
+    def __init__(self, original: click.UsageError, path: str | None = None, *, as_json: bool = False) -> None:
         super().__init__(original.message, original.ctx)
         self.original = original
         self.path = path
+        self.as_json = as_json
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(usage_line(self.original, self.path), err=True)
+        line = usage_line(self.original, self.path)
+        if self.as_json:
+            from labgang.launcher.cli.json_error import print_error_json
+
+            field, allowed = _json_field(self.original)
+            print_error_json(line.split(": ", 1)[1] if ": " in line else line, field, allowed)
+        click.echo(line, err=True)
 
 
-def one_line(exc: click.ClickException, ctx: click.Context) -> click.ClickException:
+def one_line(exc: click.ClickException, ctx: click.Context, *, as_json: bool = False) -> click.ClickException:
     """Make ``exc`` print in the one-line style (usage errors keep exit status 2).
 
     Args:
         exc: what a command raised.
         ctx: the group's context (names the subcommand when ``exc`` carries no context).
+        as_json: the command was given ``--json`` (:func:`asks_json`): a usage error prints the
+            error object on stdout too.
     """
     if isinstance(exc, (OneLineUsageError, CommandFailed, _NO_ARGS_IS_HELP)):
         return exc  # bare `labgang`: the group's help, whole, on stderr with status 2 (as click prints it)
     sub = ctx.invoked_subcommand
     path = command_path(ctx) + (f" {sub}" if sub else "")
     if isinstance(exc, click.UsageError):
-        return OneLineUsageError(exc, path)
+        return OneLineUsageError(exc, path, as_json=as_json)
     if type(exc).show is not click.ClickException.show:
         return exc  # it prints itself its own way
     failed = CommandFailed(exc.format_message(), exc.exit_code)

@@ -18,7 +18,7 @@ from typing import Any
 import click
 from labgang.agent import labgang_version
 from labgang.launcher.cli.commands import COMMANDS, GROUP_HELP
-from labgang.launcher.cli.errors import one_line
+from labgang.launcher.cli.errors import asks_json, one_line
 
 
 class LazyGroup(click.Group):
@@ -30,16 +30,22 @@ class LazyGroup(click.Group):
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
+        as_json = asks_json(args)  # before click consumes ``args``
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except click.NoSuchOption as exc:
+            if exc.ctx is not None and exc.ctx.command is self and exc.option_name not in ("-h", "--help"):
+                exc = _option_before_command(exc, args)
+            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name), as_json=as_json) from None
         except click.UsageError as exc:
-            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name)) from None
+            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name), as_json=as_json) from None
 
     def invoke(self, ctx: click.Context) -> Any:
+        as_json = asks_json(ctx.args)  # the subcommand's own arguments, which click clears as it invokes it
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
-            raise one_line(exc, ctx) from None
+            raise one_line(exc, ctx, as_json=as_json) from None
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -68,6 +74,23 @@ class LazyGroup(click.Group):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _option_before_command(exc: click.NoSuchOption, args: list[str]) -> click.UsageError:
+    """``labgang --state-dir D queue``: the group itself takes only ``--help`` and ``--version``, so say
+    that options go after the command (named when the line has one) instead of only "no such option"."""
+    command = next((word for word in args if word in COMMANDS), None)
+    option = exc.option_name.partition("=")[0]
+    where = (
+        f"`labgang {command} {option} ...`); see `labgang {command} --help`"
+        if command
+        else (f"`labgang COMMAND {option} ...`); see `labgang --help`")
+    )
+    return click.UsageError(
+        f"no such option {option!r} before the command (labgang itself takes only -h/--help and "
+        f"-V/--version): put a command's options after it ({where}",
+        exc.ctx,
+    )
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:

@@ -84,3 +84,50 @@ def test_a_refusal_by_the_coordinator_is_the_same_error_object_on_both_paths(coo
             assert fast.returncode == 2
     assert labgang(coordinator, "queue", "--json").returncode == 0  # refused nothing: stdout is the listing
     assert "error" not in json.loads(labgang(coordinator, "queue", "--json").stdout)
+
+
+# Usage errors that click finds while parsing, before the command's --json exists as a parameter.
+USAGE_ERRORS = [
+    (["queue", "--json", "--bogus"], None, None, "no such option '--bogus'"),
+    (["submit", "--json", "-n", "x", "--", "true"], "workers", "an integer >= 1", "-n/--workers: 'x'"),
+    (["submit", "-n", "0", "--json", "--", "true"], "workers", "an integer >= 1", "-n/--workers: 0"),
+    (["queue", "--json", "-t"], None, None, "option '-t' requires an argument"),
+]
+
+
+@pytest.mark.parametrize("click_only", [False, True], ids=["fast", "click"])
+@pytest.mark.parametrize(("args", "field", "allowed", "said"), USAGE_ERRORS, ids=lambda a: str(a))
+def test_a_usage_error_of_a_json_command_prints_the_error_object(
+    tmp_path: Path, args, field, allowed, said, click_only
+) -> None:
+    done = labgang(str(tmp_path), *args, click_only=click_only)
+    assert done.returncode == 2, done.stderr
+    error = error_of(done)
+    assert (error["field"], error["allowed"]) == (field, allowed)
+    assert str(error["message"]).startswith(said), error
+    assert done.stderr == f"labgang {args[0]}: {error['message']}\n"
+    plain = labgang(str(tmp_path), *[a for a in args if a != "--json"], click_only=click_only)
+    assert (plain.returncode, plain.stdout, plain.stderr) == (2, "", done.stderr)  # without --json: stderr only
+
+
+def test_json_after_the_jobs_double_dash_is_the_jobs_word(tmp_path: Path) -> None:
+    """``submit -n 0 -- prog --json``: the ``--json`` is the job's argument, so the usage error is the line only."""
+    done = labgang(str(tmp_path), "submit", "-n", "0", "--", "prog", "--json", click_only=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("labgang submit: -n/--workers: 0 is not in the range")
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--state-dir", "/nowhere", "queue"], "(`labgang queue --state-dir ...`); see `labgang queue --help`"),
+        (["--json", "nodes"], "(`labgang nodes --json ...`); see `labgang nodes --help`"),
+        (["--bogus"], "(`labgang COMMAND --bogus ...`); see `labgang --help`"),
+    ],
+)
+def test_an_option_before_the_command_says_where_it_goes(tmp_path: Path, args, where) -> None:
+    done = labgang(str(tmp_path), *args, click_only=True)
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert line.startswith(f"labgang: no such option {args[0]!r} before the command"), line
+    assert line.endswith(f"put a command's options after it {where}"), line
