@@ -329,13 +329,20 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         number, _class = parse_priority(config, req.priority)
         priority = submission_priority(config, queue, req.priority)
     except UnknownPriority as exc:
+        asked = str(req.priority).strip()
+        # `-p gpu` from a Slurm user means its partition: where the word is a queue, say where it goes
+        slurm = (
+            f"; {asked!r} is a queue: Slurm's -p/--partition is -q/--queue (or --partition) here, -p the priority"
+            if any(q.name == asked for q in config.queues)
+            else ""
+        )
         if not config.priority_classes:  # no class anywhere: the parser's words say so
-            raise BadRequest(str(exc), field="priority") from None
+            raise BadRequest(str(exc) + slurm, field="priority") from None
         # what this user may use in this queue: a non-admin's numbers stop at its default, its classes only
         allows, names = what_priority_allows(config, queue, admin=caller.may_set_priority)
         where = "" if caller.may_set_priority else f" in queue {queue_name}"
         raise BadRequest(
-            f"unknown priority class {str(req.priority).strip()!r}{where}; allowed: {allows}",
+            f"unknown priority class {asked!r}{where}; allowed: {allows}{slurm}",
             field="priority",
             allowed=names or None,
         ) from None

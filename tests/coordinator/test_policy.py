@@ -152,6 +152,15 @@ REFUSALS = [
         ["serving"],
         id="unknown-class-names-the-queues-own",
     ),
+    pytest.param(  # a Slurm user's `-p serving` means the partition: the line says where a queue goes
+        {"argv": ["true"], "priority": "open"},
+        400,
+        "unknown priority class 'open' in queue vision; allowed: an integer up to 0 or one of low (-10), "
+        "normal (0), high (100); 'open' is a queue: Slurm's -p/--partition is -q/--queue (or --partition) "
+        "here, -p the priority",
+        ["low", "normal", "high"],
+        id="a-queue-given-as-priority",
+    ),
 ]
 
 
