@@ -420,7 +420,7 @@ class FollowStopped(Exception):
 
 
 def follow_to_the_end(
-    client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO, err_out: Any = None
+    client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO, err_out: Any = None, quiet: bool = False
 ) -> int:
     """``labgang run``'s wait: stream ``ranks``' output to ``out`` (with ``err_out``, a binary stream:
     their stdout to ``out`` and their stderr to ``err_out``, as srun keeps them apart) and state changes
@@ -428,6 +428,9 @@ def follow_to_the_end(
 
     A closed output (``labgang run ... | head -1``: EPIPE writing the job's output) cancels the job,
     as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
+
+    With ``quiet`` (``run -Q``, srun's ``--quiet``) the job's state changes and pending reasons are not
+    printed; what went wrong still is (lost output, a cancel, a stop).
 
     Output discarded by a log's rotation before it was read (``run`` stopped reading for longer than
     ``shim.HOLD_IDLE_S``) is said on stderr with its count, and a succeeded job's status is then
@@ -442,7 +445,7 @@ def follow_to_the_end(
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
-    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out, live=True)
+    follower = JobFollower(client, job_id, ranks, out, None if quiet else err, err_out=err_out, live=True)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
     with stop_signals_interrupt():

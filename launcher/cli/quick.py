@@ -220,10 +220,11 @@ def _submit_flags() -> "dict[str, tuple[str, Converter]]":
 
 
 def _run_flags() -> "dict[str, tuple[str, Converter]]":
-    """``run``'s flags: ``submit``'s without ``--json`` and ``--wrap``, plus ``--all-ranks``."""
+    """``run``'s flags: ``submit``'s without ``--json`` and ``--wrap``, plus ``--all-ranks`` and ``-Q/--quiet``."""
     flags = _submit_flags()
     del flags["--json"], flags["--wrap"]
     flags["--all-ranks"] = ("all_ranks", None)
+    flags["-Q"] = flags["--quiet"] = ("quiet", None)
     return flags
 
 
@@ -442,6 +443,7 @@ def run(args: "list[str]") -> int:
         raise NotFast("--array")  # waiting for every task of an array is the click command's (array_follow.py)
     state_dir = _state_dir(options)
     all_ranks = options.pop("all_ranks", False)
+    quiet = options.pop("quiet", False)
     from labgang.launcher.stdin_forward import StdinStreamer, streams_stdin
 
     stream = streams_stdin()  # rank 0's standard input, when ours is a pipe or a file: streamed
@@ -453,13 +455,15 @@ def run(args: "list[str]") -> int:
             except ClientError as err:
                 return _submit_refused("run", err, options, args)
             job_id = job["id"]
-            print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
+            if not quiet:
+                print(f"labgang: submitted job {job_id}", file=sys.stderr, flush=True)
             ranks = range(job.get("workers") or options.get("workers", 1)) if all_ranks else (0,)
+            streams = (stdout_bytes(), sys.stderr, stderr_bytes())
             try:
                 if stream:
                     with StdinStreamer(state_dir, job_id):
-                        return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
-                return follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                        return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
+                return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
             except FollowStopped as stop:
                 return _fail("run", stop.message, stop.exit_code)
     except ClientError as err:

@@ -545,9 +545,15 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     is_flag=True,
     help="Run rank 0 on a pseudo-terminal driven by this terminal, as srun --pty (e.g. `labgang run --pty -- bash`).",
 )
+@click.option(
+    "-Q",
+    "--quiet",
+    is_flag=True,
+    help="Print no 'submitted', 'running on' or pending-reason lines, as srun -Q (errors are still printed).",
+)
 @state_dir_option
 @talks_to_coordinator
-def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
+def run(state_dir: Path | None, all_ranks: bool, quiet: bool, **flags: Any) -> None:
     """Submit a gang job, stream rank 0's output, and exit with the job's status.
 
     The rank's stdout comes out on stdout and its stderr on stderr, as with srun (`labgang logs`
@@ -600,21 +606,23 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
         if job.get("array_id") is not None:
             sys.exit(_run_array(client, job))
         job_id = job["id"]
-        click.echo(f"labgang: submitted job {job_id}", err=True)
+        if not quiet:
+            click.echo(f"labgang: submitted job {job_id}", err=True)
         ranks = range(job.get("workers") or flags["workers"]) if all_ranks else (0,)
+        streams = (stdout_bytes(), sys.stderr, stderr_bytes())
         try:
             if flags.get("pty"):
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
             elif flags.get("stdin_stream"):
                 from labgang.launcher.stdin_forward import StdinStreamer
 
                 with StdinStreamer(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
             else:
-                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

@@ -15,14 +15,14 @@ ENV = {"HOME": "/home/u"}
 def _click(args: list[str], command=submission.submit) -> dict[str, object]:
     ctx = command.make_context(command.name, list(args))
     params = dict(ctx.params)
-    for key in ("state_dir", "as_json", "all_ranks"):
+    for key in ("state_dir", "as_json", "all_ranks", "quiet"):
         params.pop(key, None)
     return submission.build_submission(**params, env=ENV, cwd="/work")
 
 
 def _fast(args: list[str], flags=None) -> dict[str, object]:
     options, argv = quick._parse_submission(args, flags or quick._submit_flags())
-    for key in ("state_dir", "as_json", "all_ranks"):
+    for key in ("state_dir", "as_json", "all_ranks", "quiet"):
         options.pop(key, None)
     return job_request.build_submission(argv=argv, **options, env=ENV, cwd="/work")
 

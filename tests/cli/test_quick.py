@@ -542,25 +542,28 @@ RUN_LINES = [
     ["--", "true"],
     ["-n", "4", "-g", "2", "--all-ranks", "--", "python", "train.py"],
     ["--all-ranks", "-n2", "--grace", "2s", "--time", "1m", "--signal", "USR1@5", "x", "--all-ranks"],
+    ["-Q", "-n", "2", "--", "x", "-Q"],
+    ["--quiet", "--all-ranks", "x"],
 ]
 
 
-def run_bodies(args: list[str]) -> tuple[dict[str, object], dict[str, object], bool, bool]:
-    """(fast body, click body, fast --all-ranks, click --all-ranks) of ``labgang run ARGS``."""
+def run_bodies(args: list[str]) -> tuple[dict[str, object], dict[str, object], tuple[bool, bool], tuple[bool, bool]]:
+    """(fast body, click body, fast (--all-ranks, -Q), click (--all-ranks, -Q)) of ``labgang run ARGS``."""
     options, argv = quick.parse(args, quick._run_flags(), interspersed=False)
     options.pop("state_dir", None)
-    fast_all = options.pop("all_ranks", False)
+    fast_flags = (options.pop("all_ranks", False), options.pop("quiet", False))
     fast = job_request.build_submission(argv=argv, **options, env=ENV, cwd="/work")
     params = dict(submission.run.make_context("run", list(args)).params)
     params.pop("state_dir")
-    click_all = params.pop("all_ranks")
-    return fast, submission.build_submission(**params, env=ENV, cwd="/work"), fast_all, click_all
+    click_flags = (params.pop("all_ranks"), params.pop("quiet"))
+    return fast, submission.build_submission(**params, env=ENV, cwd="/work"), fast_flags, click_flags
 
 
 @pytest.mark.parametrize("args", RUN_LINES, ids=" ".join)
 def test_fast_run_builds_the_click_commands_body(args):
-    fast, slow, fast_all, click_all = run_bodies(args)
-    assert (fast, fast_all) == (slow, click_all)
+    fast, slow, fast_flags, click_flags = run_bodies(args)
+    assert (fast, fast_flags) == (slow, click_flags)
+    assert fast_flags[1] == (args[0] in ("-Q", "--quiet"))  # a -Q after the command is the command's
 
 
 @pytest.mark.parametrize("args", [["--json", "x"], ["--help"], ["-n", "0", "x"], []])

@@ -264,3 +264,17 @@ def test_run_keeps_the_ranks_stderr_on_its_stderr_and_stdout_on_its_stdout(up: U
     assert "to-err" in one.stderr.splitlines()
     logs = up.cli("logs", submitted(one.stderr))
     assert sorted(logs.stdout.splitlines()) == ["to-err", "to-out"]
+
+
+@pytest.mark.parametrize("path", ["fast", "click"])
+def test_quiet_run_prints_only_the_jobs_output_and_errors(up: Up, path: str) -> None:
+    """``run -Q`` (srun's ``--quiet``): no "submitted", "running on" or pending lines on stderr, only
+    what the rank wrote there; the exit status is still the job's. Without -Q those lines are there."""
+    script = "echo out; echo err >&2; exit 4"
+    quiet = labgang(up, "run", "-Q", "--", "sh", "-c", script, path=path)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (4, "out\n", "err\n")
+    long_form = labgang(up, "run", "--quiet", "-n", "1", "--", "sh", "-c", "echo x", path=path)
+    assert (long_form.returncode, long_form.stdout, long_form.stderr) == (0, "x\n", "")
+    plain = labgang(up, "run", "--", "sh", "-c", script, path=path)
+    assert (plain.returncode, plain.stdout) == (4, "out\n")
+    assert "err" in plain.stderr.splitlines() and "submitted job" in plain.stderr, plain.stderr
