@@ -200,6 +200,9 @@ _RESOURCE_KEYS = ("gpus", "mig", "gpu_model", "nodes", "topology", "min_ranks", 
 POLICY_KEYS = ("success_policy", "failure_policy", "max_restarts", "startup_order")
 """The job file's top-level lifecycle policy keys (docs/group-lifecycle.md), the body fields of the same names."""
 _TOP_KEYS = ("group", "colocate", *POLICY_KEYS)
+_SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1"})
+"""Words of a job file's command string that mean a shell line: no shell runs it, so it is refused,
+naming the list form that gives one."""
 
 
 def groups_from_file(path: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
@@ -246,7 +249,16 @@ def groups_from_file(path: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
             shape["workers"] = _whole(table["ranks"], f"{where}.ranks", 1)
         command = table.get("command")
         if isinstance(command, str):
-            argv = shlex.split(command)
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:  # an unclosed quote
+                raise SubmissionError(f"{where}.command: {str(exc).lower()} in {command!r}") from None
+            operators = [w for w in argv if w in _SHELL_OPERATORS]
+            if operators:
+                raise SubmissionError(
+                    f"{where}.command: {operators[0]!r} would reach the program as a word: no shell runs a "
+                    f'command string; for a shell line give command = ["sh", "-c", {command!r}]'
+                )
         elif isinstance(command, list) and all(isinstance(w, str) for w in command):
             argv = list(command)
         else:

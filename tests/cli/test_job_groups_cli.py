@@ -158,6 +158,22 @@ def test_a_job_file_gives_the_groups(tmp_path: Path) -> None:
             "group[0]: unknown key 'ram'; allowed: name, ranks, command, env, resources",
         ),
         (["-n", "2"], "[[group]]\ncommand = 'a'\n[[group]]\ncommand = 'b'\n", "-f: the job file gives every group's"),
+        (  # no shell runs a command string: a shell line is refused with the form that gets one
+            [],
+            "[[group]]\ncommand = 'a'\n[[group]]\ncommand = 'cd data && python prep.py'\n",
+            "group[1].command: '&&' would reach the program as a word: no shell runs a command string; "
+            'for a shell line give command = ["sh", "-c", \'cd data && python prep.py\']',
+        ),
+        (
+            [],
+            "[[group]]\ncommand = 'python x.py | tee log'\n[[group]]\ncommand = 'b'\n",
+            "group[0].command: '|' would reach the program as a word",
+        ),
+        (
+            [],
+            "[[group]]\ncommand = 'a'\n[[group]]\ncommand = 'echo \"unclosed'\n",
+            "group[1].command: no closing quotation in 'echo \"unclosed'",
+        ),
     ],
 )
 def test_bad_groups_are_one_line_naming_the_group_exit_2(tmp_path, args, file_text, line) -> None:
