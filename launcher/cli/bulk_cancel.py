@@ -33,7 +33,9 @@ def selected_jobs(
         client: the coordinator client.
         job_ids: ids named on the command line (jobs, tasks ``12_7``, arrays ``12``): only these,
             of any user; empty: the caller's own jobs, or ``users``'.
-        users: user names or uids of this machine (:func:`labgang.launcher.job_filters.user_name`).
+        users: user names or uids of this machine (:func:`labgang.launcher.job_filters.user_name`);
+            ``all`` among them: every user's jobs (as ``history -u all``; each cancel is still the owner's
+            or an admin's to make).
         queues / states / names: queue names, JobState values, job names.
 
     Returns:
@@ -44,9 +46,10 @@ def selected_jobs(
     """
     from labgang.launcher.job_filters import user_name
 
-    users = tuple(dict.fromkeys(user_name(name) for name in users))
+    everyone = "all" in users
+    users = () if everyone else tuple(dict.fromkeys(user_name(name) for name in users))
     rows = client.jobs(
-        all_users=bool(job_ids),
+        all_users=bool(job_ids) or everyone,
         user=",".join(users) or None,
         queue=",".join(queues) or None,
         states=states,
@@ -64,6 +67,7 @@ def selected_jobs(
     ]
     if picked:
         return picked, []
-    filters = (("user", users), ("queue", queues), ("state", states), ("name", names), ("job", job_ids))
+    who = ("all",) if everyone else users
+    filters = (("user", who), ("queue", queues), ("state", states), ("name", names), ("job", job_ids))
     which = " and ".join(f"{name} {','.join(values)}" for name, values in filters if values)
     return [], [f"no active job matches {which}; nothing to cancel"]

@@ -164,7 +164,9 @@ def _squeue_view(
 
 @click.command()
 @click.argument("job_ids", nargs=-1, metavar="JOB...", type=JOB_IDS)
-@click.option("-u", "--user", multiple=True, type=ITEMS, help="Only these users' jobs (names or uids; a list).")
+@click.option(
+    "-u", "--user", multiple=True, type=ITEMS, help="Only these users' jobs (names or uids; a list; all: every user's)."
+)
 @click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only jobs of these queues (a list).")
 @click.option(
     "-t", "--state", "states", multiple=True, type=STATE_ITEMS, help="Only jobs in these states (as queue -t)."

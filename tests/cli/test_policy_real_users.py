@@ -119,3 +119,31 @@ def test_a_per_user_gpu_limit_holds_with_an_honest_reason(lab) -> None:
         f"labgang submit: user {lab1.user.name} has 3 of 3 unfinished jobs allowed in queue vision "
         "(max_submitted_jobs_per_user); refused 1 more job: cancel some or wait for them to end"
     )
+
+
+def test_cancel_u_all_is_every_users_for_an_admin_and_a_users_own(lab) -> None:
+    """``cancel -u all`` names every user (as ``history -u all``), not a user called "all": root (an
+    admin) cancels both users' matching jobs; a user's own are cancelled and each other user's job
+    is refused in its own line, exit 1, and stays."""
+    up, (lab1, lab2) = lab
+    jobs = {}
+    for shell in (lab1, lab2):
+        for queue in ("vision", "nlp"):
+            done = as_user(up, shell, "submit", "-q", queue, "--", "sleep", "300")
+            assert done.returncode == 0, done.stderr
+            jobs[(shell.user.name, queue)] = done.stdout.strip()
+    by_root = up.cli("cancel", "-u", "all", "-q", "nlp")
+    assert by_root.returncode == 0, by_root.stderr
+    nlp = sorted(jobs[(s.user.name, "nlp")] for s in (lab1, lab2))
+    assert [line.rsplit(": ", 1)[0] for line in by_root.stdout.splitlines()] == [f"job {j}" for j in nlp]
+    assert all(line.endswith((": cancelled", ": terminating")) for line in by_root.stdout.splitlines())
+    by_lab1 = as_user(up, lab1, "cancel", "-u", "all")
+    assert by_lab1.returncode == 1, (by_lab1.stdout, by_lab1.stderr)
+    [mine] = by_lab1.stdout.splitlines()
+    assert mine.startswith(f"job {jobs[(lab1.user.name, 'vision')]}: "), mine
+    [refused] = by_lab1.stderr.strip().splitlines()
+    assert jobs[(lab2.user.name, "vision")] in refused, refused
+    kept = jobs.pop((lab2.user.name, "vision"))
+    assert up.job(kept)["state"] in ("pending", "running")  # another user's job is not lab1's to cancel
+    for job in jobs.values():
+        up.wait_state(job, {"cancelled"})
