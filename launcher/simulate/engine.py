@@ -217,10 +217,11 @@ class Simulation:
             dependency = self.scenario.dependencies.get(t.index)
             if t.task is not None:  # aftercorr: each task waits for its counterpart
                 dependency = task_dependency(dependency, t.task.index)
-            record = job_record(j, t.seq, priority, t, dependency, uid)
+            request = j.request()  # one build a job (a pydantic table's: not cheap), for both
+            record = job_record(j, t.seq, priority, t, dependency, uid, request)
             k = ordinal[t.index] = ordinal.get(t.index, -1) + 1
             run = j.duration if j.durations is None else j.durations[k]
-            sim_job = SimJob(j, t.seq, priority, j.request(), record, task=t, duration=run)
+            sim_job = SimJob(j, t.seq, priority, request, record, task=t, duration=run)
             self.by_model[t.model_id] = self.jobs[t.name] = sim_job
         for e in self.scenario.file.events:  # before anything else of their instant
             self._push(e.at, _EXIT, "down" if e.lost else "back", e.node, "")
