@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.simulate import engine
 from labgang.launcher.simulate.scenario import parse_scenario
-from simulate.test_sim_matches_coordinator import ROOT, cancels, pipelines, scenario_of, workloads
+
+from tests.simulate.test_sim_matches_coordinator import ROOT, cancels, pipelines, scenario_of, workloads
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = engine.AGENT_REPORTS
