@@ -377,7 +377,15 @@ class JobStatus(CountsChanges):
         """The status of a job just submitted at ``now`` (unix or simulated seconds): pending,
         waiting since its submission. The one way a new job's status is made (coordinator,
         array tasks, ``labgang simulate``)."""
-        return cls(state=JobState.PENDING, submit_time=now, pending_since=now)
+        if cls is not JobStatus:
+            return cls(state=JobState.PENDING, submit_time=now, pending_since=now)
+        # what that build gives, without a write of each field through ``__setattr__`` (a replay makes one
+        # a job): the same instance dict, in the same order, with the same change count
+        status = object.__new__(JobStatus)
+        fields = status.__dict__
+        fields.update(_SUBMITTED)
+        fields["submit_time"] = fields["pending_since"] = now
+        return status
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""
@@ -408,6 +416,10 @@ class JobStatus(CountsChanges):
 
 
 _STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
+
+_SUBMITTED: dict[str, Any] = dict(vars(JobStatus(state=JobState.PENDING, submit_time=0.0, pending_since=0.0)))
+"""The instance dict (fields and ``changes``, in the order the dataclass build writes them) of a
+status :meth:`JobStatus.submitted` makes, its times to be set; every default is immutable."""
 
 
 @dataclass(frozen=True)

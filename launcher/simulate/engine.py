@@ -95,6 +95,20 @@ _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 _JOB_SAVED = (fx.SaveStatus, fx.SaveSpec, fx.AddHistory)
 """Effects (the store's) the simulation carries out by noting that their job changed, nothing more."""
 
+AGENT_REPORTS = (RankPhase.EXITED, RankPhase.GONE)
+"""What an agent reports when a rank's main process exits: ``exited``, then ``gone``."""
+
+EXIT_REPORTS: tuple[RankPhase, ...] = (RankPhase.GONE,)
+"""What a rank of a plain gang (no group success policy) exiting 0 is reported as: one ``gone``
+report carrying its exit status (a phase may be skipped, ``RankPhase``), one model event instead
+of :data:`AGENT_REPORTS`' two. The lifecycle gives both the same outcome there: the first report
+past ``exited`` sets the rank's exit status, end time and ``rank-exited`` line, and a plain gang
+none of whose ranks failed is only moved on once every rank is ``gone``. Not for a non-zero exit
+(a failed rank stops its gang at ``exited``, and its ``gone`` finishes it) nor under a success
+policy (it may end the gang at its last rank's ``exited``): those keep the agent's two reports.
+``tests/simulate/test_exit_reports.py`` replays with both and compares every history, outcome,
+trace line and cycle count."""
+
 _EXIT, _SUBMIT, _WAKE = 0, 1, 2  # event classes: at one instant exits and stops, then submissions, then wakes
 
 
@@ -203,10 +217,11 @@ class Simulation:
             dependency = self.scenario.dependencies.get(t.index)
             if t.task is not None:  # aftercorr: each task waits for its counterpart
                 dependency = task_dependency(dependency, t.task.index)
-            record = job_record(j, t.seq, priority, t, dependency, uid)
+            request = j.request()  # one build a job (a pydantic table's: not cheap), for both
+            record = job_record(j, t.seq, priority, t, dependency, uid, request)
             k = ordinal[t.index] = ordinal.get(t.index, -1) + 1
             run = j.duration if j.durations is None else j.durations[k]
-            sim_job = SimJob(j, t.seq, priority, j.request(), record, task=t, duration=run)
+            sim_job = SimJob(j, t.seq, priority, request, record, task=t, duration=run)
             self.by_model[t.model_id] = self.jobs[t.name] = sim_job
         for e in self.scenario.file.events:  # before anything else of their instant
             self._push(e.at, _EXIT, "down" if e.lost else "back", e.node, "")
@@ -385,10 +400,11 @@ class Simulation:
         if record.run_id != run_id or not record.status.state.holds_devices:
             return
         before = scheduling_state(record)
+        phases = EXIT_REPORTS if status == 0 and record.spec.group_policy.plain else AGENT_REPORTS
         for rank in ranks_in_order(record):
             if rank.ended or rank.node in self._down or (only is not None and rank.rank not in only):
                 continue
-            for phase in (RankPhase.EXITED, RankPhase.GONE):
+            for phase in phases:
                 obs = ev.RankObserved(self.now, rank.node, run_id, rank.rank, phase, exit_status=status)
                 self._handle(self.model.apply(obs))
         # The coordinator wakes its scheduler when a job changes for it, unless the job is a

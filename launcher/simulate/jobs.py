@@ -96,7 +96,13 @@ class SimJob:
 
 
 def job_record(
-    spec: JobModel, seq: int, priority: int, task: SimTask | None = None, dependency: str | None = None, uid: int = 0
+    spec: JobModel,
+    seq: int,
+    priority: int,
+    task: SimTask | None = None,
+    dependency: str | None = None,
+    uid: int = 0,
+    request: JobRequest | None = None,
 ) -> JobRecord:
     """The lifecycle record of a scenario job (simulated user, no command).
 
@@ -106,8 +112,9 @@ def job_record(
         dependency: its ``dependency`` in the coordinator's ids (``naming.JobIds.model_dependency``).
         uid: 1 + the index of its tenant in ``[[tenants]]``, 0 without one (how the simulation
             finds a job's tenant, as the coordinator finds it from the submitting user).
+        request: ``spec.request()`` when the caller has built it already (None: built here).
     """
-    req = spec.request()
+    req = spec.request() if request is None else request
     job_spec = JobSpec(
         name=spec.name or spec.id,
         user=spec.user,
