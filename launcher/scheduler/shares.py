@@ -786,9 +786,10 @@ class ShareBook:
 
 class QuietLeaves:
     """Shares a whole-device victim search takes off on paper only, while taking them off would not
-    free their card (the device book): the search puts what each would take off its queue's
-    rounded-up share use in the quota book itself, and takes them off for real (in the order held)
-    before one that would free its card, and before its fill-back.
+    free their card (the device book) nor change a charge (the card stays held alone by their queue):
+    the search puts what each would take off its queue's charge in the quota book itself (0), and
+    takes them off for real (in the order held) before one that would free its card or sits on a
+    card mixed with other queues', and before its fill-back.
 
     Args:
         book: the cycle's share book (read, never changed here).

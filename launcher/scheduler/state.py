@@ -415,7 +415,7 @@ class CycleState:
         Args:
             job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
                 leaving are skipped. Raises ``KeyError`` for an id that is not running."""
-        # a share's usage is its queue's rounded-up share use (:mod:`.shares`), not its own count:
+        # a share's usage is its queue's share charge (:mod:`.shares`), not its own count:
         # shares stay counted here (as before this rule: a share victim may be counted twice)
         gone = [
             j
