@@ -166,7 +166,7 @@ class ShareBook:
         self.version = 0
         """Bumped by every change of the shared cards (the placement memo and the cycle's failed-search
         stamps of a queue with ``share_with`` key on it)."""
-        self._placed: tuple[Hashable, RawPlacement | None, int, int] | None = None  # see :meth:`_place_memo`
+        self._placed: tuple[Hashable, RawPlacement | None, int, int] | None = None  # see :meth:`place`
         self._placed_users: list[str] = []
         self.cards: dict[int, list[Sharer]] = {}
         self.used: dict[int, int] = {}
@@ -375,7 +375,7 @@ class ShareBook:
         no card holds it now: it would need one), and on a card mixed with other queues' (or held
         alone by one of them) what ``queue``'s rounded-up units on mixed cards grow by. ``user`` None:
         only a whole free card is offered, as :meth:`place` with no queue."""
-        raw = self._place_memo(req, None if user is None else queue, user or "")
+        raw = self.place(req, None if user is None else queue, user or "")
         if raw is None:
             return 1
         comp = self.comp.get(self._uuid(raw[0][1][0]))
@@ -390,10 +390,22 @@ class ShareBook:
         assert self.devices is not None
         return self.devices.uuid[d]
 
-    def _place_memo(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
-        """:meth:`place`, remembered for one request until the shared cards or the device book change:
-        a share's quota check (:meth:`charge`) and its placement ask alike. A remembered answer logs
-        again whom the placement read (``trust_reads``, ``trust_users``), as :meth:`place` would."""
+    remember_placement = True
+    """:meth:`place` remembers its last answer (off only to check that it changes no decision)."""
+
+    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+        """Where a share goes now: ``[(node, [card])]``, or None (:meth:`_place_now`), remembered for
+        one request until the shared cards or the device book change: a share's quota check
+        (:meth:`charge`) and its placement ask alike. A remembered answer logs again whom the
+        placement read (``trust_reads``, ``trust_users``), as :meth:`_place_now` would.
+
+        Args:
+            req: a share request (``req.shared``).
+            queue: the job's queue; None when unknown (then only a whole free card, which trusts nobody).
+            user: the job's user.
+        """
+        if not self.remember_placement:
+            return self._place_now(req, queue, user)
         assert self.devices is not None
         key = (self.version, self.devices.changes, queue, user, req.shards, req.mps, req.gpu_model)
         memo = self._placed
@@ -401,9 +413,10 @@ class ShareBook:
             self.trust_reads += memo[2]
             if memo[3]:
                 self.trust_users.extend(self._placed_users)
-            return memo[1]
+            raw = memo[1]
+            return None if raw is None else [(n, list(ds)) for n, ds in raw]
         reads, logged = self.trust_reads, len(self.trust_users)
-        raw = self.place(req, queue, user)
+        raw = self._place_now(req, queue, user)
         self._placed_users = self.trust_users[logged:]
         self._placed = (key, raw, self.trust_reads - reads, len(self._placed_users))
         return raw
@@ -551,7 +564,7 @@ class ShareBook:
             self._trusts[key] = got
         return got
 
-    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+    def _place_now(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
         """Where a share goes now: ``[(node, [card])]``, or None.
 
         Args:

@@ -11,9 +11,11 @@ from math import ceil
 
 import pytest
 from labgang.launcher.model import GPU, GpuSharing, JobRequest, QueueSpec
-from labgang.launcher.scheduler.shares import quota_usage
+from labgang.launcher.scheduler import run_cycle
+from labgang.launcher.scheduler.shares import ShareBook, quota_usage
 from labgang.launcher.scheduler.snapshot import Device, Node, PendingJob, RankPlacement, RunningJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
+from share_backlogs import backlog
 
 SHARING = GpuSharing(shards_per_gpu=4, mps=True)
 NODE = Node("n1", tuple(Device(f"GPU-n1-{i}", "n1", GPU) for i in range(8)))
@@ -236,3 +238,37 @@ def test_charges_kept_along_admissions_removals_and_restores_equal_the_rule(seed
         fresh = fresh_charges(state)
         for q in ("x", "a", "b"):
             assert state.quota.usage(q, GPU) == fresh[q]
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_remembering_a_share_placement_changes_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch):
+    """A share's quota check and its placement ask ``ShareBook.place`` alike; its remembered answer
+    (and the trust reads it logs again) changes no decision: checked against the cycle that places
+    every time, over random backlogs of shares of many users (``share_backlogs.backlog``)."""
+    snap = backlog(seed)
+    fast = run_cycle(snap)
+    monkeypatch.setattr(ShareBook, "remember_placement", False)
+    assert run_cycle(snap) == fast
+
+
+def test_a_share_placement_is_remembered(monkeypatch: pytest.MonkeyPatch):
+    """Not vacuous: over the same backlogs, many placements are answered from the remembered one
+    (a share's quota check, then its placement)."""
+    asked = computed = 0
+    place, now = ShareBook.place, ShareBook._place_now
+
+    def counting_place(self: ShareBook, *args):
+        nonlocal asked
+        asked += 1
+        return place(self, *args)
+
+    def counting_now(self: ShareBook, *args):
+        nonlocal computed
+        computed += 1
+        return now(self, *args)
+
+    monkeypatch.setattr(ShareBook, "place", counting_place)
+    monkeypatch.setattr(ShareBook, "_place_now", counting_now)
+    for seed in range(20):
+        run_cycle(backlog(seed))
+    assert 0 < computed < asked * 3 // 4
