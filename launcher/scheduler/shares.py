@@ -386,6 +386,21 @@ class ShareBook:
         m = self.mixed.get(queue, 0)
         return self._whole_gpus(m + self.units(req)) - self._whole_gpus(m)
 
+    def lowered(self, queue: str, req: JobRequest, user: str | None) -> tuple[str, int] | None:
+        """Where share ``req`` of ``queue`` by ``user`` would join a card another queue holds alone
+        (where :meth:`place` puts it now; ``user`` None as in :meth:`charge`): that queue and the whole
+        GPUs its charge changes by, when they are fewer (its card becomes mixed: its units there join
+        its rounded-up sum on mixed cards); else None."""
+        raw = self.place(req, None if user is None else queue, user or "")
+        if raw is None:
+            return None
+        comp = self.comp.get(self._uuid(raw[0][1][0]))
+        if comp is None or len(comp) != 1 or queue in comp:
+            return None
+        ((p, pu),) = comp.items()
+        delta = self.alone[p] - 1 + self._whole_gpus(self.mixed.get(p, 0) + pu) - self.charged(p)
+        return (p, delta) if delta else None
+
     def _uuid(self, d: int) -> str:
         assert self.devices is not None
         return self.devices.uuid[d]

@@ -293,7 +293,21 @@ class CycleState:
     ) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked): its
         devices, and the CPUs and memory it counts at least (:mod:`.hostquota`). ``job``: the pending
-        job ``req`` is for (a share's charge depends on the card it would take, :meth:`charge`)."""
+        job ``req`` is for (a share's charge depends on the card it would take, :meth:`charge`; where
+        that card is held alone by another queue, whose charge goes down as it becomes mixed, the
+        check reads that queue's usage as it would then be: its cohort has that room)."""
+        lowered = None
+        if req.shared and self.cards is not None:
+            lowered = self.cards.lowered(queue, req, None if job is None else job.user)
+        if lowered is None:
+            return self._quota_fits(queue, req, within_nominal, job)
+        self.quota.add(lowered[0], GPU, lowered[1])
+        try:
+            return self._quota_fits(queue, req, within_nominal, job)
+        finally:
+            self.quota.add(lowered[0], GPU, -lowered[1])
+
+    def _quota_fits(self, queue: str, req: JobRequest, within_nominal: bool, job: PendingJob | None) -> bool:
         res, need = req.resource, self.charge(queue, req, job)
         if need > self.quota.available(queue, res):
             return False

@@ -272,3 +272,25 @@ def test_a_share_placement_is_remembered(monkeypatch: pytest.MonkeyPatch):
     for seed in range(20):
         run_cycle(backlog(seed))
     assert 0 < computed < asked * 3 // 4
+
+
+def test_a_share_joining_another_queues_card_held_alone_counts_the_room_that_frees_in_the_cohort():
+    """b holds card 0 alone (1 shard) and shares card 1 with a (b 1 shard, a 2): b is charged
+    1 + ceil(1/4) = 2, a ceil(2/4) = 1, their cohort (nominal 2 + 1) is full. a's 3-shard share fits
+    only card 0 (best fit): a's charge grows by 1 (ceil(5/4) = 2) and b's falls by 1 (card 0 mixed:
+    ceil(2/4) = 1), so the cohort stays at 3 and the share is admitted."""
+    node = Node("n1", tuple(Device(f"GPU-n1-{i}", "n1", GPU) for i in range(2)))
+    queues = (
+        QueueSpec("a", nominal={GPU: 2}, share_gpus="queue", share_with=("b",), cohort="lab"),
+        QueueSpec("b", nominal={GPU: 1}, share_gpus="queue", share_with=("a",), cohort="lab"),
+    )
+    running = (share("b0", "b", 0, shards=1), share("b1", "b", 1, shards=1), share("a1", "a", 1, shards=2))
+    job = pending("a2", "a", shards=3)
+    snap = Snapshot(1.0, (node,), queues, running, (job,), gpu_sharing=SHARING)
+    state = CycleState(snap)
+    assert (state.quota.usage("a", GPU), state.quota.usage("b", GPU), state.quota.pool_usage("lab", GPU)) == (1, 2, 3)
+    assert state.charge("a", job.request, job) == 1
+    assert state.quota_fits("a", job.request, job=job)
+    assert (state.quota.usage("b", GPU), state.quota.pool_usage("lab", GPU)) == (2, 3)  # put back after the check
+    result = run_cycle(snap)
+    assert [(a.job_id, a.placement[0].devices) for a in result.admitted] == [("a2", ("GPU-n1-0",))]
