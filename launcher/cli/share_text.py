@@ -22,8 +22,9 @@ def share_sentences(job: Mapping[str, Any]) -> list[str]:
     budget = f", with a device-memory budget of {format_mem(mem)}" if mem else ""
     unit = "1/shards_per_gpu gpu per shard" if shards else f"{mps / 100:g} gpu"
     out = [
-        f"It asks for a share of one GPU: {what}{budget}. It counts {unit} against its queue's quota "
-        "(a queue's shares are counted in whole GPUs, rounded up)."
+        f"It asks for a share of one GPU: {what}{budget}. It counts {unit} against its queue's quota, "
+        "in whole GPUs: a card its queue's shares hold alone counts whole (no other queue can use the rest "
+        "of it), and shares on cards shared with other queues are summed and rounded up."
     ]
     ranks = job.get("ranks") or []
     placed = [h for h in job.get("history") or [] if isinstance(h, Mapping) and h.get("event") == "share-placed"]

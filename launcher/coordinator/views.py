@@ -316,9 +316,10 @@ def held_quota(
     config: ClusterConfig, active: Iterable[JobRecord], now: float, nodes: Iterable[Node] = ()
 ) -> tuple[QuotaBook, set[tuple[str, str]]]:
     """The scheduler's :class:`QuotaBook` of what jobs holding devices use at ``now`` (terminating
-    ones too; an elastic gang at its started size; a queue's shares of a card rounded up to whole
-    GPUs, :func:`.shares.quota_usage`; an ``--exclusive`` job its whole nodes, as the scheduler
-    counts it, launcher/host_quota.py), and the (queue, resource) pairs in use.
+    ones too; an elastic gang at its started size; a queue's shares of a card as the scheduler charges
+    them in whole GPUs (a card held alone whole, mixed cards' shares rounded up),
+    :func:`.shares.quota_usage`; an ``--exclusive`` job its whole nodes, as the scheduler counts it,
+    launcher/host_quota.py), and the (queue, resource) pairs in use.
 
     Args:
         config: the cluster configuration (queues, cohorts).
@@ -375,7 +376,8 @@ def _fair_shares(
 
     The usage is the scheduler's fair-sharing usage (``CycleState.shares``): jobs holding devices and
     not told to leave, their shares of a card (``--shards``, ``--mps``) in whole GPUs per queue as
-    :func:`.shares.quota_usage` rounds them, never one GPU per share. ``now``: the coordinator's clock."""
+    :func:`.shares.quota_usage` charges them (a card a queue's shares hold alone whole, shares on cards
+    mixed with other queues' summed and rounded up), never one GPU per share. ``now``: the coordinator's clock."""
     from labgang.launcher.scheduler import tenants as afs
     from labgang.launcher.scheduler.explain import queue_shares
 

@@ -518,7 +518,7 @@ class _Cycle:
         low = (req.min_workers or req.workers) - 1
         sizes = (req if size == req.workers else req.at_size(size) for size in range(top, low, -1))
         for sized in group_sizes(req) if req.groups else sizes:
-            if state.quota_fits(q, sized):
+            if state.quota_fits(q, sized, job=job):
                 raw = self._place(sized, job)
                 if raw is not None and not state.placed_fits(q, sized, raw):
                     over_placed = state.placed_demand(q, sized, raw)
@@ -538,7 +538,7 @@ class _Cycle:
         if req.elastic:
             req = req.floor()
             job = replace(job, request=req)
-        quota_ok = state.quota_fits(q, req)
+        quota_ok = state.quota_fits(q, req, job=job)
         # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
@@ -776,9 +776,9 @@ class _Cycle:
         """When ``e``'s failed search stays valid: the epoch and how many victims the cycle has claimed
         from queues other than ``e``'s (a search counts those as gone, their preemptors' held usage
         standing in: room a failed search lacked can appear with each claim); for a share, also its
-        queue's exact share use (units). A share admitted to the queue can leave room inside the whole
-        gpu its queue's rounded-up share use already counts, where a later share fits at no quota
-        charge once a victim is taken off: room does not only shrink for shares. Under fair sharing
+        queue's exact share use (units) and share charge (:meth:`.shares.ShareBook.charged`). A share
+        admitted to the queue can open a card its queue holds alone, where a later share fits at no
+        quota charge once a victim is taken off: room does not only shrink for shares. Under fair sharing
         or admission fair sharing, every change of the cycle's copy (:attr:`version`): an admission
         or a hold moves the shares (and tenant scores) a fair search reads."""
         if self._one_tree:
@@ -788,7 +788,10 @@ class _Cycle:
         cards = self.state.cards
         if not e.job.request.shared or cards is None or not self.share_use_in_search_stamps:
             return (self.epoch, elsewhere)
-        return (self.epoch, elsewhere, cards.queue_use.get(q, 0))
+        # its charge (cards held alone): another queue's share joining a card it holds alone lowers
+        # it; with share_with, any share change can move where its share lands and what that costs
+        mixed = cards.version if e.spec.share_with else 0
+        return (self.epoch, elsewhere, cards.queue_use.get(q, 0), cards.charged(q), mixed)
 
     def _any_stamp(self, e: Entry) -> Hashable:
         """When a verdict for every user stays valid: :meth:`_own_stamp`, and no victim claimed since

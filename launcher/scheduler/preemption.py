@@ -344,7 +344,7 @@ def _fit_why(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> 
     req = job.request
     if req.exclusive or (state.host_quota and req.host):
         return _fits(state, q, job, allow_borrow), 0
-    if not state.quota_fits(q, req, within_nominal=not allow_borrow):
+    if not state.quota_fits(q, req, within_nominal=not allow_borrow, job=job):
         return None, QUOTA
     return state.place(req, job), PLACE
 
@@ -352,12 +352,18 @@ def _fit_why(state: CycleState, q: str, job: PendingJob, allow_borrow: bool) -> 
 def _same_answer(state: CycleState, q: str, job: PendingJob, victim: RunningJob, why: int) -> bool:
     """After a failed fit check that failed for ``why``, and ``victim`` taken off since: True when
     that check would fail again for the same reason, because nothing it reads changed
-    (:attr:`CycleState.last_removal`): the quota book's usage (and, for a share preemptor, its own
-    queue's share use: a share of its queue taken off), or for a whole-device preemptor the device
+    (:attr:`CycleState.last_removal`): the quota book's usage (and, for a share preemptor, the card
+    it would take: a share of its queue or of one it shares with taken off), or for a whole-device preemptor the device
     book (a share's placement also reads the shared cards' room, which any share victim changes)."""
     quota_changed, devices_changed = state.last_removal
     if why == QUOTA:
-        return not quota_changed and not (job.request.shared and victim.request.shared and victim.queue == q)
+        if quota_changed or not (job.request.shared and victim.request.shared):
+            return not quota_changed
+        # a share's charge reads the card it would take (:meth:`.shares.ShareBook.charge`): a share of
+        # its queue or of one it may share with taken off changes the room of a card it may join
+        cards = state.cards
+        spec = None if cards is None else cards.specs.get(q)
+        return victim.queue != q and spec is not None and victim.queue not in spec.share_with
     return why == PLACE and not job.request.shared and not devices_changed
 
 

@@ -15,12 +15,21 @@ Rules:
 - **Best fit**: a share goes to the compatible shared card with the least room that still holds it
   (ties: device order), else to one whole free card of the fullest node that allows the mode, so
   whole cards and whole nodes stay free for gangs.
-- **Quota**: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is ``P/100`` gpu, summed exactly per
-  queue in whole *units* of ``1/lcm(shards_per_gpu, 100)`` gpu (integers, no rounding). The quota
-  book counts whole devices, so a queue's shares enter it rounded up to whole GPUs:
-  ``usage = whole GPUs + ceil(sum of shares)``. Every limit is a whole number,
-  so for the queue itself this is exact (``x <= L`` iff ``ceil(x) <= L`` for whole ``L``); a cohort sees
-  each queue's shares rounded up, so two queues with a quarter GPU each take 2 of their cohort's pool.
+- **Quota**: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is ``P/100`` gpu, counted exactly in
+  whole *units* of ``1/lcm(shards_per_gpu, 100)`` gpu (integers, no rounding). The quota book counts
+  whole devices. A card whose sharers are all of one queue (*held alone*) is that queue's whole card:
+  no other queue can use what is left of it, so it is charged 1 gpu however little of it the shares
+  take. A queue's shares on cards *mixed* with other queues' (``share_with``) are summed and rounded
+  up: ``charge = cards held alone + ceil(units on mixed cards / denom)``, and the quota book's usage
+  is whole GPUs plus that charge. This keeps the nominal guarantee (a queue gets its nominal quota
+  back, by reclaim if need be): three users' ``--mps 10`` jobs hold three cards (one MPS server per
+  user) and are charged 3 gpu, not ``ceil(0.3) = 1``. Packed cards cost as before: four one-shard jobs
+  on one card are 1 gpu. A share's charge therefore depends on where it lands (joining a card its
+  queue holds alone adds 0, opening a card adds 1), and taking a share off frees quota only when it
+  leaves a card its queue held alone empty, or lowers the rounded-up sum on mixed cards; a share
+  joining (or leaving) a mixed card can change the other queue's charge too (its card stops, or
+  starts, being held alone). A cohort sees each queue's mixed shares rounded up, so two queues with a
+  quarter GPU each on one card take 2 of their cohort's pool.
 """
 
 from __future__ import annotations
@@ -101,6 +110,16 @@ Signature = frozenset[tuple[str, str]]
 """The (queue, user) pairs of a card's sharers: all the trust rule reads of a card."""
 
 
+def _card_key(job: RunningJob) -> str:
+    """The card running share ``job`` sits on, for the quota side: its placement's device UUID (a
+    share is one rank on one card), or a key of its own when its placement names none (then its
+    card is counted held alone)."""
+    for rp in job.placement:
+        for u in rp.devices:
+            return u
+    return "\0job:" + job.id
+
+
 @dataclass(slots=True)
 class Sharer:
     """One job on a shared card: its id, queue, user and the part of the card it takes (units)."""
@@ -129,10 +148,26 @@ class ShareBook:
             self.specs.setdefault(q.name, q)
         self.queue_use: dict[str, int] = {}
         self.jobs: dict[str, RunningJob] = {}
+        # the quota side (module doc): each card's units per queue, keyed by the card's UUID (known
+        # from a running share's placement before the device book is attached, and for a card the
+        # book no longer lists); each share's card key; per queue, the cards it holds alone and its
+        # units on cards mixed with other queues'
+        self.comp: dict[str, dict[str, int]] = {}
+        self.key_of: dict[str, str] = {}
+        self.alone: dict[str, int] = {}
+        self.mixed: dict[str, int] = {}
         for job in running:
             if job.request.shared:
                 self.jobs[job.id] = job
-                self.queue_use[job.queue] = self.queue_use.get(job.queue, 0) + self.units(job.request)
+                units = self.units(job.request)
+                self.queue_use[job.queue] = self.queue_use.get(job.queue, 0) + units
+                key = self.key_of[job.id] = _card_key(job)
+                self._add(key, job.queue, units)
+        self.version = 0
+        """Bumped by every change of the shared cards (the placement memo and the cycle's failed-search
+        stamps of a queue with ``share_with`` key on it)."""
+        self._placed: tuple[Hashable, RawPlacement | None, int, int] | None = None  # see :meth:`place`
+        self._placed_users: list[str] = []
         self.cards: dict[int, list[Sharer]] = {}
         self.used: dict[int, int] = {}
         self.kind: dict[int, str] = {}
@@ -168,9 +203,80 @@ class ShareBook:
     def _whole_gpus(self, units: int) -> int:
         return -(-units // self.denom)
 
+    def charged(self, queue: str) -> int:
+        """Whole GPUs ``queue``'s shares count in its quota usage now: the cards it holds alone, plus its
+        units on cards mixed with other queues' rounded up (module doc)."""
+        return self.alone.get(queue, 0) + self._whole_gpus(self.mixed.get(queue, 0))
+
     def initial_usage(self) -> dict[str, int]:
-        """Each queue's share use rounded up to whole GPUs: what its running shares put in the quota book."""
-        return {q: self._whole_gpus(u) for q, u in self.queue_use.items() if u}
+        """Each queue's share charge in whole GPUs (:meth:`charged`): what its running shares put in
+        the quota book."""
+        return {q: n for q in self.queue_use if (n := self.charged(q))}
+
+    def _add(self, key: str, queue: str, units: int) -> list[tuple[str, int]]:
+        """Count ``units`` of ``queue`` on card ``key``. Returns ``[(queue, whole GPUs its charge grows
+        by)]`` for each queue whose charge changed (a card another queue held alone becomes mixed:
+        that queue's charge may shrink)."""
+        comp = self.comp.get(key)
+        if comp is None:  # a card opened: held alone
+            self.comp[key] = {queue: units}
+            self.alone[queue] = self.alone.get(queue, 0) + 1
+            return [(queue, 1)]
+        if queue in comp and len(comp) == 1:  # joins a card its queue holds alone: no charge
+            comp[queue] += units
+            return []
+        out = []
+        if len(comp) == 1:  # another queue's card held alone becomes mixed
+            ((p, pu),) = comp.items()
+            before = self.charged(p)
+            self.alone[p] -= 1
+            self.mixed[p] = self.mixed.get(p, 0) + pu
+            if self.charged(p) != before:
+                out.append((p, self.charged(p) - before))
+        before = self.charged(queue)
+        comp[queue] = comp.get(queue, 0) + units
+        self.mixed[queue] = self.mixed.get(queue, 0) + units
+        if self.charged(queue) != before:
+            out.append((queue, self.charged(queue) - before))
+        return out
+
+    def _sub(self, key: str, queue: str, units: int) -> list[tuple[str, int]]:
+        """Undo :meth:`_add` of ``units`` of ``queue`` on card ``key``; the changed charges as it says
+        (a mixed card left with one queue's sharers becomes held alone: that queue's may grow)."""
+        comp = self.comp[key]
+        left = comp[queue] - units
+        if len(comp) == 1:
+            if left:
+                comp[queue] = left
+                return []
+            del self.comp[key]  # its queue's last sharer: the card it held alone is free
+            self.alone[queue] -= 1
+            return [(queue, -1)]
+        out = []
+        before = self.charged(queue)
+        self.mixed[queue] -= units
+        if left:
+            comp[queue] = left
+        else:
+            del comp[queue]
+        if self.charged(queue) != before:
+            out.append((queue, self.charged(queue) - before))
+        if len(comp) == 1:  # the other queue now holds the card alone
+            ((p, pu),) = comp.items()
+            before = self.charged(p)
+            self.mixed[p] -= pu
+            self.alone[p] = self.alone.get(p, 0) + 1
+            if self.charged(p) != before:
+                out.append((p, self.charged(p) - before))
+        return out
+
+    def card_alone(self, d: int) -> str | None:
+        """The queue that holds shared card ``d`` alone (all its sharers are of that queue), else None."""
+        assert self.devices is not None
+        comp = self.comp.get(self.devices.uuid[d])
+        if comp is None or len(comp) != 1:
+            return None
+        return next(iter(comp))
 
     def attach(self, devices: DeviceBook) -> None:
         """Mark the cards the running shares hold as :data:`SHARED` in ``devices`` (before any index is built)."""
@@ -200,6 +306,7 @@ class ShareBook:
         return None
 
     def _join(self, d: int, s: Sharer, kind: str) -> None:
+        self.version += 1
         if d not in self.cards:
             self.count[kind] += 1
         self.cards.setdefault(d, []).append(s)
@@ -262,25 +369,98 @@ class ShareBook:
 
     # --- quota --------------------------------------------------------------------------------
 
-    def charge(self, queue: str, req: JobRequest) -> int:
-        """Whole GPUs ``queue``'s quota usage grows by if it took ``req`` (0 when its rounded-up
-        shares already cover it)."""
-        u = self.queue_use.get(queue, 0)
-        return self._whole_gpus(u + self.units(req)) - self._whole_gpus(u)
+    def charge(self, queue: str, req: JobRequest, user: str | None) -> int:
+        """Whole GPUs ``queue``'s quota usage grows by if share ``req`` of ``user`` went where
+        :meth:`place` puts it now: 0 joining a card ``queue`` holds alone, 1 opening a card (also when
+        no card holds it now: it would need one), and on a card mixed with other queues' (or held
+        alone by one of them) what ``queue``'s rounded-up units on mixed cards grow by. ``user`` None:
+        only a whole free card is offered, as :meth:`place` with no queue."""
+        raw = self.place(req, None if user is None else queue, user or "")
+        if raw is None:
+            return 1
+        comp = self.comp.get(self._uuid(raw[0][1][0]))
+        if comp is None:
+            return 1
+        if queue in comp and len(comp) == 1:
+            return 0
+        m = self.mixed.get(queue, 0)
+        return self._whole_gpus(m + self.units(req)) - self._whole_gpus(m)
+
+    def lowered(self, queue: str, req: JobRequest, user: str | None) -> tuple[str, int] | None:
+        """Where share ``req`` of ``queue`` by ``user`` would join a card another queue holds alone
+        (where :meth:`place` puts it now; ``user`` None as in :meth:`charge`): that queue and the whole
+        GPUs its charge changes by, when they are fewer (its card becomes mixed: its units there join
+        its rounded-up sum on mixed cards); else None."""
+        raw = self.place(req, None if user is None else queue, user or "")
+        if raw is None:
+            return None
+        comp = self.comp.get(self._uuid(raw[0][1][0]))
+        if comp is None or len(comp) != 1 or queue in comp:
+            return None
+        ((p, pu),) = comp.items()
+        delta = self.alone[p] - 1 + self._whole_gpus(self.mixed.get(p, 0) + pu) - self.charged(p)
+        return (p, delta) if delta else None
+
+    def _uuid(self, d: int) -> str:
+        assert self.devices is not None
+        return self.devices.uuid[d]
+
+    remember_placement = True
+    """:meth:`place` remembers its last answer (off only to check that it changes no decision)."""
+
+    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+        """Where a share goes now: ``[(node, [card])]``, or None (:meth:`_place_now`), remembered for
+        one request until the shared cards or the device book change: a share's quota check
+        (:meth:`charge`) and its placement ask alike. A remembered answer logs again whom the
+        placement read (``trust_reads``, ``trust_users``), as :meth:`_place_now` would.
+
+        Args:
+            req: a share request (``req.shared``).
+            queue: the job's queue; None when unknown (then only a whole free card, which trusts nobody).
+            user: the job's user.
+        """
+        if not self.remember_placement:
+            return self._place_now(req, queue, user)
+        assert self.devices is not None
+        key = (self.version, self.devices.changes, queue, user, req.shards, req.mps, req.gpu_model)
+        memo = self._placed
+        if memo is not None and memo[0] == key:
+            self.trust_reads += memo[2]
+            if memo[3]:
+                self.trust_users.extend(self._placed_users)
+            raw = memo[1]
+            return None if raw is None else [(n, list(ds)) for n, ds in raw]
+        reads, logged = self.trust_reads, len(self.trust_users)
+        raw = self._place_now(req, queue, user)
+        self._placed_users = self.trust_users[logged:]
+        self._placed = (key, raw, self.trust_reads - reads, len(self._placed_users))
+        return raw
 
     def quota_note(self, queue: str, req: JobRequest) -> str:
-        """For a quota reason: ``"the job is 1 shard of a gpu (1/4 gpu), and team's shares use 1 gpu
-        (counted in whole gpu, rounded up)"``."""
+        """For a quota reason, what share ``req`` is and what ``queue``'s shares are charged and why:
+        ``"the job is 1 shard of a gpu (1/4 gpu); team's shares are charged 3 gpu: 3 cards held alone
+        by team's shares: 3 gpu (they use 3/4 gpu; a card a queue's shares hold alone counts whole:
+        no other queue can use the rest of it)"``, naming the units on cards mixed with other queues'
+        (rounded up) where there are some."""
+        alone, mixed = self.alone.get(queue, 0), self.mixed.get(queue, 0)
         used = Fraction(self.queue_use.get(queue, 0), self.denom)
+        parts = []
+        if alone:
+            parts.append(f"{alone} card{'s' if alone != 1 else ''} held alone by {queue}'s shares: {alone} gpu")
+        if mixed:
+            parts.append(
+                f"{Fraction(mixed, self.denom)} gpu on cards shared with other queues: "
+                f"{self._whole_gpus(mixed)} gpu (rounded up)"
+            )
+        head = f"the job is {describe_share(req, self.sharing.shards_per_gpu)}; "
+        rule = "a card a queue's shares hold alone counts whole: no other queue can use the rest of it"
+        if not parts:
+            return head + f"{queue} runs no share, and a share that opens a card is charged 1 gpu ({rule})"
         return (
-            f"the job is {describe_share(req, self.sharing.shards_per_gpu)}, and {queue}'s shares use {used} gpu "
-            "(counted in whole gpu, rounded up)"
+            head
+            + f"{queue}'s shares are charged {self.charged(queue)} gpu: {', '.join(parts)} "
+            + f"(they use {used} gpu; {rule})"
         )
-
-    def _count(self, queue: str, units: int) -> int:
-        u = self.queue_use.get(queue, 0)
-        self.queue_use[queue] = u + units
-        return self._whole_gpus(u + units) - self._whole_gpus(u)
 
     # --- placement ----------------------------------------------------------------------------
 
@@ -399,7 +579,7 @@ class ShareBook:
             self._trusts[key] = got
         return got
 
-    def place(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
+    def _place_now(self, req: JobRequest, queue: str | None, user: str) -> RawPlacement | None:
         """Where a share goes now: ``[(node, [card])]``, or None.
 
         Args:
@@ -444,24 +624,30 @@ class ShareBook:
                     return [(n, [ix.free[n][0]])]
         return None
 
-    def take(self, job_id: str, queue: str, user: str, req: JobRequest, d: int) -> int:
+    def take(self, job_id: str, queue: str, user: str, req: JobRequest, d: int) -> list[tuple[str, int]]:
         """Put ``job_id`` on card ``d`` (a free card becomes shared).
 
         Returns:
-            Whole GPUs its queue's quota usage grows by (see :meth:`charge`).
+            ``[(queue, whole GPUs its quota usage grows by)]`` for each queue whose charge changed: the
+            job's own (see :meth:`charge`), and another queue whose card held alone becomes mixed.
         """
         assert self.devices is not None
         if d not in self.cards:
             self.devices.take([d], SHARED)
         units = self.units(req)
         self._join(d, Sharer(job_id, queue, user, units), share_kind(req))
-        return self._count(queue, units)
+        self.queue_use[queue] = self.queue_use.get(queue, 0) + units
+        key = self.key_of[job_id] = self.devices.uuid[d]
+        return self._add(key, queue, units)
 
-    def leave(self, job: RunningJob) -> tuple[int, Sharer | None, bool]:
+    def leave(self, job: RunningJob) -> tuple[list[tuple[str, int]], Sharer | None, bool]:
         """Take running share ``job`` off its card (a simulated removal).
 
         Returns:
-            ``(whole GPUs its queue's usage shrinks by, the sharer record or None, whether the card was freed)``.
+            ``([(queue, whole GPUs its quota usage shrinks by)], the sharer record or None, whether the
+            card was freed)``: the job's queue where it left a card it held alone empty (or its
+            rounded-up units on mixed cards went down), and another queue left alone on a mixed card
+            (its usage grows: a negative number).
         """
         # inlined (_count, _reopen): a victim search takes shares off and puts them back thousands
         # of times a cycle
@@ -479,10 +665,10 @@ class ShareBook:
                     break
                 i += 1
             units = s.units
-        q, denom = job.queue, self.denom
-        u = self.queue_use.get(q, 0)
-        self.queue_use[q] = u - units
-        delta = -(-u // denom) - -(-(u - units) // denom)  # whole GPUs (rounded up) before, less after
+        q = job.queue
+        self.version += 1
+        self.queue_use[q] -= units
+        delta = [(p, -n) for p, n in self._sub(self.key_of[job_id], q, units)]
         if d is None:
             return delta, None, False
         del sharers[i]
@@ -497,16 +683,16 @@ class ShareBook:
         self._dirty[d] = None
         return delta, s, freed
 
-    def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> int:
-        """Undo :meth:`leave`: the sharer back in its place on its card. Returns whole GPUs its queue's
-        usage grows by again."""
+    def back(self, job: RunningJob, s: Sharer | None, freed: bool) -> list[tuple[str, int]]:
+        """Undo :meth:`leave`: the sharer back in its place on its card. Returns ``[(queue, whole GPUs
+        its usage grows by again)]``, what :meth:`leave` said with the signs turned."""
         devices = self.devices
         assert devices is not None
         units = self.units(job.request) if s is None else s.units
-        q, denom = job.queue, self.denom
-        u = self.queue_use.get(q, 0)
-        self.queue_use[q] = u + units
-        delta = -(-(u + units) // denom) - -(-u // denom)
+        q = job.queue
+        self.version += 1
+        self.queue_use[q] = self.queue_use.get(q, 0) + units
+        delta = self._add(self.key_of[job.id], q, units)
         if s is not None:
             d, i = self._left_at.pop(job.id)
             if freed:
@@ -628,9 +814,10 @@ class ShareBook:
 
 class QuietLeaves:
     """Shares a whole-device victim search takes off on paper only, while taking them off would not
-    free their card (the device book): the search puts what each would take off its queue's
-    rounded-up share use in the quota book itself, and takes them off for real (in the order held)
-    before one that would free its card, and before its fill-back.
+    free their card (the device book) nor change a charge (the card stays held alone by their queue):
+    the search puts what each would take off its queue's charge in the quota book itself (0), and
+    takes them off for real (in the order held) before one that would free its card or sits on a
+    card mixed with other queues', and before its fill-back.
 
     Args:
         book: the cycle's share book (read, never changed here).
@@ -639,40 +826,38 @@ class QuietLeaves:
     def __init__(self, book: ShareBook) -> None:
         self.book = book
         self.held: list[tuple[RunningJob, int]] = []  # in order: the share, whole GPUs it took off
-        self._units: dict[str, int] = {}  # per queue: the units held
         self._on_card: dict[int, int] = {}  # per card: the sharers held
 
     def hold(self, job: RunningJob) -> int | None:
         """Hold running share ``job`` when taking it off after the ones held would leave a sharer on
-        its card: the whole GPUs its queue's rounded-up share use then goes down by (0 or more, as
-        :meth:`ShareBook.leave` would say); None, nothing held, when it is its card's last sharer."""
+        its card, and that card is held alone by its queue (module doc): its queue's charge stays
+        the same (0, as :meth:`ShareBook.leave` would say). None, nothing held, when it is its card's
+        last sharer, or its card is mixed with other queues' or not in the device book (taking it
+        off may change a charge: it is taken off for real)."""
         book = self.book
         d = book.card_of.get(job.id)
-        on_card = 0
-        if d is not None:
-            on_card = self._on_card.get(d, 0) + 1
-            if len(book.cards[d]) <= on_card:
-                return None  # its card's last sharer: taking it off frees the card
-            self._on_card[d] = on_card
-        q, units = job.queue, book.units(job.request)
-        held = self._units.get(q, 0)
-        u = book.queue_use.get(q, 0) - held
-        self._units[q] = held + units
-        delta = book._whole_gpus(u) - book._whole_gpus(u - units)
-        self.held.append((job, delta))
-        return delta
+        if d is None:
+            return None
+        on_card = self._on_card.get(d, 0) + 1
+        if len(book.cards[d]) <= on_card:
+            return None  # its card's last sharer: taking it off frees the card
+        if book.card_alone(d) is None:
+            return None  # a card mixed with other queues': their charges may change
+        self._on_card[d] = on_card
+        self.held.append((job, 0))
+        return 0
 
     def drain(self) -> list[tuple[RunningJob, int]]:
         """The shares held and what each took off (see :meth:`hold`), in the order held, forgotten here."""
         held, self.held = self.held, []
-        self._units.clear()
         self._on_card.clear()
         return held
 
 
 def quota_usage(sharing: GpuSharing, running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
     """``{(queue, resource): devices}`` held by ``running`` as the scheduler counts them: whole devices,
-    plus each queue's shares rounded up to whole GPUs (for the coordinator's queue views)."""
+    plus each queue's share charge in whole GPUs (:meth:`ShareBook.charged`: cards held alone, and
+    units on mixed cards rounded up), for the coordinator's queue views."""
     usage: dict[tuple[str, str], int] = {}
     shared: list[RunningJob] = []
     for job in running:

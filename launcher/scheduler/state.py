@@ -214,7 +214,7 @@ class CycleState:
             self.cards.attach(self.devices)
         self._left: dict[str, tuple[Sharer | None, bool]] = {}
         # what the last :meth:`remove` changed: (the quota book's usage, the device book); a share
-        # taken off changes the usage only when its queue's rounded-up share use went down a whole gpu,
+        # taken off changes the usage only when a queue's share charge changed (:mod:`.shares`),
         # and the devices only when it freed its card (the victim search skips fit checks it cannot change)
         self.last_removal: tuple[bool, bool] = (True, True)
         self._job_devices: dict[str, list[int]] = {}
@@ -288,10 +288,27 @@ class CycleState:
         capped = capped_index(self.devices, ix, req)
         return place(self.devices, ix, req.workers, req.per_worker, req.nodes, req.topology, capped)
 
-    def quota_fits(self, queue: str, req: JobRequest, *, within_nominal: bool = False) -> bool:
+    def quota_fits(
+        self, queue: str, req: JobRequest, *, within_nominal: bool = False, job: PendingJob | None = None
+    ) -> bool:
         """True when ``queue`` may take ``req`` now (and stay within nominal, if asked): its
-        devices, and the CPUs and memory it counts at least (:mod:`.hostquota`)."""
-        res, need = req.resource, self.charge(queue, req)
+        devices, and the CPUs and memory it counts at least (:mod:`.hostquota`). ``job``: the pending
+        job ``req`` is for (a share's charge depends on the card it would take, :meth:`charge`; where
+        that card is held alone by another queue, whose charge goes down as it becomes mixed, the
+        check reads that queue's usage as it would then be: its cohort has that room)."""
+        lowered = None
+        if req.shared and self.cards is not None:
+            lowered = self.cards.lowered(queue, req, None if job is None else job.user)
+        if lowered is None:
+            return self._quota_fits(queue, req, within_nominal, job)
+        self.quota.add(lowered[0], GPU, lowered[1])
+        try:
+            return self._quota_fits(queue, req, within_nominal, job)
+        finally:
+            self.quota.add(lowered[0], GPU, -lowered[1])
+
+    def _quota_fits(self, queue: str, req: JobRequest, within_nominal: bool, job: PendingJob | None) -> bool:
+        res, need = req.resource, self.charge(queue, req, job)
         if need > self.quota.available(queue, res):
             return False
         if within_nominal and self.quota.usage(queue, res) + need > self.quota.nominal(queue, res):
@@ -313,7 +330,7 @@ class CycleState:
         """:meth:`place` when ``queue``'s quota holds ``req`` there (:meth:`quota_fits`, then
         :meth:`placed_fits`; with ``within_nominal``, within its nominal quota); else None. ``job``:
         the pending job ``req`` is for (a share needs its queue and user, :meth:`place`)."""
-        if not self.quota_fits(queue, req, within_nominal=within_nominal):
+        if not self.quota_fits(queue, req, within_nominal=within_nominal, job=job):
             return None
         raw = self.place(req, job)
         if raw is None or not (req.exclusive or (self.host_quota and req.host)):
@@ -349,12 +366,21 @@ class CycleState:
             own.update((res, n) for res, n in least.items() if res in HOST_RESOURCES)
         return own
 
-    def charge(self, queue: str, req: JobRequest) -> int:
+    def charge(self, queue: str, req: JobRequest, job: PendingJob | None = None) -> int:
         """Whole devices ``queue``'s quota usage would grow by with ``req``: its total, or for a share
-        what its queue's rounded-up share use grows by (:meth:`.shares.ShareBook.charge`)."""
+        what its queue's share charge grows by where :meth:`place` would put it for ``job``'s user
+        (:meth:`.shares.ShareBook.charge`; without ``job``, a whole free card, as :meth:`place`)."""
         if req.shared and self.cards is not None:
-            return self.cards.charge(queue, req)
+            return self.cards.charge(queue, req, None if job is None else job.user)
         return req.total
+
+    def _count_shares(self, deltas: list[tuple[str, int]], sign: int, terminating: bool) -> None:
+        """Add ``sign`` times each ``(queue, whole GPUs)`` of a share's charge change (:class:`.shares.
+        ShareBook`) to the quota book, and to the fair-sharing shares unless the share is ``terminating``."""
+        for q, n in deltas:
+            self.quota.add(q, GPU, sign * n)
+            if self.shares is not None and not terminating:
+                self.shares.add(q, GPU, sign * n)
 
     # --- simulated removal ----------------------------------------------------------------------
 
@@ -362,19 +388,16 @@ class CycleState:
         """Pretend running job ``job_id`` is gone: release its quota and devices.
 
         Returns:
-            False when only the room on a shared card changed (a share that freed neither a whole
-            gpu of its queue's quota usage nor its card): what a whole-device request reads is as
-            before. True otherwise."""
+            False when only the room on a shared card changed (a share that changed no queue's
+            charge (:class:`.shares.ShareBook`) and freed no card): what a whole-device request
+            reads is as before. True otherwise."""
         job = self.running[job_id]
         self.removed.add(job_id)
         if job.request.shared and self.cards is not None:
             delta, sharer, freed = self.cards.leave(job)
             self._left[job_id] = (sharer, freed)
             self.last_removal = (bool(delta), freed)
-            if delta:  # its queue's rounded-up share use went down a whole gpu
-                self.quota.add(job.queue, GPU, -delta)
-                if self.shares is not None and not job.terminating:
-                    self.shares.add(job.queue, GPU, -delta)
+            self._count_shares(delta, -1, job.terminating)  # a charge changed (its queue's, or a card's other queue's)
             return bool(delta) or freed
         self.last_removal = (True, True)
         if job_id not in self._leaving:
@@ -388,11 +411,7 @@ class CycleState:
         self.removed.discard(job_id)
         if job.request.shared and self.cards is not None:
             sharer, freed = self._left.pop(job_id, (None, False))
-            delta = self.cards.back(job, sharer, freed)
-            if delta:
-                self.quota.add(job.queue, GPU, delta)
-                if self.shares is not None and not job.terminating:
-                    self.shares.add(job.queue, GPU, delta)
+            self._count_shares(self.cards.back(job, sharer, freed), 1, job.terminating)
             return
         if job_id not in self._leaving:
             self._count(job, 1)
@@ -410,7 +429,7 @@ class CycleState:
         Args:
             job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
                 leaving are skipped. Raises ``KeyError`` for an id that is not running."""
-        # a share's usage is its queue's rounded-up share use (:mod:`.shares`), not its own count:
+        # a share's usage is its queue's share charge (:mod:`.shares`), not its own count:
         # shares stay counted here (as before this rule: a share victim may be counted twice)
         gone = [
             j
@@ -460,10 +479,7 @@ class CycleState:
         ``user``, for the trust rule of later shares)."""
         self.placed.add(job_id)
         if req.shared and self.cards is not None:
-            delta = self.cards.take(job_id, queue, user, req, raw[0][1][0])
-            self.quota.add(queue, GPU, delta)
-            if self.shares is not None:
-                self.shares.add(queue, GPU, delta)
+            self._count_shares(self.cards.take(job_id, queue, user, req, raw[0][1][0]), 1, False)
             return self.to_placement(raw)
         demand = self.placed_demand(queue, req, raw)
         for res, n in demand.items():

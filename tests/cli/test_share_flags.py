@@ -104,8 +104,9 @@ def test_explain_says_what_share_a_job_asks_for_and_where_it_runs():
     lines = explain_job(job, [])
     assert lines[1] == (
         "It asks for a share of one GPU: 1 shard (time-sliced), with a device-memory budget of 20G. It counts "
-        "1/shards_per_gpu gpu per shard against its queue's quota (a queue's shares are counted in whole GPUs, "
-        "rounded up)."
+        "1/shards_per_gpu gpu per shard against its queue's quota, in whole GPUs: a card its queue's shares hold "
+        "alone counts whole (no other queue can use the rest of it), and shares on cards shared with other "
+        "queues are summed and rounded up."
     )
     assert lines[2].startswith("It runs on card GPU-n1-0 of n1: a share goes to the shared card with the least room")
     pending = {**job, "state": "pending", "shards": 0, "mps": 50, "gpu_mem": 0, "ranks": []}

@@ -1,7 +1,8 @@
 """``labgang queues`` and ``labgang explain QUEUE`` agree on the fair share of a queue whose jobs are
 shares of a card (config/sharing.toml's ``students``, ``share_gpus = "user"``): the share is measured on
-the scheduler's fair-sharing usage, shares rounded up to whole GPUs per queue, never one GPU per share
-(docs/queue-semantics.md §A3.7). Fake clock, real SQLite store."""
+the scheduler's fair-sharing usage, shares in whole GPUs per queue as the quota charges them (a card a
+queue's shares hold alone counts whole: docs/sharing.md), never one GPU per share (docs/queue-semantics.md
+§A3.7). Fake clock, real SQLite store."""
 
 from __future__ import annotations
 
@@ -38,11 +39,14 @@ async def test_students_shares_count_as_whole_gpus_in_queues_and_explain_alike(t
         decide(coord, result)
         queues = coord.queue_views()
         students = next(q for q in queues if q["name"] == "students")
-        # 3 one-shard jobs (shards_per_gpu = 4) held within the nominal gpu=1, as the scheduler counts them
-        assert students["used"] == {"gpu": 1} and students["borrowed"] == {}
-        assert students["fair_share"] == 0 and students["fair_share_ratio"] == 0
+        # 3 one-shard jobs (shards_per_gpu = 4) of two users: share_gpus = "user" keeps alice's and bob's on
+        # two cards, each held alone by students: 2 gpu (not ceil(3/4) = 1, nor 3), 1 beyond the nominal
+        assert students["used"] == {"gpu": 2} and students["borrowed"] == {"gpu": 1}
+        # the fair share of 1 gpu borrowed of the 7 its cohort can reach, as the scheduler measures it
+        assert students["fair_share"] == students["fair_share_ratio"] == 142.857143
         text = " ".join(explain_queue(students, queues))
-        assert "It borrows nothing, so its share is 0" in text
-        assert "before students" not in text  # no queue of the cohort ranks below a share of 0
+        assert "students uses gpu=2 of its nominal gpu=1. It borrows 1 gpu beyond its nominal quota" in text
+        assert "gives its share 142.86" in text
+        assert "team, serving before students" in text
     finally:
         coord.store.close()

@@ -21,6 +21,7 @@ import pytest
 from labgang.launcher.model import JobRequest, SharingPolicy
 from labgang.launcher.scheduler import cycle as cycle_module
 from labgang.launcher.scheduler import run_cycle
+from labgang.launcher.scheduler.nominate import Entry
 from labgang.launcher.scheduler.snapshot import PendingJob, RankPlacement, RunningJob, Snapshot
 from share_backlogs import NODES, SHARING, backlog, queues
 
@@ -94,37 +95,27 @@ def test_a_claim_from_another_queue_ends_a_failed_search(monkeypatch: pytest.Mon
 
 
 def test_a_failure_answered_by_a_verdict_names_the_users_its_search_met(monkeypatch: pytest.MonkeyPatch) -> None:
-    """p31 (b) claims d's r11; p10 (a, user u4, 3 shards) finds no victims; p34 (a, u6, 3 shards, as
-    strong) is answered by p10's verdict for every user (u6's cards were not met). Before, p34's
-    failure then answered p30 (a, u7, 3 shards, weaker) too, whose own search, reading u7's cards
-    (the trust rule), takes off a's r8 (u7's share beside d's r7 of u7)."""
-    snap = snapshot(
-        [
-            ("r0", "b", shards(2), "n1", (0,), "u7"),
-            ("r1", "e", shards(2), "n1", (1,), "u1"),
-            ("r3", "d", gpus(2), "n2", (0, 1), "u1"),
-            ("r4", "c", gpus(1), "n1", (3,), "u1"),
-            ("r5", "c", gpus(1), "n2", (2,), "u2"),
-            ("r6", "e", shards(3), "n1", (2,), "u3"),
-            ("r7", "d", shards(1), "n2", (3,), "u7"),
-            ("r8", "a", shards(3), "n2", (3,), "u7"),
-            ("r9", "b", mps(50), "n3", (0,), "u5"),
-            ("r10", "d", shards(1), "n3", (1,), "u5"),
-            ("r11", "d", mps(50), "n3", (2,), "u1"),
-            ("r13", "b", shards(1), "n3", (3,), "u2"),
-            ("r16", "a", shards(3), "n3", (1,), "u5"),
-        ],
-        [
-            ("p10", "a", shards(3), 10, 112.0, 110, "u4"),
-            ("p30", "a", shards(3), 5, 129.0, 130, "u7"),
-            ("p31", "b", mps(50), 10, 105.0, 131, "u6"),
-            ("p34", "a", shards(3), 10, 138.0, 134, "u6"),
-        ],
-    )
+    """A failure answered by another user's failed search verdict names, for the verdicts across
+    users, the users whose cards that search met (``_Cycle.verdict_met``). backlog(544), found under
+    cards charged held alone (``shares``): p39 finds a victim (r11) only by its own search, which reads
+    its user's cards; when the answered failure does not name them (``verdict_met`` emptied, as
+    before the fix), an earlier failure answers p39 too and it stays pending. (The case found under
+    the earlier charge, ``ceil`` of a queue's summed shares, was a hand-built snapshot where p30 takes
+    off a's r8; under cards held alone its cohort is full and nobody finds victims there.)"""
+    snap = backlog(544)
     got = run_cycle(snap)
-    victims = {p.job_id: set(p.victims) for p in got.preempted}
-    assert "p30" in victims
+    assert "p39" in {p.job_id for p in got.preempted}
     assert got == every_search_run(snap, monkeypatch)
+    known = cycle_module._Cycle._search_known_to_fail
+
+    def unnamed(self: cycle_module._Cycle, e: Entry) -> bool:
+        answered = known(self, e)
+        if answered:
+            self.verdict_met = frozenset()  # as before the fix: the users its search met not named
+        return answered
+
+    monkeypatch.setattr(cycle_module._Cycle, "_search_known_to_fail", unnamed)
+    assert "p39" not in {p.job_id for p in run_cycle(snap).preempted}
 
 
 def fair(seed: int) -> Snapshot:

@@ -32,22 +32,25 @@ def shuffled(seed: int) -> Snapshot:
 
 
 def test_a_share_admitted_in_between_ends_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The case found: p24 (queue b, priority 10, 3 shards) finds no victims; p34 (b, 1 shard) is
-    admitted, so b's shares use 1/2 gpu of the 1 counted; p20 (b, priority 5, 3 shards, submitted
-    after p24) then fits by taking off r1 (1 shard of b) and r0, at no quota charge."""
-    base = backlog(111)
-    snap = dataclasses.replace(
-        base,
-        pending=tuple(dataclasses.replace(j, submit_time=124.5) if j.id == "p20" else j for j in base.pending),
-    )
+    """A case where the share use in the stamps decides (the cards charged held alone: seed 47): p29
+    (queue a, priority 5, 3 shards) finds a victim (r9, a share of a) only because shares admitted
+    to a (or to d, which shares cards with a) since an earlier share's failed search ended that
+    verdict; without the share use in the stamps the verdict answers p29 and it waits. (Under the
+    earlier charge, ``ceil`` of a queue's summed shares, the case was backlog(111) with p20 submitted
+    at 124.5; under cards held alone that backlog's decisions no longer depend on the stamps.)"""
+    snap = shuffled(47)
     got = run_cycle(snap)
-    assert "p20" in [p.job_id for p in got.preempted]
+    assert "p29" in [p.job_id for p in got.preempted]
+    monkeypatch.setattr(cycle_module._Cycle, "share_use_in_search_stamps", False)
+    assert "p29" not in [p.job_id for p in run_cycle(snap).preempted]
+    monkeypatch.setattr(cycle_module._Cycle, "share_use_in_search_stamps", True)
     monkeypatch.setattr(cycle_module._Cycle, "_search_known_to_fail", lambda self, e: False)
     assert run_cycle(snap) == got
 
 
 # 1107: a seed where the verdicts without the share use in their stamps change a decision (this fixes it)
-@pytest.mark.parametrize("seed", [*range(200), 1107, 214, 773, 911])
+# 47, 127, 193, 1358: seeds whose decisions depend on the share use in the stamps under cards charged held alone
+@pytest.mark.parametrize("seed", [*range(200), 1107, 214, 773, 911, 1358])
 def test_search_verdicts_change_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     snap = shuffled(seed)
     fast = run_cycle(snap)

@@ -135,8 +135,9 @@ def test_shares_count_against_quota_in_gpu_units():
     got = s.submit("j4", "team", shard())
     assert got.code is ReasonCode.OVER_QUOTA
     assert got.message == (
-        "team uses 1 of 1 gpu; job needs 1; the job is 1 shard of a gpu (1/4 gpu), "
-        "and team's shares use 1 gpu (counted in whole gpu, rounded up)"
+        "team uses 1 of 1 gpu; job needs 1; the job is 1 shard of a gpu (1/4 gpu); team's shares are "
+        "charged 1 gpu: 1 card held alone by team's shares: 1 gpu (they use 1 gpu; a card a queue's shares "
+        "hold alone counts whole: no other queue can use the rest of it)"
     )
     # mps 25 is a quarter gpu: with 2 of 4 quarters used by shards... a fresh queue shows it
     s2 = Sim([node("n1")], [q("m", gpu=1)])
