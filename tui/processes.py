@@ -15,13 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.agent.mem_size import size_text
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample
 from labgang.launcher.text import printable
 from labgang.tui.state import ClusterState, Filters
-
-GiB = 1024**3
-MiB = 1024**2
 
 PROCESS_COLUMNS = ("node", "device", "pid", "user", "job", "GPU mem", "SM", "CPU", "host mem", "time", "command")
 
@@ -60,7 +58,7 @@ def _num(value: Any) -> float | None:
 def _size(n: float | None) -> str:
     if n is None:
         return "-"
-    return f"{n / GiB:.1f}G" if n >= GiB else f"{n / MiB:.0f}M"
+    return size_text(n, short=True)
 
 
 def _label(dev: DeviceSample) -> str:
