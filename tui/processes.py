@@ -61,6 +61,13 @@ def _size(n: float | None) -> str:
     return size_text(n, short=True)
 
 
+def mps_server_owner(p: Any) -> str:
+    """The job cell of labgang's MPS server of a card (``ProcessInfo.mps_server``/``mps_jobs``):
+    ``MPS server (alice: 7, 8)``, the user it serves and the jobs of its MPS ranks there."""
+    jobs = ", ".join(p.mps_jobs or ())
+    return f"MPS server ({p.mps_server}{': ' + jobs if jobs else ''})"
+
+
 def _label(dev: DeviceSample) -> str:
     gpu = dev.parent or dev.info
     return f"{gpu.index}.{dev.info.index}" if dev.is_mig else f"{gpu.index}"
@@ -108,6 +115,8 @@ def process_rows(
                 continue
             if p.job:
                 kind, owner = "labgang", f"{p.job} r{p.rank}" if p.rank is not None else p.job
+            elif p.mps_server:  # labgang's own MPS server of the card (agent/mps.py)
+                kind, owner = "labgang", mps_server_owner(p)
             elif p.alive is False:
                 kind, owner = "gone", GONE
             elif p.alive:
