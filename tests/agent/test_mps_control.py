@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from labgang.agent.config import AgentConfigError, parse_agent_config
@@ -105,7 +106,7 @@ def test_each_daemon_on_a_card_is_marked_as_labgangs_mps_server_of_its_user_and_
         by_uid = {uid: pid for (_card, uid), pid in daemons.control.daemons().items()}  # type: ignore[attr-defined]
         stranger = ProcessInfo(4242, 1024, user="carol")  # not labgang's: left alone
         rows = (*(ProcessInfo(pid, Unavailable("unknown"), user=_login_of(me)) for pid in by_uid.values()), stranger)
-        unread = {f.name: None for f in dataclasses.fields(GpuInfo) if f.default is dataclasses.MISSING}
+        unread: dict[str, Any] = {f.name: None for f in dataclasses.fields(GpuInfo) if f.default is dataclasses.MISSING}
         gpu = GpuInfo(**{**unread, "index": 0, "uuid": CARD, "processes": rows})
         marked = daemons.mark_servers(NodeInventory("n1", 0.0, "0", "0", 0, gpus=(gpu,)))
         got = {p.pid: (p.mps_server, p.mps_jobs) for p in marked.gpus[0].processes}  # type: ignore[union-attr]
