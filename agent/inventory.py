@@ -88,6 +88,10 @@ class ProcessInfo:
         rank: the rank of ``job`` it belongs to.
         alive: False when the OS has no such process (a context NVML still lists), True when it
             has, None when nobody looked (an inventory straight from NVML, an older agent).
+        mps_server: set on labgang's own MPS server of a card (the control daemon the agent
+            started for one user's MPS ranks there, ``agent/mps.py``): that user's login name;
+            None for every other process. Such a process is no one's foreign process.
+        mps_jobs: the jobs (ids people see) whose MPS ranks that server serves; () otherwise.
     """
 
     pid: int
@@ -103,6 +107,8 @@ class ProcessInfo:
     job: str | None = None
     rank: int | None = None
     alive: bool | None = None
+    mps_server: str | None = None
+    mps_jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -369,7 +375,8 @@ class NodeInventory:
         return tuple(out)
 
     def device_pids(self) -> dict[str, frozenset[int]]:
-        """PIDs NVML shows on each allocatable device.
+        """PIDs NVML shows on each allocatable device, but labgang's own MPS servers (marked
+        ``mps_server`` by the agent): they belong to the MPS ranks holding the card.
 
         Returns:
             ``{uuid: frozenset(pids)}`` for every device of :meth:`allocatable`: a MIG
@@ -427,7 +434,7 @@ def _bytes(value: int | Unavailable) -> int | None:
 def _pids(processes: tuple[ProcessInfo, ...] | Unavailable) -> frozenset[int]:
     if isinstance(processes, Unavailable):
         return frozenset()
-    return frozenset(p.pid for p in processes)
+    return frozenset(p.pid for p in processes if p.mps_server is None)  # labgang's MPS server is no one's process
 
 
 # --------------------------------------------------------------------------- (de)serialisation
@@ -461,6 +468,8 @@ def _to_dict(obj: Any) -> dict[str, Any]:
         for name in ("mps_processes", "sharers"):
             if out[name] == []:
                 del out[name]  # nothing shared: the schema of a node without sharing is unchanged
+    if isinstance(obj, ProcessInfo) and obj.mps_server is None and not obj.mps_jobs:
+        del out["mps_server"], out["mps_jobs"]  # any process but labgang's MPS server: schema unchanged
     if isinstance(obj, GpuLink):
         out["link_class"] = obj.link_class
     return out

@@ -45,3 +45,17 @@ def format_mem(size: int) -> str:
         if size and size % factor == 0:
             return f"{size // factor}{unit}"
     return f"{size}B"
+
+
+def size_text(size: float, *, short: bool = False) -> str:
+    """``size`` bytes as a person reads a memory size: whole MiB under 1 GiB, else GiB with one
+    decimal: ``"16 MiB"``, ``"512 MiB"``, ``"1.5 GiB"``, ``"80.0 GiB"``; with ``short`` the
+    compact form of a table cell: ``"16M"``, ``"1.5G"``. The one formatter of device and host memory
+    in labgang's messages, so a 16 MiB ``--gpu-mem`` budget never reads ``0.0 GiB``. A negative
+    size (never expected) is shown as 0."""
+    size = max(0.0, float(size))
+    if size >= 1024**3:
+        value, unit = f"{size / 1024**3:.1f}", "G"
+    else:
+        value, unit = f"{size / 1024**2:.0f}", "M"
+    return f"{value}{unit}" if short else f"{value} {unit}iB"

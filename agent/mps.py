@@ -25,8 +25,10 @@ is refused at launch with a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
+from labgang.agent.inventory import NodeInventory, ProcessInfo
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,11 @@ class MpsControl(Protocol):
     def pids(self) -> set[int]:
         """The pids of the MPS processes it runs (control daemons and servers): never foreign."""
 
+    def daemon_of(self, pid: int) -> tuple[str, int] | None:
+        """(card UUID, uid) of the daemon whose process ``pid`` is, where the seam knows it (the
+        simulated one, which runs every daemon as the agent); None where the process's own uid
+        tells whose it is (the real server runs as its user)."""
+
 
 def _as_user(uid: int, gid: int) -> tuple[int | None, int | None, list[int] | None]:
     """Popen's ``user``, ``group``, ``extra_groups`` to run as ``uid`` when the agent is root (else as itself)."""
@@ -162,6 +170,10 @@ class NvidiaMpsControl:
         """The running ``nvidia-cuda-mps-control`` and ``nvidia-cuda-mps-server`` processes (psutil)."""
         names = {CONTROL_PROGRAM, "nvidia-cuda-mps-server"}
         return {p.info["pid"] for p in psutil.process_iter(["pid", "name"]) if p.info["name"] in names}
+
+    def daemon_of(self, pid: int) -> tuple[str, int] | None:
+        """None: a real MPS server runs as the user it serves (its uid says whose it is)."""
+        return None
 
 
 class SimulatedMpsControl:
@@ -249,6 +261,10 @@ class SimulatedMpsControl:
         """The pids of the simulated daemons running (each is its card's MPS server too)."""
         return set(self.daemons().values())
 
+    def daemon_of(self, pid: int) -> tuple[str, int] | None:
+        """(card UUID, uid) of the simulated daemon ``pid``; None for any other process."""
+        return next((key for key, found in self.daemons().items() if found == pid), None)
+
 
 def open_mps_control(setting: str, *, simulated: bool, scope: str | None = None) -> MpsControl | None:
     """The MPS control for the agent's ``mps`` setting (see the module docstring); None = no MPS here.
@@ -272,6 +288,24 @@ def open_mps_control(setting: str, *, simulated: bool, scope: str | None = None)
             raise ValueError(f"mps: nvidia, but {CONTROL_PROGRAM} is not on the agent's PATH")
         return None
     return NvidiaMpsControl(program)
+
+
+def _uid(user: str | None) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid if user else None
+    except KeyError:
+        return None
+
+
+def _login(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _job_order(job: str) -> tuple[int, str]:
+    return (int(job), "") if job.isdigit() else (1 << 62, job)
 
 
 @dataclass(slots=True)
@@ -337,6 +371,34 @@ class MpsDaemons:
     def pids(self) -> set[int]:
         """The MPS processes of this node (never foreign on its cards); empty while no daemon runs."""
         return self.control.pids() if self._daemons else set()
+
+    def mark_servers(self, inv: NodeInventory) -> NodeInventory:
+        """``inv`` with each of this node's MPS processes on a card marked as labgang's MPS server
+        (``ProcessInfo.mps_server``: the login name of the user it serves; ``mps_jobs``: the jobs of
+        the MPS ranks it serves there), so views do not list it as a foreign process. ``inv``'s
+        processes carry their host facts already (``procfacts.py``: the login name of each)."""
+        pids = self.pids()
+        if not pids:
+            return inv
+        gpus = []
+        for gpu in inv.gpus:
+            procs = gpu.processes
+            if isinstance(procs, tuple) and any(p.pid in pids for p in procs):
+                procs = tuple(self._marked(str(gpu.uuid), p) if p.pid in pids else p for p in procs)
+            gpus.append(dataclasses.replace(gpu, processes=procs))
+        return dataclasses.replace(inv, gpus=tuple(gpus))
+
+    def _marked(self, card: str, p: ProcessInfo) -> ProcessInfo:
+        uid = _uid(p.user)
+        key = self.control.daemon_of(p.pid) or ((card, uid) if uid is not None else None)
+        daemon = self._daemons.get(key) if key is not None else None
+        served = [d for (c, _), d in self._daemons.items() if c == card]
+        if daemon is None and len(served) == 1:
+            daemon = served[0]  # the server of the card's one daemon (its uid unknown to the OS)
+        if daemon is None:
+            return dataclasses.replace(p, mps_server=p.user or "?")  # ours (pids()), whose unknown
+        jobs = tuple(sorted({job.rsplit(".", 1)[0] for job, _rank in daemon.holders}, key=_job_order))
+        return dataclasses.replace(p, mps_server=_login(daemon.uid), mps_jobs=jobs)
 
     def running(self) -> dict[str, list[int]]:
         """card UUID → uids whose daemon runs there (``labgang nodes``)."""

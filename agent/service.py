@@ -357,6 +357,8 @@ class AgentService:
         """``inv`` with its processes' host facts (``procfacts.py``) and each GPU's sharers (``sharers.py``)."""
         assert self.supervisor is not None
         owned = self.facts.annotate(inv, self.rank_owners())
+        if self.mps is not None:
+            owned = self.mps.mark_servers(owned)  # labgang's own MPS servers: no one's foreign process
         grants = self.supervisor.share_grants()
         return with_sharers(owned, grants, self.supervisor.rank_processes()) if grants else owned
 

@@ -15,13 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.agent.mem_size import size_text
 from labgang.launcher.durations import format_duration
 from labgang.launcher.pitfalls import DeviceSample
 from labgang.launcher.text import printable
 from labgang.tui.state import ClusterState, Filters
-
-GiB = 1024**3
-MiB = 1024**2
 
 PROCESS_COLUMNS = ("node", "device", "pid", "user", "job", "GPU mem", "SM", "CPU", "host mem", "time", "command")
 
@@ -60,7 +58,14 @@ def _num(value: Any) -> float | None:
 def _size(n: float | None) -> str:
     if n is None:
         return "-"
-    return f"{n / GiB:.1f}G" if n >= GiB else f"{n / MiB:.0f}M"
+    return size_text(n, short=True)
+
+
+def mps_server_owner(p: Any) -> str:
+    """The job cell of labgang's MPS server of a card (``ProcessInfo.mps_server``/``mps_jobs``):
+    ``MPS server (alice: 7, 8)``, the user it serves and the jobs of its MPS ranks there."""
+    jobs = ", ".join(p.mps_jobs or ())
+    return f"MPS server ({p.mps_server}{': ' + jobs if jobs else ''})"
 
 
 def _label(dev: DeviceSample) -> str:
@@ -110,6 +115,8 @@ def process_rows(
                 continue
             if p.job:
                 kind, owner = "labgang", f"{p.job} r{p.rank}" if p.rank is not None else p.job
+            elif p.mps_server:  # labgang's own MPS server of the card (agent/mps.py)
+                kind, owner = "labgang", mps_server_owner(p)
             elif p.alive is False:
                 kind, owner = "gone", GONE
             elif p.alive:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-GiB = 1024**3
-MiB = 1024**2
+from labgang.agent.mem_size import size_text
 
 
 def _size(n: int) -> str:
-    return f"{n / GiB:.1f}G" if n >= GiB else f"{n / MiB:.0f}M"
+    return size_text(n, short=True)
 
 
 OVER_BUDGET = "OVER BUDGET"

@@ -254,6 +254,7 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool, attempt: 
             return
         if follow:
             if not_started(job):
+                check_may_read_logs(client, job_id, rank)  # another user's pending job: refused now, not at its start
                 click.echo(f"labgang logs: {not_started(job)}", err=True)
             try:
                 final = JobFollower(client, job_id, (rank,), out, None).follow()
@@ -268,6 +269,21 @@ def logs(state_dir: Path | None, job_id: str, rank: int, follow: bool, attempt: 
             raise CommandFailed(f"job {job_id} rank {rank} has no output yet ({job['state']})", 1) from no_output.error
         if offset == 0 and not_started(job):
             click.echo(f"labgang logs: {not_started(job)}", err=True)
+
+
+def check_may_read_logs(client: Client, job_id: str, rank: int) -> None:
+    """Ask the coordinator for ``rank``'s log once, so a caller who may not read it (another user's
+    job, not an admin) is refused as ``labgang logs JOB`` is, before ``-f`` waits for the job to start.
+
+    Raises:
+        ApiError: the refusal (403: ``job 90 belongs to alice; only its owner or an admin may read
+            its logs``); a 404 (no log yet) is no refusal and is ignored.
+    """
+    try:
+        client.logs(job_id, rank=rank, offset=0)
+    except ApiError as err:
+        if err.status != 404:
+            raise
 
 
 def _print_log(client: Client, job_id: str, rank: int, attempt: int, out: Any) -> None:

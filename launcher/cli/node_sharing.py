@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-GIB = 1024**3
+from labgang.agent.mem_size import size_text
 
 
 def _gib(n: Any) -> str:
-    return f"{(n or 0) / GIB:.1f} GiB"
+    return size_text(n or 0)
 
 
 def sharing_line(sharing: Any) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 from labgang.agent.inventory import GpuInfo, MigDeviceInfo, NodeInventory, Unavailable
+from labgang.agent.mem_size import size_text
 from labgang.agent.nvml import NvmlUnavailable, open_backend
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
@@ -210,12 +211,7 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
             holder = dev.get("job") and f"{dev.get('state')} {dev.get('job')} ({dev.get('user')}, {dev.get('queue')})"
             notes[dev.get("uuid")] = holder or str(dev.get("state", ""))
         for v in node.get("violations") or []:
-            notes[v.get("device")] = (
-                f"OVER BUDGET: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} uses "
-                f"{(v.get('used') or 0) / 1024**3:.1f} of {(v.get('budget') or 0) / 1024**3:.1f} GiB"
-                if v.get("kind") == "gpu-mem"
-                else f"VIOLATION: job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')} not given it"
-            )
+            notes[v.get("device")] = violation_note(v)
         inventory = node.get("inventory")
         if not inventory:
             blocks.append(f"{node.get('name')} ({state}): no inventory yet")
@@ -227,6 +223,18 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
         lines += node_sharing_lines(node)
         blocks.append(f"[{state}] " + table + "\n" + "\n".join(lines))
     click.echo("\n\n".join(blocks) if blocks else "no nodes have joined the coordinator")
+
+
+def violation_note(v: Mapping[str, Any]) -> str:
+    """The WARNINGS note of a device with a violation (an item of ``GET /v1/nodes``' ``violations``):
+    ``OVER BUDGET: job 7 rank 0 pid 6944 uses 512 MiB of its 16 MiB budget`` for a sharing rank over
+    its ``--gpu-mem`` (``kind = "gpu-mem"``; sizes as :func:`~labgang.agent.mem_size.size_text`),
+    ``VIOLATION: job … not given it`` for a rank's process on a device it was not given."""
+    who = f"job {v.get('job')} rank {v.get('rank')} pid {v.get('pid')}"
+    if v.get("kind") == "gpu-mem":
+        used, budget = size_text(v.get("used") or 0), size_text(v.get("budget") or 0)
+        return f"OVER BUDGET: {who} uses {used} of its {budget} budget"
+    return f"VIOLATION: {who} not given it"
 
 
 @click.command("nodes")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -182,6 +183,32 @@ def _gang_shape(devices: int, resource: str) -> str:
 
 EXAMPLE_SCRIPT = "examples/ddp_allreduce.py"
 """The training script ``up``'s banner suggests, relative to a checkout (``share/labgang/`` in a regular install)."""
+SIM_MACHINE = "config/sim/h100x8.toml"
+"""The simulated machine ``up``'s refusal suggests, relative to a checkout (``share/labgang/`` in a regular install)."""
+
+
+def shipped_path(relative: str, checkout: Path | None = None, data: Path | None = None) -> str | None:
+    """Where a file labgang ships (``config/…``, ``examples/…``) is for the labgang now running.
+
+    From a source checkout (an editable install) ``relative`` itself, as the README's examples run
+    from the checkout; from a regular install (``labgang install --venv DIR``, a ``pip install``) the
+    absolute path of the copy the install carries, ``<data>/share/labgang/<relative>`` (setup.py's
+    data files); None when neither has it.
+
+    Args:
+        relative: the file's path in a checkout, e.g. :data:`SIM_MACHINE`.
+        checkout: the checkout's root; None: the one above this package, if it is one.
+        data: the install's data prefix; None: this interpreter's (``sysconfig``'s ``data`` path).
+    """
+    import sysconfig
+
+    import labgang.launcher
+
+    root = checkout if checkout is not None else Path(labgang.launcher.__file__).resolve().parent.parent
+    if (root / relative).is_file():
+        return relative
+    installed = (data if data is not None else Path(sysconfig.get_path("data"))) / "share" / "labgang" / relative
+    return str(installed) if installed.is_file() else None
 
 
 def example_command() -> tuple[str, str | None]:
@@ -197,17 +224,13 @@ def example_command() -> tuple[str, str | None]:
         (the command, a note of what it needs or None).
     """
     import importlib.util
-    import shlex
-    import sysconfig
 
-    import labgang.launcher
-
-    if (Path(labgang.launcher.__file__).resolve().parent.parent / EXAMPLE_SCRIPT).is_file():
+    found = shipped_path(EXAMPLE_SCRIPT)
+    if found == EXAMPLE_SCRIPT:
         return f"python {EXAMPLE_SCRIPT}", None
-    installed = Path(sysconfig.get_path("data")) / "share" / "labgang" / EXAMPLE_SCRIPT
-    if not installed.is_file():
+    if found is None:
         return f"python {EXAMPLE_SCRIPT}", f"{EXAMPLE_SCRIPT} is in labgang's source checkout; run it from there"
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(installed))}"
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(found)}"
     if importlib.util.find_spec("torch") is None:
         return (
             command,
@@ -375,7 +398,8 @@ def up(
         _fail(
             f"this machine's GPUs are served by its labgang at {system}; use that one "
             "(labgang submit, labgang queue and labgang top find it without settings), "
-            "or try labgang on a simulated machine of your own: labgang up --simulate config/sim/h100x8.toml",
+            "or try labgang on a simulated machine of your own: labgang up --simulate "
+            + shlex.quote(shipped_path(SIM_MACHINE) or SIM_MACHINE),
             1,
         )
     try:
@@ -576,7 +600,10 @@ def _up(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"
             )
         example, needs = example_command()
-        lines.append(f"try: {try_hint(inventory, config, example)}")
+        hint = try_hint(inventory, config, example)
+        if explicit_dir or shadowed:  # plain `labgang` finds another instance first: the line says where
+            hint = f"{paths.STATE_DIR_ENV}={shlex.quote(str(directory))} {hint}"
+        lines.append(f"try: {hint}")
         if needs is not None:
             lines.append(f"  ({needs})")
         return "\n".join(lines)

@@ -3,7 +3,8 @@
 An agent reports each device process with its user and command line
 (``labgang.agent.procfacts``). Under ``private_data`` (Slurm's ``PrivateData=jobs``) a caller
 who is not an admin sees the command lines of their own processes only, as with a job's
-``argv``; the read token, whose caller is nobody, sees none.
+``argv``; the read token, whose caller is nobody, sees none. labgang's own MPS servers
+(``mps_server`` set by the agent) run labgang's command and are shown to everyone.
 """
 
 from __future__ import annotations
@@ -51,4 +52,5 @@ def _processes(inv: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _foreign(p: Any, user: str) -> bool:
-    return isinstance(p, dict) and p.get("command") is not None and p.get("user") != user
+    # labgang's own MPS server (mps_server set by the agent) runs labgang's command, nobody's secret
+    return isinstance(p, dict) and p.get("command") is not None and p.get("user") != user and not p.get("mps_server")

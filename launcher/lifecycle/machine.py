@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from labgang.agent.mem_size import size_text
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.context import RuleContext
@@ -561,8 +562,8 @@ class Lifecycle:
         """A sharing rank over its ``--gpu-mem`` budget: a history line (once per process), and with
         ``violation = "kill"`` the job is stopped and fails, naming the process, its usage and budget."""
         who = f"rank {e.rank} on {e.node} (pid {e.pid})"
-        used, budget = (e.used or 0) / 1024**3, (e.budget or 0) / 1024**3
-        line = f"{who} uses {used:.1f} GiB of device {e.device}, over its --gpu-mem budget of {budget:.1f} GiB"
+        used, budget = size_text(e.used or 0), size_text(e.budget or 0)
+        line = f"{who} uses {used} of device {e.device}, over its --gpu-mem budget of {budget}"
         if any(h.event == "gpu-mem-violation" and h.message.startswith(who + " ") for h in job.history):
             return  # reported again, maybe with another usage, while it lasts
         self._ctx.history(job, "gpu-mem-violation", line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from labgang.agent.mem_size import size_text
 from labgang.launcher.pitfalls.findings import ALLOCATED, FOREIGN, FREE, HELD, Finding, PitfallKind, Severity
 from labgang.launcher.pitfalls.reclaim import can_take_back, reclaim_time_s
 from labgang.launcher.pitfalls.sharing import detect_shared_card_memory, detect_sharers_contend
@@ -14,7 +15,7 @@ def _pct(x: float) -> str:
 
 
 def _gib(b: float) -> str:
-    return f"{b / 1024**3:.1f} GiB"
+    return size_text(b)
 
 
 # ----------------------------------------------------------------------------------------

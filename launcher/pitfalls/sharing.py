@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from labgang.agent.mem_size import size_text
 from labgang.launcher.pitfalls.findings import Finding, PitfallKind, Severity
 from labgang.launcher.pitfalls.thresholds import PitfallThresholds
 from labgang.launcher.pitfalls.views import ClusterSnapshot, DeviceSample, _num, iter_devices
 
 
 def _gib(b: float) -> str:
-    return f"{b / 1024**3:.1f} GiB"
+    return size_text(b)
 
 
 def _shared(snapshot: ClusterSnapshot) -> Iterable[DeviceSample]:

@@ -411,9 +411,10 @@ class DeviceSample:
 
     @property
     def pids(self) -> tuple[int, ...]:
-        """Pids NVML shows on the device (empty when the process list is unavailable)."""
+        """Pids NVML shows on the device (empty when the process list is unavailable), but
+        labgang's own MPS servers (``ProcessInfo.mps_server``): no one's foreign process."""
         procs = self.info.processes
-        return tuple(sorted({p.pid for p in procs})) if isinstance(procs, tuple) else ()
+        return tuple(sorted({p.pid for p in procs if p.mps_server is None})) if isinstance(procs, tuple) else ()
 
 
 def iter_devices(snapshot: ClusterSnapshot) -> Iterable[DeviceSample]:

@@ -4,8 +4,10 @@ the environment, ``quit`` on standard input), here a stand-in program of that na
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from labgang.agent.config import AgentConfigError, parse_agent_config
@@ -86,3 +88,42 @@ def test_a_daemon_that_does_not_start_refuses_the_rank_with_what_it_said(tmp_pat
     with pytest.raises(MpsUnavailable, match=r"-d for card GPU-1111.* exited 1: An instance of this daemon"):
         daemons.acquire(("5.0", 0), CARD, os.getuid(), os.getgid())
     assert daemons.running() == {}
+
+
+def test_each_daemon_on_a_card_is_marked_as_labgangs_mps_server_of_its_user_and_jobs(tmp_path: Path):
+    # two users' simulated daemons on one card both run as the agent: each is told apart by its pid
+    from labgang.agent.inventory import GpuInfo, NodeInventory, ProcessInfo, Unavailable
+
+    me = os.getuid()
+    other = next((u for u in (1001, 1002, 65534) if u != me and _login_of(u)), None)
+    if other is None:
+        pytest.skip("needs a second uid with a passwd entry")
+    daemons = MpsDaemons(SimulatedMpsControl(), tmp_path / "mps")
+    try:
+        daemons.acquire(("12.0", 0), CARD, me, os.getgid())
+        daemons.acquire(("9.1", 1), CARD, me, os.getgid())
+        daemons.acquire(("30.0", 0), CARD, other, other)
+        by_uid = {uid: pid for (_card, uid), pid in daemons.control.daemons().items()}  # type: ignore[attr-defined]
+        stranger = ProcessInfo(4242, 1024, user="carol")  # not labgang's: left alone
+        rows = (*(ProcessInfo(pid, Unavailable("unknown"), user=_login_of(me)) for pid in by_uid.values()), stranger)
+        unread: dict[str, Any] = {f.name: None for f in dataclasses.fields(GpuInfo) if f.default is dataclasses.MISSING}
+        gpu = GpuInfo(**{**unread, "index": 0, "uuid": CARD, "processes": rows})
+        marked = daemons.mark_servers(NodeInventory("n1", 0.0, "0", "0", 0, gpus=(gpu,)))
+        got = {p.pid: (p.mps_server, p.mps_jobs) for p in marked.gpus[0].processes}  # type: ignore[union-attr]
+        assert got == {
+            by_uid[me]: (_login_of(me), ("9", "12")),
+            by_uid[other]: (_login_of(other), ("30",)),
+            4242: (None, ()),
+        }
+        assert marked.device_pids()[CARD] == frozenset({4242})  # the servers are no one's foreign process
+    finally:
+        daemons.close()
+
+
+def _login_of(uid: int) -> str | None:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None

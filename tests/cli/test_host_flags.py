@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from labgang.agent.mem_size import format_mem, parse_mem
+from labgang.agent.mem_size import format_mem, parse_mem, size_text
 from labgang.launcher.cli import job_request, quick, submission
 from labgang.launcher.cli.main import cli
 
@@ -80,3 +80,10 @@ def test_bad_sizes_say_what_is_allowed(text):
 
 def test_format_mem_is_exact():
     assert [format_mem(n) for n in (16 * 1024**3, 1536 * 1024**2, 100, 0)] == ["16G", "1536M", "100B", "0B"]
+
+
+def test_size_text_writes_mib_under_a_gib_and_gib_from_one():
+    mib, gib = 1024**2, 1024**3
+    sizes = (0, 16 * mib, 512 * mib, 1023 * mib, gib, 1536 * mib, 80 * gib)
+    assert [size_text(n) for n in sizes] == ["0 MiB", "16 MiB", "512 MiB", "1023 MiB", "1.0 GiB", "1.5 GiB", "80.0 GiB"]
+    assert [size_text(n, short=True) for n in sizes] == ["0M", "16M", "512M", "1023M", "1.0G", "1.5G", "80.0G"]

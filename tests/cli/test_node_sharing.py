@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from labgang.launcher.cli.node_sharing import node_shares, node_sharing_lines, sharing_line
 from labgang.launcher.cli.node_summary import node_summary
+from labgang.launcher.cli.nodes import violation_note
 
 GIB = 1024**3
+MIB = 1024**2
 SHARERS = [
     {"job": "12", "rank": 0, "kind": "shard", "shards": 1, "sm_percent": None, "gpu_mem_bytes": 4 * GIB,
      "used_memory_bytes": 5 * GIB},
@@ -38,8 +40,8 @@ def test_mps_shares_and_an_unknown_shard_count_and_an_agent_that_does_not_say():
     node = {"inventory": {"gpus": [{"index": 3, "uuid": "GPU-c", "memory_total_bytes": GIB, "sharers": mps}]}}
     assert node_sharing_lines(node) == [
         "sharing: unknown (the agent does not say)",
-        "GPU 3 GPU-c shared by 1: MPS 50 % of SMs used, 50 % free; sharers use 0.0 GiB of 1.0 GiB",
-        "  job 7 rank 0  mps 50 %  uses 0.0 GiB (no budget)",
+        "GPU 3 GPU-c shared by 1: MPS 50 % of SMs used, 50 % free; sharers use 0 MiB of 1.0 GiB",
+        "  job 7 rank 0  mps 50 %  uses 0 MiB (no budget)",
     ]
     assert sharing_line({"mps": None, "gpu_mem": {"mode": "enforced", "reason": "dmem"}}) == (
         "sharing: MPS off; --gpu-mem of shard jobs enforced (dmem)"
@@ -81,3 +83,20 @@ def test_free_shards_and_free_mps_count_idle_cards_alike():
                    "devices": [{"resource": "gpu", "state": "allocated"}, free]}  # fmt: skip
     assert node_shares(one_serving) == "shard:0/4,mps:30/170"
     assert node_shares({**idle, "mps_allowed": False}) == "shard:0/8"  # the cluster gives the node no MPS
+
+
+def test_a_budget_under_a_gib_reads_in_mib_in_the_sharer_line_and_the_over_budget_note():
+    # the new user's --gpu-mem 16 (16 MiB): nodes --gpus said "uses 0.5 of 0.0 GiB"
+    small = [{"job": "7", "rank": 0, "kind": "shard", "shards": 1, "gpu_mem_bytes": 16 * MIB,
+              "used_memory_bytes": 512 * MIB}]  # fmt: skip
+    node = {"inventory": {"gpus": [{"index": 1, "uuid": "GPU-b", "memory_total_bytes": 80 * GIB, "sharers": small}]}}
+    assert node_sharing_lines(node)[1:] == [
+        "GPU 1 GPU-b shared by 1: shards 1 used; sharers use 512 MiB of 80.0 GiB",
+        "  job 7 rank 0  shard x1  uses 512 MiB of its 16 MiB budget",
+    ]
+    over = {"kind": "gpu-mem", "job": "7", "rank": 0, "pid": 6944, "used": 512 * MIB, "budget": 16 * MIB}
+    assert violation_note(over) == "OVER BUDGET: job 7 rank 0 pid 6944 uses 512 MiB of its 16 MiB budget"
+    big = {**over, "used": 6 * GIB, "budget": 4 * GIB}
+    assert violation_note(big) == "OVER BUDGET: job 7 rank 0 pid 6944 uses 6.0 GiB of its 4.0 GiB budget"
+    device = {"job": "8", "rank": 1, "pid": 7, "device": "GPU-c"}
+    assert violation_note(device) == "VIOLATION: job 8 rank 1 pid 7 not given it"

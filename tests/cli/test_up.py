@@ -175,3 +175,19 @@ def test_the_checkouts_banner_runs_the_example_from_the_checkout_as_before():
     from labgang.launcher.cli.up import example_command
 
     assert example_command() == ("python examples/ddp_allreduce.py", None)
+
+
+def test_the_simulated_machine_up_suggests_is_the_checkouts_or_the_installs_copy(tmp_path):
+    """A checkout names ``config/sim/h100x8.toml`` as the README does; a venv install (no checkout
+    above the package) names the copy under its ``share/labgang/``, which exists there, not a
+    checkout-relative path (the new user's refusal suggested one their venv did not have)."""
+    from labgang.launcher.cli.up import SIM_MACHINE, shipped_path
+
+    assert shipped_path(SIM_MACHINE) == "config/sim/h100x8.toml"  # this checkout
+    venv, site = tmp_path / "venv", tmp_path / "venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    assert shipped_path(SIM_MACHINE, checkout=site, data=venv) is None  # neither has it
+    copy = venv / "share" / "labgang" / SIM_MACHINE
+    copy.parent.mkdir(parents=True)
+    copy.write_text("")
+    assert shipped_path(SIM_MACHINE, checkout=site, data=venv) == str(copy)

@@ -52,3 +52,12 @@ def test_kill_stops_the_job_and_fails_it_with_the_budget_line() -> None:
     for rank, node in ((0, "n1"), (1, "n2")):
         model.apply(ev.RankObserved(5.0, node, "1.0", rank, RankPhase.GONE, exit_status=143))
     assert record.status.state == JobState.FAILED and record.status.reason_message == reason
+
+
+def test_a_budget_under_a_gib_is_written_in_mib_not_as_0_0_gib() -> None:
+    # the new user's --gpu-mem 16 (16 MiB) read "over its --gpu-mem budget of 0.0 GiB"
+    model, record = running()
+    model.apply(dataclasses.replace(OVER, used=512 * 1024**2, budget=16 * 1024**2))
+    assert lines(record) == [
+        "rank 0 on n1 (pid 4242) uses 512 MiB of device GPU-a, over its --gpu-mem budget of 16 MiB"
+    ]

@@ -114,6 +114,27 @@ def test_a_users_simulated_labgang_up_still_runs_and_says_how_to_reach_it(
     assert proc.returncode == 0
 
 
+def test_a_users_up_beside_the_system_instance_says_how_to_reach_it_in_its_try_line(
+    system: Up, lab_users: list[UserShell]
+) -> None:
+    # the new user copied the banner's `try:` line and reached root's instance, not her own
+    shell = lab_users[1]
+    proc = shell.start(["up", "--simulate", str(H100X8)])
+    try:
+        *_, tried = wait_for_banner(proc)
+        own = shell.user.home / ".local" / "state" / "labgang"
+        prefix = f"try: LABGANG_STATE_DIR={own} labgang run "
+        assert tried.startswith(prefix), tried
+        # the line's own setting reaches her instance: a job submitted with it is on hers, not root's
+        env = {"LABGANG_STATE_DIR": str(own)}
+        mine = ok(shell.run(["submit", "--name", "on-mine", "--", "true"], env=env)).strip()
+        assert json.loads(ok(shell.run(["show", "--json", mine], env=env)))["job"]["name"] == "on-mine"
+        assert not any(j.get("name") == "on-mine" for j in everyones_jobs(system).values())
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+
+
 def test_an_explicit_state_dir_is_not_refused(system: Up, lab_users: list[UserShell]) -> None:
     shell = lab_users[1]
     own = shell.user.home / "lab-own"

@@ -31,7 +31,8 @@ activity (share of SMs busy; n/a before Hopper). Holder: job user queue, or
 free / foreign (processes labgang did not start) / held (memory left after a job) / lost.
 Pitfalls list the numbers that triggered them and one line on what to do.
 Processes: every process on every device, with its job and rank ("not labgang's" for
-others); another user's command only for admins. Graphs: utilization, SM activity and
+others, "MPS server (user: jobs)" for labgang's own MPS daemon of a card); another user's
+command only for admins. Graphs: utilization, SM activity and
 memory over the last minutes per device and per running job; a red mark where a pitfall fired.
 
 Press escape or ? to close."""

@@ -1,0 +1,63 @@
+"""``labgang logs`` of another user's job, with real Unix users (``lab_users``, tests/unix_users.py):
+root runs ``labgang up``; one user holds a job, the other asks for its output. ``logs`` and
+``logs -f`` refuse at once (exit 1, one line naming the owner), before the job has started."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from up_harness import Up
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+admins = ["root"]
+default_queue = "vision"
+
+[[queues]]
+name = "vision"
+nominal = { gpu = 8 }
+"""
+
+
+@pytest.fixture
+def lab(lab_users) -> Iterator[tuple[Up, list]]:
+    # a state dir every user can reach (the socket itself is 0666); pytest's tmp_path is root's only
+    base = Path(tempfile.mkdtemp(prefix="lglogs-", dir="/tmp"))
+    base.chmod(0o755)
+    config = base / "cluster.toml"
+    config.write_text(CONFIG)
+    config.chmod(0o644)
+    state = base / "state"
+    state.mkdir(mode=0o755)
+    up = Up(state, start=False, args=("--config", str(config)))
+    up.start()
+    try:
+        yield up, lab_users
+    finally:
+        up.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_logs_follow_of_another_users_held_job_is_refused_at_once(lab) -> None:
+    # the new user's bob ran `labgang logs -f 90` on alice's held job: it said "has not started" and
+    # waited, and was refused only once alice released the job
+    up, (owner, other) = lab
+    env = {"LABGANG_STATE_DIR": str(up.state_dir)}
+    submitted = owner.run(["submit", "-q", "vision", "-H", "--", "sh", "-c", "echo SECRET"], env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    refusal = f"job {job} belongs to {owner.user.name}; only its owner or an admin may read its logs"
+    for args in (["logs", job], ["logs", "-f", job]):
+        done = other.run(args, env=env, timeout=30)  # the old -f waited here until the job started
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert done.stdout == "" and refusal in done.stderr, (args, done.stderr)
+        assert "has not started" not in done.stderr, done.stderr
+    assert up.job(job)["state"] == "pending"  # nothing changed: still held
+    # its owner may read it: told it has not started
+    mine = owner.run(["logs", job], env=env, timeout=30)
+    assert mine.returncode == 0 and f"job {job} has not started (PENDING: " in mine.stderr, mine.stderr
