@@ -59,7 +59,7 @@ class WhenType(click.ParamType):
 @click.option(
     "--user",
     "-u",
-    help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own; every user's for root and admins.",
+    help="Whose jobs: a user name or uid, or 'all'. Default: your own; every user's for root and admins.",
 )
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
