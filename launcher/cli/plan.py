@@ -108,6 +108,14 @@ def store_scenario(
         )
     if period.unfinished:
         notes.append(f"{period.unfinished} job(s) of the period had not finished: not replayed")
+    if period.never_ran:
+        notes.append(f"{period.never_ran} job(s) of the period ended without ever holding devices: not replayed")
+    if period.cancelled_pending:
+        notes.append(
+            f"{period.cancelled_pending} job(s) ran, were preempted or requeued, then cancelled while pending: "
+            "exported with their last run's held time as duration (a scenario cannot cancel a job; the replay "
+            "lets them run that long)"
+        )
     return exported.data, notes, config, label
 
 
