@@ -55,7 +55,8 @@ def test_the_table_shows_the_sacct_columns() -> None:
 def test_a_job_that_held_devices_twice_is_named_under_the_table_and_a_share_shows_its_part() -> None:
     from labgang.launcher.cli.history_table import attempts_note, gpus_cell
 
-    rows = [{"id": "3", "admitted_attempts": 2}, {"id": "4", "admitted_attempts": 1}, {"id": "5"}]
+    rows: list[dict[str, object]] = [{"id": "3", "admitted_attempts": 2}, {"id": "4", "admitted_attempts": 1}]
+    rows.append({"id": "5"})
     assert attempts_note(rows) == (
         "labgang history: note: ELAPSED and GPU-H add up the attempts of job 3 (2); START is the last "
         "attempt's (history --attempts lists each)"
