@@ -51,5 +51,9 @@ def test_timed_out_and_preempted_then_cancelled_jobs_are_exported_and_the_rest_c
             events = [json.loads(line) for line in sim.stdout.splitlines() if line.startswith("{")]
             ends = {e.get("job"): e.get("state") for e in events if e.get("event") == "finish"}
             assert ends[f"j{timed}"] == "timeout", ends
+            replayed = up.cli("plan", "replay", str(out_file), "--json")
+            assert replayed.returncode == 0, replayed.stderr
+            every = json.loads(replayed.stdout)["all"]
+            assert every["preemptions"] == 1, every  # the store's preemption, replayed
         finally:
             assert up.stop() == 0, up.output()
