@@ -83,7 +83,8 @@ def report(
     team: Callable[[str], str],
 ) -> dict[str, Any]:
     """The report over [``since``, ``until``] (None: unbounded; an attempt still running counts to
-    ``now``), one row per ``group`` value with allocated GPU-hours, largest first, and the total.
+    ``now``), one row per ``group`` value with allocated GPU-hours, largest first, and the total;
+    ``first_admit_time`` the earliest admission among the attempts counted (None: none counted).
 
     Args:
         records: attempt records (any that held devices outside the window add nothing).
@@ -97,10 +98,12 @@ def report(
         raise ValueError(f"group {group!r} is not one of {', '.join(REPORT_GROUPS)}")
     rows: dict[str, ReportRow] = {}
     total = ReportRow("total")
+    first: float | None = None
     for rec in records:
         allocated, fraction = rec.overlap(since, until, now)
         if fraction <= 0:
             continue
+        first = rec.admit_time if first is None else min(first, rec.admit_time)
         key = rec.user if group == "user" else rec.queue if group == "queue" else team(rec.queue)
         rows.setdefault(key, ReportRow(key)).add(rec, allocated, fraction)
         total.add(rec, allocated, fraction)
@@ -110,6 +113,7 @@ def report(
         "since": since,
         "until": until,
         "now": now,
+        "first_admit_time": first,
         "rows": [r.view(group) for r in ordered],
         "total": total.view(group) | {group: "total"},
     }

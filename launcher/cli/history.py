@@ -17,16 +17,20 @@ from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history_table import (
     STATES,
     TIME_HELP,
+    attempt_states,
+    attempts_note,
     attempts_table,
     history_json,
     history_rows,
+    history_state_items,
     history_table,
+    keep_attempts,
     limit_note,
     parse_when,
 )
 from labgang.launcher.cli.plumbing import (
     STATE_HELP,
-    STATE_ITEMS,
+    ItemsType,
     describe_api_error,
     json_option,
     state_dir_option,
@@ -55,7 +59,7 @@ class WhenType(click.ParamType):
 @click.option(
     "--user",
     "-u",
-    help="Whose jobs: a user name or uid, or 'all' (admins). Default: your own; every user's for root and admins.",
+    help="Whose jobs: a user name or uid, or 'all'. Default: your own; every user's for root and admins.",
 )
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
@@ -63,8 +67,9 @@ class WhenType(click.ParamType):
     "--state",
     "states",
     multiple=True,
-    type=STATE_ITEMS,
-    help=f"Only jobs in these states ({STATE_HELP}; comma-separated or repeated).",
+    type=ItemsType(history_state_items),
+    help=f"Only jobs in these states ({STATE_HELP}; comma-separated or repeated); with --attempts, only attempts "
+    "that ended so (R, CD, F, CA, TO, NF, PR preempted, RQ requeued).",
 )
 @click.option("--since", type=WhenType(), help=f"Jobs not ended before this time: {TIME_HELP}.")
 @click.option("--until", type=WhenType(), help="Jobs submitted up to this time (same forms as --since).")
@@ -123,10 +128,14 @@ def history(
         return
     if config_file is not None:
         raise click.UsageError("--config goes with --export")
+    try:
+        job_states, ends = attempt_states(flatten(states), per_attempt)
+    except ValueError as err:
+        raise CommandFailed(str(err), 2) from None
     asked: dict[str, Any] = {
         "user": user,
         "queue": queue,
-        "states": flatten(states),
+        "states": job_states,
         "since": since,
         "until": until,
         "limit": limit,
@@ -138,12 +147,19 @@ def history(
         rows, notes = _from_the_store(state_dir, err, asked, per_attempt)  # its refusal: JSON too with --json
     except ApiError as err:
         raise describe_api_error(err) from err  # with --json, also the error object on stdout
+    if ends:
+        rows = keep_attempts(rows, ends)
+        if not rows:
+            notes = [f"no attempt of the jobs searched ended {','.join(ends)}"]
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
         click.echo(to_json(history_json(rows, limit)))
         return
     click.echo(attempts_table(rows) if per_attempt else history_table(rows))
+    spans = None if per_attempt else attempts_note(rows)
+    if spans is not None:
+        click.echo(spans, err=True)
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)

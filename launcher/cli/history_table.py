@@ -126,7 +126,7 @@ def attempts_table(rows: Sequence[Mapping[str, Any]]) -> str:
             _when(a.get("end_time")),
             format_duration(a.get("wait_s")),
             format_duration(a.get("elapsed_s")),
-            a.get("gpus", 0),
+            gpus_cell(a.get("gpus", 0)),
             f"{a.get('gpu_hours') or 0.0:.2f}",
             "-" if a.get("activity_pct") is None else f"{a['activity_pct']:.0f}",
             clip(",".join(a.get("nodes") or ()) or "-", 30),
@@ -136,6 +136,101 @@ def attempts_table(rows: Sequence[Mapping[str, Any]]) -> str:
         for a in r.get("attempt_records") or ()
     ]
     return render_table(headers, body)
+
+
+def attempts_note(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The stderr line under the ``history`` table when some job held devices in more than one
+    attempt (its ELAPSED and GPU-H add them up, its START is the last one's, as sacct shows a
+    requeued job), naming those jobs; None when none did."""
+    many = [f"{r['id']} ({r['admitted_attempts']})" for r in rows if (r.get("admitted_attempts") or 0) > 1]
+    if not many:
+        return None
+    shown = ", ".join(many[:10]) + (f" and {len(many) - 10} more" if len(many) > 10 else "")
+    return (
+        f"labgang history: note: ELAPSED and GPU-H add up the attempts of job {shown}; START is the last "
+        "attempt's (history --attempts lists each)"
+    )
+
+
+def gpus_cell(gpus: float) -> str:
+    """The GPUS cell of an attempt: a whole number of devices as is (``2``), a share of a card as
+    its part of the card (``0.25`` for one shard of a card split in 4, ``0.5`` for ``--mps 50``)."""
+    return str(int(gpus)) if float(gpus).is_integer() else f"{gpus:.4g}"
+
+
+ATTEMPT_STATE_CODES = {"R": "running", "CD": "succeeded", "F": "failed", "CA": "cancelled", "TO": "timeout"}
+ATTEMPT_STATE_CODES.update({"NF": "node_fail", "PR": "preempted", "RQ": "requeued"})
+"""``history --attempts -s``: an attempt's end, by Slurm code (the STATE column of ``--attempts``)
+or by name (``lifecycle/attempts.py``'s ``ATTEMPT_OUTCOMES``; ``running``: not ended yet)."""
+
+_ATTEMPT_ONLY = ("preempted", "requeued")
+_ALLOWED_ATTEMPT_STATES = ", ".join(f"{name} ({code})" for code, name in ATTEMPT_STATE_CODES.items())
+
+
+def history_state_items(text: str) -> tuple[str, ...]:
+    """``history -s``'s value: job states (:func:`labgang.launcher.job_filters.state_items`) or
+    the attempt ends only ``--attempts`` lists (``PR``/``preempted``, ``RQ``/``requeued``), as names.
+
+    Raises:
+        ValueError: an item that is neither; the message lists both kinds.
+    """
+    from labgang.launcher.job_filters import items, job_state
+
+    out: list[str] = []
+    for item in items(text):
+        name = ATTEMPT_STATE_CODES.get(item.strip().upper(), item.strip().lower())
+        if name in _ATTEMPT_ONLY:
+            out.append(name)
+            continue
+        try:
+            out.append(job_state(item))
+        except ValueError as err:
+            raise ValueError(f"{err}; with --attempts also: preempted (PR), requeued (RQ)") from None
+    return tuple(dict.fromkeys(out))
+
+
+def attempt_states(states: Sequence[str], per_attempt: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split ``history -s``'s states (:func:`history_state_items`) into the job states to ask the
+    coordinator for and the attempt ends to keep (``()``: every attempt).
+
+    Without ``--attempts`` every state is a job's. With it every state is an attempt's end: a final
+    one (CD, F, CA, TO, NF) is the end of the attempt that ended the job, so the jobs asked for are
+    those in it; ``R``, ``PR`` or ``RQ`` among them ask for every job and keep the matching attempts.
+
+    Raises:
+        ValueError: an attempt end (PR, RQ) without ``--attempts``, or a job state that is no
+            attempt's end (PD, CF, CG) with it; one line naming the allowed values.
+    """
+    if not per_attempt:
+        odd = [s for s in states if s in _ATTEMPT_ONLY]
+        if odd:
+            code = {v: k for k, v in ATTEMPT_STATE_CODES.items()}[odd[0]]
+            raise ValueError(
+                f"-s/--state: {odd[0]} ({code}) is how an attempt ended, not a job state; "
+                f"it goes with --attempts (history --attempts -s {code})"
+            )
+        return tuple(states), ()
+    names = set(ATTEMPT_STATE_CODES.values())
+    odd = [s for s in states if s not in names]
+    if odd:
+        allowed = _ALLOWED_ATTEMPT_STATES
+        raise ValueError(f"-s/--state: {odd[0]} is no attempt's end; allowed with --attempts: {allowed}")
+    if any(s in ("running", *_ATTEMPT_ONLY) for s in states):
+        return (), tuple(states)
+    return tuple(states), tuple(states)
+
+
+def keep_attempts(rows: Sequence[Mapping[str, Any]], ends: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows with only their attempt records whose outcome is in ``ends`` (a job left with none
+    is left out); every row as is when ``ends`` is empty."""
+    if not ends:
+        return [dict(r) for r in rows]
+    out = []
+    for r in rows:
+        kept = [a for a in r.get("attempt_records") or () if a.get("outcome") in ends]
+        if kept:
+            out.append({**r, "attempt_records": kept})
+    return out
 
 
 def limit_note(rows: Sequence[object], limit: int) -> str | None:

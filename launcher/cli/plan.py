@@ -108,6 +108,14 @@ def store_scenario(
         )
     if period.unfinished:
         notes.append(f"{period.unfinished} job(s) of the period had not finished: not replayed")
+    if period.never_ran:
+        notes.append(f"{period.never_ran} job(s) of the period ended without ever holding devices: not replayed")
+    if period.cancelled_pending:
+        notes.append(
+            f"{period.cancelled_pending} job(s) ran, were preempted or requeued, then cancelled while pending: "
+            "exported with their last run's held time as duration (a scenario cannot cancel a job; the replay "
+            "lets them run that long)"
+        )
     return exported.data, notes, config, label
 
 
@@ -166,7 +174,7 @@ def replay_cmd(
         with_config,
     )
     from labgang.launcher.plan.report import limits_report, replay_table
-    from labgang.launcher.plan.target import parse_target, search
+    from labgang.launcher.plan.target import parse_target, quota_bound, search
 
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
@@ -211,16 +219,25 @@ def replay_cmd(
             raise click.BadParameter(str(err).removeprefix("--target: "), param_hint="--target") from None
     change = ClusterChange(add_nodes, node_gpus, remove, gpus, quota_to)
 
+    replayed: dict[int, Any] = {}
+
     def run(extra: int) -> Any:
-        try:
-            return replay(with_cluster(data, replace(change, add_nodes=change.add_nodes + extra)), source)
-        except PlanRefused as err:
-            raise CommandFailed(str(err), 1) from None
+        if extra not in replayed:
+            try:
+                replayed[extra] = replay(
+                    with_cluster(data, replace(change, add_nodes=change.add_nodes + extra)), source
+                )
+            except PlanRefused as err:
+                raise CommandFailed(str(err), 1) from None
+        return replayed[extra]
 
     for note in notes:
         click.echo(f"labgang plan replay: note: {note}", err=True)
     found = None
     if parsed:
+        bound = [why for t in parsed if (why := quota_bound(t, run(0), data.get("queues", []), quota_to))]
+        if bound:  # capacity cannot help: say so at once rather than search
+            raise CommandFailed("; ".join(bound), 1)
         found = search(parsed, run, max_add_nodes)
         result = found.result
     else:

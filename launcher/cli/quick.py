@@ -621,7 +621,13 @@ def history(args: "list[str]") -> int:
     answers, reads the store file itself)."""
     from labgang.launcher.api.client import Client, ClientError, CoordinatorUnavailable
     from labgang.launcher.cli.format import to_json
-    from labgang.launcher.cli.history_table import history_json, history_rows, history_table, limit_note
+    from labgang.launcher.cli.history_table import (
+        attempts_note,
+        history_json,
+        history_rows,
+        history_table,
+        limit_note,
+    )
     from labgang.launcher.job_filters import flatten
 
     options, positional = parse(args, _HISTORY_FLAGS, interspersed=True)
@@ -655,6 +661,9 @@ def history(args: "list[str]") -> int:
         print(to_json(history_json(rows, limit)))
         return 0
     print(history_table(rows))
+    spans = attempts_note(rows)
+    if spans is not None:
+        print(spans, file=sys.stderr)
     cut = limit_note(rows, limit)
     if cut is not None:
         print(cut, file=sys.stderr)

@@ -54,9 +54,21 @@ def report_table(body: Mapping[str, Any]) -> str:
         )
         for r in rows
     ]
+    return f"GPU-hours per {group}, {report_window(body)}\n" + render_table(headers, lines)
+
+
+def report_window(body: Mapping[str, Any]) -> str:
+    """The heading's period: ``2026-12-01 00:00 .. now``; without ``--since``, ``all time`` and,
+    when any attempt counted, the first one's admission (``all time (first record 2026-12-01
+    16:20) .. now``)."""
     until = body.get("until")
-    window = f"{_when(body.get('since'))} .. {_when(until) if until is not None else 'now'}"
-    return f"GPU-hours per {group}, {window}\n" + render_table(headers, lines)
+    end = _when(until) if until is not None else "now"
+    since = body.get("since")
+    if since is not None:
+        return f"{_when(since)} .. {end}"
+    first = body.get("first_admit_time")
+    start = "all time" if first is None else f"all time (first record {_when(first)})"
+    return f"{start} .. {end}"
 
 
 def report_csv(body: Mapping[str, Any]) -> str:

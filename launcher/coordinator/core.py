@@ -70,6 +70,7 @@ def lifecycle_policy(config: ClusterConfig) -> LifecyclePolicy:
         node_timeout_s=config.node_timeout_s,
         violation=config.violation,
         kill_invalid_depend=config.kill_invalid_depend,
+        shards_per_gpu=config.gpu_sharing().shards_per_gpu,
     )
 
 

@@ -504,9 +504,10 @@ async def history(
 ) -> Reply:
     """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
     finished and current jobs from the store, oldest first (without ``user``: every user's for an
-    admin, else the caller's own); a state is a JobState value or its Slurm code, any case
-    (:func:`_states`). Totals come from the jobs' attempt records; ``attempts=1`` also lists each
-    attempt. ``user`` in the answer is the user filter in force: a name, or "all"."""
+    admin, else the caller's own; any caller may name another user or ``all``); a state is a
+    JobState value or its Slurm code, any case (:func:`_states`). Totals come from the jobs'
+    attempt records; ``attempts=1`` also lists each attempt. ``user`` in the answer is the user
+    filter in force: a name, or "all"."""
     states = tuple(sorted(_states(query), key=job_filters.STATE_NAMES.index))
     limit = _int(query, "limit", 1000)
     if not 1 <= limit <= 100_000:

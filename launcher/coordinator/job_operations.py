@@ -219,13 +219,13 @@ class JobOperations:
 
         Args:
             user: whose jobs: None = the default (every user's for an admin or an anonymous read-only
-                caller, as in ``GET /v1/jobs``; else the caller's own), a user name, or "all" (admins).
+                caller, as in ``GET /v1/jobs``; else the caller's own), a user name, or "all".
             queue / states: only that queue / those states (JobState values).
             since / until: unix seconds; jobs waiting or running at some point in [since, until].
             limit: at most this many, the most recently submitted.
 
-        Raises:
-            Forbidden: another user's jobs (or "all") asked for by a caller who is not an admin.
+        Any caller may read every user's history, as in ``queue``, ``show`` and ``report``
+        (:meth:`Caller.history_user`): nothing is refused.
         """
         who = caller.history_user(user)
         window = {"since": since, "until": until, "now": self.clock()}  # a job not ended runs until now

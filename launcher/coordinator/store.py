@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     reason TEXT NOT NULL,
     measured_gpu_s REAL NOT NULL DEFAULT 0,
     busy_gpu_s REAL NOT NULL DEFAULT 0,
+    share REAL NOT NULL DEFAULT 1,
     PRIMARY KEY (job_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_end ON attempts(end_time);
@@ -178,6 +179,10 @@ class Store:
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.executescript(_SCHEMA)
             self._migrate()
+        self._attempt_select = _ATTEMPT_SQL
+        if "share" not in {row[1] for row in self._db.execute("PRAGMA table_info(attempts)")}:
+            # a read-only store written before shares were recorded: its attempts were whole devices
+            self._attempt_select = _ATTEMPT_SQL.replace("share", "1.0")
         self._lock = threading.Lock()
         self._closed = False  # see close
         self._last_seq: int | None = None
@@ -198,7 +203,11 @@ class Store:
     def _migrate(self) -> None:
         """Bring a version 1 database (no submit/end time columns) or 2 (no attempt records) to
         :data:`SCHEMA_VERSION`; give an older ``ranks`` table its start and end instants (null:
-        not recorded then)."""
+        not recorded then); give an older ``attempts`` table its ``share`` column (1: its rows were
+        billed as whole devices, shares included, and keep that bill)."""
+        attempt_columns = {row[1] for row in self._db.execute("PRAGMA table_info(attempts)")}
+        if "share" not in attempt_columns:
+            self._db.execute("ALTER TABLE attempts ADD COLUMN share REAL NOT NULL DEFAULT 1")
         rank_columns = {row[1] for row in self._db.execute("PRAGMA table_info(ranks)")}
         for column in ("start_time", "end_time"):
             if column not in rank_columns:
@@ -551,7 +560,7 @@ class Store:
                 ):
                     by_id[job.id].history.append(HistoryEntry(at, event, message))
                 row = self._db.execute(
-                    f"SELECT {_ATTEMPT_SQL} FROM attempts WHERE job_id=? AND attempt=?",  # noqa: S608
+                    f"SELECT {self._attempt_select} FROM attempts WHERE job_id=? AND attempt=?",  # noqa: S608
                     (job.id, job.attempt),
                 ).fetchone()
                 if row is not None:
@@ -669,7 +678,7 @@ class Store:
         with self._lock:
             for at in range(0, len(ids), 500):
                 chunk = ids[at : at + 500]
-                sql = f"SELECT {_ATTEMPT_SQL} FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))})"  # noqa: S608
+                sql = f"SELECT {self._attempt_select} FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))})"  # noqa: S608
                 for row in self._db.execute(sql, chunk):
                     rec = AttemptRecord.from_row(row)
                     out.setdefault(rec.job_id, []).append(rec)
@@ -696,7 +705,7 @@ class Store:
             args.append(since)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
-            sql = f"SELECT {_ATTEMPT_SQL} FROM attempts {where} ORDER BY admit_time, job_id, attempt"  # noqa: S608
+            sql = f"SELECT {self._attempt_select} FROM attempts {where} ORDER BY admit_time, job_id, attempt"  # noqa: S608
             rows = self._db.execute(sql, args).fetchall()
         return [AttemptRecord.from_row(row) for row in rows]
 

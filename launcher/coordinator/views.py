@@ -549,8 +549,11 @@ def history_view(
     running); ``gpu_hours`` the allocated device-hours of every attempt (a job preempted after
     10 s on 3 GPUs and then cancelled counts those 30 device-seconds); ``used_gpu_hours`` the
     same weighted by the devices' activity, ``activity_pct`` their mean activity (None before
-    any sample). A job never admitted has ``gpu_hours`` None. ``attempt_records`` lists the
-    attempts (:meth:`AttemptRecord.view`) when ``per_attempt``.
+    any sample). A job never admitted has ``gpu_hours`` None. ``start_time`` is the start of the
+    last attempt that started (as sacct shows a requeued job's last start), so a job that ran and
+    was then requeued or preempted and cancelled while pending keeps it; ``admitted_attempts``
+    counts the records (more than 1: ``elapsed_s`` and ``gpu_hours`` span that many attempts).
+    ``attempt_records`` lists the attempts (:meth:`AttemptRecord.view`) when ``per_attempt``.
 
     Without records (a view of one job outside the store): ``wait_s`` runs from submission to
     the last attempt's start, ``elapsed_s`` from that start to the end, ``gpu_hours`` is the
@@ -604,7 +607,11 @@ def _accounting(job: JobRecord, attempts: list[AttemptRecord], now: float, per_a
         "gpu_hours": sum(a.gpu_seconds(now) for a in attempts) / 3600.0 if attempts else None,
         "used_gpu_hours": busy / 3600.0,
         "activity_pct": None if measured <= 0 else 100.0 * busy / measured,
+        "admitted_attempts": len(attempts),
     }
+    started = [a.start_time for a in attempts if a.start_time is not None]
+    if started:
+        out["start_time"] = started[-1]
     if per_attempt:
         out["attempt_records"] = [a.view(now) for a in attempts]
     return out

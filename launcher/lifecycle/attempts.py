@@ -8,7 +8,9 @@ devices were (accumulated by the coordinator from the agents' device samples).
 
 GPU-seconds are *allocated* time: devices x (end - admission), the time the devices were held
 from other jobs, as Slurm counts an allocation (a gang still starting, or stopping in its grace
-period, holds its devices). MIG devices count as devices.
+period, holds its devices). MIG devices count as devices. A share of a card counts its part of
+the card (:attr:`AttemptRecord.share`: a shard is ``1/shards_per_gpu`` gpu, ``--mps P`` is
+``P/100``; docs/sharing.md), as ``simulate`` and ``plan`` count it.
 
 Pure: no I/O, no clock (times are given).
 """
@@ -51,6 +53,11 @@ class AttemptRecord:
     ``measured_gpu_s`` is the device-seconds for which the agents reported the device's activity;
     ``busy_gpu_s`` the same weighted by that activity (SM activity, or ``utilization.gpu`` where
     GPM is unsupported, as a fraction), so ``busy_gpu_s / measured_gpu_s`` is the mean activity.
+
+    ``share`` is the part of each device the attempt holds: 1.0 for whole devices, ``shards /
+    shards_per_gpu`` for ``--shards``, ``P/100`` for ``--mps P``. Every device-second above is
+    scaled by it. (A record written before shares were recorded reads back as 1.0: it was billed,
+    and stays billed, as whole devices.)
     """
 
     job_id: str
@@ -67,11 +74,14 @@ class AttemptRecord:
     reason: str = ""
     measured_gpu_s: float = 0.0
     busy_gpu_s: float = 0.0
+    share: float = 1.0
 
     @property
-    def gpus(self) -> int:
-        """Devices held by the attempt."""
-        return len(self.devices)
+    def gpus(self) -> float:
+        """GPUs held by the attempt: its devices (an int) when whole, else devices x :attr:`share`
+        (0.25 for one shard of a card split in 4)."""
+        n = len(self.devices)
+        return n if self.share == 1.0 else n * self.share
 
     @property
     def wait_s(self) -> float:
@@ -100,14 +110,17 @@ class AttemptRecord:
         return self.gpus * inside, inside / span
 
     def record_activity(self, seconds: float, activity_pct: float) -> None:
-        """Add ``seconds`` of one device's time at ``activity_pct`` (0..100) percent activity."""
-        self.measured_gpu_s += seconds
-        self.busy_gpu_s += seconds * min(100.0, max(0.0, activity_pct)) / 100.0
+        """Add ``seconds`` of one device's time at ``activity_pct`` (0..100) percent activity (a share
+        of a card: its :attr:`share` of those seconds)."""
+        held = seconds * self.share
+        self.measured_gpu_s += held
+        self.busy_gpu_s += held * min(100.0, max(0.0, activity_pct)) / 100.0
 
     def view(self, now: float) -> dict[str, Any]:
         """The attempt as JSON (``GET /v1/history?attempts=1``, ``labgang history --attempts --json``):
         times in unix seconds, ``gpu_hours`` allocated, ``used_gpu_hours`` weighted by activity,
-        ``activity_pct`` the mean activity (None before any sample)."""
+        ``activity_pct`` the mean activity (None before any sample); ``gpus`` the GPUs held (a share
+        of a card: its part, e.g. 0.25), ``share`` the part of each device (1.0: whole)."""
         return {
             "job_id": self.job_id,
             "attempt": self.attempt,
@@ -125,6 +138,7 @@ class AttemptRecord:
             "nodes": list(self.nodes),
             "devices": list(self.devices),
             "gpus": self.gpus,
+            "share": self.share,
             "gpu_hours": self.gpu_seconds(now) / 3600.0,
             "used_gpu_hours": self.busy_gpu_s / 3600.0,
             "activity_pct": None if self.measured_gpu_s <= 0 else 100.0 * self.busy_gpu_s / self.measured_gpu_s,
@@ -148,12 +162,13 @@ class AttemptRecord:
             self.reason,
             self.measured_gpu_s,
             self.busy_gpu_s,
+            self.share,
         )
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> AttemptRecord:
-        """Read back :meth:`row` (the ``gpus`` column is derived, not read)."""
-        (job_id, attempt, user, queue, pending, admit, start, end, nodes, devices, _gpus, outcome, reason, m, b) = row
+        """Read back :meth:`row` (the ``gpus`` column is derived, not read; a null ``share``: 1.0)."""
+        (job_id, attempt, user, queue, pending, admit, start, end, nodes, devs, _gpus, outcome, reason, m, b, sh) = row
         return cls(
             job_id=job_id,
             attempt=attempt,
@@ -162,13 +177,14 @@ class AttemptRecord:
             pending_since=pending,
             admit_time=admit,
             nodes=tuple(json.loads(nodes)),
-            devices=tuple(json.loads(devices)),
+            devices=tuple(json.loads(devs)),
             start_time=start,
             end_time=end,
             outcome=outcome,
             reason=reason,
             measured_gpu_s=m,
             busy_gpu_s=b,
+            share=1.0 if sh is None else float(sh),
         )
 
 
@@ -188,6 +204,7 @@ ROW_COLUMNS = (
     "reason",
     "measured_gpu_s",
     "busy_gpu_s",
+    "share",
 )
 """The ``attempts`` table's columns, in :meth:`AttemptRecord.row` order."""
 

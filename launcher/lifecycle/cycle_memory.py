@@ -38,7 +38,7 @@ def held_by_attempts(jobs: Iterable[JobRecord], tenant_of: TenantOf) -> dict[afs
             continue
         rec = job.attempt_record
         if rec is not None and rec.end_time is None and rec.attempt == job.status.attempt:
-            n = rec.gpus
+            n = len(rec.devices)  # whole devices, shares included (rec.gpus would be a share's part)
         else:
             n = sum(len(r.devices) for r in job.ranks.values())
         key = afs.key_of(job.spec.queue, tenant_of(job.spec))

@@ -33,7 +33,9 @@ from labgang.launcher.lifecycle.states import (
     advance,
     transition,
 )
+from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.reasons import held_reason
+from labgang.launcher.scheduler.shares import share_units
 
 _REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail", EndIntent.RESTART: "failed"}
 """The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
@@ -54,6 +56,15 @@ class LifecyclePolicy:
     """A rank on a device it was not given: ``"report"`` it, or also ``"kill"`` its job."""
     kill_invalid_depend: bool = True
     """Cancel a job whose dependency can never hold (else it stays pending), ``dependents.py``."""
+    shards_per_gpu: int = 0
+    """``[sharing] shards_per_gpu``: what part of a card one shard is, for an attempt's accounting
+    record (``AttemptRecord.share``; 0 = no shards)."""
+
+
+def attempt_share(req: JobRequest, shards_per_gpu: int) -> float:
+    """The part of each device an attempt of ``req`` holds (``AttemptRecord.share``): 1.0 for whole
+    devices, ``shards/shards_per_gpu`` for ``--shards``, ``P/100`` for ``--mps P`` (docs/sharing.md)."""
+    return float(share_units(req, shards_per_gpu)) if req.shared else 1.0
 
 
 class GangRules:
@@ -502,6 +513,7 @@ class GangRules:
             admit_time=self._ctx.now,
             nodes=tuple(job_nodes(job)),
             devices=held + tuple(d for d in whole if d not in held),
+            share=attempt_share(job.spec.request, self.policy.shards_per_gpu),
         )
         self._ctx.emit(fx.SaveAttempt(job.attempt_record))
 

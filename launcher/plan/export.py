@@ -15,6 +15,7 @@ is dropped (counted in :attr:`Exported.dropped_dependencies`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -148,6 +149,8 @@ def _job_table(job: PastJob, submit: float, typical_stop: float | None, tenant: 
         table["priority"] = spec.priority
     table["submit"] = round(submit, 3)
     table["duration"] = round(job.held_s, 3)
+    if job.time_limit_s is not None and math.isfinite(job.time_limit_s):  # it ended TIMEOUT: so does the replay
+        table["time_limit"] = round(job.time_limit_s, 3)
     # A victim keeps its devices until it is gone: its longest stop seen, else the period's median
     # stop (a job that was never stopped stops as the others did), at most its --grace.
     stop = job.stop_s if job.stop_s is not None else typical_stop

@@ -3,8 +3,11 @@
 
 The store (``<state dir>/labgang.db``, ``launcher/coordinator/store.py``) is opened **read-only** (SQLite
 ``mode=ro``): nothing here writes, and no coordinator needs to run. A job counts when it ran
-(some attempt was admitted) and has ended (succeeded, failed, or cancelled while running); jobs
-still pending or running, and jobs cancelled before they ran, are counted but not returned.
+(some attempt was admitted) and has ended (succeeded, failed, cancelled, timed out, node failed);
+jobs still pending or running, and jobs that ended without ever holding devices, are counted but
+not returned. A job that ran, was preempted (or requeued) and was then cancelled while pending is
+returned with its last run's held time (``PastJob.cancelled_pending``): a scenario cannot cancel a
+job, so a replay lets it run that long (the caller says so in a note).
 
 Times are unix seconds. A job's **held time** is how long its last attempt held its devices,
 from that admission to its end: what a replay gives it as its ``duration`` (a preempted job runs
@@ -24,10 +27,11 @@ from pathlib import Path
 
 from labgang.launcher.coordinator.store import read_only_uri, unreadable_reason
 from labgang.launcher.lifecycle.records import JobSpec, JobStatus
-from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.lifecycle.states import FINAL_STATES, JobState
 from labgang.launcher.model import GPU
 
-ENDED = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
+ENDED = FINAL_STATES
+"""The states of a job that has ended (a timed-out or node-failed job ran too)."""
 
 
 class HistoryUnreadable(RuntimeError):
@@ -47,6 +51,9 @@ class PastJob:
         preemptions: times it was requeued after being stopped (preempted).
         stop_s: longest observed stop, seconds from being told to stop to its requeue (None: never stopped).
         ranks: ranks its last attempt started (an elastic gang's size).
+        time_limit_s: its ``--time`` when it ended TIMEOUT (a replay stops it there too), else None.
+        cancelled_pending: it ran, was stopped and requeued, and was cancelled while pending again:
+            ``held_s`` is its last run's (its attempt record's admission to end).
     """
 
     id: str
@@ -59,6 +66,8 @@ class PastJob:
     preemptions: int = 0
     stop_s: float | None = None
     ranks: int = 0
+    time_limit_s: float | None = None
+    cancelled_pending: bool = False
 
 
 @dataclass
@@ -69,6 +78,8 @@ class PastPeriod:
         jobs: the finished jobs that ran, in submission order.
         unfinished: jobs of the period still pending, admitted or running (not replayed).
         never_ran: ended jobs of the period that never held devices (cancelled while pending).
+        cancelled_pending: of ``jobs``, those that ran and were cancelled while pending again
+            (:attr:`PastJob.cancelled_pending`).
         devices: node -> device UUIDs seen in the store's rank rows (every attempt of every job):
             the cluster as far as the history shows it.
         mig_resources: MIG device UUID -> its resource (``mig-1g.10gb``), from the jobs that held it.
@@ -79,6 +90,7 @@ class PastPeriod:
     never_ran: int
     devices: dict[str, set[str]]
     mig_resources: dict[str, str] = field(default_factory=dict)
+    cancelled_pending: int = 0
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
@@ -136,33 +148,56 @@ def read_history(path: Path, since: float | None = None, until: float | None = N
             if resource is not None and resource != GPU:  # a MIG device: one per rank of a MIG job
                 resources.update(dict.fromkeys(uuids, resource))
             ranks[(job_id, attempt)] += 1
+        last_run = _last_runs(db)
     except sqlite3.Error as err:
         raise HistoryUnreadable(f"cannot read the labgang store {path}: {err}") from None
     finally:
         db.close()
     jobs: list[PastJob] = []
-    unfinished = never_ran = 0
+    unfinished = never_ran = cancelled_pending = 0
     for seq, job_id, spec_text, status_text in rows:
         status = JobStatus.from_json(status_text)
         if status.state.value not in ENDED:
             unfinished += 1
             continue
         admitted = status.admit_time if status.admit_time is not None else status.start_time
-        if admitted is None or status.end_time is None:
+        attempt, held = status.attempt, None
+        if admitted is not None and status.end_time is not None:
+            held = max(0.0, status.end_time - admitted)
+        elif job_id in last_run and status.end_time is not None:  # ran, then ended while pending
+            attempt, held = last_run[job_id]
+        if held is None or status.end_time is None:
             never_ran += 1
             continue
+        spec = JobSpec.from_dict(json.loads(spec_text))
         job = PastJob(
             id=job_id,
             seq=seq,
-            spec=JobSpec.from_dict(json.loads(spec_text)),
+            spec=spec,
             submit=status.submit_time,
             end=status.end_time,
-            held_s=max(0.0, status.end_time - admitted),
-            ranks=ranks.get((job_id, status.attempt), 0),
+            held_s=held,
+            ranks=ranks.get((job_id, attempt), 0),
+            time_limit_s=spec.time_limit_s if status.state == JobState.TIMEOUT else None,
+            cancelled_pending=attempt != status.attempt,
         )
+        cancelled_pending += job.cancelled_pending
         _waits(job, events.get(job_id, []))
         jobs.append(job)
-    return PastPeriod(jobs, unfinished, never_ran, dict(devices), resources)
+    return PastPeriod(jobs, unfinished, never_ran, dict(devices), resources, cancelled_pending)
+
+
+def _last_runs(db: sqlite3.Connection) -> dict[str, tuple[int, float]]:
+    """Each job's last ended attempt record: ``job id -> (attempt, seconds it held its devices)``;
+    empty for a store written before attempt records (no ``attempts`` table)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='attempts'").fetchone() is None:
+        return {}
+    out: dict[str, tuple[int, float]] = {}
+    for job_id, attempt, admit, end in db.execute(
+        "SELECT job_id, attempt, admit_time, end_time FROM attempts WHERE end_time IS NOT NULL ORDER BY job_id, attempt"
+    ):
+        out[job_id] = (attempt, max(0.0, end - admit))
+    return out
 
 
 def _waits(job: PastJob, events: list[tuple[float, str]]) -> None:

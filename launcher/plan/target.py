@@ -16,8 +16,9 @@ and shown with its table: the figures printed are the proof, not an estimate.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from labgang.launcher.durations import DURATION_HELP, format_duration, parse_duration
 from labgang.launcher.plan.replay import ALL, Replay
@@ -140,3 +141,38 @@ def search(targets: list[Target], run: Callable[[int], Replay], max_added: int) 
         else:
             low = mid
     return Search(high, results[high], tried, high)
+
+
+QUOTA_BOUND_SHARE = 0.99
+"""A queue whose tail waited at least this share of its waiting on quota is limited by quota."""
+
+
+def quota_bound(
+    target: Target, result: Replay, queues: Sequence[Mapping[str, Any]], quota_to: str | None
+) -> str | None:
+    """Why added nodes cannot meet ``target`` in ``result`` (the replay with none added), in words,
+    or None when they may: the target is a queue's, unmet, its tail's waiting is all quota
+    (:data:`QUOTA_BOUND_SHARE`; ``over_quota``, ``cohort_exhausted``), and the added nodes' quota
+    (``--quota-to``, ``quota_to``) goes neither to that queue nor to a queue of its cohort (from
+    which it could borrow).
+
+    Args:
+        queues: the replay's ``[[queues]]`` tables (``name``, ``cohort``).
+        quota_to: the queue whose nominal quota the added GPUs raise (None: none).
+    """
+    if target.queue == ALL or target.met(result):
+        return None
+    fig = result.figures(target.queue)
+    limit = None if fig is None else fig.main_limit()
+    if limit is None or limit[0] != "quota" or limit[1] < QUOTA_BOUND_SHARE:
+        return None
+    cohort = {str(q.get("name")): q.get("cohort") for q in queues}
+    mine = cohort.get(target.queue)
+    if quota_to == target.queue or (mine is not None and quota_to is not None and cohort.get(quota_to) == mine):
+        return None
+    gets = "no queue's" if quota_to is None else f"queue {quota_to!r}'s (--quota-to)"
+    return (
+        f"{target.queue}'s waits come from quota ({limit[1]:.0%} of its tail's waiting), not capacity: added nodes "
+        f"raise {gets} nominal quota, not {target.queue}'s, so they cannot meet {target.text!r}; "
+        f"{target.queue}'s nominal quota (or its borrowing) is what limits it ({target.shown(result)})"
+    )

@@ -50,3 +50,16 @@ def test_the_table_shows_the_sacct_columns() -> None:
     ]  # fmt: skip
     assert line.split()[:5] == ["7", "train", "alice", "default", "FAILED"]
     assert " 1m00s " in line and " 1h00m " in line and " 8.00 " in line and line.endswith("exited with status 3")
+
+
+def test_a_job_that_held_devices_twice_is_named_under_the_table_and_a_share_shows_its_part() -> None:
+    from labgang.launcher.cli.history_table import attempts_note, gpus_cell
+
+    rows: list[dict[str, object]] = [{"id": "3", "admitted_attempts": 2}, {"id": "4", "admitted_attempts": 1}]
+    rows.append({"id": "5"})
+    assert attempts_note(rows) == (
+        "labgang history: note: ELAPSED and GPU-H add up the attempts of job 3 (2); START is the last "
+        "attempt's (history --attempts lists each)"
+    )
+    assert attempts_note(rows[1:]) is None
+    assert [gpus_cell(g) for g in (2, 1.0, 0.25, 0.5, 1 / 3)] == ["2", "1", "0.25", "0.5", "0.3333"]

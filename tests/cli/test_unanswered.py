@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 
 from labgang.launcher.api.unanswered import unanswered_message
-from up_harness import Up
 
 
 def units_in(folder: Path, *names: str) -> tuple[str, ...]:
@@ -87,21 +86,3 @@ def test_a_user_of_a_system_instance_started_with_labgang_up_is_not_told_to_run_
         assert said() == f"{head} (as root: `systemctl status labgang-coordinator labgang-agent`)"
     finally:
         subprocess.run(["rm", "-rf", str(system)], check=False)
-
-
-def test_history_json_refused_by_the_coordinator_is_a_json_error_object(lab_users) -> None:
-    """A user who is not an admin asking for every user's history (403 from the coordinator) through the
-    fast path, which hands a ``--json`` refusal to the click command: the coordinator's error object on
-    stdout (field and allowed values included), the one line on stderr."""
-    (other, _) = lab_users
-    with tempfile.TemporaryDirectory(prefix="lgrf", dir="/tmp") as d:
-        Path(d).chmod(0o755)
-        instance = Up(Path(d))
-        try:
-            out = other.run(["history", "--json", "-u", "all"], env={"LABGANG_STATE_DIR": d})
-            assert out.returncode == 1, out.stderr
-            error = json.loads(out.stdout)["error"]
-            assert (error["field"], error["allowed"]) == ("user", [other.user.name])
-            assert out.stderr == f"labgang history: {error['message']}\n" and "admins" in error["message"]
-        finally:
-            assert instance.stop() == 0, instance.output()

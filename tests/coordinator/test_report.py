@@ -51,6 +51,25 @@ def test_a_window_counts_the_part_of_each_attempt_inside_it_and_spreads_busy_tim
         report(recs, group="node", since=None, until=None, now=0.0, team=team)
 
 
+def test_the_heading_without_since_says_all_time_and_the_first_records_date_not_a_dash() -> None:
+    """A new user's finding: ``GPU-hours per user, - .. now``."""
+    import time
+
+    from labgang.launcher.cli.report import report_table
+
+    team = team_lookup([QueueSpec("a")])
+    recs = [rec("1", "alice", "a", 1_800_000_000.0, 1_800_000_100.0), rec("2", "bob", "a", 1_800_000_050.0, None)]
+    body = report(recs, group="user", since=None, until=None, now=1_800_000_200.0, team=team)
+    assert body["first_admit_time"] == 1_800_000_000.0
+    first = time.strftime("%Y-%m-%d %H:%M", time.localtime(1_800_000_000.0))
+    assert report_table(body).splitlines()[0] == f"GPU-hours per user, all time (first record {first}) .. now"
+    empty = report([], group="queue", since=None, until=None, now=0.0, team=team)
+    assert report_table(empty).splitlines()[0] == "GPU-hours per queue, all time .. now"
+    windowed = report(recs, group="user", since=1_800_000_060.0, until=None, now=1_800_000_200.0, team=team)
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(1_800_000_060.0))
+    assert report_table(windowed).splitlines()[0] == f"GPU-hours per user, {since} .. now"
+
+
 def test_the_totals_are_a_counter_open_attempts_grow_and_then_move_to_ended() -> None:
     open_rec = rec("1", "alice", "a", 0.0, None, gpus=2)
     totals = UsageTotals({("a", "alice"): (10.0, 1.0)})

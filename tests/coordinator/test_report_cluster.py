@@ -89,3 +89,45 @@ def test_a_time_limited_job_ends_timeout(cluster: Cluster) -> None:
     assert [r["id"] for r in json.loads(out.stdout)["jobs"]] == [job]
     table = cluster.cli("history", "-s", "to")
     assert table.returncode == 0 and "TIMEOUT" in table.stdout, table.stdout
+
+
+def test_a_job_preempted_then_cancelled_while_pending_keeps_its_start_and_its_PR_attempt_is_found(
+    cluster: Cluster,
+) -> None:
+    """A new user's findings: such a job's START was ``-`` while ELAPSED and GPU-H counted its run,
+    and ``history --attempts -s PR`` was refused although ``--attempts`` prints PR."""
+    low = cluster.submit(SLEEPER, workers=1, gpus_per_worker=3, grace_s=0.5)["id"]
+    cluster.wait_state(low, "running")
+    high = cluster.submit(SLEEPER, workers=1, gpus_per_worker=4, priority=10, grace_s=0.5)["id"]
+    cluster.wait_state(high, "running", timeout=30)
+    cluster.wait_state(low, "pending", timeout=30)
+    assert cluster.cli("cancel", low).returncode == 0
+    cluster.wait_state(low, "cancelled", timeout=30)
+
+    out = cluster.cli("history", "--attempts", "--json")
+    assert out.returncode == 0, out.stderr
+    row = {r["id"]: r for r in json.loads(out.stdout)["jobs"]}[low]
+    [attempt] = row["attempt_records"]
+    assert attempt["code"] == "PR" and attempt["start_time"] is not None
+    assert row["start_time"] == attempt["start_time"] and row["elapsed_s"] > 0
+    table = cluster.cli("history", "-s", "CA")
+    assert table.returncode == 0, table.stderr
+    [line] = [line for line in table.stdout.splitlines() if line.split()[0] == low]
+    assert line.split()[6] != "-", table.stdout  # START (SUBMIT is 2 words)
+
+    found = cluster.cli("history", "--attempts", "-s", "PR,RQ")
+    assert found.returncode == 0, found.stderr
+    assert [line.split()[:2] for line in found.stdout.splitlines()[1:]] == [[low, "0"]], found.stdout
+    none = cluster.cli("history", "--attempts", "-s", "TO")
+    assert none.returncode == 0 and none.stdout.count("\n") == 1, none.stdout  # the header only
+    assert "no attempt of the jobs searched ended timeout" in none.stderr
+
+    refused = cluster.cli("history", "-s", "PR")
+    assert refused.returncode == 2, refused
+    assert refused.stderr.strip().endswith(
+        "-s/--state: preempted (PR) is how an attempt ended, not a job state; "
+        "it goes with --attempts (history --attempts -s PR)"
+    ), refused.stderr
+    pending = cluster.cli("history", "--attempts", "-s", "PD")
+    assert pending.returncode == 2 and "allowed with --attempts: running (R), succeeded (CD)" in pending.stderr
+    assert cluster.cli("cancel", high).returncode == 0

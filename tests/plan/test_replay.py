@@ -178,3 +178,24 @@ def test_cli_file_input(tmp_path: Path) -> None:
     refused = CliRunner().invoke(cli, ["plan", "replay", str(empty)])
     assert refused.exit_code == 1
     assert "no finished jobs to replay" in refused.output
+
+
+def test_a_target_on_a_queue_its_quota_limits_is_refused_at_once_naming_the_quota(tmp_path: Path) -> None:
+    """A new user's finding: ``--target 'nlp:p90-wait<=1s'`` tried up to +64 nodes although nlp's
+    waits came from its quota (100%), which added nodes (their quota goes to ``default``) never raise."""
+    data = history([job("d", 0, 10, gpus=1)], gpus=8, nominal=4)
+    data["queues"].append({"name": "nlp", "nominal": {"gpu": 2}})
+    data["jobs"] += [{**job(f"n{i}", i, 100, gpus=2), "queue": "nlp"} for i in range(3)]
+    path = tmp_path / "h.toml"
+    path.write_text(tomli_w.dumps(data))
+    out = CliRunner().invoke(cli, ["plan", "replay", str(path), "--target", "nlp:p90-wait<=1s", "--node-gpus", "4"])
+    assert out.exit_code == 1, out.output
+    (line,) = out.output.strip().splitlines()
+    assert "nlp's waits come from quota (100% of its tail's waiting), not capacity" in line, line
+    assert "added nodes raise queue 'default''s (--quota-to) nominal quota, not nlp's" in line
+    assert "nlp's nominal quota (or its borrowing) is what limits it (nlp p90 wait 3m18s (target <= 1s))" in line
+    # the added nodes' quota going to nlp: they can help, and the search finds how many
+    raised = ["--target", "nlp:p90-wait<=1s", "--node-gpus", "4", "--quota-to", "nlp"]
+    found = CliRunner().invoke(cli, ["plan", "replay", str(path), *raised])
+    assert found.exit_code == 0, found.output
+    assert "smallest added capacity meeting every target: +1 node(s) of 4 GPUs" in found.output
