@@ -366,11 +366,89 @@ defer_quiet_shares = True
 once (:class:`.shares.QuietLeaves`)."""
 
 
+end_first = True
+"""Tests turn it off to build the reference: a share's greedy pass checks its fit after each victim
+even where taking off every candidate would not make it fit (:func:`_share_pass_fails`)."""
+
+
+def _share_pass_fails(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> bool:
+    """For share preemptor ``job`` (its fit pure in the quota book, its queue's share use and the
+    share book: no host quotas, not ``--exclusive``): True when a greedy pass over ``cands`` can
+    only fail, having logged in the share book whom its placements would have read; False, with
+    the cycle's copy and the log as they were, when the pass may succeed (then it runs as usual).
+
+    A share's placement only gets easier as victims go (taking sharers off a card adds room and
+    trust; a card freed is a whole free one; a whole job frees its devices), so when it fails in the
+    last state whose quota fits, it failed in every earlier one: one placement answers for the pass,
+    which tries one after each victim. Its quota fit is not monotone: a share of its own queue taken
+    off can raise what the preemptor would add to its queue's rounded-up share use while the room it
+    has does not grow (``available`` is clamped at 0 where held quota overfills a root), so the quota
+    is checked as the pass checks it, again after each such victim and otherwise while it fails.
+    What the pass's placements would have logged (``ShareBook.readers``, the users a failed search
+    met) is logged as they would: in a state whose quota fits after one that did not, what a
+    placement reads then; after each later victim, what it reads of that victim's card (the only
+    card changed). Where the last state's quota does not fit but an earlier one's did, False (rare).
+    """
+    cards = state.cards
+    assert cards is not None
+    q, res, req = spec.name, job.request.resource, job.request
+    kind, units = "mps" if req.mps else "shard", cards.units(req)
+    mark = cards.mark()
+    victims: list[str] = []
+    quota_fit = False  # the last state fits the quota
+    ever = False  # some state fit the quota
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not still_reclaimable(state, c, c.res or res):
+                continue
+            victims.append(c.job.id)
+            v = c.job
+            d = cards.card_of.get(v.id)
+            state.remove(v.id)
+            own = v.request.shared and v.queue == q  # may raise the preemptor's charge
+            if quota_fit and not own:
+                if d is not None:
+                    cards.note_card(d, kind, q, units)  # what the pass's placement here logs anew
+                continue
+            if not quota_fit and victims[1:] and skip_unchanged_fits and _same_answer(state, q, job, v, QUOTA):
+                continue  # the pass skips this check too: the quota still does not fit
+            fit = state.quota_fits(q, req, within_nominal=not allow_borrow)
+            if fit and quota_fit:
+                if d is not None:
+                    cards.note_card(d, kind, q, units)
+            elif fit:
+                cards.note_placement(kind, q, units)  # the placement the pass tries here
+            quota_fit = fit
+            ever = ever or fit
+        if quota_fit:
+            if state.place(req, job) is None:
+                return True
+        elif not ever:
+            return True
+        cards.forget(mark)  # the pass may succeed: it runs and logs for itself
+        return False
+    finally:
+        for v_id in reversed(victims):
+            state.restore(v_id)
+
+
 def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
     q, res, req = spec.name, job.request.resource, job.request
     whole = not req.shared
+    if (
+        not whole
+        and end_first
+        and state.cards is not None
+        and not (req.exclusive or (state.host_quota and req.host))
+        and _share_pass_fails(state, spec, job, cands, allow_borrow)
+    ):
+        return None
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
     why = 0  # and why (_fit_why)
