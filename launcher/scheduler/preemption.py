@@ -367,8 +367,9 @@ once (:class:`.shares.QuietLeaves`)."""
 
 
 end_first = True
-"""Tests turn it off to build the reference: a share's greedy pass checks its fit after each victim
-even where taking off every candidate would not make it fit (:func:`_share_pass_fails`)."""
+"""Tests turn it off to build the reference: a greedy pass checks its fit after each victim even
+where taking off every candidate would not make it fit (:func:`_share_pass_fails`,
+:func:`_whole_pass_fails`)."""
 
 
 def _share_pass_fails(
@@ -385,11 +386,12 @@ def _share_pass_fails(
     which tries one after each victim. Its quota fit is not monotone: a share of its own queue taken
     off can raise what the preemptor would add to its queue's rounded-up share use while the room it
     has does not grow (``available`` is clamped at 0 where held quota overfills a root), so the quota
-    is checked as the pass checks it, again after each such victim and otherwise while it fails.
-    What the pass's placements would have logged (``ShareBook.readers``, the users a failed search
-    met) is logged as they would: in a state whose quota fits after one that did not, what a
-    placement reads then; after each later victim, what it reads of that victim's card (the only
-    card changed). Where the last state's quota does not fit but an earlier one's did, False (rare).
+    is checked as the pass checks it, again after each such victim and otherwise while it fails;
+    where such a victim ends a stretch of states whose quota fits, the placement is tried in the
+    state before it (the last of the stretch answers for the stretch). What the pass's placements would have logged
+    (``ShareBook.readers``, the users a failed search met) is logged as they would: in a state whose
+    quota fits after one that did not, what a placement reads then; after each later victim, what it
+    reads of that victim's card (the only card changed).
     """
     cards = state.cards
     assert cards is not None
@@ -398,18 +400,17 @@ def _share_pass_fails(
     mark = cards.mark()
     victims: list[str] = []
     quota_fit = False  # the last state fits the quota
-    ever = False  # some state fit the quota
     try:
         for c in cands:
             if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
                 continue
             if c.cross and not still_reclaimable(state, c, c.res or res):
                 continue
-            victims.append(c.job.id)
             v = c.job
+            own = v.request.shared and v.queue == q  # may raise the preemptor's charge
+            victims.append(v.id)
             d = cards.card_of.get(v.id)
             state.remove(v.id)
-            own = v.request.shared and v.queue == q  # may raise the preemptor's charge
             if quota_fit and not own:
                 if d is not None:
                     cards.note_card(d, kind, q, units)  # what the pass's placement here logs anew
@@ -417,23 +418,68 @@ def _share_pass_fails(
             if not quota_fit and victims[1:] and skip_unchanged_fits and _same_answer(state, q, job, v, QUOTA):
                 continue  # the pass skips this check too: the quota still does not fit
             fit = state.quota_fits(q, req, within_nominal=not allow_borrow)
-            if fit and quota_fit:
+            if quota_fit and not fit:  # the end of a stretch whose quota fits: its placement answers for it
+                state.restore(v.id)
+                placed = state.place(req, job) is not None
+                state.remove(v.id)
+                if placed:
+                    cards.forget(mark)  # the pass may succeed: it runs and logs for itself
+                    return False
+            elif fit and quota_fit:
                 if d is not None:
                     cards.note_card(d, kind, q, units)
             elif fit:
                 cards.note_placement(kind, q, units)  # the placement the pass tries here
             quota_fit = fit
-            ever = ever or fit
-        if quota_fit:
-            if state.place(req, job) is None:
-                return True
-        elif not ever:
-            return True
-        cards.forget(mark)  # the pass may succeed: it runs and logs for itself
-        return False
+        if quota_fit and state.place(req, job) is not None:
+            cards.forget(mark)
+            return False
+        return True
     finally:
         for v_id in reversed(victims):
             state.restore(v_id)
+
+
+def _whole_pass_fails(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> bool:
+    """For whole-device preemptor ``job`` whose fit only gets easier as victims go (no host
+    resources, groups, ``--exclusive`` or required topology level: its quota charge is its device
+    count, and :func:`.placement.choose_nodes` finds a placement wherever one exists for as few
+    nodes as fit or an exact node count, so more free devices never lose one): True when a greedy
+    pass over ``cands`` can only fail, the cycle's copy as it was. The last state (every usable
+    candidate taken off, in order, as the pass takes them: shares that leave a sharer on their card
+    on paper, :class:`.shares.QuietLeaves`) answers for every earlier one: one fit check instead of
+    one per victim that changed something. Its checks log nothing (a whole-device placement reads
+    no shared card)."""
+    q, res = spec.name, job.request.resource
+    quiet = QuietLeaves(state.cards) if defer_quiet_shares and state.cards is not None else None
+    victims: list[str] = []
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not still_reclaimable(state, c, c.res or res):
+                continue
+            victims.append(c.job.id)
+            if quiet is not None and c.job.request.shared:
+                delta = quiet.hold(c.job)
+                if delta is None:
+                    _take_off_held(state, quiet)
+                    state.remove(c.job.id)
+                else:
+                    _count_share(state, c.job, -delta)
+            else:
+                state.remove(c.job.id)
+        return not victims or _fits(state, q, job, allow_borrow) is None
+    finally:
+        held: set[str] = set()
+        for share, delta in quiet.drain() if quiet is not None else ():
+            _count_share(state, share, delta)
+            held.add(share.id)
+        for v in reversed(victims):
+            if v not in held:
+                state.restore(v)
 
 
 def _greedy_pass(
@@ -441,14 +487,14 @@ def _greedy_pass(
 ) -> tuple[list[str], RawPlacement] | None:
     q, res, req = spec.name, job.request.resource, job.request
     whole = not req.shared
-    if (
-        not whole
-        and end_first
-        and state.cards is not None
-        and not (req.exclusive or (state.host_quota and req.host))
-        and _share_pass_fails(state, spec, job, cands, allow_borrow)
-    ):
-        return None
+    if end_first and not (req.exclusive or (state.host_quota and req.host)):
+        if whole:
+            if not (req.host or req.groups or req.topology) and _whole_pass_fails(
+                state, spec, job, cands, allow_borrow
+            ):
+                return None
+        elif state.cards is not None and _share_pass_fails(state, spec, job, cands, allow_borrow):
+            return None
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
     why = 0  # and why (_fit_why)

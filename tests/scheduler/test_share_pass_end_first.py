@@ -1,10 +1,12 @@
-"""A share's greedy victim pass that first checks its last state (every usable candidate taken off)
-and fails at once when that does not fit (``preemption.end_first``, ``_share_pass_fails``) changes
-no decision, and logs the same readers (``ShareBook.readers``: the users a failed search met, which
-decide whom its verdict answers) as the pass that checks its fit after each victim. Checked against
-the cycle with it switched off over random backlogs of shares of many users, whole jobs and
-preemptors (``share_backlogs.backlog``): a derandomized hypothesis run over seeds, and every search's
-answer and readers compared one by one."""
+"""A greedy victim pass that first checks its last state (every usable candidate taken off) and fails
+at once when that does not fit (``preemption.end_first``: ``_share_pass_fails`` for a share,
+``_whole_pass_fails`` for whole devices) changes no decision, and a share's logs the same readers
+(``ShareBook.readers``: the users a failed search met, which decide whom its verdict answers) as the
+pass that checks its fit after each victim. Checked against the cycle with it switched off over
+random backlogs of shares of many users, whole jobs and preemptors (``share_backlogs.backlog``: a
+derandomized hypothesis run over seeds, and every search's answer and readers compared one by one),
+and over every cycle of the property tests' random scenarios (gangs over nodes, exact node counts,
+MIG, GPU models, cohort trees), where whole-device placements are richer."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.shares import ShareBook
 from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot
 from share_backlogs import NODES, SHARING, USERS, backlog, queues
+from test_properties import run_to_end, scenarios, tree_scenarios
 
 
 @given(st.integers(0, 100_000))
@@ -30,6 +33,24 @@ def test_checking_the_last_state_first_changes_no_decision(seed: int) -> None:
     fast = run_cycle(snap)
     with end_first(False):
         assert run_cycle(snap) == fast
+
+
+def same_without(snap: Snapshot, result: object) -> None:
+    """A cycle hook: the cycle with ``end_first`` off decides as the one that ran."""
+    with end_first(False):
+        assert run_cycle(snap) == result
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(scenarios())
+def test_whole_device_passes_decide_alike_over_random_scenarios(data: dict) -> None:
+    run_to_end(data, [same_without], until=300.0)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(tree_scenarios())
+def test_whole_device_passes_decide_alike_over_cohort_trees(data: dict) -> None:
+    run_to_end(data, [same_without], until=300.0)
 
 
 @contextmanager
