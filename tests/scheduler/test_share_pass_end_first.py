@@ -23,7 +23,7 @@ from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.shares import ShareBook
 from labgang.launcher.scheduler.snapshot import Placement, RankPlacement, RunningJob, Snapshot
 from share_backlogs import NODES, SHARING, USERS, backlog, queues
-from test_properties import run_to_end, scenarios, tree_scenarios
+from test_properties import run_to_end, scenarios, tree_scenarios  # type: ignore[import-not-found]
 
 
 @given(st.integers(0, 100_000))
@@ -67,7 +67,7 @@ def searches(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, obje
     """Every victim search of ``seed``'s cycle: the preemptor, its answer, and the readers its
     placements logged."""
     seen: list[tuple[str, object, frozenset[str] | None]] = []
-    real = cycle_module.find_victims
+    real = preemption.find_victims
 
     def recording(state, spec, job, excluded):
         cards = state.cards
