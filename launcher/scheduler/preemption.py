@@ -391,7 +391,9 @@ def _share_pass_fails(
     state before it (the last of the stretch answers for the stretch). What the pass's placements would have logged
     (``ShareBook.readers``, the users a failed search met) is logged as they would: in a state whose
     quota fits after one that did not, what a placement reads then; after each later victim, what it
-    reads of that victim's card (the only card changed).
+    reads of that victim's card (the only card changed). Rests on no victim raising a queue's quota
+    usage (a queue's shares count as their sum rounded up), checked by the premise test in
+    ``test_share_pass_end_first.py``; a charge rule that breaks it must switch :data:`end_first` off.
     """
     cards = state.cards
     assert cards is not None
@@ -451,7 +453,7 @@ def _whole_pass_fails(
     candidate taken off, in order, as the pass takes them: shares that leave a sharer on their card
     on paper, :class:`.shares.QuietLeaves`) answers for every earlier one: one fit check instead of
     one per victim that changed something. Its checks log nothing (a whole-device placement reads
-    no shared card)."""
+    no shared card). Rests on no victim raising a queue's quota usage, as :func:`_share_pass_fails`."""
     q, res = spec.name, job.request.resource
     quiet = QuietLeaves(state.cards) if defer_quiet_shares and state.cards is not None else None
     victims: list[str] = []

@@ -10,6 +10,7 @@ MIG, GPU models, cohort trees), where whole-device placements are richer."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -171,3 +172,59 @@ def test_a_placement_after_a_sharer_leaves_reads_what_it_read_before_and_that_ca
     assert _within(card, after)
     both = None if before is None or card is None else before | card
     assert _within(after, both)
+
+
+# --- the premise: fits only get easier as victims go (but a share's quota after its own queue's) ---
+
+
+def _fits_along(state, spec, job, cands, allow_borrow) -> list[tuple[str, bool, bool]]:
+    """Each state of a greedy pass that takes every usable candidate off, in order: the victim taken
+    off, and whether the preemptor's quota fits, and its placement, then (the copy put back after)."""
+    req, q, res = job.request, spec.name, job.request.resource
+    steps, victims = [], []
+    try:
+        for c in cands:
+            if c.kind is preemption.Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not preemption.still_reclaimable(state, c, c.res or res):
+                continue
+            victims.append(c.job.id)
+            state.remove(c.job.id)
+            mark = state.cards.mark() if state.cards is not None else None
+            quota = state.quota_fits(q, req, within_nominal=not allow_borrow)
+            placed = state.place(req, job) is not None
+            if mark is not None:
+                state.cards.forget(mark)
+            own = c.job.request.shared and c.job.queue == q
+            steps.append(("own share" if own else c.job.id, quota, placed))
+    finally:
+        for v in reversed(victims):
+            state.restore(v)
+    return steps
+
+
+def test_the_premise_holds_over_the_backlogs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the shortcut rests on, checked directly (a charge rule that makes a victim raise a queue's
+    usage would break it; the passes above would then differ only where a backlog shows it): over
+    every pass of the backlogs, a placement that fits keeps fitting as victims go, and so does the
+    quota, except a share preemptor's after a share of its own queue; and both are seen to change."""
+    seen = {"placed": 0, "quota": 0, "own drop": 0}
+    real = preemption._greedy_pass
+
+    def checking(state, spec, job, cands, allow_borrow):
+        req = job.request
+        if not (req.exclusive or (state.host_quota and req.host) or req.groups or req.topology):
+            steps = _fits_along(state, spec, job, cands, allow_borrow)
+            for (_, q0, p0), (victim, q1, p1) in itertools.pairwise(steps):
+                assert p1 or not p0, (job.id, steps)
+                if q0 and not q1:
+                    assert req.shared and victim == "own share", (job.id, steps)
+                    seen["own drop"] += 1
+                seen["placed"] += p1 and not p0
+                seen["quota"] += q1 and not q0
+        return real(state, spec, job, cands, allow_borrow)
+
+    monkeypatch.setattr(preemption, "_greedy_pass", checking)
+    for seed in range(150):
+        run_cycle(backlog(seed))
+    assert all(seen.values()), seen
