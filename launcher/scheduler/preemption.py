@@ -372,11 +372,137 @@ defer_quiet_shares = True
 once (:class:`.shares.QuietLeaves`)."""
 
 
+end_first = True
+"""Tests turn it off to build the reference: a greedy pass checks its fit after each victim even
+where taking off every candidate would not make it fit (:func:`_share_pass_fails`,
+:func:`_whole_pass_fails`)."""
+
+
+def _share_pass_fails(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> bool:
+    """For share preemptor ``job`` (its fit pure in the quota book, its queue's share use and the
+    share book: no host quotas, not ``--exclusive``): True when a greedy pass over ``cands`` can
+    only fail, having logged in the share book whom its placements would have read; False, with
+    the cycle's copy and the log as they were, when the pass may succeed (then it runs as usual).
+
+    A share's placement only gets easier as victims go (taking sharers off a card adds room and
+    trust; a card freed is a whole free one; a whole job frees its devices), so when it fails in the
+    last state whose quota fits, it failed in every earlier one: one placement answers for the pass,
+    which tries one after each victim. Its quota fit is not monotone: a share of its own queue taken
+    off can raise what the preemptor would add to its queue's rounded-up share use while the room it
+    has does not grow (``available`` is clamped at 0 where held quota overfills a root), so the quota
+    is checked as the pass checks it, again after each such victim and otherwise while it fails;
+    where such a victim ends a stretch of states whose quota fits, the placement is tried in the
+    state before it (the last of the stretch answers for the stretch). What the pass's placements would have logged
+    (``ShareBook.readers``, the users a failed search met) is logged as they would: in a state whose
+    quota fits after one that did not, what a placement reads then; after each later victim, what it
+    reads of that victim's card (the only card changed). Rests on no victim raising a queue's quota
+    usage (a queue's shares count as their sum rounded up), checked by the premise test in
+    ``test_share_pass_end_first.py``; a charge rule that breaks it must switch :data:`end_first` off.
+    """
+    cards = state.cards
+    assert cards is not None
+    q, res, req = spec.name, job.request.resource, job.request
+    kind, units = "mps" if req.mps else "shard", cards.units(req)
+    mark = cards.mark()
+    victims: list[str] = []
+    quota_fit = False  # the last state fits the quota
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not still_reclaimable(state, c, c.res or res):
+                continue
+            v = c.job
+            own = v.request.shared and v.queue == q  # may raise the preemptor's charge
+            victims.append(v.id)
+            d = cards.card_of.get(v.id)
+            state.remove(v.id)
+            if quota_fit and not own:
+                if d is not None:
+                    cards.note_card(d, kind, q, units)  # what the pass's placement here logs anew
+                continue
+            if not quota_fit and victims[1:] and skip_unchanged_fits and _same_answer(state, q, job, v, QUOTA):
+                continue  # the pass skips this check too: the quota still does not fit
+            fit = state.quota_fits(q, req, within_nominal=not allow_borrow, job=job)
+            if quota_fit and not fit:  # the end of a stretch whose quota fits: its placement answers for it
+                state.restore(v.id)
+                placed = state.place(req, job) is not None
+                state.remove(v.id)
+                if placed:
+                    cards.forget(mark)  # the pass may succeed: it runs and logs for itself
+                    return False
+            elif fit and quota_fit:
+                if d is not None:
+                    cards.note_card(d, kind, q, units)
+            elif fit:
+                cards.note_placement(kind, q, units)  # the placement the pass tries here
+            quota_fit = fit
+        if quota_fit and state.place(req, job) is not None:
+            cards.forget(mark)
+            return False
+        return True
+    finally:
+        for v_id in reversed(victims):
+            state.restore(v_id)
+
+
+def _whole_pass_fails(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> bool:
+    """For whole-device preemptor ``job`` whose fit only gets easier as victims go (no host
+    resources, groups, ``--exclusive`` or required topology level: its quota charge is its device
+    count, and :func:`.placement.choose_nodes` finds a placement wherever one exists for as few
+    nodes as fit or an exact node count, so more free devices never lose one): True when a greedy
+    pass over ``cands`` can only fail, the cycle's copy as it was. The last state (every usable
+    candidate taken off, in order, as the pass takes them: shares that leave a sharer on their card
+    on paper, :class:`.shares.QuietLeaves`) answers for every earlier one: one fit check instead of
+    one per victim that changed something. Its checks log nothing (a whole-device placement reads
+    no shared card). Rests on no victim raising a queue's quota usage, as :func:`_share_pass_fails`."""
+    q, res = spec.name, job.request.resource
+    quiet = QuietLeaves(state.cards) if defer_quiet_shares and state.cards is not None else None
+    victims: list[str] = []
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not still_reclaimable(state, c, c.res or res):
+                continue
+            victims.append(c.job.id)
+            if quiet is not None and c.job.request.shared:
+                delta = quiet.hold(c.job)
+                if delta is None:
+                    _take_off_held(state, quiet)
+                    state.remove(c.job.id)
+                else:
+                    _count_share(state, c.job, -delta)
+            else:
+                state.remove(c.job.id)
+        return not victims or _fits(state, q, job, allow_borrow) is None
+    finally:
+        held: set[str] = set()
+        for share, delta in quiet.drain() if quiet is not None else ():
+            _count_share(state, share, delta)
+            held.add(share.id)
+        for v in reversed(victims):
+            if v not in held:
+                state.restore(v)
+
+
 def _greedy_pass(
     state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
 ) -> tuple[list[str], RawPlacement] | None:
     q, res, req = spec.name, job.request.resource, job.request
     whole = not req.shared
+    if end_first and not (req.exclusive or (state.host_quota and req.host)):
+        if whole:
+            if not (req.host or req.groups or req.topology) and _whole_pass_fails(
+                state, spec, job, cands, allow_borrow
+            ):
+                return None
+        elif state.cards is not None and _share_pass_fails(state, spec, job, cands, allow_borrow):
+            return None
     victims: list[str] = []
     unfit = False  # the last state tried did not fit
     why = 0  # and why (_fit_why)

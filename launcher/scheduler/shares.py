@@ -550,6 +550,42 @@ class ShareBook:
                 self.trust_reads += 1
                 return
 
+    def note_placement(self, kind: str, queue: str | None, units: int) -> None:
+        """Log whom a placement of ``units`` of ``kind`` for ``queue`` reads now (:meth:`place` does,
+        first): when some open card of the mode has room for it, the trust rule may decide
+        (:meth:`_note_readers`)."""
+        self._flush()
+        if any(n and room >= units for room, n in self._rooms[kind].items()):
+            self._note_readers(kind, queue, units)  # a card with room exists: the trust rule may decide
+
+    def note_card(self, d: int, kind: str, queue: str, units: int) -> None:
+        """Log what a placement of ``units`` of ``kind`` for ``queue`` (see :meth:`note_placement`)
+        reads of card ``d`` alone, as it is now: its first sharer's user (or anyone, where the trust
+        rule reads no user) when ``d`` is an open card of the mode with room for it whose first
+        sharer ``queue`` may share with. After a sharer of ``d`` was taken off, a placement logs
+        what one before it logged, and this (the other cards are as they were): a victim search
+        logs its placements' readers without placing (``preemption.end_first``)."""
+        sharers = self.cards.get(d)
+        if not sharers or self.kind[d] != kind or self.denom - self.used[d] < units:
+            return
+        spec = self.specs.get(queue)
+        anchor = sharers[0]
+        q = anchor.queue
+        if spec is None or spec.share_gpus == "none" or (q != queue and q not in spec.share_with):
+            return
+        other = self.specs.get(q)
+        if other is None or (q != queue and queue not in other.share_with):
+            return
+        if kind == "mps" or "user" in (spec.share_gpus, other.share_gpus):
+            self.trust_users.append(anchor.user)
+        else:
+            self.trust_reads += 1
+
+    def forget(self, mark: tuple[int, int]) -> None:
+        """Drop what was logged since ``mark`` (a :meth:`mark`): as if those placements never read."""
+        self.trust_reads = mark[0]
+        del self.trust_users[mark[1] :]
+
     def readers(self, mark: tuple[int, int]) -> frozenset[str] | None:
         """Whom the placements since ``mark`` (a :meth:`mark`) may have answered differently: the users
         logged, or None when it may be anyone."""
@@ -592,8 +628,7 @@ class ShareBook:
         self._flush()
         kind, units = share_kind(req), self.units(req)
         model = req.gpu_model.lower() if req.gpu_model else None
-        if any(n and room >= units for room, n in self._rooms[kind].items()):
-            self._note_readers(kind, queue, units)  # a card with room exists: the trust rule may decide
+        self.note_placement(kind, queue, units)
         if queue is not None:
             best: tuple[int, int] | None = None  # (room, card): the least room, then device order
             for rooms in self._anchors(kind, queue, user):

@@ -4,7 +4,9 @@ quota usage (nor, for a share preemptor, a share of its queue or of one it share
 card it would take, and so its charge, may change) leaves it failing; after a
 whole-device placement failed, a victim that freed no device leaves it failing. Checked against
 the cycle that checks every step, over random backlogs of shares of many users, whole jobs and
-preemptors (``share_backlogs.backlog``).
+preemptors (``share_backlogs.backlog``), with ``preemption.end_first`` on and off: with it, a pass that
+can only fail is answered before its first step (``test_share_pass_end_first.py``; a share's still
+skips quota checks on the way), so most steps these skips save are taken only without it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from labgang.launcher.scheduler import preemption, run_cycle
 from share_backlogs import backlog
 
 
+@pytest.mark.parametrize("end_first", [True, False])
 @pytest.mark.parametrize("seed", [*range(150), 348])
-def test_skipping_unchanged_fit_checks_changes_no_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_skipping_unchanged_fit_checks_changes_no_decision(
+    seed: int, end_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(preemption, "end_first", end_first)
     snap = backlog(seed)
     fast = run_cycle(snap)
     monkeypatch.setattr(preemption, "skip_unchanged_fits", False)
@@ -36,6 +42,7 @@ def test_fit_checks_are_skipped_for_both_reasons(monkeypatch: pytest.MonkeyPatch
         return got
 
     monkeypatch.setattr(preemption, "_same_answer", counting)
+    monkeypatch.setattr(preemption, "end_first", False)
     # the differential test's backlogs: a share's quota check is skipped rarely (only after a share of
     # a queue it may not share with left a card whole), a whole-device placement check only after a
     # share on a card mixed with another queue's changed a charge but freed no card (seed 348)
