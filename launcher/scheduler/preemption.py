@@ -375,7 +375,9 @@ once (:class:`.shares.QuietLeaves`)."""
 end_first = True
 """Tests turn it off to build the reference: a greedy pass checks its fit after each victim even
 where taking off every candidate would not make it fit (:func:`_share_pass_fails`,
-:func:`_whole_pass_fails`)."""
+:func:`_whole_pass_fails`). Never where queues share cards (``share_with``, :attr:`.shares.ShareBook.mixing`):
+a share taken off a mixed card can leave the card to one queue, charged whole, so a victim can raise a
+queue's usage, which the shortcut rests on never happening."""
 
 
 def _share_pass_fails(
@@ -398,8 +400,8 @@ def _share_pass_fails(
     (``ShareBook.readers``, the users a failed search met) is logged as they would: in a state whose
     quota fits after one that did not, what a placement reads then; after each later victim, what it
     reads of that victim's card (the only card changed). Rests on no victim raising a queue's quota
-    usage (a queue's shares count as their sum rounded up), checked by the premise test in
-    ``test_share_pass_end_first.py``; a charge rule that breaks it must switch :data:`end_first` off.
+    usage (no share is taken off a card mixed with another queue's: not used where queues share cards),
+    checked by the premise test in ``test_share_pass_end_first.py``.
     """
     cards = state.cards
     assert cards is not None
@@ -495,7 +497,7 @@ def _greedy_pass(
 ) -> tuple[list[str], RawPlacement] | None:
     q, res, req = spec.name, job.request.resource, job.request
     whole = not req.shared
-    if end_first and not (req.exclusive or (state.host_quota and req.host)):
+    if end_first and not (req.exclusive or (state.host_quota and req.host) or (state.cards and state.cards.mixing)):
         if whole:
             if not (req.host or req.groups or req.topology) and _whole_pass_fails(
                 state, spec, job, cands, allow_borrow

@@ -146,6 +146,9 @@ class ShareBook:
         self.specs: dict[str, QueueSpec] = {}
         for q in queues:
             self.specs.setdefault(q.name, q)
+        # whether two queues' shares may meet on a card (``share_with``): only then can taking a share
+        # off raise a queue's charge (a mixed card left to one queue counts whole for it)
+        self.mixing = any(spec.share_with for spec in self.specs.values())
         self.queue_use: dict[str, int] = {}
         self.jobs: dict[str, RunningJob] = {}
         # the quota side (module doc): each card's units per queue, keyed by the card's UUID (known

@@ -14,11 +14,13 @@ NODES = tuple(Node(n, tuple(Device(f"GPU-{n}-{i}", n, GPU) for i in range(4))) f
 USERS = [f"u{i}" for i in range(8)]
 
 
-def queues() -> tuple[QueueSpec, ...]:
+def queues(mixing: bool = True) -> tuple[QueueSpec, ...]:
+    """The backlogs' queues; with ``mixing``, a and d share cards with each other (``share_with``)."""
     lower, reclaim = WithinQueue.LOWER_PRIORITY, ReclaimWithinCohort.ANY
+    a_with, d_with = (("d",), ("a",)) if mixing else ((), ())
     return (
-        QueueSpec("a", nominal={GPU: 3}, share_gpus="queue", share_with=("d",), cohort="lab", within_queue=lower),
-        QueueSpec("d", nominal={GPU: 2}, share_gpus="user", share_with=("a",), cohort="lab", within_queue=lower),
+        QueueSpec("a", nominal={GPU: 3}, share_gpus="queue", share_with=a_with, cohort="lab", within_queue=lower),
+        QueueSpec("d", nominal={GPU: 2}, share_gpus="user", share_with=d_with, cohort="lab", within_queue=lower),
         QueueSpec(
             "b", nominal={GPU: 3}, share_gpus="user", cohort="lab", within_queue=lower, reclaim_within_cohort=reclaim
         ),
@@ -40,11 +42,12 @@ def request(rng: random.Random, queue: str) -> JobRequest:
     return JobRequest(per_worker=rng.choice([1, 1, 2]))
 
 
-def backlog(seed: int) -> Snapshot:
+def backlog(seed: int, mixing: bool = True) -> Snapshot:
     """A cluster filled by low-priority jobs of many users (partly used cards of their own), then a
-    burst of pending shares and whole jobs of mixed priority, several per user and size."""
+    burst of pending shares and whole jobs of mixed priority, several per user and size; with
+    ``mixing`` two of its queues share cards with each other (:func:`queues`)."""
     rng = random.Random(seed)
-    specs = queues()
+    specs = queues(mixing)
     running: list[RunningJob] = []
     for i in range(24):  # fill, one cycle per job, keeping what each cycle admits
         q = rng.choice("abdec")

@@ -30,7 +30,7 @@ from test_properties import run_to_end, scenarios, tree_scenarios  # type: ignor
 @given(st.integers(0, 100_000))
 @settings(derandomize=True, max_examples=150, deadline=None)
 def test_checking_the_last_state_first_changes_no_decision(seed: int) -> None:
-    snap = backlog(seed)
+    snap = backlog(seed, mixing=seed % 2 == 0)  # with queues sharing cards the shortcut stays off
     fast = run_cycle(snap)
     with end_first(False):
         assert run_cycle(snap) == fast
@@ -78,7 +78,7 @@ def searches(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, obje
         return found
 
     monkeypatch.setattr(cycle_module, "find_victims", recording)
-    run_cycle(backlog(seed))
+    run_cycle(backlog(seed, mixing=seed % 2 == 0))
     monkeypatch.undo()
     return seen
 
@@ -106,7 +106,7 @@ def test_the_last_state_answers_share_passes(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(preemption, "_share_pass_fails", counting)
     for seed in range(60):
-        run_cycle(backlog(seed))
+        run_cycle(backlog(seed, mixing=False))
     assert all(outcomes.values()), outcomes
 
 
@@ -213,7 +213,8 @@ def test_the_premise_holds_over_the_backlogs(monkeypatch: pytest.MonkeyPatch) ->
 
     def checking(state, spec, job, cands, allow_borrow):
         req = job.request
-        if not (req.exclusive or (state.host_quota and req.host) or req.groups or req.topology):
+        mixing = state.cards is not None and state.cards.mixing  # the shortcut is off there (see end_first)
+        if not (req.exclusive or (state.host_quota and req.host) or req.groups or req.topology or mixing):
             steps = _fits_along(state, spec, job, cands, allow_borrow)
             for (_, q0, p0), (victim, q1, p1) in itertools.pairwise(steps):
                 assert p1 or not p0, (job.id, steps)
@@ -226,5 +227,8 @@ def test_the_premise_holds_over_the_backlogs(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(preemption, "_greedy_pass", checking)
     for seed in range(150):
-        run_cycle(backlog(seed))
-    assert all(seen.values()), seen
+        run_cycle(backlog(seed, mixing=False))
+    # fits are seen to change; a quota fit dropping after an own share is allowed but not seen since
+    # cards held alone are charged whole (the card such a share leaves empty was charged the gpu the
+    # preemptor would now open), so no drop is asserted
+    assert seen["placed"] > 0 and seen["quota"] > 0, seen
