@@ -595,6 +595,7 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
     from labgang.launcher.cli.quick import run_requeue
 
     flags = run_requeue(flags)
+    requeued = bool(flags.get("requeue"))  # run --requeue: a shutdown requeues it (follow.labgang_stopped)
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:
@@ -607,14 +608,20 @@ def run(state_dir: Path | None, all_ranks: bool, **flags: Any) -> None:
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                    code = follow_to_the_end(
+                        client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes(), requeued=requeued
+                    )
             elif flags.get("stdin_stream"):
                 from labgang.launcher.stdin_forward import StdinStreamer
 
                 with StdinStreamer(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                    code = follow_to_the_end(
+                        client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes(), requeued=requeued
+                    )
             else:
-                code = follow_to_the_end(client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes())
+                code = follow_to_the_end(
+                    client, job_id, ranks, stdout_bytes(), sys.stderr, stderr_bytes(), requeued=requeued
+                )
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)
