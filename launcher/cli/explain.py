@@ -130,7 +130,8 @@ def state_phrase(state: str) -> str:
 def preemption_sentences(job: Mapping[str, Any]) -> list[str]:
     """One sentence per preemption in the job's history.
 
-    A preempted job gets two history lines with the same ``preempted by job N: <reason>``: one when
+    A preempted job gets two history lines with the same ``preempted by job N: <reason>`` (``reclaimed
+    by queue Q for job N: <why>; <reason>`` when another queue of its cohort took it back): one when
     its ranks are told to stop (``stopping``, ending ``; stopping every rank``) and one when it goes
     back to its queue (``requeued``, ending ``; restart N``). They are merged into one sentence that
     says both; a later preemption (after the job ran again) gets its own sentence.
@@ -138,7 +139,7 @@ def preemption_sentences(job: Mapping[str, Any]) -> list[str]:
     found: list[dict[str, str]] = []  # per preemption: "head", and the "stopping"/"requeued" tails seen
     for h in job.get("history") or []:
         message = str(h.get("message", ""))
-        if not message.startswith("preempted by job"):
+        if not message.startswith(("preempted by job", "reclaimed by queue")):
             continue
         head, _, tail = message.rpartition("; ")
         if not head:

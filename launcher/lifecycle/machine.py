@@ -365,13 +365,19 @@ class Lifecycle:
                 )
                 waiting = ", ".join(f"job {v}" for v in pre.victims)
                 self._ctx.history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
-            for victim_id in pre.victims:
+            for i, victim_id in enumerate(pre.victims):
                 victim = self.jobs.get(victim_id)
                 if victim is None or not may_be_victim(victim, protected):
                     continue
-                why_text = f"by job {preemptor.id}: {pre.reason}"
+                reclaim = pre.reclaims[i] if i < len(pre.reclaims) else ""
+                if reclaim:  # taken back by another queue of the cohort: a reclaim, not a priority preemption
+                    why_text = f"by queue {preemptor.spec.queue} for job {preemptor.id}: {reclaim}; {pre.reason}"
+                    stop = f"reclaimed {why_text}"
+                else:
+                    why_text = f"by job {preemptor.id}: {pre.reason}"
+                    stop = f"preempted {why_text}"
                 self._ctx.emit(fx.RecordDecision(now, victim.id, fx.DecisionKind.VICTIM, "preempted", why_text))
-                self._gang.begin_termination(victim, EndIntent.PREEMPT, f"preempted {why_text}")
+                self._gang.begin_termination(victim, EndIntent.PREEMPT, stop)
                 why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
                 self._ctx.emit(fx.PreemptionCounted(victim.spec.queue, why))
         for pend in result.pending:
