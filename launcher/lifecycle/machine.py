@@ -191,7 +191,7 @@ class Lifecycle:
         self._ctx.history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {_shape(spec)} {spec.resource}{after}",
+            f"by {spec.user} to queue {spec.queue}: {_asked(spec)}{after}",
         )
         self._ctx.emit(fx.WakeScheduler())
 
@@ -615,6 +615,14 @@ class Lifecycle:
         self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             self._ctx.emit(fx.Signal(node, job.run_id, signum))
+
+
+def _asked(spec: JobSpec) -> str:
+    """What a submission asks for: ``4 x 2 gpu``; a share of one card as Slurm's gres names it, the
+    queue table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
+    if spec.shards or spec.mps:
+        return f"{spec.workers} x {f'shard:{spec.shards}' if spec.shards else f'mps:{spec.mps}'}"
+    return f"{_shape(spec)} {spec.resource}"
 
 
 def _shape(spec: JobSpec) -> str:
