@@ -12,6 +12,7 @@ numbers (for a job, ``no_preemption``: that rule's facts, or null).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,52 @@ def share_with(q: Mapping[str, Any], resource: str, devices: int) -> float:
     return math.inf if weight <= 0 else best / weight
 
 
-def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Sentences on one queue's quota, usage, share and its cohort's other queues, then its
+def explain_queue(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]], me: str | None = None) -> list[str]:
+    """Sentences on one queue's quota, usage, share and its cohort's other queues, then who may
+    submit there (and whether ``me``, the caller, may: :func:`submitter_sentences`), then its
     priority classes and per-user limits with who is at them."""
-    return _share_sentences(q, queues) + queue_policy_sentences(q)
+    return _share_sentences(q, queues) + submitter_sentences(q, queues, me) + queue_policy_sentences(q)
+
+
+def submitter_sentences(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]], me: str | None) -> list[str]:
+    """Who may submit to queue ``q`` (its view's ``submitters``: the config's ``users``/``groups``, both
+    None for anyone; admins always may) and, from ``caller_may_submit``, whether the caller ``me`` may,
+    with the queues they may use when not: ``Who may submit to nlp: users bob, root (and admins).``,
+    ``You (alice) may not submit to nlp; you may submit to shared, vision.``. [] from a coordinator
+    whose views do not say."""
+    name, sub = q["name"], q.get("submitters")
+    out = []
+    if isinstance(sub, Mapping):
+        users, groups = sub.get("users"), sub.get("groups")
+        if users is None and groups is None:
+            out.append(f"Anyone may submit to {name}.")
+        else:
+            who = []
+            if users is not None:
+                who.append(f"users {', '.join(users)}" if users else "no user by name")
+            if groups:
+                who.append(f"members of groups {', '.join(groups)}")
+            out.append(f"Who may submit to {name}: {' and '.join(who)} (and admins).")
+    may = q.get("caller_may_submit")
+    if isinstance(may, bool):
+        you = f"You ({me})" if me else "You"
+        if may:
+            out.append(f"{you} may submit to {name}.")
+        else:
+            usable = sorted(str(x["name"]) for x in queues if x.get("caller_may_submit"))
+            elsewhere = f"you may submit to {', '.join(usable)}" if usable else "you may submit to no queue"
+            out.append(f"{you} may not submit to {name}; {elsewhere}.")
+    return out
+
+
+def caller_name() -> str:
+    """The user running the command (the name the coordinator knows the caller by), or their uid."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 def _share_sentences(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -92,7 +135,7 @@ def _share_sentences(q: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) 
         )
         out.append(f"Other queues of cohort {cohort}, highest share first: {listed}.")
         lower = [p["name"] for p in peers if _share(p) < _share(q)]
-        if lower:
+        if lower and q.get("fair_sharing"):  # without fair sharing, shares decide nothing between queues
             out.append(
                 f"When queues compete for idle devices, the lowest share goes first: {', '.join(lower)} "
                 f"before {name}; a queue above its nominal may lose jobs to one whose share stays lower."
@@ -130,7 +173,8 @@ def state_phrase(state: str) -> str:
 def preemption_sentences(job: Mapping[str, Any]) -> list[str]:
     """One sentence per preemption in the job's history.
 
-    A preempted job gets two history lines with the same ``preempted by job N: <reason>``: one when
+    A preempted job gets two history lines with the same ``preempted by job N: <reason>`` (``reclaimed
+    by queue Q for job N: <why>; <reason>`` when another queue of its cohort took it back): one when
     its ranks are told to stop (``stopping``, ending ``; stopping every rank``) and one when it goes
     back to its queue (``requeued``, ending ``; restart N``). They are merged into one sentence that
     says both; a later preemption (after the job ran again) gets its own sentence.
@@ -138,7 +182,7 @@ def preemption_sentences(job: Mapping[str, Any]) -> list[str]:
     found: list[dict[str, str]] = []  # per preemption: "head", and the "stopping"/"requeued" tails seen
     for h in job.get("history") or []:
         message = str(h.get("message", ""))
-        if not message.startswith("preempted by job"):
+        if not message.startswith(("preempted by job", "reclaimed by queue")):
             continue
         head, _, tail = message.rpartition("; ")
         if not head:
@@ -188,6 +232,9 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     else:
         devices = int(job.get("workers", 1)) * int(job.get("gpus_per_worker", 1))
         what = f"{job.get('workers')} x {job.get('gpus_per_worker')} {resource}"
+    shards, mps = int(job.get("shards") or 0), int(job.get("mps") or 0)
+    if shards or mps:  # a share of one card, as the queue table's GANG says it: not a whole gpu
+        what = f"{job.get('workers')} x {f'shard:{shards}' if shards else f'mps:{mps}'}"
     out = [f"job {jid} ({what}) in queue {job.get('queue')} {state_phrase(state)}."]
     out.extend(share_sentences(job))
     reason = job.get("reason") or {}
@@ -212,13 +259,14 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
             rivals = [p for p in queues if p.get("cohort") == q.get("cohort") and p["name"] != q["name"]]
             above = [p for p in rivals if _share(p) > after]
             below = [p for p in rivals if _share(p) <= after and p.get("pending")]
-            if above:
+            fair = bool(q.get("fair_sharing"))  # without fair sharing, shares decide nothing between queues
+            if above and fair:
                 out.append(
                     "Still below "
                     + ", ".join(f"{p['name']}'s {fmt_share(_share(p))}" for p in above)
                     + ": with fair sharing it wins against them for idle devices and may reclaim from them."
                 )
-            if below:
+            if below and fair:
                 out.append(
                     "Queues with waiting jobs at or below that share go first: "
                     + ", ".join(f"{p['name']} {fmt_share(_share(p))}" for p in below)
@@ -241,7 +289,7 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
         queues = client.queues()
         q = next((x for x in queues if x["name"] == name), None)
         if q is not None:
-            sentences = explain_queue(q, queues)
+            sentences = explain_queue(q, queues, caller_name())
             payload: dict[str, Any] = {"queue": q, "sentences": sentences}
         elif normal_job_id(name) is not None:  # a job number, or an array task such as 12_7
             job = client.job(str(normal_job_id(name)))

@@ -420,7 +420,15 @@ class FollowStopped(Exception):
 
 
 def follow_to_the_end(
-    client: Client, job_id: str, ranks: Iterable[int], out: Any, err: TextIO, err_out: Any = None, quiet: bool = False
+    client: Client,
+    job_id: str,
+    ranks: Iterable[int],
+    out: Any,
+    err: TextIO,
+    err_out: Any = None,
+    *,
+    quiet: bool = False,
+    requeued: bool = False,
 ) -> int:
     """``labgang run``'s wait: stream ``ranks``' output to ``out`` (with ``err_out``, a binary stream:
     their stdout to ``out`` and their stderr to ``err_out``, as srun keeps them apart) and state changes
@@ -440,6 +448,9 @@ def follow_to_the_end(
     after the grace) and keeps following until it has stopped; the exit status is then 130 for
     Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
 
+    ``requeued``: the job was submitted to be requeued (``run --requeue``); without it a shutdown
+    cancels the job, and that is what ``run`` says when labgang stops under it.
+
     Raises:
         FollowStopped: a second interrupt (stop waiting), the coordinator went away mid-way, or the
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
@@ -458,11 +469,7 @@ def follow_to_the_end(
             except CoordinatorUnavailable:
                 # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
                 # is requeued or still recorded, and the next start shows what became of it.
-                raise FollowStopped(
-                    f"labgang stopped while following job {job_id}; see `labgang show {job_id}` "
-                    "once it is back (jobs stopped by a shutdown run again at the next start)",
-                    1,
-                ) from None
+                raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
             except KeyboardInterrupt as exc:
                 client.close()  # a request may have been cut in half
                 what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
@@ -482,6 +489,18 @@ def follow_to_the_end(
         return code
     code = exit_status_of(final)
     return EXIT_OUTPUT_LOST if code == 0 and follower.lost else code
+
+
+def labgang_stopped(job_id: str, requeued: bool) -> str:
+    """``labgang run``'s line (without its prefix) when labgang stopped while it followed ``job_id``:
+    what a shutdown does to that job. ``requeued``: submitted with ``run --requeue``, so it runs
+    again at the next start; otherwise the shutdown cancels it (a `labgang run` job is not requeued,
+    lifecycle/gang.py)."""
+    if requeued:
+        fate = "a shutdown requeues it (run --requeue): it runs again at the next start"
+    else:
+        fate = "a shutdown cancels it, not requeued: a `labgang run` job is not requeued, as srun's is not"
+    return f"labgang stopped while following job {job_id}; {fate} (see `labgang show {job_id}` once labgang is back)"
 
 
 def output_gone(client: Client, job_id: str, out: Any) -> FollowStopped:

@@ -448,6 +448,7 @@ def run(args: "list[str]") -> int:
 
     stream = streams_stdin()  # rank 0's standard input, when ours is a pipe or a file: streamed
     body = _submission("run", {**run_requeue(options), "stdin_stream": stream}, argv)
+    requeued = bool(options.get("requeue"))  # run --requeue: a shutdown requeues it (follow.labgang_stopped)
     try:
         with Client.for_state_dir(state_dir) as client:
             try:
@@ -462,8 +463,8 @@ def run(args: "list[str]") -> int:
             try:
                 if stream:
                     with StdinStreamer(state_dir, job_id):
-                        return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
-                return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
+                        return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet, requeued=requeued)
+                return follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet, requeued=requeued)
             except FollowStopped as stop:
                 return _fail("run", stop.message, stop.exit_code)
     except ClientError as err:

@@ -601,6 +601,7 @@ def run(state_dir: Path | None, all_ranks: bool, quiet: bool, **flags: Any) -> N
     from labgang.launcher.cli.quick import run_requeue
 
     flags = run_requeue(flags)
+    requeued = bool(flags.get("requeue"))  # run --requeue: a shutdown requeues it (follow.labgang_stopped)
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
         if job.get("array_id") is not None:
@@ -615,14 +616,14 @@ def run(state_dir: Path | None, all_ranks: bool, quiet: bool, **flags: Any) -> N
                 from labgang.launcher.cli.pty_session import PtySession
 
                 with PtySession(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
+                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet, requeued=requeued)
             elif flags.get("stdin_stream"):
                 from labgang.launcher.stdin_forward import StdinStreamer
 
                 with StdinStreamer(state_dir, job_id):
-                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
+                    code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet, requeued=requeued)
             else:
-                code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet)
+                code = follow_to_the_end(client, job_id, ranks, *streams, quiet=quiet, requeued=requeued)
         except FollowStopped as stop:
             fail(stop.message, stop.exit_code)
     sys.exit(code)

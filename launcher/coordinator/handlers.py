@@ -557,14 +557,21 @@ async def report(
 
 
 async def list_queues(
+    config: ClusterConfig,
     queue_views: Callable[[], list[dict[str, Any]]],
     caller: Caller,
     params: Mapping[str, str],
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/queues``: nominal, used, borrowed, lent per queue."""
-    return Reply(200, {"queues": queue_views()})
+    """``GET /v1/queues``: nominal, used, borrowed, lent per queue; ``caller_may_submit``: whether the
+    caller may submit to it (``submitters``, or an admin)."""
+    queues = []
+    for view in queue_views():
+        queue = config.queue(view["name"])
+        allowed = queue is not None and config.may_use_queue(queue, caller.user, caller.groups)
+        queues.append({**view, "caller_may_submit": allowed})
+    return Reply(200, {"queues": queues})
 
 
 async def list_nodes(
@@ -691,7 +698,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("GET", "/v1/history", "history", history, lambda c: partial(history, c.desk)),
     Route("GET", "/v1/report", "report", report, lambda c: partial(report, c.desk)),
-    Route("GET", "/v1/queues", "list_queues", list_queues, lambda c: partial(list_queues, c.queue_views)),
+    Route("GET", "/v1/queues", "list_queues", list_queues, lambda c: partial(list_queues, c.config, c.queue_views)),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes, lambda c: partial(list_nodes, c.config, c.node_views)),
     Route("GET", "/v1/version", "get_version", get_version, lambda c: partial(get_version, c.version)),
     Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls, lambda c: partial(list_pitfalls, c.pitfalls)),

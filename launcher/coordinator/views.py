@@ -260,6 +260,8 @@ def queue_views(
             "reclaim_time_s": grace[q.name] if borrowed[q.name] else 0.0,
             # Whom this queue may take capacity back from (the TUI's borrowed-at-risk pitfall).
             "reclaim_within_cohort": q.reclaim_within_cohort.value,
+            # Whether shares decide between its cohort's queues (explain's fair-sharing sentences).
+            "fair_sharing": config.fair_sharing,
             "borrow_within_cohort": {
                 "policy": q.borrow_within_cohort.policy.value,
                 "max_priority_threshold": q.borrow_within_cohort.max_priority_threshold,
@@ -293,8 +295,14 @@ def policy_view(config: ClusterConfig, queue: QueueConfig, standing: Mapping[str
     """A queue's priority policy and per-user limits for ``GET /v1/queues``: ``priority_classes``
     (name → value, the classes a non-admin may use), ``default_priority_class``, ``user_limits``
     (key → limit; {} without any), ``users`` (each user with unfinished jobs there: ``gpus``,
-    ``running``, ``submitted``, and ``at``: the limits they are at) and ``at_limits`` (limit → users)."""
+    ``running``, ``submitted``, and ``at``: the limits they are at), ``at_limits`` (limit → users) and
+    ``submitters`` (who may submit there: ``{"users": [...] | None, "groups": [...] | None}``, both None
+    for anyone; admins always may)."""
     return {
+        "submitters": {
+            "users": None if queue.users is None else list(queue.users),
+            "groups": None if queue.groups is None else list(queue.groups),
+        },
         "priority_classes": {n: config.priority_classes[n] for n in usable_classes(config, queue)},
         "default_priority_class": queue.default_priority_class,
         "user_limits": limits_of(queue),

@@ -391,7 +391,7 @@ class GangRules:
         intent = st.end_intent
         message = st.reason_message or (INTENT_REASON[intent].value if intent else "")
         if job.spec.attached:  # labgang run's job: nobody would be attached to a rerun (srun's rule)
-            no_requeue = f"{message} (not requeued: a `labgang run` job ends with its run, whose client is gone)"
+            no_requeue = f"{message}; a `labgang run` job is not requeued, as srun's is not"
         else:
             no_requeue = f"{message} (not requeued: the job asked for no requeue)"
         if intent is None:
@@ -426,7 +426,10 @@ class GangRules:
             if job.spec.requeue:
                 self._requeue(job, message, not_before=self._ctx.now)
             else:
-                final = JobState.FAILED if intent == EndIntent.PREEMPT else JobState.NODE_FAIL
+                # A preemption that does not requeue cancels the job (Slurm's PreemptMode=CANCEL, whose
+                # PREEMPTED labgang has not): CANCELLED, not FAILED, which would blame its own command;
+                # the attempt's outcome says "preempted" (_end).
+                final = JobState.CANCELLED if intent == EndIntent.PREEMPT else JobState.NODE_FAIL
                 self._end(job, final, st.exit_status, INTENT_REASON[intent], no_requeue)
         elif intent == EndIntent.SHUTDOWN:
             # Not the job's failure: it runs again at the next start, unless it asked never to be requeued.

@@ -192,7 +192,7 @@ class Lifecycle:
         self._ctx.history(
             job,
             "submitted",
-            f"by {spec.user} to queue {spec.queue}: {_shape(spec)} {spec.resource}{after}",
+            f"by {spec.user} to queue {spec.queue}: {_asked(spec)}{after}",
         )
         self._ctx.emit(fx.WakeScheduler())
 
@@ -366,13 +366,19 @@ class Lifecycle:
                 )
                 waiting = ", ".join(f"job {v}" for v in pre.victims)
                 self._ctx.history(preemptor, "preempting", f"waiting for {waiting} to stop: {pre.reason}")
-            for victim_id in pre.victims:
+            for i, victim_id in enumerate(pre.victims):
                 victim = self.jobs.get(victim_id)
                 if victim is None or not may_be_victim(victim, protected):
                     continue
-                why_text = f"by job {preemptor.id}: {pre.reason}"
+                reclaim = pre.reclaims[i] if i < len(pre.reclaims) else ""
+                if reclaim:  # taken back by another queue of the cohort: a reclaim, not a priority preemption
+                    why_text = f"by queue {preemptor.spec.queue} for job {preemptor.id}: {reclaim}; {pre.reason}"
+                    stop = f"reclaimed {why_text}"
+                else:
+                    why_text = f"by job {preemptor.id}: {pre.reason}"
+                    stop = f"preempted {why_text}"
                 self._ctx.emit(fx.RecordDecision(now, victim.id, fx.DecisionKind.VICTIM, "preempted", why_text))
-                self._gang.begin_termination(victim, EndIntent.PREEMPT, f"preempted {why_text}")
+                self._gang.begin_termination(victim, EndIntent.PREEMPT, stop)
                 why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
                 self._ctx.emit(fx.PreemptionCounted(victim.spec.queue, why))
         for pend in result.pending:
@@ -610,6 +616,14 @@ class Lifecycle:
         self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
             self._ctx.emit(fx.Signal(node, job.run_id, signum))
+
+
+def _asked(spec: JobSpec) -> str:
+    """What a submission asks for: ``4 x 2 gpu``; a share of one card as Slurm's gres names it, the
+    queue table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
+    if spec.shards or spec.mps:
+        return f"{spec.workers} x {f'shard:{spec.shards}' if spec.shards else f'mps:{spec.mps}'}"
+    return f"{_shape(spec)} {spec.resource}"
 
 
 def _shape(spec: JobSpec) -> str:

@@ -11,6 +11,10 @@ A job's life (docs/queue-semantics.md §A5)::
     TERMINATING ──every rank gone──► SUCCEEDED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL,
                                      or PENDING (requeue)
 
+A preempted job that is not requeued (``requeue = false``, or a ``labgang run`` job) ends
+CANCELLED: Slurm's PreemptMode=CANCEL ends it PREEMPTED, a state labgang has not, and FAILED
+would say its own command failed; its attempt record's outcome is ``preempted``.
+
 TIMEOUT (Slurm's TO) is a job stopped by its time limit; NODE_FAIL (NF) one stopped because a
 node of it was lost (or cut off by its lease) that could not go back to its queue (``requeue =
 false``). Each start attempt's own outcome, PREEMPTED included, is its attempt record's
@@ -42,7 +46,7 @@ class JobState(str, enum.Enum):
     TERMINATING = "terminating"  # told to stop (preempted, cancelled, failed rank); devices still held
     SUCCEEDED = "succeeded"  # every rank exited 0
     FAILED = "failed"  # a rank failed, or it could not start
-    CANCELLED = "cancelled"  # cancelled by its owner or an admin
+    CANCELLED = "cancelled"  # cancelled by its owner or an admin, or preempted and not requeued
     TIMEOUT = "timeout"  # stopped by its time limit (Slurm's TIMEOUT, TO)
     NODE_FAIL = "node_fail"  # its node was lost and it could not requeue (Slurm's NODE_FAIL, NF)
 
@@ -190,7 +194,7 @@ class EndIntent(str, enum.Enum):
     CANCEL = "cancel"  # cancelled by its owner or an admin → CANCELLED
     FAIL = "fail"  # a rank failed or a launch was refused for good → FAILED
     TIMEOUT = "timeout"  # its time limit passed → TIMEOUT
-    PREEMPT = "requeue"  # chosen as a victim → requeued (or FAILED with requeue = false)
+    PREEMPT = "requeue"  # chosen as a victim → requeued (or CANCELLED with requeue = false)
     LOST = "lost"  # its node was lost → requeued (or NODE_FAIL with requeue = false)
     RETRY = "retry"  # its start failed → requeued with backoff, FAILED after max_start_failures
     SHUTDOWN = "shutdown"  # labgang itself stopped → requeued (or CANCELLED with requeue = false)

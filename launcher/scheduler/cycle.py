@@ -547,7 +547,9 @@ class _Cycle:
             if raw is not None:
                 if any(not state.running[v].terminating for v in live):
                     # the snapshot does not show them stopping yet: say it again (idempotent)
-                    self.preempted.append(Preempt(job.id, tuple(live), self._preempt_text(e, live)))
+                    self.preempted.append(
+                        Preempt(job.id, tuple(live), self._preempt_text(e, live), self._reclaims(e, live))
+                    )
                 self._wait_for(e, live, raw, req)
                 return Outcome.WAITING
         # preemption search
@@ -572,7 +574,10 @@ class _Cycle:
                     found = find_victims(state, spec, job, self.chosen_victims)  # the floor of an elastic gang
             if found is not None:
                 victims, raw = found
-                self.preempted.append(Preempt(job.id, tuple(live + victims), self._preempt_text(e, victims)))
+                chosen = live + victims
+                self.preempted.append(
+                    Preempt(job.id, tuple(chosen), self._preempt_text(e, victims), self._reclaims(e, chosen))
+                )
                 self._wait_for(e, live + victims, raw, req)
                 return Outcome.WAITING
             if not live:
@@ -636,6 +641,8 @@ class _Cycle:
     def _wait_for(self, e: Entry, victims: list[str], raw: RawPlacement, req: JobRequest) -> None:
         """The preemptor keeps its room (``req``: its request, an elastic gang's floor): its usage is
         counted and its devices reserved."""
+        running, q = self.state.running, e.spec.name
+        reclaimed_from = tuple(running[v].queue if v in running and running[v].queue != q else "" for v in victims)
         self._changed()
         self._add_held(e.spec.name, req.resource, req.total, f"job {e.job.id} until its victims exit")
         if self.state.shares is not None:  # a waiting preemptor counts in fair-sharing usage
@@ -651,7 +658,7 @@ class _Cycle:
                 queue = self.state.running[v].queue
                 claimed[queue] = claimed.get(queue, 0) + 1
         self.users.add(e.spec.name, e.job.user, req)  # its room counts towards its user's limits
-        self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims)))
+        self.pending.append(Pending(e.job.id, reasons.waiting_reason(victims, reclaimed_from)))
 
     def _hold_quota(self, e: Entry) -> None:
         """Kueue's "reserve capacity for an unreclaimable preempt": a head that found no victims
@@ -880,9 +887,32 @@ class _Cycle:
             return []
         return sorted({job for d in reserved if (job := book.reserved_for[d])})
 
+    def _reclaim_why(self, e: Entry, victim: str) -> str:
+        """Why ``victim``, a job of another queue of ``e``'s cohort, is taken back: its queue was
+        borrowing (the search takes other queues' jobs only while their queue is above its nominal,
+        preemption.py), the preemptor's nominal when it fits within it once admitted (a *reclaim*),
+        else the cohort's (*reclaim while borrowing*). "" for a job of ``e``'s own queue."""
+        running = self.state.running.get(victim)
+        q = e.spec.name
+        if running is None or running.queue == q:
+            return ""
+        req = e.job.request
+        res, quota = req.resource, self.state.quota
+        if quota.usage(q, res) + req.total <= quota.nominal(q, res):
+            return f"{running.queue} was borrowing {q}'s nominal {res}"
+        return f"{running.queue} was borrowing above its nominal {res} ({q} borrows too)"
+
+    def _reclaims(self, e: Entry, victims: list[str]) -> tuple[str, ...]:
+        """``Preempt.reclaims``: :meth:`_reclaim_why` of each victim, in order."""
+        return tuple(self._reclaim_why(e, v) for v in victims)
+
     def _preempt_text(self, e: Entry, victims: list[str]) -> str:
         running = self.state.running
-        parts = [f"job {v} (queue {running[v].queue}, priority {running[v].priority})" for v in victims]
+        parts = []
+        for v in victims:
+            why = self._reclaim_why(e, v)
+            head = f"job {v} (queue {running[v].queue}, priority {running[v].priority}"
+            parts.append(head + (f"; reclaimed: {why})" if why else ")"))
         req = e.job.request
         text = (
             f"job {e.job.id} (queue {e.spec.name}, priority {e.job.priority}) needs "

@@ -171,11 +171,15 @@ class Preempt:
         job_id: the preemptor; it stays pending with ``nominated = victims``.
         victims: every job the preemptor waits for, in the order they were chosen.
         reason: why, with numbers ("reclaim 2 gpu lent by team-b to team-a").
+        reclaims: one entry per victim, in ``victims``' order: why a victim of another queue of the
+            cohort was taken back ("vision was borrowing nlp's nominal gpu"), "" for one of the
+            preemptor's own queue (preempted by priority); empty when not told.
     """
 
     job_id: str
     victims: tuple[str, ...]
     reason: str
+    reclaims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

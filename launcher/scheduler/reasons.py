@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labgang.launcher.model import JobRequest
+from labgang.launcher.model import JobRequest, ReclaimWithinCohort
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
 from labgang.launcher.scheduler.quota import QuotaBook
 
@@ -90,8 +90,31 @@ def quota_reason(
     return PendingReason(
         ReasonCode.COHORT_EXHAUSTED,
         f"cohort {spec.cohort} has {max(0, pool - pool_used)} of {pool} lendable {res} unused; "
-        f"{queue} uses {used} of {n} {res} and can get {avail} more; job needs {need}",
+        f"{queue} uses {used} of {n} {res} and can get {avail} more{lent_out(book, queue, res, avail)}; "
+        f"job needs {need}",
     )
+
+
+def lent_out(book: QuotaBook, queue: str, res: str, avail: int) -> str:
+    """What a queue that can get only ``avail`` more of ``res`` is told when part of its own unused
+    nominal quota is used by borrowing queues of its cohort, or "": ``: shared's 2 unused nominal gpu
+    are lent to vision (borrowing); shared does not reclaim (reclaim_within_cohort = never): it waits
+    for them to end`` (a queue that may reclaim is told by its preemption search instead)."""
+    spec = book.queues[queue]
+    unused = max(0, book.nominal(queue, res) - book.usage(queue, res))
+    out = unused - avail
+    borrowers = [
+        name
+        for name, other in book.queues.items()
+        if name != queue and other.cohort == spec.cohort and book.borrowed(name, res) > 0
+    ]
+    if out <= 0 or not borrowers:
+        return ""
+    some = f"{queue}'s {unused}" if out == unused else f"{out} of {queue}'s {unused}"
+    text = f": {some} unused nominal {res} are lent to {', '.join(borrowers)} (borrowing)"
+    if spec.reclaim_within_cohort is ReclaimWithinCohort.NEVER:
+        text += f"; {queue} does not reclaim (reclaim_within_cohort = never): it waits for them to end"
+    return text
 
 
 def needed(req: JobRequest) -> str:
@@ -126,10 +149,15 @@ def reserved_reason(starving: list[str], preempting: list[str]) -> PendingReason
     return PendingReason(ReasonCode.RESERVED_FOR_STARVING, "free devices are reserved for " + " and ".join(parts))
 
 
-def waiting_reason(victims: list[str]) -> PendingReason:
-    """The job preempted ``victims`` and waits until they are gone."""
+def waiting_reason(victims: list[str], reclaimed_from: tuple[str, ...] = ()) -> PendingReason:
+    """The job preempted ``victims`` and waits until they are gone; ``reclaimed_from`` (one per victim:
+    the queue of a job of another queue of the cohort it reclaims from, "" for one of its own queue)
+    names the reclaims: ``waiting for 2 preempted job(s) to exit: 34 (reclaimed from queue vision), 35``.
+    Only what stays true while it waits (the victims' queues), so the reason does not change each cycle."""
+    froms = reclaimed_from or ("",) * len(victims)
+    named = [v + (f" (reclaimed from queue {q})" if q else "") for v, q in zip(victims, froms, strict=True)]
     return PendingReason(
-        ReasonCode.WAITING_FOR_VICTIMS, f"waiting for {len(victims)} preempted job(s) to exit: " + ", ".join(victims)
+        ReasonCode.WAITING_FOR_VICTIMS, f"waiting for {len(victims)} preempted job(s) to exit: " + ", ".join(named)
     )
 
 

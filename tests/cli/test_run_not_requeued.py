@@ -67,8 +67,7 @@ def test_a_run_job_is_not_rerun_after_labgang_stops_unless_run_asked_requeue(sho
             view = up.wait_state(job_id, {"cancelled", "failed"})
             assert view["state"] == "cancelled", view
             assert view["reason"]["message"] == (
-                "stopped: labgang up shut down (not requeued: a `labgang run` job ends with its run, "
-                "whose client is gone)"
+                "stopped: labgang up shut down; a `labgang run` job is not requeued, as srun's is not"
             ), view["reason"]
         time.sleep(0.5)
         assert up.job(attached)["state"] == "cancelled"  # it stays ended: nobody is attached to a rerun

@@ -103,6 +103,7 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "running": 0,
         "reclaim_time_s": 0.0,
         "reclaim_within_cohort": "never",
+        "fair_sharing": False,
         "borrow_within_cohort": {"policy": "never", "max_priority_threshold": None},
         "fair_share": 0.0,
         "fair_share_basis": {},
@@ -114,6 +115,8 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "user_limits": {},
         "users": [],
         "at_limits": {},
+        "submitters": {"users": None, "groups": None},
+        "caller_may_submit": True,
     }
 
 

@@ -4,6 +4,7 @@ store: the records and the SaveAttempt effects only)."""
 
 from __future__ import annotations
 
+import pytest
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
@@ -80,6 +81,30 @@ def test_a_preempted_attempt_is_closed_preempted_and_the_next_one_opens_at_its_a
     [second] = saved(admit(model, "1", 30.0))
     assert (second.attempt, second.pending_since, second.wait_s) == (1, 17.0, 13.0)
     assert job_wait_s([first, second], record.status.pending_since, None, 40.0) == 5.0 + 13.0
+
+
+@pytest.mark.parametrize(
+    "attached, told",
+    [
+        (False, " (not requeued: the job asked for no requeue)"),
+        (True, "; a `labgang run` job is not requeued, as srun's is not"),
+    ],
+)
+def test_a_preempted_job_that_is_not_requeued_ends_cancelled_its_attempt_preempted(attached: bool, told: str) -> None:
+    """Slurm's PreemptMode=CANCEL ends it PREEMPTED, which labgang has not: CANCELLED, not FAILED (its
+    command did not fail); the attempt says preempted. A `labgang run` job's reason is srun's rule,
+    not that its client is gone (it is right there)."""
+    record = job("1", requeue=False)
+    record.spec.attached = attached
+    model = Lifecycle(POLICY, [record, job("2")])
+    admit(model, "1", 5.0)
+    start(model, record, 6.0)
+    model.apply(ev.CycleDecided(15.0, CycleResult(admitted=(), preempted=(Preempt("2", ("1",), "p"),), pending=())))
+    [attempt] = saved(gone(model, record, 17.0))
+    st = record.status
+    assert (st.state, attempt.outcome) == (JobState.CANCELLED, "preempted")
+    assert st.reason_message == f"preempted by job 2: p{told}", st.reason_message
+    assert "client is gone" not in (st.reason_message or "")
 
 
 def test_a_time_limit_ends_the_job_timeout_and_its_attempt_timeout() -> None:

@@ -115,7 +115,7 @@ def test_a_job_that_asked_for_no_requeue_fails_at_the_fence_not_before() -> None
     assert record.status.state == JobState.NODE_FAIL and "1" not in model.jobs
 
 
-def test_a_labgang_run_job_on_a_lost_node_ends_saying_its_run_client_is_gone() -> None:
+def test_a_labgang_run_job_on_a_lost_node_ends_saying_run_jobs_are_not_requeued() -> None:
     """`labgang run` submits with requeue off and ``attached``: nobody would be attached to a rerun."""
     model, record = running(requeue=False, attached=True)
     lose_n2(model)
@@ -123,9 +123,9 @@ def test_a_labgang_run_job_on_a_lost_node_ends_saying_its_run_client_is_gone() -
     st = record.status
     assert (st.state, st.restart_count) == (JobState.NODE_FAIL, 0)
     assert "node n2 lost" in (st.reason_message or "")
-    assert (st.reason_message or "").endswith(
-        "(not requeued: a `labgang run` job ends with its run, whose client is gone)"
-    ), st.reason_message
+    assert (st.reason_message or "").endswith("; a `labgang run` job is not requeued, as srun's is not"), (
+        st.reason_message
+    )
 
 
 def test_a_completing_gang_on_a_lost_node_is_decided_by_its_exits_once_fenced() -> None:

@@ -955,14 +955,18 @@ def test_the_grace_rule_example_finishes_the_victim() -> None:
     assert histories["1"] == sim_histories["1"] and histories["3"] == sim_histories["3"]
 
 
+STOPPED_BY = re.compile(r"(?:preempted by job|reclaimed by queue \S+ for job) (\S+?):")
+
+
 def test_both_drivers_evict_the_last_admitted_of_one_instant() -> None:
     """What SAME_INSTANT_VICTIMS shows, in both drivers: jobs 1-12 are admitted at t=0 in that
     order; the six one-GPU preemptors 13-18 of the other queue evict jobs 12, 11, ..., 7 (one each,
     most recently admitted first) and jobs 1-6 run on."""
     expected = {str(13 + i): str(12 - i) for i in range(6)}  # preemptor -> its victim
     for histories in (simulate(SAME_INSTANT_VICTIMS)[0], coordinate(SAME_INSTANT_VICTIMS)[0]):
+        # "reclaimed by queue b for job 13: ..." (a job of another queue: a reclaim), else "preempted by job 13: ..."
         stopped = {
-            job_id: msg.split(":", 1)[0].removeprefix("preempted by job ")
+            job_id: STOPPED_BY.match(msg).group(1)  # type: ignore[union-attr]
             for job_id, lines in histories.items()
             for _, event, msg in lines
             if event == "stopping"
