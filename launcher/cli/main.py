@@ -34,9 +34,10 @@ class LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.NoSuchOption as exc:
+            said: click.UsageError = exc
             if exc.ctx is not None and exc.ctx.command is self and exc.option_name not in ("-h", "--help"):
-                exc = _option_before_command(exc, args)
-            raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name), as_json=as_json) from None
+                said = _option_before_command(exc, args)
+            raise one_line(said, said.ctx or click.Context(self, info_name=info_name), as_json=as_json) from None
         except click.UsageError as exc:
             raise one_line(exc, exc.ctx or click.Context(self, info_name=info_name), as_json=as_json) from None
 
