@@ -329,6 +329,12 @@ class MpsDaemons:
         self.control = control
         self.root = Path(root)
         self._daemons: dict[tuple[str, int], _Daemon] = {}
+        # pids of this node's MPS processes when a daemon was last stopped: an NVML read taken just
+        # before (or a server still exiting) lists them on a card no rank holds any more, which must
+        # not read as a foreign process (the scheduler would not offer the card, and a preemptor
+        # waiting for that card's rank would lose its room to the victim itself); each is forgotten
+        # once an inventory no longer lists it (:meth:`mark_servers`)
+        self._stopped: set[int] = set()
 
     def acquire(self, rank: tuple[str, int], card: str, uid: int, gid: int, *, adopt: bool = False) -> MpsDirs:
         """The folders of ``uid``'s daemon on ``card`` for ``rank`` (job id, rank), starting it
@@ -364,6 +370,7 @@ class MpsDaemons:
             if rank in daemon.holders:
                 daemon.holders.discard(rank)
                 if not daemon.holders:
+                    self._stopped |= self.control.pids()
                     del self._daemons[key]
                     self.control.stop(daemon.card, daemon.uid, daemon.gid, daemon.dirs)
                     log.info("MPS control daemon for uid %s on %s stopped", daemon.uid, daemon.card)
@@ -377,15 +384,19 @@ class MpsDaemons:
         (``ProcessInfo.mps_server``: the login name of the user it serves; ``mps_jobs``: the jobs of
         the MPS ranks it serves there), so views do not list it as a foreign process. ``inv``'s
         processes carry their host facts already (``procfacts.py``: the login name of each)."""
-        pids = self.pids()
+        pids = self.pids() | self._stopped
         if not pids:
             return inv
+        listed: set[int] = set()
         gpus = []
         for gpu in inv.gpus:
             procs = gpu.processes
-            if isinstance(procs, tuple) and any(p.pid in pids for p in procs):
-                procs = tuple(self._marked(str(gpu.uuid), p) if p.pid in pids else p for p in procs)
+            if isinstance(procs, tuple):
+                listed.update(p.pid for p in procs)
+                if any(p.pid in pids for p in procs):
+                    procs = tuple(self._marked(str(gpu.uuid), p) if p.pid in pids else p for p in procs)
             gpus.append(dataclasses.replace(gpu, processes=procs))
+        self._stopped &= listed  # a stopped server no inventory lists any more is gone: its pid may be reused
         return dataclasses.replace(inv, gpus=tuple(gpus))
 
     def _marked(self, card: str, p: ProcessInfo) -> ProcessInfo:
