@@ -132,6 +132,8 @@ def policy_tables(config: ClusterConfig) -> dict[str, Any]:
 def _job_table(job: PastJob, submit: float, typical_stop: float | None, tenant: str | None) -> dict[str, Any]:
     spec = job.spec
     table: dict[str, Any] = {"id": scenario_id(job.id), "queue": spec.queue}
+    # who submitted it: per-user limits, `share_gpus = "user"` and MPS servers (one user's each) read it
+    table["user"] = spec.user
     if tenant is not None:
         table["tenant"] = tenant
     if spec.groups:  # a job of groups (docs/job-groups.md): its groups, in the scenario's form

@@ -39,9 +39,10 @@ def test_arrays_dependencies_grace_and_round_trip() -> None:
     out = export_scenario(jobs, CONFIG, [NodeShape("n1", 8, "H100")], name="t")
     tables = {t["id"]: t for t in out.data["jobs"]}
     assert tables["j1"] == {
-        "id": "j1", "queue": "default", "workers": 2, "gpus_per_worker": 4, "priority": 10, "submit": 0.0,
-        "duration": 30.0, "grace": 0.5, "name": "job",
+        "id": "j1", "queue": "default", "user": "u", "workers": 2, "gpus_per_worker": 4, "priority": 10,
+        "submit": 0.0, "duration": 30.0, "grace": 0.5, "name": "job",
     }  # fmt: skip
+    assert scenario_users(out.data) == {"u"}  # who submitted each job: per-user limits and MPS servers read it
     assert tables["j2"]["array"] == "0,2%2"
     assert tables["j2"]["durations"] == [5.0, 7.0]
     assert "duration" not in tables["j2"]
@@ -53,6 +54,11 @@ def test_arrays_dependencies_grace_and_round_trip() -> None:
     assert out.data["priority_classes"] == {"high": 10}
     scenario = parse_scenario(out.data, "t")  # what labgang simulate reads back
     assert sorted(scenario.ids.by_name) == ["j1", "j2_0", "j2_2", "j5", "j6", "j7"]
+
+
+def scenario_users(data: dict) -> set[str]:
+    """The users the parsed scenario's jobs are submitted by (what the replay's per-user rules read)."""
+    return {job.user for job in parse_scenario(data, "t").file.jobs}
 
 
 def test_no_finished_jobs() -> None:
