@@ -65,6 +65,8 @@ class JobFollower:
             arrived, to ``out``.
         live: ``labgang run``'s follower: the agent holds each log's rotation back until it has read
             the older file, so nothing is lost while it keeps reading (``agent/supervisor/log_generations.py``).
+        quiet: ``run -Q`` (srun's): no state lines to ``err`` but the end of a job that did not
+            succeed (srun -Q still says a step failed).
 
     Bytes discarded by a log's rotation before they were read (a reader that fell behind by more than
     a log file) are said on stderr with their count, and summed in :attr:`lost`.
@@ -80,9 +82,11 @@ class JobFollower:
         poll_s: float = POLL_S,
         err_out: Any = None,
         live: bool = False,
+        quiet: bool = False,
     ) -> None:
         self.client = client
         self.live = live
+        self.quiet = quiet  # run -Q: of the state lines, only the end of a job that did not succeed
         self.lost = 0  # bytes of the followed logs discarded by rotation before they were read
         self.job_id = job_id
         self.ranks = tuple(ranks)
@@ -250,7 +254,7 @@ class JobFollower:
         whatever state the job is seen in: a poll may miss ``running`` (a short job ends, or is
         already terminating, before the next poll), and the line is due all the same."""
         started = job.get("start_time")
-        if self.err is None or started is None or started == self._said_start:
+        if self.err is None or self.quiet or started is None or started == self._said_start:
             return
         self._said_start = started
         nodes = ",".join(job.get("nodes") or []) or "?"
@@ -265,12 +269,14 @@ class JobFollower:
             return
         self._last_report = key
         state = job["state"]
+        if self.quiet and (state not in FINISHED_STATES or state == "succeeded"):
+            return
         if state == "admitted" or (state == "pending" and not reason):
             return  # passing states: a scheduling cycle or the ranks' start is under way
         if state == "running" and job.get("start_time") is not None:
             self._report_start(job)
             return
-        if state != "pending":
+        if state != "pending" and not self.quiet:
             self._report_start(job)  # terminating or ended: the start a poll missed comes first
         if state == "pending":
             why = reason.get("message") or reason.get("code")
@@ -285,7 +291,7 @@ class JobFollower:
             if reason.get("message"):
                 line += f": {reason['message']}"
         print(f"labgang: {line}", file=self.err, flush=True)
-        failed = failed_rank(job) if state == "failed" else None
+        failed = failed_rank(job) if state == "failed" and not self.quiet else None
         if failed is not None:
             hint = f"rank {failed}'s output: labgang logs {self.job_id} --rank {failed}"
             print(f"labgang: {hint}", file=self.err, flush=True)
@@ -438,7 +444,7 @@ def follow_to_the_end(
     as ``srun`` does when its stdout goes away, and stops following it (:func:`output_gone`).
 
     With ``quiet`` (``run -Q``, srun's ``--quiet``) the job's state changes and pending reasons are not
-    printed; what went wrong still is (lost output, a cancel, a stop).
+    printed; what went wrong still is (the end of a job that did not succeed, lost output, a cancel, a stop).
 
     Output discarded by a log's rotation before it was read (``run`` stopped reading for longer than
     ``shim.HOLD_IDLE_S``) is said on stderr with its count, and a succeeded job's status is then
@@ -456,7 +462,7 @@ def follow_to_the_end(
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
-    follower = JobFollower(client, job_id, ranks, out, None if quiet else err, err_out=err_out, live=True)
+    follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out, live=True, quiet=quiet)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
     with stop_signals_interrupt():

@@ -269,10 +269,14 @@ def test_run_keeps_the_ranks_stderr_on_its_stderr_and_stdout_on_its_stdout(up: U
 @pytest.mark.parametrize("path", ["fast", "click"])
 def test_quiet_run_prints_only_the_jobs_output_and_errors(up: Up, path: str) -> None:
     """``run -Q`` (srun's ``--quiet``): no "submitted", "running on" or pending lines on stderr, only
-    what the rank wrote there; the exit status is still the job's. Without -Q those lines are there."""
+    what the rank wrote there and, for a job that did not succeed, its end line; the exit status is
+    still the job's. Without -Q those lines are there."""
     script = "echo out; echo err >&2; exit 4"
     quiet = labgang(up, "run", "-Q", "--", "sh", "-c", script, path=path)
-    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (4, "out\n", "err\n")
+    assert (quiet.returncode, quiet.stdout) == (4, "out\n")
+    # what the rank wrote, then only the end of a job that did not succeed (srun -Q says a step failed)
+    [said, ended] = quiet.stderr.splitlines()
+    assert said == "err" and ended.startswith("labgang: job ") and " failed (exit status 4)" in ended, quiet.stderr
     long_form = labgang(up, "run", "--quiet", "-n", "1", "--", "sh", "-c", "echo x", path=path)
     assert (long_form.returncode, long_form.stdout, long_form.stderr) == (0, "x\n", "")
     plain = labgang(up, "run", "--", "sh", "-c", script, path=path)
