@@ -190,10 +190,12 @@ SIM_MACHINE = "config/sim/h100x8.toml"
 def shipped_path(relative: str, checkout: Path | None = None, data: Path | None = None) -> str | None:
     """Where a file labgang ships (``config/…``, ``examples/…``) is for the labgang now running.
 
-    From a source checkout (an editable install) ``relative`` itself, as the README's examples run
-    from the checkout; from a regular install (``labgang install --venv DIR``, a ``pip install``) the
-    absolute path of the copy the install carries, ``<data>/share/labgang/<relative>`` (setup.py's
-    data files); None when neither has it.
+    From a source checkout (an editable install) ``relative`` itself when the current directory is
+    the checkout, as the README's examples run from it, else the checkout's absolute path of it (a
+    user of a shared editable install types the command in another directory); from a regular
+    install (``labgang install --venv DIR``, a ``pip install``) the absolute path of the copy the
+    install carries, ``<data>/share/labgang/<relative>`` (setup.py's data files); None when
+    neither has it.
 
     Args:
         relative: the file's path in a checkout, e.g. :data:`SIM_MACHINE`.
@@ -206,7 +208,11 @@ def shipped_path(relative: str, checkout: Path | None = None, data: Path | None 
 
     root = checkout if checkout is not None else Path(labgang.launcher.__file__).resolve().parent.parent
     if (root / relative).is_file():
-        return relative
+        try:
+            here = Path.cwd().resolve() == root
+        except OSError:  # the current directory was removed
+            here = False
+        return relative if here else str(root / relative)
     installed = (data if data is not None else Path(sysconfig.get_path("data"))) / "share" / "labgang" / relative
     return str(installed) if installed.is_file() else None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 from labgang.agent.inventory import read_inventory
@@ -175,6 +177,17 @@ def test_the_checkouts_banner_runs_the_example_from_the_checkout_as_before():
     from labgang.launcher.cli.up import example_command
 
     assert example_command() == ("python examples/ddp_allreduce.py", None)
+
+
+def test_the_simulated_machine_up_suggests_from_another_directory_is_the_checkouts_absolute_path(tmp_path, monkeypatch):
+    """A shared editable install used from another directory (the second new user, as alice in /tmp):
+    the checkout's absolute path, which exists wherever the command is typed."""
+    from labgang.launcher.cli.up import SIM_MACHINE, shipped_path
+
+    monkeypatch.chdir(tmp_path)
+    found = shipped_path(SIM_MACHINE)
+    assert found is not None and Path(found).is_absolute() and Path(found).is_file(), found
+    assert found.endswith("/" + SIM_MACHINE)
 
 
 def test_the_simulated_machine_up_suggests_is_the_checkouts_or_the_installs_copy(tmp_path):
