@@ -20,11 +20,11 @@ def share_sentences(job: Mapping[str, Any]) -> list[str]:
         return []
     what = f"{shards} shard{'s' if shards != 1 else ''} (time-sliced)" if shards else f"{mps} % of its SMs through MPS"
     budget = f", with a device-memory budget of {format_mem(mem)}" if mem else ""
-    unit = "1/shards_per_gpu gpu per shard" if shards else f"{mps / 100:g} gpu"
+    part = f"{mps / 100:g} gpu" if mps else f"{shards} x 1/shards_per_gpu gpu (the node's [sharing] shards_per_gpu)"
     out = [
-        f"It asks for a share of one GPU: {what}{budget}. It counts {unit} against its queue's quota, "
-        "in whole GPUs: a card its queue's shares hold alone counts whole (no other queue can use the rest "
-        "of it), and shares on cards shared with other queues are summed and rounded up."
+        f"It asks for a share of one GPU: {what}{budget}, {part} of a card. Its queue's quota counts cards, "
+        "not parts of them: a card its queue's shares hold alone counts one whole gpu (no other queue can use "
+        "the rest of it), and its shares on cards shared with other queues are summed and rounded up."
     ]
     ranks = job.get("ranks") or []
     placed = [h for h in job.get("history") or [] if isinstance(h, Mapping) and h.get("event") == "share-placed"]

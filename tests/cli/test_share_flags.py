@@ -103,16 +103,16 @@ def test_explain_says_what_share_a_job_asks_for_and_where_it_runs():
     }
     lines = explain_job(job, [])
     assert lines[1] == (
-        "It asks for a share of one GPU: 1 shard (time-sliced), with a device-memory budget of 20G. It counts "
-        "1/shards_per_gpu gpu per shard against its queue's quota, in whole GPUs: a card its queue's shares hold "
-        "alone counts whole (no other queue can use the rest of it), and shares on cards shared with other "
-        "queues are summed and rounded up."
+        "It asks for a share of one GPU: 1 shard (time-sliced), with a device-memory budget of 20G, 1 x "
+        "1/shards_per_gpu gpu (the node's [sharing] shards_per_gpu) of a card. Its queue's quota counts cards, "
+        "not parts of them: a card its queue's shares hold alone counts one whole gpu (no other queue can use "
+        "the rest of it), and its shares on cards shared with other queues are summed and rounded up."
     )
     assert lines[2].startswith("It runs on card GPU-n1-0 of n1: a share goes to the shared card with the least room")
     pending = {**job, "state": "pending", "shards": 0, "mps": 50, "gpu_mem": 0, "ranks": []}
     pending["reason"] = {"code": "no_capacity", "message": "job needs mps 50% of a gpu (1/2 gpu): ..."}
     lines = explain_job(pending, [])
-    assert lines[1].startswith("It asks for a share of one GPU: 50 % of its SMs through MPS. It counts 0.5 gpu")
+    assert lines[1].startswith("It asks for a share of one GPU: 50 % of its SMs through MPS, 0.5 gpu of a card. ")
     assert lines[2] == "It waits: job needs mps 50% of a gpu (1/2 gpu): ... (no_capacity)."
     assert explain_job({**job, "shards": 0}, [])[1:] == []
 
