@@ -165,6 +165,11 @@ class JobFollower:
                     self.complete.add(key)  # the rank never started: there is no log
                 if exc.status == 404:
                     return
+                if exc.status == 503:
+                    # the rank's node does not answer now (labgang shutting down: its agent goes first;
+                    # a node being lost): read on at the next poll, where the job's state or the
+                    # coordinator's going away says what happened, not this read
+                    return
                 raise
             seen = self.attempts[key]
             if chunk.attempt is not None and chunk.attempt != seen:

@@ -179,3 +179,26 @@ def test_a_requeued_gang_is_followed_from_the_first_byte_of_each_ranks_new_attem
         assert [line for line in lines if line.startswith(f"{rank}: ")] == [
             f"{rank}: {t}" for t in ("data", "tail", "again")
         ]
+
+
+def test_a_node_that_does_not_answer_a_log_read_is_read_again_at_the_next_poll():
+    """A 503 on a log read (the rank's node not answering: labgang shutting down, its agent gone
+    first) is not the follower's end: the second new user's ``labgang run`` printed ``--rank: cannot
+    read the log of rank 0: node vm: disconnected`` instead of what happened to its job. The read
+    is tried again at the next poll, and the output and the job's end come as they are."""
+    from labgang.launcher.api.client import ApiError
+
+    class FlakyNode(ScriptedClient):
+        refused = 0
+
+        def logs(self, job_id: str, rank: int = 0, offset: int = 0) -> LogChunk:
+            if self.refused < 2:
+                self.refused += 1
+                raise ApiError(503, "cannot read the log of rank 0: node vm: disconnected", field="rank")
+            return super().logs(job_id, rank, offset)
+
+    client = FlakyNode(["running", "running", "running", "cancelled"], b"partial\n", started_at=1.0)
+    out, err = io.BytesIO(), io.StringIO()
+    final = JobFollower(client, "9", (0,), out, err, poll_s=0.001).follow()
+    assert client.refused == 2 and final["state"] == "cancelled"
+    assert out.getvalue() == b"partial\n"
