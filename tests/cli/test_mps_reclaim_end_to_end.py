@@ -8,12 +8,10 @@ daemon's pids stay labgang's until no inventory lists them)."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -45,15 +43,7 @@ reclaim_within_cohort = "any"
 
 @pytest.fixture
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgmpsrc", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            instance.stop()
+    yield from running_up("lgmpsrc", CONFIG)
 
 
 def test_reclaiming_an_mps_job_preempts_it_once_and_the_reclaimer_starts(up: Up) -> None:

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import getpass
 import json
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up
+from up_harness import WAIT_S, Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -32,16 +30,7 @@ share_gpus = "queue"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgmps", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgmps", CONFIG)
 
 
 def mps_servers(up: Up) -> list[dict]:

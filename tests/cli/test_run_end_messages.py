@@ -7,40 +7,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import REPO, Up
+from test_run_not_requeued import job_named, start_run
+from up_harness import Up
 
 NOT_REQUEUED = "a `labgang run` job is not requeued, as srun's is not"
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A state directory under /tmp (a Unix socket's path is limited to 107 bytes)."""
-    with tempfile.TemporaryDirectory(prefix="lgre-", dir="/tmp") as d:
-        yield Path(d)
-
-
-def start_run(up: Up, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "labgang.launcher", "run", *args],
-        cwd=REPO,
-        env=up.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def job_named(up: Up, name: str) -> str:
-    jobs = up.wait(f"job {name}", lambda jobs: any(j.get("name") == name for j in jobs.values()))
-    return next(i for i, j in jobs.items() if j.get("name") == name)
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:

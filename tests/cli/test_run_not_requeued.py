@@ -7,20 +7,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from up_harness import REPO, Up
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A state directory under /tmp (a Unix socket's path is limited to 107 bytes)."""
-    with tempfile.TemporaryDirectory(prefix="lgr-", dir="/tmp") as d:
-        yield Path(d)
 
 
 def start_run(up: Up, *args: str) -> subprocess.Popen[str]:

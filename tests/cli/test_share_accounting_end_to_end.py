@@ -7,12 +7,10 @@ P`` is ``P/100``, as ``simulate`` and ``plan`` count it)."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -32,16 +30,7 @@ share_gpus = "queue"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgsa", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgsa", CONFIG)
 
 
 def test_a_share_of_a_card_is_billed_as_its_part_of_the_card(up: Up) -> None:

@@ -5,13 +5,11 @@ and ``over its --gpu-mem budget of 0.0 GiB`` in its history; both now say MiB, a
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up
+from up_harness import WAIT_S, Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +28,7 @@ share_gpus = "queue"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgmem", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgmem", CONFIG)
 
 
 def violations(view: dict) -> list[str]:

@@ -7,13 +7,11 @@ uses for a budget violation (a new user's finding: ``top`` showed ``1 512M`` and
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up
+from up_harness import WAIT_S, Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +31,7 @@ share_gpus = "queue"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgtb", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgtb", CONFIG)
 
 
 def shared_line(up: Up, *needles: str) -> str:

@@ -124,11 +124,18 @@ class Up:
         return self.proc.returncode
 
 
-def running_up(prefix: str) -> Iterator[Up]:
+def running_up(prefix: str, config: str | None = None) -> Iterator[Up]:
     """A module fixture's body: ``labgang up --simulate`` (8×H100) in a fresh ``/tmp/<prefix>…``
-    state dir, yielded running; stopped after, and the stop must exit 0 (every job stopped in order)."""
+    state dir, yielded running; stopped after, and the stop must exit 0 (every job stopped in order).
+    ``config``: a ``cluster.toml`` text it runs with (``--config``; the state dir is then a folder
+    beside it), else the built-in default."""
     with tempfile.TemporaryDirectory(prefix=prefix, dir="/tmp") as d:
-        instance = Up(Path(d))
+        if config is None:
+            instance = Up(Path(d))
+        else:
+            (Path(d) / "cluster.toml").write_text(config)
+            (Path(d) / "state").mkdir()
+            instance = Up(Path(d) / "state", args=("--config", str(Path(d) / "cluster.toml")))
         try:
             yield instance
         finally:
