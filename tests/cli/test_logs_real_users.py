@@ -4,13 +4,10 @@ root runs ``labgang up``; one user holds a job, the other asks for its output. `
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, shared_up
 
 pytestmark = pytest.mark.slow
 
@@ -26,21 +23,8 @@ nominal = { gpu = 8 }
 
 @pytest.fixture
 def lab(lab_users) -> Iterator[tuple[Up, list]]:
-    # a state dir every user can reach (the socket itself is 0666); pytest's tmp_path is root's only
-    base = Path(tempfile.mkdtemp(prefix="lglogs-", dir="/tmp"))
-    base.chmod(0o755)
-    config = base / "cluster.toml"
-    config.write_text(CONFIG)
-    config.chmod(0o644)
-    state = base / "state"
-    state.mkdir(mode=0o755)
-    up = Up(state, start=False, args=("--config", str(config)))
-    up.start()
-    try:
+    with shared_up("lglogs-", CONFIG) as up:
         yield up, lab_users
-    finally:
-        up.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_logs_follow_of_another_users_held_job_is_refused_at_once(lab) -> None:

@@ -6,13 +6,10 @@ and a per-user GPU limit holds with an honest reason while the other user's job 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, shared_up
 
 CONFIG = """
 admins = ["root"]
@@ -46,21 +43,8 @@ priority_classes = ["low", "normal"]
 
 @pytest.fixture
 def lab(lab_users) -> Iterator[tuple[Up, list]]:
-    # a state dir every user can reach (the socket itself is 0666); pytest's tmp_path is root's only
-    base = Path(tempfile.mkdtemp(prefix="lgpolicy-", dir="/tmp"))
-    base.chmod(0o755)
-    config = base / "cluster.toml"
-    config.write_text(CONFIG)
-    config.chmod(0o644)
-    state = base / "state"
-    state.mkdir(mode=0o755)
-    up = Up(state, start=False, args=("--config", str(config)))
-    up.start()
-    try:
+    with shared_up("lgpolicy-", CONFIG) as up:
         yield up, lab_users
-    finally:
-        up.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def as_user(up: Up, shell, *args: str):

@@ -12,14 +12,13 @@ two-team cohort, MPS and shards on), as the new user met it:
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up
+from up_harness import WAIT_S, Up, shared_up
 
 pytestmark = pytest.mark.slow
 
@@ -126,21 +125,8 @@ users = ["{allowed}", "root"]
 
 @pytest.fixture
 def lab(lab_users) -> Iterator[tuple[Up, list]]:
-    # a state dir every user can reach (the socket itself is 0666); pytest's tmp_path is root's only
-    base = Path(tempfile.mkdtemp(prefix="lgwhyu-", dir="/tmp"))
-    base.chmod(0o755)
-    config = base / "cluster.toml"
-    config.write_text(USERS_CONFIG.format(allowed=lab_users[1].user.name))
-    config.chmod(0o644)
-    state = base / "state"
-    state.mkdir(mode=0o755)
-    up = Up(state, start=False, args=("--config", str(config)))
-    up.start()
-    try:
+    with shared_up("lgwhyu-", USERS_CONFIG.format(allowed=lab_users[1].user.name)) as up:
         yield up, lab_users
-    finally:
-        up.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_explain_queue_says_who_may_submit_and_whether_the_caller_may(lab) -> None:

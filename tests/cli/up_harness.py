@@ -3,8 +3,10 @@ for the end-to-end tests under ``tests/cli/`` (arrays, dependencies, topology)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,3 +143,25 @@ def running_up(prefix: str, config: str | None = None) -> Iterator[Up]:
         finally:
             code = instance.stop()
         assert code == 0, instance.output()
+
+
+@contextlib.contextmanager
+def shared_up(prefix: str, config: str) -> Iterator[Up]:
+    """``labgang up --simulate --config`` that every Unix user of the machine can reach (the tests with
+    real users, ``lab_users``): its folder, config (0644) and state dir (0755) under ``/tmp/<prefix>…``
+    (pytest's ``tmp_path`` is root's only; the socket itself is 0666), running while the block runs,
+    then stopped and removed."""
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    base.chmod(0o755)
+    path = base / "cluster.toml"
+    path.write_text(config)
+    path.chmod(0o644)
+    state = base / "state"
+    state.mkdir(mode=0o755)
+    up = Up(state, start=False, args=("--config", str(path)))
+    up.start()
+    try:
+        yield up
+    finally:
+        up.stop()
+        shutil.rmtree(base, ignore_errors=True)
