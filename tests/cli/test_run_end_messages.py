@@ -10,8 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_run_not_requeued import job_named, start_run
 from up_harness import Up
+
+from tests.cli.test_run_not_requeued import job_named, start_run
 
 NOT_REQUEUED = "a `labgang run` job is not requeued, as srun's is not"
 
