@@ -182,7 +182,7 @@ class Store:
         self._attempt_select = _ATTEMPT_SQL
         if "share" not in {row[1] for row in self._db.execute("PRAGMA table_info(attempts)")}:
             # a read-only store written before shares were recorded: its attempts were whole devices
-            self._attempt_select = _ATTEMPT_SQL.replace("share", "1.0")
+            self._attempt_select = ", ".join("1.0" if column == "share" else column for column in ROW_COLUMNS)
         self._lock = threading.Lock()
         self._closed = False  # see close
         self._last_seq: int | None = None
