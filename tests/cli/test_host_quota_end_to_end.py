@@ -6,12 +6,10 @@ CPUs and memory in NOMINAL and USED."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import Up
+from up_harness import Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -36,16 +34,7 @@ nominal = { gpu = 4 }
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lghq", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lghq", CONFIG)
 
 
 def test_a_queue_holds_its_jobs_to_its_cpu_quota_and_says_so(up: Up) -> None:

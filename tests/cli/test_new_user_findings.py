@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import REPO, Up
+from up_harness import REPO, Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +33,7 @@ WARNING_16 = "--gpu-mem 16 has no unit: read as 16 MiB; write 16G for GiB"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgnu", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgnu", CONFIG)
 
 
 def popen(up: Up, *args: str) -> subprocess.Popen[str]:

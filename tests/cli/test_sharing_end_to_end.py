@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up
+from up_harness import WAIT_S, Up, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +45,7 @@ nominal = { gpu = 8 }
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgsh", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgsh", CONFIG)
 
 
 def card(up: Up, job_id: str) -> str:

@@ -12,13 +12,11 @@ two-team cohort, MPS and shards on), as the new user met it:
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from up_harness import WAIT_S, Up, shared_up
+from up_harness import WAIT_S, Up, running_up, shared_up
 
 pytestmark = pytest.mark.slow
 
@@ -52,16 +50,7 @@ share_gpus = "queue"
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
-    with tempfile.TemporaryDirectory(prefix="lgwhy", dir="/tmp") as d:
-        config = Path(d) / "cluster.toml"
-        config.write_text(CONFIG)
-        (Path(d) / "state").mkdir()
-        instance = Up(Path(d) / "state", args=("--config", str(config)))
-        try:
-            yield instance
-        finally:
-            code = instance.stop()
-        assert code == 0, instance.output()
+    yield from running_up("lgwhy", CONFIG)
 
 
 def text_of(up: Up, *args: str) -> str:
