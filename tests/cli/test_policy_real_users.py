@@ -121,6 +121,8 @@ def test_cancel_u_all_is_every_users_for_an_admin_and_a_users_own(lab) -> None:
     nlp = sorted(jobs[(s.user.name, "nlp")] for s in (lab1, lab2))
     assert [line.rsplit(": ", 1)[0] for line in by_root.stdout.splitlines()] == [f"job {j}" for j in nlp]
     assert all(line.endswith((": cancelled", ": terminating")) for line in by_root.stdout.splitlines())
+    for job in nlp:  # a terminating nlp job is still lab1's unfinished job: wait, or lab1 names it again
+        up.wait_state(job, {"cancelled"})
     by_lab1 = as_user(up, lab1, "cancel", "-u", "all")
     assert by_lab1.returncode == 1, (by_lab1.stdout, by_lab1.stderr)
     [mine] = by_lab1.stdout.splitlines()
