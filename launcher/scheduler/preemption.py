@@ -372,6 +372,12 @@ defer_quiet_shares = True
 once (:class:`.shares.QuietLeaves`)."""
 
 
+skip_unjoinable_cards = True
+"""Tests turn it off to build the reference: a share pass (:func:`_share_pass_fails`) checks the quota
+again after a share of its own queue is taken off that changed no queue's charge, also where the card
+it left is not one the preemptor may join (:meth:`.shares.ShareBook.may_join`)."""
+
+
 end_first = True
 """Tests turn it off to build the reference: a greedy pass checks its fit after each victim even
 where taking off every candidate would not make it fit (:func:`_share_pass_fails`,
@@ -396,7 +402,10 @@ def _share_pass_fails(
     has does not grow (``available`` is clamped at 0 where held quota overfills a root), so the quota
     is checked as the pass checks it, again after each such victim and otherwise while it fails;
     where such a victim ends a stretch of states whose quota fits, the placement is tried in the
-    state before it (the last of the stretch answers for the stretch). What the pass's placements would have logged
+    state before it (the last of the stretch answers for the stretch). While the quota fails, a share of its own
+    queue taken off that changed no charge leaves it failing unless the preemptor may join the card it left
+    (:data:`skip_unjoinable_cards`: its charge drops only by joining a card, and no other card changed). What
+    the pass's placements would have logged
     (``ShareBook.readers``, the users a failed search met) is logged as they would: in a state whose
     quota fits after one that did not, what a placement reads then; after each later victim, what it
     reads of that victim's card (the only card changed). Rests on no victim raising a queue's quota
@@ -427,6 +436,19 @@ def _share_pass_fails(
                 continue
             if not quota_fit and victims[1:] and skip_unchanged_fits and _same_answer(state, q, job, v, QUOTA):
                 continue  # the pass skips this check too: the quota still does not fit
+            if (
+                not quota_fit
+                and victims[1:]
+                and skip_unjoinable_cards
+                and own
+                and not state.last_removal[0]
+                and (d is None or not cards.may_join(d, req, q, job.user))
+            ):
+                # no charge changed and the one card changed is not one it may join: its charge and
+                # room are as before, so the quota still does not fit; log what the check would read
+                if d is not None:
+                    cards.note_card(d, kind, q, units)
+                continue
             fit = state.quota_fits(q, req, within_nominal=not allow_borrow, job=job)
             if quota_fit and not fit:  # the end of a stretch whose quota fits: its placement answers for it
                 state.restore(v.id)

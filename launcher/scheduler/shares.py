@@ -584,6 +584,38 @@ class ShareBook:
         else:
             self.trust_reads += 1
 
+    def may_join(self, d: int, req: JobRequest, queue: str, user: str) -> bool:
+        """True when share ``req`` of ``queue`` by ``user`` may join shared card ``d`` as it is now: the
+        test :meth:`_place_now` makes of each open card (its mode, room for ``req``, a first sharer
+        :meth:`_anchors` offers, not unavailable or reserved, the model asked, the trust rule over
+        every sharer). Logs nothing. False for a card that is not shared. A victim search asks it of
+        the one card a victim left (``preemption.skip_unjoinable_cards``): where it is False and no
+        charge changed, the placement after that victim joins no card that the one before could not."""
+        sharers = self.cards.get(d)
+        if not sharers:
+            return False
+        kind = share_kind(req)
+        if self.kind[d] != kind or self.denom - self.used[d] < self.units(req):
+            return False
+        spec = self.specs.get(queue)
+        anchor = sharers[0]
+        q = anchor.queue
+        other = self.specs.get(q)
+        if spec is None or spec.share_gpus == "none" or other is None:
+            return False
+        if q != queue and (q not in spec.share_with or queue not in other.share_with):
+            return False
+        if (kind == "mps" or "user" in (spec.share_gpus, other.share_gpus)) and anchor.user != user:
+            return False
+        devices = self.devices
+        assert devices is not None
+        if devices.unavailable[d] or devices.reserved_for[d] is not None:
+            return False
+        model = req.gpu_model.lower() if req.gpu_model else None
+        if model is not None and model not in devices.model[d]:
+            return False
+        return self._trusted(self._signature(d), queue, user, kind)
+
     def forget(self, mark: tuple[int, int]) -> None:
         """Drop what was logged since ``mark`` (a :meth:`mark`): as if those placements never read."""
         self.trust_reads = mark[0]
