@@ -485,6 +485,8 @@ def _whole_pass_fails(
     one per victim that changed something. Its checks log nothing (a whole-device placement reads
     no shared card). Rests on no victim raising a queue's quota usage, as :func:`_share_pass_fails`."""
     q, res = spec.name, job.request.resource
+    if per_card_whole_passes and defer_quiet_shares and state.cards is not None:
+        return _whole_pass_fails_per_card(state, spec, job, cands, allow_borrow)
     quiet = QuietLeaves(state.cards) if defer_quiet_shares and state.cards is not None else None
     victims: list[str] = []
     try:
@@ -512,6 +514,56 @@ def _whole_pass_fails(
         for v in reversed(victims):
             if v not in held:
                 state.restore(v)
+
+
+per_card_whole_passes = True
+"""Tests turn it off to build the reference: :func:`_whole_pass_fails` takes the shares it holds on
+paper (:class:`.shares.QuietLeaves`) off for real, all of them, before one that frees its card."""
+
+
+def _whole_pass_fails_per_card(
+    state: CycleState, spec: QueueSpec, job: PendingJob, cands: list[Candidate], allow_borrow: bool
+) -> bool:
+    """:func:`_whole_pass_fails` where a share book is kept, asking per card which sharers to take off:
+    a share victim that leaves a sharer on its card, held alone by its queue, changes neither the quota
+    book nor the device book (no charge, no card freed), so it stays on its card; when the card's last
+    sharer is reached, the card's sharers taken so far are taken off for real, in order (the card is
+    freed, its queue's charge drops). The quota and device books are then, after each candidate, as
+    :func:`_whole_pass_fails` has them (its cross-queue candidates' ``still_reclaimable`` reads the same
+    usage), and so in the last state, which alone is checked: a whole-device fit reads no shared card.
+    A share on a card mixed with other queues' or not in the device book is taken off for real at once."""
+    cards = state.cards
+    assert cards is not None
+    q, res = spec.name, job.request.resource
+    removed: list[str] = []  # taken off for real, in order
+    on_card: dict[int, list[str]] = {}  # per card: the sharers taken so far, still on it
+    walked = False
+    try:
+        for c in cands:
+            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+                continue
+            if c.cross and not still_reclaimable(state, c, c.res or res):
+                continue
+            walked = True
+            v = c.job
+            if v.request.shared:
+                d = cards.card_of.get(v.id)
+                if d is not None and cards.card_alone(d) is not None:
+                    taken = on_card.setdefault(d, [])
+                    taken.append(v.id)
+                    if len(taken) < len(cards.cards[d]):
+                        continue  # a sharer stays: nothing a whole-device fit reads changed
+                    del on_card[d]
+                    for share in taken:
+                        state.remove(share)
+                        removed.append(share)
+                    continue
+            state.remove(v.id)
+            removed.append(v.id)
+        return not walked or _fits(state, q, job, allow_borrow) is None
+    finally:
+        for v_id in reversed(removed):
+            state.restore(v_id)
 
 
 def _greedy_pass(
