@@ -150,6 +150,12 @@ class _Cycle:
     valid; off only to check that it changes no decision (then every change of the cycle's copy ends
     every failure's validity, as :attr:`version` does)."""
 
+    lift_own_tree_only = True
+    """:meth:`_try` lifts only the idle holds of the job's own cohort tree that do not bind it: a hold in
+    another tree is never read by the job's fit, search or reason (the premise :meth:`stamp` rests on;
+    without the switch it is lifted and put back around every try); off only to check that it changes
+    no decision."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -365,10 +371,14 @@ class _Cycle:
         Under fair sharing or admission fair sharing every change counts."""
         if not self.memo_per_tree:
             return self.version
+        return self._all_changes + self._tree_changes.get(self._root(queue), 0)
+
+    def _root(self, queue: str) -> int:
+        """:meth:`_tree_root` of ``queue``, remembered for the cycle."""
         root = self._root_of.get(queue)
         if root is None:
             root = self._root_of[queue] = self._tree_root(queue)
-        return self._all_changes + self._tree_changes.get(root, 0)
+        return root
 
     def _tree_root(self, queue: str) -> int:
         """The root of ``queue``'s cohort tree (its own node without a cohort; 0 for every queue
@@ -479,7 +489,17 @@ class _Cycle:
         own = self.idle_hold.get((q, res), 0)
         need = e.job.request.total - own
         quota = self.state.quota
-        lifted = [k for k in self.idle_hold if k[1] == res and (k[0] == q or not self._hold_binds(q, k[0], res, need))]
+        if self.lift_own_tree_only and not self._one_tree:
+            root, binds = self._root(q), self._hold_binds
+            lifted = [
+                k
+                for k in self.idle_hold
+                if k[1] == res and (k[0] == q or (self._root(k[0]) == root and not binds(q, k[0], res, need)))
+            ]
+        else:
+            lifted = [
+                k for k in self.idle_hold if k[1] == res and (k[0] == q or not self._hold_binds(q, k[0], res, need))
+            ]
         for k in lifted:
             quota.add(k[0], k[1], -self.idle_hold[k])
             self.held[k] -= self.idle_hold[k]
