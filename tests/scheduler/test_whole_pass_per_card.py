@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 from labgang.launcher.scheduler import preemption, run_cycle
+from labgang.launcher.scheduler.state import CycleState
 from share_backlogs import backlog
 
 from tests.scheduler.test_share_pass_card_skips import bench_cycles
@@ -62,7 +63,7 @@ def test_shares_stay_on_their_cards_and_cards_are_freed(monkeypatch: pytest.Monk
     and shares taken off (their card freed)."""
     counts = {"share candidates": 0, "shares taken off": 0}
     inside = False
-    remove = preemption.CycleState.remove
+    remove = CycleState.remove
 
     def counting(state, job_id):
         counts["shares taken off"] += inside and state.running[job_id].request.shared
@@ -80,7 +81,7 @@ def test_shares_stay_on_their_cards_and_cards_are_freed(monkeypatch: pytest.Monk
             inside = False
 
     monkeypatch.setattr(preemption, "_whole_pass_fails_per_card", walking)
-    monkeypatch.setattr(preemption.CycleState, "remove", counting)
+    monkeypatch.setattr(CycleState, "remove", counting)
     for seed in range(150):
         run_cycle(backlog(seed, mixing=False))
     assert 0 < counts["shares taken off"] < counts["share candidates"], counts
