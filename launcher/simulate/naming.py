@@ -8,6 +8,11 @@ task's number and task ``I`` is ``ID_I`` (docs/arrays.md). Everything a person r
 expectations, reports, messages) names jobs as the file does: a job by its ``id``, a task of
 array ``sweep`` as ``sweep_I``, and a ``dependency`` names jobs by their scenario ids
 (docs/scenarios.md, "Arrays and dependencies"). :class:`JobIds` translates both ways.
+
+A scenario with no job array, no ``dependency`` and no job held at submission gives the lifecycle
+model nothing that reads the numbering, so its jobs keep their file names inside too
+(:meth:`JobIds.use_names`) and nothing is translated (``labgang plan replay``'s usual histories:
+no snapshot or cycle result is copied under other names each cycle).
 """
 
 from __future__ import annotations
