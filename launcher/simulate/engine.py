@@ -400,7 +400,7 @@ class Simulation:
         if record.run_id != run_id or not record.status.state.holds_devices:
             return
         before = scheduling_state(record)
-        phases = EXIT_REPORTS if status == 0 and record.spec.group_policy.plain else AGENT_REPORTS
+        phases = EXIT_REPORTS if status == 0 and record.spec.plain_policy else AGENT_REPORTS
         for rank in ranks_in_order(record):
             if rank.ended or rank.node in self._down or (only is not None and rank.rank not in only):
                 continue
