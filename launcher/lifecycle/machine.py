@@ -398,8 +398,15 @@ class Lifecycle:
                 self._ctx.emit(fx.RecordDecision(now, job.id, fx.DecisionKind.PENDING, code, reason.message))
                 self._ctx.save(job)
             else:
-                st.reason_message = reason.message
-                st.no_preemption = reason.no_preemption
+                # most cycles say the same again: written (and counted) only when it differs, as
+                # CountsChanges would judge it (an equal value of another type is a change)
+                message, no_preemption = reason.message, reason.no_preemption
+                was = st.reason_message
+                if type(was) is not type(message) or was != message:
+                    st.reason_message = message
+                had = st.no_preemption
+                if had is not no_preemption and (type(had) is not type(no_preemption) or had != no_preemption):
+                    st.no_preemption = no_preemption
 
     # ----- ranks ----------------------------------------------------------------------------
 
