@@ -80,11 +80,12 @@ def gate_pending(
     Returns:
         The gate: ``fed`` keeps the order of ``pending``.
     """
+    if not any(job.spec.array is not None for job in pending):
+        return ArrayGate(tuple(pending), (), {})  # no array task: every job is fed, none capped or following
     active: dict[str, int] = {}
     held: dict[str, int] = {}
-    # the tasks running and the devices held per array matter only to array tasks: no pass over
-    # every holding job when none is pending (most cycles of a history without arrays)
-    for job in holding if any(job.spec.array is not None for job in pending) else ():
+    # the tasks running and the devices held per array matter only to array tasks
+    for job in holding:
         task = job.spec.array
         if task is not None:
             active[task.array_id] = active.get(task.array_id, 0) + 1

@@ -194,6 +194,7 @@ class CycleDriver:
         self._views: dict[str, tuple[JobStatus, JobSpec, int, int, RunningJob]] = {}
         self._ranks_changed: set[str] = set()
         self._capacity: tuple[tuple[Node, ...], dict[str, int]] | None = None
+        self._caps: tuple[Sequence[QueueSpec], dict[str, dict[str, int]]] | None = None  # :meth:`_caps_of`
         # the last snapshot's running views: handed out again (the same tuple) while they are the
         # same objects, so the scheduler's per-cycle memos can tell "nothing changed" by identity
         self._running: tuple[RunningJob, ...] = ()
@@ -317,7 +318,16 @@ class CycleDriver:
                     holding.append(job)
                 elif state is pending_state and admissible(job, now):
                     waiting.append(job)
-        return holding, gate_pending(waiting, holding, self._capacity_of(nodes), queue_caps(self.cluster.queues()))
+        return holding, gate_pending(waiting, holding, self._capacity_of(nodes), self._caps_of(self.cluster.queues()))
+
+    def _caps_of(self, queues: Sequence[QueueSpec]) -> dict[str, dict[str, int]]:
+        """:func:`queue_caps` of ``queues`` (remembered while the same queues are given; the gate
+        only reads it)."""
+        if self._caps is not None and self._caps[0] is queues:
+            return self._caps[1]
+        caps = queue_caps(queues)
+        self._caps = (queues, caps)
+        return caps
 
     def _capacity_of(self, nodes: tuple[Node, ...]) -> dict[str, int]:
         """Resource name → devices of it in ``nodes`` (remembered while the same nodes are given)."""

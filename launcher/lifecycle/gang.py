@@ -223,8 +223,8 @@ class GangRules:
                 else:
                     self._rank_failed(job, failed)
                 return
-            policy = job.spec.group_policy
-            if not policy.plain and not all(r.ended for r in ranks):
+            if not job.spec.plain_policy and not all(r.ended for r in ranks):
+                policy = job.spec.group_policy
                 exits = {r.rank: r.exit_status for r in ranks if r.state.order >= RankPhase.EXITED.order}
                 done = success_reached(group_layout(job), policy, exits)
                 if done is not None:
@@ -271,8 +271,10 @@ class GangRules:
         """ADMITTED → RUNNING once every rank has started (even if one already exited: the history
         then says "running" before that rank's "rank-exited")."""
         st = job.status
+        if st.state != JobState.ADMITTED:  # most calls: a running or stopping gang (no sort of its ranks)
+            return
         ranks = ranks_in_order(job)
-        if st.state == JobState.ADMITTED and ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
+        if ranks and all(r.state.order >= RankPhase.RUNNING.order for r in ranks):
             transition(st, JobState.RUNNING)
             st.start_time = self._ctx.now
             rec = job.attempt_record

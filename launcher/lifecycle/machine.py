@@ -381,22 +381,32 @@ class Lifecycle:
                 self._gang.begin_termination(victim, EndIntent.PREEMPT, stop)
                 why = "in_queue" if victim.spec.queue == preemptor.spec.queue else "reclaim"
                 self._ctx.emit(fx.PreemptionCounted(victim.spec.queue, why))
-        for pend in result.pending:
-            job = self.jobs.get(pend.job_id)
-            if job is None or job.status.state != JobState.PENDING:
+        jobs, waiting = self.jobs, JobState.PENDING
+        for pend in result.pending:  # every waiting job, every cycle
+            job = jobs.get(pend.job_id)
+            if job is None:
                 continue
-            code = pend.reason.code.value
-            st = job.status
+            st, reason = job.status, pend.reason
+            if st.state != waiting:
+                continue
+            code = reason.code.value
             if st.reason_code != code:
                 # A new kind of reason is a decision worth keeping; a new number in the same
                 # reason only updates memory (and goes to disk with the next status write).
-                st.reason_code, st.reason_message = code, pend.reason.message
-                st.no_preemption = pend.reason.no_preemption
-                self._ctx.emit(fx.RecordDecision(now, job.id, fx.DecisionKind.PENDING, code, pend.reason.message))
+                st.reason_code, st.reason_message = code, reason.message
+                st.no_preemption = reason.no_preemption
+                self._ctx.emit(fx.RecordDecision(now, job.id, fx.DecisionKind.PENDING, code, reason.message))
                 self._ctx.save(job)
             else:
-                st.reason_message = pend.reason.message
-                st.no_preemption = pend.reason.no_preemption
+                # most cycles say the same again: written (and counted) only when it differs, as
+                # CountsChanges would judge it (an equal value of another type is a change)
+                message, no_preemption = reason.message, reason.no_preemption
+                was = st.reason_message
+                if type(was) is not type(message) or was != message:
+                    st.reason_message = message
+                had = st.no_preemption
+                if had is not no_preemption and (type(had) is not type(no_preemption) or had != no_preemption):
+                    st.no_preemption = no_preemption
 
     # ----- ranks ----------------------------------------------------------------------------
 

@@ -215,6 +215,17 @@ class JobSpec:
         """The job's lifecycle policies (success, failure, restarts, startup order)."""
         return GroupPolicy(self.success_policy, self.failure_policy, self.max_restarts, tuple(self.startup_order))
 
+    @property
+    def plain_policy(self) -> bool:
+        """``group_policy.plain`` read from the fields, without building the policy (asked at every
+        rank report): a plain gang's policies, ``all``, ``fail``, no restarts, no startup order."""
+        return (
+            self.success_policy == "all"
+            and self.failure_policy == "fail"
+            and self.max_restarts == 0
+            and len(self.startup_order) == 0
+        )
+
     def rank_group(self, rank: int) -> RankGroup:
         """The group global rank ``rank`` belongs to, its index in it and the group's first rank
         (what dispatch gives each rank: its group's command and environment).

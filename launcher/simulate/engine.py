@@ -95,6 +95,17 @@ _HELD = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 _JOB_SAVED = (fx.SaveStatus, fx.SaveSpec, fx.AddHistory)
 """Effects (the store's) the simulation carries out by noting that their job changed, nothing more."""
 
+_SAVED, _ACCOUNTED, _RANK_SAVED, _WAKE_NOW = range(4)
+_COMMON: dict[type, int] = {
+    **dict.fromkeys(_JOB_SAVED, _SAVED),
+    fx.SaveAttempt: _ACCOUNTED,
+    fx.SaveRank: _RANK_SAVED,
+    fx.WakeScheduler: _WAKE_NOW,
+}
+"""How :meth:`Simulation._handle` carries out the effects most events ask for (about 80 % of them),
+found by their exact class in one look-up instead of a chain of ``isinstance`` tests; each as the
+chain does (a ``SaveRank``: its job and its rank changed; a ``WakeScheduler``: names no job)."""
+
 AGENT_REPORTS = (RankPhase.EXITED, RankPhase.GONE)
 """What an agent reports when a rank's main process exits: ``exited``, then ``gone``."""
 
@@ -400,7 +411,7 @@ class Simulation:
         if record.run_id != run_id or not record.status.state.holds_devices:
             return
         before = scheduling_state(record)
-        phases = EXIT_REPORTS if status == 0 and record.spec.group_policy.plain else AGENT_REPORTS
+        phases = EXIT_REPORTS if status == 0 and record.spec.plain_policy else AGENT_REPORTS
         for rank in ranks_in_order(record):
             if rank.ended or rank.node in self._down or (only is not None and rank.rank not in only):
                 continue
@@ -416,10 +427,23 @@ class Simulation:
         """Carry out the lifecycle's effects the way agents and the coordinator's timers would."""
         changed = self.driver.job_changed
         for effect in effects:
-            if isinstance(effect, _JOB_SAVED):  # most effects: the job changed, nothing else to do here
+            kind = _COMMON.get(type(effect))  # the most frequent effects, by their exact class
+            if kind is _SAVED:  # the job changed, nothing else to do here
+                changed(effect.job.id)  # type: ignore[union-attr]  # a _JOB_SAVED effect names its job
+                continue
+            if kind is _ACCOUNTED:  # the store's accounting: nothing to do here
+                continue
+            if kind is _RANK_SAVED:
+                changed(effect.job.id)  # type: ignore[union-attr]
+                self.driver.rank_changed(effect.job.id)  # type: ignore[union-attr]
+                continue
+            if kind is _WAKE_NOW:
+                self._wake = True
+                continue
+            if isinstance(effect, _JOB_SAVED):  # (a subclass of one: as its class)
                 changed(effect.job.id)
                 continue
-            if isinstance(effect, fx.SaveAttempt):  # the store's accounting: nothing to do here
+            if isinstance(effect, fx.SaveAttempt):
                 continue
             named = getattr(effect, "job", None)
             if named is not None:

@@ -8,13 +8,18 @@ task's number and task ``I`` is ``ID_I`` (docs/arrays.md). Everything a person r
 expectations, reports, messages) names jobs as the file does: a job by its ``id``, a task of
 array ``sweep`` as ``sweep_I``, and a ``dependency`` names jobs by their scenario ids
 (docs/scenarios.md, "Arrays and dependencies"). :class:`JobIds` translates both ways.
+
+A scenario with no job array, no ``dependency`` and no job held at submission gives the lifecycle
+model nothing that reads the numbering, so its jobs keep their file names inside too
+(:meth:`JobIds.use_names`) and nothing is translated (``labgang plan replay``'s usual histories:
+no snapshot or cycle result is copied under other names each cycle).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,12 +99,15 @@ class JobIds:
         by_name: name (scenario id, ``<id>_<index>`` for a task) -> job.
         arrays: scenario id of a job array -> its tasks' names, in index order.
         model_names: the coordinator's id -> name, array ids included (``"3"`` -> ``"sweep"``).
+        by_name_only: True once :meth:`use_names` made every job's model id its name (no
+            translation left to do: snapshots, results and messages are handed on as they are).
     """
 
     tasks: list[SimTask] = field(default_factory=list)
     by_name: dict[str, SimTask] = field(default_factory=dict)
     arrays: dict[str, list[str]] = field(default_factory=dict)
     model_names: dict[str, str] = field(default_factory=dict)
+    by_name_only: bool = False
     _model_ids: dict[str, str] = field(default_factory=dict)  # name (array names too) -> the coordinator's id
     # id() of a running view -> the same view named: a job's view is named again only when it changes
     _named_running: dict[int, RunningJob] = field(default_factory=dict, compare=False, repr=False)
@@ -118,10 +126,38 @@ class JobIds:
             return list(self.arrays[name])
         return [name] if name in self.by_name else []
 
+    def use_names(self) -> bool:
+        """Give every job the file's name as its coordinator's id too, when nothing the lifecycle
+        model does reads the coordinator's numbering: no job array (a task's id is
+        ``ARRAY_INDEX``, which the array rules and hold messages parse) and no ``dependency``
+        (parsed as ``--dependency``'s job numbers); the caller also checks that no job is held
+        at submission (a hold's message quotes the id as a number to release). Then the
+        model's records, effects and messages already name jobs as the file does, and
+        :meth:`named_snapshot`, :meth:`model_result` and :meth:`shown` hand on what they are
+        given (a replay renames no snapshot and no result). Returns whether it did; call it
+        before the jobs' records are built (their ids are :attr:`SimTask.model_id`).
+
+        The scheduler sees exactly what it saw before (its snapshot was named view by view);
+        ``tests/simulate/test_engine_unchanged.py`` pins every scenario's per-job times and
+        trace hash, and ``tests/simulate/test_names_as_ids.py`` compares a replay with the
+        numbering kept against one with the names.
+        """
+        if self.arrays or any(t.task is not None for t in self.tasks):
+            return False
+        self.tasks = [replace(t, model_id=t.name) for t in self.tasks]
+        self.by_name = {t.name: t for t in self.tasks}
+        self._model_ids = {t.name: t.name for t in self.tasks}
+        self.model_names = dict(self._model_ids)
+        self.by_name_only = True
+        return True
+
     def shown(self, message: str) -> str:
         """``message`` (the lifecycle model's words) with every job id named as the file
         names it: ``job 3`` -> ``job train``, ``task 4_1`` -> ``task sweep_1``, ``afterok:3`` ->
-        ``afterok:train``, ``array 4 runs at most …`` -> ``array sweep runs at most …``."""
+        ``afterok:train``, ``array 4 runs at most …`` -> ``array sweep runs at most …``
+        (as it is after :meth:`use_names`)."""
+        if self.by_name_only:
+            return message
         return _REFERENCE.sub(lambda m: m.group(1) + self._name_list(m.group(2)), message)
 
     def _name_list(self, ids: str) -> str:
@@ -136,6 +172,11 @@ class JobIds:
         only its new views are named, and the scheduler is told the named tuple's change
         (:func:`~labgang.launcher.scheduler.capacity.note_running_change`).
         """
+
+        if self.by_name_only:  # its views name jobs as the file does already (:meth:`use_names`)
+            if change is not None and change[1] is snapshot.running:
+                capacity.note_running_change(*change)
+            return snapshot
 
         def name(model_id: str) -> str:
             return self.model_names.get(model_id, model_id)
@@ -200,6 +241,8 @@ class JobIds:
         """A cycle's decisions on a :meth:`named_snapshot` with the jobs given back their
         coordinator's ids (for the lifecycle model); reasons keep the file's names."""
 
+        if self.by_name_only:  # the lifecycle model's ids are the names (:meth:`use_names`)
+            return result
         get = self._model_ids.get
 
         def mid(name: str) -> str:

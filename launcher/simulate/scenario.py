@@ -747,6 +747,8 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
             )
     if problems:
         raise ScenarioError(source, problems)
+    if not depends and not any(j.hold for j in f.jobs):
+        job_names.use_names()  # no numbering the lifecycle reads: its ids are the file's names
     return Scenario(
         source,
         f,
