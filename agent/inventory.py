@@ -16,6 +16,7 @@ an error code, ``"<field>_nvml_error": <code>``. Each GPU object also carries
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -475,21 +476,36 @@ def _to_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _field_specs(cls: type) -> tuple[tuple[str, bool, str, type | None], ...]:
+    """Per field of the dataclass ``cls``: its name, whether it has a default, the key that says
+    it was unavailable (``<name>_unavailable``) and the class of its nested items (:data:`_NESTED`).
+    Read once per class: ``labgang top`` parses every GPU of every node on each refresh, and
+    ``dataclasses.fields`` builds its tuple anew on each call."""
+    return tuple(
+        (
+            f.name,
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING,
+            f"{f.name}_unavailable",
+            _NESTED.get((cls, f.name)),
+        )
+        for f in dataclasses.fields(cls)
+    )
+
+
 def _from_dict(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        name = f.name
+    for name, optional, unavailable, nested in _field_specs(cls):
         if name not in data:
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            if optional:
                 continue
             raise ValueError(f"{where}.{name}: missing field")
         value = data[name]
-        if value is None and f"{name}_unavailable" in data:
-            kwargs[name] = Unavailable(data[f"{name}_unavailable"], data.get(f"{name}_nvml_error"))
+        if value is None and unavailable in data:
+            kwargs[name] = Unavailable(data[unavailable], data.get(f"{name}_nvml_error"))
             continue
-        nested = _NESTED.get((cls, name))
         if nested is not None:
             if not isinstance(value, list):
                 raise ValueError(f"{where}.{name}: expected a list, got {type(value).__name__}")

@@ -125,3 +125,29 @@ def test_the_wire_format_round_trips_and_refuses_ragged_lists() -> None:
     body["devices"][0]["t"].append(NOW + 1)
     with pytest.raises(ValueError, match=r"series.devices\[0\]: .* differ in length"):
         SeriesView.from_dict(body)
+
+
+def test_points_kept_and_shown_are_those_of_the_window_sample_after_sample() -> None:
+    """Over several windows, samples 0.5 to 4 s apart and devices that come and go: after every
+    sample, each device's points (whole window, and the last few seconds) are the ones a plain
+    filter of every point ever recorded gives, and a device with no point left is gone."""
+    s = DeviceSeries(window_s=10)
+    recorded: list[tuple[str, float]] = []
+    t = NOW
+    for step in range(80):
+        t += 0.5 + (step * 7 % 8) / 2  # 0.5 to 4 s apart, in an uneven order
+        # GPU 0 always; GPU 1 in runs of 5 samples of 9; GPU 2 on every third sample
+        gpus = [gpu(0, 50, 50, 1)] + [gpu(1, 20, 20, 1)] * (step % 9 < 5) + [gpu(2, 70, 70, 1)] * (step % 3 == 0)
+        s.record(snapshot(t, tuple(gpus), {}), [])
+        recorded += [(str(g.uuid), t) for g in gpus]
+        for seconds in (None, 10, 4, 0.5):
+            since = t - (10 if seconds is None else seconds)
+            expected: dict[str, list[float]] = {}
+            for uuid, at in recorded:
+                if at >= since:
+                    expected.setdefault(uuid, []).append(at)
+            view = s.view(seconds)
+            got = {d.uuid: [p.t for p in d.points] for d in view.devices if d.points}
+            assert got == expected, (step, seconds)
+        kept = {d.uuid for d in s.view().devices}
+        assert kept == {uuid for uuid, at in recorded if at >= t - 10}, step  # no device without points

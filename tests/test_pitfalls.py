@@ -534,3 +534,27 @@ def test_findings_say_short_spans_in_seconds_and_minutes():
     rate = [f for f in found if f.kind is PitfallKind.LOW_ALLOCATION_RATE]
     assert len(rate) == 1 and rate[0].summary.endswith("over the last 70 device-s of allocation"), rate
     assert span(900) == "15 min" and span(3 * 3600) == "3.0 h" and span(7200, "device-") == "2.0 device-h"
+
+
+# ---------------------------------------------------------------- the walk over every device, kept per snapshot
+
+
+def test_the_device_walk_is_kept_per_snapshot_and_a_replaced_snapshot_walks_its_own_nodes():
+    from labgang.launcher.pitfalls.views import iter_devices
+
+    parent = gpu(1, mig_mode_current=True, mig_mode_pending=True)
+    parent = replace(parent, mig_devices=(mig(parent, 0), mig(parent, 1)))
+    first = ClusterSnapshot(now=NOW, nodes=(node(gpu(0), parent, devices=(held(gpu(0).uuid),)),))
+    walked = iter_devices(first)
+    assert [(d.node, d.label, d.uuid) for d in walked] == [
+        ("n1", "GPU 0", gpu(0).uuid),
+        ("n1", "GPU 1 MIG 1g.10gb #0", mig(parent, 0).uuid),
+        ("n1", "GPU 1 MIG 1g.10gb #1", mig(parent, 1).uuid),
+    ]
+    assert walked[0].holder == held(gpu(0).uuid) and walked[1].parent == parent
+    assert iter_devices(first) is walked  # walked once per snapshot
+    # a snapshot made from another (the TUI and the coordinator replace fields) walks its own nodes
+    second = replace(first, nodes=(node(gpu(2), name="n2"),))
+    assert [(d.node, d.label, d.uuid) for d in iter_devices(second)] == [("n2", "GPU 2", gpu(2).uuid)]
+    assert [d.uuid for d in iter_devices(replace(first, now=NOW + 2))] == [d.uuid for d in walked]
+    assert first == replace(first)  # the kept walk is no part of a snapshot's equality

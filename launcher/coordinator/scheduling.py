@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -340,12 +340,23 @@ async def timer_loop(
             await commits.flush()
         except Exception:
             log.exception("timer check failed")
-        pending = [j for j in model.jobs.values() if j.status.state == JobState.PENDING]
-        # A real backoff (not_before after the requeue) that ended, e.g. one recorded before a
-        # restart; a backoff ending while the coordinator runs also wakes it exactly (WakeAt).
-        if any(last < j.status.not_before <= now and j.status.not_before > j.status.pending_since for j in pending):
+        if backoff_ended(model.jobs.values(), last, now):
             kicks.kick()
         last = now
+
+
+def backoff_ended(jobs: Iterable[JobRecord], last: float, now: float) -> bool:
+    """Whether a pending job of ``jobs`` has a real backoff (``not_before`` after it went back to
+    pending) that ended after ``last`` and by ``now`` (unix seconds), e.g. one recorded before a
+    restart; a backoff ending while the coordinator runs also wakes it exactly (``WakeAt``).
+
+    One plain loop, the times compared first: the timer loop asks twice a second, over every job.
+    """
+    for job in jobs:
+        st = job.status
+        if last < st.not_before <= now and st.not_before > st.pending_since and st.state == JobState.PENDING:
+            return True
+    return False
 
 
 class SubmissionCheck:

@@ -219,14 +219,18 @@ def queue_views(
     pending: dict[str, int] = defaultdict(int)
     running: dict[str, int] = defaultdict(int)
     grace: dict[str, float] = defaultdict(float)
+    # One pass over every job; what the quota and fair shares count are the jobs holding devices
+    # alone (10,000 pending jobs: the pitfall watch builds this view every 2 s).
+    holding: list[JobRecord] = []
     for job in active:
-        q = job.spec.queue
-        if job.status.state.holds_devices:
+        q, state = job.spec.queue, job.status.state
+        if state.holds_devices:
+            holding.append(job)
             running[q] += 1
             grace[q] = max(grace[q], job.spec.grace_s)
-        elif job.status.state == JobState.PENDING:
+        elif state == JobState.PENDING:
             pending[q] += 1
-    book, held = held_quota(config, active, now, nodes)
+    book, held = held_quota(config, holding, now, nodes)
     queues = config.queues
     used = {q.name: {res: book.usage(qn, res) for qn, res in sorted(held) if qn == q.name} for q in queues}
     borrowed = {q.name: {res: n for res in used[q.name] if (n := book.borrowed(q.name, res))} for q in queues}
@@ -241,7 +245,7 @@ def queue_views(
                 if take:
                     lent[m][res] = take
                     to_cover -= take
-    fair = _fair_shares(config, active, sharing, nodes, now)
+    fair = _fair_shares(config, holding, sharing, nodes, now)
     standing = user_standing(config, active)
     return [
         {
@@ -331,7 +335,8 @@ def held_quota(
 
     Args:
         config: the cluster configuration (queues, cohorts).
-        active: the lifecycle model's jobs.
+        active: the lifecycle model's jobs, or any part of them that holds every job holding
+            devices (only those count: :func:`queue_views` hands it those alone).
         now: the coordinator's clock, unix seconds.
         nodes: the nodes with a known inventory (``scheduling.cluster_nodes``): their devices,
             CPUs and memory make an ``--exclusive`` job's whole nodes; one not among them adds
@@ -385,7 +390,9 @@ def _fair_shares(
     The usage is the scheduler's fair-sharing usage (``CycleState.shares``): jobs holding devices and
     not told to leave, their shares of a card (``--shards``, ``--mps``) in whole GPUs per queue as
     :func:`.shares.quota_usage` charges them (a card a queue's shares hold alone whole, shares on cards
-    mixed with other queues' summed and rounded up), never one GPU per share. ``now``: the coordinator's clock."""
+    mixed with other queues' summed and rounded up), never one GPU per share. ``active``: the lifecycle
+    model's jobs, or any part of them that holds every job holding devices (only those count;
+    :func:`queue_views` hands it those alone). ``now``: the coordinator's clock."""
     from labgang.launcher.scheduler import tenants as afs
     from labgang.launcher.scheduler.explain import queue_shares
 
@@ -403,8 +410,8 @@ def _fair_shares(
                     if (job.spec.queue, res) in listed:
                         usage[(job.spec.queue, res)] = usage.get((job.spec.queue, res), 0) + n
     # Only the jobs holding a share of a card are converted (not every pending job: this runs in every
-    # pitfall sample of an idle coordinator).
-    sharers = [job for job in active if job.spec.request.shared and job.status.state.holds_devices]
+    # pitfall sample of an idle coordinator); the state first, as the request costs more to read.
+    sharers = [job for job in active if job.status.state.holds_devices and job.spec.request.shared]
     live = list(scheduler_jobs(sharers, now, lambda job, now: False, lambda spec: None, ())[0])
     live = [j for j in live if not j.terminating]  # not ones told to leave, as above
     for key, n in quota_usage(config.gpu_sharing(), live).items():
@@ -484,14 +491,15 @@ def node_views(
     ``cpus``/``memory_bytes``: host CPUs and memory the node offers to jobs (after its agent's
     reserve; None: not reported); ``cpus_allocated``/``memory_allocated_bytes``: what jobs hold.
     """
-    host_held = host_allocated(jobs.values())
-    finished_pids = {
-        (r.node, r.pid)
-        for j in jobs.values()
-        if not j.status.state.holds_devices
-        for r in j.ranks.values()
-        if r.pid is not None
-    }
+    # One pass over every job in memory (10,000 pending jobs: the pitfall watch builds this view every 2 s).
+    holding: list[JobRecord] = []
+    finished_pids: set[tuple[str, int]] = set()
+    for j in jobs.values():
+        if j.status.state.holds_devices:
+            holding.append(j)
+        elif j.ranks:
+            finished_pids.update((r.node, r.pid) for r in j.ranks.values() if r.pid is not None)
+    host_held = host_allocated(holding)
     out = []
     for name in sorted(agents.nodes):
         conn = agents.nodes[name]

@@ -13,6 +13,7 @@ pitfall fired, drawn on the graphs of its device (or of every device of its job)
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -191,6 +192,7 @@ class DeviceSeries:
         self._markers: deque[Marker] = deque()
         self._firing: set[tuple[str, str, str | None, str | None]] = set()
         self._last: float | None = None
+        self._oldest: float | None = None  # the time of the oldest point kept (None: no point)
 
     def record(self, snapshot: ClusterSnapshot, findings: Iterable[Finding]) -> None:
         """Add one point per allocatable device at ``snapshot.now`` and a marker per new finding."""
@@ -220,12 +222,19 @@ class DeviceSeries:
                 self._markers.append(Marker(now, f.kind.value, f.severity.value, f.subject, f.uuid, f.job))
         self._firing = firing
         horizon = now - self.window_s
-        for uuid in list(self._points):
-            pts = self._points[uuid]
-            while pts and pts[0].t < horizon:
-                pts.popleft()
-            if not pts:
-                del self._points[uuid], self._where[uuid]
+        if self._oldest is None:
+            self._oldest = now
+        if self._oldest < horizon:  # some point is out of the window (none in the first window_s seconds)
+            oldest = now
+            for uuid in list(self._points):
+                pts = self._points[uuid]
+                while pts and pts[0].t < horizon:
+                    pts.popleft()
+                if not pts:
+                    del self._points[uuid], self._where[uuid]
+                elif pts[0].t < oldest:
+                    oldest = pts[0].t
+            self._oldest = oldest
         while self._markers and self._markers[0].t < horizon:
             self._markers.popleft()
 
@@ -235,12 +244,21 @@ class DeviceSeries:
         since = (self._last or 0.0) - span
         wanted = set(uuids) if uuids is not None else None
         devices = tuple(
-            DeviceHistory(self._where[u][0], u, self._where[u][1], tuple(p for p in pts if p.t >= since))
+            DeviceHistory(self._where[u][0], u, self._where[u][1], _since(pts, since))
             for u, pts in self._points.items()
             if wanted is None or u in wanted
         )
         markers = tuple(m for m in self._markers if m.t >= since)
         return SeriesView(span, devices, markers)
+
+
+def _since(points: deque[Point], since: float) -> tuple[Point, ...]:
+    """The ``points`` at ``since`` or later (unix seconds). They are in time order, so those
+    before ``since`` are a prefix, and none when the first is not (the window's whole width,
+    :meth:`DeviceSeries.view`'s default: the deque is copied as it is, without a look at each point)."""
+    if not points or points[0].t >= since:
+        return tuple(points)
+    return tuple(itertools.dropwhile(lambda p: p.t < since, points))
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

@@ -3,7 +3,7 @@ and the walk over every device of a :class:`ClusterSnapshot` that the detectors 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,6 +373,8 @@ class ClusterSnapshot:
         )
 
     _by_id: Mapping[str, JobView] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _devices: tuple[DeviceSample, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    """:func:`iter_devices`' answer, made on its first call (every part of a snapshot is frozen)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_id", {j.id: j for j in self.jobs})
@@ -417,11 +419,22 @@ class DeviceSample:
         return tuple(sorted({p.pid for p in procs if p.mps_server is None})) if isinstance(procs, tuple) else ()
 
 
-def iter_devices(snapshot: ClusterSnapshot) -> Iterable[DeviceSample]:
+def iter_devices(snapshot: ClusterSnapshot) -> Sequence[DeviceSample]:
     """Every allocatable device of every node with an inventory, in node and NVML index order.
 
-    A GPU in MIG mode (current) yields its MIG devices and never itself.
+    A GPU in MIG mode (current) yields its MIG devices and never itself. Walked once per snapshot
+    and kept with it: the detectors, the tracker and the history graphs each walk every device
+    (about ten walks of 512 devices per ``labgang top`` refresh or pitfall sample).
     """
+    devices = snapshot._devices
+    if devices is None:
+        devices = tuple(_walk_devices(snapshot))
+        object.__setattr__(snapshot, "_devices", devices)  # frozen: set once, as _by_id
+    return devices
+
+
+def _walk_devices(snapshot: ClusterSnapshot) -> Iterator[DeviceSample]:
+    """:func:`iter_devices`, walked anew."""
     for node in snapshot.nodes:
         if node.inventory is None:
             continue

@@ -197,3 +197,38 @@ async def test_only_the_last_victim_to_go_wakes_the_scheduler_for_its_preemptor(
         assert coord.jobs[victim].status.state == JobState.PENDING  # requeued
         last = k == len(victims) - 1
         assert coord.wake.is_set() == last, f"victim {k}: the preemptor still waits for the others"
+
+
+async def test_the_timer_loop_kicks_once_a_pending_jobs_real_backoff_ends(coord: Coordinator) -> None:
+    """``scheduling.timer_loop`` kicks at the check where a pending job's ``not_before`` passed, when
+    it is a real backoff (after the job went back to pending); not for a ``not_before`` from before
+    that, nor for a job that holds devices."""
+    from labgang.launcher.coordinator.scheduling import timer_loop
+
+    backoff, stale, holding = await submit(coord), await submit(coord), await submit(coord)
+    admit(coord, holding)
+    for job_id, since, until in ((backoff, 1000.0, 1002.0), (stale, 1001.5, 1001.0), (holding, 1000.0, 1003.0)):
+        coord.jobs[job_id].status.pending_since, coord.jobs[job_id].status.not_before = since, until
+    instants = iter([1000.0, 1001.0, 1002.0, 1003.0, 1004.0])  # the loop's clock: its start, then each check
+    now, done = 1000.0, asyncio.Event()
+
+    def loop_clock() -> float:
+        nonlocal now
+        now = next(instants, now)
+        if now == 1004.0:
+            done.set()
+        return now
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.at: list[float] = []
+
+        def kick(self) -> None:
+            self.at.append(now)
+
+    kicks = Recorder()
+    task = asyncio.create_task(timer_loop(coord.node_events, coord.model, coord.commits, kicks, loop_clock, 0))  # type: ignore[arg-type]
+    await done.wait()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert kicks.at == [1002.0]
