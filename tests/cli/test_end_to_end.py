@@ -604,7 +604,14 @@ def test_busy_kernels_on_idle_sms_show_in_show_top_and_metrics(lg):
             if "kernel-busy-sm-idle" in kinds or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert "kernel-busy-sm-idle" in kinds, job
+        if "kernel-busy-sm-idle" not in kinds:  # say what the watch saw: the rank's devices, their readings, the log
+            nodes = lg.cli("nodes", "--json").stdout
+            pitfalls = lg.cli("top", "--once", "--width", "250").stdout
+            raise AssertionError(
+                f"no kernel-busy-sm-idle finding for job {job_id} in 90 s\n"
+                f"state {job['state']}, ranks {job.get('ranks')}\n"
+                f"nodes: {nodes[-4000:]}\ntop: {pitfalls}\nup.log tail:\n{lg.output()[-6000:]}"
+            )
         [finding] = [f for f in job["pitfalls"] if f["kind"] == "kernel-busy-sm-idle"]
         assert finding["numbers"] == {"utilization_gpu_pct": 100.0, "sm_active_pct": 5.0}
         shown = lg.cli("show", job_id).stdout
