@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.simulate import engine
-from labgang.launcher.simulate.scenario import parse_scenario
+from sim_runs import everything_shown
 
-from tests.simulate.test_sim_matches_coordinator import ROOT, cancels, pipelines, scenario_of, workloads
+from tests.simulate.test_sim_matches_coordinator import pipelines, workloads
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = engine.AGENT_REPORTS
@@ -41,30 +41,8 @@ def reports(phases: tuple[RankPhase, ...]) -> Iterator[None]:
 
 def run(doc: dict[str, Any], phases: tuple[RankPhase, ...], source: str = "<random>") -> dict[str, Any]:
     """Everything a replay or ``labgang simulate`` shows of ``doc``, its exits reported as ``phases``."""
-    lines: list[dict[str, Any]] = []
     with reports(phases):
-        sim = engine.Simulation(parse_scenario(scenario_of(doc), source), trace=lines.append)
-        for job_id, at in cancels(doc).items():
-            sim.cancel(job_id, at, ROOT.user)
-        steps = 0
-        while sim.next_time() is not None:
-            sim.run_instant()
-            steps += 1
-            assert steps < 20_000
-    jobs = {
-        j.id: (
-            [(h.time, h.event, h.message) for h in j.record.history],
-            j.record.status.state.value,
-            j.record.status.exit_status,
-            j.first_admit,
-            j.end_time,
-            j.waits,
-            j.preempted,
-            j.device_seconds,
-        )
-        for j in sim.jobs.values()
-    }
-    return {"jobs": jobs, "trace": lines, "cycles": sim.cycles}
+        return everything_shown(doc, source)
 
 
 def same(doc: dict[str, Any], source: str = "<random>") -> None:

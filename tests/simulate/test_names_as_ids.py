@@ -19,12 +19,11 @@ import pytest
 from engine_digest import scenario_files, varied_history
 from hypothesis import given
 from labgang.launcher.plan.replay import replay
-from labgang.launcher.simulate import engine
 from labgang.launcher.simulate.naming import JobIds
-from labgang.launcher.simulate.scenario import parse_scenario
+from sim_runs import everything_shown
 
 from tests.simulate.test_exit_reports import PROPERTY, group_jobs
-from tests.simulate.test_sim_matches_coordinator import ROOT, cancels, scenario_of, workloads
+from tests.simulate.test_sim_matches_coordinator import workloads
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,47 +39,17 @@ def numbered() -> Iterator[None]:
         JobIds.use_names = before  # type: ignore[method-assign]
 
 
-def run(doc: dict[str, Any], source: str = "<random>") -> tuple[bool, dict[str, Any]]:
-    """Whether the model's ids were the names, and everything ``labgang simulate`` shows of ``doc``."""
-    lines: list[dict[str, Any]] = []
-    scenario = parse_scenario(scenario_of(doc), source)
-    sim = engine.Simulation(scenario, trace=lines.append)
-    for job_id, at in cancels(doc).items():
-        sim.cancel(job_id, at, ROOT.user)
-    steps = 0
-    while sim.next_time() is not None:
-        sim.run_instant()
-        steps += 1
-        assert steps < 20_000
-    shown = scenario.ids.shown
-    jobs = {
-        j.id: (
-            [(h.time, h.event, shown(h.message)) for h in j.record.history],
-            j.record.status.state.value,
-            j.record.status.exit_status,
-            shown(j.record.status.reason_message or ""),
-            j.first_admit,
-            j.end_time,
-            j.waits,
-            j.preempted,
-            j.device_seconds,
-        )
-        for j in sim.jobs.values()
-    }
-    return scenario.ids.by_name_only, {"jobs": jobs, "trace": lines, "cycles": sim.cycles}
-
-
 def same(doc: dict[str, Any], source: str = "<random>") -> bool:
     """Compare the two runs of ``doc``; True when the names were the model's ids."""
-    names, by_name = run(doc, source)
+    by_name = everything_shown(doc, source, as_people_read=True)
     with numbered():
-        kept, by_number = run(doc, source)
-    assert not kept
+        by_number = everything_shown(doc, source, as_people_read=True)
+    assert not by_number["by_name_only"]
     for job_id, want in by_number["jobs"].items():
         assert by_name["jobs"][job_id] == want, f"job {job_id}"
     assert by_name["trace"] == by_number["trace"]
     assert by_name["cycles"] == by_number["cycles"]
-    return names
+    return bool(by_name["by_name_only"])
 
 
 @PROPERTY

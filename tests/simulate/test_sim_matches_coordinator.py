@@ -50,24 +50,19 @@ from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator.agents import AgentCallError, AgentRegistry
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.errors import Conflict
-from labgang.launcher.coordinator.requests import Caller
 from labgang.launcher.coordinator.scheduling import run_cycles
 from labgang.launcher.coordinator.store import Store
 from labgang.launcher.lifecycle.dependency import Condition, Dependency, parse_dependency
 from labgang.launcher.lifecycle.records import JobRecord
-from labgang.launcher.simulate import Simulation, parse_scenario
+from labgang.launcher.simulate import parse_scenario
 from labgang.launcher.simulate.node_events import NODE_TIMEOUT_S, TIMER_INTERVAL_S
 from labgang.launcher.simulate.startable import never_starting
+from sim_runs import CANCEL, ROOT, cancels, scenario_of, simulated
 
 EXAMPLES = max(1, int(os.environ.get("LABGANG_HYPOTHESIS_EXAMPLES", "200")) // 2)  # each runs a coordinator
 MODEL = "NVIDIA A100-SXM4-80GB"
-CANCEL = "cancel"
-"""A workload job's key for ``labgang cancel`` at that time (by root): both drivers are told
-(``Simulation.cancel``, ``Coordinator.cancel``); the scenario file itself has no such key. Not
-used on array jobs."""
 MIG_LAYOUT = ("2g.20gb", "1g.10gb", "1g.10gb")
 """The MIG devices of a MIG node's GPU (``MIG-<node>-<gpu>-<k>``, as the simulator names them)."""
-ROOT = Caller(uid=0, user="root", admin=True)
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_000_000.0  # the coordinator's clock at simulated t=0 (unix-like seconds)
 JOB_REF = re.compile(
@@ -210,25 +205,8 @@ def outcome(record: JobRecord) -> tuple[str, int, int, int | None]:
     return (st_.state.value, st_.attempt, st_.restart_count, st_.exit_status)
 
 
-def cancels(doc: dict[str, Any]) -> dict[str, float]:
-    """Job id -> when root cancels it (:data:`CANCEL`), for the jobs that are not arrays."""
-    return {j["id"]: j[CANCEL] for j in doc["jobs"] if CANCEL in j and "array" not in j}
-
-
-def scenario_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` as a scenario file: without the harness's :data:`CANCEL` keys."""
-    return {**doc, "jobs": [{k: v for k, v in j.items() if k != CANCEL} for j in doc["jobs"]]}
-
-
 def simulate(doc: dict[str, Any]) -> tuple[dict[str, list[Line]], dict[str, tuple[str, int, int, int | None]]]:
-    sim = Simulation(parse_scenario(scenario_of(doc)))
-    for job_id, at in cancels(doc).items():
-        sim.cancel(job_id, at, ROOT.user)
-    steps = 0
-    while sim.next_time() is not None:
-        sim.run_instant()
-        steps += 1
-        assert steps < 2_000
+    _, sim = simulated(doc, max_steps=2_000)
     return (
         {j.id: history(j.record, 0.0) for j in sim.jobs.values()},
         {j.id: outcome(j.record) for j in sim.jobs.values()},
