@@ -111,6 +111,25 @@ def _visible_devices_and_scope(
     return (entries, env.get(SCOPE_VARIABLE), Declared.from_environ(env)), bool(env)
 
 
+PARKED_CHILD_S = 30.0
+"""How long a forked child may still be before its ``exec`` (three times the start gate's 10 s
+bound on a parked rank, agent/supervisor/gate.py ``DEFAULT_TIMEOUT_S``)."""
+
+
+def _maybe_before_exec(info: dict[str, Any], names: dict[int, str], now: float) -> bool:
+    """Whether a process may be a fork that has not called ``exec`` yet: it has its parent's name and
+    started less than :data:`PARKED_CHILD_S` seconds ago (``info``: psutil's pid, ppid, name and
+    create_time; ``names``: every process's name by pid).
+
+    Until its ``exec`` such a child shows its parent's environment under the pid and start time its
+    new image keeps, as a rank parked at its start gate does (everything but the ``exec`` done):
+    an answer read from that image is not the process's.
+    """
+    if info.get("name") != names.get(info.get("ppid") or 0):
+        return False
+    return now - (info.get("create_time") or 0.0) < PARKED_CHILD_S
+
+
 class ProcessModel:
     """The processes on a simulated machine's devices (fixed, live and held) and pynvml's process calls over them.
 
@@ -286,12 +305,17 @@ class ProcessModel:
         if self._scan:
             known = self._uuid_aliases()
             seen: set[tuple[int, float]] = set()
-            for proc in psutil.process_iter(["pid", "ppid", "create_time"]):
+            procs = list(psutil.process_iter(["pid", "ppid", "create_time", "name"]))
+            names = {proc.info["pid"]: proc.info["name"] for proc in procs}
+            now = time.time()
+            for proc in procs:
                 key = (proc.info["pid"], proc.info["create_time"] or 0.0)
                 seen.add(key)
                 cached = self._env_cache.get(key)
                 if cached is None:
                     cached, final = _visible_devices_and_scope(proc)
+                    if final and not cached[0] and _maybe_before_exec(proc.info, names, now):
+                        final = False  # read again next scan: its own image may name devices
                     # A kernel thread (kthreadd, pid 2, and its children) never has an environment
                     # and never execs: its empty answer is final (most of a host's processes).
                     if final or KTHREADD_PID in (proc.info["pid"], proc.info["ppid"]):

@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 from labgang.agent.nvml.simulated import SCOPE_VARIABLE, SimulatedNvml
 
 H100 = Path(__file__).resolve().parents[2] / "config" / "sim" / "h100x8.toml"
@@ -59,5 +60,60 @@ def test_a_process_that_re_executes_itself_on_another_gpu_shows_there(tmp_path: 
         finally:
             proc.kill()
             proc.wait()
+    finally:
+        nvml.nvmlShutdown()
+
+
+PARK = (
+    "import os, sys, time\n"
+    "go = sys.argv[1]\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    while not os.path.exists(go):\n"
+    "        time.sleep(0.02)\n"
+    "    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)'],"
+    " dict(os.environ, CUDA_VISIBLE_DEVICES=os.environ['RANK_GPU']))\n"
+    "os.waitpid(pid, 0)\n"
+)
+"""A parent on no device forks a child that waits (as the shim's start gate parks a rank's child,
+everything but the ``exec`` done, agent/supervisor/gate.py) and then execs a process on a GPU."""
+
+
+def test_a_child_scanned_before_its_exec_shows_on_its_gpu_after_it(tmp_path: Path) -> None:
+    # A forked child shows its parent's environment until it execs, under the same pid and start
+    # time: an answer cached from that image hid the rank from every later scan (a gang's parked
+    # ranks on a loaded machine, then never in the inventory).
+    scope = f"test-{uuid.uuid4()}"
+    nvml = SimulatedNvml.from_file(H100, scope=scope)
+    assert isinstance(nvml, SimulatedNvml)
+    nvml.nvmlInit()
+    go = tmp_path / "go"
+    try:
+        gpu = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(2))
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        env.update({"RANK_GPU": gpu, SCOPE_VARIABLE: scope})
+        parent = subprocess.Popen([sys.executable, "-c", PARK, str(go)], env=env)
+        try:
+            deadline = time.monotonic() + 30
+            children: list[psutil.Process] = []
+            while not children:  # the child is parked, its environment the parent's
+                assert time.monotonic() < deadline, "the parent did not fork"
+                children = psutil.Process(parent.pid).children()
+                time.sleep(0.02)
+            [child] = children
+            nvml.nvmlDeviceGetCount()  # a scan sees the parked child: on no device
+            assert child.pid not in _pids_on(nvml, 2)
+            go.write_text("")
+            environ = Path(f"/proc/{child.pid}/environ")
+            while f"CUDA_VISIBLE_DEVICES={gpu}".encode() not in environ.read_bytes().split(b"\0"):
+                assert time.monotonic() < deadline, "the child did not exec"
+                time.sleep(0.02)
+            nvml.nvmlDeviceGetCount()  # a new scan
+            assert child.pid in _pids_on(nvml, 2)
+        finally:
+            for proc in psutil.Process(parent.pid).children():
+                proc.kill()
+            parent.kill()
+            parent.wait()
     finally:
         nvml.nvmlShutdown()
