@@ -55,6 +55,11 @@ KINDS = tuple(k.value for k in DependencyKind)
 _JOB_ID = re.compile(r"0*[1-9][0-9]*(?:_[0-9]+)?")
 """A job id as typed: leading zeros allowed, as ``cancel`` and ``show`` take them (:func:`_normal_id`)."""
 
+MAX_DELAY_MINUTES = 3650 * 24 * 60
+"""The longest ``after:ID+MINUTES`` delay: 5,256,000 minutes, 3650 days (10 years), the same bound as
+``--begin``'s (further is a typo, and a time past the year 9999 cannot even be printed). Slurm sets
+none; within it a delay in seconds is an exact float, so every accepted text spells back the same."""
+
 UNSUPPORTED = ("expand",)
 """Slurm dependency types labgang does not support (refused with a line saying so)."""
 
@@ -80,10 +85,16 @@ class Condition:
 
     @property
     def id_text(self) -> str | None:
-        """``"12"``, ``"12+5"`` with a delay of five minutes; None for ``singleton``."""
+        """``"12"``, ``"12+5"`` with a delay of five minutes, ``"12+1000000"`` (never an exponent, which
+        the grammar does not read); None for ``singleton``. The parser makes whole minutes only; a
+        fractional delay built by hand is spelled in fixed-point."""
         if self.job_id is None:
             return None
-        return f"{self.job_id}+{self.delay_s / 60:g}" if self.delay_s else self.job_id
+        if not self.delay_s:
+            return self.job_id
+        minutes = self.delay_s / 60
+        spelled = str(int(minutes)) if minutes.is_integer() else f"{minutes:f}".rstrip("0")
+        return f"{self.job_id}+{spelled}"
 
     @property
     def text(self) -> str:
@@ -190,6 +201,13 @@ def _parse_part(part: str) -> list[Condition]:
             raise BadDependency(
                 f"dependency: {part!r}: {minutes!r} is not a number of minutes; "
                 "allowed: after:ID+MINUTES, e.g. after:12+5"
+            )
+        # Compared by length first: int() of thousands of digits raises ValueError (CPython's limit).
+        digits = minutes.lstrip("0")
+        if plus and (len(digits) > len(str(MAX_DELAY_MINUTES)) or int(digits or "0") > MAX_DELAY_MINUTES):
+            raise BadDependency(
+                f"dependency: {part!r}: a delay of {minutes} minutes is out of range; "
+                f"allowed: after:ID+MINUTES with 0 to {MAX_DELAY_MINUTES:,} minutes (3650 days)"
             )
         delays.append(int(minutes) * 60.0 if plus else 0.0)
         ids[i] = job_id

@@ -76,6 +76,16 @@ def test_a_dependency_on_no_job_or_with_a_bad_part_is_refused_in_one_line(up):
     assert up.cli("queue", "--all", "--json").stdout == before  # nothing was submitted
 
 
+def test_a_delay_of_a_million_minutes_is_stored_and_a_longer_one_refused_in_one_line(up):
+    first = up.submit("--", "true")
+    held = up.submit("-H", "-d", f"after:{first}+1000000", "--", "true")
+    assert up.job(held)["dependency"] == f"after:{first}+1000000"  # was 1e+06: an internal error
+    out = up.cli("update", held, f"Dependency=after:{first}+1000000000")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "1000000000 minutes is out of range; allowed: after:ID+MINUTES with 0 to 5,256,000 minutes" in out.stderr
+    assert up.cli("cancel", held).returncode == 0
+
+
 def test_dependencies_survive_a_restart_and_finished_jobs_are_read_from_the_store():
     with tempfile.TemporaryDirectory(prefix="lgr", dir="/tmp") as d:
         state, gate = Path(d), Path(d) / "gate"

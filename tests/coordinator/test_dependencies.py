@@ -111,6 +111,7 @@ def test_kill_invalid_depend_comes_from_the_cluster_config() -> None:
     [
         ("afterok", "'afterok': afterok needs at least one job id"),
         ("afterok:1+5", "a delay after a job"),
+        ("after:1+1000000000", "1000000000 minutes is out of range; allowed: after:ID+MINUTES with 0 to 5,256,000"),
         (7, "string"),
     ],
 )

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from labgang.launcher.lifecycle.dependency import (
+    MAX_DELAY_MINUTES,
     BadDependency,
     Condition,
     Dependency,
@@ -201,3 +202,55 @@ def test_the_canonical_text_parses_back_to_the_same_dependency(conditions: list[
     assert parse_dependency(dep.text) == dep
     assert parse_dependency(dep.text).text == dep.text
     assert dep.any_of == (any_of and len(set(conditions)) > 1)
+
+
+def _spelled_id(job: int, task: int | None, zeros: int) -> str:
+    return "0" * zeros + (str(job) if task is None else f"{job}_{task}")
+
+
+_typed_ids = st.builds(_spelled_id, st.integers(1, 10**9), st.none() | st.integers(0, 10**4), st.integers(0, 2))
+_typed_delays = st.builds(
+    lambda minutes, zeros: "" if minutes is None else "+" + "0" * zeros + str(minutes),
+    st.none() | st.integers(0, MAX_DELAY_MINUTES) | st.sampled_from([10**6, 10**6 + 1, MAX_DELAY_MINUTES]),
+    st.integers(0, 2),
+)
+_typed_parts = st.one_of(
+    st.builds(
+        lambda kind, ids: f"{kind}:{':'.join(ids)}",
+        st.sampled_from(["afterok", "AfterNotOk", "afterany"]),
+        st.lists(_typed_ids, min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda ids: "after:" + ":".join(i + d for i, d in ids),
+        st.lists(st.tuples(_typed_ids, _typed_delays), min_size=1, max_size=3),
+    ),
+    _typed_ids,
+    st.just("singleton"),
+)
+
+
+@given(st.lists(_typed_parts, min_size=1, max_size=5), st.sampled_from([",", "?"]))
+def test_every_text_the_grammar_accepts_spells_back_to_itself(parts: list[str], separator: str) -> None:
+    """Typed texts (delays up to the bound, leading zeros, either separator) and not only
+    Dependency objects: what parses must print as text that parses to the same dependency."""
+    dep = parse_dependency(separator.join(parts))
+    assert "e" not in dep.text.replace("singleton", "").replace("after", "")
+    assert parse_dependency(dep.text) == dep
+    assert parse_dependency(dep.text).text == dep.text
+
+
+def test_a_delay_of_a_million_minutes_is_spelled_in_digits() -> None:
+    dep = parse_dependency("after:6+1000000")
+    assert dep.text == "after:6+1000000"
+    assert dep.conditions[0].delay_s == 60_000_000
+    assert parse_dependency(f"after:3+{MAX_DELAY_MINUTES}").text == f"after:3+{MAX_DELAY_MINUTES}"
+
+
+@pytest.mark.parametrize("minutes", [str(MAX_DELAY_MINUTES + 1), "1000000000", "9" * 5000])
+def test_a_delay_past_ten_years_is_refused_with_the_range(minutes: str) -> None:
+    with pytest.raises(BadDependency) as err:
+        parse_dependency(f"after:3+{minutes}")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("dependency: ")
+    assert "out of range; allowed: after:ID+MINUTES with 0 to 5,256,000 minutes (3650 days)" in message
