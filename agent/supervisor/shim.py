@@ -333,27 +333,39 @@ class RotatingLog:
 
 
 def open_output_file(path: str, cfg: dict[str, Any]) -> int:
-    """Open an ``--output``/``--error`` file for writing as the rank's user (truncated, 0644).
+    """Open an ``--output``/``--error`` file for writing as the rank's user (truncated; a new file
+    gets ``0666`` less the job's umask, ``cfg["umask"]``, as a file the rank creates itself would).
 
     With ``drop_privileges`` the shim (root) switches its effective groups, gid and uid for the
-    ``open`` alone, so the kernel checks the user's own rights; then switches back.
+    ``open`` alone, so the kernel checks the user's own rights; then switches back. The shim's own
+    umask (0o077, for its files) is swapped for the job's for the ``open`` alone as well.
 
     Raises:
         OSError: the user may not create or write it.
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    if not cfg["drop_privileges"]:
-        return os.open(path, flags, 0o644)
-    saved = os.getgroups()
-    os.setgroups(list(cfg["groups"]))
-    os.setegid(cfg["gid"])
-    os.seteuid(cfg["uid"])
+    own_umask = os.umask(rank_umask(cfg))
     try:
-        return os.open(path, flags, 0o644)
+        if not cfg["drop_privileges"]:
+            return os.open(path, flags, 0o666)
+        saved = os.getgroups()
+        os.setgroups(list(cfg["groups"]))
+        os.setegid(cfg["gid"])
+        os.seteuid(cfg["uid"])
+        try:
+            return os.open(path, flags, 0o666)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+            os.setgroups(saved)
     finally:
-        os.seteuid(0)
-        os.setegid(0)
-        os.setgroups(saved)
+        os.umask(own_umask)
+
+
+def rank_umask(cfg: dict[str, Any]) -> int:
+    """The umask the rank's process and its output files get: the job's (the submitter's, sent in
+    the launch spec), or 0o022 for a ``launch.bin`` written before it was."""
+    return int(cfg.get("umask", 0o022))
 
 
 class OutputFiles:
@@ -577,7 +589,7 @@ def main(rank_dir: str) -> int:
     """Run one rank as described by ``rank_dir/launch.bin``; return this shim's own exit code."""
     with open(os.path.join(rank_dir, "launch.bin"), "rb") as fh:
         cfg = marshal.load(fh)  # noqa: S302 - written by our own supervisor into a 0700 rank directory
-    os.umask(0o077)
+    os.umask(0o077)  # the shim's own files; the rank gets the job's umask (rank_umask) at its exec
     # the start gate (a gang's ranks launched together, gate.py): opened first, so that every
     # failure below can be told to the agent waiting for this rank to be parked
     gate = RankGate(cfg["gate"]) if cfg.get("gate") else None
@@ -669,6 +681,7 @@ def main(rank_dir: str) -> int:
             group=cfg["gid"] if drop else None,
             extra_groups=list(cfg["groups"]) if drop else None,
             preexec_fn=enter,
+            umask=rank_umask(cfg),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(out_w)

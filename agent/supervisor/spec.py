@@ -40,6 +40,10 @@ def group_env_name(name: str) -> str:
     return name.upper().replace("-", "_")
 
 
+DEFAULT_RANK_UMASK = 0o022
+"""The umask of a rank whose launch spec carries none (sent by a coordinator from before it did)."""
+
+
 @dataclass(frozen=True)
 class LaunchGroup:
     """The group of a job of groups one rank belongs to (issue 27; ``docs/group-lifecycle.md``).
@@ -261,6 +265,10 @@ class LaunchSpec:
         log_hold: ``labgang run`` follows this rank's log live: its rotation waits until the follower has
             read the older file (``log_generations.py``), from the start, before its first read. False:
             the log rotates at its cap whatever was read. Serialised only when True.
+        umask: the file mode creation mask the rank's process gets before its command runs (the
+            submitter's, ``0`` to ``0o777``) and its ``--output``/``--error`` files are created
+            with; ``None`` = ``0o022`` (a coordinator from before it was sent). Serialised only
+            when set.
 
     Raises:
         InvalidSpec: on construction, naming the first malformed field and the allowed values.
@@ -298,6 +306,7 @@ class LaunchSpec:
     share: ShareGrant | None = None
     group: LaunchGroup | None = None
     log_hold: bool = False
+    umask: int | None = None
 
     def __post_init__(self) -> None:
         if self.cpus is not None and isinstance(self.cpus, (list, tuple)):
@@ -420,6 +429,8 @@ class LaunchSpec:
                 raise InvalidSpec("group", f"{self.group!r} is not a rank's group", "name, rank, size, addrs, or null")
             if self.group.size > self.world_size:
                 raise InvalidSpec("group.size", f"{self.group.size} exceeds world_size", f"1..{self.world_size}")
+        if self.umask is not None and not (_is_int(self.umask) and 0 <= self.umask <= 0o777):
+            raise InvalidSpec("umask", f"{self.umask!r} is not a umask", "an integer from 0 to 0o777 (511), or null")
         for name in ("output_path", "error_path"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
@@ -493,6 +504,7 @@ class LaunchSpec:
             **({"share": self.share.to_dict()} if self.share is not None else {}),
             **({"group": self.group.to_dict()} if self.group is not None else {}),
             **({"log_hold": True} if self.log_hold else {}),
+            **({"umask": self.umask} if self.umask is not None else {}),
         }
 
     @classmethod

@@ -69,7 +69,7 @@ from .hostos import HostOS, ProcessHost, ProcSnapshot, visible_pids
 from .identity import check_can_enter, resolve_run_as
 from .ranks import KNOWN_PIDS_LIMIT, DevicePids, DeviceReading, RankRecord, RankTable
 from .spares import SpareShims
-from .spec import LaunchSpec, ShareGrant
+from .spec import DEFAULT_RANK_UMASK, LaunchSpec, ShareGrant
 from .states import RankState
 from .status import RankEvent, RankStatus
 from .stopping import RankStopper
@@ -631,6 +631,7 @@ class Supervisor:
                 "pty_in": None if pty_in is None else str(pty_in),
                 "stdin_in": None if stdin_in is None else str(stdin_in),
                 "gate": None if gate is None else gate.shim_config(spec.rank),
+                "umask": DEFAULT_RANK_UMASK if spec.umask is None else spec.umask,  # the rank's own, shim.py
             },
         )
         rec = RankRecord(spec=spec, dir=rank_dir)

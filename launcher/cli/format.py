@@ -221,6 +221,8 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         fields.append(("Command", "(hidden: private_data)" if job["argv"] is None else command_line(job["argv"])))
     if job.get("cwd"):
         fields.append(("Directory", job["cwd"]))
+    if job.get("umask") is not None:  # the submitter's, which the ranks run with
+        fields.append(("Umask", f"{job['umask']:04o}"))
     for key, label in (("output", "Output"), ("error", "Error file")):
         if job.get(key):
             fields.append((label, job[key]))

@@ -41,6 +41,14 @@ class SubmissionError(ValueError):
     """Conflicting or malformed submit flags; the message names the flag and what it allows."""
 
 
+def current_umask() -> int:
+    """This process's umask (``0`` to ``0o777``), read with ``os.umask`` and put back at once:
+    what a submission carries so that the job's ranks create files as the submitter's shell would."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def build_submission(
     *,
     argv: "Iterable[str]",
@@ -91,6 +99,7 @@ def build_submission(
     mps: "int | None" = None,
     gpu_mem: "str | None" = None,
     wrap: "str | None" = None,
+    umask: "int | None" = None,
 ) -> "dict[str, Any]":
     """Build the ``POST /v1/jobs`` body from the submit flags.
 
@@ -146,6 +155,7 @@ def build_submission(
             ``--gpu-mem`` size as given; the coordinator checks them against ``[sharing]``.
         wrap: ``submit --wrap "CMD"`` (sbatch's): CMD as a one-line ``/bin/sh`` script, in place of
             ``argv`` (which must then be empty, as must ``job_file``); named ``wrap`` unless ``name``.
+        umask: the ranks' umask; None = this process's (:func:`current_umask`), always sent.
 
     Raises:
         SubmissionError: conflicting or malformed flags (the message names the flag).
@@ -269,6 +279,7 @@ def build_submission(
             if k not in RANK_ENV and not k.startswith(LABGANG_ENV_PREFIX)
         },
         "cwd": working_directory(_current_directory() if cwd is None else cwd, chdir),
+        "umask": current_umask() if umask is None else umask,  # the ranks get it, as Slurm's SLURM_UMASK
     }
     if batch_script:
         from labgang.launcher.cli.batch_script import with_srun_shim

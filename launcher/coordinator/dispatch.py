@@ -124,6 +124,7 @@ def launch_specs(
             group=placed.launch_group(r.rank) if placed else None,
             share=share_grant(job.spec),
             log_hold=job.spec.attached,
+            umask=job.spec.umask,
         )
         for i, r in enumerate(mine)
         if r.rank in ready

@@ -29,14 +29,14 @@ from labgang.launcher.coordinator.policy import (
 from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, default_group_name
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
-from labgang.launcher.lifecycle.records import BadSignal, JobRecord, JobSpec, parse_warning
+from labgang.launcher.lifecycle.records import DEFAULT_UMASK, BadSignal, JobRecord, JobSpec, parse_warning
 from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, QueueSpec, mig_resource
 from labgang.launcher.output_pattern import check_pattern
 from labgang.launcher.scheduler.shares import share_refusal
 from labgang.launcher.share_request import MAX_SHARDS, share_problem
 from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
 from labgang.launcher.text import control_characters
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from pydantic_core import ErrorDetails
 
 # Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
@@ -133,6 +133,7 @@ class SubmitBody(BaseModel):
     startup_order: list[Text] = Field(default_factory=list, max_length=64)
     groups: list[GroupBody] | None = Field(default=None, min_length=2, max_length=MAX_GROUPS)
     colocate: list[list[Text]] | None = None
+    umask: StrictInt | None = Field(default=None, ge=0, le=0o777)  # the submitter's; None: DEFAULT_UMASK
 
 
 @dataclass(frozen=True)
@@ -476,6 +477,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         pty=req.pty,
         stdin_stream=req.stdin_stream,
         attached=req.attached,
+        umask=DEFAULT_UMASK if req.umask is None else req.umask,
         cpus_per_task=req.cpus_per_task,
         mem=req.mem,
         mem_per_gpu=req.mem_per_gpu,
@@ -767,6 +769,7 @@ def _spec_of_groups(
         stdin=req.stdin,
         pty=req.pty,
         attached=req.attached,
+        umask=DEFAULT_UMASK if req.umask is None else req.umask,
         cpus_per_task=first.cpus_per_task,
         mem=first.mem,
         mem_per_gpu=first.mem_per_gpu,

@@ -152,6 +152,7 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "hold": None if st.hold is None else {"by": st.hold, "admin": st.hold_admin},
         "argv": list(spec.argv),
         "cwd": spec.cwd,
+        "umask": spec.umask,
         "output": spec.output,
         "error": spec.error,
         "cpus_per_task": spec.cpus_per_task,

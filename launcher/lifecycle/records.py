@@ -57,6 +57,11 @@ class CountsChanges:
         fields["changes"] = fields.get("changes", 0) + 1  # not through __setattr__: no recursion
 
 
+DEFAULT_UMASK = 0o022
+"""The umask of a job whose submission did not carry one (a client or a store from before it did):
+the usual login default, group and others may read (docs/slurm.md, "The umask")."""
+
+
 @dataclass(frozen=True)
 class ArrayTask:
     """Which task of which job array a job is (docs/arrays.md).
@@ -109,6 +114,9 @@ class JobSpec:
     (percent) and ``gpu_mem`` (bytes) ask for a share of one GPU (``--shards``/``--mps``/``--gpu-mem``;
     0: none; docs/sharing.md). ``attached``: submitted by ``labgang run`` (without ``--requeue``),
     which follows it: not requeued when its ``run`` is gone (stored only when true).
+    ``umask`` is the submitter's file mode creation mask (``0`` to ``0o777``), which every rank's
+    process gets before its command runs, as Slurm passes ``SLURM_UMASK`` on; a spec stored before
+    it existed reads as :data:`DEFAULT_UMASK`.
     """
 
     name: str
@@ -156,6 +164,7 @@ class JobSpec:
     mps: int = 0
     gpu_mem: int = 0
     attached: bool = False
+    umask: int = DEFAULT_UMASK
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job

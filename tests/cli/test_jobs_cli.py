@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -141,11 +142,16 @@ def test_show_unknown_job_is_refused(fake):
 
 
 def test_build_submission_defaults(tmp_path):
-    body = build_submission(
-        argv=["/usr/bin/python3", "-c", "pass"],
-        env={"A": "1", "RANK": "3", "LABGANG_STATE_DIR": "/x"},
-        cwd=str(tmp_path),
-    )
+    mine = os.umask(0o027)  # the caller's umask goes with the submission (and is put back at once)
+    try:
+        body = build_submission(
+            argv=["/usr/bin/python3", "-c", "pass"],
+            env={"A": "1", "RANK": "3", "LABGANG_STATE_DIR": "/x"},
+            cwd=str(tmp_path),
+        )
+        assert os.umask(0o027) == 0o027
+    finally:
+        os.umask(mine)
     assert body == {
         "workers": 1,
         "gpus_per_worker": 1,
@@ -154,6 +160,7 @@ def test_build_submission_defaults(tmp_path):
         "argv": ["/usr/bin/python3", "-c", "pass"],
         "env": {"A": "1"},
         "cwd": str(tmp_path),
+        "umask": 0o027,
     }
 
 

@@ -58,8 +58,8 @@ class Up:
         """Everything ``labgang up`` has written so far."""
         return (self.state_dir / "up.log").read_text(errors="replace")
 
-    def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        """Run ``labgang ARGS`` against this instance; output as text."""
+    def cli(self, *args: str, timeout: float = 120.0, umask: int = -1) -> subprocess.CompletedProcess[str]:
+        """Run ``labgang ARGS`` against this instance; output as text. ``umask``: the CLI's (-1: this process's)."""
         return subprocess.run(
             [sys.executable, "-m", "labgang.launcher", *args],
             cwd=REPO,
@@ -67,11 +67,12 @@ class Up:
             capture_output=True,
             text=True,
             timeout=timeout,
+            umask=umask,
         )
 
-    def submit(self, *args: str) -> str:
-        """``labgang submit ARGS``; the job id it prints."""
-        out = self.cli("submit", *args)
+    def submit(self, *args: str, umask: int = -1) -> str:
+        """``labgang submit ARGS`` (under ``umask``, as :meth:`cli`); the job id it prints."""
+        out = self.cli("submit", *args, umask=umask)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
