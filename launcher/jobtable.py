@@ -123,12 +123,17 @@ def gang_shape(job: Mapping[str, Any]) -> str:
 
 
 def where_or_why(job: Mapping[str, Any]) -> str:
-    """squeue's NODELIST(REASON): the nodes a holding job runs on, else ``(reason)``."""
+    """squeue's NODELIST(REASON): the nodes a holding job runs on, else ``(reason)``; a job held and
+    waiting for its dependency too, both in short: ``(held by alice; waits for afterok:22 (running))``
+    (``labgang explain`` says how to release it)."""
     state = str(job.get("state", ""))
     nodes = job.get("nodes") or []
     if state in ("admitted", "running", "terminating") and nodes:
         return ",".join(nodes)
     reason = job.get("reason") or None
+    if reason and reason.get("dependency"):
+        held = str(reason.get("message") or "held").split(";", 1)[0]
+        return f"({held}; {reason['dependency'].get('message') or reason['dependency'].get('code')})"
     if reason:
         return f"({reason.get('message') or reason.get('code')})"
     if state == "pending":

@@ -241,8 +241,15 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
     if state == "pending" and reason.get("message"):
         message = str(reason["message"])
         # a dependency's reason already reads "waits for afterok:7 (running)"
+        also = reason.get("dependency")  # held and waiting for its dependency: the hold, then the dependency
+        if also:
+            message = message.split("; also ", 1)[0]
         said = f"It {message}" if message.startswith("waits ") else f"It waits: {message}"
         out.append(f"{said} ({reason.get('code')}).")
+        if also:
+            waits = str(also.get("message") or "")
+            said = f"It also {waits}" if waits.startswith("waits ") else f"It also waits: {waits}"
+            out.append(f"{said} ({also.get('code')}): released, it still starts only once that holds.")
     refusal = no_preemption(job)
     if refusal is not None:
         text = str(refusal["message"])

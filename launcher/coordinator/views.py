@@ -16,9 +16,11 @@ from labgang.launcher.host_quota import host_demand, is_host_resource, placed_de
 from labgang.launcher.lifecycle.attempts import AttemptRecord, job_wait_s
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.rules import job_nodes
+from labgang.launcher.lifecycle.states import EndReason
 from labgang.launcher.lifecycle.view import scheduler_jobs, started_request
 from labgang.launcher.model import JobRequest, JobState
 from labgang.launcher.scheduler.quota import QuotaBook
+from labgang.launcher.scheduler.reasons import held_reason
 from labgang.launcher.scheduler.shares import quota_usage
 from labgang.launcher.scheduler.snapshot import Node
 
@@ -55,8 +57,9 @@ QUEUE_VIEW_FIELDS = (
 
 def queue_row(job: JobRecord) -> dict[str, Any]:
     """The ``view=queue`` row of one job: its JobView's :data:`QUEUE_VIEW_FIELDS`, in that order,
-    with the values :func:`job_view` gives them but for ``reason``, which keeps only its ``code`` and
-    ``message`` (the table shows no more; ``reason.no_preemption`` is for ``labgang explain``).
+    with the values :func:`job_view` gives them but for ``reason``, which keeps only its ``code``,
+    ``message`` and, for a held job that also waits for its dependency, ``dependency``
+    (:func:`pending_reason`: the table says both); ``reason.no_preemption`` is for ``labgang explain``.
     Built directly: a whole JobView costs ten times more, and ``view=table`` builds a row of
     every job on each call."""
     st, spec = job.status, job.spec
@@ -71,7 +74,13 @@ def queue_row(job: JobRecord) -> dict[str, Any]:
         "resource": spec.resource,
         "priority": spec.priority,
         "submit_time": st.submit_time,
-        "reason": None if st.reason_code is None else {"code": st.reason_code, "message": st.reason_message or ""},
+        "reason": (
+            None
+            if st.reason_code is None
+            else {"code": st.reason_code, "message": st.reason_message or ""}
+            if st.hold is None  # the common case inline, as before (a row of every job per listing)
+            else pending_reason(job)
+        ),
         "nodes": job_nodes(job),
         **_array_fields(job),
         "shards": spec.shards,
@@ -116,14 +125,31 @@ def _group_fields(job: JobRecord, *, brief: bool = False) -> dict[str, Any]:
     return fields
 
 
+_DEPENDENCY_CODES = frozenset({EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value})
+
+
+def pending_reason(job: JobRecord) -> dict[str, Any] | None:
+    """The JobView's ``reason`` (``{"code", "message"}``, None without one). A pending job both held
+    (``submit --hold``, ``labgang hold``) and waiting for its dependency has the hold first, as
+    Slurm's ``JobHeldUser`` comes before ``Dependency``: code ``held``, the hold's message with
+    ``; also waits for afterok:22 (running)``, and the dependency's own reason under
+    ``dependency`` (the lifecycle keeps only the dependency's, since it alone is offered no cycle)."""
+    st = job.status
+    if st.reason_code is None:
+        return None
+    reason = {"code": st.reason_code, "message": st.reason_message or ""}
+    if st.hold is None or st.reason_code not in _DEPENDENCY_CODES or st.state is not JobState.PENDING:
+        return reason
+    held = held_reason(job.id, st.hold, st.hold_admin)
+    return {"code": held.code.value, "message": f"{held.message}; also {reason['message']}", "dependency": reason}
+
+
 def job_view(job: JobRecord) -> dict[str, Any]:
     """The JobView of one job."""
     st, spec = job.status, job.spec
-    reason: dict[str, Any] | None = None
-    if st.reason_code is not None:
-        reason = {"code": st.reason_code, "message": st.reason_message or ""}
-        if st.no_preemption is not None and st.state is JobState.PENDING:
-            reason["no_preemption"] = st.no_preemption.facts()
+    reason = pending_reason(job)
+    if reason is not None and st.no_preemption is not None and st.state is JobState.PENDING:
+        reason["no_preemption"] = st.no_preemption.facts()
     return {
         "id": job.id,
         "name": spec.name,

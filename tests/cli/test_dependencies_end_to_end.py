@@ -76,6 +76,30 @@ def test_a_dependency_on_no_job_or_with_a_bad_part_is_refused_in_one_line(up):
     assert up.cli("queue", "--all", "--json").stdout == before  # nothing was submitted
 
 
+def test_a_held_job_waiting_for_its_dependency_shows_the_hold_first_and_the_dependency_too(up, tmp_path):
+    gate = tmp_path / "gate"
+    first = up.submit("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    up.wait_state(first, {"running"})
+    held = up.submit("-H", "-d", f"afterok:{first}", "--name", "heldeval", "--", "true")
+    job = up.job(held)
+    user, waits = job["user"], f"waits for afterok:{first} (running)"
+    assert job["reason"] == {
+        "code": "held",
+        "message": f"held by {user}; `labgang release {held}` lets it be scheduled; also {waits}",
+        "dependency": {"code": "dependency", "message": waits},
+    }
+    row = next(line for line in up.cli("queue").stdout.splitlines() if "heldeval" in line)
+    assert row.endswith(f"(held by {user}; {waits})")
+    said = up.cli("explain", held).stdout.splitlines()
+    assert f"It waits: held by {user}; `labgang release {held}` lets it be scheduled (held)." in said
+    assert f"It also {waits} (dependency): released, it still starts only once that holds." in said
+
+    assert up.cli("release", held).returncode == 0
+    assert up.job(held)["reason"] == {"code": "dependency", "message": waits}
+    gate.touch()
+    assert up.wait_state(held, {"succeeded", "failed", "cancelled"})["state"] == "succeeded"
+
+
 def test_a_delay_of_a_million_minutes_is_stored_and_a_longer_one_refused_in_one_line(up):
     first = up.submit("--", "true")
     held = up.submit("-H", "-d", f"after:{first}+1000000", "--", "true")
