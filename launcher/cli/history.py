@@ -201,8 +201,18 @@ def _export(path: Path, state_dir: Path | None, since: float | None, until: floa
     """``history --export FILE``: the period's finished jobs as a scenario file (``launcher/plan/export.py``)."""
     import tomli_w
     from labgang.launcher.cli.plan import store_scenario
+    from labgang.launcher.plan.replay import history_queues
 
-    data, notes, _, _ = store_scenario(state_dir, since, until, config)
+    data, notes, policy, _ = store_scenario(state_dir, since, until, config)
+    configured = {q.name for q in policy.queues}
+    retired = [q for q in history_queues(data) if q not in configured]
+    if retired:  # launcher/plan/export.py: kept under their real names, defined as the default queue is
+        notes.append(
+            f"queue{'s' if len(retired) > 1 else ''} {', '.join(retired)} of the period "
+            f"{'are' if len(retired) > 1 else 'is'} not in the queue policy now: the file keeps the jobs' queue "
+            "and defines it with every GPU as its quota (as the built-in default queue); `labgang plan replay "
+            "FILE --config cluster.toml --map-queues` replays them in that config's default queue instead"
+        )
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)

@@ -127,7 +127,10 @@ def store_scenario(
     "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
     help="Replay under this cluster.toml's queue policy instead of the recorded one.",
 )  # fmt: skip
-@click.option("--map-queues", is_flag=True, help="Replay jobs of queues the config lacks in its default queue.")
+@click.option(
+    "--map-queues", is_flag=True,
+    help="Replay jobs of queues the config (or FILE without --config) lacks in its default queue.",
+)  # fmt: skip
 @click.option("--add-nodes", type=click.IntRange(0, 4096), default=0, help="Add N nodes of --node-gpus GPUs.")
 @click.option("--node-gpus", type=click.IntRange(1, 1024), help="GPUs per added node (default: the largest node's).")
 @click.option("--remove-node", "remove", multiple=True, metavar="NAME", help="Take out this node (repeatable).")
@@ -172,6 +175,7 @@ def replay_cmd(
         replay,
         with_cluster,
         with_config,
+        with_file_queues,
     )
     from labgang.launcher.plan.report import limits_report, replay_table
     from labgang.launcher.plan.target import parse_target, quota_bound, search
@@ -193,6 +197,11 @@ def replay_cmd(
             config = _load_config(config_file)
             try:
                 data = with_config(data, config, map_queues=map_queues, source=str(config_file))
+            except PlanRefused as err:
+                raise CommandFailed(str(err), 1) from None
+        else:
+            try:
+                data = with_file_queues(data, map_queues=map_queues, source=source)
             except PlanRefused as err:
                 raise CommandFailed(str(err), 1) from None
     else:

@@ -64,12 +64,16 @@ class Exported:
         data: the scenario as TOML-ready tables (``parse_scenario`` reads it).
         t0: unix seconds of the first submission (scenario time 0).
         dropped_dependencies: jobs whose dependency named a job outside the export (replayed without it).
+        retired_queues: queues the jobs ran in that the exported policy no longer defines: each is in
+            the file under its real name with the whole cluster as its nominal quota and nothing else
+            (as the built-in default queue), so that the file replays as it stands.
         real_waits: scenario job name (``j12``, ``j12_3``) -> its real waits in seconds (for fidelity checks).
     """
 
     data: dict[str, Any]
     t0: float
     dropped_dependencies: list[str] = field(default_factory=list)
+    retired_queues: list[str] = field(default_factory=list)
     real_waits: dict[str, list[float]] = field(default_factory=dict)
 
     def toml(self) -> str:
@@ -249,7 +253,16 @@ def export_scenario(
     stops = sorted(j.stop_s for j in jobs if j.stop_s is not None)
     typical_stop = stops[(len(stops) - 1) // 2] if stops else None
     out = Exported({"scenario": meta}, t0)
+    nodes = list(nodes)
     out.data["nodes"] = [n.table() for n in nodes]
+    configured = {q.name for q in config.queues}
+    out.retired_queues = [q for q in dict.fromkeys(j.spec.queue for j in jobs) if q not in configured]
+    if out.retired_queues:  # a config change since: keep the jobs' real queue, defined as the default one is
+        capacity: dict[str, int] = {}
+        for node in nodes:
+            resource = f"mig-{node.mig}" if node.mig else GPU
+            capacity[resource] = capacity.get(resource, 0) + node.gpus
+        policy["queues"] += [{"name": q, "nominal": dict(sorted(capacity.items()))} for q in out.retired_queues]
     out.data.update(policy)
     tables: list[dict[str, Any]] = []
     done_arrays: set[str] = set()

@@ -83,6 +83,48 @@ def history_queues(data: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(j["queue"] for j in data.get("jobs", [])))
 
 
+def file_default_queue(data: dict[str, Any]) -> str | None:
+    """A scenario file's default queue: ``default`` where it defines one, else its first queue
+    (None: it defines none), as ``--quota-to`` defaults."""
+    names = [q["name"] for q in data.get("queues", [])]
+    return "default" if "default" in names else (names[0] if names else None)
+
+
+def with_file_queues(data: dict[str, Any], *, map_queues: bool, source: str) -> dict[str, Any]:
+    """``data`` (a scenario file replayed under its own policy) whose jobs all use a queue it
+    defines: unchanged when they do; with ``map_queues``, the jobs of queues it lacks moved to its
+    default queue (:func:`file_default_queue`; a tenant of theirs is dropped), as :func:`with_config`
+    does for a config (e.g. a file written by ``history --export`` before it kept retired queues).
+
+    Raises:
+        PlanRefused: a queue of the jobs the file does not define, without ``map_queues`` (the
+            message names it, the file's queues and ``--map-queues``), or a file with no queue.
+    """
+    defined = [q["name"] for q in data.get("queues", [])]
+    missing = [q for q in history_queues(data) if q not in defined]
+    if not missing:
+        return data
+    default = file_default_queue(data)
+    plural = "s" if len(missing) > 1 else ""
+    if default is None:
+        raise PlanRefused(
+            f"{source} defines no queue for its jobs' queue{plural} {', '.join(missing)}; "
+            "give --config cluster.toml --map-queues to replay them under that config's queues"
+        )
+    if not map_queues:
+        raise PlanRefused(
+            f"{source} does not define the queue{plural} {', '.join(missing)} of its jobs (it has "
+            f"{', '.join(defined)}); give --map-queues to replay those jobs in its queue {default!r}, "
+            "or --config cluster.toml (with --map-queues) to replay under that config's queues"
+        )
+    out = copy.deepcopy(data)
+    for job in out["jobs"]:
+        if job["queue"] in missing:
+            job["queue"] = default
+            job.pop("tenant", None)  # a tenant of a queue that is gone: its new queue's default tenant
+    return out
+
+
 def with_config(data: dict[str, Any], config: ClusterConfig, *, map_queues: bool, source: str) -> dict[str, Any]:
     """``data`` with ``config``'s queue policy (queues, cohorts, priority classes, fair sharing,
     tenants). A job keeps its ``tenant`` only where ``config`` defines that tenant for its queue.

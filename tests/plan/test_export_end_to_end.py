@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 from up_harness import REPO, Up
 
 pytestmark = pytest.mark.slow
@@ -95,3 +96,55 @@ def test_replay_reads_the_store(finished: Up, tmp_path: Path) -> None:
     assert empty.returncode == 1
     assert "no finished jobs in the period" in empty.stderr
     assert _store_rows(finished.state_dir) == before
+
+
+def test_an_export_after_a_config_change_keeps_the_old_queue_and_replays(tmp_path: Path) -> None:
+    """Jobs ran in the built-in ``default`` queue; the instance then restarted with a config of other
+    queues. The export keeps their queue, defined so that the file replays as it stands; a file
+    written without it (as before) is refused with a line naming --map-queues, which then maps it."""
+    lab = tmp_path / "lab.toml"
+    lab.write_text(
+        'default_queue = "vision"\n[[queues]]\nname = "vision"\nnominal = { gpu = 2 }\n'
+        '[[queues]]\nname = "nlp"\nnominal = { gpu = 2 }\n'
+    )
+    with tempfile.TemporaryDirectory(prefix="lgq", dir="/tmp") as d:
+        before = Up(Path(d), N1)
+        try:
+            before.submit("-g", "2", "--", "true")
+            before.submit("-g", "1", "--", "true")
+            before.wait("every job finished", lambda jobs: not jobs)
+        finally:
+            assert before.stop() == 0
+        after = Up(Path(d), N1, args=("--config", str(lab)))
+        try:
+            exported = tmp_path / "sys.toml"
+            out = after.cli("history", "--export", str(exported), "--since", "1h")
+            assert out.returncode == 0, out.stderr
+            assert "queue default of the period is not in the queue policy now" in out.stderr
+            data = tomllib.loads(exported.read_text())
+            assert [j["queue"] for j in data["jobs"]] == ["default", "default"]
+            assert [q["name"] for q in data["queues"]] == ["vision", "nlp", "default"]
+            assert data["queues"][-1] == {"name": "default", "nominal": {"gpu": 4}}
+            replayed = after.cli("plan", "replay", str(exported), "--json")
+            assert replayed.returncode == 0, replayed.stderr
+            assert [(q["queue"], q["jobs"]) for q in json.loads(replayed.stdout)["queues"] if q["jobs"]] == [
+                ("default", 2)
+            ]
+
+            data["queues"].pop()  # a file exported before retired queues were kept
+            old = tmp_path / "old.toml"
+            old.write_text(tomli_w.dumps(data))
+            refused = after.cli("plan", "replay", str(old))
+            assert refused.returncode == 1
+            assert refused.stderr.count("\n") == 1, refused.stderr
+            assert (
+                f"{old} does not define the queue default of its jobs (it has vision, nlp); give --map-queues "
+                "to replay those jobs in its queue 'vision'" in refused.stderr
+            )
+            mapped = after.cli("plan", "replay", str(old), "--map-queues", "--json")
+            assert mapped.returncode == 0, mapped.stderr
+            assert [(q["queue"], q["jobs"]) for q in json.loads(mapped.stdout)["queues"] if q["jobs"]] == [
+                ("vision", 2)
+            ]
+        finally:
+            assert after.stop() == 0
