@@ -376,7 +376,7 @@ class LabgangTop(App[None]):
                 self._cancel(job_id)
 
         self.push_screen(
-            ConfirmScreen(f"Cancel job {job_id} ({job.name or '-'}, {job.state}, {job.shape} {job.resource})?"),
+            ConfirmScreen(f"Cancel job {job_id} ({job.name or '-'}, {job.state}, {job.shape_with_resource})?"),
             answered,
         )
 

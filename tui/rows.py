@@ -216,7 +216,7 @@ def job_rows(
                     j.queue,
                     j.state,
                     str(j.priority),
-                    f"{j.shape} {j.resource}",
+                    j.shape_with_resource,
                     ",".join(j.nodes) or "-",
                     format_duration(age),
                     str(j.restart_count),
@@ -344,7 +344,7 @@ def job_detail_lines(job: JobView, now: float) -> list[str]:
     """The header of the job detail view: fields, then history."""
     lines = [
         f"job {job.id} {job.name}  user {job.user}  queue {job.queue}  priority {job.priority}",
-        f"state {job.state}  {job.shape} {job.resource}  nodes {','.join(job.nodes) or '-'}"
+        f"state {job.state}  {job.shape_with_resource}  nodes {','.join(job.nodes) or '-'}"
         f"  restarts {job.restart_count}" + (f"  exit {job.exit_status}" if job.exit_status is not None else ""),
         "submitted "
         + (format_duration(now - job.submit_time) + " ago" if job.submit_time else "-")

@@ -190,6 +190,12 @@ class JobView:
         return f"{self.workers}×{self.gpus_per_worker}"
 
     @property
+    def shape_with_resource(self) -> str:
+        """``top``'s RANKS×DEV cell: ``4×2 gpu``, ``2×1 mig-1g.10gb``; a share of one GPU as
+        :attr:`shape` alone (``1×shard:2``, ``1×mps:25``: the share already says what it holds)."""
+        return self.shape if self.shards or self.mps else f"{self.shape} {self.resource}"
+
+    @property
     def devices(self) -> tuple[str, ...]:
         """Every device UUID held by the job's ranks, in rank order."""
         return tuple(u for r in self.ranks for u in r.devices)

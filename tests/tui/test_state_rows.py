@@ -182,3 +182,17 @@ def test_a_running_share_with_a_gpu_mem_budget_says_its_memory_in_the_jobs_table
     assert reasons["j-101"] == "gpu-mem 512M/16M OVER BUDGET"
     assert reasons["j-102"] == "gpu-mem 300M/2.0G"
     assert reasons["j-104"].startswith("OVER_QUOTA")  # a pending job keeps its pending reason
+
+
+def test_a_share_is_written_without_a_resource_word_in_the_jobs_table_as_the_readme_says():
+    """README: ``top`` shows a share as ``1×shard:N`` or ``1×mps:P`` in RANKS×DEV (not ``1×shard:1 gpu``)."""
+    nodes, jobs, queues = small_cluster()
+    by_id = {j["id"]: j for j in jobs}
+    by_id["j-101"].update(workers=1, shards=1)
+    by_id["j-102"].update(workers=1, mps=50)
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    shapes = {r.key: r.cells[6] for r in job_rows(state)}
+    assert shapes["j-101"] == "1×shard:1"
+    assert shapes["j-102"] == "1×mps:50"
+    assert shapes["j-103"] == "2×4 gpu"  # whole devices keep their resource
