@@ -77,8 +77,8 @@ def unanswered_message(socket_path: str, *, system: bool, unit_dirs: "tuple[str,
             f"no labgang coordinator at {socket_path}; its state directory {directory} belongs to {owner_name}: "
             f"ask them to start it (`labgang up`){hint}"
         )
+    agent = agent_hint if "labgang-agent" in units else ""  # systemctl only where the unit is installed
     if system:
         start = " or `systemctl start labgang-coordinator`" if "labgang-coordinator" in units else ""
-        agent = agent_hint if "labgang-agent" in units else ""
         return f"no labgang coordinator at {socket_path}; start this machine's with `labgang up`{start}{agent}"
-    return f"no labgang coordinator at {socket_path}; start one with `labgang up`{agent_hint}"
+    return f"no labgang coordinator at {socket_path}; start one with `labgang up`{agent}"

@@ -14,6 +14,7 @@ from labgang.launcher.api.client import (
     socket_for,
     starting_pid,
 )
+from unanswered_hint import agent_hint
 
 
 def test_socket_follows_state_dir_and_env(monkeypatch, short_dir):
@@ -26,8 +27,7 @@ def test_no_socket_file_names_the_socket_and_labgang_up(short_dir):
     with pytest.raises(CoordinatorUnavailable) as info:
         Client(short_dir / "labgang.sock").jobs()
     assert str(info.value) == (
-        f"no labgang coordinator at {short_dir / 'labgang.sock'}; start one with `labgang up` "
-        "(on a lab node the agent serves this socket: see `systemctl status labgang-agent`)"
+        f"no labgang coordinator at {short_dir / 'labgang.sock'}; start one with `labgang up`{agent_hint()}"
     )
 
 

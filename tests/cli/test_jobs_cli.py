@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from labgang.launcher.cli.follow import exit_status_of
 from labgang.launcher.cli.main import cli
 from labgang.launcher.cli.submission import build_submission
+from unanswered_hint import agent_hint
 
 
 def invoke(args, state_dir, env=None):
@@ -110,8 +111,7 @@ def test_no_coordinator_is_one_line_and_status_1(short_dir):
     assert result.exit_code == 1
     assert result.output == (
         f"labgang queue: no labgang coordinator at {short_dir / 'labgang.sock'}; "
-        "start one with `labgang up` (on a lab node the agent serves this socket: "
-        "see `systemctl status labgang-agent`)\n"
+        f"start one with `labgang up`{agent_hint()}\n"
     )
 
 

@@ -35,6 +35,23 @@ def test_the_system_instance_owner_is_told_systemctl_only_where_the_units_are_in
     )
 
 
+def test_ones_own_private_state_directory_mentions_systemctl_only_where_the_agent_unit_is_installed(
+    tmp_path: Path,
+) -> None:
+    sock = str(tmp_path / "labgang.sock")  # a `labgang up` of one's own: not the system instance
+    none = tmp_path / "none"
+    none.mkdir()
+    assert unanswered_message(sock, system=False, unit_dirs=(str(none),)) == (
+        f"no labgang coordinator at {sock}; start one with `labgang up`"
+    )
+    units = tmp_path / "units"
+    units.mkdir()
+    assert unanswered_message(sock, system=False, unit_dirs=units_in(units, "labgang-agent")) == (
+        f"no labgang coordinator at {sock}; start one with `labgang up` (on a lab node the agent serves "
+        "this socket: see `systemctl status labgang-agent`)"
+    )
+
+
 def test_another_users_state_directory_names_its_owner_instead_of_start_one_and_json_gets_json(lab_users) -> None:
     """bob with LABGANG_STATE_DIR set to root's directory of a stopped instance (its store root's alone):
     he cannot start labgang there, so the line names root; ``--json`` prints the error object."""

@@ -14,6 +14,7 @@ from labgang.launcher.pitfalls import PitfallKind
 from labgang.tui.sources import LocalSource
 from labgang.tui.state import StateBuilder
 from tui_fakes import NOW
+from unanswered_hint import agent_hint
 
 GiB = 1024**3
 # The machine file's UUIDs with a prefix of this test run's own, so processes that other tests
@@ -69,10 +70,8 @@ def test_once_simulate_implies_local_and_mig_shows_na(repo_root):
 def test_once_without_coordinator_fails_with_one_line(tmp_path):
     out = labgang("top", "--once", "--state-dir", str(tmp_path))
     assert out.returncode == 1
-    assert (
-        out.stderr.strip() == f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; "
-        "start one with `labgang up` (on a lab node the agent serves this socket: "
-        "see `systemctl status labgang-agent`)"
+    assert out.stderr.strip() == (
+        f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; start one with `labgang up`" + agent_hint()
     )
 
 
