@@ -61,7 +61,13 @@ class FreeIndex:
         devs = self.free[n]
         old = len(devs)
         insort(devs, d)
-        self._move(n, old, old + 1)
+        buckets = self.buckets  # node ``n`` moves from bucket ``old`` to ``old + 1``
+        if old:
+            bucket = buckets[old]
+            del bucket[bisect_left(bucket, n)]
+            if not bucket:
+                del buckets[old]
+        insort(buckets.setdefault(old + 1, []), n)
         self.total += 1
 
     def remove(self, d: int) -> None:
@@ -70,17 +76,14 @@ class FreeIndex:
         devs = self.free[n]
         old = len(devs)
         del devs[bisect_left(devs, d)]
-        self._move(n, old, old - 1)
+        buckets = self.buckets  # node ``n`` moves from bucket ``old`` (at least 1) to ``old - 1``
+        bucket = buckets[old]
+        del bucket[bisect_left(bucket, n)]
+        if not bucket:
+            del buckets[old]
+        if old > 1:
+            insort(buckets.setdefault(old - 1, []), n)
         self.total -= 1
-
-    def _move(self, n: int, old: int, new: int) -> None:
-        if old:
-            bucket = self.buckets[old]
-            del bucket[bisect_left(bucket, n)]
-            if not bucket:
-                del self.buckets[old]
-        if new:
-            insort(self.buckets.setdefault(new, []), n)
 
     def count(self, n: int) -> int:
         """Free devices on node position ``n``."""
@@ -556,11 +559,12 @@ class DeviceBook:
     def take(self, devices: Iterable[int], owner: str) -> None:
         """Give free (or ``owner``-reserved) devices to ``owner``."""
         self.changes += 1
+        owners, reserved = self.owner, self.reserved_for
         for d in devices:
-            was_free = self.is_free(d)
-            self.owner[d] = owner
-            if self.reserved_for[d] == owner:
-                self.reserved_for[d] = None
+            was_free = owners[d] is None and reserved[d] is None  # :meth:`is_free`
+            owners[d] = owner
+            if reserved[d] == owner:
+                reserved[d] = None
             elif was_free:
                 self._index_remove(d)
 
@@ -572,22 +576,27 @@ class DeviceBook:
         """
         self.changes += 1
         done = []
+        owners, reserved, unavailable = self.owner, self.reserved_for, self.unavailable
         for d in devices:
-            if self.owner[d] != owner:
+            if owners[d] != owner:
                 continue
-            self.owner[d] = UNAVAILABLE if self.unavailable[d] else None
-            if self.is_free(d):
-                self._index_add(d)
+            if unavailable[d]:
+                owners[d] = UNAVAILABLE
+            else:
+                owners[d] = None
+                if reserved[d] is None:  # free now (:meth:`is_free`)
+                    self._index_add(d)
             done.append(d)
         return done
 
     def retake(self, devices: Iterable[int], owner: str) -> None:
         """Give devices back to ``owner`` after :meth:`release` (undo of a simulated removal)."""
         self.changes += 1
+        owners, reserved = self.owner, self.reserved_for
         for d in devices:
-            if self.is_free(d):
+            if owners[d] is None and reserved[d] is None:  # :meth:`is_free`
                 self._index_remove(d)
-            self.owner[d] = owner
+            owners[d] = owner
 
     def reserve(self, devices: Iterable[int], holder: str) -> list[int]:
         """Reserve devices for ``holder``; devices already reserved by someone else are skipped.

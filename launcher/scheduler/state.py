@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from operator import attrgetter
 
 from labgang.launcher.host_quota import HOST_RESOURCES
@@ -35,6 +35,10 @@ RawPlacement = list[tuple[int, list[int]]]
 """``[(node position, [device positions]), ...]`` per rank, as :func:`place` returns it."""
 
 _ID = attrgetter("id")
+
+_NOTHING: AbstractContextManager[None] = nullcontext()
+"""The block of :meth:`CycleState.without` and :meth:`CycleState.leaving` with no job: it changes
+nothing (a ``nullcontext`` may be entered again and again)."""
 
 memo_usage = True
 """Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
@@ -417,8 +421,7 @@ class CycleState:
             self._count(job, 1)
         self.devices.retake(self._released.pop(job_id, []), job_id)
 
-    @contextmanager
-    def leaving(self, job_ids: Iterable[str]) -> Iterator[None]:
+    def leaving(self, job_ids: Iterable[str]) -> AbstractContextManager[None]:
         """Within the block, the quota usage (and fair-sharing share) of the given running jobs
         does not count; their devices stay taken. For a preemptor's victim search: victims other
         preemptors of this cycle claimed from other queues are leaving, and those preemptors' held
@@ -428,7 +431,16 @@ class CycleState:
 
         Args:
             job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
-                leaving are skipped. Raises ``KeyError`` for an id that is not running."""
+                leaving are skipped. Raises ``KeyError`` for an id that is not running.
+
+        With no ids (most victim searches) the block changes nothing: a shared no-op context."""
+        if isinstance(job_ids, list | tuple | set | frozenset) and not job_ids:
+            return _NOTHING
+        return self._leaving_block(job_ids)
+
+    @contextmanager
+    def _leaving_block(self, job_ids: Iterable[str]) -> Iterator[None]:
+        """:meth:`leaving`'s block."""
         # a share's usage is its queue's share charge (:mod:`.shares`), not its own count:
         # shares stay counted here (as before this rule: a share victim may be counted twice)
         gone = [
@@ -454,9 +466,16 @@ class CycleState:
             for res, n in self.share_demand(job).items():
                 self.shares.add(job.queue, res, sign * n)
 
+    def without(self, job_ids: list[str]) -> AbstractContextManager[None]:
+        """Within the block, the given running jobs count as gone; restored on exit (no ids: a
+        shared no-op context, as most victim searches have)."""
+        if not job_ids:
+            return _NOTHING
+        return self._without_block(job_ids)
+
     @contextmanager
-    def without(self, job_ids: list[str]) -> Iterator[None]:
-        """Within the block, the given running jobs count as gone; restored on exit."""
+    def _without_block(self, job_ids: list[str]) -> Iterator[None]:
+        """:meth:`without`'s block."""
         for j in job_ids:
             self.remove(j)
         try:
