@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from operator import attrgetter
+from operator import attrgetter, is_
 
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
@@ -44,10 +44,11 @@ memo_usage = True
 """Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
 job by job."""
 
-_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int], int] | None = None
+_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int], int, dict[str, RunningJob]] | None = None
 """The last :func:`_plain_usage` answer's inputs and sums: whether host quotas were counted, the
 running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource),
-and how many of the jobs are shares of a card."""
+how many of the jobs are shares of a card, and the running jobs by id it handed out (never
+changed by its callers: :class:`CycleState` only reads ``running``)."""
 
 
 def _plain_usage(
@@ -62,15 +63,23 @@ def _plain_usage(
 
     A pure memo on the previous call (as ``capacity._owners``): consecutive cycles differ by a
     few running jobs, so the previous sums are updated for the jobs gone and the jobs new,
-    compared by identity with set operations. Integer sums: the answer is the full sum's.
+    compared by identity with set operations. Integer sums: the answer is the full sum's. The
+    map by id is updated the same way (:func:`_by_id_from`) and handed out only where it is the
+    full build's, in snapshot order, each id with this snapshot's very view.
     """
     global _last_plain
-    by_id = dict(zip(map(_ID, running), running, strict=True))
+    last = _last_plain if memo_usage else None
+    by_id = None
+    if last is not None and last[0] == host_quota:
+        ident = running_by_identity(running)
+        gone, added = identity_delta(last[1], ident)
+        by_id = _by_id_from(last[4], last[1], ident, gone, added, running)
+    if by_id is None:
+        by_id = dict(zip(map(_ID, running), running, strict=True))
     if not memo_usage or len(by_id) != len(running):
         _last_plain = None
         return None
     ident = running_by_identity(running)
-    last = _last_plain
     usage: dict[tuple[str, str], int]
     if last is not None and last[0] == host_quota:
         before, usage, shared = last[1], dict(last[2]), last[3]
@@ -95,8 +104,37 @@ def _plain_usage(
             return None
         key = (job.queue, req.resource)
         usage[key] = usage.get(key, 0) + req.total
-    _last_plain = (host_quota, ident, usage, shared)
+    _last_plain = (host_quota, ident, usage, shared, by_id)
     return by_id, dict(usage), shared > 0
+
+
+def _by_id_from(
+    last: dict[str, RunningJob],
+    before: dict[int, RunningJob],
+    ident: dict[int, RunningJob],
+    gone: set[int],
+    added: set[int],
+    running: tuple[RunningJob, ...],
+) -> dict[str, RunningJob] | None:
+    """``running`` by id in snapshot order (its full build, ``dict(zip(ids, running))``) from the
+    last cycle's map ``last`` (of ``before``) and the views gone and new: a view built anew for the
+    same job takes its old place, views gone are dropped and new jobs go at the end. None when that
+    is not the snapshot's order (a new job that is not the last in submission order) or an id is
+    listed twice: the caller builds it in full."""
+    out = dict(last)  # a C-level copy
+    replaced: set[str] = set()
+    for i in added:
+        job = ident[i]
+        if job.id in out:
+            replaced.add(job.id)
+        out[job.id] = job  # an existing key keeps its place
+    for i in gone:
+        job_id = before[i].id
+        if job_id not in replaced:
+            out.pop(job_id, None)
+    if len(out) != len(running) or not all(map(is_, out.values(), running)):
+        return None
+    return out
 
 
 memo_victims = True
