@@ -401,6 +401,9 @@ def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobReq
     return requests, exclusive
 
 
+lazy_requests = True
+"""Off: every book builds its :attr:`DeviceBook.requests` at once (tests compare a replay both ways)."""
+
 memo_free_index = True
 """Off: every book's free indexes built over every device (the memo neither read nor kept)."""
 
@@ -451,7 +454,11 @@ class DeviceBook:
         self._requests: dict[str, JobRequest] | None = None
         self._requests_of: tuple[dict[str, JobRequest], tuple[PendingJob, ...]] | None = None
         running = _running_requests(snapshot.running)
-        if running is not None and (running[1] > 0 or not any(map(_EXCLUSIVE, map(_REQUEST, snapshot.pending)))):
+        if (
+            lazy_requests
+            and running is not None
+            and (running[1] > 0 or not any(map(_EXCLUSIVE, map(_REQUEST, snapshot.pending))))
+        ):
             # whether any job is --exclusive is known without the map: a running one, or none at all
             self.exclusive_known = running[1] > 0
             self._requests_of = (running[0], snapshot.pending)
