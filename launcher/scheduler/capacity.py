@@ -18,7 +18,7 @@ from operator import attrgetter
 from typing import Any
 
 from labgang.launcher.model import JobRequest
-from labgang.launcher.scheduler.snapshot import Node, RunningJob, Snapshot
+from labgang.launcher.scheduler.snapshot import Node, PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.topology import TopologyView
 
 UNAVAILABLE = "\0unavailable"
@@ -61,7 +61,13 @@ class FreeIndex:
         devs = self.free[n]
         old = len(devs)
         insort(devs, d)
-        self._move(n, old, old + 1)
+        buckets = self.buckets  # node ``n`` moves from bucket ``old`` to ``old + 1``
+        if old:
+            bucket = buckets[old]
+            del bucket[bisect_left(bucket, n)]
+            if not bucket:
+                del buckets[old]
+        insort(buckets.setdefault(old + 1, []), n)
         self.total += 1
 
     def remove(self, d: int) -> None:
@@ -70,17 +76,14 @@ class FreeIndex:
         devs = self.free[n]
         old = len(devs)
         del devs[bisect_left(devs, d)]
-        self._move(n, old, old - 1)
+        buckets = self.buckets  # node ``n`` moves from bucket ``old`` (at least 1) to ``old - 1``
+        bucket = buckets[old]
+        del bucket[bisect_left(bucket, n)]
+        if not bucket:
+            del buckets[old]
+        if old > 1:
+            insort(buckets.setdefault(old - 1, []), n)
         self.total -= 1
-
-    def _move(self, n: int, old: int, new: int) -> None:
-        if old:
-            bucket = self.buckets[old]
-            del bucket[bisect_left(bucket, n)]
-            if not bucket:
-                del self.buckets[old]
-        if new:
-            insort(self.buckets.setdefault(new, []), n)
 
     def count(self, n: int) -> int:
         """Free devices on node position ``n``."""
@@ -398,6 +401,9 @@ def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobReq
     return requests, exclusive
 
 
+lazy_requests = True
+"""Off: every book builds its :attr:`DeviceBook.requests` at once (tests compare a replay both ways)."""
+
 memo_free_index = True
 """Off: every book's free indexes built over every device (the memo neither read nor kept)."""
 
@@ -421,6 +427,7 @@ class DeviceBook:
 
     def __init__(self, snapshot: Snapshot) -> None:
         static = self.static = _static_layout(snapshot.nodes)
+        self._snapshot = snapshot
         self.node_names: list[str] = static.node_names
         self.node_cpus: list[int | None] = static.node_cpus
         self.node_memory: list[int | None] = static.node_memory
@@ -442,24 +449,57 @@ class DeviceBook:
         self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._owner_serial, self._owner_touched = _owner_calls, _owner_touched
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
-        # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`)
-        # (built with C-level map/zip: this runs over every pending and running job every cycle)
-        self.requests: dict[str, JobRequest] = dict(
-            zip(map(_ID, snapshot.pending), map(_REQUEST, snapshot.pending), strict=True)
-        )
+        # every job that may own or reserve devices, for its host CPUs and memory (:mod:`.hostres`):
+        # :attr:`requests`, built when first read (most cycles never read it: no host resources)
+        self._requests: dict[str, JobRequest] | None = None
+        self._requests_of: tuple[dict[str, JobRequest], tuple[PendingJob, ...]] | None = None
         running = _running_requests(snapshot.running)
-        if running is None:
-            self.requests.update(zip(map(_ID, snapshot.running), map(_REQUEST, snapshot.running), strict=True))
-            self.exclusive_known = any(map(_EXCLUSIVE, self.requests.values()))
+        if (
+            lazy_requests
+            and running is not None
+            and (running[1] > 0 or not any(map(_EXCLUSIVE, map(_REQUEST, snapshot.pending))))
+        ):
+            # whether any job is --exclusive is known without the map: a running one, or none at all
+            self.exclusive_known = running[1] > 0
+            self._requests_of = (running[0], snapshot.pending)
         else:
-            # the running jobs' map copied (a C-level copy) and the few pending jobs put in where
-            # no running job has their id (a running job's request wins, as in the update above)
-            pending, self.requests = self.requests, dict(running[0])
-            for job_id, request in pending.items():
-                self.requests.setdefault(job_id, request)
-            self.exclusive_known = running[1] > 0 or any(map(_EXCLUSIVE, map(self.requests.__getitem__, pending)))
+            self.exclusive_known = self._build_requests(snapshot.pending, running)
         self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
         self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
+
+    @property
+    def requests(self) -> dict[str, JobRequest]:
+        """Job id -> request of every running and pending job of the snapshot (a running job's
+        request where an id is both), for host CPUs and memory (:mod:`.hostres`); callers may put
+        in and take out entries (:mod:`.groups` does while it places groups). Built on first read
+        from the running jobs' map of this cycle (never changed after it is handed out:
+        :func:`_running_requests` copies it before the next cycle's changes)."""
+        made = self._requests
+        if made is None:
+            assert self._requests_of is not None
+            running_map, pending = self._requests_of
+            self._build_requests(pending, (running_map, 0))  # exclusive_known is known already
+            made = self._requests
+            assert made is not None
+        return made
+
+    def _build_requests(
+        self, pending: tuple[PendingJob, ...], running: tuple[dict[str, JobRequest], int] | None
+    ) -> bool:
+        """Build :attr:`requests` from the pending jobs and ``running`` (the running jobs' map and how
+        many are ``--exclusive``; None: every running job gathered anew). Returns whether any job of
+        the map is ``--exclusive`` (what :attr:`exclusive_known` says)."""
+        snapshot_running = self._snapshot.running
+        self._requests = dict(zip(map(_ID, pending), map(_REQUEST, pending), strict=True))
+        if running is None:
+            self._requests.update(zip(map(_ID, snapshot_running), map(_REQUEST, snapshot_running), strict=True))
+            return any(map(_EXCLUSIVE, self._requests.values()))
+        # the running jobs' map copied (a C-level copy) and the few pending jobs put in where
+        # no running job has their id (a running job's request wins, as in the update above)
+        by_pending, self._requests = self._requests, dict(running[0])
+        for job_id, request in by_pending.items():
+            self._requests.setdefault(job_id, request)
+        return running[1] > 0 or any(map(_EXCLUSIVE, map(self._requests.__getitem__, by_pending)))
 
     # --- indexes -----------------------------------------------------------------------------
 
@@ -556,11 +596,12 @@ class DeviceBook:
     def take(self, devices: Iterable[int], owner: str) -> None:
         """Give free (or ``owner``-reserved) devices to ``owner``."""
         self.changes += 1
+        owners, reserved = self.owner, self.reserved_for
         for d in devices:
-            was_free = self.is_free(d)
-            self.owner[d] = owner
-            if self.reserved_for[d] == owner:
-                self.reserved_for[d] = None
+            was_free = owners[d] is None and reserved[d] is None  # :meth:`is_free`
+            owners[d] = owner
+            if reserved[d] == owner:
+                reserved[d] = None
             elif was_free:
                 self._index_remove(d)
 
@@ -572,22 +613,27 @@ class DeviceBook:
         """
         self.changes += 1
         done = []
+        owners, reserved, unavailable = self.owner, self.reserved_for, self.unavailable
         for d in devices:
-            if self.owner[d] != owner:
+            if owners[d] != owner:
                 continue
-            self.owner[d] = UNAVAILABLE if self.unavailable[d] else None
-            if self.is_free(d):
-                self._index_add(d)
+            if unavailable[d]:
+                owners[d] = UNAVAILABLE
+            else:
+                owners[d] = None
+                if reserved[d] is None:  # free now (:meth:`is_free`)
+                    self._index_add(d)
             done.append(d)
         return done
 
     def retake(self, devices: Iterable[int], owner: str) -> None:
         """Give devices back to ``owner`` after :meth:`release` (undo of a simulated removal)."""
         self.changes += 1
+        owners, reserved = self.owner, self.reserved_for
         for d in devices:
-            if self.is_free(d):
+            if owners[d] is None and reserved[d] is None:  # :meth:`is_free`
                 self._index_remove(d)
-            self.owner[d] = owner
+            owners[d] = owner
 
     def reserve(self, devices: Iterable[int], holder: str) -> list[int]:
         """Reserve devices for ``holder``; devices already reserved by someone else are skipped.

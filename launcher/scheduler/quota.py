@@ -301,26 +301,31 @@ class QuotaBook:
 
     def node_available(self, n: int, res: str) -> int:
         """``available(n)`` (may be negative when held quota overfills a root)."""
+        # the tree's and the book's maps read directly (the hot path of every quota fit)
         tree = self.tree
+        parent, quota, private, borrow, usage = tree.parent, tree._quota, tree._private, tree._borrow, self._usage
         chain = [n]
-        while tree.parent[chain[-1]] >= 0:
-            chain.append(tree.parent[chain[-1]])
-        top = chain[-1]
-        avail = tree.quota(top, res) - self.node_usage(top, res)
-        for m in reversed(chain[:-1]):
-            u = self.node_usage(m, res)
-            priv = tree.private(m, res)
-            limit = tree.borrowing_limit(m, res)
+        p = parent[n]
+        while p >= 0:
+            chain.append(p)
+            p = parent[p]
+        top = chain.pop()
+        avail = quota.get((top, res), 0) - usage.get((top, res), 0)
+        for m in reversed(chain):
+            key = (m, res)
+            u = usage.get(key, 0)
+            priv = private.get(key, 0)
+            limit = borrow[m].get(res)
             if limit is not None:
-                avail = min(avail, tree.quota(m, res) - priv - max(0, u - priv) + limit)
+                avail = min(avail, quota.get(key, 0) - priv - max(0, u - priv) + limit)
             avail = max(0, priv - u) + avail
         return avail
 
     def available(self, queue: str, res: str) -> int:
         """How many more devices of ``res`` ``queue`` may take now (>= 0; Kueue's ``Available``)."""
-        if not self.lists(queue, res):
+        if res not in self.queues[queue].nominal:  # :meth:`lists`
             return 0
-        return max(0, self.node_available(self.qid(queue), res))
+        return max(0, self.node_available(self.tree.queue_id[queue], res))
 
     def potential(self, queue: str, res: str) -> int:
         """The most ``queue`` could ever hold of ``res``, on an empty cluster."""

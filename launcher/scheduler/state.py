@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from operator import attrgetter
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from operator import attrgetter, is_
 
 from labgang.launcher.host_quota import HOST_RESOURCES
 from labgang.launcher.model import GPU, JobRequest
@@ -36,14 +36,19 @@ RawPlacement = list[tuple[int, list[int]]]
 
 _ID = attrgetter("id")
 
+_NOTHING: AbstractContextManager[None] = nullcontext()
+"""The block of :meth:`CycleState.without` and :meth:`CycleState.leaving` with no job: it changes
+nothing (a ``nullcontext`` may be entered again and again)."""
+
 memo_usage = True
 """Tests turn it off to build the reference: :func:`_plain_usage` off, every cycle's usage summed
 job by job."""
 
-_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int], int] | None = None
+_last_plain: tuple[bool, dict[int, RunningJob], dict[tuple[str, str], int], int, dict[str, RunningJob]] | None = None
 """The last :func:`_plain_usage` answer's inputs and sums: whether host quotas were counted, the
 running jobs by identity (kept alive here, so no identity is reused), usage per (queue, resource),
-and how many of the jobs are shares of a card."""
+how many of the jobs are shares of a card, and the running jobs by id it handed out (never
+changed by its callers: :class:`CycleState` only reads ``running``)."""
 
 
 def _plain_usage(
@@ -58,15 +63,23 @@ def _plain_usage(
 
     A pure memo on the previous call (as ``capacity._owners``): consecutive cycles differ by a
     few running jobs, so the previous sums are updated for the jobs gone and the jobs new,
-    compared by identity with set operations. Integer sums: the answer is the full sum's.
+    compared by identity with set operations. Integer sums: the answer is the full sum's. The
+    map by id is updated the same way (:func:`_by_id_from`) and handed out only where it is the
+    full build's, in snapshot order, each id with this snapshot's very view.
     """
     global _last_plain
-    by_id = dict(zip(map(_ID, running), running, strict=True))
+    last = _last_plain if memo_usage else None
+    by_id = None
+    if last is not None and last[0] == host_quota:
+        ident = running_by_identity(running)
+        gone, added = identity_delta(last[1], ident)
+        by_id = _by_id_from(last[4], last[1], ident, gone, added, running)
+    if by_id is None:
+        by_id = dict(zip(map(_ID, running), running, strict=True))
     if not memo_usage or len(by_id) != len(running):
         _last_plain = None
         return None
     ident = running_by_identity(running)
-    last = _last_plain
     usage: dict[tuple[str, str], int]
     if last is not None and last[0] == host_quota:
         before, usage, shared = last[1], dict(last[2]), last[3]
@@ -91,8 +104,37 @@ def _plain_usage(
             return None
         key = (job.queue, req.resource)
         usage[key] = usage.get(key, 0) + req.total
-    _last_plain = (host_quota, ident, usage, shared)
+    _last_plain = (host_quota, ident, usage, shared, by_id)
     return by_id, dict(usage), shared > 0
+
+
+def _by_id_from(
+    last: dict[str, RunningJob],
+    before: dict[int, RunningJob],
+    ident: dict[int, RunningJob],
+    gone: set[int],
+    added: set[int],
+    running: tuple[RunningJob, ...],
+) -> dict[str, RunningJob] | None:
+    """``running`` by id in snapshot order (its full build, ``dict(zip(ids, running))``) from the
+    last cycle's map ``last`` (of ``before``) and the views gone and new: a view built anew for the
+    same job takes its old place, views gone are dropped and new jobs go at the end. None when that
+    is not the snapshot's order (a new job that is not the last in submission order) or an id is
+    listed twice: the caller builds it in full."""
+    out = dict(last)  # a C-level copy
+    replaced: set[str] = set()
+    for i in added:
+        job = ident[i]
+        if job.id in out:
+            replaced.add(job.id)
+        out[job.id] = job  # an existing key keeps its place
+    for i in gone:
+        job_id = before[i].id
+        if job_id not in replaced:
+            out.pop(job_id, None)
+    if len(out) != len(running) or not all(map(is_, out.values(), running)):
+        return None
+    return out
 
 
 memo_victims = True
@@ -417,8 +459,7 @@ class CycleState:
             self._count(job, 1)
         self.devices.retake(self._released.pop(job_id, []), job_id)
 
-    @contextmanager
-    def leaving(self, job_ids: Iterable[str]) -> Iterator[None]:
+    def leaving(self, job_ids: Iterable[str]) -> AbstractContextManager[None]:
         """Within the block, the quota usage (and fair-sharing share) of the given running jobs
         does not count; their devices stay taken. For a preemptor's victim search: victims other
         preemptors of this cycle claimed from other queues are leaving, and those preemptors' held
@@ -428,7 +469,16 @@ class CycleState:
 
         Args:
             job_ids: ids of running jobs (``Snapshot.running``); ones already removed or
-                leaving are skipped. Raises ``KeyError`` for an id that is not running."""
+                leaving are skipped. Raises ``KeyError`` for an id that is not running.
+
+        With no ids (most victim searches) the block changes nothing: a shared no-op context."""
+        if isinstance(job_ids, list | tuple | set | frozenset) and not job_ids:
+            return _NOTHING
+        return self._leaving_block(job_ids)
+
+    @contextmanager
+    def _leaving_block(self, job_ids: Iterable[str]) -> Iterator[None]:
+        """:meth:`leaving`'s block."""
         # a share's usage is its queue's share charge (:mod:`.shares`), not its own count:
         # shares stay counted here (as before this rule: a share victim may be counted twice)
         gone = [
@@ -454,9 +504,16 @@ class CycleState:
             for res, n in self.share_demand(job).items():
                 self.shares.add(job.queue, res, sign * n)
 
+    def without(self, job_ids: list[str]) -> AbstractContextManager[None]:
+        """Within the block, the given running jobs count as gone; restored on exit (no ids: a
+        shared no-op context, as most victim searches have)."""
+        if not job_ids:
+            return _NOTHING
+        return self._without_block(job_ids)
+
     @contextmanager
-    def without(self, job_ids: list[str]) -> Iterator[None]:
-        """Within the block, the given running jobs count as gone; restored on exit."""
+    def _without_block(self, job_ids: list[str]) -> Iterator[None]:
+        """:meth:`without`'s block."""
         for j in job_ids:
             self.remove(j)
         try:

@@ -3,7 +3,9 @@ plain (``state._plain_usage``): over a random sequence of snapshots (jobs coming
 two queues of a cohort and a MIG resource, views rebuilt as new objects, a job listed twice,
 now and then a share of a card, an ``--exclusive`` job or a job counting host memory, and
 queues that count memory in their quota or not), every cycle's usage and running jobs equal
-the job-by-job sum's (the memo off)."""
+the job-by-job sum's (the memo off): the running jobs by id in snapshot order, each the very view
+of its snapshot, also where the map is updated from the last cycle's (``state._by_id_from``: new
+jobs put in the middle, views built anew)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from labgang.launcher.scheduler.state import CycleState
 from sched_builders import Cluster, job, queue
 
 
-def _figures(cs: CycleState, resources: list[str]) -> tuple[list[str], dict[tuple[str, str], int]]:
+def _figures(cs: CycleState, resources: list[str]) -> tuple[list[tuple[str, int]], dict[tuple[str, str], int]]:
+    """The running jobs by id in the map's order, each with its view's identity (the very view of
+    this snapshot, not an equal one of an earlier cycle), and the usage per (queue, resource)."""
     usage = {(q.name, r): cs.quota.usage(q.name, r) for q in cs.snapshot.queues for r in resources}
-    return list(cs.running), usage
+    return [(job_id, id(view)) for job_id, view in cs.running.items()], usage
 
 
 def test_usage_equals_the_job_by_job_sum_over_a_random_sequence() -> None:
@@ -43,14 +47,17 @@ def test_usage_equals_the_job_by_job_sum_over_a_random_sequence() -> None:
     weights = {"plain": 10, "gang": 5, "mig": 3, "share": 0.3, "exclusive": 0.3, "memory": 0.6}
     live: list[RunningJob] = []
     queues = plain
-    hits = dict.fromkeys(["memo", "fallback", "rebuilt", "duplicate", "host quota"], 0)
+    hits = dict.fromkeys(["memo", "fallback", "rebuilt", "duplicate", "host quota", "inserted"], 0)
     for step in range(500):
         roll = rng.random()
         if roll < 0.45:
             kind = rng.choices(list(weights), list(weights.values()))[0]
-            live.append(
-                dataclasses.replace(template, id=f"j{step}", queue=rng.choice("ab"), request=kinds[kind], seq=step)
-            )
+            new = dataclasses.replace(template, id=f"j{step}", queue=rng.choice("ab"), request=kinds[kind], seq=step)
+            if live and rng.random() < 0.3:  # not last in the snapshot (the driver keeps submission order)
+                live.insert(rng.randrange(len(live)), new)
+                hits["inserted"] += 1
+            else:
+                live.append(new)
         elif roll < 0.8 and live:
             live.pop(rng.randrange(len(live)))
         elif roll < 0.9 and live:  # a view built anew: an equal, new object

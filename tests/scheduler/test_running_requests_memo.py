@@ -2,7 +2,8 @@
 (``capacity._running_requests``): over a random sequence of snapshots (jobs coming and going,
 ``--exclusive`` ones among them, views rebuilt as new equal objects, a job listed twice, a pending
 job with a running job's id, pending ``--exclusive`` jobs), every book's requests and whether an
-``--exclusive`` job is known equal the book built with the memo off."""
+``--exclusive`` job is known equal the book built with the memo off, the map read at once or only
+after the next snapshot's book was built (it is built when first read)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_requests_equal_the_gathering_anew_over_a_random_sequence() -> None:
     kinds = [JobRequest(per_worker=1), JobRequest(workers=2, per_worker=2), JobRequest(exclusive=True)]
     live: list[RunningJob] = []
     hits = dict.fromkeys(["memo", "duplicate", "rebuilt", "exclusive", "pending shares an id"], 0)
+    earlier: tuple[DeviceBook, DeviceBook, dict[str, JobRequest]] | None = None
     for step in range(600):
         roll = rng.random()
         if roll < 0.45:
@@ -52,9 +54,16 @@ def test_requests_equal_the_gathering_anew_over_a_random_sequence() -> None:
             reference = DeviceBook(snap)
         finally:
             capacity._last_requests, capacity.memo_requests = kept, True
+        # the map as documented, gathered here: pending jobs, then running ones (a running job wins)
+        expected = {p.id: p.request for p in pending} | {r.id: r.request for r in running}
         got = DeviceBook(snap)
         hits["memo"] += capacity._last_requests is not None
         hits["exclusive"] += reference.exclusive_known
-        assert got.requests == reference.requests, f"step {step}"
+        assert got.exclusive_known == reference.exclusive_known, f"step {step}"
+        if step % 2:  # the map read at once (built when first read: DeviceBook.requests)
+            assert got.requests == reference.requests == expected, f"step {step}"
+        if earlier is not None:  # the last step's maps, first read only after this step's books were built
+            assert earlier[0].requests == earlier[1].requests == earlier[2], f"step {step - 1}, read late"
+        earlier = (got, reference, expected) if step % 2 == 0 else None
         assert got.exclusive_known == reference.exclusive_known, f"step {step}"
     assert all(hits.values()), hits
