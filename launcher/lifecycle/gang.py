@@ -94,6 +94,10 @@ class GangRules:
         """Every active job that names victims (``status.nominated`` not empty), and maybe some
         that no longer do: whoever sets ``nominated`` adds the job (the scans of preemptors look
         here, not at every active job, and drop the jobs that no longer name victims)."""
+        self.linked_since: dict[str, float] = {}
+        """Node → when its agent's current link began (its last ``NodeJoined``, the model's clock): a
+        rank that ended before then ended while nobody could hear of it (``labgang up`` killed, an agent
+        restarted), and the agent's report of it came at the rejoin (:meth:`gone_at`)."""
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -142,6 +146,35 @@ class GangRules:
             else:
                 del preemptors[job_id]
         return out
+
+    def node_joined(self, node: str) -> None:
+        """``node``'s agent (re)joined now: what it reports of ranks that ended before now was
+        learned late (:attr:`linked_since`)."""
+        self.linked_since[node] = self._ctx.now
+
+    def gone_at(self, job: JobRecord) -> float:
+        """When the current attempt's ranks were all gone, as far as the coordinator can tell (unix s):
+        the end of its attempt and of its accounting (README: GPU-H and ELAPSED run from admission
+        until the ranks were all gone).
+
+        Now, when the last rank's end was heard as it happened. When every started rank ended before
+        its node's current link began (they ended while the coordinator or their agent was down, and
+        the agent reported them, with their end instants, at its rejoin): the latest of those
+        reported ends, never before the admission and never after now (the agent's clock may differ).
+        """
+        now = self._ctx.now
+        latest = None
+        for rank in job.ranks.values():
+            if rank.start_time is None:
+                continue  # never started: it held its devices only as long as the others
+            since = self.linked_since.get(rank.node)
+            if rank.end_time is None or since is None or rank.end_time >= since:
+                return now
+            latest = rank.end_time if latest is None else max(latest, rank.end_time)
+        if latest is None:
+            return now
+        admitted = job.status.admit_time
+        return min(now, latest if admitted is None else max(latest, admitted))
 
     # ----- small helpers --------------------------------------------------------------------
 
@@ -455,7 +488,7 @@ class GangRules:
         self._close_attempt(job, "preempted" if preempted else state.value, message)
         transition(st, state)
         st.exit_status = exit_status
-        st.end_time = self._ctx.now
+        st.end_time = self.gone_at(job)
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
         st.hold, st.hold_admin = None, False
@@ -527,7 +560,7 @@ class GangRules:
         rec = job.attempt_record
         if rec is None or rec.attempt != job.status.attempt or rec.end_time is not None:
             return  # never admitted (cancelled while pending), or closed already
-        rec.end_time = self._ctx.now
+        rec.end_time = self.gone_at(job)
         rec.outcome = outcome
         rec.reason = reason
         self._ctx.emit(fx.SaveAttempt(rec))

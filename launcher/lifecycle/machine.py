@@ -512,6 +512,7 @@ class Lifecycle:
         """
         node = e.node
         self._fences.node_back(node)  # its fenced ranks now end on what the agent reports
+        self._gang.node_joined(node)  # ranks it reports ended before now ended unheard (GangRules.gone_at)
         by_key = {(r.run_id, r.rank): r for r in e.reported}
         matched: set[tuple[str, int]] = set()
         for job in self.active():
