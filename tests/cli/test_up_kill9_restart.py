@@ -188,3 +188,22 @@ def test_run_streams_its_standard_input_on_after_a_killed_labgang_up_came_back(u
         if run.proc.poll() is None:
             run.proc.kill()
     assert run.out == "got one\ngot two\n", (run.out, run.err)
+
+
+def test_run_pty_takes_keys_on_after_a_killed_labgang_up_came_back(up: Up) -> None:
+    from test_pty_end_to_end import Terminal
+
+    term = Terminal(up, "--", "sh")
+    try:
+        term.type("echo one=$((1+1))\n")
+        term.read_until(b"one=2")
+        kill9(up)
+        term.read_until(b"labgang went away without stopping")
+        up.start()
+        term.read_until(b"labgang is back; following job")
+        term.type("echo two=$((2+2)); exit 3\n")
+        term.read_until(b"two=4")
+        assert term.finish() == 3, term.seen
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
