@@ -176,6 +176,17 @@ class GangRules:
         admitted = job.status.admit_time
         return min(now, latest if admitted is None else max(latest, admitted))
 
+    def heard_late(self, job: JobRecord, node: str, ended_at: float | None) -> float | None:
+        """When a rank's end that ``node`` reports happened (``ended_at``, its agent's clock), to date its
+        history lines, when it happened before the node's current link began (heard only at its rejoin)
+        and between the job's last history line and now (another clock's time never reorders the
+        history); else None."""
+        since = self.linked_since.get(node)
+        if ended_at is None or since is None or ended_at >= since:
+            return None
+        last = job.history[-1].time if job.history else float("-inf")
+        return ended_at if last <= ended_at <= self._ctx.now else None
+
     # ----- small helpers --------------------------------------------------------------------
 
     def set_rank(
@@ -493,9 +504,13 @@ class GangRules:
         st.end_intent = None
         st.hold, st.hold_admin = None, False
         self._ctx.save(job)
+        last = job.history[-1].time if job.history else float("-inf")
+        if last <= st.end_time < self._ctx.now:  # its ranks ended unheard: the line dated as its end
+            self._ctx.date_history(st.end_time)
         self._ctx.history(
             job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else "")
         )
+        self._ctx.date_history(None)  # what follows (its dependents' lines) happens now
         self._retire(job)
         self._ctx.emit(fx.WakeScheduler())
 

@@ -163,6 +163,8 @@ def test_a_job_that_ends_while_labgang_up_is_down_is_accounted_until_its_rank_en
     rank_end = job["ranks"][0]["end_time"]
     assert rank_end <= ended_by, job["ranks"]
     assert job["end_time"] == rank_end, (job["end_time"], rank_end, ended_by)
+    ends = [(h["event"], h["time"]) for h in job["history"] if h["event"] in ("rank-exited", "succeeded")]
+    assert ends == [("rank-exited", rank_end), ("succeeded", rank_end)], job["history"]
     out = up.cli("history", "--json")
     assert out.returncode == 0, out.stderr
     (row,) = [r for r in json.loads(out.stdout)["jobs"] if str(r.get("id")) == job_id]

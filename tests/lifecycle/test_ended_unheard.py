@@ -54,6 +54,9 @@ def test_ranks_that_ended_while_the_agents_were_away_end_the_job_when_the_last_o
     assert record.status.state == JobState.SUCCEEDED
     assert record.status.end_time == 6.5  # the later rank's end, not BACK + 0.2
     assert record.attempt_record is not None and record.attempt_record.end_time == 6.5
+    # its history says when: each rank's exit when it happened, and the end with the last one
+    lines = [(h.time, h.event) for h in record.history if h.event in ("rank-exited", "succeeded")]
+    assert lines == [(5.0, "rank-exited"), (6.5, "rank-exited"), (6.5, "succeeded")], record.history
 
 
 def test_an_end_reported_before_the_admission_counts_from_the_admission() -> None:
@@ -74,3 +77,5 @@ def test_a_rank_heard_ending_as_it_happened_keeps_the_job_until_it_is_gone() -> 
     model.apply(gone(41.0, "n2", 1))
     assert (record.status.state, record.status.end_time) == (JobState.SUCCEEDED, 41.0)
     assert record.attempt_record is not None and record.attempt_record.end_time == 41.0
+    lines = [(h.time, h.event) for h in record.history if h.event in ("rank-exited", "succeeded")]
+    assert lines == [(5.0, "rank-exited"), (40.0, "rank-exited"), (41.0, "succeeded")], record.history
