@@ -134,7 +134,7 @@ def test_run_waits_for_a_killed_labgang_up_to_come_back_and_follows_its_job_on(u
     assert any(h["event"] == "re-adopted" for h in job["history"]), job["history"]
 
 
-def test_an_orderly_stop_under_run_still_says_it_cancels_the_job_at_once(up: Up) -> None:
+def test_an_orderly_stop_under_run_still_says_it_cancels_the_job_without_waiting(up: Up) -> None:
     run = Run(up, "--", *gated(up.state_dir / "never", "before"))
     try:
         job_id = run.job_id()
@@ -144,7 +144,12 @@ def test_an_orderly_stop_under_run_still_says_it_cancels_the_job_at_once(up: Up)
     finally:
         if run.proc.poll() is None:
             run.proc.kill()
-    assert run.err[-1] == f"labgang run: {labgang_stopped(job_id, False)}", run.err
+    # what the shutdown did, from whichever run saw last: its socket gone, or the job's end before that
+    assert run.err[-1] in (
+        f"labgang run: {labgang_stopped(job_id, False)}",
+        f"labgang: job {job_id} cancelled: stopped: labgang up shut down; a `labgang run` job is not requeued, "
+        "as srun's is not",
+    ), run.err
     assert not any("went away" in line for line in run.err), run.err
 
 
