@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from labgang.launcher.cli.follow import labgang_stopped
+from pty_terminal import Terminal
 from up_harness import REPO, WAIT_S, Up
 
 
@@ -198,8 +199,6 @@ def test_run_streams_its_standard_input_on_after_a_killed_labgang_up_came_back(u
 
 
 def test_run_pty_takes_keys_on_after_a_killed_labgang_up_came_back(up: Up) -> None:
-    from test_pty_end_to_end import Terminal
-
     term = Terminal(up, "--", "sh")
     try:
         term.type("echo one=$((1+1))\n")
