@@ -534,8 +534,9 @@ def follow_to_the_end(
 
 def went_away_unstopped(socket_path: Any) -> bool:
     """True when the coordinator at ``socket_path`` went away without its orderly stop: its socket file
-    is still there with nobody answering (an orderly stop removes it last; ``kill -9`` or a crash
-    leaves it), or a ``labgang up`` for it is starting again (:func:`~labgang.launcher.api.client.starting_pid`)."""
+    is still there with nobody answering (an orderly stop removes it before it stops answering,
+    ``coordinator/app.py``; ``kill -9`` or a crash leaves it), or a ``labgang up`` for it is starting
+    again (:func:`~labgang.launcher.api.client.starting_pid`)."""
     return os.path.exists(socket_path) or starting_pid(socket_path) is not None
 
 
@@ -560,7 +561,8 @@ def await_return(client: Client, job_id: str, since: float, requeued: bool, err:
         if time.monotonic() - since > RETURN_WAIT_S:
             raise FollowStopped(
                 f"labgang went away while following job {job_id} and is not back after {RETURN_WAIT_S:g} s; "
-                f"its ranks run on until their node's lease stops them (`labgang show {job_id}` once labgang is back)",
+                f"its ranks run on only until their node's lease stops them "
+                f"(`labgang show {job_id}` once labgang is back)",
                 1,
             )
         time.sleep(POLL_S)

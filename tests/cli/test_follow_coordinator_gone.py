@@ -59,7 +59,7 @@ def test_a_coordinator_that_left_its_socket_behind_is_waited_for_then_given_up_o
     ]
     assert stopped.value.exit_code == 1
     assert stopped.value.message == (
-        "labgang went away while following job 4 and is not back after 0.05 s; its ranks run on until their "
+        "labgang went away while following job 4 and is not back after 0.05 s; its ranks run on only until their "
         "node's lease stops them (`labgang show 4` once labgang is back)"
     )
 
