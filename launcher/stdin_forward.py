@@ -84,13 +84,16 @@ class StdinStreamer:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        from labgang.launcher.api.client import ApiError, Client, ClientError
+        from labgang.launcher.api.client import ApiError, Client, ClientError, CoordinatorUnavailable
 
         try:
             with Client.for_state_dir(self.state_dir) as client:
                 self._stream(client)
         except ApiError as err:
             print(f"labgang run: standard input not sent: {err.message}", file=sys.stderr)
+        except CoordinatorUnavailable as err:
+            if not self._stop.is_set():  # labgang went away while a chunk was sent: rank 0 may or may not have it
+                print(f"labgang run: standard input stopped after {self.sent} bytes: {err}", file=sys.stderr)
         except ClientError:
             pass  # labgang stopped: the follower says so
 
@@ -117,7 +120,7 @@ class StdinStreamer:
     def _send(self, client: Client, data: bytes, eof: bool) -> bool:
         """Send ``data`` (and with ``eof`` the end) until all is taken; False once nothing reads it
         or the stream is stopped."""
-        from labgang.launcher.api.client import ApiError
+        from labgang.launcher.api.client import ApiError, CoordinatorUnavailable, never_delivered
 
         wait = _RETRY_S[0]
         not_yet = _NOT_RUNNING_S[0]
@@ -125,6 +128,14 @@ class StdinStreamer:
         while not self._stop.is_set():
             try:
                 taken, eof_taken, is_open = client.stdin_input(self.job_id, bytes(view), eof)
+            except CoordinatorUnavailable as err:
+                if not never_delivered(err):
+                    raise  # cut after it was sent: sending it again could give rank 0 those bytes twice
+                # labgang went away: the follower waits for it to come back (a `labgang up` started again
+                # re-adopts rank 0, whose shim still reads its input) or says it stopped, which stops this
+                client.close()
+                self._stop.wait(_NOT_RUNNING_S[0] * 4)
+                continue
             except ApiError as err:
                 if err.status == 409 and err.field == "state":  # rank 0 does not run yet: keep it for later
                     self._stop.wait(not_yet)

@@ -71,6 +71,14 @@ class CoordinatorUnavailable(ClientError):
         super().__init__(message)
 
 
+def never_delivered(err: CoordinatorUnavailable) -> bool:
+    """True when the request that raised ``err`` never reached a coordinator: no socket file, a
+    refused connection, or a write that failed (the peer was gone before the whole request was
+    sent), so sending it again cannot act twice. False when the connection was cut after the request
+    was sent (a POST may then have acted), and for any other cause."""
+    return isinstance(err.__cause__, (FileNotFoundError, ConnectionRefusedError, BrokenPipeError))
+
+
 class SystemConfigUnusable(CoordinatorUnavailable):
     """The system config (``/etc/labgang/system.toml``) cannot say where this machine's labgang is;
     the message is the problem, naming the file and the field."""

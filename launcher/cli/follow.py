@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from labgang.launcher.api.client import ApiError, CoordinatorUnavailable
+from labgang.launcher.api.client import ApiError, CoordinatorUnavailable, starting_pid
 from labgang.launcher.cli.job_facts import FINISHED_STATES
 
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
@@ -41,6 +41,12 @@ what a shell reports for a command killed by SIGPIPE."""
 EXIT_OUTPUT_LOST = 1
 """The exit status of ``labgang run`` whose job succeeded but some of whose output was discarded by the
 log's rotation before ``run`` read it (said on stderr with the count): never a silent 0."""
+
+RETURN_WAIT_S = 60.0
+"""How long ``labgang run`` waits for a coordinator that went away without its orderly stop (``kill -9``
+of ``labgang up``, a crash) to come back, before it stops following (srun waits for a restarted
+slurmctld the same way): a ``labgang up`` started again in that time re-adopts the job's ranks, and
+``run`` goes on following it."""
 
 # Once a job has ended, how many polls to wait for its logs to report complete.
 LOG_SETTLE_POLLS = 10
@@ -460,30 +466,54 @@ def follow_to_the_end(
     Ctrl-C, 128 + N for signal N. Otherwise it is the job's (:func:`exit_status_of`).
 
     ``requeued``: the job was submitted to be requeued (``run --requeue``); without it a shutdown
-    cancels the job, and that is what ``run`` says when labgang stops under it.
+    cancels the job, and that is what ``run`` says when labgang stops under it in order. When it goes
+    away without its orderly stop (``kill -9`` of ``labgang up``: the job's ranks run on), ``run`` says
+    so and waits up to :data:`RETURN_WAIT_S` for it to come back (a ``labgang up`` started again
+    re-adopts the ranks), then follows the same job on (:func:`await_return`).
 
     Raises:
-        FollowStopped: a second interrupt (stop waiting), the coordinator went away mid-way, or the
+        FollowStopped: a second interrupt (stop waiting), an interrupt while the coordinator is away,
+            the coordinator stopped mid-way (or went away and did not come back in time), or the
             output was closed (exit status :data:`EXIT_BROKEN_PIPE`, the job cancelled).
         ApiError / CoordinatorUnavailable: from the cancel request.
     """
     follower = JobFollower(client, job_id, ranks, out, err, err_out=err_out, live=True, quiet=quiet)
     stopped_by: str | None = None  # "Ctrl-C", "SIGTERM" or "SIGHUP" once the job was cancelled
     code = EXIT_INTERRUPTED
+    away: float | None = None  # time.monotonic() when the coordinator went away without its orderly stop
     with stop_signals_interrupt():
         while True:
             try:
+                if away is not None:
+                    await_return(client, job_id, away, requeued, err)
+                    away = None
                 final = follower.follow()
                 break
             except BrokenPipeError:
                 raise output_gone(client, job_id, out) from None
             except CoordinatorUnavailable:
-                # labgang stopped under us (Ctrl-C on `labgang up`): the job is not lost; it
-                # is requeued or still recorded, and the next start shows what became of it.
-                raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
+                client.close()  # a request may have been cut in half
+                if not went_away_unstopped(client.socket_path):
+                    # labgang stopped in order under us (`labgang down`, Ctrl-C on `labgang up`): the job
+                    # is not lost; it is requeued or still recorded, and the next start shows what became of it.
+                    raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
+                if away is None:  # killed (or crashed): the job may run on, for a `labgang up` started again
+                    away = time.monotonic()
+                    print(
+                        f"labgang: labgang went away without stopping (killed?) while following job {job_id}; "
+                        f"waiting up to {RETURN_WAIT_S:g} s for it to come back",
+                        file=err,
+                        flush=True,
+                    )
             except KeyboardInterrupt as exc:
                 client.close()  # a request may have been cut in half
                 what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
+                if away is not None:  # nobody to ask to cancel it
+                    raise FollowStopped(
+                        f"stopped waiting for labgang to come back; job {job_id} was not cancelled "
+                        f"(`labgang show {job_id}` once labgang is back)",
+                        exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED,
+                    ) from None
                 if stopped_by is not None:
                     raise FollowStopped(
                         f"stopped waiting; job {job_id} is still stopping (see `labgang show {job_id}`)", code
@@ -500,6 +530,42 @@ def follow_to_the_end(
         return code
     code = exit_status_of(final)
     return EXIT_OUTPUT_LOST if code == 0 and follower.lost else code
+
+
+def went_away_unstopped(socket_path: Any) -> bool:
+    """True when the coordinator at ``socket_path`` went away without its orderly stop: its socket file
+    is still there with nobody answering (an orderly stop removes it before it stops answering,
+    ``coordinator/app.py``; ``kill -9`` or a crash leaves it), or a ``labgang up`` for it is starting
+    again (:func:`~labgang.launcher.api.client.starting_pid`)."""
+    return os.path.exists(socket_path) or starting_pid(socket_path) is not None
+
+
+def await_return(client: Client, job_id: str, since: float, requeued: bool, err: TextIO) -> None:
+    """Wait for the coordinator that went away (at ``time.monotonic()`` ``since``) without its orderly
+    stop to answer again, up to :data:`RETURN_WAIT_S`; say on ``err`` when it is back.
+
+    Raises:
+        FollowStopped: it stopped in order meanwhile (its socket removed: what :func:`labgang_stopped`
+            says), or it is not back in time (exit status 1; the job's fate is then unknown here).
+    """
+    while True:
+        try:
+            client.job(job_id)
+        except CoordinatorUnavailable:
+            client.close()
+        else:
+            print(f"labgang: labgang is back; following job {job_id} again", file=err, flush=True)
+            return
+        if not went_away_unstopped(client.socket_path):
+            raise FollowStopped(labgang_stopped(job_id, requeued), 1)
+        if time.monotonic() - since > RETURN_WAIT_S:
+            raise FollowStopped(
+                f"labgang went away while following job {job_id} and is not back after {RETURN_WAIT_S:g} s; "
+                f"its ranks run on only until their node's lease stops them "
+                f"(`labgang show {job_id}` once labgang is back)",
+                1,
+            )
+        time.sleep(POLL_S)
 
 
 def labgang_stopped(job_id: str, requeued: bool) -> str:

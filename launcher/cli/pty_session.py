@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from labgang.launcher.api.client import ApiError, Client, ClientError
+from labgang.launcher.api.client import ApiError, Client, ClientError, CoordinatorUnavailable, never_delivered
 
 
 def terminal_size(fd: int) -> tuple[int, int] | None:
@@ -95,8 +95,16 @@ class PtySession:
                         continue
                     print(f"\r\nlabgang run: terminal input not sent: {err.message}\r", file=sys.stderr)
                     return
+                except CoordinatorUnavailable as err:
+                    if not never_delivered(err):
+                        return  # cut after it was sent: typing it again could give rank 0 those keys twice
+                    # labgang went away: the follower waits for it to come back (a `labgang up` started
+                    # again re-adopts rank 0, whose shim still reads its terminal input) or says it stopped
+                    client.close()
+                    self._stop.wait(0.2)
+                    continue
                 except ClientError:
-                    return  # labgang stopped: the follower says so
+                    return
                 if not taken:
                     time.sleep(0.1)  # rank 0's shim does not read (yet): keep input and size for later
                     continue

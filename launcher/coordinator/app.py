@@ -312,11 +312,14 @@ async def serve(
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
-        await runner.cleanup()
+        # The socket file goes first, before the listener closes: a socket file nobody answers on
+        # then means a coordinator that went away without this orderly stop (kill -9, a crash),
+        # which `labgang run` waits to come back (launcher/cli/follow.py, went_away_unstopped).
         try:
             sock_path.unlink()
         except FileNotFoundError:
             pass
+        await runner.cleanup()
     return summary
 
 

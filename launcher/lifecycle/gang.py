@@ -94,6 +94,10 @@ class GangRules:
         """Every active job that names victims (``status.nominated`` not empty), and maybe some
         that no longer do: whoever sets ``nominated`` adds the job (the scans of preemptors look
         here, not at every active job, and drop the jobs that no longer name victims)."""
+        self.linked_since: dict[str, float] = {}
+        """Node → when its agent's current link began (its last ``NodeJoined``, the model's clock): a
+        rank that ended before then ended while nobody could hear of it (``labgang up`` killed, an agent
+        restarted), and the agent's report of it came at the rejoin (:meth:`gone_at`)."""
 
     # ----- queries --------------------------------------------------------------------------
 
@@ -142,6 +146,46 @@ class GangRules:
             else:
                 del preemptors[job_id]
         return out
+
+    def node_joined(self, node: str) -> None:
+        """``node``'s agent (re)joined now: what it reports of ranks that ended before now was
+        learned late (:attr:`linked_since`)."""
+        self.linked_since[node] = self._ctx.now
+
+    def gone_at(self, job: JobRecord) -> float:
+        """When the current attempt's ranks were all gone, as far as the coordinator can tell (unix s):
+        the end of its attempt and of its accounting (README: GPU-H and ELAPSED run from admission
+        until the ranks were all gone).
+
+        Now, when the last rank's end was heard as it happened. When every started rank ended before
+        its node's current link began (they ended while the coordinator or their agent was down, and
+        the agent reported them, with their end instants, at its rejoin): the latest of those
+        reported ends, never before the admission and never after now (the agent's clock may differ).
+        """
+        now = self._ctx.now
+        latest = None
+        for rank in job.ranks.values():
+            if rank.start_time is None:
+                continue  # never started: it held its devices only as long as the others
+            since = self.linked_since.get(rank.node)
+            if rank.end_time is None or since is None or rank.end_time >= since:
+                return now
+            latest = rank.end_time if latest is None else max(latest, rank.end_time)
+        if latest is None:
+            return now
+        admitted = job.status.admit_time
+        return min(now, latest if admitted is None else max(latest, admitted))
+
+    def heard_late(self, job: JobRecord, node: str, ended_at: float | None) -> float | None:
+        """When a rank's end that ``node`` reports happened (``ended_at``, its agent's clock), to date its
+        history lines, when it happened before the node's current link began (heard only at its rejoin)
+        and between the job's last history line and now (another clock's time never reorders the
+        history); else None."""
+        since = self.linked_since.get(node)
+        if ended_at is None or since is None or ended_at >= since:
+            return None
+        last = job.history[-1].time if job.history else float("-inf")
+        return ended_at if last <= ended_at <= self._ctx.now else None
 
     # ----- small helpers --------------------------------------------------------------------
 
@@ -455,14 +499,18 @@ class GangRules:
         self._close_attempt(job, "preempted" if preempted else state.value, message)
         transition(st, state)
         st.exit_status = exit_status
-        st.end_time = self._ctx.now
+        st.end_time = self.gone_at(job)
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
         st.hold, st.hold_admin = None, False
         self._ctx.save(job)
+        last = job.history[-1].time if job.history else float("-inf")
+        if last <= st.end_time < self._ctx.now:  # its ranks ended unheard: the line dated as its end
+            self._ctx.date_history(st.end_time)
         self._ctx.history(
             job, state.value, message + (f" (exit status {exit_status})" if exit_status is not None else "")
         )
+        self._ctx.date_history(None)  # what follows (its dependents' lines) happens now
         self._retire(job)
         self._ctx.emit(fx.WakeScheduler())
 
@@ -527,7 +575,7 @@ class GangRules:
         rec = job.attempt_record
         if rec is None or rec.attempt != job.status.attempt or rec.end_time is not None:
             return  # never admitted (cancelled while pending), or closed already
-        rec.end_time = self._ctx.now
+        rec.end_time = self.gone_at(job)
         rec.outcome = outcome
         rec.reason = reason
         self._ctx.emit(fx.SaveAttempt(rec))

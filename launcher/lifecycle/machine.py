@@ -422,7 +422,10 @@ class Lifecycle:
         ) and not job.status.ran:
             job.status.ran = True
             self._ctx.save(job)
-        self._ctx.date_history(self._fences.fence_time(job, e))  # its lines dated when the fence stopped it
+        at = self._fences.fence_time(job, e)  # its lines dated when the fence stopped it
+        if at is None:  # or when it ended, heard only at its node's rejoin
+            at = self._gang.heard_late(job, e.node, e.ended_at)
+        self._ctx.date_history(at)
         if e.fenced and rank.exit_status is None and not rank.ended:
             # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
             # status 0, is not its own (§A3.6), so this attempt can never count as finished.
@@ -512,6 +515,7 @@ class Lifecycle:
         """
         node = e.node
         self._fences.node_back(node)  # its fenced ranks now end on what the agent reports
+        self._gang.node_joined(node)  # ranks it reports ended before now ended unheard (GangRules.gone_at)
         by_key = {(r.run_id, r.rank): r for r in e.reported}
         matched: set[tuple[str, int]] = set()
         for job in self.active():

@@ -4,17 +4,13 @@ terminal of its own there (tty, window size, Ctrl-C as SIGINT) and its exit stat
 
 from __future__ import annotations
 
-import fcntl
-import os
-import select
-import struct
 import subprocess
 import sys
-import termios
 import time
 from collections.abc import Iterator
 
 import pytest
+from pty_terminal import Terminal
 from up_harness import REPO, Up, running_up
 
 pytestmark = pytest.mark.slow
@@ -23,54 +19,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
     yield from running_up("lgp")
-
-
-class Terminal:
-    """`labgang run --pty ARGS` on a pseudo-terminal of ROWS x COLS; what it printed so far."""
-
-    def __init__(self, up: Up, *args: str, rows: int = 33, cols: int = 101) -> None:
-        self.master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labgang.launcher", "run", "--pty", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=REPO,
-            env=up.env,
-            start_new_session=True,
-        )
-        os.close(slave)
-        self.seen = b""
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def read_until(self, wanted: bytes, timeout: float = 60.0) -> bytes:
-        deadline = time.monotonic() + timeout
-        while wanted not in self.seen:
-            assert time.monotonic() < deadline, f"never saw {wanted!r}; saw {self.seen!r}"
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if ready:
-                try:
-                    self.seen += os.read(self.master, 65536)
-                except OSError:  # EIO: labgang run closed the terminal (it exited)
-                    break
-        return self.seen
-
-    def finish(self, timeout: float = 60.0) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            assert time.monotonic() < deadline, f"labgang run --pty did not end; saw {self.seen!r}"
-            time.sleep(0.05)
-            ready, _, _ = select.select([self.master], [], [], 0)
-            if ready:
-                try:
-                    self.seen += os.read(self.master, 65536)
-                except OSError:
-                    pass
-        os.close(self.master)
-        return self.proc.returncode
 
 
 def test_an_interactive_shell_on_a_terminal_of_its_own(up):
