@@ -389,11 +389,19 @@ class ShareBook:
         m = self.mixed.get(queue, 0)
         return self._whole_gpus(m + self.units(req)) - self._whole_gpus(m)
 
+    place_unmixed = False
+    """On only to check that :meth:`lowered` answering None at once where no queue shares cards with
+    another changes no decision (it then places the share as where queues do)."""
+
     def lowered(self, queue: str, req: JobRequest, user: str | None) -> tuple[str, int] | None:
         """Where share ``req`` of ``queue`` by ``user`` would join a card another queue holds alone
         (where :meth:`place` puts it now; ``user`` None as in :meth:`charge`): that queue and the whole
         GPUs its charge changes by, when they are fewer (its card becomes mixed: its units there join
-        its rounded-up sum on mixed cards); else None."""
+        its rounded-up sum on mixed cards); else None. Without ``share_with`` on any queue
+        (:attr:`mixing` False) a share joins only cards of its own queue: None without placing it
+        (:attr:`place_unmixed` off: placed all the same)."""
+        if not self.mixing and not self.place_unmixed:
+            return None
         raw = self.place(req, None if user is None else queue, user or "")
         if raw is None:
             return None
