@@ -195,6 +195,7 @@ class ShareBook:
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
+        self._notes: dict[tuple[str, int, int, int, int, int, int], str] = {}  # quota_note's answers
 
     def units(self, req: JobRequest) -> int:
         """The part of one card ``req`` takes, in units (its quota charge before rounding)."""
@@ -447,7 +448,29 @@ class ShareBook:
         self._placed = (key, raw, self.trust_reads - reads, len(self._placed_users))
         return raw
 
+    memo_quota_notes = True
+    """:meth:`quota_note` keeps its answers per what it reads (the queue's cards held alone, units on mixed
+    cards and units in use, and the share asked); off only to check that it changes no reason."""
+
     def quota_note(self, queue: str, req: JobRequest) -> str:
+        """:meth:`_quota_note`, kept per what it reads: a cycle's failed shares of one queue mostly ask alike."""
+        key = (
+            queue,
+            self.alone.get(queue, 0),
+            self.mixed.get(queue, 0),
+            self.queue_use.get(queue, 0),
+            req.shards,
+            req.mps,
+            req.gpu_mem,
+        )
+        if self.memo_quota_notes:
+            got = self._notes.get(key)
+            if got is not None:
+                return got
+        note = self._notes[key] = self._quota_note(queue, req)
+        return note
+
+    def _quota_note(self, queue: str, req: JobRequest) -> str:
         """For a quota reason, what share ``req`` is and what ``queue``'s shares are charged and why:
         ``"the job is 1 shard of a gpu (1/4 gpu); team's shares are charged 3 gpu: 3 cards held alone
         by team's shares: 3 gpu (they use 3/4 gpu; a card a queue's shares hold alone counts whole:
