@@ -203,7 +203,7 @@ class _Cycle:
         self.verdict_met: frozenset[str] | None = None
         """The users whose cards the failed search that last answered a search met (None: anyone)."""
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
-        self._quota_reasons: dict[tuple[int, str, str, int, int], PendingReason] = {}  # at _quota_reasons_at
+        self._quota_reasons: dict[tuple[int, str, str, int, int, str], PendingReason] = {}  # at _quota_reasons_at
         self._quota_reasons_at = -1
         self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
         """The reason of the last job that failed, as its class's later jobs get it (a job of
@@ -685,26 +685,24 @@ class _Cycle:
     that it changes no reason."""
 
     def _quota_reason(self, q: str, req: JobRequest, asked: int, kept: bool) -> PendingReason:
-        """OVER_QUOTA/COHORT_EXHAUSTED for ``req`` (its need as :data:`.groups.NEED_MARK`) of queue ``q``,
-        asked inside :meth:`_try`; ``kept``: the try changed nothing in the cycle's copy (it took no hold),
-        so its answer is kept and a kept one answers it. What it reads is then fixed by the key it is kept
-        under: the quota book is the cycle's copy at :attr:`version` with the idle holds :meth:`_try` lifted
-        for a job of ``q`` asking ``asked`` devices of ``req.resource`` (its whole request: an elastic gang's
-        reason is of its floor, ``req``; a search puts back what it takes off),
-        and the held devices and their holders change only with the version; the request itself is read for
-        its resource and total only (a share and a one-gpu job of one queue get the same words; a share's
-        note is added after). A try that took a hold reads it unlifted: neither kept nor answered."""
-        k = (q, req.resource)
-        key = (self.version, q, req.resource, req.total, asked)
+        """OVER_QUOTA/COHORT_EXHAUSTED for ``req`` of queue ``q`` (its need in the words
+        :data:`.groups.NEED_MARK` stands for), asked inside :meth:`_try`; ``kept``: the try changed nothing in
+        the cycle's copy (it took no hold), so its answer is kept and a kept one answers it. What it reads is
+        then fixed by the key it is kept under: the quota book is the cycle's copy at :attr:`version` with the
+        idle holds :meth:`_try` lifted for a job of ``q`` asking ``asked`` devices of ``req.resource`` (its
+        whole request: an elastic gang's reason is of its floor, ``req``; a search puts back what it takes
+        off), the held devices and their holders change only with the version, and the request is read for
+        its resource, total and need words only (a share and a one-gpu job of one queue get the same words;
+        a share's note is added after). A try that took a hold reads it unlifted: neither kept nor answered."""
+        k, need = (q, req.resource), NEED_MARK or reasons.needed(req)
         if not kept:
-            return reasons.quota_reason(
-                self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK
-            )
+            return reasons.quota_reason(self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), need)
+        key = (self.version, q, req.resource, req.total, asked, need)
         if self.memo_quota_reasons:
             got = self._quota_reasons.get(key)
             if got is not None:
                 return got
-        reason = reasons.quota_reason(self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK)
+        reason = reasons.quota_reason(self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), need)
         if self._quota_reasons_at != self.version:
             self._quota_reasons.clear()
             self._quota_reasons_at = self.version

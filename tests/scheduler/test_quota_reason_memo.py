@@ -41,7 +41,7 @@ def test_the_memo_answers(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def counting(self, q, req, asked, kept):
         nonlocal holds
-        key = (self.version, q, req.resource, req.total, asked)
+        key = (self.version, q, req.resource, req.total, asked, cycle_module.NEED_MARK)
         if kept and self._quota_reasons_at == self.version and key in self._quota_reasons:
             answered.add(req.shared)
         holds += not kept
