@@ -156,6 +156,16 @@ class _Cycle:
     without the switch it is lifted and put back around every try); off only to check that it changes
     no decision."""
 
+    reuse_quota_check = True
+    """:meth:`_try_job` takes a failed job's quota fit (for its reason and its hold) from the size loop's
+    check of the same request, where the loop made one (not for an elastic gang, judged at its floor, nor
+    where its user's limit cut its size); off only to check that it changes no decision."""
+
+    holds_by_tree = True
+    """:meth:`_try` finds the idle holds of the job's own tree and resource in a list kept per (resource,
+    tree root) as holds are taken, instead of walking every hold; off only to check that it changes no
+    decision."""
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.state = CycleState(snapshot)
@@ -167,6 +177,8 @@ class _Cycle:
         self.held_queues: set[str] = set()
         self.held: dict[tuple[str, str], int] = {}  # usage added for waiting jobs, per (queue, resource)
         self.idle_hold: dict[tuple[str, str], int] = {}  # the part of ``held`` from _hold_quota
+        # its keys per (resource, cohort tree root), in the order taken (one hold per queue a cycle)
+        self._holds_in: dict[tuple[str, int], list[tuple[str, str]]] = {}
         self.holders: dict[tuple[str, str], list[str]] = {}  # who holds ``held`` and until when, for reasons
         self.reservations: dict[str, list[int]] = {}
         self.epoch = 0  # bumped whenever devices become free for real; caches key on it
@@ -191,6 +203,8 @@ class _Cycle:
         self.verdict_met: frozenset[str] | None = None
         """The users whose cards the failed search that last answered a search met (None: anyone)."""
         self._reason_cache: dict[tuple[Hashable, ...], PendingReason] = {}
+        self._quota_reasons: dict[tuple[int, str, str, int, int, str], PendingReason] = {}  # at _quota_reasons_at
+        self._quota_reasons_at = -1
         self.failure = PendingReason(ReasonCode.NO_CAPACITY, "")
         """The reason of the last job that failed, as its class's later jobs get it (a job of
         groups: a template, :func:`.groups.render` puts each job's group names in)."""
@@ -269,7 +283,7 @@ class _Cycle:
                     if bound[:2] < key[:2]:
                         end = g.ptr + 1
                     elif bound[:2] == key[:2]:
-                        end = max(g.ptr + 1, bisect_left(g.keys, bound[2:5], g.ptr))
+                        end = max(g.ptr + 1, bisect_left(g.order_keys(), bound[2:5], g.ptr))
                 reason = g.reason
                 assert reason is not None  # recorded with failed_at
                 end = _alike(g.entries, g.ptr, end, g.shape)
@@ -315,7 +329,6 @@ class _Cycle:
                         self._add_group(g)
                     g.entries.append(e)
         for g in self._groups:
-            g.keys = [(-x.job.priority, x.job.submit_time, x.job.seq) for x in g.entries]
             self._push_group(g, heap=False)
         heapq.heapify(self._heap)
 
@@ -490,12 +503,20 @@ class _Cycle:
         need = e.job.request.total - own
         quota = self.state.quota
         if self.lift_own_tree_only and not self._one_tree:
-            root, binds = self._root(q), self._hold_binds
-            lifted = [
-                k
-                for k in self.idle_hold
-                if k[1] == res and (k[0] == q or (self._root(k[0]) == root and not binds(q, k[0], res, need)))
-            ]
+            binds = self._hold_binds
+            if self.holds_by_tree:  # the holds of its own tree and resource, in the order taken
+                lifted = [
+                    k
+                    for k in self._holds_in.get((res, self._root(q)), ())
+                    if k[0] == q or not binds(q, k[0], res, need)
+                ]
+            else:
+                root = self._root(q)
+                lifted = [
+                    k
+                    for k in self.idle_hold
+                    if k[1] == res and (k[0] == q or (self._root(k[0]) == root and not binds(q, k[0], res, need)))
+                ]
         else:
             lifted = [
                 k for k in self.idle_hold if k[1] == res and (k[0] == q or not self._hold_binds(q, k[0], res, need))
@@ -537,8 +558,12 @@ class _Cycle:
         over_placed: dict[str, int] | None = None  # what a placement counted that its quota did not hold
         low = (req.min_workers or req.workers) - 1
         sizes = (req if size == req.workers else req.at_size(size) for size in range(top, low, -1))
+        fits_as_asked: bool | None = None  # the quota check of ``req`` itself, when the loop made it
         for sized in group_sizes(req) if req.groups else sizes:
-            if state.quota_fits(q, sized, job=job):
+            fits = state.quota_fits(q, sized, job=job)
+            if sized is req:
+                fits_as_asked = fits
+            if fits:
                 raw = self._place(sized, job)
                 if raw is not None and not state.placed_fits(q, sized, raw):
                     over_placed = state.placed_demand(q, sized, raw)
@@ -558,7 +583,14 @@ class _Cycle:
         if req.elastic:
             req = req.floor()
             job = replace(job, request=req)
-        quota_ok = state.quota_fits(q, req, job=job)
+            fits_as_asked = None
+        # nothing the loop did changed the cycle's copy (a failed fit or placement adds nothing), so the
+        # loop's check of the same request stands (a share's placement it read is remembered, and the
+        # readers it logged are logged)
+        if fits_as_asked is None or not self.reuse_quota_check:
+            quota_ok = state.quota_fits(q, req, job=job)
+        else:
+            quota_ok = fits_as_asked
         # a preemptor whose earlier victims are still leaving: does it fit once they are gone?
         live = [v for v in e.live_victims if v not in self.chosen_victims]
         if live:
@@ -614,9 +646,8 @@ class _Cycle:
                 and not job.held_last_cycle  # a hold lasts the one cycle that computed it
             ):
                 self._hold_quota(e)
-            k = (q, req.resource)
-            reason = self._host_quota_reason(q, shown) or reasons.quota_reason(
-                state.quota, q, shown, self.held.get(k, 0), self.holders.get(k, ()), NEED_MARK
+            reason = self._host_quota_reason(q, shown) or self._quota_reason(
+                q, shown, e.job.request.total, self.version == version_before
             )
             if req.shared and state.cards is not None:
                 reason = replace(reason, message=reason.message + "; " + state.cards.quota_note(q, req))
@@ -648,6 +679,35 @@ class _Cycle:
                 readers = None if met is None else readers | met
         self._remember_failure(e, reason, readers)
         return Outcome.FAILED
+
+    memo_quota_reasons = True
+    """:meth:`_quota_reason` keeps its answers per (version, queue, resource, devices, devices asked); off only to check
+    that it changes no reason."""
+
+    def _quota_reason(self, q: str, req: JobRequest, asked: int, kept: bool) -> PendingReason:
+        """OVER_QUOTA/COHORT_EXHAUSTED for ``req`` of queue ``q`` (its need in the words
+        :data:`.groups.NEED_MARK` stands for), asked inside :meth:`_try`; ``kept``: the try changed nothing in
+        the cycle's copy (it took no hold), so its answer is kept and a kept one answers it. What it reads is
+        then fixed by the key it is kept under: the quota book is the cycle's copy at :attr:`version` with the
+        idle holds :meth:`_try` lifted for a job of ``q`` asking ``asked`` devices of ``req.resource`` (its
+        whole request: an elastic gang's reason is of its floor, ``req``; a search puts back what it takes
+        off), the held devices and their holders change only with the version, and the request is read for
+        its resource, total and need words only (a share and a one-gpu job of one queue get the same words;
+        a share's note is added after). A try that took a hold reads it unlifted: neither kept nor answered."""
+        k, need = (q, req.resource), NEED_MARK or reasons.needed(req)
+        if not kept:
+            return reasons.quota_reason(self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), need)
+        key = (self.version, q, req.resource, req.total, asked, need)
+        if self.memo_quota_reasons:
+            got = self._quota_reasons.get(key)
+            if got is not None:
+                return got
+        reason = reasons.quota_reason(self.state.quota, q, req, self.held.get(k, 0), self.holders.get(k, ()), need)
+        if self._quota_reasons_at != self.version:
+            self._quota_reasons.clear()
+            self._quota_reasons_at = self.version
+        self._quota_reasons[key] = reason
+        return reason
 
     def _host_quota_reason(self, q: str, req: JobRequest) -> PendingReason | None:
         """OVER_QUOTA/COHORT_EXHAUSTED naming ``cpu`` or ``memory`` when the job's devices fit its
@@ -697,6 +757,7 @@ class _Cycle:
         if held > 0:
             self._add_held(q, req.resource, held, f"job {e.job.id}, kept from borrowers this cycle only")
             self.idle_hold[(q, req.resource)] = held
+            self._holds_in.setdefault((req.resource, self._root(q)), []).append((q, req.resource))
             self.held_jobs.append(e.job.id)
 
     def _add_held(self, queue: str, res: str, n: int, holder: str) -> None:
@@ -985,7 +1046,8 @@ class _Group:
         entries: the jobs, in queue order.
         strict: a strict-fifo queue: offer the head only, block the rest when it fails.
         ptr: the next job to offer.
-        keys: ``(-priority, submit, seq)`` per job, for finding where the next group's job falls.
+        keys: ``(-priority, submit, seq)`` per job, for finding where the next group's job falls
+            (:meth:`order_keys`: made when first asked; most groups, a share class per user, never are).
         gid: position in the cycle's group list (the heap's last tie-break).
         pushed_at: cycle version when its heap key was computed (borrow test staleness).
         failed_at: cycle version at which its last evaluated job failed (-1: none).
@@ -999,9 +1061,16 @@ class _Group:
         self.entries = entries
         self.strict = strict
         self.ptr = 0
-        self.keys: list[tuple[int, float, int]] = []
+        self.keys: list[tuple[int, float, int]] | None = None
         self.gid = 0
         self.pushed_at = 0
         self.failed_at = -1
         self.reason: PendingReason | None = None
         self.shape: Hashable | None = None
+
+    def order_keys(self) -> list[tuple[int, float, int]]:
+        """:attr:`keys`, made on first use (the entries are fixed once the order phase starts)."""
+        keys = self.keys
+        if keys is None:
+            keys = self.keys = [(-x.job.priority, x.job.submit_time, x.job.seq) for x in self.entries]
+        return keys

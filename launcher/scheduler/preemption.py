@@ -290,6 +290,21 @@ def still_reclaimable(state: CycleState, victim: Candidate, res: str) -> bool:
     return True
 
 
+def usable(state: CycleState, c: Candidate, res: str, allow_borrow: bool) -> bool:
+    """Whether a greedy pass (borrowing allowed: ``allow_borrow``) may take candidate ``c`` now, for a
+    preemptor of resource ``res``: a job of its own queue always; a *nominal-only* one only in a pass
+    that must end within nominal; any other cross-queue one while :func:`still_reclaimable` (its queue,
+    or a cohort on its way, is not back within quota), for the host resource it was found for if any.
+    Every pass filters its candidates by this, in order, as each is reached (earlier victims change
+    what is still reclaimable)."""
+    kind = c.kind
+    if kind is Kind.SAME_QUEUE:
+        return True
+    if kind is Kind.NOMINAL_ONLY and allow_borrow:
+        return False
+    return still_reclaimable(state, c, c.res or res)
+
+
 def find_victims(
     state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str]
 ) -> tuple[list[str], RawPlacement] | None:
@@ -421,9 +436,7 @@ def _share_pass_fails(
     quota_fit = False  # the last state fits the quota
     try:
         for c in cands:
-            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
-                continue
-            if c.cross and not still_reclaimable(state, c, c.res or res):
+            if not usable(state, c, res, allow_borrow):
                 continue
             v = c.job
             own = v.request.shared and v.queue == q  # may raise the preemptor's charge
@@ -491,9 +504,7 @@ def _whole_pass_fails(
     victims: list[str] = []
     try:
         for c in cands:
-            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
-                continue
-            if c.cross and not still_reclaimable(state, c, c.res or res):
+            if not usable(state, c, res, allow_borrow):
                 continue
             victims.append(c.job.id)
             if quiet is not None and c.job.request.shared:
@@ -540,9 +551,7 @@ def _whole_pass_fails_per_card(
     walked = False
     try:
         for c in cands:
-            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
-                continue
-            if c.cross and not still_reclaimable(state, c, c.res or res):
+            if not usable(state, c, res, allow_borrow):
                 continue
             walked = True
             v = c.job
@@ -594,10 +603,8 @@ def _greedy_pass(
         quiet = QuietLeaves(state.cards)
     try:
         for c in cands:
-            if c.kind is Kind.NOMINAL_ONLY and allow_borrow:
+            if not usable(state, c, res, allow_borrow):
                 continue
-            if c.cross and not still_reclaimable(state, c, c.res or res):
-                continue  # that queue (or a cohort on its way) is back within quota: no longer a target
             victims.append(c.job.id)
             if quiet is not None and c.job.request.shared:
                 delta = quiet.hold(c.job)

@@ -195,6 +195,7 @@ class ShareBook:
         self._trusts: dict[tuple[Signature, str, str, str], bool] = {}  # the trust rule is fixed for a cycle
         self._allows: dict[tuple[int, str], bool] = {}
         self._whole: dict[tuple[str, str | None], tuple[int, int]] = {}  # free whole cards allowing a mode
+        self._notes: dict[tuple[str, int, int, int, int, int, int], str] = {}  # quota_note's answers
 
     def units(self, req: JobRequest) -> int:
         """The part of one card ``req`` takes, in units (its quota charge before rounding)."""
@@ -389,11 +390,19 @@ class ShareBook:
         m = self.mixed.get(queue, 0)
         return self._whole_gpus(m + self.units(req)) - self._whole_gpus(m)
 
+    place_unmixed = False
+    """On only to check that :meth:`lowered` answering None at once where no queue shares cards with
+    another changes no decision (it then places the share as where queues do)."""
+
     def lowered(self, queue: str, req: JobRequest, user: str | None) -> tuple[str, int] | None:
         """Where share ``req`` of ``queue`` by ``user`` would join a card another queue holds alone
         (where :meth:`place` puts it now; ``user`` None as in :meth:`charge`): that queue and the whole
         GPUs its charge changes by, when they are fewer (its card becomes mixed: its units there join
-        its rounded-up sum on mixed cards); else None."""
+        its rounded-up sum on mixed cards); else None. Without ``share_with`` on any queue
+        (:attr:`mixing` False) a share joins only cards of its own queue: None without placing it
+        (:attr:`place_unmixed` off: placed all the same)."""
+        if not self.mixing and not self.place_unmixed:
+            return None
         raw = self.place(req, None if user is None else queue, user or "")
         if raw is None:
             return None
@@ -439,7 +448,29 @@ class ShareBook:
         self._placed = (key, raw, self.trust_reads - reads, len(self._placed_users))
         return raw
 
+    memo_quota_notes = True
+    """:meth:`quota_note` keeps its answers per what it reads (the queue's cards held alone, units on mixed
+    cards and units in use, and the share asked); off only to check that it changes no reason."""
+
     def quota_note(self, queue: str, req: JobRequest) -> str:
+        """:meth:`_quota_note`, kept per what it reads: a cycle's failed shares of one queue mostly ask alike."""
+        key = (
+            queue,
+            self.alone.get(queue, 0),
+            self.mixed.get(queue, 0),
+            self.queue_use.get(queue, 0),
+            req.shards,
+            req.mps,
+            req.gpu_mem,
+        )
+        if self.memo_quota_notes:
+            got = self._notes.get(key)
+            if got is not None:
+                return got
+        note = self._notes[key] = self._quota_note(queue, req)
+        return note
+
+    def _quota_note(self, queue: str, req: JobRequest) -> str:
         """For a quota reason, what share ``req`` is and what ``queue``'s shares are charged and why:
         ``"the job is 1 shard of a gpu (1/4 gpu); team's shares are charged 3 gpu: 3 cards held alone
         by team's shares: 3 gpu (they use 3/4 gpu; a card a queue's shares hold alone counts whole:
