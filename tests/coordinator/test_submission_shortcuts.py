@@ -10,6 +10,7 @@ import pytest
 from labgang.launcher.config.cluster import QueueConfig, parse_config
 from labgang.launcher.coordinator.errors import BadRequest
 from labgang.launcher.coordinator.requests import Caller, build_spec
+from labgang.launcher.model import QueueSpec
 
 ALICE = Caller(uid=1000, user="alice")
 CONFIG = parse_config(
@@ -48,7 +49,12 @@ def test_a_one_group_job_with_policies_it_can_follow_is_accepted() -> None:
 def test_a_request_for_no_share_converts_no_queue_and_a_share_is_judged_by_its_queue(monkeypatch) -> None:
     converted: list[str] = []
     to_spec = QueueConfig.to_spec
-    monkeypatch.setattr(QueueConfig, "to_spec", lambda self: converted.append(self.name) or to_spec(self))
+
+    def counted(self: QueueConfig) -> QueueSpec:
+        converted.append(self.name)
+        return to_spec(self)
+
+    monkeypatch.setattr(QueueConfig, "to_spec", counted)
     build_spec({"argv": ["train"], "queue": "default"}, ALICE, CONFIG)
     assert converted == []
     with pytest.raises(BadRequest, match="share_gpus = 'none'"):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from labgang.launcher.coordinator.core import Coordinator
 from labgang.launcher.coordinator.store import Store
+from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.model import JobState
 from lifecycle_driver import Clock, advance, clock_of, make_coord, start, submit
 
@@ -23,7 +24,12 @@ def count_walks(coord: Coordinator, monkeypatch: pytest.MonkeyPatch) -> list[int
     """Count the calls of the model's ``active()`` (each one walks every job)."""
     walks: list[int] = []
     active = coord.model.active
-    monkeypatch.setattr(coord.model, "active", lambda: walks.append(1) or active())
+
+    def counted() -> list[JobRecord]:
+        walks.append(1)
+        return active()
+
+    monkeypatch.setattr(coord.model, "active", counted)
     return walks
 
 

@@ -43,7 +43,7 @@ def test_a_plain_gang_row_has_every_field_but_the_defaults_in_field_order_and_re
     spec = busy_spec()
     row = spec.to_dict()
     assert list(row) == [f.name for f in dataclasses.fields(JobSpec) if f.name not in NOT_IN_A_PLAIN_ROW]
-    assert row["array"] == dataclasses.asdict(spec.array) and row["mail_type"] == ["END"]
+    assert spec.array is not None and row["array"] == dataclasses.asdict(spec.array) and row["mail_type"] == ["END"]
     assert JobSpec.from_dict(json.loads(json.dumps(row))) == spec
 
 

@@ -252,10 +252,16 @@ async def test_the_hidden_graphs_tab_waits_and_draws_what_changed_once_shown(fac
         assert "gpu-a GPU 0" in drawn()
         await pilot.press("1")
         await pilot.pause()
+        assert isinstance(app.source, CoordinatorSource)
         app.source.series_wanted = True  # fetched on every refresh: showing the tab again asks for no new one
         refreshes: list[dict] = []
         refresh = view.refresh
-        monkeypatch.setattr(view, "refresh", lambda *a, **kw: refreshes.append(kw) or refresh(*a, **kw))
+
+        def counted(**kw: bool) -> object:
+            refreshes.append(kw)
+            return refresh(**kw)
+
+        monkeypatch.setattr(view, "refresh", counted)
         app.request_refresh()
         await app.workers.wait_for_complete()
         await pilot.pause()
