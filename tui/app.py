@@ -264,10 +264,13 @@ class LabgangTop(App[None]):
     # -- actions -----------------------------------------------------------------------
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """Hidden tables skip refills; bring the one just shown up to date. The graphs' samples are
-        fetched only while their tab is shown (``CoordinatorSource.series_wanted``): fetch them now."""
+        """Hidden tables and graphs skip refills; bring the ones just shown up to date. The graphs'
+        samples are fetched only while their tab is shown (``CoordinatorSource.series_wanted``):
+        fetch them now."""
         for table in event.pane.query(RowsTable):
             table.show_pending()
+        for view in event.pane.query(GraphsView):
+            view.show_pending()
         graphs = event.pane.id == "graphs"
         if hasattr(self.source, "series_wanted") and self.source.series_wanted != graphs:
             self.source.series_wanted = graphs

@@ -24,7 +24,12 @@ def dumps(value: Any) -> str:
         ValueError: ``value`` holds ``inf``, ``-inf`` or ``nan`` (never sent as ``Infinity``).
         TypeError: a value JSON cannot represent.
     """
-    return json.dumps(value, allow_nan=False)
+    return _STRICT.encode(value)
+
+
+_STRICT = json.JSONEncoder(allow_nan=False)
+"""What ``json.dumps(value, allow_nan=False)`` builds on every call, built once (it keeps no state
+between calls: every ``encode`` makes its own C encoder)."""
 
 
 def _depth(text: str | bytes) -> int:

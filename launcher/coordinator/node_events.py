@@ -235,12 +235,13 @@ class NodeEvents:
             silent = now - conn.last_seen
             if not conn.lost and silent > timeout:
                 self.mark_node_lost(conn, lease_expired(conn.connected, silent, timeout))
+        holders = self._model.active()  # one walk of every job serves both checks (ev.Tick.holders)
         if now - self._started_at > timeout:
             # Nodes that held ranks before a coordinator restart and never came back.
-            for job in self._model.active():
+            for job in holders:
                 for rank in list(job.ranks.values()):
                     if rank.node not in self._agents.nodes and not rank.ended:
                         conn = self._agents.attach(rank.node)
                         conn.heard(self._started_at)  # its lease runs from the restart
                         self.mark_node_lost(conn, f"did not reconnect within {timeout:g} s of a restart")
-        self._shell.apply(ev.Tick(now, self._started_at, self._connected()))
+        self._shell.apply(ev.Tick(now, self._started_at, self._connected(), holders))

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from labgang.agent.supervisor.spec import group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
-from labgang.launcher.config.cluster import ClusterConfig
+from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
 from labgang.launcher.config.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.config.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
@@ -30,7 +30,7 @@ from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, def
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import DEFAULT_UMASK, BadSignal, JobRecord, JobSpec, parse_warning
-from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, QueueSpec, mig_resource
+from labgang.launcher.model import CPU_BIND, GPU, MIG_PROFILE_RE, TOPOLOGY_LEVELS, mig_resource
 from labgang.launcher.output_pattern import check_pattern
 from labgang.launcher.scheduler.shares import share_refusal
 from labgang.launcher.share_request import MAX_SHARDS, share_problem
@@ -394,7 +394,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         raise BadRequest(
             "mem and mem_per_gpu: give one of them (memory per node, or per GPU), not both", field="mem_per_gpu"
         )
-    _check_share(req, config, queue.to_spec())
+    _check_share(req, config, queue)
     if req.cpu_bind not in (None, *CPU_BIND):
         raise BadRequest(
             f"cpu_bind {req.cpu_bind!r}; allowed: {', '.join(CPU_BIND)}", field="cpu_bind", allowed=list(CPU_BIND)
@@ -430,7 +430,7 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
         except ValueError:
             raise BadRequest("stdin: must be base64 (rank 0's standard input)", field="stdin") from None
     try:
-        mail_type = parse_mail_types(req.mail_type or ())
+        mail_type = parse_mail_types(req.mail_type) if req.mail_type else ()
     except BadMailType as exc:
         raise BadRequest(str(exc), field="mail_type", allowed=list(ALLOWED_MAIL_TYPES)) from None
     if req.mail_user is not None and (not req.mail_user.strip() or control_characters(req.mail_user)):
@@ -496,19 +496,23 @@ def build_spec(body: Any, caller: Caller, config: ClusterConfig) -> JobSpec:
 
 def _check_group_policy(spec: JobSpec) -> None:
     """Refuse lifecycle policies the job's groups cannot honour (``lifecycle/group_policy.py``).
+    A plain gang's policies (the defaults) suit every job: they are not checked again.
 
     Raises:
         BadRequest: naming the field (``success_policy``...) and its allowed values.
     """
+    if spec.plain_policy:
+        return
     try:
         check_policy(spec.group_policy, [g.name for g in spec.group_specs()])
     except BadGroupPolicy as exc:
         raise BadRequest(str(exc), field=exc.field) from None
 
 
-def _check_share(req: SubmitBody, config: ClusterConfig, queue: QueueSpec) -> None:
+def _check_share(req: SubmitBody, config: ClusterConfig, queue: QueueConfig) -> None:
     """A share of one GPU (``shards``/``mps``/``gpu_mem``): well formed, and one the cluster's
-    ``[sharing]`` and the queue's ``share_gpus`` allow (docs/sharing.md).
+    ``[sharing]`` and the queue's ``share_gpus`` allow (docs/sharing.md). A request for no share
+    (neither ``shards`` nor ``mps``) needs neither table: they are converted only for a share.
 
     Raises:
         BadRequest: one line naming the field and what is allowed.
@@ -518,11 +522,13 @@ def _check_share(req: SubmitBody, config: ClusterConfig, queue: QueueSpec) -> No
         raise BadRequest(f"{key}: not for a job of groups; a share is one GPU for a job of one rank", field=key)
     if req.gpu_mem and not (req.shards or req.mps):
         raise BadRequest("gpu_mem: a device-memory budget goes with a share of a gpu (shards or mps)", field="gpu_mem")
+    if not (req.shards or req.mps):
+        return  # share_problem and share_refusal find nothing to refuse in a request for no share
     problem = share_problem(
         req.shards, req.mps, req.workers, req.gpus_per_worker or 1, req.mig, exclusive=req.exclusive
     )
     if problem is None:
-        problem = share_refusal(config.gpu_sharing(), queue, req.shards, req.mps)
+        problem = share_refusal(config.gpu_sharing(), queue.to_spec(), req.shards, req.mps)
     if problem is not None:
         raise BadRequest(problem, field="mps" if req.mps and not req.shards else "shards")
 

@@ -7,6 +7,7 @@ agent messages, scheduling cycles, timers) into these.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from labgang.launcher.lifecycle.dependency import Target
@@ -219,11 +220,18 @@ class Tick:
     Attributes:
         started_at: when the driver started (a startup timeout counts from the later of the
             admission and this). connected: nodes connected now (named in a timeout's reason).
+        holders: the model's ``active()`` as the driver listed it for this tick's own checks
+            (the coordinator walks the holders for ranks on nodes gone since a restart), so that
+            the model does not walk every job again; None: the model lists them. A list made
+            before the events the driver applied since is fine: those can end a job's holding
+            (a node lost) but never begin one (only a cycle admits), and the model judges each
+            listed job by its state now.
     """
 
     now: float
     started_at: float
     connected: frozenset[str]
+    holders: Sequence[JobRecord] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -597,7 +597,8 @@ class Lifecycle:
     def _tick(self, e: ev.Tick) -> None:
         now = e.now
         self._fences.expire_all(self.active)
-        for job in self.active():
+        # the driver's list when it gave one (an idle coordinator ticks twice a second over every job)
+        for job in self.active() if e.holders is None else e.holders:
             st, spec = job.status, job.spec
             if (
                 st.state == JobState.ADMITTED

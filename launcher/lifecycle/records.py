@@ -169,6 +169,14 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
         has no ``groups``/``colocate`` keys: its row is what it was before groups existed."""
+        if not self.groups and not self.attached and self.plain_policy and self.startup_order == ():
+            # every submission's row (a plain gang): the same keys in the same order, read from
+            # the instance dict, without a getattr each and the deletions of the general case below
+            fields = self.__dict__
+            out = {name: fields[name] for name in _PLAIN_ROW_FIELDS}
+            out["array"] = None if self.array is None else asdict(self.array)
+            out["mail_type"] = list(self.mail_type)
+            return out
         out = {name: getattr(self, name) for name in _SPEC_FIELDS}
         out["array"] = None if self.array is None else asdict(self.array)
         out["mail_type"] = list(self.mail_type)
@@ -313,6 +321,10 @@ _POLICY_DEFAULTS: dict[str, Any] = {
     "startup_order": (),
 }
 """The lifecycle policies of a job of groups at their defaults: not written to the spec row."""
+_PLAIN_ROW_FIELDS = tuple(
+    name for name in _SPEC_FIELDS if name not in ("groups", "colocate", "attached", *_POLICY_DEFAULTS)
+)
+"""The keys of a plain gang's spec row (:meth:`JobSpec.to_dict`), in field order."""
 
 
 @dataclass
@@ -409,12 +421,13 @@ class JobStatus(CountsChanges):
 
     def to_json(self) -> str:
         """The status as compact JSON (what the ``jobs.status`` column holds)."""
-        d = {name: getattr(self, name) for name in _STATUS_FIELDS}
+        fields = self.__dict__  # a dataclass's fields are plain entries there: no getattr each
+        d = {name: fields[name] for name in _STATUS_FIELDS}
         d["state"] = self.state.value
         d["end_intent"] = None if self.end_intent is None else self.end_intent.value
         d["nominated"] = list(self.nominated)
         d["no_preemption"] = None if self.no_preemption is None else self.no_preemption.facts()
-        return json.dumps(d, separators=(",", ":"))
+        return _COMPACT_JSON.encode(d)  # json.dumps(d, separators=(",", ":")) without a new encoder each time
 
     @classmethod
     def from_json(cls, text: str) -> JobStatus:
@@ -436,6 +449,8 @@ class JobStatus(CountsChanges):
 
 
 _STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(..., separators=(",", ":"))``'s encoder, made once (``dumps`` makes one a call)."""
 
 _SUBMITTED: dict[str, Any] = dict(vars(JobStatus(state=JobState.PENDING, submit_time=0.0, pending_since=0.0)))
 """The instance dict (fields and ``changes``, in the order the dataclass build writes them) of a

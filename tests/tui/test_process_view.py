@@ -234,3 +234,44 @@ def test_mps_clients_are_rows_of_their_own_next_to_their_server() -> None:
     rows = {r.cells[2]: r for r in process_rows(state_of(SeriesClient(nodes, jobs, queues, user="alice")))}
     assert rows["3001"].cells[:6] == ("gpu-a", "1", "3001", "alice", "j-101 r1", "5.0G")
     assert rows["3001"].kind == "labgang" and rows["3000"].kind == "foreign"
+
+
+async def test_the_hidden_graphs_tab_waits_and_draws_what_changed_once_shown(facts_client, monkeypatch) -> None:
+    """While another tab is shown a new state or filter only marks the graphs stale (no layout refresh
+    of the screen each refresh of ``top``); shown again, they draw the latest, not what they drew last."""
+    app = make_app(CoordinatorSource(facts_client, clock=lambda: NOW), refresh_s=3600, user="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("5")
+        await pilot.pause()
+        view = app.query_one(GraphsView)
+
+        def drawn() -> str:
+            return "\n".join(strip.text for strip in view.render_lines(view.region.reset_offset))
+
+        assert "gpu-a GPU 0" in drawn()
+        await pilot.press("1")
+        await pilot.pause()
+        assert isinstance(app.source, CoordinatorSource)
+        app.source.series_wanted = True  # fetched on every refresh: showing the tab again asks for no new one
+        refreshes: list[dict] = []
+        refresh = view.refresh
+
+        def counted(**kw: bool) -> object:
+            refreshes.append(kw)
+            return refresh(**kw)
+
+        monkeypatch.setattr(view, "refresh", counted)
+        app.request_refresh()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        app.filters = Filters(node="gpu-b")  # gpu-a's graphs go
+        await pilot.pause()
+        assert refreshes and not any(kw.get("layout") for kw in refreshes)  # the reactives' own repaints only
+        calls = len(facts_client.calls)
+        await pilot.press("5")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        assert len(facts_client.calls) == calls  # no new fetch: what is drawn now is the stale mark's doing
+        assert {"layout": True} in refreshes
+        assert "gpu-a GPU 0" not in drawn()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from labgang.tui.graphs import LABEL_CHARS, graph_blocks
 from labgang.tui.state import ClusterState, Filters
+from labgang.tui.widgets.shown import is_hidden
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -14,16 +15,36 @@ VALUE_CHARS = 8
 
 
 class GraphsView(Static):
-    """Bound to the App's ``state`` and ``filters``; redraws on each refresh and on resize."""
+    """Bound to the App's ``state`` and ``filters``; redraws on each refresh and on resize while
+    its tab is shown. While it is hidden a new state only marks it stale (a layout refresh of the
+    screen at every refresh of ``top``, for nothing on it): :meth:`show_pending` redraws it when
+    its tab is shown again."""
 
     state: reactive[ClusterState | None] = reactive(None, always_update=True)
     filters: reactive[Filters] = reactive(Filters())
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._stale = False
+
     def watch_state(self) -> None:
-        self.refresh(layout=True)  # the number of lines changes with the devices and jobs shown
+        self._redraw()
 
     def watch_filters(self) -> None:
-        self.refresh(layout=True)
+        self._redraw()
+
+    def _redraw(self) -> None:
+        if is_hidden(self):
+            self._stale = True
+            return
+        self._stale = False
+        self.refresh(layout=True)  # the number of lines changes with the devices and jobs shown
+
+    def show_pending(self) -> None:
+        """Draw what arrived while the tab was hidden (call when its tab is activated)."""
+        if self._stale:
+            self._stale = False
+            self.refresh(layout=True)
 
     def render(self) -> Text:
         if self.state is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from labgang.tui.state import ClusterState, Filters
+from labgang.tui.widgets.shown import is_hidden
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
@@ -64,7 +65,7 @@ class RowsTable(DataTable):
     @property
     def hidden(self) -> bool:
         """True when this table or a container of it is not displayed (an inactive tab)."""
-        return any(not node.display for node in self.ancestors_with_self if hasattr(node, "display"))
+        return is_hidden(self)
 
     def show_pending(self) -> None:
         """Catch up with data that arrived while the table was hidden (call when its tab is activated)."""
