@@ -11,24 +11,41 @@ import subprocess
 import sys
 import termios
 import time
+from typing import Any
 
 from up_harness import REPO, Up
 
 
 class Terminal:
-    """`labgang run --pty ARGS` on a pseudo-terminal of ROWS x COLS; what it printed so far."""
+    """`labgang run --pty ARGS` on a pseudo-terminal of ROWS x COLS; what it printed so far.
 
-    def __init__(self, up: Up, *args: str, rows: int = 33, cols: int = 101) -> None:
+    By default run as this test's user with ``up``'s environment from the repository; ``python``,
+    ``cwd``, ``env`` and Popen's ``user``/``group``/``extra_groups`` (``popen``) start it otherwise
+    (as another Unix user: tests/cli/test_pty_real_user.py).
+    """
+
+    def __init__(
+        self,
+        up: Up,
+        *args: str,
+        rows: int = 33,
+        cols: int = 101,
+        python: str | os.PathLike[str] = sys.executable,
+        cwd: str | os.PathLike[str] = REPO,
+        env: dict[str, str] | None = None,
+        **popen: Any,
+    ) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labgang.launcher", "run", "--pty", *args],
+            [str(python), "-m", "labgang.launcher", "run", "--pty", *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            cwd=REPO,
-            env=up.env,
+            cwd=cwd,
+            env=up.env if env is None else env,
             start_new_session=True,
+            **popen,
         )
         os.close(slave)
         self.seen = b""

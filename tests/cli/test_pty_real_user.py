@@ -5,19 +5,15 @@ exit status is run's. Another user cannot type into it."""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import select
 import shutil
-import struct
-import subprocess
 import tempfile
-import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pty_terminal import Terminal
 from up_harness import Up
 
 pytestmark = pytest.mark.slow
@@ -37,59 +33,25 @@ def lab(lab_users) -> Iterator[tuple[Up, list]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-class UserTerminal:
+def user_terminal(up: Up, shell, *args: str, rows: int = 27, cols: int = 93) -> Terminal:
     """`labgang run --pty ARGS` started as ``shell``'s user on a pseudo-terminal of ROWS x COLS."""
-
-    def __init__(self, up: Up, shell, *args: str, rows: int = 27, cols: int = 93) -> None:
-        self.master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.proc = subprocess.Popen(
-            [str(shell.python), "-m", "labgang.launcher", "run", "--pty", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=shell.user.home,
-            env=shell.env({"LABGANG_STATE_DIR": str(up.state_dir)}),
-            user=shell.user.uid,
-            group=shell.user.gid,
-            extra_groups=os.getgrouplist(shell.user.name, shell.user.gid),
-            start_new_session=True,
-        )
-        os.close(slave)
-        self.seen = b""
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def read_until(self, wanted: bytes, timeout: float = 60.0) -> bytes:
-        deadline = time.monotonic() + timeout
-        while wanted not in self.seen:
-            assert time.monotonic() < deadline, f"never saw {wanted!r}; saw {self.seen!r}"
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if ready:
-                try:
-                    self.seen += os.read(self.master, 65536)
-                except OSError:
-                    break
-        return self.seen
-
-    def finish(self, timeout: float = 60.0) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            assert time.monotonic() < deadline, f"labgang run --pty did not end; saw {self.seen!r}"
-            ready, _, _ = select.select([self.master], [], [], 0.05)
-            if ready:
-                try:
-                    self.seen += os.read(self.master, 65536)
-                except OSError:
-                    pass
-        os.close(self.master)
-        return self.proc.returncode
+    return Terminal(
+        up,
+        *args,
+        rows=rows,
+        cols=cols,
+        python=shell.python,
+        cwd=shell.user.home,
+        env=shell.env({"LABGANG_STATE_DIR": str(up.state_dir)}),
+        user=shell.user.uid,
+        group=shell.user.gid,
+        extra_groups=os.getgrouplist(shell.user.name, shell.user.gid),
+    )
 
 
 def test_an_ordinary_users_interactive_shell_runs_as_them_on_their_own_terminal(lab) -> None:
     up, (lab1, lab2) = lab
-    term = UserTerminal(up, lab1, "--", "sh")
+    term = user_terminal(up, lab1, "--", "sh")
     term.type('echo "who=$(id -un) uid=$(id -u)"; stty size; ls -l "$(tty)"; echo "job=$LABGANG_JOB_ID end$((6*7))"\n')
     out = term.read_until(b" end42").decode(errors="replace")  # the output, not the echo of the typed line
     assert f"who={lab1.user.name} uid={lab1.user.uid}" in out  # the rank is the user, not root
