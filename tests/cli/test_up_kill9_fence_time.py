@@ -10,17 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from up_harness import Up
+from up_harness import Up, alive
 
 FENCE_WAIT_S = 90.0  # the lease is 24 s; a loaded machine may take longer to notice
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except OSError:
-        return False
 
 
 def test_a_killed_labgang_ups_ranks_are_fenced_and_dated_then() -> None:

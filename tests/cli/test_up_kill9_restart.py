@@ -20,15 +20,7 @@ from pathlib import Path
 import pytest
 from labgang.launcher.cli.follow import labgang_stopped
 from pty_terminal import Terminal
-from up_harness import REPO, WAIT_S, Up
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except OSError:
-        return False
+from up_harness import REPO, WAIT_S, Up, alive
 
 
 def wait_for(what: str, predicate, timeout: float = WAIT_S) -> None:

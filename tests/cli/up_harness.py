@@ -127,6 +127,15 @@ class Up:
         return self.proc.returncode
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and is neither a zombie nor dead (``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
 def running_up(prefix: str, config: str | None = None) -> Iterator[Up]:
     """A module fixture's body: ``labgang up --simulate`` (8×H100) in a fresh ``/tmp/<prefix>…``
     state dir, yielded running; stopped after, and the stop must exit 0 (every job stopped in order).
