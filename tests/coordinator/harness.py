@@ -218,6 +218,15 @@ class Cluster:
             check=False,
         )
 
+    def cli_ok(self, *args: str) -> str:
+        """``labgang ARGS`` as :meth:`cli` runs it, asserted to exit 0; its stdout.
+
+        Raises AssertionError (with the command's stderr) on any other exit status.
+        """
+        proc = self.cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
     def wait_state(self, job_id: str, states: set[str] | str, timeout: float = 15.0) -> dict[str, Any]:
         wanted = {states} if isinstance(states, str) else states
         return wait_for(

@@ -5,8 +5,6 @@ simulated 4-GPU node, two teams in one cohort."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from harness import Cluster, rank_script, wait_for
@@ -29,19 +27,6 @@ RULE = (
     "by borrowing; a job that would borrow may preempt only when its queue's borrow_within_cohort allows it, "
     "and team-a's is never (docs/queue-semantics.md §A3.1)."
 )
-
-
-def explain(cluster: Cluster, *args: str) -> str:
-    """``labgang explain ARGS`` against the cluster's coordinator; its stdout."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", "explain", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def pending_with(cluster: Cluster, job_id: str, code: str) -> None:
@@ -70,9 +55,9 @@ def test_explain_says_a_job_that_would_borrow_may_not_preempt_and_a_job_within_n
         cluster.wait_state(a0["id"], "running", timeout=20)
         a1 = cluster.submit(hold, queue="team-a", gpus_per_worker=4, priority=10)
         pending_with(cluster, a1["id"], "cohort_exhausted")
-        text = explain(cluster, a1["id"])
+        text = cluster.cli_ok("explain", a1["id"])
         assert RULE in text.splitlines(), text
-        data = json.loads(explain(cluster, a1["id"], "--json"))
+        data = json.loads(cluster.cli_ok("explain", a1["id"], "--json"))
         assert data["no_preemption"] == {
             "code": "would_borrow",
             "queue": "team-a",
@@ -95,11 +80,11 @@ def test_explain_says_a_job_that_would_borrow_may_not_preempt_and_a_job_within_n
         cluster.wait_state(b1["id"], "running", timeout=20)
         a2 = cluster.submit(hold, queue="team-a", gpus_per_worker=2, priority=0)
         pending_with(cluster, a2["id"], "cohort_exhausted")
-        text = explain(cluster, a2["id"])
+        text = cluster.cli_ok("explain", a2["id"])
         assert f"job {a2['id']} (1 x 2 gpu) in queue team-a is pending." in text
         assert "It waits: cohort lab has 0 of 4 lendable gpu unused" in text
         assert "preemption" not in text.lower(), text
-        data = json.loads(explain(cluster, a2["id"], "--json"))
+        data = json.loads(cluster.cli_ok("explain", a2["id"], "--json"))
         assert data["no_preemption"] is None and "no_preemption" not in data["job"]["reason"]
         (cluster.base / "stop").write_text("go")
         for job in (a0, b1):

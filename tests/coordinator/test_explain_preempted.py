@@ -5,24 +5,9 @@ grammar ("is pending", "has succeeded"). A coordinator and one agent on a simula
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from harness import Cluster, rank_script, wait_for
-
-
-def explain(cluster: Cluster, *args: str) -> str:
-    """``labgang explain ARGS`` against the cluster's coordinator; its stdout."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", "explain", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 @pytest.mark.slow
@@ -49,20 +34,20 @@ def test_a_preempted_job_is_explained_with_one_preemption_sentence_and_its_state
         history = [h for h in cluster.job(low["id"])["history"] if "preempted by job" in h["message"]]
         assert [h["event"] for h in history] == ["stopping", "requeued"]  # the two lines explain merges
 
-        text = explain(cluster, low["id"])
+        text = cluster.cli_ok("explain", low["id"])
         lines = text.splitlines()
         assert lines[0] == f"job {low['id']} (1 x 4 gpu) in queue default is pending.", text
         said = [line for line in lines if "preempted by job" in line]
         assert len(said) == 1, text
         reason = history[0]["message"].rpartition("; ")[0]
         assert said[0] == f"It was {reason}; every rank was stopped and it went back to its queue as restart 1.", text
-        data = json.loads(explain(cluster, low["id"], "--json"))
+        data = json.loads(cluster.cli_ok("explain", low["id"], "--json"))
         assert data["sentences"] == lines
 
         (cluster.base / "stop").write_text("go")
         cluster.wait_state(high["id"], "succeeded", timeout=30)
         cluster.wait_state(low["id"], "succeeded", timeout=30)
-        lines = explain(cluster, low["id"]).splitlines()
+        lines = cluster.cli_ok("explain", low["id"]).splitlines()
         assert lines[0] == f"job {low['id']} (1 x 4 gpu) in queue default has succeeded.", lines
         assert len([line for line in lines if "preempted by job" in line]) == 1, lines
     finally:

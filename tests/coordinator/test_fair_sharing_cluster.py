@@ -4,8 +4,6 @@ two teams in one cohort, and the persistence of admission fair sharing's usage h
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,19 +30,6 @@ name = "team-c"
 cohort = "lab"
 nominal = { gpu = 4 }
 """
-
-
-def explain(cluster: Cluster, *args: str) -> str:
-    """``labgang explain ARGS`` against the cluster's coordinator; its stdout."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", "explain", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def hold_until(marker: str) -> list[str]:
@@ -79,14 +64,14 @@ def test_two_teams_lower_share_wins_the_freed_gpus() -> None:
         cluster.wait_state(b1["id"], "running", timeout=20)
         assert cluster.job(a1["id"])["state"] == "pending"
         # explain, with the numbers: both teams borrow 2 of the 8 GPUs the cohort could reach
-        queue_text = explain(cluster, "team-a")
+        queue_text = cluster.cli_ok("explain", "team-a")
         assert "team-a uses gpu=4 of its nominal gpu=2." in queue_text
         assert "ratio 250.00 (x 1000), divided by its weight 1 gives its share 250.00" in queue_text
         assert "team-b 250.00 (weight 1)" in queue_text
-        job_text = explain(cluster, a1["id"])
+        job_text = cluster.cli_ok("explain", a1["id"])
         assert f"job {a1['id']} (1 x 2 gpu) in queue team-a is pending." in job_text
         assert f"starting job {a1['id']} would raise it to 500.00" in job_text
-        data = json.loads(explain(cluster, "team-b", "--json"))
+        data = json.loads(cluster.cli_ok("explain", "team-b", "--json"))
         assert data["queue"]["fair_share"] == 250.0 and data["queue"]["fair_share_basis"] == {"gpu": 8}
         (cluster.base / "stop-all").write_text("go")
         for job in (a0, b0, b1, a1):

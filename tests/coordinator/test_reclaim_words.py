@@ -6,9 +6,6 @@ A coordinator and one agent on a simulated 4-GPU node."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from harness import Cluster, rank_script, wait_for
 
@@ -24,19 +21,6 @@ cohort = "lab"
 nominal = { gpu = 3 }
 reclaim_within_cohort = "any"
 """
-
-
-def explain(cluster: Cluster, *args: str) -> str:
-    """``labgang explain ARGS`` against the cluster's coordinator; its stdout."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "labgang.launcher", "explain", *args, "--state-dir", str(cluster.coord_dir)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 @pytest.mark.slow
@@ -66,7 +50,7 @@ def test_a_reclaimed_borrower_and_its_reclaimer_say_it_was_a_reclaim() -> None:
             assert "preempted by job" not in h["message"], h
         preempting = [h["message"] for h in cluster.job(r)["history"] if h["event"] == "preempting"]
         assert preempting and f"job {b} (queue vision, priority 0; reclaimed: {why})" in preempting[0], preempting
-        lines = explain(cluster, b).splitlines()
+        lines = cluster.cli_ok("explain", b).splitlines()
         said = [line for line in lines if line.startswith("It was reclaimed by queue nlp")]
         assert len(said) == 1 and why in said[0], lines
         cluster.wait_state(r, "running", timeout=30)
