@@ -46,6 +46,16 @@ def _pids_on(nvml: SimulatedNvml, index: int) -> set[int]:
     return {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
 
 
+def _wait_for_exec(pid: int, gpu: str, deadline: float) -> None:
+    """Return once process ``pid``'s environment (``/proc/PID/environ``) says
+    ``CUDA_VISIBLE_DEVICES=gpu``: its new image is in place. AssertionError past ``deadline``
+    (``time.monotonic()`` seconds)."""
+    environ = Path(f"/proc/{pid}/environ")
+    while f"CUDA_VISIBLE_DEVICES={gpu}".encode() not in environ.read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline, f"process {pid} did not exec onto {gpu}"
+        time.sleep(0.02)
+
+
 def test_a_process_that_re_executes_itself_on_another_gpu_shows_there(tmp_path: Path, scoped) -> None:
     nvml, scope = scoped
     go = tmp_path / "go"
@@ -61,10 +71,7 @@ def test_a_process_that_re_executes_itself_on_another_gpu_shows_there(tmp_path: 
             time.sleep(0.05)
         assert proc.pid in _pids_on(nvml, 0) and proc.pid not in _pids_on(nvml, 3)
         go.write_text("")
-        environ = Path(f"/proc/{proc.pid}/environ")
-        while f"CUDA_VISIBLE_DEVICES={second}".encode() not in environ.read_bytes().split(b"\0"):
-            assert time.monotonic() < deadline, "the process did not re-execute itself"
-            time.sleep(0.02)
+        _wait_for_exec(proc.pid, second, deadline)
         nvml.nvmlDeviceGetCount()  # a new scan
         assert proc.pid in _pids_on(nvml, 3)
         assert proc.pid not in _pids_on(nvml, 0)
@@ -109,10 +116,7 @@ def test_a_child_scanned_before_its_exec_shows_on_its_gpu_after_it(tmp_path: Pat
         nvml.nvmlDeviceGetCount()  # a scan sees the parked child: on no device
         assert child.pid not in _pids_on(nvml, 2)
         go.write_text("")
-        environ = Path(f"/proc/{child.pid}/environ")
-        while f"CUDA_VISIBLE_DEVICES={gpu}".encode() not in environ.read_bytes().split(b"\0"):
-            assert time.monotonic() < deadline, "the child did not exec"
-            time.sleep(0.02)
+        _wait_for_exec(child.pid, gpu, deadline)
         nvml.nvmlDeviceGetCount()  # a new scan
         assert child.pid in _pids_on(nvml, 2)
     finally:
