@@ -31,6 +31,11 @@ SYSTEM_CONFIG_IN_VENV = os.path.join("etc", "labgang", "system.toml")
 SOCKET_NAME = "labgang.sock"
 DB_NAME = "labgang.db"
 AGENT_DIR_NAME = "agent"
+KEPT_JOBS_NAME = "up.kept"
+"""``<state_dir>/up.kept``: the ids (a JSON list) of the jobs an orderly stop left running
+(``labgang up --keep-jobs``), written before the socket file goes and removed by the next
+coordinator once it listens; ``labgang run`` reads it to wait for that start instead of saying
+its job was cancelled (``launcher/cli/follow.py``)."""
 
 
 def system_config_files() -> "list[str]":

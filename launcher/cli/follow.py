@@ -467,9 +467,10 @@ def follow_to_the_end(
 
     ``requeued``: the job was submitted to be requeued (``run --requeue``); without it a shutdown
     cancels the job, and that is what ``run`` says when labgang stops under it in order. When it goes
-    away without its orderly stop (``kill -9`` of ``labgang up``: the job's ranks run on), ``run`` says
-    so and waits up to :data:`RETURN_WAIT_S` for it to come back (a ``labgang up`` started again
-    re-adopts the ranks), then follows the same job on (:func:`await_return`).
+    away without its orderly stop (``kill -9`` of ``labgang up``: the job's ranks run on), or stops in
+    order leaving the job running (``labgang up --keep-jobs``, :func:`kept_jobs`), ``run`` says so and
+    waits up to :data:`RETURN_WAIT_S` for it to come back (a ``labgang up`` started again re-adopts the
+    ranks), then follows the same job on (:func:`await_return`).
 
     Raises:
         FollowStopped: a second interrupt (stop waiting), an interrupt while the coordinator is away,
@@ -493,15 +494,20 @@ def follow_to_the_end(
                 raise output_gone(client, job_id, out) from None
             except CoordinatorUnavailable:
                 client.close()  # a request may have been cut in half
-                if not went_away_unstopped(client.socket_path):
+                kept = job_id in kept_jobs(client.socket_path)
+                if not kept and not went_away_unstopped(client.socket_path):
                     # labgang stopped in order under us (`labgang down`, Ctrl-C on `labgang up`): the job
                     # is not lost; it is requeued or still recorded, and the next start shows what became of it.
                     raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
-                if away is None:  # killed (or crashed): the job may run on, for a `labgang up` started again
+                if away is None:  # killed (or crashed), or stopped with --keep-jobs: the job runs on
                     away = time.monotonic()
+                    gone = (
+                        f"labgang stopped and left job {job_id} running (--keep-jobs)"
+                        if kept
+                        else f"labgang went away without stopping (killed?) while following job {job_id}"
+                    )
                     print(
-                        f"labgang: labgang went away without stopping (killed?) while following job {job_id}; "
-                        f"waiting up to {RETURN_WAIT_S:g} s for it to come back",
+                        f"labgang: {gone}; waiting up to {RETURN_WAIT_S:g} s for it to come back",
                         file=err,
                         flush=True,
                     )
@@ -540,9 +546,27 @@ def went_away_unstopped(socket_path: Any) -> bool:
     return os.path.exists(socket_path) or starting_pid(socket_path) is not None
 
 
+def kept_jobs(socket_path: Any) -> frozenset[str]:
+    """The ids of the jobs the last orderly stop of the coordinator at ``socket_path`` left running
+    (``labgang up --keep-jobs``): ``up.kept`` beside the socket (:data:`~labgang.agent.paths.KEPT_JOBS_NAME`),
+    which the next coordinator removes once it listens. Empty when there is none, or it cannot be
+    read or parsed."""
+    import json
+
+    from labgang.agent.paths import KEPT_JOBS_NAME
+
+    try:
+        with open(os.path.join(os.path.dirname(os.fspath(socket_path)), KEPT_JOBS_NAME)) as marker:
+            ids = json.load(marker)
+    except (OSError, ValueError):
+        return frozenset()
+    return frozenset(str(i) for i in ids) if isinstance(ids, list) else frozenset()
+
+
 def await_return(client: Client, job_id: str, since: float, requeued: bool, err: TextIO) -> None:
     """Wait for the coordinator that went away (at ``time.monotonic()`` ``since``) without its orderly
-    stop to answer again, up to :data:`RETURN_WAIT_S`; say on ``err`` when it is back.
+    stop, or stopped leaving ``job_id`` running (:func:`kept_jobs`), to answer again, up to
+    :data:`RETURN_WAIT_S`; say on ``err`` when it is back.
 
     Raises:
         FollowStopped: it stopped in order meanwhile (its socket removed: what :func:`labgang_stopped`
@@ -556,13 +580,18 @@ def await_return(client: Client, job_id: str, since: float, requeued: bool, err:
         else:
             print(f"labgang: labgang is back; following job {job_id} again", file=err, flush=True)
             return
-        if not went_away_unstopped(client.socket_path):
+        kept = job_id in kept_jobs(client.socket_path)
+        if not kept and not went_away_unstopped(client.socket_path):
             raise FollowStopped(labgang_stopped(job_id, requeued), 1)
         if time.monotonic() - since > RETURN_WAIT_S:
+            fate = (
+                "it runs on, and the next `labgang up` re-adopts it"
+                if kept
+                else "its ranks run on only until their node's lease stops them"
+            )
             raise FollowStopped(
                 f"labgang went away while following job {job_id} and is not back after {RETURN_WAIT_S:g} s; "
-                f"its ranks run on only until their node's lease stops them "
-                f"(`labgang show {job_id}` once labgang is back)",
+                f"{fate} (`labgang show {job_id}` once labgang is back)",
                 1,
             )
         time.sleep(POLL_S)

@@ -11,6 +11,7 @@ optionally runs an in-process agent (``labgang up``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
@@ -243,6 +244,7 @@ async def serve(
     unix_site = GuardedUnixSite(runner, str(sock_path), guard=app[keys.GUARD])
     await unix_site.start()
     os.chmod(sock_path, 0o666)  # noqa: S103 - anyone may connect; who they are comes from SO_PEERCRED
+    _record_kept_jobs(directory, [])  # the jobs a `--keep-jobs` stop left are this coordinator's now
     host = tcp_host or config.tcp_host
     port = tcp_port if tcp_port is not None else config.tcp_port
     if port is None and local_agent is not None:
@@ -309,6 +311,7 @@ async def serve(
         failure = agent_task.exception() if agent_task is not None and not agent_task.cancelled() else None
         if failure is not None:
             raise failure  # e.g. NVML unavailable: the caller reports it
+        _record_kept_jobs(directory, summary["left_running"])  # before the socket file goes (below)
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
@@ -321,6 +324,24 @@ async def serve(
             pass
         await runner.cleanup()
     return summary
+
+
+def _record_kept_jobs(directory: Path, job_ids: list[str]) -> None:
+    """Write ``<directory>/up.kept`` (:data:`~labgang.agent.paths.KEPT_JOBS_NAME`): the ids of the
+    jobs an orderly stop leaves running, as a JSON list, readable where the socket is; with no ids,
+    remove it. A failure to write is logged, not raised: the stop goes on (``labgang run`` then says
+    what a stop without kept jobs says)."""
+    path = directory / paths.KEPT_JOBS_NAME
+    try:
+        if not job_ids:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(sorted(job_ids)))
+        tmp.chmod(0o644)
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("cannot record the jobs left running in %s: %s", path, exc)
 
 
 def _shutdown_summary(

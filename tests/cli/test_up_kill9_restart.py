@@ -1,6 +1,7 @@
 """A ``kill -9`` of ``labgang up`` followed by ``labgang up`` again: the new one re-adopts the ranks
-that ran on. ``labgang run`` waits for it and follows the same job on, where an orderly stop (which
-cancels a run job) still says so at once; and a job whose ranks ended while labgang was down is
+that ran on. ``labgang run`` waits for it and follows the same job on (as after an orderly stop of a
+``labgang up --keep-jobs``, which leaves the job running), where an orderly stop (which cancels a run
+job) still says so at once; and a job whose ranks ended while labgang was down is
 accounted until they ended, not until the restart (README: GPU-H and ELAPSED run from admission until
 the ranks were all gone)."""
 
@@ -144,6 +145,36 @@ def test_an_orderly_stop_under_run_still_says_it_cancels_the_job_without_waiting
         "as srun's is not",
     ), run.err
     assert not any("went away" in line for line in run.err), run.err
+
+
+def test_run_waits_for_labgang_up_stopped_with_keep_jobs_and_follows_its_job_on() -> None:
+    # an orderly stop that leaves the job running (--keep-jobs) is no cancel: run waits for the
+    # next start, which re-adopts the rank, instead of saying the shutdown cancelled its job
+    with tempfile.TemporaryDirectory(prefix="lgkeep", dir="/tmp") as d:
+        up = Up(Path(d), args=("--keep-jobs",))
+        go = up.state_dir / "go"
+        run = Run(up, "--", *gated(go, "before", "after"))
+        try:
+            job_id = run.job_id()
+            up.wait_state(job_id, {"running"})
+            assert up.stop() == 0, up.output()
+            wait_for(
+                "run to say it waits",
+                lambda: run.said(f"labgang stopped and left job {job_id} running (--keep-jobs)"),
+            )
+            assert json.loads((up.state_dir / "up.kept").read_text()) == [job_id]
+            up.start()
+            wait_for("run to follow again", lambda: run.said(f"labgang is back; following job {job_id} again"))
+            assert not (up.state_dir / "up.kept").exists()  # the new coordinator holds the job now
+            go.touch()
+            assert run.finish() == 0, run.err
+        finally:
+            if run.proc.poll() is None:
+                run.proc.kill()
+            if up.proc is not None and up.proc.poll() is None:
+                up.stop()
+    assert run.out == "before\nafter\n", run.out
+    assert not any("cancels it" in line or "went away" in line for line in run.err), run.err
 
 
 def test_a_job_that_ends_while_labgang_up_is_down_is_accounted_until_its_rank_ended(up: Up) -> None:
