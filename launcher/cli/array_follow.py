@@ -26,14 +26,24 @@ class ArrayFollower:
         array_id: the array (its tasks are ``ARRAY_ID_INDEX``).
         err: where one line per finished task goes (text), or None for silence.
         poll_s: seconds between polls of ``GET /v1/jobs``.
+        first: a task's JobView already known (the submission's answer), or None.
     """
 
-    def __init__(self, client: Client, array_id: str, err: TextIO | None, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        client: Client,
+        array_id: str,
+        err: TextIO | None,
+        poll_s: float = POLL_S,
+        first: dict[str, Any] | None = None,
+    ) -> None:
         self.client = client
         self.array_id = array_id
         self.err = err
         self.poll_s = poll_s
         self.tasks: dict[str, dict[str, Any]] = {}  # task id -> its last JobView
+        if first is not None:
+            self.tasks[str(first["id"])] = first
         self.done: set[str] = set()
 
     def _poll(self) -> None:
@@ -55,6 +65,10 @@ class ArrayFollower:
                     status = job.get("exit_status")
                     tail = f" (exit {status})" if isinstance(status, int) else ""
                     print(f"labgang: {task_id} {job['state']}{tail}", file=self.err, flush=True)
+
+    def task_ids(self) -> frozenset[str]:
+        """The ids of the array's tasks seen so far (``ARRAY_ID_INDEX``), the ``first`` given included."""
+        return frozenset(self.tasks)
 
     def follow(self) -> list[dict[str, Any]]:
         """Poll until every task has finished; return their final JobViews in index order."""

@@ -501,16 +501,7 @@ def follow_to_the_end(
                     raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
                 if away is None:  # killed (or crashed), or stopped with --keep-jobs: the job runs on
                     away = time.monotonic()
-                    gone = (
-                        f"labgang stopped and left job {job_id} running (--keep-jobs)"
-                        if kept
-                        else f"labgang went away without stopping (killed?) while following job {job_id}"
-                    )
-                    print(
-                        f"labgang: {gone}; waiting up to {RETURN_WAIT_S:g} s for it to come back",
-                        file=err,
-                        flush=True,
-                    )
+                    print(away_line(f"job {job_id}", kept), file=err, flush=True)
             except KeyboardInterrupt as exc:
                 client.close()  # a request may have been cut in half
                 what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
@@ -563,38 +554,62 @@ def kept_jobs(socket_path: Any) -> frozenset[str]:
     return frozenset(str(i) for i in ids) if isinstance(ids, list) else frozenset()
 
 
-def await_return(client: Client, job_id: str, since: float, requeued: bool, err: TextIO) -> None:
+def await_return(
+    client: Client, job_id: str, since: float, requeued: bool, err: TextIO, *, tasks: frozenset[str] = frozenset()
+) -> None:
     """Wait for the coordinator that went away (at ``time.monotonic()`` ``since``) without its orderly
     stop, or stopped leaving ``job_id`` running (:func:`kept_jobs`), to answer again, up to
-    :data:`RETURN_WAIT_S`; say on ``err`` when it is back.
+    :data:`RETURN_WAIT_S`; say on ``err`` when it is back. With ``tasks`` (``run --array``), ``job_id``
+    is the array's id and ``tasks`` its tasks' ids: kept when any of them is.
 
     Raises:
         FollowStopped: it stopped in order meanwhile (its socket removed: what :func:`labgang_stopped`
             says), or it is not back in time (exit status 1; the job's fate is then unknown here).
     """
+    what = f"job array {job_id}" if tasks else f"job {job_id}"
+    ids = tasks or frozenset((job_id,))
     while True:
         try:
-            client.job(job_id)
+            client.job(min(ids))
         except CoordinatorUnavailable:
             client.close()
         else:
-            print(f"labgang: labgang is back; following job {job_id} again", file=err, flush=True)
+            print(f"labgang: labgang is back; following {what} again", file=err, flush=True)
             return
-        kept = job_id in kept_jobs(client.socket_path)
+        kept = bool(ids & kept_jobs(client.socket_path))
         if not kept and not went_away_unstopped(client.socket_path):
-            raise FollowStopped(labgang_stopped(job_id, requeued), 1)
+            raise FollowStopped(array_stopped(job_id) if tasks else labgang_stopped(job_id, requeued), 1)
         if time.monotonic() - since > RETURN_WAIT_S:
             fate = (
                 "it runs on, and the next `labgang up` re-adopts it"
                 if kept
                 else "its ranks run on only until their node's lease stops them"
             )
+            show = "`labgang queue`" if tasks else f"`labgang show {job_id}`"
             raise FollowStopped(
-                f"labgang went away while following job {job_id} and is not back after {RETURN_WAIT_S:g} s; "
-                f"{fate} (`labgang show {job_id}` once labgang is back)",
+                f"labgang went away while following {what} and is not back after {RETURN_WAIT_S:g} s; "
+                f"{fate} ({show} once labgang is back)",
                 1,
             )
         time.sleep(POLL_S)
+
+
+def away_line(what: str, kept: bool) -> str:
+    """``run``'s line (with its ``labgang:`` prefix) when the coordinator stops answering while it follows
+    ``what`` (``job 14``, ``job array 12``) without an orderly stop that ends it: ``kept`` when that stop
+    left it running (``--keep-jobs``, :func:`kept_jobs`), else it went away (``kill -9``, a crash)."""
+    gone = (
+        f"labgang stopped and left {what} running (--keep-jobs)"
+        if kept
+        else f"labgang went away without stopping (killed?) while following {what}"
+    )
+    return f"labgang: {gone}; waiting up to {RETURN_WAIT_S:g} s for it to come back"
+
+
+def array_stopped(array_id: str) -> str:
+    """``run --array``'s line (without its prefix) when labgang stopped in order while it followed
+    the array: its tasks' fate is in the queue once labgang is back."""
+    return f"labgang stopped while following job array {array_id}; see `labgang queue`"
 
 
 def labgang_stopped(job_id: str, requeued: bool) -> str:

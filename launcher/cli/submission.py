@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,14 @@ from labgang.launcher.cli.follow import (
     EXIT_INTERRUPTED,
     FollowStopped,
     StopSignal,
+    array_stopped,
+    await_return,
+    away_line,
     follow_to_the_end,
+    kept_jobs,
     stderr_bytes,
     stop_signals_interrupt,
+    went_away_unstopped,
 )
 from labgang.launcher.cli.format import (
     BEGIN,
@@ -634,18 +640,36 @@ def _run_array(client: Client, first: dict[str, Any]) -> int:
     SIGHUP cancel the whole array, a second one stops waiting. Returns the exit status."""
     array_id = str(first["array_id"])
     click.echo(f"labgang: submitted job array {array_id}", err=True)
-    follower = ArrayFollower(client, array_id, sys.stderr)
+    follower = ArrayFollower(client, array_id, sys.stderr, first=first)
     stopped_by: int | None = None
+    away: float | None = None  # time.monotonic() when labgang went away (kill -9) or stopped keeping its tasks
     with stop_signals_interrupt():
         while True:
             try:
+                if away is not None:
+                    await_return(client, array_id, away, False, sys.stderr, tasks=follower.task_ids())
+                    away = None
                 tasks = follower.follow()
                 break
+            except FollowStopped as stop:
+                fail(stop.message, stop.exit_code)
             except CoordinatorUnavailable:
-                fail(f"labgang stopped while following job array {array_id}; see `labgang queue`", 1)
+                client.close()  # a request may have been cut in half
+                kept = bool(follower.task_ids() & kept_jobs(client.socket_path))
+                if not (kept or went_away_unstopped(client.socket_path)):
+                    fail(array_stopped(array_id), 1)
+                if away is None:  # its tasks run on, for a `labgang up` started again
+                    away = time.monotonic()
+                    click.echo(away_line(f"job array {array_id}", kept), err=True)
             except KeyboardInterrupt as exc:
                 client.close()
                 code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
+                if away is not None:  # nobody to ask to cancel it
+                    fail(
+                        f"stopped waiting for labgang to come back; job array {array_id} was not cancelled "
+                        "(`labgang queue` once labgang is back)",
+                        code,
+                    )
                 if stopped_by is not None:
                     fail(f"stopped waiting; job array {array_id} is still stopping (see `labgang queue`)", code)
                 stopped_by = code

@@ -177,6 +177,37 @@ def test_run_waits_for_labgang_up_stopped_with_keep_jobs_and_follows_its_job_on(
     assert not any("cancels it" in line or "went away" in line for line in run.err), run.err
 
 
+def test_run_array_waits_for_a_killed_labgang_up_and_follows_its_tasks_on(up: Up) -> None:
+    go = up.state_dir / "go"
+    run = Run(up, "--array", "0-1", "--", *gated(go))
+    try:
+        wait_for("run's submitted line", lambda: run.said("submitted job array "))
+        array_id = next(line for line in run.err if "submitted job array " in line).rsplit(" ", 1)[1]
+        up.wait(
+            "both tasks running",
+            lambda jobs: (
+                sorted(j["state"] for j in jobs.values() if str(j.get("array_id")) == array_id)
+                == ["running", "running"]
+            ),
+        )
+        kill9(up)
+        wait_for(
+            "run to say it waits",
+            lambda: run.said(f"labgang went away without stopping (killed?) while following job array {array_id}"),
+        )
+        up.start()
+        wait_for("run to follow again", lambda: run.said(f"labgang is back; following job array {array_id} again"))
+        go.touch()
+        assert run.finish() == 0, run.err
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert [line for line in run.err if " succeeded" in line] == [
+        f"labgang: {array_id}_0 succeeded (exit 0)",
+        f"labgang: {array_id}_1 succeeded (exit 0)",
+    ], run.err
+
+
 def test_a_job_that_ends_while_labgang_up_is_down_is_accounted_until_its_rank_ended(up: Up) -> None:
     go = up.state_dir / "go"
     job_id = up.submit("--name", "short", "--", *gated(go))
