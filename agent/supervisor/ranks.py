@@ -72,6 +72,7 @@ class RankRecord:
     stop_grace: float | None = None
     term_at: float | None = None
     kill_at: float | None = None
+    kill_by: float | None = None  # unix seconds of kill_at, journalled: a restarted agent keeps the deadline
     shim_alive: bool = True  # as of the last snapshot
     released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
     fenced: bool = False  # its small parent stopped it because the node's lease ran out (exit.json)
@@ -208,5 +209,6 @@ class RankTable:
                 "ended_at": rec.ended_at,
                 "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
                 "stop_grace": rec.stop_grace,
+                "kill_by": rec.kill_by,
             },
         )

@@ -30,13 +30,23 @@ class RankStopper:
         host: the OS seam: ``/proc`` snapshots, ``kill``/``killpg``.
         writer: the journal writer; SIGTERM goes once ``stopping`` is written (``writer.then``).
         clock: monotonic seconds, the start of warning and grace periods.
+        wall_clock: unix seconds; a stop's SIGKILL deadline is journalled in them (``kill_by``), so
+            an agent restarted during the grace keeps the deadline (:meth:`begin_term`'s ``kill_by``).
     """
 
-    def __init__(self, table: RankTable, host: ProcessHost, writer: JournalWriter, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        table: RankTable,
+        host: ProcessHost,
+        writer: JournalWriter,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+    ) -> None:
         self._table = table
         self._os = host
         self._writer = writer
         self._clock = clock
+        self._wall = wall_clock
 
     def stop_job(self, job_id: str, grace: float | None = None, *, warn: bool = True) -> list[RankStatus]:
         """Stop every local rank of a job (the node-level gang rule: all in one call).
@@ -108,7 +118,10 @@ class RankStopper:
                 if not warn:
                     self.begin_term(rec, snap, now)
             elif rec.state is RankState.STOPPING and grace is not None:
-                rec.kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
+                kill_at = min(rec.kill_at if rec.kill_at is not None else now + grace, now + grace)
+                if kill_at != rec.kill_at:
+                    rec.kill_at, rec.kill_by = kill_at, self._wall() + (kill_at - now)
+                    self._table.save(rec)
         return [r.status() for r in ranks]
 
     def signal_job(self, job_id: str, signum: int) -> int:
@@ -129,8 +142,11 @@ class RankStopper:
 
     # ------------------------------------------------------------------ signalling
 
-    def begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
+    def begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float, *, kill_by: float | None = None) -> None:
         """SIGTERM to the rank's group and every descendant; the grace period starts now.
+
+        ``kill_by``: the SIGKILL deadline (unix seconds) of a stop that was under way when the agent
+        went away (journalled, :meth:`~.supervisor.Supervisor.recover`): the grace is then only what is left of it.
 
         The signal goes once ``stopping`` is journalled (``writer.py``: at once, or after the
         queued writes), so an agent restarted in between resumes the stop.
@@ -140,7 +156,10 @@ class RankStopper:
         (without it every stop of ``labgang run --pty -- bash`` waited the whole grace and ended
         in SIGKILL)."""
         grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
-        rec.kill_at = now + grace
+        wall = self._wall()
+        if kill_by is not None:  # resumed: only what is left of the journalled deadline, none once passed
+            grace = min(grace, max(0.0, kill_by - wall))
+        rec.kill_at, rec.kill_by = now + grace, wall + grace
         self._table.transition(rec, RankState.STOPPING)
         live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         if rec.spec.pty:

@@ -182,7 +182,7 @@ class Supervisor:
         self._agent_uid = os.geteuid()
         self._table = RankTable(self._journal, self._writer, wall_clock)
         self._spares = SpareShims(self._os, spare_shims)
-        self._stopper = RankStopper(self._table, self._os, self._writer, clock)
+        self._stopper = RankStopper(self._table, self._os, self._writer, clock, wall_clock)
         self._gates_dir = self._journal.state_dir / GATES_DIR
         self._open_gates: dict[str, list[StartGate]] = {}  # job id → its gates not yet released or aborted
         if not self._journal.state_dir.exists():
@@ -894,8 +894,9 @@ class Supervisor:
 
         Each rank comes back in its journalled state; its small parent and main process are
         re-identified by pid and start time (a reused pid is ignored). A stop that was under way
-        restarts its grace period now (``WARNED`` and ``STOPPING`` resume as ``STOPPING``, with
-        SIGTERM sent again; ``KILLING`` resumes killing). Ranks that exited while the agent was
+        resumes: ``STOPPING`` with SIGTERM sent again and what is left of its journalled SIGKILL
+        deadline (none once it has passed), ``WARNED`` as ``STOPPING`` with its whole grace (its
+        SIGTERM was not sent yet), ``KILLING`` killing. Ranks that exited while the agent was
         down report ``exited`` with their true status; events already reported before the crash
         are not repeated unless the crash came between reporting and journalling them.
 
@@ -925,11 +926,12 @@ class Supervisor:
                 rec.ended_at = saved.get("ended_at")
             rec.known = {int(pid): ticks for pid, ticks in (saved.get("known") or {}).items()}
             rec.stop_grace = saved.get("stop_grace")
+            rec.kill_by = saved.get("kill_by") if rec.state is RankState.STOPPING else None
             self._table.read_rank_file(rec)
             self._ranks[rec.key] = rec
             if rec.state in (RankState.WARNED, RankState.STOPPING):
                 rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
-                self._stopper.begin_term(rec, snap, now)
+                self._stopper.begin_term(rec, snap, now, kill_by=rec.kill_by)
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
             log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)

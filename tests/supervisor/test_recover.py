@@ -110,16 +110,19 @@ def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown
     assert not h.pid_alive(rank_pid)
 
 
-def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec, cleanup, clock, h):
+def _killed_while_stopping(state_dir: Path, make_spec, h, grace: float) -> list[dict]:
+    """A stand-in agent launches a rank that ignores SIGTERM, stops it with ``grace`` seconds and is
+    killed (SIGKILL) during the grace; the rank statuses it printed (``stopping``)."""
     ready = state_dir / "ready"
     spec = make_spec(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"])
     (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
     agent = subprocess.Popen(
-        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), "600", str(ready)],
+        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), f"{grace:g}", str(ready)],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
+    assert agent.stdout is not None
     try:
         ranks = json.loads(agent.stdout.readline())["ranks"]
         assert [r["state"] for r in ranks] == ["stopping"]
@@ -127,13 +130,35 @@ def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec,
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait()
         agent.stdout.close()
+    return ranks
+
+
+def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec, cleanup, clock, h):
+    ranks = _killed_while_stopping(state_dir, make_spec, h, 600)
     sup = Supervisor(state_dir, allow_root=True, clock=clock)
     cleanup.append(sup)
     assert sup.recover() == []
-    assert sup.status("job1", 0).state is RankState.STOPPING  # SIGTERM again, the grace restarts now
+    assert sup.status("job1", 0).state is RankState.STOPPING  # SIGTERM again, what is left of the grace
     for _ in range(5):
         assert sup.tick() == []
     assert h.pid_alive(ranks[0]["pid"])
     clock.advance(600)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
+
+
+def test_a_resumed_stop_keeps_the_deadline_it_had_before_the_agent_went_away(state_dir, make_spec, cleanup, clock, h):
+    # 580 s of a 600 s grace pass while no agent runs: the next one kills about 20 s after it starts,
+    # not 600 s after (a rank got at most twice its grace when each restart began it anew)
+    ranks = _killed_while_stopping(state_dir, make_spec, h, 600)
+    sup = Supervisor(state_dir, allow_root=True, clock=clock, wall_clock=lambda: time.time() + 580)
+    cleanup.append(sup)
+    assert sup.recover() == []
+    assert sup.status("job1", 0).state is RankState.STOPPING
+    clock.advance(5)
+    for _ in range(5):
+        assert sup.tick() == []
+    assert h.pid_alive(ranks[0]["pid"])
+    clock.advance(20)  # past the journalled deadline (it left at most 20 s; the whole grace is 600)
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
