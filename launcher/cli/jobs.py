@@ -53,7 +53,7 @@ from labgang.launcher.job_filters import flatten
     "--user",
     multiple=True,
     type=ITEMS,
-    help="Only these users' jobs (names or uids; comma-separated or repeated).",
+    help="Only these users' jobs (names or uids; comma-separated or repeated; all: every user's, as --all).",
 )
 @click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only these queues' jobs (comma-separated or repeated).")
 @click.option(

@@ -116,6 +116,14 @@ def test_cancel_u_all_is_every_users_for_an_admin_and_a_users_own(lab) -> None:
             done = as_user(up, shell, "submit", "-q", queue, "--", "sleep", "300")
             assert done.returncode == 0, done.stderr
             jobs[(shell.user.name, queue)] = done.stdout.strip()
+    # `queue -u all` is every user's too (the fast path's table, JSON, and the squeue view's -l)
+    listed = as_user(up, lab1, "queue", "-u", "all", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {j["id"] for j in json.loads(listed.stdout)["jobs"]} >= set(jobs.values()), listed.stdout
+    for view in (("queue", "-u", "all"), ("queue", "-u", f"all,{lab1.user.name}", "-l")):
+        shown = as_user(up, lab2, *view)
+        assert shown.returncode == 0 and not shown.stderr, (view, shown.stderr)
+        assert all(job in shown.stdout.split() for job in jobs.values()), (view, shown.stdout)
     by_root = up.cli("cancel", "-u", "all", "-q", "nlp")
     assert by_root.returncode == 0, by_root.stderr
     nlp = sorted(jobs[(s.user.name, "nlp")] for s in (lab1, lab2))
