@@ -91,8 +91,14 @@ def _each(
     verb: str, job_ids: Iterable[str], state_dir: Path | None, as_json: bool, act: Callable[[Client, str], Any]
 ) -> None:
     """Run ``act`` on each job once, in order; one line per job (or a JSON list of JobViews). An
-    array id (``12``) acts on those of its tasks the verb takes (:data:`_ARRAY_TASKS`)."""
+    array id (``12``) acts on those of its tasks the verb takes (:data:`_ARRAY_TASKS`).
+
+    Each job is acted on or refused on its own, as ``scontrol hold 31 999`` holds 31: a refusal is
+    one stderr line and exit 1 (2 for a bad value) at the end. With ``as_json`` the list holds the
+    jobs acted on; when none was, stdout gets the first refusal's error object instead
+    (:mod:`labgang.launcher.cli.json_error`), as every ``--json`` command answers a refusal."""
     worst, views = 0, []
+    refusals: list[tuple[str, Any, Any]] = []  # (message, field, allowed) of each refused job, in order
     with Client.for_state_dir(state_dir) as client:
         todo = list(dict.fromkeys(job_ids))
         while todo:
@@ -107,7 +113,9 @@ def _each(
                         continue
                     if tasks is not None:
                         what = _ARRAY_TASKS[verb][0]
-                        click.echo(f"labgang {verb}: job array {job_id} has no {what}", err=True)
+                        text = f"job array {job_id} has no {what}"
+                        click.echo(f"labgang {verb}: {text}", err=True)
+                        refusals.append((text, "job_id", None))
                         worst = max(worst, 1)
                         continue
                 failure = describe_api_error(err)
@@ -115,6 +123,7 @@ def _each(
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 click.echo(f"labgang {verb}: {text}", err=True)
+                refusals.append((text, failure.field, failure.allowed))
                 worst = max(worst, failure.exit_code)
                 continue
             except CoordinatorUnavailable as err:
@@ -122,7 +131,11 @@ def _each(
             views.append(job)
             if not as_json:
                 click.echo(f"job {job['id']}: {_summary(verb, job)}")
-    if as_json:
+    if as_json and refusals and not views:
+        from labgang.launcher.cli.json_error import print_error_json
+
+        print_error_json(*refusals[0])  # its stderr line is out already
+    elif as_json:
         click.echo(to_json(views))
     if worst:
         sys.exit(worst)

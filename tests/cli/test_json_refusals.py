@@ -86,6 +86,23 @@ def test_a_refusal_by_the_coordinator_is_the_same_error_object_on_both_paths(coo
     assert "error" not in json.loads(labgang(coordinator, "queue", "--json").stdout)
 
 
+@pytest.mark.slow
+def test_a_verb_on_jobs_answers_a_refusal_with_the_error_object_and_lists_what_it_did(coordinator: str) -> None:
+    """``hold``/``release``/``requeue`` act on each job on their own (as scontrol): every job refused
+    is the first refusal's error object on stdout; some done is the list of those done, exit 1."""
+    job = labgang(coordinator, "submit", "--", "true").stdout.strip()
+    for args in (["hold", "999"], ["release", "999"], ["requeue", "999"], ["release", job]):
+        done = labgang(coordinator, *args, "--json")
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        error = error_of(done)
+        assert str(args[1]) in str(error["message"]), (args, error)
+    both = labgang(coordinator, "hold", job, "999", "--json")
+    assert both.returncode == 1, both.stderr
+    assert [view["id"] for view in json.loads(both.stdout)] == [job]  # the job held, the other refused
+    assert both.stderr == "labgang hold: no job 999\n", both.stderr
+    assert labgang(coordinator, "show", job, "--json").returncode == 0
+
+
 # Usage errors that click finds while parsing, before the command's --json exists as a parameter.
 USAGE_ERRORS = [
     (["queue", "--json", "--bogus"], None, None, "no such option '--bogus'"),
