@@ -164,6 +164,14 @@ def _group_cell(group_of: list[str], rank: object) -> str:
     return group_of[rank] if isinstance(rank, int) and 0 <= rank < len(group_of) else "-"
 
 
+def _time_limit(job: dict[str, Any]) -> str:
+    """``show``'s time limit (``-t``/``--time``): ``1h00m (then SIGTERM, SIGKILL after 30s of grace)``,
+    what the coordinator does at it (docs/slurm.md); the grace part when the job has one."""
+    text = format_duration(job["time_limit_s"])
+    grace = job.get("grace_s")
+    return f"{text} (then SIGTERM, SIGKILL after {format_duration(grace)} of grace)" if grace else text
+
+
 def _share_fields(job: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] | None:
     """``labgang show``'s words on a share of one GPU (docs/sharing.md): what follows the Gang shape
     (``1xshard:2``, ``1xmps:25``) in place of "(ranks x devices per rank)", and its device-memory budget
@@ -198,6 +206,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("Gang", f"{gang_shape(job)} {share[0] if share else '(ranks x devices per rank)'}" + _elastic(job)),
         *(share[1] if share else []),
         ("Priority", job.get("priority")),
+        *([("Time limit", _time_limit(job))] if job.get("time_limit_s") else []),
         ("Submitted", _age(job.get("submit_time"), now)),
         *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),
         ("Admitted", _age(job.get("admit_time"), now)),

@@ -236,6 +236,13 @@ def test_job_detail_lists_ranks_and_history_with_reasons():
     assert "1m40s  failed     rank 1 exited with status 3" in text
 
 
+def test_job_detail_says_the_time_limit_and_its_grace_as_scontrol_says_timelimit():
+    assert "Time limit" not in job_detail(_job(), now=1300.0)  # none set: no line
+    text = job_detail(_job(time_limit_s=3600.0, grace_s=30.0), now=1300.0)
+    assert "Time limit:  1h00m (then SIGTERM, SIGKILL after 30s of grace)" in text.splitlines()
+    assert "Time limit:  5m00s" in job_detail(_job(time_limit_s=300.0, grace_s=0.0), now=1300.0).splitlines()
+
+
 def test_control_characters_already_stored_are_shown_escaped_in_every_table():
     evil = "a\nb\x1b[2Jc"
     job = _job(name=evil, history=[{"time": 1000.0, "event": "submitted", "message": f"by ann: {evil}"}])
