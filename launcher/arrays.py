@@ -105,7 +105,7 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
         if colon and not dash:
             raise BadArraySpec(f'"{part}": a step needs a range (start-end:step)')
         if end < start:
-            raise BadArraySpec(f'"{part}": end below start')
+            raise BadArraySpec(f'"{part}": end below start (a range is START-END with START <= END, e.g. 2-5)')
         if step < 1:  # 0, negative, missing or not a number: one message for all
             raise BadArraySpec(f'"{part}": step must be a whole number >= 1')
         if max_size is not None and end >= max_size:

@@ -25,7 +25,7 @@ FIELD_FLAGS: dict[str, str] = {
     "gpus_per_worker": "-g/--gpus-per-worker",
     "mig": "--mig",
     "priority": "-p/--priority",
-    "nodes": "--nodes",
+    "nodes": "-N/--nodes",
     "gpu_model": "--gpu-model",
     "topology": "--topology",
     "cpus_per_task": "-c/--cpus-per-task",
@@ -38,7 +38,7 @@ FIELD_FLAGS: dict[str, str] = {
     "min_workers": "--min-workers",
     "cpu_bind": "--cpu-bind",
     "grace_s": "--grace",
-    "time_limit_s": "--time",
+    "time_limit_s": "-t/--time",
     "requeue": "--no-requeue",
     "signal": "--signal",
     "array": "--array",
@@ -85,7 +85,7 @@ _GROUP_FIELD_RE = re.compile(r"^groups\.(\d+)\.(\w+)")
 def flag_message(message: str, field: str | None, *, example: bool = True) -> str:
     """Rewrite a coordinator message about body ``field`` in the CLI's terms.
 
-    ``"time_limit_s: must be > 0 seconds"`` becomes ``"--time: must be > 0 seconds (e.g. 30s,
+    ``"time_limit_s: must be > 0 seconds"`` becomes ``"-t/--time: must be > 0 seconds (e.g. 30s,
     5m, 2h)"``: the leading field name becomes its flag, every other API field name with an
     underscore becomes its flag, and duration fields get an example of the syntax (unless
     ``example`` is False: a well-formed value refused, whose example would suggest it again).

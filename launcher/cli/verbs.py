@@ -221,8 +221,8 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
     except ApiError as err:
         failure = describe_api_error(err)
         text = failure.message  # the job named once: "job 30 belongs to alice...", not "job 30: job 30 ..."
-        if text.startswith("--time: "):  # update's key, not submit's flag
-            text = "TimeLimit: " + text[len("--time: ") :]
+        if text.startswith("-t/--time: "):  # update's key, not submit's flag
+            text = "TimeLimit: " + text[len("-t/--time: ") :]
         if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
             text = f"job {job_id}: {text}"
         raise CommandFailed(text, failure.exit_code) from err

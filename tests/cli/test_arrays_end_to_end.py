@@ -26,7 +26,11 @@ def _running(jobs: dict[str, dict]) -> list[str]:
 def test_bad_spec_is_one_line_naming_the_part(up: Up) -> None:
     out = up.cli("submit", "--array", "0,5-2", "--", "true")
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines()[-1].endswith('--array: "5-2": end below start')
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .endswith('--array: "5-2": end below start (a range is START-END with START <= END, e.g. 2-5)')
+    )
     assert len(out.stderr.strip().splitlines()) == 1
     over = up.cli("submit", "--array", "0-20000", "--", "true")
     assert over.returncode == 2 and '"0-20000": index 20000 is over the largest allowed, 10000' in over.stderr

@@ -44,4 +44,4 @@ def test_a_refused_time_limit_names_the_current_one_and_suggests_no_value():
     message = describe_api_error(refused).message
     assert "e.g." not in message and "current limit of 600 s" in message and "only an admin" in message
     bad = describe_api_error(ApiError(400, "time_limit_s: must be > 0 seconds", field="time_limit_s"))
-    assert bad.message == "--time: must be > 0 seconds (e.g. 30s, 5m, 2h)" and bad.exit_code == 2
+    assert bad.message == "-t/--time: must be > 0 seconds (e.g. 30s, 5m, 2h)" and bad.exit_code == 2

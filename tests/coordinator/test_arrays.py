@@ -89,7 +89,8 @@ async def test_one_submission_is_one_commit_and_one_job_per_index(coord: Coordin
 
 
 async def test_bad_array_spec_names_the_part_and_nothing_is_recorded(coord: Coordinator) -> None:
-    with pytest.raises(BadRequest, match=r'^array: "5-2": end below start$'):
+    below = r'^array: "5-2": end below start \(a range is START-END with START <= END, e.g. 2-5\)$'
+    with pytest.raises(BadRequest, match=below):
         await _array(coord, "0,5-2")
     with pytest.raises(BadRequest, match=r"index 20000 is over the largest allowed, 10000 \(limits.max_array_size\)"):
         await _array(coord, "0-20000")

@@ -61,8 +61,8 @@ def test_a_time_limit_over_365_days_is_one_line_naming_the_field() -> None:
     with pytest.raises(BadRequest) as caught:
         build_spec({"argv": ["x"], "time_limit_s": 99999999 * 86400}, ALICE, config())
     assert caught.value.field == "time_limit_s"
-    assert caught.value.message == "time_limit_s: must be <= 31536000 seconds"
+    assert caught.value.message == "time_limit_s: must be <= 31536000 seconds (365 days)"
     assert flag_message(caught.value.message, caught.value.field) == (
-        "--time: must be <= 31536000 seconds (e.g. 30s, 5m, 2h)"
+        "-t/--time: must be <= 31536000 seconds (365 days) (e.g. 30s, 5m, 2h)"
     )
     assert build_spec({"argv": ["x"], "time_limit_s": MAX_TIME_LIMIT_S}, ALICE, config()).time_limit_s
