@@ -465,10 +465,15 @@ def _refuse_a_second_up(directory: Path, chosen: bool) -> None:
             return
     who = f" (pid {pid})" if pid is not None else ""
     where = f" with {paths.STATE_DIR_ENV}={directory}" if chosen else ""
-    stop = f"kill -INT {pid}" if pid is not None else "systemctl stop labgang-coordinator"
+    down = f"{paths.STATE_DIR_ENV}={directory} labgang down" if chosen else "labgang down"
+    stop = (
+        f"{down}, Ctrl-C in its terminal, or kill -INT {pid}"
+        if pid is not None
+        else "Ctrl-C in its terminal, or systemctl stop labgang-coordinator"
+    )
     _fail(
         f"a labgang already serves {directory}{who}; use it (labgang queue, labgang submit{where} in any "
-        f"shell), stop it (Ctrl-C in its terminal, or {stop}), or start another one with --state-dir DIR",
+        f"shell), stop it ({stop}), or start another one with --state-dir DIR",
         1,
     )
 

@@ -30,6 +30,8 @@ def test_a_second_up_on_a_served_state_dir_says_what_to_do_and_disturbs_nothing(
             (line,) = second.stderr.strip().splitlines()
             assert line.startswith(f"labgang up: a labgang already serves {d} (pid {up.proc.pid}); use it"), line
             assert f"kill -INT {up.proc.pid}" in line and "--state-dir DIR" in line, line
+            # the stop it names works from any shell: LABGANG_STATE_DIR=... labgang down
+            assert f"stop it (LABGANG_STATE_DIR={d} labgang down, Ctrl-C in its terminal" in line, line
             assert up.proc.poll() is None and up.cli("queues").returncode == 0  # the first one serves on
             assert not (Path(d) / "up.starting").exists()  # nor was its start marker touched
         finally:
