@@ -52,6 +52,12 @@ def up_pid(directory: Path) -> int:
     socket_file = paths.socket_file(directory)
     pid = discovery.serving_pid(socket_file) or starting_pid(socket_file)
     if pid is None:
+        if os.path.exists(socket_file):  # an orderly stop removes it: this one went away (kill -9, a crash)
+            raise DownRefused(
+                f"no labgang up is running for {directory} (nothing to stop); the last one went away "
+                "without stopping (killed?): its ranks run on unwatched until their node lease stops them "
+                "(by default about 22 s after), unless `labgang up` is started again to re-adopt them"
+            )
         raise DownRefused(f"no labgang up is running for {directory} (nothing to stop)")
     argv = _command_line(pid)
     if argv is not None and "up" not in argv[1:]:

@@ -214,6 +214,9 @@ def test_a_job_that_ends_while_labgang_up_is_down_is_accounted_until_its_rank_en
     job = up.wait_state(job_id, {"running"})
     pid = job["ranks"][0]["pid"]
     kill9(up)
+    down = up.cli("down")  # nothing to stop, and it says what became of the ranks
+    assert down.returncode == 1, down.stderr
+    assert "the last one went away without stopping (killed?): its ranks run on unwatched" in down.stderr
     go.touch()
     wait_for(f"rank {pid} to end", lambda: not alive(pid))
     ended_by = time.time()
