@@ -240,12 +240,18 @@ class DependencyRules:
     def after_event(self, event: ev.Event) -> None:
         """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
         (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
-        if not (self._dependents or self._waiters or self._singles or self._stale) and not isinstance(
-            event, ev.JobSubmitted
+        submitted = isinstance(event, ev.JobSubmitted)
+        if (
+            not submitted
+            and not self._stale
+            and (not self._ctx.mark() or not (self._dependents or self._waiters or self._singles))
         ):
-            return  # no dependent at all: nothing this event changed can concern one (a replay's usual case)
+            # No job's status changed (no effect asked for: an agent's report that repeats what
+            # is known, the usual one), or no dependent at all (a replay's usual case): nothing
+            # this event did can concern one.
+            return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
-        if isinstance(event, ev.JobSubmitted):
+        if submitted:
             self._index_task(event.job.id)
             self.track(event.job)
             for done in event.targets:
