@@ -251,7 +251,7 @@ class DependencyRules:
             # this event did can concern one.
             return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
-        if submitted:
+        if isinstance(event, ev.JobSubmitted):
             self._index_task(event.job.id)
             self.track(event.job)
             for done in event.targets:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from labgang.launcher.pitfalls import ClusterSnapshot
@@ -309,7 +310,7 @@ async def test_local_graphs_view_the_history_only_while_shown_and_show_every_poi
         views: list[object] = []
         view = app.builder.series.view
 
-        def counted(*args: object, **kw: object) -> object:
+        def counted(*args: Any, **kw: Any) -> Any:
             views.append(args)
             return view(*args, **kw)
 
