@@ -140,14 +140,14 @@ class Lifecycle:
             IllegalTransition: a rule tried an arrow the transitions table refuses (a bug).
         """
         self._ctx.begin(event.now)
-        # The agents' rank reports, the cycles' decisions and the submissions first: most events
+        # The submissions, the agents' rank reports and the cycles' decisions first: most events
         # are those (each type is tested in turn; the event types are unrelated classes).
-        if isinstance(event, ev.RankObserved):
+        if isinstance(event, ev.JobSubmitted):
+            self._submitted(event)
+        elif isinstance(event, ev.RankObserved):
             self._observe(event)
         elif isinstance(event, ev.CycleDecided):
             self._cycle(event)
-        elif isinstance(event, ev.JobSubmitted):
-            self._submitted(event)
         elif isinstance(event, ev.CancelRequested):
             self._cancel(event)
         elif isinstance(event, ev.HoldRequested):
