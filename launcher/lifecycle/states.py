@@ -167,10 +167,10 @@ _PHASE_ORDER = {
     RankPhase.GONE: 4,
     RankPhase.LOST: 4,
 }
+_AGENT_LIVE = frozenset({RankState.RUNNING, RankState.WARNED, RankState.STOPPING, RankState.KILLING})
 #: The phases whose ``order`` is EXITED's or later: the rank's main process has ended (a tuple:
 #: membership is an identity test, cheaper than two ``order`` look-ups, on every rank report).
 PAST_EXIT = (RankPhase.EXITED, RankPhase.GONE, RankPhase.LOST)
-_AGENT_LIVE = frozenset({RankState.RUNNING, RankState.WARNED, RankState.STOPPING, RankState.KILLING})
 
 
 class HasPhase(Protocol):
