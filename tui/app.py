@@ -118,6 +118,7 @@ class LabgangTop(App[None]):
         self.refresh_s = refresh_s
         self.read_only = read_only
         self._fetch: Worker | None = None
+        self._fetch_again = False  # a fetch was asked for while one was in flight (see _want_series)
 
     # -- layout ------------------------------------------------------------------------
 
@@ -190,11 +191,13 @@ class LabgangTop(App[None]):
 
     # -- data --------------------------------------------------------------------------
 
-    def request_refresh(self) -> None:
-        """Start a fetch worker unless one is still running (so at most one fetch is in flight)."""
+    def request_refresh(self) -> bool:
+        """Start a fetch worker unless one is still running (so at most one fetch is in flight).
+        Returns whether one was started."""
         if self._fetch is not None and not self._fetch.is_finished:
-            return
+            return False
         self._fetch = self._fetch_blocking() if self.source.blocking else self._fetch_async()
+        return True
 
     @work(thread=True, exclusive=True, group="fetch", exit_on_error=False)
     def _fetch_blocking(self) -> None:
@@ -217,8 +220,17 @@ class LabgangTop(App[None]):
 
     def on_state_ready(self, message: StateReady) -> None:
         self.state = message.state
+        self._fetch_again_if_asked()
+
+    def _fetch_again_if_asked(self) -> None:
+        """Start the fetch the Graphs tab asked for while another was in flight (that one may
+        have been started before the tab asked for series)."""
+        if self._fetch_again:
+            self._fetch_again = False
+            self.request_refresh()
 
     def on_fetch_failed(self, message: FetchFailed) -> None:
+        self._fetch_again_if_asked()
         if self.state is None:
             empty = ClusterSnapshot(now=0.0, nodes=())
             self.state = ClusterState(
@@ -264,18 +276,25 @@ class LabgangTop(App[None]):
     # -- actions -----------------------------------------------------------------------
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """Hidden tables and graphs skip refills; bring the ones just shown up to date. The graphs'
-        samples are fetched only while their tab is shown (``CoordinatorSource.series_wanted``):
-        fetch them now."""
+        """Hidden tables and graphs skip refills; bring the ones just shown up to date."""
         for table in event.pane.query(RowsTable):
             table.show_pending()
         for view in event.pane.query(GraphsView):
             view.show_pending()
-        graphs = event.pane.id == "graphs"
+        self._want_series(event.pane.id == "graphs")
+
+    def _want_series(self, graphs: bool) -> None:
+        """The graphs' samples are fetched (``CoordinatorSource.series_wanted``) or viewed from the
+        builder's own history (``StateBuilder.series_wanted``) only while their tab is shown: when
+        it is shown and the state has none to draw, fetch now (once more after the fetch in flight,
+        if one is)."""
+        changed = self.builder.series_wanted != graphs
+        self.builder.series_wanted = graphs
         if hasattr(self.source, "series_wanted") and self.source.series_wanted != graphs:
             self.source.series_wanted = graphs
-            if graphs:
-                self.request_refresh()
+            changed = True
+        if graphs and changed and (self.state is None or self.state.snapshot.series is None):
+            self._fetch_again = not self.request_refresh()
 
     def on_data_table_row_highlighted(self, event: PitfallTable.RowHighlighted) -> None:
         """Show the highlighted finding in full under the panel (the table cuts long lines)."""

@@ -160,7 +160,13 @@ class StateBuilder:
 
     Not thread-safe: call from one worker at a time (the App's fetch workers are exclusive).
     Without a coordinator it also keeps the recent device samples the graphs draw
-    (:class:`~labgang.launcher.pitfalls.DeviceSeries`).
+    (:class:`~labgang.launcher.pitfalls.DeviceSeries`): it records a point per device at every
+    build, and puts the view of every point into the state's snapshot only while
+    ``series_wanted`` is set (the App sets it while the Graphs tab is shown, as it sets
+    ``CoordinatorSource.series_wanted``). A view copies every device's points (512 devices ×
+    10 minutes of 1 s refreshes: 300,000), and a refresh that draws no graph needs none; the
+    first build after the tab is shown views every point recorded meanwhile, so the graphs are
+    the same as if the view had been built each time.
     """
 
     def __init__(
@@ -169,6 +175,7 @@ class StateBuilder:
         self.thresholds = thresholds or PitfallThresholds()
         self.tracker = PitfallTracker(self.thresholds)
         self.series = DeviceSeries()
+        self.series_wanted = False  # put ``series.view()`` into each built snapshot (the Graphs tab is shown)
         self.mode, self.source, self.user = mode, source, user
 
     def build(self, snapshot: ClusterSnapshot) -> ClusterState:
@@ -188,7 +195,8 @@ class StateBuilder:
         findings = tuple(detect_all(snapshot, self.thresholds, self.tracker))
         if snapshot.series is None:  # local mode: this builder's own history feeds the graphs
             self.series.record(snapshot, findings)
-            snapshot = replace(snapshot, series=self.series.view())
+            if self.series_wanted:
+                snapshot = replace(snapshot, series=self.series.view())
         return ClusterState(
             snapshot=snapshot,
             findings=findings,

@@ -240,19 +240,25 @@ class DependencyRules:
     def after_event(self, event: ev.Event) -> None:
         """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
         (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
-        if not (self._dependents or self._waiters or self._singles or self._stale) and not isinstance(
-            event, ev.JobSubmitted
+        submitted = event if isinstance(event, ev.JobSubmitted) else None
+        if (
+            submitted is None
+            and not self._stale
+            and (not self._ctx.mark() or not (self._dependents or self._waiters or self._singles))
         ):
-            return  # no dependent at all: nothing this event changed can concern one (a replay's usual case)
+            # No job's status changed (no effect asked for: an agent's report that repeats what
+            # is known, the usual one), or no dependent at all (a replay's usual case): nothing
+            # this event did can concern one.
+            return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
-        if isinstance(event, ev.JobSubmitted):
-            self._index_task(event.job.id)
-            self.track(event.job)
-            for done in event.targets:
+        if submitted is not None:
+            self._index_task(submitted.job.id)
+            self.track(submitted.job)
+            for done in submitted.targets:
                 if done.id not in self.jobs:
                     self.remember(done)
-            self.forget_unnamed([t.id for t in event.targets])
-            changed.append(event.job)
+            self.forget_unnamed([t.id for t in submitted.targets])
+            changed.append(submitted.job)
         todo = self._affected(changed)
         if self._stale:
             todo |= set(self._dependents)

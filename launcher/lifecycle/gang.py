@@ -26,6 +26,7 @@ from labgang.launcher.lifecycle.rules import (
 )
 from labgang.launcher.lifecycle.states import (
     INTENT_REASON,
+    PAST_EXIT,
     EndIntent,
     EndReason,
     JobState,
@@ -217,7 +218,7 @@ class GangRules:
         if rank.start_time is None and (started_at is not None or phase == RankPhase.RUNNING):
             rank.start_time = self._ctx.now if started_at is None else started_at
             changed = True
-        if rank.end_time is None and rank.start_time is not None and rank.state.order >= RankPhase.EXITED.order:
+        if rank.end_time is None and rank.start_time is not None and rank.state in PAST_EXIT:
             rank.end_time = self._ctx.now if ended_at is None else ended_at
             changed = True
         if changed:

@@ -140,8 +140,14 @@ class Lifecycle:
             IllegalTransition: a rule tried an arrow the transitions table refuses (a bug).
         """
         self._ctx.begin(event.now)
+        # The submissions, the agents' rank reports and the cycles' decisions first: most events
+        # are those (each type is tested in turn; the event types are unrelated classes).
         if isinstance(event, ev.JobSubmitted):
             self._submitted(event)
+        elif isinstance(event, ev.RankObserved):
+            self._observe(event)
+        elif isinstance(event, ev.CycleDecided):
+            self._cycle(event)
         elif isinstance(event, ev.CancelRequested):
             self._cancel(event)
         elif isinstance(event, ev.HoldRequested):
@@ -152,10 +158,6 @@ class Lifecycle:
             self._requeue_requested(event)
         elif isinstance(event, ev.UpdateRequested):
             self._update(event)
-        elif isinstance(event, ev.CycleDecided):
-            self._cycle(event)
-        elif isinstance(event, ev.RankObserved):
-            self._observe(event)
         elif isinstance(event, ev.LaunchSent):
             self._launch_sent(event)
         elif isinstance(event, ev.LaunchAnswered):
@@ -422,10 +424,13 @@ class Lifecycle:
         ) and not job.status.ran:
             job.status.ran = True
             self._ctx.save(job)
-        at = self._fences.fence_time(job, e)  # its lines dated when the fence stopped it
-        if at is None:  # or when it ended, heard only at its node's rejoin
+        # Its lines dated when the fence stopped it, or when it ended, heard only at its node's
+        # rejoin; a report that is neither (the usual one) writes its lines now.
+        at = self._fences.fence_time(job, e) if e.fenced else None
+        if at is None and e.ended_at is not None:
             at = self._gang.heard_late(job, e.node, e.ended_at)
-        self._ctx.date_history(at)
+        if at is not None:
+            self._ctx.date_history(at)
         if e.fenced and rank.exit_status is None and not rank.ended:
             # Its agent stopped it on its lease (docs/queue-semantics.md §A5): its exit, even
             # status 0, is not its own (§A3.6), so this attempt can never count as finished.
@@ -447,9 +452,11 @@ class Lifecycle:
             exited_now = was.order < RankPhase.EXITED.order <= rank.state.order and rank.state != RankPhase.LOST
             if exited_now and rank.exit_status is not None and not starting:
                 self._ctx.history(job, "rank-exited", self._gang.exit_line(rank))
-            self._ctx.date_history(None)  # what follows (requeued, admitted again) happens now
+            if at is not None:
+                self._ctx.date_history(None)  # what follows (requeued, admitted again) happens now
             self._gang.evaluate(job)
-        self._ctx.date_history(None)
+        if at is not None:
+            self._ctx.date_history(None)
         return True
 
     # ----- launches -------------------------------------------------------------------------

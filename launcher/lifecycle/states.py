@@ -168,6 +168,9 @@ _PHASE_ORDER = {
     RankPhase.LOST: 4,
 }
 _AGENT_LIVE = frozenset({RankState.RUNNING, RankState.WARNED, RankState.STOPPING, RankState.KILLING})
+#: The phases whose ``order`` is EXITED's or later: the rank's main process has ended (a tuple:
+#: membership is an identity test, cheaper than two ``order`` look-ups, on every rank report).
+PAST_EXIT = (RankPhase.EXITED, RankPhase.GONE, RankPhase.LOST)
 
 
 class HasPhase(Protocol):
@@ -179,6 +182,8 @@ class HasPhase(Protocol):
 def advance(rank: HasPhase, to: RankPhase) -> bool:
     """Move ``rank.state`` forward to ``to``; returns False (and changes nothing) when ``to`` is
     not later than the current phase: reports arrive at least once and out of order."""
+    if to is rank.state:  # the usual report: the phase already known
+        return False
     if to.order > rank.state.order:
         rank.state = to
         return True

@@ -200,6 +200,7 @@ class DeviceSeries:
         if self._last is not None and now <= self._last:
             return
         self._last = now
+        points = self._points
         for dev in iter_devices(snapshot):
             h = dev.holder
             info = dev.info
@@ -212,7 +213,10 @@ class DeviceSeries:
                 _num(info.memory_total_bytes),
                 h.job if h is not None and h.state == ALLOCATED else None,
             )
-            self._points.setdefault(dev.uuid, deque()).append(point)
+            kept = points.get(dev.uuid)
+            if kept is None:  # a new device (``setdefault`` would make a deque for every device, every time)
+                kept = points[dev.uuid] = deque()
+            kept.append(point)
             self._where[dev.uuid] = (dev.node, dev.label)
         firing = set()
         for f in findings:

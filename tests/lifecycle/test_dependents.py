@@ -273,6 +273,32 @@ def test_a_sweep_waiting_for_one_job_is_judged_once_per_change_and_not_rewritten
     assert all(model.admissible(r, 3.0) for r in sweep)
 
 
+def test_a_report_that_changes_nothing_runs_no_rule_for_nothing(monkeypatch) -> None:
+    """An agent's report that repeats what is known (the usual one) dates no history line and
+    looks up no dependent, held ones waiting or not; a report that does change a job still
+    releases its dependents (bench/dependencies.py's "unrelated event")."""
+    model = Lifecycle(POLICY)
+    submit(model, job("1"))
+    sweep = [job(str(i), "afterok:1") for i in range(2, 12)]
+    for record in sweep:
+        submit(model, record)
+    run(model, "1", 2.0)
+    calls: list[str] = []
+    for part, name in ((model._deps, "_affected"), (model._fences, "fence_time"), (model._gang, "heard_late")):
+        original = getattr(part, name)
+
+        def spied(*args: object, _name: str = name, _original=original) -> object:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(part, name, spied)
+    assert model.apply(ev.RankObserved(2.5, "n1", "1.0", 0, RankPhase.RUNNING, pid=100)) == []
+    assert calls == []
+    out = end(model, "1", 3.0, 0)
+    assert "_affected" in calls and all(model.admissible(r, 3.0) for r in sweep)
+    assert sum(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out) == len(sweep)
+
+
 def test_a_stored_dependency_that_no_longer_parses_never_holds() -> None:
     model = Lifecycle(POLICY, [job("1"), job("2", "afterwards:1")])
     out = model.apply(ev.Tick(1.0, 0.0, frozenset()))

@@ -10,6 +10,7 @@ from labgang.agent.supervisor.states import RankState
 from labgang.launcher.lifecycle.states import (
     INTENT_REASON,
     JOB_MOVES,
+    PAST_EXIT,
     EndIntent,
     IllegalTransition,
     JobState,
@@ -89,6 +90,12 @@ def test_rank_phases_only_move_forward(src: RankPhase, dst: RankPhase) -> None:
     forward = forward or (dst in ended and src not in ended)
     assert advance(rank, dst) is forward
     assert rank.state is (dst if forward else src)
+
+
+def test_past_exit_is_every_phase_ordered_at_exited_or_later() -> None:
+    """The rank's end instant is set once its phase is in PAST_EXIT, read instead of two ``order`` look-ups."""
+    assert set(PAST_EXIT) == {p for p in RankPhase if p.order >= RankPhase.EXITED.order}
+    assert len(PAST_EXIT) == len(set(PAST_EXIT))
 
 
 @pytest.mark.parametrize("state", list(RankState))

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from labgang.launcher.pitfalls import ClusterSnapshot
 from labgang.tui.app import LabgangTop, make_app
 from labgang.tui.graphs import graph_blocks, graph_lines, spark
 from labgang.tui.plain import render_frame
 from labgang.tui.processes import GONE, HIDDEN, NOT_LABGANGS, process_rows
 from labgang.tui.screens.confirm import ConfirmScreen
-from labgang.tui.sources import CoordinatorSource
+from labgang.tui.sources import CoordinatorSource, DataSource
 from labgang.tui.state import ClusterState, Filters, StateBuilder
 from labgang.tui.widgets.graphs import GraphsView
 from labgang.tui.widgets.jobs import JobsTable
@@ -275,3 +277,69 @@ async def test_the_hidden_graphs_tab_waits_and_draws_what_changed_once_shown(fac
         assert len(facts_client.calls) == calls  # no new fetch: what is drawn now is the stale mark's doing
         assert {"layout": True} in refreshes
         assert "gpu-a GPU 0" not in drawn()
+
+
+class TickingLocal(DataSource):
+    """A local source (blocking, as NVML's): each read is one second later, utilization moving."""
+
+    mode, description, blocking = "local", "ticking", True
+
+    def __init__(self) -> None:
+        self.snapshots: list[ClusterSnapshot] = []
+
+    def read(self) -> ClusterSnapshot:
+        nodes, jobs, queues = with_facts()
+        i = len(self.snapshots)
+        nodes[0]["inventory"]["gpus"][0]["utilization_gpu_pct"] = float(10 * i % 100)
+        snap = ClusterSnapshot.from_api(NOW + i, {"nodes": nodes}, {"jobs": jobs}, {"queues": queues})
+        self.snapshots.append(snap)
+        return snap
+
+    async def fetch(self) -> ClusterSnapshot:
+        return self.read()
+
+
+async def test_local_graphs_view_the_history_only_while_shown_and_show_every_point(monkeypatch) -> None:
+    """``labgang top --local`` records a point per device at every refresh but views them (a copy of
+    every device's points) only while the Graphs tab is shown; showing it fetches once, and the graphs
+    drawn are those of a builder that viewed its history at every refresh."""
+    source = TickingLocal()
+    app = make_app(source, refresh_s=3600, user="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        views: list[object] = []
+        view = app.builder.series.view
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            views.append(args)
+            return view(*args, **kw)
+
+        monkeypatch.setattr(app.builder.series, "view", counted)
+        for _ in range(3):
+            app.request_refresh()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert app.state is not None and app.state.snapshot.series is None and views == []
+        await pilot.press("5")
+        await pilot.pause()
+        await app.workers.wait_for_complete()  # the refresh the tab asked for
+        await pilot.pause()
+        assert len(source.snapshots) == 5 and len(views) == 1
+        shown = app.state.snapshot.series
+        assert shown is not None
+        d0 = shown.device(source.snapshots[0].nodes[0].devices[0].uuid)
+        assert d0 is not None and [p.t for p in d0.points] == [NOW + i for i in range(5)]
+        assert [p.util_pct for p in d0.points] == [0.0, 10.0, 20.0, 30.0, 40.0]
+        reference = StateBuilder(mode="local", user="alice")
+        reference.series_wanted = True
+        for snap in source.snapshots:
+            expected = reference.build(snap)
+        assert expected.snapshot.series == shown
+        assert graph_blocks(app.state, width=20) == graph_blocks(expected, width=20) != []
+        text = app.query_one(GraphsView).render().plain
+        assert "gpu-a GPU 0" in text and "job j-101" in text
+        await pilot.press("1")  # hidden again: no view
+        await pilot.pause()
+        app.request_refresh()
+        await app.workers.wait_for_complete()
+        assert app.state.snapshot.series is None and len(views) == 1
