@@ -164,7 +164,7 @@ def _group_cell(group_of: list[str], rank: object) -> str:
     return group_of[rank] if isinstance(rank, int) and 0 <= rank < len(group_of) else "-"
 
 
-def _time_limit(job: dict[str, Any]) -> str:
+def _time_limit(job: Mapping[str, Any]) -> str:
     """``show``'s time limit (``-t``/``--time``): ``1h00m (then SIGTERM, SIGKILL after 30s of grace)``,
     what the coordinator does at it (docs/slurm.md); the grace part when the job has one."""
     text = format_duration(job["time_limit_s"])
