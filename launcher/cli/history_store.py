@@ -127,3 +127,40 @@ def store_history_rows(
         raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
     rows = [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in jobs]
     return rows, "all" if whose is None else whose
+
+
+def store_report(path: Path, *, group: str, since: float | None, until: float | None) -> dict[str, Any]:
+    """``labgang report``'s answer from the store at ``path`` (read-only), as the coordinator would
+    answer it (:func:`labgang.launcher.accounting.report`) but for the attempts it held open in
+    memory: an attempt the stopped instance left open counts until now, its last usage sample as
+    committed. Teams come from the config the instance last ran with (its queues' cohorts).
+
+    Args:
+        group: ``user``, ``queue`` or ``team``. since / until: unix seconds, None: unbounded.
+
+    Raises:
+        CommandFailed: no store there, one this user may not read, or not a labgang store (exit 1).
+    """
+    import sqlite3
+
+    from labgang.launcher import accounting
+    from labgang.launcher.config.record import CONFIG_KEY, parse_recorded
+    from labgang.launcher.coordinator.store import Store, unreadable_reason
+
+    reason = unreadable_reason(path)
+    if reason is not None:
+        raise CommandFailed(reason, 1)
+    try:
+        store = Store(path, read_only=True)
+        try:
+            found = store.attempts_between(since, until)
+            meta = store.meta(CONFIG_KEY)
+        finally:
+            store.close()
+    except sqlite3.Error as err:
+        raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
+    recorded = None if meta is None else parse_recorded(meta)
+    queues = recorded.config.queue_specs() if recorded is not None else ()
+    return accounting.report(
+        found, group=group, since=since, until=until, now=time.time(), team=accounting.team_lookup(queues)
+    )

@@ -3,7 +3,8 @@
 The numbers come from the coordinator's attempt records (``GET /v1/report``,
 :mod:`labgang.launcher.accounting`): every start attempt counts, preempted, requeued, cancelled
 and timed-out ones included, so the report, ``labgang history`` and the
-``labgang_gpu_seconds_total`` counters agree.
+``labgang_gpu_seconds_total`` counters agree. When no coordinator answers, they are read from its
+store file, read-only, as ``history`` reads it (:mod:`labgang.launcher.cli.history_store`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import click
 from labgang.launcher.accounting import REPORT_GROUPS
-from labgang.launcher.api.client import Client
+from labgang.launcher.api.client import Client, CoordinatorUnavailable
+from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history import WhenType
 from labgang.launcher.cli.history_table import TIME_HELP
@@ -83,6 +85,32 @@ def report_csv(body: Mapping[str, Any]) -> str:
     return out.getvalue().rstrip("\n")
 
 
+def _from_the_store(
+    state_dir: Path | None, err: CoordinatorUnavailable, group: str, since: float | None, until: float | None
+) -> dict[str, Any]:
+    """The report read from the store file itself, read-only, when no coordinator answers
+    (:func:`labgang.launcher.cli.history_store.store_report`), after one stderr line saying so.
+
+    Raises:
+        CommandFailed: no instance ever ran there (the coordinator's refusal), or the store cannot
+            be read either (one line with both reasons, exit 1).
+    """
+    from labgang.launcher.cli.history_store import store_path, store_report
+
+    path = store_path(state_dir)
+    if not path.exists():  # no instance ever ran there: nothing to read
+        raise CommandFailed(str(err), 1) from None
+    try:
+        body = store_report(path, group=group, since=since, until=until)
+    except CommandFailed as unreadable:
+        raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
+    click.echo(
+        f"labgang report: no coordinator answers at {err.socket_path}; read its store {path} directly (read-only)",
+        err=True,
+    )
+    return body
+
+
 @click.command()
 @click.option(
     "--by",
@@ -114,8 +142,11 @@ def report(
         raise click.UsageError("--json and --csv: choose one")
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
-    with Client.for_state_dir(state_dir) as client:
-        body = client.report(by=group, since=since, until=until)
+    try:
+        with Client.for_state_dir(state_dir) as client:
+            body = client.report(by=group, since=since, until=until)
+    except CoordinatorUnavailable as err:  # as sreport reads slurmdbd without slurmctld
+        body = _from_the_store(state_dir, err, group, since, until)
     if as_json:
         click.echo(to_json(body))
     elif as_csv:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,6 +158,8 @@ def test_history_without_a_coordinator_reads_the_store_read_only() -> None:
             served = json.loads(instance.cli("history", "--json").stdout)["jobs"]
             table = instance.cli("history").stdout
             attempts = instance.cli("history", "--attempts", "-u", "all").stdout
+            until = time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() + 120))  # after both ended
+            reported = json.loads(instance.cli("report", "--until", until, "--json").stdout)
         finally:
             assert instance.stop() == 0, instance.output()
         store = Path(d) / "labgang.db"
@@ -176,6 +179,15 @@ def test_history_without_a_coordinator_reads_the_store_read_only() -> None:
         out = instance.cli("history")
         assert (out.returncode, out.stdout) == (0, table)
         assert instance.cli("history", "--attempts", "-u", "all").stdout == attempts
+        out = instance.cli("report", "--until", until, "--json")  # as sreport reads slurmdbd alone
+        assert out.returncode == 0, out.stderr
+        assert out.stderr == (
+            f"labgang report: no coordinator answers at {Path(d) / 'labgang.sock'}; "
+            f"read its store {store} directly (read-only)\n"
+        )
+        from_store = json.loads(out.stdout)
+        assert from_store.pop("now") >= reported.pop("now")  # when each was made; all else the same
+        assert from_store == reported and reported["total"]["attempts"] == 2, (from_store, reported)
         empty = instance.cli("history", "-q", "nope")
         assert empty.returncode == 0 and "note: no job of any user matches queue nope" in empty.stderr
         assert (sorted(p.name for p in Path(d).iterdir()), store.read_bytes()) == before  # nothing written
