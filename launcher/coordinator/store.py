@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import pwd
 import sqlite3
 import threading
 import time
@@ -122,8 +123,15 @@ def unreadable_reason(path: Path) -> str | None:
     if not path.is_file():
         return f"no labgang store at {path} (is --state-dir right?)"
     if not os.access(path, os.R_OK):
-        mode = path.stat().st_mode & 0o777
-        return f"the labgang store {path} is readable only by whoever runs that labgang (file mode {mode:o})"
+        info = path.stat()
+        try:
+            owner = pwd.getpwuid(info.st_uid).pw_name
+        except KeyError:
+            owner = f"uid {info.st_uid}"
+        return (
+            f"the labgang store {path} is readable only by whoever runs that labgang "
+            f"(file mode {info.st_mode & 0o777:o}, owner {owner})"
+        )
     return None
 
 

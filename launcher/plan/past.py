@@ -102,7 +102,7 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     reason = unreadable_reason(path)
     if reason is not None:
         # a system instance's store: the user who runs labgang can export its history
-        ask = "; ask them for `labgang history --export FILE`, then use `labgang plan replay FILE`"
+        ask = "; ask its owner for `labgang history --export FILE`, then use `labgang plan replay FILE`"
         raise HistoryUnreadable(reason + (ask if path.is_file() else ""))
     try:
         db = sqlite3.connect(read_only_uri(path), uri=True)

@@ -214,5 +214,8 @@ def test_history_without_a_coordinator_names_a_store_another_user_may_not_read(l
         out = other.run(["history"], env={"LABGANG_STATE_DIR": d})
         lines = out.stderr.strip().splitlines()
         assert (out.returncode, out.stdout, len(lines)) == (1, "", 1), out.stderr
-        assert f"the labgang store {store} is readable only by whoever runs that labgang (file mode 600)" in lines[0]
+        assert (
+            f"the labgang store {store} is readable only by whoever runs that labgang (file mode 600, owner root)"
+            in lines[0]
+        )
         assert store.read_bytes() == before
