@@ -69,9 +69,12 @@ _UNKNOWN = "999999999"
 """Stands for a name no job has while a dependency's syntax is checked."""
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class SimTask:
     """One job of the simulation: a scenario job, or one task of a scenario job array.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
 
     Attributes:
         name: what people read: the scenario ``id``, or ``"<id>_<index>"`` for a task.
