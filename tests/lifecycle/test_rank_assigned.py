@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from labgang.launcher.lifecycle.records import RankRecord
-from labgang.launcher.lifecycle.states import RankPhase
+from labgang.launcher.lifecycle.states import JobState, RankPhase
 
 
 def built(rank: int, node: str, devices: tuple[str, ...]) -> RankRecord:
@@ -75,3 +75,17 @@ def test_every_phase_has_its_forward_order() -> None:
         (RankPhase.GONE, 4),
         (RankPhase.LOST, 4),
     ]
+
+
+def test_every_phase_and_state_has_its_flags() -> None:
+    """``RankPhase.ended``, ``JobState.finished`` and ``JobState.holds_devices`` are plain
+    attributes of each member too, set once after their class."""
+    assert [p for p in RankPhase if p.ended] == [RankPhase.GONE, RankPhase.LOST]
+    assert [s for s in JobState if s.finished] == [
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+    ]
+    assert [s for s in JobState if s.holds_devices] == [JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING]
