@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from labgang.launcher.lifecycle.records import RankRecord
-from labgang.launcher.lifecycle.states import JobState, RankPhase
+from labgang.launcher.lifecycle.states import RankPhase
 
 
 def built(rank: int, node: str, devices: tuple[str, ...]) -> RankRecord:
@@ -62,30 +62,3 @@ def test_two_assigned_ranks_share_no_mutable_state() -> None:
     assert b == built(1, "n1", ("GPU-b",)) and b.changes == built(1, "n1", ("GPU-b",)).changes
     for field in dataclasses.fields(RankRecord):  # every kept default is immutable: nothing to share
         hash(getattr(b, field.name))
-
-
-def test_every_phase_has_its_forward_order() -> None:
-    """``RankPhase.order`` is a plain attribute of each member (set once, after the class): the
-    forward order, GONE and LOST both last."""
-    assert [(p, p.order) for p in RankPhase] == [
-        (RankPhase.ASSIGNED, 0),
-        (RankPhase.LAUNCHING, 1),
-        (RankPhase.RUNNING, 2),
-        (RankPhase.EXITED, 3),
-        (RankPhase.GONE, 4),
-        (RankPhase.LOST, 4),
-    ]
-
-
-def test_every_phase_and_state_has_its_flags() -> None:
-    """``RankPhase.ended``, ``JobState.finished`` and ``JobState.holds_devices`` are plain
-    attributes of each member too, set once after their class."""
-    assert [p for p in RankPhase if p.ended] == [RankPhase.GONE, RankPhase.LOST]
-    assert [s for s in JobState if s.finished] == [
-        JobState.SUCCEEDED,
-        JobState.FAILED,
-        JobState.CANCELLED,
-        JobState.TIMEOUT,
-        JobState.NODE_FAIL,
-    ]
-    assert [s for s in JobState if s.holds_devices] == [JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING]
