@@ -41,7 +41,7 @@ _LAYOUTS: dict[type, tuple[attrgetter[Any], dict[str, int]]] = {}
 
 
 def _with(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace(obj, **changes)`` for the frozen decision and view classes named here
+    """``dataclasses.replace(obj, **changes)`` for the decision and view classes named here
     (every field an ``__init__`` argument, in field order): the same object, built straight from
     its fields' values (``replace`` looks each field up again on every call, and the renaming
     copies several views and decisions a cycle)."""
