@@ -235,10 +235,13 @@ class GroupRequest:
     request: JobRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class JobRequest:
     """What a job asks the scheduler for: a gang of ``workers`` ranks, each needing
     ``per_worker`` devices of ``resource``.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
 
     ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
     (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs

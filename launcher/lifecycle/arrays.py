@@ -27,9 +27,12 @@ from labgang.launcher.model import QueueSpec
 from labgang.launcher.scheduler.decisions import CycleResult, Pending, PendingReason, ReasonCode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ArrayGate:
     """What the array rules let into one cycle.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
 
     Attributes:
         fed: the pending jobs to put in the snapshot (every job that is not an array task, and

@@ -113,9 +113,12 @@ class CycleObserver(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Burst:
     """What one :meth:`CycleDriver.burst` did.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
 
     Attributes:
         admitted: gangs admitted (their dispatch is an effect already carried out).

@@ -3,6 +3,11 @@
 Persisting effects (:class:`SaveStatus`, :class:`SaveSpec`, :class:`SaveRank`, :class:`AddHistory`,
 :class:`SaveAttempt`, :class:`RecordDecision`) are committed first; the others (stop, signal, launch, dispatch) only
 run after that commit, so a crash never leaves an agent doing something the store does not know.
+
+Instances are values: compared and hashed by their fields, and never changed after construction (no
+code assigns to one). They are not ``frozen`` dataclasses only because Python 3.11's frozen
+``__init__`` sets each field through ``object.__setattr__``, 3-5x the cost of a plain slot write,
+and a replay builds hundreds of thousands of them.
 """
 
 from __future__ import annotations
@@ -14,21 +19,21 @@ from labgang.launcher.lifecycle.attempts import AttemptRecord
 from labgang.launcher.lifecycle.records import HistoryEntry, JobRecord, RankRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SaveStatus:
     """Persist the job's status (its latest value is written at commit time)."""
 
     job: JobRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SaveSpec:
     """Persist the job's spec, replaced by ``labgang update`` (its latest value is written at commit time)."""
 
     job: JobRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SaveRank:
     """Persist one rank of attempt ``attempt`` of the job: the attempt the rank belongs to, fixed
     when the effect is made. A driver carries effects out after the event that made them, and by
@@ -40,7 +45,7 @@ class SaveRank:
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class AddHistory:
     """Persist a history line the model appended to ``job.history``."""
 
@@ -48,7 +53,7 @@ class AddHistory:
     entry: HistoryEntry
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SaveAttempt:
     """Persist the accounting record of one start attempt (its latest values are written at commit time)."""
 
@@ -64,7 +69,7 @@ class DecisionKind(enum.StrEnum):
     PENDING = "pending"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RecordDecision:
     """Persist one scheduling decision about job ``job_id`` at ``time`` (seconds): ``code`` is the
     scheduler's reason code (``ReasonCode``/``EndReason`` value, or "admitted"/"preempt"/"preempted")."""
@@ -76,7 +81,7 @@ class RecordDecision:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Stop:
     """Stop every rank of ``run_id`` on ``node`` with ``grace`` seconds (idempotent); ``warn``: the
     job's ``--signal`` warning precedes SIGTERM. Stops for one node issued together go as one command.
@@ -89,7 +94,7 @@ class Stop:
     job_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Signal:
     """Send ``signum`` to every rank of ``run_id`` on ``node``."""
 
@@ -98,14 +103,14 @@ class Signal:
     signum: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Dispatch:
     """Start an admitted gang: launch rank 0's node (it picks MASTER_PORT), then the others."""
 
     job: JobRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Launch:
     """(Re)send the ``launch`` of the job's ranks on ``node`` for run ``run_id`` (after a reconnect)."""
 
@@ -114,7 +119,7 @@ class Launch:
     run_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Requeued:
     """The job went back to its queue as a new attempt (its ``requeued`` history line is an
     :class:`AddHistory` of the same event): a driver lets go of what the old attempt held."""
@@ -122,7 +127,7 @@ class Requeued:
     job: JobRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Finished:
     """The job reached a final state and left the model's active jobs: the driver keeps what it
     wants of it (the coordinator: a bounded list of recently finished jobs; the store has it all)."""
@@ -130,12 +135,12 @@ class Finished:
     job: JobRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class WakeScheduler:
     """Something the scheduler sees changed: run a cycle (coalesced with other wakes)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class WakeAt:
     """Check the timers (a :class:`~labgang.launcher.lifecycle.events.Tick`) and run a cycle at
     ``time``: a requeue backoff ends then, or a lost node's fence expires."""
@@ -143,7 +148,7 @@ class WakeAt:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class AdmissionObserved:
     """A job of ``queue`` was admitted after waiting ``wait_s`` seconds (for metrics)."""
 
@@ -151,7 +156,7 @@ class AdmissionObserved:
     wait_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PreemptionCounted:
     """A job of ``queue`` was preempted; ``why`` is "in_queue" or "reclaim" (for metrics)."""
 

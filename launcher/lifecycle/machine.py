@@ -330,9 +330,7 @@ class Lifecycle:
             st.lease_stopped = False
             st.reason_code = st.reason_message = None
             st.no_preemption = None
-            job.ranks = {
-                rp.rank: RankRecord(rank=rp.rank, node=rp.node, devices=tuple(rp.devices)) for rp in adm.placement
-            }
+            job.ranks = {rp.rank: RankRecord.assigned(rp.rank, rp.node, tuple(rp.devices)) for rp in adm.placement}
             self._ctx.save(job)
             self._gang.open_attempt(job, adm.whole)
             for rank in job.ranks.values():

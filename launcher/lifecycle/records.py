@@ -352,6 +352,22 @@ class RankRecord(CountsChanges):
         """True once the rank's processes are gone and its devices free (or its node was lost)."""
         return self.state.ended
 
+    @classmethod
+    def assigned(cls, rank: int, node: str, devices: tuple[str, ...]) -> RankRecord:
+        """``RankRecord(rank=rank, node=node, devices=devices)``: a rank just placed by an
+        admission (phase ASSIGNED, nothing else known). The same instance dict, in the same order,
+        with the same change count, without a write of each field through ``__setattr__`` (an
+        admission makes one a rank)."""
+        if cls is not RankRecord:
+            return cls(rank=rank, node=node, devices=devices)
+        record = object.__new__(RankRecord)
+        fields = record.__dict__
+        fields.update(_ASSIGNED)
+        fields["rank"] = rank
+        fields["node"] = node
+        fields["devices"] = devices
+        return record
+
 
 @dataclass
 class JobStatus(CountsChanges):
@@ -452,18 +468,34 @@ _STATUS_FIELDS = tuple(JobStatus.__dataclass_fields__)
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 """``json.dumps(..., separators=(",", ":"))``'s encoder, made once (``dumps`` makes one a call)."""
 
+_ASSIGNED: dict[str, Any] = dict(vars(RankRecord(0, "", ())))
+"""The instance dict (fields and ``changes``, in the order the dataclass build writes them) of a
+rank :meth:`RankRecord.assigned` makes, its rank, node and devices to be set; every default is
+immutable."""
+
 _SUBMITTED: dict[str, Any] = dict(vars(JobStatus(state=JobState.PENDING, submit_time=0.0, pending_since=0.0)))
 """The instance dict (fields and ``changes``, in the order the dataclass build writes them) of a
 status :meth:`JobStatus.submitted` makes, its times to be set; every default is immutable."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class HistoryEntry:
-    """One line of a job's history (unix seconds); never changed once written (the history only grows)."""
+    """One line of a job's history (unix seconds); never changed once written (the history only grows).
+
+    Frozen (a write raises ``FrozenInstanceError``); the constructor writes the three fields into
+    the instance dict itself, where the generated one calls ``object.__setattr__`` for each (a
+    replay builds one entry per transition: 170 ns each instead of 370 ns on Python 3.11).
+    """
 
     time: float
     event: str
     message: str
+
+    def __init__(self, time: float, event: str, message: str) -> None:
+        fields = self.__dict__
+        fields["time"] = time
+        fields["event"] = event
+        fields["message"] = message
 
 
 @dataclass

@@ -41,9 +41,13 @@ class Kind(enum.Enum):
     NOMINAL_ONLY = "nominal-only"  # only when the preemptor ends within nominal
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Candidate:
-    """A running job that may be evicted for the preemptor, and how."""
+    """A running job that may be evicted for the preemptor, and how.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
+    """
 
     job: RunningJob
     kind: Kind

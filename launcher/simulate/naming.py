@@ -41,7 +41,7 @@ _LAYOUTS: dict[type, tuple[attrgetter[Any], dict[str, int]]] = {}
 
 
 def _with(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace(obj, **changes)`` for the frozen decision and view classes named here
+    """``dataclasses.replace(obj, **changes)`` for the decision and view classes named here
     (every field an ``__init__`` argument, in field order): the same object, built straight from
     its fields' values (``replace`` looks each field up again on every call, and the renaming
     copies several views and decisions a cycle)."""
@@ -69,9 +69,12 @@ _UNKNOWN = "999999999"
 """Stands for a name no job has while a dependency's syntax is checked."""
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class SimTask:
     """One job of the simulation: a scenario job, or one task of a scenario job array.
+
+    A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
+    its cheaper ``__init__``).
 
     Attributes:
         name: what people read: the scenario ``id``, or ``"<id>_<index>"`` for a task.
