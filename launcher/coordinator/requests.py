@@ -234,7 +234,8 @@ def _constraint(err: ErrorDetails, field: str | None) -> str:
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)  # 31536000, not 3.1536e+07
         if unit and isinstance(bound, int) and bound >= 86400 and bound % 86400 == 0:
-            unit += f" ({bound // 86400} days)"  # 31536000 seconds (365 days)
+            days = bound // 86400
+            unit += f" ({days} day{'s' if days != 1 else ''})"  # 31536000 seconds (365 days)
         return f"must be {op} {bound:g}{unit}" if isinstance(bound, float) else f"must be {op} {bound}{unit}"
     if kind == "too_short" and field is not None and field.split(".")[-1] == "argv":
         return "must name a command (at least one word)"

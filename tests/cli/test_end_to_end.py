@@ -371,7 +371,7 @@ def test_signal_warns_before_the_time_limit_and_sigterm_comes_at_it(lg, tmp_path
         # API field names never leak: the flag, the rule, and how to write a duration
         # (--time 0 is no limit, as in Slurm: tests/cli/test_new_user_gaps.py)
         (["--time", "400d"], 2, "labgang submit: -t/--time: must be <= 31536000 seconds (365 days) (e.g. 30s, 5m, 2h)"),
-        (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (e.g. 30s, 5m, 2h)"),
+        (["--grace", "99999999d"], 2, "labgang submit: --grace: must be <= 86400 seconds (1 day) (e.g. 30s, 5m, 2h)"),
     ],
     ids=[
         "gpus-0",

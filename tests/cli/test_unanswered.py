@@ -64,7 +64,7 @@ def test_another_users_state_directory_names_its_owner_instead_of_start_one_and_
         expected = (
             f"no labgang coordinator at {d}/labgang.sock; its state directory {d} belongs to root: ask them to "
             f"start it (`labgang up`); and its store: the labgang store {store} is readable only by whoever runs "
-            "that labgang (file mode 600)"
+            "that labgang (file mode 600, owner root)"
         )
         for args in (["history"], ["history", "-s", "failed"]):
             out = other.run(args, env={"LABGANG_STATE_DIR": d})
