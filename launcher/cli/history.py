@@ -169,26 +169,18 @@ def _from_the_store(
     state_dir: Path | None, err: CoordinatorUnavailable, asked: dict[str, Any], per_attempt: bool
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows read from the store file itself, read-only, when no coordinator answers
-    (:mod:`labgang.launcher.cli.history_store`), after one stderr line saying so; the notes of an
-    empty answer as from the coordinator (but for the queue's name, which only it knows).
+    (:func:`labgang.launcher.cli.history_store.read_store_instead`); the notes of an empty answer
+    as from the coordinator (but for the queue's name, which only it knows).
 
     Raises:
         CommandFailed: the store cannot be read either (one line with both reasons, exit 1).
     """
-    from labgang.launcher.cli.history_store import store_history_rows, store_path
+    from labgang.launcher.cli.history_store import read_store_instead, store_history_rows
     from labgang.launcher.cli.history_table import empty_history_notes
     from labgang.launcher.job_filters import user_name
 
-    path = store_path(state_dir)
-    if not path.exists():  # no instance ever ran there: nothing to read, as before
-        raise CommandFailed(str(err), 1) from None
-    try:
-        rows, whose = store_history_rows(path, **asked, attempts=per_attempt)
-    except CommandFailed as unreadable:
-        raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
-    click.echo(
-        f"labgang history: no coordinator answers at {err.socket_path}; read its store {path} directly (read-only)",
-        err=True,
+    rows, whose = read_store_instead(
+        "history", state_dir, err, lambda path: store_history_rows(path, **asked, attempts=per_attempt)
     )
     if rows:
         return rows, []

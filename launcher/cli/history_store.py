@@ -6,12 +6,20 @@ jobs can still be listed, as ``sacct`` reads slurmdbd without slurmctld. Nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from labgang.launcher.cli.errors import CommandFailed
+
+if TYPE_CHECKING:
+    from labgang.launcher.api.client import CoordinatorUnavailable
+    from labgang.launcher.coordinator.store import Store
+
+T = TypeVar("T")
 
 
 def store_path(state_dir: Path | None) -> Path:
@@ -76,6 +84,57 @@ def _whose(user: str | None, meta: str | None) -> str | None:
     return None if name == "all" else name
 
 
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[Store]:
+    """The store at ``path`` opened read-only for the ``with`` block, closed after.
+
+    Raises:
+        CommandFailed: no store there, one this user may not read, or not a labgang store (an
+            SQLite error inside the block included; exit 1).
+    """
+    import sqlite3
+
+    from labgang.launcher.coordinator.store import Store, unreadable_reason
+
+    reason = unreadable_reason(path)
+    if reason is not None:
+        raise CommandFailed(reason, 1)
+    try:
+        store = Store(path, read_only=True)
+        try:
+            yield store
+        finally:
+            store.close()
+    except sqlite3.Error as err:
+        raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
+
+
+def read_store_instead(
+    command: str, state_dir: Path | None, err: CoordinatorUnavailable, read: Callable[[Path], T]
+) -> T:
+    """What ``command`` (``history``, ``report``) answers when no coordinator answers (``err``):
+    ``read`` of the instance's store file, after one stderr line saying it was read directly.
+
+    Raises:
+        CommandFailed: no instance ever ran there (``err``'s line), or the store cannot be read
+            either (one line with both reasons; exit 1).
+    """
+    import click
+
+    path = store_path(state_dir)
+    if not path.exists():  # no instance ever ran there: nothing to read
+        raise CommandFailed(str(err), 1) from None
+    try:
+        answer = read(path)
+    except CommandFailed as unreadable:
+        raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
+    click.echo(
+        f"labgang {command}: no coordinator answers at {err.socket_path}; read its store {path} directly (read-only)",
+        err=True,
+    )
+    return answer
+
+
 def store_history_rows(
     path: Path,
     *,
@@ -103,28 +162,14 @@ def store_history_rows(
     Raises:
         CommandFailed: no store there, one this user may not read, or not a labgang store (exit 1).
     """
-    import sqlite3
-
     from labgang.launcher.config.record import CONFIG_KEY
-    from labgang.launcher.coordinator.store import Store, unreadable_reason
     from labgang.launcher.coordinator.views import history_view
 
-    reason = unreadable_reason(path)
-    if reason is not None:
-        raise CommandFailed(reason, 1)
     now = time.time()
-    try:
-        store = Store(path, read_only=True)
-        try:
-            whose = _whose(user, store.meta(CONFIG_KEY))
-            jobs = store.find_jobs(
-                user=whose, queue=queue, states=states, since=since, until=until, limit=limit, now=now
-            )
-            records = store.attempts_of([job.id for job in jobs])
-        finally:
-            store.close()
-    except sqlite3.Error as err:
-        raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
+    with _read_only(path) as store:
+        whose = _whose(user, store.meta(CONFIG_KEY))
+        jobs = store.find_jobs(user=whose, queue=queue, states=states, since=since, until=until, limit=limit, now=now)
+        records = store.attempts_of([job.id for job in jobs])
     rows = [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in jobs]
     return rows, "all" if whose is None else whose
 
@@ -141,24 +186,12 @@ def store_report(path: Path, *, group: str, since: float | None, until: float | 
     Raises:
         CommandFailed: no store there, one this user may not read, or not a labgang store (exit 1).
     """
-    import sqlite3
-
     from labgang.launcher import accounting
     from labgang.launcher.config.record import CONFIG_KEY, parse_recorded
-    from labgang.launcher.coordinator.store import Store, unreadable_reason
 
-    reason = unreadable_reason(path)
-    if reason is not None:
-        raise CommandFailed(reason, 1)
-    try:
-        store = Store(path, read_only=True)
-        try:
-            found = store.attempts_between(since, until)
-            meta = store.meta(CONFIG_KEY)
-        finally:
-            store.close()
-    except sqlite3.Error as err:
-        raise CommandFailed(f"cannot read the labgang store {path}: {err}", 1) from None
+    with _read_only(path) as store:
+        found = store.attempts_between(since, until)
+        meta = store.meta(CONFIG_KEY)
     recorded = None if meta is None else parse_recorded(meta)
     queues = recorded.config.queue_specs() if recorded is not None else ()
     return accounting.report(

@@ -19,7 +19,6 @@ from typing import Any
 import click
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api.client import Client, CoordinatorUnavailable
-from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.format import to_json
 from labgang.launcher.cli.history import WhenType
 from labgang.launcher.cli.history_table import TIME_HELP
@@ -85,32 +84,6 @@ def report_csv(body: Mapping[str, Any]) -> str:
     return out.getvalue().rstrip("\n")
 
 
-def _from_the_store(
-    state_dir: Path | None, err: CoordinatorUnavailable, group: str, since: float | None, until: float | None
-) -> dict[str, Any]:
-    """The report read from the store file itself, read-only, when no coordinator answers
-    (:func:`labgang.launcher.cli.history_store.store_report`), after one stderr line saying so.
-
-    Raises:
-        CommandFailed: no instance ever ran there (the coordinator's refusal), or the store cannot
-            be read either (one line with both reasons, exit 1).
-    """
-    from labgang.launcher.cli.history_store import store_path, store_report
-
-    path = store_path(state_dir)
-    if not path.exists():  # no instance ever ran there: nothing to read
-        raise CommandFailed(str(err), 1) from None
-    try:
-        body = store_report(path, group=group, since=since, until=until)
-    except CommandFailed as unreadable:
-        raise CommandFailed(f"{err}; and its store: {unreadable.message}", 1) from None
-    click.echo(
-        f"labgang report: no coordinator answers at {err.socket_path}; read its store {path} directly (read-only)",
-        err=True,
-    )
-    return body
-
-
 @click.command()
 @click.option(
     "--by",
@@ -146,7 +119,11 @@ def report(
         with Client.for_state_dir(state_dir) as client:
             body = client.report(by=group, since=since, until=until)
     except CoordinatorUnavailable as err:  # as sreport reads slurmdbd without slurmctld
-        body = _from_the_store(state_dir, err, group, since, until)
+        from labgang.launcher.cli.history_store import read_store_instead, store_report
+
+        body = read_store_instead(
+            "report", state_dir, err, lambda path: store_report(path, group=group, since=since, until=until)
+        )
     if as_json:
         click.echo(to_json(body))
     elif as_csv:
