@@ -494,14 +494,14 @@ def follow_to_the_end(
                 raise output_gone(client, job_id, out) from None
             except CoordinatorUnavailable:
                 client.close()  # a request may have been cut in half
-                kept = job_id in kept_jobs(client.socket_path)
-                if not kept and not went_away_unstopped(client.socket_path):
+                how = gone_how(client.socket_path, frozenset((job_id,)))
+                if how is None:
                     # labgang stopped in order under us (`labgang down`, Ctrl-C on `labgang up`): the job
                     # is not lost; it is requeued or still recorded, and the next start shows what became of it.
                     raise FollowStopped(labgang_stopped(job_id, requeued), 1) from None
                 if away is None:  # killed (or crashed), or stopped with --keep-jobs: the job runs on
                     away = time.monotonic()
-                    print(away_line(f"job {job_id}", kept), file=err, flush=True)
+                    print(away_line(f"job {job_id}", how == "kept"), file=err, flush=True)
             except KeyboardInterrupt as exc:
                 client.close()  # a request may have been cut in half
                 what = exc.args[0] if isinstance(exc, StopSignal) else "Ctrl-C"
@@ -554,6 +554,16 @@ def kept_jobs(socket_path: Any) -> frozenset[str]:
     return frozenset(str(i) for i in ids) if isinstance(ids, list) else frozenset()
 
 
+def gone_how(socket_path: Any, ids: frozenset[str]) -> str | None:
+    """How the coordinator at ``socket_path`` that stopped answering went, for a follower of the jobs
+    ``ids``: ``"kept"`` when its orderly stop left one of them running (:func:`kept_jobs`),
+    ``"away"`` when it went without its orderly stop or is starting again (:func:`went_away_unstopped`):
+    worth waiting for both; None when it stopped in order and ended them (nothing to wait for)."""
+    if ids & kept_jobs(socket_path):
+        return "kept"
+    return "away" if went_away_unstopped(socket_path) else None
+
+
 def await_return(
     client: Client, job_id: str, since: float, requeued: bool, err: TextIO, *, tasks: frozenset[str] = frozenset()
 ) -> None:
@@ -576,13 +586,13 @@ def await_return(
         else:
             print(f"labgang: labgang is back; following {what} again", file=err, flush=True)
             return
-        kept = bool(ids & kept_jobs(client.socket_path))
-        if not kept and not went_away_unstopped(client.socket_path):
+        how = gone_how(client.socket_path, ids)
+        if how is None:
             raise FollowStopped(array_stopped(job_id) if tasks else labgang_stopped(job_id, requeued), 1)
         if time.monotonic() - since > RETURN_WAIT_S:
             fate = (
                 "it runs on, and the next `labgang up` re-adopts it"
-                if kept
+                if how == "kept"
                 else "its ranks run on only until their node's lease stops them"
             )
             show = "`labgang queue`" if tasks else f"`labgang show {job_id}`"

@@ -25,10 +25,9 @@ from labgang.launcher.cli.follow import (
     await_return,
     away_line,
     follow_to_the_end,
-    kept_jobs,
+    gone_how,
     stderr_bytes,
     stop_signals_interrupt,
-    went_away_unstopped,
 )
 from labgang.launcher.cli.format import (
     BEGIN,
@@ -655,12 +654,12 @@ def _run_array(client: Client, first: dict[str, Any]) -> int:
                 fail(stop.message, stop.exit_code)
             except CoordinatorUnavailable:
                 client.close()  # a request may have been cut in half
-                kept = bool(follower.task_ids() & kept_jobs(client.socket_path))
-                if not (kept or went_away_unstopped(client.socket_path)):
+                how = gone_how(client.socket_path, follower.task_ids())
+                if how is None:
                     fail(array_stopped(array_id), 1)
                 if away is None:  # its tasks run on, for a `labgang up` started again
                     away = time.monotonic()
-                    click.echo(away_line(f"job array {array_id}", kept), err=True)
+                    click.echo(away_line(f"job array {array_id}", how == "kept"), err=True)
             except KeyboardInterrupt as exc:
                 client.close()
                 code = exc.args[1] if isinstance(exc, StopSignal) else EXIT_INTERRUPTED
