@@ -88,3 +88,12 @@ def user_name(text: str) -> str:
         return pwd.getpwuid(int(text)).pw_name
     except (KeyError, OverflowError):
         return text
+
+
+def whose_jobs(all_users: bool, users: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
+    """``(all_users, users)`` with ``-u all`` read as every user's jobs, one rule for ``queue`` and
+    ``cancel`` (``history`` and ``report`` read it so too): ``(True, ())`` when ``users`` holds
+    ``"all"``, else as given."""
+    if "all" in users:
+        return True, ()
+    return all_users, users

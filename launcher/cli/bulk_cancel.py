@@ -44,10 +44,10 @@ def selected_jobs(
     Raises:
         ApiError: 400 an unknown queue or state. CoordinatorUnavailable: no coordinator answers.
     """
-    from labgang.launcher.job_filters import user_name
+    from labgang.launcher.job_filters import user_name, whose_jobs
 
-    everyone = "all" in users
-    users = () if everyone else tuple(dict.fromkeys(user_name(name) for name in users))
+    everyone, users = whose_jobs(False, users)
+    users = tuple(dict.fromkeys(user_name(name) for name in users))
     rows = client.jobs(
         all_users=bool(job_ids) or everyone,
         user=",".join(users) or None,

@@ -108,7 +108,7 @@ def queue_listing(
         CoordinatorUnavailable: no coordinator answers.
     """
     if users:  # a plain `labgang queue` loads no job_filters
-        from labgang.launcher.job_filters import user_name
+        from labgang.launcher.job_filters import user_name, whose_jobs
 
         all_users, users = whose_jobs(all_users, users)
         users = tuple(dict.fromkeys(user_name(name) for name in users))
@@ -153,20 +153,12 @@ def queue_jobs(
     Raises:
         ApiError: 400 an unknown queue or state. CoordinatorUnavailable: no coordinator answers.
     """
-    from labgang.launcher.job_filters import user_name
+    from labgang.launcher.job_filters import user_name, whose_jobs
 
     all_users, users = whose_jobs(all_users, users)
     users = tuple(dict.fromkeys(user_name(name) for name in users))
     user, queue = ",".join(users) or None, ",".join(queues) or None
     return _listed(client.jobs(all_users=all_users, user=user, queue=queue, states=states, view="full"), queues, states)
-
-
-def whose_jobs(all_users: bool, users: "tuple[str, ...]") -> "tuple[bool, tuple[str, ...]]":
-    """``(all_users, users)`` with ``-u all`` read as every user's jobs, as ``history``, ``cancel``
-    and ``report`` read it: ``(True, ())`` when ``users`` holds ``"all"``, else as given."""
-    if "all" in users:
-        return True, ()
-    return all_users, users
 
 
 def _listed(
