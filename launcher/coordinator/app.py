@@ -11,7 +11,6 @@ optionally runs an in-process agent (``labgang up``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import secrets
@@ -31,6 +30,7 @@ from labgang.agent.connguard import (
     GuardedTCPSite,
     GuardedUnixSite,
 )
+from labgang.agent.supervisor.journal import write_json
 from labgang.agent.token import read_token
 from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.config.record import record_config
@@ -336,10 +336,8 @@ def _record_kept_jobs(directory: Path, job_ids: list[str]) -> None:
         if not job_ids:
             path.unlink(missing_ok=True)
             return
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(sorted(job_ids)))
-        tmp.chmod(0o644)
-        tmp.replace(path)
+        write_json(path, sorted(job_ids))
+        path.chmod(0o644)  # every user's `labgang run` reads it, whatever this process's umask
     except OSError as exc:
         log.warning("cannot record the jobs left running in %s: %s", path, exc)
 
