@@ -69,6 +69,12 @@ def _hung_up(fd: int) -> bool:
     return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in poller.poll(0))
 
 
+def _served_to_a_browser() -> bool:
+    """Whether this app runs under ``top --web``: textual-serve starts each viewer's app with
+    ``TEXTUAL_DRIVER`` naming Textual's web driver (tui/web.py)."""
+    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
+
+
 class LabgangTop(App[None]):
     """The TUI. Build it with :func:`make_app`.
 
@@ -166,7 +172,9 @@ class LabgangTop(App[None]):
     def _watch_terminal(self) -> None:
         """Exit when the terminal goes away: on SIGHUP, or (SIGHUP ignored or never sent, e.g. an
         orphaned ``top`` under a killed ``script``) when the terminal on standard input hangs up.
-        Otherwise the app would keep running, and refreshing, with no one to see it.
+        Otherwise the app would keep running, and refreshing, with no one to see it. A viewer's
+        app of ``top --web`` (Textual's web driver; its terminal is a pipe from the server) exits
+        too when that pipe hangs up or the server that started it is gone.
 
         A thread watches, not the event loop: once the terminal is gone Textual's writer can block
         the loop. It asks the app to exit and, if it has not within :data:`TERMINAL_EXIT_GRACE_S`,
@@ -176,11 +184,16 @@ class LabgangTop(App[None]):
         with contextlib.suppress(ValueError):  # not the main thread: no SIGHUP handler
             signal.signal(signal.SIGHUP, lambda *_: gone.set())
         stdin = sys.__stdin__
-        fd = stdin.fileno() if stdin is not None and not stdin.closed and stdin.isatty() else None
+        served = _served_to_a_browser()
+        usable = stdin is not None and not stdin.closed and (stdin.isatty() or served)
+        fd = stdin.fileno() if usable and stdin is not None else None
+        parent = os.getppid()
 
         def watch() -> None:
             while not gone.wait(TERMINAL_CHECK_S):
                 if fd is not None and _hung_up(fd):
+                    break
+                if served and os.getppid() != parent:  # the web server went away (even kill -9)
                     break
             with contextlib.suppress(RuntimeError):  # the loop already closed
                 loop.call_soon_threadsafe(self.exit)

@@ -22,11 +22,13 @@ viewer's session.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import ipaddress
 import logging
 import secrets
 import shlex
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,9 @@ log = logging.getLogger("labgang.top.web")
 
 COOKIE = "labgang_top"
 CONTROL, READ = "control", "read"
+APP_QUIT_S = 5.0
+"""How long a viewer's app has to quit once its page has gone before its input is hung up (on
+which the app ends itself: ``LabgangTop._watch_terminal``)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -86,7 +91,7 @@ class WebTop(Server):
                 "cluster's read_token_file; docs/security.md)"
             )
         super().__init__(
-            shlex.join(app_argv),
+            "exec " + shlex.join(app_argv),
             host=host,
             port=port,
             title="labgang top",
@@ -102,9 +107,12 @@ class WebTop(Server):
     # -- who may do what ---------------------------------------------------------------
 
     def command_for(self, level: str) -> str:
-        """The shell command of a viewer's app at access ``level`` (:data:`CONTROL` or :data:`READ`)."""
+        """The shell command of a viewer's app at access ``level`` (:data:`CONTROL` or :data:`READ`).
+
+        The shell ``exec``s the app, so the process textual-serve starts is the app itself: no
+        shell is left behind when the app ends, and the app's parent is this server."""
         argv = self.app_argv if level == CONTROL else [*self.app_argv, "--read-only"]
-        return shlex.join(argv)
+        return "exec " + shlex.join(argv)
 
     def level_of_token(self, token: str) -> str | None:
         """:data:`CONTROL` for the cluster token, :data:`READ` for the read token, None otherwise."""
@@ -198,8 +206,21 @@ class WebTop(Server):
         finally:
             self.viewers[level] -= 1
             if service is not None:
-                await service.stop()  # the viewer's app process ends with its page
+                await self._end_app(service)  # the viewer's app process ends with its page
         return websocket
+
+    @staticmethod
+    async def _end_app(service: AppService) -> None:
+        """Ask a viewer's app to quit and wait until it has; if it has not within
+        :data:`APP_QUIT_S`, hang up its standard input, on which the app ends itself within its
+        terminal grace (tui/app.py). A wedged app never outlives its page."""
+        stopping = asyncio.ensure_future(service.stop())
+        try:
+            await asyncio.wait_for(asyncio.shield(stopping), APP_QUIT_S)
+        except TimeoutError:
+            log.warning("a viewer's app did not quit within %gs of its page closing: hanging up its input", APP_QUIT_S)
+            service.stdin.close()
+            await stopping
 
     @staticmethod
     async def _close(websocket: web.WebSocketResponse) -> None:
@@ -214,6 +235,25 @@ class WebTop(Server):
             "" if self.loopback else " with the read token",
             control,
         )
+
+    def serve(self, debug: bool = False) -> None:
+        """Serve until SIGINT or SIGTERM (textual-serve's loop).
+
+        Raises:
+            WebTopError: the address cannot be listened on (the port in use, the host not this
+                machine's), said before anything is served.
+        """
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp listens
+            try:
+                probe.bind((self.host, self.port))
+            except OSError as exc:
+                hint = " (another labgang top --web?); choose another --port" if exc.errno == errno.EADDRINUSE else ""
+                raise WebTopError(
+                    f"--port {self.port}: cannot listen on {self.host}:{self.port}: {exc.strerror}{hint}"
+                ) from None
+        super().serve(debug)
 
     def initialize_logging(self) -> None:
         """Plain log lines on stderr (not textual-serve's banner)."""

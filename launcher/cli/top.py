@@ -183,9 +183,9 @@ def _serve_web(
         server = WebTop(
             argv, host=host, port=port, cluster_token=tokens["--token-file"], read_token=tokens["--read-token-file"]
         )
+        server.serve()
     except WebTopError as exc:
         raise click.UsageError(str(exc)) from exc
-    server.serve()
 
 
 async def _one_state(source, thresholds):
