@@ -71,7 +71,8 @@ def gate_pending(
 
     Args:
         pending: pending jobs eligible for a cycle, in submission order (an array's tasks in
-            index order).
+            index order). A held task (``labgang hold``) is fed as a job of its own is: it takes
+            no room of its array's cap or window.
         holding: every job that holds devices (admitted, running, terminating).
         capacity: resource name → allocatable devices of that resource in the cluster.
         quota_caps: queue → resource → the most devices the queue's jobs may ever hold at once
@@ -104,7 +105,9 @@ def gate_pending(
     tail_array = ""
     for job in pending:
         task = job.spec.array
-        if task is None:
+        if task is None or job.status.hold is not None:
+            # a held task is fed for the cycle to tell it is held, and takes none of its array's
+            # room: the %N cap counts tasks that run, as Slurm's does, not tasks held back
             fed.append(job)
             tail = None
             continue

@@ -44,6 +44,23 @@ def test_the_cap_feeds_what_is_left_of_it_and_holds_back_the_rest() -> None:
     assert not gate.followers
 
 
+def test_held_tasks_take_none_of_the_cap() -> None:
+    """``submit -H --array 0-3%2`` then ``release 1_3``: the released task is fed at once (the
+    cap counts tasks that run, as Slurm's ``%N``); the held ones are fed for the cycle to say they
+    are held, never capped, and lead no follower."""
+    array = tasks("9", 4, limit=2)
+    for task in array[:3]:
+        task.status.hold = "alice"
+    gate = gate_pending(array, [], {"gpu": 64})
+    assert [j.id for j in gate.fed] == ["9_0", "9_1", "9_2", "9_3"]
+    assert gate.capped == () and not gate.followers
+    wide = tasks("8", 5, limit=2)  # two held, then three released: two fed by the cap, one capped
+    wide[0].status.hold = wide[1].status.hold = "alice"
+    gate = gate_pending(wide, [], {"gpu": 64})
+    assert [j.id for j in gate.fed] == ["8_0", "8_1", "8_2", "8_3"]
+    assert [p.job_id for p in gate.capped] == ["8_4"]
+
+
 def test_a_task_already_capped_is_not_told_again() -> None:
     array = tasks("7", 3, limit=1)
     reason = cap_reason("7", 1)
