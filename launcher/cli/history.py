@@ -124,7 +124,7 @@ def history(
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
     if export_file is not None:
-        _export(export_file, state_dir, since, until, config_file)
+        _export(export_file, state_dir, since, until, config_file, as_json)
         return
     if config_file is not None:
         raise click.UsageError("--config goes with --export")
@@ -189,8 +189,17 @@ def _from_the_store(
     return rows, empty_history_notes(None, user, asked["queue"], asked["states"], windowed=windowed, whose=whose)
 
 
-def _export(path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None) -> None:
-    """``history --export FILE``: the period's finished jobs as a scenario file (``launcher/plan/export.py``)."""
+def _export(
+    path: Path, state_dir: Path | None, since: float | None, until: float | None, config: Path | None, as_json: bool
+) -> None:
+    """``history --export FILE``: the period's finished jobs as a scenario file (``launcher/plan/export.py``);
+    with ``--json`` what was written as an object on stdout (``path``, ``jobs``: [[jobs]] tables,
+    ``tasks``: finished jobs counting each array task, ``notes``).
+
+    Raises:
+        CommandFailed: the file cannot be written (its folder missing, not a folder, not
+            writable): one line naming ``--export``, exit 2; nothing is written.
+    """
     import tomli_w
     from labgang.launcher.cli.plan import store_scenario
     from labgang.launcher.plan.replay import history_queues
@@ -205,9 +214,15 @@ def _export(path: Path, state_dir: Path | None, since: float | None, until: floa
             "and defines it with every GPU as its quota (as the built-in default queue); `labgang plan replay "
             "FILE --config cluster.toml --map-queues` replays them in that config's default queue instead"
         )
-    path.write_text(tomli_w.dumps(data), encoding="utf-8")
-    for note in notes:
-        click.echo(f"labgang history: note: {note}", err=True)
+    try:
+        path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    except OSError as exc:
+        raise CommandFailed(f"--export {path}: cannot write it: {exc.strerror}", 2) from None
     jobs = data["jobs"]
     tasks = sum(len(j.get("durations", ())) or 1 for j in jobs)
+    if as_json:
+        click.echo(to_json({"path": str(path), "jobs": len(jobs), "tasks": tasks, "notes": notes}))
+        return
+    for note in notes:
+        click.echo(f"labgang history: note: {note}", err=True)
     click.echo(f"labgang history: wrote {tasks} finished jobs ({len(jobs)} [[jobs]] tables) to {path}", err=True)

@@ -23,9 +23,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_REPLICAS = 1_000_000
+"""The most replicas (and spares) a plan answers with: a need above it is taken for a mistaken
+input (a rate or throughput off by orders of magnitude), said instead of a 300-digit answer."""
+MAX_TP = 4096
+"""The largest tensor-parallel size and node size accepted (GPUs)."""
+
 
 class CannotServe(ValueError):
-    """The request shape cannot be served at all (one request's KV cache exceeds a replica's)."""
+    """The request shape cannot be served at all (one request's KV cache exceeds a replica's), or
+    the need exceeds :data:`MAX_REPLICAS`."""
 
 
 @dataclass(frozen=True)
@@ -146,9 +153,9 @@ def plan_serve(i: ServeInputs) -> ServePlan:
         ("--replica-concurrency", i.concurrency, i.concurrency >= 1, ">= 1"),
         ("--kv-tokens", i.kv_tokens, i.kv_tokens > 0, "> 0"),
         ("--headroom", i.headroom, 0 <= i.headroom < math.inf, ">= 0 and finite"),
-        ("--spares", i.spares, i.spares >= 0, ">= 0"),
-        ("--tp", i.tp, i.tp >= 1, ">= 1"),
-        ("--node-gpus", i.node_gpus, i.node_gpus is None or i.node_gpus >= 1, ">= 1"),
+        ("--spares", i.spares, 0 <= i.spares <= MAX_REPLICAS, f"0..{MAX_REPLICAS}"),
+        ("--tp", i.tp, 1 <= i.tp <= MAX_TP, f"1..{MAX_TP}"),
+        ("--node-gpus", i.node_gpus, i.node_gpus is None or 1 <= i.node_gpus <= MAX_TP, f"1..{MAX_TP}"),
     ):
         if not ok:
             raise ValueError(f"{name}: {value} is not allowed; allowed: {allowed}")
@@ -183,6 +190,12 @@ def plan_serve(i: ServeInputs) -> ServePlan:
     )
     need, bound = max((by_tp, "throughput"), (by_conc, "concurrency"), (by_kv, "kv"), key=lambda p: p[0])
     with_headroom = need * (1 + i.headroom)
+    if not with_headroom <= MAX_REPLICAS:  # also infinity and NaN (a throughput of 1e-300 tok/s)
+        raise CannotServe(
+            f"the need is {with_headroom:.4g} replicas ({bound}-bound, with headroom): more than "
+            f"{MAX_REPLICAS} replicas is no deployment to plan; check --rate (requests/s) and "
+            "--replica-throughput (tokens/s of one replica, summed over its requests)"
+        )
     base = math.ceil(with_headroom - 1e-9)
     replicas = max(1, base) + i.spares
     steps.append(

@@ -79,3 +79,21 @@ def test_export_carries_the_recorded_config_and_mig_nodes(finished: tuple[Up, Pa
     summary = json.loads(sim.stdout)["files"][0]["summary"]
     assert summary["jobs"] == 3
     assert sum(q["finished"] for q in summary["queues"]) == 3
+
+
+def test_export_to_a_folder_that_is_missing_is_one_line_and_json_says_what_was_written(
+    finished: tuple[Up, Path], tmp_path: Path
+) -> None:
+    up, _ = finished
+    for bad in (tmp_path / "missing" / "h.toml", Path("/etc/passwd/h.toml")):
+        out = up.cli("history", "--export", str(bad))
+        assert out.returncode == 2, out
+        assert out.stderr.strip() == f"labgang history: --export {bad}: cannot write it: " + (
+            "No such file or directory" if "missing" in str(bad) else "Not a directory"
+        )
+    out_file = tmp_path / "h.toml"
+    out = up.cli("history", "--export", str(out_file), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["path"] == str(out_file) and doc["jobs"] == 3 and doc["tasks"] == 3
+    assert len(tomllib.loads(out_file.read_text())["jobs"]) == 3

@@ -88,3 +88,28 @@ def test_infinite_inputs_are_refused_like_nan() -> None:
         assert out.exit_code == 2, out.output
         assert out.output.strip().splitlines()[-1].endswith(f"{flag}: inf is not allowed; allowed: {allowed}")
         assert "Traceback" not in out.output
+
+
+@pytest.mark.parametrize(
+    ("rate", "throughput"),
+    [(12, 1e-300), (1e300, 2400)],  # a need of infinity (it crashed) and of 2.8e299 (a 300-digit answer)
+)
+def test_a_need_beyond_a_million_replicas_is_refused_in_one_line(rate: float, throughput: float) -> None:
+    args = ["plan", "serve", "--rate", str(rate), "--input-tokens", "1500", "--output-tokens", "300"]
+    args += ["--replica-throughput", str(throughput), "--replica-concurrency", "32", "--kv-tokens", "40000"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 1, out.output
+    assert "more than 1000000 replicas is no deployment to plan; check --rate" in out.output
+    assert len(out.output.strip().splitlines()) == 1, out.output  # no traceback
+    # the bound itself is an answer: a need of exactly 1,000,000 (0 headroom, 0 spares) is given
+    edge = plan_serve(ServeInputs(1_000_000, 0, 100, 100, 1, 1000, headroom=0, spares=0))
+    assert edge.replicas == 1_000_000
+
+
+def test_tp_and_node_size_are_bounded() -> None:
+    base = ["plan", "serve", "--rate", "1", "--input-tokens", "10", "--output-tokens", "100"]
+    base += ["--replica-throughput", "200", "--replica-concurrency", "4", "--kv-tokens", "10000"]
+    out = CliRunner().invoke(cli, [*base, "--tp", "99999999999"])
+    assert out.exit_code == 2 and "--tp: 99999999999 is not allowed; allowed: 1..4096" in out.output
+    out = CliRunner().invoke(cli, [*base, "--node-gpus", "5000"])
+    assert out.exit_code == 2 and "--node-gpus: 5000 is not allowed; allowed: 1..4096" in out.output
