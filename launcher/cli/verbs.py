@@ -73,6 +73,7 @@ _ARRAY_TASKS = {
     "hold": ("pending tasks", lambda j: j.get("state") == "pending" and not j.get("hold")),
     "release": ("held tasks", lambda j: bool(j.get("hold"))),
     "requeue": ("admitted or running tasks", lambda j: j.get("state") in ("admitted", "running")),
+    "update": ("unfinished tasks", lambda j: j.get("state") in ("pending", "admitted", "running", "terminating")),
 }
 """What a verb on an array id acts on: (those tasks in words, which tasks), as scontrol on an array."""
 
@@ -88,7 +89,13 @@ def _array_tasks(client: Client, verb: str, array_id: str) -> list[str] | None:
 
 
 def _each(
-    verb: str, job_ids: Iterable[str], state_dir: Path | None, as_json: bool, act: Callable[[Client, str], Any]
+    verb: str,
+    job_ids: Iterable[str],
+    state_dir: Path | None,
+    as_json: bool,
+    act: Callable[[Client, str], Any],
+    summary: Callable[[dict[str, Any]], str] | None = None,
+    one_object: bool = False,
 ) -> None:
     """Run ``act`` on each job once, in order; one line per job (or a JSON list of JobViews). An
     array id (``12``) acts on those of its tasks the verb takes (:data:`_ARRAY_TASKS`).
@@ -96,11 +103,14 @@ def _each(
     Each job is acted on or refused on its own, as ``scontrol hold 31 999`` holds 31: a refusal is
     one stderr line and exit 1 (2 for a bad value) at the end. With ``as_json`` the list holds the
     jobs acted on; when none was, stdout gets the first refusal's error object instead
-    (:mod:`labgang.launcher.cli.json_error`), as every ``--json`` command answers a refusal."""
+    (:mod:`labgang.launcher.cli.json_error`), as every ``--json`` command answers a refusal.
+    ``summary`` words a job's line (default: the verb's); ``one_object`` prints a single job
+    named by its own id as its JobView rather than a list of one (``update``'s answer)."""
     worst, views = 0, []
     refusals: list[tuple[str, Any, Any]] = []  # (message, field, allowed) of each refused job, in order
+    asked = list(dict.fromkeys(job_ids))
     with Client.for_state_dir(state_dir) as client:
-        todo = list(dict.fromkeys(job_ids))
+        todo = list(asked)
         while todo:
             job_id = todo.pop(0)
             try:
@@ -120,6 +130,8 @@ def _each(
                         continue
                 failure = describe_api_error(err)
                 text = failure.message
+                if verb == "update" and text.startswith("-t/--time: "):  # update's key, not submit's flag
+                    text = "TimeLimit: " + text[len("-t/--time: ") :]
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 click.echo(f"labgang {verb}: {text}", err=True)
@@ -130,11 +142,13 @@ def _each(
                 raise CommandFailed(str(err), 1) from err
             views.append(job)
             if not as_json:
-                click.echo(f"job {job['id']}: {_summary(verb, job)}")
+                click.echo(f"job {job['id']}: {summary(job) if summary else _summary(verb, job)}")
     if as_json and refusals and not views:
         from labgang.launcher.cli.json_error import print_error_json
 
         print_error_json(*refusals[0])  # its stderr line is out already
+    elif as_json and one_object and len(views) == 1 and [str(views[0]["id"])] == asked:
+        click.echo(to_json(views[0]))
     elif as_json:
         click.echo(to_json(views))
     if worst:
@@ -212,20 +226,16 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
     Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it).
 
     Keys are any case (time, time_limit, jobname also work). Each change is in `labgang show`'s
-    history.
+    history. An array id (12) updates each of its unfinished tasks, as scontrol does (--json: a
+    list of their JobViews).
     """
     body = parse_assignments(assignments)
-    try:
-        with Client.for_state_dir(state_dir) as client:
-            job = client.update(job_id, body)
-    except ApiError as err:
-        failure = describe_api_error(err)
-        text = failure.message  # the job named once: "job 30 belongs to alice...", not "job 30: job 30 ..."
-        if text.startswith("-t/--time: "):  # update's key, not submit's flag
-            text = "TimeLimit: " + text[len("-t/--time: ") :]
-        if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
-            text = f"job {job_id}: {text}"
-        raise CommandFailed(text, failure.exit_code) from err
-    except CoordinatorUnavailable as err:
-        raise CommandFailed(str(err), 1) from err
-    click.echo(to_json(job) if as_json else f"job {job['id']}: {_update_summary(body, job)}")
+    _each(
+        "update",
+        (job_id,),
+        state_dir,
+        as_json,
+        lambda client, one: client.update(one, body),
+        summary=lambda job: _update_summary(body, job),
+        one_object=True,
+    )

@@ -130,7 +130,7 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
     if update.priority is not None and not admin and update.priority > spec.priority:
         return Refusal(
             f"priority {update.priority} is above job {job.id}'s {spec.priority}: only an admin may raise it "
-            f"(you may lower it: priority <= {spec.priority})",
+            f"(you may lower it: priority <= {spec.priority}; as with Slurm's Nice, a lowered job stays lowered)",
             field="priority",
             kind="forbidden",
         )

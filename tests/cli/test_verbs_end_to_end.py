@@ -4,6 +4,7 @@ and `update`, each refusal one line with the right exit status."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -115,3 +116,22 @@ def test_an_array_id_names_the_tasks_the_verb_takes(up):
         assert up.wait_state(task, {"succeeded", "failed"})["state"] == "succeeded"
     out = up.cli("hold", array)
     assert (out.returncode, out.stderr) == (1, f"labgang hold: job array {array} has no pending tasks\n")
+
+
+def test_update_of_an_array_id_updates_each_unfinished_task(up):
+    """``scontrol update jobid=ARRAY`` updates every task; a single task's --json stays one JobView."""
+    array = up.submit("--array", "0-2", "-H", "--", "true")
+    tasks = [f"{array}_{i}" for i in range(3)]
+    out = up.cli("update", array, "Priority=-3", "TimeLimit=10")
+    assert (out.returncode, out.stdout.splitlines()) == (
+        0,
+        [f"job {t}: updated (priority -3, time limit 10:00)" for t in tasks],
+    ), out.stderr
+    assert [up.job(t)["priority"] for t in tasks] == [-3, -3, -3]
+    out = up.cli("update", array, "Priority=-4", "--json")
+    assert out.returncode == 0 and [j["id"] for j in json.loads(out.stdout)] == tasks
+    out = up.cli("update", tasks[1], "Priority=-5", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["priority"] == -5  # one object, as before
+    up.cli("cancel", array)
+    out = up.cli("update", array, "Priority=-6")
+    assert (out.returncode, out.stderr) == (1, f"labgang update: job array {array} has no unfinished tasks\n")
