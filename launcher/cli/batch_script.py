@@ -442,11 +442,16 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
         warning is one line without the command's prefix.
 
     Raises:
-        BadScript: the file cannot be read, or a directive cannot be used.
+        BadScript: the file cannot be read, is ``-`` (standard input), or a directive cannot be used.
     """
     if "--" in args or len(positional) != 1 or not args or args[-1] != positional[0]:
         return None
     path = positional[0]
+    if path == "-":  # sbatch's script on standard input: the job runs its script from a file here
+        raise BadScript(
+            "-: labgang reads a batch script from a file, not from standard input (its ranks run the file "
+            "itself); save it (e.g. job.sh) and submit that, or give a command after --"
+        )
     if not os.path.isfile(path):
         missing = missing_script(path)
         if missing is not None:

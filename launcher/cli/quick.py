@@ -328,7 +328,11 @@ def _parse_submission(
         NotFast: what click must word, or say.
     """
     options, argv = parse(args, flags, interspersed=False)
-    if len(argv) == 1 and "--" not in args and (os.path.isfile(argv[0]) or "/" in argv[0] or "." in argv[0]):
+    if (
+        len(argv) == 1
+        and "--" not in args
+        and (os.path.isfile(argv[0]) or argv[0] == "-" or "/" in argv[0] or "." in argv[0])
+    ):
         from labgang.launcher.cli.batch_script import BadScript, script_form
 
         try:

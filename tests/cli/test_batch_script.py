@@ -142,6 +142,21 @@ def test_error_on_unknown_sbatch_refuses_and_sends_nothing(tmp_path, fake):
     assert not [r for r in fake.received if r[0] == "POST"]
 
 
+def test_a_script_on_standard_input_is_refused_and_sends_nothing(fake):
+    """sbatch reads a script from stdin; labgang's ranks run the script's file, so ``submit -``
+    says so (it ran ``-`` as a command, which failed at launch with exit 127)."""
+    with pytest.raises(quick.NotFast):  # the click command words it
+        fast_body(["-"])
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), "-"])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "labgang submit: -: labgang reads a batch script from a file, not from standard input (its ranks run "
+        "the file itself); save it (e.g. job.sh) and submit that, or give a command after --"
+    )
+    assert not [r for r in fake.received if r[0] == "POST"]
+    assert click_body(["--", "-"])["argv"] == ["-"]  # after --, a command as typed
+
+
 def test_warnings_go_to_stderr_and_the_job_is_submitted(tmp_path, fake):
     path = _write(tmp_path, "#SBATCH --account=lab\n#SBATCH -n 2\necho\n")
     result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
