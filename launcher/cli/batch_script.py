@@ -242,6 +242,8 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 f"{path}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, with -N N"
             )
         flags += ["--workers", str(int(per_node) * int(nodes or 1))]
+    elif nodes is not None and nodes.isdigit() and not tasks_given:
+        flags += ["--workers", nodes]  # Slurm: -N N without -n or --ntasks-per-node is one task per node
     if gres is not None:
         flags[gres[2]] = _gres_per_rank(gres, flags[gres[2]], None if tasks_given else per_node, tasks, nodes)
     return flags, warnings

@@ -202,6 +202,17 @@ def test_sbatch_mail_and_hold_become_labgangs_flags(tmp_path):
     assert (body["mail_type"], body["mail_user"], body["hold"]) == (["END", "FAIL"], "ada@lab", True)
 
 
+def test_sbatch_nodes_without_tasks_is_one_task_per_node(tmp_path):
+    """As Slurm: ``#SBATCH --nodes=2`` alone is two tasks, one a node (it was refused: nodes (2)
+    cannot exceed workers (1)); ``--gres=gpu:N`` is then each task's N; -n on the command line wins."""
+    path = _write(tmp_path, "#SBATCH --nodes=2\n#SBATCH --gres=gpu:4\nsrun python train.py\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["workers"], body["nodes"], body["gpus_per_worker"]) == (2, 2, 4)
+    assert fast_body(["-n", "4", path])["workers"] == 4
+    assert fast_body([_write(tmp_path, "#SBATCH -N 2\n#SBATCH -n 6\necho\n", "b.sh")])["workers"] == 6
+
+
 def test_sbatch_host_requests_become_labgang_flags(tmp_path):
     path = _write(tmp_path, "#SBATCH -c 6\n#SBATCH --mem=8G\n#SBATCH --exclusive\necho\n")
     body = fast_body([path])
