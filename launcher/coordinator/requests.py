@@ -68,7 +68,7 @@ class GroupBody(BaseModel):
     """One group of a job of groups in a submission body (docs/openapi.json, ``SubmitGroup``;
     docs/job-groups.md): its ranks' shape, command and extra environment."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)  # JSON true is no number
 
     name: Text | None = None
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
@@ -88,7 +88,7 @@ class GroupBody(BaseModel):
 class SubmitBody(BaseModel):
     """The JSON body of a submission (see docs/openapi.json, ``SubmitRequest``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)  # JSON true is no number
 
     name: Text | None = None
     queue: Text | None = None

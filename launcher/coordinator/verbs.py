@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 class UpdateBody(BaseModel):
     """The JSON body of ``POST /v1/jobs/{id}/update`` (docs/openapi.json, ``UpdateRequest``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)  # JSON true is no number
 
     priority: int | str | None = None
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)

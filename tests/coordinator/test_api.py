@@ -139,6 +139,10 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         ({"argv": ["x"], "cpu_bind": "socket"}, 400, "cpu_bind", ["numa", "none"]),
         ({"argv": ["x"], "name": "a\nb\x1b[31m"}, 400, "name", None),
         ({"argv": ["x"], "queue": ""}, 400, "queue", ["default", "private"]),
+        ({"argv": ["x"], "workers": True}, 400, "workers", None),  # JSON true is no integer
+        ({"argv": ["x"], "grace_s": True}, 400, "grace_s", None),
+        ({"argv": ["x"], "priority": True}, 400, "priority", None),
+        ({"argv": ["x"], "groups": [{"argv": ["a"], "workers": True}, {"argv": ["b"]}]}, 400, "groups.0.workers", None),
     ],
     ids=[
         "unknown-queue",
@@ -157,6 +161,10 @@ async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> Non
         "unknown-cpu-bind",
         "control-characters-in-name",
         "empty-queue",
+        "true-as-workers",
+        "true-as-grace",
+        "true-as-priority",
+        "true-as-a-groups-workers",
     ],
 )
 async def test_bad_submissions_name_the_field_and_change_nothing(

@@ -190,6 +190,14 @@ async def test_update_priority_users_lower_admins_any(coord: Coordinator, tmp_pa
     assert run_cycle(build_snapshot(coord.driver, coord.clock())).pending[0].job_id == job_id  # the snapshot reads it
 
 
+async def test_update_refuses_json_true_as_a_number(coord: Coordinator) -> None:
+    job_id = await submit_as(coord, ALICE, priority=-1)
+    for field in ("priority", "time_limit_s"):
+        with pytest.raises(BadRequest, match=field):
+            await update(coord, ALICE, job_id, {field: True})
+    assert coord.jobs[job_id].spec.priority == -1 and coord.jobs[job_id].spec.time_limit_s is None
+
+
 async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Path) -> None:
     config = parse_config(
         {
