@@ -444,7 +444,8 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
         warning is one line without the command's prefix.
 
     Raises:
-        BadScript: the file cannot be read, is ``-`` (standard input), or a directive cannot be used.
+        BadScript: the file cannot be read, is ``-`` (standard input), is empty or has DOS line
+            breaks (as sbatch refuses them), or a directive cannot be used.
     """
     if "--" in args or len(positional) != 1 or not args or args[-1] != positional[0]:
         return None
@@ -470,6 +471,13 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
         return None  # a program, not a script
     if "\0" in text:
         return None
+    if not text.strip():  # as sbatch: "Batch script is empty!"
+        raise BadScript(f"{path}: the batch script is empty; allowed: a script with a command to run")
+    if "\r\n" in text:  # as sbatch, which refuses DOS line breaks: the shell would read each \r as a character
+        raise BadScript(
+            f"{path}: the batch script has DOS line breaks (\\r\\n), which the shell reads as part of each "
+            "command; convert it (dos2unix) and submit it again"
+        )
     lines = directive_lines(text)
     sbatch, warnings = sbatch_flags(lines, path, strict=strict)
     own = labgang_flags(lines, path)

@@ -157,6 +157,26 @@ def test_a_script_on_standard_input_is_refused_and_sends_nothing(fake):
     assert click_body(["--", "-"])["argv"] == ["-"]  # after --, a command as typed
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("#!/bin/bash\r\n#SBATCH -n 2\r\necho hi\r\n", "has DOS line breaks (\\r\\n)"),
+        ("", "the batch script is empty"),
+        ("  \n\n", "the batch script is empty"),
+    ],
+    ids=["crlf", "empty", "blank"],
+)
+def test_scripts_sbatch_refuses_are_refused_in_one_line(tmp_path, fake, text, fragment):
+    """sbatch refuses an empty script and DOS line breaks (each command would end in a \\r);
+    labgang ran both."""
+    path = _write(tmp_path, text)
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"labgang submit: {path}: ") and fragment in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not [r for r in fake.received if r[0] == "POST"]
+
+
 def test_warnings_go_to_stderr_and_the_job_is_submitted(tmp_path, fake):
     path = _write(tmp_path, "#SBATCH --account=lab\n#SBATCH -n 2\necho\n")
     result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
