@@ -450,7 +450,8 @@ def working_directory(submit_dir: str, chdir: "str | None") -> str:
     ``submit_dir``), normalised.
 
     Raises:
-        SubmissionError: DIR is empty or is not an existing directory (one line naming the flag).
+        SubmissionError: DIR is empty, is not an existing directory, or this user may not enter it
+            (one line naming the flag).
     """
     if chdir is None:
         return submit_dir
@@ -462,6 +463,11 @@ def working_directory(submit_dir: str, chdir: "str | None") -> str:
         raise SubmissionError(
             f"-D/--chdir: {chdir!r}: {what} ({path}); allowed: an existing directory, absolute or "
             "relative to the submit directory"
+        )
+    if not os.access(path, os.X_OK):  # the ranks run as this user: they could not enter it either
+        raise SubmissionError(
+            f"-D/--chdir: {chdir!r}: permission denied ({path}): you may not enter it; allowed: a directory "
+            "you may enter"
         )
     return path
 
