@@ -93,7 +93,8 @@ def flag_message(message: str, field: str | None, *, example: bool = True) -> st
     group = _GROUP_FIELD_RE.match(field or "")
     if group and message.startswith(f"{field}: "):  # a job of groups: name the group and its flag
         index, key = group.groups()
-        return f"group {index} {FIELD_FLAGS.get(key, key)}: {message[len(field or '') + 2 :]}"
+        flag = "--group" if key == "name" else FIELD_FLAGS.get(key, key)  # a group's name is its --group
+        return f"group {index} {flag}: {message[len(field or '') + 2 :]}"
     if field and message.startswith(f"{field}: "):
         message = message[len(field) + 2 :]
     message = _FIELD_NAME_RE.sub(lambda m: FIELD_FLAGS[m.group(1)], message)

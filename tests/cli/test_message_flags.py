@@ -27,3 +27,13 @@ def test_colocate_naming_an_unknown_group_says_colocate():
 def test_too_many_cpus_says_the_allowed_range():
     msg = _refusal({"cpus_per_task": 100000})
     assert msg == "-c/--cpus-per-task: 100000 is out of range; allowed: 1..65536", msg
+
+
+def test_a_groups_bad_name_names_its_group_flag():
+    """A group's name is given with --group (``--group w -n 2 -- CMD``), not --name (the job's)."""
+    message = "groups.0.name: '1bad' is not a group name; allowed: a letter, then letters, digits, _ or -"
+    assert flag_message(message, "groups.0.name") == (
+        "group 0 --group: '1bad' is not a group name; allowed: a letter, then letters, digits, _ or -"
+    )
+    workers = flag_message("groups.1.min_workers: must be >= 1", "groups.1.min_workers")
+    assert workers == "group 1 --min-workers: must be >= 1"
