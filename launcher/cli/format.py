@@ -189,6 +189,31 @@ def _share_fields(job: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] |
     return note, [("GPU memory", f"{budget} (--gpu-mem)")]
 
 
+def host_request_text(job: Mapping[str, Any]) -> str:
+    """What a job asked of its hosts besides devices (``-c``, ``--mem``, ``--mem-per-gpu``,
+    ``--exclusive``; scontrol's MinCPUsNode, MinMemoryNode), e.g. ``4 CPUs per rank, 8G memory per
+    node``; empty when it asked none."""
+    parts = []
+    if job.get("cpus_per_task"):
+        parts.append(f"{job['cpus_per_task']} CPU{'s' if job['cpus_per_task'] != 1 else ''} per rank (-c)")
+    if job.get("mem"):
+        parts.append(f"{memory_text(job['mem'])} memory per node (--mem)")
+    if job.get("mem_per_gpu"):
+        parts.append(f"{memory_text(job['mem_per_gpu'])} memory per GPU (--mem-per-gpu)")
+    if job.get("exclusive"):
+        parts.append("whole nodes (--exclusive)")
+    return ", ".join(parts)
+
+
+def memory_text(size: int) -> str:
+    """Bytes as ``--mem`` takes them back: the largest binary unit that divides them (``8G``,
+    ``1536M``), else bytes (``100``)."""
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
 def job_detail(job: Mapping[str, Any], now: float) -> str:
     """The ``labgang show`` text: the job's fields, its ranks, and its history with reasons.
 
@@ -206,6 +231,7 @@ def job_detail(job: Mapping[str, Any], now: float) -> str:
         ("Gang", f"{gang_shape(job)} {share[0] if share else '(ranks x devices per rank)'}" + _elastic(job)),
         *(share[1] if share else []),
         ("Priority", job.get("priority")),
+        *([("Host", host)] if (host := host_request_text(job)) else []),
         *([("Time limit", _time_limit(job))] if job.get("time_limit_s") else []),
         ("Submitted", _age(job.get("submit_time"), now)),
         *([("Begin", _begin(job["begin_time"], now))] if job.get("begin_time") is not None else []),

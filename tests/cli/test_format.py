@@ -253,3 +253,14 @@ def test_control_characters_already_stored_are_shown_escaped_in_every_table():
     assert "\x1b" not in detail and "\n\x1b" not in detail
     assert "Job:" in detail and "7  a\\nb\\x1b[2Jc" in detail
     assert "by ann: a\\nb\\x1b[2Jc" in detail
+
+
+def test_job_detail_says_what_the_job_asked_of_its_hosts():
+    """``-c``, ``--mem``/``--mem-per-gpu`` and ``--exclusive`` in ``show``, as scontrol's MinCPUsNode
+    and MinMemoryNode (they were in --json only)."""
+    assert "Host:" not in job_detail(_job(), now=1300.0)  # none asked: no line
+    text = job_detail(_job(cpus_per_task=4, mem=1536 * 1024**2, exclusive=True), now=1300.0)
+    assert "Host:        4 CPUs per rank (-c), 1536M memory per node (--mem), whole nodes (--exclusive)" in text
+    text = job_detail(_job(cpus_per_task=1, mem_per_gpu=8 * 1024**3), now=1300.0)
+    assert "Host:        1 CPU per rank (-c), 8G memory per GPU (--mem-per-gpu)" in text
+    assert job_detail(_job(mem=100), now=1300.0).count("100 memory per node") == 1
