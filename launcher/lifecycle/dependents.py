@@ -45,7 +45,7 @@ from labgang.launcher.lifecycle.dependency import (
 )
 from labgang.launcher.lifecycle.gang import LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord
-from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, transition
+from labgang.launcher.lifecycle.states import EndIntent, EndReason, JobState, state_phrase, transition
 
 _HELD_CODES = (EndReason.DEPENDENCY.value, EndReason.DEPENDENCY_NEVER.value)
 _UNPARSABLE = Dependency((Condition(DependencyKind.AFTEROK, "0"),))
@@ -318,7 +318,7 @@ class DependencyRules:
             if dep.singleton:
                 h = holders.get(key)
                 if h is not None:
-                    holder = f"job {h.id} of the same name is {h.status.state.value}"
+                    holder = f"job {h.id} of the same name {state_phrase(h.status.state)}"
                 elif key in first:
                     holder = f"job {first[key]} of the same name goes first"
                 elif (ahead := _ahead(job, waiting.get(key, ()), self.held)) is not None:

@@ -256,3 +256,18 @@ INTENT_REASON: dict[EndIntent, EndReason] = {
     EndIntent.RESTART: EndReason.FAILED,
 }
 """The reason a job carries while it stops for an intent (and keeps once it ended or was requeued)."""
+
+
+_PHRASES = {
+    "succeeded": "has succeeded",
+    "failed": "has failed",
+    "cancelled": "was cancelled",
+    "timeout": "timed out",
+    "node_fail": "ended when its node was lost (node_fail)",
+}
+
+
+def state_phrase(state: JobState) -> str:
+    """A job's state as a sentence words it after ``job 5 ``: ``is pending``, ``is running``, ``has
+    succeeded``, ``timed out`` (never ``is timeout``)."""
+    return _PHRASES.get(state.value) or f"is {state.value}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
-from labgang.launcher.lifecycle.states import JobState
+from labgang.launcher.lifecycle.states import JobState, state_phrase
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def hold_refusal(job: JobRecord) -> Refusal | None:
     st = job.status
     if st.state != JobState.PENDING:
         hint = "; `labgang requeue --hold` stops it and holds it" if st.state.holds_devices else ""
-        return Refusal(f"job {job.id} is {st.state.value}: only a pending job can be held{hint}")
+        return Refusal(f"job {job.id} {state_phrase(st.state)}: only a pending job can be held{hint}")
     return None
 
 
@@ -97,7 +97,7 @@ def release_refusal(job: JobRecord, admin: bool) -> Refusal | None:
     only by an admin."""
     st = job.status
     if st.hold is None:
-        return Refusal(f"job {job.id} is {st.state.value} and not held: nothing to release")
+        return Refusal(f"job {job.id} {state_phrase(st.state)} and is not held: nothing to release")
     if st.hold_admin and not admin:
         return Refusal(f"job {job.id} was held by the admin {st.hold}; only an admin may release it", kind="forbidden")
     return None
@@ -112,7 +112,9 @@ def requeue_refusal(job: JobRecord) -> Refusal | None:
             JobState.PENDING: "it is already pending",
             JobState.TERMINATING: "it is already stopping",
         }.get(st.state, "a finished job never runs again")
-        return Refusal(f"job {job.id} is {st.state.value}: only an admitted or running job can be requeued ({why})")
+        return Refusal(
+            f"job {job.id} {state_phrase(st.state)}: only an admitted or running job can be requeued ({why})"
+        )
     return None
 
 
@@ -126,7 +128,7 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
     """
     spec, st = job.spec, job.status
     if st.state.finished:
-        return Refusal(f"job {job.id} is {st.state.value}: a finished job cannot be updated")
+        return Refusal(f"job {job.id} {state_phrase(st.state)}: a finished job cannot be updated")
     if update.priority is not None and not admin and update.priority > spec.priority:
         return Refusal(
             f"priority {update.priority} is above job {job.id}'s {spec.priority}: only an admin may raise it "
@@ -157,7 +159,7 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
     if update.dependency is not None and update.dependency != (spec.dependency or ""):
         if st.state != JobState.PENDING:
             return Refusal(
-                f"job {job.id} is {st.state.value}: a dependency can only be changed while the job is pending",
+                f"job {job.id} {state_phrase(st.state)}: a dependency can only be changed while the job is pending",
                 field="dependency",
             )
         if update.dependency:

@@ -62,7 +62,7 @@ def test_refusals_are_one_line_and_change_nothing(up, tmp_path):
     up.wait_state(finished, {"succeeded"})
     out = up.cli("hold", finished)
     assert out.returncode == 1
-    assert out.stderr == f"labgang hold: job {finished} is succeeded: only a pending job can be held\n"
+    assert out.stderr == f"labgang hold: job {finished} has succeeded: only a pending job can be held\n"
     out = up.cli("requeue", finished)
     assert out.returncode == 1 and "a finished job never runs again" in out.stderr
     out = up.cli("release", "99999")

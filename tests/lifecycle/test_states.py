@@ -118,3 +118,13 @@ def test_an_unknown_agent_state_is_refused_with_the_allowed_values() -> None:
 def test_every_end_intent_has_a_reason_and_requeued_is_not_one() -> None:
     assert set(INTENT_REASON) == set(EndIntent)
     assert "requeued" not in {r.value for r in INTENT_REASON.values()}
+
+
+def test_a_state_is_worded_as_a_sentence_says_it() -> None:
+    from labgang.launcher.lifecycle.states import state_phrase
+
+    words = {state: state_phrase(state) for state in JobState}
+    assert words[JobState.PENDING] == "is pending" and words[JobState.RUNNING] == "is running"
+    assert words[JobState.SUCCEEDED] == "has succeeded" and words[JobState.TIMEOUT] == "timed out"
+    assert words[JobState.CANCELLED] == "was cancelled" and words[JobState.FAILED] == "has failed"
+    assert all(not w.startswith("is ") for s, w in words.items() if s.finished)  # never "is timeout"
