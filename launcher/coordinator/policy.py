@@ -63,7 +63,8 @@ def classes_text(config: ClusterConfig, names: list[str]) -> str:
 
 def parse_priority(config: ClusterConfig, value: int | str | None) -> tuple[int | None, str | None]:
     """``(number, class name)`` of a requested priority: ``(None, None)`` for none given, ``(v, None)``
-    for a raw integer (an int or a string of digits), ``(value of the class, name)`` for a class.
+    for a raw integer (an int or a string of digits), ``(value of the class, name)`` for a class
+    (named in any case when only one class has that name in any case: ``HIGH`` is ``high``).
 
     Raises:
         UnknownPriority: a string that is neither an integer nor a class; the message lists the classes.
@@ -77,6 +78,9 @@ def parse_priority(config: ClusterConfig, value: int | str | None) -> tuple[int 
     text = str(value).strip()
     if text in config.priority_classes:
         return config.priority_classes[text], text
+    folded = [name for name in config.priority_classes if name.casefold() == text.casefold()]
+    if len(folded) == 1:  # any case, as Slurm's QOS names (-p HIGH is class high)
+        return config.priority_classes[folded[0]], folded[0]
     try:
         return int(text), None
     except ValueError:

@@ -180,6 +180,7 @@ async def test_allowed_classes_and_the_queue_default(app) -> None:
     cases = [
         ({"argv": ["true"]}, 0),  # vision's default_priority_class normal
         ({"argv": ["true"], "priority": "high"}, 100),
+        ({"argv": ["true"], "priority": "HIGH"}, 100),  # a class in any case, as Slurm's QOS names
         ({"argv": ["true"], "queue": "serving"}, 1000),  # serving's default class
         ({"argv": ["true"], "queue": "open", "priority": "serving"}, 1000),  # no list: every class
     ]
@@ -187,6 +188,9 @@ async def test_allowed_classes_and_the_queue_default(app) -> None:
         status, reply = await as_uid(app, DAEMON, body)
         assert status == 201, reply
         assert reply["job"]["priority"] == priority
+    # the queue's list holds for a class in any case too: serving is not vision's
+    status, reply = await as_uid(app, DAEMON, {"argv": ["true"], "priority": "Serving"})
+    assert status == 403 and reply["error"]["field"] == "priority", reply
 
 
 async def test_admins_may_give_numbers_and_any_class(app) -> None:
