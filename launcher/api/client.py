@@ -687,6 +687,7 @@ class Client:
         until: "float | None" = None,
         limit: "int | None" = None,
         attempts: bool = False,
+        jobs: "tuple[str, ...]" = (),
     ) -> "list[dict[str, Any]]":
         """``GET /v1/history``: finished and current jobs from the coordinator's store, oldest first.
 
@@ -695,9 +696,10 @@ class Client:
                 the caller's own jobs).
             states: job states to keep (() = any). since / until: unix seconds. limit: at most this many.
             attempts: also list each job's start attempts (``attempt_records``).
+            jobs: only these job ids; an array id names its tasks (() = any).
         """
         return self.history_answer(
-            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts
+            user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts, jobs=jobs
         )["jobs"]
 
     def history_answer(
@@ -710,6 +712,7 @@ class Client:
         until: "float | None" = None,
         limit: "int | None" = None,
         attempts: bool = False,
+        jobs: "tuple[str, ...]" = (),
     ) -> "dict[str, Any]":
         """``GET /v1/history``'s whole answer: ``jobs`` as :meth:`history` returns them and ``user``,
         the user filter in force (a name, or "all"; absent from a coordinator older than it).
@@ -723,6 +726,8 @@ class Client:
             query["state"] = ",".join(states)
         if attempts:
             query["attempts"] = "1"
+        if jobs:
+            query["jobs"] = ",".join(jobs)
         return self._json("GET", "/v1/history", query=query)
 
     def report(

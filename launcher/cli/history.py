@@ -6,6 +6,7 @@ The time forms, the table and the user check live in :mod:`labgang.launcher.cli.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,14 @@ class WhenType(click.ParamType):
 )
 @click.option("--queue", "-q", help="Only this queue's jobs.")
 @click.option(
+    "-j",
+    "--jobs",
+    "job_ids",
+    multiple=True,
+    help="Only these jobs (comma-separated or repeated), as sacct -j; an array id (12) names its tasks. "
+    "Whoever owns them, unless -u is given.",
+)
+@click.option(
     "-s",
     "--state",
     "states",
@@ -110,6 +119,7 @@ def history(
     as_json: bool,
     export_file: Path | None,
     config_file: Path | None,
+    job_ids: tuple[str, ...],
 ) -> None:
     """List finished and current jobs from the coordinator's store, oldest first.
 
@@ -132,13 +142,15 @@ def history(
         job_states, ends = attempt_states(flatten(states), per_attempt)
     except ValueError as err:
         raise CommandFailed(str(err), 2) from None
+    jobs = _job_ids(job_ids)
     asked: dict[str, Any] = {
-        "user": user,
+        "user": "all" if jobs and user is None else user,  # -j names the jobs, whoever owns them (sacct -j)
         "queue": queue,
         "states": job_states,
         "since": since,
         "until": until,
         "limit": limit,
+        "jobs": jobs,
     }
     try:
         with Client.for_state_dir(state_dir) as client:
@@ -147,6 +159,10 @@ def history(
         rows, notes = _from_the_store(state_dir, err, asked, per_attempt)  # its refusal: JSON too with --json
     except ApiError as err:
         raise describe_api_error(err) from err  # with --json, also the error object on stdout
+    if jobs and not rows:  # the other filters' notes would not say which jobs were asked for
+        notes = [
+            f"no job {', '.join(jobs)} in the store" + ("" if user is None else f" of user {user}") + _narrowed(asked)
+        ]
     if ends:
         rows = keep_attempts(rows, ends)
         if not rows:
@@ -163,6 +179,30 @@ def history(
     cut = limit_note(rows, limit)
     if cut is not None:
         click.echo(cut, err=True)
+
+
+def _narrowed(asked: dict[str, Any]) -> str:
+    """`` with the other filters given`` (queue, states, a window) for an empty ``-j`` answer."""
+    given = [f"-q {asked['queue']}"] if asked["queue"] else []
+    given += [f"-s {','.join(asked['states'])}"] if asked["states"] else []
+    given += ["--since/--until"] if asked["since"] is not None or asked["until"] is not None else []
+    return f" with {' '.join(given)}" if given else ""
+
+
+_JOB_ID = re.compile(r"[0-9]{1,18}(_[0-9]{1,9})?")
+
+
+def _job_ids(given: tuple[str, ...]) -> tuple[str, ...]:
+    """``-j``'s ids, each once, in order (comma-separated or repeated).
+
+    Raises:
+        CommandFailed: an id that is neither a job or array id (``12``) nor a task (``12_3``).
+    """
+    ids = tuple(dict.fromkeys(i.strip() for text in given for i in text.split(",") if i.strip()))
+    bad = next((i for i in ids if not _JOB_ID.fullmatch(i)), None)
+    if bad is not None:
+        raise CommandFailed(f"-j/--jobs: {bad!r} is not a job id; allowed: 12, 12_3 (a job or an array task)", 2)
+    return ids
 
 
 def _from_the_store(

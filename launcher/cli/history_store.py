@@ -145,6 +145,7 @@ def store_history_rows(
     until: float | None,
     limit: int,
     attempts: bool = False,
+    jobs: tuple[str, ...] = (),
 ) -> tuple[list[dict[str, Any]], str]:
     """``labgang history``'s rows from the store at ``path``, as the coordinator would answer them
     (oldest first; at most ``limit``, the most recently submitted; ``attempt_records`` with ``attempts``),
@@ -158,6 +159,7 @@ def store_history_rows(
     Args:
         user: a user name, a uid of this machine, ``"all"``, or None (the caller's own jobs).
         states: JobState values (() = any). since / until: unix seconds (see ``Store.find_jobs``).
+        jobs: only these job ids; an array id names its tasks (() = any).
 
     Raises:
         CommandFailed: no store there, one this user may not read, or not a labgang store (exit 1).
@@ -168,9 +170,11 @@ def store_history_rows(
     now = time.time()
     with _read_only(path) as store:
         whose = _whose(user, store.meta(CONFIG_KEY))
-        jobs = store.find_jobs(user=whose, queue=queue, states=states, since=since, until=until, limit=limit, now=now)
-        records = store.attempts_of([job.id for job in jobs])
-    rows = [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in jobs]
+        found = store.find_jobs(
+            user=whose, queue=queue, states=states, since=since, until=until, limit=limit, now=now, ids=jobs
+        )
+        records = store.attempts_of([job.id for job in found])
+    rows = [history_view(job, now, records.get(job.id, []), per_attempt=attempts) for job in found]
     return rows, "all" if whose is None else whose
 
 

@@ -268,6 +268,7 @@ def history_rows(
     until: float | None,
     limit: int,
     attempts: bool = False,
+    jobs: tuple[str, ...] = (),
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """``labgang history``'s rows (``GET /v1/history``) and, when none came back, the notes for
     standard error (:func:`empty_history_notes`).
@@ -277,6 +278,7 @@ def history_rows(
             "all", or None (the caller's own jobs).
         states: JobState values (:func:`labgang.launcher.job_filters.state_items` of ``-s``).
         attempts: also ask for each job's attempt records (``history --attempts``).
+        jobs: only these job ids (``history -j``; an array id names its tasks).
 
     Raises:
         ApiError: a refusal (another user's jobs asked for by a non-admin).
@@ -286,7 +288,7 @@ def history_rows(
 
     user = None if user is None else user_name(user)
     answer = client.history_answer(
-        user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts
+        user=user, queue=queue, states=states, since=since, until=until, limit=limit, attempts=attempts, jobs=jobs
     )
     rows: list[dict[str, Any]] = answer["jobs"]
     if rows:

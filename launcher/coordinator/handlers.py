@@ -495,6 +495,10 @@ def _seconds(query: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+_HISTORY_ID = re.compile(r"[0-9]{1,18}(_[0-9]{1,9})?")
+"""A job id ``GET /v1/history``'s ``jobs`` takes: a job or array (``12``) or an array task (``12_3``)."""
+
+
 async def history(
     desk: JobOperations,
     caller: Caller,
@@ -502,9 +506,10 @@ async def history(
     query: Mapping[str, str],
     body: bytes,
 ) -> Reply:
-    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1``:
+    """``GET /v1/history?user=NAME|all&queue=Q&state=S,S&since=T&until=T&limit=N&attempts=1&jobs=ID,ID``:
     finished and current jobs from the store, oldest first (without ``user``: every user's for an
-    admin, else the caller's own; any caller may name another user or ``all``); a state is a
+    admin, else the caller's own; any caller may name another user or ``all``); ``jobs`` keeps
+    those jobs only, an array id naming its tasks (``sacct -j``); a state is a
     JobState value or its Slurm code, any case (:func:`_states`). Totals come from the jobs'
     attempt records; ``attempts=1`` also lists each attempt. ``user`` in the answer is the user
     filter in force: a name, or "all"."""
@@ -513,6 +518,10 @@ async def history(
     if not 1 <= limit <= 100_000:
         raise BadRequest(f"limit must be 1..100000, got {limit}", field="limit")
     asked_user = query.get("user") or None
+    ids = tuple(dict.fromkeys(i.strip() for i in (query.get("jobs") or "").split(",") if i.strip()))
+    bad = next((i for i in ids if not _HISTORY_ID.fullmatch(i)), None)
+    if bad is not None:
+        raise BadRequest(f"jobs: {bad!r} is not a job id; allowed: 12, 12_3 (a job or an array task)", field="jobs")
     jobs = await desk.history(
         caller,
         user=asked_user,
@@ -521,6 +530,7 @@ async def history(
         since=_seconds(query, "since"),
         until=_seconds(query, "until"),
         limit=limit,
+        ids=ids,
     )
     now = desk.clock()
     per_attempt = _flag(query, "attempts")

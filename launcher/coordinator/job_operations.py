@@ -214,6 +214,7 @@ class JobOperations:
         since: float | None = None,
         until: float | None = None,
         limit: int = 1000,
+        ids: tuple[str, ...] = (),
     ) -> list[JobRecord]:
         """Finished and current jobs from the store (``labgang history``), oldest first.
 
@@ -223,13 +224,14 @@ class JobOperations:
             queue / states: only that queue / those states (JobState values).
             since / until: unix seconds; jobs waiting or running at some point in [since, until].
             limit: at most this many, the most recently submitted.
+            ids: only these jobs; an array id names its tasks (``Store.find_jobs``).
 
         Any caller may read every user's history, as in ``queue``, ``show`` and ``report``
         (:meth:`Caller.history_user`): nothing is refused.
         """
         who = caller.history_user(user)
         window = {"since": since, "until": until, "now": self.clock()}  # a job not ended runs until now
-        find = partial(self._store.find_jobs, user=who, queue=queue, states=states, limit=limit, **window)
+        find = partial(self._store.find_jobs, user=who, queue=queue, states=states, limit=limit, ids=ids, **window)
         rows = await asyncio.get_running_loop().run_in_executor(None, find)
         # Jobs in memory are fresher than their last committed row.
         fresh = [self.jobs.get(job.id) or job for job in rows]

@@ -585,6 +585,7 @@ class Store:
         until: float | None = None,
         limit: int | None = None,
         now: float | None = None,
+        ids: tuple[str, ...] = (),
     ) -> list[JobRecord]:
         """Committed jobs (spec and status, no ranks or history) in submission order, filtered.
 
@@ -597,9 +598,15 @@ class Store:
             limit: at most this many, the most recently submitted ones.
             now: unix seconds, the end of a job that has not ended (None: it has no end, so
                 it matches any ``since``).
+            ids: only these jobs (() = any): a job id, or an array id, which names every task of
+                the array (``12`` is ``12_0``, ``12_1``, …; ``sacct -j 12``).
         """
         clauses: list[str] = []
         args: list[Any] = []
+        if ids:  # each id itself, or its tasks through the unique index on id (as array_task_ids)
+            clauses.append("(" + " OR ".join("id = ? OR (id >= ? AND id < ?)" for _ in ids) + ")")
+            for job_id in ids:
+                args.extend((job_id, f"{job_id}_", f"{job_id}`"))
         if user is not None:
             clauses.append("user = ?")
             args.append(user)

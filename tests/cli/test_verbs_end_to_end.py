@@ -135,3 +135,22 @@ def test_update_of_an_array_id_updates_each_unfinished_task(up):
     up.cli("cancel", array)
     out = up.cli("update", array, "Priority=-6")
     assert (out.returncode, out.stderr) == (1, f"labgang update: job array {array} has no unfinished tasks\n")
+
+
+def test_history_j_lists_the_jobs_named_as_sacct_j(up):
+    array = up.submit("--array", "0-1", "-H", "--", "true")
+    plain = up.submit("--", "true")
+    up.wait_state(plain, {"succeeded"})
+    out = up.cli("history", "-j", array, "--json")
+    assert out.returncode == 0, out.stderr
+    assert [j["id"] for j in json.loads(out.stdout)["jobs"]] == [f"{array}_0", f"{array}_1"]
+    out = up.cli("history", "-j", f"{array}_1,{plain}", "--json")
+    assert [j["id"] for j in json.loads(out.stdout)["jobs"]] == [f"{array}_1", plain]
+    out = up.cli("history", "-j", "99999")
+    assert out.returncode == 0 and "labgang history: note: no job 99999 in the store" in out.stderr
+    out = up.cli("history", "-j", "12x")
+    assert (out.returncode, out.stderr) == (
+        2,
+        "labgang history: -j/--jobs: '12x' is not a job id; allowed: 12, 12_3 (a job or an array task)\n",
+    )
+    up.cli("cancel", array)

@@ -162,3 +162,17 @@ def test_a_job_not_ended_is_in_an_interval_only_up_to_now(tmp_path: Path) -> Non
     assert names(since=100.0, until=300.0, now=100.0) == ["running"]  # running at the instant now
     assert names(since=30.0, until=35.0, now=100.0) == ["running", "ended"]
     store.close()
+
+
+def test_find_jobs_by_id_takes_a_job_a_task_or_every_task_of_an_array(tmp_path: Path) -> None:
+    """``history -j``: ``12`` names job 12 or array 12's tasks, never job 120 or array 121's tasks."""
+    store = Store(tmp_path / "db")
+    for job_id in ("12_0", "12_1", "120", "121_0", "5"):
+        store.insert_job(spec(job_id), JobStatus(submit_time=1.0), job_id=job_id)
+    store.commit()
+    ids = lambda *asked: [j.id for j in store.find_jobs(ids=asked)]  # noqa: E731
+    assert ids("12") == ["12_0", "12_1"]
+    assert ids("12_1", "5") == ["12_1", "5"]  # submission order
+    assert ids("120") == ["120"] and ids("121") == ["121_0"] and ids("7") == []
+    assert [j.id for j in store.find_jobs(ids=("12", "5"), limit=2)] == ["12_1", "5"]  # the most recent
+    store.close()
