@@ -143,7 +143,7 @@ class CommandHandler:
             return {job_id: [st.to_dict() for st in statuses] for job_id, statuses in sup.stop_jobs(stops).items()}
         if op == "signal_job":
             try:
-                return sup.signal_job(str(args["job_id"]), int(args["signal"]))
+                return sup.signal_job(str(args["job_id"]), int(args["signal"]), shell_only=bool(args.get("shell_only")))
             except UnknownJob:
                 return 0
         if op == "pty_input":

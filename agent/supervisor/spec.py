@@ -227,6 +227,8 @@ class LaunchSpec:
         warn_signal: signal number sent ``warn_before`` seconds before SIGTERM on a stop
             (Slurm's ``--signal=SIG@seconds``), or ``None``.
         warn_before: seconds between the warning signal and SIGTERM; ``>= 0``.
+        warn_shell_only: the warning goes to the rank's own process alone (Slurm's
+            ``--signal B:``, the batch shell), not its process group. Serialised only when set.
         user_job_id: the job id people see in ``labgang queue``, given to the rank as
             ``LABGANG_JOB_ID``; ``None`` = ``job_id``.
         cpus: CPU numbers the rank's small parent pins it to (``sched_setaffinity``, inherited
@@ -292,6 +294,7 @@ class LaunchSpec:
     grace: float = 10.0
     warn_signal: int | None = None
     warn_before: float = 0.0
+    warn_shell_only: bool = False
     user_job_id: str | None = None
     cpus: tuple[int, ...] | None = None
     array_env: Mapping[str, str] | None = field(default=None, hash=False)
@@ -327,6 +330,8 @@ class LaunchSpec:
             raise InvalidSpec("pty", f"{self.pty!r} is not true or false", "true or false")
         if not isinstance(self.log_hold, bool):
             raise InvalidSpec("log_hold", f"{self.log_hold!r} is not true or false", "true or false")
+        if not isinstance(self.warn_shell_only, bool):
+            raise InvalidSpec("warn_shell_only", f"{self.warn_shell_only!r} is not true or false", "true or false")
         if not isinstance(self.stdin_stream, bool):
             raise InvalidSpec("stdin_stream", f"{self.stdin_stream!r} is not true or false", "true or false")
         if self.stdin_stream and (self.pty or self.stdin is not None):
@@ -498,6 +503,7 @@ class LaunchSpec:
             **({"error_path": self.error_path} if self.error_path is not None else {}),
             **({"stdin": self.stdin} if self.stdin is not None else {}),
             **({"pty": True} if self.pty else {}),
+            **({"warn_shell_only": True} if self.warn_shell_only else {}),
             **({"stdin_stream": True} if self.stdin_stream else {}),
             **({"cpu_limit": self.cpu_limit} if self.cpu_limit is not None else {}),
             **({"memory_limit": self.memory_limit} if self.memory_limit is not None else {}),

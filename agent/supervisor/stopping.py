@@ -107,7 +107,10 @@ class RankStopper:
                 rec.stop_grace = rec.spec.grace if grace is None else grace
                 spec = rec.spec
                 if rec.state is RankState.RUNNING and spec.warn_signal is not None and spec.warn_before > 0 and warn:
-                    self.send_all(rec, snap, spec.warn_signal)
+                    if spec.warn_shell_only:
+                        self.send_leader(rec, snap, spec.warn_signal)
+                    else:
+                        self.send_all(rec, snap, spec.warn_signal)
                     rec.term_at = now + spec.warn_before
                     self._table.transition(rec, RankState.WARNED)
                 else:
@@ -124,8 +127,9 @@ class RankStopper:
                     self._table.save(rec)
         return [r.status() for r in ranks]
 
-    def signal_job(self, job_id: str, signum: int) -> int:
-        """Send ``signum`` to every live process of every local rank of a job.
+    def signal_job(self, job_id: str, signum: int, *, shell_only: bool = False) -> int:
+        """Send ``signum`` to every live process of every local rank of a job, or with
+        ``shell_only`` to each rank's own process alone (:meth:`send_leader`).
 
         Returns:
             How many processes or groups were signalled.
@@ -134,11 +138,28 @@ class RankStopper:
             UnknownJob: no rank of this job is supervised here.
         """
         snap = self._os.snapshot()
+        send = self.send_leader if shell_only else self.send_all
         return sum(
-            self.send_all(rec, snap, signum)
+            send(rec, snap, signum)
             for rec in self._table.job_ranks(job_id)
             if rec.state not in (RankState.RELEASING, RankState.GONE)
         )
+
+    def send_leader(self, rec: RankRecord, snap: ProcSnapshot, signum: int) -> int:
+        """Send ``signum`` to the rank's own process alone: the leader of the group the shim
+        started it in (its pid is the group id), the batch shell of a script (Slurm's
+        ``--signal B:``), whose trap decides what its programs get. Returns 1 when sent, 0 when
+        that process is gone (its programs are not signalled in its place)."""
+        if rec.pgid is None:
+            return 0
+        live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
+        if rec.pgid not in live:
+            return 0
+        try:
+            return 1 if self._os.kill(rec.pgid, signum) else 0
+        except PermissionError:
+            log.warning("rank %s/%s: may not signal pid %d", *rec.key, rec.pgid)
+            return 0
 
     # ------------------------------------------------------------------ signalling
 

@@ -283,14 +283,15 @@ class Supervisor:
                 self._abort_gates(job_id)  # a stop during the start gate: nothing is released
         return self._stopper.stop_jobs(stops)
 
-    def signal_job(self, job_id: str, signum: int) -> int:
-        """Send ``signum`` to every live process of every local rank of a job; return how many
-        processes or groups were signalled.
+    def signal_job(self, job_id: str, signum: int, *, shell_only: bool = False) -> int:
+        """Send ``signum`` to every live process of every local rank of a job (with ``shell_only``,
+        to each rank's own process alone: ``--signal B:``); return how many processes or groups
+        were signalled.
 
         Raises:
             UnknownJob: no rank of this job is supervised here.
         """
-        return self._stopper.signal_job(job_id, signum)
+        return self._stopper.signal_job(job_id, signum, shell_only=shell_only)
 
     @classmethod
     def from_config(cls, state_dir: Path, config: SupervisorConfig, **kwargs: Any) -> Supervisor:

@@ -65,9 +65,10 @@ def _gres(value: str) -> list[str]:
 
 
 def _signal(value: str) -> list[str]:
-    """Slurm's ``--signal=[{R|B}:]SIG[@SECONDS]`` (60 s by default) -> ``--signal SIG@SECONDS``."""
-    text = value.split(":", 1)[1] if value[:2] in ("B:", "R:") else value
-    return ["--signal", text if "@" in text else f"{text}@60"]
+    """Slurm's ``--signal=[{R|B}:]SIG[@SECONDS]`` (60 s by default) -> ``--signal [B:]SIG@SECONDS``
+    (``B:`` kept: the signal goes to the script's shell alone)."""
+    whom, text = (value[:2], value[2:]) if value[:2] in ("B:", "R:") else ("", value)
+    return ["--signal", ("B:" if whom == "B:" else "") + (text if "@" in text else f"{text}@60")]
 
 
 def _same(flag: str) -> Callable[[str], list[str]]:

@@ -28,11 +28,16 @@ def parse_signal_spec(text: str) -> str:
             (``USR1``, ``SIGUSR1``) or its number, and DURATION is as in :func:`parse_duration`.
 
     Returns:
-        The canonical form the coordinator takes, ``"SIGUSR1@60"`` (whole seconds).
+        The canonical form the coordinator takes, ``"SIGUSR1@60"`` (whole seconds); Slurm's ``B:``
+        kept in front (``"B:SIGUSR1@60"``: to each rank's own process, the batch shell, alone) and
+        its ``R:`` (reservations, which labgang has not) dropped.
 
     Raises:
         ValueError: unknown signal or bad duration; the message says what is allowed.
     """
+    whom = ""
+    if text[:2].upper() in ("B:", "R:"):
+        whom, text = ("B:" if text[0] in "Bb" else ""), text[2:]
     name, sep, when = text.partition("@")
     if not sep or not name or not when:
         raise ValueError(f"{text!r} is not SIG@SECONDS; use e.g. SIGUSR1@60 or USR1@5m")
@@ -40,7 +45,7 @@ def parse_signal_spec(text: str) -> str:
     seconds = parse_duration(when)
     if seconds != int(seconds):
         raise ValueError(f"{text!r}: the time before the stop must be whole seconds")
-    return f"{sig.name}@{int(seconds)}"
+    return f"{whom}{sig.name}@{int(seconds)}"
 
 
 def _parse_signal(name: str) -> signal.Signals:

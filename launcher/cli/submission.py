@@ -323,7 +323,8 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
             type=SIGNAL_SPEC,
             default=None,
             help="Send SIG this long before the time limit (SIGTERM follows at the limit) and "
-            "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60).",
+            "before a preemption or cancel stop, like Slurm's --signal (e.g. USR1@60): to each rank's "
+            "process group; B:USR1@60 to each rank's own process (a script's shell) alone.",
         ),
         click.option(
             "--array",

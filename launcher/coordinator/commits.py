@@ -128,7 +128,9 @@ class Commits:
         elif isinstance(effect, fx.Stop):
             self._stops.setdefault(effect.node, []).append((effect.run_id, effect.grace, effect.warn))
         elif isinstance(effect, fx.Signal):
-            self.effect(partial(self._dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum))
+            self.effect(
+                partial(self._dispatcher.signal_on_node, effect.node, effect.run_id, effect.signum, effect.shell_only)
+            )
         elif isinstance(effect, fx.Dispatch):
             self.effect(partial(self._dispatcher.dispatch_job, effect.job))
         elif isinstance(effect, fx.Launch):

@@ -28,7 +28,7 @@ from labgang.launcher.coordinator.topology import rank_cpus
 from labgang.launcher.coordinator.translate import launch_answer
 from labgang.launcher.jobgroups import GroupSpec
 from labgang.launcher.lifecycle.events import LaunchFailed, LaunchSent
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec, parse_warning, warns_batch_shell_only
 from labgang.launcher.lifecycle.rules import job_nodes, launchable
 from labgang.launcher.lifecycle.states import JobState
 from labgang.launcher.output_pattern import expand, per_rank
@@ -112,6 +112,7 @@ def launch_specs(
             grace=job.spec.grace_s,
             warn_signal=warn_signal,
             warn_before=warn_before,
+            warn_shell_only=warns_batch_shell_only(job.spec.signal),
             user_job_id=job.id,
             cpus=_cpus(job, inventory, r.devices),
             array_env=array_env,
@@ -359,9 +360,13 @@ class Dispatcher:
                 exc,
             )
 
-    async def signal_on_node(self, node: str, run_id: str, signum: int) -> None:
-        """Send ``signum`` to every rank of ``run_id`` on ``node``."""
+    async def signal_on_node(self, node: str, run_id: str, signum: int, shell_only: bool = False) -> None:
+        """Send ``signum`` to every rank of ``run_id`` on ``node`` (with ``shell_only``, to each
+        rank's own process alone: ``--signal B:``)."""
+        args: dict[str, Any] = {"job_id": run_id, "signal": signum}
+        if shell_only:
+            args["shell_only"] = True
         try:
-            await self._agents.call(node, "signal_job", {"job_id": run_id, "signal": signum})
+            await self._agents.call(node, "signal_job", args)
         except AgentCallError as exc:
             log.warning("signal %d to %s on %s not delivered: %s", signum, run_id, node, exc)

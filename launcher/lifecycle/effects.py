@@ -96,11 +96,13 @@ class Stop:
 
 @dataclass(slots=True, unsafe_hash=True)
 class Signal:
-    """Send ``signum`` to every rank of ``run_id`` on ``node``."""
+    """Send ``signum`` to every rank of ``run_id`` on ``node``: to each rank's process group, or
+    with ``shell_only`` to each rank's own process (``--signal B:``, the batch shell) alone."""
 
     node: str
     run_id: str
     signum: int
+    shell_only: bool = False
 
 
 @dataclass(slots=True, unsafe_hash=True)

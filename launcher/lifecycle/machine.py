@@ -46,7 +46,14 @@ from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.dependents import DependencyRules
 from labgang.launcher.lifecycle.fencing import FenceRules
 from labgang.launcher.lifecycle.gang import GangRules, LifecyclePolicy
-from labgang.launcher.lifecycle.records import JobRecord, JobSpec, RankRecord, parse_warning, signal_name
+from labgang.launcher.lifecycle.records import (
+    JobRecord,
+    JobSpec,
+    RankRecord,
+    parse_warning,
+    signal_name,
+    warns_batch_shell_only,
+)
 from labgang.launcher.lifecycle.rules import (
     completing,
     elastic_sizes,
@@ -633,9 +640,11 @@ class Lifecycle:
     def _send_warning(self, job: JobRecord, signum: int, why: str) -> None:
         job.status.warned = True
         self._ctx.save(job)
-        self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to every rank, {why}")
+        shell_only = warns_batch_shell_only(job.spec.signal)
+        whom = "every rank's batch shell (B:)" if shell_only else "every rank"
+        self._ctx.history(job, "signal", f"signal {signal_name(signum)} sent to {whom}, {why}")
         for node in sorted({r.node for r in job.ranks.values() if not r.ended}):
-            self._ctx.emit(fx.Signal(node, job.run_id, signum))
+            self._ctx.emit(fx.Signal(node, job.run_id, signum, shell_only))
 
 
 def _asked(spec: JobSpec) -> str:

@@ -533,11 +533,14 @@ class BadSignal(ValueError):
 
 
 def parse_warning(text: str) -> tuple[int, float]:
-    """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``) into (signal number, seconds before).
+    """Parse ``"SIGUSR1@60"`` (or ``"USR1@60"``, ``"10@60"``, ``"B:SIGUSR1@60"``) into (signal
+    number, seconds before); whom it goes to is :func:`warns_batch_shell_only`.
 
     Raises:
         BadSignal: the name or the seconds are invalid.
     """
+    if text[:2].upper() in ("B:", "R:"):
+        text = text[2:]
     name, sep, when = text.partition("@")
     if not sep:
         raise BadSignal(f"signal {text!r} must look like SIGUSR1@60 (signal@seconds before the time limit)")
@@ -557,6 +560,12 @@ def parse_warning(text: str) -> tuple[int, float]:
     if seconds < 0:
         raise BadSignal("signal time must be >= 0 seconds")
     return signum, seconds
+
+
+def warns_batch_shell_only(text: str | None) -> bool:
+    """Whether a ``--signal`` goes to each rank's own process only (Slurm's ``B:``, the batch
+    shell: a script traps it and decides what its programs get), not to its whole process group."""
+    return text is not None and text[:2].upper() == "B:"
 
 
 def signal_name(signum: int) -> str:

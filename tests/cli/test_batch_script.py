@@ -72,7 +72,7 @@ def test_sbatch_lines_become_the_flags_labgang_has(tmp_path):
     )
     assert (body["array"], body["signal"], body["dependency"], body["grace_s"]) == (
         "0-3%2",
-        "SIGUSR1@90",
+        "B:SIGUSR1@90",  # B: kept: to the script's shell alone, as Slurm
         "afterok:7",
         5.0,
     )

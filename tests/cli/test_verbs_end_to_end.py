@@ -154,3 +154,21 @@ def test_history_j_lists_the_jobs_named_as_sacct_j(up):
         "labgang history: -j/--jobs: '12x' is not a job id; allowed: 12, 12_3 (a job or an array task)\n",
     )
     up.cli("cancel", array)
+
+
+def test_sbatch_signal_b_goes_to_the_scripts_shell_alone(up, tmp_path):
+    """``#SBATCH --signal=B:USR1@3``: the script's trap runs 3 s before its limit, and the child it
+    runs, which USR1 would kill, runs on to its end (it was signalled with the whole group)."""
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --signal=B:USR1@3\n#SBATCH -t 0:05\n"
+        f"trap 'touch {tmp_path}/trapped' USR1\n"
+        f"sh -c 'while [ ! -e {tmp_path}/trapped ]; do sleep 0.05; done; touch {tmp_path}/child-done' &\n"
+        "wait $!\nwait\n"
+    )
+    job_id = up.submit(str(script))
+    job = up.wait_state(job_id, {"succeeded", "failed", "timeout"}, timeout=30)
+    assert job["state"] == "succeeded", job
+    assert (tmp_path / "trapped").exists() and (tmp_path / "child-done").exists()
+    (line,) = [h["message"] for h in job["history"] if h["event"] == "signal"]
+    assert line == "signal SIGUSR1 sent to every rank's batch shell (B:), 3 s before the time limit of 5 s"

@@ -195,6 +195,25 @@ def test_signal_job_reaches_the_rank(sup, make_spec, h, state_dir):
     assert _by_rank(events, "exited") == {0: 42}
 
 
+@pytest.mark.parametrize("shell_only", [True, False], ids=["B: the batch shell alone", "the process group"])
+def test_signal_job_to_the_batch_shell_alone_spares_its_programs(sup, make_spec, h, state_dir, shell_only):
+    """``--signal B:USR1@N`` (Slurm's B:): the script's trap runs and its child, which USR1 would
+    kill, runs on; without B: the whole group gets it and the child dies of it."""
+    ready, trapped, child_done = state_dir / "ready", state_dir / "trapped", state_dir / "child-done"
+    script = (
+        f"trap 'touch {trapped}' USR1; sh -c 'touch {ready}; while [ ! -e {trapped} ]; do sleep 0.05; done; "
+        f"touch {child_done}' & wait $!; wait $!"
+    )
+    sup.launch(make_spec(["sh", "-c", script]))
+    h.run_until(sup, lambda: ready.exists() and sup.ranks()[0].state is RankState.RUNNING)
+    assert sup.signal_job("job1", signal.SIGUSR1, shell_only=shell_only) == 1
+    h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert trapped.exists()  # the shell's trap ran either way
+    assert child_done.exists() is shell_only  # the child ran on only when it was spared
+    text = sup.log_path("job1", 0).read_text()
+    assert ("User defined signal 1" in text) is not shell_only, text  # the shell saw its child killed
+
+
 def test_launch_is_idempotent_and_relaunch_needs_higher_restart_count(sup, make_spec, h):
     spec = make_spec(["sh", "-c", "echo restart=$LABGANG_RESTART_COUNT"])
     first = sup.launch(spec)
