@@ -37,6 +37,9 @@ def test_spec_round_trips_through_its_dict():
     spec = LaunchSpec(**BASE, gid=1000, restart_count=3, grace=5.5, warn_signal=int(signal.SIGUSR1), warn_before=60)
     assert LaunchSpec.from_dict(spec.to_dict()) == spec
     assert spec.to_dict()["devices"] == ["GPU-1", "GPU-2"]
+    assert "warn_shell_only" not in spec.to_dict()  # written only when set, for agents before it
+    shell_only = LaunchSpec(**BASE, warn_signal=int(signal.SIGUSR1), warn_before=60, warn_shell_only=True)
+    assert LaunchSpec.from_dict(shell_only.to_dict()) == shell_only and shell_only.to_dict()["warn_shell_only"] is True
 
 
 @pytest.mark.parametrize(
