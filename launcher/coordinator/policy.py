@@ -141,9 +141,9 @@ def check_priority_allowed(
             return None
         return Refusal(
             f"priority: a number (-p {number}) above the queue's default ({default}) is for admins only; "
-            f"user {user} may use queue {queue_name}'s priority classes: {allowed}",
+            f"user {user} may use queue {queue_name}'s priority classes: {allowed}, or a number up to {default}",
             "priority",
-            usable,
+            usable or None,
         )
     if name not in usable:
         # worded as an unknown class is (requests.py): what -p takes here, numbers too

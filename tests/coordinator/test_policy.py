@@ -89,7 +89,7 @@ REFUSALS = [
         403,
         "priority: a number (-p 2000000) above the queue's default (0) is for admins only; user nobody may use "
         "queue vision's priority classes: "
-        "name one of low (-10), normal (0), high (100)",
+        "name one of low (-10), normal (0), high (100), or a number up to 0",
         ["low", "normal", "high"],
         id="raw-number",
     ),
@@ -272,8 +272,9 @@ def test_no_priority_classes_keeps_numbers_for_admins_only() -> None:
     assert refused is not None
     assert refused.message == (
         "priority: a number (-p 5) above the queue's default (0) is for admins only; user lab1 may use queue "
-        "default's priority classes: no -p (the queue's default priority)"
+        "default's priority classes: no -p (the queue's default priority), or a number up to 0"
     )
+    assert refused.allowed is None  # no class to list (it was [], read as "nothing is allowed")
     # at or below the default (Slurm's --nice): a user may only lower their own job
     assert check_priority_allowed(cfg, "default", 0, user="lab1", admin=False) is None
     assert check_priority_allowed(cfg, "default", -5, user="lab1", admin=False) is None
