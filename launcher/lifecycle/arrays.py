@@ -71,7 +71,7 @@ def gate_pending(
 
     Args:
         pending: pending jobs eligible for a cycle, in submission order (an array's tasks in
-            index order). A held task (``labgang hold``) is fed as a job of its own is: it takes
+            index order). A held task (``labgang hold``) is fed as a job of no array is: it takes
             no room of its array's cap or window.
         holding: every job that holds devices (admitted, running, terminating).
         capacity: resource name → allocatable devices of that resource in the cluster.
