@@ -241,23 +241,24 @@ class DependencyRules:
         """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
         (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
         submitted = event if isinstance(event, ev.JobSubmitted) else None
-        if (
-            submitted is None
-            and not self._stale
-            and (not self._ctx.mark() or not (self._dependents or self._waiters or self._singles))
+        if submitted is not None:  # index the new job first: it may be the first dependent
+            self._index_task(submitted.job.id)
+            self.track(submitted.job)
+            if submitted.targets:
+                for done in submitted.targets:
+                    if done.id not in self.jobs:
+                        self.remember(done)
+                self.forget_unnamed([t.id for t in submitted.targets])
+        if not self._stale and (
+            not (self._dependents or self._waiters or self._singles)
+            or (submitted is None and not self._ctx.mark())
         ):
-            # No job's status changed (no effect asked for: an agent's report that repeats what
-            # is known, the usual one), or no dependent at all (a replay's usual case): nothing
-            # this event did can concern one.
+            # No dependent at all (a replay's usual case, a plain submission among jobs without
+            # dependencies), or no job's status changed (no effect asked for: an agent's report
+            # that repeats what is known, the usual one): nothing this event did can concern one.
             return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
         if submitted is not None:
-            self._index_task(submitted.job.id)
-            self.track(submitted.job)
-            for done in submitted.targets:
-                if done.id not in self.jobs:
-                    self.remember(done)
-            self.forget_unnamed([t.id for t in submitted.targets])
             changed.append(submitted.job)
         todo = self._affected(changed)
         if self._stale:

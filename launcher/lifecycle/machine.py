@@ -639,15 +639,11 @@ class Lifecycle:
 
 
 def _asked(spec: JobSpec) -> str:
-    """What a submission asks for: ``4 x 2 gpu``; a share of one card as Slurm's gres names it, the
-    queue table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
+    """What a submission asks for: ``4 x 2 gpu``; a job of groups: each group's shape, ``1 x 0 +
+    4 x 2 gpu`` (docs/job-groups.md); a share of one card as Slurm's gres names it, the queue
+    table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
     if spec.shards or spec.mps:
         return f"{spec.workers} x {f'shard:{spec.shards}' if spec.shards else f'mps:{spec.mps}'}"
-    return f"{_shape(spec)} {spec.resource}"
-
-
-def _shape(spec: JobSpec) -> str:
-    """``4 x 2``; a job of groups: each group's, ``1 x 0 + 4 x 2`` (docs/job-groups.md)."""
     if spec.groups:
-        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups)
-    return f"{spec.workers} x {spec.per_worker}"
+        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups) + f" {spec.resource}"
+    return f"{spec.workers} x {spec.per_worker} {spec.resource}"
