@@ -26,7 +26,7 @@ cost nothing. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -77,8 +77,6 @@ class DependencyRules:
         jobs: the model's active jobs by id (no finished one); the rules read them and change
             the status of the pending ones they hold, release or cancel.
         ctx: the event under way (its instant, the effects out).
-        retire: takes a job that reached a final state out of the model (``Lifecycle._retire``,
-            which calls :meth:`forget`): a dependency that can never hold cancels its job.
         finished: finished jobs that the dependencies of ``jobs`` name (e.g. read from the store
             at a restart); a named job neither in ``jobs`` nor here counts as unknown.
     """
@@ -88,13 +86,11 @@ class DependencyRules:
         policy: LifecyclePolicy,
         jobs: dict[str, JobRecord],
         ctx: RuleContext,
-        retire: Callable[[JobRecord], None],
         finished: Iterable[Target] = (),
     ) -> None:
         self.policy = policy
         self.jobs = jobs
         self._ctx = ctx
-        self._retire = retire
         self.finished_targets: dict[str, Target] = {}
         """Finished jobs some held job's dependency names, by id."""
         self.held: dict[str, str] = {}
@@ -215,6 +211,20 @@ class DependencyRules:
                     del self._singles[key]
         self.held.pop(job.id, None)
 
+    def retire(self, job: JobRecord) -> None:
+        """``job`` reached a final state and leaves the model: out of the dependency indexes
+        (:meth:`forget`) and the active jobs, effect :class:`~labgang.launcher.lifecycle.effects.Finished`.
+
+        Every rule retires a job through here (the gang rules hold this method, the model calls
+        it): a method of the :class:`~labgang.launcher.lifecycle.machine.Lifecycle` held by its
+        rules would be a reference cycle (model, rules, model), and a model dropped (a replay,
+        each ``labgang simulate`` run) would then wait with all its jobs for the cyclic
+        collector's next full pass instead of being freed at once.
+        """
+        self.forget(job)
+        del self.jobs[job.id]
+        self._ctx.emit(fx.Finished(job))
+
     def forget(self, job: JobRecord) -> None:
         """``job`` reached a final state and leaves the model: it waits for nothing any more, and
         stays as a finished target while some waiting dependent names it."""
@@ -250,8 +260,7 @@ class DependencyRules:
                         self.remember(done)
                 self.forget_unnamed([t.id for t in submitted.targets])
         if not self._stale and (
-            not (self._dependents or self._waiters or self._singles)
-            or (submitted is None and not self._ctx.mark())
+            not (self._dependents or self._waiters or self._singles) or (submitted is None and not self._ctx.mark())
         ):
             # No dependent at all (a replay's usual case, a plain submission among jobs without
             # dependencies), or no job's status changed (no effect asked for: an agent's report
@@ -405,7 +414,7 @@ class DependencyRules:
         st.reason_code, st.reason_message = EndReason.DEPENDENCY_NEVER.value, verdict.message
         self._ctx.save(job)
         self._ctx.history(job, "cancelled", f"dependency {verdict.message}")
-        self._retire(job)
+        self.retire(job)
 
 
 def _from(t: float) -> str:

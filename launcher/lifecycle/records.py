@@ -186,7 +186,7 @@ class JobSpec(_RequestMemo):
         if not self.groups and not self.attached and self.plain_policy and self.startup_order == ():
             # every submission's row (a plain gang): the same keys in the same order, read in one
             # call, without a getattr each and the deletions of the general case below
-            out = dict(zip(_PLAIN_ROW_FIELDS, _plain_row_values(self)))
+            out = dict(zip(_PLAIN_ROW_FIELDS, _plain_row_values(self), strict=True))
             out["array"] = None if self.array is None else asdict(self.array)
             out["mail_type"] = list(self.mail_type)
             return out
