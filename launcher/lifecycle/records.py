@@ -273,7 +273,8 @@ class JobSpec(_RequestMemo):
             try:
                 return self._group_request
             except AttributeError:  # not asked for before
-                made = self._group_request = self._groups_request()
+                # (mypy's dataclass plugin knows the fields' slots only, not _RequestMemo's)
+                made = self._group_request = self._groups_request()  # type: ignore[misc]
                 return made
         # built again only when a field it is made of was written (compared by identity: the
         # very values it was made from; tests write fields in place): a pending job's view asks
@@ -291,7 +292,7 @@ class JobSpec(_RequestMemo):
             if all(map(is_, last[0], key)):
                 return last[1]
         made = self._one_request()
-        self._one_request_memo = (key, made)
+        self._one_request_memo = (key, made)  # type: ignore[misc]  # a slot of _RequestMemo's
         return made
 
     def _groups_request(self) -> JobRequest:
