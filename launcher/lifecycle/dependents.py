@@ -260,11 +260,11 @@ class DependencyRules:
                         self.remember(done)
                 self.forget_unnamed([t.id for t in submitted.targets])
         if not self._stale and (
-            not (self._dependents or self._waiters or self._singles) or (submitted is None and not self._ctx.mark())
+            (submitted is None and not self._ctx.mark()) or not (self._dependents or self._waiters or self._singles)
         ):
-            # No dependent at all (a replay's usual case, a plain submission among jobs without
-            # dependencies), or no job's status changed (no effect asked for: an agent's report
-            # that repeats what is known, the usual one): nothing this event did can concern one.
+            # No job's status changed (no effect asked for: an agent's report that repeats what is
+            # known, the usual one), or no dependent at all (a replay's usual case, a plain
+            # submission among jobs without dependencies): nothing this event did can concern one.
             return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
         if submitted is not None:
