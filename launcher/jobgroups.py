@@ -16,6 +16,13 @@ the first group, except ``workers``, which is the number of ranks over all group
 named by :class:`~labgang.launcher.model.GroupRequest`). :func:`rank_groups` says which group
 each global rank belongs to: the accessor dispatch uses to give every rank its group's command
 and environment.
+
+A group name follows the launch contract's one rule (``GROUP_NAME_RE`` in
+``agent/supervisor/spec.py``): a letter, then at most 63 letters, digits, ``_`` or ``-``;
+``LABGANG_GROUP_<NAME>_ADDR`` spells ``-`` as ``_`` (``group_env_name``), so no two groups of a
+job may differ only there or in case. A submission's names are checked where it is read
+(``launcher/coordinator/requests.py``); this model, which the lifecycle imports, does not import
+the launch contract for it.
 """
 
 from __future__ import annotations
@@ -24,14 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labgang.agent.supervisor.spec import GROUP_NAME_RE as LAUNCH_GROUP_NAME_RE
 from labgang.launcher.model import GPU, GroupRequest, JobRequest
 
-GROUP_NAME_RE = LAUNCH_GROUP_NAME_RE
-"""A group name: the launch contract's one rule (``agent/supervisor/spec.py``): a letter, then at
-most 63 letters, digits, ``_`` or ``-``; ``LABGANG_GROUP_<NAME>_ADDR`` spells ``-`` as ``_``
-(:func:`~labgang.agent.supervisor.spec.group_env_name`), so no two groups of a job may differ
-only there or in case."""
 MAX_GROUPS = 16
 """The most groups one job may have."""
 

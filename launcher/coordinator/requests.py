@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from labgang.agent.supervisor.spec import group_env_name
+from labgang.agent.supervisor.spec import GROUP_NAME_RE, group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
@@ -26,7 +26,7 @@ from labgang.launcher.coordinator.policy import (
     submission_priority,
     what_priority_allows,
 )
-from labgang.launcher.jobgroups import GROUP_NAME_RE, MAX_GROUPS, GroupSpec, default_group_name
+from labgang.launcher.jobgroups import MAX_GROUPS, GroupSpec, default_group_name
 from labgang.launcher.lifecycle.dependency import BadDependency, parse_dependency
 from labgang.launcher.lifecycle.group_policy import MAX_RESTARTS_LIMIT, BadGroupPolicy, check_policy
 from labgang.launcher.lifecycle.records import DEFAULT_UMASK, BadSignal, JobRecord, JobSpec, parse_warning

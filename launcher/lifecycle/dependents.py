@@ -26,7 +26,7 @@ cost nothing. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -77,8 +77,6 @@ class DependencyRules:
         jobs: the model's active jobs by id (no finished one); the rules read them and change
             the status of the pending ones they hold, release or cancel.
         ctx: the event under way (its instant, the effects out).
-        retire: takes a job that reached a final state out of the model (``Lifecycle._retire``,
-            which calls :meth:`forget`): a dependency that can never hold cancels its job.
         finished: finished jobs that the dependencies of ``jobs`` name (e.g. read from the store
             at a restart); a named job neither in ``jobs`` nor here counts as unknown.
     """
@@ -88,13 +86,11 @@ class DependencyRules:
         policy: LifecyclePolicy,
         jobs: dict[str, JobRecord],
         ctx: RuleContext,
-        retire: Callable[[JobRecord], None],
         finished: Iterable[Target] = (),
     ) -> None:
         self.policy = policy
         self.jobs = jobs
         self._ctx = ctx
-        self._retire = retire
         self.finished_targets: dict[str, Target] = {}
         """Finished jobs some held job's dependency names, by id."""
         self.held: dict[str, str] = {}
@@ -215,6 +211,20 @@ class DependencyRules:
                     del self._singles[key]
         self.held.pop(job.id, None)
 
+    def retire(self, job: JobRecord) -> None:
+        """``job`` reached a final state and leaves the model: out of the dependency indexes
+        (:meth:`forget`) and the active jobs, effect :class:`~labgang.launcher.lifecycle.effects.Finished`.
+
+        Every rule retires a job through here (the gang rules hold this method, the model calls
+        it): a method of the :class:`~labgang.launcher.lifecycle.machine.Lifecycle` held by its
+        rules would be a reference cycle (model, rules, model), and a model dropped (a replay,
+        each ``labgang simulate`` run) would then wait with all its jobs for the cyclic
+        collector's next full pass instead of being freed at once.
+        """
+        self.forget(job)
+        del self.jobs[job.id]
+        self._ctx.emit(fx.Finished(job))
+
     def forget(self, job: JobRecord) -> None:
         """``job`` reached a final state and leaves the model: it waits for nothing any more, and
         stays as a finished target while some waiting dependent names it."""
@@ -241,23 +251,23 @@ class DependencyRules:
         """Judge the dependents that ``event`` (and the effects it asked for so far) can concern
         (called at the end of ``Lifecycle.apply``); cancels cascade (a cancelled job fails its dependents)."""
         submitted = event if isinstance(event, ev.JobSubmitted) else None
-        if (
-            submitted is None
-            and not self._stale
-            and (not self._ctx.mark() or not (self._dependents or self._waiters or self._singles))
+        if submitted is not None:  # index the new job first: it may be the first dependent
+            self._index_task(submitted.job.id)
+            self.track(submitted.job)
+            if submitted.targets:
+                for done in submitted.targets:
+                    if done.id not in self.jobs:
+                        self.remember(done)
+                self.forget_unnamed([t.id for t in submitted.targets])
+        if not self._stale and (
+            (submitted is None and not self._ctx.mark()) or not (self._dependents or self._waiters or self._singles)
         ):
-            # No job's status changed (no effect asked for: an agent's report that repeats what
-            # is known, the usual one), or no dependent at all (a replay's usual case): nothing
-            # this event did can concern one.
+            # No job's status changed (no effect asked for: an agent's report that repeats what is
+            # known, the usual one), or no dependent at all (a replay's usual case, a plain
+            # submission among jobs without dependencies): nothing this event did can concern one.
             return
         changed = [e.job for e in self._ctx.emitted() if isinstance(e, fx.SaveStatus | fx.Finished)]
         if submitted is not None:
-            self._index_task(submitted.job.id)
-            self.track(submitted.job)
-            for done in submitted.targets:
-                if done.id not in self.jobs:
-                    self.remember(done)
-            self.forget_unnamed([t.id for t in submitted.targets])
             changed.append(submitted.job)
         todo = self._affected(changed)
         if self._stale:
@@ -404,7 +414,7 @@ class DependencyRules:
         st.reason_code, st.reason_message = EndReason.DEPENDENCY_NEVER.value, verdict.message
         self._ctx.save(job)
         self._ctx.history(job, "cancelled", f"dependency {verdict.message}")
-        self._retire(job)
+        self.retire(job)
 
 
 def _from(t: float) -> str:

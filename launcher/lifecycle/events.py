@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labgang.launcher.lifecycle.dependency import Target
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.states import RankPhase
-from labgang.launcher.lifecycle.verbs import JobUpdate
 from labgang.launcher.scheduler.decisions import CycleResult
+
+if TYPE_CHECKING:
+    # an annotation only: an update is made where ``labgang update`` is read (the coordinator,
+    # which imports the verbs), and the model only calls its methods
+    from labgang.launcher.lifecycle.verbs import JobUpdate
 
 
 @dataclass(slots=True, unsafe_hash=True)

@@ -77,7 +77,7 @@ class GangRules:
             read and change the records, and a job that ends leaves through ``retire``.
         ctx: the event under way (its instant, the effects out).
         retire: takes a job that reached a final state out of the model (effect
-            :class:`~labgang.launcher.lifecycle.effects.Finished`), ``Lifecycle._retire``.
+            :class:`~labgang.launcher.lifecycle.effects.Finished`), ``DependencyRules.retire``.
     """
 
     def __init__(

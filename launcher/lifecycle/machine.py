@@ -99,8 +99,11 @@ class Lifecycle:
         self.admissions = max((job.status.admit_seq for job in self.jobs.values()), default=0)
         """How many admissions so far: the last one's ``admit_seq``."""
         self._ctx = RuleContext()
-        self._gang = GangRules(policy, self.jobs, self._ctx, self._retire)
-        self._deps = DependencyRules(policy, self.jobs, self._ctx, self._retire, finished)
+        self._deps = DependencyRules(policy, self.jobs, self._ctx, finished)
+        # a job that ends leaves through the dependency rules (DependencyRules.retire), which
+        # hold no reference back: none of the rules holds this model, so a model dropped is
+        # freed at once, with its jobs, not at the cyclic collector's next full pass
+        self._gang = GangRules(policy, self.jobs, self._ctx, self._deps.retire)
         self._fences = FenceRules(policy, self._ctx, self._gang)
 
     # ----- queries --------------------------------------------------------------------------
@@ -184,12 +187,6 @@ class Lifecycle:
         self._deps.after_event(event)
         return self._ctx.take()
 
-    def _retire(self, job: JobRecord) -> None:
-        """A finished job leaves the active jobs (and the dependency indexes)."""
-        self._deps.forget(job)
-        del self.jobs[job.id]
-        self._ctx.emit(fx.Finished(job))
-
     # ----- submission and cancel ------------------------------------------------------------
 
     def _submitted(self, e: ev.JobSubmitted) -> None:
@@ -217,7 +214,7 @@ class Lifecycle:
             st.reason_code, st.reason_message = EndReason.CANCELLED.value, f"cancelled by {e.by}"
             self._ctx.save(job)
             self._ctx.history(job, "cancelled", f"by {e.by} while pending")
-            self._retire(job)
+            self._deps.retire(job)
         else:
             self._gang.begin_termination(job, EndIntent.CANCEL, f"cancelled by {e.by}")
         self._ctx.emit(fx.WakeScheduler())
@@ -648,15 +645,11 @@ class Lifecycle:
 
 
 def _asked(spec: JobSpec) -> str:
-    """What a submission asks for: ``4 x 2 gpu``; a share of one card as Slurm's gres names it, the
-    queue table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
+    """What a submission asks for: ``4 x 2 gpu``; a job of groups: each group's shape, ``1 x 0 +
+    4 x 2 gpu`` (docs/job-groups.md); a share of one card as Slurm's gres names it, the queue
+    table's GANG alike: ``1 x mps:50``, ``1 x shard:2`` (not a whole gpu; docs/sharing.md)."""
     if spec.shards or spec.mps:
         return f"{spec.workers} x {f'shard:{spec.shards}' if spec.shards else f'mps:{spec.mps}'}"
-    return f"{_shape(spec)} {spec.resource}"
-
-
-def _shape(spec: JobSpec) -> str:
-    """``4 x 2``; a job of groups: each group's, ``1 x 0 + 4 x 2`` (docs/job-groups.md)."""
     if spec.groups:
-        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups)
-    return f"{spec.workers} x {spec.per_worker}"
+        return " + ".join(f"{g.workers} x {g.per_worker}" for g in spec.groups) + f" {spec.resource}"
+    return f"{spec.workers} x {spec.per_worker} {spec.resource}"

@@ -16,7 +16,7 @@ import json
 import math
 import signal as signal_mod
 from dataclasses import asdict, dataclass, field
-from operator import is_
+from operator import attrgetter, is_
 from typing import Any
 
 from labgang.launcher.jobgroups import GroupSpec, RankGroup, default_group_name, rank_group
@@ -81,10 +81,24 @@ class ArrayTask:
     limit: int | None = None
 
 
-@dataclass
-class JobSpec:
+class _RequestMemo:
+    """The slots :attr:`JobSpec.request` keeps the request it built in: not dataclass fields, so
+    neither in the spec row nor compared, shown or copied by ``dataclasses.replace`` (a replaced
+    spec builds its own). Unset until the request is first asked for."""
+
+    __slots__ = ("_group_request", "_one_request_memo")
+    _group_request: JobRequest
+    _one_request_memo: tuple[tuple[object, ...], JobRequest]
+
+
+@dataclass(slots=True)
+class JobSpec(_RequestMemo):
     """What the user submitted. Only ``labgang update`` changes it, and only by replacing the
     whole object (``dataclasses.replace``): caches of a job's views compare the spec by identity.
+
+    Slotted: with its 46 fields an instance dict would be a second object per job, made at every
+    build (CPython 3.11 keeps at most 30 attribute values in the object itself), that the
+    collector tracks as long as the job lives.
 
     Times are seconds; ``signal`` is ``"SIGUSR1@60"`` (signal 60 s before the time limit) or None.
     ``topology`` is a required topology level or None; ``cpu_bind`` is ``"numa"`` (pin each rank
@@ -170,10 +184,9 @@ class JobSpec:
         """The spec as a JSON-ready dict (what the ``jobs.spec`` column holds). A one-group job
         has no ``groups``/``colocate`` keys: its row is what it was before groups existed."""
         if not self.groups and not self.attached and self.plain_policy and self.startup_order == ():
-            # every submission's row (a plain gang): the same keys in the same order, read from
-            # the instance dict, without a getattr each and the deletions of the general case below
-            fields = self.__dict__
-            out = {name: fields[name] for name in _PLAIN_ROW_FIELDS}
+            # every submission's row (a plain gang): the same keys in the same order, read in one
+            # call, without a getattr each and the deletions of the general case below
+            out = dict(zip(_PLAIN_ROW_FIELDS, _plain_row_values(self), strict=True))
             out["array"] = None if self.array is None else asdict(self.array)
             out["mail_type"] = list(self.mail_type)
             return out
@@ -257,10 +270,12 @@ class JobSpec:
         """The scheduler's view of the request (a job of groups': built once per spec, which is
         never changed in place)."""
         if self.groups:
-            made = self.__dict__.get("_group_request")
-            if made is None:
-                made = self.__dict__["_group_request"] = self._groups_request()
-            return made
+            try:
+                return self._group_request
+            except AttributeError:  # not asked for before
+                # (mypy's dataclass plugin knows the fields' slots only, not _RequestMemo's)
+                made = self._group_request = self._groups_request()  # type: ignore[misc]
+                return made
         # built again only when a field it is made of was written (compared by identity: the
         # very values it was made from; tests write fields in place): a pending job's view asks
         # for it every cycle
@@ -269,11 +284,15 @@ class JobSpec:
             self.min_workers, self.cpus_per_task, self.mem, self.mem_per_gpu, self.exclusive,
             self.shards, self.mps, self.gpu_mem,
         )  # fmt: skip
-        last = self.__dict__.get("_one_request_memo")
-        if last is not None and all(map(is_, last[0], key)):
-            return last[1]  # type: ignore[no-any-return]
+        try:
+            last = self._one_request_memo
+        except AttributeError:  # not asked for before
+            pass
+        else:
+            if all(map(is_, last[0], key)):
+                return last[1]
         made = self._one_request()
-        self.__dict__["_one_request_memo"] = (key, made)
+        self._one_request_memo = (key, made)  # type: ignore[misc]  # a slot of _RequestMemo's
         return made
 
     def _groups_request(self) -> JobRequest:
@@ -325,6 +344,8 @@ _PLAIN_ROW_FIELDS = tuple(
     name for name in _SPEC_FIELDS if name not in ("groups", "colocate", "attached", *_POLICY_DEFAULTS)
 )
 """The keys of a plain gang's spec row (:meth:`JobSpec.to_dict`), in field order."""
+_plain_row_values = attrgetter(*_PLAIN_ROW_FIELDS)
+"""A spec's values of :data:`_PLAIN_ROW_FIELDS`, as a tuple in that order."""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from labgang.launcher.lifecycle import effects as fx
@@ -297,6 +298,49 @@ def test_a_report_that_changes_nothing_runs_no_rule_for_nothing(monkeypatch) -> 
     out = end(model, "1", 3.0, 0)
     assert "_affected" in calls and all(model.admissible(r, 3.0) for r in sweep)
     assert sum(isinstance(e, fx.SaveStatus) and e.job in sweep for e in out) == len(sweep)
+
+
+def spy_lookups(monkeypatch, model: Lifecycle) -> list[str]:
+    """The ids of the changed jobs each later look-up of dependents (``_affected``) was asked about."""
+    calls: list[str] = []
+    original = model._deps._affected
+
+    def spied(changed: Iterable[JobRecord]) -> set[str]:
+        changed = list(changed)
+        calls.extend(j.id for j in changed)
+        return original(changed)
+
+    monkeypatch.setattr(model._deps, "_affected", spied)
+    return calls
+
+
+def test_a_submission_among_jobs_without_dependencies_looks_up_no_dependent(monkeypatch) -> None:
+    """A plain submission while no job has a dependency (a replay's usual case, the bench's plain
+    submission) looks up no dependent; a job that is the first dependent is still judged at its
+    own submission (an ``afterok`` and a ``singleton`` one held), is released when its target
+    succeeds, and once there are dependents a plain submission is looked up again."""
+    model = Lifecycle(POLICY)
+    calls = spy_lookups(monkeypatch, model)
+    for record in (job("1"), job("2", name="solo")):
+        submit(model, record)
+    assert calls == [] and not model.held
+    sweep = job("3", "afterok:1")
+    submit(model, sweep)
+    assert calls == ["3"] and reason(sweep) == ("dependency", "waits for afterok:1 (pending)")
+    assert not model.admissible(sweep, 1.0)
+    submit(model, job("5"))
+    assert calls == ["3", "5"]  # a dependent exists: the new job is looked up
+    run(model, "1", 2.0)
+    end(model, "1", 3.0, 0)
+    assert model.admissible(sweep, 3.0) and "3" not in model.held
+
+    model = Lifecycle(POLICY)
+    calls = spy_lookups(monkeypatch, model)
+    submit(model, job("2", name="solo"))
+    solo = job("4", "singleton", name="solo")
+    submit(model, solo)
+    assert calls == ["4"] and not model.admissible(solo, 1.0)
+    assert reason(solo) == ("dependency", "waits for singleton (job 2 of the same name is pending and goes first)")
 
 
 def test_a_stored_dependency_that_no_longer_parses_never_holds() -> None:
