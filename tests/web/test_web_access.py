@@ -49,8 +49,8 @@ def test_beyond_loopback_needs_a_read_token() -> None:
 
 def test_read_viewers_run_the_app_read_only() -> None:
     server = WebTop(["labgang", "top", "--interval", "1"])
-    assert server.command_for(READ) == "labgang top --interval 1 --read-only"
-    assert server.command_for(CONTROL) == "labgang top --interval 1"
+    assert server.command_for(READ) == "exec labgang top --interval 1 --read-only"  # the shell execs the app
+    assert server.command_for(CONTROL) == "exec labgang top --interval 1"
 
 
 async def test_loopback_lets_anyone_read_and_the_page_points_at_its_own_address() -> None:
