@@ -111,6 +111,12 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         conn = parts.agents.attach(hello.node)
         old = conn.ws
         if old is not None and old is not ws and not old.closed:
+            clash = _another_machine(conn, hello)
+            if clash is not None:  # a second agent under a name in use: never let it take the node's jobs
+                log.warning("refused agent %s from %s: %s", hello.node, request.remote, clash)
+                await ws.send_json({"type": "refused", "message": clash})
+                await ws.close(code=4409, message=b"node name in use by another machine")
+                return ws
             await old.close(code=4409, message=b"replaced by a newer connection of the same node")
         conn.attach_link(ws, hello, request.remote)
         nodes = parts.nodes
@@ -135,6 +141,29 @@ async def agent_link(request: web.Request) -> web.StreamResponse:
         if conn is not None and conn.ws is ws:
             parts.nodes.on_disconnect(conn)
     return ws
+
+
+def _gpu_uuids(inventory: object) -> frozenset[str]:
+    """The GPU UUIDs an inventory (``NodeInventory.to_dict()``) names; empty when it names none."""
+    gpus = inventory.get("gpus") if isinstance(inventory, dict) else None
+    if not isinstance(gpus, list):
+        return frozenset()
+    return frozenset(g["uuid"] for g in gpus if isinstance(g, dict) and isinstance(g.get("uuid"), str))
+
+
+def _another_machine(conn: AgentConn, hello: frames.Hello) -> str | None:
+    """Why a hello naming a node whose agent is connected comes from another machine, or None when
+    it may be that agent again (restarted before its old link closed): its GPUs are not the
+    connected agent's (by NVML UUID). A second agent copied with the same ``node`` name would
+    otherwise replace the first, and every rank it does not know would be lost."""
+    known, told = _gpu_uuids(conn.inventory_dict), _gpu_uuids(hello.message.get("inventory"))
+    if not known or not told or known == told:
+        return None
+    return (
+        f"node {hello.node} is connected from {conn.address} with other GPUs ({len(known)} of them, "
+        f"none or not all of these {len(told)}): an agent's node name must be its own; set another "
+        "node = ... in this agent's config (agent.toml), or stop the other agent first"
+    )
 
 
 def unreadable(exc: object) -> ProtocolError:
