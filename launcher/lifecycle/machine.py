@@ -227,11 +227,13 @@ class Lifecycle:
         if job is None or job.status.state != JobState.PENDING:
             return
         st = job.status
-        first = st.hold is None
-        st.hold, st.hold_admin = by, st.hold_admin or admin
+        first = st.hold is None or (admin and not st.hold_admin)  # an admin's hold over a user's is news
+        # a user's hold never renames an admin's (only an admin releases it)
+        holder = st.hold if st.hold is not None and st.hold_admin and not admin else by
+        st.hold, st.hold_admin = holder, st.hold_admin or admin
         st.nominated = ()  # a held preemptor waits for no victim: the devices it reserved go back
         if job.id not in self._deps.held:  # a job waiting for its dependency keeps saying so
-            reason = held_reason(job.id, by, st.hold_admin)
+            reason = held_reason(job.id, holder, st.hold_admin)
             st.reason_code, st.reason_message, st.no_preemption = reason.code.value, reason.message, None
         self._ctx.save(job)
         if first:

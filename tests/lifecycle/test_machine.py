@@ -210,6 +210,21 @@ def test_an_admin_hold_says_an_admin_must_release_it() -> None:
     )
 
 
+def test_an_admin_hold_over_the_owners_is_in_the_history_and_a_second_one_is_not() -> None:
+    """``bob: submit -H``, then ``root: hold``: the job is now admin-held, which its history must say
+    (only ``held by bob`` was there, though bob could no longer release it)."""
+    model = Lifecycle(POLICY, [job("1")])
+    model.apply(ev.HoldRequested(1.0, "1", "bob"))
+    model.apply(ev.HoldRequested(2.0, "1", "root", admin=True))
+    model.apply(ev.HoldRequested(3.0, "1", "root", admin=True))  # nothing new: no line
+    model.apply(ev.HoldRequested(4.0, "1", "bob"))  # nor a user's over an admin's
+    held = [(h.time, h.message) for h in model.jobs["1"].history if h.event == "held"]
+    assert held == [(1.0, "by bob"), (2.0, "by root (an admin hold: only an admin may release it)")]
+    st = model.jobs["1"].status
+    assert (st.hold, st.hold_admin) == ("root", True)  # bob's second hold did not make it "the admin bob's"
+    assert st.reason_message == "held by the admin root; only an admin may release it (`labgang release 1`)"
+
+
 def test_failure_policy_restart_restarts_a_job_whose_every_rank_already_exited() -> None:
     """A 1-rank job's only rank fails (or every rank fails at once): nothing is left to stop, but
     --failure-policy restart still starts the job again, up to --max-restarts, then fails it."""
