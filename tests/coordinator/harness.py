@@ -236,6 +236,20 @@ class Cluster:
         )
 
 
+def inventory_dict(machine: str) -> dict[str, Any]:
+    """What an agent on simulated ``config/sim/MACHINE`` reports (``NodeInventory.to_dict()``), read
+    through this run's scoped simulated NVML (tests/conftest.py), for hellos sent by hand."""
+    from labgang.agent.inventory import read_inventory
+    from labgang.agent.nvml import open_backend
+    from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+
+    backend = open_backend(REPO / "config" / "sim" / machine, scope=os.environ[SCOPE_VARIABLE])
+    try:
+        return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
+    finally:
+        backend.nvmlShutdown()
+
+
 def rank_script(body: str) -> list[str]:
     """argv running a Python snippet as a rank (the test's interpreter)."""
     return [sys.executable, "-c", body]

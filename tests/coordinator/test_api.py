@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,14 +12,11 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from labgang.agent.inventory import read_inventory
-from labgang.agent.nvml import open_backend
-from labgang.agent.nvml.simulated import SCOPE_VARIABLE
+from harness import inventory_dict
 from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token"
 
 
@@ -63,16 +59,6 @@ async def server():
         yield Server(runner, sock, port)
     finally:
         await runner.cleanup()
-
-
-def inventory_dict(machine: str) -> dict[str, Any]:
-    backend = open_backend(
-        REPO / "config" / "sim" / machine, scope=os.environ[SCOPE_VARIABLE]
-    )  # this run's scope (tests/conftest.py)
-    try:
-        return read_inventory(backend, hostname=machine.split("-")[0]).to_dict()
-    finally:
-        backend.nvmlShutdown()
 
 
 async def test_submit_list_show_cancel_as_the_socket_peer(server: Server) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from harness import Cluster, rank_script, wait_for
-from test_api import inventory_dict
+from harness import Cluster, inventory_dict, rank_script, wait_for
 
 TOKEN = "s3cret-cluster-token"  # the harness's cluster token
 
