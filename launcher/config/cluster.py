@@ -52,6 +52,7 @@ from labgang.launcher.config.queues import (
     Number,
     OptionalNumber,
     OptionalWhole,
+    Priority,
     QueueModel,
     TenantModel,
     Whole,
@@ -261,7 +262,7 @@ class ClusterConfig(_Strict):
     default_grace_s: Number = Field(default=10.0, ge=0)
     max_signal_lead_s: Number = Field(default=300.0, ge=0, le=86400)
     limits: LimitsConfig = LimitsConfig()
-    priority_classes: dict[str, Whole] = Field(default_factory=dict)
+    priority_classes: dict[str, Priority] = Field(default_factory=dict)
     fair_sharing: bool = False
     fair_preemption: list[FairPreemptionName] | None = None
     admission_fair_sharing: AdmissionFairSharingModel | None = None

@@ -99,6 +99,12 @@ OptionalNumber = Annotated[float | None, strict_number()]
 Whole = Annotated[int, strict_int("a whole number")]
 """A whole number, never a bool, a float or a string."""
 OptionalWhole = Annotated[int | None, strict_int("a whole number")]
+
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+"""Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range)."""
+
+Priority = Annotated[int, strict_int("a whole number"), Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+"""A priority class's value in ``[priority_classes]``: a job's priority, so in its range."""
 """A whole number or None."""
 
 

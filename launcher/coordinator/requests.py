@@ -18,6 +18,7 @@ from labgang.launcher.begin_time import begin_out_of_range
 from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
 from labgang.launcher.config.limits import MAX_GPUS_PER_WORKER, MAX_TIME_LIMIT_S, MAX_WORKERS
 from labgang.launcher.config.notify import ALLOWED_MAIL_TYPES, BadMailType, parse_mail_types
+from labgang.launcher.config.queues import PRIORITY_MAX, PRIORITY_MIN
 from labgang.launcher.coordinator.errors import BadRequest, Forbidden
 from labgang.launcher.coordinator.policy import (
     UnknownPriority,
@@ -38,9 +39,6 @@ from labgang.launcher.stdin_forward import MAX_STDIN_BYTES
 from labgang.launcher.text import control_characters
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from pydantic_core import ErrorDetails
-
-# Priorities are signed 32-bit integers (Kubernetes PriorityClass values use the same range).
-PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 
 
 def _exec_safe(value: str) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from labgang.launcher.config.limits import MAX_TIME_LIMIT_S
+from labgang.launcher.config.queues import PRIORITY_MAX, PRIORITY_MIN
 from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
 from labgang.launcher.coordinator.policy import check_priority_allowed, what_priority_allows
-from labgang.launcher.coordinator.requests import PRIORITY_MAX, PRIORITY_MIN, Text, _first_error
+from labgang.launcher.coordinator.requests import Text, _first_error
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.records import JobRecord
 from labgang.launcher.lifecycle.verbs import (

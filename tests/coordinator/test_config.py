@@ -59,6 +59,19 @@ def test_unknown_priority_class_lists_the_classes() -> None:
         cfg.resolve_priority("urgent")
 
 
+def test_a_priority_class_is_a_priority_a_job_can_have() -> None:
+    """A class beyond a job's 32-bit priority was accepted, and every ``-p high`` then refused the
+    user's -p for the admin's config (a new admin's finding)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"priority_classes": {"high": 10**20, "low": -(2**31) - 1}, "queues": [{"name": "default"}]})
+    assert info.value.problems == [
+        "priority_classes.high: 100000000000000000000 is out of range; allowed: a value <= 2147483647",
+        "priority_classes.low: -2147483649 is out of range; allowed: a value >= -2147483648",
+    ]
+    edge = parse_config({"priority_classes": {"top": 2**31 - 1, "bottom": -(2**31)}, "queues": [{"name": "default"}]})
+    assert edge.priority_classes == {"top": 2**31 - 1, "bottom": -(2**31)}
+
+
 def test_default_for_covers_every_allocatable_device(repo_root: Path, sim_scope: str) -> None:
     backend = open_backend(repo_root / "config" / "sim" / "a100x8-mig.toml", scope=sim_scope)
     try:
