@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,20 @@ def _nodes(directory: Path) -> list[str]:
         return []
 
 
+def lease_seconds(directory: Path) -> float | None:
+    """How long the ranks of ``directory``'s ``labgang up`` outlive it: ``LEASE_SHARE`` of the
+    ``node_timeout_s`` its agent last confirmed (``agent/lease.json``); None when not recorded."""
+    import json
+
+    from labgang.agent.lease import LEASE_SHARE
+
+    try:
+        timeout = json.loads((directory / "agent" / "lease.json").read_text()).get("node_timeout_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return LEASE_SHARE * timeout if isinstance(timeout, (int, float)) and timeout > 0 else None
+
+
 def job_states(directory: Path, ids: list[str] | None = None) -> dict[str, str]:
     """Job id → state (a JobState value) of the jobs in the store of ``directory`` that are not
     finished, or of the jobs ``ids`` whatever their state; in submission order. Read through a
@@ -179,33 +194,53 @@ def by_state(states: dict[str, str]) -> dict[str, list[str]]:
 
 
 def summary_line(
-    pid: int, directory: Path, nodes: list[str], kept: dict[str, list[str]], ended: dict[str, list[str]]
+    pid: int,
+    directory: Path,
+    nodes: list[str],
+    kept: dict[str, list[str]],
+    ended: dict[str, list[str]],
+    lease_s: float | None = None,
+    here: str | None = None,
 ) -> str:
     """What ``down`` stopped, in one line: ``labgang down: stopped labgang up (pid 4242) of /s:
     its coordinator and the agent of node vm; 2 jobs wait for the next `labgang up` (1, 3)``.
 
     Args:
         pid: the ``labgang up`` stopped. directory: its state directory.
-        nodes: the nodes whose agents it ran (connected before the stop).
+        nodes: the nodes whose agents were connected before the stop: this machine's is the
+            agent ``labgang up`` ran; any other is an agent of its own that stays.
         kept: state → ids of the jobs the store keeps for the next ``labgang up``, after the stop.
         ended: state → ids of the jobs that were not finished before the stop and are now.
+        lease_s: how long ranks left running outlive their coordinator (0.8 × ``node_timeout_s``,
+            ``agent/lease.py``), or None when unknown.
+        here: this machine's node name (default: its host name), the node of ``labgang up``'s agent.
     """
     from labgang.launcher.arrays import fold_ids
 
     def plural(ids: list[str], word: str) -> str:
         return f"{len(ids)} {word}{'s' if len(ids) != 1 else ''}"
 
-    agents = f"the agent of node {', '.join(nodes)}" if nodes else "its agent"
+    here = here or socket.gethostname()  # `labgang up` runs its agent as this machine's node
+    agents = f"the agent of node {here}" if here in nodes else "its agent"
     parts = [f"labgang down: stopped labgang up (pid {pid}) of {directory}: its coordinator and {agents}"]
+    others = [n for n in nodes if n != here]
+    if others:  # agents started on their own (`labgang agent`) are their own processes: they stay
+        parts.append(
+            f"the agent{'s' if len(others) > 1 else ''} of node {', '.join(others)} "
+            f"{'run' if len(others) > 1 else 'runs'} on and reconnect{'s' if len(others) == 1 else ''} "
+            "to the next `labgang up`"
+        )
+    said = len(parts)  # what follows is of the jobs
     waiting = [job for state in ("pending", "admitted", "terminating") for job in kept.get(state, [])]
     if waiting:
         verb = "waits" if len(waiting) == 1 else "wait"
         parts.append(f"{plural(waiting, 'job')} {verb} for the next `labgang up` ({', '.join(fold_ids(waiting))})")
     if kept.get("running"):
         running = kept["running"]
+        lease = f"if it starts within about {lease_s:.0f} s (the nodes' lease)" if lease_s else "if it starts in time"
         parts.append(
             f"{plural(running, 'job')} left running (--keep-jobs: {', '.join(fold_ids(running))}); "
-            "the next `labgang up` re-adopts them"
+            f"the next `labgang up` re-adopts them {lease}; after that each node stops its ranks and they run again"
         )
     if ended.get("cancelled"):
         parts.append(
@@ -215,7 +250,7 @@ def summary_line(
     for state, ids in ended.items():
         if state != "cancelled":
             parts.append(f"{', '.join(fold_ids(ids))} ended as {'it' if len(ids) == 1 else 'they'} stopped ({state})")
-    if len(parts) == 1:
+    if len(parts) == said:
         parts.append("no jobs were waiting or running")
     return "; ".join(parts)
 
@@ -284,4 +319,4 @@ def down(state_dir: Path | None, as_json: bool) -> None:
         out["ended"] = ended
         click.echo(to_json(out))
     else:
-        click.echo(summary_line(pid, directory, nodes, kept, ended))
+        click.echo(summary_line(pid, directory, nodes, kept, ended, lease_seconds(directory)))

@@ -107,12 +107,20 @@ def test_it_refuses_a_coordinator_that_is_not_labgang_up(tmp_path: Path) -> None
 def test_the_summary_says_what_ended_as_it_stopped() -> None:
     from labgang.launcher.cli.down import summary_line
 
-    line = summary_line(7, Path("/s"), ["vm"], {"running": ["4"]}, {"cancelled": ["2"], "succeeded": ["3_1", "3_2"]})
+    ended = {"cancelled": ["2"], "succeeded": ["3_1", "3_2"]}
+    line = summary_line(7, Path("/s"), ["vm"], {"running": ["4"]}, ended, 24.0, here="vm")
     assert line == (
         "labgang down: stopped labgang up (pid 7) of /s: its coordinator and the agent of node vm; "
-        "1 job left running (--keep-jobs: 4); the next `labgang up` re-adopts them; "
+        "1 job left running (--keep-jobs: 4); the next `labgang up` re-adopts them if it starts within about "
+        "24 s (the nodes' lease); after that each node stops its ranks and they run again; "
         "stopped and cancelled 2 (submitted with --no-requeue or by `labgang run`); "
         "3_[1-2] ended as they stopped (succeeded)"
+    )
+    # an agent started on its own (`labgang agent`) is not stopped by `down` and is not said to be
+    line = summary_line(7, Path("/s"), ["n2", "vm"], {}, {}, here="vm")
+    assert line == (
+        "labgang down: stopped labgang up (pid 7) of /s: its coordinator and the agent of node vm; "
+        "the agent of node n2 runs on and reconnects to the next `labgang up`; no jobs were waiting or running"
     )
 
 
