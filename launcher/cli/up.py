@@ -135,25 +135,36 @@ def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None
         config: the :class:`labgang.launcher.config.cluster.ClusterConfig` in force.
 
     Returns:
-        One line naming how many jobs wait in which unknown queues, or None when there are none.
+        One line naming how many jobs wait, and how many run, in which unknown queues, or None
+        when there are none.
     """
     from labgang.launcher.model import JobState
 
     known = {q.name for q in config.queues}
-    per_queue: Counter[str] = Counter()
+    per_queue: Counter[str] = Counter()  # pending: they never start
+    running: Counter[str] = Counter()  # admitted, running, stopping (--keep-jobs): they run to their end
     for (queue, state), n in counts.items():
         if queue not in known and not JobState(state).finished and n > 0:
-            per_queue[queue] += n
-    if not per_queue:
-        return None
-    total = sum(per_queue.values())
-    where = ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items()))
-    verb, them = ("waits", "it") if total == 1 else ("wait", "them")
-    return (
-        f"  warning: {_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
-        f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
-        f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
-    )
+            (per_queue if JobState(state) is JobState.PENDING else running)[queue] += n
+    parts = []
+    if per_queue:
+        total = sum(per_queue.values())
+        where = ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items()))
+        verb, them = ("waits", "it") if total == 1 else ("wait", "them")
+        parts.append(
+            f"{_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+            f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
+            f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
+        )
+    if running:
+        total = sum(running.values())
+        where = ", ".join(f"{queue} ({n})" for queue, n in sorted(running.items()))
+        verb, they = ("runs", "it holds") if total == 1 else ("run", "they hold")
+        parts.append(
+            f"{_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+            f"{'it runs' if total == 1 else 'they run'} to the end, and the devices {they} count in no queue's quota"
+        )
+    return "  warning: " + "; ".join(parts) if parts else None
 
 
 def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:

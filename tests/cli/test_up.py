@@ -170,6 +170,11 @@ def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo
         "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
     )
     assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None
+    # a job of a removed queue left running (--keep-jobs) does not wait: it runs to its end
+    assert stranded_line({("speech", "running"): 1}, config) == (
+        "  warning: 1 job runs in queues this config does not define: speech (1); it runs to the end, and the "
+        "devices it holds count in no queue's quota"
+    )
 
 
 def test_the_checkouts_banner_runs_the_example_from_the_checkout_as_before():
