@@ -308,27 +308,42 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
         last = None
     if last is not None and len(gone) + len(new) <= len(running) // 2:  # else building anew costs less
         before, owner, claims, multi = last[2], last[3], last[4], last[5]
-        touched: dict[int, None] = {}
+        touched: list[int] = []  # the devices whose claimants changed
+        # a device one job claimed, or none, is settled at once (the usual case: whole devices);
+        # one claimed by several (shares of a card, a device listed twice) after, from its claimants
+        several: list[int] = []
         for i in gone:
             job = before[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        claims[d] = [j for j in claims[d] if j is not job]
-                        touched[d] = None
+                        held = claims.get(d)  # None: its last claimant was settled at once above
+                        if len(held) == 1 and held[0] is job:  # ``job`` alone: left to nobody
+                            del claims[d]
+                            owner[d] = UNAVAILABLE if unavailable[d] else None
+                        else:
+                            claims[d] = [j for j in held if j is not job]
+                            several.append(d)
+                        touched.append(d)
         for i in new:
             job = ident[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        claims.setdefault(d, []).append(job)
-                        touched[d] = None
-        for d in touched:
-            held = claims[d]
+                        held = claims.get(d)
+                        if held is None:  # nobody claimed it: ``job`` alone does
+                            claims[d] = [job]
+                            owner[d] = job.id
+                        else:
+                            held.append(job)
+                            several.append(d)
+                        touched.append(d)
+        for d in dict.fromkeys(several):  # each once, in the order met
+            held = claims.get(d)  # None: its last claimant was settled at once above
             if not held:
-                del claims[d]
+                claims.pop(d, None)
                 owner[d] = UNAVAILABLE if unavailable[d] else None
                 multi.discard(d)
             elif len(held) == 1 or all(j is held[0] for j in held):
@@ -341,7 +356,7 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
             for d in multi:
                 owner[d] = max(claims[d], key=lambda j: order[id(j)]).id
         _last_owners = (layout, snapshot.unavailable, ident, owner, claims, multi)
-        _owner_touched = set(touched).union(multi)
+        _owner_touched = multi.union(touched)
         return owner[:]
     owner = [UNAVAILABLE if u else None for u in unavailable]
     claims = {}

@@ -68,22 +68,25 @@ def _plain_usage(
     full build's, in snapshot order, each id with this snapshot's very view.
     """
     global _last_plain
-    last = _last_plain if memo_usage else None
+    if not memo_usage:
+        _last_plain = None
+        return None
+    last = _last_plain
+    if last is not None and last[0] != host_quota:
+        last = None
     by_id = None
-    if last is not None and last[0] == host_quota:
-        ident = running_by_identity(running)
+    ident = running_by_identity(running)
+    if last is not None:
         gone, added = identity_delta(last[1], ident)
         by_id = _by_id_from(last[4], last[1], ident, gone, added, running)
     if by_id is None:
         by_id = dict(zip(map(_ID, running), running, strict=True))
-    if not memo_usage or len(by_id) != len(running):
+    if len(by_id) != len(running):
         _last_plain = None
         return None
-    ident = running_by_identity(running)
     usage: dict[tuple[str, str], int]
-    if last is not None and last[0] == host_quota:
+    if last is not None:
         before, usage, shared = last[1], dict(last[2]), last[3]
-        gone, added = identity_delta(before, ident)
         for i in gone:
             job = before[i]
             if job.request.shared:
