@@ -178,7 +178,9 @@ def _victims_memo(
         keys, jobs = [k for k, _ in pairs], [j for _, j in pairs]
     else:
         gone, new = identity_delta(last[0], ident)
-        members, keys, jobs = dict(last[1]), list(last[2]), list(last[3])
+        # the members and keys are the memo's own (never handed out): updated in place; the
+        # jobs' list was handed out, so it is copied
+        members, keys, jobs = last[1], last[2], list(last[3])
         for i in gone:
             job = members.pop(i, None)
             if job is not None:
