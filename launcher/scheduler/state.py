@@ -159,7 +159,8 @@ def _victims_memo(
     the caller sorts). A pure memo on the last answer for ``key``: the jobs gone since are taken
     out and the new ones put in by bisection (the keys are distinct: they end with the job id), so
     the order is the full sort's. The list is the memo's own (never changed once made: an update
-    builds a new one), handed out without a copy: callers only read it.
+    builds a new one), handed out without a copy: callers only read it. The members and keys are
+    never handed out: an update changes them in place.
     """
     if not memo_victims or len(by_id) != len(running):
         return None
