@@ -403,18 +403,27 @@ _last_requests: tuple[dict[int, RunningJob], dict[str, JobRequest], int] | None 
 (kept alive here, so no identity is reused)."""
 
 
+_requests_retired: dict[str, JobRequest] | None = None
+"""The map of :data:`_last_requests` once the book it was handed to was retired
+(:meth:`DeviceBook.retire`): the next update changes it in place instead of a copy. None while
+the map may still be read."""
+
+
 def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobRequest], int] | None:
     """Running job id -> its request, and how many of them are ``--exclusive``; None when two
     running jobs share an id (the caller then gathers them in snapshot order, the last one
     winning). A pure memo on the previous call (as :func:`_owners`): the previous map is copied
     and the jobs gone and new (by identity) taken out and put in; with distinct ids the map holds
     exactly the running jobs' requests (in another order than snapshot order: callers only look
-    requests up). Callers must not change the map."""
-    global _last_requests
+    requests up). Callers must not change the map. Once the book it was handed to is retired
+    (:data:`_requests_retired`), the next update changes the map in place instead of a copy."""
+    global _last_requests, _requests_retired
+    retired, _requests_retired = _requests_retired, None  # handed out again below, or dropped
     ident = running_by_identity(running)
     last = _last_requests if memo_requests else None
     if last is not None and len(ident) == len(running):
-        before, requests, exclusive = last[0], dict(last[1]), last[2]
+        # the last map changed in place when its book was retired (read by nobody), else copied
+        before, requests, exclusive = last[0], last[1] if retired is last[1] else dict(last[1]), last[2]
         gone, new = identity_delta(before, ident)
         for i in gone:
             job = before[i]
@@ -500,6 +509,15 @@ class DeviceBook:
             self.exclusive_known = self._build_requests(snapshot.pending, running)
         self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
         self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
+
+    def retire(self) -> None:
+        """Say that nothing reads this book again (:meth:`.state.CycleState.retire`): the running
+        jobs' request map the memo handed it, when not read yet (:attr:`requests` builds its own
+        from it on first read), is then changed in place into the next snapshot's instead of copied."""
+        global _requests_retired
+        if self._requests_of is not None and _last_requests is not None and self._requests_of[0] is _last_requests[1]:
+            _requests_retired = _last_requests[1]
+            self._requests_of = None  # (the map is another snapshot's from now on)
 
     @property
     def requests(self) -> dict[str, JobRequest]:

@@ -116,10 +116,14 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
         snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.on_hold is None))
     was_enabled = gc.isenabled()
     gc.disable()
+    cycle: _Cycle | None = None
     try:
-        result = _Cycle(snapshot).run()
+        cycle = _Cycle(snapshot)
+        result = cycle.run()
         return replace(result, pending=(*held, *result.pending)) if held else result
     finally:
+        if cycle is not None:  # nothing reads its state again: the next cycle's memos may reuse its maps
+            cycle.state.retire()
         if was_enabled:
             gc.enable()
 
