@@ -133,7 +133,8 @@ class FreeIndex:
 
 class _Layout:
     """The device arrays derived from a snapshot's nodes alone (never mutated once built), and the
-    empty-cluster indexes made from them on first use (``empty``, read-only)."""
+    empty-cluster indexes made from them on first use (``empty``, read-only), and the last list of
+    unavailable devices (:meth:`unavailable_list`, read-only)."""
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.nodes = nodes
@@ -166,6 +167,22 @@ class _Layout:
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
         self.empty: dict[tuple[str, str | None], FreeIndex] = {}  # :meth:`DeviceBook.all_devices_index`
+        self._unavailable: tuple[frozenset[str], list[bool]] | None = None  # :meth:`unavailable_list`
+
+    def unavailable_list(self, uuids: frozenset[str]) -> list[bool]:
+        """Per device position, whether its UUID is in ``uuids`` (a snapshot's unavailable devices).
+        The last answer is given again while the set is equal (cycles mostly share one): callers
+        only read it."""
+        last = self._unavailable
+        if last is not None and (last[0] is uuids or last[0] == uuids):
+            return last[1]
+        out = [False] * len(self.uuid)
+        for u in uuids:
+            d = self.pos.get(u)
+            if d is not None:
+                out[d] = True
+        self._unavailable = (uuids, out)
+        return out
 
 
 _last_layout: tuple[tuple[Node, ...], _Layout] | None = None
@@ -484,11 +501,7 @@ class DeviceBook:
         self.by_resource: dict[str, list[int]] = static.by_resource
         self.topology: TopologyView | None = static.topology
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
-        self.unavailable: list[bool] = [False] * len(self.uuid)
-        for u in snapshot.unavailable:
-            d = self.pos.get(u)
-            if d is not None:
-                self.unavailable[d] = True
+        self.unavailable: list[bool] = static.unavailable_list(snapshot.unavailable)  # read only
         self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._owner_serial, self._owner_touched = _owner_calls, _owner_touched
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
