@@ -235,13 +235,14 @@ class GroupRequest:
     request: JobRequest
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True)
 class JobRequest:
     """What a job asks the scheduler for: a gang of ``workers`` ranks, each needing
     ``per_worker`` devices of ``resource``.
 
     A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
-    its cheaper ``__init__``).
+    its cheaper ``__init__``; the hash, of the compared fields' tuple as a frozen dataclass's, is
+    worked out once: requests are dict keys of the scheduler's memos, hashed every cycle).
 
     ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
     (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs
@@ -299,6 +300,7 @@ class JobRequest:
     elastic: bool = field(init=False, repr=False, compare=False)
     """True when the gang may start with fewer than ``workers`` ranks (a job of groups: when some
     group may): set once (as :attr:`shared`)."""
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # derived from the fields, once: the request is a value, never changed after construction
@@ -314,6 +316,30 @@ class JobRequest:
             total = self.workers * self.per_worker
             elastic = self.min_workers is not None and self.min_workers < self.workers
         self.host, self.total, self.elastic = host, total, elastic
+        self._hash = hash(
+            (
+                self.workers,
+                self.per_worker,
+                self.resource,
+                self.gpu_model,
+                self.nodes,
+                self.topology,
+                self.min_workers,
+                self.cpus_per_task,
+                self.mem,
+                self.mem_per_gpu,
+                self.exclusive,
+                self.groups,
+                self.colocate,
+                self.shards,
+                self.mps,
+                self.gpu_mem,
+            )
+        )
+
+    def __hash__(self) -> int:
+        """The hash of the compared fields' tuple (what ``unsafe_hash`` generates), worked out once."""
+        return self._hash
 
     def rank_mem(self) -> int:
         """Bytes of host memory one rank takes through ``mem_per_gpu`` (0 when not counted)."""

@@ -388,7 +388,10 @@ class _Cycle:
         Under fair sharing or admission fair sharing every change counts."""
         if not self.memo_per_tree:
             return self.version
-        return self._all_changes + self._tree_changes.get(self._root(queue), 0)
+        root = self._root_of.get(queue)  # :meth:`_root`, its hit inlined (asked for every job offered)
+        if root is None:
+            root = self._root(queue)
+        return self._all_changes + self._tree_changes.get(root, 0)
 
     def _root(self, queue: str) -> int:
         """:meth:`_tree_root` of ``queue``, remembered for the cycle."""

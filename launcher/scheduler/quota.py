@@ -270,15 +270,17 @@ class QuotaBook:
         n = self.tree.queue_id.get(queue)
         if n is None or delta == 0:
             return
-        tree, book = self.tree, self._usage
+        private, parent, book = self.tree._private, self.tree.parent, self._usage
         while delta and n >= 0:
             key = (n, res)
             old = book.get(key, 0)
             new = old + delta
             book[key] = new
-            priv = tree._private.get(key, 0)
-            delta = max(0, new - priv) - max(0, old - priv)
-            n = tree.parent[n]
+            priv = private.get(key, 0)
+            # what goes up to the parent: the change of the part above the private quota
+            # (``max(0, new - priv) - max(0, old - priv)``, without the two calls)
+            delta = (new - priv if new > priv else 0) - (old - priv if old > priv else 0)
+            n = parent[n]
 
     def usage_with(self, queue: str, res: str, delta: int, upto: int) -> int:
         """``usage(upto)`` if ``queue`` (a node in ``upto``'s subtree) held ``delta`` more."""
