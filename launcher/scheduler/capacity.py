@@ -354,7 +354,7 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        held = claims.get(d)  # None: its last claimant was settled at once above
+                        held = claims[d]
                         if len(held) == 1 and held[0] is job:  # ``job`` alone: left to nobody
                             del claims[d]
                             owner[d] = UNAVAILABLE if unavailable[d] else None
@@ -368,22 +368,22 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        held = claims.get(d)
-                        if held is None:  # nobody claimed it: ``job`` alone does
+                        claimed = claims.get(d)
+                        if claimed is None:  # nobody claimed it: ``job`` alone does
                             claims[d] = [job]
                             owner[d] = job.id
                         else:
-                            held.append(job)
+                            claimed.append(job)
                             several.append(d)
                         touched.append(d)
         for d in dict.fromkeys(several):  # each once, in the order met
-            held = claims.get(d)  # None: its last claimant was settled at once above
-            if not held:
+            left = claims.get(d)  # None: its last claimant was settled at once above
+            if not left:
                 claims.pop(d, None)
                 owner[d] = UNAVAILABLE if unavailable[d] else None
                 multi.discard(d)
-            elif len(held) == 1 or all(j is held[0] for j in held):
-                owner[d] = held[0].id
+            elif len(left) == 1 or all(j is left[0] for j in left):
+                owner[d] = left[0].id
                 multi.discard(d)
             else:
                 multi.add(d)
