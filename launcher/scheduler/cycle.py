@@ -221,6 +221,7 @@ class _Cycle:
         self.on_change: list[str] = []  # queues whose usage changed (the tournament listens)
         self.tenants: TenantBook | None = None
         self.users = UserBook(snapshot)  # per-user limits (falsy when no queue sets any)
+        self.limits_users = bool(self.users)  # (its queues never change in the cycle: asked once)
         afs = snapshot.sharing.admission
         if afs is not None:
             self.tenants = TenantBook(snapshot.tenants, snapshot.running, afs)
@@ -242,14 +243,14 @@ class _Cycle:
     def run(self) -> CycleResult:
         by_queue, orphans = nominate(self.snapshot, self.state)
         self.pending.extend(orphans)
-        users = self.users
+        users, limited = self.users, self.limits_users
         self.reservations = reserve_for_starving(
             self.state,
             [
                 e
                 for entries in by_queue.values()
                 for e in entries
-                if not users or users.reason(e.job, e.spec.queueing is Queueing.STRICT_FIFO) is None
+                if not limited or users.reason(e.job, e.spec.queueing is Queueing.STRICT_FIFO) is None
             ],
         )
         sharing = self.snapshot.sharing
@@ -434,7 +435,7 @@ class _Cycle:
         if e.unschedulable is not None:
             self.pending.append(Pending(e.job.id, e.unschedulable))
             return Outcome.UNSCHEDULABLE
-        if self.users:
+        if self.limits_users:
             strict = e.spec.queueing is Queueing.STRICT_FIFO
             limited = self.users.reason(e.job, strict)
             if limited is not None:
@@ -559,7 +560,7 @@ class _Cycle:
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
-        room = self.users.room(q, job.user) if self.users else None
+        room = self.users.room(q, job.user) if self.limits_users else None
         if room is not None and not req.groups:
             top = max(min(top, room // req.per_worker), req.min_workers or req.workers)
         over_placed: dict[str, int] | None = None  # what a placement counted that its quota did not hold
