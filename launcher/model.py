@@ -235,13 +235,14 @@ class GroupRequest:
     request: JobRequest
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True)
 class JobRequest:
     """What a job asks the scheduler for: a gang of ``workers`` ranks, each needing
     ``per_worker`` devices of ``resource``.
 
     A value, not changed after construction; equality and hash by fields (not ``frozen`` only for
-    its cheaper ``__init__``).
+    its cheaper ``__init__``; the hash, of the compared fields' tuple as a frozen dataclass's, is
+    worked out once: requests are dict keys of the scheduler's memos, hashed every cycle).
 
     ``resource`` is ``"gpu"`` (then ``per_worker`` >= 1 full GPUs) or ``"mig-<profile>"``
     (then ``per_worker`` is 1: one MIG device per rank). ``gpu_model`` restricts to GPUs
@@ -290,34 +291,59 @@ class JobRequest:
     """True when the request is a share of one card (``shards`` or ``mps``), not whole devices: set once
     from them (the scheduler reads it hundreds of thousands of times a cycle at 1,000 nodes)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shared", bool(self.shards or self.mps))
+    host: bool = field(init=False, repr=False, compare=False)
+    """True when the request counts host CPUs or memory or takes whole nodes: set once (as
+    :attr:`shared`; read for every job a cycle tries)."""
+    total: int = field(init=False, repr=False, compare=False)
+    """Devices the whole gang needs (summed over its groups): set once (as :attr:`shared`; read by
+    every quota fit and usage count)."""
+    elastic: bool = field(init=False, repr=False, compare=False)
+    """True when the gang may start with fewer than ``workers`` ranks (a job of groups: when some
+    group may): set once (as :attr:`shared`)."""
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def host(self) -> bool:
-        """True when the request counts host CPUs or memory or takes whole nodes."""
-        if self.groups:
-            return any(g.request.host for g in self.groups)
-        return bool(self.cpus_per_task or self.mem or self.mem_per_gpu or self.exclusive)
+    def __post_init__(self) -> None:
+        # derived from the fields, once: the request is a value, never changed after construction
+        # (``replace`` builds a new one, and this runs again for it)
+        object.__setattr__(self, "shared", bool(self.shards or self.mps))
+        groups = self.groups
+        if groups:
+            host = any(g.request.host for g in groups)
+            total = sum(g.request.workers * g.request.per_worker for g in groups)
+            elastic = any(g.request.elastic for g in groups)
+        else:
+            host = bool(self.cpus_per_task or self.mem or self.mem_per_gpu or self.exclusive)
+            total = self.workers * self.per_worker
+            elastic = self.min_workers is not None and self.min_workers < self.workers
+        self.host, self.total, self.elastic = host, total, elastic
+        self._hash = hash(
+            (
+                self.workers,
+                self.per_worker,
+                self.resource,
+                self.gpu_model,
+                self.nodes,
+                self.topology,
+                self.min_workers,
+                self.cpus_per_task,
+                self.mem,
+                self.mem_per_gpu,
+                self.exclusive,
+                self.groups,
+                self.colocate,
+                self.shards,
+                self.mps,
+                self.gpu_mem,
+            )
+        )
+
+    def __hash__(self) -> int:
+        """The hash of the compared fields' tuple (what ``unsafe_hash`` generates), worked out once."""
+        return self._hash
 
     def rank_mem(self) -> int:
         """Bytes of host memory one rank takes through ``mem_per_gpu`` (0 when not counted)."""
         return self.per_worker * self.mem_per_gpu
-
-    @property
-    def total(self) -> int:
-        """Devices the whole gang needs (summed over its groups)."""
-        if self.groups:
-            return sum(g.request.workers * g.request.per_worker for g in self.groups)
-        return self.workers * self.per_worker
-
-    @property
-    def elastic(self) -> bool:
-        """True when the gang may start with fewer than ``workers`` ranks (a job of groups: when
-        some group may)."""
-        if self.groups:
-            return any(g.request.elastic for g in self.groups)
-        return self.min_workers is not None and self.min_workers < self.workers
 
     def at_size(self, workers: int) -> JobRequest:
         """This request with ``workers`` ranks and no minimum: an elastic gang at one size."""

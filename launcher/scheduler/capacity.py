@@ -37,8 +37,11 @@ class FreeIndex:
     def __init__(self, node_count: int, devices: Iterable[int], node_of: list[int]) -> None:
         self._node_of = node_of
         self.free: list[list[int]] = [[] for _ in range(node_count)]
+        """Per node position, its free devices in order (read it, never change it: :meth:`add`
+        and :meth:`remove` do, and a node's list may be shared with copies)."""
         for d in sorted(devices):
             self.free[node_of[d]].append(d)
+        self._own: set[int] | None = None  # nodes whose list only this index holds; None: every node's
         self.buckets: dict[int, list[int]] = {}
         self.total = 0
         for n, devs in enumerate(self.free):
@@ -47,18 +50,33 @@ class FreeIndex:
                 self.total += len(devs)
 
     def copy(self) -> FreeIndex:
-        """An independent copy (changing one leaves the other as it was)."""
+        """An independent copy (changing one leaves the other as it was).
+
+        The nodes' lists are shared until one side changes a node (copy on write, :meth:`_mine`):
+        a cycle's index changes a few nodes of the hundreds it copies."""
         ix = FreeIndex.__new__(FreeIndex)
         ix._node_of = self._node_of
-        ix.free = list(map(list.copy, self.free))  # C-level: about 3x the list comprehension's speed
+        ix.free = self.free[:]
+        ix._own = set()
+        self._own = set()  # its lists are shared now: this index copies a node's before changing it
         ix.buckets = {c: nodes[:] for c, nodes in self.buckets.items()}
         ix.total = self.total
         return ix
 
+    def _mine(self, n: int) -> list[int]:
+        """Node ``n``'s list of free devices, copied first if another index may hold it."""
+        own = self._own
+        if own is None or n in own:
+            return self.free[n]
+        devs = self.free[n] = self.free[n].copy()
+        own.add(n)
+        return devs
+
     def add(self, d: int) -> None:
         """Mark device position ``d`` free."""
         n = self._node_of[d]
-        devs = self.free[n]
+        own = self._own
+        devs = self.free[n] if own is None or n in own else self._mine(n)  # :meth:`_mine`, its hit inlined
         old = len(devs)
         insort(devs, d)
         buckets = self.buckets  # node ``n`` moves from bucket ``old`` to ``old + 1``
@@ -73,7 +91,8 @@ class FreeIndex:
     def remove(self, d: int) -> None:
         """Mark device position ``d`` taken (it must be free in this index)."""
         n = self._node_of[d]
-        devs = self.free[n]
+        own = self._own
+        devs = self.free[n] if own is None or n in own else self._mine(n)  # :meth:`_mine`, its hit inlined
         old = len(devs)
         del devs[bisect_left(devs, d)]
         buckets = self.buckets  # node ``n`` moves from bucket ``old`` (at least 1) to ``old - 1``
@@ -114,7 +133,8 @@ class FreeIndex:
 
 class _Layout:
     """The device arrays derived from a snapshot's nodes alone (never mutated once built), and the
-    empty-cluster indexes made from them on first use (``empty``, read-only)."""
+    empty-cluster indexes made from them on first use (``empty``, read-only), and the last list of
+    unavailable devices (:meth:`unavailable_list`, read-only)."""
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.nodes = nodes
@@ -147,6 +167,22 @@ class _Layout:
         has_topology = any(n.links or any(d.numa for d in n.devices) for n in nodes)
         self.topology: TopologyView | None = TopologyView(nodes, self.pos) if has_topology else None
         self.empty: dict[tuple[str, str | None], FreeIndex] = {}  # :meth:`DeviceBook.all_devices_index`
+        self._unavailable: tuple[frozenset[str], list[bool]] | None = None  # :meth:`unavailable_list`
+
+    def unavailable_list(self, uuids: frozenset[str]) -> list[bool]:
+        """Per device position, whether its UUID is in ``uuids`` (a snapshot's unavailable devices).
+        The last answer is given again while the set is equal (cycles mostly share one): callers
+        only read it."""
+        last = self._unavailable
+        if last is not None and (last[0] is uuids or last[0] == uuids):
+            return last[1]
+        out = [False] * len(self.uuid)
+        for u in uuids:
+            d = self.pos.get(u)
+            if d is not None:
+                out[d] = True
+        self._unavailable = (uuids, out)
+        return out
 
 
 _last_layout: tuple[tuple[Node, ...], _Layout] | None = None
@@ -308,31 +344,46 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
         last = None
     if last is not None and len(gone) + len(new) <= len(running) // 2:  # else building anew costs less
         before, owner, claims, multi = last[2], last[3], last[4], last[5]
-        touched: dict[int, None] = {}
+        touched: list[int] = []  # the devices whose claimants changed
+        # a device one job claimed, or none, is settled at once (the usual case: whole devices);
+        # one claimed by several (shares of a card, a device listed twice) after, from its claimants
+        several: list[int] = []
         for i in gone:
             job = before[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        claims[d] = [j for j in claims[d] if j is not job]
-                        touched[d] = None
+                        held = claims[d]
+                        if len(held) == 1 and held[0] is job:  # ``job`` alone: left to nobody
+                            del claims[d]
+                            owner[d] = UNAVAILABLE if unavailable[d] else None
+                        else:
+                            claims[d] = [j for j in held if j is not job]
+                            several.append(d)
+                        touched.append(d)
         for i in new:
             job = ident[i]
             for rp in job.placement:
                 for u in rp.devices:
                     d = pos.get(u)
                     if d is not None:
-                        claims.setdefault(d, []).append(job)
-                        touched[d] = None
-        for d in touched:
-            held = claims[d]
-            if not held:
-                del claims[d]
+                        claimed = claims.get(d)
+                        if claimed is None:  # nobody claimed it: ``job`` alone does
+                            claims[d] = [job]
+                            owner[d] = job.id
+                        else:
+                            claimed.append(job)
+                            several.append(d)
+                        touched.append(d)
+        for d in dict.fromkeys(several):  # each once, in the order met
+            left = claims.get(d)  # None: its last claimant was settled at once above
+            if not left:
+                claims.pop(d, None)
                 owner[d] = UNAVAILABLE if unavailable[d] else None
                 multi.discard(d)
-            elif len(held) == 1 or all(j is held[0] for j in held):
-                owner[d] = held[0].id
+            elif len(left) == 1 or all(j is left[0] for j in left):
+                owner[d] = left[0].id
                 multi.discard(d)
             else:
                 multi.add(d)
@@ -341,7 +392,7 @@ def _owners(layout: _Layout, snapshot: Snapshot, unavailable: list[bool]) -> lis
             for d in multi:
                 owner[d] = max(claims[d], key=lambda j: order[id(j)]).id
         _last_owners = (layout, snapshot.unavailable, ident, owner, claims, multi)
-        _owner_touched = set(touched).union(multi)
+        _owner_touched = multi.union(touched)
         return owner[:]
     owner = [UNAVAILABLE if u else None for u in unavailable]
     claims = {}
@@ -369,18 +420,27 @@ _last_requests: tuple[dict[int, RunningJob], dict[str, JobRequest], int] | None 
 (kept alive here, so no identity is reused)."""
 
 
+_requests_retired: dict[str, JobRequest] | None = None
+"""The map of :data:`_last_requests` once the book it was handed to was retired
+(:meth:`DeviceBook.retire`): the next update changes it in place instead of a copy. None while
+the map may still be read."""
+
+
 def _running_requests(running: tuple[RunningJob, ...]) -> tuple[dict[str, JobRequest], int] | None:
     """Running job id -> its request, and how many of them are ``--exclusive``; None when two
     running jobs share an id (the caller then gathers them in snapshot order, the last one
     winning). A pure memo on the previous call (as :func:`_owners`): the previous map is copied
     and the jobs gone and new (by identity) taken out and put in; with distinct ids the map holds
     exactly the running jobs' requests (in another order than snapshot order: callers only look
-    requests up). Callers must not change the map."""
-    global _last_requests
+    requests up). Callers must not change the map. Once the book it was handed to is retired
+    (:data:`_requests_retired`), the next update changes the map in place instead of a copy."""
+    global _last_requests, _requests_retired
+    retired, _requests_retired = _requests_retired, None  # handed out again below, or dropped
     ident = running_by_identity(running)
     last = _last_requests if memo_requests else None
     if last is not None and len(ident) == len(running):
-        before, requests, exclusive = last[0], dict(last[1]), last[2]
+        # the last map changed in place when its book was retired (read by nobody), else copied
+        before, requests, exclusive = last[0], last[1] if retired is last[1] else dict(last[1]), last[2]
         gone, new = identity_delta(before, ident)
         for i in gone:
             job = before[i]
@@ -441,11 +501,7 @@ class DeviceBook:
         self.by_resource: dict[str, list[int]] = static.by_resource
         self.topology: TopologyView | None = static.topology
         self.reserved_for: list[str | None] = [None] * len(self.uuid)
-        self.unavailable: list[bool] = [False] * len(self.uuid)
-        for u in snapshot.unavailable:
-            d = self.pos.get(u)
-            if d is not None:
-                self.unavailable[d] = True
+        self.unavailable: list[bool] = static.unavailable_list(snapshot.unavailable)  # read only
         self.owner: list[str | None] = _owners(static, snapshot, self.unavailable)
         self._owner_serial, self._owner_touched = _owner_calls, _owner_touched
         self._indexes: dict[tuple[str, str | None], FreeIndex] = {}
@@ -466,6 +522,15 @@ class DeviceBook:
             self.exclusive_known = self._build_requests(snapshot.pending, running)
         self.changes = 0  # bumped by every change of owners or reservations (caches key on it)
         self.host_use_cache: tuple[int, list[Any]] | None = None  # :func:`.hostres.node_use`
+
+    def retire(self) -> None:
+        """Say that nothing reads this book again (:meth:`.state.CycleState.retire`): the running
+        jobs' request map the memo handed it, when not read yet (:attr:`requests` builds its own
+        from it on first read), is then changed in place into the next snapshot's instead of copied."""
+        global _requests_retired
+        if self._requests_of is not None and _last_requests is not None and self._requests_of[0] is _last_requests[1]:
+            _requests_retired = _last_requests[1]
+            self._requests_of = None  # (the map is another snapshot's from now on)
 
     @property
     def requests(self) -> dict[str, JobRequest]:

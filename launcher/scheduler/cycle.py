@@ -116,10 +116,14 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
         snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.on_hold is None))
     was_enabled = gc.isenabled()
     gc.disable()
+    cycle: _Cycle | None = None
     try:
-        result = _Cycle(snapshot).run()
+        cycle = _Cycle(snapshot)
+        result = cycle.run()
         return replace(result, pending=(*held, *result.pending)) if held else result
     finally:
+        if cycle is not None:  # nothing reads its state again: the next cycle's memos may reuse its maps
+            cycle.state.retire()
         if was_enabled:
             gc.enable()
 
@@ -217,6 +221,7 @@ class _Cycle:
         self.on_change: list[str] = []  # queues whose usage changed (the tournament listens)
         self.tenants: TenantBook | None = None
         self.users = UserBook(snapshot)  # per-user limits (falsy when no queue sets any)
+        self.limits_users = bool(self.users)  # (its queues never change in the cycle: asked once)
         afs = snapshot.sharing.admission
         if afs is not None:
             self.tenants = TenantBook(snapshot.tenants, snapshot.running, afs)
@@ -238,14 +243,14 @@ class _Cycle:
     def run(self) -> CycleResult:
         by_queue, orphans = nominate(self.snapshot, self.state)
         self.pending.extend(orphans)
-        users = self.users
+        users, limited = self.users, self.limits_users
         self.reservations = reserve_for_starving(
             self.state,
             [
                 e
                 for entries in by_queue.values()
                 for e in entries
-                if not users or users.reason(e.job, e.spec.queueing is Queueing.STRICT_FIFO) is None
+                if not limited or users.reason(e.job, e.spec.queueing is Queueing.STRICT_FIFO) is None
             ],
         )
         sharing = self.snapshot.sharing
@@ -384,7 +389,10 @@ class _Cycle:
         Under fair sharing or admission fair sharing every change counts."""
         if not self.memo_per_tree:
             return self.version
-        return self._all_changes + self._tree_changes.get(self._root(queue), 0)
+        root = self._root_of.get(queue)  # :meth:`_root`, its hit inlined (asked for every job offered)
+        if root is None:
+            root = self._root(queue)
+        return self._all_changes + self._tree_changes.get(root, 0)
 
     def _root(self, queue: str) -> int:
         """:meth:`_tree_root` of ``queue``, remembered for the cycle."""
@@ -427,7 +435,7 @@ class _Cycle:
         if e.unschedulable is not None:
             self.pending.append(Pending(e.job.id, e.unschedulable))
             return Outcome.UNSCHEDULABLE
-        if self.users:
+        if self.limits_users:
             strict = e.spec.queueing is Queueing.STRICT_FIFO
             limited = self.users.reason(e.job, strict)
             if limited is not None:
@@ -552,7 +560,7 @@ class _Cycle:
         # quota fit, then placement; an elastic gang tries each smaller size down to its minimum
         # (and starts no larger than its user's device limit in the queue leaves room for)
         top = req.workers
-        room = self.users.room(q, job.user) if self.users else None
+        room = self.users.room(q, job.user) if self.limits_users else None
         if room is not None and not req.groups:
             top = max(min(top, room // req.per_worker), req.min_workers or req.workers)
         over_placed: dict[str, int] | None = None  # what a placement counted that its quota did not hold

@@ -108,9 +108,8 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
         )
         # whether it can ever start reads no user: one verdict for the same share of every user
         vkey = key if share is None else (*key[:-1], (req.shards, req.mps))
-        if vkey in verdicts:
-            verdict = verdicts[vkey]
-        else:  # an elastic gang can start when its minimum can
+        verdict = verdicts.get(vkey, _UNJUDGED)  # one hash of the key (a tuple's is not kept)
+        if verdict is _UNJUDGED:  # an elastic gang can start when its minimum can
             verdict = verdicts[vkey] = _never_fits_kept(state, spec, req, empties)
             sources[vkey] = req.groups
             if verdict is None and req.shared:
@@ -136,6 +135,9 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
     return by_queue, orphans
 
 
+_UNJUDGED = PendingReason(ReasonCode.UNSCHEDULABLE, "(not judged yet)")
+"""A verdict not judged yet, told by identity (None is the verdict "it can start")."""
+
 memo_verdicts = True
 """Off: every cycle judges each class's "could it ever start" anew (tests build the reference so)."""
 
@@ -158,8 +160,9 @@ def _never_fits_kept(
         kept = _kept_verdicts = (tree, layout, {})
     memo = kept[2]
     key = (spec.name, req)
-    if key in memo:
-        return memo[key]
+    found = memo.get(key, _UNJUDGED)
+    if found is not _UNJUDGED:
+        return found
     memo[key] = found = _never_fits(state, spec, req.floor(), empties)
     return found
 

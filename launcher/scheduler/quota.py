@@ -108,6 +108,15 @@ class CohortTree:
             while self.parent[r] >= 0:
                 r, d = self.parent[r], d + 1
             self.root[n], self.depth[n] = r, d
+        # per node: its root, and the nodes below the root down to it (root first; empty for a
+        # root): the path :meth:`QuotaBook.node_available` walks on every quota fit
+        self.down_to: list[tuple[int, tuple[int, ...]]] = []
+        for n in range(self.size):
+            path = [n]
+            while self.parent[path[-1]] >= 0:
+                path.append(self.parent[path[-1]])
+            path.reverse()
+            self.down_to.append((path[0], tuple(path[1:])))
         self.height: list[int] = [0] * self.size
         for n in sorted(range(nq, self.size), key=lambda m: -self.depth[m]):
             kids = [self.height[c] for c in self.children[n] if not self.is_queue[c]]
@@ -261,15 +270,17 @@ class QuotaBook:
         n = self.tree.queue_id.get(queue)
         if n is None or delta == 0:
             return
-        tree, book = self.tree, self._usage
+        private, parent, book = self.tree._private, self.tree.parent, self._usage
         while delta and n >= 0:
             key = (n, res)
             old = book.get(key, 0)
             new = old + delta
             book[key] = new
-            priv = tree._private.get(key, 0)
-            delta = max(0, new - priv) - max(0, old - priv)
-            n = tree.parent[n]
+            priv = private.get(key, 0)
+            # what goes up to the parent: the change of the part above the private quota
+            # (``max(0, new - priv) - max(0, old - priv)``, without the two calls)
+            delta = (new - priv if new > priv else 0) - (old - priv if old > priv else 0)
+            n = parent[n]
 
     def usage_with(self, queue: str, res: str, delta: int, upto: int) -> int:
         """``usage(upto)`` if ``queue`` (a node in ``upto``'s subtree) held ``delta`` more."""
@@ -303,15 +314,10 @@ class QuotaBook:
         """``available(n)`` (may be negative when held quota overfills a root)."""
         # the tree's and the book's maps read directly (the hot path of every quota fit)
         tree = self.tree
-        parent, quota, private, borrow, usage = tree.parent, tree._quota, tree._private, tree._borrow, self._usage
-        chain = [n]
-        p = parent[n]
-        while p >= 0:
-            chain.append(p)
-            p = parent[p]
-        top = chain.pop()
+        quota, private, borrow, usage = tree._quota, tree._private, tree._borrow, self._usage
+        top, chain = tree.down_to[n]  # its root, and the nodes below it down to ``n``
         avail = quota.get((top, res), 0) - usage.get((top, res), 0)
-        for m in reversed(chain):
+        for m in chain:
             key = (m, res)
             u = usage.get(key, 0)
             priv = private.get(key, 0)

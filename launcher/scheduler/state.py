@@ -50,6 +50,11 @@ running jobs by identity (kept alive here, so no identity is reused), usage per 
 how many of the jobs are shares of a card, and the running jobs by id it handed out (never
 changed by its callers: :class:`CycleState` only reads ``running``)."""
 
+_plain_retired: dict[str, RunningJob] | None = None
+"""The map by id of :data:`_last_plain` once the state it was handed to was retired
+(:meth:`CycleState.retire`: its cycle is over): the next update changes that map in place
+instead of a copy. None while the map may still be read."""
+
 
 def _plain_usage(
     running: tuple[RunningJob, ...], host_quota: bool
@@ -67,23 +72,27 @@ def _plain_usage(
     map by id is updated the same way (:func:`_by_id_from`) and handed out only where it is the
     full build's, in snapshot order, each id with this snapshot's very view.
     """
-    global _last_plain
-    last = _last_plain if memo_usage else None
-    by_id = None
-    if last is not None and last[0] == host_quota:
-        ident = running_by_identity(running)
-        gone, added = identity_delta(last[1], ident)
-        by_id = _by_id_from(last[4], last[1], ident, gone, added, running)
-    if by_id is None:
-        by_id = dict(zip(map(_ID, running), running, strict=True))
-    if not memo_usage or len(by_id) != len(running):
+    global _last_plain, _plain_retired
+    retired, _plain_retired = _plain_retired, None  # handed out again below, or dropped
+    if not memo_usage:
         _last_plain = None
         return None
+    last = _last_plain
+    if last is not None and last[0] != host_quota:
+        last = None
+    by_id = None
     ident = running_by_identity(running)
+    if last is not None:
+        gone, added = identity_delta(last[1], ident)
+        by_id = _by_id_from(last[4], last[1], ident, gone, added, running, in_place=retired is last[4])
+    if by_id is None:
+        by_id = dict(zip(map(_ID, running), running, strict=True))
+    if len(by_id) != len(running):
+        _last_plain = None
+        return None
     usage: dict[tuple[str, str], int]
-    if last is not None and last[0] == host_quota:
+    if last is not None:
         before, usage, shared = last[1], dict(last[2]), last[3]
-        gone, added = identity_delta(before, ident)
         for i in gone:
             job = before[i]
             if job.request.shared:
@@ -115,13 +124,17 @@ def _by_id_from(
     gone: set[int],
     added: set[int],
     running: tuple[RunningJob, ...],
+    *,
+    in_place: bool = False,
 ) -> dict[str, RunningJob] | None:
     """``running`` by id in snapshot order (its full build, ``dict(zip(ids, running))``) from the
     last cycle's map ``last`` (of ``before``) and the views gone and new: a view built anew for the
     same job takes its old place, views gone are dropped and new jobs go at the end. None when that
     is not the snapshot's order (a new job that is not the last in submission order) or an id is
-    listed twice: the caller builds it in full."""
-    out = dict(last)  # a C-level copy
+    listed twice: the caller builds it in full. ``in_place``: ``last`` is read by nobody any more
+    (:data:`_plain_retired`): it is changed into the answer (left changed when the answer is None)
+    instead of a copy."""
+    out = last if in_place else dict(last)  # a C-level copy
     replaced: set[str] = set()
     for i in added:
         job = ident[i]
@@ -156,7 +169,8 @@ def _victims_memo(
     the caller sorts). A pure memo on the last answer for ``key``: the jobs gone since are taken
     out and the new ones put in by bisection (the keys are distinct: they end with the job id), so
     the order is the full sort's. The list is the memo's own (never changed once made: an update
-    builds a new one), handed out without a copy: callers only read it.
+    builds a new one), handed out without a copy: callers only read it. The members and keys are
+    never handed out: an update changes them in place.
     """
     if not memo_victims or len(by_id) != len(running):
         return None
@@ -175,7 +189,9 @@ def _victims_memo(
         keys, jobs = [k for k, _ in pairs], [j for _, j in pairs]
     else:
         gone, new = identity_delta(last[0], ident)
-        members, keys, jobs = dict(last[1]), list(last[2]), list(last[3])
+        # the members and keys are the memo's own (never handed out): updated in place; the
+        # jobs' list was handed out, so it is copied
+        members, keys, jobs = last[1], last[2], list(last[3])
         for i in gone:
             job = members.pop(i, None)
             if job is not None:
@@ -268,6 +284,16 @@ class CycleState:
         self.tenant_score: Callable[[RunningJob], float] | None = None  # admission fair sharing
         self.placed: set[str] = set()  # pending jobs admitted, or holding room as preemptors, this cycle
         self._pending_by_queue: dict[str, list[PendingJob]] | None = None
+
+    def retire(self) -> None:
+        """Say that nothing reads this state again (:func:`.cycle.run_cycle` does when its cycle is
+        over): the running jobs' maps the memos handed it (:attr:`running`, the device book's
+        request map: :meth:`.capacity.DeviceBook.retire`) are then changed in place into the next
+        snapshot's instead of copied. Reading the state afterwards may show another snapshot's jobs."""
+        global _plain_retired
+        if _last_plain is not None and _last_plain[4] is self.running:
+            _plain_retired = self.running
+        self.devices.retire()
 
     def victims_in(self, queue: str, res: str, terminating: bool = False) -> list[RunningJob]:
         """``queue``'s running jobs using ``res`` that are (or are not) ``terminating``, in
