@@ -21,6 +21,7 @@ The agent never imports the launcher, so the state-directory rule is repeated he
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -57,6 +58,10 @@ Seconds = Annotated[float, BeforeValidator(_number)]
 """Seconds as a TOML number (int or float)."""
 
 
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+"""A node's name: a host name's characters (no ',' or space, which a node list would split)."""
+
+
 class AgentConfig(BaseModel):
     """One node agent's settings. Times are seconds.
 
@@ -86,7 +91,7 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    node: str = Field(default_factory=socket.gethostname, min_length=1)
+    node: str = Field(default_factory=socket.gethostname)
     coordinator: str = "http://127.0.0.1:7461"
     token_file: str | None = None
     address: str | None = None
@@ -103,6 +108,16 @@ class AgentConfig(BaseModel):
     memory: str | None = None
     mps: Literal["auto", "nvidia", "simulated", "off"] = "auto"
     mps_dir: str | None = None
+
+    @field_validator("node")
+    @classmethod
+    def _node_name(cls, v: str) -> str:
+        if not NODE_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a node name; allowed: a letter or digit, then letters, digits, '.', '_' or '-' "
+                "(a host name: it is one entry of SLURM_JOB_NODELIST and of `labgang nodes`)"
+            )
+        return v
 
     @field_validator("mps_dir")
     @classmethod

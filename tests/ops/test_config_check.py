@@ -57,6 +57,16 @@ def test_agent_config_errors_use_the_agent_schema(tmp_path: Path) -> None:
     assert "queues" not in res.output
 
 
+@pytest.mark.parametrize("name", ["a,b", "x y/z", "-n1", ""])
+def test_a_node_name_a_node_list_would_split_is_refused(tmp_path: Path, name: str) -> None:
+    """``node = "a,b"`` was taken, and a rank saw SLURM_JOB_NODELIST=a,b: two hosts to Slurm's tools."""
+    res = check(write(tmp_path, f'node = "{name}"\n', "a.toml"))
+    assert res.exit_code == 2, res.output
+    assert f"node: {name!r} is not a node name; allowed: a letter or digit, then letters, digits" in res.output
+    ok = check(write(tmp_path, 'node = "gpu-01.lab_2"\n', "b.toml"))
+    assert ok.exit_code == 0 and "agent config ok (node gpu-01.lab_2" in ok.output, ok.output
+
+
 def test_explicit_kind_overrides_detection(tmp_path: Path) -> None:
     f = write(tmp_path, AGENT, "a.toml")
     res = check("--kind", "cluster", f)
