@@ -24,7 +24,7 @@ from labgang.launcher.model import (
     WithinQueue,
     mig_resource,
 )
-from labgang.launcher.scheduler.capacity import DeviceBook
+from labgang.launcher.scheduler.capacity import UNAVAILABLE, DeviceBook
 from labgang.launcher.scheduler.groups import place_groups
 from labgang.launcher.scheduler.hostres import capped_index
 from labgang.launcher.scheduler.placement import place
@@ -299,3 +299,15 @@ class Cluster:
             pending=tuple(b.pending(i) for i, b in enumerate(pending)),
             unavailable=frozenset(self.unavailable),
         )
+
+
+def device_owners(snap: Snapshot, uuids: list[str]) -> list[str | None]:
+    """What ``DeviceBook(snap).owner`` must hold, worked out the plain way: per device of ``uuids``,
+    the last running job whose placement names it, UNAVAILABLE for one the snapshot says is, else None."""
+    owner: dict[str, str | None] = {u: (UNAVAILABLE if u in snap.unavailable else None) for u in uuids}
+    for j in snap.running:
+        for rp in j.placement:
+            for u in rp.devices:
+                if u in owner:
+                    owner[u] = j.id
+    return [owner[u] for u in uuids]

@@ -9,19 +9,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from labgang.launcher.scheduler.capacity import UNAVAILABLE, DeviceBook
+from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot
-from sched_builders import Cluster, job
-
-
-def _reference(snap: Snapshot, uuids: list[str]) -> list[str | None]:
-    owner: dict[str, str | None] = {u: (UNAVAILABLE if u in snap.unavailable else None) for u in uuids}
-    for j in snap.running:
-        for rp in j.placement:
-            for u in rp.devices:
-                if u in owner:
-                    owner[u] = j.id
-    return [owner[u] for u in uuids]
+from sched_builders import Cluster, device_owners, job
 
 
 def test_owners_equal_the_full_build_over_a_random_sequence() -> None:
@@ -66,6 +56,6 @@ def test_owners_equal_the_full_build_over_a_random_sequence() -> None:
         snap = Snapshot(now=float(step), nodes=nodes, queues=(), running=tuple(running), pending=(),
                         unavailable=withheld)  # fmt: skip
         book = DeviceBook(snap)
-        assert book.owner == _reference(snap, uuids), f"step {step}"
+        assert book.owner == device_owners(snap, uuids), f"step {step}"
         book.take([d for d in range(len(uuids)) if book.is_free(d)][:2], "someone")  # a book's changes stay its own
     assert all(hits.values()), hits

@@ -10,19 +10,9 @@ import dataclasses
 import random
 
 from labgang.launcher.scheduler import capacity
-from labgang.launcher.scheduler.capacity import UNAVAILABLE, DeviceBook
+from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot
-from sched_builders import Cluster, job
-
-
-def reference(snap: Snapshot, uuids: list[str]) -> list[str | None]:
-    owner: dict[str, str | None] = {u: (UNAVAILABLE if u in snap.unavailable else None) for u in uuids}
-    for j in snap.running:
-        for rp in j.placement:
-            for u in rp.devices:
-                if u in owner:
-                    owner[u] = j.id
-    return [owner[u] for u in uuids]
+from sched_builders import Cluster, device_owners, job
 
 
 def _updates(monkeypatch) -> list[int]:
@@ -68,7 +58,7 @@ def test_a_shared_card_left_by_both_claimants_and_taken_in_one_step(monkeypatch)
     ]
     for k, running in enumerate(steps):
         snap = Snapshot(now=float(k), nodes=nodes, queues=(), running=running, pending=())
-        assert DeviceBook(snap).owner == reference(snap, uuids), f"step {k}"
+        assert DeviceBook(snap).owner == device_owners(snap, uuids), f"step {k}"
     assert updates[0] == len(steps) - 1
 
 
@@ -100,5 +90,5 @@ def test_several_jobs_leaving_and_joining_together_equal_the_full_build(monkeypa
         for _ in range(rng.choice([0, 1, 2, 3])):  # several join at once, anywhere in the order
             live.insert(rng.randrange(len(live) + 1), fresh())
         snap = Snapshot(now=float(step), nodes=nodes, queues=(), running=tuple(live), pending=())
-        assert DeviceBook(snap).owner == reference(snap, uuids), f"step {step}"
+        assert DeviceBook(snap).owner == device_owners(snap, uuids), f"step {step}"
     assert updates[0] > 300

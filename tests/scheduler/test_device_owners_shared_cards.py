@@ -9,19 +9,9 @@ import dataclasses
 import random
 
 from labgang.launcher.scheduler import capacity
-from labgang.launcher.scheduler.capacity import UNAVAILABLE, DeviceBook
+from labgang.launcher.scheduler.capacity import DeviceBook
 from labgang.launcher.scheduler.snapshot import RankPlacement, RunningJob, Snapshot
-from sched_builders import Cluster, job
-
-
-def reference(snap: Snapshot, uuids: list[str]) -> list[str | None]:
-    owner: dict[str, str | None] = {u: (UNAVAILABLE if u in snap.unavailable else None) for u in uuids}
-    for j in snap.running:
-        for rp in j.placement:
-            for u in rp.devices:
-                if u in owner:
-                    owner[u] = j.id
-    return [owner[u] for u in uuids]
+from sched_builders import Cluster, device_owners, job
 
 
 def test_owners_of_shared_cards_equal_the_full_build(monkeypatch) -> None:
@@ -60,5 +50,5 @@ def test_owners_of_shared_cards_equal_the_full_build(monkeypatch) -> None:
             live[i], live[k] = live[k], live[i]
         snap = Snapshot(now=float(step), nodes=nodes, queues=(), running=tuple(live), pending=())
         book = DeviceBook(snap)
-        assert book.owner == reference(snap, uuids), f"step {step}"
+        assert book.owner == device_owners(snap, uuids), f"step {step}"
     assert updates > 200
