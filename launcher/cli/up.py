@@ -148,23 +148,27 @@ def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None
             (per_queue if JobState(state) is JobState.PENDING else running)[queue] += n
     parts = []
     if per_queue:
-        total = sum(per_queue.values())
-        where = ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items()))
+        total, where = _in_queues(per_queue)
         verb, them = ("waits", "it") if total == 1 else ("wait", "them")
         parts.append(
-            f"{_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+            f"{where[0]} {verb} in queues this config does not define: {where[1]}; "
             f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
             f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
         )
     if running:
-        total = sum(running.values())
-        where = ", ".join(f"{queue} ({n})" for queue, n in sorted(running.items()))
+        total, where = _in_queues(running)
         verb, they = ("runs", "it holds") if total == 1 else ("run", "they hold")
         parts.append(
-            f"{_plural(total, 'job')} {verb} in queues this config does not define: {where}; "
+            f"{where[0]} {verb} in queues this config does not define: {where[1]}; "
             f"{'it runs' if total == 1 else 'they run'} to the end, and the devices {they} count in no queue's quota"
         )
     return "  warning: " + "; ".join(parts) if parts else None
+
+
+def _in_queues(per_queue: Counter[str]) -> tuple[int, tuple[str, str]]:
+    """``(total, ("3 jobs", "a (1), b (2)"))`` of jobs counted per queue, for :func:`stranded_line`."""
+    total = sum(per_queue.values())
+    return total, (_plural(total, "job"), ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items())))
 
 
 def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
