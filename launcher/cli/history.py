@@ -6,7 +6,6 @@ The time forms, the table and the user check live in :mod:`labgang.launcher.cli.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -189,20 +188,25 @@ def _narrowed(asked: dict[str, Any]) -> str:
     return f" with {' '.join(given)}" if given else ""
 
 
-_JOB_ID = re.compile(r"[0-9]{1,18}(_[0-9]{1,9})?")
-
-
 def _job_ids(given: tuple[str, ...]) -> tuple[str, ...]:
-    """``-j``'s ids, each once, in order (comma-separated or repeated).
+    """``-j``'s ids, each once, in order (comma-separated or repeated), as every verb reads a job
+    id (:func:`~labgang.launcher.cli.quick_argv.normal_job_id`: ``012`` is ``12``).
 
     Raises:
         CommandFailed: an id that is neither a job or array id (``12``) nor a task (``12_3``).
     """
-    ids = tuple(dict.fromkeys(i.strip() for text in given for i in text.split(",") if i.strip()))
-    bad = next((i for i in ids if not _JOB_ID.fullmatch(i)), None)
-    if bad is not None:
-        raise CommandFailed(f"-j/--jobs: {bad!r} is not a job id; allowed: 12, 12_3 (a job or an array task)", 2)
-    return ids
+    from labgang.launcher.cli.quick_argv import normal_job_id
+
+    ids: dict[str, None] = {}
+    for text in given:
+        for item in filter(None, (i.strip() for i in text.split(","))):
+            job_id = normal_job_id(item)
+            if job_id is None:
+                raise CommandFailed(
+                    f"-j/--jobs: {item!r} is not a job id; allowed: 12, 12_3 (a job or an array task)", 2
+                )
+            ids[job_id] = None
+    return tuple(ids)
 
 
 def _from_the_store(
