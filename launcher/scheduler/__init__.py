@@ -27,6 +27,7 @@ def __getattr__(name: str) -> Any:
         return run_cycle
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "Admit",
     "CycleResult",
