@@ -198,25 +198,18 @@ def host_request_text(job: Mapping[str, Any]) -> str:
     """What a job asked of its hosts besides devices (``-c``, ``--mem``, ``--mem-per-gpu``,
     ``--exclusive``; scontrol's MinCPUsNode, MinMemoryNode), e.g. ``4 CPUs per rank, 8G memory per
     node``; empty when it asked none."""
+    from labgang.agent.mem_size import format_mem  # only for a job that asked memory
+
     parts = []
     if job.get("cpus_per_task"):
         parts.append(f"{job['cpus_per_task']} CPU{'s' if job['cpus_per_task'] != 1 else ''} per rank (-c)")
     if job.get("mem"):
-        parts.append(f"{memory_text(job['mem'])} memory per node (--mem)")
+        parts.append(f"{format_mem(job['mem'])} memory per node (--mem)")
     if job.get("mem_per_gpu"):
-        parts.append(f"{memory_text(job['mem_per_gpu'])} memory per GPU (--mem-per-gpu)")
+        parts.append(f"{format_mem(job['mem_per_gpu'])} memory per GPU (--mem-per-gpu)")
     if job.get("exclusive"):
         parts.append("whole nodes (--exclusive)")
     return ", ".join(parts)
-
-
-def memory_text(size: int) -> str:
-    """Bytes as ``--mem`` takes them back: the largest binary unit that divides them (``8G``,
-    ``1536M``), else bytes (``100``)."""
-    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale}{unit}"
-    return str(size)
 
 
 def job_detail(job: Mapping[str, Any], now: float) -> str:

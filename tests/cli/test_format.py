@@ -263,4 +263,4 @@ def test_job_detail_says_what_the_job_asked_of_its_hosts():
     assert "Host:        4 CPUs per rank (-c), 1536M memory per node (--mem), whole nodes (--exclusive)" in text
     text = job_detail(_job(cpus_per_task=1, mem_per_gpu=8 * 1024**3), now=1300.0)
     assert "Host:        1 CPU per rank (-c), 8G memory per GPU (--mem-per-gpu)" in text
-    assert job_detail(_job(mem=100), now=1300.0).count("100 memory per node") == 1
+    assert job_detail(_job(mem=100), now=1300.0).count("100B memory per node") == 1  # as format_mem writes bytes
