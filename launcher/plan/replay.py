@@ -272,6 +272,27 @@ class QueueFigures:
         }
 
 
+@dataclass(frozen=True)
+class Unstarted:
+    """A job still pending when the replay ended: it never started in the replayed cluster.
+
+    Attributes:
+        job: its name in the history (the scenario's ``id``). queue: its queue.
+        reason: the reason code it last waited for, as ``labgang queue`` shows it (``unschedulable``,
+            ``dependency``, ``held``, ...; None if it never had one).
+        message: that reason's words, in the history's job names ("" without one).
+    """
+
+    job: str
+    queue: str
+    reason: str | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{job, queue, reason, message}`` for ``--json``."""
+        return {"job": self.job, "queue": self.queue, "reason": self.reason, "message": self.message}
+
+
 @dataclass
 class Replay:
     """One replay's result.
@@ -282,6 +303,7 @@ class Replay:
         gpus: devices in the replayed cluster. nodes: its node count.
         jobs: job waits by scenario job name (seconds, summed over admissions; absent: never started).
         never_started: jobs still pending at the end (they could not start).
+        unstarted: those jobs, in the history's order, each with the reason it last waited for.
     """
 
     queues: list[QueueFigures]
@@ -290,6 +312,7 @@ class Replay:
     nodes: int
     waits: dict[str, float]
     never_started: int
+    unstarted: list[Unstarted] = field(default_factory=list)
 
     def figures(self, queue: str) -> QueueFigures | None:
         """The figures of ``queue`` (``"(all)"``: every job), or None."""
@@ -302,6 +325,7 @@ class Replay:
             "nodes": self.nodes,
             "gpus": self.gpus,
             "never_started": self.never_started,
+            "never_started_jobs": [u.to_dict() for u in self.unstarted],
             "queues": [q.to_dict() for q in self.queues if q.queue != ALL],
             "all": self.figures(ALL).to_dict(),  # type: ignore[union-attr]
         }
@@ -452,5 +476,10 @@ def _replay(data: dict[str, Any], source: str) -> Replay:
                     cause = _CAUSE.get(code, "other")
                     fig.limits[cause] = fig.limits.get(cause, 0.0) + seconds
         out.append(fig)
-    never = sum(1 for j in sim.jobs.values() if j.first_admit is None)
-    return Replay(out, span, devices, len(scenario.nodes), waits, never)
+    shown = scenario.ids.shown
+    unstarted = [
+        Unstarted(j.id, j.spec.queue, j.record.status.reason_code, shown(j.record.status.reason_message or ""))
+        for j in sim.jobs.values()
+        if j.first_admit is None
+    ]
+    return Replay(out, span, devices, len(scenario.nodes), waits, len(unstarted), unstarted)

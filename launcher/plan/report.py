@@ -5,6 +5,9 @@ from __future__ import annotations
 from labgang.launcher.durations import format_duration
 from labgang.launcher.plan.replay import ALL, CAUSES, Replay
 
+UNSTARTED_SHOWN = 10
+"""Never-started jobs the text names (``--json``'s ``never_started_jobs`` has them all)."""
+
 
 def _d(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
@@ -27,7 +30,14 @@ def replay_table(result: Replay) -> str:
         "GPU UTIL: its GPU-seconds / the cluster's; BORROWED: above nominal quota (PEAK: most at once)"
     )
     if result.never_started:
-        lines.append(f"{result.never_started} job(s) never started (not in the waits)")
+        lines.append(
+            f"{result.never_started} job(s) never started (not in the waits), each with what it last waited for:"
+        )
+        for u in result.unstarted[:UNSTARTED_SHOWN]:
+            why = f"{u.reason}: {u.message}" if u.reason else "no reason recorded"
+            lines.append(f"  {u.job} (queue {u.queue}): {why}")
+        if result.never_started > UNSTARTED_SHOWN:
+            lines.append(f"  ... and {result.never_started - UNSTARTED_SHOWN} more (--json lists every one)")
     return "\n".join(lines)
 
 

@@ -199,3 +199,37 @@ def test_a_target_on_a_queue_its_quota_limits_is_refused_at_once_naming_the_quot
     found = CliRunner().invoke(cli, ["plan", "replay", str(path), *raised])
     assert found.exit_code == 0, found.output
     assert "smallest added capacity meeting every target: +1 node(s) of 4 GPUs" in found.output
+
+
+def test_never_started_jobs_are_named_with_what_they_last_waited_for(tmp_path: Path) -> None:
+    """A new user's finding: "1 job(s) never started" named no job. A gang larger than the queue can
+    ever hold, a job whose dependency is on it, and a job held for good are each named, in the
+    history's order, with the reason it last had; the text names the first ten, --json every one."""
+    jobs = [
+        job("ok", 0, 10, gpus=1),
+        job("big", 0, 10, gpus=4, workers=2),
+        job("after", 0, 10, gpus=1, dependency="afterok:big"),
+        job("kept", 0, 10, gpus=1, hold=True),
+    ]
+    r = replay(history(jobs))
+    assert r.never_started == 3
+    got = [(u.job, u.queue, u.reason) for u in r.unstarted]
+    assert got == [("big", "default", "unschedulable"), ("after", "default", "dependency"), ("kept", "default", "held")]
+    assert r.unstarted[0].message == "job needs 8 gpu but queue default can hold at most 4"
+    assert "afterok:big" in r.unstarted[1].message  # in the history's names, not the replay's ids
+    path = tmp_path / "h.toml"
+    path.write_text(tomli_w.dumps(history(jobs + [job(f"w{i}", 0, 10, gpus=1, hold=True) for i in range(10)])))
+    text = CliRunner().invoke(cli, ["plan", "replay", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "13 job(s) never started (not in the waits), each with what it last waited for:" in text.output
+    assert "  big (queue default): unschedulable: job needs 8 gpu but queue default can hold at most 4" in text.output
+    assert "  w6 (queue default): held:" in text.output and "w7 (queue default)" not in text.output
+    assert "  ... and 3 more (--json lists every one)" in text.output
+    doc = json.loads(CliRunner().invoke(cli, ["plan", "replay", str(path), "--json"]).output)
+    assert [u["job"] for u in doc["never_started_jobs"]] == ["big", "after", "kept"] + [f"w{i}" for i in range(10)]
+    assert doc["never_started_jobs"][1] == {
+        "job": "after",
+        "queue": "default",
+        "reason": "dependency",
+        "message": "waits for afterok:big (pending)",
+    }
