@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 from labgang.agent.config import AgentConfig, AgentConfigError, parse_agent_config
+from labgang.agent.token import TokenError, read_token
 from labgang.launcher.accounts import unknown_accounts
 from labgang.launcher.config.cluster import ClusterConfig, ConfigError, parse_config, read_toml
 from labgang.launcher.config.errors import CLUSTER_EXAMPLE, missing_file_problem
@@ -39,6 +41,33 @@ def detect_kind(data: dict[str, Any]) -> str | None:
     if c == a:
         return None
     return "cluster" if c > a else "agent"
+
+
+def token_warnings(files: dict[str, str | None], *, created: bool) -> list[str]:
+    """What would stop the daemon that reads each token file, found now rather than at its start.
+
+    Args:
+        files: config key (``token_file``, ``read_token_file``) -> the path it names, or None.
+        created: the daemon creates a missing file (the coordinator) rather than refusing it
+            (the agent).
+
+    Returns:
+        One phrase per file readable by group or others, not a token, or missing where it is not
+        created (:func:`labgang.agent.token.read_token`'s refusals), each naming the key. A file
+        this user may not read says nothing: the daemon may run as another user (root's 0600 token
+        checked by a lab member).
+    """
+    out = []
+    for key, path in files.items():
+        if path is None or (created and not Path(path).exists()):
+            continue
+        try:
+            read_token(path, by_coordinator=True)
+        except TokenError as exc:
+            if exc.problem.startswith("cannot be read") and not os.access(path, os.R_OK):
+                continue
+            out.append(f"{key}: {exc.path} {exc.problem}: the daemon reading it would refuse to start")
+    return out
 
 
 def _invalid(file: str, problems: list[str]) -> None:
@@ -78,7 +107,8 @@ def check(file: str, kind: str, machines: tuple[str, ...]) -> None:
     naming the key path and what is allowed. Users and groups unknown on this host are
     printed as "warning:" lines but do not fail the check (they may exist only on other
     hosts), and so is a nominal quota above the cluster's devices where --machine names the
-    cluster's nodes. Exit status: 0 valid (warnings included), 2 with one line per problem
+    cluster's nodes, and so is a token file the daemon would refuse (readable by group or
+    others, not a token; for an agent, missing). Exit status: 0 valid (warnings included), 2 with one line per problem
     otherwise, each problem once (or one line when the file is missing, not UTF-8 TOML or
     its kind cannot be told; a missing file is worded as every command words it).
     """
@@ -117,6 +147,8 @@ def check(file: str, kind: str, machines: tuple[str, ...]) -> None:
         except AgentConfigError as exc:
             _invalid(file, exc.problems)
         click.echo(f"{file}: agent config ok (node {agent.node}, coordinator {agent.coordinator})")
+        for warning in token_warnings({"token_file": agent.token_file}, created=False):
+            click.echo(f"{file}: warning: {warning}", err=True)
         return
     try:
         cfg = parse_config(data, file)
@@ -126,6 +158,9 @@ def check(file: str, kind: str, machines: tuple[str, ...]) -> None:
     queues = ", ".join(q.name for q in cfg.queues)
     click.echo(f"{file}: cluster config ok ({len(cfg.queues)} queue(s): {queues}; default queue {cfg.default_queue})")
     for warning in unknown_accounts(cfg):
+        click.echo(f"{file}: warning: {warning}", err=True)
+    tokens = {"token_file": cfg.token_file, "read_token_file": cfg.read_token_file}
+    for warning in token_warnings(tokens, created=True):
         click.echo(f"{file}: warning: {warning}", err=True)
     if totals is not None:
         from labgang.launcher.config.quota_beyond import quota_beyond_cluster

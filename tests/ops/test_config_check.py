@@ -238,3 +238,31 @@ def test_agent_seconds_must_be_numbers_not_bools_or_strings(tmp_path: Path) -> N
     ]
     ok = write(tmp_path, 'coordinator = "http://coord.lab:7461"\ninterval_s = 2\nsample_s = 0.5\n', "b.toml")
     assert check(ok).exit_code == 0
+
+
+def test_a_token_file_the_daemon_would_refuse_is_a_warning(tmp_path: Path) -> None:
+    """An admin's finding: ``config check`` said ok for a world-readable token file, then the
+    coordinator refused to start on it. Now a warning names the key and the fix; a missing
+    coordinator token is no warning (the coordinator creates it), a missing agent token is."""
+    token = tmp_path / "cluster.token"
+    token.write_text("t" * 40 + "\n")
+    token.chmod(0o644)
+    cluster = write(tmp_path, f'token_file = "{token}"\n' + CLUSTER, "c.toml")
+    res = check(cluster)
+    assert res.exit_code == 0, res.output
+    assert (
+        f"{cluster}: warning: token_file: {token} must be readable only by its owner (chmod 600 {token}): "
+        "the daemon reading it would refuse to start"
+    ) in res.output
+    token.chmod(0o600)
+    res = check(cluster)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    token.write_text("short\n")
+    res = check(cluster)
+    assert "warning: token_file:" in res.output and "has 5 characters" in res.output, res.output
+    missing = tmp_path / "nowhere.token"
+    res = check(write(tmp_path, f'read_token_file = "{missing}"\n' + CLUSTER, "d.toml"))
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    res = check(write(tmp_path, f'token_file = "{missing}"\n' + AGENT, "a.toml"))
+    assert res.exit_code == 0, res.output
+    assert f"warning: token_file: {missing} does not exist: the daemon reading it would refuse to start" in res.output
