@@ -747,6 +747,22 @@ class Client:
         """``GET /v1/nodes``: each node with its inventory and per-device allocation state."""
         return self._json("GET", "/v1/nodes")["nodes"]
 
+    def drain(self, node: str, reason: str) -> "dict[str, Any]":
+        """``POST /v1/nodes/{node}/drain``: no new job on ``node``; returns ``{node, drain}``.
+
+        Raises:
+            ApiError: 403 not an admin, 404 unknown node, 400 a reason not 1-256 printable characters.
+        """
+        return self._json("POST", f"/v1/nodes/{quote(node)}/drain", body={"reason": reason})
+
+    def resume(self, node: str) -> "dict[str, Any]":
+        """``POST /v1/nodes/{node}/resume``: offer a drained node to jobs again; returns ``{node, drain, ended}``.
+
+        Raises:
+            ApiError: 403 not an admin, 404 unknown node, 409 not drained.
+        """
+        return self._json("POST", f"/v1/nodes/{quote(node)}/resume")
+
     def version(self) -> "dict[str, Any]":
         """``GET /v1/version``."""
         return self._json("GET", "/v1/version")

@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("launcher.cli.jobs:queues", "List queues with quota, usage, fair share and weight."),
     "explain": ("launcher.cli.explain:explain", "Explain with numbers why a queue gets its share or a job waits."),
     "nodes": ("launcher.cli.nodes:nodes", "List nodes, GPUs and MIG devices."),
+    "drain": ("launcher.cli.drain:drain", "Take nodes out of scheduling for maintenance (admins)."),
+    "resume": ("launcher.cli.drain:resume", "Give drained nodes back to scheduling (admins)."),
     "simulate": ("launcher.cli.simulate:simulate", "Run scheduling scenarios on a simulated clock."),
     "plan": ("launcher.cli.plan:plan", "Plan GPUs: replay the lab's history, size a serving deployment."),
     "coordinator": ("launcher.cli.daemons:coordinator", "Run the coordinator service."),

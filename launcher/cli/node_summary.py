@@ -4,9 +4,13 @@ Columns: NODE, STATE, GPUS(A/I/O/T), MIG, CPUS, MEMORY, LIMITS, MODEL, from the 
 ``GET /v1/nodes`` (rendered in the client; ``nodes --gpus``/``--long`` prints the per-GPU table).
 
 * STATE, sinfo's words: ``down`` (not connected, or lost), ``unknown`` (connected, no inventory
-  yet), ``alloc`` (every device held by jobs), ``mix`` (some), ``idle`` (none).
+  yet), ``alloc`` (every device held by jobs), ``mix`` (some), ``idle`` (none); on a node an
+  admin drained (``labgang drain``), ``drng`` while jobs still hold devices there and ``drain``
+  once none does (sinfo's DRAINING and DRAINED). Each drained node's reason, admin and time
+  follow the table, as ``sinfo -R`` lists them.
 * GPUS(A/I/O/T), as sinfo's ``%C`` for CPUs: whole GPUs allocated to jobs / idle (free) / other
-  (not offered: a foreign process, memory still held after a job, the GPU lost) / total.
+  (not offered: a foreign process, memory still held after a job, the GPU lost, its node
+  drained) / total.
 * MIG: per MIG profile, ``profile:allocated/total`` (``-`` without MIG devices).
 * CPUS and MEMORY: the host's, where the node's view has them (``cpus``, ``memory_bytes``);
   ``-`` otherwise.
@@ -40,16 +44,19 @@ def node_state(node: Mapping[str, Any]) -> str:
         return "unknown"
     devices = node.get("devices") or []
     allocated = sum(1 for d in devices if d.get("state") == "allocated")
+    if node.get("drain"):
+        return "drng" if allocated else "drain"
     if devices and allocated == len(devices):
         return "alloc"
     return "mix" if allocated else "idle"
 
 
-def gpu_counts(devices: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, int]:
-    """(allocated, idle, other, total) of the whole GPUs (resource ``gpu``) among ``devices``."""
+def gpu_counts(devices: Iterable[Mapping[str, Any]], drained: bool = False) -> tuple[int, int, int, int]:
+    """(allocated, idle, other, total) of the whole GPUs (resource ``gpu``) among ``devices``; on a
+    ``drained`` node a free GPU is not offered, so counts as other."""
     gpus = [d for d in devices if d.get("resource") == "gpu"]
     allocated = sum(1 for d in gpus if d.get("state") == "allocated")
-    idle = sum(1 for d in gpus if d.get("state") == "free")
+    idle = 0 if drained else sum(1 for d in gpus if d.get("state") == "free")
     return allocated, idle, len(gpus) - allocated - idle, len(gpus)
 
 
@@ -80,7 +87,7 @@ def limits_cell(node: Mapping[str, Any]) -> str:
 def node_line(node: Mapping[str, Any]) -> tuple[str, ...]:
     """The cells of one NodeView's line."""
     devices = node.get("devices") or []
-    a, i, o, t = gpu_counts(devices)
+    a, i, o, t = gpu_counts(devices, drained=bool(node.get("drain")))
     cpus = node.get("cpus")
     memory = node.get("memory_bytes")
     return (
@@ -102,6 +109,21 @@ def node_summary(nodes: Iterable[Mapping[str, Any]]) -> str:
     lines = [node_line(n) for n in nodes]
     shares = [node_shares(n) for n in nodes]
     if not any(shares):
-        return align(HEADERS, lines)
-    headers = (*HEADERS[:-1], "SHARES(U/F)", HEADERS[-1])  # before MODEL, whose names hold spaces
-    return align(headers, [(*line[:-1], cell or "-", line[-1]) for line, cell in zip(lines, shares, strict=True)])
+        table = align(HEADERS, lines)
+    else:
+        headers = (*HEADERS[:-1], "SHARES(U/F)", HEADERS[-1])  # before MODEL, whose names hold spaces
+        table = align(headers, [(*line[:-1], cell or "-", line[-1]) for line, cell in zip(lines, shares, strict=True)])
+    drained = [drain_line(n) for n in nodes if isinstance(n.get("drain"), Mapping)]
+    return "\n".join([table, *drained])
+
+
+def drain_line(node: Mapping[str, Any]) -> str:
+    """``drained: n1 by root since 2026-12-03 14:20: new PSU`` for a NodeView with a ``drain``
+    (as ``sinfo -R``: the node, the admin, when, the reason; local time)."""
+    import time  # only where a node is drained
+
+    drain = node["drain"]
+    since = drain.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(since)) if isinstance(since, (int, float)) else "?"
+    name, by, reason = (printable(str(x)) for x in (node.get("name", "?"), drain.get("by"), drain.get("reason")))
+    return f"drained: {name} by {by} since {when}: {reason}"

@@ -23,6 +23,7 @@ from labgang.launcher.config.cluster import ClusterConfig
 from labgang.launcher.coordinator.agents import AgentRegistry
 from labgang.launcher.coordinator.commits import Commits
 from labgang.launcher.coordinator.depends import targets_at_start
+from labgang.launcher.coordinator.drains import NodeDrains
 from labgang.launcher.coordinator.job_operations import JobOperations
 from labgang.launcher.coordinator.job_views import JobViews
 from labgang.launcher.coordinator.jobindex import JobIndex, JobMemory, SubmissionOrder
@@ -112,6 +113,7 @@ class Coordinator:
         self._memory.order.rebuild(self.jobs)
         self._started_at = clock()
         self._kicks = Kicks()  # the scheduling loop's wake-up
+        self._drains = NodeDrains(store, self._kicks.kick)  # nodes an admin took out of scheduling
         # the scheduler's wakes at instants; the node timers are checked first at each (a fence may expire)
         self._wakes = Wakes(self._timer, self._kicks, self._check_timers)
         self._tasks = BackgroundTasks()  # agent commands after a commit, forwarded requests
@@ -148,7 +150,7 @@ class Coordinator:
             self._model,
             clock,
             self._commits,
-            CoordinatorCluster(self._agents, config, self._sharing),
+            CoordinatorCluster(self._agents, config, self._sharing, self._drains),
             self._sharing,
             self._cycle_metrics,
         )
@@ -251,6 +253,11 @@ class Coordinator:
         return self._commits
 
     @property
+    def drains(self) -> NodeDrains:
+        """The drained nodes (``labgang drain``, ``labgang resume``)."""
+        return self._drains
+
+    @property
     def kicks(self) -> Kicks:
         """The scheduling loop's wake-up (``timers.py``)."""
         return self._kicks
@@ -301,7 +308,9 @@ class Coordinator:
 
     def node_views(self) -> list[dict[str, Any]]:
         """``GET /v1/nodes``: :func:`~labgang.launcher.coordinator.views.node_views` of the agents and jobs."""
-        return node_views(self.agents, self.config, self.jobs, self.held_devices(), self.job_for_run)
+        return node_views(
+            self.agents, self.config, self.jobs, self.held_devices(), self.job_for_run, self._drains.drained
+        )
 
     def pitfall_snapshot(self) -> ClusterSnapshot:
         """What the pitfall watch and /metrics read (``metrics.coordinator_snapshot`` over the views)."""

@@ -22,6 +22,7 @@ from labgang.launcher import job_filters
 from labgang.launcher.accounting import REPORT_GROUPS
 from labgang.launcher.api import jsoncodec
 from labgang.launcher.coordinator import arrays, detail_view, stdin_relay, terminal, verbs, views
+from labgang.launcher.coordinator import drains as drain_ops
 from labgang.launcher.coordinator.errors import BadRequest, NotFound, PayloadTooLarge
 from labgang.launcher.coordinator.private_processes import hide_commands
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
     from labgang.launcher.coordinator.core import Coordinator
+    from labgang.launcher.coordinator.drains import NodeDrains
     from labgang.launcher.coordinator.job_operations import JobOperations
     from labgang.launcher.coordinator.job_views import JobViews
     from labgang.launcher.coordinator.pitfall_watch import PitfallWatch
@@ -600,6 +602,38 @@ async def list_nodes(
     return Reply(200, {"nodes": nodes})
 
 
+async def drain_node(
+    drains: NodeDrains,
+    agents: AgentRegistry,
+    clock: Callable[[], float],
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
+) -> Reply:
+    """``POST /v1/nodes/{node}/drain`` with ``{"reason": str}`` (admins): no new job is placed on the
+    node, its running jobs run on; answers ``{"node", "drain": {reason, by, since}}``."""
+    doc = _json_body(body)
+    if not isinstance(doc, dict) or set(doc) - {"reason"}:
+        raise BadRequest('the request body must be {"reason": TEXT}', field="reason", allowed=["reason"])
+    drain = await drain_ops.drain_node(drains, agents.nodes, caller, params["node"], doc.get("reason"), clock())
+    return Reply(200, {"node": params["node"], "drain": drain.to_dict()})
+
+
+async def resume_node(
+    drains: NodeDrains,
+    agents: AgentRegistry,
+    caller: Caller,
+    params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
+) -> Reply:
+    """``POST /v1/nodes/{node}/resume`` (admins): the drained node is offered to jobs again;
+    answers ``{"node", "drain": null, "ended": {reason, by, since}}`` (the drain that ended)."""
+    ended = await drain_ops.resume_node(drains, agents.nodes, caller, params["node"])
+    return Reply(200, {"node": params["node"], "drain": None, "ended": ended.to_dict()})
+
+
 async def get_version(
     version: str,
     caller: Caller,
@@ -710,6 +744,22 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/report", "report", report, lambda c: partial(report, c.desk)),
     Route("GET", "/v1/queues", "list_queues", list_queues, lambda c: partial(list_queues, c.config, c.queue_views)),
     Route("GET", "/v1/nodes", "list_nodes", list_nodes, lambda c: partial(list_nodes, c.config, c.node_views)),
+    Route(
+        "POST",
+        "/v1/nodes/{node}/drain",
+        "drain_node",
+        drain_node,
+        lambda c: partial(drain_node, c.drains, c.agents, c.clock),
+        writes=True,
+    ),
+    Route(
+        "POST",
+        "/v1/nodes/{node}/resume",
+        "resume_node",
+        resume_node,
+        lambda c: partial(resume_node, c.drains, c.agents),
+        writes=True,
+    ),
     Route("GET", "/v1/version", "get_version", get_version, lambda c: partial(get_version, c.version)),
     Route("GET", "/v1/pitfalls", "list_pitfalls", list_pitfalls, lambda c: partial(list_pitfalls, c.pitfalls)),
     Route("GET", "/v1/series", "device_series", device_series, lambda c: partial(device_series, c.pitfalls)),

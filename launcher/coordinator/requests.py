@@ -155,6 +155,18 @@ class Caller:
         they may give a raw priority number and any class (launcher/coordinator/policy.py)."""
         return self.admin or (self.uid is not None and self.uid == os.geteuid())
 
+    def check_may_manage(self, what: str) -> None:
+        """Refuse ``what`` (e.g. "drain a node") unless the caller is an admin or the user the
+        coordinator runs as (who ran ``labgang up``), as for a raw priority.
+
+        Raises:
+            Forbidden: a read-only or anonymous caller, or any other user.
+        """
+        if self.read_only or self.uid is None:
+            raise Forbidden(f"to {what} needs the Unix socket of a labgang node (this port is read-only)")
+        if not self.may_set_priority:
+            raise Forbidden(f"only an admin (cluster.toml admins) may {what}; {self.user} is not one")
+
     def owns(self, spec: JobSpec) -> bool:
         """True when the caller submitted the job."""
         return self.uid is not None and self.uid == spec.uid

@@ -46,6 +46,7 @@ from labgang.launcher.scheduler.unschedulable import never_schedulable, quota_fa
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.commits import Commits
+    from labgang.launcher.coordinator.drains import NodeDrains
     from labgang.launcher.coordinator.metrics import SchedulerMetrics
     from labgang.launcher.coordinator.node_events import NodeEvents
     from labgang.launcher.coordinator.store import Store
@@ -95,15 +96,17 @@ def busy_unheld(device_pids: Mapping[str, frozenset[int]], held: Container[str])
     return frozenset(uuid for uuid, pids in device_pids.items() if pids and uuid not in held)
 
 
-def unavailable_devices(agents: AgentRegistry, held: Mapping[str, JobRecord]) -> frozenset[str]:
-    """UUIDs of the devices of ``agents`` not offered: on nodes that are disconnected or lost, on
-    lost GPUs, or showing processes while no job in ``held`` (device UUID → job) holds them
-    (foreign processes, memory still held)."""
+def unavailable_devices(
+    agents: AgentRegistry, held: Mapping[str, JobRecord], drained: frozenset[str] = frozenset()
+) -> frozenset[str]:
+    """UUIDs of the devices of ``agents`` not offered: on nodes that are disconnected, lost or
+    ``drained`` (node names: ``labgang drain``), on lost GPUs, or showing processes while no job
+    in ``held`` (device UUID → job) holds them (foreign processes, memory still held)."""
     out: set[str] = set()
-    for conn in agents.nodes.values():
+    for name, conn in agents.nodes.items():
         if conn.inventory is None:
             continue
-        offered = conn.connected and not conn.lost
+        offered = conn.connected and not conn.lost and name not in drained
         busy = busy_unheld(conn.inventory.device_pids(), held)
         for d in conn.inventory.allocatable():
             if not offered or d.uuid in busy:
@@ -117,18 +120,20 @@ def unavailable_devices(agents: AgentRegistry, held: Mapping[str, JobRecord]) ->
 class CoordinatorCluster:
     """The cycle driver's :class:`~labgang.launcher.lifecycle.driver.Cluster` of a coordinator:
     nodes from the agents' inventories, queues and sharing from its configuration, devices not
-    offered (:func:`unavailable_devices`), tenants from the users' groups.
+    offered (:func:`unavailable_devices`: drained nodes' too), tenants from the users' groups.
 
     Args:
         agents: the coordinator's agent registry.
         config: the cluster configuration.
         tenants: the fair sharing state that names each job's tenant.
+        drains: the drained nodes (``labgang drain``).
     """
 
-    def __init__(self, agents: AgentRegistry, config: ClusterConfig, tenants: SharingState) -> None:
+    def __init__(self, agents: AgentRegistry, config: ClusterConfig, tenants: SharingState, drains: NodeDrains) -> None:
         self._agents = agents
         self._config = config
         self._tenants = tenants
+        self._drains = drains
 
     def nodes(self) -> tuple[Node, ...]:
         """:func:`cluster_nodes`."""
@@ -153,7 +158,7 @@ class CoordinatorCluster:
     def unavailable(self, holding: Sequence[JobRecord]) -> frozenset[str]:
         """:func:`unavailable_devices`, given the devices ``holding`` (the jobs holding devices) hold."""
         held = {uuid: job for job in holding for rank in job.ranks.values() for uuid in rank.devices}
-        return unavailable_devices(self._agents, held)
+        return unavailable_devices(self._agents, held, self._drains.nodes)
 
     def tenant(self, spec: JobSpec) -> str | None:
         """The job's tenant (``SharingState.tenant``)."""

@@ -27,6 +27,7 @@ from labgang.launcher.scheduler.snapshot import Node
 if TYPE_CHECKING:
     from labgang.launcher.config.cluster import ClusterConfig, QueueConfig
     from labgang.launcher.coordinator.agents import AgentRegistry
+    from labgang.launcher.coordinator.drains import Drain
     from labgang.launcher.coordinator.sharing import SharingState
 
 
@@ -502,8 +503,9 @@ def node_views(
     jobs: Mapping[str, JobRecord],
     held: Mapping[str, JobRecord],
     job_for_run: Callable[[str], JobRecord | None],
+    drained: Mapping[str, Drain] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per node: connection, last report, the full inventory, and each device's state.
+    """Per node: connection, last report, the full inventory, each device's state, and its drain.
 
     Args:
         agents: the agent registry (each node's inventory and link).
@@ -511,6 +513,9 @@ def node_views(
         jobs: the jobs in memory by id, active and recently finished.
         held: device UUID → the job holding it (``Coordinator.held_devices``).
         job_for_run: the job of a run id (``<job>.<attempt>``), or None (for the violations).
+        drained: node name -> its drain (``Coordinator.drains``); a node's ``drain`` is its
+            ``{reason, by, since}``, or None (not drained). A drained node's free devices stay
+            "free" here (no job holds them) while no new job is placed on them.
 
     Device state: "allocated" (a job holds it), "lost" (node lost or disconnected, or the GPU
     fell off the bus), "held" (free, but a process of a finished labgang rank still shows on
@@ -527,6 +532,7 @@ def node_views(
         elif j.ranks:
             finished_pids.update((r.node, r.pid) for r in j.ranks.values() if r.pid is not None)
     host_held = host_allocated(holding)
+    drains = drained or {}
     out = []
     for name in sorted(agents.nodes):
         conn = agents.nodes[name]
@@ -576,6 +582,7 @@ def node_views(
                 "shards_per_gpu": _shards_per_gpu(config, name),
                 "mps_allowed": _mps_allowed(config, name),
                 "violations": violation_views(conn, job_for_run),
+                "drain": drains[name].to_dict() if name in drains else None,
             }
         )
     return out

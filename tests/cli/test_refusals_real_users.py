@@ -69,3 +69,26 @@ def test_a_directory_the_user_may_not_enter_is_refused_at_submission(lab) -> Non
         assert listing.returncode == 0 and json.loads(listing.stdout)["jobs"] == []  # nothing stored
         mine = up.cli("submit", "-D", private, "--", "true")
         assert mine.returncode == 0, mine.stderr
+
+
+def test_only_an_admin_may_drain_or_resume_a_node(lab) -> None:
+    """``labgang drain`` by a lab member who is not in ``admins``: refused in one line, exit 1, and
+    the node stays offered; root (an admin) drains it, and the member may not resume it either."""
+    up, (alice, _bob) = lab
+    env = {"LABGANG_STATE_DIR": str(up.state_dir)}
+    node = json.loads(up.cli("nodes", "--json").stdout)["nodes"][0]["name"]
+    done = alice.run(["drain", node, "--reason", "mine now"], env=env)
+    assert done.returncode == 1, done.stderr
+    name = alice.user.name
+    assert (
+        done.stderr
+        == f"labgang drain: node {node}: only an admin (cluster.toml admins) may drain a node; {name} is not one\n"
+    )
+    assert json.loads(up.cli("nodes", "--json").stdout)["nodes"][0]["drain"] is None
+    assert up.cli("drain", node, "--reason", "maintenance").returncode == 0
+    try:
+        done = alice.run(["resume", node], env=env)
+        assert done.returncode == 1 and "only an admin (cluster.toml admins) may resume a node" in done.stderr
+        assert json.loads(up.cli("nodes", "--json").stdout)["nodes"][0]["drain"]["by"] == "root"
+    finally:
+        assert up.cli("resume", node).returncode == 0  # the shared instance's other tests need the node
