@@ -219,8 +219,34 @@ def no_preemption(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return refusal if isinstance(refusal, Mapping) else None
 
 
-def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Sentences on why a job waits, runs or was preempted, with its queue's share."""
+CAPACITY_CODES = frozenset({"no_capacity", "fragmented", "topology", "host_resources", "reserved_for_starving"})
+"""Pending reasons about the nodes' free room, which a drained node's devices would add to."""
+
+
+def drained_sentence(job: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> str | None:
+    """For a job pending for room on the nodes (:data:`CAPACITY_CODES`): the drained nodes that
+    have devices of its resource, each with its count, admin and reason (``labgang drain``); None
+    where the job waits for something else or no such node is drained."""
+    reason = job.get("reason") or {}
+    if job.get("state") != "pending" or reason.get("code") not in CAPACITY_CODES:
+        return None
+    resource = job.get("resource", "gpu")
+    parts = []
+    for node in nodes:
+        drain = node.get("drain")
+        count = sum(1 for d in node.get("devices") or [] if d.get("resource") == resource)
+        if isinstance(drain, Mapping) and count:
+            parts.append(f"{node.get('name')} ({count} {resource}, by {drain.get('by')}: {drain.get('reason')})")
+    if not parts:
+        return None
+    return f"Drained nodes take no new job: {', '.join(parts)}; an admin's `labgang resume NODE` offers them again."
+
+
+def explain_job(
+    job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """Sentences on why a job waits, runs or was preempted, with its queue's share; ``nodes`` (the
+    NodeViews) name the drained nodes a job waiting for room cannot use (:func:`drained_sentence`)."""
     jid, state = job["id"], job.get("state", "?")
     q = next((x for x in queues if x["name"] == job.get("queue")), None)
     groups = job.get("groups") or []
@@ -250,6 +276,9 @@ def explain_job(job: Mapping[str, Any], queues: Sequence[Mapping[str, Any]]) -> 
             waits = str(also.get("message") or "")
             said = f"It also {waits}" if waits.startswith("waits ") else f"It also waits: {waits}"
             out.append(f"{said} ({also.get('code')}): released, it still starts only once that holds.")
+        drained = drained_sentence(job, nodes)
+        if drained is not None:
+            out.append(drained)
     refusal = no_preemption(job)
     if refusal is not None:
         text = str(refusal["message"])
@@ -300,7 +329,8 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
             payload: dict[str, Any] = {"queue": q, "sentences": sentences}
         elif normal_job_id(name) is not None:  # a job number, or an array task such as 12_7
             job = client.job(str(normal_job_id(name)))
-            sentences = explain_job(job, queues)
+            waits_for_room = job.get("state") == "pending" and (job.get("reason") or {}).get("code") in CAPACITY_CODES
+            sentences = explain_job(job, queues, client.nodes() if waits_for_room else ())
             queue = next((x for x in queues if x["name"] == job.get("queue")), None)
             payload = {"job": job, "queue": queue, "no_preemption": no_preemption(job), "sentences": sentences}
         elif several_tasks(name):  # a folded task list as `queue` prints it: 12_[2-20%2]
