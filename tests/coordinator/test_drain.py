@@ -59,11 +59,11 @@ def test_a_drained_node_takes_no_new_job_keeps_its_running_one_and_survives_a_re
         reason = wait_for(lambda: cluster.job(third["id"])["reason"], timeout=20, what="the job's pending reason")
         assert reason["message"].startswith("0 gpu free"), reason
         assert cluster.job(third["id"])["state"] == "pending"
-        said = cluster.cli_ok("explain", third["id"]).splitlines()
-        assert said[1].startswith("It waits: 0 gpu free") and said[2] == (
+        sentences = cluster.cli_ok("explain", third["id"]).splitlines()
+        assert sentences[1].startswith("It waits: 0 gpu free") and sentences[2] == (
             f"Drained nodes take no new job: {busy} (4 gpu, by root: PSU swap); "
             "an admin's `labgang resume NODE` offers them again."
-        ), said
+        ), sentences
 
         answer = json.loads(cluster.cli_ok("resume", busy, "--json"))
         assert answer == [{"node": busy, "drain": None, "ended": {**drain}}]
