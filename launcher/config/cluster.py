@@ -499,6 +499,11 @@ def cross_field_problems(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"cohorts[{i}].{key}: only allowed on a cohort with a parent; allowed: set parent")
         seen = {c["name"]}
         parent = c.get("parent")
+        if isinstance(parent, str) and parent not in declared_cohorts:  # a typo, as a queue's undeclared cohort
+            others = sorted(n for n in declared_cohorts if n != c["name"])
+            allowed = (f"one of {listed(others)}, or " if others else "") + f"a [[cohorts]] table named {parent!r}"
+            problems.append(f"cohorts[{i}].parent: {parent!r} is not declared in [[cohorts]]; allowed: {allowed}")
+            continue
         while isinstance(parent, str):
             if parent in seen:
                 problems.append(f"cohorts[{i}].parent: cycle of parents through {parent!r}; cohorts must form a tree")

@@ -147,8 +147,13 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
             "queues[1].lending_limit.mig-1g.10gb: 1 is above the nominal quota (0)",
         ),
         ('[[cohorts]]\nname = "lab"\n', "cohorts[1].name: duplicate name 'lab'"),
+        (  # a parent's typo is caught as a queue's cohort typo is (it was taken as a root of its own)
+            '[[cohorts]]\nname = "vision"\nparent = "labb"\n',
+            "cohorts[1].parent: 'labb' is not declared in [[cohorts]]; allowed: one of lab, "
+            "or a [[cohorts]] table named 'labb'",
+        ),
     ],
-    ids=["lending-above-nominal", "lending-without-nominal", "duplicate-cohort"],
+    ids=["lending-above-nominal", "lending-without-nominal", "duplicate-cohort", "undeclared-parent"],
 )
 def test_cross_field_mistakes_alone_are_refused(tmp_path: Path, extra: str, problem: str) -> None:
     good = '[[cohorts]]\nname = "lab"\n[[queues]]\nname = "default"\ncohort = "lab"\nnominal = { gpu = 4 }\n'
