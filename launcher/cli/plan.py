@@ -178,7 +178,7 @@ def replay_cmd(
         with_file_queues,
     )
     from labgang.launcher.plan.report import limits_report, replay_table
-    from labgang.launcher.plan.target import parse_target, quota_bound, search
+    from labgang.launcher.plan.target import parse_target, quota_bound, search, unmet_because
 
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since must not be later than --until", param_hint="--since")
@@ -263,6 +263,7 @@ def replay_cmd(
                 "best_added_nodes": found.best_added,
                 "tried": {str(k): v for k, v in found.tried.items()},
                 "figures": [t.shown(result) for t in parsed],
+                "unmet_because": [why for t in parsed if (why := unmet_because(t, result))],
             }
         click.echo(json.dumps(doc, indent=2))
         if found is not None and found.added is None:
@@ -271,9 +272,11 @@ def replay_cmd(
     if found is not None:
         if found.added is None:
             largest = max(found.tried)
+            because = [why for t in parsed if (why := unmet_because(t, result))]
             raise CommandFailed(
                 f"no capacity tried meets every target: the largest tried, +{largest} node(s) of {per_node} GPUs, "
-                f"and the best reached, at +{found.best_added}: {'; '.join(t.shown(result) for t in parsed)}",
+                f"and the best reached, at +{found.best_added}: {'; '.join(t.shown(result) for t in parsed)}"
+                + "".join(f"; {why}" for why in because),
                 1,
             )
         click.echo(

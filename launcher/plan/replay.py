@@ -48,6 +48,12 @@ _CAUSE = {
 }
 
 
+def cause_of(code: str) -> str:
+    """The cause (:data:`CAUSES`) a pending reason code's waiting is put down to ("other" for a
+    dependency, an array cap, a hold, a begin time, a user limit...)."""
+    return _CAUSE.get(code, "other")
+
+
 class PlanRefused(ValueError):
     """A replay that cannot be done as asked (one line, exit 1): queues not covered, an unknown
     node to remove, an invalid changed scenario."""
@@ -473,7 +479,7 @@ def _replay(data: dict[str, Any], source: str) -> Replay:
             for name in tail:
                 for code, seconds in recorder.reason_s.get(name, {}).items():
                     fig.reasons[code] = fig.reasons.get(code, 0.0) + seconds
-                    cause = _CAUSE.get(code, "other")
+                    cause = cause_of(code)
                     fig.limits[cause] = fig.limits.get(cause, 0.0) + seconds
         out.append(fig)
     shown = scenario.ids.shown

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labgang.launcher.durations import DURATION_HELP, format_duration, parse_duration
-from labgang.launcher.plan.replay import ALL, Replay
+from labgang.launcher.plan.replay import ALL, Replay, cause_of
 
 METRICS = {"p50-wait": "wait_p50_s", "p90-wait": "wait_p90_s", "max-wait": "wait_max_s"}
 TARGET_HELP = (
@@ -176,3 +176,32 @@ def quota_bound(
         f"raise {gets} nominal quota, not {target.queue}'s, so they cannot meet {target.text!r}; "
         f"{target.queue}'s nominal quota (or its borrowing) is what limits it ({target.shown(result)})"
     )
+
+
+UNMOVED = {
+    "quota": "its queue's nominal quota, which added nodes raise only with --quota-to",
+    "other": "what added nodes do not shorten (dependencies, array caps, holds, begin times, user limits)",
+}
+"""The causes of a wait (:data:`~labgang.launcher.plan.replay.CAUSES`) more capacity does not shorten by
+itself, in words."""
+
+
+def unmet_because(target: Target, result: Replay) -> str | None:
+    """For a ``target`` unmet in ``result`` (a search's best replay): what its tail mostly waited
+    for, where that is a cause added nodes do not shorten (:data:`UNMOVED`), with the pending
+    reasons' times (``"nlp's p90 tail waited 96% for what added nodes do not shorten (...):
+    dependency 3h, array_limit 1h"``); None when the target is met or its tail waited mostly for
+    room (capacity, fragmentation, a reservation)."""
+    if target.met(result):
+        return None
+    fig = result.figures(target.queue)
+    limit = None if fig is None else fig.main_limit()
+    if fig is None or limit is None or limit[0] not in UNMOVED:
+        return None
+    codes = ", ".join(
+        f"{code} {format_duration(seconds)}"
+        for code, seconds in sorted(fig.reasons.items(), key=lambda kv: -kv[1])
+        if cause_of(code) == limit[0]
+    )
+    who = "every job's" if target.queue == ALL else f"{target.queue}'s"
+    return f"{who} p90 tail waited {limit[1]:.0%} for {UNMOVED[limit[0]]}: {codes}"

@@ -233,3 +233,24 @@ def test_never_started_jobs_are_named_with_what_they_last_waited_for(tmp_path: P
         "reason": "dependency",
         "message": "waits for afterok:big (pending)",
     }
+
+
+def test_a_target_capacity_cannot_meet_says_what_the_tail_waited_for(tmp_path: Path) -> None:
+    """A new user's finding: ``--target`` on waits that come from an array's ``%1`` cap searched up
+    to the largest size and said only the best figure. Now the refusal (and --json's
+    ``unmet_because``) says the tail waited for what added nodes do not shorten, with the reason."""
+    data = history([job("sweep", 0, 100, gpus=1, array="0-4%1")], gpus=8, nominal=8)
+    path = tmp_path / "h.toml"
+    path.write_text(tomli_w.dumps(data))
+    args = ["plan", "replay", str(path), "--target", "p90-wait<=60s", "--max-add-nodes", "2"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 1, out.output
+    (line,) = out.output.strip().splitlines()
+    assert "no capacity tried meets every target: the largest tried, +2 node(s)" in line, line
+    assert line.endswith(
+        "every job's p90 tail waited 100% for what added nodes do not shorten (dependencies, array caps, "
+        "holds, begin times, user limits): array_limit 6m40s"  # the last task waited 4 x 100 s
+    ), line
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
+    assert doc["target"]["met"] is False
+    assert doc["target"]["unmet_because"] == [line.rpartition("; ")[2]]
