@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hold": ("launcher.cli.verbs:hold", "Hold pending jobs until released (like scontrol hold)."),
     "release": ("launcher.cli.verbs:release", "Release held jobs."),
     "requeue": ("launcher.cli.verbs:requeue", "Stop running jobs and put them back in their queue."),
-    "update": ("launcher.cli.verbs:update", "Change a job's priority, time limit, name or dependency."),
+    "update": ("launcher.cli.verbs:update", "Change a job's priority, time limit, name, dependency or queue."),
     "logs": ("launcher.cli.jobs:logs", "Print a rank's output."),
     "show": ("launcher.cli.jobs:show", "Show one job with its ranks and history."),
     "history": ("launcher.cli.history:history", "List finished and current jobs from the store (like sacct)."),

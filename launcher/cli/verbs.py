@@ -27,9 +27,11 @@ UPDATE_KEYS: dict[str, str] = {
     "name": "name",
     "jobname": "name",
     "dependency": "dependency",
+    "partition": "queue",
+    "queue": "queue",
 }
-"""``update``'s KEY (any case; scontrol's ``TimeLimit``, ``JobName`` and ``Dependency`` among them)
-→ the API field it sets."""
+"""``update``'s KEY (any case; scontrol's ``TimeLimit``, ``JobName``, ``Dependency`` and ``Partition``
+among them) → the API field it sets."""
 
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
@@ -45,7 +47,7 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     from labgang.launcher.cli.params import JOB_TIME_LIMIT
 
     body: dict[str, Any] = {}
-    allowed = "Priority, TimeLimit, Name (JobName), Dependency"
+    allowed = "Priority, TimeLimit, Name (JobName), Dependency, Partition (Queue)"
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
@@ -130,8 +132,11 @@ def _each(
                         continue
                 failure = describe_api_error(err)
                 text = failure.message
-                if verb == "update" and text.startswith("-t/--time: "):  # update's key, not submit's flag
-                    text = "TimeLimit: " + text[len("-t/--time: ") :]
+                if verb == "update":  # update's keys, not submit's flags
+                    for flag, key in (("-t/--time: ", "TimeLimit: "), ("-q/--queue: ", "Partition: ")):
+                        if text.startswith(flag):
+                            rest = text[len(flag) :]  # a refusal of the job's state names the job itself
+                            text = rest if rest.startswith(f"job {job_id} ") else key + rest
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 click.echo(f"labgang {verb}: {text}", err=True)
@@ -173,6 +178,7 @@ def _update_summary(body: dict[str, Any], job: dict[str, Any]) -> str:
         "time_limit_s": lambda: f"time limit {slurm_duration(job.get('time_limit_s'))}",
         "name": lambda: f"name {job.get('name')}",
         "dependency": lambda: f"dependency {job.get('dependency') or 'none'}",
+        "queue": lambda: f"queue {job.get('queue')}",
     }
     return f"updated ({', '.join(shown[field]() for field in body if field in shown)})"
 
@@ -223,7 +229,9 @@ def update(state_dir: Path | None, as_json: bool, job_id: str, assignments: tupl
     """Change a job, as scontrol update: Priority=N (or a priority class; you may only lower it,
     admins set any), TimeLimit=DURATION (as --time; you may only shorten it, admins set any,
     0 or UNLIMITED lifts it),
-    Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it).
+    Name=TEXT, Dependency=LIST (as --dependency, while the job is pending; empty removes it),
+    Partition=QUEUE (or Queue=QUEUE: moves a pending job to a queue you may submit to, where it
+    could start; not a share of a GPU).
 
     Keys are any case (time, time_limit, jobname also work). Each change is in `labgang show`'s
     history. An array id (12) updates each of its unfinished tasks, as scontrol does (--json: a

@@ -373,7 +373,7 @@ async def update_job(
     body: bytes,
 ) -> Reply:
     """``POST /v1/jobs/{id}/update`` (body: any of ``priority``, ``time_limit_s``, ``name``,
-    ``dependency``): change a job as ``scontrol update`` does; answers its JobView."""
+    ``dependency``, ``queue``): change a job as ``scontrol update`` does; answers its JobView."""
     job = await verbs.update(
         desk,
         caller,
@@ -383,6 +383,7 @@ async def update_job(
         store=store,
         active=active,
         recent=recent,
+        check_moved=desk.check_moved,
     )
     return Reply(200, {"job": job_views.job_view(caller, job)})
 

@@ -132,6 +132,20 @@ class JobOperations:
         await self.flush()
         return job
 
+    def check_moved(self, spec: JobSpec) -> None:
+        """Refuse a pending job moved into ``spec.queue`` (``update Partition=``) as a submission
+        to that queue would be refused: its user's ``max_submitted_jobs_per_user`` there, or a
+        request the queue could never start.
+
+        Raises:
+            Forbidden: the user's submitted-jobs limit in that queue would be passed.
+            Conflict: the job could never start in that queue (the message says why).
+        """
+        self._check_submitted_limit(spec, 1)
+        found = self._unschedulable(spec)
+        if found is not None:
+            raise Conflict(f"job can never start in queue {spec.queue}: {found[0]}", field="queue")
+
     def _check_submitted_limit(self, spec: JobSpec, adding: int) -> None:
         """Refuse a submission that takes its user over the queue's ``max_submitted_jobs_per_user``
         (403, no field; launcher/coordinator/policy.py), counting their unfinished jobs in memory.

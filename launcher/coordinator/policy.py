@@ -156,6 +156,24 @@ def check_priority_allowed(
     return None
 
 
+def moved_priority_refusal(config: ClusterConfig, queue: QueueConfig, job_id: str, priority: int) -> Refusal | None:
+    """May a non-admin's pending job of ``priority`` move into ``queue`` (``update Partition=``)?
+    Yes when a non-admin could submit it there with that priority: at most the queue's default,
+    or the value of a class the queue allows (:func:`usable_classes`); else the refusal names both.
+    """
+    usable = usable_classes(config, queue)
+    default = submission_priority(config, queue, None)
+    if priority <= default or any(config.priority_classes[n] == priority for n in usable):
+        return None
+    allowed = f"its classes {classes_text(config, usable)}" if usable else "no class"
+    return Refusal(
+        f"queue: priority {priority} (job {job_id}'s) is not one queue {queue.name} gives a non-admin (a number "
+        f"up to its default {default}, or {allowed}); lower it first (update Priority=...) or ask an admin",
+        "queue",
+        None,
+    )
+
+
 def submission_priority(config: ClusterConfig, queue: QueueConfig, value: int | str | None) -> int:
     """The priority a job of ``queue`` gets for ``value`` (already allowed by
     :func:`check_priority_allowed`): the class's value or the number, else the value of the queue's

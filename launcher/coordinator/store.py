@@ -309,8 +309,8 @@ class Store:
                 self._job_rows,
             ),
             (
-                "UPDATE jobs SET spec=? WHERE id=?",
-                [(json.dumps(job.spec.to_dict()), job.id) for job in self._specs.values()],
+                "UPDATE jobs SET spec=?, queue=? WHERE id=?",  # `update Partition=` changes the queue too
+                [(json.dumps(job.spec.to_dict()), job.spec.queue, job.id) for job in self._specs.values()],
             ),
             (
                 "UPDATE jobs SET state=?, status=?, end_time=? WHERE id=?",

@@ -14,10 +14,10 @@ from labgang.launcher.config.limits import MAX_TIME_LIMIT_S
 from labgang.launcher.config.queues import PRIORITY_MAX, PRIORITY_MIN
 from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
-from labgang.launcher.coordinator.policy import check_priority_allowed, what_priority_allows
+from labgang.launcher.coordinator.policy import check_priority_allowed, moved_priority_refusal, what_priority_allows
 from labgang.launcher.coordinator.requests import Text, _first_error
 from labgang.launcher.lifecycle import events as ev
-from labgang.launcher.lifecycle.records import JobRecord
+from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.verbs import (
     JobUpdate,
     Refusal,
@@ -30,7 +30,7 @@ from labgang.launcher.text import control_characters
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from labgang.launcher.config.cluster import ClusterConfig
     from labgang.launcher.coordinator.desk import JobDesk
@@ -47,6 +47,7 @@ class UpdateBody(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     name: Text | None = Field(default=None, max_length=256)
     dependency: str | None = Field(default=None, max_length=4096)
+    queue: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class RequeueBody(BaseModel):
@@ -139,8 +140,14 @@ async def update(
     store: Store,
     active: Mapping[str, JobRecord],
     recent: Mapping[str, JobRecord],
+    check_moved: Callable[[JobSpec], None] | None = None,
 ) -> JobRecord:
-    """Change a job's priority, time limit, name or dependency (``labgang update``).
+    """Change a job's priority, time limit, name, dependency or queue (``labgang update``).
+
+    A queue change (Slurm's ``Partition=``) is refused as a submission to that queue would be:
+    a queue the caller may not use, a priority a non-admin could not give a job there, and
+    whatever ``check_moved`` (``JobOperations.check_moved``: the user's submitted-jobs limit, a
+    job the queue could never start) raises for the moved spec.
 
     Args:
         config: the cluster configuration (priority classes, the queues' policies).
@@ -170,12 +177,17 @@ async def update(
             )
     if req.name is not None and control_characters(req.name):
         raise BadRequest(f"name: {req.name!r} contains control characters; allowed: printable characters", field="name")
+    if req.queue is not None and config.queue(req.queue) is None:
+        names = [q.name for q in config.queues]
+        allowed = ", ".join(names)
+        raise BadRequest(f"queue: {req.queue!r} is not a queue; allowed: {allowed}", field="queue", allowed=names)
     change = JobUpdate(
         priority=priority,
         time_limit_s=req.time_limit_s,
         name=req.name,
         dependency=req.dependency,
         no_time_limit=no_time_limit,
+        queue=req.queue,
     )
     job = coord.get_job(job_id)
     caller.check_may_act(job, "update it")
@@ -186,6 +198,8 @@ async def update(
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
     _refuse(update_refusal(job, change, caller.admin))
+    if "queue" in change.changes(job.spec):
+        _check_move(config, caller, job, change, check_moved)
     if change.dependency:  # only an update can close a cycle: refuse it, as Slurm does
         cycle = dependency_cycle(active.values(), job.id, change.dependency)
         if cycle is not None:
@@ -223,3 +237,30 @@ def _unknown_priority(
         field="priority",
         allowed=names or None,
     )
+
+
+def _check_move(
+    config: ClusterConfig,
+    caller: Caller,
+    job: JobRecord,
+    change: JobUpdate,
+    check_moved: Callable[[JobSpec], None] | None,
+) -> None:
+    """Refuse moving pending ``job`` to ``change.queue`` where a submission there would be refused.
+
+    Raises:
+        Forbidden: the caller (the job's owner, unless an admin) may not use that queue, or a
+            non-admin's job has a priority that queue would not give it. Conflict: what
+            ``check_moved`` raises.
+    """
+    target = config.queue(change.queue or "")
+    assert target is not None  # checked with the body
+    if not config.may_use_queue(target, caller.user, caller.groups):  # admins may use any queue
+        usable = [q.name for q in config.queues if config.may_use_queue(q, caller.user, caller.groups)]
+        raise Forbidden(f"user {caller.user!r} may not submit to queue {target.name!r}", field="queue", allowed=usable)
+    if not caller.may_set_priority:
+        refusal = moved_priority_refusal(config, target, job.id, job.spec.priority)
+        if refusal is not None:
+            raise Forbidden(refusal.message, field=refusal.field)
+    if check_moved is not None:
+        check_moved(change.applied(job.spec))

@@ -293,7 +293,13 @@ class Lifecycle:
             self._deps.track(job)
             self._deps.forget_unnamed([t.id for t in e.targets])
         self._ctx.save(job)  # also has the dependency rules judge it again
-        words = {"priority": "priority", "time_limit_s": "time limit", "name": "name", "dependency": "dependency"}
+        words = {
+            "priority": "priority",
+            "time_limit_s": "time limit",
+            "name": "name",
+            "dependency": "dependency",
+            "queue": "queue",
+        }
 
         def shown(name: str, value: object) -> str:
             if value is None:

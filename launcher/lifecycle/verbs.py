@@ -13,7 +13,9 @@ driver's check (``Caller.check_may_act``); these are the rules beyond it:
 * ``requeue``: an admitted or running job (stopped with its grace, then pending again as a new
   attempt, restart + 1, as ``scontrol requeue``); ``--hold`` also holds it (``requeuehold``).
 * ``update``: ``priority`` (admins any value; others may only lower it), ``time_limit_s`` (admins
-  any; others may only lower it), ``name``, and ``dependency`` (only while pending; ``""`` clears it).
+  any; others may only lower it), ``name``, ``dependency`` (only while pending; ``""`` clears it)
+  and ``queue`` (Slurm's ``Partition=``: only while pending, and not a share of a GPU; whether the
+  caller may use the queue and the job could start there is the driver's check).
 
 Pure: no I/O, no clock.
 """
@@ -54,6 +56,7 @@ class JobUpdate:
     name: str | None = None
     dependency: str | None = None
     no_time_limit: bool = False
+    queue: str | None = None
 
     def changes(self, spec: JobSpec) -> dict[str, object]:
         """The fields whose value differs from ``spec``'s, by ``JobSpec`` field name."""
@@ -68,6 +71,8 @@ class JobUpdate:
             out["name"] = self.name
         if self.dependency is not None and (self.dependency or None) != spec.dependency:
             out["dependency"] = self.dependency or None
+        if self.queue is not None and self.queue != spec.queue:
+            out["queue"] = self.queue
         return out
 
     def applied(self, spec: JobSpec) -> JobSpec:
@@ -123,8 +128,9 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
 
     Refused: any change to a finished job; a higher priority or a longer time limit from a
     non-admin (a first limit on an unlimited job shortens it: anyone may set one); a dependency
-    change once the job left pending; a dependency that does not parse or names the job itself; an
-    empty name; a time limit not above 0; a limit lifted (``no_time_limit``) by a non-admin.
+    or queue change once the job left pending; a queue change of a share of a GPU; a dependency
+    that does not parse or names the job itself; an empty name; a time limit not above 0; a
+    limit lifted (``no_time_limit``) by a non-admin.
     """
     spec, st = job.spec, job.status
     if st.state.finished:
@@ -156,6 +162,18 @@ def update_refusal(job: JobRecord, update: JobUpdate, admin: bool) -> Refusal | 
         )
     if update.name is not None and not update.name.strip():
         return Refusal("name: must not be empty", field="name", kind="invalid")
+    if update.queue is not None and update.queue != spec.queue:
+        if st.state != JobState.PENDING:
+            return Refusal(
+                f"job {job.id} {state_phrase(st.state)}: its queue can only be changed while the job is pending",
+                field="queue",
+            )
+        if spec.request.shared:
+            return Refusal(
+                f"job {job.id} is a share of a GPU, whose sharing rules are its queue's: its queue cannot be "
+                "changed (cancel it and submit it to the other queue)",
+                field="queue",
+            )
     if update.dependency is not None and update.dependency != (spec.dependency or ""):
         if st.state != JobState.PENDING:
             return Refusal(
