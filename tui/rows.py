@@ -116,6 +116,7 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
     """Rows for nodes → GPUs → MIG devices (MIG devices indented under their GPU's index)."""
     out = []
     shards_per_gpu = {n.name: n.shards_per_gpu for n in state.snapshot.nodes}
+    drained = {n.name: n.drain for n in state.snapshot.nodes if n.drain is not None}
     for dev in state.devices:
         if not filters.match_device(dev):
             continue
@@ -136,6 +137,8 @@ def device_rows(state: ClusterState, filters: Filters = Filters(), ascii_only: b
                 else (f"{gpu.power_w:.0f}W" if is_known(gpu.power_w) else na(gpu.power_w))
             )
         kind, holder = _holder_text(dev, state)
+        if kind == "free" and dev.node in drained:  # free, but no new job goes there (labgang drain)
+            holder = f"drained: {drained[dev.node]}"
         if not dev.is_mig:  # a shared card: its sharers and their memory (tui/sharers.py)
             holder = sharers_text(gpu, shards_per_gpu.get(dev.node)) or holder
         out.append(

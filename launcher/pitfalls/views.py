@@ -95,6 +95,7 @@ class NodeView:
     confinement: Mapping[str, Any] | None = None
     violations: tuple[ViolationView, ...] = ()
     shards_per_gpu: int | None = None  # the cluster's [sharing] for this node; None = not said
+    drain: str | None = None  # why an admin drained it (``labgang drain``); None = offered to new jobs
 
     @classmethod
     def from_api(cls, d: Mapping[str, Any]) -> NodeView:
@@ -118,6 +119,7 @@ class NodeView:
                 if x.get("kind") != "gpu-mem"  # a budget, not a device, violation: the job's history says it
             ),
             shards_per_gpu=d["shards_per_gpu"] if isinstance(d.get("shards_per_gpu"), int) else None,
+            drain=str(drain.get("reason")) if isinstance(drain := d.get("drain"), Mapping) else None,
         )
 
 

@@ -196,3 +196,18 @@ def test_a_share_is_written_without_a_resource_word_in_the_jobs_table_as_the_rea
     assert shapes["j-101"] == "1×shard:1"
     assert shapes["j-102"] == "1×mps:50"
     assert shapes["j-103"] == "2×4 gpu"  # whole devices keep their resource
+
+
+def test_a_drained_nodes_free_devices_say_so_with_the_reason():
+    """``labgang drain gpu-b``: its free devices take no new job, and top's holder column says why;
+    a device a job still holds there keeps its holder (the node is draining)."""
+    nodes, jobs, queues = small_cluster()
+    gpu_b = next(n for n in nodes if n["name"] == "gpu-b")
+    gpu_b["drain"] = {"reason": "PSU swap", "by": "root", "since": NOW - 60}
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    rows = {r.cells[0] + " " + r.cells[1]: r for r in device_rows(state)}
+    free_b = [r for k, r in rows.items() if k.startswith("gpu-b") and r.state == "free"]
+    assert free_b and all(r.cells[-1] == "drained: PSU swap" for r in free_b)
+    assert not any(r.cells[-1].startswith("drained") for r in rows.values() if r.state != "free")
+    assert all(not r.cells[-1].startswith("drained") for k, r in rows.items() if k.startswith("gpu-a"))
