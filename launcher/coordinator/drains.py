@@ -10,6 +10,7 @@ object node -> ``{reason, by, since}``) until it is resumed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Collection, Mapping
@@ -74,6 +75,7 @@ class NodeDrains:
     def __init__(self, store: Store, on_change: Callable[[], None]) -> None:
         self._store = store
         self._on_change = on_change
+        self._writing = asyncio.Lock()  # two admins' changes at once: neither lost
         self._drains: dict[str, Drain] = {}
         raw = store.meta(META_KEY)
         if raw:
@@ -106,7 +108,8 @@ class NodeDrains:
             sqlite3.Error: the store could not commit it (nothing changed then).
         """
         drain = Drain(reason, by, now)
-        await self._write({**self._drains, node: drain})
+        async with self._writing:  # each change starts from the last one committed
+            await self._write({**self._drains, node: drain})
         log.info("node %s drained by %s: %s", node, by, reason)
         return drain
 
@@ -117,8 +120,9 @@ class NodeDrains:
             KeyError: ``node`` is not drained.
             sqlite3.Error: the store could not commit it (nothing changed then).
         """
-        drain = self._drains[node]
-        await self._write({n: d for n, d in self._drains.items() if n != node})
+        async with self._writing:
+            drain = self._drains[node]
+            await self._write({n: d for n, d in self._drains.items() if n != node})
         log.info("node %s resumed (drained by %s: %s)", node, drain.by, drain.reason)
         return drain
 
