@@ -8,7 +8,6 @@ line naming the node, and the exit status is the worst one (1 a refusal, 2 a bad
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.format import to_json
+from labgang.launcher.cli.outcomes import Outcomes
 from labgang.launcher.cli.plumbing import describe_api_error, json_option, state_dir_option
 
 
@@ -28,9 +27,7 @@ def _each_node(
     act: Callable[[Client, str], dict[str, Any]],
     line: Callable[[dict[str, Any]], str],
 ) -> None:
-    answers: list[dict[str, Any]] = []
-    refusals: list[tuple[str, Any, Any]] = []
-    worst = 0
+    out = Outcomes(verb, as_json)
     with Client.for_state_dir(state_dir) as client:
         for node in dict.fromkeys(nodes):
             try:
@@ -38,23 +35,12 @@ def _each_node(
             except ApiError as err:
                 failure = describe_api_error(err)
                 text = failure.message if node in failure.message else f"node {node}: {failure.message}"
-                click.echo(f"labgang {verb}: {text}", err=True)
-                refusals.append((text, failure.field, failure.allowed))
-                worst = max(worst, failure.exit_code)
+                out.refused(text, failure.exit_code, failure.field, failure.allowed)
                 continue
             except CoordinatorUnavailable as err:
                 raise CommandFailed(str(err), 1) from err
-            answers.append(answer)
-            if not as_json:
-                click.echo(line(answer))
-    if as_json and refusals and not answers:
-        from labgang.launcher.cli.json_error import print_error_json
-
-        print_error_json(*refusals[0])
-    elif as_json:
-        click.echo(to_json(answers))
-    if worst:
-        sys.exit(worst)
+            out.done(answer, line(answer))
+    out.finish()
 
 
 @click.command()

@@ -8,7 +8,6 @@ which states a verb takes) are the coordinator's: ``launcher/lifecycle/verbs.py`
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
-from labgang.launcher.cli.format import to_json
+from labgang.launcher.cli.outcomes import Outcomes
 from labgang.launcher.cli.plumbing import JOB_ID, describe_api_error, json_option, state_dir_option
 
 UPDATE_KEYS: dict[str, str] = {
@@ -108,8 +107,7 @@ def _each(
     (:mod:`labgang.launcher.cli.json_error`), as every ``--json`` command answers a refusal.
     ``summary`` words a job's line (default: the verb's); ``one_object`` prints a single job
     named by its own id as its JobView rather than a list of one (``update``'s answer)."""
-    worst, views = 0, []
-    refusals: list[tuple[str, Any, Any]] = []  # (message, field, allowed) of each refused job, in order
+    out = Outcomes(verb, as_json)
     asked = list(dict.fromkeys(job_ids))
     with Client.for_state_dir(state_dir) as client:
         todo = list(asked)
@@ -124,11 +122,7 @@ def _each(
                         todo[:0] = [t for t in tasks if t not in todo]
                         continue
                     if tasks is not None:
-                        what = _ARRAY_TASKS[verb][0]
-                        text = f"job array {job_id} has no {what}"
-                        click.echo(f"labgang {verb}: {text}", err=True)
-                        refusals.append((text, "job_id", None))
-                        worst = max(worst, 1)
+                        out.refused(f"job array {job_id} has no {_ARRAY_TASKS[verb][0]}", 1, "job_id")
                         continue
                 failure = describe_api_error(err)
                 text = failure.message
@@ -139,25 +133,13 @@ def _each(
                             text = rest if rest.startswith(f"job {job_id} ") else key + rest
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
-                click.echo(f"labgang {verb}: {text}", err=True)
-                refusals.append((text, failure.field, failure.allowed))
-                worst = max(worst, failure.exit_code)
+                out.refused(text, failure.exit_code, failure.field, failure.allowed)
                 continue
             except CoordinatorUnavailable as err:
                 raise CommandFailed(str(err), 1) from err
-            views.append(job)
-            if not as_json:
-                click.echo(f"job {job['id']}: {summary(job) if summary else _summary(verb, job)}")
-    if as_json and refusals and not views:
-        from labgang.launcher.cli.json_error import print_error_json
-
-        print_error_json(*refusals[0])  # its stderr line is out already
-    elif as_json and one_object and len(views) == 1 and [str(views[0]["id"])] == asked:
-        click.echo(to_json(views[0]))
-    elif as_json:
-        click.echo(to_json(views))
-    if worst:
-        sys.exit(worst)
+            out.done(job, f"job {job['id']}: {summary(job) if summary else _summary(verb, job)}")
+    # a single job named by its own id answers as its JobView (update's answer), not a list of one
+    out.finish(single=one_object and len(out.answers) == 1 and [str(out.answers[0]["id"])] == asked)
 
 
 def _summary(verb: str, job: dict[str, Any]) -> str:
