@@ -433,6 +433,14 @@ class Client:
             except PermissionError as exc:
                 conn.close()
                 raise CoordinatorUnavailable(self.socket_path, "permission denied") from exc
+            except NotADirectoryError as exc:  # --state-dir named the socket (or another file), not its folder
+                conn.close()
+                folder = os.path.dirname(self._socket_file)
+                raise CoordinatorUnavailable(
+                    self.socket_path,
+                    f"{folder} is not a directory (--state-dir and LABGANG_STATE_DIR name the folder that "
+                    "holds labgang.sock)",
+                ) from exc
             except TimeoutError as exc:
                 conn.close()
                 raise CoordinatorUnavailable(self.socket_path, f"no answer within {self.timeout:g} s") from exc

@@ -139,6 +139,9 @@ FIELDS: dict[str, Field] = {
 }
 """squeue's field letter → (header, the cell of a JobView at ``now``)."""
 
+MAX_WIDTH = 1000
+"""The widest field ``-o`` takes (``%.99999999999i`` would pad each cell to that many characters)."""
+
 # A parsed format: literal text, or (letter, width or None, right-aligned?).
 Part = str | tuple[str, int | None, bool]
 
@@ -147,7 +150,8 @@ def parse_format(text: str) -> list[Part]:
     """Split a squeue format string into literal text and fields.
 
     Raises:
-        BadFormat: an unknown field letter or a ``%`` at the end (the message lists the letters).
+        BadFormat: an unknown field letter or a ``%`` at the end (the message lists the letters), or
+            a width above :data:`MAX_WIDTH`.
     """
     parts: list[Part] = []
     literal: list[str] = []
@@ -170,8 +174,11 @@ def parse_format(text: str) -> list[Part]:
         k = j
         while k < len(text) and text[k].isdigit():
             k += 1
-        width = int(text[j:k]) if k > j else None
+        digits = text[j:k]  # a run of a hundred digits is not turned into a number
+        width = None if not digits else int(digits) if len(digits) <= 6 else MAX_WIDTH + 1
         letter = text[k : k + 1]
+        if width is not None and width > MAX_WIDTH:
+            raise BadFormat(f"%{text[i + 1 : k + 1]}: a field width of at most {MAX_WIDTH} columns is allowed")
         if letter not in FIELDS:
             allowed = " ".join(f"%{x}" for x in FIELDS)
             what = f"%{text[i + 1 : k + 1]}" if letter else "a '%' at the end"

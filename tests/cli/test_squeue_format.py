@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 from labgang.launcher.cli.node_summary import node_state, node_summary
-from labgang.launcher.cli.squeue_format import LONG_FORMAT, BadFormat, format_jobs, select_ids, slurm_duration
+from labgang.launcher.cli.squeue_format import (
+    LONG_FORMAT,
+    BadFormat,
+    format_jobs,
+    parse_format,
+    select_ids,
+    slurm_duration,
+)
 
 RUNNING = {
     "id": "12",
@@ -104,3 +111,12 @@ def test_one_line_per_node_with_sinfo_states_and_counts():
         ["c", "alloc", "0/0/0/0", "1g.10gb:2/2,3g.40gb:1/1", "64", "512G", "yes", "A100"],
         ["d", "down", "0/0/1/1", "-", "-", "-", "-", "H100"],
     ]
+
+
+def test_a_field_width_beyond_a_thousand_columns_is_refused_before_any_row_is_built():
+    """A new user's finding: ``-o "%.99999999999i"`` ended in a MemoryError traceback (each cell padded
+    to that width). Now refused in one line naming the field and the widest allowed."""
+    assert parse_format("%.1000i") == [("i", 1000, True)]
+    for fmt in ("%.1001i", "%-99999999999999999999j", "%2000P"):
+        with pytest.raises(BadFormat, match=r"a field width of at most 1000 columns is allowed"):
+            parse_format(fmt)
