@@ -70,19 +70,23 @@ def render(rows: Sequence[RowFacts], now: float) -> str:
 
     The pending tasks of each job array are folded into the row of the first one, as squeue
     shows them: its JOBID becomes ``12_[5-99%8]`` (every pending task's index, then the array's
-    ``%N`` cap when it has one). Other jobs, and tasks that are not pending, keep their own rows.
+    ``%N`` cap when it has one). Only tasks whose rows are the same but for JOBID fold together
+    (a task moved to another queue, renamed, reprioritised or waiting for another reason keeps
+    a row of its own). Other jobs, and tasks that are not pending, keep their own rows.
 
     Returns:
         The header line and one line per row, joined with newlines, no trailing newline.
     """
-    pending: dict[str, list[int]] = {}
-    for _, _, array_id, index, _, waiting in rows:
+    # tasks fold while their rows say the same but the id: one task updated alone (its queue, name,
+    # priority) or held alone keeps its own row, as squeue splits such a task off its array's record
+    pending: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for cells, _, array_id, index, _, waiting in rows:
         if array_id is not None and waiting and index is not None:
-            pending.setdefault(array_id, []).append(index)
+            pending.setdefault((array_id, cells[1:]), []).append(index)
     lines = []
     for cells, submitted, array_id, _, cap, waiting in rows:
         if array_id is not None and waiting:
-            indices = pending.pop(array_id, None)
+            indices = pending.pop((array_id, cells[1:]), None)
             if indices is None:
                 continue  # folded into the array's first pending task
             if len(indices) > 1:

@@ -126,3 +126,25 @@ def test_the_client_refuses_an_array_over_any_clusters_ceiling_before_building_i
     assert LimitsConfig.model_fields["max_array_size"].metadata[-1].le == ARRAY_SIZE_CEILING
     with pytest.raises(SubmissionError, match=r"^--array: \"0-99999999\": index 99999999 is over the largest"):
         build_submission(argv=["true"], array="0-99999999", env={}, cwd="/")
+
+
+def test_a_task_that_differs_from_its_array_keeps_its_own_row_in_queue():
+    """A new user's finding: ``update 44_2 Partition=scratch`` (or a new name or priority on one task)
+    left ``queue`` showing ``44_[0-3] ... vision``: the moved task was folded into its array's row,
+    which showed the first task's queue. Tasks fold only while their rows say the same."""
+    from labgang.launcher.jobtable import job_table
+
+    def task(index: int, **more):
+        return {"id": f"44_{index}", "array_id": 44, "array_index": index, "name": "sleep", "user": "alice",
+                "queue": "vision", "state": "pending", "workers": 1, "gpus_per_worker": 1, "priority": 0,
+                "submit_time": 0.0, **more}  # fmt: skip
+
+    same = job_table([task(i) for i in range(4)], 10.0).splitlines()
+    assert [line.split()[0] for line in same[1:]] == ["44_[0-3]"]
+    moved = [task(0), task(1), task(2, queue="scratch"), task(3, name="other", priority=-5)]
+    rows = [line.split() for line in job_table(moved, 10.0).splitlines()[1:]]
+    assert [(r[0], r[1], r[3], r[6]) for r in rows] == [
+        ("44_[0-1]", "sleep", "vision", "0"),
+        ("44_2", "sleep", "scratch", "0"),
+        ("44_3", "other", "vision", "-5"),
+    ]

@@ -169,12 +169,19 @@ class JobRow:
     cells: tuple[str, ...]
 
 
-def _pending_tasks(jobs: list[JobView]) -> dict[str, list[int]]:
-    """The pending tasks' indices of each job array among ``jobs``, by array id."""
-    out: dict[str, list[int]] = {}
+def _fold_key(j: JobView) -> tuple[Any, ...]:
+    """What pending tasks of one array share to fold into one row: the array and all the row shows
+    but the id (a task moved, renamed, reprioritised or waiting for another reason keeps its own
+    row, as ``labgang queue``'s :func:`labgang.launcher.jobtable.render`)."""
+    return (j.array_id, j.name, j.user, j.queue, j.priority, j.shape_with_resource, j.reason_code, j.reason_message)
+
+
+def _pending_tasks(jobs: list[JobView]) -> dict[tuple[Any, ...], list[int]]:
+    """The pending tasks' indices of each job array among ``jobs``, by :func:`_fold_key`."""
+    out: dict[tuple[Any, ...], list[int]] = {}
     for j in jobs:
         if j.state == "pending" and j.array_id is not None and j.array_index is not None:
-            out.setdefault(j.array_id, []).append(j.array_index)
+            out.setdefault(_fold_key(j), []).append(j.array_index)
     return out
 
 
@@ -192,14 +199,15 @@ def job_rows(
     budgets = budgeted_jobs(state.snapshot)  # a running share's memory against its --gpu-mem (tui/sharers.py)
     for j in sort_jobs(jobs, sort, now):
         job_id = j.id
-        if j.state == "pending" and j.array_id is not None and j.array_id in folded:
-            indices = folded[j.array_id]
+        key = _fold_key(j) if j.state == "pending" and j.array_id is not None else None
+        if key is not None and key in folded:
+            indices = folded[key]
             if not indices:
                 continue  # folded into the row of its array's first pending task
             if len(indices) > 1:
                 cap = "" if j.array_limit is None else f"%{j.array_limit}"
                 job_id = f"{j.array_id}_[{fold(indices)}{cap}]"
-            folded[j.array_id] = []
+            folded[key] = []
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:

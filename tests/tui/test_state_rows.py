@@ -211,3 +211,22 @@ def test_a_drained_nodes_free_devices_say_so_with_the_reason():
     assert free_b and all(r.cells[-1] == "drained: PSU swap" for r in free_b)
     assert not any(r.cells[-1].startswith("drained") for r in rows.values() if r.state != "free")
     assert all(not r.cells[-1].startswith("drained") for k, r in rows.items() if k.startswith("gpu-a"))
+
+
+def test_a_pending_task_moved_to_another_queue_keeps_its_own_row_in_top():
+    from tui_fakes import job, small_cluster
+
+    nodes, jobs, queues = small_cluster()
+
+    def task(i: int, queue: str = "vision") -> dict:
+        return dict(
+            job(f"45_{i}", "bob", queue, "pending", age_s=300, reason=("QUOTA", "over quota")),
+            array_id="45",
+            array_index=i,
+        )
+
+    jobs = [*jobs, *(task(i) for i in range(4)), task(4, "nlp")]
+    src = CoordinatorSource(FakeClient(nodes, jobs, queues), description="fake", clock=lambda: NOW)
+    state = StateBuilder(mode="coordinator", source="fake", user="alice").build(asyncio.run(src.fetch()))
+    rows = sorted((r.cells[0], r.cells[3]) for r in job_rows(state) if r.cells[0].startswith("45_"))
+    assert rows == [("45_4", "nlp"), ("45_[0-3]", "vision")]
