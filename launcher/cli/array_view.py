@@ -41,8 +41,26 @@ def array_summary_json(reply: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _queues(array_id: str, jobs: list[Mapping[str, Any]]) -> str:
+    """The first task's queue, then each other queue a task was moved to with its tasks
+    (``vision (12_2 in scratch)``, after ``update 12_2 Partition=scratch``)."""
+    first = str(jobs[0].get("queue"))
+    others: dict[str, list[int]] = {}
+    for j in jobs:
+        if str(j.get("queue")) != first:
+            others.setdefault(str(j.get("queue")), []).append(int(j.get("array_index") or 0))
+    if not others:
+        return first
+    moved = "; ".join(
+        f"{array_id}_[{fold(idx)}] in {q}" if len(idx) > 1 else f"{array_id}_{idx[0]} in {q}"
+        for q, idx in others.items()
+    )
+    return f"{first} ({moved})"
+
+
 def array_detail(reply: Mapping[str, Any]) -> str:
-    """The ``show ARRAY`` text: the array's name, user and queue (of its first task), then one line
+    """The ``show ARRAY`` text: the array's name, user and queue (of its first task, and where tasks
+    were moved to another), then one line
     per state with the count and the tasks (``12_[0-7]``), and how to name one task."""
     array_id = str(reply.get("array"))
     jobs = list(reply.get("jobs") or [])
@@ -54,7 +72,7 @@ def array_detail(reply: Mapping[str, Any]) -> str:
     head = [
         f"Job array: {array_id}  {printable(str(first.get('name') or ''))}".rstrip(),
         f"User:      {first.get('user')} (uid {first.get('uid')})",
-        f"Queue:     {first.get('queue')}",
+        f"Queue:     {_queues(array_id, jobs)}",
         f"Tasks:     {len(jobs)} ({array_id}_[{indices}]" + (f", at most {limit} at once" if limit else "") + ")",
     ]
     numbers = sorted(int(j["numeric_id"]) for j in jobs if j.get("numeric_id") is not None)

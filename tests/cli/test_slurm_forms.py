@@ -120,6 +120,17 @@ def test_array_summary_counts_tasks_by_state_active_first():
     assert table[1].endswith("12_[0-1]") and table[2].endswith("12_[2-4]") and table[3].endswith("12_5")
     summary = array_summary_json(reply)
     assert summary["tasks"] == 7 and summary["states"] == {"running": 2, "pending": 3, "succeeded": 1, "failed": 1}
+    assert "Queue:     default" in text.splitlines()  # every task in its first queue: the queue alone
+
+
+def test_array_summary_names_the_tasks_moved_to_another_queue():
+    """After ``update 12_2 Partition=scratch`` (and 12_3, 12_4): show 12 said only the first task's queue."""
+    jobs = [_view(id=f"12_{i}", array_index=i, state="pending") for i in range(6)]
+    for i in (2, 3, 4):
+        jobs[i]["queue"] = "scratch"
+    jobs[5]["queue"] = "nlp"
+    first = jobs[0]["queue"]
+    assert f"Queue:     {first} (12_[2-4] in scratch; 12_5 in nlp)" in array_detail({"array": "12", "jobs": jobs})
 
 
 @pytest.mark.parametrize("argv", [["python", "x y", "it's", "", "a$b", "ok=1,2", "--lr=1e-3", "ü", "a\nb"]])
