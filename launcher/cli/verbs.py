@@ -33,6 +33,17 @@ UPDATE_KEYS: dict[str, str] = {
 among them) → the API field it sets."""
 
 
+UPDATE_FLAG_KEYS = (
+    ("-t/--time: ", "TimeLimit: "),
+    ("-q/--queue: ", "Partition: "),
+    ("-p/--priority: ", "Priority: "),
+    ("-d/--dependency: ", "Dependency: "),
+    ("--name: ", "Name: "),
+)
+"""A refusal of ``update`` names the KEY typed (scontrol's), not the submit flag the coordinator's field
+is written as elsewhere (:func:`labgang.launcher.cli.plumbing.flag_message`)."""
+
+
 def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     """``["priority=5", "TimeLimit=1h"]`` → ``{"priority": "5", "time_limit_s": 3600.0}``: the
     ``POST /v1/jobs/{id}/update`` body (a time limit takes ``--time``'s forms, ``0`` and
@@ -127,10 +138,11 @@ def _each(
                 failure = describe_api_error(err)
                 text = failure.message
                 if verb == "update":  # update's keys, not submit's flags
-                    for flag, key in (("-t/--time: ", "TimeLimit: "), ("-q/--queue: ", "Partition: ")):
+                    for flag, key in UPDATE_FLAG_KEYS:
                         if text.startswith(flag):
-                            rest = text[len(flag) :]  # a refusal of the job's state names the job itself
-                            text = rest if rest.startswith(f"job {job_id} ") else key + rest
+                            rest = text[len(flag) :]  # a refusal that names the job or the key itself
+                            named = rest.startswith(f"job {job_id} ") or rest.lower().startswith(key[:-2].lower())
+                            text = rest if named else key + rest
                 if not text.startswith((f"job {job_id} ", f"job {job_id}:", f"no job {job_id}")):
                     text = f"job {job_id}: {text}"
                 out.refused(text, failure.exit_code, failure.field, failure.allowed)

@@ -191,13 +191,15 @@ async def update(
     )
     job = coord.get_job(job_id)
     caller.check_may_act(job, "update it")
+    # the job's own rules first: a raise a non-admin may not make is refused as that, before the
+    # queue's classes would be offered (a class above the job's priority is a raise too)
+    _refuse(update_refusal(job, change, caller.admin))
     if req.priority is not None:  # the queue's priority classes hold for an update as for a submission
         refusal = check_priority_allowed(
             config, job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
         )
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
-    _refuse(update_refusal(job, change, caller.admin))
     if "queue" in change.changes(job.spec):
         _check_move(config, caller, job, change, check_moved)
     if change.dependency:  # only an update can close a cycle: refuse it, as Slurm does

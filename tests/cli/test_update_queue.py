@@ -120,3 +120,24 @@ def test_a_running_job_keeps_its_queue(lab, tmp_path) -> None:
     )
     assert up.job(job)["queue"] == "vision"
     assert up.cli("cancel", job).returncode == 0
+
+
+def test_update_refusals_name_the_key_typed_not_submits_flag(lab) -> None:
+    """A new user's finding: `update Priority=` refusals said `-p/--priority:`, submit's flag."""
+    up, (alice, _bob) = lab
+    env = {"LABGANG_STATE_DIR": str(up.state_dir)}
+    job = alice.run(["submit", "-H", "-g", "1", "--", "true"], env=env).stdout.strip()
+    try:
+        for args, line in (
+            (
+                ["Priority=urgent"],
+                f"labgang update: job {job}: priority 50 is above job {job}'s 0: only an admin may raise it",
+            ),
+            (["Dependency=afterok:99999"], f"labgang update: job {job}: Dependency: no job 99999"),
+            (["Name="], f"labgang update: job {job}: Name: must not be empty"),
+        ):
+            done = alice.run(["update", job, *args], env=env)
+            assert done.returncode in (1, 2) and done.stderr.startswith(line), (args, done.stderr)
+            assert "-p/--priority" not in done.stderr and "-d/--dependency" not in done.stderr, done.stderr
+    finally:
+        up.cli("cancel", job)

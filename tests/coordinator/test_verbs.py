@@ -211,8 +211,13 @@ async def test_update_priority_follows_the_queues_priority_classes(tmp_path: Pat
     try:
         job_id = (await coord.desk.submit(ALICE, {"argv": ["train"], "priority": "normal"})).id
         for refused in ("high", 50):  # a class the queue does not list; a raw number above its default
-            with pytest.raises(Forbidden, match="priority"):
+            with pytest.raises(Forbidden, match="priority") as said:
                 await update(coord, ALICE, job_id, {"priority": refused})
+            # a new user's finding: `Priority=100` offered "high (100)" among the classes to use, and
+            # `Priority=high` was then refused as a raise; both are refused as a raise now
+            number = 100 if refused == "high" else refused
+            assert said.value.message.startswith(f"priority {number} is above job {job_id}'s 0"), said.value.message
+            assert "high (100)" not in said.value.message
         assert coord.jobs[job_id].spec.priority == 0
         assert [h.event for h in coord.jobs[job_id].history] == ["submitted"]
         await update(coord, ALICE, job_id, {"priority": "low"})
