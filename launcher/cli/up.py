@@ -152,7 +152,8 @@ def stranded_line(counts: dict[tuple[str, str], int], config: Any) -> str | None
         verb, them = ("waits", "it") if total == 1 else ("wait", "them")
         parts.append(
             f"{where[0]} {verb} in queues this config does not define: {where[1]}; "
-            f"cancel {them} (`labgang cancel JOB`) or move {them}: run `labgang up` with a config that defines "
+            f"cancel {them} (`labgang cancel JOB`), move {them} to a queue it defines (`labgang update JOB "
+            f"Partition=QUEUE`), or run `labgang up` with a config that defines "
             f"{'that queue' if len(per_queue) == 1 else 'those queues'}"
         )
     if running:

@@ -80,7 +80,11 @@ def nominate(snapshot: Snapshot, state: CycleState) -> tuple[dict[str, list[Entr
             orphans.append(
                 Pending(
                     job.id,
-                    PendingReason(ReasonCode.UNSCHEDULABLE, f"queue {job.queue!r} does not exist (queues: {allowed})"),
+                    PendingReason(
+                        ReasonCode.UNSCHEDULABLE,
+                        f"queue {job.queue!r} does not exist (queues: {allowed}); "
+                        f"`labgang update {job.id} Partition=QUEUE` moves it",
+                    ),
                 )
             )
             continue

@@ -167,7 +167,8 @@ def test_the_banner_names_jobs_waiting_in_queues_the_config_does_not_define(repo
     line = stranded_line(stored_job_counts(tmp_path), config)
     assert line == (
         "  warning: 2 jobs wait in queues this config does not define: default (2); "
-        "cancel them (`labgang cancel JOB`) or move them: run `labgang up` with a config that defines that queue"
+        "cancel them (`labgang cancel JOB`), move them to a queue it defines (`labgang update JOB "
+        "Partition=QUEUE`), or run `labgang up` with a config that defines that queue"
     )
     assert stranded_line({("vision", "pending"): 3, ("old", "failed"): 1}, config) is None
     # a job of a removed queue left running (--keep-jobs) does not wait: it runs to its end

@@ -216,6 +216,7 @@ def test_unknown_queue_is_unschedulable():
     )
     code, text = reasons(run_cycle(snap))["x"]
     assert code is ReasonCode.UNSCHEDULABLE and "'nope' does not exist" in text
+    assert text.endswith("; `labgang update x Partition=QUEUE` moves it")  # what can be done about it
 
 
 @pytest.mark.parametrize(
