@@ -195,8 +195,10 @@ def _cluster(state_dir: Path | None, as_json: bool, topology: bool = False, per_
             text = "\n\n".join(topology_table(inv, name) for name, inv in invs)
             click.echo(text or "no node has reported its GPUs yet")
         return
-    if as_json:
-        click.echo(to_json({"nodes": nodes}))
+    if as_json:  # each NodeView with the STATE word the table shows (sinfo's), computed here as there
+        from labgang.launcher.cli.node_summary import node_state
+
+        click.echo(to_json({"nodes": [{**n, "state": node_state(n)} for n in nodes]}))
         return
     if not per_gpu:
         from labgang.launcher.cli.node_summary import node_summary

@@ -53,7 +53,9 @@ def test_a_drained_node_takes_no_new_job_keeps_its_running_one_and_survives_a_re
         cluster.kill("coordinator", signal.SIGTERM)
         cluster.start_coordinator()
         wait_for(lambda: cluster.connected_nodes() == {"n1", "n2"}, timeout=20, what="agents reconnected")
-        drain = next(n["drain"] for n in json.loads(cluster.cli_ok("nodes", "--json"))["nodes"] if n["name"] == busy)
+        view = next(n for n in json.loads(cluster.cli_ok("nodes", "--json"))["nodes"] if n["name"] == busy)
+        drain = view["drain"]
+        assert view["state"] == "drain"  # the table's STATE word, in --json too
         assert (drain["reason"], drain["by"]) == ("PSU swap", "root")
         third = cluster.submit([*hold, "third"], gpus_per_worker=1)
         reason = wait_for(lambda: cluster.job(third["id"])["reason"], timeout=20, what="the job's pending reason")
