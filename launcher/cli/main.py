@@ -53,10 +53,10 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in COMMANDS and not ctx.resilient_parsing:
-            from labgang.launcher.cli.suggest import closest
+            from labgang.launcher.cli.suggest import command_hint
 
-            near = closest(name, COMMANDS)
-            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            said = command_hint(name, COMMANDS)
+            hint = f" ({said})" if said else ""
             raise click.UsageError(f"No such command {name!r}{hint}.", ctx)
         return super().resolve_command(ctx, args)
 

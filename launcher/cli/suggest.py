@@ -37,6 +37,33 @@ that there is nothing), said instead of an edit-distance guess. An entry whose o
 does take is never consulted for that command."""
 
 
+SLURM_COMMANDS: dict[str, str] = {
+    "sbatch": "submit",
+    "srun": "run",
+    "salloc": "run --pty",
+    "squeue": "queue",
+    "scancel": "cancel",
+    "sinfo": "nodes",
+    "sacct": "history",
+    "sreport": "report",
+    "sprio": "queue -l (PRIO) or explain JOB",
+    "sshare": "queues (fair share) or explain QUEUE",
+    "sstat": "top",
+    "scontrol": "show, hold, release, requeue, update, drain or resume",
+}
+"""Slurm's commands typed as labgang's: the labgang command each one is (docs/slurm-views.md)."""
+
+
+def command_hint(name: str, commands: Iterable[str]) -> str | None:
+    """For an unknown command ``name``: Slurm's name answered with labgang's
+    (``"Slurm's sinfo is labgang nodes"``), else ``"did you mean queue?"`` for a near spelling among
+    ``commands``, else None."""
+    if name in SLURM_COMMANDS:
+        return f"Slurm's {name} is labgang {SLURM_COMMANDS[name]}"
+    near = closest(name, commands)
+    return f"did you mean {', '.join(near)}?" if near else None
+
+
 def distance(a: str, b: str) -> int:
     """Damerau-Levenshtein (optimal string alignment) distance: insertions, deletions,
     substitutions and swaps of two neighbouring characters each cost one."""

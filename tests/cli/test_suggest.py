@@ -32,6 +32,10 @@ def test_distance_counts_a_swap_once(a, b, d):
         ("queu", "labgang: no such command 'queu' (did you mean queue?); see `labgang --help`"),
         ("bogus", "labgang: no such command 'bogus'; see `labgang --help`"),  # two from logs: too far
         ("frobnicate", "labgang: no such command 'frobnicate'; see `labgang --help`"),
+        # a new user's finding: Slurm's names got a hint only when the spelling was near (squeue, srun)
+        ("sinfo", "labgang: no such command 'sinfo' (Slurm's sinfo is labgang nodes); see `labgang --help`"),
+        ("sacct", "labgang: no such command 'sacct' (Slurm's sacct is labgang history); see `labgang --help`"),
+        ("squeue", "labgang: no such command 'squeue' (Slurm's squeue is labgang queue); see `labgang --help`"),
     ],
 )
 def test_a_mistyped_command_gets_the_close_one_or_none(typed, said):
@@ -74,3 +78,12 @@ def test_closest_keeps_short_and_long_options_apart_and_bounds_the_distance():
     assert closest("--nodse", ["--nodes", "--name"]) == ["--nodes"]
     assert closest("--mem", ["--mig", "--name", "--time"]) == []
     assert closest("--tiem", ["--time", "--name"]) == ["--time"]
+
+
+def test_every_slurm_command_named_is_answered_with_labgang_commands_that_exist():
+    from labgang.launcher.cli.commands import COMMANDS
+    from labgang.launcher.cli.suggest import SLURM_COMMANDS
+
+    for slurm, ours in SLURM_COMMANDS.items():
+        named = [word.strip(",") for word in ours.split() if word.strip(",") in COMMANDS]
+        assert named and slurm not in COMMANDS, (slurm, ours)
