@@ -29,6 +29,7 @@ from labgang.launcher.api import discovery
 from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 from labgang.launcher.arrays import fold_ids
 from labgang.launcher.cli.format import format_resources
+from labgang.launcher.text import printable
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -186,6 +187,27 @@ def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
         store.close()
 
 
+def drained_lines(directory: Path) -> list[str]:
+    """The banner's line for each node drained in the state directory's store (``labgang drain``,
+    kept across restarts): no new job starts there, so the ``try:`` command would wait."""
+    from labgang.launcher.coordinator.drains import NodeDrains
+    from labgang.launcher.coordinator.store import Store
+
+    db = paths.db_path(directory)
+    if not db.exists():
+        return []
+    store = Store(db)
+    try:
+        drained = NodeDrains(store, lambda: None).drained
+    finally:
+        store.close()
+    return [
+        f"  warning: node {name} is drained (by {d.by}: {printable(d.reason)}): no new job starts there until "
+        f"`labgang resume {name}`"
+        for name, d in sorted(drained.items())
+    ]
+
+
 def _gang_shape(devices: int, resource: str) -> str:
     """``-n``/``-g`` (or ``--mig``) flags for a gang of at most ``devices`` devices of ``resource``."""
     if resource != "gpu":
@@ -266,9 +288,9 @@ def try_hint(inventory: Any, config: Any = None, example: str = f"python {EXAMPL
 
     The gang goes to ``config.default_queue`` (where ``labgang run`` goes without ``-q``) and
     is no larger than that queue could ever hold (its nominal quota plus what it may borrow
-    within its cohort, :meth:`labgang.launcher.scheduler.quota.QuotaBook.potential`) nor than
-    the machine's allocatable devices. When the default queue holds nothing, the first queue
-    that does is named with ``-q``.
+    within its cohort, :meth:`labgang.launcher.scheduler.quota.QuotaBook.potential`), than its
+    ``max_gpus_per_user`` nor than the machine's allocatable devices. When the default queue
+    holds nothing, the first queue that does is named with ``-q``.
 
     Args:
         inventory: the agent's :class:`labgang.agent.inventory.NodeInventory`.
@@ -293,6 +315,9 @@ def try_hint(inventory: Any, config: Any = None, example: str = f"python {EXAMPL
         if name not in book.queues:
             continue
         room = {res: min(n, book.potential(name, res)) for res, n in counts.items()}
+        per_user = config.queue(name).max_gpus_per_user  # a gang above it is refused at submission
+        if per_user is not None:
+            room = {res: min(n, per_user) for res, n in room.items()}
         if room.get("gpu", 0) >= 1:
             resource = "gpu"
         else:
@@ -586,6 +611,7 @@ def _up(
     )
     source = f"simulated from {simulate}" if simulate else f"NVML, driver {inventory.driver_version}"
     stranded = stranded_line(stored_job_counts(directory), config)
+    drained = drained_lines(directory)
     beyond: list[str] = []
     if config_file is not None:  # the built-in default's quota is this machine's devices
         from labgang.launcher.config.quota_beyond import device_totals, quota_beyond_cluster
@@ -622,6 +648,7 @@ def _up(
         if stranded is not None:
             lines.append(stranded)
         lines += [f"  warning: {line}" for line in beyond]
+        lines += drained
         if not joined:
             lines.append(
                 f"  warning: the local agent has not joined within {AGENT_JOIN_S:g} s (run with -v to see why)"

@@ -109,6 +109,11 @@ def test_the_workstation_config_is_valid_and_shares_eight_gpus(repo_root):
         (None, "-n 3 -g 2"),
         # a queue with 2 GPUs and no cohort holds a 2-rank gang of one GPU each
         ('default_queue = "small"\n[[queues]]\nname = "small"\nnominal = { gpu = 2 }\n', "-n 2 -g 1"),
+        # a new user's finding: the hint asked for 6 GPUs of a queue that allows 4 per user
+        (
+            'default_queue = "v"\n[[queues]]\nname = "v"\nnominal = { gpu = 8 }\nmax_gpus_per_user = 4\n',
+            "-n 4 -g 1",
+        ),
         # the default queue lists no GPU: the hint names the queue that does
         (
             'default_queue = "cpu"\n[[queues]]\nname = "cpu"\nnominal = { "mig-1g.10gb" = 1 }\n'
@@ -210,3 +215,21 @@ def test_the_simulated_machine_up_suggests_is_the_checkouts_or_the_installs_copy
     copy.parent.mkdir(parents=True)
     copy.write_text("")
     assert shipped_path(SIM_MACHINE, checkout=site, data=venv) == str(copy)
+
+
+def test_the_banner_names_each_drained_node(tmp_path):
+    """A new user's finding: after a restart with the node still drained, the banner said nothing of
+    it and suggested a `labgang run` that would wait. The drain is read from the store."""
+    import asyncio
+
+    from labgang.launcher.cli.up import drained_lines
+    from labgang.launcher.coordinator.drains import NodeDrains
+    from labgang.launcher.coordinator.store import Store
+
+    assert drained_lines(tmp_path) == []  # no store yet
+    store = Store(tmp_path / "labgang.db")
+    asyncio.run(NodeDrains(store, lambda: None).drain("vm", "PSU swap", "root", 1.0))
+    store.close()
+    assert drained_lines(tmp_path) == [
+        "  warning: node vm is drained (by root: PSU swap): no new job starts there until `labgang resume vm`"
+    ]
