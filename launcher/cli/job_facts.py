@@ -270,11 +270,21 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
     Raises:
         CoordinatorUnavailable: no coordinator answers (from the client).
     """
+    no_array: set[str] = set()  # arrays found not to exist: their other tasks named in one line already
     for job_id in dict.fromkeys(job_ids):
+        array_id, _, index = job_id.partition("_")
+        if index and array_id in no_array:
+            continue
         try:
             try:
                 before = client.job(job_id, view="queue")  # its id and state: a row, a third of a JobView to read
             except ApiError as err:
+                if err.status == 404 and index.isdigit() and array_id.isdigit():
+                    missing = _missing_array(client, array_id)
+                    if missing is not None:  # `cancel 12_[0-2000]` of no array: one line, not 2,001
+                        no_array.add(array_id)
+                        yield missing, 1
+                        continue
                 if err.status != 404 or not job_id.isdigit():
                     raise
                 yield _cancel_array(client, job_id, err), 0
@@ -291,6 +301,29 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
             yield text, failure.exit_code
             continue
         yield f"job {job['id']}: {'already ' if job is before else ''}{job['state']}", 0
+
+
+def _missing_array(client: "Client", array_id: str) -> "str | None":
+    """For a task of ``array_id`` the coordinator does not know: the one line saying there is no such
+    array (``no job array 12``, or ``job 19 is not a job array`` when 19 is a plain job), or None when
+    the array exists (then only that task is missing, and is named on its own).
+
+    Raises:
+        ApiError: a refusal other than "not found".
+    """
+    try:
+        client.array(array_id)
+        return None
+    except ApiError as err:
+        if err.status != 404:
+            raise
+    try:
+        client.job(array_id, view="queue")
+    except ApiError as err:
+        if err.status != 404:
+            raise
+        return f"no job array {array_id}"
+    return f"job {array_id} is not a job array"
 
 
 def _cancel_array(client: "Client", array_id: str, not_a_job: "ApiError") -> str:

@@ -71,3 +71,15 @@ def test_cancel_takes_array_tasks_in_the_form_queue_prints_on_both_paths(coordin
         assert (result.returncode, result.stdout) == (2, "")
         assert f"'{array}_[5-2]' is not a job id" in result.stderr and '"5-2": end below start' in result.stderr
     assert {job["id"] for job in listing(coordinator)} == {f"{array}_3", f"{array}_5"}
+
+
+def test_a_task_list_of_no_array_is_one_line_on_both_paths(coordinator: str) -> None:
+    """A new user's finding: ``cancel "12_[0-2000]"`` of no array printed 2,001 ``no job 12_N`` lines,
+    and ``cancel "19_[0-3]"`` of a plain job 19 said ``no job 19_0``... Now one line each, exit 1."""
+    plain = labgang(coordinator, "submit", "--", "true").stdout.strip()
+    for result in both(coordinator, "cancel", "9999_[0-2000]"):
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", "labgang cancel: no job array 9999\n")
+    for result in both(coordinator, "cancel", f"{plain}_[0-3]"):
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr == f"labgang cancel: job {plain} is not a job array\n"
+    assert {job["id"]: job["state"] for job in listing(coordinator)} == {plain: "pending"}
