@@ -270,8 +270,13 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
     Raises:
         CoordinatorUnavailable: no coordinator answers (from the client).
     """
+    asked = list(dict.fromkeys(job_ids))
+    tasks_of: dict[str, int] = {}  # tasks asked for per array (a task list, 12_[0-9], names several)
+    for job_id in asked:
+        if "_" in job_id:
+            tasks_of[job_id.partition("_")[0]] = tasks_of.get(job_id.partition("_")[0], 0) + 1
     no_array: set[str] = set()  # arrays found not to exist: their other tasks named in one line already
-    for job_id in dict.fromkeys(job_ids):
+    for job_id in asked:
         array_id, _, index = job_id.partition("_")
         if index and array_id in no_array:
             continue
@@ -279,7 +284,7 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
             try:
                 before = client.job(job_id, view="queue")  # its id and state: a row, a third of a JobView to read
             except ApiError as err:
-                if err.status == 404 and index.isdigit() and array_id.isdigit():
+                if err.status == 404 and index.isdigit() and array_id.isdigit() and tasks_of[array_id] > 1:
                     missing = _missing_array(client, array_id)
                     if missing is not None:  # `cancel 12_[0-2000]` of no array: one line, not 2,001
                         no_array.add(array_id)

@@ -83,3 +83,5 @@ def test_a_task_list_of_no_array_is_one_line_on_both_paths(coordinator: str) -> 
         assert (result.returncode, result.stdout) == (1, ""), result.stderr
         assert result.stderr == f"labgang cancel: job {plain} is not a job array\n"
     assert {job["id"]: job["state"] for job in listing(coordinator)} == {plain: "pending"}
+    for result in both(coordinator, "cancel", "9999_5"):  # one task asked for: that task is named
+        assert (result.returncode, result.stderr) == (1, "labgang cancel: no job 9999_5\n")
