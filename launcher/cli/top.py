@@ -142,6 +142,15 @@ def top(
         cols = width or min(200, shutil.get_terminal_size().columns if sys.stdout.isatty() else 160)
         click.echo(render_frame(state, width=cols), nl=False)
         return
+    if source.mode == "coordinator":  # none answers now: say so, as --once does, not an empty screen for ever
+        from labgang.launcher.api.client import Client
+
+        try:
+            with Client.for_state_dir(state_dir) as client:
+                client.version()
+        except ClientError as exc:
+            click.echo(f"labgang top: {exc}", err=True)
+            sys.exit(1)
     from labgang.tui.app import make_app
 
     make_app(source, thresholds=thresholds, refresh_s=interval, read_only=read_only).run()

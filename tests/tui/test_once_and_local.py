@@ -67,12 +67,16 @@ def test_once_simulate_implies_local_and_mig_shows_na(repo_root):
     assert mig_rows and all("n/a (mig)" in r and "n/a (unsupported)" in r for r in mig_rows)
 
 
-def test_once_without_coordinator_fails_with_one_line(tmp_path):
-    out = labgang("top", "--once", "--state-dir", str(tmp_path))
+@pytest.mark.parametrize("once", [True, False], ids=["once", "interactive"])
+def test_without_coordinator_it_fails_with_one_line(tmp_path, once):
+    """A new user's finding: the interactive app showed "waiting for the first snapshot" for ever
+    (about 50 % of a core while its output was piped) where --once said there is no coordinator."""
+    out = labgang("top", *(["--once"] if once else []), "--state-dir", str(tmp_path))
     assert out.returncode == 1
     assert out.stderr.strip() == (
         f"labgang top: no labgang coordinator at {tmp_path}/labgang.sock; start one with `labgang up`" + agent_hint()
     )
+    assert out.stdout == ""  # no screen drawn
 
 
 def test_bad_flags_are_usage_errors(tmp_path):
