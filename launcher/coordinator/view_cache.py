@@ -194,29 +194,25 @@ to the kernel as it is, without being copied into the transport's buffer."""
 
 def page_pieces(encoded: list[bytes], next_cursor: str | None, piece_bytes: int = PIECE_BYTES) -> list[bytes]:
     """A ``GET /v1/jobs`` page, ``{"jobs": [...], "next_cursor": ...}``, from encoded JobViews, in
-    pieces of about ``piece_bytes`` (each ends at a job, so a piece may be longer) to be sent one
-    after the other; their concatenation is :func:`page_body`.
+    pieces of about ``piece_bytes`` on average (an equal number of jobs each, at least one) to be
+    sent one after the other; their concatenation is :func:`page_body`.
 
     A page is about a megabyte (``limits.max_page_bytes``). Joined at once and handed to the
     transport, it would be copied three more times (the head of the answer joined before it, the
     part the socket did not take sliced off and appended to the transport's buffer), each time
-    into memory fresh from the kernel; pieces of 64 KiB go to the socket as they are.
+    into memory fresh from the kernel; pieces of 64 KiB go to the socket as they are. The pieces
+    are joined in C (``bytes.join`` of a slice of jobs), with no Python step per job.
     """
-    pieces: list[bytes] = []
-    parts = [b'{"jobs": [']
-    jobs = iter(encoded)
-    first = next(jobs, None)
-    if first is not None:
-        parts.append(first)
-        size = len(first)
-        for data in jobs:
-            if size >= piece_bytes:
-                pieces.append(b"".join(parts))
-                parts, size = [], 0
-            parts += (b", ", data)
-            size += len(data)
-    parts.append(b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}")
-    pieces.append(b"".join(parts))
+    tail = b'], "next_cursor": ' + jsoncodec.dumps(next_cursor).encode() + b"}"
+    count = len(encoded)
+    if not count:
+        return [b'{"jobs": [' + tail]
+    step = max(1, count * piece_bytes // sum(map(len, encoded)))  # jobs a piece
+    last = (count - 1) // step * step  # where the last piece starts
+    pieces = []
+    for start in range(0, count, step):
+        head = b'{"jobs": [' if start == 0 else b", "
+        pieces.append(b"".join((head, b", ".join(encoded[start : start + step]), tail if start == last else b"")))
     return pieces
 
 

@@ -129,7 +129,7 @@ def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
     assert json.loads(body) == {"jobs": views, "next_cursor": "2"}
 
 
-def test_a_page_in_pieces_is_the_page_in_one_and_each_piece_ends_at_a_job_past_its_size() -> None:
+def test_a_page_in_pieces_is_the_page_in_one_in_pieces_of_whole_jobs_of_about_their_size() -> None:
     views = [json.dumps(job_view(job(str(i)))).encode() for i in range(1, 8)]
     size = len(views[0])
     for encoded in (views, views[:1], []):
@@ -139,10 +139,10 @@ def test_a_page_in_pieces_is_the_page_in_one_and_each_piece_ends_at_a_job_past_i
             for piece_bytes in (1, size, 2 * size + 1, 1 << 20):
                 pieces = page_pieces(encoded, cursor, piece_bytes)
                 assert b"".join(pieces) == whole
-                # every piece but the last holds jobs of at least piece_bytes and ends with a whole job
-                assert all(len(p) >= piece_bytes and p.endswith(b"}") for p in pieces[:-1])
-                per_piece = -(-piece_bytes // size)  # jobs (all of one size here) until a piece reaches piece_bytes
+                # jobs of one size here: piece_bytes // size of them a piece (at least one), each piece whole jobs
+                per_piece = max(1, piece_bytes // size)
                 assert len(pieces) == max(1, -(-len(encoded) // per_piece))
+                assert all(p.endswith(b"}") and p[-size:].startswith(b'{"id"') for p in pieces[:-1])
     assert len(page_pieces(views, None, 1)) == len(views)  # one job a piece
     assert len(page_pieces(views, None)) == 1  # 64 KiB: a short page in one piece
 
