@@ -40,14 +40,16 @@ if TYPE_CHECKING:
 
 @dataclass
 class Reply:
-    """An operation's answer: JSON (``payload``, or ``encoded`` when already encoded), or bytes
-    (``body``, text/plain), plus headers."""
+    """An operation's answer: JSON (``payload``, or ``encoded`` when already encoded, or
+    ``pieces`` when already encoded in pieces to be sent one after the other: a ``GET /v1/jobs``
+    page), or bytes (``body``, text/plain), plus headers."""
 
     status: int = 200
     payload: Any = None
     body: bytes | None = None
     encoded: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    pieces: list[bytes] | None = None
 
 
 Handler = Callable[["Caller", Mapping[str, str], Mapping[str, str], bytes], Awaitable[Reply]]
@@ -259,8 +261,8 @@ async def list_jobs(
         jobs = (job for job in jobs if keep(job))
     # Each job's view is encoded once and reused until the job changes (job_views.py, view_cache.py).
     page_shape: Literal["full", "queue"] = "queue" if shape == "queue" else "full"
-    body = job_views.page(caller, jobs, page_shape, limit, config.limits.max_page_bytes, len(desk.jobs))
-    return Reply(200, encoded=body)
+    pieces = job_views.page(caller, jobs, page_shape, limit, config.limits.max_page_bytes, len(desk.jobs))
+    return Reply(200, pieces=pieces)
 
 
 _JOB_VIEWS = ("full", "queue", "text")

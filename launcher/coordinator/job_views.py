@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from labgang.launcher.coordinator import table_view, views
-from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache, page_body
+from labgang.launcher.coordinator.view_cache import JobMemo, JobViewCache, page_pieces
 
 if TYPE_CHECKING:
     from labgang.launcher.coordinator.requests import Caller
@@ -73,9 +73,10 @@ class JobViews:
         limit: int,
         budget: int,
         known: int,
-    ) -> bytes:
-        """One ``GET /v1/jobs`` page body, ``{"jobs": [...], "next_cursor": ...}``: each job's view
-        encoded once and reused until the job changes.
+    ) -> list[bytes]:
+        """One ``GET /v1/jobs`` page body, ``{"jobs": [...], "next_cursor": ...}``, in pieces of
+        about 64 KiB to be sent one after the other (:func:`view_cache.page_pieces`): each job's
+        view encoded once and reused until the job changes.
 
         Args:
             caller: who asks (``private_data`` may hide another user's ``argv``).
@@ -97,7 +98,7 @@ class JobViews:
             variant = functools.partial(self.hides_argv, caller)
         encoded, last, more = self._encoded.page(jobs, build, variant, limit, budget)
         self._encoded.trim(known)
-        return page_body(encoded, str(last.seq) if more and last is not None else None)
+        return page_pieces(encoded, str(last.seq) if more and last is not None else None)
 
     def table(
         self, jobs: Iterable[JobRecord], now: float, keep: Callable[[JobRecord], bool] | None, known: int

@@ -80,6 +80,24 @@ def reply_to_response(reply: handlers.Reply) -> web.StreamResponse:
     return web.json_response(reply.payload, status=reply.status, headers=reply.headers, dumps=jsoncodec.dumps)
 
 
+async def send_pieces(request: web.Request, reply: handlers.Reply, pieces: list[bytes]) -> web.StreamResponse:
+    """Send an answer already encoded in pieces (``reply.pieces``: a ``GET /v1/jobs`` page), one
+    piece after the other, with the status, headers and ``Content-Length`` that
+    :func:`reply_to_response` would give their concatenation (the same bytes on the wire), without
+    joining them (``view_cache.page_pieces``). A client that hangs up meanwhile gets no more."""
+    response = web.StreamResponse(status=reply.status, headers=reply.headers)
+    response.content_type = "application/json"
+    response.content_length = sum(map(len, pieces))
+    await response.prepare(request)
+    try:
+        for piece in pieces:
+            await response.write(piece)
+        await response.write_eof()
+    except ConnectionResetError:
+        log.debug("the client of %s %s hung up before the whole answer was sent", request.method, request.path)
+    return response
+
+
 def _handler(route: handlers.Route):
     key = (route.method, route.path)
 
@@ -106,6 +124,8 @@ def _handler(route: handlers.Route):
                 "the request body cannot be read (a Content-Encoding that does not decode, or a truncated body)"
             ) from None
         reply = await request.app[keys.ROUTES][key](caller, request.match_info, request.query, body)
+        if reply.pieces is not None:
+            return await send_pieces(request, reply, reply.pieces)
         return reply_to_response(reply)
 
     handle.__name__ = route.name
@@ -218,6 +238,8 @@ async def forwarded(
         return status, {"Content-Type": "application/json"}, json.dumps(err).encode()
     if reply.body is not None:
         return reply.status, {"Content-Type": "text/plain", **reply.headers}, reply.body
+    if reply.pieces is not None:
+        return reply.status, {"Content-Type": "application/json", **reply.headers}, b"".join(reply.pieces)
     if reply.encoded is not None:
         return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.encoded
     return reply.status, {"Content-Type": "application/json", **reply.headers}, jsoncodec.dumps(reply.payload).encode()

@@ -36,7 +36,6 @@ from labgang.launcher.lifecycle.states import (
 )
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.reasons import held_reason
-from labgang.launcher.scheduler.shares import share_units
 
 _REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail", EndIntent.RESTART: "failed"}
 """The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
@@ -65,7 +64,13 @@ class LifecyclePolicy:
 def attempt_share(req: JobRequest, shards_per_gpu: int) -> float:
     """The part of each device an attempt of ``req`` holds (``AttemptRecord.share``): 1.0 for whole
     devices, ``shards/shards_per_gpu`` for ``--shards``, ``P/100`` for ``--mps P`` (docs/sharing.md)."""
-    return float(share_units(req, shards_per_gpu)) if req.shared else 1.0
+    if not req.shared:
+        return 1.0
+    # imported here: the shares' book and the device book under it are the cycle's; a model that
+    # never admits a share does not load them (bench/README.md, "Issue 23, sixth pass")
+    from labgang.launcher.scheduler.shares import share_units
+
+    return float(share_units(req, shards_per_gpu))
 
 
 class GangRules:

@@ -7,10 +7,13 @@ devices involved and the counts a person needs to act ("team-a uses 5 gpu of the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from labgang.launcher.model import JobRequest, ReclaimWithinCohort
 from labgang.launcher.scheduler.decisions import PendingReason, ReasonCode
-from labgang.launcher.scheduler.quota import QuotaBook
+
+if TYPE_CHECKING:
+    from labgang.launcher.scheduler.quota import QuotaBook
 
 
 def describe_request(req: JobRequest) -> str:

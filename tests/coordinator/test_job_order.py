@@ -34,8 +34,8 @@ async def paged(coord: Coordinator, caller: Caller, query: dict[str, str], limit
     while True:
         page_query = {**query, "limit": str(limit), **({"cursor": cursor} if cursor else {})}
         reply = await handlers.list_jobs(coord.config, coord.desk, coord.views, caller, {}, page_query, b"")
-        assert reply.encoded is not None
-        page = json.loads(reply.encoded)
+        assert reply.pieces is not None
+        page = json.loads(b"".join(reply.pieces))
         assert len(page["jobs"]) <= limit
         ids += [j["id"] for j in page["jobs"]]
         if page["next_cursor"] is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from aiohttp import web
 from labgang.launcher.api.async_client import AsyncClient
 from labgang.launcher.api.client import Client
 from labgang.launcher.config.cluster import parse_config
+from labgang.launcher.coordinator import keys
 from labgang.launcher.coordinator.app import create_app
 from labgang.launcher.coordinator.routes import forwarded
 
@@ -143,5 +145,44 @@ async def test_a_page_of_big_jobs_ends_at_the_byte_budget() -> None:
         assert 1 <= len(first["jobs"]) < 5 and first["next_cursor"] == first["jobs"][-1]["id"]
         assert len(json.dumps(first)) < 4096 + 2500  # the budget, plus at most the job that crossed it
         assert [j["id"] for j in await asyncio.to_thread(lambda: Client(sock).jobs(all_users=True))] == ids
+    finally:
+        await runner.cleanup()
+
+
+def _raw_get(sock: Path, target: str) -> tuple[bytes, bytes]:
+    """The head and body of ``GET target`` as they come off the Unix socket (the server closes after)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(sock))
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: labgang\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+async def test_a_page_sent_in_pieces_is_one_answer_of_its_length_and_the_json_of_the_page() -> None:
+    base = Path(tempfile.mkdtemp(prefix="lgq-", dir="/tmp"))
+    config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 8}}]})
+    app = create_app(config, base, token="t")
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = base / "labgang.sock"
+    await web.UnixSite(runner, str(sock)).start()
+    try:
+        for _ in range(60):  # about 150 KiB of JobViews: three pieces of 64 KiB (view_cache.page_pieces)
+            status, reply = await call(sock, "POST", "/v1/jobs", {"argv": ["echo", "a" * 1500]})
+            assert status == 201, reply
+        head, body = await asyncio.to_thread(_raw_get, sock, "/v1/jobs?all=1")
+        lines = head.split(b"\r\n")
+        assert lines[0] == b"HTTP/1.1 200 OK"
+        fields = dict(line.split(b": ", 1) for line in lines[1:])
+        assert fields[b"Content-Type"] == b"application/json" and b"Transfer-Encoding" not in fields
+        assert int(fields[b"Content-Length"]) == len(body) > 128 * 1024
+        page = json.loads(body)
+        assert len(page["jobs"]) == 60 and page["next_cursor"] is None
+        assert body == json.dumps(page).encode()  # what one json.dumps of the whole page writes, byte for byte
+        status, _, forwarded_body = await forwarded(app[keys.ROUTES], config, 0, "GET", "/v1/jobs", {"all": "1"}, b"")
+        assert (status, forwarded_body) == (200, body)  # a request an agent forwards gets the same bytes
     finally:
         await runner.cleanup()

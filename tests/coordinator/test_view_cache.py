@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from labgang.launcher.coordinator.store import HistoryEntry, JobRecord, JobSpec, JobStatus, RankRecord
-from labgang.launcher.coordinator.view_cache import JobViewCache, page_body
+from labgang.launcher.coordinator.view_cache import JobViewCache, page_body, page_pieces
 from labgang.launcher.coordinator.views import job_view
 from labgang.launcher.lifecycle.states import RankPhase
 from labgang.launcher.model import JobState
@@ -127,6 +127,24 @@ def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
     views = [job_view(job("1")), job_view(job("2"))]
     body = page_body([json.dumps(v).encode() for v in views], "2")
     assert json.loads(body) == {"jobs": views, "next_cursor": "2"}
+
+
+def test_a_page_in_pieces_is_the_page_in_one_in_pieces_of_whole_jobs_of_about_their_size() -> None:
+    views = [json.dumps(job_view(job(str(i)))).encode() for i in range(1, 8)]
+    size = len(views[0])
+    for encoded in (views, views[:1], []):
+        for cursor in ("7", None):
+            whole = b'{"jobs": [' + b", ".join(encoded) + b'], "next_cursor": ' + json.dumps(cursor).encode() + b"}"
+            assert page_body(encoded, cursor) == whole
+            for piece_bytes in (1, size, 2 * size + 1, 1 << 20):
+                pieces = page_pieces(encoded, cursor, piece_bytes)
+                assert b"".join(pieces) == whole
+                # jobs of one size here: piece_bytes // size of them a piece (at least one), each piece whole jobs
+                per_piece = max(1, piece_bytes // size)
+                assert len(pieces) == max(1, -(-len(encoded) // per_piece))
+                assert all(p.endswith(b"}") and p[-size:].startswith(b'{"id"') for p in pieces[:-1])
+    assert len(page_pieces(views, None, 1)) == len(views)  # one job a piece
+    assert len(page_pieces(views, None)) == 1  # 64 KiB: a short page in one piece
 
 
 def test_a_page_stops_at_its_limit_or_its_bytes_and_always_holds_one_job() -> None:

@@ -34,8 +34,8 @@ def coord(tmp_path: Path):
 async def listing(coord: Coordinator, view: str) -> list[dict[str, Any]]:
     """Every job as ``GET /v1/jobs?all=1&view=VIEW`` lists it (the real handler and its cache)."""
     reply = await handlers.list_jobs(coord.config, coord.desk, coord.views, ROOT, {}, {"all": "1", "view": view}, b"")
-    assert reply.encoded is not None
-    page = json.loads(reply.encoded)
+    assert reply.pieces is not None
+    page = json.loads(b"".join(reply.pieces))
     assert page["next_cursor"] is None
     return page["jobs"]
 
