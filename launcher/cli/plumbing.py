@@ -79,6 +79,7 @@ _FIELD_NAME_RE = re.compile(
 
 
 _GROUP_FIELD_RE = re.compile(r"^groups\.(\d+)\.(\w+)")
+_ARGV_FIELD_RE = re.compile(r"^argv\.(\d+)$")
 """A field of one group of a job of groups (``groups.1.min_workers``): its index and key."""
 
 
@@ -90,6 +91,9 @@ def flag_message(message: str, field: str | None, *, example: bool = True) -> st
     underscore becomes its flag, and duration fields get an example of the syntax (unless
     ``example`` is False: a well-formed value refused, whose example would suggest it again).
     """
+    word = _ARGV_FIELD_RE.match(field or "")
+    if word and not message.startswith("argv: "):  # a word of the command after --, as the user counts
+        return f"the command's word {int(word.group(1)) + 1}: {message.removeprefix(f'{field}: ')}"
     group = _GROUP_FIELD_RE.match(field or "")
     if group and message.startswith(f"{field}: "):  # a job of groups: name the group and its flag
         index, key = group.groups()

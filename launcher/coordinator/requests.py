@@ -47,8 +47,15 @@ def _exec_safe(value: str) -> str:
         raise ValueError("must not contain a NUL byte")
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+    except UnicodeEncodeError as exc:
+        bad = ord(value[exc.start])
+        if 0xDC80 <= bad <= 0xDCFF:  # a byte the shell passed that is no UTF-8 (Python's surrogateescape)
+            raise ValueError(
+                f"is not UTF-8 text (byte 0x{bad - 0xDC00:02x} at character {exc.start}); allowed: UTF-8 text"
+            ) from None
+        raise ValueError(
+            f"must be valid Unicode text (a lone surrogate \\u{bad:04x} at character {exc.start}); allowed: UTF-8 text"
+        ) from None
     return value
 
 

@@ -85,3 +85,22 @@ def test_a_task_list_of_no_array_is_one_line_on_both_paths(coordinator: str) -> 
     assert {job["id"]: job["state"] for job in listing(coordinator)} == {plain: "pending"}
     for result in both(coordinator, "cancel", "9999_5"):  # one task asked for: that task is named
         assert (result.returncode, result.stderr) == (1, "labgang cancel: no job 9999_5\n")
+
+
+def test_bytes_that_are_no_utf8_are_named_as_bytes_and_where_on_both_paths(coordinator: str) -> None:
+    """A new user's finding: ``--name $'\\xff\\xfe'`` was told of "a lone surrogate such as \\ud800" (the
+    user typed bytes), and a bad word of the command named no field at all."""
+    import os
+
+    bad = os.fsdecode(b"a\xffb")  # as Python hands such a shell word to labgang
+    for result in both(coordinator, "submit", "-H", "--", "true", bad):
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (
+            "labgang submit: the command's word 2: is not UTF-8 text (byte 0xff at character 1); allowed: UTF-8 text\n"
+        )
+    for result in both(coordinator, "submit", "-H", "--name", bad, "--", "true"):
+        assert result.returncode == 2
+        assert result.stderr == (
+            "labgang submit: --name: is not UTF-8 text (byte 0xff at character 1); allowed: UTF-8 text\n"
+        )
+    assert listing(coordinator) == []
