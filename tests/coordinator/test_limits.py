@@ -173,6 +173,15 @@ async def test_a_page_sent_in_pieces_is_one_answer_of_its_length_and_the_json_of
         for _ in range(60):  # about 150 KiB of JobViews: three pieces of 64 KiB (view_cache.page_pieces)
             status, reply = await call(sock, "POST", "/v1/jobs", {"argv": ["echo", "a" * 1500]})
             assert status == 201, reply
+        # every job judged once (no node: each unschedulable for good), so the two reads below see one
+        # state: a cycle between them would change a reason and the bytes with it
+        for _ in range(400):
+            _, listing = await call(sock, "GET", "/v1/jobs?all=1")
+            if all(j["reason"] is not None for j in listing["jobs"]):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the jobs never got their pending reasons")
         head, body = await asyncio.to_thread(_raw_get, sock, "/v1/jobs?all=1")
         lines = head.split(b"\r\n")
         assert lines[0] == b"HTTP/1.1 200 OK"
